@@ -1,0 +1,57 @@
+"""The WSGI application: `create_app(settings, **deps)` only wires resources to their collaborators."""
+
+from __future__ import annotations
+
+import logging
+
+import falcon
+
+from settings import Settings
+
+
+class SchemaOutdated(RuntimeError):
+    """The database is older than this code; `lanner db migrate` fixes it."""
+
+
+def create_app(settings: Settings, *, tracker=None) -> falcon.App:
+    from routes.click import ClickResource, ClientAddress
+    from routes.errors import handle_unexpected
+    from routes.health import HealthResource
+
+    if tracker is None:
+        tracker = create_tracker(settings)
+    client_address = ClientAddress(
+        settings.trusted_proxies, settings.real_ip_header, is_unix_socket=settings.bind.startswith("unix:")
+    )
+    app = falcon.App(media_type=falcon.MEDIA_JSON)
+    app.req_options.strip_url_path_trailing_slash = True
+    app.add_route("/healthz", HealthResource(tracker))
+    app.add_route(
+        "/{alias}", ClickResource(tracker, client_address, settings.sub_id_aliases, settings.fallback_url)
+    )
+    app.add_error_handler(Exception, handle_unexpected)
+    return app
+
+
+def create_tracker(settings: Settings):
+    """Open this process's database connection and the click pipeline; refuse an old schema."""
+    from models import open_database
+    from models.migrate import schema_is_current
+    from models.tracking import ClickTracker
+
+    db = open_database(settings.database_path)
+    if not schema_is_current(db):
+        raise SchemaOutdated(f"The database {settings.database_path} needs migrating: run `lanner db migrate`.")
+    return ClickTracker(
+        db,
+        spool_dir=settings.spool_dir,
+        segment_bytes=settings.spool_segment_bytes,
+        uniqueness_hours=settings.uniqueness_hours,
+        debounce_seconds=settings.debounce_seconds,
+    )
+
+
+def load_worker_app(settings: Settings) -> falcon.App:
+    """Called by each bjoern worker after fork (workers/server.py)."""
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    return create_app(settings)

@@ -1,0 +1,530 @@
+"""The `lanner` command line: thin click commands over the library (parse, call one function, echo).
+
+Heavy imports happen inside commands: `lanner serve`'s master must not import the app, so that a
+graceful reload (SIGHUP) starts workers on freshly imported code.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from typing import Any, Iterable, Sequence
+
+import click
+
+from settings import Settings, load_settings
+
+
+class Context:
+    def __init__(self) -> None:
+        try:
+            self.settings: Settings = load_settings()
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        self._db = None
+
+    @property
+    def db(self):
+        """The database, opened on first use; commands that touch data refuse an unmigrated one."""
+        if self._db is None:
+            from models import open_database
+            from models.migrate import schema_is_current
+
+            self._db = open_database(self.settings.database_path, autocheckpoint=True)
+            if not schema_is_current(self._db):
+                raise click.ClickException(
+                    f"The database {self.settings.database_path} is not migrated: run `lanner db migrate`."
+                )
+        return self._db
+
+
+pass_context = click.make_pass_decorator(Context, ensure=True)
+
+
+def echo_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str) -> None:
+    """Print rows as an aligned table, JSON or CSV."""
+    if fmt == "json":
+        click.echo(json.dumps(list(rows), indent=2, default=str))
+        return
+    if fmt == "csv":
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        return
+    cells = [[str(row.get(column, "")) for column in columns] for row in rows]
+    widths = [max([len(column)] + [len(line[i]) for line in cells]) for i, column in enumerate(columns)]
+    click.echo("  ".join(column.ljust(width) for column, width in zip(columns, widths)).rstrip())
+    for line in cells:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+
+
+def format_option(function):
+    function = click.option("--json", "fmt", flag_value="json", help="Print JSON.")(function)
+    function = click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")(function)
+    return click.option("--table", "fmt", flag_value="table", default=True, help="Print a table (default).")(
+        function
+    )
+
+
+def admin_call(function, *args, **kwargs):
+    """Run an admin operation; its AdminError becomes one clear sentence and a non-zero exit."""
+    from models.admin import AdminError
+
+    try:
+        return function(*args, **kwargs)
+    except AdminError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def parse_offers(values: Iterable[str]) -> list[tuple[int, int]]:
+    offers = []
+    for value in values:
+        offer_id, _, weight = value.partition(":")
+        if not offer_id.isdigit() or (weight and not weight.isdigit()):
+            raise click.BadParameter(f"{value!r} is not OFFER_ID or OFFER_ID:WEIGHT.", param_hint="--offer")
+        offers.append((int(offer_id), int(weight or 100)))
+    return offers
+
+
+@click.group()
+def main() -> None:
+    """Lanner: a self-hosted click tracker."""
+
+
+# -- settings --------------------------------------------------------------------------------
+
+
+@main.command("settings")
+@format_option
+@pass_context
+def settings_command(ctx: Context, fmt: str) -> None:
+    """Show every LANNER_* setting with its current value."""
+    from settings import SETTINGS
+
+    rows = [
+        {"env": s.env, "value": str(getattr(ctx.settings, s.name)), "default": s.default, "help": s.help}
+        for s in SETTINGS
+    ]
+    echo_rows(rows, ["env", "value", "default", "help"], fmt)
+
+
+# -- db --------------------------------------------------------------------------------------
+
+
+@main.group()
+def db() -> None:
+    """Database migrations."""
+
+
+@db.command("migrate")
+@pass_context
+def db_migrate(ctx: Context) -> None:
+    """Apply pending migrations (each with its history row, in one transaction)."""
+    from models import open_database
+    from models.migrate import migrate, pending_migrations
+
+    database = open_database(ctx.settings.database_path, autocheckpoint=True)
+    pending = pending_migrations(database)
+    if not pending:
+        click.echo(f"{ctx.settings.database_path}: up to date.")
+        return
+    with click.progressbar(length=len(pending), label="Migrating") as bar:
+        migrate(database, on_applied=lambda name: bar.update(1))
+    click.echo(f"Applied {len(pending)} migration(s): {', '.join(pending)}")
+
+
+@db.command("status")
+@format_option
+@pass_context
+def db_status(ctx: Context, fmt: str) -> None:
+    """List migrations and whether each is applied."""
+    from models import open_database
+    from models.migrate import migration_status
+
+    database = open_database(ctx.settings.database_path, autocheckpoint=True)
+    rows = [{"migration": m.name, "applied_at": m.applied_at or "pending"} for m in migration_status(database)]
+    echo_rows(rows, ["migration", "applied_at"], fmt)
+
+
+# -- offers ----------------------------------------------------------------------------------
+
+
+def offer_row(offer) -> dict[str, Any]:
+    return {"id": offer.id, "name": offer.name, "status": offer.status, "payout": offer.payout, "url": offer.url}
+
+
+@main.group()
+def offer() -> None:
+    """Offers: URL templates with macros such as {subid}."""
+
+
+@offer.command("create")
+@click.argument("name")
+@click.option("--url", required=True, help="Offer URL template, e.g. https://example.com/?click={subid}")
+@click.option("--payout", type=float, default=0.0, show_default=True)
+@pass_context
+def offer_create(ctx: Context, name: str, url: str, payout: float) -> None:
+    """Create an offer; prints its id."""
+    from models.admin import create_offer
+
+    created = admin_call(create_offer, ctx.db, name, url, payout=payout)
+    click.echo(created.id)
+
+
+@offer.command("list")
+@format_option
+@pass_context
+def offer_list(ctx: Context, fmt: str) -> None:
+    """List offers."""
+    from models.admin import list_offers
+
+    ctx.db
+    echo_rows([offer_row(o) for o in list_offers()], ["id", "name", "status", "payout", "url"], fmt)
+
+
+@offer.command("update")
+@click.argument("offer_id", type=int)
+@click.option("--name")
+@click.option("--url")
+@click.option("--status", type=click.Choice(["active", "paused", "archived"]))
+@click.option("--payout", type=float)
+@pass_context
+def offer_update(ctx: Context, offer_id: int, **changes: Any) -> None:
+    """Change an offer."""
+    from models.admin import update_offer
+
+    updated = admin_call(update_offer, ctx.db, offer_id, **changes)
+    click.echo(f"Offer {updated.id} updated.")
+
+
+# -- campaigns -------------------------------------------------------------------------------
+
+
+def campaign_row(campaign) -> dict[str, Any]:
+    return {
+        "id": campaign.id,
+        "alias": campaign.alias,
+        "name": campaign.name,
+        "status": campaign.status,
+        "rotation": campaign.rotation,
+        "uniqueness_hours": campaign.uniqueness_hours,
+        "url": f"/{campaign.alias}",
+    }
+
+
+@main.group()
+def campaign() -> None:
+    """Campaigns: the URL a visitor hits, `/<alias>`."""
+
+
+@campaign.command("create")
+@click.argument("name")
+@click.option("--alias", required=True, help="The campaign URL path: /<alias>.")
+@click.option("--offer-url", help="Create a new offer with this URL template.")
+@click.option("--offer-id", type=int, help="Or send to an existing offer.")
+@click.option("--rotation", type=click.Choice(["position", "weight"]), default="position", show_default=True)
+@click.option("--uniqueness-hours", type=float, default=24.0, show_default=True)
+@pass_context
+def campaign_create(ctx: Context, name: str, alias: str, **options: Any) -> None:
+    """Create a campaign with one stream to one offer; prints the campaign URL path."""
+    from models.admin import create_campaign
+
+    created = admin_call(create_campaign, ctx.db, name, alias, **options)
+    click.echo(f"/{created.alias}")
+
+
+@campaign.command("list")
+@click.option("--all", "include_archived", is_flag=True, help="Include archived campaigns.")
+@format_option
+@pass_context
+def campaign_list(ctx: Context, include_archived: bool, fmt: str) -> None:
+    """List campaigns."""
+    from models.admin import list_campaigns
+
+    ctx.db
+    rows = [campaign_row(c) for c in list_campaigns(include_archived=include_archived)]
+    echo_rows(rows, ["id", "alias", "name", "status", "rotation", "uniqueness_hours", "url"], fmt)
+
+
+@campaign.command("show")
+@click.argument("ref")
+@format_option
+@pass_context
+def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
+    """Show a campaign (by id or alias) with its streams."""
+    from models.admin import get_campaign, list_streams
+
+    ctx.db
+    found = admin_call(get_campaign, ref)
+    data = campaign_row(found)
+    data["streams"] = [stream_row(s) for s in list_streams(found.id)]
+    if fmt == "json":
+        click.echo(json.dumps(data, indent=2))
+        return
+    for key, value in data.items():
+        if key != "streams":
+            click.echo(f"{key}: {value}")
+    click.echo("streams:")
+    echo_rows(data["streams"], STREAM_COLUMNS, "table")
+
+
+@campaign.command("update")
+@click.argument("ref")
+@click.option("--name")
+@click.option("--alias")
+@click.option("--rotation", type=click.Choice(["position", "weight"]))
+@click.option("--uniqueness-hours", type=float)
+@click.option("--status", type=click.Choice(["active", "paused", "archived"]))
+@pass_context
+def campaign_update(ctx: Context, ref: str, **changes: Any) -> None:
+    """Change a campaign."""
+    from models.admin import update_campaign
+
+    updated = admin_call(update_campaign, ctx.db, ref, **changes)
+    click.echo(f"Campaign {updated.id} updated: /{updated.alias}")
+
+
+@campaign.command("archive")
+@click.argument("ref")
+@pass_context
+def campaign_archive(ctx: Context, ref: str) -> None:
+    """Archive a campaign: its URL answers 404 (or the fallback URL) from now on."""
+    from models.admin import archive_campaign
+
+    archived = admin_call(archive_campaign, ctx.db, ref)
+    click.echo(f"Campaign {archived.id} archived.")
+
+
+# -- streams ---------------------------------------------------------------------------------
+
+STREAM_COLUMNS = ["id", "position", "type", "weight", "action", "status", "offers", "url"]
+
+
+def stream_row(stream) -> dict[str, Any]:
+    from models.admin import stream_offers
+
+    return {
+        "id": stream.id,
+        "campaign_id": stream.campaign_id,
+        "name": stream.name,
+        "position": stream.position,
+        "type": stream.type,
+        "weight": stream.weight,
+        "action": stream.action,
+        "status": stream.status,
+        "offers": " ".join(f"{offer_id}:{weight}" for offer_id, weight in stream_offers(stream)),
+        "url": stream.action_payload,
+    }
+
+
+@main.group()
+def stream() -> None:
+    """Streams: where a campaign sends its visitors."""
+
+
+@stream.command("add")
+@click.argument("campaign_ref")
+@click.option("--name", default="")
+@click.option("--type", "type_", type=click.Choice(["intercepting", "regular", "fallback"]), default="regular")
+@click.option("--position", type=int, help="Evaluation position (default: last).")
+@click.option("--weight", type=int, default=100, show_default=True, help="Weight in weighted rotation.")
+@click.option("--action", type=click.Choice(["offers", "redirect", "not_found"]), default="offers")
+@click.option("--url", default="", help="Target URL template for --action redirect.")
+@click.option("--offer", "offers", multiple=True, help="OFFER_ID or OFFER_ID:WEIGHT; repeat for rotation.")
+@pass_context
+def stream_add(ctx: Context, campaign_ref: str, type_: str, offers: tuple[str, ...], **options: Any) -> None:
+    """Add a stream to a campaign; prints its id."""
+    from models.admin import add_stream
+
+    added = admin_call(add_stream, ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), **options)
+    click.echo(added.id)
+
+
+@stream.command("list")
+@click.argument("campaign_ref")
+@format_option
+@pass_context
+def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
+    """List a campaign's streams in evaluation position order."""
+    from models.admin import list_streams
+
+    ctx.db
+    echo_rows([stream_row(s) for s in admin_call(list_streams, campaign_ref)], STREAM_COLUMNS, fmt)
+
+
+@stream.command("update")
+@click.argument("stream_id", type=int)
+@click.option("--name")
+@click.option("--type", "type_", type=click.Choice(["intercepting", "regular", "fallback"]))
+@click.option("--position", type=int)
+@click.option("--weight", type=int)
+@click.option("--action", type=click.Choice(["offers", "redirect", "not_found"]))
+@click.option("--url")
+@click.option("--status", type=click.Choice(["active", "disabled"]))
+@click.option("--offer", "offers", multiple=True, help="Replace the offers: OFFER_ID or OFFER_ID:WEIGHT.")
+@pass_context
+def stream_update(ctx: Context, stream_id: int, type_: str | None, offers: tuple[str, ...], **changes: Any) -> None:
+    """Change a stream in place (its id never changes)."""
+    from models.admin import update_stream
+
+    updated = admin_call(update_stream, ctx.db, stream_id, type=type_, offers=parse_offers(offers), **changes)
+    click.echo(f"Stream {updated.id} updated.")
+
+
+@stream.command("remove")
+@click.argument("stream_id", type=int)
+@pass_context
+def stream_remove(ctx: Context, stream_id: int) -> None:
+    """Remove a stream (kept as deleted so click history still names it)."""
+    from models.admin import remove_stream
+
+    admin_call(remove_stream, ctx.db, stream_id)
+    click.echo(f"Stream {stream_id} removed.")
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+@main.command("serve")
+@click.option("--workers", type=int, help="Worker processes (default LANNER_WORKERS).")
+@click.option("--bind", help="HOST:PORT or unix:/PATH (default LANNER_BIND).")
+@click.option("--max-requests", type=int, help="Recycle a worker after this many requests (0 = never).")
+@pass_context
+def serve_command(ctx: Context, workers: int | None, bind: str | None, max_requests: int | None) -> None:
+    """Run the web master and its bjoern workers in the foreground."""
+    from workers.server import parse_bind, serve
+
+    settings = ctx.settings.replace(
+        **{k: v for k, v in {"workers": workers, "bind": bind, "max_requests": max_requests}.items() if v is not None}
+    )
+    try:
+        parse_bind(settings.bind)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    check_schema(settings)
+    configure_logging(settings)
+    serve(settings, load_app, on_ready=lambda: click.echo(f"Lanner listening on {settings.bind}", err=True))
+
+
+def load_app(settings: Settings):
+    from app import load_worker_app
+
+    return load_worker_app(settings)
+
+
+def check_schema(settings: Settings) -> None:
+    """Refuse to start against a database older than the code, with the fix in the message."""
+    from models import db as database
+    from models import open_database
+    from models.migrate import schema_is_current
+
+    is_current = schema_is_current(open_database(settings.database_path))
+    database.close()
+    if not is_current:
+        raise click.ClickException(f"The database {settings.database_path} needs migrating: run `lanner db migrate`.")
+
+
+def configure_logging(settings: Settings) -> None:
+    import logging
+
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
+    )
+
+
+@main.command("worker")
+@pass_context
+def worker_command(ctx: Context) -> None:
+    """Run the Huey consumer (spool flusher and background tasks) in the foreground."""
+    from workers.tasks import run_consumer
+
+    check_schema(ctx.settings)
+    configure_logging(ctx.settings)
+    run_consumer(ctx.settings)
+
+
+@main.command("run")
+@pass_context
+def run_command(ctx: Context) -> None:
+    """Everything for a first look: migrate, create a demo campaign if none, serve + worker."""
+    import signal
+    import subprocess
+
+    from models import open_database
+    from models.admin import create_campaign, list_campaigns
+    from models.migrate import migrate
+
+    settings = ctx.settings
+    database = open_database(settings.database_path, autocheckpoint=True)
+    migrate(database)
+    if not list_campaigns():
+        create_campaign(
+            database, "Demo", "demo", offer_url="https://example.com/offer?subid={subid}&source={source}"
+        )
+    demo = list_campaigns()[0]
+    database.close()
+    worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"])
+    host = settings.bind if settings.bind.startswith("unix:") else f"http://{settings.bind}"
+    click.echo(f"Demo campaign URL: {host}/{demo.alias}?source=test&sub1=hello", err=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        configure_logging(settings)
+        from workers.server import serve
+
+        serve(settings, load_app)
+    finally:
+        worker.send_signal(signal.SIGINT)
+        worker.wait(timeout=30)
+
+
+# -- spool -----------------------------------------------------------------------------------
+
+
+@main.group()
+def spool() -> None:
+    """The click journal that the worker lands in the database."""
+
+
+@spool.command("status")
+@format_option
+@pass_context
+def spool_status_command(ctx: Context, fmt: str) -> None:
+    """How many clicks are spooled and not yet in the database."""
+    from models.spool import spool_status
+
+    status = spool_status(ctx.db, ctx.settings.spool_dir)
+    row = {
+        "segment": status.position[0],
+        "offset": status.position[1],
+        "segments": len(status.segments),
+        "pending_clicks": status.pending_clicks,
+        "pending_bytes": status.pending_bytes,
+    }
+    echo_rows([row], list(row), fmt)
+
+
+@spool.command("flush")
+@click.option("--batch-size", type=int, default=2000, show_default=True)
+@pass_context
+def spool_flush_command(ctx: Context, batch_size: int) -> None:
+    """Land every spooled click in the database now (safe while the worker runs)."""
+    from models.spool import flush_spool, spool_status
+
+    pending = spool_status(ctx.db, ctx.settings.spool_dir).pending_clicks
+    with click.progressbar(length=pending, label="Flushing", file=sys.stderr) as bar:
+        seen = [0]
+
+        def advance(result) -> None:
+            done = result.inserted + result.duplicates + result.rejected
+            bar.update(done - seen[0])
+            seen[0] = done
+
+        result = flush_spool(
+            ctx.db, ctx.settings.spool_dir, ctx.settings.spool_segment_bytes, batch_size=batch_size, on_batch=advance
+        )
+    click.echo(f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Campaigns and their streams: the routing configuration a click is decided by.
+
+Streams carry a type, a position, filters and an action so that routing (filters, stream types,
+caps) fits without a schema change. Streams are never renumbered: editing updates rows in place.
+"""
+
+from __future__ import annotations
+
+import time
+
+from peewee import AutoField, BigIntegerField, FloatField, ForeignKeyField, IntegerField, TextField
+
+from models.base import BaseModel
+from models.offer import Offer
+
+CAMPAIGN_STATUSES = ("active", "paused", "archived")
+ROTATIONS = ("position", "weight")
+STREAM_TYPES = ("intercepting", "regular", "fallback")
+STREAM_ACTIONS = ("offers", "redirect", "not_found")
+STREAM_STATUSES = ("active", "disabled", "deleted")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Campaign(BaseModel):
+    id = AutoField()
+    alias = TextField(unique=True)
+    name = TextField()
+    status = TextField(default="active")
+    rotation = TextField(default="position")
+    uniqueness_hours = FloatField(default=24.0)
+    timezone = TextField(default="UTC")
+    cost_model = TextField(default="cpc")
+    cost_value = FloatField(default=0.0)
+    created_at = BigIntegerField(default=now_ms)
+    updated_at = BigIntegerField(default=now_ms)
+
+
+class Stream(BaseModel):
+    id = AutoField()
+    campaign = ForeignKeyField(Campaign, backref="streams", column_name="campaign_id")
+    name = TextField(default="")
+    type = TextField(default="regular")
+    position = IntegerField(default=1)
+    weight = IntegerField(default=100)
+    action = TextField(default="offers")
+    action_payload = TextField(default="")
+    filters = TextField(default="[]")
+    filter_mode = TextField(default="and")
+    status = TextField(default="active")
+    created_at = BigIntegerField(default=now_ms)
+    updated_at = BigIntegerField(default=now_ms)
+
+
+class StreamOffer(BaseModel):
+    id = AutoField()
+    stream = ForeignKeyField(Stream, backref="offer_links", column_name="stream_id")
+    offer = ForeignKeyField(Offer, backref="stream_links", column_name="offer_id")
+    weight = IntegerField(default=100)
+    status = TextField(default="active")
+
+    class Meta:
+        indexes = ((("stream", "offer"), True),)

@@ -1,0 +1,35 @@
+"""The one module-level database handle, initialised per process after fork."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from peewee import SqliteDatabase
+
+# Initialised later by open_database(); every process (web worker, Huey consumer, CLI) opens its own.
+db = SqliteDatabase(None)
+
+PRAGMAS = {
+    "journal_mode": "wal",
+    # A power cut may cost the last moment of commits; a process crash costs nothing (WAL).
+    "synchronous": "normal",
+    "busy_timeout": 5000,
+    "foreign_keys": 1,
+    "cache_size": -16000,
+    "temp_store": "memory",
+    # Checkpoints run in the spool flusher, never inside a visitor's request.
+    "wal_autocheckpoint": 0,
+}
+
+
+def open_database(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabase:
+    """Point `db` at `path` and connect. `autocheckpoint` is for CLI bulk work only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pragmas = dict(PRAGMAS)
+    if autocheckpoint:
+        pragmas["wal_autocheckpoint"] = 1000
+    if not db.is_closed():
+        db.close()
+    db.init(str(path), pragmas=pragmas, check_same_thread=False)
+    db.connect()
+    return db

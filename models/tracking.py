@@ -1,0 +1,256 @@
+"""The click pipeline: one visit in, one decision out (stream, offer, subid, Location), one record spooled.
+
+Every entry point that counts a click goes through `ClickTracker.track`; it is the only code that
+writes a click (to the journal; the flusher lands it). Per click it runs one indexed database
+probe (uniqueness), holds the journal lock for a few µs (catch up, decide, append) and renders
+one URL template.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+from peewee import Database
+
+from models import hotpath
+from models.record import (
+    CAMPAIGN_ID,
+    CREATED_AT,
+    IP,
+    LOCATION,
+    OFFER_ID,
+    STREAM_ID,
+    SUBID,
+    UA_HASH,
+    USER_AGENT,
+    encode_line,
+    new_subid,
+    ua_hash,
+)
+from models.routing import CampaignConfig, OfferChoice, StreamConfig, load_campaigns
+from models.spool import Journal, read_position
+from models.visitors import RecentClick, VisitorIndex
+
+logger = logging.getLogger(__name__)
+
+SUB_ID_SLOTS = 30
+REFRESH_EVERY = 1.0  # Seconds between looks at config_version and the flushed position.
+
+
+@dataclass
+class Visit:
+    """What the edge parsed from one request; strings are already valid text and bounded."""
+
+    ip: str
+    user_agent: str
+    referrer: str = ""
+    source: str = ""
+    external_id: str = ""
+    cost: float = 0.0
+    sub_ids: list[str] = field(default_factory=lambda: [""] * SUB_ID_SLOTS)
+    is_bot: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    subid: str
+    location: str | None  # None: the stream's action (or no stream) answers 404.
+    stream_id: int | None
+    offer_id: int | None
+    is_repeat: bool  # Debounced: the subid of a click stored moments ago.
+    is_unique_global: bool
+    is_unique_campaign: bool
+    is_unique_stream: bool
+
+
+class ClickTracker:
+    """Per-worker state: campaign config, recent visitors, the journal handle."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        spool_dir,
+        segment_bytes: int,
+        uniqueness_hours: float,
+        debounce_seconds: float,
+        clock: Callable[[], float] = time.time,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.db = db
+        self.conn: sqlite3.Connection = db.connection()
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.global_window_ms = int(uniqueness_hours * 3_600_000)
+        self.debounce_ms = int(debounce_seconds * 1000)
+        self.config_version = hotpath.config_version(self.conn)
+        self.campaigns: dict[str, CampaignConfig] = load_campaigns(db)
+        self.index = VisitorIndex()
+        self.journal = Journal(spool_dir, segment_bytes, read_position(db), self._remember)
+        now = clock()
+        self._next_refresh = now + REFRESH_EVERY
+        # Until then, clicks flushed just before this worker started are only in the database.
+        self._memory_complete_ms = int(now * 1000) + self.debounce_ms + 1000
+
+    def close(self) -> None:
+        self.journal.close()
+
+    def campaign(self, alias: str) -> CampaignConfig | None:
+        if self.clock() >= self._next_refresh:
+            self.refresh()
+        return self.campaigns.get(alias)
+
+    def refresh(self) -> None:
+        """Reload changed campaigns and forget flushed clicks. Runs before any probe of a click."""
+        now = self.clock()
+        self._next_refresh = now + REFRESH_EVERY
+        version = hotpath.config_version(self.conn)
+        if version != self.config_version:
+            self.campaigns = load_campaigns(self.db)
+            self.config_version = version
+        flushed = read_position(self.db)
+        self.index.prune(flushed, int(now * 1000) - self.debounce_ms - 1000)
+
+    def _remember(self, position: tuple[int, int], record: list) -> None:
+        self.index.add(
+            record[IP],
+            record[UA_HASH],
+            RecentClick(
+                position,
+                record[CREATED_AT],
+                record[CAMPAIGN_ID],
+                record[STREAM_ID],
+                record[OFFER_ID],
+                record[SUBID],
+                record[USER_AGENT],
+                record[LOCATION],
+            ),
+        )
+
+    def track(self, campaign: CampaignConfig, visit: Visit) -> Decision:
+        now = self.clock()
+        now_ms = int(now * 1000)
+        ip, user_agent = visit.ip, visit.user_agent
+        visitor_hash = ua_hash(user_agent)
+        stream = campaign.choose_stream(self.rng)
+        stream_id = stream.id if stream else None
+        offer = stream.choose_offer(self.rng) if stream and stream.action == "offers" else None
+        offer_id = offer.offer_id if offer else None
+
+        global_since = now_ms - self.global_window_ms
+        campaign_since = now_ms - campaign.uniqueness_ms
+        seen_global, seen_campaign, seen_stream = hotpath.visitor_seen(
+            self.conn, ip, visitor_hash, global_since, campaign_since, campaign.id, stream_id
+        )
+        stored_repeat = None
+        if now_ms < self._memory_complete_ms:
+            stored_repeat = hotpath.last_click(
+                self.conn, ip, visitor_hash, now_ms - self.debounce_ms, campaign.id, user_agent
+            )
+
+        subid = new_subid(now_ms)
+        location = self._location(campaign, stream, offer, subid, visit, now)
+        debounce_since = now_ms - self.debounce_ms
+        journal = self.journal
+        journal.lock()
+        try:
+            journal.catch_up()
+            for recent in reversed(self.index.visits(ip, visitor_hash)):
+                if (
+                    recent.campaign_id == campaign.id
+                    and recent.created_at >= debounce_since
+                    and recent.user_agent == user_agent
+                ):
+                    return Decision(
+                        recent.subid, recent.location or None, recent.stream_id, recent.offer_id,
+                        True, False, False, False,
+                    )  # fmt: skip
+                if recent.created_at >= global_since:
+                    seen_global = 1
+                if recent.campaign_id == campaign.id and recent.created_at >= campaign_since:
+                    seen_campaign = 1
+                    if stream_id is not None and recent.stream_id == stream_id:
+                        seen_stream = 1
+            if stored_repeat is not None:
+                repeat = self._stored_repeat(campaign, stored_repeat, visit, now)
+                if repeat is not None:
+                    return repeat
+            record = [
+                subid,
+                now_ms,
+                campaign.id,
+                stream_id,
+                offer_id,
+                ip,
+                user_agent,
+                visitor_hash,
+                visit.referrer,
+                visit.source,
+                visit.external_id,
+                visit.cost,
+                0 if seen_global else 1,
+                0 if seen_campaign else 1,
+                0 if seen_stream or stream_id is None else 1,
+                1 if visit.is_bot else 0,
+                *visit.sub_ids,
+                location or "",
+            ]
+            position = journal.append(encode_line(record))
+        finally:
+            journal.unlock()
+        self._remember(position, record)
+        return Decision(
+            subid, location, stream_id, offer_id, False,
+            record[12] == 1, record[13] == 1, record[14] == 1,
+        )  # fmt: skip
+
+    def _location(
+        self,
+        campaign: CampaignConfig,
+        stream: StreamConfig | None,
+        offer: OfferChoice | None,
+        subid: str,
+        visit: Visit,
+        now: float,
+    ) -> str | None:
+        if stream is None:
+            return None
+        template = offer.template if offer else stream.redirect
+        if template is None:
+            return None
+        values = {
+            "subid": subid,
+            "campaign_id": str(campaign.id),
+            "campaign_name": campaign.name,
+            "stream_id": str(stream.id),
+            "offer_id": str(offer.offer_id) if offer else "",
+            "ip": visit.ip,
+            "user_agent": visit.user_agent,
+            "referrer": visit.referrer,
+            "source": visit.source,
+            "external_id": visit.external_id,
+            "cost": f"{visit.cost:g}" if visit.cost else "",
+        }
+        for slot, value in enumerate(visit.sub_ids, 1):
+            if value:
+                values[f"sub_id_{slot}"] = value
+        return template.render(values, datetime.fromtimestamp(now, timezone.utc))
+
+    def _stored_repeat(self, campaign: CampaignConfig, row: tuple, visit: Visit, now: float) -> Decision | None:
+        """A repeat of a click flushed before this worker started: same subid, same stream/offer."""
+        subid, stream_id, offer_id, _ = row
+        stream = next(
+            (s for s in campaign.intercepting + campaign.regular + campaign.fallback if s.id == stream_id), None
+        )
+        offer = next((o for o in stream.offers if o.offer_id == offer_id), None) if stream else None
+        if stream_id is not None and stream is None:
+            return None  # The stream is gone: route afresh as a new click.
+        location = self._location(campaign, stream, offer, subid, visit, now)
+        return Decision(subid, location, stream_id, offer_id, True, False, False, False)
+

@@ -1,0 +1,1 @@
+"""Falcon resources: the campaign URL (click), health, and the error handlers."""

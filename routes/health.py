@@ -1,0 +1,18 @@
+"""`GET /healthz`: the worker is up and its database answers."""
+
+from __future__ import annotations
+
+import falcon
+
+from models.tracking import ClickTracker
+
+
+class HealthResource:
+    def __init__(self, tracker: ClickTracker) -> None:
+        self.tracker = tracker
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        cursor = self.tracker.conn.execute("SELECT 1")
+        cursor.fetchall()
+        resp.cache_control = ("no-store",)
+        resp.media = {"status": "ok", "campaigns": len(self.tracker.campaigns), "recent_visits": len(self.tracker.index)}

@@ -1,0 +1,124 @@
+"""Lanner's settings: the only module that reads the environment.
+
+One declarative table (`SETTINGS`) drives the environment variables, `lanner settings`, and the
+README's settings section; a test fails when a setting is missing from the README.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str
+    parse: Callable[[str], Any]
+    help: str
+
+    @property
+    def env(self) -> str:
+        return "LANNER_" + self.name.upper()
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def _aliases(value: str) -> dict[str, int]:
+    """Parse `param=N,param2=M` into {param: N}; N is the sub_id slot 1..30."""
+    aliases: dict[str, int] = {}
+    for pair in _csv(value):
+        param, _, slot = pair.partition("=")
+        if not param or not slot.isdigit() or not 1 <= int(slot) <= 30:
+            raise ValueError(f"sub_id alias {pair!r} is not of the form param=N with N in 1..30")
+        aliases[param.strip()] = int(slot)
+    return aliases
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("data_dir", "./var", str, "Directory holding the database, the Huey queue file and the spool."),
+    Setting("bind", "127.0.0.1:8080", str, "Where `lanner serve` listens: HOST:PORT or unix:/PATH."),
+    Setting("workers", "2", int, "Number of bjoern worker processes (one per core is fastest)."),
+    Setting(
+        "max_requests",
+        "0",
+        int,
+        "Recycle a worker after this many requests (0 = never), like PHP-FPM's pm.max_requests.",
+    ),
+    Setting("graceful_timeout", "10", float, "Seconds a draining worker may take before it is killed."),
+    Setting(
+        "trusted_proxies",
+        "127.0.0.1,::1",
+        _csv,
+        "Peers whose real-IP header is believed (nginx). Clicks over a unix socket always trust it.",
+    ),
+    Setting("real_ip_header", "X-Real-IP", str, "Header the trusted proxy sets to the visitor's IP."),
+    Setting("fallback_url", "", str, "Where unknown campaign aliases go; empty answers 404."),
+    Setting("uniqueness_hours", "24", float, "Window of the global uniqueness scope (IP + user agent)."),
+    Setting(
+        "debounce_seconds",
+        "2",
+        float,
+        "A repeat of the same IP + UA on the same campaign within this many seconds reuses its subid.",
+    ),
+    Setting(
+        "sub_id_aliases",
+        "",
+        _aliases,
+        "Extra query parameters captured into sub_id slots, e.g. `aff_sub=1,zoneid=2`.",
+    ),
+    Setting("flush_interval", "0.5", float, "Seconds between spool flushes by the Huey consumer."),
+    Setting("spool_segment_bytes", str(64 * 1024 * 1024), int, "Size at which a spool segment is sealed."),
+    Setting("log_level", "INFO", str, "Python logging level for every Lanner process."),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    data_dir: Path
+    bind: str
+    workers: int
+    max_requests: int
+    graceful_timeout: float
+    trusted_proxies: tuple[str, ...]
+    real_ip_header: str
+    fallback_url: str
+    uniqueness_hours: float
+    debounce_seconds: float
+    sub_id_aliases: dict[str, int]
+    flush_interval: float
+    spool_segment_bytes: int
+    log_level: str
+
+    @property
+    def database_path(self) -> Path:
+        return self.data_dir / "lanner.db"
+
+    @property
+    def queue_path(self) -> Path:
+        return self.data_dir / "huey.db"
+
+    @property
+    def spool_dir(self) -> Path:
+        return self.data_dir / "spool"
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read every `LANNER_*` variable once; raise ValueError naming the bad one."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        raw = environ.get(setting.env, setting.default)
+        try:
+            values[setting.name] = setting.parse(raw)
+        except ValueError as exc:
+            raise ValueError(f"{setting.env}={raw!r} is invalid: {exc}") from None
+    values["data_dir"] = Path(values["data_dir"]).resolve()
+    return Settings(**values)

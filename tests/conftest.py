@@ -1,0 +1,206 @@
+"""Fixtures: a migrated real SQLite file per test, the `lanner` CLI, and live server processes."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LANNER = [sys.executable, "-m", "cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "var"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def env(data_dir: Path) -> dict[str, str]:
+    """The environment every process of one test shares: its own data directory."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
+    environ["LANNER_DATA_DIR"] = str(data_dir)
+    environ["PYTHONPATH"] = str(ROOT)
+    return environ
+
+
+@pytest.fixture
+def settings(env):
+    from settings import load_settings
+
+    return load_settings(env)
+
+
+@pytest.fixture
+def db(settings):
+    """A migrated real database file, opened in this process."""
+    from models import db as database
+    from models import open_database
+    from models.migrate import migrate
+
+    open_database(settings.database_path, autocheckpoint=True)
+    migrate(database)
+    yield database
+    database.close()
+
+
+def run_lanner(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"lanner {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+    return result
+
+
+@pytest.fixture
+def lanner(env, db):
+    """Run the CLI against this test's (migrated) database."""
+
+    def call(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return run_lanner(env, *args, check=check)
+
+    return call
+
+
+@dataclass
+class LiveProcess:
+    process: subprocess.Popen
+    log_path: Path
+    port: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+def start_process(args: list[str], env: dict[str, str], log_path: Path) -> LiveProcess:
+    log = open(log_path, "wb")
+    process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    return LiveProcess(process, log_path)
+
+
+def wait_healthy(live: LiveProcess, deadline_seconds: float = 20) -> None:
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        if live.process.poll() is not None:
+            raise AssertionError(f"server exited with {live.process.returncode}:\n{live.log}")
+        try:
+            status, _, _ = request(live.port, "/healthz")
+            if status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    live.stop()
+    raise AssertionError(f"server not healthy within {deadline_seconds}s:\n{live.log}")
+
+
+@pytest.fixture
+def start_server(env, db, tmp_path):
+    """Start `lanner serve` on a free port (extra env allowed); stopped at teardown."""
+    started: list[LiveProcess] = []
+
+    def start(workers: int = 2, **extra_env: str) -> LiveProcess:
+        port = free_port()
+        environ = {**env, **{k: str(v) for k, v in extra_env.items()}}
+        args = [*LANNER, "serve", "--workers", str(workers), "--bind", f"127.0.0.1:{port}"]
+        live = start_process(args, environ, tmp_path / f"serve-{port}.log")
+        live.port = port
+        started.append(live)
+        wait_healthy(live)
+        return live
+
+    yield start
+    for live in started:
+        if live.stop() not in (0, -signal.SIGTERM):
+            print(live.log)
+
+
+@pytest.fixture
+def server(start_server):
+    return start_server()
+
+
+@pytest.fixture
+def start_consumer(env, db, tmp_path):
+    started: list[LiveProcess] = []
+
+    def start(**extra_env: str) -> LiveProcess:
+        environ = {**env, **{k: str(v) for k, v in extra_env.items()}}
+        live = start_process([*LANNER, "worker"], environ, tmp_path / f"worker-{len(started)}.log")
+        started.append(live)
+        return live
+
+    yield start
+    for live in started:
+        live.stop(signal.SIGINT, timeout=30)
+
+
+def request(
+    port: int, path: str, headers: dict[str, str] | None = None, method: str = "GET"
+) -> tuple[int, dict[str, str], bytes]:
+    """One request on a fresh connection; redirects are not followed."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(method, path, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+def raw_request(port: int, data: bytes) -> bytes:
+    """Send raw bytes, return what came back (for requests http.client refuses to build)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if b"\r\n\r\n" in b"".join(chunks):
+                break
+        return b"".join(chunks)
+
+
+def click(port: int, alias: str, query: str = "", *, ip: str = "203.0.113.7", ua: str = "Mozilla/5.0 test"):
+    """A visitor's click through the trusted-proxy header (the test client is on loopback)."""
+    path = f"/{alias}" + (f"?{query}" if query else "")
+    return request(port, path, {"X-Real-IP": ip, "User-Agent": ua})
+
+
+def subid_of(location: str) -> str:
+    from urllib.parse import parse_qs, urlsplit
+
+    return parse_qs(urlsplit(location).query)["click"][0]

@@ -1,0 +1,251 @@
+"""The click pipeline in-process, on a real migrated SQLite file, with a controllable clock."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from models.admin import add_stream, create_campaign, create_offer, update_stream
+from models.record import CLICK_COLUMNS, COLUMN_COUNT, decode_line, new_subid, ua_hash
+from models.spool import flush_spool
+from models.tracking import ClickTracker, Visit
+
+HOUR_MS = 3_600_000
+
+
+class Clock:
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def make_tracker(db, settings, clock):
+    trackers = []
+
+    def make(**overrides) -> ClickTracker:
+        options = dict(
+            spool_dir=settings.spool_dir,
+            segment_bytes=settings.spool_segment_bytes,
+            uniqueness_hours=24,
+            debounce_seconds=2,
+            clock=clock,
+            rng=random.Random(7),
+        )
+        options.update(overrides)
+        tracker = ClickTracker(db, **options)
+        trackers.append(tracker)
+        return tracker
+
+    yield make
+    for tracker in trackers:
+        tracker.close()
+
+
+@pytest.fixture
+def campaign_alias(db):
+    create_campaign(db, "Test", "test", offer_url="https://offer.example/lp?click={subid}&s={stream_id}")
+    return "test"
+
+
+def flush(db, settings):
+    return flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+
+
+def stored(db, subid):
+    cursor = db.execute_sql(
+        "SELECT is_unique_global, is_unique_campaign, is_unique_stream FROM click WHERE subid = ?", (subid,)
+    )
+    return cursor.fetchone()
+
+
+def visit(ip="198.51.100.1", ua="Mozilla/5.0 (X11) Firefox/120"):
+    return Visit(ip=ip, user_agent=ua)
+
+
+def test_ua_hash_matches_php_crc32_vectors():
+    # printf("%u", crc32($s)) in PHP (docs example and standard CRC-32 check values).
+    assert ua_hash("The quick brown fox jumped over the lazy dog.") == 2191738434
+    assert ua_hash("123456789") == 0xCBF43926
+    assert ua_hash("") == 0
+    assert ua_hash("The quick brown fox jumps over the lazy dog") == 0x414FA339
+    assert ua_hash("a") == 0xE8B7BE43
+    assert ua_hash("hello world") == 222957957
+
+
+def test_subids_are_unique_and_time_ordered():
+    subids = [new_subid(1_800_000_000_000 + i // 10) for i in range(20_000)]
+    assert len(set(subids)) == len(subids)
+    assert subids[::10] == sorted(subids[::10])
+    assert all(len(s) == 17 and s.isalnum() and s.islower() or s.isdigit() for s in subids)
+
+
+def test_journal_record_follows_click_columns(make_tracker, campaign_alias, db, settings):
+    tracker = make_tracker()
+    decision = tracker.track(tracker.campaign(campaign_alias), visit())
+    line = next(settings.spool_dir.glob("clicks.*.log")).read_bytes().splitlines(keepends=True)[-1]
+    record = decode_line(line)
+    assert dict(zip(CLICK_COLUMNS, record))["subid"] == decision.subid
+    assert len(record) == COLUMN_COUNT + 1 and record[-1] == decision.location
+
+
+def test_same_ip_other_ua_gets_its_own_stored_subid(make_tracker, campaign_alias, db, settings):
+    tracker = make_tracker()
+    campaign = tracker.campaign(campaign_alias)
+    first = tracker.track(campaign, visit(ua="UA one"))
+    second = tracker.track(campaign, visit(ua="UA two"))
+    assert first.subid != second.subid and not second.is_repeat
+    assert flush(db, settings).inserted == 2
+    assert stored(db, first.subid) == (1, 1, 1)
+    assert stored(db, second.subid) == (1, 1, 1)
+
+
+def test_repeat_within_debounce_reuses_subid_and_location(make_tracker, campaign_alias, db, settings, clock):
+    tracker = make_tracker()
+    campaign = tracker.campaign(campaign_alias)
+    first = tracker.track(campaign, visit())
+    clock.advance(1.9)
+    again = tracker.track(campaign, visit())
+    assert again.is_repeat and (again.subid, again.location) == (first.subid, first.location)
+    clock.advance(1.0)
+    later = tracker.track(campaign, visit())
+    assert not later.is_repeat and later.subid != first.subid
+    assert flush(db, settings).inserted == 2
+
+
+def test_debounce_sees_clicks_of_another_worker_not_yet_flushed(make_tracker, campaign_alias, db, clock):
+    one, two = make_tracker(), make_tracker()
+    first = one.track(one.campaign(campaign_alias), visit())
+    clock.advance(0.5)
+    again = two.track(two.campaign(campaign_alias), visit())
+    assert again.is_repeat and again.location == first.location
+
+
+def test_debounce_after_restart_finds_flushed_click_in_database(make_tracker, campaign_alias, db, settings, clock):
+    first_worker = make_tracker()
+    first = first_worker.track(first_worker.campaign(campaign_alias), visit())
+    flush(db, settings)
+    clock.advance(0.5)
+    restarted = make_tracker()  # Replays only the unflushed journal: the click is in the database.
+    again = restarted.track(restarted.campaign(campaign_alias), visit())
+    assert again.is_repeat and again.subid == first.subid
+    assert flush(db, settings).inserted == 0
+
+
+@pytest.mark.parametrize("flushed_between", [False, True], ids=["from-memory", "from-database"])
+def test_uniqueness_window_boundary_in_all_scopes(make_tracker, db, settings, clock, flushed_between):
+    offer = create_offer(db, "O", "https://offer.example/?c={subid}")
+    create_campaign(db, "A", "a", offer_id=offer.id, uniqueness_hours=1)
+    create_campaign(db, "B", "b", offer_id=offer.id, uniqueness_hours=1)
+    tracker = make_tracker(uniqueness_hours=2)
+    a, b = tracker.campaign("a"), tracker.campaign("b")
+    first = tracker.track(a, visit())
+    assert (first.is_unique_global, first.is_unique_campaign, first.is_unique_stream) == (True, True, True)
+
+    def step(seconds, campaign):
+        if flushed_between:
+            flush(db, settings)
+        clock.advance(seconds)
+        tracker.refresh()
+        return tracker.track(campaign, visit())
+
+    inside = step(3600 - 5, a)  # Inside both windows: a repeat everywhere.
+    assert (inside.is_unique_global, inside.is_unique_campaign, inside.is_unique_stream) == (False, False, False)
+    other = step(3, b)  # Seen globally, never in campaign b.
+    assert (other.is_unique_global, other.is_unique_campaign, other.is_unique_stream) == (False, True, True)
+    past_campaign = step(3600 + 1, a)  # Campaign window (1 h) passed, global (2 h) not.
+    assert (past_campaign.is_unique_global, past_campaign.is_unique_campaign) == (False, True)
+    assert past_campaign.is_unique_stream
+    past_global = step(2 * 3600 + 1, b)
+    assert (past_global.is_unique_global, past_global.is_unique_campaign) == (True, True)
+    flush(db, settings)
+    for decision in (first, inside, other, past_campaign, past_global):
+        expected = (decision.is_unique_global, decision.is_unique_campaign, decision.is_unique_stream)
+        assert stored(db, decision.subid) == tuple(int(flag) for flag in expected)
+
+
+def test_stream_scope_counts_the_stream_not_the_campaign(make_tracker, db, settings, clock, campaign_alias):
+    tracker = make_tracker()
+    campaign = tracker.campaign(campaign_alias)
+    first_stream = campaign.regular[0].id
+    offer = create_offer(db, "Second", "https://second.example/?c={subid}")
+    second_stream = add_stream(db, campaign_alias, offers=[(offer.id, 100)]).id
+    tracker.track(campaign, visit())
+    update_stream(db, first_stream, status="disabled")
+    clock.advance(5)
+    tracker.refresh()
+    moved = tracker.track(tracker.campaign(campaign_alias), visit())
+    assert moved.stream_id == second_stream
+    assert (moved.is_unique_campaign, moved.is_unique_stream) == (False, True)
+
+
+def test_visitor_probes_search_the_visitor_index(db):
+    from models.hotpath import SQL_LAST_CLICK, SQL_VISITOR_SEEN
+
+    for sql, params in (
+        (SQL_VISITOR_SEEN, ("1.2.3.4", 1, 0, 0, 1, 1)),
+        (SQL_LAST_CLICK, ("1.2.3.4", 1, 0, 1, "ua")),
+    ):
+        plan = [row[-1] for row in db.execute_sql("EXPLAIN QUERY PLAN " + sql, params).fetchall()]
+        on_clicks = [step for step in plan if " click " in f"{step} "]
+        assert on_clicks, plan
+        for step in on_clicks:
+            assert step.startswith("SEARCH click USING"), plan
+            assert "INDEX click_visitor (ip=? AND ua_hash=? AND created_at>?)" in step, plan
+
+
+def test_unknown_campaign_is_none(make_tracker, campaign_alias):
+    assert make_tracker().campaign("nope") is None
+
+
+def test_flush_is_idempotent_when_killed_between_batches(make_tracker, campaign_alias, db, settings, clock, env):
+    import subprocess
+    import sys
+
+    tracker = make_tracker()
+    campaign = tracker.campaign(campaign_alias)
+    subids = []
+    for n in range(500):
+        subids.append(tracker.track(campaign, visit(ip=f"10.1.{n // 250}.{n % 250}")).subid)
+    script = (
+        "import os, signal\n"
+        "from settings import load_settings\n"
+        "from models import db, open_database\n"
+        "from models.spool import flush_spool\n"
+        "s = load_settings()\n"
+        "open_database(s.database_path)\n"
+        "def die(result):\n"
+        "    if result.inserted >= 150: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "flush_spool(db, s.spool_dir, s.spool_segment_bytes, batch_size=50, on_batch=die)\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(settings.data_dir.parent.parent))
+    assert killed.returncode == -9
+    landed = db.execute_sql("SELECT count(*) FROM click").fetchone()[0]
+    assert landed == 150  # Three committed batches, nothing from the one being killed.
+    result = flush(db, settings)
+    assert result.inserted == 350 and result.duplicates == 0
+    rows = db.execute_sql("SELECT subid, count(*) FROM click GROUP BY subid HAVING count(*) > 1").fetchall()
+    assert rows == []
+    assert {row[0] for row in db.execute_sql("SELECT subid FROM click").fetchall()} == set(subids)
+
+
+def test_flush_after_lost_position_inserts_nothing_twice(make_tracker, campaign_alias, db, settings):
+    tracker = make_tracker()
+    campaign = tracker.campaign(campaign_alias)
+    for n in range(20):
+        tracker.track(campaign, visit(ua=f"UA {n}"))
+    assert flush(db, settings).inserted == 20
+    db.execute_sql("UPDATE spool_position SET byte_offset = 0")  # As if the position was never saved.
+    again = flush(db, settings)
+    assert (again.inserted, again.duplicates) == (0, 20)

@@ -1,0 +1,1 @@
+"""Background work (Huey tasks) and the bjoern process manager."""

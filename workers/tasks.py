@@ -1,0 +1,109 @@
+"""The Huey instance and Lanner's background tasks (it replaces cron).
+
+The spool flusher is a task that flushes every `flush_interval` for a bounded stretch and then
+queues itself again, so clicks land within about a second; a lock keeps it single, a periodic
+task restarts the chain within a minute if a crash broke it, and the consumer queues it at start.
+WAL checkpoints run here, outside any visitor's request: PASSIVE after each flush, TRUNCATE now and
+then (PASSIVE alone lets the WAL grow without bound under constant readers).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from huey import SqliteHuey, crontab
+from huey.exceptions import TaskLockedException
+
+from models import db, open_database
+from models.spool import flush_spool, remove_flushed_segments
+from settings import Settings
+
+logger = logging.getLogger(__name__)
+
+FLUSHER_STRETCH = 10.0  # Seconds one flusher task runs before queueing its successor.
+TRUNCATE_EVERY = 30.0  # Seconds between TRUNCATE checkpoints.
+TRUNCATE_WAL_BYTES = 64 * 1024 * 1024  # ...or sooner, once the WAL is this big.
+
+
+class SpoolFlusher:
+    """Flush, checkpoint, delete landed segments; the unit the task loops over."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
+        self.last_truncate = time.monotonic()
+
+    def run_once(self) -> int:
+        result = flush_spool(db, self.settings.spool_dir, self.settings.spool_segment_bytes)
+        if result.inserted or result.segments_done:
+            self.checkpoint()
+        elif time.monotonic() - self.last_truncate > TRUNCATE_EVERY:
+            self.checkpoint()
+        return result.inserted
+
+    def checkpoint(self) -> None:
+        try:
+            wal_bytes = self.wal_path.stat().st_size
+        except FileNotFoundError:
+            wal_bytes = 0
+        truncate = wal_bytes > TRUNCATE_WAL_BYTES or time.monotonic() - self.last_truncate > TRUNCATE_EVERY
+        mode = "TRUNCATE" if truncate else "PASSIVE"
+        busy, wal_pages, done_pages = db.execute_sql(f"PRAGMA wal_checkpoint({mode})").fetchone()
+        if truncate:
+            self.last_truncate = time.monotonic()
+        # Segments may go only once their rows are in the database file itself (fsynced).
+        if not busy and wal_pages == done_pages:
+            remove_flushed_segments(db, self.settings.spool_dir)
+
+
+def create_huey(settings: Settings, *, immediate: bool = False) -> SqliteHuey:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    huey = SqliteHuey(name="lanner", filename=str(settings.queue_path), results=False, utc=True)
+    huey.immediate = immediate
+    register_tasks(huey, settings)
+    return huey
+
+
+def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
+    flusher_lock = huey.lock_task("spool-flusher", ttl=int(FLUSHER_STRETCH * 6))
+
+    @huey.task(name="flush_spool")
+    def flush_spool_task(stretch: float = FLUSHER_STRETCH) -> None:
+        try:
+            flusher_lock.acquire()
+        except TaskLockedException:
+            return  # Another flusher is running; the chain stays single.
+        try:
+            db.connect(reuse_if_open=True)
+            flusher = SpoolFlusher(settings)
+            deadline = time.monotonic() + stretch
+            while True:
+                flusher.run_once()
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(settings.flush_interval)
+        finally:
+            flusher_lock.release()
+        if not huey.immediate:
+            flush_spool_task()
+
+    @huey.periodic_task(crontab(minute="*"), name="keep_spool_flusher")
+    def keep_spool_flusher() -> None:
+        if not flusher_lock.is_locked():
+            flush_spool_task()
+
+    @huey.on_startup()
+    def connect_db() -> None:
+        db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
+
+    huey.flush_spool = flush_spool_task
+
+
+def run_consumer(settings: Settings) -> None:
+    """`lanner worker`: the Huey consumer in the foreground, flusher chain started at once."""
+    open_database(settings.database_path)
+    huey = create_huey(settings)
+    huey.flush_spool()
+    consumer = huey.create_consumer(workers=2, worker_type="thread", periodic=True, flush_locks=True)
+    consumer.run()
