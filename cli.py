@@ -478,6 +478,35 @@ def run_command(ctx: Context) -> None:
         worker.wait(timeout=30)
 
 
+# -- generate --------------------------------------------------------------------------------
+
+
+@main.group()
+def generate() -> None:
+    """Synthetic data for benchmarks and rehearsals."""
+
+
+@generate.command("clicks")
+@click.option("--count", type=int, required=True, help="How many clicks to add.")
+@click.option("--days", type=float, default=30, show_default=True, help="Spread them over this many days to now.")
+@click.option("--campaigns", type=int, default=20, show_default=True)
+@click.option("--seed", type=int, help="Seed for a reproducible data set.")
+@pass_context
+def generate_clicks_command(ctx: Context, count: int, days: float, campaigns: int, seed: int | None) -> None:
+    """Fill the database with realistic clicks: repeat visitors, NAT IPs shared by many UAs."""
+    import time
+
+    from models.generate import generate_clicks
+
+    if count <= 0 or days <= 0:
+        raise click.ClickException("--count and --days must be positive.")
+    started = time.monotonic()
+    with click.progressbar(length=count, label="Generating clicks", file=sys.stderr) as bar:
+        added = generate_clicks(ctx.db, count, days, campaigns=campaigns, seed=seed, on_progress=bar.update)
+    elapsed = time.monotonic() - started
+    click.echo(f"Added {added} clicks in {elapsed:.1f} s ({added / elapsed:,.0f}/s).")
+
+
 # -- spool -----------------------------------------------------------------------------------
 
 
