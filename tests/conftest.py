@@ -164,7 +164,7 @@ def start_consumer(env, db, tmp_path):
 
 
 def request(
-    port: int, path: str, headers: dict[str, str] | None = None, method: str = "GET"
+    port: int, path: str, headers: dict[str, str | bytes] | None = None, method: str = "GET"
 ) -> tuple[int, dict[str, str], bytes]:
     """One request on a fresh connection; redirects are not followed."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -197,7 +197,7 @@ def raw_request(port: int, data: bytes) -> bytes:
 def click(port: int, alias: str, query: str = "", *, ip: str = "203.0.113.7", ua: str = "Mozilla/5.0 test"):
     """A visitor's click through the trusted-proxy header (the test client is on loopback)."""
     path = f"/{alias}" + (f"?{query}" if query else "")
-    return request(port, path, {"X-Real-IP": ip, "User-Agent": ua})
+    return request(port, path, {"X-Real-IP": ip, "User-Agent": ua.encode()})  # type: ignore[dict-item]
 
 
 def subid_of(location: str) -> str:

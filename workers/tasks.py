@@ -66,7 +66,8 @@ def create_huey(settings: Settings, *, immediate: bool = False) -> SqliteHuey:
 
 
 def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
-    flusher_lock = huey.lock_task("spool-flusher", ttl=int(FLUSHER_STRETCH * 6))
+    # A crashed consumer leaves the lock behind; the consumer flushes locks when it starts.
+    flusher_lock = huey.lock_task("spool-flusher")
 
     @huey.task(name="flush_spool")
     def flush_spool_task(stretch: float = FLUSHER_STRETCH) -> None:
