@@ -555,5 +555,93 @@ def spool_flush_command(ctx: Context, batch_size: int) -> None:
     click.echo(f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}.")
 
 
+# -- bench -----------------------------------------------------------------------------------
+
+
+@main.group()
+def bench() -> None:
+    """Benchmarks against a real server on 127.0.0.1 (needs the `bench` extra: k6)."""
+
+
+@bench.command("clicks")
+@click.option(
+    "--rates", default="500,1000,2000,3000,4000", show_default=True, help="Offered clicks/s per step."
+)
+@click.option("--step-seconds", type=click.IntRange(min=1), default=60, show_default=True)
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers (and nginx's)."
+)
+@click.option(
+    "--prefill",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Top the click table up to this many rows first (`lanner generate clicks`); docs use 3000000.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    help="Reuse this data dir (and its prefill) instead of a fresh temporary one.",
+)
+@click.option("--vus", type=click.IntRange(min=1), help="maxVUs for every step (default: rate / 5).")
+@click.option("--no-nginx", is_flag=True, help="Skip the static-302 nginx baseline.")
+@click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, summaries, server logs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_clicks_command(
+    rates: str,
+    step_seconds: int,
+    workers: int,
+    prefill: int,
+    data_dir: str | None,
+    vus: int | None,
+    no_nginx: bool,
+    keep: bool,
+    json_path: str | None,
+) -> None:
+    """Stepped constant-arrival-rate load on a campaign URL; every 302's subid reconciled with the DB."""
+    from pathlib import Path
+
+    from workers.bench import (
+        BenchError,
+        BenchOptions,
+        BenchReport,
+        ConsoleReporter,
+        format_report,
+        run_bench,
+        write_report_json,
+    )
+
+    try:
+        ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
+        )
+    if not ladder or min(ladder) <= 0:
+        raise click.BadParameter("every rate must be a positive integer.", param_hint="--rates")
+    options = BenchOptions(
+        rates=ladder,
+        step_seconds=step_seconds,
+        workers=workers,
+        prefill=prefill,
+        data_dir=Path(data_dir) if data_dir else None,
+        max_vus=vus,
+        is_nginx_baseline=not no_nginx,
+        keep_files=keep,
+    )
+    report = BenchReport()
+    try:
+        run_bench(options, report, ConsoleReporter())
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        if json_path and report.settings:
+            write_report_json(report, Path(json_path))
+        if report.lanner:
+            click.echo("\n".join(format_report(report)))
+    if any(step.lost or step.duplicated for step in report.lanner):
+        raise click.ClickException("Some 302 subids are missing from the database or were answered twice.")
+
+
 if __name__ == "__main__":
     main()

@@ -290,7 +290,11 @@ def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
     for number in segments:
         if number < segment:
             continue
-        with open(segment_path(spool_dir, number), "rb") as journal:
+        try:
+            journal = open(segment_path(spool_dir, number), "rb")
+        except FileNotFoundError:
+            continue  # Landed and removed by the flusher since we listed it.
+        with journal:
             if number == segment:
                 journal.seek(offset)
             for chunk in iter(lambda: journal.read(READ_CHUNK), b""):
