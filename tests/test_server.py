@@ -1,0 +1,419 @@
+"""The bjoern process manager (workers/server.py): real master processes, real sockets, no mocks.
+
+The master runs `serve()` in a subprocess with the tiny apps of tests/wsgi_apps.py, whose answers
+carry the serving worker's pid.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from workers.server import parse_bind
+
+ROOT = Path(__file__).resolve().parent.parent
+MASTER_CODE = (
+    "import logging; "
+    "logging.basicConfig(level='INFO', format='%(process)d %(levelname)s %(name)s: %(message)s'); "
+    "from workers.server import serve; from settings import load_settings; "
+    "from tests.wsgi_apps import {loader}; "
+    "serve(load_settings(), {loader})"
+)
+CLIENT_ERRORS = (OSError, http.client.HTTPException)
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+
+def get(address: tuple[str, int] | str, path: str = "/", timeout: float = 5.0) -> tuple[int, bytes]:
+    """One request on a new connection, closed after the answer (`Connection: close`)."""
+    if isinstance(address, str):
+        connection = UnixHTTPConnection(address, timeout)
+    else:
+        connection = http.client.HTTPConnection(*address, timeout=timeout)
+    try:
+        connection.request("GET", path, headers={"Connection": "close"})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat_line = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat_line.rpartition(")")[2].split()  # after "pid (comm)": state, ppid, ...
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.add(int(entry))
+    return found
+
+
+def is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@dataclass
+class Master:
+    process: subprocess.Popen
+    log_path: Path
+    address: tuple[str, int] | str
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def workers(self) -> set[int]:
+        return children_of(self.pid)
+
+    def wait_for_workers(self, count: int, timeout: float = 10) -> set[int]:
+        return wait_until(lambda: len(pids := self.workers()) == count and pids, timeout, f"{count} workers")
+
+    def wait_until_serving(self, timeout: float = 10) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"master exited with {self.process.returncode}:\n{self.log}")
+            try:
+                if get(self.address, timeout=1)[0] == 200:
+                    return
+            except CLIENT_ERRORS:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"master not serving within {timeout} s:\n{self.log}")
+
+    def stop(self, timeout: float = 15) -> int:
+        """SIGTERM and wait; SIGKILL the master and any worker left if that does not work."""
+        workers = self.workers() if self.process.poll() is None else set()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        for pid in workers:
+            if is_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        return self.process.returncode
+
+
+@pytest.fixture
+def start_master(env, tmp_path):
+    """Start `serve()` in a subprocess (2 workers on a free port unless overridden); stopped at teardown."""
+    started: list[Master] = []
+
+    def start(loader: str = "hello_loader", wait: bool = True, **overrides: str) -> Master:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        environ = {
+            **env,
+            "LANNER_BIND": f"127.0.0.1:{port}",
+            "LANNER_WORKERS": "2",
+            "LANNER_GRACEFUL_TIMEOUT": "5",
+            **overrides,
+        }
+        where = parse_bind(environ["LANNER_BIND"])
+        address = where[1] if where[0] == "unix" else (where[1], where[2])
+        log_path = tmp_path / f"master-{len(started)}.log"
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-c", MASTER_CODE.format(loader=loader)],
+                cwd=ROOT,
+                env=environ,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        master = Master(process, log_path, address)
+        started.append(master)
+        if wait:
+            master.wait_until_serving()
+        return master
+
+    yield start
+    for master in started:
+        master.stop()
+        print(f"--- master {master.pid} log ---\n{master.log}")  # shown when the test failed
+
+
+class Traffic:
+    """Client threads sending requests, each on a new connection, recording every outcome."""
+
+    def __init__(self, address, threads: int = 4, paths: tuple[str, ...] = ("/",)):
+        self.address = address
+        self.paths = paths
+        self.results: list[tuple[float, float, int | None]] = []  # (started, finished, pid or None)
+        self.is_stopped = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(threads)]
+
+    def __enter__(self) -> "Traffic":
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.is_stopped.set()
+        for thread in self.threads:
+            thread.join(timeout=10)
+
+    def _run(self, index: int) -> None:
+        path = self.paths[index % len(self.paths)]
+        while not self.is_stopped.is_set():
+            started = time.monotonic()
+            pid = None
+            try:
+                status, body = get(self.address, path)
+                if status == 200:
+                    pid = int(body)
+            except CLIENT_ERRORS:
+                pass
+            self.results.append((started, time.monotonic(), pid))
+
+    @property
+    def failures(self) -> list[tuple[float, float, None]]:
+        return [result for result in self.results if result[2] is None]
+
+    def pids(self, since: float = 0.0) -> set[int]:
+        return {pid for started, _, pid in self.results if pid is not None and started >= since}
+
+
+def test_parse_bind_accepts_host_port_and_unix_paths_and_rejects_the_rest():
+    assert parse_bind("127.0.0.1:8080") == ("tcp", "127.0.0.1", 8080)
+    assert parse_bind("localhost:80") == ("tcp", "localhost", 80)
+    assert parse_bind("unix:/run/lanner/lanner.sock") == ("unix", "/run/lanner/lanner.sock")
+    for bad in ("8080", ":8080", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:70000", "[::1]:8080", "unix:"):
+        with pytest.raises(ValueError, match="bind"):
+            parse_bind(bad)
+    with pytest.raises(ValueError, match="107 bytes"):
+        parse_bind("unix:/" + "x" * 200)
+
+
+def test_serves_from_every_worker_pid_on_one_port_and_the_master_idles(start_master):
+    master = start_master(LANNER_WORKERS="3")
+    workers = master.wait_for_workers(3)
+    with Traffic(master.address, threads=6) as traffic:
+        wait_until(lambda: traffic.pids() == workers, 10, "every worker to answer")
+    assert traffic.failures == []
+    status, body = get(master.address, "/stream")  # a streamed body, sent in two chunks
+    assert status == 200 and int(body) in workers
+
+    before = cpu_seconds(master.pid)
+    time.sleep(1.0)
+    assert cpu_seconds(master.pid) - before < 0.05, "the master must not busy-loop when idle"
+
+
+def test_killed_worker_is_replaced_and_only_its_own_requests_fail(start_master):
+    master = start_master()
+    before = master.wait_for_workers(2)
+    client_threads = 6
+    with Traffic(master.address, threads=client_threads) as traffic:
+        time.sleep(1.2)  # let the workers get past the "died while starting" window
+        victim = min(before)
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        wait_until(lambda: traffic.pids(since=killed_at) - before, 10, "a replacement worker to answer")
+        replaced_at = min(
+            finished for _, finished, pid in traffic.results if pid is not None and pid not in before
+        )
+        time.sleep(0.8)
+
+    after = master.wait_for_workers(2)
+    assert victim not in after and len(after - before) == 1
+    assert len(traffic.results) > 200, "the clients must really have hammered the server"
+    assert len(traffic.failures) <= client_threads
+    # A failure can only be a request the victim had already accepted when it was killed.
+    assert all(started < killed_at for started, _, _ in traffic.failures), traffic.failures
+    assert [r for r in traffic.results if r[0] >= replaced_at and r[2] is None] == []
+    assert f"worker {victim} was killed by SIGKILL" in master.log
+
+
+def test_sighup_replaces_every_worker_under_traffic_without_failing_a_request(start_master):
+    master = start_master()
+    before = master.wait_for_workers(2)
+    with Traffic(master.address, threads=6, paths=("/", "/slow?seconds=0.2")) as traffic:
+        time.sleep(0.5)
+        reloaded_at = time.monotonic()
+        os.kill(master.pid, signal.SIGHUP)
+        after = wait_until(
+            lambda: len(pids := master.workers()) == 2 and not pids & before and pids, 10, "a new generation"
+        )
+        switched_at = time.monotonic()
+        time.sleep(0.5)
+
+    assert traffic.failures == []
+    assert traffic.pids(since=reloaded_at) >= after
+    assert traffic.pids(since=switched_at) <= after
+    assert not any(is_alive(pid) for pid in before)
+    assert "WARNING" not in master.log
+
+
+def test_max_requests_recycles_workers_without_failing_a_request(start_master):
+    master = start_master(LANNER_MAX_REQUESTS="50")
+    master.wait_for_workers(2)
+    results: list[tuple[int, bytes] | Exception] = []
+
+    def client() -> None:
+        for _ in range(75):
+            try:
+                results.append(get(master.address))
+            except CLIENT_ERRORS as exc:
+                results.append(exc)
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert len(results) == 300
+    assert [r for r in results if not isinstance(r, tuple) or r[0] != 200] == []
+    assert len({body for _, body in results}) > 2
+    assert "reached max_requests; recycling it" in master.log
+    assert "WARNING" not in master.log, "a recycle is not a crash"
+
+
+def test_sigterm_finishes_the_request_in_flight_then_exits_0_leaving_no_worker(start_master):
+    graceful_timeout = 5
+    master = start_master(LANNER_GRACEFUL_TIMEOUT=str(graceful_timeout))
+    workers = master.wait_for_workers(2)
+    outcome: dict[str, object] = {}
+
+    def slow_request() -> None:
+        try:
+            outcome["answer"] = get(master.address, "/slow?seconds=1", timeout=10)
+        except CLIENT_ERRORS as exc:
+            outcome["answer"] = exc
+
+    client = threading.Thread(target=slow_request)
+    client.start()
+    time.sleep(0.3)
+    sent_at = time.monotonic()
+    master.process.send_signal(signal.SIGTERM)
+    code = master.process.wait(timeout=graceful_timeout + 3)
+    elapsed = time.monotonic() - sent_at
+    client.join(timeout=5)
+
+    assert code == 0
+    status, body = outcome["answer"]
+    assert status == 200 and int(body) in workers
+    assert elapsed < graceful_timeout, "idle workers must not wait for the whole graceful_timeout"
+    assert not any(is_alive(pid) for pid in workers)
+
+
+def test_unix_socket_replaces_a_stale_file_serves_and_is_removed_on_stop(start_master):
+    with tempfile.TemporaryDirectory(prefix="lanner-") as directory:
+        path = os.path.join(directory, "lanner.sock")
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stale.bind(path)  # a socket file left behind by a crashed server
+        stale.close()
+
+        master = start_master(LANNER_BIND=f"unix:{path}")
+        mode = os.stat(path).st_mode
+        assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o666
+        status, body = get(path)
+        assert status == 200 and int(body) in master.workers()
+
+        assert master.stop() == 0
+        assert not os.path.exists(path)
+
+
+def test_workers_failing_to_load_are_retried_after_a_pause_not_in_a_loop(start_master):
+    master = start_master(loader="broken_loader", wait=False)
+    time.sleep(2.5)
+    assert master.process.poll() is None, master.log
+    attempts = master.log.count("RuntimeError: this app cannot be loaded")
+    assert 2 <= attempts <= 10, f"{attempts} attempts in 2.5 s"
+    assert "while starting; retrying in 1 s" in master.log
+    assert master.stop() == 0
+
+
+def test_an_idle_keep_alive_connection_does_not_hold_up_a_stop(start_master):
+    # bjoern has no keep-alive timeout: after SIGINT its loop runs as long as a client keeps a
+    # connection open, so the worker must notice on its own that nothing is in progress.
+    master = start_master(LANNER_GRACEFUL_TIMEOUT="5")
+    workers = master.wait_for_workers(2)
+    with socket.create_connection(master.address, timeout=5) as idle:
+        idle.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")  # HTTP/1.1: keep-alive
+        assert idle.recv(4096).startswith(b"HTTP/1.1 200")
+        sent_at = time.monotonic()
+        master.process.send_signal(signal.SIGTERM)
+        assert master.process.wait(timeout=8) == 0
+        assert time.monotonic() - sent_at < 2.0
+        assert idle.recv(4096) == b""  # the worker went away and closed it
+    assert not any(is_alive(pid) for pid in workers)
+
+
+def test_workers_exit_on_their_own_when_the_master_is_killed(start_master):
+    master = start_master()
+    workers = master.wait_for_workers(2)
+    master.process.kill()
+    master.process.wait()
+    wait_until(lambda: not any(is_alive(pid) for pid in workers), 5, "orphaned workers to exit")
+
+
+def test_sighup_keeps_the_old_workers_serving_while_the_new_code_fails_to_load(start_master, data_dir):
+    master = start_master(loader="fragile_loader")
+    before = master.wait_for_workers(2)
+    (data_dir / "broken").touch()
+    os.kill(master.pid, signal.SIGHUP)
+    wait_until(lambda: "while starting; retrying in 1 s" in master.log, 5, "the new generation to fail")
+    with Traffic(master.address, threads=2) as traffic:
+        time.sleep(0.5)
+    assert traffic.failures == []
+    assert traffic.pids() == before
+
+    (data_dir / "broken").unlink()
+    after = wait_until(
+        lambda: len(pids := master.workers()) == 2 and not pids & before and pids, 10, "the reload to finish"
+    )
+    status, body = get(master.address)
+    assert status == 200 and int(body) in after

@@ -1,0 +1,38 @@
+"""Tiny WSGI apps for testing the process manager (workers/server.py) without the Lanner app.
+
+Every answer's body is the serving worker's pid, so tests can tell which process answered.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from urllib.parse import parse_qs
+
+
+def app(environ, start_response):
+    path = environ.get("PATH_INFO", "/")
+    if path == "/slow":
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        time.sleep(float(query.get("seconds", ["0.2"])[0]))
+    body = str(os.getpid()).encode()
+    if path == "/stream":
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return (chunk for chunk in (body[:1], body[1:]))
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def hello_loader(settings):
+    return app
+
+
+def broken_loader(settings):
+    raise RuntimeError("this app cannot be loaded")
+
+
+def fragile_loader(settings):
+    """Fails while a file named `broken` exists in the data directory, like a deploy of bad code."""
+    if (settings.data_dir / "broken").exists():
+        raise RuntimeError("this app cannot be loaded")
+    return app
