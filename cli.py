@@ -143,7 +143,9 @@ def db_status(ctx: Context, fmt: str) -> None:
     from models.migrate import migration_status
 
     database = open_database(ctx.settings.database_path, autocheckpoint=True)
-    rows = [{"migration": m.name, "applied_at": m.applied_at or "pending"} for m in migration_status(database)]
+    rows = [
+        {"migration": m.name, "applied_at": m.applied_at or "pending"} for m in migration_status(database)
+    ]
     echo_rows(rows, ["migration", "applied_at"], fmt)
 
 
@@ -151,7 +153,13 @@ def db_status(ctx: Context, fmt: str) -> None:
 
 
 def offer_row(offer) -> dict[str, Any]:
-    return {"id": offer.id, "name": offer.name, "status": offer.status, "payout": offer.payout, "url": offer.url}
+    return {
+        "id": offer.id,
+        "name": offer.name,
+        "status": offer.status,
+        "payout": offer.payout,
+        "url": offer.url,
+    }
 
 
 @main.group()
@@ -326,7 +334,9 @@ def stream() -> None:
 @stream.command("add")
 @click.argument("campaign_ref")
 @click.option("--name", default="")
-@click.option("--type", "type_", type=click.Choice(["intercepting", "regular", "fallback"]), default="regular")
+@click.option(
+    "--type", "type_", type=click.Choice(["intercepting", "regular", "fallback"]), default="regular"
+)
 @click.option("--position", type=int, help="Evaluation position (default: last).")
 @click.option("--weight", type=int, default=100, show_default=True, help="Weight in weighted rotation.")
 @click.option("--action", type=click.Choice(["offers", "redirect", "not_found"]), default="offers")
@@ -364,7 +374,9 @@ def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
 @click.option("--status", type=click.Choice(["active", "disabled"]))
 @click.option("--offer", "offers", multiple=True, help="Replace the offers: OFFER_ID or OFFER_ID:WEIGHT.")
 @pass_context
-def stream_update(ctx: Context, stream_id: int, type_: str | None, offers: tuple[str, ...], **changes: Any) -> None:
+def stream_update(
+    ctx: Context, stream_id: int, type_: str | None, offers: tuple[str, ...], **changes: Any
+) -> None:
     """Change a stream in place (its id never changes)."""
     from models.admin import update_stream
 
@@ -396,7 +408,11 @@ def serve_command(ctx: Context, workers: int | None, bind: str | None, max_reque
     from workers.server import parse_bind, serve
 
     settings = ctx.settings.replace(
-        **{k: v for k, v in {"workers": workers, "bind": bind, "max_requests": max_requests}.items() if v is not None}
+        **{
+            k: v
+            for k, v in {"workers": workers, "bind": bind, "max_requests": max_requests}.items()
+            if v is not None
+        }
     )
     try:
         parse_bind(settings.bind)
@@ -422,7 +438,9 @@ def check_schema(settings: Settings) -> None:
     is_current = schema_is_current(open_database(settings.database_path))
     database.close()
     if not is_current:
-        raise click.ClickException(f"The database {settings.database_path} needs migrating: run `lanner db migrate`.")
+        raise click.ClickException(
+            f"The database {settings.database_path} needs migrating: run `lanner db migrate`."
+        )
 
 
 def configure_logging(settings: Settings) -> None:
@@ -488,7 +506,9 @@ def generate() -> None:
 
 @generate.command("clicks")
 @click.option("--count", type=int, required=True, help="How many clicks to add.")
-@click.option("--days", type=float, default=30, show_default=True, help="Spread them over this many days to now.")
+@click.option(
+    "--days", type=float, default=30, show_default=True, help="Spread them over this many days to now."
+)
 @click.option("--campaigns", type=int, default=20, show_default=True)
 @click.option("--seed", type=int, help="Seed for a reproducible data set.")
 @pass_context
@@ -550,9 +570,15 @@ def spool_flush_command(ctx: Context, batch_size: int) -> None:
             seen[0] = done
 
         result = flush_spool(
-            ctx.db, ctx.settings.spool_dir, ctx.settings.spool_segment_bytes, batch_size=batch_size, on_batch=advance
+            ctx.db,
+            ctx.settings.spool_dir,
+            ctx.settings.spool_segment_bytes,
+            batch_size=batch_size,
+            on_batch=advance,
         )
-    click.echo(f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}.")
+    click.echo(
+        f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}."
+    )
 
 
 # -- bench -----------------------------------------------------------------------------------

@@ -57,7 +57,8 @@ def _check_choice(value: str, choices: Iterable[str], what: str) -> str:
 def _check_alias(alias: str) -> str:
     if not ALIAS_PATTERN.match(alias) or alias.lower() in RESERVED_ALIASES:
         raise AdminError(
-            f"Alias {alias!r} must be 1-64 letters, digits, '-' or '_', and not one of {sorted(RESERVED_ALIASES)}."
+            f"Alias {alias!r} must be 1-64 letters, digits, '-' or '_', "
+            f"and not one of {', '.join(sorted(RESERVED_ALIASES))}."
         )
     return alias
 
@@ -65,7 +66,9 @@ def _check_alias(alias: str) -> str:
 def get_campaign(ref: str | int) -> Campaign:
     """A campaign by id or alias."""
     ref = str(ref)
-    query = Campaign.select().where((Campaign.alias == ref) | (Campaign.id == (int(ref) if ref.isdigit() else -1)))
+    query = Campaign.select().where(
+        (Campaign.alias == ref) | (Campaign.id == (int(ref) if ref.isdigit() else -1))
+    )
     campaign = query.first()
     if campaign is None:
         raise AdminError(f"There is no campaign {ref!r}.")
@@ -132,7 +135,9 @@ def create_campaign(
         raise AdminError("The uniqueness window must be a positive number of hours.")
     with db.atomic():
         try:
-            campaign = Campaign.create(name=name, alias=alias, rotation=rotation, uniqueness_hours=uniqueness_hours)
+            campaign = Campaign.create(
+                name=name, alias=alias, rotation=rotation, uniqueness_hours=uniqueness_hours
+            )
         except IntegrityError:
             raise AdminError(f"A campaign with alias {alias!r} already exists.") from None
         offer = get_offer(offer_id) if offer_id is not None else None
@@ -179,7 +184,10 @@ def list_campaigns(*, include_archived: bool = False) -> list[Campaign]:
 
 
 def _set_stream_offers(stream: Stream, offers: list[tuple[int, int]]) -> None:
-    """Make the stream's active offers exactly `offers` [(offer_id, weight)]; links are kept, not renumbered."""
+    """Make the stream's active offers exactly `offers` [(offer_id, weight)].
+
+    Existing links are updated in place (never deleted and re-inserted), so their ids stay.
+    """
     wanted = {}
     for offer_id, weight in offers:
         get_offer(offer_id)
@@ -236,7 +244,9 @@ def add_stream(
     return stream
 
 
-def update_stream(db: Database, stream_id: int, *, offers: list[tuple[int, int]] | None = None, **changes: Any) -> Stream:
+def update_stream(
+    db: Database, stream_id: int, *, offers: list[tuple[int, int]] | None = None, **changes: Any
+) -> Stream:
     changes = {key: value for key, value in changes.items() if value is not None}
     if "url" in changes:
         changes["action_payload"] = changes.pop("url")
@@ -269,5 +279,7 @@ def list_streams(campaign_ref: str | int) -> list[Stream]:
 def stream_offers(stream: Stream) -> list[tuple[int, int]]:
     return [
         (link.offer_id, link.weight)
-        for link in StreamOffer.select().where((StreamOffer.stream == stream) & (StreamOffer.status == "active"))
+        for link in StreamOffer.select().where(
+            (StreamOffer.stream == stream) & (StreamOffer.status == "active")
+        )
     ]

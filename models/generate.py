@@ -17,18 +17,18 @@ from typing import Callable, Iterator
 
 from peewee import Database
 
-from models.database import PRAGMAS
 from models.admin import create_campaign, create_offer, list_campaigns
+from models.database import PRAGMAS
 from models.record import new_subid, ua_hash
 from models.spool import SQL_INSERT_CLICK
 
 CHUNK = 50_000
 WINDOW_MS = 24 * 3_600_000
 BROWSERS = (
-    "Mozilla/5.0 (Linux; Android {a}; SM-A{m}) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{v}.0.0.0 Mobile Safari/537.36",
-    "Mozilla/5.0 (iPhone; CPU iPhone OS {a}_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{a}.0 Mobile/15E{m} Safari/604.1",
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{v}.0.{m}.0 Safari/537.36",
-    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_{a}) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.{a} Safari/605.1.15",
+    "Mozilla/5.0 (Linux; Android {a}; SM-A{m}) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{v}.0.0.0 Mobile Safari/537.36",  # noqa: E501
+    "Mozilla/5.0 (iPhone; CPU iPhone OS {a}_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{a}.0 Mobile/15E{m} Safari/604.1",  # noqa: E501
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{v}.0.{m}.0 Safari/537.36",  # noqa: E501
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_{a}) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.{a} Safari/605.1.15",  # noqa: E501
     "Mozilla/5.0 (X11; Linux x86_64; rv:{v}.0) Gecko/20100101 Firefox/{v}.0",
 )
 SOURCES = ("propellerads", "facebook", "tiktok", "google", "push-house", "richads", "")
@@ -199,4 +199,3 @@ def _prefetched(iterator: Iterator[list], depth: int = 2) -> Iterator[list]:
     finally:
         stop.set()
         thread.join(timeout=5)
-

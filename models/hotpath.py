@@ -39,7 +39,9 @@ def visitor_seen(
     stream_id: int | None,
 ) -> tuple[int, int, int]:
     """(seen globally, seen in campaign, seen in stream) within the windows, from the database."""
-    cursor = conn.execute(SQL_VISITOR_SEEN, (ip, ua_hash, global_since, campaign_since, campaign_id, stream_id))
+    cursor = conn.execute(
+        SQL_VISITOR_SEEN, (ip, ua_hash, global_since, campaign_since, campaign_id, stream_id)
+    )
     try:
         return cursor.fetchone()
     finally:

@@ -13,7 +13,8 @@ from peewee import Database
 import models.migrations as migrations_package
 
 SQL_CREATE_HISTORY = (
-    "CREATE TABLE IF NOT EXISTS migration_history (name TEXT NOT NULL PRIMARY KEY, applied_at INTEGER NOT NULL)"
+    "CREATE TABLE IF NOT EXISTS migration_history "
+    "(name TEXT NOT NULL PRIMARY KEY, applied_at INTEGER NOT NULL)"
 )
 SQL_APPLIED = "SELECT name, applied_at FROM migration_history"
 SQL_RECORD = "INSERT INTO migration_history (name, applied_at) VALUES (?, ?)"

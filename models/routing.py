@@ -96,7 +96,9 @@ def _stream_config(stream: Stream, links: list[tuple[StreamOffer, Offer]]) -> St
             continue
         offers.append(OfferChoice(offer.id, template))
         weights.append(link.weight)
-    redirect = _template(stream.action_payload, f"stream {stream.id}") if stream.action == "redirect" else None
+    redirect = (
+        _template(stream.action_payload, f"stream {stream.id}") if stream.action == "redirect" else None
+    )
     return StreamConfig(
         id=stream.id,
         type=stream.type,

@@ -10,7 +10,7 @@ Layout under `<data_dir>/spool/`:
   `segment_bytes`; the next append goes to `<segment + 1>`. Writers switch segments only while
   holding the lock, so every worker agrees on where the next line goes.
 - `journal.lock`: the `flock` that serialises appends. Holding it, a worker first reads the lines
-  other workers appended since its last look (`on_record`), so debounce and uniqueness see clicks
+  other workers appended since its last look (`on_line`), so debounce and uniqueness see clicks
   that are not flushed yet, then appends its own line.
 - `rejected.log`: lines the flusher could not parse (a torn write after a power cut), kept for
   inspection instead of blocking the spool.
@@ -79,12 +79,12 @@ class Journal:
         spool_dir: Path,
         segment_bytes: int,
         start: tuple[int, int],
-        on_record: Callable[[tuple[int, int], list], None],
+        on_line: Callable[[tuple[int, int], bytes], None],
     ) -> None:
         """Open the journal at the flusher's position `start`, so every unflushed line is replayed."""
         self.spool_dir = spool_dir
         self.segment_bytes = segment_bytes
-        self.on_record = on_record
+        self.on_line = on_line
         spool_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(spool_dir / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._fd = -1
@@ -98,7 +98,7 @@ class Journal:
                 segment, offset = later[0], 0
             self._open_segment(segment)
             self.offset = offset
-            self.catch_up()
+            self.catch_up(is_locked=True)
         finally:
             self.unlock()
 
@@ -121,39 +121,45 @@ class Journal:
     def unlock(self) -> None:
         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
-    def catch_up(self) -> None:
-        """Feed every line appended since our last look to `on_record`. Call holding the lock."""
+    def catch_up(self, *, is_locked: bool) -> None:
+        """Feed every complete line appended since our last look to `on_line`.
+
+        PERF: call it once without the lock (the bulk of other workers' lines, while they keep
+        appending) and once holding it (the last few), so the lock is held for microseconds.
+        """
         while True:
-            self._read_to_end()
+            self._read_to_end(is_locked)
             if self.offset < self.segment_bytes:
                 return
+            # Sealed: nobody appends to a segment once it holds segment_bytes (see module doc).
             self._open_segment(self.segment + 1)
 
-    def _read_to_end(self) -> None:
-        fd, offset = self._fd, self.offset
+    def _read_to_end(self, is_locked: bool) -> None:
+        fd, offset, on_line, segment = self._fd, self.offset, self.on_line, self.segment
         while True:
             data = os.pread(fd, READ_CHUNK, offset)
             if not data:
                 break
             end = data.rfind(b"\n") + 1
-            if end == 0 or (len(data) < READ_CHUNK and end != len(data)):
-                # A writer died mid-line (only a power cut or a full disk does that): terminate
-                # the torn line so ours starts clean; the flusher rejects the torn one.
-                logger.warning("spool segment %s has a torn line at %s", self.segment, offset)
-                os.write(fd, b"\n")
-                continue
-            for line in data[:end].splitlines(keepends=True):
-                try:
-                    record = decode_line(line)
-                except ValueError:
-                    pass  # The flusher reports it; for us it is not a click.
+            if end != len(data) and len(data) < READ_CHUNK:
+                if not is_locked:
+                    data = data[:end]  # Another worker is mid-append; take the complete lines.
+                    if not data:
+                        break
                 else:
-                    self.on_record((self.segment, offset), record)
+                    # Holding the lock, nobody is mid-append: a writer died mid-line (a power cut
+                    # or a full disk). End the torn line so ours starts clean; the flusher
+                    # moves the torn one to rejected.log.
+                    logger.warning("spool segment %s has a torn line at %s", segment, offset + end)
+                    os.write(fd, b"\n")
+                    continue
+            for line in data[:end].splitlines(keepends=True):
+                on_line((segment, offset), line)
                 offset += len(line)
         self.offset = offset
 
     def append(self, line: bytes) -> tuple[int, int]:
-        """Append our line; return its position. Call holding the lock, after catch_up()."""
+        """Append our line; return its position. Call holding the lock, after catch_up(is_locked=True)."""
         position = (self.segment, self.offset)
         written = os.write(self._fd, line)
         while written < len(line):  # Only on a full disk or a signal; never leave half a line.

@@ -21,16 +21,15 @@ from peewee import Database
 from models import hotpath
 from models.record import (
     CAMPAIGN_ID,
-    CREATED_AT,
-    IP,
     LOCATION,
     OFFER_ID,
     STREAM_ID,
     SUBID,
-    UA_HASH,
     USER_AGENT,
     encode_line,
+    line_tail,
     new_subid,
+    peek_line,
     ua_hash,
 )
 from models.routing import CampaignConfig, OfferChoice, StreamConfig, load_campaigns
@@ -92,7 +91,7 @@ class ClickTracker:
         self.config_version = hotpath.config_version(self.conn)
         self.campaigns: dict[str, CampaignConfig] = load_campaigns(db)
         self.index = VisitorIndex()
-        self.journal = Journal(spool_dir, segment_bytes, read_position(db), self._remember)
+        self.journal = Journal(spool_dir, segment_bytes, read_position(db), self._remember_line)
         now = clock()
         self._next_refresh = now + REFRESH_EVERY
         # Until then, clicks flushed just before this worker started are only in the database.
@@ -117,21 +116,13 @@ class ClickTracker:
         flushed = read_position(self.db)
         self.index.prune(flushed, int(now * 1000) - self.debounce_ms - 1000)
 
-    def _remember(self, position: tuple[int, int], record: list) -> None:
-        self.index.add(
-            record[IP],
-            record[UA_HASH],
-            RecentClick(
-                position,
-                record[CREATED_AT],
-                record[CAMPAIGN_ID],
-                record[STREAM_ID],
-                record[OFFER_ID],
-                record[SUBID],
-                record[USER_AGENT],
-                record[LOCATION],
-            ),
-        )
+    def _remember_line(self, position: tuple[int, int], line: bytes) -> None:
+        """Index another worker's journal line by visitor, unparsed."""
+        try:
+            ip, visitor_hash, created_at = peek_line(line)
+        except ValueError:
+            return  # Not a click line; the flusher moves it to rejected.log.
+        self.index.add(ip, visitor_hash, RecentClick(position, created_at, None, line))
 
     def track(self, campaign: CampaignConfig, visit: Visit) -> Decision:
         now = self.clock()
@@ -156,58 +147,52 @@ class ClickTracker:
 
         subid = new_subid(now_ms)
         location = self._location(campaign, stream, offer, subid, visit, now)
+        texts = [user_agent, visit.referrer, visit.source, visit.external_id, *visit.sub_ids, location or ""]
+        tail = line_tail(subid, campaign.id, stream_id, offer_id, visit.cost, visit.is_bot, texts)
         debounce_since = now_ms - self.debounce_ms
+        campaign_id = campaign.id
         journal = self.journal
+        journal.catch_up(is_locked=False)
         journal.lock()
         try:
-            journal.catch_up()
+            journal.catch_up(is_locked=True)
             for recent in reversed(self.index.visits(ip, visitor_hash)):
-                if (
-                    recent.campaign_id == campaign.id
-                    and recent.created_at >= debounce_since
-                    and recent.user_agent == user_agent
-                ):
-                    return Decision(
-                        recent.subid, recent.location or None, recent.stream_id, recent.offer_id,
-                        True, False, False, False,
-                    )  # fmt: skip
+                if recent.created_at < campaign_since and recent.created_at < global_since:
+                    break  # Older than both windows, like everything before it.
+                seen = recent.record
+                if seen is None:
+                    continue
+                if seen[CAMPAIGN_ID] == campaign_id:
+                    if recent.created_at >= debounce_since and seen[USER_AGENT] == user_agent:
+                        return Decision(
+                            seen[SUBID], seen[LOCATION] or None, seen[STREAM_ID], seen[OFFER_ID],
+                            True, False, False, False,
+                        )  # fmt: skip
+                    if recent.created_at >= campaign_since:
+                        seen_campaign = 1
+                        if stream_id is not None and seen[STREAM_ID] == stream_id:
+                            seen_stream = 1
                 if recent.created_at >= global_since:
                     seen_global = 1
-                if recent.campaign_id == campaign.id and recent.created_at >= campaign_since:
-                    seen_campaign = 1
-                    if stream_id is not None and recent.stream_id == stream_id:
-                        seen_stream = 1
             if stored_repeat is not None:
                 repeat = self._stored_repeat(campaign, stored_repeat, visit, now)
                 if repeat is not None:
                     return repeat
-            record = [
-                subid,
-                now_ms,
-                campaign.id,
-                stream_id,
-                offer_id,
-                ip,
-                user_agent,
-                visitor_hash,
-                visit.referrer,
-                visit.source,
-                visit.external_id,
-                visit.cost,
+            flags = (
                 0 if seen_global else 1,
                 0 if seen_campaign else 1,
                 0 if seen_stream or stream_id is None else 1,
-                1 if visit.is_bot else 0,
-                *visit.sub_ids,
-                location or "",
-            ]
-            position = journal.append(encode_line(record))
+            )
+            line = encode_line(ip, visitor_hash, now_ms, flags, tail)
+            position = journal.append(line)
         finally:
             journal.unlock()
-        self._remember(position, record)
+        # Kept as bytes: not tracked by the GC, and parsed only if this visitor comes back.
+        self.index.add(ip, visitor_hash, RecentClick(position, now_ms, None, line))
+        is_unique_global, is_unique_campaign, is_unique_stream = flags
         return Decision(
             subid, location, stream_id, offer_id, False,
-            record[12] == 1, record[13] == 1, record[14] == 1,
+            is_unique_global == 1, is_unique_campaign == 1, is_unique_stream == 1,
         )  # fmt: skip
 
     def _location(
@@ -242,15 +227,17 @@ class ClickTracker:
                 values[f"sub_id_{slot}"] = value
         return template.render(values, datetime.fromtimestamp(now, timezone.utc))
 
-    def _stored_repeat(self, campaign: CampaignConfig, row: tuple, visit: Visit, now: float) -> Decision | None:
+    def _stored_repeat(
+        self, campaign: CampaignConfig, row: tuple, visit: Visit, now: float
+    ) -> Decision | None:
         """A repeat of a click flushed before this worker started: same subid, same stream/offer."""
         subid, stream_id, offer_id, _ = row
         stream = next(
-            (s for s in campaign.intercepting + campaign.regular + campaign.fallback if s.id == stream_id), None
+            (s for s in campaign.intercepting + campaign.regular + campaign.fallback if s.id == stream_id),
+            None,
         )
         offer = next((o for o in stream.offers if o.offer_id == offer_id), None) if stream else None
         if stream_id is not None and stream is None:
             return None  # The stream is gone: route afresh as a new click.
         location = self._location(campaign, stream, offer, subid, visit, now)
         return Decision(subid, location, stream_id, offer_id, True, False, False, False)
-

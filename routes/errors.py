@@ -13,4 +13,6 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception
     if isinstance(exc, falcon.HTTPError):
         raise exc
     logger.exception("unhandled error on %s %s", req.method, req.path)
-    raise falcon.HTTPInternalServerError(title="Internal error", description="The tracker hit an unexpected error.")
+    raise falcon.HTTPInternalServerError(
+        title="Internal error", description="The tracker hit an unexpected error."
+    )

@@ -15,4 +15,8 @@ class HealthResource:
         cursor = self.tracker.conn.execute("SELECT 1")
         cursor.fetchall()
         resp.cache_control = ("no-store",)
-        resp.media = {"status": "ok", "campaigns": len(self.tracker.campaigns), "recent_visits": len(self.tracker.index)}
+        resp.media = {
+            "status": "ok",
+            "campaigns": len(self.tracker.campaigns),
+            "recent_visits": len(self.tracker.index),
+        }

@@ -63,7 +63,9 @@ def db(settings):
 def run_lanner(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     if check and result.returncode != 0:
-        raise AssertionError(f"lanner {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+        raise AssertionError(
+            f"lanner {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}"
+        )
     return result
 
 

@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-
 from conftest import click, raw_request, request, subid_of
 
 OFFER = "https://offer.example/lp?click={subid}&cid={campaign_id}&cn={campaign_name}&s1={sub_id_1}&s2={sub_id_2}&src={source}&ext={external_id}&cost={cost}&ip={ip}&ua={user_agent}"
@@ -87,10 +86,15 @@ def test_unknown_alias_goes_to_configured_fallback(start_server, campaign):
 
 
 BAD_REQUESTS = [
-    b"GET /summer?sub1=%ff%fe%fd&sub2=%&sub3=%zz&&&=&sub4==x HTTP/1.1\r\nHost: x\r\nUser-Agent: \xff\xfe bad utf8\r\n\r\n",
+    b"GET /summer?sub1=%ff%fe%fd&sub2=%&sub3=%zz&&&=&sub4==x HTTP/1.1\r\n"
+    b"Host: x\r\nUser-Agent: \xff\xfe bad utf8\r\n\r\n",
     b"GET /summer?sub1=' OR 1=1; DROP TABLE click;-- HTTP/1.1\r\nHost: x\r\n\r\n",
     b"GET /summer?" + b"a=b&" * 3000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
-    b"GET /summer HTTP/1.1\r\nHost: x\r\nUser-Agent: " + b"A" * 20000 + b"\r\nReferer: " + b"\xc3" * 5000 + b"\r\n\r\n",
+    b"GET /summer HTTP/1.1\r\nHost: x\r\nUser-Agent: "
+    + b"A" * 20000
+    + b"\r\nReferer: "
+    + b"\xc3" * 5000
+    + b"\r\n\r\n",
     b"GET /%ff%fe HTTP/1.1\r\nHost: x\r\n\r\n",
     b"GET /summer?sub1=x%0d%0aSet-Cookie:%20a=b HTTP/1.1\r\nHost: x\r\n\r\n",
     b"GET /summer HTTP/1.1\r\nHost: x\r\nX-Real-IP: not-an-ip\r\n\r\n",
@@ -120,13 +124,18 @@ def test_malicious_input_is_stored_as_text(campaign, server, lanner, settings):
 
 
 def test_same_ip_different_uas_get_distinct_stored_subids(campaign, server, lanner, settings):
-    subids = [subid_of(click(server.port, campaign, ip="198.51.100.50", ua=f"Phone {n}")[1]["location"]) for n in range(5)]
+    subids = [
+        subid_of(click(server.port, campaign, ip="198.51.100.50", ua=f"Phone {n}")[1]["location"])
+        for n in range(5)
+    ]
     assert len(set(subids)) == 5
     flush(lanner)
     assert sorted(row["subid"] for row in rows(settings)) == sorted(subids)
 
 
-def test_repeat_within_two_seconds_reuses_subid_and_after_three_stores_again(campaign, server, lanner, settings):
+def test_repeat_within_two_seconds_reuses_subid_and_after_three_stores_again(
+    campaign, server, lanner, settings
+):
     first = click(server.port, campaign, "sub1=a", ip="198.51.100.60", ua="Same UA")[1]["location"]
     again = click(server.port, campaign, "sub1=a", ip="198.51.100.60", ua="Same UA")[1]["location"]
     assert again == first
@@ -156,7 +165,8 @@ def test_uniqueness_window_boundary_through_the_server(start_server, lanner, set
     flush(lanner)
     stored = {row["subid"]: row for row in rows(settings)}
     flags = [
-        (stored[s]["is_unique_global"], stored[s]["is_unique_campaign"], stored[s]["is_unique_stream"]) for s in subids
+        (stored[s]["is_unique_global"], stored[s]["is_unique_campaign"], stored[s]["is_unique_stream"])
+        for s in subids
     ]
     # Past 3.6 s everything is unique again; campaign b's own window ran out too (4 s since its click).
     assert flags == [(1, 1, 1), (0, 0, 0), (0, 1, 1), (1, 1, 1), (0, 1, 1), (0, 0, 0)]
@@ -168,7 +178,12 @@ def test_clicks_get_302_while_another_connection_holds_the_write_lock(campaign, 
     try:
         with ThreadPoolExecutor(max_workers=8) as pool:
             answers = list(
-                pool.map(lambda n: click(server.port, campaign, ip=f"100.64.{n // 200}.{n % 200 + 1}", ua=f"UA {n}"), range(240))
+                pool.map(
+                    lambda n: click(
+                        server.port, campaign, ip=f"100.64.{n // 200}.{n % 200 + 1}", ua=f"UA {n}"
+                    ),
+                    range(240),
+                )
             )
         assert all(status == 302 for status, _, _ in answers)
         subids = [subid_of(headers["location"]) for _, headers, _ in answers]
@@ -204,7 +219,9 @@ def test_huey_consumer_lands_spooled_clicks_within_seconds(campaign, server, sta
 def test_killed_worker_is_replaced_and_other_workers_keep_serving(campaign, server, lanner, settings):
     import subprocess
 
-    children = subprocess.run(["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True).stdout.split()
+    children = subprocess.run(
+        ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True
+    ).stdout.split()
     assert len(children) == 2
     stop = threading.Event()
     results: list[tuple[int, str]] = []
@@ -214,7 +231,9 @@ def test_killed_worker_is_replaced_and_other_workers_keep_serving(campaign, serv
         while not stop.is_set():
             i += 1
             try:
-                status, headers, _ = click(server.port, campaign, ip=f"100.70.{n}.{i % 250 + 1}", ua=f"Kill UA {n} {i}")
+                status, headers, _ = click(
+                    server.port, campaign, ip=f"100.70.{n}.{i % 250 + 1}", ua=f"Kill UA {n} {i}"
+                )
                 results.append((status, headers.get("location", "")))
             except OSError as exc:
                 results.append((0, repr(exc)))
@@ -232,7 +251,9 @@ def test_killed_worker_is_replaced_and_other_workers_keep_serving(campaign, serv
     # Only requests in flight on the killed worker's own connections may fail (≤ 1 per client).
     assert len(failures) <= len(threads), failures[:5]
     assert len(results) > 100
-    new_children = subprocess.run(["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True).stdout.split()
+    new_children = subprocess.run(
+        ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True
+    ).stdout.split()
     assert len(new_children) == 2 and children[0] not in new_children
     flush(lanner)
     stored = {row["subid"] for row in rows(settings)}

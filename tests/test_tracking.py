@@ -7,7 +7,16 @@ import random
 import pytest
 
 from models.admin import add_stream, create_campaign, create_offer, update_stream
-from models.record import CLICK_COLUMNS, COLUMN_COUNT, decode_line, new_subid, ua_hash
+from models.record import (
+    CLICK_COLUMNS,
+    COLUMN_COUNT,
+    decode_line,
+    encode_line,
+    line_tail,
+    new_subid,
+    peek_line,
+    ua_hash,
+)
 from models.spool import flush_spool
 from models.tracking import ClickTracker, Visit
 
@@ -100,6 +109,35 @@ def test_journal_record_follows_click_columns(make_tracker, campaign_alias, db, 
     assert len(record) == COLUMN_COUNT + 1 and record[-1] == decision.location
 
 
+def test_journal_line_round_trips_hostile_text():
+    texts = [
+        "UA\twith\\tabs\nand\rbreaks",
+        "ref\\n",
+        "s\u00fcrce",
+        "",
+        *[f"v{n}\t" for n in range(30)],
+        "https://x/?a=b",
+    ]
+    tail = line_tail("0123456789abcdefg", 3, None, 7, 0.015, True, texts)
+    line = encode_line("2001:db8::1", 4294967295, 1_800_000_000_123, (1, 0, 1), tail)
+    assert line.count(b"\n") == 1 and line.endswith(b"\n")
+    assert peek_line(line) == ("2001:db8::1", 4294967295, 1_800_000_000_123)
+    record = dict(zip((*CLICK_COLUMNS, "location"), decode_line(line)))
+    assert (
+        record["user_agent"] == texts[0] and record["referrer"] == texts[1] and record["source"] == texts[2]
+    )
+    assert [record[f"sub_id_{n}"] for n in range(1, 31)] == texts[4:34]
+    assert (record["stream_id"], record["offer_id"], record["cost"], record["is_bot"]) == (None, 7, 0.015, 1)
+    assert (record["is_unique_global"], record["is_unique_campaign"], record["is_unique_stream"]) == (1, 0, 1)
+    assert record["location"] == "https://x/?a=b"
+
+
+@pytest.mark.parametrize("broken", [b"", b"no newline", b"a\tb\n", b"\xff\xfe\n"])
+def test_broken_journal_lines_are_refused(broken):
+    with pytest.raises(ValueError):
+        decode_line(broken)
+
+
 def test_same_ip_other_ua_gets_its_own_stored_subid(make_tracker, campaign_alias, db, settings):
     tracker = make_tracker()
     campaign = tracker.campaign(campaign_alias)
@@ -132,7 +170,9 @@ def test_debounce_sees_clicks_of_another_worker_not_yet_flushed(make_tracker, ca
     assert again.is_repeat and again.location == first.location
 
 
-def test_debounce_after_restart_finds_flushed_click_in_database(make_tracker, campaign_alias, db, settings, clock):
+def test_debounce_after_restart_finds_flushed_click_in_database(
+    make_tracker, campaign_alias, db, settings, clock
+):
     first_worker = make_tracker()
     first = first_worker.track(first_worker.campaign(campaign_alias), visit())
     flush(db, settings)
@@ -161,7 +201,11 @@ def test_uniqueness_window_boundary_in_all_scopes(make_tracker, db, settings, cl
         return tracker.track(campaign, visit())
 
     inside = step(3600 - 5, a)  # Inside both windows: a repeat everywhere.
-    assert (inside.is_unique_global, inside.is_unique_campaign, inside.is_unique_stream) == (False, False, False)
+    assert (inside.is_unique_global, inside.is_unique_campaign, inside.is_unique_stream) == (
+        False,
+        False,
+        False,
+    )
     other = step(3, b)  # Seen globally, never in campaign b.
     assert (other.is_unique_global, other.is_unique_campaign, other.is_unique_stream) == (False, True, True)
     past_campaign = step(3600 + 1, a)  # Campaign window (1 h) passed, global (2 h) not.
@@ -209,7 +253,9 @@ def test_unknown_campaign_is_none(make_tracker, campaign_alias):
     assert make_tracker().campaign("nope") is None
 
 
-def test_flush_is_idempotent_when_killed_between_batches(make_tracker, campaign_alias, db, settings, clock, env):
+def test_flush_is_idempotent_when_killed_between_batches(
+    make_tracker, campaign_alias, db, settings, clock, env
+):
     import subprocess
     import sys
 
