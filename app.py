@@ -15,10 +15,13 @@ class SchemaOutdated(RuntimeError):
 
 
 def create_app(settings: Settings, *, tracker=None) -> falcon.App:
+    from models.macros import compile_url
     from routes.click import ClickResource, ClientAddress
     from routes.errors import handle_unexpected
     from routes.health import HealthResource
 
+    if settings.fallback_url:
+        compile_url(settings.fallback_url)  # The same rules as an offer URL; raises MacroError.
     if tracker is None:
         tracker = create_tracker(settings)
     client_address = ClientAddress(

@@ -71,7 +71,13 @@ SETTINGS: tuple[Setting, ...] = (
         _aliases,
         "Extra query parameters captured into sub_id slots, e.g. `aff_sub=1,zoneid=2`.",
     ),
-    Setting("flush_interval", "0.5", float, "Seconds between spool flushes by the Huey consumer."),
+    Setting("flush_interval", "0.25", float, "Seconds between spool flushes by the Huey consumer."),
+    Setting(
+        "worker_nice",
+        "10",
+        int,
+        "Niceness of `lanner worker`: background work yields the CPU to the web workers under load.",
+    ),
     Setting("spool_segment_bytes", str(64 * 1024 * 1024), int, "Size at which a spool segment is sealed."),
     Setting("log_level", "INFO", str, "Python logging level for every Lanner process."),
 )
@@ -91,6 +97,7 @@ class Settings:
     debounce_seconds: float
     sub_id_aliases: dict[str, int]
     flush_interval: float
+    worker_nice: int
     spool_segment_bytes: int
     log_level: str
 

@@ -254,7 +254,12 @@ class UrlTemplate:
         """The macro names used, lowercase; every `{date:...}` is reported as "date"."""
         return self._macros
 
-    def render(self, values: Mapping[str, str], now: datetime.datetime) -> str:
+    @property
+    def uses_date(self) -> bool:
+        """Whether render() needs `now` (callers may pass None otherwise and skip making one)."""
+        return bool(self._dates)
+
+    def render(self, values: Mapping[str, str], now: datetime.datetime | None) -> str:
         """The redirect URL for one click: each macro replaced by its percent-encoded value.
 
         A name missing from `values` (or None) renders empty; `{random}` is one fresh ten-digit number per

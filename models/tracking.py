@@ -39,6 +39,7 @@ from models.visitors import RecentClick, VisitorIndex
 logger = logging.getLogger(__name__)
 
 SUB_ID_SLOTS = 30
+SUB_ID_MACROS = tuple(f"sub_id_{slot}" for slot in range(1, SUB_ID_SLOTS + 1))
 REFRESH_EVERY = 1.0  # Seconds between looks at config_version and the flushed position.
 
 
@@ -222,10 +223,10 @@ class ClickTracker:
             "external_id": visit.external_id,
             "cost": f"{visit.cost:g}" if visit.cost else "",
         }
-        for slot, value in enumerate(visit.sub_ids, 1):
-            if value:
-                values[f"sub_id_{slot}"] = value
-        return template.render(values, datetime.fromtimestamp(now, timezone.utc))
+        values.update(zip(SUB_ID_MACROS, visit.sub_ids))
+        return template.render(
+            values, datetime.fromtimestamp(now, timezone.utc) if template.uses_date else None
+        )
 
     def _stored_repeat(
         self, campaign: CampaignConfig, row: tuple, visit: Visit, now: float

@@ -92,12 +92,12 @@ class ClickResource:
         self.fallback_url = fallback_url
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, alias: str) -> None:
-        resp.cache_control = ("no-store",)
+        resp.set_header("Cache-Control", "no-store")
         campaign = self.tracker.campaign(alias)
         if campaign is None:
             if self.fallback_url:
                 resp.status = falcon.HTTP_302
-                resp.location = self.fallback_url
+                resp.set_header("Location", self.fallback_url)
                 return
             raise falcon.HTTPNotFound(
                 title="Unknown campaign", description="No active campaign has this URL."
@@ -106,7 +106,9 @@ class ClickResource:
         if decision.location is None:
             raise falcon.HTTPNotFound(title="No offer", description="This campaign has nothing to show here.")
         resp.status = falcon.HTTP_302
-        resp.location = decision.location
+        # Not `resp.location`: Falcon re-encodes the whole URL, escapes included, when any character
+        # needs encoding. Ours is safe by construction: a validated template, percent-encoded values.
+        resp.set_header("Location", decision.location)
 
     def visit(self, req: falcon.Request) -> Visit:
         environ = req.env

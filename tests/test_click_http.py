@@ -70,6 +70,22 @@ def test_click_redirects_with_macros_and_is_stored(campaign, server, lanner, set
     assert row["ua_hash"] == zlib.crc32("Mozilla/5.0 Ünïcode".encode())
 
 
+def test_location_is_not_encoded_twice(lanner, server):
+    # A literal '|' in the template once made Falcon's resp.location re-encode every '%'.
+    lanner(
+        "campaign",
+        "create",
+        "Pipe",
+        "--alias",
+        "pipe",
+        "--offer-url",
+        "https://offer.example/a|b?s1={sub_id_1}",
+    )
+    time.sleep(1.2)  # Workers pick up configuration changes within a second.
+    status, headers, _ = click(server.port, "pipe", "sub1=zone%2042%25")
+    assert (status, headers["location"]) == (302, "https://offer.example/a|b?s1=zone%2042%25")
+
+
 def test_unknown_alias_is_404_and_archived_campaign_too(campaign, server, lanner):
     assert request(server.port, "/no-such-campaign")[0] == 404
     lanner("campaign", "archive", campaign)
