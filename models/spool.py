@@ -20,9 +20,10 @@ transaction as the inserted clicks, and inserts with `INSERT OR IGNORE` on the u
 flush killed at any point and re-run lands every click exactly once.
 
 fsync policy: workers never fsync (a process crash loses nothing: the data is in the page cache).
-The flusher fsyncs a segment before inserting from it and deletes sealed segments only after a
-checkpoint has made their rows durable, so a power cut costs at most about one flush interval of
-clicks, the same order as SQLite's `synchronous=NORMAL`.
+The flusher fsyncs the unflushed segments once a second (`sync_spool`) and deletes sealed segments
+only after a checkpoint has made their rows durable, so a power cut costs at most about the last
+second of clicks, the same order as SQLite's `synchronous=NORMAL`. (fsync at every flush doubled
+the redirect's p95 latency: an ext4 journal commit stalls the workers' appends.)
 """
 
 from __future__ import annotations
@@ -211,7 +212,6 @@ def flush_spool(
                 continue
             break
         try:
-            os.fsync(fd)
             lines = list(_complete_lines(fd, offset, batch_size))
         finally:
             os.close(fd)
@@ -267,6 +267,22 @@ def _keep_rejected(spool_dir: Path, lines: list[bytes]) -> None:
     with open(spool_dir / "rejected.log", "ab") as rejected:
         for line in lines:
             rejected.write(line if line.endswith(b"\n") else line + b"\n")
+
+
+def sync_spool(db: Database, spool_dir: Path) -> None:
+    """fsync every segment that holds clicks not yet in the database."""
+    segment, _ = read_position(db)
+    for number in list_segments(spool_dir):
+        if number < segment:
+            continue
+        try:
+            fd = os.open(segment_path(spool_dir, number), os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def remove_flushed_segments(db: Database, spool_dir: Path) -> int:

@@ -3,8 +3,8 @@
 The spool flusher is a task that flushes every `flush_interval` for a bounded stretch and then
 queues itself again, so clicks land within about a second; a lock keeps it single, a periodic
 task restarts the chain within a minute if a crash broke it, and the consumer queues it at start.
-WAL checkpoints run here, outside any visitor's request: PASSIVE after each flush, TRUNCATE now and
-then (PASSIVE alone lets the WAL grow without bound under constant readers).
+WAL checkpoints run here, outside any visitor's request: PASSIVE every few seconds while clicks
+land, TRUNCATE now and then (PASSIVE alone lets the WAL grow without bound under constant readers).
 """
 
 from __future__ import annotations
@@ -17,33 +17,44 @@ from huey import SqliteHuey, crontab
 from huey.exceptions import TaskLockedException
 
 from models import db, open_database
-from models.spool import flush_spool, remove_flushed_segments
+from models.spool import flush_spool, remove_flushed_segments, sync_spool
 from settings import Settings
 
 logger = logging.getLogger(__name__)
 
 FLUSHER_STRETCH = 10.0  # Seconds one flusher task runs before queueing its successor.
+SYNC_EVERY = 1.0  # Seconds between fsyncs of the spool: a power cut may cost about this much.
+CHECKPOINT_EVERY = 2.0  # Seconds between PASSIVE checkpoints while clicks are landing.
 TRUNCATE_EVERY = 30.0  # Seconds between TRUNCATE checkpoints.
 TRUNCATE_WAL_BYTES = 64 * 1024 * 1024  # ...or sooner, once the WAL is this big.
 
 
 class SpoolFlusher:
-    """Flush, checkpoint, delete landed segments; the unit the task loops over."""
+    """Flush, fsync, checkpoint, delete landed segments; the unit the task loops over.
+
+    fsyncs and checkpoints are paced by time, not by flush: each one stalls the file system for
+    a moment, and the web workers append to it.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
-        self.last_truncate = time.monotonic()
+        self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
 
     def run_once(self) -> int:
+        now = time.monotonic()
+        if now - self.last_sync >= SYNC_EVERY:
+            sync_spool(db, self.settings.spool_dir)
+            self.last_sync = now
         result = flush_spool(db, self.settings.spool_dir, self.settings.spool_segment_bytes)
-        if result.inserted or result.segments_done:
-            self.checkpoint()
-        elif time.monotonic() - self.last_truncate > TRUNCATE_EVERY:
+        if now - self.last_truncate >= TRUNCATE_EVERY or (
+            (result.inserted or result.segments_done) and now - self.last_checkpoint >= CHECKPOINT_EVERY
+        ):
             self.checkpoint()
         return result.inserted
 
     def checkpoint(self) -> None:
+        self.last_checkpoint = time.monotonic()
         try:
             wal_bytes = self.wal_path.stat().st_size
         except FileNotFoundError:
