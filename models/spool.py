@@ -133,7 +133,10 @@ class Journal:
             if self.offset < self.segment_bytes:
                 return
             # Sealed: nobody appends to a segment once it holds segment_bytes (see module doc).
-            self._open_segment(self.segment + 1)
+            # A worker idle for a while may find the next ones landed and deleted already: go to
+            # the first one still there, never recreate one the flusher has passed.
+            later = [number for number in list_segments(self.spool_dir) if number > self.segment]
+            self._open_segment(later[0] if later else self.segment + 1)
 
     def _read_to_end(self, is_locked: bool) -> None:
         fd, offset, on_line, segment = self._fd, self.offset, self.on_line, self.segment

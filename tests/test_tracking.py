@@ -286,6 +286,25 @@ def test_flush_is_idempotent_when_killed_between_batches(
     assert {row[0] for row in db.execute_sql("SELECT subid FROM click").fetchall()} == set(subids)
 
 
+def test_idle_worker_never_writes_to_a_landed_segment(make_tracker, campaign_alias, db, settings, clock):
+    from models.spool import list_segments, remove_flushed_segments
+
+    busy, idle = make_tracker(segment_bytes=2000), make_tracker(segment_bytes=2000)
+    first = idle.track(idle.campaign(campaign_alias), visit(ua="idle first"))
+    subids = [first.subid]
+    for n in range(40):  # Several segments fill up while `idle` serves nothing.
+        subids.append(busy.track(busy.campaign(campaign_alias), visit(ua=f"busy {n}")).subid)
+        if n % 10 == 9:
+            flush_spool(db, settings.spool_dir, 2000)
+            remove_flushed_segments(db, settings.spool_dir)
+    assert 1 not in list_segments(settings.spool_dir) and 2 not in list_segments(settings.spool_dir)
+    clock.advance(5)
+    subids.append(idle.track(idle.campaign(campaign_alias), visit(ua="idle again")).subid)
+    flush_spool(db, settings.spool_dir, 2000)
+    stored = {row[0] for row in db.execute_sql("SELECT subid FROM click").fetchall()}
+    assert stored == set(subids)
+
+
 def test_flush_after_lost_position_inserts_nothing_twice(make_tracker, campaign_alias, db, settings):
     tracker = make_tracker()
     campaign = tracker.campaign(campaign_alias)
