@@ -10,6 +10,15 @@ from __future__ import annotations
 
 import sqlite3
 
+# PERF: one range scan of the visitor's recent clicks (~6 µs, usually no row) answers all three
+# scopes; the three EXISTS below (~15 µs) only run for a visitor with more rows than that.
+VISITOR_HISTORY_LIMIT = 64
+SQL_VISITOR_HISTORY = f"""
+SELECT campaign_id, stream_id, created_at FROM click INDEXED BY click_visitor
+WHERE ip = ? AND ua_hash = ? AND created_at >= ?
+ORDER BY created_at DESC LIMIT {VISITOR_HISTORY_LIMIT}
+"""
+
 SQL_VISITOR_SEEN = """
 SELECT
     EXISTS (SELECT 1 FROM click INDEXED BY click_visitor
@@ -39,6 +48,22 @@ def visitor_seen(
     stream_id: int | None,
 ) -> tuple[int, int, int]:
     """(seen globally, seen in campaign, seen in stream) within the windows, from the database."""
+    cursor = conn.execute(SQL_VISITOR_HISTORY, (ip, ua_hash, min(global_since, campaign_since)))
+    try:
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    seen_global = seen_campaign = seen_stream = 0
+    for row_campaign, row_stream, created_at in rows:
+        if created_at >= global_since:
+            seen_global = 1
+        if row_campaign == campaign_id and created_at >= campaign_since:
+            seen_campaign = 1
+            if row_stream == stream_id:
+                seen_stream = 1
+    if len(rows) < VISITOR_HISTORY_LIMIT or (seen_global and seen_campaign and seen_stream):
+        return seen_global, seen_campaign, seen_stream
+    # A visitor with more recent clicks than the scan returns: ask each scope exactly.
     cursor = conn.execute(
         SQL_VISITOR_SEEN, (ip, ua_hash, global_since, campaign_since, campaign_id, stream_id)
     )

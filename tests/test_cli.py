@@ -6,7 +6,6 @@ import json
 import sqlite3
 
 import pytest
-
 from conftest import run_lanner
 
 
@@ -120,7 +119,8 @@ def test_generate_clicks_fills_realistic_rows_with_consistent_flags(lanner, sett
     assert "Added 20000 clicks" in out.stdout
     with sqlite3.connect(settings.database_path) as connection:
         total, campaigns, ips, unique_global = connection.execute(
-            "SELECT count(*), count(DISTINCT campaign_id), count(DISTINCT ip), sum(is_unique_global) FROM click"
+            "SELECT count(*), count(DISTINCT campaign_id), count(DISTINCT ip), sum(is_unique_global) "
+            "FROM click"
         ).fetchone()
         assert total == 20000 and campaigns == 5
         assert ips < total  # Repeat visitors and NAT addresses.

@@ -219,6 +219,25 @@ def test_uniqueness_window_boundary_in_all_scopes(make_tracker, db, settings, cl
         assert stored(db, decision.subid) == tuple(int(flag) for flag in expected)
 
 
+def test_heavy_repeater_beyond_the_scan_limit_is_still_seen_in_each_scope(make_tracker, db, settings, clock):
+    from models.hotpath import VISITOR_HISTORY_LIMIT
+
+    offer = create_offer(db, "O", "https://offer.example/?c={subid}")
+    create_campaign(db, "A", "a", offer_id=offer.id)
+    create_campaign(db, "B", "b", offer_id=offer.id)
+    tracker = make_tracker()
+    tracker.track(tracker.campaign("b"), visit())
+    for _ in range(VISITOR_HISTORY_LIMIT + 6):  # Newer clicks elsewhere push b's out of the scan.
+        clock.advance(3)
+        tracker.track(tracker.campaign("a"), visit())
+    flush(db, settings)
+    clock.advance(5)
+    tracker.refresh()  # Forget the flushed clicks in memory: the database must answer.
+    assert len(tracker.index) == 0
+    again = tracker.track(tracker.campaign("b"), visit())
+    assert (again.is_unique_global, again.is_unique_campaign, again.is_unique_stream) == (False, False, False)
+
+
 def test_stream_scope_counts_the_stream_not_the_campaign(make_tracker, db, settings, clock, campaign_alias):
     tracker = make_tracker()
     campaign = tracker.campaign(campaign_alias)
@@ -235,9 +254,10 @@ def test_stream_scope_counts_the_stream_not_the_campaign(make_tracker, db, setti
 
 
 def test_visitor_probes_search_the_visitor_index(db):
-    from models.hotpath import SQL_LAST_CLICK, SQL_VISITOR_SEEN
+    from models.hotpath import SQL_LAST_CLICK, SQL_VISITOR_HISTORY, SQL_VISITOR_SEEN
 
     for sql, params in (
+        (SQL_VISITOR_HISTORY, ("1.2.3.4", 1, 0)),
         (SQL_VISITOR_SEEN, ("1.2.3.4", 1, 0, 0, 1, 1)),
         (SQL_LAST_CLICK, ("1.2.3.4", 1, 0, 1, "ua")),
     ):
