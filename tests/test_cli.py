@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -153,3 +154,58 @@ def test_spool_status_and_flush(lanner, settings):
     assert status["pending_clicks"] == 3
     assert "Inserted 3, already present 0, rejected 0." in lanner("spool", "flush").stdout
     assert json.loads(lanner("spool", "status", "--json").stdout)[0]["pending_clicks"] == 0
+
+
+def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path, settings):
+    """What `make run` starts: migrate, demo campaign, web workers and the Huey consumer together."""
+    import re
+    import signal
+    import subprocess
+    import time
+    from urllib.parse import urlsplit
+
+    from conftest import LANNER, ROOT, free_port, request
+
+    port = free_port()
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [*LANNER, "run"],
+            env={**env, "LANNER_BIND": f"127.0.0.1:{port}"},
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        url = None
+        while time.monotonic() < deadline and url is None:
+            found = re.search(r"Demo campaign URL: (\S+)", log_path.read_text())
+            url = found.group(1) if found else None
+            time.sleep(0.1)
+        assert url, log_path.read_text()
+        target = urlsplit(url)
+        status = None
+        while time.monotonic() < deadline and status != 302:
+            try:
+                status, headers, _ = request(port, f"{target.path}?{target.query}")
+            except OSError:
+                time.sleep(0.1)
+        assert status == 302 and "subid=" in headers["location"], log_path.read_text()
+        subid = headers["location"].split("subid=")[1].split("&")[0]
+        landed = []
+        while time.monotonic() < deadline and not landed:
+            with sqlite3.connect(settings.database_path) as connection:
+                landed = connection.execute("SELECT subid FROM click WHERE subid = ?", (subid,)).fetchall()
+            time.sleep(0.2)
+        assert landed == [(subid,)], log_path.read_text()
+        children = subprocess.run(
+            ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+        ).stdout.split()
+        assert len(children) == 3  # The consumer and two web workers.
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=40)
+    assert process.returncode == 0, log_path.read_text()
+    time.sleep(0.5)
+    assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")], "processes left behind"

@@ -23,6 +23,7 @@ from settings import Settings
 logger = logging.getLogger(__name__)
 
 FLUSHER_STRETCH = 10.0  # Seconds one flusher task runs before queueing its successor.
+IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive.
 SYNC_EVERY = 1.0  # Seconds between fsyncs of the spool: a power cut may cost about this much.
 CHECKPOINT_EVERY = 2.0  # Seconds between PASSIVE checkpoints while clicks are landing.
 TRUNCATE_EVERY = 30.0  # Seconds between TRUNCATE checkpoints.
@@ -91,11 +92,15 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
             db.connect(reuse_if_open=True)
             flusher = SpoolFlusher(settings)
             deadline = time.monotonic() + stretch
+            pause = settings.flush_interval
             while True:
-                flusher.run_once()
+                landed = flusher.run_once()
                 if time.monotonic() >= deadline:
                     break
-                time.sleep(settings.flush_interval)
+                # Idle: look less and less often (up to IDLE_FLUSH_PAUSE) so a quiet tracker
+                # costs ~no CPU; the first clicks after a lull still land within seconds.
+                pause = settings.flush_interval if landed else min(pause * 2, IDLE_FLUSH_PAUSE)
+                time.sleep(pause)
         finally:
             flusher_lock.release()
         if not huey.immediate:
