@@ -12,8 +12,10 @@ run: venv
 test: venv
 	$(VENV)/bin/pytest -q
 
+# The click-path ladder of docs/PERFORMANCE.md: 3 M clicks prefilled once into var/bench.
 bench: venv
-	$(VENV)/bin/lanner bench clicks
+	mkdir -p var/bench
+	$(VENV)/bin/lanner bench clicks --prefill 3000000 --data-dir var/bench --json var/bench/last.json
 
 # System packages bjoern needs to build; installed only when missing.
 deps:

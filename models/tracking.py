@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 SUB_ID_SLOTS = 30
 SUB_ID_MACROS = tuple(f"sub_id_{slot}" for slot in range(1, SUB_ID_SLOTS + 1))
 REFRESH_EVERY = 1.0  # Seconds between looks at config_version and the flushed position.
+BACKLOG_WARNING = 500_000  # Clicks held in memory before a worker warns that the flusher is behind.
 
 
 @dataclass
@@ -95,6 +96,7 @@ class ClickTracker:
         self.journal = Journal(spool_dir, segment_bytes, read_position(db), self._remember_line)
         now = clock()
         self._next_refresh = now + REFRESH_EVERY
+        self._next_backlog_warning = now
         # Until then, clicks flushed just before this worker started are only in the database.
         self._memory_complete_ms = int(now * 1000) + self.debounce_ms + 1000
 
@@ -116,6 +118,12 @@ class ClickTracker:
             self.config_version = version
         flushed = read_position(self.db)
         self.index.prune(flushed, int(now * 1000) - self.debounce_ms - 1000)
+        if len(self.index) > BACKLOG_WARNING and now >= self._next_backlog_warning:
+            # Unflushed clicks are held here until they land: memory grows while the flusher is away.
+            self._next_backlog_warning = now + 60
+            logger.warning(
+                "%d clicks are not in the database yet; is `lanner worker` running?", len(self.index)
+            )
 
     def _remember_line(self, position: tuple[int, int], line: bytes) -> None:
         """Index another worker's journal line by visitor, unparsed."""

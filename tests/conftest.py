@@ -14,14 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from workers.bench import free_port  # noqa: F401 - shared with the tests that import it from here
+
 ROOT = Path(__file__).resolve().parent.parent
 LANNER = [sys.executable, "-m", "cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
