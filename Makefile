@@ -3,13 +3,14 @@ VENV ?= .venv
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SYSTEM_PACKAGES := libev-dev python3-venv python3-dev gcc
+TEST_PACKAGES := nginx
 
-.PHONY: run test deps venv bench clean
+.PHONY: run test deps test-deps apt venv bench clean
 
 run: venv
 	$(VENV)/bin/lanner run
 
-test: venv
+test: venv test-deps
 	$(VENV)/bin/pytest -q
 
 # The click-path ladder of docs/PERFORMANCE.md: 3 M clicks prefilled once into var/bench.
@@ -17,9 +18,16 @@ bench: venv
 	mkdir -p var/bench
 	$(VENV)/bin/lanner bench clicks --prefill 3000000 --data-dir var/bench --json var/bench/last.json
 
-# System packages bjoern needs to build; installed only when missing.
+# System packages, installed only when missing: what bjoern needs to build, and for the tests
+# a real nginx (tests/test_nginx.py runs it in front of Lanner).
 deps:
-	@missing=""; for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory apt PACKAGES="$(SYSTEM_PACKAGES)"
+
+test-deps:
+	@$(MAKE) --no-print-directory apt PACKAGES="$(TEST_PACKAGES)"
+
+apt:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

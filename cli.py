@@ -527,6 +527,63 @@ def generate_clicks_command(ctx: Context, count: int, days: float, campaigns: in
     click.echo(f"Added {added} clicks in {elapsed:.1f} s ({added / elapsed:,.0f}/s).")
 
 
+# -- nginx -----------------------------------------------------------------------------------
+
+
+@main.group()
+def nginx() -> None:
+    """nginx configuration for the front (templates in nginx/)."""
+
+
+def _write_or_echo(text: str, output: str | None) -> None:
+    if output:
+        with open(output, "w") as target:
+            target.write(text)
+    else:
+        click.echo(text, nl=False)
+
+
+@nginx.command("site")
+@click.option("--listen", default="80", show_default=True, help="PORT or ADDRESS:PORT nginx listens on.")
+@click.option("--server-name", default="_", show_default=True)
+@click.option("--upstream", help="Lanner's bind (default LANNER_BIND): HOST:PORT or unix:/PATH.")
+@click.option(
+    "--trusted-proxy", "trusted_proxies", multiple=True, help="CIDR of a CDN/proxy in front; repeat."
+)
+@click.option(
+    "--real-ip-header", default="X-Forwarded-For", show_default=True, help="Header those proxies set."
+)
+@click.option("--admin-allow", multiple=True, default=("127.0.0.1", "::1"), show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@pass_context
+def nginx_site(ctx: Context, output: str | None, upstream: str | None, **options: Any) -> None:
+    """Render the server block that proxies campaign URLs, postbacks and the API to Lanner."""
+    from workers.nginx import NginxConfigError, SiteOptions, render_site
+
+    try:
+        text = render_site(SiteOptions(upstream=upstream or ctx.settings.bind, **options))
+    except NginxConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    _write_or_echo(text, output)
+
+
+@nginx.command("main")
+@click.option("--sites", required=True, help="Absolute path (or glob) of the site file(s) to include.")
+@click.option("--pid", "pid_path", default="/run/nginx.pid", show_default=True)
+@click.option("--error-log", default="/var/log/nginx/error.log", show_default=True)
+@click.option("--temp-dir", default="/var/lib/nginx", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+def nginx_main(output: str | None, **paths: str) -> None:
+    """Render a main nginx.conf sized for a tracker (worker connections, backlog)."""
+    from workers.nginx import NginxConfigError, render_main
+
+    try:
+        text = render_main(**paths)
+    except NginxConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    _write_or_echo(text, output)
+
+
 # -- spool -----------------------------------------------------------------------------------
 
 

@@ -1,0 +1,139 @@
+"""The rendered nginx front, with a real nginx in front of a real `lanner serve` on a unix socket."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import time
+
+import pytest
+from conftest import LANNER, ROOT, LiveProcess, free_port, request, start_process
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+pytestmark = pytest.mark.skipif(
+    not os.path.exists(NGINX), reason="nginx is not installed (`make deps` installs it)"
+)
+
+
+@pytest.fixture
+def lanner_on_socket(env, db, lanner, tmp_path):
+    lanner(
+        "campaign", "create", "Front", "--alias", "front", "--offer-url", "https://offer.example/?c={subid}"
+    )
+    socket_path = tmp_path / "web.sock"
+    live = start_process(
+        [*LANNER, "serve", "--workers", "2", "--bind", f"unix:{socket_path}"], env, tmp_path / "serve.log"
+    )
+    deadline = time.monotonic() + 20
+    while not socket_path.exists():
+        assert live.process.poll() is None and time.monotonic() < deadline, live.log
+        time.sleep(0.05)
+    yield socket_path
+    live.stop()
+
+
+@pytest.fixture
+def start_nginx(env, tmp_path):
+    started: list[LiveProcess] = []
+
+    def start(socket_path, *site_args: str) -> int:
+        port = free_port()
+        prefix = tmp_path / f"nginx-{port}"
+        (prefix / "temp").mkdir(parents=True)
+        site, main = prefix / "site.conf", prefix / "nginx.conf"
+        common = {"env": env, "cwd": ROOT, "check": True, "capture_output": True}
+        subprocess.run(
+            [
+                *LANNER,
+                "nginx",
+                "site",
+                "--upstream",
+                f"unix:{socket_path}",
+                "--listen",
+                f"127.0.0.1:{port}",
+                *site_args,
+            ]
+            + ["-o", str(site)],
+            **common,
+        )
+        subprocess.run(
+            [*LANNER, "nginx", "main", "--sites", str(site), "--pid", str(prefix / "nginx.pid")]
+            + ["--error-log", str(prefix / "error.log"), "--temp-dir", str(prefix / "temp"), "-o", str(main)],
+            **common,
+        )
+        checked = subprocess.run(
+            [NGINX, "-t", "-c", str(main), "-p", str(prefix)], capture_output=True, text=True
+        )
+        assert checked.returncode == 0, checked.stderr
+        # As root, nginx's workers would run as nobody, who cannot reach pytest's private tmp dir.
+        directives = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
+        live = start_process(
+            [NGINX, "-c", str(main), "-p", str(prefix), "-g", directives], env, prefix / "run.log"
+        )
+        started.append(live)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if request(port, "/healthz")[0] == 200:
+                    return port
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, (prefix / "error.log").read_text()
+            time.sleep(0.05)
+
+    yield start
+    for live in started:
+        live.stop()
+
+
+def stored_ips(settings, lanner) -> list[str]:
+    lanner("spool", "flush")
+    with sqlite3.connect(settings.database_path) as connection:
+        return [row[0] for row in connection.execute("SELECT ip FROM click ORDER BY id")]
+
+
+def test_forged_forwarding_headers_from_an_untrusted_peer_are_ignored(
+    lanner_on_socket, start_nginx, lanner, settings
+):
+    port = start_nginx(lanner_on_socket, "--trusted-proxy", "10.0.0.0/8")
+    status, headers, _ = request(
+        port, "/front?sub1=x", {"X-Forwarded-For": "6.6.6.6", "X-Real-IP": "7.7.7.7", "User-Agent": "UA"}
+    )
+    assert status == 302 and headers["location"].startswith("https://offer.example/?c=")
+    assert stored_ips(settings, lanner) == ["127.0.0.1"]  # The peer nginx saw.
+
+
+def test_a_trusted_proxy_header_gives_the_visitor_address(lanner_on_socket, start_nginx, lanner, settings):
+    port = start_nginx(
+        lanner_on_socket, "--trusted-proxy", "127.0.0.1/32", "--real-ip-header", "X-Forwarded-For"
+    )
+    request(port, "/front", {"X-Forwarded-For": "203.0.113.50", "User-Agent": "UA one"})
+    # With recursion the address is the last one not added by a trusted proxy.
+    request(port, "/front", {"X-Forwarded-For": "6.6.6.6, 198.51.100.9", "User-Agent": "UA two"})
+    assert stored_ips(settings, lanner) == ["203.0.113.50", "198.51.100.9"]
+
+
+def test_admin_routes_answer_only_allowed_addresses(lanner_on_socket, start_nginx):
+    closed = start_nginx(lanner_on_socket, "--admin-allow", "10.9.9.9")
+    assert request(closed, "/api/report")[0] == 403
+    assert request(closed, "/healthz")[0] == 200
+    opened = start_nginx(lanner_on_socket)  # Loopback is allowed by default: Lanner answers.
+    assert request(opened, "/api/report")[0] == 404
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--trusted-proxy", "not-a-cidr"], "is not an IP address or CIDR range"),
+        (["--server-name", "evil; include /etc/passwd"], "characters nginx would misread"),
+        (["--listen", "80; x"], "must be PORT or ADDRESS:PORT"),
+        (["--upstream", "nowhere"], "is not of the form HOST:PORT"),
+    ],
+)
+def test_unsafe_values_are_refused(env, args, message):
+    result = subprocess.run(
+        [*LANNER, "nginx", "site", *args], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode != 0 and message in result.stderr
