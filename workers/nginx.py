@@ -9,14 +9,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from workers.server import parse_bind
+from workers.templates import render_template
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "nginx"
 LISTEN_BACKLOG = 4096
 WORKER_CONNECTIONS = 8192
-_PLACEHOLDER = re.compile(r"\{\{([A-Z_]+)\}\}")
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_.*~^$\\-]+( [A-Za-z0-9_.*~^$\\-]+)*$")
 _HEADER = re.compile(r"^[A-Za-z0-9-]+$")
 _LISTEN = re.compile(r"^(\[[0-9a-fA-F:]+\]:|[0-9.]+:)?[0-9]{1,5}$")
@@ -46,13 +44,6 @@ def _cidrs(values: tuple[str, ...], what: str) -> list[str]:
     return cidrs
 
 
-def _fill(template: str, values: dict[str, str]) -> str:
-    def replace(match: re.Match) -> str:
-        return values[match.group(1)]
-
-    return _PLACEHOLDER.sub(replace, template)
-
-
 def render_site(options: SiteOptions) -> str:
     """The server block proxying campaign URLs, postbacks and the API to Lanner's workers."""
     try:
@@ -77,7 +68,7 @@ def render_site(options: SiteOptions) -> str:
         or "    # No trusted proxy: the TCP peer is the visitor.",
         "ADMIN_ALLOW": "\n".join(f"        allow {cidr};" for cidr in admin),
     }
-    return _fill((TEMPLATES / "lanner-site.conf").read_text(), values)
+    return render_template("nginx/lanner-site.conf", values)
 
 
 def render_main(*, sites: str, pid_path: str, error_log: str, temp_dir: str) -> str:
@@ -93,4 +84,4 @@ def render_main(*, sites: str, pid_path: str, error_log: str, temp_dir: str) -> 
         "TEMP_DIR": temp_dir,
         "SITES": sites,
     }
-    return _fill((TEMPLATES / "nginx.conf").read_text(), values)
+    return render_template("nginx/nginx.conf", values)
