@@ -527,6 +527,49 @@ def generate_clicks_command(ctx: Context, count: int, days: float, campaigns: in
     click.echo(f"Added {added} clicks in {elapsed:.1f} s ({added / elapsed:,.0f}/s).")
 
 
+# -- backup ----------------------------------------------------------------------------------
+
+
+@main.command("backup")
+@click.argument("path", required=False, type=click.Path(dir_okay=False))
+@pass_context
+def backup_command(ctx: Context, path: str | None) -> None:
+    """Copy the database while the tracker runs (default: DATA_DIR/backups/lanner-<time>.db)."""
+    import time
+    from pathlib import Path
+
+    from models.backup import BackupError, backup_database
+
+    target = (
+        Path(path) if path else ctx.settings.data_dir / "backups" / time.strftime("lanner-%Y%m%d-%H%M%S.db")
+    )
+    started = time.monotonic()
+    try:
+        size = backup_database(ctx.settings.database_path, target)
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Backed up to {target} ({size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s).")
+
+
+@main.command("restore")
+@click.argument("path", type=click.Path(dir_okay=False, exists=True))
+@click.confirmation_option(prompt="Replace the database with this backup?")
+@pass_context
+def restore_command(ctx: Context, path: str) -> None:
+    """Replace the database with a backup (stop lanner serve and lanner worker first)."""
+    from pathlib import Path
+
+    from models.backup import BackupError, restore_database
+
+    try:
+        moved = restore_database(Path(path), ctx.settings.database_path, ctx.settings.spool_dir)
+    except BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Restored {ctx.settings.database_path} from {path}.")
+    if moved:
+        click.echo(f"The spool that belonged to the replaced database was moved to {moved}.")
+
+
 # -- nginx -----------------------------------------------------------------------------------
 
 
