@@ -406,6 +406,7 @@ def stream_remove(ctx: Context, stream_id: int) -> None:
 def serve_command(ctx: Context, workers: int | None, bind: str | None, max_requests: int | None) -> None:
     """Run the web master and its bjoern workers in the foreground."""
     from workers.server import parse_bind, serve
+    from workers.status import recorded_pid
 
     settings = ctx.settings.replace(
         **{
@@ -420,7 +421,10 @@ def serve_command(ctx: Context, workers: int | None, bind: str | None, max_reque
         raise click.ClickException(str(exc)) from None
     check_schema(settings)
     configure_logging(settings)
-    serve(settings, load_app, on_ready=lambda: click.echo(f"Lanner listening on {settings.bind}", err=True))
+    with recorded_pid(settings):
+        serve(
+            settings, load_app, on_ready=lambda: click.echo(f"Lanner listening on {settings.bind}", err=True)
+        )
 
 
 def load_app(settings: Settings):
@@ -489,8 +493,10 @@ def run_command(ctx: Context) -> None:
     try:
         configure_logging(settings)
         from workers.server import serve
+        from workers.status import recorded_pid
 
-        serve(settings, load_app)
+        with recorded_pid(settings):
+            serve(settings, load_app)
     finally:
         worker.send_signal(signal.SIGINT)
         worker.wait(timeout=30)
@@ -525,6 +531,28 @@ def generate_clicks_command(ctx: Context, count: int, days: float, campaigns: in
         added = generate_clicks(ctx.db, count, days, campaigns=campaigns, seed=seed, on_progress=bar.update)
     elapsed = time.monotonic() - started
     click.echo(f"Added {added} clicks in {elapsed:.1f} s ({added / elapsed:,.0f}/s).")
+
+
+@main.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def status_command(ctx: Context, as_json: bool) -> None:
+    """Web master and workers, spool depth and last flush, queue depth, database size."""
+    from workers.status import collect_status
+
+    status = collect_status(ctx.settings, ctx.db)
+    if as_json:
+        click.echo(json.dumps(status, indent=2))
+        return
+    web = status["web"]
+    if web["running"]:
+        click.echo(f"web: master {web['master_pid']} up {web['uptime_s']} s, {len(web['workers'])} worker(s)")
+        echo_rows(web["workers"], ["pid", "uptime_s", "rss_mb"], "table")
+    else:
+        click.echo("web: not running" + (" (stale pid file)" if web.get("stale_pid_file") else ""))
+    for section in ("spool", "queue", "database"):
+        if section in status:
+            click.echo(f"{section}: " + ", ".join(f"{k} {v}" for k, v in status[section].items()))
 
 
 # -- backup ----------------------------------------------------------------------------------

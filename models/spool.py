@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 READ_CHUNK = 1 << 20
 
 SQL_SPOOL_POSITION = "SELECT segment, byte_offset FROM spool_position WHERE id = 1"
+SQL_SPOOL_UPDATED_AT = "SELECT updated_at FROM spool_position WHERE id = 1"
 SQL_SET_SPOOL_POSITION = "UPDATE spool_position SET segment = ?, byte_offset = ?, updated_at = ? WHERE id = 1"
 SQL_INSERT_CLICK = "INSERT OR IGNORE INTO click ({}) VALUES ({})".format(
     ", ".join(CLICK_COLUMNS), ", ".join("?" * len(CLICK_COLUMNS))

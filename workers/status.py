@@ -1,0 +1,132 @@
+"""`lanner status`: the page users look at when the panel feels slow, like PHP-FPM's status page.
+
+The web master records its pid in `DATA_DIR/web.pid` while it runs; everything else is read from
+/proc, the database, the spool and the Huey queue file, so asking costs the tracker nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from peewee import Database
+
+from settings import Settings
+
+
+def pid_file(settings: Settings) -> Path:
+    return settings.data_dir / "web.pid"
+
+
+@contextmanager
+def recorded_pid(settings: Settings) -> Iterator[None]:
+    """Record the web master's pid for the duration of the block."""
+    path = pid_file(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{os.getpid()}\n")
+    try:
+        yield
+    finally:
+        if path.exists() and path.read_text().strip() == str(os.getpid()):
+            path.unlink()
+
+
+def _is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        children.extend(int(child) for child in task.read_text().split())
+    return children
+
+
+def _started_seconds_ago(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return round(uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"), 1)
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def web_status(settings: Settings) -> dict[str, Any]:
+    try:
+        master = int(pid_file(settings).read_text())
+    except (OSError, ValueError):
+        return {"running": False}
+    if not _is_alive(master):
+        return {"running": False, "stale_pid_file": True}
+    workers = [
+        {"pid": pid, "uptime_s": _started_seconds_ago(pid), "rss_mb": _rss_mb(pid)}
+        for pid in _children(master)
+    ]
+    return {
+        "running": True,
+        "master_pid": master,
+        "uptime_s": _started_seconds_ago(master),
+        "workers": workers,
+    }
+
+
+def _file_bytes(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
+    """Web processes, spool depth and last flush, queue depth, database size."""
+    from models.spool import SQL_SPOOL_UPDATED_AT, spool_status
+
+    database = settings.database_path
+    spool = spool_status(db, settings.spool_dir)
+    (flushed_at,) = db.execute_sql(SQL_SPOOL_UPDATED_AT).fetchone()
+    status: dict[str, Any] = {
+        "web": web_status(settings),
+        "database": {
+            "path": str(database),
+            "size_bytes": _file_bytes(database),
+            "wal_bytes": _file_bytes(database.with_name(database.name + "-wal")),
+        },
+        "spool": {
+            "pending_clicks": spool.pending_clicks,
+            "pending_bytes": spool.pending_bytes,
+            "segments": len(spool.segments),
+            "last_flush_s_ago": round(time.time() - flushed_at / 1000, 1) if flushed_at else None,
+        },
+    }
+    queue = settings.queue_path
+    if queue.exists():
+        connection = sqlite3.connect(queue, timeout=5)
+        try:
+            (pending,) = connection.execute("SELECT count(*) FROM task").fetchone()
+            (scheduled,) = connection.execute("SELECT count(*) FROM schedule").fetchone()
+        except sqlite3.OperationalError:
+            pending = scheduled = 0
+        finally:
+            connection.close()
+        status["queue"] = {"pending_tasks": pending, "scheduled_tasks": scheduled}
+    return status
