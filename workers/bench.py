@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -119,6 +119,9 @@ class StepResult:
     flusher_cpu_us_per_click: float | None = None
     k6_cpu_percent: float | None = None
     host_cpu_percent: float | None = None  # All cores busy = 100.
+    # Sum of VmRSS over the target's processes (Lanner: serve tree + worker), sampled every 0.5 s.
+    # Conservative: pages the forked workers share are counted once per process.
+    peak_rss_mb: float | None = None
     catch_up_s: float | None = None
     logged: int | None = None  # Subid lines in k6's log; should equal `accepted`.
     lost: int | None = None
@@ -325,6 +328,21 @@ def process_tree(pid: int) -> list[int]:
         tree.append(current)
         pending.extend(_children(current))
     return tree
+
+
+def tree_rss_mb(pids: Iterable[int]) -> float:
+    """Resident memory of these processes and their descendants, in MB."""
+    total_kb = 0
+    for root in pids:
+        for pid in process_tree(root):
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total_kb += int(line.split()[1])
+                        break
+            except OSError:
+                continue  # Gone since we listed it.
+    return round(total_kb / 1024, 1)
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -800,11 +818,19 @@ def measure_step(
     k6: str,
     server_pid: int,
     reporter: Reporter,
+    also_pids: tuple[int, ...] = (),
 ) -> tuple[StepResult, K6Run]:
     """One step of load, with the server's and the host's CPU around it; returns when k6 is done."""
     pre_vus, max_vus = vus_for_rate(rate, options.max_vus)
     result = StepResult(target, rate, options.step_seconds, pre_vus, max_vus)
     reporter.step_started(target, rate, options.step_seconds)
+    rss_pids = (server_pid, *also_pids)
+    result.peak_rss_mb = tree_rss_mb(rss_pids)
+
+    def tick(elapsed: float) -> None:
+        reporter.step_tick(elapsed)
+        result.peak_rss_mb = max(result.peak_rss_mb or 0.0, tree_rss_mb(rss_pids))
+
     server_before = process_cpu_seconds(server_pid)
     host_before = host_cpu_ticks()
     run = run_k6_step(
@@ -816,7 +842,7 @@ def measure_step(
         f"{target}-{rate}",
         pre_vus=pre_vus,
         max_vus=max_vus,
-        on_tick=reporter.step_tick,
+        on_tick=tick,
     )
     server_cpu = process_cpu_seconds(server_pid) - server_before
     host_after = host_cpu_ticks()
@@ -845,7 +871,15 @@ def run_lanner_ladder(
             stack.check_alive()
             flusher_before = process_cpu_seconds(stack.worker.pid)
             result, run = measure_step(
-                "lanner", stack.url, rate, options, work_dir, k6, stack.serve.pid, reporter
+                "lanner",
+                stack.url,
+                rate,
+                options,
+                work_dir,
+                k6,
+                stack.serve.pid,
+                reporter,
+                also_pids=(stack.worker.pid,),
             )
             stack.check_alive()
             result.catch_up_s = round(stack.wait_drained(database_path, spool_dir), 2)
@@ -1029,6 +1063,7 @@ TABLE_COLUMNS = (
     ("flusher µs", "flusher_cpu_us_per_click"),
     ("k6 cpu%", "k6_cpu_percent"),
     ("host cpu%", "host_cpu_percent"),
+    ("peak rss MB", "peak_rss_mb"),
 )
 
 
