@@ -19,6 +19,7 @@ from typing import Callable
 from peewee import Database
 
 from models import hotpath
+from models.click import SUB_ID_COLUMNS, SUB_ID_SLOTS
 from models.record import (
     CAMPAIGN_ID,
     LOCATION,
@@ -38,8 +39,6 @@ from models.visitors import RecentClick, VisitorIndex
 
 logger = logging.getLogger(__name__)
 
-SUB_ID_SLOTS = 30
-SUB_ID_MACROS = tuple(f"sub_id_{slot}" for slot in range(1, SUB_ID_SLOTS + 1))
 REFRESH_EVERY = 1.0  # Seconds between looks at config_version and the flushed position.
 BACKLOG_WARNING = 500_000  # Clicks held in memory before a worker warns that the flusher is behind.
 
@@ -231,7 +230,7 @@ class ClickTracker:
             "external_id": visit.external_id,
             "cost": f"{visit.cost:g}" if visit.cost else "",
         }
-        values.update(zip(SUB_ID_MACROS, visit.sub_ids))
+        values.update(zip(SUB_ID_COLUMNS, visit.sub_ids))  # Macro names are the column names.
         return template.render(
             values, datetime.fromtimestamp(now, timezone.utc) if template.uses_date else None
         )

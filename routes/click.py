@@ -8,7 +8,8 @@ import socket
 import falcon
 from falcon.uri import parse_query_string
 
-from models.tracking import SUB_ID_SLOTS, ClickTracker, Visit
+from models.click import SUB_ID_SLOTS
+from models.tracking import ClickTracker, Visit
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
 MAX_USER_AGENT = 1000
