@@ -194,7 +194,6 @@ def flush_spool(
     segment_bytes: int,
     *,
     batch_size: int = 2000,
-    max_batches: int | None = None,
     on_batch: Callable[[FlushResult], None] | None = None,
 ) -> FlushResult:
     """Land every complete journal line in the click table, one transaction per batch.
@@ -204,8 +203,7 @@ def flush_spool(
     """
     result = FlushResult()
     spool_dir.mkdir(parents=True, exist_ok=True)
-    batches = 0
-    while max_batches is None or batches < max_batches:
+    while True:
         segment, offset = read_position(db)
         path = segment_path(spool_dir, segment)
         try:
@@ -249,7 +247,6 @@ def flush_spool(
         result.inserted += inserted
         result.duplicates += len(rows) - inserted
         result.rejected += len(rejected)
-        batches += 1
         if on_batch:
             on_batch(result)
     return result
