@@ -38,6 +38,15 @@ ORDER BY created_at DESC LIMIT 1
 SQL_CONFIG_VERSION = "SELECT value FROM meta WHERE key = 'config_version'"
 
 
+def _one(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> tuple | None:
+    """The first row, with the cursor closed: an open read snapshot would fail the next write."""
+    cursor = conn.execute(sql, params)
+    try:
+        return cursor.fetchone()
+    finally:
+        cursor.close()
+
+
 def visitor_seen(
     conn: sqlite3.Connection,
     ip: str,
@@ -48,11 +57,7 @@ def visitor_seen(
     stream_id: int | None,
 ) -> tuple[int, int, int]:
     """(seen globally, seen in campaign, seen in stream) within the windows, from the database."""
-    cursor = conn.execute(SQL_VISITOR_HISTORY, (ip, ua_hash, min(global_since, campaign_since)))
-    try:
-        rows = cursor.fetchall()
-    finally:
-        cursor.close()
+    rows = conn.execute(SQL_VISITOR_HISTORY, (ip, ua_hash, min(global_since, campaign_since))).fetchall()
     seen_global = seen_campaign = seen_stream = 0
     for row_campaign, row_stream, created_at in rows:
         if created_at >= global_since:
@@ -64,29 +69,15 @@ def visitor_seen(
     if len(rows) < VISITOR_HISTORY_LIMIT or (seen_global and seen_campaign and seen_stream):
         return seen_global, seen_campaign, seen_stream
     # A visitor with more recent clicks than the scan returns: ask each scope exactly.
-    cursor = conn.execute(
-        SQL_VISITOR_SEEN, (ip, ua_hash, global_since, campaign_since, campaign_id, stream_id)
-    )
-    try:
-        return cursor.fetchone()
-    finally:
-        cursor.close()
+    return _one(conn, SQL_VISITOR_SEEN, (ip, ua_hash, global_since, campaign_since, campaign_id, stream_id))
 
 
 def last_click(
     conn: sqlite3.Connection, ip: str, ua_hash: int, since: int, campaign_id: int, user_agent: str
 ) -> tuple | None:
-    cursor = conn.execute(SQL_LAST_CLICK, (ip, ua_hash, since, campaign_id, user_agent))
-    try:
-        return cursor.fetchone()
-    finally:
-        cursor.close()
+    return _one(conn, SQL_LAST_CLICK, (ip, ua_hash, since, campaign_id, user_agent))
 
 
 def config_version(conn: sqlite3.Connection) -> str:
-    cursor = conn.execute(SQL_CONFIG_VERSION)
-    try:
-        row = cursor.fetchone()
-    finally:
-        cursor.close()
+    row = _one(conn, SQL_CONFIG_VERSION)
     return row[0] if row else ""
