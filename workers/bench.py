@@ -44,6 +44,8 @@ from typing import Self
 
 import click
 
+from workers.procfs import process_start_time, process_tree, rss_kb, stat_fields
+
 logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -309,63 +311,16 @@ def run_lanner(env: dict[str, str], *args: str, timeout: float = 120, capture: b
     return result.stdout if capture else ""
 
 
-def _children(pid: int) -> list[int]:
-    children = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as file:
-                children.extend(int(child) for child in file.read().split())
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return children
-
-
-def process_tree(pid: int) -> list[int]:
-    """`pid` and all its live descendants (via /proc/<pid>/task/*/children)."""
-    tree, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        tree.append(current)
-        pending.extend(_children(current))
-    return tree
-
-
 def tree_rss_mb(pids: Iterable[int]) -> float:
     """Resident memory of these processes and their descendants, in MB."""
-    total_kb = 0
-    for root in pids:
-        for pid in process_tree(root):
-            try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total_kb += int(line.split()[1])
-                        break
-            except OSError:
-                continue  # Gone since we listed it.
-    return round(total_kb / 1024, 1)
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat from field 3 (state) on, or None once the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as file:
-            stat = file.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return stat[stat.rindex(")") + 2 :].split()
-
-
-def process_start_time(pid: int) -> int | None:
-    """Field 22 of proc(5): when the process started, in clock ticks after boot; its identity with the pid."""
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields else None
+    return round(sum(rss_kb(pid) or 0 for root in pids for pid in process_tree(root)) / 1024, 1)
 
 
 def process_cpu_seconds(pid: int) -> float:
     """CPU time (user + system) of `pid` and its descendants, including reaped ones (recycled workers)."""
     ticks = 0
     for member in process_tree(pid):
-        fields = _stat_fields(member)
+        fields = stat_fields(member)
         if fields:
             # Fields 14-17 of proc(5): utime, stime, cutime, cstime.
             ticks += sum(int(value) for value in fields[11:15])

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from peewee import Database
 
 from settings import Settings
+from workers.procfs import children, rss_kb, uptime_seconds
 
 
 def pid_file(settings: Settings) -> Path:
@@ -45,32 +46,6 @@ def _is_alive(pid: int) -> bool:
     return True
 
 
-def _children(pid: int) -> list[int]:
-    children = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        children.extend(int(child) for child in task.read_text().split())
-    return children
-
-
-def _started_seconds_ago(pid: int) -> float | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, IndexError, ValueError):
-        return None
-    return round(uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"), 1)
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
-
-
 def web_status(settings: Settings) -> dict[str, Any]:
     try:
         master = int(pid_file(settings).read_text())
@@ -79,13 +54,13 @@ def web_status(settings: Settings) -> dict[str, Any]:
     if not _is_alive(master):
         return {"running": False, "stale_pid_file": True}
     workers = [
-        {"pid": pid, "uptime_s": _started_seconds_ago(pid), "rss_mb": _rss_mb(pid)}
-        for pid in _children(master)
+        {"pid": pid, "uptime_s": uptime_seconds(pid), "rss_mb": round((rss_kb(pid) or 0) / 1024, 1)}
+        for pid in children(master)
     ]
     return {
         "running": True,
         "master_pid": master,
-        "uptime_s": _started_seconds_ago(master),
+        "uptime_s": uptime_seconds(master),
         "workers": workers,
     }
 

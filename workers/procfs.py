@@ -1,0 +1,67 @@
+"""Reading other processes from Linux's /proc: children, CPU ticks, start time, resident memory.
+
+Shared by `lanner status` and the bench harness; a process that is gone reads as empty/None.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as file:
+                found.extend(int(child) for child in file.read().split())
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and all its live descendants (via /proc/<pid>/task/*/children)."""
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        pending.extend(children(current))
+    return tree
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat from field 3 (state) on, or None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            stat = file.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def process_start_time(pid: int) -> int | None:
+    """Field 22 of proc(5): when the process started, in clock ticks after boot; its identity with the pid."""
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def uptime_seconds(pid: int) -> float | None:
+    """How long the process has been running."""
+    started = process_start_time(pid)
+    if started is None:
+        return None
+    with open("/proc/uptime") as file:
+        host_uptime = float(file.read().split()[0])
+    return round(host_uptime - started / os.sysconf("SC_CLK_TCK"), 1)
+
+
+def rss_kb(pid: int) -> int | None:
+    """VmRSS of the process in KiB, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as file:
+            for line in file:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None
