@@ -1,0 +1,259 @@
+"""Device type, OS and browser from real User-Agents, and the parser's bounded cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.useragent import DEVICE_TYPES, UNKNOWN_DEVICE, DeviceInfo, UserAgentParser
+
+# (User-Agent, (device_type, os, browser)); None: not checked (ua-parser's name for odd clients may change).
+REAL_USER_AGENTS = [
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 "
+        "Safari/537.36",
+        ("desktop", "Windows", "Chrome"),
+    ),
+    (
+        "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/125.0.0.0 Safari/537.36",
+        ("desktop", "Mac OS X", "Chrome"),
+    ),
+    (
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 "
+        "Safari/537.36",
+        ("desktop", "Linux", "Chrome"),
+    ),
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:127.0) Gecko/20100101 Firefox/127.0",
+        ("desktop", "Windows", "Firefox"),
+    ),
+    (
+        "Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:126.0) Gecko/20100101 Firefox/126.0",
+        ("desktop", "Ubuntu", "Firefox"),
+    ),
+    (
+        "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+        "Version/17.5 Safari/605.1.15",
+        ("desktop", "Mac OS X", "Safari"),
+    ),
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 "
+        "Safari/537.36 Edg/126.0.0.0",
+        ("desktop", "Windows", "Edge"),
+    ),
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/125.0.0.0 "
+        "Safari/537.36 OPR/111.0.0.0",
+        ("desktop", "Windows", "Opera"),
+    ),
+    (
+        "Mozilla/5.0 (X11; CrOS x86_64 14541.0.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 "
+        "Safari/537.36",
+        ("desktop", "Chrome OS", "Chrome"),
+    ),
+    (
+        "Mozilla/5.0 (Windows NT 6.1; Win64; x64; Trident/7.0; rv:11.0) like Gecko",
+        ("desktop", "Windows", "IE"),
+    ),
+    (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+        "Version/17.5 Mobile/15E148 Safari/604.1",
+        ("mobile", "iOS", "Mobile Safari"),
+    ),
+    (
+        "Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+        "Version/17.5 Mobile/15E148 Safari/604.1",
+        ("tablet", "iOS", "Mobile Safari"),
+    ),
+    (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+        "CriOS/126.0.6478.54 Mobile/15E148 Safari/604.1",
+        ("mobile", "iOS", "Chrome Mobile iOS"),
+    ),
+    (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+        "FxiOS/127.0 Mobile/15E148 Safari/605.1.15",
+        ("mobile", "iOS", "Firefox iOS"),
+    ),
+    (
+        "Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Mobile "
+        "Safari/537.36",
+        ("mobile", "Android", "Chrome Mobile"),
+    ),
+    (
+        "Mozilla/5.0 (Linux; Android 13; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "SamsungBrowser/25.0 Chrome/121.0.0.0 Mobile Safari/537.36",
+        ("mobile", "Android", "Samsung Internet"),
+    ),
+    (
+        "Mozilla/5.0 (Linux; Android 13; SM-X710) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 "
+        "Safari/537.36",
+        ("tablet", "Android", "Chrome"),
+    ),
+    (
+        "Mozilla/5.0 (Android 14; Mobile; rv:127.0) Gecko/127.0 Firefox/127.0",
+        ("mobile", "Android", "Firefox Mobile"),
+    ),
+    (
+        "Mozilla/5.0 (Android 14; Tablet; rv:127.0) Gecko/127.0 Firefox/127.0",
+        ("tablet", "Android", None),
+    ),
+    (
+        "Opera/9.80 (Android; Opera Mini/36.2.2254/119.132; U; id) Presto/2.12.423 Version/12.16",
+        ("mobile", "Android", "Opera Mini"),
+    ),
+    (
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+        "Mobile/15E148 Instagram 335.0.2.19.95 (iPhone15,3; iOS 17_5; en_US; en; scale=3.00; 1290x2796; "
+        "609424592)",
+        ("mobile", "iOS", "Instagram"),
+    ),
+    (
+        "Mozilla/5.0 (Linux; Android 13; SM-A536B Build/TP1A.220624.014; wv) AppleWebKit/537.36 (KHTML, "
+        "like Gecko) Version/4.0 Chrome/126.0.6478.71 Mobile Safari/537.36 "
+        "[FB_IAB/FB4A;FBAV/471.0.0.35.76;]",
+        ("mobile", "Android", "Facebook"),
+    ),
+    (
+        "Mozilla/5.0 (Linux; Android 12; 2201117TY Build/SKQ1.211006.001; wv) AppleWebKit/537.36 (KHTML, "
+        "like Gecko) Version/4.0 Chrome/125.0.6422.165 Mobile Safari/537.36 trill_350403 JsSdk/1.0 "
+        "NetType/WIFI Channel/googleplay AppName/trill app_version/35.4.3 ByteLocale/en ByteFullLocale/en "
+        "Region/US AppId/1180 Spark/1.5.6.3-bugfix AppVersion/35.4.3 BytedanceWebview/d8a21c6",
+        ("mobile", "Android", "TikTok"),
+    ),
+    (
+        "Mozilla/5.0 (Windows Phone 10.0; Android 6.0.1; Microsoft; Lumia 950) AppleWebKit/537.36 (KHTML, "
+        "like Gecko) Chrome/52.0.2743.116 Mobile Safari/537.36 Edge/15.14977",
+        ("mobile", "Windows Phone", "Edge Mobile"),
+    ),
+    (
+        "Mozilla/5.0 (Linux; Android 11; KFTRWI) AppleWebKit/537.36 (KHTML, like Gecko) Silk/125.3.3 like "
+        "Chrome/125.0.6422.165 Safari/537.36",
+        ("tablet", "Android", "Amazon Silk"),
+    ),
+    (
+        "Mozilla/5.0 (SMART-TV; LINUX; Tizen 6.0) AppleWebKit/537.36 (KHTML, like Gecko) 76.0.3809.146/6.0 "
+        "TV Safari/537.36",
+        ("tv", "Tizen", None),
+    ),
+    (
+        "Mozilla/5.0 (Web0S; Linux/SmartTV) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/79.0.3945.79 "
+        "Safari/537.36 WebAppManager",
+        ("tv", None, "Chrome"),
+    ),
+    (
+        "Mozilla/5.0 (X11; Linux armv7l) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/90.0.4430.225 "
+        "Safari/537.36 CrKey/1.56.500000",
+        ("tv", None, "Chrome"),
+    ),
+    (
+        "Roku/DVP-12.5 (12.5.0.4178-88)",
+        ("tv", "Roku", None),
+    ),
+    (
+        "Mozilla/5.0 (PlayStation; PlayStation 5/2.26) AppleWebKit/605.1.15 (KHTML, like Gecko)",
+        ("console", None, None),
+    ),
+    (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64; Xbox; Xbox One) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/70.0.3538.102 Safari/537.36 Edge/18.19041",
+        ("console", "Windows", "Edge"),
+    ),
+    (
+        "Mozilla/5.0 (Nintendo Switch; WifiWebAuthApplet) AppleWebKit/606.4 (KHTML, like Gecko) "
+        "NF/6.0.1.15.4 NintendoBrowser/5.1.0.20393",
+        ("console", None, None),
+    ),
+    (
+        "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+        ("bot", "", "Googlebot"),
+    ),
+    (
+        "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/126.0.6478.126 Mobile Safari/537.36 (compatible; Googlebot/2.1; "
+        "+http://www.google.com/bot.html)",
+        ("bot", "Android", "Googlebot"),
+    ),
+    (
+        "Mozilla/5.0 (compatible; AhrefsBot/7.0; +http://ahrefs.com/robot/)",
+        ("bot", "", "AhrefsBot"),
+    ),
+    (
+        "curl/8.5.0",
+        ("unknown", "", "curl"),
+    ),
+    (
+        "python-requests/2.32.3",
+        ("unknown", "", "Python Requests"),
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def parser() -> UserAgentParser:
+    return UserAgentParser()
+
+
+@pytest.mark.parametrize(("user_agent", "expected"), REAL_USER_AGENTS)
+def test_real_user_agents(parser, user_agent, expected):
+    device_type, os, browser = expected
+    info = parser.parse(user_agent)
+    assert info.device_type == device_type
+    if os is not None:
+        assert info.os == os
+    if browser is not None:
+        assert info.browser == browser
+
+
+@pytest.mark.parametrize("user_agent", ["", " ", "\t\r\n"])
+def test_empty_user_agent_is_unknown(parser, user_agent):
+    assert parser.parse(user_agent) == UNKNOWN_DEVICE == DeviceInfo("unknown", "", "")
+
+
+@pytest.mark.parametrize(
+    "user_agent",
+    [
+        "Mozilla/5.0",
+        "Other",
+        "() ;;; // ((((",
+        "\x00\x01\x02\x7f\x1b[31m",
+        "\ud800 lone surrogates \udfff",  # what surrogateescape makes of undecodable header bytes
+        "日本語のユーザーエージェント 🙂",
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) " * 2000,
+        "x" * 100_000,
+    ],
+)
+def test_garbage_never_raises_and_answers_a_known_type(parser, user_agent):
+    info = parser.parse(user_agent)
+    assert info.device_type in DEVICE_TYPES
+    assert isinstance(info.os, str) and isinstance(info.browser, str)
+    assert info.os != "Other" and info.browser != "Other"
+
+
+def test_unrecognisable_user_agent_is_unknown(parser):
+    assert parser.parse("Mozilla/5.0").device_type == "unknown"
+    assert parser.parse("garbage") == UNKNOWN_DEVICE
+
+
+def test_cache_stays_bounded_and_answers_the_same():
+    parser = UserAgentParser(cache_size=16)
+    agents = [
+        f"Mozilla/5.0 (Linux; Android 14; Model{n}) Chrome/126.0.0.0 Mobile Safari/537.36" for n in range(100)
+    ]
+    first = [parser.parse(agent) for agent in agents]
+    assert parser.cache_length == 16
+    assert [parser.parse(agent) for agent in agents] == first
+    assert parser.cache_length == 16
+    assert parser.parse(agents[-1]) is parser.parse(agents[-1])  # A hit returns the cached object.
+    assert all(info == DeviceInfo("mobile", "Android", "Chrome Mobile") for info in first)
+
+
+def test_very_long_user_agents_are_not_cached():
+    parser = UserAgentParser(cache_size=16)
+    parser.parse("Mozilla/5.0 (Windows NT 10.0) " + "x" * 5000)
+    assert parser.cache_length == 0
+
+
+def test_cache_size_must_be_positive():
+    with pytest.raises(ValueError, match="cache_size"):
+        UserAgentParser(cache_size=0)
