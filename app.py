@@ -40,13 +40,22 @@ def create_app(settings: Settings, *, tracker=None) -> falcon.App:
 def create_tracker(settings: Settings):
     """Open this process's database connection and the click pipeline; refuse an old schema."""
     from models import open_database
+    from models.bots import BotDetector
+    from models.geo import open_geo_database
     from models.migrate import schema_is_current
     from models.tracking import ClickTracker
+    from models.useragent import UserAgentParser
 
     db = open_database(settings.database_path)
     if not schema_is_current(db):
         raise SchemaOutdated(
             f"The database {settings.database_path} needs migrating: run `lanner db migrate`."
+        )
+    geo = open_geo_database(settings.geo_path)
+    if geo is None:
+        logging.getLogger(__name__).warning(
+            "No geo database at %s: every click's country is unknown (run `lanner geo build`).",
+            settings.geo_path,
         )
     return ClickTracker(
         db,
@@ -54,6 +63,9 @@ def create_tracker(settings: Settings):
         segment_bytes=settings.spool_segment_bytes,
         uniqueness_hours=settings.uniqueness_hours,
         debounce_seconds=settings.debounce_seconds,
+        geo=geo,
+        devices=UserAgentParser(),
+        bots=BotDetector(settings.bot_ips),
     )
 
 

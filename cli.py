@@ -158,8 +158,19 @@ def offer_row(offer) -> dict[str, Any]:
         "name": offer.name,
         "status": offer.status,
         "payout": offer.payout,
+        "daily_cap": offer.daily_cap,
+        "total_cap": offer.total_cap,
+        "timezone": offer.timezone,
         "url": offer.url,
     }
+
+
+def cap_options(function):
+    """--daily-cap/--total-cap: clicks a stream or offer takes per local day / in total."""
+    function = click.option("--total-cap", type=click.IntRange(min=0), help="Clicks in total.")(function)
+    return click.option(
+        "--daily-cap", type=click.IntRange(min=0), help="Clicks per day (local midnight rollover)."
+    )(function)
 
 
 @main.group()
@@ -171,12 +182,14 @@ def offer() -> None:
 @click.argument("name")
 @click.option("--url", required=True, help="Offer URL template, e.g. https://example.com/?click={subid}")
 @click.option("--payout", type=float, default=0.0, show_default=True)
+@cap_options
+@click.option("--timezone", default="UTC", show_default=True, help="Where the daily cap's day starts.")
 @pass_context
-def offer_create(ctx: Context, name: str, url: str, payout: float) -> None:
+def offer_create(ctx: Context, name: str, url: str, **options: Any) -> None:
     """Create an offer; prints its id."""
     from models.admin import create_offer
 
-    created = admin_call(create_offer, ctx.db, name, url, payout=payout)
+    created = admin_call(create_offer, ctx.db, name, url, **options)
     click.echo(created.id)
 
 
@@ -188,7 +201,8 @@ def offer_list(ctx: Context, fmt: str) -> None:
     from models.admin import list_offers
 
     ctx.db
-    echo_rows([offer_row(o) for o in list_offers()], ["id", "name", "status", "payout", "url"], fmt)
+    columns = ["id", "name", "status", "payout", "daily_cap", "total_cap", "timezone", "url"]
+    echo_rows([offer_row(o) for o in list_offers()], columns, fmt)
 
 
 @offer.command("update")
@@ -197,6 +211,9 @@ def offer_list(ctx: Context, fmt: str) -> None:
 @click.option("--url")
 @click.option("--status", type=click.Choice(["active", "paused", "archived"]))
 @click.option("--payout", type=float)
+@cap_options
+@click.option("--clear-caps", is_flag=True, help="Remove both caps.")
+@click.option("--timezone")
 @pass_context
 def offer_update(ctx: Context, offer_id: int, **changes: Any) -> None:
     """Change an offer."""
@@ -217,8 +234,33 @@ def campaign_row(campaign) -> dict[str, Any]:
         "status": campaign.status,
         "rotation": campaign.rotation,
         "uniqueness_hours": campaign.uniqueness_hours,
+        "timezone": campaign.timezone,
+        "bind_visitor": bool(campaign.bind_visitor),
+        "default_action": campaign.default_action,
+        "default_url": campaign.default_payload,
         "url": f"/{campaign.alias}",
     }
+
+
+def campaign_options(function):
+    """Routing options shared by `campaign create` and `campaign update` (None = unchanged)."""
+    options = [
+        click.option("--timezone", help="IANA timezone for schedules and daily stream caps (default UTC)."),
+        click.option(
+            "--bind-visitor/--no-bind-visitor",
+            default=None,
+            help="A returning visitor gets the stream and offer they got before.",
+        ),
+        click.option(
+            "--default-action",
+            type=click.Choice(["not_found", "redirect", "blank"]),
+            help="When no stream matches: 404, --default-url, or an empty page (the click is recorded).",
+        ),
+        click.option("--default-url", "default_payload", help="URL template for --default-action redirect."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
 
 
 @main.group()
@@ -233,6 +275,7 @@ def campaign() -> None:
 @click.option("--offer-id", type=int, help="Or send to an existing offer.")
 @click.option("--rotation", type=click.Choice(["position", "weight"]), default="position", show_default=True)
 @click.option("--uniqueness-hours", type=float, default=24.0, show_default=True)
+@campaign_options
 @pass_context
 def campaign_create(ctx: Context, name: str, alias: str, **options: Any) -> None:
     """Create a campaign with one stream to one offer; prints the campaign URL path."""
@@ -284,6 +327,7 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
 @click.option("--rotation", type=click.Choice(["position", "weight"]))
 @click.option("--uniqueness-hours", type=float)
 @click.option("--status", type=click.Choice(["active", "paused", "archived"]))
+@campaign_options
 @pass_context
 def campaign_update(ctx: Context, ref: str, **changes: Any) -> None:
     """Change a campaign."""
@@ -306,12 +350,29 @@ def campaign_archive(ctx: Context, ref: str) -> None:
 
 # -- streams ---------------------------------------------------------------------------------
 
-STREAM_COLUMNS = ["id", "position", "type", "weight", "action", "status", "offers", "url"]
+STREAM_COLUMNS = [
+    "id",
+    "position",
+    "type",
+    "weight",
+    "action",
+    "status",
+    "offers",
+    "filters",
+    "caps",
+    "payload",
+]
+STREAM_ACTION_CHOICE = click.Choice(["offers", "redirect", "html", "not_found", "campaign"])
 
 
 def stream_row(stream) -> dict[str, Any]:
-    from models.admin import stream_offers
+    from models.admin import describe_filters, stream_offers
 
+    caps = [
+        f"{label} {value}"
+        for label, value in (("daily", stream.daily_cap), ("total", stream.total_cap))
+        if value is not None
+    ]
     return {
         "id": stream.id,
         "campaign_id": stream.campaign_id,
@@ -322,8 +383,55 @@ def stream_row(stream) -> dict[str, Any]:
         "action": stream.action,
         "status": stream.status,
         "offers": " ".join(f"{offer_id}:{weight}" for offer_id, weight in stream_offers(stream)),
-        "url": stream.action_payload,
+        "offer_rotation": stream.offer_rotation,
+        "fallback_offer": stream.fallback_offer_id,
+        "redirect_type": stream.redirect_type,
+        "filters": f" {stream.filter_mode.upper()} ".join(describe_filters(stream)),
+        "caps": ", ".join(caps),
+        "payload": stream.action_payload,
     }
+
+
+def stream_options(function):
+    """Options shared by `stream add` and `stream update` (None = unchanged)."""
+    options = [
+        click.option("--url", help="Target URL template for --action redirect."),
+        click.option("--html", help="The page for --action html."),
+        click.option("--target", help="Campaign alias for --action campaign."),
+        click.option(
+            "--filter",
+            "filters",
+            multiple=True,
+            help="A filter such as country=US,GB or device!=desktop; repeat for several (see README).",
+        ),
+        click.option(
+            "--filter-mode", type=click.Choice(["and", "or"]), help="How filters combine (default and)."
+        ),
+        click.option(
+            "--offer-rotation",
+            type=click.Choice(["weight", "unvisited"]),
+            help="unvisited: a returning visitor gets an offer of this stream they have not seen yet.",
+        ),
+        click.option(
+            "--redirect-type",
+            type=click.Choice(["http", "meta", "js"]),
+            help="A 302 (http), or a page with a meta refresh or a script.",
+        ),
+        click.option(
+            "--fallback-offer", "fallback_offer_id", type=int, help="Offer used once all are capped."
+        ),
+        cap_options,
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def stream_payload(url: str | None, html: str | None, target: str | None) -> str | None:
+    given = [value for value in (url, html, target) if value is not None]
+    if len(given) > 1:
+        raise click.UsageError("Give only one of --url, --html and --target.")
+    return given[0] if given else None
 
 
 @main.group()
@@ -339,15 +447,27 @@ def stream() -> None:
 )
 @click.option("--position", type=int, help="Evaluation position (default: last).")
 @click.option("--weight", type=int, default=100, show_default=True, help="Weight in weighted rotation.")
-@click.option("--action", type=click.Choice(["offers", "redirect", "not_found"]), default="offers")
-@click.option("--url", default="", help="Target URL template for --action redirect.")
+@click.option("--action", type=STREAM_ACTION_CHOICE, default="offers", show_default=True)
 @click.option("--offer", "offers", multiple=True, help="OFFER_ID or OFFER_ID:WEIGHT; repeat for rotation.")
+@stream_options
 @pass_context
-def stream_add(ctx: Context, campaign_ref: str, type_: str, offers: tuple[str, ...], **options: Any) -> None:
+def stream_add(
+    ctx: Context,
+    campaign_ref: str,
+    type_: str,
+    offers: tuple[str, ...],
+    url: str | None,
+    html: str | None,
+    target: str | None,
+    **options: Any,
+) -> None:
     """Add a stream to a campaign; prints its id."""
     from models.admin import add_stream
 
-    added = admin_call(add_stream, ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), **options)
+    payload = stream_payload(url, html, target) or ""
+    added = admin_call(
+        add_stream, ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), payload=payload, **options
+    )
     click.echo(added.id)
 
 
@@ -356,7 +476,7 @@ def stream_add(ctx: Context, campaign_ref: str, type_: str, offers: tuple[str, .
 @format_option
 @pass_context
 def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
-    """List a campaign's streams in evaluation position order."""
+    """List a campaign's streams in evaluation order (intercepting, regular, fallback; by position)."""
     from models.admin import list_streams
 
     ctx.db
@@ -369,18 +489,30 @@ def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
 @click.option("--type", "type_", type=click.Choice(["intercepting", "regular", "fallback"]))
 @click.option("--position", type=int)
 @click.option("--weight", type=int)
-@click.option("--action", type=click.Choice(["offers", "redirect", "not_found"]))
-@click.option("--url")
+@click.option("--action", type=STREAM_ACTION_CHOICE)
 @click.option("--status", type=click.Choice(["active", "disabled"]))
 @click.option("--offer", "offers", multiple=True, help="Replace the offers: OFFER_ID or OFFER_ID:WEIGHT.")
+@stream_options
+@click.option("--clear-filters", is_flag=True, help="Remove every filter.")
+@click.option("--clear-caps", is_flag=True, help="Remove both caps.")
 @pass_context
 def stream_update(
-    ctx: Context, stream_id: int, type_: str | None, offers: tuple[str, ...], **changes: Any
+    ctx: Context,
+    stream_id: int,
+    type_: str | None,
+    offers: tuple[str, ...],
+    url: str | None,
+    html: str | None,
+    target: str | None,
+    **changes: Any,
 ) -> None:
-    """Change a stream in place (its id never changes)."""
+    """Change a stream in place (its id never changes); --filter replaces all filters."""
     from models.admin import update_stream
 
-    updated = admin_call(update_stream, ctx.db, stream_id, type=type_, offers=parse_offers(offers), **changes)
+    payload = stream_payload(url, html, target)
+    updated = admin_call(
+        update_stream, ctx.db, stream_id, type=type_, offers=parse_offers(offers), payload=payload, **changes
+    )
     click.echo(f"Stream {updated.id} updated.")
 
 
@@ -480,6 +612,8 @@ def run_command(ctx: Context) -> None:
     settings = ctx.settings
     database = open_database(settings.database_path, autocheckpoint=True)
     migrate(database)
+    if not settings.geo_path.exists():
+        build_geo(settings.geo_path)
     if not list_campaigns():
         create_campaign(
             database, "Demo", "demo", offer_url="https://example.com/offer?subid={subid}&source={source}"
@@ -500,6 +634,149 @@ def run_command(ctx: Context) -> None:
     finally:
         worker.send_signal(signal.SIGINT)
         worker.wait(timeout=30)
+
+
+# -- routing: simulate, click show, geo -------------------------------------------------------
+
+
+def echo_trace(data: dict[str, Any]) -> None:
+    """A routing trace (models/trace.py) as readable lines."""
+    for entry in data["streams"]:
+        label = f"stream {entry['stream']}" + (f" {entry['name']!r}" if entry["name"] else "")
+        click.echo(f"  {entry['campaign']} {label} ({entry['type']}): {entry['verdict']}")
+        for verdict in entry["filters"]:
+            mark = "pass" if verdict["passed"] else "FAIL"
+            click.echo(f"      {mark}  {verdict['filter']}  (saw {verdict['saw'] or 'nothing'})")
+
+
+@main.command("simulate")
+@click.argument("url")
+@click.option("--ip", default="203.0.113.10", show_default=True, help="The visitor's IP address.")
+@click.option("--ua", "user_agent", default="", help="The visitor's User-Agent.")
+@click.option("--referrer", default="", help="The Referer header.")
+@click.option("--language", default="", help="The Accept-Language header.")
+@click.option("--header", "headers", multiple=True, help="Any other header, 'Name: value'; repeatable.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: bool, **visitor: str) -> None:
+    """Show how a click on URL (a campaign URL, /alias?params) would be routed; stores nothing."""
+    from app import create_tracker
+    from models.trace import simulation_data
+    from routes.click import visit_from_url
+
+    try:
+        alias, visit = visit_from_url(
+            url, headers=headers, sub_id_aliases=ctx.settings.sub_id_aliases, **visitor
+        )
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    ctx.db  # Refuses an unmigrated database with the fix in the message.
+    tracker = create_tracker(ctx.settings)
+    try:
+        campaign = tracker.campaign(alias)
+        if campaign is None:
+            raise click.ClickException(f"No active campaign has the alias {alias!r}.")
+        data = simulation_data(tracker.simulate(campaign, visit))
+    finally:
+        tracker.close()
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo("visitor: " + ", ".join(f"{key}={value}" for key, value in data["visitor"].items()))
+    click.echo("streams:")
+    echo_trace(data)
+    decision = data["decision"]
+    click.echo(
+        f"decision: stream {decision['stream_id']}, offer {decision['offer_id']}, "
+        f"answer {decision['answer']}, route {decision['route']!r}"
+    )
+    click.echo(f"location: {decision['location']}")
+
+
+@main.group("click")
+def click_group() -> None:
+    """Stored clicks."""
+
+
+@click_group.command("show")
+@click.argument("subid")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_context
+def click_show(ctx: Context, subid: str, as_json: bool) -> None:
+    """A stored click with its routing trace (filters re-evaluated on the stored values)."""
+    from models.click import Click
+    from models.routing import load_campaigns
+    from models.trace import stored_trace, trace_rows
+
+    found = Click.select().where(Click.subid == subid).dicts().first() if ctx.db else None
+    if found is None:
+        raise click.ClickException(
+            f"There is no stored click {subid!r} (clicks land within a second; see `lanner spool status`)."
+        )
+    campaigns = {c.id: c for c in load_campaigns(ctx.db).values()}
+    data = {"click": found, "streams": trace_rows(stored_trace(found, campaigns))}
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    for key, value in found.items():
+        if value not in ("", None) or key in ("stream_id", "offer_id"):
+            click.echo(f"{key}: {value}")
+    click.echo("streams (current filters, stored values):")
+    echo_trace(data)
+
+
+@main.group()
+def geo() -> None:
+    """The geo database routing uses for country/region/city."""
+
+
+def build_geo(path) -> None:
+    from models.geo import build_country_database
+
+    click.echo(
+        f"Building the country database {path} from the bundled data (once, a few seconds)...", err=True
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with click.progressbar(length=100, label="networks", file=sys.stderr) as bar:
+        seen = [0]
+
+        def progress(done: int, total: int) -> None:
+            percent = done * 100 // max(total, 1)
+            bar.update(percent - seen[0])
+            seen[0] = percent
+
+        count = build_country_database(path, progress)
+    click.echo(f"{count} networks written to {path}.", err=True)
+
+
+@geo.command("build")
+@click.option(
+    "--output", type=click.Path(dir_okay=False), help="Where to write (default DATA_DIR/geo/country.mmdb)."
+)
+@pass_context
+def geo_build(ctx: Context, output: str | None) -> None:
+    """Build the country database from the data bundled with Lanner (geoip2fast's GeoLite2 copy)."""
+    from pathlib import Path
+
+    build_geo(Path(output) if output else ctx.settings.data_dir / "geo" / "country.mmdb")
+
+
+@geo.command("lookup")
+@click.argument("ip")
+@pass_context
+def geo_lookup(ctx: Context, ip: str) -> None:
+    """What the geo database says about IP."""
+    from models.geo import open_geo_database
+
+    database = open_geo_database(ctx.settings.geo_path)
+    if database is None:
+        raise click.ClickException(
+            f"There is no geo database at {ctx.settings.geo_path}: run `lanner geo build`."
+        )
+    info = database.lookup(ip)
+    click.echo(
+        f"country={info.country or 'unknown'} region={info.region or 'unknown'} city={info.city or 'unknown'}"
+    )
 
 
 # -- generate --------------------------------------------------------------------------------

@@ -80,6 +80,19 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("spool_segment_bytes", str(64 * 1024 * 1024), int, "Size at which a spool segment is sealed."),
     Setting("log_level", "INFO", str, "Python logging level for every Lanner process."),
+    Setting(
+        "geo_database",
+        "",
+        str,
+        "A MaxMind/DB-IP `.mmdb` file for country/region/city; empty uses DATA_DIR/geo/country.mmdb "
+        "(built by `lanner geo build` from the bundled country data).",
+    ),
+    Setting(
+        "bot_ips",
+        "",
+        _csv,
+        "IPv4/IPv6 addresses and CIDRs whose clicks are flagged as bots (e.g. your own office, scanners).",
+    ),
 )
 
 
@@ -100,6 +113,8 @@ class Settings:
     worker_nice: int
     spool_segment_bytes: int
     log_level: str
+    geo_database: str
+    bot_ips: tuple[str, ...]
 
     @property
     def database_path(self) -> Path:
@@ -112,6 +127,11 @@ class Settings:
     @property
     def spool_dir(self) -> Path:
         return self.data_dir / "spool"
+
+    @property
+    def geo_path(self) -> Path:
+        """The geo database routing uses: the configured one, else the one `lanner geo build` makes."""
+        return Path(self.geo_database) if self.geo_database else self.data_dir / "geo" / "country.mmdb"
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)

@@ -7,14 +7,19 @@ pointing at the stream it went through.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any, Iterable
+from zoneinfo import ZoneInfo, available_timezones
 
 from peewee import Database, IntegrityError
 
 from models.campaign import (
     CAMPAIGN_STATUSES,
+    DEFAULT_ACTIONS,
+    OFFER_ROTATIONS,
+    REDIRECT_TYPES,
     ROTATIONS,
     STREAM_ACTIONS,
     STREAM_STATUSES,
@@ -23,6 +28,7 @@ from models.campaign import (
     Stream,
     StreamOffer,
 )
+from models.filters import FilterError, describe_filter, parse_filter
 from models.macros import MacroError, compile_url
 from models.offer import OFFER_STATUSES, Offer
 from models.routing import bump_config_version
@@ -63,6 +69,41 @@ def _check_alias(alias: str) -> str:
     return alias
 
 
+def _check_timezone(name: str) -> str:
+    if name not in available_timezones() and name != "UTC":
+        raise AdminError(f"Unknown timezone {name!r}; use an IANA name such as Europe/Berlin or UTC.")
+    ZoneInfo(name)
+    return name
+
+
+def _check_cap(value: int | None, what: str) -> None:
+    if value is not None and value < 0:
+        raise AdminError(f"{what} cannot be negative.")
+
+
+def _check_offer_fields(fields: dict[str, Any]) -> None:
+    if "url" in fields:
+        _check_url(fields["url"])
+    if "status" in fields:
+        _check_choice(fields["status"], OFFER_STATUSES, "Offer status")
+    if "timezone" in fields:
+        _check_timezone(fields["timezone"])
+    _check_cap(fields.get("daily_cap"), "A daily cap")
+    _check_cap(fields.get("total_cap"), "A total cap")
+
+
+def filters_json(expressions: Iterable[str]) -> str:
+    """Stream filters as stored: the JSON list of specs parsed from `country=US`-style expressions."""
+    try:
+        return json.dumps([parse_filter(expression) for expression in expressions])
+    except FilterError as exc:
+        raise AdminError(str(exc)) from None
+
+
+def describe_filters(stream: Stream) -> list[str]:
+    return [describe_filter(spec) for spec in json.loads(stream.filters or "[]")]
+
+
 def get_campaign(ref: str | int) -> Campaign:
     """A campaign by id or alias."""
     ref = str(ref)
@@ -89,19 +130,31 @@ def get_stream(stream_id: int) -> Stream:
     return stream
 
 
-def create_offer(db: Database, name: str, url: str, *, payout: float = 0.0, currency: str = "USD") -> Offer:
+def create_offer(
+    db: Database,
+    name: str,
+    url: str,
+    *,
+    payout: float = 0.0,
+    currency: str = "USD",
+    daily_cap: int | None = None,
+    total_cap: int | None = None,
+    timezone: str = "UTC",
+) -> Offer:
+    fields = {"url": url, "daily_cap": daily_cap, "total_cap": total_cap, "timezone": timezone}
+    _check_offer_fields(fields)
     with db.atomic():
-        offer = Offer.create(name=name, url=_check_url(url), payout=payout, currency=currency.upper())
+        offer = Offer.create(name=name, payout=payout, currency=currency.upper(), **fields)
         bump_config_version(db)
     return offer
 
 
-def update_offer(db: Database, offer_id: int, **changes: Any) -> Offer:
+def update_offer(db: Database, offer_id: int, *, clear_caps: bool = False, **changes: Any) -> Offer:
+    """Change an offer; None leaves a field as it is (`clear_caps` removes both caps)."""
     changes = {key: value for key, value in changes.items() if value is not None}
-    if "url" in changes:
-        _check_url(changes["url"])
-    if "status" in changes:
-        _check_choice(changes["status"], OFFER_STATUSES, "Offer status")
+    _check_offer_fields(changes)
+    if clear_caps:
+        changes.update(daily_cap=None, total_cap=None)
     with db.atomic():
         offer = get_offer(offer_id)
         for key, value in changes.items():
@@ -125,19 +178,21 @@ def create_campaign(
     offer_id: int | None = None,
     rotation: str = "position",
     uniqueness_hours: float = 24.0,
+    **options: Any,
 ) -> Campaign:
-    """A campaign with one regular stream to one offer (a new offer from `offer_url`, or `offer_id`)."""
+    """A campaign with one regular stream to one offer (a new offer from `offer_url`, or `offer_id`).
+
+    `options`: timezone, bind_visitor, default_action, default_payload (see update_campaign).
+    """
     _check_alias(alias)
-    _check_choice(rotation, ROTATIONS, "Rotation")
     if (offer_url is None) == (offer_id is None):
         raise AdminError("Give exactly one of an offer URL or an existing offer id.")
-    if uniqueness_hours <= 0:
-        raise AdminError("The uniqueness window must be a positive number of hours.")
+    options = {key: value for key, value in options.items() if value is not None}
+    fields = {"rotation": rotation, "uniqueness_hours": uniqueness_hours, **options}
+    _check_campaign_fields(fields)
     with db.atomic():
         try:
-            campaign = Campaign.create(
-                name=name, alias=alias, rotation=rotation, uniqueness_hours=uniqueness_hours
-            )
+            campaign = Campaign.create(name=name, alias=alias, **fields)
         except IntegrityError:
             raise AdminError(f"A campaign with alias {alias!r} already exists.") from None
         offer = get_offer(offer_id) if offer_id is not None else None
@@ -149,16 +204,31 @@ def create_campaign(
     return campaign
 
 
+def _check_campaign_fields(fields: dict[str, Any]) -> None:
+    if "alias" in fields:
+        _check_alias(fields["alias"])
+    if "rotation" in fields:
+        _check_choice(fields["rotation"], ROTATIONS, "Rotation")
+    if "status" in fields:
+        _check_choice(fields["status"], CAMPAIGN_STATUSES, "Campaign status")
+    if fields.get("uniqueness_hours", 1) <= 0:
+        raise AdminError("The uniqueness window must be a positive number of hours.")
+    if "timezone" in fields:
+        _check_timezone(fields["timezone"])
+    if "default_action" in fields:
+        _check_choice(fields["default_action"], DEFAULT_ACTIONS, "Default action")
+        if fields["default_action"] == "redirect":
+            if not fields.get("default_payload"):
+                raise AdminError("A redirect default action needs a --default-url.")
+    if fields.get("default_payload"):
+        _check_url(fields["default_payload"])
+    if "bind_visitor" in fields:
+        fields["bind_visitor"] = int(bool(fields["bind_visitor"]))
+
+
 def update_campaign(db: Database, ref: str | int, **changes: Any) -> Campaign:
     changes = {key: value for key, value in changes.items() if value is not None}
-    if "alias" in changes:
-        _check_alias(changes["alias"])
-    if "rotation" in changes:
-        _check_choice(changes["rotation"], ROTATIONS, "Rotation")
-    if "status" in changes:
-        _check_choice(changes["status"], CAMPAIGN_STATUSES, "Campaign status")
-    if changes.get("uniqueness_hours", 1) <= 0:
-        raise AdminError("The uniqueness window must be a positive number of hours.")
+    _check_campaign_fields(changes)
     with db.atomic():
         campaign = get_campaign(ref)
         for key, value in changes.items():
@@ -204,17 +274,36 @@ def _set_stream_offers(stream: Stream, offers: list[tuple[int, int]]) -> None:
         StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
 
 
-def _check_stream_fields(fields: dict[str, Any]) -> None:
+def _check_stream_fields(fields: dict[str, Any], action: str) -> None:
+    """Validate stream fields; `action` is the stream's action after the change."""
     if "type" in fields:
         _check_choice(fields["type"], STREAM_TYPES, "Stream type")
     if "action" in fields:
         _check_choice(fields["action"], STREAM_ACTIONS, "Stream action")
     if "status" in fields:
         _check_choice(fields["status"], STREAM_STATUSES, "Stream status")
-    if fields.get("action") == "redirect" or fields.get("action_payload"):
-        _check_url(fields.get("action_payload", ""))
+    if "offer_rotation" in fields:
+        _check_choice(fields["offer_rotation"], OFFER_ROTATIONS, "Offer rotation")
+    if "redirect_type" in fields:
+        _check_choice(fields["redirect_type"], REDIRECT_TYPES, "Redirect type")
+    if "filter_mode" in fields:
+        _check_choice(fields["filter_mode"], ("and", "or"), "Filter mode")
     if fields.get("weight", 0) < 0:
         raise AdminError("A stream weight cannot be negative.")
+    _check_cap(fields.get("daily_cap"), "A daily cap")
+    _check_cap(fields.get("total_cap"), "A total cap")
+    if fields.get("fallback_offer_id") is not None:
+        get_offer(fields["fallback_offer_id"])
+    payload = fields.get("action_payload")
+    if "action" in fields or payload is not None:
+        if action == "redirect":
+            _check_url(payload or "")
+        elif action == "campaign":
+            if not payload:
+                raise AdminError("A stream that sends to another campaign needs --target ALIAS.")
+            get_campaign(payload)
+        elif action == "html" and not payload:
+            raise AdminError("A stream that shows a page needs --html.")
 
 
 def add_stream(
@@ -226,11 +315,17 @@ def add_stream(
     position: int | None = None,
     weight: int = 100,
     action: str = "offers",
-    url: str = "",
+    payload: str = "",
     offers: list[tuple[int, int]] = (),
+    filters: Iterable[str] = (),
+    **options: Any,
 ) -> Stream:
-    fields = {"type": type, "action": action, "weight": weight, "action_payload": url}
-    _check_stream_fields(fields)
+    """A stream; `options`: filter_mode, daily_cap, total_cap, offer_rotation, redirect_type,
+    fallback_offer_id. `filters` are expressions such as `country=US,GB` (models/filters.py)."""
+    options = {key: value for key, value in options.items() if value is not None}
+    fields = {"type": type, "action": action, "weight": weight, "action_payload": payload, **options}
+    fields["filters"] = filters_json(filters)
+    _check_stream_fields(fields, action)
     if action == "offers" and not offers:
         raise AdminError("A stream that sends to offers needs at least one --offer.")
     with db.atomic():
@@ -245,14 +340,31 @@ def add_stream(
 
 
 def update_stream(
-    db: Database, stream_id: int, *, offers: list[tuple[int, int]] | None = None, **changes: Any
+    db: Database,
+    stream_id: int,
+    *,
+    offers: list[tuple[int, int]] | None = None,
+    filters: Iterable[str] | None = None,
+    clear_filters: bool = False,
+    clear_caps: bool = False,
+    **changes: Any,
 ) -> Stream:
+    """Change a stream in place; None leaves a field as it is. `filters` replace the stream's filters."""
     changes = {key: value for key, value in changes.items() if value is not None}
-    if "url" in changes:
-        changes["action_payload"] = changes.pop("url")
-    _check_stream_fields(changes)
+    if "payload" in changes:
+        changes["action_payload"] = changes.pop("payload")
+    if filters:
+        changes["filters"] = filters_json(filters)
+    elif clear_filters:
+        changes["filters"] = "[]"
+    if clear_caps:
+        changes.update(daily_cap=None, total_cap=None)
     with db.atomic():
         stream = get_stream(stream_id)
+        checked = dict(changes)
+        if "action" in checked:
+            checked.setdefault("action_payload", stream.action_payload)
+        _check_stream_fields(checked, checked.get("action", stream.action))
         for key, value in changes.items():
             setattr(stream, key, value)
         stream.updated_at = _now()
@@ -268,12 +380,10 @@ def remove_stream(db: Database, stream_id: int) -> Stream:
 
 
 def list_streams(campaign_ref: str | int) -> list[Stream]:
+    """A campaign's streams in evaluation order: intercepting, regular, fallback; each by position."""
     campaign = get_campaign(campaign_ref)
-    return list(
-        Stream.select()
-        .where((Stream.campaign == campaign) & (Stream.status != "deleted"))
-        .order_by(Stream.position, Stream.id)
-    )
+    streams = Stream.select().where((Stream.campaign == campaign) & (Stream.status != "deleted"))
+    return sorted(streams, key=lambda s: (STREAM_TYPES.index(s.type), s.position, s.id))
 
 
 def stream_offers(stream: Stream) -> list[tuple[int, int]]:

@@ -16,7 +16,10 @@ from models.offer import Offer
 CAMPAIGN_STATUSES = ("active", "paused", "archived")
 ROTATIONS = ("position", "weight")
 STREAM_TYPES = ("intercepting", "regular", "fallback")
-STREAM_ACTIONS = ("offers", "redirect", "not_found")
+STREAM_ACTIONS = ("offers", "redirect", "html", "not_found", "campaign")
+OFFER_ROTATIONS = ("weight", "unvisited")
+REDIRECT_TYPES = ("http", "meta", "js")  # A 302, or a 200 page with a meta refresh / a script.
+DEFAULT_ACTIONS = ("not_found", "redirect", "blank")  # When no stream matches.
 STREAM_STATUSES = ("active", "disabled", "deleted")
 
 
@@ -34,6 +37,9 @@ class Campaign(BaseModel):
     timezone = TextField(default="UTC")
     cost_model = TextField(default="cpc")
     cost_value = FloatField(default=0.0)
+    bind_visitor = IntegerField(default=0)  # A returning visitor gets their previous stream and offer.
+    default_action = TextField(default="not_found")
+    default_payload = TextField(default="")  # The URL when default_action is "redirect".
     created_at = BigIntegerField(default=now_ms)
     updated_at = BigIntegerField(default=now_ms)
 
@@ -49,6 +55,11 @@ class Stream(BaseModel):
     action_payload = TextField(default="")
     filters = TextField(default="[]")
     filter_mode = TextField(default="and")
+    daily_cap = IntegerField(null=True)
+    total_cap = IntegerField(null=True)
+    offer_rotation = TextField(default="weight")
+    redirect_type = TextField(default="http")
+    fallback_offer_id = IntegerField(null=True)  # Used when every offer of the stream is capped.
     status = TextField(default="active")
     created_at = BigIntegerField(default=now_ms)
     updated_at = BigIntegerField(default=now_ms)

@@ -27,6 +27,16 @@ class Click(BaseModel):
     is_unique_campaign = IntegerField(default=0)
     is_unique_stream = IntegerField(default=0)
     is_bot = IntegerField(default=0)
+    # What routing saw (reports group by them) and how it decided (`route`, see models/routing.py).
+    country = TextField(default="")
+    region = TextField(default="")
+    city = TextField(default="")
+    device_type = TextField(default="")
+    os = TextField(default="")
+    browser = TextField(default="")
+    language = TextField(default="")
+    keyword = TextField(default="")
+    route = TextField(default="")
 
 
 SUB_ID_COLUMNS = tuple(f"sub_id_{slot}" for slot in range(1, SUB_ID_SLOTS + 1))

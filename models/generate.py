@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 from peewee import Database
 
 from models.admin import create_campaign, create_offer, list_campaigns
+from models.caps import CounterZones, add_to_counters
 from models.database import PRAGMAS
 from models.record import new_subid, ua_hash
 from models.spool import SQL_INSERT_CLICK
@@ -31,6 +32,16 @@ BROWSERS = (
     "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_{a}) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.{a} Safari/605.1.15",  # noqa: E501
     "Mozilla/5.0 (X11; Linux x86_64; rv:{v}.0) Gecko/20100101 Firefox/{v}.0",
 )
+# What ua-parser says of each template above: (device_type, os, browser).
+DEVICES = (
+    ("mobile", "Android", "Chrome Mobile"),
+    ("mobile", "iOS", "Mobile Safari"),
+    ("desktop", "Windows", "Chrome"),
+    ("desktop", "Mac OS X", "Safari"),
+    ("desktop", "Linux", "Firefox"),
+)
+COUNTRIES = ("US", "US", "US", "DE", "GB", "FR", "BR", "IN", "ID", "MX", "TR", "PL", "")
+LANGUAGES = {"US": "en", "GB": "en", "DE": "de", "FR": "fr", "BR": "pt", "MX": "es", "TR": "tr", "PL": "pl"}
 SOURCES = ("propellerads", "facebook", "tiktok", "google", "push-house", "richads", "")
 
 
@@ -44,13 +55,16 @@ def _public_ip(rng: random.Random) -> str:
             return socket.inet_ntoa(address.to_bytes(4, "big"))
 
 
-def _user_agents(rng: random.Random, count: int) -> list[tuple[str, int]]:
-    """A pool of distinct browser UAs with their hashes; real traffic repeats UAs a lot."""
-    pool = set()
+def _user_agents(rng: random.Random, count: int) -> list[tuple[str, int, tuple[str, str, str]]]:
+    """A pool of distinct browser UAs with their hashes and devices; real traffic repeats UAs a lot."""
+    pool = {}
     while len(pool) < count:
-        template = rng.choice(BROWSERS)
-        pool.add(template.format(a=rng.randint(9, 17), m=rng.randint(100, 999), v=rng.randint(100, 131)))
-    return [(user_agent, ua_hash(user_agent)) for user_agent in sorted(pool)]
+        kind = rng.randrange(len(BROWSERS))
+        user_agent = BROWSERS[kind].format(
+            a=rng.randint(9, 17), m=rng.randint(100, 999), v=rng.randint(100, 131)
+        )
+        pool[user_agent] = DEVICES[kind]
+    return [(user_agent, ua_hash(user_agent), pool[user_agent]) for user_agent in sorted(pool)]
 
 
 def ensure_campaigns(db: Database, count: int) -> list[tuple[int, list[int], list[int]]]:
@@ -77,7 +91,7 @@ def _click_rows(
     """Chunks of click rows in time order, with exact 24 h uniqueness flags."""
     nat_ips = [_public_ip(rng) for _ in range(60)]
     agents = _user_agents(rng, 20_000)
-    returning: list[tuple[str, str, int]] = []
+    returning: list[tuple[str, str, int, tuple]] = []
     last_seen: dict[tuple[str, int], int] = {}
     last_in_campaign: dict[tuple[str, int, int], int] = {}
     tail = ("", rng.choice(SOURCES), "", 0.0)
@@ -93,15 +107,16 @@ def _click_rows(
                 created += 1 + int(expovariate(1 / mean_gap))
             kind = uniform()
             if kind < 0.25 and returning:
-                ip, user_agent, visitor_hash = returning[int(uniform() * len(returning))]
+                ip, user_agent, visitor_hash, device = returning[int(uniform() * len(returning))]
             else:
                 ip = nat_ips[int(uniform() * 60)] if kind > 0.85 else _public_ip(rng)
-                user_agent, visitor_hash = agents[int(uniform() * len(agents))]
+                user_agent, visitor_hash, device = agents[int(uniform() * len(agents))]
                 if len(returning) < 200_000:
-                    returning.append((ip, user_agent, visitor_hash))
+                    returning.append((ip, user_agent, visitor_hash, device))
                 else:
-                    returning[int(uniform() * 200_000)] = (ip, user_agent, visitor_hash)
+                    returning[int(uniform() * 200_000)] = (ip, user_agent, visitor_hash, device)
             campaign_id, streams, offers = targets[int(rng.paretovariate(1.2)) % len(targets)]
+            country = COUNTRIES[int(uniform() * len(COUNTRIES))]
             pick = int(uniform() * len(streams))
             visitor = (ip, visitor_hash)
             in_campaign = (ip, visitor_hash, campaign_id)
@@ -129,6 +144,13 @@ def _click_rows(
                     zones[int(uniform() * 9000)],
                     creatives[int(uniform() * 40)],
                     *empty_subs,
+                    country,
+                    "",
+                    "",
+                    *device,
+                    LANGUAGES.get(country, ""),
+                    "",
+                    f"{streams[pick]}+ o{offers[pick]}",
                 )
             )
         produced += len(rows)
@@ -148,6 +170,8 @@ def generate_clicks(
     """Insert `count` clicks spread over the `days` before `end_ms` (default: now). Returns rows added."""
     rng = random.Random(seed)
     targets = ensure_campaigns(db, campaigns)
+    zones = CounterZones()
+    zones.load(db.connection())
     end_ms = end_ms if end_ms is not None else int(time.time() * 1000)
     start_ms = end_ms - int(days * 86_400_000)
     mean_gap = (end_ms - start_ms) / max(count, 1)
@@ -160,7 +184,10 @@ def generate_clicks(
     try:
         for rows in _prefetched(_click_rows(rng, targets, count, start_ms, mean_gap)):
             with db.atomic():
-                db.connection().executemany(SQL_INSERT_CLICK, rows).close()
+                connection = db.connection()
+                connection.executemany(SQL_INSERT_CLICK, rows).close()
+                # Generated campaigns and offers count days in UTC (their default timezone).
+                add_to_counters(connection, zones.increments(connection, ((r[3], r[4], r[1]) for r in rows)))
             added += len(rows)
             if on_progress:
                 on_progress(len(rows))

@@ -14,7 +14,7 @@ import sqlite3
 # scopes; the three EXISTS below (~15 µs) only run for a visitor with more rows than that.
 VISITOR_HISTORY_LIMIT = 64
 SQL_VISITOR_HISTORY = f"""
-SELECT campaign_id, stream_id, created_at FROM click INDEXED BY click_visitor
+SELECT campaign_id, stream_id, offer_id, created_at FROM click INDEXED BY click_visitor
 WHERE ip = ? AND ua_hash = ? AND created_at >= ?
 ORDER BY created_at DESC LIMIT {VISITOR_HISTORY_LIMIT}
 """
@@ -47,6 +47,15 @@ def _one(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> tuple | None
         cursor.close()
 
 
+def visitor_history(conn: sqlite3.Connection, ip: str, ua_hash: int, since: int) -> list[tuple]:
+    """The visitor's latest clicks since `since`, newest first: (campaign, stream, offer, created_at).
+
+    At most VISITOR_HISTORY_LIMIT rows: a longer history (a NAT address) is asked exactly per
+    scope with `visitor_seen`.
+    """
+    return conn.execute(SQL_VISITOR_HISTORY, (ip, ua_hash, since)).fetchall()
+
+
 def visitor_seen(
     conn: sqlite3.Connection,
     ip: str,
@@ -56,19 +65,7 @@ def visitor_seen(
     campaign_id: int,
     stream_id: int | None,
 ) -> tuple[int, int, int]:
-    """(seen globally, seen in campaign, seen in stream) within the windows, from the database."""
-    rows = conn.execute(SQL_VISITOR_HISTORY, (ip, ua_hash, min(global_since, campaign_since))).fetchall()
-    seen_global = seen_campaign = seen_stream = 0
-    for row_campaign, row_stream, created_at in rows:
-        if created_at >= global_since:
-            seen_global = 1
-        if row_campaign == campaign_id and created_at >= campaign_since:
-            seen_campaign = 1
-            if row_stream == stream_id:
-                seen_stream = 1
-    if len(rows) < VISITOR_HISTORY_LIMIT or (seen_global and seen_campaign and seen_stream):
-        return seen_global, seen_campaign, seen_stream
-    # A visitor with more recent clicks than the scan returns: ask each scope exactly.
+    """(seen globally, seen in campaign, seen in stream) within the windows, exactly."""
     return _one(conn, SQL_VISITOR_SEEN, (ip, ua_hash, global_since, campaign_since, campaign_id, stream_id))
 
 

@@ -42,6 +42,14 @@ MACRO_NAMES: frozenset[str] = frozenset(
         "source",
         "external_id",
         "cost",
+        "keyword",
+        "country",
+        "region",
+        "city",
+        "device_type",
+        "os",
+        "browser",
+        "language",
         "random",
     )
 )

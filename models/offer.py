@@ -20,5 +20,6 @@ class Offer(BaseModel):
     currency = TextField(default="USD")
     daily_cap = IntegerField(null=True)
     total_cap = IntegerField(null=True)
+    timezone = TextField(default="UTC")  # Daily caps roll over at midnight here.
     created_at = BigIntegerField(default=lambda: int(time.time() * 1000))
     updated_at = BigIntegerField(default=lambda: int(time.time() * 1000))

@@ -21,6 +21,19 @@ import zlib
 
 from models.click import SUB_ID_COLUMNS
 
+# What routing saw and decided (migration 0002); text columns, last in the record and the line.
+ROUTING_COLUMNS = (
+    "country",
+    "region",
+    "city",
+    "device_type",
+    "os",
+    "browser",
+    "language",
+    "keyword",
+    "route",
+)
+
 CLICK_COLUMNS: tuple[str, ...] = (
     "subid",
     "created_at",
@@ -39,6 +52,7 @@ CLICK_COLUMNS: tuple[str, ...] = (
     "is_unique_stream",
     "is_bot",
     *SUB_ID_COLUMNS,
+    *ROUTING_COLUMNS,
 )
 COLUMN_COUNT = len(CLICK_COLUMNS)
 # Positions in a decoded record, used on the hot path without building dicts.
@@ -59,9 +73,12 @@ TAIL_COLUMNS = (
     "source",
     "external_id",
     *SUB_ID_COLUMNS,
+    *ROUTING_COLUMNS,
     "location",
 )
 LINE_COLUMNS = HEAD_COLUMNS + TAIL_COLUMNS
+# A line written by a worker of the previous release (before ROUTING_COLUMNS) during an upgrade.
+LEGACY_FIELD_COUNT = len(LINE_COLUMNS) - len(ROUTING_COLUMNS)
 _INT_COLUMNS = frozenset(
     {"ua_hash", "created_at", "campaign_id", "stream_id", "offer_id", "is_bot", *HEAD_COLUMNS[3:]}
 )
@@ -131,7 +148,7 @@ def line_tail(
     """Everything of a journal line after the head; built before the journal lock is taken.
 
     `texts` are the text columns in TAIL_COLUMNS order: user_agent, referrer, source,
-    external_id, sub_id_1..30, location.
+    external_id, sub_id_1..30, the ROUTING_COLUMNS, location.
     """
     joined = "\t".join(texts)
     if "\\" in joined or "\n" in joined or "\r" in joined or joined.count("\t") != len(texts) - 1:
@@ -169,7 +186,9 @@ def decode_line(line: bytes) -> list:
     except UnicodeDecodeError:
         raise ValueError("journal line is not UTF-8") from None
     if len(fields) != len(LINE_COLUMNS):
-        raise ValueError("journal line has the wrong number of fields")
+        if len(fields) != LEGACY_FIELD_COUNT:
+            raise ValueError("journal line has the wrong number of fields")
+        fields[-1:-1] = [""] * len(ROUTING_COLUMNS)
     if b"\\" in line:
         fields = [_unescape(field) if "\\" in field else field for field in fields]
     record = list(_TO_RECORD(fields))

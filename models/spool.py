@@ -6,7 +6,7 @@ must never make the redirect wait. Appending one line to a file under a short `f
 batches (one transaction per batch, ~17 µs per row instead of ~230 µs per autocommit INSERT).
 
 Layout under `<data_dir>/spool/`:
-- `clicks.<segment>.log`: JSON lines (models/record.py). A segment is sealed once it reaches
+- `clicks.<segment>.log`: tab-separated lines (models/record.py). A segment is sealed once it reaches
   `segment_bytes`; the next append goes to `<segment + 1>`. Writers switch segments only while
   holding the lock, so every worker agrees on where the next line goes.
 - `journal.lock`: the `flock` that serialises appends. Holding it, a worker first reads the lines
@@ -38,7 +38,8 @@ from typing import Callable, Iterator
 
 from peewee import Database
 
-from models.record import CLICK_COLUMNS, COLUMN_COUNT, decode_line
+from models.caps import CounterZones, add_to_counters
+from models.record import CLICK_COLUMNS, COLUMN_COUNT, CREATED_AT, OFFER_ID, STREAM_ID, decode_line
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +204,8 @@ def flush_spool(
     """
     result = FlushResult()
     spool_dir.mkdir(parents=True, exist_ok=True)
+    zones = CounterZones()
+    zones.load(db.connection())
     while True:
         segment, offset = read_position(db)
         path = segment_path(spool_dir, segment)
@@ -237,9 +240,12 @@ def flush_spool(
             if read_position(db) != (segment, offset):
                 continue  # Another flusher moved on; start again from its position.
             connection = db.connection()
-            before = connection.total_changes
-            connection.executemany(SQL_INSERT_CLICK, rows).close()
-            inserted = connection.total_changes - before
+            landed = _insert_clicks(connection, rows)
+            inserted = len(landed)
+            add_to_counters(
+                connection,
+                zones.increments(connection, ((r[STREAM_ID], r[OFFER_ID], r[CREATED_AT]) for r in landed)),
+            )
             new_offset = offset + sum(len(line) for line in lines)
             db.execute_sql(SQL_SET_SPOOL_POSITION, (segment, new_offset, int(time.time() * 1000)))
         if rejected:
@@ -250,6 +256,29 @@ def flush_spool(
         if on_batch:
             on_batch(result)
     return result
+
+
+def _insert_clicks(connection, rows: list[list]) -> list[list]:
+    """Insert a batch; return the rows that were new (only those may reach the cap counters).
+
+    A replayed line (a restored spool, a copied segment) is already in the table: then the batch
+    is undone and the rows inserted one by one to learn which of them landed now. Rare.
+    """
+    connection.execute("SAVEPOINT click_batch").close()
+    before = connection.total_changes
+    connection.executemany(SQL_INSERT_CLICK, rows).close()
+    if connection.total_changes - before == len(rows):
+        connection.execute("RELEASE click_batch").close()
+        return rows
+    connection.execute("ROLLBACK TO click_batch").close()
+    connection.execute("RELEASE click_batch").close()
+    landed = []
+    for row in rows:
+        before = connection.total_changes
+        connection.execute(SQL_INSERT_CLICK, row).close()
+        if connection.total_changes > before:
+            landed.append(row)
+    return landed
 
 
 def _later_segment_exists(spool_dir: Path, segment: int) -> bool:

@@ -1,9 +1,11 @@
-"""The click pipeline: one visit in, one decision out (stream, offer, subid, Location), one record spooled.
+"""The click pipeline: one visit in, one decision out (stream, offer, subid, answer), one record spooled.
 
 Every entry point that counts a click goes through `ClickTracker.track`; it is the only code that
-writes a click (to the journal; the flusher lands it). Per click it runs one indexed database
-probe (uniqueness), holds the journal lock for a few µs (catch up, decide, append) and renders
-one URL template.
+writes a click (to the journal; the flusher lands it). Per click it looks the visitor up (geo,
+device, bot: cached or ~1 µs), runs one indexed database probe (the visitor's recent clicks),
+routes (models/routing.py), renders one URL template, and holds the journal lock for a few µs
+(catch up, debounce, uniqueness flags, cap check, append). `lanner simulate` runs the same
+pipeline with `dry_run`, so what it prints is what a click would get.
 """
 
 from __future__ import annotations
@@ -19,7 +21,11 @@ from typing import Callable
 from peewee import Database
 
 from models import hotpath
+from models.bots import BotDetector
+from models.caps import OFFER, STREAM, ClickCounters, CounterZones, local_days
 from models.click import SUB_ID_COLUMNS, SUB_ID_SLOTS
+from models.filters import FilterSubject, parse_accept_language
+from models.geo import UNKNOWN_GEO, GeoDatabase
 from models.record import (
     CAMPAIGN_ID,
     LOCATION,
@@ -33,14 +39,18 @@ from models.record import (
     peek_line,
     ua_hash,
 )
-from models.routing import CampaignConfig, OfferChoice, StreamConfig, load_campaigns
+from models.routing import CampaignConfig, History, Route, Router, StreamConfig, TraceEntry, load_campaigns
 from models.spool import Journal, read_position
+from models.useragent import UNKNOWN_DEVICE, UserAgentParser
 from models.visitors import RecentClick, VisitorIndex
 
 logger = logging.getLogger(__name__)
 
 REFRESH_EVERY = 1.0  # Seconds between looks at config_version and the flushed position.
 BACKLOG_WARNING = 500_000  # Clicks held in memory before a worker warns that the flusher is behind.
+
+# What the visitor gets: a 302 (http), a page that redirects (meta, js), a page (html, blank), a 404.
+ANSWERS = ("http", "meta", "js", "html", "blank", "not_found")
 
 
 @dataclass
@@ -52,25 +62,97 @@ class Visit:
     referrer: str = ""
     source: str = ""
     external_id: str = ""
+    keyword: str = ""
+    accept_language: str = ""
     cost: float = 0.0
     sub_ids: list[str] = field(default_factory=lambda: [""] * SUB_ID_SLOTS)
-    is_bot: bool = False
+    params: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Decision:
     subid: str
-    location: str | None  # None: the stream's action (or no stream) answers 404.
+    answer: str  # One of ANSWERS.
+    location: str | None  # The URL for http/meta/js answers.
+    body: str  # The page for an html answer.
+    campaign_id: int
     stream_id: int | None
     offer_id: int | None
     is_repeat: bool  # Debounced: the subid of a click stored moments ago.
     is_unique_global: bool
     is_unique_campaign: bool
     is_unique_stream: bool
+    is_bot: bool = False
+    route: str = ""
+
+
+@dataclass
+class Simulation:
+    """`lanner simulate`: the decision a click would get, and how it was reached."""
+
+    decision: Decision
+    subject: FilterSubject
+    trace: list[TraceEntry]
+    bot_reason: str | None
+
+
+class VisitorHistory(History):
+    """The visitor's clicks in the windows: database rows plus unflushed ones from the journal."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        ip: str,
+        visitor_hash: int,
+        rows: list[tuple],
+        since: Callable[[int], int],
+    ) -> None:
+        self.conn, self.ip, self.visitor_hash = conn, ip, visitor_hash
+        self.rows = rows  # (campaign_id, stream_id, offer_id, created_at), newest first.
+        self.is_truncated = len(rows) >= hotpath.VISITOR_HISTORY_LIMIT
+        self.since = since  # campaign_id -> the start of its uniqueness window (unix ms).
+
+    def seen_in_campaign(self, campaign_id: int) -> bool:
+        since = self.since(campaign_id)
+        if any(c == campaign_id and created >= since for c, _, _, created in self.rows):
+            return True
+        if self.is_truncated:
+            return bool(
+                hotpath.visitor_seen(self.conn, self.ip, self.visitor_hash, 0, since, campaign_id, None)[1]
+            )
+        return False
+
+    def seen_in_stream(self, stream_id: int) -> bool:
+        for campaign_id, stream, _, created in self.rows:
+            if stream == stream_id and created >= self.since(campaign_id):
+                return True
+        if self.is_truncated:
+            # The stream's campaign is the one being routed; its window is the widest we asked for.
+            since = min(self.since(c) for c, *_ in self.rows)
+            return bool(
+                hotpath.visitor_seen(self.conn, self.ip, self.visitor_hash, 0, since, -1, stream_id)[2]
+            )
+        return False
+
+    def offers_in_stream(self, stream_id: int) -> set[int]:
+        """Offers this visitor was sent to through the stream (the latest 64 clicks for a NAT address)."""
+        return {
+            offer
+            for campaign_id, stream, offer, created in self.rows
+            if stream == stream_id and offer is not None and created >= self.since(campaign_id)
+        }
+
+    def last_in_campaign(self, campaign_id: int) -> tuple[int | None, int | None] | None:
+        since = self.since(campaign_id)
+        latest = None
+        for c, stream, offer, created in self.rows:
+            if c == campaign_id and created >= since and (latest is None or created > latest[0]):
+                latest = (created, stream, offer)
+        return (latest[1], latest[2]) if latest else None
 
 
 class ClickTracker:
-    """Per-worker state: campaign config, recent visitors, the journal handle."""
+    """Per-worker state: campaign config, recent visitors, click counters, the journal handle."""
 
     def __init__(
         self,
@@ -80,20 +162,34 @@ class ClickTracker:
         segment_bytes: int,
         uniqueness_hours: float,
         debounce_seconds: float,
+        geo: GeoDatabase | None = None,
+        devices: UserAgentParser | None = None,
+        bots: BotDetector | None = None,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
     ) -> None:
         self.db = db
         self.conn: sqlite3.Connection = db.connection()
         self.clock = clock
-        self.rng = rng or random.Random()
+        self.geo = geo
+        self.devices = devices or UserAgentParser()
+        self.bots = bots or BotDetector()
         self.global_window_ms = int(uniqueness_hours * 3_600_000)
         self.debounce_ms = int(debounce_seconds * 1000)
         self.config_version = hotpath.config_version(self.conn)
         self.campaigns: dict[str, CampaignConfig] = load_campaigns(db)
+        self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
+        self.zones = CounterZones()
+        self.zones.load(self.conn)
+        self.counters = ClickCounters()
+        self.router = Router(self.counters, rng or random.Random())
         self.index = VisitorIndex()
-        self.journal = Journal(spool_dir, segment_bytes, read_position(db), self._remember_line)
         now = clock()
+        # The counters and the position in one snapshot: the journal replays exactly what follows.
+        with db.atomic():
+            self.counters.load(self.conn, int(now * 1000))
+            start = read_position(db)
+        self.journal = Journal(spool_dir, segment_bytes, start, self._remember_line)
         self._next_refresh = now + REFRESH_EVERY
         self._next_backlog_warning = now
         # Until then, clicks flushed just before this worker started are only in the database.
@@ -114,6 +210,8 @@ class ClickTracker:
         version = hotpath.config_version(self.conn)
         if version != self.config_version:
             self.campaigns = load_campaigns(self.db)
+            self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
+            self.zones.load(self.conn)
             self.config_version = version
         flushed = read_position(self.db)
         self.index.prune(flushed, int(now * 1000) - self.debounce_ms - 1000)
@@ -124,128 +222,285 @@ class ClickTracker:
                 "%d clicks are not in the database yet; is `lanner worker` running?", len(self.index)
             )
 
+    def _count(self, stream_id: int | None, offer_id: int | None, created_at: int) -> None:
+        if stream_id is not None:
+            days = self.zones.streams.get(stream_id) or local_days("UTC")
+            self.counters.add(STREAM, stream_id, days.day(created_at))
+        if offer_id is not None:
+            days = self.zones.offers.get(offer_id) or local_days("UTC")
+            self.counters.add(OFFER, offer_id, days.day(created_at))
+
     def _remember_line(self, position: tuple[int, int], line: bytes) -> None:
-        """Index another worker's journal line by visitor, unparsed."""
+        """Index and count another worker's journal line, parsing only its first fields."""
         try:
             ip, visitor_hash, created_at = peek_line(line)
-        except ValueError:
+            fields = line.split(b"\t", 10)
+            stream_id = int(fields[8]) if fields[8] else None
+            offer_id = int(fields[9]) if fields[9] else None
+        except (ValueError, IndexError):
             return  # Not a click line; the flusher moves it to rejected.log.
         self.index.add(ip, visitor_hash, RecentClick(position, created_at, None, line))
+        self._count(stream_id, offer_id, created_at)
 
-    def track(self, campaign: CampaignConfig, visit: Visit) -> Decision:
+    def subject(self, visit: Visit, now: float) -> tuple[FilterSubject, str | None]:
+        """What filters look at, and why the hit is a bot (None: it is not)."""
+        geo = self.geo.lookup(visit.ip) if self.geo is not None else UNKNOWN_GEO
+        device = self.devices.parse(visit.user_agent) if visit.user_agent else UNKNOWN_DEVICE
+        bot_reason = self.bots.reason(visit.user_agent, visit.ip)
+        subject = FilterSubject(
+            ip=visit.ip,
+            user_agent=visit.user_agent,
+            referrer=visit.referrer,
+            keyword=visit.keyword,
+            params=visit.params,
+            sub_ids=visit.sub_ids,
+            languages=parse_accept_language(visit.accept_language) if visit.accept_language else (),
+            country=geo.country,
+            region=geo.region,
+            city=geo.city,
+            device_type="bot" if bot_reason and device.device_type == "unknown" else device.device_type,
+            os=device.os,
+            browser=device.browser,
+            is_bot=bot_reason is not None,
+            now=now,
+            is_unique_campaign=True,
+            seen_in_stream=lambda stream_id: False,
+        )
+        return subject, bot_reason
+
+    def _history(self, campaign: CampaignConfig, ip: str, visitor_hash: int, now_ms: int) -> VisitorHistory:
+        campaigns_by_id = self.campaigns_by_id
+
+        def since(campaign_id: int) -> int:
+            config = campaigns_by_id.get(campaign_id)
+            return now_ms - (config.uniqueness_ms if config is not None else campaign.uniqueness_ms)
+
+        rows = hotpath.visitor_history(
+            self.conn, ip, visitor_hash, min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
+        )
+        # Clicks not in the database yet (any worker's), as far as the journal has been read.
+        self.journal.catch_up(is_locked=False)
+        recent = [
+            (record[CAMPAIGN_ID], record[STREAM_ID], record[OFFER_ID], click.created_at)
+            for click in self.index.visits(ip, visitor_hash)
+            if (record := click.record) is not None
+        ]
+        return VisitorHistory(self.conn, ip, visitor_hash, recent + rows if recent else rows, since)
+
+    def track(self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool = False) -> Decision:
+        return self._track(campaign, visit, dry_run=dry_run, trace=None)[0]
+
+    def simulate(self, campaign: CampaignConfig, visit: Visit) -> Simulation:
+        """The decision for `visit` with a trace of every stream and filter; nothing is stored."""
+        trace: list[TraceEntry] = []
+        decision, subject, bot_reason = self._track(campaign, visit, dry_run=True, trace=trace)
+        return Simulation(decision, subject, trace, bot_reason)
+
+    def _track(
+        self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool, trace: list[TraceEntry] | None
+    ) -> tuple[Decision, FilterSubject, str | None]:
         now = self.clock()
         now_ms = int(now * 1000)
         ip, user_agent = visit.ip, visit.user_agent
         visitor_hash = ua_hash(user_agent)
-        stream = campaign.choose_stream(self.rng)
-        stream_id = stream.id if stream else None
-        offer = stream.choose_offer(self.rng) if stream and stream.action == "offers" else None
-        offer_id = offer.offer_id if offer else None
+        subject, bot_reason = self.subject(visit, now)
+        history = self._history(campaign, ip, visitor_hash, now_ms)
+        subject.seen_in_stream = history.seen_in_stream
+        route = self.router.route(campaign, subject, history, now_ms, self.campaigns, trace)
 
-        global_since = now_ms - self.global_window_ms
-        campaign_since = now_ms - campaign.uniqueness_ms
-        seen_global, seen_campaign, seen_stream = hotpath.visitor_seen(
-            self.conn, ip, visitor_hash, global_since, campaign_since, campaign.id, stream_id
-        )
         stored_repeat = None
-        if now_ms < self._memory_complete_ms:
+        is_debounced = self.debounce_ms > 0  # 0 turns debounce off: even same-millisecond clicks count.
+        if is_debounced and now_ms < self._memory_complete_ms:
             stored_repeat = hotpath.last_click(
                 self.conn, ip, visitor_hash, now_ms - self.debounce_ms, campaign.id, user_agent
             )
-
         subid = new_subid(now_ms)
-        location = self._location(campaign, stream, offer, subid, visit, now)
-        texts = [user_agent, visit.referrer, visit.source, visit.external_id, *visit.sub_ids, location or ""]
-        tail = line_tail(subid, campaign.id, stream_id, offer_id, visit.cost, visit.is_bot, texts)
+        location = self._location(route, subid, visit, subject, now)
         debounce_since = now_ms - self.debounce_ms
-        campaign_id = campaign.id
         journal = self.journal
-        journal.catch_up(is_locked=False)
         journal.lock()
         try:
             journal.catch_up(is_locked=True)
-            for recent in reversed(self.index.visits(ip, visitor_hash)):
-                if recent.created_at < campaign_since and recent.created_at < global_since:
-                    break  # Older than both windows, like everything before it.
-                seen = recent.record
-                if seen is None:
-                    continue
-                if seen[CAMPAIGN_ID] == campaign_id:
-                    if recent.created_at >= debounce_since and seen[USER_AGENT] == user_agent:
-                        return Decision(
-                            seen[SUBID], seen[LOCATION] or None, seen[STREAM_ID], seen[OFFER_ID],
-                            True, False, False, False,
-                        )  # fmt: skip
-                    if recent.created_at >= campaign_since:
-                        seen_campaign = 1
-                        if stream_id is not None and seen[STREAM_ID] == stream_id:
-                            seen_stream = 1
-                if recent.created_at >= global_since:
-                    seen_global = 1
-            if stored_repeat is not None:
-                repeat = self._stored_repeat(campaign, stored_repeat, visit, now)
-                if repeat is not None:
-                    return repeat
-            flags = (
-                0 if seen_global else 1,
-                0 if seen_campaign else 1,
-                0 if seen_stream or stream_id is None else 1,
+            repeat = is_debounced and self._repeat(
+                campaign, ip, visitor_hash, user_agent, debounce_since, stored_repeat, visit, subject, now
             )
-            line = encode_line(ip, visitor_hash, now_ms, flags, tail)
-            position = journal.append(line)
+            if repeat:
+                return repeat, subject, bot_reason
+            if self._is_over_cap(route, now_ms):
+                # Another worker took the last click under the cap since we routed: route again,
+                # now that every click is counted (rare; only near a cap).
+                route = self.router.route(campaign, subject, history, now_ms, self.campaigns, trace)
+                location = self._location(route, subid, visit, subject, now)
+            final = route.campaign
+            stream_id = route.stream.id if route.stream else None
+            offer_id = route.offer.offer_id if route.offer else None
+            flags = self._uniqueness(final, history, ip, visitor_hash, now_ms, stream_id)
+            if not dry_run:
+                texts = [
+                    user_agent, visit.referrer, visit.source, visit.external_id, *visit.sub_ids,
+                    subject.country, subject.region, subject.city, subject.device_type, subject.os,
+                    subject.browser, subject.languages[0] if subject.languages else "", visit.keyword,
+                    route.summary, location or "",
+                ]  # fmt: skip
+                tail = line_tail(subid, final.id, stream_id, offer_id, visit.cost, subject.is_bot, texts)
+                line = encode_line(ip, visitor_hash, now_ms, flags, tail)
+                position = journal.append(line)
+                self._count(stream_id, offer_id, now_ms)
         finally:
             journal.unlock()
-        # Kept as bytes: not tracked by the GC, and parsed only if this visitor comes back.
-        self.index.add(ip, visitor_hash, RecentClick(position, now_ms, None, line))
-        is_unique_global, is_unique_campaign, is_unique_stream = flags
-        return Decision(
-            subid, location, stream_id, offer_id, False,
-            is_unique_global == 1, is_unique_campaign == 1, is_unique_stream == 1,
+        if not dry_run:
+            # Kept as the line's bytes: parsed only if this visitor comes back.
+            self.index.add(ip, visitor_hash, RecentClick(position, now_ms, None, line))
+        answer, body = self._answer(route.campaign, route.stream, location)
+        decision = Decision(
+            subid, answer, location, body, route.campaign.id, stream_id, offer_id, False,
+            flags[0] == 1, flags[1] == 1, flags[2] == 1, subject.is_bot, route.summary,
         )  # fmt: skip
+        return decision, subject, bot_reason
 
-    def _location(
+    def _is_over_cap(self, route: Route, now_ms: int) -> bool:
+        stream, offer = route.stream, route.offer
+        if stream is None:
+            return False
+        if stream.is_capped(self.counters, now_ms):
+            return True
+        return offer is not None and offer.is_capped(self.counters, now_ms)
+
+    def _uniqueness(
         self,
         campaign: CampaignConfig,
-        stream: StreamConfig | None,
-        offer: OfferChoice | None,
-        subid: str,
+        history: VisitorHistory,
+        ip: str,
+        visitor_hash: int,
+        now_ms: int,
+        stream_id: int | None,
+    ) -> tuple[int, int, int]:
+        """The three uniqueness flags, from the database rows and every journal line (under the lock)."""
+        global_since = now_ms - self.global_window_ms
+        campaign_since = now_ms - campaign.uniqueness_ms
+        campaign_id = campaign.id
+        seen_global = seen_campaign = seen_stream = 0
+        rows = history.rows
+        if history.is_truncated:
+            seen_global, seen_campaign, seen_stream = hotpath.visitor_seen(
+                self.conn, ip, visitor_hash, global_since, campaign_since, campaign_id, stream_id
+            )
+        # The history's own rows include the journal as read before the lock; the lines read since
+        # are in the index too, so look at the index again.
+        for c, s, _, created in rows:
+            if created >= global_since:
+                seen_global = 1
+            if c == campaign_id and created >= campaign_since:
+                seen_campaign = 1
+                if stream_id is not None and s == stream_id:
+                    seen_stream = 1
+        for recent in self.index.visits(ip, visitor_hash):
+            record = recent.record
+            if record is None:
+                continue
+            if recent.created_at >= global_since:
+                seen_global = 1
+            if record[CAMPAIGN_ID] == campaign_id and recent.created_at >= campaign_since:
+                seen_campaign = 1
+                if stream_id is not None and record[STREAM_ID] == stream_id:
+                    seen_stream = 1
+        return (
+            0 if seen_global else 1,
+            0 if seen_campaign else 1,
+            0 if seen_stream or stream_id is None else 1,
+        )
+
+    def _repeat(
+        self,
+        campaign: CampaignConfig,
+        ip: str,
+        visitor_hash: int,
+        user_agent: str,
+        debounce_since: int,
+        stored_repeat: tuple | None,
         visit: Visit,
+        subject: FilterSubject,
         now: float,
-    ) -> str | None:
+    ) -> Decision | None:
+        """The earlier decision, when the same visitor clicked this campaign moments ago (debounce)."""
+        for recent in reversed(self.index.visits(ip, visitor_hash)):
+            if recent.created_at < debounce_since:
+                break
+            seen = recent.record
+            if seen is not None and seen[CAMPAIGN_ID] == campaign.id and seen[USER_AGENT] == user_agent:
+                return self._repeat_decision(
+                    campaign, seen[SUBID], seen[STREAM_ID], seen[OFFER_ID], seen[LOCATION] or None
+                )
+        if stored_repeat is not None:
+            subid, stream_id, offer_id, _ = stored_repeat
+            stream = campaign.streams.get(stream_id) if stream_id is not None else None
+            if stream_id is not None and stream is None:
+                return None  # The stream is gone: route afresh as a new click.
+            offer = stream.offer(offer_id) if stream is not None else None
+            location = self._location(Route(campaign, stream, offer), subid, visit, subject, now)
+            return self._repeat_decision(campaign, subid, stream_id, offer_id, location)
+        return None
+
+    def _repeat_decision(
+        self,
+        campaign: CampaignConfig,
+        subid: str,
+        stream_id: int | None,
+        offer_id: int | None,
+        location: str | None,
+    ) -> Decision:
+        stream = campaign.streams.get(stream_id) if stream_id is not None else None
+        answer, body = self._answer(campaign, stream, location)
+        return Decision(
+            subid, answer, location, body, campaign.id, stream_id, offer_id, True, False, False, False
+        )
+
+    @staticmethod
+    def _answer(
+        campaign: CampaignConfig, stream: StreamConfig | None, location: str | None
+    ) -> tuple[str, str]:
         if stream is None:
-            return None
-        template = offer.template if offer else stream.redirect
+            if campaign.default_action == "blank":
+                return "blank", ""
+            return ("http", "") if location else ("not_found", "")
+        if stream.action == "html":
+            return "html", stream.payload
+        if location is None:
+            return "not_found", ""
+        return stream.redirect_type, ""
+
+    def _location(
+        self, route: Route, subid: str, visit: Visit, subject: FilterSubject, now: float
+    ) -> str | None:
+        campaign, stream, offer = route.campaign, route.stream, route.offer
+        if stream is None:
+            template = campaign.default_redirect
+        else:
+            template = offer.template if offer else stream.redirect
         if template is None:
             return None
         values = {
             "subid": subid,
             "campaign_id": str(campaign.id),
             "campaign_name": campaign.name,
-            "stream_id": str(stream.id),
+            "stream_id": str(stream.id) if stream else "",
             "offer_id": str(offer.offer_id) if offer else "",
             "ip": visit.ip,
             "user_agent": visit.user_agent,
             "referrer": visit.referrer,
             "source": visit.source,
             "external_id": visit.external_id,
+            "keyword": visit.keyword,
             "cost": f"{visit.cost:g}" if visit.cost else "",
+            "country": subject.country,
+            "region": subject.region,
+            "city": subject.city,
+            "device_type": subject.device_type,
+            "os": subject.os,
+            "browser": subject.browser,
+            "language": subject.languages[0] if subject.languages else "",
         }
         values.update(zip(SUB_ID_COLUMNS, visit.sub_ids))  # Macro names are the column names.
         return template.render(
             values, datetime.fromtimestamp(now, timezone.utc) if template.uses_date else None
         )
-
-    def _stored_repeat(
-        self, campaign: CampaignConfig, row: tuple, visit: Visit, now: float
-    ) -> Decision | None:
-        """A repeat of a click flushed before this worker started: same subid, same stream/offer."""
-        subid, stream_id, offer_id, _ = row
-        stream = next(
-            (s for s in campaign.intercepting + campaign.regular + campaign.fallback if s.id == stream_id),
-            None,
-        )
-        offer = next((o for o in stream.offers if o.offer_id == offer_id), None) if stream else None
-        if stream_id is not None and stream is None:
-            return None  # The stream is gone: route afresh as a new click.
-        location = self._location(campaign, stream, offer, subid, visit, now)
-        return Decision(subid, location, stream_id, offer_id, True, False, False, False)

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import html
+import json
 import math
 import socket
+from urllib.parse import urlsplit
 
 import falcon
 from falcon.uri import parse_query_string
 
 from models.click import SUB_ID_SLOTS
-from models.tracking import ClickTracker, Visit
+from models.tracking import ClickTracker, Decision, Visit
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
 MAX_USER_AGENT = 1000
 MAX_REFERRER = 2000
+MAX_PARAMS = 50  # Query parameters kept for the `param` filter; sub_id slots are filled regardless.
+NOT_A_CLICK_DESTINATIONS = frozenset({"image", "script", "style", "font", "audio", "video", "track"})
 
 
 def sub_id_params(aliases: dict[str, int]) -> dict[str, int]:
@@ -79,6 +84,27 @@ class ClientAddress:
         return peer or "0.0.0.0"
 
 
+def is_prefetch(environ: dict) -> bool:
+    """A browser prefetch/prerender or a subresource load: not a visitor's click."""
+    purpose = environ.get("HTTP_SEC_PURPOSE") or environ.get("HTTP_PURPOSE") or environ.get("HTTP_X_MOZ")
+    if purpose and "prefetch" in purpose.lower():
+        return True
+    return environ.get("HTTP_SEC_FETCH_DEST", "") in NOT_A_CLICK_DESTINATIONS
+
+
+def redirect_page(location: str, answer: str) -> str:
+    """The 200 page of a meta-refresh or JavaScript redirect (for traffic that must not see a 302)."""
+    url = html.escape(location, quote=True)
+    if answer == "meta":
+        head = f'<meta http-equiv="refresh" content="0;url={url}">'
+        return f'<!doctype html><html><head>{head}</head><body><a href="{url}">Continue</a></body></html>'
+    script = f"window.location.replace({json.dumps(location)});".replace("</", "<\\/")
+    return (
+        f"<!doctype html><html><head><script>{script}</script></head>"
+        f'<body><noscript><a href="{url}">Continue</a></noscript></body></html>'
+    )
+
+
 class ClickResource:
     def __init__(
         self,
@@ -88,8 +114,7 @@ class ClickResource:
         fallback_url: str,
     ) -> None:
         self.tracker = tracker
-        self.client_address = client_address
-        self.sub_id_params = sub_id_params(sub_id_aliases)
+        self.visit = VisitParser(client_address, sub_id_aliases)
         self.fallback_url = fallback_url
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, alias: str) -> None:
@@ -103,33 +128,102 @@ class ClickResource:
             raise falcon.HTTPNotFound(
                 title="Unknown campaign", description="No active campaign has this URL."
             )
-        decision = self.tracker.track(campaign, self.visit(req))
-        if decision.location is None:
-            raise falcon.HTTPNotFound(title="No offer", description="This campaign has nothing to show here.")
-        resp.status = falcon.HTTP_302
-        # Not `resp.location`: Falcon re-encodes the whole URL, escapes included, when any character
-        # needs encoding. Ours is safe by construction: a validated template, percent-encoded values.
-        resp.set_header("Location", decision.location)
+        if is_prefetch(req.env):
+            # Counting it would make a click nobody made; the real navigation comes next.
+            resp.status = falcon.HTTP_204
+            return
+        decision = self.tracker.track(campaign, self.visit(req.env))
+        answer(resp, decision)
 
-    def visit(self, req: falcon.Request) -> Visit:
-        environ = req.env
+
+class VisitParser:
+    """A request's WSGI environ → the Visit the tracker needs (IP, UA, referrer, language, params)."""
+
+    def __init__(self, client_address: ClientAddress, sub_id_aliases: dict[str, int]) -> None:
+        self.client_address = client_address
+        self.sub_id_params = sub_id_params(sub_id_aliases)
+
+    def __call__(self, environ: dict) -> Visit:
         visit = Visit(
             ip=self.client_address(environ),
             user_agent=_text(environ.get("HTTP_USER_AGENT", ""), MAX_USER_AGENT),
             referrer=_text(environ.get("HTTP_REFERER", ""), MAX_REFERRER),
+            accept_language=_text(environ.get("HTTP_ACCEPT_LANGUAGE", ""), MAX_VALUE),
         )
         query = environ.get("QUERY_STRING")
         if query:
             params = parse_query_string(query, keep_blank=False, csv=False)
             slots = self.sub_id_params
+            kept = visit.params
             for name, value in params.items():
+                value = _param(value)
+                if len(kept) < MAX_PARAMS:
+                    kept[name[:MAX_VALUE]] = value
                 slot = slots.get(name)
                 if slot is not None:
-                    visit.sub_ids[slot - 1] = _param(value)
+                    visit.sub_ids[slot - 1] = value
             if "source" in params:
                 visit.source = _param(params["source"])
             if "external_id" in params:
                 visit.external_id = _param(params["external_id"])
+            if "keyword" in params:
+                visit.keyword = _param(params["keyword"])
             if "cost" in params:
                 visit.cost = _cost(_param(params["cost"]))
         return visit
+
+
+def visit_from_url(
+    url: str,
+    *,
+    ip: str,
+    user_agent: str = "",
+    referrer: str = "",
+    language: str = "",
+    headers: tuple[str, ...] = (),
+    sub_id_aliases: dict[str, int] | None = None,
+) -> tuple[str, Visit]:
+    """(campaign alias, Visit) for a campaign URL as the edge would parse it (`lanner simulate`).
+
+    Raises ValueError with one sentence for an unusable URL, IP or header.
+    """
+    parts = urlsplit(url)
+    alias = parts.path.strip("/")
+    if not alias or "/" in alias:
+        raise ValueError(f"{url!r} is not a campaign URL such as /alias?sub1=x.")
+    address = canonical_ip(ip)
+    if address is None:
+        raise ValueError(f"{ip!r} is not an IPv4 or IPv6 address.")
+    extra = {}
+    for header in headers:
+        name, separator, value = header.partition(":")
+        if not separator or not name.strip():
+            raise ValueError(f"{header!r} is not a header of the form 'Name: value'.")
+        extra[name.strip()] = value.strip()
+    extra.update({"User-Agent": user_agent, "Referer": referrer, "Accept-Language": language})
+    from falcon.testing import create_environ  # Not on the click path.
+
+    environ = create_environ(
+        path="/" + alias, query_string=parts.query, headers={k: v for k, v in extra.items() if v}
+    )
+    environ["REMOTE_ADDR"] = address
+    parser = VisitParser(ClientAddress((), "X-Real-IP", is_unix_socket=False), sub_id_aliases or {})
+    return alias, parser(environ)
+
+
+def answer(resp: falcon.Response, decision: Decision) -> None:
+    """The visitor's response for a decision (models/tracking.py ANSWERS)."""
+    kind = decision.answer
+    if kind == "http":
+        resp.status = falcon.HTTP_302
+        # Not `resp.location`: Falcon re-encodes the whole URL, escapes included, when any character
+        # needs encoding. Ours is safe by construction: a validated template, percent-encoded values.
+        resp.set_header("Location", decision.location)
+    elif kind in ("meta", "js"):
+        resp.content_type = falcon.MEDIA_HTML
+        resp.text = redirect_page(decision.location, kind)
+    elif kind in ("html", "blank"):
+        resp.content_type = falcon.MEDIA_HTML
+        resp.text = decision.body
+    else:
+        raise falcon.HTTPNotFound(title="No offer", description="This campaign has nothing to show here.")

@@ -11,10 +11,11 @@ from conftest import run_lanner
 
 
 def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
-    assert "Applied 1 migration(s): 0001_initial" in run_lanner(env, "db", "migrate").stdout
+    assert "Applied 2 migration(s): 0001_initial, 0002_routing" in run_lanner(env, "db", "migrate").stdout
     assert "up to date" in run_lanner(env, "db", "migrate").stdout
     status = json.loads(run_lanner(env, "db", "status", "--json").stdout)
-    assert [row["migration"] for row in status] == ["0001_initial"] and status[0]["applied_at"] != "pending"
+    assert [row["migration"] for row in status] == ["0001_initial", "0002_routing"]
+    assert all(row["applied_at"] != "pending" for row in status)
 
 
 def test_commands_refuse_an_unmigrated_database(env):

@@ -60,7 +60,8 @@ def test_every_plain_macro_is_substituted_with_its_value() -> None:
 
 def test_macro_names_cover_the_documented_keitaro_set() -> None:
     expected = {"subid", "campaign_id", "campaign_name", "stream_id", "offer_id", "ip", "user_agent"}
-    expected |= {"referrer", "source", "external_id", "cost", "random"}
+    expected |= {"referrer", "source", "external_id", "cost", "random", "keyword"}
+    expected |= {"country", "region", "city", "device_type", "os", "browser", "language"}
     expected |= {f"sub_id_{n}" for n in range(1, 31)}
     assert MACRO_NAMES == expected
 
@@ -244,7 +245,7 @@ def test_unknown_macro_is_rejected_by_name() -> None:
         compile_url("https://example.com/?x={foo}")
 
 
-@pytest.mark.parametrize("macro", ["{sub_id_0}", "{sub_id_31}", "{subid:x}", "{ subid }", "{country}"])
+@pytest.mark.parametrize("macro", ["{sub_id_0}", "{sub_id_31}", "{subid:x}", "{ subid }", "{geo}"])
 def test_near_miss_macro_names_are_rejected(macro: str) -> None:
     with pytest.raises(MacroError, match="Unknown macro"):
         compile_url(f"https://example.com/{macro}")

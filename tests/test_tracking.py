@@ -10,6 +10,7 @@ from models.admin import add_stream, create_campaign, create_offer, update_strea
 from models.record import (
     CLICK_COLUMNS,
     COLUMN_COUNT,
+    ROUTING_COLUMNS,
     decode_line,
     encode_line,
     line_tail,
@@ -21,6 +22,7 @@ from models.spool import flush_spool
 from models.tracking import ClickTracker, Visit
 
 HOUR_MS = 3_600_000
+ROUTING_VALUES = ["DE", "BE", "Berlin", "mobile", "Android", "Chrome Mobile", "de", "shoes", "3+ o4"]
 
 
 class Clock:
@@ -116,6 +118,7 @@ def test_journal_line_round_trips_hostile_text():
         "s\u00fcrce",
         "",
         *[f"v{n}\t" for n in range(30)],
+        *ROUTING_VALUES,
         "https://x/?a=b",
     ]
     tail = line_tail("0123456789abcdefg", 3, None, 7, 0.015, True, texts)
@@ -129,7 +132,23 @@ def test_journal_line_round_trips_hostile_text():
     assert [record[f"sub_id_{n}"] for n in range(1, 31)] == texts[4:34]
     assert (record["stream_id"], record["offer_id"], record["cost"], record["is_bot"]) == (None, 7, 0.015, 1)
     assert (record["is_unique_global"], record["is_unique_campaign"], record["is_unique_stream"]) == (1, 0, 1)
+    assert [record[column] for column in ROUTING_COLUMNS] == ROUTING_VALUES
     assert record["location"] == "https://x/?a=b"
+
+
+def test_a_journal_line_of_the_previous_release_still_lands(db, settings):
+    """Workers of the release before migration 0002 may append while it is applied (an upgrade)."""
+    texts = ["Mozilla/5.0 old", "", "src", "", *[""] * 30, "https://o.example/"]
+    line = encode_line(
+        "192.0.2.1",
+        7,
+        1_800_000_000_000,
+        (1, 1, 1),
+        line_tail("0123456789abcdefg", 1, 2, 3, 0.0, False, texts),
+    )
+    record = dict(zip((*CLICK_COLUMNS, "location"), decode_line(line)))
+    assert record["source"] == "src" and record["location"] == "https://o.example/"
+    assert [record[column] for column in ROUTING_COLUMNS] == [""] * len(ROUTING_COLUMNS)
 
 
 @pytest.mark.parametrize("broken", [b"", b"no newline", b"a\tb\n", b"\xff\xfe\n"])

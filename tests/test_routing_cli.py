@@ -1,0 +1,111 @@
+"""`lanner simulate`, `lanner click show`, `lanner geo` and the stream routing options, as users run them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_lanner
+from mmdb_writer import MMDBWriter
+from netaddr import IPSet
+
+IPHONE = (
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 "
+    "(KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1"
+)
+
+
+@pytest.fixture
+def geo_env(env, tmp_path):
+    """A tiny MaxMind-layout database: 81.2.69.0/24 is London, 2001:db8::/32 is Germany."""
+    writer = MMDBWriter(ip_version=6, ipv4_compatible=True, database_type="GeoLite2-City")
+    writer.insert_network(
+        IPSet(["81.2.69.0/24"]),
+        {
+            "country": {"iso_code": "GB"},
+            "subdivisions": [{"iso_code": "ENG"}],
+            "city": {"names": {"en": "London"}},
+        },
+    )
+    writer.insert_network(IPSet(["2001:db8::/32"]), {"country": {"iso_code": "DE"}})
+    path = tmp_path / "city.mmdb"
+    writer.to_db_file(str(path))
+    return {**env, "LANNER_GEO_DATABASE": str(path)}
+
+
+@pytest.fixture
+def routed(geo_env, db):
+    def lanner(*args: str, check: bool = True):
+        return run_lanner(geo_env, *args, check=check)
+
+    lanner("offer", "create", "Main", "--url", "https://main.example/?c={subid}&geo={country}")
+    lanner("offer", "create", "UK phones", "--url", "https://uk.example/?c={subid}&city={city}")
+    lanner("campaign", "create", "Geo", "--alias", "geo", "--offer-id", "1")
+    lanner(
+        "stream", "add", "geo", "--type", "intercepting", "--name", "UK mobile", "--offer", "2",
+        "--filter", "country=GB", "--filter", "device=mobile,tablet",
+    )  # fmt: skip
+    return lanner
+
+
+def test_stream_list_shows_filters_and_caps(routed):
+    routed("stream", "update", "2", "--daily-cap", "100")
+    rows = json.loads(routed("stream", "list", "geo", "--json").stdout)
+    assert [(row["id"], row["filters"], row["caps"]) for row in rows] == [
+        (2, "country=GB AND device=mobile,tablet", "daily 100"),
+        (1, "", ""),
+    ]
+
+
+def test_simulate_prints_each_filter_verdict_and_stores_nothing(routed, db):
+    out = routed("simulate", "/geo?sub1=x", "--ip", "81.2.69.160", "--ua", IPHONE).stdout
+    assert "country=GB, region=ENG, city=London, device_type=mobile, os=iOS" in out
+    assert "stream 2 'UK mobile' (intercepting): matched" in out
+    assert "pass  country=GB  (saw GB)" in out and "pass  device=mobile,tablet  (saw mobile)" in out
+    assert "location: https://uk.example/?c=" in out and "&city=London" in out
+    desktop = json.loads(
+        routed("simulate", "/geo", "--ip", "2001:db8::5", "--ua", "Mozilla/5.0 (X11; Linux)", "--json").stdout
+    )
+    first = desktop["streams"][0]
+    assert first["verdict"] == "no match"
+    assert first["filters"][0] == {"filter": "country=GB", "passed": False, "saw": "DE"}
+    assert desktop["decision"]["offer_id"] == 1 and desktop["decision"]["location"].endswith("&geo=DE")
+    assert db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0] == 0
+
+
+def test_simulate_refuses_bad_input_with_one_sentence(routed):
+    for args, message in (
+        (["/nope"], "No active campaign has the alias 'nope'."),
+        (["/geo", "--ip", "999.1.1.1"], "'999.1.1.1' is not an IPv4 or IPv6 address."),
+        (["/geo", "--header", "no colon"], "'no colon' is not a header of the form 'Name: value'."),
+    ):
+        result = routed("simulate", *args, check=False)
+        assert result.returncode == 1 and message in result.stderr
+
+
+def test_click_show_traces_a_stored_click(routed, geo_env, start_server, db):
+    from conftest import click, subid_of
+
+    server = start_server(LANNER_GEO_DATABASE=geo_env["LANNER_GEO_DATABASE"])
+    status, headers, _ = click(server.port, "geo", ip="81.2.69.10", ua="Mozilla/5.0 (Windows NT 10.0)")
+    assert status == 302 and headers["location"].startswith("https://main.example/")
+    subid = subid_of(headers["location"].replace("c=", "click=", 1))
+    routed("spool", "flush")
+    shown = routed("click", "show", subid).stdout
+    assert f"subid: {subid}" in shown and "country: GB" in shown and "route: 2- 1+ o1" in shown
+    assert "FAIL  device=mobile,tablet  (saw desktop)" in shown
+    data = json.loads(routed("click", "show", subid, "--json").stdout)
+    assert data["click"]["city"] == "London" and [s["verdict"] for s in data["streams"]] == [
+        "no match",
+        "matched",
+    ]
+    missing = routed("click", "show", "nosuchsubid", check=False)
+    assert missing.returncode == 1 and "There is no stored click 'nosuchsubid'" in missing.stderr
+
+
+def test_geo_lookup_and_bad_filter_messages(routed):
+    assert routed("geo", "lookup", "81.2.69.160").stdout.strip() == "country=GB region=ENG city=London"
+    bad = routed("stream", "add", "geo", "--offer", "1", "--filter", "planet=mars", check=False)
+    assert bad.returncode == 1 and "planet" in bad.stderr and "Traceback" not in bad.stderr
+    bad = routed("stream", "update", "1", "--action", "campaign", check=False)
+    assert bad.returncode == 1 and "needs --target ALIAS" in bad.stderr

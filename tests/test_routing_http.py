@@ -1,0 +1,127 @@
+"""Routing through a real `lanner serve` (several bjoern workers) and a real Huey consumer."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
+
+from conftest import click, request
+
+
+def offer_host(location: str) -> str:
+    return urlsplit(location).hostname
+
+
+def wait_for_rows(db, sql: str, params: tuple, expected: int, timeout: float = 20) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        count = db.execute_sql(sql, params).fetchone()[0]
+        if count >= expected or time.monotonic() > deadline:
+            return count
+        time.sleep(0.1)
+
+
+def test_stream_order_and_filters_through_the_server(lanner, start_server):
+    lanner("offer", "create", "Main", "--url", "https://main.example/?c={subid}")
+    lanner("offer", "create", "Push", "--url", "https://push.example/?c={subid}")
+    lanner("offer", "create", "Night", "--url", "https://fallback.example/?c={subid}")
+    lanner("campaign", "create", "Order", "--alias", "order", "--offer-id", "1")
+    lanner("stream", "add", "order", "--type", "intercepting", "--offer", "2", "--filter", "param.src=push")
+    lanner("stream", "update", "1", "--filter", "language=en")
+    lanner("stream", "add", "order", "--type", "fallback", "--offer", "3")
+    server = start_server()
+    assert offer_host(click(server.port, "order", "src=push")[1]["location"]) == "push.example"
+    english = request(
+        server.port, "/order", {"X-Real-IP": "198.51.100.4", "Accept-Language": "en-US,en;q=0.8"}
+    )
+    assert offer_host(english[1]["location"]) == "main.example"
+    assert offer_host(click(server.port, "order", ip="198.51.100.5")[1]["location"]) == "fallback.example"
+
+
+def test_unvisited_rotation_through_the_server(lanner, start_server):
+    for name in ("a", "b", "c"):
+        lanner("offer", "create", name, "--url", f"https://{name}.example/?c={{subid}}")
+    lanner("campaign", "create", "Rotate", "--alias", "rotate", "--offer-id", "1")
+    lanner(
+        "stream",
+        "update",
+        "1",
+        "--offer",
+        "1",
+        "--offer",
+        "2",
+        "--offer",
+        "3",
+        "--offer-rotation",
+        "unvisited",
+    )
+    server = start_server(LANNER_DEBOUNCE_SECONDS="0")
+    hosts = [offer_host(click(server.port, "rotate", ip="198.51.100.20")[1]["location"]) for _ in range(3)]
+    assert sorted(hosts) == ["a.example", "b.example", "c.example"]
+
+
+def test_concurrent_clicks_stop_at_exactly_the_cap(lanner, start_server, start_consumer, db):
+    cap = 25
+    lanner("offer", "create", "Capped", "--url", "https://capped.example/?c={subid}", "--total-cap", str(cap))
+    lanner("offer", "create", "Spare", "--url", "https://spare.example/?c={subid}")
+    lanner("campaign", "create", "Cap", "--alias", "cap", "--offer-id", "1")
+    lanner("stream", "update", "1", "--fallback-offer", "2")
+    server = start_server(workers=4)
+    start_consumer(LANNER_FLUSH_INTERVAL="0.2")
+
+    def one(n: int) -> str:
+        status, headers, _ = click(server.port, "cap", ip=f"10.9.{n // 200}.{n % 200 + 1}")
+        assert status == 302
+        return offer_host(headers["location"])
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        got = Counter(pool.map(one, range(3 * cap)))
+    assert got == {"capped.example": cap, "spare.example": 2 * cap}
+    stored = wait_for_rows(db, "SELECT COUNT(*) FROM click WHERE campaign_id = 1", (), 3 * cap)
+    assert stored == 3 * cap
+    capped_rows = db.execute_sql("SELECT COUNT(*) FROM click WHERE offer_id = 1").fetchone()[0]
+    counter = db.execute_sql(
+        "SELECT SUM(clicks) FROM click_counter WHERE scope = 'offer' AND ref_id = 1"
+    ).fetchone()[0]
+    assert capped_rows == counter == cap
+
+
+def test_prefetch_and_subresource_hits_are_not_clicks(lanner, start_server, start_consumer, db):
+    lanner("campaign", "create", "Pre", "--alias", "pre", "--offer-url", "https://o.example/?c={subid}")
+    server = start_server()
+    start_consumer(LANNER_FLUSH_INTERVAL="0.2")
+    for headers in (
+        {"Sec-Purpose": "prefetch;prerender"},
+        {"Purpose": "prefetch"},
+        {"Sec-Fetch-Dest": "image"},
+    ):
+        status, answer, _ = request(server.port, "/pre", {"X-Real-IP": "198.51.100.30", **headers})
+        assert status == 204 and "location" not in answer
+    status, answer, _ = request(
+        server.port, "/pre", {"X-Real-IP": "198.51.100.31", "Sec-Fetch-Dest": "document"}
+    )
+    assert status == 302
+    assert wait_for_rows(db, "SELECT COUNT(*) FROM click", (), 1) == 1
+    time.sleep(0.5)
+    assert db.execute_sql("SELECT ip FROM click").fetchall() == [("198.51.100.31",)]
+
+
+def test_meta_js_and_html_answers(lanner, start_server):
+    lanner(
+        "campaign", "create", "Pages", "--alias", "pages", "--offer-url", "https://o.example/?a=1&c={subid}"
+    )
+    lanner("stream", "update", "1", "--redirect-type", "meta")
+    lanner("stream", "add", "pages", "--type", "intercepting", "--action", "html", "--html", "<h1>Hi</h1>",
+           "--filter", "param.page=1")  # fmt: skip
+    server = start_server()
+    status, headers, body = click(server.port, "pages")
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert b'http-equiv="refresh" content="0;url=https://o.example/?a=1&amp;c=' in body
+    lanner("stream", "update", "1", "--redirect-type", "js")
+    time.sleep(1.2)  # Workers reload the config within a second.
+    status, _, body = click(server.port, "pages", ip="198.51.100.40")
+    assert status == 200 and b'window.location.replace("https://o.example/?a=1&c=' in body
+    status, _, body = click(server.port, "pages", "page=1", ip="198.51.100.41")
+    assert (status, body) == (200, b"<h1>Hi</h1>")
