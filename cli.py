@@ -553,6 +553,7 @@ def serve_command(ctx: Context, workers: int | None, bind: str | None, max_reque
         raise click.ClickException(str(exc)) from None
     check_schema(settings)
     configure_logging(settings)
+    preload_shared_data()
     with recorded_pid(settings):
         serve(
             settings, load_app, on_ready=lambda: click.echo(f"Lanner listening on {settings.bind}", err=True)
@@ -563,6 +564,17 @@ def load_app(settings: Settings):
     from app import load_worker_app
 
     return load_worker_app(settings)
+
+
+def preload_shared_data() -> None:
+    """Read-only data every worker needs, built once in the master so forked workers share its pages.
+
+    Only data, never the app: a graceful reload still imports the app code afresh (a new ua-parser
+    release needs a restart, not a reload).
+    """
+    from models.useragent import preload
+
+    preload()
 
 
 def check_schema(settings: Settings) -> None:
@@ -629,6 +641,7 @@ def run_command(ctx: Context) -> None:
         from workers.server import serve
         from workers.status import recorded_pid
 
+        preload_shared_data()
         with recorded_pid(settings):
             serve(settings, load_app)
     finally:
@@ -1027,6 +1040,13 @@ def bench() -> None:
 
 @bench.command("clicks")
 @click.option(
+    "--scenario",
+    type=click.Choice(["unique", "rotation"]),
+    default="unique",
+    show_default=True,
+    help="unique: a new visitor per click, one offer; rotation: filters, unvisited rotation, caps.",
+)
+@click.option(
     "--rates", default="500,1000,2000,3000,4000", show_default=True, help="Offered clicks/s per step."
 )
 @click.option("--step-seconds", type=click.IntRange(min=1), default=60, show_default=True)
@@ -1050,6 +1070,7 @@ def bench() -> None:
 @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, summaries, server logs).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_clicks_command(
+    scenario: str,
     rates: str,
     step_seconds: int,
     workers: int,
@@ -1083,6 +1104,7 @@ def bench_clicks_command(
         raise click.BadParameter("every rate must be a positive integer.", param_hint="--rates")
     options = BenchOptions(
         rates=ladder,
+        scenario=scenario,
         step_seconds=step_seconds,
         workers=workers,
         prefill=prefill,

@@ -139,10 +139,23 @@ class GeoDatabase:
         return f"GeoDatabase({str(self.path)!r}, {self.description!r})"
 
 
+_COUNTRY_ONLY: dict[str, GeoInfo] = {}
+
+
 def geo_from_record(record: Any) -> GeoInfo:
     """Read the MaxMind layout (`country.iso_code`, `subdivisions[0]`, `city.names.en`) defensively."""
     if not isinstance(record, dict):
         return UNKNOWN_GEO
+    if len(record) == 1:
+        # PERF: a country-only record (the built database, GeoLite2-Country): one shared GeoInfo per
+        # country instead of a new one per click (~1 µs instead of ~6).
+        code = _iso_code(record.get("country"))
+        info = _COUNTRY_ONLY.get(code)
+        if info is None:
+            info = GeoInfo(code.upper()) if code else UNKNOWN_GEO
+            if len(_COUNTRY_ONLY) < 1024:
+                _COUNTRY_ONLY[code] = info
+        return info
     country = _iso_code(record.get("country")).upper()
     region = ""
     subdivisions = record.get("subdivisions")

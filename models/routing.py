@@ -76,6 +76,7 @@ class StreamConfig:
     total_cap: int | None
     filters: StreamFilters
     days: LocalDays  # The campaign's timezone, for the stream's daily cap.
+    has_offer_caps: bool = False  # PERF: most streams have none; skip the per-offer checks then.
 
     def is_capped(self, counters: ClickCounters, now_ms: int) -> bool:
         if self.daily_cap is None and self.total_cap is None:
@@ -300,6 +301,8 @@ class Router:
         return Route(campaign, stream, offer, steps)
 
     def _has_open_offer(self, stream: StreamConfig, now_ms: int) -> bool:
+        if not stream.has_offer_caps:
+            return bool(stream.offers) or stream.fallback_offer is not None
         counters = self.counters
         if any(not offer.is_capped(counters, now_ms) for offer in stream.offers):
             return True
@@ -310,7 +313,10 @@ class Router:
         self, stream: StreamConfig, history: History, now_ms: int, steps: list[str]
     ) -> OfferChoice | None:
         counters = self.counters
-        offers = [offer for offer in stream.offers if not offer.is_capped(counters, now_ms)]
+        if stream.has_offer_caps:
+            offers = [offer for offer in stream.offers if not offer.is_capped(counters, now_ms)]
+        else:
+            offers = list(stream.offers)
         if not offers:
             fallback = stream.fallback_offer
             if fallback is not None and not fallback.is_capped(counters, now_ms):
@@ -412,6 +418,10 @@ def _stream_config(
         total_cap=stream.total_cap,
         filters=filters,
         days=local_days(campaign.timezone),
+        has_offer_caps=any(
+            o.daily_cap is not None or o.total_cap is not None
+            for o in (*offers, *([fallback] if fallback else []))
+        ),
     )
 
 

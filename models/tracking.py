@@ -96,6 +96,51 @@ class Simulation:
     bot_reason: str | None
 
 
+class MacroValues:
+    """The values of a click's macros, computed only for the macros a template uses.
+
+    PERF: a template names one to three macros; building all ~50 values per click cost ~8 µs.
+    """
+
+    __slots__ = ("subid", "route", "visit", "subject")
+
+    def __init__(self, subid: str, route: Route, visit: Visit, subject: FilterSubject) -> None:
+        self.subid, self.route, self.visit, self.subject = subid, route, visit, subject
+
+    def get(self, name: str) -> str | None:
+        getter = _MACRO_GETTERS.get(name)
+        return getter(self) if getter is not None else None
+
+
+def _sub_id_getter(index: int) -> Callable[[MacroValues], str]:
+    return lambda values: values.visit.sub_ids[index]
+
+
+_MACRO_GETTERS: dict[str, Callable[[MacroValues], str]] = {
+    "subid": lambda v: v.subid,
+    "campaign_id": lambda v: str(v.route.campaign.id),
+    "campaign_name": lambda v: v.route.campaign.name,
+    "stream_id": lambda v: str(v.route.stream.id) if v.route.stream else "",
+    "offer_id": lambda v: str(v.route.offer.offer_id) if v.route.offer else "",
+    "ip": lambda v: v.visit.ip,
+    "user_agent": lambda v: v.visit.user_agent,
+    "referrer": lambda v: v.visit.referrer,
+    "source": lambda v: v.visit.source,
+    "external_id": lambda v: v.visit.external_id,
+    "keyword": lambda v: v.visit.keyword,
+    "cost": lambda v: f"{v.visit.cost:g}" if v.visit.cost else "",
+    "country": lambda v: v.subject.country,
+    "region": lambda v: v.subject.region,
+    "city": lambda v: v.subject.city,
+    "device_type": lambda v: v.subject.device_type,
+    "os": lambda v: v.subject.os,
+    "browser": lambda v: v.subject.browser,
+    "language": lambda v: v.subject.languages[0] if v.subject.languages else "",
+    # Macro names are the column names.
+    **{column: _sub_id_getter(index) for index, column in enumerate(SUB_ID_COLUMNS)},
+}
+
+
 class VisitorHistory(History):
     """The visitor's clicks in the windows: database rows plus unflushed ones from the journal."""
 
@@ -479,28 +524,7 @@ class ClickTracker:
             template = offer.template if offer else stream.redirect
         if template is None:
             return None
-        values = {
-            "subid": subid,
-            "campaign_id": str(campaign.id),
-            "campaign_name": campaign.name,
-            "stream_id": str(stream.id) if stream else "",
-            "offer_id": str(offer.offer_id) if offer else "",
-            "ip": visit.ip,
-            "user_agent": visit.user_agent,
-            "referrer": visit.referrer,
-            "source": visit.source,
-            "external_id": visit.external_id,
-            "keyword": visit.keyword,
-            "cost": f"{visit.cost:g}" if visit.cost else "",
-            "country": subject.country,
-            "region": subject.region,
-            "city": subject.city,
-            "device_type": subject.device_type,
-            "os": subject.os,
-            "browser": subject.browser,
-            "language": subject.languages[0] if subject.languages else "",
-        }
-        values.update(zip(SUB_ID_COLUMNS, visit.sub_ids))  # Macro names are the column names.
+        values = MacroValues(subid, route, visit, subject)
         return template.render(
             values, datetime.fromtimestamp(now, timezone.utc) if template.uses_date else None
         )

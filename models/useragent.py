@@ -26,6 +26,7 @@ Each worker process keeps its own bounded cache: real traffic repeats a few thou
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,7 +113,12 @@ def _family(match: Any) -> str:
     return "" if family == "Other" or not isinstance(family, str) else family
 
 
+@functools.cache
 def _rust_extractors() -> tuple[Callable[[str], Any], Callable[[str], Any], Callable[[str], Any]] | None:
+    """ua-parser's compiled matchers, once per process (~24 MB of Rust regexes, read-only after build).
+
+    `preload()` builds them in `lanner serve`'s master before it forks, so the workers share the pages.
+    """
     try:
         from ua_parser import load_lazy_builtins
         from ua_parser.regex import Resolver
@@ -120,6 +126,11 @@ def _rust_extractors() -> tuple[Callable[[str], Any], Callable[[str], Any], Call
         return None
     resolver = Resolver(load_lazy_builtins())
     return resolver.ua.extract, resolver.os.extract, resolver.de.extract
+
+
+def preload() -> None:
+    """Build the shared matchers now (in a process about to fork workers)."""
+    _rust_extractors()
 
 
 class UserAgentParser:

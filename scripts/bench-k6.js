@@ -10,6 +10,7 @@
 //   BENCH_GRACEFUL_STOP  how long in-flight requests may finish after the step, e.g. 6s
 //   BENCH_SUMMARY        path of the JSON summary this script writes (handleSummary)
 //   BENCH_SALT           a random 24-bit integer; makes each step's visitor IPs differ
+//   BENCH_REPEAT         percent of iterations that are a returning visitor (0 = every visitor new)
 //
 // Every 302 whose Location carries `click=<subid>` logs the bare subid with console.log; the bench
 // runs k6 with --log-output=file=PATH --log-format=raw, so the file holds one subid per line to be
@@ -24,6 +25,11 @@ const URL = __ENV.BENCH_URL;
 const RATE = parseInt(__ENV.BENCH_RATE, 10);
 const SECONDS = parseInt(__ENV.BENCH_SECONDS, 10);
 const SALT = parseInt(__ENV.BENCH_SALT || '0', 10) & 0xffffff;
+const REPEAT = parseInt(__ENV.BENCH_REPEAT || '0', 10) / 100;
+// A returning visitor comes back after the tracker's 2 s debounce, so each of its clicks is a new
+// click with its own subid (a repeat within 2 s would rightly get the same one).
+const RETURN_AFTER_MS = 3000;
+const returning = []; // Per VU: [{ip, ua, at}], oldest first.
 
 export const options = {
   discardResponseBodies: true,
@@ -96,9 +102,26 @@ function userAgent() {
   return `${base} lb/${Math.floor(Math.random() * 0x7fffffff).toString(36)}`;
 }
 
+function visitor() {
+  const now = Date.now();
+  if (REPEAT > 0 && returning.length && returning[0].at < now - RETURN_AFTER_MS && Math.random() < REPEAT) {
+    const back = returning.shift();
+    back.at = now;
+    returning.push(back);
+    return back;
+  }
+  const fresh = { ip: visitorIp(exec.scenario.iterationInTest), ua: userAgent(), at: now };
+  if (REPEAT > 0) {
+    returning.push(fresh);
+    if (returning.length > 50) returning.shift();
+  }
+  return fresh;
+}
+
 export default function () {
+  const who = visitor();
   const res = http.get(URL, {
-    headers: { 'X-Real-IP': visitorIp(exec.scenario.iterationInTest), 'User-Agent': userAgent() },
+    headers: { 'X-Real-IP': who.ip, 'User-Agent': who.ua },
     redirects: 0,
     timeout: __ENV.BENCH_TIMEOUT || '5s',
   });

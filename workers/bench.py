@@ -44,7 +44,7 @@ from typing import Self
 
 import click
 
-from workers.procfs import process_start_time, process_tree, rss_kb, stat_fields
+from workers.procfs import process_start_time, process_tree, pss_kb, rss_kb, stat_fields
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,27 @@ NGINX = "/usr/sbin/nginx"
 
 BENCH_ALIAS = "bench"
 BENCH_OFFER_URL = "https://offer.example/?click={subid}"
+ROTATION_ALIAS = "bench-rotation"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    alias: str
+    repeat_percent: int  # Returning visitors (each after the debounce window: new clicks).
+    about: str
+
+
+SCENARIOS = {
+    "unique": Scenario(
+        BENCH_ALIAS, 0, "a new visitor (public IP, unique UA) per click, one stream, one offer"
+    ),
+    "rotation": Scenario(
+        ROTATION_ALIAS,
+        30,
+        "30% returning visitors; an intercepting stream filtered on country and device (2 offers, one "
+        "capped), a regular stream with 3 offers in unvisited rotation (one with a daily cap, a fallback)",
+    ),
+}
 NGINX_LOCATION = "https://offer.example/?click=static"
 
 K6_GOGC = "400"
@@ -90,6 +111,7 @@ class BenchError(RuntimeError):
 @dataclass
 class BenchOptions:
     rates: list[int]
+    scenario: str = "unique"
     step_seconds: int = 60
     workers: int = 2
     prefill: int = 0
@@ -124,6 +146,7 @@ class StepResult:
     # Sum of VmRSS over the target's processes (Lanner: serve tree + worker), sampled every 0.5 s.
     # Conservative: pages the forked workers share are counted once per process.
     peak_rss_mb: float | None = None
+    peak_pss_mb: float | None = None  # The same processes' PSS: shared pages counted once in all.
     catch_up_s: float | None = None
     logged: int | None = None  # Subid lines in k6's log; should equal `accepted`.
     lost: int | None = None
@@ -316,6 +339,11 @@ def tree_rss_mb(pids: Iterable[int]) -> float:
     return round(sum(rss_kb(pid) or 0 for root in pids for pid in process_tree(root)) / 1024, 1)
 
 
+def tree_pss_mb(pids: Iterable[int]) -> float:
+    """Proportional memory of these processes and their descendants, in MB: what they use together."""
+    return round(sum(pss_kb(pid) or 0 for root in pids for pid in process_tree(root)) / 1024, 1)
+
+
 def process_cpu_seconds(pid: int) -> float:
     """CPU time (user + system) of `pid` and its descendants, including reaped ones (recycled workers)."""
     ticks = 0
@@ -390,6 +418,7 @@ def k6_command(
     max_vus: int,
     log_path: Path,
     summary_path: Path,
+    repeat_percent: int = 0,
 ) -> list[str]:
     """The exact `k6 run` of one step (run with GOGC=K6_GOGC in its environment)."""
     bench_env = {
@@ -402,6 +431,7 @@ def k6_command(
         "BENCH_GRACEFUL_STOP": f"{GRACEFUL_STOP_SECONDS}s",
         "BENCH_SUMMARY": summary_path,
         "BENCH_SALT": random.getrandbits(24),
+        "BENCH_REPEAT": repeat_percent,
     }
     args = [binary, "run", *K6_FLAGS, f"--log-output=file={log_path}"]
     for key, value in bench_env.items():
@@ -419,12 +449,13 @@ def run_k6_step(
     *,
     pre_vus: int,
     max_vus: int,
+    repeat_percent: int = 0,
     on_tick: Callable[[float], None] = lambda elapsed: None,
 ) -> K6Run:
     """Run one constant-arrival-rate step; return k6's end-of-test summary and its subid log."""
     log_path = work_dir / f"{name}.subids.log"
     summary_path = work_dir / f"{name}.summary.json"
-    args = k6_command(binary, url, rate, seconds, pre_vus, max_vus, log_path, summary_path)
+    args = k6_command(binary, url, rate, seconds, pre_vus, max_vus, log_path, summary_path, repeat_percent)
     env = {**os.environ, "GOGC": K6_GOGC, "K6_NO_USAGE_REPORT": "true"}
     # VU initialisation, the step, the graceful stop and the summary, with a generous margin.
     deadline_seconds = seconds + GRACEFUL_STOP_SECONDS + 60 + max_vus / 50
@@ -622,8 +653,10 @@ def lanner_env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-def prepare_database(env: dict[str, str], database_path: Path, prefill: int, reporter: Reporter) -> int:
-    """Migrate, top the click table up to `prefill` rows, make sure the bench campaign exists.
+def prepare_database(
+    env: dict[str, str], database_path: Path, prefill: int, scenario: str, reporter: Reporter
+) -> int:
+    """Migrate, top the click table up to `prefill` rows, make sure the scenario's campaign exists.
 
     Returns the click count before the run.
     """
@@ -637,18 +670,54 @@ def prepare_database(env: dict[str, str], database_path: Path, prefill: int, rep
             env, "generate", "clicks", "--count", str(missing), timeout=600 + missing / 1000, capture=False
         )
         clicks = count_clicks(database_path)
+    if not (database_path.parent / "geo" / "country.mmdb").exists() and "LANNER_GEO_DATABASE" not in env:
+        reporter.message("Building the country database ...")
+        run_lanner(env, "geo", "build")
     try:
         run_lanner(env, "campaign", "show", BENCH_ALIAS, "--json")
     except BenchError:
         run_lanner(env, "campaign", "create", "Bench", "--alias", BENCH_ALIAS, "--offer-url", BENCH_OFFER_URL)
+    if scenario == "rotation":
+        ensure_rotation_campaign(env)
     return clicks
+
+
+def ensure_rotation_campaign(env: dict[str, str]) -> None:
+    """The `rotation` scenario's campaign: filters on country and device, unvisited rotation, caps."""
+    try:
+        run_lanner(env, "campaign", "show", ROTATION_ALIAS, "--json")
+        return
+    except BenchError:
+        pass
+
+    def offer(name: str, *options: str) -> str:
+        url = f"https://{name}.example/?click={{subid}}&c={{country}}&d={{device_type}}"
+        return run_lanner(env, "offer", "create", f"Bench {name}", "--url", url, *options).strip()
+
+    regular = [offer("r1", "--daily-cap", "20000"), offer("r2"), offer("r3")]
+    spare = offer("r-spare")
+    mobile = [offer("m1", "--total-cap", "5000"), offer("m2")]
+    run_lanner(
+        env, "campaign", "create", "Bench rotation", "--alias", ROTATION_ALIAS, "--offer-id", regular[0]
+    )
+    streams = json.loads(run_lanner(env, "stream", "list", ROTATION_ALIAS, "--json"))
+    run_lanner(
+        env, "stream", "update", str(streams[0]["id"]), *(f"--offer={o}" for o in regular),
+        "--offer-rotation", "unvisited", "--fallback-offer", spare,
+    )  # fmt: skip
+    run_lanner(
+        env, "stream", "add", ROTATION_ALIAS, "--type", "intercepting", "--offer", f"{mobile[0]}:70",
+        "--offer", f"{mobile[1]}:30", "--filter", "country=US,GB,DE,FR,CA,AU",
+        "--filter", "device=mobile,tablet",
+    )  # fmt: skip
 
 
 class LannerStack:
     """`lanner serve` on a free loopback port plus `lanner worker`, for the length of a `with`."""
 
-    def __init__(self, env: dict[str, str], work_dir: Path, workers: int) -> None:
+    def __init__(self, env: dict[str, str], work_dir: Path, workers: int, alias: str = BENCH_ALIAS) -> None:
         self.env = env
+        self.alias = alias
         self.work_dir = work_dir
         self.workers = workers
         self.port = free_port()
@@ -657,7 +726,7 @@ class LannerStack:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{BENCH_ALIAS}"
+        return f"http://127.0.0.1:{self.port}/{self.alias}"
 
     def __enter__(self) -> Self:
         try:
@@ -680,13 +749,13 @@ class LannerStack:
         """One click by hand: the campaign answers 302 with a subid in Location, or nothing is measured."""
         status, location = http_get(
             self.port,
-            f"/{BENCH_ALIAS}",
+            f"/{self.alias}",
             {"X-Real-IP": "198.51.100.1", "User-Agent": "lanner-bench preflight"},
         )
         if status != 302 or "click=" not in location:
             raise BenchError(
-                f"GET /{BENCH_ALIAS} answered {status} {location!r}; expected a 302 to {BENCH_OFFER_URL}. "
-                f"Is the `{BENCH_ALIAS}` campaign pointing somewhere else?"
+                f"GET /{self.alias} answered {status} {location!r}; expected a 302 with click={{subid}}. "
+                f"Is the `{self.alias}` campaign pointing somewhere else?"
             )
 
     def wait_drained(self, database_path: Path, spool_dir: Path) -> float:
@@ -781,10 +850,12 @@ def measure_step(
     reporter.step_started(target, rate, options.step_seconds)
     rss_pids = (server_pid, *also_pids)
     result.peak_rss_mb = tree_rss_mb(rss_pids)
+    result.peak_pss_mb = tree_pss_mb(rss_pids)
 
     def tick(elapsed: float) -> None:
         reporter.step_tick(elapsed)
         result.peak_rss_mb = max(result.peak_rss_mb or 0.0, tree_rss_mb(rss_pids))
+        result.peak_pss_mb = max(result.peak_pss_mb or 0.0, tree_pss_mb(rss_pids))
 
     server_before = process_cpu_seconds(server_pid)
     host_before = host_cpu_ticks()
@@ -797,6 +868,7 @@ def measure_step(
         f"{target}-{rate}",
         pre_vus=pre_vus,
         max_vus=max_vus,
+        repeat_percent=SCENARIOS[options.scenario].repeat_percent,
         on_tick=tick,
     )
     server_cpu = process_cpu_seconds(server_pid) - server_before
@@ -820,7 +892,7 @@ def run_lanner_ladder(
 ) -> None:
     """Every rate against `lanner serve`; after each step, the spool drained and every subid checked."""
     database_path, spool_dir = data_dir / "lanner.db", data_dir / "spool"
-    with LannerStack(env, work_dir, options.workers) as stack:
+    with LannerStack(env, work_dir, options.workers, SCENARIOS[options.scenario].alias) as stack:
         stack.wait_drained(database_path, spool_dir)  # The preflight click: is the flusher working?
         for rate in options.rates:
             stack.check_alive()
@@ -873,16 +945,20 @@ def bench_settings(
     """Everything a reader of the numbers needs to repeat or discount them."""
     first = options.rates[0]
     step = Path("<work_dir>") / f"<target>-{first}"
+    scenario = SCENARIOS[options.scenario]
     example = k6_command(
         k6,
-        f"http://127.0.0.1:<port>/{BENCH_ALIAS}",
+        f"http://127.0.0.1:<port>/{scenario.alias}",
         first,
         options.step_seconds,
         *vus_for_rate(first, options.max_vus),
         step.with_name(step.name + ".subids.log"),
         step.with_name(step.name + ".summary.json"),
+        scenario.repeat_percent,
     )
     return {
+        "scenario": options.scenario,
+        "scenario_about": SCENARIOS[options.scenario].about,
         "rates": options.rates,
         "step_seconds": options.step_seconds,
         "workers": options.workers,
@@ -947,7 +1023,9 @@ def run_bench(options: BenchOptions, report: BenchReport, reporter: Reporter | N
     is_kept = True
     try:
         with sigterm_as_interrupt():
-            clicks_before = prepare_database(env, data_dir / "lanner.db", options.prefill, reporter)
+            clicks_before = prepare_database(
+                env, data_dir / "lanner.db", options.prefill, options.scenario, reporter
+            )
             report.settings = bench_settings(options, k6, data_dir, work_dir, clicks_before)
             run_lanner_ladder(options, env, data_dir, work_dir, k6, report, reporter)
             if options.is_nginx_baseline:
@@ -1019,6 +1097,7 @@ TABLE_COLUMNS = (
     ("k6 cpu%", "k6_cpu_percent"),
     ("host cpu%", "host_cpu_percent"),
     ("peak rss MB", "peak_rss_mb"),
+    ("peak pss MB", "peak_pss_mb"),
 )
 
 

@@ -65,3 +65,19 @@ def rss_kb(pid: int) -> int | None:
     except (FileNotFoundError, ProcessLookupError):
         return None
     return None
+
+
+def pss_kb(pid: int) -> int | None:
+    """Proportional set size in KiB (shared pages divided among their sharers), or None once it is gone.
+
+    Summed over processes this is the memory they really use together; summed VmRSS counts a page
+    shared by the master and its forked workers once per process.
+    """
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as file:
+            for line in file:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return None
