@@ -57,6 +57,8 @@ CLICK_COLUMNS: tuple[str, ...] = (
 COLUMN_COUNT = len(CLICK_COLUMNS)
 # Positions in a decoded record, used on the hot path without building dicts.
 SUBID, CREATED_AT, CAMPAIGN_ID, STREAM_ID, OFFER_ID, IP, USER_AGENT, UA_HASH = range(8)
+IS_BOT = CLICK_COLUMNS.index("is_bot")
+DEVICE_TYPE, OS, BROWSER = (CLICK_COLUMNS.index(column) for column in ("device_type", "os", "browser"))
 LOCATION = COLUMN_COUNT  # The one field past the columns.
 
 HEAD_COLUMNS = ("ip", "ua_hash", "created_at", "is_unique_global", "is_unique_campaign", "is_unique_stream")

@@ -41,7 +41,7 @@ from models.record import (
 )
 from models.routing import CampaignConfig, History, Route, Router, StreamConfig, TraceEntry, load_campaigns
 from models.spool import Journal, read_position
-from models.useragent import UNKNOWN_DEVICE, UserAgentParser
+from models.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 from models.visitors import RecentClick, VisitorIndex
 
 logger = logging.getLogger(__name__)
@@ -102,10 +102,22 @@ class MacroValues:
     PERF: a template names one to three macros; building all ~50 values per click cost ~8 µs.
     """
 
-    __slots__ = ("subid", "route", "visit", "subject")
+    __slots__ = ("subid", "route", "visit", "subject", "fill_device")
 
-    def __init__(self, subid: str, route: Route, visit: Visit, subject: FilterSubject) -> None:
+    def __init__(
+        self,
+        subid: str,
+        route: Route,
+        visit: Visit,
+        subject: FilterSubject,
+        fill_device: Callable[[FilterSubject], None],
+    ) -> None:
         self.subid, self.route, self.visit, self.subject = subid, route, visit, subject
+        self.fill_device = fill_device
+
+    def device(self) -> FilterSubject:
+        self.fill_device(self.subject)
+        return self.subject
 
     def get(self, name: str) -> str | None:
         getter = _MACRO_GETTERS.get(name)
@@ -132,9 +144,9 @@ _MACRO_GETTERS: dict[str, Callable[[MacroValues], str]] = {
     "country": lambda v: v.subject.country,
     "region": lambda v: v.subject.region,
     "city": lambda v: v.subject.city,
-    "device_type": lambda v: v.subject.device_type,
-    "os": lambda v: v.subject.os,
-    "browser": lambda v: v.subject.browser,
+    "device_type": lambda v: v.device().device_type,
+    "os": lambda v: v.device().os,
+    "browser": lambda v: v.device().browser,
     "language": lambda v: v.subject.languages[0] if v.subject.languages else "",
     # Macro names are the column names.
     **{column: _sub_id_getter(index) for index, column in enumerate(SUB_ID_COLUMNS)},
@@ -150,11 +162,14 @@ class VisitorHistory(History):
         ip: str,
         visitor_hash: int,
         rows: list[tuple],
+        recent: list[tuple],
         since: Callable[[int], int],
     ) -> None:
         self.conn, self.ip, self.visitor_hash = conn, ip, visitor_hash
-        self.rows = rows  # (campaign_id, stream_id, offer_id, created_at), newest first.
+        # The database's rows cut at VISITOR_HISTORY_LIMIT: then each scope is asked exactly.
         self.is_truncated = len(rows) >= hotpath.VISITOR_HISTORY_LIMIT
+        # (campaign_id, stream_id, offer_id, created_at): journal lines not flushed yet, then the rows.
+        self.rows = recent + rows if recent else rows
         self.since = since  # campaign_id -> the start of its uniqueness window (unix ms).
 
     def seen_in_campaign(self, campaign_id: int) -> bool:
@@ -227,7 +242,7 @@ class ClickTracker:
         self.zones = CounterZones()
         self.zones.load(self.conn)
         self.counters = ClickCounters()
-        self.router = Router(self.counters, rng or random.Random())
+        self.router = Router(self.counters, rng or random.Random(), self.fill_device)
         self.index = VisitorIndex()
         now = clock()
         # The counters and the position in one snapshot: the journal replays exactly what follows.
@@ -287,10 +302,21 @@ class ClickTracker:
         self.index.add(ip, visitor_hash, RecentClick(position, created_at, None, line))
         self._count(stream_id, offer_id, created_at)
 
+    def fill_device(self, subject: FilterSubject) -> None:
+        """Device type, OS and browser from the User-Agent, once per click (see Router.fill_device)."""
+        if subject.device_type:
+            return
+        device = self.devices.parse(subject.user_agent) if subject.user_agent else UNKNOWN_DEVICE
+        subject.device_type = device_type(device, subject.is_bot)
+        subject.os, subject.browser = device.os, device.browser
+
     def subject(self, visit: Visit, now: float) -> tuple[FilterSubject, str | None]:
-        """What filters look at, and why the hit is a bot (None: it is not)."""
+        """What filters look at, and why the hit is a bot (None: it is not).
+
+        The device fields stay "" until something needs them (`fill_device`); the spool flusher
+        fills them in for the clicks that did not.
+        """
         geo = self.geo.lookup(visit.ip) if self.geo is not None else UNKNOWN_GEO
-        device = self.devices.parse(visit.user_agent) if visit.user_agent else UNKNOWN_DEVICE
         bot_reason = self.bots.reason(visit.user_agent, visit.ip)
         subject = FilterSubject(
             ip=visit.ip,
@@ -303,9 +329,9 @@ class ClickTracker:
             country=geo.country,
             region=geo.region,
             city=geo.city,
-            device_type="bot" if bot_reason and device.device_type == "unknown" else device.device_type,
-            os=device.os,
-            browser=device.browser,
+            device_type="",
+            os="",
+            browser="",
             is_bot=bot_reason is not None,
             now=now,
             is_unique_campaign=True,
@@ -330,7 +356,7 @@ class ClickTracker:
             for click in self.index.visits(ip, visitor_hash)
             if (record := click.record) is not None
         ]
-        return VisitorHistory(self.conn, ip, visitor_hash, recent + rows if recent else rows, since)
+        return VisitorHistory(self.conn, ip, visitor_hash, rows, recent, since)
 
     def track(self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool = False) -> Decision:
         return self._track(campaign, visit, dry_run=dry_run, trace=None)[0]
@@ -349,6 +375,8 @@ class ClickTracker:
         ip, user_agent = visit.ip, visit.user_agent
         visitor_hash = ua_hash(user_agent)
         subject, bot_reason = self.subject(visit, now)
+        if trace is not None:
+            self.fill_device(subject)  # A simulation shows everything routing could look at.
         history = self._history(campaign, ip, visitor_hash, now_ms)
         subject.seen_in_stream = history.seen_in_stream
         route = self.router.route(campaign, subject, history, now_ms, self.campaigns, trace)
@@ -524,7 +552,7 @@ class ClickTracker:
             template = offer.template if offer else stream.redirect
         if template is None:
             return None
-        values = MacroValues(subid, route, visit, subject)
+        values = MacroValues(subid, route, visit, subject, self.fill_device)
         return template.render(
             values, datetime.fromtimestamp(now, timezone.utc) if template.uses_date else None
         )

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEVICE_TYPES", "UNKNOWN_DEVICE", "DeviceInfo", "UserAgentParser"]
+__all__ = ["DEVICE_TYPES", "UNKNOWN_DEVICE", "DeviceInfo", "UserAgentParser", "device_type", "preload"]
 
 DEVICE_TYPES = ("desktop", "mobile", "tablet", "tv", "console", "bot", "unknown")
 # Longer headers are parsed but not cached, so the cache stays small (cache_size x this) whatever is sent.
@@ -126,6 +126,11 @@ def _rust_extractors() -> tuple[Callable[[str], Any], Callable[[str], Any], Call
         return None
     resolver = Resolver(load_lazy_builtins())
     return resolver.ua.extract, resolver.os.extract, resolver.de.extract
+
+
+def device_type(device: DeviceInfo, is_bot: bool) -> str:
+    """The device type a click is stored with: a flagged bot the parser could not place is a "bot"."""
+    return "bot" if is_bot and device.device_type == "unknown" else device.device_type
 
 
 def preload() -> None:
