@@ -553,7 +553,6 @@ def serve_command(ctx: Context, workers: int | None, bind: str | None, max_reque
         raise click.ClickException(str(exc)) from None
     check_schema(settings)
     configure_logging(settings)
-    preload_shared_data()
     with recorded_pid(settings):
         serve(
             settings, load_app, on_ready=lambda: click.echo(f"Lanner listening on {settings.bind}", err=True)
@@ -564,17 +563,6 @@ def load_app(settings: Settings):
     from app import load_worker_app
 
     return load_worker_app(settings)
-
-
-def preload_shared_data() -> None:
-    """Read-only data every worker needs, built once in the master so forked workers share its pages.
-
-    Only data, never the app: a graceful reload still imports the app code afresh (a new ua-parser
-    release needs a restart, not a reload).
-    """
-    from models.useragent import preload
-
-    preload()
 
 
 def check_schema(settings: Settings) -> None:
@@ -641,7 +629,6 @@ def run_command(ctx: Context) -> None:
         from workers.server import serve
         from workers.status import recorded_pid
 
-        preload_shared_data()
         with recorded_pid(settings):
             serve(settings, load_app)
     finally:
@@ -1007,7 +994,7 @@ def spool_status_command(ctx: Context, fmt: str) -> None:
 @pass_context
 def spool_flush_command(ctx: Context, batch_size: int) -> None:
     """Land every spooled click in the database now (safe while the worker runs)."""
-    from models.spool import flush_spool, spool_status
+    from models.spool import flush_spool, flusher_bots, spool_status
 
     pending = spool_status(ctx.db, ctx.settings.spool_dir).pending_clicks
     with click.progressbar(length=pending, label="Flushing", file=sys.stderr) as bar:
@@ -1024,6 +1011,7 @@ def spool_flush_command(ctx: Context, batch_size: int) -> None:
             ctx.settings.spool_segment_bytes,
             batch_size=batch_size,
             on_batch=advance,
+            bots=flusher_bots(ctx.settings.bot_ips),
         )
     click.echo(
         f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}."

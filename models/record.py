@@ -58,6 +58,7 @@ COLUMN_COUNT = len(CLICK_COLUMNS)
 # Positions in a decoded record, used on the hot path without building dicts.
 SUBID, CREATED_AT, CAMPAIGN_ID, STREAM_ID, OFFER_ID, IP, USER_AGENT, UA_HASH = range(8)
 IS_BOT = CLICK_COLUMNS.index("is_bot")
+NOT_CHECKED = -1  # is_bot of a line whose bot check the web worker left to the spool flusher.
 DEVICE_TYPE, OS, BROWSER = (CLICK_COLUMNS.index(column) for column in ("device_type", "os", "browser"))
 LOCATION = COLUMN_COUNT  # The one field past the columns.
 
@@ -144,7 +145,7 @@ def line_tail(
     stream_id: int | None,
     offer_id: int | None,
     cost: float,
-    is_bot: bool,
+    is_bot: int,
     texts: list[str],
 ) -> bytes:
     """Everything of a journal line after the head; built before the journal lock is taken.

@@ -39,6 +39,7 @@ from typing import Callable, Iterator
 
 from peewee import Database
 
+from models.bots import BotDetector
 from models.caps import CounterZones, add_to_counters
 from models.record import (
     BROWSER,
@@ -46,7 +47,9 @@ from models.record import (
     COLUMN_COUNT,
     CREATED_AT,
     DEVICE_TYPE,
+    IP,
     IS_BOT,
+    NOT_CHECKED,
     OFFER_ID,
     OS,
     STREAM_ID,
@@ -211,6 +214,7 @@ def flush_spool(
     batch_size: int = 2000,
     on_batch: Callable[[FlushResult], None] | None = None,
     devices: UserAgentParser | None = None,
+    bots: BotDetector | None = None,
 ) -> FlushResult:
     """Land every complete journal line in the click table, one transaction per batch.
 
@@ -220,6 +224,7 @@ def flush_spool(
     result = FlushResult()
     spool_dir.mkdir(parents=True, exist_ok=True)
     devices = devices or flusher_devices()
+    bots = bots or flusher_bots(())
     zones = CounterZones()
     zones.load(db.connection())
     while True:
@@ -252,7 +257,7 @@ def flush_spool(
                 rows.append(decode_line(line)[:COLUMN_COUNT])
             except ValueError:
                 rejected.append(line)
-        fill_devices(rows, devices)
+        fill_lookups(rows, devices, bots)
         with db.atomic("IMMEDIATE"):
             if read_position(db) != (segment, offset):
                 continue  # Another flusher moved on; start again from its position.
@@ -281,12 +286,21 @@ def flusher_devices() -> UserAgentParser:
     return UserAgentParser()
 
 
-def fill_devices(rows: list[list], devices: UserAgentParser) -> None:
-    """Device type, OS and browser of the clicks whose web worker did not need them (models/routing.py).
+@functools.cache
+def flusher_bots(bot_ips: tuple[str, ...]) -> BotDetector:
+    """This process's bot detector for the configured IP list, made on first use."""
+    return BotDetector(bot_ips)
 
-    PERF: parsing a new User-Agent costs a web worker ~20-70 µs under load; here it is off the request.
+
+def fill_lookups(rows: list[list], devices: UserAgentParser, bots: BotDetector) -> None:
+    """The bot flag, device type, OS and browser of the clicks whose web worker did not need them.
+
+    PERF: a new User-Agent costs a web worker ~20-70 µs under load to parse and check; here it is off
+    the request (models/tracking.py Lookups).
     """
     for row in rows:
+        if row[IS_BOT] == NOT_CHECKED:
+            row[IS_BOT] = int(bots.reason(row[USER_AGENT], row[IP]) is not None)
         if not row[DEVICE_TYPE]:
             device = devices.parse(row[USER_AGENT]) if row[USER_AGENT] else UNKNOWN_DEVICE
             row[DEVICE_TYPE] = device_type(device, bool(row[IS_BOT]))

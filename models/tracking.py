@@ -29,6 +29,7 @@ from models.geo import UNKNOWN_GEO, GeoDatabase
 from models.record import (
     CAMPAIGN_ID,
     LOCATION,
+    NOT_CHECKED,
     OFFER_ID,
     STREAM_ID,
     SUBID,
@@ -96,28 +97,62 @@ class Simulation:
     bot_reason: str | None
 
 
+class Lookups:
+    """One click's lookups that cost time (bot signatures, User-Agent parsing): done at most once,
+    and on the click path only when routing or a macro needs them (`Router.route`'s `prepare`)."""
+
+    __slots__ = ("subject", "devices", "bots", "bot_reason", "is_bot_known")
+
+    def __init__(self, subject: FilterSubject, devices: UserAgentParser, bots: BotDetector) -> None:
+        self.subject, self.devices, self.bots = subject, devices, bots
+        self.bot_reason: str | None = None
+        self.is_bot_known = False
+
+    def bot(self) -> None:
+        if not self.is_bot_known:
+            subject = self.subject
+            self.bot_reason = self.bots.reason(subject.user_agent, subject.ip)
+            subject.is_bot = self.bot_reason is not None
+            self.is_bot_known = True
+
+    def device(self) -> FilterSubject:
+        subject = self.subject
+        if not subject.device_type:
+            self.bot()
+            device = self.devices.parse(subject.user_agent) if subject.user_agent else UNKNOWN_DEVICE
+            subject.device_type = device_type(device, subject.is_bot)
+            subject.os, subject.browser = device.os, device.browser
+        return subject
+
+    def everything(self) -> None:
+        self.device()
+
+    def prepare(self, campaign: CampaignConfig) -> None:
+        if campaign.needs_device:
+            self.device()
+        elif campaign.needs_bot:
+            self.bot()
+
+    @property
+    def is_bot_field(self) -> int:
+        """is_bot as journaled: 0/1, or NOT_CHECKED for the flusher to decide."""
+        return int(self.subject.is_bot) if self.is_bot_known else NOT_CHECKED
+
+
 class MacroValues:
     """The values of a click's macros, computed only for the macros a template uses.
 
     PERF: a template names one to three macros; building all ~50 values per click cost ~8 µs.
     """
 
-    __slots__ = ("subid", "route", "visit", "subject", "fill_device")
+    __slots__ = ("subid", "route", "visit", "subject", "lookups")
 
-    def __init__(
-        self,
-        subid: str,
-        route: Route,
-        visit: Visit,
-        subject: FilterSubject,
-        fill_device: Callable[[FilterSubject], None],
-    ) -> None:
-        self.subid, self.route, self.visit, self.subject = subid, route, visit, subject
-        self.fill_device = fill_device
+    def __init__(self, subid: str, route: Route, visit: Visit, lookups: Lookups) -> None:
+        self.subid, self.route, self.visit = subid, route, visit
+        self.subject, self.lookups = lookups.subject, lookups
 
     def device(self) -> FilterSubject:
-        self.fill_device(self.subject)
-        return self.subject
+        return self.lookups.device()
 
     def get(self, name: str) -> str | None:
         getter = _MACRO_GETTERS.get(name)
@@ -242,7 +277,7 @@ class ClickTracker:
         self.zones = CounterZones()
         self.zones.load(self.conn)
         self.counters = ClickCounters()
-        self.router = Router(self.counters, rng or random.Random(), self.fill_device)
+        self.router = Router(self.counters, rng or random.Random())
         self.index = VisitorIndex()
         now = clock()
         # The counters and the position in one snapshot: the journal replays exactly what follows.
@@ -302,22 +337,9 @@ class ClickTracker:
         self.index.add(ip, visitor_hash, RecentClick(position, created_at, None, line))
         self._count(stream_id, offer_id, created_at)
 
-    def fill_device(self, subject: FilterSubject) -> None:
-        """Device type, OS and browser from the User-Agent, once per click (see Router.fill_device)."""
-        if subject.device_type:
-            return
-        device = self.devices.parse(subject.user_agent) if subject.user_agent else UNKNOWN_DEVICE
-        subject.device_type = device_type(device, subject.is_bot)
-        subject.os, subject.browser = device.os, device.browser
-
-    def subject(self, visit: Visit, now: float) -> tuple[FilterSubject, str | None]:
-        """What filters look at, and why the hit is a bot (None: it is not).
-
-        The device fields stay "" until something needs them (`fill_device`); the spool flusher
-        fills them in for the clicks that did not.
-        """
+    def lookups(self, visit: Visit, now: float) -> Lookups:
+        """What filters look at; the costly parts (bot, device) are filled in by Lookups when needed."""
         geo = self.geo.lookup(visit.ip) if self.geo is not None else UNKNOWN_GEO
-        bot_reason = self.bots.reason(visit.user_agent, visit.ip)
         subject = FilterSubject(
             ip=visit.ip,
             user_agent=visit.user_agent,
@@ -332,12 +354,12 @@ class ClickTracker:
             device_type="",
             os="",
             browser="",
-            is_bot=bot_reason is not None,
+            is_bot=False,
             now=now,
             is_unique_campaign=True,
             seen_in_stream=lambda stream_id: False,
         )
-        return subject, bot_reason
+        return Lookups(subject, self.devices, self.bots)
 
     def _history(self, campaign: CampaignConfig, ip: str, visitor_hash: int, now_ms: int) -> VisitorHistory:
         campaigns_by_id = self.campaigns_by_id
@@ -374,12 +396,13 @@ class ClickTracker:
         now_ms = int(now * 1000)
         ip, user_agent = visit.ip, visit.user_agent
         visitor_hash = ua_hash(user_agent)
-        subject, bot_reason = self.subject(visit, now)
+        lookups = self.lookups(visit, now)
+        subject = lookups.subject
         if trace is not None:
-            self.fill_device(subject)  # A simulation shows everything routing could look at.
+            lookups.everything()  # A simulation shows everything routing could look at.
         history = self._history(campaign, ip, visitor_hash, now_ms)
         subject.seen_in_stream = history.seen_in_stream
-        route = self.router.route(campaign, subject, history, now_ms, self.campaigns, trace)
+        route = self.router.route(campaign, subject, history, now_ms, self.campaigns, trace, lookups.prepare)
 
         stored_repeat = None
         is_debounced = self.debounce_ms > 0  # 0 turns debounce off: even same-millisecond clicks count.
@@ -388,22 +411,24 @@ class ClickTracker:
                 self.conn, ip, visitor_hash, now_ms - self.debounce_ms, campaign.id, user_agent
             )
         subid = new_subid(now_ms)
-        location = self._location(route, subid, visit, subject, now)
+        location = self._location(route, subid, visit, lookups, now)
         debounce_since = now_ms - self.debounce_ms
         journal = self.journal
         journal.lock()
         try:
             journal.catch_up(is_locked=True)
             repeat = is_debounced and self._repeat(
-                campaign, ip, visitor_hash, user_agent, debounce_since, stored_repeat, visit, subject, now
+                campaign, ip, visitor_hash, user_agent, debounce_since, stored_repeat, visit, lookups, now
             )
             if repeat:
-                return repeat, subject, bot_reason
+                return repeat, subject, lookups.bot_reason
             if self._is_over_cap(route, now_ms):
                 # Another worker took the last click under the cap since we routed: route again,
                 # now that every click is counted (rare; only near a cap).
-                route = self.router.route(campaign, subject, history, now_ms, self.campaigns, trace)
-                location = self._location(route, subid, visit, subject, now)
+                route = self.router.route(
+                    campaign, subject, history, now_ms, self.campaigns, trace, lookups.prepare
+                )
+                location = self._location(route, subid, visit, lookups, now)
             final = route.campaign
             stream_id = route.stream.id if route.stream else None
             offer_id = route.offer.offer_id if route.offer else None
@@ -415,7 +440,9 @@ class ClickTracker:
                     subject.browser, subject.languages[0] if subject.languages else "", visit.keyword,
                     route.summary, location or "",
                 ]  # fmt: skip
-                tail = line_tail(subid, final.id, stream_id, offer_id, visit.cost, subject.is_bot, texts)
+                tail = line_tail(
+                    subid, final.id, stream_id, offer_id, visit.cost, lookups.is_bot_field, texts
+                )
                 line = encode_line(ip, visitor_hash, now_ms, flags, tail)
                 position = journal.append(line)
                 self._count(stream_id, offer_id, now_ms)
@@ -429,7 +456,7 @@ class ClickTracker:
             subid, answer, location, body, route.campaign.id, stream_id, offer_id, False,
             flags[0] == 1, flags[1] == 1, flags[2] == 1, subject.is_bot, route.summary,
         )  # fmt: skip
-        return decision, subject, bot_reason
+        return decision, subject, lookups.bot_reason
 
     def _is_over_cap(self, route: Route, now_ms: int) -> bool:
         stream, offer = route.stream, route.offer
@@ -492,7 +519,7 @@ class ClickTracker:
         debounce_since: int,
         stored_repeat: tuple | None,
         visit: Visit,
-        subject: FilterSubject,
+        lookups: Lookups,
         now: float,
     ) -> Decision | None:
         """The earlier decision, when the same visitor clicked this campaign moments ago (debounce)."""
@@ -510,7 +537,7 @@ class ClickTracker:
             if stream_id is not None and stream is None:
                 return None  # The stream is gone: route afresh as a new click.
             offer = stream.offer(offer_id) if stream is not None else None
-            location = self._location(Route(campaign, stream, offer), subid, visit, subject, now)
+            location = self._location(Route(campaign, stream, offer), subid, visit, lookups, now)
             return self._repeat_decision(campaign, subid, stream_id, offer_id, location)
         return None
 
@@ -542,9 +569,7 @@ class ClickTracker:
             return "not_found", ""
         return stream.redirect_type, ""
 
-    def _location(
-        self, route: Route, subid: str, visit: Visit, subject: FilterSubject, now: float
-    ) -> str | None:
+    def _location(self, route: Route, subid: str, visit: Visit, lookups: Lookups, now: float) -> str | None:
         campaign, stream, offer = route.campaign, route.stream, route.offer
         if stream is None:
             template = campaign.default_redirect
@@ -552,7 +577,7 @@ class ClickTracker:
             template = offer.template if offer else stream.redirect
         if template is None:
             return None
-        values = MacroValues(subid, route, visit, subject, self.fill_device)
+        values = MacroValues(subid, route, visit, lookups)
         return template.render(
             values, datetime.fromtimestamp(now, timezone.utc) if template.uses_date else None
         )

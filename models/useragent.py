@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DEVICE_TYPES", "UNKNOWN_DEVICE", "DeviceInfo", "UserAgentParser", "device_type", "preload"]
+__all__ = ["DEVICE_TYPES", "UNKNOWN_DEVICE", "DeviceInfo", "UserAgentParser", "device_type"]
 
 DEVICE_TYPES = ("desktop", "mobile", "tablet", "tv", "console", "bot", "unknown")
 # Longer headers are parsed but not cached, so the cache stays small (cache_size x this) whatever is sent.
@@ -115,9 +115,10 @@ def _family(match: Any) -> str:
 
 @functools.cache
 def _rust_extractors() -> tuple[Callable[[str], Any], Callable[[str], Any], Callable[[str], Any]] | None:
-    """ua-parser's compiled matchers, once per process (~24 MB of Rust regexes, read-only after build).
+    """ua-parser's compiled matchers, once per process, on first use (~24 MB of Rust regexes).
 
-    `preload()` builds them in `lanner serve`'s master before it forks, so the workers share the pages.
+    Web workers only need them for campaigns that filter on device/OS/browser; the spool flusher
+    parses the rest (models/tracking.py Lookups).
     """
     try:
         from ua_parser import load_lazy_builtins
@@ -131,11 +132,6 @@ def _rust_extractors() -> tuple[Callable[[str], Any], Callable[[str], Any], Call
 def device_type(device: DeviceInfo, is_bot: bool) -> str:
     """The device type a click is stored with: a flagged bot the parser could not place is a "bot"."""
     return "bot" if is_bot and device.device_type == "unknown" else device.device_type
-
-
-def preload() -> None:
-    """Build the shared matchers now (in a process about to fork workers)."""
-    _rust_extractors()
 
 
 class UserAgentParser:
@@ -155,14 +151,18 @@ class UserAgentParser:
             raise ValueError(f"cache_size must be at least 1, not {cache_size}.")
         self.cache_size = cache_size
         self._cache: OrderedDict[str, DeviceInfo] = OrderedDict()
+        self._resolver: Any = None
+        self._is_loaded = False  # The matchers are built on the first parse: most workers never need them.
+
+    def _load(self) -> None:
         extractors = _rust_extractors()
         if extractors is None:
             import ua_parser
 
             self._resolver = ua_parser.BestAvailableResolver(ua_parser.load_builtins())
         else:
-            self._resolver = None
             self._extract_browser, self._extract_os, self._extract_device = extractors
+        self._is_loaded = True
 
     def parse(self, user_agent: str) -> DeviceInfo:
         """The device type, OS and browser of `user_agent`; never raises for any str."""
@@ -189,6 +189,8 @@ class UserAgentParser:
     def _parse(self, user_agent: str) -> DeviceInfo:
         if not isinstance(user_agent, str) or not user_agent.strip():
             return UNKNOWN_DEVICE
+        if not self._is_loaded:
+            self._load()
         try:
             browser, os, device = self._families(user_agent)
         except (UnicodeError, ValueError, TypeError):

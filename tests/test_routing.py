@@ -277,3 +277,19 @@ def test_simulate_traces_every_stream_and_stores_nothing(db, make_tracker, setti
     assert second.verdict == "matched" and simulation.decision.offer_id == a
     flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
     assert db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0] == 0
+
+
+def test_without_filters_needing_them_the_flusher_flags_bots_and_parses_devices(db, make_tracker, settings):
+    (offer,) = offers(db, 1)
+    create_campaign(db, "Plain", "plain", offer_id=offer)
+    tracker = make_tracker()
+    crawler = track(
+        tracker, "plain", visit(ua="Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)")
+    )
+    phone = track(tracker, "plain", visit(ip="198.51.100.78", ua=IPHONE))
+    journal = b"".join(path.read_bytes() for path in settings.spool_dir.glob("clicks.*.log"))
+    assert journal.count(b"\t-1\t") == 2  # Left to the flusher: neither was checked on the click path.
+    flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    rows = db.execute_sql("SELECT subid, is_bot, device_type, os FROM click ORDER BY id").fetchall()
+    assert rows[0][:3] == (crawler.subid, 1, "bot")
+    assert rows[1] == (phone.subid, 0, "mobile", "iOS")

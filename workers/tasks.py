@@ -17,7 +17,7 @@ from huey import SqliteHuey, crontab
 from huey.exceptions import TaskLockedException
 
 from models import db, open_database
-from models.spool import flush_spool, remove_flushed_segments, sync_spool
+from models.spool import flush_spool, flusher_bots, remove_flushed_segments, sync_spool
 from settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,12 @@ class SpoolFlusher:
         if now - self.last_sync >= SYNC_EVERY:
             sync_spool(db, self.settings.spool_dir)
             self.last_sync = now
-        result = flush_spool(db, self.settings.spool_dir, self.settings.spool_segment_bytes)
+        result = flush_spool(
+            db,
+            self.settings.spool_dir,
+            self.settings.spool_segment_bytes,
+            bots=flusher_bots(self.settings.bot_ips),
+        )
         if now - self.last_truncate >= TRUNCATE_EVERY or (
             (result.inserted or result.segments_done) and now - self.last_checkpoint >= CHECKPOINT_EVERY
         ):
