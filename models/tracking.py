@@ -70,7 +70,7 @@ class Visit:
     params: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Decision:
     subid: str
     answer: str  # One of ANSWERS.
@@ -412,6 +412,8 @@ class ClickTracker:
             )
         subid = new_subid(now_ms)
         location = self._location(route, subid, visit, lookups, now)
+        # PERF: the line's tail is built before the lock, which is held only to decide and append.
+        tail = None if dry_run else self._tail(subid, route, visit, lookups, location)
         debounce_since = now_ms - self.debounce_ms
         journal = self.journal
         journal.lock()
@@ -429,26 +431,17 @@ class ClickTracker:
                     campaign, subject, history, now_ms, self.campaigns, trace, lookups.prepare
                 )
                 location = self._location(route, subid, visit, lookups, now)
-            final = route.campaign
+                tail = None if dry_run else self._tail(subid, route, visit, lookups, location)
             stream_id = route.stream.id if route.stream else None
             offer_id = route.offer.offer_id if route.offer else None
-            flags = self._uniqueness(final, history, ip, visitor_hash, now_ms, stream_id)
-            if not dry_run:
-                texts = [
-                    user_agent, visit.referrer, visit.source, visit.external_id, *visit.sub_ids,
-                    subject.country, subject.region, subject.city, subject.device_type, subject.os,
-                    subject.browser, subject.languages[0] if subject.languages else "", visit.keyword,
-                    route.summary, location or "",
-                ]  # fmt: skip
-                tail = line_tail(
-                    subid, final.id, stream_id, offer_id, visit.cost, lookups.is_bot_field, texts
-                )
+            flags = self._uniqueness(route.campaign, history, ip, visitor_hash, now_ms, stream_id)
+            if tail is not None:
                 line = encode_line(ip, visitor_hash, now_ms, flags, tail)
                 position = journal.append(line)
-                self._count(stream_id, offer_id, now_ms)
         finally:
             journal.unlock()
-        if not dry_run:
+        if tail is not None:
+            self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
             # Kept as the line's bytes: parsed only if this visitor comes back.
             self.index.add(ip, visitor_hash, RecentClick(position, now_ms, None, line))
         answer, body = self._answer(route.campaign, route.stream, location)
@@ -457,6 +450,21 @@ class ClickTracker:
             flags[0] == 1, flags[1] == 1, flags[2] == 1, subject.is_bot, route.summary,
         )  # fmt: skip
         return decision, subject, lookups.bot_reason
+
+    @staticmethod
+    def _tail(subid: str, route: Route, visit: Visit, lookups: Lookups, location: str | None) -> bytes:
+        subject = lookups.subject
+        texts = [
+            visit.user_agent, visit.referrer, visit.source, visit.external_id, *visit.sub_ids,
+            subject.country, subject.region, subject.city, subject.device_type, subject.os,
+            subject.browser, subject.languages[0] if subject.languages else "", visit.keyword,
+            route.summary, location or "",
+        ]  # fmt: skip
+        stream_id = route.stream.id if route.stream else None
+        offer_id = route.offer.offer_id if route.offer else None
+        return line_tail(
+            subid, route.campaign.id, stream_id, offer_id, visit.cost, lookups.is_bot_field, texts
+        )
 
     def _is_over_cap(self, route: Route, now_ms: int) -> bool:
         stream, offer = route.stream, route.offer
