@@ -41,7 +41,7 @@ def create_tracker(settings: Settings):
     """Open this process's database connection and the click pipeline; refuse an old schema."""
     from models import open_database
     from models.bots import BotDetector
-    from models.geo import open_geo_database
+    from models.geo import GeoSource
     from models.migrate import schema_is_current
     from models.tracking import ClickTracker
     from models.useragent import UserAgentParser
@@ -51,10 +51,10 @@ def create_tracker(settings: Settings):
         raise SchemaOutdated(
             f"The database {settings.database_path} needs migrating: run `lanner db migrate`."
         )
-    geo = open_geo_database(settings.geo_path)
-    if geo is None:
+    geo = GeoSource(settings.geo_path)
+    if geo.database is None:
         logging.getLogger(__name__).warning(
-            "No geo database at %s: every click's country is unknown (run `lanner geo build`).",
+            "No geo database at %s: countries are unknown until it appears (`lanner geo build`).",
             settings.geo_path,
         )
     return ClickTracker(

@@ -15,6 +15,7 @@ import datetime
 import gzip
 import importlib.util
 import itertools
+import logging
 import os
 import pickle
 import socket
@@ -26,6 +27,8 @@ from typing import Any
 
 import maxminddb
 from maxminddb import InvalidDatabaseError
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_GEO_FILENAME",
@@ -201,6 +204,49 @@ def open_geo_database(path: str | os.PathLike[str]) -> GeoDatabase | None:
         return GeoDatabase(path)
     except FileNotFoundError:
         return None  # Removed between the check and the open.
+
+
+class GeoSource:
+    """The geo file a long-running process reads, reopened when it is replaced on disk.
+
+    A monthly MaxMind update or `lanner geo build` replaces the file (atomically): `refresh()` (called
+    about once a second by a web worker) notices the new inode or mtime and switches to it, so no
+    restart is needed. A missing or broken new file leaves the open one in use, with a warning.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.database: GeoDatabase | None = None
+        self._stamp: tuple[int, int] | None = None
+        self.refresh()
+
+    def lookup(self, ip: str) -> GeoInfo:
+        database = self.database
+        return database.lookup(ip) if database is not None else UNKNOWN_GEO
+
+    def refresh(self) -> bool:
+        """Reopen the file if it changed; True when a (new) file was opened."""
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return False
+        stamp = (stat.st_ino, stat.st_mtime_ns)
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            database = GeoDatabase(self.path)
+        except (GeoDatabaseError, OSError) as exc:
+            logger.warning("Keeping the geo database in use: %s", exc)
+            return False
+        previous, self.database = self.database, database
+        if previous is not None:
+            previous.close()
+        return True
+
+    def close(self) -> None:
+        if self.database is not None:
+            self.database.close()
 
 
 # --- Building a country file from geoip2fast's bundled data ------------------------------------------------

@@ -25,7 +25,7 @@ from models.bots import BotDetector
 from models.caps import OFFER, STREAM, ClickCounters, CounterZones, local_days
 from models.click import SUB_ID_COLUMNS, SUB_ID_SLOTS
 from models.filters import FilterSubject, parse_accept_language
-from models.geo import UNKNOWN_GEO, GeoDatabase
+from models.geo import UNKNOWN_GEO, GeoSource
 from models.record import (
     CAMPAIGN_ID,
     LOCATION,
@@ -257,7 +257,7 @@ class ClickTracker:
         segment_bytes: int,
         uniqueness_hours: float,
         debounce_seconds: float,
-        geo: GeoDatabase | None = None,
+        geo: GeoSource | None = None,
         devices: UserAgentParser | None = None,
         bots: BotDetector | None = None,
         clock: Callable[[], float] = time.time,
@@ -308,6 +308,8 @@ class ClickTracker:
             self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
             self.zones.load(self.conn)
             self.config_version = version
+        if self.geo is not None:
+            self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
         flushed = read_position(self.db)
         self.index.prune(flushed, int(now * 1000) - self.debounce_ms - 1000)
         if len(self.index) > BACKLOG_WARNING and now >= self._next_backlog_warning:

@@ -11,8 +11,11 @@ from conftest import click, subid_of
 
 
 def count(path) -> int:
-    with sqlite3.connect(path) as connection:
+    connection = sqlite3.connect(path)  # Closed, not just committed: restore refuses an open database.
+    try:
         return connection.execute("SELECT count(*) FROM click").fetchone()[0]
+    finally:
+        connection.close()
 
 
 def test_backup_while_serving_is_consistent_and_restores(
@@ -38,7 +41,11 @@ def test_backup_while_serving_is_consistent_and_restores(
     thread = threading.Thread(target=traffic)
     thread.start()
     try:
-        time.sleep(1.0)
+        # Some served clicks must have landed before the backup (the flusher's first flush builds its
+        # bot and User-Agent matchers, which takes a moment).
+        deadline = time.monotonic() + 20
+        while count(settings.database_path) <= 30000 and time.monotonic() < deadline:
+            time.sleep(0.1)
         target = tmp_path / "copy.db"
         out = lanner("backup", str(target)).stdout
         assert f"Backed up to {target}" in out

@@ -16,6 +16,7 @@ from models.geo import (
     GeoDatabase,
     GeoDatabaseError,
     GeoInfo,
+    GeoSource,
     build_country_database,
     open_geo_database,
 )
@@ -189,3 +190,22 @@ def test_build_country_database_from_bundled_data(tmp_path):
         for private in ("10.1.1.1", "192.168.0.1", "172.16.5.4", "127.0.0.1", "100.64.0.1", "fd00::1", "::1"):
             assert db.lookup(private) is UNKNOWN_GEO, private
     assert (dest.stat().st_mode & 0o777) == 0o644
+
+
+def test_geo_source_switches_to_a_replaced_file_and_keeps_the_old_one_on_a_bad_one(tmp_path):
+    path = tmp_path / "geo" / DEFAULT_GEO_FILENAME
+    source = GeoSource(path)
+    assert source.database is None and source.lookup("81.2.69.160") == UNKNOWN_GEO
+    path.parent.mkdir()
+    write_city_database(path)
+    assert source.refresh() is True and source.lookup("81.2.69.160").city == "London"
+    assert source.refresh() is False  # Unchanged: nothing reopened.
+    writer = MMDBWriter(ip_version=6, ipv4_compatible=True, database_type="GeoLite2-Country")
+    writer.insert_network(IPSet(["81.2.69.0/24"]), {"country": {"iso_code": "IE"}})
+    writer.to_db_file(str(tmp_path / "new.mmdb"))
+    os.replace(tmp_path / "new.mmdb", path)  # How an update lands: atomically.
+    assert source.refresh() is True and source.lookup("81.2.69.160") == GeoInfo("IE")
+    (tmp_path / "broken.mmdb").write_bytes(b"not a database")
+    os.replace(tmp_path / "broken.mmdb", path)
+    assert source.refresh() is False and source.lookup("81.2.69.160") == GeoInfo("IE")
+    source.close()
