@@ -125,3 +125,35 @@ def test_meta_js_and_html_answers(lanner, start_server):
     assert status == 200 and b'window.location.replace("https://o.example/?a=1&c=' in body
     status, _, body = click(server.port, "pages", "page=1", ip="198.51.100.41")
     assert (status, body) == (200, b"<h1>Hi</h1>")
+
+
+HOSTILE = [
+    b"GET /guarded?keyword=%ff%fe&param=%27%20OR%201=1-- HTTP/1.1\r\nHost: x\r\nUser-Agent: \xff\xfe\xc3 Mobile\r\n"
+    b"Accept-Language: " + b"xx-YY;q=abc," * 500 + b"\r\nReferer: \xc3\x28 http://fb.com/\r\n\r\n",
+    b"GET /guarded HTTP/1.1\r\nHost: x\r\nUser-Agent: " + b"Mozilla/5.0 (iPhone " * 900 + b"\r\n\r\n",
+    b"GET /guarded HTTP/1.1\r\nHost: x\r\nX-Real-IP: 2001:db8::1%eth0\r\nAccept-Language: *;q=0,\x00\r\n\r\n",
+    b"GET /guarded?sub_id_3=" + b"%41" * 3000 + b" HTTP/1.1\r\nHost: x\r\nX-Real-IP: ::ffff:8.8.8.8\r\n\r\n",
+    b"GET /guarded HTTP/1.1\r\nHost: x\r\nSec-Purpose: \xff prefetch\r\nSec-Fetch-Dest: \xff\r\n\r\n",
+]
+
+
+def test_hostile_input_through_every_filter_never_gets_a_500(lanner, start_server):
+    from conftest import raw_request
+
+    lanner(
+        "campaign", "create", "Guarded", "--alias", "guarded", "--offer-url", "https://o.example/?c={subid}"
+    )
+    filters = [
+        "country!=unknown", "device=mobile,tablet", "os!=iOS", "browser=Chrome", "language=en,de",
+        "ip!=10.0.0.0/8,2001:db8::/32", "referrer~/fb|ig/", "keyword=shoes", "param.param~select",
+        "sub_id_3~/^A+$/", "user_agent~/iphone/", "schedule=mon-sun 00:00-24:00", "unique=campaign", "bot=no",
+    ]  # fmt: skip
+    args = [arg for expression in filters for arg in ("--filter", expression)]
+    lanner("stream", "add", "guarded", "--type", "intercepting", "--action", "html", "--html", "<p>x</p>",
+           "--filter-mode", "or", *args)  # fmt: skip
+    server = start_server()
+    statuses = [raw_request(server.port, raw).split(b"\r\n", 1)[0] for raw in HOSTILE]
+    # Each reached the app: the schedule filter always passes (OR), so the stream's page; the
+    # last one is a prefetch (its garbage Sec-Fetch-Dest is simply not a subresource).
+    assert statuses == [b"HTTP/1.1 200 OK"] * 4 + [b"HTTP/1.1 204 No Content"]
+    assert request(server.port, "/healthz")[0] == 200
