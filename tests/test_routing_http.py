@@ -128,8 +128,10 @@ def test_meta_js_and_html_answers(lanner, start_server):
 
 
 HOSTILE = [
-    b"GET /guarded?keyword=%ff%fe&param=%27%20OR%201=1-- HTTP/1.1\r\nHost: x\r\nUser-Agent: \xff\xfe\xc3 Mobile\r\n"
-    b"Accept-Language: " + b"xx-YY;q=abc," * 500 + b"\r\nReferer: \xc3\x28 http://fb.com/\r\n\r\n",
+    b"GET /guarded?keyword=%ff%fe&param=%27%20OR%201=1-- HTTP/1.1\r\nHost: x\r\n"
+    b"User-Agent: \xff\xfe\xc3 Mobile\r\nAccept-Language: "
+    + b"xx-YY;q=abc," * 500
+    + b"\r\nReferer: \xc3\x28 http://fb.com/\r\n\r\n",
     b"GET /guarded HTTP/1.1\r\nHost: x\r\nUser-Agent: " + b"Mozilla/5.0 (iPhone " * 900 + b"\r\n\r\n",
     b"GET /guarded HTTP/1.1\r\nHost: x\r\nX-Real-IP: 2001:db8::1%eth0\r\nAccept-Language: *;q=0,\x00\r\n\r\n",
     b"GET /guarded?sub_id_3=" + b"%41" * 3000 + b" HTTP/1.1\r\nHost: x\r\nX-Real-IP: ::ffff:8.8.8.8\r\n\r\n",
