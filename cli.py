@@ -698,6 +698,32 @@ def click_group() -> None:
     """Stored clicks."""
 
 
+@click_group.command("list")
+@click.option("--campaign", "campaign_ref", help="Campaign id or alias.")
+@click.option("--stream", "stream_id", type=int)
+@click.option("--offer", "offer_id", type=int)
+@click.option("--country", help="ISO code, or `unknown`.")
+@click.option("--bots/--humans", "is_bot", default=None, help="Only bots / only humans (default: both).")
+@click.option("--from", "since", help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive.")
+@click.option("--to", "until", help="YYYY-MM-DD (the whole day) or YYYY-MM-DDTHH:MM, exclusive.")
+@click.option("--timezone", default="UTC", show_default=True, help="For --from/--to and the times shown.")
+@click.option("--limit", type=int, default=50, show_default=True)
+@format_option
+@pass_context
+def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any) -> None:
+    """The newest stored clicks, newest first, with filters."""
+    from models.admin import get_campaign
+    from models.clicklog import LOG_COLUMNS, ClickFilter, ClickLogError, list_clicks
+
+    ctx.db
+    campaign_id = admin_call(get_campaign, campaign_ref).id if campaign_ref else None
+    try:
+        rows = list_clicks(ClickFilter(campaign_id=campaign_id, **options))
+    except ClickLogError as exc:
+        raise click.ClickException(str(exc)) from None
+    echo_rows(rows, LOG_COLUMNS, fmt)
+
+
 @click_group.command("show")
 @click.argument("subid")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

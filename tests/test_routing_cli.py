@@ -109,3 +109,43 @@ def test_geo_lookup_and_bad_filter_messages(routed):
     assert bad.returncode == 1 and "planet" in bad.stderr and "Traceback" not in bad.stderr
     bad = routed("stream", "update", "1", "--action", "campaign", check=False)
     assert bad.returncode == 1 and "needs --target ALIAS" in bad.stderr
+
+
+def test_click_list_filters_by_campaign_day_in_a_timezone_and_country(routed, db):
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    berlin = ZoneInfo("Europe/Berlin")
+    just_before = int(datetime(2026, 12, 1, 23, 59, 59, tzinfo=berlin).timestamp() * 1000)
+    next_day = int(datetime(2026, 12, 2, 0, 0, 0, tzinfo=berlin).timestamp() * 1000)
+    for subid, created_at, country in (
+        ("a" * 17, just_before, "DE"),
+        ("b" * 17, next_day, "DE"),
+        ("c" * 17, just_before, ""),
+    ):
+        db.execute_sql(
+            "INSERT INTO click (subid, created_at, campaign_id, stream_id, offer_id, ip, user_agent, "
+            "ua_hash, country) VALUES (?, ?, 1, 1, 1, '192.0.2.1', 'UA', 1, ?)",
+            (subid, created_at, country),
+        )
+    day = [
+        "click",
+        "list",
+        "--campaign",
+        "geo",
+        "--from",
+        "2026-12-01",
+        "--to",
+        "2026-12-01",
+        "--timezone",
+        "Europe/Berlin",
+    ]
+    rows = json.loads(routed(*day, "--json").stdout)
+    assert [row["subid"] for row in rows] == ["c" * 17, "a" * 17]  # Newest first; 00:00 the next day is out.
+    assert rows[1]["created_at"] == "2026-12-01T23:59:59.000+01:00"
+    german = json.loads(routed(*day, "--country", "DE", "--json").stdout)
+    assert [row["subid"] for row in german] == ["a" * 17]
+    unknown = routed(*day, "--country", "unknown", "--csv").stdout.splitlines()
+    assert unknown[0].startswith("subid,created_at") and unknown[1].startswith("c" * 17)
+    bad = routed("click", "list", "--from", "yesterday", check=False)
+    assert bad.returncode == 1 and "'yesterday' is not a date" in bad.stderr
