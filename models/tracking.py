@@ -292,6 +292,8 @@ class ClickTracker:
 
     def close(self) -> None:
         self.journal.close()
+        if self.geo is not None:
+            self.geo.close()
 
     def campaign(self, alias: str) -> CampaignConfig | None:
         if self.clock() >= self._next_refresh:
