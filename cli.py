@@ -840,7 +840,7 @@ def generate_clicks_command(ctx: Context, count: int, days: float, campaigns: in
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
 def status_command(ctx: Context, as_json: bool) -> None:
-    """Web master and workers, spool depth and last flush, queue depth, database size."""
+    """Web master and workers, spool depth and last flush, queue depth, database size, geo file."""
     from workers.status import collect_status
 
     status = collect_status(ctx.settings, ctx.db)
@@ -853,7 +853,7 @@ def status_command(ctx: Context, as_json: bool) -> None:
         echo_rows(web["workers"], ["pid", "uptime_s", "rss_mb"], "table")
     else:
         click.echo("web: not running" + (" (stale pid file)" if web.get("stale_pid_file") else ""))
-    for section in ("spool", "queue", "database"):
+    for section in ("spool", "queue", "database", "geo"):
         if section in status:
             click.echo(f"{section}: " + ", ".join(f"{k} {v}" for k, v in status[section].items()))
 

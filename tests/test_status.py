@@ -1,17 +1,19 @@
-"""`lanner status` against a running tracker and a stopped one."""
+"""`lanner status` against a running tracker and a stopped one, and the geo file it reports."""
 
 from __future__ import annotations
 
 import json
 import time
 
-from conftest import click
+from conftest import click, run_lanner
+from test_geo import write_city_database
 
 
 def test_status_shows_workers_spool_queue_and_database(lanner, start_server, start_consumer):
     lanner("campaign", "create", "S", "--alias", "s", "--offer-url", "https://offer.example/?click={subid}")
     stopped = json.loads(lanner("status", "--json").stdout)
     assert stopped["web"] == {"running": False}
+    assert stopped["geo"]["missing"] == "run `lanner geo build`"
     server = start_server(workers=2)
     start_consumer(LANNER_FLUSH_INTERVAL="0.1")
     for n in range(5):
@@ -33,3 +35,17 @@ def test_status_shows_workers_spool_queue_and_database(lanner, start_server, sta
     assert f"web: master {server.process.pid}" in text and "spool: pending_clicks 0" in text
     server.stop()
     assert json.loads(lanner("status", "--json").stdout)["web"]["running"] is False
+
+
+def test_status_names_the_geo_file_and_its_build(lanner, tmp_path, env):
+    path = write_city_database(tmp_path / "city.mmdb")
+    status = json.loads(lanner("status", "--json").stdout)  # The default file: not built here.
+    assert status["geo"]["path"].endswith("geo/country.mmdb") and "missing" in status["geo"]
+    shown = json.loads(run_lanner({**env, "LANNER_GEO_DATABASE": str(path)}, "status", "--json").stdout)
+    assert set(shown["geo"]) == {"path", "about"} and shown["geo"]["path"] == str(path)
+    assert shown["geo"]["about"].startswith("GeoLite2-City (GeoLite2 City test database), built ")
+    (tmp_path / "broken.mmdb").write_bytes(b"nope")
+    broken = json.loads(
+        run_lanner({**env, "LANNER_GEO_DATABASE": str(tmp_path / "broken.mmdb")}, "status", "--json").stdout
+    )
+    assert "broken.mmdb" in broken["geo"]["error"]

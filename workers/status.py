@@ -73,7 +73,7 @@ def _file_bytes(path: Path) -> int:
 
 
 def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
-    """Web processes, spool depth and last flush, queue depth, database size."""
+    """Web processes, spool depth and last flush, queue depth, database size, the geo file."""
     from models.spool import SQL_SPOOL_UPDATED_AT, spool_status
 
     database = settings.database_path
@@ -104,4 +104,21 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
         finally:
             connection.close()
         status["queue"] = {"pending_tasks": pending, "scheduled_tasks": scheduled}
+    status["geo"] = geo_status(settings.geo_path)
     return status
+
+
+def geo_status(path: Path) -> dict[str, Any]:
+    """Which geo file routing reads, and what it is (countries are unknown without one)."""
+    from models.geo import GeoDatabaseError, open_geo_database
+
+    try:
+        database = open_geo_database(path)
+    except GeoDatabaseError as exc:
+        return {"path": str(path), "error": str(exc)}
+    if database is None:
+        return {"path": str(path), "missing": "run `lanner geo build`"}
+    try:
+        return {"path": str(path), "about": database.description}
+    finally:
+        database.close()
