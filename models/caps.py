@@ -89,12 +89,6 @@ class ClickCounters:
         day_key = (scope, ref, day)
         self.days[day_key] = self.days.get(day_key, 0) + 1
 
-    def total(self, scope: str, ref: int) -> int:
-        return self.totals.get((scope, ref), 0)
-
-    def on_day(self, scope: str, ref: int, day: int) -> int:
-        return self.days.get((scope, ref, day), 0)
-
     def is_capped(self, scope: str, ref: int, daily_cap: int | None, total_cap: int | None, day: int) -> bool:
         if total_cap is not None and self.totals.get((scope, ref), 0) >= total_cap:
             return True
@@ -108,7 +102,7 @@ SQL_OFFER_ZONES = "SELECT id, timezone FROM offer"
 
 
 class CounterZones:
-    """Which timezone's days each stream and offer counts in (for the flusher; reloaded on demand)."""
+    """Which timezone's days each stream and offer counts in, for the flusher and the web workers alike."""
 
     def __init__(self) -> None:
         self.streams: dict[int, LocalDays] = {}
@@ -118,20 +112,22 @@ class CounterZones:
         self.streams = {ref: local_days(zone) for ref, zone in conn.execute(SQL_STREAM_ZONES)}
         self.offers = {ref: local_days(zone) for ref, zone in conn.execute(SQL_OFFER_ZONES)}
 
+    def day(self, conn: sqlite3.Connection, scope: str, ref: int, created_at: int) -> int:
+        """The local day (YYYYMMDD) a click of `ref` counts on."""
+        days = (self.streams if scope is STREAM else self.offers).get(ref)
+        if days is None:  # Created since we looked (or a row without one: UTC).
+            self.load(conn)
+            days = (self.streams if scope is STREAM else self.offers).setdefault(ref, local_days("UTC"))
+        return days.day(created_at)
+
     def increments(self, conn: sqlite3.Connection, clicks: Iterable[tuple[int | None, int | None, int]]):
         """(scope, id, day, clicks) for (stream_id, offer_id, created_at) of landed clicks."""
         counts: dict[tuple[str, int, int], int] = {}
-        utc = local_days("UTC")
         for stream_id, offer_id, created_at in clicks:
             for scope, ref in ((STREAM, stream_id), (OFFER, offer_id)):
-                if ref is None:
-                    continue
-                days = (self.streams if scope is STREAM else self.offers).get(ref)
-                if days is None:  # Created since we looked (or a row without one: UTC).
-                    self.load(conn)
-                    days = (self.streams if scope is STREAM else self.offers).setdefault(ref, utc)
-                key = (scope, ref, days.day(created_at))
-                counts[key] = counts.get(key, 0) + 1
+                if ref is not None:
+                    key = (scope, ref, self.day(conn, scope, ref, created_at))
+                    counts[key] = counts.get(key, 0) + 1
         return [(scope, ref, day, clicks) for (scope, ref, day), clicks in counts.items()]
 
 

@@ -131,22 +131,6 @@ class History:
         raise NotImplementedError
 
 
-class NoHistory(History):
-    """A first-time visitor (and what `lanner simulate --new-visitor` assumes)."""
-
-    def seen_in_campaign(self, campaign_id: int) -> bool:
-        return False
-
-    def seen_in_stream(self, stream_id: int) -> bool:
-        return False
-
-    def offers_in_stream(self, stream_id: int) -> set[int]:
-        return set()
-
-    def last_in_campaign(self, campaign_id: int) -> tuple[int | None, int | None] | None:
-        return None
-
-
 @dataclass
 class Route:
     campaign: CampaignConfig

@@ -99,24 +99,20 @@ STEP_VERDICTS = {"-": "no match", "c": "capped", "o": "offers capped", "+": "mat
 def stored_trace(click: dict[str, Any], campaigns: dict[int, CampaignConfig]) -> list[TraceEntry]:
     """The streams named in a stored click's route, with their current filters re-evaluated."""
     subject = stored_subject(click)
-    streams = {sid: stream for c in campaigns.values() for sid, stream in c.streams.items()}
-    aliases = {c.id: c.alias for c in campaigns.values()}
+    # Stream id -> (its campaign's alias, the stream).
+    streams = {sid: (c.alias, stream) for c in campaigns.values() for sid, stream in c.streams.items()}
     trace = []
     for step in click["route"].split():
         if step.startswith("b") and step[1:].isdigit():
-            stream = streams.get(int(step[1:]))
-            if stream is not None:
-                trace.append(TraceEntry("", stream, "bound"))
+            if int(step[1:]) in streams:
+                trace.append(TraceEntry(*streams[int(step[1:])], "bound"))
             continue
         number, verdict = step[:-1], STEP_VERDICTS.get(step[-1:])
         if not number.isdigit() or verdict is None:
             continue  # Offer steps (o5, u, f) and campaign hops (>alias).
-        stream = streams.get(int(number))
-        if stream is None:
+        if int(number) not in streams:
             continue  # Deleted or paused since.
-        entry = TraceEntry("", stream, verdict)
-        stream.filters.matches(subject, stream.id, entry.filters)
+        entry = TraceEntry(*streams[int(number)], verdict)
+        entry.stream.filters.matches(subject, entry.stream.id, entry.filters)
         trace.append(entry)
-    for entry in trace:
-        entry.campaign = next((aliases[c.id] for c in campaigns.values() if entry.stream.id in c.streams), "")
     return trace

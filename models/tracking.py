@@ -22,7 +22,7 @@ from peewee import Database
 
 from models import hotpath
 from models.bots import BotDetector
-from models.caps import OFFER, STREAM, ClickCounters, CounterZones, local_days
+from models.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.click import SUB_ID_COLUMNS, SUB_ID_SLOTS
 from models.filters import FilterSubject, parse_accept_language
 from models.geo import UNKNOWN_GEO, GeoSource
@@ -124,9 +124,6 @@ class Lookups:
             subject.os, subject.browser = device.os, device.browser
         return subject
 
-    def everything(self) -> None:
-        self.device()
-
     def prepare(self, campaign: CampaignConfig) -> None:
         if campaign.needs_device:
             self.device()
@@ -203,6 +200,7 @@ class VisitorHistory(History):
         self.conn, self.ip, self.visitor_hash = conn, ip, visitor_hash
         # The database's rows cut at VISITOR_HISTORY_LIMIT: then each scope is asked exactly.
         self.is_truncated = len(rows) >= hotpath.VISITOR_HISTORY_LIMIT
+        self.db_rows = rows
         # (campaign_id, stream_id, offer_id, created_at): journal lines not flushed yet, then the rows.
         self.rows = recent + rows if recent else rows
         self.since = since  # campaign_id -> the start of its uniqueness window (unix ms).
@@ -323,11 +321,9 @@ class ClickTracker:
 
     def _count(self, stream_id: int | None, offer_id: int | None, created_at: int) -> None:
         if stream_id is not None:
-            days = self.zones.streams.get(stream_id) or local_days("UTC")
-            self.counters.add(STREAM, stream_id, days.day(created_at))
+            self.counters.add(STREAM, stream_id, self.zones.day(self.conn, STREAM, stream_id, created_at))
         if offer_id is not None:
-            days = self.zones.offers.get(offer_id) or local_days("UTC")
-            self.counters.add(OFFER, offer_id, days.day(created_at))
+            self.counters.add(OFFER, offer_id, self.zones.day(self.conn, OFFER, offer_id, created_at))
 
     def _remember_line(self, position: tuple[int, int], line: bytes) -> None:
         """Index and count another worker's journal line, parsing only its first fields."""
@@ -377,12 +373,17 @@ class ClickTracker:
         )
         # Clicks not in the database yet (any worker's), as far as the journal has been read.
         self.journal.catch_up(is_locked=False)
-        recent = [
+        return VisitorHistory(
+            self.conn, ip, visitor_hash, rows, self._journal_history(ip, visitor_hash), since
+        )
+
+    def _journal_history(self, ip: str, visitor_hash: int) -> list[tuple]:
+        """The visitor's clicks held from the journal, as (campaign_id, stream_id, offer_id, created_at)."""
+        return [
             (record[CAMPAIGN_ID], record[STREAM_ID], record[OFFER_ID], click.created_at)
             for click in self.index.visits(ip, visitor_hash)
             if (record := click.record) is not None
         ]
-        return VisitorHistory(self.conn, ip, visitor_hash, rows, recent, since)
 
     def track(self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool = False) -> Decision:
         return self._track(campaign, visit, dry_run=dry_run, trace=None)[0]
@@ -403,7 +404,7 @@ class ClickTracker:
         lookups = self.lookups(visit, now)
         subject = lookups.subject
         if trace is not None:
-            lookups.everything()  # A simulation shows everything routing could look at.
+            lookups.device()  # A simulation shows everything routing could look at (bot check included).
         history = self._history(campaign, ip, visitor_hash, now_ms)
         subject.seen_in_stream = history.seen_in_stream
         route = self.router.route(campaign, subject, history, now_ms, self.campaigns, trace, lookups.prepare)
@@ -492,29 +493,18 @@ class ClickTracker:
         campaign_since = now_ms - campaign.uniqueness_ms
         campaign_id = campaign.id
         seen_global = seen_campaign = seen_stream = 0
-        rows = history.rows
         if history.is_truncated:
             seen_global, seen_campaign, seen_stream = hotpath.visitor_seen(
                 self.conn, ip, visitor_hash, global_since, campaign_since, campaign_id, stream_id
             )
-        # The history's own rows include the journal as read before the lock; the lines read since
-        # are in the index too, so look at the index again.
-        for c, s, _, created in rows:
+        # The database rows, and every journal line as read under the lock (the history's own copy
+        # of the journal was taken before it).
+        for c, s, _, created in history.db_rows + self._journal_history(ip, visitor_hash):
             if created >= global_since:
                 seen_global = 1
             if c == campaign_id and created >= campaign_since:
                 seen_campaign = 1
                 if stream_id is not None and s == stream_id:
-                    seen_stream = 1
-        for recent in self.index.visits(ip, visitor_hash):
-            record = recent.record
-            if record is None:
-                continue
-            if recent.created_at >= global_since:
-                seen_global = 1
-            if record[CAMPAIGN_ID] == campaign_id and recent.created_at >= campaign_since:
-                seen_campaign = 1
-                if stream_id is not None and record[STREAM_ID] == stream_id:
                     seen_stream = 1
         return (
             0 if seen_global else 1,

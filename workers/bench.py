@@ -334,14 +334,10 @@ def run_lanner(env: dict[str, str], *args: str, timeout: float = 120, capture: b
     return result.stdout if capture else ""
 
 
-def tree_rss_mb(pids: Iterable[int]) -> float:
-    """Resident memory of these processes and their descendants, in MB."""
-    return round(sum(rss_kb(pid) or 0 for root in pids for pid in process_tree(root)) / 1024, 1)
-
-
-def tree_pss_mb(pids: Iterable[int]) -> float:
-    """Proportional memory of these processes and their descendants, in MB: what they use together."""
-    return round(sum(pss_kb(pid) or 0 for root in pids for pid in process_tree(root)) / 1024, 1)
+def tree_memory_mb(pids: Iterable[int], read_kb: Callable[[int], int | None] = rss_kb) -> float:
+    """Memory of these processes and their descendants, in MB: resident (rss_kb) or proportional
+    (pss_kb: shared pages counted once, what they use together)."""
+    return round(sum(read_kb(pid) or 0 for root in pids for pid in process_tree(root)) / 1024, 1)
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -849,13 +845,13 @@ def measure_step(
     result = StepResult(target, rate, options.step_seconds, pre_vus, max_vus)
     reporter.step_started(target, rate, options.step_seconds)
     rss_pids = (server_pid, *also_pids)
-    result.peak_rss_mb = tree_rss_mb(rss_pids)
-    result.peak_pss_mb = tree_pss_mb(rss_pids)
+    result.peak_rss_mb = tree_memory_mb(rss_pids)
+    result.peak_pss_mb = tree_memory_mb(rss_pids, pss_kb)
 
     def tick(elapsed: float) -> None:
         reporter.step_tick(elapsed)
-        result.peak_rss_mb = max(result.peak_rss_mb or 0.0, tree_rss_mb(rss_pids))
-        result.peak_pss_mb = max(result.peak_pss_mb or 0.0, tree_pss_mb(rss_pids))
+        result.peak_rss_mb = max(result.peak_rss_mb or 0.0, tree_memory_mb(rss_pids))
+        result.peak_pss_mb = max(result.peak_pss_mb or 0.0, tree_memory_mb(rss_pids, pss_kb))
 
     server_before = process_cpu_seconds(server_pid)
     host_before = host_cpu_ticks()
