@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -202,3 +203,47 @@ def subid_of(location: str) -> str:
     from urllib.parse import parse_qs, urlsplit
 
     return parse_qs(urlsplit(location).query)["click"][0]
+
+
+class Clock:
+    """A controllable time.time for in-process trackers."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def make_tracker(db, settings, clock):
+    """In-process ClickTrackers ("workers") on the test's database and spool, closed at teardown."""
+    from models.tracking import ClickTracker
+
+    trackers = []
+
+    def make(**overrides):
+        options = dict(
+            spool_dir=settings.spool_dir,
+            segment_bytes=settings.spool_segment_bytes,
+            uniqueness_hours=24,
+            debounce_seconds=2,
+            clock=clock,
+            rng=random.Random(7),
+        )
+        options.update(overrides)
+        tracker = ClickTracker(db, **options)
+        trackers.append(tracker)
+        return tracker
+
+    yield make
+    for tracker in trackers:
+        tracker.close()

@@ -87,6 +87,26 @@ HUMANS = [
 ]
 
 # Crawlers, HTTP libraries, headless browsers and link previews.
+LINK_PREVIEWS = [
+    "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_11_1) AppleWebKit/601.2.4 (KHTML, like Gecko) Version/9.0.1 "
+    "Safari/601.2.4 facebookexternalhit/1.1 Facebot Twitterbot/1.0",  # iMessage
+    "Twitterbot/1.0",
+    "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
+    "TelegramBot (like TwitterBot)",
+    "WhatsApp/2.23.20.0",
+    "Mozilla/5.0 (compatible; Discordbot/2.0; +https://discordapp.com)",
+    "LinkedInBot/1.0 (compatible; Mozilla/5.0; Apache-HttpClient +http://www.linkedin.com)",
+    "Mozilla/5.0 (Windows NT 6.1; WOW64) SkypeUriPreview Preview/0.5 skype-url-preview@microsoft.com",
+    "Mozilla/5.0 (compatible; vkShare; +http://vk.com/dev/Share)",
+    "Viber/21.5.0.0 CFNetwork/1410.0.3 Darwin/22.6.0",
+    "Pinterestbot/1.0 (+http://www.pinterest.com/bot.html)",
+    "Mozilla/5.0 (compatible; redditbot/1.0; +http://www.reddit.com/feedback)",
+    "Iframely/1.3.1 (+https://iframely.com/docs/about) Atlassian",
+    "Mozilla/5.0 (compatible; Embedly/0.2; +http://support.embed.ly/)",
+    "Mastodon/4.2.10 (http.rb/5.1.1; +https://mastodon.social/) Bot",
+]
+
 BOTS = [
     "curl/8.5.0",
     "Wget/1.21.4",
@@ -117,41 +137,9 @@ BOTS = [
     "Version/13.1.1 Safari/605.1.15 (Applebot/0.1; +http://www.apple.com/go/applebot)",
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/126.0.6478.126 "
     "Safari/537.36",
-    "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)",
-    "Twitterbot/1.0",
-    "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
-    "TelegramBot (like TwitterBot)",
-    "WhatsApp/2.23.20.0",
-    "Mozilla/5.0 (compatible; Discordbot/2.0; +https://discordapp.com)",
-    "LinkedInBot/1.0 (compatible; Mozilla/5.0; Apache-HttpClient +http://www.linkedin.com)",
-    "Mozilla/5.0 (Windows NT 6.1; WOW64) SkypeUriPreview Preview/0.5 skype-url-preview@microsoft.com",
-    "Mozilla/5.0 (compatible; vkShare; +http://vk.com/dev/Share)",
-    "Viber/21.5.0.0 CFNetwork/1410.0.3 Darwin/22.6.0",
-    "Pinterestbot/1.0 (+http://www.pinterest.com/bot.html)",
-    "Mozilla/5.0 (compatible; redditbot/1.0; +http://www.reddit.com/feedback)",
-    "Iframely/1.3.1 (+https://iframely.com/docs/about) Atlassian",
-    "Mozilla/5.0 (compatible; Embedly/0.2; +http://support.embed.ly/)",
+    *LINK_PREVIEWS,
 ]
 
-LINK_PREVIEWS = [
-    "facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)",
-    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_11_1) AppleWebKit/601.2.4 (KHTML, like Gecko) Version/9.0.1 "
-    "Safari/601.2.4 facebookexternalhit/1.1 Facebot Twitterbot/1.0",  # iMessage
-    "Twitterbot/1.0",
-    "Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)",
-    "TelegramBot (like TwitterBot)",
-    "WhatsApp/2.23.20.0",
-    "Mozilla/5.0 (compatible; Discordbot/2.0; +https://discordapp.com)",
-    "LinkedInBot/1.0 (compatible; Mozilla/5.0; Apache-HttpClient +http://www.linkedin.com)",
-    "Mozilla/5.0 (Windows NT 6.1; WOW64) SkypeUriPreview Preview/0.5 skype-url-preview@microsoft.com",
-    "Mozilla/5.0 (compatible; vkShare; +http://vk.com/dev/Share)",
-    "Viber/21.5.0.0 CFNetwork/1410.0.3 Darwin/22.6.0",
-    "Pinterestbot/1.0 (+http://www.pinterest.com/bot.html)",
-    "Mozilla/5.0 (compatible; redditbot/1.0; +http://www.reddit.com/feedback)",
-    "Iframely/1.3.1 (+https://iframely.com/docs/about) Atlassian",
-    "Mozilla/5.0 (compatible; Embedly/0.2; +http://support.embed.ly/)",
-    "Mastodon/4.2.10 (http.rb/5.1.1; +https://mastodon.social/) Bot",
-]
 
 WINDOWS_CHROME = HUMANS[0]
 

@@ -23,44 +23,6 @@ IPHONE = (
 )
 
 
-class Clock:
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def make_tracker(db, settings, clock):
-    trackers = []
-
-    def make(seed: int = 7) -> ClickTracker:
-        tracker = ClickTracker(
-            db,
-            spool_dir=settings.spool_dir,
-            segment_bytes=settings.spool_segment_bytes,
-            uniqueness_hours=24,
-            debounce_seconds=2,
-            clock=clock,
-            rng=random.Random(seed),
-        )
-        trackers.append(tracker)
-        return tracker
-
-    yield make
-    for tracker in trackers:
-        tracker.close()
-
-
 def visit(ip: str = "198.51.100.1", ua: str = CHROME, **fields) -> Visit:
     return Visit(ip=ip, user_agent=ua, **fields)
 
@@ -193,7 +155,11 @@ def test_offer_total_cap_is_exact_and_the_stream_moves_on(db, make_tracker, cloc
     create_campaign(db, "Cap", "cap", offer_id=capped)
     stream = track(make_tracker(), "cap", visit(ip="192.0.2.250")).stream_id  # 1 of 5.
     update_stream(db, stream, fallback_offer_id=spare)
-    trackers = [make_tracker(seed=1), make_tracker(seed=2)] if two_workers else [make_tracker()]
+    trackers = (
+        [make_tracker(rng=random.Random(1)), make_tracker(rng=random.Random(2))]
+        if two_workers
+        else [make_tracker()]
+    )
     got = Counter()
     for n in range(20):
         got[track(trackers[n % len(trackers)], "cap", visit(ip=f"192.0.2.{n}")).offer_id] += 1
@@ -207,7 +173,7 @@ def test_offer_total_cap_is_exact_and_the_stream_moves_on(db, make_tracker, cloc
     ).fetchone()[0]
     assert stored == counted == 5
     # A worker started now (counters from the database + the journal) agrees.
-    assert track(make_tracker(seed=3), "cap", visit(ip="192.0.2.99")).offer_id == spare
+    assert track(make_tracker(rng=random.Random(3)), "cap", visit(ip="192.0.2.99")).offer_id == spare
 
 
 def test_stream_daily_cap_rolls_over_at_local_midnight(db, make_tracker, clock):

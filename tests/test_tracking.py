@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from models.admin import add_stream, create_campaign, create_offer, update_stream
@@ -19,49 +17,10 @@ from models.record import (
     ua_hash,
 )
 from models.spool import flush_spool
-from models.tracking import ClickTracker, Visit
+from models.tracking import Visit
 
 HOUR_MS = 3_600_000
 ROUTING_VALUES = ["DE", "BE", "Berlin", "mobile", "Android", "Chrome Mobile", "de", "shoes", "3+ o4"]
-
-
-class Clock:
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def make_tracker(db, settings, clock):
-    trackers = []
-
-    def make(**overrides) -> ClickTracker:
-        options = dict(
-            spool_dir=settings.spool_dir,
-            segment_bytes=settings.spool_segment_bytes,
-            uniqueness_hours=24,
-            debounce_seconds=2,
-            clock=clock,
-            rng=random.Random(7),
-        )
-        options.update(overrides)
-        tracker = ClickTracker(db, **options)
-        trackers.append(tracker)
-        return tracker
-
-    yield make
-    for tracker in trackers:
-        tracker.close()
 
 
 @pytest.fixture
