@@ -14,11 +14,17 @@ class SchemaOutdated(RuntimeError):
     """The database is older than this code; `lanner db migrate` fixes it."""
 
 
-def create_app(settings: Settings, *, tracker=None) -> falcon.App:
+def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None) -> falcon.App:
     from models.macros import compile_url
     from routes.click import ClickResource, ClientAddress
     from routes.errors import handle_unexpected
     from routes.health import HealthResource
+    from routes.postback import (
+        ClickPixelResource,
+        ConversionPixelResource,
+        PostbackDesk,
+        PostbackResource,
+    )
 
     if settings.fallback_url:
         compile_url(settings.fallback_url)  # The same rules as an offer URL; raises MacroError.
@@ -27,14 +33,43 @@ def create_app(settings: Settings, *, tracker=None) -> falcon.App:
     client_address = ClientAddress(
         settings.trusted_proxies, settings.real_ip_header, is_unix_socket=settings.bind.startswith("unix:")
     )
+    if enqueue_delivery is None:
+        enqueue_delivery = delivery_queue(settings)
+    desk = PostbackDesk(create_recorder(settings, tracker.db), client_address, enqueue_delivery)
+    clicks = ClickResource(tracker, client_address, settings.sub_id_aliases, settings.fallback_url)
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", HealthResource(tracker))
-    app.add_route(
-        "/{alias}", ClickResource(tracker, client_address, settings.sub_id_aliases, settings.fallback_url)
-    )
+    app.add_route("/postback", PostbackResource(desk))
+    # The key sits where a campaign alias would: Falcon wants one field name per path level.
+    app.add_route("/{alias}/postback", PostbackResource(desk))
+    app.add_route("/px/conversion", ConversionPixelResource(desk))
+    app.add_route("/px/click/{alias}", ClickPixelResource(tracker, clicks.visit))
+    app.add_route("/{alias}", clicks)
     app.add_error_handler(Exception, handle_unexpected)
     return app
+
+
+def create_recorder(settings: Settings, db):
+    from models.postbacks import ConversionRecorder
+
+    return ConversionRecorder(db, park_ms=int(settings.postback_park_hours * 3_600_000))
+
+
+def delivery_queue(settings: Settings):
+    """Queue an outbound postback's Huey task; a lost one is picked up by the periodic sweep."""
+    from workers.tasks import create_huey
+
+    huey = create_huey(settings)
+    logger = logging.getLogger(__name__)
+
+    def enqueue(delivery_id: int) -> None:
+        try:
+            huey.send_postback(delivery_id)
+        except Exception:  # The delivery row is stored; `send_due_postbacks` sends it within a minute.
+            logger.warning("could not queue outbound postback %s", delivery_id, exc_info=True)
+
+    return enqueue
 
 
 def create_tracker(settings: Settings):

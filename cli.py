@@ -713,13 +713,14 @@ def click_group() -> None:
 def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any) -> None:
     """The newest stored clicks, newest first, with filters."""
     from models.admin import get_campaign
-    from models.clicklog import LOG_COLUMNS, ClickFilter, ClickLogError, list_clicks
+    from models.clicklog import LOG_COLUMNS, ClickFilter, list_clicks
+    from models.timerange import TimeRangeError
 
     ctx.db
     campaign_id = admin_call(get_campaign, campaign_ref).id if campaign_ref else None
     try:
         rows = list_clicks(ClickFilter(campaign_id=campaign_id, **options))
-    except ClickLogError as exc:
+    except TimeRangeError as exc:
         raise click.ClickException(str(exc)) from None
     echo_rows(rows, LOG_COLUMNS, fmt)
 
@@ -749,6 +750,238 @@ def click_show(ctx: Context, subid: str, as_json: bool) -> None:
             click.echo(f"{key}: {value}")
     click.echo("streams (current filters, stored values):")
     echo_trace(data)
+
+
+def log_filter_options(function):
+    """--from/--to/--timezone/--limit for the conversion, postback and delivery logs."""
+    for option in reversed(
+        (
+            click.option("--from", "since", help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive."),
+            click.option("--to", "until", help="YYYY-MM-DD (the whole day) or YYYY-MM-DDTHH:MM, exclusive."),
+            click.option(
+                "--timezone", default="UTC", show_default=True, help="For --from/--to and the times shown."
+            ),
+            click.option("--limit", type=int, default=50, show_default=True),
+        )
+    ):
+        function = option(function)
+    return function
+
+
+def echo_log(
+    ctx: Context, list_function, columns, fmt: str, campaign_ref: str | None = None, **options: Any
+) -> None:
+    from models.admin import get_campaign
+    from models.conversionlog import LogFilter
+    from models.timerange import TimeRangeError
+
+    ctx.db
+    campaign_id = admin_call(get_campaign, campaign_ref).id if campaign_ref else None
+    extra = {"orphans": options.pop("orphans")} if "orphans" in options else {}
+    try:
+        rows = list_function(LogFilter(campaign_id=campaign_id, **options), **extra)
+    except TimeRangeError as exc:
+        raise click.ClickException(str(exc)) from None
+    echo_rows(rows, columns, fmt)
+
+
+@main.group()
+def conversion() -> None:
+    """Stored conversions."""
+
+
+@conversion.command("list")
+@click.option("--campaign", "campaign_ref", help="Campaign id or alias.")
+@click.option("--subid")
+@click.option("--status", help="lead, sale, rejected, rebill, trash, or an unmapped word.")
+@log_filter_options
+@format_option
+@pass_context
+def conversion_list(ctx: Context, fmt: str, **options: Any) -> None:
+    """The newest conversions, newest first."""
+    from models.conversionlog import CONVERSION_COLUMNS, list_conversions
+
+    echo_log(ctx, list_conversions, CONVERSION_COLUMNS, fmt, **options)
+
+
+@main.group()
+def postback() -> None:
+    """Incoming postbacks (networks -> Lanner) and outbound ones (Lanner -> traffic sources)."""
+
+
+@postback.group("key")
+def postback_key() -> None:
+    """The secret every incoming postback must carry."""
+
+
+def echo_postback_urls(key: str) -> None:
+    click.echo(f"key: {key}")
+    click.echo(
+        f"postback URL: https://YOUR-DOMAIN/{key}/postback?subid={{subid}}&status={{status}}&payout={{payout}}&tid={{tid}}"
+    )
+    click.echo(f"conversion pixel: https://YOUR-DOMAIN/px/conversion?key={key}&status=lead")
+
+
+@postback_key.command("show")
+@pass_context
+def postback_key_show(ctx: Context) -> None:
+    """Print the key and the postback URL to give networks."""
+    from models.postbacks import read_secret
+
+    echo_postback_urls(read_secret(ctx.db, "postback_key"))
+
+
+@postback_key.command("rotate")
+@click.confirmation_option(prompt="Networks using the old key will be refused. Rotate?")
+@pass_context
+def postback_key_rotate(ctx: Context) -> None:
+    """Replace the key; postbacks with the old one are refused at once."""
+    from models.postbacks import rotate_secret
+
+    echo_postback_urls(rotate_secret(ctx.db, "postback_key"))
+
+
+@postback.command("list")
+@click.option("--orphans", is_flag=True, help="Only parked postbacks, still waiting for their click.")
+@click.option("--subid")
+@click.option(
+    "--verdict", "status", help="created, updated, duplicate, refused, parked, expired, invalid, forbidden."
+)
+@log_filter_options
+@format_option
+@pass_context
+def postback_list(ctx: Context, fmt: str, **options: Any) -> None:
+    """Incoming postbacks as received, newest first, with what became of each."""
+    from models.conversionlog import POSTBACK_COLUMNS, list_postbacks
+
+    columns = (*POSTBACK_COLUMNS, "expires_at") if options["orphans"] else POSTBACK_COLUMNS
+    echo_log(ctx, list_postbacks, columns, fmt, **options)
+
+
+@postback.group("status")
+def postback_status() -> None:
+    """A network's own status words mapped to lead, sale, rejected, rebill, trash."""
+
+
+@postback_status.command("map")
+@click.argument("word")
+@click.argument("status")
+@click.option("--network", default="", help="Only for postbacks with this from=; default: every network.")
+@pass_context
+def postback_status_map(ctx: Context, word: str, status: str, network: str) -> None:
+    """Map WORD to STATUS; stored conversions with WORD unmapped take STATUS now."""
+    from models.postback_admin import map_status
+
+    remapped = admin_call(map_status, ctx.db, word, status, network=network)
+    click.echo(f"{word} -> {status}; {remapped} stored conversion(s) re-mapped")
+
+
+@postback_status.command("unmap")
+@click.argument("word")
+@click.option("--network", default="")
+@pass_context
+def postback_status_unmap(ctx: Context, word: str, network: str) -> None:
+    """Remove a map (conversions keep the status they have)."""
+    from models.postback_admin import unmap_status
+
+    admin_call(unmap_status, ctx.db, word, network=network)
+
+
+@postback_status.command("list")
+@format_option
+@pass_context
+def postback_status_list(ctx: Context, fmt: str) -> None:
+    """Custom status maps (the built-in aliases are in the README)."""
+    from models.postback_admin import list_status_maps
+
+    ctx.db
+    echo_rows(list_status_maps(), ["network", "raw_status", "status"], fmt)
+
+
+@postback.group("target")
+def postback_target() -> None:
+    """Outbound postbacks: where a campaign's conversions are reported to the traffic source."""
+
+
+@postback_target.command("add")
+@click.argument("campaign_ref")
+@click.argument("url")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    required=True,
+    help="lead, sale, rejected, rebill, trash (repeatable).",
+)
+@click.option(
+    "--method", default="GET", show_default=True, type=click.Choice(["GET", "POST"], case_sensitive=False)
+)
+@pass_context
+def postback_target_add(
+    ctx: Context, campaign_ref: str, url: str, statuses: tuple[str, ...], method: str
+) -> None:
+    """Send URL (macros: the click's plus {status} {payout} {revenue} {currency} {tid} {conversion_id})."""
+    from models.postback_admin import add_target
+
+    target = admin_call(add_target, ctx.db, campaign_ref, url, list(statuses), method=method)
+    click.echo(target.id)
+
+
+@postback_target.command("list")
+@click.option("--campaign", "campaign_ref")
+@format_option
+@pass_context
+def postback_target_list(ctx: Context, campaign_ref: str | None, fmt: str) -> None:
+    """Active outbound postback targets."""
+    from models.postback_admin import list_targets
+
+    ctx.db
+    echo_rows(admin_call(list_targets, campaign_ref), ["id", "campaign_id", "statuses", "method", "url"], fmt)
+
+
+@postback_target.command("remove")
+@click.argument("target_id", type=int)
+@pass_context
+def postback_target_remove(ctx: Context, target_id: int) -> None:
+    """Stop sending to a target; its delivery log stays."""
+    from models.postback_admin import remove_target
+
+    admin_call(remove_target, ctx.db, target_id)
+
+
+@postback.command("deliveries")
+@click.option("--campaign", "campaign_ref")
+@click.option("--state", "status", help="pending, sent or failed.")
+@log_filter_options
+@format_option
+@pass_context
+def postback_deliveries(ctx: Context, fmt: str, **options: Any) -> None:
+    """Outbound postbacks sent, pending a retry, or given up, newest first."""
+    from models.conversionlog import DELIVERY_COLUMNS, list_deliveries
+
+    echo_log(ctx, list_deliveries, DELIVERY_COLUMNS, fmt, **options)
+
+
+@postback.command("test")
+@click.argument("url")
+@click.option(
+    "--method", default="GET", show_default=True, type=click.Choice(["GET", "POST"], case_sensitive=False)
+)
+@click.option("--status", default="sale", show_default=True)
+@click.option("--payout", type=float, default=1.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def postback_test(url: str, method: str, status: str, payout: float, as_json: bool) -> None:
+    """Send one outbound postback to URL now with sample values (stores nothing)."""
+    from models.postback_admin import test_target
+
+    result = admin_call(test_target, url, method=method, status=status, payout=payout)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(f"{result['method']} {result['url']}")
+        click.echo(f"answer: {result['response_code'] or '-'} {result['error']}".rstrip())
+    if not result["ok"]:
+        sys.exit(1)
 
 
 @main.group()
@@ -1042,6 +1275,12 @@ def spool_flush_command(ctx: Context, batch_size: int) -> None:
     click.echo(
         f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}."
     )
+    from app import create_recorder
+
+    settled = create_recorder(ctx.settings, ctx.db).settle_parked()
+    if settled:
+        # Their outbound postbacks are sent by `lanner worker` (the periodic sweep) within a minute.
+        click.echo(f"Matched {len(settled)} parked postback(s) to their clicks.")
 
 
 # -- bench -----------------------------------------------------------------------------------

@@ -93,6 +93,18 @@ SETTINGS: tuple[Setting, ...] = (
         _csv,
         "IPv4/IPv6 addresses and CIDRs whose clicks are flagged as bots (e.g. your own office, scanners).",
     ),
+    Setting(
+        "postback_park_hours",
+        "24",
+        float,
+        "How long a postback whose click is not in the database yet waits for it before it expires.",
+    ),
+    Setting(
+        "postback_retry_seconds",
+        "30",
+        float,
+        "First wait before an outbound postback that failed is sent again; it doubles each time (max 6 h).",
+    ),
 )
 
 
@@ -115,6 +127,8 @@ class Settings:
     log_level: str
     geo_database: str
     bot_ips: tuple[str, ...]
+    postback_park_hours: float
+    postback_retry_seconds: float
 
     @property
     def database_path(self) -> Path:

@@ -37,6 +37,7 @@ class Campaign(BaseModel):
     timezone = TextField(default="UTC")
     cost_model = TextField(default="cpc")
     cost_value = FloatField(default=0.0)
+    cost_currency = TextField(default="USD")
     bind_visitor = IntegerField(default=0)  # A returning visitor gets their previous stream and offer.
     default_action = TextField(default="not_found")
     default_payload = TextField(default="")  # The URL when default_action is "redirect".

@@ -8,11 +8,10 @@ Date bounds are given in the user's timezone and converted to UTC milliseconds o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from models.click import Click
+from models.timerange import TimeRangeError, local_instant, local_iso, zone
 
 LOG_COLUMNS = (
     "subid",
@@ -31,10 +30,6 @@ LOG_COLUMNS = (
 )
 
 
-class ClickLogError(ValueError):
-    """A click log query that cannot be run; the message is one sentence for the user."""
-
-
 @dataclass
 class ClickFilter:
     campaign_id: int | None = None
@@ -48,35 +43,11 @@ class ClickFilter:
     limit: int = 50
 
 
-def _zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (ValueError, KeyError, OSError):
-        raise ClickLogError(f"Unknown timezone {name!r}; use an IANA name such as Europe/Berlin.") from None
-
-
-def _instant(text: str, tz: ZoneInfo, *, is_end: bool) -> int:
-    """Unix ms of a local date or date-time; a bare end date means the midnight after it."""
-    try:
-        if "T" in text or " " in text:
-            local = datetime.fromisoformat(text.replace(" ", "T"))
-            if local.tzinfo is None:
-                local = local.replace(tzinfo=tz)
-        else:
-            day = date.fromisoformat(text)
-            local = datetime.combine(day + timedelta(days=1) if is_end else day, time(0), tz)
-    except ValueError:
-        raise ClickLogError(
-            f"{text!r} is not a date (YYYY-MM-DD) or a date and time (YYYY-MM-DDTHH:MM)."
-        ) from None
-    return int(local.timestamp() * 1000)
-
-
 def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
     """The newest clicks matching `query`, newest first, `created_at` as ISO text in its timezone."""
     if not 1 <= query.limit <= 100_000:
-        raise ClickLogError("The limit must be between 1 and 100,000.")
-    tz = _zone(query.timezone)
+        raise TimeRangeError("The limit must be between 1 and 100,000.")
+    tz = zone(query.timezone)
     select = Click.select(*(getattr(Click, column) for column in LOG_COLUMNS))
     conditions = []
     if query.campaign_id is not None:
@@ -92,9 +63,9 @@ def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
     if query.is_bot is not None:
         conditions.append(Click.is_bot == int(query.is_bot))
     if query.since:
-        conditions.append(Click.created_at >= _instant(query.since, tz, is_end=False))
+        conditions.append(Click.created_at >= local_instant(query.since, tz, is_end=False))
     if query.until:
-        conditions.append(Click.created_at < _instant(query.until, tz, is_end=True))
+        conditions.append(Click.created_at < local_instant(query.until, tz, is_end=True))
     for condition in conditions:
         select = select.where(condition)
     if query.campaign_id is not None:
@@ -103,7 +74,5 @@ def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
         select = select.order_by(Click.id.desc())  # Ids grow with landing time: the newest, cheaply.
     rows = list(select.limit(query.limit).dicts())
     for row in rows:
-        row["created_at"] = datetime.fromtimestamp(row["created_at"] / 1000, tz).isoformat(
-            timespec="milliseconds"
-        )
+        row["created_at"] = local_iso(row["created_at"], tz)
     return rows

@@ -222,6 +222,7 @@ class UrlTemplate:
     """
 
     source: str
+    extra_macros: frozenset[str] = field(default=frozenset(), compare=False)
     _parts: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _plain: tuple[tuple[int, str], ...] = field(init=False, repr=False, compare=False)
     _random: tuple[int, ...] = field(init=False, repr=False, compare=False)
@@ -231,7 +232,7 @@ class UrlTemplate:
     _macros: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        spans = _parse(self.source)
+        spans = _parse(self.source, self.extra_macros)
         parts: list[str] = []
         plain: list[tuple[int, str]] = []
         randoms: list[int] = []
@@ -289,12 +290,15 @@ class UrlTemplate:
         return "".join(parts)
 
 
-def compile_url(template: str) -> UrlTemplate:
-    """Validate an offer URL template and split it for fast rendering; raise MacroError if it is unsafe."""
-    return UrlTemplate(template)
+def compile_url(template: str, extra_macros: frozenset[str] = frozenset()) -> UrlTemplate:
+    """Validate an offer URL template and split it for fast rendering; raise MacroError if it is unsafe.
+
+    `extra_macros` are names allowed besides the click's (an outbound postback's `{payout}`, ...).
+    """
+    return UrlTemplate(template, extra_macros)
 
 
-def _parse(template: str) -> list[tuple[int, int, str, str]]:
+def _parse(template: str, extra_macros: frozenset[str] = frozenset()) -> list[tuple[int, int, str, str]]:
     """Validate `template`; return its macros as (start, end, lowercase name, date format) in order."""
     control = _CONTROL_RE.search(template)
     if control:
@@ -333,7 +337,7 @@ def _parse(template: str) -> list[tuple[int, int, str, str]]:
     if split.netloc != template[authority_start:authority_end]:
         raise MacroError("Offer URL host could not be read unambiguously.")
 
-    return [(start, end, *_macro_name(inner)) for start, end, inner in spans]
+    return [(start, end, *_macro_name(inner, extra_macros)) for start, end, inner in spans]
 
 
 def _find_macros(template: str) -> list[tuple[int, int, str]]:
@@ -354,7 +358,7 @@ def _find_macros(template: str) -> list[tuple[int, int, str]]:
         position = closing + 1
 
 
-def _macro_name(inner: str) -> tuple[str, str]:
+def _macro_name(inner: str, extra_macros: frozenset[str]) -> tuple[str, str]:
     """(lowercase name, date format or "") for the text between the braces of one macro."""
     if not inner:
         raise MacroError("Offer URL has an empty macro {}.")
@@ -364,7 +368,7 @@ def _macro_name(inner: str) -> tuple[str, str]:
         if not date_format:
             raise MacroError(f"Macro {{{inner}}} needs a format, for example {{date:Y-m-d}}.")
         return name, date_format
-    if colon or name not in MACRO_NAMES:
+    if colon or (name not in MACRO_NAMES and name not in extra_macros):
         raise MacroError(f"Unknown macro {{{inner}}} in offer URL.")
     return name, ""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 import random
+import re
 import time
 import zlib
 
@@ -97,6 +98,8 @@ _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
 
 _SUBID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase: sorts as it counts.
+# What new_subid makes: 17 characters of that alphabet.
+SUBID_PATTERN = re.compile(r"^[0-9a-hjkmnp-tv-z]{17}$")
 _SUBID_PAIRS = tuple(a + b for a in _SUBID_ALPHABET for b in _SUBID_ALPHABET)
 
 

@@ -163,12 +163,16 @@ def start_consumer(env, db, tmp_path):
 
 
 def request(
-    port: int, path: str, headers: dict[str, str | bytes] | None = None, method: str = "GET"
+    port: int,
+    path: str,
+    headers: dict[str, str | bytes] | None = None,
+    method: str = "GET",
+    body: bytes | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     """One request on a fresh connection; redirects are not followed."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        connection.request(method, path, headers=headers or {})
+        connection.request(method, path, body=body, headers=headers or {})
         response = connection.getresponse()
         return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
     finally:

@@ -11,10 +11,11 @@ from conftest import run_lanner
 
 
 def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
-    assert "Applied 2 migration(s): 0001_initial, 0002_routing" in run_lanner(env, "db", "migrate").stdout
+    names = ["0001_initial", "0002_routing", "0003_conversions"]
+    assert f"Applied 3 migration(s): {', '.join(names)}" in run_lanner(env, "db", "migrate").stdout
     assert "up to date" in run_lanner(env, "db", "migrate").stdout
     status = json.loads(run_lanner(env, "db", "status", "--json").stdout)
-    assert [row["migration"] for row in status] == ["0001_initial", "0002_routing"]
+    assert [row["migration"] for row in status] == names
     assert all(row["applied_at"] != "pending" for row in status)
 
 

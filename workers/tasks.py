@@ -17,6 +17,8 @@ from huey import SqliteHuey, crontab
 from huey.exceptions import TaskLockedException
 
 from models import db, open_database
+from models.outbound import due_deliveries, send_delivery
+from models.postbacks import ConversionRecorder
 from models.spool import flush_spool, flusher_bots, remove_flushed_segments, sync_spool
 from settings import Settings
 
@@ -37,8 +39,10 @@ class SpoolFlusher:
     a moment, and the web workers append to it.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, on_delivery=None) -> None:
         self.settings = settings
+        self.recorder = ConversionRecorder(db, park_ms=int(settings.postback_park_hours * 3_600_000))
+        self.on_delivery = on_delivery
         self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
         self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
 
@@ -53,11 +57,20 @@ class SpoolFlusher:
             self.settings.spool_segment_bytes,
             bots=flusher_bots(self.settings.bot_ips),
         )
+        if result.inserted:
+            self.settle_parked()
         if now - self.last_truncate >= TRUNCATE_EVERY or (
             (result.inserted or result.segments_done) and now - self.last_checkpoint >= CHECKPOINT_EVERY
         ):
             self.checkpoint()
         return result.inserted
+
+    def settle_parked(self) -> None:
+        """Postbacks that arrived before their click: apply the ones whose click just landed."""
+        for outcome in self.recorder.settle_parked():
+            for delivery_id in outcome.deliveries:
+                if self.on_delivery:
+                    self.on_delivery(delivery_id)
 
     def checkpoint(self) -> None:
         self.last_checkpoint = time.monotonic()
@@ -95,7 +108,8 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
             return  # Another flusher is running; the chain stays single.
         try:
             db.connect(reuse_if_open=True)
-            flusher = SpoolFlusher(settings)
+            flusher = SpoolFlusher(settings, send_postback_task)
+            flusher.settle_parked()  # Also expires the ones that waited too long.
             deadline = time.monotonic() + stretch
             pause = settings.flush_interval
             while True:
@@ -116,11 +130,27 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         if not flusher_lock.is_locked():
             flush_spool_task()
 
+    @huey.task(name="send_postback")
+    def send_postback_task(delivery_id: int) -> None:
+        result = send_delivery(db, delivery_id, retry_base=settings.postback_retry_seconds)
+        if result.state == "pending":
+            send_postback_task.schedule((delivery_id,), delay=result.retry_in)
+        elif result.state == "failed":
+            logger.warning("outbound postback %s failed for good: %s", delivery_id, result.error)
+
+    @huey.periodic_task(crontab(minute="*"), name="send_due_postbacks")
+    def send_due_postbacks() -> None:
+        """Deliveries whose task was lost (a consumer restart) or whose retry is due."""
+        for delivery_id in due_deliveries(db):
+            send_postback_task(delivery_id)
+
     @huey.on_startup()
     def connect_db() -> None:
         db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
 
     huey.flush_spool = flush_spool_task
+    huey.send_postback = send_postback_task
+    huey.send_due_postbacks = send_due_postbacks
 
 
 def run_consumer(settings: Settings) -> None:
@@ -130,5 +160,5 @@ def run_consumer(settings: Settings) -> None:
     open_database(settings.database_path)
     huey = create_huey(settings)
     huey.flush_spool()
-    consumer = huey.create_consumer(workers=2, worker_type="thread", periodic=True, flush_locks=True)
+    consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True, flush_locks=True)
     consumer.run()

@@ -1,0 +1,44 @@
+"""Local dates and times the user types, as UTC millisecond bounds on an indexed column.
+
+A range is `[start, end)` in Unix milliseconds, computed in the user's timezone (DST included), so
+queries compare the stored UTC column directly (`created_at >= ? AND created_at < ?`) and use its
+index; a function on the column made a reference tracker's 30-day report take 14 s.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+
+class TimeRangeError(ValueError):
+    """A date, time or timezone that cannot be used; the message is one sentence for the user."""
+
+
+def zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ValueError, KeyError, OSError):
+        raise TimeRangeError(f"Unknown timezone {name!r}; use an IANA name such as Europe/Berlin.") from None
+
+
+def local_instant(text: str, tz: ZoneInfo, *, is_end: bool) -> int:
+    """Unix ms of a local date or date-time; a bare end date means the midnight after it."""
+    try:
+        if "T" in text or " " in text:
+            local = datetime.fromisoformat(text.replace(" ", "T"))
+            if local.tzinfo is None:
+                local = local.replace(tzinfo=tz)
+        else:
+            day = date.fromisoformat(text)
+            local = datetime.combine(day + timedelta(days=1) if is_end else day, time(0), tz)
+    except ValueError:
+        raise TimeRangeError(
+            f"{text!r} is not a date (YYYY-MM-DD) or a date and time (YYYY-MM-DDTHH:MM)."
+        ) from None
+    return int(local.timestamp() * 1000)
+
+
+def local_iso(ms: int, tz: ZoneInfo) -> str:
+    """Unix ms as ISO text in `tz`, to the millisecond."""
+    return datetime.fromtimestamp(ms / 1000, tz).isoformat(timespec="milliseconds")

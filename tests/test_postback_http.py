@@ -1,0 +1,184 @@
+"""Postbacks and pixels through a real `lanner serve` (several workers) and a real Huey consumer."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from conftest import click, raw_request, request
+
+
+@pytest.fixture
+def demo(lanner):
+    lanner("offer", "create", "Offer", "--url", "https://o.example/?s={subid}", "--payout", "4")
+    lanner("campaign", "create", "Demo", "--alias", "demo", "--offer-id", "1")
+    return lanner("postback", "key", "show").stdout.splitlines()[0].removeprefix("key: ")
+
+
+def landed_click(server, lanner, alias: str = "demo", **visitor: str) -> str:
+    """A click through the server, flushed into the database; its subid."""
+    status, headers, _ = click(server.port, alias, **visitor)
+    assert status == 302
+    lanner("spool", "flush")
+    return parse_qs(urlsplit(headers["location"]).query)["s"][0]
+
+
+def answer(response) -> dict:
+    return json.loads(response[2])
+
+
+def conversions(lanner, *args: str) -> list[dict]:
+    return json.loads(lanner("conversion", "list", "--json", *args).stdout)
+
+
+def postbacks(lanner, *args: str) -> list[dict]:
+    return json.loads(lanner("postback", "list", "--json", *args).stdout)
+
+
+def test_key_in_the_path_or_the_query_records_a_conversion(demo, server, lanner):
+    subid = landed_click(server, lanner)
+    first = request(server.port, f"/{demo}/postback?subid={subid}&status=lead&tid=a")
+    assert first[0] == 200 and answer(first)["verdict"] == "created"
+    second = request(server.port, f"/postback?key={demo}&subid={subid}&status=approved&tid=a&payout=9.5")
+    assert answer(second)["verdict"] == "updated"
+    [conversion] = conversions(lanner)
+    assert (conversion["status"], conversion["original_status"], conversion["payout"]) == (
+        "sale",
+        "lead",
+        9.5,
+    )
+    assert all(demo not in row["request"] for row in postbacks(lanner))  # The key is masked in the log.
+
+
+def test_post_form_and_json_bodies(demo, server, lanner):
+    form_subid, json_subid = landed_click(server, lanner), landed_click(server, lanner, ip="198.51.100.2")
+    form = request(
+        server.port,
+        f"/{demo}/postback",
+        {"Content-Type": "application/x-www-form-urlencoded"},
+        method="POST",
+        body=f"subid={form_subid}&status=sale&payout=3".encode(),
+    )
+    assert answer(form)["verdict"] == "created"
+    body = json.dumps({"subid": json_subid, "status": "lead", "payout": 2, "tid": "j1"}).encode()
+    sent = request(server.port, f"/{demo}/postback", {"Content-Type": "application/json"}, "POST", body)
+    assert answer(sent)["verdict"] == "created"
+    assert {(c["subid"], c["status"]) for c in conversions(lanner)} == {
+        (form_subid, "sale"),
+        (json_subid, "lead"),
+    }
+
+
+def test_a_wrong_key_is_403_logged_and_never_processed(demo, server, lanner):
+    subid = landed_click(server, lanner)
+    for path in (
+        f"/wrong{demo}/postback?subid={subid}",
+        f"/postback?key=&subid={subid}",
+        f"/postback?subid={subid}",
+    ):
+        status, _, body = request(server.port, path)
+        assert status == 403, path
+        assert json.loads(body)["verdict"] == "forbidden"
+    assert conversions(lanner) == []
+    assert [row["verdict"] for row in postbacks(lanner)] == ["forbidden"] * 3
+
+
+def test_a_rotated_key_is_refused_at_once(demo, server, lanner):
+    subid = landed_click(server, lanner)
+    new_key = lanner("postback", "key", "rotate", "--yes").stdout.splitlines()[0].removeprefix("key: ")
+    assert request(server.port, f"/{demo}/postback?subid={subid}")[0] == 403
+    assert request(server.port, f"/{new_key}/postback?subid={subid}")[0] == 200
+
+
+def test_32_concurrent_identical_postbacks_make_one_conversion(demo, start_server, lanner):
+    server = start_server(workers=4)
+    subid = landed_click(server, lanner)
+    path = f"/{demo}/postback?subid={subid}&status=sale&payout=5&tid=order-77"
+    with ThreadPoolExecutor(32) as pool:
+        responses = list(pool.map(lambda _: request(server.port, path), range(32)))
+    assert [status for status, _, _ in responses] == [200] * 32
+    verdicts = sorted(answer(response)["verdict"] for response in responses)
+    assert verdicts == ["created"] + ["duplicate"] * 31
+    assert len(conversions(lanner)) == 1
+    assert len(postbacks(lanner, "--limit", "100")) == 32
+
+
+def test_a_postback_before_its_click_lands_is_parked_then_matched(demo, server, lanner, start_consumer):
+    status, headers, _ = click(server.port, "demo")
+    subid = parse_qs(urlsplit(headers["location"]).query)["s"][0]
+    parked = request(server.port, f"/{demo}/postback?subid={subid}&status=sale&tid=early")
+    assert answer(parked)["verdict"] == "parked"
+    [orphan] = postbacks(lanner, "--orphans")
+    assert orphan["subid"] == subid and orphan["expires_at"]
+    start_consumer()  # Its flusher lands the click and settles the parked postback.
+    deadline = time.monotonic() + 20
+    while not conversions(lanner) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    [conversion] = conversions(lanner)
+    assert (conversion["subid"], conversion["tid"], conversion["status"]) == (subid, "early", "sale")
+    assert postbacks(lanner, "--orphans") == []
+    assert "parked" in postbacks(lanner)[0]["detail"]
+
+
+def test_hostile_postbacks_get_a_4xx_never_a_500(demo, server, lanner):
+    subid = landed_click(server, lanner)
+    paths = [
+        f"/{demo}/postback",
+        f"/{demo}/postback?subid=%FF%FE%00",
+        f"/{demo}/postback?subid={subid}%27%3B%20DROP%20TABLE%20click%3B--",
+        f"/{demo}/postback?subid={subid}&payout=1e400",
+        f"/{demo}/postback?subid={subid}&status=%FF%FF",
+        f"/{demo}/postback?subid={{subid}}",
+    ]
+    for path in paths:
+        status, _, body = request(server.port, path)
+        assert status == 400, (path[:80], status, body)
+        assert json.loads(body)["verdict"] == "invalid"
+    # 3,000 extra parameters: the first 100 are read, the postback is valid.
+    other = landed_click(server, lanner, ip="198.51.100.77")
+    many = request(server.port, f"/{demo}/postback?subid={other}&" + "x=1&" * 3000)
+    assert answer(many)["verdict"] == "created"
+    bad_json = request(
+        server.port, f"/{demo}/postback", {"Content-Type": "application/json"}, "POST", b"{nope"
+    )
+    array = request(server.port, f"/{demo}/postback", {"Content-Type": "application/json"}, "POST", b"[1]")
+    assert (bad_json[0], array[0]) == (400, 400)
+    huge = raw_request(
+        server.port,
+        f"GET /{demo}/postback?subid=0 HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 70000}\r\n\r\n".encode(),
+    )
+    assert not huge.startswith(b"HTTP/1.1 5") and not huge.startswith(b"HTTP/1.0 5")
+    # SQL in the tid and sub_id values is stored as text.
+    tid = "1'); DELETE FROM conversion; --"
+    ok = request(
+        server.port,
+        f"/{demo}/postback?subid={subid}&tid=1%27%29%3B%20DELETE%20FROM%20conversion%3B%20--&sub_id_3=%27%20OR%201%3D1",
+    )
+    assert answer(ok)["verdict"] == "created"
+    assert conversions(lanner, "--subid", subid)[0]["tid"] == tid
+    assert request(server.port, "/healthz")[0] == 200
+
+
+def test_click_pixel_and_conversion_pixel(demo, server, lanner):
+    status, headers, body = request(server.port, "/px/click/demo?sub1=lander", {"X-Real-IP": "192.0.2.44"})
+    assert (status, headers["content-type"], body[:6]) == (200, "image/gif", b"GIF89a")
+    subid = headers["x-lanner-subid"]
+    assert f"lanner_subid={subid}" in headers["set-cookie"]
+    lanner("spool", "flush")
+    clicks = json.loads(lanner("click", "list", "--json").stdout)
+    assert [c["subid"] for c in clicks] == [subid]
+    converted = request(
+        server.port, f"/px/conversion?key={demo}&status=lead&payout=1", {"Cookie": f"lanner_subid={subid}"}
+    )
+    assert (converted[0], converted[1]["content-type"], converted[1]["x-lanner-verdict"]) == (
+        200,
+        "image/gif",
+        "created",
+    )
+    assert conversions(lanner)[0]["subid"] == subid
+    forged = request(server.port, f"/px/conversion?key=nope&subid={subid}")
+    assert (forged[0], forged[1]["content-type"]) == (403, "image/gif")
+    assert request(server.port, "/px/click/no-such-campaign")[0] == 404

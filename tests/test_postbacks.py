@@ -1,0 +1,271 @@
+"""Postback rules on a real database: status mapping, allowed changes, tids, rebills, parking, re-mapping."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.admin import create_campaign, create_offer, update_campaign
+from models.click import Click
+from models.conversion import Conversion, PostbackLog
+from models.postback_admin import map_status
+from models.postbacks import (
+    ConversionRecorder,
+    PostbackError,
+    Received,
+    conversion_cost,
+    parse_postback,
+    read_secret,
+    rotate_secret,
+)
+from models.record import new_subid, ua_hash
+
+RECEIVED = Received("GET", "198.51.100.9", "GET /…/postback?test")
+
+
+@pytest.fixture
+def campaign(db):
+    offer = create_offer(db, "Offer", "https://o.example/?s={subid}", payout=7.5, currency="EUR")
+    return create_campaign(db, "Demo", "demo", offer_id=offer.id)
+
+
+@pytest.fixture
+def recorder(db, clock):
+    return ConversionRecorder(db, park_ms=3_600_000, clock=clock)
+
+
+def store_click(campaign, clock, offer_id: int | None = 1) -> str:
+    subid = new_subid(int(clock() * 1000))
+    Click.create(
+        subid=subid,
+        created_at=int(clock() * 1000),
+        campaign_id=campaign.id,
+        stream_id=1,
+        offer_id=offer_id,
+        ip="203.0.113.7",
+        user_agent="Mozilla/5.0 test",
+        ua_hash=ua_hash("Mozilla/5.0 test"),
+    )
+    return subid
+
+
+def post(recorder, **params: str):
+    return recorder.record(parse_postback(params), RECEIVED)
+
+
+def conversions(subid: str) -> list[Conversion]:
+    return list(Conversion.select().where(Conversion.subid == subid).order_by(Conversion.id))
+
+
+@pytest.mark.parametrize(
+    ("word", "status"),
+    [
+        ("", "sale"),
+        ("lead", "lead"),
+        ("SALE", "sale"),
+        ("Approved", "sale"),
+        ("confirmed", "sale"),
+        ("paid", "sale"),
+        ("pending", "lead"),
+        ("hold", "lead"),
+        ("declined", "rejected"),
+        ("cancelled", "rejected"),
+        ("chargeback", "rejected"),
+        ("rebill", "rebill"),
+        ("trash", "trash"),
+        ("weird-state", "weird-state"),
+    ],
+)
+def test_status_words_map_case_insensitively_with_built_in_aliases(recorder, campaign, clock, word, status):
+    subid = store_click(campaign, clock)
+    outcome = post(recorder, subid=subid, status=word, tid="t1")
+    assert outcome.verdict == "created"
+    [conversion] = conversions(subid)
+    assert (conversion.status, conversion.raw_status) == (status, word.lower())
+
+
+def test_missing_payout_and_currency_come_from_the_offer(recorder, campaign, clock):
+    subid = store_click(campaign, clock)
+    post(recorder, subid=subid, status="lead")
+    [conversion] = conversions(subid)
+    assert (conversion.payout, conversion.currency) == (7.5, "EUR")
+    assert (conversion.campaign_id, conversion.offer_id) == (campaign.id, 1)
+
+
+def test_lead_then_sale_keeps_the_original_status_and_takes_the_new_payout(recorder, campaign, clock):
+    subid = store_click(campaign, clock)
+    assert post(recorder, subid=subid, status="lead", payout="1").verdict == "created"
+    assert post(recorder, subid=subid, status="approved", payout="12,50").verdict == "updated"
+    [conversion] = conversions(subid)
+    assert (conversion.status, conversion.original_status, conversion.payout) == ("sale", "lead", 12.5)
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "verdict", "final"),
+    [
+        ("lead", "sale", "updated", "sale"),
+        ("lead", "rejected", "updated", "rejected"),
+        ("lead", "trash", "updated", "trash"),
+        ("sale", "rejected", "updated", "rejected"),
+        ("sale", "lead", "refused", "sale"),
+        ("rejected", "sale", "refused", "rejected"),
+        ("rejected", "lead", "refused", "rejected"),
+        ("trash", "sale", "refused", "trash"),
+        ("sale", "sale", "duplicate", "sale"),
+        ("lead", "lead", "duplicate", "lead"),
+        ("lead", "mystery", "refused", "lead"),
+        ("mystery", "sale", "updated", "sale"),
+    ],
+)
+def test_only_allowed_status_changes_apply(recorder, campaign, clock, first, then, verdict, final):
+    subid = store_click(campaign, clock)
+    post(recorder, subid=subid, status=first, tid="t")
+    outcome = post(recorder, subid=subid, status=then, tid="t")
+    assert outcome.verdict == verdict
+    [conversion] = conversions(subid)
+    assert conversion.status == final
+    assert conversion.original_status == first
+
+
+def test_rebill_is_a_new_conversion_that_needs_its_own_tid(recorder, campaign, clock):
+    subid = store_click(campaign, clock)
+    post(recorder, subid=subid, status="sale", tid="order-1", payout="10")
+    assert post(recorder, subid=subid, status="rebill", payout="10").verdict == "refused"
+    assert post(recorder, subid=subid, status="rebill", tid="order-1").verdict == "refused"
+    assert post(recorder, subid=subid, status="rebill", tid="order-2", payout="10").verdict == "created"
+    assert post(recorder, subid=subid, status="rebill", tid="order-2", payout="10").verdict == "duplicate"
+    assert post(recorder, subid=subid, status="rejected", tid="order-2").verdict == "updated"
+    assert [(c.tid, c.status) for c in conversions(subid)] == [("order-1", "sale"), ("order-2", "rejected")]
+
+
+def test_a_tid_adopts_the_conversion_recorded_without_one(recorder, campaign, clock):
+    subid = store_click(campaign, clock)
+    post(recorder, subid=subid, status="lead")
+    assert post(recorder, subid=subid, status="sale", tid="T-9").verdict == "updated"
+    [conversion] = conversions(subid)
+    assert (conversion.tid, conversion.status) == ("T-9", "sale")
+
+
+def test_without_a_tid_a_click_with_several_conversions_is_ambiguous(recorder, campaign, clock):
+    subid = store_click(campaign, clock)
+    post(recorder, subid=subid, status="sale", tid="a")
+    post(recorder, subid=subid, status="rebill", tid="b")
+    outcome = post(recorder, subid=subid, status="rejected")
+    assert outcome.verdict == "refused" and "tid" in outcome.detail
+    assert [c.status for c in conversions(subid)] == ["sale", "rebill"]
+
+
+def test_in_url_status_maps_win_over_built_in_words(recorder, campaign, clock):
+    subid = store_click(campaign, clock)
+    # Keitaro's form: the network says "lead" for a paid conversion.
+    post(recorder, subid=subid, status="lead", sale_status="lead", lead_status="hold", tid="x")
+    assert conversions(subid)[0].status == "sale"
+
+
+def test_stored_network_map_applies_to_its_network_only(db, recorder, campaign, clock):
+    map_status(db, "ok", "sale", network="adnet")
+    mine, other = store_click(campaign, clock), store_click(campaign, clock)
+    post(recorder, subid=mine, status="OK", **{"from": "AdNet"})
+    post(recorder, subid=other, status="ok", **{"from": "othernet"})
+    assert conversions(mine)[0].status == "sale"
+    assert conversions(other)[0].status == "ok"  # Unmapped: stored as it came.
+
+
+def test_mapping_a_word_later_remaps_stored_conversions(db, recorder, campaign, clock):
+    update_campaign(db, "demo", cost_model="cps", cost_value=2.0)
+    first, second = store_click(campaign, clock), store_click(campaign, clock)
+    post(recorder, subid=first, status="done", payout="5")
+    post(recorder, subid=second, status="done", payout="5")
+    assert {c.status for c in Conversion.select()} == {"done"}
+    assert map_status(db, "DONE", "sale") == 2
+    assert {(c.status, c.original_status, c.cost) for c in Conversion.select()} == {("sale", "sale", 2.0)}
+    # Now mapped: a new postback with the word is a sale at once.
+    third = store_click(campaign, clock)
+    post(recorder, subid=third, status="done")
+    assert conversions(third)[0].status == "sale"
+
+
+def test_unknown_subid_is_parked_then_matched_when_the_click_lands(recorder, campaign, clock):
+    subid = new_subid(int(clock() * 1000))
+    outcome = post(recorder, subid=subid, status="sale", payout="3", tid="p1", sub_id_5="from-network")
+    assert outcome.verdict == "parked"
+    assert conversions(subid) == []
+    assert recorder.settle_parked() == []  # The click has not landed yet.
+    Click.create(
+        subid=subid, created_at=int(clock() * 1000), campaign_id=campaign.id, stream_id=1, offer_id=1,
+        ip="203.0.113.7", user_agent="x", ua_hash=ua_hash("x"),
+    )  # fmt: skip
+    [settled] = recorder.settle_parked()
+    assert settled.verdict == "created"
+    [conversion] = conversions(subid)
+    assert (conversion.status, conversion.payout, conversion.tid) == ("sale", 3.0, "p1")
+    assert Click.get(Click.subid == subid).sub_id_5 == "from-network"
+    log = PostbackLog.get(PostbackLog.subid == subid)
+    assert log.verdict == "created" and "parked" in log.detail
+    assert recorder.settle_parked() == []  # Settled once.
+
+
+def test_parked_postbacks_expire(recorder, campaign, clock):
+    subid = new_subid(int(clock() * 1000))
+    post(recorder, subid=subid, status="sale")
+    clock.advance(3601)
+    other = store_click(campaign, clock)  # Something to settle, so the expiry pass runs.
+    post(recorder, subid=new_subid(), status="lead")
+    recorder.settle_parked()
+    verdicts = {row.subid: row.verdict for row in PostbackLog.select()}
+    assert verdicts[subid] == "expired"
+    assert other not in verdicts
+
+
+def test_every_postback_is_logged_with_its_verdict(recorder, campaign, clock):
+    subid = store_click(campaign, clock)
+    post(recorder, subid=subid, status="lead")
+    post(recorder, subid=subid, status="lead")
+    recorder.log_rejected(RECEIVED, "forbidden", "The postback key is wrong.", subid)
+    assert [row.verdict for row in PostbackLog.select().order_by(PostbackLog.id)] == [
+        "created",
+        "duplicate",
+        "forbidden",
+    ]
+    assert all(row.request == RECEIVED.request for row in PostbackLog.select())
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({}, "no subid"),
+        ({"subid": "{subacc4}"}, "not a Lanner subid"),
+        ({"subid": "x' OR 1=1 --"}, "not a Lanner subid"),
+        ({"subid": new_subid(), "payout": "abc"}, "not a number"),
+        ({"subid": new_subid(), "payout": "-5"}, "from 0"),
+        ({"subid": new_subid(), "payout": "nan"}, "from 0"),
+        ({"subid": new_subid(), "status": "<script>"}, "not a status word"),
+    ],
+)
+def test_malformed_postbacks_are_refused_with_a_sentence(params, message):
+    with pytest.raises(PostbackError, match=message):
+        parse_postback(params)
+
+
+@pytest.mark.parametrize(
+    ("model", "value", "status", "payout", "cost"),
+    [
+        ("cpa", 3.0, "lead", 10.0, 3.0),
+        ("cpa", 3.0, "sale", 10.0, 3.0),
+        ("cpa", 3.0, "rejected", 10.0, 0.0),
+        ("cps", 4.0, "lead", 10.0, 0.0),
+        ("cps", 4.0, "sale", 10.0, 4.0),
+        ("revshare", 30.0, "sale", 10.0, 3.0),
+        ("revshare", 30.0, "rebill", 20.0, 6.0),
+        ("revshare", 30.0, "lead", 10.0, 0.0),
+        ("cpc", 0.5, "sale", 10.0, 0.0),
+    ],
+)
+def test_conversion_cost_models(model, value, status, payout, cost):
+    assert conversion_cost(model, value, status, payout) == pytest.approx(cost)
+
+
+def test_the_postback_key_is_generated_per_install_and_rotates(db):
+    key = read_secret(db, "postback_key")
+    assert len(key) == 32 and key != read_secret(db, "api_key")
+    assert rotate_secret(db, "postback_key") != key
+    assert read_secret(db, "postback_key") != key
