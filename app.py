@@ -16,6 +16,7 @@ class SchemaOutdated(RuntimeError):
 
 def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None) -> falcon.App:
     from models.macros import compile_url
+    from routes.api import ReportApiResource
     from routes.click import ClickResource, ClientAddress
     from routes.errors import handle_unexpected
     from routes.health import HealthResource
@@ -40,6 +41,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None) -> fa
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", HealthResource(tracker))
+    app.add_route("/api/report", ReportApiResource(tracker.db))
     app.add_route("/postback", PostbackResource(desk))
     # The key sits where a campaign alias would: Falcon wants one field name per path level.
     app.add_route("/{alias}/postback", PostbackResource(desk))

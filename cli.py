@@ -144,9 +144,41 @@ def db_status(ctx: Context, fmt: str) -> None:
 
     database = open_database(ctx.settings.database_path, autocheckpoint=True)
     rows = [
-        {"migration": m.name, "applied_at": m.applied_at or "pending"} for m in migration_status(database)
+        {"migration": m.name, "applied_at": m.applied_at or "pending", "deferred": ""}
+        for m in migration_status(database)
     ]
-    echo_rows(rows, ["migration", "applied_at"], fmt)
+    if all(row["applied_at"] != "pending" for row in rows) and rows:
+        from models.deferred import list_steps
+
+        for step in list_steps(database):
+            progress = f"{step.percent:.1f}% ({step.done_units:,} of {step.total_units:,})"
+            rows.append(
+                {"migration": step.name, "applied_at": "deferred", "deferred": f"{step.state} {progress}"}
+            )
+    echo_rows(rows, ["migration", "applied_at", "deferred"], fmt)
+
+
+@db.command("run-deferred")
+@pass_context
+def db_run_deferred(ctx: Context) -> None:
+    """Run the deferred steps of applied migrations now (`lanner worker` runs them by itself)."""
+    from models.deferred import pending_steps, run_deferred
+
+    steps = pending_steps(ctx.db)
+    if not steps:
+        click.echo("No deferred steps pending.")
+        return
+    for step in steps:
+        with click.progressbar(length=max(step.total_units, 1), label=step.name, file=sys.stderr) as bar:
+            seen = [step.done_units]
+            bar.update(step.done_units)
+
+            def advance(current) -> None:
+                bar.update(current.done_units - seen[0])
+                seen[0] = current.done_units
+
+            run_deferred(ctx.db, on_progress=advance, pause=0)
+    click.echo(f"Done: {', '.join(step.name for step in steps)}.")
 
 
 # -- offers ----------------------------------------------------------------------------------
@@ -238,6 +270,9 @@ def campaign_row(campaign) -> dict[str, Any]:
         "bind_visitor": bool(campaign.bind_visitor),
         "default_action": campaign.default_action,
         "default_url": campaign.default_payload,
+        "cost_model": campaign.cost_model,
+        "cost_value": campaign.cost_value,
+        "cost_currency": campaign.cost_currency,
         "url": f"/{campaign.alias}",
     }
 
@@ -257,6 +292,15 @@ def campaign_options(function):
             help="When no stream matches: 404, --default-url, or an empty page (the click is recorded).",
         ),
         click.option("--default-url", "default_payload", help="URL template for --default-action redirect."),
+        click.option(
+            "--cost-model",
+            type=click.Choice(["cpc", "cpuc", "cpm", "cpa", "cps", "revshare"]),
+            help="cpc, cpuc (unique clicks), cpm, cpa (leads, sales), cps (sales), revshare (%% of revenue).",
+        ),
+        click.option(
+            "--cost-value", type=float, help="The price per unit of --cost-model (revshare: percent)."
+        ),
+        click.option("--cost-currency", help="Currency of the cost, e.g. USD."),
     ]
     for option in reversed(options):
         function = option(function)
@@ -841,6 +885,35 @@ def postback_key_rotate(ctx: Context) -> None:
     echo_postback_urls(rotate_secret(ctx.db, "postback_key"))
 
 
+@main.group()
+def api() -> None:
+    """The report API (`GET /api/report`)."""
+
+
+@api.group("key")
+def api_key() -> None:
+    """The key `GET /api/report` requires in X-Api-Key."""
+
+
+@api_key.command("show")
+@pass_context
+def api_key_show(ctx: Context) -> None:
+    """Print the API key."""
+    from models.postbacks import read_secret
+
+    click.echo(read_secret(ctx.db, "api_key"))
+
+
+@api_key.command("rotate")
+@click.confirmation_option(prompt="Clients using the old key will be refused. Rotate?")
+@pass_context
+def api_key_rotate(ctx: Context) -> None:
+    """Replace the API key."""
+    from models.postbacks import rotate_secret
+
+    click.echo(rotate_secret(ctx.db, "api_key"))
+
+
 @postback.command("list")
 @click.option("--orphans", is_flag=True, help="Only parked postbacks, still waiting for their click.")
 @click.option("--subid")
@@ -982,6 +1055,104 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
         click.echo(f"answer: {result['response_code'] or '-'} {result['error']}".rstrip())
     if not result["ok"]:
         sys.exit(1)
+
+
+@main.command("report")
+@click.option(
+    "--group",
+    "-g",
+    "groups",
+    multiple=True,
+    help="day, hour, campaign, stream, offer, source, country, device, "
+    "os, browser, language, sub_id_N, referrer_domain (repeatable: nested levels). Default: campaign.",
+)
+@click.option(
+    "--filter", "-f", "filters", multiple=True, help="NAME=V1,V2 on the same names, e.g. country=US,GB."
+)
+@click.option("--campaign", "campaign_ref", help="Campaign id or alias (a campaign filter).")
+@click.option(
+    "--preset",
+    type=click.Choice(
+        ["today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "all_time"]
+    ),
+    help="A date range in --timezone.",
+)
+@click.option("--from", "since", help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive.")
+@click.option("--to", "until", help="YYYY-MM-DD (the whole day) or YYYY-MM-DDTHH:MM, exclusive.")
+@click.option("--timezone", default="UTC", show_default=True)
+@click.option("--raw", is_flag=True, help="Read raw clicks even where rollups would do (a check; slower).")
+@format_option
+@pass_context
+def report_command(
+    ctx: Context, groups: tuple[str, ...], filters: tuple[str, ...], campaign_ref: str | None, raw: bool,
+    fmt: str,
+    **options: Any,
+) -> None:  # fmt: skip
+    """Clicks, conversions, revenue, cost, profit and ROI, grouped and filtered (default: last 30 days)."""
+    from models.admin import get_campaign
+    from models.reports import ReportError, ReportQuery, parse_filters, run_report
+    from models.timerange import TimeRangeError
+
+    ctx.db
+    try:
+        parsed = parse_filters(filters)
+        if campaign_ref:
+            parsed["campaign"] = (str(admin_call(get_campaign, campaign_ref).id),)
+        if not (options["preset"] or options["since"] or options["until"]):
+            options["preset"] = "last_30_days"
+        query = ReportQuery(
+            group_by=groups or ("campaign",), filters=parsed, source="raw" if raw else "auto", **options
+        )
+        report = run_report(ctx.db, query)
+    except (ReportError, TimeRangeError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if fmt == "json":
+        click.echo(
+            json.dumps({"rows": report.rows, "total": report.total, "sources": report.sources}, indent=2)
+        )
+        return
+    rows = report.rows + (
+        [{**report.total, report.columns[0]: "total"}] if fmt == "table" and report.rows else []
+    )
+    echo_rows(rows, report.columns, fmt)
+
+
+@main.group()
+def cost() -> None:
+    """Costs spread over a campaign's clicks."""
+
+
+@cost.command("set")
+@click.option("--campaign", "campaign_ref", required=True, help="Campaign id or alias.")
+@click.option(
+    "--from", "since", required=True, help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive."
+)
+@click.option(
+    "--to", "until", required=True, help="YYYY-MM-DD (the whole day) or YYYY-MM-DDTHH:MM, exclusive."
+)
+@click.option("--amount", type=float, required=True, help="The total spend for the period.")
+@click.option("--timezone", default="UTC", show_default=True)
+@pass_context
+def cost_set(ctx: Context, campaign_ref: str, since: str, until: str, amount: float, timezone: str) -> None:
+    """Replace the costs of the campaign's clicks in a period with AMOUNT spread evenly over them."""
+    from models.admin import get_campaign
+    from models.costs import CostError, spread_cost
+    from models.timerange import TimeRangeError, local_instant, zone
+
+    campaign = admin_call(get_campaign, campaign_ref) if ctx.db else None
+    try:
+        tz = zone(timezone)
+        start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
+        with click.progressbar(length=1, label="Spreading", file=sys.stderr) as bar:
+
+            def advance(done: int, total: int) -> None:
+                bar.length = total
+                bar.update(done - bar.pos)
+
+            clicks, per_click = spread_cost(ctx.db, campaign.id, start, end, amount, on_progress=advance)
+    except (CostError, TimeRangeError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{amount:g} {campaign.cost_currency} over {clicks:,} clicks ({per_click:g} each).")
 
 
 @main.group()

@@ -17,6 +17,7 @@ from peewee import Database, IntegrityError
 
 from models.campaign import (
     CAMPAIGN_STATUSES,
+    COST_MODELS,
     DEFAULT_ACTIONS,
     OFFER_ROTATIONS,
     REDIRECT_TYPES,
@@ -224,6 +225,14 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
         _check_url(fields["default_payload"])
     if "bind_visitor" in fields:
         fields["bind_visitor"] = int(bool(fields["bind_visitor"]))
+    if "cost_model" in fields:
+        _check_choice(fields["cost_model"], COST_MODELS, "Cost model")
+    if fields.get("cost_value", 0) < 0:
+        raise AdminError("A cost cannot be negative.")
+    if fields.get("cost_model") == "revshare" and fields.get("cost_value", 0) > 100:
+        raise AdminError("A revshare cost is a percentage of revenue, from 0 to 100.")
+    if "cost_currency" in fields:
+        fields["cost_currency"] = fields["cost_currency"].upper()
 
 
 def update_campaign(db: Database, ref: str | int, **changes: Any) -> Campaign:

@@ -9,6 +9,9 @@ from peewee import AutoField, BigIntegerField, FloatField, IntegerField, TextFie
 
 from models.base import BaseModel
 
+LEAD, SALE, REJECTED, REBILL, TRASH = "lead", "sale", "rejected", "rebill", "trash"
+STATUSES = (LEAD, SALE, REJECTED, REBILL, TRASH)
+
 
 class Conversion(BaseModel):
     id = AutoField()

@@ -21,6 +21,7 @@ from models.admin import create_campaign, create_offer, list_campaigns
 from models.caps import CounterZones, add_to_counters
 from models.database import PRAGMAS
 from models.record import new_subid, ua_hash
+from models.rollups import RollupDelta
 from models.spool import SQL_INSERT_CLICK
 
 CHUNK = 50_000
@@ -172,6 +173,7 @@ def generate_clicks(
     targets = ensure_campaigns(db, campaigns)
     zones = CounterZones()
     zones.load(db.connection())
+    rollups = RollupDelta()
     end_ms = end_ms if end_ms is not None else int(time.time() * 1000)
     start_ms = end_ms - int(days * 86_400_000)
     mean_gap = (end_ms - start_ms) / max(count, 1)
@@ -188,6 +190,8 @@ def generate_clicks(
                 connection.executemany(SQL_INSERT_CLICK, rows).close()
                 # Generated campaigns and offers count days in UTC (their default timezone).
                 add_to_counters(connection, zones.increments(connection, ((r[3], r[4], r[1]) for r in rows)))
+                rollups.add_clicks(rows)
+                rollups.apply(connection)
             added += len(rows)
             if on_progress:
                 on_progress(len(rows))

@@ -14,6 +14,8 @@ URL's query string as a form body to the URL without it.
 from __future__ import annotations
 
 import datetime
+import http.client
+import re
 import time
 import urllib.error
 import urllib.request
@@ -43,13 +45,15 @@ UPDATE postback_delivery SET next_attempt_at = ?, attempts = attempts + 1, updat
 WHERE id = ? AND state = 'pending' AND next_attempt_at <= ?
 """
 SQL_DELIVERY = """
-SELECT d.status, d.attempts, t.url, t.method, cv.id, cv.tid, cv.payout, cv.currency, cv.click_id, c.name
+SELECT d.status, d.attempts, t.status, t.url, t.method, cv.id, cv.tid, cv.payout, cv.currency, cv.click_id,
+    c.name
 FROM postback_delivery AS d
 JOIN postback_target AS t ON t.id = d.target_id
 JOIN conversion AS cv ON cv.id = d.conversion_id
 JOIN campaign AS c ON c.id = cv.campaign_id
 WHERE d.id = ?
 """
+SQL_STATE = "SELECT state FROM postback_delivery WHERE id = ?"
 SQL_CLICK_VALUES = f"SELECT {', '.join(CLICK_MACRO_COLUMNS)} FROM click WHERE id = ?"
 SQL_SENT = """
 UPDATE postback_delivery SET state = 'sent', url = ?, response_code = ?, error = '', updated_at = ?
@@ -70,6 +74,11 @@ class OutboundError(ValueError):
     """A postback target that cannot be used; the message is one sentence for the user."""
 
 
+def amount_text(value: float) -> str:
+    """A money amount with all its digits (`:g` would send 12345.67 as 12345.7)."""
+    return f"{value:.15g}"
+
+
 @dataclass
 class DeliveryResult:
     state: str  # sent, pending (will retry), failed (gave up), busy (another sender has it)
@@ -86,7 +95,7 @@ def compile_target_url(url: str) -> UrlTemplate:
     try:
         return compile_url(url, CONVERSION_MACROS)
     except MacroError as exc:
-        raise OutboundError(str(exc).replace("Offer URL", "Postback URL")) from None
+        raise OutboundError(re.sub("offer url", "postback URL", str(exc), flags=re.IGNORECASE)) from None
 
 
 def revenue(status: str, payout: float) -> float:
@@ -100,21 +109,21 @@ def backoff_seconds(attempt: int, base: float) -> float:
 
 def http_send(url: str, method: str, timeout: float = REQUEST_TIMEOUT) -> tuple[int | None, str]:
     """(HTTP status, error sentence or ''); never raises for network trouble."""
-    data = None
-    if method == "POST":
-        parts = urlsplit(url)
-        data = parts.query.encode("ascii")
-        url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment))
-    request = urllib.request.Request(url, data=data, method=method, headers={"User-Agent": USER_AGENT})
-    if data is not None:
-        request.add_header("Content-Type", "application/x-www-form-urlencoded")
     try:
+        data = None
+        if method == "POST":
+            parts = urlsplit(url)
+            data = parts.query.encode("ascii")
+            url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", parts.fragment))
+        request = urllib.request.Request(url, data=data, method=method, headers={"User-Agent": USER_AGENT})
+        if data is not None:
+            request.add_header("Content-Type", "application/x-www-form-urlencoded")
         with urllib.request.urlopen(request, timeout=timeout) as response:
             response.read(65536)
             return response.status, ""
     except urllib.error.HTTPError as exc:
         return exc.code, f"The target answered {exc.code}."
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return None, f"The request failed: {reason}."
 
@@ -127,8 +136,8 @@ def render_delivery(
     values.update(
         campaign_name=campaign_name,
         status=status,
-        payout=f"{payout:g}",
-        revenue=f"{revenue(status, payout):g}",
+        payout=amount_text(payout),
+        revenue=amount_text(revenue(status, payout)),
         currency=currency,
         tid=tid,
         conversion_id=str(conversion_id),
@@ -147,25 +156,44 @@ def send_delivery(
     with db.atomic("IMMEDIATE"):
         claimed = conn.execute(SQL_CLAIM, (now_ms + lease_ms, now_ms, delivery_id, now_ms)).rowcount
     if not claimed:
-        return DeliveryResult("busy")
+        state = conn.execute(SQL_STATE, (delivery_id,)).fetchone()
+        return DeliveryResult(
+            "busy" if state and state[0] == "pending" else (state[0] if state else "missing")
+        )
     row = conn.execute(SQL_DELIVERY, (delivery_id,)).fetchone()
-    status, attempts, url_template, method, conversion_id, tid, payout, currency, click_id, name = row
+    (
+        status,
+        attempts,
+        target_status,
+        url_template,
+        method,
+        conversion_id,
+        tid,
+        payout,
+        currency,
+        click_id,
+        name,
+    ) = row
     click_row = conn.execute(SQL_CLICK_VALUES, (click_id,)).fetchone()
     click = dict(zip(CLICK_MACRO_COLUMNS, click_row or ()))
-    try:
-        url = render_delivery(
-            compile_target_url(url_template), status, (conversion_id, tid, payout, currency), click, name
-        )
-    except OutboundError as exc:
-        code, error, url = None, str(exc), url_template
+    unusable = True  # A removed target or a template that no longer compiles: give up at once.
+    if target_status != "active":
+        code, error, url = None, "The target was removed.", url_template
     else:
-        code, error = send(url, method)
+        try:
+            template = compile_target_url(url_template)
+        except OutboundError as exc:
+            code, error, url = None, str(exc), url_template
+        else:
+            unusable = False
+            url = render_delivery(template, status, (conversion_id, tid, payout, currency), click, name)
+            code, error = send(url, method)
     done_ms = int(clock() * 1000)
     if code is not None and 200 <= code < 300:
         with db.atomic("IMMEDIATE"):
             conn.execute(SQL_SENT, (url, code, done_ms, delivery_id))
         return DeliveryResult("sent", url, code)
-    gave_up = attempts >= MAX_ATTEMPTS or error.startswith("Postback URL")
+    gave_up = attempts >= MAX_ATTEMPTS or unusable
     retry_in = None if gave_up else backoff_seconds(attempts, retry_base)
     state = "failed" if gave_up else "pending"
     next_ms = done_ms + int((retry_in or 0) * 1000)

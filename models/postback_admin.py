@@ -13,7 +13,8 @@ from peewee import Database
 from models.admin import AdminError, get_campaign
 from models.conversion import Conversion, PostbackTarget, StatusMap
 from models.outbound import METHODS, OutboundError, compile_target_url, http_send, render_delivery
-from models.postbacks import ALLOWED_CHANGES, STATUSES, conversion_cost
+from models.postbacks import ALLOWED_CHANGES, STATUSES, conversion_cost, move_conversion_rollups
+from models.rollups import conversion_metrics
 
 
 def _status(value: str) -> str:
@@ -46,7 +47,14 @@ def map_status(db: Database, raw_status: str, status: str, *, network: str = "")
                 campaign = get_campaign(conversion.campaign_id)
                 costs[conversion.campaign_id] = (campaign.cost_model, campaign.cost_value)
             model, value = costs[conversion.campaign_id]
+            old = conversion_metrics(conversion.status, conversion.payout, conversion.cost)
             conversion.cost = conversion_cost(model, value, status, conversion.payout)
+            move_conversion_rollups(
+                db.connection(),
+                conversion.click_id,
+                old,
+                conversion_metrics(status, conversion.payout, conversion.cost),
+            )
             if conversion.original_status == conversion.status:
                 conversion.original_status = status
             conversion.status = status

@@ -36,12 +36,12 @@ from typing import Mapping
 
 from peewee import Database
 
+from models.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
 from models.record import SUBID_PATTERN
+from models.rollups import RollupDelta, click_key, conversion_metrics
 
 logger = logging.getLogger(__name__)
 
-LEAD, SALE, REJECTED, REBILL, TRASH = "lead", "sale", "rejected", "rebill", "trash"
-STATUSES = (LEAD, SALE, REJECTED, REBILL, TRASH)
 DEFAULT_STATUS = SALE
 ALLOWED_CHANGES: dict[str, frozenset[str]] = {
     LEAD: frozenset({SALE, REJECTED, TRASH}),
@@ -104,8 +104,9 @@ SQL_CAMPAIGN_COST = "SELECT cost_model, cost_value FROM campaign WHERE id = ?"
 SQL_MAPPED_STATUS = """
 SELECT status FROM status_map WHERE raw_status = ? AND network IN (?, '') ORDER BY network DESC LIMIT 1
 """
-SQL_CONVERSION_BY_TID = "SELECT id, tid, status, payout FROM conversion WHERE subid = ? AND tid = ?"
-SQL_CONVERSIONS_OF_CLICK = "SELECT id, tid, status, payout FROM conversion WHERE subid = ? LIMIT 2"
+SQL_CONVERSION_BY_TID = "SELECT id, tid, status, payout, cost FROM conversion WHERE subid = ? AND tid = ?"
+SQL_CONVERSIONS_OF_CLICK = "SELECT id, tid, status, payout, cost FROM conversion WHERE subid = ? LIMIT 2"
+SQL_ROLLUPS_LIVE = "SELECT value = 'live' FROM meta WHERE key = 'rollup_conversions'"
 SQL_INSERT_CONVERSION = """
 INSERT INTO conversion (subid, tid, status, original_status, raw_status, network, payout, currency,
     cost, click_id, campaign_id, stream_id, offer_id, click_created_at, created_at, updated_at)
@@ -376,8 +377,9 @@ class ConversionRecorder:
                 ),
             )  # fmt: skip
             outcome = Outcome(CREATED, f"Conversion recorded as {status}.", cursor.lastrowid, status)
+            move_conversion_rollups(conn, click_id, None, conversion_metrics(status, payout, cost))
         else:
-            conversion_id, tid, old_status, old_payout = existing
+            conversion_id, tid, old_status, old_payout, old_cost = existing
             if old_status == status:
                 if postback.tid and tid != postback.tid:  # The lead came without a tid, this with one.
                     conn.execute(SQL_ADOPT_TID, (postback.tid, now, conversion_id))
@@ -394,6 +396,12 @@ class ConversionRecorder:
             )
             outcome = Outcome(
                 UPDATED, f"Conversion changed from {old_status} to {status}.", conversion_id, status
+            )
+            move_conversion_rollups(
+                conn,
+                click_id,
+                conversion_metrics(old_status, old_payout, old_cost),
+                conversion_metrics(status, payout, cost),
             )
         if not is_mapped:
             outcome.detail += (
@@ -434,6 +442,19 @@ class ConversionRecorder:
                 if cursor.rowcount:
                     ids.append(cursor.lastrowid)
         return ids
+
+
+def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) -> None:
+    """Move a conversion's part of the rollups from its old metrics (None: new) to its new ones."""
+    live = _fetch_one(conn, SQL_ROLLUPS_LIVE)
+    if not (live and live[0]):
+        return  # The deferred backfill adds it, as it is then.
+    key = click_key(conn, click_id)
+    delta = RollupDelta()
+    if old is not None:
+        delta.add_conversion(key, old, -1)
+    delta.add_conversion(key, new)
+    delta.apply(conn)
 
 
 def _fetch_one(conn, sql: str, params: tuple = ()) -> tuple | None:

@@ -16,8 +16,9 @@ Layout under `<data_dir>/spool/`:
   inspection instead of blocking the spool.
 
 Idempotency: the flusher stores its journal position in the `spool_position` row in the same
-transaction as the inserted clicks, and inserts with `INSERT OR IGNORE` on the unique subid, so a
-flush killed at any point and re-run lands every click exactly once.
+transaction as the inserted clicks (and their cap counters and rollups, models/rollups.py), and
+inserts with `INSERT OR IGNORE` on the unique subid, so a flush killed at any point and re-run
+lands every click exactly once.
 
 fsync policy: workers never fsync (a process crash loses nothing: the data is in the page cache).
 The flusher fsyncs the unflushed segments once a second (`sync_spool`) and deletes sealed segments
@@ -41,6 +42,7 @@ from peewee import Database
 
 from models.bots import BotDetector
 from models.caps import CounterZones, add_to_counters
+from models.costs import ClickCosts
 from models.record import (
     BROWSER,
     CLICK_COLUMNS,
@@ -56,6 +58,7 @@ from models.record import (
     USER_AGENT,
     decode_line,
 )
+from models.rollups import RollupDelta
 from models.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 
 logger = logging.getLogger(__name__)
@@ -227,6 +230,9 @@ def flush_spool(
     bots = bots or flusher_bots(())
     zones = CounterZones()
     zones.load(db.connection())
+    costs = ClickCosts()
+    costs.load(db.connection())
+    rollups = RollupDelta()
     while True:
         segment, offset = read_position(db)
         path = segment_path(spool_dir, segment)
@@ -258,6 +264,7 @@ def flush_spool(
             except ValueError:
                 rejected.append(line)
         fill_lookups(rows, devices, bots)
+        costs.fill(rows)
         with db.atomic("IMMEDIATE"):
             if read_position(db) != (segment, offset):
                 continue  # Another flusher moved on; start again from its position.
@@ -268,6 +275,8 @@ def flush_spool(
                 connection,
                 zones.increments(connection, ((r[STREAM_ID], r[OFFER_ID], r[CREATED_AT]) for r in landed)),
             )
+            rollups.add_clicks(landed)
+            rollups.apply(connection)
             new_offset = offset + sum(len(line) for line in lines)
             db.execute_sql(SQL_SET_SPOOL_POSITION, (segment, new_offset, int(time.time() * 1000)))
         if rejected:

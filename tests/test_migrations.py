@@ -35,7 +35,7 @@ def test_0002_backfills_click_counters_from_existing_clicks(settings):
                 "ua_hash) VALUES (?, ?, 1, ?, ?, '192.0.2.1', 'UA', 1)",
                 (subid, created_at, stream_id, offer_id),
             )
-        assert migrate(database) == ["0002_routing", "0003_conversions"]
+        assert migrate(database) == ["0002_routing", "0003_conversions", "0004_rollups"]
         counters = database.execute_sql(
             "SELECT scope, ref_id, day, clicks FROM click_counter ORDER BY scope, ref_id, day"
         ).fetchall()

@@ -182,3 +182,26 @@ def test_click_pixel_and_conversion_pixel(demo, server, lanner):
     forged = request(server.port, f"/px/conversion?key=nope&subid={subid}")
     assert (forged[0], forged[1]["content-type"]) == (403, "image/gif")
     assert request(server.port, "/px/click/no-such-campaign")[0] == 404
+
+
+def test_report_api_needs_the_key_and_answers_json_and_csv(demo, server, lanner):
+    subid = landed_click(server, lanner)
+    request(server.port, f"/{demo}/postback?subid={subid}&status=sale&payout=6")
+    lanner("db", "run-deferred")
+    api_key = lanner("api", "key", "show").stdout.strip()
+    assert request(server.port, "/api/report")[0] == 403
+    assert request(server.port, "/api/report", {"X-Api-Key": demo})[0] == 403
+    status, _, body = request(
+        server.port, "/api/report?group=campaign,country&preset=today", {"X-Api-Key": api_key}
+    )
+    assert status == 200
+    report = json.loads(body)
+    assert (
+        report["total"]["clicks"] == 1 and report["total"]["sales"] == 1 and report["total"]["revenue"] == 6
+    )
+    assert [(row["campaign"], row["campaign_name"]) for row in report["rows"]] == [(1, "demo")]
+    csv_text = request(server.port, f"/api/report?api_key={api_key}&format=csv&f.country=ZZ")[2].decode()
+    assert csv_text.splitlines()[0].startswith("campaign,campaign_name,clicks")
+    assert len(csv_text.splitlines()) == 1  # No row for a country nobody came from.
+    bad = request(server.port, "/api/report?group=planet", {"X-Api-Key": api_key})
+    assert bad[0] == 400 and b"Cannot group" in bad[2]

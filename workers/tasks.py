@@ -17,6 +17,7 @@ from huey import SqliteHuey, crontab
 from huey.exceptions import TaskLockedException
 
 from models import db, open_database
+from models.deferred import pending_steps, run_deferred
 from models.outbound import due_deliveries, send_delivery
 from models.postbacks import ConversionRecorder
 from models.spool import flush_spool, flusher_bots, remove_flushed_segments, sync_spool
@@ -144,6 +145,23 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         for delivery_id in due_deliveries(db):
             send_postback_task(delivery_id)
 
+    deferred_lock = huey.lock_task("deferred-steps")
+
+    @huey.periodic_task(crontab(minute="*"), name="run_deferred_steps")
+    def run_deferred_steps() -> None:
+        """Heavy migration steps (backfills) in short chunks; resumes where a restart stopped it."""
+        if not pending_steps(db):
+            return
+        try:
+            deferred_lock.acquire()
+        except TaskLockedException:
+            return
+        try:
+            for step in run_deferred(db):
+                logger.info("deferred step %s: %s", step.name, step.state)
+        finally:
+            deferred_lock.release()
+
     @huey.on_startup()
     def connect_db() -> None:
         db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
@@ -151,6 +169,7 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
     huey.flush_spool = flush_spool_task
     huey.send_postback = send_postback_task
     huey.send_due_postbacks = send_due_postbacks
+    huey.run_deferred_steps = run_deferred_steps
 
 
 def run_consumer(settings: Settings) -> None:
@@ -160,5 +179,6 @@ def run_consumer(settings: Settings) -> None:
     open_database(settings.database_path)
     huey = create_huey(settings)
     huey.flush_spool()
+    huey.run_deferred_steps()  # At once, not at the next minute.
     consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True, flush_locks=True)
     consumer.run()

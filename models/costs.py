@@ -1,0 +1,99 @@
+"""Costs: each click's cost from its campaign's cost model, and a spend spread over a period's clicks.
+
+A click's cost is set by the spool flusher as it lands (never on the click path): the click URL's
+`cost=` if it had one ("auto"), else the campaign's per-click model (cpc: the value; cpuc: the
+value for a click unique in the campaign; cpm: a thousandth of it). Per-conversion models (cpa,
+cps, revshare) are costed on the conversion (models/postbacks.py). `lanner cost set` replaces the
+costs of a campaign's clicks in a period with an amount spread evenly over them (Keitaro's
+"update costs"), in short chunks, moving the rollups by the difference in the same transactions.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from peewee import Database
+
+from models.record import CAMPAIGN_ID, CLICK_COLUMNS
+from models.rollups import DIMENSIONS, RollupDelta
+
+SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value FROM campaign"
+SQL_PERIOD_CLICKS = (
+    "SELECT id FROM click INDEXED BY click_campaign_created_at "
+    "WHERE campaign_id = ? AND created_at >= ? AND created_at < ? ORDER BY created_at"
+)
+SQL_CHUNK = f"SELECT id, cost, created_at, {', '.join(DIMENSIONS)} FROM click WHERE id IN ({{}})"
+SQL_SET_COST = "UPDATE click SET cost = ? WHERE id = ?"
+SPREAD_CHUNK = 5000
+
+_COST = CLICK_COLUMNS.index("cost")
+_UNIQUE_CAMPAIGN = CLICK_COLUMNS.index("is_unique_campaign")
+
+
+class CostError(ValueError):
+    """A cost that cannot be applied; the message is one sentence for the user."""
+
+
+def click_cost(model: str, value: float, is_unique_campaign: int) -> float:
+    if model == "cpc":
+        return value
+    if model == "cpuc":
+        return value if is_unique_campaign else 0.0
+    if model == "cpm":
+        return value / 1000
+    return 0.0
+
+
+class ClickCosts:
+    """The campaigns' per-click cost models, read at each flush (a handful of rows)."""
+
+    def __init__(self) -> None:
+        self.models: dict[int, tuple[str, float]] = {}
+
+    def load(self, conn) -> None:
+        self.models = {row[0]: (row[1], row[2]) for row in conn.execute(SQL_CAMPAIGN_COSTS).fetchall()}
+
+    def fill(self, rows: list[list]) -> None:
+        """Set the cost of the records that came without one from the click URL."""
+        for row in rows:
+            if not row[_COST]:
+                model = self.models.get(row[CAMPAIGN_ID])
+                if model is not None and model[1]:
+                    row[_COST] = click_cost(model[0], model[1], row[_UNIQUE_CAMPAIGN])
+
+
+def spread_cost(
+    db: Database,
+    campaign_id: int,
+    start_ms: int,
+    end_ms: int,
+    amount: float,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[int, float]:
+    """Give the campaign's clicks in [start_ms, end_ms) costs summing to `amount`; (clicks, per click)."""
+    if amount < 0:
+        raise CostError("The amount cannot be negative.")
+    conn = db.connection()
+    ids = [row[0] for row in conn.execute(SQL_PERIOD_CLICKS, (campaign_id, start_ms, end_ms)).fetchall()]
+    if not ids:
+        raise CostError("The campaign has no clicks in that period; nothing to spread the cost over.")
+    per_click = round(amount / len(ids), 6)
+    last_cost = round(amount - per_click * (len(ids) - 1), 6)
+    done = 0
+    for offset in range(0, len(ids), SPREAD_CHUNK):
+        chunk = ids[offset : offset + SPREAD_CHUNK]
+        with db.atomic("IMMEDIATE"):
+            delta = RollupDelta()
+            rows = conn.execute(SQL_CHUNK.format(",".join("?" * len(chunk))), chunk).fetchall()
+            updates = []
+            for click_id, old_cost, *key in rows:
+                new_cost = last_cost if click_id == ids[-1] else per_click
+                updates.append((new_cost, click_id))
+                delta.add_click_cost(tuple(key), new_cost - old_cost)
+            conn.executemany(SQL_SET_COST, updates).close()
+            delta.apply(conn)
+        done += len(chunk)
+        if on_progress:
+            on_progress(done, len(ids))
+    return len(ids), per_click

@@ -1,0 +1,71 @@
+"""Rollups: hourly and daily aggregates of clicks and conversions (models/rollups.py), and deferred steps.
+
+Light here: the tables are created empty and the clicks already stored are left to the deferred
+step `rollup_backfill`, which the Huey consumer runs in short chunks (models/deferred.py). The
+watermark says which clicks it covers: the flusher of this release adds every click it lands.
+"""
+
+DIMENSIONS = """
+    campaign_id INTEGER NOT NULL,
+    stream_id INTEGER NOT NULL,
+    offer_id INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    country TEXT NOT NULL,
+    device_type TEXT NOT NULL,
+    os TEXT NOT NULL,
+    browser TEXT NOT NULL,
+    language TEXT NOT NULL,"""
+METRICS = """
+    clicks INTEGER NOT NULL DEFAULT 0,
+    unique_global INTEGER NOT NULL DEFAULT 0,
+    unique_campaign INTEGER NOT NULL DEFAULT 0,
+    unique_stream INTEGER NOT NULL DEFAULT 0,
+    bots INTEGER NOT NULL DEFAULT 0,
+    click_cost REAL NOT NULL DEFAULT 0,
+    leads INTEGER NOT NULL DEFAULT 0,
+    sales INTEGER NOT NULL DEFAULT 0,
+    rejected INTEGER NOT NULL DEFAULT 0,
+    trash INTEGER NOT NULL DEFAULT 0,
+    rebills INTEGER NOT NULL DEFAULT 0,
+    revenue REAL NOT NULL DEFAULT 0,
+    revenue_pending REAL NOT NULL DEFAULT 0,
+    conversion_cost REAL NOT NULL DEFAULT 0,"""
+KEY = "PRIMARY KEY (period, campaign_id, stream_id, offer_id, source, country, device_type, os, browser, \
+language)"
+
+STATEMENTS = [
+    *(
+        f"CREATE TABLE {table} (\n    period INTEGER NOT NULL,{DIMENSIONS}{METRICS}\n    {KEY}\n)"
+        " WITHOUT ROWID"
+        for table in ("rollup_hour", "rollup_day")
+    ),
+    # Reports on one campaign over a range: the key starts with the period, so this one helps them.
+    "CREATE INDEX rollup_hour_campaign_period ON rollup_hour (campaign_id, period)",
+    "CREATE INDEX rollup_day_campaign_period ON rollup_day (campaign_id, period)",
+    """
+CREATE TABLE deferred_step (
+    name TEXT NOT NULL PRIMARY KEY,
+    state TEXT NOT NULL DEFAULT 'pending',
+    position INTEGER NOT NULL DEFAULT 0,
+    target INTEGER NOT NULL DEFAULT 0,
+    done_units INTEGER NOT NULL DEFAULT 0,
+    total_units INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    started_at INTEGER,
+    finished_at INTEGER,
+    error TEXT NOT NULL DEFAULT ''
+)""",
+    # The clicks stored so far (id <= target) are the backfill's; later ones are the flusher's.
+    """
+INSERT INTO deferred_step (name, target, total_units, created_at)
+SELECT 'rollup_backfill', COALESCE(MAX(id), 0), COUNT(*), CAST(strftime('%s', 'now') AS INTEGER) * 1000
+FROM click
+""",
+    # Conversion changes update the rollups only once the backfill has added the stored ones.
+    "INSERT INTO meta (key, value) VALUES ('rollup_conversions', 'backfill')",
+]
+
+
+def apply(db):
+    for statement in STATEMENTS:
+        db.execute_sql(statement)

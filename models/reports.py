@@ -1,0 +1,409 @@
+"""Reports: clicks, conversions and money grouped by any of the click's dimensions, over a local date range.
+
+A range in the user's timezone becomes UTC bounds `[start, end)` and is cut into pieces, each read
+from the cheapest exact source (models/rollups.py): whole UTC days from `rollup_day` (when the
+report does not group by time), whole hours from `rollup_hour`, and only a piece cut inside an hour
+from raw clicks and conversions, by the indexed time columns. A report grouping or filtering by a
+dimension the rollups do not keep (sub_id_N, referrer domain) reads raw rows, as it does while the
+rollup backfill is still running. Every source yields the same metrics, summed per group in Python.
+
+Conversions count at their click's time and on their click's dimensions, so cost, revenue and
+conversion rate of a day are those of the same clicks.
+"""
+
+from __future__ import annotations
+
+import time as time_module
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
+
+from peewee import Database
+
+from models.deferred import rollups_ready
+from models.rollups import CLICK_METRICS, CONVERSION_METRICS, DAY_MS, HOUR_MS, METRICS
+from models.timerange import TimeRangeError, local_instant, zone
+
+TIME_GROUPS = ("day", "hour")
+# Grouping / filter name -> the click column it reads.
+DIMENSION_COLUMNS: dict[str, str] = {
+    "campaign": "campaign_id",
+    "stream": "stream_id",
+    "offer": "offer_id",
+    "source": "source",
+    "country": "country",
+    "device": "device_type",
+    "os": "os",
+    "browser": "browser",
+    "language": "language",
+    **{f"sub_id_{n}": f"sub_id_{n}" for n in range(1, 31)},
+    "referrer_domain": "lanner_domain(referrer)",
+}
+ROLLUP_GROUPS = frozenset(
+    ("campaign", "stream", "offer", "source", "country", "device", "os", "browser", "language")
+)
+GROUPS = (*TIME_GROUPS, *DIMENSION_COLUMNS)
+PRESETS = ("today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "all_time")
+REPORT_METRICS = (
+    "clicks", "unique_clicks", "unique_global", "unique_stream", "bots", "conversions", "leads", "sales",
+    "rejected", "trash", "rebills", "cr", "revenue", "revenue_pending", "cost", "profit", "roi", "epc",
+    "cpc", "cpa",
+)  # fmt: skip
+ID_GROUPS = ("campaign", "stream", "offer")
+END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a whole number of days.
+
+_ZERO_CONVERSIONS = ", ".join("0" for _ in CONVERSION_METRICS)
+_ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
+_CLICK_SUMS = (
+    "COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign), SUM(is_unique_stream), SUM(is_bot), SUM(cost)"
+)
+_CONVERSION_SUMS = (
+    "SUM(cv.status = 'lead'), SUM(cv.status = 'sale'), SUM(cv.status = 'rejected'), "
+    "SUM(cv.status = 'trash'), "
+    "SUM(cv.status = 'rebill'), SUM(CASE WHEN cv.status IN ('sale', 'rebill') THEN cv.payout ELSE 0 END), "
+    "SUM(CASE WHEN cv.status = 'lead' THEN cv.payout ELSE 0 END), SUM(cv.cost)"
+)
+
+
+class ReportError(ValueError):
+    """A report that cannot be made; the message is one sentence for the user."""
+
+
+@dataclass
+class ReportQuery:
+    group_by: tuple[str, ...] = ("campaign",)
+    filters: dict[str, tuple[str, ...]] = field(default_factory=dict)  # group name -> accepted values
+    preset: str | None = None  # Or since/until (local dates or date-times; until exclusive).
+    since: str | None = None
+    until: str | None = None
+    timezone: str = "UTC"
+    source: str = "auto"  # auto, or raw (ignore the rollups; the tests compare both)
+
+
+@dataclass
+class Report:
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    total: dict[str, Any]
+    start_ms: int | None
+    end_ms: int | None
+    sources: list[str]  # The pieces read, e.g. ["rollup_day", "rollup_hour", "raw"].
+
+
+def preset_range(preset: str, tz: ZoneInfo, now: float) -> tuple[int | None, int | None]:
+    today = datetime.fromtimestamp(now, tz).date()
+
+    def midnight(day: date) -> int:
+        return local_instant(day.isoformat(), tz, is_end=False)
+
+    if preset == "today":
+        return midnight(today), midnight(today + timedelta(days=1))
+    if preset == "yesterday":
+        return midnight(today - timedelta(days=1)), midnight(today)
+    if preset == "last_7_days":
+        return midnight(today - timedelta(days=6)), midnight(today + timedelta(days=1))
+    if preset == "last_30_days":
+        return midnight(today - timedelta(days=29)), midnight(today + timedelta(days=1))
+    if preset == "this_month":
+        return midnight(today.replace(day=1)), midnight(today + timedelta(days=1))
+    if preset == "last_month":
+        first = today.replace(day=1)
+        return midnight((first - timedelta(days=1)).replace(day=1)), midnight(first)
+    if preset == "all_time":
+        return None, None
+    raise ReportError(f"Unknown date preset {preset!r}; use one of {', '.join(PRESETS)}.")
+
+
+def _range(query: ReportQuery, tz: ZoneInfo, now: float) -> tuple[int | None, int | None]:
+    if query.preset and (query.since or query.until):
+        raise ReportError("Give a date preset or a --from/--to range, not both.")
+    if query.preset:
+        return preset_range(query.preset, tz, now)
+    start = local_instant(query.since, tz, is_end=False) if query.since else None
+    end = local_instant(query.until, tz, is_end=True) if query.until else None
+    if start is not None and end is not None and start >= end:
+        raise ReportError("The range is empty: --to must be after --from.")
+    return start, end
+
+
+def _floor(ms: int, width: int) -> int:
+    return ms - ms % width
+
+
+def _ceil(ms: int, width: int) -> int:
+    return -(-ms // width) * width
+
+
+def plan_pieces(start: int, end: int, *, use_days: bool) -> list[tuple[str, int, int]]:
+    """[start, end) as (source, from, to) pieces: rollup_day, rollup_hour, or raw for sub-hour edges."""
+    h0, h1 = _ceil(start, HOUR_MS), _floor(end, HOUR_MS)
+    if h0 >= h1:
+        return [("raw", start, end)]
+    pieces = [("raw", start, h0)] if start < h0 else []
+    d0, d1 = _ceil(h0, DAY_MS), _floor(h1, DAY_MS)
+    if use_days and d0 < d1:
+        if h0 < d0:
+            pieces.append(("rollup_hour", h0, d0))
+        pieces.append(("rollup_day", d0, d1))
+        if d1 < h1:
+            pieces.append(("rollup_hour", d1, h1))
+    else:
+        pieces.append(("rollup_hour", h0, h1))
+    if h1 < end:
+        pieces.append(("raw", h1, end))
+    return pieces
+
+
+def _has_whole_hour_offsets(tz: ZoneInfo, start: int, end: int) -> bool:
+    """Whether local hours start on UTC hours all over the range (not India, Nepal, Newfoundland ...)."""
+    first = max(start, 0)
+    last = min(end, int(time_module.time() * 1000) + 366 * DAY_MS)
+    step = max((last - first) // 400, HOUR_MS)
+    for ms in range(first, last + step, step):
+        offset = datetime.fromtimestamp(min(ms, last) / 1000, tz).utcoffset()
+        if offset is not None and offset.total_seconds() % 3600:
+            return False
+    return True
+
+
+def _domain(referrer: str | None) -> str:
+    if not referrer:
+        return ""
+    try:
+        host = urlsplit(referrer).hostname or ""
+    except ValueError:
+        return ""
+    return host[4:] if host.startswith("www.") else host
+
+
+class _Sql:
+    """The SELECT for one piece: time bucket, group expressions, filters, and the metric sums."""
+
+    def __init__(self, query: ReportQuery, bucket: int | None) -> None:
+        self.groups = [g for g in query.group_by if g not in TIME_GROUPS]
+        self.bucket = bucket
+        self.filters = query.filters
+
+    def _where(self, prefix: str, time_column: str, start: int, end: int) -> tuple[list[str], list]:
+        where, params = [f"{time_column} >= ?", f"{time_column} < ?"], [start, end]
+        for name, values in self.filters.items():
+            expression = self._expression(name, prefix)
+            where.append(f"{expression} IN ({', '.join('?' * len(values))})")
+            params.extend(int(v) if name in ID_GROUPS else v for v in values)
+        return where, params
+
+    @staticmethod
+    def _expression(name: str, prefix: str) -> str:
+        column = DIMENSION_COLUMNS[name]
+        if name in ("stream", "offer") and prefix != "r.":
+            return f"COALESCE({prefix}{column}, 0)"
+        if name == "referrer_domain":
+            return f"lanner_domain({prefix}referrer)"
+        return prefix + column
+
+    def _select(self, prefix: str, time_column: str) -> list[str]:
+        parts = [f"{time_column} - {time_column} % {self.bucket}"] if self.bucket else []
+        return parts + [self._expression(name, prefix) for name in self.groups]
+
+    def _group_by(self) -> str:
+        count = len(self.groups) + (1 if self.bucket else 0)
+        return f" GROUP BY {', '.join(str(n) for n in range(1, count + 1))}" if count else ""
+
+    def rollup(self, table: str, start: int, end: int) -> tuple[str, list]:
+        where, params = self._where("r.", "r.period", start, end)
+        select = self._select("r.", "r.period") + [f"SUM(r.{metric})" for metric in METRICS]
+        sql = f"SELECT {', '.join(select)} FROM {table} AS r WHERE {' AND '.join(where)}{self._group_by()}"
+        return sql, params
+
+    def raw_clicks(self, start: int, end: int) -> tuple[str, list]:
+        where, params = self._where("c.", "c.created_at", start, end)
+        select = self._select("c.", "c.created_at")
+        sums = _CLICK_SUMS.replace("SUM(", "SUM(c.").replace("COUNT(*)", "COUNT(*)")
+        sql = (
+            f"SELECT {', '.join(select + [sums, _ZERO_CONVERSIONS])} FROM click AS c "
+            f"WHERE {' AND '.join(where)}{self._group_by()}"
+        )
+        return sql, params
+
+    def raw_conversions(self, start: int, end: int) -> tuple[str, list]:
+        where, params = self._where("c.", "cv.click_created_at", start, end)
+        select = self._select("c.", "c.created_at")
+        sql = (
+            f"SELECT {', '.join(select + [_ZERO_CLICKS, _CONVERSION_SUMS])} "
+            f"FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id "
+            f"WHERE {' AND '.join(where)}{self._group_by()}"
+        )
+        return sql, params
+
+
+def _check(query: ReportQuery) -> None:
+    unknown = [name for name in (*query.group_by, *query.filters) if name not in GROUPS]
+    if unknown:
+        raise ReportError(
+            f"Cannot group or filter by {unknown[0]!r}; use {', '.join(GROUPS[:12])}, sub_id_N."
+        )
+    if any(name in TIME_GROUPS for name in query.filters):
+        raise ReportError("Filter time with --from/--to or a preset, not a day or hour filter.")
+    if sum(name in TIME_GROUPS for name in query.group_by) > 1:
+        raise ReportError("Group by day or by hour, not both.")
+    for name in ID_GROUPS:
+        if any(not value.isdigit() for value in query.filters.get(name, ())):
+            raise ReportError(f"A {name} filter takes ids.")
+    if query.source not in ("auto", "raw"):
+        raise ReportError("The source is auto or raw.")
+
+
+def run_report(db: Database, query: ReportQuery, *, now: float | None = None) -> Report:
+    """The report `query` asks for; ReportError (or TimeRangeError) names what is wrong with it."""
+    _check(query)
+    tz = zone(query.timezone)
+    start, end = _range(query, tz, time_module.time() if now is None else now)
+    bounds = (0 if start is None else start, END_OF_TIME if end is None else end)
+    time_group = next((name for name in query.group_by if name in TIME_GROUPS), None)
+    conn = db.connection()
+    conn.create_function("lanner_domain", 1, _domain, deterministic=True)
+    raw_only = (
+        query.source == "raw"
+        or any(
+            name not in ROLLUP_GROUPS for name in (*query.group_by, *query.filters) if name not in TIME_GROUPS
+        )
+        or not rollups_ready(conn)
+    )
+    bucket = None
+    if time_group is not None:
+        # Hour buckets fold exactly into local days and hours only where local hours start on UTC
+        # hours; elsewhere (UTC+5:30 ...) quarter-hour buckets of raw rows do.
+        if not raw_only and not _has_whole_hour_offsets(tz, *bounds):
+            raw_only = True
+        bucket = HOUR_MS if not raw_only else 15 * 60_000
+    pieces = [("raw", *bounds)] if raw_only else plan_pieces(*bounds, use_days=time_group is None)
+    sql = _Sql(query, bucket)
+    sums: dict[tuple, list] = {}
+    with db.atomic():  # One snapshot for every piece.
+        for source, piece_start, piece_end in pieces:
+            if source == "raw":
+                statements = [
+                    sql.raw_clicks(piece_start, piece_end),
+                    sql.raw_conversions(piece_start, piece_end),
+                ]
+            else:
+                statements = [sql.rollup(source, piece_start, piece_end)]
+            for statement, params in statements:
+                for row in conn.execute(statement, params):
+                    _add(sums, _group_key(row, bucket, time_group, tz), row[-len(METRICS) :])
+    columns = list(query.group_by)
+    rows = [_row(dict(zip(columns, key)), metrics) for key, metrics in sorted(sums.items(), key=_sort_key)]
+    totals = [0] * len(METRICS)
+    for metrics in sums.values():
+        for index, value in enumerate(metrics):
+            totals[index] += value
+    _name_ids(db, rows, query.group_by)
+    names = [f"{g}_name" for g in query.group_by if g in ID_GROUPS]
+    return Report(
+        columns=columns + names + list(REPORT_METRICS),
+        rows=rows,
+        total=_row({}, totals),
+        start_ms=start,
+        end_ms=end,
+        sources=sorted({source for source, _, _ in pieces}),
+    )
+
+
+def _group_key(row: tuple, bucket: int | None, time_group: str | None, tz: ZoneInfo) -> tuple:
+    width = len(row) - len(METRICS)
+    key = list(row[:width])
+    if bucket:
+        local = datetime.fromtimestamp(key[0] / 1000, tz)
+        key[0] = local.date().isoformat() if time_group == "day" else local.strftime("%Y-%m-%d %H:00")
+    return tuple(key)
+
+
+def _add(sums: dict[tuple, list], key: tuple, metrics: tuple) -> None:
+    current = sums.get(key)
+    if current is None:
+        sums[key] = [value or 0 for value in metrics]
+    else:
+        for index, value in enumerate(metrics):
+            current[index] += value or 0
+
+
+def _sort_key(item: tuple) -> tuple:
+    return tuple((0, value) if isinstance(value, (int, float)) else (1, str(value)) for value in item[0])
+
+
+def _ratio(numerator: float, denominator: float, scale: float = 1.0) -> float | None:
+    return round(numerator / denominator * scale, 4) if denominator else None
+
+
+def _row(groups: dict[str, Any], metrics: list) -> dict[str, Any]:
+    values = dict(zip(METRICS, metrics))
+    conversions = values["leads"] + values["sales"] + values["rebills"]
+    revenue = round(values["revenue"], 6)
+    cost = round(values["click_cost"] + values["conversion_cost"], 6)
+    profit = round(revenue - cost, 6)
+    clicks = values["clicks"]
+    return {
+        **groups,
+        "clicks": clicks,
+        "unique_clicks": values["unique_campaign"],
+        "unique_global": values["unique_global"],
+        "unique_stream": values["unique_stream"],
+        "bots": values["bots"],
+        "conversions": conversions,
+        "leads": values["leads"],
+        "sales": values["sales"],
+        "rejected": values["rejected"],
+        "trash": values["trash"],
+        "rebills": values["rebills"],
+        "cr": _ratio(conversions, clicks, 100),
+        "revenue": revenue,
+        "revenue_pending": round(values["revenue_pending"], 6),
+        "cost": cost,
+        "profit": profit,
+        "roi": _ratio(profit, cost, 100),
+        "epc": _ratio(revenue, clicks),
+        "cpc": _ratio(cost, clicks),
+        "cpa": _ratio(cost, conversions),
+    }
+
+
+def _name_ids(db: Database, rows: list[dict[str, Any]], group_by: tuple[str, ...]) -> None:
+    """Add campaign/stream/offer names next to their ids."""
+    tables = {"campaign": "SELECT id, alias FROM campaign", "offer": "SELECT id, name FROM offer",
+              "stream": "SELECT id, name FROM stream"}  # fmt: skip
+    for group in group_by:
+        if group in tables:
+            names = dict(db.execute_sql(tables[group]).fetchall())
+            for row in rows:
+                row[f"{group}_name"] = names.get(row[group], "") if row[group] else ""
+                if row[group] == 0:
+                    row[group] = None
+
+
+def parse_filters(expressions: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """`country=US,GB` expressions as {group: values}; ReportError for a malformed one."""
+    filters: dict[str, tuple[str, ...]] = {}
+    for expression in expressions:
+        name, separator, values = expression.partition("=")
+        name = name.strip()
+        if not separator or not name:
+            raise ReportError(f"{expression!r} is not a filter of the form name=value1,value2.")
+        parts = tuple(value.strip() for value in values.split(","))
+        if name == "country":
+            parts = tuple("" if value.lower() == "unknown" else value.upper() for value in parts)
+        filters[name] = parts
+    return filters
+
+
+__all__ = [
+    "GROUPS",
+    "PRESETS",
+    "Report",
+    "ReportError",
+    "ReportQuery",
+    "TimeRangeError",
+    "parse_filters",
+    "run_report",
+]

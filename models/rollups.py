@@ -1,0 +1,169 @@
+"""Hourly and daily aggregates of clicks and conversions, kept exact as they land: reports read these.
+
+Two tables with the same dimensions and metrics: `rollup_hour` (period = UTC hour) and `rollup_day`
+(period = UTC day). A report over whole days reads `rollup_day`, its edge hours `rollup_hour`, and
+only a range cut inside an hour reads raw rows (models/reports.py).
+
+Writers, each in the same transaction as the rows it aggregates:
+- the spool flusher adds every landed click (models/spool.py);
+- the postback path adds a new conversion and moves a changed one from its old status to its new
+  one (models/postbacks.py), on the keys of its click (conversions count at their click's time);
+- `lanner cost set` and `lanner postback status map` apply their changes as deltas.
+Clicks stored before the rollups existed are added by the deferred step `rollup_backfill`
+(models/deferred.py); until it is done, reports read raw rows.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from models.conversion import LEAD, REBILL, REJECTED, SALE, TRASH
+from models.record import CLICK_COLUMNS
+
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+TABLES = (("rollup_hour", HOUR_MS), ("rollup_day", DAY_MS))
+DIMENSIONS = (
+    "campaign_id",
+    "stream_id",
+    "offer_id",
+    "source",
+    "country",
+    "device_type",
+    "os",
+    "browser",
+    "language",
+)
+CLICK_METRICS = ("clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost")
+CONVERSION_METRICS = (
+    "leads", "sales", "rejected", "trash", "rebills", "revenue", "revenue_pending", "conversion_cost",
+)  # fmt: skip
+METRICS = CLICK_METRICS + CONVERSION_METRICS
+
+# Where a click record (models/record.py) keeps the dimensions and the click metrics.
+_DIMENSION_POSITIONS = tuple(CLICK_COLUMNS.index(name) for name in DIMENSIONS)
+_CREATED_AT = CLICK_COLUMNS.index("created_at")
+_CLICK_METRIC_POSITIONS = tuple(
+    CLICK_COLUMNS.index(name)
+    for name in ("is_unique_global", "is_unique_campaign", "is_unique_stream", "is_bot", "cost")
+)
+_STREAM, _OFFER = DIMENSIONS.index("stream_id"), DIMENSIONS.index("offer_id")
+_NO_CONVERSIONS = (0,) * len(CONVERSION_METRICS)
+_NO_CLICKS = (0,) * len(CLICK_METRICS)
+
+# The click's columns a conversion's rollup key needs (SQL_CLICK_KEY selects them in this order).
+SQL_CLICK_KEY = f"SELECT created_at, {', '.join(DIMENSIONS)} FROM click WHERE id = ?"
+
+
+def upsert_sql(table: str) -> str:
+    columns = ("period", *DIMENSIONS, *METRICS)
+    updates = ", ".join(f"{metric} = {metric} + excluded.{metric}" for metric in METRICS)
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+        f"ON CONFLICT (period, {', '.join(DIMENSIONS)}) DO UPDATE SET {updates}"
+    )
+
+
+SQL_UPSERT = {table: upsert_sql(table) for table, _ in TABLES}
+
+
+def conversion_metrics(status: str, payout: float, cost: float) -> tuple:
+    """A conversion's part of CONVERSION_METRICS; an unmapped status counts nowhere."""
+    return (
+        int(status == LEAD),
+        int(status == SALE),
+        int(status == REJECTED),
+        int(status == TRASH),
+        int(status == REBILL),
+        payout if status in (SALE, REBILL) else 0.0,
+        payout if status == LEAD else 0.0,
+        cost,
+    )
+
+
+def _key(dimensions: Iterable) -> tuple:
+    """Rollup dimensions: NULL stream/offer ids are 0 (a primary key cannot hold NULL)."""
+    key = list(dimensions)
+    key[_STREAM] = key[_STREAM] or 0
+    key[_OFFER] = key[_OFFER] or 0
+    return tuple(key)
+
+
+class RollupDelta:
+    """Changes to both rollup tables, summed per key in memory and written with one upsert per key."""
+
+    def __init__(self) -> None:
+        self.changes: dict[tuple, list] = {}
+
+    def _add(self, created_at: int, key: tuple, metrics: tuple) -> None:
+        for table, width in TABLES:
+            row = self.changes.get((table, created_at - created_at % width, key))
+            if row is None:
+                self.changes[(table, created_at - created_at % width, key)] = list(metrics)
+            else:
+                for index, value in enumerate(metrics):
+                    row[index] += value
+
+    def add_clicks(self, records: Iterable[list]) -> None:
+        """Clicks as records in CLICK_COLUMNS order (the spool flusher's rows)."""
+        for record in records:
+            unique_global, unique_campaign, unique_stream, is_bot, cost = (
+                record[position] for position in _CLICK_METRIC_POSITIONS
+            )
+            self._add(
+                record[_CREATED_AT],
+                _key(record[position] for position in _DIMENSION_POSITIONS),
+                (1, unique_global, unique_campaign, unique_stream, is_bot, cost, *_NO_CONVERSIONS),
+            )
+
+    def add_click_cost(self, click_key: tuple, cost_change: float) -> None:
+        """`click_key` as SQL_CLICK_KEY returns it."""
+        self._add(click_key[0], _key(click_key[1:]), (0, 0, 0, 0, 0, cost_change, *_NO_CONVERSIONS))
+
+    def add_conversion(self, click_key: tuple, metrics: tuple, sign: int = 1) -> None:
+        """A conversion's metrics (conversion_metrics) on its click's key; sign -1 takes them away."""
+        values = metrics if sign == 1 else tuple(-value for value in metrics)
+        self._add(click_key[0], _key(click_key[1:]), (*_NO_CLICKS, *values))
+
+    def apply(self, conn) -> None:
+        for (table, period, key), metrics in self.changes.items():
+            conn.execute(SQL_UPSERT[table], (period, *key, *metrics)).close()
+        self.changes.clear()
+
+
+def click_key(conn, click_id: int) -> tuple:
+    cursor = conn.execute(SQL_CLICK_KEY, (click_id,))
+    try:
+        return cursor.fetchone()
+    finally:
+        cursor.close()
+
+
+def _select_click_rollup(width: int) -> str:
+    dims = ", ".join(f"COALESCE({d}, 0)" if d in ("stream_id", "offer_id") else d for d in DIMENSIONS)
+    return f"""
+SELECT created_at - created_at % {width}, {dims}, COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign),
+    SUM(is_unique_stream), SUM(is_bot), SUM(cost), {", ".join("0" * len(CONVERSION_METRICS))}
+FROM click WHERE id > ? AND id <= ? GROUP BY 1, {", ".join(str(n) for n in range(2, len(DIMENSIONS) + 2))}
+"""
+
+
+def backfill_clicks(conn, first_id: int, last_id: int) -> None:
+    """Add the clicks with first_id < id <= last_id to both tables (the deferred backfill's chunk)."""
+    for table, width in TABLES:
+        rows = conn.execute(_select_click_rollup(width), (first_id, last_id)).fetchall()
+        conn.executemany(SQL_UPSERT[table], rows).close()
+
+
+SQL_CONVERSIONS_WITH_KEYS = f"""
+SELECT cv.status, cv.payout, cv.cost, c.created_at, {", ".join("c." + d for d in DIMENSIONS)}
+FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
+"""
+
+
+def backfill_conversions(conn) -> None:
+    """Add every stored conversion to both tables (once, in the deferred step's first transaction)."""
+    delta = RollupDelta()
+    for status, payout, cost, *key in conn.execute(SQL_CONVERSIONS_WITH_KEYS).fetchall():
+        delta.add_conversion(tuple(key), conversion_metrics(status, payout, cost))
+    delta.apply(conn)

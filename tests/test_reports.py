@@ -1,0 +1,225 @@
+"""Reports: rollups give exactly what raw rows give, for every metric and grouping; ranges in local time."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timezone
+
+import pytest
+
+from models.admin import create_campaign, update_campaign
+from models.click import Click
+from models.costs import spread_cost
+from models.deferred import ROLLUP_BACKFILL, rollups_ready, run_deferred
+from models.generate import generate_clicks
+from models.postback_admin import map_status
+from models.postbacks import ConversionRecorder, Received, parse_postback
+from models.record import new_subid, ua_hash
+from models.reports import ReportError, ReportQuery, plan_pieces, run_report
+
+END_MS = int(datetime(2026, 11, 20, 17, 41, tzinfo=timezone.utc).timestamp() * 1000)
+RECEIVED = Received("GET", "127.0.0.1", "test")
+GROUPINGS = [
+    ("campaign",),
+    ("stream",),
+    ("offer",),
+    ("source",),
+    ("country",),
+    ("device",),
+    ("os",),
+    ("browser",),
+    ("language",),
+    ("day",),
+    ("hour",),
+    ("day", "campaign"),
+    ("campaign", "offer", "country", "device", "os"),
+    ("sub_id_1",),
+    ("referrer_domain",),
+]
+RANGES = [
+    dict(preset="all_time"),
+    dict(since="2026-11-03", until="2026-11-15"),
+    dict(since="2026-11-02T10:17", until="2026-11-19T05:45"),
+    dict(since="2026-11-01T00:00", until="2026-11-01T23:30"),  # New York's fall-back day.
+]
+
+
+def rows_of(report) -> list[dict]:
+    return [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()} for row in report.rows]
+
+
+@pytest.fixture(scope="module")
+def tracked(tmp_path_factory):
+    """A database with random clicks over 20 days, conversions in every status, costs and a re-map."""
+    from models import db, open_database
+    from models.migrate import migrate
+
+    path = tmp_path_factory.mktemp("reports") / "lanner.db"
+    open_database(path, autocheckpoint=True)
+    migrate(db)
+    generate_clicks(db, 6000, 20, campaigns=4, seed=11, end_ms=END_MS)
+    update_campaign(db, 1, cost_model="cpa", cost_value=1.5)
+    update_campaign(db, 2, cost_model="revshare", cost_value=40)
+    run_deferred(db)  # The rollups go live for conversions now; the rest of the data lands live.
+    rng = random.Random(5)
+    recorder = ConversionRecorder(db, park_ms=3_600_000)
+    subids = [row[0] for row in db.execute_sql("SELECT subid FROM click ORDER BY id").fetchall()]
+    for subid in rng.sample(subids, 700):
+        first = rng.choice(["lead", "sale", "approved", "hold", "mystery", "rebill"])
+        params = {"subid": subid, "status": first, "payout": f"{rng.uniform(1, 50):.2f}", "tid": "t1"}
+        recorder.record(parse_postback(params), RECEIVED)
+        if rng.random() < 0.5:
+            then = rng.choice(["sale", "rejected", "trash", "lead"])
+            recorder.record(parse_postback({**params, "status": then, "payout": "7.25"}), RECEIVED)
+    map_status(db, "mystery", "sale")
+    spread_cost(db, 3, END_MS - 5 * 86_400_000, END_MS, 123.45)
+    yield db
+    db.close()
+
+
+@pytest.mark.parametrize("group_by", GROUPINGS, ids="-".join)
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Asia/Kolkata"])
+def test_rollup_reports_equal_raw_reports(tracked, group_by, zone):
+    for date_range in RANGES:
+        query = ReportQuery(group_by=group_by, timezone=zone, **date_range)
+        fast = run_report(tracked, query)
+        raw = run_report(tracked, ReportQuery(group_by=group_by, timezone=zone, source="raw", **date_range))
+        assert raw.sources == ["raw"]
+        assert rows_of(fast) == rows_of(raw), (group_by, zone, date_range)
+        assert fast.total == pytest.approx(raw.total)
+    if set(group_by) <= {"campaign", "offer", "country", "device", "os", "stream", "source", "browser"}:
+        assert "rollup_day" in run_report(tracked, ReportQuery(group_by=group_by, preset="all_time")).sources
+
+
+def test_the_data_exercises_every_metric(tracked):
+    total = run_report(tracked, ReportQuery(preset="all_time")).total
+    for metric in ("clicks", "unique_clicks", "leads", "sales", "rejected", "trash", "rebills", "revenue",
+                   "revenue_pending", "cost"):  # fmt: skip
+        assert total[metric] > 0, metric
+    assert total["clicks"] == 6000
+    assert total["cost"] == pytest.approx(123.45 + sum_conversion_costs(tracked), abs=0.01)
+
+
+def sum_conversion_costs(db) -> float:
+    return db.execute_sql("SELECT SUM(cost) FROM conversion").fetchone()[0]
+
+
+def test_filters_agree_between_rollups_and_raw(tracked):
+    for filters in (
+        {"country": ("US", "DE", "")},
+        {"campaign": ("1", "3")},
+        {"device": ("mobile",), "os": ("iOS",)},
+    ):
+        fast = run_report(tracked, ReportQuery(group_by=("offer",), filters=filters, preset="all_time"))
+        raw = run_report(
+            tracked, ReportQuery(group_by=("offer",), filters=filters, preset="all_time", source="raw")
+        )
+        assert rows_of(fast) == rows_of(raw)
+
+
+def test_pieces_read_raw_rows_only_inside_an_hour():
+    hour, day = 3_600_000, 86_400_000
+    start, end = 10 * day + 90 * 60_000, 15 * day + 2 * hour + 60_000
+    assert plan_pieces(start, end, use_days=True) == [
+        ("raw", start, 10 * day + 2 * hour),
+        ("rollup_hour", 10 * day + 2 * hour, 11 * day),
+        ("rollup_day", 11 * day, 15 * day),
+        ("rollup_hour", 15 * day, 15 * day + 2 * hour),
+        ("raw", 15 * day + 2 * hour, end),
+    ]
+    assert plan_pieces(start, end, use_days=False)[1] == (
+        "rollup_hour",
+        10 * day + 2 * hour,
+        15 * day + 2 * hour,
+    )
+    assert plan_pieces(5, 70, use_days=True) == [("raw", 5, 70)]
+
+
+def test_days_are_local_days_across_dst(db):
+    campaign = create_campaign(db, "Tz", "tz", offer_url="https://o.example/?s={subid}")
+    # New York, 2026-11-01 is 25 hours long (fall back at 02:00 EDT -> 01:00 EST).
+    moments = [
+        "2026-11-01T03:59:59+00:00",  # 2026-10-31 23:59:59 EDT
+        "2026-11-01T04:00:00+00:00",  # 2026-11-01 00:00 EDT
+        "2026-11-02T04:59:59+00:00",  # 2026-11-01 23:59:59 EST
+        "2026-11-02T05:00:00+00:00",  # 2026-11-02 00:00 EST
+    ]
+    for moment in moments:
+        created = int(datetime.fromisoformat(moment).timestamp() * 1000)
+        Click.create(subid=new_subid(created), created_at=created, campaign_id=campaign.id, ip="192.0.2.1",
+                     user_agent="ua", ua_hash=ua_hash("ua"))  # fmt: skip
+    run_deferred(db)  # No click was there at migration: the backfill is empty, the rollups go live.
+    from models.rollups import RollupDelta
+
+    delta = RollupDelta()  # These rows were put in directly, so add them as the flusher would.
+    delta.add_clicks(
+        [[r[0], r[1], r[2], None, None, "", "", 0, "", "", "", 0.0, 0, 0, 0, 0, *[""] * 30, *[""] * 9]
+         for r in db.execute_sql("SELECT subid, created_at, campaign_id FROM click").fetchall()]
+    )  # fmt: skip
+    delta.apply(db.connection())
+    for source in ("auto", "raw"):
+        report = run_report(db, ReportQuery(group_by=("day",), timezone="America/New_York", preset="all_time",
+                                            source=source))  # fmt: skip
+        assert [(row["day"], row["clicks"]) for row in report.rows] == [
+            ("2026-10-31", 1),
+            ("2026-11-01", 2),
+            ("2026-11-02", 1),
+        ]
+    one_day = run_report(db, ReportQuery(since="2026-11-01", until="2026-11-01", timezone="America/New_York"))
+    assert one_day.total["clicks"] == 2
+    assert one_day.end_ms - one_day.start_ms == 25 * 3_600_000
+
+
+def test_rollups_are_used_only_once_the_backfill_is_done(db):
+    assert not rollups_ready(db.connection())
+    db.execute_sql("UPDATE deferred_step SET target = 0 WHERE name = ?", (ROLLUP_BACKFILL,))
+    run_deferred(db)
+    assert rollups_ready(db.connection())
+
+
+def test_a_backfill_over_stored_clicks_and_conversions_equals_raw(db, tmp_path):
+    """Clicks and conversions stored before the rollups existed are added by the deferred step, in chunks."""
+    import models.deferred as deferred
+
+    generate_clicks(db, 3000, 5, campaigns=3, seed=3, end_ms=END_MS)
+    recorder = ConversionRecorder(db, park_ms=1000)
+    for subid in [row[0] for row in db.execute_sql("SELECT subid FROM click LIMIT 200").fetchall()]:
+        recorder.record(parse_postback({"subid": subid, "status": "sale", "payout": "3"}), RECEIVED)
+    # As if all of it had been stored by the previous release: no rollups, backfill pending.
+    db.execute_sql("DELETE FROM rollup_hour")
+    db.execute_sql("DELETE FROM rollup_day")
+    db.execute_sql("UPDATE meta SET value = 'backfill' WHERE key = 'rollup_conversions'")
+    db.execute_sql(
+        "UPDATE deferred_step SET state = 'pending', position = 0, done_units = 0, "
+        "target = (SELECT MAX(id) FROM click), total_units = (SELECT COUNT(*) FROM click)"
+    )
+    original_chunk = deferred.CHUNK_IDS
+    deferred.CHUNK_IDS = 700  # Several chunks, as on a big database.
+    try:
+        progress = []
+        run_deferred(db, on_progress=lambda step: progress.append(step.done_units), pause=0)
+    finally:
+        deferred.CHUNK_IDS = original_chunk
+    assert progress == [700, 1400, 2100, 2800, 3000]
+    for group_by in (("campaign",), ("day", "country")):
+        fast = run_report(db, ReportQuery(group_by=group_by, preset="all_time"))
+        raw = run_report(db, ReportQuery(group_by=group_by, preset="all_time", source="raw"))
+        assert "raw" not in fast.sources
+        assert rows_of(fast) == rows_of(raw)
+    assert run_report(db, ReportQuery(preset="all_time")).total["sales"] == 200
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (ReportQuery(group_by=("planet",)), "Cannot group"),
+        (ReportQuery(group_by=("day", "hour")), "not both"),
+        (ReportQuery(filters={"campaign": ("x",)}), "takes ids"),
+        (ReportQuery(preset="someday"), "Unknown date preset"),
+        (ReportQuery(preset="today", since="2026-01-01"), "not both"),
+        (ReportQuery(since="2026-02-01", until="2026-01-01"), "empty"),
+    ],
+)
+def test_bad_report_queries_are_refused_with_a_sentence(db, query, message):
+    with pytest.raises(ReportError, match=message):
+        run_report(db, query)
