@@ -41,7 +41,8 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None) -> fa
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", HealthResource(tracker))
-    app.add_route("/api/report", ReportApiResource(tracker.db))
+    if not settings.admin_address:
+        app.add_route("/api/report", ReportApiResource(tracker.db))  # No admin worker: ours.
     app.add_route("/postback", PostbackResource(desk))
     # The key sits where a campaign alias would: Falcon wants one field name per path level.
     app.add_route("/{alias}/postback", PostbackResource(desk))
@@ -50,6 +51,35 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None) -> fa
     app.add_route("/{alias}", clicks)
     app.add_error_handler(Exception, handle_unexpected)
     return app
+
+
+def create_admin_app(settings: Settings) -> falcon.App:
+    """The admin worker's app: the report API, on its own connection; never campaign URLs."""
+    from models import open_database
+    from models.migrate import schema_is_current
+    from routes.api import ReportApiResource
+    from routes.errors import handle_unexpected
+    from routes.health import DatabaseHealthResource
+
+    db = open_database(settings.database_path)
+    if not schema_is_current(db):
+        raise SchemaOutdated(
+            f"The database {settings.database_path} needs migrating: run `lanner db migrate`."
+        )
+    app = falcon.App(media_type=falcon.MEDIA_JSON)
+    app.req_options.strip_url_path_trailing_slash = True
+    app.add_route("/healthz", DatabaseHealthResource(db))
+    app.add_route("/api/report", ReportApiResource(db))
+    app.add_error_handler(Exception, handle_unexpected)
+    return app
+
+
+def load_admin_app(settings: Settings) -> falcon.App:
+    """Called by the admin worker after fork (workers/server.py)."""
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
+    )
+    return create_admin_app(settings)
 
 
 def create_recorder(settings: Settings, db):

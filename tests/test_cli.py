@@ -205,7 +205,7 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
         children = subprocess.run(
             ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
         ).stdout.split()
-        assert len(children) == 3  # The consumer and two web workers.
+        assert len(children) == 4  # The consumer, two web workers and the report API's worker.
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=40)

@@ -232,12 +232,15 @@ def test_huey_consumer_lands_spooled_clicks_within_seconds(campaign, server, sta
     assert consumer.process.poll() is None
 
 
-def test_killed_worker_is_replaced_and_other_workers_keep_serving(campaign, server, lanner, settings):
-    import subprocess
+def web_workers(master_pid: int) -> list[str]:
+    """The master's web workers (not the report API's admin worker)."""
+    from workers.procfs import children, process_name
 
-    children = subprocess.run(
-        ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True
-    ).stdout.split()
+    return [str(pid) for pid in children(master_pid) if process_name(pid) == "lanner-web"]
+
+
+def test_killed_worker_is_replaced_and_other_workers_keep_serving(campaign, server, lanner, settings):
+    children = web_workers(server.process.pid)
     assert len(children) == 2
     stop = threading.Event()
     results: list[tuple[int, str]] = []
@@ -267,9 +270,7 @@ def test_killed_worker_is_replaced_and_other_workers_keep_serving(campaign, serv
     # Only requests in flight on the killed worker's own connections may fail (≤ 1 per client).
     assert len(failures) <= len(threads), failures[:5]
     assert len(results) > 100
-    new_children = subprocess.run(
-        ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True
-    ).stdout.split()
+    new_children = web_workers(server.process.pid)
     assert len(new_children) == 2 and children[0] not in new_children
     flush(lanner)
     stored = {row["subid"] for row in rows(settings)}

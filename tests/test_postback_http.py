@@ -189,6 +189,10 @@ def test_report_api_needs_the_key_and_answers_json_and_csv(demo, server, lanner)
     request(server.port, f"/{demo}/postback?subid={subid}&status=sale&payout=6")
     lanner("db", "run-deferred")
     api_key = lanner("api", "key", "show").stdout.strip()
+    # The report API has its own worker; the campaign URL workers do not answer it.
+    assert request(server.port, "/api/report", {"X-Api-Key": api_key})[0] == 404
+    server = type(server)(server.process, server.log_path, server.extra["admin_port"])
+    assert json.loads(request(server.port, "/healthz")[2])["role"] == "admin"
     assert request(server.port, "/api/report")[0] == 403
     assert request(server.port, "/api/report", {"X-Api-Key": demo})[0] == 403
     status, _, body = request(

@@ -717,6 +717,7 @@ class LannerStack:
         self.work_dir = work_dir
         self.workers = workers
         self.port = free_port()
+        self.admin_port = free_port()
         self.serve: ManagedProcess | None = None
         self.worker: ManagedProcess | None = None
 
@@ -730,6 +731,7 @@ class LannerStack:
                 "lanner worker", [*LANNER, "worker"], self.work_dir / "worker.log", self.env
             )
             args = [*LANNER, "serve", "--workers", str(self.workers), "--bind", f"127.0.0.1:{self.port}"]
+            args += ["--admin-bind", f"127.0.0.1:{self.admin_port}"]
             self.serve = ManagedProcess("lanner serve", args, self.work_dir / "serve.log", self.env)
             wait_http(self.serve, self.port, "/healthz", 200, HEALTH_DEADLINE)
             self.preflight()

@@ -27,6 +27,7 @@ class NginxConfigError(ValueError):
 @dataclass(frozen=True)
 class SiteOptions:
     upstream: str  # Lanner's bind: HOST:PORT or unix:/PATH.
+    admin_upstream: str = ""  # The admin worker's bind; empty: the web workers answer /api/ too.
     listen: str = "80"
     server_name: str = "_"
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose `real_ip_header` is believed (a CDN).
@@ -44,13 +45,18 @@ def _cidrs(values: tuple[str, ...], what: str) -> list[str]:
     return cidrs
 
 
-def render_site(options: SiteOptions) -> str:
-    """The server block proxying campaign URLs, postbacks and the API to Lanner's workers."""
+def _upstream(bind: str) -> str:
     try:
-        where = parse_bind(options.upstream)
+        where = parse_bind(bind)
     except ValueError as exc:
         raise NginxConfigError(str(exc)) from None
-    upstream = f"unix:{where[1]}" if where[0] == "unix" else f"{where[1]}:{where[2]}"
+    return f"unix:{where[1]}" if where[0] == "unix" else f"{where[1]}:{where[2]}"
+
+
+def render_site(options: SiteOptions) -> str:
+    """The server block proxying campaign URLs, postbacks and the API to Lanner's workers."""
+    upstream = _upstream(options.upstream)
+    admin_upstream = _upstream(options.admin_upstream) if options.admin_upstream else upstream
     if not _LISTEN.match(options.listen):
         raise NginxConfigError(f"listen {options.listen!r} must be PORT or ADDRESS:PORT.")
     if not _SERVER_NAME.match(options.server_name):
@@ -61,6 +67,7 @@ def render_site(options: SiteOptions) -> str:
     admin = _cidrs(options.admin_allow, "Admin address")
     values = {
         "UPSTREAM": upstream,
+        "ADMIN_UPSTREAM": admin_upstream,
         "LISTEN": f"{options.listen} backlog={LISTEN_BACKLOG}",
         "SERVER_NAME": options.server_name,
         "REAL_IP_HEADER": options.real_ip_header,

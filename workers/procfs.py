@@ -81,3 +81,21 @@ def pss_kb(pid: int) -> int | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     return None
+
+
+def process_name(pid: int) -> str:
+    """The process's short name (/proc/<pid>/comm): a worker sets it to lanner-web or lanner-admin."""
+    try:
+        with open(f"/proc/{pid}/comm") as file:
+            return file.read().strip()
+    except OSError:
+        return ""
+
+
+def set_process_name(name: str) -> None:
+    """Name this process in /proc/self/comm (15 characters; what `ps -o comm` and `top` show)."""
+    try:
+        with open("/proc/self/comm", "w") as file:
+            file.write(name[:15])
+    except OSError:
+        pass

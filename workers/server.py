@@ -1,8 +1,11 @@
-"""The bjoern process manager behind `lanner serve`: one listening socket, N pre-forked workers.
+"""The bjoern process manager behind `lanner serve`: listening sockets, each with pre-forked workers.
 
-It works like PHP-FPM's static pool:
+It works like PHP-FPM's static pools:
 
-- the master binds the socket once and forks `settings.workers` workers, and replaces any that exits;
+- the master binds each pool's socket once and forks its workers, and replaces any that exits: the
+  `web` pool (`settings.workers` workers on `settings.bind`: campaign URLs, postbacks) and, when
+  `settings.admin_address` is set, the `admin` pool (one niced worker: the report API), so a heavy
+  report never holds a worker that visitors are waiting for;
 - each worker calls `app_loader(settings)` itself, after fork, so it opens its own database connection
   and a reload imports the app code afresh; then it runs bjoern on the shared socket;
 - SIGHUP starts a complete new generation and drains the old one once every new worker has loaded
@@ -44,6 +47,7 @@ from typing import Any, Callable, Iterable, NoReturn
 import bjoern
 
 from settings import Settings
+from workers.procfs import set_process_name
 
 try:
     from setproctitle import setproctitle as _setproctitle
@@ -72,6 +76,18 @@ _RECYCLING = 2  # max_requests reached: the worker is draining itself
 _DRAINING = 3  # the worker got SIGINT or SIGTERM from someone else than the master
 
 _MASTER_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)
+ADMIN_NICE = 10  # The admin worker yields the CPU to the web workers.
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """Workers running one app on one socket."""
+
+    name: str
+    bind: str
+    workers: int
+    app_loader: Callable[[Settings], WSGIApp]
+    nice: int = 0
 
 
 def parse_bind(bind: str) -> tuple[str, str] | tuple[str, str, int]:
@@ -98,23 +114,33 @@ def serve(
     app_loader: Callable[[Settings], WSGIApp],
     *,
     on_ready: Callable[[], None] | None = None,
+    admin_loader: Callable[[Settings], WSGIApp] | None = None,
 ) -> None:
     """Run the master until SIGTERM or SIGINT; return once every worker has stopped.
 
-    `app_loader(settings)` is called in each worker after fork, never in the master. `on_ready` is
-    called in the master once the socket is bound and the first workers are forked.
+    `app_loader(settings)` is called in each web worker after fork, never in the master;
+    `admin_loader` likewise in the admin worker, when `settings.admin_address` is set. `on_ready` is
+    called in the master once the sockets are bound and the first workers are forked.
     """
     if settings.workers < 1:
         raise ValueError(f"workers is {settings.workers}, but at least 1 worker is needed.")
     if settings.max_requests < 0 or settings.graceful_timeout < 0:
         raise ValueError("max_requests and graceful_timeout must not be negative.")
-    sock, unix_inode = _listen(settings.bind)
+    pools = [Pool("web", settings.bind, settings.workers, app_loader)]
+    if admin_loader is not None and settings.admin_address:
+        pools.append(Pool("admin", settings.admin_address, 1, admin_loader, ADMIN_NICE))
+    listening: dict[str, tuple[socket.socket, int | None]] = {}
     try:
-        _Master(settings, app_loader, sock).run(on_ready)
+        for pool in pools:
+            listening[pool.name] = _listen(pool.bind)
+        _Master(settings, pools, {name: sock for name, (sock, _) in listening.items()}).run(on_ready)
     finally:
-        sock.close()
-        if unix_inode is not None:
-            _remove_own_socket(parse_bind(settings.bind)[1], unix_inode)
+        for pool in pools:
+            if pool.name in listening:
+                sock, unix_inode = listening[pool.name]
+                sock.close()
+                if unix_inode is not None:
+                    _remove_own_socket(parse_bind(pool.bind)[1], unix_inode)
     logger.info("stopped")
 
 
@@ -199,6 +225,7 @@ class _Child:
     """The master's record of one worker process."""
 
     pid: int
+    pool: Pool
     generation: int
     started_at: float
     is_ready: bool = False
@@ -213,10 +240,10 @@ class _Child:
 class _Master:
     """The master loop. Signal handlers only set flags; the wakeup fd makes select() return."""
 
-    def __init__(self, settings: Settings, app_loader: Callable[[Settings], WSGIApp], sock: socket.socket):
+    def __init__(self, settings: Settings, pools: list[Pool], sockets: dict[str, socket.socket]):
         self.settings = settings
-        self.app_loader = app_loader
-        self.sock = sock
+        self.pools = pools
+        self.sockets = sockets
         self.pid = os.getpid()
         self.children: dict[int, _Child] = {}
         self.generation = 1
@@ -248,12 +275,14 @@ class _Master:
         previous_wakeup_fd = signal.set_wakeup_fd(self.wakeup_w, warn_on_full_buffer=False)
         try:
             self._spawn_missing(time.monotonic())
-            logger.info(
-                "listening on %s with %d workers (master pid %s)",
-                self.settings.bind,
-                self.settings.workers,
-                self.pid,
-            )
+            for pool in self.pools:
+                logger.info(
+                    "%s: listening on %s with %d workers (master pid %s)",
+                    pool.name,
+                    pool.bind,
+                    pool.workers,
+                    self.pid,
+                )
             if on_ready is not None:
                 on_ready()
             while self.children or not self.is_stopping:
@@ -300,21 +329,26 @@ class _Master:
 
     # -- worker lifecycle ----------------------------------------------------------------------------
 
-    def _missing_workers(self) -> int:
+    def _missing_workers(self, pool: Pool | None = None) -> int:
         if self.is_stopping:
             return 0
+        if pool is None:
+            return sum(self._missing_workers(each) for each in self.pools)
         current = sum(
-            1 for c in self.children.values() if c.generation == self.generation and not c.is_draining
+            1
+            for c in self.children.values()
+            if c.pool is pool and c.generation == self.generation and not c.is_draining
         )
-        return max(0, self.settings.workers - current)
+        return max(0, pool.workers - current)
 
     def _spawn_missing(self, now: float) -> None:
         if now < self.spawn_not_before:
             return
-        for _ in range(self._missing_workers()):
-            self._spawn()
+        for pool in self.pools:
+            for _ in range(self._missing_workers(pool)):
+                self._spawn(pool)
 
-    def _spawn(self) -> None:
+    def _spawn(self, pool: Pool) -> None:
         # Block our signals around fork, so the child cannot run the master's handlers before it
         # has installed its own.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _MASTER_SIGNALS)
@@ -326,16 +360,16 @@ class _Master:
             self.spawn_not_before = time.monotonic() + RESPAWN_BACKOFF_SECONDS
             return
         if pid == 0:
-            self._become_worker()
+            self._become_worker(pool)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         try:
             os.setpgid(pid, pid)  # also done by the child; whichever runs first wins
         except OSError:
             pass
-        self.children[pid] = _Child(pid, self.generation, time.monotonic())
-        logger.debug("started worker %s (generation %d)", pid, self.generation)
+        self.children[pid] = _Child(pid, pool, self.generation, time.monotonic())
+        logger.debug("started %s worker %s (generation %d)", pool.name, pid, self.generation)
 
-    def _become_worker(self) -> NoReturn:
+    def _become_worker(self, pool: Pool) -> NoReturn:
         code = 1
         try:
             signal.set_wakeup_fd(-1)
@@ -349,9 +383,16 @@ class _Master:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             os.setpgid(0, 0)  # a terminal's Ctrl-C goes to the master only
             signal.pthread_sigmask(signal.SIG_SETMASK, {signal.SIGTERM})
-            _setproctitle(f"lanner: worker {self.settings.bind} (generation {self.generation})")
-            app = self.app_loader(self.settings)
-            _Worker(self.settings, app, self.status_w, self.pid).serve(self.sock)
+            for name, sock in self.sockets.items():
+                if name != pool.name:
+                    sock.close()
+            if pool.nice:
+                os.nice(pool.nice)
+            set_process_name(f"lanner-{pool.name}")
+            title = "worker" if pool.name == "web" else f"{pool.name} worker"
+            _setproctitle(f"lanner: {title} {pool.bind} (generation {self.generation})")
+            app = pool.app_loader(self.settings)
+            _Worker(self.settings, app, self.status_w, self.pid).serve(self.sockets[pool.name])
             code = 0
         except BaseException:
             logger.exception("worker %s failed", os.getpid())
@@ -428,13 +469,14 @@ class _Master:
         old = [c for c in self.children.values() if c.generation < self.generation and not c.is_draining]
         if not old:
             return
-        ready = sum(
-            1
-            for c in self.children.values()
-            if c.generation == self.generation and c.is_ready and not c.is_draining
-        )
-        if ready < self.settings.workers:
-            return
+        for pool in self.pools:
+            ready = sum(
+                1
+                for c in self.children.values()
+                if c.pool is pool and c.generation == self.generation and c.is_ready and not c.is_draining
+            )
+            if ready < pool.workers:
+                return
         for child in old:
             self._drain(child, now)
         logger.info("reloaded: generation %d serving, draining %d old workers", self.generation, len(old))

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 from peewee import Database
 
 from settings import Settings
-from workers.procfs import children, rss_kb, uptime_seconds
+from workers.procfs import children, process_name, rss_kb, uptime_seconds
 
 
 def pid_file(settings: Settings) -> Path:
@@ -54,7 +54,12 @@ def web_status(settings: Settings) -> dict[str, Any]:
     if not _is_alive(master):
         return {"running": False, "stale_pid_file": True}
     workers = [
-        {"pid": pid, "uptime_s": uptime_seconds(pid), "rss_mb": round((rss_kb(pid) or 0) / 1024, 1)}
+        {
+            "pid": pid,
+            "role": "admin" if process_name(pid) == "lanner-admin" else "web",
+            "uptime_s": uptime_seconds(pid),
+            "rss_mb": round((rss_kb(pid) or 0) / 1024, 1),
+        }
         for pid in children(master)
     ]
     return {
