@@ -1557,6 +1557,10 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
 )
 @click.option("--vus", type=click.IntRange(min=1), help="maxVUs for every step (default: rate / 5).")
 @click.option("--no-nginx", is_flag=True, help="Skip the static-302 nginx baseline.")
+@click.option("--report-load", is_flag=True, help="A client requests heavy reports back to back meanwhile.")
+@click.option(
+    "--postbacks", is_flag=True, help="Batches of 4/16/32 concurrent identical postbacks meanwhile."
+)
 @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, summaries, server logs).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_clicks_command(
@@ -1568,6 +1572,8 @@ def bench_clicks_command(
     data_dir: str | None,
     vus: int | None,
     no_nginx: bool,
+    report_load: bool,
+    postbacks: bool,
     keep: bool,
     json_path: str | None,
 ) -> None:
@@ -1602,6 +1608,8 @@ def bench_clicks_command(
         max_vus=vus,
         is_nginx_baseline=not no_nginx,
         keep_files=keep,
+        report_load=report_load,
+        postbacks=postbacks,
     )
     report = BenchReport()
     try:

@@ -41,9 +41,29 @@ DIMENSION_COLUMNS: dict[str, str] = {
     **{f"sub_id_{n}": f"sub_id_{n}" for n in range(1, 31)},
     "referrer_domain": "lanner_domain(referrer)",
 }
-ROLLUP_GROUPS = frozenset(
-    ("campaign", "stream", "offer", "source", "country", "device", "os", "browser", "language")
+ROLLUP_GROUPS_ORDER = (
+    "campaign",
+    "stream",
+    "offer",
+    "source",
+    "country",
+    "device",
+    "os",
+    "browser",
+    "language",
 )
+ROLLUP_GROUPS_ORDER = (
+    "campaign",
+    "stream",
+    "offer",
+    "source",
+    "country",
+    "device",
+    "os",
+    "browser",
+    "language",
+)
+ROLLUP_GROUPS = frozenset(ROLLUP_GROUPS_ORDER)
 GROUPS = (*TIME_GROUPS, *DIMENSION_COLUMNS)
 PRESETS = ("today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "all_time")
 REPORT_METRICS = (
@@ -186,10 +206,13 @@ class _Sql:
         self.bucket = bucket
         self.filters = query.filters
 
-    def _where(self, prefix: str, time_column: str, start: int, end: int) -> tuple[list[str], list]:
+    def _where(
+        self, prefix: str, time_column: str, start: int, end: int, id_prefix: str | None = None
+    ) -> tuple[list[str], list]:
+        """`id_prefix`: where campaign/stream/offer filters read (a conversion's own copy: its index)."""
         where, params = [f"{time_column} >= ?", f"{time_column} < ?"], [start, end]
         for name, values in self.filters.items():
-            expression = self._expression(name, prefix)
+            expression = self._expression(name, id_prefix if id_prefix and name in ID_GROUPS else prefix)
             where.append(f"{expression} IN ({', '.join('?' * len(values))})")
             params.extend(int(v) if name in ID_GROUPS else v for v in values)
         return where, params
@@ -203,8 +226,15 @@ class _Sql:
             return f"lanner_domain({prefix}referrer)"
         return prefix + column
 
-    def _select(self, prefix: str, time_column: str) -> list[str]:
-        parts = [f"{time_column} - {time_column} % {self.bucket}"] if self.bucket else []
+    def _select(self, prefix: str, time_column: str, is_bucketed: bool = False) -> list[str]:
+        """`is_bucketed`: the time column holds buckets already (rollup_hour): grouping by the bare
+        column follows the primary key's order, with no temporary B-tree (PERF: 270 -> 60 ms)."""
+        if not self.bucket:
+            parts = []
+        elif is_bucketed:
+            parts = [time_column]
+        else:
+            parts = [f"{time_column} - {time_column} % {self.bucket}"]
         return parts + [self._expression(name, prefix) for name in self.groups]
 
     def _group_by(self) -> str:
@@ -213,7 +243,8 @@ class _Sql:
 
     def rollup(self, table: str, start: int, end: int) -> tuple[str, list]:
         where, params = self._where("r.", "r.period", start, end)
-        select = self._select("r.", "r.period") + [f"SUM(r.{metric})" for metric in METRICS]
+        is_bucketed = table == "rollup_hour" and self.bucket == HOUR_MS
+        select = self._select("r.", "r.period", is_bucketed) + [f"SUM(r.{metric})" for metric in METRICS]
         sql = f"SELECT {', '.join(select)} FROM {table} AS r WHERE {' AND '.join(where)}{self._group_by()}"
         return sql, params
 
@@ -228,7 +259,7 @@ class _Sql:
         return sql, params
 
     def raw_conversions(self, start: int, end: int) -> tuple[str, list]:
-        where, params = self._where("c.", "cv.click_created_at", start, end)
+        where, params = self._where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
         select = self._select("c.", "c.created_at")
         sql = (
             f"SELECT {', '.join(select + [_ZERO_CLICKS, _CONVERSION_SUMS])} "
@@ -241,8 +272,9 @@ class _Sql:
 def _check(query: ReportQuery) -> None:
     unknown = [name for name in (*query.group_by, *query.filters) if name not in GROUPS]
     if unknown:
+        names = ", ".join((*TIME_GROUPS, *ROLLUP_GROUPS_ORDER))
         raise ReportError(
-            f"Cannot group or filter by {unknown[0]!r}; use {', '.join(GROUPS[:12])}, sub_id_N."
+            f"Cannot group or filter by {unknown[0]!r}; use {names}, sub_id_1 to sub_id_30 or referrer_domain."
         )
     if any(name in TIME_GROUPS for name in query.filters):
         raise ReportError("Filter time with --from/--to or a preset, not a day or hour filter.")
@@ -280,6 +312,7 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
         bucket = HOUR_MS if not raw_only else 15 * 60_000
     pieces = [("raw", *bounds)] if raw_only else plan_pieces(*bounds, use_days=time_group is None)
     sql = _Sql(query, bucket)
+    labels = _Labels(time_group, tz)
     sums: dict[tuple, list] = {}
     with db.atomic():  # One snapshot for every piece.
         for source, piece_start, piece_end in pieces:
@@ -292,7 +325,7 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
                 statements = [sql.rollup(source, piece_start, piece_end)]
             for statement, params in statements:
                 for row in conn.execute(statement, params):
-                    _add(sums, _group_key(row, bucket, time_group, tz), row[-len(METRICS) :])
+                    _add(sums, _group_key(row, bucket, labels), row[-len(METRICS) :])
     columns = list(query.group_by)
     rows = [_row(dict(zip(columns, key)), metrics) for key, metrics in sorted(sums.items(), key=_sort_key)]
     totals = [0] * len(METRICS)
@@ -311,13 +344,27 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
     )
 
 
-def _group_key(row: tuple, bucket: int | None, time_group: str | None, tz: ZoneInfo) -> tuple:
+class _Labels:
+    """A time bucket's local day or hour label, computed once per bucket (PERF: ~3 µs each)."""
+
+    def __init__(self, time_group: str | None, tz: ZoneInfo) -> None:
+        self.time_group, self.tz = time_group, tz
+        self.cache: dict[int, str] = {}
+
+    def __call__(self, bucket: int) -> str:
+        label = self.cache.get(bucket)
+        if label is None:
+            local = datetime.fromtimestamp(bucket / 1000, self.tz)
+            label = local.date().isoformat() if self.time_group == "day" else local.strftime("%Y-%m-%d %H:00")
+            self.cache[bucket] = label
+        return label
+
+
+def _group_key(row: tuple, bucket: int | None, labels: _Labels) -> tuple:
     width = len(row) - len(METRICS)
-    key = list(row[:width])
     if bucket:
-        local = datetime.fromtimestamp(key[0] / 1000, tz)
-        key[0] = local.date().isoformat() if time_group == "day" else local.strftime("%Y-%m-%d %H:00")
-    return tuple(key)
+        return (labels(row[0]), *row[1:width])
+    return tuple(row[:width])
 
 
 def _add(sums: dict[tuple, list], key: tuple, metrics: tuple) -> None:

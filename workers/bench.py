@@ -37,14 +37,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Self
 
 import click
 
-from workers.procfs import process_start_time, process_tree, pss_kb, rss_kb, stat_fields
+from workers.procfs import process_name, process_start_time, process_tree, pss_kb, rss_kb, stat_fields
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +119,8 @@ class BenchOptions:
     max_vus: int | None = None
     is_nginx_baseline: bool = True
     keep_files: bool = False
+    report_load: bool = False  # A client requests heavy reports back to back during each step.
+    postbacks: bool = False  # Batches of 4/16/32 concurrent identical postbacks during each step.
 
 
 @dataclass
@@ -152,6 +154,8 @@ class StepResult:
     lost: int | None = None
     duplicated: int | None = None
     k6_exit_code: int = 0
+    # Beside the clicks (workers/benchload.py): reports done and their latency, postbacks checked.
+    side_load: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -341,9 +345,14 @@ def tree_memory_mb(pids: Iterable[int], read_kb: Callable[[int], int | None] = r
 
 
 def process_cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) of `pid` and its descendants, including reaped ones (recycled workers)."""
+    """CPU time (user + system) of `pid` and its descendants, including reaped ones (recycled workers).
+
+    The report API's admin worker is left out: its reports are not the clicks' cost.
+    """
     ticks = 0
     for member in process_tree(pid):
+        if process_name(member) == "lanner-admin":
+            continue
         fields = stat_fields(member)
         if fields:
             # Fields 14-17 of proc(5): utime, stime, cutime, cstime.
@@ -889,25 +898,39 @@ def run_lanner_ladder(
     reporter: Reporter,
 ) -> None:
     """Every rate against `lanner serve`; after each step, the spool drained and every subid checked."""
+    from workers.benchload import PostbackLoad, ReportLoad, read_meta
+
     database_path, spool_dir = data_dir / "lanner.db", data_dir / "spool"
     with LannerStack(env, work_dir, options.workers, SCENARIOS[options.scenario].alias) as stack:
         stack.wait_drained(database_path, spool_dir)  # The preflight click: is the flusher working?
         for rate in options.rates:
             stack.check_alive()
             flusher_before = process_cpu_seconds(stack.worker.pid)
-            result, run = measure_step(
-                "lanner",
-                stack.url,
-                rate,
-                options,
-                work_dir,
-                k6,
-                stack.serve.pid,
-                reporter,
-                also_pids=(stack.worker.pid,),
-            )
+            with ExitStack() as side:
+                reports = postbacks = None
+                if options.report_load:
+                    api_key = read_meta(database_path, "api_key")
+                    reports = side.enter_context(ReportLoad(stack.admin_port, api_key))
+                if options.postbacks:
+                    key = read_meta(database_path, "postback_key")
+                    postbacks = side.enter_context(PostbackLoad(stack.port, key, database_path))
+                result, run = measure_step(
+                    "lanner",
+                    stack.url,
+                    rate,
+                    options,
+                    work_dir,
+                    k6,
+                    stack.serve.pid,
+                    reporter,
+                    also_pids=(stack.worker.pid,),
+                )
             stack.check_alive()
             result.catch_up_s = round(stack.wait_drained(database_path, spool_dir), 2)
+            if reports is not None:
+                result.side_load.update(reports.summary())
+            if postbacks is not None:
+                result.side_load.update(postbacks.check())
             if result.accepted:
                 flusher_cpu = process_cpu_seconds(stack.worker.pid) - flusher_before
                 result.flusher_cpu_us_per_click = round(flusher_cpu * 1e6 / result.accepted, 1)
@@ -1067,6 +1090,8 @@ class ConsoleReporter(Reporter):
         )
         if result.target == "lanner":
             line += f", catch-up {result.catch_up_s:.2f} s, lost {result.lost}, dup {result.duplicated}"
+        if result.side_load:
+            line += "; " + ", ".join(f"{key} {value}" for key, value in result.side_load.items())
         click.echo(line, err=True)
 
     def _close_bar(self) -> None:
@@ -1119,6 +1144,10 @@ def format_report(report: BenchReport) -> list[str]:
     header = [title for title, _ in TABLE_COLUMNS]
     rows = [[_cell(getattr(step, key)) for _, key in TABLE_COLUMNS] for step in report.lanner + report.nginx]
     lines = list(_aligned(header, rows))
+    for step in report.lanner:
+        if step.side_load:
+            details = ", ".join(f"{key} {_cell(value)}" for key, value in step.side_load.items())
+            lines.append(f"  beside {step.rate}/s: {details}")
     comparison = report.comparison()
     if comparison:
         lines.append("")
