@@ -1,9 +1,11 @@
 """Reports: clicks, conversions and money grouped by any of the click's dimensions, over a local date range.
 
 A range in the user's timezone becomes UTC bounds `[start, end)` and is cut into pieces, each read
-from the cheapest exact source (models/rollups.py): whole UTC days from `rollup_day` (when the
-report does not group by time), whole hours from `rollup_hour`, and only a piece cut inside an hour
-from raw clicks and conversions, by the indexed time columns. A report grouping or filtering by a
+from the cheapest exact source (models/rollups.py): the smallest rollup cube with the report's
+dimensions (the campaign cube for campaign/stream/offer reports, else the detail cube), whole UTC
+days from its daily table (when the report does not group by time), whole hours from its hourly
+one, and only a piece cut inside an hour from raw clicks and conversions, by the indexed time
+columns. A report grouping or filtering by a
 dimension the rollups do not keep (sub_id_N, referrer domain) reads raw rows, as it does while the
 rollup backfill is still running. Every source yields the same metrics, summed per group in Python.
 
@@ -23,7 +25,7 @@ from zoneinfo import ZoneInfo
 from peewee import Database
 
 from models.deferred import rollups_ready
-from models.rollups import CLICK_METRICS, CONVERSION_METRICS, DAY_MS, HOUR_MS, METRICS
+from models.rollups import CLICK_METRICS, CONVERSION_METRICS, CUBES, DAY_MS, HOUR_MS, METRICS
 from models.timerange import TimeRangeError, local_instant, zone
 
 TIME_GROUPS = ("day", "hour")
@@ -243,7 +245,7 @@ class _Sql:
 
     def rollup(self, table: str, start: int, end: int) -> tuple[str, list]:
         where, params = self._where("r.", "r.period", start, end)
-        is_bucketed = table == "rollup_hour" and self.bucket == HOUR_MS
+        is_bucketed = table.endswith("_hour") and self.bucket == HOUR_MS
         select = self._select("r.", "r.period", is_bucketed) + [f"SUM(r.{metric})" for metric in METRICS]
         sql = f"SELECT {', '.join(select)} FROM {table} AS r WHERE {' AND '.join(where)}{self._group_by()}"
         return sql, params
@@ -267,6 +269,17 @@ class _Sql:
             f"WHERE {' AND '.join(where)}{self._group_by()}"
         )
         return sql, params
+
+
+def _cube_tables(query: ReportQuery) -> dict[str, str]:
+    """The hourly and daily tables of the smallest rollup cube that has every dimension asked for."""
+    needed = {
+        DIMENSION_COLUMNS[name] for name in (*query.group_by, *query.filters) if name not in TIME_GROUPS
+    }
+    for dimensions, tables in CUBES.values():
+        if needed <= set(dimensions):
+            return tables
+    raise AssertionError(f"no rollup cube has {sorted(needed)}")  # raw_only covers every other case
 
 
 def _check(query: ReportQuery) -> None:
@@ -310,7 +323,14 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
         if not raw_only and not _has_whole_hour_offsets(tz, *bounds):
             raw_only = True
         bucket = HOUR_MS if not raw_only else 15 * 60_000
-    pieces = [("raw", *bounds)] if raw_only else plan_pieces(*bounds, use_days=time_group is None)
+    if raw_only:
+        pieces = [("raw", *bounds)]
+    else:
+        tables = _cube_tables(query)
+        pieces = [
+            (tables.get(source.removeprefix("rollup_"), source), start, end)
+            for source, start, end in plan_pieces(*bounds, use_days=time_group is None)
+        ]
     sql = _Sql(query, bucket)
     labels = _Labels(time_group, tz)
     sums: dict[tuple, list] = {}

@@ -1,8 +1,12 @@
 """Hourly and daily aggregates of clicks and conversions, kept exact as they land: reports read these.
 
-Two tables with the same dimensions and metrics: `rollup_hour` (period = UTC hour) and `rollup_day`
-(period = UTC day). A report over whole days reads `rollup_day`, its edge hours `rollup_hour`, and
-only a range cut inside an hour reads raw rows (models/reports.py).
+Two cubes, each an hourly and a daily table (period = the UTC hour or day it starts):
+- `detail` (`rollup_hour`, `rollup_day`): campaign, stream, offer, source, country, device type,
+  os, browser, language;
+- `campaign` (`rollup_campaign_hour`, `rollup_campaign_day`): campaign, stream, offer only, a few
+  rows per hour, for the campaign list and its breakdowns by day, stream and offer.
+A report reads the smallest cube that has its dimensions: whole days from the daily table, its edge
+hours from the hourly one; only a range cut inside an hour reads raw rows (models/reports.py).
 
 Writers, each in the same transaction as the rows it aggregates:
 - the spool flusher adds every landed click (models/spool.py);
@@ -22,7 +26,6 @@ from models.record import CLICK_COLUMNS
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
-TABLES = (("rollup_hour", HOUR_MS), ("rollup_day", DAY_MS))
 DIMENSIONS = (
     "campaign_id",
     "stream_id",
@@ -39,6 +42,19 @@ CONVERSION_METRICS = (
     "leads", "sales", "rejected", "trash", "rebills", "revenue", "revenue_pending", "conversion_cost",
 )  # fmt: skip
 METRICS = CLICK_METRICS + CONVERSION_METRICS
+CAMPAIGN_DIMENSIONS = ("campaign_id", "stream_id", "offer_id")
+# cube -> (its dimensions, {granularity: table}); smallest first, reports take the first that fits.
+CUBES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "campaign": (CAMPAIGN_DIMENSIONS, {"hour": "rollup_campaign_hour", "day": "rollup_campaign_day"}),
+    "detail": (DIMENSIONS, {"hour": "rollup_hour", "day": "rollup_day"}),
+}
+WIDTHS = {"hour": HOUR_MS, "day": DAY_MS}
+# (table, period width, positions of its dimensions in a detail key)
+TABLES = tuple(
+    (table, WIDTHS[granularity], tuple(DIMENSIONS.index(d) for d in dims))
+    for dims, tables in CUBES.values()
+    for granularity, table in tables.items()
+)
 
 # Where a click record (models/record.py) keeps the dimensions and the click metrics.
 _DIMENSION_POSITIONS = tuple(CLICK_COLUMNS.index(name) for name in DIMENSIONS)
@@ -55,16 +71,18 @@ _NO_CLICKS = (0,) * len(CLICK_METRICS)
 SQL_CLICK_KEY = f"SELECT created_at, {', '.join(DIMENSIONS)} FROM click WHERE id = ?"
 
 
-def upsert_sql(table: str) -> str:
-    columns = ("period", *DIMENSIONS, *METRICS)
+def upsert_sql(table: str, dimensions: tuple[str, ...]) -> str:
+    columns = ("period", *dimensions, *METRICS)
     updates = ", ".join(f"{metric} = {metric} + excluded.{metric}" for metric in METRICS)
     return (
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-        f"ON CONFLICT (period, {', '.join(DIMENSIONS)}) DO UPDATE SET {updates}"
+        f"ON CONFLICT (period, {', '.join(dimensions)}) DO UPDATE SET {updates}"
     )
 
 
-SQL_UPSERT = {table: upsert_sql(table) for table, _ in TABLES}
+SQL_UPSERT = {
+    table: upsert_sql(table, tuple(DIMENSIONS[i] for i in positions)) for table, _, positions in TABLES
+}
 
 
 def conversion_metrics(status: str, payout: float, cost: float) -> tuple:
@@ -90,19 +108,22 @@ def _key(dimensions: Iterable) -> tuple:
 
 
 class RollupDelta:
-    """Changes to both rollup tables, summed per key in memory and written with one upsert per key."""
+    """Changes to every rollup table, summed per key in memory and written with one upsert per key.
+
+    PERF: a click is added once, per (hour, detail key); `apply` folds those into each table's
+    period and dimensions, so four tables cost little more than one.
+    """
 
     def __init__(self) -> None:
         self.changes: dict[tuple, list] = {}
 
     def _add(self, created_at: int, key: tuple, metrics: tuple) -> None:
-        for table, width in TABLES:
-            row = self.changes.get((table, created_at - created_at % width, key))
-            if row is None:
-                self.changes[(table, created_at - created_at % width, key)] = list(metrics)
-            else:
-                for index, value in enumerate(metrics):
-                    row[index] += value
+        row = self.changes.get((created_at - created_at % HOUR_MS, key))
+        if row is None:
+            self.changes[(created_at - created_at % HOUR_MS, key)] = list(metrics)
+        else:
+            for index, value in enumerate(metrics):
+                row[index] += value
 
     def add_clicks(self, records: Iterable[list]) -> None:
         """Clicks as records in CLICK_COLUMNS order (the spool flusher's rows)."""
@@ -126,8 +147,17 @@ class RollupDelta:
         self._add(click_key[0], _key(click_key[1:]), (*_NO_CLICKS, *values))
 
     def apply(self, conn) -> None:
-        for (table, period, key), metrics in self.changes.items():
-            conn.execute(SQL_UPSERT[table], (period, *key, *metrics)).close()
+        for table, width, positions in TABLES:
+            folded: dict[tuple, list] = {}
+            for (hour, key), metrics in self.changes.items():
+                row_key = (hour - hour % width, *(key[i] for i in positions))
+                row = folded.get(row_key)
+                if row is None:
+                    folded[row_key] = list(metrics)
+                else:
+                    for index, value in enumerate(metrics):
+                        row[index] += value
+            conn.executemany(SQL_UPSERT[table], [(*key, *metrics) for key, metrics in folded.items()]).close()
         self.changes.clear()
 
 
@@ -139,19 +169,20 @@ def click_key(conn, click_id: int) -> tuple:
         cursor.close()
 
 
-def _select_click_rollup(width: int) -> str:
-    dims = ", ".join(f"COALESCE({d}, 0)" if d in ("stream_id", "offer_id") else d for d in DIMENSIONS)
+def _select_click_rollup(width: int, positions: tuple[int, ...]) -> str:
+    names = [DIMENSIONS[i] for i in positions]
+    dims = ", ".join(f"COALESCE({d}, 0)" if d in ("stream_id", "offer_id") else d for d in names)
     return f"""
 SELECT created_at - created_at % {width}, {dims}, COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign),
     SUM(is_unique_stream), SUM(is_bot), SUM(cost), {", ".join("0" * len(CONVERSION_METRICS))}
-FROM click WHERE id > ? AND id <= ? GROUP BY 1, {", ".join(str(n) for n in range(2, len(DIMENSIONS) + 2))}
+FROM click WHERE id > ? AND id <= ? GROUP BY 1, {", ".join(str(n) for n in range(2, len(names) + 2))}
 """
 
 
 def backfill_clicks(conn, first_id: int, last_id: int) -> None:
-    """Add the clicks with first_id < id <= last_id to both tables (the deferred backfill's chunk)."""
-    for table, width in TABLES:
-        rows = conn.execute(_select_click_rollup(width), (first_id, last_id)).fetchall()
+    """Add the clicks with first_id < id <= last_id to every table (the deferred backfill's chunk)."""
+    for table, width, positions in TABLES:
+        rows = conn.execute(_select_click_rollup(width, positions), (first_id, last_id)).fetchall()
         conn.executemany(SQL_UPSERT[table], rows).close()
 
 
@@ -162,7 +193,7 @@ FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
 
 
 def backfill_conversions(conn) -> None:
-    """Add every stored conversion to both tables (once, in the deferred step's first transaction)."""
+    """Add every stored conversion to every table (once, in the deferred step's first transaction)."""
     delta = RollupDelta()
     for status, payout, cost, *key in conn.execute(SQL_CONVERSIONS_WITH_KEYS).fetchall():
         delta.add_conversion(tuple(key), conversion_metrics(status, payout, cost))

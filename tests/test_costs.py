@@ -71,7 +71,7 @@ def test_cost_and_report_commands(lanner):
     report = json.loads(lanner("report", "--preset", "all_time", "--json").stdout)
     assert report["total"]["clicks"] == 500
     assert report["total"]["cost"] == pytest.approx(50.0)
-    assert report["sources"] == ["rollup_day"]
+    assert report["sources"] == ["rollup_campaign_day"]
     csv_lines = lanner("report", "-g", "day", "--preset", "all_time", "--csv").stdout.splitlines()
     assert csv_lines[0].startswith("day,clicks,unique_clicks")
     table = lanner("report", "--preset", "all_time").stdout

@@ -17,6 +17,7 @@ from huey import SqliteHuey, crontab
 from huey.exceptions import TaskLockedException
 
 from models import db, open_database
+from models.database import PRAGMAS
 from models.deferred import pending_steps, run_deferred
 from models.outbound import due_deliveries, send_delivery
 from models.postbacks import ConversionRecorder
@@ -81,7 +82,16 @@ class SpoolFlusher:
             wal_bytes = 0
         truncate = wal_bytes > TRUNCATE_WAL_BYTES or time.monotonic() - self.last_truncate > TRUNCATE_EVERY
         mode = "TRUNCATE" if truncate else "PASSIVE"
-        busy, wal_pages, done_pages = db.execute_sql(f"PRAGMA wal_checkpoint({mode})").fetchone()
+        if truncate:
+            # TRUNCATE waits for readers while holding the write lock: a long report in the admin
+            # worker would stall every writer behind it (postbacks in the web workers). Without
+            # a busy timeout it gives up at once (busy = 1), after a PASSIVE pass, and we retry later.
+            db.execute_sql("PRAGMA busy_timeout = 0")
+        try:
+            busy, wal_pages, done_pages = db.execute_sql(f"PRAGMA wal_checkpoint({mode})").fetchone()
+        finally:
+            if truncate:
+                db.execute_sql(f"PRAGMA busy_timeout = {PRAGMAS['busy_timeout']}")
         if truncate:
             self.last_truncate = time.monotonic()
         # Segments may go only once their rows are in the database file itself (fsynced).

@@ -1,5 +1,8 @@
 """Rollups: hourly and daily aggregates of clicks and conversions (models/rollups.py), and deferred steps.
 
+Two cubes: the detail one (`rollup_hour`, `rollup_day`) and the campaign one
+(`rollup_campaign_hour`, `rollup_campaign_day`).
+
 Light here: the tables are created empty and the clicks already stored are left to the deferred
 step `rollup_backfill`, which the Huey consumer runs in short chunks (models/deferred.py). The
 watermark says which clicks it covers: the flusher of this release adds every click it lands.
@@ -15,6 +18,10 @@ DIMENSIONS = """
     os TEXT NOT NULL,
     browser TEXT NOT NULL,
     language TEXT NOT NULL,"""
+CAMPAIGN_DIMENSIONS = """
+    campaign_id INTEGER NOT NULL,
+    stream_id INTEGER NOT NULL,
+    offer_id INTEGER NOT NULL,"""
 METRICS = """
     clicks INTEGER NOT NULL DEFAULT 0,
     unique_global INTEGER NOT NULL DEFAULT 0,
@@ -38,6 +45,12 @@ STATEMENTS = [
         f"CREATE TABLE {table} (\n    period INTEGER NOT NULL,{DIMENSIONS}{METRICS}\n    {KEY}\n)"
         " WITHOUT ROWID"
         for table in ("rollup_hour", "rollup_day")
+    ),
+    # The campaign cube: a few rows per hour, for the campaign list and its day/stream/offer views.
+    *(
+        f"CREATE TABLE {table} (\n    period INTEGER NOT NULL,{CAMPAIGN_DIMENSIONS}{METRICS}\n"
+        "    PRIMARY KEY (period, campaign_id, stream_id, offer_id)\n) WITHOUT ROWID"
+        for table in ("rollup_campaign_hour", "rollup_campaign_day")
     ),
     # Reports on one campaign over a range: the key starts with the period, so this one helps them.
     "CREATE INDEX rollup_hour_campaign_period ON rollup_hour (campaign_id, period)",
