@@ -13,7 +13,13 @@ from peewee import Database
 from models.admin import AdminError, get_campaign
 from models.conversion import Conversion, PostbackTarget, StatusMap
 from models.outbound import METHODS, OutboundError, compile_target_url, http_send, render_delivery
-from models.postbacks import ALLOWED_CHANGES, STATUSES, conversion_cost, move_conversion_rollups
+from models.postbacks import (
+    ALLOWED_CHANGES,
+    STATUSES,
+    conversion_cost,
+    move_conversion_rollups,
+    queue_deliveries,
+)
 from models.rollups import conversion_metrics
 
 
@@ -25,7 +31,8 @@ def _status(value: str) -> str:
 
 
 def map_status(db: Database, raw_status: str, status: str, *, network: str = "") -> int:
-    """Map a network's word to a status; conversions stored with that word unmapped take it now.
+    """Map a network's word to a status; conversions stored with that word unmapped take it now,
+    with their costs, rollups and outbound postbacks.
 
     Returns how many stored conversions were re-mapped.
     """
@@ -60,6 +67,10 @@ def map_status(db: Database, raw_status: str, status: str, *, network: str = "")
             conversion.status = status
             conversion.updated_at = int(time.time() * 1000)
             conversion.save()
+            # Sent by `lanner worker`'s periodic sweep within a minute.
+            queue_deliveries(
+                db.connection(), conversion.campaign_id, conversion.id, status, conversion.updated_at
+            )
             remapped += 1
     return remapped
 

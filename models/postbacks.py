@@ -410,7 +410,7 @@ class ConversionRecorder:
         for slot, value in postback.sub_ids.items():
             conn.execute(f"UPDATE click SET sub_id_{int(slot)} = ? WHERE id = ?", (value, click_id))
         if is_mapped:
-            outcome.deliveries = self._queue_deliveries(conn, campaign_id, outcome.conversion_id, status, now)
+            outcome.deliveries = queue_deliveries(conn, campaign_id, outcome.conversion_id, status, now)
         return outcome
 
     def _find_conversion(self, conn, postback: Postback, status: str) -> tuple | Outcome | None:
@@ -431,17 +431,16 @@ class ConversionRecorder:
             return Outcome(REFUSED, "This click has several conversions; send the tid to say which.")
         return others[0] if others else None
 
-    def _queue_deliveries(
-        self, conn, campaign_id: int, conversion_id: int, status: str, now: int
-    ) -> list[int]:
-        """Outbound postbacks for this status, stored before the answer so none is forgotten."""
-        ids = []
-        for target_id, statuses in conn.execute(SQL_TARGETS, (campaign_id,)).fetchall():
-            if status in statuses.split(","):
-                cursor = conn.execute(SQL_INSERT_DELIVERY, (conversion_id, target_id, status, now, now, now))
-                if cursor.rowcount:
-                    ids.append(cursor.lastrowid)
-        return ids
+
+def queue_deliveries(conn, campaign_id: int, conversion_id: int, status: str, now: int) -> list[int]:
+    """Outbound postbacks for this status, stored with the change so none is forgotten; new ids."""
+    ids = []
+    for target_id, statuses in conn.execute(SQL_TARGETS, (campaign_id,)).fetchall():
+        if status in statuses.split(","):
+            cursor = conn.execute(SQL_INSERT_DELIVERY, (conversion_id, target_id, status, now, now, now))
+            if cursor.rowcount:
+                ids.append(cursor.lastrowid)
+    return ids
 
 
 def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) -> None:

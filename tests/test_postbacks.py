@@ -171,6 +171,10 @@ def test_stored_network_map_applies_to_its_network_only(db, recorder, campaign, 
 
 
 def test_mapping_a_word_later_remaps_stored_conversions(db, recorder, campaign, clock):
+    from models.conversion import PostbackDelivery
+    from models.postback_admin import add_target
+
+    add_target(db, "demo", "https://source.example/cb?s={subid}&st={status}", ["sale"])
     update_campaign(db, "demo", cost_model="cps", cost_value=2.0)
     first, second = store_click(campaign, clock), store_click(campaign, clock)
     post(recorder, subid=first, status="done", payout="5")
@@ -178,6 +182,8 @@ def test_mapping_a_word_later_remaps_stored_conversions(db, recorder, campaign, 
     assert {c.status for c in Conversion.select()} == {"done"}
     assert map_status(db, "DONE", "sale") == 2
     assert {(c.status, c.original_status, c.cost) for c in Conversion.select()} == {("sale", "sale", 2.0)}
+    # The traffic source hears of them now that they count: one delivery each, due at once.
+    assert sorted((d.status, d.state) for d in PostbackDelivery.select()) == [("sale", "pending")] * 2
     # Now mapped: a new postback with the word is a sale at once.
     third = store_click(campaign, clock)
     post(recorder, subid=third, status="done")
