@@ -1132,6 +1132,34 @@ def report_command(
     echo_rows(rows, report.columns, fmt)
 
 
+@main.command("prune")
+@click.option("--older-than", required=True, help="Age of the clicks to delete: 90d, 12w, 2160h.")
+@click.option("--yes", is_flag=True, help="Do not ask.")
+@pass_context
+def prune_command(ctx: Context, older_than: str, yes: bool) -> None:
+    """Delete raw clicks older than an age, in chunks; report totals (rollups) stay as they are."""
+    from models.retention import RetentionError, parse_age, prune_clicks
+
+    try:
+        age_ms = parse_age(older_than)
+        if not yes:
+            click.confirm(
+                f"Delete every click older than {older_than} (the click log for that time)?", abort=True
+            )
+        with click.progressbar(length=1, label="Pruning", file=sys.stderr) as bar:
+
+            def advance(done: int, total: int) -> None:
+                bar.length = total
+                bar.update(done - bar.pos)
+
+            deleted = prune_clicks(
+                ctx.db, age_ms, global_uniqueness_hours=ctx.settings.uniqueness_hours, on_progress=advance
+            )
+    except RetentionError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Deleted {deleted:,} clicks older than {older_than}.")
+
+
 @main.group()
 def cost() -> None:
     """Costs spread over a campaign's clicks."""

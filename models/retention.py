@@ -1,0 +1,85 @@
+"""Retention: delete raw clicks older than a cutoff, in short chunks, keeping every report total.
+
+Reports over whole hours and days read the rollups (models/rollups.py), which pruning leaves as
+they are, so a campaign's totals for a pruned month do not change; what goes is the click log for
+that time and the reports only raw rows can answer (sub_id_N and referrer groupings, sub-hour
+range edges). Cap counters live in their own table and are untouched. Pruning refuses to run
+before the rollup backfill has finished (the clicks would be lost to reports), and keeps at least
+the largest uniqueness window plus a day, so uniqueness and debounce never miss a visitor.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Callable
+
+from peewee import Database
+
+from models.deferred import rollups_ready
+
+CHUNK = 5000
+PAUSE = 0.02  # Between chunks: the spool flusher takes the write lock in between.
+DAY_MS = 86_400_000
+
+SQL_CAMPAIGNS = "SELECT id, uniqueness_hours FROM campaign"
+SQL_COUNT = (
+    "SELECT COUNT(*) FROM click INDEXED BY click_campaign_created_at WHERE campaign_id = ? AND created_at < ?"
+)
+SQL_DELETE_CHUNK = f"""
+DELETE FROM click WHERE id IN (
+    SELECT id FROM click INDEXED BY click_campaign_created_at
+    WHERE campaign_id = ? AND created_at < ? LIMIT {CHUNK}
+)
+"""
+
+
+class RetentionError(ValueError):
+    """A prune that cannot be done; the message is one sentence for the user."""
+
+
+def parse_age(text: str) -> int:
+    """`90d`, `12w`, `36h` as milliseconds; RetentionError otherwise."""
+    match = re.fullmatch(r"\s*(\d+)\s*([hdw])\s*", text)
+    if not match:
+        raise RetentionError(f"{text!r} is not an age such as 90d, 12w or 48h.")
+    number, unit = int(match.group(1)), match.group(2)
+    return number * {"h": 3_600_000, "d": DAY_MS, "w": 7 * DAY_MS}[unit]
+
+
+def prune_clicks(
+    db: Database,
+    older_than_ms: int,
+    *,
+    global_uniqueness_hours: float,
+    now_ms: int | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Delete clicks created before now - older_than_ms; return how many went."""
+    conn = db.connection()
+    campaigns = conn.execute(SQL_CAMPAIGNS).fetchall()
+    window_hours = max([global_uniqueness_hours, *(hours for _, hours in campaigns)])
+    if older_than_ms < window_hours * 3_600_000 + DAY_MS:
+        raise RetentionError(
+            f"Keep at least the uniqueness window plus a day ({window_hours / 24 + 1:g} days): "
+            "uniqueness and debounce read recent clicks."
+        )
+    if not rollups_ready(conn):
+        raise RetentionError(
+            "The rollup backfill has not finished (`lanner db status`); pruning now would lose clicks "
+            "from reports. Run `lanner db run-deferred` first."
+        )
+    cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - older_than_ms
+    total = sum(conn.execute(SQL_COUNT, (campaign_id, cutoff)).fetchone()[0] for campaign_id, _ in campaigns)
+    deleted = 0
+    for campaign_id, _ in campaigns:
+        while True:
+            with db.atomic("IMMEDIATE"):
+                gone = conn.execute(SQL_DELETE_CHUNK, (campaign_id, cutoff)).rowcount
+            deleted += gone
+            if on_progress and gone:
+                on_progress(deleted, total)
+            if gone < CHUNK:
+                break
+            time.sleep(PAUSE)
+    return deleted
