@@ -1300,7 +1300,7 @@ def status_command(ctx: Context, as_json: bool) -> None:
         echo_rows(web["workers"], ["pid", "role", "uptime_s", "rss_mb"], "table")
     else:
         click.echo("web: not running" + (" (stale pid file)" if web.get("stale_pid_file") else ""))
-    for section in ("spool", "queue", "database", "geo"):
+    for section in ("spool", "queue", "database", "geo", "deferred", "postbacks"):
         if section in status:
             click.echo(f"{section}: " + ", ".join(f"{k} {v}" for k, v in status[section].items()))
 

@@ -32,6 +32,8 @@ def test_status_shows_workers_spool_queue_and_database(lanner, start_server, sta
     assert status["spool"]["last_flush_s_ago"] < 15
     assert status["database"]["size_bytes"] > 0
     assert status["queue"]["pending_tasks"] >= 0
+    assert status["deferred"] == {"rollup_backfill": "done 100.0%"}  # The consumer ran it.
+    assert status["postbacks"] == {"parked": 0, "outbound_pending": 0}
     text = lanner("status").stdout
     assert f"web: master {server.process.pid}" in text and "spool: pending_clicks 0" in text
     server.stop()
