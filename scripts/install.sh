@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Install Lanner on a Debian 12 / Ubuntu 22.04+ machine, or upgrade it in place: run it again.
+#
+#   sudo scripts/install.sh [--server-name tracker.example.com] [--listen 80] [--workers 2]
+#
+# What it does, in order (each step is safe to repeat):
+#   1. system packages (python3-venv, python3-dev, gcc, libev-dev, nginx), only the missing ones;
+#   2. the `lanner` system user, /opt/lanner (code + venv), /var/lib/lanner (database, spool, queue),
+#      /etc/lanner/lanner.env (kept on upgrade: your edits stay);
+#   3. the code into /opt/lanner/app (swapped in whole), the venv and its packages;
+#   4. migrations (light steps now; heavy ones run by the worker in the background), the geo file;
+#   5. systemd units and the nginx site, then start — or, on an upgrade, reload the web master
+#      gracefully (SIGHUP: new workers start before the old ones drain, no request is dropped)
+#      and restart the worker (SIGINT: it finishes what it is doing);
+#   6. a smoke click through nginx, and the keys to give networks and report clients.
+#
+# --root DIR installs every path under DIR and --no-packages/--no-systemd skip what needs the
+# machine itself: the tests install into a temporary directory that way and start the services
+# from the installed units' ExecStart lines.
+set -euo pipefail
+
+SOURCE=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=""
+RUN_USER=lanner
+LISTEN=80
+SERVER_NAME=_
+WORKERS=2
+PACKAGES=1
+SYSTEMD=1
+PYTHON=${PYTHON:-python3}
+
+usage() {
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    exit "${1:-0}"
+}
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --root) ROOT=$(realpath -m "$2"); shift 2 ;;
+        --user) RUN_USER=$2; shift 2 ;;
+        --listen) LISTEN=$2; shift 2 ;;
+        --server-name) SERVER_NAME=$2; shift 2 ;;
+        --workers) WORKERS=$2; shift 2 ;;
+        --no-packages) PACKAGES=0; shift ;;
+        --no-systemd) SYSTEMD=0; shift ;;
+        -h|--help) usage 0 ;;
+        *) echo "install.sh: unknown option $1" >&2; usage 2 ;;
+    esac
+done
+
+PREFIX=$ROOT/opt/lanner
+APP=$PREFIX/app
+VENV=$PREFIX/venv
+DATA=$ROOT/var/lib/lanner
+ETC=$ROOT/etc/lanner
+ENV_FILE=$ETC/lanner.env
+RUN_DIR=$ROOT/run/lanner
+UNIT_DIR=$ROOT/etc/systemd/system
+NGINX_DIR=$ROOT/etc/nginx
+BIND=unix:$RUN_DIR/web.sock
+
+say() { printf '\n==> %s\n' "$*"; }
+as_user() {
+    if [ "$(id -un)" = "$RUN_USER" ]; then "$@"; else runuser -u "$RUN_USER" -- "$@"; fi
+}
+lanner() {
+    # Every command reads the installed env file, as the services do.
+    as_user env $(grep -v '^#' "$ENV_FILE" | xargs) "$VENV/bin/lanner" "$@"
+}
+
+UPGRADE=0
+[ -d "$APP" ] && UPGRADE=1
+
+if [ "$PACKAGES" = 1 ]; then
+    say "System packages"
+    missing=""
+    for package in python3-venv python3-dev gcc libev-dev nginx curl; do
+        dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"
+    done
+    if [ -n "$missing" ]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
+    fi
+fi
+
+say "User and directories"
+if ! id -u "$RUN_USER" >/dev/null 2>&1; then
+    useradd --system --home-dir "$DATA" --shell /usr/sbin/nologin "$RUN_USER"
+fi
+RUN_GROUP=$(id -gn "$RUN_USER")
+mkdir -p "$PREFIX" "$DATA" "$ETC" "$RUN_DIR" "$UNIT_DIR" "$NGINX_DIR/sites-available" "$NGINX_DIR/sites-enabled"
+chown "$RUN_USER:$RUN_GROUP" "$DATA" "$RUN_DIR"
+chmod 0750 "$DATA"
+
+say "Code into $APP"
+rm -rf "$APP.new"
+mkdir "$APP.new"
+if [ -d "$SOURCE/.git" ] && command -v git >/dev/null 2>&1; then
+    (cd "$SOURCE" && git ls-files -z --cached --others --exclude-standard) |
+        (cd "$SOURCE" && xargs -0 tar -cf - --no-recursion --ignore-failed-read) | tar -xf - -C "$APP.new"
+else
+    tar -cf - -C "$SOURCE" --exclude=.venv --exclude=var --exclude=.git --exclude='__pycache__' . |
+        tar -xf - -C "$APP.new"
+fi
+# Swap the whole tree at once; running workers keep the modules they imported until reloaded.
+if [ -d "$APP" ]; then rm -rf "$APP.old"; mv "$APP" "$APP.old"; fi
+mv "$APP.new" "$APP"
+rm -rf "$APP.old"
+
+say "Virtualenv $VENV"
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/pip" install -q --upgrade pip
+"$VENV/bin/pip" install -q -e "$APP"
+
+say "Configuration $ENV_FILE"
+units=$(mktemp -d)
+trap 'rm -rf "$units"' EXIT
+"$VENV/bin/lanner" systemd render --venv "$VENV" --env-file "$ENV_FILE" --data-dir "$DATA" \
+    --user "$RUN_USER" --group "$RUN_GROUP" --bind "$BIND" --workers "$WORKERS" -o "$units" >/dev/null
+if [ -f "$ENV_FILE" ]; then
+    echo "kept (edit it, then: systemctl restart lanner-web lanner-worker)"
+else
+    cp "$units/lanner.env" "$ENV_FILE"
+    chmod 0644 "$ENV_FILE"
+fi
+
+say "Database"
+lanner db migrate
+[ -f "$DATA/geo/country.mmdb" ] || lanner geo build
+lanner db status
+
+say "Units and nginx site"
+cp "$units/lanner-web.service" "$units/lanner-worker.service" "$UNIT_DIR/"
+"$VENV/bin/lanner" nginx site --upstream "$BIND" --listen "$LISTEN" --server-name "$SERVER_NAME" \
+    -o "$NGINX_DIR/sites-available/lanner.conf"
+ln -sf ../sites-available/lanner.conf "$NGINX_DIR/sites-enabled/lanner.conf"
+
+if [ "$SYSTEMD" = 1 ]; then
+    say "Services"
+    if [ "$LISTEN" = 80 ] && [ -e "$NGINX_DIR/sites-enabled/default" ]; then
+        rm "$NGINX_DIR/sites-enabled/default"  # It would take port 80 as the default server.
+        echo "disabled nginx's default site (port 80 is Lanner's)"
+    fi
+    systemctl daemon-reload
+    if [ "$UPGRADE" = 1 ] && systemctl is-active --quiet lanner-web; then
+        systemctl reload lanner-web      # Graceful: no request dropped.
+        systemctl restart lanner-worker  # SIGINT: the running flush finishes first.
+    else
+        systemctl enable --now lanner-web lanner-worker
+    fi
+    nginx -t -q
+    systemctl reload nginx || systemctl start nginx
+
+    say "Smoke click"
+    lanner campaign show smoke-test >/dev/null 2>&1 ||
+        lanner campaign create "Install smoke test" --alias smoke-test --offer-url 'https://example.com/?subid={subid}' >/dev/null
+    for _ in $(seq 50); do
+        status=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$LISTEN/smoke-test?source=install" || true)
+        [ "$status" = 302 ] && break
+        sleep 0.2
+    done
+    [ "$status" = 302 ] || { echo "smoke click answered $status, expected 302" >&2; exit 1; }
+    echo "http://127.0.0.1:$LISTEN/smoke-test answered 302"
+else
+    say "Not starting services (--no-systemd): run the ExecStart lines of $UNIT_DIR/lanner-*.service"
+fi
+
+say "Done"
+lanner postback key show
+echo "report API key: $(lanner api key show)"
+[ "$UPGRADE" = 1 ] && echo "upgraded in place" || echo "installed"
