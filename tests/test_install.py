@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, LiveProcess, request, start_process
+
 from workers.bench import free_port
 
 NGINX = "/usr/sbin/nginx"
@@ -87,8 +87,9 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     prefix = tmp_path / "nginx"
     (prefix / "temp").mkdir(parents=True)
     main = prefix / "nginx.conf"
-    installed_lanner(root, "nginx", "main", "--sites", str(site), "--pid", str(prefix / "nginx.pid"),
-                     "--error-log", str(prefix / "error.log"), "--temp-dir", str(prefix / "temp"), "-o", str(main))  # fmt: skip
+    paths = ["--pid", str(prefix / "nginx.pid"), "--error-log", str(prefix / "error.log")]
+    paths += ["--temp-dir", str(prefix / "temp"), "-o", str(main)]
+    installed_lanner(root, "nginx", "main", "--sites", str(site), *paths)
     directives = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
     nginx = start_process(
         [NGINX, "-c", str(main), "-p", str(prefix), "-g", directives], os.environ.copy(), prefix / "run.log"
