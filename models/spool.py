@@ -119,6 +119,18 @@ class Journal:
             later = [number for number in list_segments(spool_dir) if number >= segment]
             if later and later[0] != segment:
                 segment, offset = later[0], 0
+            elif offset > 0 and _file_size(segment_path(spool_dir, segment)) < offset:
+                # The segment the database says we are in is gone or shorter than its flushed part
+                # (deleted or replaced by hand, a restore): lines appended to it now would sit
+                # before the flushed position and never land. Start a new segment instead.
+                logger.error(
+                    "spool segment %s is missing or shorter than its flushed position %s; "
+                    "appending to segment %s",
+                    segment,
+                    offset,
+                    segment + 1,
+                )
+                segment, offset = segment + 1, 0
             self._open_segment(segment)
             self.offset = offset
             self.catch_up(is_locked=True)
@@ -245,11 +257,13 @@ def flush_spool(
             break
         try:
             lines = list(_complete_lines(fd, offset, batch_size))
+            size = os.fstat(fd).st_size
         finally:
             os.close(fd)
         if not lines:
-            # Sealed when a later segment exists: writers only open it after this one is full.
-            if offset >= segment_bytes and _later_segment_exists(spool_dir, segment):
+            # Sealed when a later segment exists: writers only open it after this one is full, or
+            # when it is shorter than our position (replaced by hand: writers moved on, see Journal).
+            if (offset >= segment_bytes or size < offset) and _later_segment_exists(spool_dir, segment):
                 torn = path.read_bytes()[offset:]
                 if torn:
                     _keep_rejected(spool_dir, [torn])
@@ -337,6 +351,13 @@ def _insert_clicks(connection, rows: list[list]) -> list[list]:
         if connection.total_changes > before:
             landed.append(row)
     return landed
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return -1
 
 
 def _later_segment_exists(spool_dir: Path, segment: int) -> bool:

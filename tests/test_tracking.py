@@ -303,6 +303,29 @@ def test_idle_worker_never_writes_to_a_landed_segment(make_tracker, campaign_ali
     assert stored == set(subids)
 
 
+@pytest.mark.parametrize("damage", ["deleted", "replaced by an empty file"])
+def test_a_spool_segment_removed_by_hand_loses_no_later_click(
+    make_tracker, campaign_alias, db, settings, damage
+):
+    """The database says "segment 1, flushed up to byte N"; the file is gone or empty on restart."""
+    from models.spool import segment_path
+
+    first = make_tracker()
+    landed = [first.track(first.campaign(campaign_alias), visit(ua=f"before {n}")).subid for n in range(5)]
+    flush(db, settings)
+    first.close()
+    path = segment_path(settings.spool_dir, 1)
+    path.unlink()
+    if damage != "deleted":
+        path.touch()
+    tracker = make_tracker()  # A restart.
+    later = [tracker.track(tracker.campaign(campaign_alias), visit(ua=f"after {n}")).subid for n in range(5)]
+    flush(db, settings)
+    flush(db, settings)  # The first pass may only step over the damaged segment.
+    stored = {row[0] for row in db.execute_sql("SELECT subid FROM click").fetchall()}
+    assert stored == set(landed + later)
+
+
 def test_flush_after_lost_position_inserts_nothing_twice(make_tracker, campaign_alias, db, settings):
     tracker = make_tracker()
     campaign = tracker.campaign(campaign_alias)
