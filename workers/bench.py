@@ -460,6 +460,9 @@ def run_k6_step(
     """Run one constant-arrival-rate step; return k6's end-of-test summary and its subid log."""
     log_path = work_dir / f"{name}.subids.log"
     summary_path = work_dir / f"{name}.summary.json"
+    # k6 appends to its log: a ladder repeating a rate must not count the earlier step's subids.
+    log_path.unlink(missing_ok=True)
+    summary_path.unlink(missing_ok=True)
     args = k6_command(binary, url, rate, seconds, pre_vus, max_vus, log_path, summary_path, repeat_percent)
     env = {**os.environ, "GOGC": K6_GOGC, "K6_NO_USAGE_REPORT": "true"}
     # VU initialisation, the step, the graceful stop and the summary, with a generous margin.
