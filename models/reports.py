@@ -29,6 +29,10 @@ from models.rollups import CLICK_METRICS, CONVERSION_METRICS, CUBES, DAY_MS, HOU
 from models.timerange import TimeRangeError, local_instant, zone
 
 TIME_GROUPS = ("day", "hour")
+UTC_ZONES = frozenset(
+    ("UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu", "GMT", "Etc/GMT",
+     "Etc/GMT+0", "Etc/GMT-0", "Etc/GMT0", "Etc/Greenwich", "GMT0", "Greenwich")
+)  # fmt: skip
 # Grouping / filter name -> the click column it reads.
 DIMENSION_COLUMNS: dict[str, str] = {
     "campaign": "campaign_id",
@@ -245,7 +249,9 @@ class _Sql:
 
     def rollup(self, table: str, start: int, end: int) -> tuple[str, list]:
         where, params = self._where("r.", "r.period", start, end)
-        is_bucketed = table.endswith("_hour") and self.bucket == HOUR_MS
+        is_bucketed = (table.endswith("_hour") and self.bucket == HOUR_MS) or (
+            table.endswith("_day") and self.bucket == DAY_MS
+        )
         select = self._select("r.", "r.period", is_bucketed) + [f"SUM(r.{metric})" for metric in METRICS]
         sql = f"SELECT {', '.join(select)} FROM {table} AS r WHERE {' AND '.join(where)}{self._group_by()}"
         return sql, params
@@ -323,13 +329,15 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
         if not raw_only and not _has_whole_hour_offsets(tz, *bounds):
             raw_only = True
         bucket = HOUR_MS if not raw_only else 15 * 60_000
+        if not raw_only and time_group == "day" and tz.key in UTC_ZONES:
+            bucket = DAY_MS  # UTC days are the daily tables' periods: read those, not 24x the rows.
     if raw_only:
         pieces = [("raw", *bounds)]
     else:
         tables = _cube_tables(query)
         pieces = [
             (tables.get(source.removeprefix("rollup_"), source), start, end)
-            for source, start, end in plan_pieces(*bounds, use_days=time_group is None)
+            for source, start, end in plan_pieces(*bounds, use_days=time_group is None or bucket == DAY_MS)
         ]
     sql = _Sql(query, bucket)
     labels = _Labels(time_group, tz)
