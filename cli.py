@@ -1559,10 +1559,11 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
 @bench.command("clicks")
 @click.option(
     "--scenario",
-    type=click.Choice(["unique", "rotation"]),
+    type=click.Choice(["unique", "repeat", "nat", "rotation"]),
     default="unique",
     show_default=True,
-    help="unique: a new visitor per click, one offer; rotation: filters, unvisited rotation, caps.",
+    help="unique: a new visitor per click; repeat: 50 fixed visitors; nat: 30% from 5 shared IPs; "
+    "rotation: filters, unvisited rotation, caps.",
 )
 @click.option(
     "--rates", default="500,1000,2000,3000,4000", show_default=True, help="Offered clicks/s per step."

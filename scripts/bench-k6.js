@@ -11,6 +11,12 @@
 //   BENCH_SUMMARY        path of the JSON summary this script writes (handleSummary)
 //   BENCH_SALT           a random 24-bit integer; makes each step's visitor IPs differ
 //   BENCH_REPEAT         percent of iterations that are a returning visitor (0 = every visitor new)
+//   BENCH_MODE           unique (default), repeat (50 fixed IP/UA pairs) or nat (30% from 5
+//                        carrier IPs, each request with its own UA)
+//
+// In repeat mode a visitor comes back within the tracker's debounce window and rightly gets the
+// same subid again, so each log line there is `SUBID<TAB>VISITOR` and the bench counts a subid
+// given to two different visitors as the duplicate.
 //
 // Every 302 whose Location carries `click=<subid>` logs the bare subid with console.log; the bench
 // runs k6 with --log-output=file=PATH --log-format=raw, so the file holds one subid per line to be
@@ -26,6 +32,10 @@ const RATE = parseInt(__ENV.BENCH_RATE, 10);
 const SECONDS = parseInt(__ENV.BENCH_SECONDS, 10);
 const SALT = parseInt(__ENV.BENCH_SALT || '0', 10) & 0xffffff;
 const REPEAT = parseInt(__ENV.BENCH_REPEAT || '0', 10) / 100;
+const MODE = __ENV.BENCH_MODE || 'unique';
+const FIXED_VISITORS = 50;
+const NAT_SHARE = 0.3;
+const NAT_IPS = ['100.64.0.1', '100.64.7.9', '198.18.3.4', '203.0.113.77', '192.0.2.200'];
 // A returning visitor comes back after the tracker's 2 s debounce, so each of its clicks is a new
 // click with its own subid (a repeat within 2 s would rightly get the same one).
 const RETURN_AFTER_MS = 3000;
@@ -102,7 +112,26 @@ function userAgent() {
   return `${base} lb/${Math.floor(Math.random() * 0x7fffffff).toString(36)}`;
 }
 
+let fixed = null;
+
+function fixedVisitor() {
+  if (fixed === null) {
+    // The same 50 visitors in every VU of the step (SALT, not Math.random, decides them).
+    fixed = [];
+    for (let i = 0; i < FIXED_VISITORS; i++) {
+      const host = hostBits(i);
+      const ip = `${PUBLIC_FIRST_OCTETS[host % PUBLIC_FIRST_OCTETS.length]}.${host >>> 16}.${(host >>> 8) & 0xff}.${host & 0xff}`;
+      fixed.push({ ip, ua: `${USER_AGENTS[i % USER_AGENTS.length]} lb/fixed${SALT}-${i}`, key: `f${i}` });
+    }
+  }
+  return fixed[Math.floor(Math.random() * FIXED_VISITORS)];
+}
+
 function visitor() {
+  if (MODE === 'repeat') return fixedVisitor();
+  if (MODE === 'nat' && Math.random() < NAT_SHARE) {
+    return { ip: NAT_IPS[Math.floor(Math.random() * NAT_IPS.length)], ua: userAgent() };
+  }
   const now = Date.now();
   if (REPEAT > 0 && returning.length && returning[0].at < now - RETURN_AFTER_MS && Math.random() < REPEAT) {
     const back = returning.shift();
@@ -130,7 +159,8 @@ export default function () {
     const at = location.indexOf('click=');
     if (at >= 0) {
       const end = location.indexOf('&', at);
-      console.log(location.slice(at + 6, end < 0 ? undefined : end));
+      const subid = location.slice(at + 6, end < 0 ? undefined : end);
+      console.log(who.key ? `${subid}\t${who.key}` : subid);
       accepted.add(1);
       return;
     }

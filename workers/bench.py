@@ -63,11 +63,24 @@ class Scenario:
     alias: str
     repeat_percent: int  # Returning visitors (each after the debounce window: new clicks).
     about: str
+    mode: str = "unique"  # How k6 picks visitors (scripts/bench-k6.js BENCH_MODE): unique, repeat, nat.
 
 
 SCENARIOS = {
     "unique": Scenario(
         BENCH_ALIAS, 0, "a new visitor (public IP, unique UA) per click, one stream, one offer"
+    ),
+    "repeat": Scenario(
+        BENCH_ALIAS,
+        0,
+        "50 fixed IP/UA pairs: debounce and uniqueness paths hot (a repeat within 2 s gets its subid back)",
+        mode="repeat",
+    ),
+    "nat": Scenario(
+        BENCH_ALIAS,
+        0,
+        "30% of clicks from 5 carrier IPs, each with its own UA (NAT); the rest new visitors",
+        mode="nat",
     ),
     "rotation": Scenario(
         ROTATION_ALIAS,
@@ -424,6 +437,7 @@ def k6_command(
     log_path: Path,
     summary_path: Path,
     repeat_percent: int = 0,
+    mode: str = "unique",
 ) -> list[str]:
     """The exact `k6 run` of one step (run with GOGC=K6_GOGC in its environment)."""
     bench_env = {
@@ -437,6 +451,7 @@ def k6_command(
         "BENCH_SUMMARY": summary_path,
         "BENCH_SALT": random.getrandbits(24),
         "BENCH_REPEAT": repeat_percent,
+        "BENCH_MODE": mode,
     }
     args = [binary, "run", *K6_FLAGS, f"--log-output=file={log_path}"]
     for key, value in bench_env.items():
@@ -455,6 +470,7 @@ def run_k6_step(
     pre_vus: int,
     max_vus: int,
     repeat_percent: int = 0,
+    mode: str = "unique",
     on_tick: Callable[[float], None] = lambda elapsed: None,
 ) -> K6Run:
     """Run one constant-arrival-rate step; return k6's end-of-test summary and its subid log."""
@@ -463,7 +479,9 @@ def run_k6_step(
     # k6 appends to its log: a ladder repeating a rate must not count the earlier step's subids.
     log_path.unlink(missing_ok=True)
     summary_path.unlink(missing_ok=True)
-    args = k6_command(binary, url, rate, seconds, pre_vus, max_vus, log_path, summary_path, repeat_percent)
+    args = k6_command(
+        binary, url, rate, seconds, pre_vus, max_vus, log_path, summary_path, repeat_percent, mode
+    )
     env = {**os.environ, "GOGC": K6_GOGC, "K6_NO_USAGE_REPORT": "true"}
     # VU initialisation, the step, the graceful stop and the summary, with a generous margin.
     deadline_seconds = seconds + GRACEFUL_STOP_SECONDS + 60 + max_vus / 50
@@ -522,15 +540,20 @@ def apply_k6_summary(result: StepResult, run: K6Run) -> None:
 
 
 def read_subids(log_path: Path) -> tuple[list[str], int]:
-    """The subids k6 logged (one per 302), and how many other lines (k6's own warnings) there were."""
+    """The subids k6 logged (one per 302), and how many other lines (k6's own warnings) there were.
+
+    A line is `SUBID` or `SUBID<TAB>VISITOR` (scenarios where a visitor comes back within the
+    debounce window and rightly gets its subid again: the entry is then `SUBID<TAB>VISITOR`, so
+    that only a subid given to two different visitors counts as duplicated).
+    """
     subids, other = [], 0
     try:
         with open(log_path) as log:
             for line in log:
-                line = line.strip()
-                if SUBID_SHAPE.fullmatch(line):
-                    subids.append(line)
-                elif line:
+                subid, _, visitor = line.strip().partition("\t")
+                if SUBID_SHAPE.fullmatch(subid):
+                    subids.append(f"{subid}\t{visitor}" if visitor else subid)
+                elif subid:
                     other += 1
     except FileNotFoundError:
         pass
@@ -565,8 +588,14 @@ def reconcile_subids(database_path: Path, subids: list[str]) -> tuple[int, int]:
     its own visitor IP, so the tracker's debounce must not kick in). The table cannot hold a subid
     twice (UNIQUE), so a row-level duplicate would show here as a repeated subid from the query.
     """
-    unique = set(subids)
-    duplicated = len(subids) - len(unique)
+    if any("\t" in entry for entry in subids):
+        # Tagged with their visitor: the same visitor again within the debounce window is no duplicate.
+        pairs = set(subids)
+        unique = {entry.partition("\t")[0] for entry in pairs}
+        duplicated = len(pairs) - len(unique)
+    else:
+        unique = set(subids)
+        duplicated = len(subids) - len(unique)
     found: set[str] = set()
     ordered = sorted(unique)  # Time-ordered subids: each chunk probes one neighbourhood of the index.
     connection = connect_read_only(database_path)
@@ -879,6 +908,7 @@ def measure_step(
         pre_vus=pre_vus,
         max_vus=max_vus,
         repeat_percent=SCENARIOS[options.scenario].repeat_percent,
+        mode=SCENARIOS[options.scenario].mode,
         on_tick=tick,
     )
     server_cpu = process_cpu_seconds(server_pid) - server_before
@@ -979,6 +1009,7 @@ def bench_settings(
         step.with_name(step.name + ".subids.log"),
         step.with_name(step.name + ".summary.json"),
         scenario.repeat_percent,
+        scenario.mode,
     )
     return {
         "scenario": options.scenario,
