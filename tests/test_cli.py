@@ -174,7 +174,7 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [*LANNER, "run"],
-            env={**env, "LANNER_BIND": f"127.0.0.1:{port}"},
+            env={**env, "LANNER_BIND": f"127.0.0.1:{port}", "LANNER_ADMIN_BIND": f"127.0.0.1:{free_port()}"},
             cwd=ROOT,
             stdout=log,
             stderr=log,
