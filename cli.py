@@ -6,6 +6,7 @@ graceful reload (SIGHUP) starts workers on freshly imported code.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import sys
@@ -599,13 +600,27 @@ def serve_command(
         raise click.ClickException(str(exc)) from None
     check_schema(settings)
     configure_logging(settings)
-    with recorded_pid(settings):
+    with recorded_pid(settings), listen_errors():
         serve(
             settings,
             load_app,
             admin_loader=load_admin_app,
             on_ready=lambda: click.echo(f"Lanner listening on {settings.bind}", err=True),
         )
+
+
+@contextlib.contextmanager
+def listen_errors():
+    """A socket that cannot be bound is one sentence, not a traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if "cannot listen on" not in str(exc):
+            raise
+        raise click.ClickException(
+            f"{exc.strerror} (LANNER_BIND and LANNER_ADMIN_BIND choose the addresses; "
+            "LANNER_ADMIN_BIND=off runs no admin worker)."
+        ) from None
 
 
 def load_app(settings: Settings):
@@ -688,7 +703,7 @@ def run_command(ctx: Context) -> None:
         from workers.server import serve
         from workers.status import recorded_pid
 
-        with recorded_pid(settings):
+        with recorded_pid(settings), listen_errors():
             serve(settings, load_app, admin_loader=load_admin_app)
     finally:
         worker.send_signal(signal.SIGINT)

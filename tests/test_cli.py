@@ -212,3 +212,23 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
     assert process.returncode == 0, log_path.read_text()
     time.sleep(0.5)
     assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")], "processes left behind"
+
+
+def test_serve_explains_an_address_in_use(lanner, env):
+    import socket
+
+    from conftest import free_port
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        admin = f"127.0.0.1:{taken.getsockname()[1]}"
+        result = run_lanner(
+            {**env, "LANNER_ADMIN_BIND": admin}, "serve", "--bind", f"127.0.0.1:{free_port()}", check=False
+        )
+    finally:
+        taken.close()
+    assert result.returncode == 1
+    assert f"cannot listen on {admin}: Address already in use" in result.stderr
+    assert "Traceback" not in result.stderr
