@@ -5,9 +5,9 @@ from the cheapest exact source (models/rollups.py): the smallest rollup cube wit
 dimensions (the campaign cube for campaign/stream/offer reports, else the detail cube), whole UTC
 days from its daily table (when the report does not group by time), whole hours from its hourly
 one, and only a piece cut inside an hour from raw clicks and conversions, by the indexed time
-columns. A report grouping or filtering by a
-dimension the rollups do not keep (sub_id_N, referrer domain) reads raw rows, as it does while the
-rollup backfill is still running. Every source yields the same metrics, summed per group in Python.
+columns. A report grouping or filtering by a dimension the rollups do not keep (sub_id_N, referrer
+domain) reads raw rows, as it does while the rollup backfill is still running. Every source yields
+the same metrics, summed per group in Python.
 
 Conversions count at their click's time and on their click's dimensions, so cost, revenue and
 conversion rate of a day are those of the same clicks.
@@ -25,7 +25,16 @@ from zoneinfo import ZoneInfo
 from peewee import Database
 
 from models.deferred import rollups_ready
-from models.rollups import CLICK_METRICS, CONVERSION_METRICS, CUBES, DAY_MS, HOUR_MS, METRICS
+from models.rollups import (
+    CLICK_METRICS,
+    CONVERSION_METRICS,
+    CUBES,
+    DAY_MS,
+    DIMENSIONS,
+    HOUR_MS,
+    METRICS,
+    add_metrics,
+)
 from models.timerange import TimeRangeError, local_instant, zone
 
 TIME_GROUPS = ("day", "hour")
@@ -47,28 +56,8 @@ DIMENSION_COLUMNS: dict[str, str] = {
     **{f"sub_id_{n}": f"sub_id_{n}" for n in range(1, 31)},
     "referrer_domain": "lanner_domain(referrer)",
 }
-ROLLUP_GROUPS_ORDER = (
-    "campaign",
-    "stream",
-    "offer",
-    "source",
-    "country",
-    "device",
-    "os",
-    "browser",
-    "language",
-)
-ROLLUP_GROUPS_ORDER = (
-    "campaign",
-    "stream",
-    "offer",
-    "source",
-    "country",
-    "device",
-    "os",
-    "browser",
-    "language",
-)
+# The groups both rollup cubes can answer (their dimensions), in the order messages list them.
+ROLLUP_GROUPS_ORDER = tuple(name for name, column in DIMENSION_COLUMNS.items() if column in DIMENSIONS)
 ROLLUP_GROUPS = frozenset(ROLLUP_GROUPS_ORDER)
 GROUPS = (*TIME_GROUPS, *DIMENSION_COLUMNS)
 PRESETS = ("today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "all_time")
@@ -83,7 +72,8 @@ END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a wh
 _ZERO_CONVERSIONS = ", ".join("0" for _ in CONVERSION_METRICS)
 _ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
 _CLICK_SUMS = (
-    "COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign), SUM(is_unique_stream), SUM(is_bot), SUM(cost)"
+    "COUNT(*), SUM(c.is_unique_global), SUM(c.is_unique_campaign), SUM(c.is_unique_stream), SUM(c.is_bot), "
+    "SUM(c.cost)"
 )
 _CONVERSION_SUMS = (
     "SUM(cv.status = 'lead'), SUM(cv.status = 'sale'), SUM(cv.status = 'rejected'), "
@@ -259,9 +249,8 @@ class _Sql:
     def raw_clicks(self, start: int, end: int) -> tuple[str, list]:
         where, params = self._where("c.", "c.created_at", start, end)
         select = self._select("c.", "c.created_at")
-        sums = _CLICK_SUMS.replace("SUM(", "SUM(c.").replace("COUNT(*)", "COUNT(*)")
         sql = (
-            f"SELECT {', '.join(select + [sums, _ZERO_CONVERSIONS])} FROM click AS c "
+            f"SELECT {', '.join(select + [_CLICK_SUMS, _ZERO_CONVERSIONS])} FROM click AS c "
             f"WHERE {' AND '.join(where)}{self._group_by()}"
         )
         return sql, params
@@ -336,8 +325,10 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
     else:
         tables = _cube_tables(query)
         pieces = [
-            (tables.get(source.removeprefix("rollup_"), source), start, end)
-            for source, start, end in plan_pieces(*bounds, use_days=time_group is None or bucket == DAY_MS)
+            (tables.get(source.removeprefix("rollup_"), source), piece_start, piece_end)
+            for source, piece_start, piece_end in plan_pieces(
+                *bounds, use_days=time_group is None or bucket == DAY_MS
+            )
         ]
     sql = _Sql(query, bucket)
     labels = _Labels(time_group, tz)
@@ -353,7 +344,7 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
                 statements = [sql.rollup(source, piece_start, piece_end)]
             for statement, params in statements:
                 for row in conn.execute(statement, params):
-                    _add(sums, _group_key(row, bucket, labels), row[-len(METRICS) :])
+                    add_metrics(sums, _group_key(row, bucket, labels), row[-len(METRICS) :])
     columns = list(query.group_by)
     rows = [_row(dict(zip(columns, key)), metrics) for key, metrics in sorted(sums.items(), key=_sort_key)]
     totals = [0] * len(METRICS)
@@ -393,15 +384,6 @@ def _group_key(row: tuple, bucket: int | None, labels: _Labels) -> tuple:
     if bucket:
         return (labels(row[0]), *row[1:width])
     return tuple(row[:width])
-
-
-def _add(sums: dict[tuple, list], key: tuple, metrics: tuple) -> None:
-    current = sums.get(key)
-    if current is None:
-        sums[key] = [value or 0 for value in metrics]
-    else:
-        for index, value in enumerate(metrics):
-            current[index] += value or 0
 
 
 def _sort_key(item: tuple) -> tuple:

@@ -99,6 +99,16 @@ def conversion_metrics(status: str, payout: float, cost: float) -> tuple:
     )
 
 
+def add_metrics(sums: dict[tuple, list], key: tuple, metrics: Iterable) -> None:
+    """Add `metrics` into `sums[key]` (a NULL from an aggregate over no rows counts as 0)."""
+    row = sums.get(key)
+    if row is None:
+        sums[key] = [value or 0 for value in metrics]
+    else:
+        for index, value in enumerate(metrics):
+            row[index] += value or 0
+
+
 def _key(dimensions: Iterable) -> tuple:
     """Rollup dimensions: NULL stream/offer ids are 0 (a primary key cannot hold NULL)."""
     key = list(dimensions)
@@ -118,12 +128,7 @@ class RollupDelta:
         self.changes: dict[tuple, list] = {}
 
     def _add(self, created_at: int, key: tuple, metrics: tuple) -> None:
-        row = self.changes.get((created_at - created_at % HOUR_MS, key))
-        if row is None:
-            self.changes[(created_at - created_at % HOUR_MS, key)] = list(metrics)
-        else:
-            for index, value in enumerate(metrics):
-                row[index] += value
+        add_metrics(self.changes, (created_at - created_at % HOUR_MS, key), metrics)
 
     def add_clicks(self, records: Iterable[list]) -> None:
         """Clicks as records in CLICK_COLUMNS order (the spool flusher's rows)."""
@@ -150,13 +155,7 @@ class RollupDelta:
         for table, width, positions in TABLES:
             folded: dict[tuple, list] = {}
             for (hour, key), metrics in self.changes.items():
-                row_key = (hour - hour % width, *(key[i] for i in positions))
-                row = folded.get(row_key)
-                if row is None:
-                    folded[row_key] = list(metrics)
-                else:
-                    for index, value in enumerate(metrics):
-                        row[index] += value
+                add_metrics(folded, (hour - hour % width, *(key[i] for i in positions)), metrics)
             conn.executemany(SQL_UPSERT[table], [(*key, *metrics) for key, metrics in folded.items()]).close()
         self.changes.clear()
 
