@@ -16,6 +16,7 @@ from typing import Callable
 
 from peewee import Database
 
+from models.hotpath import fetch_one
 from models.rollups import backfill_clicks, backfill_conversions
 
 ROLLUP_BACKFILL = "rollup_backfill"
@@ -115,9 +116,5 @@ def run_deferred(
 
 def rollups_ready(conn) -> bool:
     """Whether the rollups hold every stored click and conversion (reports may read them)."""
-    cursor = conn.execute("SELECT state FROM deferred_step WHERE name = ?", (ROLLUP_BACKFILL,))
-    try:
-        row = cursor.fetchone()
-    finally:
-        cursor.close()
+    row = fetch_one(conn, "SELECT state FROM deferred_step WHERE name = ?", (ROLLUP_BACKFILL,))
     return row is not None and row[0] == "done"

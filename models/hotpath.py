@@ -38,7 +38,7 @@ ORDER BY created_at DESC LIMIT 1
 SQL_CONFIG_VERSION = "SELECT value FROM meta WHERE key = 'config_version'"
 
 
-def _one(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> tuple | None:
+def fetch_one(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> tuple | None:
     """The first row, with the cursor closed: an open read snapshot would fail the next write."""
     cursor = conn.execute(sql, params)
     try:
@@ -66,15 +66,17 @@ def visitor_seen(
     stream_id: int | None,
 ) -> tuple[int, int, int]:
     """(seen globally, seen in campaign, seen in stream) within the windows, exactly."""
-    return _one(conn, SQL_VISITOR_SEEN, (ip, ua_hash, global_since, campaign_since, campaign_id, stream_id))
+    return fetch_one(
+        conn, SQL_VISITOR_SEEN, (ip, ua_hash, global_since, campaign_since, campaign_id, stream_id)
+    )
 
 
 def last_click(
     conn: sqlite3.Connection, ip: str, ua_hash: int, since: int, campaign_id: int, user_agent: str
 ) -> tuple | None:
-    return _one(conn, SQL_LAST_CLICK, (ip, ua_hash, since, campaign_id, user_agent))
+    return fetch_one(conn, SQL_LAST_CLICK, (ip, ua_hash, since, campaign_id, user_agent))
 
 
 def config_version(conn: sqlite3.Connection) -> str:
-    row = _one(conn, SQL_CONFIG_VERSION)
+    row = fetch_one(conn, SQL_CONFIG_VERSION)
     return row[0] if row else ""

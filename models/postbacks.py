@@ -37,6 +37,7 @@ from typing import Mapping
 from peewee import Database
 
 from models.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
+from models.hotpath import fetch_one
 from models.record import SUBID_PATTERN
 from models.rollups import RollupDelta, click_key, conversion_metrics
 
@@ -255,11 +256,7 @@ def conversion_cost(cost_model: str, cost_value: float, status: str, payout: flo
 
 
 def read_secret(db: Database, name: str) -> str:
-    cursor = db.execute_sql(SQL_SECRET, (name,))
-    try:
-        row = cursor.fetchone()
-    finally:
-        cursor.close()
+    row = fetch_one(db.connection(), SQL_SECRET, (name,))
     return row[0] if row else ""
 
 
@@ -299,7 +296,7 @@ class ConversionRecorder:
     def settle_parked(self) -> list[Outcome]:
         """Apply parked postbacks whose click has landed; expire the ones that waited too long."""
         conn = self.db.connection()
-        if not _fetch_one(conn, SQL_PARKED_ANY):
+        if not fetch_one(conn, SQL_PARKED_ANY):
             return []
         outcomes = []
         with self.db.atomic("IMMEDIATE"):
@@ -340,7 +337,7 @@ class ConversionRecorder:
             return DEFAULT_STATUS
         if word in postback.status_words:
             return postback.status_words[word]
-        row = _fetch_one(self.db.connection(), SQL_MAPPED_STATUS, (word, postback.network))
+        row = fetch_one(self.db.connection(), SQL_MAPPED_STATUS, (word, postback.network))
         if row:
             return row[0]
         if word in ALLOWED_CHANGES:
@@ -349,7 +346,7 @@ class ConversionRecorder:
 
     def _apply(self, postback: Postback) -> Outcome:
         conn = self.db.connection()
-        click = _fetch_one(conn, SQL_FIND_CLICK, (postback.subid,))
+        click = fetch_one(conn, SQL_FIND_CLICK, (postback.subid,))
         if click is None:
             return Outcome(PARKED, "No click with this subid yet; waiting for it to land.")
         click_id, campaign_id, stream_id, offer_id, click_created_at = click
@@ -358,12 +355,12 @@ class ConversionRecorder:
         existing = self._find_conversion(conn, postback, status)
         if isinstance(existing, Outcome):
             return existing
-        cost_model, cost_value = _fetch_one(conn, SQL_CAMPAIGN_COST, (campaign_id,)) or ("cpc", 0.0)
+        cost_model, cost_value = fetch_one(conn, SQL_CAMPAIGN_COST, (campaign_id,)) or ("cpc", 0.0)
         now = self._now()
         if existing is None:
             payout, currency = postback.payout, postback.currency
             if payout is None or not currency:
-                offer = _fetch_one(conn, SQL_OFFER_PAYOUT, (offer_id,)) if offer_id else None
+                offer = fetch_one(conn, SQL_OFFER_PAYOUT, (offer_id,)) if offer_id else None
                 offer_payout, offer_currency = offer or (0.0, "USD")
                 payout = offer_payout if payout is None else payout
                 currency = currency or offer_currency
@@ -418,8 +415,8 @@ class ConversionRecorder:
         if status == REBILL:
             if not postback.tid:
                 return Outcome(REFUSED, "A rebill needs a tid (transaction id) of its own.")
-            return _fetch_one(conn, SQL_CONVERSION_BY_TID, (postback.subid, postback.tid))
-        found = _fetch_one(conn, SQL_CONVERSION_BY_TID, (postback.subid, postback.tid))
+            return fetch_one(conn, SQL_CONVERSION_BY_TID, (postback.subid, postback.tid))
+        found = fetch_one(conn, SQL_CONVERSION_BY_TID, (postback.subid, postback.tid))
         if found is not None:
             return found
         others = conn.execute(SQL_CONVERSIONS_OF_CLICK, (postback.subid,)).fetchall()
@@ -445,7 +442,7 @@ def queue_deliveries(conn, campaign_id: int, conversion_id: int, status: str, no
 
 def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) -> None:
     """Move a conversion's part of the rollups from its old metrics (None: new) to its new ones."""
-    live = _fetch_one(conn, SQL_ROLLUPS_LIVE)
+    live = fetch_one(conn, SQL_ROLLUPS_LIVE)
     if not (live and live[0]):
         return  # The deferred backfill adds it, as it is then.
     key = click_key(conn, click_id)
@@ -454,11 +451,3 @@ def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) 
         delta.add_conversion(key, old, -1)
     delta.add_conversion(key, new)
     delta.apply(conn)
-
-
-def _fetch_one(conn, sql: str, params: tuple = ()) -> tuple | None:
-    cursor = conn.execute(sql, params)
-    try:
-        return cursor.fetchone()
-    finally:
-        cursor.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from models.conversion import LEAD, REBILL, REJECTED, SALE, TRASH
+from models.hotpath import fetch_one
 from models.record import CLICK_COLUMNS
 
 HOUR_MS = 3_600_000
@@ -161,11 +162,7 @@ class RollupDelta:
 
 
 def click_key(conn, click_id: int) -> tuple:
-    cursor = conn.execute(SQL_CLICK_KEY, (click_id,))
-    try:
-        return cursor.fetchone()
-    finally:
-        cursor.close()
+    return fetch_one(conn, SQL_CLICK_KEY, (click_id,))
 
 
 def _select_click_rollup(width: int, positions: tuple[int, ...]) -> str:
