@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.click import Click
-from models.timerange import TimeRangeError, local_instant, local_iso, zone
+from models.timerange import localise_times, time_bounded, zone
 
 LOG_COLUMNS = (
     "subid",
@@ -45,8 +45,6 @@ class ClickFilter:
 
 def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
     """The newest clicks matching `query`, newest first, `created_at` as ISO text in its timezone."""
-    if not 1 <= query.limit <= 100_000:
-        raise TimeRangeError("The limit must be between 1 and 100,000.")
     tz = zone(query.timezone)
     select = Click.select(*(getattr(Click, column) for column in LOG_COLUMNS))
     conditions = []
@@ -62,17 +60,13 @@ def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
         )
     if query.is_bot is not None:
         conditions.append(Click.is_bot == int(query.is_bot))
-    if query.since:
-        conditions.append(Click.created_at >= local_instant(query.since, tz, is_end=False))
-    if query.until:
-        conditions.append(Click.created_at < local_instant(query.until, tz, is_end=True))
     for condition in conditions:
         select = select.where(condition)
     if query.campaign_id is not None:
         select = select.order_by(Click.created_at.desc())  # click_campaign_created_at, backwards.
     else:
         select = select.order_by(Click.id.desc())  # Ids grow with landing time: the newest, cheaply.
-    rows = list(select.limit(query.limit).dicts())
-    for row in rows:
-        row["created_at"] = local_iso(row["created_at"], tz)
-    return rows
+    select = time_bounded(
+        select, Click.created_at, since=query.since, until=query.until, tz=tz, limit=query.limit
+    )
+    return localise_times(list(select.dicts()), ("created_at",), tz)

@@ -10,7 +10,7 @@ from typing import Any
 
 from models.conversion import Conversion, PostbackDelivery, PostbackLog
 from models.postbacks import PARKED
-from models.timerange import TimeRangeError, local_instant, local_iso, zone
+from models.timerange import localise_times, time_bounded, zone
 
 CONVERSION_COLUMNS = (
     "id", "created_at", "subid", "tid", "status", "original_status", "raw_status", "payout", "currency",
@@ -44,24 +44,6 @@ class LogFilter:
     limit: int = 50
 
 
-def _bounded(select, column, query: LogFilter, tz):
-    if not 1 <= query.limit <= 100_000:
-        raise TimeRangeError("The limit must be between 1 and 100,000.")
-    if query.since:
-        select = select.where(column >= local_instant(query.since, tz, is_end=False))
-    if query.until:
-        select = select.where(column < local_instant(query.until, tz, is_end=True))
-    return select.limit(query.limit)
-
-
-def _localise(rows: list[dict[str, Any]], columns: tuple[str, ...], tz) -> list[dict[str, Any]]:
-    for row in rows:
-        for column in columns:
-            if row.get(column) is not None:
-                row[column] = local_iso(row[column], tz)
-    return rows
-
-
 def list_conversions(query: LogFilter) -> list[dict[str, Any]]:
     """The newest conversions (by the time they were first recorded), newest first."""
     tz = zone(query.timezone)
@@ -72,8 +54,15 @@ def list_conversions(query: LogFilter) -> list[dict[str, Any]]:
         select = select.where(Conversion.subid == query.subid)
     if query.status:
         select = select.where(Conversion.status == query.status.lower())
-    select = _bounded(select.order_by(Conversion.created_at.desc()), Conversion.created_at, query, tz)
-    return _localise(list(select.dicts()), ("created_at",), tz)
+    select = time_bounded(
+        select.order_by(Conversion.created_at.desc()),
+        Conversion.created_at,
+        since=query.since,
+        until=query.until,
+        tz=tz,
+        limit=query.limit,
+    )
+    return localise_times(list(select.dicts()), ("created_at",), tz)
 
 
 def list_postbacks(query: LogFilter, *, orphans: bool = False) -> list[dict[str, Any]]:
@@ -86,8 +75,15 @@ def list_postbacks(query: LogFilter, *, orphans: bool = False) -> list[dict[str,
         select = select.where(PostbackLog.verdict == query.status.lower())
     if query.subid:
         select = select.where(PostbackLog.subid == query.subid)
-    select = _bounded(select.order_by(PostbackLog.id.desc()), PostbackLog.received_at, query, tz)
-    return _localise(list(select.dicts()), ("received_at", "expires_at"), tz)
+    select = time_bounded(
+        select.order_by(PostbackLog.id.desc()),
+        PostbackLog.received_at,
+        since=query.since,
+        until=query.until,
+        tz=tz,
+        limit=query.limit,
+    )
+    return localise_times(list(select.dicts()), ("received_at", "expires_at"), tz)
 
 
 def list_deliveries(query: LogFilter) -> list[dict[str, Any]]:
@@ -102,5 +98,12 @@ def list_deliveries(query: LogFilter) -> list[dict[str, Any]]:
                 Conversion.select(Conversion.id).where(Conversion.campaign_id == query.campaign_id)
             )
         )
-    select = _bounded(select.order_by(PostbackDelivery.id.desc()), PostbackDelivery.created_at, query, tz)
-    return _localise(list(select.dicts()), ("created_at",), tz)
+    select = time_bounded(
+        select.order_by(PostbackDelivery.id.desc()),
+        PostbackDelivery.created_at,
+        since=query.since,
+        until=query.until,
+        tz=tz,
+        limit=query.limit,
+    )
+    return localise_times(list(select.dicts()), ("created_at",), tz)

@@ -8,7 +8,10 @@ index; a function on the column made a reference tracker's 30-day report take 14
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
+
+MAX_LOG_ROWS = 100_000
 
 
 class TimeRangeError(ValueError):
@@ -42,3 +45,25 @@ def local_instant(text: str, tz: ZoneInfo, *, is_end: bool) -> int:
 def local_iso(ms: int, tz: ZoneInfo) -> str:
     """Unix ms as ISO text in `tz`, to the millisecond."""
     return datetime.fromtimestamp(ms / 1000, tz).isoformat(timespec="milliseconds")
+
+
+def time_bounded(select, column, *, since: str | None, until: str | None, tz: ZoneInfo, limit: int):
+    """A Peewee select narrowed to the local range [since, until) on a UTC-ms column, `limit` rows."""
+    if not 1 <= limit <= MAX_LOG_ROWS:
+        raise TimeRangeError(f"The limit must be between 1 and {MAX_LOG_ROWS:,}.")
+    if since:
+        select = select.where(column >= local_instant(since, tz, is_end=False))
+    if until:
+        select = select.where(column < local_instant(until, tz, is_end=True))
+    return select.limit(limit)
+
+
+def localise_times(
+    rows: list[dict[str, Any]], columns: tuple[str, ...], tz: ZoneInfo
+) -> list[dict[str, Any]]:
+    """Rows with their UTC-ms `columns` as ISO text in `tz` (None stays None)."""
+    for row in rows:
+        for column in columns:
+            if row.get(column) is not None:
+                row[column] = local_iso(row[column], tz)
+    return rows
