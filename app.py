@@ -16,6 +16,7 @@ class SchemaOutdated(RuntimeError):
 
 def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None) -> falcon.App:
     from models.macros import compile_url
+    from models.postbacks import ConversionRecorder
     from routes.api import ReportApiResource
     from routes.click import ClickResource, ClientAddress
     from routes.errors import handle_unexpected
@@ -36,7 +37,8 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None) -> fa
     )
     if enqueue_delivery is None:
         enqueue_delivery = delivery_queue(settings)
-    desk = PostbackDesk(create_recorder(settings, tracker.db), client_address, enqueue_delivery)
+    recorder = ConversionRecorder(tracker.db, park_ms=settings.postback_park_ms)
+    desk = PostbackDesk(recorder, client_address, enqueue_delivery)
     clicks = ClickResource(tracker, client_address, settings.sub_id_aliases, settings.fallback_url)
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
@@ -80,12 +82,6 @@ def load_admin_app(settings: Settings) -> falcon.App:
         level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
     return create_admin_app(settings)
-
-
-def create_recorder(settings: Settings, db):
-    from models.postbacks import ConversionRecorder
-
-    return ConversionRecorder(db, park_ms=int(settings.postback_park_hours * 3_600_000))
 
 
 def delivery_queue(settings: Settings):

@@ -68,6 +68,51 @@ def format_option(function):
     )
 
 
+def range_options(*, required: bool = False):
+    """--from/--to/--timezone: a local date range, as every log, report and cost command takes it."""
+
+    def decorate(function):
+        options = (
+            click.option(
+                "--from",
+                "since",
+                required=required,
+                help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive.",
+            ),
+            click.option(
+                "--to",
+                "until",
+                required=required,
+                help="YYYY-MM-DD (the whole day) or YYYY-MM-DDTHH:MM, exclusive.",
+            ),
+            click.option(
+                "--timezone", default="UTC", show_default=True, help="For --from/--to and the times shown."
+            ),
+        )
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+def log_filter_options(function):
+    """--from/--to/--timezone/--limit for the click, conversion, postback and delivery logs."""
+    return range_options()(click.option("--limit", type=int, default=50, show_default=True)(function))
+
+
+@contextlib.contextmanager
+def progress_to_total(label: str):
+    """A progress bar for work that learns its total as it goes: yields on_progress(done, total)."""
+    with click.progressbar(length=1, label=label, file=sys.stderr) as bar:
+
+        def advance(done: int, total: int) -> None:
+            bar.length = total
+            bar.update(done - bar.pos)
+
+        yield advance
+
+
 def admin_call(function, *args, **kwargs):
     """Run an admin operation; its AdminError becomes one clear sentence and a non-zero exit."""
     from models.admin import AdminError
@@ -778,10 +823,7 @@ def click_group() -> None:
 @click.option("--offer", "offer_id", type=int)
 @click.option("--country", help="ISO code, or `unknown`.")
 @click.option("--bots/--humans", "is_bot", default=None, help="Only bots / only humans (default: both).")
-@click.option("--from", "since", help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive.")
-@click.option("--to", "until", help="YYYY-MM-DD (the whole day) or YYYY-MM-DDTHH:MM, exclusive.")
-@click.option("--timezone", default="UTC", show_default=True, help="For --from/--to and the times shown.")
-@click.option("--limit", type=int, default=50, show_default=True)
+@log_filter_options
 @format_option
 @pass_context
 def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any) -> None:
@@ -824,22 +866,6 @@ def click_show(ctx: Context, subid: str, as_json: bool) -> None:
             click.echo(f"{key}: {value}")
     click.echo("streams (current filters, stored values):")
     echo_trace(data)
-
-
-def log_filter_options(function):
-    """--from/--to/--timezone/--limit for the conversion, postback and delivery logs."""
-    for option in reversed(
-        (
-            click.option("--from", "since", help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive."),
-            click.option("--to", "until", help="YYYY-MM-DD (the whole day) or YYYY-MM-DDTHH:MM, exclusive."),
-            click.option(
-                "--timezone", default="UTC", show_default=True, help="For --from/--to and the times shown."
-            ),
-            click.option("--limit", type=int, default=50, show_default=True),
-        )
-    ):
-        function = option(function)
-    return function
 
 
 def echo_log(
@@ -1107,9 +1133,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
     ),
     help="A date range in --timezone.",
 )
-@click.option("--from", "since", help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive.")
-@click.option("--to", "until", help="YYYY-MM-DD (the whole day) or YYYY-MM-DDTHH:MM, exclusive.")
-@click.option("--timezone", default="UTC", show_default=True)
+@range_options()
 @click.option("--raw", is_flag=True, help="Read raw clicks even where rollups would do (a check; slower).")
 @format_option
 @pass_context
@@ -1161,12 +1185,7 @@ def prune_command(ctx: Context, older_than: str, yes: bool) -> None:
             click.confirm(
                 f"Delete every click older than {older_than} (the click log for that time)?", abort=True
             )
-        with click.progressbar(length=1, label="Pruning", file=sys.stderr) as bar:
-
-            def advance(done: int, total: int) -> None:
-                bar.length = total
-                bar.update(done - bar.pos)
-
+        with progress_to_total("Pruning") as advance:
             deleted = prune_clicks(
                 ctx.db, age_ms, global_uniqueness_hours=ctx.settings.uniqueness_hours, on_progress=advance
             )
@@ -1182,14 +1201,8 @@ def cost() -> None:
 
 @cost.command("set")
 @click.option("--campaign", "campaign_ref", required=True, help="Campaign id or alias.")
-@click.option(
-    "--from", "since", required=True, help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive."
-)
-@click.option(
-    "--to", "until", required=True, help="YYYY-MM-DD (the whole day) or YYYY-MM-DDTHH:MM, exclusive."
-)
+@range_options(required=True)
 @click.option("--amount", type=float, required=True, help="The total spend for the period.")
-@click.option("--timezone", default="UTC", show_default=True)
 @pass_context
 def cost_set(ctx: Context, campaign_ref: str, since: str, until: str, amount: float, timezone: str) -> None:
     """Replace the costs of the campaign's clicks in a period with AMOUNT spread evenly over them."""
@@ -1201,12 +1214,7 @@ def cost_set(ctx: Context, campaign_ref: str, since: str, until: str, amount: fl
     try:
         tz = zone(timezone)
         start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
-        with click.progressbar(length=1, label="Spreading", file=sys.stderr) as bar:
-
-            def advance(done: int, total: int) -> None:
-                bar.length = total
-                bar.update(done - bar.pos)
-
+        with progress_to_total("Spreading") as advance:
             clicks, per_click = spread_cost(ctx.db, campaign.id, start, end, amount, on_progress=advance)
     except (CostError, TimeRangeError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -1517,9 +1525,9 @@ def spool_flush_command(ctx: Context, batch_size: int) -> None:
     click.echo(
         f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}."
     )
-    from app import create_recorder
+    from models.postbacks import ConversionRecorder
 
-    settled = create_recorder(ctx.settings, ctx.db).settle_parked()
+    settled = ConversionRecorder(ctx.db, park_ms=ctx.settings.postback_park_ms).settle_parked()
     if settled:
         # Their outbound postbacks are sent by `lanner worker` (the periodic sweep) within a minute.
         click.echo(f"Matched {len(settled)} parked postback(s) to their clicks.")

@@ -151,6 +151,10 @@ class Settings:
         return self.data_dir / "spool"
 
     @property
+    def postback_park_ms(self) -> int:
+        return int(self.postback_park_hours * 3_600_000)
+
+    @property
     def admin_address(self) -> str:
         """The admin pool's bind, or "" when the web workers serve the API (`off`)."""
         if self.admin_bind == "off":

@@ -43,7 +43,7 @@ class SpoolFlusher:
 
     def __init__(self, settings: Settings, on_delivery=None) -> None:
         self.settings = settings
-        self.recorder = ConversionRecorder(db, park_ms=int(settings.postback_park_hours * 3_600_000))
+        self.recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
         self.on_delivery = on_delivery
         self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
         self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
