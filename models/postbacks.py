@@ -128,6 +128,8 @@ INSERT INTO postback_log (received_at, method, remote_ip, request, subid, tid, r
     verdict, detail, conversion_id, expires_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
+# The partial index (verdict = 'parked') needs the literal: a bound parameter would scan the log.
+SQL_COUNT_PARKED = "SELECT COUNT(*) FROM postback_log INDEXED BY postback_log_parked WHERE verdict = 'parked'"
 SQL_PARKED_ANY = "SELECT 1 FROM postback_log INDEXED BY postback_log_parked WHERE verdict = 'parked' LIMIT 1"
 SQL_PARKED_LANDED = """
 SELECT p.id, p.params, p.received_at FROM postback_log AS p INDEXED BY postback_log_parked

@@ -329,17 +329,20 @@ class _Master:
 
     # -- worker lifecycle ----------------------------------------------------------------------------
 
+    def _current(self, pool: Pool) -> list[_Child]:
+        """The pool's workers of the current generation that are not draining."""
+        return [
+            c
+            for c in self.children.values()
+            if c.pool is pool and c.generation == self.generation and not c.is_draining
+        ]
+
     def _missing_workers(self, pool: Pool | None = None) -> int:
         if self.is_stopping:
             return 0
         if pool is None:
             return sum(self._missing_workers(each) for each in self.pools)
-        current = sum(
-            1
-            for c in self.children.values()
-            if c.pool is pool and c.generation == self.generation and not c.is_draining
-        )
-        return max(0, pool.workers - current)
+        return max(0, pool.workers - len(self._current(pool)))
 
     def _spawn_missing(self, now: float) -> None:
         if now < self.spawn_not_before:
@@ -469,14 +472,8 @@ class _Master:
         old = [c for c in self.children.values() if c.generation < self.generation and not c.is_draining]
         if not old:
             return
-        for pool in self.pools:
-            ready = sum(
-                1
-                for c in self.children.values()
-                if c.pool is pool and c.generation == self.generation and c.is_ready and not c.is_draining
-            )
-            if ready < pool.workers:
-                return
+        if any(sum(c.is_ready for c in self._current(pool)) < pool.workers for pool in self.pools):
+            return
         for child in old:
             self._drain(child, now)
         logger.info("reloaded: generation %d serving, draining %d old workers", self.generation, len(old))
@@ -652,9 +649,10 @@ class _Worker:
 def _yield_cpu() -> None:
     """Run only on CPU time the web workers and the flusher leave idle.
 
-    Niceness alone was not enough: under 1,000 clicks/s with reports back to back, the report
-    worker (nice 10) took CPU from the spool flusher (nice 10 too) while it held SQLite's write
-    lock, and postbacks in the web workers waited for that lock (click p99 67 -> 324 ms).
+    At nice 10 it competed with the spool flusher (nice 10 too) while the flusher held SQLite's
+    write lock that postbacks in the web workers wait for: with reports back to back and postbacks
+    at 1,000 clicks/s, click p99 was 324 ms, 86 ms at SCHED_IDLE (and 70 ms once the flusher's
+    TRUNCATE checkpoint stopped waiting for readers, workers/tasks.py).
     """
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))

@@ -80,6 +80,8 @@ def _file_bytes(path: Path) -> int:
 def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Web processes, spool depth and last flush, queue depth, database size, the geo file,
     deferred migration steps, parked postbacks and outbound postbacks waiting."""
+    from models.deferred import list_steps
+    from models.postbacks import SQL_COUNT_PARKED
     from models.spool import SQL_SPOOL_UPDATED_AT, spool_status
 
     database = settings.database_path
@@ -111,11 +113,8 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
             connection.close()
         status["queue"] = {"pending_tasks": pending, "scheduled_tasks": scheduled}
     status["geo"] = geo_status(settings.geo_path)
-    from models.deferred import list_steps
-    from models.postbacks import PARKED
-
     status["deferred"] = {step.name: f"{step.state} {step.percent:.1f}%" for step in list_steps(db)}
-    (parked,) = db.execute_sql("SELECT COUNT(*) FROM postback_log WHERE verdict = ?", (PARKED,)).fetchone()
+    (parked,) = db.execute_sql(SQL_COUNT_PARKED).fetchone()
     (pending_deliveries,) = db.execute_sql(
         "SELECT COUNT(*) FROM postback_delivery WHERE state = 'pending'"
     ).fetchone()
