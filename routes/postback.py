@@ -96,30 +96,38 @@ class PostbackDesk:
             params.setdefault("subid", fallback_subid)
         try:
             body, body_text = _body_params(req)
-            if body_text:
-                received.request += " " + body_text
-            params.update(body)
-            given_key = path_key if path_key is not None else params.get("key", "")
-            if not keys_match(given_key, read_secret(self.recorder.db, "postback_key")):
-                detail = "The postback key is wrong."
-                self.recorder.log_rejected(received, FORBIDDEN, detail, params.get("subid", ""))
-                logger.warning("postback with a wrong key from %s", received.remote_ip)
-                return falcon.HTTP_403, {"status": "error", "verdict": FORBIDDEN, "detail": detail}
-            try:
-                postback = parse_postback(params)
-            except PostbackError as exc:
-                self.recorder.log_rejected(received, INVALID, str(exc), params.get("subid", ""))
-                return falcon.HTTP_400, {"status": "error", "verdict": INVALID, "detail": str(exc)}
-            outcome = self.recorder.record(postback, received)
         except PostbackError as exc:  # An unreadable body: the key is not known to be right; not logged.
-            return falcon.HTTP_400, {"status": "error", "verdict": INVALID, "detail": str(exc)}
+            return _refusal(falcon.HTTP_400, INVALID, str(exc))
+        if body_text:
+            received.request += " " + body_text
+        params.update(body)
+        try:
+            return self._process(
+                received, params, path_key if path_key is not None else params.get("key", "")
+            )
         except (peewee.OperationalError, sqlite3.OperationalError) as exc:
             logger.warning("postback not recorded, database busy: %s", exc)
-            detail = "The tracker is busy; retry later."
-            return falcon.HTTP_503, {"status": "error", "verdict": FAILED, "detail": detail}
+            return _refusal(falcon.HTTP_503, FAILED, "The tracker is busy; retry later.")
+
+    def _process(self, received: Received, params: dict[str, str], given_key: str) -> tuple[str, dict]:
+        if not keys_match(given_key, read_secret(self.recorder.db, "postback_key")):
+            detail = "The postback key is wrong."
+            self.recorder.log_rejected(received, FORBIDDEN, detail, params.get("subid", ""))
+            logger.warning("postback with a wrong key from %s", received.remote_ip)
+            return _refusal(falcon.HTTP_403, FORBIDDEN, detail)
+        try:
+            postback = parse_postback(params)
+        except PostbackError as exc:
+            self.recorder.log_rejected(received, INVALID, str(exc), params.get("subid", ""))
+            return _refusal(falcon.HTTP_400, INVALID, str(exc))
+        outcome = self.recorder.record(postback, received)
         for delivery_id in outcome.deliveries:
             self.enqueue_delivery(delivery_id)
         return falcon.HTTP_200, {"status": "ok", **outcome.as_dict}
+
+
+def _refusal(status: str, verdict: str, detail: str) -> tuple[str, dict]:
+    return status, {"status": "error", "verdict": verdict, "detail": detail}
 
 
 class PostbackResource:
