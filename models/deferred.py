@@ -64,14 +64,14 @@ def pending_steps(db: Database) -> list[Step]:
 
 def _rollup_chunk(conn, step: Step) -> tuple[int, int]:
     """One chunk of the rollup backfill: (new position, clicks added)."""
-    if conn.execute(SQL_CONVERSIONS_STATE).fetchone()[0] != "live":
+    if fetch_one(conn, SQL_CONVERSIONS_STATE)[0] != "live":
         # Stored conversions join the rollups in the same transaction that makes later changes
         # update them, so none is counted twice or missed.
         backfill_conversions(conn)
         conn.execute(SQL_CONVERSIONS_LIVE)
     end = min(step.position + CHUNK_IDS, step.target)
     backfill_clicks(conn, step.position, end)
-    return end, conn.execute(SQL_COUNT_CLICKS, (step.position, end)).fetchone()[0]
+    return end, fetch_one(conn, SQL_COUNT_CLICKS, (step.position, end))[0]
 
 
 CHUNK_RUNNERS: dict[str, Callable] = {ROLLUP_BACKFILL: _rollup_chunk}
@@ -81,7 +81,7 @@ def run_chunk(db: Database, name: str, *, clock=time.time) -> Step:
     """Run one chunk of step `name` and save its position with it; return the step as it now is."""
     with db.atomic("IMMEDIATE"):
         conn = db.connection()
-        step = Step(*conn.execute(SQL_STEP, (name,)).fetchone())
+        step = Step(*fetch_one(conn, SQL_STEP, (name,)))
         if step.state != "done":
             position, added = CHUNK_RUNNERS[name](conn, step)
             now = int(clock() * 1000)
@@ -90,7 +90,7 @@ def run_chunk(db: Database, name: str, *, clock=time.time) -> Step:
                 SQL_SAVE,
                 (state, position, step.done_units + added, now, now if state == "done" else None, name),
             )
-            step = Step(*conn.execute(SQL_STEP, (name,)).fetchone())
+            step = Step(*fetch_one(conn, SQL_STEP, (name,)))
     return step
 
 

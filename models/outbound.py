@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from peewee import Database
 
 from models.click import SUB_ID_COLUMNS
+from models.hotpath import fetch_one
 from models.macros import UrlTemplate, compile_url
 from models.postbacks import LEAD, REBILL, SALE
 
@@ -156,11 +157,11 @@ def send_delivery(
     with db.atomic("IMMEDIATE"):
         claimed = conn.execute(SQL_CLAIM, (now_ms + lease_ms, now_ms, delivery_id, now_ms)).rowcount
     if not claimed:
-        state = conn.execute(SQL_STATE, (delivery_id,)).fetchone()
+        state = fetch_one(conn, SQL_STATE, (delivery_id,))
         return DeliveryResult(
             "busy" if state and state[0] == "pending" else (state[0] if state else "missing")
         )
-    row = conn.execute(SQL_DELIVERY, (delivery_id,)).fetchone()
+    row = fetch_one(conn, SQL_DELIVERY, (delivery_id,))
     (
         status,
         attempts,
@@ -174,7 +175,7 @@ def send_delivery(
         click_id,
         name,
     ) = row
-    click_row = conn.execute(SQL_CLICK_VALUES, (click_id,)).fetchone()
+    click_row = fetch_one(conn, SQL_CLICK_VALUES, (click_id,))
     click = dict(zip(CLICK_MACRO_COLUMNS, click_row or ()))
     unusable = True  # A removed target or a template that no longer compiles: give up at once.
     if target_status != "active":

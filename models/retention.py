@@ -17,6 +17,7 @@ from typing import Callable
 from peewee import Database
 
 from models.deferred import rollups_ready
+from models.hotpath import fetch_one
 
 CHUNK = 5000
 PAUSE = 0.02  # Between chunks: the spool flusher takes the write lock in between.
@@ -70,7 +71,7 @@ def prune_clicks(
             "from reports. Run `lanner db run-deferred` first."
         )
     cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - older_than_ms
-    total = sum(conn.execute(SQL_COUNT, (campaign_id, cutoff)).fetchone()[0] for campaign_id, _ in campaigns)
+    total = sum(fetch_one(conn, SQL_COUNT, (campaign_id, cutoff))[0] for campaign_id, _ in campaigns)
     deleted = 0
     for campaign_id, _ in campaigns:
         while True:
