@@ -24,10 +24,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from peewee import Database
 
-from models.click import SUB_ID_COLUMNS
 from models.hotpath import fetch_one
-from models.macros import UrlTemplate, compile_url
+from models.macros import MACRO_NAMES, UrlTemplate, compile_url
 from models.postbacks import LEAD, REBILL, SALE
+from models.record import CLICK_COLUMNS
 
 CONVERSION_MACROS = frozenset({"status", "payout", "revenue", "currency", "tid", "conversion_id"})
 METHODS = ("GET", "POST")
@@ -36,11 +36,8 @@ MAX_BACKOFF_SECONDS = 6 * 3600
 REQUEST_TIMEOUT = 10.0
 USER_AGENT = "Lanner-Postback/1.0"
 
-CLICK_MACRO_COLUMNS = (
-    "subid", "campaign_id", "stream_id", "offer_id", "ip", "user_agent", "referrer", "source",
-    "external_id", "cost", "keyword", "country", "region", "city", "device_type", "os", "browser",
-    "language", *SUB_ID_COLUMNS,
-)  # fmt: skip
+# The offer URL's macros a stored click has a column for (all but campaign_name and random).
+CLICK_MACRO_COLUMNS = tuple(sorted(MACRO_NAMES & set(CLICK_COLUMNS)))
 SQL_CLAIM = """
 UPDATE postback_delivery SET next_attempt_at = ?, attempts = attempts + 1, updated_at = ?
 WHERE id = ? AND state = 'pending' AND next_attempt_at <= ?
