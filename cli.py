@@ -164,19 +164,27 @@ def db() -> None:
 
 
 @db.command("migrate")
+@click.option(
+    "--to",
+    "up_to",
+    metavar="NAME",
+    help="Stop after this migration (e.g. 0004_rollups), as for an upgrade rehearsal.",
+)
 @pass_context
-def db_migrate(ctx: Context) -> None:
+def db_migrate(ctx: Context, up_to: str | None) -> None:
     """Apply pending migrations (each with its history row, in one transaction)."""
     from models import open_database
-    from models.migrate import migrate, pending_migrations
+    from models.migrate import migrate, migration_names, pending_migrations
 
+    if up_to is not None and up_to not in migration_names():
+        raise click.ClickException(f"No migration is named {up_to!r}; `lanner db status` lists them.")
     database = open_database(ctx.settings.database_path, autocheckpoint=True)
-    pending = pending_migrations(database)
+    pending = [name for name in pending_migrations(database) if up_to is None or name <= up_to]
     if not pending:
         click.echo(f"{ctx.settings.database_path}: up to date.")
         return
     with click.progressbar(length=len(pending), label="Migrating") as bar:
-        migrate(database, on_applied=lambda name: bar.update(1))
+        migrate(database, on_applied=lambda name: bar.update(1), up_to=up_to)
     click.echo(f"Applied {len(pending)} migration(s): {', '.join(pending)}")
 
 
@@ -1288,20 +1296,32 @@ def generate() -> None:
 @click.option(
     "--days", type=float, default=30, show_default=True, help="Spread them over this many days to now."
 )
+@click.option(
+    "--ending-hours-ago",
+    type=float,
+    default=0,
+    show_default=True,
+    help="End the spread this many hours before now (build older and recent traffic separately).",
+)
 @click.option("--campaigns", type=int, default=20, show_default=True)
 @click.option("--seed", type=int, help="Seed for a reproducible data set.")
 @pass_context
-def generate_clicks_command(ctx: Context, count: int, days: float, campaigns: int, seed: int | None) -> None:
+def generate_clicks_command(
+    ctx: Context, count: int, days: float, ending_hours_ago: float, campaigns: int, seed: int | None
+) -> None:
     """Fill the database with realistic clicks: repeat visitors, NAT IPs shared by many UAs."""
     import time
 
     from models.generate import generate_clicks
 
-    if count <= 0 or days <= 0:
-        raise click.ClickException("--count and --days must be positive.")
+    if count <= 0 or days <= 0 or ending_hours_ago < 0:
+        raise click.ClickException("--count and --days must be positive, --ending-hours-ago not negative.")
+    end_ms = int((time.time() - ending_hours_ago * 3600) * 1000)
     started = time.monotonic()
     with click.progressbar(length=count, label="Generating clicks", file=sys.stderr) as bar:
-        added = generate_clicks(ctx.db, count, days, campaigns=campaigns, seed=seed, on_progress=bar.update)
+        added = generate_clicks(
+            ctx.db, count, days, campaigns=campaigns, seed=seed, end_ms=end_ms, on_progress=bar.update
+        )
     elapsed = time.monotonic() - started
     click.echo(f"Added {added} clicks in {elapsed:.1f} s ({added / elapsed:,.0f}/s).")
 
@@ -1577,6 +1597,65 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
         Path(json_path).write_text(
             json.dumps({"clicks": clicks, "repeat": repeat, "reports": timings_json(timings)}, indent=2)
         )
+
+
+@bench.command("migration")
+@click.option(
+    "--clicks", type=click.IntRange(min=1), default=3_900_000, show_default=True,
+    help="Clicks in the pre-upgrade database (built once, kept in the data dir).",
+)  # fmt: skip
+@click.option(
+    "--recent", type=click.IntRange(min=0), default=1_000_000, show_default=True,
+    help="Of them, clicks in the last 24 hours.",
+)  # fmt: skip
+@click.option(
+    "--rate", type=click.IntRange(min=1), default=1000, show_default=True, help="Clicks/s meanwhile."
+)
+@click.option(
+    "--seconds", type=click.IntRange(min=1), default=180, show_default=True,
+    help="How long the load runs; the deferred steps should end within it.",
+)  # fmt: skip
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), default="var/bench-migration", show_default=True,
+    help="Where the pre-upgrade database is kept and the upgraded copy runs.",
+)  # fmt: skip
+@click.option("--rebuild", is_flag=True, help="Build the pre-upgrade database again (e.g. with other sizes).")
+@click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server and worker logs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_migration_command(
+    clicks: int,
+    recent: int,
+    rate: int,
+    seconds: int,
+    workers: int,
+    data_dir: str,
+    rebuild: bool,
+    keep: bool,
+    json_path: str | None,
+) -> None:
+    """Upgrade rehearsal: the newest migration on a large live database, clicks flowing meanwhile."""
+    from pathlib import Path
+
+    from workers.bench import BenchError, ConsoleReporter
+    from workers.migrationbench import MigrationOptions, MigrationReport, format_rehearsal, run_rehearsal
+
+    options = MigrationOptions(
+        clicks=clicks, recent=recent, rate=rate, seconds=seconds, workers=workers,
+        data_dir=Path(data_dir), rebuild=rebuild, keep_files=keep,
+    )  # fmt: skip
+    report = MigrationReport()
+    try:
+        run_rehearsal(options, report, ConsoleReporter())
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        if json_path and report.settings:
+            Path(json_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        if report.migration:
+            click.echo("\n".join(format_rehearsal(report)))
+    if report.load and (report.load.lost or report.load.duplicated or report.load.errors):
+        raise click.ClickException("Clicks were lost, duplicated or answered with errors during the upgrade.")
 
 
 @bench.command("clicks")

@@ -19,6 +19,8 @@ class Click(BaseModel):
     ip = TextField()
     user_agent = TextField()
     ua_hash = BigIntegerField()  # CRC-32 of the UA, as PHP's crc32() gives it.
+    # IP + UA hash as one integer (models.record.visitor_key); NULL on clicks 0005 has not backfilled.
+    visitor_key = BigIntegerField(null=True)
     referrer = TextField(default="")
     source = TextField(default="")
     external_id = TextField(default="")

@@ -24,6 +24,8 @@ PRAGMAS = {
 
 def open_database(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabase:
     """Point `db` at `path` and connect. `autocheckpoint` is for CLI bulk work only."""
+    from models.record import visitor_key  # models.record imports the models, which import `db`.
+
     path.parent.mkdir(parents=True, exist_ok=True)
     pragmas = dict(PRAGMAS)
     if autocheckpoint:
@@ -31,5 +33,7 @@ def open_database(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabase
     if not db.is_closed():
         db.close()
     db.init(str(path), pragmas=pragmas, check_same_thread=False)
+    # The flusher's INSERT and the backfill of migration 0005 compute the key in SQL.
+    db.register_function(visitor_key, "lanner_visitor_key", 2, deterministic=True)
     db.connect()
     return db

@@ -10,6 +10,7 @@ shows their progress.
 
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -20,14 +21,23 @@ from models.hotpath import fetch_one
 from models.rollups import backfill_clicks, backfill_conversions
 
 ROLLUP_BACKFILL = "rollup_backfill"
+VISITOR_KEY_BACKFILL, VISITOR_KEY_INDEX, CLICK_VISITOR_DROP = (
+    "visitor_key_backfill",
+    "visitor_key_index",
+    "click_visitor_drop",
+)
 CHUNK_IDS = 20_000
 PAUSE_BETWEEN_CHUNKS = 0.05  # Lets the spool flusher take the write lock between chunks.
+# Web workers re-read the probe mode within a second of the switch; a worker of the previous
+# release is replaced by the reload that follows `lanner db migrate`. Ten minutes covers both.
+DROP_GRACE_MS = 600_000
 
-SQL_STEPS = (
+_SELECT_STEPS = (
     "SELECT name, state, position, target, done_units, total_units, started_at, finished_at, error "
     "FROM deferred_step"
 )
-SQL_STEP = SQL_STEPS + " WHERE name = ?"
+SQL_STEPS = _SELECT_STEPS + " ORDER BY rowid"  # In the order the migrations registered them.
+SQL_STEP = _SELECT_STEPS + " WHERE name = ?"
 SQL_SAVE = """
 UPDATE deferred_step SET state = ?, position = ?, done_units = ?, started_at = COALESCE(started_at, ?),
     finished_at = ? WHERE name = ?
@@ -35,6 +45,11 @@ UPDATE deferred_step SET state = ?, position = ?, done_units = ?, started_at = C
 SQL_COUNT_CLICKS = "SELECT COUNT(*) FROM click WHERE id > ? AND id <= ?"
 SQL_CONVERSIONS_STATE = "SELECT value FROM meta WHERE key = 'rollup_conversions'"
 SQL_CONVERSIONS_LIVE = "UPDATE meta SET value = 'live' WHERE key = 'rollup_conversions'"
+SQL_FILL_VISITOR_KEYS = (
+    "UPDATE click SET visitor_key = lanner_visitor_key(ip, ua_hash) "
+    "WHERE id > ? AND id <= ? AND visitor_key IS NULL"
+)
+SQL_PROBE_SWITCHED_AT = "SELECT value FROM meta WHERE key = 'visitor_probe_switched_at'"
 
 
 @dataclass
@@ -74,22 +89,68 @@ def _rollup_chunk(conn, step: Step) -> tuple[int, int]:
     return end, fetch_one(conn, SQL_COUNT_CLICKS, (step.position, end))[0]
 
 
-CHUNK_RUNNERS: dict[str, Callable] = {ROLLUP_BACKFILL: _rollup_chunk}
+def _visitor_key_chunk(conn, step: Step, now: int) -> tuple[int, int]:
+    """One chunk of the visitor key backfill (migration 0005)."""
+    end = min(step.position + CHUNK_IDS, step.target)
+    conn.execute(SQL_FILL_VISITOR_KEYS, (step.position, end)).close()
+    return end, end - step.position  # Units are ids, as the migration counted them.
+
+
+def _visitor_key_index(conn, step: Step, now: int) -> tuple[int, int]:
+    """Build the covering index and switch the web workers' probes to it, in one transaction.
+
+    The write lock is held for the build (seconds on millions of clicks): clicks wait in the
+    spool meanwhile and visitors are not kept waiting, since web workers only read.
+    """
+    # The migration owns the index's shape.
+    migration = importlib.import_module("models.migrations.0005_visitor_key")
+    # Clicks a flusher of the previous release landed after the migration have no key yet.
+    conn.execute(SQL_FILL_VISITOR_KEYS, (step.target, 2**63 - 1)).close()
+    conn.execute(migration.NEW_INDEX).close()
+    conn.execute("UPDATE meta SET value = 'key' WHERE key = 'visitor_probe'").close()
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('visitor_probe_switched_at', ?)", (str(now),)
+    ).close()
+    conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'config_version'").close()
+    return step.target, 1
+
+
+def _drop_old_visitor_index(conn, step: Step, now: int) -> tuple[int, int] | None:
+    """Drop (ip, ua_hash, created_at) once every web worker probes the new index; None: not yet."""
+    switched = fetch_one(conn, SQL_PROBE_SWITCHED_AT)
+    if switched is None or now < int(switched[0]) + DROP_GRACE_MS:
+        return None
+    conn.execute("DROP INDEX IF EXISTS click_visitor").close()
+    return step.target, 1
+
+
+def _timeless(runner: Callable) -> Callable:
+    return lambda conn, step, now: runner(conn, step)
+
+
+# Each returns (new position, units done), or None when the step is not due yet.
+CHUNK_RUNNERS: dict[str, Callable] = {
+    ROLLUP_BACKFILL: _timeless(_rollup_chunk),
+    VISITOR_KEY_BACKFILL: _visitor_key_chunk,
+    VISITOR_KEY_INDEX: _visitor_key_index,
+    CLICK_VISITOR_DROP: _drop_old_visitor_index,
+}
 
 
 def run_chunk(db: Database, name: str, *, clock=time.time) -> Step:
-    """Run one chunk of step `name` and save its position with it; return the step as it now is."""
+    """Run one chunk of step `name` and save its position with it; return the step as it now is.
+
+    A step that is not due yet comes back unchanged (state `pending`, or `running`).
+    """
     with db.atomic("IMMEDIATE"):
         conn = db.connection()
         step = Step(*fetch_one(conn, SQL_STEP, (name,)))
-        if step.state != "done":
-            position, added = CHUNK_RUNNERS[name](conn, step)
-            now = int(clock() * 1000)
+        now = int(clock() * 1000)
+        if step.state != "done" and (outcome := CHUNK_RUNNERS[name](conn, step, now)) is not None:
+            position, added = outcome
             state = "done" if position >= step.target else "running"
-            conn.execute(
-                SQL_SAVE,
-                (state, position, step.done_units + added, now, now if state == "done" else None, name),
-            )
+            finished = int(clock() * 1000) if state == "done" else None
+            conn.execute(SQL_SAVE, (state, position, step.done_units + added, now, finished, name))
             step = Step(*fetch_one(conn, SQL_STEP, (name,)))
     return step
 
@@ -101,16 +162,24 @@ def run_deferred(
     should_stop: Callable[[], bool] = lambda: False,
     pause: float = PAUSE_BETWEEN_CHUNKS,
 ) -> list[Step]:
-    """Run every pending step to the end (or until `should_stop`); return the steps run."""
+    """Run pending steps in order until one is not due yet (or `should_stop`); return the steps run.
+
+    Steps run one after the other: a later one may rely on an earlier one being done.
+    """
     ran = []
     for step in pending_steps(db):
         while step.state != "done" and not should_stop():
+            before = step
             step = run_chunk(db, step.name)
+            if step == before:  # Not due yet: it and every later step wait for the next run.
+                return ran
             if on_progress:
                 on_progress(step)
             if step.state != "done":
                 time.sleep(pause)
         ran.append(step)
+        if step.state != "done":
+            break
     return ran
 
 

@@ -22,7 +22,7 @@ from models.caps import CounterZones, add_to_counters
 from models.database import PRAGMAS
 from models.record import new_subid, ua_hash
 from models.rollups import RollupDelta
-from models.spool import SQL_INSERT_CLICK
+from models.spool import SQL_INSERT_CLICK, SQL_INSERT_CLICK_0004
 
 CHUNK = 50_000
 WINDOW_MS = 24 * 3_600_000
@@ -178,6 +178,8 @@ def generate_clicks(
     start_ms = end_ms - int(days * 86_400_000)
     mean_gap = (end_ms - start_ms) / max(count, 1)
     added = 0
+    columns = {row[1] for row in db.execute_sql("PRAGMA table_info(click)").fetchall()}
+    insert = SQL_INSERT_CLICK if "visitor_key" in columns else SQL_INSERT_CLICK_0004
     # PERF: sqlite3 releases the GIL while it steps, so generating the next chunk in a thread
     # overlaps with inserting this one; a big page cache keeps the index pages in memory.
     db.execute_sql("PRAGMA cache_size = -262144")
@@ -187,7 +189,7 @@ def generate_clicks(
         for rows in _prefetched(_click_rows(rng, targets, count, start_ms, mean_gap)):
             with db.atomic():
                 connection = db.connection()
-                connection.executemany(SQL_INSERT_CLICK, rows).close()
+                connection.executemany(insert, rows).close()
                 # Generated campaigns and offers count days in UTC (their default timezone).
                 add_to_counters(connection, zones.increments(connection, ((r[3], r[4], r[1]) for r in rows)))
                 rollups.add_clicks(rows)

@@ -10,30 +10,90 @@ from __future__ import annotations
 
 import sqlite3
 
+from models.record import visitor_key
+
 # PERF: one range scan of the visitor's recent clicks (~6 µs, usually no row) answers all three
 # scopes; the three EXISTS below (~15 µs) only run for a visitor with more rows than that.
 VISITOR_HISTORY_LIMIT = 64
-SQL_VISITOR_HISTORY = f"""
-SELECT campaign_id, stream_id, offer_id, created_at FROM click INDEXED BY click_visitor
-WHERE ip = ? AND ua_hash = ? AND created_at >= ?
+
+# Two visitor indexes: (visitor_key, created_at, campaign_id, stream_id, offer_id) answers the
+# history and the EXISTS from the index alone; (ip, ua_hash, created_at), the one before migration
+# 0005, stays in use until that migration's backfill and index build are done (meta visitor_probe).
+# Each SQL takes the visitor as its first parameters: (visitor_key,) or (ip, ua_hash).
+_BY_KEY = ("click_visitor_key", "visitor_key = ?1", 2)
+_BY_IP_UA = ("click_visitor", "ip = ?1 AND ua_hash = ?2", 3)
+SQL_VISITOR_PROBE = "SELECT value FROM meta WHERE key = 'visitor_probe'"
+
+
+def _probe_sql(index: str, visitor: str, n: int) -> tuple[str, str, str]:
+    history = f"""
+SELECT campaign_id, stream_id, offer_id, created_at FROM click INDEXED BY {index}
+WHERE {visitor} AND created_at >= ?{n}
 ORDER BY created_at DESC LIMIT {VISITOR_HISTORY_LIMIT}
 """
-
-SQL_VISITOR_SEEN = """
+    seen = f"""
 SELECT
-    EXISTS (SELECT 1 FROM click INDEXED BY click_visitor
-            WHERE ip = ?1 AND ua_hash = ?2 AND created_at >= ?3),
-    EXISTS (SELECT 1 FROM click INDEXED BY click_visitor
-            WHERE ip = ?1 AND ua_hash = ?2 AND created_at >= ?4 AND campaign_id = ?5),
-    EXISTS (SELECT 1 FROM click INDEXED BY click_visitor
-            WHERE ip = ?1 AND ua_hash = ?2 AND created_at >= ?4 AND stream_id = ?6)
+    EXISTS (SELECT 1 FROM click INDEXED BY {index} WHERE {visitor} AND created_at >= ?{n}),
+    EXISTS (SELECT 1 FROM click INDEXED BY {index}
+            WHERE {visitor} AND created_at >= ?{n + 1} AND campaign_id = ?{n + 2}),
+    EXISTS (SELECT 1 FROM click INDEXED BY {index}
+            WHERE {visitor} AND created_at >= ?{n + 1} AND stream_id = ?{n + 3})
 """
-
-SQL_LAST_CLICK = """
-SELECT subid, stream_id, offer_id, created_at FROM click INDEXED BY click_visitor
-WHERE ip = ? AND ua_hash = ? AND created_at >= ? AND campaign_id = ? AND user_agent = ?
+    last_click = f"""
+SELECT subid, stream_id, offer_id, created_at FROM click INDEXED BY {index}
+WHERE {visitor} AND created_at >= ?{n} AND campaign_id = ?{n + 1} AND user_agent = ?{n + 2}
 ORDER BY created_at DESC LIMIT 1
 """
+    return history, seen, last_click
+
+
+class VisitorProbe:
+    """The uniqueness probes of one visitor index (`by_key` or the pre-0005 one)."""
+
+    __slots__ = ("by_key", "_history", "_seen", "_last_click")
+
+    def __init__(self, by_key: bool) -> None:
+        self.by_key = by_key
+        self._history, self._seen, self._last_click = _probe_sql(*(_BY_KEY if by_key else _BY_IP_UA))
+
+    def _visitor(self, ip: str, ua_hash: int) -> tuple:
+        return (visitor_key(ip, ua_hash),) if self.by_key else (ip, ua_hash)
+
+    def history(self, conn: sqlite3.Connection, ip: str, ua_hash: int, since: int) -> list[tuple]:
+        """The visitor's latest clicks since `since`, newest first: (campaign, stream, offer, created_at).
+
+        At most VISITOR_HISTORY_LIMIT rows: a longer history (a NAT address) is asked exactly per
+        scope with `seen`.
+        """
+        return conn.execute(self._history, (*self._visitor(ip, ua_hash), since)).fetchall()
+
+    def seen(
+        self,
+        conn: sqlite3.Connection,
+        ip: str,
+        ua_hash: int,
+        global_since: int,
+        campaign_since: int,
+        campaign_id: int,
+        stream_id: int | None,
+    ) -> tuple[int, int, int]:
+        """(seen globally, seen in campaign, seen in stream) within the windows, exactly."""
+        params = (*self._visitor(ip, ua_hash), global_since, campaign_since, campaign_id, stream_id)
+        return fetch_one(conn, self._seen, params)
+
+    def last_click(
+        self, conn: sqlite3.Connection, ip: str, ua_hash: int, since: int, campaign_id: int, user_agent: str
+    ) -> tuple | None:
+        return fetch_one(
+            conn, self._last_click, (*self._visitor(ip, ua_hash), since, campaign_id, user_agent)
+        )
+
+
+def visitor_probe(conn: sqlite3.Connection) -> VisitorProbe:
+    """The probes the database is ready for: by key once migration 0005's index is built."""
+    row = fetch_one(conn, SQL_VISITOR_PROBE)
+    return VisitorProbe(by_key=row is not None and row[0] == "key")
+
 
 SQL_CONFIG_VERSION = "SELECT value FROM meta WHERE key = 'config_version'"
 
@@ -45,36 +105,6 @@ def fetch_one(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> tuple |
         return cursor.fetchone()
     finally:
         cursor.close()
-
-
-def visitor_history(conn: sqlite3.Connection, ip: str, ua_hash: int, since: int) -> list[tuple]:
-    """The visitor's latest clicks since `since`, newest first: (campaign, stream, offer, created_at).
-
-    At most VISITOR_HISTORY_LIMIT rows: a longer history (a NAT address) is asked exactly per
-    scope with `visitor_seen`.
-    """
-    return conn.execute(SQL_VISITOR_HISTORY, (ip, ua_hash, since)).fetchall()
-
-
-def visitor_seen(
-    conn: sqlite3.Connection,
-    ip: str,
-    ua_hash: int,
-    global_since: int,
-    campaign_since: int,
-    campaign_id: int,
-    stream_id: int | None,
-) -> tuple[int, int, int]:
-    """(seen globally, seen in campaign, seen in stream) within the windows, exactly."""
-    return fetch_one(
-        conn, SQL_VISITOR_SEEN, (ip, ua_hash, global_since, campaign_since, campaign_id, stream_id)
-    )
-
-
-def last_click(
-    conn: sqlite3.Connection, ip: str, ua_hash: int, since: int, campaign_id: int, user_agent: str
-) -> tuple | None:
-    return fetch_one(conn, SQL_LAST_CLICK, (ip, ua_hash, since, campaign_id, user_agent))
 
 
 def config_version(conn: sqlite3.Connection) -> str:

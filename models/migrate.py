@@ -52,10 +52,16 @@ def pending_migrations(db: Database) -> list[str]:
     return [name for name in migration_names() if name not in applied]
 
 
-def migrate(db: Database, on_applied: Callable[[str], None] | None = None) -> list[str]:
-    """Apply every pending migration in order; return their names."""
+def migrate(
+    db: Database, on_applied: Callable[[str], None] | None = None, *, up_to: str | None = None
+) -> list[str]:
+    """Apply every pending migration in order (or up to and including `up_to`); return their names."""
+    if up_to is not None and up_to not in migration_names():
+        raise ValueError(f"No migration is named {up_to!r}.")
     done = []
     for name in pending_migrations(db):
+        if up_to is not None and name > up_to:
+            break
         module = importlib.import_module(f"{migrations_package.__name__}.{name}")
         with db.atomic("IMMEDIATE"):
             module.apply(db)

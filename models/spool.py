@@ -55,6 +55,7 @@ from models.record import (
     OFFER_ID,
     OS,
     STREAM_ID,
+    UA_HASH,
     USER_AGENT,
     decode_line,
 )
@@ -68,7 +69,17 @@ READ_CHUNK = 1 << 20
 SQL_SPOOL_POSITION = "SELECT segment, byte_offset FROM spool_position WHERE id = 1"
 SQL_SPOOL_UPDATED_AT = "SELECT updated_at FROM spool_position WHERE id = 1"
 SQL_SET_SPOOL_POSITION = "UPDATE spool_position SET segment = ?, byte_offset = ?, updated_at = ? WHERE id = 1"
-SQL_INSERT_CLICK = "INSERT OR IGNORE INTO click ({}) VALUES ({})".format(
+# The visitor key (migration 0005) is computed by SQLite from the record's ip and ua_hash.
+SQL_INSERT_CLICK = (
+    "INSERT OR IGNORE INTO click ({}, visitor_key) VALUES ({}, lanner_visitor_key(?{}, ?{}))".format(
+        ", ".join(CLICK_COLUMNS),
+        ", ".join(f"?{n}" for n in range(1, len(CLICK_COLUMNS) + 1)),
+        IP + 1,
+        UA_HASH + 1,
+    )
+)
+# The same before migration 0005 (`lanner bench migration` builds such a database).
+SQL_INSERT_CLICK_0004 = "INSERT OR IGNORE INTO click ({}) VALUES ({})".format(
     ", ".join(CLICK_COLUMNS), ", ".join("?" * len(CLICK_COLUMNS))
 )
 

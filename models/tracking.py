@@ -191,13 +191,14 @@ class VisitorHistory(History):
     def __init__(
         self,
         conn: sqlite3.Connection,
+        probe: hotpath.VisitorProbe,
         ip: str,
         visitor_hash: int,
         rows: list[tuple],
         recent: list[tuple],
         since: Callable[[int], int],
     ) -> None:
-        self.conn, self.ip, self.visitor_hash = conn, ip, visitor_hash
+        self.conn, self.probe, self.ip, self.visitor_hash = conn, probe, ip, visitor_hash
         # The database's rows cut at VISITOR_HISTORY_LIMIT: then each scope is asked exactly.
         self.is_truncated = len(rows) >= hotpath.VISITOR_HISTORY_LIMIT
         self.db_rows = rows
@@ -211,7 +212,7 @@ class VisitorHistory(History):
             return True
         if self.is_truncated:
             return bool(
-                hotpath.visitor_seen(self.conn, self.ip, self.visitor_hash, 0, since, campaign_id, None)[1]
+                self.probe.seen(self.conn, self.ip, self.visitor_hash, 0, since, campaign_id, None)[1]
             )
         return False
 
@@ -222,9 +223,7 @@ class VisitorHistory(History):
         if self.is_truncated:
             # The stream's campaign is the one being routed; its window is the widest we asked for.
             since = min(self.since(c) for c, *_ in self.rows)
-            return bool(
-                hotpath.visitor_seen(self.conn, self.ip, self.visitor_hash, 0, since, -1, stream_id)[2]
-            )
+            return bool(self.probe.seen(self.conn, self.ip, self.visitor_hash, 0, since, -1, stream_id)[2])
         return False
 
     def offers_in_stream(self, stream_id: int) -> set[int]:
@@ -270,6 +269,7 @@ class ClickTracker:
         self.global_window_ms = int(uniqueness_hours * 3_600_000)
         self.debounce_ms = int(debounce_seconds * 1000)
         self.config_version = hotpath.config_version(self.conn)
+        self.probe = hotpath.visitor_probe(self.conn)
         self.campaigns: dict[str, CampaignConfig] = load_campaigns(db)
         self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
         self.zones = CounterZones()
@@ -307,6 +307,7 @@ class ClickTracker:
             self.campaigns = load_campaigns(self.db)
             self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
             self.zones.load(self.conn)
+            self.probe = hotpath.visitor_probe(self.conn)  # Migration 0005 bumps the version to switch.
             self.config_version = version
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
@@ -368,13 +369,13 @@ class ClickTracker:
             config = campaigns_by_id.get(campaign_id)
             return now_ms - (config.uniqueness_ms if config is not None else campaign.uniqueness_ms)
 
-        rows = hotpath.visitor_history(
+        rows = self.probe.history(
             self.conn, ip, visitor_hash, min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
         )
         # Clicks not in the database yet (any worker's), as far as the journal has been read.
         self.journal.catch_up(is_locked=False)
         return VisitorHistory(
-            self.conn, ip, visitor_hash, rows, self._journal_history(ip, visitor_hash), since
+            self.conn, self.probe, ip, visitor_hash, rows, self._journal_history(ip, visitor_hash), since
         )
 
     def _journal_history(self, ip: str, visitor_hash: int) -> list[tuple]:
@@ -412,7 +413,7 @@ class ClickTracker:
         stored_repeat = None
         is_debounced = self.debounce_ms > 0  # 0 turns debounce off: even same-millisecond clicks count.
         if is_debounced and now_ms < self._memory_complete_ms:
-            stored_repeat = hotpath.last_click(
+            stored_repeat = self.probe.last_click(
                 self.conn, ip, visitor_hash, now_ms - self.debounce_ms, campaign.id, user_agent
             )
         subid = new_subid(now_ms)
@@ -494,7 +495,7 @@ class ClickTracker:
         campaign_id = campaign.id
         seen_global = seen_campaign = seen_stream = 0
         if history.is_truncated:
-            seen_global, seen_campaign, seen_stream = hotpath.visitor_seen(
+            seen_global, seen_campaign, seen_stream = history.probe.seen(
                 self.conn, ip, visitor_hash, global_since, campaign_since, campaign_id, stream_id
             )
         # The database rows, and every journal line as read under the lock (the history's own copy

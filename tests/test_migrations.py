@@ -35,7 +35,7 @@ def test_0002_backfills_click_counters_from_existing_clicks(settings):
                 "ua_hash) VALUES (?, ?, 1, ?, ?, '192.0.2.1', 'UA', 1)",
                 (subid, created_at, stream_id, offer_id),
             )
-        assert migrate(database) == ["0002_routing", "0003_conversions", "0004_rollups"]
+        assert migrate(database)[:3] == ["0002_routing", "0003_conversions", "0004_rollups"]
         counters = database.execute_sql(
             "SELECT scope, ref_id, day, clicks FROM click_counter ORDER BY scope, ref_id, day"
         ).fetchall()
@@ -52,3 +52,108 @@ def test_0002_backfills_click_counters_from_existing_clicks(settings):
         assert all(state.applied_at is not None for state in migration_status(database))
     finally:
         database.close()
+
+
+def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(settings, clock, monkeypatch):
+    from models.deferred import DROP_GRACE_MS, list_steps, run_chunk, run_deferred
+    from models.generate import generate_clicks
+    from models.record import visitor_key
+    from models.tracking import ClickTracker, Visit
+
+    open_database(settings.database_path, autocheckpoint=True)
+    trackers = []
+
+    def tracker() -> ClickTracker:
+        made = ClickTracker(
+            database, spool_dir=settings.spool_dir, segment_bytes=settings.spool_segment_bytes,
+            uniqueness_hours=24, debounce_seconds=0, clock=clock,
+        )  # fmt: skip
+        trackers.append(made)
+        return made
+
+    def indexes() -> set[str]:
+        rows = database.execute_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'click'"
+        )
+        return {name for (name,) in rows.fetchall()}
+
+    try:
+        migrate(database, up_to="0004_rollups")
+        now_ms = int(clock() * 1000)
+        assert generate_clicks(database, 3000, 0.5, campaigns=2, seed=5, end_ms=now_ms) == 3000
+        run_deferred(database, pause=0)  # 0004's rollup step: the database as the last release left it.
+        # A visitor of the stored clicks: ip, UA and campaign of the newest click.
+        ip, user_agent, ua, campaign_id = database.execute_sql(
+            "SELECT ip, user_agent, ua_hash, campaign_id FROM click ORDER BY created_at DESC LIMIT 1"
+        ).fetchone()
+
+        assert migrate(database) == ["0005_visitor_key"]
+        steps = [(step.name, step.state, step.total_units) for step in list_steps(database)]
+        assert steps == [
+            ("rollup_backfill", "done", 0),
+            ("visitor_key_backfill", "pending", 3000),
+            ("visitor_key_index", "pending", 1),
+            ("click_visitor_drop", "pending", 1),
+        ]
+        early = tracker()
+        assert not early.probe.by_key
+        campaign = early.campaigns_by_id[campaign_id]
+
+        def is_unique(worker: ClickTracker) -> bool:
+            return worker.track(campaign, Visit(ip=ip, user_agent=user_agent)).is_unique_global
+
+        assert is_unique(early) is False  # Its clicks have no key yet: the old index finds them.
+
+        monkeypatch.setattr("models.deferred.CHUNK_IDS", 1000)
+        third = run_chunk(database, "visitor_key_backfill")
+        assert (third.state, third.done_units) == ("running", 1000)
+        assert is_unique(early) is False and is_unique(tracker()) is False
+        assert run_chunk(database, "visitor_key_backfill").state == "running"
+        assert run_chunk(database, "visitor_key_backfill").state == "done"
+        assert database.execute_sql("SELECT COUNT(*) FROM click WHERE visitor_key IS NULL").fetchone() == (0,)
+        sample = database.execute_sql("SELECT ip, ua_hash, visitor_key FROM click LIMIT 50").fetchall()
+        assert all(key == visitor_key(row_ip, row_ua) for row_ip, row_ua, key in sample)
+
+        # A click landed by a flusher of the previous release after the migration: no key.
+        database.execute_sql(
+            "INSERT INTO click (subid, created_at, campaign_id, ip, user_agent, ua_hash) "
+            "VALUES ('late', ?, ?, '198.51.100.9', 'late UA', 7)",
+            (now_ms, campaign_id),
+        )
+        switched = run_chunk(database, "visitor_key_index", clock=clock)
+        assert switched.state == "done"
+        assert "click_visitor_key" in indexes() and "click_visitor" in indexes()
+        assert database.execute_sql("SELECT visitor_key FROM click WHERE subid = 'late'").fetchone() == (
+            visitor_key("198.51.100.9", 7),
+        )
+        clock.advance(1.5)
+        early.refresh()  # The switch bumped config_version: a running worker moves to the new index.
+        assert early.probe.by_key
+        assert is_unique(early) is False and is_unique(tracker()) is False
+
+        # The old index stays until no worker can still be probing it.
+        assert run_deferred(database, pause=0) == []
+        assert "click_visitor" in indexes()
+        clock.advance(DROP_GRACE_MS / 1000)
+        dropped = run_chunk(database, "click_visitor_drop", clock=clock)
+        assert dropped.state == "done"
+        assert "click_visitor" not in indexes()
+        assert is_unique(early) is False
+        newcomer = Visit(ip="203.0.113.250", user_agent="never seen")
+        assert early.track(campaign, newcomer).is_unique_global is True
+    finally:
+        for made in trackers:
+            made.close()
+        database.close()
+
+
+def test_0005_on_a_new_database_needs_no_deferred_step(db):
+    from models.deferred import pending_steps
+    from models.hotpath import visitor_probe
+
+    assert [step.name for step in pending_steps(db)] == ["rollup_backfill"]  # 0004's: instant when empty.
+    assert visitor_probe(db.connection()).by_key
+    names = {
+        row[0] for row in db.execute_sql("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall()
+    }
+    assert "click_visitor_key" in names and "click_visitor" not in names

@@ -231,20 +231,24 @@ def test_stream_scope_counts_the_stream_not_the_campaign(make_tracker, db, setti
     assert (moved.is_unique_campaign, moved.is_unique_stream) == (False, True)
 
 
-def test_visitor_probes_search_the_visitor_index(db):
-    from models.hotpath import SQL_LAST_CLICK, SQL_VISITOR_HISTORY, SQL_VISITOR_SEEN
+def test_visitor_probes_read_the_covering_visitor_key_index(db):
+    from models.hotpath import visitor_probe
 
-    for sql, params in (
-        (SQL_VISITOR_HISTORY, ("1.2.3.4", 1, 0)),
-        (SQL_VISITOR_SEEN, ("1.2.3.4", 1, 0, 0, 1, 1)),
-        (SQL_LAST_CLICK, ("1.2.3.4", 1, 0, 1, "ua")),
+    probe = visitor_probe(db.connection())
+    assert probe.by_key
+    key = -123
+    for sql, params, covering in (
+        (probe._history, (key, 0), True),
+        (probe._seen, (key, 0, 0, 1, 1), True),
+        (probe._last_click, (key, 0, 1, "ua"), False),  # subid and user_agent are in the table.
     ):
         plan = [row[-1] for row in db.execute_sql("EXPLAIN QUERY PLAN " + sql, params).fetchall()]
         on_clicks = [step for step in plan if " click " in f"{step} "]
         assert on_clicks, plan
         for step in on_clicks:
             assert step.startswith("SEARCH click USING"), plan
-            assert "INDEX click_visitor (ip=? AND ua_hash=? AND created_at>?)" in step, plan
+            assert "INDEX click_visitor_key (visitor_key=? AND created_at>?)" in step, plan
+            assert ("COVERING INDEX" in step) is covering, plan
 
 
 def test_unknown_campaign_is_none(make_tracker, campaign_alias):

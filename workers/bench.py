@@ -220,6 +220,9 @@ class Reporter:
     def step_finished(self, result: StepResult) -> None:
         pass
 
+    def progress(self, label: str, done: int, total: int) -> None:
+        """Work of a known size outside a step (generating clicks): `done` of `total`."""
+
 
 # -- processes and signals -------------------------------------------------------------------
 
@@ -752,8 +755,17 @@ def ensure_rotation_campaign(env: dict[str, str]) -> None:
 class LannerStack:
     """`lanner serve` on a free loopback port plus `lanner worker`, for the length of a `with`."""
 
-    def __init__(self, env: dict[str, str], work_dir: Path, workers: int, alias: str = BENCH_ALIAS) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        work_dir: Path,
+        workers: int,
+        alias: str = BENCH_ALIAS,
+        *,
+        with_worker: bool = True,
+    ) -> None:
         self.env = env
+        self.with_worker = with_worker
         self.alias = alias
         self.work_dir = work_dir
         self.workers = workers
@@ -768,9 +780,8 @@ class LannerStack:
 
     def __enter__(self) -> Self:
         try:
-            self.worker = ManagedProcess(
-                "lanner worker", [*LANNER, "worker"], self.work_dir / "worker.log", self.env
-            )
+            if self.with_worker:
+                self.start_worker()
             args = [*LANNER, "serve", "--workers", str(self.workers), "--bind", f"127.0.0.1:{self.port}"]
             args += ["--admin-bind", f"127.0.0.1:{self.admin_port}"]
             self.serve = ManagedProcess("lanner serve", args, self.work_dir / "serve.log", self.env)
@@ -783,6 +794,12 @@ class LannerStack:
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
+
+    def start_worker(self) -> None:
+        """`lanner worker`: the spool flusher, deferred steps and the rest of the Huey tasks."""
+        self.worker = ManagedProcess(
+            "lanner worker", [*LANNER, "worker"], self.work_dir / "worker.log", self.env
+        )
 
     def preflight(self) -> None:
         """One click by hand: the campaign answers 302 with a subid in Location, or nothing is measured."""
@@ -882,6 +899,7 @@ def measure_step(
     server_pid: int,
     reporter: Reporter,
     also_pids: tuple[int, ...] = (),
+    on_tick: Callable[[float], None] = lambda elapsed: None,
 ) -> tuple[StepResult, K6Run]:
     """One step of load, with the server's and the host's CPU around it; returns when k6 is done."""
     pre_vus, max_vus = vus_for_rate(rate, options.max_vus)
@@ -893,6 +911,7 @@ def measure_step(
 
     def tick(elapsed: float) -> None:
         reporter.step_tick(elapsed)
+        on_tick(elapsed)
         result.peak_rss_mb = max(result.peak_rss_mb or 0.0, tree_memory_mb(rss_pids))
         result.peak_pss_mb = max(result.peak_pss_mb or 0.0, tree_memory_mb(rss_pids, pss_kb))
 
@@ -1115,6 +1134,13 @@ class ConsoleReporter(Reporter):
     def step_tick(self, elapsed: float) -> None:
         if self.bar is not None:
             self.bar.update(min(int(elapsed), self.bar.length) - self.bar.pos)
+
+    def progress(self, label: str, done: int, total: int) -> None:
+        if self.bar is None or self.bar.label != label:
+            self._close_bar()
+            self.bar = click.progressbar(length=total, label=label, file=sys.stderr, width=30)
+            self.bar.__enter__()
+        self.bar.update(min(done, self.bar.length) - self.bar.pos)
 
     def step_finished(self, result: StepResult) -> None:
         self._close_bar()
