@@ -87,7 +87,7 @@ def ensure_campaigns(db: Database, count: int) -> list[tuple[int, list[int], lis
 
 
 def _click_rows(
-    rng: random.Random, targets: list, count: int, created: int, mean_gap: float
+    rng: random.Random, targets: list, count: int, start: int, mean_gap: float
 ) -> Iterator[list[tuple]]:
     """Chunks of click rows in time order, with exact 24 h uniqueness flags."""
     nat_ips = [_public_ip(rng) for _ in range(60)]
@@ -99,13 +99,14 @@ def _click_rows(
     empty_subs = ("",) * 28
     zones = [str(zone) for zone in range(1000, 10000)]
     creatives = [f"cr{n}" for n in range(1, 41)]
-    uniform, expovariate = rng.random, rng.expovariate
+    uniform = rng.random
     produced = 0
     while produced < count:
         rows = []
         for _ in range(min(CHUNK, count - produced)):
-            if mean_gap >= 1:
-                created += 1 + int(expovariate(1 / mean_gap))
+            # One click per slot of mean_gap, at a random moment in it: in time order, and never
+            # past the end of the spread (random gaps summed would overshoot it by hours).
+            created = start + int((produced + len(rows) + uniform()) * mean_gap)
             kind = uniform()
             if kind < 0.25 and returning:
                 ip, user_agent, visitor_hash, device = returning[int(uniform() * len(returning))]

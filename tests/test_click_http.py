@@ -232,6 +232,29 @@ def test_huey_consumer_lands_spooled_clicks_within_seconds(campaign, server, sta
     assert consumer.process.poll() is None
 
 
+def test_flusher_outlasts_a_write_lock_held_past_the_busy_timeout(campaign, server, start_consumer, settings):
+    """As during a deferred index build: the clicks wait in the spool, then land without a restart."""
+    import sqlite3
+
+    consumer = start_consumer(LANNER_FLUSH_INTERVAL="0.2")
+    holder = sqlite3.connect(settings.database_path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        subids = {
+            subid_of(click(server.port, campaign, ua=f"Locked UA {n}")[1]["location"]) for n in range(20)
+        }
+        time.sleep(7)  # The flusher's BEGIN IMMEDIATE gives up after busy_timeout (5 s).
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    # Well before the once-a-minute keep-alive would restart a broken flusher chain.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and {row["subid"] for row in rows(settings)} != subids:
+        time.sleep(0.2)
+    assert {row["subid"] for row in rows(settings)} == subids, consumer.log
+    assert "database is locked; trying again" in consumer.log
+
+
 def web_workers(master_pid: int) -> list[str]:
     """The master's web workers (not the report API's admin worker)."""
     from workers.procfs import children, process_name

@@ -12,9 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from huey import SqliteHuey, crontab
 from huey.exceptions import TaskLockedException
+from peewee import OperationalError
 
 from models import db, open_database
 from models.database import PRAGMAS
@@ -99,6 +102,20 @@ class SpoolFlusher:
             remove_flushed_segments(db, self.settings.spool_dir)
 
 
+@contextmanager
+def lock_timeouts_survived() -> Iterator[None]:
+    """A long writer (a deferred index build) held the lock past busy_timeout: log it and go on.
+
+    The clicks wait in the spool; the flusher gives up one round, not its chain of tasks.
+    """
+    try:
+        yield
+    except OperationalError as exc:
+        if "locked" not in str(exc):
+            raise
+        logger.warning("spool flusher: %s; trying again", exc)
+
+
 def create_huey(settings: Settings, *, immediate: bool = False) -> SqliteHuey:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     huey = SqliteHuey(name="lanner", filename=str(settings.queue_path), results=False, utc=True)
@@ -120,11 +137,14 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         try:
             db.connect(reuse_if_open=True)
             flusher = SpoolFlusher(settings, send_postback_task)
-            flusher.settle_parked()  # Also expires the ones that waited too long.
+            with lock_timeouts_survived():
+                flusher.settle_parked()  # Also expires the ones that waited too long.
             deadline = time.monotonic() + stretch
             pause = settings.flush_interval
             while True:
-                landed = flusher.run_once()
+                landed = 0
+                with lock_timeouts_survived():
+                    landed = flusher.run_once()
                 if time.monotonic() >= deadline:
                     break
                 # Idle: look less and less often (up to IDLE_FLUSH_PAUSE) so a quiet tracker
