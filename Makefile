@@ -13,10 +13,10 @@ run: venv
 test: venv test-deps
 	$(VENV)/bin/pytest -q
 
-# The click-path ladder of docs/PERFORMANCE.md: 3 M clicks prefilled once into var/bench.
+# Every scenario of docs/PERFORMANCE.md (about 50 minutes; 3.2 M clicks prefilled once into
+# var/bench), one JSON per scenario in var/bench/results.
 bench: venv
-	mkdir -p var/bench
-	$(VENV)/bin/lanner bench clicks --prefill 3000000 --data-dir var/bench --json var/bench/last.json
+	$(VENV)/bin/lanner bench all
 
 # System packages, installed only when missing: what bjoern needs to build, and for the tests
 # a real nginx (tests/test_nginx.py runs it in front of Lanner).

@@ -1599,6 +1599,167 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
         )
 
 
+def _suite_command(name: str, about: str):
+    """`lanner bench NAME`: one scenario of the suite with its rates, steps and targets."""
+
+    @click.option("--quick", is_flag=True, help="Short steps and a small prefill, for development.")
+    @click.option(
+        "--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True,
+        help="Where the prefilled database is kept between runs.",
+    )  # fmt: skip
+    @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+    @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server logs).")
+    @click.option(
+        "--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here."
+    )
+    def command(quick: bool, data_dir: str, workers: int, keep: bool, json_path: str | None) -> None:
+        from pathlib import Path
+
+        from workers.bench import BenchError, ConsoleReporter, format_report
+        from workers.benchsuite import SUITE_SCENARIOS, format_verdicts, run_scenario, write_json
+
+        result = None
+        try:
+            result = run_scenario(
+                SUITE_SCENARIOS[name], quick=quick, data_dir=Path(data_dir), workers=workers, keep=keep,
+                reporter=ConsoleReporter(),
+            )  # fmt: skip
+        except BenchError as exc:
+            raise click.ClickException(str(exc)) from None
+        if json_path:
+            write_json(Path(json_path), result.to_json())
+        click.echo("\n".join(format_report(result.ladder)))
+        click.echo("\n".join(format_verdicts([result])))
+
+    command.__doc__ = f"Scenario: {about}."
+    return command
+
+
+def _register_suite_commands() -> None:
+    from workers.benchsuite import SUITE_SCENARIOS
+
+    for name, scenario in SUITE_SCENARIOS.items():
+        bench.command(name)(_suite_command(name, scenario.about))
+
+
+@bench.command("idle")
+@click.option("--seconds", type=click.IntRange(min=1), default=60, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_idle_command(seconds: int, workers: int, data_dir: str, json_path: str | None) -> None:
+    """CPU and memory of all Lanner processes with no traffic (target: <= 1 % of one core)."""
+    from pathlib import Path
+
+    from workers.bench import BenchError, ConsoleReporter
+    from workers.benchsuite import ScenarioResult, format_verdicts, judge_idle, measure_idle, write_json
+
+    try:
+        idle = measure_idle(Path(data_dir), seconds=seconds, workers=workers, reporter=ConsoleReporter())
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    result = ScenarioResult("idle", False, idle, judge_idle(idle))
+    if json_path:
+        write_json(Path(json_path), result.to_json())
+    click.echo(
+        f"{idle['processes']} processes over {idle['seconds']} s: {idle['cpu_percent_of_one_core']} % of one "
+        f"core, {idle['rss_mb']} MB RSS, {idle['pss_mb']} MB PSS together."
+    )
+    click.echo("\n".join(format_verdicts([result])))
+
+
+@bench.command("all")
+@click.option(
+    "--quick", is_flag=True, help="Short steps and small databases: a check of the harness, not numbers."
+)
+@click.option("--only", help="Comma-separated scenarios to run (default: all of them, in order).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True)
+@click.option(
+    "--out", type=click.Path(file_okay=False), default="var/bench/results", show_default=True,
+    help="One JSON per scenario and summary.json.",
+)  # fmt: skip
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, workers: int) -> None:
+    """The whole suite, one scenario after the other, each checked against its targets."""
+    from pathlib import Path
+
+    from workers.bench import BenchError, ConsoleReporter
+    from workers.benchsuite import SUITE, format_verdicts, run_suite
+
+    names = [name.strip() for name in only.split(",")] if only else list(SUITE)
+    unknown = [name for name in names if name not in SUITE]
+    if unknown:
+        raise click.BadParameter(f"unknown scenario(s) {', '.join(unknown)}; pick from {', '.join(SUITE)}.")
+    try:
+        results = run_suite(
+            names, quick=quick, data_dir=Path(data_dir), out_dir=Path(out), workers=workers,
+            reporter=ConsoleReporter(),
+        )  # fmt: skip
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo("\n".join(format_verdicts(results)))
+    click.echo(f"JSON per scenario in {out}.")
+
+
+@bench.command("compare")
+@click.argument("old")
+@click.argument("new", default="HEAD")
+@click.option(
+    "--scenario",
+    type=click.Choice(["unique", "repeat", "nat", "rotation"]),
+    default="unique",
+    show_default=True,
+)
+@click.option("--rates", default="2000,3000", show_default=True, help="Offered clicks/s per step.")
+@click.option("--step-seconds", type=click.IntRange(min=1), default=30, show_default=True)
+@click.option(
+    "--rounds", type=click.IntRange(min=1), default=2, show_default=True, help="OLD, NEW alternations."
+)
+@click.option("--prefill", type=click.IntRange(min=0), default=1_000_000, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), default="var/bench-compare", show_default=True,
+    help="Where the prefilled database (made by OLD) is kept between comparisons.",
+)  # fmt: skip
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), help="Write every run and the ratios here."
+)
+def bench_compare_command(
+    old: str,
+    new: str,
+    scenario: str,
+    rates: str,
+    step_seconds: int,
+    rounds: int,
+    prefill: int,
+    workers: int,
+    data_dir: str,
+    json_path: str | None,
+) -> None:
+    """Two git revisions (OLD first), the same ladder on copies of one database: NEW / OLD ratios."""
+    from pathlib import Path
+
+    from workers.bench import BenchError, ConsoleReporter
+    from workers.benchcompare import format_compare, run_compare
+
+    try:
+        ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
+        )
+    try:
+        result = run_compare(
+            old, new, scenario=scenario, rates=ladder, step_seconds=step_seconds, rounds=rounds,
+            prefill=prefill, workers=workers, data_dir=Path(data_dir).resolve(), reporter=ConsoleReporter(),
+        )  # fmt: skip
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    if json_path:
+        Path(json_path).write_text(json.dumps(result, indent=2) + "\n")
+    click.echo("\n".join(format_compare(result)))
+
+
 @bench.command("migration")
 @click.option(
     "--clicks", type=click.IntRange(min=1), default=3_900_000, show_default=True,
@@ -1755,6 +1916,8 @@ def bench_clicks_command(
     if any(step.lost or step.duplicated for step in report.lanner):
         raise click.ClickException("Some 302 subids are missing from the database or were answered twice.")
 
+
+_register_suite_commands()
 
 if __name__ == "__main__":
     main()

@@ -38,3 +38,60 @@ def test_bench_migration_upgrades_a_live_database_and_accounts_for_every_click(t
     assert again.returncode == 0, again.stdout + again.stderr
     assert "Building the pre-upgrade database" not in again.stderr
     assert json.loads(out.read_text())["database"]["clicks"] == 6000
+
+
+def test_judge_says_which_targets_a_run_missed_and_by_how_much():
+    from workers.bench import BenchReport, StepResult
+    from workers.benchsuite import SUITE_SCENARIOS, judge
+
+    def step(
+        rate: int, accepted_per_s: float, p99_ms: float, lost: int = 0, rss: float = 150.0
+    ) -> StepResult:
+        result = StepResult("lanner", rate, 60, 10, 100, accepted_per_s=accepted_per_s, p99_ms=p99_ms)
+        result.lost, result.duplicated, result.peak_rss_mb = lost, 0, rss
+        return result
+
+    report = BenchReport(lanner=[step(2000, 2000.0, 106.5), step(3000, 2990.5, 150.0, lost=2, rss=231.0)])
+    verdicts = {v.target: v for v in judge(SUITE_SCENARIOS["unique"], report)}
+    assert not verdicts["no lost click"].is_met and verdicts["no lost click"].miss == "2 lost over"
+    assert verdicts["no duplicated click"].is_met
+    assert verdicts["p99 at 2,000/s <= 100 ms"].miss == "6.5 ms over"
+    assert verdicts["3,000/s accepted"].miss == "9.5 /s short"
+    assert verdicts["peak RSS of all Lanner processes <= 200 MB"].miss == "31 MB over"
+
+    sustained = BenchReport(lanner=[step(2000, 1995.0, 40.0)])
+    (lost, duplicated, holds) = judge(SUITE_SCENARIOS["sustained"], sustained)
+    assert holds.is_met and holds.target == "holds 2000/s for 60 s (99 %)"
+
+
+def test_bench_idle_measures_every_lanner_process_at_rest(tmp_path, env):
+    out = tmp_path / "idle.json"
+    args = ["bench", "idle", "--seconds", "3", "--data-dir", str(tmp_path / "idle"), "--json", str(out)]
+    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    idle = json.loads(out.read_text())["report"]
+    # Master, two web workers, the admin worker and the Huey consumer.
+    assert idle["processes"] >= 5
+    assert idle["seconds"] >= 3 and idle["rss_mb"] > 0 and idle["pss_mb"] > 0
+    assert 0 <= idle["cpu_percent_of_one_core"] < 100
+    assert "idle CPU <= 1 % of one core" in result.stdout
+
+
+def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, env):
+    out = tmp_path / "compare.json"
+    args = [
+        "bench", "compare", "HEAD", "HEAD", "--rates", "40", "--step-seconds", "3", "--rounds", "1",
+        "--prefill", "2000", "--data-dir", str(tmp_path / "compare"), "--json", str(out),
+    ]  # fmt: skip
+    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    compared = json.loads(out.read_text())
+    assert [(run["revision"], run["round"]) for run in compared["runs"]] == [("HEAD", 1), ("HEAD", 1)]
+    for run in compared["runs"]:
+        (step,) = run["report"]["lanner"]
+        assert step["accepted"] > 0 and (step["lost"], step["duplicated"]) == (0, 0)
+        assert run["report"]["settings"]["db_clicks_before"] >= 2000  # The copy of the prefilled database.
+    (row,) = compared["ratios"]
+    assert row["rate"] == 40 and row["accepted_per_s"] is not None
+    worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True)
+    assert "lanner-compare-" not in worktrees.stdout  # Removed afterwards.
