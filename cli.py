@@ -1556,7 +1556,30 @@ def spool_flush_command(ctx: Context, batch_size: int) -> None:
 # -- bench -----------------------------------------------------------------------------------
 
 
-@main.group()
+class BenchGroup(click.Group):
+    """`lanner bench`, whose scenario commands come from the suite when the group is first used:
+    importing the bench harness (k6 runner, HTTP client) would otherwise cost every `lanner`
+    process, the web master and workers included, ~10 MB and ~40 ms."""
+
+    def _add_suite_commands(self) -> None:
+        if getattr(self, "_has_suite_commands", False):
+            return
+        from workers.benchsuite import SUITE_SCENARIOS
+
+        for name, scenario in SUITE_SCENARIOS.items():
+            self.command(name)(_suite_command(name, scenario.about))
+        self._has_suite_commands = True
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._add_suite_commands()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._add_suite_commands()
+        return super().get_command(ctx, cmd_name)
+
+
+@main.group(cls=BenchGroup)
 def bench() -> None:
     """Benchmarks against a real server on 127.0.0.1 (needs the `bench` extra: k6)."""
 
@@ -1633,13 +1656,6 @@ def _suite_command(name: str, about: str):
 
     command.__doc__ = f"Scenario: {about}."
     return command
-
-
-def _register_suite_commands() -> None:
-    from workers.benchsuite import SUITE_SCENARIOS
-
-    for name, scenario in SUITE_SCENARIOS.items():
-        bench.command(name)(_suite_command(name, scenario.about))
 
 
 @bench.command("idle")
@@ -1916,8 +1932,6 @@ def bench_clicks_command(
     if any(step.lost or step.duplicated for step in report.lanner):
         raise click.ClickException("Some 302 subids are missing from the database or were answered twice.")
 
-
-_register_suite_commands()
 
 if __name__ == "__main__":
     main()

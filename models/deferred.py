@@ -17,6 +17,7 @@ from typing import Callable
 
 from peewee import Database
 
+from models.database import large_cache
 from models.hotpath import fetch_one
 from models.rollups import backfill_clicks, backfill_conversions
 
@@ -31,6 +32,7 @@ PAUSE_BETWEEN_CHUNKS = 0.05  # Lets the spool flusher take the write lock betwee
 # Web workers re-read the probe mode within a second of the switch; a worker of the previous
 # release is replaced by the reload that follows `lanner db migrate`. Ten minutes covers both.
 DROP_GRACE_MS = 600_000
+INDEX_BUILD_CACHE_MB = 64  # Freed when the build ends.
 
 _SELECT_STEPS = (
     "SELECT name, state, position, target, done_units, total_units, started_at, finished_at, error "
@@ -106,7 +108,8 @@ def _visitor_key_index(conn, step: Step, now: int) -> tuple[int, int]:
     migration = importlib.import_module("models.migrations.0005_visitor_key")
     # Clicks a flusher of the previous release landed after the migration have no key yet.
     conn.execute(SQL_FILL_VISITOR_KEYS, (step.target, 2**63 - 1)).close()
-    conn.execute(migration.NEW_INDEX).close()
+    with large_cache(conn, INDEX_BUILD_CACHE_MB):  # SQLite sorts the new keys in the page cache.
+        conn.execute(migration.NEW_INDEX).close()
     conn.execute("UPDATE meta SET value = 'key' WHERE key = 'visitor_probe'").close()
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('visitor_probe_switched_at', ?)", (str(now),)

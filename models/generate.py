@@ -19,7 +19,7 @@ from peewee import Database
 
 from models.admin import create_campaign, create_offer, list_campaigns
 from models.caps import CounterZones, add_to_counters
-from models.database import PRAGMAS
+from models.database import large_cache
 from models.record import new_subid, ua_hash
 from models.rollups import RollupDelta
 from models.spool import SQL_INSERT_CLICK, SQL_INSERT_CLICK_0004
@@ -183,24 +183,25 @@ def generate_clicks(
     insert = SQL_INSERT_CLICK if "visitor_key" in columns else SQL_INSERT_CLICK_0004
     # PERF: sqlite3 releases the GIL while it steps, so generating the next chunk in a thread
     # overlaps with inserting this one; a big page cache keeps the index pages in memory.
-    db.execute_sql("PRAGMA cache_size = -262144")
-    switch_interval = sys.getswitchinterval()
-    sys.setswitchinterval(0.0002)  # Hand the GIL back promptly when SQLite is done stepping.
-    try:
-        for rows in _prefetched(_click_rows(rng, targets, count, start_ms, mean_gap)):
-            with db.atomic():
-                connection = db.connection()
-                connection.executemany(insert, rows).close()
-                # Generated campaigns and offers count days in UTC (their default timezone).
-                add_to_counters(connection, zones.increments(connection, ((r[3], r[4], r[1]) for r in rows)))
-                rollups.add_clicks(rows)
-                rollups.apply(connection)
-            added += len(rows)
-            if on_progress:
-                on_progress(len(rows))
-    finally:
-        sys.setswitchinterval(switch_interval)
-        db.execute_sql(f"PRAGMA cache_size = {PRAGMAS['cache_size']}")
+    with large_cache(db.connection(), 256):
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(0.0002)  # Hand the GIL back promptly when SQLite is done stepping.
+        try:
+            for rows in _prefetched(_click_rows(rng, targets, count, start_ms, mean_gap)):
+                with db.atomic():
+                    connection = db.connection()
+                    connection.executemany(insert, rows).close()
+                    # Generated campaigns and offers count days in UTC (their default timezone).
+                    add_to_counters(
+                        connection, zones.increments(connection, ((r[3], r[4], r[1]) for r in rows))
+                    )
+                    rollups.add_clicks(rows)
+                    rollups.apply(connection)
+                added += len(rows)
+                if on_progress:
+                    on_progress(len(rows))
+        finally:
+            sys.setswitchinterval(switch_interval)
     db.execute_sql("PRAGMA optimize")
     return added
 

@@ -51,13 +51,23 @@ def test_judge_says_which_targets_a_run_missed_and_by_how_much():
         result.lost, result.duplicated, result.peak_rss_mb = lost, 0, rss
         return result
 
-    report = BenchReport(lanner=[step(2000, 2000.0, 106.5), step(3000, 2990.5, 150.0, lost=2, rss=231.0)])
+    failing = step(4000, 3500.0, 300.0)
+    failing.errors = 7
+    report = BenchReport(
+        lanner=[step(2000, 2000.0, 106.5), step(3000, 2990.5, 150.0, lost=2, rss=231.0), failing]
+    )
     verdicts = {v.target: v for v in judge(SUITE_SCENARIOS["unique"], report)}
     assert not verdicts["no lost click"].is_met and verdicts["no lost click"].miss == "2 lost over"
     assert verdicts["no duplicated click"].is_met
     assert verdicts["p99 at 2,000/s <= 100 ms"].miss == "6.5 ms over"
-    assert verdicts["3,000/s accepted"].miss == "9.5 /s short"
+    # Capacity counts only steps served whole: the 3,000/s step lost clicks, the 4,000/s one erred.
+    assert verdicts["3,000/s accepted (best error-free step)"].miss == "1000 /s short"
     assert verdicts["peak RSS of all Lanner processes <= 200 MB"].miss == "31 MB over"
+
+    capacity = BenchReport(lanner=[step(3000, 2958.6, 150.0), step(4000, 3691.3, 320.0)])
+    verdicts = {v.target: v for v in judge(SUITE_SCENARIOS["unique"], capacity)}
+    assert verdicts["3,000/s accepted (best error-free step)"].measured == "3691.3 /s"
+    assert verdicts["3,000/s accepted (best error-free step)"].is_met
 
     sustained = BenchReport(lanner=[step(2000, 1995.0, 40.0)])
     (lost, duplicated, holds) = judge(SUITE_SCENARIOS["sustained"], sustained)
