@@ -14,7 +14,9 @@ README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 def command_paths(group: click.Group, prefix: str = "lanner") -> list[str]:
     paths = []
-    for name, command in group.commands.items():
+    context = click.Context(group)
+    for name in group.list_commands(context):  # Not `.commands`: `lanner bench` adds its scenarios lazily.
+        command = group.get_command(context, name)
         path = f"{prefix} {name}"
         if isinstance(command, click.Group):
             paths.extend(command_paths(command, path))

@@ -1077,6 +1077,22 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
+@contextmanager
+def run_work_dir(prefix: str, keep: bool, reporter: Reporter) -> Iterator[Path]:
+    """A fresh directory for one run's logs and k6 files: removed after a finished run unless `keep`,
+    kept after a failed or interrupted one (its logs say why)."""
+    work_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield work_dir
+    except BaseException:
+        reporter.message(f"Logs kept in {work_dir}.")
+        raise
+    if keep:
+        reporter.message(f"Logs kept in {work_dir}.")
+    else:
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
 def run_bench(options: BenchOptions, report: BenchReport, reporter: Reporter | None = None) -> BenchReport:
     """The whole benchmark: Lanner's ladder with reconciliation, then nginx's, filling `report`.
 
@@ -1089,13 +1105,11 @@ def run_bench(options: BenchOptions, report: BenchReport, reporter: Reporter | N
     if not options.rates or min(options.rates) <= 0 or options.step_seconds <= 0:
         raise BenchError("Rates and the step duration must be positive.")
     k6 = k6_binary()
-    work_dir = Path(tempfile.mkdtemp(prefix="lanner-bench-"))
-    data_dir = options.data_dir.resolve() if options.data_dir else work_dir / "var"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    env = lanner_env(data_dir)
-    reporter.message(f"Working in {work_dir} (data dir {data_dir}).")
-    is_kept = True
-    try:
+    with run_work_dir("lanner-bench-", options.keep_files, reporter) as work_dir:
+        data_dir = options.data_dir.resolve() if options.data_dir else work_dir / "var"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        env = lanner_env(data_dir)
+        reporter.message(f"Working in {work_dir} (data dir {data_dir}).")
         with sigterm_as_interrupt():
             clicks_before = prepare_database(
                 env, data_dir / "lanner.db", options.prefill, options.scenario, reporter
@@ -1105,12 +1119,6 @@ def run_bench(options: BenchOptions, report: BenchReport, reporter: Reporter | N
             if options.is_nginx_baseline:
                 run_nginx_ladder(options, work_dir, k6, report, reporter)
         report.is_complete = True
-        is_kept = options.keep_files
-    finally:
-        if is_kept:
-            reporter.message(f"Logs kept in {work_dir}.")
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
     return report
 
 

@@ -21,7 +21,6 @@ import random
 import shutil
 import sqlite3
 import statistics
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from workers.bench import (
     read_subids,
     reconcile_subids,
     run_lanner,
+    run_work_dir,
     sigterm_as_interrupt,
 )
 
@@ -125,6 +125,19 @@ def build_pre_upgrade_database(path: Path, options: MigrationOptions, reporter: 
         db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         db.close()
+
+
+def newest_click_age_hours(path: Path) -> float:
+    """Hours since the database's newest click: the rehearsal's "last 24 h" share shrinks with it."""
+    conn = connect_read_only(path)
+    try:
+        newest = conn.execute(  # One index probe per campaign instead of a scan.
+            "SELECT MAX(created_at) FROM click INDEXED BY click_campaign_created_at "
+            "WHERE campaign_id IN (SELECT id FROM campaign)"
+        ).fetchone()[0]
+    finally:
+        conn.close()
+    return (time.time() * 1000 - (newest or 0)) / 3_600_000
 
 
 def describe_database(path: Path) -> dict:
@@ -250,16 +263,19 @@ def run_rehearsal(options: MigrationOptions, report: MigrationReport, reporter: 
     if options.recent > options.clicks or options.clicks <= 0 or options.rate <= 0 or options.seconds <= 0:
         raise BenchError("--clicks, --rate and --seconds must be positive and --recent at most --clicks.")
     k6 = k6_binary()
-    work_dir = Path(tempfile.mkdtemp(prefix="lanner-rehearsal-"))
-    data_dir = (options.data_dir or Path("var/bench-migration")).resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    pristine, live = data_dir / PRISTINE, data_dir / "lanner.db"
-    newest, previous = rehearsed_migration()
-    report.migration = newest
-    env = lanner_env(data_dir)
-    is_kept = True
-    try:
+    with run_work_dir("lanner-rehearsal-", options.keep_files, reporter) as work_dir:
+        data_dir = (options.data_dir or Path("var/bench-migration")).resolve()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        pristine, live = data_dir / PRISTINE, data_dir / "lanner.db"
+        newest, previous = rehearsed_migration()
+        report.migration = newest
+        env = lanner_env(data_dir)
         with sigterm_as_interrupt():
+            if not options.rebuild and pristine.exists() and (age := newest_click_age_hours(pristine)) > 1:
+                reporter.message(
+                    f"{pristine.name}'s newest click is {age:.0f} h old: its last 24 h have aged."
+                )
+                options.rebuild = True
             if options.rebuild or not pristine.exists():
                 reporter.message(f"Building the pre-upgrade database ({previous}) in {pristine} ...")
                 build_pre_upgrade_database(pristine, options, reporter)
@@ -332,12 +348,6 @@ def run_rehearsal(options: MigrationOptions, report: MigrationReport, reporter: 
             report.probes_us = time_probes(live)
             report.index_mb = index_sizes_mb(live, ("click", "click_visitor", "click_visitor_key"))
         report.is_complete = True
-        is_kept = options.keep_files
-    finally:
-        if is_kept:
-            reporter.message(f"Logs kept in {work_dir}.")
-        else:
-            shutil.rmtree(work_dir, ignore_errors=True)
     return report
 
 
