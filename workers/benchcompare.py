@@ -19,7 +19,14 @@ from pathlib import Path
 
 from workers.bench import ROOT, BenchError, Reporter, lanner_env
 
-RATIO_FIELDS = ("accepted_per_s", "p50_ms", "p99_ms", "server_cpu_us_per_click")
+RATIO_FIELDS = (
+    "accepted_per_s",
+    "p50_ms",
+    "p99_ms",
+    "server_cpu_us_per_click",
+    "flusher_cpu_us_per_click",
+    "peak_pss_mb",
+)
 
 
 def _git(*args: str) -> str:
@@ -148,7 +155,7 @@ def run_compare(
 
 def format_compare(result: dict) -> list[str]:
     old, new = (result["revisions"][side]["revision"] for side in ("old", "new"))
-    lines = [f"{new} / {old}, median over rounds (below 1 is better for latency and CPU):"]
+    lines = [f"{new} / {old}, median over rounds (below 1 is better for latency, CPU and memory):"]
     header = ["rate", *RATIO_FIELDS]
     rows = [
         [str(row["rate"]), *(str(row[name]) for name in RATIO_FIELDS)] for row in result.get("ratios", [])
