@@ -1561,8 +1561,10 @@ class BenchGroup(click.Group):
     importing the bench harness (k6 runner, HTTP client) would otherwise cost every `lanner`
     process, the web master and workers included, ~10 MB and ~40 ms."""
 
+    _has_suite_commands = False
+
     def _add_suite_commands(self) -> None:
-        if getattr(self, "_has_suite_commands", False):
+        if self._has_suite_commands:
             return
         from workers.benchsuite import SUITE_SCENARIOS
 

@@ -45,6 +45,7 @@ from workers.bench import (
 )
 
 PRISTINE = "pre-upgrade.db"
+PRISTINE_MAX_AGE_HOURS = 1  # Older, its "last 24 h" has lost clicks to the past: rebuilt.
 OLDER_DAYS = 29
 WORKER_DELAY_SECONDS = 5.0  # The upgrade restarts `lanner worker` while traffic flows.
 STEPS_DEADLINE_SECONDS = 1800.0
@@ -271,12 +272,13 @@ def run_rehearsal(options: MigrationOptions, report: MigrationReport, reporter: 
         report.migration = newest
         env = lanner_env(data_dir)
         with sigterm_as_interrupt():
-            if not options.rebuild and pristine.exists() and (age := newest_click_age_hours(pristine)) > 1:
+            rebuild = options.rebuild or not pristine.exists()
+            if not rebuild and (age := newest_click_age_hours(pristine)) > PRISTINE_MAX_AGE_HOURS:
                 reporter.message(
                     f"{pristine.name}'s newest click is {age:.0f} h old: its last 24 h have aged."
                 )
-                options.rebuild = True
-            if options.rebuild or not pristine.exists():
+                rebuild = True
+            if rebuild:
                 reporter.message(f"Building the pre-upgrade database ({previous}) in {pristine} ...")
                 build_pre_upgrade_database(pristine, options, reporter)
             for stale in (live, Path(f"{live}-wal"), Path(f"{live}-shm"), data_dir / "queue.db"):
