@@ -14,9 +14,10 @@ class SchemaOutdated(RuntimeError):
     """The database is older than this code; `lanner db migrate` fixes it."""
 
 
-def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None) -> falcon.App:
+def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recorder=None) -> falcon.App:
     from models.macros import compile_url
     from models.postbacks import ConversionRecorder
+    from models.refusals import RefusalCounter
     from routes.api import ReportApiResource
     from routes.click import ClickResource, ClientAddress
     from routes.errors import handle_unexpected
@@ -37,8 +38,9 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None) -> fa
     )
     if enqueue_delivery is None:
         enqueue_delivery = delivery_queue(settings)
-    recorder = ConversionRecorder(tracker.db, park_ms=settings.postback_park_ms)
-    desk = PostbackDesk(recorder, client_address, enqueue_delivery)
+    if recorder is None:
+        recorder = ConversionRecorder(tracker.db, park_ms=settings.postback_park_ms)
+    desk = PostbackDesk(recorder, RefusalCounter(tracker.db), client_address, enqueue_delivery)
     clicks = ClickResource(tracker, client_address, settings.sub_id_aliases, settings.fallback_url)
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True

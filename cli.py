@@ -995,6 +995,17 @@ def postback_list(ctx: Context, fmt: str, **options: Any) -> None:
     echo_log(ctx, list_postbacks, columns, fmt, **options)
 
 
+@postback.command("refusals")
+@log_filter_options
+@format_option
+@pass_context
+def postback_refusals(ctx: Context, fmt: str, **options: Any) -> None:
+    """Postbacks refused before their key was right (wrong key, unreadable body), per day and address."""
+    from models.conversionlog import REFUSAL_COLUMNS, list_refusals
+
+    echo_log(ctx, list_refusals, REFUSAL_COLUMNS, fmt, **options)
+
+
 @postback.group("status")
 def postback_status() -> None:
     """A network's own status words mapped to lead, sale, rejected, rebill, trash."""
@@ -1180,13 +1191,23 @@ def report_command(
 
 
 @main.command("prune")
-@click.option("--older-than", required=True, help="Age of the clicks to delete: 90d, 12w, 2160h.")
+@click.option("--older-than", help="Age of the clicks to delete: 90d, 12w, 2160h. Without it, no clicks go.")
 @click.option("--yes", is_flag=True, help="Do not ask.")
 @pass_context
-def prune_command(ctx: Context, older_than: str, yes: bool) -> None:
-    """Delete raw clicks older than an age, in chunks; report totals (rollups) stay as they are."""
-    from models.retention import RetentionError, parse_age, prune_clicks
+def prune_command(ctx: Context, older_than: str | None, yes: bool) -> None:
+    """Delete raw clicks older than an age, in chunks (report totals stay), and the postback log and
+    refusal counters older than LANNER_POSTBACK_LOG_DAYS."""
+    from models.retention import RetentionError, parse_age, prune_clicks, prune_postback_log
 
+    pruned = prune_postback_log(ctx.db, ctx.settings.postback_log_days)
+    click.echo(
+        f"Deleted {pruned.log_rows:,} postback log rows and {pruned.refusal_rows:,} refusal counters "
+        f"older than {ctx.settings.postback_log_days} days."
+        if ctx.settings.postback_log_days
+        else "The postback log is kept forever (LANNER_POSTBACK_LOG_DAYS=0)."
+    )
+    if older_than is None:
+        return
     try:
         age_ms = parse_age(older_than)
         if not yes:

@@ -39,6 +39,13 @@ def _aliases(value: str) -> dict[str, int]:
     return aliases
 
 
+def _days(value: str) -> int:
+    days = int(value)
+    if days < 0:
+        raise ValueError("a number of days cannot be negative")
+    return days
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("data_dir", "./var", str, "Directory holding the database, the Huey queue file and the spool."),
     Setting("bind", "127.0.0.1:8080", str, "Where `lanner serve` listens: HOST:PORT or unix:/PATH."),
@@ -107,6 +114,13 @@ SETTINGS: tuple[Setting, ...] = (
         "How long a postback whose click is not in the database yet waits for it before it expires.",
     ),
     Setting(
+        "postback_log_days",
+        "30",
+        _days,
+        "Days the postback log and the refused-postback counters are kept (pruned hourly by `lanner "
+        "worker` and by `lanner prune`); 0 keeps them forever. Parked postbacks stay until they expire.",
+    ),
+    Setting(
         "postback_retry_seconds",
         "30",
         float,
@@ -136,6 +150,7 @@ class Settings:
     geo_database: str
     bot_ips: tuple[str, ...]
     postback_park_hours: float
+    postback_log_days: int
     postback_retry_seconds: float
 
     @property

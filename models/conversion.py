@@ -5,7 +5,7 @@ Written on the postback path by models/postbacks.py (raw SQL) and by models/outb
 
 from __future__ import annotations
 
-from peewee import AutoField, BigIntegerField, FloatField, IntegerField, TextField
+from peewee import AutoField, BigIntegerField, CompositeKey, FloatField, IntegerField, TextField
 
 from models.base import BaseModel
 
@@ -47,6 +47,22 @@ class PostbackLog(BaseModel):
     detail = TextField(default="")
     conversion_id = IntegerField(null=True)
     expires_at = BigIntegerField(null=True)  # Parked postbacks only.
+
+
+class PostbackRefusal(BaseModel):
+    """Postbacks refused before their key was right, counted per UTC day and source address."""
+
+    day = IntegerField()  # 20261201
+    remote_ip = TextField()  # Or `other`, past the day's address cap.
+    refusals = IntegerField()
+    first_at = BigIntegerField()
+    last_at = BigIntegerField()
+    sample_hour = BigIntegerField()
+    samples = IntegerField()  # Taken in sample_hour.
+    sample = TextField()  # The last one taken, key masked.
+
+    class Meta:
+        primary_key = CompositeKey("day", "remote_ip")
 
 
 class StatusMap(BaseModel):

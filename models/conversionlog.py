@@ -1,4 +1,4 @@
-"""The conversion log, the postback log and the outbound delivery log, for the CLI (admin path).
+"""The conversion log, the postback log, refused postbacks and the outbound delivery log, for the CLI.
 
 Times are shown in the user's timezone; date bounds become UTC milliseconds on indexed columns.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from models.conversion import Conversion, PostbackDelivery, PostbackLog
+from models.conversion import Conversion, PostbackDelivery, PostbackLog, PostbackRefusal
 from models.postbacks import PARKED
 from models.timerange import localise_times, time_bounded, zone
 
@@ -27,6 +27,7 @@ POSTBACK_COLUMNS = (
     "detail",
     "request",
 )
+REFUSAL_COLUMNS = ("day", "remote_ip", "refusals", "first_at", "last_at", "sample")
 DELIVERY_COLUMNS = (
     "id", "created_at", "conversion_id", "target_id", "status", "state", "attempts", "response_code",
     "error", "url",
@@ -84,6 +85,21 @@ def list_postbacks(query: LogFilter, *, orphans: bool = False) -> list[dict[str,
         limit=query.limit,
     )
     return localise_times(list(select.dicts()), ("received_at", "expires_at"), tz)
+
+
+def list_refusals(query: LogFilter) -> list[dict[str, Any]]:
+    """Postbacks refused before their key was right, per day and source address, busiest first."""
+    tz = zone(query.timezone)
+    select = PostbackRefusal.select(*(getattr(PostbackRefusal, c) for c in REFUSAL_COLUMNS))
+    select = time_bounded(
+        select.order_by(PostbackRefusal.day.desc(), PostbackRefusal.refusals.desc()),
+        PostbackRefusal.last_at,
+        since=query.since,
+        until=query.until,
+        tz=tz,
+        limit=query.limit,
+    )
+    return localise_times(list(select.dicts()), ("first_at", "last_at"), tz)
 
 
 def list_deliveries(query: LogFilter) -> list[dict[str, Any]]:

@@ -241,8 +241,9 @@ def parse_postback(params: Mapping[str, str]) -> Postback:
             if word.strip():
                 postback.status_words[word.strip().lower()[:50]] = status
     for name, value in params.items():
-        if name.startswith("sub_id_") and name[7:].isdigit() and 1 <= int(name[7:]) <= 30:
-            postback.sub_ids[int(name[7:])] = value[:500]
+        slot = name[7:]  # isdigit() alone takes `²`, which int() refuses.
+        if name.startswith("sub_id_") and slot.isascii() and slot.isdigit() and 1 <= int(slot) <= 30:
+            postback.sub_ids[int(slot)] = value[:500]
     return postback
 
 

@@ -6,18 +6,23 @@ that time and the reports only raw rows can answer (sub_id_N and referrer groupi
 range edges). Cap counters live in their own table and are untouched. Pruning refuses to run
 before the rollup backfill has finished (the clicks would be lost to reports), and keeps at least
 the largest uniqueness window plus a day, so uniqueness and debounce never miss a visitor.
+
+The postback log and the refused-postback counters are kept `LANNER_POSTBACK_LOG_DAYS` (the
+worker prunes them hourly); a parked postback stays until it is matched or expires.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from peewee import Database
 
 from models.deferred import rollups_ready
 from models.hotpath import fetch_one
+from models.refusals import utc_day
 
 CHUNK = 5000
 PAUSE = 0.02  # Between chunks: the spool flusher takes the write lock in between.
@@ -33,6 +38,14 @@ DELETE FROM click WHERE id IN (
     WHERE campaign_id = ? AND created_at < ? LIMIT {CHUNK}
 )
 """
+
+SQL_DELETE_POSTBACK_LOG_CHUNK = f"""
+DELETE FROM postback_log WHERE id IN (
+    SELECT id FROM postback_log INDEXED BY postback_log_received_at
+    WHERE received_at < ? AND verdict != 'parked' LIMIT {CHUNK}
+)
+"""
+SQL_DELETE_REFUSALS = "DELETE FROM postback_refusal WHERE day < ?"
 
 
 class RetentionError(ValueError):
@@ -84,3 +97,28 @@ def prune_clicks(
                 break
             time.sleep(PAUSE)
     return deleted
+
+
+@dataclass(frozen=True)
+class PrunedPostbacks:
+    log_rows: int
+    refusal_rows: int
+
+
+def prune_postback_log(db: Database, keep_days: int, *, now_ms: int | None = None) -> PrunedPostbacks:
+    """Delete postback log rows and refusal counters older than `keep_days` (0: keep everything)."""
+    if keep_days <= 0:
+        return PrunedPostbacks(0, 0)
+    conn = db.connection()
+    cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - keep_days * DAY_MS
+    log_rows = 0
+    while True:
+        with db.atomic("IMMEDIATE"):
+            gone = conn.execute(SQL_DELETE_POSTBACK_LOG_CHUNK, (cutoff,)).rowcount
+        log_rows += gone
+        if gone < CHUNK:
+            break
+        time.sleep(PAUSE)
+    with db.atomic("IMMEDIATE"):
+        refusal_rows = conn.execute(SQL_DELETE_REFUSALS, (utc_day(cutoff),)).rowcount
+    return PrunedPostbacks(log_rows, refusal_rows)

@@ -13,11 +13,13 @@ import json
 import logging
 import re
 import sqlite3
+import time
 from typing import Callable
+from urllib.parse import unquote_to_bytes
 
 import falcon
 import peewee
-from falcon.uri import parse_query_string
+from falcon.uri import decode, parse_query_string
 
 from models.postbacks import (
     FAILED,
@@ -30,17 +32,70 @@ from models.postbacks import (
     parse_postback,
     read_secret,
 )
+from models.refusals import RefusalCounter
 from models.tracking import ClickTracker
 from routes.click import ClientAddress, VisitParser, is_prefetch
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024
+MAX_JSON_DEPTH = 8  # Parameters are flat; a nested value is stored as text, deeper ones are refused.
 MAX_PARAMS = 100
 SUBID_COOKIE = "lanner_subid"
 SUBID_COOKIE_SECONDS = 30 * 86400
 PIXEL_GIF = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")
-_KEY_PARAM = re.compile(r"(^|&)key=[^&]*")
+MASK = "…"
+WRONG_KEY = "The postback key is wrong."
+REFUSAL_WARNING_EVERY = 60.0  # Seconds: anonymous refusals must not grow the log line by line either.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+class BodyTooLarge(PostbackError):
+    """A body over MAX_BODY: 413, unread."""
+
+
+def mask_key(text: str) -> str:
+    """A query string or form body with every `key` parameter's value masked.
+
+    Names are compared decoded, as Falcon reads them, so `%6Bey=` is masked too.
+    """
+    if "key" not in text and "%" not in text:
+        return text
+    parts = text.split("&")
+    for i, part in enumerate(parts):
+        name = part.partition("=")[0]
+        if name == "key" or (("%" in name or "+" in name) and decode(name) == "key"):
+            parts[i] = name + "=" + MASK
+    return "&".join(parts)
+
+
+def _is_utf8(raw: bytes) -> bool:
+    """Whether percent-decoded `raw` is UTF-8 (Falcon would quietly replace what is not)."""
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _is_text(value: str) -> bool:
+    """False for a lone surrogate (JSON's `\\ud800`): SQLite cannot store it as UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _json_depth_ok(text: str) -> bool:
+    """Nesting within MAX_JSON_DEPTH, checked before json.loads (which recurses once per level)."""
+    depth = 0
+    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > MAX_JSON_DEPTH:
+            return False
+    return True
 
 
 def _params(text: str) -> dict[str, str]:
@@ -54,35 +109,66 @@ def _params(text: str) -> dict[str, str]:
 
 
 def _body_params(req: falcon.Request) -> tuple[dict[str, str], str]:
-    """A POST body's parameters (form or JSON object) and its text for the log."""
+    """A POST body's parameters (form or JSON object) and its text for the log, the key masked.
+
+    PostbackError (BodyTooLarge) for a body that cannot be read safely: over MAX_BODY, not
+    UTF-8, nested deeper than MAX_JSON_DEPTH, a lone surrogate.
+    """
     if req.method != "POST" or not req.content_length:
         return {}, ""
+    if req.content_length > MAX_BODY:
+        raise BodyTooLarge(f"The body is larger than {MAX_BODY // 1024} KB.")
     raw = req.bounded_stream.read(MAX_BODY)
-    text = raw.decode("utf-8", "replace")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PostbackError("The body is not UTF-8.") from None
     content_type = (req.content_type or "").split(";")[0].strip().lower()
-    if content_type == "application/json":
-        try:
-            data = json.loads(text)
-        except ValueError:
-            raise PostbackError("The JSON body is not valid JSON.") from None
-        if not isinstance(data, dict):
-            raise PostbackError("The JSON body must be an object of parameters.")
-        return {str(k)[:100]: "" if v is None else str(v) for k, v in list(data.items())[:MAX_PARAMS]}, text
-    return _params(text), text
+    if content_type != "application/json":
+        if not _is_utf8(raw):
+            raise PostbackError("The body's parameters are not UTF-8.")
+        return _params(text), mask_key(text)
+    if not _json_depth_ok(text):
+        raise PostbackError(f"The JSON body is nested deeper than {MAX_JSON_DEPTH} levels.")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise PostbackError("The JSON body is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise PostbackError("The JSON body must be an object of parameters.")
+    params = {str(k)[:100]: "" if v is None else str(v) for k, v in list(data.items())[:MAX_PARAMS]}
+    if not all(_is_text(name) and _is_text(value) for name, value in params.items()):
+        raise PostbackError("The JSON body holds a lone surrogate, which is not text.")
+    # Logged as parsed, so the key is masked whatever escapes spelled its name.
+    if "key" in data:
+        data["key"] = MASK
+    return params, json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 class PostbackDesk:
-    """What the postback and pixel resources share: key check, parsing, recording, outbound queueing."""
+    """What the postback and pixel resources share: key check, parsing, recording, outbound queueing.
+
+    The key is checked before the body is read when it is in the path or the query. A postback
+    refused before its key was right is only counted (models/refusals.py); the postback log holds
+    postbacks that carried the key.
+    """
 
     def __init__(
         self,
         recorder: ConversionRecorder,
+        refusals: RefusalCounter,
         client_address: ClientAddress,
         enqueue_delivery: Callable[[int], None],
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.recorder = recorder
+        self.refusals = refusals
         self.client_address = client_address
         self.enqueue_delivery = enqueue_delivery
+        self.monotonic = monotonic
+        self.unwarned = 0
+        self.warned_at = -REFUSAL_WARNING_EVERY
 
     def handle(self, req: falcon.Request, path_key: str | None, fallback_subid: str = "") -> tuple[str, dict]:
         """(HTTP status, answer) for one postback; never raises for the network's mistakes."""
@@ -91,39 +177,78 @@ class PostbackDesk:
         shown_path = "/…/postback" if path_key is not None else req.path
         received = Received(req.method, self.client_address(req.env), f"{req.method} {shown_path}")
         if query:
-            received.request += "?" + _KEY_PARAM.sub(r"\1key=…", query)
-        if fallback_subid:
-            params.setdefault("subid", fallback_subid)
+            received.request += "?" + mask_key(query)
         try:
-            body, body_text = _body_params(req)
-        except PostbackError as exc:  # An unreadable body: the key is not known to be right; not logged.
-            return _refusal(falcon.HTTP_400, INVALID, str(exc))
-        if body_text:
-            received.request += " " + body_text
-        params.update(body)
-        try:
-            return self._process(
-                received, params, path_key if path_key is not None else params.get("key", "")
-            )
+            return self._handle(req, received, params, query, path_key, fallback_subid)
         except (peewee.OperationalError, sqlite3.OperationalError) as exc:
             logger.warning("postback not recorded, database busy: %s", exc)
             return _refusal(falcon.HTTP_503, FAILED, "The tracker is busy; retry later.")
 
-    def _process(self, received: Received, params: dict[str, str], given_key: str) -> tuple[str, dict]:
-        if not keys_match(given_key, read_secret(self.recorder.db, "postback_key")):
-            detail = "The postback key is wrong."
-            self.recorder.log_rejected(received, FORBIDDEN, detail, params.get("subid", ""))
-            logger.warning("postback with a wrong key from %s", received.remote_ip)
-            return _refusal(falcon.HTTP_403, FORBIDDEN, detail)
+    def _handle(
+        self,
+        req: falcon.Request,
+        received: Received,
+        params: dict[str, str],
+        query: str,
+        path_key: str | None,
+        fallback_subid: str,
+    ) -> tuple[str, dict]:
+        given_key = path_key if path_key is not None else params.get("key")
+        if given_key is not None and not self._is_key(given_key):
+            return self._refuse(received, falcon.HTTP_403, FORBIDDEN, WRONG_KEY)
+        try:
+            body, body_text = _body_params(req)
+        except PostbackError as exc:
+            status = falcon.HTTP_413 if isinstance(exc, BodyTooLarge) else falcon.HTTP_400
+            if given_key is None:  # The key was to be in the body: nothing says who sent it.
+                return self._refuse(received, status, INVALID, str(exc))
+            return self._reject(received, status, str(exc), params)
+        if body_text:
+            received.request += " " + body_text
+        if given_key is None:
+            given_key = body.get("key", "")
+            if not self._is_key(given_key):
+                return self._refuse(received, falcon.HTTP_403, FORBIDDEN, WRONG_KEY)
+        if given_key:  # Anything else that holds the key (a network's misplaced macro) is masked too.
+            received.request = received.request.replace(given_key, MASK)
+        if not query.isascii() or "%" in query:
+            if not _is_utf8(query.encode("latin-1", "replace")):  # WSGI strings are latin-1.
+                return self._reject(received, falcon.HTTP_400, "The query string is not UTF-8.", params)
+        if fallback_subid:
+            params.setdefault("subid", fallback_subid)
+        params.update(body)
         try:
             postback = parse_postback(params)
         except PostbackError as exc:
-            self.recorder.log_rejected(received, INVALID, str(exc), params.get("subid", ""))
-            return _refusal(falcon.HTTP_400, INVALID, str(exc))
+            return self._reject(received, falcon.HTTP_400, str(exc), params)
         outcome = self.recorder.record(postback, received)
         for delivery_id in outcome.deliveries:
             self.enqueue_delivery(delivery_id)
         return falcon.HTTP_200, {"status": "ok", **outcome.as_dict}
+
+    def _is_key(self, given: str) -> bool:
+        return keys_match(given, read_secret(self.recorder.db, "postback_key"))
+
+    def _reject(self, received: Received, status: str, detail: str, params: dict) -> tuple[str, dict]:
+        """A malformed postback that carried the key: logged, so its network can see why."""
+        subid = params.get("subid", "")
+        self.recorder.log_rejected(received, INVALID, detail, subid if _is_text(subid) else "")
+        return _refusal(status, INVALID, detail)
+
+    def _refuse(self, received: Received, status: str, verdict: str, detail: str) -> tuple[str, dict]:
+        """Refused before the key was right: counted per source address, warned of once a minute."""
+        self.refusals.count(received.remote_ip, f"{verdict}: {received.request}")
+        self.unwarned += 1
+        now = self.monotonic()
+        if now - self.warned_at >= REFUSAL_WARNING_EVERY:
+            logger.warning(
+                "%d postbacks refused without the right key since the last warning, the last from %s "
+                "(lanner postback refusals)",
+                self.unwarned,
+                received.remote_ip,
+            )
+            self.unwarned, self.warned_at = 0, now
+        return _refusal(status, verdict, detail)
 
 
 def _refusal(status: str, verdict: str, detail: str) -> tuple[str, dict]:

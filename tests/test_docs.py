@@ -52,11 +52,18 @@ def _in_alternation(path: str) -> bool:
 def test_migrated_schema_matches_the_models(db):
     from models.campaign import Campaign, Stream, StreamOffer
     from models.click import Click
-    from models.conversion import Conversion, PostbackDelivery, PostbackLog, PostbackTarget, StatusMap
+    from models.conversion import (
+        Conversion,
+        PostbackDelivery,
+        PostbackLog,
+        PostbackRefusal,
+        PostbackTarget,
+        StatusMap,
+    )
     from models.offer import Offer
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)
-    for model in (*models, PostbackDelivery):
+    for model in (*models, PostbackDelivery, PostbackRefusal):
         table = model._meta.table_name
         columns = {column.name for column in db.get_columns(table)}
         fields = {field.column_name for field in model._meta.sorted_fields}

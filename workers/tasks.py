@@ -24,6 +24,7 @@ from models.database import PRAGMAS
 from models.deferred import pending_steps, run_deferred
 from models.outbound import due_deliveries, send_delivery
 from models.postbacks import ConversionRecorder
+from models.retention import prune_postback_log
 from models.spool import flush_spool, flusher_bots, remove_flushed_segments, sync_spool
 from settings import Settings
 
@@ -192,6 +193,11 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         finally:
             deferred_lock.release()
 
+    @huey.periodic_task(crontab(minute="23"), name="prune_postback_log")
+    def prune_postback_log_task() -> None:
+        """Hourly, so each run deletes about an hour's rows (LANNER_POSTBACK_LOG_DAYS)."""
+        prune_postback_log(db, settings.postback_log_days)
+
     @huey.on_startup()
     def connect_db() -> None:
         db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
@@ -200,6 +206,7 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
     huey.send_postback = send_postback_task
     huey.send_due_postbacks = send_due_postbacks
     huey.run_deferred_steps = run_deferred_steps
+    huey.prune_postback_log = prune_postback_log_task
 
 
 def run_consumer(settings: Settings) -> None:
