@@ -211,9 +211,9 @@ class PostbackDesk:
                 return self._refuse(received, falcon.HTTP_403, FORBIDDEN, WRONG_KEY)
         if given_key:  # Anything else that holds the key (a network's misplaced macro) is masked too.
             received.request = received.request.replace(given_key, MASK)
-        if not query.isascii() or "%" in query:
-            if not _is_utf8(query.encode("latin-1", "replace")):  # WSGI strings are latin-1.
-                return self._reject(received, falcon.HTTP_400, "The query string is not UTF-8.", params)
+        # WSGI strings are latin-1: the bytes as sent.
+        if (not query.isascii() or "%" in query) and not _is_utf8(query.encode("latin-1", "replace")):
+            return self._reject(received, falcon.HTTP_400, "The query string is not UTF-8.", params)
         if fallback_subid:
             params.setdefault("subid", fallback_subid)
         params.update(body)

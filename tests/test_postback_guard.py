@@ -40,7 +40,9 @@ def log_rows(db) -> int:
 
 def database_bytes(db) -> int:
     """The database's size as SQLite sees it (WAL included), whatever has been checkpointed."""
-    return db.execute_sql("PRAGMA page_count").fetchone()[0] * db.execute_sql("PRAGMA page_size").fetchone()[0]
+    return (
+        db.execute_sql("PRAGMA page_count").fetchone()[0] * db.execute_sql("PRAGMA page_size").fetchone()[0]
+    )
 
 
 def assert_no_traceback(server) -> None:
@@ -206,9 +208,9 @@ def test_refusal_counters_keep_a_bounded_number_of_rows_and_samples(db, clock):
 
 
 def test_the_postback_log_and_the_counters_are_pruned_parked_postbacks_stay(db, clock, settings):
-    from models.retention import prune_postback_log
-    from models.record import new_subid
     from models.postbacks import parse_postback
+    from models.record import new_subid
+    from models.retention import prune_postback_log
     from workers.tasks import create_huey
 
     received = Received("GET", "198.51.100.9", "GET /…/postback?test")
@@ -250,7 +252,11 @@ def test_0006_masks_the_key_stored_in_the_postback_log(settings):
     try:
         migrate(database, up_to="0005_visitor_key")
         key = database.execute_sql("SELECT value FROM meta WHERE key = 'postback_key'").fetchone()[0]
-        for request_text in (f"POST /postback key={key}&subid=x", 'POST /postback {"key": "%s"}' % key, "GET /"):
+        for request_text in (
+            f"POST /postback key={key}&subid=x",
+            f'POST /postback {{"key": "{key}"}}',
+            "GET /",
+        ):
             database.execute_sql(
                 "INSERT INTO postback_log (received_at, method, remote_ip, request, verdict) "
                 "VALUES (1, 'POST', '192.0.2.1', ?, 'created')",

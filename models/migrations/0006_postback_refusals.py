@@ -3,8 +3,8 @@
 Before this release every wrong-key postback was a postback_log row, and a key sent in a POST body
 was logged as received. The counters' table is new and empty; the current key is masked wherever
 the log holds it (keys rotated away no longer open anything). The masking reads the whole log
-once: it is bounded by LANNER_POSTBACK_LOG_DAYS from this release on, and only rows that hold the
-key are rewritten.
+once (about 1 s per 500,000 rows, measured) and rewrites only the rows that hold the key; from this
+release on the log is bounded by LANNER_POSTBACK_LOG_DAYS.
 """
 
 STATEMENTS = [
