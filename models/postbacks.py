@@ -284,7 +284,10 @@ class ConversionRecorder:
         self.clock = clock
 
     def log_rejected(self, received: Received, verdict: str, detail: str, subid: str = "") -> None:
-        """Log a postback refused before processing (wrong key, malformed); it changes nothing."""
+        """Log a postback with the right key refused before processing (malformed); it changes nothing.
+
+        One without the right key is only counted (models/refusals.py): anyone can send those.
+        """
         with self.db.atomic("IMMEDIATE"):
             self._log(received, Postback(subid=subid[:MAX_TEXT]), Outcome(verdict, detail), None)
 

@@ -3,7 +3,9 @@
 A postback is authenticated by the install's postback key (constant-time comparison), parsed at
 the edge, and applied by models/postbacks.py in one transaction with its log row. A duplicate or a
 refused status change answers 200 (the network must stop retrying; the log says why); a wrong key
-403, a malformed postback 400, a database busy beyond its timeout 503 (the network retries later).
+403, a malformed postback 400, a body over 64 KB 413, a database busy beyond its timeout 503 (the
+network retries later). Nothing anonymous is logged row by row: a postback refused before its key
+was right is only counted (models/refusals.py), and the key is masked in all that is kept.
 """
 
 from __future__ import annotations
