@@ -7,7 +7,11 @@ days from its daily table (when the report does not group by time), whole hours 
 one, and only a piece cut inside an hour from raw clicks and conversions, by the indexed time
 columns. A report grouping or filtering by a dimension the rollups do not keep (sub_id_N, referrer
 domain) reads raw rows, as it does while the rollup backfill is still running. Every source yields
-the same metrics, summed per group in Python.
+the same metrics, summed per group in Python. A report that would read raw rows for time `lanner
+prune` emptied refuses, saying why it needs them (PrunedRangeError), instead of counting less.
+
+An hour report's rows are local hours; the hour the clocks go back through is two rows, each
+labelled with its UTC offset. Range bounds follow models/timerange.py's rule for DST nights.
 
 Conversions count at their click's time and on their click's dimensions, so cost, revenue and
 conversion rate of a day are those of the same clicks.
@@ -25,6 +29,7 @@ from zoneinfo import ZoneInfo
 from peewee import Database
 
 from models.deferred import rollups_ready
+from models.retention import pruned_before
 from models.rollups import (
     CLICK_METRICS,
     CONVERSION_METRICS,
@@ -85,6 +90,10 @@ _CONVERSION_SUMS = (
 
 class ReportError(ValueError):
     """A report that cannot be made; the message is one sentence for the user."""
+
+
+class PrunedRangeError(ReportError):
+    """A report that needs raw clicks `lanner prune` deleted (the query itself is fine)."""
 
 
 @dataclass
@@ -172,16 +181,43 @@ def plan_pieces(start: int, end: int, *, use_days: bool) -> list[tuple[str, int,
     return pieces
 
 
-def _has_whole_hour_offsets(tz: ZoneInfo, start: int, end: int) -> bool:
-    """Whether local hours start on UTC hours all over the range (not India, Nepal, Newfoundland ...)."""
+def _minutes_past_the_hour(tz: ZoneInfo, start: int, end: int) -> int:
+    """0 where local hours start on UTC hours all over the range, else the minutes past one they
+    start at somewhere in it (30 in India and Newfoundland, 45 in Nepal ...)."""
     first = max(start, 0)
     last = min(end, int(time_module.time() * 1000) + 366 * DAY_MS)
     step = max((last - first) // 400, HOUR_MS)
     for ms in range(first, last + step, step):
         offset = datetime.fromtimestamp(min(ms, last) / 1000, tz).utcoffset()
         if offset is not None and offset.total_seconds() % 3600:
-            return False
-    return True
+            return int(offset.total_seconds() % 3600 // 60)
+    return 0
+
+
+def _past(minutes: int) -> str:
+    return "half past" if minutes == 30 else f"{minutes} minutes past"
+
+
+def _check_not_pruned(
+    conn, pieces: list[tuple[str, int, int]], tz: ZoneInfo, bounds: tuple[int, int], why_raw: str | None
+) -> None:
+    """PrunedRangeError when a piece read from raw clicks reaches into time `lanner prune` emptied."""
+    cutoff = pruned_before(conn)
+    if cutoff is None or not any(s == "raw" and start < min(end, cutoff) for s, start, end in pieces):
+        return
+    if why_raw is None:  # The range's edges, cut inside UTC hours.
+        minutes = _minutes_past_the_hour(tz, *bounds)
+        why_raw = "the range begins or ends inside a UTC hour" + (
+            f" (in {tz.key}, local hours begin at {_past(minutes)} UTC hours)" if minutes else ""
+        ) + ", and the rollups count whole UTC hours"  # fmt: skip
+    local = datetime.fromtimestamp(cutoff / 1000, tz)
+    day = local.date()
+    if local_instant(day.isoformat(), tz, is_end=False) < cutoff:
+        day += timedelta(days=1)
+    raise PrunedRangeError(
+        f"Clicks before {local:%Y-%m-%d %H:%M} ({tz.key}) were pruned (`lanner prune`), and this report "
+        f"needs them: {why_raw}. Start the range at {day.isoformat()} or later."
+    )
 
 
 def _domain(referrer: str | None) -> str:
@@ -304,19 +340,27 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
     time_group = next((name for name in query.group_by if name in TIME_GROUPS), None)
     conn = db.connection()
     conn.create_function("lanner_domain", 1, _domain, deterministic=True)
-    raw_only = (
-        query.source == "raw"
-        or any(
-            name not in ROLLUP_GROUPS for name in (*query.group_by, *query.filters) if name not in TIME_GROUPS
-        )
-        or not rollups_ready(conn)
-    )
+    unkept = [
+        name for name in (*query.group_by, *query.filters) if name not in (*TIME_GROUPS, *ROLLUP_GROUPS)
+    ]
+    why_raw = (  # Said when the raw clicks it needs were pruned.
+        "it reads raw clicks only (--raw)" if query.source == "raw"
+        else f"the rollups do not keep {unkept[0]}" if unkept
+        else "the rollup backfill has not finished" if not rollups_ready(conn)
+        else None
+    )  # fmt: skip
+    raw_only = why_raw is not None
     bucket = None
     if time_group is not None:
         # Hour buckets fold exactly into local days and hours only where local hours start on UTC
         # hours; elsewhere (UTC+5:30 ...) quarter-hour buckets of raw rows do.
-        if not raw_only and not _has_whole_hour_offsets(tz, *bounds):
+        minutes = 0 if raw_only else _minutes_past_the_hour(tz, *bounds)
+        if minutes:
             raw_only = True
+            why_raw = (
+                f"a local {time_group} in {tz.key} begins at {_past(minutes)} a UTC hour, "
+                "and the rollups count whole UTC hours"
+            )
         bucket = HOUR_MS if not raw_only else 15 * 60_000
         if not raw_only and time_group == "day" and tz.key in UTC_ZONES:
             bucket = DAY_MS  # UTC days are the daily tables' periods: read those, not 24x the rows.
@@ -330,6 +374,7 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
                 *bounds, use_days=time_group is None or bucket == DAY_MS
             )
         ]
+    _check_not_pruned(conn, pieces, tz, bounds, why_raw)
     sql = _Sql(query, bucket)
     labels = _Labels(time_group, tz)
     sums: dict[tuple, list] = {}
@@ -494,6 +539,7 @@ def parse_filters(expressions: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 __all__ = [
     "GROUPS",
     "PRESETS",
+    "PrunedRangeError",
     "Report",
     "ReportError",
     "ReportQuery",
