@@ -153,14 +153,18 @@ def test_generated_uniqueness_flags_are_the_trackers_per_scope_and_window(env, l
     """Each flag as the tracker sets it: no click of the visitor in its scope within its window before."""
     lanner("offer", "create", "Gen", "--url", "https://gen.example/?c={subid}")
     lanner("campaign", "create", "Generated 0", "--alias", "gen-0", "--offer-id", "1")
-    lanner("campaign", "create", "Generated 1", "--alias", "gen-1", "--offer-id", "1", "--uniqueness-hours", "6")
+    lanner(
+        "campaign", "create", "Generated 1", "--alias", "gen-1", "--offer-id", "1", "--uniqueness-hours", "6"
+    )
     for campaign, streams in (("gen-0", 2), ("gen-1", 1)):
         for _ in range(streams):
             lanner("stream", "add", campaign, "--offer", "1")
     run_lanner({**env, "LANNER_UNIQUENESS_HOURS": "12"}, "generate", "clicks", "--count", "8000", "--days", "3",
                "--campaigns", "2", "--seed", "8")  # fmt: skip
     with sqlite3.connect(settings.database_path) as connection:
-        connection.execute("CREATE INDEX test_visitor ON click (ip, ua_hash, campaign_id, stream_id, created_at)")
+        connection.execute(
+            "CREATE INDEX test_visitor ON click (ip, ua_hash, campaign_id, stream_id, created_at)"
+        )
         earlier = "SELECT 1 FROM click AS p WHERE p.ip = c.ip AND p.ua_hash = c.ua_hash AND p.id < c.id"
         window = "p.created_at >= c.created_at - k.uniqueness_hours * 3600000"
         flags = connection.execute(

@@ -83,7 +83,6 @@ def test_simulate_refuses_bad_input_with_one_sentence(routed):
         assert result.returncode == 1 and message in result.stderr
 
 
-
 def test_simulate_without_a_user_agent_is_the_bot_the_server_sees(routed, geo_env, start_server):
     from conftest import request
 
@@ -103,9 +102,12 @@ def test_simulate_without_a_user_agent_is_the_bot_the_server_sees(routed, geo_en
     googlebot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
     status, _, _ = request(server.port, "/geo", {"X-Real-IP": "2001:db8::5", "User-Agent": googlebot})
     data = json.loads(
-        routed("simulate", "/geo", "--ip", "2001:db8::5", "--header", f"User-Agent: {googlebot}", "--json").stdout
+        routed(
+            "simulate", "/geo", "--ip", "2001:db8::5", "--header", f"User-Agent: {googlebot}", "--json"
+        ).stdout
     )
     assert status == 200 and data["visitor"]["is_bot"] and data["decision"]["answer"] == "html"
+
 
 def test_click_show_traces_a_stored_click(routed, geo_env, start_server, db):
     from conftest import click, subid_of
