@@ -214,8 +214,9 @@ def generate_clicks(
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(0.0002)  # Hand the GIL back promptly when SQLite is done stepping.
         global_window = int(global_uniqueness_hours * 3_600_000)
+        clicks = _click_rows(rng, targets, count, start_ms, mean_gap, windows, global_window)
         try:
-            for rows in _prefetched(_click_rows(rng, targets, count, start_ms, mean_gap, windows, global_window)):
+            for rows in _prefetched(clicks):
                 with db.atomic():
                     connection = db.connection()
                     connection.executemany(insert, rows).close()
