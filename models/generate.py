@@ -2,7 +2,10 @@
 
 The mix follows what trackers see: mostly new visitors, a share of repeat visitors, and carrier
 NAT addresses shared by thousands of user agents. Rows are generated in time order so the
-uniqueness flags are computed exactly (24 h windows), and inserted in large transactions.
+uniqueness flags are exactly the tracker's (models/tracking.py): a click is unique in a scope
+(global, campaign, stream) when the visitor has no earlier click there within the window (the
+global one, or the campaign's `uniqueness_hours` for campaign and stream); rows are inserted in
+large transactions.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from models.rollups import RollupDelta
 from models.spool import SQL_INSERT_CLICK, SQL_INSERT_CLICK_0004
 
 CHUNK = 50_000
-WINDOW_MS = 24 * 3_600_000
+NEVER = -(1 << 60)  # A visitor's last click time when there was none.
 BROWSERS = (
     "Mozilla/5.0 (Linux; Android {a}; SM-A{m}) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/{v}.0.0.0 Mobile Safari/537.36",  # noqa: E501
     "Mozilla/5.0 (iPhone; CPU iPhone OS {a}_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/{a}.0 Mobile/15E{m} Safari/604.1",  # noqa: E501
@@ -87,14 +90,22 @@ def ensure_campaigns(db: Database, count: int) -> list[tuple[int, list[int], lis
 
 
 def _click_rows(
-    rng: random.Random, targets: list, count: int, start: int, mean_gap: float
+    rng: random.Random,
+    targets: list,
+    count: int,
+    start: int,
+    mean_gap: float,
+    windows: dict[int, int],
+    global_window: int,
 ) -> Iterator[list[tuple]]:
-    """Chunks of click rows in time order, with exact 24 h uniqueness flags."""
+    """Chunks of click rows in time order, with exact uniqueness flags (`windows`: campaign id -> ms)."""
     nat_ips = [_public_ip(rng) for _ in range(60)]
     agents = _user_agents(rng, 20_000)
     returning: list[tuple[str, str, int, tuple]] = []
     last_seen: dict[tuple[str, int], int] = {}
     last_in_campaign: dict[tuple[str, int, int], int] = {}
+    last_in_stream: dict[tuple[str, int, int], int] = {}
+    horizon = max([global_window, *windows.values()])
     tail = ("", rng.choice(SOURCES), "", 0.0)
     empty_subs = ("",) * 28
     zones = [str(zone) for zone in range(1000, 10000)]
@@ -122,10 +133,13 @@ def _click_rows(
             pick = int(uniform() * len(streams))
             visitor = (ip, visitor_hash)
             in_campaign = (ip, visitor_hash, campaign_id)
-            seen = last_seen.get(visitor, -WINDOW_MS)
-            seen_campaign = last_in_campaign.get(in_campaign, -WINDOW_MS)
-            last_seen[visitor] = last_in_campaign[in_campaign] = created
-            is_unique_campaign = int(created - seen_campaign >= WINDOW_MS)
+            in_stream = (ip, visitor_hash, streams[pick])
+            window = windows[campaign_id]
+            # The tracker's rule: seen when an earlier click is at most the window old.
+            is_unique_global = int(created - last_seen.get(visitor, NEVER) > global_window)
+            is_unique_campaign = int(created - last_in_campaign.get(in_campaign, NEVER) > window)
+            is_unique_stream = int(created - last_in_stream.get(in_stream, NEVER) > window)
+            last_seen[visitor] = last_in_campaign[in_campaign] = last_in_stream[in_stream] = created
             if uniform() < 0.01:
                 tail = ("", SOURCES[int(uniform() * len(SOURCES))], "", 0.0)
             rows.append(
@@ -139,9 +153,9 @@ def _click_rows(
                     user_agent,
                     visitor_hash,
                     *tail,
-                    int(created - seen >= WINDOW_MS),
+                    is_unique_global,
                     is_unique_campaign,
-                    is_unique_campaign,
+                    is_unique_stream,
                     0,
                     zones[int(uniform() * 9000)],
                     creatives[int(uniform() * 40)],
@@ -156,6 +170,11 @@ def _click_rows(
                 )
             )
         produced += len(rows)
+        # Clicks older than every window decide nothing: forgetting them bounds the memory.
+        oldest = rows[-1][1] - horizon
+        for last in (last_seen, last_in_campaign, last_in_stream):
+            for key in [key for key, created in last.items() if created < oldest]:
+                del last[key]
         yield rows
 
 
@@ -167,11 +186,19 @@ def generate_clicks(
     campaigns: int = 20,
     seed: int | None = None,
     end_ms: int | None = None,
+    global_uniqueness_hours: float = 24.0,
     on_progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Insert `count` clicks spread over the `days` before `end_ms` (default: now). Returns rows added."""
+    """Insert `count` clicks spread over the `days` before `end_ms` (default: now). Returns rows added.
+
+    `global_uniqueness_hours`: the global uniqueness window (LANNER_UNIQUENESS_HOURS).
+    """
     rng = random.Random(seed)
     targets = ensure_campaigns(db, campaigns)
+    windows = {  # As models/routing.py computes a campaign's uniqueness_ms.
+        campaign_id: int(hours * 3_600_000)
+        for campaign_id, hours in db.execute_sql("SELECT id, uniqueness_hours FROM campaign").fetchall()
+    }
     zones = CounterZones()
     zones.load(db.connection())
     rollups = RollupDelta()
@@ -186,8 +213,10 @@ def generate_clicks(
     with large_cache(db.connection(), 256):
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(0.0002)  # Hand the GIL back promptly when SQLite is done stepping.
+        global_window = int(global_uniqueness_hours * 3_600_000)
+        clicks = _click_rows(rng, targets, count, start_ms, mean_gap, windows, global_window)
         try:
-            for rows in _prefetched(_click_rows(rng, targets, count, start_ms, mean_gap)):
+            for rows in _prefetched(clicks):
                 with db.atomic():
                     connection = db.connection()
                     connection.executemany(insert, rows).close()

@@ -7,7 +7,11 @@ days from its daily table (when the report does not group by time), whole hours 
 one, and only a piece cut inside an hour from raw clicks and conversions, by the indexed time
 columns. A report grouping or filtering by a dimension the rollups do not keep (sub_id_N, referrer
 domain) reads raw rows, as it does while the rollup backfill is still running. Every source yields
-the same metrics, summed per group in Python.
+the same metrics, summed per group in Python. A report that would read raw rows for time `lanner
+prune` emptied refuses, saying why it needs them (PrunedRangeError), instead of counting less.
+
+An hour report's rows are local hours; the hour the clocks go back through is two rows, each
+labelled with its UTC offset. Range bounds follow models/timerange.py's rule for DST nights.
 
 Conversions count at their click's time and on their click's dimensions, so cost, revenue and
 conversion rate of a day are those of the same clicks.
@@ -25,6 +29,7 @@ from zoneinfo import ZoneInfo
 from peewee import Database
 
 from models.deferred import rollups_ready
+from models.retention import pruned_before
 from models.rollups import (
     CLICK_METRICS,
     CONVERSION_METRICS,
@@ -85,6 +90,10 @@ _CONVERSION_SUMS = (
 
 class ReportError(ValueError):
     """A report that cannot be made; the message is one sentence for the user."""
+
+
+class PrunedRangeError(ReportError):
+    """A report that needs raw clicks `lanner prune` deleted (the query itself is fine)."""
 
 
 @dataclass
@@ -172,16 +181,43 @@ def plan_pieces(start: int, end: int, *, use_days: bool) -> list[tuple[str, int,
     return pieces
 
 
-def _has_whole_hour_offsets(tz: ZoneInfo, start: int, end: int) -> bool:
-    """Whether local hours start on UTC hours all over the range (not India, Nepal, Newfoundland ...)."""
+def _minutes_past_the_hour(tz: ZoneInfo, start: int, end: int) -> int:
+    """0 where local hours start on UTC hours all over the range, else the minutes past one they
+    start at somewhere in it (30 in India and Newfoundland, 45 in Nepal ...)."""
     first = max(start, 0)
     last = min(end, int(time_module.time() * 1000) + 366 * DAY_MS)
     step = max((last - first) // 400, HOUR_MS)
     for ms in range(first, last + step, step):
         offset = datetime.fromtimestamp(min(ms, last) / 1000, tz).utcoffset()
         if offset is not None and offset.total_seconds() % 3600:
-            return False
-    return True
+            return int(offset.total_seconds() % 3600 // 60)
+    return 0
+
+
+def _past(minutes: int) -> str:
+    return "half past" if minutes == 30 else f"{minutes} minutes past"
+
+
+def _check_not_pruned(
+    conn, pieces: list[tuple[str, int, int]], tz: ZoneInfo, bounds: tuple[int, int], why_raw: str | None
+) -> None:
+    """PrunedRangeError when a piece read from raw clicks reaches into time `lanner prune` emptied."""
+    cutoff = pruned_before(conn)
+    if cutoff is None or not any(s == "raw" and start < min(end, cutoff) for s, start, end in pieces):
+        return
+    if why_raw is None:  # The range's edges, cut inside UTC hours.
+        minutes = _minutes_past_the_hour(tz, *bounds)
+        why_raw = "the range begins or ends inside a UTC hour" + (
+            f" (in {tz.key}, local hours begin at {_past(minutes)} UTC hours)" if minutes else ""
+        ) + ", and the rollups count whole UTC hours"  # fmt: skip
+    local = datetime.fromtimestamp(cutoff / 1000, tz)
+    day = local.date()
+    if local_instant(day.isoformat(), tz, is_end=False) < cutoff:
+        day += timedelta(days=1)
+    raise PrunedRangeError(
+        f"Clicks before {local:%Y-%m-%d %H:%M} ({tz.key}) were pruned (`lanner prune`), and this report "
+        f"needs them: {why_raw}. Start the range at {day.isoformat()} or later."
+    )
 
 
 def _domain(referrer: str | None) -> str:
@@ -304,19 +340,27 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
     time_group = next((name for name in query.group_by if name in TIME_GROUPS), None)
     conn = db.connection()
     conn.create_function("lanner_domain", 1, _domain, deterministic=True)
-    raw_only = (
-        query.source == "raw"
-        or any(
-            name not in ROLLUP_GROUPS for name in (*query.group_by, *query.filters) if name not in TIME_GROUPS
-        )
-        or not rollups_ready(conn)
-    )
+    unkept = [
+        name for name in (*query.group_by, *query.filters) if name not in (*TIME_GROUPS, *ROLLUP_GROUPS)
+    ]
+    why_raw = (  # Said when the raw clicks it needs were pruned.
+        "it reads raw clicks only (--raw)" if query.source == "raw"
+        else f"the rollups do not keep {unkept[0]}" if unkept
+        else "the rollup backfill has not finished" if not rollups_ready(conn)
+        else None
+    )  # fmt: skip
+    raw_only = why_raw is not None
     bucket = None
     if time_group is not None:
         # Hour buckets fold exactly into local days and hours only where local hours start on UTC
         # hours; elsewhere (UTC+5:30 ...) quarter-hour buckets of raw rows do.
-        if not raw_only and not _has_whole_hour_offsets(tz, *bounds):
+        minutes = 0 if raw_only else _minutes_past_the_hour(tz, *bounds)
+        if minutes:
             raw_only = True
+            why_raw = (
+                f"a local {time_group} in {tz.key} begins at {_past(minutes)} a UTC hour, "
+                "and the rollups count whole UTC hours"
+            )
         bucket = HOUR_MS if not raw_only else 15 * 60_000
         if not raw_only and time_group == "day" and tz.key in UTC_ZONES:
             bucket = DAY_MS  # UTC days are the daily tables' periods: read those, not 24x the rows.
@@ -330,6 +374,7 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
                 *bounds, use_days=time_group is None or bucket == DAY_MS
             )
         ]
+    _check_not_pruned(conn, pieces, tz, bounds, why_raw)
     sql = _Sql(query, bucket)
     labels = _Labels(time_group, tz)
     sums: dict[tuple, list] = {}
@@ -346,7 +391,9 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
                 for row in conn.execute(statement, params):
                     add_metrics(sums, _group_key(row, bucket, labels), row[-len(METRICS) :])
     columns = list(query.group_by)
-    rows = [_row(dict(zip(columns, key)), metrics) for key, metrics in sorted(sums.items(), key=_sort_key)]
+    time_index = columns.index(time_group) if time_group else None
+    ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
+    rows = [_row(dict(zip(columns, key)), metrics) for key, metrics in ordered]
     totals = [0] * len(METRICS)
     for metrics in sums.values():
         for index, value in enumerate(metrics):
@@ -364,19 +411,48 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
 
 
 class _Labels:
-    """A time bucket's local day or hour label, computed once per bucket (PERF: ~3 µs each)."""
+    """A time bucket's local day or hour label, computed once per bucket (PERF: ~3 µs each).
+
+    An hour the clocks go through twice (02:00 on a fall-back night in Berlin) is two rows, each
+    labelled with its UTC offset: "2026-10-25 02:00+02:00", then "2026-10-25 02:00+01:00".
+    `starts` keeps each label's first bucket, so rows sort in time order.
+    """
 
     def __init__(self, time_group: str | None, tz: ZoneInfo) -> None:
         self.time_group, self.tz = time_group, tz
         self.cache: dict[int, str] = {}
+        self.starts: dict[str, int] = {}
 
     def __call__(self, bucket: int) -> str:
         label = self.cache.get(bucket)
         if label is None:
             local = datetime.fromtimestamp(bucket / 1000, self.tz)
-            label = local.date().isoformat() if self.time_group == "day" else local.strftime("%Y-%m-%d %H:00")
+            if self.time_group == "day":
+                label = local.date().isoformat()
+            else:
+                label = local.strftime("%Y-%m-%d %H:00")
+                if _is_repeated_hour(local):
+                    label += local.isoformat()[-6:]  # The offset, as +01:00.
             self.cache[bucket] = label
+            if bucket < self.starts.get(label, bucket + 1):
+                self.starts[label] = bucket
         return label
+
+
+def _is_repeated_hour(local: datetime) -> bool:
+    """Whether some time in `local`'s wall-clock hour happens twice (the clocks go back through it)."""
+    offset, tz, seconds = local.utcoffset(), local.tzinfo, local.timestamp()
+    # PERF: a shift of up to 2 h that repeats a time in this hour happens within 5 h of it, so
+    # the offsets six hours either side settle nearly every hour cheaply (16 -> 4 µs a label).
+    before, after = (datetime.fromtimestamp(seconds + shift, tz).utcoffset() for shift in (-21_600, 21_600))
+    if before == offset == after:
+        return False
+    hour = local.replace(minute=0, second=0, microsecond=0)
+    for wall in (hour, hour.replace(minute=30), hour.replace(minute=59, second=59)):
+        # Twice: the first occurrence (fold=0) has the larger offset; in a skipped time, the smaller.
+        if wall.replace(fold=0).utcoffset() > wall.replace(fold=1).utcoffset():
+            return True
+    return False
 
 
 def _group_key(row: tuple, bucket: int | None, labels: _Labels) -> tuple:
@@ -386,8 +462,14 @@ def _group_key(row: tuple, bucket: int | None, labels: _Labels) -> tuple:
     return tuple(row[:width])
 
 
-def _sort_key(item: tuple) -> tuple:
-    return tuple((0, value) if isinstance(value, (int, float)) else (1, str(value)) for value in item[0])
+def _sort_key(item: tuple, time_index: int | None, label_starts: dict[str, int]) -> tuple:
+    """Group values in order; the time label by its first bucket (a repeated hour's two rows in turn)."""
+    return tuple(
+        (0, label_starts[value]) if index == time_index
+        else (0, value) if isinstance(value, (int, float))
+        else (1, str(value))
+        for index, value in enumerate(item[0])
+    )  # fmt: skip
 
 
 def _ratio(numerator: float, denominator: float, scale: float = 1.0) -> float | None:
@@ -457,6 +539,7 @@ def parse_filters(expressions: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 __all__ = [
     "GROUPS",
     "PRESETS",
+    "PrunedRangeError",
     "Report",
     "ReportError",
     "ReportQuery",

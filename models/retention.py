@@ -3,9 +3,11 @@
 Reports over whole hours and days read the rollups (models/rollups.py), which pruning leaves as
 they are, so a campaign's totals for a pruned month do not change; what goes is the click log for
 that time and the reports only raw rows can answer (sub_id_N and referrer groupings, sub-hour
-range edges). Cap counters live in their own table and are untouched. Pruning refuses to run
-before the rollup backfill has finished (the clicks would be lost to reports), and keeps at least
-the largest uniqueness window plus a day, so uniqueness and debounce never miss a visitor.
+range edges, days and hours in half-hour timezones): the cutoff is kept in `meta`
+(`pruned_before`), and those reports refuse that time with the reason. Cap counters live in
+their own table and are untouched. Pruning refuses to run before the rollup backfill has
+finished (the clicks would be lost to reports), and keeps at least the largest uniqueness window
+plus a day, so uniqueness and debounce never miss a visitor.
 
 The postback log and the refused-postback counters are kept `LANNER_POSTBACK_LOG_DAYS` (the
 worker prunes them hourly); a parked postback stays until it is matched or expires.
@@ -29,6 +31,12 @@ PAUSE = 0.02  # Between chunks: the spool flusher takes the write lock in betwee
 DAY_MS = 86_400_000
 
 SQL_CAMPAIGNS = "SELECT id, uniqueness_hours FROM campaign"
+# Reports that read raw clicks refuse a range before this instant (models/reports.py).
+SQL_PRUNED_BEFORE = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'pruned_before'"
+SQL_RECORD_PRUNED = (
+    "INSERT INTO meta (key, value) VALUES ('pruned_before', ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))"
+)
 SQL_COUNT = (
     "SELECT COUNT(*) FROM click INDEXED BY click_campaign_created_at WHERE campaign_id = ? AND created_at < ?"
 )
@@ -46,6 +54,12 @@ DELETE FROM postback_log WHERE id IN (
 )
 """
 SQL_DELETE_REFUSALS = "DELETE FROM postback_refusal WHERE day < ?"
+
+
+def pruned_before(conn) -> int | None:
+    """Unix ms before which raw clicks were deleted by a prune (None: never pruned)."""
+    row = fetch_one(conn, SQL_PRUNED_BEFORE, ())
+    return row[0] if row else None
 
 
 class RetentionError(ValueError):
@@ -85,6 +99,9 @@ def prune_clicks(
         )
     cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - older_than_ms
     total = sum(fetch_one(conn, SQL_COUNT, (campaign_id, cutoff))[0] for campaign_id, _ in campaigns)
+    if total:
+        with db.atomic("IMMEDIATE"):  # Before the first chunk goes: an interrupted prune is recorded too.
+            conn.execute(SQL_RECORD_PRUNED, (cutoff,)).close()
     deleted = 0
     for campaign_id, _ in campaigns:
         while True:

@@ -13,7 +13,7 @@ import io
 import falcon
 
 from models.postbacks import keys_match, read_secret
-from models.reports import ReportError, ReportQuery, parse_filters, run_report
+from models.reports import PrunedRangeError, ReportError, ReportQuery, parse_filters, run_report
 from models.timerange import TimeRangeError
 
 
@@ -41,6 +41,8 @@ class ReportApiResource:
                 timezone=params.get("timezone", "UTC"),
             )
             report = run_report(self.db, query)
+        except PrunedRangeError as exc:  # A fine query over data that is gone: not a bad request.
+            raise falcon.HTTPUnprocessableEntity(title="Clicks pruned", description=str(exc)) from None
         except (ReportError, TimeRangeError) as exc:
             raise falcon.HTTPBadRequest(title="Bad report query", description=str(exc)) from None
         if params.get("format") == "csv":

@@ -200,12 +200,16 @@ def visit_from_url(
         if not separator or not name.strip():
             raise ValueError(f"{header!r} is not a header of the form 'Name: value'.")
         extra[name.strip()] = value.strip()
-    extra.update({"User-Agent": user_agent, "Referer": referrer, "Accept-Language": language})
+    for name, value in (("User-Agent", user_agent), ("Referer", referrer), ("Accept-Language", language)):
+        if value:
+            extra[name] = value
     from falcon.testing import create_environ  # Not on the click path.
 
-    environ = create_environ(
-        path="/" + alias, query_string=parts.query, headers={k: v for k, v in extra.items() if v}
-    )
+    headers = {name: value for name, value in extra.items() if value}
+    environ = create_environ(path="/" + alias, query_string=parts.query, headers=headers)
+    if not any(name.lower() == "user-agent" for name in headers):
+        # create_environ fills in its own client's User-Agent; a visitor who sent none is a bot.
+        del environ["HTTP_USER_AGENT"]
     environ["REMOTE_ADDR"] = address
     parser = VisitParser(ClientAddress((), "X-Real-IP", is_unix_socket=False), sub_id_aliases or {})
     return alias, parser(environ)

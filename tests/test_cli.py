@@ -146,8 +146,39 @@ def test_generate_clicks_fills_realistic_rows_with_consistent_flags(lanner, sett
     last_seen: dict[tuple[str, int], int] = {}
     for ip, visitor_hash, created_at, is_unique in rows:
         previous = last_seen.get((ip, visitor_hash))
-        assert is_unique == int(previous is None or created_at - previous >= 24 * 3_600_000)
+        assert is_unique == int(previous is None or created_at - previous > 24 * 3_600_000)
         last_seen[(ip, visitor_hash)] = created_at
+
+
+def test_generated_uniqueness_flags_are_the_trackers_per_scope_and_window(env, lanner, settings):
+    """Each flag as the tracker sets it: no click of the visitor in its scope within its window before."""
+    lanner("offer", "create", "Gen", "--url", "https://gen.example/?c={subid}")
+    lanner("campaign", "create", "Generated 0", "--alias", "gen-0", "--offer-id", "1")
+    lanner(
+        "campaign", "create", "Generated 1", "--alias", "gen-1", "--offer-id", "1", "--uniqueness-hours", "6"
+    )
+    for campaign, streams in (("gen-0", 2), ("gen-1", 1)):
+        for _ in range(streams):
+            lanner("stream", "add", campaign, "--offer", "1")
+    run_lanner({**env, "LANNER_UNIQUENESS_HOURS": "12"}, "generate", "clicks", "--count", "8000", "--days", "3",
+               "--campaigns", "2", "--seed", "8")  # fmt: skip
+    with sqlite3.connect(settings.database_path) as connection:
+        connection.execute(
+            "CREATE INDEX test_visitor ON click (ip, ua_hash, campaign_id, stream_id, created_at)"
+        )
+        earlier = "SELECT 1 FROM click AS p WHERE p.ip = c.ip AND p.ua_hash = c.ua_hash AND p.id < c.id"
+        window = "p.created_at >= c.created_at - k.uniqueness_hours * 3600000"
+        flags = connection.execute(
+            f"""SELECT c.is_unique_global, c.is_unique_campaign, c.is_unique_stream,
+                NOT EXISTS ({earlier} AND p.created_at >= c.created_at - 12 * 3600000),
+                NOT EXISTS ({earlier} AND p.campaign_id = c.campaign_id AND {window}),
+                NOT EXISTS ({earlier} AND p.campaign_id = c.campaign_id AND p.stream_id = c.stream_id
+                            AND {window})
+            FROM click AS c JOIN campaign AS k ON k.id = c.campaign_id"""
+        ).fetchall()
+    assert len(flags) == 8000
+    assert [row[:3] for row in flags] == [row[3:] for row in flags]
+    assert sum(row[1] != row[2] for row in flags) > 100  # Several streams per campaign: the flags differ.
 
 
 def test_spool_status_and_flush(lanner, settings):

@@ -52,3 +52,45 @@ def test_prune_command(lanner):
     assert refused.returncode != 0 and "run-deferred" in refused.stderr
     lanner("db", "run-deferred")
     assert "Deleted" in lanner("prune", "--older-than", "10d", "--yes").stdout
+
+
+def test_a_report_that_needs_pruned_raw_clicks_says_why_instead_of_an_empty_table(db, lanner):
+    """Asia/Kolkata's local days start at 18:30 UTC: the hourly rollups cannot cut them, raw clicks can."""
+    import falcon
+    import falcon.testing
+
+    from models.postbacks import read_secret
+    from models.reports import PrunedRangeError
+    from routes.api import ReportApiResource
+
+    now = int(time.time() * 1000)
+    generate_clicks(db, 2000, 20, campaigns=2, seed=4, end_ms=now)
+    run_deferred(db)
+    day_report = ReportQuery(group_by=("day",), timezone="Asia/Kolkata", preset="all_time")
+    assert sum(row["clicks"] for row in run_report(db, day_report).rows) == 2000
+    assert prune_clicks(db, parse_age("10d"), global_uniqueness_hours=24, now_ms=now) > 0
+    with pytest.raises(PrunedRangeError) as refused:
+        run_report(db, day_report)
+    message = str(refused.value)
+    assert "were pruned" in message and "Asia/Kolkata" in message and "half past" in message
+    start = message.split("Start the range at ")[1].split(" ")[0]
+    # From the suggested start on, raw clicks are all there: the answer is the rollups' own.
+    answered = run_report(db, ReportQuery(group_by=("day",), timezone="Asia/Kolkata", since=start))
+    by_campaign = run_report(db, ReportQuery(timezone="Asia/Kolkata", since=start, source="raw"))
+    assert answered.rows and answered.total["clicks"] == by_campaign.total["clicks"] > 0
+    # Whole UTC hours and days are the rollups' and stay answerable: UTC and Berlin day reports.
+    for zone in ("UTC", "Europe/Berlin"):
+        rows = run_report(db, ReportQuery(group_by=("day",), timezone=zone, preset="all_time")).rows
+        assert sum(row["clicks"] for row in rows) == 2000
+    with pytest.raises(PrunedRangeError, match="sub_id_1"):
+        run_report(db, ReportQuery(group_by=("sub_id_1",), preset="all_time"))
+
+    cli = lanner("report", "-g", "day", "--timezone", "Asia/Kolkata", "--preset", "all_time", check=False)
+    assert cli.returncode == 1 and "were pruned" in cli.stderr and cli.stdout == ""
+    app = falcon.App()
+    app.add_route("/api/report", ReportApiResource(db))
+    answer = falcon.testing.TestClient(app).simulate_get(
+        "/api/report", params={"group": "day", "timezone": "Asia/Kolkata", "preset": "all_time"},
+        headers={"X-Api-Key": read_secret(db, "api_key")},
+    )  # fmt: skip
+    assert answer.status_code == 422 and "were pruned" in answer.json["description"]

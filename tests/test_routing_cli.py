@@ -83,6 +83,32 @@ def test_simulate_refuses_bad_input_with_one_sentence(routed):
         assert result.returncode == 1 and message in result.stderr
 
 
+def test_simulate_without_a_user_agent_is_the_bot_the_server_sees(routed, geo_env, start_server):
+    from conftest import request
+
+    routed(
+        "stream", "add", "geo", "--type", "intercepting", "--name", "Bots", "--filter", "bot=yes",
+        "--action", "html", "--html", "<h1>Nothing here</h1>",
+    )  # fmt: skip
+    server = start_server(LANNER_GEO_DATABASE=geo_env["LANNER_GEO_DATABASE"])
+    for headers in ({"X-Real-IP": "2001:db8::5"}, {"X-Real-IP": "2001:db8::5", "User-Agent": ""}):
+        status, _, body = request(server.port, "/geo", headers)
+        assert (status, body) == (200, b"<h1>Nothing here</h1>"), headers
+    for args in ([], ["--ua", ""], ["--ua", "  "]):
+        data = json.loads(routed("simulate", "/geo", "--ip", "2001:db8::5", "--json", *args).stdout)
+        assert data["visitor"]["is_bot"] and data["visitor"]["bot_reason"] == "empty user agent", args
+        assert (data["decision"]["stream_id"], data["decision"]["answer"]) == (3, "html"), args
+    # A User-Agent given as a header is the visitor's, as it is over HTTP.
+    googlebot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+    status, _, _ = request(server.port, "/geo", {"X-Real-IP": "2001:db8::5", "User-Agent": googlebot})
+    data = json.loads(
+        routed(
+            "simulate", "/geo", "--ip", "2001:db8::5", "--header", f"User-Agent: {googlebot}", "--json"
+        ).stdout
+    )
+    assert status == 200 and data["visitor"]["is_bot"] and data["decision"]["answer"] == "html"
+
+
 def test_click_show_traces_a_stored_click(routed, geo_env, start_server, db):
     from conftest import click, subid_of
 
