@@ -20,6 +20,7 @@ from huey.exceptions import TaskLockedException
 from peewee import OperationalError
 
 from models import db, open_database
+from models.currency import CurrencyError, refresh_rates
 from models.database import PRAGMAS
 from models.deferred import pending_steps, run_deferred
 from models.outbound import due_deliveries, send_delivery
@@ -192,6 +193,19 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         finally:
             deferred_lock.release()
 
+    @huey.periodic_task(crontab(minute="7"), name="refresh_exchange_rates")
+    def refresh_exchange_rates() -> None:
+        """Rates from LANNER_EXCHANGE_RATE_URL, if set; a feed that fails keeps the stored rates."""
+        if not settings.exchange_rate_url:
+            return
+        try:
+            changes = refresh_rates(db, settings.exchange_rate_url)
+        except CurrencyError as exc:
+            logger.warning("exchange rates not refreshed: %s", exc)
+            return
+        if changes:
+            logger.info("exchange rates refreshed: %s changed", len(changes))
+
     @huey.on_startup()
     def connect_db() -> None:
         db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
@@ -200,6 +214,7 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
     huey.send_postback = send_postback_task
     huey.send_due_postbacks = send_due_postbacks
     huey.run_deferred_steps = run_deferred_steps
+    huey.refresh_exchange_rates = refresh_exchange_rates
 
 
 def run_consumer(settings: Settings) -> None:
