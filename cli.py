@@ -1233,7 +1233,13 @@ def cost() -> None:
 @click.option("--currency", help="The amount's currency (default: the campaign's cost currency).")
 @pass_context
 def cost_set(
-    ctx: Context, campaign_ref: str, since: str, until: str, amount: float, timezone: str, currency: str | None
+    ctx: Context,
+    campaign_ref: str,
+    since: str,
+    until: str,
+    amount: float,
+    timezone: str,
+    currency: str | None,
 ) -> None:
     """Replace the costs of the campaign's clicks in a period with AMOUNT spread evenly over them."""
     from models.admin import get_campaign
@@ -1253,7 +1259,11 @@ def cost_set(
             )
     except (CostError, CurrencyError, TimeRangeError) as exc:
         raise click.ClickException(str(exc)) from None
-    converted = "" if currency == report else f" ({amount * rate_of(ctx.db.connection(), currency, report):g} {report})"
+    converted = (
+        ""
+        if currency == report
+        else f" ({amount * rate_of(ctx.db.connection(), currency, report):g} {report})"
+    )
     click.echo(f"{amount:g} {currency}{converted} over {clicks:,} clicks ({per_click:g} {report} each).")
 
 
@@ -1282,7 +1292,9 @@ def currency_rate_set(ctx: Context, code: str, rate: str) -> None:
     report = report_currency(ctx.db.connection())
     click.echo(f"1 {change.currency} = {change.rate:g} {report}.")
     if change.converted:
-        click.echo(f"Converted {change.converted:,} conversion(s) that were waiting for a {change.currency} rate.")
+        click.echo(
+            f"Converted {change.converted:,} conversion(s) that were waiting for a {change.currency} rate."
+        )
 
 
 @currency_rate.command("list")

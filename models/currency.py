@@ -231,9 +231,9 @@ def rates_from_feed(data: Any, report: str) -> dict[str, float]:
     base = str(data.get("base") or data.get("base_code") or "").upper()
     quoted: dict[str, float] = {}
     for code, value in data["rates"].items():
-        if isinstance(code, str) and CODE.match(code.upper()):
+        if isinstance(code, str) and CODE.match(code):
             try:
-                quoted[code.upper()] = check_rate(value)
+                quoted[code] = check_rate(value)
             except CurrencyError:
                 continue  # One bad entry does not spoil the others.
     if base:

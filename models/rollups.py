@@ -198,6 +198,8 @@ def backfill_conversions(conn) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(conversion)").fetchall()}
     payout = "COALESCE(cv.report_payout, 0)" if "report_payout" in columns else "cv.payout"
     delta = RollupDelta()
-    for status, payout, cost, *key in conn.execute(SQL_CONVERSIONS_WITH_KEYS.format(payout=payout)).fetchall():
+    for status, payout, cost, *key in conn.execute(
+        SQL_CONVERSIONS_WITH_KEYS.format(payout=payout)
+    ).fetchall():
         delta.add_conversion(tuple(key), conversion_metrics(status, payout, cost))
     delta.apply(conn)
