@@ -1272,6 +1272,23 @@ def currency() -> None:
     """The report currency and the exchange rates amounts are converted into it with."""
 
 
+@currency.command("relabel")
+@click.argument("code")
+@click.confirmation_option(prompt="Say every amount stored in the report currency was in this currency?")
+@pass_context
+def currency_relabel(ctx: Context, code: str) -> None:
+    """Say the stored amounts were in CODE all along (an install that never meant USD); no conversion."""
+    from models.currency import CurrencyError, relabel_report_currency
+
+    try:
+        changed = relabel_report_currency(ctx.db, code)
+    except CurrencyError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Report currency: {code.upper()}; {changed:,} conversion(s) relabelled or converted.")
+    if ctx.settings.report_currency != code.upper():
+        click.echo(f"Set LANNER_REPORT_CURRENCY={code.upper()} too, or reports will refuse.", err=True)
+
+
 @currency.group("rate")
 def currency_rate() -> None:
     """Exchange rates: what one unit of a currency is worth in the report currency."""

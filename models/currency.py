@@ -15,6 +15,8 @@ The report currency the stored amounts are in is kept in meta `report_currency` 
 before currencies existed: every default said USD). `lanner db migrate` adopts
 LANNER_REPORT_CURRENCY while the database holds no money yet; after that, changing it would mean
 converting every stored amount, which is not done: reports refuse to label USD amounts as EUR.
+`lanner currency relabel EUR` is for the install whose USD was never meant: it says the stored
+amounts were EUR all along (cheap: offers, campaigns and conversions only; no click is rewritten).
 """
 
 from __future__ import annotations
@@ -133,6 +135,33 @@ def adopt_report_currency(db: Database, wanted: str) -> bool:
         conn.execute("UPDATE offer SET currency = ? WHERE currency = ?", (wanted, old))
         conn.execute("UPDATE campaign SET cost_currency = ? WHERE cost_currency = ?", (wanted, old))
     return True
+
+
+def relabel_report_currency(db: Database, new: str) -> int:
+    """Say the amounts stored in the report currency were in `new` all along: offers, campaigns and
+    conversions labelled with the old one take the new one, and conversions received in `new` that
+    waited for a rate count at 1:1. Refused while rates are stored (they are into the old currency).
+
+    Returns how many conversions changed label or were converted.
+    """
+    new = check_code(new)
+    conn = db.connection()
+    with db.atomic("IMMEDIATE"):
+        old = report_currency(conn)
+        if new == old:
+            raise CurrencyError(f"The report currency is {old} already.")
+        if fetch_one(conn, "SELECT EXISTS (SELECT 1 FROM exchange_rate)")[0]:
+            raise CurrencyError(
+                f"Exchange rates are stored, into {old}; a relabel would make them wrong. It is for an "
+                "install that has not set rates yet."
+            )
+        conn.execute(SQL_SET_REPORT_CURRENCY, (new,))
+        conn.execute("UPDATE offer SET currency = ? WHERE currency = ?", (new, old))
+        conn.execute("UPDATE campaign SET cost_currency = ? WHERE cost_currency = ?", (new, old))
+        relabelled = conn.execute(
+            "UPDATE conversion SET currency = ? WHERE currency = ?", (new, old)
+        ).rowcount
+        return relabelled + _convert_waiting(conn, new, 1.0, new)
 
 
 @dataclass

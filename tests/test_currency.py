@@ -392,3 +392,21 @@ def test_the_rate_api_sets_and_lists_rates_with_the_key_and_the_report_api_names
         live.port, f"/postback?key={postback_key}&subid={new_subid(1_800_000_000_000)}&currency=EURO"
     )
     assert status == 400 and b"three-letter code" in body
+
+
+def test_relabel_says_the_stored_amounts_were_another_currency_all_along(db, campaign, recorder, clock, env):
+    from conftest import run_lanner
+
+    post(recorder, store_click(db, campaign, clock), payout="5")  # The offer's: USD, as every default said.
+    post(recorder, store_click(db, campaign, clock), payout="7", currency="EUR")  # Waits for a rate.
+    environ = {**env, "LANNER_REPORT_CURRENCY": "EUR"}
+    refused = run_lanner(environ, "report", check=False)
+    assert refused.returncode != 0 and "stored amounts are in USD" in refused.stderr
+    out = run_lanner(environ, "currency", "relabel", "eur", "--yes").stdout
+    assert "Report currency: EUR; 2 conversion(s)" in out
+    report = both_reports(db, currency="EUR")
+    assert (report.currency, report.total["revenue"], report.unconverted) == ("EUR", 12.0, [])
+    assert json.loads(run_lanner(environ, "offer", "list", "--json").stdout)[0]["currency"] == "EUR"
+    set_rates(db, {"USD": 0.93})
+    again = run_lanner(environ, "currency", "relabel", "GBP", "--yes", check=False)
+    assert again.returncode != 0 and "Exchange rates are stored" in again.stderr
