@@ -25,8 +25,10 @@ CREATE TABLE exchange_rate (
     "ALTER TABLE conversion ADD COLUMN report_payout REAL",
     "UPDATE conversion SET report_payout = payout WHERE currency = 'USD'",
     # Small by construction: only conversions waiting for an exchange rate are in it.
-    "CREATE INDEX conversion_unconverted ON conversion (currency, click_created_at) "
-    "WHERE report_payout IS NULL",
+    (
+        "CREATE INDEX conversion_unconverted ON conversion (currency, click_created_at) "
+        "WHERE report_payout IS NULL"
+    ),
     "INSERT INTO meta (key, value) VALUES ('report_currency', 'USD')",
 ]
 
