@@ -276,7 +276,8 @@ class _Sql:
         where, params = self._where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
         sql = (
             "SELECT cv.currency, COUNT(*), SUM(cv.payout) "
-            "FROM conversion AS cv INDEXED BY conversion_unconverted JOIN click AS c ON c.id = cv.click_id WHERE cv.report_payout IS NULL "
+            "FROM conversion AS cv INDEXED BY conversion_unconverted JOIN click AS c ON c.id = cv.click_id "
+            "WHERE cv.report_payout IS NULL "
             f"AND cv.status IN ('lead', 'sale', 'rebill') AND {' AND '.join(where)} GROUP BY 1 ORDER BY 1"
         )
         return sql, params

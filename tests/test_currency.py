@@ -295,6 +295,14 @@ def test_currency_commands_set_and_list_rates(lanner, env, feed):
     report = json.loads(lanner("report", "--preset", "all_time", "--json").stdout)
     assert (report["currency"], report["unconverted"], report["notes"]) == ("USD", [], [])
     assert lanner("report", "--preset", "all_time").stdout.startswith("Amounts in USD.")
+    lanner("generate", "clicks", "--count", "100", "--days", "1", "--campaigns", "1", "--seed", "2")
+    lanner("db", "run-deferred")
+    spread = ("cost", "set", "--campaign", "1", "--from", "2000-01-01", "--to", "2100-01-01")
+    spread += ("--amount", "50")
+    assert "50 EUR (54 USD) over 100 clicks (0.54 USD each)." in lanner(*spread, "--currency", "EUR").stdout
+    assert json.loads(lanner("report", "--preset", "all_time", "--json").stdout)["total"]["cost"] == 54.0
+    refused = lanner(*spread, "--currency", "CHF", check=False)
+    assert refused.returncode != 0 and "no exchange rate for CHF" in refused.stderr
     mismatch = run_lanner({**env, "LANNER_REPORT_CURRENCY": "EUR"}, "report", check=False)
     assert mismatch.returncode != 0 and "stored amounts are in USD" in mismatch.stderr
 
