@@ -418,3 +418,15 @@ def test_relabel_says_the_stored_amounts_were_another_currency_all_along(db, cam
     set_rates(db, {"USD": 0.93})
     again = run_lanner(environ, "currency", "relabel", "GBP", "--yes", check=False)
     assert again.returncode != 0 and "Exchange rates are stored" in again.stderr
+
+
+def test_a_real_worker_reads_the_rate_feed_when_it_starts(db, start_consumer, feed):
+    import time
+
+    feed.body = json.dumps({"base": "USD", "rates": {"USD": 1, "EUR": 0.8}}).encode()
+    worker = start_consumer(LANNER_EXCHANGE_RATE_URL=feed.url)
+    deadline = time.monotonic() + 30
+    while not list_rates(db) and time.monotonic() < deadline:
+        assert worker.process.poll() is None, worker.log
+        time.sleep(0.1)
+    assert [(row["currency"], row["rate"]) for row in list_rates(db)] == [("EUR", 1.25)], worker.log

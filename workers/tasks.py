@@ -225,5 +225,6 @@ def run_consumer(settings: Settings) -> None:
     huey = create_huey(settings)
     huey.flush_spool()
     huey.run_deferred_steps()  # At once, not at the next minute.
+    huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
     consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True, flush_locks=True)
     consumer.run()
