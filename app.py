@@ -19,6 +19,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     from models.postbacks import ConversionRecorder
     from models.refusals import RefusalCounter
     from routes.api import ReportApiResource
+    from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.click import ClickResource, ClientAddress
     from routes.errors import handle_unexpected
     from routes.health import HealthResource
@@ -45,8 +46,9 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", HealthResource(tracker))
-    if not settings.admin_address:
-        app.add_route("/api/report", ReportApiResource(tracker.db))  # No admin worker: ours.
+    if not settings.admin_address:  # No admin worker: ours.
+        app.add_route("/api/report", ReportApiResource(tracker.db, settings.report_currency))
+        app.add_route("/api/currency/rates", ExchangeRateApiResource(tracker.db))
     app.add_route("/postback", PostbackResource(desk))
     # The key sits where a campaign alias would: Falcon wants one field name per path level.
     app.add_route("/{alias}/postback", PostbackResource(desk))
@@ -61,7 +63,7 @@ def create_admin_app(settings: Settings) -> falcon.App:
     """The admin worker's app: the report API, on its own connection; never campaign URLs."""
     from models import open_database
     from models.migrate import schema_is_current
-    from routes.api import ReportApiResource
+    from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.errors import handle_unexpected
     from routes.health import DatabaseHealthResource
 
@@ -73,7 +75,8 @@ def create_admin_app(settings: Settings) -> falcon.App:
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", DatabaseHealthResource(db))
-    app.add_route("/api/report", ReportApiResource(db))
+    app.add_route("/api/report", ReportApiResource(db, settings.report_currency))
+    app.add_route("/api/currency/rates", ExchangeRateApiResource(db))
     app.add_error_handler(Exception, handle_unexpected)
     return app
 

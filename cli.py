@@ -178,13 +178,18 @@ def db_migrate(ctx: Context, up_to: str | None) -> None:
 
     if up_to is not None and up_to not in migration_names():
         raise click.ClickException(f"No migration is named {up_to!r}; `lanner db status` lists them.")
+    from models.currency import adopt_report_currency
+
     database = open_database(ctx.settings.database_path, autocheckpoint=True)
     pending = [name for name in pending_migrations(database) if up_to is None or name <= up_to]
+    if pending:
+        with click.progressbar(length=len(pending), label="Migrating") as bar:
+            migrate(database, on_applied=lambda name: bar.update(1), up_to=up_to)
+    if adopt_report_currency(database, ctx.settings.report_currency):
+        click.echo(f"Report currency: {ctx.settings.report_currency}.")
     if not pending:
         click.echo(f"{ctx.settings.database_path}: up to date.")
         return
-    with click.progressbar(length=len(pending), label="Migrating") as bar:
-        migrate(database, on_applied=lambda name: bar.update(1), up_to=up_to)
     click.echo(f"Applied {len(pending)} migration(s): {', '.join(pending)}")
 
 
@@ -244,6 +249,7 @@ def offer_row(offer) -> dict[str, Any]:
         "name": offer.name,
         "status": offer.status,
         "payout": offer.payout,
+        "currency": offer.currency,
         "daily_cap": offer.daily_cap,
         "total_cap": offer.total_cap,
         "timezone": offer.timezone,
@@ -268,6 +274,7 @@ def offer() -> None:
 @click.argument("name")
 @click.option("--url", required=True, help="Offer URL template, e.g. https://example.com/?click={subid}")
 @click.option("--payout", type=float, default=0.0, show_default=True)
+@click.option("--currency", help="The payout's currency, e.g. EUR (default: the report currency).")
 @cap_options
 @click.option("--timezone", default="UTC", show_default=True, help="Where the daily cap's day starts.")
 @pass_context
@@ -287,7 +294,7 @@ def offer_list(ctx: Context, fmt: str) -> None:
     from models.admin import list_offers
 
     ctx.db
-    columns = ["id", "name", "status", "payout", "daily_cap", "total_cap", "timezone", "url"]
+    columns = ["id", "name", "status", "payout", "currency", "daily_cap", "total_cap", "timezone", "url"]
     echo_rows([offer_row(o) for o in list_offers()], columns, fmt)
 
 
@@ -297,6 +304,7 @@ def offer_list(ctx: Context, fmt: str) -> None:
 @click.option("--url")
 @click.option("--status", type=click.Choice(["active", "paused", "archived"]))
 @click.option("--payout", type=float)
+@click.option("--currency", help="The payout's currency, e.g. EUR.")
 @cap_options
 @click.option("--clear-caps", is_flag=True, help="Remove both caps.")
 @click.option("--timezone")
@@ -354,7 +362,10 @@ def campaign_options(function):
         click.option(
             "--cost-value", type=float, help="The price per unit of --cost-model (revshare: percent)."
         ),
-        click.option("--cost-currency", help="Currency of the cost, e.g. USD."),
+        click.option(
+            "--cost-currency",
+            help="Currency of the cost, e.g. EUR (default: the report currency; it needs an exchange rate).",
+        ),
     ]
     for option in reversed(options):
         function = option(function)
@@ -730,11 +741,13 @@ def run_command(ctx: Context) -> None:
 
     from models import open_database
     from models.admin import create_campaign, list_campaigns
+    from models.currency import adopt_report_currency
     from models.migrate import migrate
 
     settings = ctx.settings
     database = open_database(settings.database_path, autocheckpoint=True)
     migrate(database)
+    adopt_report_currency(database, settings.report_currency)
     if not settings.geo_path.exists():
         build_geo(settings.geo_path)
     if not list_campaigns():
@@ -1174,20 +1187,26 @@ def report_command(
         if not (options["preset"] or options["since"] or options["until"]):
             options["preset"] = "last_30_days"
         query = ReportQuery(
-            group_by=groups or ("campaign",), filters=parsed, source="raw" if raw else "auto", **options
+            group_by=groups or ("campaign",),
+            filters=parsed,
+            source="raw" if raw else "auto",
+            currency=ctx.settings.report_currency,
+            **options,
         )
         report = run_report(ctx.db, query)
     except (ReportError, TimeRangeError) as exc:
         raise click.ClickException(str(exc)) from None
     if fmt == "json":
-        click.echo(
-            json.dumps({"rows": report.rows, "total": report.total, "sources": report.sources}, indent=2)
-        )
+        click.echo(json.dumps(report.as_json(), indent=2))
         return
     rows = report.rows + (
         [{**report.total, report.columns[0]: "total"}] if fmt == "table" and report.rows else []
     )
+    if fmt == "table":
+        click.echo(f"Amounts in {report.currency}.")
     echo_rows(rows, report.columns, fmt)
+    for note in report.notes:  # CSV: on stderr, so the file stays CSV.
+        click.echo(f"Note: {note}", err=fmt == "csv")
 
 
 @main.command("prune")
@@ -1232,22 +1251,120 @@ def cost() -> None:
 @click.option("--campaign", "campaign_ref", required=True, help="Campaign id or alias.")
 @range_options(required=True)
 @click.option("--amount", type=float, required=True, help="The total spend for the period.")
+@click.option("--currency", help="The amount's currency (default: the campaign's cost currency).")
 @pass_context
-def cost_set(ctx: Context, campaign_ref: str, since: str, until: str, amount: float, timezone: str) -> None:
+def cost_set(
+    ctx: Context,
+    campaign_ref: str,
+    since: str,
+    until: str,
+    amount: float,
+    timezone: str,
+    currency: str | None,
+) -> None:
     """Replace the costs of the campaign's clicks in a period with AMOUNT spread evenly over them."""
     from models.admin import get_campaign
     from models.costs import CostError, spread_cost
+    from models.currency import CurrencyError, check_code, rate_of, report_currency
     from models.timerange import TimeRangeError, local_instant, zone
 
     campaign = admin_call(get_campaign, campaign_ref) if ctx.db else None
+    report = report_currency(ctx.db.connection())
     try:
+        currency = check_code(currency) if currency else campaign.cost_currency
         tz = zone(timezone)
         start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
         with progress_to_total("Spreading") as advance:
-            clicks, per_click = spread_cost(ctx.db, campaign.id, start, end, amount, on_progress=advance)
-    except (CostError, TimeRangeError) as exc:
+            clicks, per_click = spread_cost(
+                ctx.db, campaign.id, start, end, amount, currency=currency, on_progress=advance
+            )
+    except (CostError, CurrencyError, TimeRangeError) as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"{amount:g} {campaign.cost_currency} over {clicks:,} clicks ({per_click:g} each).")
+    converted = (
+        ""
+        if currency == report
+        else f" ({amount * rate_of(ctx.db.connection(), currency, report):g} {report})"
+    )
+    click.echo(f"{amount:g} {currency}{converted} over {clicks:,} clicks ({per_click:g} {report} each).")
+
+
+@main.group()
+def currency() -> None:
+    """The report currency and the exchange rates amounts are converted into it with."""
+
+
+@currency.command("relabel")
+@click.argument("code")
+@click.confirmation_option(prompt="Say every amount stored in the report currency was in this currency?")
+@pass_context
+def currency_relabel(ctx: Context, code: str) -> None:
+    """Say the stored amounts were in CODE all along (an install that never meant USD); no conversion."""
+    from models.currency import CurrencyError, relabel_report_currency
+
+    try:
+        changed = relabel_report_currency(ctx.db, code)
+    except CurrencyError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Report currency: {code.upper()}; {changed:,} conversion(s) relabelled or converted.")
+    if ctx.settings.report_currency != code.upper():
+        click.echo(f"Set LANNER_REPORT_CURRENCY={code.upper()} too, or reports will refuse.", err=True)
+
+
+@currency.group("rate")
+def currency_rate() -> None:
+    """Exchange rates: what one unit of a currency is worth in the report currency."""
+
+
+@currency_rate.command("set")
+@click.argument("code")
+@click.argument("rate")
+@pass_context
+def currency_rate_set(ctx: Context, code: str, rate: str) -> None:
+    """Set CODE's rate from now on (e.g. `EUR 1.08`: 1 EUR = 1.08 in the report currency)."""
+    from models.currency import CurrencyError, report_currency, set_rates
+
+    try:
+        (change,) = set_rates(ctx.db, {code: rate})
+    except CurrencyError as exc:
+        raise click.ClickException(str(exc)) from None
+    report = report_currency(ctx.db.connection())
+    click.echo(f"1 {change.currency} = {change.rate:g} {report}.")
+    if change.converted:
+        click.echo(
+            f"Converted {change.converted:,} conversion(s) that were waiting for a {change.currency} rate."
+        )
+
+
+@currency_rate.command("list")
+@click.option("--history", is_flag=True, help="Every rate stored, not only the latest per currency.")
+@format_option
+@pass_context
+def currency_rate_list(ctx: Context, history: bool, fmt: str) -> None:
+    """List the exchange rates (the latest per currency)."""
+    from models.currency import list_rates, report_currency
+    from models.timerange import local_iso, zone
+
+    rows = list_rates(ctx.db, history=history)
+    if fmt == "table":
+        click.echo(f"Report currency: {report_currency(ctx.db.connection())}")
+        rows = [{**row, "valid_from": local_iso(row["valid_from"], zone("UTC"))} for row in rows]
+    echo_rows(rows, ["currency", "rate", "report_currency", "valid_from", "source"], fmt)
+
+
+@currency_rate.command("refresh")
+@pass_context
+def currency_rate_refresh(ctx: Context) -> None:
+    """Read LANNER_EXCHANGE_RATE_URL now and store the rates that changed (the worker does it hourly)."""
+    from models.currency import CurrencyError, refresh_rates
+
+    if not ctx.settings.exchange_rate_url:
+        raise click.ClickException("LANNER_EXCHANGE_RATE_URL is not set.")
+    try:
+        changes = refresh_rates(ctx.db, ctx.settings.exchange_rate_url)
+    except CurrencyError as exc:
+        raise click.ClickException(str(exc)) from None
+    converted = sum(change.converted for change in changes)
+    click.echo(f"{len(changes)} rate(s) changed; {converted:,} waiting conversion(s) converted.")
 
 
 @main.group()

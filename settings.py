@@ -46,6 +46,19 @@ def _days(value: str) -> int:
     return days
 
 
+def _currency(value: str) -> str:
+    code = value.strip().upper()
+    if len(code) != 3 or not code.isalpha() or not code.isascii():
+        raise ValueError("a currency is a three-letter code such as USD or EUR")
+    return code
+
+
+def _feed_url(value: str) -> str:
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError("the rate feed is an http:// or https:// URL")
+    return value
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("data_dir", "./var", str, "Directory holding the database, the Huey queue file and the spool."),
     Setting("bind", "127.0.0.1:8080", str, "Where `lanner serve` listens: HOST:PORT or unix:/PATH."),
@@ -126,6 +139,20 @@ SETTINGS: tuple[Setting, ...] = (
         float,
         "First wait before an outbound postback that failed is sent again; it doubles each time (max 6 h).",
     ),
+    Setting(
+        "report_currency",
+        "USD",
+        _currency,
+        "The currency reports are in: payouts and costs are converted into it when recorded. Adopted by "
+        "`lanner db migrate` while the database is empty; fixed once it holds data.",
+    ),
+    Setting(
+        "exchange_rate_url",
+        "",
+        _feed_url,
+        'A JSON rate feed ({"base": "EUR", "rates": {"USD": 1.08, ...}}) `lanner worker` reads every hour; '
+        "empty: rates only from `lanner currency rate set` and the API.",
+    ),
 )
 
 
@@ -152,6 +179,8 @@ class Settings:
     postback_park_hours: float
     postback_log_days: int
     postback_retry_seconds: float
+    report_currency: str
+    exchange_rate_url: str
 
     @property
     def database_path(self) -> Path:

@@ -29,6 +29,7 @@ from models.campaign import (
     Stream,
     StreamOffer,
 )
+from models.currency import CurrencyError, check_code, report_currency, require_rate
 from models.filters import FilterError, describe_filter, parse_filter
 from models.macros import MacroError, compile_url
 from models.offer import OFFER_STATUSES, Offer
@@ -82,7 +83,18 @@ def _check_cap(value: int | None, what: str) -> None:
         raise AdminError(f"{what} cannot be negative.")
 
 
+def _check_currency(code: str, *, needs_rate: bool) -> str:
+    """An offer's payout may wait for a rate (its conversions are then reported as unconverted);
+    a campaign's costs may not: clicks land with their cost converted."""
+    try:
+        return require_rate(Offer._meta.database.connection(), code) if needs_rate else check_code(code)
+    except CurrencyError as exc:
+        raise AdminError(str(exc)) from None
+
+
 def _check_offer_fields(fields: dict[str, Any]) -> None:
+    if fields.get("currency") is not None:
+        fields["currency"] = _check_currency(fields["currency"], needs_rate=False)
     if "url" in fields:
         _check_url(fields["url"])
     if "status" in fields:
@@ -137,15 +149,17 @@ def create_offer(
     url: str,
     *,
     payout: float = 0.0,
-    currency: str = "USD",
+    currency: str | None = None,
     daily_cap: int | None = None,
     total_cap: int | None = None,
     timezone: str = "UTC",
 ) -> Offer:
+    """`currency`: the payout's, default the report currency."""
     fields = {"url": url, "daily_cap": daily_cap, "total_cap": total_cap, "timezone": timezone}
+    fields["currency"] = currency or report_currency(db.connection())
     _check_offer_fields(fields)
     with db.atomic():
-        offer = Offer.create(name=name, payout=payout, currency=currency.upper(), **fields)
+        offer = Offer.create(name=name, payout=payout, **fields)
         bump_config_version(db)
     return offer
 
@@ -190,6 +204,7 @@ def create_campaign(
         raise AdminError("Give exactly one of an offer URL or an existing offer id.")
     options = {key: value for key, value in options.items() if value is not None}
     fields = {"rotation": rotation, "uniqueness_hours": uniqueness_hours, **options}
+    fields.setdefault("cost_currency", report_currency(db.connection()))
     _check_campaign_fields(fields)
     with db.atomic():
         try:
@@ -198,7 +213,9 @@ def create_campaign(
             raise AdminError(f"A campaign with alias {alias!r} already exists.") from None
         offer = get_offer(offer_id) if offer_id is not None else None
         if offer is None:
-            offer = Offer.create(name=name, url=_check_url(offer_url))
+            offer = Offer.create(
+                name=name, url=_check_url(offer_url), currency=report_currency(db.connection())
+            )
         stream = Stream.create(campaign=campaign, name="Default", type="regular", position=1)
         StreamOffer.create(stream=stream, offer=offer, weight=100)
         bump_config_version(db)
@@ -232,7 +249,7 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
     if fields.get("cost_model") == "revshare" and fields.get("cost_value", 0) > 100:
         raise AdminError("A revshare cost is a percentage of revenue, from 0 to 100.")
     if "cost_currency" in fields:
-        fields["cost_currency"] = fields["cost_currency"].upper()
+        fields["cost_currency"] = _check_currency(fields["cost_currency"], needs_rate=True)
 
 
 def update_campaign(db: Database, ref: str | int, **changes: Any) -> Campaign:

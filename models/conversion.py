@@ -22,8 +22,8 @@ class Conversion(BaseModel):
     raw_status = TextField(default="")
     network = TextField(default="")  # The postback's `from=`.
     payout = FloatField(default=0.0)
-    currency = TextField(default="USD")
-    cost = FloatField(default=0.0)  # Per-conversion cost models (CPA, CPS, RevShare).
+    currency = TextField(default="USD")  # The payout's, as received (or the offer's).
+    cost = FloatField(default=0.0)  # Per-conversion cost models (CPA, CPS, RevShare), report currency.
     click_id = IntegerField()
     campaign_id = IntegerField()
     stream_id = IntegerField(null=True)
@@ -31,6 +31,7 @@ class Conversion(BaseModel):
     click_created_at = BigIntegerField()
     created_at = BigIntegerField()
     updated_at = BigIntegerField()
+    report_payout = FloatField(null=True)  # The payout in the report currency; NULL: no rate yet.
 
 
 class PostbackLog(BaseModel):

@@ -14,7 +14,7 @@ from models.timerange import localise_times, time_bounded, zone
 
 CONVERSION_COLUMNS = (
     "id", "created_at", "subid", "tid", "status", "original_status", "raw_status", "payout", "currency",
-    "cost", "campaign_id", "stream_id", "offer_id", "network",
+    "report_payout", "cost", "campaign_id", "stream_id", "offer_id", "network",
 )  # fmt: skip
 POSTBACK_COLUMNS = (
     "id",

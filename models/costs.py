@@ -6,6 +6,10 @@ value for a click unique in the campaign; cpm: a thousandth of it). Per-conversi
 cps, revshare) are costed on the conversion (models/postbacks.py). `lanner cost set` replaces the
 costs of a campaign's clicks in a period with an amount spread evenly over them (Keitaro's
 "update costs"), in short chunks, moving the rollups by the difference in the same transactions.
+
+A campaign's costs are in its cost currency; clicks store them converted into the report currency
+at the rate of the moment they land (models/currency.py), which is why a campaign cannot take a
+cost currency that has no rate.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ from typing import Callable
 
 from peewee import Database
 
+from models.currency import rate_of, report_currency
 from models.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.rollups import DIMENSIONS, RollupDelta
 
-SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value FROM campaign"
+SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value, cost_currency FROM campaign"
 SQL_PERIOD_CLICKS = (
     "SELECT id FROM click INDEXED BY click_campaign_created_at "
     "WHERE campaign_id = ? AND created_at >= ? AND created_at < ? ORDER BY created_at"
@@ -45,21 +50,35 @@ def click_cost(model: str, value: float, is_unique_campaign: int) -> float:
 
 
 class ClickCosts:
-    """The campaigns' per-click cost models, read at each flush (a handful of rows)."""
+    """The campaigns' per-click cost models and cost currencies' rates, read at each flush (a
+    handful of rows)."""
 
     def __init__(self) -> None:
-        self.models: dict[int, tuple[str, float]] = {}
+        self.models: dict[int, tuple[str, float, float]] = {}  # campaign -> (model, value, rate)
 
     def load(self, conn) -> None:
-        self.models = {row[0]: (row[1], row[2]) for row in conn.execute(SQL_CAMPAIGN_COSTS).fetchall()}
+        report = report_currency(conn)
+        rates: dict[str, float] = {}
+        self.models = {}
+        for campaign_id, model, value, currency in conn.execute(SQL_CAMPAIGN_COSTS).fetchall():
+            if currency not in rates:
+                # No rate (a cost currency set before currencies were converted): no cost rather
+                # than a cost in another currency; reports name the campaign.
+                rates[currency] = rate_of(conn, currency, report) or 0.0
+            self.models[campaign_id] = (model, value, rates[currency])
 
     def fill(self, rows: list[list]) -> None:
-        """Set the cost of the records that came without one from the click URL."""
+        """Set each record's cost in the report currency: the click URL's `cost=` (in the campaign's
+        cost currency) converted, or the campaign's per-click model."""
         for row in rows:
-            if not row[_COST]:
-                model = self.models.get(row[CAMPAIGN_ID])
-                if model is not None and model[1]:
-                    row[_COST] = click_cost(model[0], model[1], row[_UNIQUE_CAMPAIGN])
+            model = self.models.get(row[CAMPAIGN_ID])
+            if model is None:
+                continue
+            if row[_COST]:
+                if model[2] != 1.0:
+                    row[_COST] = round(row[_COST] * model[2], 6)
+            elif model[1]:
+                row[_COST] = round(click_cost(model[0], model[1], row[_UNIQUE_CAMPAIGN]) * model[2], 6)
 
 
 def spread_cost(
@@ -69,12 +88,23 @@ def spread_cost(
     end_ms: int,
     amount: float,
     *,
+    currency: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[int, float]:
-    """Give the campaign's clicks in [start_ms, end_ms) costs summing to `amount`; (clicks, per click)."""
+    """Give the campaign's clicks in [start_ms, end_ms) costs summing to `amount` (in `currency`,
+    converted at today's rate; None: the report currency); (clicks, per click in the report currency)."""
     if amount < 0:
         raise CostError("The amount cannot be negative.")
     conn = db.connection()
+    if currency is not None:
+        report = report_currency(conn)
+        rate = rate_of(conn, currency, report)
+        if rate is None:
+            raise CostError(
+                f"There is no exchange rate for {currency} into the report currency {report}; "
+                f"set one first with `lanner currency rate set {currency} RATE`."
+            )
+        amount = round(amount * rate, 6)
     ids = [row[0] for row in conn.execute(SQL_PERIOD_CLICKS, (campaign_id, start_ms, end_ms)).fetchall()]
     if not ids:
         raise CostError("The campaign has no clicks in that period; nothing to spread the cost over.")

@@ -12,6 +12,7 @@ from peewee import Database
 
 from models.admin import AdminError, get_campaign
 from models.conversion import Conversion, PostbackTarget, StatusMap
+from models.currency import campaign_cost, report_currency
 from models.outbound import METHODS, OutboundError, compile_target_url, http_send, render_delivery
 from models.postbacks import (
     ALLOWED_CHANGES,
@@ -49,18 +50,16 @@ def map_status(db: Database, raw_status: str, status: str, *, network: str = "")
         if network:
             stored = stored.where(Conversion.network == network)
         costs = {}
+        report = report_currency(db.connection())
         for conversion in stored:
             if conversion.campaign_id not in costs:
-                campaign = get_campaign(conversion.campaign_id)
-                costs[conversion.campaign_id] = (campaign.cost_model, campaign.cost_value)
+                costs[conversion.campaign_id] = campaign_cost(db.connection(), conversion.campaign_id, report)
             model, value = costs[conversion.campaign_id]
-            old = conversion_metrics(conversion.status, conversion.payout, conversion.cost)
-            conversion.cost = conversion_cost(model, value, status, conversion.payout)
+            payout = conversion.report_payout or 0.0  # Reports sum the payout in the report currency.
+            old = conversion_metrics(conversion.status, payout, conversion.cost)
+            conversion.cost = conversion_cost(model, value, status, payout)
             move_conversion_rollups(
-                db.connection(),
-                conversion.click_id,
-                old,
-                conversion_metrics(status, conversion.payout, conversion.cost),
+                db.connection(), conversion.click_id, old, conversion_metrics(status, payout, conversion.cost)
             )
             if conversion.original_status == conversion.status:
                 conversion.original_status = status

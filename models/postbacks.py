@@ -37,6 +37,7 @@ from typing import Mapping
 from peewee import Database
 
 from models.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
+from models.currency import CODE, campaign_cost, convert, report_currency
 from models.hotpath import fetch_one
 from models.record import SUBID_PATTERN
 from models.rollups import RollupDelta, click_key, conversion_metrics
@@ -101,20 +102,21 @@ SQL_SECRET = "SELECT value FROM meta WHERE key = ?"
 SQL_SET_SECRET = "UPDATE meta SET value = ? WHERE key = ?"
 SQL_FIND_CLICK = "SELECT id, campaign_id, stream_id, offer_id, created_at FROM click WHERE subid = ?"
 SQL_OFFER_PAYOUT = "SELECT payout, currency FROM offer WHERE id = ?"
-SQL_CAMPAIGN_COST = "SELECT cost_model, cost_value FROM campaign WHERE id = ?"
 SQL_MAPPED_STATUS = """
 SELECT status FROM status_map WHERE raw_status = ? AND network IN (?, '') ORDER BY network DESC LIMIT 1
 """
-SQL_CONVERSION_BY_TID = "SELECT id, tid, status, payout, cost FROM conversion WHERE subid = ? AND tid = ?"
-SQL_CONVERSIONS_OF_CLICK = "SELECT id, tid, status, payout, cost FROM conversion WHERE subid = ? LIMIT 2"
+_CONVERSION = "SELECT id, tid, status, payout, cost, currency, report_payout FROM conversion"
+SQL_CONVERSION_BY_TID = _CONVERSION + " WHERE subid = ? AND tid = ?"
+SQL_CONVERSIONS_OF_CLICK = _CONVERSION + " WHERE subid = ? LIMIT 2"
 SQL_ROLLUPS_LIVE = "SELECT value = 'live' FROM meta WHERE key = 'rollup_conversions'"
 SQL_INSERT_CONVERSION = """
 INSERT INTO conversion (subid, tid, status, original_status, raw_status, network, payout, currency,
-    cost, click_id, campaign_id, stream_id, offer_id, click_created_at, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    report_payout, cost, click_id, campaign_id, stream_id, offer_id, click_created_at, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 SQL_UPDATE_CONVERSION = """
-UPDATE conversion SET tid = ?, status = ?, raw_status = ?, payout = ?, cost = ?, updated_at = ? WHERE id = ?
+UPDATE conversion SET tid = ?, status = ?, raw_status = ?, payout = ?, currency = ?, report_payout = ?,
+    cost = ?, updated_at = ? WHERE id = ?
 """
 SQL_ADOPT_TID = "UPDATE conversion SET tid = ?, updated_at = ? WHERE id = ?"
 SQL_TARGETS = "SELECT id, statuses FROM postback_target WHERE campaign_id = ? AND status = 'active'"
@@ -230,9 +232,11 @@ def parse_postback(params: Mapping[str, str]) -> Postback:
         subid=subid,
         tid=_first(params, TID_PARAMS)[:MAX_TEXT],
         raw_status=raw_status.lower(),
-        currency=params.get("currency", "").strip().upper()[:10],
+        currency=params.get("currency", "").strip().upper(),
         network=params.get("from", "").strip().lower()[:MAX_TEXT],
     )
+    if postback.currency and not CODE.match(postback.currency):
+        raise PostbackError(f"Currency {postback.currency[:20]!r} is not a three-letter code such as USD.")
     payout = params.get("payout", "").strip()
     if payout:
         postback.payout = parse_amount(payout, "Payout")
@@ -361,28 +365,35 @@ class ConversionRecorder:
         existing = self._find_conversion(conn, postback, status)
         if isinstance(existing, Outcome):
             return existing
-        cost_model, cost_value = fetch_one(conn, SQL_CAMPAIGN_COST, (campaign_id,)) or ("cpc", 0.0)
+        # Amounts the reports sum are in the report currency, converted now (models/currency.py).
+        report = report_currency(conn)
+        cost_model, cost_value = campaign_cost(conn, campaign_id, report)
         now = self._now()
         if existing is None:
             payout, currency = postback.payout, postback.currency
             if payout is None or not currency:
                 offer = fetch_one(conn, SQL_OFFER_PAYOUT, (offer_id,)) if offer_id else None
-                offer_payout, offer_currency = offer or (0.0, "USD")
+                offer_payout, offer_currency = offer or (0.0, report)
                 payout = offer_payout if payout is None else payout
                 currency = currency or offer_currency
-            cost = conversion_cost(cost_model, cost_value, status, payout)
+            report_payout = convert(conn, payout, currency, report)  # None: no rate yet, reports say so.
+            cost = conversion_cost(cost_model, cost_value, status, report_payout or 0.0)
             cursor = conn.execute(
                 SQL_INSERT_CONVERSION,
                 (
                     postback.subid, postback.tid, status, status, postback.raw_status, postback.network,
-                    payout, currency, cost, click_id, campaign_id, stream_id, offer_id,
+                    payout, currency, report_payout, cost, click_id, campaign_id, stream_id, offer_id,
                     click_created_at, now, now,
                 ),
             )  # fmt: skip
             outcome = Outcome(CREATED, f"Conversion recorded as {status}.", cursor.lastrowid, status)
-            move_conversion_rollups(conn, click_id, None, conversion_metrics(status, payout, cost))
+            if report_payout is None:
+                outcome.detail += f" {currency} has no exchange rate yet: not in revenue until one is set."
+            move_conversion_rollups(
+                conn, click_id, None, conversion_metrics(status, report_payout or 0.0, cost)
+            )
         else:
-            conversion_id, tid, old_status, old_payout, old_cost = existing
+            conversion_id, tid, old_status, old_payout, old_cost, old_currency, old_report = existing
             if old_status == status:
                 if postback.tid and tid != postback.tid:  # The lead came without a tid, this with one.
                     conn.execute(SQL_ADOPT_TID, (postback.tid, now, conversion_id))
@@ -391,20 +402,29 @@ class ConversionRecorder:
                 return Outcome(
                     REFUSED, f"A {old_status} conversion cannot become {status}.", conversion_id, old_status
                 )
-            payout = old_payout if postback.payout is None else postback.payout
-            cost = conversion_cost(cost_model, cost_value, status, payout)
+            payout, currency, report_payout = old_payout, old_currency, old_report
+            if postback.payout is not None and (postback.payout, postback.currency or currency) != (
+                payout,
+                currency,
+            ):  # A new amount converts at today's rate; an unchanged one keeps its conversion.
+                payout, currency = postback.payout, postback.currency or currency
+                report_payout = convert(conn, payout, currency, report)
+            cost = conversion_cost(cost_model, cost_value, status, report_payout or 0.0)
             conn.execute(
                 SQL_UPDATE_CONVERSION,
-                (postback.tid or tid, status, postback.raw_status, payout, cost, now, conversion_id),
-            )
+                (
+                    postback.tid or tid, status, postback.raw_status, payout, currency, report_payout, cost,
+                    now, conversion_id,
+                ),
+            )  # fmt: skip
             outcome = Outcome(
                 UPDATED, f"Conversion changed from {old_status} to {status}.", conversion_id, status
             )
             move_conversion_rollups(
                 conn,
                 click_id,
-                conversion_metrics(old_status, old_payout, old_cost),
-                conversion_metrics(status, payout, cost),
+                conversion_metrics(old_status, old_report or 0.0, old_cost),
+                conversion_metrics(status, report_payout or 0.0, cost),
             )
         if not is_mapped:
             outcome.detail += (

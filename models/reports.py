@@ -15,6 +15,10 @@ labelled with its UTC offset. Range bounds follow models/timerange.py's rule for
 
 Conversions count at their click's time and on their click's dimensions, so cost, revenue and
 conversion rate of a day are those of the same clicks.
+
+Money is in the report currency (models/currency.py), named in the report. Conversions whose
+currency has no exchange rate yet are not in revenue: the report lists them per currency, and
+says so, rather than add them unconverted.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from zoneinfo import ZoneInfo
 
 from peewee import Database
 
+from models.currency import CurrencyError, check_report_currency
 from models.deferred import rollups_ready
 from models.retention import pruned_before
 from models.rollups import (
@@ -83,8 +88,9 @@ _CLICK_SUMS = (
 _CONVERSION_SUMS = (
     "SUM(cv.status = 'lead'), SUM(cv.status = 'sale'), SUM(cv.status = 'rejected'), "
     "SUM(cv.status = 'trash'), "
-    "SUM(cv.status = 'rebill'), SUM(CASE WHEN cv.status IN ('sale', 'rebill') THEN cv.payout ELSE 0 END), "
-    "SUM(CASE WHEN cv.status = 'lead' THEN cv.payout ELSE 0 END), SUM(cv.cost)"
+    "SUM(cv.status = 'rebill'), "
+    "SUM(CASE WHEN cv.status IN ('sale', 'rebill') THEN COALESCE(cv.report_payout, 0) ELSE 0 END), "
+    "SUM(CASE WHEN cv.status = 'lead' THEN COALESCE(cv.report_payout, 0) ELSE 0 END), SUM(cv.cost)"
 )
 
 
@@ -105,6 +111,7 @@ class ReportQuery:
     until: str | None = None
     timezone: str = "UTC"
     source: str = "auto"  # auto, or raw (ignore the rollups; the tests compare both)
+    currency: str = ""  # The report currency the settings ask for; "" takes the stored one.
 
 
 @dataclass
@@ -115,6 +122,15 @@ class Report:
     start_ms: int | None
     end_ms: int | None
     sources: list[str]  # The pieces read, e.g. ["rollup_day", "rollup_hour", "raw"].
+    currency: str = "USD"  # Of every amount in it.
+    # Conversions in the range not in revenue for want of a rate: {currency, conversions, payout}.
+    unconverted: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # Sentences on what the numbers leave out.
+
+    def as_json(self) -> dict[str, Any]:
+        return {"currency": self.currency, "rows": self.rows, "total": self.total, "sources": self.sources,
+                "start_ms": self.start_ms, "end_ms": self.end_ms, "unconverted": self.unconverted,
+                "notes": self.notes}  # fmt: skip
 
 
 def preset_range(preset: str, tz: ZoneInfo, now: float) -> tuple[int | None, int | None]:
@@ -291,6 +307,17 @@ class _Sql:
         )
         return sql, params
 
+    def unconverted(self, start: int, end: int) -> tuple[str, list]:
+        """Conversions with revenue (pending or not) whose payout has no rate yet, per currency."""
+        where, params = self._where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
+        sql = (
+            "SELECT cv.currency, COUNT(*), SUM(cv.payout) "
+            "FROM conversion AS cv INDEXED BY conversion_unconverted JOIN click AS c ON c.id = cv.click_id "
+            "WHERE cv.report_payout IS NULL "
+            f"AND cv.status IN ('lead', 'sale', 'rebill') AND {' AND '.join(where)} GROUP BY 1 ORDER BY 1"
+        )
+        return sql, params
+
     def raw_conversions(self, start: int, end: int) -> tuple[str, list]:
         where, params = self._where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
         select = self._select("c.", "c.created_at")
@@ -334,6 +361,10 @@ def _check(query: ReportQuery) -> None:
 def run_report(db: Database, query: ReportQuery, *, now: float | None = None) -> Report:
     """The report `query` asks for; ReportError (or TimeRangeError) names what is wrong with it."""
     _check(query)
+    try:
+        currency = check_report_currency(db.connection(), query.currency)
+    except CurrencyError as exc:
+        raise ReportError(str(exc)) from None
     tz = zone(query.timezone)
     start, end = _range(query, tz, time_module.time() if now is None else now)
     bounds = (0 if start is None else start, END_OF_TIME if end is None else end)
@@ -390,6 +421,12 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
             for statement, params in statements:
                 for row in conn.execute(statement, params):
                     add_metrics(sums, _group_key(row, bucket, labels), row[-len(METRICS) :])
+        unconverted_sql, unconverted_params = sql.unconverted(*bounds)
+        unconverted = [
+            {"currency": code, "conversions": count, "payout": round(payout, 6)}
+            for code, count, payout in conn.execute(unconverted_sql, unconverted_params).fetchall()
+        ]
+        notes = _currency_notes(conn, query, currency, unconverted)
     columns = list(query.group_by)
     time_index = columns.index(time_group) if time_group else None
     ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
@@ -407,7 +444,36 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
         start_ms=start,
         end_ms=end,
         sources=sorted({source for source, _, _ in pieces}),
+        currency=currency,
+        unconverted=unconverted,
+        notes=notes,
     )
+
+
+SQL_UNRATED_COST_CAMPAIGNS = """
+SELECT c.id, c.alias, c.cost_currency FROM campaign AS c
+WHERE c.cost_value > 0 AND c.cost_currency != ?
+    AND NOT EXISTS (SELECT 1 FROM exchange_rate AS r WHERE r.currency = c.cost_currency)
+ORDER BY c.id
+"""
+
+
+def _currency_notes(conn, query: ReportQuery, currency: str, unconverted: list[dict[str, Any]]) -> list[str]:
+    notes = [
+        f"{item['conversions']} conversion{'s' if item['conversions'] != 1 else ''} in {item['currency']} "
+        f"(payout {item['payout']:g} {item['currency']}) have no exchange rate into {currency} and are not "
+        f"in revenue; set one with `lanner currency rate set {item['currency']} RATE`."
+        for item in unconverted
+    ]
+    wanted = set(query.filters.get("campaign", ()))
+    for campaign_id, alias, cost_currency in conn.execute(SQL_UNRATED_COST_CAMPAIGNS, (currency,)).fetchall():
+        if not wanted or str(campaign_id) in wanted:
+            notes.append(
+                f"Campaign {alias}'s costs are in {cost_currency}, which has no exchange rate into "
+                f"{currency}: its clicks land without a cost until `lanner currency rate set "
+                f"{cost_currency} RATE`."
+            )
+    return notes
 
 
 class _Labels:

@@ -12,7 +12,10 @@ Writers, each in the same transaction as the rows it aggregates:
 - the spool flusher adds every landed click (models/spool.py);
 - the postback path adds a new conversion and moves a changed one from its old status to its new
   one (models/postbacks.py), on the keys of its click (conversions count at their click's time);
-- `lanner cost set` and `lanner postback status map` apply their changes as deltas.
+- `lanner cost set`, `lanner postback status map` and a new exchange rate (the conversions that
+  waited for it, models/currency.py) apply their changes as deltas.
+Money is summed in the report currency only: a click's cost and a conversion's `report_payout`
+and cost, converted when recorded; a payout with no rate yet counts as 0 until its rate is set.
 Clicks stored before the rollups existed are added by the deferred step `rollup_backfill`
 (models/deferred.py); until it is done, reports read raw rows.
 """
@@ -183,14 +186,20 @@ def backfill_clicks(conn, first_id: int, last_id: int) -> None:
 
 
 SQL_CONVERSIONS_WITH_KEYS = f"""
-SELECT cv.status, cv.payout, cv.cost, c.created_at, {", ".join("c." + d for d in DIMENSIONS)}
+SELECT cv.status, {{payout}}, cv.cost, c.created_at, {", ".join("c." + d for d in DIMENSIONS)}
 FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
 """
 
 
 def backfill_conversions(conn) -> None:
     """Add every stored conversion to every table (once, in the deferred step's first transaction)."""
+    # A database migrated only up to before currencies (0006) sums payouts as they came, as its
+    # release did; 0006 then takes the unconverted ones out.
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(conversion)").fetchall()}
+    payout = "COALESCE(cv.report_payout, 0)" if "report_payout" in columns else "cv.payout"
     delta = RollupDelta()
-    for status, payout, cost, *key in conn.execute(SQL_CONVERSIONS_WITH_KEYS).fetchall():
+    for status, payout, cost, *key in conn.execute(
+        SQL_CONVERSIONS_WITH_KEYS.format(payout=payout)
+    ).fetchall():
         delta.add_conversion(tuple(key), conversion_metrics(status, payout, cost))
     delta.apply(conn)

@@ -3,23 +3,32 @@
 Parameters: `group=campaign,country` (nested levels), `preset=` or `from=`/`to=` (local dates or
 date-times), `timezone=`, filters as `f.<name>=v1,v2` (e.g. `f.country=US,GB`), `format=json|csv`.
 The key comes in the `X-Api-Key` header (or `api_key=`), compared in constant time.
+JSON names the report currency (`"currency": "USD"`) and lists conversions left out of revenue for
+want of an exchange rate (`"unconverted"`, with `"notes"`); CSV sends the currency in
+`X-Lanner-Currency` and the notes in `X-Lanner-Notes`.
+
+`GET /api/currency/rates` lists the exchange rates; `POST` (or `PUT`) `{"rates": {"EUR": 1.08}}`
+sets them (one unit in the report currency), same key.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 
 import falcon
 
+from models.currency import CurrencyError, list_rates, report_currency, set_rates
 from models.postbacks import keys_match, read_secret
 from models.reports import PrunedRangeError, ReportError, ReportQuery, parse_filters, run_report
 from models.timerange import TimeRangeError
 
 
 class ReportApiResource:
-    def __init__(self, db) -> None:
+    def __init__(self, db, report_currency: str = "") -> None:
         self.db = db
+        self.report_currency = report_currency  # The settings'; a report refuses other stored amounts.
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.set_header("Cache-Control", "no-store")
@@ -39,6 +48,7 @@ class ReportApiResource:
                 since=params.get("from"),
                 until=params.get("to"),
                 timezone=params.get("timezone", "UTC"),
+                currency=self.report_currency,
             )
             report = run_report(self.db, query)
         except PrunedRangeError as exc:  # A fine query over data that is gone: not a bad request.
@@ -51,7 +61,49 @@ class ReportApiResource:
             writer.writeheader()
             writer.writerows(report.rows)
             resp.content_type = "text/csv"
+            resp.set_header("X-Lanner-Currency", report.currency)
+            if report.notes:
+                resp.set_header("X-Lanner-Notes", json.dumps(report.notes))
             resp.text = out.getvalue()
             return
-        resp.media = {"rows": report.rows, "total": report.total, "sources": report.sources,
-                      "start_ms": report.start_ms, "end_ms": report.end_ms}  # fmt: skip
+        resp.media = report.as_json()
+
+
+class ExchangeRateApiResource:
+    """`/api/currency/rates`: list (GET) and set (POST/PUT) exchange rates; API-key protected."""
+
+    def __init__(self, db) -> None:
+        self.db = db
+
+    def _check_key(self, req: falcon.Request) -> None:
+        given = req.get_header("X-Api-Key") or req.get_param("api_key") or ""
+        if not keys_match(given, read_secret(self.db, "api_key")):
+            raise falcon.HTTPForbidden(title="Wrong API key", description="Send the key in X-Api-Key.")
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.set_header("Cache-Control", "no-store")
+        self._check_key(req)
+        resp.media = {"currency": report_currency(self.db.connection()), "rates": list_rates(self.db)}
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.set_header("Cache-Control", "no-store")
+        self._check_key(req)
+        try:
+            body = json.loads(req.bounded_stream.read(65536) or b"null")
+        except ValueError:
+            body = None
+        rates = body.get("rates") if isinstance(body, dict) else None
+        if not isinstance(rates, dict) or not rates:
+            raise falcon.HTTPBadRequest(
+                title="Bad rates", description='Send JSON of the form {"rates": {"EUR": 1.08}}.'
+            )
+        try:
+            changes = set_rates(self.db, rates, source="api")
+        except CurrencyError as exc:
+            raise falcon.HTTPBadRequest(title="Bad rates", description=str(exc)) from None
+        resp.media = {
+            "currency": report_currency(self.db.connection()),
+            "set": [{"currency": c.currency, "rate": c.rate, "converted": c.converted} for c in changes],
+        }
+
+    on_put = on_post

@@ -12,7 +12,8 @@ from conftest import run_lanner
 
 def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
     names = ["0001_initial", "0002_routing", "0003_conversions", "0004_rollups", "0005_visitor_key",
-             "0006_postback_refusals"]  # fmt: skip
+             "0006_postback_refusals",
+             "0007_currencies"]  # fmt: skip
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr
     applied = run_lanner(env, "db", "migrate", "--to", "0004_rollups").stdout

@@ -10,6 +10,7 @@ import pytest
 from models.admin import create_campaign, update_campaign
 from models.click import Click
 from models.costs import spread_cost
+from models.currency import set_rates
 from models.deferred import ROLLUP_BACKFILL, rollups_ready, run_deferred
 from models.generate import generate_clicks
 from models.postback_admin import map_status
@@ -50,7 +51,8 @@ def rows_of(report) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def tracked(tmp_path_factory):
-    """A database with random clicks over 20 days, conversions in every status, costs and a re-map."""
+    """A database with random clicks over 20 days, conversions in every status and in four currencies
+    (EUR with a rate, GBP whose rate comes half-way, JPY with none), costs in two, and a re-map."""
     from models import db, open_database
     from models.migrate import migrate
 
@@ -58,21 +60,26 @@ def tracked(tmp_path_factory):
     open_database(path, autocheckpoint=True)
     migrate(db)
     generate_clicks(db, 6000, 20, campaigns=4, seed=11, end_ms=END_MS)
-    update_campaign(db, 1, cost_model="cpa", cost_value=1.5)
+    set_rates(db, {"EUR": 1.08})
+    update_campaign(db, 1, cost_model="cpa", cost_value=1.5, cost_currency="EUR")
     update_campaign(db, 2, cost_model="revshare", cost_value=40)
     run_deferred(db)  # The rollups go live for conversions now; the rest of the data lands live.
     rng = random.Random(5)
     recorder = ConversionRecorder(db, park_ms=3_600_000)
     subids = [row[0] for row in db.execute_sql("SELECT subid FROM click ORDER BY id").fetchall()]
-    for subid in rng.sample(subids, 700):
+    for n, subid in enumerate(rng.sample(subids, 700)):
         first = rng.choice(["lead", "sale", "approved", "hold", "mystery", "rebill"])
-        params = {"subid": subid, "status": first, "payout": f"{rng.uniform(1, 50):.2f}", "tid": "t1"}
+        params = {"subid": subid, "status": first, "payout": f"{rng.uniform(1, 50):.2f}", "tid": "t1",
+                  "currency": rng.choice(["", "USD", "EUR", "GBP", "JPY"])}  # fmt: skip
         recorder.record(parse_postback(params), RECEIVED)
         if rng.random() < 0.5:
             then = rng.choice(["sale", "rejected", "trash", "lead"])
             recorder.record(parse_postback({**params, "status": then, "payout": "7.25"}), RECEIVED)
+        if n == 350:
+            set_rates(db, {"GBP": 1.27})  # Converts the GBP conversions so far, moving their rollups.
     map_status(db, "mystery", "sale")
     spread_cost(db, 3, END_MS - 5 * 86_400_000, END_MS, 123.45)
+    spread_cost(db, 4, END_MS - 3 * 86_400_000, END_MS, 10.0, currency="EUR")
     yield db
     db.close()
 
@@ -87,6 +94,7 @@ def test_rollup_reports_equal_raw_reports(tracked, group_by, zone):
         assert raw.sources == ["raw"]
         assert rows_of(fast) == rows_of(raw), (group_by, zone, date_range)
         assert fast.total == pytest.approx(raw.total)
+        assert fast.unconverted == raw.unconverted
     all_time = run_report(tracked, ReportQuery(group_by=group_by, preset="all_time")).sources
     if set(group_by) <= {"campaign", "stream", "offer"}:
         assert all_time == ["rollup_campaign_day"]  # The small cube.
@@ -100,7 +108,23 @@ def test_the_data_exercises_every_metric(tracked):
                    "revenue_pending", "cost"):  # fmt: skip
         assert total[metric] > 0, metric
     assert total["clicks"] == 6000
-    assert total["cost"] == pytest.approx(123.45 + sum_conversion_costs(tracked), abs=0.01)
+    assert total["cost"] == pytest.approx(123.45 + 10.8 + sum_conversion_costs(tracked), abs=0.01)
+    report = run_report(tracked, ReportQuery(preset="all_time"))
+    # Revenue is in USD: what was received in USD, EUR and GBP, converted; JPY waits for a rate.
+    expected = tracked.execute_sql(
+        "SELECT SUM(report_payout), SUM(currency = 'EUR'), SUM(currency = 'GBP') FROM conversion "
+        "WHERE status IN ('sale', 'rebill')"
+    ).fetchone()
+    assert total["revenue"] == pytest.approx(expected[0]) and expected[1] > 0 and expected[2] > 0
+    waiting = tracked.execute_sql(
+        "SELECT COUNT(*), SUM(payout) FROM conversion WHERE currency = 'JPY' AND status IN ('lead', 'sale', "
+        "'rebill')"
+    ).fetchone()
+    assert report.unconverted == [
+        {"currency": "JPY", "conversions": waiting[0], "payout": pytest.approx(waiting[1])}
+    ]
+    unexpected = "SELECT COUNT(*) FROM conversion WHERE report_payout IS NULL AND currency != 'JPY'"
+    assert tracked.execute_sql(unexpected).fetchone()[0] == 0
 
 
 def sum_conversion_costs(db) -> float:

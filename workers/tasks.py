@@ -20,6 +20,7 @@ from huey.exceptions import TaskLockedException
 from peewee import OperationalError
 
 from models import db, open_database
+from models.currency import CurrencyError, refresh_rates
 from models.database import PRAGMAS
 from models.deferred import pending_steps, run_deferred
 from models.outbound import due_deliveries, send_delivery
@@ -198,6 +199,19 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         """Hourly, so each run deletes about an hour's rows (LANNER_POSTBACK_LOG_DAYS)."""
         prune_postback_log(db, settings.postback_log_days)
 
+    @huey.periodic_task(crontab(minute="7"), name="refresh_exchange_rates")
+    def refresh_exchange_rates() -> None:
+        """Rates from LANNER_EXCHANGE_RATE_URL, if set; a feed that fails keeps the stored rates."""
+        if not settings.exchange_rate_url:
+            return
+        try:
+            changes = refresh_rates(db, settings.exchange_rate_url)
+        except CurrencyError as exc:
+            logger.warning("exchange rates not refreshed: %s", exc)
+            return
+        if changes:
+            logger.info("exchange rates refreshed: %s changed", len(changes))
+
     @huey.on_startup()
     def connect_db() -> None:
         db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
@@ -207,6 +221,7 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
     huey.send_due_postbacks = send_due_postbacks
     huey.run_deferred_steps = run_deferred_steps
     huey.prune_postback_log = prune_postback_log_task
+    huey.refresh_exchange_rates = refresh_exchange_rates
 
 
 def run_consumer(settings: Settings) -> None:
@@ -217,5 +232,6 @@ def run_consumer(settings: Settings) -> None:
     huey = create_huey(settings)
     huey.flush_spool()
     huey.run_deferred_steps()  # At once, not at the next minute.
+    huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
     consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True, flush_locks=True)
     consumer.run()
