@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import json
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import falcon
 from falcon.uri import parse_query_string
@@ -17,6 +17,7 @@ MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
 MAX_USER_AGENT = 1000
 MAX_REFERRER = 2000
 MAX_PARAMS = 50  # Query parameters kept for the `param` filter; sub_id slots are filled regardless.
+LOCATION_SAFE = "!#$%&'()*+,/:;=?@[]~"  # URL delimiters and escapes: kept as they are.
 NOT_A_CLICK_DESTINATIONS = frozenset({"image", "script", "style", "font", "audio", "video", "track"})
 
 
@@ -225,8 +226,14 @@ def answer(resp: falcon.Response, decision: Decision) -> None:
     if kind == "http":
         resp.status = falcon.HTTP_302
         # Not `resp.location`: Falcon re-encodes the whole URL, escapes included, when any character
-        # needs encoding. Ours is safe by construction: a validated template, percent-encoded values.
-        resp.set_header("Location", decision.location)
+        # needs encoding. Ours is safe by construction: a validated template compiled to printable
+        # ASCII (models/macros.py), percent-encoded values.
+        location = decision.location
+        if not location.isascii():
+            # Only a debounced repeat of a click journaled before templates were compiled to ASCII:
+            # a header bjoern cannot encode answers an empty 500.
+            location = quote(location, safe=LOCATION_SAFE)
+        resp.set_header("Location", location)
     elif kind in ("meta", "js"):
         resp.content_type = falcon.MEDIA_HTML
         resp.text = redirect_page(decision.location, kind)

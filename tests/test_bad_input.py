@@ -255,3 +255,16 @@ def test_an_old_stored_offer_url_a_header_cannot_carry_still_answers_and_records
     assert stored(settings, "SELECT subid FROM click") == [(location.rsplit("=", 1)[1],)]
     status, headers, _ = request(server.port, "/no-such-campaign")
     assert (status, headers["location"]) == (302, f"https://{PUNYCODE_HOST}/gone?x=a%20b")
+
+
+def test_a_location_journaled_before_the_rule_is_still_sent_as_ascii():
+    # A debounced repeat answers the Location its first click journaled, maybe before the upgrade.
+    import falcon
+
+    from models.tracking import Decision
+    from routes.click import answer
+
+    resp = falcon.Response()
+    old = "https://оffer.example/lp?q=a b&click=S%20T"
+    answer(resp, Decision("S", "http", old, "", 1, 1, 1, True, False, False, False))
+    assert resp.get_header("Location") == "https://%D0%BEffer.example/lp?q=a%20b&click=S%20T"
