@@ -103,11 +103,14 @@ def spread_cost(
         chunk = ids[offset : offset + SPREAD_CHUNK]
         with db.atomic("IMMEDIATE"):
             delta = RollupDelta()
+            position, target = _backfilled(conn)
             rows = conn.execute(SQL_CHUNK.format(",".join("?" * len(chunk))), chunk).fetchall()
             updates = []
             for click_id, old_cost, *key in rows:
                 new_cost = last_cost if click_id == ids[-1] else per_click
                 updates.append((new_cost, click_id))
+                if position < click_id <= target:
+                    continue  # Not in the rollups yet: the backfill adds it at its new cost.
                 if is_exact(old_cost):
                     delta.add_click_cost(tuple(key), new_cost - old_cost)
                 else:
@@ -125,6 +128,13 @@ def spread_cost(
         if poisoned_hours:
             rebuild_click_costs(conn, campaign_id, poisoned_hours)
     return len(ids), per_click
+
+
+def _backfilled(conn) -> tuple[int, int]:
+    """(position, target) of the rollup backfill: while it runs, the rollups hold the clicks up to
+    its position and those landed after it started (above its target); it adds the rest later."""
+    state = fetch_one(conn, SQL_BACKFILL_STATE)
+    return (state[1], state[2]) if state and state[0] != "done" else (2**62, 2**62)
 
 
 def is_exact(cost: float) -> bool:
@@ -154,10 +164,7 @@ def rebuild_click_costs(conn, campaign_id: int, hours: set[int]) -> None:
     """Set the click costs of the campaign's rollup rows for these UTC hours (and their days) to the
     sums of their raw clicks' costs. A row's clicks pruned since lose their cost: it held no number
     a report could show anyway."""
-    state = fetch_one(conn, SQL_BACKFILL_STATE)
-    # While the rollup backfill runs, the rollups hold the clicks up to its position and those
-    # landed after it started (above its target); the rest it adds itself later.
-    position, target = (state[1], state[2]) if state and state[0] != "done" else (2**62, 2**62)
+    position, target = _backfilled(conn)
     days = {hour - hour % DAY_MS for hour in hours}
     for width, sql in SQL_REBUILD.values():
         periods = sorted(hours if width == HOUR_MS else days)
