@@ -36,6 +36,7 @@ from models.routing import bump_config_version
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 RESERVED_ALIASES = frozenset({"healthz", "postback", "api", "px", "admin", "static"})
+MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every worker's config load.
 MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
 
 
@@ -221,8 +222,10 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
         _check_choice(fields["rotation"], ROTATIONS, "Rotation")
     if "status" in fields:
         _check_choice(fields["status"], CAMPAIGN_STATUSES, "Campaign status")
-    if fields.get("uniqueness_hours", 1) <= 0:
-        raise AdminError("The uniqueness window must be a positive number of hours.")
+    if not 0 < fields.get("uniqueness_hours", 1) <= MAX_UNIQUENESS_HOURS:  # NaN and Infinity too
+        raise AdminError(
+            f"The uniqueness window must be a positive number of hours, at most {MAX_UNIQUENESS_HOURS:,}."
+        )
     if "timezone" in fields:
         _check_timezone(fields["timezone"])
     if "default_action" in fields:

@@ -160,12 +160,15 @@ def test_cost_set_refuses_an_amount_that_is_not_a_sane_number(poisoned, lanner, 
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-1"])
-def test_a_campaign_cost_or_offer_payout_must_be_a_sane_number(lanner, value):
+def test_a_campaign_cost_window_or_offer_payout_must_be_a_sane_number(lanner, value):
     lanner("campaign", "create", "Paid", "--alias", "paid", "--offer-url", "https://o.example/?s={subid}")
     refused = lanner("campaign", "update", "paid", "--cost-value", value, check=False)
     assert refused.returncode == 1 and "A cost must be a number from 0 to" in refused.stderr
     refused = lanner("offer", "create", "O", "--url", "https://o.example/", "--payout", value, check=False)
     assert refused.returncode == 1 and "A payout must be a number from 0 to" in refused.stderr
+    # An Infinity window stopped every worker loading the campaigns (int(inf) overflows).
+    refused = lanner("campaign", "update", "paid", "--uniqueness-hours", value, check=False)
+    assert refused.returncode == 1 and "The uniqueness window must be a positive number" in refused.stderr
 
 
 # --- item 10: the report API's parameters ------------------------------------------------------------
