@@ -62,11 +62,11 @@ def test_a_url_cost_past_the_bound_is_ignored_and_the_report_stays_valid_json(st
     assert [by_ip[f"198.51.100.{n + 1}"] for n in range(len(costs))] == pytest.approx(
         [0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 2.5, 999]
     )
-    status, body = api(server, lanner, {"preset": "today"})
+    status, body = api(server, lanner, {"preset": "all_time"})
     assert status == 200
     report = strict_json(body)
     assert report["total"]["cost"] == pytest.approx(1001.8) and report["notes"] == []
-    assert strict_json(lanner("report", "--preset", "today", "--json").stdout)["total"][
+    assert strict_json(lanner("report", "--preset", "all_time", "--json").stdout)["total"][
         "cost"
     ] == pytest.approx(1001.8)
 
@@ -186,7 +186,7 @@ def test_report_parameters_are_checked_and_a_campaign_filter_takes_an_alias_or_a
     lanner("db", "run-deferred")
 
     def clicks(query: dict[str, str]) -> int:
-        status, body = api(server, lanner, {"preset": "today", **query})
+        status, body = api(server, lanner, {"preset": "all_time", **query})
         assert status == 200, body
         return strict_json(body)["total"]["clicks"]
 
@@ -212,7 +212,9 @@ def test_report_parameters_are_checked_and_a_campaign_filter_takes_an_alias_or_a
     assert refused({"format": "xml"}) == "The format is json or csv."
 
     def cli_clicks(*args: str) -> int:
-        return strict_json(lanner("report", "--preset", "today", "--json", *args).stdout)["total"]["clicks"]
+        return strict_json(lanner("report", "--preset", "all_time", "--json", *args).stdout)["total"][
+            "clicks"
+        ]
 
     assert (
         cli_clicks("--campaign", "rev")
