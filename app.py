@@ -18,7 +18,6 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     from models.macros import compile_url
     from models.postbacks import ConversionRecorder
     from models.refusals import RefusalCounter
-    from routes.api import ReportApiResource
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.click import ClickResource, ClientAddress
     from routes.errors import handle_unexpected
@@ -30,8 +29,10 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         PostbackResource,
     )
 
+    fallback_url = ""
     if settings.fallback_url:
-        compile_url(settings.fallback_url)  # The same rules as an offer URL; raises MacroError.
+        # The same rules as an offer URL (raises MacroError), rewritten as printable ASCII.
+        fallback_url = compile_url(settings.fallback_url).source
     if tracker is None:
         tracker = create_tracker(settings)
     client_address = ClientAddress(
@@ -42,7 +43,9 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     if recorder is None:
         recorder = ConversionRecorder(tracker.db, park_ms=settings.postback_park_ms)
     desk = PostbackDesk(recorder, RefusalCounter(tracker.db), client_address, enqueue_delivery)
-    clicks = ClickResource(tracker, client_address, settings.sub_id_aliases, settings.fallback_url)
+    clicks = ClickResource(
+        tracker, client_address, settings.sub_id_aliases, fallback_url, settings.max_click_cost
+    )
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", HealthResource(tracker))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import math
 import sys
 from typing import Any, Iterable, Sequence
 
@@ -43,10 +44,26 @@ class Context:
 pass_context = click.make_pass_decorator(Context, ensure=True)
 
 
+def json_text(data: Any) -> str:
+    """Indented JSON with Infinity and NaN (a cost stored before costs were bounded) as null: the
+    tokens Python would print for them are not JSON, and break every reader."""
+
+    def finite(value: Any) -> Any:
+        if isinstance(value, float):
+            return value if math.isfinite(value) else None
+        if isinstance(value, dict):
+            return {key: finite(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(item) for item in value]
+        return value
+
+    return json.dumps(finite(data), indent=2, default=str, allow_nan=False)
+
+
 def echo_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str) -> None:
     """Print rows as an aligned table, JSON or CSV."""
     if fmt == "json":
-        click.echo(json.dumps(list(rows), indent=2, default=str))
+        click.echo(json_text(list(rows)))
         return
     if fmt == "csv":
         writer = csv.DictWriter(sys.stdout, fieldnames=list(columns), extrasaction="ignore")
@@ -420,7 +437,7 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
     data = campaign_row(found)
     data["streams"] = [stream_row(s) for s in list_streams(found.id)]
     if fmt == "json":
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json_text(data))
         return
     for key, value in data.items():
         if key != "streams":
@@ -806,7 +823,11 @@ def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: 
 
     try:
         alias, visit = visit_from_url(
-            url, headers=headers, sub_id_aliases=ctx.settings.sub_id_aliases, **visitor
+            url,
+            headers=headers,
+            sub_id_aliases=ctx.settings.sub_id_aliases,
+            max_click_cost=ctx.settings.max_click_cost,
+            **visitor,
         )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
@@ -820,7 +841,7 @@ def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: 
     finally:
         tracker.close()
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json_text(data))
         return
     click.echo("visitor: " + ", ".join(f"{key}={value}" for key, value in data["visitor"].items()))
     click.echo("streams:")
@@ -880,7 +901,7 @@ def click_show(ctx: Context, subid: str, as_json: bool) -> None:
     campaigns = {c.id: c for c in load_campaigns(ctx.db).values()}
     data = {"click": found, "streams": trace_rows(stored_trace(found, campaigns))}
     if as_json:
-        click.echo(json.dumps(data, indent=2, default=str))
+        click.echo(json_text(data))
         return
     for key, value in found.items():
         if value not in ("", None) or key in ("stream_id", "offer_id"):
@@ -1137,7 +1158,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
 
     result = admin_call(test_target, url, method=method, status=status, payout=payout)
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        click.echo(json_text(result))
     else:
         click.echo(f"{result['method']} {result['url']}")
         click.echo(f"answer: {result['response_code'] or '-'} {result['error']}".rstrip())
@@ -1157,7 +1178,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
 @click.option(
     "--filter", "-f", "filters", multiple=True, help="NAME=V1,V2 on the same names, e.g. country=US,GB."
 )
-@click.option("--campaign", "campaign_ref", help="Campaign id or alias (a campaign filter).")
+@click.option("--campaign", "campaign_ref", help="Campaign id or alias (as is `-f campaign=`).")
 @click.option(
     "--preset",
     type=click.Choice(
@@ -1175,7 +1196,6 @@ def report_command(
     **options: Any,
 ) -> None:  # fmt: skip
     """Clicks, conversions, revenue, cost, profit and ROI, grouped and filtered (default: last 30 days)."""
-    from models.admin import get_campaign
     from models.reports import ReportError, ReportQuery, parse_filters, run_report
     from models.timerange import TimeRangeError
 
@@ -1183,7 +1203,7 @@ def report_command(
     try:
         parsed = parse_filters(filters)
         if campaign_ref:
-            parsed["campaign"] = (str(admin_call(get_campaign, campaign_ref).id),)
+            parsed["campaign"] = (campaign_ref,)  # An id or an alias, resolved as the API does.
         if not (options["preset"] or options["since"] or options["until"]):
             options["preset"] = "last_30_days"
         query = ReportQuery(
@@ -1197,7 +1217,7 @@ def report_command(
     except (ReportError, TimeRangeError) as exc:
         raise click.ClickException(str(exc)) from None
     if fmt == "json":
-        click.echo(json.dumps(report.as_json(), indent=2))
+        click.echo(json_text(report.as_json()))
         return
     rows = report.rows + (
         [{**report.total, report.columns[0]: "total"}] if fmt == "table" and report.rows else []
@@ -1474,7 +1494,7 @@ def status_command(ctx: Context, as_json: bool) -> None:
 
     status = collect_status(ctx.settings, ctx.db)
     if as_json:
-        click.echo(json.dumps(status, indent=2))
+        click.echo(json_text(status))
         return
     web = status["web"]
     if web["running"]:

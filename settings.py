@@ -28,6 +28,13 @@ def _csv(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
+def _positive(value: str) -> float:
+    number = float(value)
+    if not 0 < number < float("inf"):
+        raise ValueError("must be a positive number")
+    return number
+
+
 def _aliases(value: str) -> dict[str, int]:
     """Parse `param=N,param2=M` into {param: N}; N is the sub_id slot 1..30."""
     aliases: dict[str, int] = {}
@@ -97,6 +104,13 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         _aliases,
         "Extra query parameters captured into sub_id slots, e.g. `aff_sub=1,zoneid=2`.",
+    ),
+    Setting(
+        "max_click_cost",
+        "1000",
+        _positive,
+        "Largest `cost=` a click URL may carry; a larger (or unreadable) one is ignored and the campaign's "
+        "cost model prices the click, so one visitor cannot poison the reports.",
     ),
     Setting("flush_interval", "0.25", float, "Seconds between spool flushes by the Huey consumer."),
     Setting(
@@ -170,6 +184,7 @@ class Settings:
     uniqueness_hours: float
     debounce_seconds: float
     sub_id_aliases: dict[str, int]
+    max_click_cost: float
     flush_interval: float
     worker_nice: int
     spool_segment_bytes: int

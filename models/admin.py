@@ -31,12 +31,14 @@ from models.campaign import (
 )
 from models.currency import CurrencyError, check_code, report_currency, require_rate
 from models.filters import FilterError, describe_filter, parse_filter
-from models.macros import MacroError, compile_url
+from models.macros import MacroError, saved_url
 from models.offer import OFFER_STATUSES, Offer
 from models.routing import bump_config_version
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 RESERVED_ALIASES = frozenset({"healthz", "postback", "api", "px", "admin", "static"})
+MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every worker's config load.
+MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
 
 
 class AdminError(ValueError):
@@ -48,11 +50,11 @@ def _now() -> int:
 
 
 def _check_url(url: str) -> str:
+    """The URL as it is stored: validated, and rewritten to the printable ASCII a Location carries."""
     try:
-        compile_url(url)
+        return saved_url(url)
     except MacroError as exc:
         raise AdminError(str(exc)) from None
-    return url
 
 
 def _check_choice(value: str, choices: Iterable[str], what: str) -> str:
@@ -96,7 +98,9 @@ def _check_offer_fields(fields: dict[str, Any]) -> None:
     if fields.get("currency") is not None:
         fields["currency"] = _check_currency(fields["currency"], needs_rate=False)
     if "url" in fields:
-        _check_url(fields["url"])
+        fields["url"] = _check_url(fields["url"])
+    if not 0 <= fields.get("payout", 0) <= MAX_COST_VALUE:  # NaN and Infinity too
+        raise AdminError(f"A payout must be a number from 0 to {MAX_COST_VALUE:,.0f}.")
     if "status" in fields:
         _check_choice(fields["status"], OFFER_STATUSES, "Offer status")
     if "timezone" in fields:
@@ -155,11 +159,17 @@ def create_offer(
     timezone: str = "UTC",
 ) -> Offer:
     """`currency`: the payout's, default the report currency."""
-    fields = {"url": url, "daily_cap": daily_cap, "total_cap": total_cap, "timezone": timezone}
+    fields = {
+        "url": url,
+        "payout": payout,
+        "daily_cap": daily_cap,
+        "total_cap": total_cap,
+        "timezone": timezone,
+    }
     fields["currency"] = currency or report_currency(db.connection())
     _check_offer_fields(fields)
     with db.atomic():
-        offer = Offer.create(name=name, payout=payout, **fields)
+        offer = Offer.create(name=name, **fields)
         bump_config_version(db)
     return offer
 
@@ -229,8 +239,10 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
         _check_choice(fields["rotation"], ROTATIONS, "Rotation")
     if "status" in fields:
         _check_choice(fields["status"], CAMPAIGN_STATUSES, "Campaign status")
-    if fields.get("uniqueness_hours", 1) <= 0:
-        raise AdminError("The uniqueness window must be a positive number of hours.")
+    if not 0 < fields.get("uniqueness_hours", 1) <= MAX_UNIQUENESS_HOURS:  # NaN and Infinity too
+        raise AdminError(
+            f"The uniqueness window must be a positive number of hours, at most {MAX_UNIQUENESS_HOURS:,}."
+        )
     if "timezone" in fields:
         _check_timezone(fields["timezone"])
     if "default_action" in fields:
@@ -239,13 +251,13 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
             if not fields.get("default_payload"):
                 raise AdminError("A redirect default action needs a --default-url.")
     if fields.get("default_payload"):
-        _check_url(fields["default_payload"])
+        fields["default_payload"] = _check_url(fields["default_payload"])
     if "bind_visitor" in fields:
         fields["bind_visitor"] = int(bool(fields["bind_visitor"]))
     if "cost_model" in fields:
         _check_choice(fields["cost_model"], COST_MODELS, "Cost model")
-    if fields.get("cost_value", 0) < 0:
-        raise AdminError("A cost cannot be negative.")
+    if not 0 <= fields.get("cost_value", 0) <= MAX_COST_VALUE:  # NaN and Infinity too
+        raise AdminError(f"A cost must be a number from 0 to {MAX_COST_VALUE:,.0f}.")
     if fields.get("cost_model") == "revshare" and fields.get("cost_value", 0) > 100:
         raise AdminError("A revshare cost is a percentage of revenue, from 0 to 100.")
     if "cost_currency" in fields:
@@ -323,7 +335,7 @@ def _check_stream_fields(fields: dict[str, Any], action: str) -> None:
     payload = fields.get("action_payload")
     if "action" in fields or payload is not None:
         if action == "redirect":
-            _check_url(payload or "")
+            fields["action_payload"] = _check_url(payload or "")
         elif action == "campaign":
             if not payload:
                 raise AdminError("A stream that sends to another campaign needs --target ALIAS.")
@@ -391,6 +403,8 @@ def update_stream(
         if "action" in checked:
             checked.setdefault("action_payload", stream.action_payload)
         _check_stream_fields(checked, checked.get("action", stream.action))
+        if "action_payload" in changes:
+            changes["action_payload"] = checked["action_payload"]  # A redirect URL as rewritten.
         for key, value in changes.items():
             setattr(stream, key, value)
         stream.updated_at = _now()

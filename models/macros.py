@@ -8,6 +8,12 @@ The security rule: macros may appear only in the path, query and fragment. The s
 (user-info, host, port) are literal text checked at compile time, the authority must be closed by `/`, `?`
 or `#` before the first macro, and every substituted value is percent-encoded with nothing left safe, so
 nothing a visitor sends can change where the redirect goes.
+
+The delivery rule: a rendered URL is printable ASCII, so it always fits in a Location header (a header
+the server cannot encode answered a 500 after the click was recorded). Compiling rewrites the template
+into that form: an international host becomes its IDNA (punycode) name and a space or non-ASCII
+character in a literal part is percent-encoded as UTF-8; `UrlTemplate.source` is the rewritten text,
+which is what an offer stores (`saved_url`, which also refuses an encoded NUL, `%00`).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-__all__ = ["MACRO_NAMES", "MacroError", "UrlTemplate", "compile_url"]
+__all__ = ["MACRO_NAMES", "MacroError", "UrlTemplate", "compile_url", "saved_url"]
 
 
 class MacroError(ValueError):
@@ -232,7 +238,8 @@ class UrlTemplate:
     _macros: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        spans = _parse(self.source, self.extra_macros)
+        source, spans = _parse(self.source, self.extra_macros)
+        object.__setattr__(self, "source", source)
         parts: list[str] = []
         plain: list[tuple[int, str]] = []
         randoms: list[int] = []
@@ -290,6 +297,18 @@ class UrlTemplate:
         return "".join(parts)
 
 
+def saved_url(template: str) -> str:
+    """An offer or redirect URL as it is saved: validated, rewritten as printable ASCII, and without
+    `%00` (an encoded NUL, which servers read as the end of a string). MacroError if unusable.
+
+    A URL saved before this rule still loads (compile_url): refusing it then would stop an offer
+    that was working."""
+    source = compile_url(template).source
+    if "%00" in source:
+        raise MacroError("Offer URL contains %00, an encoded NUL character that no offer URL needs.")
+    return source
+
+
 def compile_url(template: str, extra_macros: frozenset[str] = frozenset()) -> UrlTemplate:
     """Validate an offer URL template and split it for fast rendering; raise MacroError if it is unsafe.
 
@@ -298,8 +317,11 @@ def compile_url(template: str, extra_macros: frozenset[str] = frozenset()) -> Ur
     return UrlTemplate(template, extra_macros)
 
 
-def _parse(template: str, extra_macros: frozenset[str] = frozenset()) -> list[tuple[int, int, str, str]]:
-    """Validate `template`; return its macros as (start, end, lowercase name, date format) in order."""
+def _parse(
+    template: str, extra_macros: frozenset[str] = frozenset()
+) -> tuple[str, list[tuple[int, int, str, str]]]:
+    """Validate `template`; return its printable-ASCII form and the macros in that form as
+    (start, end, lowercase name, date format), in order."""
     control = _CONTROL_RE.search(template)
     if control:
         raise MacroError(
@@ -337,7 +359,44 @@ def _parse(template: str, extra_macros: frozenset[str] = frozenset()) -> list[tu
     if split.netloc != template[authority_start:authority_end]:
         raise MacroError("Offer URL host could not be read unambiguously.")
 
-    return [(start, end, *_macro_name(inner, extra_macros)) for start, end, inner in spans]
+    names = [_macro_name(inner, extra_macros) for _start, _end, inner in spans]
+    out = [template[:authority_start], _ascii_authority(template[authority_start:authority_end])]
+    length = len(out[0]) + len(out[1])
+    position = authority_end
+    ascii_spans = []
+    for (start, end, _inner), name in zip(spans, names):
+        literal = _ascii_literal(template[position:start])
+        out += [literal, template[start:end]]  # The macro's own text stays: only its value is sent.
+        ascii_spans.append((length + len(literal), length + len(literal) + end - start, *name))
+        length += len(literal) + end - start
+        position = end
+    out.append(_ascii_literal(template[position:]))
+    return "".join(out), ascii_spans
+
+
+def _ascii_literal(text: str) -> str:
+    """A literal part of the path, query or fragment as printable ASCII: a space or a non-ASCII
+    character percent-encoded as UTF-8 (as a browser sends it)."""
+    if text.isascii() and " " not in text:
+        return text
+    return "".join(char if char.isascii() and char != " " else _quote(char) for char in text)
+
+
+def _ascii_authority(authority: str) -> str:
+    """The authority (checked by _check_authority) with its host as IDNA (punycode) ASCII and any
+    non-ASCII user-info percent-encoded."""
+    if authority.isascii():
+        return authority
+    userinfo, at, hostport = authority.rpartition("@")
+    if hostport.startswith("["):
+        raise MacroError("Offer URL has non-ASCII characters in its IPv6 host.")
+    host, colon, port = hostport.partition(":")
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise MacroError(f"Offer URL host {host!r} is not a valid international domain name.") from None
+    return _ascii_literal(userinfo) + at + host + colon + port
 
 
 def _find_macros(template: str) -> list[tuple[int, int, str]]:

@@ -23,6 +23,8 @@ says so, rather than add them unconverted.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time as time_module
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -351,7 +353,7 @@ def _check(query: ReportQuery) -> None:
         raise ReportError("Filter time with --from/--to or a preset, not a day or hour filter.")
     if sum(name in TIME_GROUPS for name in query.group_by) > 1:
         raise ReportError("Group by day or by hour, not both.")
-    for name in ID_GROUPS:
+    for name in ("stream", "offer"):
         if any(not value.isdigit() for value in query.filters.get(name, ())):
             raise ReportError(f"A {name} filter takes ids.")
     if query.source not in ("auto", "raw"):
@@ -365,6 +367,10 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
         currency = check_report_currency(db.connection(), query.currency)
     except CurrencyError as exc:
         raise ReportError(str(exc)) from None
+    if "campaign" in query.filters:
+        query = dataclasses.replace(
+            query, filters={**query.filters, "campaign": campaign_ids(db, query.filters["campaign"])}
+        )
     tz = zone(query.timezone)
     start, end = _range(query, tz, time_module.time() if now is None else now)
     bounds = (0 if start is None else start, END_OF_TIME if end is None else end)
@@ -437,10 +443,13 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
             totals[index] += value
     _name_ids(db, rows, query.group_by)
     names = [f"{g}_name" for g in query.group_by if g in ID_GROUPS]
+    total = _row({}, totals)
+    if [row for row in (*rows, total) if _drop_non_finite(row)]:
+        notes.append(NOT_FINITE_NOTE)
     return Report(
         columns=columns + names + list(REPORT_METRICS),
         rows=rows,
-        total=_row({}, totals),
+        total=total,
         start_ms=start,
         end_ms=end,
         sources=sorted({source for source, _, _ in pieces}),
@@ -474,6 +483,35 @@ def _currency_notes(conn, query: ReportQuery, currency: str, unconverted: list[d
                 f"{cost_currency} RATE`."
             )
     return notes
+
+
+NOT_FINITE_NOTE = (
+    "Some costs or revenues are not finite numbers and are left empty: a click URL's cost= stored "
+    "before costs were bounded; `lanner cost set` over the campaign's period repairs them."
+)
+
+
+def _drop_non_finite(row: dict[str, Any]) -> bool:
+    """Replace Infinity and NaN (which no JSON can carry) with None; whether there were any."""
+    bad = [name for name, value in row.items() if isinstance(value, float) and not math.isfinite(value)]
+    for name in bad:
+        row[name] = None
+    return bool(bad)
+
+
+def campaign_ids(db: Database, refs: tuple[str, ...]) -> tuple[str, ...]:
+    """A campaign filter's values (ids or aliases) as ids; ReportError for one naming no campaign."""
+    by_alias = dict(db.execute_sql("SELECT alias, id FROM campaign").fetchall())
+    known = set(by_alias.values())
+    ids = []
+    for ref in refs:
+        if ref.isdigit() and int(ref) in known:
+            ids.append(ref)
+        elif ref in by_alias:
+            ids.append(str(by_alias[ref]))
+        else:
+            raise ReportError(f"There is no campaign {ref!r}; a campaign filter takes ids or aliases.")
+    return tuple(ids)
 
 
 class _Labels:

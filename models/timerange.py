@@ -19,6 +19,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 MAX_LOG_ROWS = 100_000
+# Clicks are stored in Unix ms: a date before 1970 asks nothing a report can answer, and the day
+# after 9999-12-31 (a bare end date's midnight) overflows Python's dates.
+MIN_DATE = date(1970, 1, 1)
+MAX_DATE = date(9999, 12, 30)  # Its end (the midnight after it) is the last a date can say.
 
 
 class TimeRangeError(ValueError):
@@ -56,6 +60,7 @@ def local_instant(text: str, tz: ZoneInfo, *, is_end: bool) -> int:
     try:
         if "T" in text or " " in text:
             local = datetime.fromisoformat(text.replace(" ", "T"))
+            day = local.date()
         else:
             day = date.fromisoformat(text)
             local = datetime.combine(day + timedelta(days=1) if is_end else day, time(0))
@@ -63,6 +68,8 @@ def local_instant(text: str, tz: ZoneInfo, *, is_end: bool) -> int:
         raise TimeRangeError(
             f"{text!r} is not a date (YYYY-MM-DD) or a date and time (YYYY-MM-DDTHH:MM)."
         ) from None
+    if not MIN_DATE <= day <= MAX_DATE:
+        raise TimeRangeError(f"{text!r} is out of range: use dates from {MIN_DATE} to {MAX_DATE}.")
     if local.tzinfo is not None:
         return int(local.timestamp() * 1000)
     return local_ms(local, tz)

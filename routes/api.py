@@ -1,8 +1,10 @@
 """`GET /api/report`: the report as JSON or CSV, for dashboards and scripts; API-key protected.
 
 Parameters: `group=campaign,country` (nested levels), `preset=` or `from=`/`to=` (local dates or
-date-times), `timezone=`, filters as `f.<name>=v1,v2` (e.g. `f.country=US,GB`), `format=json|csv`.
-The key comes in the `X-Api-Key` header (or `api_key=`), compared in constant time.
+date-times), `timezone=`, `campaign=` (ids or aliases), filters as `f.<name>=v1,v2` (e.g.
+`f.country=US,GB`), `format=json|csv`. Any other parameter is refused: a misspelt one silently
+ignored answered a report for everything. The key comes in the `X-Api-Key` header (or `api_key=`),
+compared in constant time.
 JSON names the report currency (`"currency": "USD"`) and lists conversions left out of revenue for
 want of an exchange rate (`"unconverted"`, with `"notes"`); CSV sends the currency in
 `X-Lanner-Currency` and the notes in `X-Lanner-Notes`.
@@ -24,6 +26,24 @@ from models.postbacks import keys_match, read_secret
 from models.reports import PrunedRangeError, ReportError, ReportQuery, parse_filters, run_report
 from models.timerange import TimeRangeError
 
+PARAMETERS = ("group", "preset", "from", "to", "timezone", "campaign", "format", "api_key")
+FORMATS = ("json", "csv")
+
+
+def _check_parameters(params: dict[str, str]) -> None:
+    unknown = [name for name in params if name not in PARAMETERS and not name.startswith("f.")]
+    if unknown:
+        raise falcon.HTTPBadRequest(
+            title="Unknown report parameter",
+            description=f"Unknown parameter {unknown[0]!r}; use {', '.join(PARAMETERS)} or f.<name> filters.",
+        )
+    if params.get("format", "json") not in FORMATS:
+        raise falcon.HTTPBadRequest(title="Bad report query", description="The format is json or csv.")
+    if "campaign" in params and "f.campaign" in params:
+        raise falcon.HTTPBadRequest(
+            title="Bad report query", description="Give campaign= or f.campaign=, not both."
+        )
+
 
 class ReportApiResource:
     def __init__(self, db, report_currency: str = "") -> None:
@@ -36,6 +56,9 @@ class ReportApiResource:
         if not keys_match(given, read_secret(self.db, "api_key")):
             raise falcon.HTTPForbidden(title="Wrong API key", description="Send the key in X-Api-Key.")
         params = {name: value if isinstance(value, str) else value[0] for name, value in req.params.items()}
+        _check_parameters(params)
+        if "campaign" in params:
+            params["f.campaign"] = params.pop("campaign")
         try:
             filters = parse_filters(
                 tuple(f"{name[2:]}={value}" for name, value in params.items() if name.startswith("f."))
@@ -66,7 +89,10 @@ class ReportApiResource:
                 resp.set_header("X-Lanner-Notes", json.dumps(report.notes))
             resp.text = out.getvalue()
             return
-        resp.media = report.as_json()
+        resp.content_type = falcon.MEDIA_JSON
+        # allow_nan=False: the report has no Infinity or NaN (models/reports.py), and none may leak
+        # out as the invalid JSON tokens Python would print for them.
+        resp.text = json.dumps(report.as_json(), allow_nan=False)
 
 
 class ExchangeRateApiResource:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import socket
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import falcon
 from falcon.uri import parse_query_string
@@ -18,6 +17,7 @@ MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
 MAX_USER_AGENT = 1000
 MAX_REFERRER = 2000
 MAX_PARAMS = 50  # Query parameters kept for the `param` filter; sub_id slots are filled regardless.
+LOCATION_SAFE = "!#$%&'()*+,/:;=?@[]~"  # URL delimiters and escapes: kept as they are.
 NOT_A_CLICK_DESTINATIONS = frozenset({"image", "script", "style", "font", "audio", "video", "track"})
 
 
@@ -46,12 +46,14 @@ def _param(value: str | list[str]) -> str:
     return (value[0] if isinstance(value, list) else value)[:MAX_VALUE]
 
 
-def _cost(value: str) -> float:
+def _cost(value: str, max_cost: float) -> float:
+    """A click URL's cost=, or 0 (the campaign's cost model prices the click) for anything but a
+    positive number up to `max_cost`: a visitor's `cost=1e308` summed into Infinity in every report."""
     try:
         cost = float(value)
     except ValueError:
         return 0.0
-    return cost if math.isfinite(cost) and cost > 0 else 0.0
+    return cost if 0 < cost <= max_cost else 0.0
 
 
 def canonical_ip(value: str) -> str | None:
@@ -112,9 +114,10 @@ class ClickResource:
         client_address: ClientAddress,
         sub_id_aliases: dict[str, int],
         fallback_url: str,
+        max_click_cost: float,
     ) -> None:
         self.tracker = tracker
-        self.visit = VisitParser(client_address, sub_id_aliases)
+        self.visit = VisitParser(client_address, sub_id_aliases, max_click_cost)
         self.fallback_url = fallback_url
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, alias: str) -> None:
@@ -139,9 +142,12 @@ class ClickResource:
 class VisitParser:
     """A request's WSGI environ → the Visit the tracker needs (IP, UA, referrer, language, params)."""
 
-    def __init__(self, client_address: ClientAddress, sub_id_aliases: dict[str, int]) -> None:
+    def __init__(
+        self, client_address: ClientAddress, sub_id_aliases: dict[str, int], max_click_cost: float
+    ) -> None:
         self.client_address = client_address
         self.sub_id_params = sub_id_params(sub_id_aliases)
+        self.max_click_cost = max_click_cost
 
     def __call__(self, environ: dict) -> Visit:
         visit = Visit(
@@ -169,7 +175,7 @@ class VisitParser:
             if "keyword" in params:
                 visit.keyword = _param(params["keyword"])
             if "cost" in params:
-                visit.cost = _cost(_param(params["cost"]))
+                visit.cost = _cost(_param(params["cost"]), self.max_click_cost)
         return visit
 
 
@@ -182,6 +188,7 @@ def visit_from_url(
     language: str = "",
     headers: tuple[str, ...] = (),
     sub_id_aliases: dict[str, int] | None = None,
+    max_click_cost: float,
 ) -> tuple[str, Visit]:
     """(campaign alias, Visit) for a campaign URL as the edge would parse it (`lanner simulate`).
 
@@ -211,7 +218,9 @@ def visit_from_url(
         # create_environ fills in its own client's User-Agent; a visitor who sent none is a bot.
         del environ["HTTP_USER_AGENT"]
     environ["REMOTE_ADDR"] = address
-    parser = VisitParser(ClientAddress((), "X-Real-IP", is_unix_socket=False), sub_id_aliases or {})
+    parser = VisitParser(
+        ClientAddress((), "X-Real-IP", is_unix_socket=False), sub_id_aliases or {}, max_click_cost
+    )
     return alias, parser(environ)
 
 
@@ -221,8 +230,14 @@ def answer(resp: falcon.Response, decision: Decision) -> None:
     if kind == "http":
         resp.status = falcon.HTTP_302
         # Not `resp.location`: Falcon re-encodes the whole URL, escapes included, when any character
-        # needs encoding. Ours is safe by construction: a validated template, percent-encoded values.
-        resp.set_header("Location", decision.location)
+        # needs encoding. Ours is safe by construction: a validated template compiled to printable
+        # ASCII (models/macros.py), percent-encoded values.
+        location = decision.location
+        if not location.isascii():
+            # Only a debounced repeat of a click journaled before templates were compiled to ASCII:
+            # a header bjoern cannot encode answers an empty 500.
+            location = quote(location, safe=LOCATION_SAFE)
+        resp.set_header("Location", location)
     elif kind in ("meta", "js"):
         resp.content_type = falcon.MEDIA_HTML
         resp.text = redirect_page(decision.location, kind)

@@ -7,7 +7,7 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from models.macros import MACRO_NAMES, MacroError, UrlTemplate, compile_url
+from models.macros import MACRO_NAMES, MacroError, UrlTemplate, compile_url, saved_url
 
 NOW = datetime.datetime(2024, 3, 5, 7, 8, 9, 123456)  # a Tuesday, naive UTC
 
@@ -363,14 +363,65 @@ def test_empty_or_malformed_authority_is_rejected(source: str) -> None:
         "HTTP://Example.COM/Path",
         "https://user:pw@example.com:8443/a?b=c#d",
         "http://[2001:db8::1]:8080/{subid}",
-        "https://пример.рф/{subid}",
         "https://example.com?{subid}",
         "https://example.com#{subid}",
-        "https://example.com/a b/{subid}",
     ],
 )
 def test_well_formed_templates_are_accepted(source: str) -> None:
     assert compile_url(source).source == source
+
+
+@pytest.mark.parametrize(
+    ("source", "stored"),
+    [
+        ("https://пример.рф/{subid}", "https://xn--e1afmkfd.xn--p1ai/{subid}"),
+        ("https://оffer.example/lp?s={subid}", "https://xn--ffer-45d.example/lp?s={subid}"),  # Cyrillic о
+        ("https://example.com/a b/{subid}", "https://example.com/a%20b/{subid}"),
+        (
+            "https://example.com/цена?q=é #é",
+            "https://example.com/%D1%86%D0%B5%D0%BD%D0%B0?q=%C3%A9%20#%C3%A9",
+        ),
+        ("https://üser@example.com/{date:Y m}ü", "https://%C3%BCser@example.com/{date:Y m}%C3%BC"),
+    ],
+)
+def test_a_template_is_rewritten_as_the_printable_ascii_a_location_header_carries(
+    source: str, stored: str
+) -> None:
+    template = compile_url(source)
+    assert template.source == stored
+    url = template.render({"subid": "S"}, NOW)
+    assert url.isascii() and url.isprintable() and " " not in url, url
+    assert saved_url(source) == stored
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("https://example.com/a%00b?s={subid}", "%00"),
+        ("https://ex..рф/", "not a valid international domain name"),
+        ("https://" + "ф" * 70 + ".com/", "not a valid international domain name"),
+    ],
+)
+def test_an_unusable_url_is_refused_at_save_with_one_sentence(source: str, message: str) -> None:
+    with pytest.raises(MacroError, match=message) as caught:
+        saved_url(source)
+    assert str(caught.value).endswith(".") and "\n" not in str(caught.value)
+
+
+def test_a_stored_url_with_an_encoded_nul_still_loads() -> None:
+    # Refusing it where a worker loads offers would stop an offer that was working before the rule.
+    assert compile_url("https://example.com/a%00b").render({}, NOW) == "https://example.com/a%00b"
+
+
+def test_every_rendered_url_is_printable_ascii_whatever_the_template_and_values() -> None:
+    literals = ["", "a b", "é", "цена", "%", "|", "\u00a0", "\ud800", "~!$&'()*+,;=:@"]
+    for literal in literals:
+        for position in ("/{p}?q={subid}", "/x?{p}={subid}", "/x#{p}{subid}", "/{subid}{p}"):
+            template = compile_url("https://пример.рф" + position.replace("{p}", literal))
+            for value in HOSTILE_VALUES:
+                url = template.render({"subid": value}, NOW)
+                assert url.isascii() and url.isprintable() and " " not in url, (literal, position, url)
+                assert urlsplit(url).hostname == "xn--e1afmkfd.xn--p1ai", url
 
 
 def test_macro_error_is_a_value_error_with_one_sentence() -> None:

@@ -1,0 +1,304 @@
+"""Bad input from visitors and users: a clear 4xx, a refusal in one sentence, or a safe fallback;
+never a 500, a phantom click, or a report that is not valid JSON."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from urllib.parse import urlencode
+
+import pytest
+from conftest import click, request
+
+from models.deferred import run_deferred
+from models.generate import generate_clicks
+from models.reports import NOT_FINITE_NOTE, ReportQuery, run_report
+from models.rollups import RollupDelta, click_key
+
+END_MS = int(datetime(2026, 11, 20, 17, 41, tzinfo=UTC).timestamp() * 1000)
+PUNYCODE_HOST = "xn--ffer-45d.example"  # оffer.example with a Cyrillic о
+
+
+def strict_json(text: str | bytes):
+    """JSON as a strict reader parses it: Infinity and NaN are not JSON."""
+
+    def refuse(token: str):
+        raise ValueError(f"not JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def api(server, lanner, query: dict[str, str]) -> tuple[int, bytes]:
+    key = lanner("api", "key", "show").stdout.strip()
+    status, _, body = request(
+        server.extra["admin_port"], "/api/report?" + urlencode(query), {"X-Api-Key": key}
+    )
+    return status, body
+
+
+def stored(settings, sql: str, params=()) -> list[tuple]:
+    connection = sqlite3.connect(settings.database_path)
+    try:
+        return connection.execute(sql, params).fetchall()
+    finally:
+        connection.close()
+
+
+# --- item 8: a visitor's cost= ---------------------------------------------------------------------
+
+
+def test_a_url_cost_past_the_bound_is_ignored_and_the_report_stays_valid_json(start_server, lanner, settings):
+    lanner("campaign", "create", "Paid", "--alias", "paid", "--offer-url", "https://o.example/?s={subid}")
+    lanner("campaign", "update", "paid", "--cost-model", "cpc", "--cost-value", "0.05")
+    server = start_server()
+    costs = ["1e308", "1e308", "inf", "nan", "-3", "1001", "2.5", "999"]
+    for n, cost in enumerate(costs):
+        assert click(server.port, "paid", f"cost={cost}", ip=f"198.51.100.{n + 1}")[0] == 302
+    lanner("spool", "flush")
+    lanner("db", "run-deferred")
+    by_ip = dict(stored(settings, "SELECT ip, cost FROM click"))
+    # Past LANNER_MAX_CLICK_COST (1000), or not a positive number: the campaign's cpc prices the click.
+    assert [by_ip[f"198.51.100.{n + 1}"] for n in range(len(costs))] == pytest.approx(
+        [0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 2.5, 999]
+    )
+    status, body = api(server, lanner, {"preset": "all_time"})
+    assert status == 200
+    report = strict_json(body)
+    assert report["total"]["cost"] == pytest.approx(1001.8) and report["notes"] == []
+    assert strict_json(lanner("report", "--preset", "all_time", "--json").stdout)["total"][
+        "cost"
+    ] == pytest.approx(1001.8)
+
+
+def test_the_bound_is_a_setting(start_server, lanner, settings):
+    lanner("campaign", "create", "Paid", "--alias", "paid", "--offer-url", "https://o.example/?s={subid}")
+    server = start_server(LANNER_MAX_CLICK_COST="5")
+    click(server.port, "paid", "cost=4.5", ip="198.51.100.1")
+    click(server.port, "paid", "cost=5.5", ip="198.51.100.2")
+    lanner("spool", "flush")
+    assert sorted(row[0] for row in stored(settings, "SELECT cost FROM click")) == [0.0, 4.5]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "x"])
+def test_the_bound_must_be_a_positive_number(value):
+    from settings import load_settings
+
+    with pytest.raises(ValueError, match="LANNER_MAX_CLICK_COST"):
+        load_settings({"LANNER_MAX_CLICK_COST": value})
+
+
+@pytest.fixture
+def poisoned(db):
+    """Clicks and rollups as a tracker before the bound left them: two clicks of one hour costing
+    1e308 (their sum is Infinity) and one costing Infinity, the rollups moved by the same amounts."""
+    generate_clicks(db, 1500, 3, campaigns=2, seed=3, end_ms=END_MS)
+    run_deferred(db)
+    conn = db.connection()
+    rows = conn.execute(
+        "SELECT id, cost, created_at FROM click WHERE campaign_id = 1 ORDER BY created_at"
+    ).fetchall()
+    hour = rows[len(rows) // 2][2] // 3_600_000
+    victims = [row for row in rows if row[2] // 3_600_000 == hour][:3]
+    assert len(victims) == 3
+    with db.atomic():
+        delta = RollupDelta()
+        for (click_id, old_cost, _), new_cost in zip(victims, (1e308, 1e308, float("inf"))):
+            conn.execute("UPDATE click SET cost = ? WHERE id = ?", (new_cost, click_id)).close()
+            delta.add_click_cost(click_key(conn, click_id), new_cost - old_cost)
+        delta.apply(conn)
+    day = datetime.fromtimestamp(victims[0][2] / 1000, UTC).date().isoformat()
+    return db, day
+
+
+def rows_of(report) -> list[dict]:
+    return [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()} for row in report.rows]
+
+
+def test_a_poisoned_report_says_so_instead_of_printing_infinity(poisoned, lanner):
+    db, _ = poisoned
+    report = run_report(db, ReportQuery(group_by=("day", "campaign"), preset="all_time"))
+    assert report.total["cost"] is None and report.total["roi"] is None
+    assert report.notes == [NOT_FINITE_NOTE]
+    printed = strict_json(
+        lanner("report", "-g", "day", "-g", "campaign", "--preset", "all_time", "--json").stdout
+    )
+    assert printed["total"]["cost"] is None and printed["notes"] == [NOT_FINITE_NOTE]
+    assert {row["campaign"] for row in printed["rows"] if row["cost"] is None} == {1}
+    (subid,) = db.execute_sql("SELECT subid FROM click WHERE cost > 1e308").fetchone()
+    assert strict_json(lanner("click", "show", subid, "--json").stdout)["click"]["cost"] is None
+    table = lanner("report", "--preset", "all_time")
+    assert "lanner cost set" in table.stderr
+
+
+def test_cost_set_repairs_a_poisoned_day_exactly(poisoned, lanner):
+    db, day = poisoned
+    out = lanner("cost", "set", "--campaign", "1", "--from", day, "--to", day, "--amount", "10")
+    assert "10 USD over" in out.stdout
+    for group_by in (("day", "campaign"), ("hour",), ("campaign", "country"), ("campaign",)):
+        fast = run_report(db, ReportQuery(group_by=group_by, preset="all_time"))
+        raw = run_report(db, ReportQuery(group_by=group_by, preset="all_time", source="raw"))
+        assert "raw" not in fast.sources
+        assert rows_of(fast) == rows_of(raw), group_by
+        assert fast.notes == [] and fast.total["cost"] is not None
+    (that_day,) = [
+        row
+        for row in run_report(db, ReportQuery(group_by=("day", "campaign"), preset="all_time")).rows
+        if row["day"] == day and row["campaign"] == 1
+    ]
+    assert that_day["cost"] == pytest.approx(10.0)
+    json.dumps(run_report(db, ReportQuery(preset="all_time")).total, allow_nan=False)
+
+
+@pytest.mark.parametrize("amount", ["inf", "nan", "-1", "1e300"])
+def test_cost_set_refuses_an_amount_that_is_not_a_sane_number(poisoned, lanner, amount):
+    _, day = poisoned
+    refused = lanner(
+        "cost", "set", "--campaign", "1", "--from", day, "--to", day, "--amount", amount, check=False
+    )
+    assert refused.returncode == 1 and "The amount must be a number from 0 to" in refused.stderr
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1"])
+def test_a_campaign_cost_window_or_offer_payout_must_be_a_sane_number(lanner, value):
+    lanner("campaign", "create", "Paid", "--alias", "paid", "--offer-url", "https://o.example/?s={subid}")
+    refused = lanner("campaign", "update", "paid", "--cost-value", value, check=False)
+    assert refused.returncode == 1 and "A cost must be a number from 0 to" in refused.stderr
+    refused = lanner("offer", "create", "O", "--url", "https://o.example/", "--payout", value, check=False)
+    assert refused.returncode == 1 and "A payout must be a number from 0 to" in refused.stderr
+    # An Infinity window stopped every worker loading the campaigns (int(inf) overflows).
+    refused = lanner("campaign", "update", "paid", "--uniqueness-hours", value, check=False)
+    assert refused.returncode == 1 and "The uniqueness window must be a positive number" in refused.stderr
+
+
+# --- item 10: the report API's parameters ------------------------------------------------------------
+
+
+def test_report_parameters_are_checked_and_a_campaign_filter_takes_an_alias_or_an_id(start_server, lanner):
+    lanner("campaign", "create", "Rev", "--alias", "rev", "--offer-url", "https://o.example/?s={subid}")
+    lanner("campaign", "create", "Other", "--alias", "other", "--offer-url", "https://o.example/?s={subid}")
+    server = start_server()
+    for n in range(3):
+        click(server.port, "rev", ip=f"198.51.100.{n + 1}")
+    for n in range(2):
+        click(server.port, "other", ip=f"198.51.100.{n + 1}")
+    lanner("spool", "flush")
+    lanner("db", "run-deferred")
+
+    def clicks(query: dict[str, str]) -> int:
+        status, body = api(server, lanner, {"preset": "all_time", **query})
+        assert status == 200, body
+        return strict_json(body)["total"]["clicks"]
+
+    assert clicks({}) == 5
+    assert clicks({"campaign": "rev"}) == clicks({"campaign": "1"}) == clicks({"f.campaign": "rev"}) == 3
+    assert clicks({"f.campaign": "rev,2"}) == 5
+
+    def refused(query: dict[str, str]) -> str:
+        status, body = api(server, lanner, query)
+        assert status == 400, (query, body)
+        return json.loads(body)["description"]
+
+    assert (
+        refused({"campaign": "h-rev"})
+        == "There is no campaign 'h-rev'; a campaign filter takes ids or aliases."
+    )
+    described = refused({"campaing": "rev"})
+    assert described.startswith(
+        "Unknown parameter 'campaing'; use group, preset, from, to, timezone, campaign"
+    )
+    assert "out of range" in refused({"from": "0001-01-01"})
+    assert "out of range" in refused({"to": "9999-12-31"})
+    assert refused({"format": "xml"}) == "The format is json or csv."
+
+    def cli_clicks(*args: str) -> int:
+        return strict_json(lanner("report", "--preset", "all_time", "--json", *args).stdout)["total"][
+            "clicks"
+        ]
+
+    assert (
+        cli_clicks("--campaign", "rev")
+        == cli_clicks("--campaign", "1")
+        == cli_clicks("-f", "campaign=rev")
+        == 3
+    )
+    assert cli_clicks("-f", "campaign=1,other") == 5
+    wrong = lanner("report", "-f", "campaign=h-rev", check=False)
+    assert wrong.returncode == 1 and "There is no campaign 'h-rev'" in wrong.stderr
+    early = lanner("report", "--from", "0001-01-01", check=False)
+    assert early.returncode == 1 and "out of range" in early.stderr and "Traceback" not in early.stderr
+
+
+# --- item 11: offer URLs a Location header cannot carry -----------------------------------------------
+
+
+def test_an_international_offer_host_is_saved_as_punycode_and_bad_literals_encoded_or_refused(lanner):
+    lanner("offer", "create", "Homograph", "--url", "https://оffer.example/lp?q=a b&s={subid}")
+    (offer,) = json.loads(lanner("offer", "list", "--json").stdout)
+    assert offer["url"] == f"https://{PUNYCODE_HOST}/lp?q=a%20b&s={{subid}}"
+    refused = lanner("offer", "create", "Nul", "--url", "https://o.example/a%00b?s={subid}", check=False)
+    assert refused.returncode == 1 and "%00" in refused.stderr and "Traceback" not in refused.stderr
+    refused = lanner("offer", "create", "Bad", "--url", "https://ex..рф/", check=False)
+    assert refused.returncode == 1 and "not a valid international domain name" in refused.stderr
+
+
+def test_an_old_stored_offer_url_a_header_cannot_carry_still_answers_and_records_once(
+    start_server, lanner, settings
+):
+    lanner("campaign", "create", "Old", "--alias", "old", "--offer-url", "https://o.example/?click={subid}")
+    # Saved before the rule, as an older release let it be.
+    connection = sqlite3.connect(settings.database_path)
+    with connection:
+        connection.execute("UPDATE offer SET url = ?", ("https://оffer.example/lp?q=a b&click={subid}",))
+    connection.close()
+    server = start_server(LANNER_FALLBACK_URL="https://оffer.example/gone?x=a b")
+    status, headers, _ = click(server.port, "old", ip="198.51.100.9")
+    assert status == 302, server.log
+    location = headers["location"]
+    assert location.startswith(f"https://{PUNYCODE_HOST}/lp?q=a%20b&click=")
+    lanner("spool", "flush")
+    assert stored(settings, "SELECT subid FROM click") == [(location.rsplit("=", 1)[1],)]
+    status, headers, _ = request(server.port, "/no-such-campaign")
+    assert (status, headers["location"]) == (302, f"https://{PUNYCODE_HOST}/gone?x=a%20b")
+
+
+def test_a_location_journaled_before_the_rule_is_still_sent_as_ascii():
+    # A debounced repeat answers the Location its first click journaled, maybe before the upgrade.
+    import falcon
+
+    from models.tracking import Decision
+    from routes.click import answer
+
+    resp = falcon.Response()
+    old = "https://оffer.example/lp?q=a b&click=S%20T"
+    answer(resp, Decision("S", "http", old, "", 1, 1, 1, True, False, False, False))
+    assert resp.get_header("Location") == "https://%D0%BEffer.example/lp?q=a%20b&click=S%20T"
+
+
+def test_cost_set_while_the_rollup_backfill_runs_counts_each_click_once(poisoned, lanner):
+    from models import deferred
+    from models.rollups import TABLES
+
+    db, day = poisoned
+    # As if the clicks had been stored by a release before the rollups, and the backfill were half done.
+    for table, _, _ in TABLES:
+        db.execute_sql(f"DELETE FROM {table}")
+    db.execute_sql("UPDATE meta SET value = 'backfill' WHERE key = 'rollup_conversions'")
+    db.execute_sql(
+        "UPDATE deferred_step SET state = 'pending', position = 0, done_units = 0, "
+        "target = (SELECT MAX(id) FROM click), total_units = (SELECT COUNT(*) FROM click) WHERE name = ?",
+        (deferred.ROLLUP_BACKFILL,),
+    )
+    original_chunk = deferred.CHUNK_IDS
+    deferred.CHUNK_IDS = 750  # Half of the 1,500 clicks, the poisoned hour among them.
+    try:
+        deferred.run_chunk(db, deferred.ROLLUP_BACKFILL)
+    finally:
+        deferred.CHUNK_IDS = original_chunk
+    lanner("cost", "set", "--campaign", "1", "--from", day, "--to", day, "--amount", "10")
+    run_deferred(db)
+    for group_by in (("day", "campaign"), ("hour",), ("campaign", "country")):
+        fast = run_report(db, ReportQuery(group_by=group_by, preset="all_time"))
+        raw = run_report(db, ReportQuery(group_by=group_by, preset="all_time", source="raw"))
+        assert "raw" not in fast.sources
+        assert rows_of(fast) == rows_of(raw), group_by
