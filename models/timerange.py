@@ -63,13 +63,15 @@ def local_instant(text: str, tz: ZoneInfo, *, is_end: bool) -> int:
             day = local.date()
         else:
             day = date.fromisoformat(text)
-            local = datetime.combine(day + timedelta(days=1) if is_end else day, time(0))
+            local = None
     except ValueError:
         raise TimeRangeError(
             f"{text!r} is not a date (YYYY-MM-DD) or a date and time (YYYY-MM-DDTHH:MM)."
         ) from None
     if not MIN_DATE <= day <= MAX_DATE:
         raise TimeRangeError(f"{text!r} is out of range: use dates from {MIN_DATE} to {MAX_DATE}.")
+    if local is None:  # Only now: the midnight after 9999-12-31 is past what a date can say.
+        local = datetime.combine(day + timedelta(days=1) if is_end else day, time(0))
     if local.tzinfo is not None:
         return int(local.timestamp() * 1000)
     return local_ms(local, tz)

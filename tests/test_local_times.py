@@ -91,10 +91,10 @@ def test_cost_set_over_dst_days_spreads_over_the_clicks_of_the_local_period(db, 
     add_clicks(db, berlin_campaign.id, fall_back + spring)
     out = lanner("cost", "set", "--campaign", "berlin", "--from", "2026-10-25", "--to", "2026-10-25",
                  "--timezone", "Europe/Berlin", "--amount", "50").stdout  # fmt: skip
-    assert "over 25 clicks (2 each)" in out  # The 25-hour day: every hour's click, none outside.
+    assert "over 25 clicks (2 USD each)" in out  # The 25-hour day: every hour's click, none outside.
     out = lanner("cost", "set", "--campaign", "berlin", "--from", "2026-03-29T02:30", "--to", "2026-03-29T04:00",
                  "--timezone", "Europe/Berlin", "--amount", "3").stdout  # fmt: skip
-    assert "over 2 clicks (1.5 each)" in out  # 03:15 and 03:45 CEST, after the jump.
+    assert "over 2 clicks (1.5 USD each)" in out  # 03:15 and 03:45 CEST, after the jump.
     costs = dict(db.execute_sql("SELECT created_at, cost FROM click").fetchall())
     assert [costs[moment] for moment in spring] == [0, 1.5, 1.5]
     assert costs[fall_back[0]] == costs[fall_back[-1]] == 0 and {costs[m] for m in fall_back[1:-1]} == {2}
