@@ -12,6 +12,7 @@ import falcon
 from falcon.uri import parse_query_string
 
 from models.click import SUB_ID_SLOTS
+from models.record import MAX_COST
 from models.tracking import ClickTracker, Decision, Visit
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
@@ -51,7 +52,8 @@ def _cost(value: str) -> float:
         cost = float(value)
     except ValueError:
         return 0.0
-    return cost if math.isfinite(cost) and cost > 0 else 0.0
+    # The flusher refuses a journal line with a cost past MAX_COST: store such a cost as 0.
+    return cost if math.isfinite(cost) and 0 < cost <= MAX_COST else 0.0
 
 
 def canonical_ip(value: str) -> str | None:
