@@ -271,6 +271,11 @@ class Journal:
             if not data:
                 break
             end = data.rfind(b"\n") + 1
+            if not end and len(data) == READ_CHUNK:
+                # No click's line is this long: garbage (a run of zeros a crash left, say). Skip it;
+                # the rest of it, up to the next newline, is refused as a line of its own.
+                offset += len(data)
+                continue
             if end != len(data) and len(data) < READ_CHUNK:
                 if not is_locked:
                     data = data[:end]  # Another worker is mid-append; take the complete lines.
@@ -309,6 +314,8 @@ class FlushResult:
 def _complete_lines(fd: int, offset: int, max_lines: int) -> Iterator[bytes]:
     data = os.pread(fd, READ_CHUNK, offset)
     end = data.rfind(b"\n") + 1
+    if not end and len(data) == READ_CHUNK:
+        return iter([data])  # Garbage longer than any line (see Journal._read_to_end): refused.
     lines = data[:end].splitlines(keepends=True)
     return iter(lines[:max_lines])
 

@@ -138,6 +138,30 @@ def test_poisoned_lines_stop_neither_a_worker_nor_the_flusher(make_tracker, db, 
     assert "spool segment 1: 2 line(s) refused (journal line's created_at" in caplog.text
 
 
+def test_garbage_longer_than_a_read_neither_hangs_a_worker_nor_stalls_the_flusher(make_tracker, db, settings):
+    """A run of zeros with no newline, as a crash can leave in a file being appended to."""
+    from models.admin import create_campaign
+    from models.spool import READ_CHUNK
+
+    create_campaign(db, "Test", "test", offer_url=OFFER)
+    tracker = make_tracker()
+    subids = [tracker.track(tracker.campaign("test"), Visit(ip="198.51.100.1", user_agent="first")).subid]
+    with open(segment_path(settings.spool_dir, 1), "ab") as journal:
+        journal.write(b"\0" * (READ_CHUNK * 5 // 2) + b"\n")
+
+    def track() -> None:
+        other = make_tracker()  # Replays the garbage at start, then reads it again under the lock.
+        subids.append(other.track(other.campaign("test"), Visit(ip="198.51.100.2", user_agent="b")).subid)
+
+    worker = threading.Thread(target=track, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the worker is stuck on the garbage"
+    result = flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    assert result.inserted == 2 and result.rejected >= 1
+    assert {row[0] for row in db.execute_sql("SELECT subid FROM click").fetchall()} == set(subids)
+
+
 def test_web_workers_keep_answering_and_starting_over_poisoned_spool_lines(lanner, start_server, settings):
     lanner("campaign", "create", "P", "--alias", "p", "--offer-url", OFFER)
     server = start_server(workers=2)
