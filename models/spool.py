@@ -518,8 +518,11 @@ def note_missing_segment(spool_dir: Path, segment: int, from_byte: int, lost: in
     if any(missing.segment == segment for missing in read_missing_segments(spool_dir)):
         return
     noted_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    with open(spool_dir / MISSING_FILE, "a", encoding="utf-8") as missing:
-        missing.write(f"{segment}\t{from_byte}\t{'?' if lost is None else lost}\t{noted_at}\t{what}\n")
+    try:
+        with open(spool_dir / MISSING_FILE, "a", encoding="utf-8") as missing:
+            missing.write(f"{segment}\t{from_byte}\t{'?' if lost is None else lost}\t{noted_at}\t{what}\n")
+    except OSError as exc:  # A full disk, say: the log line below must do; never stall on it.
+        logger.error("could not note missing spool segment %s in %s: %s", segment, MISSING_FILE, exc)
     if lost is None:
         logger.error(
             "spool segment %s is %s: the clicks it held past byte %s never reached the database and are "

@@ -287,3 +287,58 @@ def test_a_deleted_sealed_segment_is_reported_until_acknowledged(make_tracker, d
     assert shown["missing_segments"] == [2]
     (settings.spool_dir / MISSING_FILE).unlink()  # Acknowledged.
     assert spool_status_command()[:2] == (0, {**status, "missing_segments": []})
+
+
+def test_a_segment_replaced_while_in_use_loses_no_later_click_nor_stalls_the_flusher(
+    make_tracker, db, settings, tmp_path
+):
+    import shutil
+
+    from models.admin import create_campaign
+
+    create_campaign(db, "Test", "test", offer_url=OFFER)
+    tracker = make_tracker()
+    campaign = tracker.campaign("test")
+    subids = [tracker.track(campaign, Visit(ip="198.51.100.1", user_agent="first")).subid]
+    path = segment_path(settings.spool_dir, 1)
+    shutil.copy(path, tmp_path / "copy.log")
+    os.replace(tmp_path / "copy.log", path)  # Same lines, another file: the old one is unlinked.
+    subids += [
+        tracker.track(campaign, Visit(ip="198.51.100.2", user_agent=f"later {n}")).subid for n in range(3)
+    ]
+    assert list_segments(settings.spool_dir) == [1, 2]
+    restarted = make_tracker()  # Starts at the flushed position, in segment 1, and follows to 2.
+    subids.append(
+        restarted.track(restarted.campaign("test"), Visit(ip="198.51.100.3", user_agent="new")).subid
+    )
+    assert restarted.journal.segment == 2
+    result = flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    assert (result.inserted, result.duplicates) == (5, 0)
+    assert {row[0] for row in db.execute_sql("SELECT subid FROM click").fetchall()} == set(subids)
+    assert spool_status(db, settings.spool_dir).missing_segments == []
+
+
+def test_a_real_flusher_lands_the_lines_around_poisoned_ones_and_keeps_going(
+    lanner, start_consumer, settings
+):
+    lanner("campaign", "create", "P", "--alias", "p", "--offer-url", OFFER)
+    good = [journal_line() for _ in range(3)]
+    bad = poison(good[0])
+    settings.spool_dir.mkdir(parents=True, exist_ok=True)
+    segment_path(settings.spool_dir, 1).write_bytes(good[0] + bad[0] + good[1] + bad[1] + good[2])
+    consumer = start_consumer(LANNER_FLUSH_INTERVAL="0.1")
+    expected = {decode_line(line)[0] for line in good}
+    rejected = settings.spool_dir / REJECTED_FILE
+    deadline = time.monotonic() + 30
+    while (
+        stored_subids(settings) != expected or not rejected.exists() or rejected.read_bytes() != b"".join(bad)
+    ):
+        assert consumer.process.poll() is None and time.monotonic() < deadline, consumer.log
+        time.sleep(0.2)
+    late = journal_line()  # The flusher goes on landing what comes next.
+    with open(segment_path(settings.spool_dir, 1), "ab") as journal:
+        journal.write(late)
+    while decode_line(late)[0] not in stored_subids(settings):
+        assert consumer.process.poll() is None and time.monotonic() < deadline, consumer.log
+        time.sleep(0.2)
+    assert "spool segment 1: 2 line(s) refused (journal line's created_at" in consumer.log
