@@ -239,6 +239,46 @@ def test_clicks_after_the_active_segment_is_deleted_all_land(lanner, start_serve
     assert "Spool segment(s) 1 were deleted before their clicks reached the database" in status.stderr
 
 
+def test_every_click_begun_after_the_active_segment_is_deleted_under_load_lands(
+    lanner, start_server, settings
+):
+    lanner("campaign", "create", "L", "--alias", "l", "--offer-url", OFFER)
+    server = start_server(workers=2)
+    stop = threading.Event()
+    results: list[tuple[float, int, str]] = []  # (when the request began, status, subid)
+
+    def hammer(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            began = time.monotonic()
+            status, headers, _ = click(server.port, "l", ip=f"100.64.{n}.{i % 250 + 1}", ua=f"load {n} {i}")
+            results.append((began, status, subid_of(headers["location"]) if status == 302 else ""))
+
+    threads = [threading.Thread(target=hammer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(results) < 100:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    segment_path(settings.spool_dir, 1).unlink()
+    deleted_at = time.monotonic()
+    while len([r for r in results if r[0] > deleted_at]) < 200:
+        assert time.monotonic() < deadline + 30
+        time.sleep(0.05)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert all(status == 302 for _, status, _ in results), server.log
+    lanner("spool", "flush")
+    after = {subid for began, _, subid in results if began > deleted_at}
+    lost = after - stored_subids(settings)
+    assert not lost, f"{len(lost)} of {len(after)} clicks begun after the deletion are lost\n{server.log}"
+    assert "spool segment 1 was deleted or moved away while in use" in server.log
+    assert json.loads(lanner("status", "--json").stdout)["spool"]["missing_segments"] == [1]
+
+
 def test_a_segment_moved_away_loses_no_later_click(make_tracker, db, settings, tmp_path):
     from models.admin import create_campaign
 
