@@ -1663,8 +1663,8 @@ def spool() -> None:
 @format_option
 @pass_context
 def spool_status_command(ctx: Context, fmt: str) -> None:
-    """How many clicks are spooled and not yet in the database."""
-    from models.spool import spool_status
+    """How many clicks are spooled and not yet in the database; exits 1 if a segment went missing."""
+    from models.spool import MISSING_FILE, spool_status
 
     status = spool_status(ctx.db, ctx.settings.spool_dir)
     row = {
@@ -1673,8 +1673,16 @@ def spool_status_command(ctx: Context, fmt: str) -> None:
         "segments": len(status.segments),
         "pending_clicks": status.pending_clicks,
         "pending_bytes": status.pending_bytes,
+        "missing_segments": status.missing_segments,
+        "rejected_lines": status.rejected_lines,
     }
     echo_rows([row], list(row), fmt)
+    if status.missing_segments:
+        segments = ", ".join(map(str, status.missing_segments))
+        raise click.ClickException(
+            f"Spool segment(s) {segments} were deleted before their clicks reached the database; those "
+            f"clicks are lost (details in {ctx.settings.spool_dir / MISSING_FILE}; remove it to acknowledge)."
+        )
 
 
 @spool.command("flush")

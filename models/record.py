@@ -14,6 +14,7 @@ PERF: this costs ~3 µs per click where JSON cost ~13 µs, and the tail is built
 
 from __future__ import annotations
 
+import math
 import operator
 import random
 import re
@@ -92,11 +93,35 @@ _INT_COLUMNS = frozenset(
 _NULLABLE_INT_COLUMNS = frozenset({"stream_id", "offer_id"})
 # A line's fields in record order (CLICK_COLUMNS, then location), and which need parsing.
 _TO_RECORD = operator.itemgetter(*(LINE_COLUMNS.index(column) for column in (*CLICK_COLUMNS, "location")))
-_INT_POSITIONS = tuple(
-    CLICK_COLUMNS.index(c) for c in CLICK_COLUMNS if c in _INT_COLUMNS - _NULLABLE_INT_COLUMNS
-)
 _NULLABLE_POSITIONS = (STREAM_ID, OFFER_ID)
 _COST = CLICK_COLUMNS.index("cost")
+
+# What a journal line may hold. A line that parses but holds a number out of these ranges is
+# corrupt (a bit flip, a hand edit, a broken writer): SQLite cannot store an integer past 64 bits,
+# and one such line used to crash every worker that read it and stall the flusher for good.
+# created_at is unix ms: before 2000 is a broken clock (or seconds taken for ms), after 2100 garbage.
+MIN_CREATED_AT = 946_684_800_000  # 2000-01-01 UTC
+MAX_CREATED_AT = 4_102_444_800_000  # 2100-01-01 UTC
+MAX_ID = (1 << 63) - 1  # SQLite's largest INTEGER.
+MAX_UA_HASH = (1 << 32) - 1  # CRC-32.
+MAX_COST = 1_000_000.0  # Per click; the edge stores a larger cost as 0 (routes/click.py).
+_RANGES = {
+    "created_at": (MIN_CREATED_AT, MAX_CREATED_AT),
+    "campaign_id": (1, MAX_ID),
+    "stream_id": (1, MAX_ID),
+    "offer_id": (1, MAX_ID),
+    "ua_hash": (0, MAX_UA_HASH),
+    "is_unique_global": (0, 1),
+    "is_unique_campaign": (0, 1),
+    "is_unique_stream": (0, 1),
+    "is_bot": (NOT_CHECKED, 1),
+}
+# (position, column, lowest, highest) of the integers a record needs (not NULL).
+_INT_CHECKS = tuple(
+    (CLICK_COLUMNS.index(c), c, *_RANGES[c])
+    for c in CLICK_COLUMNS
+    if c in _INT_COLUMNS - _NULLABLE_INT_COLUMNS
+)
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
 
@@ -200,7 +225,44 @@ def encode_line(ip: str, ua_hash: int, created_at: int, flags: tuple[int, int, i
 def peek_line(line: bytes) -> tuple[str, int, int]:
     """(ip, ua_hash, created_at) of a journal line without parsing the rest; ValueError if not one."""
     ip, visitor_hash, created_at, _ = line.split(b"\t", 3)
-    return ip.decode("ascii"), int(visitor_hash), int(created_at)
+    return (
+        _checked_ip(ip.decode("ascii")),
+        _checked_int(visitor_hash, "ua_hash"),
+        _checked_int(created_at, "created_at"),
+    )
+
+
+_PEEK_STREAM, _PEEK_OFFER = LINE_COLUMNS.index("stream_id"), LINE_COLUMNS.index("offer_id")
+
+
+def peek_counted(line: bytes) -> tuple[str, int, int, int | None, int | None]:
+    """(ip, ua_hash, created_at, stream_id, offer_id): what a worker indexes and counts of another
+    worker's line, parsing only the first fields; ValueError if the line is not a click's."""
+    fields = line.split(b"\t", _PEEK_OFFER + 1)
+    if len(fields) <= _PEEK_OFFER + 1:
+        raise ValueError("journal line has too few fields")
+    stream, offer = fields[_PEEK_STREAM], fields[_PEEK_OFFER]
+    return (
+        *peek_line(line),
+        _checked_int(stream, "stream_id") if stream else None,
+        _checked_int(offer, "offer_id") if offer else None,
+    )
+
+
+def _checked_int(text: bytes | str, column: str) -> int:
+    value = int(text)
+    low, high = _RANGES[column]
+    if not low <= value <= high:
+        raise ValueError(f"journal line's {column} {value} is out of range")
+    return value
+
+
+def _checked_ip(ip: str) -> str:
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip)
+    except (OSError, ValueError):
+        raise ValueError(f"journal line's ip {ip!r} is not an address") from None
+    return ip
 
 
 def decode_line(line: bytes) -> list:
@@ -218,11 +280,19 @@ def decode_line(line: bytes) -> list:
     if b"\\" in line:
         fields = [_unescape(field) if "\\" in field else field for field in fields]
     record = list(_TO_RECORD(fields))
-    for position in _INT_POSITIONS:
-        record[position] = int(record[position])
+    for position, column, low, high in _INT_CHECKS:
+        value = record[position] = int(record[position])
+        if not low <= value <= high:
+            raise ValueError(f"journal line's {column} {value} is out of range")
     for position in _NULLABLE_POSITIONS:
-        record[position] = int(record[position]) if record[position] else None
-    record[_COST] = float(record[_COST])
-    if not record[SUBID]:
-        raise ValueError("journal line without a subid")
+        if record[position]:
+            record[position] = _checked_int(record[position], CLICK_COLUMNS[position])
+        else:
+            record[position] = None
+    cost = record[_COST] = float(record[_COST])
+    if not (math.isfinite(cost) and 0 <= cost <= MAX_COST):
+        raise ValueError(f"journal line's cost {cost} is out of range")
+    if not SUBID_PATTERN.match(record[SUBID]):
+        raise ValueError(f"journal line's subid {record[SUBID][:40]!r} is not one Lanner makes")
+    _checked_ip(record[IP])
     return record

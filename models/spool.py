@@ -12,8 +12,13 @@ Layout under `<data_dir>/spool/`:
 - `journal.lock`: the `flock` that serialises appends. Holding it, a worker first reads the lines
   other workers appended since its last look (`on_line`), so debounce and uniqueness see clicks
   that are not flushed yet, then appends its own line.
-- `rejected.log`: lines the flusher could not parse (a torn write after a power cut), kept for
-  inspection instead of blocking the spool.
+- `rejected.log`: lines the flusher could not parse (a torn write after a power cut) or that hold a
+  value no click has (a number out of range: corruption), kept for inspection instead of blocking
+  the spool; `lanner spool status` counts them.
+- `missing.log`: segments deleted (or moved away) by hand before they landed, one line each,
+  written by the worker or flusher that found the gap; `lanner spool status` reports them and
+  exits non-zero until the file is removed. Writers notice their segment is gone under the lock
+  and move on to a new one, so no click is appended to a file nobody will read.
 
 Idempotency: the flusher stores its journal position in the `spool_position` row in the same
 transaction as the inserted clicks (and their cap counters and rollups, models/rollups.py), and
@@ -35,6 +40,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -97,6 +103,10 @@ def list_segments(spool_dir: Path) -> list[int]:
     return sorted(segments)
 
 
+REJECTED_FILE = "rejected.log"
+MISSING_FILE = "missing.log"
+
+
 def read_position(db: Database) -> tuple[int, int]:
     cursor = db.execute_sql(SQL_SPOOL_POSITION)
     try:
@@ -114,11 +124,16 @@ class Journal:
         segment_bytes: int,
         start: tuple[int, int],
         on_line: Callable[[tuple[int, int], bytes], None],
+        flushed: Callable[[], tuple[int, int]],
     ) -> None:
-        """Open the journal at the flusher's position `start`, so every unflushed line is replayed."""
+        """Open the journal at the flusher's position `start`, so every unflushed line is replayed.
+
+        `flushed` reads the flusher's position now; asked only when our segment file has gone.
+        """
         self.spool_dir = spool_dir
         self.segment_bytes = segment_bytes
         self.on_line = on_line
+        self.flushed = flushed
         spool_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(spool_dir / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._fd = -1
@@ -145,6 +160,11 @@ class Journal:
             self._open_segment(segment)
             self.offset = offset
             self.catch_up(is_locked=True)
+            # Writers leave a segment early when it is replaced by hand (_leave_lost_segment): the
+            # one they append to is the newest.
+            while later := [number for number in list_segments(spool_dir) if number > self.segment]:
+                self._open_segment(later[0])
+                self.catch_up(is_locked=True)
         finally:
             self.unlock()
 
@@ -160,6 +180,9 @@ class Journal:
         path = segment_path(self.spool_dir, segment)
         self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         self.segment, self.offset = segment, 0
+        self._path = os.fspath(path)
+        stat = os.fstat(self._fd)
+        self._identity = (stat.st_dev, stat.st_ino)
 
     def lock(self) -> None:
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
@@ -172,7 +195,10 @@ class Journal:
 
         PERF: call it once without the lock (the bulk of other workers' lines, while they keep
         appending) and once holding it (the last few), so the lock is held for microseconds.
+        Holding it, one stat() (~1 µs) checks that our segment is still the file at its path.
         """
+        if is_locked and self._is_gone():
+            self._leave_lost_segment()
         while True:
             self._read_to_end(is_locked)
             if self.offset < self.segment_bytes:
@@ -183,6 +209,61 @@ class Journal:
             later = [number for number in list_segments(self.spool_dir) if number > self.segment]
             self._open_segment(later[0] if later else self.segment + 1)
 
+    def _is_gone(self) -> bool:
+        """Our segment file is no longer at its path: removed (by the flusher or by hand) or replaced."""
+        try:
+            stat = os.stat(self._path)
+        except FileNotFoundError:
+            return True
+        return (stat.st_dev, stat.st_ino) != self._identity
+
+    def _leave_lost_segment(self) -> None:
+        """Move on from a segment that is gone from its path, holding the lock.
+
+        The flusher removes a segment once it has landed: then read its last lines and go on as
+        usual. Deleted, moved away or replaced by hand before it landed, lines appended to it
+        would never land: move to a new segment past every existing one and past the flushed
+        position (or follow the worker that already did), and note in missing.log what is lost.
+        """
+        gone = self.segment
+        flushed_segment, flushed_offset = self.flushed()
+        if gone < flushed_segment:
+            self._read_to_end(is_locked=True)
+            if self.offset >= self.segment_bytes:
+                return  # Sealed, landed and removed: catch_up goes on to the next one.
+        later = [number for number in list_segments(self.spool_dir) if number > gone]
+        if later:
+            if gone >= flushed_segment:
+                logger.warning(
+                    "spool segment %s is gone from %s; following the other workers to segment %s",
+                    gone,
+                    self._path,
+                    later[0],
+                )
+            self._open_segment(later[0])
+            return
+        if gone < flushed_segment:  # Left early by the other workers and landed since.
+            self._open_segment(flushed_segment if flushed_offset == 0 else flushed_segment + 1)
+            return
+        fresh = gone + 1
+        if not os.path.exists(self._path):
+            # Whatever it held past the flushed position is gone with it (our descriptor still
+            # reads it, so we can say how much). A file put in its place is the flusher's to read.
+            since = flushed_offset if gone == flushed_segment else 0
+            lost = _count_lines(self._fd, since)
+            note_missing_segment(self.spool_dir, gone, since, lost, "deleted or moved while in use")
+            logger.log(
+                logging.ERROR if lost else logging.WARNING,
+                "spool segment %s was deleted or moved away while in use: %d click(s) in it had not "
+                "reached the database and are lost; appending to segment %s",
+                gone,
+                lost,
+                fresh,
+            )
+        else:
+            logger.warning("spool segment %s was replaced while in use; appending to segment %s", gone, fresh)
+        self._open_segment(fresh)
+
     def _read_to_end(self, is_locked: bool) -> None:
         fd, offset, on_line, segment = self._fd, self.offset, self.on_line, self.segment
         while True:
@@ -190,6 +271,11 @@ class Journal:
             if not data:
                 break
             end = data.rfind(b"\n") + 1
+            if not end and len(data) == READ_CHUNK:
+                # No click's line is this long: garbage (a run of zeros a crash left, say). Skip it;
+                # the rest of it, up to the next newline, is refused as a line of its own.
+                offset += len(data)
+                continue
             if end != len(data) and len(data) < READ_CHUNK:
                 if not is_locked:
                     data = data[:end]  # Another worker is mid-append; take the complete lines.
@@ -228,6 +314,8 @@ class FlushResult:
 def _complete_lines(fd: int, offset: int, max_lines: int) -> Iterator[bytes]:
     data = os.pread(fd, READ_CHUNK, offset)
     end = data.rfind(b"\n") + 1
+    if not end and len(data) == READ_CHUNK:
+        return iter([data])  # Garbage longer than any line (see Journal._read_to_end): refused.
     lines = data[:end].splitlines(keepends=True)
     return iter(lines[:max_lines])
 
@@ -259,35 +347,48 @@ def flush_spool(
     while True:
         segment, offset = read_position(db)
         path = segment_path(spool_dir, segment)
+        # Looked at before reading: writers open a later segment only once they have left this one
+        # (it is sealed, or it was deleted or replaced by hand, see Journal), so if one exists now,
+        # whatever this one holds is already there to read.
+        later = [number for number in list_segments(spool_dir) if number > segment]
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
-            if _later_segment_exists(spool_dir, segment):
-                _advance(db, segment, offset, result)  # An empty sealed segment; skip it.
-                continue
-            break
+            if not later:
+                break
+            # Deleted by hand (the flusher removes only landed segments, behind its position):
+            # its clicks cannot be recovered; say so, durably, and go on with the next one.
+            if offset < segment_bytes:  # As far as we know, it held clicks past our position.
+                note_missing_segment(spool_dir, segment, offset, None, "missing when the flusher got to it")
+            for number in range(segment + 1, later[0]):
+                note_missing_segment(spool_dir, number, 0, None, "missing when the flusher got to it")
+            _advance(db, segment, offset, result, to=later[0])
+            continue
         try:
             lines = list(_complete_lines(fd, offset, batch_size))
             size = os.fstat(fd).st_size
         finally:
             os.close(fd)
         if not lines:
-            # Sealed when a later segment exists: writers only open it after this one is full, or
-            # when it is shorter than our position (replaced by hand: writers moved on, see Journal).
-            if (offset >= segment_bytes or size < offset) and _later_segment_exists(spool_dir, segment):
+            if later:
+                if size < offset:  # Replaced by a shorter file: what it held past our position is lost.
+                    note_missing_segment(
+                        spool_dir, segment, offset, None, "shorter than the flushed position"
+                    )
                 torn = path.read_bytes()[offset:]
                 if torn:
-                    _keep_rejected(spool_dir, [torn])
+                    _keep_rejected(spool_dir, [torn], segment, "a torn line")
                     result.rejected += 1
                 _advance(db, segment, offset, result)
                 continue
             break
-        rows, rejected = [], []
+        rows, rejected, reason = [], [], ""
         for line in lines:
             try:
                 rows.append(decode_line(line)[:COLUMN_COUNT])
-            except ValueError:
+            except ValueError as exc:
                 rejected.append(line)
+                reason = reason or str(exc)
         fill_lookups(rows, devices, bots)
         costs.fill(rows)
         with db.atomic("IMMEDIATE"):
@@ -305,7 +406,7 @@ def flush_spool(
             new_offset = offset + sum(len(line) for line in lines)
             db.execute_sql(SQL_SET_SPOOL_POSITION, (segment, new_offset, int(time.time() * 1000)))
         if rejected:
-            _keep_rejected(spool_dir, rejected)
+            _keep_rejected(spool_dir, rejected, segment, reason)
         result.inserted += inserted
         result.duplicates += len(rows) - inserted
         result.rejected += len(rejected)
@@ -371,22 +472,81 @@ def _file_size(path: Path) -> int:
         return -1
 
 
-def _later_segment_exists(spool_dir: Path, segment: int) -> bool:
-    return any(number > segment for number in list_segments(spool_dir))
+def _count_lines(fd: int, offset: int) -> int:
+    count = 0
+    while data := os.pread(fd, READ_CHUNK, offset):
+        count += data.count(b"\n")
+        offset += len(data)
+    return count
 
 
-def _advance(db: Database, segment: int, offset: int, result: FlushResult) -> None:
+def _advance(db: Database, segment: int, offset: int, result: FlushResult, to: int | None = None) -> None:
     with db.atomic("IMMEDIATE"):
         if read_position(db) == (segment, offset):
-            db.execute_sql(SQL_SET_SPOOL_POSITION, (segment + 1, 0, int(time.time() * 1000)))
+            next_segment = segment + 1 if to is None else to
+            db.execute_sql(SQL_SET_SPOOL_POSITION, (next_segment, 0, int(time.time() * 1000)))
             result.segments_done += 1
 
 
-def _keep_rejected(spool_dir: Path, lines: list[bytes]) -> None:
-    logger.error("spool: %d unparsable line(s) moved to rejected.log", len(lines))
-    with open(spool_dir / "rejected.log", "ab") as rejected:
+def _keep_rejected(spool_dir: Path, lines: list[bytes], segment: int, reason: str) -> None:
+    logger.error(
+        "spool segment %s: %d line(s) refused (%s) and moved to %s",
+        segment,
+        len(lines),
+        reason,
+        spool_dir / REJECTED_FILE,
+    )
+    with open(spool_dir / REJECTED_FILE, "ab") as rejected:
         for line in lines:
             rejected.write(line if line.endswith(b"\n") else line + b"\n")
+
+
+@dataclass(frozen=True)
+class MissingSegment:
+    """A segment that was gone before it landed: clicks past `from_byte` never reached the database."""
+
+    segment: int
+    from_byte: int
+    lost: int | None  # Clicks lost, when a worker still had the file open to count them.
+    noted_at: str
+    what: str
+
+
+def note_missing_segment(spool_dir: Path, segment: int, from_byte: int, lost: int | None, what: str) -> None:
+    """Record a gap in missing.log (once per segment) and log it: the clicks are not recoverable,
+    but the reports must not look complete without saying so."""
+    if any(missing.segment == segment for missing in read_missing_segments(spool_dir)):
+        return
+    noted_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    try:
+        with open(spool_dir / MISSING_FILE, "a", encoding="utf-8") as missing:
+            missing.write(f"{segment}\t{from_byte}\t{'?' if lost is None else lost}\t{noted_at}\t{what}\n")
+    except OSError as exc:  # A full disk, say: the log line below must do; never stall on it.
+        logger.error("could not note missing spool segment %s in %s: %s", segment, MISSING_FILE, exc)
+    if lost is None:
+        logger.error(
+            "spool segment %s is %s: the clicks it held past byte %s never reached the database and are "
+            "lost; noted in %s",
+            segment,
+            what,
+            from_byte,
+            spool_dir / MISSING_FILE,
+        )
+
+
+def read_missing_segments(spool_dir: Path) -> list[MissingSegment]:
+    """The gaps noted in missing.log, oldest first (lines that do not parse are skipped)."""
+    try:
+        text = (spool_dir / MISSING_FILE).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    noted = []
+    for line in text.splitlines():
+        fields = line.split("\t", 4)
+        if len(fields) == 5 and fields[0].isdigit() and fields[1].isdigit():
+            lost = int(fields[2]) if fields[2].isdigit() else None
+            noted.append(MissingSegment(int(fields[0]), int(fields[1]), lost, fields[3], fields[4]))
+    return noted
 
 
 def sync_spool(db: Database, spool_dir: Path) -> None:
@@ -422,6 +582,9 @@ class SpoolStatus:
     segments: list[int]
     pending_bytes: int
     pending_clicks: int
+    # Segments gone before they landed (clicks lost): noted in missing.log, or not reached yet.
+    missing_segments: list[int]
+    rejected_lines: int  # Lines in rejected.log: refused by the flusher, kept for inspection.
 
 
 def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
@@ -442,4 +605,31 @@ def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
             for chunk in iter(lambda: journal.read(READ_CHUNK), b""):
                 pending_bytes += len(chunk)
                 pending_clicks += chunk.count(b"\n")
-    return SpoolStatus((segment, offset), segments, pending_bytes, pending_clicks)
+    return SpoolStatus(
+        (segment, offset),
+        segments,
+        pending_bytes,
+        pending_clicks,
+        _missing_segments(db, spool_dir, segments),
+        _rejected_lines(spool_dir),
+    )
+
+
+def _missing_segments(db: Database, spool_dir: Path, segments: list[int]) -> list[int]:
+    noted = {missing.segment: missing.lost for missing in read_missing_segments(spool_dir)}
+    missing = {number for number, lost in noted.items() if lost != 0}
+    # Read after listing: the flusher only removes segments behind its position, which only grows.
+    segment, offset = read_position(db)
+    newest = max(segments, default=segment if offset > 0 else segment - 1)
+    present = set(segments)
+    missing.update(n for n in range(segment, newest + 1) if n not in present and noted.get(n) != 0)
+    return sorted(missing)
+
+
+def _rejected_lines(spool_dir: Path) -> int:
+    try:
+        rejected = open(spool_dir / REJECTED_FILE, "rb")
+    except FileNotFoundError:
+        return 0
+    with rejected:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: rejected.read(READ_CHUNK), b""))

@@ -37,7 +37,7 @@ from models.record import (
     encode_line,
     line_tail,
     new_subid,
-    peek_line,
+    peek_counted,
     ua_hash,
 )
 from models.routing import CampaignConfig, History, Route, Router, StreamConfig, TraceEntry, load_campaigns
@@ -282,7 +282,9 @@ class ClickTracker:
         with db.atomic():
             self.counters.load(self.conn, int(now * 1000))
             start = read_position(db)
-        self.journal = Journal(spool_dir, segment_bytes, start, self._remember_line)
+        self.journal = Journal(
+            spool_dir, segment_bytes, start, self._remember_line, lambda: read_position(db)
+        )
         self._next_refresh = now + REFRESH_EVERY
         self._next_backlog_warning = now
         # Until then, clicks flushed just before this worker started are only in the database.
@@ -329,12 +331,9 @@ class ClickTracker:
     def _remember_line(self, position: tuple[int, int], line: bytes) -> None:
         """Index and count another worker's journal line, parsing only its first fields."""
         try:
-            ip, visitor_hash, created_at = peek_line(line)
-            fields = line.split(b"\t", 10)
-            stream_id = int(fields[8]) if fields[8] else None
-            offer_id = int(fields[9]) if fields[9] else None
-        except (ValueError, IndexError):
-            return  # Not a click line; the flusher moves it to rejected.log.
+            ip, visitor_hash, created_at, stream_id, offer_id = peek_counted(line)
+        except ValueError:
+            return  # Not a click line, or a corrupt one; the flusher moves it to rejected.log.
         self.index.add(ip, visitor_hash, RecentClick(position, created_at, None, line))
         self._count(stream_id, offer_id, created_at)
 

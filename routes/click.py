@@ -11,6 +11,7 @@ import falcon
 from falcon.uri import parse_query_string
 
 from models.click import SUB_ID_SLOTS
+from models.record import MAX_COST
 from models.tracking import ClickTracker, Decision, Visit
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
@@ -53,7 +54,8 @@ def _cost(value: str, max_cost: float) -> float:
         cost = float(value)
     except ValueError:
         return 0.0
-    return cost if 0 < cost <= max_cost else 0.0
+    # The flusher refuses a journal line with a cost past MAX_COST, whatever the setting says.
+    return cost if 0 < cost <= min(max_cost, MAX_COST) else 0.0
 
 
 def canonical_ip(value: str) -> str | None:

@@ -182,13 +182,13 @@ def test_generated_uniqueness_flags_are_the_trackers_per_scope_and_window(env, l
 
 
 def test_spool_status_and_flush(lanner, settings):
-    from models.record import encode_line, line_tail
+    from models.record import encode_line, line_tail, new_subid
 
     settings.spool_dir.mkdir(parents=True, exist_ok=True)
     lanner("campaign", "create", "S", "--alias", "s", "--offer-url", "https://o.example/")
     with open(settings.spool_dir / "clicks.00000001.log", "ab") as journal:
         for n in range(3):
-            tail = line_tail(f"subid{n:012d}", 1, 1, 1, 0.0, False, [f"UA {n}", "", "", "", *[""] * 30, ""])
+            tail = line_tail(new_subid(), 1, 1, 1, 0.0, False, [f"UA {n}", "", "", "", *[""] * 30, ""])
             journal.write(encode_line("192.0.2.1", n, 1_800_000_000_000 + n, (1, 1, 1), tail))
     status = json.loads(lanner("spool", "status", "--json").stdout)[0]
     assert status["pending_clicks"] == 3

@@ -99,6 +99,8 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
             "pending_bytes": spool.pending_bytes,
             "segments": len(spool.segments),
             "last_flush_s_ago": round(time.time() - flushed_at / 1000, 1) if flushed_at else None,
+            "missing_segments": spool.missing_segments,
+            "rejected_lines": spool.rejected_lines,
         },
     }
     queue = settings.queue_path
