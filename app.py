@@ -39,7 +39,9 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None) -> fa
         enqueue_delivery = delivery_queue(settings)
     recorder = ConversionRecorder(tracker.db, park_ms=settings.postback_park_ms)
     desk = PostbackDesk(recorder, client_address, enqueue_delivery)
-    clicks = ClickResource(tracker, client_address, settings.sub_id_aliases, settings.fallback_url)
+    clicks = ClickResource(
+        tracker, client_address, settings.sub_id_aliases, settings.fallback_url, settings.spool_full_answer
+    )
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", HealthResource(tracker))

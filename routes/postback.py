@@ -30,8 +30,9 @@ from models.postbacks import (
     parse_postback,
     read_secret,
 )
+from models.refusals import SpoolUnwritable
 from models.tracking import ClickTracker
-from routes.click import ClientAddress, VisitParser, is_prefetch
+from routes.click import SPOOL_FULL_RETRY_AFTER, ClientAddress, VisitParser, is_prefetch
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +186,12 @@ class ClickPixelResource:
         if is_prefetch(req.env) and req.env.get("HTTP_SEC_FETCH_DEST") != "image":
             _pixel(resp, falcon.HTTP_204)
             return
-        decision = self.tracker.track(campaign, self.visit(req.env))
+        try:
+            decision = self.tracker.track(campaign, self.visit(req.env))
+        except SpoolUnwritable:  # Not recorded (a full disk): no subid cookie for a click not stored.
+            _pixel(resp, falcon.HTTP_503)
+            resp.set_header("Retry-After", str(SPOOL_FULL_RETRY_AFTER))
+            return
         _pixel(resp, falcon.HTTP_200)
         resp.set_header("X-Lanner-Subid", decision.subid)
         resp.set_cookie(
