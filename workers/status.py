@@ -82,11 +82,13 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     deferred migration steps, parked postbacks and outbound postbacks waiting."""
     from models.deferred import list_steps
     from models.postbacks import SQL_COUNT_PARKED
+    from models.refusals import read_refused
     from models.spool import SQL_SPOOL_UPDATED_AT, spool_status
 
     database = settings.database_path
     spool = spool_status(db, settings.spool_dir)
     (flushed_at,) = db.execute_sql(SQL_SPOOL_UPDATED_AT).fetchone()
+    refused, refused_at = read_refused(settings.spool_dir)  # Clicks refused on a full disk, ever.
     status: dict[str, Any] = {
         "web": web_status(settings),
         "database": {
@@ -99,6 +101,8 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
             "pending_bytes": spool.pending_bytes,
             "segments": len(spool.segments),
             "last_flush_s_ago": round(time.time() - flushed_at / 1000, 1) if flushed_at else None,
+            "refused_clicks": refused,
+            "last_refused_s_ago": round(time.time() - refused_at / 1000, 1) if refused_at else None,
         },
     }
     queue = settings.queue_path
