@@ -1,9 +1,10 @@
 """A full disk under a real `lanner serve` and a real `lanner worker`.
 
-The data directory lives on a small tmpfs mounted for the test (root only: the test is skipped,
-saying so, where mounting is refused). A ballast file fills it; visitors then get the configured
-answer (never a 500, never a subid that is not in the spool); once the ballast is gone, clicks land
-again by themselves and every subid given out lands exactly once.
+The data directory lives on a small file system mounted for the test: a tmpfs, and an ext4 image
+on a loop device (root only: a test is skipped, saying so, where mounting is refused). A ballast
+file fills it; visitors then get the configured answer (never a 500, never a subid that is not in
+the spool); once the ballast is gone, clicks land again by themselves and every subid given out
+lands exactly once.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import errno
 import json
 import math
 import os
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -28,19 +30,29 @@ REFUSED_MESSAGE = "cannot be written"  # The web workers' throttled error line (
 FLUSHER_MESSAGE = "; trying again"  # The flusher's throttled error line (workers/tasks.py).
 
 
-@pytest.fixture
-def data_dir(tmp_path: Path):
-    """The test's data directory on its own 16 MB tmpfs (overrides conftest's)."""
+def _mount_command(kind: str, tmp_path: Path, mount_point: Path) -> list[str]:
+    if kind == "tmpfs":
+        return ["mount", "-t", "tmpfs", "-o", f"size={SMALL_FS_BYTES}", "tmpfs", str(mount_point)]
+    if shutil.which("mkfs.ext4") is None:
+        pytest.skip("mkfs.ext4 is not installed")
+    image = tmp_path / "small-fs.ext4"
+    with open(image, "wb") as file:
+        file.truncate(SMALL_FS_BYTES)
+    # No blocks reserved for root: the tracker runs as root here, and so does the ballast.
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-b", "4096", "-m", "0", str(image)], check=True)
+    return ["mount", "-o", "loop", str(image), str(mount_point)]
+
+
+@pytest.fixture(params=["tmpfs", "ext4"])
+def data_dir(request, tmp_path: Path):
+    """The test's data directory on its own 16 MB file system (overrides conftest's)."""
     mount_point = tmp_path / "small-fs"
     mount_point.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={SMALL_FS_BYTES}", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-        check=False,
+        _mount_command(request.param, tmp_path, mount_point), capture_output=True, text=True, check=False
     )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (it needs root): {mounted.stderr.strip()}")
+        pytest.skip(f"cannot mount a small {request.param} here (it needs root): {mounted.stderr.strip()}")
     path = mount_point / "var"
     path.mkdir()
     yield path
