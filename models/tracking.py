@@ -24,6 +24,7 @@ from models import hotpath
 from models.bots import BotDetector
 from models.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.click import SUB_ID_COLUMNS, SUB_ID_SLOTS
+from models.clickrefusals import RefusedClicks, SpoolUnwritable
 from models.filters import FilterSubject, parse_accept_language
 from models.geo import UNKNOWN_GEO, GeoSource
 from models.record import (
@@ -40,7 +41,6 @@ from models.record import (
     peek_line,
     ua_hash,
 )
-from models.refusals import RefusedClicks, SpoolUnwritable
 from models.routing import CampaignConfig, History, Route, Router, StreamConfig, TraceEntry, load_campaigns
 from models.spool import Journal, read_position
 from models.throttledlog import ThrottledLog

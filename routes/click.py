@@ -12,7 +12,7 @@ import falcon
 from falcon.uri import parse_query_string
 
 from models.click import SUB_ID_SLOTS
-from models.refusals import SpoolUnwritable
+from models.clickrefusals import SpoolUnwritable
 from models.tracking import ClickTracker, Decision, Visit
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.

@@ -19,6 +19,7 @@ import falcon
 import peewee
 from falcon.uri import parse_query_string
 
+from models.clickrefusals import SpoolUnwritable
 from models.postbacks import (
     FAILED,
     FORBIDDEN,
@@ -30,7 +31,6 @@ from models.postbacks import (
     parse_postback,
     read_secret,
 )
-from models.refusals import SpoolUnwritable
 from models.tracking import ClickTracker
 from routes.click import SPOOL_FULL_RETRY_AFTER, ClientAddress, VisitParser, is_prefetch
 

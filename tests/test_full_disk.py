@@ -237,8 +237,8 @@ def test_a_click_that_finds_the_disk_full_leaves_no_half_line_and_is_counted(
     make_tracker, db, settings, data_dir
 ):
     from models.admin import create_campaign
+    from models.clickrefusals import SpoolUnwritable, read_refused
     from models.record import decode_line
-    from models.refusals import SpoolUnwritable, read_refused
     from models.spool import flush_spool, segment_path
     from models.tracking import Visit
 

@@ -80,9 +80,9 @@ def _file_bytes(path: Path) -> int:
 def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Web processes, spool depth and last flush, queue depth, database size, the geo file,
     deferred migration steps, parked postbacks and outbound postbacks waiting."""
+    from models.clickrefusals import read_refused
     from models.deferred import list_steps
     from models.postbacks import SQL_COUNT_PARKED
-    from models.refusals import read_refused
     from models.spool import SQL_SPOOL_UPDATED_AT, spool_status
 
     database = settings.database_path
