@@ -44,7 +44,8 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         recorder = ConversionRecorder(tracker.db, park_ms=settings.postback_park_ms)
     desk = PostbackDesk(recorder, RefusalCounter(tracker.db), client_address, enqueue_delivery)
     clicks = ClickResource(
-        tracker, client_address, settings.sub_id_aliases, fallback_url, settings.max_click_cost
+        tracker, client_address, settings.sub_id_aliases, fallback_url, settings.max_click_cost,
+        settings.spool_full_answer,
     )
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True

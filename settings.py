@@ -66,6 +66,12 @@ def _feed_url(value: str) -> str:
     return value
 
 
+def _spool_full_answer(value: str) -> str:
+    if value not in ("503", "fallback"):
+        raise ValueError("it must be `503` or `fallback`")
+    return value
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("data_dir", "./var", str, "Directory holding the database, the Huey queue file and the spool."),
     Setting("bind", "127.0.0.1:8080", str, "Where `lanner serve` listens: HOST:PORT or unix:/PATH."),
@@ -92,6 +98,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("real_ip_header", "X-Real-IP", str, "Header the trusted proxy sets to the visitor's IP."),
     Setting("fallback_url", "", str, "Where unknown campaign aliases go; empty answers 404."),
+    Setting(
+        "spool_full_answer",
+        "503",
+        _spool_full_answer,
+        "What a click gets while its spool line cannot be written (a full disk): `503` (with Retry-After) "
+        "or `fallback` (a 302 to LANNER_FALLBACK_URL, without a subid).",
+    ),
     Setting("uniqueness_hours", "24", float, "Window of the global uniqueness scope (IP + user agent)."),
     Setting(
         "debounce_seconds",
@@ -181,6 +194,7 @@ class Settings:
     trusted_proxies: tuple[str, ...]
     real_ip_header: str
     fallback_url: str
+    spool_full_answer: str
     uniqueness_hours: float
     debounce_seconds: float
     sub_id_aliases: dict[str, int]
@@ -246,4 +260,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         except ValueError as exc:
             raise ValueError(f"{setting.env}={raw!r} is invalid: {exc}") from None
     values["data_dir"] = Path(values["data_dir"]).resolve()
+    if values["spool_full_answer"] == "fallback" and not values["fallback_url"]:
+        raise ValueError("LANNER_SPOOL_FULL_ANSWER=fallback needs LANNER_FALLBACK_URL to send visitors to.")
     return Settings(**values)

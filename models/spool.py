@@ -175,10 +175,13 @@ class Journal:
         self._fd = self._lock_fd = -1
 
     def _open_segment(self, segment: int) -> None:
+        path = segment_path(self.spool_dir, segment)
+        # Opened before the old one is closed: creating it fails on a full disk, and the journal
+        # must then stay on a segment it can read, not on a closed (later reused) descriptor.
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         if self._fd >= 0:
             os.close(self._fd)
-        path = segment_path(self.spool_dir, segment)
-        self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = fd
         self.segment, self.offset = segment, 0
         self._path = os.fspath(path)
         stat = os.fstat(self._fd)
@@ -294,11 +297,21 @@ class Journal:
         self.offset = offset
 
     def append(self, line: bytes) -> tuple[int, int]:
-        """Append our line; return its position. Call holding the lock, after catch_up(is_locked=True)."""
+        """Append our line; return its position. Call holding the lock, after catch_up(is_locked=True).
+
+        Raises OSError (ENOSPC on a full disk) with none of the line left in the journal.
+        """
         position = (self.segment, self.offset)
-        written = os.write(self._fd, line)
-        while written < len(line):  # Only on a full disk or a signal; never leave half a line.
-            written += os.write(self._fd, line[written:])
+        try:
+            written = os.write(self._fd, line)
+            while written < len(line):  # Only on a full disk: the next write raises ENOSPC.
+                written += os.write(self._fd, line[written:])
+        except OSError:
+            # Cut off what part of our line was written: holding the lock, nothing follows it, and
+            # no reader has taken it (they take complete lines only). So it can never count as a
+            # click, and the next append starts on a fresh line. Shrinking needs no free space.
+            os.ftruncate(self._fd, self.offset)
+            raise
         self.offset += len(line)
         return position
 

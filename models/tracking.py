@@ -24,6 +24,7 @@ from models import hotpath
 from models.bots import BotDetector
 from models.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.click import SUB_ID_COLUMNS, SUB_ID_SLOTS
+from models.clickrefusals import RefusedClicks, SpoolUnwritable
 from models.filters import FilterSubject, parse_accept_language
 from models.geo import UNKNOWN_GEO, GeoSource
 from models.record import (
@@ -42,6 +43,7 @@ from models.record import (
 )
 from models.routing import CampaignConfig, History, Route, Router, StreamConfig, TraceEntry, load_campaigns
 from models.spool import Journal, read_position
+from models.throttledlog import ThrottledLog
 from models.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 from models.visitors import RecentClick, VisitorIndex
 
@@ -285,6 +287,8 @@ class ClickTracker:
         self.journal = Journal(
             spool_dir, segment_bytes, start, self._remember_line, lambda: read_position(db)
         )
+        self.refusals = RefusedClicks(spool_dir)
+        self._refusal_log = ThrottledLog(logger)
         self._next_refresh = now + REFRESH_EVERY
         self._next_backlog_warning = now
         # Until then, clicks flushed just before this worker started are only in the database.
@@ -292,6 +296,7 @@ class ClickTracker:
 
     def close(self) -> None:
         self.journal.close()
+        self.refusals.close()
         if self.geo is not None:
             self.geo.close()
 
@@ -386,7 +391,22 @@ class ClickTracker:
         ]
 
     def track(self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool = False) -> Decision:
-        return self._track(campaign, visit, dry_run=dry_run, trace=None)[0]
+        """The click's decision, its line in the journal first.
+
+        Raises SpoolUnwritable when the line cannot be written (a full disk): the click is then
+        counted as refused and has no subid. A repeat within the debounce window still gets its
+        earlier subid, which is in the journal already.
+        """
+        try:
+            return self._track(campaign, visit, dry_run=dry_run, trace=None)[0]
+        except OSError as exc:  # Only the journal does I/O in the pipeline (SQLite raises its own).
+            self.refusals.add(int(self.clock() * 1000))
+            self._refusal_log(
+                "the click spool %s cannot be written (%s): clicks are refused until it can",
+                self.journal.spool_dir,
+                exc.strerror or exc,
+            )
+            raise SpoolUnwritable(str(exc)) from None
 
     def simulate(self, campaign: CampaignConfig, visit: Visit) -> Simulation:
         """The decision for `visit` with a trace of every stream and filter; nothing is stored."""

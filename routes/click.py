@@ -12,6 +12,7 @@ from falcon.uri import parse_query_string
 
 from models.click import SUB_ID_SLOTS
 from models.record import MAX_COST
+from models.clickrefusals import SpoolUnwritable
 from models.tracking import ClickTracker, Decision, Visit
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
@@ -20,6 +21,7 @@ MAX_REFERRER = 2000
 MAX_PARAMS = 50  # Query parameters kept for the `param` filter; sub_id slots are filled regardless.
 LOCATION_SAFE = "!#$%&'()*+,/:;=?@[]~"  # URL delimiters and escapes: kept as they are.
 NOT_A_CLICK_DESTINATIONS = frozenset({"image", "script", "style", "font", "audio", "video", "track"})
+SPOOL_FULL_RETRY_AFTER = 60  # Seconds, in the 503 of a click refused because the spool is unwritable.
 
 
 def sub_id_params(aliases: dict[str, int]) -> dict[str, int]:
@@ -109,6 +111,15 @@ def redirect_page(location: str, answer: str) -> str:
     )
 
 
+def spool_unwritable() -> falcon.HTTPServiceUnavailable:
+    """The 503 of a click that could not be recorded (the spool's disk is full)."""
+    return falcon.HTTPServiceUnavailable(
+        title="Click not recorded",
+        description="The tracker cannot record clicks right now; try again shortly.",
+        retry_after=SPOOL_FULL_RETRY_AFTER,
+    )
+
+
 class ClickResource:
     def __init__(
         self,
@@ -117,10 +128,12 @@ class ClickResource:
         sub_id_aliases: dict[str, int],
         fallback_url: str,
         max_click_cost: float,
+        spool_full_answer: str = "503",
     ) -> None:
         self.tracker = tracker
         self.visit = VisitParser(client_address, sub_id_aliases, max_click_cost)
         self.fallback_url = fallback_url
+        self.is_spool_full_fallback = spool_full_answer == "fallback"
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, alias: str) -> None:
         resp.set_header("Cache-Control", "no-store")
@@ -137,7 +150,15 @@ class ClickResource:
             # Counting it would make a click nobody made; the real navigation comes next.
             resp.status = falcon.HTTP_204
             return
-        decision = self.tracker.track(campaign, self.visit(req.env))
+        try:
+            decision = self.tracker.track(campaign, self.visit(req.env))
+        except SpoolUnwritable:
+            # Refused (and counted, logged) by the tracker: no subid that would never land.
+            if not self.is_spool_full_fallback:
+                raise spool_unwritable() from None
+            resp.status = falcon.HTTP_302
+            resp.set_header("Location", self.fallback_url)
+            return
         answer(resp, decision)
 
 

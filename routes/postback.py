@@ -23,6 +23,7 @@ import falcon
 import peewee
 from falcon.uri import decode, parse_query_string
 
+from models.clickrefusals import SpoolUnwritable
 from models.postbacks import (
     FAILED,
     FORBIDDEN,
@@ -36,7 +37,7 @@ from models.postbacks import (
 )
 from models.refusals import RefusalCounter
 from models.tracking import ClickTracker
-from routes.click import ClientAddress, VisitParser, is_prefetch
+from routes.click import SPOOL_FULL_RETRY_AFTER, ClientAddress, VisitParser, is_prefetch
 
 logger = logging.getLogger(__name__)
 
@@ -312,7 +313,12 @@ class ClickPixelResource:
         if is_prefetch(req.env) and req.env.get("HTTP_SEC_FETCH_DEST") != "image":
             _pixel(resp, falcon.HTTP_204)
             return
-        decision = self.tracker.track(campaign, self.visit(req.env))
+        try:
+            decision = self.tracker.track(campaign, self.visit(req.env))
+        except SpoolUnwritable:  # Not recorded (a full disk): no subid cookie for a click not stored.
+            _pixel(resp, falcon.HTTP_503)
+            resp.set_header("Retry-After", str(SPOOL_FULL_RETRY_AFTER))
+            return
         _pixel(resp, falcon.HTTP_200)
         resp.set_header("X-Lanner-Subid", decision.subid)
         resp.set_cookie(

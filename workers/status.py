@@ -80,6 +80,7 @@ def _file_bytes(path: Path) -> int:
 def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Web processes, spool depth and last flush, queue depth, database size, the geo file,
     deferred migration steps, parked postbacks and outbound postbacks waiting."""
+    from models.clickrefusals import read_refused
     from models.deferred import list_steps
     from models.postbacks import SQL_COUNT_PARKED
     from models.spool import SQL_SPOOL_UPDATED_AT, spool_status
@@ -87,6 +88,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     database = settings.database_path
     spool = spool_status(db, settings.spool_dir)
     (flushed_at,) = db.execute_sql(SQL_SPOOL_UPDATED_AT).fetchone()
+    refused, refused_at = read_refused(settings.spool_dir)  # Clicks refused on a full disk, ever.
     status: dict[str, Any] = {
         "web": web_status(settings),
         "database": {
@@ -101,6 +103,8 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
             "last_flush_s_ago": round(time.time() - flushed_at / 1000, 1) if flushed_at else None,
             "missing_segments": spool.missing_segments,
             "rejected_lines": spool.rejected_lines,
+            "refused_clicks": refused,
+            "last_refused_s_ago": round(time.time() - refused_at / 1000, 1) if refused_at else None,
         },
     }
     queue = settings.queue_path

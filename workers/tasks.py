@@ -1,22 +1,29 @@
-"""The Huey instance and Lanner's background tasks (it replaces cron).
+"""The Huey instance and Lanner's background tasks (it replaces cron), and the spool flusher.
 
-The spool flusher is a task that flushes every `flush_interval` for a bounded stretch and then
-queues itself again, so clicks land within about a second; a lock keeps it single, a periodic
-task restarts the chain within a minute if a crash broke it, and the consumer queues it at start.
+The spool flusher is a thread of `lanner worker` that flushes every `flush_interval` for as long as
+the consumer runs, so clicks land within about a second; an flock on `DATA_DIR/flusher.lock` keeps
+it single per data directory (a second `lanner worker` waits on standby). It depends on nothing but
+the spool and the database: on a full disk it was a chain of Huey tasks whose lock release and
+successor both wrote the queue database, so one ENOSPC stopped landing until someone restarted
+the consumer. Now every failed round (a full disk, a held write lock) is logged at most once a
+second and tried again, and the spool is fsynced once a second meanwhile.
 WAL checkpoints run here, outside any visitor's request: PASSIVE every few seconds while clicks
 land, TRUNCATE now and then (PASSIVE alone lets the WAL grow without bound under constant readers).
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import sqlite3
+import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 from huey import SqliteHuey, crontab
-from huey.exceptions import TaskLockedException
 from peewee import OperationalError
 
 from models import db, open_database
@@ -27,12 +34,15 @@ from models.outbound import due_deliveries, send_delivery
 from models.postbacks import ConversionRecorder
 from models.retention import prune_postback_log
 from models.spool import flush_spool, flusher_bots, remove_flushed_segments, sync_spool
+from models.throttledlog import ThrottledLog
 from settings import Settings
 
 logger = logging.getLogger(__name__)
 
-FLUSHER_STRETCH = 10.0  # Seconds one flusher task runs before queueing its successor.
 IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive.
+FAILED_ROUND_PAUSE = 1.0  # Pause after a round that failed (a full disk, a held write lock).
+STANDBY_PAUSE = 1.0  # Seconds between looks at the flusher lock another `lanner worker` holds.
+FLUSHER_STOP_SECONDS = 10.0  # How long `lanner worker` waits for a flush in progress when it stops.
 SYNC_EVERY = 1.0  # Seconds between fsyncs of the spool: a power cut may cost about this much.
 CHECKPOINT_EVERY = 2.0  # Seconds between PASSIVE checkpoints while clicks are landing.
 TRUNCATE_EVERY = 30.0  # Seconds between TRUNCATE checkpoints.
@@ -56,8 +66,11 @@ class SpoolFlusher:
     def run_once(self) -> int:
         now = time.monotonic()
         if now - self.last_sync >= SYNC_EVERY:
-            sync_spool(db, self.settings.spool_dir)
+            # Before the flush, which fails while the database cannot be written (a full disk):
+            # the spool is then all there is. Paced even when it fails, so a failing fsync
+            # cannot keep the flush from being tried.
             self.last_sync = now
+            sync_spool(db, self.settings.spool_dir)
         result = flush_spool(
             db,
             self.settings.spool_dir,
@@ -104,18 +117,128 @@ class SpoolFlusher:
             remove_flushed_segments(db, self.settings.spool_dir)
 
 
-@contextmanager
-def lock_timeouts_survived() -> Iterator[None]:
-    """A long writer (a deferred index build) held the lock past busy_timeout: log it and go on.
+class FileLock:
+    """An exclusive flock on a file in the data directory; the kernel drops it when its holder dies.
 
-    The clicks wait in the spool; the flusher gives up one round, not its chain of tasks.
+    Not Huey's lock_task: that lock is a row in the queue database, and on a full disk releasing it
+    failed, so it stayed set and the flusher never started again.
     """
-    try:
-        yield
-    except OperationalError as exc:
-        if "locked" not in str(exc):
-            raise
-        logger.warning("spool flusher: %s; trying again", exc)
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+
+    def acquire(self) -> bool:
+        """Take the lock if nobody holds it; False if another thread or process does."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # Closing drops the flock.
+            self._fd = -1
+
+
+Result = TypeVar("Result")
+
+
+class FlusherThread(threading.Thread):
+    """The spool flusher's loop, in its own thread of `lanner worker`, until `stop()`."""
+
+    def __init__(self, settings: Settings, on_delivery: Callable[[int], None]) -> None:
+        super().__init__(name="lanner-flusher", daemon=True)
+        self.settings = settings
+        self.on_delivery = on_delivery
+        self.stopping = threading.Event()
+        self.lock = FileLock(settings.data_dir / "flusher.lock")
+        self.failures = ThrottledLog(logger, logging.WARNING)
+        self.queue_failures = ThrottledLog(logger, logging.WARNING)
+        self.failed_rounds = 0
+
+    def stop(self, timeout: float = FLUSHER_STOP_SECONDS) -> None:
+        self.stopping.set()
+        self.join(timeout)
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            is_mine = self.attempt(self.lock.acquire)
+            if not is_mine:
+                self.stopping.wait(STANDBY_PAUSE)  # Another `lanner worker` flushes this data dir.
+                continue
+            try:
+                self.flush_until_stopped()
+            finally:
+                self.lock.release()
+
+    def flush_until_stopped(self) -> None:
+        flusher = self.attempt(self.new_flusher)
+        if flusher is None:
+            self.stopping.wait(FAILED_ROUND_PAUSE)
+            return
+        self.attempt(flusher.settle_parked)  # Also expires the ones that waited too long.
+        pause = self.settings.flush_interval
+        while not self.stopping.is_set():
+            landed = self.attempt(flusher.run_once)
+            if landed is None:
+                pause = FAILED_ROUND_PAUSE
+            else:
+                # Idle: look less and less often (up to IDLE_FLUSH_PAUSE) so a quiet tracker
+                # costs ~no CPU; the first clicks after a lull still land within seconds.
+                pause = self.settings.flush_interval if landed else min(pause * 2, IDLE_FLUSH_PAUSE)
+            self.stopping.wait(pause)
+
+    def new_flusher(self) -> SpoolFlusher:
+        db.connect(reuse_if_open=True)  # This thread's own connection.
+        return SpoolFlusher(self.settings, self.queue_delivery)
+
+    def attempt(self, step: Callable[[], Result]) -> Result | None:
+        """Run one step; on failure log (at most once a second) and return None: the next round retries.
+
+        Nothing is lost by a failed round: the clicks wait in the spool, and a flush is one
+        transaction with its journal position, so it lands exactly once when it works again.
+        """
+        try:
+            result = step()
+        except (OperationalError, sqlite3.OperationalError, OSError) as exc:
+            # The disk is full ("database or disk is full", ENOSPC), or a long writer (a deferred
+            # index build) held the write lock past busy_timeout.
+            self.failed(exc)
+            return None
+        except Exception as exc:
+            self.failed(exc, exc_info=True)
+            return None
+        if self.failed_rounds:
+            logger.warning("spool flusher: working again after %d failed round(s)", self.failed_rounds)
+            self.failed_rounds = 0
+        return result
+
+    def failed(self, exc: BaseException, *, exc_info: bool = False) -> None:
+        self.failed_rounds += 1
+        # SQLite rolls back by itself after "database or disk is full"; peewee's own rollback then
+        # fails with "cannot rollback", which would hide the cause.
+        while "cannot rollback" in str(exc) and exc.__context__ is not None:
+            exc = exc.__context__
+        self.failures("spool flusher: %s; trying again", exc, exc_info=exc_info)
+        # SQLite may or may not have rolled back after an I/O error; leave no transaction open.
+        try:
+            connection = db.connection()
+            if connection.in_transaction:
+                connection.rollback()
+        except (OperationalError, sqlite3.Error):
+            pass  # Nothing to undo after all; the next round starts its own transaction.
+
+    def queue_delivery(self, delivery_id: int) -> None:
+        """Queue an outbound postback; the queue database may be full, and that must not fail a flush."""
+        try:
+            self.on_delivery(delivery_id)
+        except Exception as exc:  # The delivery row is stored: `send_due_postbacks` sends it.
+            self.queue_failures("could not queue outbound postback %s: %s", delivery_id, exc)
 
 
 def create_huey(settings: Settings, *, immediate: bool = False) -> SqliteHuey:
@@ -127,42 +250,6 @@ def create_huey(settings: Settings, *, immediate: bool = False) -> SqliteHuey:
 
 
 def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
-    # A crashed consumer leaves the lock behind; the consumer flushes locks when it starts.
-    flusher_lock = huey.lock_task("spool-flusher")
-
-    @huey.task(name="flush_spool")
-    def flush_spool_task(stretch: float = FLUSHER_STRETCH) -> None:
-        try:
-            flusher_lock.acquire()
-        except TaskLockedException:
-            return  # Another flusher is running; the chain stays single.
-        try:
-            db.connect(reuse_if_open=True)
-            flusher = SpoolFlusher(settings, send_postback_task)
-            with lock_timeouts_survived():
-                flusher.settle_parked()  # Also expires the ones that waited too long.
-            deadline = time.monotonic() + stretch
-            pause = settings.flush_interval
-            while True:
-                landed = 0
-                with lock_timeouts_survived():
-                    landed = flusher.run_once()
-                if time.monotonic() >= deadline:
-                    break
-                # Idle: look less and less often (up to IDLE_FLUSH_PAUSE) so a quiet tracker
-                # costs ~no CPU; the first clicks after a lull still land within seconds.
-                pause = settings.flush_interval if landed else min(pause * 2, IDLE_FLUSH_PAUSE)
-                time.sleep(pause)
-        finally:
-            flusher_lock.release()
-        if not huey.immediate:
-            flush_spool_task()
-
-    @huey.periodic_task(crontab(minute="*"), name="keep_spool_flusher")
-    def keep_spool_flusher() -> None:
-        if not flusher_lock.is_locked():
-            flush_spool_task()
-
     @huey.task(name="send_postback")
     def send_postback_task(delivery_id: int) -> None:
         result = send_delivery(db, delivery_id, retry_base=settings.postback_retry_seconds)
@@ -177,16 +264,16 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         for delivery_id in due_deliveries(db):
             send_postback_task(delivery_id)
 
-    deferred_lock = huey.lock_task("deferred-steps")
+    # A file lock, like the flusher's: Huey's lock in the queue database stays set when its
+    # release fails on a full disk.
+    deferred_lock = FileLock(settings.data_dir / "deferred.lock")
 
     @huey.periodic_task(crontab(minute="*"), name="run_deferred_steps")
     def run_deferred_steps() -> None:
         """Heavy migration steps (backfills) in short chunks; resumes where a restart stopped it."""
         if not pending_steps(db):
             return
-        try:
-            deferred_lock.acquire()
-        except TaskLockedException:
+        if not deferred_lock.acquire():
             return
         try:
             for step in run_deferred(db):
@@ -216,7 +303,6 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
     def connect_db() -> None:
         db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
 
-    huey.flush_spool = flush_spool_task
     huey.send_postback = send_postback_task
     huey.send_due_postbacks = send_due_postbacks
     huey.run_deferred_steps = run_deferred_steps
@@ -225,13 +311,20 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
 
 
 def run_consumer(settings: Settings) -> None:
-    """`lanner worker`: the Huey consumer in the foreground, flusher chain started at once."""
+    """`lanner worker`: the spool flusher's thread and the Huey consumer in the foreground."""
     # Clicks only wait for the web workers; the flusher catching up 100 ms later costs nothing.
     os.nice(settings.worker_nice)
     open_database(settings.database_path)
     huey = create_huey(settings)
-    huey.flush_spool()
-    huey.run_deferred_steps()  # At once, not at the next minute.
-    huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
-    consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True, flush_locks=True)
-    consumer.run()
+    flusher = FlusherThread(settings, huey.send_postback)
+    flusher.start()
+    try:
+        try:
+            huey.run_deferred_steps()  # At once, not at the next minute.
+            huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
+        except Exception as exc:  # The queue database cannot be written (a full disk).
+            logger.warning("could not queue the deferred steps now (%s); they run within a minute", exc)
+        consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True)
+        consumer.run()
+    finally:
+        flusher.stop()
