@@ -1886,6 +1886,37 @@ def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, wo
     click.echo(f"JSON per scenario in {out}.")
 
 
+@bench.command("faults")
+@click.option("--quick", is_flag=True, help="Short faults at 100 clicks/s (what `make test` runs).")
+@click.option("--only", help="Comma-separated faults to run (default: all of them, in order).")
+@click.option("--rate", type=click.IntRange(min=1), help="Clicks per second offered (default 500; --quick 100).")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server and worker logs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the rows as JSON here.")
+def bench_faults_command(
+    quick: bool, only: str | None, rate: int | None, workers: int, keep: bool, json_path: str | None
+) -> None:
+    """Each fault of docs/RELIABILITY.md under traffic, every subid reconciled, one row per fault."""
+    from pathlib import Path
+
+    from workers.bench import BenchError, ConsoleReporter, run_work_dir
+    from workers.benchsuite import write_json
+    from workers.faultbench import format_rows, run_faults
+
+    names = [name.strip() for name in only.split(",")] if only else []
+    reporter = ConsoleReporter()
+    try:
+        with run_work_dir("lanner-faults-", keep, reporter) as work_dir:
+            rows = run_faults(names, work_dir, quick=quick, workers=workers, rate=rate, reporter=reporter)
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from None
+    if json_path:
+        write_json(Path(json_path), {"quick": quick, "faults": [row.to_json() for row in rows]})
+    click.echo("\n".join(format_rows(rows)))
+    if not all(row.is_met or row.skipped for row in rows):
+        raise SystemExit(1)
+
+
 @bench.command("compare")
 @click.argument("old")
 @click.argument("new", default="HEAD")

@@ -62,6 +62,7 @@ export const options = {
     'bench_errors{kind:4xx}': ['count>=0'],
     'bench_errors{kind:5xx}': ['count>=0'],
     'bench_errors{kind:other}': ['count>=0'],
+    'bench_errors{code:500}': ['count>=0'],
   },
 };
 
@@ -169,7 +170,7 @@ export default function () {
   if (res.status === 0) kind = 'network';
   else if (res.status >= 500) kind = '5xx';
   else if (res.status >= 400) kind = '4xx';
-  errors.add(1, { kind });
+  errors.add(1, { kind, code: String(res.status) });
 }
 
 export function handleSummary(data) {

@@ -1,0 +1,71 @@
+"""The fault suite's short version (`lanner bench faults --quick`): every fault of docs/RELIABILITY.md
+under real traffic (k6 at 100 clicks/s against a real `lanner serve` + `lanner worker`), with every
+subid that got a 302 reconciled against the click table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workers.bench import ROOT
+from workers.faultbench import FaultRow, describe, faults, run_fault
+
+QUICK_FAULTS = faults(quick=True)
+
+
+@pytest.fixture(scope="module")
+def work_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("faults")
+
+
+@pytest.mark.parametrize("name", list(QUICK_FAULTS))
+def test_fault_loses_nothing_duplicates_nothing_and_recovers_by_itself(name, work_dir):
+    row = run_fault(QUICK_FAULTS[name], work_dir, quick=True)
+    if row.skipped:
+        pytest.skip(row.skipped)
+    assert row.redirects > 0, describe(row)
+    assert row.lost == 0, describe(row)
+    assert row.duplicated == 0, describe(row)
+    assert row.errors_500 == 0, describe(row)
+    assert row.problems == [], describe(row)
+    assert row.recovery_s is not None and row.recovery_s <= 10, describe(row)
+
+
+def test_a_row_misses_its_target_when_a_click_is_lost_or_recovery_is_slow():
+    good = FaultRow("x", "x", requests=10, redirects=10, recovery_s=1.0)
+    assert good.is_met
+    assert not FaultRow("x", "x", requests=10, redirects=10, lost=1, recovery_s=1.0).is_met
+    assert not FaultRow("x", "x", requests=10, redirects=10, duplicated=1, recovery_s=1.0).is_met
+    assert not FaultRow("x", "x", requests=10, redirects=10, errors_500=1, recovery_s=1.0).is_met
+    assert not FaultRow("x", "x", requests=10, redirects=10, recovery_s=10.5).is_met
+    assert not FaultRow("x", "x", requests=10, redirects=10, recovery_s=None).is_met
+    assert not FaultRow("x", "x", requests=10, redirects=10, recovery_s=1.0, problems=["bad"]).is_met
+
+
+def test_bench_faults_prints_one_row_per_fault_and_writes_json(tmp_path):
+    out = tmp_path / "faults.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "bench", "faults", "--quick", "--only", "kill-web-worker",
+         "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    header, row = [line.split() for line in result.stdout.splitlines()[:2]]
+    assert header[:4] == ["fault", "requests", "302s", "lost"]
+    assert row[0] == "kill-web-worker" and row[-1] == "met"
+    data = json.loads(out.read_text())
+    assert [fault["name"] for fault in data["faults"]] == ["kill-web-worker"]
+    assert data["faults"][0]["lost"] == 0 and data["faults"][0]["is_met"] is True
+
+
+def test_an_unknown_fault_is_one_sentence_naming_the_faults():
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "bench", "faults", "--only", "kill-everything-twice"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "unknown fault(s) kill-everything-twice" in result.stderr
+    assert "kill-web-worker" in result.stderr
