@@ -708,6 +708,8 @@ def configure_logging(settings: Settings) -> None:
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
+    # Huey logs every task run at INFO, which is a line per spool flush (4 a second).
+    logging.getLogger("huey").setLevel(settings.task_log_level)
 
 
 @main.command("worker")

@@ -88,6 +88,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spool_segment_bytes", str(64 * 1024 * 1024), int, "Size at which a spool segment is sealed."),
     Setting("log_level", "INFO", str, "Python logging level for every Lanner process."),
     Setting(
+        "task_log_level",
+        "WARNING",
+        str,
+        "Logging level of Huey's own loggers in `lanner worker`: INFO logs two lines per task run "
+        "(one per spool flush).",
+    ),
+    Setting(
         "geo_database",
         "",
         str,
@@ -133,6 +140,7 @@ class Settings:
     worker_nice: int
     spool_segment_bytes: int
     log_level: str
+    task_log_level: str
     geo_database: str
     bot_ips: tuple[str, ...]
     postback_park_hours: float
