@@ -658,7 +658,7 @@ def serve_command(
             settings,
             load_app,
             admin_loader=load_admin_app,
-            on_ready=lambda: click.echo(f"Lanner listening on {settings.bind}", err=True),
+            on_ready=lambda binds: click.echo(f"Lanner listening on {binds['web']}", err=True),
         )
 
 
@@ -748,7 +748,13 @@ def run_command(ctx: Context) -> None:
     worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"])
     host = settings.bind if settings.bind.startswith("unix:") else f"http://{settings.bind}"
     click.echo(f"Demo campaign URL: {host}/{demo.alias}?source=test&sub1=hello", err=True)
-    if settings.admin_address:
+    if settings.admin_address.startswith("unix:"):
+        click.echo(
+            "Report API (X-Api-Key: `lanner api key show`): "
+            f"curl --unix-socket {settings.admin_address[5:]} http://localhost/api/report",
+            err=True,
+        )
+    elif settings.admin_address:
         click.echo(
             f"Report API (X-Api-Key: `lanner api key show`): {settings.admin_address}/api/report", err=True
         )

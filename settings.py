@@ -47,8 +47,9 @@ SETTINGS: tuple[Setting, ...] = (
         "admin_bind",
         "",
         str,
-        "Where the report API's own worker listens (niced, so reports never hold a click worker); empty: "
-        "next to LANNER_BIND (port + 1, or NAME-admin.sock); `off`: the web workers answer it.",
+        "Where the report API's own worker listens (niced, so reports never hold a click worker); empty: a "
+        "unix socket, NAME-admin.sock next to a unix LANNER_BIND, else DATA_DIR/admin.sock; `off`: the web "
+        "workers answer it.",
     ),
     Setting(
         "max_requests",
@@ -172,8 +173,8 @@ class Settings:
         if self.bind.startswith("unix:"):
             path = Path(self.bind[5:])
             return f"unix:{path.with_name(path.stem + '-admin' + path.suffix)}"
-        host, _, port = self.bind.rpartition(":")
-        return f"{host}:{int(port) + 1}" if port.isdigit() else ""
+        # Not a second TCP port: port + 1 collided with client ports in TIME_WAIT.
+        return f"unix:{self.data_dir / 'admin.sock'}"
 
     @property
     def geo_path(self) -> Path:

@@ -104,8 +104,8 @@ def parse_bind(bind: str) -> tuple[str, str] | tuple[str, str, int]:
         raise ValueError(f"bind {bind!r} is IPv6, which bjoern cannot serve; use IPv4 or unix:/PATH.")
     if not colon or not host or not (port.isascii() and port.isdigit()):
         raise ValueError(f"bind {bind!r} is not of the form HOST:PORT or unix:/PATH.")
-    if not 1 <= int(port) <= 65535:
-        raise ValueError(f"bind {bind!r} has port {int(port)}, which is outside 1..65535.")
+    if not 0 <= int(port) <= 65535:  # 0: any free port, see bound_address()
+        raise ValueError(f"bind {bind!r} has port {int(port)}, which is outside 0..65535.")
     return ("tcp", host, int(port))
 
 
@@ -113,14 +113,15 @@ def serve(
     settings: Settings,
     app_loader: Callable[[Settings], WSGIApp],
     *,
-    on_ready: Callable[[], None] | None = None,
+    on_ready: Callable[[dict[str, str]], None] | None = None,
     admin_loader: Callable[[Settings], WSGIApp] | None = None,
 ) -> None:
     """Run the master until SIGTERM or SIGINT; return once every worker has stopped.
 
     `app_loader(settings)` is called in each web worker after fork, never in the master;
     `admin_loader` likewise in the admin worker, when `settings.admin_address` is set. `on_ready` is
-    called in the master once the sockets are bound and the first workers are forked.
+    called in the master once the sockets are bound and the first workers are forked, with each
+    pool's address as really bound ({"web": "127.0.0.1:41234"} for a bind to port 0).
     """
     if settings.workers < 1:
         raise ValueError(f"workers is {settings.workers}, but at least 1 worker is needed.")
@@ -133,7 +134,8 @@ def serve(
     try:
         for pool in pools:
             listening[pool.name] = _listen(pool.bind)
-        _Master(settings, pools, {name: sock for name, (sock, _) in listening.items()}).run(on_ready)
+        bound = [dataclasses.replace(pool, bind=bound_address(listening[pool.name][0])) for pool in pools]
+        _Master(settings, bound, {name: sock for name, (sock, _) in listening.items()}).run(on_ready)
     finally:
         for pool in pools:
             if pool.name in listening:
@@ -142,6 +144,14 @@ def serve(
                 if unix_inode is not None:
                     _remove_own_socket(parse_bind(pool.bind)[1], unix_inode)
     logger.info("stopped")
+
+
+def bound_address(sock: socket.socket) -> str:
+    """A listening socket's address in `bind` form, with the port the kernel chose for port 0."""
+    if sock.family == socket.AF_UNIX:
+        return f"unix:{sock.getsockname()}"
+    host, port = sock.getsockname()[:2]
+    return f"{host}:{port}"
 
 
 def _listen(bind: str) -> tuple[socket.socket, int | None]:
@@ -269,8 +279,8 @@ class _Master:
 
     # -- loop ----------------------------------------------------------------------------------------
 
-    def run(self, on_ready: Callable[[], None] | None) -> None:
-        _setproctitle(f"lanner: master {self.settings.bind}")
+    def run(self, on_ready: Callable[[dict[str, str]], None] | None) -> None:
+        _setproctitle(f"lanner: master {self.pools[0].bind}")
         previous = {signum: signal.signal(signum, self._on_signal) for signum in _MASTER_SIGNALS}
         previous_wakeup_fd = signal.set_wakeup_fd(self.wakeup_w, warn_on_full_buffer=False)
         try:
@@ -284,7 +294,7 @@ class _Master:
                     self.pid,
                 )
             if on_ready is not None:
-                on_ready()
+                on_ready({pool.name: pool.bind for pool in self.pools})
             while self.children or not self.is_stopping:
                 self._wait()
                 self._step()

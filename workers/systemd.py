@@ -42,9 +42,11 @@ def render_units(options: UnitOptions) -> dict[str, str]:
         if not _NAME.match(name):
             raise UnitConfigError(f"The {what} {name!r} is not a valid system account name.")
     try:
-        parse_bind(options.bind)
+        where = parse_bind(options.bind)
     except ValueError as exc:
         raise UnitConfigError(str(exc)) from None
+    if where[0] == "tcp" and where[2] == 0:
+        raise UnitConfigError(f"bind {options.bind!r} has port 0; nginx needs a port it can be told.")
     if options.workers < 1:
         raise UnitConfigError("At least one web worker is needed.")
     values = {
