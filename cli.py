@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import os
 import sys
 from typing import Any, Iterable, Sequence
 
@@ -136,6 +137,9 @@ def parse_offers(values: Iterable[str]) -> list[tuple[int, int]]:
 @click.group()
 def main() -> None:
     """Lanner: a self-hosted click tracker."""
+    # Clicks hold visitors' IPs and user agents, and the spool, queue and backups hold the same: every
+    # file a command creates is its owner's only (SQLite gives the WAL the database file's mode).
+    os.umask(0o077)
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -1411,6 +1415,7 @@ def _write_or_echo(text: str, output: str | None) -> None:
     if output:
         with open(output, "w") as target:
             target.write(text)
+        os.chmod(output, 0o644)  # a config for nginx, no secret in it: not under our umask
     else:
         click.echo(text, nl=False)
 

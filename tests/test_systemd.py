@@ -92,6 +92,7 @@ def test_units_are_hardened_and_stop_the_right_way(units):
         assert unit["NoNewPrivileges"] == "yes" and unit["ProtectSystem"] == "strict"
         assert unit["ReadWritePaths"] == str(data_dir) and unit["PrivateTmp"] == "yes"
         assert unit["Restart"] == "always" and unit["EnvironmentFile"] == str(out / "lanner.env")
+        assert unit["UMask"] == "0077"  # data files owner-only, as lanner itself sets
     assert web["ExecReload"] == "/bin/kill -HUP $MAINPID" and web["KillSignal"] == "SIGTERM"
     assert worker["KillSignal"] == "SIGINT"  # Huey's graceful stop.
 

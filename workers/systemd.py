@@ -69,5 +69,6 @@ def write_units(options: UnitOptions, directory: Path) -> list[Path]:
     for name, text in render_units(options).items():
         path = directory / name
         path.write_text(text)
+        path.chmod(0o644)  # units and settings, no secret in them: not under lanner's umask
         written.append(path)
     return written
