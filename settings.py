@@ -59,6 +59,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("graceful_timeout", "10", float, "Seconds a draining worker may take before it is killed."),
     Setting(
+        "keepalive_timeout",
+        "20",
+        float,
+        "Seconds a TCP client connection may send and receive nothing before its worker closes it "
+        "(sooner near the open-file limit); nginx closes its own, after 10 s.",
+    ),
+    Setting(
         "trusted_proxies",
         "127.0.0.1,::1",
         _csv,
@@ -131,6 +138,7 @@ class Settings:
     admin_bind: str
     max_requests: int
     graceful_timeout: float
+    keepalive_timeout: float
     trusted_proxies: tuple[str, ...]
     real_ip_header: str
     fallback_url: str
