@@ -67,6 +67,7 @@ def test_campaign_create_prints_its_path_and_lists_as_json_and_csv(lanner):
         (["campaign", "show", "missing"], "There is no campaign 'missing'."),
         (["offer", "update", "99", "--name", "x"], "There is no offer 99."),
         (["stream", "update", "99", "--weight", "5"], "There is no stream 99."),
+        (["nginx", "site", "--upstream", "127.0.0.1:0"], "nginx needs the port Lanner listens on"),
     ],
 )
 def test_bad_commands_fail_with_one_clear_sentence(lanner, args, message):

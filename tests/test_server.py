@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import signal
 import socket
 import stat
@@ -152,12 +153,9 @@ def start_master(env, tmp_path):
     started: list[Master] = []
 
     def start(loader: str = "hello_loader", wait: bool = True, **overrides: str) -> Master:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
         environ = {
             **env,
-            "LANNER_BIND": f"127.0.0.1:{port}",
+            "LANNER_BIND": "127.0.0.1:0",  # the kernel picks a free port; read back from the log
             "LANNER_WORKERS": "2",
             "LANNER_GRACEFUL_TIMEOUT": "5",
             **overrides,
@@ -175,6 +173,11 @@ def start_master(env, tmp_path):
             )
         master = Master(process, log_path, address)
         started.append(master)
+        if address == ("127.0.0.1", 0):
+            found = wait_until(
+                lambda: re.search(r"web: listening on 127\.0\.0\.1:(\d+) ", master.log), 10, "the bound port"
+            )
+            master.address = ("127.0.0.1", int(found.group(1)))
         if wait:
             master.wait_until_serving()
         return master
@@ -228,6 +231,7 @@ class Traffic:
 
 def test_parse_bind_accepts_host_port_and_unix_paths_and_rejects_the_rest():
     assert parse_bind("127.0.0.1:8080") == ("tcp", "127.0.0.1", 8080)
+    assert parse_bind("127.0.0.1:0") == ("tcp", "127.0.0.1", 0)  # any free port
     assert parse_bind("localhost:80") == ("tcp", "localhost", 80)
     assert parse_bind("unix:/run/lanner/lanner.sock") == ("unix", "/run/lanner/lanner.sock")
     for bad in ("8080", ":8080", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:70000", "[::1]:8080", "unix:"):

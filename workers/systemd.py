@@ -46,7 +46,7 @@ def render_units(options: UnitOptions) -> dict[str, str]:
     except ValueError as exc:
         raise UnitConfigError(str(exc)) from None
     if where[0] == "tcp" and where[2] == 0:
-        raise UnitConfigError(f"bind {options.bind!r} has port 0; nginx needs a port it can be told.")
+        raise UnitConfigError(f"bind {options.bind!r} has port 0; the units need the port nginx proxies to.")
     if options.workers < 1:
         raise UnitConfigError("At least one web worker is needed.")
     values = {
