@@ -240,7 +240,9 @@ def test_serve_explains_an_address_in_use(lanner, env):
     assert "Traceback" not in result.stderr
 
 
-def test_the_admin_worker_listens_on_a_unix_socket_in_the_data_dir_by_default(lanner, env, settings, tmp_path):
+def test_the_admin_worker_listens_on_a_unix_socket_in_the_data_dir_by_default(
+    lanner, env, settings, tmp_path
+):
     import json as json_module
 
     from conftest import LANNER, start_process, unix_request, wait_healthy

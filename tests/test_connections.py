@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import http.client
 import os
-import resource
-import subprocess
 import signal
 import socket
 import sqlite3
+import subprocess
 import threading
 import time
 
@@ -55,7 +54,7 @@ class KeepAliveClients:
         self.is_stopped = threading.Event()
         self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(threads)]
 
-    def __enter__(self) -> "KeepAliveClients":
+    def __enter__(self) -> KeepAliveClients:
         for thread in self.threads:
             thread.start()
         return self
@@ -101,11 +100,14 @@ def test_ten_reloads_under_keep_alive_clients_fail_no_request_and_record_only_an
         for generation in range(2, 12):
             before = web_workers(server.process.pid)
             os.kill(server.process.pid, signal.SIGHUP)
-            wait_until(
-                lambda: f"reloaded: generation {generation} serving" in server.log, 30, "a reload", lambda: server.log
-            )
+            reloaded = f"reloaded: generation {generation} serving"
+            wait_until(lambda line=reloaded: line in server.log, 30, "a reload", lambda: server.log)
+
             # The old workers leave once their clients moved, long before graceful_timeout.
-            wait_until(lambda: not before & web_workers(server.process.pid), 20, "old workers to exit", lambda: server.log)
+            def is_gone(old: set[int] = before) -> bool:
+                return not old & web_workers(server.process.pid)
+
+            wait_until(is_gone, 20, "old workers to exit", lambda: server.log)
         answered_before_stop = len(clients.answered)
         wait_until(lambda: len(clients.answered) > answered_before_stop + 50, 20, "traffic after the reloads")
     assert server.stop() == 0, server.log
@@ -146,18 +148,16 @@ def test_an_idle_connection_is_closed_after_keepalive_timeout_and_a_busy_one_is_
 def start_serve_with_descriptor_limit(env, tmp_path, limit: int, **extra_env: str):
     from conftest import LANNER, ROOT, LiveProcess, bound_port, wait_healthy
 
-    def lower_limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
-
     log_path = tmp_path / "serve-limited.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [*LANNER, "serve", "--workers", "2", "--bind", "127.0.0.1:0", "--admin-bind", "off"],
+            # The hard limit too, so the master cannot raise it back.
+            ["sh", "-c", f'ulimit -n {limit} && exec "$@"', "sh"]
+            + [*LANNER, "serve", "--workers", "2", "--bind", "127.0.0.1:0", "--admin-bind", "off"],
             env={**env, **extra_env},
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=lower_limit,
         )
     live = LiveProcess(process, log_path)
     live.port = bound_port(live)
@@ -166,7 +166,8 @@ def start_serve_with_descriptor_limit(env, tmp_path, limit: int, **extra_env: st
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -11,7 +11,9 @@ from conftest import click, subid_of
 
 @pytest.fixture
 def campaign(lanner):
-    lanner("campaign", "create", "Quiet", "--alias", "quiet", "--offer-url", "https://o.example/?click={subid}")
+    lanner(
+        "campaign", "create", "Quiet", "--alias", "quiet", "--offer-url", "https://o.example/?click={subid}"
+    )
     return "quiet"
 
 
@@ -47,7 +49,9 @@ def test_every_data_file_is_created_owner_only(env, tmp_path):
     data_dir = tmp_path / "fresh"  # created by lanner itself, not by the fixture
     environ = {**env, "LANNER_DATA_DIR": str(data_dir), "LANNER_FLUSH_INTERVAL": "0.05"}
     run_lanner(environ, "db", "migrate")
-    run_lanner(environ, "campaign", "create", "P", "--alias", "p", "--offer-url", "https://o.example/?click={subid}")
+    run_lanner(
+        environ, "campaign", "create", "P", "--alias", "p", "--offer-url", "https://o.example/?click={subid}"
+    )
     server = start_process([*LANNER, "serve", "--bind", "127.0.0.1:0"], environ, tmp_path / "serve.log")
     consumer = start_process([*LANNER, "worker"], environ, tmp_path / "worker.log")
     try:

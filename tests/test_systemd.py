@@ -54,7 +54,8 @@ def units(tmp_path):
             sys.prefix,
         ]
         + ["--user", getpass.getuser(), "--group", grp.getgrgid(os.getgid()).gr_name]
-        + ["--data-dir", str(data_dir), "--env-file", str(out / "lanner.env"), "--bind", f"unix:{socket_path}"]
+        + ["--data-dir", str(data_dir), "--env-file", str(out / "lanner.env")]
+        + ["--bind", f"unix:{socket_path}"]
         + ["-o", str(out)],
         cwd=ROOT,
         check=True,
