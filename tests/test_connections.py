@@ -1,4 +1,5 @@
-"""Client connections against a real `lanner serve`, no nginx: keep-alive through reloads, idle ones reaped."""
+"""Client connections against a real `lanner serve`: keep-alive clients through reloads (straight to the
+workers and behind nginx), idle connections closed, a hoard of connections past the fd limit."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import threading
 import time
 
 import pytest
+import test_nginx
 from conftest import click, subid_of
 
 from workers.procfs import children, process_name
 
 CLIENT_ERRORS = (OSError, http.client.HTTPException)
+nginx_front = test_nginx.start_nginx  # a fixture: a real nginx in front of a unix socket
 
 
 @pytest.fixture
@@ -97,17 +100,7 @@ def test_ten_reloads_under_keep_alive_clients_fail_no_request_and_record_only_an
     server = start_server(LANNER_GRACEFUL_TIMEOUT="30")
     with KeepAliveClients(server.port, campaign) as clients:
         wait_until(lambda: len(clients.answered) > 50, 20, "the clients to get going")
-        for generation in range(2, 12):
-            before = web_workers(server.process.pid)
-            os.kill(server.process.pid, signal.SIGHUP)
-            reloaded = f"reloaded: generation {generation} serving"
-            wait_until(lambda line=reloaded: line in server.log, 30, "a reload", lambda: server.log)
-
-            # The old workers leave once their clients moved, long before graceful_timeout.
-            def is_gone(old: set[int] = before) -> bool:
-                return not old & web_workers(server.process.pid)
-
-            wait_until(is_gone, 20, "old workers to exit", lambda: server.log)
+        reload_ten_times(server)  # the old workers leave once their clients moved
         answered_before_stop = len(clients.answered)
         wait_until(lambda: len(clients.answered) > answered_before_stop + 50, 20, "traffic after the reloads")
     assert server.stop() == 0, server.log
@@ -118,6 +111,46 @@ def test_ten_reloads_under_keep_alive_clients_fail_no_request_and_record_only_an
     stored = stored_subids(settings)
     assert sorted(stored) == sorted(clients.answered)  # every 302 landed, and no click without an answer
     assert "killing it" not in server.log and "graceful_timeout" not in server.log
+
+
+@pytest.mark.skipif(
+    not os.path.exists(test_nginx.NGINX), reason="nginx is not installed (`make deps` installs it)"
+)
+def test_ten_reloads_behind_nginx_fail_no_request_of_keep_alive_clients(
+    campaign, env, tmp_path, nginx_front, lanner, settings
+):
+    from conftest import LANNER, start_process
+
+    socket_path = tmp_path / "web.sock"
+    args = [*LANNER, "serve", "--workers", "2", "--bind", f"unix:{socket_path}"]
+    server = start_process(args, {**env, "LANNER_GRACEFUL_TIMEOUT": "30"}, tmp_path / "serve.log")
+    try:
+        wait_until(socket_path.exists, 20, "the socket", lambda: server.log)
+        port = nginx_front(socket_path)
+        with KeepAliveClients(port, campaign) as clients:
+            wait_until(lambda: len(clients.answered) > 50, 20, "the clients to get going")
+            reload_ten_times(server)
+            answered_before_stop = len(clients.answered)
+            wait_until(lambda: len(clients.answered) > answered_before_stop + 50, 20, "traffic after reloads")
+    finally:
+        assert server.stop() == 0, server.log
+    lanner("spool", "flush")
+    assert clients.failures == []
+    assert sorted(stored_subids(settings)) == sorted(clients.answered)
+    assert "killing it" not in server.log and "graceful_timeout" not in server.log
+
+
+def reload_ten_times(server) -> None:
+    for generation in range(2, 12):
+        before = web_workers(server.process.pid)
+        os.kill(server.process.pid, signal.SIGHUP)
+        reloaded = f"reloaded: generation {generation} serving"
+        wait_until(lambda line=reloaded: line in server.log, 30, "a reload", lambda: server.log)
+
+        def is_gone(old: set[int] = before) -> bool:  # long before graceful_timeout
+            return not old & web_workers(server.process.pid)
+
+        wait_until(is_gone, 20, "old workers to exit", lambda: server.log)
 
 
 def test_an_idle_connection_is_closed_after_keepalive_timeout_and_a_busy_one_is_not(campaign, start_server):
