@@ -651,10 +651,14 @@ def serve_command(
     settings = ctx.settings.replace(**{k: v for k, v in changes.items() if v is not None})
     try:
         parse_bind(settings.bind)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
         if settings.admin_address:
             parse_bind(settings.admin_address)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        message = f"{exc} That is the report API worker's address: set LANNER_ADMIN_BIND to another address, or to off."
+        raise click.ClickException(message) from None
     check_schema(settings)
     configure_logging(settings)
     with recorded_pid(settings), listen_errors():

@@ -262,3 +262,13 @@ def test_the_admin_worker_listens_on_a_unix_socket_in_the_data_dir_by_default(
     finally:
         assert live.stop() == 0, live.log
     assert not os.path.exists(socket_path)
+
+
+def test_an_admin_socket_path_too_long_for_a_unix_socket_is_one_sentence(env, tmp_path):
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    result = run_lanner({**env, "LANNER_DATA_DIR": str(deep)}, "serve", "--bind", "127.0.0.1:0", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert (
+        "at most 107 bytes" in result.stderr and "set LANNER_ADMIN_BIND to another address" in result.stderr
+    )
