@@ -81,7 +81,8 @@ IDLE_WATCH_SECONDS = 1.0  # ...and a serving one (SIGTERM wakes it at once): kee
 RECYCLE_JITTER = 0.10  # up to 10 % more than max_requests, so workers do not recycle together
 OVERDUE_WATCH_SECONDS = 0.005  # past graceful_timeout: how often to look for a moment with no request
 DESCRIPTOR_HEADROOM = 64  # this close to RLIMIT_NOFILE, a worker closes connections idle for...
-SHORT_IDLE_SECONDS = 1.0  # ...this long, not keepalive_timeout; if none is, it drains itself
+SHORT_IDLE_SECONDS = 1.0  # ...this long, not keepalive_timeout; if none is...
+EXHAUSTED_AFTER_SECONDS = 5.0  # ...for this long (a flood's young connections age meanwhile), it drains
 REAP_TRIES = 40  # looks for a moment with no request in progress before a reaping round gives up
 
 _MESSAGE = struct.Struct("=ii")  # (worker pid, event); 8 bytes, so each write is atomic
@@ -581,6 +582,7 @@ class _Worker:
         self.descriptor_limit = connections.descriptor_limit()
         self.listening: socket.socket | None = None
         self.next_reap = 0.0
+        self.short_since: float | None = None  # near the fd limit with nothing idle to close, since
         self.is_overdue = False  # past graceful_timeout, waiting for a moment with no request
         self.max_requests = settings.max_requests
         if self.max_requests:
@@ -703,6 +705,8 @@ class _Worker:
         found = connections.idle_tcp_connections(self.listening, fds)
         idle = [fd for seconds, fd in found if seconds >= min_idle]
         ended = self._shut_down(idle, min_idle) if idle else 0
+        if not is_short or ended:
+            self.short_since = None
         if is_short and ended:
             logger.warning(
                 "worker %s: %d of %d file descriptors open; closed %d connections idle for %.0f s or more",
@@ -712,12 +716,15 @@ class _Worker:
                 ended,
                 min_idle,
             )
-        elif is_short:
+        elif is_short and self.short_since is None:
+            self.short_since = now
+        elif is_short and now - self.short_since >= EXHAUSTED_AFTER_SECONDS:
             logger.warning(
-                "worker %s: %d of %d file descriptors open and no idle connection to close; draining it",
+                "worker %s: %d of %d file descriptors open and none idle for %.0f s; draining it",
                 self.pid,
                 in_use,
                 self.descriptor_limit,
+                EXHAUSTED_AFTER_SECONDS,
             )
             self._begin_drain(_EXHAUSTED)
         elif ended:
