@@ -30,7 +30,8 @@ and so does the worker.
 
 bjoern has no idle timeout either, and spins when accept() fails with EMFILE: the watch thread also
 ends TCP connections idle for keepalive_timeout, sooner near the open-file limit, and drains the worker
-when it is at the limit with nothing idle to end (workers/connections.py says how, and what it cannot).
+when it stays near the limit with nothing idle to end (workers/connections.py says how, and what it
+cannot).
 
 Workers live in their own process group, so a terminal's Ctrl-C reaches only the master, which
 drains them. They write (pid, event) records to a pipe the master reads: ready, recycling, draining.
