@@ -421,3 +421,41 @@ def test_sighup_keeps_the_old_workers_serving_while_the_new_code_fails_to_load(s
     )
     status, body = get(master.address)
     assert status == 200 and int(body) in after
+
+
+def test_a_client_ignoring_connection_close_is_cut_between_two_answers_at_graceful_timeout(start_master):
+    master = start_master(LANNER_GRACEFUL_TIMEOUT="2", LANNER_WORKERS="1")
+    master.wait_for_workers(1)
+    answers, closing, buffer = 0, 0, b""
+    with socket.create_connection(master.address, timeout=20) as client:
+        while True:  # request after request on the same connection, whatever the answers say
+            try:
+                client.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            except OSError:
+                break
+            while b"\r\n\r\n" not in buffer:
+                try:
+                    chunk = client.recv(65536)
+                except ConnectionResetError:
+                    chunk = b""
+                if not chunk:
+                    break
+                buffer += chunk
+            if b"\r\n\r\n" not in buffer:
+                break
+            head, _, rest = buffer.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            while len(rest) < length:
+                chunk = client.recv(65536)
+                assert chunk, f"an answer was cut off after {len(rest)} of {length} bytes"
+                rest += chunk
+            buffer = rest[length:]
+            answers += 1
+            closing += b"connection: close" in head.lower()
+            if answers == 1:  # the worker has accepted the connection: drain it now
+                master.process.send_signal(signal.SIGTERM)
+    assert master.process.wait(timeout=10) == 0
+    assert buffer == b"", "nothing but whole answers"
+    assert answers > 10 and closing > 0
+    assert "still serving after graceful_timeout" in master.log
+    assert "killing it" not in master.log

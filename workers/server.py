@@ -681,8 +681,6 @@ class _Worker:
             if self.in_flight == 0 and now - max(self.last_activity, self.drain_started) >= IDLE_EXIT_SECONDS:
                 self._exit()
             if now - self.drain_started >= self.graceful_timeout:
-                if self.in_flight == 0:
-                    self._exit()  # between two requests: none cut off, and none can start (the lock)
                 if not self.is_overdue:
                     self.is_overdue = True
                     logger.warning(
@@ -690,6 +688,8 @@ class _Worker:
                         self.pid,
                         self.graceful_timeout,
                     )
+                if self.in_flight == 0:
+                    self._exit()  # between two requests: none cut off, and none can start (the lock)
 
     def _reap_idle(self) -> None:
         """End TCP connections idle for keepalive_timeout, or for SHORT_IDLE_SECONDS near the fd limit."""
