@@ -10,6 +10,7 @@ import contextlib
 import csv
 import json
 import math
+import os
 import sys
 from typing import Any, Iterable, Sequence
 
@@ -153,6 +154,9 @@ def parse_offers(values: Iterable[str]) -> list[tuple[int, int]]:
 @click.group()
 def main() -> None:
     """Lanner: a self-hosted click tracker."""
+    # Clicks hold visitors' IPs and user agents, and the spool, queue and backups hold the same: every
+    # file a command creates is its owner's only (SQLite gives the WAL the database file's mode).
+    os.umask(0o077)
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -675,10 +679,14 @@ def serve_command(
     settings = ctx.settings.replace(**{k: v for k, v in changes.items() if v is not None})
     try:
         parse_bind(settings.bind)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
         if settings.admin_address:
             parse_bind(settings.admin_address)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        message = f"{exc} That is the report API worker's address: set LANNER_ADMIN_BIND to another address, or to off."
+        raise click.ClickException(message) from None
     check_schema(settings)
     configure_logging(settings)
     with recorded_pid(settings), listen_errors():
@@ -686,7 +694,7 @@ def serve_command(
             settings,
             load_app,
             admin_loader=load_admin_app,
-            on_ready=lambda: click.echo(f"Lanner listening on {settings.bind}", err=True),
+            on_ready=lambda binds: click.echo(f"Lanner listening on {binds['web']}", err=True),
         )
 
 
@@ -736,6 +744,8 @@ def configure_logging(settings: Settings) -> None:
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
+    # Huey logs every task run at INFO, which is a line per spool flush (4 a second).
+    logging.getLogger("huey").setLevel(settings.task_log_level)
 
 
 @main.command("worker")
@@ -776,7 +786,13 @@ def run_command(ctx: Context) -> None:
     worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"])
     host = settings.bind if settings.bind.startswith("unix:") else f"http://{settings.bind}"
     click.echo(f"Demo campaign URL: {host}/{demo.alias}?source=test&sub1=hello", err=True)
-    if settings.admin_address:
+    if settings.admin_address.startswith("unix:"):
+        click.echo(
+            "Report API (X-Api-Key: `lanner api key show`): "
+            f"curl --unix-socket {settings.admin_address[5:]} http://localhost/api/report",
+            err=True,
+        )
+    elif settings.admin_address:
         click.echo(
             f"Report API (X-Api-Key: `lanner api key show`): {settings.admin_address}/api/report", err=True
         )
@@ -1562,6 +1578,7 @@ def _write_or_echo(text: str, output: str | None) -> None:
     if output:
         with open(output, "w") as target:
             target.write(text)
+        os.chmod(output, 0o644)  # a config for nginx, no secret in it: not under our umask
     else:
         click.echo(text, nl=False)
 

@@ -80,8 +80,9 @@ SETTINGS: tuple[Setting, ...] = (
         "admin_bind",
         "",
         str,
-        "Where the report API's own worker listens (niced, so reports never hold a click worker); empty: "
-        "next to LANNER_BIND (port + 1, or NAME-admin.sock); `off`: the web workers answer it.",
+        "Where the report API's own worker listens (niced, so reports never hold a click worker); empty: a "
+        "unix socket, NAME-admin.sock next to a unix LANNER_BIND, else DATA_DIR/admin.sock; `off`: the web "
+        "workers answer it.",
     ),
     Setting(
         "max_requests",
@@ -90,6 +91,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Recycle a worker after this many requests (0 = never), like PHP-FPM's pm.max_requests.",
     ),
     Setting("graceful_timeout", "10", float, "Seconds a draining worker may take before it is killed."),
+    Setting(
+        "keepalive_timeout",
+        "20",
+        float,
+        "Seconds a TCP client connection may send and receive nothing before its worker closes it "
+        "(sooner near the open-file limit); nginx closes its own, after 10 s.",
+    ),
     Setting(
         "trusted_proxies",
         "127.0.0.1,::1",
@@ -134,6 +142,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("spool_segment_bytes", str(64 * 1024 * 1024), int, "Size at which a spool segment is sealed."),
     Setting("log_level", "INFO", str, "Python logging level for every Lanner process."),
+    Setting(
+        "task_log_level",
+        "WARNING",
+        str,
+        "Logging level of Huey's own loggers in `lanner worker`: INFO logs two lines per task run "
+        "(one per spool flush).",
+    ),
     Setting(
         "geo_database",
         "",
@@ -191,6 +206,7 @@ class Settings:
     admin_bind: str
     max_requests: int
     graceful_timeout: float
+    keepalive_timeout: float
     trusted_proxies: tuple[str, ...]
     real_ip_header: str
     fallback_url: str
@@ -203,6 +219,7 @@ class Settings:
     worker_nice: int
     spool_segment_bytes: int
     log_level: str
+    task_log_level: str
     geo_database: str
     bot_ips: tuple[str, ...]
     postback_park_hours: float
@@ -237,8 +254,8 @@ class Settings:
         if self.bind.startswith("unix:"):
             path = Path(self.bind[5:])
             return f"unix:{path.with_name(path.stem + '-admin' + path.suffix)}"
-        host, _, port = self.bind.rpartition(":")
-        return f"{host}:{int(port) + 1}" if port.isdigit() else ""
+        # Not a second TCP port: port + 1 collided with client ports in TIME_WAIT.
+        return f"unix:{self.data_dir / 'admin.sock'}"
 
     @property
     def geo_path(self) -> Path:

@@ -11,8 +11,8 @@ import falcon
 from falcon.uri import parse_query_string
 
 from models.click import SUB_ID_SLOTS
-from models.record import MAX_COST
 from models.clickrefusals import SpoolUnwritable
+from models.record import MAX_COST
 from models.tracking import ClickTracker, Decision, Visit
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.

@@ -90,6 +90,8 @@ fi
 RUN_GROUP=$(id -gn "$RUN_USER")
 mkdir -p "$PREFIX" "$DATA" "$ETC" "$RUN_DIR" "$UNIT_DIR" "$NGINX_DIR/sites-available" "$NGINX_DIR/sites-enabled"
 chown "$RUN_USER:$RUN_GROUP" "$DATA" "$RUN_DIR"
+# Data files are owner-only (lanner's umask is 077); an upgrade tightens those an older version made.
+chmod -R go-rwx "$DATA"
 chmod 0750 "$DATA"
 
 say "Code into $APP"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -121,21 +122,34 @@ def wait_healthy(live: LiveProcess, deadline_seconds: float = 20) -> None:
     raise AssertionError(f"server not healthy within {deadline_seconds}s:\n{live.log}")
 
 
+def bound_port(live: LiveProcess, pool: str = "web", deadline_seconds: float = 20) -> int:
+    """The port a server started on port 0 really bound, read back from its log."""
+    pattern = re.compile(rf"{pool}: listening on 127\.0\.0\.1:(\d+) ")
+    deadline = time.monotonic() + deadline_seconds
+    while time.monotonic() < deadline:
+        found = pattern.search(live.log)
+        if found:
+            return int(found.group(1))
+        if live.process.poll() is not None:
+            raise AssertionError(f"server exited with {live.process.returncode}:\n{live.log}")
+        time.sleep(0.05)
+    live.stop()
+    raise AssertionError(f"server did not log its {pool} address within {deadline_seconds}s:\n{live.log}")
+
+
 @pytest.fixture
 def start_server(env, db, tmp_path):
-    """Start `lanner serve` on a free port (extra env allowed); stopped at teardown."""
+    """Start `lanner serve` on ports the kernel picks (extra env allowed); stopped at teardown."""
     started: list[LiveProcess] = []
 
     def start(workers: int = 2, **extra_env: str) -> LiveProcess:
-        port = free_port()
-        environ = {**env, **{k: str(v) for k, v in extra_env.items()}}
-        admin_port = free_port()
-        args = [*LANNER, "serve", "--workers", str(workers), "--bind", f"127.0.0.1:{port}"]
-        args += ["--admin-bind", f"127.0.0.1:{admin_port}"]
-        live = start_process(args, environ, tmp_path / f"serve-{port}.log")
-        live.port = port
-        live.extra["admin_port"] = admin_port
+        environ = {**env, "LANNER_LOG_LEVEL": "INFO", **{k: str(v) for k, v in extra_env.items()}}
+        args = [*LANNER, "serve", "--workers", str(workers), "--bind", "127.0.0.1:0"]
+        args += ["--admin-bind", "127.0.0.1:0"]
+        live = start_process(args, environ, tmp_path / f"serve-{len(started)}.log")
         started.append(live)
+        live.port = bound_port(live)
+        live.extra["admin_port"] = bound_port(live, "admin")
         wait_healthy(live)
         return live
 
@@ -176,6 +190,32 @@ def request(
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over a unix socket (the admin worker's default address)."""
+
+    def __init__(self, path: str, timeout: float = 10):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+
+def unix_request(
+    path: str, url: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """`request()` over a unix socket."""
+    connection = UnixHTTPConnection(path)
+    try:
+        connection.request("GET", url, headers=headers or {})
         response = connection.getresponse()
         return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
     finally:

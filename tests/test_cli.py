@@ -68,6 +68,7 @@ def test_campaign_create_prints_its_path_and_lists_as_json_and_csv(lanner):
         (["campaign", "show", "missing"], "There is no campaign 'missing'."),
         (["offer", "update", "99", "--name", "x"], "There is no offer 99."),
         (["stream", "update", "99", "--weight", "5"], "There is no stream 99."),
+        (["nginx", "site", "--upstream", "127.0.0.1:0"], "nginx needs the port Lanner listens on"),
     ],
 )
 def test_bad_commands_fail_with_one_clear_sentence(lanner, args, message):
@@ -204,26 +205,28 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
     import time
     from urllib.parse import urlsplit
 
-    from conftest import LANNER, ROOT, free_port, request
+    from conftest import LANNER, ROOT, request
 
-    port = free_port()
     log_path = tmp_path / "run.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [*LANNER, "run"],
-            env={**env, "LANNER_BIND": f"127.0.0.1:{port}", "LANNER_ADMIN_BIND": f"127.0.0.1:{free_port()}"},
+            env={**env, "LANNER_BIND": "127.0.0.1:0"},  # the report API on its default unix socket
             cwd=ROOT,
             stdout=log,
             stderr=log,
         )
     try:
         deadline = time.monotonic() + 30
-        url = None
-        while time.monotonic() < deadline and url is None:
+        url = port = None
+        while time.monotonic() < deadline and not (url and port):
             found = re.search(r"Demo campaign URL: (\S+)", log_path.read_text())
             url = found.group(1) if found else None
+            bound = re.search(r"web: listening on 127\.0\.0\.1:(\d+) ", log_path.read_text())
+            port = int(bound.group(1)) if bound else None
             time.sleep(0.1)
-        assert url, log_path.read_text()
+        assert url and port, log_path.read_text()
+        assert f"admin: listening on unix:{settings.data_dir / 'admin.sock'}" in log_path.read_text()
         target = urlsplit(url)
         status = None
         while time.monotonic() < deadline and status != 302:
@@ -254,18 +257,50 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
 def test_serve_explains_an_address_in_use(lanner, env):
     import socket
 
-    from conftest import free_port
-
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     try:
         admin = f"127.0.0.1:{taken.getsockname()[1]}"
         result = run_lanner(
-            {**env, "LANNER_ADMIN_BIND": admin}, "serve", "--bind", f"127.0.0.1:{free_port()}", check=False
+            {**env, "LANNER_ADMIN_BIND": admin}, "serve", "--bind", "127.0.0.1:0", check=False
         )
     finally:
         taken.close()
     assert result.returncode == 1
     assert f"cannot listen on {admin}: Address already in use" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_admin_worker_listens_on_a_unix_socket_in_the_data_dir_by_default(
+    lanner, env, settings, tmp_path
+):
+    import json as json_module
+
+    from conftest import LANNER, start_process, unix_request, wait_healthy
+
+    assert settings.replace(bind="127.0.0.1:8080").admin_address == f"unix:{settings.data_dir}/admin.sock"
+    assert settings.replace(bind="unix:/run/l/web.sock").admin_address == "unix:/run/l/web-admin.sock"
+    live = start_process([*LANNER, "serve", "--bind", "127.0.0.1:0"], env, tmp_path / "serve.log")
+    try:
+        from conftest import bound_port
+
+        live.port = bound_port(live)
+        wait_healthy(live)
+        socket_path = str(settings.data_dir / "admin.sock")
+        status, _, body = unix_request(socket_path, "/healthz")
+        assert status == 200 and json_module.loads(body)["role"] == "admin"
+        assert f"Lanner listening on 127.0.0.1:{live.port}" in live.log
+    finally:
+        assert live.stop() == 0, live.log
+    assert not os.path.exists(socket_path)
+
+
+def test_an_admin_socket_path_too_long_for_a_unix_socket_is_one_sentence(env, tmp_path):
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    result = run_lanner({**env, "LANNER_DATA_DIR": str(deep)}, "serve", "--bind", "127.0.0.1:0", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert (
+        "at most 107 bytes" in result.stderr and "set LANNER_ADMIN_BIND to another address" in result.stderr
+    )

@@ -39,7 +39,14 @@ def start_nginx(env, tmp_path):
     started: list[LiveProcess] = []
 
     def start(socket_path, *site_args: str) -> int:
-        port = free_port()
+        # nginx needs its port written into the config: a free one, and another if it was taken first.
+        for _ in range(5):
+            port = start_on(free_port(), socket_path, *site_args)
+            if port:
+                return port
+        raise AssertionError("nginx found no free port in 5 tries")
+
+    def start_on(port: int, socket_path, *site_args: str) -> int | None:
         prefix = tmp_path / f"nginx-{port}"
         (prefix / "temp").mkdir(parents=True)
         site, main = prefix / "site.conf", prefix / "nginx.conf"
@@ -80,6 +87,8 @@ def start_nginx(env, tmp_path):
                     return port
             except OSError:
                 pass
+            if live.process.poll() is not None and "Address already in use" in live.log:
+                return None  # another process took the port since free_port() saw it free
             assert time.monotonic() < deadline, (prefix / "error.log").read_text()
             time.sleep(0.05)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import signal
 import socket
 import stat
@@ -152,12 +153,9 @@ def start_master(env, tmp_path):
     started: list[Master] = []
 
     def start(loader: str = "hello_loader", wait: bool = True, **overrides: str) -> Master:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
         environ = {
             **env,
-            "LANNER_BIND": f"127.0.0.1:{port}",
+            "LANNER_BIND": "127.0.0.1:0",  # the kernel picks a free port; read back from the log
             "LANNER_WORKERS": "2",
             "LANNER_GRACEFUL_TIMEOUT": "5",
             **overrides,
@@ -175,6 +173,11 @@ def start_master(env, tmp_path):
             )
         master = Master(process, log_path, address)
         started.append(master)
+        if address == ("127.0.0.1", 0):
+            found = wait_until(
+                lambda: re.search(r"web: listening on 127\.0\.0\.1:(\d+) ", master.log), 10, "the bound port"
+            )
+            master.address = ("127.0.0.1", int(found.group(1)))
         if wait:
             master.wait_until_serving()
         return master
@@ -228,6 +231,7 @@ class Traffic:
 
 def test_parse_bind_accepts_host_port_and_unix_paths_and_rejects_the_rest():
     assert parse_bind("127.0.0.1:8080") == ("tcp", "127.0.0.1", 8080)
+    assert parse_bind("127.0.0.1:0") == ("tcp", "127.0.0.1", 0)  # any free port
     assert parse_bind("localhost:80") == ("tcp", "localhost", 80)
     assert parse_bind("unix:/run/lanner/lanner.sock") == ("unix", "/run/lanner/lanner.sock")
     for bad in ("8080", ":8080", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:70000", "[::1]:8080", "unix:"):
@@ -417,3 +421,41 @@ def test_sighup_keeps_the_old_workers_serving_while_the_new_code_fails_to_load(s
     )
     status, body = get(master.address)
     assert status == 200 and int(body) in after
+
+
+def test_a_client_ignoring_connection_close_is_cut_between_two_answers_at_graceful_timeout(start_master):
+    master = start_master(LANNER_GRACEFUL_TIMEOUT="2", LANNER_WORKERS="1")
+    master.wait_for_workers(1)
+    answers, closing, buffer = 0, 0, b""
+    with socket.create_connection(master.address, timeout=20) as client:
+        while True:  # request after request on the same connection, whatever the answers say
+            try:
+                client.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+            except OSError:
+                break
+            while b"\r\n\r\n" not in buffer:
+                try:
+                    chunk = client.recv(65536)
+                except ConnectionResetError:
+                    chunk = b""
+                if not chunk:
+                    break
+                buffer += chunk
+            if b"\r\n\r\n" not in buffer:
+                break
+            head, _, rest = buffer.partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            while len(rest) < length:
+                chunk = client.recv(65536)
+                assert chunk, f"an answer was cut off after {len(rest)} of {length} bytes"
+                rest += chunk
+            buffer = rest[length:]
+            answers += 1
+            closing += b"connection: close" in head.lower()
+            if answers == 1:  # the worker has accepted the connection: drain it now
+                master.process.send_signal(signal.SIGTERM)
+    assert master.process.wait(timeout=10) == 0
+    assert buffer == b"", "nothing but whole answers"
+    assert answers > 10 and closing > 0
+    assert "still serving after graceful_timeout" in master.log
+    assert "killing it" not in master.log

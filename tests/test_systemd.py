@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LANNER, ROOT, LiveProcess, free_port, request, start_process
+from conftest import LANNER, ROOT, LiveProcess, start_process, unix_request
 
 
 def read_unit(path) -> dict[str, str]:
@@ -41,7 +41,7 @@ def read_env_file(path) -> dict[str, str]:
 
 @pytest.fixture
 def units(tmp_path):
-    port = free_port()
+    socket_path = str(tmp_path / "web.sock")  # no TCP port that another process could take first
     out = tmp_path / "units"
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -54,13 +54,14 @@ def units(tmp_path):
             sys.prefix,
         ]
         + ["--user", getpass.getuser(), "--group", grp.getgrgid(os.getgid()).gr_name]
-        + ["--data-dir", str(data_dir), "--env-file", str(out / "lanner.env"), "--bind", f"127.0.0.1:{port}"]
+        + ["--data-dir", str(data_dir), "--env-file", str(out / "lanner.env")]
+        + ["--bind", f"unix:{socket_path}"]
         + ["-o", str(out)],
         cwd=ROOT,
         check=True,
         capture_output=True,
     )
-    return out, port, data_dir
+    return out, socket_path, data_dir
 
 
 def unit_environment(unit: dict[str, str]) -> dict[str, str]:
@@ -92,12 +93,13 @@ def test_units_are_hardened_and_stop_the_right_way(units):
         assert unit["NoNewPrivileges"] == "yes" and unit["ProtectSystem"] == "strict"
         assert unit["ReadWritePaths"] == str(data_dir) and unit["PrivateTmp"] == "yes"
         assert unit["Restart"] == "always" and unit["EnvironmentFile"] == str(out / "lanner.env")
+        assert unit["UMask"] == "0077"  # data files owner-only, as lanner itself sets
     assert web["ExecReload"] == "/bin/kill -HUP $MAINPID" and web["KillSignal"] == "SIGTERM"
     assert worker["KillSignal"] == "SIGINT"  # Huey's graceful stop.
 
 
 def test_exec_start_lines_serve_flush_reload_and_stop(units, tmp_path):
-    out, port, data_dir = units
+    out, socket_path, data_dir = units
     web, worker = read_unit(out / "lanner-web.service"), read_unit(out / "lanner-worker.service")
     environment = unit_environment(web)
     lanner_bin = shlex.split(web["ExecStart"])[0]
@@ -128,7 +130,7 @@ def test_exec_start_lines_serve_flush_reload_and_stop(units, tmp_path):
         while status != 302:
             assert time.monotonic() < deadline, served.log
             try:
-                status, headers, _ = request(port, "/u", {"User-Agent": "systemd test"})
+                status, headers, _ = unix_request(socket_path, "/u", {"User-Agent": "systemd test"})
             except OSError:
                 time.sleep(0.1)
         subid = headers["location"].rsplit("=", 1)[1]
@@ -142,7 +144,7 @@ def test_exec_start_lines_serve_flush_reload_and_stop(units, tmp_path):
         reload_command = shlex.split(web["ExecReload"].replace("$MAINPID", str(served.process.pid)))
         subprocess.run(reload_command, check=True)
         time.sleep(1.5)
-        assert request(port, "/healthz")[0] == 200
+        assert unix_request(socket_path, "/healthz")[0] == 200
         assert "reloaded: generation 2 serving" in served.log
     finally:
         web_code = served.stop(getattr(signal, web["KillSignal"]), timeout=float(web["TimeoutStopSec"]))

@@ -50,6 +50,8 @@ def _upstream(bind: str) -> str:
         where = parse_bind(bind)
     except ValueError as exc:
         raise NginxConfigError(str(exc)) from None
+    if where[0] == "tcp" and where[2] == 0:
+        raise NginxConfigError(f"upstream {bind!r} has port 0; nginx needs the port Lanner listens on.")
     return f"unix:{where[1]}" if where[0] == "unix" else f"{where[1]}:{where[2]}"
 
 

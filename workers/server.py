@@ -18,10 +18,20 @@ client connection is open (it has no keep-alive timeout); it also stops the 0.1 
 Python signal handlers run, and resets SIGINT to SIG_DFL (a second SIGINT kills the process). So a
 worker keeps SIGTERM blocked, and a small drain thread waits for it with `sigtimedwait`. A drain
 (SIGTERM, or max_requests reached in the request that reaches it) sends bjoern's thread exactly one
-SIGINT; the drain thread then exits the process with `os._exit(0)` once no request has been in
-progress for IDLE_EXIT_SECONDS, or when graceful_timeout has passed. Whether bjoern is not running
-yet, accepting, or already drained is read from SIGINT's disposition in /proc: SIG_IGN (ours),
-libev's handler, SIG_DFL. With no connection left, bjoern's loop ends by itself, and so does the worker.
+SIGINT. From then on every answer says `Connection: close`, so a keep-alive client that keeps sending
+moves to a new connection, served by another worker, after its current request (bjoern decides
+keep-alive from the request alone and still adds its own `Connection: Keep-Alive`; clients and nginx
+honour the `close` that comes first). The drain thread exits the process with `os._exit(0)` once no
+request has been in progress for IDLE_EXIT_SECONDS (which ends idle keep-alive connections), or, past
+graceful_timeout, at the first moment no request is in progress, so no answer is cut off halfway.
+Whether bjoern is not running yet, accepting, or already drained is read from SIGINT's disposition in
+/proc: SIG_IGN (ours), libev's handler, SIG_DFL. With no connection left, bjoern's loop ends by itself,
+and so does the worker.
+
+bjoern has no idle timeout either, and spins when accept() fails with EMFILE: the watch thread also
+ends TCP connections idle for keepalive_timeout, sooner near the open-file limit, and drains the worker
+when it stays near the limit with nothing idle to end (workers/connections.py says how, and what it
+cannot).
 
 Workers live in their own process group, so a terminal's Ctrl-C reaches only the master, which
 drains them. They write (pid, event) records to a pipe the master reads: ready, recycling, draining.
@@ -47,6 +57,7 @@ from typing import Any, Callable, Iterable, NoReturn
 import bjoern
 
 from settings import Settings
+from workers import connections
 from workers.procfs import set_process_name
 
 try:
@@ -69,11 +80,17 @@ QUICK_DEATH_SECONDS = 1.0  # a worker dying sooner than this after fork counts a
 WATCH_INTERVAL_SECONDS = 0.1  # how often a draining worker's drain thread looks around
 IDLE_WATCH_SECONDS = 1.0  # ...and a serving one (SIGTERM wakes it at once): keeps idle CPU near 0
 RECYCLE_JITTER = 0.10  # up to 10 % more than max_requests, so workers do not recycle together
+OVERDUE_WATCH_SECONDS = 0.005  # past graceful_timeout: how often to look for a moment with no request
+DESCRIPTOR_HEADROOM = 64  # this close to RLIMIT_NOFILE, a worker closes connections idle for...
+SHORT_IDLE_SECONDS = 1.0  # ...this long, not keepalive_timeout; if none is...
+EXHAUSTED_AFTER_SECONDS = 5.0  # ...for this long (a flood's young connections age meanwhile), it drains
+REAP_TRIES = 40  # looks for a moment with no request in progress before a reaping round gives up
 
 _MESSAGE = struct.Struct("=ii")  # (worker pid, event); 8 bytes, so each write is atomic
 _READY = 1  # the app is loaded; bjoern is about to run
 _RECYCLING = 2  # max_requests reached: the worker is draining itself
 _DRAINING = 3  # the worker got SIGINT or SIGTERM from someone else than the master
+_EXHAUSTED = 4  # out of file descriptors with no idle connection to close: the worker drains itself
 
 _MASTER_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)
 ADMIN_NICE = 19  # If SCHED_IDLE is refused: the admin worker still yields the CPU to everything else.
@@ -104,8 +121,8 @@ def parse_bind(bind: str) -> tuple[str, str] | tuple[str, str, int]:
         raise ValueError(f"bind {bind!r} is IPv6, which bjoern cannot serve; use IPv4 or unix:/PATH.")
     if not colon or not host or not (port.isascii() and port.isdigit()):
         raise ValueError(f"bind {bind!r} is not of the form HOST:PORT or unix:/PATH.")
-    if not 1 <= int(port) <= 65535:
-        raise ValueError(f"bind {bind!r} has port {int(port)}, which is outside 1..65535.")
+    if not 0 <= int(port) <= 65535:  # 0: any free port, see bound_address()
+        raise ValueError(f"bind {bind!r} has port {int(port)}, which is outside 0..65535.")
     return ("tcp", host, int(port))
 
 
@@ -113,14 +130,15 @@ def serve(
     settings: Settings,
     app_loader: Callable[[Settings], WSGIApp],
     *,
-    on_ready: Callable[[], None] | None = None,
+    on_ready: Callable[[dict[str, str]], None] | None = None,
     admin_loader: Callable[[Settings], WSGIApp] | None = None,
 ) -> None:
     """Run the master until SIGTERM or SIGINT; return once every worker has stopped.
 
     `app_loader(settings)` is called in each web worker after fork, never in the master;
     `admin_loader` likewise in the admin worker, when `settings.admin_address` is set. `on_ready` is
-    called in the master once the sockets are bound and the first workers are forked.
+    called in the master once the sockets are bound and the first workers are forked, with each
+    pool's address as really bound ({"web": "127.0.0.1:41234"} for a bind to port 0).
     """
     if settings.workers < 1:
         raise ValueError(f"workers is {settings.workers}, but at least 1 worker is needed.")
@@ -130,10 +148,12 @@ def serve(
     if admin_loader is not None and settings.admin_address:
         pools.append(Pool("admin", settings.admin_address, 1, admin_loader, is_idle_priority=True))
     listening: dict[str, tuple[socket.socket, int | None]] = {}
+    connections.raise_descriptor_limit()  # inherited by the workers: each connection is one
     try:
         for pool in pools:
             listening[pool.name] = _listen(pool.bind)
-        _Master(settings, pools, {name: sock for name, (sock, _) in listening.items()}).run(on_ready)
+        bound = [dataclasses.replace(pool, bind=bound_address(listening[pool.name][0])) for pool in pools]
+        _Master(settings, bound, {name: sock for name, (sock, _) in listening.items()}).run(on_ready)
     finally:
         for pool in pools:
             if pool.name in listening:
@@ -142,6 +162,14 @@ def serve(
                 if unix_inode is not None:
                     _remove_own_socket(parse_bind(pool.bind)[1], unix_inode)
     logger.info("stopped")
+
+
+def bound_address(sock: socket.socket) -> str:
+    """A listening socket's address in `bind` form, with the port the kernel chose for port 0."""
+    if sock.family == socket.AF_UNIX:
+        return f"unix:{sock.getsockname()}"
+    host, port = sock.getsockname()[:2]
+    return f"{host}:{port}"
 
 
 def _listen(bind: str) -> tuple[socket.socket, int | None]:
@@ -269,8 +297,8 @@ class _Master:
 
     # -- loop ----------------------------------------------------------------------------------------
 
-    def run(self, on_ready: Callable[[], None] | None) -> None:
-        _setproctitle(f"lanner: master {self.settings.bind}")
+    def run(self, on_ready: Callable[[dict[str, str]], None] | None) -> None:
+        _setproctitle(f"lanner: master {self.pools[0].bind}")
         previous = {signum: signal.signal(signum, self._on_signal) for signum in _MASTER_SIGNALS}
         previous_wakeup_fd = signal.set_wakeup_fd(self.wakeup_w, warn_on_full_buffer=False)
         try:
@@ -284,7 +312,7 @@ class _Master:
                     self.pid,
                 )
             if on_ready is not None:
-                on_ready()
+                on_ready({pool.name: pool.bind for pool in self.pools})
             while self.children or not self.is_stopping:
                 self._wait()
                 self._step()
@@ -432,6 +460,8 @@ class _Master:
                 child.kill_at = now + self.settings.graceful_timeout + KILL_AFTER_GRACE_SECONDS
                 if event == _RECYCLING:
                     logger.info("worker %s reached max_requests; recycling it", pid)
+                elif event == _EXHAUSTED:
+                    logger.warning("worker %s ran out of file descriptors; replacing it", pid)
                 else:
                     logger.info("worker %s was told to stop by someone else; replacing it", pid)
         self.status_buffer = self.status_buffer[whole:]
@@ -549,6 +579,12 @@ class _Worker:
         self.master_pid = master_pid
         self.pid = os.getpid()
         self.graceful_timeout = settings.graceful_timeout
+        self.keepalive_timeout = settings.keepalive_timeout
+        self.descriptor_limit = connections.descriptor_limit()
+        self.listening: socket.socket | None = None
+        self.next_reap = 0.0
+        self.short_since: float | None = None  # near the fd limit with nothing idle to close, since
+        self.is_overdue = False  # past graceful_timeout, waiting for a moment with no request
         self.max_requests = settings.max_requests
         if self.max_requests:
             self.max_requests += random.randint(0, int(self.max_requests * RECYCLE_JITTER))
@@ -560,6 +596,7 @@ class _Worker:
         self.main_thread = threading.get_ident()
 
     def serve(self, sock: socket.socket) -> None:
+        self.listening = sock
         self._announce(_READY)
         threading.Thread(target=self._watch, name="lanner-drain", daemon=True).start()
         bjoern.server_run(sock, self)
@@ -573,10 +610,13 @@ class _Worker:
         # either runs to the end or never starts.
         with self.lock:
             self.in_flight += 1
+        # Draining: the answer closes the connection, and counts as finished only once bjoern has
+        # written it all (it closes the body then), so exiting at in_flight == 0 cuts no answer off.
+        is_draining = self.drain_started is not None
         is_streamed = False
         try:
-            body = self.app(environ, start_response)
-            is_streamed = type(body) is not list and type(body) is not tuple
+            body = self.app(environ, _closing(start_response) if is_draining else start_response)
+            is_streamed = is_draining or (type(body) is not list and type(body) is not tuple)
             return _Body(body, self._finish) if is_streamed else body
         finally:
             if not is_streamed:
@@ -612,8 +652,7 @@ class _Worker:
     def _watch(self) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # SIGINT is for bjoern's thread
         while True:
-            interval = IDLE_WATCH_SECONDS if self.drain_started is None else WATCH_INTERVAL_SECONDS
-            received = signal.sigtimedwait({signal.SIGTERM}, interval)
+            received = signal.sigtimedwait({signal.SIGTERM}, self._watch_interval())
             if self.drain_started is None:
                 if received is not None:
                     self._begin_drain(_DRAINING)
@@ -622,8 +661,17 @@ class _Worker:
                 elif _sigint_disposition() == "default":
                     self._begin_drain(_DRAINING)  # bjoern got a SIGINT from someone else
                 else:
+                    try:
+                        self._reap_idle()
+                    except Exception:  # the drain thread must outlive any surprise here
+                        logger.exception("worker %s: cannot look at its connections", self.pid)
                     continue
             self._drain_step()
+
+    def _watch_interval(self) -> float:
+        if self.drain_started is None:
+            return IDLE_WATCH_SECONDS
+        return OVERDUE_WATCH_SECONDS if self.is_overdue else WATCH_INTERVAL_SECONDS
 
     def _drain_step(self) -> None:
         if _sigint_disposition() == "ignored":
@@ -633,17 +681,77 @@ class _Worker:
             if self.in_flight == 0 and now - max(self.last_activity, self.drain_started) >= IDLE_EXIT_SECONDS:
                 self._exit()
             if now - self.drain_started >= self.graceful_timeout:
-                logger.warning(
-                    "worker %s: %d requests still in progress after graceful_timeout (%.1f s); exiting",
-                    self.pid,
-                    self.in_flight,
-                    self.graceful_timeout,
-                )
-                self._exit()
+                if not self.is_overdue:
+                    self.is_overdue = True
+                    logger.warning(
+                        "worker %s: still serving after graceful_timeout (%.1f s); exiting between two requests",
+                        self.pid,
+                        self.graceful_timeout,
+                    )
+                if self.in_flight == 0:
+                    self._exit()  # between two requests: none cut off, and none can start (the lock)
+
+    def _reap_idle(self) -> None:
+        """End TCP connections idle for keepalive_timeout, or for SHORT_IDLE_SECONDS near the fd limit."""
+        if self.listening is None:
+            return
+        now = time.monotonic()
+        fds, is_out = connections.open_descriptors()
+        in_use = len(fds)
+        is_short = is_out or in_use >= self.descriptor_limit - DESCRIPTOR_HEADROOM
+        if not is_short and now < self.next_reap:
+            return
+        self.next_reap = now + max(IDLE_WATCH_SECONDS, self.keepalive_timeout / 4)
+        min_idle = min(self.keepalive_timeout, SHORT_IDLE_SECONDS) if is_short else self.keepalive_timeout
+        found = connections.idle_tcp_connections(self.listening, fds)
+        idle = [fd for seconds, fd in found if seconds >= min_idle]
+        ended = self._shut_down(idle, min_idle) if idle else 0
+        if not is_short or ended:
+            self.short_since = None
+        if is_short and ended:
+            logger.warning(
+                "worker %s: %d of %d file descriptors open; closed %d connections idle for %.0f s or more",
+                self.pid,
+                in_use,
+                self.descriptor_limit,
+                ended,
+                min_idle,
+            )
+        elif is_short and self.short_since is None:
+            self.short_since = now
+        elif is_short and now - self.short_since >= EXHAUSTED_AFTER_SECONDS:
+            logger.warning(
+                "worker %s: %d of %d file descriptors open and none idle for %.0f s; draining it",
+                self.pid,
+                in_use,
+                self.descriptor_limit,
+                EXHAUSTED_AFTER_SECONDS,
+            )
+            self._begin_drain(_EXHAUSTED)
+        elif ended:
+            logger.debug("worker %s: closed %d connections idle for %.0f s", self.pid, ended, min_idle)
+
+    def _shut_down(self, fds: list[int], min_idle: float) -> int:
+        """Shut the idle connections down at a moment no request is in progress (one might be on them)."""
+        for _ in range(REAP_TRIES):
+            with self.lock:
+                if self.in_flight == 0:
+                    return sum(connections.shut_down_if_idle(fd, self.listening, min_idle) for fd in fds)
+            time.sleep(OVERDUE_WATCH_SECONDS)
+        return 0
 
     def _exit(self) -> NoReturn:
         _flush_logs()
         os._exit(0)
+
+
+def _closing(start_response: Callable[..., Any]) -> Callable[..., Any]:
+    """start_response that adds `Connection: close` (before bjoern's own Connection header)."""
+
+    def closing_start_response(status: str, headers: list, exc_info: Any = None) -> Any:
+        return start_response(status, [*headers, ("Connection", "close")], exc_info)
+
+    return closing_start_response
 
 
 def _yield_cpu() -> None:

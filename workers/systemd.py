@@ -42,9 +42,11 @@ def render_units(options: UnitOptions) -> dict[str, str]:
         if not _NAME.match(name):
             raise UnitConfigError(f"The {what} {name!r} is not a valid system account name.")
     try:
-        parse_bind(options.bind)
+        where = parse_bind(options.bind)
     except ValueError as exc:
         raise UnitConfigError(str(exc)) from None
+    if where[0] == "tcp" and where[2] == 0:
+        raise UnitConfigError(f"bind {options.bind!r} has port 0; the units need the port nginx proxies to.")
     if options.workers < 1:
         raise UnitConfigError("At least one web worker is needed.")
     values = {
@@ -67,5 +69,6 @@ def write_units(options: UnitOptions, directory: Path) -> list[Path]:
     for name, text in render_units(options).items():
         path = directory / name
         path.write_text(text)
+        path.chmod(0o644)  # units and settings, no secret in them: not under lanner's umask
         written.append(path)
     return written
