@@ -82,6 +82,8 @@ RELOADS = 10
 
 SQL_HAS_SUBID = "SELECT 1 FROM click WHERE subid = ?"
 SQL_POSTBACK_LOG_ROWS = "SELECT count(*) FROM postback_log"
+SQL_REFUSAL_ROWS = "SELECT count(*), total(refusals) FROM postback_refusal"
+SQL_SPOOL_SEGMENT = "SELECT segment FROM spool_position WHERE id = 1"
 SQL_COST_TOTAL = "SELECT total(cost) FROM click"
 
 
@@ -369,19 +371,29 @@ def delete_active_segment(run: FaultRun, seconds: float) -> None:
 
 
 def delete_sealed_segment(run: FaultRun, seconds: float) -> None:
-    """Pause the consumer until segments seal behind the flushed position, then delete one of them."""
+    """Pause the consumer until a segment seals past the flushed position, then delete that one."""
     os.kill(run.worker.pid, signal.SIGSTOP)
     try:
+        flushed = _read_one(run, SQL_SPOOL_SEGMENT)[0]
         deadline = time.monotonic() + 20
-        while len(run.segments()) < 3:  # Two sealed behind the one being written.
+        while True:
+            # Sealed and not landed: past the flushed segment, with a newer one being written.
+            sealed = [path for path in run.segments()[:-1] if _segment_number(path) > flushed]
+            if sealed:
+                break
             if time.monotonic() > deadline:
-                raise BenchError("no sealed segment appeared within 20 s")
+                raise BenchError("no unlanded segment sealed within 20 s")
             time.sleep(0.1)
-        sealed = run.segments()[-2]
-        sealed.unlink()
-        run.checks.append(f"deleted sealed {sealed.name} while the consumer was paused")
+        sealed[0].unlink()
+        run.checks.append(
+            f"deleted sealed {sealed[0].name} (flushed up to segment {flushed}) while the consumer was paused"
+        )
     finally:
         os.kill(run.worker.pid, signal.SIGCONT)
+
+
+def _segment_number(path: Path) -> int:
+    return int(path.name.split(".")[1])
 
 
 def reloads(run: FaultRun, seconds: float) -> None:
@@ -408,7 +420,6 @@ def idle_connections(run: FaultRun, seconds: float) -> None:
 def postback_flood(run: FaultRun, seconds: float) -> None:
     """Wrong-key postbacks from 8 connections at once: refused, and bounded in what they leave behind."""
     count = QUICK_POSTBACK_FLOOD if run.quick else POSTBACK_FLOOD
-    before_bytes = _database_bytes(run)
     before_rows = _postback_log_rows(run)
     statuses: dict[int, int] = {}
 
@@ -433,9 +444,10 @@ def postback_flood(run: FaultRun, seconds: float) -> None:
     for thread in threads:
         thread.join(timeout=120)
     rows = _postback_log_rows(run) - before_rows
-    growth = _database_bytes(run) - before_bytes
+    counter_rows, counted = _read_one(run, SQL_REFUSAL_ROWS)
     run.checks.append(
-        f"{count} wrong-key postbacks: answers {statuses}, +{rows} log rows, +{growth // 1024} KB"
+        f"{count} wrong-key postbacks: answers {statuses}, +{rows} postback log rows, "
+        f"{counter_rows} refusal counter row(s) counting {counted:.0f}"
     )
     if statuses.get(500):
         run.problems.append(f"{statuses[500]} wrong-key postback(s) answered 500")
@@ -443,16 +455,16 @@ def postback_flood(run: FaultRun, seconds: float) -> None:
         run.problems.append(f"{rows} postback_log rows for {count} wrong-key postbacks: unbounded")
 
 
-def _database_bytes(run: FaultRun) -> int:
-    return sum(path.stat().st_size for path in run.data_dir.glob("lanner.db*") if path.is_file())
+def _read_one(run: FaultRun, sql: str) -> tuple:
+    connection = connect_read_only(run.database_path)
+    try:
+        return connection.execute(sql).fetchone()
+    finally:
+        connection.close()
 
 
 def _postback_log_rows(run: FaultRun) -> int:
-    connection = connect_read_only(run.database_path)
-    try:
-        return connection.execute(SQL_POSTBACK_LOG_ROWS).fetchone()[0]
-    finally:
-        connection.close()
+    return _read_one(run, SQL_POSTBACK_LOG_ROWS)[0]
 
 
 def huge_costs(run: FaultRun, seconds: float) -> None:
