@@ -48,6 +48,7 @@ from models.visitors import RecentClick, VisitorIndex
 logger = logging.getLogger(__name__)
 
 REFRESH_EVERY = 1.0  # Seconds between looks at config_version and the flushed position.
+SPILL_EVERY = 0.1  # ...while clicks too old for memory wait to move to disk (models/visitors.py).
 BACKLOG_WARNING = 500_000  # Clicks held in memory before a worker warns that the flusher is behind.
 
 # What the visitor gets: a 302 (http), a page that redirects (meta, js), a page (html, blank), a 404.
@@ -276,8 +277,9 @@ class ClickTracker:
         self.zones.load(self.conn)
         self.counters = ClickCounters()
         self.router = Router(self.counters, rng or random.Random())
-        self.index = VisitorIndex()
         now = clock()
+        # Replayed lines older than debounce go straight to disk (models/visitors.py).
+        self.index = VisitorIndex(spool_dir, self._hot_after_ms(now), clock)
         # The counters and the position in one snapshot: the journal replays exactly what follows.
         with db.atomic():
             self.counters.load(self.conn, int(now * 1000))
@@ -290,6 +292,7 @@ class ClickTracker:
 
     def close(self) -> None:
         self.journal.close()
+        self.index.close()
         if self.geo is not None:
             self.geo.close()
 
@@ -312,13 +315,19 @@ class ClickTracker:
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
         flushed = read_position(self.db)
-        self.index.prune(flushed, int(now * 1000) - self.debounce_ms - 1000)
+        self.index.prune(flushed, self._hot_after_ms(now))
+        if self.index.is_spilling:
+            self._next_refresh = now + SPILL_EVERY
         if len(self.index) > BACKLOG_WARNING and now >= self._next_backlog_warning:
             # Unflushed clicks are held here until they land: memory grows while the flusher is away.
             self._next_backlog_warning = now + 60
             logger.warning(
                 "%d clicks are not in the database yet; is `lanner worker` running?", len(self.index)
             )
+
+    def _hot_after_ms(self, now: float) -> int:
+        """Clicks older than this are past debounce (with a margin): memory keeps none of them."""
+        return int(now * 1000) - self.debounce_ms - 1000
 
     def _count(self, stream_id: int | None, offer_id: int | None, created_at: int) -> None:
         if stream_id is not None:
@@ -331,11 +340,14 @@ class ClickTracker:
         try:
             ip, visitor_hash, created_at = peek_line(line)
             fields = line.split(b"\t", 10)
+            campaign_id = int(fields[7])
             stream_id = int(fields[8]) if fields[8] else None
             offer_id = int(fields[9]) if fields[9] else None
         except (ValueError, IndexError):
             return  # Not a click line; the flusher moves it to rejected.log.
-        self.index.add(ip, visitor_hash, RecentClick(position, created_at, None, line))
+        self.index.add(
+            ip, visitor_hash, RecentClick(position, created_at, campaign_id, stream_id, offer_id, line)
+        )
         self._count(stream_id, offer_id, created_at)
 
     def lookups(self, visit: Visit, now: float) -> Lookups:
@@ -375,16 +387,8 @@ class ClickTracker:
         # Clicks not in the database yet (any worker's), as far as the journal has been read.
         self.journal.catch_up(is_locked=False)
         return VisitorHistory(
-            self.conn, self.probe, ip, visitor_hash, rows, self._journal_history(ip, visitor_hash), since
+            self.conn, self.probe, ip, visitor_hash, rows, self.index.history(ip, visitor_hash), since
         )
-
-    def _journal_history(self, ip: str, visitor_hash: int) -> list[tuple]:
-        """The visitor's clicks held from the journal, as (campaign_id, stream_id, offer_id, created_at)."""
-        return [
-            (record[CAMPAIGN_ID], record[STREAM_ID], record[OFFER_ID], click.created_at)
-            for click in self.index.visits(ip, visitor_hash)
-            if (record := click.record) is not None
-        ]
 
     def track(self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool = False) -> Decision:
         return self._track(campaign, visit, dry_run=dry_run, trace=None)[0]
@@ -448,8 +452,10 @@ class ClickTracker:
             journal.unlock()
         if tail is not None:
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
-            # Kept as the line's bytes: parsed only if this visitor comes back.
-            self.index.add(ip, visitor_hash, RecentClick(position, now_ms, None, line))
+            # Kept as the line's bytes: parsed only if this visitor comes back within debounce.
+            self.index.add(
+                ip, visitor_hash, RecentClick(position, now_ms, route.campaign.id, stream_id, offer_id, line)
+            )
         answer, body = self._answer(route.campaign, route.stream, location)
         decision = Decision(
             subid, answer, location, body, route.campaign.id, stream_id, offer_id, False,
@@ -500,7 +506,7 @@ class ClickTracker:
             )
         # The database rows, and every journal line as read under the lock (the history's own copy
         # of the journal was taken before it).
-        for c, s, _, created in history.db_rows + self._journal_history(ip, visitor_hash):
+        for c, s, _, created in history.db_rows + self.index.history(ip, visitor_hash):
             if created >= global_since:
                 seen_global = 1
             if c == campaign_id and created >= campaign_since:
