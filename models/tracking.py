@@ -49,6 +49,10 @@ logger = logging.getLogger(__name__)
 
 REFRESH_EVERY = 1.0  # Seconds between looks at config_version and the flushed position.
 SPILL_EVERY = 0.1  # ...while clicks too old for memory wait to move to disk (models/visitors.py).
+# An unknown alias may be a campaign created a moment ago (ad networks check a URL as soon as it is
+# submitted): it looks at config_version first, at most this often after a look that found no
+# change, so a scan of random aliases costs a worker ~20 indexed reads a second (plus one per change).
+MISS_CHECK_EVERY = 0.05
 BACKLOG_WARNING = 500_000  # Clicks held in memory before a worker warns that the flusher is behind.
 
 # What the visitor gets: a 302 (http), a page that redirects (meta, js), a page (html, blank), a 404.
@@ -286,6 +290,7 @@ class ClickTracker:
             start = read_position(db)
         self.journal = Journal(spool_dir, segment_bytes, start, self._remember_line)
         self._next_refresh = now + REFRESH_EVERY
+        self._next_miss_check = now
         self._next_backlog_warning = now
         # Until then, clicks flushed just before this worker started are only in the database.
         self._memory_complete_ms = int(now * 1000) + self.debounce_ms + 1000
@@ -297,21 +302,22 @@ class ClickTracker:
             self.geo.close()
 
     def campaign(self, alias: str) -> CampaignConfig | None:
-        if self.clock() >= self._next_refresh:
+        now = self.clock()
+        if now >= self._next_refresh:
             self.refresh()
-        return self.campaigns.get(alias)
+        config = self.campaigns.get(alias)
+        if config is None and now >= self._next_miss_check:
+            if self._reload_if_changed():
+                config = self.campaigns.get(alias)
+            else:  # Only a look that found nothing new waits: the next change is seen at once.
+                self._next_miss_check = now + MISS_CHECK_EVERY
+        return config
 
     def refresh(self) -> None:
         """Reload changed campaigns and forget flushed clicks. Runs before any probe of a click."""
         now = self.clock()
         self._next_refresh = now + REFRESH_EVERY
-        version = hotpath.config_version(self.conn)
-        if version != self.config_version:
-            self.campaigns = load_campaigns(self.db)
-            self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
-            self.zones.load(self.conn)
-            self.probe = hotpath.visitor_probe(self.conn)  # Migration 0005 bumps the version to switch.
-            self.config_version = version
+        self._reload_if_changed()
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
         flushed = read_position(self.db)
@@ -324,6 +330,18 @@ class ClickTracker:
             logger.warning(
                 "%d clicks are not in the database yet; is `lanner worker` running?", len(self.index)
             )
+
+    def _reload_if_changed(self) -> bool:
+        """Reload the campaigns if config_version moved (one indexed read); True if it did."""
+        version = hotpath.config_version(self.conn)
+        if version == self.config_version:
+            return False
+        self.campaigns = load_campaigns(self.db)
+        self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
+        self.zones.load(self.conn)
+        self.probe = hotpath.visitor_probe(self.conn)  # Migration 0005 bumps the version to switch.
+        self.config_version = version
+        return True
 
     def _hot_after_ms(self, now: float) -> int:
         """Clicks older than this are past debounce (with a margin): memory keeps none of them."""
