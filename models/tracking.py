@@ -21,6 +21,7 @@ from typing import Callable
 from peewee import Database
 
 from models import hotpath
+from models.backlog import backlog_age
 from models.bots import BotDetector
 from models.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.click import SUB_ID_COLUMNS, SUB_ID_SLOTS
@@ -53,7 +54,8 @@ SPILL_EVERY = 0.1  # ...while clicks too old for memory wait to move to disk (mo
 # submitted): it looks at config_version first, at most this often after a look that found no
 # change, so a scan of random aliases costs a worker ~20 indexed reads a second (plus one per change).
 MISS_CHECK_EVERY = 0.05
-BACKLOG_WARNING = 500_000  # Clicks held in memory before a worker warns that the flusher is behind.
+BACKLOG_CHECK_EVERY = 10.0  # Seconds between looks at the age of the oldest unflushed click...
+BACKLOG_WARNING_EVERY = 60.0  # ...and between warnings while it is too old.
 
 # What the visitor gets: a 302 (http), a page that redirects (meta, js), a page (html, blank), a 404.
 ANSWERS = ("http", "meta", "js", "html", "blank", "not_found")
@@ -259,6 +261,7 @@ class ClickTracker:
         segment_bytes: int,
         uniqueness_hours: float,
         debounce_seconds: float,
+        backlog_alert_seconds: float = 60.0,
         geo: GeoSource | None = None,
         devices: UserAgentParser | None = None,
         bots: BotDetector | None = None,
@@ -273,6 +276,7 @@ class ClickTracker:
         self.bots = bots or BotDetector()
         self.global_window_ms = int(uniqueness_hours * 3_600_000)
         self.debounce_ms = int(debounce_seconds * 1000)
+        self.backlog_alert_seconds = backlog_alert_seconds
         self.config_version = hotpath.config_version(self.conn)
         self.probe = hotpath.visitor_probe(self.conn)
         self.campaigns: dict[str, CampaignConfig] = load_campaigns(db)
@@ -291,7 +295,7 @@ class ClickTracker:
         self.journal = Journal(spool_dir, segment_bytes, start, self._remember_line)
         self._next_refresh = now + REFRESH_EVERY
         self._next_miss_check = now
-        self._next_backlog_warning = now
+        self._next_backlog_check = now
         # Until then, clicks flushed just before this worker started are only in the database.
         self._memory_complete_ms = int(now * 1000) + self.debounce_ms + 1000
 
@@ -324,11 +328,23 @@ class ClickTracker:
         self.index.prune(flushed, self._hot_after_ms(now))
         if self.index.is_spilling:
             self._next_refresh = now + SPILL_EVERY
-        if len(self.index) > BACKLOG_WARNING and now >= self._next_backlog_warning:
-            # Unflushed clicks are held here until they land: memory grows while the flusher is away.
-            self._next_backlog_warning = now + 60
+        if now >= self._next_backlog_check:
+            self._warn_of_backlog(now)
+
+    def _warn_of_backlog(self, now: float) -> None:
+        """Say so in the log when the flusher is stopped, stuck or behind (one small read)."""
+        self._next_backlog_check = now + BACKLOG_CHECK_EVERY
+        try:
+            age = backlog_age(self.db, self.journal.spool_dir, now)
+        except OSError:
+            return
+        if age is not None and age > self.backlog_alert_seconds:
+            self._next_backlog_check = now + BACKLOG_WARNING_EVERY
             logger.warning(
-                "%d clicks are not in the database yet; is `lanner worker` running?", len(self.index)
+                "the oldest click not in the database yet is %.0f s old (%d held by this worker): "
+                "is `lanner worker` running? See `lanner status`.",
+                age,
+                len(self.index),
             )
 
     def _reload_if_changed(self) -> bool:

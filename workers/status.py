@@ -16,7 +16,13 @@ from typing import Any, Iterator
 from peewee import Database
 
 from settings import Settings
+from workers.heartbeat import consumer_status
 from workers.procfs import children, process_name, rss_kb, uptime_seconds
+
+
+# The names the processes give themselves (/proc/<pid>/comm); `lanner run` starts the consumer as
+# a child of the web master.
+ROLES = {"lanner-web": "web", "lanner-admin": "admin", "lanner-worker": "consumer"}
 
 
 def pid_file(settings: Settings) -> Path:
@@ -56,7 +62,7 @@ def web_status(settings: Settings) -> dict[str, Any]:
     workers = [
         {
             "pid": pid,
-            "role": "admin" if process_name(pid) == "lanner-admin" else "web",
+            "role": ROLES.get(process_name(pid), "other"),
             "uptime_s": uptime_seconds(pid),
             "rss_mb": round((rss_kb(pid) or 0) / 1024, 1),
         }
@@ -78,8 +84,8 @@ def _file_bytes(path: Path) -> int:
 
 
 def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
-    """Web processes, spool depth and last flush, queue depth, database size, the geo file,
-    deferred migration steps, parked postbacks and outbound postbacks waiting."""
+    """Web processes, the consumer (heartbeat, lag), spool depth and last flush, queue depth, database
+    size, the geo file, deferred migration steps, parked postbacks and outbound postbacks waiting."""
     from models.deferred import list_steps
     from models.postbacks import SQL_COUNT_PARKED
     from models.spool import SQL_SPOOL_UPDATED_AT, spool_status
@@ -89,6 +95,9 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     (flushed_at,) = db.execute_sql(SQL_SPOOL_UPDATED_AT).fetchone()
     status: dict[str, Any] = {
         "web": web_status(settings),
+        "consumer": consumer_status(
+            settings.data_dir, db, settings.spool_dir, backlog_alert_seconds=settings.backlog_alert_seconds
+        ),
         "database": {
             "path": str(database),
             "size_bytes": _file_bytes(database),
