@@ -18,13 +18,14 @@ exact and memory grows, with an error in the log.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sqlite3
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from models.record import decode_line, visitor_key
 
@@ -108,13 +109,14 @@ class SpillFile:
         finally:
             path.unlink(missing_ok=True)
 
-    def hold(self, rows: list[tuple[int, int, int, int, int]]) -> None:
+    def hold(self, rows: Iterable[tuple[int, int, int, int, int]]) -> None:
         """Upsert the rows; on failure some may be in and the rest not (writing them again is harmless)."""
         conn = self.conn
-        for start in range(0, len(rows), SPILL_TRANSACTION_ROWS):
+        rows = iter(rows)
+        while chunk := list(itertools.islice(rows, SPILL_TRANSACTION_ROWS)):
             conn.execute("BEGIN").close()
             try:
-                conn.executemany(SQL_HOLD, rows[start : start + SPILL_TRANSACTION_ROWS]).close()
+                conn.executemany(SQL_HOLD, chunk).close()
                 conn.execute("COMMIT").close()
             except BaseException:
                 if conn.in_transaction:
@@ -150,6 +152,7 @@ class VisitorIndex:
         self._spilled_through: tuple[int, int] = (-1, -1)  # The journal position of the latest one.
         self.clock = clock  # Paces retries of a failed spill file.
         self._next_spill_try = self._next_spill_error = 0.0
+        self._spill_failures = 0
 
     def __len__(self) -> int:
         return len(self._order) + self.spilled
@@ -194,7 +197,10 @@ class VisitorIndex:
             if pending:
                 recent += pending
             if self._spill is not None:
-                recent += self._spill.held(key)
+                try:
+                    recent += self._spill.held(key)
+                except sqlite3.Error as exc:  # The disk failing under it: answer from memory alone.
+                    self._log_spill_error("cannot read unflushed clicks back from %s (%s)", exc)
         return recent
 
     def prune(self, flushed: tuple[int, int], keep_after_ms: int) -> int:
@@ -256,28 +262,30 @@ class VisitorIndex:
         now = self.clock()
         if now < self._next_spill_try:
             return
-        rows = [
+        rows = (
             (key, campaign, stream or 0, offer or 0, created)
             for key, held in self._pending.items()
             for campaign, stream, offer, created in held
-        ]
+        )
         try:
             if self._spill is None:
                 self._spill = SpillFile(self.spill_dir)
             self._spill.hold(rows)
         except (sqlite3.Error, OSError) as exc:
-            self._next_spill_try = now + 1
-            if now >= self._next_spill_error:
-                self._next_spill_error = now + 60
-                logger.error(
-                    "cannot hold %d unflushed clicks on disk in %s (%s): keeping them in memory",
-                    self._pending_count,
-                    self.spill_dir,
-                    exc,
-                )
+            # Each try writes everything pending from the start: try less often the more it fails.
+            self._spill_failures += 1
+            self._next_spill_try = now + min(60, 2 ** (self._spill_failures - 1))
+            self._log_spill_error("cannot hold unflushed clicks on disk in %s (%s): kept in memory", exc)
             return
         self._pending.clear()
         self._pending_count = 0
+        self._spill_failures = 0
+
+    def _log_spill_error(self, message: str, exc: Exception) -> None:
+        now = self.clock()
+        if now >= self._next_spill_error:
+            self._next_spill_error = now + 60
+            logger.error(message, self.spill_dir, exc)
 
     def _drop_spill(self) -> None:
         self.close()

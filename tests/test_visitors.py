@@ -136,7 +136,7 @@ def test_when_the_disk_refuses_the_clicks_stay_in_memory_and_answers_stay_exact(
     clock.advance(10)
     with caplog.at_level(logging.ERROR, logger="models.visitors"):
         tracker.refresh()
-    assert "keeping them in memory" in caplog.text
+    assert "kept in memory" in caplog.text
     assert tracker.index.in_memory == 0 and tracker.index.spilled == 1  # Pending, compact, in memory.
     again = tracker.track(tracker.campaign("t"), visit())
     assert again.subid != first.subid and flags(again) == (False, False, False)

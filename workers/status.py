@@ -16,7 +16,6 @@ from typing import Any, Iterator
 from peewee import Database
 
 from settings import Settings
-from workers.heartbeat import consumer_status
 from workers.procfs import children, process_name, rss_kb, uptime_seconds
 
 
@@ -89,6 +88,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     from models.deferred import list_steps
     from models.postbacks import SQL_COUNT_PARKED
     from models.spool import SQL_SPOOL_UPDATED_AT, spool_status
+    from workers.heartbeat import consumer_status  # Here: the web master imports this module.
 
     database = settings.database_path
     spool = spool_status(db, settings.spool_dir)
