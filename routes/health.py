@@ -8,9 +8,9 @@ balancer must not take it out. `?strict=1` answers 503 instead, for monitors tha
 
 from __future__ import annotations
 
-import falcon
-
 from typing import Any, Callable
+
+import falcon
 
 from models.tracking import ClickTracker
 
