@@ -254,8 +254,7 @@ class VisitorIndex:
             rows.append(row)
         self._pending_count += 1
         self.spilled += 1
-        if click.position > self._spilled_through:
-            self._spilled_through = click.position
+        self._spilled_through = max(self._spilled_through, click.position)
 
     def _write_pending(self) -> None:
         """Write the pending rows to the spill file; on failure keep them (in memory) and retry later."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from conftest import click
+
 from models.admin import create_campaign
 from models.hotpath import SQL_CONFIG_VERSION
 from models.tracking import MISS_CHECK_EVERY
@@ -24,9 +25,7 @@ def test_a_campaign_created_a_moment_ago_is_found_at_once(db, make_tracker, cloc
     assert tracker.campaign("fresh") is not None
 
 
-def test_a_scan_of_random_aliases_reads_the_config_version_a_bounded_number_of_times(
-    db, make_tracker, clock
-):
+def test_a_scan_of_random_aliases_reads_the_config_version_a_bounded_number_of_times(db, make_tracker, clock):
     tracker = make_tracker()
     reads = count_version_reads(tracker.conn)
     try:

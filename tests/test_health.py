@@ -10,6 +10,7 @@ import sys
 import time
 
 from conftest import click, request
+
 from models.admin import create_campaign
 from models.spool import flush_spool
 from models.tracking import Visit
@@ -65,8 +66,8 @@ def test_a_stopped_consumer_is_dead_in_status_and_strict_health_answers_503(
     assert (shown["state"], shown["alive"], shown["pid"]) == ("dead", False, consumer.process.pid)
     status, body = health(server.port, "?strict=1")
     assert status == 503 and body["status"] == "degraded"
-    assert body["consumer"]["problems"] == [f"the consumer (pid {consumer.process.pid}) is not running: "
-                                            "nothing lands in the database"]  # fmt: skip
+    gone = f"the consumer (pid {consumer.process.pid}) is not running: nothing lands in the database"
+    assert body["consumer"]["problems"] == [gone]
     text = lanner("status").stdout
     assert f"consumer: dead, pid {consumer.process.pid} not running" in text and "  ! the consumer" in text
     assert request(server.port, "/healthz?strict=perhaps")[0] == 400
@@ -99,7 +100,9 @@ def test_heartbeat_states_from_the_file(db, settings, tmp_path):
     fresh = Heartbeat(path)
     fresh.attempt()
     assert judged()["state"] == "ok" and judged()["problems"] == []
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, check=True
+    )
     record = read_heartbeat(path)
     record.update(pid=int(gone.stdout), start=process_start_time(os.getpid()))
     path.write_text(json.dumps(record))

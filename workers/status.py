@@ -18,7 +18,6 @@ from peewee import Database
 from settings import Settings
 from workers.procfs import children, process_name, rss_kb, uptime_seconds
 
-
 # The names the processes give themselves (/proc/<pid>/comm); `lanner run` starts the consumer as
 # a child of the web master.
 ROLES = {"lanner-web": "web", "lanner-admin": "admin", "lanner-worker": "consumer"}
