@@ -153,6 +153,9 @@ class VisitorIndex:
         self.clock = clock  # Paces retries of a failed spill file.
         self._next_spill_try = self._next_spill_error = 0.0
         self._spill_failures = 0
+        self._spill_version = 0  # Moves on whenever the file's rows change.
+        # The last visitor read back from the file: a click asks twice, once under the journal lock.
+        self._last_held: tuple[int, int, list] = (0, -1, [])
 
     def __len__(self) -> int:
         return len(self._order) + self.spilled
@@ -197,11 +200,20 @@ class VisitorIndex:
             if pending:
                 recent += pending
             if self._spill is not None:
-                try:
-                    recent += self._spill.held(key)
-                except sqlite3.Error as exc:  # The disk failing under it: answer from memory alone.
-                    self._log_spill_error("cannot read unflushed clicks back from %s (%s)", exc)
+                recent += self._held(key)
         return recent
+
+    def _held(self, key: int) -> list[tuple[int, int | None, int | None, int]]:
+        last_key, version, rows = self._last_held
+        if last_key == key and version == self._spill_version:
+            return rows
+        try:
+            rows = self._spill.held(key)
+        except sqlite3.Error as exc:  # The disk failing under it: answer from memory alone.
+            self._log_spill_error("cannot read unflushed clicks back from %s (%s)", exc)
+            return []
+        self._last_held = (key, self._spill_version, rows)
+        return rows
 
     def prune(self, flushed: tuple[int, int], keep_after_ms: int) -> int:
         """Forget clicks that are in the database (before `flushed`) and older than `keep_after_ms`;
@@ -266,6 +278,7 @@ class VisitorIndex:
             for key, held in self._pending.items()
             for campaign, stream, offer, created in held
         )
+        self._spill_version += 1  # Even a failed write may have changed some rows.
         try:
             if self._spill is None:
                 self._spill = SpillFile(self.spill_dir)
@@ -288,6 +301,7 @@ class VisitorIndex:
 
     def _drop_spill(self) -> None:
         self.close()
+        self._spill_version += 1
         self._pending.clear()
         self._pending_count = 0
         self.spilled = 0
