@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 
@@ -28,6 +29,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         PostbackDesk,
         PostbackResource,
     )
+    from workers.heartbeat import consumer_status
 
     fallback_url = ""
     if settings.fallback_url:
@@ -49,7 +51,14 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     )
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
-    app.add_route("/healthz", HealthResource(tracker))
+    consumer = functools.partial(
+        consumer_status,
+        settings.data_dir,
+        tracker.db,
+        settings.spool_dir,
+        backlog_alert_seconds=settings.backlog_alert_seconds,
+    )
+    app.add_route("/healthz", HealthResource(tracker, consumer))
     if not settings.admin_address:  # No admin worker: ours.
         app.add_route("/api/report", ReportApiResource(tracker.db, settings.report_currency))
         app.add_route("/api/currency/rates", ExchangeRateApiResource(tracker.db))
@@ -135,6 +144,7 @@ def create_tracker(settings: Settings):
         segment_bytes=settings.spool_segment_bytes,
         uniqueness_hours=settings.uniqueness_hours,
         debounce_seconds=settings.debounce_seconds,
+        backlog_alert_seconds=settings.backlog_alert_seconds,
         geo=geo,
         devices=UserAgentParser(),
         bots=BotDetector(settings.bot_ips),

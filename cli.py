@@ -1518,9 +1518,29 @@ def status_command(ctx: Context, as_json: bool) -> None:
         echo_rows(web["workers"], ["pid", "role", "uptime_s", "rss_mb"], "table")
     else:
         click.echo("web: not running" + (" (stale pid file)" if web.get("stale_pid_file") else ""))
+    click.echo(describe_consumer(status["consumer"]))
     for section in ("spool", "queue", "database", "geo", "deferred", "postbacks"):
         if section in status:
             click.echo(f"{section}: " + ", ".join(f"{k} {v}" for k, v in status[section].items()))
+
+
+def describe_consumer(consumer: dict[str, Any]) -> str:
+    """The `consumer:` line of `lanner status`, then one line per problem."""
+
+    def ago(key: str) -> str:
+        value = consumer.get(key)
+        return "never" if value is None else f"{value} s ago"
+
+    lag = "unknown (the next line does not parse)" if consumer["lag_s"] is None else f"{consumer['lag_s']} s"
+    if consumer["pid"] is None:
+        line = f"consumer: {consumer['state']}, lag {lag}"
+    else:
+        line = (
+            f"consumer: {consumer['state']}, pid {consumer['pid']} "
+            f"{'alive' if consumer['alive'] else 'not running'}, heartbeat {ago('heartbeat_s_ago')}, "
+            f"last attempt {ago('last_attempt_s_ago')}, last landed {ago('last_landed_s_ago')}, lag {lag}"
+        )
+    return "\n".join([line, *(f"  ! {problem}" for problem in consumer["problems"])])
 
 
 # -- backup ----------------------------------------------------------------------------------

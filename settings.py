@@ -141,6 +141,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Niceness of `lanner worker`: background work yields the CPU to the web workers under load.",
     ),
     Setting("spool_segment_bytes", str(64 * 1024 * 1024), int, "Size at which a spool segment is sealed."),
+    Setting(
+        "backlog_alert_seconds",
+        "60",
+        float,
+        "Age of the oldest click not in the database yet at which `/healthz` reports degraded and the "
+        "web workers log a warning (the flusher is stopped, stuck or behind).",
+    ),
     Setting("log_level", "INFO", str, "Python logging level for every Lanner process."),
     Setting(
         "task_log_level",
@@ -218,6 +225,7 @@ class Settings:
     flush_interval: float
     worker_nice: int
     spool_segment_bytes: int
+    backlog_alert_seconds: float
     log_level: str
     task_log_level: str
     geo_database: str

@@ -232,11 +232,13 @@ def peek_line(line: bytes) -> tuple[str, int, int]:
     )
 
 
-_PEEK_STREAM, _PEEK_OFFER = LINE_COLUMNS.index("stream_id"), LINE_COLUMNS.index("offer_id")
+_PEEK_CAMPAIGN, _PEEK_STREAM, _PEEK_OFFER = (
+    LINE_COLUMNS.index(column) for column in ("campaign_id", "stream_id", "offer_id")
+)
 
 
-def peek_counted(line: bytes) -> tuple[str, int, int, int | None, int | None]:
-    """(ip, ua_hash, created_at, stream_id, offer_id): what a worker indexes and counts of another
+def peek_counted(line: bytes) -> tuple[str, int, int, int, int | None, int | None]:
+    """(ip, ua_hash, created_at, campaign_id, stream_id, offer_id): what a worker indexes and counts of another
     worker's line, parsing only the first fields; ValueError if the line is not a click's."""
     fields = line.split(b"\t", _PEEK_OFFER + 1)
     if len(fields) <= _PEEK_OFFER + 1:
@@ -244,6 +246,7 @@ def peek_counted(line: bytes) -> tuple[str, int, int, int | None, int | None]:
     stream, offer = fields[_PEEK_STREAM], fields[_PEEK_OFFER]
     return (
         *peek_line(line),
+        _checked_int(fields[_PEEK_CAMPAIGN], "campaign_id"),
         _checked_int(stream, "stream_id") if stream else None,
         _checked_int(offer, "offer_id") if offer else None,
     )

@@ -21,6 +21,7 @@ from typing import Callable
 from peewee import Database
 
 from models import hotpath
+from models.backlog import backlog_age
 from models.bots import BotDetector
 from models.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.click import SUB_ID_COLUMNS, SUB_ID_SLOTS
@@ -50,7 +51,13 @@ from models.visitors import RecentClick, VisitorIndex
 logger = logging.getLogger(__name__)
 
 REFRESH_EVERY = 1.0  # Seconds between looks at config_version and the flushed position.
-BACKLOG_WARNING = 500_000  # Clicks held in memory before a worker warns that the flusher is behind.
+SPILL_EVERY = 0.1  # ...while clicks too old for memory wait to move to disk (models/visitors.py).
+# An unknown alias may be a campaign created a moment ago (ad networks check a URL as soon as it is
+# submitted): it looks at config_version first, at most this often after a look that found no
+# change, so a scan of random aliases costs a worker ~20 indexed reads a second (plus one per change).
+MISS_CHECK_EVERY = 0.05
+BACKLOG_CHECK_EVERY = 10.0  # Seconds between looks at the age of the oldest unflushed click...
+BACKLOG_WARNING_EVERY = 60.0  # ...and between warnings while it is too old.
 
 # What the visitor gets: a 302 (http), a page that redirects (meta, js), a page (html, blank), a 404.
 ANSWERS = ("http", "meta", "js", "html", "blank", "not_found")
@@ -256,6 +263,7 @@ class ClickTracker:
         segment_bytes: int,
         uniqueness_hours: float,
         debounce_seconds: float,
+        backlog_alert_seconds: float = 60.0,
         geo: GeoSource | None = None,
         devices: UserAgentParser | None = None,
         bots: BotDetector | None = None,
@@ -270,6 +278,7 @@ class ClickTracker:
         self.bots = bots or BotDetector()
         self.global_window_ms = int(uniqueness_hours * 3_600_000)
         self.debounce_ms = int(debounce_seconds * 1000)
+        self.backlog_alert_seconds = backlog_alert_seconds
         self.config_version = hotpath.config_version(self.conn)
         self.probe = hotpath.visitor_probe(self.conn)
         self.campaigns: dict[str, CampaignConfig] = load_campaigns(db)
@@ -278,8 +287,9 @@ class ClickTracker:
         self.zones.load(self.conn)
         self.counters = ClickCounters()
         self.router = Router(self.counters, rng or random.Random())
-        self.index = VisitorIndex()
         now = clock()
+        # Replayed lines older than debounce go straight to disk (models/visitors.py).
+        self.index = VisitorIndex(spool_dir, self._hot_after_ms(now), clock)
         # The counters and the position in one snapshot: the journal replays exactly what follows.
         with db.atomic():
             self.counters.load(self.conn, int(now * 1000))
@@ -290,42 +300,75 @@ class ClickTracker:
         self.refusals = RefusedClicks(spool_dir)
         self._refusal_log = ThrottledLog(logger)
         self._next_refresh = now + REFRESH_EVERY
-        self._next_backlog_warning = now
+        self._next_miss_check = now
+        self._next_backlog_check = now
         # Until then, clicks flushed just before this worker started are only in the database.
         self._memory_complete_ms = int(now * 1000) + self.debounce_ms + 1000
 
     def close(self) -> None:
         self.journal.close()
         self.refusals.close()
+        self.index.close()
         if self.geo is not None:
             self.geo.close()
 
     def campaign(self, alias: str) -> CampaignConfig | None:
-        if self.clock() >= self._next_refresh:
+        now = self.clock()
+        if now >= self._next_refresh:
             self.refresh()
-        return self.campaigns.get(alias)
+        config = self.campaigns.get(alias)
+        if config is None and now >= self._next_miss_check:
+            if self._reload_if_changed():
+                config = self.campaigns.get(alias)
+            else:  # Only a look that found nothing new waits: the next change is seen at once.
+                self._next_miss_check = now + MISS_CHECK_EVERY
+        return config
 
     def refresh(self) -> None:
         """Reload changed campaigns and forget flushed clicks. Runs before any probe of a click."""
         now = self.clock()
         self._next_refresh = now + REFRESH_EVERY
-        version = hotpath.config_version(self.conn)
-        if version != self.config_version:
-            self.campaigns = load_campaigns(self.db)
-            self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
-            self.zones.load(self.conn)
-            self.probe = hotpath.visitor_probe(self.conn)  # Migration 0005 bumps the version to switch.
-            self.config_version = version
+        self._reload_if_changed()
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
         flushed = read_position(self.db)
-        self.index.prune(flushed, int(now * 1000) - self.debounce_ms - 1000)
-        if len(self.index) > BACKLOG_WARNING and now >= self._next_backlog_warning:
-            # Unflushed clicks are held here until they land: memory grows while the flusher is away.
-            self._next_backlog_warning = now + 60
+        self.index.prune(flushed, self._hot_after_ms(now))
+        if self.index.is_spilling:
+            self._next_refresh = now + SPILL_EVERY
+        if now >= self._next_backlog_check:
+            self._warn_of_backlog(now)
+
+    def _warn_of_backlog(self, now: float) -> None:
+        """Say so in the log when the flusher is stopped, stuck or behind (one small read)."""
+        self._next_backlog_check = now + BACKLOG_CHECK_EVERY
+        try:
+            age = backlog_age(self.db, self.journal.spool_dir, now)
+        except OSError:
+            return
+        if age is not None and age > self.backlog_alert_seconds:
+            self._next_backlog_check = now + BACKLOG_WARNING_EVERY
             logger.warning(
-                "%d clicks are not in the database yet; is `lanner worker` running?", len(self.index)
+                "the oldest click not in the database yet is %.0f s old (%d held by this worker): "
+                "is `lanner worker` running? See `lanner status`.",
+                age,
+                len(self.index),
             )
+
+    def _reload_if_changed(self) -> bool:
+        """Reload the campaigns if config_version moved (one indexed read); True if it did."""
+        version = hotpath.config_version(self.conn)
+        if version == self.config_version:
+            return False
+        self.campaigns = load_campaigns(self.db)
+        self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
+        self.zones.load(self.conn)
+        self.probe = hotpath.visitor_probe(self.conn)  # Migration 0005 bumps the version to switch.
+        self.config_version = version
+        return True
+
+    def _hot_after_ms(self, now: float) -> int:
+        """Clicks older than this are past debounce (with a margin): memory keeps none of them."""
+        return int(now * 1000) - self.debounce_ms - 1000
 
     def _count(self, stream_id: int | None, offer_id: int | None, created_at: int) -> None:
         if stream_id is not None:
@@ -336,10 +379,12 @@ class ClickTracker:
     def _remember_line(self, position: tuple[int, int], line: bytes) -> None:
         """Index and count another worker's journal line, parsing only its first fields."""
         try:
-            ip, visitor_hash, created_at, stream_id, offer_id = peek_counted(line)
+            ip, visitor_hash, created_at, campaign_id, stream_id, offer_id = peek_counted(line)
         except ValueError:
             return  # Not a click line, or a corrupt one; the flusher moves it to rejected.log.
-        self.index.add(ip, visitor_hash, RecentClick(position, created_at, None, line))
+        self.index.add(
+            ip, visitor_hash, RecentClick(position, created_at, campaign_id, stream_id, offer_id, line)
+        )
         self._count(stream_id, offer_id, created_at)
 
     def lookups(self, visit: Visit, now: float) -> Lookups:
@@ -379,16 +424,8 @@ class ClickTracker:
         # Clicks not in the database yet (any worker's), as far as the journal has been read.
         self.journal.catch_up(is_locked=False)
         return VisitorHistory(
-            self.conn, self.probe, ip, visitor_hash, rows, self._journal_history(ip, visitor_hash), since
+            self.conn, self.probe, ip, visitor_hash, rows, self.index.history(ip, visitor_hash), since
         )
-
-    def _journal_history(self, ip: str, visitor_hash: int) -> list[tuple]:
-        """The visitor's clicks held from the journal, as (campaign_id, stream_id, offer_id, created_at)."""
-        return [
-            (record[CAMPAIGN_ID], record[STREAM_ID], record[OFFER_ID], click.created_at)
-            for click in self.index.visits(ip, visitor_hash)
-            if (record := click.record) is not None
-        ]
 
     def track(self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool = False) -> Decision:
         """The click's decision, its line in the journal first.
@@ -467,8 +504,10 @@ class ClickTracker:
             journal.unlock()
         if tail is not None:
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
-            # Kept as the line's bytes: parsed only if this visitor comes back.
-            self.index.add(ip, visitor_hash, RecentClick(position, now_ms, None, line))
+            # Kept as the line's bytes: parsed only if this visitor comes back within debounce.
+            self.index.add(
+                ip, visitor_hash, RecentClick(position, now_ms, route.campaign.id, stream_id, offer_id, line)
+            )
         answer, body = self._answer(route.campaign, route.stream, location)
         decision = Decision(
             subid, answer, location, body, route.campaign.id, stream_id, offer_id, False,
@@ -519,7 +558,7 @@ class ClickTracker:
             )
         # The database rows, and every journal line as read under the lock (the history's own copy
         # of the journal was taken before it).
-        for c, s, _, created in history.db_rows + self._journal_history(ip, visitor_hash):
+        for c, s, _, created in history.db_rows + self.index.history(ip, visitor_hash):
             if created >= global_since:
                 seen_global = 1
             if c == campaign_id and created >= campaign_since:

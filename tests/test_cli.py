@@ -242,6 +242,9 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
                 landed = connection.execute("SELECT subid FROM click WHERE subid = ?", (subid,)).fetchall()
             time.sleep(0.2)
         assert landed == [(subid,)], log_path.read_text()
+        shown = json.loads(run_lanner(env, "status", "--json").stdout)  # The consumer is not a web worker.
+        assert sorted(w["role"] for w in shown["web"]["workers"]) == ["admin", "consumer", "web", "web"]
+        assert shown["consumer"]["state"] == "ok" and shown["consumer"]["alive"], shown["consumer"]
         children = subprocess.run(
             ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
         ).stdout.split()

@@ -99,7 +99,7 @@ TAIL_DAMAGE = [
 
 def test_a_valid_line_decodes():
     record = decode_line(journal_line())
-    assert record[1] == 1_800_000_000_000 and peek_counted(journal_line())[3:] == (1, 1)
+    assert record[1] == 1_800_000_000_000 and peek_counted(journal_line())[3:] == (1, 1, 1)
 
 
 @pytest.mark.parametrize(("column", "value"), HEAD_DAMAGE + TAIL_DAMAGE)

@@ -18,6 +18,10 @@ from peewee import Database
 from settings import Settings
 from workers.procfs import children, process_name, rss_kb, uptime_seconds
 
+# The names the processes give themselves (/proc/<pid>/comm); `lanner run` starts the consumer as
+# a child of the web master.
+ROLES = {"lanner-web": "web", "lanner-admin": "admin", "lanner-worker": "consumer"}
+
 
 def pid_file(settings: Settings) -> Path:
     return settings.data_dir / "web.pid"
@@ -56,7 +60,7 @@ def web_status(settings: Settings) -> dict[str, Any]:
     workers = [
         {
             "pid": pid,
-            "role": "admin" if process_name(pid) == "lanner-admin" else "web",
+            "role": ROLES.get(process_name(pid), "other"),
             "uptime_s": uptime_seconds(pid),
             "rss_mb": round((rss_kb(pid) or 0) / 1024, 1),
         }
@@ -78,12 +82,13 @@ def _file_bytes(path: Path) -> int:
 
 
 def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
-    """Web processes, spool depth and last flush, queue depth, database size, the geo file,
-    deferred migration steps, parked postbacks and outbound postbacks waiting."""
+    """Web processes, the consumer (heartbeat, lag), spool depth and last flush, queue depth, database
+    size, the geo file, deferred migration steps, parked postbacks and outbound postbacks waiting."""
     from models.clickrefusals import read_refused
     from models.deferred import list_steps
     from models.postbacks import SQL_COUNT_PARKED
     from models.spool import SQL_SPOOL_UPDATED_AT, spool_status
+    from workers.heartbeat import consumer_status  # Here: the web master imports this module.
 
     database = settings.database_path
     spool = spool_status(db, settings.spool_dir)
@@ -91,6 +96,9 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     refused, refused_at = read_refused(settings.spool_dir)  # Clicks refused on a full disk, ever.
     status: dict[str, Any] = {
         "web": web_status(settings),
+        "consumer": consumer_status(
+            settings.data_dir, db, settings.spool_dir, backlog_alert_seconds=settings.backlog_alert_seconds
+        ),
         "database": {
             "path": str(database),
             "size_bytes": _file_bytes(database),

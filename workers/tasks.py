@@ -36,6 +36,8 @@ from models.retention import prune_postback_log
 from models.spool import flush_spool, flusher_bots, remove_flushed_segments, sync_spool
 from models.throttledlog import ThrottledLog
 from settings import Settings
+from workers.heartbeat import Heartbeat, heartbeat_path
+from workers.procfs import set_process_name
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +64,10 @@ class SpoolFlusher:
         self.on_delivery = on_delivery
         self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
         self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
+        self.heartbeat = Heartbeat(heartbeat_path(settings.data_dir))  # For `lanner status`, /healthz.
 
     def run_once(self) -> int:
+        self.heartbeat.attempt()
         now = time.monotonic()
         if now - self.last_sync >= SYNC_EVERY:
             # Before the flush, which fails while the database cannot be written (a full disk):
@@ -76,6 +80,7 @@ class SpoolFlusher:
             self.settings.spool_dir,
             self.settings.spool_segment_bytes,
             bots=flusher_bots(self.settings.bot_ips),
+            on_batch=self.heartbeat.on_batch,
         )
         if result.inserted:
             self.settle_parked()
@@ -314,6 +319,7 @@ def run_consumer(settings: Settings) -> None:
     """`lanner worker`: the spool flusher's thread and the Huey consumer in the foreground."""
     # Clicks only wait for the web workers; the flusher catching up 100 ms later costs nothing.
     os.nice(settings.worker_nice)
+    set_process_name("lanner-worker")  # How `lanner status` tells it from the web workers under `lanner run`.
     open_database(settings.database_path)
     huey = create_huey(settings)
     flusher = FlusherThread(settings, huey.send_postback)

@@ -1,0 +1,64 @@
+"""A campaign answers the moment it is created; unknown aliases cost a bounded number of reads."""
+
+from __future__ import annotations
+
+import threading
+
+from conftest import click
+
+from models.admin import create_campaign
+from models.hotpath import SQL_CONFIG_VERSION
+from models.tracking import MISS_CHECK_EVERY
+
+
+def count_version_reads(conn) -> list[str]:
+    reads: list[str] = []
+    conn.set_trace_callback(lambda sql: reads.append(sql) if sql == SQL_CONFIG_VERSION else None)
+    return reads
+
+
+def test_a_campaign_created_a_moment_ago_is_found_at_once(db, make_tracker, clock):
+    tracker = make_tracker()
+    assert tracker.campaign("fresh") is None
+    create_campaign(db, "Fresh", "fresh", offer_url="https://offer.example/?c={subid}")
+    clock.advance(MISS_CHECK_EVERY)  # Well before the periodic refresh (1 s).
+    assert tracker.campaign("fresh") is not None
+
+
+def test_a_scan_of_random_aliases_reads_the_config_version_a_bounded_number_of_times(db, make_tracker, clock):
+    tracker = make_tracker()
+    reads = count_version_reads(tracker.conn)
+    try:
+        for n in range(1000):  # At one instant: one look.
+            assert tracker.campaign(f"scan-{n}") is None
+        assert len(reads) == 1
+        del reads[:]
+        for n in range(1000):  # Over one second: every 50 ms, plus the periodic refresh.
+            clock.advance(0.001)
+            assert tracker.campaign(f"scan-{n}") is None
+        assert len(reads) <= 1000 // 50 + 2, len(reads)
+    finally:
+        tracker.conn.set_trace_callback(None)
+
+
+def test_the_request_right_after_creating_a_campaign_gets_its_redirect(db, server):
+    create_campaign(db, "Busy", "busy", offer_url="https://busy.example/?c={subid}")
+    stop = threading.Event()
+
+    def keep_workers_refreshing() -> None:  # Traffic on another campaign: each worker looked just now.
+        n = 0
+        while not stop.is_set():
+            click(server.port, "busy", ip=f"198.51.100.{n % 250 + 1}")
+            n += 1
+
+    clicker = threading.Thread(target=keep_workers_refreshing, daemon=True)
+    clicker.start()
+    try:
+        for n in range(5):
+            create_campaign(db, f"New {n}", f"new-{n}", offer_url=f"https://new{n}.example/?c={{subid}}")
+            status, headers, _ = click(server.port, f"new-{n}")
+            assert status == 302, (n, status)
+            assert headers["location"].startswith(f"https://new{n}.example/")
+    finally:
+        stop.set()
+        clicker.join(timeout=20)
