@@ -87,11 +87,16 @@ class MigrationReport:
 
 
 def rehearsed_migration() -> tuple[str, str]:
-    """(the newest migration, the one before it): the rehearsal upgrades from the second."""
+    """(the newest migration with deferred steps, the one before it): the rehearsal upgrades from the
+    second, through it and any later ones (which have none: they are timed with it)."""
     from models.migrate import migration_names
 
     names = migration_names()
-    return names[-1], names[-2]
+    heavy = [
+        name for name in names if getattr(importlib.import_module(f"models.migrations.{name}"), "STEPS", ())
+    ]
+    newest = heavy[-1]
+    return newest, names[names.index(newest) - 1]
 
 
 def build_pre_upgrade_database(path: Path, options: MigrationOptions, reporter: Reporter) -> None:
@@ -305,11 +310,11 @@ def run_rehearsal(options: MigrationOptions, report: MigrationReport, reporter: 
                 report.sync_step_s = round(time.perf_counter() - started, 3)
             finally:
                 db.close()
-            if applied != [newest]:
-                raise BenchError(f"Expected to apply {newest}, applied {applied}.")
+            if applied[:1] != [newest]:
+                raise BenchError(f"Expected to apply {newest} first, applied {applied}.")
             step_names = [step["name"] for step in read_steps(live) if step["state"] != "done"]
             reporter.message(
-                f"{newest} applied in {report.sync_step_s} s; deferred: {', '.join(step_names)}."
+                f"{', '.join(applied)} applied in {report.sync_step_s} s; deferred: {', '.join(step_names)}."
             )
 
             bench_options = BenchOptions(
