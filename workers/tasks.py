@@ -33,7 +33,7 @@ from models.deferred import pending_steps, run_deferred
 from models.outbound import due_deliveries, send_delivery
 from models.postbacks import ConversionRecorder
 from models.retention import prune_postback_log
-from models.spool import flush_spool, flusher_bots, remove_flushed_segments, sync_spool
+from models.spool import HeldSegments, flush_spool, flusher_bots, remove_flushed_segments, sync_spool
 from models.throttledlog import ThrottledLog
 from settings import Settings
 
@@ -62,6 +62,8 @@ class SpoolFlusher:
         self.on_delivery = on_delivery
         self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
         self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
+        # Descriptors on the unlanded segments, kept across rounds: one deleted by hand is restored.
+        self.held = HeldSegments()
 
     def run_once(self) -> int:
         now = time.monotonic()
@@ -76,6 +78,7 @@ class SpoolFlusher:
             self.settings.spool_dir,
             self.settings.spool_segment_bytes,
             bots=flusher_bots(self.settings.bot_ips),
+            held=self.held,
         )
         if result.inserted:
             self.settle_parked()
@@ -84,6 +87,9 @@ class SpoolFlusher:
         ):
             self.checkpoint()
         return result.inserted
+
+    def close(self) -> None:
+        self.held.close()
 
     def settle_parked(self) -> None:
         """Postbacks that arrived before their click: apply the ones whose click just landed."""
@@ -192,6 +198,7 @@ class FlusherThread(threading.Thread):
                 # costs ~no CPU; the first clicks after a lull still land within seconds.
                 pause = self.settings.flush_interval if landed else min(pause * 2, IDLE_FLUSH_PAUSE)
             self.stopping.wait(pause)
+        flusher.close()
 
     def new_flusher(self) -> SpoolFlusher:
         db.connect(reuse_if_open=True)  # This thread's own connection.
