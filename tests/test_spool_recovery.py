@@ -29,6 +29,7 @@ from models.spool import (
     segment_path,
     spool_status,
 )
+from models.record import SUBID, decode_line
 from models.tracking import Visit
 
 
@@ -128,3 +129,141 @@ def test_the_flusher_restores_a_sealed_segment_deleted_before_it_landed(make_tra
     finally:
         held.close()
     assert (settings.spool_dir / MISSING_FILE).exists()
+
+
+class ClickStream:
+    """Threads clicking a campaign at a steady pace; every answer kept as (began, status, subid)."""
+
+    def __init__(self, port: int, alias: str, threads: int = 4, per_second: float = 40) -> None:
+        self.port, self.alias, self.pause = port, alias, 1 / per_second
+        self.results: list[tuple[float, int, str]] = []
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=(n,), daemon=True) for n in range(threads)]
+
+    def run(self, n: int) -> None:
+        i = 0
+        while not self.stopping.is_set():
+            i += 1
+            began = time.monotonic()
+            status, headers, _ = click(self.port, self.alias, ip=f"100.64.{n}.{i % 250 + 1}", ua=f"s {n} {i}")
+            self.results.append((began, status, subid_of(headers["location"]) if status == 302 else ""))
+            self.stopping.wait(self.pause)
+
+    def __enter__(self) -> ClickStream:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(timeout=30)
+
+    def wait_for(self, count: int, since: float = 0.0, deadline_seconds: float = 60) -> None:
+        deadline = time.monotonic() + deadline_seconds
+        while len([r for r in self.results if r[0] > since]) < count:
+            assert time.monotonic() < deadline, f"only {len(self.results)} clicks answered"
+            time.sleep(0.05)
+
+
+def held_segments(pid: int) -> set[int]:
+    """The spool segments a process has open (deleted ones too)."""
+    numbers = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # Closed meanwhile.
+        name = os.path.basename(target.removesuffix(" (deleted)"))
+        if name.startswith("clicks.") and name.endswith(".log"):
+            numbers.add(int(name.split(".")[1]))
+    return numbers
+
+
+def wait_until_landed(settings, served: list[str], consumer, deadline_seconds: float = 60) -> set[str]:
+    deadline = time.monotonic() + deadline_seconds
+    while not set(served) <= (stored := stored_subids(settings)):
+        assert consumer.process.poll() is None, consumer.log
+        assert time.monotonic() < deadline, f"{len(set(served) - stored)} of {len(served)} not landed"
+        time.sleep(0.2)
+    return stored
+
+
+def position(settings) -> tuple[int, int]:
+    import sqlite3
+
+    connection = sqlite3.connect(settings.database_path)
+    try:
+        return connection.execute("SELECT segment, byte_offset FROM spool_position WHERE id = 1").fetchone()
+    finally:
+        connection.close()
+
+
+def test_a_real_tracker_loses_no_click_when_its_active_segment_is_deleted(
+    lanner, start_server, start_consumer, settings
+):
+    lanner("campaign", "create", "A", "--alias", "a", "--offer-url", OFFER)
+    server = start_server(workers=2)
+    consumer = start_consumer(LANNER_FLUSH_INTERVAL="1")  # Lagging a little: unlanded lines at any time.
+    with ClickStream(server.port, "a") as stream:
+        stream.wait_for(300)
+        wait_until_landed(settings, [stream.results[0][2]], consumer)
+        segment_path(settings.spool_dir, 1).unlink()
+        stream.wait_for(300, since=time.monotonic())
+    assert all(status == 302 for _, status, _ in stream.results), server.log
+    served = [subid for _, _, subid in stream.results]
+    stored = wait_until_landed(settings, served, consumer)
+    assert len(stored) == len(served) == len(set(served))  # Each once, and nothing else.
+    logs = server.log + consumer.log
+    assert "spool segment 1 was deleted" in logs and "restored its" in logs, logs
+    assert "are lost" not in logs and "Traceback" not in logs
+    status = lanner("spool", "status", "--json", check=False)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)[0]["missing_segments"] == []
+
+
+def test_a_sealed_segment_deleted_while_the_flusher_is_paused_lands_when_it_resumes(
+    lanner, start_server, start_consumer, settings
+):
+    small = {"LANNER_SPOOL_SEGMENT_BYTES": "32768"}
+    lanner("campaign", "create", "S", "--alias", "s", "--offer-url", OFFER)
+    server = start_server(workers=2, **small)
+    consumer = start_consumer(LANNER_FLUSH_INTERVAL="0.1", **small)
+    pid = consumer.process.pid
+    deadline = time.monotonic() + 60
+    with ClickStream(server.port, "s") as stream:
+        stream.wait_for(100)
+        while True:
+            # Paused while it holds the newest segment open, and the segment is not sealed yet.
+            while list_segments(settings.spool_dir)[-1] not in held_segments(pid):
+                assert time.monotonic() < deadline, consumer.log
+                time.sleep(0.05)
+            os.kill(pid, signal.SIGSTOP)
+            segment, _ = position(settings)
+            candidates = sorted(n for n in held_segments(pid) if n >= segment)
+            target = candidates[-1]
+            size = segment_path(settings.spool_dir, target).stat().st_size
+            if size < 32768:
+                break
+            os.kill(pid, signal.SIGCONT)  # Sealed just before the pause: try again.
+            assert time.monotonic() < deadline
+        try:
+            while list_segments(settings.spool_dir)[-1] <= target:  # Sealed while the flusher is paused.
+                assert time.monotonic() < deadline, server.log
+                time.sleep(0.05)
+            segment, offset = position(settings)
+            lines = segment_path(settings.spool_dir, target).read_bytes()[offset if segment == target else 0 :]
+            segment_path(settings.spool_dir, target).unlink()
+            assert lines.count(b"\n") > 0
+            stream.wait_for(100, since=time.monotonic())
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    served = [subid for _, _, subid in stream.results]
+    assert all(status == 302 for _, status, _ in stream.results), server.log
+    assert {decode_line(line)[SUBID] for line in lines.splitlines(keepends=True)} <= set(served)
+    stored = wait_until_landed(settings, served, consumer)
+    assert len(stored) == len(served) == len(set(served))
+    assert f"spool segment {target} was deleted before it landed: restored its" in consumer.log
+    status = lanner("spool", "status", "--json", check=False)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)[0]["missing_segments"] == []
