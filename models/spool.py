@@ -16,9 +16,12 @@ Layout under `<data_dir>/spool/`:
   value no click has (a number out of range: corruption), kept for inspection instead of blocking
   the spool; `lanner spool status` counts them.
 - `missing.log`: segments deleted (or moved away) by hand before they landed, one line each,
-  written by the worker or flusher that found the gap; `lanner spool status` reports them and
-  exits non-zero until the file is removed. Writers notice their segment is gone under the lock
-  and move on to a new one, so no click is appended to a file nobody will read.
+  written by the worker or flusher that found the gap; `lanner spool status` reports the ones
+  whose clicks are lost and exits non-zero until the file is removed. Writers notice their
+  segment is gone under the lock; while a worker (or the flusher, which holds every unlanded
+  segment open) still has the file open, its unlanded part is put back at its path
+  (`restore_segment`, noted with 0 lost), else writers move on to a new segment, so no click is
+  appended to a file nobody will read.
 
 Idempotency: the flusher stores its journal position in the `spool_position` row in the same
 transaction as the inserted clicks (and their cap counters and rollups, models/rollups.py), and
