@@ -75,6 +75,11 @@ from models.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 20
+KEPT_SEALED_SEGMENTS = 4  # Sealed, unlanded segments a web worker keeps open (restore_segment).
+# How long the flusher waits for a web worker to restore a sealed segment gone from its path that
+# the flusher itself never had open, before it reports the segment lost: longer than the workers'
+# look at theirs (ClickTracker.refresh, once a second while clicks arrive).
+LOST_SEGMENT_GRACE = 3.0
 
 SQL_SPOOL_POSITION = "SELECT segment, byte_offset FROM spool_position WHERE id = 1"
 SQL_SPOOL_UPDATED_AT = "SELECT updated_at FROM spool_position WHERE id = 1"
@@ -141,6 +146,9 @@ class Journal:
         spool_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(spool_dir / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._fd = -1
+        # Sealed segments we left, still open until they land: one deleted by hand meanwhile (the
+        # flusher paused or slow, and never saw it) is restored from here (keep_sealed_safe).
+        self._sealed: dict[int, tuple[int, tuple[int, int]]] = {}
         self.lock()
         try:
             segment, offset = start
@@ -167,24 +175,30 @@ class Journal:
             # Writers leave a segment early when it is replaced by hand (_leave_lost_segment): the
             # one they append to is the newest.
             while later := [number for number in list_segments(spool_dir) if number > self.segment]:
-                self._open_segment(later[0])
+                self._open_segment(later[0], keep_sealed=True)
                 self.catch_up(is_locked=True)
         finally:
             self.unlock()
 
     def close(self) -> None:
-        for fd in (self._fd, self._lock_fd):
+        for fd in (self._fd, self._lock_fd, *(fd for fd, _ in self._sealed.values())):
             if fd >= 0:
                 os.close(fd)
         self._fd = self._lock_fd = -1
+        self._sealed.clear()
 
-    def _open_segment(self, segment: int) -> None:
+    def _open_segment(self, segment: int, *, keep_sealed: bool = False) -> None:
         path = segment_path(self.spool_dir, segment)
         # Opened before the old one is closed: creating it fails on a full disk, and the journal
         # must then stay on a segment it can read, not on a closed (later reused) descriptor.
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         if self._fd >= 0:
-            os.close(self._fd)
+            if keep_sealed and self.offset >= self.segment_bytes:
+                self._sealed[self.segment] = (self._fd, self._identity)
+                if len(self._sealed) > KEPT_SEALED_SEGMENTS:
+                    os.close(self._sealed.pop(min(self._sealed))[0])
+            else:
+                os.close(self._fd)
         self._fd = fd
         self.segment, self.offset = segment, 0
         self._path = os.fspath(path)
@@ -214,7 +228,56 @@ class Journal:
             # A worker idle for a while may find the next ones landed and deleted already: go to
             # the first one still there, never recreate one the flusher has passed.
             later = [number for number in list_segments(self.spool_dir) if number > self.segment]
-            self._open_segment(later[0] if later else self.segment + 1)
+            self._open_segment(later[0] if later else self.segment + 1, keep_sealed=True)
+
+    def keep_sealed_safe(self, flushed: tuple[int, int]) -> None:
+        """Close the sealed segments that have landed; restore any other one deleted by hand.
+
+        Called about once a second (ClickTracker.refresh), with the flushed position: one stat per
+        sealed segment not landed yet, usually none or one. A full disk is logged and retried.
+        """
+        for number in sorted(self._sealed):
+            fd, identity = self._sealed[number]
+            if number >= flushed[0]:
+                try:
+                    stat = os.stat(segment_path(self.spool_dir, number))
+                except FileNotFoundError:
+                    if not self._restore_sealed(number, fd):
+                        continue  # It could not be written now: try again at the next look.
+                else:
+                    if (stat.st_dev, stat.st_ino) == identity:
+                        continue  # Still there; the flusher will get to it.
+            os.close(fd)
+            del self._sealed[number]
+
+    def _restore_sealed(self, number: int, fd: int) -> bool:
+        """Restore a sealed segment of ours that is gone from its path; False if it could not be written."""
+        self.lock()
+        try:
+            # Read again under the lock: the flusher removes a segment only once it is behind this.
+            segment, offset = self.flushed()
+            if number < segment or os.path.exists(segment_path(self.spool_dir, number)):
+                return True  # Landed and removed by the flusher, or restored already.
+            since = offset if number == segment else 0
+            restored = restore_segment(self.spool_dir, number, fd, since, durable=False)
+        except OSError as exc:
+            logger.error("could not restore deleted spool segment %s: %s; trying again", number, exc)
+            return False
+        finally:
+            self.unlock()
+        if restored:
+            note_missing_segment(
+                self.spool_dir, number, since, 0,
+                f"deleted before it landed; its {restored} unlanded click(s) restored from a web worker's "
+                "open file",
+            )  # fmt: skip
+            logger.warning(
+                "spool segment %s was deleted before it landed: restored its %d click(s) not yet in the "
+                "database from this worker's open file",
+                number,
+                restored,
+            )
+        return True
 
     def _is_gone(self) -> bool:
         """Our segment file is no longer at its path: removed (by the flusher or by hand) or replaced."""
@@ -429,8 +492,18 @@ class HeldSegments:
     them on the file at the path (a segment restored or replaced by hand is another file).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, grace_seconds: float = 0.0) -> None:
         self._held: dict[int, tuple[int, tuple[int, int]]] = {}
+        # The flusher thread's: a web worker may have the segment open and restore it meanwhile.
+        self.grace_seconds = grace_seconds
+        self._missing_since: dict[int, float] = {}
+
+    def may_report_lost(self, segment: int) -> bool:
+        """A segment gone without a descriptor of ours: report it lost now, or wait for a restore?"""
+        if self.grace_seconds <= 0:
+            return True
+        first = self._missing_since.setdefault(segment, time.monotonic())
+        return time.monotonic() - first >= self.grace_seconds
 
     def hold(self, spool_dir: Path, position_segment: int, listed: list[int]) -> None:
         for number in [number for number in self._held if number < position_segment]:
@@ -483,7 +556,8 @@ def _restore_held(spool_dir: Path, segment: int, offset: int, fd: int) -> bool:
             return False
         note_missing_segment(
             spool_dir, segment, offset, 0,
-            f"deleted before it landed; its {restored} unlanded click(s) restored from the flusher's open file",
+            f"deleted before it landed; its {restored} unlanded click(s) restored from the flusher's "
+            "open file",
         )  # fmt: skip
     logger.warning(
         "spool segment %s was deleted before it landed: restored its %d click(s) not yet in the "
@@ -572,10 +646,10 @@ def _flush_spool(
             kept = held.get(segment)
             if kept is not None and _restore_held(spool_dir, segment, offset, kept):
                 continue
-            if not later:
+            if not later or (kept is None and not held.may_report_lost(segment)):
                 break
-            # Gone without a descriptor to restore it from (deleted while `lanner worker` was not
-            # running): its clicks cannot be recovered; say so, durably, and go on with the next one.
+            # Gone without a descriptor to restore it from (deleted while no process had it open):
+            # its clicks cannot be recovered; say so, durably, and go on with the next one.
             if kept is None and offset < segment_bytes:  # It may have held clicks past our position.
                 note_missing_segment(spool_dir, segment, offset, None, "missing when the flusher got to it")
             to = later[0]

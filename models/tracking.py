@@ -319,6 +319,7 @@ class ClickTracker:
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
         flushed = read_position(self.db)
+        self.journal.keep_sealed_safe(flushed)  # Restores a sealed segment deleted before it landed.
         self.index.prune(flushed, int(now * 1000) - self.debounce_ms - 1000)
         if len(self.index) > BACKLOG_WARNING and now >= self._next_backlog_warning:
             # Unflushed clicks are held here until they land: memory grows while the flusher is away.

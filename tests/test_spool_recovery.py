@@ -60,7 +60,11 @@ def test_a_cap_stays_exact_and_uniqueness_unchanged_across_a_deleted_active_segm
     assert got == {capped: 12, spare: 12}
     assert list_segments(settings.spool_dir) == [1]  # Restored by the first worker to append.
     # Visitors whose clicks were in the file only, back through another worker than their first.
-    back = [track(make_tracker(), "cap", "192.0.2.8"), track(first, "cap", "192.0.2.9"), track(second, "cap", "192.0.2.6")]
+    back = [
+        track(make_tracker(), "cap", "192.0.2.8"),
+        track(first, "cap", "192.0.2.9"),
+        track(second, "cap", "192.0.2.6"),
+    ]
     assert [(d.is_repeat, d.is_unique_global, d.is_unique_campaign, d.is_unique_stream) for d in back] == [
         (False, False, False, False)
     ] * 3
@@ -252,7 +256,8 @@ def test_a_sealed_segment_deleted_while_the_flusher_is_paused_lands_when_it_resu
                 assert time.monotonic() < deadline, server.log
                 time.sleep(0.05)
             segment, offset = position(settings)
-            lines = segment_path(settings.spool_dir, target).read_bytes()[offset if segment == target else 0 :]
+            held_part = offset if segment == target else 0
+            lines = segment_path(settings.spool_dir, target).read_bytes()[held_part:]
             segment_path(settings.spool_dir, target).unlink()
             assert lines.count(b"\n") > 0
             stream.wait_for(100, since=time.monotonic())
@@ -264,6 +269,59 @@ def test_a_sealed_segment_deleted_while_the_flusher_is_paused_lands_when_it_resu
     stored = wait_until_landed(settings, served, consumer)
     assert len(stored) == len(served) == len(set(served))
     assert f"spool segment {target} was deleted before it landed: restored its" in consumer.log
+    status = lanner("spool", "status", "--json", check=False)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)[0]["missing_segments"] == []
+
+
+def test_a_web_worker_restores_a_sealed_segment_it_left_that_is_deleted_before_it_landed(
+    make_tracker, db, settings, clock, caplog
+):
+    create_campaign(db, "Kept", "kept", offer_url=OFFER)
+    tracker = make_tracker(segment_bytes=2000)
+    subids = [track(tracker, "kept", f"192.0.2.{n}").subid for n in range(30)]
+    assert len(list_segments(settings.spool_dir)) >= 3
+    segment_path(settings.spool_dir, 2).unlink()  # Sealed, left by the worker, nothing landed.
+    clock.advance(2)  # The worker's next look at the flushed position (once a second).
+    subids.append(track(tracker, "kept", "192.0.2.99").subid)
+    assert "spool segment 2 was deleted before it landed: restored its" in caplog.text
+    result = flush_spool(db, settings.spool_dir, 2000)
+    assert (result.inserted, result.rejected) == (31, 0)
+    assert {row[0] for row in db.execute_sql("SELECT subid FROM click").fetchall()} == set(subids)
+    assert spool_status(db, settings.spool_dir).missing_segments == []
+    # Landed: the worker closes what it kept.
+    clock.advance(2)
+    track(tracker, "kept", "192.0.2.100")
+    assert tracker.journal._sealed == {}
+
+
+def test_a_sealed_segment_the_paused_flusher_never_saw_is_restored_by_a_web_worker(
+    lanner, start_server, start_consumer, settings
+):
+    """`lanner bench faults`' deleted-sealed-segment: sealed after the pause, deleted, resumed at once."""
+    small = {"LANNER_SPOOL_SEGMENT_BYTES": "32768"}
+    lanner("campaign", "create", "W", "--alias", "w", "--offer-url", OFFER)
+    server = start_server(workers=2, **small)
+    consumer = start_consumer(LANNER_FLUSH_INTERVAL="0.1", **small)
+    pid = consumer.process.pid
+    deadline = time.monotonic() + 60
+    with ClickStream(server.port, "w") as stream:
+        stream.wait_for(100)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            held = held_segments(pid)
+            while not (sealed := [n for n in list_segments(settings.spool_dir)[:-1] if n > max(held)]):
+                assert time.monotonic() < deadline, server.log
+                time.sleep(0.05)
+            segment_path(settings.spool_dir, sealed[0]).unlink()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        stream.wait_for(100, since=time.monotonic())
+    served = [subid for _, _, subid in stream.results]
+    assert all(status == 302 for _, status, _ in stream.results), server.log
+    stored = wait_until_landed(settings, served, consumer)
+    assert len(stored) == len(served) == len(set(served))
+    assert f"spool segment {sealed[0]} was deleted before it landed: restored its" in server.log
     status = lanner("spool", "status", "--json", check=False)
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)[0]["missing_segments"] == []

@@ -33,7 +33,14 @@ from models.deferred import pending_steps, run_deferred
 from models.outbound import due_deliveries, send_delivery
 from models.postbacks import ConversionRecorder
 from models.retention import prune_postback_log
-from models.spool import HeldSegments, flush_spool, flusher_bots, remove_flushed_segments, sync_spool
+from models.spool import (
+    LOST_SEGMENT_GRACE,
+    HeldSegments,
+    flush_spool,
+    flusher_bots,
+    remove_flushed_segments,
+    sync_spool,
+)
 from models.throttledlog import ThrottledLog
 from settings import Settings
 
@@ -63,7 +70,7 @@ class SpoolFlusher:
         self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
         self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
         # Descriptors on the unlanded segments, kept across rounds: one deleted by hand is restored.
-        self.held = HeldSegments()
+        self.held = HeldSegments(LOST_SEGMENT_GRACE)
 
     def run_once(self) -> int:
         now = time.monotonic()
