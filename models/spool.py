@@ -75,7 +75,9 @@ from models.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 20
-KEPT_SEALED_SEGMENTS = 4  # Sealed, unlanded segments a web worker keeps open (restore_segment).
+# Sealed segments a web worker keeps open until they land (Journal.keep_sealed_safe). Few: an idle
+# worker closes them only at its next click, and meanwhile a landed, removed one still takes space.
+KEPT_SEALED_SEGMENTS = 2
 # How long the flusher waits for a web worker to restore a sealed segment gone from its path that
 # the flusher itself never had open, before it reports the segment lost: longer than the workers'
 # look at theirs (ClickTracker.refresh, once a second while clicks arrive).
@@ -508,6 +510,8 @@ class HeldSegments:
     def hold(self, spool_dir: Path, position_segment: int, listed: list[int]) -> None:
         for number in [number for number in self._held if number < position_segment]:
             os.close(self._held.pop(number)[0])
+        for number in [number for number in self._missing_since if number < position_segment]:
+            del self._missing_since[number]
         for number in listed:
             if number < position_segment:
                 continue
