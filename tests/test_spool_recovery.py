@@ -7,20 +7,22 @@ web workers and the flusher are the subject.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import random
 import signal
 import threading
 import time
 from collections import Counter
+from typing import Self
 
 from conftest import click, subid_of
 from test_spool_faults import OFFER, stored_subids
 
 from models.admin import create_campaign, create_offer, update_stream
+from models.record import SUBID, decode_line
 from models.spool import (
     MISSING_FILE,
+    HeldSegments,
     flush_spool,
     list_segments,
     read_missing_segments,
@@ -29,7 +31,6 @@ from models.spool import (
     segment_path,
     spool_status,
 )
-from models.record import SUBID, decode_line
 from models.tracking import Visit
 
 
@@ -108,8 +109,6 @@ def test_a_worker_that_reaches_a_restored_segment_from_its_start_skips_the_lande
 
 
 def test_the_flusher_restores_a_sealed_segment_deleted_before_it_landed(make_tracker, db, settings, caplog):
-    from models.spool import HeldSegments
-
     create_campaign(db, "Sealed", "sealed", offer_url=OFFER)
     tracker = make_tracker(segment_bytes=2000)
     subids = [track(tracker, "sealed", f"192.0.2.{n}").subid for n in range(3)]
@@ -153,7 +152,7 @@ class ClickStream:
             self.results.append((began, status, subid_of(headers["location"]) if status == 302 else ""))
             self.stopping.wait(self.pause)
 
-    def __enter__(self) -> ClickStream:
+    def __enter__(self) -> Self:
         for thread in self.threads:
             thread.start()
         return self
@@ -325,3 +324,29 @@ def test_a_sealed_segment_the_paused_flusher_never_saw_is_restored_by_a_web_work
     status = lanner("spool", "status", "--json", check=False)
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)[0]["missing_segments"] == []
+
+
+def test_a_sealed_segment_nobody_had_open_is_reported_lost_after_the_flushers_grace(
+    make_tracker, db, settings, caplog
+):
+    create_campaign(db, "Gone", "gone", offer_url=OFFER)
+    tracker = make_tracker(segment_bytes=2000)
+    subids = [track(tracker, "gone", f"192.0.2.{n}").subid for n in range(30)]
+    tracker.close()  # Its web worker is gone too: nobody has the files open.
+    deleted = segment_path(settings.spool_dir, 2)
+    lost = {subid for subid in subids if subid.encode() in deleted.read_bytes()}
+    deleted.unlink()
+    held = HeldSegments(grace_seconds=1.0)
+    try:
+        flush_spool(db, settings.spool_dir, 2000, held=held)  # Segment 1; waits at 2 for a restore.
+        assert read_position(db)[0] == 2 and not (settings.spool_dir / MISSING_FILE).exists()
+        deadline = time.monotonic() + 30
+        while read_position(db)[0] == 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+            flush_spool(db, settings.spool_dir, 2000, held=held)
+    finally:
+        held.close()
+    assert {row[0] for row in db.execute_sql("SELECT subid FROM click").fetchall()} == set(subids) - lost
+    assert "spool segment 2 is missing when the flusher got to it" in caplog.text
+    assert spool_status(db, settings.spool_dir).missing_segments == [2]
