@@ -267,7 +267,8 @@ def test_a_sealed_segment_deleted_while_the_flusher_is_paused_lands_when_it_resu
     assert {decode_line(line)[SUBID] for line in lines.splitlines(keepends=True)} <= set(served)
     stored = wait_until_landed(settings, served, consumer)
     assert len(stored) == len(served) == len(set(served))
-    assert f"spool segment {target} was deleted before it landed: restored its" in consumer.log
+    # By the flusher, or by a web worker that kept it open too (whichever looked first).
+    assert f"spool segment {target} was deleted before it landed: restored its" in server.log + consumer.log
     status = lanner("spool", "status", "--json", check=False)
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)[0]["missing_segments"] == []
