@@ -16,9 +16,12 @@ Layout under `<data_dir>/spool/`:
   value no click has (a number out of range: corruption), kept for inspection instead of blocking
   the spool; `lanner spool status` counts them.
 - `missing.log`: segments deleted (or moved away) by hand before they landed, one line each,
-  written by the worker or flusher that found the gap; `lanner spool status` reports them and
-  exits non-zero until the file is removed. Writers notice their segment is gone under the lock
-  and move on to a new one, so no click is appended to a file nobody will read.
+  written by the worker or flusher that found the gap; `lanner spool status` reports the ones
+  whose clicks are lost and exits non-zero until the file is removed. Writers notice their
+  segment is gone under the lock; while a worker (or the flusher, which holds every unlanded
+  segment open) still has the file open, its unlanded part is put back at its path
+  (`restore_segment`, noted with 0 lost), else writers move on to a new segment, so no click is
+  appended to a file nobody will read.
 
 Idempotency: the flusher stores its journal position in the `spool_position` row in the same
 transaction as the inserted clicks (and their cap counters and rollups, models/rollups.py), and
@@ -39,6 +42,7 @@ import functools
 import logging
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -71,6 +75,13 @@ from models.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 20
+# Sealed segments a web worker keeps open until they land (Journal.keep_sealed_safe). Few: an idle
+# worker closes them only at its next click, and meanwhile a landed, removed one still takes space.
+KEPT_SEALED_SEGMENTS = 2
+# How long the flusher waits for a web worker to restore a sealed segment gone from its path that
+# the flusher itself never had open, before it reports the segment lost: longer than the workers'
+# look at theirs (ClickTracker.refresh, once a second while clicks arrive).
+LOST_SEGMENT_GRACE = 3.0
 
 SQL_SPOOL_POSITION = "SELECT segment, byte_offset FROM spool_position WHERE id = 1"
 SQL_SPOOL_UPDATED_AT = "SELECT updated_at FROM spool_position WHERE id = 1"
@@ -137,6 +148,9 @@ class Journal:
         spool_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(spool_dir / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._fd = -1
+        # Sealed segments we left, still open until they land: one deleted by hand meanwhile (the
+        # flusher paused or slow, and never saw it) is restored from here (keep_sealed_safe).
+        self._sealed: dict[int, tuple[int, tuple[int, int]]] = {}
         self.lock()
         try:
             segment, offset = start
@@ -163,24 +177,30 @@ class Journal:
             # Writers leave a segment early when it is replaced by hand (_leave_lost_segment): the
             # one they append to is the newest.
             while later := [number for number in list_segments(spool_dir) if number > self.segment]:
-                self._open_segment(later[0])
+                self._open_segment(later[0], keep_sealed=True)
                 self.catch_up(is_locked=True)
         finally:
             self.unlock()
 
     def close(self) -> None:
-        for fd in (self._fd, self._lock_fd):
+        for fd in (self._fd, self._lock_fd, *(fd for fd, _ in self._sealed.values())):
             if fd >= 0:
                 os.close(fd)
         self._fd = self._lock_fd = -1
+        self._sealed.clear()
 
-    def _open_segment(self, segment: int) -> None:
+    def _open_segment(self, segment: int, *, keep_sealed: bool = False) -> None:
         path = segment_path(self.spool_dir, segment)
         # Opened before the old one is closed: creating it fails on a full disk, and the journal
         # must then stay on a segment it can read, not on a closed (later reused) descriptor.
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         if self._fd >= 0:
-            os.close(self._fd)
+            if keep_sealed and self.offset >= self.segment_bytes:
+                self._sealed[self.segment] = (self._fd, self._identity)
+                if len(self._sealed) > KEPT_SEALED_SEGMENTS:
+                    os.close(self._sealed.pop(min(self._sealed))[0])
+            else:
+                os.close(self._fd)
         self._fd = fd
         self.segment, self.offset = segment, 0
         self._path = os.fspath(path)
@@ -210,7 +230,56 @@ class Journal:
             # A worker idle for a while may find the next ones landed and deleted already: go to
             # the first one still there, never recreate one the flusher has passed.
             later = [number for number in list_segments(self.spool_dir) if number > self.segment]
-            self._open_segment(later[0] if later else self.segment + 1)
+            self._open_segment(later[0] if later else self.segment + 1, keep_sealed=True)
+
+    def keep_sealed_safe(self, flushed: tuple[int, int]) -> None:
+        """Close the sealed segments that have landed; restore any other one deleted by hand.
+
+        Called about once a second (ClickTracker.refresh), with the flushed position: one stat per
+        sealed segment not landed yet, usually none or one. A full disk is logged and retried.
+        """
+        for number in sorted(self._sealed):
+            fd, identity = self._sealed[number]
+            if number >= flushed[0]:
+                try:
+                    stat = os.stat(segment_path(self.spool_dir, number))
+                except FileNotFoundError:
+                    if not self._restore_sealed(number, fd):
+                        continue  # It could not be written now: try again at the next look.
+                else:
+                    if (stat.st_dev, stat.st_ino) == identity:
+                        continue  # Still there; the flusher will get to it.
+            os.close(fd)
+            del self._sealed[number]
+
+    def _restore_sealed(self, number: int, fd: int) -> bool:
+        """Restore a sealed segment of ours that is gone from its path; False if it could not be written."""
+        self.lock()
+        try:
+            # Read again under the lock: the flusher removes a segment only once it is behind this.
+            segment, offset = self.flushed()
+            if number < segment or os.path.exists(segment_path(self.spool_dir, number)):
+                return True  # Landed and removed by the flusher, or restored already.
+            since = offset if number == segment else 0
+            restored = restore_segment(self.spool_dir, number, fd, since, durable=False)
+        except OSError as exc:
+            logger.error("could not restore deleted spool segment %s: %s; trying again", number, exc)
+            return False
+        finally:
+            self.unlock()
+        if restored:
+            note_missing_segment(
+                self.spool_dir, number, since, 0,
+                f"deleted before it landed; its {restored} unlanded click(s) restored from a web worker's "
+                "open file",
+            )  # fmt: skip
+            logger.warning(
+                "spool segment %s was deleted before it landed: restored its %d click(s) not yet in the "
+                "database from this worker's open file",
+                number,
+                restored,
+            )
+        return True
 
     def _is_gone(self) -> bool:
         """Our segment file is no longer at its path: removed (by the flusher or by hand) or replaced."""
@@ -224,17 +293,43 @@ class Journal:
         """Move on from a segment that is gone from its path, holding the lock.
 
         The flusher removes a segment once it has landed: then read its last lines and go on as
-        usual. Deleted, moved away or replaced by hand before it landed, lines appended to it
-        would never land: move to a new segment past every existing one and past the flushed
-        position (or follow the worker that already did), and note in missing.log what is lost.
+        usual. Deleted or moved away by hand before it landed, our descriptor still reads it: put
+        its unlanded lines back at its path (restore_segment) and go on appending to the restored
+        file. Every worker decides alike, as each has read the same old file to its end: a file
+        at the path that holds our lines up to our offset is ours to continue. Replaced by
+        another file, lines appended to ours would never land: move to a new segment past every
+        existing one and past the flushed position (or follow the worker that already did).
         """
         gone = self.segment
         flushed_segment, flushed_offset = self.flushed()
-        if gone < flushed_segment:
-            self._read_to_end(is_locked=True)
-            if self.offset >= self.segment_bytes:
-                return  # Sealed, landed and removed: catch_up goes on to the next one.
+        # Every line the old file holds: nobody appends to it once it is gone (we all check first).
+        self._read_to_end(is_locked=True)
+        if gone < flushed_segment and self.offset >= self.segment_bytes:
+            return  # Sealed, landed and removed: catch_up goes on to the next one.
+        since = flushed_offset if gone == flushed_segment else 0
+        if gone >= flushed_segment and self.offset > since and not os.path.exists(self._path):
+            restored = restore_segment(self.spool_dir, gone, self._fd, since, durable=False)
+            if restored:
+                note_missing_segment(
+                    self.spool_dir, gone, since, 0,
+                    f"deleted or moved while in use; its {restored} unlanded click(s) restored from a "
+                    "web worker's open file",
+                )  # fmt: skip
+                logger.warning(
+                    "spool segment %s was deleted or moved away while in use: restored its %d click(s) "
+                    "not yet in the database from this worker's open file",
+                    gone,
+                    restored,
+                )
         later = [number for number in list_segments(self.spool_dir) if number > gone]
+        if self._path_holds_our_lines():
+            offset = self.offset
+            self._open_segment(gone)
+            self.offset = offset
+            if later:  # Restored after a worker had moved on: read what it holds, then follow.
+                self._read_to_end(is_locked=True)
+                self._open_segment(later[0])
+            return
         if later:
             if gone >= flushed_segment:
                 logger.warning(
@@ -250,9 +345,8 @@ class Journal:
             return
         fresh = gone + 1
         if not os.path.exists(self._path):
-            # Whatever it held past the flushed position is gone with it (our descriptor still
-            # reads it, so we can say how much). A file put in its place is the flusher's to read.
-            since = flushed_offset if gone == flushed_segment else 0
+            # Nothing in it past the flushed position (else it was restored above), so nothing is
+            # lost; noted all the same, so the gap in the numbering is explained.
             lost = _count_lines(self._fd, since)
             note_missing_segment(self.spool_dir, gone, since, lost, "deleted or moved while in use")
             logger.log(
@@ -267,12 +361,38 @@ class Journal:
             logger.warning("spool segment %s was replaced while in use; appending to segment %s", gone, fresh)
         self._open_segment(fresh)
 
+    def _path_holds_our_lines(self) -> bool:
+        """The file now at our segment's path holds, up to our offset, the lines our descriptor reads.
+
+        Compares our last line (unique: it holds a subid) at the same offset, a restore's or a
+        faithful copy's. Every worker that read the old file to its end compares the same bytes,
+        and the new file's bytes before that offset never change, so all decide alike.
+        """
+        offset = self.offset
+        if offset == 0:
+            return False
+        tail = os.pread(self._fd, min(offset, READ_CHUNK), offset - min(offset, READ_CHUNK))
+        last = tail[tail.rfind(b"\n", 0, len(tail) - 1) + 1 :]
+        try:
+            fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            return os.pread(fd, len(last), offset - len(last)) == last
+        finally:
+            os.close(fd)
+
     def _read_to_end(self, is_locked: bool) -> None:
         fd, offset, on_line, segment = self._fd, self.offset, self.on_line, self.segment
         while True:
             data = os.pread(fd, READ_CHUNK, offset)
             if not data:
                 break
+            if data[0] == 0 and (lines := data.lstrip(b"\0")):
+                # The hole before a restored segment's unlanded part (restore_segment): landed
+                # clicks, in the database. (All zeros to the end is a torn line: handled below.)
+                offset += len(data) - len(lines)
+                continue
             end = data.rfind(b"\n") + 1
             if not end and len(data) == READ_CHUNK:
                 # No click's line is this long: garbage (a run of zeros a crash left, say). Skip it;
@@ -316,6 +436,142 @@ class Journal:
         return position
 
 
+def restore_segment(spool_dir: Path, segment: int, fd: int, since: int, *, durable: bool) -> int:
+    """Put a segment deleted by hand back at its path from a descriptor still open on it.
+
+    Call holding the journal lock (nobody is then mid-append, and no worker moves on meanwhile).
+    Only the unlanded part, from `since` (a line boundary at or before the flushed position),
+    is copied, at its own offsets: every position in the journal and the database stays valid,
+    and the landed part before it is a hole of zeros that the flusher never reads (it is past
+    it) and a worker reading from the start skips. Written to a temporary name first and
+    renamed, so nobody sees half of it. Returns how many lines it restored: 0 when there was
+    nothing past `since` or a file is at the path again. Raises OSError (a full disk) with no
+    file left behind.
+    """
+    path = segment_path(spool_dir, segment)
+    end = os.fstat(fd).st_size
+    if end <= since or os.path.exists(path):
+        return 0
+    temp = spool_dir / f".restore.{segment:08d}.{os.getpid()}.tmp"
+    lines = 0
+    out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            offset, last = since, b"\n"
+            while offset < end and (data := os.pread(fd, min(READ_CHUNK, end - offset), offset)):
+                written = 0
+                while written < len(data):
+                    written += os.pwrite(out, data[written:], offset + written)
+                lines += data.count(b"\n")
+                offset, last = offset + len(data), data[-1:]
+            if last != b"\n":
+                # Torn by a writer that died mid-line: ended, as the next worker to read it ends it.
+                os.pwrite(out, b"\n", offset)
+                lines += 1
+            if durable:
+                os.fsync(out)
+        finally:
+            os.close(out)
+        os.rename(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    if durable:
+        directory = os.open(spool_dir, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    return lines
+
+
+class HeldSegments:
+    """The flusher's descriptors on every segment not landed yet, opened as it lists them.
+
+    A segment deleted by hand before it landed (while `lanner worker` was paused or slow, say) is
+    then still readable here and restored (restore_segment) instead of lost. Usually one to three
+    files; closed once their segment has landed. One stat per held segment per flush round keeps
+    them on the file at the path (a segment restored or replaced by hand is another file).
+    """
+
+    def __init__(self, grace_seconds: float = 0.0) -> None:
+        self._held: dict[int, tuple[int, tuple[int, int]]] = {}
+        # The flusher thread's: a web worker may have the segment open and restore it meanwhile.
+        self.grace_seconds = grace_seconds
+        self._missing_since: dict[int, float] = {}
+
+    def may_report_lost(self, segment: int) -> bool:
+        """A segment gone without a descriptor of ours: report it lost now, or wait for a restore?"""
+        if self.grace_seconds <= 0:
+            return True
+        first = self._missing_since.setdefault(segment, time.monotonic())
+        return time.monotonic() - first >= self.grace_seconds
+
+    def hold(self, spool_dir: Path, position_segment: int, listed: list[int]) -> None:
+        for number in [number for number in self._held if number < position_segment]:
+            os.close(self._held.pop(number)[0])
+        for number in [number for number in self._missing_since if number < position_segment]:
+            del self._missing_since[number]
+        for number in listed:
+            if number < position_segment:
+                continue
+            path = segment_path(spool_dir, number)
+            held = self._held.get(number)
+            try:
+                stat = os.stat(path)
+                if held is not None and held[1] == (stat.st_dev, stat.st_ino):
+                    continue
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # Gone since it was listed: the one held (if any) is all there is.
+            stat = os.fstat(fd)
+            if held is not None:
+                os.close(held[0])
+            self._held[number] = (fd, (stat.st_dev, stat.st_ino))
+
+    def get(self, segment: int) -> int | None:
+        held = self._held.get(segment)
+        return held[0] if held else None
+
+    def close(self) -> None:
+        for fd, _ in self._held.values():
+            os.close(fd)
+        self._held.clear()
+
+
+@contextmanager
+def journal_locked(spool_dir: Path) -> Iterator[None]:
+    """Hold the workers' journal lock (Journal.lock), for the flusher's rare changes to the files."""
+    fd = os.open(spool_dir / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # Closing drops the flock.
+
+
+def _restore_held(spool_dir: Path, segment: int, offset: int, fd: int) -> bool:
+    """Restore a segment gone from its path from the flusher's descriptor; True if a file is there now."""
+    with journal_locked(spool_dir):
+        if os.path.exists(segment_path(spool_dir, segment)):
+            return True  # A web worker restored it first.
+        restored = restore_segment(spool_dir, segment, fd, offset, durable=True)
+        if not restored:
+            return False
+        note_missing_segment(
+            spool_dir, segment, offset, 0,
+            f"deleted before it landed; its {restored} unlanded click(s) restored from the flusher's "
+            "open file",
+        )  # fmt: skip
+    logger.warning(
+        "spool segment %s was deleted before it landed: restored its %d click(s) not yet in the "
+        "database from the flusher's open file",
+        segment,
+        restored,
+    )
+    return True
+
+
 @dataclass
 class FlushResult:
     inserted: int = 0
@@ -342,12 +598,33 @@ def flush_spool(
     on_batch: Callable[[FlushResult], None] | None = None,
     devices: UserAgentParser | None = None,
     bots: BotDetector | None = None,
+    held: HeldSegments | None = None,
 ) -> FlushResult:
     """Land every complete journal line in the click table, one transaction per batch.
 
     Safe to run from several processes at once (the position row is re-read inside each write
-    transaction) and safe to kill at any point.
+    transaction) and safe to kill at any point. `held`: the flusher's descriptors, kept across
+    calls (by default only for this one).
     """
+    if held is not None:
+        return _flush_spool(db, spool_dir, segment_bytes, batch_size, on_batch, devices, bots, held)
+    held = HeldSegments()
+    try:
+        return _flush_spool(db, spool_dir, segment_bytes, batch_size, on_batch, devices, bots, held)
+    finally:
+        held.close()
+
+
+def _flush_spool(
+    db: Database,
+    spool_dir: Path,
+    segment_bytes: int,
+    batch_size: int,
+    on_batch: Callable[[FlushResult], None] | None,
+    devices: UserAgentParser | None,
+    bots: BotDetector | None,
+    held: HeldSegments,
+) -> FlushResult:
     result = FlushResult()
     spool_dir.mkdir(parents=True, exist_ok=True)
     devices = devices or flusher_devices()
@@ -363,19 +640,29 @@ def flush_spool(
         # Looked at before reading: writers open a later segment only once they have left this one
         # (it is sealed, or it was deleted or replaced by hand, see Journal), so if one exists now,
         # whatever this one holds is already there to read.
-        later = [number for number in list_segments(spool_dir) if number > segment]
+        listed = list_segments(spool_dir)
+        later = [number for number in listed if number > segment]
+        held.hold(spool_dir, segment, listed)
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
-            if not later:
+            # Deleted by hand (the flusher removes only landed segments, behind its position).
+            kept = held.get(segment)
+            if kept is not None and _restore_held(spool_dir, segment, offset, kept):
+                continue
+            if not later or (kept is None and not held.may_report_lost(segment)):
                 break
-            # Deleted by hand (the flusher removes only landed segments, behind its position):
+            # Gone without a descriptor to restore it from (deleted while no process had it open):
             # its clicks cannot be recovered; say so, durably, and go on with the next one.
-            if offset < segment_bytes:  # As far as we know, it held clicks past our position.
+            if kept is None and offset < segment_bytes:  # It may have held clicks past our position.
                 note_missing_segment(spool_dir, segment, offset, None, "missing when the flusher got to it")
+            to = later[0]
             for number in range(segment + 1, later[0]):
+                if held.get(number) is not None:
+                    to = number  # Gone too, but held: restored when we get to it.
+                    break
                 note_missing_segment(spool_dir, number, 0, None, "missing when the flusher got to it")
-            _advance(db, segment, offset, result, to=later[0])
+            _advance(db, segment, offset, result, to=to)
             continue
         try:
             lines = list(_complete_lines(fd, offset, batch_size))

@@ -332,6 +332,7 @@ class ClickTracker:
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
         flushed = read_position(self.db)
+        self.journal.keep_sealed_safe(flushed)  # Restores a sealed segment deleted before it landed.
         self.index.prune(flushed, self._hot_after_ms(now))
         if self.index.is_spilling:
             self._next_refresh = now + SPILL_EVERY

@@ -33,7 +33,14 @@ from models.deferred import pending_steps, run_deferred
 from models.outbound import due_deliveries, send_delivery
 from models.postbacks import ConversionRecorder
 from models.retention import prune_postback_log
-from models.spool import flush_spool, flusher_bots, remove_flushed_segments, sync_spool
+from models.spool import (
+    LOST_SEGMENT_GRACE,
+    HeldSegments,
+    flush_spool,
+    flusher_bots,
+    remove_flushed_segments,
+    sync_spool,
+)
 from models.throttledlog import ThrottledLog
 from settings import Settings
 from workers.heartbeat import Heartbeat, heartbeat_path
@@ -65,6 +72,8 @@ class SpoolFlusher:
         self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
         self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
         self.heartbeat = Heartbeat(heartbeat_path(settings.data_dir))  # For `lanner status`, /healthz.
+        # Descriptors on the unlanded segments, kept across rounds: one deleted by hand is restored.
+        self.held = HeldSegments(LOST_SEGMENT_GRACE)
 
     def run_once(self) -> int:
         self.heartbeat.attempt()
@@ -81,6 +90,7 @@ class SpoolFlusher:
             self.settings.spool_segment_bytes,
             bots=flusher_bots(self.settings.bot_ips),
             on_batch=self.heartbeat.on_batch,
+            held=self.held,
         )
         if result.inserted:
             self.settle_parked()
@@ -89,6 +99,9 @@ class SpoolFlusher:
         ):
             self.checkpoint()
         return result.inserted
+
+    def close(self) -> None:
+        self.held.close()
 
     def settle_parked(self) -> None:
         """Postbacks that arrived before their click: apply the ones whose click just landed."""
@@ -197,6 +210,7 @@ class FlusherThread(threading.Thread):
                 # costs ~no CPU; the first clicks after a lull still land within seconds.
                 pause = self.settings.flush_interval if landed else min(pause * 2, IDLE_FLUSH_PAUSE)
             self.stopping.wait(pause)
+        flusher.close()
 
     def new_flusher(self) -> SpoolFlusher:
         db.connect(reuse_if_open=True)  # This thread's own connection.
