@@ -9,10 +9,8 @@ lands exactly once.
 
 from __future__ import annotations
 
-import errno
 import json
 import math
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -21,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from conftest import click, request, subid_of
+
+from workers.faultbench import fill_file_system
 
 SMALL_FS_BYTES = 16 * 1024 * 1024
 OFFER = "https://offer.example/lp?click={subid}"
@@ -67,19 +67,7 @@ class Ballast:
 
     def fill(self) -> None:
         """Top up: the tracker frees space too (a TRUNCATE checkpoint, a landed segment)."""
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            for size in (1 << 20, 1 << 12, 1):
-                chunk = b"\0" * size
-                while True:
-                    try:
-                        os.write(fd, chunk)
-                    except OSError as exc:
-                        if exc.errno != errno.ENOSPC:
-                            raise
-                        break
-        finally:
-            os.close(fd)
+        fill_file_system(self.path)
 
     def remove(self) -> None:
         self.path.unlink()

@@ -78,6 +78,7 @@ POSTBACK_FLOOD = 2000
 QUICK_POSTBACK_FLOOD = 500
 COST_CLICKS = 200
 IDLE_CONNECTIONS = 1000
+IDLE_NOFILE = 256  # Per web process: the 1,000 idle connections are more than both workers can hold.
 RELOADS = 10
 
 SQL_HAS_SUBID = "SELECT 1 FROM click WHERE subid = ?"
@@ -126,8 +127,9 @@ class FaultRun:
     """One fault's install: data dir, processes (restarted like systemd would), what k6 does not see."""
 
     def __init__(
-        self, work_dir: Path, data_dir: Path, env: dict[str, str], workers: int, quick: bool
-    ) -> None:
+        self, work_dir: Path, data_dir: Path, env: dict[str, str], workers: int, quick: bool,
+        serve_nofile: int | None = None,
+    ) -> None:  # fmt: skip
         self.work_dir, self.data_dir, self.env, self.workers, self.quick = (
             work_dir,
             data_dir,
@@ -135,6 +137,7 @@ class FaultRun:
             workers,
             quick,
         )
+        self.serve_nofile = serve_nofile
         self.database_path = data_dir / "lanner.db"
         self.spool_dir = data_dir / "spool"
         self.port = free_port()
@@ -155,6 +158,8 @@ class FaultRun:
         self._starts += 1
         args = [*LANNER, "serve", "--workers", str(self.workers), "--bind", f"127.0.0.1:{self.port}"]
         args += ["--admin-bind", f"unix:{self.data_dir / 'admin.sock'}"]  # No second TCP port to race for.
+        if self.serve_nofile:  # A hard limit the master cannot raise: the fault is to go past it.
+            args = ["prlimit", f"--nofile={self.serve_nofile}:{self.serve_nofile}", *args]
         self.serve = ManagedProcess(
             "lanner serve", args, self.work_dir / f"serve.{self._starts}.log", self.env
         )
@@ -250,6 +255,7 @@ class Fault:
     seconds: float = 0.0
     env: tuple[tuple[str, str], ...] = ()
     needs_tmpfs: bool = False
+    serve_nofile: int | None = None  # The web processes' open-file limit, if the fault needs a low one.
     after: Callable[[FaultRun], None] | None = None  # Checks once the spool has drained.
 
 
@@ -302,10 +308,10 @@ def write_lock(run: FaultRun, seconds: float) -> None:
         connection.close()
 
 
-def disk_full(run: FaultRun, seconds: float) -> None:
-    """A ballast file takes every free byte (down to the last one), then goes again."""
-    ballast = run.data_dir / "ballast"
-    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o600)
+def fill_file_system(path: Path) -> None:
+    """Let the file at `path` take every free byte of its file system, down to the last one (again
+    later to top up: the tracker frees space too, with a checkpoint or a landed segment)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         for size in (1 << 20, 1 << 12, 1):
             chunk = b"\0" * size
@@ -318,8 +324,16 @@ def disk_full(run: FaultRun, seconds: float) -> None:
                     break
     finally:
         os.close(fd)
+
+
+def disk_full(run: FaultRun, seconds: float) -> None:
+    """A ballast file takes every free byte, topped up twice a second, then goes again."""
+    ballast = run.data_dir / "ballast"
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        fill_file_system(ballast)
+        time.sleep(0.5)
     run.checks.append(f"disk full for {seconds:.0f} s")
-    time.sleep(seconds)
     ballast.unlink()
 
 
@@ -537,6 +551,7 @@ def faults(quick: bool) -> dict[str, Fault]:
                 f"{IDLE_CONNECTIONS} idle connections held {long:.0f} s",
                 idle_connections,
                 long,
+                serve_nofile=IDLE_NOFILE,
             ),
             Fault("postback-flood", f"{flood} wrong-key postbacks", postback_flood),
             Fault(
@@ -603,7 +618,7 @@ def run_fault(
             run_lanner(build_env, "geo", "build")
             os.replace(work_dir / "geo-build" / "geo" / "country.mmdb", geo_path)
         prepare_install(env, geo_path)
-        run = FaultRun(fault_dir, data_dir, env, workers, quick)
+        run = FaultRun(fault_dir, data_dir, env, workers, quick, fault.serve_nofile)
         try:
             _run_traffic(run, fault, row, rate, quick, reporter)
         finally:
