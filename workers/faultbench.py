@@ -82,6 +82,7 @@ IDLE_NOFILE = 256  # Per web process: the 1,000 idle connections are more than b
 RELOADS = 10
 
 SQL_HAS_SUBID = "SELECT 1 FROM click WHERE subid = ?"
+SQL_NEWEST_CLICK = "SELECT max(id) FROM click"
 SQL_POSTBACK_LOG_ROWS = "SELECT count(*) FROM postback_log"
 SQL_REFUSAL_ROWS = "SELECT count(*), total(refusals) FROM postback_refusal"
 SQL_SPOOL_SEGMENT = "SELECT segment FROM spool_position WHERE id = 1"
@@ -99,7 +100,8 @@ class FaultRow:
     errors_500: int = 0
     errors_503: int = 0
     errors_other: int = 0  # Network errors, 4xx, 302s without a subid (a fallback answer).
-    recovery_s: float | None = None
+    recovery_s: float | None = None  # Until a click gets its 302 and clicks are landing again.
+    caught_up_s: float | None = None  # Until a click made after the fault's end is in the database.
     peak_rss_mb: float = 0.0
     checks: list[str] = field(default_factory=list)  # What the fault itself verified, or found wrong.
     problems: list[str] = field(default_factory=list)
@@ -228,20 +230,33 @@ class FaultRun:
         finally:
             connection.close()
 
-    def measure_recovery(self, since: float) -> float | None:
-        """Seconds from `since` until a click made after it is answered and stored; None past the deadline."""
+    def measure_recovery(self, since: float) -> tuple[float | None, float | None]:
+        """(recovered, caught up): seconds from `since` until the tracker works again (a click gets
+        its 302 and the flusher is landing clicks), and until a click made after `since` is stored
+        (clicks land in order: after a long outage, the backlog first). None past the deadline."""
         deadline = since + RECOVERY_DEADLINE_SECONDS
+        landed_at_end = self.newest_click_id()
         pending: list[str] = []
+        recovered = None
         while time.monotonic() < deadline:
             self.supervise()
             subid = self.click()
             if subid:
                 pending.append(subid)
+            if recovered is None and pending and self.newest_click_id() > landed_at_end:
+                recovered = round(time.monotonic() - since, 2)
             for candidate in pending:
                 if self.is_landed(candidate):
-                    return round(time.monotonic() - since, 2)
+                    caught_up = round(time.monotonic() - since, 2)
+                    return recovered if recovered is not None else caught_up, caught_up
             time.sleep(PROBE_EVERY)
-        return None
+        return recovered, None
+
+    def newest_click_id(self) -> int:
+        try:
+            return _read_one(self, SQL_NEWEST_CLICK)[0] or 0
+        except sqlite3.Error:
+            return 0
 
     def segments(self) -> list[Path]:
         return sorted(self.spool_dir.glob("clicks.*.log"))
@@ -647,7 +662,7 @@ def _run_traffic(
             reporter.message(f"{fault.name}: {fault.about}")
             fault.inject(run, fault.seconds)
             ended = time.monotonic()
-            outcome["recovery"] = run.measure_recovery(ended)
+            outcome["recovery"], outcome["caught_up"] = run.measure_recovery(ended)
         except BaseException as exc:  # noqa: BLE001 (reported after k6 is done: the row says why)
             failure.append(exc)
 
@@ -667,7 +682,7 @@ def _run_traffic(
     injector.join(timeout=RECOVERY_DEADLINE_SECONDS + 120)
     if failure:
         raise BenchError(f"{fault.name}: the fault could not be injected: {failure[0]!r}")
-    row.recovery_s = outcome.get("recovery")
+    row.recovery_s, row.caught_up_s = outcome.get("recovery"), outcome.get("caught_up")
     run.supervise()
     try:
         _wait_drained(run)
@@ -692,6 +707,11 @@ def _run_traffic(
     row.checks, row.problems = run.checks, run.problems
     if row.recovery_s is None:
         row.problems.append(f"no click landed within {RECOVERY_DEADLINE_SECONDS:.0f} s of the fault's end")
+    elif row.caught_up_s is None:
+        row.problems.append(
+            f"clicks were landing again, but not yet one made after the fault's end "
+            f"{RECOVERY_DEADLINE_SECONDS:.0f} s later"
+        )
 
 
 def _k6_count(summary: dict, kind: str) -> int:
@@ -747,6 +767,7 @@ ROW_HEADER = [
     "503",
     "other",
     "recover s",
+    "caught up s",
     "peak RSS MB",
     "verdict",
 ]
@@ -757,10 +778,11 @@ def describe(row: FaultRow) -> str:
     if row.skipped:
         return f"{row.name}: skipped ({row.skipped})"
     recovery = "never" if row.recovery_s is None else f"{row.recovery_s:.2f} s"
+    caught_up = "never" if row.caught_up_s is None else f"{row.caught_up_s:.2f} s"
     verdict = "met" if row.is_met else "MISS: " + "; ".join(row.problems or ["see the row"])
     return (
         f"{row.name}: {row.redirects:,} of {row.requests:,} requests got a subid, {row.lost} lost, "
-        f"{row.duplicated} duplicated, {row.errors_500} x 500, recovered in {recovery}; {verdict}"
+        f"{row.duplicated} duplicated, {row.errors_500} x 500, recovered in {recovery}, caught up in {caught_up}; {verdict}"
     )
 
 
@@ -770,13 +792,14 @@ def format_rows(rows: list[FaultRow]) -> list[str]:
     cells = []
     for row in rows:
         if row.skipped:
-            cells.append([row.name, "", "", "", "", "", "", "", "", "", f"skipped: {row.skipped}"])
+            cells.append([row.name, *[""] * (len(ROW_HEADER) - 2), f"skipped: {row.skipped}"])
             continue
         recovery = "-" if row.recovery_s is None else f"{row.recovery_s:.2f}"
+        caught_up = "-" if row.caught_up_s is None else f"{row.caught_up_s:.2f}"
         cells.append([
             row.name, f"{row.requests:,}", f"{row.redirects:,}", str(row.lost), str(row.duplicated),
-            str(row.errors_500), str(row.errors_503), str(row.errors_other), recovery, f"{row.peak_rss_mb:.0f}",
-            "met" if row.is_met else "MISS",
+            str(row.errors_500), str(row.errors_503), str(row.errors_other), recovery, caught_up,
+            f"{row.peak_rss_mb:.0f}", "met" if row.is_met else "MISS",
         ])  # fmt: skip
     lines = list(_aligned(ROW_HEADER, cells))
     for row in rows:
