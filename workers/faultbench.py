@@ -73,7 +73,13 @@ RESTART_SECONDS = 1.0  # systemd's RestartSec in the units is 2; 1 keeps the row
 DRAIN_DEADLINE_SECONDS = 90.0
 PROBE_EVERY = 0.2
 TMPFS_MB = 512  # The spool of a full run at 1,000 clicks/s must fit before the ballast fills the rest.
-SMALL_SEGMENT_BYTES = 32 * 1024  # deleted-sealed-segment: segments seal every few dozen clicks.
+# deleted-sealed-segment: segments that seal about every SEAL_SECONDS at the offered rate (a line is
+# ~0.6 KB), so the one deleted is one the workers have just left, as with 64 MB segments in production
+# (at 1,000/s a 32 KB segment sealed every 50 ms: a segment nobody held open any more, which is lost
+# and reported, a case tests/test_spool_recovery.py covers).
+SEAL_SECONDS = 2.0
+LINE_BYTES = 600
+
 POSTBACK_FLOOD = 2000
 QUICK_POSTBACK_FLOOD = 500
 COST_CLICKS = 200
@@ -271,6 +277,7 @@ class Fault:
     env: tuple[tuple[str, str], ...] = ()
     needs_tmpfs: bool = False
     serve_nofile: int | None = None  # The web processes' open-file limit, if the fault needs a low one.
+    seal_seconds: float | None = None  # Spool segments sized to seal about this often at the rate.
     after: Callable[[FaultRun], None] | None = None  # Checks once the spool has drained.
 
 
@@ -528,7 +535,6 @@ def faults(quick: bool) -> dict[str, Fault]:
     long = 6.0 if quick else 30.0
     outage = 20.0 if quick else 600.0
     flood = QUICK_POSTBACK_FLOOD if quick else POSTBACK_FLOOD
-    small_segments = (("LANNER_SPOOL_SEGMENT_BYTES", str(SMALL_SEGMENT_BYTES)),)
     return {
         fault.name: fault
         for fault in (
@@ -558,7 +564,7 @@ def faults(quick: bool) -> dict[str, Fault]:
                 "deleted-sealed-segment",
                 "a sealed, unlanded spool segment deleted by hand",
                 delete_sealed_segment,
-                env=small_segments,
+                seal_seconds=SEAL_SECONDS,
             ),
             Fault("reloads", f"{RELOADS} SIGHUPs (graceful reloads) with keep-alive clients", reloads, 10.0),
             Fault(
@@ -626,6 +632,8 @@ def run_fault(
         env["LANNER_GEO_DATABASE"] = str(geo_path)
         env["LANNER_LOG_LEVEL"] = env.get("LANNER_LOG_LEVEL", "WARNING")
         env.update(fault.env)
+        if fault.seal_seconds:
+            env["LANNER_SPOOL_SEGMENT_BYTES"] = str(int(rate * LINE_BYTES * fault.seal_seconds))
         if not geo_path.exists():
             build_env = {**env, "LANNER_DATA_DIR": str(work_dir / "geo-build")}
             build_env.pop("LANNER_GEO_DATABASE")
