@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import UnixHTTPConnection
 
 from workers.server import parse_bind
 
@@ -33,17 +34,6 @@ MASTER_CODE = (
     "serve(load_settings(), {loader})"
 )
 CLIENT_ERRORS = (OSError, http.client.HTTPException)
-
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.unix_path)
 
 
 def get(address: tuple[str, int] | str, path: str = "/", timeout: float = 5.0) -> tuple[int, bytes]:
