@@ -109,6 +109,7 @@ class FaultRow:
     recovery_s: float | None = None  # Until a click gets its 302 and clicks are landing again.
     caught_up_s: float | None = None  # Until a click made after the fault's end is in the database.
     peak_rss_mb: float = 0.0
+    fault_peak_rss_mb: float = 0.0  # While the fault lasts (a consumer outage: without the catch-up).
     checks: list[str] = field(default_factory=list)  # What the fault itself verified, or found wrong.
     problems: list[str] = field(default_factory=list)
     skipped: str = ""
@@ -661,21 +662,26 @@ def _run_traffic(
     first = run.click()
     if first is None:
         raise BenchError(f"the first click got no subid:\n{run.serve.log_tail()}")
-    outcome: dict[str, float | None] = {}
+    outcome: dict[str, float | bool | None] = {}
     failure: list[BaseException] = []
 
     def schedule() -> None:
         try:
             time.sleep(WARMUP_SECONDS)
             reporter.message(f"{fault.name}: {fault.about}")
+            outcome["active"] = True
             fault.inject(run, fault.seconds)
+            outcome["active"] = False
             ended = time.monotonic()
             outcome["recovery"], outcome["caught_up"] = run.measure_recovery(ended)
         except BaseException as exc:  # noqa: BLE001 (reported after k6 is done: the row says why)
             failure.append(exc)
 
     def tick(elapsed: float) -> None:
-        row.peak_rss_mb = max(row.peak_rss_mb, tree_memory_mb(run.pids()))
+        rss = tree_memory_mb(run.pids())
+        row.peak_rss_mb = max(row.peak_rss_mb, rss)
+        if outcome.get("active"):
+            row.fault_peak_rss_mb = max(row.fault_peak_rss_mb, rss)
         if "recovery" in outcome:
             run.supervise()
 
@@ -790,7 +796,9 @@ def describe(row: FaultRow) -> str:
     verdict = "met" if row.is_met else "MISS: " + "; ".join(row.problems or ["see the row"])
     return (
         f"{row.name}: {row.redirects:,} of {row.requests:,} requests got a subid, {row.lost} lost, "
-        f"{row.duplicated} duplicated, {row.errors_500} x 500, recovered in {recovery}, caught up in {caught_up}; {verdict}"
+        f"{row.duplicated} duplicated, {row.errors_500} x 500, recovered in {recovery}, "
+        f"caught up in {caught_up}, "
+        f"peak RSS {row.fault_peak_rss_mb:.0f} MB during the fault, {row.peak_rss_mb:.0f} MB in all; {verdict}"
     )
 
 
