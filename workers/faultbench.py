@@ -367,7 +367,7 @@ def _journal_lock(run: FaultRun) -> int:
 
 
 def poisoned_lines(run: FaultRun, seconds: float) -> None:
-    """A 20-digit created_at and a 20-digit ua_hash in lines that otherwise parse, as an editor would leave them."""
+    """A 20-digit created_at and a 20-digit ua_hash in lines that otherwise parse (an editor's slip)."""
     fd = _journal_lock(run)
     try:
         active = run.segments()[-1]
@@ -798,7 +798,8 @@ def describe(row: FaultRow) -> str:
         f"{row.name}: {row.redirects:,} of {row.requests:,} requests got a subid, {row.lost} lost, "
         f"{row.duplicated} duplicated, {row.errors_500} x 500, recovered in {recovery}, "
         f"caught up in {caught_up}, "
-        f"peak RSS {row.fault_peak_rss_mb:.0f} MB during the fault, {row.peak_rss_mb:.0f} MB in all; {verdict}"
+        f"peak RSS {row.fault_peak_rss_mb:.0f} MB during the fault, {row.peak_rss_mb:.0f} MB in all; "
+        f"{verdict}"
     )
 
 
