@@ -268,17 +268,7 @@ class Journal:
         finally:
             self.unlock()
         if restored:
-            note_missing_segment(
-                self.spool_dir, number, since, 0,
-                f"deleted before it landed; its {restored} unlanded click(s) restored from a web worker's "
-                "open file",
-            )  # fmt: skip
-            logger.warning(
-                "spool segment %s was deleted before it landed: restored its %d click(s) not yet in the "
-                "database from this worker's open file",
-                number,
-                restored,
-            )
+            note_restored_segment(self.spool_dir, number, since, restored, "deleted before it landed")
         return True
 
     def _is_gone(self) -> bool:
@@ -310,16 +300,8 @@ class Journal:
         if gone >= flushed_segment and self.offset > since and not os.path.exists(self._path):
             restored = restore_segment(self.spool_dir, gone, self._fd, since, durable=False)
             if restored:
-                note_missing_segment(
-                    self.spool_dir, gone, since, 0,
-                    f"deleted or moved while in use; its {restored} unlanded click(s) restored from a "
-                    "web worker's open file",
-                )  # fmt: skip
-                logger.warning(
-                    "spool segment %s was deleted or moved away while in use: restored its %d click(s) "
-                    "not yet in the database from this worker's open file",
-                    gone,
-                    restored,
+                note_restored_segment(
+                    self.spool_dir, gone, since, restored, "deleted or moved away while in use"
                 )
         later = [number for number in list_segments(self.spool_dir) if number > gone]
         if self._path_holds_our_lines():
@@ -558,17 +540,9 @@ def _restore_held(spool_dir: Path, segment: int, offset: int, fd: int) -> bool:
         restored = restore_segment(spool_dir, segment, fd, offset, durable=True)
         if not restored:
             return False
-        note_missing_segment(
-            spool_dir, segment, offset, 0,
-            f"deleted before it landed; its {restored} unlanded click(s) restored from the flusher's "
-            "open file",
-        )  # fmt: skip
-    logger.warning(
-        "spool segment %s was deleted before it landed: restored its %d click(s) not yet in the "
-        "database from the flusher's open file",
-        segment,
-        restored,
-    )
+        note_restored_segment(
+            spool_dir, segment, offset, restored, "deleted before it landed", by_flusher=True
+        )
     return True
 
 
@@ -810,6 +784,27 @@ class MissingSegment:
     lost: int | None  # Clicks lost, when a worker still had the file open to count them.
     noted_at: str
     what: str
+
+
+def note_restored_segment(
+    spool_dir: Path, segment: int, since: int, restored: int, what: str, *, by_flusher: bool = False
+) -> None:
+    """Note in missing.log (nothing lost) and in the log that a deleted segment's unlanded clicks
+    were put back from an open descriptor: a web worker's, or the flusher's."""
+    note_source, log_source = (
+        ("the flusher's", "the flusher's") if by_flusher else ("a web worker's", "this worker's")
+    )
+    note_missing_segment(
+        spool_dir, segment, since, 0,
+        f"{what}; its {restored} unlanded click(s) restored from {note_source} open file",
+    )  # fmt: skip
+    logger.warning(
+        "spool segment %s was %s: restored its %d click(s) not yet in the database from %s open file",
+        segment,
+        what,
+        restored,
+        log_source,
+    )
 
 
 def note_missing_segment(spool_dir: Path, segment: int, from_byte: int, lost: int | None, what: str) -> None:
