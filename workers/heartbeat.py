@@ -19,7 +19,7 @@ from typing import Any, Callable
 from peewee import Database
 
 from models.backlog import backlog_age
-from workers.procfs import process_start_time
+from workers.procfs import is_alive, process_start_time
 
 logger = logging.getLogger(__name__)
 
@@ -105,13 +105,7 @@ def is_running(pid: int, start: int | None) -> bool:
     """The process that wrote a heartbeat still runs (same pid and start time)."""
     if start is not None:
         return process_start_time(pid) == start
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return is_alive(pid)
 
 
 def _ago(now: float, then: float | None) -> float | None:

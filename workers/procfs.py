@@ -39,6 +39,17 @@ def stat_fields(pid: int) -> list[str] | None:
     return stat[stat.rindex(")") + 2 :].split()
 
 
+def is_alive(pid: int) -> bool:
+    """A process with this pid exists (ours or another user's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def process_start_time(pid: int) -> int | None:
     """Field 22 of proc(5): when the process started, in clock ticks after boot; its identity with the pid."""
     fields = stat_fields(pid)

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 from peewee import Database
 
 from settings import Settings
-from workers.procfs import children, process_name, rss_kb, uptime_seconds
+from workers.procfs import children, is_alive, process_name, rss_kb, uptime_seconds
 
 # The names the processes give themselves (/proc/<pid>/comm); `lanner run` starts the consumer as
 # a child of the web master.
@@ -40,22 +40,12 @@ def recorded_pid(settings: Settings) -> Iterator[None]:
             path.unlink()
 
 
-def _is_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def web_status(settings: Settings) -> dict[str, Any]:
     try:
         master = int(pid_file(settings).read_text())
     except (OSError, ValueError):
         return {"running": False}
-    if not _is_alive(master):
+    if not is_alive(master):
         return {"running": False, "stale_pid_file": True}
     workers = [
         {
