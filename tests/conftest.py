@@ -122,6 +122,17 @@ def wait_healthy(live: LiveProcess, deadline_seconds: float = 20) -> None:
     raise AssertionError(f"server not healthy within {deadline_seconds}s:\n{live.log}")
 
 
+def wait_until(predicate, timeout: float, what: str, log=lambda: ""):
+    """The first true value of `predicate()`, polled until `timeout`; else fail saying what with `log()`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{log()}")
+
+
 def bound_port(live: LiveProcess, pool: str = "web", deadline_seconds: float = 20) -> int:
     """The port a server started on port 0 really bound, read back from its log."""
     pattern = re.compile(rf"{pool}: listening on 127\.0\.0\.1:(\d+) ")

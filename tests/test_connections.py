@@ -14,7 +14,7 @@ import time
 
 import pytest
 import test_nginx
-from conftest import click, subid_of
+from conftest import click, subid_of, wait_until
 
 from workers.procfs import children, process_name
 
@@ -30,16 +30,6 @@ def campaign(lanner):
 
 def web_workers(master_pid: int) -> set[int]:
     return {pid for pid in children(master_pid) if process_name(pid) == "lanner-web"}
-
-
-def wait_until(predicate, timeout: float, what: str, log=lambda: ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{log()}")
 
 
 class KeepAliveClients:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import click, request, subid_of
+from conftest import click, request, subid_of, wait_until
 
 from workers.faultbench import fill_file_system
 
@@ -103,16 +103,6 @@ def lanner_tracebacks(log: str) -> list[str]:
     ]
 
 
-def wait_for(condition, seconds: float, what: str, log: str = ""):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} within {seconds} s\n{log}"
-        time.sleep(0.1)
-
-
 @pytest.fixture
 def campaign(lanner):
     lanner("campaign", "create", "Full", "--alias", "full", "--offer-url", OFFER)
@@ -136,7 +126,7 @@ def test_a_full_disk_answers_503_then_landing_resumes_by_itself(
 
     for _ in range(10):
         assert visit()[0] == 302
-    wait_for(lambda: set(stored_subids(settings)) == set(given), 30, "clicks landed", consumer.log)
+    wait_until(lambda: set(stored_subids(settings)) == set(given), 30, "clicks landed", lambda: consumer.log)
 
     ballast = Ballast(data_dir.parent / "ballast")
     full_since = time.monotonic()
@@ -160,11 +150,13 @@ def test_a_full_disk_answers_503_then_landing_resumes_by_itself(
 
     ballast.remove()
     emptied_at = time.monotonic()
-    wait_for(lambda: visit()[0] == 302, 30, "a click was answered with a subid again", server.log)
+    wait_until(lambda: visit()[0] == 302, 30, "a click was answered with a subid again", lambda: server.log)
     for _ in range(20):
         assert visit()[0] == 302
     # Landing resumes by itself: the same consumer process, no restart.
-    wait_for(lambda: set(stored_subids(settings)) == set(given), 30, "every subid landed", consumer.log)
+    wait_until(
+        lambda: set(stored_subids(settings)) == set(given), 30, "every subid landed", lambda: consumer.log
+    )
     landed_at = time.monotonic()
     assert consumer.process.poll() is None and server.process.poll() is None
     assert sorted(stored_subids(settings)) == sorted(set(given)) and len(given) == len(set(given))
@@ -194,7 +186,7 @@ def test_a_full_disk_can_send_visitors_to_the_fallback_url_without_a_subid(
         assert status == 302, server.log
         return headers["location"] == FALLBACK
 
-    wait_for(fallback_answer, 30, "the fallback answer", server.log)
+    wait_until(fallback_answer, 30, "the fallback answer", lambda: server.log)
     ballast.fill()
     status, headers, body = request(server.port, "/px/click/full", {"X-Real-IP": "203.0.113.8"})
     assert status == 503 and int(headers["retry-after"]) > 0 and "set-cookie" not in headers

@@ -7,9 +7,8 @@ import logging
 import os
 import subprocess
 import sys
-import time
 
-from conftest import click, request
+from conftest import click, request, wait_until
 
 from models.admin import create_campaign
 from models.spool import flush_spool
@@ -25,16 +24,6 @@ def status_json(lanner) -> dict:
 def health(port: int, query: str = "") -> tuple[int, dict]:
     status, _, body = request(port, "/healthz" + query)
     return status, json.loads(body)
-
-
-def wait_for(condition, what: str, deadline_seconds: float = 30):
-    deadline = time.monotonic() + deadline_seconds
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"not within {deadline_seconds}s: {what}"
-        time.sleep(0.2)
 
 
 def test_a_stopped_consumer_is_dead_in_status_and_strict_health_answers_503(
@@ -54,7 +43,7 @@ def test_a_stopped_consumer_is_dead_in_status_and_strict_health_answers_503(
         shown = status_json(lanner)["consumer"]
         return shown if shown["state"] == "ok" and shown["last_landed_s_ago"] is not None else None
 
-    shown = wait_for(running, "the consumer's heartbeat with a landed flush")
+    shown = wait_until(running, 30, "the consumer's heartbeat with a landed flush")
     assert shown["pid"] == consumer.process.pid and shown["alive"] and shown["problems"] == []
     assert shown["heartbeat_s_ago"] < STALE_AFTER and shown["lag_s"] == 0.0
     status, body = health(server.port, "?strict=1")
