@@ -45,6 +45,7 @@ from workers.bench import (
     ManagedProcess,
     Reporter,
     StepResult,
+    _aligned,
     apply_k6_summary,
     connect_read_only,
     free_port,
@@ -194,7 +195,7 @@ class FaultRun:
     def web_workers(self) -> list[int]:
         if self.serve is None:
             return []
-        return [pid for pid in process_tree(self.serve.pid)[1:] if (process_name(pid) or "") == "lanner-web"]
+        return [pid for pid in process_tree(self.serve.pid)[1:] if process_name(pid) == "lanner-web"]
 
     def stop(self) -> None:
         for process, sig in ((self.serve, signal.SIGTERM), (self.worker, signal.SIGINT)):
@@ -290,10 +291,6 @@ def _kill(pids: list[int]) -> None:
             pass
 
 
-def _tree(pid: int) -> list[int]:
-    return process_tree(pid)
-
-
 def kill_web_worker(run: FaultRun, seconds: float) -> None:
     workers = run.web_workers()
     if not workers:
@@ -306,11 +303,11 @@ def kill_master(run: FaultRun, seconds: float) -> None:
 
 
 def kill_consumer(run: FaultRun, seconds: float) -> None:
-    _kill(_tree(run.worker.pid))
+    _kill(process_tree(run.worker.pid))
 
 
 def kill_everything(run: FaultRun, seconds: float) -> None:
-    _kill([pid for root in run.pids() for pid in _tree(root)])
+    _kill([pid for root in run.pids() for pid in process_tree(root)])
 
 
 def consumer_down(run: FaultRun, seconds: float) -> None:
@@ -804,8 +801,6 @@ def describe(row: FaultRow) -> str:
 
 
 def format_rows(rows: list[FaultRow]) -> list[str]:
-    from workers.bench import _aligned
-
     cells = []
     for row in rows:
         if row.skipped:
