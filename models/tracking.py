@@ -279,12 +279,9 @@ class ClickTracker:
         self.global_window_ms = int(uniqueness_hours * 3_600_000)
         self.debounce_ms = int(debounce_seconds * 1000)
         self.backlog_alert_seconds = backlog_alert_seconds
-        self.config_version = hotpath.config_version(self.conn)
-        self.probe = hotpath.visitor_probe(self.conn)
-        self.campaigns: dict[str, CampaignConfig] = load_campaigns(db)
-        self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
+        self.config_version: str | None = None
         self.zones = CounterZones()
-        self.zones.load(self.conn)
+        self._reload_if_changed()  # The campaigns, the counter zones and the probe, in one snapshot.
         self.counters = ClickCounters()
         self.router = Router(self.counters, rng or random.Random())
         now = clock()
@@ -357,13 +354,16 @@ class ClickTracker:
 
     def _reload_if_changed(self) -> bool:
         """Reload the campaigns if config_version moved (one indexed read); True if it did."""
-        version = hotpath.config_version(self.conn)
-        if version == self.config_version:
+        if hotpath.config_version(self.conn) == self.config_version:
             return False
-        self.campaigns = load_campaigns(self.db)
+        # One read transaction: read piecemeal, a change committed halfway (a campaign created just
+        # then) gave a campaign without its streams, answering "No offer" until the next change.
+        with self.db.atomic():
+            version = hotpath.config_version(self.conn)
+            self.campaigns = load_campaigns(self.db)
+            self.zones.load(self.conn)
+            self.probe = hotpath.visitor_probe(self.conn)  # Migration 0005 bumps the version to switch.
         self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
-        self.zones.load(self.conn)
-        self.probe = hotpath.visitor_probe(self.conn)  # Migration 0005 bumps the version to switch.
         self.config_version = version
         return True
 

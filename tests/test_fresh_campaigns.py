@@ -25,6 +25,33 @@ def test_a_campaign_created_a_moment_ago_is_found_at_once(db, make_tracker, cloc
     assert tracker.campaign("fresh") is not None
 
 
+def test_a_campaign_created_while_the_configuration_is_read_is_never_half_loaded(db, make_tracker, clock):
+    tracker = make_tracker()
+    create_campaign(db, "First", "first", offer_url="https://first.example/?c={subid}")
+    created = []
+
+    def create_midway(sql: str) -> None:  # Commits between the reads of the streams and the campaigns.
+        if not created and sql.startswith("SELECT") and 'FROM "campaign"' in sql:
+            writer = threading.Thread(
+                target=lambda: created.append(
+                    create_campaign(db, "Midway", "midway", offer_url="https://midway.example/?c={subid}")
+                )
+            )
+            writer.start()
+            writer.join()
+
+    tracker.conn.set_trace_callback(create_midway)
+    try:
+        clock.advance(MISS_CHECK_EVERY)
+        assert tracker.campaign("first") is not None
+    finally:
+        tracker.conn.set_trace_callback(None)
+    assert created
+    clock.advance(MISS_CHECK_EVERY)
+    midway = tracker.campaign("midway")
+    assert midway is not None and len(midway.streams) == 1, midway
+
+
 def test_a_scan_of_random_aliases_reads_the_config_version_a_bounded_number_of_times(db, make_tracker, clock):
     tracker = make_tracker()
     reads = count_version_reads(tracker.conn)
