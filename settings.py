@@ -46,6 +46,13 @@ def _aliases(value: str) -> dict[str, int]:
     return aliases
 
 
+def _seconds(value: str) -> float:
+    seconds = float(value)
+    if not 0 <= seconds < float("inf"):
+        raise ValueError("must be a number of seconds, 0 or more")
+    return seconds
+
+
 def _days(value: str) -> int:
     days = int(value)
     if days < 0:
@@ -83,6 +90,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Where the report API's own worker listens (niced, so reports never hold a click worker); empty: a "
         "unix socket, NAME-admin.sock next to a unix LANNER_BIND, else DATA_DIR/admin.sock; `off`: the web "
         "workers answer it.",
+    ),
+    Setting(
+        "admin_idle_seconds",
+        "60",
+        _seconds,
+        "Seconds the admin worker may sit idle before it exits; the next request to its socket starts it "
+        "again (PHP-FPM's `ondemand` pool), so an install nobody is reading reports on keeps no process for "
+        "them. 0 keeps it running.",
     ),
     Setting(
         "max_requests",
@@ -211,6 +226,7 @@ class Settings:
     bind: str
     workers: int
     admin_bind: str
+    admin_idle_seconds: float
     max_requests: int
     graceful_timeout: float
     keepalive_timeout: float

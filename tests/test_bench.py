@@ -80,8 +80,8 @@ def test_bench_idle_measures_every_lanner_process_at_rest(tmp_path, env):
     result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     idle = json.loads(out.read_text())["report"]
-    # Master, two web workers, the admin worker and the Huey consumer.
-    assert idle["processes"] >= 5
+    # Master, two web workers and the Huey consumer (the admin worker starts on demand).
+    assert idle["processes"] >= 4
     assert idle["seconds"] >= 3 and idle["rss_mb"] > 0 and idle["pss_mb"] > 0
     assert 0 <= idle["cpu_percent_of_one_core"] < 100
     assert "idle CPU <= 1 % of one core" in result.stdout

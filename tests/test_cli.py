@@ -205,7 +205,7 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
     import time
     from urllib.parse import urlsplit
 
-    from conftest import LANNER, ROOT, request
+    from conftest import LANNER, ROOT, request, unix_request
 
     log_path = tmp_path / "run.log"
     with open(log_path, "wb") as log:
@@ -243,8 +243,10 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
             time.sleep(0.2)
         assert landed == [(subid,)], log_path.read_text()
         shown = json.loads(run_lanner(env, "status", "--json").stdout)  # The consumer is not a web worker.
-        assert sorted(w["role"] for w in shown["web"]["workers"]) == ["admin", "consumer", "web", "web"]
+        assert sorted(w["role"] for w in shown["web"]["workers"]) == ["consumer", "web", "web"]
         assert shown["consumer"]["state"] == "ok" and shown["consumer"]["alive"], shown["consumer"]
+        # The report API's worker starts at its first request.
+        assert unix_request(str(settings.data_dir / "admin.sock"), "/healthz")[0] == 200
         children = subprocess.run(
             ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
         ).stdout.split()

@@ -31,7 +31,7 @@ MASTER_CODE = (
     "logging.basicConfig(level='INFO', format='%(process)d %(levelname)s %(name)s: %(message)s'); "
     "from workers.server import serve; from settings import load_settings; "
     "from tests.wsgi_apps import {loader}; "
-    "serve(load_settings(), {loader})"
+    "serve(load_settings(), {loader}, admin_loader={admin_loader})"
 )
 CLIENT_ERRORS = (OSError, http.client.HTTPException)
 
@@ -132,7 +132,9 @@ def start_master(env, tmp_path):
     """Start `serve()` in a subprocess (2 workers on a free port unless overridden); stopped at teardown."""
     started: list[Master] = []
 
-    def start(loader: str = "hello_loader", wait: bool = True, **overrides: str) -> Master:
+    def start(
+        loader: str = "hello_loader", wait: bool = True, admin_loader: str = "None", **overrides: str
+    ) -> Master:
         environ = {
             **env,
             "LANNER_BIND": "127.0.0.1:0",  # the kernel picks a free port; read back from the log
@@ -145,7 +147,7 @@ def start_master(env, tmp_path):
         log_path = tmp_path / f"master-{len(started)}.log"
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-c", MASTER_CODE.format(loader=loader)],
+                [sys.executable, "-c", MASTER_CODE.format(loader=loader, admin_loader=admin_loader)],
                 cwd=ROOT,
                 env=environ,
                 stdout=log,
@@ -348,6 +350,50 @@ def test_unix_socket_replaces_a_stale_file_serves_and_is_removed_on_stop(start_m
 
         assert master.stop() == 0
         assert not os.path.exists(path)
+
+
+def test_an_on_demand_pool_starts_at_its_first_connection_and_stops_when_idle(start_master, tmp_path):
+    admin = str(tmp_path / "admin.sock")
+    master = start_master(
+        admin_loader="hello_loader", LANNER_ADMIN_BIND=f"unix:{admin}", LANNER_ADMIN_IDLE_SECONDS="1"
+    )
+    web = master.wait_for_workers(2)
+    assert (
+        f"admin: listening on unix:{admin} with 1 workers started on demand, stopped after 1 s idle"
+        in master.log
+    )
+    # A pool started with the others would have been forked in the same round as the web workers.
+    assert master.workers() == web
+
+    answers: list[tuple[int, bytes] | Exception] = []
+
+    def ask() -> None:
+        try:
+            answers.append(get(admin))
+        except CLIENT_ERRORS as exc:
+            answers.append(exc)
+
+    clients = [threading.Thread(target=ask) for _ in range(8)]
+    for client in clients:  # all while no admin worker exists: they wait in the backlog
+        client.start()
+    for client in clients:
+        client.join(timeout=15)
+    assert [answer[0] for answer in answers] == [200] * 8, answers
+    (first,) = {int(body) for _, body in answers}
+    assert master.workers() == web | {first}
+
+    wait_until(lambda: master.workers() == web, 10, "the idle admin worker to stop", lambda: master.log)
+    assert f"admin worker {first} idle for 1 s; stopping it until the next request" in master.log
+    assert get(master.address)[0] == 200  # the web pool is untouched
+
+    os.kill(master.pid, signal.SIGHUP)  # a reload does not wait for a pool nobody asked for
+    reloaded = wait_until(
+        lambda: len(pids := master.workers()) == 2 and not pids & web and pids, 10, "the reload to finish"
+    )
+    status, body = get(admin)
+    assert status == 200 and int(body) not in (first, *web, *reloaded)
+    assert master.stop() == 0
+    assert not os.path.exists(admin)
 
 
 def test_workers_failing_to_load_are_retried_after_a_pause_not_in_a_loop(start_master):

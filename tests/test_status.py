@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from conftest import click, run_lanner
+from conftest import click, request, run_lanner
 from test_geo import write_city_database
 
 
@@ -27,6 +27,10 @@ def test_status_shows_workers_spool_queue_and_database(lanner, start_server, sta
         time.sleep(0.2)
     web = status["web"]
     assert web["running"] and web["master_pid"] == server.process.pid
+    # The admin worker starts on demand (LANNER_ADMIN_IDLE_SECONDS): none until a request asks for it.
+    assert sorted(worker["role"] for worker in web["workers"]) == ["web", "web"]
+    assert request(server.extra["admin_port"], "/healthz")[0] == 200
+    web = json.loads(lanner("status", "--json").stdout)["web"]
     assert sorted(worker["role"] for worker in web["workers"]) == ["admin", "web", "web"]
     assert all(worker["rss_mb"] > 0 for worker in web["workers"])
     assert status["spool"]["last_flush_s_ago"] < 15

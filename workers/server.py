@@ -1,11 +1,17 @@
 """The bjoern process manager behind `lanner serve`: listening sockets, each with pre-forked workers.
 
-It works like PHP-FPM's static pools:
+It works like PHP-FPM's pools, static or on demand:
 
 - the master binds each pool's socket once and forks its workers, and replaces any that exits: the
   `web` pool (`settings.workers` workers on `settings.bind`: campaign URLs, postbacks) and, when
   `settings.admin_address` is set, the `admin` pool (one worker at idle CPU priority: the report
   API), so a heavy report never holds a worker, or CPU, that visitors are waiting for;
+- an on-demand pool (the admin pool unless `admin_idle_seconds` is 0) has no worker until its socket
+  has a connection waiting: the master watches the socket, forks the worker, and the worker accepts
+  that connection once it has loaded the app. A worker idle for `idle_seconds` drains itself and
+  the master watches the socket again, like PHP-FPM's `pm = ondemand`. Nothing is lost in between:
+  a connection waits in the socket's backlog, and an idle keep-alive connection is closed the same
+  way as on a reload;
 - each worker calls `app_loader(settings)` itself, after fork, so it opens its own database connection
   and a reload imports the app code afresh; then it runs bjoern on the shared socket;
 - SIGHUP starts a complete new generation and drains the old one once every new worker has loaded
@@ -91,6 +97,7 @@ _READY = 1  # the app is loaded; bjoern is about to run
 _RECYCLING = 2  # max_requests reached: the worker is draining itself
 _DRAINING = 3  # the worker got SIGINT or SIGTERM from someone else than the master
 _EXHAUSTED = 4  # out of file descriptors with no idle connection to close: the worker drains itself
+_IDLE = 5  # an on-demand worker served nothing for its pool's idle_seconds: it drains itself
 
 _MASTER_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)
 ADMIN_NICE = 19  # If SCHED_IDLE is refused: the admin worker still yields the CPU to everything else.
@@ -105,6 +112,7 @@ class Pool:
     workers: int
     app_loader: Callable[[Settings], WSGIApp]
     is_idle_priority: bool = False  # SCHED_IDLE: it runs only on CPU time nothing else wants.
+    idle_seconds: float = 0.0  # > 0: workers start on demand and stop after this long idle.
 
 
 def parse_bind(bind: str) -> tuple[str, str] | tuple[str, str, int]:
@@ -146,7 +154,16 @@ def serve(
         raise ValueError("max_requests and graceful_timeout must not be negative.")
     pools = [Pool("web", settings.bind, settings.workers, app_loader)]
     if admin_loader is not None and settings.admin_address:
-        pools.append(Pool("admin", settings.admin_address, 1, admin_loader, is_idle_priority=True))
+        pools.append(
+            Pool(
+                "admin",
+                settings.admin_address,
+                1,
+                admin_loader,
+                is_idle_priority=True,
+                idle_seconds=settings.admin_idle_seconds,
+            )
+        )
     listening: dict[str, tuple[socket.socket, int | None]] = {}
     connections.raise_descriptor_limit()  # inherited by the workers: each connection is one
     try:
@@ -285,6 +302,9 @@ class _Master:
         for fd in (self.wakeup_r, self.wakeup_w, self.status_r, self.status_w):
             os.set_blocking(fd, False)
         self.status_buffer = b""
+        # An on-demand pool is wanted from the first connection waiting on its socket until its
+        # worker reports itself idle; any other pool always is.
+        self.is_wanted = {pool.name: pool.idle_seconds <= 0 for pool in pools}
 
     # -- signals -------------------------------------------------------------------------------------
 
@@ -305,10 +325,13 @@ class _Master:
             self._spawn_missing(time.monotonic())
             for pool in self.pools:
                 logger.info(
-                    "%s: listening on %s with %d workers (master pid %s)",
+                    "%s: listening on %s with %d workers%s (master pid %s)",
                     pool.name,
                     pool.bind,
                     pool.workers,
+                    f" started on demand, stopped after {pool.idle_seconds:g} s idle"
+                    if pool.idle_seconds > 0
+                    else "",
                     self.pid,
                 )
             if on_ready is not None:
@@ -330,7 +353,17 @@ class _Master:
         if self._missing_workers():
             deadlines.append(self.spawn_not_before)
         timeout = max(0.0, min(deadlines) - now) if deadlines else None  # None: sleep until woken
-        readable, _, _ = select.select([self.wakeup_r, self.status_r], [], [], timeout)
+        # Only while no worker is wanted: once one is, the connection waits for it in the backlog.
+        dormant = {
+            self.sockets[pool.name].fileno(): pool
+            for pool in self.pools
+            if not self.is_wanted[pool.name] and not self.is_stopping
+        }
+        readable, _, _ = select.select([self.wakeup_r, self.status_r, *dormant], [], [], timeout)
+        for fd in readable:
+            if fd in dormant:
+                self.is_wanted[dormant[fd].name] = True
+                logger.debug("%s: a connection is waiting; starting its worker", dormant[fd].name)
         if self.wakeup_r in readable:
             try:
                 while os.read(self.wakeup_r, 4096):
@@ -365,12 +398,13 @@ class _Master:
             if c.pool is pool and c.generation == self.generation and not c.is_draining
         ]
 
+    def _wanted_workers(self, pool: Pool) -> int:
+        return pool.workers if self.is_wanted[pool.name] and not self.is_stopping else 0
+
     def _missing_workers(self, pool: Pool | None = None) -> int:
-        if self.is_stopping:
-            return 0
         if pool is None:
             return sum(self._missing_workers(each) for each in self.pools)
-        return max(0, pool.workers - len(self._current(pool)))
+        return max(0, self._wanted_workers(pool) - len(self._current(pool)))
 
     def _spawn_missing(self, now: float) -> None:
         if now < self.spawn_not_before:
@@ -423,7 +457,8 @@ class _Master:
             title = "worker" if pool.name == "web" else f"{pool.name} worker"
             _setproctitle(f"lanner: {title} {pool.bind} (generation {self.generation})")
             app = pool.app_loader(self.settings)
-            _Worker(self.settings, app, self.status_w, self.pid).serve(self.sockets[pool.name])
+            worker = _Worker(self.settings, app, self.status_w, self.pid, idle_seconds=pool.idle_seconds)
+            worker.serve(self.sockets[pool.name])
             code = 0
         except BaseException:
             logger.exception("worker %s failed", os.getpid())
@@ -458,7 +493,16 @@ class _Master:
                 child.is_ready = True
             elif not child.is_draining:
                 child.kill_at = now + self.settings.graceful_timeout + KILL_AFTER_GRACE_SECONDS
-                if event == _RECYCLING:
+                if event == _IDLE:
+                    if child.generation == self.generation:
+                        self.is_wanted[child.pool.name] = False
+                    logger.info(
+                        "%s worker %s idle for %g s; stopping it until the next request",
+                        child.pool.name,
+                        pid,
+                        child.pool.idle_seconds,
+                    )
+                elif event == _RECYCLING:
                     logger.info("worker %s reached max_requests; recycling it", pid)
                 elif event == _EXHAUSTED:
                     logger.warning("worker %s ran out of file descriptors; replacing it", pid)
@@ -502,7 +546,9 @@ class _Master:
         old = [c for c in self.children.values() if c.generation < self.generation and not c.is_draining]
         if not old:
             return
-        if any(sum(c.is_ready for c in self._current(pool)) < pool.workers for pool in self.pools):
+        if any(
+            sum(c.is_ready for c in self._current(pool)) < self._wanted_workers(pool) for pool in self.pools
+        ):
             return
         for child in old:
             self._drain(child, now)
@@ -573,8 +619,11 @@ class _Body:
 class _Worker:
     """Inside a worker: the WSGI wrapper that counts requests, and the thread that drains bjoern."""
 
-    def __init__(self, settings: Settings, app: WSGIApp, status_w: int, master_pid: int):
+    def __init__(
+        self, settings: Settings, app: WSGIApp, status_w: int, master_pid: int, idle_seconds: float = 0.0
+    ):
         self.app = app
+        self.idle_seconds = idle_seconds  # > 0: drain after this long with no request (on demand)
         self.status_w = status_w
         self.master_pid = master_pid
         self.pid = os.getpid()
@@ -660,6 +709,8 @@ class _Worker:
                     self._begin_drain(_DRAINING)  # the master died; nobody will read the record
                 elif _sigint_disposition() == "default":
                     self._begin_drain(_DRAINING)  # bjoern got a SIGINT from someone else
+                elif self._is_idle():
+                    self._begin_drain(_IDLE)
                 else:
                     try:
                         self._reap_idle()
@@ -667,6 +718,12 @@ class _Worker:
                         logger.exception("worker %s: cannot look at its connections", self.pid)
                     continue
             self._drain_step()
+
+    def _is_idle(self) -> bool:
+        if self.idle_seconds <= 0:
+            return False
+        with self.lock:
+            return self.in_flight == 0 and time.monotonic() - self.last_activity >= self.idle_seconds
 
     def _watch_interval(self) -> float:
         if self.drain_started is None:
