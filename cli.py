@@ -687,7 +687,7 @@ def serve_command(
     except ValueError as exc:
         message = f"{exc} That is the report API worker's address: set LANNER_ADMIN_BIND to another address, or to off."
         raise click.ClickException(message) from None
-    check_schema(settings)
+    check_schema_apart(settings)
     configure_logging(settings)
     with recorded_pid(settings), listen_errors():
         serve(
@@ -736,6 +736,32 @@ def check_schema(settings: Settings) -> None:
         raise click.ClickException(
             f"The database {settings.database_path} needs migrating: run `lanner db migrate`."
         )
+
+
+def check_schema_apart(settings: Settings) -> None:
+    """check_schema in a forked child, so the process (`lanner serve`'s master) never imports the
+    models and the database driver: 6 MB it would keep for as long as it runs."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        code = 0
+        try:
+            check_schema(settings)
+        except click.ClickException as exc:
+            os.write(write_end, exc.format_message().encode())
+            code = 1
+        except BaseException as exc:  # noqa: BLE001 - the parent says it in one sentence.
+            os.write(write_end, f"Cannot read the schema of {settings.database_path}: {exc}".encode())
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        message = reader.read().decode(errors="replace")
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise click.ClickException(message or "The database schema check failed.")
 
 
 def configure_logging(settings: Settings) -> None:
@@ -1926,7 +1952,9 @@ def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, wo
 @bench.command("faults")
 @click.option("--quick", is_flag=True, help="Short faults at 100 clicks/s (what `make test` runs).")
 @click.option("--only", help="Comma-separated faults to run (default: all of them, in order).")
-@click.option("--rate", type=click.IntRange(min=1), help="Clicks per second offered (default 500; --quick 100).")
+@click.option(
+    "--rate", type=click.IntRange(min=1), help="Clicks per second offered (default 500; --quick 100)."
+)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
 @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server and worker logs).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the rows as JSON here.")

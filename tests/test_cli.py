@@ -32,6 +32,14 @@ def test_commands_refuse_an_unmigrated_database(env):
     assert "not migrated: run `lanner db migrate`" in result.stderr
 
 
+def test_serve_refuses_an_unmigrated_database_in_one_sentence(env):
+    # The check runs in a child process (the master never imports the models): its sentence must come through.
+    result = run_lanner(env, "serve", "--bind", "127.0.0.1:0", check=False)
+    assert result.returncode == 1
+    assert "needs migrating: run `lanner db migrate`." in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_campaign_create_prints_its_path_and_lists_as_json_and_csv(lanner):
     created = lanner(
         "campaign", "create", "Summer", "--alias", "summer", "--offer-url", "https://o.example/?c={subid}"

@@ -11,12 +11,13 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
-
-from peewee import Database
+from typing import TYPE_CHECKING, Any, Iterator
 
 from settings import Settings
 from workers.procfs import children, is_alive, process_name, rss_kb, uptime_seconds
+
+if TYPE_CHECKING:
+    from peewee import Database  # Not at run time: `lanner serve`'s master imports this module.
 
 # The names the processes give themselves (/proc/<pid>/comm); `lanner run` starts the consumer as
 # a child of the web master.
