@@ -50,7 +50,11 @@ from models.visitors import RecentClick, VisitorIndex
 
 logger = logging.getLogger(__name__)
 
-REFRESH_EVERY = 1.0  # Seconds between looks at config_version and the flushed position.
+# Seconds between looks at config_version and the flushed position (~30 µs): every worker holds
+# every worker's clicks until the flushed position passes them, so a look every 0.25 s rather than
+# every second keeps 0.75 s fewer of them (3 MB per worker at 4,000 clicks/s).
+REFRESH_EVERY = 0.25
+DEBOUNCE_MARGIN_MS = 500  # Memory keeps clicks this much longer than debounce needs (a clock step).
 SPILL_EVERY = 0.1  # ...while clicks too old for memory wait to move to disk (models/visitors.py).
 # An unknown alias may be a campaign created a moment ago (ad networks check a URL as soon as it is
 # submitted): it looks at config_version first, at most this often after a look that found no
@@ -369,7 +373,7 @@ class ClickTracker:
 
     def _hot_after_ms(self, now: float) -> int:
         """Clicks older than this are past debounce (with a margin): memory keeps none of them."""
-        return int(now * 1000) - self.debounce_ms - 1000
+        return int(now * 1000) - self.debounce_ms - DEBOUNCE_MARGIN_MS
 
     def _count(self, stream_id: int | None, offer_id: int | None, created_at: int) -> None:
         if stream_id is not None:

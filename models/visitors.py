@@ -56,10 +56,21 @@ SQL_HOLD = (
 SQL_HELD = "SELECT campaign_id, stream_id, offer_id, created_at FROM held WHERE visitor_key = ?"
 
 
-class RecentClick:
-    """One journal line held by visitor; another worker's line is parsed only if looked at."""
+def packed_position(position: tuple[int, int]) -> int:
+    """A journal position (segment, byte offset) as one int that orders the same way."""
+    segment, offset = position
+    return segment << 48 | offset  # A segment is far below 2**48 bytes (LANNER_SPOOL_SEGMENT_BYTES).
 
-    __slots__ = ("position", "created_at", "campaign_id", "stream_id", "offer_id", "_record", "_line")
+
+class RecentClick:
+    """One journal line held by visitor; another worker's line is parsed only if looked at.
+
+    PERF: a worker holds every worker's clicks of the last seconds (16,000 at 4,000 clicks/s), so
+    each costs what it must: one object with ints in its slots, ~200 bytes besides its line (it was
+    ~530 with a key tuple, a position tuple and an (key, click) pair in the order queue).
+    """
+
+    __slots__ = ("key", "position", "created_at", "campaign_id", "stream_id", "offer_id", "_record", "_line")
 
     def __init__(
         self,
@@ -70,7 +81,8 @@ class RecentClick:
         offer_id: int | None,
         line: bytes,
     ) -> None:
-        self.position = position  # (segment, byte offset) in the spool journal.
+        self.key = 0  # The visitor (models.record.visitor_key), set by VisitorIndex.add.
+        self.position = packed_position(position)  # Where the line is in the spool journal.
         self.created_at = created_at  # Unix ms.
         self.campaign_id, self.stream_id, self.offer_id = campaign_id, stream_id, offer_id
         self._record: list | None = None
@@ -139,9 +151,9 @@ class VisitorIndex:
     def __init__(
         self, spill_dir: Path, hot_after_ms: int = 0, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        # Per visitor a plain list: most visitors click once, and a list is lighter than a deque.
-        self._by_visitor: dict[tuple[str, int], list[RecentClick]] = {}
-        self._order: deque[tuple[tuple[str, int], RecentClick]] = deque()
+        # By visitor key: the click itself, or a list once the visitor has clicked again (most never do).
+        self._by_visitor: dict[int, RecentClick | list[RecentClick]] = {}
+        self._order: deque[RecentClick] = deque()
         self.spill_dir = spill_dir
         self.hot_after_ms = hot_after_ms  # Clicks older than this are held on disk (if unflushed).
         self._spill: SpillFile | None = None
@@ -149,7 +161,7 @@ class VisitorIndex:
         self._pending: dict[int, list[tuple[int, int | None, int | None, int]]] = {}
         self._pending_count = 0
         self.spilled = 0  # Clicks in the spill file or pending for it (clicks, not rows).
-        self._spilled_through: tuple[int, int] = (-1, -1)  # The journal position of the latest one.
+        self._spilled_through = -1  # The (packed) journal position of the latest one.
         self.clock = clock  # Paces retries of a failed spill file.
         self._next_spill_try = self._next_spill_error = 0.0
         self._spill_failures = 0
@@ -166,23 +178,31 @@ class VisitorIndex:
         return len(self._order)
 
     def add(self, ip: str, ua_hash: int, click: RecentClick) -> None:
+        click.key = key = visitor_key(ip, ua_hash)
         if click.created_at < self.hot_after_ms:
             # Too old for debounce already (a worker replaying the journal at start): straight to disk.
-            self._hold(ip, ua_hash, click)
+            self._hold(click)
             if self._pending_count >= SPILL_BATCH:
                 self._write_pending()
             return
-        key = (ip, ua_hash)
-        clicks = self._by_visitor.get(key)
-        if clicks is None:
-            self._by_visitor[key] = [click]
+        held = self._by_visitor.get(key)
+        if held is None:
+            self._by_visitor[key] = click
+        elif type(held) is list:
+            held.append(click)
         else:
-            clicks.append(click)
-        self._order.append((key, click))
+            self._by_visitor[key] = [held, click]
+        self._order.append(click)
 
-    def visits(self, ip: str, ua_hash: int) -> list[RecentClick] | tuple[()]:
+    def visits(self, ip: str, ua_hash: int) -> list[RecentClick] | tuple[RecentClick, ...]:
         """The visitor's clicks held in memory (the recent ones), oldest first."""
-        return self._by_visitor.get((ip, ua_hash), ())
+        return self._visits(visitor_key(ip, ua_hash))
+
+    def _visits(self, key: int) -> list[RecentClick] | tuple[RecentClick, ...]:
+        held = self._by_visitor.get(key)
+        if held is None:
+            return ()
+        return held if type(held) is list else (held,)
 
     def history(self, ip: str, ua_hash: int) -> list[tuple[int, int | None, int | None, int]]:
         """Every held click of the visitor as (campaign_id, stream_id, offer_id, created_at).
@@ -190,12 +210,12 @@ class VisitorIndex:
         From disk, one row stands for all of the visitor's clicks through one campaign, stream and
         offer (the latest): every question asked of a history is "any since" or "the latest".
         """
+        key = visitor_key(ip, ua_hash)
         recent = [
             (click.campaign_id, click.stream_id, click.offer_id, click.created_at)
-            for click in self._by_visitor.get((ip, ua_hash), ())
+            for click in self._visits(key)
         ]
         if self.spilled:
-            key = visitor_key(ip, ua_hash)
             pending = self._pending.get(key)
             if pending:
                 recent += pending
@@ -220,18 +240,18 @@ class VisitorIndex:
         hold the older unflushed ones on disk. Returns how many clicks left memory."""
         self.hot_after_ms = keep_after_ms
         order = self._order
+        flushed_at = packed_position(flushed)
         removed = 0
-        while order and order[0][1].position < flushed and order[0][1].created_at < keep_after_ms:
+        while order and order[0].position < flushed_at and order[0].created_at < keep_after_ms:
             self._forget_oldest()
             removed += 1
-        if self.spilled and self._spilled_through < flushed:
+        if self.spilled and self._spilled_through < flushed_at:
             self._drop_spill()  # All of it has landed: one close instead of deleting rows.
         # PERF: at most SPILL_MOVES per call, so no click waits long behind it; the caller prunes
         # again soon while `is_spilling`.
         moved = 0
-        while order and order[0][1].created_at < keep_after_ms and moved < SPILL_MOVES:
-            (ip, ua_hash), click = order[0]
-            self._hold(ip, ua_hash, click)
+        while order and order[0].created_at < keep_after_ms and moved < SPILL_MOVES:
+            self._hold(order[0])
             self._forget_oldest()
             moved += 1
         if self._pending_count:
@@ -241,7 +261,7 @@ class VisitorIndex:
     @property
     def is_spilling(self) -> bool:
         """Clicks too old for memory are still in it: prune again soon."""
-        return bool(self._order) and self._order[0][1].created_at < self.hot_after_ms
+        return bool(self._order) and self._order[0].created_at < self.hot_after_ms
 
     def close(self) -> None:
         if self._spill is not None:
@@ -249,16 +269,18 @@ class VisitorIndex:
             self._spill = None
 
     def _forget_oldest(self) -> None:
-        key, _ = self._order.popleft()
-        clicks = self._by_visitor[key]
-        if len(clicks) == 1:
+        key = self._order.popleft().key
+        held = self._by_visitor[key]
+        if type(held) is not list:
             del self._by_visitor[key]
+        elif len(held) == 2:
+            self._by_visitor[key] = held[1]
         else:
-            del clicks[0]
+            del held[0]
 
-    def _hold(self, ip: str, ua_hash: int, click: RecentClick) -> None:
+    def _hold(self, click: RecentClick) -> None:
         row = (click.campaign_id, click.stream_id, click.offer_id, click.created_at)
-        key = visitor_key(ip, ua_hash)
+        key = click.key
         rows = self._pending.get(key)
         if rows is None:
             self._pending[key] = [row]
@@ -305,4 +327,4 @@ class VisitorIndex:
         self._pending.clear()
         self._pending_count = 0
         self.spilled = 0
-        self._spilled_through = (-1, -1)
+        self._spilled_through = -1
