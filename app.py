@@ -16,9 +16,9 @@ class SchemaOutdated(RuntimeError):
 
 
 def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recorder=None) -> falcon.App:
-    from models.macros import compile_url
-    from models.postbacks import ConversionRecorder
-    from models.refusals import RefusalCounter
+    from models.conversions.postbacks import ConversionRecorder
+    from models.conversions.refusals import RefusalCounter
+    from models.routing.macros import compile_url
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.click import ClickResource, ClientAddress
     from routes.errors import handle_unexpected
@@ -29,7 +29,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         PostbackDesk,
         PostbackResource,
     )
-    from workers.heartbeat import consumer_status
+    from workers.runtime.heartbeat import consumer_status
 
     fallback_url = ""
     if settings.fallback_url:
@@ -46,7 +46,11 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         recorder = ConversionRecorder(tracker.db, park_ms=settings.postback_park_ms)
     desk = PostbackDesk(recorder, RefusalCounter(tracker.db), client_address, enqueue_delivery)
     clicks = ClickResource(
-        tracker, client_address, settings.sub_id_aliases, fallback_url, settings.max_click_cost,
+        tracker,
+        client_address,
+        settings.sub_id_aliases,
+        fallback_url,
+        settings.max_click_cost,
         settings.spool_full_answer,
     )
     app = falcon.App(media_type=falcon.MEDIA_JSON)
@@ -75,7 +79,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
 def create_admin_app(settings: Settings) -> falcon.App:
     """The admin worker's app: the report API, on its own connection; never campaign URLs."""
     from models import open_database
-    from models.migrate import schema_is_current
+    from models.migrations.runner import schema_is_current
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.errors import handle_unexpected
     from routes.health import DatabaseHealthResource
@@ -95,7 +99,7 @@ def create_admin_app(settings: Settings) -> falcon.App:
 
 
 def load_admin_app(settings: Settings) -> falcon.App:
-    """Called by the admin worker after fork (workers/server.py)."""
+    """Called by the admin worker after fork (workers/runtime/server.py)."""
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )
@@ -104,7 +108,7 @@ def load_admin_app(settings: Settings) -> falcon.App:
 
 def delivery_queue(settings: Settings):
     """Queue an outbound postback's Huey task; a lost one is picked up by the periodic sweep."""
-    from workers.tasks import create_huey
+    from workers.runtime.tasks import create_huey
 
     huey = create_huey(settings)
     logger = logging.getLogger(__name__)
@@ -121,11 +125,11 @@ def delivery_queue(settings: Settings):
 def create_tracker(settings: Settings):
     """Open this process's database connection and the click pipeline; refuse an old schema."""
     from models import open_database
-    from models.bots import BotDetector
-    from models.geo import GeoSource
-    from models.migrate import schema_is_current
-    from models.tracking import ClickTracker
-    from models.useragent import UserAgentParser
+    from models.clicks.tracker import ClickTracker
+    from models.lookups.bots import BotDetector
+    from models.lookups.geo import GeoSource
+    from models.lookups.useragent import UserAgentParser
+    from models.migrations.runner import schema_is_current
 
     db = open_database(settings.database_path)
     if not schema_is_current(db):
@@ -152,7 +156,7 @@ def create_tracker(settings: Settings):
 
 
 def load_worker_app(settings: Settings) -> falcon.App:
-    """Called by each bjoern worker after fork (workers/server.py)."""
+    """Called by each bjoern worker after fork (workers/runtime/server.py)."""
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
     )

@@ -32,7 +32,7 @@ class Context:
         """The database, opened on first use; commands that touch data refuse an unmigrated one."""
         if self._db is None:
             from models import open_database
-            from models.migrate import schema_is_current
+            from models.migrations.runner import schema_is_current
 
             self._db = open_database(self.settings.database_path, autocheckpoint=True)
             if not schema_is_current(self._db):
@@ -133,7 +133,7 @@ def progress_to_total(label: str):
 
 def admin_call(function, *args, **kwargs):
     """Run an admin operation; its AdminError becomes one clear sentence and a non-zero exit."""
-    from models.admin import AdminError
+    from models.admin.services import AdminError
 
     try:
         return function(*args, **kwargs)
@@ -195,11 +195,11 @@ def db() -> None:
 def db_migrate(ctx: Context, up_to: str | None) -> None:
     """Apply pending migrations (each with its history row, in one transaction)."""
     from models import open_database
-    from models.migrate import migrate, migration_names, pending_migrations
+    from models.migrations.runner import migrate, migration_names, pending_migrations
 
     if up_to is not None and up_to not in migration_names():
         raise click.ClickException(f"No migration is named {up_to!r}; `lanner db status` lists them.")
-    from models.currency import adopt_report_currency
+    from models.reporting.currency import adopt_report_currency
 
     database = open_database(ctx.settings.database_path, autocheckpoint=True)
     pending = [name for name in pending_migrations(database) if up_to is None or name <= up_to]
@@ -220,7 +220,7 @@ def db_migrate(ctx: Context, up_to: str | None) -> None:
 def db_status(ctx: Context, fmt: str) -> None:
     """List migrations and whether each is applied."""
     from models import open_database
-    from models.migrate import migration_status
+    from models.migrations.runner import migration_status
 
     database = open_database(ctx.settings.database_path, autocheckpoint=True)
     rows = [
@@ -228,7 +228,7 @@ def db_status(ctx: Context, fmt: str) -> None:
         for m in migration_status(database)
     ]
     if all(row["applied_at"] != "pending" for row in rows) and rows:
-        from models.deferred import list_steps
+        from models.migrations.deferred import list_steps
 
         for step in list_steps(database):
             progress = f"{step.percent:.1f}% ({step.done_units:,} of {step.total_units:,})"
@@ -242,7 +242,7 @@ def db_status(ctx: Context, fmt: str) -> None:
 @pass_context
 def db_run_deferred(ctx: Context) -> None:
     """Run the deferred steps of applied migrations now (`lanner worker` runs them by itself)."""
-    from models.deferred import pending_steps, run_deferred
+    from models.migrations.deferred import pending_steps, run_deferred
 
     steps = pending_steps(ctx.db)
     if not steps:
@@ -301,7 +301,7 @@ def offer() -> None:
 @pass_context
 def offer_create(ctx: Context, name: str, url: str, **options: Any) -> None:
     """Create an offer; prints its id."""
-    from models.admin import create_offer
+    from models.admin.services import create_offer
 
     created = admin_call(create_offer, ctx.db, name, url, **options)
     click.echo(created.id)
@@ -312,7 +312,7 @@ def offer_create(ctx: Context, name: str, url: str, **options: Any) -> None:
 @pass_context
 def offer_list(ctx: Context, fmt: str) -> None:
     """List offers."""
-    from models.admin import list_offers
+    from models.admin.services import list_offers
 
     ctx.db
     columns = ["id", "name", "status", "payout", "currency", "daily_cap", "total_cap", "timezone", "url"]
@@ -332,7 +332,7 @@ def offer_list(ctx: Context, fmt: str) -> None:
 @pass_context
 def offer_update(ctx: Context, offer_id: int, **changes: Any) -> None:
     """Change an offer."""
-    from models.admin import update_offer
+    from models.admin.services import update_offer
 
     updated = admin_call(update_offer, ctx.db, offer_id, **changes)
     click.echo(f"Offer {updated.id} updated.")
@@ -409,7 +409,7 @@ def campaign() -> None:
 @pass_context
 def campaign_create(ctx: Context, name: str, alias: str, **options: Any) -> None:
     """Create a campaign with one stream to one offer; prints the campaign URL path."""
-    from models.admin import create_campaign
+    from models.admin.services import create_campaign
 
     created = admin_call(create_campaign, ctx.db, name, alias, **options)
     click.echo(f"/{created.alias}")
@@ -421,7 +421,7 @@ def campaign_create(ctx: Context, name: str, alias: str, **options: Any) -> None
 @pass_context
 def campaign_list(ctx: Context, include_archived: bool, fmt: str) -> None:
     """List campaigns."""
-    from models.admin import list_campaigns
+    from models.admin.services import list_campaigns
 
     ctx.db
     rows = [campaign_row(c) for c in list_campaigns(include_archived=include_archived)]
@@ -434,7 +434,7 @@ def campaign_list(ctx: Context, include_archived: bool, fmt: str) -> None:
 @pass_context
 def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
     """Show a campaign (by id or alias) with its streams."""
-    from models.admin import get_campaign, list_streams
+    from models.admin.services import get_campaign, list_streams
 
     ctx.db
     found = admin_call(get_campaign, ref)
@@ -461,7 +461,7 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
 @pass_context
 def campaign_update(ctx: Context, ref: str, **changes: Any) -> None:
     """Change a campaign."""
-    from models.admin import update_campaign
+    from models.admin.services import update_campaign
 
     updated = admin_call(update_campaign, ctx.db, ref, **changes)
     click.echo(f"Campaign {updated.id} updated: /{updated.alias}")
@@ -472,7 +472,7 @@ def campaign_update(ctx: Context, ref: str, **changes: Any) -> None:
 @pass_context
 def campaign_archive(ctx: Context, ref: str) -> None:
     """Archive a campaign: its URL answers 404 (or the fallback URL) from now on."""
-    from models.admin import archive_campaign
+    from models.admin.services import archive_campaign
 
     archived = admin_call(archive_campaign, ctx.db, ref)
     click.echo(f"Campaign {archived.id} archived.")
@@ -496,7 +496,7 @@ STREAM_ACTION_CHOICE = click.Choice(["offers", "redirect", "html", "not_found", 
 
 
 def stream_row(stream) -> dict[str, Any]:
-    from models.admin import describe_filters, stream_offers
+    from models.admin.services import describe_filters, stream_offers
 
     caps = [
         f"{label} {value}"
@@ -592,7 +592,7 @@ def stream_add(
     **options: Any,
 ) -> None:
     """Add a stream to a campaign; prints its id."""
-    from models.admin import add_stream
+    from models.admin.services import add_stream
 
     payload = stream_payload(url, html, target) or ""
     added = admin_call(
@@ -607,7 +607,7 @@ def stream_add(
 @pass_context
 def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
     """List a campaign's streams in evaluation order (intercepting, regular, fallback; by position)."""
-    from models.admin import list_streams
+    from models.admin.services import list_streams
 
     ctx.db
     echo_rows([stream_row(s) for s in admin_call(list_streams, campaign_ref)], STREAM_COLUMNS, fmt)
@@ -637,7 +637,7 @@ def stream_update(
     **changes: Any,
 ) -> None:
     """Change a stream in place (its id never changes); --filter replaces all filters."""
-    from models.admin import update_stream
+    from models.admin.services import update_stream
 
     payload = stream_payload(url, html, target)
     updated = admin_call(
@@ -651,7 +651,7 @@ def stream_update(
 @pass_context
 def stream_remove(ctx: Context, stream_id: int) -> None:
     """Remove a stream (kept as deleted so click history still names it)."""
-    from models.admin import remove_stream
+    from models.admin.services import remove_stream
 
     admin_call(remove_stream, ctx.db, stream_id)
     click.echo(f"Stream {stream_id} removed.")
@@ -672,8 +672,8 @@ def serve_command(
     ctx: Context, workers: int | None, bind: str | None, max_requests: int | None, admin_bind: str | None
 ) -> None:
     """Run the web master, its bjoern workers and the report API worker in the foreground."""
-    from workers.server import parse_bind, serve
-    from workers.status import recorded_pid
+    from workers.ops.status import recorded_pid
+    from workers.runtime.server import parse_bind, serve
 
     changes = {"workers": workers, "bind": bind, "max_requests": max_requests, "admin_bind": admin_bind}
     settings = ctx.settings.replace(**{k: v for k, v in changes.items() if v is not None})
@@ -728,7 +728,7 @@ def check_schema(settings: Settings) -> None:
     """Refuse to start against a database older than the code, with the fix in the message."""
     from models import db as database
     from models import open_database
-    from models.migrate import schema_is_current
+    from models.migrations.runner import schema_is_current
 
     is_current = schema_is_current(open_database(settings.database_path))
     database.close()
@@ -778,7 +778,7 @@ def configure_logging(settings: Settings) -> None:
 @pass_context
 def worker_command(ctx: Context) -> None:
     """Run the Huey consumer (spool flusher and background tasks) in the foreground."""
-    from workers.tasks import run_consumer
+    from workers.runtime.tasks import run_consumer
 
     check_schema(ctx.settings)
     configure_logging(ctx.settings)
@@ -793,9 +793,9 @@ def run_command(ctx: Context) -> None:
     import subprocess
 
     from models import open_database
-    from models.admin import create_campaign, list_campaigns
-    from models.currency import adopt_report_currency
-    from models.migrate import migrate
+    from models.admin.services import create_campaign, list_campaigns
+    from models.migrations.runner import migrate
+    from models.reporting.currency import adopt_report_currency
 
     settings = ctx.settings
     database = open_database(settings.database_path, autocheckpoint=True)
@@ -825,8 +825,8 @@ def run_command(ctx: Context) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         configure_logging(settings)
-        from workers.server import serve
-        from workers.status import recorded_pid
+        from workers.ops.status import recorded_pid
+        from workers.runtime.server import serve
 
         with recorded_pid(settings), listen_errors():
             serve(settings, load_app, admin_loader=load_admin_app)
@@ -839,7 +839,7 @@ def run_command(ctx: Context) -> None:
 
 
 def echo_trace(data: dict[str, Any]) -> None:
-    """A routing trace (models/trace.py) as readable lines."""
+    """A routing trace (models/routing/trace.py) as readable lines."""
     for entry in data["streams"]:
         label = f"stream {entry['stream']}" + (f" {entry['name']!r}" if entry["name"] else "")
         click.echo(f"  {entry['campaign']} {label} ({entry['type']}): {entry['verdict']}")
@@ -860,7 +860,7 @@ def echo_trace(data: dict[str, Any]) -> None:
 def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: bool, **visitor: str) -> None:
     """Show how a click on URL (a campaign URL, /alias?params) would be routed; stores nothing."""
     from app import create_tracker
-    from models.trace import simulation_data
+    from models.routing.trace import simulation_data
     from routes.click import visit_from_url
 
     try:
@@ -912,9 +912,9 @@ def click_group() -> None:
 @pass_context
 def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any) -> None:
     """The newest stored clicks, newest first, with filters."""
-    from models.admin import get_campaign
-    from models.clicklog import LOG_COLUMNS, ClickFilter, list_clicks
-    from models.timerange import TimeRangeError
+    from models.admin.services import get_campaign
+    from models.reporting.clicklog import LOG_COLUMNS, ClickFilter, list_clicks
+    from models.reporting.timerange import TimeRangeError
 
     ctx.db
     campaign_id = admin_call(get_campaign, campaign_ref).id if campaign_ref else None
@@ -931,9 +931,9 @@ def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any)
 @pass_context
 def click_show(ctx: Context, subid: str, as_json: bool) -> None:
     """A stored click with its routing trace (filters re-evaluated on the stored values)."""
-    from models.click import Click
-    from models.routing import load_campaigns
-    from models.trace import stored_trace, trace_rows
+    from models.routing.config import load_campaigns
+    from models.routing.trace import stored_trace, trace_rows
+    from models.tables.click import Click
 
     found = Click.select().where(Click.subid == subid).dicts().first() if ctx.db else None
     if found is None:
@@ -955,9 +955,9 @@ def click_show(ctx: Context, subid: str, as_json: bool) -> None:
 def echo_log(
     ctx: Context, list_function, columns, fmt: str, campaign_ref: str | None = None, **options: Any
 ) -> None:
-    from models.admin import get_campaign
-    from models.conversionlog import LogFilter
-    from models.timerange import TimeRangeError
+    from models.admin.services import get_campaign
+    from models.reporting.conversionlog import LogFilter
+    from models.reporting.timerange import TimeRangeError
 
     ctx.db
     campaign_id = admin_call(get_campaign, campaign_ref).id if campaign_ref else None
@@ -983,7 +983,7 @@ def conversion() -> None:
 @pass_context
 def conversion_list(ctx: Context, fmt: str, **options: Any) -> None:
     """The newest conversions, newest first."""
-    from models.conversionlog import CONVERSION_COLUMNS, list_conversions
+    from models.reporting.conversionlog import CONVERSION_COLUMNS, list_conversions
 
     echo_log(ctx, list_conversions, CONVERSION_COLUMNS, fmt, **options)
 
@@ -1010,7 +1010,7 @@ def echo_postback_urls(key: str) -> None:
 @pass_context
 def postback_key_show(ctx: Context) -> None:
     """Print the key and the postback URL to give networks."""
-    from models.postbacks import read_secret
+    from models.conversions.postbacks import read_secret
 
     echo_postback_urls(read_secret(ctx.db, "postback_key"))
 
@@ -1020,7 +1020,7 @@ def postback_key_show(ctx: Context) -> None:
 @pass_context
 def postback_key_rotate(ctx: Context) -> None:
     """Replace the key; postbacks with the old one are refused at once."""
-    from models.postbacks import rotate_secret
+    from models.conversions.postbacks import rotate_secret
 
     echo_postback_urls(rotate_secret(ctx.db, "postback_key"))
 
@@ -1039,7 +1039,7 @@ def api_key() -> None:
 @pass_context
 def api_key_show(ctx: Context) -> None:
     """Print the API key."""
-    from models.postbacks import read_secret
+    from models.conversions.postbacks import read_secret
 
     click.echo(read_secret(ctx.db, "api_key"))
 
@@ -1049,7 +1049,7 @@ def api_key_show(ctx: Context) -> None:
 @pass_context
 def api_key_rotate(ctx: Context) -> None:
     """Replace the API key."""
-    from models.postbacks import rotate_secret
+    from models.conversions.postbacks import rotate_secret
 
     click.echo(rotate_secret(ctx.db, "api_key"))
 
@@ -1065,7 +1065,7 @@ def api_key_rotate(ctx: Context) -> None:
 @pass_context
 def postback_list(ctx: Context, fmt: str, **options: Any) -> None:
     """Incoming postbacks as received, newest first, with what became of each."""
-    from models.conversionlog import POSTBACK_COLUMNS, list_postbacks
+    from models.reporting.conversionlog import POSTBACK_COLUMNS, list_postbacks
 
     columns = (*POSTBACK_COLUMNS, "expires_at") if options["orphans"] else POSTBACK_COLUMNS
     echo_log(ctx, list_postbacks, columns, fmt, **options)
@@ -1077,7 +1077,7 @@ def postback_list(ctx: Context, fmt: str, **options: Any) -> None:
 @pass_context
 def postback_refusals(ctx: Context, fmt: str, **options: Any) -> None:
     """Postbacks refused before their key was right (wrong key, unreadable body), per day and address."""
-    from models.conversionlog import REFUSAL_COLUMNS, list_refusals
+    from models.reporting.conversionlog import REFUSAL_COLUMNS, list_refusals
 
     echo_log(ctx, list_refusals, REFUSAL_COLUMNS, fmt, **options)
 
@@ -1094,7 +1094,7 @@ def postback_status() -> None:
 @pass_context
 def postback_status_map(ctx: Context, word: str, status: str, network: str) -> None:
     """Map WORD to STATUS; stored conversions with WORD unmapped take STATUS now."""
-    from models.postback_admin import map_status
+    from models.conversions.admin import map_status
 
     remapped = admin_call(map_status, ctx.db, word, status, network=network)
     click.echo(f"{word} -> {status}; {remapped} stored conversion(s) re-mapped")
@@ -1106,7 +1106,7 @@ def postback_status_map(ctx: Context, word: str, status: str, network: str) -> N
 @pass_context
 def postback_status_unmap(ctx: Context, word: str, network: str) -> None:
     """Remove a map (conversions keep the status they have)."""
-    from models.postback_admin import unmap_status
+    from models.conversions.admin import unmap_status
 
     admin_call(unmap_status, ctx.db, word, network=network)
 
@@ -1116,7 +1116,7 @@ def postback_status_unmap(ctx: Context, word: str, network: str) -> None:
 @pass_context
 def postback_status_list(ctx: Context, fmt: str) -> None:
     """Custom status maps (the built-in aliases are in the README)."""
-    from models.postback_admin import list_status_maps
+    from models.conversions.admin import list_status_maps
 
     ctx.db
     echo_rows(list_status_maps(), ["network", "raw_status", "status"], fmt)
@@ -1145,7 +1145,7 @@ def postback_target_add(
     ctx: Context, campaign_ref: str, url: str, statuses: tuple[str, ...], method: str
 ) -> None:
     """Send URL (macros: the click's plus {status} {payout} {revenue} {currency} {tid} {conversion_id})."""
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
 
     target = admin_call(add_target, ctx.db, campaign_ref, url, list(statuses), method=method)
     click.echo(target.id)
@@ -1157,7 +1157,7 @@ def postback_target_add(
 @pass_context
 def postback_target_list(ctx: Context, campaign_ref: str | None, fmt: str) -> None:
     """Active outbound postback targets."""
-    from models.postback_admin import list_targets
+    from models.conversions.admin import list_targets
 
     ctx.db
     echo_rows(admin_call(list_targets, campaign_ref), ["id", "campaign_id", "statuses", "method", "url"], fmt)
@@ -1168,7 +1168,7 @@ def postback_target_list(ctx: Context, campaign_ref: str | None, fmt: str) -> No
 @pass_context
 def postback_target_remove(ctx: Context, target_id: int) -> None:
     """Stop sending to a target; its delivery log stays."""
-    from models.postback_admin import remove_target
+    from models.conversions.admin import remove_target
 
     admin_call(remove_target, ctx.db, target_id)
 
@@ -1181,7 +1181,7 @@ def postback_target_remove(ctx: Context, target_id: int) -> None:
 @pass_context
 def postback_deliveries(ctx: Context, fmt: str, **options: Any) -> None:
     """Outbound postbacks sent, pending a retry, or given up, newest first."""
-    from models.conversionlog import DELIVERY_COLUMNS, list_deliveries
+    from models.reporting.conversionlog import DELIVERY_COLUMNS, list_deliveries
 
     echo_log(ctx, list_deliveries, DELIVERY_COLUMNS, fmt, **options)
 
@@ -1196,7 +1196,7 @@ def postback_deliveries(ctx: Context, fmt: str, **options: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def postback_test(url: str, method: str, status: str, payout: float, as_json: bool) -> None:
     """Send one outbound postback to URL now with sample values (stores nothing)."""
-    from models.postback_admin import test_target
+    from models.conversions.admin import test_target
 
     result = admin_call(test_target, url, method=method, status=status, payout=payout)
     if as_json:
@@ -1238,8 +1238,8 @@ def report_command(
     **options: Any,
 ) -> None:  # fmt: skip
     """Clicks, conversions, revenue, cost, profit and ROI, grouped and filtered (default: last 30 days)."""
-    from models.reports import ReportError, ReportQuery, parse_filters, run_report
-    from models.timerange import TimeRangeError
+    from models.reporting.reports import ReportError, ReportQuery, parse_filters, run_report
+    from models.reporting.timerange import TimeRangeError
 
     ctx.db
     try:
@@ -1278,7 +1278,7 @@ def report_command(
 def prune_command(ctx: Context, older_than: str | None, yes: bool) -> None:
     """Delete raw clicks older than an age, in chunks (report totals stay), and the postback log and
     refusal counters older than LANNER_POSTBACK_LOG_DAYS."""
-    from models.retention import RetentionError, parse_age, prune_clicks, prune_postback_log
+    from models.ops.retention import RetentionError, parse_age, prune_clicks, prune_postback_log
 
     pruned = prune_postback_log(ctx.db, ctx.settings.postback_log_days)
     click.echo(
@@ -1325,10 +1325,10 @@ def cost_set(
     currency: str | None,
 ) -> None:
     """Replace the costs of the campaign's clicks in a period with AMOUNT spread evenly over them."""
-    from models.admin import get_campaign
-    from models.costs import CostError, spread_cost
-    from models.currency import CurrencyError, check_code, rate_of, report_currency
-    from models.timerange import TimeRangeError, local_instant, zone
+    from models.admin.services import get_campaign
+    from models.reporting.costs import CostError, spread_cost
+    from models.reporting.currency import CurrencyError, check_code, rate_of, report_currency
+    from models.reporting.timerange import TimeRangeError, local_instant, zone
 
     campaign = admin_call(get_campaign, campaign_ref) if ctx.db else None
     report = report_currency(ctx.db.connection())
@@ -1361,7 +1361,7 @@ def currency() -> None:
 @pass_context
 def currency_relabel(ctx: Context, code: str) -> None:
     """Say the stored amounts were in CODE all along (an install that never meant USD); no conversion."""
-    from models.currency import CurrencyError, relabel_report_currency
+    from models.reporting.currency import CurrencyError, relabel_report_currency
 
     try:
         changed = relabel_report_currency(ctx.db, code)
@@ -1383,7 +1383,7 @@ def currency_rate() -> None:
 @pass_context
 def currency_rate_set(ctx: Context, code: str, rate: str) -> None:
     """Set CODE's rate from now on (e.g. `EUR 1.08`: 1 EUR = 1.08 in the report currency)."""
-    from models.currency import CurrencyError, report_currency, set_rates
+    from models.reporting.currency import CurrencyError, report_currency, set_rates
 
     try:
         (change,) = set_rates(ctx.db, {code: rate})
@@ -1403,8 +1403,8 @@ def currency_rate_set(ctx: Context, code: str, rate: str) -> None:
 @pass_context
 def currency_rate_list(ctx: Context, history: bool, fmt: str) -> None:
     """List the exchange rates (the latest per currency)."""
-    from models.currency import list_rates, report_currency
-    from models.timerange import local_iso, zone
+    from models.reporting.currency import list_rates, report_currency
+    from models.reporting.timerange import local_iso, zone
 
     rows = list_rates(ctx.db, history=history)
     if fmt == "table":
@@ -1417,7 +1417,7 @@ def currency_rate_list(ctx: Context, history: bool, fmt: str) -> None:
 @pass_context
 def currency_rate_refresh(ctx: Context) -> None:
     """Read LANNER_EXCHANGE_RATE_URL now and store the rates that changed (the worker does it hourly)."""
-    from models.currency import CurrencyError, refresh_rates
+    from models.reporting.currency import CurrencyError, refresh_rates
 
     if not ctx.settings.exchange_rate_url:
         raise click.ClickException("LANNER_EXCHANGE_RATE_URL is not set.")
@@ -1435,7 +1435,7 @@ def geo() -> None:
 
 
 def build_geo(path) -> None:
-    from models.geo import build_country_database
+    from models.lookups.geo import build_country_database
 
     click.echo(
         f"Building the country database {path} from the bundled data (once, a few seconds)...", err=True
@@ -1470,7 +1470,7 @@ def geo_build(ctx: Context, output: str | None) -> None:
 @pass_context
 def geo_lookup(ctx: Context, ip: str) -> None:
     """What the geo database says about IP."""
-    from models.geo import open_geo_database
+    from models.lookups.geo import open_geo_database
 
     database = open_geo_database(ctx.settings.geo_path)
     if database is None:
@@ -1512,7 +1512,7 @@ def generate_clicks_command(
     """Fill the database with realistic clicks: repeat visitors, NAT IPs shared by many UAs."""
     import time
 
-    from models.generate import generate_clicks
+    from workers.bench.generate import generate_clicks
 
     if count <= 0 or days <= 0 or ending_hours_ago < 0:
         raise click.ClickException("--count and --days must be positive, --ending-hours-ago not negative.")
@@ -1532,7 +1532,7 @@ def generate_clicks_command(
 @pass_context
 def status_command(ctx: Context, as_json: bool) -> None:
     """Web master and workers, spool depth and last flush, queue depth, database size, geo file."""
-    from workers.status import collect_status
+    from workers.ops.status import collect_status
 
     status = collect_status(ctx.settings, ctx.db)
     if as_json:
@@ -1580,7 +1580,7 @@ def backup_command(ctx: Context, path: str | None) -> None:
     import time
     from pathlib import Path
 
-    from models.backup import BackupError, backup_database
+    from models.ops.backup import BackupError, backup_database
 
     target = (
         Path(path) if path else ctx.settings.data_dir / "backups" / time.strftime("lanner-%Y%m%d-%H%M%S.db")
@@ -1601,7 +1601,7 @@ def restore_command(ctx: Context, path: str) -> None:
     """Replace the database with a backup (stop lanner serve and lanner worker first)."""
     from pathlib import Path
 
-    from models.backup import BackupError, restore_database
+    from models.ops.backup import BackupError, restore_database
 
     try:
         moved = restore_database(Path(path), ctx.settings.database_path, ctx.settings.spool_dir)
@@ -1650,7 +1650,7 @@ def nginx_site(
     ctx: Context, output: str | None, upstream: str | None, admin_upstream: str | None, **options: Any
 ) -> None:
     """Render the server block that proxies campaign URLs, postbacks and the API to Lanner."""
-    from workers.nginx import NginxConfigError, SiteOptions, render_site
+    from workers.ops.nginx import NginxConfigError, SiteOptions, render_site
 
     served = ctx.settings.replace(bind=upstream or ctx.settings.bind)
     try:
@@ -1674,7 +1674,7 @@ def nginx_site(
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def nginx_main(output: str | None, **paths: str) -> None:
     """Render a main nginx.conf sized for a tracker (worker connections, backlog)."""
-    from workers.nginx import NginxConfigError, render_main
+    from workers.ops.nginx import NginxConfigError, render_main
 
     try:
         text = render_main(**paths)
@@ -1704,7 +1704,7 @@ def systemd_render(directory: str, **options: Any) -> None:
     """Write lanner-web.service, lanner-worker.service and lanner.env into a directory."""
     from pathlib import Path
 
-    from workers.systemd import UnitConfigError, UnitOptions, write_units
+    from workers.ops.systemd import UnitConfigError, UnitOptions, write_units
 
     try:
         written = write_units(UnitOptions(**options), Path(directory))
@@ -1727,7 +1727,7 @@ def spool() -> None:
 @pass_context
 def spool_status_command(ctx: Context, fmt: str) -> None:
     """How many clicks are spooled and not yet in the database; exits 1 if a segment went missing."""
-    from models.spool import MISSING_FILE, spool_status
+    from models.clicks.spool import MISSING_FILE, spool_status
 
     status = spool_status(ctx.db, ctx.settings.spool_dir)
     row = {
@@ -1753,7 +1753,7 @@ def spool_status_command(ctx: Context, fmt: str) -> None:
 @pass_context
 def spool_flush_command(ctx: Context, batch_size: int) -> None:
     """Land every spooled click in the database now (safe while the worker runs)."""
-    from models.spool import flush_spool, flusher_bots, spool_status
+    from models.clicks.spool import flush_spool, flusher_bots, spool_status
 
     pending = spool_status(ctx.db, ctx.settings.spool_dir).pending_clicks
     with click.progressbar(length=pending, label="Flushing", file=sys.stderr) as bar:
@@ -1775,7 +1775,7 @@ def spool_flush_command(ctx: Context, batch_size: int) -> None:
     click.echo(
         f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}."
     )
-    from models.postbacks import ConversionRecorder
+    from models.conversions.postbacks import ConversionRecorder
 
     settled = ConversionRecorder(ctx.db, park_ms=ctx.settings.postback_park_ms).settle_parked()
     if settled:
@@ -1796,7 +1796,7 @@ class BenchGroup(click.Group):
     def _add_suite_commands(self) -> None:
         if self._has_suite_commands:
             return
-        from workers.benchsuite import SUITE_SCENARIOS
+        from workers.bench.suite import SUITE_SCENARIOS
 
         for name, scenario in SUITE_SCENARIOS.items():
             self.command(name)(_suite_command(name, scenario.about))
@@ -1826,9 +1826,9 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
     from pathlib import Path
 
     from models import open_database
-    from models.deferred import pending_steps, run_deferred
-    from models.migrate import migrate
-    from workers.reportbench import add_conversions, time_reports, timings_json
+    from models.migrations.deferred import pending_steps, run_deferred
+    from models.migrations.runner import migrate
+    from workers.bench.reports import add_conversions, time_reports, timings_json
 
     db = open_database(Path(data_dir).resolve() / "lanner.db", autocheckpoint=True)
     migrate(db)
@@ -1870,8 +1870,8 @@ def _suite_command(name: str, about: str):
     def command(quick: bool, data_dir: str, workers: int, keep: bool, json_path: str | None) -> None:
         from pathlib import Path
 
-        from workers.bench import BenchError, ConsoleReporter, format_report
-        from workers.benchsuite import SUITE_SCENARIOS, format_verdicts, run_scenario, write_json
+        from workers.bench.harness import BenchError, ConsoleReporter, format_report
+        from workers.bench.suite import SUITE_SCENARIOS, format_verdicts, run_scenario, write_json
 
         result = None
         try:
@@ -1899,8 +1899,8 @@ def bench_idle_command(seconds: int, workers: int, data_dir: str, json_path: str
     """CPU and memory of all Lanner processes with no traffic (target: <= 1 % of one core)."""
     from pathlib import Path
 
-    from workers.bench import BenchError, ConsoleReporter
-    from workers.benchsuite import ScenarioResult, format_verdicts, judge_idle, measure_idle, write_json
+    from workers.bench.harness import BenchError, ConsoleReporter
+    from workers.bench.suite import ScenarioResult, format_verdicts, judge_idle, measure_idle, write_json
 
     try:
         idle = measure_idle(Path(data_dir), seconds=seconds, workers=workers, reporter=ConsoleReporter())
@@ -1931,8 +1931,8 @@ def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, wo
     """The whole suite, one scenario after the other, each checked against its targets."""
     from pathlib import Path
 
-    from workers.bench import BenchError, ConsoleReporter
-    from workers.benchsuite import SUITE, format_verdicts, run_suite
+    from workers.bench.harness import BenchError, ConsoleReporter
+    from workers.bench.suite import SUITE, format_verdicts, run_suite
 
     names = [name.strip() for name in only.split(",")] if only else list(SUITE)
     unknown = [name for name in names if name not in SUITE]
@@ -1964,9 +1964,9 @@ def bench_faults_command(
     """Each fault of docs/RELIABILITY.md under traffic, every subid reconciled, one row per fault."""
     from pathlib import Path
 
-    from workers.bench import BenchError, ConsoleReporter, run_work_dir
-    from workers.benchsuite import write_json
-    from workers.faultbench import format_rows, run_faults
+    from workers.bench.faults import format_rows, run_faults
+    from workers.bench.harness import BenchError, ConsoleReporter, run_work_dir
+    from workers.bench.suite import write_json
 
     names = [name.strip() for name in only.split(",")] if only else []
     reporter = ConsoleReporter()
@@ -2020,8 +2020,8 @@ def bench_compare_command(
     """Two git revisions (OLD first), the same ladder on copies of one database: NEW / OLD ratios."""
     from pathlib import Path
 
-    from workers.bench import BenchError, ConsoleReporter
-    from workers.benchcompare import format_compare, run_compare
+    from workers.bench.compare import format_compare, run_compare
+    from workers.bench.harness import BenchError, ConsoleReporter
 
     try:
         ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
@@ -2079,8 +2079,8 @@ def bench_migration_command(
     """Upgrade rehearsal: the newest migration on a large live database, clicks flowing meanwhile."""
     from pathlib import Path
 
-    from workers.bench import BenchError, ConsoleReporter
-    from workers.migrationbench import MigrationOptions, MigrationReport, format_rehearsal, run_rehearsal
+    from workers.bench.harness import BenchError, ConsoleReporter
+    from workers.bench.migration import MigrationOptions, MigrationReport, format_rehearsal, run_rehearsal
 
     options = MigrationOptions(
         clicks=clicks, recent=recent, rate=rate, seconds=seconds, workers=workers,
@@ -2153,7 +2153,7 @@ def bench_clicks_command(
     """Stepped constant-arrival-rate load on a campaign URL; every 302's subid reconciled with the DB."""
     from pathlib import Path
 
-    from workers.bench import (
+    from workers.bench.harness import (
         BenchError,
         BenchOptions,
         BenchReport,

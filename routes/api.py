@@ -21,10 +21,10 @@ import json
 
 import falcon
 
-from models.currency import CurrencyError, list_rates, report_currency, set_rates
-from models.postbacks import keys_match, read_secret
-from models.reports import PrunedRangeError, ReportError, ReportQuery, parse_filters, run_report
-from models.timerange import TimeRangeError
+from models.conversions.postbacks import keys_match, read_secret
+from models.reporting.currency import CurrencyError, list_rates, report_currency, set_rates
+from models.reporting.reports import PrunedRangeError, ReportError, ReportQuery, parse_filters, run_report
+from models.reporting.timerange import TimeRangeError
 
 PARAMETERS = ("group", "preset", "from", "to", "timezone", "campaign", "format", "api_key")
 FORMATS = ("json", "csv")
@@ -90,7 +90,7 @@ class ReportApiResource:
             resp.text = out.getvalue()
             return
         resp.content_type = falcon.MEDIA_JSON
-        # allow_nan=False: the report has no Infinity or NaN (models/reports.py), and none may leak
+        # allow_nan=False: the report has no Infinity or NaN (models/reporting/reports.py), and none may leak
         # out as the invalid JSON tokens Python would print for them.
         resp.text = json.dumps(report.as_json(), allow_nan=False)
 

@@ -10,10 +10,10 @@ from urllib.parse import quote, urlsplit
 import falcon
 from falcon.uri import parse_query_string
 
-from models.click import SUB_ID_SLOTS
-from models.clickrefusals import SpoolUnwritable
-from models.record import MAX_COST
-from models.tracking import ClickTracker, Decision, Visit
+from models.clicks.record import MAX_COST
+from models.clicks.refusals import SpoolUnwritable
+from models.clicks.tracker import ClickTracker, Decision, Visit
+from models.tables.click import SUB_ID_SLOTS
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
 MAX_USER_AGENT = 1000
@@ -248,13 +248,13 @@ def visit_from_url(
 
 
 def answer(resp: falcon.Response, decision: Decision) -> None:
-    """The visitor's response for a decision (models/tracking.py ANSWERS)."""
+    """The visitor's response for a decision (models/clicks/tracker.py ANSWERS)."""
     kind = decision.answer
     if kind == "http":
         resp.status = falcon.HTTP_302
         # Not `resp.location`: Falcon re-encodes the whole URL, escapes included, when any character
         # needs encoding. Ours is safe by construction: a validated template compiled to printable
-        # ASCII (models/macros.py), percent-encoded values.
+        # ASCII (models/routing/macros.py), percent-encoded values.
         location = decision.location
         if not location.isascii():
             # Only a debounced repeat of a click journaled before templates were compiled to ASCII:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import falcon
 
-from models.tracking import ClickTracker
+from models.clicks.tracker import ClickTracker
 
 
 class DatabaseHealthResource:
@@ -30,7 +30,7 @@ class DatabaseHealthResource:
 class HealthResource:
     def __init__(self, tracker: ClickTracker, consumer_status: Callable[[], dict[str, Any]]) -> None:
         self.tracker = tracker
-        self.consumer_status = consumer_status  # workers/heartbeat.py
+        self.consumer_status = consumer_status  # workers/runtime/heartbeat.py
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         is_strict = req.get_param_as_bool("strict", default=False)

@@ -1,11 +1,11 @@
 """Conversions in: `GET|POST /postback` (and `/<key>/postback`), the conversion pixel, the click pixel.
 
 A postback is authenticated by the install's postback key (constant-time comparison), parsed at
-the edge, and applied by models/postbacks.py in one transaction with its log row. A duplicate or a
+the edge, and applied by models/conversions/postbacks.py in one transaction with its log row. A duplicate or a
 refused status change answers 200 (the network must stop retrying; the log says why); a wrong key
 403, a malformed postback 400, a body over 64 KB 413, a database busy beyond its timeout 503 (the
 network retries later). Nothing anonymous is logged row by row: a postback refused before its key
-was right is only counted (models/refusals.py), and the key is masked in all that is kept.
+was right is only counted (models/conversions/refusals.py), and the key is masked in all that is kept.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import falcon
 import peewee
 from falcon.uri import decode, parse_query_string
 
-from models.clickrefusals import SpoolUnwritable
-from models.postbacks import (
+from models.clicks.refusals import SpoolUnwritable
+from models.clicks.tracker import ClickTracker
+from models.conversions.postbacks import (
     FAILED,
     FORBIDDEN,
     INVALID,
@@ -35,8 +36,7 @@ from models.postbacks import (
     parse_postback,
     read_secret,
 )
-from models.refusals import RefusalCounter
-from models.tracking import ClickTracker
+from models.conversions.refusals import RefusalCounter
 from routes.click import SPOOL_FULL_RETRY_AFTER, ClientAddress, VisitParser, is_prefetch
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ class PostbackDesk:
     """What the postback and pixel resources share: key check, parsing, recording, outbound queueing.
 
     The key is checked before the body is read when it is in the path or the query. A postback
-    refused before its key was right is only counted (models/refusals.py); the postback log holds
+    refused before its key was right is only counted (models/conversions/refusals.py); the postback log holds
     postbacks that carried the key.
     """
 

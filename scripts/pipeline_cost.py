@@ -42,9 +42,9 @@ def build(data_dir: Path):
     os.environ["LANNER_DATA_DIR"] = str(data_dir)
     from app import create_tracker
     from models import db, open_database
-    from models.admin import add_stream, create_campaign, create_offer, update_stream
-    from models.geo import build_country_database
-    from models.migrate import migrate
+    from models.admin.services import add_stream, create_campaign, create_offer, update_stream
+    from models.lookups.geo import build_country_database
+    from models.migrations.runner import migrate
     from settings import load_settings
 
     settings = load_settings()
@@ -71,7 +71,7 @@ def build(data_dir: Path):
 
 
 def visitors(rng: random.Random, count: int, *, unique_agents: bool) -> list:
-    from models.tracking import Visit
+    from models.clicks.tracker import Visit
 
     result = []
     for n in range(count):

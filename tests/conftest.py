@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.bench import free_port  # noqa: F401 - shared with the tests that import it from here
+from workers.bench.harness import free_port  # noqa: F401 - shared with the tests that import it from here
 
 ROOT = Path(__file__).resolve().parent.parent
 LANNER = [sys.executable, "-m", "cli"]
@@ -50,7 +50,7 @@ def db(settings):
     """A migrated real database file, opened in this process."""
     from models import db as database
     from models import open_database
-    from models.migrate import migrate
+    from models.migrations.runner import migrate
 
     open_database(settings.database_path, autocheckpoint=True)
     migrate(database)
@@ -284,7 +284,7 @@ def clock():
 @pytest.fixture
 def make_tracker(db, settings, clock):
     """In-process ClickTrackers ("workers") on the test's database and spool, closed at teardown."""
-    from models.tracking import ClickTracker
+    from models.clicks.tracker import ClickTracker
 
     trackers = []
 

@@ -11,10 +11,10 @@ from urllib.parse import urlencode
 import pytest
 from conftest import click, request
 
-from models.deferred import run_deferred
-from models.generate import generate_clicks
-from models.reports import NOT_FINITE_NOTE, ReportQuery, run_report
-from models.rollups import RollupDelta, click_key
+from models.migrations.deferred import run_deferred
+from models.reporting.reports import NOT_FINITE_NOTE, ReportQuery, run_report
+from models.reporting.rollups import RollupDelta, click_key
+from workers.bench.generate import generate_clicks
 
 END_MS = int(datetime(2026, 11, 20, 17, 41, tzinfo=UTC).timestamp() * 1000)
 PUNYCODE_HOST = "xn--ffer-45d.example"  # оffer.example with a Cyrillic о
@@ -266,7 +266,7 @@ def test_a_location_journaled_before_the_rule_is_still_sent_as_ascii():
     # A debounced repeat answers the Location its first click journaled, maybe before the upgrade.
     import falcon
 
-    from models.tracking import Decision
+    from models.clicks.tracker import Decision
     from routes.click import answer
 
     resp = falcon.Response()
@@ -276,8 +276,8 @@ def test_a_location_journaled_before_the_rule_is_still_sent_as_ascii():
 
 
 def test_cost_set_while_the_rollup_backfill_runs_counts_each_click_once(poisoned, lanner):
-    from models import deferred
-    from models.rollups import TABLES
+    from models.migrations import deferred
+    from models.reporting.rollups import TABLES
 
     db, day = poisoned
     # As if the clicks had been stored by a release before the rollups, and the backfill were half done.

@@ -41,8 +41,8 @@ def test_bench_migration_upgrades_a_live_database_and_accounts_for_every_click(t
 
 
 def test_judge_says_which_targets_a_run_missed_and_by_how_much():
-    from workers.bench import BenchReport, StepResult
-    from workers.benchsuite import SUITE_SCENARIOS, judge
+    from workers.bench.harness import BenchReport, StepResult
+    from workers.bench.suite import SUITE_SCENARIOS, judge
 
     def step(
         rate: int, accepted_per_s: float, p99_ms: float, lost: int = 0, rss: float = 150.0

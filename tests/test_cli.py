@@ -191,7 +191,7 @@ def test_generated_uniqueness_flags_are_the_trackers_per_scope_and_window(env, l
 
 
 def test_spool_status_and_flush(lanner, settings):
-    from models.record import encode_line, line_tail, new_subid
+    from models.clicks.record import encode_line, line_tail, new_subid
 
     settings.spool_dir.mkdir(parents=True, exist_ok=True)
     lanner("campaign", "create", "S", "--alias", "s", "--offer-url", "https://o.example/")

@@ -257,7 +257,7 @@ def test_flusher_outlasts_a_write_lock_held_past_the_busy_timeout(campaign, serv
 
 def web_workers(master_pid: int) -> list[str]:
     """The master's web workers (not the report API's admin worker)."""
-    from workers.procfs import children, process_name
+    from workers.runtime.procfs import children, process_name
 
     return [str(pid) for pid in children(master_pid) if process_name(pid) == "lanner-web"]
 

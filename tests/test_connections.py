@@ -16,7 +16,7 @@ import pytest
 import test_nginx
 from conftest import click, subid_of, wait_until
 
-from workers.procfs import children, process_name
+from workers.runtime.procfs import children, process_name
 
 CLIENT_ERRORS = (OSError, http.client.HTTPException)
 nginx_front = test_nginx.start_nginx  # a fixture: a real nginx in front of a unix socket

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from models.admin import create_campaign, update_campaign
-from models.costs import CostError, spread_cost
-from models.spool import flush_spool
-from models.tracking import Visit
+from models.admin.services import create_campaign, update_campaign
+from models.clicks.spool import flush_spool
+from models.clicks.tracker import Visit
+from models.reporting.costs import CostError, spread_cost
 
 
 def track(tracker, campaign_alias: str, ip: str, cost: float = 0.0) -> str:

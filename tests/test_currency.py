@@ -9,16 +9,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from models.admin import AdminError, create_campaign, create_offer, update_campaign
-from models.click import Click
-from models.costs import CostError, spread_cost
-from models.currency import CurrencyError, adopt_report_currency, list_rates, rates_from_feed, set_rates
-from models.deferred import run_deferred
-from models.postbacks import ConversionRecorder, PostbackError, Received, parse_postback
-from models.record import new_subid, ua_hash
-from models.reports import ReportError, ReportQuery, run_report
-from models.spool import flush_spool
-from models.tracking import Visit
+from models.admin.services import AdminError, create_campaign, create_offer, update_campaign
+from models.clicks.record import new_subid, ua_hash
+from models.clicks.spool import flush_spool
+from models.clicks.tracker import Visit
+from models.conversions.postbacks import ConversionRecorder, PostbackError, Received, parse_postback
+from models.migrations.deferred import run_deferred
+from models.reporting.costs import CostError, spread_cost
+from models.reporting.currency import (
+    CurrencyError,
+    adopt_report_currency,
+    list_rates,
+    rates_from_feed,
+    set_rates,
+)
+from models.reporting.reports import ReportError, ReportQuery, run_report
+from models.tables.click import Click
 
 RECEIVED = Received("GET", "198.51.100.9", "test")
 
@@ -37,8 +43,8 @@ def recorder(db, clock):
 
 def store_click(db, campaign, clock) -> str:
     """A click as the flusher lands it, rollups included."""
-    from models.record import CLICK_COLUMNS
-    from models.rollups import RollupDelta
+    from models.clicks.record import CLICK_COLUMNS
+    from models.reporting.rollups import RollupDelta
 
     created = int(clock() * 1000)
     subid = new_subid(created)
@@ -240,7 +246,7 @@ def feed():
 def test_the_refresh_task_stores_changed_rates_from_the_feed_and_converts_waiting_conversions(
     db, settings, campaign, recorder, clock, feed, caplog
 ):
-    from workers.tasks import create_huey
+    from workers.runtime.tasks import create_huey
 
     post(recorder, store_click(db, campaign, clock), payout="43", currency="GBP")
     feed.body = json.dumps({"base": "EUR", "rates": {"USD": 1.08, "GBP": 0.86, "JPY": 160.0}}).encode()
@@ -256,7 +262,7 @@ def test_the_refresh_task_stores_changed_rates_from_the_feed_and_converts_waitin
     huey.refresh_exchange_rates()  # The same rates again: nothing new stored.
     assert len(list_rates(db, history=True)) == 3 and feed.hits == 2
     feed.status, feed.body = 500, b"oops"
-    with caplog.at_level(logging.WARNING, logger="workers.tasks"):
+    with caplog.at_level(logging.WARNING, logger="workers.runtime.tasks"):
         huey.refresh_exchange_rates()
     assert "exchange rates not refreshed" in caplog.text
     assert len(list_rates(db, history=True)) == 3
@@ -320,9 +326,9 @@ def test_migrate_adopts_the_report_currency_of_an_empty_database(env):
 def test_0006_takes_conversions_summed_unconverted_out_of_revenue_until_their_rate_is_set(settings):
     from models import db as database
     from models import open_database
-    from models.generate import generate_clicks
-    from models.migrate import migrate
-    from models.rollups import RollupDelta, click_key, conversion_metrics
+    from models.migrations.runner import migrate
+    from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
+    from workers.bench.generate import generate_clicks
 
     open_database(settings.database_path, autocheckpoint=True)
     try:

@@ -50,9 +50,9 @@ def _in_alternation(path: str) -> bool:
 
 
 def test_migrated_schema_matches_the_models(db):
-    from models.campaign import Campaign, Stream, StreamOffer
-    from models.click import Click
-    from models.conversion import (
+    from models.tables.campaign import Campaign, Stream, StreamOffer
+    from models.tables.click import Click
+    from models.tables.conversion import (
         Conversion,
         PostbackDelivery,
         PostbackLog,
@@ -60,7 +60,7 @@ def test_migrated_schema_matches_the_models(db):
         PostbackTarget,
         StatusMap,
     )
-    from models.offer import Offer
+    from models.tables.offer import Offer
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)
     for model in (*models, PostbackDelivery, PostbackRefusal):

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from workers.bench import ROOT
-from workers.faultbench import FaultRow, describe, faults, run_fault
+from workers.bench.faults import FaultRow, describe, faults, run_fault
+from workers.bench.harness import ROOT
 
 QUICK_FAULTS = faults(quick=True)
 

@@ -12,8 +12,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-import models.filters
-from models.filters import (
+import models.routing.filters
+from models.routing.filters import (
     FILTER_NAMES,
     MAX_LANGUAGES,
     FilterError,
@@ -958,7 +958,7 @@ def test_accept_language_survives_random_input() -> None:
 
 
 def test_module_docstring_documents_every_filter_and_operator() -> None:
-    doc = models.filters.__doc__ or ""
+    doc = models.routing.filters.__doc__ or ""
     for name in FILTER_NAMES:
         assert name in doc, name
     for operator in ("!=", "!~", "~/re/", "unknown"):

@@ -6,9 +6,9 @@ import threading
 
 from conftest import click
 
-from models.admin import create_campaign
-from models.hotpath import SQL_CONFIG_VERSION
-from models.tracking import MISS_CHECK_EVERY
+from models.admin.services import create_campaign
+from models.clicks.tracker import MISS_CHECK_EVERY
+from models.store.sqlite.hotpath import SQL_CONFIG_VERSION
 
 
 def count_version_reads(conn) -> list[str]:

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 from conftest import click, request, subid_of, wait_until
 
-from workers.faultbench import fill_file_system
+from workers.bench.faults import fill_file_system
 
 SMALL_FS_BYTES = 16 * 1024 * 1024
 OFFER = "https://offer.example/lp?click={subid}"
 FALLBACK = "https://fallback.example/sorry"
 WEB_WORKERS = 2
-REFUSED_MESSAGE = "cannot be written"  # The web workers' throttled error line (models/tracking.py).
-FLUSHER_MESSAGE = "; trying again"  # The flusher's throttled error line (workers/tasks.py).
+REFUSED_MESSAGE = "cannot be written"  # The web workers' throttled error line (models/clicks/tracker.py).
+FLUSHER_MESSAGE = "; trying again"  # The flusher's throttled error line (workers/runtime/tasks.py).
 
 
 def _mount_command(kind: str, tmp_path: Path, mount_point: Path) -> list[str]:
@@ -216,11 +216,11 @@ PAGE = 4096  # tmpfs hands out whole pages: a line crossing into a new one is wr
 def test_a_click_that_finds_the_disk_full_leaves_no_half_line_and_is_counted(
     make_tracker, db, settings, data_dir
 ):
-    from models.admin import create_campaign
-    from models.clickrefusals import SpoolUnwritable, read_refused
-    from models.record import decode_line
-    from models.spool import flush_spool, segment_path
-    from models.tracking import Visit
+    from models.admin.services import create_campaign
+    from models.clicks.record import decode_line
+    from models.clicks.refusals import SpoolUnwritable, read_refused
+    from models.clicks.spool import flush_spool, segment_path
+    from models.clicks.tracker import Visit
 
     create_campaign(db, "Full", "full", offer_url=OFFER)
     tracker = make_tracker()
@@ -259,9 +259,9 @@ def test_the_flusher_fsyncs_the_spool_while_the_database_cannot_be_written(
 ):
     from peewee import OperationalError
 
-    from models.admin import create_campaign
-    from models.tracking import Visit
-    from workers.tasks import SpoolFlusher
+    from models.admin.services import create_campaign
+    from models.clicks.tracker import Visit
+    from workers.runtime.tasks import SpoolFlusher
 
     create_campaign(db, "Full", "full", offer_url=OFFER)
     tracker = make_tracker()
@@ -285,7 +285,7 @@ def test_the_flusher_lock_is_single_and_dies_with_its_process(tmp_path, env):
     import signal
     import sys
 
-    from workers.tasks import FileLock
+    from workers.runtime.tasks import FileLock
 
     path = tmp_path / "flusher.lock"
     first, second = FileLock(path), FileLock(path)
@@ -295,7 +295,7 @@ def test_the_flusher_lock_is_single_and_dies_with_its_process(tmp_path, env):
     second.release()
     script = (
         "import pathlib, sys, time\n"
-        "from workers.tasks import FileLock\n"
+        "from workers.runtime.tasks import FileLock\n"
         "assert FileLock(pathlib.Path(sys.argv[1])).acquire()\n"
         "print('held', flush=True)\n"
         "time.sleep(60)\n"

@@ -10,7 +10,7 @@ import pytest
 from mmdb_writer import MMDBWriter
 from netaddr import IPSet
 
-from models.geo import (
+from models.lookups.geo import (
     DEFAULT_GEO_FILENAME,
     UNKNOWN_GEO,
     GeoDatabase,

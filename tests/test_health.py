@@ -10,11 +10,11 @@ import sys
 
 from conftest import click, request, wait_until
 
-from models.admin import create_campaign
-from models.spool import flush_spool
-from models.tracking import Visit
-from workers.heartbeat import STALE_AFTER, Heartbeat, consumer_status, heartbeat_path, read_heartbeat
-from workers.procfs import process_start_time
+from models.admin.services import create_campaign
+from models.clicks.spool import flush_spool
+from models.clicks.tracker import Visit
+from workers.runtime.heartbeat import STALE_AFTER, Heartbeat, consumer_status, heartbeat_path, read_heartbeat
+from workers.runtime.procfs import process_start_time
 
 
 def status_json(lanner) -> dict:
@@ -106,7 +106,7 @@ def test_an_old_unflushed_click_degrades_health_and_the_workers_warn(
     create_campaign(db, "T", "t", offer_url="https://offer.example/?c={subid}")
     tracker = make_tracker(backlog_alert_seconds=60)
     tracker.track(tracker.campaign("t"), Visit(ip="198.51.100.1", user_agent="UA"))
-    with caplog.at_level(logging.WARNING, logger="models.tracking"):
+    with caplog.at_level(logging.WARNING, logger="models.clicks.tracker"):
         clock.advance(30)
         tracker.refresh()
         assert "oldest click" not in caplog.text

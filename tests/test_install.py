@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, LiveProcess, request, start_process
 
-from workers.bench import free_port
+from workers.bench.harness import free_port
 
 NGINX = "/usr/sbin/nginx"
 pytestmark = pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is installed by `make test`")

@@ -8,12 +8,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from models.admin import create_campaign
-from models.deferred import run_deferred
-from models.record import CLICK_COLUMNS, new_subid, ua_hash
-from models.reports import ReportQuery, run_report
-from models.rollups import RollupDelta
-from models.timerange import local_instant
+from models.admin.services import create_campaign
+from models.clicks.record import CLICK_COLUMNS, new_subid, ua_hash
+from models.migrations.deferred import run_deferred
+from models.reporting.reports import ReportQuery, run_report
+from models.reporting.rollups import RollupDelta
+from models.reporting.timerange import local_instant
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

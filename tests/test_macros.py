@@ -7,7 +7,7 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from models.macros import MACRO_NAMES, MacroError, UrlTemplate, compile_url, saved_url
+from models.routing.macros import MACRO_NAMES, MacroError, UrlTemplate, compile_url, saved_url
 
 NOW = datetime.datetime(2024, 3, 5, 7, 8, 9, 123456)  # a Tuesday, naive UTC
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from models import db as database
 from models import open_database
-from models.migrate import SQL_CREATE_HISTORY, SQL_RECORD, migrate, migration_status
+from models.migrations.runner import SQL_CREATE_HISTORY, SQL_RECORD, migrate, migration_status
 
 DAY_MS = 86_400_000
 
@@ -55,10 +55,10 @@ def test_0002_backfills_click_counters_from_existing_clicks(settings):
 
 
 def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(settings, clock, monkeypatch):
-    from models.deferred import DROP_GRACE_MS, list_steps, run_chunk, run_deferred
-    from models.generate import generate_clicks
-    from models.record import visitor_key
-    from models.tracking import ClickTracker, Visit
+    from models.clicks.record import visitor_key
+    from models.clicks.tracker import ClickTracker, Visit
+    from models.migrations.deferred import DROP_GRACE_MS, list_steps, run_chunk, run_deferred
+    from workers.bench.generate import generate_clicks
 
     open_database(settings.database_path, autocheckpoint=True)
     trackers = []
@@ -104,7 +104,7 @@ def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(
 
         assert is_unique(early) is False  # Its clicks have no key yet: the old index finds them.
 
-        monkeypatch.setattr("models.deferred.CHUNK_IDS", 1000)
+        monkeypatch.setattr("models.migrations.deferred.CHUNK_IDS", 1000)
         third = run_chunk(database, "visitor_key_backfill")
         assert (third.state, third.done_units) == ("running", 1000)
         assert is_unique(early) is False and is_unique(tracker()) is False
@@ -148,8 +148,8 @@ def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(
 
 
 def test_0005_on_a_new_database_needs_no_deferred_step(db):
-    from models.deferred import pending_steps
-    from models.hotpath import visitor_probe
+    from models.migrations.deferred import pending_steps
+    from models.store.sqlite.hotpath import visitor_probe
 
     assert [step.name for step in pending_steps(db)] == ["rollup_backfill"]  # 0004's: instant when empty.
     assert visitor_probe(db.connection()).by_key

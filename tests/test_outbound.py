@@ -119,15 +119,15 @@ def target_server():
 
 @pytest.fixture
 def campaign(db):
-    from models.admin import create_campaign
+    from models.admin.services import create_campaign
 
     return create_campaign(db, "Demo", "demo", offer_url="https://o.example/?s={subid}")
 
 
 @pytest.fixture
 def make_click(db, campaign, clock):
-    from models.click import Click
-    from models.record import new_subid
+    from models.clicks.record import new_subid
+    from models.tables.click import Click
 
     def make(**columns) -> str:
         subid = new_subid()
@@ -151,7 +151,7 @@ def make_click(db, campaign, clock):
 @pytest.fixture
 def postback(db, clock):
     """Record one incoming postback (the parameters a network would send); returns its Outcome."""
-    from models.postbacks import ConversionRecorder, Received, parse_postback
+    from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
 
     recorder = ConversionRecorder(db, park_ms=3_600_000, clock=clock)
 
@@ -162,13 +162,13 @@ def postback(db, clock):
 
 
 def delivery_row(delivery_id: int) -> dict:
-    from models.conversion import PostbackDelivery
+    from models.tables.conversion import PostbackDelivery
 
     return PostbackDelivery.select().where(PostbackDelivery.id == delivery_id).dicts().get()
 
 
 def all_deliveries() -> list[dict]:
-    from models.conversion import PostbackDelivery
+    from models.tables.conversion import PostbackDelivery
 
     return list(PostbackDelivery.select().order_by(PostbackDelivery.id).dicts())
 
@@ -176,8 +176,8 @@ def all_deliveries() -> list[dict]:
 def test_a_sale_is_sent_once_to_the_rendered_url_with_macros_percent_encoded(
     db, campaign, make_click, postback, target_server, clock
 ):
-    from models.outbound import send_delivery
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
+    from models.conversions.outbound import send_delivery
 
     target = target_server()
     template = (
@@ -223,7 +223,7 @@ def test_a_sale_is_sent_once_to_the_rendered_url_with_macros_percent_encoded(
 
 
 def test_deliveries_are_queued_once_per_conversion_target_and_status(db, campaign, make_click, postback):
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
 
     sale_only = add_target(db, "demo", "http://127.0.0.1:9/sale?s={subid}", ["sale"])
     lead_and_sale = add_target(db, "demo", "http://127.0.0.1:9/both?s={subid}", ["lead", "sale"])
@@ -257,7 +257,7 @@ def test_deliveries_are_queued_once_per_conversion_target_and_status(db, campaig
 
 
 def test_a_status_no_target_is_for_queues_nothing(db, campaign, make_click, postback):
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
 
     add_target(db, "demo", "http://127.0.0.1:9/sale?s={subid}", ["sale"])
     outcome = postback(subid=make_click(), status="lead")
@@ -268,8 +268,8 @@ def test_a_status_no_target_is_for_queues_nothing(db, campaign, make_click, post
 def test_a_failing_target_is_retried_with_backoff_until_it_answers_200(
     db, campaign, make_click, postback, target_server, clock
 ):
-    from models.outbound import due_deliveries, send_delivery
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
+    from models.conversions.outbound import due_deliveries, send_delivery
 
     target = target_server(fail_first=2, fail_code=500)
     add_target(db, "demo", target.base + "/cb?s={subid}&st={status}", ["sale"])
@@ -314,8 +314,8 @@ def test_a_failing_target_is_retried_with_backoff_until_it_answers_200(
 def test_a_target_that_never_answers_2xx_is_given_up_after_max_attempts(
     db, campaign, make_click, postback, target_server, clock
 ):
-    from models.outbound import MAX_ATTEMPTS, due_deliveries, send_delivery
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
+    from models.conversions.outbound import MAX_ATTEMPTS, due_deliveries, send_delivery
 
     target = target_server(fail_first=10**6, fail_code=503)
     add_target(db, "demo", target.base + "/cb?s={subid}", ["sale"])
@@ -338,8 +338,8 @@ def test_a_target_that_never_answers_2xx_is_given_up_after_max_attempts(
 def test_a_refused_connection_leaves_the_delivery_pending_with_an_error_sentence(
     db, campaign, make_click, postback, clock
 ):
-    from models.outbound import due_deliveries, send_delivery
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
+    from models.conversions.outbound import due_deliveries, send_delivery
 
     closed = free_port()  # Bound and released: nothing listens there.
     add_target(db, "demo", f"http://127.0.0.1:{closed}" + "/cb?s={subid}", ["sale"])
@@ -363,8 +363,8 @@ def test_a_refused_connection_leaves_the_delivery_pending_with_an_error_sentence
 def test_post_sends_the_query_as_a_form_body_to_the_url_without_it(
     db, campaign, make_click, postback, target_server, clock
 ):
-    from models.outbound import send_delivery
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
+    from models.conversions.outbound import send_delivery
 
     target = target_server()
     add_target(db, "demo", target.base + "/cb/post?s={subid}&p={payout}&t={tid}", ["sale"], method="post")
@@ -384,9 +384,9 @@ def test_post_sends_the_query_as_a_form_body_to_the_url_without_it(
 def test_a_delivery_not_due_yet_is_busy_and_sends_nothing(
     db, campaign, make_click, postback, target_server, clock
 ):
-    from models.conversion import PostbackDelivery
-    from models.outbound import send_delivery
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
+    from models.conversions.outbound import send_delivery
+    from models.tables.conversion import PostbackDelivery
 
     target = target_server()
     add_target(db, "demo", target.base + "/cb?s={subid}", ["sale"])
@@ -405,8 +405,8 @@ def test_a_delivery_not_due_yet_is_busy_and_sends_nothing(
 def test_a_second_sender_finds_the_delivery_claimed_while_the_first_is_in_flight(
     db, campaign, make_click, postback, target_server, clock
 ):
-    from models.outbound import send_delivery
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
+    from models.conversions.outbound import send_delivery
 
     target = target_server(hold_first=True)
     add_target(db, "demo", target.base + "/cb?s={subid}", ["sale"])
@@ -523,8 +523,8 @@ def test_postback_test_refuses_an_invalid_template_with_a_sentence_and_sends_not
 
 
 def test_a_payout_is_sent_with_all_its_digits(db, campaign, make_click, postback, target_server, clock):
-    from models.outbound import send_delivery
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
+    from models.conversions.outbound import send_delivery
 
     target = target_server()
     add_target(db, "demo", target.base + "/cb?p={payout}&r={revenue}", ["sale"])
@@ -536,9 +536,9 @@ def test_a_payout_is_sent_with_all_its_digits(db, campaign, make_click, postback
 def test_a_target_url_urllib_cannot_send_is_refused_or_fails_without_an_exception(
     db, campaign, make_click, postback, clock
 ):
-    from models.admin import AdminError
-    from models.outbound import send_delivery
-    from models.postback_admin import add_target
+    from models.admin.services import AdminError
+    from models.conversions.admin import add_target
+    from models.conversions.outbound import send_delivery
 
     try:
         add_target(db, "demo", "http://127.0.0.1:9/a b?s={subid}", ["sale"])

@@ -11,9 +11,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from conftest import click, request
 
-from models.conversion import PostbackLog, PostbackRefusal
-from models.postbacks import ConversionRecorder, Received
-from models.refusals import RefusalCounter
+from models.conversions.postbacks import ConversionRecorder, Received
+from models.conversions.refusals import RefusalCounter
+from models.tables.conversion import PostbackLog, PostbackRefusal
 
 DAY_MS = 86_400_000
 JSON = {"Content-Type": "application/json"}
@@ -166,8 +166,8 @@ def test_a_500_on_the_keyed_path_logs_no_key(settings, db, make_tracker, caplog)
     from falcon.testing import TestClient
 
     from app import create_app
-    from models.postbacks import read_secret
-    from models.record import new_subid
+    from models.clicks.record import new_subid
+    from models.conversions.postbacks import read_secret
 
     class BrokenRecorder(ConversionRecorder):
         def record(self, postback, received):
@@ -208,10 +208,10 @@ def test_refusal_counters_keep_a_bounded_number_of_rows_and_samples(db, clock):
 
 
 def test_the_postback_log_and_the_counters_are_pruned_parked_postbacks_stay(db, clock, settings):
-    from models.postbacks import parse_postback
-    from models.record import new_subid
-    from models.retention import prune_postback_log
-    from workers.tasks import create_huey
+    from models.clicks.record import new_subid
+    from models.conversions.postbacks import parse_postback
+    from models.ops.retention import prune_postback_log
+    from workers.runtime.tasks import create_huey
 
     received = Received("GET", "198.51.100.9", "GET /…/postback?test")
     clock.now = 1_700_000_000.0  # 2023: the hourly task below prunes by the real clock.
@@ -246,7 +246,7 @@ def test_lanner_prune_prunes_the_postback_log(lanner, env, db):
 def test_0006_masks_the_key_stored_in_the_postback_log(settings):
     from models import db as database
     from models import open_database
-    from models.migrate import migrate
+    from models.migrations.runner import migrate
 
     open_database(settings.database_path, autocheckpoint=True)
     try:

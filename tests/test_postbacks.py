@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from models.admin import create_campaign, create_offer, update_campaign
-from models.click import Click
-from models.conversion import Conversion, PostbackLog
-from models.postback_admin import map_status
-from models.postbacks import (
+from models.admin.services import create_campaign, create_offer, update_campaign
+from models.clicks.record import new_subid, ua_hash
+from models.conversions.admin import map_status
+from models.conversions.postbacks import (
     ConversionRecorder,
     PostbackError,
     Received,
@@ -17,7 +16,8 @@ from models.postbacks import (
     read_secret,
     rotate_secret,
 )
-from models.record import new_subid, ua_hash
+from models.tables.click import Click
+from models.tables.conversion import Conversion, PostbackLog
 
 RECEIVED = Received("GET", "198.51.100.9", "GET /…/postback?test")
 
@@ -171,8 +171,8 @@ def test_stored_network_map_applies_to_its_network_only(db, recorder, campaign, 
 
 
 def test_mapping_a_word_later_remaps_stored_conversions(db, recorder, campaign, clock):
-    from models.conversion import PostbackDelivery
-    from models.postback_admin import add_target
+    from models.conversions.admin import add_target
+    from models.tables.conversion import PostbackDelivery
 
     add_target(db, "demo", "https://source.example/cb?s={subid}&st={status}", ["sale"])
     update_campaign(db, "demo", cost_model="cps", cost_value=2.0)

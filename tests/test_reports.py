@@ -7,16 +7,16 @@ from datetime import datetime, timezone
 
 import pytest
 
-from models.admin import create_campaign, update_campaign
-from models.click import Click
-from models.costs import spread_cost
-from models.currency import set_rates
-from models.deferred import ROLLUP_BACKFILL, rollups_ready, run_deferred
-from models.generate import generate_clicks
-from models.postback_admin import map_status
-from models.postbacks import ConversionRecorder, Received, parse_postback
-from models.record import new_subid, ua_hash
-from models.reports import ReportError, ReportQuery, plan_pieces, run_report
+from models.admin.services import create_campaign, update_campaign
+from models.clicks.record import new_subid, ua_hash
+from models.conversions.admin import map_status
+from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
+from models.migrations.deferred import ROLLUP_BACKFILL, rollups_ready, run_deferred
+from models.reporting.costs import spread_cost
+from models.reporting.currency import set_rates
+from models.reporting.reports import ReportError, ReportQuery, plan_pieces, run_report
+from models.tables.click import Click
+from workers.bench.generate import generate_clicks
 
 END_MS = int(datetime(2026, 11, 20, 17, 41, tzinfo=timezone.utc).timestamp() * 1000)
 RECEIVED = Received("GET", "127.0.0.1", "test")
@@ -54,7 +54,7 @@ def tracked(tmp_path_factory):
     """A database with random clicks over 20 days, conversions in every status and in four currencies
     (EUR with a rate, GBP whose rate comes half-way, JPY with none), costs in two, and a re-map."""
     from models import db, open_database
-    from models.migrate import migrate
+    from models.migrations.runner import migrate
 
     path = tmp_path_factory.mktemp("reports") / "lanner.db"
     open_database(path, autocheckpoint=True)
@@ -176,7 +176,7 @@ def test_days_are_local_days_across_dst(db):
         Click.create(subid=new_subid(created), created_at=created, campaign_id=campaign.id, ip="192.0.2.1",
                      user_agent="ua", ua_hash=ua_hash("ua"))  # fmt: skip
     run_deferred(db)  # No click was there at migration: the backfill is empty, the rollups go live.
-    from models.rollups import RollupDelta
+    from models.reporting.rollups import RollupDelta
 
     delta = RollupDelta()  # These rows were put in directly, so add them as the flusher would.
     delta.add_clicks(
@@ -206,14 +206,14 @@ def test_rollups_are_used_only_once_the_backfill_is_done(db):
 
 def test_a_backfill_over_stored_clicks_and_conversions_equals_raw(db, tmp_path):
     """Clicks and conversions stored before the rollups existed are added by the deferred step, in chunks."""
-    import models.deferred as deferred
+    import models.migrations.deferred as deferred
 
     generate_clicks(db, 3000, 5, campaigns=3, seed=3, end_ms=END_MS)
     recorder = ConversionRecorder(db, park_ms=1000)
     for subid in [row[0] for row in db.execute_sql("SELECT subid FROM click LIMIT 200").fetchall()]:
         recorder.record(parse_postback({"subid": subid, "status": "sale", "payout": "3"}), RECEIVED)
     # As if all of it had been stored by the previous release: no rollups, backfill pending.
-    from models.rollups import TABLES
+    from models.reporting.rollups import TABLES
 
     for table, _, _ in TABLES:
         db.execute_sql(f"DELETE FROM {table}")

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from models.deferred import run_deferred
-from models.generate import generate_clicks
-from models.reports import ReportQuery, run_report
-from models.retention import RetentionError, parse_age, prune_clicks
+from models.migrations.deferred import run_deferred
+from models.ops.retention import RetentionError, parse_age, prune_clicks
+from models.reporting.reports import ReportQuery, run_report
+from workers.bench.generate import generate_clicks
 
 DAY_MS = 86_400_000
 
@@ -59,8 +59,8 @@ def test_a_report_that_needs_pruned_raw_clicks_says_why_instead_of_an_empty_tabl
     import falcon
     import falcon.testing
 
-    from models.postbacks import read_secret
-    from models.reports import PrunedRangeError
+    from models.conversions.postbacks import read_secret
+    from models.reporting.reports import PrunedRangeError
     from routes.api import ReportApiResource
 
     now = int(time.time() * 1000)

@@ -9,9 +9,16 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from models.admin import AdminError, add_stream, create_campaign, create_offer, update_campaign, update_stream
-from models.spool import flush_spool
-from models.tracking import ClickTracker, Visit
+from models.admin.services import (
+    AdminError,
+    add_stream,
+    create_campaign,
+    create_offer,
+    update_campaign,
+    update_stream,
+)
+from models.clicks.spool import flush_spool
+from models.clicks.tracker import ClickTracker, Visit
 
 CHROME = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "

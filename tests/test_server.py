@@ -1,4 +1,4 @@
-"""The bjoern process manager (workers/server.py): real master processes, real sockets, no mocks.
+"""The bjoern process manager (workers/runtime/server.py): real master processes, real sockets, no mocks.
 
 The master runs `serve()` in a subprocess with the tiny apps of tests/wsgi_apps.py, whose answers
 carry the serving worker's pid.
@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 from conftest import UnixHTTPConnection, wait_until
 
-from workers.server import parse_bind
+from workers.runtime.server import parse_bind
 
 ROOT = Path(__file__).resolve().parent.parent
 MASTER_CODE = (
     "import logging; "
     "logging.basicConfig(level='INFO', format='%(process)d %(levelname)s %(name)s: %(message)s'); "
-    "from workers.server import serve; from settings import load_settings; "
+    "from workers.runtime.server import serve; from settings import load_settings; "
     "from tests.wsgi_apps import {loader}; "
     "serve(load_settings(), {loader}, admin_loader={admin_loader})"
 )

@@ -16,7 +16,7 @@ import pytest
 from conftest import click, run_lanner, subid_of
 from test_click_http import web_workers
 
-from models.record import (
+from models.clicks.record import (
     LINE_COLUMNS,
     decode_line,
     encode_line,
@@ -25,8 +25,15 @@ from models.record import (
     peek_counted,
     peek_line,
 )
-from models.spool import MISSING_FILE, REJECTED_FILE, flush_spool, list_segments, segment_path, spool_status
-from models.tracking import Visit
+from models.clicks.spool import (
+    MISSING_FILE,
+    REJECTED_FILE,
+    flush_spool,
+    list_segments,
+    segment_path,
+    spool_status,
+)
+from models.clicks.tracker import Visit
 
 OFFER = "https://offer.example/lp?click={subid}"
 TWENTY_DIGITS = b"9" * 20
@@ -116,7 +123,7 @@ def test_a_line_holding_a_value_no_click_has_is_refused(column, value):
 
 
 def test_poisoned_lines_stop_neither_a_worker_nor_the_flusher(make_tracker, db, settings, caplog):
-    from models.admin import create_campaign
+    from models.admin.services import create_campaign
 
     create_campaign(db, "Test", "test", offer_url=OFFER)
     tracker = make_tracker()
@@ -140,8 +147,8 @@ def test_poisoned_lines_stop_neither_a_worker_nor_the_flusher(make_tracker, db, 
 
 def test_garbage_longer_than_a_read_neither_hangs_a_worker_nor_stalls_the_flusher(make_tracker, db, settings):
     """A run of zeros with no newline, as a crash can leave in a file being appended to."""
-    from models.admin import create_campaign
-    from models.spool import READ_CHUNK
+    from models.admin.services import create_campaign
+    from models.clicks.spool import READ_CHUNK
 
     create_campaign(db, "Test", "test", offer_url=OFFER)
     tracker = make_tracker()
@@ -239,9 +246,7 @@ def test_the_clicks_of_a_deleted_active_segment_are_restored_and_all_land(lanner
     assert status.returncode == 0 and json.loads(status.stdout)[0]["missing_segments"] == []
 
 
-def test_every_click_lands_when_the_active_segment_is_deleted_under_load(
-    lanner, start_server, settings
-):
+def test_every_click_lands_when_the_active_segment_is_deleted_under_load(lanner, start_server, settings):
     lanner("campaign", "create", "L", "--alias", "l", "--offer-url", OFFER)
     server = start_server(workers=2)
     stop = threading.Event()
@@ -282,7 +287,7 @@ def test_every_click_lands_when_the_active_segment_is_deleted_under_load(
 
 
 def test_a_segment_moved_away_loses_no_later_click(make_tracker, db, settings, tmp_path):
-    from models.admin import create_campaign
+    from models.admin.services import create_campaign
 
     create_campaign(db, "Test", "test", offer_url=OFFER)
     tracker = make_tracker()
@@ -300,7 +305,7 @@ def test_a_segment_moved_away_loses_no_later_click(make_tracker, db, settings, t
 
 
 def test_a_deleted_sealed_segment_is_reported_until_acknowledged(make_tracker, db, settings, env, caplog):
-    from models.admin import create_campaign
+    from models.admin.services import create_campaign
 
     create_campaign(db, "Test", "test", offer_url=OFFER)
     tracker = make_tracker(segment_bytes=2000)
@@ -336,7 +341,7 @@ def test_a_segment_replaced_while_in_use_loses_no_later_click_nor_stalls_the_flu
 ):
     import shutil
 
-    from models.admin import create_campaign
+    from models.admin.services import create_campaign
 
     create_campaign(db, "Test", "test", offer_url=OFFER)
     tracker = make_tracker()

@@ -18,9 +18,9 @@ from typing import Self
 from conftest import click, subid_of
 from test_spool_faults import OFFER, stored_subids
 
-from models.admin import create_campaign, create_offer, update_stream
-from models.record import SUBID, decode_line
-from models.spool import (
+from models.admin.services import create_campaign, create_offer, update_stream
+from models.clicks.record import SUBID, decode_line
+from models.clicks.spool import (
     MISSING_FILE,
     HeldSegments,
     flush_spool,
@@ -31,7 +31,7 @@ from models.spool import (
     segment_path,
     spool_status,
 )
-from models.tracking import Visit
+from models.clicks.tracker import Visit
 
 
 def track(tracker, alias: str, ip: str, ua: str = "Mozilla/5.0 recovery"):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from models.admin import add_stream, create_campaign, create_offer, update_stream
-from models.record import (
+from models.admin.services import add_stream, create_campaign, create_offer, update_stream
+from models.clicks.record import (
     CLICK_COLUMNS,
     COLUMN_COUNT,
     ROUTING_COLUMNS,
@@ -16,8 +16,8 @@ from models.record import (
     peek_line,
     ua_hash,
 )
-from models.spool import flush_spool
-from models.tracking import Visit
+from models.clicks.spool import flush_spool
+from models.clicks.tracker import Visit
 
 HOUR_MS = 3_600_000
 ROUTING_VALUES = ["DE", "BE", "Berlin", "mobile", "Android", "Chrome Mobile", "de", "shoes", "3+ o4"]
@@ -198,7 +198,7 @@ def test_uniqueness_window_boundary_in_all_scopes(make_tracker, db, settings, cl
 
 
 def test_heavy_repeater_beyond_the_scan_limit_is_still_seen_in_each_scope(make_tracker, db, settings, clock):
-    from models.hotpath import VISITOR_HISTORY_LIMIT
+    from models.store.sqlite.hotpath import VISITOR_HISTORY_LIMIT
 
     offer = create_offer(db, "O", "https://offer.example/?c={subid}")
     create_campaign(db, "A", "a", offer_id=offer.id)
@@ -232,7 +232,7 @@ def test_stream_scope_counts_the_stream_not_the_campaign(make_tracker, db, setti
 
 
 def test_visitor_probes_read_the_covering_visitor_key_index(db):
-    from models.hotpath import visitor_probe
+    from models.store.sqlite.hotpath import visitor_probe
 
     probe = visitor_probe(db.connection())
     assert probe.by_key
@@ -270,7 +270,7 @@ def test_flush_is_idempotent_when_killed_between_batches(
         "import os, signal\n"
         "from settings import load_settings\n"
         "from models import db, open_database\n"
-        "from models.spool import flush_spool\n"
+        "from models.clicks.spool import flush_spool\n"
         "s = load_settings()\n"
         "open_database(s.database_path)\n"
         "def die(result):\n"
@@ -289,7 +289,7 @@ def test_flush_is_idempotent_when_killed_between_batches(
 
 
 def test_idle_worker_never_writes_to_a_landed_segment(make_tracker, campaign_alias, db, settings, clock):
-    from models.spool import list_segments, remove_flushed_segments
+    from models.clicks.spool import list_segments, remove_flushed_segments
 
     busy, idle = make_tracker(segment_bytes=2000), make_tracker(segment_bytes=2000)
     first = idle.track(idle.campaign(campaign_alias), visit(ua="idle first"))
@@ -312,7 +312,7 @@ def test_a_spool_segment_removed_by_hand_loses_no_later_click(
     make_tracker, campaign_alias, db, settings, damage
 ):
     """The database says "segment 1, flushed up to byte N"; the file is gone or empty on restart."""
-    from models.spool import segment_path
+    from models.clicks.spool import segment_path
 
     first = make_tracker()
     landed = [first.track(first.campaign(campaign_alias), visit(ua=f"before {n}")).subid for n in range(5)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from models.useragent import DEVICE_TYPES, UNKNOWN_DEVICE, DeviceInfo, UserAgentParser
+from models.lookups.useragent import DEVICE_TYPES, UNKNOWN_DEVICE, DeviceInfo, UserAgentParser
 
 # (User-Agent, (device_type, os, browser)); None: not checked (ua-parser's name for odd clients may change).
 REAL_USER_AGENTS = [

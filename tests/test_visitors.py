@@ -6,10 +6,10 @@ import logging
 import random
 import tracemalloc
 
-from models.admin import create_campaign, create_offer, update_stream
-from models.record import encode_line, line_tail, new_subid, ua_hash
-from models.spool import flush_spool, read_position, segment_path
-from models.tracking import Visit
+from models.admin.services import create_campaign, create_offer, update_stream
+from models.clicks.record import encode_line, line_tail, new_subid, ua_hash
+from models.clicks.spool import flush_spool, read_position, segment_path
+from models.clicks.tracker import Visit
 
 HOUR_MS = 3_600_000
 UA = "Mozilla/5.0 (Linux; Android 13; SM-A{n}) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124 Mobile"
@@ -134,7 +134,7 @@ def test_when_the_disk_refuses_the_clicks_stay_in_memory_and_answers_stay_exact(
     blocker.mkdir(parents=True)  # The spill file's name is taken: it cannot be created.
     first = tracker.track(tracker.campaign("t"), visit())
     clock.advance(10)
-    with caplog.at_level(logging.ERROR, logger="models.visitors"):
+    with caplog.at_level(logging.ERROR, logger="models.clicks.visitors"):
         tracker.refresh()
     assert "kept in memory" in caplog.text
     assert tracker.index.in_memory == 0 and tracker.index.spilled == 1  # Pending, compact, in memory.

@@ -1,4 +1,4 @@
-"""Tiny WSGI apps for testing the process manager (workers/server.py) without the Lanner app.
+"""Tiny WSGI apps for testing the process manager (workers/runtime/server.py) without the Lanner app.
 
 Every answer's body is the serving worker's pid, so tests can tell which process answered.
 """

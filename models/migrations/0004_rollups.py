@@ -1,10 +1,10 @@
-"""Rollups: hourly and daily aggregates of clicks and conversions (models/rollups.py), and deferred steps.
+"""Rollups: hourly and daily aggregates of clicks and conversions (models/reporting/rollups.py), and deferred steps.
 
 Two cubes: the detail one (`rollup_hour`, `rollup_day`) and the campaign one
 (`rollup_campaign_hour`, `rollup_campaign_day`).
 
 Light here: the tables are created empty and the clicks already stored are left to the deferred
-step `rollup_backfill`, which the Huey consumer runs in short chunks (models/deferred.py). The
+step `rollup_backfill`, which the Huey consumer runs in short chunks (models/migrations/deferred.py). The
 watermark says which clicks it covers: the flusher of this release adds every click it lands.
 """
 

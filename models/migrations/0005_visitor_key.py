@@ -6,7 +6,7 @@ new one, (visitor_key, created_at, campaign_id, stream_id, offer_id), answers th
 index alone and keys on 8 bytes instead of the IP text and the hash.
 
 Light here: the column is added (NULL on stored clicks). On a database with clicks the heavy work
-is left to three deferred steps (models/deferred.py), in order:
+is left to three deferred steps (models/migrations/deferred.py), in order:
 
 - `visitor_key_backfill`: fills the key of the stored clicks in short chunks;
 - `visitor_key_index`: builds the new index and switches the web workers' probes to it (meta
@@ -19,7 +19,9 @@ final state at once.
 """
 
 STEPS = ("visitor_key_backfill", "visitor_key_index", "click_visitor_drop")
-DELAYED_STEPS = ("click_visitor_drop",)  # Waits out models.deferred.DROP_GRACE_MS after the switch.
+DELAYED_STEPS = (
+    "click_visitor_drop",
+)  # Waits out models.migrations.deferred.DROP_GRACE_MS after the switch.
 NEW_INDEX = (
     "CREATE INDEX IF NOT EXISTS click_visitor_key ON click (visitor_key, created_at, campaign_id, stream_id, "
     "offer_id)"

@@ -1,4 +1,4 @@
-"""Currencies: stored exchange rates and each conversion's payout in the report currency (models/currency.py).
+"""Currencies: stored exchange rates and each conversion's payout in the report currency (models/reporting/currency.py).
 
 Before this, every amount was summed as it came: a `currency=EUR` postback's payout was added to
 USD ones. Now a conversion keeps its payout and currency as received and, in `report_payout`, the
@@ -40,7 +40,7 @@ FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id WHERE cv.report_payo
 
 
 def apply(db):
-    from models.rollups import RollupDelta, conversion_metrics
+    from models.reporting.rollups import RollupDelta, conversion_metrics
 
     for statement in STATEMENTS:
         db.execute_sql(statement)

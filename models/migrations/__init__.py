@@ -1,1 +1,1 @@
-"""Numbered migrations, `NNNN_slug.py`, each exposing `apply(db)`; run by models/migrate.py."""
+"""Numbered migrations, `NNNN_slug.py`, each exposing `apply(db)`; run by models/migrations/runner.py."""

@@ -1,0 +1,435 @@
+"""Campaign, stream and offer administration: the library the CLI (and later the admin API) call.
+
+Every change runs in one transaction that also bumps `config_version`, so web workers reload.
+Streams are updated in place and removed by status, never renumbered, so click history keeps
+pointing at the stream it went through.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any, Iterable
+from zoneinfo import ZoneInfo, available_timezones
+
+from peewee import Database, IntegrityError
+
+from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
+from models.routing.config import bump_config_version
+from models.routing.filters import FilterError, describe_filter, parse_filter
+from models.routing.macros import MacroError, saved_url
+from models.tables.campaign import (
+    CAMPAIGN_STATUSES,
+    COST_MODELS,
+    DEFAULT_ACTIONS,
+    OFFER_ROTATIONS,
+    REDIRECT_TYPES,
+    ROTATIONS,
+    STREAM_ACTIONS,
+    STREAM_STATUSES,
+    STREAM_TYPES,
+    Campaign,
+    Stream,
+    StreamOffer,
+)
+from models.tables.offer import OFFER_STATUSES, Offer
+
+ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+RESERVED_ALIASES = frozenset({"healthz", "postback", "api", "px", "admin", "static"})
+MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every worker's config load.
+MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
+
+
+class AdminError(ValueError):
+    """A change that cannot be made; the message is one sentence for the user."""
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _check_url(url: str) -> str:
+    """The URL as it is stored: validated, and rewritten to the printable ASCII a Location carries."""
+    try:
+        return saved_url(url)
+    except MacroError as exc:
+        raise AdminError(str(exc)) from None
+
+
+def _check_choice(value: str, choices: Iterable[str], what: str) -> str:
+    choices = tuple(choices)
+    if value not in choices:
+        raise AdminError(f"{what} must be one of {', '.join(choices)}, not {value!r}.")
+    return value
+
+
+def _check_alias(alias: str) -> str:
+    if not ALIAS_PATTERN.match(alias) or alias.lower() in RESERVED_ALIASES:
+        raise AdminError(
+            f"Alias {alias!r} must be 1-64 letters, digits, '-' or '_', "
+            f"and not one of {', '.join(sorted(RESERVED_ALIASES))}."
+        )
+    return alias
+
+
+def _check_timezone(name: str) -> str:
+    if name not in available_timezones() and name != "UTC":
+        raise AdminError(f"Unknown timezone {name!r}; use an IANA name such as Europe/Berlin or UTC.")
+    ZoneInfo(name)
+    return name
+
+
+def _check_cap(value: int | None, what: str) -> None:
+    if value is not None and value < 0:
+        raise AdminError(f"{what} cannot be negative.")
+
+
+def _check_currency(code: str, *, needs_rate: bool) -> str:
+    """An offer's payout may wait for a rate (its conversions are then reported as unconverted);
+    a campaign's costs may not: clicks land with their cost converted."""
+    try:
+        return require_rate(Offer._meta.database.connection(), code) if needs_rate else check_code(code)
+    except CurrencyError as exc:
+        raise AdminError(str(exc)) from None
+
+
+def _check_offer_fields(fields: dict[str, Any]) -> None:
+    if fields.get("currency") is not None:
+        fields["currency"] = _check_currency(fields["currency"], needs_rate=False)
+    if "url" in fields:
+        fields["url"] = _check_url(fields["url"])
+    if not 0 <= fields.get("payout", 0) <= MAX_COST_VALUE:  # NaN and Infinity too
+        raise AdminError(f"A payout must be a number from 0 to {MAX_COST_VALUE:,.0f}.")
+    if "status" in fields:
+        _check_choice(fields["status"], OFFER_STATUSES, "Offer status")
+    if "timezone" in fields:
+        _check_timezone(fields["timezone"])
+    _check_cap(fields.get("daily_cap"), "A daily cap")
+    _check_cap(fields.get("total_cap"), "A total cap")
+
+
+def filters_json(expressions: Iterable[str]) -> str:
+    """Stream filters as stored: the JSON list of specs parsed from `country=US`-style expressions."""
+    try:
+        return json.dumps([parse_filter(expression) for expression in expressions])
+    except FilterError as exc:
+        raise AdminError(str(exc)) from None
+
+
+def describe_filters(stream: Stream) -> list[str]:
+    return [describe_filter(spec) for spec in json.loads(stream.filters or "[]")]
+
+
+def get_campaign(ref: str | int) -> Campaign:
+    """A campaign by id or alias."""
+    ref = str(ref)
+    query = Campaign.select().where(
+        (Campaign.alias == ref) | (Campaign.id == (int(ref) if ref.isdigit() else -1))
+    )
+    campaign = query.first()
+    if campaign is None:
+        raise AdminError(f"There is no campaign {ref!r}.")
+    return campaign
+
+
+def get_offer(offer_id: int) -> Offer:
+    offer = Offer.get_or_none(Offer.id == offer_id)
+    if offer is None:
+        raise AdminError(f"There is no offer {offer_id}.")
+    return offer
+
+
+def get_stream(stream_id: int) -> Stream:
+    stream = Stream.get_or_none((Stream.id == stream_id) & (Stream.status != "deleted"))
+    if stream is None:
+        raise AdminError(f"There is no stream {stream_id}.")
+    return stream
+
+
+def create_offer(
+    db: Database,
+    name: str,
+    url: str,
+    *,
+    payout: float = 0.0,
+    currency: str | None = None,
+    daily_cap: int | None = None,
+    total_cap: int | None = None,
+    timezone: str = "UTC",
+) -> Offer:
+    """`currency`: the payout's, default the report currency."""
+    fields = {
+        "url": url,
+        "payout": payout,
+        "daily_cap": daily_cap,
+        "total_cap": total_cap,
+        "timezone": timezone,
+    }
+    fields["currency"] = currency or report_currency(db.connection())
+    _check_offer_fields(fields)
+    with db.atomic():
+        offer = Offer.create(name=name, **fields)
+        bump_config_version(db)
+    return offer
+
+
+def update_offer(db: Database, offer_id: int, *, clear_caps: bool = False, **changes: Any) -> Offer:
+    """Change an offer; None leaves a field as it is (`clear_caps` removes both caps)."""
+    changes = {key: value for key, value in changes.items() if value is not None}
+    _check_offer_fields(changes)
+    if clear_caps:
+        changes.update(daily_cap=None, total_cap=None)
+    with db.atomic():
+        offer = get_offer(offer_id)
+        for key, value in changes.items():
+            setattr(offer, key, value)
+        offer.updated_at = _now()
+        offer.save()
+        bump_config_version(db)
+    return offer
+
+
+def list_offers() -> list[Offer]:
+    return list(Offer.select().order_by(Offer.id))
+
+
+def create_campaign(
+    db: Database,
+    name: str,
+    alias: str,
+    *,
+    offer_url: str | None = None,
+    offer_id: int | None = None,
+    rotation: str = "position",
+    uniqueness_hours: float = 24.0,
+    **options: Any,
+) -> Campaign:
+    """A campaign with one regular stream to one offer (a new offer from `offer_url`, or `offer_id`).
+
+    `options`: timezone, bind_visitor, default_action, default_payload (see update_campaign).
+    """
+    _check_alias(alias)
+    if (offer_url is None) == (offer_id is None):
+        raise AdminError("Give exactly one of an offer URL or an existing offer id.")
+    options = {key: value for key, value in options.items() if value is not None}
+    fields = {"rotation": rotation, "uniqueness_hours": uniqueness_hours, **options}
+    fields.setdefault("cost_currency", report_currency(db.connection()))
+    _check_campaign_fields(fields)
+    with db.atomic():
+        try:
+            campaign = Campaign.create(name=name, alias=alias, **fields)
+        except IntegrityError:
+            raise AdminError(f"A campaign with alias {alias!r} already exists.") from None
+        offer = get_offer(offer_id) if offer_id is not None else None
+        if offer is None:
+            offer = Offer.create(
+                name=name, url=_check_url(offer_url), currency=report_currency(db.connection())
+            )
+        stream = Stream.create(campaign=campaign, name="Default", type="regular", position=1)
+        StreamOffer.create(stream=stream, offer=offer, weight=100)
+        bump_config_version(db)
+    return campaign
+
+
+def _check_campaign_fields(fields: dict[str, Any]) -> None:
+    if "alias" in fields:
+        _check_alias(fields["alias"])
+    if "rotation" in fields:
+        _check_choice(fields["rotation"], ROTATIONS, "Rotation")
+    if "status" in fields:
+        _check_choice(fields["status"], CAMPAIGN_STATUSES, "Campaign status")
+    if not 0 < fields.get("uniqueness_hours", 1) <= MAX_UNIQUENESS_HOURS:  # NaN and Infinity too
+        raise AdminError(
+            f"The uniqueness window must be a positive number of hours, at most {MAX_UNIQUENESS_HOURS:,}."
+        )
+    if "timezone" in fields:
+        _check_timezone(fields["timezone"])
+    if "default_action" in fields:
+        _check_choice(fields["default_action"], DEFAULT_ACTIONS, "Default action")
+        if fields["default_action"] == "redirect":
+            if not fields.get("default_payload"):
+                raise AdminError("A redirect default action needs a --default-url.")
+    if fields.get("default_payload"):
+        fields["default_payload"] = _check_url(fields["default_payload"])
+    if "bind_visitor" in fields:
+        fields["bind_visitor"] = int(bool(fields["bind_visitor"]))
+    if "cost_model" in fields:
+        _check_choice(fields["cost_model"], COST_MODELS, "Cost model")
+    if not 0 <= fields.get("cost_value", 0) <= MAX_COST_VALUE:  # NaN and Infinity too
+        raise AdminError(f"A cost must be a number from 0 to {MAX_COST_VALUE:,.0f}.")
+    if fields.get("cost_model") == "revshare" and fields.get("cost_value", 0) > 100:
+        raise AdminError("A revshare cost is a percentage of revenue, from 0 to 100.")
+    if "cost_currency" in fields:
+        fields["cost_currency"] = _check_currency(fields["cost_currency"], needs_rate=True)
+
+
+def update_campaign(db: Database, ref: str | int, **changes: Any) -> Campaign:
+    changes = {key: value for key, value in changes.items() if value is not None}
+    _check_campaign_fields(changes)
+    with db.atomic():
+        campaign = get_campaign(ref)
+        for key, value in changes.items():
+            setattr(campaign, key, value)
+        campaign.updated_at = _now()
+        try:
+            campaign.save()
+        except IntegrityError:
+            raise AdminError(f"A campaign with alias {changes.get('alias')!r} already exists.") from None
+        bump_config_version(db)
+    return campaign
+
+
+def archive_campaign(db: Database, ref: str | int) -> Campaign:
+    return update_campaign(db, ref, status="archived")
+
+
+def list_campaigns(*, include_archived: bool = False) -> list[Campaign]:
+    query = Campaign.select().order_by(Campaign.id)
+    if not include_archived:
+        query = query.where(Campaign.status != "archived")
+    return list(query)
+
+
+def _set_stream_offers(stream: Stream, offers: list[tuple[int, int]]) -> None:
+    """Make the stream's active offers exactly `offers` [(offer_id, weight)].
+
+    Existing links are updated in place (never deleted and re-inserted), so their ids stay.
+    """
+    wanted = {}
+    for offer_id, weight in offers:
+        get_offer(offer_id)
+        if weight < 0:
+            raise AdminError("An offer weight cannot be negative.")
+        wanted[offer_id] = weight
+    for link in StreamOffer.select().where(StreamOffer.stream == stream):
+        if link.offer_id in wanted:
+            link.weight, link.status = wanted.pop(link.offer_id), "active"
+        else:
+            link.status = "disabled"
+        link.save()
+    for offer_id, weight in wanted.items():
+        StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
+
+
+def _check_stream_fields(fields: dict[str, Any], action: str) -> None:
+    """Validate stream fields; `action` is the stream's action after the change."""
+    if "type" in fields:
+        _check_choice(fields["type"], STREAM_TYPES, "Stream type")
+    if "action" in fields:
+        _check_choice(fields["action"], STREAM_ACTIONS, "Stream action")
+    if "status" in fields:
+        _check_choice(fields["status"], STREAM_STATUSES, "Stream status")
+    if "offer_rotation" in fields:
+        _check_choice(fields["offer_rotation"], OFFER_ROTATIONS, "Offer rotation")
+    if "redirect_type" in fields:
+        _check_choice(fields["redirect_type"], REDIRECT_TYPES, "Redirect type")
+    if "filter_mode" in fields:
+        _check_choice(fields["filter_mode"], ("and", "or"), "Filter mode")
+    if fields.get("weight", 0) < 0:
+        raise AdminError("A stream weight cannot be negative.")
+    _check_cap(fields.get("daily_cap"), "A daily cap")
+    _check_cap(fields.get("total_cap"), "A total cap")
+    if fields.get("fallback_offer_id") is not None:
+        get_offer(fields["fallback_offer_id"])
+    payload = fields.get("action_payload")
+    if "action" in fields or payload is not None:
+        if action == "redirect":
+            fields["action_payload"] = _check_url(payload or "")
+        elif action == "campaign":
+            if not payload:
+                raise AdminError("A stream that sends to another campaign needs --target ALIAS.")
+            get_campaign(payload)
+        elif action == "html" and not payload:
+            raise AdminError("A stream that shows a page needs --html.")
+
+
+def add_stream(
+    db: Database,
+    campaign_ref: str | int,
+    *,
+    name: str = "",
+    type: str = "regular",
+    position: int | None = None,
+    weight: int = 100,
+    action: str = "offers",
+    payload: str = "",
+    offers: list[tuple[int, int]] = (),
+    filters: Iterable[str] = (),
+    **options: Any,
+) -> Stream:
+    """A stream; `options`: filter_mode, daily_cap, total_cap, offer_rotation, redirect_type,
+    fallback_offer_id. `filters` are expressions such as `country=US,GB` (models/routing/filters.py)."""
+    options = {key: value for key, value in options.items() if value is not None}
+    fields = {"type": type, "action": action, "weight": weight, "action_payload": payload, **options}
+    fields["filters"] = filters_json(filters)
+    _check_stream_fields(fields, action)
+    if action == "offers" and not offers:
+        raise AdminError("A stream that sends to offers needs at least one --offer.")
+    with db.atomic():
+        campaign = get_campaign(campaign_ref)
+        if position is None:
+            last = Stream.select().where(Stream.campaign == campaign).order_by(Stream.position.desc()).first()
+            position = (last.position + 1) if last else 1
+        stream = Stream.create(campaign=campaign, name=name, position=position, **fields)
+        _set_stream_offers(stream, list(offers))
+        bump_config_version(db)
+    return stream
+
+
+def update_stream(
+    db: Database,
+    stream_id: int,
+    *,
+    offers: list[tuple[int, int]] | None = None,
+    filters: Iterable[str] | None = None,
+    clear_filters: bool = False,
+    clear_caps: bool = False,
+    **changes: Any,
+) -> Stream:
+    """Change a stream in place; None leaves a field as it is. `filters` replace the stream's filters."""
+    changes = {key: value for key, value in changes.items() if value is not None}
+    if "payload" in changes:
+        changes["action_payload"] = changes.pop("payload")
+    if filters:
+        changes["filters"] = filters_json(filters)
+    elif clear_filters:
+        changes["filters"] = "[]"
+    if clear_caps:
+        changes.update(daily_cap=None, total_cap=None)
+    with db.atomic():
+        stream = get_stream(stream_id)
+        checked = dict(changes)
+        if "action" in checked:
+            checked.setdefault("action_payload", stream.action_payload)
+        _check_stream_fields(checked, checked.get("action", stream.action))
+        if "action_payload" in changes:
+            changes["action_payload"] = checked["action_payload"]  # A redirect URL as rewritten.
+        for key, value in changes.items():
+            setattr(stream, key, value)
+        stream.updated_at = _now()
+        stream.save()
+        if offers:
+            _set_stream_offers(stream, offers)
+        bump_config_version(db)
+    return stream
+
+
+def remove_stream(db: Database, stream_id: int) -> Stream:
+    return update_stream(db, stream_id, status="deleted")
+
+
+def list_streams(campaign_ref: str | int) -> list[Stream]:
+    """A campaign's streams in evaluation order: intercepting, regular, fallback; each by position."""
+    campaign = get_campaign(campaign_ref)
+    streams = Stream.select().where((Stream.campaign == campaign) & (Stream.status != "deleted"))
+    return sorted(streams, key=lambda s: (STREAM_TYPES.index(s.type), s.position, s.id))
+
+
+def stream_offers(stream: Stream) -> list[tuple[int, int]]:
+    return [
+        (link.offer_id, link.weight)
+        for link in StreamOffer.select().where(
+            (StreamOffer.stream == stream) & (StreamOffer.status == "active")
+        )
+    ]

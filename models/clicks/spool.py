@@ -1,0 +1,930 @@
+"""The click spool: an append-only journal every web worker writes and the flusher lands in SQLite.
+
+Why a journal first: a click must be durable before its 302 leaves, and a held SQLite write lock
+must never make the redirect wait. Appending one line to a file under a short `flock` costs a few
+µs and survives a process crash (the kernel has it); the Huey consumer then inserts the lines in
+batches (one transaction per batch, ~17 µs per row instead of ~230 µs per autocommit INSERT).
+
+Layout under `<data_dir>/spool/`:
+- `clicks.<segment>.log`: tab-separated lines (models/clicks/record.py). A segment is sealed once it reaches
+  `segment_bytes`; the next append goes to `<segment + 1>`. Writers switch segments only while
+  holding the lock, so every worker agrees on where the next line goes.
+- `journal.lock`: the `flock` that serialises appends. Holding it, a worker first reads the lines
+  other workers appended since its last look (`on_line`), so debounce and uniqueness see clicks
+  that are not flushed yet, then appends its own line.
+- `rejected.log`: lines the flusher could not parse (a torn write after a power cut) or that hold a
+  value no click has (a number out of range: corruption), kept for inspection instead of blocking
+  the spool; `lanner spool status` counts them.
+- `missing.log`: segments deleted (or moved away) by hand before they landed, one line each,
+  written by the worker or flusher that found the gap; `lanner spool status` reports the ones
+  whose clicks are lost and exits non-zero until the file is removed. Writers notice their
+  segment is gone under the lock; while a worker (or the flusher, which holds every unlanded
+  segment open) still has the file open, its unlanded part is put back at its path
+  (`restore_segment`, noted with 0 lost), else writers move on to a new segment, so no click is
+  appended to a file nobody will read.
+
+Idempotency: the flusher stores its journal position in the `spool_position` row in the same
+transaction as the inserted clicks (and their cap counters and rollups, models/reporting/rollups.py), and
+inserts with `INSERT OR IGNORE` on the unique subid, so a flush killed at any point and re-run
+lands every click exactly once.
+
+fsync policy: workers never fsync (a process crash loses nothing: the data is in the page cache).
+The flusher fsyncs the unflushed segments once a second (`sync_spool`) and deletes sealed segments
+only after a checkpoint has made their rows durable, so a power cut costs at most about the last
+second of clicks, the same order as SQLite's `synchronous=NORMAL`. (fsync at every flush doubled
+the redirect's p95 latency: an ext4 journal commit stalls the workers' appends.)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import logging
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+from peewee import Database
+
+from models.clicks.record import (
+    BROWSER,
+    CLICK_COLUMNS,
+    COLUMN_COUNT,
+    CREATED_AT,
+    DEVICE_TYPE,
+    IP,
+    IS_BOT,
+    NOT_CHECKED,
+    OFFER_ID,
+    OS,
+    STREAM_ID,
+    UA_HASH,
+    USER_AGENT,
+    decode_line,
+)
+from models.lookups.bots import BotDetector
+from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
+from models.reporting.costs import ClickCosts
+from models.reporting.rollups import RollupDelta
+from models.routing.caps import CounterZones, add_to_counters
+
+logger = logging.getLogger(__name__)
+
+READ_CHUNK = 1 << 20
+# Sealed segments a web worker keeps open until they land (Journal.keep_sealed_safe). Few: an idle
+# worker closes them only at its next click, and meanwhile a landed, removed one still takes space.
+KEPT_SEALED_SEGMENTS = 2
+# How long the flusher waits for a web worker to restore a sealed segment gone from its path that
+# the flusher itself never had open, before it reports the segment lost: longer than the workers'
+# look at theirs (ClickTracker.refresh, once a second while clicks arrive).
+LOST_SEGMENT_GRACE = 3.0
+
+SQL_SPOOL_POSITION = "SELECT segment, byte_offset FROM spool_position WHERE id = 1"
+SQL_SPOOL_UPDATED_AT = "SELECT updated_at FROM spool_position WHERE id = 1"
+SQL_SET_SPOOL_POSITION = "UPDATE spool_position SET segment = ?, byte_offset = ?, updated_at = ? WHERE id = 1"
+# The visitor key (migration 0005) is computed by SQLite from the record's ip and ua_hash.
+SQL_INSERT_CLICK = (
+    "INSERT OR IGNORE INTO click ({}, visitor_key) VALUES ({}, lanner_visitor_key(?{}, ?{}))".format(
+        ", ".join(CLICK_COLUMNS),
+        ", ".join(f"?{n}" for n in range(1, len(CLICK_COLUMNS) + 1)),
+        IP + 1,
+        UA_HASH + 1,
+    )
+)
+# The same before migration 0005 (`lanner bench migration` builds such a database).
+SQL_INSERT_CLICK_0004 = "INSERT OR IGNORE INTO click ({}) VALUES ({})".format(
+    ", ".join(CLICK_COLUMNS), ", ".join("?" * len(CLICK_COLUMNS))
+)
+
+
+def segment_path(spool_dir: Path, segment: int) -> Path:
+    return spool_dir / f"clicks.{segment:08d}.log"
+
+
+def list_segments(spool_dir: Path) -> list[int]:
+    segments = []
+    for path in spool_dir.glob("clicks.*.log"):
+        number = path.name.split(".")[1]
+        if number.isdigit():
+            segments.append(int(number))
+    return sorted(segments)
+
+
+REJECTED_FILE = "rejected.log"
+MISSING_FILE = "missing.log"
+
+
+def read_position(db: Database) -> tuple[int, int]:
+    cursor = db.execute_sql(SQL_SPOOL_POSITION)
+    try:
+        return tuple(cursor.fetchone())
+    finally:
+        cursor.close()
+
+
+class Journal:
+    """One web worker's handle on the shared journal."""
+
+    def __init__(
+        self,
+        spool_dir: Path,
+        segment_bytes: int,
+        start: tuple[int, int],
+        on_line: Callable[[tuple[int, int], bytes], None],
+        flushed: Callable[[], tuple[int, int]],
+    ) -> None:
+        """Open the journal at the flusher's position `start`, so every unflushed line is replayed.
+
+        `flushed` reads the flusher's position now; asked only when our segment file has gone.
+        """
+        self.spool_dir = spool_dir
+        self.segment_bytes = segment_bytes
+        self.on_line = on_line
+        self.flushed = flushed
+        spool_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(spool_dir / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = -1
+        # Sealed segments we left, still open until they land: one deleted by hand meanwhile (the
+        # flusher paused or slow, and never saw it) is restored from here (keep_sealed_safe).
+        self._sealed: dict[int, tuple[int, tuple[int, int]]] = {}
+        self.lock()
+        try:
+            segment, offset = start
+            # The flusher may have moved past `start` and deleted its segment since we read it:
+            # start at the first segment still there; never recreate a flushed one.
+            later = [number for number in list_segments(spool_dir) if number >= segment]
+            if later and later[0] != segment:
+                segment, offset = later[0], 0
+            elif offset > 0 and _file_size(segment_path(spool_dir, segment)) < offset:
+                # The segment the database says we are in is gone or shorter than its flushed part
+                # (deleted or replaced by hand, a restore): lines appended to it now would sit
+                # before the flushed position and never land. Start a new segment instead.
+                logger.error(
+                    "spool segment %s is missing or shorter than its flushed position %s; "
+                    "appending to segment %s",
+                    segment,
+                    offset,
+                    segment + 1,
+                )
+                segment, offset = segment + 1, 0
+            self._open_segment(segment)
+            self.offset = offset
+            self.catch_up(is_locked=True)
+            # Writers leave a segment early when it is replaced by hand (_leave_lost_segment): the
+            # one they append to is the newest.
+            while later := [number for number in list_segments(spool_dir) if number > self.segment]:
+                self._open_segment(later[0], keep_sealed=True)
+                self.catch_up(is_locked=True)
+        finally:
+            self.unlock()
+
+    def close(self) -> None:
+        for fd in (self._fd, self._lock_fd, *(fd for fd, _ in self._sealed.values())):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._lock_fd = -1
+        self._sealed.clear()
+
+    def _open_segment(self, segment: int, *, keep_sealed: bool = False) -> None:
+        path = segment_path(self.spool_dir, segment)
+        # Opened before the old one is closed: creating it fails on a full disk, and the journal
+        # must then stay on a segment it can read, not on a closed (later reused) descriptor.
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        if self._fd >= 0:
+            if keep_sealed and self.offset >= self.segment_bytes:
+                self._sealed[self.segment] = (self._fd, self._identity)
+                if len(self._sealed) > KEPT_SEALED_SEGMENTS:
+                    os.close(self._sealed.pop(min(self._sealed))[0])
+            else:
+                os.close(self._fd)
+        self._fd = fd
+        self.segment, self.offset = segment, 0
+        self._path = os.fspath(path)
+        stat = os.fstat(self._fd)
+        self._identity = (stat.st_dev, stat.st_ino)
+
+    def lock(self) -> None:
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+
+    def unlock(self) -> None:
+        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def catch_up(self, *, is_locked: bool) -> None:
+        """Feed every complete line appended since our last look to `on_line`.
+
+        PERF: call it once without the lock (the bulk of other workers' lines, while they keep
+        appending) and once holding it (the last few), so the lock is held for microseconds.
+        Holding it, one stat() (~1 µs) checks that our segment is still the file at its path.
+        """
+        if is_locked and self._is_gone():
+            self._leave_lost_segment()
+        while True:
+            self._read_to_end(is_locked)
+            if self.offset < self.segment_bytes:
+                return
+            # Sealed: nobody appends to a segment once it holds segment_bytes (see module doc).
+            # A worker idle for a while may find the next ones landed and deleted already: go to
+            # the first one still there, never recreate one the flusher has passed.
+            later = [number for number in list_segments(self.spool_dir) if number > self.segment]
+            self._open_segment(later[0] if later else self.segment + 1, keep_sealed=True)
+
+    def keep_sealed_safe(self, flushed: tuple[int, int]) -> None:
+        """Close the sealed segments that have landed; restore any other one deleted by hand.
+
+        Called about once a second (ClickTracker.refresh), with the flushed position: one stat per
+        sealed segment not landed yet, usually none or one. A full disk is logged and retried.
+        """
+        for number in sorted(self._sealed):
+            fd, identity = self._sealed[number]
+            if number >= flushed[0]:
+                try:
+                    stat = os.stat(segment_path(self.spool_dir, number))
+                except FileNotFoundError:
+                    if not self._restore_sealed(number, fd):
+                        continue  # It could not be written now: try again at the next look.
+                else:
+                    if (stat.st_dev, stat.st_ino) == identity:
+                        continue  # Still there; the flusher will get to it.
+            os.close(fd)
+            del self._sealed[number]
+
+    def _restore_sealed(self, number: int, fd: int) -> bool:
+        """Restore a sealed segment of ours that is gone from its path; False if it could not be written."""
+        self.lock()
+        try:
+            # Read again under the lock: the flusher removes a segment only once it is behind this.
+            segment, offset = self.flushed()
+            if number < segment or os.path.exists(segment_path(self.spool_dir, number)):
+                return True  # Landed and removed by the flusher, or restored already.
+            since = offset if number == segment else 0
+            restored = restore_segment(self.spool_dir, number, fd, since, durable=False)
+        except OSError as exc:
+            logger.error("could not restore deleted spool segment %s: %s; trying again", number, exc)
+            return False
+        finally:
+            self.unlock()
+        if restored:
+            note_restored_segment(self.spool_dir, number, since, restored, "deleted before it landed")
+        return True
+
+    def _is_gone(self) -> bool:
+        """Our segment file is no longer at its path: removed (by the flusher or by hand) or replaced."""
+        try:
+            stat = os.stat(self._path)
+        except FileNotFoundError:
+            return True
+        return (stat.st_dev, stat.st_ino) != self._identity
+
+    def _leave_lost_segment(self) -> None:
+        """Move on from a segment that is gone from its path, holding the lock.
+
+        The flusher removes a segment once it has landed: then read its last lines and go on as
+        usual. Deleted or moved away by hand before it landed, our descriptor still reads it: put
+        its unlanded lines back at its path (restore_segment) and go on appending to the restored
+        file. Every worker decides alike, as each has read the same old file to its end: a file
+        at the path that holds our lines up to our offset is ours to continue. Replaced by
+        another file, lines appended to ours would never land: move to a new segment past every
+        existing one and past the flushed position (or follow the worker that already did).
+        """
+        gone = self.segment
+        flushed_segment, flushed_offset = self.flushed()
+        # Every line the old file holds: nobody appends to it once it is gone (we all check first).
+        self._read_to_end(is_locked=True)
+        if gone < flushed_segment and self.offset >= self.segment_bytes:
+            return  # Sealed, landed and removed: catch_up goes on to the next one.
+        since = flushed_offset if gone == flushed_segment else 0
+        if gone >= flushed_segment and self.offset > since and not os.path.exists(self._path):
+            restored = restore_segment(self.spool_dir, gone, self._fd, since, durable=False)
+            if restored:
+                note_restored_segment(
+                    self.spool_dir, gone, since, restored, "deleted or moved away while in use"
+                )
+        later = [number for number in list_segments(self.spool_dir) if number > gone]
+        if self._path_holds_our_lines():
+            offset = self.offset
+            self._open_segment(gone)
+            self.offset = offset
+            if later:  # Restored after a worker had moved on: read what it holds, then follow.
+                self._read_to_end(is_locked=True)
+                self._open_segment(later[0])
+            return
+        if later:
+            if gone >= flushed_segment:
+                logger.warning(
+                    "spool segment %s is gone from %s; following the other workers to segment %s",
+                    gone,
+                    self._path,
+                    later[0],
+                )
+            self._open_segment(later[0])
+            return
+        if gone < flushed_segment:  # Left early by the other workers and landed since.
+            self._open_segment(flushed_segment if flushed_offset == 0 else flushed_segment + 1)
+            return
+        fresh = gone + 1
+        if not os.path.exists(self._path):
+            # Nothing in it past the flushed position (else it was restored above), so nothing is
+            # lost; noted all the same, so the gap in the numbering is explained.
+            lost = _count_lines(self._fd, since)
+            note_missing_segment(self.spool_dir, gone, since, lost, "deleted or moved while in use")
+            logger.log(
+                logging.ERROR if lost else logging.WARNING,
+                "spool segment %s was deleted or moved away while in use: %d click(s) in it had not "
+                "reached the database and are lost; appending to segment %s",
+                gone,
+                lost,
+                fresh,
+            )
+        else:
+            logger.warning("spool segment %s was replaced while in use; appending to segment %s", gone, fresh)
+        self._open_segment(fresh)
+
+    def _path_holds_our_lines(self) -> bool:
+        """The file now at our segment's path holds, up to our offset, the lines our descriptor reads.
+
+        Compares our last line (unique: it holds a subid) at the same offset, a restore's or a
+        faithful copy's. Every worker that read the old file to its end compares the same bytes,
+        and the new file's bytes before that offset never change, so all decide alike.
+        """
+        offset = self.offset
+        if offset == 0:
+            return False
+        tail = os.pread(self._fd, min(offset, READ_CHUNK), offset - min(offset, READ_CHUNK))
+        last = tail[tail.rfind(b"\n", 0, len(tail) - 1) + 1 :]
+        try:
+            fd = os.open(self._path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            return os.pread(fd, len(last), offset - len(last)) == last
+        finally:
+            os.close(fd)
+
+    def _read_to_end(self, is_locked: bool) -> None:
+        fd, offset, on_line, segment = self._fd, self.offset, self.on_line, self.segment
+        while True:
+            data = os.pread(fd, READ_CHUNK, offset)
+            if not data:
+                break
+            if data[0] == 0 and (lines := data.lstrip(b"\0")):
+                # The hole before a restored segment's unlanded part (restore_segment): landed
+                # clicks, in the database. (All zeros to the end is a torn line: handled below.)
+                offset += len(data) - len(lines)
+                continue
+            end = data.rfind(b"\n") + 1
+            if not end and len(data) == READ_CHUNK:
+                # No click's line is this long: garbage (a run of zeros a crash left, say). Skip it;
+                # the rest of it, up to the next newline, is refused as a line of its own.
+                offset += len(data)
+                continue
+            if end != len(data) and len(data) < READ_CHUNK:
+                if not is_locked:
+                    data = data[:end]  # Another worker is mid-append; take the complete lines.
+                    if not data:
+                        break
+                else:
+                    # Holding the lock, nobody is mid-append: a writer died mid-line (a power cut
+                    # or a full disk). End the torn line so ours starts clean; the flusher
+                    # moves the torn one to rejected.log.
+                    logger.warning("spool segment %s has a torn line at %s", segment, offset + end)
+                    os.write(fd, b"\n")
+                    continue
+            for line in data[:end].splitlines(keepends=True):
+                on_line((segment, offset), line)
+                offset += len(line)
+        self.offset = offset
+
+    def append(self, line: bytes) -> tuple[int, int]:
+        """Append our line; return its position. Call holding the lock, after catch_up(is_locked=True).
+
+        Raises OSError (ENOSPC on a full disk) with none of the line left in the journal.
+        """
+        position = (self.segment, self.offset)
+        try:
+            written = os.write(self._fd, line)
+            while written < len(line):  # Only on a full disk: the next write raises ENOSPC.
+                written += os.write(self._fd, line[written:])
+        except OSError:
+            # Cut off what part of our line was written: holding the lock, nothing follows it, and
+            # no reader has taken it (they take complete lines only). So it can never count as a
+            # click, and the next append starts on a fresh line. Shrinking needs no free space.
+            os.ftruncate(self._fd, self.offset)
+            raise
+        self.offset += len(line)
+        return position
+
+
+def restore_segment(spool_dir: Path, segment: int, fd: int, since: int, *, durable: bool) -> int:
+    """Put a segment deleted by hand back at its path from a descriptor still open on it.
+
+    Call holding the journal lock (nobody is then mid-append, and no worker moves on meanwhile).
+    Only the unlanded part, from `since` (a line boundary at or before the flushed position),
+    is copied, at its own offsets: every position in the journal and the database stays valid,
+    and the landed part before it is a hole of zeros that the flusher never reads (it is past
+    it) and a worker reading from the start skips. Written to a temporary name first and
+    renamed, so nobody sees half of it. Returns how many lines it restored: 0 when there was
+    nothing past `since` or a file is at the path again. Raises OSError (a full disk) with no
+    file left behind.
+    """
+    path = segment_path(spool_dir, segment)
+    end = os.fstat(fd).st_size
+    if end <= since or os.path.exists(path):
+        return 0
+    temp = spool_dir / f".restore.{segment:08d}.{os.getpid()}.tmp"
+    lines = 0
+    out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            offset, last = since, b"\n"
+            while offset < end and (data := os.pread(fd, min(READ_CHUNK, end - offset), offset)):
+                written = 0
+                while written < len(data):
+                    written += os.pwrite(out, data[written:], offset + written)
+                lines += data.count(b"\n")
+                offset, last = offset + len(data), data[-1:]
+            if last != b"\n":
+                # Torn by a writer that died mid-line: ended, as the next worker to read it ends it.
+                os.pwrite(out, b"\n", offset)
+                lines += 1
+            if durable:
+                os.fsync(out)
+        finally:
+            os.close(out)
+        os.rename(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    if durable:
+        directory = os.open(spool_dir, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    return lines
+
+
+class HeldSegments:
+    """The flusher's descriptors on every segment not landed yet, opened as it lists them.
+
+    A segment deleted by hand before it landed (while `lanner worker` was paused or slow, say) is
+    then still readable here and restored (restore_segment) instead of lost. Usually one to three
+    files; closed once their segment has landed. One stat per held segment per flush round keeps
+    them on the file at the path (a segment restored or replaced by hand is another file).
+    """
+
+    def __init__(self, grace_seconds: float = 0.0) -> None:
+        self._held: dict[int, tuple[int, tuple[int, int]]] = {}
+        # The flusher thread's: a web worker may have the segment open and restore it meanwhile.
+        self.grace_seconds = grace_seconds
+        self._missing_since: dict[int, float] = {}
+
+    def may_report_lost(self, segment: int) -> bool:
+        """A segment gone without a descriptor of ours: report it lost now, or wait for a restore?"""
+        if self.grace_seconds <= 0:
+            return True
+        first = self._missing_since.setdefault(segment, time.monotonic())
+        return time.monotonic() - first >= self.grace_seconds
+
+    def hold(self, spool_dir: Path, position_segment: int, listed: list[int]) -> None:
+        for number in [number for number in self._held if number < position_segment]:
+            os.close(self._held.pop(number)[0])
+        for number in [number for number in self._missing_since if number < position_segment]:
+            del self._missing_since[number]
+        for number in listed:
+            if number < position_segment:
+                continue
+            path = segment_path(spool_dir, number)
+            held = self._held.get(number)
+            try:
+                stat = os.stat(path)
+                if held is not None and held[1] == (stat.st_dev, stat.st_ino):
+                    continue
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue  # Gone since it was listed: the one held (if any) is all there is.
+            stat = os.fstat(fd)
+            if held is not None:
+                os.close(held[0])
+            self._held[number] = (fd, (stat.st_dev, stat.st_ino))
+
+    def get(self, segment: int) -> int | None:
+        held = self._held.get(segment)
+        return held[0] if held else None
+
+    def close(self) -> None:
+        for fd, _ in self._held.values():
+            os.close(fd)
+        self._held.clear()
+
+
+@contextmanager
+def journal_locked(spool_dir: Path) -> Iterator[None]:
+    """Hold the workers' journal lock (Journal.lock), for the flusher's rare changes to the files."""
+    fd = os.open(spool_dir / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # Closing drops the flock.
+
+
+def _restore_held(spool_dir: Path, segment: int, offset: int, fd: int) -> bool:
+    """Restore a segment gone from its path from the flusher's descriptor; True if a file is there now."""
+    with journal_locked(spool_dir):
+        if os.path.exists(segment_path(spool_dir, segment)):
+            return True  # A web worker restored it first.
+        restored = restore_segment(spool_dir, segment, fd, offset, durable=True)
+        if not restored:
+            return False
+        note_restored_segment(
+            spool_dir, segment, offset, restored, "deleted before it landed", by_flusher=True
+        )
+    return True
+
+
+@dataclass
+class FlushResult:
+    inserted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    segments_done: int = 0
+
+
+def _complete_lines(fd: int, offset: int, max_lines: int) -> Iterator[bytes]:
+    data = os.pread(fd, READ_CHUNK, offset)
+    end = data.rfind(b"\n") + 1
+    if not end and len(data) == READ_CHUNK:
+        return iter([data])  # Garbage longer than any line (see Journal._read_to_end): refused.
+    lines = data[:end].splitlines(keepends=True)
+    return iter(lines[:max_lines])
+
+
+def flush_spool(
+    db: Database,
+    spool_dir: Path,
+    segment_bytes: int,
+    *,
+    batch_size: int = 2000,
+    on_batch: Callable[[FlushResult], None] | None = None,
+    devices: UserAgentParser | None = None,
+    bots: BotDetector | None = None,
+    held: HeldSegments | None = None,
+) -> FlushResult:
+    """Land every complete journal line in the click table, one transaction per batch.
+
+    Safe to run from several processes at once (the position row is re-read inside each write
+    transaction) and safe to kill at any point. `held`: the flusher's descriptors, kept across
+    calls (by default only for this one).
+    """
+    if held is not None:
+        return _flush_spool(db, spool_dir, segment_bytes, batch_size, on_batch, devices, bots, held)
+    held = HeldSegments()
+    try:
+        return _flush_spool(db, spool_dir, segment_bytes, batch_size, on_batch, devices, bots, held)
+    finally:
+        held.close()
+
+
+def _flush_spool(
+    db: Database,
+    spool_dir: Path,
+    segment_bytes: int,
+    batch_size: int,
+    on_batch: Callable[[FlushResult], None] | None,
+    devices: UserAgentParser | None,
+    bots: BotDetector | None,
+    held: HeldSegments,
+) -> FlushResult:
+    result = FlushResult()
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    devices = devices or flusher_devices()
+    bots = bots or flusher_bots(())
+    zones = CounterZones()
+    zones.load(db.connection())
+    costs = ClickCosts()
+    costs.load(db.connection())
+    rollups = RollupDelta()
+    while True:
+        segment, offset = read_position(db)
+        path = segment_path(spool_dir, segment)
+        # Looked at before reading: writers open a later segment only once they have left this one
+        # (it is sealed, or it was deleted or replaced by hand, see Journal), so if one exists now,
+        # whatever this one holds is already there to read.
+        listed = list_segments(spool_dir)
+        later = [number for number in listed if number > segment]
+        held.hold(spool_dir, segment, listed)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            # Deleted by hand (the flusher removes only landed segments, behind its position).
+            kept = held.get(segment)
+            if kept is not None and _restore_held(spool_dir, segment, offset, kept):
+                continue
+            if not later or (kept is None and not held.may_report_lost(segment)):
+                break
+            # Gone without a descriptor to restore it from (deleted while no process had it open):
+            # its clicks cannot be recovered; say so, durably, and go on with the next one.
+            if kept is None and offset < segment_bytes:  # It may have held clicks past our position.
+                note_missing_segment(spool_dir, segment, offset, None, "missing when the flusher got to it")
+            to = later[0]
+            for number in range(segment + 1, later[0]):
+                if held.get(number) is not None:
+                    to = number  # Gone too, but held: restored when we get to it.
+                    break
+                note_missing_segment(spool_dir, number, 0, None, "missing when the flusher got to it")
+            _advance(db, segment, offset, result, to=to)
+            continue
+        try:
+            lines = list(_complete_lines(fd, offset, batch_size))
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        if not lines:
+            if later:
+                if size < offset:  # Replaced by a shorter file: what it held past our position is lost.
+                    note_missing_segment(
+                        spool_dir, segment, offset, None, "shorter than the flushed position"
+                    )
+                torn = path.read_bytes()[offset:]
+                if torn:
+                    _keep_rejected(spool_dir, [torn], segment, "a torn line")
+                    result.rejected += 1
+                _advance(db, segment, offset, result)
+                continue
+            break
+        rows, rejected, reason = [], [], ""
+        for line in lines:
+            try:
+                rows.append(decode_line(line)[:COLUMN_COUNT])
+            except ValueError as exc:
+                rejected.append(line)
+                reason = reason or str(exc)
+        fill_lookups(rows, devices, bots)
+        costs.fill(rows)
+        with db.atomic("IMMEDIATE"):
+            if read_position(db) != (segment, offset):
+                continue  # Another flusher moved on; start again from its position.
+            connection = db.connection()
+            landed = _insert_clicks(connection, rows)
+            inserted = len(landed)
+            add_to_counters(
+                connection,
+                zones.increments(connection, ((r[STREAM_ID], r[OFFER_ID], r[CREATED_AT]) for r in landed)),
+            )
+            rollups.add_clicks(landed)
+            rollups.apply(connection)
+            new_offset = offset + sum(len(line) for line in lines)
+            db.execute_sql(SQL_SET_SPOOL_POSITION, (segment, new_offset, int(time.time() * 1000)))
+        if rejected:
+            _keep_rejected(spool_dir, rejected, segment, reason)
+        result.inserted += inserted
+        result.duplicates += len(rows) - inserted
+        result.rejected += len(rejected)
+        if on_batch:
+            on_batch(result)
+    return result
+
+
+@functools.cache
+def flusher_devices() -> UserAgentParser:
+    """This process's User-Agent parser (and its cache), made on first use."""
+    return UserAgentParser()
+
+
+@functools.cache
+def flusher_bots(bot_ips: tuple[str, ...]) -> BotDetector:
+    """This process's bot detector for the configured IP list, made on first use."""
+    return BotDetector(bot_ips)
+
+
+def fill_lookups(rows: list[list], devices: UserAgentParser, bots: BotDetector) -> None:
+    """The bot flag, device type, OS and browser of the clicks whose web worker did not need them.
+
+    PERF: a new User-Agent costs a web worker ~20-70 µs under load to parse and check; here it is off
+    the request (models/clicks/tracker.py Lookups).
+    """
+    for row in rows:
+        if row[IS_BOT] == NOT_CHECKED:
+            row[IS_BOT] = int(bots.reason(row[USER_AGENT], row[IP]) is not None)
+        if not row[DEVICE_TYPE]:
+            device = devices.parse(row[USER_AGENT]) if row[USER_AGENT] else UNKNOWN_DEVICE
+            row[DEVICE_TYPE] = device_type(device, bool(row[IS_BOT]))
+            row[OS], row[BROWSER] = device.os, device.browser
+
+
+def _insert_clicks(connection, rows: list[list]) -> list[list]:
+    """Insert a batch; return the rows that were new (only those may reach the cap counters).
+
+    A replayed line (a restored spool, a copied segment) is already in the table: then the batch
+    is undone and the rows inserted one by one to learn which of them landed now. Rare.
+    """
+    connection.execute("SAVEPOINT click_batch").close()
+    before = connection.total_changes
+    connection.executemany(SQL_INSERT_CLICK, rows).close()
+    if connection.total_changes - before == len(rows):
+        connection.execute("RELEASE click_batch").close()
+        return rows
+    connection.execute("ROLLBACK TO click_batch").close()
+    connection.execute("RELEASE click_batch").close()
+    landed = []
+    for row in rows:
+        before = connection.total_changes
+        connection.execute(SQL_INSERT_CLICK, row).close()
+        if connection.total_changes > before:
+            landed.append(row)
+    return landed
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return -1
+
+
+def _count_lines(fd: int, offset: int) -> int:
+    count = 0
+    while data := os.pread(fd, READ_CHUNK, offset):
+        count += data.count(b"\n")
+        offset += len(data)
+    return count
+
+
+def _advance(db: Database, segment: int, offset: int, result: FlushResult, to: int | None = None) -> None:
+    with db.atomic("IMMEDIATE"):
+        if read_position(db) == (segment, offset):
+            next_segment = segment + 1 if to is None else to
+            db.execute_sql(SQL_SET_SPOOL_POSITION, (next_segment, 0, int(time.time() * 1000)))
+            result.segments_done += 1
+
+
+def _keep_rejected(spool_dir: Path, lines: list[bytes], segment: int, reason: str) -> None:
+    logger.error(
+        "spool segment %s: %d line(s) refused (%s) and moved to %s",
+        segment,
+        len(lines),
+        reason,
+        spool_dir / REJECTED_FILE,
+    )
+    with open(spool_dir / REJECTED_FILE, "ab") as rejected:
+        for line in lines:
+            rejected.write(line if line.endswith(b"\n") else line + b"\n")
+
+
+@dataclass(frozen=True)
+class MissingSegment:
+    """A segment that was gone before it landed: clicks past `from_byte` never reached the database."""
+
+    segment: int
+    from_byte: int
+    lost: int | None  # Clicks lost, when a worker still had the file open to count them.
+    noted_at: str
+    what: str
+
+
+def note_restored_segment(
+    spool_dir: Path, segment: int, since: int, restored: int, what: str, *, by_flusher: bool = False
+) -> None:
+    """Note in missing.log (nothing lost) and in the log that a deleted segment's unlanded clicks
+    were put back from an open descriptor: a web worker's, or the flusher's."""
+    note_source, log_source = (
+        ("the flusher's", "the flusher's") if by_flusher else ("a web worker's", "this worker's")
+    )
+    note_missing_segment(
+        spool_dir, segment, since, 0,
+        f"{what}; its {restored} unlanded click(s) restored from {note_source} open file",
+    )  # fmt: skip
+    logger.warning(
+        "spool segment %s was %s: restored its %d click(s) not yet in the database from %s open file",
+        segment,
+        what,
+        restored,
+        log_source,
+    )
+
+
+def note_missing_segment(spool_dir: Path, segment: int, from_byte: int, lost: int | None, what: str) -> None:
+    """Record a gap in missing.log (once per segment) and log it: the clicks are not recoverable,
+    but the reports must not look complete without saying so."""
+    if any(missing.segment == segment for missing in read_missing_segments(spool_dir)):
+        return
+    noted_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    try:
+        with open(spool_dir / MISSING_FILE, "a", encoding="utf-8") as missing:
+            missing.write(f"{segment}\t{from_byte}\t{'?' if lost is None else lost}\t{noted_at}\t{what}\n")
+    except OSError as exc:  # A full disk, say: the log line below must do; never stall on it.
+        logger.error("could not note missing spool segment %s in %s: %s", segment, MISSING_FILE, exc)
+    if lost is None:
+        logger.error(
+            "spool segment %s is %s: the clicks it held past byte %s never reached the database and are "
+            "lost; noted in %s",
+            segment,
+            what,
+            from_byte,
+            spool_dir / MISSING_FILE,
+        )
+
+
+def read_missing_segments(spool_dir: Path) -> list[MissingSegment]:
+    """The gaps noted in missing.log, oldest first (lines that do not parse are skipped)."""
+    try:
+        text = (spool_dir / MISSING_FILE).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    noted = []
+    for line in text.splitlines():
+        fields = line.split("\t", 4)
+        if len(fields) == 5 and fields[0].isdigit() and fields[1].isdigit():
+            lost = int(fields[2]) if fields[2].isdigit() else None
+            noted.append(MissingSegment(int(fields[0]), int(fields[1]), lost, fields[3], fields[4]))
+    return noted
+
+
+def sync_spool(db: Database, spool_dir: Path) -> None:
+    """fsync every segment that holds clicks not yet in the database."""
+    segment, _ = read_position(db)
+    for number in list_segments(spool_dir):
+        if number < segment:
+            continue
+        try:
+            fd = os.open(segment_path(spool_dir, number), os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def remove_flushed_segments(db: Database, spool_dir: Path) -> int:
+    """Delete sealed segments whose clicks are in the database. Call after a checkpoint."""
+    segment, _ = read_position(db)
+    removed = 0
+    for number in list_segments(spool_dir):
+        if number < segment:
+            segment_path(spool_dir, number).unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+@dataclass
+class SpoolStatus:
+    position: tuple[int, int]
+    segments: list[int]
+    pending_bytes: int
+    pending_clicks: int
+    # Segments gone before they landed (clicks lost): noted in missing.log, or not reached yet.
+    missing_segments: list[int]
+    rejected_lines: int  # Lines in rejected.log: refused by the flusher, kept for inspection.
+
+
+def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
+    """How much of the journal is not in the database yet (counts lines; reads the files)."""
+    segment, offset = read_position(db)
+    segments = list_segments(spool_dir) if spool_dir.exists() else []
+    pending_bytes = pending_clicks = 0
+    for number in segments:
+        if number < segment:
+            continue
+        try:
+            journal = open(segment_path(spool_dir, number), "rb")
+        except FileNotFoundError:
+            continue  # Landed and removed by the flusher since we listed it.
+        with journal:
+            if number == segment:
+                journal.seek(offset)
+            for chunk in iter(lambda: journal.read(READ_CHUNK), b""):
+                pending_bytes += len(chunk)
+                pending_clicks += chunk.count(b"\n")
+    return SpoolStatus(
+        (segment, offset),
+        segments,
+        pending_bytes,
+        pending_clicks,
+        _missing_segments(db, spool_dir, segments),
+        _rejected_lines(spool_dir),
+    )
+
+
+def _missing_segments(db: Database, spool_dir: Path, segments: list[int]) -> list[int]:
+    noted = {missing.segment: missing.lost for missing in read_missing_segments(spool_dir)}
+    missing = {number for number, lost in noted.items() if lost != 0}
+    # Read after listing: the flusher only removes segments behind its position, which only grows.
+    segment, offset = read_position(db)
+    newest = max(segments, default=segment if offset > 0 else segment - 1)
+    present = set(segments)
+    missing.update(n for n in range(segment, newest + 1) if n not in present and noted.get(n) != 0)
+    return sorted(missing)
+
+
+def _rejected_lines(spool_dir: Path) -> int:
+    try:
+        rejected = open(spool_dir / REJECTED_FILE, "rb")
+    except FileNotFoundError:
+        return 0
+    with rejected:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: rejected.read(READ_CHUNK), b""))

@@ -1,0 +1,330 @@
+"""Recent visitors held by a web worker: the clicks the database may not have yet.
+
+Every worker tails the shared spool journal, so this index holds every click of every worker that
+is not yet flushed (plus the last seconds of flushed ones, for debounce). Together with one indexed
+probe of the database it answers "seen before?" exactly, without waiting for the flusher.
+
+Two tiers keep its memory bounded however long the flusher is away:
+- in memory, the clicks of the last few seconds (the debounce window and a margin), each with its
+  journal line, since a debounced repeat answers the stored subid and Location;
+- on disk, every older unflushed click, reduced to what uniqueness, offer rotation and visitor
+  binding ask: per visitor and (campaign, stream, offer), the time of the latest click. That is one
+  row in a private SQLite file (~26 bytes a row, 1 MB of page cache) that no other process sees:
+  it is created in the spool directory and unlinked at once. It is emptied in one go once the
+  flusher has landed everything in it. Caps need no per-click memory: ClickCounters counts.
+If the file cannot be written (a full disk), the clicks stay in memory as before: answers stay
+exact and memory grows, with an error in the log.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import sqlite3
+import time
+from collections import deque
+from pathlib import Path
+from typing import Callable, Iterable
+
+from models.clicks.record import decode_line, visitor_key
+
+logger = logging.getLogger(__name__)
+
+SPILL_BATCH = 4096  # Rows a worker replaying the journal collects before writing them (~15 ms).
+SPILL_MOVES = 1024  # Clicks moved from memory to disk per prune at most (~4 ms): see `is_spilling`.
+SPILL_CACHE_KB = 1024  # SQLite page cache of the file: the only memory its rows take.
+# Rows per transaction: its rollback journal is in memory (a page per row at most), so a write the
+# disk refuses is undone cleanly.
+SPILL_TRANSACTION_ROWS = 256
+
+SQL_CREATE_HELD = """
+CREATE TABLE held (
+    visitor_key INTEGER NOT NULL,
+    campaign_id INTEGER NOT NULL,
+    stream_id INTEGER NOT NULL,
+    offer_id INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (visitor_key, campaign_id, stream_id, offer_id)
+) WITHOUT ROWID
+"""
+# Ids start at 1: 0 stands for NULL, which a primary key cannot hold.
+SQL_HOLD = (
+    "INSERT INTO held VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT DO UPDATE SET created_at = max(created_at, excluded.created_at)"
+)
+SQL_HELD = "SELECT campaign_id, stream_id, offer_id, created_at FROM held WHERE visitor_key = ?"
+
+
+def packed_position(position: tuple[int, int]) -> int:
+    """A journal position (segment, byte offset) as one int that orders the same way."""
+    segment, offset = position
+    return segment << 48 | offset  # A segment is far below 2**48 bytes (LANNER_SPOOL_SEGMENT_BYTES).
+
+
+class RecentClick:
+    """One journal line held by visitor; another worker's line is parsed only if looked at.
+
+    PERF: a worker holds every worker's clicks of the last seconds (16,000 at 4,000 clicks/s), so
+    each costs what it must: one object with ints in its slots, ~200 bytes besides its line (it was
+    ~530 with a key tuple, a position tuple and an (key, click) pair in the order queue).
+    """
+
+    __slots__ = ("key", "position", "created_at", "campaign_id", "stream_id", "offer_id", "_record", "_line")
+
+    def __init__(
+        self,
+        position: tuple[int, int],
+        created_at: int,
+        campaign_id: int,
+        stream_id: int | None,
+        offer_id: int | None,
+        line: bytes,
+    ) -> None:
+        self.key = 0  # The visitor (models.clicks.record.visitor_key), set by VisitorIndex.add.
+        self.position = packed_position(position)  # Where the line is in the spool journal.
+        self.created_at = created_at  # Unix ms.
+        self.campaign_id, self.stream_id, self.offer_id = campaign_id, stream_id, offer_id
+        self._record: list | None = None
+        self._line = line
+
+    @property
+    def record(self) -> list | None:
+        """The click record (models/clicks/record.py layout), or None for a line that does not parse."""
+        if self._record is None and self._line:
+            try:
+                self._record = decode_line(self._line)
+            except ValueError:
+                self._line = b""
+            else:
+                self._line = b""
+        return self._record
+
+
+class SpillFile:
+    """The on-disk tier: (campaign, stream, offer, latest created_at) per visitor; see the module doc."""
+
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"held.{os.getpid()}.db"
+        path.unlink(missing_ok=True)  # A dead process's name (pids are reused); never its data.
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            # Nothing to make durable: the file lives as long as this connection (a crash takes it along).
+            for pragma in ("journal_mode = MEMORY", "synchronous = OFF", "locking_mode = EXCLUSIVE"):
+                self.conn.execute(f"PRAGMA {pragma}").close()
+            self.conn.execute(f"PRAGMA cache_size = -{SPILL_CACHE_KB}").close()
+            self.conn.execute(SQL_CREATE_HELD).close()
+        except sqlite3.Error:
+            self.conn.close()
+            raise
+        finally:
+            path.unlink(missing_ok=True)
+
+    def hold(self, rows: Iterable[tuple[int, int, int, int, int]]) -> None:
+        """Upsert the rows; on failure some may be in and the rest not (writing them again is harmless)."""
+        conn = self.conn
+        rows = iter(rows)
+        while chunk := list(itertools.islice(rows, SPILL_TRANSACTION_ROWS)):
+            conn.execute("BEGIN").close()
+            try:
+                conn.executemany(SQL_HOLD, chunk).close()
+                conn.execute("COMMIT").close()
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK").close()
+                raise
+
+    def held(self, key: int) -> list[tuple[int, int | None, int | None, int]]:
+        return [
+            (campaign, stream or None, offer or None, created)
+            for campaign, stream, offer, created in self.conn.execute(SQL_HELD, (key,))
+        ]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class VisitorIndex:
+    """Clicks by (ip, ua_hash), in journal order: recent ones in memory, older unflushed ones on disk."""
+
+    def __init__(
+        self, spill_dir: Path, hot_after_ms: int = 0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        # By visitor key: the click itself, or a list once the visitor has clicked again (most never do).
+        self._by_visitor: dict[int, RecentClick | list[RecentClick]] = {}
+        self._order: deque[RecentClick] = deque()
+        self.spill_dir = spill_dir
+        self.hot_after_ms = hot_after_ms  # Clicks older than this are held on disk (if unflushed).
+        self._spill: SpillFile | None = None
+        # By visitor key: rows for the spill file not written yet (all of them while it fails).
+        self._pending: dict[int, list[tuple[int, int | None, int | None, int]]] = {}
+        self._pending_count = 0
+        self.spilled = 0  # Clicks in the spill file or pending for it (clicks, not rows).
+        self._spilled_through = -1  # The (packed) journal position of the latest one.
+        self.clock = clock  # Paces retries of a failed spill file.
+        self._next_spill_try = self._next_spill_error = 0.0
+        self._spill_failures = 0
+        self._spill_version = 0  # Moves on whenever the file's rows change.
+        # The last visitor read back from the file: a click asks twice, once under the journal lock.
+        self._last_held: tuple[int, int, list] = (0, -1, [])
+
+    def __len__(self) -> int:
+        return len(self._order) + self.spilled
+
+    @property
+    def in_memory(self) -> int:
+        """Clicks held with their journal line: the last seconds' (more while the flusher catches up)."""
+        return len(self._order)
+
+    def add(self, ip: str, ua_hash: int, click: RecentClick) -> None:
+        click.key = key = visitor_key(ip, ua_hash)
+        if click.created_at < self.hot_after_ms:
+            # Too old for debounce already (a worker replaying the journal at start): straight to disk.
+            self._hold(click)
+            if self._pending_count >= SPILL_BATCH:
+                self._write_pending()
+            return
+        held = self._by_visitor.get(key)
+        if held is None:
+            self._by_visitor[key] = click
+        elif type(held) is list:
+            held.append(click)
+        else:
+            self._by_visitor[key] = [held, click]
+        self._order.append(click)
+
+    def visits(self, ip: str, ua_hash: int) -> list[RecentClick] | tuple[RecentClick, ...]:
+        """The visitor's clicks held in memory (the recent ones), oldest first."""
+        return self._visits(visitor_key(ip, ua_hash))
+
+    def _visits(self, key: int) -> list[RecentClick] | tuple[RecentClick, ...]:
+        held = self._by_visitor.get(key)
+        if held is None:
+            return ()
+        return held if type(held) is list else (held,)
+
+    def history(self, ip: str, ua_hash: int) -> list[tuple[int, int | None, int | None, int]]:
+        """Every held click of the visitor as (campaign_id, stream_id, offer_id, created_at).
+
+        From disk, one row stands for all of the visitor's clicks through one campaign, stream and
+        offer (the latest): every question asked of a history is "any since" or "the latest".
+        """
+        key = visitor_key(ip, ua_hash)
+        recent = [
+            (click.campaign_id, click.stream_id, click.offer_id, click.created_at)
+            for click in self._visits(key)
+        ]
+        if self.spilled:
+            pending = self._pending.get(key)
+            if pending:
+                recent += pending
+            if self._spill is not None:
+                recent += self._held(key)
+        return recent
+
+    def _held(self, key: int) -> list[tuple[int, int | None, int | None, int]]:
+        last_key, version, rows = self._last_held
+        if last_key == key and version == self._spill_version:
+            return rows
+        try:
+            rows = self._spill.held(key)
+        except sqlite3.Error as exc:  # The disk failing under it: answer from memory alone.
+            self._log_spill_error("cannot read unflushed clicks back from %s (%s)", exc)
+            return []
+        self._last_held = (key, self._spill_version, rows)
+        return rows
+
+    def prune(self, flushed: tuple[int, int], keep_after_ms: int) -> int:
+        """Forget clicks that are in the database (before `flushed`) and older than `keep_after_ms`;
+        hold the older unflushed ones on disk. Returns how many clicks left memory."""
+        self.hot_after_ms = keep_after_ms
+        order = self._order
+        flushed_at = packed_position(flushed)
+        removed = 0
+        while order and order[0].position < flushed_at and order[0].created_at < keep_after_ms:
+            self._forget_oldest()
+            removed += 1
+        if self.spilled and self._spilled_through < flushed_at:
+            self._drop_spill()  # All of it has landed: one close instead of deleting rows.
+        # PERF: at most SPILL_MOVES per call, so no click waits long behind it; the caller prunes
+        # again soon while `is_spilling`.
+        moved = 0
+        while order and order[0].created_at < keep_after_ms and moved < SPILL_MOVES:
+            self._hold(order[0])
+            self._forget_oldest()
+            moved += 1
+        if self._pending_count:
+            self._write_pending()
+        return removed + moved
+
+    @property
+    def is_spilling(self) -> bool:
+        """Clicks too old for memory are still in it: prune again soon."""
+        return bool(self._order) and self._order[0].created_at < self.hot_after_ms
+
+    def close(self) -> None:
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def _forget_oldest(self) -> None:
+        key = self._order.popleft().key
+        held = self._by_visitor[key]
+        if type(held) is not list:
+            del self._by_visitor[key]
+        elif len(held) == 2:
+            self._by_visitor[key] = held[1]
+        else:
+            del held[0]
+
+    def _hold(self, click: RecentClick) -> None:
+        row = (click.campaign_id, click.stream_id, click.offer_id, click.created_at)
+        key = click.key
+        rows = self._pending.get(key)
+        if rows is None:
+            self._pending[key] = [row]
+        else:
+            rows.append(row)
+        self._pending_count += 1
+        self.spilled += 1
+        self._spilled_through = max(self._spilled_through, click.position)
+
+    def _write_pending(self) -> None:
+        """Write the pending rows to the spill file; on failure keep them (in memory) and retry later."""
+        now = self.clock()
+        if now < self._next_spill_try:
+            return
+        rows = (
+            (key, campaign, stream or 0, offer or 0, created)
+            for key, held in self._pending.items()
+            for campaign, stream, offer, created in held
+        )
+        self._spill_version += 1  # Even a failed write may have changed some rows.
+        try:
+            if self._spill is None:
+                self._spill = SpillFile(self.spill_dir)
+            self._spill.hold(rows)
+        except (sqlite3.Error, OSError) as exc:
+            # Each try writes everything pending from the start: try less often the more it fails.
+            self._spill_failures += 1
+            self._next_spill_try = now + min(60, 2 ** (self._spill_failures - 1))
+            self._log_spill_error("cannot hold unflushed clicks on disk in %s (%s): kept in memory", exc)
+            return
+        self._pending.clear()
+        self._pending_count = 0
+        self._spill_failures = 0
+
+    def _log_spill_error(self, message: str, exc: Exception) -> None:
+        now = self.clock()
+        if now >= self._next_spill_error:
+            self._next_spill_error = now + 60
+            logger.error(message, self.spill_dir, exc)
+
+    def _drop_spill(self) -> None:
+        self.close()
+        self._spill_version += 1
+        self._pending.clear()
+        self._pending_count = 0
+        self.spilled = 0
+        self._spilled_through = -1

@@ -1,0 +1,167 @@
+"""Postback administration: the key, status maps (re-applied to stored conversions), outbound targets.
+
+The library the CLI calls; every error is an AdminError with one sentence for the user.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from peewee import Database
+
+from models.admin.services import AdminError, get_campaign
+from models.conversions.outbound import METHODS, OutboundError, compile_target_url, http_send, render_delivery
+from models.conversions.postbacks import (
+    ALLOWED_CHANGES,
+    STATUSES,
+    conversion_cost,
+    move_conversion_rollups,
+    queue_deliveries,
+)
+from models.reporting.currency import campaign_cost, report_currency
+from models.reporting.rollups import conversion_metrics
+from models.tables.conversion import Conversion, PostbackTarget, StatusMap
+
+
+def _status(value: str) -> str:
+    status = value.strip().lower()
+    if status not in STATUSES:
+        raise AdminError(f"Status must be one of {', '.join(STATUSES)}, not {value!r}.")
+    return status
+
+
+def map_status(db: Database, raw_status: str, status: str, *, network: str = "") -> int:
+    """Map a network's word to a status; conversions stored with that word unmapped take it now,
+    with their costs, rollups and outbound postbacks.
+
+    Returns how many stored conversions were re-mapped.
+    """
+    word = raw_status.strip().lower()
+    if not word:
+        raise AdminError("The network's status word cannot be empty.")
+    status, network = _status(status), network.strip().lower()
+    remapped = 0
+    with db.atomic("IMMEDIATE"):
+        StatusMap.insert(network=network, raw_status=word, status=status).on_conflict_replace().execute()
+        stored = Conversion.select().where(
+            (Conversion.raw_status == word) & Conversion.status.not_in(list(ALLOWED_CHANGES))
+        )
+        if network:
+            stored = stored.where(Conversion.network == network)
+        costs = {}
+        report = report_currency(db.connection())
+        for conversion in stored:
+            if conversion.campaign_id not in costs:
+                costs[conversion.campaign_id] = campaign_cost(db.connection(), conversion.campaign_id, report)
+            model, value = costs[conversion.campaign_id]
+            payout = conversion.report_payout or 0.0  # Reports sum the payout in the report currency.
+            old = conversion_metrics(conversion.status, payout, conversion.cost)
+            conversion.cost = conversion_cost(model, value, status, payout)
+            move_conversion_rollups(
+                db.connection(), conversion.click_id, old, conversion_metrics(status, payout, conversion.cost)
+            )
+            if conversion.original_status == conversion.status:
+                conversion.original_status = status
+            conversion.status = status
+            conversion.updated_at = int(time.time() * 1000)
+            conversion.save()
+            # Sent by `lanner worker`'s periodic sweep within a minute.
+            queue_deliveries(
+                db.connection(), conversion.campaign_id, conversion.id, status, conversion.updated_at
+            )
+            remapped += 1
+    return remapped
+
+
+def unmap_status(db: Database, raw_status: str, *, network: str = "") -> None:
+    deleted = (
+        StatusMap.delete()
+        .where(
+            (StatusMap.raw_status == raw_status.strip().lower())
+            & (StatusMap.network == network.strip().lower())
+        )
+        .execute()
+    )
+    if not deleted:
+        raise AdminError(
+            f"There is no map for {raw_status!r}" + (f" of network {network!r}." if network else ".")
+        )
+
+
+def list_status_maps() -> list[dict[str, Any]]:
+    return list(StatusMap.select().order_by(StatusMap.network, StatusMap.raw_status).dicts())
+
+
+def _statuses(values: list[str] | tuple[str, ...]) -> str:
+    statuses = [_status(part) for value in values for part in value.split(",") if part.strip()]
+    if not statuses:
+        raise AdminError("Name at least one status the target is for (lead, sale, rejected, rebill, trash).")
+    return ",".join(dict.fromkeys(statuses))
+
+
+def add_target(
+    db: Database, campaign_ref: str, url: str, statuses: list[str], *, method: str = "GET"
+) -> PostbackTarget:
+    """An outbound postback for a campaign's conversions in these statuses."""
+    campaign = get_campaign(campaign_ref)
+    method = method.upper()
+    if method not in METHODS:
+        raise AdminError(f"Method must be GET or POST, not {method!r}.")
+    try:
+        compile_target_url(url)
+    except OutboundError as exc:
+        raise AdminError(str(exc)) from None
+    return PostbackTarget.create(
+        campaign_id=campaign.id,
+        statuses=_statuses(statuses),
+        url=url,
+        method=method,
+        created_at=int(time.time() * 1000),
+    )
+
+
+def remove_target(db: Database, target_id: int) -> PostbackTarget:
+    """Stop sending to a target (its delivery history stays)."""
+    target = PostbackTarget.get_or_none(
+        (PostbackTarget.id == target_id) & (PostbackTarget.status == "active")
+    )
+    if target is None:
+        raise AdminError(f"There is no active postback target {target_id}.")
+    target.status = "removed"
+    target.save()
+    return target
+
+
+def list_targets(campaign_ref: str | None = None) -> list[dict[str, Any]]:
+    select = PostbackTarget.select().where(PostbackTarget.status == "active")
+    if campaign_ref:
+        select = select.where(PostbackTarget.campaign_id == get_campaign(campaign_ref).id)
+    return list(select.order_by(PostbackTarget.id).dicts())
+
+
+SAMPLE_CLICK = {
+    "subid": "0000000000example", "campaign_id": "0", "stream_id": "0", "offer_id": "0", "ip": "203.0.113.7",
+    "user_agent": "Mozilla/5.0 (test)", "country": "US", "source": "test", "sub_id_1": "test",
+}  # fmt: skip
+
+
+def test_target(
+    url: str, *, method: str = "GET", status: str = "sale", payout: float = 1.0
+) -> dict[str, Any]:
+    """Send one postback to `url` now, with sample click values; store nothing."""
+    try:
+        template = compile_target_url(url)
+    except OutboundError as exc:
+        raise AdminError(str(exc)) from None
+    if method.upper() not in METHODS:
+        raise AdminError(f"Method must be GET or POST, not {method!r}.")
+    rendered = render_delivery(template, _status(status), (0, "test", payout, "USD"), SAMPLE_CLICK, "test")
+    code, error = http_send(rendered, method.upper())
+    return {
+        "url": rendered,
+        "method": method.upper(),
+        "response_code": code,
+        "error": error,
+        "ok": bool(code and 200 <= code < 300),
+    }

@@ -1,0 +1,479 @@
+"""Incoming postbacks: a network's word about a click, turned into exactly one conversion per (subid, tid).
+
+The rules, in the order `ConversionRecorder.record` applies them inside one write transaction
+(BEGIN IMMEDIATE: concurrent identical postbacks through several workers are serialised, so the
+second one finds the first one's row and is a duplicate):
+
+- The status word is mapped: the postback's own `<status>_status=word1,word2` parameters (Keitaro's
+  in-URL maps), then `lanner postback status map` entries for the network (`from=`), then those for
+  every network, then the statuses themselves, then built-in aliases (approved → sale, hold → lead,
+  declined → rejected ...). A word nothing maps is stored as it came (lowercase) and counts nowhere
+  until a map for it is added, which re-maps the stored conversions. No status at all means `sale`:
+  a network that sends a single postback sends it for a paid conversion.
+- The conversion is found by (subid, tid). A postback with a tid adopts the click's one conversion
+  without a tid (lead sent without, sale with); one without a tid updates the click's only
+  conversion. A rebill is always a new conversion and needs a tid of its own.
+- Only these changes are allowed: lead → sale | rejected | trash, sale → rejected, rebill →
+  rejected (and any mapped status replaces an unmapped one). The first status is kept as
+  `original_status`. The same status again is a duplicate: answered 200, so the network stops
+  retrying, and logged.
+- A subid not in the click table yet (its click may still be in the spool) is parked in the log and
+  matched by the spool flusher when the click lands; it expires after `LANNER_POSTBACK_PARK_HOURS`.
+
+Every postback is logged as received, with its verdict, in the same transaction as its effect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Mapping
+
+from peewee import Database
+
+from models.clicks.record import SUBID_PATTERN
+from models.reporting.currency import CODE, campaign_cost, convert, report_currency
+from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
+from models.store.sqlite.hotpath import fetch_one
+from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STATUS = SALE
+ALLOWED_CHANGES: dict[str, frozenset[str]] = {
+    LEAD: frozenset({SALE, REJECTED, TRASH}),
+    SALE: frozenset({REJECTED}),
+    REBILL: frozenset({REJECTED}),
+    REJECTED: frozenset(),
+    TRASH: frozenset(),
+}
+BUILTIN_ALIASES: dict[str, str] = {
+    **dict.fromkeys(("pending", "hold", "on_hold", "wait", "waiting", "processing", "new", "open"), LEAD),
+    **dict.fromkeys(
+        ("approved", "approve", "confirmed", "confirm", "paid", "accepted", "accept", "completed", "success"),
+        SALE,
+    ),
+    **dict.fromkeys(
+        (
+            "declined",
+            "decline",
+            "cancelled",
+            "canceled",
+            "cancel",
+            "reject",
+            "refund",
+            "refunded",
+            "chargeback",
+            "reversed",
+            "fraud",
+            "denied",
+            "failed",
+        ),
+        REJECTED,
+    ),  # fmt: skip
+    **dict.fromkeys(("recurring", "renewal", "upsell"), REBILL),
+    **dict.fromkeys(("invalid", "spam", "junk"), TRASH),
+}
+
+# Verdicts, as logged and answered.
+CREATED, UPDATED, DUPLICATE, REFUSED, PARKED, EXPIRED = (
+    "created",
+    "updated",
+    "duplicate",
+    "refused",
+    "parked",
+    "expired",
+)
+INVALID, FORBIDDEN, FAILED = "invalid", "forbidden", "failed"
+VERDICTS = (CREATED, UPDATED, DUPLICATE, REFUSED, PARKED, EXPIRED, INVALID, FORBIDDEN, FAILED)
+
+SUBID_PARAMS = ("subid", "clickid", "click_id")
+TID_PARAMS = ("tid", "transaction_id", "txid")
+MAX_TEXT = 200
+MAX_REQUEST_LOGGED = 4000
+STATUS_WORD = re.compile(r"^[\w .:-]{1,50}$")
+
+SQL_SECRET = "SELECT value FROM meta WHERE key = ?"
+SQL_SET_SECRET = "UPDATE meta SET value = ? WHERE key = ?"
+SQL_FIND_CLICK = "SELECT id, campaign_id, stream_id, offer_id, created_at FROM click WHERE subid = ?"
+SQL_OFFER_PAYOUT = "SELECT payout, currency FROM offer WHERE id = ?"
+SQL_MAPPED_STATUS = """
+SELECT status FROM status_map WHERE raw_status = ? AND network IN (?, '') ORDER BY network DESC LIMIT 1
+"""
+_CONVERSION = "SELECT id, tid, status, payout, cost, currency, report_payout FROM conversion"
+SQL_CONVERSION_BY_TID = _CONVERSION + " WHERE subid = ? AND tid = ?"
+SQL_CONVERSIONS_OF_CLICK = _CONVERSION + " WHERE subid = ? LIMIT 2"
+SQL_ROLLUPS_LIVE = "SELECT value = 'live' FROM meta WHERE key = 'rollup_conversions'"
+SQL_INSERT_CONVERSION = """
+INSERT INTO conversion (subid, tid, status, original_status, raw_status, network, payout, currency,
+    report_payout, cost, click_id, campaign_id, stream_id, offer_id, click_created_at, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+SQL_UPDATE_CONVERSION = """
+UPDATE conversion SET tid = ?, status = ?, raw_status = ?, payout = ?, currency = ?, report_payout = ?,
+    cost = ?, updated_at = ? WHERE id = ?
+"""
+SQL_ADOPT_TID = "UPDATE conversion SET tid = ?, updated_at = ? WHERE id = ?"
+SQL_TARGETS = "SELECT id, statuses FROM postback_target WHERE campaign_id = ? AND status = 'active'"
+SQL_INSERT_DELIVERY = """
+INSERT OR IGNORE INTO postback_delivery
+    (conversion_id, target_id, status, next_attempt_at, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?)
+"""
+SQL_LOG = """
+INSERT INTO postback_log (received_at, method, remote_ip, request, subid, tid, raw_status, params,
+    verdict, detail, conversion_id, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+# The partial index (verdict = 'parked') needs the literal: a bound parameter would scan the log.
+SQL_COUNT_PARKED = "SELECT COUNT(*) FROM postback_log INDEXED BY postback_log_parked WHERE verdict = 'parked'"
+SQL_PARKED_ANY = "SELECT 1 FROM postback_log INDEXED BY postback_log_parked WHERE verdict = 'parked' LIMIT 1"
+SQL_PARKED_LANDED = """
+SELECT p.id, p.params, p.received_at FROM postback_log AS p INDEXED BY postback_log_parked
+JOIN click AS c ON c.subid = p.subid
+WHERE p.verdict = 'parked' ORDER BY p.id LIMIT 500
+"""
+SQL_SETTLE_PARKED = "UPDATE postback_log SET verdict = ?, detail = ?, conversion_id = ? WHERE id = ?"
+SQL_EXPIRE_PARKED = """
+UPDATE postback_log SET verdict = 'expired', detail = 'No click with this subid arrived in time.'
+WHERE verdict = 'parked' AND expires_at <= ?
+"""
+
+
+class PostbackError(ValueError):
+    """A postback that cannot be processed; the message is one sentence for the network's log."""
+
+
+@dataclass
+class Postback:
+    """What a postback asks for, parsed and bounded."""
+
+    subid: str
+    tid: str = ""
+    raw_status: str = ""
+    payout: float | None = None
+    currency: str = ""
+    network: str = ""
+    status_words: dict[str, str] = field(default_factory=dict)  # word -> status, from `sale_status=...`
+    sub_ids: dict[int, str] = field(default_factory=dict)  # slot -> value, applied to the click
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["sub_ids"] = {str(slot): value for slot, value in self.sub_ids.items()}
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Postback":
+        data = json.loads(text)
+        data["sub_ids"] = {int(slot): value for slot, value in data["sub_ids"].items()}
+        return cls(**data)
+
+
+@dataclass
+class Received:
+    """How a postback arrived, for the log (the key is never part of `request`)."""
+
+    method: str
+    remote_ip: str
+    request: str
+
+
+@dataclass
+class Outcome:
+    verdict: str
+    detail: str
+    conversion_id: int | None = None
+    status: str = ""
+    deliveries: list[int] = field(default_factory=list)  # Outbound postbacks to send now.
+
+    @property
+    def as_dict(self) -> dict:
+        return {"verdict": self.verdict, "detail": self.detail, "conversion_id": self.conversion_id}
+
+
+def _first(params: Mapping[str, str], names: tuple[str, ...]) -> str:
+    for name in names:
+        value = params.get(name)
+        if value:
+            return value.strip()
+    return ""
+
+
+def parse_amount(text: str, what: str) -> float:
+    """A money amount as networks send it (`12.5`, `12,50`); PostbackError if not one."""
+    cleaned = text.strip().replace(",", ".") if text.count(",") == 1 and "." not in text else text.strip()
+    try:
+        amount = float(cleaned)
+    except ValueError:
+        raise PostbackError(f"{what} {text[:40]!r} is not a number.") from None
+    if not math.isfinite(amount) or amount < 0 or amount > 1e9:
+        raise PostbackError(f"{what} {text[:40]!r} must be a number from 0 to 1,000,000,000.")
+    return amount
+
+
+def parse_postback(params: Mapping[str, str]) -> Postback:
+    """The postback a network's parameters describe; PostbackError names what is wrong."""
+    subid = _first(params, SUBID_PARAMS)
+    if not subid:
+        raise PostbackError("The postback has no subid parameter.")
+    if not SUBID_PATTERN.match(subid):
+        raise PostbackError(
+            f"{subid[:40]!r} is not a Lanner subid (is the network's macro in the postback URL right?)."
+        )
+    raw_status = params.get("status", "").strip()
+    if raw_status and not STATUS_WORD.match(raw_status):
+        raise PostbackError(f"Status {raw_status[:40]!r} is not a status word.")
+    postback = Postback(
+        subid=subid,
+        tid=_first(params, TID_PARAMS)[:MAX_TEXT],
+        raw_status=raw_status.lower(),
+        currency=params.get("currency", "").strip().upper(),
+        network=params.get("from", "").strip().lower()[:MAX_TEXT],
+    )
+    if postback.currency and not CODE.match(postback.currency):
+        raise PostbackError(f"Currency {postback.currency[:20]!r} is not a three-letter code such as USD.")
+    payout = params.get("payout", "").strip()
+    if payout:
+        postback.payout = parse_amount(payout, "Payout")
+    for status in STATUSES:
+        for word in params.get(f"{status}_status", "").split(","):
+            if word.strip():
+                postback.status_words[word.strip().lower()[:50]] = status
+    for name, value in params.items():
+        slot = name[7:]  # isdigit() alone takes `²`, which int() refuses.
+        if name.startswith("sub_id_") and slot.isascii() and slot.isdigit() and 1 <= int(slot) <= 30:
+            postback.sub_ids[int(slot)] = value[:500]
+    return postback
+
+
+def conversion_cost(cost_model: str, cost_value: float, status: str, payout: float) -> float:
+    """What the traffic source charges for this conversion under the campaign's cost model."""
+    if cost_model == "cpa":
+        return cost_value if status in (LEAD, SALE) else 0.0
+    if cost_model == "cps":
+        return cost_value if status == SALE else 0.0
+    if cost_model == "revshare":
+        return round(payout * cost_value / 100, 6) if status in (SALE, REBILL) else 0.0
+    return 0.0  # Per-click models: the cost is on the clicks.
+
+
+def read_secret(db: Database, name: str) -> str:
+    row = fetch_one(db.connection(), SQL_SECRET, (name,))
+    return row[0] if row else ""
+
+
+def rotate_secret(db: Database, name: str) -> str:
+    """Replace the postback or API key; the old one stops working at once."""
+    value = secrets.token_hex(16)
+    with db.atomic():
+        db.execute_sql(SQL_SET_SECRET, (value, name))
+    return value
+
+
+def keys_match(given: str, expected: str) -> bool:
+    return bool(expected) and secrets.compare_digest(given.encode(), expected.encode())
+
+
+class ConversionRecorder:
+    """Applies postbacks to the conversion table; one per process, on that process's connection."""
+
+    def __init__(self, db: Database, *, park_ms: int, clock=time.time) -> None:
+        self.db = db
+        self.park_ms = park_ms
+        self.clock = clock
+
+    def log_rejected(self, received: Received, verdict: str, detail: str, subid: str = "") -> None:
+        """Log a postback with the right key refused before processing (malformed); it changes nothing.
+
+        One without the right key is only counted (models/conversions/refusals.py): anyone can send those.
+        """
+        with self.db.atomic("IMMEDIATE"):
+            self._log(received, Postback(subid=subid[:MAX_TEXT]), Outcome(verdict, detail), None)
+
+    def record(self, postback: Postback, received: Received) -> Outcome:
+        """Apply `postback` and log it, in one transaction."""
+        with self.db.atomic("IMMEDIATE"):
+            outcome = self._apply(postback)
+            expires_at = self._now() + self.park_ms if outcome.verdict == PARKED else None
+            self._log(received, postback, outcome, expires_at)
+        return outcome
+
+    def settle_parked(self) -> list[Outcome]:
+        """Apply parked postbacks whose click has landed; expire the ones that waited too long."""
+        conn = self.db.connection()
+        if not fetch_one(conn, SQL_PARKED_ANY):
+            return []
+        outcomes = []
+        with self.db.atomic("IMMEDIATE"):
+            for log_id, params, received_at in conn.execute(SQL_PARKED_LANDED).fetchall():
+                outcome = self._apply(Postback.from_json(params))
+                waited = (self._now() - received_at) / 1000
+                detail = f"{outcome.detail} (matched after {waited:.1f} s parked)"
+                conn.execute(SQL_SETTLE_PARKED, (outcome.verdict, detail, outcome.conversion_id, log_id))
+                outcomes.append(outcome)
+            conn.execute(SQL_EXPIRE_PARKED, (self._now(),))
+        return outcomes
+
+    def _now(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _log(self, received: Received, postback: Postback, outcome: Outcome, expires_at: int | None) -> None:
+        self.db.connection().execute(
+            SQL_LOG,
+            (
+                self._now(),
+                received.method,
+                received.remote_ip,
+                received.request[:MAX_REQUEST_LOGGED],
+                postback.subid,
+                postback.tid,
+                postback.raw_status,
+                postback.to_json(),
+                outcome.verdict,
+                outcome.detail,
+                outcome.conversion_id,
+                expires_at,
+            ),
+        )
+
+    def map_status(self, postback: Postback) -> str:
+        word = postback.raw_status
+        if not word:
+            return DEFAULT_STATUS
+        if word in postback.status_words:
+            return postback.status_words[word]
+        row = fetch_one(self.db.connection(), SQL_MAPPED_STATUS, (word, postback.network))
+        if row:
+            return row[0]
+        if word in ALLOWED_CHANGES:
+            return word
+        return BUILTIN_ALIASES.get(word, word)
+
+    def _apply(self, postback: Postback) -> Outcome:
+        conn = self.db.connection()
+        click = fetch_one(conn, SQL_FIND_CLICK, (postback.subid,))
+        if click is None:
+            return Outcome(PARKED, "No click with this subid yet; waiting for it to land.")
+        click_id, campaign_id, stream_id, offer_id, click_created_at = click
+        status = self.map_status(postback)
+        is_mapped = status in ALLOWED_CHANGES
+        existing = self._find_conversion(conn, postback, status)
+        if isinstance(existing, Outcome):
+            return existing
+        # Amounts the reports sum are in the report currency, converted now (models/reporting/currency.py).
+        report = report_currency(conn)
+        cost_model, cost_value = campaign_cost(conn, campaign_id, report)
+        now = self._now()
+        if existing is None:
+            payout, currency = postback.payout, postback.currency
+            if payout is None or not currency:
+                offer = fetch_one(conn, SQL_OFFER_PAYOUT, (offer_id,)) if offer_id else None
+                offer_payout, offer_currency = offer or (0.0, report)
+                payout = offer_payout if payout is None else payout
+                currency = currency or offer_currency
+            report_payout = convert(conn, payout, currency, report)  # None: no rate yet, reports say so.
+            cost = conversion_cost(cost_model, cost_value, status, report_payout or 0.0)
+            cursor = conn.execute(
+                SQL_INSERT_CONVERSION,
+                (
+                    postback.subid, postback.tid, status, status, postback.raw_status, postback.network,
+                    payout, currency, report_payout, cost, click_id, campaign_id, stream_id, offer_id,
+                    click_created_at, now, now,
+                ),
+            )  # fmt: skip
+            outcome = Outcome(CREATED, f"Conversion recorded as {status}.", cursor.lastrowid, status)
+            if report_payout is None:
+                outcome.detail += f" {currency} has no exchange rate yet: not in revenue until one is set."
+            move_conversion_rollups(
+                conn, click_id, None, conversion_metrics(status, report_payout or 0.0, cost)
+            )
+        else:
+            conversion_id, tid, old_status, old_payout, old_cost, old_currency, old_report = existing
+            if old_status == status:
+                if postback.tid and tid != postback.tid:  # The lead came without a tid, this with one.
+                    conn.execute(SQL_ADOPT_TID, (postback.tid, now, conversion_id))
+                return Outcome(DUPLICATE, f"Already recorded as {status}.", conversion_id, status)
+            if old_status in ALLOWED_CHANGES and status not in ALLOWED_CHANGES[old_status]:
+                return Outcome(
+                    REFUSED, f"A {old_status} conversion cannot become {status}.", conversion_id, old_status
+                )
+            payout, currency, report_payout = old_payout, old_currency, old_report
+            if postback.payout is not None and (postback.payout, postback.currency or currency) != (
+                payout,
+                currency,
+            ):  # A new amount converts at today's rate; an unchanged one keeps its conversion.
+                payout, currency = postback.payout, postback.currency or currency
+                report_payout = convert(conn, payout, currency, report)
+            cost = conversion_cost(cost_model, cost_value, status, report_payout or 0.0)
+            conn.execute(
+                SQL_UPDATE_CONVERSION,
+                (
+                    postback.tid or tid, status, postback.raw_status, payout, currency, report_payout, cost,
+                    now, conversion_id,
+                ),
+            )  # fmt: skip
+            outcome = Outcome(
+                UPDATED, f"Conversion changed from {old_status} to {status}.", conversion_id, status
+            )
+            move_conversion_rollups(
+                conn,
+                click_id,
+                conversion_metrics(old_status, old_report or 0.0, old_cost),
+                conversion_metrics(status, report_payout or 0.0, cost),
+            )
+        if not is_mapped:
+            outcome.detail += (
+                " The status is not mapped: it counts nowhere until `lanner postback status map`."
+            )
+        for slot, value in postback.sub_ids.items():
+            conn.execute(f"UPDATE click SET sub_id_{int(slot)} = ? WHERE id = ?", (value, click_id))
+        if is_mapped:
+            outcome.deliveries = queue_deliveries(conn, campaign_id, outcome.conversion_id, status, now)
+        return outcome
+
+    def _find_conversion(self, conn, postback: Postback, status: str) -> tuple | Outcome | None:
+        """The conversion this postback is about, None for a new one, or the Outcome refusing it."""
+        if status == REBILL:
+            if not postback.tid:
+                return Outcome(REFUSED, "A rebill needs a tid (transaction id) of its own.")
+            return fetch_one(conn, SQL_CONVERSION_BY_TID, (postback.subid, postback.tid))
+        found = fetch_one(conn, SQL_CONVERSION_BY_TID, (postback.subid, postback.tid))
+        if found is not None:
+            return found
+        others = conn.execute(SQL_CONVERSIONS_OF_CLICK, (postback.subid,)).fetchall()
+        if postback.tid:
+            # A lead sent without a tid, its sale with one: the same conversion.
+            untagged = [row for row in others if row[1] == ""]
+            return untagged[0] if untagged else None
+        if len(others) > 1:
+            return Outcome(REFUSED, "This click has several conversions; send the tid to say which.")
+        return others[0] if others else None
+
+
+def queue_deliveries(conn, campaign_id: int, conversion_id: int, status: str, now: int) -> list[int]:
+    """Outbound postbacks for this status, stored with the change so none is forgotten; new ids."""
+    ids = []
+    for target_id, statuses in conn.execute(SQL_TARGETS, (campaign_id,)).fetchall():
+        if status in statuses.split(","):
+            cursor = conn.execute(SQL_INSERT_DELIVERY, (conversion_id, target_id, status, now, now, now))
+            if cursor.rowcount:
+                ids.append(cursor.lastrowid)
+    return ids
+
+
+def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) -> None:
+    """Move a conversion's part of the rollups from its old metrics (None: new) to its new ones."""
+    live = fetch_one(conn, SQL_ROLLUPS_LIVE)
+    if not (live and live[0]):
+        return  # The deferred backfill adds it, as it is then.
+    key = click_key(conn, click_id)
+    delta = RollupDelta()
+    if old is not None:
+        delta.add_conversion(key, old, -1)
+    delta.add_conversion(key, new)
+    delta.apply(conn)

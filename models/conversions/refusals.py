@@ -1,0 +1,80 @@
+"""Postbacks refused before their key was known to be right: bounded counters, not a log row each.
+
+Anyone can send these, so what they may write is bounded: one row per (UTC day, source address),
+at most `MAX_ADDRESSES_PER_DAY` addresses a day (the rest share one row, `other`), each with its
+count and one sample of what was sent (key masked, truncated). The sample is replaced only by the
+first `SAMPLES_PER_HOUR` refusals of an address in an hour. Rows go with the postback log
+(models/ops/retention.py, `LANNER_POSTBACK_LOG_DAYS`).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+from peewee import Database
+
+MAX_ADDRESSES_PER_DAY = 1000
+SAMPLES_PER_HOUR = 5
+SAMPLE_CHARS = 300
+OTHER_ADDRESSES = "other"
+HOUR_MS = 3_600_000
+
+# One statement: the address keeps its row, gets a new one while the day has room, or counts in
+# `other`. In DO UPDATE every right-hand side sees the row as it was before this refusal.
+SQL_COUNT_REFUSAL = """
+INSERT INTO postback_refusal (day, remote_ip, refusals, first_at, last_at, sample_hour, samples, sample)
+VALUES (
+    :day,
+    CASE WHEN EXISTS (SELECT 1 FROM postback_refusal WHERE day = :day AND remote_ip = :ip)
+           OR (SELECT COUNT(*) FROM postback_refusal WHERE day = :day) < :max_addresses
+         THEN :ip ELSE 'other' END,
+    1, :now, :now, :hour, 1, :sample
+)
+ON CONFLICT (day, remote_ip) DO UPDATE SET
+    refusals = refusals + 1,
+    last_at = excluded.last_at,
+    sample = CASE WHEN sample_hour < excluded.sample_hour OR samples < :per_hour
+                  THEN excluded.sample ELSE sample END,
+    samples = CASE WHEN sample_hour < excluded.sample_hour THEN 1
+                   WHEN samples < :per_hour THEN samples + 1 ELSE samples END,
+    sample_hour = excluded.sample_hour
+"""
+
+
+def utc_day(ms: int) -> int:
+    """20261201 for a time on 2026-12-01 UTC: the counters' day."""
+    return int(datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y%m%d"))
+
+
+class RefusalCounter:
+    """Counts refused postbacks on this process's connection."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock=time.time,
+        max_addresses: int = MAX_ADDRESSES_PER_DAY,
+        samples_per_hour: int = SAMPLES_PER_HOUR,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.max_addresses = max_addresses
+        self.samples_per_hour = samples_per_hour
+
+    def count(self, remote_ip: str, sample: str) -> None:
+        now = int(self.clock() * 1000)
+        with self.db.atomic("IMMEDIATE"):
+            self.db.connection().execute(
+                SQL_COUNT_REFUSAL,
+                {
+                    "day": utc_day(now),
+                    "ip": remote_ip[:64],
+                    "max_addresses": self.max_addresses,
+                    "now": now,
+                    "hour": now // HOUR_MS,
+                    "sample": sample[:SAMPLE_CHARS],
+                    "per_hour": self.samples_per_hour,
+                },
+            ).close()

@@ -1,0 +1,1 @@
+"""Keeping an install healthy: backups and retention."""

@@ -1,0 +1,100 @@
+"""Online backup and restore of the database file: `lanner backup` and `lanner restore`.
+
+A backup is taken with SQLite's online backup API in one step: a consistent snapshot while the
+tracker keeps serving (in WAL mode the copy's read transaction blocks no writer). Clicks still in
+the spool at that moment are not in it; they land in the live database as usual.
+
+A restore replaces the database file while nothing has it open, and moves the spool aside: its
+journal belongs to the database being replaced, and its position would not match the restored one.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from models.clicks.spool import SQL_SET_SPOOL_POSITION
+
+
+class BackupError(RuntimeError):
+    """A backup or restore that cannot be done; the message is one sentence for the user."""
+
+
+def backup_database(database_path: Path, target: Path) -> int:
+    """Copy the live database to `target` (which must not exist); return its size in bytes."""
+    if target.exists():
+        raise BackupError(f"{target} already exists; choose a new file name.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    if not database_path.is_file():
+        raise BackupError(f"There is no database at {database_path}.")
+    source = sqlite3.connect(database_path, timeout=30)
+    copy = sqlite3.connect(partial)
+    try:
+        source.backup(copy)  # One step: a stepped backup restarts whenever the flusher writes.
+        copy.execute("PRAGMA journal_mode = DELETE")  # A single self-contained file.
+    finally:
+        copy.close()
+        source.close()
+    os.replace(partial, target)
+    return target.stat().st_size
+
+
+def processes_using(path: Path) -> list[int]:
+    """Pids that have `path` open (Linux /proc); the restore refuses to swap the file under them."""
+    wanted = {str(path.resolve()), f"{path.resolve()}-wal"}
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            links = {os.readlink(fd) for fd in (entry / "fd").iterdir()}
+        except (PermissionError, FileNotFoundError, ProcessLookupError, NotADirectoryError):
+            continue
+        if links & wanted:
+            pids.append(int(entry.name))
+    return pids
+
+
+def restore_database(backup: Path, database_path: Path, spool_dir: Path) -> Path | None:
+    """Replace the database with `backup`; return where the old spool was moved (if any)."""
+    if not backup.is_file():
+        raise BackupError(f"There is no backup file {backup}.")
+    try:
+        check = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
+        try:
+            (verdict,) = check.execute("PRAGMA quick_check").fetchone()
+            check.execute("SELECT 1 FROM spool_position").fetchall()
+        finally:
+            check.close()
+    except sqlite3.DatabaseError as exc:
+        raise BackupError(f"{backup} is not a Lanner database ({exc}).") from None
+    if verdict != "ok":
+        raise BackupError(f"{backup} is damaged: {verdict}.")
+    users = processes_using(database_path)
+    if users:
+        raise BackupError(
+            f"The database is open in process(es) {', '.join(map(str, users))}: "
+            "stop lanner serve and lanner worker first."
+        )
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    moved = None
+    if spool_dir.exists() and any(spool_dir.iterdir()):
+        moved = spool_dir.with_name(f"{spool_dir.name}.before-restore-{stamp}")
+        spool_dir.rename(moved)
+    incoming = database_path.with_name(database_path.name + ".restoring")
+    incoming.write_bytes(backup.read_bytes())
+    connection = sqlite3.connect(incoming)
+    try:
+        (segment,) = connection.execute("SELECT segment FROM spool_position WHERE id = 1").fetchone()
+        # A fresh spool: start past every segment number the restored position may know.
+        connection.execute(SQL_SET_SPOOL_POSITION, (segment + 1, 0, int(time.time() * 1000)))
+        connection.commit()
+    finally:
+        connection.close()
+    for suffix in ("-wal", "-shm"):
+        database_path.with_name(database_path.name + suffix).unlink(missing_ok=True)
+    os.replace(incoming, database_path)
+    return moved

@@ -1,0 +1,141 @@
+"""Retention: delete raw clicks older than a cutoff, in short chunks, keeping every report total.
+
+Reports over whole hours and days read the rollups (models/reporting/rollups.py), which pruning leaves as
+they are, so a campaign's totals for a pruned month do not change; what goes is the click log for
+that time and the reports only raw rows can answer (sub_id_N and referrer groupings, sub-hour
+range edges, days and hours in half-hour timezones): the cutoff is kept in `meta`
+(`pruned_before`), and those reports refuse that time with the reason. Cap counters live in
+their own table and are untouched. Pruning refuses to run before the rollup backfill has
+finished (the clicks would be lost to reports), and keeps at least the largest uniqueness window
+plus a day, so uniqueness and debounce never miss a visitor.
+
+The postback log and the refused-postback counters are kept `LANNER_POSTBACK_LOG_DAYS` (the
+worker prunes them hourly); a parked postback stays until it is matched or expires.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from peewee import Database
+
+from models.conversions.refusals import utc_day
+from models.migrations.deferred import rollups_ready
+from models.store.sqlite.hotpath import fetch_one
+
+CHUNK = 5000
+PAUSE = 0.02  # Between chunks: the spool flusher takes the write lock in between.
+DAY_MS = 86_400_000
+
+SQL_CAMPAIGNS = "SELECT id, uniqueness_hours FROM campaign"
+# Reports that read raw clicks refuse a range before this instant (models/reporting/reports.py).
+SQL_PRUNED_BEFORE = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'pruned_before'"
+SQL_RECORD_PRUNED = (
+    "INSERT INTO meta (key, value) VALUES ('pruned_before', ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))"
+)
+SQL_COUNT = (
+    "SELECT COUNT(*) FROM click INDEXED BY click_campaign_created_at WHERE campaign_id = ? AND created_at < ?"
+)
+SQL_DELETE_CHUNK = f"""
+DELETE FROM click WHERE id IN (
+    SELECT id FROM click INDEXED BY click_campaign_created_at
+    WHERE campaign_id = ? AND created_at < ? LIMIT {CHUNK}
+)
+"""
+
+SQL_DELETE_POSTBACK_LOG_CHUNK = f"""
+DELETE FROM postback_log WHERE id IN (
+    SELECT id FROM postback_log INDEXED BY postback_log_received_at
+    WHERE received_at < ? AND verdict != 'parked' LIMIT {CHUNK}
+)
+"""
+SQL_DELETE_REFUSALS = "DELETE FROM postback_refusal WHERE day < ?"
+
+
+def pruned_before(conn) -> int | None:
+    """Unix ms before which raw clicks were deleted by a prune (None: never pruned)."""
+    row = fetch_one(conn, SQL_PRUNED_BEFORE, ())
+    return row[0] if row else None
+
+
+class RetentionError(ValueError):
+    """A prune that cannot be done; the message is one sentence for the user."""
+
+
+def parse_age(text: str) -> int:
+    """`90d`, `12w`, `36h` as milliseconds; RetentionError otherwise."""
+    match = re.fullmatch(r"\s*(\d+)\s*([hdw])\s*", text)
+    if not match:
+        raise RetentionError(f"{text!r} is not an age such as 90d, 12w or 48h.")
+    number, unit = int(match.group(1)), match.group(2)
+    return number * {"h": 3_600_000, "d": DAY_MS, "w": 7 * DAY_MS}[unit]
+
+
+def prune_clicks(
+    db: Database,
+    older_than_ms: int,
+    *,
+    global_uniqueness_hours: float,
+    now_ms: int | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Delete clicks created before now - older_than_ms; return how many went."""
+    conn = db.connection()
+    campaigns = conn.execute(SQL_CAMPAIGNS).fetchall()
+    window_hours = max([global_uniqueness_hours, *(hours for _, hours in campaigns)])
+    if older_than_ms < window_hours * 3_600_000 + DAY_MS:
+        raise RetentionError(
+            f"Keep at least the uniqueness window plus a day ({window_hours / 24 + 1:g} days): "
+            "uniqueness and debounce read recent clicks."
+        )
+    if not rollups_ready(conn):
+        raise RetentionError(
+            "The rollup backfill has not finished (`lanner db status`); pruning now would lose clicks "
+            "from reports. Run `lanner db run-deferred` first."
+        )
+    cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - older_than_ms
+    total = sum(fetch_one(conn, SQL_COUNT, (campaign_id, cutoff))[0] for campaign_id, _ in campaigns)
+    if total:
+        with db.atomic("IMMEDIATE"):  # Before the first chunk goes: an interrupted prune is recorded too.
+            conn.execute(SQL_RECORD_PRUNED, (cutoff,)).close()
+    deleted = 0
+    for campaign_id, _ in campaigns:
+        while True:
+            with db.atomic("IMMEDIATE"):
+                gone = conn.execute(SQL_DELETE_CHUNK, (campaign_id, cutoff)).rowcount
+            deleted += gone
+            if on_progress and gone:
+                on_progress(deleted, total)
+            if gone < CHUNK:
+                break
+            time.sleep(PAUSE)
+    return deleted
+
+
+@dataclass(frozen=True)
+class PrunedPostbacks:
+    log_rows: int
+    refusal_rows: int
+
+
+def prune_postback_log(db: Database, keep_days: int, *, now_ms: int | None = None) -> PrunedPostbacks:
+    """Delete postback log rows and refusal counters older than `keep_days` (0: keep everything)."""
+    if keep_days <= 0:
+        return PrunedPostbacks(0, 0)
+    conn = db.connection()
+    cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - keep_days * DAY_MS
+    log_rows = 0
+    while True:
+        with db.atomic("IMMEDIATE"):
+            gone = conn.execute(SQL_DELETE_POSTBACK_LOG_CHUNK, (cutoff,)).rowcount
+        log_rows += gone
+        if gone < CHUNK:
+            break
+        time.sleep(PAUSE)
+    with db.atomic("IMMEDIATE"):
+        refusal_rows = conn.execute(SQL_DELETE_REFUSALS, (utc_day(cutoff),)).rowcount
+    return PrunedPostbacks(log_rows, refusal_rows)

@@ -1,0 +1,125 @@
+"""The conversion log, the postback log, refused postbacks and the outbound delivery log, for the CLI.
+
+Times are shown in the user's timezone; date bounds become UTC milliseconds on indexed columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from models.conversions.postbacks import PARKED
+from models.reporting.timerange import localise_times, time_bounded, zone
+from models.tables.conversion import Conversion, PostbackDelivery, PostbackLog, PostbackRefusal
+
+CONVERSION_COLUMNS = (
+    "id", "created_at", "subid", "tid", "status", "original_status", "raw_status", "payout", "currency",
+    "report_payout", "cost", "campaign_id", "stream_id", "offer_id", "network",
+)  # fmt: skip
+POSTBACK_COLUMNS = (
+    "id",
+    "received_at",
+    "verdict",
+    "subid",
+    "tid",
+    "raw_status",
+    "remote_ip",
+    "detail",
+    "request",
+)
+REFUSAL_COLUMNS = ("day", "remote_ip", "refusals", "first_at", "last_at", "sample")
+DELIVERY_COLUMNS = (
+    "id", "created_at", "conversion_id", "target_id", "status", "state", "attempts", "response_code",
+    "error", "url",
+)  # fmt: skip
+
+
+@dataclass
+class LogFilter:
+    campaign_id: int | None = None
+    subid: str | None = None
+    status: str | None = None  # A conversion status, a postback verdict or a delivery state.
+    since: str | None = None
+    until: str | None = None
+    timezone: str = "UTC"
+    limit: int = 50
+
+
+def list_conversions(query: LogFilter) -> list[dict[str, Any]]:
+    """The newest conversions (by the time they were first recorded), newest first."""
+    tz = zone(query.timezone)
+    select = Conversion.select(*(getattr(Conversion, c) for c in CONVERSION_COLUMNS))
+    if query.campaign_id is not None:
+        select = select.where(Conversion.campaign_id == query.campaign_id)
+    if query.subid:
+        select = select.where(Conversion.subid == query.subid)
+    if query.status:
+        select = select.where(Conversion.status == query.status.lower())
+    select = time_bounded(
+        select.order_by(Conversion.created_at.desc()),
+        Conversion.created_at,
+        since=query.since,
+        until=query.until,
+        tz=tz,
+        limit=query.limit,
+    )
+    return localise_times(list(select.dicts()), ("created_at",), tz)
+
+
+def list_postbacks(query: LogFilter, *, orphans: bool = False) -> list[dict[str, Any]]:
+    """The newest incoming postbacks as received, with their verdicts; `orphans`: the parked ones."""
+    tz = zone(query.timezone)
+    select = PostbackLog.select(*(getattr(PostbackLog, c) for c in POSTBACK_COLUMNS), PostbackLog.expires_at)
+    if orphans:
+        select = select.where(PostbackLog.verdict == PARKED)
+    elif query.status:
+        select = select.where(PostbackLog.verdict == query.status.lower())
+    if query.subid:
+        select = select.where(PostbackLog.subid == query.subid)
+    select = time_bounded(
+        select.order_by(PostbackLog.id.desc()),
+        PostbackLog.received_at,
+        since=query.since,
+        until=query.until,
+        tz=tz,
+        limit=query.limit,
+    )
+    return localise_times(list(select.dicts()), ("received_at", "expires_at"), tz)
+
+
+def list_refusals(query: LogFilter) -> list[dict[str, Any]]:
+    """Postbacks refused before their key was right, per day and source address, busiest first."""
+    tz = zone(query.timezone)
+    select = PostbackRefusal.select(*(getattr(PostbackRefusal, c) for c in REFUSAL_COLUMNS))
+    select = time_bounded(
+        select.order_by(PostbackRefusal.day.desc(), PostbackRefusal.refusals.desc()),
+        PostbackRefusal.last_at,
+        since=query.since,
+        until=query.until,
+        tz=tz,
+        limit=query.limit,
+    )
+    return localise_times(list(select.dicts()), ("first_at", "last_at"), tz)
+
+
+def list_deliveries(query: LogFilter) -> list[dict[str, Any]]:
+    """Outbound postbacks, newest first, with their state and the last answer."""
+    tz = zone(query.timezone)
+    select = PostbackDelivery.select(*(getattr(PostbackDelivery, c) for c in DELIVERY_COLUMNS))
+    if query.status:
+        select = select.where(PostbackDelivery.state == query.status.lower())
+    if query.campaign_id is not None:
+        select = select.where(
+            PostbackDelivery.conversion_id.in_(
+                Conversion.select(Conversion.id).where(Conversion.campaign_id == query.campaign_id)
+            )
+        )
+    select = time_bounded(
+        select.order_by(PostbackDelivery.id.desc()),
+        PostbackDelivery.created_at,
+        since=query.since,
+        until=query.until,
+        tz=tz,
+        limit=query.limit,
+    )
+    return localise_times(list(select.dicts()), ("created_at",), tz)

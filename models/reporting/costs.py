@@ -1,0 +1,202 @@
+"""Costs: each click's cost from its campaign's cost model, and a spend spread over a period's clicks.
+
+A click's cost is set by the spool flusher as it lands (never on the click path): the click URL's
+`cost=` if it had one ("auto"), else the campaign's per-click model (cpc: the value; cpuc: the
+value for a click unique in the campaign; cpm: a thousandth of it). Per-conversion models (cpa,
+cps, revshare) are costed on the conversion (models/conversions/postbacks.py). `lanner cost set` replaces the
+costs of a campaign's clicks in a period with an amount spread evenly over them (Keitaro's
+"update costs"), in short chunks, moving the rollups by the difference in the same transactions.
+
+A campaign's costs are in its cost currency; clicks store them converted into the report currency
+at the rate of the moment they land (models/reporting/currency.py), which is why a campaign cannot take a
+cost currency that has no rate.
+
+It is also the repair for costs poisoned before click URL costs were bounded (a visitor's
+`cost=1e308`): a difference cannot move a rollup holding Infinity (Infinity - Infinity is NaN), so
+the rollup rows of the hours (and days) holding such a cost are rebuilt from the raw clicks instead.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from peewee import Database
+
+from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
+from models.reporting.currency import rate_of, report_currency
+from models.reporting.rollups import DAY_MS, DIMENSIONS, HOUR_MS, TABLES, RollupDelta
+from models.store.sqlite.hotpath import fetch_one
+
+SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value, cost_currency FROM campaign"
+SQL_PERIOD_CLICKS = (
+    "SELECT id FROM click INDEXED BY click_campaign_created_at "
+    "WHERE campaign_id = ? AND created_at >= ? AND created_at < ? ORDER BY created_at"
+)
+SQL_CHUNK = f"SELECT id, cost, created_at, {', '.join(DIMENSIONS)} FROM click WHERE id IN ({{}})"
+SQL_SET_COST = "UPDATE click SET cost = ? WHERE id = ?"
+SPREAD_CHUNK = 5000
+# No spend is this large: a cost or a rollup beyond it came from a click URL before costs were bounded
+# (a float sum of such values loses every cent), and is rebuilt from raw clicks, not moved by a difference.
+EXACT_LIMIT = 1e12
+MAX_AMOUNT = 1e12
+SQL_POISONED_HOURS = (
+    "SELECT period FROM rollup_campaign_hour WHERE campaign_id = ? AND period >= ? AND period < ? "
+    f"AND NOT abs(click_cost) <= {EXACT_LIMIT}"  # Infinity too
+)
+SQL_BACKFILL_STATE = "SELECT state, position, target FROM deferred_step WHERE name = 'rollup_backfill'"
+
+_COST = CLICK_COLUMNS.index("cost")
+_UNIQUE_CAMPAIGN = CLICK_COLUMNS.index("is_unique_campaign")
+
+
+class CostError(ValueError):
+    """A cost that cannot be applied; the message is one sentence for the user."""
+
+
+def click_cost(model: str, value: float, is_unique_campaign: int) -> float:
+    if model == "cpc":
+        return value
+    if model == "cpuc":
+        return value if is_unique_campaign else 0.0
+    if model == "cpm":
+        return value / 1000
+    return 0.0
+
+
+class ClickCosts:
+    """The campaigns' per-click cost models and cost currencies' rates, read at each flush (a
+    handful of rows)."""
+
+    def __init__(self) -> None:
+        self.models: dict[int, tuple[str, float, float]] = {}  # campaign -> (model, value, rate)
+
+    def load(self, conn) -> None:
+        report = report_currency(conn)
+        rates: dict[str, float] = {}
+        self.models = {}
+        for campaign_id, model, value, currency in conn.execute(SQL_CAMPAIGN_COSTS).fetchall():
+            if currency not in rates:
+                # No rate (a cost currency set before currencies were converted): no cost rather
+                # than a cost in another currency; reports name the campaign.
+                rates[currency] = rate_of(conn, currency, report) or 0.0
+            self.models[campaign_id] = (model, value, rates[currency])
+
+    def fill(self, rows: list[list]) -> None:
+        """Set each record's cost in the report currency: the click URL's `cost=` (in the campaign's
+        cost currency) converted, or the campaign's per-click model. A non-finite cost, which only a
+        corrupt journal line could hold (it would sum into Infinity), counts as none."""
+        for row in rows:
+            if row[_COST] and not math.isfinite(row[_COST]):
+                row[_COST] = 0.0
+            model = self.models.get(row[CAMPAIGN_ID])
+            if model is None:
+                continue
+            if row[_COST]:
+                if model[2] != 1.0:
+                    row[_COST] = round(row[_COST] * model[2], 6)
+            elif model[1]:
+                row[_COST] = round(click_cost(model[0], model[1], row[_UNIQUE_CAMPAIGN]) * model[2], 6)
+
+
+def spread_cost(
+    db: Database,
+    campaign_id: int,
+    start_ms: int,
+    end_ms: int,
+    amount: float,
+    *,
+    currency: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[int, float]:
+    """Give the campaign's clicks in [start_ms, end_ms) costs summing to `amount` (in `currency`,
+    converted at today's rate; None: the report currency); (clicks, per click in the report currency)."""
+    if not 0 <= amount <= MAX_AMOUNT:  # NaN too
+        raise CostError(f"The amount must be a number from 0 to {MAX_AMOUNT:,.0f}.")
+    conn = db.connection()
+    if currency is not None:
+        report = report_currency(conn)
+        rate = rate_of(conn, currency, report)
+        if rate is None:
+            raise CostError(
+                f"There is no exchange rate for {currency} into the report currency {report}; "
+                f"set one first with `lanner currency rate set {currency} RATE`."
+            )
+        amount = round(amount * rate, 6)
+    ids = [row[0] for row in conn.execute(SQL_PERIOD_CLICKS, (campaign_id, start_ms, end_ms)).fetchall()]
+    if not ids:
+        raise CostError("The campaign has no clicks in that period; nothing to spread the cost over.")
+    per_click = round(amount / len(ids), 6)
+    last_cost = round(amount - per_click * (len(ids) - 1), 6)
+    done = 0
+    poisoned_hours: set[int] = set()
+    for offset in range(0, len(ids), SPREAD_CHUNK):
+        chunk = ids[offset : offset + SPREAD_CHUNK]
+        with db.atomic("IMMEDIATE"):
+            delta = RollupDelta()
+            position, target = _backfilled(conn)
+            rows = conn.execute(SQL_CHUNK.format(",".join("?" * len(chunk))), chunk).fetchall()
+            updates = []
+            for click_id, old_cost, *key in rows:
+                new_cost = last_cost if click_id == ids[-1] else per_click
+                updates.append((new_cost, click_id))
+                if position < click_id <= target:
+                    continue  # Not in the rollups yet: the backfill adds it at its new cost.
+                if is_exact(old_cost):
+                    delta.add_click_cost(tuple(key), new_cost - old_cost)
+                else:
+                    poisoned_hours.add(key[0] - key[0] % HOUR_MS)
+            conn.executemany(SQL_SET_COST, updates).close()
+            delta.apply(conn)
+        done += len(chunk)
+        if on_progress:
+            on_progress(done, len(ids))
+    with db.atomic("IMMEDIATE"):
+        hours = conn.execute(
+            SQL_POISONED_HOURS, (campaign_id, start_ms - start_ms % HOUR_MS, end_ms)
+        ).fetchall()
+        poisoned_hours.update(row[0] for row in hours)
+        if poisoned_hours:
+            rebuild_click_costs(conn, campaign_id, poisoned_hours)
+    return len(ids), per_click
+
+
+def _backfilled(conn) -> tuple[int, int]:
+    """(position, target) of the rollup backfill: while it runs, the rollups hold the clicks up to
+    its position and those landed after it started (above its target); it adds the rest later."""
+    state = fetch_one(conn, SQL_BACKFILL_STATE)
+    return (state[1], state[2]) if state and state[0] != "done" else (2**62, 2**62)
+
+
+def is_exact(cost: float) -> bool:
+    """Whether a stored cost can be moved by a difference (not Infinity, NaN or absurdly large)."""
+    return math.isfinite(cost) and abs(cost) <= EXACT_LIMIT
+
+
+def _rebuild_sql(table: str, width: int, dimensions: tuple[str, ...]) -> str:
+    match = " AND ".join(
+        f"COALESCE(c.{name}, 0) = r.{name}" if name in ("stream_id", "offer_id") else f"c.{name} = r.{name}"
+        for name in dimensions
+    )
+    return (
+        f"UPDATE {table} AS r SET click_cost = COALESCE((SELECT SUM(c.cost) FROM click AS c "
+        f"WHERE c.created_at >= r.period AND c.created_at < r.period + {width} AND {match} "
+        f"AND (c.id <= ? OR c.id > ?)), 0) WHERE r.campaign_id = ? AND r.period = ?"
+    )
+
+
+SQL_REBUILD = {
+    table: (width, _rebuild_sql(table, width, tuple(DIMENSIONS[i] for i in positions)))
+    for table, width, positions in TABLES
+}
+
+
+def rebuild_click_costs(conn, campaign_id: int, hours: set[int]) -> None:
+    """Set the click costs of the campaign's rollup rows for these UTC hours (and their days) to the
+    sums of their raw clicks' costs. A row's clicks pruned since lose their cost: it held no number
+    a report could show anyway."""
+    position, target = _backfilled(conn)
+    days = {hour - hour % DAY_MS for hour in hours}
+    for width, sql in SQL_REBUILD.values():
+        periods = sorted(hours if width == HOUR_MS else days)
+        conn.executemany(sql, [(position, target, campaign_id, period) for period in periods]).close()

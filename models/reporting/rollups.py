@@ -1,0 +1,205 @@
+"""Hourly and daily aggregates of clicks and conversions, kept exact as they land: reports read these.
+
+Two cubes, each an hourly and a daily table (period = the UTC hour or day it starts):
+- `detail` (`rollup_hour`, `rollup_day`): campaign, stream, offer, source, country, device type,
+  os, browser, language;
+- `campaign` (`rollup_campaign_hour`, `rollup_campaign_day`): campaign, stream, offer only, a few
+  rows per hour, for the campaign list and its breakdowns by day, stream and offer.
+A report reads the smallest cube that has its dimensions: whole days from the daily table, its edge
+hours from the hourly one; only a range cut inside an hour reads raw rows (models/reporting/reports.py).
+
+Writers, each in the same transaction as the rows it aggregates:
+- the spool flusher adds every landed click (models/clicks/spool.py);
+- the postback path adds a new conversion and moves a changed one from its old status to its new
+  one (models/conversions/postbacks.py), on the keys of its click (conversions count at their click's time);
+- `lanner cost set`, `lanner postback status map` and a new exchange rate (the conversions that
+  waited for it, models/reporting/currency.py) apply their changes as deltas.
+Money is summed in the report currency only: a click's cost and a conversion's `report_payout`
+and cost, converted when recorded; a payout with no rate yet counts as 0 until its rate is set.
+Clicks stored before the rollups existed are added by the deferred step `rollup_backfill`
+(models/migrations/deferred.py); until it is done, reports read raw rows.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from models.clicks.record import CLICK_COLUMNS
+from models.store.sqlite.hotpath import fetch_one
+from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, TRASH
+
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+DIMENSIONS = (
+    "campaign_id",
+    "stream_id",
+    "offer_id",
+    "source",
+    "country",
+    "device_type",
+    "os",
+    "browser",
+    "language",
+)
+CLICK_METRICS = ("clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost")
+CONVERSION_METRICS = (
+    "leads", "sales", "rejected", "trash", "rebills", "revenue", "revenue_pending", "conversion_cost",
+)  # fmt: skip
+METRICS = CLICK_METRICS + CONVERSION_METRICS
+CAMPAIGN_DIMENSIONS = ("campaign_id", "stream_id", "offer_id")
+# cube -> (its dimensions, {granularity: table}); smallest first, reports take the first that fits.
+CUBES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "campaign": (CAMPAIGN_DIMENSIONS, {"hour": "rollup_campaign_hour", "day": "rollup_campaign_day"}),
+    "detail": (DIMENSIONS, {"hour": "rollup_hour", "day": "rollup_day"}),
+}
+WIDTHS = {"hour": HOUR_MS, "day": DAY_MS}
+# (table, period width, positions of its dimensions in a detail key)
+TABLES = tuple(
+    (table, WIDTHS[granularity], tuple(DIMENSIONS.index(d) for d in dims))
+    for dims, tables in CUBES.values()
+    for granularity, table in tables.items()
+)
+
+# Where a click record (models/clicks/record.py) keeps the dimensions and the click metrics.
+_DIMENSION_POSITIONS = tuple(CLICK_COLUMNS.index(name) for name in DIMENSIONS)
+_CREATED_AT = CLICK_COLUMNS.index("created_at")
+_CLICK_METRIC_POSITIONS = tuple(
+    CLICK_COLUMNS.index(name)
+    for name in ("is_unique_global", "is_unique_campaign", "is_unique_stream", "is_bot", "cost")
+)
+_STREAM, _OFFER = DIMENSIONS.index("stream_id"), DIMENSIONS.index("offer_id")
+_NO_CONVERSIONS = (0,) * len(CONVERSION_METRICS)
+_NO_CLICKS = (0,) * len(CLICK_METRICS)
+
+# The click's columns a conversion's rollup key needs (SQL_CLICK_KEY selects them in this order).
+SQL_CLICK_KEY = f"SELECT created_at, {', '.join(DIMENSIONS)} FROM click WHERE id = ?"
+
+
+def upsert_sql(table: str, dimensions: tuple[str, ...]) -> str:
+    columns = ("period", *dimensions, *METRICS)
+    updates = ", ".join(f"{metric} = {metric} + excluded.{metric}" for metric in METRICS)
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+        f"ON CONFLICT (period, {', '.join(dimensions)}) DO UPDATE SET {updates}"
+    )
+
+
+SQL_UPSERT = {
+    table: upsert_sql(table, tuple(DIMENSIONS[i] for i in positions)) for table, _, positions in TABLES
+}
+
+
+def conversion_metrics(status: str, payout: float, cost: float) -> tuple:
+    """A conversion's part of CONVERSION_METRICS; an unmapped status counts nowhere."""
+    return (
+        int(status == LEAD),
+        int(status == SALE),
+        int(status == REJECTED),
+        int(status == TRASH),
+        int(status == REBILL),
+        payout if status in (SALE, REBILL) else 0.0,
+        payout if status == LEAD else 0.0,
+        cost,
+    )
+
+
+def add_metrics(sums: dict[tuple, list], key: tuple, metrics: Iterable) -> None:
+    """Add `metrics` into `sums[key]` (a NULL from an aggregate over no rows counts as 0)."""
+    row = sums.get(key)
+    if row is None:
+        sums[key] = [value or 0 for value in metrics]
+    else:
+        for index, value in enumerate(metrics):
+            row[index] += value or 0
+
+
+def _key(dimensions: Iterable) -> tuple:
+    """Rollup dimensions: NULL stream/offer ids are 0 (a primary key cannot hold NULL)."""
+    key = list(dimensions)
+    key[_STREAM] = key[_STREAM] or 0
+    key[_OFFER] = key[_OFFER] or 0
+    return tuple(key)
+
+
+class RollupDelta:
+    """Changes to every rollup table, summed per key in memory and written with one upsert per key.
+
+    PERF: a click is added once, per (hour, detail key); `apply` folds those into each table's
+    period and dimensions, so four tables cost little more than one.
+    """
+
+    def __init__(self) -> None:
+        self.changes: dict[tuple, list] = {}
+
+    def _add(self, created_at: int, key: tuple, metrics: tuple) -> None:
+        add_metrics(self.changes, (created_at - created_at % HOUR_MS, key), metrics)
+
+    def add_clicks(self, records: Iterable[list]) -> None:
+        """Clicks as records in CLICK_COLUMNS order (the spool flusher's rows)."""
+        for record in records:
+            unique_global, unique_campaign, unique_stream, is_bot, cost = (
+                record[position] for position in _CLICK_METRIC_POSITIONS
+            )
+            self._add(
+                record[_CREATED_AT],
+                _key(record[position] for position in _DIMENSION_POSITIONS),
+                (1, unique_global, unique_campaign, unique_stream, is_bot, cost, *_NO_CONVERSIONS),
+            )
+
+    def add_click_cost(self, click_key: tuple, cost_change: float) -> None:
+        """`click_key` as SQL_CLICK_KEY returns it."""
+        self._add(click_key[0], _key(click_key[1:]), (0, 0, 0, 0, 0, cost_change, *_NO_CONVERSIONS))
+
+    def add_conversion(self, click_key: tuple, metrics: tuple, sign: int = 1) -> None:
+        """A conversion's metrics (conversion_metrics) on its click's key; sign -1 takes them away."""
+        values = metrics if sign == 1 else tuple(-value for value in metrics)
+        self._add(click_key[0], _key(click_key[1:]), (*_NO_CLICKS, *values))
+
+    def apply(self, conn) -> None:
+        for table, width, positions in TABLES:
+            folded: dict[tuple, list] = {}
+            for (hour, key), metrics in self.changes.items():
+                add_metrics(folded, (hour - hour % width, *(key[i] for i in positions)), metrics)
+            conn.executemany(SQL_UPSERT[table], [(*key, *metrics) for key, metrics in folded.items()]).close()
+        self.changes.clear()
+
+
+def click_key(conn, click_id: int) -> tuple:
+    return fetch_one(conn, SQL_CLICK_KEY, (click_id,))
+
+
+def _select_click_rollup(width: int, positions: tuple[int, ...]) -> str:
+    names = [DIMENSIONS[i] for i in positions]
+    dims = ", ".join(f"COALESCE({d}, 0)" if d in ("stream_id", "offer_id") else d for d in names)
+    return f"""
+SELECT created_at - created_at % {width}, {dims}, COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign),
+    SUM(is_unique_stream), SUM(is_bot), SUM(cost), {", ".join("0" * len(CONVERSION_METRICS))}
+FROM click WHERE id > ? AND id <= ? GROUP BY 1, {", ".join(str(n) for n in range(2, len(names) + 2))}
+"""
+
+
+def backfill_clicks(conn, first_id: int, last_id: int) -> None:
+    """Add the clicks with first_id < id <= last_id to every table (the deferred backfill's chunk)."""
+    for table, width, positions in TABLES:
+        rows = conn.execute(_select_click_rollup(width, positions), (first_id, last_id)).fetchall()
+        conn.executemany(SQL_UPSERT[table], rows).close()
+
+
+SQL_CONVERSIONS_WITH_KEYS = f"""
+SELECT cv.status, {{payout}}, cv.cost, c.created_at, {", ".join("c." + d for d in DIMENSIONS)}
+FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
+"""
+
+
+def backfill_conversions(conn) -> None:
+    """Add every stored conversion to every table (once, in the deferred step's first transaction)."""
+    # A database migrated only up to before currencies (0006) sums payouts as they came, as its
+    # release did; 0006 then takes the unconverted ones out.
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(conversion)").fetchall()}
+    payout = "COALESCE(cv.report_payout, 0)" if "report_payout" in columns else "cv.payout"
+    delta = RollupDelta()
+    for status, payout, cost, *key in conn.execute(
+        SQL_CONVERSIONS_WITH_KEYS.format(payout=payout)
+    ).fetchall():
+        delta.add_conversion(tuple(key), conversion_metrics(status, payout, cost))
+    delta.apply(conn)

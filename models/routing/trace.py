@@ -1,0 +1,118 @@
+"""Routing traces for people: `lanner simulate` (a visit that is not stored) and `lanner click show`.
+
+A simulation runs the click pipeline itself with `dry_run` (models/clicks/tracker.py). A stored click
+keeps its routing summary (`route`, see models/routing/config.py) and what the filters looked at
+(country, device, language, …); showing it re-evaluates the named streams' current filters
+against those stored values, so each verdict comes with the value it saw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models.clicks.tracker import Simulation
+from models.routing.config import CampaignConfig, TraceEntry
+from models.routing.filters import FilterSubject
+
+
+def trace_rows(trace: list[TraceEntry]) -> list[dict[str, Any]]:
+    """One row per stream considered, with its filters' verdicts."""
+    rows = []
+    for entry in trace:
+        stream = entry.stream
+        rows.append(
+            {
+                "campaign": entry.campaign,
+                "stream": stream.id,
+                "name": stream.name,
+                "type": stream.type,
+                "verdict": entry.verdict,
+                "filters": [
+                    {"filter": description, "passed": passed, "saw": seen}
+                    for description, passed, seen in entry.filters
+                ],
+            }
+        )
+    return rows
+
+
+def subject_row(subject: FilterSubject) -> dict[str, Any]:
+    return {
+        "ip": subject.ip,
+        "country": subject.country or "unknown",
+        "region": subject.region or "unknown",
+        "city": subject.city or "unknown",
+        "device_type": subject.device_type,
+        "os": subject.os or "unknown",
+        "browser": subject.browser or "unknown",
+        "languages": ",".join(subject.languages) or "unknown",
+        "is_bot": subject.is_bot,
+    }
+
+
+def simulation_data(simulation: Simulation) -> dict[str, Any]:
+    decision = simulation.decision
+    return {
+        "visitor": {**subject_row(simulation.subject), "bot_reason": simulation.bot_reason},
+        "streams": trace_rows(simulation.trace),
+        "decision": {
+            "campaign_id": decision.campaign_id,
+            "stream_id": decision.stream_id,
+            "offer_id": decision.offer_id,
+            "answer": decision.answer,
+            "location": decision.location,
+            "is_repeat": decision.is_repeat,
+            "is_unique_campaign": decision.is_unique_campaign,
+            "route": decision.route,
+        },
+    }
+
+
+def stored_subject(click: dict[str, Any]) -> FilterSubject:
+    """What the filters saw for a stored click (query parameters other than sub_ids are not stored)."""
+    sub_ids = [click.get(f"sub_id_{slot}", "") for slot in range(1, 31)]
+    stream_id = click.get("stream_id")
+    return FilterSubject(
+        ip=click["ip"],
+        user_agent=click["user_agent"],
+        referrer=click["referrer"],
+        keyword=click["keyword"],
+        params={},
+        sub_ids=sub_ids,
+        languages=(click["language"],) if click["language"] else (),
+        country=click["country"],
+        region=click["region"],
+        city=click["city"],
+        device_type=click["device_type"],
+        os=click["os"],
+        browser=click["browser"],
+        is_bot=bool(click["is_bot"]),
+        now=click["created_at"] / 1000,
+        is_unique_campaign=bool(click["is_unique_campaign"]),
+        seen_in_stream=lambda sid: sid == stream_id and not click["is_unique_stream"],
+    )
+
+
+STEP_VERDICTS = {"-": "no match", "c": "capped", "o": "offers capped", "+": "matched"}
+
+
+def stored_trace(click: dict[str, Any], campaigns: dict[int, CampaignConfig]) -> list[TraceEntry]:
+    """The streams named in a stored click's route, with their current filters re-evaluated."""
+    subject = stored_subject(click)
+    # Stream id -> (its campaign's alias, the stream).
+    streams = {sid: (c.alias, stream) for c in campaigns.values() for sid, stream in c.streams.items()}
+    trace = []
+    for step in click["route"].split():
+        if step.startswith("b") and step[1:].isdigit():
+            if int(step[1:]) in streams:
+                trace.append(TraceEntry(*streams[int(step[1:])], "bound"))
+            continue
+        number, verdict = step[:-1], STEP_VERDICTS.get(step[-1:])
+        if not number.isdigit() or verdict is None:
+            continue  # Offer steps (o5, u, f) and campaign hops (>alias).
+        if int(number) not in streams:
+            continue  # Deleted or paused since.
+        entry = TraceEntry(*streams[int(number)], verdict)
+        entry.stream.filters.matches(subject, entry.stream.id, entry.filters)
+        trace.append(entry)
+    return trace

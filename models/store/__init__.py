@@ -1,0 +1,1 @@
+"""The database's statements, by dialect (`sqlite/` today), behind one connection per process."""

@@ -1,0 +1,112 @@
+"""The SQL a web worker runs per click, as constants over the raw connection.
+
+PERF: building a Peewee query costs ~300-400 µs; these prepared statements (sqlite3 caches them
+per connection) cost ~10 µs each. Web workers only read: clicks are written by the spool flusher.
+`INDEXED BY` pins the visitor index so a stale planner statistic can never turn a probe into a scan
+(another dialect gets its own constants here, handlers do not change).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from models.clicks.record import visitor_key
+
+# PERF: one range scan of the visitor's recent clicks (~6 µs, usually no row) answers all three
+# scopes; the three EXISTS below (~15 µs) only run for a visitor with more rows than that.
+VISITOR_HISTORY_LIMIT = 64
+
+# Two visitor indexes: (visitor_key, created_at, campaign_id, stream_id, offer_id) answers the
+# history and the EXISTS from the index alone; (ip, ua_hash, created_at), the one before migration
+# 0005, stays in use until that migration's backfill and index build are done (meta visitor_probe).
+# Each SQL takes the visitor as its first parameters: (visitor_key,) or (ip, ua_hash).
+_BY_KEY = ("click_visitor_key", "visitor_key = ?1", 2)
+_BY_IP_UA = ("click_visitor", "ip = ?1 AND ua_hash = ?2", 3)
+SQL_VISITOR_PROBE = "SELECT value FROM meta WHERE key = 'visitor_probe'"
+
+
+def _probe_sql(index: str, visitor: str, n: int) -> tuple[str, str, str]:
+    history = f"""
+SELECT campaign_id, stream_id, offer_id, created_at FROM click INDEXED BY {index}
+WHERE {visitor} AND created_at >= ?{n}
+ORDER BY created_at DESC LIMIT {VISITOR_HISTORY_LIMIT}
+"""
+    seen = f"""
+SELECT
+    EXISTS (SELECT 1 FROM click INDEXED BY {index} WHERE {visitor} AND created_at >= ?{n}),
+    EXISTS (SELECT 1 FROM click INDEXED BY {index}
+            WHERE {visitor} AND created_at >= ?{n + 1} AND campaign_id = ?{n + 2}),
+    EXISTS (SELECT 1 FROM click INDEXED BY {index}
+            WHERE {visitor} AND created_at >= ?{n + 1} AND stream_id = ?{n + 3})
+"""
+    last_click = f"""
+SELECT subid, stream_id, offer_id, created_at FROM click INDEXED BY {index}
+WHERE {visitor} AND created_at >= ?{n} AND campaign_id = ?{n + 1} AND user_agent = ?{n + 2}
+ORDER BY created_at DESC LIMIT 1
+"""
+    return history, seen, last_click
+
+
+class VisitorProbe:
+    """The uniqueness probes of one visitor index (`by_key` or the pre-0005 one)."""
+
+    __slots__ = ("by_key", "_history", "_seen", "_last_click")
+
+    def __init__(self, by_key: bool) -> None:
+        self.by_key = by_key
+        self._history, self._seen, self._last_click = _probe_sql(*(_BY_KEY if by_key else _BY_IP_UA))
+
+    def _visitor(self, ip: str, ua_hash: int) -> tuple:
+        return (visitor_key(ip, ua_hash),) if self.by_key else (ip, ua_hash)
+
+    def history(self, conn: sqlite3.Connection, ip: str, ua_hash: int, since: int) -> list[tuple]:
+        """The visitor's latest clicks since `since`, newest first: (campaign, stream, offer, created_at).
+
+        At most VISITOR_HISTORY_LIMIT rows: a longer history (a NAT address) is asked exactly per
+        scope with `seen`.
+        """
+        return conn.execute(self._history, (*self._visitor(ip, ua_hash), since)).fetchall()
+
+    def seen(
+        self,
+        conn: sqlite3.Connection,
+        ip: str,
+        ua_hash: int,
+        global_since: int,
+        campaign_since: int,
+        campaign_id: int,
+        stream_id: int | None,
+    ) -> tuple[int, int, int]:
+        """(seen globally, seen in campaign, seen in stream) within the windows, exactly."""
+        params = (*self._visitor(ip, ua_hash), global_since, campaign_since, campaign_id, stream_id)
+        return fetch_one(conn, self._seen, params)
+
+    def last_click(
+        self, conn: sqlite3.Connection, ip: str, ua_hash: int, since: int, campaign_id: int, user_agent: str
+    ) -> tuple | None:
+        return fetch_one(
+            conn, self._last_click, (*self._visitor(ip, ua_hash), since, campaign_id, user_agent)
+        )
+
+
+def visitor_probe(conn: sqlite3.Connection) -> VisitorProbe:
+    """The probes the database is ready for: by key once migration 0005's index is built."""
+    row = fetch_one(conn, SQL_VISITOR_PROBE)
+    return VisitorProbe(by_key=row is not None and row[0] == "key")
+
+
+SQL_CONFIG_VERSION = "SELECT value FROM meta WHERE key = 'config_version'"
+
+
+def fetch_one(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> tuple | None:
+    """The first row, with the cursor closed: an open read snapshot would fail the next write."""
+    cursor = conn.execute(sql, params)
+    try:
+        return cursor.fetchone()
+    finally:
+        cursor.close()
+
+
+def config_version(conn: sqlite3.Connection) -> str:
+    row = fetch_one(conn, SQL_CONFIG_VERSION)
+    return row[0] if row else ""

@@ -1,0 +1,1 @@
+"""Peewee models only: the tables' columns, constraints and indexes."""

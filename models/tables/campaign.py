@@ -1,0 +1,80 @@
+"""Campaigns and their streams: the routing configuration a click is decided by.
+
+Streams carry a type, a position, filters and an action so that routing (filters, stream types,
+caps) fits without a schema change. Streams are never renumbered: editing updates rows in place.
+"""
+
+from __future__ import annotations
+
+import time
+
+from peewee import AutoField, BigIntegerField, FloatField, ForeignKeyField, IntegerField, TextField
+
+from models.tables.base import BaseModel
+from models.tables.offer import Offer
+
+CAMPAIGN_STATUSES = ("active", "paused", "archived")
+ROTATIONS = ("position", "weight")
+STREAM_TYPES = ("intercepting", "regular", "fallback")
+STREAM_ACTIONS = ("offers", "redirect", "html", "not_found", "campaign")
+OFFER_ROTATIONS = ("weight", "unvisited")
+REDIRECT_TYPES = ("http", "meta", "js")  # A 302, or a 200 page with a meta refresh / a script.
+DEFAULT_ACTIONS = ("not_found", "redirect", "blank")  # When no stream matches.
+STREAM_STATUSES = ("active", "disabled", "deleted")
+# What the traffic source charges: per click, per unique click, per thousand clicks, per lead or
+# sale, or a share of revenue. A click URL's `cost=` parameter overrides the per-click models.
+COST_MODELS = ("cpc", "cpuc", "cpm", "cpa", "cps", "revshare")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Campaign(BaseModel):
+    id = AutoField()
+    alias = TextField(unique=True)
+    name = TextField()
+    status = TextField(default="active")
+    rotation = TextField(default="position")
+    uniqueness_hours = FloatField(default=24.0)
+    timezone = TextField(default="UTC")
+    cost_model = TextField(default="cpc")
+    cost_value = FloatField(default=0.0)
+    cost_currency = TextField(default="USD")
+    bind_visitor = IntegerField(default=0)  # A returning visitor gets their previous stream and offer.
+    default_action = TextField(default="not_found")
+    default_payload = TextField(default="")  # The URL when default_action is "redirect".
+    created_at = BigIntegerField(default=now_ms)
+    updated_at = BigIntegerField(default=now_ms)
+
+
+class Stream(BaseModel):
+    id = AutoField()
+    campaign = ForeignKeyField(Campaign, backref="streams", column_name="campaign_id")
+    name = TextField(default="")
+    type = TextField(default="regular")
+    position = IntegerField(default=1)
+    weight = IntegerField(default=100)
+    action = TextField(default="offers")
+    action_payload = TextField(default="")
+    filters = TextField(default="[]")
+    filter_mode = TextField(default="and")
+    daily_cap = IntegerField(null=True)
+    total_cap = IntegerField(null=True)
+    offer_rotation = TextField(default="weight")
+    redirect_type = TextField(default="http")
+    fallback_offer_id = IntegerField(null=True)  # Used when every offer of the stream is capped.
+    status = TextField(default="active")
+    created_at = BigIntegerField(default=now_ms)
+    updated_at = BigIntegerField(default=now_ms)
+
+
+class StreamOffer(BaseModel):
+    id = AutoField()
+    stream = ForeignKeyField(Stream, backref="offer_links", column_name="stream_id")
+    offer = ForeignKeyField(Offer, backref="stream_links", column_name="offer_id")
+    weight = IntegerField(default=100)
+    status = TextField(default="active")
+
+    class Meta:
+        indexes = ((("stream", "offer"), True),)

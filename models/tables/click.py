@@ -1,0 +1,46 @@
+"""The click row. Written only by the spool flusher (models/clicks/spool.py); read by reports and the CLI."""
+
+from __future__ import annotations
+
+from peewee import AutoField, BigIntegerField, FloatField, IntegerField, TextField
+
+from models.tables.base import BaseModel
+
+SUB_ID_SLOTS = 30
+
+
+class Click(BaseModel):
+    id = AutoField()
+    subid = TextField(unique=True)
+    created_at = BigIntegerField()  # Unix milliseconds, UTC.
+    campaign_id = IntegerField()
+    stream_id = IntegerField(null=True)
+    offer_id = IntegerField(null=True)
+    ip = TextField()
+    user_agent = TextField()
+    ua_hash = BigIntegerField()  # CRC-32 of the UA, as PHP's crc32() gives it.
+    # IP + UA hash as one integer (models.clicks.record.visitor_key); NULL on clicks 0005 has not backfilled.
+    visitor_key = BigIntegerField(null=True)
+    referrer = TextField(default="")
+    source = TextField(default="")
+    external_id = TextField(default="")
+    cost = FloatField(default=0.0)
+    is_unique_global = IntegerField(default=0)
+    is_unique_campaign = IntegerField(default=0)
+    is_unique_stream = IntegerField(default=0)
+    is_bot = IntegerField(default=0)
+    # What routing saw (reports group by them) and how it decided (`route`, see models/routing/config.py).
+    country = TextField(default="")
+    region = TextField(default="")
+    city = TextField(default="")
+    device_type = TextField(default="")
+    os = TextField(default="")
+    browser = TextField(default="")
+    language = TextField(default="")
+    keyword = TextField(default="")
+    route = TextField(default="")
+
+
+SUB_ID_COLUMNS = tuple(f"sub_id_{slot}" for slot in range(1, SUB_ID_SLOTS + 1))
+for _column in SUB_ID_COLUMNS:
+    Click._meta.add_field(_column, TextField(default=""))

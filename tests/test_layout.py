@@ -1,0 +1,95 @@
+"""Guards on the house plan (README, Layout): SQL lives in the store, and the domain imports no edge.
+
+A SQL statement or `import sqlite3` outside models/store/, models/migrations/ and workers/bench/
+fails, unless its file is in ALLOWED_SQL: the files that still hold SQL of their own while it
+moves into the store. That list only shrinks; it is empty when the store owns every statement.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SQL_HOMES = ("models/store/", "models/migrations/", "workers/bench/")
+# A statement as written in this code base: a keyword in capitals at the start of a string.
+SQL_START = re.compile(
+    r"\s*(SELECT|INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|"
+    r"RELEASE|WITH|VACUUM|ANALYZE|ATTACH)\s"
+)
+ALLOWED_SQL = {
+    "cli.py",
+    "models/clicks/spool.py",
+    "models/clicks/tracker.py",
+    "models/clicks/visitors.py",
+    "models/conversions/outbound.py",
+    "models/conversions/postbacks.py",
+    "models/conversions/refusals.py",
+    "models/ops/backup.py",
+    "models/ops/retention.py",
+    "models/reporting/costs.py",
+    "models/reporting/currency.py",
+    "models/reporting/reports.py",
+    "models/reporting/rollups.py",
+    "models/routing/caps.py",
+    "models/routing/config.py",
+    "routes/health.py",
+    "routes/postback.py",
+    "workers/ops/status.py",
+    "workers/runtime/tasks.py",
+}
+EDGES = ("routes", "workers", "app", "cli")
+
+
+def source_files() -> list[str]:
+    files = [ROOT / "app.py", ROOT / "cli.py", ROOT / "settings.py"]
+    for package in ("models", "routes", "workers"):
+        files += (ROOT / package).rglob("*.py")
+    return sorted(str(path.relative_to(ROOT)) for path in files)
+
+
+def holds_sql(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_START.match(node.value):
+            return True
+        if isinstance(node, ast.Import) and any(alias.name == "sqlite3" for alias in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "sqlite3":
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "execute_sql":
+            return True
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "SQL":
+            return True  # A raw fragment inside a Peewee query.
+    return False
+
+
+def imported_modules(tree: ast.AST) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    return found
+
+
+def parsed(path: str) -> ast.AST:
+    return ast.parse((ROOT / path).read_text(), path)
+
+
+def test_sql_is_written_only_in_the_store_migrations_and_bench():
+    outside = {
+        path for path in source_files() if not path.startswith(SQL_HOMES) and holds_sql(parsed(path))
+    }
+    assert outside - ALLOWED_SQL == set(), "SQL outside the store: move it into models/store/"
+    assert ALLOWED_SQL - outside == set(), "No SQL left here: strike these files off ALLOWED_SQL"
+
+
+def test_the_domain_never_imports_the_edges():
+    offenders = {
+        path: sorted(module for module in imported_modules(parsed(path)) if module.split(".")[0] in EDGES)
+        for path in source_files()
+        if path.startswith("models/")
+    }
+    assert {path: modules for path, modules in offenders.items() if modules} == {}

@@ -1,0 +1,166 @@
+"""`lanner bench compare OLD NEW`: two git revisions, the same ladder, the same database, as ratios.
+
+Each revision is checked out into a temporary git worktree and runs its own `lanner bench clicks`
+(same Python and venv as this one). The database is prefilled once, by the older revision, and
+every run starts from a fresh copy of it, migrated and with its deferred steps done by the
+revision under test before the load, so neither pays for the other's leftovers. Runs alternate
+(OLD, NEW, OLD, NEW, ...) so the machine's drift hits both; the ratios are medians over rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from workers.bench.harness import ROOT, BenchError, Reporter, lanner_env
+
+RATIO_FIELDS = (
+    "accepted_per_s",
+    "p50_ms",
+    "p99_ms",
+    "server_cpu_us_per_click",
+    "flusher_cpu_us_per_click",
+    "peak_pss_mb",
+)
+
+
+def _git(*args: str) -> str:
+    result = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise BenchError(f"git {' '.join(args)}: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def _lanner(worktree: Path, env: dict[str, str], *args: str, timeout: float = 3600) -> str:
+    """Run that revision's CLI (its own code, this venv's Python)."""
+    env = {**env, "PYTHONPATH": str(worktree)}
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", *args],
+        cwd=worktree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if result.returncode != 0:
+        raise BenchError(
+            f"lanner {' '.join(args)} at {worktree.name} failed:\n{result.stdout}{result.stderr}"
+        )
+    return result.stdout
+
+
+def _copy_data(source: Path, target: Path) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for name in ("lanner.db", "geo"):
+        path = source / name
+        if path.is_dir():
+            shutil.copytree(path, target / name)
+        elif path.exists():
+            shutil.copyfile(path, target / name)
+
+
+def ratios(runs: list[dict]) -> list[dict]:
+    """Per rate and field: median over rounds of NEW / OLD of the same round."""
+    by_round: dict[tuple[int, str], dict[int, dict]] = {}
+    for run in runs:
+        by_round[(run["round"], run["side"])] = {step["rate"]: step for step in run["report"]["lanner"]}
+    rounds = sorted({run["round"] for run in runs})
+    rates = sorted({rate for steps in by_round.values() for rate in steps})
+    table = []
+    for rate in rates:
+        row: dict = {"rate": rate}
+        for name in RATIO_FIELDS:
+            values = []
+            for number in rounds:
+                a = by_round.get((number, "old"), {}).get(rate, {}).get(name)
+                b = by_round.get((number, "new"), {}).get(rate, {}).get(name)
+                if a and b is not None:
+                    values.append(b / a)
+            row[name] = round(statistics.median(values), 3) if values else None
+        table.append(row)
+    return table
+
+
+def run_compare(
+    old: str,
+    new: str,
+    *,
+    scenario: str,
+    rates: list[int],
+    step_seconds: int,
+    rounds: int,
+    prefill: int,
+    workers: int,
+    data_dir: Path,
+    reporter: Reporter,
+) -> dict:
+    revisions = {"old": old, "new": new}  # By side: OLD and NEW may name the same commit.
+    shas = {side: _git("rev-parse", "--verify", f"{rev}^{{commit}}") for side, rev in revisions.items()}
+    work = Path(tempfile.mkdtemp(prefix="lanner-compare-"))
+    trees = {side: work / f"tree-{side}" for side in revisions}
+    pristine = data_dir / "pristine"
+    result: dict = {
+        "revisions": {side: {"revision": revisions[side], "commit": shas[side]} for side in revisions},
+        "scenario": scenario,
+        "rates": rates,
+        "step_seconds": step_seconds,
+        "runs": [],
+    }
+    try:
+        for side, tree in trees.items():
+            _git("worktree", "add", "--detach", str(tree), shas[side])
+        if not (pristine / "lanner.db").exists():
+            reporter.message(f"Prefilling {prefill:,} clicks with {old} into {pristine} ...")
+            pristine.mkdir(parents=True, exist_ok=True)
+            env = lanner_env(pristine)
+            _lanner(trees["old"], env, "db", "migrate")
+            _lanner(trees["old"], env, "generate", "clicks", "--count", str(prefill), "--seed", "1")
+            _lanner(trees["old"], env, "geo", "build")
+        for number in range(1, rounds + 1):
+            for side, rev in revisions.items():
+                run_dir, out = work / "run", work / f"{number}-{side}.json"
+                _copy_data(pristine, run_dir)
+                env = lanner_env(run_dir)
+                _lanner(trees[side], env, "db", "migrate")
+                try:
+                    _lanner(trees[side], env, "db", "run-deferred")
+                except BenchError:
+                    pass  # A revision from before deferred steps has none to run.
+                reporter.message(f"Round {number}/{rounds}: {side} = {rev} ({shas[side][:10]}) ...")
+                _lanner(
+                    trees[side], env, "bench", "clicks", "--scenario", scenario,
+                    "--rates", ",".join(map(str, rates)), "--step-seconds", str(step_seconds),
+                    "--workers", str(workers), "--data-dir", str(run_dir), "--no-nginx", "--json", str(out),
+                )  # fmt: skip
+                report = json.loads(out.read_text())
+                result["runs"].append({"side": side, "revision": rev, "round": number, "report": report})
+        result["ratios"] = ratios(result["runs"])
+    finally:
+        for tree in trees.values():
+            if tree.exists():
+                subprocess.run(
+                    ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                    capture_output=True,
+                    timeout=60,
+                )
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def format_compare(result: dict) -> list[str]:
+    old, new = (result["revisions"][side]["revision"] for side in ("old", "new"))
+    lines = [f"{new} / {old}, median over rounds (below 1 is better for latency, CPU and memory):"]
+    header = ["rate", *RATIO_FIELDS]
+    rows = [
+        [str(row["rate"]), *(str(row[name]) for name in RATIO_FIELDS)] for row in result.get("ratios", [])
+    ]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    for cells in (header, *rows):
+        lines.append("  ".join(cell.rjust(width) for cell, width in zip(cells, widths)))
+    return lines

@@ -1,0 +1,1 @@
+"""Operating an install: `lanner status`, and the nginx and systemd renderers."""

@@ -1,0 +1,143 @@
+"""`lanner status`: the page users look at when the panel feels slow, like PHP-FPM's status page.
+
+The web master records its pid in `DATA_DIR/web.pid` while it runs; everything else is read from
+/proc, the database, the spool and the Huey queue file, so asking costs the tracker nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from settings import Settings
+from workers.runtime.procfs import children, is_alive, process_name, rss_kb, uptime_seconds
+
+if TYPE_CHECKING:
+    from peewee import Database  # Not at run time: `lanner serve`'s master imports this module.
+
+# The names the processes give themselves (/proc/<pid>/comm); `lanner run` starts the consumer as
+# a child of the web master.
+ROLES = {"lanner-web": "web", "lanner-admin": "admin", "lanner-worker": "consumer"}
+
+
+def pid_file(settings: Settings) -> Path:
+    return settings.data_dir / "web.pid"
+
+
+@contextmanager
+def recorded_pid(settings: Settings) -> Iterator[None]:
+    """Record the web master's pid for the duration of the block."""
+    path = pid_file(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{os.getpid()}\n")
+    try:
+        yield
+    finally:
+        if path.exists() and path.read_text().strip() == str(os.getpid()):
+            path.unlink()
+
+
+def web_status(settings: Settings) -> dict[str, Any]:
+    try:
+        master = int(pid_file(settings).read_text())
+    except (OSError, ValueError):
+        return {"running": False}
+    if not is_alive(master):
+        return {"running": False, "stale_pid_file": True}
+    workers = [
+        {
+            "pid": pid,
+            "role": ROLES.get(process_name(pid), "other"),
+            "uptime_s": uptime_seconds(pid),
+            "rss_mb": round((rss_kb(pid) or 0) / 1024, 1),
+        }
+        for pid in children(master)
+    ]
+    return {
+        "running": True,
+        "master_pid": master,
+        "uptime_s": uptime_seconds(master),
+        "workers": workers,
+    }
+
+
+def _file_bytes(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
+    """Web processes, the consumer (heartbeat, lag), spool depth and last flush, queue depth, database
+    size, the geo file, deferred migration steps, parked postbacks and outbound postbacks waiting."""
+    from models.clicks.refusals import read_refused
+    from models.clicks.spool import SQL_SPOOL_UPDATED_AT, spool_status
+    from models.conversions.postbacks import SQL_COUNT_PARKED
+    from models.migrations.deferred import list_steps
+    from workers.runtime.heartbeat import consumer_status  # Here: the web master imports this module.
+
+    database = settings.database_path
+    spool = spool_status(db, settings.spool_dir)
+    (flushed_at,) = db.execute_sql(SQL_SPOOL_UPDATED_AT).fetchone()
+    refused, refused_at = read_refused(settings.spool_dir)  # Clicks refused on a full disk, ever.
+    status: dict[str, Any] = {
+        "web": web_status(settings),
+        "consumer": consumer_status(
+            settings.data_dir, db, settings.spool_dir, backlog_alert_seconds=settings.backlog_alert_seconds
+        ),
+        "database": {
+            "path": str(database),
+            "size_bytes": _file_bytes(database),
+            "wal_bytes": _file_bytes(database.with_name(database.name + "-wal")),
+        },
+        "spool": {
+            "pending_clicks": spool.pending_clicks,
+            "pending_bytes": spool.pending_bytes,
+            "segments": len(spool.segments),
+            "last_flush_s_ago": round(time.time() - flushed_at / 1000, 1) if flushed_at else None,
+            "missing_segments": spool.missing_segments,
+            "rejected_lines": spool.rejected_lines,
+            "refused_clicks": refused,
+            "last_refused_s_ago": round(time.time() - refused_at / 1000, 1) if refused_at else None,
+        },
+    }
+    queue = settings.queue_path
+    if queue.exists():
+        connection = sqlite3.connect(queue, timeout=5)
+        try:
+            (pending,) = connection.execute("SELECT count(*) FROM task").fetchone()
+            (scheduled,) = connection.execute("SELECT count(*) FROM schedule").fetchone()
+        except sqlite3.OperationalError:
+            pending = scheduled = 0
+        finally:
+            connection.close()
+        status["queue"] = {"pending_tasks": pending, "scheduled_tasks": scheduled}
+    status["geo"] = geo_status(settings.geo_path)
+    status["deferred"] = {step.name: f"{step.state} {step.percent:.1f}%" for step in list_steps(db)}
+    (parked,) = db.execute_sql(SQL_COUNT_PARKED).fetchone()
+    (pending_deliveries,) = db.execute_sql(
+        "SELECT COUNT(*) FROM postback_delivery WHERE state = 'pending'"
+    ).fetchone()
+    status["postbacks"] = {"parked": parked, "outbound_pending": pending_deliveries}
+    return status
+
+
+def geo_status(path: Path) -> dict[str, Any]:
+    """Which geo file routing reads, and what it is (countries are unknown without one)."""
+    from models.lookups.geo import GeoDatabaseError, open_geo_database
+
+    try:
+        database = open_geo_database(path)
+    except GeoDatabaseError as exc:
+        return {"path": str(path), "error": str(exc)}
+    if database is None:
+        return {"path": str(path), "missing": "run `lanner geo build`"}
+    try:
+        return {"path": str(path), "about": database.description}
+    finally:
+        database.close()

@@ -1,0 +1,153 @@
+"""The spool flusher's heartbeat, and how `lanner status` and `/healthz` judge the consumer by it.
+
+`lanner worker` writes `DATA_DIR/flusher.heartbeat` while its flusher runs: its pid and start time
+(so a reused pid is not mistaken for it), when it last tried to flush and when a flush last moved
+the journal on. "Last landed" alone cannot tell an idle tracker from a dead flusher; the attempt
+time can. The file is overwritten in place at most once a second (256 bytes, never a new block:
+once it exists, a full disk does not stop it), and a write that fails is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from peewee import Database
+
+from models.clicks.backlog import backlog_age
+from workers.runtime.procfs import is_alive, process_start_time
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_BYTES = 256
+WRITE_EVERY = 1.0  # Seconds between writes of the heartbeat file.
+# A flusher that has not tried to flush for this long is stuck (it looks every 2 s when idle).
+STALE_AFTER = 30.0
+
+
+def heartbeat_path(data_dir: Path) -> Path:
+    return data_dir / "flusher.heartbeat"
+
+
+class Heartbeat:
+    """The flusher's side: call `attempt()` as a round starts and pass `on_batch` to flush_spool."""
+
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.clock = clock
+        self.pid = os.getpid()
+        self.start = process_start_time(self.pid)
+        self.attempt_at: float | None = None
+        self.landed_at: float | None = None
+        self._moved = 0  # Lines the current round has moved past so far.
+        self._written_at = 0.0
+        self._next_failure_log = 0.0
+
+    def attempt(self) -> None:
+        self.attempt_at = self.clock()
+        self._moved = 0
+        self._write()
+
+    def on_batch(self, result) -> None:
+        """flush_spool's progress callback (a FlushResult so far in this round)."""
+        moved = result.inserted + result.duplicates + result.rejected
+        if moved > self._moved:
+            self._moved = moved
+            self.landed_at = self.clock()
+        self._write()
+
+    def _write(self) -> None:
+        now = self.clock()
+        if now - self._written_at < WRITE_EVERY:
+            return
+        self._written_at = now
+        beat = {
+            "pid": self.pid,
+            "start": self.start,
+            "beat_at": now,
+            "attempt_at": self.attempt_at,
+            "landed_at": self.landed_at,
+        }
+        data = json.dumps(beat).encode().ljust(HEARTBEAT_BYTES - 1) + b"\n"
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, data, 0)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if now >= self._next_failure_log:
+                self._next_failure_log = now + 60
+                logger.warning("cannot write the flusher heartbeat %s: %s", self.path, exc)
+
+
+def read_heartbeat(path: Path) -> dict[str, Any] | None:
+    """The last heartbeat written, or None if there is none (or it cannot be read)."""
+    for _ in range(2):  # A read racing the in-place write may see half of each: read again.
+        try:
+            text = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            beat = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(beat, dict) and isinstance(beat.get("pid"), int):
+            return beat
+    return None
+
+
+def is_running(pid: int, start: int | None) -> bool:
+    """The process that wrote a heartbeat still runs (same pid and start time)."""
+    if start is not None:
+        return process_start_time(pid) == start
+    return is_alive(pid)
+
+
+def _ago(now: float, then: float | None) -> float | None:
+    return None if then is None else round(max(0.0, now - then), 1)
+
+
+def consumer_status(
+    data_dir: Path, db: Database, spool_dir: Path, *, backlog_alert_seconds: float, now: float | None = None
+) -> dict[str, Any]:
+    """The consumer as `lanner status` and `/healthz` show it; `problems` is empty when all is well.
+
+    state: ok, stale (runs, but its flusher has not tried for STALE_AFTER s), dead (its process is
+    gone) or missing (no heartbeat: `lanner worker` never ran here). lag_s: the age of the oldest
+    click not in the database (0 when none waits; None when its line does not parse).
+    """
+    now = time.time() if now is None else now
+    beat = read_heartbeat(heartbeat_path(data_dir))
+    lag = backlog_age(db, spool_dir, now)
+    status: dict[str, Any] = {"state": "missing", "pid": None, "alive": False}
+    problems = []
+    if beat is None:
+        problems.append("no flusher heartbeat: is `lanner worker` running?")
+    else:
+        pid = beat["pid"]
+        heartbeat_ago = _ago(now, beat.get("beat_at"))
+        status.update(
+            pid=pid,
+            alive=is_running(pid, beat.get("start")),
+            heartbeat_s_ago=heartbeat_ago,
+            last_attempt_s_ago=_ago(now, beat.get("attempt_at")),
+            last_landed_s_ago=_ago(now, beat.get("landed_at")),
+        )
+        if not status["alive"]:
+            status["state"] = "dead"
+            problems.append(f"the consumer (pid {pid}) is not running: nothing lands in the database")
+        elif heartbeat_ago is None or heartbeat_ago > STALE_AFTER:
+            status["state"] = "stale"
+            problems.append(f"the consumer (pid {pid}) runs, but its flusher is stuck ({heartbeat_ago} s)")
+        else:
+            status["state"] = "ok"
+    status["lag_s"] = None if lag is None else round(lag, 1)
+    if lag is not None and lag > backlog_alert_seconds:
+        problems.append(f"the oldest click not in the database yet is {lag:.0f} s old")
+    status["problems"] = problems
+    return status

@@ -1,0 +1,350 @@
+"""The Huey instance and Lanner's background tasks (it replaces cron), and the spool flusher.
+
+The spool flusher is a thread of `lanner worker` that flushes every `flush_interval` for as long as
+the consumer runs, so clicks land within about a second; an flock on `DATA_DIR/flusher.lock` keeps
+it single per data directory (a second `lanner worker` waits on standby). It depends on nothing but
+the spool and the database: on a full disk it was a chain of Huey tasks whose lock release and
+successor both wrote the queue database, so one ENOSPC stopped landing until someone restarted
+the consumer. Now every failed round (a full disk, a held write lock) is logged at most once a
+second and tried again, and the spool is fsynced once a second meanwhile.
+WAL checkpoints run here, outside any visitor's request: PASSIVE every few seconds while clicks
+land, TRUNCATE now and then (PASSIVE alone lets the WAL grow without bound under constant readers).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from huey import SqliteHuey, crontab
+from peewee import OperationalError
+
+from models import db, open_database
+from models.clicks.spool import (
+    LOST_SEGMENT_GRACE,
+    HeldSegments,
+    flush_spool,
+    flusher_bots,
+    remove_flushed_segments,
+    sync_spool,
+)
+from models.clicks.throttledlog import ThrottledLog
+from models.conversions.outbound import due_deliveries, send_delivery
+from models.conversions.postbacks import ConversionRecorder
+from models.migrations.deferred import pending_steps, run_deferred
+from models.ops.retention import prune_postback_log
+from models.reporting.currency import CurrencyError, refresh_rates
+from models.store.sqlite.database import PRAGMAS
+from settings import Settings
+from workers.runtime.heartbeat import Heartbeat, heartbeat_path
+from workers.runtime.procfs import set_process_name
+
+logger = logging.getLogger(__name__)
+
+IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive.
+FAILED_ROUND_PAUSE = 1.0  # Pause after a round that failed (a full disk, a held write lock).
+STANDBY_PAUSE = 1.0  # Seconds between looks at the flusher lock another `lanner worker` holds.
+FLUSHER_STOP_SECONDS = 10.0  # How long `lanner worker` waits for a flush in progress when it stops.
+SYNC_EVERY = 1.0  # Seconds between fsyncs of the spool: a power cut may cost about this much.
+CHECKPOINT_EVERY = 2.0  # Seconds between PASSIVE checkpoints while clicks are landing.
+TRUNCATE_EVERY = 30.0  # Seconds between TRUNCATE checkpoints.
+TRUNCATE_WAL_BYTES = 64 * 1024 * 1024  # ...or sooner, once the WAL is this big.
+
+
+class SpoolFlusher:
+    """Flush, fsync, checkpoint, delete landed segments; the unit the task loops over.
+
+    fsyncs and checkpoints are paced by time, not by flush: each one stalls the file system for
+    a moment, and the web workers append to it.
+    """
+
+    def __init__(self, settings: Settings, on_delivery=None) -> None:
+        self.settings = settings
+        self.recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
+        self.on_delivery = on_delivery
+        self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
+        self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
+        self.heartbeat = Heartbeat(heartbeat_path(settings.data_dir))  # For `lanner status`, /healthz.
+        # Descriptors on the unlanded segments, kept across rounds: one deleted by hand is restored.
+        self.held = HeldSegments(LOST_SEGMENT_GRACE)
+
+    def run_once(self) -> int:
+        self.heartbeat.attempt()
+        now = time.monotonic()
+        if now - self.last_sync >= SYNC_EVERY:
+            # Before the flush, which fails while the database cannot be written (a full disk):
+            # the spool is then all there is. Paced even when it fails, so a failing fsync
+            # cannot keep the flush from being tried.
+            self.last_sync = now
+            sync_spool(db, self.settings.spool_dir)
+        result = flush_spool(
+            db,
+            self.settings.spool_dir,
+            self.settings.spool_segment_bytes,
+            bots=flusher_bots(self.settings.bot_ips),
+            on_batch=self.heartbeat.on_batch,
+            held=self.held,
+        )
+        if result.inserted:
+            self.settle_parked()
+        if now - self.last_truncate >= TRUNCATE_EVERY or (
+            (result.inserted or result.segments_done) and now - self.last_checkpoint >= CHECKPOINT_EVERY
+        ):
+            self.checkpoint()
+        return result.inserted
+
+    def close(self) -> None:
+        self.held.close()
+
+    def settle_parked(self) -> None:
+        """Postbacks that arrived before their click: apply the ones whose click just landed."""
+        for outcome in self.recorder.settle_parked():
+            for delivery_id in outcome.deliveries:
+                if self.on_delivery:
+                    self.on_delivery(delivery_id)
+
+    def checkpoint(self) -> None:
+        self.last_checkpoint = time.monotonic()
+        try:
+            wal_bytes = self.wal_path.stat().st_size
+        except FileNotFoundError:
+            wal_bytes = 0
+        truncate = wal_bytes > TRUNCATE_WAL_BYTES or time.monotonic() - self.last_truncate > TRUNCATE_EVERY
+        mode = "TRUNCATE" if truncate else "PASSIVE"
+        if truncate:
+            # TRUNCATE waits for readers while holding the write lock: a long report in the admin
+            # worker would stall every writer behind it (postbacks in the web workers). Without
+            # a busy timeout it gives up at once (busy = 1), after a PASSIVE pass, and we retry later.
+            db.execute_sql("PRAGMA busy_timeout = 0")
+        try:
+            busy, wal_pages, done_pages = db.execute_sql(f"PRAGMA wal_checkpoint({mode})").fetchone()
+        finally:
+            if truncate:
+                db.execute_sql(f"PRAGMA busy_timeout = {PRAGMAS['busy_timeout']}")
+        if truncate:
+            self.last_truncate = time.monotonic()
+        # Segments may go only once their rows are in the database file itself (fsynced).
+        if not busy and wal_pages == done_pages:
+            remove_flushed_segments(db, self.settings.spool_dir)
+
+
+class FileLock:
+    """An exclusive flock on a file in the data directory; the kernel drops it when its holder dies.
+
+    Not Huey's lock_task: that lock is a row in the queue database, and on a full disk releasing it
+    failed, so it stayed set and the flusher never started again.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+
+    def acquire(self) -> bool:
+        """Take the lock if nobody holds it; False if another thread or process does."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # Closing drops the flock.
+            self._fd = -1
+
+
+Result = TypeVar("Result")
+
+
+class FlusherThread(threading.Thread):
+    """The spool flusher's loop, in its own thread of `lanner worker`, until `stop()`."""
+
+    def __init__(self, settings: Settings, on_delivery: Callable[[int], None]) -> None:
+        super().__init__(name="lanner-flusher", daemon=True)
+        self.settings = settings
+        self.on_delivery = on_delivery
+        self.stopping = threading.Event()
+        self.lock = FileLock(settings.data_dir / "flusher.lock")
+        self.failures = ThrottledLog(logger, logging.WARNING)
+        self.queue_failures = ThrottledLog(logger, logging.WARNING)
+        self.failed_rounds = 0
+
+    def stop(self, timeout: float = FLUSHER_STOP_SECONDS) -> None:
+        self.stopping.set()
+        self.join(timeout)
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            is_mine = self.attempt(self.lock.acquire)
+            if not is_mine:
+                self.stopping.wait(STANDBY_PAUSE)  # Another `lanner worker` flushes this data dir.
+                continue
+            try:
+                self.flush_until_stopped()
+            finally:
+                self.lock.release()
+
+    def flush_until_stopped(self) -> None:
+        flusher = self.attempt(self.new_flusher)
+        if flusher is None:
+            self.stopping.wait(FAILED_ROUND_PAUSE)
+            return
+        self.attempt(flusher.settle_parked)  # Also expires the ones that waited too long.
+        pause = self.settings.flush_interval
+        while not self.stopping.is_set():
+            landed = self.attempt(flusher.run_once)
+            if landed is None:
+                pause = FAILED_ROUND_PAUSE
+            else:
+                # Idle: look less and less often (up to IDLE_FLUSH_PAUSE) so a quiet tracker
+                # costs ~no CPU; the first clicks after a lull still land within seconds.
+                pause = self.settings.flush_interval if landed else min(pause * 2, IDLE_FLUSH_PAUSE)
+            self.stopping.wait(pause)
+        flusher.close()
+
+    def new_flusher(self) -> SpoolFlusher:
+        db.connect(reuse_if_open=True)  # This thread's own connection.
+        return SpoolFlusher(self.settings, self.queue_delivery)
+
+    def attempt(self, step: Callable[[], Result]) -> Result | None:
+        """Run one step; on failure log (at most once a second) and return None: the next round retries.
+
+        Nothing is lost by a failed round: the clicks wait in the spool, and a flush is one
+        transaction with its journal position, so it lands exactly once when it works again.
+        """
+        try:
+            result = step()
+        except (OperationalError, sqlite3.OperationalError, OSError) as exc:
+            # The disk is full ("database or disk is full", ENOSPC), or a long writer (a deferred
+            # index build) held the write lock past busy_timeout.
+            self.failed(exc)
+            return None
+        except Exception as exc:
+            self.failed(exc, exc_info=True)
+            return None
+        if self.failed_rounds:
+            logger.warning("spool flusher: working again after %d failed round(s)", self.failed_rounds)
+            self.failed_rounds = 0
+        return result
+
+    def failed(self, exc: BaseException, *, exc_info: bool = False) -> None:
+        self.failed_rounds += 1
+        # SQLite rolls back by itself after "database or disk is full"; peewee's own rollback then
+        # fails with "cannot rollback", which would hide the cause.
+        while "cannot rollback" in str(exc) and exc.__context__ is not None:
+            exc = exc.__context__
+        self.failures("spool flusher: %s; trying again", exc, exc_info=exc_info)
+        # SQLite may or may not have rolled back after an I/O error; leave no transaction open.
+        try:
+            connection = db.connection()
+            if connection.in_transaction:
+                connection.rollback()
+        except (OperationalError, sqlite3.Error):
+            pass  # Nothing to undo after all; the next round starts its own transaction.
+
+    def queue_delivery(self, delivery_id: int) -> None:
+        """Queue an outbound postback; the queue database may be full, and that must not fail a flush."""
+        try:
+            self.on_delivery(delivery_id)
+        except Exception as exc:  # The delivery row is stored: `send_due_postbacks` sends it.
+            self.queue_failures("could not queue outbound postback %s: %s", delivery_id, exc)
+
+
+def create_huey(settings: Settings, *, immediate: bool = False) -> SqliteHuey:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    huey = SqliteHuey(name="lanner", filename=str(settings.queue_path), results=False, utc=True)
+    huey.immediate = immediate
+    register_tasks(huey, settings)
+    return huey
+
+
+def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
+    @huey.task(name="send_postback")
+    def send_postback_task(delivery_id: int) -> None:
+        result = send_delivery(db, delivery_id, retry_base=settings.postback_retry_seconds)
+        if result.state == "pending":
+            send_postback_task.schedule((delivery_id,), delay=result.retry_in)
+        elif result.state == "failed":
+            logger.warning("outbound postback %s failed for good: %s", delivery_id, result.error)
+
+    @huey.periodic_task(crontab(minute="*"), name="send_due_postbacks")
+    def send_due_postbacks() -> None:
+        """Deliveries whose task was lost (a consumer restart) or whose retry is due."""
+        for delivery_id in due_deliveries(db):
+            send_postback_task(delivery_id)
+
+    # A file lock, like the flusher's: Huey's lock in the queue database stays set when its
+    # release fails on a full disk.
+    deferred_lock = FileLock(settings.data_dir / "deferred.lock")
+
+    @huey.periodic_task(crontab(minute="*"), name="run_deferred_steps")
+    def run_deferred_steps() -> None:
+        """Heavy migration steps (backfills) in short chunks; resumes where a restart stopped it."""
+        if not pending_steps(db):
+            return
+        if not deferred_lock.acquire():
+            return
+        try:
+            for step in run_deferred(db):
+                logger.info("deferred step %s: %s", step.name, step.state)
+        finally:
+            deferred_lock.release()
+
+    @huey.periodic_task(crontab(minute="23"), name="prune_postback_log")
+    def prune_postback_log_task() -> None:
+        """Hourly, so each run deletes about an hour's rows (LANNER_POSTBACK_LOG_DAYS)."""
+        prune_postback_log(db, settings.postback_log_days)
+
+    @huey.periodic_task(crontab(minute="7"), name="refresh_exchange_rates")
+    def refresh_exchange_rates() -> None:
+        """Rates from LANNER_EXCHANGE_RATE_URL, if set; a feed that fails keeps the stored rates."""
+        if not settings.exchange_rate_url:
+            return
+        try:
+            changes = refresh_rates(db, settings.exchange_rate_url)
+        except CurrencyError as exc:
+            logger.warning("exchange rates not refreshed: %s", exc)
+            return
+        if changes:
+            logger.info("exchange rates refreshed: %s changed", len(changes))
+
+    @huey.on_startup()
+    def connect_db() -> None:
+        db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
+
+    huey.send_postback = send_postback_task
+    huey.send_due_postbacks = send_due_postbacks
+    huey.run_deferred_steps = run_deferred_steps
+    huey.prune_postback_log = prune_postback_log_task
+    huey.refresh_exchange_rates = refresh_exchange_rates
+
+
+def run_consumer(settings: Settings) -> None:
+    """`lanner worker`: the spool flusher's thread and the Huey consumer in the foreground."""
+    # Clicks only wait for the web workers; the flusher catching up 100 ms later costs nothing.
+    os.nice(settings.worker_nice)
+    set_process_name("lanner-worker")  # How `lanner status` tells it from the web workers under `lanner run`.
+    open_database(settings.database_path)
+    huey = create_huey(settings)
+    flusher = FlusherThread(settings, huey.send_postback)
+    flusher.start()
+    try:
+        try:
+            huey.run_deferred_steps()  # At once, not at the next minute.
+            huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
+        except Exception as exc:  # The queue database cannot be written (a full disk).
+            logger.warning("could not queue the deferred steps now (%s); they run within a minute", exc)
+        consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True)
+        consumer.run()
+    finally:
+        flusher.stop()
