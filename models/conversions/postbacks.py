@@ -39,7 +39,8 @@ from peewee import Database
 from models.clicks.record import SUBID_PATTERN
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
-from models.store.sqlite.hotpath import fetch_one
+from models.store.sqlite.meta import MetaStore
+from models.store.sqlite.rows import fetch_one
 from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
 
 logger = logging.getLogger(__name__)
@@ -98,8 +99,6 @@ MAX_TEXT = 200
 MAX_REQUEST_LOGGED = 4000
 STATUS_WORD = re.compile(r"^[\w .:-]{1,50}$")
 
-SQL_SECRET = "SELECT value FROM meta WHERE key = ?"
-SQL_SET_SECRET = "UPDATE meta SET value = ? WHERE key = ?"
 SQL_FIND_CLICK = "SELECT id, campaign_id, stream_id, offer_id, created_at FROM click WHERE subid = ?"
 SQL_OFFER_PAYOUT = "SELECT payout, currency FROM offer WHERE id = ?"
 SQL_MAPPED_STATUS = """
@@ -108,7 +107,6 @@ SELECT status FROM status_map WHERE raw_status = ? AND network IN (?, '') ORDER 
 _CONVERSION = "SELECT id, tid, status, payout, cost, currency, report_payout FROM conversion"
 SQL_CONVERSION_BY_TID = _CONVERSION + " WHERE subid = ? AND tid = ?"
 SQL_CONVERSIONS_OF_CLICK = _CONVERSION + " WHERE subid = ? LIMIT 2"
-SQL_ROLLUPS_LIVE = "SELECT value = 'live' FROM meta WHERE key = 'rollup_conversions'"
 SQL_INSERT_CONVERSION = """
 INSERT INTO conversion (subid, tid, status, original_status, raw_status, network, payout, currency,
     report_payout, cost, click_id, campaign_id, stream_id, offer_id, click_created_at, created_at, updated_at)
@@ -263,15 +261,14 @@ def conversion_cost(cost_model: str, cost_value: float, status: str, payout: flo
 
 
 def read_secret(db: Database, name: str) -> str:
-    row = fetch_one(db.connection(), SQL_SECRET, (name,))
-    return row[0] if row else ""
+    return MetaStore(db.connection()).get(name) or ""
 
 
 def rotate_secret(db: Database, name: str) -> str:
     """Replace the postback or API key; the old one stops working at once."""
     value = secrets.token_hex(16)
     with db.atomic():
-        db.execute_sql(SQL_SET_SECRET, (value, name))
+        MetaStore(db.connection()).set(name, value)
     return value
 
 
@@ -468,8 +465,7 @@ def queue_deliveries(conn, campaign_id: int, conversion_id: int, status: str, no
 
 def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) -> None:
     """Move a conversion's part of the rollups from its old metrics (None: new) to its new ones."""
-    live = fetch_one(conn, SQL_ROLLUPS_LIVE)
-    if not (live and live[0]):
+    if not MetaStore(conn).rollups_live():
         return  # The deferred backfill adds it, as it is then.
     key = click_key(conn, click_id)
     delta = RollupDelta()
