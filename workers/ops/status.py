@@ -7,7 +7,6 @@ The web master records its pid in `DATA_DIR/web.pid` while it runs; everything e
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
