@@ -101,6 +101,25 @@ def test_the_meta_table_is_read_and_written_only_by_its_store():
     assert offenders == set()
 
 
+def test_a_conversion_changes_status_in_one_place():
+    # A postback and a status map each wrote the change their own way (two `map_status`s).
+    writes = re.compile(r"UPDATE\s+conversion\s+SET\b[^;]*\bstatus\s*=", re.S)
+    found = []
+    for path in source_files():
+        tree = parsed(path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and writes.search(node.value):
+                found.append(path)
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("update", "save")
+                and "conversion" in ast.unparse(node.func.value).lower()
+            ):
+                found.append(f"{path}:{node.lineno}")  # A Peewee write of a Conversion.
+    assert found == ["models/conversions/postbacks.py"]  # SQL_CHANGE_STATUS, used by change_status.
+
+
 def test_the_domain_never_imports_the_edges():
     offenders = {
         path: sorted(module for module in imported_modules(parsed(path)) if module.split(".")[0] in EDGES)
