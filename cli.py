@@ -1752,10 +1752,21 @@ def spool_status_command(ctx: Context, fmt: str) -> None:
 @click.option("--batch-size", type=int, default=2000, show_default=True)
 @pass_context
 def spool_flush_command(ctx: Context, batch_size: int) -> None:
-    """Land every spooled click in the database now (safe while the worker runs)."""
-    from models.clicks.spool import flush_spool, flusher_bots, spool_status
+    """Land every spooled click in the database now, as the flusher does (safe while the worker runs)."""
+    from models.clicks.landing import SpoolLanding
+    from models.clicks.spool import spool_status
+    from workers.runtime.tasks import create_huey
 
-    pending = spool_status(ctx.db, ctx.settings.spool_dir).pending_clicks
+    settings = ctx.settings
+    pending = spool_status(ctx.db, settings.spool_dir).pending_clicks
+    landing = SpoolLanding(
+        ctx.db,
+        settings.spool_dir,
+        settings.spool_segment_bytes,
+        bot_ips=settings.bot_ips,
+        park_ms=settings.postback_park_ms,
+        on_delivery=create_huey(settings).send_postback,  # `lanner worker` sends them.
+    )
     with click.progressbar(length=pending, label="Flushing", file=sys.stderr) as bar:
         seen = [0]
 
@@ -1764,23 +1775,18 @@ def spool_flush_command(ctx: Context, batch_size: int) -> None:
             bar.update(done - seen[0])
             seen[0] = done
 
-        result = flush_spool(
-            ctx.db,
-            ctx.settings.spool_dir,
-            ctx.settings.spool_segment_bytes,
-            batch_size=batch_size,
-            on_batch=advance,
-            bots=flusher_bots(ctx.settings.bot_ips),
-        )
+        landed = landing.land_all(batch_size=batch_size, on_batch=advance)
+    result = landed.flushed
     click.echo(
         f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}."
     )
-    from models.conversions.postbacks import ConversionRecorder
-
-    settled = ConversionRecorder(ctx.db, park_ms=ctx.settings.postback_park_ms).settle_parked()
-    if settled:
-        # Their outbound postbacks are sent by `lanner worker` (the periodic sweep) within a minute.
-        click.echo(f"Matched {len(settled)} parked postback(s) to their clicks.")
+    if landed.settled:
+        click.echo(
+            f"Matched {landed.settled} parked postback(s) to their clicks; "
+            f"{len(landed.queued)} outbound postback(s) queued for `lanner worker`."
+        )
+    if not landed.segments_removed:
+        click.echo("Landed segments stay until the flusher's next checkpoint (a reader was using the WAL).")
 
 
 # -- bench -----------------------------------------------------------------------------------

@@ -35,6 +35,16 @@ def _positive(value: str) -> float:
     return number
 
 
+def _ip_list(value: str) -> tuple[str, ...]:
+    """Addresses and CIDR networks, each checked as models/lookups/iplist.py will read it."""
+    from models.lookups.iplist import parse_entry
+
+    entries = _csv(value)
+    for entry in entries:
+        parse_entry(entry)  # ValueError naming the entry.
+    return entries
+
+
 def _aliases(value: str) -> dict[str, int]:
     """Parse `param=N,param2=M` into {param: N}; N is the sub_id slot 1..30."""
     aliases: dict[str, int] = {}
@@ -116,8 +126,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "trusted_proxies",
         "127.0.0.1,::1",
-        _csv,
-        "Peers whose real-IP header is believed (nginx). Clicks over a unix socket always trust it.",
+        _ip_list,
+        "Peers whose real-IP header is believed (nginx, or a CDN's CIDR ranges). Clicks over a unix socket "
+        "always trust it.",
     ),
     Setting("real_ip_header", "X-Real-IP", str, "Header the trusted proxy sets to the visitor's IP."),
     Setting("fallback_url", "", str, "Where unknown campaign aliases go; empty answers 404."),
@@ -181,7 +192,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "bot_ips",
         "",
-        _csv,
+        _ip_list,
         "IPv4/IPv6 addresses and CIDRs whose clicks are flagged as bots (e.g. your own office, scanners).",
     ),
     Setting(

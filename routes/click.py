@@ -13,6 +13,7 @@ from falcon.uri import parse_query_string
 from models.clicks.record import MAX_COST
 from models.clicks.refusals import SpoolUnwritable
 from models.clicks.tracker import ClickTracker, Decision, Visit
+from models.lookups.iplist import IpList
 from models.tables.click import SUB_ID_SLOTS
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
@@ -71,10 +72,13 @@ def canonical_ip(value: str) -> str | None:
 
 
 class ClientAddress:
-    """The visitor's IP: the peer, or the real-IP header when the peer is a trusted proxy."""
+    """The visitor's IP: the peer, or the real-IP header when the peer is a trusted proxy.
+
+    Trusted proxies are addresses or CIDR networks (a CDN's ranges), matched as LANNER_BOT_IPS is.
+    """
 
     def __init__(self, trusted_proxies: tuple[str, ...], header: str, *, is_unix_socket: bool) -> None:
-        self.trusted = frozenset(trusted_proxies)
+        self.trusted = IpList(trusted_proxies)
         self.environ_key = "HTTP_" + header.upper().replace("-", "_")
         self.is_unix_socket = is_unix_socket
 

@@ -81,10 +81,10 @@ def test_bench_idle_measures_every_lanner_process_at_rest(tmp_path, env):
     assert result.returncode == 0, result.stdout + result.stderr
     idle = json.loads(out.read_text())["report"]
     # Master, two web workers and the Huey consumer (the admin worker starts on demand).
-    assert idle["processes"] >= 4
+    assert idle["processes"] == 4
     assert idle["seconds"] >= 3 and idle["rss_mb"] > 0 and idle["pss_mb"] > 0
-    assert 0 <= idle["cpu_percent_of_one_core"] < 100
-    assert "idle CPU <= 1 % of one core" in result.stdout
+    # The verdict printed is the one measured: `idle CPU <= 1 % of one core: 0.33 %`.
+    assert f"idle CPU <= 1 % of one core: {idle['cpu_percent_of_one_core']:g} %" in result.stdout
 
 
 def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, env):

@@ -10,7 +10,8 @@ import pytest
 from crawlerdetect import CrawlerDetect
 from crawlerdetect.providers.crawlers import data as CRAWLER_PATTERNS
 
-from models.lookups.bots import BotDetector, IpList, relaxed_pattern
+from models.lookups.bots import BotDetector, relaxed_pattern
+from models.lookups.iplist import IpList
 
 # Desktop and mobile browsers, in-app browsers (Instagram, Facebook, TikTok, Snapchat), TVs and consoles.
 HUMANS = [

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import click, raw_request, request, subid_of
+from conftest import click, raw_request, request, run_lanner, subid_of
 
 OFFER = "https://offer.example/lp?click={subid}&cid={campaign_id}&cn={campaign_name}&s1={sub_id_1}&s2={sub_id_2}&src={source}&ext={external_id}&cost={cost}&ip={ip}&ua={user_agent}"
 
@@ -99,6 +99,21 @@ def test_unknown_alias_goes_to_configured_fallback(start_server, campaign):
     live = start_server(LANNER_FALLBACK_URL="https://fallback.example/")
     status, headers, _ = request(live.port, "/missing")
     assert (status, headers["location"]) == (302, "https://fallback.example/")
+
+
+def test_a_trusted_proxy_may_be_a_cidr_network(start_server, campaign, lanner, settings):
+    # An exact-string match never trusted a network: every click was stored with the proxy's address.
+    live = start_server(LANNER_TRUSTED_PROXIES="127.0.0.0/8")
+    assert click(live.port, campaign, ip="203.0.113.9")[0] == 302
+    flush(lanner)
+    assert [row["ip"] for row in rows(settings)] == ["203.0.113.9"]
+
+
+def test_a_malformed_trusted_proxy_is_refused_at_start_naming_it(lanner, env):
+    result = run_lanner({**env, "LANNER_TRUSTED_PROXIES": "10.0.0.1/8"}, "serve", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "LANNER_TRUSTED_PROXIES='10.0.0.1/8' is invalid" in result.stderr
+    assert "did you mean 10.0.0.0/8?" in result.stderr
 
 
 BAD_REQUESTS = [

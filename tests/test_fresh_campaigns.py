@@ -8,12 +8,12 @@ from conftest import click
 
 from models.admin.services import create_campaign
 from models.clicks.tracker import MISS_CHECK_EVERY
-from models.store.sqlite.hotpath import SQL_CONFIG_VERSION
+from models.store.sqlite.meta import MetaStore
 
 
 def count_version_reads(conn) -> list[str]:
     reads: list[str] = []
-    conn.set_trace_callback(lambda sql: reads.append(sql) if sql == SQL_CONFIG_VERSION else None)
+    conn.set_trace_callback(lambda sql: reads.append(sql) if sql == MetaStore.SQL_CONFIG_VERSION else None)
     return reads
 
 

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import click, free_port, request
+from conftest import click, free_port, request, run_lanner
 
 # ---------------------------------------------------------------------------------------------
 # A real local HTTP server standing in for the traffic source.
@@ -478,6 +478,37 @@ def test_a_postback_through_the_server_is_delivered_by_the_consumer_after_a_retr
     assert (row["state"], row["status"], row["attempts"], row["response_code"]) == ("sent", "sale", 2, 200)
     assert row["url"] == target.base + expected
     assert len(target.seen()) == 2  # Sent is final.
+
+
+def test_spool_flush_by_hand_settles_queues_checkpoints_and_deletes_as_the_flusher_does(
+    env, lanner, start_server, target_server, settings
+):
+    # It used to settle the parked postback only: no outbound task queued, landed segments kept.
+    small = {**env, "LANNER_SPOOL_SEGMENT_BYTES": "1024"}  # A segment seals every ~5 clicks.
+    target = target_server()
+    lanner("campaign", "create", "Demo", "--alias", "demo", "--offer-url", "https://o.example/?s={subid}")
+    lanner("postback", "target", "add", "demo", target.base + "/cb?s={subid}", "--status", "sale")
+    key = lanner("postback", "key", "show").stdout.splitlines()[0].removeprefix("key: ")
+    server = start_server(workers=1, LANNER_SPOOL_SEGMENT_BYTES="1024")  # No consumer: all stays spooled.
+    subids = []
+    for n in range(20):
+        status, headers, _ = click(server.port, "demo", ip=f"198.51.100.{n + 1}")
+        assert status == 302
+        subids.append(parse_qs(urlsplit(headers["location"]).query)["s"][0])
+    status, _, body = request(server.port, f"/{key}/postback?subid={subids[0]}&status=sale&payout=2")
+    assert (status, json.loads(body)["verdict"]) == (200, "parked")
+    segments_before = sorted(settings.spool_dir.glob("clicks.*.log"))
+    assert len(segments_before) >= 3
+
+    flushed = run_lanner(small, "spool", "flush").stdout
+    assert "Inserted 20, already present 0, rejected 0." in flushed
+    assert "Matched 1 parked postback(s) to their clicks; 1 outbound postback(s) queued" in flushed
+    assert json.loads(lanner("status", "--json").stdout)["queue"]["pending_tasks"] == 1
+    (delivery,) = deliveries_json(lanner)
+    assert (delivery["state"], delivery["status"]) == ("pending", "sale")
+    # Only the segment the web worker is still appending to is left.
+    assert sorted(settings.spool_dir.glob("clicks.*.log")) == segments_before[-1:]
+    assert target.seen() == []  # Sending is `lanner worker`'s job.
 
 
 # ---------------------------------------------------------------------------------------------

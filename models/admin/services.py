@@ -16,9 +16,9 @@ from zoneinfo import ZoneInfo, available_timezones
 from peewee import Database, IntegrityError
 
 from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
-from models.routing.config import bump_config_version
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
+from models.store.sqlite.meta import MetaStore
 from models.tables.campaign import (
     CAMPAIGN_STATUSES,
     COST_MODELS,
@@ -170,7 +170,7 @@ def create_offer(
     _check_offer_fields(fields)
     with db.atomic():
         offer = Offer.create(name=name, **fields)
-        bump_config_version(db)
+        MetaStore(db.connection()).bump_config_version()
     return offer
 
 
@@ -186,7 +186,7 @@ def update_offer(db: Database, offer_id: int, *, clear_caps: bool = False, **cha
             setattr(offer, key, value)
         offer.updated_at = _now()
         offer.save()
-        bump_config_version(db)
+        MetaStore(db.connection()).bump_config_version()
     return offer
 
 
@@ -228,7 +228,7 @@ def create_campaign(
             )
         stream = Stream.create(campaign=campaign, name="Default", type="regular", position=1)
         StreamOffer.create(stream=stream, offer=offer, weight=100)
-        bump_config_version(db)
+        MetaStore(db.connection()).bump_config_version()
     return campaign
 
 
@@ -276,7 +276,7 @@ def update_campaign(db: Database, ref: str | int, **changes: Any) -> Campaign:
             campaign.save()
         except IntegrityError:
             raise AdminError(f"A campaign with alias {changes.get('alias')!r} already exists.") from None
-        bump_config_version(db)
+        MetaStore(db.connection()).bump_config_version()
     return campaign
 
 
@@ -373,7 +373,7 @@ def add_stream(
             position = (last.position + 1) if last else 1
         stream = Stream.create(campaign=campaign, name=name, position=position, **fields)
         _set_stream_offers(stream, list(offers))
-        bump_config_version(db)
+        MetaStore(db.connection()).bump_config_version()
     return stream
 
 
@@ -411,7 +411,7 @@ def update_stream(
         stream.save()
         if offers:
             _set_stream_offers(stream, offers)
-        bump_config_version(db)
+        MetaStore(db.connection()).bump_config_version()
     return stream
 
 

@@ -54,6 +54,7 @@ from models.routing.config import (
 )
 from models.routing.filters import FilterSubject, parse_accept_language
 from models.store.sqlite import hotpath
+from models.store.sqlite.meta import MetaStore
 from models.tables.click import SUB_ID_COLUMNS, SUB_ID_SLOTS
 
 logger = logging.getLogger(__name__)
@@ -291,6 +292,7 @@ class ClickTracker:
         self.global_window_ms = int(uniqueness_hours * 3_600_000)
         self.debounce_ms = int(debounce_seconds * 1000)
         self.backlog_alert_seconds = backlog_alert_seconds
+        self.meta = MetaStore(self.conn)
         self.config_version: str | None = None
         self.zones = CounterZones()
         self._reload_if_changed()  # The campaigns, the counter zones and the probe, in one snapshot.
@@ -366,12 +368,12 @@ class ClickTracker:
 
     def _reload_if_changed(self) -> bool:
         """Reload the campaigns if config_version moved (one indexed read); True if it did."""
-        if hotpath.config_version(self.conn) == self.config_version:
+        if self.meta.config_version() == self.config_version:
             return False
         # One read transaction: read piecemeal, a change committed halfway (a campaign created just
         # then) gave a campaign without its streams, answering "No offer" until the next change.
         with self.db.atomic():
-            version = hotpath.config_version(self.conn)
+            version = self.meta.config_version()
             self.campaigns = load_campaigns(self.db)
             self.zones.load(self.conn)
             self.probe = hotpath.visitor_probe(self.conn)  # Migration 0005 bumps the version to switch.

@@ -12,15 +12,8 @@ from peewee import Database
 
 from models.admin.services import AdminError, get_campaign
 from models.conversions.outbound import METHODS, OutboundError, compile_target_url, http_send, render_delivery
-from models.conversions.postbacks import (
-    ALLOWED_CHANGES,
-    STATUSES,
-    conversion_cost,
-    move_conversion_rollups,
-    queue_deliveries,
-)
+from models.conversions.postbacks import ALLOWED_CHANGES, STATUSES, StatusChange, change_status
 from models.reporting.currency import campaign_cost, report_currency
-from models.reporting.rollups import conversion_metrics
 from models.tables.conversion import Conversion, PostbackTarget, StatusMap
 
 
@@ -43,33 +36,29 @@ def map_status(db: Database, raw_status: str, status: str, *, network: str = "")
     status, network = _status(status), network.strip().lower()
     remapped = 0
     with db.atomic("IMMEDIATE"):
-        StatusMap.insert(network=network, raw_status=word, status=status).on_conflict_replace().execute()
+        StatusMap.insert(network=network, raw_status=word, status=status).on_conflict(
+            conflict_target=[StatusMap.network, StatusMap.raw_status], update={StatusMap.status: status}
+        ).execute()
         stored = Conversion.select().where(
             (Conversion.raw_status == word) & Conversion.status.not_in(list(ALLOWED_CHANGES))
         )
         if network:
             stored = stored.where(Conversion.network == network)
+        conn = db.connection()
         costs = {}
-        report = report_currency(db.connection())
+        report = report_currency(conn)
+        now = int(time.time() * 1000)
         for conversion in stored:
             if conversion.campaign_id not in costs:
-                costs[conversion.campaign_id] = campaign_cost(db.connection(), conversion.campaign_id, report)
-            model, value = costs[conversion.campaign_id]
-            payout = conversion.report_payout or 0.0  # Reports sum the payout in the report currency.
-            old = conversion_metrics(conversion.status, payout, conversion.cost)
-            conversion.cost = conversion_cost(model, value, status, payout)
-            move_conversion_rollups(
-                db.connection(), conversion.click_id, old, conversion_metrics(status, payout, conversion.cost)
-            )
-            if conversion.original_status == conversion.status:
-                conversion.original_status = status
-            conversion.status = status
-            conversion.updated_at = int(time.time() * 1000)
-            conversion.save()
-            # Sent by `lanner worker`'s periodic sweep within a minute.
-            queue_deliveries(
-                db.connection(), conversion.campaign_id, conversion.id, status, conversion.updated_at
-            )
+                costs[conversion.campaign_id] = campaign_cost(conn, conversion.campaign_id, report)
+            change = StatusChange(
+                conversion.id, conversion.click_id, conversion.campaign_id, conversion.status,
+                conversion.original_status, conversion.raw_status, conversion.report_payout, conversion.cost,
+                status, conversion.tid, conversion.raw_status, conversion.payout, conversion.currency,
+                conversion.report_payout,
+            )  # fmt: skip
+            # Its outbound postbacks are sent by `lanner worker`'s periodic sweep within a minute.
+            change_status(conn, change, *costs[conversion.campaign_id], now)
             remapped += 1
     return remapped
 

@@ -27,7 +27,7 @@ from peewee import Database
 from models.clicks.record import CLICK_COLUMNS
 from models.conversions.postbacks import LEAD, REBILL, SALE
 from models.routing.macros import MACRO_NAMES, UrlTemplate, compile_url
-from models.store.sqlite.hotpath import fetch_one
+from models.store.sqlite.rows import fetch_one
 
 CONVERSION_MACROS = frozenset({"status", "payout", "revenue", "currency", "tid", "conversion_id"})
 METHODS = ("GET", "POST")

@@ -39,7 +39,8 @@ from peewee import Database
 from models.clicks.record import SUBID_PATTERN
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
-from models.store.sqlite.hotpath import fetch_one
+from models.store.sqlite.meta import MetaStore
+from models.store.sqlite.rows import fetch_one
 from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
 
 logger = logging.getLogger(__name__)
@@ -98,25 +99,22 @@ MAX_TEXT = 200
 MAX_REQUEST_LOGGED = 4000
 STATUS_WORD = re.compile(r"^[\w .:-]{1,50}$")
 
-SQL_SECRET = "SELECT value FROM meta WHERE key = ?"
-SQL_SET_SECRET = "UPDATE meta SET value = ? WHERE key = ?"
 SQL_FIND_CLICK = "SELECT id, campaign_id, stream_id, offer_id, created_at FROM click WHERE subid = ?"
 SQL_OFFER_PAYOUT = "SELECT payout, currency FROM offer WHERE id = ?"
 SQL_MAPPED_STATUS = """
 SELECT status FROM status_map WHERE raw_status = ? AND network IN (?, '') ORDER BY network DESC LIMIT 1
 """
-_CONVERSION = "SELECT id, tid, status, payout, cost, currency, report_payout FROM conversion"
+_CONVERSION = "SELECT id, tid, status, payout, cost, currency, report_payout, original_status, raw_status FROM conversion"
 SQL_CONVERSION_BY_TID = _CONVERSION + " WHERE subid = ? AND tid = ?"
 SQL_CONVERSIONS_OF_CLICK = _CONVERSION + " WHERE subid = ? LIMIT 2"
-SQL_ROLLUPS_LIVE = "SELECT value = 'live' FROM meta WHERE key = 'rollup_conversions'"
 SQL_INSERT_CONVERSION = """
 INSERT INTO conversion (subid, tid, status, original_status, raw_status, network, payout, currency,
     report_payout, cost, click_id, campaign_id, stream_id, offer_id, click_created_at, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
-SQL_UPDATE_CONVERSION = """
-UPDATE conversion SET tid = ?, status = ?, raw_status = ?, payout = ?, currency = ?, report_payout = ?,
-    cost = ?, updated_at = ? WHERE id = ?
+SQL_CHANGE_STATUS = """
+UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, payout = ?, currency = ?,
+    report_payout = ?, cost = ?, updated_at = ? WHERE id = ?
 """
 SQL_ADOPT_TID = "UPDATE conversion SET tid = ?, updated_at = ? WHERE id = ?"
 SQL_TARGETS = "SELECT id, statuses FROM postback_target WHERE campaign_id = ? AND status = 'active'"
@@ -263,15 +261,14 @@ def conversion_cost(cost_model: str, cost_value: float, status: str, payout: flo
 
 
 def read_secret(db: Database, name: str) -> str:
-    row = fetch_one(db.connection(), SQL_SECRET, (name,))
-    return row[0] if row else ""
+    return MetaStore(db.connection()).get(name) or ""
 
 
 def rotate_secret(db: Database, name: str) -> str:
     """Replace the postback or API key; the old one stops working at once."""
     value = secrets.token_hex(16)
     with db.atomic():
-        db.execute_sql(SQL_SET_SECRET, (value, name))
+        MetaStore(db.connection()).set(name, value)
     return value
 
 
@@ -393,7 +390,9 @@ class ConversionRecorder:
                 conn, click_id, None, conversion_metrics(status, report_payout or 0.0, cost)
             )
         else:
-            conversion_id, tid, old_status, old_payout, old_cost, old_currency, old_report = existing
+            conversion_id, tid, old_status, old_payout, old_cost, old_currency, old_report, original, raw = (
+                existing
+            )
             if old_status == status:
                 if postback.tid and tid != postback.tid:  # The lead came without a tid, this with one.
                     conn.execute(SQL_ADOPT_TID, (postback.tid, now, conversion_id))
@@ -409,30 +408,21 @@ class ConversionRecorder:
             ):  # A new amount converts at today's rate; an unchanged one keeps its conversion.
                 payout, currency = postback.payout, postback.currency or currency
                 report_payout = convert(conn, payout, currency, report)
-            cost = conversion_cost(cost_model, cost_value, status, report_payout or 0.0)
-            conn.execute(
-                SQL_UPDATE_CONVERSION,
-                (
-                    postback.tid or tid, status, postback.raw_status, payout, currency, report_payout, cost,
-                    now, conversion_id,
-                ),
+            change = StatusChange(
+                conversion_id, click_id, campaign_id, old_status, original, raw, old_report, old_cost,
+                status, postback.tid or tid, postback.raw_status, payout, currency, report_payout,
             )  # fmt: skip
             outcome = Outcome(
                 UPDATED, f"Conversion changed from {old_status} to {status}.", conversion_id, status
             )
-            move_conversion_rollups(
-                conn,
-                click_id,
-                conversion_metrics(old_status, old_report or 0.0, old_cost),
-                conversion_metrics(status, report_payout or 0.0, cost),
-            )
+            outcome.deliveries = change_status(conn, change, cost_model, cost_value, now)
         if not is_mapped:
             outcome.detail += (
                 " The status is not mapped: it counts nowhere until `lanner postback status map`."
             )
         for slot, value in postback.sub_ids.items():
             conn.execute(f"UPDATE click SET sub_id_{int(slot)} = ? WHERE id = ?", (value, click_id))
-        if is_mapped:
+        if is_mapped and existing is None:
             outcome.deliveries = queue_deliveries(conn, campaign_id, outcome.conversion_id, status, now)
         return outcome
 
@@ -455,6 +445,59 @@ class ConversionRecorder:
         return others[0] if others else None
 
 
+@dataclass(frozen=True)
+class StatusChange:
+    """A stored conversion moving to a new status, with what it holds before and after."""
+
+    conversion_id: int
+    click_id: int
+    campaign_id: int
+    old_status: str
+    old_original_status: str
+    old_raw_status: str
+    old_report_payout: float | None
+    old_cost: float
+    status: str
+    tid: str
+    raw_status: str
+    payout: float
+    currency: str
+    report_payout: float | None
+
+
+def change_status(conn, change: StatusChange, cost_model: str, cost_value: float, now: int) -> list[int]:
+    """Write a stored conversion's new status: the one place a status changes (a postback, a status
+    map). Its row, its cost under the campaign's model, its part of the rollups and the outbound
+    postbacks the new status sends, in the caller's transaction. Returns the deliveries queued.
+
+    A conversion stored with a word no map knew, and mapped since, was that status from the start:
+    its original status becomes the mapped one too.
+    """
+    cost = conversion_cost(cost_model, cost_value, change.status, change.report_payout or 0.0)
+    is_remap = (
+        change.old_status not in ALLOWED_CHANGES
+        and change.raw_status == change.old_raw_status
+        and change.old_original_status == change.old_status
+    )
+    original = change.status if is_remap else change.old_original_status
+    conn.execute(
+        SQL_CHANGE_STATUS,
+        (
+            change.tid, change.status, original, change.raw_status, change.payout, change.currency,
+            change.report_payout, cost, now, change.conversion_id,
+        ),
+    ).close()  # fmt: skip
+    move_conversion_rollups(
+        conn,
+        change.click_id,
+        conversion_metrics(change.old_status, change.old_report_payout or 0.0, change.old_cost),
+        conversion_metrics(change.status, change.report_payout or 0.0, cost),
+    )
+    if change.status not in ALLOWED_CHANGES:
+        return []
+    return queue_deliveries(conn, change.campaign_id, change.conversion_id, change.status, now)
+
+
 def queue_deliveries(conn, campaign_id: int, conversion_id: int, status: str, now: int) -> list[int]:
     """Outbound postbacks for this status, stored with the change so none is forgotten; new ids."""
     ids = []
@@ -468,8 +511,7 @@ def queue_deliveries(conn, campaign_id: int, conversion_id: int, status: str, no
 
 def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) -> None:
     """Move a conversion's part of the rollups from its old metrics (None: new) to its new ones."""
-    live = fetch_one(conn, SQL_ROLLUPS_LIVE)
-    if not (live and live[0]):
+    if not MetaStore(conn).rollups_live():
         return  # The deferred backfill adds it, as it is then.
     key = click_key(conn, click_id)
     delta = RollupDelta()

@@ -19,7 +19,8 @@ from peewee import Database
 
 from models.reporting.rollups import backfill_clicks, backfill_conversions
 from models.store.sqlite.database import large_cache
-from models.store.sqlite.hotpath import fetch_one
+from models.store.sqlite.meta import MetaStore
+from models.store.sqlite.rows import fetch_one
 
 ROLLUP_BACKFILL = "rollup_backfill"
 VISITOR_KEY_BACKFILL, VISITOR_KEY_INDEX, CLICK_VISITOR_DROP = (
@@ -45,13 +46,10 @@ UPDATE deferred_step SET state = ?, position = ?, done_units = ?, started_at = C
     finished_at = ? WHERE name = ?
 """
 SQL_COUNT_CLICKS = "SELECT COUNT(*) FROM click WHERE id > ? AND id <= ?"
-SQL_CONVERSIONS_STATE = "SELECT value FROM meta WHERE key = 'rollup_conversions'"
-SQL_CONVERSIONS_LIVE = "UPDATE meta SET value = 'live' WHERE key = 'rollup_conversions'"
 SQL_FILL_VISITOR_KEYS = (
     "UPDATE click SET visitor_key = lanner_visitor_key(ip, ua_hash) "
     "WHERE id > ? AND id <= ? AND visitor_key IS NULL"
 )
-SQL_PROBE_SWITCHED_AT = "SELECT value FROM meta WHERE key = 'visitor_probe_switched_at'"
 
 
 @dataclass
@@ -81,11 +79,12 @@ def pending_steps(db: Database) -> list[Step]:
 
 def _rollup_chunk(conn, step: Step) -> tuple[int, int]:
     """One chunk of the rollup backfill: (new position, clicks added)."""
-    if fetch_one(conn, SQL_CONVERSIONS_STATE)[0] != "live":
+    meta = MetaStore(conn)
+    if meta.get("rollup_conversions") != "live":
         # Stored conversions join the rollups in the same transaction that makes later changes
         # update them, so none is counted twice or missed.
         backfill_conversions(conn)
-        conn.execute(SQL_CONVERSIONS_LIVE)
+        meta.set("rollup_conversions", "live")
     end = min(step.position + CHUNK_IDS, step.target)
     backfill_clicks(conn, step.position, end)
     return end, fetch_one(conn, SQL_COUNT_CLICKS, (step.position, end))[0]
@@ -110,18 +109,17 @@ def _visitor_key_index(conn, step: Step, now: int) -> tuple[int, int]:
     conn.execute(SQL_FILL_VISITOR_KEYS, (step.target, 2**63 - 1)).close()
     with large_cache(conn, INDEX_BUILD_CACHE_MB):  # SQLite sorts the new keys in the page cache.
         conn.execute(migration.NEW_INDEX).close()
-    conn.execute("UPDATE meta SET value = 'key' WHERE key = 'visitor_probe'").close()
-    conn.execute(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES ('visitor_probe_switched_at', ?)", (str(now),)
-    ).close()
-    conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'config_version'").close()
+    meta = MetaStore(conn)
+    meta.set("visitor_probe", "key")
+    meta.put("visitor_probe_switched_at", str(now))
+    meta.bump_config_version()
     return step.target, 1
 
 
 def _drop_old_visitor_index(conn, step: Step, now: int) -> tuple[int, int] | None:
     """Drop (ip, ua_hash, created_at) once every web worker probes the new index; None: not yet."""
-    switched = fetch_one(conn, SQL_PROBE_SWITCHED_AT)
-    if switched is None or now < int(switched[0]) + DROP_GRACE_MS:
+    switched = MetaStore(conn).get("visitor_probe_switched_at")
+    if switched is None or now < int(switched) + DROP_GRACE_MS:
         return None
     conn.execute("DROP INDEX IF EXISTS click_visitor").close()
     return step.target, 1

@@ -24,7 +24,8 @@ from peewee import Database
 
 from models.conversions.refusals import utc_day
 from models.migrations.deferred import rollups_ready
-from models.store.sqlite.hotpath import fetch_one
+from models.store.sqlite.meta import MetaStore
+from models.store.sqlite.rows import fetch_one
 
 CHUNK = 5000
 PAUSE = 0.02  # Between chunks: the spool flusher takes the write lock in between.
@@ -32,11 +33,6 @@ DAY_MS = 86_400_000
 
 SQL_CAMPAIGNS = "SELECT id, uniqueness_hours FROM campaign"
 # Reports that read raw clicks refuse a range before this instant (models/reporting/reports.py).
-SQL_PRUNED_BEFORE = "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'pruned_before'"
-SQL_RECORD_PRUNED = (
-    "INSERT INTO meta (key, value) VALUES ('pruned_before', ?) "
-    "ON CONFLICT (key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))"
-)
 SQL_COUNT = (
     "SELECT COUNT(*) FROM click INDEXED BY click_campaign_created_at WHERE campaign_id = ? AND created_at < ?"
 )
@@ -58,8 +54,7 @@ SQL_DELETE_REFUSALS = "DELETE FROM postback_refusal WHERE day < ?"
 
 def pruned_before(conn) -> int | None:
     """Unix ms before which raw clicks were deleted by a prune (None: never pruned)."""
-    row = fetch_one(conn, SQL_PRUNED_BEFORE, ())
-    return row[0] if row else None
+    return MetaStore(conn).pruned_before()
 
 
 class RetentionError(ValueError):
@@ -101,7 +96,7 @@ def prune_clicks(
     total = sum(fetch_one(conn, SQL_COUNT, (campaign_id, cutoff))[0] for campaign_id, _ in campaigns)
     if total:
         with db.atomic("IMMEDIATE"):  # Before the first chunk goes: an interrupted prune is recorded too.
-            conn.execute(SQL_RECORD_PRUNED, (cutoff,)).close()
+            MetaStore(conn).move_pruned_before(cutoff)
     deleted = 0
     for campaign_id, _ in campaigns:
         while True:

@@ -26,7 +26,7 @@ from peewee import Database
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.reporting.currency import rate_of, report_currency
 from models.reporting.rollups import DAY_MS, DIMENSIONS, HOUR_MS, TABLES, RollupDelta
-from models.store.sqlite.hotpath import fetch_one
+from models.store.sqlite.rows import fetch_one
 
 SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value, cost_currency FROM campaign"
 SQL_PERIOD_CLICKS = (

@@ -32,15 +32,14 @@ from typing import Any
 from peewee import Database
 
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
-from models.store.sqlite.hotpath import fetch_one
+from models.store.sqlite.meta import MetaStore
+from models.store.sqlite.rows import fetch_one
 
 CODE = re.compile(r"^[A-Z]{3}$")
 MAX_RATE = 1e9
 FEED_TIMEOUT = 10.0
 FEED_MAX_BYTES = 1 << 20
 
-SQL_REPORT_CURRENCY = "SELECT value FROM meta WHERE key = 'report_currency'"
-SQL_SET_REPORT_CURRENCY = "UPDATE meta SET value = ? WHERE key = 'report_currency'"
 SQL_LATEST_RATE = "SELECT rate FROM exchange_rate WHERE currency = ? ORDER BY valid_from DESC LIMIT 1"
 SQL_LATEST_RATES = """
 SELECT r.currency, r.rate, r.valid_from, r.source FROM exchange_rate AS r
@@ -58,7 +57,6 @@ INDEXED BY conversion_unconverted WHERE cv.report_payout IS NULL AND cv.currency
 """
 SQL_CONVERT = "UPDATE conversion SET report_payout = ?, cost = ? WHERE id = ?"
 SQL_CAMPAIGN_COST = "SELECT cost_model, cost_value, cost_currency FROM campaign WHERE id = ?"
-SQL_ROLLUPS_LIVE = "SELECT value = 'live' FROM meta WHERE key = 'rollup_conversions'"
 SQL_HOLDS_MONEY = """
 SELECT EXISTS (SELECT 1 FROM click) OR EXISTS (SELECT 1 FROM conversion)
     OR EXISTS (SELECT 1 FROM exchange_rate)
@@ -79,8 +77,7 @@ def check_code(code: str) -> str:
 
 def report_currency(conn) -> str:
     """The currency the stored report amounts are in."""
-    row = fetch_one(conn, SQL_REPORT_CURRENCY)
-    return row[0] if row else "USD"
+    return MetaStore(conn).get("report_currency") or "USD"
 
 
 def rate_of(conn, currency: str, report: str) -> float | None:
@@ -126,11 +123,11 @@ def adopt_report_currency(db: Database, wanted: str) -> bool:
     """
     conn = db.connection()
     with db.atomic("IMMEDIATE"):
-        row = fetch_one(conn, SQL_REPORT_CURRENCY)  # None: migrated only up to before currencies.
-        if row is None or row[0] == wanted or fetch_one(conn, SQL_HOLDS_MONEY)[0]:
+        meta = MetaStore(conn)
+        old = meta.get("report_currency")  # None: migrated only up to before currencies.
+        if old is None or old == wanted or fetch_one(conn, SQL_HOLDS_MONEY)[0]:
             return False
-        old = row[0]
-        conn.execute(SQL_SET_REPORT_CURRENCY, (wanted,))
+        meta.set("report_currency", wanted)
         # Offers and campaigns made before: their currency was the default, not a choice.
         conn.execute("UPDATE offer SET currency = ? WHERE currency = ?", (wanted, old))
         conn.execute("UPDATE campaign SET cost_currency = ? WHERE cost_currency = ?", (wanted, old))
@@ -155,7 +152,7 @@ def relabel_report_currency(db: Database, new: str) -> int:
                 f"Exchange rates are stored, into {old}; a relabel would make them wrong. It is for an "
                 "install that has not set rates yet."
             )
-        conn.execute(SQL_SET_REPORT_CURRENCY, (new,))
+        MetaStore(conn).set("report_currency", new)
         conn.execute("UPDATE offer SET currency = ? WHERE currency = ?", (new, old))
         conn.execute("UPDATE campaign SET cost_currency = ? WHERE cost_currency = ?", (new, old))
         relabelled = conn.execute(
@@ -211,7 +208,7 @@ def _convert_waiting(conn, currency: str, rate: float, report: str) -> int:
     rows = conn.execute(SQL_UNCONVERTED_OF, (currency,)).fetchall()
     if not rows:
         return 0
-    live = fetch_one(conn, SQL_ROLLUPS_LIVE)
+    live = MetaStore(conn).rollups_live()
     delta = RollupDelta()
     campaigns: dict[int, tuple[str, float]] = {}
     for conversion_id, click_id, campaign_id, status, payout, old_cost in rows:
@@ -221,7 +218,7 @@ def _convert_waiting(conn, currency: str, rate: float, report: str) -> int:
         model, value = campaigns[campaign_id]
         cost = conversion_cost(model, value, status, report_payout) if model == "revshare" else old_cost
         conn.execute(SQL_CONVERT, (report_payout, cost, conversion_id))
-        if live and live[0]:
+        if live:
             key = click_key(conn, click_id)
             if key is not None:
                 delta.add_conversion(key, conversion_metrics(status, 0.0, old_cost), -1)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from models.clicks.record import CLICK_COLUMNS
-from models.store.sqlite.hotpath import fetch_one
+from models.store.sqlite.rows import fetch_one
 from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, TRASH
 
 HOUR_MS = 3_600_000

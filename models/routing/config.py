@@ -45,7 +45,6 @@ from models.tables.offer import Offer
 
 logger = logging.getLogger(__name__)
 
-SQL_BUMP_CONFIG_VERSION = "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'config_version'"
 
 DEVICE_FILTERS = frozenset({"device", "os", "browser"})
 MAX_CAMPAIGN_HOPS = 3  # "Send to campaign" chains longer than this end in the last campaign's default.
@@ -469,8 +468,3 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
             needs_bot=any("bot" in stream.filters.names for stream in by_id.values()),
         )
     return campaigns
-
-
-def bump_config_version(db: Database) -> None:
-    """Tell every web worker to reload campaigns (they look at most once a second)."""
-    db.execute_sql(SQL_BUMP_CONFIG_VERSION)

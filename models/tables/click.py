@@ -1,4 +1,5 @@
-"""The click row. Written only by the spool flusher (models/clicks/spool.py); read by reports and the CLI."""
+"""The click row. Written by the spool flusher (models/clicks/spool.py) and by `lanner generate clicks`
+(workers/bench/generate.py); read by reports and the CLI."""
 
 from __future__ import annotations
 

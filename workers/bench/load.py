@@ -17,6 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from models.store.sqlite.meta import MetaStore
+
 HEAVY_REPORTS = (
     "/api/report?group=campaign,offer,country,device,os&preset=all_time",
     "/api/report?group=day,campaign&preset=last_30_days",
@@ -38,9 +40,11 @@ def _get(port: int, path: str, headers: dict[str, str] | None = None) -> int:
 
 
 def read_meta(database_path: Path, key: str) -> str:
-    with sqlite3.connect(f"file:{database_path}?mode=ro", uri=True) as connection:
-        row = connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    return row[0] if row else ""
+    connection = sqlite3.connect(f"file:{database_path}?mode=ro", uri=True)
+    try:
+        return MetaStore(connection).get(key) or ""
+    finally:
+        connection.close()
 
 
 class ReportLoad:

@@ -1,4 +1,4 @@
-"""Render the nginx templates in nginx/ for a Lanner install: `lanner nginx render`.
+"""Render the nginx templates in nginx/ for a Lanner install: `lanner nginx site` and `lanner nginx main`.
 
 The templates hold `{{NAME}}` placeholders; every value is checked before it goes in, so a
 rendered file is either valid for `nginx -t` or not written at all.

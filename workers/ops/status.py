@@ -7,7 +7,6 @@ The web master records its pid in `DATA_DIR/web.pid` while it runs; everything e
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,6 +71,17 @@ def _file_bytes(path: Path) -> int:
         return 0
 
 
+def queue_depth(settings: Settings) -> dict[str, int]:
+    """Tasks waiting in the Huey queue, through Huey's storage API (its tables are Huey's business)."""
+    from workers.runtime.tasks import create_huey
+
+    huey = create_huey(settings)
+    try:
+        return {"pending_tasks": huey.pending_count(), "scheduled_tasks": huey.scheduled_count()}
+    finally:
+        huey.storage.close()
+
+
 def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Web processes, the consumer (heartbeat, lag), spool depth and last flush, queue depth, database
     size, the geo file, deferred migration steps, parked postbacks and outbound postbacks waiting."""
@@ -106,17 +116,8 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
             "last_refused_s_ago": round(time.time() - refused_at / 1000, 1) if refused_at else None,
         },
     }
-    queue = settings.queue_path
-    if queue.exists():
-        connection = sqlite3.connect(queue, timeout=5)
-        try:
-            (pending,) = connection.execute("SELECT count(*) FROM task").fetchone()
-            (scheduled,) = connection.execute("SELECT count(*) FROM schedule").fetchone()
-        except sqlite3.OperationalError:
-            pending = scheduled = 0
-        finally:
-            connection.close()
-        status["queue"] = {"pending_tasks": pending, "scheduled_tasks": scheduled}
+    if settings.queue_path.exists():
+        status["queue"] = queue_depth(settings)
     status["geo"] = geo_status(settings.geo_path)
     status["deferred"] = {step.name: f"{step.state} {step.percent:.1f}%" for step in list_steps(db)}
     (parked,) = db.execute_sql(SQL_COUNT_PARKED).fetchone()

@@ -27,21 +27,13 @@ from huey import SqliteHuey, crontab
 from peewee import OperationalError
 
 from models import db, open_database
-from models.clicks.spool import (
-    LOST_SEGMENT_GRACE,
-    HeldSegments,
-    flush_spool,
-    flusher_bots,
-    remove_flushed_segments,
-    sync_spool,
-)
+from models.clicks.landing import SpoolLanding
+from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
 from models.clicks.throttledlog import ThrottledLog
 from models.conversions.outbound import due_deliveries, send_delivery
-from models.conversions.postbacks import ConversionRecorder
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
-from models.store.sqlite.database import PRAGMAS
 from settings import Settings
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
 from workers.runtime.procfs import set_process_name
@@ -59,21 +51,26 @@ TRUNCATE_WAL_BYTES = 64 * 1024 * 1024  # ...or sooner, once the WAL is this big.
 
 
 class SpoolFlusher:
-    """Flush, fsync, checkpoint, delete landed segments; the unit the task loops over.
+    """One data directory's SpoolLanding, paced: the unit the flusher thread loops over.
 
     fsyncs and checkpoints are paced by time, not by flush: each one stalls the file system for
     a moment, and the web workers append to it.
     """
 
     def __init__(self, settings: Settings, on_delivery=None) -> None:
-        self.settings = settings
-        self.recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
-        self.on_delivery = on_delivery
         self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
         self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
         self.heartbeat = Heartbeat(heartbeat_path(settings.data_dir))  # For `lanner status`, /healthz.
-        # Descriptors on the unlanded segments, kept across rounds: one deleted by hand is restored.
-        self.held = HeldSegments(LOST_SEGMENT_GRACE)
+        self.landing = SpoolLanding(
+            db,
+            settings.spool_dir,
+            settings.spool_segment_bytes,
+            bot_ips=settings.bot_ips,
+            park_ms=settings.postback_park_ms,
+            on_delivery=on_delivery,
+            # Descriptors on the unlanded segments, kept across rounds: one deleted by hand is restored.
+            held=HeldSegments(LOST_SEGMENT_GRACE),
+        )
 
     def run_once(self) -> int:
         self.heartbeat.attempt()
@@ -83,15 +80,8 @@ class SpoolFlusher:
             # the spool is then all there is. Paced even when it fails, so a failing fsync
             # cannot keep the flush from being tried.
             self.last_sync = now
-            sync_spool(db, self.settings.spool_dir)
-        result = flush_spool(
-            db,
-            self.settings.spool_dir,
-            self.settings.spool_segment_bytes,
-            bots=flusher_bots(self.settings.bot_ips),
-            on_batch=self.heartbeat.on_batch,
-            held=self.held,
-        )
+            self.landing.sync()
+        result = self.landing.flush(on_batch=self.heartbeat.on_batch)
         if result.inserted:
             self.settle_parked()
         if now - self.last_truncate >= TRUNCATE_EVERY or (
@@ -101,14 +91,11 @@ class SpoolFlusher:
         return result.inserted
 
     def close(self) -> None:
-        self.held.close()
+        self.landing.held.close()
 
     def settle_parked(self) -> None:
         """Postbacks that arrived before their click: apply the ones whose click just landed."""
-        for outcome in self.recorder.settle_parked():
-            for delivery_id in outcome.deliveries:
-                if self.on_delivery:
-                    self.on_delivery(delivery_id)
+        self.landing.settle_parked()
 
     def checkpoint(self) -> None:
         self.last_checkpoint = time.monotonic()
@@ -117,22 +104,9 @@ class SpoolFlusher:
         except FileNotFoundError:
             wal_bytes = 0
         truncate = wal_bytes > TRUNCATE_WAL_BYTES or time.monotonic() - self.last_truncate > TRUNCATE_EVERY
-        mode = "TRUNCATE" if truncate else "PASSIVE"
-        if truncate:
-            # TRUNCATE waits for readers while holding the write lock: a long report in the admin
-            # worker would stall every writer behind it (postbacks in the web workers). Without
-            # a busy timeout it gives up at once (busy = 1), after a PASSIVE pass, and we retry later.
-            db.execute_sql("PRAGMA busy_timeout = 0")
-        try:
-            busy, wal_pages, done_pages = db.execute_sql(f"PRAGMA wal_checkpoint({mode})").fetchone()
-        finally:
-            if truncate:
-                db.execute_sql(f"PRAGMA busy_timeout = {PRAGMAS['busy_timeout']}")
+        self.landing.checkpoint(truncate=truncate)
         if truncate:
             self.last_truncate = time.monotonic()
-        # Segments may go only once their rows are in the database file itself (fsynced).
-        if not busy and wal_pages == done_pages:
-            remove_flushed_segments(db, self.settings.spool_dir)
 
 
 class FileLock:
@@ -176,7 +150,6 @@ class FlusherThread(threading.Thread):
         self.stopping = threading.Event()
         self.lock = FileLock(settings.data_dir / "flusher.lock")
         self.failures = ThrottledLog(logger, logging.WARNING)
-        self.queue_failures = ThrottledLog(logger, logging.WARNING)
         self.failed_rounds = 0
 
     def stop(self, timeout: float = FLUSHER_STOP_SECONDS) -> None:
@@ -214,7 +187,7 @@ class FlusherThread(threading.Thread):
 
     def new_flusher(self) -> SpoolFlusher:
         db.connect(reuse_if_open=True)  # This thread's own connection.
-        return SpoolFlusher(self.settings, self.queue_delivery)
+        return SpoolFlusher(self.settings, self.on_delivery)
 
     def attempt(self, step: Callable[[], Result]) -> Result | None:
         """Run one step; on failure log (at most once a second) and return None: the next round retries.
@@ -251,13 +224,6 @@ class FlusherThread(threading.Thread):
                 connection.rollback()
         except (OperationalError, sqlite3.Error):
             pass  # Nothing to undo after all; the next round starts its own transaction.
-
-    def queue_delivery(self, delivery_id: int) -> None:
-        """Queue an outbound postback; the queue database may be full, and that must not fail a flush."""
-        try:
-            self.on_delivery(delivery_id)
-        except Exception as exc:  # The delivery row is stored: `send_due_postbacks` sends it.
-            self.queue_failures("could not queue outbound postback %s: %s", delivery_id, exc)
 
 
 def create_huey(settings: Settings, *, immediate: bool = False) -> SqliteHuey:

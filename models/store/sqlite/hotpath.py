@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlite3
 
 from models.clicks.record import visitor_key
+from models.store.sqlite.meta import MetaStore
+from models.store.sqlite.rows import fetch_one
 
 # PERF: one range scan of the visitor's recent clicks (~6 µs, usually no row) answers all three
 # scopes; the three EXISTS below (~15 µs) only run for a visitor with more rows than that.
@@ -22,7 +24,6 @@ VISITOR_HISTORY_LIMIT = 64
 # Each SQL takes the visitor as its first parameters: (visitor_key,) or (ip, ua_hash).
 _BY_KEY = ("click_visitor_key", "visitor_key = ?1", 2)
 _BY_IP_UA = ("click_visitor", "ip = ?1 AND ua_hash = ?2", 3)
-SQL_VISITOR_PROBE = "SELECT value FROM meta WHERE key = 'visitor_probe'"
 
 
 def _probe_sql(index: str, visitor: str, n: int) -> tuple[str, str, str]:
@@ -91,22 +92,4 @@ class VisitorProbe:
 
 def visitor_probe(conn: sqlite3.Connection) -> VisitorProbe:
     """The probes the database is ready for: by key once migration 0005's index is built."""
-    row = fetch_one(conn, SQL_VISITOR_PROBE)
-    return VisitorProbe(by_key=row is not None and row[0] == "key")
-
-
-SQL_CONFIG_VERSION = "SELECT value FROM meta WHERE key = 'config_version'"
-
-
-def fetch_one(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> tuple | None:
-    """The first row, with the cursor closed: an open read snapshot would fail the next write."""
-    cursor = conn.execute(sql, params)
-    try:
-        return cursor.fetchone()
-    finally:
-        cursor.close()
-
-
-def config_version(conn: sqlite3.Connection) -> str:
-    row = fetch_one(conn, SQL_CONFIG_VERSION)
-    return row[0] if row else ""
+    return VisitorProbe(by_key=MetaStore(conn).get("visitor_probe") == "key")
