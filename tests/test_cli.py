@@ -29,7 +29,7 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
 def test_commands_refuse_an_unmigrated_database(env):
     result = run_lanner(env, "campaign", "list", check=False)
     assert result.returncode != 0
-    assert "not migrated: run `lanner db migrate`" in result.stderr
+    assert "needs migrating: run `lanner db migrate`." in result.stderr
 
 
 def test_serve_refuses_an_unmigrated_database_in_one_sentence(env):

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from peewee import Database, IntegrityError
 
+from models.errors import LannerError
 from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
@@ -41,7 +42,7 @@ MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every wo
 MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
 
 
-class AdminError(ValueError):
+class AdminError(LannerError, ValueError):
     """A change that cannot be made; the message is one sentence for the user."""
 
 

@@ -26,6 +26,7 @@ from peewee import Database
 
 from models.clicks.record import CLICK_COLUMNS
 from models.conversions.postbacks import LEAD, REBILL, SALE
+from models.errors import LannerError
 from models.routing.macros import MACRO_NAMES, UrlTemplate, compile_url
 from models.store.sqlite.rows import fetch_one
 
@@ -68,7 +69,7 @@ WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT 
 """
 
 
-class OutboundError(ValueError):
+class OutboundError(LannerError, ValueError):
     """A postback target that cannot be used; the message is one sentence for the user."""
 
 

@@ -37,6 +37,7 @@ from typing import Mapping
 from peewee import Database
 
 from models.clicks.record import SUBID_PATTERN
+from models.errors import LannerError
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
 from models.store.sqlite.meta import MetaStore
@@ -143,7 +144,7 @@ WHERE verdict = 'parked' AND expires_at <= ?
 """
 
 
-class PostbackError(ValueError):
+class PostbackError(LannerError, ValueError):
     """A postback that cannot be processed; the message is one sentence for the network's log."""
 
 

@@ -34,6 +34,7 @@ from zoneinfo import ZoneInfo
 
 from peewee import Database
 
+from models.errors import LannerError
 from models.migrations.deferred import rollups_ready
 from models.ops.retention import pruned_before
 from models.reporting.currency import CurrencyError, check_report_currency
@@ -96,7 +97,7 @@ _CONVERSION_SUMS = (
 )
 
 
-class ReportError(ValueError):
+class ReportError(LannerError, ValueError):
     """A report that cannot be made; the message is one sentence for the user."""
 
 

@@ -44,6 +44,7 @@ from typing import Self
 
 import click
 
+from models.errors import LannerError
 from workers.runtime.procfs import process_name, process_start_time, process_tree, pss_kb, rss_kb, stat_fields
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ SQL_FIND_SUBIDS = "SELECT subid FROM click WHERE subid IN ({})"
 PR_SET_PDEATHSIG = 1
 
 
-class BenchError(RuntimeError):
+class BenchError(LannerError, RuntimeError):
     """The bench cannot go on; the message says why (and where the logs are)."""
 
 
