@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 
 import click
 
+from models import choices
 from settings import Settings, load_settings
 from workers.runtime.logs import configure_logging
 
@@ -32,8 +33,8 @@ class Context:
     def db(self):
         """The database, opened on first use; commands that touch data refuse an unmigrated one."""
         if self._db is None:
-            from models import open_database
             from models.migrations.runner import require_current_schema
+            from models.store.sqlite.database import open_database
 
             self._db = open_database(self.settings.database_path, autocheckpoint=True)
             require_current_schema(self._db, self.settings.database_path)
@@ -194,8 +195,8 @@ def db() -> None:
 @pass_context
 def db_migrate(ctx: Context, up_to: str | None) -> None:
     """Apply pending migrations (each with its history row, in one transaction)."""
-    from models import open_database
     from models.migrations.runner import migrate, migration_names, pending_migrations
+    from models.store.sqlite.database import open_database
 
     if up_to is not None and up_to not in migration_names():
         raise click.ClickException(f"No migration is named {up_to!r}; `lanner db status` lists them.")
@@ -219,8 +220,8 @@ def db_migrate(ctx: Context, up_to: str | None) -> None:
 @pass_context
 def db_status(ctx: Context, fmt: str) -> None:
     """List migrations and whether each is applied."""
-    from models import open_database
     from models.migrations.runner import migration_status
+    from models.store.sqlite.database import open_database
 
     database = open_database(ctx.settings.database_path, autocheckpoint=True)
     rows = [
@@ -323,7 +324,7 @@ def offer_list(ctx: Context, fmt: str) -> None:
 @click.argument("offer_id", type=int)
 @click.option("--name")
 @click.option("--url")
-@click.option("--status", type=click.Choice(["active", "paused", "archived"]))
+@click.option("--status", type=click.Choice(choices.OFFER_STATUSES))
 @click.option("--payout", type=float)
 @click.option("--currency", help="The payout's currency, e.g. EUR.")
 @cap_options
@@ -371,13 +372,13 @@ def campaign_options(function):
         ),
         click.option(
             "--default-action",
-            type=click.Choice(["not_found", "redirect", "blank"]),
+            type=click.Choice(choices.DEFAULT_ACTIONS),
             help="When no stream matches: 404, --default-url, or an empty page (the click is recorded).",
         ),
         click.option("--default-url", "default_payload", help="URL template for --default-action redirect."),
         click.option(
             "--cost-model",
-            type=click.Choice(["cpc", "cpuc", "cpm", "cpa", "cps", "revshare"]),
+            type=click.Choice(choices.COST_MODELS),
             help="cpc, cpuc (unique clicks), cpm, cpa (leads, sales), cps (sales), revshare (%% of revenue).",
         ),
         click.option(
@@ -403,7 +404,7 @@ def campaign() -> None:
 @click.option("--alias", required=True, help="The campaign URL path: /<alias>.")
 @click.option("--offer-url", help="Create a new offer with this URL template.")
 @click.option("--offer-id", type=int, help="Or send to an existing offer.")
-@click.option("--rotation", type=click.Choice(["position", "weight"]), default="position", show_default=True)
+@click.option("--rotation", type=click.Choice(choices.ROTATIONS), default="position", show_default=True)
 @click.option("--uniqueness-hours", type=float, default=24.0, show_default=True)
 @campaign_options
 @pass_context
@@ -454,9 +455,9 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
 @click.argument("ref")
 @click.option("--name")
 @click.option("--alias")
-@click.option("--rotation", type=click.Choice(["position", "weight"]))
+@click.option("--rotation", type=click.Choice(choices.ROTATIONS))
 @click.option("--uniqueness-hours", type=float)
-@click.option("--status", type=click.Choice(["active", "paused", "archived"]))
+@click.option("--status", type=click.Choice(choices.CAMPAIGN_STATUSES))
 @campaign_options
 @pass_context
 def campaign_update(ctx: Context, ref: str, **changes: Any) -> None:
@@ -492,7 +493,7 @@ STREAM_COLUMNS = [
     "caps",
     "payload",
 ]
-STREAM_ACTION_CHOICE = click.Choice(["offers", "redirect", "html", "not_found", "campaign"])
+STREAM_ACTION_CHOICE = click.Choice(choices.STREAM_ACTIONS)
 
 
 def stream_row(stream) -> dict[str, Any]:
@@ -535,16 +536,18 @@ def stream_options(function):
             help="A filter such as country=US,GB or device!=desktop; repeat for several (see README).",
         ),
         click.option(
-            "--filter-mode", type=click.Choice(["and", "or"]), help="How filters combine (default and)."
+            "--filter-mode",
+            type=click.Choice(choices.FILTER_MODES),
+            help="How filters combine (default and).",
         ),
         click.option(
             "--offer-rotation",
-            type=click.Choice(["weight", "unvisited"]),
+            type=click.Choice(choices.OFFER_ROTATIONS),
             help="unvisited: a returning visitor gets an offer of this stream they have not seen yet.",
         ),
         click.option(
             "--redirect-type",
-            type=click.Choice(["http", "meta", "js"]),
+            type=click.Choice(choices.REDIRECT_TYPES),
             help="A 302 (http), or a page with a meta refresh or a script.",
         ),
         click.option(
@@ -572,9 +575,7 @@ def stream() -> None:
 @stream.command("add")
 @click.argument("campaign_ref")
 @click.option("--name", default="")
-@click.option(
-    "--type", "type_", type=click.Choice(["intercepting", "regular", "fallback"]), default="regular"
-)
+@click.option("--type", "type_", type=click.Choice(choices.STREAM_TYPES), default="regular")
 @click.option("--position", type=int, help="Evaluation position (default: last).")
 @click.option("--weight", type=int, default=100, show_default=True, help="Weight in weighted rotation.")
 @click.option("--action", type=STREAM_ACTION_CHOICE, default="offers", show_default=True)
@@ -616,11 +617,11 @@ def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
 @stream.command("update")
 @click.argument("stream_id", type=int)
 @click.option("--name")
-@click.option("--type", "type_", type=click.Choice(["intercepting", "regular", "fallback"]))
+@click.option("--type", "type_", type=click.Choice(choices.STREAM_TYPES))
 @click.option("--position", type=int)
 @click.option("--weight", type=int)
 @click.option("--action", type=STREAM_ACTION_CHOICE)
-@click.option("--status", type=click.Choice(["active", "disabled"]))
+@click.option("--status", type=click.Choice([s for s in choices.STREAM_STATUSES if s != "deleted"]))
 @click.option("--offer", "offers", multiple=True, help="Replace the offers: OFFER_ID or OFFER_ID:WEIGHT.")
 @stream_options
 @click.option("--clear-filters", is_flag=True, help="Remove every filter.")
@@ -726,9 +727,9 @@ def load_admin_app(settings: Settings):
 
 def check_schema(settings: Settings) -> None:
     """Refuse to start against a database older than the code, with the fix in the message."""
-    from models import db as database
-    from models import open_database
     from models.migrations.runner import require_current_schema
+    from models.store.sqlite.database import db as database
+    from models.store.sqlite.database import open_database
 
     try:
         require_current_schema(open_database(settings.database_path), settings.database_path)
@@ -782,10 +783,10 @@ def run_command(ctx: Context) -> None:
     import signal
     import subprocess
 
-    from models import open_database
     from models.admin.services import create_campaign, list_campaigns
     from models.migrations.runner import migrate
     from models.reporting.currency import adopt_report_currency
+    from models.store.sqlite.database import open_database
 
     settings = ctx.settings
     database = open_database(settings.database_path, autocheckpoint=True)
@@ -1039,9 +1040,7 @@ def api_key_rotate(ctx: Context) -> None:
 @postback.command("list")
 @click.option("--orphans", is_flag=True, help="Only parked postbacks, still waiting for their click.")
 @click.option("--subid")
-@click.option(
-    "--verdict", "status", help="created, updated, duplicate, refused, parked, expired, invalid, forbidden."
-)
+@click.option("--verdict", "status", type=click.Choice(choices.POSTBACK_VERDICTS))
 @log_filter_options
 @format_option
 @pass_context
@@ -1120,7 +1119,10 @@ def postback_target() -> None:
     help="lead, sale, rejected, rebill, trash (repeatable).",
 )
 @click.option(
-    "--method", default="GET", show_default=True, type=click.Choice(["GET", "POST"], case_sensitive=False)
+    "--method",
+    default="GET",
+    show_default=True,
+    type=click.Choice(choices.POSTBACK_METHODS, case_sensitive=False),
 )
 @pass_context
 def postback_target_add(
@@ -1171,7 +1173,10 @@ def postback_deliveries(ctx: Context, fmt: str, **options: Any) -> None:
 @postback.command("test")
 @click.argument("url")
 @click.option(
-    "--method", default="GET", show_default=True, type=click.Choice(["GET", "POST"], case_sensitive=False)
+    "--method",
+    default="GET",
+    show_default=True,
+    type=click.Choice(choices.POSTBACK_METHODS, case_sensitive=False),
 )
 @click.option("--status", default="sale", show_default=True)
 @click.option("--payout", type=float, default=1.0, show_default=True)
@@ -1205,9 +1210,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
 @click.option("--campaign", "campaign_ref", help="Campaign id or alias (as is `-f campaign=`).")
 @click.option(
     "--preset",
-    type=click.Choice(
-        ["today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "all_time"]
-    ),
+    type=click.Choice(choices.REPORT_PRESETS),
     help="A date range in --timezone.",
 )
 @range_options()
@@ -1779,9 +1782,9 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
     """Median time of the usual reports on a big database (rollups; raw where they cannot serve)."""
     from pathlib import Path
 
-    from models import open_database
     from models.migrations.deferred import pending_steps, run_deferred
     from models.migrations.runner import migrate
+    from models.store.sqlite.database import open_database
     from workers.bench.reports import add_conversions, time_reports, timings_json
 
     db = open_database(Path(data_dir).resolve() / "lanner.db", autocheckpoint=True)

@@ -46,12 +46,14 @@ def _ip_list(value: str) -> tuple[str, ...]:
 
 
 def _aliases(value: str) -> dict[str, int]:
-    """Parse `param=N,param2=M` into {param: N}; N is the sub_id slot 1..30."""
+    """Parse `param=N,param2=M` into {param: N}; N is a sub_id slot, 1..SUB_ID_SLOTS."""
+    from models.choices import SUB_ID_SLOTS
+
     aliases: dict[str, int] = {}
     for pair in _csv(value):
         param, _, slot = pair.partition("=")
-        if not param or not slot.isdigit() or not 1 <= int(slot) <= 30:
-            raise ValueError(f"sub_id alias {pair!r} is not of the form param=N with N in 1..30")
+        if not param or not slot.isdigit() or not 1 <= int(slot) <= SUB_ID_SLOTS:
+            raise ValueError(f"sub_id alias {pair!r} is not of the form param=N with N in 1..{SUB_ID_SLOTS}")
         aliases[param.strip()] = int(slot)
     return aliases
 

@@ -15,26 +15,25 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from peewee import Database, IntegrityError
 
-from models.errors import LannerError
-from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
-from models.routing.filters import FilterError, describe_filter, parse_filter
-from models.routing.macros import MacroError, saved_url
-from models.store.sqlite.meta import MetaStore
-from models.tables.campaign import (
+from models.choices import (
     CAMPAIGN_STATUSES,
     COST_MODELS,
     DEFAULT_ACTIONS,
     OFFER_ROTATIONS,
+    OFFER_STATUSES,
     REDIRECT_TYPES,
     ROTATIONS,
     STREAM_ACTIONS,
     STREAM_STATUSES,
     STREAM_TYPES,
-    Campaign,
-    Stream,
-    StreamOffer,
 )
-from models.tables.offer import OFFER_STATUSES, Offer
+from models.errors import LannerError
+from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
+from models.routing.filters import FilterError, describe_filter, parse_filter
+from models.routing.macros import MacroError, saved_url
+from models.store.sqlite.meta import MetaStore
+from models.tables.campaign import Campaign, Stream, StreamOffer
+from models.tables.offer import Offer
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 RESERVED_ALIASES = frozenset({"healthz", "postback", "api", "px", "admin", "static"})

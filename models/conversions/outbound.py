@@ -31,7 +31,6 @@ from models.routing.macros import MACRO_NAMES, UrlTemplate, compile_url
 from models.store.sqlite.rows import fetch_one
 
 CONVERSION_MACROS = frozenset({"status", "payout", "revenue", "currency", "tid", "conversion_id"})
-METHODS = ("GET", "POST")
 MAX_ATTEMPTS = 10
 MAX_BACKOFF_SECONDS = 6 * 3600
 REQUEST_TIMEOUT = 10.0

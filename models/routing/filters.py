@@ -78,8 +78,8 @@ from operator import attrgetter
 from socket import AF_INET, AF_INET6, inet_pton
 from typing import Any
 
+from models.choices import SUB_ID_SLOTS
 from models.errors import LannerError
-from models.tables.click import SUB_ID_SLOTS
 
 __all__ = [
     "DEVICE_TYPES",
