@@ -76,7 +76,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
 def create_admin_app(settings: Settings) -> falcon.App:
     """The admin worker's app: the report API, on its own connection; never campaign URLs."""
     from models.migrations.runner import require_current_schema
-    from models.store.sqlite.database import open_database
+    from models.store.database import open_database
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.errors import handle_unexpected
     from routes.health import DatabaseHealthResource
@@ -121,7 +121,7 @@ def create_tracker(settings: Settings):
     from models.lookups.geo import GeoSource
     from models.lookups.useragent import UserAgentParser
     from models.migrations.runner import require_current_schema
-    from models.store.sqlite.database import open_database
+    from models.store.database import open_database
 
     db = open_database(settings.database_path)
     require_current_schema(db, settings.database_path)

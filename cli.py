@@ -34,7 +34,7 @@ class Context:
         """The database, opened on first use; commands that touch data refuse an unmigrated one."""
         if self._db is None:
             from models.migrations.runner import require_current_schema
-            from models.store.sqlite.database import open_database
+            from models.store.database import open_database
 
             self._db = open_database(self.settings.database_path, autocheckpoint=True)
             require_current_schema(self._db, self.settings.database_path)
@@ -196,7 +196,7 @@ def db() -> None:
 def db_migrate(ctx: Context, up_to: str | None) -> None:
     """Apply pending migrations (each with its history row, in one transaction)."""
     from models.migrations.runner import migrate, migration_names, pending_migrations
-    from models.store.sqlite.database import open_database
+    from models.store.database import open_database
 
     if up_to is not None and up_to not in migration_names():
         raise click.ClickException(f"No migration is named {up_to!r}; `lanner db status` lists them.")
@@ -221,7 +221,7 @@ def db_migrate(ctx: Context, up_to: str | None) -> None:
 def db_status(ctx: Context, fmt: str) -> None:
     """List migrations and whether each is applied."""
     from models.migrations.runner import migration_status
-    from models.store.sqlite.database import open_database
+    from models.store.database import open_database
 
     database = open_database(ctx.settings.database_path, autocheckpoint=True)
     rows = [
@@ -728,8 +728,8 @@ def load_admin_app(settings: Settings):
 def check_schema(settings: Settings) -> None:
     """Refuse to start against a database older than the code, with the fix in the message."""
     from models.migrations.runner import require_current_schema
-    from models.store.sqlite.database import db as database
-    from models.store.sqlite.database import open_database
+    from models.store.database import db as database
+    from models.store.database import open_database
 
     try:
         require_current_schema(open_database(settings.database_path), settings.database_path)
@@ -786,7 +786,7 @@ def run_command(ctx: Context) -> None:
     from models.admin.services import create_campaign, list_campaigns
     from models.migrations.runner import migrate
     from models.reporting.currency import adopt_report_currency
-    from models.store.sqlite.database import open_database
+    from models.store.database import open_database
 
     settings = ctx.settings
     database = open_database(settings.database_path, autocheckpoint=True)
@@ -1784,7 +1784,7 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
 
     from models.migrations.deferred import pending_steps, run_deferred
     from models.migrations.runner import migrate
-    from models.store.sqlite.database import open_database
+    from models.store.database import open_database
     from workers.bench.reports import add_conversions, time_reports, timings_json
 
     db = open_database(Path(data_dir).resolve() / "lanner.db", autocheckpoint=True)

@@ -44,7 +44,7 @@ def build(data_dir: Path):
     from models.admin.services import add_stream, create_campaign, create_offer, update_stream
     from models.lookups.geo import build_country_database
     from models.migrations.runner import migrate
-    from models.store.sqlite.database import db, open_database
+    from models.store.database import db, open_database
     from settings import load_settings
 
     settings = load_settings()

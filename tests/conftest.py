@@ -49,8 +49,8 @@ def settings(env):
 def db(settings):
     """A migrated real database file, opened in this process."""
     from models.migrations.runner import migrate
-    from models.store.sqlite.database import db as database
-    from models.store.sqlite.database import open_database
+    from models.store.database import db as database
+    from models.store.database import open_database
 
     open_database(settings.database_path, autocheckpoint=True)
     migrate(database)

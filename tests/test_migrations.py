@@ -6,8 +6,8 @@ import importlib
 from datetime import datetime, timezone
 
 from models.migrations.runner import SQL_CREATE_HISTORY, SQL_RECORD, migrate, migration_status
-from models.store.sqlite.database import db as database
-from models.store.sqlite.database import open_database
+from models.store.database import db as database
+from models.store.database import open_database
 
 DAY_MS = 86_400_000
 

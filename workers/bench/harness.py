@@ -687,7 +687,9 @@ def wait_http(process: ManagedProcess, port: int, path: str, expect: int, deadli
 
 def lanner_env(data_dir: Path) -> dict[str, str]:
     """The environment of every Lanner process of the bench: the user's LANNER_* tuning, our data dir."""
-    env = {key: value for key, value in os.environ.items() if key not in ("LANNER_BIND", "LANNER_WORKERS")}
+    # The database goes with the data dir: a LANNER_DATABASE_URL of the user's would point every run at it.
+    dropped = ("LANNER_BIND", "LANNER_WORKERS", "LANNER_DATABASE_URL")
+    env = {key: value for key, value in os.environ.items() if key not in dropped}
     env.update(FORCED_ENV)
     env["LANNER_DATA_DIR"] = str(data_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
