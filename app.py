@@ -9,10 +9,7 @@ import logging
 import falcon
 
 from settings import Settings
-
-
-class SchemaOutdated(RuntimeError):
-    """The database is older than this code; `lanner db migrate` fixes it."""
+from workers.runtime.logs import configure_logging
 
 
 def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recorder=None) -> falcon.App:
@@ -78,17 +75,14 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
 
 def create_admin_app(settings: Settings) -> falcon.App:
     """The admin worker's app: the report API, on its own connection; never campaign URLs."""
-    from models import open_database
-    from models.migrations.runner import schema_is_current
+    from models.migrations.runner import require_current_schema
+    from models.store.database import open_database
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.errors import handle_unexpected
     from routes.health import DatabaseHealthResource
 
     db = open_database(settings.database_path)
-    if not schema_is_current(db):
-        raise SchemaOutdated(
-            f"The database {settings.database_path} needs migrating: run `lanner db migrate`."
-        )
+    require_current_schema(db, settings.database_path)
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", DatabaseHealthResource(db))
@@ -100,9 +94,7 @@ def create_admin_app(settings: Settings) -> falcon.App:
 
 def load_admin_app(settings: Settings) -> falcon.App:
     """Called by the admin worker after fork (workers/runtime/server.py)."""
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
-    )
+    configure_logging(settings)
     return create_admin_app(settings)
 
 
@@ -124,18 +116,15 @@ def delivery_queue(settings: Settings):
 
 def create_tracker(settings: Settings):
     """Open this process's database connection and the click pipeline; refuse an old schema."""
-    from models import open_database
     from models.clicks.tracker import ClickTracker
     from models.lookups.bots import BotDetector
     from models.lookups.geo import GeoSource
     from models.lookups.useragent import UserAgentParser
-    from models.migrations.runner import schema_is_current
+    from models.migrations.runner import require_current_schema
+    from models.store.database import open_database
 
     db = open_database(settings.database_path)
-    if not schema_is_current(db):
-        raise SchemaOutdated(
-            f"The database {settings.database_path} needs migrating: run `lanner db migrate`."
-        )
+    require_current_schema(db, settings.database_path)
     geo = GeoSource(settings.geo_path)
     if geo.database is None:
         logging.getLogger(__name__).warning(
@@ -157,9 +146,7 @@ def create_tracker(settings: Settings):
 
 def load_worker_app(settings: Settings) -> falcon.App:
     """Called by each bjoern worker after fork (workers/runtime/server.py)."""
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
-    )
+    configure_logging(settings)
     app = create_app(settings)
     # PERF: the code and config loaded so far live as long as the worker; keep the collector off
     # them, and collect the young generation less often (full collections showed up in profiles).

@@ -16,7 +16,9 @@ from typing import Any, Iterable, Sequence
 
 import click
 
+from models import choices
 from settings import Settings, load_settings
+from workers.runtime.logs import configure_logging
 
 
 class Context:
@@ -31,14 +33,11 @@ class Context:
     def db(self):
         """The database, opened on first use; commands that touch data refuse an unmigrated one."""
         if self._db is None:
-            from models import open_database
-            from models.migrations.runner import schema_is_current
+            from models.migrations.runner import require_current_schema
+            from models.store.database import open_database
 
             self._db = open_database(self.settings.database_path, autocheckpoint=True)
-            if not schema_is_current(self._db):
-                raise click.ClickException(
-                    f"The database {self.settings.database_path} is not migrated: run `lanner db migrate`."
-                )
+            require_current_schema(self._db, self.settings.database_path)
         return self._db
 
 
@@ -131,16 +130,6 @@ def progress_to_total(label: str):
         yield advance
 
 
-def admin_call(function, *args, **kwargs):
-    """Run an admin operation; its AdminError becomes one clear sentence and a non-zero exit."""
-    from models.admin.services import AdminError
-
-    try:
-        return function(*args, **kwargs)
-    except AdminError as exc:
-        raise click.ClickException(str(exc)) from None
-
-
 def parse_offers(values: Iterable[str]) -> list[tuple[int, int]]:
     offers = []
     for value in values:
@@ -151,7 +140,19 @@ def parse_offers(values: Iterable[str]) -> list[tuple[int, int]]:
     return offers
 
 
-@click.group()
+class LannerGroup(click.Group):
+    """The `lanner` group: any LannerError a command lets through is its one sentence and exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from models.errors import LannerError
+
+        try:
+            return super().invoke(ctx)
+        except LannerError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=LannerGroup)
 def main() -> None:
     """Lanner: a self-hosted click tracker."""
     # Clicks hold visitors' IPs and user agents, and the spool, queue and backups hold the same: every
@@ -194,8 +195,8 @@ def db() -> None:
 @pass_context
 def db_migrate(ctx: Context, up_to: str | None) -> None:
     """Apply pending migrations (each with its history row, in one transaction)."""
-    from models import open_database
     from models.migrations.runner import migrate, migration_names, pending_migrations
+    from models.store.database import open_database
 
     if up_to is not None and up_to not in migration_names():
         raise click.ClickException(f"No migration is named {up_to!r}; `lanner db status` lists them.")
@@ -219,8 +220,8 @@ def db_migrate(ctx: Context, up_to: str | None) -> None:
 @pass_context
 def db_status(ctx: Context, fmt: str) -> None:
     """List migrations and whether each is applied."""
-    from models import open_database
     from models.migrations.runner import migration_status
+    from models.store.database import open_database
 
     database = open_database(ctx.settings.database_path, autocheckpoint=True)
     rows = [
@@ -303,7 +304,7 @@ def offer_create(ctx: Context, name: str, url: str, **options: Any) -> None:
     """Create an offer; prints its id."""
     from models.admin.services import create_offer
 
-    created = admin_call(create_offer, ctx.db, name, url, **options)
+    created = create_offer(ctx.db, name, url, **options)
     click.echo(created.id)
 
 
@@ -323,7 +324,7 @@ def offer_list(ctx: Context, fmt: str) -> None:
 @click.argument("offer_id", type=int)
 @click.option("--name")
 @click.option("--url")
-@click.option("--status", type=click.Choice(["active", "paused", "archived"]))
+@click.option("--status", type=click.Choice(choices.OFFER_STATUSES))
 @click.option("--payout", type=float)
 @click.option("--currency", help="The payout's currency, e.g. EUR.")
 @cap_options
@@ -334,7 +335,7 @@ def offer_update(ctx: Context, offer_id: int, **changes: Any) -> None:
     """Change an offer."""
     from models.admin.services import update_offer
 
-    updated = admin_call(update_offer, ctx.db, offer_id, **changes)
+    updated = update_offer(ctx.db, offer_id, **changes)
     click.echo(f"Offer {updated.id} updated.")
 
 
@@ -371,13 +372,13 @@ def campaign_options(function):
         ),
         click.option(
             "--default-action",
-            type=click.Choice(["not_found", "redirect", "blank"]),
+            type=click.Choice(choices.DEFAULT_ACTIONS),
             help="When no stream matches: 404, --default-url, or an empty page (the click is recorded).",
         ),
         click.option("--default-url", "default_payload", help="URL template for --default-action redirect."),
         click.option(
             "--cost-model",
-            type=click.Choice(["cpc", "cpuc", "cpm", "cpa", "cps", "revshare"]),
+            type=click.Choice(choices.COST_MODELS),
             help="cpc, cpuc (unique clicks), cpm, cpa (leads, sales), cps (sales), revshare (%% of revenue).",
         ),
         click.option(
@@ -403,7 +404,7 @@ def campaign() -> None:
 @click.option("--alias", required=True, help="The campaign URL path: /<alias>.")
 @click.option("--offer-url", help="Create a new offer with this URL template.")
 @click.option("--offer-id", type=int, help="Or send to an existing offer.")
-@click.option("--rotation", type=click.Choice(["position", "weight"]), default="position", show_default=True)
+@click.option("--rotation", type=click.Choice(choices.ROTATIONS), default="position", show_default=True)
 @click.option("--uniqueness-hours", type=float, default=24.0, show_default=True)
 @campaign_options
 @pass_context
@@ -411,7 +412,7 @@ def campaign_create(ctx: Context, name: str, alias: str, **options: Any) -> None
     """Create a campaign with one stream to one offer; prints the campaign URL path."""
     from models.admin.services import create_campaign
 
-    created = admin_call(create_campaign, ctx.db, name, alias, **options)
+    created = create_campaign(ctx.db, name, alias, **options)
     click.echo(f"/{created.alias}")
 
 
@@ -437,7 +438,7 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
     from models.admin.services import get_campaign, list_streams
 
     ctx.db
-    found = admin_call(get_campaign, ref)
+    found = get_campaign(ref)
     data = campaign_row(found)
     data["streams"] = [stream_row(s) for s in list_streams(found.id)]
     if fmt == "json":
@@ -454,16 +455,16 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
 @click.argument("ref")
 @click.option("--name")
 @click.option("--alias")
-@click.option("--rotation", type=click.Choice(["position", "weight"]))
+@click.option("--rotation", type=click.Choice(choices.ROTATIONS))
 @click.option("--uniqueness-hours", type=float)
-@click.option("--status", type=click.Choice(["active", "paused", "archived"]))
+@click.option("--status", type=click.Choice(choices.CAMPAIGN_STATUSES))
 @campaign_options
 @pass_context
 def campaign_update(ctx: Context, ref: str, **changes: Any) -> None:
     """Change a campaign."""
     from models.admin.services import update_campaign
 
-    updated = admin_call(update_campaign, ctx.db, ref, **changes)
+    updated = update_campaign(ctx.db, ref, **changes)
     click.echo(f"Campaign {updated.id} updated: /{updated.alias}")
 
 
@@ -474,7 +475,7 @@ def campaign_archive(ctx: Context, ref: str) -> None:
     """Archive a campaign: its URL answers 404 (or the fallback URL) from now on."""
     from models.admin.services import archive_campaign
 
-    archived = admin_call(archive_campaign, ctx.db, ref)
+    archived = archive_campaign(ctx.db, ref)
     click.echo(f"Campaign {archived.id} archived.")
 
 
@@ -492,7 +493,7 @@ STREAM_COLUMNS = [
     "caps",
     "payload",
 ]
-STREAM_ACTION_CHOICE = click.Choice(["offers", "redirect", "html", "not_found", "campaign"])
+STREAM_ACTION_CHOICE = click.Choice(choices.STREAM_ACTIONS)
 
 
 def stream_row(stream) -> dict[str, Any]:
@@ -535,16 +536,18 @@ def stream_options(function):
             help="A filter such as country=US,GB or device!=desktop; repeat for several (see README).",
         ),
         click.option(
-            "--filter-mode", type=click.Choice(["and", "or"]), help="How filters combine (default and)."
+            "--filter-mode",
+            type=click.Choice(choices.FILTER_MODES),
+            help="How filters combine (default and).",
         ),
         click.option(
             "--offer-rotation",
-            type=click.Choice(["weight", "unvisited"]),
+            type=click.Choice(choices.OFFER_ROTATIONS),
             help="unvisited: a returning visitor gets an offer of this stream they have not seen yet.",
         ),
         click.option(
             "--redirect-type",
-            type=click.Choice(["http", "meta", "js"]),
+            type=click.Choice(choices.REDIRECT_TYPES),
             help="A 302 (http), or a page with a meta refresh or a script.",
         ),
         click.option(
@@ -572,9 +575,7 @@ def stream() -> None:
 @stream.command("add")
 @click.argument("campaign_ref")
 @click.option("--name", default="")
-@click.option(
-    "--type", "type_", type=click.Choice(["intercepting", "regular", "fallback"]), default="regular"
-)
+@click.option("--type", "type_", type=click.Choice(choices.STREAM_TYPES), default="regular")
 @click.option("--position", type=int, help="Evaluation position (default: last).")
 @click.option("--weight", type=int, default=100, show_default=True, help="Weight in weighted rotation.")
 @click.option("--action", type=STREAM_ACTION_CHOICE, default="offers", show_default=True)
@@ -595,8 +596,8 @@ def stream_add(
     from models.admin.services import add_stream
 
     payload = stream_payload(url, html, target) or ""
-    added = admin_call(
-        add_stream, ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), payload=payload, **options
+    added = add_stream(
+        ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), payload=payload, **options
     )
     click.echo(added.id)
 
@@ -610,17 +611,17 @@ def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
     from models.admin.services import list_streams
 
     ctx.db
-    echo_rows([stream_row(s) for s in admin_call(list_streams, campaign_ref)], STREAM_COLUMNS, fmt)
+    echo_rows([stream_row(s) for s in list_streams(campaign_ref)], STREAM_COLUMNS, fmt)
 
 
 @stream.command("update")
 @click.argument("stream_id", type=int)
 @click.option("--name")
-@click.option("--type", "type_", type=click.Choice(["intercepting", "regular", "fallback"]))
+@click.option("--type", "type_", type=click.Choice(choices.STREAM_TYPES))
 @click.option("--position", type=int)
 @click.option("--weight", type=int)
 @click.option("--action", type=STREAM_ACTION_CHOICE)
-@click.option("--status", type=click.Choice(["active", "disabled"]))
+@click.option("--status", type=click.Choice([s for s in choices.STREAM_STATUSES if s != "deleted"]))
 @click.option("--offer", "offers", multiple=True, help="Replace the offers: OFFER_ID or OFFER_ID:WEIGHT.")
 @stream_options
 @click.option("--clear-filters", is_flag=True, help="Remove every filter.")
@@ -640,8 +641,8 @@ def stream_update(
     from models.admin.services import update_stream
 
     payload = stream_payload(url, html, target)
-    updated = admin_call(
-        update_stream, ctx.db, stream_id, type=type_, offers=parse_offers(offers), payload=payload, **changes
+    updated = update_stream(
+        ctx.db, stream_id, type=type_, offers=parse_offers(offers), payload=payload, **changes
     )
     click.echo(f"Stream {updated.id} updated.")
 
@@ -653,7 +654,7 @@ def stream_remove(ctx: Context, stream_id: int) -> None:
     """Remove a stream (kept as deleted so click history still names it)."""
     from models.admin.services import remove_stream
 
-    admin_call(remove_stream, ctx.db, stream_id)
+    remove_stream(ctx.db, stream_id)
     click.echo(f"Stream {stream_id} removed.")
 
 
@@ -726,21 +727,21 @@ def load_admin_app(settings: Settings):
 
 def check_schema(settings: Settings) -> None:
     """Refuse to start against a database older than the code, with the fix in the message."""
-    from models import db as database
-    from models import open_database
-    from models.migrations.runner import schema_is_current
+    from models.migrations.runner import require_current_schema
+    from models.store.database import db as database
+    from models.store.database import open_database
 
-    is_current = schema_is_current(open_database(settings.database_path))
-    database.close()
-    if not is_current:
-        raise click.ClickException(
-            f"The database {settings.database_path} needs migrating: run `lanner db migrate`."
-        )
+    try:
+        require_current_schema(open_database(settings.database_path), settings.database_path)
+    finally:
+        database.close()
 
 
 def check_schema_apart(settings: Settings) -> None:
     """check_schema in a forked child, so the process (`lanner serve`'s master) never imports the
     models and the database driver: 6 MB it would keep for as long as it runs."""
+    from models.errors import LannerError  # Light: the module holds one class.
+
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -748,8 +749,8 @@ def check_schema_apart(settings: Settings) -> None:
         code = 0
         try:
             check_schema(settings)
-        except click.ClickException as exc:
-            os.write(write_end, exc.format_message().encode())
+        except LannerError as exc:
+            os.write(write_end, str(exc).encode())
             code = 1
         except BaseException as exc:  # noqa: BLE001 - the parent says it in one sentence.
             os.write(write_end, f"Cannot read the schema of {settings.database_path}: {exc}".encode())
@@ -762,16 +763,6 @@ def check_schema_apart(settings: Settings) -> None:
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise click.ClickException(message or "The database schema check failed.")
-
-
-def configure_logging(settings: Settings) -> None:
-    import logging
-
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
-    )
-    # Huey logs every task run at INFO, which is a line per spool flush (4 a second).
-    logging.getLogger("huey").setLevel(settings.task_log_level)
 
 
 @main.command("worker")
@@ -792,10 +783,10 @@ def run_command(ctx: Context) -> None:
     import signal
     import subprocess
 
-    from models import open_database
     from models.admin.services import create_campaign, list_campaigns
     from models.migrations.runner import migrate
     from models.reporting.currency import adopt_report_currency
+    from models.store.database import open_database
 
     settings = ctx.settings
     database = open_database(settings.database_path, autocheckpoint=True)
@@ -914,14 +905,10 @@ def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any)
     """The newest stored clicks, newest first, with filters."""
     from models.admin.services import get_campaign
     from models.reporting.clicklog import LOG_COLUMNS, ClickFilter, list_clicks
-    from models.reporting.timerange import TimeRangeError
 
     ctx.db
-    campaign_id = admin_call(get_campaign, campaign_ref).id if campaign_ref else None
-    try:
-        rows = list_clicks(ClickFilter(campaign_id=campaign_id, **options))
-    except TimeRangeError as exc:
-        raise click.ClickException(str(exc)) from None
+    campaign_id = get_campaign(campaign_ref).id if campaign_ref else None
+    rows = list_clicks(ClickFilter(campaign_id=campaign_id, **options))
     echo_rows(rows, LOG_COLUMNS, fmt)
 
 
@@ -957,15 +944,11 @@ def echo_log(
 ) -> None:
     from models.admin.services import get_campaign
     from models.reporting.conversionlog import LogFilter
-    from models.reporting.timerange import TimeRangeError
 
     ctx.db
-    campaign_id = admin_call(get_campaign, campaign_ref).id if campaign_ref else None
+    campaign_id = get_campaign(campaign_ref).id if campaign_ref else None
     extra = {"orphans": options.pop("orphans")} if "orphans" in options else {}
-    try:
-        rows = list_function(LogFilter(campaign_id=campaign_id, **options), **extra)
-    except TimeRangeError as exc:
-        raise click.ClickException(str(exc)) from None
+    rows = list_function(LogFilter(campaign_id=campaign_id, **options), **extra)
     echo_rows(rows, columns, fmt)
 
 
@@ -1057,9 +1040,7 @@ def api_key_rotate(ctx: Context) -> None:
 @postback.command("list")
 @click.option("--orphans", is_flag=True, help="Only parked postbacks, still waiting for their click.")
 @click.option("--subid")
-@click.option(
-    "--verdict", "status", help="created, updated, duplicate, refused, parked, expired, invalid, forbidden."
-)
+@click.option("--verdict", "status", type=click.Choice(choices.POSTBACK_VERDICTS))
 @log_filter_options
 @format_option
 @pass_context
@@ -1096,7 +1077,7 @@ def postback_status_map(ctx: Context, word: str, status: str, network: str) -> N
     """Map WORD to STATUS; stored conversions with WORD unmapped take STATUS now."""
     from models.conversions.admin import map_status
 
-    remapped = admin_call(map_status, ctx.db, word, status, network=network)
+    remapped = map_status(ctx.db, word, status, network=network)
     click.echo(f"{word} -> {status}; {remapped} stored conversion(s) re-mapped")
 
 
@@ -1108,7 +1089,7 @@ def postback_status_unmap(ctx: Context, word: str, network: str) -> None:
     """Remove a map (conversions keep the status they have)."""
     from models.conversions.admin import unmap_status
 
-    admin_call(unmap_status, ctx.db, word, network=network)
+    unmap_status(ctx.db, word, network=network)
 
 
 @postback_status.command("list")
@@ -1138,7 +1119,10 @@ def postback_target() -> None:
     help="lead, sale, rejected, rebill, trash (repeatable).",
 )
 @click.option(
-    "--method", default="GET", show_default=True, type=click.Choice(["GET", "POST"], case_sensitive=False)
+    "--method",
+    default="GET",
+    show_default=True,
+    type=click.Choice(choices.POSTBACK_METHODS, case_sensitive=False),
 )
 @pass_context
 def postback_target_add(
@@ -1147,7 +1131,7 @@ def postback_target_add(
     """Send URL (macros: the click's plus {status} {payout} {revenue} {currency} {tid} {conversion_id})."""
     from models.conversions.admin import add_target
 
-    target = admin_call(add_target, ctx.db, campaign_ref, url, list(statuses), method=method)
+    target = add_target(ctx.db, campaign_ref, url, list(statuses), method=method)
     click.echo(target.id)
 
 
@@ -1160,7 +1144,7 @@ def postback_target_list(ctx: Context, campaign_ref: str | None, fmt: str) -> No
     from models.conversions.admin import list_targets
 
     ctx.db
-    echo_rows(admin_call(list_targets, campaign_ref), ["id", "campaign_id", "statuses", "method", "url"], fmt)
+    echo_rows(list_targets(campaign_ref), ["id", "campaign_id", "statuses", "method", "url"], fmt)
 
 
 @postback_target.command("remove")
@@ -1170,7 +1154,7 @@ def postback_target_remove(ctx: Context, target_id: int) -> None:
     """Stop sending to a target; its delivery log stays."""
     from models.conversions.admin import remove_target
 
-    admin_call(remove_target, ctx.db, target_id)
+    remove_target(ctx.db, target_id)
 
 
 @postback.command("deliveries")
@@ -1189,7 +1173,10 @@ def postback_deliveries(ctx: Context, fmt: str, **options: Any) -> None:
 @postback.command("test")
 @click.argument("url")
 @click.option(
-    "--method", default="GET", show_default=True, type=click.Choice(["GET", "POST"], case_sensitive=False)
+    "--method",
+    default="GET",
+    show_default=True,
+    type=click.Choice(choices.POSTBACK_METHODS, case_sensitive=False),
 )
 @click.option("--status", default="sale", show_default=True)
 @click.option("--payout", type=float, default=1.0, show_default=True)
@@ -1198,7 +1185,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
     """Send one outbound postback to URL now with sample values (stores nothing)."""
     from models.conversions.admin import test_target
 
-    result = admin_call(test_target, url, method=method, status=status, payout=payout)
+    result = test_target(url, method=method, status=status, payout=payout)
     if as_json:
         click.echo(json_text(result))
     else:
@@ -1223,9 +1210,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
 @click.option("--campaign", "campaign_ref", help="Campaign id or alias (as is `-f campaign=`).")
 @click.option(
     "--preset",
-    type=click.Choice(
-        ["today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "all_time"]
-    ),
+    type=click.Choice(choices.REPORT_PRESETS),
     help="A date range in --timezone.",
 )
 @range_options()
@@ -1238,26 +1223,22 @@ def report_command(
     **options: Any,
 ) -> None:  # fmt: skip
     """Clicks, conversions, revenue, cost, profit and ROI, grouped and filtered (default: last 30 days)."""
-    from models.reporting.reports import ReportError, ReportQuery, parse_filters, run_report
-    from models.reporting.timerange import TimeRangeError
+    from models.reporting.reports import ReportQuery, parse_filters, run_report
 
     ctx.db
-    try:
-        parsed = parse_filters(filters)
-        if campaign_ref:
-            parsed["campaign"] = (campaign_ref,)  # An id or an alias, resolved as the API does.
-        if not (options["preset"] or options["since"] or options["until"]):
-            options["preset"] = "last_30_days"
-        query = ReportQuery(
-            group_by=groups or ("campaign",),
-            filters=parsed,
-            source="raw" if raw else "auto",
-            currency=ctx.settings.report_currency,
-            **options,
-        )
-        report = run_report(ctx.db, query)
-    except (ReportError, TimeRangeError) as exc:
-        raise click.ClickException(str(exc)) from None
+    parsed = parse_filters(filters)
+    if campaign_ref:
+        parsed["campaign"] = (campaign_ref,)  # An id or an alias, resolved as the API does.
+    if not (options["preset"] or options["since"] or options["until"]):
+        options["preset"] = "last_30_days"
+    query = ReportQuery(
+        group_by=groups or ("campaign",),
+        filters=parsed,
+        source="raw" if raw else "auto",
+        currency=ctx.settings.report_currency,
+        **options,
+    )
+    report = run_report(ctx.db, query)
     if fmt == "json":
         click.echo(json_text(report.as_json()))
         return
@@ -1278,7 +1259,7 @@ def report_command(
 def prune_command(ctx: Context, older_than: str | None, yes: bool) -> None:
     """Delete raw clicks older than an age, in chunks (report totals stay), and the postback log and
     refusal counters older than LANNER_POSTBACK_LOG_DAYS."""
-    from models.ops.retention import RetentionError, parse_age, prune_clicks, prune_postback_log
+    from models.ops.retention import parse_age, prune_clicks, prune_postback_log
 
     pruned = prune_postback_log(ctx.db, ctx.settings.postback_log_days)
     click.echo(
@@ -1289,18 +1270,15 @@ def prune_command(ctx: Context, older_than: str | None, yes: bool) -> None:
     )
     if older_than is None:
         return
-    try:
-        age_ms = parse_age(older_than)
-        if not yes:
-            click.confirm(
-                f"Delete every click older than {older_than} (the click log for that time)?", abort=True
-            )
-        with progress_to_total("Pruning") as advance:
-            deleted = prune_clicks(
-                ctx.db, age_ms, global_uniqueness_hours=ctx.settings.uniqueness_hours, on_progress=advance
-            )
-    except RetentionError as exc:
-        raise click.ClickException(str(exc)) from None
+    age_ms = parse_age(older_than)
+    if not yes:
+        click.confirm(
+            f"Delete every click older than {older_than} (the click log for that time)?", abort=True
+        )
+    with progress_to_total("Pruning") as advance:
+        deleted = prune_clicks(
+            ctx.db, age_ms, global_uniqueness_hours=ctx.settings.uniqueness_hours, on_progress=advance
+        )
     click.echo(f"Deleted {deleted:,} clicks older than {older_than}.")
 
 
@@ -1326,22 +1304,19 @@ def cost_set(
 ) -> None:
     """Replace the costs of the campaign's clicks in a period with AMOUNT spread evenly over them."""
     from models.admin.services import get_campaign
-    from models.reporting.costs import CostError, spread_cost
-    from models.reporting.currency import CurrencyError, check_code, rate_of, report_currency
-    from models.reporting.timerange import TimeRangeError, local_instant, zone
+    from models.reporting.costs import spread_cost
+    from models.reporting.currency import check_code, rate_of, report_currency
+    from models.reporting.timerange import local_instant, zone
 
-    campaign = admin_call(get_campaign, campaign_ref) if ctx.db else None
+    campaign = get_campaign(campaign_ref) if ctx.db else None
     report = report_currency(ctx.db.connection())
-    try:
-        currency = check_code(currency) if currency else campaign.cost_currency
-        tz = zone(timezone)
-        start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
-        with progress_to_total("Spreading") as advance:
-            clicks, per_click = spread_cost(
-                ctx.db, campaign.id, start, end, amount, currency=currency, on_progress=advance
-            )
-    except (CostError, CurrencyError, TimeRangeError) as exc:
-        raise click.ClickException(str(exc)) from None
+    currency = check_code(currency) if currency else campaign.cost_currency
+    tz = zone(timezone)
+    start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
+    with progress_to_total("Spreading") as advance:
+        clicks, per_click = spread_cost(
+            ctx.db, campaign.id, start, end, amount, currency=currency, on_progress=advance
+        )
     converted = (
         ""
         if currency == report
@@ -1361,12 +1336,9 @@ def currency() -> None:
 @pass_context
 def currency_relabel(ctx: Context, code: str) -> None:
     """Say the stored amounts were in CODE all along (an install that never meant USD); no conversion."""
-    from models.reporting.currency import CurrencyError, relabel_report_currency
+    from models.reporting.currency import relabel_report_currency
 
-    try:
-        changed = relabel_report_currency(ctx.db, code)
-    except CurrencyError as exc:
-        raise click.ClickException(str(exc)) from None
+    changed = relabel_report_currency(ctx.db, code)
     click.echo(f"Report currency: {code.upper()}; {changed:,} conversion(s) relabelled or converted.")
     if ctx.settings.report_currency != code.upper():
         click.echo(f"Set LANNER_REPORT_CURRENCY={code.upper()} too, or reports will refuse.", err=True)
@@ -1383,12 +1355,9 @@ def currency_rate() -> None:
 @pass_context
 def currency_rate_set(ctx: Context, code: str, rate: str) -> None:
     """Set CODE's rate from now on (e.g. `EUR 1.08`: 1 EUR = 1.08 in the report currency)."""
-    from models.reporting.currency import CurrencyError, report_currency, set_rates
+    from models.reporting.currency import report_currency, set_rates
 
-    try:
-        (change,) = set_rates(ctx.db, {code: rate})
-    except CurrencyError as exc:
-        raise click.ClickException(str(exc)) from None
+    (change,) = set_rates(ctx.db, {code: rate})
     report = report_currency(ctx.db.connection())
     click.echo(f"1 {change.currency} = {change.rate:g} {report}.")
     if change.converted:
@@ -1417,14 +1386,11 @@ def currency_rate_list(ctx: Context, history: bool, fmt: str) -> None:
 @pass_context
 def currency_rate_refresh(ctx: Context) -> None:
     """Read LANNER_EXCHANGE_RATE_URL now and store the rates that changed (the worker does it hourly)."""
-    from models.reporting.currency import CurrencyError, refresh_rates
+    from models.reporting.currency import refresh_rates
 
     if not ctx.settings.exchange_rate_url:
         raise click.ClickException("LANNER_EXCHANGE_RATE_URL is not set.")
-    try:
-        changes = refresh_rates(ctx.db, ctx.settings.exchange_rate_url)
-    except CurrencyError as exc:
-        raise click.ClickException(str(exc)) from None
+    changes = refresh_rates(ctx.db, ctx.settings.exchange_rate_url)
     converted = sum(change.converted for change in changes)
     click.echo(f"{len(changes)} rate(s) changed; {converted:,} waiting conversion(s) converted.")
 
@@ -1580,16 +1546,13 @@ def backup_command(ctx: Context, path: str | None) -> None:
     import time
     from pathlib import Path
 
-    from models.ops.backup import BackupError, backup_database
+    from models.ops.backup import backup_database
 
     target = (
         Path(path) if path else ctx.settings.data_dir / "backups" / time.strftime("lanner-%Y%m%d-%H%M%S.db")
     )
     started = time.monotonic()
-    try:
-        size = backup_database(ctx.settings.database_path, target)
-    except BackupError as exc:
-        raise click.ClickException(str(exc)) from None
+    size = backup_database(ctx.settings.database_path, target)
     click.echo(f"Backed up to {target} ({size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s).")
 
 
@@ -1601,12 +1564,9 @@ def restore_command(ctx: Context, path: str) -> None:
     """Replace the database with a backup (stop lanner serve and lanner worker first)."""
     from pathlib import Path
 
-    from models.ops.backup import BackupError, restore_database
+    from models.ops.backup import restore_database
 
-    try:
-        moved = restore_database(Path(path), ctx.settings.database_path, ctx.settings.spool_dir)
-    except BackupError as exc:
-        raise click.ClickException(str(exc)) from None
+    moved = restore_database(Path(path), ctx.settings.database_path, ctx.settings.spool_dir)
     click.echo(f"Restored {ctx.settings.database_path} from {path}.")
     if moved:
         click.echo(f"The spool that belonged to the replaced database was moved to {moved}.")
@@ -1650,19 +1610,16 @@ def nginx_site(
     ctx: Context, output: str | None, upstream: str | None, admin_upstream: str | None, **options: Any
 ) -> None:
     """Render the server block that proxies campaign URLs, postbacks and the API to Lanner."""
-    from workers.ops.nginx import NginxConfigError, SiteOptions, render_site
+    from workers.ops.nginx import SiteOptions, render_site
 
     served = ctx.settings.replace(bind=upstream or ctx.settings.bind)
-    try:
-        text = render_site(
-            SiteOptions(
-                upstream=served.bind,
-                admin_upstream=served.admin_address if admin_upstream is None else admin_upstream,
-                **options,
-            )
+    text = render_site(
+        SiteOptions(
+            upstream=served.bind,
+            admin_upstream=served.admin_address if admin_upstream is None else admin_upstream,
+            **options,
         )
-    except NginxConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    )
     _write_or_echo(text, output)
 
 
@@ -1674,12 +1631,9 @@ def nginx_site(
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 def nginx_main(output: str | None, **paths: str) -> None:
     """Render a main nginx.conf sized for a tracker (worker connections, backlog)."""
-    from workers.ops.nginx import NginxConfigError, render_main
+    from workers.ops.nginx import render_main
 
-    try:
-        text = render_main(**paths)
-    except NginxConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    text = render_main(**paths)
     _write_or_echo(text, output)
 
 
@@ -1704,12 +1658,9 @@ def systemd_render(directory: str, **options: Any) -> None:
     """Write lanner-web.service, lanner-worker.service and lanner.env into a directory."""
     from pathlib import Path
 
-    from workers.ops.systemd import UnitConfigError, UnitOptions, write_units
+    from workers.ops.systemd import UnitOptions, write_units
 
-    try:
-        written = write_units(UnitOptions(**options), Path(directory))
-    except UnitConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    written = write_units(UnitOptions(**options), Path(directory))
     for path in written:
         click.echo(path)
 
@@ -1831,9 +1782,9 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
     """Median time of the usual reports on a big database (rollups; raw where they cannot serve)."""
     from pathlib import Path
 
-    from models import open_database
     from models.migrations.deferred import pending_steps, run_deferred
     from models.migrations.runner import migrate
+    from models.store.database import open_database
     from workers.bench.reports import add_conversions, time_reports, timings_json
 
     db = open_database(Path(data_dir).resolve() / "lanner.db", autocheckpoint=True)
@@ -1876,17 +1827,14 @@ def _suite_command(name: str, about: str):
     def command(quick: bool, data_dir: str, workers: int, keep: bool, json_path: str | None) -> None:
         from pathlib import Path
 
-        from workers.bench.harness import BenchError, ConsoleReporter, format_report
+        from workers.bench.harness import ConsoleReporter, format_report
         from workers.bench.suite import SUITE_SCENARIOS, format_verdicts, run_scenario, write_json
 
         result = None
-        try:
-            result = run_scenario(
-                SUITE_SCENARIOS[name], quick=quick, data_dir=Path(data_dir), workers=workers, keep=keep,
-                reporter=ConsoleReporter(),
-            )  # fmt: skip
-        except BenchError as exc:
-            raise click.ClickException(str(exc)) from None
+        result = run_scenario(
+            SUITE_SCENARIOS[name], quick=quick, data_dir=Path(data_dir), workers=workers, keep=keep,
+            reporter=ConsoleReporter(),
+        )  # fmt: skip
         if json_path:
             write_json(Path(json_path), result.to_json())
         click.echo("\n".join(format_report(result.ladder)))
@@ -1905,13 +1853,10 @@ def bench_idle_command(seconds: int, workers: int, data_dir: str, json_path: str
     """CPU and memory of all Lanner processes with no traffic (target: <= 1 % of one core)."""
     from pathlib import Path
 
-    from workers.bench.harness import BenchError, ConsoleReporter
+    from workers.bench.harness import ConsoleReporter
     from workers.bench.suite import ScenarioResult, format_verdicts, judge_idle, measure_idle, write_json
 
-    try:
-        idle = measure_idle(Path(data_dir), seconds=seconds, workers=workers, reporter=ConsoleReporter())
-    except BenchError as exc:
-        raise click.ClickException(str(exc)) from None
+    idle = measure_idle(Path(data_dir), seconds=seconds, workers=workers, reporter=ConsoleReporter())
     result = ScenarioResult("idle", False, idle, judge_idle(idle))
     if json_path:
         write_json(Path(json_path), result.to_json())
@@ -1937,20 +1882,17 @@ def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, wo
     """The whole suite, one scenario after the other, each checked against its targets."""
     from pathlib import Path
 
-    from workers.bench.harness import BenchError, ConsoleReporter
+    from workers.bench.harness import ConsoleReporter
     from workers.bench.suite import SUITE, format_verdicts, run_suite
 
     names = [name.strip() for name in only.split(",")] if only else list(SUITE)
     unknown = [name for name in names if name not in SUITE]
     if unknown:
         raise click.BadParameter(f"unknown scenario(s) {', '.join(unknown)}; pick from {', '.join(SUITE)}.")
-    try:
-        results = run_suite(
-            names, quick=quick, data_dir=Path(data_dir), out_dir=Path(out), workers=workers,
-            reporter=ConsoleReporter(),
-        )  # fmt: skip
-    except BenchError as exc:
-        raise click.ClickException(str(exc)) from None
+    results = run_suite(
+        names, quick=quick, data_dir=Path(data_dir), out_dir=Path(out), workers=workers,
+        reporter=ConsoleReporter(),
+    )  # fmt: skip
     click.echo("\n".join(format_verdicts(results)))
     click.echo(f"JSON per scenario in {out}.")
 
@@ -1971,16 +1913,13 @@ def bench_faults_command(
     from pathlib import Path
 
     from workers.bench.faults import format_rows, run_faults
-    from workers.bench.harness import BenchError, ConsoleReporter, run_work_dir
+    from workers.bench.harness import ConsoleReporter, run_work_dir
     from workers.bench.suite import write_json
 
     names = [name.strip() for name in only.split(",")] if only else []
     reporter = ConsoleReporter()
-    try:
-        with run_work_dir("lanner-faults-", keep, reporter) as work_dir:
-            rows = run_faults(names, work_dir, quick=quick, workers=workers, rate=rate, reporter=reporter)
-    except BenchError as exc:
-        raise click.ClickException(str(exc)) from None
+    with run_work_dir("lanner-faults-", keep, reporter) as work_dir:
+        rows = run_faults(names, work_dir, quick=quick, workers=workers, rate=rate, reporter=reporter)
     if json_path:
         write_json(Path(json_path), {"quick": quick, "faults": [row.to_json() for row in rows]})
     click.echo("\n".join(format_rows(rows)))
@@ -2027,7 +1966,7 @@ def bench_compare_command(
     from pathlib import Path
 
     from workers.bench.compare import format_compare, run_compare
-    from workers.bench.harness import BenchError, ConsoleReporter
+    from workers.bench.harness import ConsoleReporter
 
     try:
         ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
@@ -2035,13 +1974,10 @@ def bench_compare_command(
         raise click.BadParameter(
             f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
         )
-    try:
-        result = run_compare(
-            old, new, scenario=scenario, rates=ladder, step_seconds=step_seconds, rounds=rounds,
-            prefill=prefill, workers=workers, data_dir=Path(data_dir).resolve(), reporter=ConsoleReporter(),
-        )  # fmt: skip
-    except BenchError as exc:
-        raise click.ClickException(str(exc)) from None
+    result = run_compare(
+        old, new, scenario=scenario, rates=ladder, step_seconds=step_seconds, rounds=rounds,
+        prefill=prefill, workers=workers, data_dir=Path(data_dir).resolve(), reporter=ConsoleReporter(),
+    )  # fmt: skip
     if json_path:
         Path(json_path).write_text(json.dumps(result, indent=2) + "\n")
     click.echo("\n".join(format_compare(result)))
@@ -2085,7 +2021,7 @@ def bench_migration_command(
     """Upgrade rehearsal: the newest migration on a large live database, clicks flowing meanwhile."""
     from pathlib import Path
 
-    from workers.bench.harness import BenchError, ConsoleReporter
+    from workers.bench.harness import ConsoleReporter
     from workers.bench.migration import MigrationOptions, MigrationReport, format_rehearsal, run_rehearsal
 
     options = MigrationOptions(
@@ -2095,8 +2031,6 @@ def bench_migration_command(
     report = MigrationReport()
     try:
         run_rehearsal(options, report, ConsoleReporter())
-    except BenchError as exc:
-        raise click.ClickException(str(exc)) from None
     finally:
         if json_path and report.settings:
             Path(json_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
@@ -2160,7 +2094,6 @@ def bench_clicks_command(
     from pathlib import Path
 
     from workers.bench.harness import (
-        BenchError,
         BenchOptions,
         BenchReport,
         ConsoleReporter,
@@ -2193,8 +2126,6 @@ def bench_clicks_command(
     report = BenchReport()
     try:
         run_bench(options, report, ConsoleReporter())
-    except BenchError as exc:
-        raise click.ClickException(str(exc)) from None
     finally:
         if json_path and report.settings:
             write_report_json(report, Path(json_path))

@@ -46,12 +46,14 @@ def _ip_list(value: str) -> tuple[str, ...]:
 
 
 def _aliases(value: str) -> dict[str, int]:
-    """Parse `param=N,param2=M` into {param: N}; N is the sub_id slot 1..30."""
+    """Parse `param=N,param2=M` into {param: N}; N is a sub_id slot, 1..SUB_ID_SLOTS."""
+    from models.choices import SUB_ID_SLOTS
+
     aliases: dict[str, int] = {}
     for pair in _csv(value):
         param, _, slot = pair.partition("=")
-        if not param or not slot.isdigit() or not 1 <= int(slot) <= 30:
-            raise ValueError(f"sub_id alias {pair!r} is not of the form param=N with N in 1..30")
+        if not param or not slot.isdigit() or not 1 <= int(slot) <= SUB_ID_SLOTS:
+            raise ValueError(f"sub_id alias {pair!r} is not of the form param=N with N in 1..{SUB_ID_SLOTS}")
         aliases[param.strip()] = int(slot)
     return aliases
 
@@ -61,6 +63,21 @@ def _seconds(value: str) -> float:
     if not 0 <= seconds < float("inf"):
         raise ValueError("must be a number of seconds, 0 or more")
     return seconds
+
+
+SQLITE_URL = "sqlite:///"
+
+
+def _database_url(value: str) -> str:
+    """`sqlite:///PATH` (playhouse.db_url's form: sqlite:////abs/path for an absolute one), or empty."""
+    value = value.strip()
+    if not value or (value.startswith(SQLITE_URL) and len(value) > len(SQLITE_URL)):
+        return value
+    if value.startswith(("postgres://", "postgresql://")):
+        raise ValueError(
+            "PostgreSQL is for cluster mode, which this version does not have: use sqlite:///PATH"
+        )
+    raise ValueError("it must be sqlite:///PATH (relative) or sqlite:////PATH (absolute)")
 
 
 def _days(value: str) -> int:
@@ -91,6 +108,13 @@ def _spool_full_answer(value: str) -> str:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("data_dir", "./var", str, "Directory holding the database, the Huey queue file and the spool."),
+    Setting(
+        "database_url",
+        "",
+        _database_url,
+        "The database: sqlite:///PATH, relative to the working directory (sqlite:////PATH for an absolute "
+        "one), to keep it on another disk than the spool; empty: sqlite:///DATA_DIR/lanner.db.",
+    ),
     Setting("bind", "127.0.0.1:8080", str, "Where `lanner serve` listens: HOST:PORT or unix:/PATH."),
     Setting("workers", "2", int, "Number of bjoern worker processes (one per core is fastest)."),
     Setting(
@@ -234,6 +258,7 @@ SETTINGS: tuple[Setting, ...] = (
 @dataclasses.dataclass(frozen=True)
 class Settings:
     data_dir: Path
+    database_url: str
     bind: str
     workers: int
     admin_bind: str
@@ -265,7 +290,7 @@ class Settings:
 
     @property
     def database_path(self) -> Path:
-        return self.data_dir / "lanner.db"
+        return Path(self.database_url[len(SQLITE_URL) :])
 
     @property
     def queue_path(self) -> Path:
@@ -312,6 +337,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         except ValueError as exc:
             raise ValueError(f"{setting.env}={raw!r} is invalid: {exc}") from None
     values["data_dir"] = Path(values["data_dir"]).resolve()
+    # Resolved once, like the data dir: a process that changes directory keeps the same file.
+    path = Path(values["database_url"][len(SQLITE_URL) :]) if values["database_url"] else None
+    values["database_url"] = SQLITE_URL + str(path.resolve() if path else values["data_dir"] / "lanner.db")
     if values["spool_full_answer"] == "fallback" and not values["fallback_url"]:
         raise ValueError("LANNER_SPOOL_FULL_ANSWER=fallback needs LANNER_FALLBACK_URL to send visitors to.")
     return Settings(**values)

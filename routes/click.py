@@ -10,11 +10,11 @@ from urllib.parse import quote, urlsplit
 import falcon
 from falcon.uri import parse_query_string
 
+from models.choices import SUB_ID_SLOTS
 from models.clicks.record import MAX_COST
 from models.clicks.refusals import SpoolUnwritable
 from models.clicks.tracker import ClickTracker, Decision, Visit
 from models.lookups.iplist import IpList
-from models.tables.click import SUB_ID_SLOTS
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
 MAX_USER_AGENT = 1000

@@ -41,10 +41,10 @@ BASES = (
 def build(data_dir: Path):
     os.environ["LANNER_DATA_DIR"] = str(data_dir)
     from app import create_tracker
-    from models import db, open_database
     from models.admin.services import add_stream, create_campaign, create_offer, update_stream
     from models.lookups.geo import build_country_database
     from models.migrations.runner import migrate
+    from models.store.database import db, open_database
     from settings import load_settings
 
     settings = load_settings()

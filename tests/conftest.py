@@ -48,9 +48,9 @@ def settings(env):
 @pytest.fixture
 def db(settings):
     """A migrated real database file, opened in this process."""
-    from models import db as database
-    from models import open_database
     from models.migrations.runner import migrate
+    from models.store.database import db as database
+    from models.store.database import open_database
 
     open_database(settings.database_path, autocheckpoint=True)
     migrate(database)

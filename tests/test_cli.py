@@ -29,7 +29,7 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
 def test_commands_refuse_an_unmigrated_database(env):
     result = run_lanner(env, "campaign", "list", check=False)
     assert result.returncode != 0
-    assert "not migrated: run `lanner db migrate`" in result.stderr
+    assert "needs migrating: run `lanner db migrate`." in result.stderr
 
 
 def test_serve_refuses_an_unmigrated_database_in_one_sentence(env):
@@ -317,3 +317,36 @@ def test_an_admin_socket_path_too_long_for_a_unix_socket_is_one_sentence(env, tm
     assert (
         "at most 107 bytes" in result.stderr and "set LANNER_ADMIN_BIND to another address" in result.stderr
     )
+
+
+def test_the_database_can_live_outside_the_data_dir(env, tmp_path, settings):
+    import sqlite3
+
+    from conftest import LANNER, bound_port, click, start_process, wait_healthy
+
+    elsewhere = tmp_path / "fast-disk" / "tracker.db"
+    moved = {**env, "LANNER_DATABASE_URL": f"sqlite:///{elsewhere}"}
+    run_lanner(moved, "db", "migrate")
+    run_lanner(
+        moved, "campaign", "create", "Away", "--alias", "away", "--offer-url", "https://o.example/?c={subid}"
+    )
+    live = start_process([*LANNER, "serve", "--bind", "127.0.0.1:0"], moved, tmp_path / "serve.log")
+    try:
+        live.port = bound_port(live)
+        wait_healthy(live)
+        assert click(live.port, "away")[0] == 302
+    finally:
+        assert live.stop() == 0, live.log
+    assert "Inserted 1," in run_lanner(moved, "spool", "flush").stdout
+    with sqlite3.connect(elsewhere) as connection:
+        assert connection.execute("SELECT COUNT(*) FROM click").fetchone() == (1,)
+    assert not settings.database_path.exists()  # Nothing in DATA_DIR/lanner.db.
+    assert settings.spool_dir.exists()  # The spool stays in the data dir.
+
+
+def test_a_database_url_lanner_cannot_open_is_refused_in_one_sentence(env):
+    result = run_lanner(
+        {**env, "LANNER_DATABASE_URL": "postgresql://tracker@db/lanner"}, "status", check=False
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "LANNER_DATABASE_URL='postgresql://tracker@db/lanner' is invalid" in result.stderr

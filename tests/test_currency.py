@@ -324,10 +324,10 @@ def test_migrate_adopts_the_report_currency_of_an_empty_database(env):
 
 
 def test_0006_takes_conversions_summed_unconverted_out_of_revenue_until_their_rate_is_set(settings):
-    from models import db as database
-    from models import open_database
     from models.migrations.runner import migrate
     from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
+    from models.store.database import db as database
+    from models.store.database import open_database
     from workers.bench.generate import generate_clicks
 
     open_database(settings.database_path, autocheckpoint=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib
 from datetime import datetime, timezone
 
-from models import db as database
-from models import open_database
 from models.migrations.runner import SQL_CREATE_HISTORY, SQL_RECORD, migrate, migration_status
+from models.store.database import db as database
+from models.store.database import open_database
 
 DAY_MS = 86_400_000
 

@@ -244,9 +244,9 @@ def test_lanner_prune_prunes_the_postback_log(lanner, env, db):
 
 
 def test_0006_masks_the_key_stored_in_the_postback_log(settings):
-    from models import db as database
-    from models import open_database
     from models.migrations.runner import migrate
+    from models.store.database import db as database
+    from models.store.database import open_database
 
     open_database(settings.database_path, autocheckpoint=True)
     try:

@@ -53,8 +53,8 @@ def rows_of(report) -> list[dict]:
 def tracked(tmp_path_factory):
     """A database with random clicks over 20 days, conversions in every status and in four currencies
     (EUR with a rate, GBP whose rate comes half-way, JPY with none), costs in two, and a re-map."""
-    from models import db, open_database
     from models.migrations.runner import migrate
+    from models.store.database import db, open_database
 
     path = tmp_path_factory.mktemp("reports") / "lanner.db"
     open_database(path, autocheckpoint=True)

@@ -269,7 +269,7 @@ def test_flush_is_idempotent_when_killed_between_batches(
     script = (
         "import os, signal\n"
         "from settings import load_settings\n"
-        "from models import db, open_database\n"
+        "from models.store.database import db, open_database\n"
         "from models.clicks.spool import flush_spool\n"
         "s = load_settings()\n"
         "open_database(s.database_path)\n"

@@ -15,25 +15,25 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from peewee import Database, IntegrityError
 
-from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
-from models.routing.filters import FilterError, describe_filter, parse_filter
-from models.routing.macros import MacroError, saved_url
-from models.store.sqlite.meta import MetaStore
-from models.tables.campaign import (
+from models.choices import (
     CAMPAIGN_STATUSES,
     COST_MODELS,
     DEFAULT_ACTIONS,
     OFFER_ROTATIONS,
+    OFFER_STATUSES,
     REDIRECT_TYPES,
     ROTATIONS,
     STREAM_ACTIONS,
     STREAM_STATUSES,
     STREAM_TYPES,
-    Campaign,
-    Stream,
-    StreamOffer,
 )
-from models.tables.offer import OFFER_STATUSES, Offer
+from models.errors import LannerError
+from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
+from models.routing.filters import FilterError, describe_filter, parse_filter
+from models.routing.macros import MacroError, saved_url
+from models.store.sqlite.meta import MetaStore
+from models.tables.campaign import Campaign, Stream, StreamOffer
+from models.tables.offer import Offer
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 RESERVED_ALIASES = frozenset({"healthz", "postback", "api", "px", "admin", "static"})
@@ -41,7 +41,7 @@ MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every wo
 MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
 
 
-class AdminError(ValueError):
+class AdminError(LannerError, ValueError):
     """A change that cannot be made; the message is one sentence for the user."""
 
 

@@ -20,6 +20,7 @@ from typing import Callable
 
 from peewee import Database
 
+from models.choices import SUB_ID_SLOTS
 from models.clicks.backlog import backlog_age
 from models.clicks.record import (
     CAMPAIGN_ID,
@@ -55,7 +56,7 @@ from models.routing.config import (
 from models.routing.filters import FilterSubject, parse_accept_language
 from models.store.sqlite import hotpath
 from models.store.sqlite.meta import MetaStore
-from models.tables.click import SUB_ID_COLUMNS, SUB_ID_SLOTS
+from models.tables.click import SUB_ID_COLUMNS
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ from typing import Any
 from peewee import Database
 
 from models.admin.services import AdminError, get_campaign
-from models.conversions.outbound import METHODS, OutboundError, compile_target_url, http_send, render_delivery
+from models.choices import POSTBACK_METHODS
+from models.conversions.outbound import OutboundError, compile_target_url, http_send, render_delivery
 from models.conversions.postbacks import ALLOWED_CHANGES, STATUSES, StatusChange, change_status
 from models.reporting.currency import campaign_cost, report_currency
 from models.tables.conversion import Conversion, PostbackTarget, StatusMap
@@ -95,7 +96,7 @@ def add_target(
     """An outbound postback for a campaign's conversions in these statuses."""
     campaign = get_campaign(campaign_ref)
     method = method.upper()
-    if method not in METHODS:
+    if method not in POSTBACK_METHODS:
         raise AdminError(f"Method must be GET or POST, not {method!r}.")
     try:
         compile_target_url(url)
@@ -143,7 +144,7 @@ def test_target(
         template = compile_target_url(url)
     except OutboundError as exc:
         raise AdminError(str(exc)) from None
-    if method.upper() not in METHODS:
+    if method.upper() not in POSTBACK_METHODS:
         raise AdminError(f"Method must be GET or POST, not {method!r}.")
     rendered = render_delivery(template, _status(status), (0, "test", payout, "USD"), SAMPLE_CLICK, "test")
     code, error = http_send(rendered, method.upper())

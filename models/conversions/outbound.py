@@ -26,11 +26,11 @@ from peewee import Database
 
 from models.clicks.record import CLICK_COLUMNS
 from models.conversions.postbacks import LEAD, REBILL, SALE
+from models.errors import LannerError
 from models.routing.macros import MACRO_NAMES, UrlTemplate, compile_url
 from models.store.sqlite.rows import fetch_one
 
 CONVERSION_MACROS = frozenset({"status", "payout", "revenue", "currency", "tid", "conversion_id"})
-METHODS = ("GET", "POST")
 MAX_ATTEMPTS = 10
 MAX_BACKOFF_SECONDS = 6 * 3600
 REQUEST_TIMEOUT = 10.0
@@ -68,7 +68,7 @@ WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT 
 """
 
 
-class OutboundError(ValueError):
+class OutboundError(LannerError, ValueError):
     """A postback target that cannot be used; the message is one sentence for the user."""
 
 

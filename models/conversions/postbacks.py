@@ -36,7 +36,9 @@ from typing import Mapping
 
 from peewee import Database
 
+from models.choices import POSTBACK_VERDICTS
 from models.clicks.record import SUBID_PATTERN
+from models.errors import LannerError
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
 from models.store.sqlite.meta import MetaStore
@@ -82,16 +84,8 @@ BUILTIN_ALIASES: dict[str, str] = {
 }
 
 # Verdicts, as logged and answered.
-CREATED, UPDATED, DUPLICATE, REFUSED, PARKED, EXPIRED = (
-    "created",
-    "updated",
-    "duplicate",
-    "refused",
-    "parked",
-    "expired",
-)
-INVALID, FORBIDDEN, FAILED = "invalid", "forbidden", "failed"
-VERDICTS = (CREATED, UPDATED, DUPLICATE, REFUSED, PARKED, EXPIRED, INVALID, FORBIDDEN, FAILED)
+VERDICTS = POSTBACK_VERDICTS
+CREATED, UPDATED, DUPLICATE, REFUSED, PARKED, EXPIRED, INVALID, FORBIDDEN, FAILED = VERDICTS
 
 SUBID_PARAMS = ("subid", "clickid", "click_id")
 TID_PARAMS = ("tid", "transaction_id", "txid")
@@ -143,7 +137,7 @@ WHERE verdict = 'parked' AND expires_at <= ?
 """
 
 
-class PostbackError(ValueError):
+class PostbackError(LannerError, ValueError):
     """A postback that cannot be processed; the message is one sentence for the network's log."""
 
 

@@ -28,6 +28,8 @@ from typing import Any
 import maxminddb
 from maxminddb import InvalidDatabaseError
 
+from models.errors import LannerError
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -49,7 +51,7 @@ _IPV4_SPACE = 1 << 32
 _PROGRESS_STEPS = 200
 
 
-class GeoDatabaseError(ValueError):
+class GeoDatabaseError(LannerError, ValueError):
     """A geo database file that cannot be used; the message is one sentence naming the file."""
 
 

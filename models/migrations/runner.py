@@ -11,6 +11,7 @@ from typing import Callable
 from peewee import Database
 
 import models.migrations as migrations_package
+from models.errors import LannerError
 
 SQL_CREATE_HISTORY = (
     "CREATE TABLE IF NOT EXISTS migration_history "
@@ -70,6 +71,17 @@ def migrate(
         if on_applied:
             on_applied(name)
     return done
+
+
+class SchemaOutdated(LannerError, RuntimeError):
+    """The database is older than this code; `lanner db migrate` fixes it."""
+
+
+def require_current_schema(db: Database, path: object) -> None:
+    """Refuse a database older than the code, with the fix in the message: the one schema check of
+    every process (web and admin workers, `lanner worker`, `lanner serve`, the CLI's commands)."""
+    if not schema_is_current(db):
+        raise SchemaOutdated(f"The database {path} needs migrating: run `lanner db migrate`.")
 
 
 def schema_is_current(db: Database) -> bool:

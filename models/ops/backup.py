@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 from models.clicks.spool import SQL_SET_SPOOL_POSITION
+from models.errors import LannerError
 
 
-class BackupError(RuntimeError):
+class BackupError(LannerError, RuntimeError):
     """A backup or restore that cannot be done; the message is one sentence for the user."""
 
 

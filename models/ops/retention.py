@@ -23,6 +23,7 @@ from typing import Callable
 from peewee import Database
 
 from models.conversions.refusals import utc_day
+from models.errors import LannerError
 from models.migrations.deferred import rollups_ready
 from models.store.sqlite.meta import MetaStore
 from models.store.sqlite.rows import fetch_one
@@ -57,7 +58,7 @@ def pruned_before(conn) -> int | None:
     return MetaStore(conn).pruned_before()
 
 
-class RetentionError(ValueError):
+class RetentionError(LannerError, ValueError):
     """A prune that cannot be done; the message is one sentence for the user."""
 
 

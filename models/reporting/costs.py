@@ -24,6 +24,7 @@ from typing import Callable
 from peewee import Database
 
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
+from models.errors import LannerError
 from models.reporting.currency import rate_of, report_currency
 from models.reporting.rollups import DAY_MS, DIMENSIONS, HOUR_MS, TABLES, RollupDelta
 from models.store.sqlite.rows import fetch_one
@@ -50,7 +51,7 @@ _COST = CLICK_COLUMNS.index("cost")
 _UNIQUE_CAMPAIGN = CLICK_COLUMNS.index("is_unique_campaign")
 
 
-class CostError(ValueError):
+class CostError(LannerError, ValueError):
     """A cost that cannot be applied; the message is one sentence for the user."""
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from peewee import Database
 
+from models.errors import LannerError
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
 from models.store.sqlite.meta import MetaStore
 from models.store.sqlite.rows import fetch_one
@@ -63,7 +64,7 @@ SELECT EXISTS (SELECT 1 FROM click) OR EXISTS (SELECT 1 FROM conversion)
 """
 
 
-class CurrencyError(ValueError):
+class CurrencyError(LannerError, ValueError):
     """A currency or rate that cannot be used; the message is one sentence for the user."""
 
 

@@ -34,6 +34,8 @@ from zoneinfo import ZoneInfo
 
 from peewee import Database
 
+from models.choices import REPORT_PRESETS
+from models.errors import LannerError
 from models.migrations.deferred import rollups_ready
 from models.ops.retention import pruned_before
 from models.reporting.currency import CurrencyError, check_report_currency
@@ -72,7 +74,6 @@ DIMENSION_COLUMNS: dict[str, str] = {
 ROLLUP_GROUPS_ORDER = tuple(name for name, column in DIMENSION_COLUMNS.items() if column in DIMENSIONS)
 ROLLUP_GROUPS = frozenset(ROLLUP_GROUPS_ORDER)
 GROUPS = (*TIME_GROUPS, *DIMENSION_COLUMNS)
-PRESETS = ("today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "all_time")
 REPORT_METRICS = (
     "clicks", "unique_clicks", "unique_global", "unique_stream", "bots", "conversions", "leads", "sales",
     "rejected", "trash", "rebills", "cr", "revenue", "revenue_pending", "cost", "profit", "roi", "epc",
@@ -96,7 +97,7 @@ _CONVERSION_SUMS = (
 )
 
 
-class ReportError(ValueError):
+class ReportError(LannerError, ValueError):
     """A report that cannot be made; the message is one sentence for the user."""
 
 
@@ -156,7 +157,7 @@ def preset_range(preset: str, tz: ZoneInfo, now: float) -> tuple[int | None, int
         return midnight((first - timedelta(days=1)).replace(day=1)), midnight(first)
     if preset == "all_time":
         return None, None
-    raise ReportError(f"Unknown date preset {preset!r}; use one of {', '.join(PRESETS)}.")
+    raise ReportError(f"Unknown date preset {preset!r}; use one of {', '.join(REPORT_PRESETS)}.")
 
 
 def _range(query: ReportQuery, tz: ZoneInfo, now: float) -> tuple[int | None, int | None]:
@@ -642,7 +643,6 @@ def parse_filters(expressions: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 
 __all__ = [
     "GROUPS",
-    "PRESETS",
     "PrunedRangeError",
     "Report",
     "ReportError",

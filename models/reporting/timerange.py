@@ -18,6 +18,8 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from models.errors import LannerError
+
 MAX_LOG_ROWS = 100_000
 # Clicks are stored in Unix ms: a date before 1970 asks nothing a report can answer, and the day
 # after 9999-12-31 (a bare end date's midnight) overflows Python's dates.
@@ -25,7 +27,7 @@ MIN_DATE = date(1970, 1, 1)
 MAX_DATE = date(9999, 12, 30)  # Its end (the midnight after it) is the last a date can say.
 
 
-class TimeRangeError(ValueError):
+class TimeRangeError(LannerError, ValueError):
     """A date, time or timezone that cannot be used; the message is one sentence for the user."""
 
 

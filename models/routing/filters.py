@@ -78,7 +78,8 @@ from operator import attrgetter
 from socket import AF_INET, AF_INET6, inet_pton
 from typing import Any
 
-from models.tables.click import SUB_ID_SLOTS
+from models.choices import SUB_ID_SLOTS
+from models.errors import LannerError
 
 __all__ = [
     "DEVICE_TYPES",
@@ -94,7 +95,7 @@ __all__ = [
 ]
 
 
-class FilterError(ValueError):
+class FilterError(LannerError, ValueError):
     """A filter expression or spec that cannot be used; the message is one sentence fit to show the user."""
 
 

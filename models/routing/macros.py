@@ -27,10 +27,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from models.errors import LannerError
+
 __all__ = ["MACRO_NAMES", "MacroError", "UrlTemplate", "compile_url", "saved_url"]
 
 
-class MacroError(ValueError):
+class MacroError(LannerError, ValueError):
     """An offer URL template that cannot be used; the message is one sentence fit to show the user."""
 
 

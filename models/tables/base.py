@@ -1,8 +1,8 @@
-"""The Peewee base model bound to the module-level `db`."""
+"""The Peewee base model, bound to the process's database proxy (models/store/database.py)."""
 
 from peewee import Model
 
-from models.store.sqlite.database import db
+from models.store.database import db
 
 
 class BaseModel(Model):

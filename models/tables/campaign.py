@@ -13,18 +13,6 @@ from peewee import AutoField, BigIntegerField, FloatField, ForeignKeyField, Inte
 from models.tables.base import BaseModel
 from models.tables.offer import Offer
 
-CAMPAIGN_STATUSES = ("active", "paused", "archived")
-ROTATIONS = ("position", "weight")
-STREAM_TYPES = ("intercepting", "regular", "fallback")
-STREAM_ACTIONS = ("offers", "redirect", "html", "not_found", "campaign")
-OFFER_ROTATIONS = ("weight", "unvisited")
-REDIRECT_TYPES = ("http", "meta", "js")  # A 302, or a 200 page with a meta refresh / a script.
-DEFAULT_ACTIONS = ("not_found", "redirect", "blank")  # When no stream matches.
-STREAM_STATUSES = ("active", "disabled", "deleted")
-# What the traffic source charges: per click, per unique click, per thousand clicks, per lead or
-# sale, or a share of revenue. A click URL's `cost=` parameter overrides the per-click models.
-COST_MODELS = ("cpc", "cpuc", "cpm", "cpa", "cps", "revshare")
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from peewee import AutoField, BigIntegerField, FloatField, IntegerField, TextField
 
+from models.choices import SUB_ID_SLOTS
 from models.tables.base import BaseModel
-
-SUB_ID_SLOTS = 30
 
 
 class Click(BaseModel):

@@ -8,8 +8,6 @@ from peewee import AutoField, BigIntegerField, FloatField, IntegerField, TextFie
 
 from models.tables.base import BaseModel
 
-OFFER_STATUSES = ("active", "paused", "archived")
-
 
 class Offer(BaseModel):
     id = AutoField()

@@ -44,6 +44,7 @@ from typing import Self
 
 import click
 
+from models.errors import LannerError
 from workers.runtime.procfs import process_name, process_start_time, process_tree, pss_kb, rss_kb, stat_fields
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ SQL_FIND_SUBIDS = "SELECT subid FROM click WHERE subid IN ({})"
 PR_SET_PDEATHSIG = 1
 
 
-class BenchError(RuntimeError):
+class BenchError(LannerError, RuntimeError):
     """The bench cannot go on; the message says why (and where the logs are)."""
 
 
@@ -686,7 +687,9 @@ def wait_http(process: ManagedProcess, port: int, path: str, expect: int, deadli
 
 def lanner_env(data_dir: Path) -> dict[str, str]:
     """The environment of every Lanner process of the bench: the user's LANNER_* tuning, our data dir."""
-    env = {key: value for key, value in os.environ.items() if key not in ("LANNER_BIND", "LANNER_WORKERS")}
+    # The database goes with the data dir: a LANNER_DATABASE_URL of the user's would point every run at it.
+    dropped = ("LANNER_BIND", "LANNER_WORKERS", "LANNER_DATABASE_URL")
+    env = {key: value for key, value in os.environ.items() if key not in dropped}
     env.update(FORCED_ENV)
     env["LANNER_DATA_DIR"] = str(data_dir)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))

@@ -101,10 +101,10 @@ def rehearsed_migration() -> tuple[str, str]:
 
 def build_pre_upgrade_database(path: Path, options: MigrationOptions, reporter: Reporter) -> None:
     """The database as the previous release leaves it, with older and last-24-hour traffic."""
-    from models import db, open_database
     from models.admin.services import create_campaign
     from models.migrations.deferred import run_deferred
     from models.migrations.runner import migrate
+    from models.store.database import db, open_database
     from workers.bench.generate import generate_clicks
 
     _, previous = rehearsed_migration()
@@ -263,8 +263,8 @@ def wait_for_steps(path: Path, names: list[str], stack: LannerStack, reporter: R
 
 def run_rehearsal(options: MigrationOptions, report: MigrationReport, reporter: Reporter) -> MigrationReport:
     """Build (once) and copy the pre-upgrade database, upgrade it under load, fill `report`."""
-    from models import db, open_database
     from models.migrations.runner import migrate
+    from models.store.database import db, open_database
 
     if options.recent > options.clicks or options.clicks <= 0 or options.rate <= 0 or options.seconds <= 0:
         raise BenchError("--clicks, --rate and --seconds must be positive and --recent at most --clicks.")

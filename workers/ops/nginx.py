@@ -10,6 +10,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from models.errors import LannerError
 from workers.ops.templates import render_template
 from workers.runtime.server import parse_bind
 
@@ -20,7 +21,7 @@ _HEADER = re.compile(r"^[A-Za-z0-9-]+$")
 _LISTEN = re.compile(r"^(\[[0-9a-fA-F:]+\]:|[0-9.]+:)?[0-9]{1,5}$")
 
 
-class NginxConfigError(ValueError):
+class NginxConfigError(LannerError, ValueError):
     """A value that cannot go into an nginx config; the message says which and why."""
 
 

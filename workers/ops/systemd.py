@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.errors import LannerError
 from workers.ops.templates import render_template
 from workers.runtime.server import parse_bind
 
@@ -14,7 +15,7 @@ ENV_FILE = "lanner.env"
 _NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
-class UnitConfigError(ValueError):
+class UnitConfigError(LannerError, ValueError):
     """A value that cannot go into a unit file; the message says which and why."""
 
 

@@ -26,7 +26,6 @@ from typing import TypeVar
 from huey import SqliteHuey, crontab
 from peewee import OperationalError
 
-from models import db, open_database
 from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
 from models.clicks.throttledlog import ThrottledLog
@@ -34,6 +33,7 @@ from models.conversions.outbound import due_deliveries, send_delivery
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
+from models.store.database import db, open_database
 from settings import Settings
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
 from workers.runtime.procfs import set_process_name

@@ -1,4 +1,4 @@
-"""The one module-level database handle, initialised per process after fork."""
+"""SQLite connections: the pragmas every process uses, and the functions registered on them."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ from pathlib import Path
 from typing import Iterator
 
 from peewee import SqliteDatabase
-
-# Initialised later by open_database(); every process (web worker, Huey consumer, CLI) opens its own.
-db = SqliteDatabase(None)
 
 PRAGMAS = {
     "journal_mode": "wal",
@@ -29,8 +26,8 @@ PRAGMAS = {
 }
 
 
-def open_database(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabase:
-    """Point `db` at `path` and connect. `autocheckpoint` is for CLI bulk work only."""
+def connect_sqlite(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabase:
+    """A connected SQLite database at `path` (models/store/database.py binds `db` to it)."""
     from models.clicks.record import (
         visitor_key,  # models.clicks.record imports the models, which import `db`.
     )
@@ -39,13 +36,11 @@ def open_database(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabase
     pragmas = dict(PRAGMAS)
     if autocheckpoint:
         pragmas["wal_autocheckpoint"] = 1000
-    if not db.is_closed():
-        db.close()
-    db.init(str(path), pragmas=pragmas, check_same_thread=False)
+    database = SqliteDatabase(str(path), pragmas=pragmas, check_same_thread=False)
     # The flusher's INSERT and the backfill of migration 0005 compute the key in SQL.
-    db.register_function(visitor_key, "lanner_visitor_key", 2, deterministic=True)
-    db.connect()
-    return db
+    database.register_function(visitor_key, "lanner_visitor_key", 2, deterministic=True)
+    database.connect()
+    return database
 
 
 @contextlib.contextmanager

@@ -1,0 +1,28 @@
+"""The closed vocabularies of the domain, in one module with no imports.
+
+The CLI's options (click.Choice), the services' checks and the tables name these; the CLI imports
+this module when it starts, so it must stay free of imports (no Peewee in `lanner serve`'s master).
+"""
+
+from __future__ import annotations
+
+CAMPAIGN_STATUSES = ("active", "paused", "archived")
+OFFER_STATUSES = ("active", "paused", "archived")
+ROTATIONS = ("position", "weight")
+STREAM_TYPES = ("intercepting", "regular", "fallback")
+STREAM_ACTIONS = ("offers", "redirect", "html", "not_found", "campaign")
+STREAM_STATUSES = ("active", "disabled", "deleted")
+OFFER_ROTATIONS = ("weight", "unvisited")
+REDIRECT_TYPES = ("http", "meta", "js")  # A 302, or a 200 page with a meta refresh / a script.
+DEFAULT_ACTIONS = ("not_found", "redirect", "blank")  # When no stream matches.
+FILTER_MODES = ("and", "or")
+# What the traffic source charges: per click, per unique click, per thousand clicks, per lead or
+# sale, or a share of revenue. A click URL's `cost=` parameter overrides the per-click models.
+COST_MODELS = ("cpc", "cpuc", "cpm", "cpa", "cps", "revshare")
+SUB_ID_SLOTS = 30  # sub_id_1 .. sub_id_30 on every click.
+POSTBACK_METHODS = ("GET", "POST")  # How an outbound postback is sent.
+# What a received postback became, as logged and answered.
+POSTBACK_VERDICTS = (
+    "created", "updated", "duplicate", "refused", "parked", "expired", "invalid", "forbidden", "failed",
+)  # fmt: skip
+REPORT_PRESETS = ("today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "all_time")
