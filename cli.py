@@ -1785,20 +1785,20 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
     from models.migrations.deferred import pending_steps, run_deferred
     from models.migrations.runner import migrate
     from models.store.database import open_database
-    from workers.bench.reports import add_conversions, time_reports, timings_json
+    from workers.bench.reports import add_conversions, row_count, time_reports, timings_json
 
     db = open_database(Path(data_dir).resolve() / "lanner.db", autocheckpoint=True)
     migrate(db)
     for step in pending_steps(db):
         with click.progressbar(length=max(step.total_units, 1), label=step.name, file=sys.stderr) as bar:
             run_deferred(db, on_progress=lambda s: bar.update(s.done_units - bar.pos), pause=0)
-    clicks = db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0]
+    clicks = row_count(db, "click")
     with click.progressbar(
         length=max(int(clicks * conversions), 1), label="Conversions", file=sys.stderr
     ) as bar:
         add_conversions(db, conversions, on_progress=bar.update)
     click.echo(
-        f"{clicks:,} clicks, {db.execute_sql('SELECT COUNT(*) FROM conversion').fetchone()[0]:,} conversions"
+        f"{clicks:,} clicks, {row_count(db, 'conversion'):,} conversions"
     )
     columns = ["name", "median_ms", "max_ms", "rows", "clicks", "sources"]
     timings = time_reports(

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import falcon
 
 from models.clicks.tracker import ClickTracker
+from models.store.sqlite.maintenance import MaintenanceStore
 
 
 class DatabaseHealthResource:
@@ -22,7 +23,7 @@ class DatabaseHealthResource:
         self.db = db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.db.execute_sql("SELECT 1").fetchall()
+        MaintenanceStore(self.db.connection()).ping()
         resp.cache_control = ("no-store",)
         resp.media = {"status": "ok", "role": "admin"}
 
@@ -34,8 +35,7 @@ class HealthResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         is_strict = req.get_param_as_bool("strict", default=False)
-        cursor = self.tracker.conn.execute("SELECT 1")
-        cursor.fetchall()
+        MaintenanceStore(self.tracker.conn).ping()
         consumer = self.consumer_status()
         is_degraded = bool(consumer["problems"])
         resp.cache_control = ("no-store",)

@@ -14,13 +14,11 @@ import base64
 import json
 import logging
 import re
-import sqlite3
 import time
 from typing import Callable
 from urllib.parse import unquote_to_bytes
 
 import falcon
-import peewee
 from falcon.uri import decode, parse_query_string
 
 from models.clicks.refusals import SpoolUnwritable
@@ -37,6 +35,7 @@ from models.conversions.postbacks import (
     read_secret,
 )
 from models.conversions.refusals import RefusalCounter
+from models.store.database import STORE_ERRORS
 from routes.click import SPOOL_FULL_RETRY_AFTER, ClientAddress, VisitParser, is_prefetch
 
 logger = logging.getLogger(__name__)
@@ -183,7 +182,7 @@ class PostbackDesk:
             received.request += "?" + mask_key(query)
         try:
             return self._handle(req, received, params, query, path_key, fallback_subid)
-        except (peewee.OperationalError, sqlite3.OperationalError) as exc:
+        except STORE_ERRORS as exc:
             logger.warning("postback not recorded, database busy: %s", exc)
             return _refusal(falcon.HTTP_503, FAILED, "The tracker is busy; retry later.")
 

@@ -105,8 +105,8 @@ class SpoolLanding:
     def checkpoint(self, *, truncate: bool) -> bool:
         """Checkpoint the WAL; once it is all in the database file (fsynced), delete the landed
         segments. Returns whether they could be deleted."""
-        store = MaintenanceStore(self.db.connection(), PRAGMAS["busy_timeout"])
-        if not store.checkpoint(truncate=truncate):
+        store = MaintenanceStore(self.db.connection())
+        if not store.checkpoint(truncate=truncate, busy_timeout_ms=PRAGMAS["busy_timeout"]):
             return False
         remove_flushed_segments(self.db, self.spool_dir)
         return True

@@ -52,7 +52,6 @@ from peewee import Database
 
 from models.clicks.record import (
     BROWSER,
-    CLICK_COLUMNS,
     COLUMN_COUNT,
     CREATED_AT,
     DEVICE_TYPE,
@@ -62,7 +61,6 @@ from models.clicks.record import (
     OFFER_ID,
     OS,
     STREAM_ID,
-    UA_HASH,
     USER_AGENT,
     decode_line,
 )
@@ -71,6 +69,7 @@ from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_typ
 from models.reporting.costs import ClickCosts
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
+from models.store.sqlite.clicks import ClickStore
 
 logger = logging.getLogger(__name__)
 
@@ -82,23 +81,6 @@ KEPT_SEALED_SEGMENTS = 2
 # the flusher itself never had open, before it reports the segment lost: longer than the workers'
 # look at theirs (ClickTracker.refresh, once a second while clicks arrive).
 LOST_SEGMENT_GRACE = 3.0
-
-SQL_SPOOL_POSITION = "SELECT segment, byte_offset FROM spool_position WHERE id = 1"
-SQL_SPOOL_UPDATED_AT = "SELECT updated_at FROM spool_position WHERE id = 1"
-SQL_SET_SPOOL_POSITION = "UPDATE spool_position SET segment = ?, byte_offset = ?, updated_at = ? WHERE id = 1"
-# The visitor key (migration 0005) is computed by SQLite from the record's ip and ua_hash.
-SQL_INSERT_CLICK = (
-    "INSERT OR IGNORE INTO click ({}, visitor_key) VALUES ({}, lanner_visitor_key(?{}, ?{}))".format(
-        ", ".join(CLICK_COLUMNS),
-        ", ".join(f"?{n}" for n in range(1, len(CLICK_COLUMNS) + 1)),
-        IP + 1,
-        UA_HASH + 1,
-    )
-)
-# The same before migration 0005 (`lanner bench migration` builds such a database).
-SQL_INSERT_CLICK_0004 = "INSERT OR IGNORE INTO click ({}) VALUES ({})".format(
-    ", ".join(CLICK_COLUMNS), ", ".join("?" * len(CLICK_COLUMNS))
-)
 
 
 def segment_path(spool_dir: Path, segment: int) -> Path:
@@ -119,11 +101,7 @@ MISSING_FILE = "missing.log"
 
 
 def read_position(db: Database) -> tuple[int, int]:
-    cursor = db.execute_sql(SQL_SPOOL_POSITION)
-    try:
-        return tuple(cursor.fetchone())
-    finally:
-        cursor.close()
+    return ClickStore(db.connection()).position()
 
 
 class Journal:
@@ -669,7 +647,8 @@ def _flush_spool(
             if read_position(db) != (segment, offset):
                 continue  # Another flusher moved on; start again from its position.
             connection = db.connection()
-            landed = _insert_clicks(connection, rows)
+            store = ClickStore(connection)
+            landed = store.insert(rows)
             inserted = len(landed)
             add_to_counters(
                 connection,
@@ -678,7 +657,7 @@ def _flush_spool(
             rollups.add_clicks(landed)
             rollups.apply(connection)
             new_offset = offset + sum(len(line) for line in lines)
-            db.execute_sql(SQL_SET_SPOOL_POSITION, (segment, new_offset, int(time.time() * 1000)))
+            store.set_position(segment, new_offset, int(time.time() * 1000))
         if rejected:
             _keep_rejected(spool_dir, rejected, segment, reason)
         result.inserted += inserted
@@ -716,29 +695,6 @@ def fill_lookups(rows: list[list], devices: UserAgentParser, bots: BotDetector) 
             row[OS], row[BROWSER] = device.os, device.browser
 
 
-def _insert_clicks(connection, rows: list[list]) -> list[list]:
-    """Insert a batch; return the rows that were new (only those may reach the cap counters).
-
-    A replayed line (a restored spool, a copied segment) is already in the table: then the batch
-    is undone and the rows inserted one by one to learn which of them landed now. Rare.
-    """
-    connection.execute("SAVEPOINT click_batch").close()
-    before = connection.total_changes
-    connection.executemany(SQL_INSERT_CLICK, rows).close()
-    if connection.total_changes - before == len(rows):
-        connection.execute("RELEASE click_batch").close()
-        return rows
-    connection.execute("ROLLBACK TO click_batch").close()
-    connection.execute("RELEASE click_batch").close()
-    landed = []
-    for row in rows:
-        before = connection.total_changes
-        connection.execute(SQL_INSERT_CLICK, row).close()
-        if connection.total_changes > before:
-            landed.append(row)
-    return landed
-
-
 def _file_size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -758,7 +714,7 @@ def _advance(db: Database, segment: int, offset: int, result: FlushResult, to: i
     with db.atomic("IMMEDIATE"):
         if read_position(db) == (segment, offset):
             next_segment = segment + 1 if to is None else to
-            db.execute_sql(SQL_SET_SPOOL_POSITION, (next_segment, 0, int(time.time() * 1000)))
+            ClickStore(db.connection()).set_position(next_segment, 0, int(time.time() * 1000))
             result.segments_done += 1
 
 

@@ -5,9 +5,11 @@ is not yet flushed (plus the last seconds of flushed ones, for debounce). Togeth
 probe of the database it answers "seen before?" exactly, without waiting for the flusher.
 
 Two tiers keep its memory bounded however long the flusher is away:
-- in memory, the clicks of the last few seconds (the debounce window and a margin), each with its
-  journal line, since a debounced repeat answers the stored subid and Location;
-- on disk, every older unflushed click, reduced to what uniqueness, offer rotation and visitor
+- in memory, the clicks of the last few seconds, each with its journal line, since a debounced
+  repeat answers the stored subid and Location: a landed click for the debounce window and a
+  margin, one the flusher has not landed yet for SPILL_AFTER (longer, so a flusher a few seconds
+  behind under load costs no disk writes);
+- on disk, every unflushed click older than that, reduced to what uniqueness, offer rotation and visitor
   binding ask: per visitor and (campaign, stream, offer), the time of the latest click. That is one
   row in a private SQLite file (~26 bytes a row, 1 MB of page cache) that no other process sees:
   it is created in the spool directory and unlinked at once. It is emptied in one go once the
@@ -18,42 +20,19 @@ exact and memory grows, with an error in the log.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
-import sqlite3
 import time
 from collections import deque
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from models.clicks.record import decode_line, visitor_key
+from models.store.sqlite.spill import SPILL_ERRORS, SpillFile
 
 logger = logging.getLogger(__name__)
 
 SPILL_BATCH = 4096  # Rows a worker replaying the journal collects before writing them (~15 ms).
 SPILL_MOVES = 1024  # Clicks moved from memory to disk per prune at most (~4 ms): see `is_spilling`.
-SPILL_CACHE_KB = 1024  # SQLite page cache of the file: the only memory its rows take.
-# Rows per transaction: its rollback journal is in memory (a page per row at most), so a write the
-# disk refuses is undone cleanly.
-SPILL_TRANSACTION_ROWS = 256
-
-SQL_CREATE_HELD = """
-CREATE TABLE held (
-    visitor_key INTEGER NOT NULL,
-    campaign_id INTEGER NOT NULL,
-    stream_id INTEGER NOT NULL,
-    offer_id INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (visitor_key, campaign_id, stream_id, offer_id)
-) WITHOUT ROWID
-"""
-# Ids start at 1: 0 stands for NULL, which a primary key cannot hold.
-SQL_HOLD = (
-    "INSERT INTO held VALUES (?, ?, ?, ?, ?) "
-    "ON CONFLICT DO UPDATE SET created_at = max(created_at, excluded.created_at)"
-)
-SQL_HELD = "SELECT campaign_id, stream_id, offer_id, created_at FROM held WHERE visitor_key = ?"
 
 
 def packed_position(position: tuple[int, int]) -> int:
@@ -101,50 +80,6 @@ class RecentClick:
         return self._record
 
 
-class SpillFile:
-    """The on-disk tier: (campaign, stream, offer, latest created_at) per visitor; see the module doc."""
-
-    def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"held.{os.getpid()}.db"
-        path.unlink(missing_ok=True)  # A dead process's name (pids are reused); never its data.
-        self.conn = sqlite3.connect(path, isolation_level=None)
-        try:
-            # Nothing to make durable: the file lives as long as this connection (a crash takes it along).
-            for pragma in ("journal_mode = MEMORY", "synchronous = OFF", "locking_mode = EXCLUSIVE"):
-                self.conn.execute(f"PRAGMA {pragma}").close()
-            self.conn.execute(f"PRAGMA cache_size = -{SPILL_CACHE_KB}").close()
-            self.conn.execute(SQL_CREATE_HELD).close()
-        except sqlite3.Error:
-            self.conn.close()
-            raise
-        finally:
-            path.unlink(missing_ok=True)
-
-    def hold(self, rows: Iterable[tuple[int, int, int, int, int]]) -> None:
-        """Upsert the rows; on failure some may be in and the rest not (writing them again is harmless)."""
-        conn = self.conn
-        rows = iter(rows)
-        while chunk := list(itertools.islice(rows, SPILL_TRANSACTION_ROWS)):
-            conn.execute("BEGIN").close()
-            try:
-                conn.executemany(SQL_HOLD, chunk).close()
-                conn.execute("COMMIT").close()
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK").close()
-                raise
-
-    def held(self, key: int) -> list[tuple[int, int | None, int | None, int]]:
-        return [
-            (campaign, stream or None, offer or None, created)
-            for campaign, stream, offer, created in self.conn.execute(SQL_HELD, (key,))
-        ]
-
-    def close(self) -> None:
-        self.conn.close()
-
-
 class VisitorIndex:
     """Clicks by (ip, ua_hash), in journal order: recent ones in memory, older unflushed ones on disk."""
 
@@ -155,7 +90,8 @@ class VisitorIndex:
         self._by_visitor: dict[int, RecentClick | list[RecentClick]] = {}
         self._order: deque[RecentClick] = deque()
         self.spill_dir = spill_dir
-        self.hot_after_ms = hot_after_ms  # Clicks older than this are held on disk (if unflushed).
+        self.hot_after_ms = hot_after_ms  # Landed clicks older than this leave memory.
+        self.spill_after_ms = hot_after_ms  # Unflushed clicks older than this are held on disk.
         self._spill: SpillFile | None = None
         # By visitor key: rows for the spill file not written yet (all of them while it fails).
         self._pending: dict[int, list[tuple[int, int | None, int | None, int]]] = {}
@@ -229,16 +165,17 @@ class VisitorIndex:
             return rows
         try:
             rows = self._spill.held(key)
-        except sqlite3.Error as exc:  # The disk failing under it: answer from memory alone.
+        except SPILL_ERRORS as exc:  # The disk failing under it: answer from memory alone.
             self._log_spill_error("cannot read unflushed clicks back from %s (%s)", exc)
             return []
         self._last_held = (key, self._spill_version, rows)
         return rows
 
-    def prune(self, flushed: tuple[int, int], keep_after_ms: int) -> int:
+    def prune(self, flushed: tuple[int, int], keep_after_ms: int, spill_after_ms: int) -> int:
         """Forget clicks that are in the database (before `flushed`) and older than `keep_after_ms`;
-        hold the older unflushed ones on disk. Returns how many clicks left memory."""
+        hold the unflushed ones older than `spill_after_ms` on disk. Returns how many left memory."""
         self.hot_after_ms = keep_after_ms
+        self.spill_after_ms = spill_after_ms
         order = self._order
         flushed_at = packed_position(flushed)
         removed = 0
@@ -250,7 +187,7 @@ class VisitorIndex:
         # PERF: at most SPILL_MOVES per call, so no click waits long behind it; the caller prunes
         # again soon while `is_spilling`.
         moved = 0
-        while order and order[0].created_at < keep_after_ms and moved < SPILL_MOVES:
+        while order and order[0].created_at < spill_after_ms and moved < SPILL_MOVES:
             self._hold(order[0])
             self._forget_oldest()
             moved += 1
@@ -261,7 +198,7 @@ class VisitorIndex:
     @property
     def is_spilling(self) -> bool:
         """Clicks too old for memory are still in it: prune again soon."""
-        return bool(self._order) and self._order[0].created_at < self.hot_after_ms
+        return bool(self._order) and self._order[0].created_at < self.spill_after_ms
 
     def close(self) -> None:
         if self._spill is not None:
@@ -305,7 +242,7 @@ class VisitorIndex:
             if self._spill is None:
                 self._spill = SpillFile(self.spill_dir)
             self._spill.hold(rows)
-        except (sqlite3.Error, OSError) as exc:
+        except SPILL_ERRORS as exc:
             # Each try writes everything pending from the start: try less often the more it fails.
             self._spill_failures += 1
             self._next_spill_try = now + min(60, 2 ** (self._spill_failures - 1))

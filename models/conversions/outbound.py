@@ -28,7 +28,7 @@ from models.clicks.record import CLICK_COLUMNS
 from models.conversions.postbacks import LEAD, REBILL, SALE
 from models.errors import LannerError
 from models.routing.macros import MACRO_NAMES, UrlTemplate, compile_url
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.deliveries import DeliveryStore
 
 CONVERSION_MACROS = frozenset({"status", "payout", "revenue", "currency", "tid", "conversion_id"})
 MAX_ATTEMPTS = 10
@@ -38,34 +38,6 @@ USER_AGENT = "Lanner-Postback/1.0"
 
 # The offer URL's macros a stored click has a column for (all but campaign_name and random).
 CLICK_MACRO_COLUMNS = tuple(sorted(MACRO_NAMES & set(CLICK_COLUMNS)))
-SQL_CLAIM = """
-UPDATE postback_delivery SET next_attempt_at = ?, attempts = attempts + 1, updated_at = ?
-WHERE id = ? AND state = 'pending' AND next_attempt_at <= ?
-"""
-SQL_DELIVERY = """
-SELECT d.status, d.attempts, t.status, t.url, t.method, cv.id, cv.tid, cv.payout, cv.currency, cv.click_id,
-    c.name
-FROM postback_delivery AS d
-JOIN postback_target AS t ON t.id = d.target_id
-JOIN conversion AS cv ON cv.id = d.conversion_id
-JOIN campaign AS c ON c.id = cv.campaign_id
-WHERE d.id = ?
-"""
-SQL_STATE = "SELECT state FROM postback_delivery WHERE id = ?"
-SQL_CLICK_VALUES = f"SELECT {', '.join(CLICK_MACRO_COLUMNS)} FROM click WHERE id = ?"
-SQL_SENT = """
-UPDATE postback_delivery SET state = 'sent', url = ?, response_code = ?, error = '', updated_at = ?
-WHERE id = ?
-"""
-SQL_NOT_SENT = """
-UPDATE postback_delivery SET state = ?, url = ?, response_code = ?, error = ?, next_attempt_at = ?,
-    updated_at = ?
-WHERE id = ?
-"""
-SQL_DUE = """
-SELECT id FROM postback_delivery INDEXED BY postback_delivery_due
-WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?
-"""
 
 
 class OutboundError(LannerError, ValueError):
@@ -148,17 +120,15 @@ def send_delivery(
     db: Database, delivery_id: int, *, retry_base: float, clock=time.time, send=http_send
 ) -> DeliveryResult:
     """Make one attempt at a delivery, unless it is sent, given up, not due, or being sent elsewhere."""
-    conn = db.connection()
+    store = DeliveryStore(db.connection())
     now_ms = int(clock() * 1000)
     lease_ms = int((REQUEST_TIMEOUT + 30) * 1000)
     with db.atomic("IMMEDIATE"):
-        claimed = conn.execute(SQL_CLAIM, (now_ms + lease_ms, now_ms, delivery_id, now_ms)).rowcount
+        claimed = store.claim(delivery_id, now_ms, now_ms + lease_ms)
     if not claimed:
-        state = fetch_one(conn, SQL_STATE, (delivery_id,))
-        return DeliveryResult(
-            "busy" if state and state[0] == "pending" else (state[0] if state else "missing")
-        )
-    row = fetch_one(conn, SQL_DELIVERY, (delivery_id,))
+        state = store.state(delivery_id)
+        return DeliveryResult("busy" if state == "pending" else (state or "missing"))
+    row = store.delivery(delivery_id)
     (
         status,
         attempts,
@@ -172,8 +142,7 @@ def send_delivery(
         click_id,
         name,
     ) = row
-    click_row = fetch_one(conn, SQL_CLICK_VALUES, (click_id,))
-    click = dict(zip(CLICK_MACRO_COLUMNS, click_row or ()))
+    click = store.click_values(click_id, CLICK_MACRO_COLUMNS)
     unusable = True  # A removed target or a template that no longer compiles: give up at once.
     if target_status != "active":
         code, error, url = None, "The target was removed.", url_template
@@ -189,17 +158,17 @@ def send_delivery(
     done_ms = int(clock() * 1000)
     if code is not None and 200 <= code < 300:
         with db.atomic("IMMEDIATE"):
-            conn.execute(SQL_SENT, (url, code, done_ms, delivery_id))
+            store.mark_sent(delivery_id, url, code, done_ms)
         return DeliveryResult("sent", url, code)
     gave_up = attempts >= MAX_ATTEMPTS or unusable
     retry_in = None if gave_up else backoff_seconds(attempts, retry_base)
     state = "failed" if gave_up else "pending"
     next_ms = done_ms + int((retry_in or 0) * 1000)
     with db.atomic("IMMEDIATE"):
-        conn.execute(SQL_NOT_SENT, (state, url, code, error, next_ms, done_ms, delivery_id))
+        store.mark_not_sent(delivery_id, state, url, code, error, next_ms, done_ms)
     return DeliveryResult(state, url, code, error, retry_in)
 
 
 def due_deliveries(db: Database, *, clock=time.time, limit: int = 100) -> list[int]:
     """Pending deliveries whose next attempt is due (their task was lost, or a retry is due)."""
-    return [row[0] for row in db.execute_sql(SQL_DUE, (int(clock() * 1000), limit)).fetchall()]
+    return DeliveryStore(db.connection()).due(int(clock() * 1000), limit)

@@ -41,6 +41,7 @@ from models.clicks.record import SUBID_PATTERN
 from models.errors import LannerError
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
+from models.store.sqlite.deliveries import DeliveryStore
 from models.store.sqlite.meta import MetaStore
 from models.store.sqlite.rows import fetch_one
 from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
@@ -111,12 +112,6 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
     report_payout = ?, cost = ?, updated_at = ? WHERE id = ?
 """
 SQL_ADOPT_TID = "UPDATE conversion SET tid = ?, updated_at = ? WHERE id = ?"
-SQL_TARGETS = "SELECT id, statuses FROM postback_target WHERE campaign_id = ? AND status = 'active'"
-SQL_INSERT_DELIVERY = """
-INSERT OR IGNORE INTO postback_delivery
-    (conversion_id, target_id, status, next_attempt_at, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?)
-"""
 SQL_LOG = """
 INSERT INTO postback_log (received_at, method, remote_ip, request, subid, tid, raw_status, params,
     verdict, detail, conversion_id, expires_at)
@@ -494,13 +489,7 @@ def change_status(conn, change: StatusChange, cost_model: str, cost_value: float
 
 def queue_deliveries(conn, campaign_id: int, conversion_id: int, status: str, now: int) -> list[int]:
     """Outbound postbacks for this status, stored with the change so none is forgotten; new ids."""
-    ids = []
-    for target_id, statuses in conn.execute(SQL_TARGETS, (campaign_id,)).fetchall():
-        if status in statuses.split(","):
-            cursor = conn.execute(SQL_INSERT_DELIVERY, (conversion_id, target_id, status, now, now, now))
-            if cursor.rowcount:
-                ids.append(cursor.lastrowid)
-    return ids
+    return DeliveryStore(conn).queue(campaign_id, conversion_id, status, now)
 
 
 def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) -> None:
@@ -513,3 +502,8 @@ def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) 
         delta.add_conversion(key, old, -1)
     delta.add_conversion(key, new)
     delta.apply(conn)
+
+
+def count_parked(conn) -> int:
+    """Postbacks waiting for their click to land."""
+    return fetch_one(conn, SQL_COUNT_PARKED)[0]

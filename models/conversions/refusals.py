@@ -14,32 +14,13 @@ from datetime import datetime, timezone
 
 from peewee import Database
 
+from models.store.sqlite.refusals import RefusalStore
+
 MAX_ADDRESSES_PER_DAY = 1000
 SAMPLES_PER_HOUR = 5
 SAMPLE_CHARS = 300
 OTHER_ADDRESSES = "other"
 HOUR_MS = 3_600_000
-
-# One statement: the address keeps its row, gets a new one while the day has room, or counts in
-# `other`. In DO UPDATE every right-hand side sees the row as it was before this refusal.
-SQL_COUNT_REFUSAL = """
-INSERT INTO postback_refusal (day, remote_ip, refusals, first_at, last_at, sample_hour, samples, sample)
-VALUES (
-    :day,
-    CASE WHEN EXISTS (SELECT 1 FROM postback_refusal WHERE day = :day AND remote_ip = :ip)
-           OR (SELECT COUNT(*) FROM postback_refusal WHERE day = :day) < :max_addresses
-         THEN :ip ELSE 'other' END,
-    1, :now, :now, :hour, 1, :sample
-)
-ON CONFLICT (day, remote_ip) DO UPDATE SET
-    refusals = refusals + 1,
-    last_at = excluded.last_at,
-    sample = CASE WHEN sample_hour < excluded.sample_hour OR samples < :per_hour
-                  THEN excluded.sample ELSE sample END,
-    samples = CASE WHEN sample_hour < excluded.sample_hour THEN 1
-                   WHEN samples < :per_hour THEN samples + 1 ELSE samples END,
-    sample_hour = excluded.sample_hour
-"""
 
 
 def utc_day(ms: int) -> int:
@@ -66,15 +47,13 @@ class RefusalCounter:
     def count(self, remote_ip: str, sample: str) -> None:
         now = int(self.clock() * 1000)
         with self.db.atomic("IMMEDIATE"):
-            self.db.connection().execute(
-                SQL_COUNT_REFUSAL,
-                {
-                    "day": utc_day(now),
-                    "ip": remote_ip[:64],
-                    "max_addresses": self.max_addresses,
-                    "now": now,
-                    "hour": now // HOUR_MS,
-                    "sample": sample[:SAMPLE_CHARS],
-                    "per_hour": self.samples_per_hour,
-                },
-            ).close()
+            RefusalStore(self.db.connection()).count(
+                day=utc_day(now),
+                remote_ip=remote_ip[:64],
+                other=OTHER_ADDRESSES,
+                max_addresses=self.max_addresses,
+                now_ms=now,
+                hour=now // HOUR_MS,
+                sample=sample[:SAMPLE_CHARS],
+                samples_per_hour=self.samples_per_hour,
+            )

@@ -15,8 +15,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from models.clicks.spool import SQL_SET_SPOOL_POSITION
 from models.errors import LannerError
+from models.store.sqlite.clicks import ClickStore
 
 
 class BackupError(LannerError, RuntimeError):
@@ -89,9 +89,9 @@ def restore_database(backup: Path, database_path: Path, spool_dir: Path) -> Path
     incoming.write_bytes(backup.read_bytes())
     connection = sqlite3.connect(incoming)
     try:
-        (segment,) = connection.execute("SELECT segment FROM spool_position WHERE id = 1").fetchone()
+        segment, _ = ClickStore(connection).position()
         # A fresh spool: start past every segment number the restored position may know.
-        connection.execute(SQL_SET_SPOOL_POSITION, (segment + 1, 0, int(time.time() * 1000)))
+        ClickStore(connection).set_position(segment + 1, 0, int(time.time() * 1000))
         connection.commit()
     finally:
         connection.close()

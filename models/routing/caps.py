@@ -14,19 +14,16 @@ caps from the next local day.
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, time, timedelta
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 from zoneinfo import ZoneInfo
 
-STREAM, OFFER = "stream", "offer"
+from models.store.sqlite.counters import CounterStore
 
-SQL_COUNTER_TOTALS = "SELECT scope, ref_id, SUM(clicks) FROM click_counter GROUP BY scope, ref_id"
-SQL_COUNTER_DAYS = "SELECT scope, ref_id, day, clicks FROM click_counter WHERE day >= ?"
-SQL_ADD_TO_COUNTER = """
-INSERT INTO click_counter (scope, ref_id, day, clicks) VALUES (?, ?, ?, ?)
-ON CONFLICT (scope, ref_id, day) DO UPDATE SET clicks = clicks + excluded.clicks
-"""
+if TYPE_CHECKING:
+    import sqlite3
+
+STREAM, OFFER = "stream", "offer"
 
 
 class LocalDays:
@@ -76,12 +73,11 @@ class ClickCounters:
 
     def load(self, conn: sqlite3.Connection, now_ms: int) -> None:
         """Start from the database's counters (read in the same snapshot as the spool position)."""
-        self.totals = {(scope, ref): clicks for scope, ref, clicks in conn.execute(SQL_COUNTER_TOTALS)}
+        store = CounterStore(conn)
+        self.totals = {(scope, ref): clicks for scope, ref, clicks in store.totals()}
         # Local "today" is at most 14 h ahead of or 12 h behind UTC: two UTC days back is plenty.
         since = local_days("UTC").day(now_ms - 2 * 86_400_000)
-        self.days = {
-            (scope, ref, day): clicks for scope, ref, day, clicks in conn.execute(SQL_COUNTER_DAYS, (since,))
-        }
+        self.days = {(scope, ref, day): clicks for scope, ref, day, clicks in store.days_since(since)}
 
     def add(self, scope: str, ref: int, day: int) -> None:
         key = (scope, ref)
@@ -95,12 +91,6 @@ class ClickCounters:
         return daily_cap is not None and self.days.get((scope, ref, day), 0) >= daily_cap
 
 
-SQL_STREAM_ZONES = (
-    "SELECT stream.id, campaign.timezone FROM stream JOIN campaign ON campaign.id = stream.campaign_id"
-)
-SQL_OFFER_ZONES = "SELECT id, timezone FROM offer"
-
-
 class CounterZones:
     """Which timezone's days each stream and offer counts in, for the flusher and the web workers alike."""
 
@@ -109,8 +99,9 @@ class CounterZones:
         self.offers: dict[int, LocalDays] = {}
 
     def load(self, conn: sqlite3.Connection) -> None:
-        self.streams = {ref: local_days(zone) for ref, zone in conn.execute(SQL_STREAM_ZONES)}
-        self.offers = {ref: local_days(zone) for ref, zone in conn.execute(SQL_OFFER_ZONES)}
+        store = CounterStore(conn)
+        self.streams = {ref: local_days(zone) for ref, zone in store.stream_zones()}
+        self.offers = {ref: local_days(zone) for ref, zone in store.offer_zones()}
 
     def day(self, conn: sqlite3.Connection, scope: str, ref: int, created_at: int) -> int:
         """The local day (YYYYMMDD) a click of `ref` counts on."""
@@ -133,4 +124,4 @@ class CounterZones:
 
 def add_to_counters(conn: sqlite3.Connection, increments: Iterable[tuple[str, int, int, int]]) -> None:
     """Add (scope, id, day, clicks) to `click_counter`; call inside the flush transaction."""
-    conn.executemany(SQL_ADD_TO_COUNTER, increments).close()
+    CounterStore(conn).add(increments)

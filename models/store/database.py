@@ -7,11 +7,18 @@ The dialect comes from LANNER_DATABASE_URL (settings.py): SQLite today (models/s
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
-from peewee import Database, DatabaseProxy
+from peewee import Database, DatabaseProxy, OperationalError
 
 db = DatabaseProxy()
+
+# What the database refuses a statement with while it is locked past its busy timeout, full, or its
+# disk fails: the edges catch this (a 503, a retried round), never a driver's own classes.
+STORE_ERRORS: tuple[type[Exception], ...] = (OperationalError, sqlite3.OperationalError)
+# ...and what may be left to undo after one (an I/O error leaves SQLite's transaction state unsure).
+STORE_ROLLBACK_ERRORS: tuple[type[Exception], ...] = (OperationalError, sqlite3.Error)
 
 
 def open_database(path: Path, *, autocheckpoint: bool = False) -> Database:

@@ -22,9 +22,9 @@ from peewee import Database
 
 from models.admin.services import create_campaign, create_offer, list_campaigns
 from models.clicks.record import new_subid, ua_hash
-from models.clicks.spool import SQL_INSERT_CLICK, SQL_INSERT_CLICK_0004
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
+from models.store.sqlite.clicks import SQL_INSERT_CLICK, SQL_INSERT_CLICK_0004
 from models.store.sqlite.database import large_cache
 
 CHUNK = 50_000

@@ -108,3 +108,10 @@ def time_reports(
 
 def timings_json(timings: list[ReportTiming]) -> list[dict]:
     return [asdict(timing) for timing in timings]
+
+
+def row_count(db: Database, table: str) -> int:
+    """Rows in `table` (click or conversion), for the bench's summary line."""
+    if table not in ("click", "conversion"):
+        raise ValueError(f"row_count counts click or conversion rows, not {table!r}.")
+    return db.execute_sql(f"SELECT COUNT(*) FROM {table}").fetchone()[0]

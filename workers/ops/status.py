@@ -86,14 +86,16 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Web processes, the consumer (heartbeat, lag), spool depth and last flush, queue depth, database
     size, the geo file, deferred migration steps, parked postbacks and outbound postbacks waiting."""
     from models.clicks.refusals import read_refused
-    from models.clicks.spool import SQL_SPOOL_UPDATED_AT, spool_status
-    from models.conversions.postbacks import SQL_COUNT_PARKED
+    from models.clicks.spool import spool_status
+    from models.conversions.postbacks import count_parked
     from models.migrations.deferred import list_steps
+    from models.store.sqlite.clicks import ClickStore
+    from models.store.sqlite.deliveries import DeliveryStore
     from workers.runtime.heartbeat import consumer_status  # Here: the web master imports this module.
 
     database = settings.database_path
     spool = spool_status(db, settings.spool_dir)
-    (flushed_at,) = db.execute_sql(SQL_SPOOL_UPDATED_AT).fetchone()
+    flushed_at = ClickStore(db.connection()).landed_at()
     refused, refused_at = read_refused(settings.spool_dir)  # Clicks refused on a full disk, ever.
     status: dict[str, Any] = {
         "web": web_status(settings),
@@ -120,10 +122,8 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
         status["queue"] = queue_depth(settings)
     status["geo"] = geo_status(settings.geo_path)
     status["deferred"] = {step.name: f"{step.state} {step.percent:.1f}%" for step in list_steps(db)}
-    (parked,) = db.execute_sql(SQL_COUNT_PARKED).fetchone()
-    (pending_deliveries,) = db.execute_sql(
-        "SELECT COUNT(*) FROM postback_delivery WHERE state = 'pending'"
-    ).fetchone()
+    parked = count_parked(db.connection())
+    pending_deliveries = DeliveryStore(db.connection()).pending_count()
     status["postbacks"] = {"parked": parked, "outbound_pending": pending_deliveries}
     return status
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from huey import SqliteHuey, crontab
-from peewee import OperationalError
 
 from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
@@ -33,7 +31,7 @@ from models.conversions.outbound import due_deliveries, send_delivery
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
-from models.store.database import db, open_database
+from models.store.database import STORE_ERRORS, STORE_ROLLBACK_ERRORS, db, open_database
 from settings import Settings
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
 from workers.runtime.procfs import set_process_name
@@ -197,7 +195,7 @@ class FlusherThread(threading.Thread):
         """
         try:
             result = step()
-        except (OperationalError, sqlite3.OperationalError, OSError) as exc:
+        except (*STORE_ERRORS, OSError) as exc:
             # The disk is full ("database or disk is full", ENOSPC), or a long writer (a deferred
             # index build) held the write lock past busy_timeout.
             self.failed(exc)
@@ -222,7 +220,7 @@ class FlusherThread(threading.Thread):
             connection = db.connection()
             if connection.in_transaction:
                 connection.rollback()
-        except (OperationalError, sqlite3.Error):
+        except STORE_ROLLBACK_ERRORS:
             pass  # Nothing to undo after all; the next round starts its own transaction.
 
 

@@ -1,4 +1,4 @@
-"""Keeping the SQLite file in shape: WAL checkpoints, run by whoever lands the spool."""
+"""Keeping the SQLite file in shape (WAL checkpoints, run by whoever lands the spool), and a ping."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ from models.store.sqlite.rows import fetch_one
 class MaintenanceStore:
     """Checkpoints on one connection (outside any transaction)."""
 
-    __slots__ = ("conn", "busy_timeout_ms")
+    __slots__ = ("conn",)
 
-    def __init__(self, conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
-        self.busy_timeout_ms = busy_timeout_ms  # The connection's own, put back after a TRUNCATE.
 
-    def checkpoint(self, *, truncate: bool) -> bool:
+    def ping(self) -> None:
+        """One round trip: raises if the database cannot be read."""
+        self.conn.execute("SELECT 1").fetchall()
+
+    def checkpoint(self, *, truncate: bool, busy_timeout_ms: int) -> bool:
         """A PASSIVE or TRUNCATE checkpoint; True when every WAL frame is in the database file.
 
         TRUNCATE waits for readers while holding the write lock: a long report in the admin worker
@@ -32,5 +35,5 @@ class MaintenanceStore:
             )
         finally:
             if truncate:
-                conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}").close()
+                conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}").close()  # The usual one.
         return not busy and wal_pages == done_pages
