@@ -67,9 +67,9 @@ logger = logging.getLogger(__name__)
 # every second keeps 0.75 s fewer of them (3 MB per worker at 4,000 clicks/s).
 REFRESH_EVERY = 0.25
 DEBOUNCE_MARGIN_MS = 500  # Memory keeps clicks this much longer than debounce needs (a clock step).
-# Memory keeps an unflushed click this long before it goes to disk (~8 µs a click and worker): a
-# niced flusher runs 2-3 s behind at 3,000 clicks/s on 2 cores, and spilling at 2.5 s cost 7 % more
-# CPU per click there (`lanner bench compare`, unique ladder).
+# Memory keeps an unflushed click this long before it goes to disk (~8 µs a click and worker), as
+# long as before the margin above was cut (3-4 s then): a flusher a few seconds behind on a busy box
+# costs no disk writes, and a stopped one holds at most 5 s of clicks in memory.
 SPILL_AFTER_MS = 5000
 SPILL_EVERY = 0.1  # ...while clicks too old for memory wait to move to disk (models/clicks/visitors.py).
 # An unknown alias may be a campaign created a moment ago (ad networks check a URL as soon as it is
