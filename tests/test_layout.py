@@ -20,8 +20,6 @@ SQL_START = re.compile(
 )
 ALLOWED_SQL = {
     "models/conversions/postbacks.py",
-    "models/ops/backup.py",
-    "models/ops/retention.py",
     "models/reporting/costs.py",
     "models/reporting/currency.py",
     "models/reporting/reports.py",

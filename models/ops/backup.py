@@ -11,12 +11,11 @@ journal belongs to the database being replaced, and its position would not match
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
 from pathlib import Path
 
 from models.errors import LannerError
-from models.store.sqlite.clicks import ClickStore
+from models.store.sqlite.files import FILE_ERRORS, check_lanner_file, copy_database, start_spool_after
 
 
 class BackupError(LannerError, RuntimeError):
@@ -31,14 +30,7 @@ def backup_database(database_path: Path, target: Path) -> int:
     partial = target.with_name(target.name + ".partial")
     if not database_path.is_file():
         raise BackupError(f"There is no database at {database_path}.")
-    source = sqlite3.connect(database_path, timeout=30)
-    copy = sqlite3.connect(partial)
-    try:
-        source.backup(copy)  # One step: a stepped backup restarts whenever the flusher writes.
-        copy.execute("PRAGMA journal_mode = DELETE")  # A single self-contained file.
-    finally:
-        copy.close()
-        source.close()
+    copy_database(database_path, partial)
     os.replace(partial, target)
     return target.stat().st_size
 
@@ -64,13 +56,8 @@ def restore_database(backup: Path, database_path: Path, spool_dir: Path) -> Path
     if not backup.is_file():
         raise BackupError(f"There is no backup file {backup}.")
     try:
-        check = sqlite3.connect(f"file:{backup}?mode=ro", uri=True)
-        try:
-            (verdict,) = check.execute("PRAGMA quick_check").fetchone()
-            check.execute("SELECT 1 FROM spool_position").fetchall()
-        finally:
-            check.close()
-    except sqlite3.DatabaseError as exc:
+        verdict = check_lanner_file(backup)
+    except FILE_ERRORS as exc:
         raise BackupError(f"{backup} is not a Lanner database ({exc}).") from None
     if verdict != "ok":
         raise BackupError(f"{backup} is damaged: {verdict}.")
@@ -87,14 +74,7 @@ def restore_database(backup: Path, database_path: Path, spool_dir: Path) -> Path
         spool_dir.rename(moved)
     incoming = database_path.with_name(database_path.name + ".restoring")
     incoming.write_bytes(backup.read_bytes())
-    connection = sqlite3.connect(incoming)
-    try:
-        segment, _ = ClickStore(connection).position()
-        # A fresh spool: start past every segment number the restored position may know.
-        ClickStore(connection).set_position(segment + 1, 0, int(time.time() * 1000))
-        connection.commit()
-    finally:
-        connection.close()
+    start_spool_after(incoming, int(time.time() * 1000))
     for suffix in ("-wal", "-shm"):
         database_path.with_name(database_path.name + suffix).unlink(missing_ok=True)
     os.replace(incoming, database_path)

@@ -26,31 +26,11 @@ from models.conversions.refusals import utc_day
 from models.errors import LannerError
 from models.migrations.deferred import rollups_ready
 from models.store.sqlite.meta import MetaStore
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.retention import RetentionStore
 
 CHUNK = 5000
 PAUSE = 0.02  # Between chunks: the spool flusher takes the write lock in between.
 DAY_MS = 86_400_000
-
-SQL_CAMPAIGNS = "SELECT id, uniqueness_hours FROM campaign"
-# Reports that read raw clicks refuse a range before this instant (models/reporting/reports.py).
-SQL_COUNT = (
-    "SELECT COUNT(*) FROM click INDEXED BY click_campaign_created_at WHERE campaign_id = ? AND created_at < ?"
-)
-SQL_DELETE_CHUNK = f"""
-DELETE FROM click WHERE id IN (
-    SELECT id FROM click INDEXED BY click_campaign_created_at
-    WHERE campaign_id = ? AND created_at < ? LIMIT {CHUNK}
-)
-"""
-
-SQL_DELETE_POSTBACK_LOG_CHUNK = f"""
-DELETE FROM postback_log WHERE id IN (
-    SELECT id FROM postback_log INDEXED BY postback_log_received_at
-    WHERE received_at < ? AND verdict != 'parked' LIMIT {CHUNK}
-)
-"""
-SQL_DELETE_REFUSALS = "DELETE FROM postback_refusal WHERE day < ?"
 
 
 def pruned_before(conn) -> int | None:
@@ -81,7 +61,8 @@ def prune_clicks(
 ) -> int:
     """Delete clicks created before now - older_than_ms; return how many went."""
     conn = db.connection()
-    campaigns = conn.execute(SQL_CAMPAIGNS).fetchall()
+    store = RetentionStore(conn)
+    campaigns = store.campaign_windows()
     window_hours = max([global_uniqueness_hours, *(hours for _, hours in campaigns)])
     if older_than_ms < window_hours * 3_600_000 + DAY_MS:
         raise RetentionError(
@@ -94,7 +75,8 @@ def prune_clicks(
             "from reports. Run `lanner db run-deferred` first."
         )
     cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - older_than_ms
-    total = sum(fetch_one(conn, SQL_COUNT, (campaign_id, cutoff))[0] for campaign_id, _ in campaigns)
+    # Reports that read raw clicks refuse a range before the cutoff (models/reporting/reports.py).
+    total = sum(store.count_clicks_before(campaign_id, cutoff) for campaign_id, _ in campaigns)
     if total:
         with db.atomic("IMMEDIATE"):  # Before the first chunk goes: an interrupted prune is recorded too.
             MetaStore(conn).move_pruned_before(cutoff)
@@ -102,7 +84,7 @@ def prune_clicks(
     for campaign_id, _ in campaigns:
         while True:
             with db.atomic("IMMEDIATE"):
-                gone = conn.execute(SQL_DELETE_CHUNK, (campaign_id, cutoff)).rowcount
+                gone = store.delete_clicks_before(campaign_id, cutoff, CHUNK)
             deleted += gone
             if on_progress and gone:
                 on_progress(deleted, total)
@@ -122,16 +104,16 @@ def prune_postback_log(db: Database, keep_days: int, *, now_ms: int | None = Non
     """Delete postback log rows and refusal counters older than `keep_days` (0: keep everything)."""
     if keep_days <= 0:
         return PrunedPostbacks(0, 0)
-    conn = db.connection()
+    store = RetentionStore(db.connection())
     cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - keep_days * DAY_MS
     log_rows = 0
     while True:
         with db.atomic("IMMEDIATE"):
-            gone = conn.execute(SQL_DELETE_POSTBACK_LOG_CHUNK, (cutoff,)).rowcount
+            gone = store.delete_postback_log_before(cutoff, CHUNK)
         log_rows += gone
         if gone < CHUNK:
             break
         time.sleep(PAUSE)
     with db.atomic("IMMEDIATE"):
-        refusal_rows = conn.execute(SQL_DELETE_REFUSALS, (utc_day(cutoff),)).rowcount
+        refusal_rows = store.delete_refusals_before(utc_day(cutoff))
     return PrunedPostbacks(log_rows, refusal_rows)
