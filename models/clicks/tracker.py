@@ -34,6 +34,7 @@ from models.clicks.record import (
     new_subid,
     peek_counted,
     ua_hash,
+    visitor_key,
 )
 from models.clicks.refusals import RefusedClicks, SpoolUnwritable
 from models.clicks.spool import Journal, read_position
@@ -405,7 +406,8 @@ class ClickTracker:
         except ValueError:
             return  # Not a click line, or a corrupt one; the flusher moves it to rejected.log.
         self.index.add(
-            ip, visitor_hash, RecentClick(position, created_at, campaign_id, stream_id, offer_id, line)
+            visitor_key(ip, visitor_hash),
+            RecentClick(position, created_at, campaign_id, stream_id, offer_id, line),
         )
         self._count(stream_id, offer_id, created_at)
 
@@ -433,7 +435,9 @@ class ClickTracker:
         )
         return Lookups(subject, self.devices, self.bots)
 
-    def _history(self, campaign: CampaignConfig, ip: str, visitor_hash: int, now_ms: int) -> VisitorHistory:
+    def _history(
+        self, campaign: CampaignConfig, ip: str, visitor_hash: int, visitor: int, now_ms: int
+    ) -> VisitorHistory:
         campaigns_by_id = self.campaigns_by_id
 
         def since(campaign_id: int) -> int:
@@ -446,7 +450,7 @@ class ClickTracker:
         # Clicks not in the database yet (any worker's), as far as the journal has been read.
         self.journal.catch_up(is_locked=False)
         return VisitorHistory(
-            self.conn, self.probe, ip, visitor_hash, rows, self.index.history(ip, visitor_hash), since
+            self.conn, self.probe, ip, visitor_hash, rows, self.index.history(visitor), since
         )
 
     def track(self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool = False) -> Decision:
@@ -480,11 +484,12 @@ class ClickTracker:
         now_ms = int(now * 1000)
         ip, user_agent = visit.ip, visit.user_agent
         visitor_hash = ua_hash(user_agent)
+        visitor = visitor_key(ip, visitor_hash)  # Once: the index asks by it up to four times a click.
         lookups = self.lookups(visit, now)
         subject = lookups.subject
         if trace is not None:
             lookups.device()  # A simulation shows everything routing could look at (bot check included).
-        history = self._history(campaign, ip, visitor_hash, now_ms)
+        history = self._history(campaign, ip, visitor_hash, visitor, now_ms)
         subject.seen_in_stream = history.seen_in_stream
         route = self.router.route(campaign, subject, history, now_ms, self.campaigns, trace, lookups.prepare)
 
@@ -504,7 +509,7 @@ class ClickTracker:
         try:
             journal.catch_up(is_locked=True)
             repeat = is_debounced and self._repeat(
-                campaign, ip, visitor_hash, user_agent, debounce_since, stored_repeat, visit, lookups, now
+                campaign, visitor, user_agent, debounce_since, stored_repeat, visit, lookups, now
             )
             if repeat:
                 return repeat, subject, lookups.bot_reason
@@ -518,7 +523,7 @@ class ClickTracker:
                 tail = None if dry_run else self._tail(subid, route, visit, lookups, location)
             stream_id = route.stream.id if route.stream else None
             offer_id = route.offer.offer_id if route.offer else None
-            flags = self._uniqueness(route.campaign, history, ip, visitor_hash, now_ms, stream_id)
+            flags = self._uniqueness(route.campaign, history, ip, visitor_hash, visitor, now_ms, stream_id)
             if tail is not None:
                 line = encode_line(ip, visitor_hash, now_ms, flags, tail)
                 position = journal.append(line)
@@ -528,7 +533,7 @@ class ClickTracker:
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
             # Kept as the line's bytes: parsed only if this visitor comes back within debounce.
             self.index.add(
-                ip, visitor_hash, RecentClick(position, now_ms, route.campaign.id, stream_id, offer_id, line)
+                visitor, RecentClick(position, now_ms, route.campaign.id, stream_id, offer_id, line)
             )
         answer, body = self._answer(route.campaign, route.stream, location)
         decision = Decision(
@@ -566,6 +571,7 @@ class ClickTracker:
         history: VisitorHistory,
         ip: str,
         visitor_hash: int,
+        visitor: int,
         now_ms: int,
         stream_id: int | None,
     ) -> tuple[int, int, int]:
@@ -580,7 +586,7 @@ class ClickTracker:
             )
         # The database rows, and every journal line as read under the lock (the history's own copy
         # of the journal was taken before it).
-        for c, s, _, created in history.db_rows + self.index.history(ip, visitor_hash):
+        for c, s, _, created in history.db_rows + self.index.history(visitor):
             if created >= global_since:
                 seen_global = 1
             if c == campaign_id and created >= campaign_since:
@@ -596,8 +602,7 @@ class ClickTracker:
     def _repeat(
         self,
         campaign: CampaignConfig,
-        ip: str,
-        visitor_hash: int,
+        visitor: int,
         user_agent: str,
         debounce_since: int,
         stored_repeat: tuple | None,
@@ -606,7 +611,7 @@ class ClickTracker:
         now: float,
     ) -> Decision | None:
         """The earlier decision, when the same visitor clicked this campaign moments ago (debounce)."""
-        for recent in reversed(self.index.visits(ip, visitor_hash)):
+        for recent in reversed(self.index.visits(visitor)):
             if recent.created_at < debounce_since:
                 break
             seen = recent.record

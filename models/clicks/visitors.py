@@ -26,7 +26,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-from models.clicks.record import decode_line, visitor_key
+from models.clicks.record import decode_line
 from models.store.sqlite.spill import SPILL_ERRORS, SpillFile
 
 logger = logging.getLogger(__name__)
@@ -113,8 +113,9 @@ class VisitorIndex:
         """Clicks held with their journal line: the last seconds' (more while the flusher catches up)."""
         return len(self._order)
 
-    def add(self, ip: str, ua_hash: int, click: RecentClick) -> None:
-        click.key = key = visitor_key(ip, ua_hash)
+    def add(self, key: int, click: RecentClick) -> None:
+        """Hold `click` of the visitor `key` (models.clicks.record.visitor_key)."""
+        click.key = key
         if click.created_at < self.hot_after_ms:
             # Too old for debounce already (a worker replaying the journal at start): straight to disk.
             self._hold(click)
@@ -130,26 +131,22 @@ class VisitorIndex:
             self._by_visitor[key] = [held, click]
         self._order.append(click)
 
-    def visits(self, ip: str, ua_hash: int) -> list[RecentClick] | tuple[RecentClick, ...]:
+    def visits(self, key: int) -> list[RecentClick] | tuple[RecentClick, ...]:
         """The visitor's clicks held in memory (the recent ones), oldest first."""
-        return self._visits(visitor_key(ip, ua_hash))
-
-    def _visits(self, key: int) -> list[RecentClick] | tuple[RecentClick, ...]:
         held = self._by_visitor.get(key)
         if held is None:
             return ()
         return held if type(held) is list else (held,)
 
-    def history(self, ip: str, ua_hash: int) -> list[tuple[int, int | None, int | None, int]]:
+    def history(self, key: int) -> list[tuple[int, int | None, int | None, int]]:
         """Every held click of the visitor as (campaign_id, stream_id, offer_id, created_at).
 
         From disk, one row stands for all of the visitor's clicks through one campaign, stream and
         offer (the latest): every question asked of a history is "any since" or "the latest".
         """
-        key = visitor_key(ip, ua_hash)
         recent = [
             (click.campaign_id, click.stream_id, click.offer_id, click.created_at)
-            for click in self._visits(key)
+            for click in self.visits(key)
         ]
         if self.spilled:
             pending = self._pending.get(key)
