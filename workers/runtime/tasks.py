@@ -81,7 +81,7 @@ class SpoolFlusher:
             self.landing.sync()
         result = self.landing.flush(on_batch=self.heartbeat.on_batch)
         if result.inserted:
-            self.settle_parked()
+            self.landing.settle_parked()  # Postbacks that arrived before their click, now landed.
         if now - self.last_truncate >= TRUNCATE_EVERY or (
             (result.inserted or result.segments_done) and now - self.last_checkpoint >= CHECKPOINT_EVERY
         ):
@@ -90,10 +90,6 @@ class SpoolFlusher:
 
     def close(self) -> None:
         self.landing.held.close()
-
-    def settle_parked(self) -> None:
-        """Postbacks that arrived before their click: apply the ones whose click just landed."""
-        self.landing.settle_parked()
 
     def checkpoint(self) -> None:
         self.last_checkpoint = time.monotonic()
@@ -170,7 +166,7 @@ class FlusherThread(threading.Thread):
         if flusher is None:
             self.stopping.wait(FAILED_ROUND_PAUSE)
             return
-        self.attempt(flusher.settle_parked)  # Also expires the ones that waited too long.
+        self.attempt(flusher.landing.settle_parked)  # Also expires the ones that waited too long.
         pause = self.settings.flush_interval
         while not self.stopping.is_set():
             landed = self.attempt(flusher.run_once)
