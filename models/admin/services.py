@@ -19,6 +19,7 @@ from models.choices import (
     CAMPAIGN_STATUSES,
     COST_MODELS,
     DEFAULT_ACTIONS,
+    FILTER_MODES,
     OFFER_ROTATIONS,
     OFFER_STATUSES,
     REDIRECT_TYPES,
@@ -325,7 +326,7 @@ def _check_stream_fields(fields: dict[str, Any], action: str) -> None:
     if "redirect_type" in fields:
         _check_choice(fields["redirect_type"], REDIRECT_TYPES, "Redirect type")
     if "filter_mode" in fields:
-        _check_choice(fields["filter_mode"], ("and", "or"), "Filter mode")
+        _check_choice(fields["filter_mode"], FILTER_MODES, "Filter mode")
     if fields.get("weight", 0) < 0:
         raise AdminError("A stream weight cannot be negative.")
     _check_cap(fields.get("daily_cap"), "A daily cap")

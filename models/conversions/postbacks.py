@@ -36,7 +36,7 @@ from typing import Mapping
 
 from peewee import Database
 
-from models.choices import POSTBACK_VERDICTS
+from models.choices import POSTBACK_VERDICTS, SUB_ID_SLOTS
 from models.clicks.record import SUBID_PATTERN
 from models.errors import LannerError
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
@@ -233,7 +233,12 @@ def parse_postback(params: Mapping[str, str]) -> Postback:
                 postback.status_words[word.strip().lower()[:50]] = status
     for name, value in params.items():
         slot = name[7:]  # isdigit() alone takes `²`, which int() refuses.
-        if name.startswith("sub_id_") and slot.isascii() and slot.isdigit() and 1 <= int(slot) <= 30:
+        if (
+            name.startswith("sub_id_")
+            and slot.isascii()
+            and slot.isdigit()
+            and 1 <= int(slot) <= SUB_ID_SLOTS
+        ):
             postback.sub_ids[int(slot)] = value[:500]
     return postback
 

@@ -78,7 +78,7 @@ from operator import attrgetter
 from socket import AF_INET, AF_INET6, inet_pton
 from typing import Any
 
-from models.choices import SUB_ID_SLOTS
+from models.choices import FILTER_MODES, SUB_ID_SLOTS
 from models.errors import LannerError
 
 __all__ = [
@@ -128,7 +128,6 @@ FILTER_NAMES: tuple[str, ...] = (*VALUE_FILTERS, "ip", *TEXT_FILTERS, "schedule"
 DEVICE_TYPES = ("desktop", "mobile", "tablet", "tv", "console", "bot", "unknown")
 MATCH_KINDS = ("exact", "contains", "regex", "empty")
 UNIQUE_SCOPES = ("campaign", "stream")
-MODES = ("and", "or")
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 UNKNOWN = "unknown"
 MAX_REGEX_LENGTH = 500
@@ -754,7 +753,7 @@ def compile_filters(specs: list[dict[str, Any]], mode: str, tz: datetime.tzinfo)
 
     Raises FilterError for a bad spec or a mode other than "and" / "or".
     """
-    if mode not in MODES:
+    if mode not in FILTER_MODES:
         raise FilterError(f"Filter mode must be 'and' or 'or', not {mode!r}.")
     normalised = validate_filters(specs)
     filters = tuple(_compile(spec, tz) for spec in normalised)
