@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,6 +121,29 @@ def wait_healthy(live: LiveProcess, deadline_seconds: float = 20) -> None:
         time.sleep(0.05)
     live.stop()
     raise AssertionError(f"server not healthy within {deadline_seconds}s:\n{live.log}")
+
+
+class ClientThreads:
+    """Client threads running `_run(n)` until the `with` block ends (then joined for `join_seconds`)."""
+
+    join_seconds = 10.0
+
+    def __init__(self, threads: int) -> None:
+        self.is_stopped = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(threads)]
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.is_stopped.set()
+        for thread in self.threads:
+            thread.join(timeout=self.join_seconds)
+
+    def _run(self, n: int) -> None:
+        raise NotImplementedError
 
 
 def wait_until(predicate, timeout: float, what: str, log=lambda: ""):

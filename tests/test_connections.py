@@ -9,12 +9,11 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import threading
 import time
 
 import pytest
 import test_nginx
-from conftest import click, subid_of, wait_until
+from conftest import ClientThreads, click, subid_of, wait_until
 
 from workers.runtime.procfs import children, process_name
 
@@ -32,30 +31,21 @@ def web_workers(master_pid: int) -> set[int]:
     return {pid for pid in children(master_pid) if process_name(pid) == "lanner-web"}
 
 
-class KeepAliveClients:
+class KeepAliveClients(ClientThreads):
     """Threads each sending clicks back to back on one keep-alive connection, as a bench or a proxy does.
 
     A connection is replaced only when the server closes it (after `Connection: close`, or by going
     away); every request's outcome is recorded: the subid of a 302, or the error.
     """
 
+    join_seconds = 20.0
+
     def __init__(self, port: int, alias: str, threads: int = 4):
+        super().__init__(threads)
         self.port, self.alias = port, alias
         self.answered: list[str] = []
         self.failures: list[str] = []
         self.closing_answers = 0  # answers saying `Connection: close`; http.client then reconnects
-        self.is_stopped = threading.Event()
-        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(threads)]
-
-    def __enter__(self) -> KeepAliveClients:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.is_stopped.set()
-        for thread in self.threads:
-            thread.join(timeout=20)
 
     def _run(self, n: int) -> None:
         connection = None

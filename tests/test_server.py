@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import UnixHTTPConnection, wait_until
+from conftest import ClientThreads, UnixHTTPConnection, wait_until
 
 from workers.runtime.server import parse_bind
 
@@ -170,25 +170,14 @@ def start_master(env, tmp_path):
         print(f"--- master {master.pid} log ---\n{master.log}")  # shown when the test failed
 
 
-class Traffic:
+class Traffic(ClientThreads):
     """Client threads sending requests, each on a new connection, recording every outcome."""
 
     def __init__(self, address, threads: int = 4, paths: tuple[str, ...] = ("/",)):
+        super().__init__(threads)
         self.address = address
         self.paths = paths
         self.results: list[tuple[float, float, int | None]] = []  # (started, finished, pid or None)
-        self.is_stopped = threading.Event()
-        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(threads)]
-
-    def __enter__(self) -> "Traffic":
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.is_stopped.set()
-        for thread in self.threads:
-            thread.join(timeout=10)
 
     def _run(self, index: int) -> None:
         path = self.paths[index % len(self.paths)]
