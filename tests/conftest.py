@@ -46,17 +46,29 @@ def settings(env):
     return load_settings(env)
 
 
-@pytest.fixture
-def db(settings):
-    """A migrated real database file, opened in this process."""
+# The store backends every test that uses `db` runs against. Cluster mode adds "postgresql" here (a
+# throwaway server per session) instead of a second suite; a test about SQLite's own files opts out.
+STORE_BACKENDS = ("sqlite",)
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store(request, settings):
+    """A migrated real database of one backend, opened in this process as `models.store.database.db`."""
     from models.migrations.runner import migrate
     from models.store.database import db as database
     from models.store.database import open_database
 
+    assert request.param == "sqlite", request.param
     open_database(settings.database_path, autocheckpoint=True)
     migrate(database)
     yield database
     database.close()
+
+
+@pytest.fixture
+def db(store):
+    """The store's database handle: what most tests and every domain call are given."""
+    return store
 
 
 def run_lanner(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -32,6 +32,7 @@ from models.errors import LannerError
 from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
+from models.store.database import write_tx
 from models.store.sqlite.meta import MetaStore
 from models.tables.campaign import Campaign, Stream, StreamOffer
 from models.tables.offer import Offer
@@ -169,7 +170,7 @@ def create_offer(
     }
     fields["currency"] = currency or report_currency(db.connection())
     _check_offer_fields(fields)
-    with db.atomic():
+    with write_tx(db):
         offer = Offer.create(name=name, **fields)
         MetaStore(db.connection()).bump_config_version()
     return offer
@@ -181,7 +182,7 @@ def update_offer(db: Database, offer_id: int, *, clear_caps: bool = False, **cha
     _check_offer_fields(changes)
     if clear_caps:
         changes.update(daily_cap=None, total_cap=None)
-    with db.atomic():
+    with write_tx(db):
         offer = get_offer(offer_id)
         for key, value in changes.items():
             setattr(offer, key, value)
@@ -217,7 +218,7 @@ def create_campaign(
     fields = {"rotation": rotation, "uniqueness_hours": uniqueness_hours, **options}
     fields.setdefault("cost_currency", report_currency(db.connection()))
     _check_campaign_fields(fields)
-    with db.atomic():
+    with write_tx(db):
         try:
             campaign = Campaign.create(name=name, alias=alias, **fields)
         except IntegrityError:
@@ -268,7 +269,7 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
 def update_campaign(db: Database, ref: str | int, **changes: Any) -> Campaign:
     changes = {key: value for key, value in changes.items() if value is not None}
     _check_campaign_fields(changes)
-    with db.atomic():
+    with write_tx(db):
         campaign = get_campaign(ref)
         for key, value in changes.items():
             setattr(campaign, key, value)
@@ -367,7 +368,7 @@ def add_stream(
     _check_stream_fields(fields, action)
     if action == "offers" and not offers:
         raise AdminError("A stream that sends to offers needs at least one --offer.")
-    with db.atomic():
+    with write_tx(db):
         campaign = get_campaign(campaign_ref)
         if position is None:
             last = Stream.select().where(Stream.campaign == campaign).order_by(Stream.position.desc()).first()
@@ -398,7 +399,7 @@ def update_stream(
         changes["filters"] = "[]"
     if clear_caps:
         changes.update(daily_cap=None, total_cap=None)
-    with db.atomic():
+    with write_tx(db):
         stream = get_stream(stream_id)
         checked = dict(changes)
         if "action" in checked:

@@ -69,6 +69,7 @@ from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_typ
 from models.reporting.costs import ClickCosts
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
+from models.store.database import write_tx
 from models.store.sqlite.clicks import ClickStore
 
 logger = logging.getLogger(__name__)
@@ -643,7 +644,7 @@ def _flush_spool(
                 reason = reason or str(exc)
         fill_lookups(rows, devices, bots)
         costs.fill(rows)
-        with db.atomic("IMMEDIATE"):
+        with write_tx(db):
             if read_position(db) != (segment, offset):
                 continue  # Another flusher moved on; start again from its position.
             connection = db.connection()
@@ -711,7 +712,7 @@ def _count_lines(fd: int, offset: int) -> int:
 
 
 def _advance(db: Database, segment: int, offset: int, result: FlushResult, to: int | None = None) -> None:
-    with db.atomic("IMMEDIATE"):
+    with write_tx(db):
         if read_position(db) == (segment, offset):
             next_segment = segment + 1 if to is None else to
             ClickStore(db.connection()).set_position(next_segment, 0, int(time.time() * 1000))

@@ -15,6 +15,7 @@ from models.choices import POSTBACK_METHODS
 from models.conversions.outbound import OutboundError, compile_target_url, http_send, render_delivery
 from models.conversions.postbacks import ALLOWED_CHANGES, STATUSES, StatusChange, change_status
 from models.reporting.currency import campaign_cost, report_currency
+from models.store.database import write_tx
 from models.tables.conversion import Conversion, PostbackTarget, StatusMap
 
 
@@ -36,7 +37,7 @@ def map_status(db: Database, raw_status: str, status: str, *, network: str = "")
         raise AdminError("The network's status word cannot be empty.")
     status, network = _status(status), network.strip().lower()
     remapped = 0
-    with db.atomic("IMMEDIATE"):
+    with write_tx(db):
         StatusMap.insert(network=network, raw_status=word, status=status).on_conflict(
             conflict_target=[StatusMap.network, StatusMap.raw_status], update={StatusMap.status: status}
         ).execute()

@@ -28,6 +28,7 @@ from models.clicks.record import CLICK_COLUMNS
 from models.conversions.postbacks import LEAD, REBILL, SALE
 from models.errors import LannerError
 from models.routing.macros import MACRO_NAMES, UrlTemplate, compile_url
+from models.store.database import write_tx
 from models.store.sqlite.deliveries import DeliveryStore
 
 CONVERSION_MACROS = frozenset({"status", "payout", "revenue", "currency", "tid", "conversion_id"})
@@ -123,7 +124,7 @@ def send_delivery(
     store = DeliveryStore(db.connection())
     now_ms = int(clock() * 1000)
     lease_ms = int((REQUEST_TIMEOUT + 30) * 1000)
-    with db.atomic("IMMEDIATE"):
+    with write_tx(db):
         claimed = store.claim(delivery_id, now_ms, now_ms + lease_ms)
     if not claimed:
         state = store.state(delivery_id)
@@ -157,14 +158,14 @@ def send_delivery(
             code, error = send(url, method)
     done_ms = int(clock() * 1000)
     if code is not None and 200 <= code < 300:
-        with db.atomic("IMMEDIATE"):
+        with write_tx(db):
             store.mark_sent(delivery_id, url, code, done_ms)
         return DeliveryResult("sent", url, code)
     gave_up = attempts >= MAX_ATTEMPTS or unusable
     retry_in = None if gave_up else backoff_seconds(attempts, retry_base)
     state = "failed" if gave_up else "pending"
     next_ms = done_ms + int((retry_in or 0) * 1000)
-    with db.atomic("IMMEDIATE"):
+    with write_tx(db):
         store.mark_not_sent(delivery_id, state, url, code, error, next_ms, done_ms)
     return DeliveryResult(state, url, code, error, retry_in)
 

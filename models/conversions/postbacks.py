@@ -41,6 +41,7 @@ from models.clicks.record import SUBID_PATTERN
 from models.errors import LannerError
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
+from models.store.database import write_tx
 from models.store.sqlite.deliveries import DeliveryStore
 from models.store.sqlite.meta import MetaStore
 from models.store.sqlite.rows import fetch_one
@@ -261,7 +262,7 @@ def read_secret(db: Database, name: str) -> str:
 def rotate_secret(db: Database, name: str) -> str:
     """Replace the postback or API key; the old one stops working at once."""
     value = secrets.token_hex(16)
-    with db.atomic():
+    with write_tx(db):
         MetaStore(db.connection()).set(name, value)
     return value
 
@@ -283,12 +284,12 @@ class ConversionRecorder:
 
         One without the right key is only counted (models/conversions/refusals.py): anyone can send those.
         """
-        with self.db.atomic("IMMEDIATE"):
+        with write_tx(self.db):
             self._log(received, Postback(subid=subid[:MAX_TEXT]), Outcome(verdict, detail), None)
 
     def record(self, postback: Postback, received: Received) -> Outcome:
         """Apply `postback` and log it, in one transaction."""
-        with self.db.atomic("IMMEDIATE"):
+        with write_tx(self.db):
             outcome = self._apply(postback)
             expires_at = self._now() + self.park_ms if outcome.verdict == PARKED else None
             self._log(received, postback, outcome, expires_at)
@@ -300,7 +301,7 @@ class ConversionRecorder:
         if not fetch_one(conn, SQL_PARKED_ANY):
             return []
         outcomes = []
-        with self.db.atomic("IMMEDIATE"):
+        with write_tx(self.db):
             for log_id, params, received_at in conn.execute(SQL_PARKED_LANDED).fetchall():
                 outcome = self._apply(Postback.from_json(params))
                 waited = (self._now() - received_at) / 1000

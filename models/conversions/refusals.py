@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 
 from peewee import Database
 
+from models.store.database import write_tx
 from models.store.sqlite.refusals import RefusalStore
 
 MAX_ADDRESSES_PER_DAY = 1000
@@ -46,7 +47,7 @@ class RefusalCounter:
 
     def count(self, remote_ip: str, sample: str) -> None:
         now = int(self.clock() * 1000)
-        with self.db.atomic("IMMEDIATE"):
+        with write_tx(self.db):
             RefusalStore(self.db.connection()).count(
                 day=utc_day(now),
                 remote_ip=remote_ip[:64],

@@ -18,6 +18,7 @@ from typing import Callable
 from peewee import Database
 
 from models.reporting.rollups import backfill_clicks, backfill_conversions
+from models.store.database import write_tx
 from models.store.sqlite.database import large_cache
 from models.store.sqlite.meta import MetaStore
 from models.store.sqlite.rows import fetch_one
@@ -143,7 +144,7 @@ def run_chunk(db: Database, name: str, *, clock=time.time) -> Step:
 
     A step that is not due yet comes back unchanged (state `pending`, or `running`).
     """
-    with db.atomic("IMMEDIATE"):
+    with write_tx(db):
         conn = db.connection()
         step = Step(*fetch_one(conn, SQL_STEP, (name,)))
         now = int(clock() * 1000)

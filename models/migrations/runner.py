@@ -12,6 +12,7 @@ from peewee import Database
 
 import models.migrations as migrations_package
 from models.errors import LannerError
+from models.store.database import write_tx
 
 SQL_CREATE_HISTORY = (
     "CREATE TABLE IF NOT EXISTS migration_history "
@@ -64,7 +65,7 @@ def migrate(
         if up_to is not None and name > up_to:
             break
         module = importlib.import_module(f"{migrations_package.__name__}.{name}")
-        with db.atomic("IMMEDIATE"):
+        with write_tx(db):
             module.apply(db)
             db.execute_sql(SQL_RECORD, (name, int(time.time() * 1000)))
         done.append(name)

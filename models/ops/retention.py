@@ -25,6 +25,7 @@ from peewee import Database
 from models.conversions.refusals import utc_day
 from models.errors import LannerError
 from models.migrations.deferred import rollups_ready
+from models.store.database import write_tx
 from models.store.sqlite.meta import MetaStore
 from models.store.sqlite.retention import RetentionStore
 
@@ -78,12 +79,12 @@ def prune_clicks(
     # Reports that read raw clicks refuse a range before the cutoff (models/reporting/reports.py).
     total = sum(store.count_clicks_before(campaign_id, cutoff) for campaign_id, _ in campaigns)
     if total:
-        with db.atomic("IMMEDIATE"):  # Before the first chunk goes: an interrupted prune is recorded too.
+        with write_tx(db):  # Before the first chunk goes: an interrupted prune is recorded too.
             MetaStore(conn).move_pruned_before(cutoff)
     deleted = 0
     for campaign_id, _ in campaigns:
         while True:
-            with db.atomic("IMMEDIATE"):
+            with write_tx(db):
                 gone = store.delete_clicks_before(campaign_id, cutoff, CHUNK)
             deleted += gone
             if on_progress and gone:
@@ -108,12 +109,12 @@ def prune_postback_log(db: Database, keep_days: int, *, now_ms: int | None = Non
     cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - keep_days * DAY_MS
     log_rows = 0
     while True:
-        with db.atomic("IMMEDIATE"):
+        with write_tx(db):
             gone = store.delete_postback_log_before(cutoff, CHUNK)
         log_rows += gone
         if gone < CHUNK:
             break
         time.sleep(PAUSE)
-    with db.atomic("IMMEDIATE"):
+    with write_tx(db):
         refusal_rows = store.delete_refusals_before(utc_day(cutoff))
     return PrunedPostbacks(log_rows, refusal_rows)

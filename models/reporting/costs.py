@@ -27,6 +27,7 @@ from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.errors import LannerError
 from models.reporting.currency import rate_of, report_currency
 from models.reporting.rollups import DAY_MS, DIMENSIONS, HOUR_MS, TABLES, RollupDelta
+from models.store.database import write_tx
 from models.store.sqlite.rows import fetch_one
 
 SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value, cost_currency FROM campaign"
@@ -133,7 +134,7 @@ def spread_cost(
     poisoned_hours: set[int] = set()
     for offset in range(0, len(ids), SPREAD_CHUNK):
         chunk = ids[offset : offset + SPREAD_CHUNK]
-        with db.atomic("IMMEDIATE"):
+        with write_tx(db):
             delta = RollupDelta()
             position, target = _backfilled(conn)
             rows = conn.execute(SQL_CHUNK.format(",".join("?" * len(chunk))), chunk).fetchall()
@@ -152,7 +153,7 @@ def spread_cost(
         done += len(chunk)
         if on_progress:
             on_progress(done, len(ids))
-    with db.atomic("IMMEDIATE"):
+    with write_tx(db):
         hours = conn.execute(
             SQL_POISONED_HOURS, (campaign_id, start_ms - start_ms % HOUR_MS, end_ms)
         ).fetchall()

@@ -33,6 +33,7 @@ from peewee import Database
 
 from models.errors import LannerError
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
+from models.store.database import write_tx
 from models.store.sqlite.meta import MetaStore
 from models.store.sqlite.rows import fetch_one
 
@@ -123,7 +124,7 @@ def adopt_report_currency(db: Database, wanted: str) -> bool:
     Returns whether it changed; a database with data keeps its currency (reports then refuse).
     """
     conn = db.connection()
-    with db.atomic("IMMEDIATE"):
+    with write_tx(db):
         meta = MetaStore(conn)
         old = meta.get("report_currency")  # None: migrated only up to before currencies.
         if old is None or old == wanted or fetch_one(conn, SQL_HOLDS_MONEY)[0]:
@@ -144,7 +145,7 @@ def relabel_report_currency(db: Database, new: str) -> int:
     """
     new = check_code(new)
     conn = db.connection()
-    with db.atomic("IMMEDIATE"):
+    with write_tx(db):
         old = report_currency(conn)
         if new == old:
             raise CurrencyError(f"The report currency is {old} already.")
@@ -186,7 +187,7 @@ def set_rates(
     transaction, converting the conversions that waited for it."""
     valid_from = int(time.time() * 1000) if now_ms is None else now_ms
     conn = db.connection()
-    with db.atomic("IMMEDIATE"):
+    with write_tx(db):
         report = report_currency(conn)
         checked = {}
         for currency, value in rates.items():

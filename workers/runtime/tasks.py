@@ -31,7 +31,7 @@ from models.conversions.outbound import due_deliveries, send_delivery
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
-from models.store.database import STORE_ERRORS, STORE_ROLLBACK_ERRORS, db, open_database
+from models.store.database import STORE_ERRORS, STORE_ROLLBACK_ERRORS, StoreBusy, db, open_database
 from settings import Settings
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
 from workers.runtime.procfs import set_process_name
@@ -206,11 +206,8 @@ class FlusherThread(threading.Thread):
 
     def failed(self, exc: BaseException, *, exc_info: bool = False) -> None:
         self.failed_rounds += 1
-        # SQLite rolls back by itself after "database or disk is full"; peewee's own rollback then
-        # fails with "cannot rollback", which would hide the cause.
-        while "cannot rollback" in str(exc) and exc.__context__ is not None:
-            exc = exc.__context__
-        self.failures("spool flusher: %s; trying again", exc, exc_info=exc_info)
+        cause = exc.cause if isinstance(exc, StoreBusy) else exc
+        self.failures("spool flusher: %s; trying again", cause, exc_info=exc_info)
         # SQLite may or may not have rolled back after an I/O error; leave no transaction open.
         try:
             connection = db.connection()

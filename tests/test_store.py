@@ -1,0 +1,94 @@
+"""The store's one write seam: write_tx() holds the write lock from its start and turns the
+database's refusals into StoreBusy, with nothing written."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+
+def other_writer(settings) -> sqlite3.Connection:
+    conn = sqlite3.connect(settings.database_path, isolation_level=None, timeout=0)
+    conn.execute("BEGIN IMMEDIATE")
+    return conn
+
+
+def campaign_count(db) -> int:
+    return db.execute_sql("SELECT COUNT(*) FROM campaign").fetchone()[0]
+
+
+def test_a_write_refused_by_a_held_lock_raises_store_busy_and_writes_nothing(db, settings):
+    from models.admin.services import create_campaign
+    from models.store.database import StoreBusy, write_tx
+
+    db.execute_sql("PRAGMA busy_timeout = 50")
+    holder = other_writer(settings)
+    try:
+        with pytest.raises(StoreBusy) as refused:
+            with write_tx(db):
+                create_campaign(db, "Locked", "locked", offer_url="https://offer.example/")
+    finally:
+        holder.rollback()
+        holder.close()
+    assert "database is locked" in str(refused.value.cause)
+    assert "try again" in str(refused.value)
+    assert campaign_count(db) == 0
+    with write_tx(db):  # The connection is usable again: no transaction was left open.
+        create_campaign(db, "Free", "free", offer_url="https://offer.example/")
+    assert campaign_count(db) == 1
+
+
+def test_write_tx_takes_the_write_lock_at_its_start(db, settings):
+    from models.store.database import write_tx
+
+    with write_tx(db):
+        # A read-only start would let another writer in until the first write, then deadlock.
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other_writer(settings)
+
+
+def test_an_error_inside_write_tx_rolls_back_and_is_not_store_busy(db):
+    from models.admin.services import create_campaign
+    from models.store.database import write_tx
+
+    with pytest.raises(ZeroDivisionError):
+        with write_tx(db):
+            create_campaign(db, "Undone", "undone", offer_url="https://offer.example/")
+            1 / 0
+    assert campaign_count(db) == 0
+
+
+def test_a_nested_write_tx_is_a_savepoint(db):
+    from models.admin.services import create_campaign
+    from models.store.database import write_tx
+
+    with write_tx(db):
+        create_campaign(db, "Kept", "kept", offer_url="https://offer.example/")
+        with pytest.raises(ValueError):
+            with write_tx(db):
+                create_campaign(db, "Dropped", "dropped", offer_url="https://offer.example/")
+                raise ValueError("undo the inner one only")
+    assert campaign_count(db) == 1
+
+
+def test_the_cli_answers_store_busy_with_its_sentence(lanner, settings):
+    holder = other_writer(settings)
+    try:
+        # After SQLite's busy timeout (5 s) the command gives up with one sentence.
+        done = lanner(
+            "campaign",
+            "create",
+            "Busy",
+            "--alias",
+            "busy",
+            "--offer-url",
+            "https://offer.example/",
+            check=False,
+        )
+    finally:
+        holder.rollback()
+        holder.close()
+    assert done.returncode == 1, done.stderr
+    assert "database cannot take this write now" in done.stderr
+    assert "Traceback" not in done.stderr
