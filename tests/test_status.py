@@ -71,3 +71,20 @@ def test_status_names_the_geo_file_and_its_build(lanner, tmp_path, env):
         run_lanner({**env, "LANNER_GEO_DATABASE": str(tmp_path / "broken.mmdb")}, "status", "--json").stdout
     )
     assert "broken.mmdb" in broken["geo"]["error"]
+
+
+def test_a_task_queued_by_the_release_before_the_store_seam_still_loads(settings):
+    # Those releases registered the tasks in workers/tasks.py; Huey keys a message by module and name.
+    from huey.registry import Message
+
+    from workers.runtime.tasks import create_huey
+
+    huey = create_huey(settings)
+    try:
+        old = Message("legacy-1", "workers.tasks.send_postback", None, 0, 0, None, (7,), {}, None, None)
+        huey.storage.enqueue(huey.serializer.serialize(old))
+        task = huey.dequeue()
+        assert type(task) is type(huey.send_postback.s(7))
+        assert task.args == (7,)
+    finally:
+        huey.storage.close()

@@ -222,7 +222,23 @@ def create_huey(settings: Settings, *, immediate: bool = False) -> SqliteHuey:
     huey = SqliteHuey(name="lanner", filename=str(settings.queue_path), results=False, utc=True)
     huey.immediate = immediate
     register_tasks(huey, settings)
+    register_legacy_names(huey)
     return huey
+
+
+# Huey keys a queued task by its module and name. Releases before the store seam registered them in
+# workers/tasks.py: a queue such a release leaves behind on an upgrade must still load, not fail as
+# "not found in TaskRegistry" (its deliveries would wait for the minute's sweep).
+LEGACY_TASK_MODULE = "workers.tasks"
+
+
+def register_legacy_names(huey: SqliteHuey) -> None:
+    # Huey has no public alias; its registry is a dict from identifier to task class.
+    registry = huey._registry._registry
+    for identifier, task_class in list(registry.items()):
+        module, _, name = identifier.rpartition(".")
+        if module == __name__:
+            registry.setdefault(f"{LEGACY_TASK_MODULE}.{name}", task_class)
 
 
 def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
