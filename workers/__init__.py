@@ -1,1 +1,2 @@
-"""Background work (Huey tasks) and the bjoern process manager."""
+"""The processes and the tools around them: runtime/ (the bjoern process manager, the Huey tasks and
+the flusher thread), ops/ (`lanner status`, the nginx and systemd renderers) and bench/ (`lanner bench`)."""
