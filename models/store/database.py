@@ -58,11 +58,22 @@ class WriteTransaction:
             self._tx.__exit__(kind, exc, traceback)
         except DRIVER_ERRORS as failure:
             # SQLite rolls back by itself after "database or disk is full"; peewee's own rollback then
-            # fails with "cannot rollback", which would hide the cause.
-            raise StoreBusy(exc if isinstance(exc, DRIVER_ERRORS) else failure) from failure
+            # fails with "cannot rollback", which must hide neither a refused COMMIT nor the body's error.
+            if exc is None:
+                raise StoreBusy(first_driver_error(failure)) from failure
+            if isinstance(exc, DRIVER_ERRORS):
+                raise StoreBusy(exc) from exc
+            raise exc
         if isinstance(exc, DRIVER_ERRORS):
             raise StoreBusy(exc) from exc
         return False
+
+
+def first_driver_error(error: BaseException) -> BaseException:
+    """The driver error that started a chain of them (a COMMIT refused, then its rollback)."""
+    while isinstance(error.__context__, DRIVER_ERRORS):
+        error = error.__context__
+    return error
 
 
 def write_tx(database: Database = db) -> WriteTransaction:
