@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from models.admin.services import create_campaign, create_offer, update_campaign
@@ -97,6 +99,31 @@ def test_lead_then_sale_keeps_the_original_status_and_takes_the_new_payout(recor
     assert post(recorder, subid=subid, status="approved", payout="12,50").verdict == "updated"
     [conversion] = conversions(subid)
     assert (conversion.status, conversion.original_status, conversion.payout) == ("sale", "lead", 12.5)
+
+
+def test_a_recorder_keeps_working_on_a_reopened_connection_and_in_another_thread(
+    db, recorder, campaign, clock
+):
+    # It keeps its stores per connection: a reconnect, or a thread with its own, gets its own stores.
+    first = store_click(campaign, clock)
+    assert post(recorder, subid=first, status="lead").verdict == "created"
+    db.close()
+    db.connect()
+    assert post(recorder, subid=first, status="sale").verdict == "updated"
+    second = store_click(campaign, clock)
+    verdicts = []
+
+    def in_a_thread() -> None:
+        try:
+            verdicts.append(post(recorder, subid=second, status="lead").verdict)
+        finally:
+            db.close()  # The thread's own connection.
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join()
+    assert verdicts == ["created"]
+    assert post(recorder, subid=second, status="sale").verdict == "updated"
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from models.conversions.outbound import OutboundError, compile_target_url, http_
 from models.conversions.postbacks import ALLOWED_CHANGES, STATUSES, StatusChange, change_status
 from models.reporting.currency import campaign_cost, report_currency
 from models.store.database import write_tx
+from models.store.sqlite.conversions import ConversionStore
 from models.tables.conversion import Conversion, PostbackTarget, StatusMap
 
 
@@ -47,6 +48,7 @@ def map_status(db: Database, raw_status: str, status: str, *, network: str = "")
         if network:
             stored = stored.where(Conversion.network == network)
         conn = db.connection()
+        conversions = ConversionStore(conn)
         costs = {}
         report = report_currency(conn)
         now = int(time.time() * 1000)
@@ -60,7 +62,7 @@ def map_status(db: Database, raw_status: str, status: str, *, network: str = "")
                 conversion.report_payout,
             )  # fmt: skip
             # Its outbound postbacks are sent by `lanner worker`'s periodic sweep within a minute.
-            change_status(conn, change, *costs[conversion.campaign_id], now)
+            change_status(conversions, change, *costs[conversion.campaign_id], now)
             remapped += 1
     return remapped
 

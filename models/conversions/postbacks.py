@@ -42,9 +42,9 @@ from models.errors import LannerError
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
 from models.store.database import write_tx
+from models.store.sqlite.conversions import ConversionStore, PostbackLogStore
 from models.store.sqlite.deliveries import DeliveryStore
 from models.store.sqlite.meta import MetaStore
-from models.store.sqlite.rows import fetch_one
 from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
 
 logger = logging.getLogger(__name__)
@@ -94,43 +94,6 @@ TID_PARAMS = ("tid", "transaction_id", "txid")
 MAX_TEXT = 200
 MAX_REQUEST_LOGGED = 4000
 STATUS_WORD = re.compile(r"^[\w .:-]{1,50}$")
-
-SQL_FIND_CLICK = "SELECT id, campaign_id, stream_id, offer_id, created_at FROM click WHERE subid = ?"
-SQL_OFFER_PAYOUT = "SELECT payout, currency FROM offer WHERE id = ?"
-SQL_MAPPED_STATUS = """
-SELECT status FROM status_map WHERE raw_status = ? AND network IN (?, '') ORDER BY network DESC LIMIT 1
-"""
-_CONVERSION = "SELECT id, tid, status, payout, cost, currency, report_payout, original_status, raw_status FROM conversion"
-SQL_CONVERSION_BY_TID = _CONVERSION + " WHERE subid = ? AND tid = ?"
-SQL_CONVERSIONS_OF_CLICK = _CONVERSION + " WHERE subid = ? LIMIT 2"
-SQL_INSERT_CONVERSION = """
-INSERT INTO conversion (subid, tid, status, original_status, raw_status, network, payout, currency,
-    report_payout, cost, click_id, campaign_id, stream_id, offer_id, click_created_at, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-SQL_CHANGE_STATUS = """
-UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, payout = ?, currency = ?,
-    report_payout = ?, cost = ?, updated_at = ? WHERE id = ?
-"""
-SQL_ADOPT_TID = "UPDATE conversion SET tid = ?, updated_at = ? WHERE id = ?"
-SQL_LOG = """
-INSERT INTO postback_log (received_at, method, remote_ip, request, subid, tid, raw_status, params,
-    verdict, detail, conversion_id, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
-# The partial index (verdict = 'parked') needs the literal: a bound parameter would scan the log.
-SQL_COUNT_PARKED = "SELECT COUNT(*) FROM postback_log INDEXED BY postback_log_parked WHERE verdict = 'parked'"
-SQL_PARKED_ANY = "SELECT 1 FROM postback_log INDEXED BY postback_log_parked WHERE verdict = 'parked' LIMIT 1"
-SQL_PARKED_LANDED = """
-SELECT p.id, p.params, p.received_at FROM postback_log AS p INDEXED BY postback_log_parked
-JOIN click AS c ON c.subid = p.subid
-WHERE p.verdict = 'parked' ORDER BY p.id LIMIT 500
-"""
-SQL_SETTLE_PARKED = "UPDATE postback_log SET verdict = ?, detail = ?, conversion_id = ? WHERE id = ?"
-SQL_EXPIRE_PARKED = """
-UPDATE postback_log SET verdict = 'expired', detail = 'No click with this subid arrived in time.'
-WHERE verdict = 'parked' AND expires_at <= ?
-"""
 
 
 class PostbackError(LannerError, ValueError):
@@ -278,6 +241,15 @@ class ConversionRecorder:
         self.db = db
         self.park_ms = park_ms
         self.clock = clock
+        self._stores: tuple[ConversionStore, PostbackLogStore] | None = None
+
+    def _connection_stores(self) -> tuple[ConversionStore, PostbackLogStore]:
+        """The stores of this thread's connection, made again only when that connection changes."""
+        conn = self.db.connection()
+        stores = self._stores
+        if stores is None or stores[0].conn is not conn:  # First use, a reconnect, another thread.
+            stores = self._stores = (ConversionStore(conn), PostbackLogStore(conn))
+        return stores
 
     def log_rejected(self, received: Received, verdict: str, detail: str, subid: str = "") -> None:
         """Log a postback with the right key refused before processing (malformed); it changes nothing.
@@ -285,76 +257,82 @@ class ConversionRecorder:
         One without the right key is only counted (models/conversions/refusals.py): anyone can send those.
         """
         with write_tx(self.db):
-            self._log(received, Postback(subid=subid[:MAX_TEXT]), Outcome(verdict, detail), None)
+            log = self._connection_stores()[1]
+            self._log(log, received, Postback(subid=subid[:MAX_TEXT]), Outcome(verdict, detail), None)
 
     def record(self, postback: Postback, received: Received) -> Outcome:
         """Apply `postback` and log it, in one transaction."""
         with write_tx(self.db):
-            outcome = self._apply(postback)
+            conversions, log = self._connection_stores()
+            outcome = self._apply(conversions, postback)
             expires_at = self._now() + self.park_ms if outcome.verdict == PARKED else None
-            self._log(received, postback, outcome, expires_at)
+            self._log(log, received, postback, outcome, expires_at)
         return outcome
 
     def settle_parked(self) -> list[Outcome]:
         """Apply parked postbacks whose click has landed; expire the ones that waited too long."""
-        conn = self.db.connection()
-        if not fetch_one(conn, SQL_PARKED_ANY):
+        conversions, log = self._connection_stores()
+        if not log.any_parked():
             return []
         outcomes = []
         with write_tx(self.db):
-            for log_id, params, received_at in conn.execute(SQL_PARKED_LANDED).fetchall():
-                outcome = self._apply(Postback.from_json(params))
+            for log_id, params, received_at in log.parked_landed():
+                outcome = self._apply(conversions, Postback.from_json(params))
                 waited = (self._now() - received_at) / 1000
                 detail = f"{outcome.detail} (matched after {waited:.1f} s parked)"
-                conn.execute(SQL_SETTLE_PARKED, (outcome.verdict, detail, outcome.conversion_id, log_id))
+                log.settle_parked(log_id, outcome.verdict, detail, outcome.conversion_id)
                 outcomes.append(outcome)
-            conn.execute(SQL_EXPIRE_PARKED, (self._now(),))
+            log.expire_parked(self._now())
         return outcomes
 
     def _now(self) -> int:
         return int(self.clock() * 1000)
 
-    def _log(self, received: Received, postback: Postback, outcome: Outcome, expires_at: int | None) -> None:
-        self.db.connection().execute(
-            SQL_LOG,
-            (
-                self._now(),
-                received.method,
-                received.remote_ip,
-                received.request[:MAX_REQUEST_LOGGED],
-                postback.subid,
-                postback.tid,
-                postback.raw_status,
-                postback.to_json(),
-                outcome.verdict,
-                outcome.detail,
-                outcome.conversion_id,
-                expires_at,
-            ),
+    def _log(
+        self,
+        log: PostbackLogStore,
+        received: Received,
+        postback: Postback,
+        outcome: Outcome,
+        expires_at: int | None,
+    ) -> None:
+        log.log(
+            self._now(),
+            received.method,
+            received.remote_ip,
+            received.request[:MAX_REQUEST_LOGGED],
+            postback.subid,
+            postback.tid,
+            postback.raw_status,
+            postback.to_json(),
+            outcome.verdict,
+            outcome.detail,
+            outcome.conversion_id,
+            expires_at,
         )
 
-    def map_status(self, postback: Postback) -> str:
+    def map_status(self, conversions: ConversionStore, postback: Postback) -> str:
         word = postback.raw_status
         if not word:
             return DEFAULT_STATUS
         if word in postback.status_words:
             return postback.status_words[word]
-        row = fetch_one(self.db.connection(), SQL_MAPPED_STATUS, (word, postback.network))
-        if row:
-            return row[0]
+        mapped = conversions.mapped_status(word, postback.network)
+        if mapped is not None:
+            return mapped
         if word in ALLOWED_CHANGES:
             return word
         return BUILTIN_ALIASES.get(word, word)
 
-    def _apply(self, postback: Postback) -> Outcome:
-        conn = self.db.connection()
-        click = fetch_one(conn, SQL_FIND_CLICK, (postback.subid,))
+    def _apply(self, conversions: ConversionStore, postback: Postback) -> Outcome:
+        conn = conversions.conn
+        click = conversions.find_click(postback.subid)
         if click is None:
             return Outcome(PARKED, "No click with this subid yet; waiting for it to land.")
         click_id, campaign_id, stream_id, offer_id, click_created_at = click
-        status = self.map_status(postback)
+        status = self.map_status(conversions, postback)
         is_mapped = status in ALLOWED_CHANGES
-        existing = self._find_conversion(conn, postback, status)
+        existing = self._find_conversion(conversions, postback, status)
         if isinstance(existing, Outcome):
             return existing
         # Amounts the reports sum are in the report currency, converted now (models/reporting/currency.py).
@@ -364,21 +342,17 @@ class ConversionRecorder:
         if existing is None:
             payout, currency = postback.payout, postback.currency
             if payout is None or not currency:
-                offer = fetch_one(conn, SQL_OFFER_PAYOUT, (offer_id,)) if offer_id else None
+                offer = conversions.offer_payout(offer_id) if offer_id else None
                 offer_payout, offer_currency = offer or (0.0, report)
                 payout = offer_payout if payout is None else payout
                 currency = currency or offer_currency
             report_payout = convert(conn, payout, currency, report)  # None: no rate yet, reports say so.
             cost = conversion_cost(cost_model, cost_value, status, report_payout or 0.0)
-            cursor = conn.execute(
-                SQL_INSERT_CONVERSION,
-                (
-                    postback.subid, postback.tid, status, status, postback.raw_status, postback.network,
-                    payout, currency, report_payout, cost, click_id, campaign_id, stream_id, offer_id,
-                    click_created_at, now, now,
-                ),
+            conversion_id = conversions.insert(
+                postback.subid, postback.tid, status, postback.raw_status, postback.network, payout, currency,
+                report_payout, cost, click_id, campaign_id, stream_id, offer_id, click_created_at, now,
             )  # fmt: skip
-            outcome = Outcome(CREATED, f"Conversion recorded as {status}.", cursor.lastrowid, status)
+            outcome = Outcome(CREATED, f"Conversion recorded as {status}.", conversion_id, status)
             if report_payout is None:
                 outcome.detail += f" {currency} has no exchange rate yet: not in revenue until one is set."
             move_conversion_rollups(
@@ -390,7 +364,7 @@ class ConversionRecorder:
             )
             if old_status == status:
                 if postback.tid and tid != postback.tid:  # The lead came without a tid, this with one.
-                    conn.execute(SQL_ADOPT_TID, (postback.tid, now, conversion_id))
+                    conversions.adopt_tid(conversion_id, postback.tid, now)
                 return Outcome(DUPLICATE, f"Already recorded as {status}.", conversion_id, status)
             if old_status in ALLOWED_CHANGES and status not in ALLOWED_CHANGES[old_status]:
                 return Outcome(
@@ -410,27 +384,29 @@ class ConversionRecorder:
             outcome = Outcome(
                 UPDATED, f"Conversion changed from {old_status} to {status}.", conversion_id, status
             )
-            outcome.deliveries = change_status(conn, change, cost_model, cost_value, now)
+            outcome.deliveries = change_status(conversions, change, cost_model, cost_value, now)
         if not is_mapped:
             outcome.detail += (
                 " The status is not mapped: it counts nowhere until `lanner postback status map`."
             )
         for slot, value in postback.sub_ids.items():
-            conn.execute(f"UPDATE click SET sub_id_{int(slot)} = ? WHERE id = ?", (value, click_id))
+            conversions.set_sub_id(click_id, slot, value)
         if is_mapped and existing is None:
             outcome.deliveries = queue_deliveries(conn, campaign_id, outcome.conversion_id, status, now)
         return outcome
 
-    def _find_conversion(self, conn, postback: Postback, status: str) -> tuple | Outcome | None:
+    def _find_conversion(
+        self, conversions: ConversionStore, postback: Postback, status: str
+    ) -> tuple | Outcome | None:
         """The conversion this postback is about, None for a new one, or the Outcome refusing it."""
         if status == REBILL:
             if not postback.tid:
                 return Outcome(REFUSED, "A rebill needs a tid (transaction id) of its own.")
-            return fetch_one(conn, SQL_CONVERSION_BY_TID, (postback.subid, postback.tid))
-        found = fetch_one(conn, SQL_CONVERSION_BY_TID, (postback.subid, postback.tid))
+            return conversions.conversion_by_tid(postback.subid, postback.tid)
+        found = conversions.conversion_by_tid(postback.subid, postback.tid)
         if found is not None:
             return found
-        others = conn.execute(SQL_CONVERSIONS_OF_CLICK, (postback.subid,)).fetchall()
+        others = conversions.conversions_of_click(postback.subid)
         if postback.tid:
             # A lead sent without a tid, its sale with one: the same conversion.
             untagged = [row for row in others if row[1] == ""]
@@ -460,7 +436,9 @@ class StatusChange:
     report_payout: float | None
 
 
-def change_status(conn, change: StatusChange, cost_model: str, cost_value: float, now: int) -> list[int]:
+def change_status(
+    conversions: ConversionStore, change: StatusChange, cost_model: str, cost_value: float, now: int
+) -> list[int]:
     """Write a stored conversion's new status: the one place a status changes (a postback, a status
     map). Its row, its cost under the campaign's model, its part of the rollups and the outbound
     postbacks the new status sends, in the caller's transaction. Returns the deliveries queued.
@@ -475,13 +453,11 @@ def change_status(conn, change: StatusChange, cost_model: str, cost_value: float
         and change.old_original_status == change.old_status
     )
     original = change.status if is_remap else change.old_original_status
-    conn.execute(
-        SQL_CHANGE_STATUS,
-        (
-            change.tid, change.status, original, change.raw_status, change.payout, change.currency,
-            change.report_payout, cost, now, change.conversion_id,
-        ),
-    ).close()  # fmt: skip
+    conversions.write_status(
+        change.conversion_id, change.tid, change.status, original, change.raw_status, change.payout,
+        change.currency, change.report_payout, cost, now,
+    )  # fmt: skip
+    conn = conversions.conn
     move_conversion_rollups(
         conn,
         change.click_id,
@@ -508,8 +484,3 @@ def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) 
         delta.add_conversion(key, old, -1)
     delta.add_conversion(key, new)
     delta.apply(conn)
-
-
-def count_parked(conn) -> int:
-    """Postbacks waiting for their click to land."""
-    return fetch_one(conn, SQL_COUNT_PARKED)[0]

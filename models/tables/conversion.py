@@ -1,6 +1,7 @@
 """Conversion rows and the postback tables, as Peewee models for the CLI and reports.
 
-Written on the postback path by models/conversions/postbacks.py (raw SQL) and by models/conversions/outbound.py.
+Written on the postback path by models/conversions/postbacks.py (through models/store/sqlite/conversions.py)
+and by models/conversions/outbound.py.
 """
 
 from __future__ import annotations

@@ -87,9 +87,9 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     size, the geo file, deferred migration steps, parked postbacks and outbound postbacks waiting."""
     from models.clicks.refusals import read_refused
     from models.clicks.spool import spool_status
-    from models.conversions.postbacks import count_parked
     from models.migrations.deferred import list_steps
     from models.store.sqlite.clicks import ClickStore
+    from models.store.sqlite.conversions import PostbackLogStore
     from models.store.sqlite.deliveries import DeliveryStore
     from workers.runtime.heartbeat import consumer_status  # Here: the web master imports this module.
 
@@ -122,7 +122,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
         status["queue"] = queue_depth(settings)
     status["geo"] = geo_status(settings.geo_path)
     status["deferred"] = {step.name: f"{step.state} {step.percent:.1f}%" for step in list_steps(db)}
-    parked = count_parked(db.connection())
+    parked = PostbackLogStore(db.connection()).count_parked()
     pending_deliveries = DeliveryStore(db.connection()).pending_count()
     status["postbacks"] = {"parked": parked, "outbound_pending": pending_deliveries}
     return status
