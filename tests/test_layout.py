@@ -20,10 +20,7 @@ SQL_START = re.compile(
 )
 ALLOWED_SQL = {
     "models/conversions/postbacks.py",
-    "models/reporting/costs.py",
-    "models/reporting/currency.py",
     "models/reporting/reports.py",
-    "models/reporting/rollups.py",
 }
 EDGES = ("routes", "workers", "app", "cli")
 
