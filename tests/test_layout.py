@@ -19,10 +19,7 @@ SQL_START = re.compile(
     r"RELEASE|WITH|VACUUM|ANALYZE|ATTACH)\s"
 )
 ALLOWED_SQL = {
-    "models/reporting/costs.py",
-    "models/reporting/currency.py",
     "models/reporting/reports.py",
-    "models/reporting/rollups.py",
 }
 EDGES = ("routes", "workers", "app", "cli")
 

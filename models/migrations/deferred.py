@@ -17,10 +17,11 @@ from typing import Callable
 
 from peewee import Database
 
-from models.reporting.rollups import backfill_clicks, backfill_conversions
+from models.reporting.rollups import backfill_conversions
 from models.store.database import write_tx
 from models.store.sqlite.database import large_cache
 from models.store.sqlite.meta import MetaStore
+from models.store.sqlite.rollups import RollupStore
 from models.store.sqlite.rows import fetch_one
 
 ROLLUP_BACKFILL = "rollup_backfill"
@@ -87,7 +88,7 @@ def _rollup_chunk(conn, step: Step) -> tuple[int, int]:
         backfill_conversions(conn)
         meta.set("rollup_conversions", "live")
     end = min(step.position + CHUNK_IDS, step.target)
-    backfill_clicks(conn, step.position, end)
+    RollupStore(conn).backfill_clicks(step.position, end)
     return end, fetch_one(conn, SQL_COUNT_CLICKS, (step.position, end))[0]
 
 

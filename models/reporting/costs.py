@@ -14,6 +14,7 @@ cost currency that has no rate.
 It is also the repair for costs poisoned before click URL costs were bounded (a visitor's
 `cost=1e308`): a difference cannot move a rollup holding Infinity (Infinity - Infinity is NaN), so
 the rollup rows of the hours (and days) holding such a cost are rebuilt from the raw clicks instead.
+The statements are models/store/sqlite/costs.py's.
 """
 
 from __future__ import annotations
@@ -25,28 +26,17 @@ from peewee import Database
 
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.errors import LannerError
+from models.reporting.cubes import DAY_MS, HOUR_MS
 from models.reporting.currency import rate_of, report_currency
-from models.reporting.rollups import DAY_MS, DIMENSIONS, HOUR_MS, TABLES, RollupDelta
+from models.reporting.rollups import RollupDelta
 from models.store.database import write_tx
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.costs import CostStore
 
-SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value, cost_currency FROM campaign"
-SQL_PERIOD_CLICKS = (
-    "SELECT id FROM click INDEXED BY click_campaign_created_at "
-    "WHERE campaign_id = ? AND created_at >= ? AND created_at < ? ORDER BY created_at"
-)
-SQL_CHUNK = f"SELECT id, cost, created_at, {', '.join(DIMENSIONS)} FROM click WHERE id IN ({{}})"
-SQL_SET_COST = "UPDATE click SET cost = ? WHERE id = ?"
 SPREAD_CHUNK = 5000
 # No spend is this large: a cost or a rollup beyond it came from a click URL before costs were bounded
 # (a float sum of such values loses every cent), and is rebuilt from raw clicks, not moved by a difference.
 EXACT_LIMIT = 1e12
 MAX_AMOUNT = 1e12
-SQL_POISONED_HOURS = (
-    "SELECT period FROM rollup_campaign_hour WHERE campaign_id = ? AND period >= ? AND period < ? "
-    f"AND NOT abs(click_cost) <= {EXACT_LIMIT}"  # Infinity too
-)
-SQL_BACKFILL_STATE = "SELECT state, position, target FROM deferred_step WHERE name = 'rollup_backfill'"
 
 _COST = CLICK_COLUMNS.index("cost")
 _UNIQUE_CAMPAIGN = CLICK_COLUMNS.index("is_unique_campaign")
@@ -77,7 +67,7 @@ class ClickCosts:
         report = report_currency(conn)
         rates: dict[str, float] = {}
         self.models = {}
-        for campaign_id, model, value, currency in conn.execute(SQL_CAMPAIGN_COSTS).fetchall():
+        for campaign_id, model, value, currency in CostStore(conn).campaign_costs():
             if currency not in rates:
                 # No rate (a cost currency set before currencies were converted): no cost rather
                 # than a cost in another currency; reports name the campaign.
@@ -125,7 +115,8 @@ def spread_cost(
                 f"set one first with `lanner currency rate set {currency} RATE`."
             )
         amount = round(amount * rate, 6)
-    ids = [row[0] for row in conn.execute(SQL_PERIOD_CLICKS, (campaign_id, start_ms, end_ms)).fetchall()]
+    store = CostStore(conn)
+    ids = store.period_clicks(campaign_id, start_ms, end_ms)
     if not ids:
         raise CostError("The campaign has no clicks in that period; nothing to spread the cost over.")
     per_click = round(amount / len(ids), 6)
@@ -136,10 +127,9 @@ def spread_cost(
         chunk = ids[offset : offset + SPREAD_CHUNK]
         with write_tx(db):
             delta = RollupDelta()
-            position, target = _backfilled(conn)
-            rows = conn.execute(SQL_CHUNK.format(",".join("?" * len(chunk))), chunk).fetchall()
+            position, target = _backfilled(store)
             updates = []
-            for click_id, old_cost, *key in rows:
+            for click_id, old_cost, *key in store.chunk(chunk):
                 new_cost = last_cost if click_id == ids[-1] else per_click
                 updates.append((new_cost, click_id))
                 if position < click_id <= target:
@@ -148,25 +138,24 @@ def spread_cost(
                     delta.add_click_cost(tuple(key), new_cost - old_cost)
                 else:
                     poisoned_hours.add(key[0] - key[0] % HOUR_MS)
-            conn.executemany(SQL_SET_COST, updates).close()
+            store.set_costs(updates)
             delta.apply(conn)
         done += len(chunk)
         if on_progress:
             on_progress(done, len(ids))
     with write_tx(db):
-        hours = conn.execute(
-            SQL_POISONED_HOURS, (campaign_id, start_ms - start_ms % HOUR_MS, end_ms)
-        ).fetchall()
-        poisoned_hours.update(row[0] for row in hours)
+        poisoned_hours.update(
+            store.poisoned_hours(campaign_id, start_ms - start_ms % HOUR_MS, end_ms, EXACT_LIMIT)
+        )
         if poisoned_hours:
             rebuild_click_costs(conn, campaign_id, poisoned_hours)
     return len(ids), per_click
 
 
-def _backfilled(conn) -> tuple[int, int]:
+def _backfilled(store: CostStore) -> tuple[int, int]:
     """(position, target) of the rollup backfill: while it runs, the rollups hold the clicks up to
     its position and those landed after it started (above its target); it adds the rest later."""
-    state = fetch_one(conn, SQL_BACKFILL_STATE)
+    state = store.backfill_state()
     return (state[1], state[2]) if state and state[0] != "done" else (2**62, 2**62)
 
 
@@ -175,30 +164,11 @@ def is_exact(cost: float) -> bool:
     return math.isfinite(cost) and abs(cost) <= EXACT_LIMIT
 
 
-def _rebuild_sql(table: str, width: int, dimensions: tuple[str, ...]) -> str:
-    match = " AND ".join(
-        f"COALESCE(c.{name}, 0) = r.{name}" if name in ("stream_id", "offer_id") else f"c.{name} = r.{name}"
-        for name in dimensions
-    )
-    return (
-        f"UPDATE {table} AS r SET click_cost = COALESCE((SELECT SUM(c.cost) FROM click AS c "
-        f"WHERE c.created_at >= r.period AND c.created_at < r.period + {width} AND {match} "
-        f"AND (c.id <= ? OR c.id > ?)), 0) WHERE r.campaign_id = ? AND r.period = ?"
-    )
-
-
-SQL_REBUILD = {
-    table: (width, _rebuild_sql(table, width, tuple(DIMENSIONS[i] for i in positions)))
-    for table, width, positions in TABLES
-}
-
-
 def rebuild_click_costs(conn, campaign_id: int, hours: set[int]) -> None:
     """Set the click costs of the campaign's rollup rows for these UTC hours (and their days) to the
     sums of their raw clicks' costs. A row's clicks pruned since lose their cost: it held no number
     a report could show anyway."""
-    position, target = _backfilled(conn)
+    store = CostStore(conn)
+    position, target = _backfilled(store)
     days = {hour - hour % DAY_MS for hour in hours}
-    for width, sql in SQL_REBUILD.values():
-        periods = sorted(hours if width == HOUR_MS else days)
-        conn.executemany(sql, [(position, target, campaign_id, period) for period in periods]).close()
+    store.rebuild_click_costs(campaign_id, sorted(hours), sorted(days), position, target)

@@ -17,6 +17,7 @@ LANNER_REPORT_CURRENCY while the database holds no money yet; after that, changi
 converting every stored amount, which is not done: reports refuse to label USD amounts as EUR.
 `lanner currency relabel EUR` is for the install whose USD was never meant: it says the stored
 amounts were EUR all along (cheap: offers, campaigns and conversions only; no click is rewritten).
+The statements are models/store/sqlite/currency.py's.
 """
 
 from __future__ import annotations
@@ -32,37 +33,16 @@ from typing import Any
 from peewee import Database
 
 from models.errors import LannerError
-from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
+from models.reporting.rollups import RollupDelta, conversion_metrics
 from models.store.database import write_tx
+from models.store.sqlite.currency import CurrencyStore
 from models.store.sqlite.meta import MetaStore
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.rollups import RollupStore
 
 CODE = re.compile(r"^[A-Z]{3}$")
 MAX_RATE = 1e9
 FEED_TIMEOUT = 10.0
 FEED_MAX_BYTES = 1 << 20
-
-SQL_LATEST_RATE = "SELECT rate FROM exchange_rate WHERE currency = ? ORDER BY valid_from DESC LIMIT 1"
-SQL_LATEST_RATES = """
-SELECT r.currency, r.rate, r.valid_from, r.source FROM exchange_rate AS r
-WHERE r.valid_from = (SELECT MAX(valid_from) FROM exchange_rate WHERE currency = r.currency)
-ORDER BY r.currency
-"""
-SQL_ALL_RATES = "SELECT currency, rate, valid_from, source FROM exchange_rate ORDER BY currency, valid_from"
-SQL_INSERT_RATE = """
-INSERT INTO exchange_rate (currency, valid_from, rate, source) VALUES (?, ?, ?, ?)
-ON CONFLICT (currency, valid_from) DO UPDATE SET rate = excluded.rate, source = excluded.source
-"""
-SQL_UNCONVERTED_OF = """
-SELECT cv.id, cv.click_id, cv.campaign_id, cv.status, cv.payout, cv.cost FROM conversion AS cv
-INDEXED BY conversion_unconverted WHERE cv.report_payout IS NULL AND cv.currency = ?
-"""
-SQL_CONVERT = "UPDATE conversion SET report_payout = ?, cost = ? WHERE id = ?"
-SQL_CAMPAIGN_COST = "SELECT cost_model, cost_value, cost_currency FROM campaign WHERE id = ?"
-SQL_HOLDS_MONEY = """
-SELECT EXISTS (SELECT 1 FROM click) OR EXISTS (SELECT 1 FROM conversion)
-    OR EXISTS (SELECT 1 FROM exchange_rate)
-"""
 
 
 class CurrencyError(LannerError, ValueError):
@@ -86,8 +66,7 @@ def rate_of(conn, currency: str, report: str) -> float | None:
     """What one unit of `currency` is worth in `report` now; None when no rate is stored."""
     if currency == report:
         return 1.0
-    row = fetch_one(conn, SQL_LATEST_RATE, (currency,))
-    return row[0] if row else None
+    return CurrencyStore(conn).latest_rate(currency)
 
 
 def convert(conn, amount: float, currency: str, report: str) -> float | None:
@@ -127,12 +106,12 @@ def adopt_report_currency(db: Database, wanted: str) -> bool:
     with write_tx(db):
         meta = MetaStore(conn)
         old = meta.get("report_currency")  # None: migrated only up to before currencies.
-        if old is None or old == wanted or fetch_one(conn, SQL_HOLDS_MONEY)[0]:
+        currencies = CurrencyStore(conn)
+        if old is None or old == wanted or currencies.holds_money():
             return False
         meta.set("report_currency", wanted)
         # Offers and campaigns made before: their currency was the default, not a choice.
-        conn.execute("UPDATE offer SET currency = ? WHERE currency = ?", (wanted, old))
-        conn.execute("UPDATE campaign SET cost_currency = ? WHERE cost_currency = ?", (wanted, old))
+        currencies.relabel_offers_and_campaigns(old, wanted)
     return True
 
 
@@ -149,17 +128,15 @@ def relabel_report_currency(db: Database, new: str) -> int:
         old = report_currency(conn)
         if new == old:
             raise CurrencyError(f"The report currency is {old} already.")
-        if fetch_one(conn, "SELECT EXISTS (SELECT 1 FROM exchange_rate)")[0]:
+        currencies = CurrencyStore(conn)
+        if currencies.has_rates():
             raise CurrencyError(
                 f"Exchange rates are stored, into {old}; a relabel would make them wrong. It is for an "
                 "install that has not set rates yet."
             )
         MetaStore(conn).set("report_currency", new)
-        conn.execute("UPDATE offer SET currency = ? WHERE currency = ?", (new, old))
-        conn.execute("UPDATE campaign SET cost_currency = ? WHERE cost_currency = ?", (new, old))
-        relabelled = conn.execute(
-            "UPDATE conversion SET currency = ? WHERE currency = ?", (new, old)
-        ).rowcount
+        currencies.relabel_offers_and_campaigns(old, new)
+        relabelled = currencies.relabel_conversions(old, new)
         return relabelled + _convert_waiting(conn, new, 1.0, new)
 
 
@@ -196,8 +173,9 @@ def set_rates(
                 raise CurrencyError(f"{code} is the report currency; its rate is 1.")
             checked[code] = check_rate(value)
         changes = []
+        currencies = CurrencyStore(conn)
         for code, rate in checked.items():
-            conn.execute(SQL_INSERT_RATE, (code, valid_from, rate, source))
+            currencies.insert_rate(code, valid_from, rate, source)
             changes.append(RateChange(code, rate, _convert_waiting(conn, code, rate, report)))
     return changes
 
@@ -207,10 +185,12 @@ def _convert_waiting(conn, currency: str, rate: float, report: str) -> int:
     cost), moving their part of the rollups; how many."""
     from models.conversions.postbacks import conversion_cost
 
-    rows = conn.execute(SQL_UNCONVERTED_OF, (currency,)).fetchall()
+    currencies = CurrencyStore(conn)
+    rows = currencies.unconverted(currency)
     if not rows:
         return 0
     live = MetaStore(conn).rollups_live()
+    rollups = RollupStore(conn)
     delta = RollupDelta()
     campaigns: dict[int, tuple[str, float]] = {}
     for conversion_id, click_id, campaign_id, status, payout, old_cost in rows:
@@ -219,9 +199,9 @@ def _convert_waiting(conn, currency: str, rate: float, report: str) -> int:
             campaigns[campaign_id] = campaign_cost(conn, campaign_id, report)
         model, value = campaigns[campaign_id]
         cost = conversion_cost(model, value, status, report_payout) if model == "revshare" else old_cost
-        conn.execute(SQL_CONVERT, (report_payout, cost, conversion_id))
+        currencies.convert(conversion_id, report_payout, cost)
         if live:
-            key = click_key(conn, click_id)
+            key = rollups.click_key(click_id)
             if key is not None:
                 delta.add_conversion(key, conversion_metrics(status, 0.0, old_cost), -1)
                 delta.add_conversion(key, conversion_metrics(status, report_payout, cost))
@@ -232,7 +212,7 @@ def _convert_waiting(conn, currency: str, rate: float, report: str) -> int:
 def campaign_cost(conn, campaign_id: int, report: str) -> tuple[str, float]:
     """The campaign's cost model and value in the report currency (value 0 while its currency has no
     rate: reports say so)."""
-    row = fetch_one(conn, SQL_CAMPAIGN_COST, (campaign_id,))
+    row = CurrencyStore(conn).campaign_cost(campaign_id)
     if row is None:
         return "cpc", 0.0
     model, value, currency = row
@@ -243,7 +223,7 @@ def campaign_cost(conn, campaign_id: int, report: str) -> tuple[str, float]:
 def list_rates(db: Database, *, history: bool = False) -> list[dict[str, Any]]:
     conn = db.connection()
     report = report_currency(conn)
-    rows = conn.execute(SQL_ALL_RATES if history else SQL_LATEST_RATES).fetchall()
+    rows = CurrencyStore(conn).rates(history=history)
     return [
         {"currency": currency, "rate": rate, "report_currency": report, "valid_from": valid_from,
          "source": source}

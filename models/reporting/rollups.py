@@ -18,6 +18,7 @@ Money is summed in the report currency only: a click's cost and a conversion's `
 and cost, converted when recorded; a payout with no rate yet counts as 0 until its rate is set.
 Clicks stored before the rollups existed are added by the deferred step `rollup_backfill`
 (models/migrations/deferred.py); until it is done, reports read raw rows.
+The tables' layout is models/reporting/cubes.py's, the statements models/store/sqlite/rollups.py's.
 """
 
 from __future__ import annotations
@@ -25,40 +26,18 @@ from __future__ import annotations
 from typing import Iterable
 
 from models.clicks.record import CLICK_COLUMNS
-from models.store.sqlite.rows import fetch_one
+from models.reporting.cubes import (  # noqa: F401 - the layout, as reports and tests import it from here
+    CLICK_METRICS,
+    CONVERSION_METRICS,
+    CUBES,
+    DAY_MS,
+    DIMENSIONS,
+    HOUR_MS,
+    METRICS,
+    TABLES,
+)
+from models.store.sqlite.rollups import RollupStore
 from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, TRASH
-
-HOUR_MS = 3_600_000
-DAY_MS = 86_400_000
-DIMENSIONS = (
-    "campaign_id",
-    "stream_id",
-    "offer_id",
-    "source",
-    "country",
-    "device_type",
-    "os",
-    "browser",
-    "language",
-)
-CLICK_METRICS = ("clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost")
-CONVERSION_METRICS = (
-    "leads", "sales", "rejected", "trash", "rebills", "revenue", "revenue_pending", "conversion_cost",
-)  # fmt: skip
-METRICS = CLICK_METRICS + CONVERSION_METRICS
-CAMPAIGN_DIMENSIONS = ("campaign_id", "stream_id", "offer_id")
-# cube -> (its dimensions, {granularity: table}); smallest first, reports take the first that fits.
-CUBES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
-    "campaign": (CAMPAIGN_DIMENSIONS, {"hour": "rollup_campaign_hour", "day": "rollup_campaign_day"}),
-    "detail": (DIMENSIONS, {"hour": "rollup_hour", "day": "rollup_day"}),
-}
-WIDTHS = {"hour": HOUR_MS, "day": DAY_MS}
-# (table, period width, positions of its dimensions in a detail key)
-TABLES = tuple(
-    (table, WIDTHS[granularity], tuple(DIMENSIONS.index(d) for d in dims))
-    for dims, tables in CUBES.values()
-    for granularity, table in tables.items()
-)
 
 # Where a click record (models/clicks/record.py) keeps the dimensions and the click metrics.
 _DIMENSION_POSITIONS = tuple(CLICK_COLUMNS.index(name) for name in DIMENSIONS)
@@ -70,23 +49,6 @@ _CLICK_METRIC_POSITIONS = tuple(
 _STREAM, _OFFER = DIMENSIONS.index("stream_id"), DIMENSIONS.index("offer_id")
 _NO_CONVERSIONS = (0,) * len(CONVERSION_METRICS)
 _NO_CLICKS = (0,) * len(CLICK_METRICS)
-
-# The click's columns a conversion's rollup key needs (SQL_CLICK_KEY selects them in this order).
-SQL_CLICK_KEY = f"SELECT created_at, {', '.join(DIMENSIONS)} FROM click WHERE id = ?"
-
-
-def upsert_sql(table: str, dimensions: tuple[str, ...]) -> str:
-    columns = ("period", *dimensions, *METRICS)
-    updates = ", ".join(f"{metric} = {metric} + excluded.{metric}" for metric in METRICS)
-    return (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-        f"ON CONFLICT (period, {', '.join(dimensions)}) DO UPDATE SET {updates}"
-    )
-
-
-SQL_UPSERT = {
-    table: upsert_sql(table, tuple(DIMENSIONS[i] for i in positions)) for table, _, positions in TABLES
-}
 
 
 def conversion_metrics(status: str, payout: float, cost: float) -> tuple:
@@ -147,7 +109,7 @@ class RollupDelta:
             )
 
     def add_click_cost(self, click_key: tuple, cost_change: float) -> None:
-        """`click_key` as SQL_CLICK_KEY returns it."""
+        """`click_key` as RollupStore.click_key returns it."""
         self._add(click_key[0], _key(click_key[1:]), (0, 0, 0, 0, 0, cost_change, *_NO_CONVERSIONS))
 
     def add_conversion(self, click_key: tuple, metrics: tuple, sign: int = 1) -> None:
@@ -156,50 +118,25 @@ class RollupDelta:
         self._add(click_key[0], _key(click_key[1:]), (*_NO_CLICKS, *values))
 
     def apply(self, conn) -> None:
+        """Add the changes onto every table, in the caller's transaction, and start over."""
+        changes = []
         for table, width, positions in TABLES:
             folded: dict[tuple, list] = {}
             for (hour, key), metrics in self.changes.items():
                 add_metrics(folded, (hour - hour % width, *(key[i] for i in positions)), metrics)
-            conn.executemany(SQL_UPSERT[table], [(*key, *metrics) for key, metrics in folded.items()]).close()
+            changes.append((table, [(*key, *metrics) for key, metrics in folded.items()]))
+        RollupStore(conn).add(changes)
         self.changes.clear()
 
 
-def click_key(conn, click_id: int) -> tuple:
-    return fetch_one(conn, SQL_CLICK_KEY, (click_id,))
-
-
-def _select_click_rollup(width: int, positions: tuple[int, ...]) -> str:
-    names = [DIMENSIONS[i] for i in positions]
-    dims = ", ".join(f"COALESCE({d}, 0)" if d in ("stream_id", "offer_id") else d for d in names)
-    return f"""
-SELECT created_at - created_at % {width}, {dims}, COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign),
-    SUM(is_unique_stream), SUM(is_bot), SUM(cost), {", ".join("0" * len(CONVERSION_METRICS))}
-FROM click WHERE id > ? AND id <= ? GROUP BY 1, {", ".join(str(n) for n in range(2, len(names) + 2))}
-"""
-
-
-def backfill_clicks(conn, first_id: int, last_id: int) -> None:
-    """Add the clicks with first_id < id <= last_id to every table (the deferred backfill's chunk)."""
-    for table, width, positions in TABLES:
-        rows = conn.execute(_select_click_rollup(width, positions), (first_id, last_id)).fetchall()
-        conn.executemany(SQL_UPSERT[table], rows).close()
-
-
-SQL_CONVERSIONS_WITH_KEYS = f"""
-SELECT cv.status, {{payout}}, cv.cost, c.created_at, {", ".join("c." + d for d in DIMENSIONS)}
-FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
-"""
+def click_key(conn, click_id: int) -> tuple | None:
+    """The key a change of this click's conversions moves (RollupStore.click_key)."""
+    return RollupStore(conn).click_key(click_id)
 
 
 def backfill_conversions(conn) -> None:
     """Add every stored conversion to every table (once, in the deferred step's first transaction)."""
-    # A database migrated only up to before currencies (0006) sums payouts as they came, as its
-    # release did; 0006 then takes the unconverted ones out.
-    columns = {row[1] for row in conn.execute("PRAGMA table_info(conversion)").fetchall()}
-    payout = "COALESCE(cv.report_payout, 0)" if "report_payout" in columns else "cv.payout"
     delta = RollupDelta()
-    for status, payout, cost, *key in conn.execute(
-        SQL_CONVERSIONS_WITH_KEYS.format(payout=payout)
-    ).fetchall():
+    for status, payout, cost, *key in RollupStore(conn).conversions_with_keys():
         delta.add_conversion(tuple(key), conversion_metrics(status, payout, cost))
     delta.apply(conn)

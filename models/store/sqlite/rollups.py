@@ -1,0 +1,80 @@
+"""The rollup tables (`rollup_hour`, `rollup_day`, `rollup_campaign_hour`, `rollup_campaign_day`):
+changes added onto their rows, a conversion's click key, and the deferred backfill's statements.
+
+What a click or a conversion adds and how a change folds into each table are
+models/reporting/rollups.py's; the tables' layout is models/reporting/cubes.py's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Iterable
+
+from models.reporting.cubes import CONVERSION_METRICS, DIMENSIONS, METRICS, TABLES
+from models.store.sqlite.rows import fetch_one
+
+
+def _upsert_sql(table: str, dimensions: tuple[str, ...]) -> str:
+    columns = ("period", *dimensions, *METRICS)
+    updates = ", ".join(f"{metric} = {metric} + excluded.{metric}" for metric in METRICS)
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+        f"ON CONFLICT (period, {', '.join(dimensions)}) DO UPDATE SET {updates}"
+    )
+
+
+def _select_click_rollup(width: int, positions: tuple[int, ...]) -> str:
+    names = [DIMENSIONS[i] for i in positions]
+    dims = ", ".join(f"COALESCE({d}, 0)" if d in ("stream_id", "offer_id") else d for d in names)
+    return f"""
+SELECT created_at - created_at % {width}, {dims}, COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign),
+    SUM(is_unique_stream), SUM(is_bot), SUM(cost), {", ".join("0" * len(CONVERSION_METRICS))}
+FROM click WHERE id > ? AND id <= ? GROUP BY 1, {", ".join(str(n) for n in range(2, len(names) + 2))}
+"""
+
+
+class RollupStore:
+    """The rollups of one connection; writes join the caller's transaction (a flush's, a postback's)."""
+
+    # table -> its upsert of one row of (period, its dimensions, METRICS): added onto the row there.
+    SQL_UPSERT = {
+        table: _upsert_sql(table, tuple(DIMENSIONS[i] for i in positions)) for table, _, positions in TABLES
+    }
+    # The click's columns a conversion's rollup key needs, in this order.
+    SQL_CLICK_KEY = f"SELECT created_at, {', '.join(DIMENSIONS)} FROM click WHERE id = ?"
+    # table -> the rows of its upsert summed from the clicks with ? < id <= ?.
+    SQL_CLICK_ROLLUPS = {table: _select_click_rollup(width, positions) for table, width, positions in TABLES}
+    SQL_CONVERSION_COLUMNS = "PRAGMA table_info(conversion)"
+    SQL_CONVERSIONS_WITH_KEYS = f"""
+SELECT cv.status, {{payout}}, cv.cost, c.created_at, {", ".join("c." + d for d in DIMENSIONS)}
+FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
+"""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def add(self, changes: Iterable[tuple[str, list[tuple]]]) -> None:
+        """Add each (table, rows of (period, its dimensions, METRICS)) onto the table's rows."""
+        for table, rows in changes:
+            self.conn.executemany(self.SQL_UPSERT[table], rows).close()
+
+    def click_key(self, click_id: int) -> tuple | None:
+        """(created_at, DIMENSIONS...) of the click; None if it is not stored."""
+        return fetch_one(self.conn, self.SQL_CLICK_KEY, (click_id,))
+
+    def backfill_clicks(self, first_id: int, last_id: int) -> None:
+        """Add the clicks with first_id < id <= last_id to every table (the deferred backfill's chunk)."""
+        for table, sql in self.SQL_CLICK_ROLLUPS.items():
+            rows = self.conn.execute(sql, (first_id, last_id)).fetchall()
+            self.conn.executemany(self.SQL_UPSERT[table], rows).close()
+
+    def conversions_with_keys(self) -> list[tuple]:
+        """(status, payout in the report currency, cost, its click's created_at, DIMENSIONS...) of every
+        stored conversion; a payout with no rate yet is 0."""
+        # A database migrated only up to before currencies (0007) sums payouts as they came, as its
+        # release did; 0007 then takes the unconverted ones out.
+        columns = {row[1] for row in self.conn.execute(self.SQL_CONVERSION_COLUMNS).fetchall()}
+        payout = "COALESCE(cv.report_payout, 0)" if "report_payout" in columns else "cv.payout"
+        return self.conn.execute(self.SQL_CONVERSIONS_WITH_KEYS.format(payout=payout)).fetchall()
