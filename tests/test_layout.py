@@ -22,7 +22,6 @@ ALLOWED_SQL = {
     "models/conversions/postbacks.py",
     "models/reporting/costs.py",
     "models/reporting/currency.py",
-    "models/reporting/reports.py",
     "models/reporting/rollups.py",
 }
 EDGES = ("routes", "workers", "app", "cli")
