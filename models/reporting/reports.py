@@ -9,6 +9,7 @@ columns. A report grouping or filtering by a dimension the rollups do not keep (
 domain) reads raw rows, as it does while the rollup backfill is still running. Every source yields
 the same metrics, summed per group in Python. A report that would read raw rows for time `lanner
 prune` emptied refuses, saying why it needs them (PrunedRangeError), instead of counting less.
+The statements are the report store's (models/store/sqlite/reports.py), over one read snapshot.
 
 An hour report's rows are local hours; the hour the clocks go back through is two rows, each
 labelled with its UTC offset. Range bounds follow models/reporting/timerange.py's rule for DST nights.
@@ -29,7 +30,6 @@ import time as time_module
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
 from peewee import Database
@@ -39,37 +39,16 @@ from models.errors import LannerError
 from models.migrations.deferred import rollups_ready
 from models.ops.retention import pruned_before
 from models.reporting.currency import CurrencyError, check_report_currency
-from models.reporting.rollups import (
-    CLICK_METRICS,
-    CONVERSION_METRICS,
-    CUBES,
-    DAY_MS,
-    DIMENSIONS,
-    HOUR_MS,
-    METRICS,
-    add_metrics,
-)
+from models.reporting.dimensions import DIMENSION_COLUMNS, ID_GROUPS
+from models.reporting.rollups import CUBES, DAY_MS, DIMENSIONS, HOUR_MS, METRICS, add_metrics
 from models.reporting.timerange import TimeRangeError, local_instant, zone
+from models.store.sqlite.reports import ReportStore
 
 TIME_GROUPS = ("day", "hour")
 UTC_ZONES = frozenset(
     ("UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu", "GMT", "Etc/GMT",
      "Etc/GMT+0", "Etc/GMT-0", "Etc/GMT0", "Etc/Greenwich", "GMT0", "Greenwich")
 )  # fmt: skip
-# Grouping / filter name -> the click column it reads.
-DIMENSION_COLUMNS: dict[str, str] = {
-    "campaign": "campaign_id",
-    "stream": "stream_id",
-    "offer": "offer_id",
-    "source": "source",
-    "country": "country",
-    "device": "device_type",
-    "os": "os",
-    "browser": "browser",
-    "language": "language",
-    **{f"sub_id_{n}": f"sub_id_{n}" for n in range(1, 31)},
-    "referrer_domain": "lanner_domain(referrer)",
-}
 # The groups both rollup cubes can answer (their dimensions), in the order messages list them.
 ROLLUP_GROUPS_ORDER = tuple(name for name, column in DIMENSION_COLUMNS.items() if column in DIMENSIONS)
 ROLLUP_GROUPS = frozenset(ROLLUP_GROUPS_ORDER)
@@ -79,22 +58,7 @@ REPORT_METRICS = (
     "rejected", "trash", "rebills", "cr", "revenue", "revenue_pending", "cost", "profit", "roi", "epc",
     "cpc", "cpa",
 )  # fmt: skip
-ID_GROUPS = ("campaign", "stream", "offer")
 END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a whole number of days.
-
-_ZERO_CONVERSIONS = ", ".join("0" for _ in CONVERSION_METRICS)
-_ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
-_CLICK_SUMS = (
-    "COUNT(*), SUM(c.is_unique_global), SUM(c.is_unique_campaign), SUM(c.is_unique_stream), SUM(c.is_bot), "
-    "SUM(c.cost)"
-)
-_CONVERSION_SUMS = (
-    "SUM(cv.status = 'lead'), SUM(cv.status = 'sale'), SUM(cv.status = 'rejected'), "
-    "SUM(cv.status = 'trash'), "
-    "SUM(cv.status = 'rebill'), "
-    "SUM(CASE WHEN cv.status IN ('sale', 'rebill') THEN COALESCE(cv.report_payout, 0) ELSE 0 END), "
-    "SUM(CASE WHEN cv.status = 'lead' THEN COALESCE(cv.report_payout, 0) ELSE 0 END), SUM(cv.cost)"
-)
 
 
 class ReportError(LannerError, ValueError):
@@ -239,99 +203,6 @@ def _check_not_pruned(
     )
 
 
-def _domain(referrer: str | None) -> str:
-    if not referrer:
-        return ""
-    try:
-        host = urlsplit(referrer).hostname or ""
-    except ValueError:
-        return ""
-    return host[4:] if host.startswith("www.") else host
-
-
-class _Sql:
-    """The SELECT for one piece: time bucket, group expressions, filters, and the metric sums."""
-
-    def __init__(self, query: ReportQuery, bucket: int | None) -> None:
-        self.groups = [g for g in query.group_by if g not in TIME_GROUPS]
-        self.bucket = bucket
-        self.filters = query.filters
-
-    def _where(
-        self, prefix: str, time_column: str, start: int, end: int, id_prefix: str | None = None
-    ) -> tuple[list[str], list]:
-        """`id_prefix`: where campaign/stream/offer filters read (a conversion's own copy: its index)."""
-        where, params = [f"{time_column} >= ?", f"{time_column} < ?"], [start, end]
-        for name, values in self.filters.items():
-            expression = self._expression(name, id_prefix if id_prefix and name in ID_GROUPS else prefix)
-            where.append(f"{expression} IN ({', '.join('?' * len(values))})")
-            params.extend(int(v) if name in ID_GROUPS else v for v in values)
-        return where, params
-
-    @staticmethod
-    def _expression(name: str, prefix: str) -> str:
-        column = DIMENSION_COLUMNS[name]
-        if name in ("stream", "offer") and prefix != "r.":
-            return f"COALESCE({prefix}{column}, 0)"
-        if name == "referrer_domain":
-            return f"lanner_domain({prefix}referrer)"
-        return prefix + column
-
-    def _select(self, prefix: str, time_column: str, is_bucketed: bool = False) -> list[str]:
-        """`is_bucketed`: the time column holds buckets already (rollup_hour): grouping by the bare
-        column follows the primary key's order, with no temporary B-tree (PERF: 270 -> 60 ms)."""
-        if not self.bucket:
-            parts = []
-        elif is_bucketed:
-            parts = [time_column]
-        else:
-            parts = [f"{time_column} - {time_column} % {self.bucket}"]
-        return parts + [self._expression(name, prefix) for name in self.groups]
-
-    def _group_by(self) -> str:
-        count = len(self.groups) + (1 if self.bucket else 0)
-        return f" GROUP BY {', '.join(str(n) for n in range(1, count + 1))}" if count else ""
-
-    def rollup(self, table: str, start: int, end: int) -> tuple[str, list]:
-        where, params = self._where("r.", "r.period", start, end)
-        is_bucketed = (table.endswith("_hour") and self.bucket == HOUR_MS) or (
-            table.endswith("_day") and self.bucket == DAY_MS
-        )
-        select = self._select("r.", "r.period", is_bucketed) + [f"SUM(r.{metric})" for metric in METRICS]
-        sql = f"SELECT {', '.join(select)} FROM {table} AS r WHERE {' AND '.join(where)}{self._group_by()}"
-        return sql, params
-
-    def raw_clicks(self, start: int, end: int) -> tuple[str, list]:
-        where, params = self._where("c.", "c.created_at", start, end)
-        select = self._select("c.", "c.created_at")
-        sql = (
-            f"SELECT {', '.join(select + [_CLICK_SUMS, _ZERO_CONVERSIONS])} FROM click AS c "
-            f"WHERE {' AND '.join(where)}{self._group_by()}"
-        )
-        return sql, params
-
-    def unconverted(self, start: int, end: int) -> tuple[str, list]:
-        """Conversions with revenue (pending or not) whose payout has no rate yet, per currency."""
-        where, params = self._where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
-        sql = (
-            "SELECT cv.currency, COUNT(*), SUM(cv.payout) "
-            "FROM conversion AS cv INDEXED BY conversion_unconverted JOIN click AS c ON c.id = cv.click_id "
-            "WHERE cv.report_payout IS NULL "
-            f"AND cv.status IN ('lead', 'sale', 'rebill') AND {' AND '.join(where)} GROUP BY 1 ORDER BY 1"
-        )
-        return sql, params
-
-    def raw_conversions(self, start: int, end: int) -> tuple[str, list]:
-        where, params = self._where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
-        select = self._select("c.", "c.created_at")
-        sql = (
-            f"SELECT {', '.join(select + [_ZERO_CLICKS, _CONVERSION_SUMS])} "
-            f"FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id "
-            f"WHERE {' AND '.join(where)}{self._group_by()}"
-        )
-        return sql, params
-
-
 def _cube_tables(query: ReportQuery) -> dict[str, str]:
     """The hourly and daily tables of the smallest rollup cube that has every dimension asked for."""
     needed = {
@@ -368,16 +239,16 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
         currency = check_report_currency(db.connection(), query.currency)
     except CurrencyError as exc:
         raise ReportError(str(exc)) from None
+    conn = db.connection()
+    store = ReportStore(conn)
     if "campaign" in query.filters:
         query = dataclasses.replace(
-            query, filters={**query.filters, "campaign": campaign_ids(db, query.filters["campaign"])}
+            query, filters={**query.filters, "campaign": campaign_ids(store, query.filters["campaign"])}
         )
     tz = zone(query.timezone)
     start, end = _range(query, tz, time_module.time() if now is None else now)
     bounds = (0 if start is None else start, END_OF_TIME if end is None else end)
     time_group = next((name for name in query.group_by if name in TIME_GROUPS), None)
-    conn = db.connection()
-    conn.create_function("lanner_domain", 1, _domain, deterministic=True)
     unkept = [
         name for name in (*query.group_by, *query.filters) if name not in (*TIME_GROUPS, *ROLLUP_GROUPS)
     ]
@@ -413,27 +284,24 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
             )
         ]
     _check_not_pruned(conn, pieces, tz, bounds, why_raw)
-    sql = _Sql(query, bucket)
+    groups = tuple(name for name in query.group_by if name not in TIME_GROUPS)
+    filters = {  # As the columns hold them.
+        name: tuple(int(value) for value in values) if name in ID_GROUPS else values
+        for name, values in query.filters.items()
+    }
     labels = _Labels(time_group, tz)
     sums: dict[tuple, list] = {}
     with db.atomic():  # One snapshot for every piece.
         for source, piece_start, piece_end in pieces:
-            if source == "raw":
-                statements = [
-                    sql.raw_clicks(piece_start, piece_end),
-                    sql.raw_conversions(piece_start, piece_end),
-                ]
-            else:
-                statements = [sql.rollup(source, piece_start, piece_end)]
-            for statement, params in statements:
-                for row in conn.execute(statement, params):
-                    add_metrics(sums, _group_key(row, bucket, labels), row[-len(METRICS) :])
-        unconverted_sql, unconverted_params = sql.unconverted(*bounds)
+            for row in store.rows(
+                source, piece_start, piece_end, groups=groups, filters=filters, bucket=bucket
+            ):
+                add_metrics(sums, _group_key(row, bucket, labels), row[-len(METRICS) :])
         unconverted = [
             {"currency": code, "conversions": count, "payout": round(payout, 6)}
-            for code, count, payout in conn.execute(unconverted_sql, unconverted_params).fetchall()
+            for code, count, payout in store.unconverted(*bounds, filters)
         ]
-        notes = _currency_notes(conn, query, currency, unconverted)
+        notes = _currency_notes(store, query, currency, unconverted)
     columns = list(query.group_by)
     time_index = columns.index(time_group) if time_group else None
     ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
@@ -442,7 +310,7 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
     for metrics in sums.values():
         for index, value in enumerate(metrics):
             totals[index] += value
-    _name_ids(db, rows, query.group_by)
+    _name_ids(store, rows, query.group_by)
     names = [f"{g}_name" for g in query.group_by if g in ID_GROUPS]
     total = _row({}, totals)
     if [row for row in (*rows, total) if _drop_non_finite(row)]:
@@ -460,15 +328,9 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
     )
 
 
-SQL_UNRATED_COST_CAMPAIGNS = """
-SELECT c.id, c.alias, c.cost_currency FROM campaign AS c
-WHERE c.cost_value > 0 AND c.cost_currency != ?
-    AND NOT EXISTS (SELECT 1 FROM exchange_rate AS r WHERE r.currency = c.cost_currency)
-ORDER BY c.id
-"""
-
-
-def _currency_notes(conn, query: ReportQuery, currency: str, unconverted: list[dict[str, Any]]) -> list[str]:
+def _currency_notes(
+    store: ReportStore, query: ReportQuery, currency: str, unconverted: list[dict[str, Any]]
+) -> list[str]:
     notes = [
         f"{item['conversions']} conversion{'s' if item['conversions'] != 1 else ''} in {item['currency']} "
         f"(payout {item['payout']:g} {item['currency']}) have no exchange rate into {currency} and are not "
@@ -476,7 +338,7 @@ def _currency_notes(conn, query: ReportQuery, currency: str, unconverted: list[d
         for item in unconverted
     ]
     wanted = set(query.filters.get("campaign", ()))
-    for campaign_id, alias, cost_currency in conn.execute(SQL_UNRATED_COST_CAMPAIGNS, (currency,)).fetchall():
+    for campaign_id, alias, cost_currency in store.unrated_cost_campaigns(currency):
         if not wanted or str(campaign_id) in wanted:
             notes.append(
                 f"Campaign {alias}'s costs are in {cost_currency}, which has no exchange rate into "
@@ -500,9 +362,9 @@ def _drop_non_finite(row: dict[str, Any]) -> bool:
     return bool(bad)
 
 
-def campaign_ids(db: Database, refs: tuple[str, ...]) -> tuple[str, ...]:
+def campaign_ids(store: ReportStore, refs: tuple[str, ...]) -> tuple[str, ...]:
     """A campaign filter's values (ids or aliases) as ids; ReportError for one naming no campaign."""
-    by_alias = dict(db.execute_sql("SELECT alias, id FROM campaign").fetchall())
+    by_alias = store.campaign_ids_by_alias()
     known = set(by_alias.values())
     ids = []
     for ref in refs:
@@ -613,13 +475,11 @@ def _row(groups: dict[str, Any], metrics: list) -> dict[str, Any]:
     }
 
 
-def _name_ids(db: Database, rows: list[dict[str, Any]], group_by: tuple[str, ...]) -> None:
+def _name_ids(store: ReportStore, rows: list[dict[str, Any]], group_by: tuple[str, ...]) -> None:
     """Add campaign/stream/offer names next to their ids."""
-    tables = {"campaign": "SELECT id, alias FROM campaign", "offer": "SELECT id, name FROM offer",
-              "stream": "SELECT id, name FROM stream"}  # fmt: skip
     for group in group_by:
-        if group in tables:
-            names = dict(db.execute_sql(tables[group]).fetchall())
+        if group in ID_GROUPS:
+            names = store.names(group)
             for row in rows:
                 row[f"{group}_name"] = names.get(row[group], "") if row[group] else ""
                 if row[group] == 0:

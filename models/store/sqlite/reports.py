@@ -1,0 +1,199 @@
+"""The reads of a report: metric sums per group from the rollup tables or raw rows, and what it names.
+
+What to read (the time range, its pieces, the cube, the time bucket) and what the sums become (labels,
+ratios, sorted rows) are models/reporting/reports.py's; the statements are here. Every method reads
+in the caller's transaction: the report holds one read snapshot over all its pieces.
+
+A report's groups and filters are dimension names (models/reporting/dimensions.py); only those and
+the rollup tables of models/reporting/rollups.py become identifiers, every value is bound.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Iterator
+from urllib.parse import urlsplit
+
+from models.reporting.dimensions import DIMENSION_COLUMNS, ID_GROUPS
+from models.reporting.rollups import CLICK_METRICS, CONVERSION_METRICS, CUBES, DAY_MS, HOUR_MS, METRICS
+
+# Rollup table -> the width of its periods.
+_TABLE_WIDTHS = {
+    table: {"hour": HOUR_MS, "day": DAY_MS}[granularity]
+    for _, tables in CUBES.values()
+    for granularity, table in tables.items()
+}
+# What raw rows sum to, in METRICS order: a click adds no conversion metrics, a conversion no click ones.
+_ZERO_CONVERSIONS = ", ".join("0" for _ in CONVERSION_METRICS)
+_ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
+_CLICK_SUMS = (
+    "COUNT(*), SUM(c.is_unique_global), SUM(c.is_unique_campaign), SUM(c.is_unique_stream), SUM(c.is_bot), "
+    "SUM(c.cost)"
+)
+_CONVERSION_SUMS = (
+    "SUM(cv.status = 'lead'), SUM(cv.status = 'sale'), SUM(cv.status = 'rejected'), "
+    "SUM(cv.status = 'trash'), "
+    "SUM(cv.status = 'rebill'), "
+    "SUM(CASE WHEN cv.status IN ('sale', 'rebill') THEN COALESCE(cv.report_payout, 0) ELSE 0 END), "
+    "SUM(CASE WHEN cv.status = 'lead' THEN COALESCE(cv.report_payout, 0) ELSE 0 END), SUM(cv.cost)"
+)
+
+
+def referrer_domain(referrer: str | None) -> str:
+    """The referrer URL's host without "www." ("" for none): `lanner_domain()` in SQL."""
+    if not referrer:
+        return ""
+    try:
+        host = urlsplit(referrer).hostname or ""
+    except ValueError:
+        return ""
+    return host[4:] if host.startswith("www.") else host
+
+
+class ReportStore:
+    """A report's reads on one connection, in the caller's read transaction."""
+
+    # Conversions with revenue (pending or not) whose payout has no rate yet, per currency.
+    SQL_UNCONVERTED = (
+        "SELECT cv.currency, COUNT(*), SUM(cv.payout) "
+        "FROM conversion AS cv INDEXED BY conversion_unconverted JOIN click AS c ON c.id = cv.click_id "
+        "WHERE cv.report_payout IS NULL "
+        "AND cv.status IN ('lead', 'sale', 'rebill') AND {where} GROUP BY 1 ORDER BY 1"
+    )
+    SQL_UNRATED_COST_CAMPAIGNS = """
+SELECT c.id, c.alias, c.cost_currency FROM campaign AS c
+WHERE c.cost_value > 0 AND c.cost_currency != ?
+    AND NOT EXISTS (SELECT 1 FROM exchange_rate AS r WHERE r.currency = c.cost_currency)
+ORDER BY c.id
+"""
+    SQL_CAMPAIGN_IDS = "SELECT alias, id FROM campaign"
+    SQL_NAMES = {
+        "campaign": "SELECT id, alias FROM campaign",
+        "offer": "SELECT id, name FROM offer",
+        "stream": "SELECT id, name FROM stream",
+    }
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        # The referrer_domain dimension, computed in Python; registering again replaces it.
+        conn.create_function("lanner_domain", 1, referrer_domain, deterministic=True)
+
+    def rows(
+        self,
+        source: str,
+        start: int,
+        end: int,
+        *,
+        groups: tuple[str, ...],
+        filters: dict[str, tuple],
+        bucket: int | None,
+    ) -> Iterator[tuple]:
+        """The metric sums of [start, end) per group, read from `source`: a rollup table, or "raw"
+        (clicks, then conversions at their click's time).
+
+        Each row is (the time bucket, when `bucket` is a width in ms; the values of `groups`; the
+        sums of METRICS). A filter's values are what its column holds (ints for ID_GROUPS). A group
+        may come in more than one row (the raw conversions' after the clicks'); the caller sums them.
+        """
+        sql = _PieceSql(groups, filters, bucket)
+        if source == "raw":
+            statements = [sql.raw_clicks(start, end), sql.raw_conversions(start, end)]
+        else:
+            statements = [sql.rollup(source, start, end)]
+        for statement, params in statements:
+            yield from self.conn.execute(statement, params)
+
+    def unconverted(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple[str, int, float]]:
+        """(currency, conversions, payout) of the conversions in [start, end) (their click's time)
+        with revenue, pending or not, that are not in revenue for want of an exchange rate."""
+        where, params = _PieceSql((), filters, None).where("c.", "cv.click_created_at", start, end, "cv.")
+        sql = self.SQL_UNCONVERTED.format(where=" AND ".join(where))
+        return self.conn.execute(sql, params).fetchall()
+
+    def unrated_cost_campaigns(self, currency: str) -> list[tuple[int, str, str]]:
+        """(id, alias, cost currency) of the campaigns with a cost in a currency that has no exchange
+        rate (into `currency`, the report's), by id."""
+        return self.conn.execute(self.SQL_UNRATED_COST_CAMPAIGNS, (currency,)).fetchall()
+
+    def campaign_ids_by_alias(self) -> dict[str, int]:
+        return dict(self.conn.execute(self.SQL_CAMPAIGN_IDS).fetchall())
+
+    def names(self, kind: str) -> dict[int, str]:
+        """Id -> name of every campaign (its alias), stream or offer."""
+        return dict(self.conn.execute(self.SQL_NAMES[kind]).fetchall())
+
+
+class _PieceSql:
+    """The SELECTs of one piece: time bucket, group expressions, filters, and the metric sums."""
+
+    __slots__ = ("groups", "filters", "bucket")
+
+    def __init__(self, groups: tuple[str, ...], filters: dict[str, tuple], bucket: int | None) -> None:
+        self.groups = groups
+        self.filters = filters
+        self.bucket = int(bucket) if bucket else None  # A width the report chose, written as a number.
+
+    def where(
+        self, prefix: str, time_column: str, start: int, end: int, id_prefix: str | None = None
+    ) -> tuple[list[str], list]:
+        """`id_prefix`: where campaign/stream/offer filters read (a conversion's own copy: its index)."""
+        where, params = [f"{time_column} >= ?", f"{time_column} < ?"], [start, end]
+        for name, values in self.filters.items():
+            expression = self._expression(name, id_prefix if id_prefix and name in ID_GROUPS else prefix)
+            where.append(f"{expression} IN ({', '.join('?' * len(values))})")
+            params.extend(values)
+        return where, params
+
+    @staticmethod
+    def _expression(name: str, prefix: str) -> str:
+        column = DIMENSION_COLUMNS[name]  # KeyError for a name that is no dimension.
+        if name in ("stream", "offer") and prefix != "r.":
+            return f"COALESCE({prefix}{column}, 0)"
+        if name == "referrer_domain":
+            return f"lanner_domain({prefix}{column})"
+        return prefix + column
+
+    def _select(self, prefix: str, time_column: str, is_bucketed: bool = False) -> list[str]:
+        """`is_bucketed`: the time column holds buckets already (rollup_hour): grouping by the bare
+        column follows the primary key's order, with no temporary B-tree (PERF: 270 -> 60 ms)."""
+        if not self.bucket:
+            parts = []
+        elif is_bucketed:
+            parts = [time_column]
+        else:
+            parts = [f"{time_column} - {time_column} % {self.bucket}"]
+        return parts + [self._expression(name, prefix) for name in self.groups]
+
+    def _group_by(self) -> str:
+        count = len(self.groups) + (1 if self.bucket else 0)
+        return f" GROUP BY {', '.join(str(n) for n in range(1, count + 1))}" if count else ""
+
+    def rollup(self, table: str, start: int, end: int) -> tuple[str, list]:
+        if table not in _TABLE_WIDTHS:
+            raise ValueError(f"{table!r} is no rollup table.")
+        where, params = self.where("r.", "r.period", start, end)
+        select = self._select("r.", "r.period", self.bucket == _TABLE_WIDTHS[table])
+        select += [f"SUM(r.{metric})" for metric in METRICS]
+        sql = f"SELECT {', '.join(select)} FROM {table} AS r WHERE {' AND '.join(where)}{self._group_by()}"
+        return sql, params
+
+    def raw_clicks(self, start: int, end: int) -> tuple[str, list]:
+        where, params = self.where("c.", "c.created_at", start, end)
+        select = self._select("c.", "c.created_at")
+        sql = (
+            f"SELECT {', '.join(select + [_CLICK_SUMS, _ZERO_CONVERSIONS])} FROM click AS c "
+            f"WHERE {' AND '.join(where)}{self._group_by()}"
+        )
+        return sql, params
+
+    def raw_conversions(self, start: int, end: int) -> tuple[str, list]:
+        where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
+        select = self._select("c.", "c.created_at")
+        sql = (
+            f"SELECT {', '.join(select + [_ZERO_CLICKS, _CONVERSION_SUMS])} "
+            f"FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id "
+            f"WHERE {' AND '.join(where)}{self._group_by()}"
+        )
+        return sql, params
