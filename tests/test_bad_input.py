@@ -277,7 +277,7 @@ def test_a_location_journaled_before_the_rule_is_still_sent_as_ascii():
 
 def test_cost_set_while_the_rollup_backfill_runs_counts_each_click_once(poisoned, lanner):
     from models.migrations import deferred
-    from models.reporting.rollups import TABLES
+    from models.reporting.dimensions import TABLES
 
     db, day = poisoned
     # As if the clicks had been stored by a release before the rollups, and the backfill were half done.

@@ -213,7 +213,7 @@ def test_a_backfill_over_stored_clicks_and_conversions_equals_raw(db, tmp_path):
     for subid in [row[0] for row in db.execute_sql("SELECT subid FROM click LIMIT 200").fetchall()]:
         recorder.record(parse_postback({"subid": subid, "status": "sale", "payout": "3"}), RECEIVED)
     # As if all of it had been stored by the previous release: no rollups, backfill pending.
-    from models.reporting.rollups import TABLES
+    from models.reporting.dimensions import TABLES
 
     for table, _, _ in TABLES:
         db.execute_sql(f"DELETE FROM {table}")

@@ -311,7 +311,8 @@ class ConversionRecorder:
             expires_at,
         )
 
-    def map_status(self, conversions: ConversionStore, postback: Postback) -> str:
+    def status_of(self, conversions: ConversionStore, postback: Postback) -> str:
+        """The status a postback asks for: its own words, the status maps, a known word, an alias."""
         word = postback.raw_status
         if not word:
             return DEFAULT_STATUS
@@ -330,7 +331,7 @@ class ConversionRecorder:
         if click is None:
             return Outcome(PARKED, "No click with this subid yet; waiting for it to land.")
         click_id, campaign_id, stream_id, offer_id, click_created_at = click
-        status = self.map_status(conversions, postback)
+        status = self.status_of(conversions, postback)
         is_mapped = status in ALLOWED_CHANGES
         existing = self._find_conversion(conversions, postback, status)
         if isinstance(existing, Outcome):

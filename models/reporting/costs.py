@@ -26,8 +26,8 @@ from peewee import Database
 
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.errors import LannerError
-from models.reporting.cubes import DAY_MS, HOUR_MS
 from models.reporting.currency import rate_of, report_currency
+from models.reporting.dimensions import DAY_MS, HOUR_MS
 from models.reporting.rollups import RollupDelta
 from models.store.database import write_tx
 from models.store.sqlite.costs import CostStore

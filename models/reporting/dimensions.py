@@ -1,8 +1,9 @@
-"""The click dimensions a report groups and filters by: each name and the click column it reads.
+"""What reports group and filter by, and what the rollup cubes keep: dimensions, metrics, tables.
 
-models/reporting/reports.py decides with these which source can answer a report; the report store
-(models/store/sqlite/reports.py) writes its SQL from them, so a name it does not know never
-becomes an identifier.
+The rollup tables are migration 0004's. The rules that fill them are models/reporting/rollups.py's,
+the reports' models/reporting/reports.py's; the statements over both are the store's
+(models/store/sqlite/rollups.py, reports.py), which write their SQL from the names here, so a name
+this module does not know never becomes an identifier.
 """
 
 from __future__ import annotations
@@ -26,3 +27,35 @@ DIMENSION_COLUMNS: dict[str, str] = {
 # The dimensions that are ids of a campaign, stream or offer: their filters take integers, and a
 # conversion keeps its own copy of them (indexed), which its filters read.
 ID_GROUPS = ("campaign", "stream", "offer")
+
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+DIMENSIONS = (
+    "campaign_id",
+    "stream_id",
+    "offer_id",
+    "source",
+    "country",
+    "device_type",
+    "os",
+    "browser",
+    "language",
+)
+CLICK_METRICS = ("clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost")
+CONVERSION_METRICS = (
+    "leads", "sales", "rejected", "trash", "rebills", "revenue", "revenue_pending", "conversion_cost",
+)  # fmt: skip
+METRICS = CLICK_METRICS + CONVERSION_METRICS
+CAMPAIGN_DIMENSIONS = ("campaign_id", "stream_id", "offer_id")
+# cube -> (its dimensions, {granularity: table}); smallest first, reports take the first that fits.
+CUBES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "campaign": (CAMPAIGN_DIMENSIONS, {"hour": "rollup_campaign_hour", "day": "rollup_campaign_day"}),
+    "detail": (DIMENSIONS, {"hour": "rollup_hour", "day": "rollup_day"}),
+}
+WIDTHS = {"hour": HOUR_MS, "day": DAY_MS}
+# (table, period width, positions of its dimensions in a detail key)
+TABLES = tuple(
+    (table, WIDTHS[granularity], tuple(DIMENSIONS.index(d) for d in dims))
+    for dims, tables in CUBES.values()
+    for granularity, table in tables.items()
+)

@@ -39,8 +39,16 @@ from models.errors import LannerError
 from models.migrations.deferred import rollups_ready
 from models.ops.retention import pruned_before
 from models.reporting.currency import CurrencyError, check_report_currency
-from models.reporting.dimensions import DIMENSION_COLUMNS, ID_GROUPS
-from models.reporting.rollups import CUBES, DAY_MS, DIMENSIONS, HOUR_MS, METRICS, add_metrics
+from models.reporting.dimensions import (
+    CUBES,
+    DAY_MS,
+    DIMENSION_COLUMNS,
+    DIMENSIONS,
+    HOUR_MS,
+    ID_GROUPS,
+    METRICS,
+)
+from models.reporting.rollups import add_metrics
 from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.store.sqlite.reports import ReportStore
 

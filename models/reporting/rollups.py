@@ -18,7 +18,7 @@ Money is summed in the report currency only: a click's cost and a conversion's `
 and cost, converted when recorded; a payout with no rate yet counts as 0 until its rate is set.
 Clicks stored before the rollups existed are added by the deferred step `rollup_backfill`
 (models/migrations/deferred.py); until it is done, reports read raw rows.
-The tables' layout is models/reporting/cubes.py's, the statements models/store/sqlite/rollups.py's.
+The tables' layout is models/reporting/dimensions.py's, the statements models/store/sqlite/rollups.py's.
 """
 
 from __future__ import annotations
@@ -26,14 +26,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from models.clicks.record import CLICK_COLUMNS
-from models.reporting.cubes import (  # noqa: F401 - the layout, as reports and tests import it from here
+from models.reporting.dimensions import (
     CLICK_METRICS,
     CONVERSION_METRICS,
-    CUBES,
-    DAY_MS,
     DIMENSIONS,
     HOUR_MS,
-    METRICS,
     TABLES,
 )
 from models.store.sqlite.rollups import RollupStore

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from models.reporting.cubes import DIMENSIONS, HOUR_MS, TABLES
+from models.reporting.dimensions import DIMENSIONS, HOUR_MS, TABLES
 from models.store.sqlite.rows import fetch_one
 
 

@@ -14,8 +14,16 @@ import sqlite3
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from models.reporting.dimensions import DIMENSION_COLUMNS, ID_GROUPS
-from models.reporting.rollups import CLICK_METRICS, CONVERSION_METRICS, CUBES, DAY_MS, HOUR_MS, METRICS
+from models.reporting.dimensions import (
+    CLICK_METRICS,
+    CONVERSION_METRICS,
+    CUBES,
+    DAY_MS,
+    DIMENSION_COLUMNS,
+    HOUR_MS,
+    ID_GROUPS,
+    METRICS,
+)
 
 # Rollup table -> the width of its periods.
 _TABLE_WIDTHS = {

@@ -2,7 +2,7 @@
 changes added onto their rows, a conversion's click key, and the deferred backfill's statements.
 
 What a click or a conversion adds and how a change folds into each table are
-models/reporting/rollups.py's; the tables' layout is models/reporting/cubes.py's.
+models/reporting/rollups.py's; the tables' layout is models/reporting/dimensions.py's.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Iterable
 
-from models.reporting.cubes import CONVERSION_METRICS, DIMENSIONS, METRICS, TABLES
+from models.reporting.dimensions import CONVERSION_METRICS, DIMENSIONS, METRICS, TABLES
 from models.store.sqlite.rows import fetch_one
 
 
