@@ -1797,9 +1797,7 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
         length=max(int(clicks * conversions), 1), label="Conversions", file=sys.stderr
     ) as bar:
         add_conversions(db, conversions, on_progress=bar.update)
-    click.echo(
-        f"{clicks:,} clicks, {row_count(db, 'conversion'):,} conversions"
-    )
+    click.echo(f"{clicks:,} clicks, {row_count(db, 'conversion'):,} conversions")
     columns = ["name", "median_ms", "max_ms", "rows", "clicks", "sources"]
     timings = time_reports(
         db, repeat, on_report=lambda t: click.echo(f"  {t.name}: {t.median_ms} ms", err=True)
