@@ -7,10 +7,8 @@ drops a line that is already in). The record layout is models/clicks/record.py's
 
 from __future__ import annotations
 
-import sqlite3
-
 from models.clicks.record import CLICK_COLUMNS, IP, UA_HASH
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.rows import Store, fetch_one
 
 # The visitor key (migration 0005) is computed by SQLite from the record's ip and ua_hash.
 SQL_INSERT_CLICK = "INSERT INTO click ({}, visitor_key) VALUES ({}, lanner_visitor_key(?{}, ?{})) ON CONFLICT DO NOTHING".format(
@@ -25,17 +23,14 @@ SQL_INSERT_CLICK_0004 = "INSERT INTO click ({}) VALUES ({}) ON CONFLICT DO NOTHI
 )
 
 
-class ClickStore:
+class ClickStore(Store):
     """Landing clicks on one connection; writes join the caller's transaction."""
 
     SQL_POSITION = "SELECT segment, byte_offset FROM spool_position WHERE id = 1"
     SQL_UPDATED_AT = "SELECT updated_at FROM spool_position WHERE id = 1"
     SQL_SET_POSITION = "UPDATE spool_position SET segment = ?, byte_offset = ?, updated_at = ? WHERE id = 1"
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def position(self) -> tuple[int, int]:
         """(segment, byte offset): where in the journal the next unlanded line starts."""

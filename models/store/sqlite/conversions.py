@@ -10,15 +10,13 @@ connection) behind one method call, and the recorder keeps one store per connect
 
 from __future__ import annotations
 
-import sqlite3
-
 from models.choices import SUB_ID_SLOTS
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.rows import Store, fetch_one
 
 _CONVERSION = "SELECT id, tid, status, payout, cost, currency, report_payout, original_status, raw_status FROM conversion"
 
 
-class ConversionStore:
+class ConversionStore(Store):
     """The conversions of one connection, and the clicks and offers they are recorded against."""
 
     SQL_FIND_CLICK = "SELECT id, campaign_id, stream_id, offer_id, created_at FROM click WHERE subid = ?"
@@ -44,10 +42,7 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
         slot: f"UPDATE click SET sub_id_{slot} = ? WHERE id = ?" for slot in range(1, SUB_ID_SLOTS + 1)
     }
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def find_click(self, subid: str) -> tuple | None:
         """(id, campaign id, stream id, offer id, created_at) of the stored click, None if not landed."""
@@ -137,7 +132,7 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
         self.conn.execute(self.SQL_SET_SUB_ID[slot], (value, click_id)).close()
 
 
-class PostbackLogStore:
+class PostbackLogStore(Store):
     """The postback log of one connection: every postback as received, and the parked ones' wait."""
 
     SQL_LOG = """
@@ -163,10 +158,7 @@ UPDATE postback_log SET verdict = 'expired', detail = 'No click with this subid 
 WHERE verdict = 'parked' AND expires_at <= ?
 """
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def log(
         self,

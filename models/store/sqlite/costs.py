@@ -7,10 +7,8 @@ moving by a difference) are models/reporting/costs.py's.
 
 from __future__ import annotations
 
-import sqlite3
-
 from models.reporting.dimensions import DIMENSIONS, HOUR_MS, TABLES
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.rows import Store, fetch_one
 
 
 def _rebuild_sql(table: str, width: int, dimensions: tuple[str, ...]) -> str:
@@ -25,7 +23,7 @@ def _rebuild_sql(table: str, width: int, dimensions: tuple[str, ...]) -> str:
     )
 
 
-class CostStore:
+class CostStore(Store):
     """The click costs of one connection; writes join the caller's transaction."""
 
     SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value, cost_currency FROM campaign"
@@ -47,10 +45,7 @@ class CostStore:
         for table, width, positions in TABLES
     }
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def campaign_costs(self) -> list[tuple[int, str, float, str]]:
         """(campaign id, cost model, cost value, cost currency) of every campaign."""

@@ -5,11 +5,12 @@ The rules (what a day is, when a cap is reached) are models/routing/caps.py's.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Iterable
 
+from models.store.sqlite.rows import Store
 
-class CounterStore:
+
+class CounterStore(Store):
     """The cap counters of one connection; `add` joins the flush's transaction."""
 
     SQL_TOTALS = "SELECT scope, ref_id, SUM(clicks) FROM click_counter GROUP BY scope, ref_id"
@@ -23,10 +24,7 @@ ON CONFLICT (scope, ref_id, day) DO UPDATE SET clicks = clicks + excluded.clicks
     )
     SQL_OFFER_ZONES = "SELECT id, timezone FROM offer"
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def totals(self) -> Iterable[tuple[str, int, int]]:
         """(scope, id, clicks) over all days."""

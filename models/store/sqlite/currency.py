@@ -7,12 +7,10 @@ means) are models/reporting/currency.py's.
 
 from __future__ import annotations
 
-import sqlite3
-
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.rows import Store, fetch_one
 
 
-class CurrencyStore:
+class CurrencyStore(Store):
     """The rates and currency labels of one connection; writes join the caller's transaction."""
 
     SQL_LATEST_RATE = "SELECT rate FROM exchange_rate WHERE currency = ? ORDER BY valid_from DESC LIMIT 1"
@@ -43,10 +41,7 @@ SELECT EXISTS (SELECT 1 FROM click) OR EXISTS (SELECT 1 FROM conversion)
     SQL_RELABEL_CAMPAIGNS = "UPDATE campaign SET cost_currency = ? WHERE cost_currency = ?"
     SQL_RELABEL_CONVERSIONS = "UPDATE conversion SET currency = ? WHERE currency = ?"
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def latest_rate(self, currency: str) -> float | None:
         """The rate stored last for `currency` (one unit in the report currency); None if none is."""

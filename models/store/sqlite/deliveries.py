@@ -8,12 +8,10 @@ two senders never send one delivery at once.
 
 from __future__ import annotations
 
-import sqlite3
-
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.rows import Store, fetch_one
 
 
-class DeliveryStore:
+class DeliveryStore(Store):
     """The deliveries of one connection; writes join the caller's transaction."""
 
     SQL_TARGETS = "SELECT id, statuses FROM postback_target WHERE campaign_id = ? AND status = 'active'"
@@ -51,10 +49,7 @@ WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT 
 """
     SQL_PENDING = "SELECT COUNT(*) FROM postback_delivery WHERE state = 'pending'"
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def queue(self, campaign_id: int, conversion_id: int, status: str, now_ms: int) -> list[int]:
         """A delivery to every active target of the campaign that wants `status`; the new ids."""

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
-
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.rows import Store, fetch_one
 
 
-class MaintenanceStore:
+class MaintenanceStore(Store):
     """Checkpoints on one connection (outside any transaction)."""
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def ping(self) -> None:
         """One round trip: raises if the database cannot be read."""

@@ -17,12 +17,10 @@ config_version on every unknown alias (~10 µs).
 
 from __future__ import annotations
 
-import sqlite3
-
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.rows import Store, fetch_one
 
 
-class MetaStore:
+class MetaStore(Store):
     """The `meta` rows of one connection; writes join the caller's transaction."""
 
     SQL_GET = "SELECT value FROM meta WHERE key = ?"
@@ -40,10 +38,7 @@ class MetaStore:
         "ON CONFLICT (key) DO UPDATE SET value = MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))"
     )
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def get(self, key: str) -> str | None:
         row = fetch_one(self.conn, self.SQL_GET, (key,))

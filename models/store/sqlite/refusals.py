@@ -5,10 +5,10 @@ The bounds (addresses a day, samples an hour) are models/conversions/refusals.py
 
 from __future__ import annotations
 
-import sqlite3
+from models.store.sqlite.rows import Store
 
 
-class RefusalStore:
+class RefusalStore(Store):
     """The refusal counters of one connection; `count` joins the caller's transaction."""
 
     # One statement: the address keeps its row, gets a new one while the day has room, or counts in
@@ -32,10 +32,7 @@ ON CONFLICT (day, remote_ip) DO UPDATE SET
     sample_hour = excluded.sample_hour
 """
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def count(
         self,

@@ -24,6 +24,7 @@ from models.reporting.dimensions import (
     ID_GROUPS,
     METRICS,
 )
+from models.store.sqlite.rows import Store
 
 # Rollup table -> the width of its periods.
 _TABLE_WIDTHS = {
@@ -58,7 +59,7 @@ def referrer_domain(referrer: str | None) -> str:
     return host[4:] if host.startswith("www.") else host
 
 
-class ReportStore:
+class ReportStore(Store):
     """A report's reads on one connection, in the caller's read transaction."""
 
     # Conversions with revenue (pending or not) whose payout has no rate yet, per currency.
@@ -81,10 +82,10 @@ ORDER BY c.id
         "stream": "SELECT id, name FROM stream",
     }
 
-    __slots__ = ("conn",)
+    __slots__ = ()
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+        super().__init__(conn)
         # The referrer_domain dimension, computed in Python; registering again replaces it.
         conn.create_function("lanner_domain", 1, referrer_domain, deterministic=True)
 

@@ -6,12 +6,10 @@ here is one chunk, run in the caller's transaction so the spool flusher gets the
 
 from __future__ import annotations
 
-import sqlite3
-
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.rows import Store, fetch_one
 
 
-class RetentionStore:
+class RetentionStore(Store):
     SQL_CAMPAIGN_WINDOWS = "SELECT id, uniqueness_hours FROM campaign"
     SQL_COUNT_OLDER = "SELECT COUNT(*) FROM click INDEXED BY click_campaign_created_at WHERE campaign_id = ? AND created_at < ?"
     SQL_DELETE_CLICKS = """
@@ -29,10 +27,7 @@ DELETE FROM postback_log WHERE id IN (
 """
     SQL_DELETE_REFUSALS = "DELETE FROM postback_refusal WHERE day < ?"
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def campaign_windows(self) -> list[tuple[int, float]]:
         """(campaign id, its uniqueness window in hours) of every campaign."""

@@ -7,11 +7,10 @@ models/reporting/rollups.py's; the tables' layout is models/reporting/dimensions
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Iterable
 
 from models.reporting.dimensions import CONVERSION_METRICS, DIMENSIONS, METRICS, TABLES
-from models.store.sqlite.rows import fetch_one
+from models.store.sqlite.rows import Store, fetch_one
 
 
 def _upsert_sql(table: str, dimensions: tuple[str, ...]) -> str:
@@ -33,7 +32,7 @@ FROM click WHERE id > ? AND id <= ? GROUP BY 1, {", ".join(str(n) for n in range
 """
 
 
-class RollupStore:
+class RollupStore(Store):
     """The rollups of one connection; writes join the caller's transaction (a flush's, a postback's)."""
 
     # table -> its upsert of one row of (period, its dimensions, METRICS): added onto the row there.
@@ -50,10 +49,7 @@ SELECT cv.status, {{payout}}, cv.cost, c.created_at, {", ".join("c." + d for d i
 FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
 """
 
-    __slots__ = ("conn",)
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
+    __slots__ = ()
 
     def add(self, changes: Iterable[tuple[str, list[tuple]]]) -> None:
         """Add each (table, rows of (period, its dimensions, METRICS)) onto the table's rows."""
