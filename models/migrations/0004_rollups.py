@@ -8,6 +8,14 @@ step `rollup_backfill`, which the Huey consumer runs in short chunks (models/mig
 watermark says which clicks it covers: the flusher of this release adds every click it lands.
 """
 
+from models.migrations import deferred
+from models.reporting.rollups import backfill_conversions
+from models.store.sqlite.meta import MetaStore
+from models.store.sqlite.rollups import RollupStore
+from models.store.sqlite.rows import fetch_one
+
+SQL_COUNT_CLICKS = "SELECT COUNT(*) FROM click WHERE id > ? AND id <= ?"
+
 DIMENSIONS = """
     campaign_id INTEGER NOT NULL,
     stream_id INTEGER NOT NULL,
@@ -82,3 +90,19 @@ FROM click
 def apply(db):
     for statement in STATEMENTS:
         db.execute_sql(statement)
+
+
+def backfill_rollups(conn, step, now: int) -> tuple[int, int]:
+    """One chunk of `rollup_backfill`: (new position, clicks added)."""
+    meta = MetaStore(conn)
+    if meta.get("rollup_conversions") != "live":
+        # Stored conversions join the rollups in the same transaction that makes later changes
+        # update them, so none is counted twice or missed.
+        backfill_conversions(conn)
+        meta.set("rollup_conversions", "live")
+    end = min(step.position + deferred.CHUNK_IDS, step.target)
+    RollupStore(conn).backfill_clicks(step.position, end)
+    return end, fetch_one(conn, SQL_COUNT_CLICKS, (step.position, end))[0]
+
+
+DEFERRED_STEPS = {deferred.ROLLUP_BACKFILL: backfill_rollups}

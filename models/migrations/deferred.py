@@ -10,6 +10,7 @@ shows their progress.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from dataclasses import dataclass
@@ -17,25 +18,14 @@ from typing import Callable
 
 from peewee import Database
 
-from models.reporting.rollups import backfill_conversions
+import models.migrations as migrations_package
+from models.migrations.runner import migration_names
 from models.store.database import write_tx
-from models.store.sqlite.database import large_cache
-from models.store.sqlite.meta import MetaStore
-from models.store.sqlite.rollups import RollupStore
 from models.store.sqlite.rows import fetch_one
 
-ROLLUP_BACKFILL = "rollup_backfill"
-VISITOR_KEY_BACKFILL, VISITOR_KEY_INDEX, CLICK_VISITOR_DROP = (
-    "visitor_key_backfill",
-    "visitor_key_index",
-    "click_visitor_drop",
-)
-CHUNK_IDS = 20_000
+ROLLUP_BACKFILL = "rollup_backfill"  # Migration 0004's; reports read the rollups once it is done.
+CHUNK_IDS = 20_000  # Click ids per chunk, for every step that walks the click table.
 PAUSE_BETWEEN_CHUNKS = 0.05  # Lets the spool flusher take the write lock between chunks.
-# Web workers re-read the probe mode within a second of the switch; a worker of the previous
-# release is replaced by the reload that follows `lanner db migrate`. Ten minutes covers both.
-DROP_GRACE_MS = 600_000
-INDEX_BUILD_CACHE_MB = 64  # Freed when the build ends.
 
 _SELECT_STEPS = (
     "SELECT name, state, position, target, done_units, total_units, started_at, finished_at, error "
@@ -47,11 +37,6 @@ SQL_SAVE = """
 UPDATE deferred_step SET state = ?, position = ?, done_units = ?, started_at = COALESCE(started_at, ?),
     finished_at = ? WHERE name = ?
 """
-SQL_COUNT_CLICKS = "SELECT COUNT(*) FROM click WHERE id > ? AND id <= ?"
-SQL_FILL_VISITOR_KEYS = (
-    "UPDATE click SET visitor_key = lanner_visitor_key(ip, ua_hash) "
-    "WHERE id > ? AND id <= ? AND visitor_key IS NULL"
-)
 
 
 @dataclass
@@ -79,65 +64,17 @@ def pending_steps(db: Database) -> list[Step]:
     return [step for step in list_steps(db) if step.state != "done"]
 
 
-def _rollup_chunk(conn, step: Step) -> tuple[int, int]:
-    """One chunk of the rollup backfill: (new position, clicks added)."""
-    meta = MetaStore(conn)
-    if meta.get("rollup_conversions") != "live":
-        # Stored conversions join the rollups in the same transaction that makes later changes
-        # update them, so none is counted twice or missed.
-        backfill_conversions(conn)
-        meta.set("rollup_conversions", "live")
-    end = min(step.position + CHUNK_IDS, step.target)
-    RollupStore(conn).backfill_clicks(step.position, end)
-    return end, fetch_one(conn, SQL_COUNT_CLICKS, (step.position, end))[0]
-
-
-def _visitor_key_chunk(conn, step: Step, now: int) -> tuple[int, int]:
-    """One chunk of the visitor key backfill (migration 0005)."""
-    end = min(step.position + CHUNK_IDS, step.target)
-    conn.execute(SQL_FILL_VISITOR_KEYS, (step.position, end)).close()
-    return end, end - step.position  # Units are ids, as the migration counted them.
-
-
-def _visitor_key_index(conn, step: Step, now: int) -> tuple[int, int]:
-    """Build the covering index and switch the web workers' probes to it, in one transaction.
-
-    The write lock is held for the build (seconds on millions of clicks): clicks wait in the
-    spool meanwhile and visitors are not kept waiting, since web workers only read.
-    """
-    # The migration owns the index's shape.
-    migration = importlib.import_module("models.migrations.0005_visitor_key")
-    # Clicks a flusher of the previous release landed after the migration have no key yet.
-    conn.execute(SQL_FILL_VISITOR_KEYS, (step.target, 2**63 - 1)).close()
-    with large_cache(conn, INDEX_BUILD_CACHE_MB):  # SQLite sorts the new keys in the page cache.
-        conn.execute(migration.NEW_INDEX).close()
-    meta = MetaStore(conn)
-    meta.set("visitor_probe", "key")
-    meta.put("visitor_probe_switched_at", str(now))
-    meta.bump_config_version()
-    return step.target, 1
-
-
-def _drop_old_visitor_index(conn, step: Step, now: int) -> tuple[int, int] | None:
-    """Drop (ip, ua_hash, created_at) once every web worker probes the new index; None: not yet."""
-    switched = MetaStore(conn).get("visitor_probe_switched_at")
-    if switched is None or now < int(switched) + DROP_GRACE_MS:
-        return None
-    conn.execute("DROP INDEX IF EXISTS click_visitor").close()
-    return step.target, 1
-
-
-def _timeless(runner: Callable) -> Callable:
-    return lambda conn, step, now: runner(conn, step)
-
-
-# Each returns (new position, units done), or None when the step is not due yet.
-CHUNK_RUNNERS: dict[str, Callable] = {
-    ROLLUP_BACKFILL: _timeless(_rollup_chunk),
-    VISITOR_KEY_BACKFILL: _visitor_key_chunk,
-    VISITOR_KEY_INDEX: _visitor_key_index,
-    CLICK_VISITOR_DROP: _drop_old_visitor_index,
-}
+@functools.cache
+def chunk_runners() -> dict[str, Callable]:
+    """Every migration's deferred steps: name -> runner(conn, step, now ms), which returns (new
+    position, units done), or None when the step is not due yet. A migration that leaves heavy work
+    behind declares its runners as `DEFERRED_STEPS` next to the `apply` that registers them."""
+    runners: dict[str, Callable] = {}
+    for name in migration_names():
+        runners.update(
+            getattr(importlib.import_module(f"{migrations_package.__name__}.{name}"), "DEFERRED_STEPS", {})
+        )
+    return runners
 
 
 def run_chunk(db: Database, name: str, *, clock=time.time) -> Step:
@@ -149,7 +86,7 @@ def run_chunk(db: Database, name: str, *, clock=time.time) -> Step:
         conn = db.connection()
         step = Step(*fetch_one(conn, SQL_STEP, (name,)))
         now = int(clock() * 1000)
-        if step.state != "done" and (outcome := CHUNK_RUNNERS[name](conn, step, now)) is not None:
+        if step.state != "done" and (outcome := chunk_runners()[name](conn, step, now)) is not None:
             position, added = outcome
             state = "done" if position >= step.target else "running"
             finished = int(clock() * 1000) if state == "done" else None
