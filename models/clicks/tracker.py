@@ -3,7 +3,7 @@
 Every entry point that counts a click goes through `ClickTracker.track`; it is the only code that
 writes a click (to the journal; the flusher lands it). Per click it looks the visitor up (geo,
 device, bot: cached or ~1 µs), runs one indexed database probe (the visitor's recent clicks),
-routes (models/routing/config.py), renders one URL template, and holds the journal lock for a few µs
+routes (models/routing/router.py), renders one URL template, and holds the journal lock for a few µs
 (catch up, debounce, uniqueness flags, cap check, append). `lanner simulate` runs the same
 pipeline with `dry_run`, so what it prints is what a click would get.
 """
@@ -44,16 +44,9 @@ from models.lookups.bots import BotDetector
 from models.lookups.geo import UNKNOWN_GEO, GeoSource
 from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
-from models.routing.config import (
-    CampaignConfig,
-    History,
-    Route,
-    Router,
-    StreamConfig,
-    TraceEntry,
-    load_campaigns,
-)
+from models.routing.config import CampaignConfig, StreamConfig, load_campaigns
 from models.routing.filters import FilterSubject, parse_accept_language
+from models.routing.router import History, Route, Router, TraceEntry
 from models.store.sqlite import hotpath
 from models.store.sqlite.meta import MetaStore
 from models.tables.click import SUB_ID_COLUMNS
