@@ -11,9 +11,11 @@ import falcon
 from falcon.uri import parse_query_string
 
 from models.choices import SUB_ID_SLOTS
+from models.clicks.decision import Decision
 from models.clicks.record import MAX_COST
 from models.clicks.refusals import SpoolUnwritable
-from models.clicks.tracker import ClickTracker, Decision, Visit
+from models.clicks.tracker import ClickTracker
+from models.clicks.visit import Visit
 from models.lookups.iplist import IpList
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
@@ -252,7 +254,7 @@ def visit_from_url(
 
 
 def answer(resp: falcon.Response, decision: Decision) -> None:
-    """The visitor's response for a decision (models/clicks/tracker.py ANSWERS)."""
+    """The visitor's response for a decision (models/clicks/decision.py ANSWERS)."""
     kind = decision.answer
     if kind == "http":
         resp.status = falcon.HTTP_302

@@ -71,7 +71,7 @@ def build(data_dir: Path):
 
 
 def visitors(rng: random.Random, count: int, *, unique_agents: bool) -> list:
-    from models.clicks.tracker import Visit
+    from models.clicks.visit import Visit
 
     result = []
     for n in range(count):

@@ -18,7 +18,8 @@ from models.admin.services import (
     update_stream,
 )
 from models.clicks.spool import flush_spool
-from models.clicks.tracker import ClickTracker, Visit
+from models.clicks.tracker import ClickTracker
+from models.clicks.visit import Visit
 
 CHROME = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "

@@ -17,7 +17,7 @@ from models.clicks.record import (
     ua_hash,
 )
 from models.clicks.spool import flush_spool
-from models.clicks.tracker import Visit
+from models.clicks.visit import Visit
 
 HOUR_MS = 3_600_000
 ROUTING_VALUES = ["DE", "BE", "Berlin", "mobile", "Android", "Chrome Mobile", "de", "shoes", "3+ o4"]

@@ -9,7 +9,7 @@ import tracemalloc
 from models.admin.services import create_campaign, create_offer, update_stream
 from models.clicks.record import encode_line, line_tail, new_subid, ua_hash
 from models.clicks.spool import flush_spool, read_position, segment_path
-from models.clicks.tracker import Visit
+from models.clicks.visit import Visit
 
 HOUR_MS = 3_600_000
 UA = "Mozilla/5.0 (Linux; Android 13; SM-A{n}) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124 Mobile"

@@ -685,7 +685,7 @@ def fill_lookups(rows: list[list], devices: UserAgentParser, bots: BotDetector) 
     """The bot flag, device type, OS and browser of the clicks whose web worker did not need them.
 
     PERF: a new User-Agent costs a web worker ~20-70 µs under load to parse and check; here it is off
-    the request (models/clicks/tracker.py Lookups).
+    the request (models/clicks/enrichment.py Lookups).
     """
     for row in rows:
         if row[IS_BOT] == NOT_CHECKED:

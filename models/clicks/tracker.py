@@ -1,11 +1,19 @@
 """The click pipeline: one visit in, one decision out (stream, offer, subid, answer), one record spooled.
 
 Every entry point that counts a click goes through `ClickTracker.track`; it is the only code that
-writes a click (to the journal; the flusher lands it). Per click it looks the visitor up (geo,
-device, bot: cached or ~1 µs), runs one indexed database probe (the visitor's recent clicks),
-routes (models/routing/config.py), renders one URL template, and holds the journal lock for a few µs
-(catch up, debounce, uniqueness flags, cap check, append). `lanner simulate` runs the same
-pipeline with `dry_run`, so what it prints is what a click would get.
+writes a click (to the journal; the flusher lands it). `_track` reads top to bottom, one room a step:
+
+1. visit     what the request says (models/clicks/visit.py) and the visitor's key (record.py);
+2. lookups   geo now, device and bot when routing or a macro needs them (models/clicks/enrichment.py);
+3. history   the visitor's recent clicks: one indexed database probe and the journal's unflushed lines
+             (models/clicks/history.py over visitors.py);
+4. route     the router picks the stream and the offer (models/routing/router.py);
+5. decide    a new subid, the visitor's URL and answer (models/clicks/decision.py);
+6. append    the line's tail built, then under the journal lock for a few µs: catch up, a repeat
+             within debounce gets its earlier decision, a cap reached since routing routes again,
+             the uniqueness flags (history.py), the line (record.py, spool.py).
+
+`lanner simulate` runs the same pipeline with `dry_run`, so what it prints is what a click would get.
 """
 
 from __future__ import annotations
@@ -13,22 +21,16 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from peewee import Database
 
-from models.choices import SUB_ID_SLOTS
 from models.clicks.backlog import backlog_age
+from models.clicks.decision import Decision, decide, repeat_of
+from models.clicks.enrichment import Lookups, look_up
+from models.clicks.history import VisitorHistory
 from models.clicks.record import (
-    CAMPAIGN_ID,
-    LOCATION,
-    NOT_CHECKED,
-    OFFER_ID,
-    STREAM_ID,
-    SUBID,
-    USER_AGENT,
     encode_line,
     line_tail,
     new_subid,
@@ -39,24 +41,17 @@ from models.clicks.record import (
 from models.clicks.refusals import RefusedClicks, SpoolUnwritable
 from models.clicks.spool import Journal, read_position
 from models.clicks.throttledlog import ThrottledLog
+from models.clicks.visit import Visit
 from models.clicks.visitors import RecentClick, VisitorIndex
 from models.lookups.bots import BotDetector
-from models.lookups.geo import UNKNOWN_GEO, GeoSource
-from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
+from models.lookups.geo import GeoSource
+from models.lookups.useragent import UserAgentParser
 from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
-from models.routing.config import (
-    CampaignConfig,
-    History,
-    Route,
-    Router,
-    StreamConfig,
-    TraceEntry,
-    load_campaigns,
-)
-from models.routing.filters import FilterSubject, parse_accept_language
+from models.routing.config import CampaignConfig, load_campaigns
+from models.routing.filters import FilterSubject
+from models.routing.router import Route, Router, TraceEntry
 from models.store.sqlite import hotpath
 from models.store.sqlite.meta import MetaStore
-from models.tables.click import SUB_ID_COLUMNS
 
 if TYPE_CHECKING:
     import sqlite3
@@ -80,42 +75,6 @@ MISS_CHECK_EVERY = 0.05
 BACKLOG_CHECK_EVERY = 10.0  # Seconds between looks at the age of the oldest unflushed click...
 BACKLOG_WARNING_EVERY = 60.0  # ...and between warnings while it is too old.
 
-# What the visitor gets: a 302 (http), a page that redirects (meta, js), a page (html, blank), a 404.
-ANSWERS = ("http", "meta", "js", "html", "blank", "not_found")
-
-
-@dataclass
-class Visit:
-    """What the edge parsed from one request; strings are already valid text and bounded."""
-
-    ip: str
-    user_agent: str
-    referrer: str = ""
-    source: str = ""
-    external_id: str = ""
-    keyword: str = ""
-    accept_language: str = ""
-    cost: float = 0.0
-    sub_ids: list[str] = field(default_factory=lambda: [""] * SUB_ID_SLOTS)
-    params: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class Decision:
-    subid: str
-    answer: str  # One of ANSWERS.
-    location: str | None  # The URL for http/meta/js answers.
-    body: str  # The page for an html answer.
-    campaign_id: int
-    stream_id: int | None
-    offer_id: int | None
-    is_repeat: bool  # Debounced: the subid of a click stored moments ago.
-    is_unique_global: bool
-    is_unique_campaign: bool
-    is_unique_stream: bool
-    is_bot: bool = False
-    route: str = ""
-
 
 @dataclass
 class Simulation:
@@ -125,152 +84,6 @@ class Simulation:
     subject: FilterSubject
     trace: list[TraceEntry]
     bot_reason: str | None
-
-
-class Lookups:
-    """One click's lookups that cost time (bot signatures, User-Agent parsing): done at most once,
-    and on the click path only when routing or a macro needs them (`Router.route`'s `prepare`)."""
-
-    __slots__ = ("subject", "devices", "bots", "bot_reason", "is_bot_known")
-
-    def __init__(self, subject: FilterSubject, devices: UserAgentParser, bots: BotDetector) -> None:
-        self.subject, self.devices, self.bots = subject, devices, bots
-        self.bot_reason: str | None = None
-        self.is_bot_known = False
-
-    def bot(self) -> None:
-        if not self.is_bot_known:
-            subject = self.subject
-            self.bot_reason = self.bots.reason(subject.user_agent, subject.ip)
-            subject.is_bot = self.bot_reason is not None
-            self.is_bot_known = True
-
-    def device(self) -> FilterSubject:
-        subject = self.subject
-        if not subject.device_type:
-            self.bot()
-            device = self.devices.parse(subject.user_agent) if subject.user_agent else UNKNOWN_DEVICE
-            subject.device_type = device_type(device, subject.is_bot)
-            subject.os, subject.browser = device.os, device.browser
-        return subject
-
-    def prepare(self, campaign: CampaignConfig) -> None:
-        if campaign.needs_device:
-            self.device()
-        elif campaign.needs_bot:
-            self.bot()
-
-    @property
-    def is_bot_field(self) -> int:
-        """is_bot as journaled: 0/1, or NOT_CHECKED for the flusher to decide."""
-        return int(self.subject.is_bot) if self.is_bot_known else NOT_CHECKED
-
-
-class MacroValues:
-    """The values of a click's macros, computed only for the macros a template uses.
-
-    PERF: a template names one to three macros; building all ~50 values per click cost ~8 µs.
-    """
-
-    __slots__ = ("subid", "route", "visit", "subject", "lookups")
-
-    def __init__(self, subid: str, route: Route, visit: Visit, lookups: Lookups) -> None:
-        self.subid, self.route, self.visit = subid, route, visit
-        self.subject, self.lookups = lookups.subject, lookups
-
-    def device(self) -> FilterSubject:
-        return self.lookups.device()
-
-    def get(self, name: str) -> str | None:
-        getter = _MACRO_GETTERS.get(name)
-        return getter(self) if getter is not None else None
-
-
-def _sub_id_getter(index: int) -> Callable[[MacroValues], str]:
-    return lambda values: values.visit.sub_ids[index]
-
-
-_MACRO_GETTERS: dict[str, Callable[[MacroValues], str]] = {
-    "subid": lambda v: v.subid,
-    "campaign_id": lambda v: str(v.route.campaign.id),
-    "campaign_name": lambda v: v.route.campaign.name,
-    "stream_id": lambda v: str(v.route.stream.id) if v.route.stream else "",
-    "offer_id": lambda v: str(v.route.offer.offer_id) if v.route.offer else "",
-    "ip": lambda v: v.visit.ip,
-    "user_agent": lambda v: v.visit.user_agent,
-    "referrer": lambda v: v.visit.referrer,
-    "source": lambda v: v.visit.source,
-    "external_id": lambda v: v.visit.external_id,
-    "keyword": lambda v: v.visit.keyword,
-    "cost": lambda v: f"{v.visit.cost:g}" if v.visit.cost else "",
-    "country": lambda v: v.subject.country,
-    "region": lambda v: v.subject.region,
-    "city": lambda v: v.subject.city,
-    "device_type": lambda v: v.device().device_type,
-    "os": lambda v: v.device().os,
-    "browser": lambda v: v.device().browser,
-    "language": lambda v: v.subject.languages[0] if v.subject.languages else "",
-    # Macro names are the column names.
-    **{column: _sub_id_getter(index) for index, column in enumerate(SUB_ID_COLUMNS)},
-}
-
-
-class VisitorHistory(History):
-    """The visitor's clicks in the windows: database rows plus unflushed ones from the journal."""
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        probe: hotpath.VisitorProbe,
-        ip: str,
-        visitor_hash: int,
-        rows: list[tuple],
-        recent: list[tuple],
-        since: Callable[[int], int],
-    ) -> None:
-        self.conn, self.probe, self.ip, self.visitor_hash = conn, probe, ip, visitor_hash
-        # The database's rows cut at VISITOR_HISTORY_LIMIT: then each scope is asked exactly.
-        self.is_truncated = len(rows) >= hotpath.VISITOR_HISTORY_LIMIT
-        self.db_rows = rows
-        # (campaign_id, stream_id, offer_id, created_at): journal lines not flushed yet, then the rows.
-        self.rows = recent + rows if recent else rows
-        self.since = since  # campaign_id -> the start of its uniqueness window (unix ms).
-
-    def seen_in_campaign(self, campaign_id: int) -> bool:
-        since = self.since(campaign_id)
-        if any(c == campaign_id and created >= since for c, _, _, created in self.rows):
-            return True
-        if self.is_truncated:
-            return bool(
-                self.probe.seen(self.conn, self.ip, self.visitor_hash, 0, since, campaign_id, None)[1]
-            )
-        return False
-
-    def seen_in_stream(self, stream_id: int) -> bool:
-        for campaign_id, stream, _, created in self.rows:
-            if stream == stream_id and created >= self.since(campaign_id):
-                return True
-        if self.is_truncated:
-            # The stream's campaign is the one being routed; its window is the widest we asked for.
-            since = min(self.since(c) for c, *_ in self.rows)
-            return bool(self.probe.seen(self.conn, self.ip, self.visitor_hash, 0, since, -1, stream_id)[2])
-        return False
-
-    def offers_in_stream(self, stream_id: int) -> set[int]:
-        """Offers this visitor was sent to through the stream (the latest 64 clicks for a NAT address)."""
-        return {
-            offer
-            for campaign_id, stream, offer, created in self.rows
-            if stream == stream_id and offer is not None and created >= self.since(campaign_id)
-        }
-
-    def last_in_campaign(self, campaign_id: int) -> tuple[int | None, int | None] | None:
-        since = self.since(campaign_id)
-        latest = None
-        for c, stream, offer, created in self.rows:
-            if c == campaign_id and created >= since and (latest is None or created > latest[0]):
-                latest = (created, stream, offer)
-        return (latest[1], latest[2]) if latest else None
 
 
 class ClickTracker:
@@ -411,48 +224,6 @@ class ClickTracker:
         )
         self._count(stream_id, offer_id, created_at)
 
-    def lookups(self, visit: Visit, now: float) -> Lookups:
-        """What filters look at; the costly parts (bot, device) are filled in by Lookups when needed."""
-        geo = self.geo.lookup(visit.ip) if self.geo is not None else UNKNOWN_GEO
-        subject = FilterSubject(
-            ip=visit.ip,
-            user_agent=visit.user_agent,
-            referrer=visit.referrer,
-            keyword=visit.keyword,
-            params=visit.params,
-            sub_ids=visit.sub_ids,
-            languages=parse_accept_language(visit.accept_language) if visit.accept_language else (),
-            country=geo.country,
-            region=geo.region,
-            city=geo.city,
-            device_type="",
-            os="",
-            browser="",
-            is_bot=False,
-            now=now,
-            is_unique_campaign=True,
-            seen_in_stream=lambda stream_id: False,
-        )
-        return Lookups(subject, self.devices, self.bots)
-
-    def _history(
-        self, campaign: CampaignConfig, ip: str, visitor_hash: int, visitor: int, now_ms: int
-    ) -> VisitorHistory:
-        campaigns_by_id = self.campaigns_by_id
-
-        def since(campaign_id: int) -> int:
-            config = campaigns_by_id.get(campaign_id)
-            return now_ms - (config.uniqueness_ms if config is not None else campaign.uniqueness_ms)
-
-        rows = self.probe.history(
-            self.conn, ip, visitor_hash, min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
-        )
-        # Clicks not in the database yet (any worker's), as far as the journal has been read.
-        self.journal.catch_up(is_locked=False)
-        return VisitorHistory(
-            self.conn, self.probe, ip, visitor_hash, rows, self.index.history(visitor), since
-        )
-
     def track(self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool = False) -> Decision:
         """The click's decision, its line in the journal first.
 
@@ -482,48 +253,60 @@ class ClickTracker:
     ) -> tuple[Decision, FilterSubject, str | None]:
         now = self.clock()
         now_ms = int(now * 1000)
+        # 1. Visit: who clicked. The key once: the index asks by it up to four times a click.
         ip, user_agent = visit.ip, visit.user_agent
         visitor_hash = ua_hash(user_agent)
-        visitor = visitor_key(ip, visitor_hash)  # Once: the index asks by it up to four times a click.
-        lookups = self.lookups(visit, now)
+        visitor = visitor_key(ip, visitor_hash)
+
+        # 2. Lookups: geo; device and bot only when routing or a macro asks (Lookups.prepare).
+        lookups = look_up(visit, self.geo, self.devices, self.bots, now)
         subject = lookups.subject
         if trace is not None:
             lookups.device()  # A simulation shows everything routing could look at (bot check included).
-        history = self._history(campaign, ip, visitor_hash, visitor, now_ms)
+
+        # 3. History: the visitor's recent clicks, in the database and in the journal.
+        history = self._history(campaign, ip, user_agent, visitor_hash, visitor, now_ms)
         subject.seen_in_stream = history.seen_in_stream
+
+        # 4. Route: the stream and the offer.
         route = self.router.route(campaign, subject, history, now_ms, self.campaigns, trace, lookups.prepare)
 
-        stored_repeat = None
-        is_debounced = self.debounce_ms > 0  # 0 turns debounce off: even same-millisecond clicks count.
-        if is_debounced and now_ms < self._memory_complete_ms:
-            stored_repeat = self.probe.last_click(
-                self.conn, ip, visitor_hash, now_ms - self.debounce_ms, campaign.id, user_agent
-            )
-        subid = new_subid(now_ms)
-        location = self._location(route, subid, visit, lookups, now)
-        # PERF: the line's tail is built before the lock, which is held only to decide and append.
-        tail = None if dry_run else self._tail(subid, route, visit, lookups, location)
-        debounce_since = now_ms - self.debounce_ms
+        # 5. Decide: the subid, the visitor's URL and answer.
+        decision = decide(route, new_subid(now_ms), visit, lookups, now)
+
+        # 6. Append: the journal line, under the journal lock with every worker's clicks read.
+        # PERF: the line's tail is built before the lock, which is held only to check and append.
+        tail = None if dry_run else self._tail(decision, route, visit, lookups)
         journal = self.journal
         journal.lock()
         try:
             journal.catch_up(is_locked=True)
-            repeat = is_debounced and self._repeat(
-                campaign, visitor, user_agent, debounce_since, stored_repeat, visit, lookups, now
-            )
-            if repeat:
-                return repeat, subject, lookups.bot_reason
+            if self.debounce_ms > 0:  # 0 turns debounce off: even same-millisecond clicks count.
+                repeat = repeat_of(
+                    campaign,
+                    self.index,
+                    visitor,
+                    history.stored_repeat,
+                    user_agent,
+                    now_ms - self.debounce_ms,
+                    visit,
+                    lookups,
+                    now,
+                )
+                if repeat is not None:
+                    return repeat, subject, lookups.bot_reason
             if self._is_over_cap(route, now_ms):
                 # Another worker took the last click under the cap since we routed: route again,
                 # now that every click is counted (rare; only near a cap).
                 route = self.router.route(
                     campaign, subject, history, now_ms, self.campaigns, trace, lookups.prepare
                 )
-                location = self._location(route, subid, visit, lookups, now)
-                tail = None if dry_run else self._tail(subid, route, visit, lookups, location)
-            stream_id = route.stream.id if route.stream else None
-            offer_id = route.offer.offer_id if route.offer else None
-            flags = self._uniqueness(route.campaign, history, ip, visitor_hash, visitor, now_ms, stream_id)
+                decision = decide(route, decision.subid, visit, lookups, now)
+                tail = None if dry_run else self._tail(decision, route, visit, lookups)
+            stream_id, offer_id = decision.stream_id, decision.offer_id
+            flags = history.uniqueness(
+                self.index, visitor, now_ms - self.global_window_ms, route.campaign, now_ms, stream_id
+            )
             if tail is not None:
                 line = encode_line(ip, visitor_hash, now_ms, flags, tail)
                 position = journal.append(line)
@@ -535,27 +318,49 @@ class ClickTracker:
             self.index.add(
                 visitor, RecentClick(position, now_ms, route.campaign.id, stream_id, offer_id, line)
             )
-        answer, body = self._answer(route.campaign, route.stream, location)
-        decision = Decision(
-            subid, answer, location, body, route.campaign.id, stream_id, offer_id, False,
-            flags[0] == 1, flags[1] == 1, flags[2] == 1, subject.is_bot, route.summary,
-        )  # fmt: skip
+        decision.is_unique_global = flags[0] == 1
+        decision.is_unique_campaign = flags[1] == 1
+        decision.is_unique_stream = flags[2] == 1
         return decision, subject, lookups.bot_reason
 
+    def _history(
+        self, campaign: CampaignConfig, ip: str, user_agent: str, visitor_hash: int, visitor: int, now_ms: int
+    ) -> VisitorHistory:
+        """The visitor's clicks in the windows: one indexed probe, then the journal's unflushed lines."""
+        campaigns_by_id = self.campaigns_by_id
+
+        def since(campaign_id: int) -> int:
+            config = campaigns_by_id.get(campaign_id)
+            return now_ms - (config.uniqueness_ms if config is not None else campaign.uniqueness_ms)
+
+        rows = self.probe.history(
+            self.conn, ip, visitor_hash, min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
+        )
+        stored_repeat = None
+        if self.debounce_ms > 0 and now_ms < self._memory_complete_ms:
+            # A worker that started moments ago holds no click flushed before it did: ask the database.
+            stored_repeat = self.probe.last_click(
+                self.conn, ip, visitor_hash, now_ms - self.debounce_ms, campaign.id, user_agent
+            )
+        # Clicks not in the database yet (any worker's), as far as the journal has been read.
+        self.journal.catch_up(is_locked=False)
+        return VisitorHistory(
+            self.conn, self.probe, ip, visitor_hash, rows, self.index.history(visitor), since, stored_repeat
+        )
+
     @staticmethod
-    def _tail(subid: str, route: Route, visit: Visit, lookups: Lookups, location: str | None) -> bytes:
+    def _tail(decision: Decision, route: Route, visit: Visit, lookups: Lookups) -> bytes:
         subject = lookups.subject
         texts = [
             visit.user_agent, visit.referrer, visit.source, visit.external_id, *visit.sub_ids,
             subject.country, subject.region, subject.city, subject.device_type, subject.os,
             subject.browser, subject.languages[0] if subject.languages else "", visit.keyword,
-            route.summary, location or "",
+            decision.route, decision.location or "",
         ]  # fmt: skip
-        stream_id = route.stream.id if route.stream else None
-        offer_id = route.offer.offer_id if route.offer else None
         return line_tail(
-            subid, route.campaign.id, stream_id, offer_id, visit.cost, lookups.is_bot_field, texts
-        )
+            decision.subid, route.campaign.id, decision.stream_id, decision.offer_id, visit.cost,
+            lookups.is_bot_field, texts,
+        )  # fmt: skip
 
     def _is_over_cap(self, route: Route, now_ms: int) -> bool:
         stream, offer = route.stream, route.offer
@@ -564,108 +369,3 @@ class ClickTracker:
         if stream.is_capped(self.counters, now_ms):
             return True
         return offer is not None and offer.is_capped(self.counters, now_ms)
-
-    def _uniqueness(
-        self,
-        campaign: CampaignConfig,
-        history: VisitorHistory,
-        ip: str,
-        visitor_hash: int,
-        visitor: int,
-        now_ms: int,
-        stream_id: int | None,
-    ) -> tuple[int, int, int]:
-        """The three uniqueness flags, from the database rows and every journal line (under the lock)."""
-        global_since = now_ms - self.global_window_ms
-        campaign_since = now_ms - campaign.uniqueness_ms
-        campaign_id = campaign.id
-        seen_global = seen_campaign = seen_stream = 0
-        if history.is_truncated:
-            seen_global, seen_campaign, seen_stream = history.probe.seen(
-                self.conn, ip, visitor_hash, global_since, campaign_since, campaign_id, stream_id
-            )
-        # The database rows, and every journal line as read under the lock (the history's own copy
-        # of the journal was taken before it).
-        for c, s, _, created in history.db_rows + self.index.history(visitor):
-            if created >= global_since:
-                seen_global = 1
-            if c == campaign_id and created >= campaign_since:
-                seen_campaign = 1
-                if stream_id is not None and s == stream_id:
-                    seen_stream = 1
-        return (
-            0 if seen_global else 1,
-            0 if seen_campaign else 1,
-            0 if seen_stream or stream_id is None else 1,
-        )
-
-    def _repeat(
-        self,
-        campaign: CampaignConfig,
-        visitor: int,
-        user_agent: str,
-        debounce_since: int,
-        stored_repeat: tuple | None,
-        visit: Visit,
-        lookups: Lookups,
-        now: float,
-    ) -> Decision | None:
-        """The earlier decision, when the same visitor clicked this campaign moments ago (debounce)."""
-        for recent in reversed(self.index.visits(visitor)):
-            if recent.created_at < debounce_since:
-                break
-            seen = recent.record
-            if seen is not None and seen[CAMPAIGN_ID] == campaign.id and seen[USER_AGENT] == user_agent:
-                return self._repeat_decision(
-                    campaign, seen[SUBID], seen[STREAM_ID], seen[OFFER_ID], seen[LOCATION] or None
-                )
-        if stored_repeat is not None:
-            subid, stream_id, offer_id, _ = stored_repeat
-            stream = campaign.streams.get(stream_id) if stream_id is not None else None
-            if stream_id is not None and stream is None:
-                return None  # The stream is gone: route afresh as a new click.
-            offer = stream.offer(offer_id) if stream is not None else None
-            location = self._location(Route(campaign, stream, offer), subid, visit, lookups, now)
-            return self._repeat_decision(campaign, subid, stream_id, offer_id, location)
-        return None
-
-    def _repeat_decision(
-        self,
-        campaign: CampaignConfig,
-        subid: str,
-        stream_id: int | None,
-        offer_id: int | None,
-        location: str | None,
-    ) -> Decision:
-        stream = campaign.streams.get(stream_id) if stream_id is not None else None
-        answer, body = self._answer(campaign, stream, location)
-        return Decision(
-            subid, answer, location, body, campaign.id, stream_id, offer_id, True, False, False, False
-        )
-
-    @staticmethod
-    def _answer(
-        campaign: CampaignConfig, stream: StreamConfig | None, location: str | None
-    ) -> tuple[str, str]:
-        if stream is None:
-            if campaign.default_action == "blank":
-                return "blank", ""
-            return ("http", "") if location else ("not_found", "")
-        if stream.action == "html":
-            return "html", stream.payload
-        if location is None:
-            return "not_found", ""
-        return stream.redirect_type, ""
-
-    def _location(self, route: Route, subid: str, visit: Visit, lookups: Lookups, now: float) -> str | None:
-        campaign, stream, offer = route.campaign, route.stream, route.offer
-        if stream is None:
-            template = campaign.default_redirect
-        else:
-            template = offer.template if offer else stream.redirect
-        if template is None:
-            return None
-        values = MacroValues(subid, route, visit, lookups)
-        return template.render(
-            values, datetime.fromtimestamp(now, timezone.utc) if template.uses_date else None
-        )

@@ -126,7 +126,7 @@ def _rust_extractors() -> tuple[Callable[[str], Any], Callable[[str], Any], Call
     """ua-parser's compiled matchers, once per process, on first use (~24 MB of Rust regexes).
 
     Web workers only need them for campaigns that filter on device/OS/browser; the spool flusher
-    parses the rest (models/clicks/tracker.py Lookups).
+    parses the rest (models/clicks/enrichment.py Lookups).
     """
     try:
         from ua_parser import load_lazy_builtins

@@ -1,9 +1,9 @@
 """Routing traces for people: `lanner simulate` (a visit that is not stored) and `lanner click show`.
 
 A simulation runs the click pipeline itself with `dry_run` (models/clicks/tracker.py). A stored click
-keeps its routing summary (`route`, see models/routing/config.py) and what the filters looked at
-(country, device, language, …); showing it re-evaluates the named streams' current filters
-against those stored values, so each verdict comes with the value it saw.
+keeps its routing summary (`route`, written and read in models/routing/router.py) and what the
+filters looked at (country, device, language, …); showing it re-evaluates the named streams' current
+filters against those stored values, so each verdict comes with the value it saw.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from models.clicks.tracker import Simulation
-from models.routing.config import CampaignConfig, TraceEntry
+from models.routing.config import CampaignConfig
 from models.routing.filters import FilterSubject
+from models.routing.router import TraceEntry, read_summary
 
 
 def trace_rows(trace: list[TraceEntry]) -> list[dict[str, Any]]:
@@ -93,26 +94,17 @@ def stored_subject(click: dict[str, Any]) -> FilterSubject:
     )
 
 
-STEP_VERDICTS = {"-": "no match", "c": "capped", "o": "offers capped", "+": "matched"}
-
-
 def stored_trace(click: dict[str, Any], campaigns: dict[int, CampaignConfig]) -> list[TraceEntry]:
     """The streams named in a stored click's route, with their current filters re-evaluated."""
     subject = stored_subject(click)
     # Stream id -> (its campaign's alias, the stream).
     streams = {sid: (c.alias, stream) for c in campaigns.values() for sid, stream in c.streams.items()}
     trace = []
-    for step in click["route"].split():
-        if step.startswith("b") and step[1:].isdigit():
-            if int(step[1:]) in streams:
-                trace.append(TraceEntry(*streams[int(step[1:])], "bound"))
-            continue
-        number, verdict = step[:-1], STEP_VERDICTS.get(step[-1:])
-        if not number.isdigit() or verdict is None:
-            continue  # Offer steps (o5, u, f) and campaign hops (>alias).
-        if int(number) not in streams:
+    for stream_id, verdict in read_summary(click["route"]):
+        if stream_id not in streams:
             continue  # Deleted or paused since.
-        entry = TraceEntry(*streams[int(number)], verdict)
-        entry.stream.filters.matches(subject, entry.stream.id, entry.filters)
+        entry = TraceEntry(*streams[stream_id], verdict)
+        if verdict != "bound":
+            entry.stream.filters.matches(subject, entry.stream.id, entry.filters)
         trace.append(entry)
     return trace

@@ -29,7 +29,7 @@ class Click(BaseModel):
     is_unique_campaign = IntegerField(default=0)
     is_unique_stream = IntegerField(default=0)
     is_bot = IntegerField(default=0)
-    # What routing saw (reports group by them) and how it decided (`route`, see models/routing/config.py).
+    # What routing saw (reports group by them) and how it decided (`route`, see models/routing/router.py).
     country = TextField(default="")
     region = TextField(default="")
     city = TextField(default="")

@@ -2,7 +2,7 @@
 
 The mix follows what trackers see: mostly new visitors, a share of repeat visitors, and carrier
 NAT addresses shared by thousands of user agents. Rows are generated in time order so the
-uniqueness flags are exactly the tracker's (models/clicks/tracker.py): a click is unique in a scope
+uniqueness flags are exactly the tracker's (models/clicks/history.py): a click is unique in a scope
 (global, campaign, stream) when the visitor has no earlier click there within the window (the
 global one, or the campaign's `uniqueness_hours` for campaign and stream); rows are inserted in
 large transactions.

@@ -1,0 +1,24 @@
+"""A visit: what one request says (IP, User-Agent, referrer, language, query parameters), as the edge
+parsed it (routes/click.py) for the click pipeline (models/clicks/tracker.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from models.choices import SUB_ID_SLOTS
+
+
+@dataclass
+class Visit:
+    """What the edge parsed from one request; strings are already valid text and bounded."""
+
+    ip: str
+    user_agent: str
+    referrer: str = ""
+    source: str = ""
+    external_id: str = ""
+    keyword: str = ""
+    accept_language: str = ""
+    cost: float = 0.0
+    sub_ids: list[str] = field(default_factory=lambda: [""] * SUB_ID_SLOTS)
+    params: dict[str, str] = field(default_factory=dict)
