@@ -1,4 +1,4 @@
-"""Fixtures: a migrated real SQLite file per test, the `lanner` CLI, in-process apps and live server processes."""
+"""Fixtures: a migrated real SQLite file per test, the `lanner` CLI, in-process apps, live servers."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """The campaign URL over a real SQLite file and spool, in two tiers.
 
 In-process (`app_client`/`start_app`: create_app() called here, no socket): what the handler and the
-tracker answer and store, and clicks for a real consumer to land. A real `lanner serve` (`server`/`start_server`: master, bjoern workers): one click
-round trip with a UTF-8 User-Agent on the wire, the client address from the socket, raw malformed HTTP,
-concurrent clients while the database is locked, Huey consumer processes, a killed worker.
+tracker answer and store, and clicks for a real consumer to land. A real `lanner serve`
+(`server`/`start_server`: master, bjoern workers): one click round trip with a UTF-8 User-Agent on the
+wire, the client address from the socket, raw malformed HTTP, concurrent clients while the database is
+locked, a Huey consumer landing what the workers spooled, a killed worker.
 """
 
 from __future__ import annotations
