@@ -7,11 +7,15 @@ import gc
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import falcon
 
 from settings import Settings
 from workers.runtime.logs import configure_logging
+
+if TYPE_CHECKING:
+    from peewee import Database
 
 
 def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recorder=None) -> falcon.App:
@@ -126,7 +130,7 @@ def create_tracker(settings: Settings):
     return build_tracker(db, settings)
 
 
-def build_tracker(db, settings: Settings, *, clock: Callable[[], float] = time.time):
+def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float] = time.time):
     """The click pipeline a web worker runs, over an open database (tests: theirs, with their clock)."""
     from models.clicks.tracker import ClickTracker
     from models.lookups.bots import BotDetector
