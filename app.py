@@ -5,11 +5,17 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import falcon
 
 from settings import Settings
 from workers.runtime.logs import configure_logging
+
+if TYPE_CHECKING:
+    from peewee import Database
 
 
 def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recorder=None) -> falcon.App:
@@ -116,15 +122,21 @@ def delivery_queue(settings: Settings):
 
 def create_tracker(settings: Settings):
     """Open this process's database connection and the click pipeline; refuse an old schema."""
-    from models.clicks.tracker import ClickTracker
-    from models.lookups.bots import BotDetector
-    from models.lookups.geo import GeoSource
-    from models.lookups.useragent import UserAgentParser
     from models.migrations.runner import require_current_schema
     from models.store.database import open_database
 
     db = open_database(settings.database_path)
     require_current_schema(db, settings.database_path)
+    return build_tracker(db, settings)
+
+
+def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float] = time.time):
+    """The click pipeline a web worker runs, over an open database (tests: theirs, with their clock)."""
+    from models.clicks.tracker import ClickTracker
+    from models.lookups.bots import BotDetector
+    from models.lookups.geo import GeoSource
+    from models.lookups.useragent import UserAgentParser
+
     geo = GeoSource(settings.geo_path)
     if geo.database is None:
         logging.getLogger(__name__).warning(
@@ -141,6 +153,7 @@ def create_tracker(settings: Settings):
         geo=geo,
         devices=UserAgentParser(),
         bots=BotDetector(settings.bot_ips),
+        clock=clock,
     )
 
 

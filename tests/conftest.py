@@ -1,4 +1,4 @@
-"""Fixtures: a migrated real SQLite file per test, the `lanner` CLI, and live server processes."""
+"""Fixtures: a migrated real SQLite file per test, the `lanner` CLI, in-process apps, live servers."""
 
 from __future__ import annotations
 
@@ -227,13 +227,15 @@ def start_consumer(env, db, tmp_path):
 
 
 def request(
-    port: int,
+    port: int | InProcessApp,
     path: str,
     headers: dict[str, str | bytes] | None = None,
     method: str = "GET",
     body: bytes | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
-    """One request on a fresh connection; redirects are not followed."""
+    """One request on a fresh connection (or a call of an in-process app); redirects are not followed."""
+    if isinstance(port, InProcessApp):
+        return port.request(path, headers, method, body)
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         connection.request(method, path, body=body, headers=headers or {})
@@ -287,7 +289,14 @@ def raw_request(port: int, data: bytes) -> bytes:
         return b"".join(chunks)
 
 
-def click(port: int, alias: str, query: str = "", *, ip: str = "203.0.113.7", ua: str = "Mozilla/5.0 test"):
+def click(
+    port: int | InProcessApp,
+    alias: str,
+    query: str = "",
+    *,
+    ip: str = "203.0.113.7",
+    ua: str = "Mozilla/5.0 test",
+):
     """A visitor's click through the trusted-proxy header (the test client is on loopback)."""
     path = f"/{alias}" + (f"?{query}" if query else "")
     return request(port, path, {"X-Real-IP": ip, "User-Agent": ua.encode()})  # type: ignore[dict-item]
@@ -315,6 +324,81 @@ class Clock:
 @pytest.fixture
 def clock():
     return Clock()
+
+
+def _as_wsgi(value: str | bytes) -> str:
+    """A header value as a WSGI server hands it on: its bytes on the wire (http.client sends str as latin-1)
+    as latin-1 text."""
+    return (value if isinstance(value, bytes) else value.encode("latin-1")).decode("latin-1")
+
+
+class InProcessApp:
+    """`create_app()` called in this process: no socket, no master, no worker, no nginx in front.
+
+    `request()` answers as conftest.request() does over a socket, through what Falcon's TestClient runs
+    (create_environ, wsgiref's validator, StartResponseMock) from what http.client would send, the peer on
+    loopback; not TestClient itself, which always sends a User-Agent (a visitor who sends none is a bot)."""
+
+    def __init__(self, app, clock: Clock) -> None:
+        self.app = app
+        self.clock = clock
+
+    def request(
+        self,
+        path: str,
+        headers: dict[str, str | bytes] | None = None,
+        method: str = "GET",
+        body: bytes | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        import wsgiref.validate
+
+        from falcon.testing import StartResponseMock, create_environ
+        from falcon.testing.helpers import closed_wsgi_iterable
+
+        path, _, query = path.partition("?")
+        sent = {name: _as_wsgi(value) for name, value in (headers or {}).items()}
+        environ = create_environ(
+            path=path,
+            query_string=query,
+            method=method,
+            headers=sent,
+            body=body or b"",
+            host="127.0.0.1",
+            remote_addr="127.0.0.1",
+        )
+        if not any(name.lower() == "user-agent" for name in sent):
+            del environ["HTTP_USER_AGENT"]  # TestClient's own; http.client sends none.
+        answer = StartResponseMock()
+        data = b"".join(closed_wsgi_iterable(wsgiref.validate.validator(self.app)(environ, answer)))
+        for name, value in answer.headers:
+            value.encode("latin-1")  # What a WSGI server must send a header as: one it cannot fails here.
+        return int(answer.status[:3]), {k.lower(): v for k, v in answer.headers}, data
+
+
+@pytest.fixture
+def start_app(env, db):
+    """In-process apps (`create_app(settings)`, extra env allowed) over a real tracker on this test's
+    migrated database and spool, as a web worker builds it, with a clock the test moves (it starts now)."""
+    from app import build_tracker, create_app
+    from settings import load_settings
+
+    trackers = []
+
+    def start(**extra_env: str) -> InProcessApp:
+        app_settings = load_settings({**env, **{k: str(v) for k, v in extra_env.items()}})
+        clock = Clock(time.time())
+        tracker = build_tracker(db, app_settings, clock=clock)
+        trackers.append(tracker)
+        return InProcessApp(create_app(app_settings, tracker=tracker), clock)
+
+    yield start
+    for tracker in trackers:
+        tracker.close()
+
+
+@pytest.fixture
+def app_client(start_app) -> InProcessApp:
+    return start_app()
 
 
 @pytest.fixture

@@ -1,5 +1,10 @@
 """Bad input from visitors and users: a clear 4xx, a refusal in one sentence, or a safe fallback;
-never a 500, a phantom click, or a report that is not valid JSON."""
+never a 500, a phantom click, or a report that is not valid JSON.
+
+The HTTP answers are the in-process tier (`start_app`: create_app() called here over the test's real
+database and spool, no socket; the report API served by that app, as with LANNER_ADMIN_BIND=off): nothing
+here needs a server process. Raw malformed HTTP against a real `lanner serve` is in test_click_http.py.
+"""
 
 from __future__ import annotations
 
@@ -29,11 +34,9 @@ def strict_json(text: str | bytes):
     return json.loads(text, parse_constant=refuse)
 
 
-def api(server, lanner, query: dict[str, str]) -> tuple[int, bytes]:
+def api(app, lanner, query: dict[str, str]) -> tuple[int, bytes]:
     key = lanner("api", "key", "show").stdout.strip()
-    status, _, body = request(
-        server.extra["admin_port"], "/api/report?" + urlencode(query), {"X-Api-Key": key}
-    )
+    status, _, body = request(app, "/api/report?" + urlencode(query), {"X-Api-Key": key})
     return status, body
 
 
@@ -48,13 +51,13 @@ def stored(settings, sql: str, params=()) -> list[tuple]:
 # --- item 8: a visitor's cost= ---------------------------------------------------------------------
 
 
-def test_a_url_cost_past_the_bound_is_ignored_and_the_report_stays_valid_json(start_server, lanner, settings):
+def test_a_url_cost_past_the_bound_is_ignored_and_the_report_stays_valid_json(start_app, lanner, settings):
     lanner("campaign", "create", "Paid", "--alias", "paid", "--offer-url", "https://o.example/?s={subid}")
     lanner("campaign", "update", "paid", "--cost-model", "cpc", "--cost-value", "0.05")
-    server = start_server()
+    app = start_app(LANNER_ADMIN_BIND="off")
     costs = ["1e308", "1e308", "inf", "nan", "-3", "1001", "2.5", "999"]
     for n, cost in enumerate(costs):
-        assert click(server.port, "paid", f"cost={cost}", ip=f"198.51.100.{n + 1}")[0] == 302
+        assert click(app, "paid", f"cost={cost}", ip=f"198.51.100.{n + 1}")[0] == 302
     lanner("spool", "flush")
     lanner("db", "run-deferred")
     by_ip = dict(stored(settings, "SELECT ip, cost FROM click"))
@@ -62,7 +65,7 @@ def test_a_url_cost_past_the_bound_is_ignored_and_the_report_stays_valid_json(st
     assert [by_ip[f"198.51.100.{n + 1}"] for n in range(len(costs))] == pytest.approx(
         [0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 2.5, 999]
     )
-    status, body = api(server, lanner, {"preset": "all_time"})
+    status, body = api(app, lanner, {"preset": "all_time"})
     assert status == 200
     report = strict_json(body)
     assert report["total"]["cost"] == pytest.approx(1001.8) and report["notes"] == []
@@ -71,11 +74,11 @@ def test_a_url_cost_past_the_bound_is_ignored_and_the_report_stays_valid_json(st
     ] == pytest.approx(1001.8)
 
 
-def test_the_bound_is_a_setting(start_server, lanner, settings):
+def test_the_bound_is_a_setting(start_app, lanner, settings):
     lanner("campaign", "create", "Paid", "--alias", "paid", "--offer-url", "https://o.example/?s={subid}")
-    server = start_server(LANNER_MAX_CLICK_COST="5")
-    click(server.port, "paid", "cost=4.5", ip="198.51.100.1")
-    click(server.port, "paid", "cost=5.5", ip="198.51.100.2")
+    app = start_app(LANNER_MAX_CLICK_COST="5")
+    click(app, "paid", "cost=4.5", ip="198.51.100.1")
+    click(app, "paid", "cost=5.5", ip="198.51.100.2")
     lanner("spool", "flush")
     assert sorted(row[0] for row in stored(settings, "SELECT cost FROM click")) == [0.0, 4.5]
 
@@ -174,19 +177,19 @@ def test_a_campaign_cost_window_or_offer_payout_must_be_a_sane_number(lanner, va
 # --- item 10: the report API's parameters ------------------------------------------------------------
 
 
-def test_report_parameters_are_checked_and_a_campaign_filter_takes_an_alias_or_an_id(start_server, lanner):
+def test_report_parameters_are_checked_and_a_campaign_filter_takes_an_alias_or_an_id(start_app, lanner):
     lanner("campaign", "create", "Rev", "--alias", "rev", "--offer-url", "https://o.example/?s={subid}")
     lanner("campaign", "create", "Other", "--alias", "other", "--offer-url", "https://o.example/?s={subid}")
-    server = start_server()
+    app = start_app(LANNER_ADMIN_BIND="off")
     for n in range(3):
-        click(server.port, "rev", ip=f"198.51.100.{n + 1}")
+        click(app, "rev", ip=f"198.51.100.{n + 1}")
     for n in range(2):
-        click(server.port, "other", ip=f"198.51.100.{n + 1}")
+        click(app, "other", ip=f"198.51.100.{n + 1}")
     lanner("spool", "flush")
     lanner("db", "run-deferred")
 
     def clicks(query: dict[str, str]) -> int:
-        status, body = api(server, lanner, {"preset": "all_time", **query})
+        status, body = api(app, lanner, {"preset": "all_time", **query})
         assert status == 200, body
         return strict_json(body)["total"]["clicks"]
 
@@ -195,7 +198,7 @@ def test_report_parameters_are_checked_and_a_campaign_filter_takes_an_alias_or_a
     assert clicks({"f.campaign": "rev,2"}) == 5
 
     def refused(query: dict[str, str]) -> str:
-        status, body = api(server, lanner, query)
+        status, body = api(app, lanner, query)
         assert status == 400, (query, body)
         return json.loads(body)["description"]
 
@@ -243,7 +246,7 @@ def test_an_international_offer_host_is_saved_as_punycode_and_bad_literals_encod
 
 
 def test_an_old_stored_offer_url_a_header_cannot_carry_still_answers_and_records_once(
-    start_server, lanner, settings
+    start_app, lanner, settings
 ):
     lanner("campaign", "create", "Old", "--alias", "old", "--offer-url", "https://o.example/?click={subid}")
     # Saved before the rule, as an older release let it be.
@@ -251,14 +254,14 @@ def test_an_old_stored_offer_url_a_header_cannot_carry_still_answers_and_records
     with connection:
         connection.execute("UPDATE offer SET url = ?", ("https://оffer.example/lp?q=a b&click={subid}",))
     connection.close()
-    server = start_server(LANNER_FALLBACK_URL="https://оffer.example/gone?x=a b")
-    status, headers, _ = click(server.port, "old", ip="198.51.100.9")
-    assert status == 302, server.log
+    app = start_app(LANNER_FALLBACK_URL="https://оffer.example/gone?x=a b")
+    status, headers, _ = click(app, "old", ip="198.51.100.9")
+    assert status == 302
     location = headers["location"]
     assert location.startswith(f"https://{PUNYCODE_HOST}/lp?q=a%20b&click=")
     lanner("spool", "flush")
     assert stored(settings, "SELECT subid FROM click") == [(location.rsplit("=", 1)[1],)]
-    status, headers, _ = request(server.port, "/no-such-campaign")
+    status, headers, _ = request(app, "/no-such-campaign")
     assert (status, headers["location"]) == (302, f"https://{PUNYCODE_HOST}/gone?x=a%20b")
 
 

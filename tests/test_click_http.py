@@ -1,4 +1,11 @@
-"""The campaign URL against a real `lanner serve` process and a real SQLite file."""
+"""The campaign URL over a real SQLite file and spool, in two tiers.
+
+In-process (`app_client`/`start_app`: create_app() called here, no socket): what the handler and the
+tracker answer and store, and clicks for a real consumer to land. A real `lanner serve`
+(`server`/`start_server`: master, bjoern workers): one click round trip with a UTF-8 User-Agent on the
+wire, the client address from the socket, raw malformed HTTP, concurrent clients while the database is
+locked, a Huey consumer landing what the workers spooled, a killed worker.
+"""
 
 from __future__ import annotations
 
@@ -70,7 +77,7 @@ def test_click_redirects_with_macros_and_is_stored(campaign, server, lanner, set
     assert row["ua_hash"] == zlib.crc32("Mozilla/5.0 Ünïcode".encode())
 
 
-def test_location_is_not_encoded_twice(lanner, server):
+def test_location_is_not_encoded_twice(lanner, app_client):
     # A literal '|' in the template once made Falcon's resp.location re-encode every '%'.
     lanner(
         "campaign",
@@ -81,23 +88,22 @@ def test_location_is_not_encoded_twice(lanner, server):
         "--offer-url",
         "https://offer.example/a|b?s1={sub_id_1}",
     )
-    time.sleep(1.2)  # Workers pick up configuration changes within a second.
-    status, headers, _ = click(server.port, "pipe", "sub1=zone%2042%25")
+    app_client.clock.advance(1.2)  # Workers pick up configuration changes within a second.
+    status, headers, _ = click(app_client, "pipe", "sub1=zone%2042%25")
     assert (status, headers["location"]) == (302, "https://offer.example/a|b?s1=zone%2042%25")
 
 
-def test_unknown_alias_is_404_and_archived_campaign_too(campaign, server, lanner):
-    assert request(server.port, "/no-such-campaign")[0] == 404
+def test_unknown_alias_is_404_and_archived_campaign_too(campaign, app_client, lanner):
+    assert request(app_client, "/no-such-campaign")[0] == 404
+    assert click(app_client, campaign)[0] == 302  # Loaded before the archive.
     lanner("campaign", "archive", campaign)
-    deadline = time.monotonic() + 20  # Generous: the machine may be loaded.
-    while time.monotonic() < deadline and click(server.port, campaign)[0] != 404:
-        time.sleep(0.2)  # Workers pick up configuration changes within a second.
-    assert click(server.port, campaign, ua="after archive")[0] == 404
+    app_client.clock.advance(1.0)  # Workers pick up configuration changes within a second.
+    assert click(app_client, campaign, ua="after archive")[0] == 404
 
 
-def test_unknown_alias_goes_to_configured_fallback(start_server, campaign):
-    live = start_server(LANNER_FALLBACK_URL="https://fallback.example/")
-    status, headers, _ = request(live.port, "/missing")
+def test_unknown_alias_goes_to_configured_fallback(start_app, campaign):
+    app = start_app(LANNER_FALLBACK_URL="https://fallback.example/")
+    status, headers, _ = request(app, "/missing")
     assert (status, headers["location"]) == (302, "https://fallback.example/")
 
 
@@ -147,16 +153,16 @@ def test_malformed_requests_never_get_a_500(campaign, server, raw):
     assert request(server.port, "/healthz")[0] == 200  # And the worker is still there.
 
 
-def test_malicious_input_is_stored_as_text(campaign, server, lanner, settings):
-    status, headers, _ = click(server.port, campaign, "sub1=%27%20OR%201%3D1%3B%20DROP%20TABLE%20click%3B--")
+def test_malicious_input_is_stored_as_text(campaign, app_client, lanner, settings):
+    status, headers, _ = click(app_client, campaign, "sub1=%27%20OR%201%3D1%3B%20DROP%20TABLE%20click%3B--")
     assert status == 302
     flush(lanner)
     assert rows(settings)[0]["sub_id_1"] == "' OR 1=1; DROP TABLE click;--"
 
 
-def test_same_ip_different_uas_get_distinct_stored_subids(campaign, server, lanner, settings):
+def test_same_ip_different_uas_get_distinct_stored_subids(campaign, app_client, lanner, settings):
     subids = [
-        subid_of(click(server.port, campaign, ip="198.51.100.50", ua=f"Phone {n}")[1]["location"])
+        subid_of(click(app_client, campaign, ip="198.51.100.50", ua=f"Phone {n}")[1]["location"])
         for n in range(5)
     ]
     assert len(set(subids)) == 5
@@ -165,13 +171,13 @@ def test_same_ip_different_uas_get_distinct_stored_subids(campaign, server, lann
 
 
 def test_repeat_within_two_seconds_reuses_subid_and_after_three_stores_again(
-    campaign, server, lanner, settings
+    campaign, app_client, lanner, settings
 ):
-    first = click(server.port, campaign, "sub1=a", ip="198.51.100.60", ua="Same UA")[1]["location"]
-    again = click(server.port, campaign, "sub1=a", ip="198.51.100.60", ua="Same UA")[1]["location"]
+    first = click(app_client, campaign, "sub1=a", ip="198.51.100.60", ua="Same UA")[1]["location"]
+    again = click(app_client, campaign, "sub1=a", ip="198.51.100.60", ua="Same UA")[1]["location"]
     assert again == first
-    time.sleep(3)
-    later = click(server.port, campaign, "sub1=a", ip="198.51.100.60", ua="Same UA")[1]["location"]
+    app_client.clock.advance(3)
+    later = click(app_client, campaign, "sub1=a", ip="198.51.100.60", ua="Same UA")[1]["location"]
     assert subid_of(later) != subid_of(first)
     flush(lanner)
     stored = rows(settings, "ip = ?", ("198.51.100.60",))
@@ -179,20 +185,20 @@ def test_repeat_within_two_seconds_reuses_subid_and_after_three_stores_again(
     assert [row["is_unique_campaign"] for row in stored] == [1, 0]
 
 
-def test_uniqueness_window_boundary_through_the_server(start_server, lanner, settings):
+def test_uniqueness_window_boundary_through_the_app(start_app, lanner, settings):
     # A 3.6 s window (0.001 h) and 0.5 s debounce so the boundary is crossed within the test.
-    live = start_server(LANNER_UNIQUENESS_HOURS="0.001", LANNER_DEBOUNCE_SECONDS="0.5")
+    app = start_app(LANNER_UNIQUENESS_HOURS="0.001", LANNER_DEBOUNCE_SECONDS="0.5")
     lanner("campaign", "create", "A", "--alias", "a", "--offer-url", OFFER, "--uniqueness-hours", "0.001")
     lanner("campaign", "create", "B", "--alias", "b", "--offer-url", OFFER, "--uniqueness-hours", "0.001")
-    time.sleep(1.2)  # Let the workers load the new campaigns.
+    app.clock.advance(1.2)  # Let the workers load the new campaigns.
     visitor = {"ip": "192.0.2.10", "ua": "Boundary UA"}
     sequence = [("a", 0), ("a", 1.0), ("b", 0), ("a", 4.0), ("b", 0), ("b", 1.0)]
     subids = []
     for n, (alias, pause) in enumerate(sequence):
-        time.sleep(pause)
+        app.clock.advance(pause)
         if n == 3:
             flush(lanner)  # The next probes must find earlier clicks in the database as well.
-        subids.append(subid_of(click(live.port, alias, **visitor)[1]["location"]))
+        subids.append(subid_of(click(app, alias, **visitor)[1]["location"]))
     flush(lanner)
     stored = {row["subid"]: row for row in rows(settings)}
     flags = [
@@ -247,7 +253,9 @@ def test_huey_consumer_lands_spooled_clicks_within_seconds(campaign, server, sta
     assert consumer.process.poll() is None
 
 
-def test_flusher_outlasts_a_write_lock_held_past_the_busy_timeout(campaign, server, start_consumer, settings):
+def test_flusher_outlasts_a_write_lock_held_past_the_busy_timeout(
+    campaign, app_client, start_consumer, settings
+):
     """As during a deferred index build: the clicks wait in the spool, then land without a restart."""
     import sqlite3
 
@@ -256,7 +264,7 @@ def test_flusher_outlasts_a_write_lock_held_past_the_busy_timeout(campaign, serv
     try:
         holder.execute("BEGIN IMMEDIATE")
         subids = {
-            subid_of(click(server.port, campaign, ua=f"Locked UA {n}")[1]["location"]) for n in range(20)
+            subid_of(click(app_client, campaign, ua=f"Locked UA {n}")[1]["location"]) for n in range(20)
         }
         time.sleep(7)  # The flusher's BEGIN IMMEDIATE gives up after busy_timeout (5 s).
     finally:

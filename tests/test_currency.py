@@ -1,4 +1,8 @@
-"""Currencies: amounts converted into the report currency when recorded, never summed unconverted."""
+"""Currencies: amounts converted into the report currency when recorded, never summed unconverted.
+
+The rate and report APIs are asked of an in-process app (`start_app`: create_app() called here, no socket);
+the feed is a real local HTTP server read by a real `lanner worker`.
+"""
 
 from __future__ import annotations
 
@@ -367,26 +371,23 @@ def test_0006_takes_conversions_summed_unconverted_out_of_revenue_until_their_ra
 
 
 def test_the_rate_api_sets_and_lists_rates_with_the_key_and_the_report_api_names_the_currency(
-    start_server, lanner
+    start_app, lanner
 ):
     from conftest import request
 
-    live = start_server()
-    admin = live.extra["admin_port"]
+    # In-process (create_app() called here, no socket): the admin worker's resources, served by this app
+    # as with LANNER_ADMIN_BIND=off.
+    app = start_app(LANNER_ADMIN_BIND="off")
     key = lanner("api", "key", "show").stdout.strip()
     path = "/api/currency/rates"
-    assert request(admin, path)[0] == 403
-    assert request(admin, path, {"X-Api-Key": "nope"}, method="POST", body=b'{"rates": {"EUR": 1}}')[0] == 403
-    status, _, body = request(
-        admin, path, {"X-Api-Key": key}, method="POST", body=b'{"rates": {"EUR": 1.08}}'
-    )
+    assert request(app, path)[0] == 403
+    assert request(app, path, {"X-Api-Key": "nope"}, method="POST", body=b'{"rates": {"EUR": 1}}')[0] == 403
+    status, _, body = request(app, path, {"X-Api-Key": key}, method="POST", body=b'{"rates": {"EUR": 1.08}}')
     assert status == 200
     assert json.loads(body) == {"currency": "USD", "set": [{"currency": "EUR", "rate": 1.08, "converted": 0}]}
-    status, _, body = request(
-        admin, path, {"X-Api-Key": key}, method="PUT", body=b'{"rates": {"GBP": "1.27"}}'
-    )
+    status, _, body = request(app, path, {"X-Api-Key": key}, method="PUT", body=b'{"rates": {"GBP": "1.27"}}')
     assert status == 200
-    listed = json.loads(request(admin, path, {"X-Api-Key": key})[2])
+    listed = json.loads(request(app, path, {"X-Api-Key": key})[2])
     assert listed["currency"] == "USD"
     assert [(row["currency"], row["rate"], row["source"]) for row in listed["rates"]] == [
         ("EUR", 1.08, "api"),
@@ -394,16 +395,16 @@ def test_the_rate_api_sets_and_lists_rates_with_the_key_and_the_report_api_names
     ]
     for bad, message in ((b"not json", b"of the form"), (b'{"rates": {"EUR": -1}}', b"positive number"),
                          (b'{"rates": {"USD": 2}}', b"report currency")):  # fmt: skip
-        status, _, body = request(admin, path, {"X-Api-Key": key}, method="POST", body=bad)
+        status, _, body = request(app, path, {"X-Api-Key": key}, method="POST", body=bad)
         assert status == 400 and message in body, body
-    report = json.loads(request(admin, "/api/report?preset=today", {"X-Api-Key": key})[2])
+    report = json.loads(request(app, "/api/report?preset=today", {"X-Api-Key": key})[2])
     assert (report["currency"], report["unconverted"], report["notes"]) == ("USD", [], [])
-    csv_headers = request(admin, "/api/report?preset=today&format=csv", {"X-Api-Key": key})[1]
+    csv_headers = request(app, "/api/report?preset=today&format=csv", {"X-Api-Key": key})[1]
     assert csv_headers["x-lanner-currency"] == "USD"
     # A postback with a currency that is not a code is refused at the edge.
     postback_key = lanner("postback", "key", "show").stdout.split()[1]
     status, _, body = request(
-        live.port, f"/postback?key={postback_key}&subid={new_subid(1_800_000_000_000)}&currency=EURO"
+        app, f"/postback?key={postback_key}&subid={new_subid(1_800_000_000_000)}&currency=EURO"
     )
     assert status == 400 and b"three-letter code" in body
 

@@ -1,4 +1,8 @@
-"""Is anything landing? The flusher's heartbeat, `lanner status`'s consumer line, `/healthz` degraded."""
+"""Is anything landing? The flusher's heartbeat, `lanner status`'s consumer line, `/healthz` degraded.
+
+`/healthz` is asked of an in-process app (`start_app`: create_app() called here, no socket); the consumer it
+judges is a real `lanner worker` process, started and stopped.
+"""
 
 from __future__ import annotations
 
@@ -21,23 +25,23 @@ def status_json(lanner) -> dict:
     return json.loads(lanner("status", "--json").stdout)
 
 
-def health(port: int, query: str = "") -> tuple[int, dict]:
-    status, _, body = request(port, "/healthz" + query)
+def health(app, query: str = "") -> tuple[int, dict]:
+    status, _, body = request(app, "/healthz" + query)
     return status, json.loads(body)
 
 
 def test_a_stopped_consumer_is_dead_in_status_and_strict_health_answers_503(
-    lanner, start_server, start_consumer
+    lanner, start_app, start_consumer
 ):
     lanner("campaign", "create", "H", "--alias", "h", "--offer-url", "https://offer.example/?c={subid}")
-    server = start_server()
-    status, body = health(server.port)  # Never a consumer here: degraded, but still a 200.
+    app = start_app()
+    status, body = health(app)  # Never a consumer here: degraded, but still a 200.
     assert status == 200 and body["status"] == "degraded" and body["consumer"]["state"] == "missing"
-    assert health(server.port, "?strict=1")[0] == 503
+    assert health(app, "?strict=1")[0] == 503
     assert status_json(lanner)["consumer"]["state"] == "missing"
 
     consumer = start_consumer(LANNER_FLUSH_INTERVAL="0.1")
-    assert click(server.port, "h")[0] == 302
+    assert click(app, "h")[0] == 302
 
     def running():
         shown = status_json(lanner)["consumer"]
@@ -46,20 +50,20 @@ def test_a_stopped_consumer_is_dead_in_status_and_strict_health_answers_503(
     shown = wait_until(running, 30, "the consumer's heartbeat with a landed flush")
     assert shown["pid"] == consumer.process.pid and shown["alive"] and shown["problems"] == []
     assert shown["heartbeat_s_ago"] < STALE_AFTER and shown["lag_s"] == 0.0
-    status, body = health(server.port, "?strict=1")
+    status, body = health(app, "?strict=1")
     assert status == 200 and body["status"] == "ok", body
     assert f"consumer: ok, pid {consumer.process.pid} alive" in lanner("status").stdout
 
     consumer.stop(sig=2, timeout=30)
     shown = status_json(lanner)["consumer"]
     assert (shown["state"], shown["alive"], shown["pid"]) == ("dead", False, consumer.process.pid)
-    status, body = health(server.port, "?strict=1")
+    status, body = health(app, "?strict=1")
     assert status == 503 and body["status"] == "degraded"
     gone = f"the consumer (pid {consumer.process.pid}) is not running: nothing lands in the database"
     assert body["consumer"]["problems"] == [gone]
     text = lanner("status").stdout
     assert f"consumer: dead, pid {consumer.process.pid} not running" in text and "  ! the consumer" in text
-    assert request(server.port, "/healthz?strict=perhaps")[0] == 400
+    assert request(app, "/healthz?strict=perhaps")[0] == 400
 
 
 def test_heartbeat_states_from_the_file(db, settings, tmp_path):

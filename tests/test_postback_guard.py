@@ -1,4 +1,10 @@
-"""Anonymous postbacks cannot write without bound or read a 500; the key is masked wherever it is kept."""
+"""Anonymous postbacks cannot write without bound or read a 500; the key is masked wherever it is kept.
+
+Hostile bodies and parameters go to an in-process app (`app_client`: create_app() called here over the test's
+real database, no socket; its log is pytest's `caplog`). A real `lanner serve` (`server`: two bjoern workers)
+takes 2,000 refused postbacks from 8 concurrent clients (one warning a minute per worker) and bodies over
+64 KB that the handler refuses unread.
+"""
 
 from __future__ import annotations
 
@@ -27,8 +33,9 @@ def key(lanner):
     return lanner("postback", "key", "show").stdout.splitlines()[0].removeprefix("key: ")
 
 
-def landed_click(server, lanner, ip: str = "203.0.113.7") -> str:
-    status, headers, _ = click(server.port, "demo", ip=ip)
+def landed_click(to, lanner, ip: str = "203.0.113.7") -> str:
+    """A click through a server's port or an in-process app, flushed into the database; its subid."""
+    status, headers, _ = click(to, "demo", ip=ip)
     assert status == 302
     lanner("spool", "flush")
     return parse_qs(urlsplit(headers["location"]).query)["s"][0]
@@ -45,12 +52,13 @@ def database_bytes(db) -> int:
     )
 
 
-def assert_no_traceback(server) -> None:
-    assert "Traceback" not in server.log and " 500 " not in server.log, server.log[-3000:]
+def assert_no_traceback(log: str) -> None:
+    """Nothing in a server's log, or in what an in-process app logged (caplog.text), went unhandled."""
+    assert "Traceback" not in log and " 500 " not in log, log[-3000:]
 
 
 def test_2000_wrong_key_postbacks_write_no_log_row_and_a_bounded_counter(key, server, lanner, db):
-    subid = landed_click(server, lanner)
+    subid = landed_click(server.port, lanner)
     wrong = "f" * 32
     body = f"subid={subid}&note={'x' * 16_000}".encode()
     sends = [
@@ -86,27 +94,27 @@ def test_2000_wrong_key_postbacks_write_no_log_row_and_a_bounded_counter(key, se
     assert server.log.count("postbacks refused without the right key") <= 2 * 2  # Two workers.
 
 
-def test_deeply_nested_json_gets_a_4xx_with_the_right_key_or_the_wrong_one(key, server, lanner):
-    subid = landed_click(server, lanner)
+def test_deeply_nested_json_gets_a_4xx_with_the_right_key_or_the_wrong_one(key, app_client, lanner, caplog):
+    subid = landed_click(app_client, lanner)
     arrays = b"[" * 60_000 + b"]" * 60_000  # 120 KB: over the body cap.
     short = b"[" * 60_000  # 60 KB: under it, refused for its depth.
     objects = b'{"a":' * 60_000
     for path in (f"/{key}/postback?subid={subid}", f"/postback?key={key}&subid={subid}"):
-        assert request(server.port, path, JSON, "POST", arrays)[0] == 413
-        status, _, answer = request(server.port, path, JSON, "POST", short)
+        assert request(app_client, path, JSON, "POST", arrays)[0] == 413
+        status, _, answer = request(app_client, path, JSON, "POST", short)
         assert status == 400 and b"nested deeper" in answer
-        assert request(server.port, path, JSON, "POST", objects)[0] == 413
+        assert request(app_client, path, JSON, "POST", objects)[0] == 413
     for body in (arrays, short, objects):
-        assert request(server.port, f"/{'0' * 32}/postback", JSON, "POST", body)[0] == 403
-        assert request(server.port, "/postback", JSON, "POST", body)[0] in (400, 413)  # Key to be inside.
+        assert request(app_client, f"/{'0' * 32}/postback", JSON, "POST", body)[0] == 403
+        assert request(app_client, "/postback", JSON, "POST", body)[0] in (400, 413)  # Key to be inside.
     nested_ok = json.dumps({"subid": subid, "extra": {"a": [1, {"b": 2}]}}).encode()
-    assert request(server.port, f"/{key}/postback", JSON, "POST", nested_ok)[0] == 200
-    assert request(server.port, "/healthz")[0] == 200
-    assert_no_traceback(server)
+    assert request(app_client, f"/{key}/postback", JSON, "POST", nested_ok)[0] == 200
+    assert request(app_client, "/healthz")[0] == 200
+    assert_no_traceback(caplog.text)
 
 
-def test_lone_surrogates_bad_utf8_and_absurd_payouts_get_a_400(key, server, lanner):
-    subid = landed_click(server, lanner)
+def test_lone_surrogates_bad_utf8_and_absurd_payouts_get_a_400(key, app_client, lanner, caplog):
+    subid = landed_click(app_client, lanner)
     base = f"/{key}/postback?subid={subid}"
     for path in (
         f"{base}&tid=%ED%A0%80",
@@ -114,7 +122,7 @@ def test_lone_surrogates_bad_utf8_and_absurd_payouts_get_a_400(key, server, lann
         f"{base}&tid=%FF",
         *(f"{base}&payout={p}" for p in ("1e308", "-1e308", "nan", "inf", "-0.01", "1e400")),
     ):
-        status, _, answer = request(server.port, path)
+        status, _, answer = request(app_client, path)
         assert status == 400, (path, answer)
         assert json.loads(answer)["verdict"] == "invalid"
     for body in (
@@ -125,18 +133,18 @@ def test_lone_surrogates_bad_utf8_and_absurd_payouts_get_a_400(key, server, lann
         b'{"subid": "%s", "payout": -1e308}' % subid.encode(),
         b'{"subid": "%s", "tid": "\xff"}' % subid.encode(),
     ):
-        status, _, answer = request(server.port, f"/{key}/postback", JSON, "POST", body)
+        status, _, answer = request(app_client, f"/{key}/postback", JSON, "POST", body)
         assert status == 400, (body, answer)
     for body in (f"subid={subid}&tid=%ED%A0%80".encode(), f"subid={subid}&tid=\xff".encode("latin-1")):
-        assert request(server.port, f"/{key}/postback", FORM, "POST", body)[0] == 400
+        assert request(app_client, f"/{key}/postback", FORM, "POST", body)[0] == 400
     # A slot name int() refuses is not a slot: the postback is recorded without it.
-    assert request(server.port, f"{base}&sub_id_%C2%B2=x")[0] == 200
-    assert request(server.port, "/healthz")[0] == 200
-    assert_no_traceback(server)
+    assert request(app_client, f"{base}&sub_id_%C2%B2=x")[0] == 200
+    assert request(app_client, "/healthz")[0] == 200
+    assert_no_traceback(caplog.text)
 
 
 def test_a_body_over_64_kb_gets_a_413(key, server, lanner):
-    subid = landed_click(server, lanner)
+    subid = landed_click(server.port, lanner)
     big = f"subid={subid}&note={'x' * 70_000}".encode()
     status, _, answer = request(server.port, f"/{key}/postback", FORM, "POST", big)
     assert status == 413 and b"64 KB" in answer
@@ -144,8 +152,8 @@ def test_a_body_over_64_kb_gets_a_413(key, server, lanner):
     assert request(server.port, "/postback", FORM, "POST", b"key=" + key.encode() + b"&" + big)[0] == 413
 
 
-def test_a_key_sent_in_a_post_body_is_stored_masked(key, server, lanner):
-    subids = [landed_click(server, lanner, ip=f"192.0.2.{n}") for n in range(4)]
+def test_a_key_sent_in_a_post_body_is_stored_masked(key, app_client, lanner):
+    subids = [landed_click(app_client, lanner, ip=f"192.0.2.{n}") for n in range(4)]
     bodies = [
         (FORM, f"key={key}&subid={subids[0]}&tid=a".encode()),
         (FORM, f"%6Bey={key}&subid={subids[1]}&tid=b".encode()),
@@ -153,7 +161,7 @@ def test_a_key_sent_in_a_post_body_is_stored_masked(key, server, lanner):
         (JSON, b'{"\\u006bey": "%s", "subid": "%s", "tid": "d"}' % (key.encode(), subids[3].encode())),
     ]
     for headers, body in bodies:
-        status, _, answer = request(server.port, "/postback", headers, "POST", body)
+        status, _, answer = request(app_client, "/postback", headers, "POST", body)
         assert status == 200 and json.loads(answer)["verdict"] == "created", answer
     rows = json.loads(lanner("postback", "list", "--json").stdout)
     assert len(rows) == 4

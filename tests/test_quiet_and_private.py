@@ -1,4 +1,9 @@
-"""What a running Lanner leaves behind: a quiet consumer log, and data files only its owner can read."""
+"""What a running Lanner leaves behind: a quiet consumer log, and data files only its owner can read.
+
+The consumer is a real `lanner worker` process in both; the clicks it lands come from an in-process app
+(`app_client`: create_app() called here, no socket), except where every file a real `lanner serve` and
+`lanner worker` create is checked.
+"""
 
 from __future__ import annotations
 
@@ -29,17 +34,17 @@ def wait_landed(settings, subid: str, log) -> None:
 
 @pytest.mark.parametrize("level, is_logged", [("", False), ("INFO", True)])
 def test_the_consumer_logs_no_line_per_flush_unless_asked(
-    campaign, server, start_consumer, settings, level, is_logged
+    campaign, app_client, start_consumer, settings, level, is_logged
 ):
     extra = {"LANNER_TASK_LOG_LEVEL": level} if level else {}
     consumer = start_consumer(LANNER_FLUSH_INTERVAL="0.05", **extra)
-    subid = subid_of(click(server.port, campaign)[1]["location"])
+    subid = subid_of(click(app_client, campaign)[1]["location"])
     wait_landed(settings, subid, lambda: consumer.log)
     # Huey's own INFO lines (the tasks it runs at start) only when asked for.
     assert ("huey INFO Executing" in consumer.log) is is_logged, consumer.log
     before = len(consumer.log)
     for n in range(10):  # Ten clicks landing over a dozen flushes of 0.05 s.
-        subid = subid_of(click(server.port, campaign, ua=f"quiet {n}")[1]["location"])
+        subid = subid_of(click(app_client, campaign, ua=f"quiet {n}")[1]["location"])
         time.sleep(0.06)
     wait_landed(settings, subid, lambda: consumer.log)
     assert "flush" not in consumer.log[before:].lower(), consumer.log[before:]

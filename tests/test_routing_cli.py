@@ -1,4 +1,8 @@
-"""`lanner simulate`, `lanner click show`, `lanner geo` and the stream routing options, as users run them."""
+"""`lanner simulate`, `lanner click show`, `lanner geo` and the stream routing options, as users run them.
+
+What the CLI says is compared with what an in-process app answers (`start_app`: create_app() called here
+over the test's real database, spool and geo file, no socket): no test here needs a server process.
+"""
 
 from __future__ import annotations
 
@@ -83,16 +87,16 @@ def test_simulate_refuses_bad_input_with_one_sentence(routed):
         assert result.returncode == 1 and message in result.stderr
 
 
-def test_simulate_without_a_user_agent_is_the_bot_the_server_sees(routed, geo_env, start_server):
+def test_simulate_without_a_user_agent_is_the_bot_the_server_sees(routed, geo_env, start_app):
     from conftest import request
 
     routed(
         "stream", "add", "geo", "--type", "intercepting", "--name", "Bots", "--filter", "bot=yes",
         "--action", "html", "--html", "<h1>Nothing here</h1>",
     )  # fmt: skip
-    server = start_server(LANNER_GEO_DATABASE=geo_env["LANNER_GEO_DATABASE"])
+    app = start_app(LANNER_GEO_DATABASE=geo_env["LANNER_GEO_DATABASE"])
     for headers in ({"X-Real-IP": "2001:db8::5"}, {"X-Real-IP": "2001:db8::5", "User-Agent": ""}):
-        status, _, body = request(server.port, "/geo", headers)
+        status, _, body = request(app, "/geo", headers)
         assert (status, body) == (200, b"<h1>Nothing here</h1>"), headers
     for args in ([], ["--ua", ""], ["--ua", "  "]):
         data = json.loads(routed("simulate", "/geo", "--ip", "2001:db8::5", "--json", *args).stdout)
@@ -100,7 +104,7 @@ def test_simulate_without_a_user_agent_is_the_bot_the_server_sees(routed, geo_en
         assert (data["decision"]["stream_id"], data["decision"]["answer"]) == (3, "html"), args
     # A User-Agent given as a header is the visitor's, as it is over HTTP.
     googlebot = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
-    status, _, _ = request(server.port, "/geo", {"X-Real-IP": "2001:db8::5", "User-Agent": googlebot})
+    status, _, _ = request(app, "/geo", {"X-Real-IP": "2001:db8::5", "User-Agent": googlebot})
     data = json.loads(
         routed(
             "simulate", "/geo", "--ip", "2001:db8::5", "--header", f"User-Agent: {googlebot}", "--json"
@@ -109,11 +113,11 @@ def test_simulate_without_a_user_agent_is_the_bot_the_server_sees(routed, geo_en
     assert status == 200 and data["visitor"]["is_bot"] and data["decision"]["answer"] == "html"
 
 
-def test_click_show_traces_a_stored_click(routed, geo_env, start_server, db):
+def test_click_show_traces_a_stored_click(routed, geo_env, start_app, db):
     from conftest import click, subid_of
 
-    server = start_server(LANNER_GEO_DATABASE=geo_env["LANNER_GEO_DATABASE"])
-    status, headers, _ = click(server.port, "geo", ip="81.2.69.10", ua="Mozilla/5.0 (Windows NT 10.0)")
+    app = start_app(LANNER_GEO_DATABASE=geo_env["LANNER_GEO_DATABASE"])
+    status, headers, _ = click(app, "geo", ip="81.2.69.10", ua="Mozilla/5.0 (Windows NT 10.0)")
     assert status == 302 and headers["location"].startswith("https://main.example/")
     subid = subid_of(headers["location"].replace("c=", "click=", 1))
     routed("spool", "flush")

@@ -1,4 +1,10 @@
-"""Routing through a real `lanner serve` (several bjoern workers) and a real Huey consumer."""
+"""Routing over HTTP with a real SQLite file, in two tiers.
+
+In-process (`start_app`: create_app() called here, no socket): stream order and filters, rotation, prefetch
+answers, meta/JS/HTML pages (a real Huey consumer lands the clicks where a test waits for rows). A real
+`lanner serve` (`start_server`: several bjoern workers): a cap held exactly under 32 concurrent clients over
+4 workers, and raw hostile requests through every filter that bjoern must pass on.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ def wait_for_rows(db, sql: str, params: tuple, expected: int, timeout: float = 2
         time.sleep(0.1)
 
 
-def test_stream_order_and_filters_through_the_server(lanner, start_server):
+def test_stream_order_and_filters_through_the_app(lanner, start_app):
     lanner("offer", "create", "Main", "--url", "https://main.example/?c={subid}")
     lanner("offer", "create", "Push", "--url", "https://push.example/?c={subid}")
     lanner("offer", "create", "Night", "--url", "https://fallback.example/?c={subid}")
@@ -31,16 +37,14 @@ def test_stream_order_and_filters_through_the_server(lanner, start_server):
     lanner("stream", "add", "order", "--type", "intercepting", "--offer", "2", "--filter", "param.src=push")
     lanner("stream", "update", "1", "--filter", "language=en")
     lanner("stream", "add", "order", "--type", "fallback", "--offer", "3")
-    server = start_server()
-    assert offer_host(click(server.port, "order", "src=push")[1]["location"]) == "push.example"
-    english = request(
-        server.port, "/order", {"X-Real-IP": "198.51.100.4", "Accept-Language": "en-US,en;q=0.8"}
-    )
+    app = start_app()
+    assert offer_host(click(app, "order", "src=push")[1]["location"]) == "push.example"
+    english = request(app, "/order", {"X-Real-IP": "198.51.100.4", "Accept-Language": "en-US,en;q=0.8"})
     assert offer_host(english[1]["location"]) == "main.example"
-    assert offer_host(click(server.port, "order", ip="198.51.100.5")[1]["location"]) == "fallback.example"
+    assert offer_host(click(app, "order", ip="198.51.100.5")[1]["location"]) == "fallback.example"
 
 
-def test_unvisited_rotation_through_the_server(lanner, start_server):
+def test_unvisited_rotation_through_the_app(lanner, start_app):
     for name in ("a", "b", "c"):
         lanner("offer", "create", name, "--url", f"https://{name}.example/?c={{subid}}")
     lanner("campaign", "create", "Rotate", "--alias", "rotate", "--offer-id", "1")
@@ -57,8 +61,8 @@ def test_unvisited_rotation_through_the_server(lanner, start_server):
         "--offer-rotation",
         "unvisited",
     )
-    server = start_server(LANNER_DEBOUNCE_SECONDS="0")
-    hosts = [offer_host(click(server.port, "rotate", ip="198.51.100.20")[1]["location"]) for _ in range(3)]
+    app = start_app(LANNER_DEBOUNCE_SECONDS="0")
+    hosts = [offer_host(click(app, "rotate", ip="198.51.100.20")[1]["location"]) for _ in range(3)]
     assert sorted(hosts) == ["a.example", "b.example", "c.example"]
 
 
@@ -88,42 +92,40 @@ def test_concurrent_clicks_stop_at_exactly_the_cap(lanner, start_server, start_c
     assert capped_rows == counter == cap
 
 
-def test_prefetch_and_subresource_hits_are_not_clicks(lanner, start_server, start_consumer, db):
+def test_prefetch_and_subresource_hits_are_not_clicks(lanner, start_app, start_consumer, db):
     lanner("campaign", "create", "Pre", "--alias", "pre", "--offer-url", "https://o.example/?c={subid}")
-    server = start_server()
+    app = start_app()
     start_consumer(LANNER_FLUSH_INTERVAL="0.2")
     for headers in (
         {"Sec-Purpose": "prefetch;prerender"},
         {"Purpose": "prefetch"},
         {"Sec-Fetch-Dest": "image"},
     ):
-        status, answer, _ = request(server.port, "/pre", {"X-Real-IP": "198.51.100.30", **headers})
+        status, answer, _ = request(app, "/pre", {"X-Real-IP": "198.51.100.30", **headers})
         assert status == 204 and "location" not in answer
-    status, answer, _ = request(
-        server.port, "/pre", {"X-Real-IP": "198.51.100.31", "Sec-Fetch-Dest": "document"}
-    )
+    status, answer, _ = request(app, "/pre", {"X-Real-IP": "198.51.100.31", "Sec-Fetch-Dest": "document"})
     assert status == 302
     assert wait_for_rows(db, "SELECT COUNT(*) FROM click", (), 1) == 1
     time.sleep(0.5)
     assert db.execute_sql("SELECT ip FROM click").fetchall() == [("198.51.100.31",)]
 
 
-def test_meta_js_and_html_answers(lanner, start_server):
+def test_meta_js_and_html_answers(lanner, start_app):
     lanner(
         "campaign", "create", "Pages", "--alias", "pages", "--offer-url", "https://o.example/?a=1&c={subid}"
     )
     lanner("stream", "update", "1", "--redirect-type", "meta")
     lanner("stream", "add", "pages", "--type", "intercepting", "--action", "html", "--html", "<h1>Hi</h1>",
            "--filter", "param.page=1")  # fmt: skip
-    server = start_server()
-    status, headers, body = click(server.port, "pages")
+    app = start_app()
+    status, headers, body = click(app, "pages")
     assert status == 200 and headers["content-type"].startswith("text/html")
     assert b'http-equiv="refresh" content="0;url=https://o.example/?a=1&amp;c=' in body
     lanner("stream", "update", "1", "--redirect-type", "js")
-    time.sleep(1.2)  # Workers reload the config within a second.
-    status, _, body = click(server.port, "pages", ip="198.51.100.40")
+    app.clock.advance(1.2)  # Workers reload the config within a second.
+    status, _, body = click(app, "pages", ip="198.51.100.40")
     assert status == 200 and b'window.location.replace("https://o.example/?a=1&c=' in body
-    status, _, body = click(server.port, "pages", "page=1", ip="198.51.100.41")
+    status, _, body = click(app, "pages", "page=1", ip="198.51.100.41")
     assert (status, body) == (200, b"<h1>Hi</h1>")
 
 
