@@ -269,7 +269,7 @@ def test_a_location_journaled_before_the_rule_is_still_sent_as_ascii():
     # A debounced repeat answers the Location its first click journaled, maybe before the upgrade.
     import falcon
 
-    from models.clicks.tracker import Decision
+    from models.clicks.decision import Decision
     from routes.click import answer
 
     resp = falcon.Response()

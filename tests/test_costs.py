@@ -6,7 +6,7 @@ import pytest
 
 from models.admin.services import create_campaign, update_campaign
 from models.clicks.spool import flush_spool
-from models.clicks.tracker import Visit
+from models.clicks.visit import Visit
 from models.reporting.costs import CostError, spread_cost
 
 

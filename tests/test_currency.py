@@ -16,7 +16,7 @@ import pytest
 from models.admin.services import AdminError, create_campaign, create_offer, update_campaign
 from models.clicks.record import new_subid, ua_hash
 from models.clicks.spool import flush_spool
-from models.clicks.tracker import Visit
+from models.clicks.visit import Visit
 from models.conversions.postbacks import ConversionRecorder, PostbackError, Received, parse_postback
 from models.migrations.deferred import run_deferred
 from models.reporting.costs import CostError, spread_cost

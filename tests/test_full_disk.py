@@ -220,7 +220,7 @@ def test_a_click_that_finds_the_disk_full_leaves_no_half_line_and_is_counted(
     from models.clicks.record import decode_line
     from models.clicks.refusals import SpoolUnwritable, read_refused
     from models.clicks.spool import flush_spool, segment_path
-    from models.clicks.tracker import Visit
+    from models.clicks.visit import Visit
 
     create_campaign(db, "Full", "full", offer_url=OFFER)
     tracker = make_tracker()
@@ -258,7 +258,7 @@ def test_the_flusher_fsyncs_the_spool_while_the_database_cannot_be_written(
     make_tracker, db, settings, data_dir
 ):
     from models.admin.services import create_campaign
-    from models.clicks.tracker import Visit
+    from models.clicks.visit import Visit
     from models.store.database import StoreBusy
     from workers.runtime.tasks import SpoolFlusher
 

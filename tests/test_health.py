@@ -16,7 +16,7 @@ from conftest import click, request, wait_until
 
 from models.admin.services import create_campaign
 from models.clicks.spool import flush_spool
-from models.clicks.tracker import Visit
+from models.clicks.visit import Visit
 from workers.runtime.heartbeat import STALE_AFTER, Heartbeat, consumer_status, heartbeat_path, read_heartbeat
 from workers.runtime.procfs import process_start_time
 

@@ -56,7 +56,8 @@ def test_0002_backfills_click_counters_from_existing_clicks(settings):
 
 def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(settings, clock, monkeypatch):
     from models.clicks.record import visitor_key
-    from models.clicks.tracker import ClickTracker, Visit
+    from models.clicks.tracker import ClickTracker
+    from models.clicks.visit import Visit
     from models.migrations.deferred import list_steps, run_chunk, run_deferred
 
     DROP_GRACE_MS = importlib.import_module("models.migrations.0005_visitor_key").DROP_GRACE_MS

@@ -33,7 +33,7 @@ from models.clicks.spool import (
     segment_path,
     spool_status,
 )
-from models.clicks.tracker import Visit
+from models.clicks.visit import Visit
 
 OFFER = "https://offer.example/lp?click={subid}"
 TWENTY_DIGITS = b"9" * 20

@@ -31,7 +31,7 @@ from models.clicks.spool import (
     segment_path,
     spool_status,
 )
-from models.clicks.tracker import Visit
+from models.clicks.visit import Visit
 
 
 def track(tracker, alias: str, ip: str, ua: str = "Mozilla/5.0 recovery"):
