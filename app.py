@@ -153,6 +153,7 @@ def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float
         geo=geo,
         devices=UserAgentParser(),
         bots=BotDetector(settings.bot_ips),
+        anonymize_ip=settings.anonymize_ip,
         clock=clock,
     )
 

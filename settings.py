@@ -65,6 +65,12 @@ def _seconds(value: str) -> float:
     return seconds
 
 
+def _switch(value: str) -> bool:
+    if value not in ("on", "off"):
+        raise ValueError("it must be `on` or `off`")
+    return value == "on"
+
+
 SQLITE_URL = "sqlite:///"
 
 
@@ -220,6 +226,14 @@ SETTINGS: tuple[Setting, ...] = (
         "IPv4/IPv6 addresses and CIDRs whose clicks are flagged as bots (e.g. your own office, scanners).",
     ),
     Setting(
+        "anonymize_ip",
+        "off",
+        _switch,
+        "`on`: keep visitors' IP addresses with the last octet (IPv4) or the last 80 bits (IPv6) zeroed, in "
+        "the spool, the click table and the `{ip}` macro; geo, uniqueness and the bot check by IP still see "
+        "the full address (see Privacy).",
+    ),
+    Setting(
         "postback_park_hours",
         "24",
         float,
@@ -282,6 +296,7 @@ class Settings:
     task_log_level: str
     geo_database: str
     bot_ips: tuple[str, ...]
+    anonymize_ip: bool
     postback_park_hours: float
     postback_log_days: int
     postback_retry_seconds: float

@@ -67,7 +67,7 @@ def test_journal_record_follows_click_columns(make_tracker, campaign_alias, db, 
     line = next(settings.spool_dir.glob("clicks.*.log")).read_bytes().splitlines(keepends=True)[-1]
     record = decode_line(line)
     assert dict(zip(CLICK_COLUMNS, record))["subid"] == decision.subid
-    assert len(record) == COLUMN_COUNT + 1 and record[-1] == decision.location
+    assert len(record) == COLUMN_COUNT + 2 and record[COLUMN_COUNT] == decision.location
 
 
 def test_journal_line_round_trips_hostile_text():

@@ -52,7 +52,6 @@ from peewee import Database
 
 from models.clicks.record import (
     BROWSER,
-    COLUMN_COUNT,
     CREATED_AT,
     DEVICE_TYPE,
     IP,
@@ -62,7 +61,7 @@ from models.clicks.record import (
     OS,
     STREAM_ID,
     USER_AGENT,
-    decode_line,
+    decode_row,
 )
 from models.lookups.bots import BotDetector
 from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
@@ -638,7 +637,7 @@ def _flush_spool(
         rows, rejected, reason = [], [], ""
         for line in lines:
             try:
-                rows.append(decode_line(line)[:COLUMN_COUNT])
+                rows.append(decode_row(line))
             except ValueError as exc:
                 rejected.append(line)
                 reason = reason or str(exc)

@@ -5,6 +5,8 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
 
 1. visit     what the request says (models/clicks/visit.py) and the visitor's key (record.py);
 2. lookups   geo now, device and bot when routing or a macro needs them (models/clicks/enrichment.py);
+             with LANNER_ANONYMIZE_IP the bot check now, then the visit keeps only the truncated
+             address (models/clicks/privacy.py): macros, the line and its row never see the full one;
 3. history   the visitor's recent clicks: one indexed database probe and the journal's unflushed lines
              (models/clicks/history.py over visitors.py);
 4. route     the router picks the stream and the offer (models/routing/router.py);
@@ -18,6 +20,7 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -30,11 +33,12 @@ from models.clicks.backlog import backlog_age
 from models.clicks.decision import Decision, decide, repeat_of
 from models.clicks.enrichment import Lookups, look_up
 from models.clicks.history import VisitorHistory
+from models.clicks.privacy import anonymized_ip
 from models.clicks.record import (
     encode_line,
     line_tail,
     new_subid,
-    peek_counted,
+    peek_visitor,
     ua_hash,
     visitor_key,
 )
@@ -101,10 +105,12 @@ class ClickTracker:
         geo: GeoSource | None = None,
         devices: UserAgentParser | None = None,
         bots: BotDetector | None = None,
+        anonymize_ip: bool = False,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
     ) -> None:
         self.db = db
+        self.anonymize_ip = anonymize_ip
         self.conn: sqlite3.Connection = db.connection()
         self.clock = clock
         self.geo = geo
@@ -215,13 +221,10 @@ class ClickTracker:
     def _remember_line(self, position: tuple[int, int], line: bytes) -> None:
         """Index and count another worker's journal line, parsing only its first fields."""
         try:
-            ip, visitor_hash, created_at, campaign_id, stream_id, offer_id = peek_counted(line)
+            key, created_at, campaign_id, stream_id, offer_id = peek_visitor(line)
         except ValueError:
             return  # Not a click line, or a corrupt one; the flusher moves it to rejected.log.
-        self.index.add(
-            visitor_key(ip, visitor_hash),
-            RecentClick(position, created_at, campaign_id, stream_id, offer_id, line),
-        )
+        self.index.add(key, RecentClick(position, created_at, campaign_id, stream_id, offer_id, line))
         self._count(stream_id, offer_id, created_at)
 
     def track(self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool = False) -> Decision:
@@ -263,6 +266,13 @@ class ClickTracker:
         subject = lookups.subject
         if trace is not None:
             lookups.device()  # A simulation shows everything routing could look at (bot check included).
+        key_in_line = None
+        if self.anonymize_ip:
+            # The flusher would check the truncated address against the bot IPs: check the full one
+            # now (its cost moves onto the click path). Geo and the key above had the full address.
+            lookups.bot()
+            visit = dataclasses.replace(visit, ip=anonymized_ip(ip))
+            key_in_line = visitor  # The truncated address no longer gives it.
 
         # 3. History: the visitor's recent clicks, in the database and in the journal.
         history = self._history(campaign, ip, user_agent, visitor_hash, visitor, now_ms)
@@ -308,7 +318,7 @@ class ClickTracker:
                 self.index, visitor, now_ms - self.global_window_ms, route.campaign, now_ms, stream_id
             )
             if tail is not None:
-                line = encode_line(ip, visitor_hash, now_ms, flags, tail)
+                line = encode_line(visit.ip, visitor_hash, now_ms, flags, tail, key_in_line)
                 position = journal.append(line)
         finally:
             journal.unlock()

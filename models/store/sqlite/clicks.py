@@ -17,6 +17,16 @@ SQL_INSERT_CLICK = "INSERT INTO click ({}, visitor_key) VALUES ({}, lanner_visit
     IP + 1,
     UA_HASH + 1,
 )
+# A journal line's row (models.clicks.record.decode_row): the columns, then the visitor key the line
+# carries, NULL but for an anonymised IP's (its key is the full address's, not the stored one's).
+# PERF: COALESCE evaluates lanner_visitor_key only for a NULL key.
+SQL_LAND_CLICK = "INSERT INTO click ({}, visitor_key) VALUES ({}, COALESCE(?{}, lanner_visitor_key(?{}, ?{}))) ON CONFLICT DO NOTHING".format(
+    ", ".join(CLICK_COLUMNS),
+    ", ".join(f"?{n}" for n in range(1, len(CLICK_COLUMNS) + 1)),
+    len(CLICK_COLUMNS) + 1,
+    IP + 1,
+    UA_HASH + 1,
+)
 # The same before migration 0005 (`lanner bench migration` builds such a database).
 SQL_INSERT_CLICK_0004 = "INSERT INTO click ({}) VALUES ({}) ON CONFLICT DO NOTHING".format(
     ", ".join(CLICK_COLUMNS), ", ".join("?" * len(CLICK_COLUMNS))
@@ -45,7 +55,8 @@ class ClickStore(Store):
         self.conn.execute(self.SQL_SET_POSITION, (segment, byte_offset, now_ms)).close()
 
     def insert(self, rows: list[list]) -> list[list]:
-        """Insert a batch; return the rows that were new (only those may reach the cap counters).
+        """Insert a batch of journal rows (SQL_LAND_CLICK's); return the rows that were new (only those
+        may reach the cap counters).
 
         A replayed line (a restored spool, a copied segment) is already in the table: then the batch
         is undone and the rows inserted one by one to learn which of them landed now. Rare.
@@ -53,7 +64,7 @@ class ClickStore(Store):
         connection = self.conn
         connection.execute("SAVEPOINT click_batch").close()
         before = connection.total_changes
-        connection.executemany(SQL_INSERT_CLICK, rows).close()
+        connection.executemany(SQL_LAND_CLICK, rows).close()
         if connection.total_changes - before == len(rows):
             connection.execute("RELEASE click_batch").close()
             return rows
@@ -62,7 +73,7 @@ class ClickStore(Store):
         landed = []
         for row in rows:
             before = connection.total_changes
-            connection.execute(SQL_INSERT_CLICK, row).close()
+            connection.execute(SQL_LAND_CLICK, row).close()
             if connection.total_changes > before:
                 landed.append(row)
         return landed
