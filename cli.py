@@ -1283,6 +1283,29 @@ def prune_command(ctx: Context, older_than: str | None, yes: bool) -> None:
 
 
 @main.group()
+def privacy() -> None:
+    """Visitors' IP addresses (LANNER_ANONYMIZE_IP)."""
+
+
+@privacy.command("anonymize-stored")
+@click.option("--yes", is_flag=True, help="Do not ask.")
+@pass_context
+def privacy_anonymize_stored(ctx: Context, yes: bool) -> None:
+    """Truncate the IP address of every stored click as LANNER_ANONYMIZE_IP does new ones (in chunks)."""
+    from models.ops.privacy import anonymize_stored_clicks
+
+    if not yes:
+        click.confirm(
+            "Zero the last octet (IPv4) or the last 80 bits (IPv6) of every stored click's IP address, for "
+            "good?",
+            abort=True,
+        )
+    with progress_to_total("Anonymising") as advance:
+        changed = anonymize_stored_clicks(ctx.db, on_progress=advance)
+    click.echo(f"Anonymised the IP address of {changed:,} clicks.")
+
+
+@main.group()
 def cost() -> None:
     """Costs spread over a campaign's clicks."""
 

@@ -249,3 +249,28 @@ def test_a_line_with_a_broken_visitor_key_is_refused(key):
         decode_line(line)
     with pytest.raises(ValueError):
         peek_visitor(line)
+
+
+def test_anonymize_stored_truncates_earlier_clicks_and_keeps_their_visitors(
+    make_tracker, campaign_alias, db, settings, clock, lanner
+):
+    tracker = make_tracker()  # Before the option was turned on.
+    visits = [Visit(ip="203.0.113.7", user_agent=UA), Visit(ip="2001:db8:85a3:8d3::1:2", user_agent=UA)]
+    for visit in visits:
+        tracker.track(tracker.campaign(campaign_alias), visit)
+    flush(db, settings)
+    keys = [row["visitor_key"] for row in stored_clicks(db)]
+    assert "2 clicks" in lanner("privacy", "anonymize-stored", "--yes").stdout
+    rows = stored_clicks(db)
+    assert [row["ip"] for row in rows] == ["203.0.113.0", "2001:db8:85a3::"]
+    assert [row["visitor_key"] for row in rows] == keys
+    assert "0 clicks" in lanner("privacy", "anonymize-stored", "--yes").stdout  # Nothing left to do.
+    clock.advance(60)
+    now_on = make_tracker(anonymize_ip=True)
+    assert not now_on.track(now_on.campaign(campaign_alias), visits[0]).is_unique_global
+
+
+def test_anonymize_stored_waits_for_the_visitor_keys(campaign_alias, db, settings, lanner):
+    db.execute_sql("UPDATE meta SET value = 'ip_ua' WHERE key = 'visitor_probe'")
+    result = lanner("privacy", "anonymize-stored", "--yes", check=False)
+    assert result.returncode == 1 and "lanner db run-deferred" in result.stderr

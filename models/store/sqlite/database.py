@@ -28,6 +28,7 @@ PRAGMAS = {
 
 def connect_sqlite(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabase:
     """A connected SQLite database at `path` (models/store/database.py binds `db` to it)."""
+    from models.clicks.privacy import anonymized_ip
     from models.clicks.record import (
         visitor_key,  # models.clicks.record imports the models, which import `db`.
     )
@@ -39,6 +40,8 @@ def connect_sqlite(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabas
     database = SqliteDatabase(str(path), pragmas=pragmas, check_same_thread=False)
     # The flusher's INSERT and the backfill of migration 0005 compute the key in SQL.
     database.register_function(visitor_key, "lanner_visitor_key", 2, deterministic=True)
+    # `lanner privacy anonymize-stored` (models/store/sqlite/privacy.py).
+    database.register_function(anonymized_ip, "lanner_anonymized_ip", 1, deterministic=True)
     database.connect()
     return database
 
