@@ -269,9 +269,11 @@ def peek_visitor(line: bytes) -> tuple[int, int, int, int | None, int | None]:
     """(visitor key, created_at, campaign_id, stream_id, offer_id) of another worker's line, for the
     recent-visitor index: the key the line carries, else the one of its ip and ua_hash."""
     ip, visitor_hash, created_at, campaign_id, stream_id, offer_id = peek_counted(line)
-    # Tabs in text are escaped: a line's tabs count its fields.
-    if line.count(b"\t") == KEYED_FIELD_COUNT - 1:
-        key = _checked_int(line[line.rindex(b"\t") + 1 :], "visitor_key")
+    last = line[line.rfind(b"\t") + 1 : -1]
+    # PERF: a location is seldom a number, so most lines are told by that (~0.1 µs); a number is the
+    # key if the tabs (text escapes its own) count one field more than a line without it (~0.3 µs).
+    if last.lstrip(b"-").isdigit() and line.count(b"\t") == KEYED_FIELD_COUNT - 1:
+        key = _checked_int(last, "visitor_key")
     else:
         key = visitor_key(ip, visitor_hash)
     return key, created_at, campaign_id, stream_id, offer_id
