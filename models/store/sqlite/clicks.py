@@ -10,7 +10,8 @@ from __future__ import annotations
 from models.clicks.record import CLICK_COLUMNS, IP, UA_HASH
 from models.store.sqlite.rows import Store, fetch_one
 
-# The visitor key (migration 0005) is computed by SQLite from the record's ip and ua_hash.
+# A row of CLICK_COLUMNS (the bench's generated clicks): SQLite computes the visitor key (migration 0005)
+# from its ip and ua_hash.
 SQL_INSERT_CLICK = "INSERT INTO click ({}, visitor_key) VALUES ({}, lanner_visitor_key(?{}, ?{})) ON CONFLICT DO NOTHING".format(
     ", ".join(CLICK_COLUMNS),
     ", ".join(f"?{n}" for n in range(1, len(CLICK_COLUMNS) + 1)),
