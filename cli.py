@@ -170,10 +170,13 @@ def settings_command(ctx: Context, fmt: str) -> None:
     """Show every LANNER_* setting with its current value."""
     from settings import SETTINGS
 
-    rows = [
-        {"env": s.env, "value": str(getattr(ctx.settings, s.name)), "default": s.default, "help": s.help}
-        for s in SETTINGS
-    ]
+    def shown(setting) -> str:
+        value = getattr(ctx.settings, setting.name)
+        if setting.is_secret:
+            return "(set)" if value else "(not set)"
+        return str(value)
+
+    rows = [{"env": s.env, "value": shown(s), "default": s.default, "help": s.help} for s in SETTINGS]
     echo_rows(rows, ["env", "value", "default", "help"], fmt)
 
 
@@ -1431,6 +1434,29 @@ def geo_build(ctx: Context, output: str | None) -> None:
     build_geo(Path(output) if output else ctx.settings.data_dir / "geo" / "country.mmdb")
 
 
+@geo.command("update")
+@click.option("--edition", "editions", multiple=True, help="Fetch only this edition (repeatable).")
+@pass_context
+def geo_update(ctx: Context, editions: tuple[str, ...]) -> None:
+    """Fetch current geo data (LANNER_GEO_SOURCE) and swap it in; the tracker keeps serving."""
+    from models.lookups.geoupdate import update_geo_data
+
+    def progress(edition: str):
+        def show(done: int, total: int | None) -> None:
+            of = f" of {total / 1e6:.1f}" if total else ""
+            click.echo(f"\r{edition}: {done / 1e6:.1f}{of} MB", nl=False, err=True)
+
+        return show
+
+    results = update_geo_data(ctx.settings, list(editions) or None, progress)
+    click.echo("", err=True)
+    for result in results:
+        verb = "replaced" if result.is_replaced else "already current"
+        click.echo(
+            f"{result.edition}: {result.database_type} built {result.built_at.date()}, {verb} ({result.path})."
+        )
+
+
 @geo.command("lookup")
 @click.argument("ip")
 @pass_context
@@ -1512,8 +1538,20 @@ def status_command(ctx: Context, as_json: bool) -> None:
         click.echo("web: not running" + (" (stale pid file)" if web.get("stale_pid_file") else ""))
     click.echo(describe_consumer(status["consumer"]))
     for section in ("spool", "queue", "database", "geo", "deferred", "postbacks"):
-        if section in status:
+        if section == "geo":
+            echo_geo_status(status["geo"])
+        elif section in status:
             click.echo(f"{section}: " + ", ".join(f"{k} {v}" for k, v in status[section].items()))
+
+
+def echo_geo_status(geo: dict[str, Any]) -> None:
+    """The geo files, one line each, and a WARNING line for data past its age."""
+    files = [("geo", geo), *((f"geo {name}", info) for name, info in geo.get("network", {}).items())]
+    for label, info in files:
+        shown = {k: v for k, v in info.items() if k not in ("network", "warning")}
+        click.echo(f"{label}: " + ", ".join(f"{k} {v}" for k, v in shown.items()))
+        if "warning" in info:
+            click.echo(f"  WARNING: {info['warning']}")
 
 
 def describe_consumer(consumer: dict[str, Any]) -> str:
