@@ -133,20 +133,26 @@ def geo_status(settings: Settings, now: float | None = None) -> dict[str, Any]:
     STALE_AFTER_DAYS), where updates come from; never the licence key, only whether it is set."""
     from models.lookups.geoupdate import STALE_AFTER_DAYS
 
-    fix = "run `lanner geo update`" if settings.geo_source else "run `lanner geo build`"
-    status = _geo_file_status(settings.geo_path, now, STALE_AFTER_DAYS, fix)
+    update = "run `lanner geo update`"
+    stale_fix = update if settings.geo_source else "set LANNER_GEO_SOURCE for updates"
+    missing_fix = update if settings.geo_source else "run `lanner geo build`"
+    status = _geo_file_status(settings.geo_path, now, STALE_AFTER_DAYS, missing_fix, stale_fix)
     status["source"] = settings.geo_source or "bundled (no updates: set LANNER_GEO_SOURCE)"
     if settings.geo_source == "maxmind":
         status["licence_key"] = "set" if settings.maxmind_license_key else "NOT SET"
+    missing_fix = update if settings.geo_source else "put the file there"
     networks = {
-        path.stem: _geo_file_status(path, now, STALE_AFTER_DAYS) for path in settings.geo_network_paths
+        path.stem: _geo_file_status(path, now, STALE_AFTER_DAYS, missing_fix, stale_fix)
+        for path in settings.geo_network_paths
     }
     if networks:
         status["network"] = networks
     return status
 
 
-def _geo_file_status(path: Path, now: float | None, stale_days: int, fix: str) -> dict[str, Any]:
+def _geo_file_status(
+    path: Path, now: float | None, stale_days: int, missing_fix: str, stale_fix: str
+) -> dict[str, Any]:
     from models.lookups.geo import GeoDatabaseError, open_geo_database
 
     try:
@@ -154,7 +160,7 @@ def _geo_file_status(path: Path, now: float | None, stale_days: int, fix: str) -
     except GeoDatabaseError as exc:
         return {"path": str(path), "error": str(exc)}
     if database is None:
-        return {"path": str(path), "missing": fix}
+        return {"path": str(path), "missing": missing_fix}
     try:
         age_days = int(((time.time() if now is None else now) - database.data_date.timestamp()) // 86400)
         status: dict[str, Any] = {
@@ -164,9 +170,7 @@ def _geo_file_status(path: Path, now: float | None, stale_days: int, fix: str) -
             "age_days": age_days,
         }
         if age_days > stale_days:
-            status["warning"] = (
-                f"geo data is {age_days} days old (over {stale_days}): run `lanner geo update`"
-            )
+            status["warning"] = f"geo data is {age_days} days old (over {stale_days}): {stale_fix}"
         return status
     finally:
         database.close()
