@@ -1470,9 +1470,18 @@ def geo_lookup(ctx: Context, ip: str) -> None:
             f"There is no geo database at {ctx.settings.geo_path}: run `lanner geo build`."
         )
     info = database.lookup(ip)
-    click.echo(
+    line = (
         f"country={info.country or 'unknown'} region={info.region or 'unknown'} city={info.city or 'unknown'}"
     )
+    if ctx.settings.geo_network_paths:
+        from models.lookups.geo import GeoSource
+
+        source = GeoSource(ctx.settings.geo_path, ctx.settings.geo_network_paths)
+        network = source.lookup_network(ip)
+        source.close()
+        line += f" isp={network.isp or 'unknown'!r} connection={network.connection or 'unknown'}"
+        line += f" carrier={network.carrier or 'unknown'!r}"
+    click.echo(line)
 
 
 # -- generate --------------------------------------------------------------------------------
