@@ -567,3 +567,37 @@ def test_a_running_server_routes_on_the_new_file_without_a_restart(env, db, star
         time.sleep(0.2)
     else:
         pytest.fail(f"clicks still routed on the old file: {locations}\n{server.log()}")
+
+
+# --- settings ----------------------------------------------------------------------------------------------
+
+
+def test_geo_settings_are_checked_and_the_key_may_come_from_a_file(tmp_path):
+    from settings import load_settings
+
+    key = tmp_path / "key"
+    key.write_text("from-file\n")
+    settings = load_settings({"LANNER_GEO_SOURCE": "MaxMind", "LANNER_MAXMIND_LICENSE_KEY_FILE": str(key)})
+    assert settings.geo_source == "maxmind" and settings.maxmind_license_key == "from-file"
+    assert settings.geo_update_editions == ("GeoLite2-City",) and "from-file" not in repr(settings)
+    direct = load_settings(
+        {"LANNER_MAXMIND_LICENSE_KEY": "direct", "LANNER_MAXMIND_LICENSE_KEY_FILE": str(key)}
+    )
+    assert direct.maxmind_license_key == "direct"
+    for environ, message in [
+        ({"LANNER_GEO_SOURCE": "ipinfo"}, "LANNER_GEO_SOURCE='ipinfo' is invalid: it must be empty"),
+        (
+            {"LANNER_GEO_SOURCE": "dbip", "LANNER_GEO_EDITIONS": "dbip-city-lite,dbip-country-lite"},
+            "at most one",
+        ),
+        ({"LANNER_GEO_EDITIONS": "../../etc"}, "only letters, digits and dashes"),
+        ({"LANNER_GEO_UPDATE_URL": "ftp://mirror"}, "http:// or https://"),
+        (
+            {"LANNER_MAXMIND_LICENSE_KEY_FILE": str(tmp_path / "none")},
+            "LANNER_MAXMIND_LICENSE_KEY_FILE cannot be read",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            load_settings(environ)
+    own = load_settings({"LANNER_DATA_DIR": str(tmp_path), "LANNER_GEO_EDITIONS": "GeoIP2-ISP"})
+    assert own.geo_update_editions == () and own.geo_network_paths == (tmp_path / "geo" / "GeoIP2-ISP.mmdb",)

@@ -1,6 +1,7 @@
 """A click's lookups: what filters and macros look at beyond the request (geo, device, bot).
 
-Geo is looked up for every click (cached or ~1 µs); the costly parts, the User-Agent parse and the
+Geo is looked up for every click (cached or ~1 µs), the ISP / connection-type files only for a
+campaign that filters on them; the costly parts, the User-Agent parse and the
 bot check, are done at most once and on the click path only when routing or a macro needs them;
 the spool flusher does the rest for lines journaled with is_bot NOT_CHECKED.
 """

@@ -21,6 +21,7 @@ import datetime
 import fcntl
 import gzip
 import hashlib
+import http.client
 import logging
 import os
 import tarfile
@@ -286,7 +287,12 @@ def _download_first(
         try:
             with open(archive, "wb") as out:
                 digest = _fetch(choice.url, out, credentials, progress)
-            expected = _fetch_text(choice.checksum_url, credentials).split()[0] if choice.checksum_url else ""
+            expected = ""
+            if choice.checksum_url:
+                # MaxMind's form: "<hex>  GeoLite2-City_20261201.tar.gz".
+                expected = next(iter(_fetch_text(choice.checksum_url, credentials).split()), "")
+                if not expected:
+                    raise GeoUpdateError(f"{_where(choice.checksum_url)} sent no SHA-256 checksum.")
         except urllib.error.HTTPError as exc:
             if exc.code == 404 and index + 1 < len(choices):
                 continue  # DB-IP: this month's file is not out yet.
@@ -296,9 +302,7 @@ def _download_first(
                     "id, the licence key and that the account may download this edition."
                 ) from None
             raise GeoUpdateError(f"{_where(exc.url or choice.url)} answered HTTP {exc.code}.") from None
-        except (urllib.error.URLError, OSError, IndexError) as exc:
-            if isinstance(exc, GeoUpdateError):
-                raise
+        except (OSError, http.client.HTTPException) as exc:  # URLError is an OSError
             reason = getattr(exc, "reason", None) or exc
             raise GeoUpdateError(
                 f"The {edition} download from {_where(choice.url)} failed ({reason})."
