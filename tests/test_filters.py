@@ -744,7 +744,7 @@ def test_validate_filters_normalises_hand_written_json() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("contry=US", "Unknown filter 'contry'; known filters are bot, browser, carrier, city, connection, country"),
+        ("contry=US", "Unknown filter 'contry'; known filters are bot, browser, carrier, city"),
         ("sub_id=x", "Unknown filter 'sub_id'"),
         ("country US", "is not of the form name=value"),
         ("", "is not of the form name=value"),
