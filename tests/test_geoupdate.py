@@ -281,6 +281,12 @@ def test_dbip_takes_this_months_file_else_last_months(dbip, tmp_path):
     dbip.serve("/dbip-country-lite-2026-12.mmdb.gz", gzip.compress(newer))
     update_edition("dbip", "dbip-country-lite", dest, base_url=dbip.url, today=today)
     assert country_of(dest) == "AT"
+    # DB-IP's ASN file names itself after the edition it mimics: still the edition asked for.
+    asn = mmdb_bytes("DBIP-ASN-Lite (compat=GeoLite2-ASN)", records={})
+    dbip.serve("/dbip-asn-lite-2026-12.mmdb.gz", gzip.compress(asn))
+    assert update_edition(
+        "dbip", "dbip-asn-lite", tmp_path / "asn.mmdb", base_url=dbip.url, today=today
+    ).is_replaced
 
 
 def test_a_download_past_the_size_bound_is_refused(dbip, tmp_path, monkeypatch):
@@ -407,6 +413,18 @@ def test_daily_task_fetches_only_data_thirty_days_old(env, db, dbip):
         assert settings.geo_path.read_bytes() == old
     finally:
         huey.storage.close()
+
+
+def test_a_started_worker_fetches_due_geo_data(env, settings, start_consumer, dbip):
+    month = datetime.date.today()
+    dbip.serve(f"/dbip-city-lite-{month:%Y-%m}.mmdb.gz", gzip.compress(mmdb_bytes("DBIP-City-Lite", "DE")))
+    worker = start_consumer(LANNER_GEO_SOURCE="dbip", LANNER_GEO_UPDATE_URL=dbip.url)
+    deadline = time.monotonic() + 30
+    while not settings.geo_path.exists():
+        if time.monotonic() > deadline or worker.process.poll() is not None:
+            pytest.fail(f"the worker fetched no geo data:\n{worker.log()}")
+        time.sleep(0.1)
+    assert country_of(settings.geo_path) == "DE"
 
 
 # --- isp / connection / carrier ----------------------------------------------------------------------------

@@ -332,6 +332,7 @@ def run_consumer(settings: Settings) -> None:
         try:
             huey.run_deferred_steps()  # At once, not at the next minute.
             huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
+            huey.update_geo_data()  # A source just configured is used now, not at 04:41 (if data is due).
         except Exception as exc:  # The queue database cannot be written (a full disk).
             logger.warning("could not queue the deferred steps now (%s); they run within a minute", exc)
         consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True)
