@@ -619,3 +619,32 @@ def test_geo_settings_are_checked_and_the_key_may_come_from_a_file(tmp_path):
             load_settings(environ)
     own = load_settings({"LANNER_DATA_DIR": str(tmp_path), "LANNER_GEO_EDITIONS": "GeoIP2-ISP"})
     assert own.geo_update_editions == () and own.geo_network_paths == (tmp_path / "geo" / "GeoIP2-ISP.mmdb",)
+
+
+def test_click_show_looks_the_network_facts_up_again(isp_env, start_app):
+    from conftest import subid_of
+
+    run_lanner(
+        isp_env,
+        "stream",
+        "add",
+        "net",
+        "--type",
+        "intercepting",
+        "--offer",
+        "2",
+        "--filter",
+        "carrier~vodafone",
+    )
+    app = start_app(LANNER_GEO_EDITIONS=isp_env["LANNER_GEO_EDITIONS"])
+    status, headers, _ = click(app, "net", ip=VISITOR)
+    assert status == 302 and headers["location"].startswith("https://mobile.example/")
+    run_lanner(isp_env, "spool", "flush")
+    shown = json.loads(
+        run_lanner(
+            isp_env, "click", "show", subid_of(headers["location"].replace("c=", "click=", 1)), "--json"
+        ).stdout
+    )
+    assert shown["streams"][0]["filters"] == [
+        {"filter": "carrier~vodafone", "passed": True, "saw": "Vodafone Libertel"}
+    ]
