@@ -190,6 +190,12 @@ def test_maxmind_update_checks_the_sha256_and_replaces_the_file(maxmind, tmp_pat
     ]
     again = maxmind_update(maxmind, dest)  # Same build: nothing to swap.
     assert not again.is_replaced and country_of(dest) == "GB"
+    stale, recent = dest.parent / ".country.mmdb.abc.download", dest.parent / ".country.mmdb.def.new"
+    stale.write_bytes(b"killed midway")
+    recent.write_bytes(b"another update under way")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    maxmind_update(maxmind, dest)
+    assert leftovers(dest.parent) == [recent.name]
 
 
 @pytest.mark.parametrize(

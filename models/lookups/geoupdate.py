@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import datetime
 import fcntl
+import glob
 import gzip
 import hashlib
 import http.client
@@ -26,6 +27,7 @@ import logging
 import os
 import tarfile
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -252,6 +254,7 @@ def update_edition(
     today = today or datetime.datetime.now(datetime.timezone.utc).date()
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temp_files(dest)
     archive = _temp_file(dest, ".download")
     unpacked = _temp_file(dest, ".new")
     try:
@@ -317,6 +320,18 @@ def _temp_file(dest: Path, suffix: str) -> Path:
     fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=suffix, dir=dest.parent)
     os.close(fd)
     return Path(name)
+
+
+def _remove_stale_temp_files(dest: Path, older_than: float = 3600.0) -> None:
+    """Temporary files an update killed midway left behind (each as big as a database)."""
+    cutoff = time.time() - older_than
+    for suffix in (".download", ".new"):
+        for stale in dest.parent.glob(f".{glob.escape(dest.name)}.*{suffix}"):
+            try:
+                if stale.stat().st_mtime < cutoff:
+                    stale.unlink()
+            except OSError:
+                pass  # Gone already, or not ours to remove.
 
 
 def _fsync_directory(directory: Path) -> None:
