@@ -137,7 +137,7 @@ def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float
     from models.lookups.geo import GeoSource
     from models.lookups.useragent import UserAgentParser
 
-    geo = GeoSource(settings.geo_path)
+    geo = GeoSource(settings.geo_path, settings.geo_network_paths)
     if geo.database is None:
         logging.getLogger(__name__).warning(
             "No geo database at %s: countries are unknown until it appears (`lanner geo build`).",

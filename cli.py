@@ -170,10 +170,13 @@ def settings_command(ctx: Context, fmt: str) -> None:
     """Show every LANNER_* setting with its current value."""
     from settings import SETTINGS
 
-    rows = [
-        {"env": s.env, "value": str(getattr(ctx.settings, s.name)), "default": s.default, "help": s.help}
-        for s in SETTINGS
-    ]
+    def shown(setting) -> str:
+        value = getattr(ctx.settings, setting.name)
+        if setting.is_secret:
+            return "(set)" if value else "(not set)"
+        return str(value)
+
+    rows = [{"env": s.env, "value": shown(s), "default": s.default, "help": s.help} for s in SETTINGS]
     echo_rows(rows, ["env", "value", "default", "help"], fmt)
 
 
@@ -918,6 +921,7 @@ def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any)
 @pass_context
 def click_show(ctx: Context, subid: str, as_json: bool) -> None:
     """A stored click with its routing trace (filters re-evaluated on the stored values)."""
+    from models.lookups.geo import UNKNOWN_NETWORK, GeoSource
     from models.routing.config import load_campaigns
     from models.routing.trace import stored_trace, trace_rows
     from models.tables.click import Click
@@ -928,7 +932,12 @@ def click_show(ctx: Context, subid: str, as_json: bool) -> None:
             f"There is no stored click {subid!r} (clicks land within a second; see `lanner spool status`)."
         )
     campaigns = {c.id: c for c in load_campaigns(ctx.db).values()}
-    data = {"click": found, "streams": trace_rows(stored_trace(found, campaigns))}
+    network = UNKNOWN_NETWORK
+    if ctx.settings.geo_network_paths:  # Not stored with the click: looked up again.
+        source = GeoSource(ctx.settings.geo_path, ctx.settings.geo_network_paths)
+        network = source.lookup_network(found["ip"])
+        source.close()
+    data = {"click": found, "streams": trace_rows(stored_trace(found, campaigns, network))}
     if as_json:
         click.echo(json_text(data))
         return
@@ -1454,6 +1463,29 @@ def geo_build(ctx: Context, output: str | None) -> None:
     build_geo(Path(output) if output else ctx.settings.data_dir / "geo" / "country.mmdb")
 
 
+@geo.command("update")
+@click.option("--edition", "editions", multiple=True, help="Fetch only this edition (repeatable).")
+@pass_context
+def geo_update(ctx: Context, editions: tuple[str, ...]) -> None:
+    """Fetch current geo data (LANNER_GEO_SOURCE) and swap it in; the tracker keeps serving."""
+    from models.lookups.geoupdate import update_geo_data
+
+    def progress(edition: str):
+        def show(done: int, total: int | None) -> None:
+            of = f" of {total / 1e6:.1f}" if total else ""
+            click.echo(f"\r{edition}: {done / 1e6:.1f}{of} MB", nl=False, err=True)
+
+        return show
+
+    results = update_geo_data(ctx.settings, list(editions) or None, progress)
+    click.echo("", err=True)
+    for result in results:
+        verb = "replaced" if result.is_replaced else "already current"
+        click.echo(
+            f"{result.edition}: {result.database_type} built {result.built_at.date()}, {verb} ({result.path})."
+        )
+
+
 @geo.command("lookup")
 @click.argument("ip")
 @pass_context
@@ -1467,9 +1499,18 @@ def geo_lookup(ctx: Context, ip: str) -> None:
             f"There is no geo database at {ctx.settings.geo_path}: run `lanner geo build`."
         )
     info = database.lookup(ip)
-    click.echo(
+    line = (
         f"country={info.country or 'unknown'} region={info.region or 'unknown'} city={info.city or 'unknown'}"
     )
+    if ctx.settings.geo_network_paths:
+        from models.lookups.geo import GeoSource
+
+        source = GeoSource(ctx.settings.geo_path, ctx.settings.geo_network_paths)
+        network = source.lookup_network(ip)
+        source.close()
+        line += f" isp={network.isp or 'unknown'!r} connection={network.connection or 'unknown'}"
+        line += f" carrier={network.carrier or 'unknown'!r}"
+    click.echo(line)
 
 
 # -- generate --------------------------------------------------------------------------------
@@ -1535,8 +1576,20 @@ def status_command(ctx: Context, as_json: bool) -> None:
         click.echo("web: not running" + (" (stale pid file)" if web.get("stale_pid_file") else ""))
     click.echo(describe_consumer(status["consumer"]))
     for section in ("spool", "queue", "database", "geo", "deferred", "postbacks"):
-        if section in status:
+        if section == "geo":
+            echo_geo_status(status["geo"])
+        elif section in status:
             click.echo(f"{section}: " + ", ".join(f"{k} {v}" for k, v in status[section].items()))
+
+
+def echo_geo_status(geo: dict[str, Any]) -> None:
+    """The geo files, one line each, and a WARNING line for data past its age."""
+    files = [("geo", geo), *((f"geo {name}", info) for name, info in geo.get("network", {}).items())]
+    for label, info in files:
+        shown = {k: v for k, v in info.items() if k not in ("network", "warning")}
+        click.echo(f"{label}: " + ", ".join(f"{k} {v}" for k, v in shown.items()))
+        if "warning" in info:
+            click.echo(f"  WARNING: {info['warning']}")
 
 
 def describe_consumer(consumer: dict[str, Any]) -> str:

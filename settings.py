@@ -18,6 +18,9 @@ class Setting:
     default: str
     parse: Callable[[str], Any]
     help: str
+    # A secret is never printed (`lanner settings` says only whether it is set) and may come from a file
+    # named by LANNER_<NAME>_FILE instead, so it stays out of the process environment and unit files.
+    is_secret: bool = False
 
     @property
     def env(self) -> str:
@@ -69,6 +72,42 @@ def _switch(value: str) -> bool:
     if value not in ("on", "off"):
         raise ValueError("it must be `on` or `off`")
     return value == "on"
+
+
+GEO_SOURCES = ("", "maxmind", "dbip")
+GEO_DEFAULT_EDITIONS = {"maxmind": ("GeoLite2-City",), "dbip": ("dbip-city-lite",)}
+_EDITION_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+
+
+def _geo_source(value: str) -> str:
+    value = value.strip().lower()
+    if value not in GEO_SOURCES:
+        raise ValueError("it must be empty (the bundled country data), maxmind or dbip")
+    return value
+
+
+def _geo_editions(value: str) -> tuple[str, ...]:
+    """Edition names (GeoLite2-City, GeoIP2-ISP, dbip-asn-lite...): at most one country/city edition."""
+    editions = _csv(value)
+    for edition in editions:
+        if not set(edition) <= _EDITION_CHARS:
+            raise ValueError(f"edition {edition!r} may hold only letters, digits and dashes")
+    if sum(1 for edition in editions if is_location_edition(edition)) > 1:
+        raise ValueError("name at most one country or city edition; routing reads one location file")
+    return editions
+
+
+def is_location_edition(edition: str) -> bool:
+    """A country or city edition: the file routing reads for country/region/city."""
+    lowered = edition.lower()
+    return "country" in lowered or "city" in lowered
+
+
+def _base_url(value: str) -> str:
+    value = value.strip().rstrip("/")
+    if value and not value.startswith(("http://", "https://")):
+        raise ValueError("it must be an http:// or https:// URL")
+    return value
 
 
 SQLITE_URL = "sqlite:///"
@@ -220,6 +259,38 @@ SETTINGS: tuple[Setting, ...] = (
         "(built by `lanner geo build` from the bundled country data).",
     ),
     Setting(
+        "geo_source",
+        "",
+        _geo_source,
+        "Where `lanner geo update` (and `lanner worker`, daily, once the data is 30 days old) fetches "
+        "current geo data: `maxmind` (GeoLite2/GeoIP2, needs an account id and licence key), `dbip` (DB-IP's "
+        "free monthly lite files) or empty (the bundled country data only).",
+    ),
+    Setting(
+        "geo_editions",
+        "",
+        _geo_editions,
+        "The editions to fetch, comma-separated; empty: GeoLite2-City (maxmind) or dbip-city-lite (dbip). "
+        "One country/city edition replaces the location file; others (GeoLite2-ASN, GeoIP2-ISP, "
+        "GeoIP2-Connection-Type, dbip-asn-lite) go to DATA_DIR/geo/EDITION.mmdb for the isp, connection "
+        "and carrier filters.",
+    ),
+    Setting("maxmind_account_id", "", str, "Your MaxMind account id (for LANNER_GEO_SOURCE=maxmind)."),
+    Setting(
+        "maxmind_license_key",
+        "",
+        str,
+        "Your MaxMind licence key (secret: never printed; LANNER_MAXMIND_LICENSE_KEY_FILE may name a file "
+        "holding it).",
+        is_secret=True,
+    ),
+    Setting(
+        "geo_update_url",
+        "",
+        _base_url,
+        "Base URL to fetch geo data from instead of MaxMind's or DB-IP's own (a mirror; tests).",
+    ),
+    Setting(
         "bot_ips",
         "",
         _ip_list,
@@ -295,6 +366,11 @@ class Settings:
     log_level: str
     task_log_level: str
     geo_database: str
+    geo_source: str
+    geo_editions: tuple[str, ...]
+    maxmind_account_id: str
+    maxmind_license_key: str = dataclasses.field(repr=False)
+    geo_update_url: str
     bot_ips: tuple[str, ...]
     anonymize_ip: bool
     postback_park_hours: float
@@ -337,6 +413,23 @@ class Settings:
         """The geo database routing uses: the configured one, else the one `lanner geo build` makes."""
         return Path(self.geo_database) if self.geo_database else self.data_dir / "geo" / "country.mmdb"
 
+    @property
+    def geo_update_editions(self) -> tuple[str, ...]:
+        """What `lanner geo update` fetches: the configured editions, else the source's default."""
+        if not self.geo_source:
+            return ()
+        return self.geo_editions or GEO_DEFAULT_EDITIONS[self.geo_source]
+
+    def geo_edition_path(self, edition: str) -> Path:
+        """Where an edition's file lives: a country/city edition is the location file routing reads."""
+        return self.geo_path if is_location_edition(edition) else self.data_dir / "geo" / f"{edition}.mmdb"
+
+    @property
+    def geo_network_paths(self) -> tuple[Path, ...]:
+        """The ISP / ASN / connection-type files the isp, connection and carrier filters read."""
+        editions = self.geo_editions or self.geo_update_editions
+        return tuple(self.geo_edition_path(e) for e in editions if not is_location_edition(e))
+
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
 
@@ -347,14 +440,26 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     values: dict[str, Any] = {}
     for setting in SETTINGS:
         raw = environ.get(setting.env, setting.default)
+        if setting.is_secret and not raw and environ.get(setting.env + "_FILE"):
+            try:
+                raw = Path(environ[setting.env + "_FILE"]).read_text().strip()
+            except OSError as exc:
+                raise ValueError(f"{setting.env}_FILE cannot be read: {exc.strerror}") from None
         try:
             values[setting.name] = setting.parse(raw)
         except ValueError as exc:
-            raise ValueError(f"{setting.env}={raw!r} is invalid: {exc}") from None
+            shown = "(secret)" if setting.is_secret else repr(raw)
+            raise ValueError(f"{setting.env}={shown} is invalid: {exc}") from None
     values["data_dir"] = Path(values["data_dir"]).resolve()
     # Resolved once, like the data dir: a process that changes directory keeps the same file.
     path = Path(values["database_url"][len(SQLITE_URL) :]) if values["database_url"] else None
     values["database_url"] = SQLITE_URL + str(path.resolve() if path else values["data_dir"] / "lanner.db")
     if values["spool_full_answer"] == "fallback" and not values["fallback_url"]:
         raise ValueError("LANNER_SPOOL_FULL_ANSWER=fallback needs LANNER_FALLBACK_URL to send visitors to.")
+    if (
+        values["geo_editions"]
+        and not values["geo_source"]
+        and any(is_location_edition(edition) for edition in values["geo_editions"])
+    ):
+        raise ValueError("LANNER_GEO_EDITIONS names a country/city edition but LANNER_GEO_SOURCE is not set.")
     return Settings(**values)

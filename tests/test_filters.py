@@ -668,6 +668,11 @@ ROUND_TRIPS = [
     ("bot!=yes", "bot=no"),
     ("bot!=no", "bot=yes"),
     ("bot=YES", "bot=yes"),
+    ('isp = "Comcast Cable Communications, LLC"', 'isp="Comcast Cable Communications, LLC"'),
+    ("isp~comcast", "isp~comcast"),
+    ("isp=", "isp="),
+    ("carrier!~/vodafone|o2/", "carrier!~/vodafone|o2/"),
+    ("connection=Cellular,unknown", "connection=Cellular,unknown"),
 ]
 
 
@@ -739,7 +744,7 @@ def test_validate_filters_normalises_hand_written_json() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("contry=US", "Unknown filter 'contry'; known filters are bot, browser, city, country"),
+        ("contry=US", "Unknown filter 'contry'; known filters are bot, browser, carrier, city"),
         ("sub_id=x", "Unknown filter 'sub_id'"),
         ("country US", "is not of the form name=value"),
         ("", "is not of the form name=value"),

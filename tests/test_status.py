@@ -64,7 +64,8 @@ def test_status_names_the_geo_file_and_its_build(lanner, tmp_path, env):
     status = json.loads(lanner("status", "--json").stdout)  # The default file: not built here.
     assert status["geo"]["path"].endswith("geo/country.mmdb") and "missing" in status["geo"]
     shown = json.loads(run_lanner({**env, "LANNER_GEO_DATABASE": str(path)}, "status", "--json").stdout)
-    assert set(shown["geo"]) == {"path", "about"} and shown["geo"]["path"] == str(path)
+    assert set(shown["geo"]) == {"path", "about", "data_date", "age_days", "source"}
+    assert shown["geo"]["path"] == str(path) and shown["geo"]["age_days"] == 0
     assert shown["geo"]["about"].startswith("GeoLite2-City (GeoLite2 City test database), built ")
     (tmp_path / "broken.mmdb").write_bytes(b"nope")
     broken = json.loads(

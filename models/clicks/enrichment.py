@@ -1,6 +1,7 @@
 """A click's lookups: what filters and macros look at beyond the request (geo, device, bot).
 
-Geo is looked up for every click (cached or ~1 µs); the costly parts, the User-Agent parse and the
+Geo is looked up for every click (cached or ~1 µs), the ISP / connection-type files only for a
+campaign that filters on them; the costly parts, the User-Agent parse and the
 bot check, are done at most once and on the click path only when routing or a macro needs them;
 the spool flusher does the rest for lines journaled with is_bot NOT_CHECKED.
 """
@@ -24,10 +25,17 @@ class Lookups:
     """One click's lookups that cost time (bot signatures, User-Agent parsing): done at most once,
     and on the click path only when routing or a macro needs them (`Router.route`'s `prepare`)."""
 
-    __slots__ = ("subject", "devices", "bots", "bot_reason", "is_bot_known")
+    __slots__ = ("subject", "devices", "bots", "bot_reason", "is_bot_known", "geo")
 
-    def __init__(self, subject: FilterSubject, devices: UserAgentParser, bots: BotDetector) -> None:
+    def __init__(
+        self,
+        subject: FilterSubject,
+        devices: UserAgentParser,
+        bots: BotDetector,
+        geo: GeoSource | None = None,
+    ) -> None:
         self.subject, self.devices, self.bots = subject, devices, bots
+        self.geo = geo
         self.bot_reason: str | None = None
         self.is_bot_known = False
 
@@ -47,7 +55,16 @@ class Lookups:
             subject.os, subject.browser = device.os, device.browser
         return subject
 
+    def network(self) -> None:
+        """ISP, connection type and carrier: a second file, looked up only when a campaign filters on them."""
+        if self.geo is not None:
+            subject = self.subject
+            info = self.geo.lookup_network(subject.ip)
+            subject.isp, subject.connection, subject.carrier = info.isp, info.connection, info.carrier
+
     def prepare(self, campaign: CampaignConfig) -> None:
+        if campaign.needs_network:
+            self.network()
         if campaign.needs_device:
             self.device()
         elif campaign.needs_bot:
@@ -83,4 +100,4 @@ def look_up(
         is_unique_campaign=True,
         seen_in_stream=lambda stream_id: False,
     )
-    return Lookups(subject, devices, bots)
+    return Lookups(subject, devices, bots, geo)

@@ -18,6 +18,7 @@ import itertools
 import logging
 import os
 import pickle
+import re
 import socket
 import tempfile
 from collections.abc import Callable
@@ -38,6 +39,8 @@ __all__ = [
     "GeoDatabase",
     "GeoDatabaseError",
     "GeoInfo",
+    "NetworkInfo",
+    "UNKNOWN_NETWORK",
     "build_country_database",
     "open_geo_database",
 ]
@@ -65,6 +68,24 @@ class GeoInfo:
 
 
 UNKNOWN_GEO = GeoInfo()
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkInfo:
+    """Who carries an IP's traffic; "" means unknown (or the databases do not say).
+
+    `isp`: the ISP (GeoIP2-ISP) or, failing that, the AS organisation (GeoLite2-ASN, DB-IP asn-lite);
+    `connection`: GeoIP2-Connection-Type's (or DB-IP's) connection type ("Cellular", "Cable/DSL"...);
+    `carrier`: the ISP's name when the record carries a mobile network code (GeoIP2-ISP), else "".
+    """
+
+    isp: str = ""
+    connection: str = ""
+    carrier: str = ""
+
+
+UNKNOWN_NETWORK = NetworkInfo()
+_BUNDLED_DATA_DATE = re.compile(r"-(20[0-9]{6}) via geoip2fast")
 
 
 def _has_mmap_extension() -> bool:
@@ -101,6 +122,14 @@ class GeoDatabase:
         self.ip_version: int = int(metadata.ip_version)
         self.built_at = datetime.datetime.fromtimestamp(int(metadata.build_epoch), datetime.timezone.utc)
         about = (metadata.description or {}).get("en", "") if isinstance(metadata.description, dict) else ""
+        # The file `lanner geo build` makes is built today from data of another day: the data's date is
+        # the one its description carries (GeoLite2-Country-...-20240618 via geoip2fast).
+        bundled = _BUNDLED_DATA_DATE.search(about)
+        self.data_date: datetime.datetime = self.built_at
+        if bundled:
+            self.data_date = datetime.datetime.strptime(bundled.group(1), "%Y%m%d").replace(
+                tzinfo=datetime.timezone.utc
+            )
         self.description = (
             f"{self.database_type}" + (f" ({about})" if about else "") + f", built {self.built_at.date()}"
         )
@@ -130,6 +159,25 @@ class GeoDatabase:
         if record is None:
             return UNKNOWN_GEO
         return geo_from_record(record)
+
+    def network(self, ip: str) -> NetworkInfo:
+        """The ISP / AS organisation, connection type and mobile carrier of `ip`; never raises."""
+        try:
+            if ip[:7].lower() == _IPV4_MAPPED_PREFIX and "." in ip:
+                ip = ip[7:]
+            elif ":" not in ip:
+                socket.inet_pton(socket.AF_INET, ip)
+            record = self._reader.get(ip)
+        except (OSError, ValueError, TypeError, RuntimeError):
+            return UNKNOWN_NETWORK
+        if not isinstance(record, dict):
+            return UNKNOWN_NETWORK
+        isp = _text(record.get("isp")) or _text(record.get("autonomous_system_organization"))
+        carrier = isp if _text(record.get("mobile_network_code")) else ""
+        connection = _text(record.get("connection_type"))
+        if not (isp or connection):
+            return UNKNOWN_NETWORK
+        return NetworkInfo(isp, connection, carrier)
 
     def close(self) -> None:
         self._reader.close()
@@ -190,6 +238,10 @@ def _english_name(entry: Any) -> str:
     return ""
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _reason(error: OSError) -> str:
     return error.strerror or type(error).__name__
 
@@ -208,23 +260,21 @@ def open_geo_database(path: str | os.PathLike[str]) -> GeoDatabase | None:
         return None  # Removed between the check and the open.
 
 
-class GeoSource:
-    """The geo file a long-running process reads, reopened when it is replaced on disk.
+class WatchedDatabase:
+    """One `.mmdb` file a long-running process reads, reopened when it is replaced on disk.
 
-    A monthly MaxMind update or `lanner geo build` replaces the file (atomically): `refresh()` (called
-    about once a second by a web worker) notices the new inode or mtime and switches to it, so no
-    restart is needed. A missing or broken new file leaves the open one in use, with a warning.
+    A `lanner geo update` or `lanner geo build` replaces the file (atomically): `refresh()` notices the new
+    inode or mtime (one stat()) and switches to it, so no restart is needed. A missing or broken new file
+    leaves the open one in use, with a warning.
     """
+
+    __slots__ = ("path", "database", "_stamp")
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.database: GeoDatabase | None = None
         self._stamp: tuple[int, int] | None = None
         self.refresh()
-
-    def lookup(self, ip: str) -> GeoInfo:
-        database = self.database
-        return database.lookup(ip) if database is not None else UNKNOWN_GEO
 
     def refresh(self) -> bool:
         """Reopen the file if it changed; True when a (new) file was opened."""
@@ -249,6 +299,55 @@ class GeoSource:
     def close(self) -> None:
         if self.database is not None:
             self.database.close()
+
+
+class GeoSource:
+    """The geo files a long-running process reads: the location file every click looks up, and the
+    ISP / ASN / connection-type files (`network_paths`) looked up only for a campaign that filters on them.
+
+    A web worker calls `refresh()` about four times a second (ClickTracker.refresh): a replaced file is in
+    use within a second, without a restart.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], network_paths: tuple[str | os.PathLike[str], ...] = ()
+    ) -> None:
+        self.path = Path(path)
+        self._location = WatchedDatabase(path)
+        self._networks = tuple(WatchedDatabase(network_path) for network_path in network_paths)
+
+    @property
+    def database(self) -> GeoDatabase | None:
+        return self._location.database
+
+    def lookup(self, ip: str) -> GeoInfo:
+        database = self._location.database
+        return database.lookup(ip) if database is not None else UNKNOWN_GEO
+
+    def lookup_network(self, ip: str) -> NetworkInfo:
+        """The network facts of `ip`, each from the first file that has it; UNKNOWN_NETWORK without files."""
+        isp = connection = carrier = ""
+        for watched in self._networks:
+            database = watched.database
+            if database is None:
+                continue
+            info = database.network(ip)
+            isp, connection, carrier = isp or info.isp, connection or info.connection, carrier or info.carrier
+        if not (isp or connection):
+            return UNKNOWN_NETWORK
+        return NetworkInfo(isp, connection, carrier)
+
+    def refresh(self) -> bool:
+        """Reopen whichever file changed; True when one was (re)opened."""
+        changed = self._location.refresh()
+        for watched in self._networks:
+            changed = watched.refresh() or changed
+        return changed
+
+    def close(self) -> None:
+        self._location.close()
+        for watched in self._networks:
+            watched.close()
 
 
 # --- Building a country file from geoip2fast's bundled data ------------------------------------------------

@@ -16,6 +16,7 @@ from peewee import Database
 
 from models.routing.caps import OFFER, STREAM, ClickCounters, LocalDays, local_days
 from models.routing.filters import (
+    NETWORK_FILTERS,
     FilterError,
     StreamFilters,
     compile_filters,
@@ -98,6 +99,7 @@ class CampaignConfig:
     # A stream filters on device, os or browser / on bot: look the visitor up before routing.
     needs_device: bool = False
     needs_bot: bool = False
+    needs_network: bool = False  # A stream filters on isp, connection or carrier.
 
 
 def _template(url: str, what: str) -> UrlTemplate | None:
@@ -219,5 +221,6 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
             streams=by_id,
             needs_device=any(DEVICE_FILTERS & stream.filters.names for stream in by_id.values()),
             needs_bot=any("bot" in stream.filters.names for stream in by_id.values()),
+            needs_network=any(NETWORK_FILTERS & stream.filters.names for stream in by_id.values()),
         )
     return campaigns

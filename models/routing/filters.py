@@ -20,6 +20,8 @@ Text syntax: `name OP value`. Space around the operator is ignored.
 
     country=US,GB            device!=desktop            os=iOS,Android         browser=Chrome,Mobile Safari
     city=London,"New York"   region=unknown             language=en,de         ip=10.0.0.0/8,2001:db8::/32
+    isp~comcast              isp="Comcast Cable Communications, LLC"          carrier~vodafone
+    connection=Cellular      connection!=Corporate      connection=unknown
     referrer~google          referrer!~google           referrer=              referrer!=
     referrer~/fb|ig/         keyword=shoes,boots        param.utm_source=fb    sub_id_3~promo
     user_agent~/bot|spider/  schedule=mon-fri 09:00-18:00                     schedule!=sat,sun
@@ -30,15 +32,15 @@ Values are separated by commas and stripped. A value holding a comma, a double q
 written in double quotes with inner quotes doubled (`city="Washington, D.C."`); so is a `~` value that
 starts or ends with `/`, since `~/.../` (the whole value between slashes) is a regex. With `=` an empty
 value means "empty" (`referrer=` is "no referrer", `referrer!=` is "has one"). `bot=no` is stored as
-`bot!=yes`. Text filters are referrer, keyword, user_agent, param.NAME and sub_id_1..sub_id_30.
+`bot!=yes`. Text filters are referrer, keyword, user_agent, isp, carrier, param.NAME and sub_id_1..sub_id_30.
 
 JSON specs (what `parse_filter` returns and `stream.filters` stores; `validate_filters` fills defaults):
 
     {"name": "country", "negate": false, "values": ["US", "GB"]}      also region, city, device, os,
-                                                                      browser, language, ip
+                                                                      browser, language, connection, ip
     {"name": "referrer", "negate": false, "match": "contains", "values": ["google"]}
         match: exact | contains (take values) | regex (takes "pattern") | empty (takes neither);
-        also keyword, user_agent, param (+ "param": "utm_source"), sub_id (+ "slot": 3)
+        also keyword, user_agent, isp, carrier, param (+ "param": "utm_source"), sub_id (+ "slot": 3)
     {"name": "schedule", "negate": false, "days": ["mon", "fri"], "start": "09:00", "end": "18:00"}
     {"name": "date", "negate": false, "start": "2026-12-01", "end": null}
     {"name": "unique", "negate": false, "scope": "campaign"}            {"name": "bot", "negate": false}
@@ -61,6 +63,9 @@ fails and an IS NOT filter passes, unless the list holds the literal `unknown`, 
                       (the filter looks at the FIRST, preferred, language: a visitor preferring French
                       with English as a fallback is French)
     ip                not a parseable address                               no
+    connection        no connection-type file (LANNER_GEO_EDITIONS), not in it  yes
+    isp, carrier      text filters: no ISP/ASN file or not in it is the empty string, so `isp=` targets
+                      it; carrier is also empty for an address that is not a mobile network's
     referrer, keyword, param, sub_id, user_agent: absent is the empty string; target it with `=` (empty)
                       and `!=` (not empty); it never equals, contains or matches a listed value
     schedule, date, unique, bot: always known (clock, uniqueness probe, bot flag)
@@ -120,10 +125,15 @@ class FilterSubject:
     now: float  # unix seconds (UTC) of the click
     is_unique_campaign: bool  # visitor (IP+UA) not seen in this campaign within its uniqueness window
     seen_in_stream: Callable[[int], bool]  # visitor seen in that stream within the window
+    # From the ISP / ASN / connection-type files, filled only for a campaign that filters on them.
+    isp: str = ""  # ISP, else AS organisation; "" unknown
+    connection: str = ""  # connection type ("Cellular", "Cable/DSL"...); "" unknown
+    carrier: str = ""  # mobile carrier (the ISP of a mobile network); "" unknown or not mobile
 
 
-VALUE_FILTERS = ("country", "region", "city", "device", "os", "browser", "language")
-TEXT_FILTERS = ("referrer", "keyword", "user_agent", "param", "sub_id")
+VALUE_FILTERS = ("country", "region", "city", "device", "os", "browser", "language", "connection")
+TEXT_FILTERS = ("referrer", "keyword", "user_agent", "param", "sub_id", "isp", "carrier")
+NETWORK_FILTERS = frozenset({"isp", "connection", "carrier"})  # read from the ISP / ASN files, on demand
 FILTER_NAMES: tuple[str, ...] = (*VALUE_FILTERS, "ip", *TEXT_FILTERS, "schedule", "date", "unique", "bot")
 DEVICE_TYPES = ("desktop", "mobile", "tablet", "tv", "console", "bot", "unknown")
 MATCH_KINDS = ("exact", "contains", "regex", "empty")
@@ -143,6 +153,7 @@ _EXAMPLES = {
     "os": "os=iOS,Android",
     "browser": "browser=Chrome,Mobile Safari",
     "language": "language=en,de",
+    "connection": "connection=Cellular",
     "ip": "ip=10.0.0.0/8,2001:db8::/32",
 }
 _KNOWN_NAMES_TEXT = ", ".join(
@@ -226,7 +237,7 @@ def parse_filter(text: str) -> dict[str, Any]:
     if contains and spec["name"] not in TEXT_FILTERS:
         raise FilterError(
             f"The {spec['name']} filter takes = or !=, not ~; ~ is for referrer, keyword, user_agent,"
-            " param.NAME and sub_id_N."
+            " isp, carrier, param.NAME and sub_id_N."
         )
 
     if spec["name"] in VALUE_FILTERS or spec["name"] == "ip":
@@ -813,6 +824,9 @@ _SUBJECT_FIELD = {
     "referrer": "referrer",
     "keyword": "keyword",
     "user_agent": "user_agent",
+    "isp": "isp",
+    "connection": "connection",
+    "carrier": "carrier",
 }
 
 

@@ -3,7 +3,8 @@
 A simulation runs the click pipeline itself with `dry_run` (models/clicks/tracker.py). A stored click
 keeps its routing summary (`route`, written and read in models/routing/router.py) and what the
 filters looked at (country, device, language, …); showing it re-evaluates the named streams' current
-filters against those stored values, so each verdict comes with the value it saw.
+filters against those stored values, so each verdict comes with the value it saw. The ISP, connection
+type and carrier are not stored: they are looked up again in the current files.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from models.clicks.tracker import Simulation
+from models.lookups.geo import UNKNOWN_NETWORK, NetworkInfo
 from models.routing.config import CampaignConfig
 from models.routing.filters import FilterSubject
 from models.routing.router import TraceEntry, read_summary
@@ -69,7 +71,7 @@ def simulation_data(simulation: Simulation) -> dict[str, Any]:
     }
 
 
-def stored_subject(click: dict[str, Any]) -> FilterSubject:
+def stored_subject(click: dict[str, Any], network: NetworkInfo = UNKNOWN_NETWORK) -> FilterSubject:
     """What the filters saw for a stored click (query parameters other than sub_ids are not stored)."""
     sub_ids = [click.get(f"sub_id_{slot}", "") for slot in range(1, 31)]
     stream_id = click.get("stream_id")
@@ -91,12 +93,17 @@ def stored_subject(click: dict[str, Any]) -> FilterSubject:
         now=click["created_at"] / 1000,
         is_unique_campaign=bool(click["is_unique_campaign"]),
         seen_in_stream=lambda sid: sid == stream_id and not click["is_unique_stream"],
+        isp=network.isp,
+        connection=network.connection,
+        carrier=network.carrier,
     )
 
 
-def stored_trace(click: dict[str, Any], campaigns: dict[int, CampaignConfig]) -> list[TraceEntry]:
+def stored_trace(
+    click: dict[str, Any], campaigns: dict[int, CampaignConfig], network: NetworkInfo = UNKNOWN_NETWORK
+) -> list[TraceEntry]:
     """The streams named in a stored click's route, with their current filters re-evaluated."""
-    subject = stored_subject(click)
+    subject = stored_subject(click, network)
     # Stream id -> (its campaign's alias, the stream).
     streams = {sid: (c.alias, stream) for c in campaigns.values() for sid, stream in c.streams.items()}
     trace = []

@@ -120,7 +120,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     }
     if settings.queue_path.exists():
         status["queue"] = queue_depth(settings)
-    status["geo"] = geo_status(settings.geo_path)
+    status["geo"] = geo_status(settings)
     status["deferred"] = {step.name: f"{step.state} {step.percent:.1f}%" for step in list_steps(db)}
     parked = PostbackLogStore(db.connection()).count_parked()
     pending_deliveries = DeliveryStore(db.connection()).pending_count()
@@ -128,8 +128,31 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     return status
 
 
-def geo_status(path: Path) -> dict[str, Any]:
-    """Which geo file routing reads, and what it is (countries are unknown without one)."""
+def geo_status(settings: Settings, now: float | None = None) -> dict[str, Any]:
+    """Which geo files routing reads, what they are and how old their data is (a warning past
+    STALE_AFTER_DAYS), where updates come from; never the licence key, only whether it is set."""
+    from models.lookups.geoupdate import STALE_AFTER_DAYS
+
+    update = "run `lanner geo update`"
+    stale_fix = update if settings.geo_source else "set LANNER_GEO_SOURCE for updates"
+    missing_fix = update if settings.geo_source else "run `lanner geo build`"
+    status = _geo_file_status(settings.geo_path, now, STALE_AFTER_DAYS, missing_fix, stale_fix)
+    status["source"] = settings.geo_source or "bundled (no updates: set LANNER_GEO_SOURCE)"
+    if settings.geo_source == "maxmind":
+        status["licence_key"] = "set" if settings.maxmind_license_key else "NOT SET"
+    missing_fix = update if settings.geo_source else "put the file there"
+    networks = {
+        path.stem: _geo_file_status(path, now, STALE_AFTER_DAYS, missing_fix, stale_fix)
+        for path in settings.geo_network_paths
+    }
+    if networks:
+        status["network"] = networks
+    return status
+
+
+def _geo_file_status(
+    path: Path, now: float | None, stale_days: int, missing_fix: str, stale_fix: str
+) -> dict[str, Any]:
     from models.lookups.geo import GeoDatabaseError, open_geo_database
 
     try:
@@ -137,8 +160,17 @@ def geo_status(path: Path) -> dict[str, Any]:
     except GeoDatabaseError as exc:
         return {"path": str(path), "error": str(exc)}
     if database is None:
-        return {"path": str(path), "missing": "run `lanner geo build`"}
+        return {"path": str(path), "missing": missing_fix}
     try:
-        return {"path": str(path), "about": database.description}
+        age_days = int(((time.time() if now is None else now) - database.data_date.timestamp()) // 86400)
+        status: dict[str, Any] = {
+            "path": str(path),
+            "about": database.description,
+            "data_date": database.data_date.date().isoformat(),
+            "age_days": age_days,
+        }
+        if age_days > stale_days:
+            status["warning"] = f"geo data is {age_days} days old (over {stale_days}): {stale_fix}"
+        return status
     finally:
         database.close()

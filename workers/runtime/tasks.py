@@ -28,6 +28,7 @@ from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
 from models.clicks.throttledlog import ThrottledLog
 from models.conversions.outbound import due_deliveries, send_delivery
+from models.lookups.geoupdate import GeoUpdateError, due_editions, update_geo_data
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
@@ -291,6 +292,21 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         if changes:
             logger.info("exchange rates refreshed: %s changed", len(changes))
 
+    @huey.periodic_task(crontab(hour="4", minute="41"), name="update_geo_data")
+    def update_geo_data_task() -> None:
+        """Daily: fetch each configured geo edition whose data is UPDATE_AFTER_DAYS old (monthly in effect;
+        a day's retry when the source has nothing newer yet). The file in use stays on any failure."""
+        if not settings.geo_source:
+            return
+        due = due_editions(settings)
+        if not due:
+            return
+        try:
+            for result in update_geo_data(settings, due):
+                logger.info("geo data %s: %s built %s", result.edition, result.database_type, result.built_at)
+        except GeoUpdateError as exc:
+            logger.warning("geo data not updated: %s", exc)
+
     @huey.on_startup()
     def connect_db() -> None:
         db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
@@ -300,6 +316,7 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
     huey.run_deferred_steps = run_deferred_steps
     huey.prune_postback_log = prune_postback_log_task
     huey.refresh_exchange_rates = refresh_exchange_rates
+    huey.update_geo_data = update_geo_data_task
 
 
 def run_consumer(settings: Settings) -> None:
@@ -315,6 +332,7 @@ def run_consumer(settings: Settings) -> None:
         try:
             huey.run_deferred_steps()  # At once, not at the next minute.
             huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
+            huey.update_geo_data()  # A source just configured is used now, not at 04:41 (if data is due).
         except Exception as exc:  # The queue database cannot be written (a full disk).
             logger.warning("could not queue the deferred steps now (%s); they run within a minute", exc)
         consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True)
