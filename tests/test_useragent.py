@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from models.lookups.device_models import DATA_PATH, DeviceModels
 from models.lookups.useragent import (
     DEVICE_TYPES,
     UNKNOWN_DEVICE,
@@ -400,6 +401,77 @@ RULE_FAMILIES = [
 ]
 
 
+# Model names that only device-detector's model regexes place (data/device_models.json.gz): the token rules
+# alone said the type in the comment. From device-detector's fixtures (brand and model in brackets).
+MODEL_NAMES = [
+    (  # mobile: "Mobile" says phone [Hartens HTY-43FHD06B]
+        "Mozilla/5.0 (Linux; Android 11; HTY_43FHD06B Build/RP1A.200720.011; wv) AppleWebKit/537.36 (KHTML, "
+        "like Gecko) Version/4.0 Chrome/109.0.5414.117 Mobile Safari/537.36",
+        "tv",
+    ),
+    (  # tablet: Chrome without "Mobile" [Vorke Z6]
+        "Mozilla/5.0 (Linux; Android 7.1.2; VORKE Z6) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/75.0.3770.101 Safari/537.36",
+        "tv",
+    ),
+    (  # mobile [ONYX BOOX Gama 4]
+        "Mozilla/5.0 (Linux; Android 4.4.4; MC_GAMA4 Build/2022-06-11_10-42_2.1.2_df6414e) AppleWebKit/537.36 "
+        "(KHTML, like Gecko) Version/4.0 Chrome/33.0.0.0 Mobile Safari/537.36",
+        "tablet",
+    ),
+    (
+        "Mobo:Dalvik/1.6.0 (Linux; U; Android 4.1.1; MT7-411D Build/JRO03H)",
+        "tablet",
+    ),  # mobile [Mobo MT7-411D]
+    (  # tablet [Asus PadFone X Mini]
+        "Mozilla/5.0 (Linux; Android 4.4.2; ASUS_T00T) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/78.0.3904.96 Safari/537.36",
+        "mobile",
+    ),
+    (  # mobile [ANBERNIC RG505]
+        "Mozilla/5.0 (Linux; Android 12; RG505) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/78.0.3904.96 "
+        "Mobile Safari/537.36",
+        "console",
+    ),
+    (  # tablet [Lenovo IdeaCentre 520S-23IKU]
+        "Mozilla/5.0 (Linux; Android 7.1.1; F0CU0028RK) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/75.0.3770.89 Safari/537.36",
+        "desktop",
+    ),
+]
+
+
+@pytest.mark.parametrize(("user_agent", "expected"), MODEL_NAMES)
+def test_model_names_typed_by_device_detector_regexes(user_agent, expected):
+    assert device_type_of(user_agent) == expected
+
+
+@pytest.mark.parametrize(
+    ("model_name", "expected"),
+    [
+        ("SM-T220", "tablet"),  # Samsung's brand regex, then its tablet model regex
+        ("SM-S918B", "smartphone"),  # Samsung's brand type: no model of another type matches
+        ("Lenovo TB-X606F", "tablet"),  # found by the name's second word
+        ("AFTKA", "tv"),
+        ("NoSuchBrand 123", None),
+    ],
+)
+def test_device_models_lookup(model_name, expected):
+    ua = f"Mozilla/5.0 (Linux; Android 12; {model_name}) AppleWebKit/537.36"
+    start = ua.index(model_name)
+    assert DeviceModels().device_type(ua, start, start + len(model_name)) == expected
+
+
+def test_device_models_data_names_its_source():
+    models = DeviceModels()
+    assert len(models.commit) == 40
+    readme = (DATA_PATH.parent / "README.md").read_text()
+    assert models.commit in readme and "LGPL-3.0-or-later" in readme
+    assert (DATA_PATH.parent / "LICENSE-LGPL-3.0.txt").exists() and (
+        DATA_PATH.parent / "LICENSE-GPL-3.0.txt"
+    ).exists()
+
+
 @pytest.mark.parametrize(("user_agent", "expected"), RULE_FAMILIES)
 def test_rule_families(user_agent, expected):
     assert device_type_of(user_agent) == expected
@@ -444,13 +516,13 @@ DEVICE_DETECTOR_TYPES = {
 # The agreement reached on the committed sample (tests/fixtures/device_detector/README.md), in percent:
 # a change to the rules must not lose any.
 DEVICE_DETECTOR_AGREEMENT = {
-    "desktop": 95.5,
-    "smartphone": 99.5,
-    "tablet": 85.5,
-    "tv": 73.0,
-    "console": 84.0,
-    "phablet": 94.5,
-    "feature phone": 94.5,
+    "desktop": 97.2,
+    "smartphone": 99.4,
+    "tablet": 97.3,
+    "tv": 99.3,
+    "console": 100.0,
+    "phablet": 100.0,
+    "feature phone": 94.6,
 }
 
 

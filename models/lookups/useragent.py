@@ -8,16 +8,20 @@ device matcher is never built (it was ~14 MB per process and typed only what the
 A parse never says "bot": `device_type(device, is_bot)` stores every click the bot check flagged
 (models/lookups/bots.py) as "bot", whatever its User-Agent claims to be.
 
-The rules follow matomo/device-detector's types, on which they agree with 93-99 % of its fixtures per
-category (tests/test_useragent.py runs a committed sample; its README has the figures' source). Phablets and
-feature phones are "mobile". The first family that matches decides:
+The types are matomo/device-detector's (phablets and feature phones are "mobile"), and agree with its
+test fixtures on 97-99 % of each of its desktop, smartphone, tablet, TV and console entries typed from
+the User-Agent alone (tests/test_useragent.py runs a committed sample: tests/fixtures/device_detector/).
+The first family that matches decides:
 
-    console  PlayStation, Xbox, Nintendo (and "; Switch)"), OUYA, PS3/4/5, handhelds (Retroid, ANBERNIC...)
+    console  PlayStation, Xbox, Nintendo (and "; Switch)"), OUYA, PS3/4/5, Sega and Sanyo's Aplix browsers,
+             handhelds (Retroid, ANBERNIC...)
     tv       TV platforms and browsers: Android TV, Google TV, Fire TV (Amazon "AFT..." models), BRAVIA,
              SmartTV, HbbTV, CE-HTML, NetCast, Tizen...TV, Web0S/webOS TV, "(lite) TV", Opera TV/OMI, CrKey,
              Roku, AppleTV/tvOS, Mi TV/Mi Box, set-top boxes (Sky, TiVo, YouView, BrightSign, Sagemcom,
              MAG...), Opera Devices' "(BRAND, chip, wired)", Linux on mips/sh4, Android TV-box brands (X96,
              A95X, H96, Tanix...) and TV brands selling only TVs in Android UAs (Hartens, Starwind...)
+    (model)  device-detector's type for the Android model name ("SM-T220", "Lenovo TB-X606F", "43LU8010T"):
+             its brand and model regexes, indexed by prefix (models/lookups/device_models.py, LGPL data)
     tv       an Android model name that looks like a TV: "43LU8010T" (screen size first), "_TV", STB, BOX
     tablet   an Android model name that says tab, pad, MID or tablet
     desktop  laptops and desktops on Android or Chrome OS's Android layer: Chromebook, "Build/R80-1...",
@@ -37,7 +41,8 @@ feature phones are "mobile". The first family that matches decides:
 Brand and platform tokens are matched case-sensitively, as they are sent; model names case-insensitively.
 
 Known limit: an iPad on iPadOS 13+ asks for desktop sites with a Macintosh User-Agent, so it is "desktop";
-so are Android tablets in "desktop mode" (no model, no "Mobile"), as device-detector says too.
+so is a phone or tablet in Chrome's "desktop site" mode (a Linux desktop's User-Agent), as device-detector
+says too.
 Each worker process keeps its own bounded cache: real traffic repeats a few thousand User-Agents.
 """
 
@@ -52,6 +57,8 @@ from typing import Any
 
 import re2
 
+from models.lookups.device_models import DeviceModels
+
 __all__ = ["DEVICE_TYPES", "UNKNOWN_DEVICE", "DeviceInfo", "UserAgentParser", "device_type", "device_type_of"]
 
 DEVICE_TYPES = ("desktop", "mobile", "tablet", "tv", "console", "bot", "unknown")
@@ -61,7 +68,7 @@ MAX_CACHED_LENGTH = 1024
 # The rule families of the module docstring, as re2 patterns (one automaton each: re2 scans a User-Agent
 # once for all alternatives, where Python's re would try each alternative at each position).
 CONSOLE_PATTERN = (
-    r"PlayStation|Playstation|PLAYSTATION|\bXbox|\bXBOX|Nintendo|NINTENDO|OUYA|\bPS[345]\b|\bps5;"
+    r"PlayStation|Playstation|PLAYSTATION|\bXbox|\bXBOX|Nintendo|NINTENDO|OUYA|\bPS[345]\b|\bps5;|Aplix_SANYO|Aplix_SEGA|Dreamcast"
     r"|; Switch(?: OLED| Lite)?\)|Retroid|ANBERNIC|RGCUBE|Razer Edge|GAMEPAD|\bJXD|SEGA|3DO"
 )
 TV_PATTERN = (
@@ -118,16 +125,29 @@ DESKTOP_PATTERN = (
 # this bounds Python re's backtracking on a hostile header (~40 µs at worst, ~0.5 µs on a real one).
 MODEL_SCAN_LENGTH = 512
 
+# device-detector's types of a model (models/lookups/device_models.py) as the tracker's; the rest (wearable,
+# peripheral, car browser, camera, media player, smart speaker or display) are left to the rules below.
+MODEL_TYPES = {
+    "smartphone": "mobile",
+    "phablet": "mobile",
+    "feature phone": "mobile",
+    "tablet": "tablet",
+    "tv": "tv",
+    "console": "console",
+    "desktop": "desktop",
+}
+
 # The order of the families in the re2.Set: one scan of the header answers which of them match.
 CONSOLE, TV, LAPTOP, PHONE, TABLET, ANDROID, MOBILE, TOUCH_WINDOWS, DESKTOP = range(9)
 
 
 class _DeviceRules:
-    """The compiled rule families, built once per process on first use (~30 ms, ~1 MB).
+    """The compiled rule families, built once per process on first use (~40 ms, ~1 MB).
 
     PERF: the header-wide families are one re2.Set (~1 µs per header for all nine; a separate re2 search
     each cost ~1.5-3.5 µs, ~20 µs in all, mostly the wrapper's per-call work). The Android model name is
-    read with Python's re (~0.5 µs; re2 ~5 µs with a capture group) from a bounded prefix of the header.
+    read with Python's re (~0.5 µs; re2 ~5 µs with a capture group) from a bounded prefix of the header;
+    device-detector's type for it costs ~5 µs more (DeviceModels, whose regexes compile on first use).
     """
 
     def __init__(self) -> None:
@@ -149,6 +169,7 @@ class _DeviceRules:
         families.Compile()
         self.families = families
         self.android_model = re.compile(ANDROID_MODEL_PATTERN)
+        self.models = DeviceModels()
         self.tv_model = re.compile(TV_MODEL_PATTERN, re.IGNORECASE)
         self.tablet_model = re.compile(TABLET_MODEL_PATTERN, re.IGNORECASE)
 
@@ -162,7 +183,10 @@ class _DeviceRules:
             return "tv"
         if "ndroid" in ua:
             model = self.android_model.search(ua, 0, MODEL_SCAN_LENGTH)
-            if model:
+            if model and model.group(1):
+                known = MODEL_TYPES.get(self.models.device_type(ua, model.start(1), model.end(1)))
+                if known is not None:
+                    return known
                 name = model.group(1)
                 if self.tv_model.search(name):
                     return "tv"
@@ -252,9 +276,9 @@ def device_type(device: DeviceInfo, is_bot: bool) -> str:
 class UserAgentParser:
     """Parses User-Agent headers into DeviceInfo, remembering the last `cache_size` distinct ones.
 
-    PERF: measured per uncached parse on device-detector's fixtures (20k distinct UAs): ~8 µs median
-    (browser ~5, OS ~2, device type ~1-3 µs in re2); ua-parser's pure-Python resolver costs ~1200 µs and
-    its re2 one ~85 µs. A cache hit is one dict lookup (~0.1 µs); the cache is an OrderedDict used as a
+    PERF: measured per uncached parse on device-detector's fixtures (20k distinct UAs, once the model
+    regexes they need are compiled): ~17 µs median, ~30 µs p90 (browser ~5, OS ~2, device type ~2 µs,
+    ~10 µs for an Android UA); ua-parser's pure-Python resolver costs ~1200 µs and its re2 one ~85 µs. A cache hit is one dict lookup (~0.1 µs); the cache is an OrderedDict used as a
     FIFO, because evicting the oldest key of a plain dict (`next(iter(d))`) degrades to ~4 µs once deleted
     slots pile up at its front, while popitem(last=False) stays at ~0.8 µs. Building the Rust matchers
     takes ~0.2 s: make the parser once per process.
