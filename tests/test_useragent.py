@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from models.lookups import device_models
 from models.lookups.device_models import DATA_PATH, DeviceModels
 from models.lookups.useragent import (
     DEVICE_TYPES,
@@ -548,3 +549,23 @@ def test_agreement_with_device_detector_fixtures():
         )
     assert set(total) == set(DEVICE_DETECTOR_AGREEMENT)
     assert {name: value for name, value in percent.items() if value < DEVICE_DETECTOR_AGREEMENT[name]} == {}
+
+
+def test_device_models_re2_sets_answer_as_python_regexes(monkeypatch):
+    """Long entry lists go to a re2.Set (LARGE); the answers are those of Python's re alone."""
+    lines = gzip.decompress(DEVICE_DETECTOR_SAMPLE.read_bytes()).decode("utf-8").splitlines()[1:]
+    names = []
+    for line in lines:
+        ua = json.loads(line)["user_agent"]
+        for word in ("SM-", "SAMSUNG", "Lenovo", "TB-", "HUAWEI", "HW-", "Huawei", "HONOR", "BAH", "AGS"):
+            if word in ua:
+                start = ua.index(word)
+                names.append((ua, start, start + len(ua[start:].split(")")[0].split(" Build")[0])))
+                break
+    assert len(names) > 100
+    with_sets = DeviceModels()
+    monkeypatch.setattr(device_models, "LARGE", 10**9)
+    python_only = DeviceModels()
+    assert [with_sets.device_type(*name) for name in names] == [
+        python_only.device_type(*name) for name in names
+    ]

@@ -12,10 +12,11 @@ begins, not anywhere in the header: that is what makes an index possible.
 
 PERF: each entry is filed under the two-character prefixes its matches can start with (computed by the
 script), and the entries of one prefix form one Python regex, their alternatives in device-detector's
-order, each ending in an empty named group so `lastgroup` says which matched; a regex is compiled on
-first use (~1-3 ms, once per prefix per process). A lookup is ~2-4 regex matches, ~5 µs. One re2.Set of
-every brand instead took ~19 MB and grew its DFA with traffic; these regexes take ~12 MB if every prefix
-is ever compiled, and most traffic uses a small part of them.
+order, each ending in an empty named group so `lastgroup` says which matched (a long list goes to a re2.Set
+instead, see LARGE). They are compiled on first use: ~0.6 ms on average, ~1.4 s in all if every prefix is
+ever needed, once per process. A lookup is 2-4 matches, ~7 µs median and ~25 µs p99 over device-detector's
+fixtures. One re2.Set of every brand instead took ~19 MB and grew its DFA with traffic; these take ~12 MB
+if every prefix is ever compiled, and most traffic needs a small part of them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import gzip
 import json
 import re
 from pathlib import Path
+from typing import Any
+
+import re2
 
 __all__ = ["DATA_PATH", "KEY_LENGTH", "DeviceModels"]
 
@@ -34,7 +38,58 @@ KEY_LENGTH = 2  # scripts/device_detector_models.py files entries by prefixes of
 MATCH_WINDOW = 160
 MAX_WORDS = 3  # Words of a model name tried: "HUAWEI MediaPad T1" is found by its second.
 _WORD_BREAKS = frozenset(" _")
-_NONE = re.compile(r"(?!)")  # Matches nothing: a prefix with no entries.
+# More entries than this under one prefix ("hw": ~500 of Huawei's and Honor's, "sm": ~230 Samsung models)
+# go into a re2.Set: Python's re tries alternatives one by one (~15-25 µs for those), re2 in one pass (~1 µs).
+LARGE = 24
+
+
+def _set_options() -> re2.Options:
+    options = re2.Options()
+    options.case_sensitive = False  # device-detector matches case-insensitively.
+    options.never_capture = True
+    options.log_errors = False  # Patterns re2 refuses (look-arounds) are expected: Python's re takes them.
+    return options
+
+
+class _Entries:
+    """Some entries, in order; `first` is the lowest-numbered one that matches at a position."""
+
+    def __init__(self, indexes: list[int], patterns: list[str]) -> None:
+        self._set: Any = None
+        self._set_indexes: list[int] = []
+        rest = indexes
+        if len(indexes) > LARGE:
+            options = _set_options()
+            matcher = re2.Set.MatchSet(options)
+            rest = []
+            for index in indexes:
+                try:
+                    matcher.Add(patterns[index])
+                except re2.error:
+                    rest.append(index)
+                else:
+                    self._set_indexes.append(index)
+            if self._set_indexes:
+                matcher.Compile()
+                self._set = matcher
+        self._regex = (
+            re.compile("|".join(f"(?:{patterns[index]})(?P<e{index}>)" for index in rest), re.IGNORECASE)
+            if rest
+            else None
+        )
+
+    def first(self, ua: str, position: int, stop: int) -> int | None:
+        found = None
+        if self._regex is not None:
+            match = self._regex.match(ua, position, stop)
+            if match is not None:
+                found = int(match.lastgroup[1:])
+        if self._set is not None:
+            hits = self._set.Match(ua[position:stop])
+            if hits:
+                index = self._set_indexes[min(hits)]
+                found = index if found is None or index < found else found
+        return found
 
 
 class DeviceModels:
@@ -63,23 +118,18 @@ class DeviceModels:
         for index in anywhere:
             if entries[index][1]:
                 self._anywhere_models.setdefault(entries[index][0], []).append(index)
-        self._compiled: dict[object, re.Pattern[str]] = {}
+        self._compiled: dict[object, _Entries] = {}
 
-    def _union(self, indexes: list[int]) -> re.Pattern[str]:
-        if not indexes:
-            return _NONE
-        patterns = self._patterns
-        return re.compile(
-            "|".join(f"(?:{patterns[index]})(?P<e{index}>)" for index in indexes), re.IGNORECASE
-        )
+    def _union(self, indexes: list[int]) -> _Entries:
+        return _Entries(indexes, self._patterns)
 
-    def _brand_regex(self, key: str) -> re.Pattern[str]:
+    def _brand_regex(self, key: str) -> _Entries:
         regex = self._compiled.get(key)
         if regex is None:
             regex = self._compiled[key] = self._union(self._brand_keys.get(key, []))
         return regex
 
-    def _model_regex(self, brand: int, key: str) -> re.Pattern[str]:
+    def _model_regex(self, brand: int, key: str) -> _Entries:
         regex = self._compiled.get((brand, key))
         if regex is None:
             indexes = sorted((*self._model_keys.get((brand, key), ()), *self._anywhere_models.get(brand, ())))
@@ -95,19 +145,20 @@ class DeviceModels:
         stop = min(len(ua), start + MATCH_WINDOW)
         brand = None
         for position in starts:
-            match = self._brand_regex(ua[position : position + KEY_LENGTH].lower()).match(ua, position, stop)
-            anywhere = self._anywhere_brands.match(ua, position, stop) if position == start else None
-            hits = [int(found.lastgroup[1:]) for found in (match, anywhere) if found is not None]
-            if hits:
-                brand = self._brands[min(hits)]
+            hit = self._brand_regex(ua[position : position + KEY_LENGTH].lower()).first(ua, position, stop)
+            if position == start:
+                anywhere = self._anywhere_brands.first(ua, position, stop)
+                if anywhere is not None and (hit is None or anywhere < hit):
+                    hit = anywhere
+            if hit is not None:
+                brand = self._brands[hit]
                 break
         if brand is None:
             return None
         model = None
         for position in starts:
             key = ua[position : position + KEY_LENGTH].lower()
-            match = self._model_regex(brand, key).match(ua, position, stop)
-            if match is not None:
-                index = int(match.lastgroup[1:])
-                model = index if model is None else min(model, index)
+            hit = self._model_regex(brand, key).first(ua, position, stop)
+            if hit is not None and (model is None or hit < model):
+                model = hit
         return self._brand_types[brand] if model is None else self._types[model]
