@@ -12,8 +12,8 @@ begins, not anywhere in the header: that is what makes an index possible.
 
 PERF: each entry is filed under the two-character prefixes its matches can start with (computed by the
 script), and the entries of one prefix form one Python regex, their alternatives in device-detector's
-order, each ending in an empty named group so `lastgroup` says which matched (a long list goes to a re2.Set
-instead, see LARGE). They are compiled on first use: ~0.6 ms on average, ~1.4 s in all if every prefix is
+order, each ending in an empty named group so `lastgroup` says which matched (a brand's long model list
+goes to a re2.Set instead, see LARGE). They are compiled on first use: ~0.6 ms on average, ~1.4 s in all if every prefix is
 ever needed, once per process. A lookup is 2-4 matches, ~7 µs median and ~25 µs p99 over device-detector's
 fixtures. One re2.Set of every brand instead took ~19 MB and grew its DFA with traffic; these take ~12 MB
 if every prefix is ever compiled, and most traffic needs a small part of them.
@@ -38,40 +38,57 @@ KEY_LENGTH = 2  # scripts/device_detector_models.py files entries by prefixes of
 MATCH_WINDOW = 160
 MAX_WORDS = 3  # Words of a model name tried: "HUAWEI MediaPad T1" is found by its second.
 _WORD_BREAKS = frozenset(" _")
-# More entries than this under one prefix ("hw": ~500 of Huawei's and Honor's, "sm": ~230 Samsung models)
-# go into a re2.Set: Python's re tries alternatives one by one (~15-25 µs for those), re2 in one pass (~1 µs).
-LARGE = 24
+# A brand's models under one prefix, when more than this ("sm": ~230 Samsung tablet models, tried for every
+# Samsung phone), go into a re2.Set: Python's re tries alternatives one by one (~15 µs there), re2 in one
+# pass (~1 µs). Each Set costs ~0.3 MB; brands' own long lists (Huawei's ~500 under "hw") would cost
+# several MB each for model names seldom seen, and stay in Python.
+LARGE = 40
 
 
-def _set_options() -> re2.Options:
+# A Set's program and DFA cache share this; when the cache is full re2 empties it and goes on (a Set never
+# gives up for slowness), so it bounds memory, not answers. re2's default (8 MB) let ~25 Sets grow ~12 MB.
+SET_MAX_MEM = 1 << 20
+
+
+def _set_options(max_mem: int) -> re2.Options:
     options = re2.Options()
     options.case_sensitive = False  # device-detector matches case-insensitively.
     options.never_capture = True
     options.log_errors = False  # Patterns re2 refuses (look-arounds) are expected: Python's re takes them.
+    options.max_mem = max_mem
     return options
+
+
+def _compiled_set(indexes: list[int], patterns: list[str]) -> tuple[Any, list[int], list[int]]:
+    """A re2.Set of the entries re2 accepts, their indexes, and the indexes of those it refuses."""
+    for max_mem in (SET_MAX_MEM, 8 * SET_MAX_MEM):  # The larger budget only if the program does not fit.
+        matcher = re2.Set.MatchSet(_set_options(max_mem))
+        accepted, refused = [], []
+        for index in indexes:
+            try:
+                matcher.Add(patterns[index])
+            except re2.error:
+                refused.append(index)
+            else:
+                accepted.append(index)
+        try:
+            if accepted:
+                matcher.Compile()
+        except re2.error:
+            continue
+        return (matcher if accepted else None), accepted, refused
+    return None, [], indexes
 
 
 class _Entries:
     """Some entries, in order; `first` is the lowest-numbered one that matches at a position."""
 
-    def __init__(self, indexes: list[int], patterns: list[str]) -> None:
+    def __init__(self, indexes: list[int], patterns: list[str], use_set: bool) -> None:
         self._set: Any = None
         self._set_indexes: list[int] = []
         rest = indexes
-        if len(indexes) > LARGE:
-            options = _set_options()
-            matcher = re2.Set.MatchSet(options)
-            rest = []
-            for index in indexes:
-                try:
-                    matcher.Add(patterns[index])
-                except re2.error:
-                    rest.append(index)
-                else:
-                    self._set_indexes.append(index)
-            if self._set_indexes:
-                matcher.Compile()
-                self._set = matcher
+        if use_set and len(indexes) > LARGE:
+            self._set, self._set_indexes, rest = _compiled_set(indexes, patterns)
         self._regex = (
             re.compile("|".join(f"(?:{patterns[index]})(?P<e{index}>)" for index in rest), re.IGNORECASE)
             if rest
@@ -120,8 +137,8 @@ class DeviceModels:
                 self._anywhere_models.setdefault(entries[index][0], []).append(index)
         self._compiled: dict[object, _Entries] = {}
 
-    def _union(self, indexes: list[int]) -> _Entries:
-        return _Entries(indexes, self._patterns)
+    def _union(self, indexes: list[int], use_set: bool = False) -> _Entries:
+        return _Entries(indexes, self._patterns, use_set)
 
     def _brand_regex(self, key: str) -> _Entries:
         regex = self._compiled.get(key)
@@ -133,7 +150,7 @@ class DeviceModels:
         regex = self._compiled.get((brand, key))
         if regex is None:
             indexes = sorted((*self._model_keys.get((brand, key), ()), *self._anywhere_models.get(brand, ())))
-            regex = self._compiled[(brand, key)] = self._union(indexes)
+            regex = self._compiled[(brand, key)] = self._union(indexes, use_set=True)
         return regex
 
     def device_type(self, ua: str, start: int, end: int) -> str | None:
