@@ -2,7 +2,10 @@
 
 Geo is looked up for every click (cached or ~1 µs); the costly parts, the User-Agent parse and the
 bot check, are done at most once and on the click path only when routing or a macro needs them;
-the spool flusher does the rest for lines journaled with is_bot NOT_CHECKED.
+the spool flusher does the rest for lines journaled with is_bot NOT_CHECKED. The bot signals of the
+request besides its User-Agent and IP (HEAD, From, Sec-CH-UA...) are judged here, on every click that
+has any (a cached lookup): the journal line carries only the User-Agent and the IP, so a click they
+make a bot is journaled with is_bot 1, and the flusher's verdict on the rest is the same decision's.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import TYPE_CHECKING
 from models.clicks.record import NOT_CHECKED
 from models.lookups.bots import BotDetector
 from models.lookups.geo import UNKNOWN_GEO, GeoSource
-from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
+from models.lookups.useragent import UNKNOWN_DEVICE, DeviceInfo, UserAgentParser, device_type
 from models.routing.filters import FilterSubject, parse_accept_language
 
 if TYPE_CHECKING:
@@ -26,10 +29,17 @@ class Lookups:
 
     __slots__ = ("subject", "devices", "bots", "bot_reason", "is_bot_known")
 
-    def __init__(self, subject: FilterSubject, devices: UserAgentParser, bots: BotDetector) -> None:
+    def __init__(
+        self, subject: FilterSubject, devices: UserAgentParser, bots: BotDetector, bot_signals: str = ""
+    ) -> None:
         self.subject, self.devices, self.bots = subject, devices, bots
         self.bot_reason: str | None = None
         self.is_bot_known = False
+        if bot_signals:
+            # BotDetector.reason's first step, taken now: the flusher will not see these signals.
+            self.bot_reason = bots.signals_reason(bot_signals)
+            if self.bot_reason is not None:
+                subject.is_bot = self.is_bot_known = True
 
     def bot(self) -> None:
         if not self.is_bot_known:
@@ -43,7 +53,7 @@ class Lookups:
         if not subject.device_type:
             self.bot()
             device = self.devices.parse(subject.user_agent) if subject.user_agent else UNKNOWN_DEVICE
-            subject.device_type = device_type(device, subject.is_bot)
+            subject.device_type = stored_device_type(device, subject.is_bot)
             subject.os, subject.browser = device.os, device.browser
         return subject
 
@@ -83,4 +93,12 @@ def look_up(
         is_unique_campaign=True,
         seen_in_stream=lambda stream_id: False,
     )
-    return Lookups(subject, devices, bots)
+    return Lookups(subject, devices, bots, visit.bot_signals)
+
+
+def stored_device_type(device: DeviceInfo, is_bot: bool) -> str:
+    """The device type a click is stored with: "bot" exactly when the bot decision flagged it, so that
+    `device=bot` and `bot=yes` select the same clicks. A person's User-Agent that the parser alone calls
+    a "bot" (ua-parser's Spider family) is "unknown": the decision (models/lookups/bots.py) has the say."""
+    kind = device_type(device, is_bot)
+    return "unknown" if kind == "bot" and not is_bot else kind

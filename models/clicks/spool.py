@@ -50,6 +50,7 @@ from typing import Callable, Iterator
 
 from peewee import Database
 
+from models.clicks.enrichment import stored_device_type
 from models.clicks.record import (
     BROWSER,
     COLUMN_COUNT,
@@ -65,7 +66,7 @@ from models.clicks.record import (
     decode_line,
 )
 from models.lookups.bots import BotDetector
-from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
+from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser
 from models.reporting.costs import ClickCosts
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
@@ -676,23 +677,28 @@ def flusher_devices() -> UserAgentParser:
 
 
 @functools.cache
-def flusher_bots(bot_ips: tuple[str, ...]) -> BotDetector:
-    """This process's bot detector for the configured IP list, made on first use."""
-    return BotDetector(bot_ips)
+def flusher_bots(bot_ips: tuple[str, ...], bot_ranges: Path | None = None) -> BotDetector:
+    """This process's bot decision for the configured IP list and crawler ranges file, made on first use."""
+    from models.lookups.crawlerranges import CrawlerRanges
+
+    return BotDetector(bot_ips, crawler_ranges=CrawlerRanges(bot_ranges) if bot_ranges is not None else None)
 
 
 def fill_lookups(rows: list[list], devices: UserAgentParser, bots: BotDetector) -> None:
     """The bot flag, device type, OS and browser of the clicks whose web worker did not need them.
 
     PERF: a new User-Agent costs a web worker ~20-70 µs under load to parse and check; here it is off
-    the request (models/clicks/enrichment.py Lookups).
+    the request (models/clicks/enrichment.py Lookups). The same decision as the click path's: the
+    request's other signals were judged there (a line they flagged says is_bot 1), the User-Agent and
+    the IP are judged here.
     """
+    bots.refresh()  # A ranges file `lanner bots update` replaced: used from this batch on.
     for row in rows:
         if row[IS_BOT] == NOT_CHECKED:
             row[IS_BOT] = int(bots.reason(row[USER_AGENT], row[IP]) is not None)
         if not row[DEVICE_TYPE]:
             device = devices.parse(row[USER_AGENT]) if row[USER_AGENT] else UNKNOWN_DEVICE
-            row[DEVICE_TYPE] = device_type(device, bool(row[IS_BOT]))
+            row[DEVICE_TYPE] = stored_device_type(device, bool(row[IS_BOT]))
             row[OS], row[BROWSER] = device.os, device.browser
 
 
