@@ -120,7 +120,13 @@ def test_the_signal_cache_stays_bounded(detector):
 @pytest.fixture
 def campaign(lanner):
     lanner(
-        "campaign", "create", "Plain", "--alias", "plain", "--offer-url", "https://offer.example/?click={subid}"
+        "campaign",
+        "create",
+        "Plain",
+        "--alias",
+        "plain",
+        "--offer-url",
+        "https://offer.example/?click={subid}",
     )
     return "plain"
 

@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from models.errors import LannerError
 from models.lookups.iplist import IpList, parse_entry
 
 __all__ = [
@@ -50,7 +51,7 @@ DOWNLOAD_TIMEOUT = 30.0
 MAX_SHRINK = 0.5  # A source that comes back with fewer than this share of its networks is refused.
 
 
-class RangeDataError(ValueError):
+class RangeDataError(LannerError, ValueError):
     """A ranges file or a downloaded list that cannot be used; the message is one sentence."""
 
 
@@ -172,8 +173,8 @@ class CrawlerRanges:
         self.in_use: Path | None = None
         self._matcher: _Matcher | None = None
         self._stamp: tuple[int, int] | None = None
-        self._next_look = 0.0
         self._load()
+        self._next_look = clock() + REFRESH_EVERY
 
     @property
     def data(self) -> RangeData | None:
