@@ -1,5 +1,5 @@
-"""A visit: what one request says (IP, User-Agent, referrer, language, query parameters, bot signals), as the edge
-parsed it (routes/click.py) for the click pipeline (models/clicks/tracker.py)."""
+"""A visit: what one request says (IP, User-Agent, referrer, language, query parameters, bot signals), as
+the edge parsed it (routes/click.py) for the click pipeline (models/clicks/tracker.py)."""
 
 from __future__ import annotations
 

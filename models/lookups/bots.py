@@ -92,6 +92,7 @@ SIGNAL_HEADERS: tuple[tuple[str, str], ...] = (
     ("HTTP_X_UCBROWSER_DEVICE_UA", "x-ucbrowser-device-ua"),
 )
 BRANDS_HEADER = ("HTTP_SEC_CH_UA", "sec-ch-ua")
+_RARE_SIGNAL_KEYS = frozenset(("HTTP_FROM", "HTTP_X_SCANNER", *(key for key, _ in SIGNAL_HEADERS)))
 
 
 def request_signals(environ: dict) -> str:
@@ -99,8 +100,14 @@ def request_signals(environ: dict) -> str:
 
     Tab-separated parts: "head", "from", "scanner", or "<header> <value>" for SIGNAL_HEADERS and
     Sec-CH-UA (values bounded, tabs replaced). The edge keeps it on the Visit (routes/click.py);
-    `BotDetector.signals_reason` reads it. PERF: ~0.5 µs, a dict lookup per header.
+    `BotDetector.signals_reason` reads it. PERF: ~0.25 µs for a browser's request (at most Sec-CH-UA).
     """
+    brands = environ.get(BRANDS_HEADER[0])
+    if environ.get("REQUEST_METHOD") != "HEAD" and _RARE_SIGNAL_KEYS.isdisjoint(environ):
+        if not brands:
+            return ""
+        text = f"{BRANDS_HEADER[1]} {brands[:MAX_SIGNAL_VALUE]}"
+        return text.replace("\t", " ") if "\t" in text else text
     parts = []
     if environ.get("REQUEST_METHOD") == "HEAD":
         parts.append("head")
@@ -112,7 +119,6 @@ def request_signals(environ: dict) -> str:
         value = environ.get(key)
         if value:
             parts.append(f"{name} {value[:MAX_SIGNAL_VALUE]}")
-    brands = environ.get(BRANDS_HEADER[0])
     if brands:
         parts.append(f"{BRANDS_HEADER[1]} {brands[:MAX_SIGNAL_VALUE]}")
     return "\t".join(part.replace("\t", " ") for part in parts)

@@ -152,9 +152,7 @@ class _Matcher:
         self.by_source = tuple((source.name, IpList(source.networks)) for source in data.sources)
         self.all = IpList(network for _, networks in self.by_source for network in networks.entries)
 
-    def reason(self, ip: str) -> str | None:
-        if ip not in self.all:
-            return None
+    def source_of(self, ip: str) -> str:
         for name, networks in self.by_source:
             if ip in networks:
                 return f"ip range: {name}"
@@ -182,7 +180,9 @@ class CrawlerRanges:
 
     def reason(self, ip: str) -> str | None:
         matcher = self._matcher
-        return matcher.reason(ip) if matcher is not None else None
+        if matcher is None or ip not in matcher.all:
+            return None
+        return matcher.source_of(ip)
 
     def refresh(self) -> bool:
         """Reload the file if it was replaced (at most one stat() a second); True when it was."""

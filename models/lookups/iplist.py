@@ -15,6 +15,14 @@ from typing import Any, Iterable
 
 __all__ = ["IpList", "parse_entry"]
 
+# PERF: module globals, not attribute lookups, in the check every click makes (~0.3 µs in all).
+_inet_pton, _AF_INET, _AF_INET6, _from_bytes = (
+    socket.inet_pton,
+    socket.AF_INET,
+    socket.AF_INET6,
+    int.from_bytes,
+)
+
 
 class IpList:
     """IPv4/IPv6 addresses and CIDR networks, for `ip in ip_list` in well under a microsecond.
@@ -48,19 +56,17 @@ class IpList:
 
     def __contains__(self, ip: object) -> bool:
         """Whether `ip` (text) is in the list; False for anything that is not an IP address."""
-        if not isinstance(ip, str):
-            return False
         try:
-            if ":" in ip:
-                number = int.from_bytes(socket.inet_pton(socket.AF_INET6, ip), "big")
+            if ":" in ip:  # type: ignore[operator]
+                number = _from_bytes(_inet_pton(_AF_INET6, ip), "big")
                 if number >> 32 == 0xFFFF:
                     starts, ends, number = *self._v4, number & 0xFFFFFFFF
                 else:
                     starts, ends = self._v6
             else:
-                number = int.from_bytes(socket.inet_pton(socket.AF_INET, ip), "big")
+                number = _from_bytes(_inet_pton(_AF_INET, ip), "big")
                 starts, ends = self._v4
-        except (OSError, ValueError, TypeError):  # ValueError: an embedded NUL.
+        except (OSError, ValueError, TypeError):  # ValueError: an embedded NUL; TypeError: not text.
             return False
         index = bisect_right(starts, number) - 1
         return index >= 0 and number <= ends[index]
