@@ -148,9 +148,9 @@ class _Matcher:
     """One IpList over every network for the verdict, then one per source for the reason of a hit."""
 
     def __init__(self, data: RangeData) -> None:
-        self.data = data
+        self.updated_at = data.updated_at  # Not the data itself: its networks are in the lists below.
         self.by_source = tuple((source.name, IpList(source.networks)) for source in data.sources)
-        self.all = IpList(network for _, networks in self.by_source for network in networks.entries)
+        self.all = IpList.union(networks for _, networks in self.by_source)
 
     def source_of(self, ip: str) -> str:
         for name, networks in self.by_source:
@@ -162,7 +162,7 @@ class _Matcher:
 class CrawlerRanges:
     """The ranges a process matches clicks against: `path` (the data directory's copy, which `lanner bots
     update` writes) once it exists, the shipped copy until then. `refresh()` reloads a replaced file; a
-    broken one leaves the ranges in use, with a warning. Loading ~3,000 networks takes ~20 ms."""
+    broken one leaves the ranges in use, with a warning. Loading ~3,000 networks takes ~50 ms and ~1 MB."""
 
     def __init__(self, path: Path | None, shipped: Path = SHIPPED_RANGES, clock=time.monotonic) -> None:
         self.path = path
@@ -175,8 +175,8 @@ class CrawlerRanges:
         self._next_look = clock() + REFRESH_EVERY
 
     @property
-    def data(self) -> RangeData | None:
-        return self._matcher.data if self._matcher is not None else None
+    def updated_at(self) -> str:
+        return self._matcher.updated_at if self._matcher is not None else ""
 
     def reason(self, ip: str) -> str | None:
         matcher = self._matcher

@@ -48,6 +48,17 @@ class IpList:
         self._v4 = _merged(spans[4])
         self._v6 = _merged(spans[6])
 
+    @classmethod
+    def union(cls, lists: Iterable[IpList]) -> IpList:
+        """One list holding every network of `lists`, without parsing their entries again."""
+        union = cls()
+        lists = tuple(lists)
+        union.entries = tuple(entry for ip_list in lists for entry in ip_list.entries)
+        for family in ("_v4", "_v6"):
+            spans = [span for ip_list in lists for span in zip(*getattr(ip_list, family))]
+            setattr(union, family, _merged(spans))
+        return union
+
     def __bool__(self) -> bool:
         return bool(self.entries)
 
