@@ -5,7 +5,7 @@ that sends a browser's User-Agent is still fetching from its operator's publishe
 
 The data is one JSON file: `{"format": 1, "updated_at", "sources": [{"name", "url", "created",
 "fetched_at", "networks": [...], ...}]}`. A copy ships in models/lookups/data/bot_ranges.json (its sources,
-dates and licences in the README there); `lanner bots update` (`update_ranges`) fetches the sources again
+dates and licences in BOT_RANGES.md there); `lanner bots update` (`update_ranges`) fetches the sources again
 into the data directory's copy, which then takes precedence. `CrawlerRanges` is what a long-running
 process holds: it notices a replaced file, like the geo file (models/lookups/geo.py GeoSource), so web
 workers and the flusher use a new one within a second, without a restart.
