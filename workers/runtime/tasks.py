@@ -293,7 +293,7 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         if changes:
             logger.info("exchange rates refreshed: %s changed", len(changes))
 
-    @huey.periodic_task(crontab(hour="4", minute="41"), name="update_bot_ranges")
+    @huey.periodic_task(crontab(hour="4", minute="53"), name="update_bot_ranges")
     def update_bot_ranges() -> None:
         """The published crawler networks, when LANNER_BOT_RANGES_UPDATE_DAYS says they are due."""
         path = settings.bot_ranges_path
