@@ -134,6 +134,7 @@ def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float
     """The click pipeline a web worker runs, over an open database (tests: theirs, with their clock)."""
     from models.clicks.tracker import ClickTracker
     from models.lookups.bots import BotDetector
+    from models.lookups.crawlerranges import CrawlerRanges
     from models.lookups.geo import GeoSource
     from models.lookups.useragent import UserAgentParser
 
@@ -152,7 +153,10 @@ def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float
         backlog_alert_seconds=settings.backlog_alert_seconds,
         geo=geo,
         devices=UserAgentParser(),
-        bots=BotDetector(settings.bot_ips),
+        bots=BotDetector(
+            settings.bot_ips,
+            crawler_ranges=CrawlerRanges(settings.bot_ranges_path) if settings.bot_ranges_path else None,
+        ),
         anonymize_ip=settings.anonymize_ip,
         clock=clock,
     )

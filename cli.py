@@ -848,7 +848,19 @@ def echo_trace(data: dict[str, Any]) -> None:
 @click.option("--ua", "user_agent", default="", help="The visitor's User-Agent.")
 @click.option("--referrer", default="", help="The Referer header.")
 @click.option("--language", default="", help="The Accept-Language header.")
-@click.option("--header", "headers", multiple=True, help="Any other header, 'Name: value'; repeatable.")
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    help="Any other header, 'Name: value' (Sec-CH-UA, From, X-Original-User-Agent...); repeatable.",
+)
+@click.option(
+    "--method",
+    type=click.Choice(["GET", "HEAD"], case_sensitive=False),
+    default="GET",
+    show_default=True,
+    help="The request's method: HEAD is a bot's (a link checker's).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
 def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: bool, **visitor: str) -> None:
@@ -1428,6 +1440,33 @@ def currency_rate_refresh(ctx: Context) -> None:
 
 
 @main.group()
+def bots() -> None:
+    """The bot decision's data: the crawler networks the large platforms publish."""
+
+
+@bots.command("update")
+@pass_context
+def bots_update(ctx: Context) -> None:
+    """Fetch the published crawler networks (LANNER_BOT_RANGE_SOURCES) into the ranges file; running
+    workers use it within a second. A source that fails or shrank by half keeps its previous networks."""
+    from models.lookups.crawlerranges import update_ranges
+
+    path = ctx.settings.bot_ranges_path
+    if path is None:
+        raise click.ClickException("LANNER_BOT_RANGES is off, so there is no ranges file to update.")
+    report = update_ranges(ctx.settings.bot_range_sources, path)
+    for line in report.lines:
+        click.echo(line)
+    data = report.data
+    click.echo(f"{data.network_count} networks from {len(data.sources)} sources written to {path}.")
+    if report.failed:
+        raise click.ClickException(
+            f"{len(report.failed)} source(s) not updated ({', '.join(report.failed)}): "
+            "they keep their previous networks."
+        )
+
+
+@main.group()
 def geo() -> None:
     """The geo database routing uses for country/region/city."""
 
@@ -1561,7 +1600,8 @@ def generate_clicks_command(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
 def status_command(ctx: Context, as_json: bool) -> None:
-    """Web master and workers, spool depth and last flush, queue depth, database size, geo file."""
+    """Web master and workers, spool depth and last flush, queue depth, database size, geo file, the
+    crawler ranges' date."""
     from workers.ops.status import collect_status
 
     status = collect_status(ctx.settings, ctx.db)
@@ -1575,7 +1615,7 @@ def status_command(ctx: Context, as_json: bool) -> None:
     else:
         click.echo("web: not running" + (" (stale pid file)" if web.get("stale_pid_file") else ""))
     click.echo(describe_consumer(status["consumer"]))
-    for section in ("spool", "queue", "database", "geo", "deferred", "postbacks"):
+    for section in ("spool", "queue", "database", "geo", "bot_ranges", "deferred", "postbacks"):
         if section == "geo":
             echo_geo_status(status["geo"])
         elif section in status:
@@ -1791,6 +1831,7 @@ def spool_flush_command(ctx: Context, batch_size: int) -> None:
         settings.spool_dir,
         settings.spool_segment_bytes,
         bot_ips=settings.bot_ips,
+        bot_ranges=settings.bot_ranges_path,
         park_ms=settings.postback_park_ms,
         on_delivery=create_huey(settings).send_postback,  # `lanner worker` sends them.
     )

@@ -145,6 +145,49 @@ def _feed_url(value: str) -> str:
     return value
 
 
+def _range_sources(value: str) -> tuple[tuple[str, str], ...]:
+    """`name=URL,name=URL`: the published crawler lists `lanner bots update` fetches (a name may repeat)."""
+    sources = []
+    for item in _csv(value):
+        name, _, url = item.partition("=")
+        name, url = name.strip(), url.strip()
+        if not name or not url.startswith(("http://", "https://")):
+            raise ValueError(f"{item!r} is not of the form name=https://...")
+        sources.append((name, url))
+    return tuple(sources)
+
+
+# The platforms' own lists (Meta publishes none: its AS routes, mirrored by lord-alfred/ipranges).
+BOT_RANGE_SOURCES = (
+    ("openai-gptbot", "https://openai.com/gptbot.json"),
+    ("openai-searchbot", "https://openai.com/searchbot.json"),
+    ("openai-chatgpt-user", "https://openai.com/chatgpt-user.json"),
+    ("google-googlebot", "https://developers.google.com/static/search/apis/ipranges/googlebot.json"),
+    ("google-special", "https://developers.google.com/static/search/apis/ipranges/special-crawlers.json"),
+    (
+        "google-user-triggered",
+        "https://developers.google.com/static/search/apis/ipranges/user-triggered-fetchers.json",
+    ),
+    (
+        "google-user-triggered-google",
+        "https://developers.google.com/static/search/apis/ipranges/user-triggered-fetchers-google.json",
+    ),
+    (
+        "google-user-triggered-agents",
+        "https://developers.google.com/static/search/apis/ipranges/user-triggered-agents.json",
+    ),
+    ("bing-bingbot", "https://www.bing.com/toolbox/bingbot.json"),
+    ("apple-applebot", "https://search.developer.apple.com/applebot.json"),
+    ("duckduckgo-duckduckbot", "https://duckduckgo.com/duckduckbot.json"),
+    ("perplexity-bot", "https://www.perplexity.ai/perplexitybot.json"),
+    ("perplexity-user", "https://www.perplexity.ai/perplexity-user.json"),
+    ("commoncrawl-ccbot", "https://index.commoncrawl.org/ccbot.json"),
+    ("ahrefs-crawler", "https://api.ahrefs.com/v3/public/crawler-ip-ranges"),
+    ("meta", "https://raw.githubusercontent.com/lord-alfred/ipranges/main/facebook/ipv4_merged.txt"),
+    ("meta", "https://raw.githubusercontent.com/lord-alfred/ipranges/main/facebook/ipv6_merged.txt"),
+)
+
+
 def _spool_full_answer(value: str) -> str:
     if value not in ("503", "fallback"):
         raise ValueError("it must be `503` or `fallback`")
@@ -305,6 +348,29 @@ SETTINGS: tuple[Setting, ...] = (
         "the full address (see Privacy).",
     ),
     Setting(
+        "bot_ranges",
+        "",
+        str,
+        "The published crawler networks file (a click from one is a bot): empty uses DATA_DIR/bots/"
+        "ranges.json once `lanner bots update` has written it, the copy shipped with Lanner until then; "
+        "`off` checks no ranges.",
+    ),
+    Setting(
+        "bot_range_sources",
+        ",".join(f"{name}={url}" for name, url in BOT_RANGE_SOURCES),
+        _range_sources,
+        "The lists `lanner bots update` fetches, `name=URL` comma-separated (a name may repeat: its "
+        "networks are the union); the default is the platforms' own lists (Google, Bing, OpenAI, Apple, "
+        "DuckDuckGo, Perplexity, Common Crawl, Ahrefs) and Meta's routes.",
+    ),
+    Setting(
+        "bot_ranges_update_days",
+        "0",
+        _days,
+        "`lanner worker` runs `lanner bots update` when the ranges file is this many days old (checked "
+        "daily; 7 = weekly); 0 never fetches them.",
+    ),
+    Setting(
         "postback_park_hours",
         "24",
         float,
@@ -373,6 +439,9 @@ class Settings:
     geo_update_url: str
     bot_ips: tuple[str, ...]
     anonymize_ip: bool
+    bot_ranges: str
+    bot_range_sources: tuple[tuple[str, str], ...]
+    bot_ranges_update_days: int
     postback_park_hours: float
     postback_log_days: int
     postback_retry_seconds: float
@@ -429,6 +498,13 @@ class Settings:
         """The ISP / ASN / connection-type files the isp, connection and carrier filters read."""
         editions = self.geo_editions or self.geo_update_editions
         return tuple(self.geo_edition_path(e) for e in editions if not is_location_edition(e))
+
+    @property
+    def bot_ranges_path(self) -> Path | None:
+        """The crawler ranges file `lanner bots update` writes and processes watch; None when `off`."""
+        if self.bot_ranges == "off":
+            return None
+        return Path(self.bot_ranges) if self.bot_ranges else self.data_dir / "bots" / "ranges.json"
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)

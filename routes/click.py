@@ -1,4 +1,8 @@
-"""`GET /<alias>`: the campaign URL. Parses the visit at the edge and answers the tracker's decision."""
+"""`GET /<alias>`: the campaign URL. Parses the visit at the edge and answers the tracker's decision.
+
+`HEAD /<alias>` is answered like GET (same status and Location, no body) and counted as a bot's click:
+link checkers and unfurlers send HEAD to see where a link goes; a person's browser never does.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from models.clicks.record import MAX_COST
 from models.clicks.refusals import SpoolUnwritable
 from models.clicks.tracker import ClickTracker
 from models.clicks.visit import Visit
+from models.lookups.bots import request_signals
 from models.lookups.iplist import IpList
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
@@ -167,6 +172,9 @@ class ClickResource:
             return
         answer(resp, decision)
 
+    # The visit's bot signals say "head" (VisitParser): routed like any bot, stored as one.
+    on_head = on_get
+
 
 class VisitParser:
     """A request's WSGI environ → the Visit the tracker needs (IP, UA, referrer, language, params)."""
@@ -184,6 +192,7 @@ class VisitParser:
             user_agent=_text(environ.get("HTTP_USER_AGENT", ""), MAX_USER_AGENT),
             referrer=_text(environ.get("HTTP_REFERER", ""), MAX_REFERRER),
             accept_language=_text(environ.get("HTTP_ACCEPT_LANGUAGE", ""), MAX_VALUE),
+            bot_signals=request_signals(environ),
         )
         query = environ.get("QUERY_STRING")
         if query:
@@ -215,14 +224,18 @@ def visit_from_url(
     user_agent: str = "",
     referrer: str = "",
     language: str = "",
+    method: str = "GET",
     headers: tuple[str, ...] = (),
     sub_id_aliases: dict[str, int] | None = None,
     max_click_cost: float,
 ) -> tuple[str, Visit]:
     """(campaign alias, Visit) for a campaign URL as the edge would parse it (`lanner simulate`).
 
-    Raises ValueError with one sentence for an unusable URL, IP or header.
+    Raises ValueError with one sentence for an unusable URL, IP, method or header.
     """
+    method = method.upper()
+    if method not in ("GET", "HEAD"):
+        raise ValueError(f"{method!r} is not a method a campaign URL answers (GET or HEAD).")
     parts = urlsplit(url)
     alias = parts.path.strip("/")
     if not alias or "/" in alias:
@@ -242,7 +255,7 @@ def visit_from_url(
     from falcon.testing import create_environ  # Not on the click path.
 
     headers = {name: value for name, value in extra.items() if value}
-    environ = create_environ(path="/" + alias, query_string=parts.query, headers=headers)
+    environ = create_environ(path="/" + alias, query_string=parts.query, headers=headers, method=method)
     if not any(name.lower() == "user-agent" for name in headers):
         # create_environ fills in its own client's User-Agent; a visitor who sent none is a bot.
         del environ["HTTP_USER_AGENT"]

@@ -3,7 +3,10 @@
 Geo is looked up for every click (cached or ~1 µs), the ISP / connection-type files only for a
 campaign that filters on them; the costly parts, the User-Agent parse and the
 bot check, are done at most once and on the click path only when routing or a macro needs them;
-the spool flusher does the rest for lines journaled with is_bot NOT_CHECKED.
+the spool flusher does the rest for lines journaled with is_bot NOT_CHECKED. The bot signals of the
+request besides its User-Agent and IP (HEAD, From, Sec-CH-UA...) are judged here, on every click that
+has any (a cached lookup): the journal line carries only the User-Agent and the IP, so a click they
+make a bot is journaled with is_bot 1, and the flusher's verdict on the rest is the same decision's.
 """
 
 from __future__ import annotations
@@ -33,11 +36,17 @@ class Lookups:
         devices: UserAgentParser,
         bots: BotDetector,
         geo: GeoSource | None = None,
+        bot_signals: str = "",
     ) -> None:
         self.subject, self.devices, self.bots = subject, devices, bots
         self.geo = geo
         self.bot_reason: str | None = None
         self.is_bot_known = False
+        if bot_signals:
+            # BotDetector.reason's first step, taken now: the flusher will not see these signals.
+            self.bot_reason = bots.signals_reason(bot_signals)
+            if self.bot_reason is not None:
+                subject.is_bot = self.is_bot_known = True
 
     def bot(self) -> None:
         if not self.is_bot_known:
@@ -100,4 +109,4 @@ def look_up(
         is_unique_campaign=True,
         seen_in_stream=lambda stream_id: False,
     )
-    return Lookups(subject, devices, bots, geo)
+    return Lookups(subject, devices, bots, geo, visit.bot_signals)

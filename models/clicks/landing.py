@@ -57,13 +57,14 @@ class SpoolLanding:
         *,
         bot_ips: tuple[str, ...],
         park_ms: int,
+        bot_ranges: Path | None = None,
         on_delivery: Callable[[int], None] | None = None,
         held: HeldSegments | None = None,
     ) -> None:
         self.db = db
         self.spool_dir = spool_dir
         self.segment_bytes = segment_bytes
-        self.bots = flusher_bots(bot_ips)
+        self.bots = flusher_bots(bot_ips, bot_ranges)
         self.recorder = ConversionRecorder(db, park_ms=park_ms)
         self.on_delivery = on_delivery
         self.held = held

@@ -675,17 +675,22 @@ def flusher_devices() -> UserAgentParser:
 
 
 @functools.cache
-def flusher_bots(bot_ips: tuple[str, ...]) -> BotDetector:
-    """This process's bot detector for the configured IP list, made on first use."""
-    return BotDetector(bot_ips)
+def flusher_bots(bot_ips: tuple[str, ...], bot_ranges: Path | None = None) -> BotDetector:
+    """This process's bot decision for the configured IP list and crawler ranges file, made on first use."""
+    from models.lookups.crawlerranges import CrawlerRanges
+
+    return BotDetector(bot_ips, crawler_ranges=CrawlerRanges(bot_ranges) if bot_ranges is not None else None)
 
 
 def fill_lookups(rows: list[list], devices: UserAgentParser, bots: BotDetector) -> None:
     """The bot flag, device type, OS and browser of the clicks whose web worker did not need them.
 
     PERF: a new User-Agent costs a web worker ~20-70 µs under load to parse and check; here it is off
-    the request (models/clicks/enrichment.py Lookups).
+    the request (models/clicks/enrichment.py Lookups). The same decision as the click path's: the
+    request's other signals were judged there (a line they flagged says is_bot 1), the User-Agent and
+    the IP are judged here.
     """
+    bots.refresh()  # A ranges file `lanner bots update` replaced: used from this batch on.
     for row in rows:
         if row[IS_BOT] == NOT_CHECKED:
             row[IS_BOT] = int(bots.reason(row[USER_AGENT], row[IP]) is not None)

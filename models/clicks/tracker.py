@@ -169,6 +169,7 @@ class ClickTracker:
         self._reload_if_changed()
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
+        self.bots.refresh()  # Likewise the crawler ranges `lanner bots update` replaces.
         flushed = read_position(self.db)
         self.journal.keep_sealed_safe(flushed)  # Restores a sealed segment deleted before it landed.
         self.index.prune(flushed, self._hot_after_ms(now), int(now * 1000) - SPILL_AFTER_MS)

@@ -1,5 +1,5 @@
-"""A visit: what one request says (IP, User-Agent, referrer, language, query parameters), as the edge
-parsed it (routes/click.py) for the click pipeline (models/clicks/tracker.py)."""
+"""A visit: what one request says (IP, User-Agent, referrer, language, query parameters, bot signals), as
+the edge parsed it (routes/click.py) for the click pipeline (models/clicks/tracker.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ class Visit:
     external_id: str = ""
     keyword: str = ""
     accept_language: str = ""
+    # What else the request says about a bot (HEAD, From, Sec-CH-UA...): models/lookups/bots.py
+    # request_signals. Decided on the click path: the journal line has no room for it.
+    bot_signals: str = ""
     cost: float = 0.0
     sub_ids: list[str] = field(default_factory=lambda: [""] * SUB_ID_SLOTS)
     params: dict[str, str] = field(default_factory=dict)

@@ -1,15 +1,29 @@
-"""Bot detection for every click: is this hit a person, or a crawler, link preview, script or listed IP?
+"""The bot decision for every click: is this hit a person, or a crawler, link preview, script or listed IP?
 
-`BotDetector.reason(user_agent, ip)` answers None for a human-looking hit, else a short reason stored with
-the click and shown in reports:
+`BotDetector.reason(user_agent, ip, signals)` is the one decision of the click path, the spool flusher and
+`lanner simulate`. It answers None for a human-looking hit, else a short reason, shown by `lanner simulate`.
+The first check that hits gives the reason, cheapest and most certain first:
 
+    signals (what the edge read besides the User-Agent, `request_signals`; decided on the click path):
+    "head request"        a HEAD request: link checkers and unfurlers probing the redirect
+    "from header"         a From header: RFC 9110 §10.1.2 asks robots to send one; browsers never do
+    "scanner header"      an X-Scanner header (Netsparker)
+    "<header>: <reason>"  an alternative User-Agent header crawlerdetect reads (X-Original-User-Agent,
+                          X-Device-User-Agent...), judged as a User-Agent; or Sec-CH-UA, the browser's
+                          brand list, judged by crawlerdetect's patterns only ("HeadlessChrome")
+    the User-Agent (cached per User-Agent):
     "empty user agent"    no User-Agent, or only whitespace
     "link preview"        a chat or social app fetching the link for a preview card (LINK_PREVIEW_PATTERNS)
     "crawler: <text>"     the crawlerdetect package's maintained pattern list, with the text that matched
-    "ip list"             the configured IPv4/IPv6 addresses and CIDR networks
+    "<family>: <text>"    Lanner's own list, models/lookups/botsignatures.py ("ad review: ...", "ai: ...")
+    the address:
+    "ip list"             the configured IPv4/IPv6 addresses and CIDR networks (LANNER_BOT_IPS)
+    "ip range: <source>"  the crawler networks the large platforms publish (models/lookups/crawlerranges.py)
 
-The crawler verdict is the one `crawlerdetect.CrawlerDetect().is_crawler(ua)` gives, computed faster; see
-`BotDetector.crawler_match`. Verdicts are cached per User-Agent; the IP list is checked on every call.
+The crawler verdict is the one `crawlerdetect.CrawlerDetect().is_crawler(ua)` gives, computed faster (see
+`BotDetector.crawler_match`), except that "Cronet" (Chromium's network stack) is no "cron" job.
+Sec-CH-UA-Platform is no signal: request-desktop-site makes it disagree with a person's own User-Agent.
+A click flagged here is stored with the device type "bot", and only such a click (models/clicks/enrichment.py).
 """
 
 from __future__ import annotations
@@ -18,14 +32,19 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import re2
 from crawlerdetect.providers.crawlers import data as CRAWLER_PATTERNS
 from crawlerdetect.providers.exclusions import data as EXCLUSION_PATTERNS
 
+from models.lookups import botsignatures
 from models.lookups.iplist import IpList
 
-__all__ = ["LINK_PREVIEW_PATTERNS", "BotDetector"]
+if TYPE_CHECKING:
+    from models.lookups.crawlerranges import CrawlerRanges
+
+__all__ = ["LINK_PREVIEW_PATTERNS", "SIGNAL_HEADERS", "BotDetector", "request_signals"]
 
 # Fetchers that draw a preview of a shared link. Most are in crawlerdetect's list too; they are named here
 # because a preview is not a crawl (the link was shared by a person) and reports count them apart. Anchored
@@ -57,7 +76,52 @@ LINK_PREVIEW_PATTERNS: tuple[str, ...] = (
 
 MAX_CACHED_LENGTH = 1024  # Longer User-Agents are checked but not cached, so the cache stays small.
 MAX_REASON_TEXT = 60
+MAX_SIGNAL_VALUE = 512  # Each header value kept in the signals, like the edge bounds the User-Agent.
+MAX_CACHED_SIGNALS = 4096  # Distinct signal texts remembered (Sec-CH-UA: a few per browser release).
 _MISSING = object()
+
+# crawlerdetect's other User-Agent headers (crawlerdetect/providers/headers.py, in its order): a proxy's or
+# transcoder's copy of the device's User-Agent, judged as one. Then the brand list of client hints.
+SIGNAL_HEADERS: tuple[tuple[str, str], ...] = (
+    ("HTTP_X_OPERAMINI_PHONE_UA", "x-operamini-phone-ua"),
+    ("HTTP_X_DEVICE_USER_AGENT", "x-device-user-agent"),
+    ("HTTP_X_ORIGINAL_USER_AGENT", "x-original-user-agent"),
+    ("HTTP_X_SKYFIRE_PHONE", "x-skyfire-phone"),
+    ("HTTP_X_BOLT_PHONE_UA", "x-bolt-phone-ua"),
+    ("HTTP_DEVICE_STOCK_UA", "device-stock-ua"),
+    ("HTTP_X_UCBROWSER_DEVICE_UA", "x-ucbrowser-device-ua"),
+)
+BRANDS_HEADER = ("HTTP_SEC_CH_UA", "sec-ch-ua")
+_RARE_SIGNAL_KEYS = frozenset(("HTTP_FROM", "HTTP_X_SCANNER", *(key for key, _ in SIGNAL_HEADERS)))
+
+
+def request_signals(environ: dict) -> str:
+    """A request's bot signals besides its User-Agent and address, as one short text; "" for most.
+
+    Tab-separated parts: "head", "from", "scanner", or "<header> <value>" for SIGNAL_HEADERS and
+    Sec-CH-UA (values bounded, tabs replaced). The edge keeps it on the Visit (routes/click.py);
+    `BotDetector.signals_reason` reads it. PERF: ~0.25 µs for a browser's request (at most Sec-CH-UA).
+    """
+    brands = environ.get(BRANDS_HEADER[0])
+    if environ.get("REQUEST_METHOD") != "HEAD" and _RARE_SIGNAL_KEYS.isdisjoint(environ):
+        if not brands:
+            return ""
+        text = f"{BRANDS_HEADER[1]} {brands[:MAX_SIGNAL_VALUE]}"
+        return text.replace("\t", " ") if "\t" in text else text
+    parts = []
+    if environ.get("REQUEST_METHOD") == "HEAD":
+        parts.append("head")
+    if environ.get("HTTP_FROM"):
+        parts.append("from")
+    if environ.get("HTTP_X_SCANNER"):
+        parts.append("scanner")
+    for key, name in SIGNAL_HEADERS:
+        value = environ.get(key)
+        if value:
+            parts.append(f"{name} {value[:MAX_SIGNAL_VALUE]}")
+    if brands:
+        parts.append(f"{BRANDS_HEADER[1]} {brands[:MAX_SIGNAL_VALUE]}")
+    return "\t".join(part.replace("\t", " ") for part in parts)
 
 
 def _re2_options() -> re2.Options:
@@ -174,14 +238,42 @@ class _CrawlerPatterns:
         self.exact_head = re2.compile(_union(head), options) if head else None
         self.prefilter = re2.compile(_union(loose), options)
         self.prefilter_python = re.compile(_union(loose_python), re.IGNORECASE) if loose_python else None
-        # The same regex crawlerdetect builds, so the browser tokens deleted are exactly its own.
-        self.exclusions = re.compile(f"({'|'.join(EXCLUSION_PATTERNS)})", re.IGNORECASE)
+        # The same regex crawlerdetect builds, so the browser tokens deleted are exactly its own, and ours.
+        exclusions = (*EXCLUSION_PATTERNS, *botsignatures.EXCLUSIONS)
+        self.exclusions = re.compile(f"({'|'.join(exclusions)})", re.IGNORECASE)
         self.link_preview = re2.compile(_union(LINK_PREVIEW_PATTERNS), options)
+
+
+class _Signatures:
+    """Lanner's own list (botsignatures.FAMILIES), compiled once per process: one union for the verdict
+    (~1.5-3 µs a search), then one automaton per family for the reason of a hit."""
+
+    def __init__(self) -> None:
+        options = _re2_options()
+        families = botsignatures.FAMILIES
+        self.any = re2.compile(_union(p for patterns in families.values() for p in patterns), options)
+        self.families = tuple(
+            (family, re2.compile(_union(patterns), options)) for family, patterns in families.items()
+        )
+
+    def reason(self, user_agent: str) -> str | None:
+        if self.any.search(user_agent) is None:
+            return None
+        for family, pattern in self.families:
+            found = pattern.search(user_agent)
+            if found is not None:
+                return f"{family}: {found.group(0)[:MAX_REASON_TEXT]}"
+        return None  # pragma: no cover - the union matched, so one family does.
 
 
 @lru_cache(maxsize=1)
 def _crawler_patterns() -> _CrawlerPatterns:
     return _CrawlerPatterns()
+
+
+@lru_cache(maxsize=1)
+def _signatures() -> _Signatures:
+    return _Signatures()
 
 
 def _searchable(text: str) -> str:
@@ -192,24 +284,37 @@ def _searchable(text: str) -> str:
 
 
 class BotDetector:
-    """Decides whether a hit is a bot; build one per process (compiling the patterns takes ~80 ms).
+    """The bot decision (see the module docstring); build one per process (compiling takes ~80 ms).
 
     PERF (per uncached User-Agent, measured on ~70 real ones): crawlerdetect's own check ~950 µs for a
-    browser and ~150 µs for a crawler; here ~2.5 µs for a browser (one re2 search) and ~30-40 µs for a
-    crawler. A cache hit is one dict lookup (~0.2 µs); a configured IP list adds ~0.5 µs. See
-    `crawler_match` for how the crawler verdict stays crawlerdetect's.
+    browser and ~150 µs for a crawler; here ~4-5 µs for a browser (two re2 searches: crawlerdetect's
+    prefilter and Lanner's list) and ~30-40 µs for a crawler. A cache hit is one dict lookup (~0.2 µs);
+    the IP list and the published ranges add one bisect each (~0.3 µs), signals a dict lookup.
+    See `crawler_match` for how the crawler verdict stays crawlerdetect's.
     """
 
-    def __init__(self, ip_ranges: Iterable[str] = (), cache_size: int = 8192) -> None:
+    def __init__(
+        self,
+        ip_ranges: Iterable[str] = (),
+        cache_size: int = 8192,
+        crawler_ranges: CrawlerRanges | None = None,
+    ) -> None:
         if cache_size < 1:
             raise ValueError(f"cache_size must be at least 1, not {cache_size}.")
         self.ip_list = IpList(ip_ranges)
+        self.crawler_ranges = crawler_ranges
         self.cache_size = cache_size
         self._patterns = _crawler_patterns()
+        self._signatures = _signatures()
         self._cache: OrderedDict[str, str | None] = OrderedDict()
+        self._signal_cache: dict[str, str | None] = {}
 
-    def reason(self, user_agent: str, ip: str) -> str | None:
+    def reason(self, user_agent: str, ip: str, signals: str = "") -> str | None:
         """None for a human-looking hit, else why it is a bot (see the module docstring)."""
+        if signals:
+            verdict = self.signals_reason(signals)
+            if verdict is not None:
+                return verdict
         cache = self._cache
         verdict = cache.get(user_agent, _MISSING)
         if verdict is _MISSING:
@@ -218,16 +323,55 @@ class BotDetector:
                 if len(cache) >= self.cache_size:
                     cache.popitem(last=False)  # FIFO; see UserAgentParser for why not a plain dict.
                 cache[user_agent] = verdict
-        if verdict is None and self.ip_list and ip in self.ip_list:
-            return "ip list"
+        if verdict is None:
+            if self.ip_list and ip in self.ip_list:
+                return "ip list"
+            if self.crawler_ranges is not None:
+                return self.crawler_ranges.reason(ip)
         return verdict  # type: ignore[return-value]
 
-    def is_bot(self, user_agent: str, ip: str) -> bool:
-        return self.reason(user_agent, ip) is not None
+    def is_bot(self, user_agent: str, ip: str, signals: str = "") -> bool:
+        return self.reason(user_agent, ip, signals) is not None
+
+    def signals_reason(self, signals: str) -> str | None:
+        """The reason `signals` (request_signals' text) alone make a bot, or None. Cached: a browser's
+        signals are its Sec-CH-UA, and a browser release sends one."""
+        cache = self._signal_cache
+        verdict = cache.get(signals, _MISSING)
+        if verdict is _MISSING:
+            verdict = self._signals_reason(signals)
+            if len(cache) >= MAX_CACHED_SIGNALS:
+                cache.clear()  # Only a flood of made-up headers gets here; refilling costs ~µs each.
+            cache[signals] = verdict
+        return verdict  # type: ignore[return-value]
+
+    def refresh(self) -> None:
+        """Pick up a replaced ranges file (`lanner bots update`); at most one stat() a second."""
+        if self.crawler_ranges is not None:
+            self.crawler_ranges.refresh()
 
     @property
     def cache_length(self) -> int:
         return len(self._cache)
+
+    def _signals_reason(self, signals: str) -> str | None:
+        for part in signals.split("\t"):
+            name, _, value = part.partition(" ")
+            if name == "head":
+                return "head request"
+            if name == "from":
+                return "from header"
+            if name == "scanner":
+                return "scanner header"
+            if name == BRANDS_HEADER[1]:
+                # A brand list, not a User-Agent: crawlerdetect's patterns only, as crawlerdetect reads it
+                # (its exclusion `"Yandex"` keeps Yandex Browser's brand a person's), not Lanner's list.
+                found = self._crawlerdetect_reason(_searchable(value).strip())
+            else:
+                found = self._user_agent_reason(value) if value.strip() else None
+            if found is not None:
+                return f"{name}: {found}"
+        return None
 
     def _user_agent_reason(self, user_agent: str) -> str | None:
         if not isinstance(user_agent, str):
@@ -235,7 +379,13 @@ class BotDetector:
         user_agent = _searchable(user_agent).strip()
         if not user_agent:
             return "empty user agent"
-        if not self._may_match(user_agent):
+        found = self._crawlerdetect_reason(user_agent)
+        if found is None:
+            found = self._signatures.reason(user_agent)
+        return found
+
+    def _crawlerdetect_reason(self, user_agent: str) -> str | None:
+        if not user_agent or not self._may_match(user_agent):
             return None
         if self._patterns.link_preview.search(user_agent) is not None:
             return "link preview"
@@ -257,7 +407,8 @@ class BotDetector:
         a match that a deletion would move to the start or end; so the verdict is crawlerdetect's except
         when a crawler name is glued together across deleted text ("Ahr" + "Safari/1" + "efs"), which no
         real client sends. tests/test_bots.py checks the verdicts against crawlerdetect's on real
-        User-Agents and on thousands of generated mixes of browser tokens and crawler names.
+        User-Agents and on thousands of generated mixes of browser tokens and crawler names. Lanner's
+        exclusions (botsignatures.EXCLUSIONS, "Cronet") are deleted with crawlerdetect's.
         Like crawlerdetect, the User-Agent is stripped first, and nothing left after deletion is no crawler.
         """
         user_agent = _searchable(user_agent).strip()

@@ -270,8 +270,11 @@ def _rust_extractors() -> tuple[Callable[[str], Any], Callable[[str], Any]] | No
 
 
 def device_type(device: DeviceInfo, is_bot: bool) -> str:
-    """The device type a click is stored with: every flagged bot is a "bot", whatever it claims to be."""
-    return "bot" if is_bot else device.device_type
+    """The device type a click is stored with: "bot" exactly when the bot decision (models/lookups/bots.py)
+    flagged it, whatever its User-Agent claims, so `device=bot` and `bot=yes` select the same clicks."""
+    if is_bot:
+        return "bot"
+    return "unknown" if device.device_type == "bot" else device.device_type
 
 
 class UserAgentParser:

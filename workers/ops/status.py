@@ -84,7 +84,7 @@ def queue_depth(settings: Settings) -> dict[str, int]:
 
 def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Web processes, the consumer (heartbeat, lag), spool depth and last flush, queue depth, database
-    size, the geo file, deferred migration steps, parked postbacks and outbound postbacks waiting."""
+    size, the geo file, the crawler ranges, deferred migration steps, parked postbacks and outbound postbacks waiting."""
     from models.clicks.refusals import read_refused
     from models.clicks.spool import spool_status
     from models.migrations.deferred import list_steps
@@ -121,11 +121,32 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     if settings.queue_path.exists():
         status["queue"] = queue_depth(settings)
     status["geo"] = geo_status(settings)
+    status["bot_ranges"] = bot_ranges_status(settings.bot_ranges_path)
     status["deferred"] = {step.name: f"{step.state} {step.percent:.1f}%" for step in list_steps(db)}
     parked = PostbackLogStore(db.connection()).count_parked()
     pending_deliveries = DeliveryStore(db.connection()).pending_count()
     status["postbacks"] = {"parked": parked, "outbound_pending": pending_deliveries}
     return status
+
+
+def bot_ranges_status(path: Path | None) -> dict[str, Any]:
+    """Which crawler ranges file the bot decision reads, and how old its lists are."""
+    from models.lookups.crawlerranges import RangeData, RangeDataError, ranges_file
+
+    if path is None:
+        return {"off": "LANNER_BOT_RANGES=off"}
+    in_use = ranges_file(path)
+    try:
+        data = RangeData.read(in_use)
+    except RangeDataError as exc:
+        return {"path": str(in_use), "error": str(exc)}
+    return {
+        "path": str(in_use),
+        "updated_at": data.updated_at,
+        "oldest_source": data.oldest_fetch,
+        "sources": len(data.sources),
+        "networks": data.network_count,
+    }
 
 
 def geo_status(settings: Settings, now: float | None = None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
 from models.clicks.throttledlog import ThrottledLog
 from models.conversions.outbound import due_deliveries, send_delivery
+from models.lookups.crawlerranges import is_update_due, update_ranges
 from models.lookups.geoupdate import GeoUpdateError, due_editions, update_geo_data
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
@@ -65,6 +66,7 @@ class SpoolFlusher:
             settings.spool_dir,
             settings.spool_segment_bytes,
             bot_ips=settings.bot_ips,
+            bot_ranges=settings.bot_ranges_path,
             park_ms=settings.postback_park_ms,
             on_delivery=on_delivery,
             # Descriptors on the unlanded segments, kept across rounds: one deleted by hand is restored.
@@ -307,6 +309,20 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         except GeoUpdateError as exc:
             logger.warning("geo data not updated: %s", exc)
 
+    @huey.periodic_task(crontab(hour="4", minute="53"), name="update_bot_ranges")
+    def update_bot_ranges() -> None:
+        """The published crawler networks, when LANNER_BOT_RANGES_UPDATE_DAYS says they are due."""
+        path = settings.bot_ranges_path
+        if not settings.bot_ranges_update_days or path is None:
+            return
+        if not is_update_due(path, settings.bot_ranges_update_days):
+            return
+        report = update_ranges(settings.bot_range_sources, path)
+        if report.failed:
+            logger.warning("crawler ranges: %s", "; ".join(report.lines))
+        else:
+            logger.info("crawler ranges updated: %s networks", report.data.network_count)
+
     @huey.on_startup()
     def connect_db() -> None:
         db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
@@ -317,6 +333,7 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
     huey.prune_postback_log = prune_postback_log_task
     huey.refresh_exchange_rates = refresh_exchange_rates
     huey.update_geo_data = update_geo_data_task
+    huey.update_bot_ranges = update_bot_ranges
 
 
 def run_consumer(settings: Settings) -> None:
@@ -333,6 +350,7 @@ def run_consumer(settings: Settings) -> None:
             huey.run_deferred_steps()  # At once, not at the next minute.
             huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
             huey.update_geo_data()  # A source just configured is used now, not at 04:41 (if data is due).
+            huey.update_bot_ranges()  # And the crawler ranges, if they are due, not at the next night.
         except Exception as exc:  # The queue database cannot be written (a full disk).
             logger.warning("could not queue the deferred steps now (%s); they run within a minute", exc)
         consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True)
