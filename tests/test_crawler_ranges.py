@@ -294,7 +294,8 @@ def test_a_process_switches_to_a_new_file_without_a_restart(tmp_path):
     path = tmp_path / "ranges.json"
     tick = Tick()
     ranges = CrawlerRanges(path, clock=tick)
-    assert ranges.in_use == SHIPPED_RANGES and ranges.reason(GOOGLEBOT_IP) == "ip range: google-googlebot"
+    assert ranges.in_use is None  # Nothing loaded until a click asks.
+    assert ranges.reason(GOOGLEBOT_IP) == "ip range: google-googlebot" and ranges.in_use == SHIPPED_RANGES
     RangeData((RangeSource("test-crawler", ("203.0.113.0/24",)),), "2026-12-01").write(path)
     assert ranges.reason("203.0.113.9") is None
     assert not ranges.refresh()  # Looked at less than a second ago... (at construction)

@@ -161,8 +161,9 @@ class _Matcher:
 
 class CrawlerRanges:
     """The ranges a process matches clicks against: `path` (the data directory's copy, which `lanner bots
-    update` writes) once it exists, the shipped copy until then. `refresh()` reloads a replaced file; a
-    broken one leaves the ranges in use, with a warning. Loading ~3,000 networks takes ~50 ms and ~1 MB."""
+    update` writes) once it exists, the shipped copy until then, loaded on the first `reason()` (~3,000
+    networks take ~50 ms and ~1 MB: a web worker whose campaigns never ask the bot check pays nothing).
+    `refresh()` then reloads a replaced file; a broken one leaves the ranges in use, with a warning."""
 
     def __init__(self, path: Path | None, shipped: Path = SHIPPED_RANGES, clock=time.monotonic) -> None:
         self.path = path
@@ -171,7 +172,7 @@ class CrawlerRanges:
         self.in_use: Path | None = None
         self._matcher: _Matcher | None = None
         self._stamp: tuple[int, int] | None = None
-        self._load()
+        self._asked = False
         self._next_look = clock() + REFRESH_EVERY
 
     @property
@@ -180,14 +181,22 @@ class CrawlerRanges:
 
     def reason(self, ip: str) -> str | None:
         matcher = self._matcher
-        if matcher is None or ip not in matcher.all:
+        if matcher is None:
+            if self._asked:
+                return None  # No usable file: asked once, not again per click.
+            self._asked = True
+            self._load()
+            matcher = self._matcher
+            if matcher is None:
+                return None
+        if ip not in matcher.all:
             return None
         return matcher.source_of(ip)
 
     def refresh(self) -> bool:
-        """Reload the file if it was replaced (at most one stat() a second); True when it was."""
+        """Reload the file if it was replaced (at most one stat() a second, once in use); True when it was."""
         now = self.clock()
-        if now < self._next_look:
+        if now < self._next_look or not self._asked:
             return False
         self._next_look = now + REFRESH_EVERY
         return self._load()
