@@ -27,6 +27,7 @@ import re._parser as sre_parse  # noqa: PLC2701
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import yaml
 
@@ -106,35 +107,8 @@ def prefix_keys(pattern: str) -> set[str] | None:
     return None if any(len(prefix) < KEY_LENGTH for prefix in prefixes) else prefixes
 
 
-def alternatives(pattern: str) -> list[str]:
-    """The top-level alternatives of `pattern` (its `|` outside groups and character classes)."""
-    out, depth, start, index, in_class = [], 0, 0, 0, False
-    while index < len(pattern):
-        char = pattern[index]
-        if char == "\\":
-            index += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-            if pattern.startswith("]", index + 1) or pattern.startswith("^]", index + 1):
-                index += 2 if pattern[index + 1] == "]" else 3
-                continue
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "|" and depth == 0:
-            out.append(pattern[start:index])
-            start = index + 1
-        index += 1
-    out.append(pattern[start:])
-    return [alternative for alternative in out if alternative.strip()]
-
-
-def _group_end(pattern: str, start: int) -> int:
-    """The index of the ")" closing the group opened at `start`, or -1."""
+def _structure(pattern: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """(index, char, depth after it) of each "(", ")" and "|" from `start`, outside escapes and classes."""
     depth, index, in_class = 0, start, False
     while index < len(pattern):
         char = pattern[index]
@@ -148,13 +122,28 @@ def _group_end(pattern: str, start: int) -> int:
             if pattern.startswith("]", index + 1) or pattern.startswith("^]", index + 1):
                 index += 2 if pattern[index + 1] == "]" else 3
                 continue
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return index
+        elif char in "()|":
+            depth += (char == "(") - (char == ")")
+            yield index, char, depth
         index += 1
+
+
+def alternatives(pattern: str) -> list[str]:
+    """The top-level alternatives of `pattern` (its `|` outside groups and character classes)."""
+    out, start = [], 0
+    for index, char, depth in _structure(pattern):
+        if char == "|" and depth == 0:
+            out.append(pattern[start:index])
+            start = index + 1
+    out.append(pattern[start:])
+    return [alternative for alternative in out if alternative.strip()]
+
+
+def _group_end(pattern: str, start: int) -> int:
+    """The index of the ")" closing the group opened at `start`, or -1."""
+    for index, char, depth in _structure(pattern, start):
+        if char == ")" and depth == 0:
+            return index
     return -1
 
 
