@@ -31,7 +31,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -130,13 +130,9 @@ def _fetch(url: str, out: IO[bytes], credentials, progress: Progress | None) -> 
         total = int(length) if length and length.isdigit() else None
         if total is not None and total > MAX_DOWNLOAD_BYTES:
             raise GeoUpdateError(f"{_where(url)} is {total:,} bytes, more than a geo database can be.")
-        done = 0
-        while chunk := response.read(_CHUNK):
-            done += len(chunk)
-            if done > MAX_DOWNLOAD_BYTES:
-                raise GeoUpdateError(f"{_where(url)} sent more than {MAX_DOWNLOAD_BYTES:,} bytes.")
+        too_much = f"{_where(url)} sent more than {MAX_DOWNLOAD_BYTES:,} bytes."
+        for done, chunk in _copy_bounded(response, out, MAX_DOWNLOAD_BYTES, too_much):
             digest.update(chunk)
-            out.write(chunk)
             if progress is not None:
                 progress(done, total)
     return digest.hexdigest()
@@ -147,20 +143,31 @@ def _fetch_text(url: str, credentials) -> str:
         return response.read(4096).decode("ascii", "replace")
 
 
-def _copy_bounded(source: IO[bytes], out: IO[bytes]) -> None:
+def _copy_bounded(
+    source: IO[bytes], out: IO[bytes], limit: int, too_much: str
+) -> Iterator[tuple[int, bytes]]:
+    """Copy `source` into `out` chunk by chunk, yielding (bytes so far, chunk); GeoUpdateError(`too_much`)
+    as soon as more than `limit` bytes came."""
     copied = 0
     while chunk := source.read(_CHUNK):
         copied += len(chunk)
-        if copied > MAX_DATABASE_BYTES:
-            raise GeoUpdateError(f"The unpacked database is larger than {MAX_DATABASE_BYTES:,} bytes.")
+        if copied > limit:
+            raise GeoUpdateError(too_much)
         out.write(chunk)
+        yield copied, chunk
+
+
+def _unpack_bounded(source: IO[bytes], out: IO[bytes]) -> None:
+    too_much = f"The unpacked database is larger than {MAX_DATABASE_BYTES:,} bytes."
+    for _ in _copy_bounded(source, out, MAX_DATABASE_BYTES, too_much):
+        pass
 
 
 def _unpack(archive: Path, packing: str, edition: str, out: IO[bytes]) -> None:
     try:
         if packing == "mmdb.gz":
             with gzip.open(archive, "rb") as source:
-                _copy_bounded(source, out)
+                _unpack_bounded(source, out)
             return
         with tarfile.open(archive, "r:gz") as tar:
             for member in tar:
@@ -168,7 +175,7 @@ def _unpack(archive: Path, packing: str, edition: str, out: IO[bytes]) -> None:
                 if member.isfile() and member.name.rsplit("/", 1)[-1] == f"{edition}.mmdb":
                     source = tar.extractfile(member)
                     assert source is not None
-                    _copy_bounded(source, out)
+                    _unpack_bounded(source, out)
                     return
         raise GeoUpdateError(f"The {edition} download holds no {edition}.mmdb file.")
     except (OSError, EOFError, tarfile.TarError, gzip.BadGzipFile) as exc:
