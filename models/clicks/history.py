@@ -27,14 +27,13 @@ class VisitorHistory(History):
         self,
         conn: sqlite3.Connection,
         probe: hotpath.VisitorProbe,
-        ip: str,
-        visitor_hash: int,
+        visitor: tuple,
         rows: list[tuple],
         recent: list[tuple],
         since: Callable[[int], int],
         stored_repeat: tuple | None,
     ) -> None:
-        self.conn, self.probe, self.ip, self.visitor_hash = conn, probe, ip, visitor_hash
+        self.conn, self.probe, self.visitor = conn, probe, visitor  # visitor: VisitorProbe.visitor's
         # The database's rows cut at VISITOR_HISTORY_LIMIT: then each scope is asked exactly.
         self.is_truncated = len(rows) >= hotpath.VISITOR_HISTORY_LIMIT
         self.db_rows = rows
@@ -50,9 +49,7 @@ class VisitorHistory(History):
         if any(c == campaign_id and created >= since for c, _, _, created in self.rows):
             return True
         if self.is_truncated:
-            return bool(
-                self.probe.seen(self.conn, self.ip, self.visitor_hash, 0, since, campaign_id, None)[1]
-            )
+            return bool(self.probe.seen(self.conn, self.visitor, 0, since, campaign_id, None)[1])
         return False
 
     def seen_in_stream(self, stream_id: int) -> bool:
@@ -62,7 +59,7 @@ class VisitorHistory(History):
         if self.is_truncated:
             # The stream's campaign is the one being routed; its window is the widest we asked for.
             since = min(self.since(c) for c, *_ in self.rows)
-            return bool(self.probe.seen(self.conn, self.ip, self.visitor_hash, 0, since, -1, stream_id)[2])
+            return bool(self.probe.seen(self.conn, self.visitor, 0, since, -1, stream_id)[2])
         return False
 
     def offers_in_stream(self, stream_id: int) -> set[int]:
@@ -97,7 +94,7 @@ class VisitorHistory(History):
         seen_global = seen_campaign = seen_stream = 0
         if self.is_truncated:
             seen_global, seen_campaign, seen_stream = self.probe.seen(
-                self.conn, self.ip, self.visitor_hash, global_since, campaign_since, campaign_id, stream_id
+                self.conn, self.visitor, global_since, campaign_since, campaign_id, stream_id
             )
         for c, s, _, created in self.db_rows + index.history(visitor):
             if created >= global_since:

@@ -344,19 +344,20 @@ class ClickTracker:
             config = campaigns_by_id.get(campaign_id)
             return now_ms - (config.uniqueness_ms if config is not None else campaign.uniqueness_ms)
 
+        probed = self.probe.visitor(ip, visitor_hash, visitor)
         rows = self.probe.history(
-            self.conn, ip, visitor_hash, min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
+            self.conn, probed, min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
         )
         stored_repeat = None
         if self.debounce_ms > 0 and now_ms < self._memory_complete_ms:
             # A worker that started moments ago holds no click flushed before it did: ask the database.
             stored_repeat = self.probe.last_click(
-                self.conn, ip, visitor_hash, now_ms - self.debounce_ms, campaign.id, user_agent
+                self.conn, probed, now_ms - self.debounce_ms, campaign.id, user_agent
             )
         # Clicks not in the database yet (any worker's), as far as the journal has been read.
         self.journal.catch_up(is_locked=False)
         return VisitorHistory(
-            self.conn, self.probe, ip, visitor_hash, rows, self.index.history(visitor), since, stored_repeat
+            self.conn, self.probe, probed, rows, self.index.history(visitor), since, stored_repeat
         )
 
     @staticmethod

@@ -191,6 +191,7 @@ def time_probes(path: Path) -> dict:
     Three kinds of visitor: new (no row), returning (a click in the last 24 h) and NAT (the
     busiest address with one of its user agents).
     """
+    from models.clicks.record import visitor_key
     from models.store.sqlite.hotpath import VisitorProbe
 
     conn = connect_read_only(path)
@@ -218,7 +219,8 @@ def time_probes(path: Path) -> dict:
                 timings = []
                 for ip, ua_hash in visitors:
                     started = time.perf_counter()
-                    probe.history(conn, ip, ua_hash, since)
+                    key = visitor_key(ip, ua_hash) if probe.by_key else 0
+                    probe.history(conn, probe.visitor(ip, ua_hash, key), since)
                     timings.append((time.perf_counter() - started) * 1e6)
                 result.setdefault(kind, {})[label] = round(statistics.median(timings), 1)
         return result

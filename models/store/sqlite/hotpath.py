@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 
-from models.clicks.record import visitor_key
 from models.store.sqlite.meta import MetaStore
 from models.store.sqlite.rows import fetch_one
 
@@ -57,37 +56,36 @@ class VisitorProbe:
         self.by_key = by_key
         self._history, self._seen, self._last_click = _probe_sql(*(_BY_KEY if by_key else _BY_IP_UA))
 
-    def _visitor(self, ip: str, ua_hash: int) -> tuple:
-        return (visitor_key(ip, ua_hash),) if self.by_key else (ip, ua_hash)
+    def visitor(self, ip: str, ua_hash: int, key: int) -> tuple:
+        """The visitor as this index's probes take it: its key (computed once a click by the tracker), or
+        (ip, ua_hash) before migration 0005's index."""
+        return (key,) if self.by_key else (ip, ua_hash)
 
-    def history(self, conn: sqlite3.Connection, ip: str, ua_hash: int, since: int) -> list[tuple]:
+    def history(self, conn: sqlite3.Connection, visitor: tuple, since: int) -> list[tuple]:
         """The visitor's latest clicks since `since`, newest first: (campaign, stream, offer, created_at).
 
         At most VISITOR_HISTORY_LIMIT rows: a longer history (a NAT address) is asked exactly per
         scope with `seen`.
         """
-        return conn.execute(self._history, (*self._visitor(ip, ua_hash), since)).fetchall()
+        return conn.execute(self._history, (*visitor, since)).fetchall()
 
     def seen(
         self,
         conn: sqlite3.Connection,
-        ip: str,
-        ua_hash: int,
+        visitor: tuple,
         global_since: int,
         campaign_since: int,
         campaign_id: int,
         stream_id: int | None,
     ) -> tuple[int, int, int]:
         """(seen globally, seen in campaign, seen in stream) within the windows, exactly."""
-        params = (*self._visitor(ip, ua_hash), global_since, campaign_since, campaign_id, stream_id)
+        params = (*visitor, global_since, campaign_since, campaign_id, stream_id)
         return fetch_one(conn, self._seen, params)
 
     def last_click(
-        self, conn: sqlite3.Connection, ip: str, ua_hash: int, since: int, campaign_id: int, user_agent: str
+        self, conn: sqlite3.Connection, visitor: tuple, since: int, campaign_id: int, user_agent: str
     ) -> tuple | None:
-        return fetch_one(
-            conn, self._last_click, (*self._visitor(ip, ua_hash), since, campaign_id, user_agent)
-        )
+        return fetch_one(conn, self._last_click, (*visitor, since, campaign_id, user_agent))
 
 
 def visitor_probe(conn: sqlite3.Connection) -> VisitorProbe:
