@@ -105,15 +105,22 @@ def load_admin_app(settings: Settings) -> falcon.App:
 
 
 def delivery_queue(settings: Settings):
-    """Queue an outbound postback's Huey task; a lost one is picked up by the periodic sweep."""
-    from workers.runtime.tasks import create_huey
+    """Queue an outbound postback's Huey task; a lost one is picked up by the periodic sweep.
 
-    huey = create_huey(settings)
+    PERF: Huey and the task modules are loaded at the first delivery, not at the worker's start:
+    ~2 MB per web worker that an install with no outbound postbacks never needs.
+    """
     logger = logging.getLogger(__name__)
+
+    @functools.cache
+    def queue():
+        from workers.runtime.tasks import create_huey
+
+        return create_huey(settings)
 
     def enqueue(delivery_id: int) -> None:
         try:
-            huey.send_postback(delivery_id)
+            queue().send_postback(delivery_id)
         except Exception:  # The delivery row is stored; `send_due_postbacks` sends it within a minute.
             logger.warning("could not queue outbound postback %s", delivery_id, exc_info=True)
 

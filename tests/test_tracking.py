@@ -16,7 +16,7 @@ from models.clicks.record import (
     peek_line,
     ua_hash,
 )
-from models.clicks.spool import flush_spool
+from models.clicks.spool import flush_spool, list_segments, remove_flushed_segments
 from models.clicks.visit import Visit
 
 HOUR_MS = 3_600_000
@@ -158,6 +158,38 @@ def test_debounce_after_restart_finds_flushed_click_in_database(
     restarted = make_tracker()  # Replays only the unflushed journal: the click is in the database.
     again = restarted.track(restarted.campaign(campaign_alias), visit())
     assert again.is_repeat and again.subid == first.subid
+    assert flush(db, settings).inserted == 0
+
+
+def test_debounce_reads_a_held_click_back_from_a_sealed_segment(make_tracker, campaign_alias, clock):
+    # One line seals a segment: the first click's line is in a segment the worker has left.
+    tracker = make_tracker(segment_bytes=1)
+    campaign = tracker.campaign(campaign_alias)
+    first = tracker.track(campaign, visit())
+    tracker.track(campaign, visit(ip="198.51.100.2"))
+    assert tracker.journal.segment > 1
+    clock.advance(1.0)
+    again = tracker.track(campaign, visit())
+    assert again.is_repeat and (again.subid, again.location) == (first.subid, first.location)
+
+
+def test_debounce_asks_the_database_once_a_held_clicks_segment_is_removed(
+    make_tracker, campaign_alias, db, settings, clock
+):
+    tracker = make_tracker(segment_bytes=1)
+    campaign = tracker.campaign(campaign_alias)
+    clock.advance(5.0)  # Past the start, when a worker asks the database anyway (memory not complete).
+    first = tracker.track(campaign, visit())
+    tracker.track(campaign, visit(ip="198.51.100.2"))
+    assert flush(db, settings).inserted == 2
+    oldest = min(list_segments(settings.spool_dir))
+    assert tracker.journal.read_line(oldest, 0).startswith(b"198.51.100.1\t")
+    clock.advance(1.0)
+    tracker.refresh()  # Closes the sealed segments that landed...
+    assert remove_flushed_segments(db, settings.spool_dir) >= 1  # ...which the flusher then removes.
+    assert tracker.journal.read_line(oldest, 0) is None
+    again = tracker.track(campaign, visit())
+    assert again.is_repeat and (again.subid, again.location) == (first.subid, first.location)
     assert flush(db, settings).inserted == 0
 
 

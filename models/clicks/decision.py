@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from models.clicks.record import CAMPAIGN_ID, LOCATION, OFFER_ID, STREAM_ID, SUBID, USER_AGENT
+from models.clicks.record import LOCATION, OFFER_ID, STREAM_ID, SUBID, USER_AGENT
 from models.routing.router import Route
 from models.tables.click import SUB_ID_COLUMNS
 
 if TYPE_CHECKING:
     from models.clicks.enrichment import Lookups
+    from models.clicks.history import VisitorHistory
     from models.clicks.visit import Visit
-    from models.clicks.visitors import VisitorIndex
+    from models.clicks.visitors import RecentClick
     from models.routing.config import CampaignConfig, StreamConfig
     from models.routing.filters import FilterSubject
 
@@ -135,9 +136,9 @@ def answer_for(
 
 def repeat_of(
     campaign: CampaignConfig,
-    index: VisitorIndex,
-    visitor: int,
-    stored_repeat: tuple | None,
+    held: Sequence[RecentClick],
+    read_record: Callable[[RecentClick], list | None],
+    history: VisitorHistory,
     user_agent: str,
     debounce_since: int,
     visit: Visit,
@@ -146,17 +147,27 @@ def repeat_of(
 ) -> Decision | None:
     """The earlier decision, when the same visitor clicked this campaign moments ago (debounce).
 
-    `index` holds the visitor's journal lines; `stored_repeat` is their click in the campaign that
-    only the database has (models/clicks/history.py).
+    `held`: the visitor's clicks the worker holds, oldest first, whose lines `read_record` reads
+    back from the journal; `history.stored_repeat`: their click in the campaign that only the
+    database has (models/clicks/history.py), asked of the database too when a held click's line
+    is gone (its segment landed and was removed).
     """
-    for recent in reversed(index.visits(visitor)):
+    stored_repeat = history.stored_repeat
+    unreadable = False
+    for recent in reversed(held):
         if recent.created_at < debounce_since:
             break
-        seen = recent.record
-        if seen is not None and seen[CAMPAIGN_ID] == campaign.id and seen[USER_AGENT] == user_agent:
+        if recent.campaign_id != campaign.id:
+            continue
+        seen = read_record(recent)
+        if seen is None:
+            unreadable = True
+        elif seen[USER_AGENT] == user_agent:
             return _repeat_decision(
                 campaign, seen[SUBID], seen[STREAM_ID], seen[OFFER_ID], seen[LOCATION] or None
             )
+    if unreadable and stored_repeat is None:
+        stored_repeat = history.landed_repeat(debounce_since, campaign.id, user_agent)
     if stored_repeat is not None:
         subid, stream_id, offer_id, _ = stored_repeat
         stream = campaign.streams.get(stream_id) if stream_id is not None else None

@@ -44,6 +44,10 @@ class VisitorHistory(History):
         # that started moments ago has not read it from the journal): (subid, stream, offer, _).
         self.stored_repeat = stored_repeat
 
+    def landed_repeat(self, since: int, campaign_id: int, user_agent: str) -> tuple | None:
+        """The visitor's latest click in the campaign since `since` as the database has it."""
+        return self.probe.last_click(self.conn, self.visitor, since, campaign_id, user_agent)
+
     def seen_in_campaign(self, campaign_id: int) -> bool:
         since = self.since(campaign_id)
         if any(c == campaign_id and created >= since for c, _, _, created in self.rows):

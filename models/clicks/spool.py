@@ -376,6 +376,38 @@ class Journal:
                 offset += len(line)
         self.offset = offset
 
+    def read_line(self, segment: int, offset: int) -> bytes | None:
+        """The line starting at (segment, offset), or None if it cannot be read any more.
+
+        From the descriptor we hold on the segment, else from its path: a segment we hold no
+        descriptor on has landed, and once the flusher removes it the database has its clicks.
+        The caller checks the line is the one it expects (a path may hold another file by now).
+        """
+        if segment == self.segment:
+            fd, opened = self._fd, False
+        elif segment in self._sealed:
+            fd, opened = self._sealed[segment][0], False
+        else:
+            try:
+                fd, opened = os.open(segment_path(self.spool_dir, segment), os.O_RDONLY), True
+            except OSError:
+                return None
+        try:
+            size = 4096  # Most lines are a few hundred bytes.
+            while True:
+                data = os.pread(fd, size, offset)
+                end = data.find(b"\n") + 1
+                if end:
+                    return data[:end]
+                if len(data) < size or size >= READ_CHUNK:
+                    return None
+                size *= 16
+        except OSError:
+            return None
+        finally:
+            if opened:
+                os.close(fd)
+
     def append(self, line: bytes) -> tuple[int, int]:
         """Append our line; return its position. Call holding the lock, after catch_up(is_locked=True).
 

@@ -35,6 +35,9 @@ from models.clicks.enrichment import Lookups, look_up
 from models.clicks.history import VisitorHistory
 from models.clicks.privacy import anonymized_ip
 from models.clicks.record import (
+    CAMPAIGN_ID,
+    CREATED_AT,
+    decode_line,
     encode_line,
     line_tail,
     new_subid,
@@ -225,8 +228,21 @@ class ClickTracker:
             key, created_at, campaign_id, stream_id, offer_id = peek_visitor(line)
         except ValueError:
             return  # Not a click line, or a corrupt one; the flusher moves it to rejected.log.
-        self.index.add(key, RecentClick(position, created_at, campaign_id, stream_id, offer_id, line))
+        self.index.add(key, RecentClick(position, created_at, campaign_id, stream_id, offer_id))
         self._count(stream_id, offer_id, created_at)
+
+    def _held_record(self, click: RecentClick) -> list | None:
+        """The held click's record, read back from the journal; None once its segment is gone."""
+        line = self.journal.read_line(*click.journal_position)
+        if line is None:
+            return None
+        try:
+            record = decode_line(line)
+        except ValueError:
+            return None  # Corrupt past its first fields: the flusher refuses it, so it never counted.
+        if record[CREATED_AT] != click.created_at or record[CAMPAIGN_ID] != click.campaign_id:
+            return None  # Another file at the segment's path by now.
+        return record
 
     def track(self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool = False) -> Decision:
         """The click's decision, its line in the journal first.
@@ -295,9 +311,9 @@ class ClickTracker:
             if self.debounce_ms > 0:  # 0 turns debounce off: even same-millisecond clicks count.
                 repeat = repeat_of(
                     campaign,
-                    self.index,
-                    visitor,
-                    history.stored_repeat,
+                    self.index.visits(visitor),
+                    self._held_record,
+                    history,
                     user_agent,
                     now_ms - self.debounce_ms,
                     visit,
@@ -325,10 +341,8 @@ class ClickTracker:
             journal.unlock()
         if tail is not None:
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
-            # Kept as the line's bytes: parsed only if this visitor comes back within debounce.
-            self.index.add(
-                visitor, RecentClick(position, now_ms, route.campaign.id, stream_id, offer_id, line)
-            )
+            # The line is read back from the journal only if this visitor comes back within debounce.
+            self.index.add(visitor, RecentClick(position, now_ms, route.campaign.id, stream_id, offer_id))
         decision.is_unique_global = flags[0] == 1
         decision.is_unique_campaign = flags[1] == 1
         decision.is_unique_stream = flags[2] == 1

@@ -5,10 +5,10 @@ is not yet flushed (plus the last seconds of flushed ones, for debounce). Togeth
 probe of the database it answers "seen before?" exactly, without waiting for the flusher.
 
 Two tiers keep its memory bounded however long the flusher is away:
-- in memory, the clicks of the last few seconds, each with its journal line, since a debounced
-  repeat answers the stored subid and Location: a landed click for the debounce window and a
-  margin, one the flusher has not landed yet for SPILL_AFTER (longer, so a flusher a few seconds
-  behind under load costs no disk writes);
+- in memory, the clicks of the last few seconds, each with where its journal line is, since a
+  debounced repeat answers the stored subid and Location: a landed click for the debounce window
+  and a margin, one the flusher has not landed yet for SPILL_AFTER (longer, so a flusher a few
+  seconds behind under load costs no disk writes);
 - on disk, every unflushed click older than that, reduced to what uniqueness, offer rotation and visitor
   binding ask: per visitor and (campaign, stream, offer), the time of the latest click. That is one
   row in a private SQLite file (~26 bytes a row, 1 MB of page cache) that no other process sees:
@@ -26,7 +26,6 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-from models.clicks.record import decode_line
 from models.store.sqlite.spill import SPILL_ERRORS, SpillFile
 
 logger = logging.getLogger(__name__)
@@ -41,15 +40,20 @@ def packed_position(position: tuple[int, int]) -> int:
     return segment << 48 | offset  # A segment is far below 2**48 bytes (LANNER_SPOOL_SEGMENT_BYTES).
 
 
+_OFFSET_MASK = (1 << 48) - 1
+
+
 class RecentClick:
-    """One journal line held by visitor; another worker's line is parsed only if looked at.
+    """One held click by visitor: what history and debounce ask of it, and where its line is.
 
     PERF: a worker holds every worker's clicks of the last seconds (16,000 at 4,000 clicks/s), so
-    each costs what it must: one object with ints in its slots, ~200 bytes besides its line (it was
-    ~530 with a key tuple, a position tuple and an (key, click) pair in the order queue).
+    each costs what it must: one object with ints in its slots, ~180 bytes. Its line stays in the
+    journal (the page cache has it): only a repeat within debounce reads it back
+    (ClickTracker._held_record). Holding the line cost ~330 bytes more a click, ~5 MB per worker
+    at 4,000/s.
     """
 
-    __slots__ = ("key", "position", "created_at", "campaign_id", "stream_id", "offer_id", "_record", "_line")
+    __slots__ = ("key", "position", "created_at", "campaign_id", "stream_id", "offer_id")
 
     def __init__(
         self,
@@ -58,26 +62,16 @@ class RecentClick:
         campaign_id: int,
         stream_id: int | None,
         offer_id: int | None,
-        line: bytes,
     ) -> None:
         self.key = 0  # The visitor (models.clicks.record.visitor_key), set by VisitorIndex.add.
-        self.position = packed_position(position)  # Where the line is in the spool journal.
+        self.position = packed_position(position)  # Where the line starts in the spool journal.
         self.created_at = created_at  # Unix ms.
         self.campaign_id, self.stream_id, self.offer_id = campaign_id, stream_id, offer_id
-        self._record: list | None = None
-        self._line = line
 
     @property
-    def record(self) -> list | None:
-        """The click record (models/clicks/record.py layout), or None for a line that does not parse."""
-        if self._record is None and self._line:
-            try:
-                self._record = decode_line(self._line)
-            except ValueError:
-                self._line = b""
-            else:
-                self._line = b""
-        return self._record
+    def journal_position(self) -> tuple[int, int]:
+        """The (segment, byte offset) its line starts at."""
+        return self.position >> 48, self.position & _OFFSET_MASK
 
 
 class VisitorIndex:
