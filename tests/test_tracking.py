@@ -169,8 +169,15 @@ def test_debounce_reads_a_held_click_back_from_a_sealed_segment(make_tracker, ca
     tracker.track(campaign, visit(ip="198.51.100.2"))
     assert tracker.journal.segment > 1
     clock.advance(1.0)
+    reads = []
+    read_line = tracker.journal.read_line
+    tracker.journal.read_line = lambda *position: reads.append(position) or read_line(*position)
     again = tracker.track(campaign, visit())
     assert again.is_repeat and (again.subid, again.location) == (first.subid, first.location)
+    clock.advance(0.5)
+    third = tracker.track(campaign, visit())
+    assert third.is_repeat and third.subid == first.subid
+    assert len(reads) == 1  # The second repeat is answered from the record read for the first.
 
 
 def test_debounce_asks_the_database_once_a_held_clicks_segment_is_removed(
