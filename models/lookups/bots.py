@@ -246,24 +246,63 @@ class _CrawlerPatterns:
 
 class _Signatures:
     """Lanner's own list (botsignatures.FAMILIES), compiled once per process: one union for the verdict
-    (~1.5-3 µs a search), then one automaton per family for the reason of a hit."""
+    (~1.5-3 µs a search), then one automaton per family for the reason of a hit. A hit in a family with a
+    rule that exempts real browsers (botsignatures.EXEMPT_BROWSERS) also asks whether the User-Agent is
+    one of them (one more search); only then are that family's rules searched one by one, without the
+    rules exempting it. A browser that matches nothing of the list pays for neither."""
 
     def __init__(self) -> None:
         options = _re2_options()
         families = botsignatures.FAMILIES
+        exempt = botsignatures.EXEMPT_BROWSERS
         self.any = re2.compile(_union(p for patterns in families.values() for p in patterns), options)
+        self.exempt = re2.compile(_union(b for browsers in exempt.values() for b in browsers), options)
+        # (family, its union, its rules one by one with the browsers each exempts: only if it has such a rule)
         self.families = tuple(
-            (family, re2.compile(_union(patterns), options)) for family, patterns in families.items()
+            (family, re2.compile(_union(patterns), options), _exempting_rules(patterns, exempt, options))
+            for family, patterns in families.items()
         )
 
     def reason(self, user_agent: str) -> str | None:
         if self.any.search(user_agent) is None:
             return None
-        for family, pattern in self.families:
+        for family, pattern, rules in self.families:
             found = pattern.search(user_agent)
+            if found is not None and rules is not None and self.exempt.search(user_agent) is not None:
+                found = _first_match(user_agent, rules)
             if found is not None:
                 return f"{family}: {found.group(0)[:MAX_REASON_TEXT]}"
-        return None  # pragma: no cover - the union matched, so one family does.
+        return None  # Only rules that exempt this browser matched.
+
+
+def _exempting_rules(
+    patterns: tuple[str, ...], exempt: dict[str, tuple[str, ...]], options: re2.Options
+) -> tuple[tuple[re2._Regexp, re2._Regexp | None], ...] | None:
+    if not any(pattern in exempt for pattern in patterns):
+        return None
+    return tuple(
+        (
+            re2.compile(pattern, options),
+            re2.compile(_union(exempt[pattern]), options) if pattern in exempt else None,
+        )
+        for pattern in patterns
+    )
+
+
+def _first_match(
+    user_agent: str, rules: tuple[tuple[re2._Regexp, re2._Regexp | None], ...]
+) -> re2._Match | None:
+    """What the family's union finds in `user_agent` without the rules exempting it: the leftmost match,
+    at the same place the rule listed first (re2's leftmost-first choice among alternatives)."""
+    best = None
+    for rule, browsers in rules:
+        found = rule.search(user_agent)
+        if found is None or (best is not None and found.start() >= best.start()):
+            continue
+        if browsers is not None and browsers.search(user_agent) is not None:
+            continue
+        best = found
+    return best
 
 
 @lru_cache(maxsize=1)
