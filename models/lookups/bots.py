@@ -246,24 +246,103 @@ class _CrawlerPatterns:
 
 class _Signatures:
     """Lanner's own list (botsignatures.FAMILIES), compiled once per process: one union for the verdict
-    (~1.5-3 µs a search), then one automaton per family for the reason of a hit."""
+    (~1.5-3 µs a search); on a hit, one pass of an RE2 set says which rules match (~1 µs), so only the
+    first family with a hit is searched again, for the text of the reason. A matching rule that exempts
+    real browsers (botsignatures.EXEMPT_BROWSERS) is dropped when the User-Agent is one of them, and that
+    family's other rules are then searched one by one. A browser that matches nothing of the list pays
+    for none of it."""
 
     def __init__(self) -> None:
         options = _re2_options()
         families = botsignatures.FAMILIES
-        self.any = re2.compile(_union(p for patterns in families.values() for p in patterns), options)
+        exempt = botsignatures.EXEMPT_BROWSERS
+        rules = [
+            (position, pattern) for position, patterns in enumerate(families.values()) for pattern in patterns
+        ]
+        self.any = re2.compile(_union(pattern for _, pattern in rules), options)
+        self.rules = re2.Set.SearchSet(options)
+        for _, pattern in rules:
+            self.rules.Add(pattern)
+        self.rules.Compile()
+        self.rule_family = tuple(position for position, _ in rules)  # Rule index -> family position.
+        self.exempt = {
+            index: re2.compile(_union(exempt[pattern]), options)
+            for index, (_, pattern) in enumerate(rules)
+            if pattern in exempt
+        }
+        # (family, its union, its rules one by one with the browsers each exempts: only if it has such a rule)
         self.families = tuple(
-            (family, re2.compile(_union(patterns), options)) for family, patterns in families.items()
+            (family, re2.compile(_union(patterns), options), _exempting_rules(patterns, exempt, options))
+            for family, patterns in families.items()
         )
 
     def reason(self, user_agent: str) -> str | None:
-        if self.any.search(user_agent) is None:
-            return None
-        for family, pattern in self.families:
+        # PERF: a browser's miss stays this small method; with the hit's code inline its frame cost ~3 %.
+        return None if self.any.search(user_agent) is None else self._hit_reason(user_agent)
+
+    def _hit_reason(self, user_agent: str) -> str | None:
+        matched = self.rules.Match(user_agent)
+        if matched is None:  # pragma: no cover - RE2's set gives up only when its DFA runs out of memory.
+            return self.reason_by_family(user_agent)
+        exempt = self.exempt
+        dropped = {i for i in matched if i in exempt and exempt[i].search(user_agent) is not None}
+        kept = [i for i in matched if i not in dropped] if dropped else matched
+        if not kept:
+            return None  # Only rules that exempt this browser matched.
+        position = min(self.rule_family[i] for i in kept)
+        family, pattern, rules = self.families[position]
+        if dropped and any(self.rule_family[i] == position for i in dropped):
+            found = _first_match(user_agent, rules)  # type: ignore[arg-type]
+        else:
             found = pattern.search(user_agent)
+        return f"{family}: {found.group(0)[:MAX_REASON_TEXT]}"  # type: ignore[union-attr]
+
+    def reason_by_family(self, user_agent: str) -> str | None:
+        """`reason` without the set: each family's union in order, the first that matches gives the reason
+        (its rules one by one when this browser is exempt from one of them)."""
+        is_exempt = None
+        for family, pattern, rules in self.families:
+            found = pattern.search(user_agent)
+            if found is not None and rules is not None:
+                if is_exempt is None:
+                    is_exempt = any(
+                        browsers.search(user_agent) is not None for browsers in self.exempt.values()
+                    )
+                if is_exempt:
+                    found = _first_match(user_agent, rules)
             if found is not None:
                 return f"{family}: {found.group(0)[:MAX_REASON_TEXT]}"
-        return None  # pragma: no cover - the union matched, so one family does.
+        return None
+
+
+def _exempting_rules(
+    patterns: tuple[str, ...], exempt: dict[str, tuple[str, ...]], options: re2.Options
+) -> tuple[tuple[re2._Regexp, re2._Regexp | None], ...] | None:
+    if not any(pattern in exempt for pattern in patterns):
+        return None
+    return tuple(
+        (
+            re2.compile(pattern, options),
+            re2.compile(_union(exempt[pattern]), options) if pattern in exempt else None,
+        )
+        for pattern in patterns
+    )
+
+
+def _first_match(
+    user_agent: str, rules: tuple[tuple[re2._Regexp, re2._Regexp | None], ...]
+) -> re2._Match | None:
+    """What the family's union finds in `user_agent` without the rules exempting it: the leftmost match,
+    at the same place the rule listed first (re2's leftmost-first choice among alternatives)."""
+    best = None
+    for rule, browsers in rules:
+        found = rule.search(user_agent)
+        if found is None or (best is not None and found.start() >= best.start()):
+            continue
+        if browsers is not None and browsers.search(user_agent) is not None:
+            continue
+        best = found
+    return best
 
 
 @lru_cache(maxsize=1)
