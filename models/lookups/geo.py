@@ -77,6 +77,7 @@ class NetworkInfo:
     `isp`: the ISP (GeoIP2-ISP) or, failing that, the AS organisation (GeoLite2-ASN, DB-IP asn-lite);
     `connection`: GeoIP2-Connection-Type's (or DB-IP's) connection type ("Cellular", "Cable/DSL"...);
     `carrier`: the ISP's name when the record carries a mobile network code (GeoIP2-ISP), else "".
+    GeoIP2-Enterprise has all three, under the record's `traits`.
     """
 
     isp: str = ""
@@ -173,11 +174,17 @@ class GeoDatabase:
         if not isinstance(record, dict):
             return UNKNOWN_NETWORK
         isp = _text(record.get("isp")) or _text(record.get("autonomous_system_organization"))
-        carrier = isp if _text(record.get("mobile_network_code")) else ""
         connection = _text(record.get("connection_type"))
+        mobile_network = _text(record.get("mobile_network_code"))
+        traits = record.get("traits")
+        if isinstance(traits, dict):
+            # GeoIP2-Enterprise (and DB-IP's Enterprise-compatible files) keep the same fields under `traits`.
+            isp = isp or _text(traits.get("isp")) or _text(traits.get("autonomous_system_organization"))
+            connection = connection or _text(traits.get("connection_type"))
+            mobile_network = mobile_network or _text(traits.get("mobile_network_code"))
         if not (isp or connection):
             return UNKNOWN_NETWORK
-        return NetworkInfo(isp, connection, carrier)
+        return NetworkInfo(isp, connection, isp if mobile_network else "")
 
     def close(self) -> None:
         self._reader.close()
