@@ -570,6 +570,20 @@ def stream_payload(url: str | None, html: str | None, target: str | None) -> str
     return given[0] if given else None
 
 
+def echo_geo_filter_warnings(settings: Settings, stream) -> None:
+    """Warn (on stderr) about the stream's geo filters the configured geo files cannot answer."""
+    from models.admin.services import geo_filter_warnings
+    from models.lookups.geo import GeoSource
+
+    source = GeoSource(settings.geo_path, settings.geo_network_paths)
+    try:
+        facts = source.facts
+    finally:
+        source.close()
+    for warning in geo_filter_warnings(stream, facts):
+        click.echo(f"Warning: {warning}", err=True)
+
+
 @main.group()
 def stream() -> None:
     """Streams: where a campaign sends its visitors."""
@@ -603,6 +617,7 @@ def stream_add(
         ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), payload=payload, **options
     )
     click.echo(added.id)
+    echo_geo_filter_warnings(ctx.settings, added)
 
 
 @stream.command("list")
@@ -648,6 +663,8 @@ def stream_update(
         ctx.db, stream_id, type=type_, offers=parse_offers(offers), payload=payload, **changes
     )
     click.echo(f"Stream {updated.id} updated.")
+    if changes.get("filters"):
+        echo_geo_filter_warnings(ctx.settings, updated)
 
 
 @stream.command("remove")

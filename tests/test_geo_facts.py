@@ -1,5 +1,6 @@
 """Which geo facts the configured files give: GeoIP2-Enterprise's network facts (under `traits`) read as
-the location file or as a network file, and a city file never asked for them.
+the location file or as a network file, a city file never asked for them, and `lanner stream add|update`
+warning about a geo filter no configured file can answer (the stream is still saved).
 
 The files are MaxMind's test databases (tests/fixtures/maxmind, see its README) and tiny ones written here.
 """
@@ -188,3 +189,89 @@ def test_geo_lookup_and_click_show_read_an_enterprise_file(enterprise_env, start
     assert shown["streams"][0]["filters"] == [
         {"filter": "connection=Cable/DSL", "passed": True, "saw": "Cable/DSL"}
     ]
+
+
+# --- warnings for filters the files cannot answer ---------------------------------------------------------
+
+
+@pytest.fixture
+def campaign_env(env, db):
+    run_lanner(env, "offer", "create", "Main", "--url", "https://main.example/?click={subid}")
+    run_lanner(env, "campaign", "create", "Geo", "--alias", "geo", "--offer-id", "1")
+    return env
+
+
+def add_stream(environ: dict[str, str], *filters: str):
+    args = [arg for expression in filters for arg in ("--filter", expression)]
+    return run_lanner(environ, "stream", "add", "geo", "--offer", "1", *args)
+
+
+def warnings_of(result) -> list[str]:
+    lines = result.stderr.splitlines()
+    assert all(line.startswith("Warning: ") for line in lines), result.stderr
+    return lines
+
+
+def saved_filters(environ: dict[str, str], stream_id: str) -> str:
+    rows = json.loads(run_lanner(environ, "stream", "list", "geo", "--json").stdout)
+    return next(row["filters"] for row in rows if str(row["id"]) == stream_id)
+
+
+def test_without_geo_files_each_geo_filter_warns_and_the_stream_is_saved(campaign_env):
+    added = add_stream(campaign_env, "country=GB", "city=London", "isp~vodafone", "connection=Cellular",
+                       "carrier~vodafone", "device=mobile")  # fmt: skip
+    stream_id = added.stdout.strip()
+    assert stream_id.isdigit()
+    warnings = warnings_of(added)
+    assert [line.split("'s ")[1].split(" filter")[0] for line in warnings] == [
+        "country", "city", "isp", "connection", "carrier"
+    ]  # fmt: skip
+    assert warnings[0] == (
+        f"Warning: Stream {stream_id}'s country filter sees every click's country as unknown: there is no geo "
+        "database; run `lanner geo build` or set LANNER_GEO_DATABASE."
+    )
+    assert "there is no geo database" in warnings[1]
+    assert "no geo file gives ISPs" in warnings[2] and "GeoLite2-ASN" in warnings[2]
+    assert all("LANNER_GEO_EDITIONS" in line for line in warnings[2:])
+    assert "GeoIP2-Connection-Type" in warnings[3] and "GeoIP2-ISP" in warnings[4]
+    assert saved_filters(campaign_env, stream_id) == (
+        "country=GB AND city=London AND isp~vodafone AND connection=Cellular AND carrier~vodafone AND device=mobile"
+    )
+
+
+def test_a_country_only_database_warns_for_region_and_city(campaign_env):
+    country_only = {**campaign_env, "LANNER_GEO_DATABASE": str(COUNTRY)}
+    warnings = warnings_of(add_stream(country_only, "country=GB", "region=ENG", "city=London"))
+    assert len(warnings) == 2
+    assert "region filter" in warnings[0] and "city filter" in warnings[1]
+    assert all("the geo database has countries only; set LANNER_GEO_DATABASE" in line for line in warnings)
+
+
+def test_files_that_answer_a_filter_give_no_warning(campaign_env, data_dir):
+    geo_dir = data_dir / "geo"
+    geo_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ASN, geo_dir / "GeoLite2-ASN.mmdb")
+    with_asn = {**campaign_env, "LANNER_GEO_DATABASE": str(CITY), "LANNER_GEO_EDITIONS": "GeoLite2-ASN"}
+    added = add_stream(with_asn, "country=GB", "region=ENG", "city=London", "isp~telstra", "carrier~telstra")
+    assert [line.split("'s ")[1].split(" filter")[0] for line in warnings_of(added)] == ["carrier"]
+    enterprise = {**campaign_env, "LANNER_GEO_DATABASE": str(ENTERPRISE)}
+    every = add_stream(enterprise, "country=GB", "region=ENG", "city=London", "isp~a", "connection=Cellular",
+                       "carrier~a")  # fmt: skip
+    assert every.stderr == ""
+
+
+def test_a_network_file_named_but_not_there_yet_warns(campaign_env):
+    named = {**campaign_env, "LANNER_GEO_EDITIONS": "GeoIP2-Connection-Type"}
+    (warning,) = warnings_of(add_stream(named, "connection=Cellular"))
+    assert "no geo file gives connection types; name GeoIP2-Connection-Type in LANNER_GEO_EDITIONS" in warning
+
+
+def test_stream_update_warns_when_it_sets_such_a_filter(campaign_env):
+    stream_id = add_stream(campaign_env).stdout.strip()
+    updated = run_lanner(campaign_env, "stream", "update", stream_id, "--filter", "isp~vodafone")
+    assert updated.stdout.strip() == f"Stream {stream_id} updated."
+    (warning,) = warnings_of(updated)
+    assert f"Stream {stream_id}'s isp filter" in warning
+    assert saved_filters(campaign_env, stream_id) == "isp~vodafone"
+    # A change that leaves the filters alone says nothing about them.
+    assert run_lanner(campaign_env, "stream", "update", stream_id, "--weight", "5").stderr == ""
