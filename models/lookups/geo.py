@@ -1,9 +1,11 @@
 """Geo lookup: the country, region and city of an IP from a MaxMind DB (`.mmdb`) file.
 
 `open_geo_database(path)` opens one file per worker process and `GeoDatabase.lookup(ip)` answers a
-`GeoInfo` for every click without ever raising. One reader understands MaxMind's GeoLite2/GeoIP2 Country
-and City files, DB-IP's files (same layout) and the country file `build_country_database` makes from the
-data bundled in the `geoip2fast` package, so Lanner has country routing with no download or account.
+`GeoInfo` for every click without ever raising; `GeoDatabase.network(ip)` reads the ISP / AS organisation,
+connection type and mobile carrier of the ISP, ASN, connection-type and Enterprise files (`NetworkInfo`).
+One reader understands MaxMind's GeoLite2/GeoIP2 files, DB-IP's files (same layout) and the country file
+`build_country_database` makes from the data bundled in the `geoip2fast` package, so Lanner has country
+routing with no download or account.
 
 The file is memory-mapped (`MODE_MMAP_EXT`), so the workers share the page cache instead of each holding a
 copy, and replacing the file (`os.replace`) never disturbs a reader that still has the old one open.
@@ -159,8 +161,8 @@ class GeoDatabase:
             ) from None
         metadata = self._reader.metadata()
         self.database_type: str = str(metadata.database_type)
-        self.facts = facts_of(self.database_type)
-        self.has_network_facts = bool(self.facts & NETWORK_FACTS)
+        self.facts: frozenset[str] = facts_of(self.database_type)
+        self.has_network_facts: bool = bool(self.facts & NETWORK_FACTS)
         self.ip_version: int = int(metadata.ip_version)
         self.built_at = datetime.datetime.fromtimestamp(int(metadata.build_epoch), datetime.timezone.utc)
         about = (metadata.description or {}).get("en", "") if isinstance(metadata.description, dict) else ""
