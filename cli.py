@@ -570,6 +570,20 @@ def stream_payload(url: str | None, html: str | None, target: str | None) -> str
     return given[0] if given else None
 
 
+def echo_geo_filter_warnings(settings: Settings, stream) -> None:
+    """Warn (on stderr) about the stream's geo filters the configured geo files cannot answer."""
+    from models.admin.services import geo_filter_warnings
+    from models.lookups.geo import GeoSource
+
+    source = GeoSource(settings.geo_path, settings.geo_network_paths)
+    try:
+        facts = source.facts
+    finally:
+        source.close()
+    for warning in geo_filter_warnings(stream, facts):
+        click.echo(f"Warning: {warning}", err=True)
+
+
 @main.group()
 def stream() -> None:
     """Streams: where a campaign sends its visitors."""
@@ -603,6 +617,7 @@ def stream_add(
         ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), payload=payload, **options
     )
     click.echo(added.id)
+    echo_geo_filter_warnings(ctx.settings, added)
 
 
 @stream.command("list")
@@ -648,6 +663,8 @@ def stream_update(
         ctx.db, stream_id, type=type_, offers=parse_offers(offers), payload=payload, **changes
     )
     click.echo(f"Stream {updated.id} updated.")
+    if changes.get("filters"):
+        echo_geo_filter_warnings(ctx.settings, updated)
 
 
 @stream.command("remove")
@@ -933,7 +950,7 @@ def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any)
 @pass_context
 def click_show(ctx: Context, subid: str, as_json: bool) -> None:
     """A stored click with its routing trace (filters re-evaluated on the stored values)."""
-    from models.lookups.geo import UNKNOWN_NETWORK, GeoSource
+    from models.lookups.geo import GeoSource
     from models.routing.config import load_campaigns
     from models.routing.trace import stored_trace, trace_rows
     from models.tables.click import Click
@@ -944,11 +961,10 @@ def click_show(ctx: Context, subid: str, as_json: bool) -> None:
             f"There is no stored click {subid!r} (clicks land within a second; see `lanner spool status`)."
         )
     campaigns = {c.id: c for c in load_campaigns(ctx.db).values()}
-    network = UNKNOWN_NETWORK
-    if ctx.settings.geo_network_paths:  # Not stored with the click: looked up again.
-        source = GeoSource(ctx.settings.geo_path, ctx.settings.geo_network_paths)
-        network = source.lookup_network(found["ip"])
-        source.close()
+    # Not stored with the click: looked up again (the network files, or a location file that has them).
+    source = GeoSource(ctx.settings.geo_path, ctx.settings.geo_network_paths)
+    network = source.lookup_network(found["ip"])
+    source.close()
     data = {"click": found, "streams": trace_rows(stored_trace(found, campaigns, network))}
     if as_json:
         click.echo(json_text(data))
@@ -1541,7 +1557,7 @@ def geo_lookup(ctx: Context, ip: str) -> None:
     line = (
         f"country={info.country or 'unknown'} region={info.region or 'unknown'} city={info.city or 'unknown'}"
     )
-    if ctx.settings.geo_network_paths:
+    if ctx.settings.geo_network_paths or database.has_network_facts:
         from models.lookups.geo import GeoSource
 
         source = GeoSource(ctx.settings.geo_path, ctx.settings.geo_network_paths)

@@ -315,8 +315,8 @@ SETTINGS: tuple[Setting, ...] = (
         _geo_editions,
         "The editions to fetch, comma-separated; empty: GeoLite2-City (maxmind) or dbip-city-lite (dbip). "
         "One country/city edition replaces the location file; others (GeoLite2-ASN, GeoIP2-ISP, "
-        "GeoIP2-Connection-Type, dbip-asn-lite) go to DATA_DIR/geo/EDITION.mmdb for the isp, connection "
-        "and carrier filters.",
+        "GeoIP2-Connection-Type, dbip-asn-lite, GeoIP2-Enterprise) go to DATA_DIR/geo/EDITION.mmdb for the "
+        "isp, connection and carrier filters.",
     ),
     Setting("maxmind_account_id", "", str, "Your MaxMind account id (for LANNER_GEO_SOURCE=maxmind)."),
     Setting(

@@ -38,31 +38,10 @@ NETWORK_FILES = {
 }
 
 # (file, lookup, network as its JSON lists it) where Lanner answers otherwise than the data; compared exactly, so a
-# new miss fails and so does a fixed one (then drop it here). Found at MaxMind-DB 2f18851d:
-# - GeoIP2-Enterprise keeps isp / AS organisation / connection type / mobile network code under `traits`
-#   (GeoIP2-ISP and GeoLite2-ASN have them at the top level); GeoDatabase.network reads only the top level,
-#   so every network fact of an Enterprise file is unknown. (The README names GeoIP2-ISP, GeoLite2-ASN,
-#   dbip-asn-lite and GeoIP2-Connection-Type as the network files, not Enterprise.)
-KNOWN_MISSES: set[tuple[str, str, str]] = {
-    ("GeoIP2-Enterprise", "network", "::67.43.156.0/120"),
-    ("GeoIP2-Enterprise", "network", "::74.209.24.0/116"),
-    ("GeoIP2-Enterprise", "network", "::81.2.69.160/123"),
-    ("GeoIP2-Enterprise", "network", "::89.160.20.112/124"),
-    ("GeoIP2-Enterprise", "network", "::149.101.100.0/124"),
-    ("GeoIP2-Enterprise", "network", "::216.160.83.56/125"),
-    ("GeoIP2-Enterprise", "network", "214.78.0.0/23"),
-    ("GeoIP2-Enterprise", "network", "214.78.120.0/22"),
-    ("GeoIP2-Enterprise", "network", "2001:480:10::/49"),
-    ("GeoIP2-Enterprise", "network", "::1.124.213.0/120"),
-    ("GeoIP2-Enterprise", "network", "::1.231.232.0/120"),
-    ("GeoIP2-Enterprise", "network", "::5.83.124.0/118"),
-    ("GeoIP2-Enterprise", "network", "::75.209.24.0/128"),
-    ("GeoIP2-Enterprise", "network", "2001:219::/32"),
-    ("GeoIP2-Enterprise", "network", "2001:220::/128"),
-    ("GeoIP2-Enterprise", "network", "::2.20.32.110/127"),
-    ("GeoIP2-Enterprise", "network", "::65.116.3.80/126"),
-    ("GeoIP2-Enterprise", "network", "::128.101.101.101/128"),
-}
+# new miss fails and so does a fixed one (then drop it here). None at MaxMind-DB 2f18851d: the 18 GeoIP2-Enterprise
+# networks once listed here (their isp / AS organisation / connection type / mobile network code are under
+# `traits`, which GeoDatabase.network now reads too) agree.
+KNOWN_MISSES: set[tuple[str, str, str]] = set()
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

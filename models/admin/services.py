@@ -123,6 +123,52 @@ def describe_filters(stream: Stream) -> list[str]:
     return [describe_filter(spec) for spec in json.loads(stream.filters or "[]")]
 
 
+_CITY_FILE = (
+    "set LANNER_GEO_DATABASE to a city file (GeoLite2-City, dbip-city-lite, GeoIP2-Enterprise) or name a city "
+    "edition in LANNER_GEO_EDITIONS for `lanner geo update`"
+)
+_NETWORK_FILE = (
+    "name {editions} in LANNER_GEO_EDITIONS (its file goes to DATA_DIR/geo: `lanner geo update`, or put it "
+    "there), or set LANNER_GEO_DATABASE to a GeoIP2-Enterprise file"
+)
+_LOCATION_FILTERS = frozenset({"country", "region", "city"})
+# A geo filter -> (what the configured files lack, how to get it); "country" stands for no location file.
+_GEO_GAPS = {
+    "country": ("there is no geo database", "run `lanner geo build` or set LANNER_GEO_DATABASE"),
+    "region": ("the geo database has countries only", _CITY_FILE),
+    "city": ("the geo database has countries only", _CITY_FILE),
+    "isp": (
+        "no geo file gives ISPs",
+        _NETWORK_FILE.format(editions="GeoLite2-ASN, dbip-asn-lite or GeoIP2-ISP"),
+    ),
+    "connection": (
+        "no geo file gives connection types",
+        _NETWORK_FILE.format(editions="GeoIP2-Connection-Type"),
+    ),
+    "carrier": ("no geo file gives mobile carriers", _NETWORK_FILE.format(editions="GeoIP2-ISP")),
+}
+
+
+def geo_filter_warnings(stream: Stream, geo_facts: frozenset[str]) -> list[str]:
+    """One sentence per geo filter of `stream` that the geo files cannot answer, naming the setting to change.
+
+    `geo_facts` is what the configured files can tell (GeoSource.facts: country, region, city, isp,
+    connection, carrier). Such a stream is still saved, since the file may come later; until then the
+    filter sees every click's value as unknown (models/routing/filters.py), so an IS filter never matches.
+    """
+    names = dict.fromkeys(spec["name"] for spec in json.loads(stream.filters or "[]"))
+    warnings = []
+    for name in names:
+        if name not in _GEO_GAPS or name in geo_facts:
+            continue
+        no_location_file = "country" not in geo_facts and name in _LOCATION_FILTERS
+        missing, fix = _GEO_GAPS["country" if no_location_file else name]
+        warnings.append(
+            f"Stream {stream.id}'s {name} filter sees every click's {name} as unknown: {missing}; {fix}."
+        )
+    return warnings
+
+
 def get_campaign(ref: str | int) -> Campaign:
     """A campaign by id or alias."""
     ref = str(ref)

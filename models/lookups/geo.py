@@ -1,9 +1,11 @@
 """Geo lookup: the country, region and city of an IP from a MaxMind DB (`.mmdb`) file.
 
 `open_geo_database(path)` opens one file per worker process and `GeoDatabase.lookup(ip)` answers a
-`GeoInfo` for every click without ever raising. One reader understands MaxMind's GeoLite2/GeoIP2 Country
-and City files, DB-IP's files (same layout) and the country file `build_country_database` makes from the
-data bundled in the `geoip2fast` package, so Lanner has country routing with no download or account.
+`GeoInfo` for every click without ever raising; `GeoDatabase.network(ip)` reads the ISP / AS organisation,
+connection type and mobile carrier of the ISP, ASN, connection-type and Enterprise files (`NetworkInfo`).
+One reader understands MaxMind's GeoLite2/GeoIP2 files, DB-IP's files (same layout) and the country file
+`build_country_database` makes from the data bundled in the `geoip2fast` package, so Lanner has country
+routing with no download or account.
 
 The file is memory-mapped (`MODE_MMAP_EXT`), so the workers share the page cache instead of each holding a
 copy, and replacing the file (`os.replace`) never disturbs a reader that still has the old one open.
@@ -39,9 +41,13 @@ __all__ = [
     "GeoDatabase",
     "GeoDatabaseError",
     "GeoInfo",
+    "GeoSource",
+    "LOCATION_FACTS",
+    "NETWORK_FACTS",
     "NetworkInfo",
     "UNKNOWN_NETWORK",
     "build_country_database",
+    "facts_of",
     "open_geo_database",
 ]
 
@@ -77,6 +83,7 @@ class NetworkInfo:
     `isp`: the ISP (GeoIP2-ISP) or, failing that, the AS organisation (GeoLite2-ASN, DB-IP asn-lite);
     `connection`: GeoIP2-Connection-Type's (or DB-IP's) connection type ("Cellular", "Cable/DSL"...);
     `carrier`: the ISP's name when the record carries a mobile network code (GeoIP2-ISP), else "".
+    GeoIP2-Enterprise has all three, under the record's `traits`.
     """
 
     isp: str = ""
@@ -86,6 +93,41 @@ class NetworkInfo:
 
 UNKNOWN_NETWORK = NetworkInfo()
 _BUNDLED_DATA_DATE = re.compile(r"-(20[0-9]{6}) via geoip2fast")
+
+LOCATION_FACTS = frozenset({"country", "region", "city"})
+NETWORK_FACTS = frozenset({"isp", "connection", "carrier"})
+_ALL_FACTS = LOCATION_FACTS | NETWORK_FACTS
+_COMPAT = re.compile(r"\(compat=([^)]*)\)")
+
+
+def facts_of(database_type: str) -> frozenset[str]:
+    """What a file of this database type can tell (of LOCATION_FACTS and NETWORK_FACTS); all of it for a
+    type not known here.
+
+    By name, because a file's metadata does not list its fields (MaxMind's readers choose by name too).
+    Country files: the country; City files: country, region and city (MaxMind's City databases carry no
+    ISP traits); GeoLite2-ASN / DB-IP asn-lite: the AS organisation as the isp; GeoIP2-ISP: the isp and
+    the mobile codes that make a carrier; GeoIP2-Connection-Type: the connection; GeoIP2-Enterprise (and
+    DB-IP's "... (compat=Enterprise)" files): all of them. A DB-IP type names the layout it copies in
+    `(compat=...)`, and that decides.
+    """
+    name = database_type.lower()
+    compat = _COMPAT.search(name)
+    if compat:
+        name = compat.group(1)
+    if "enterprise" in name:
+        return _ALL_FACTS
+    if "country" in name:
+        return frozenset({"country"})
+    if "city" in name:
+        return LOCATION_FACTS
+    if "connection" in name:
+        return frozenset({"connection"})
+    if "isp" in name:
+        return frozenset({"isp", "carrier"})
+    if "asn" in name:
+        return frozenset({"isp"})
+    return _ALL_FACTS
 
 
 def _has_mmap_extension() -> bool:
@@ -119,6 +161,8 @@ class GeoDatabase:
             ) from None
         metadata = self._reader.metadata()
         self.database_type: str = str(metadata.database_type)
+        self.facts: frozenset[str] = facts_of(self.database_type)
+        self.has_network_facts: bool = bool(self.facts & NETWORK_FACTS)
         self.ip_version: int = int(metadata.ip_version)
         self.built_at = datetime.datetime.fromtimestamp(int(metadata.build_epoch), datetime.timezone.utc)
         about = (metadata.description or {}).get("en", "") if isinstance(metadata.description, dict) else ""
@@ -173,11 +217,17 @@ class GeoDatabase:
         if not isinstance(record, dict):
             return UNKNOWN_NETWORK
         isp = _text(record.get("isp")) or _text(record.get("autonomous_system_organization"))
-        carrier = isp if _text(record.get("mobile_network_code")) else ""
         connection = _text(record.get("connection_type"))
+        mobile_network = _text(record.get("mobile_network_code"))
+        traits = record.get("traits")
+        if isinstance(traits, dict):
+            # GeoIP2-Enterprise (and DB-IP's Enterprise-compatible files) keep the same fields under `traits`.
+            isp = isp or _text(traits.get("isp")) or _text(traits.get("autonomous_system_organization"))
+            connection = connection or _text(traits.get("connection_type"))
+            mobile_network = mobile_network or _text(traits.get("mobile_network_code"))
         if not (isp or connection):
             return UNKNOWN_NETWORK
-        return NetworkInfo(isp, connection, carrier)
+        return NetworkInfo(isp, connection, isp if mobile_network else "")
 
     def close(self) -> None:
         self._reader.close()
@@ -260,6 +310,11 @@ def open_geo_database(path: str | os.PathLike[str]) -> GeoDatabase | None:
         return None  # Removed between the check and the open.
 
 
+def _names_same_file(path: str | os.PathLike[str], others: tuple[str | os.PathLike[str], ...]) -> bool:
+    real = os.path.realpath(path)
+    return any(os.path.realpath(other) == real for other in others)
+
+
 class WatchedDatabase:
     """One `.mmdb` file a long-running process reads, reopened when it is replaced on disk.
 
@@ -305,6 +360,8 @@ class GeoSource:
     """The geo files a long-running process reads: the location file every click looks up, and the
     ISP / ASN / connection-type files (`network_paths`) looked up only for a campaign that filters on them.
 
+    A location file that has network facts too (GeoIP2-Enterprise) answers them after the network files;
+    a country or city file is never asked (facts_of), so it costs a network lookup nothing.
     A web worker calls `refresh()` about four times a second (ClickTracker.refresh): a replaced file is in
     use within a second, without a restart.
     """
@@ -315,10 +372,24 @@ class GeoSource:
         self.path = Path(path)
         self._location = WatchedDatabase(path)
         self._networks = tuple(WatchedDatabase(network_path) for network_path in network_paths)
+        # The location file last, and once: it may also be named as a network file (LANNER_GEO_EDITIONS).
+        self._network_sources = self._networks + (
+            () if _names_same_file(path, network_paths) else (self._location,)
+        )
 
     @property
     def database(self) -> GeoDatabase | None:
         return self._location.database
+
+    @property
+    def facts(self) -> frozenset[str]:
+        """What the files now open can tell: the location file's LOCATION_FACTS, every file's NETWORK_FACTS."""
+        location = self._location.database
+        facts = location.facts & LOCATION_FACTS if location is not None else frozenset()
+        for watched in self._network_sources:
+            if watched.database is not None:
+                facts |= watched.database.facts & NETWORK_FACTS
+        return facts
 
     def lookup(self, ip: str) -> GeoInfo:
         database = self._location.database
@@ -327,12 +398,14 @@ class GeoSource:
     def lookup_network(self, ip: str) -> NetworkInfo:
         """The network facts of `ip`, each from the first file that has it; UNKNOWN_NETWORK without files."""
         isp = connection = carrier = ""
-        for watched in self._networks:
+        for watched in self._network_sources:
             database = watched.database
-            if database is None:
+            if database is None or not database.has_network_facts:
                 continue
             info = database.network(ip)
             isp, connection, carrier = isp or info.isp, connection or info.connection, carrier or info.carrier
+            if isp and connection and carrier:
+                break
         if not (isp or connection):
             return UNKNOWN_NETWORK
         return NetworkInfo(isp, connection, carrier)
