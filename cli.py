@@ -1348,25 +1348,20 @@ def cost_set(
 ) -> None:
     """Replace the costs of the campaign's clicks in a period with AMOUNT spread evenly over them."""
     from models.admin.services import get_campaign
-    from models.reporting.costs import spread_cost
-    from models.reporting.currency import check_code, rate_of, report_currency
-    from models.reporting.timerange import local_instant, zone
+    from models.reporting.costs import set_campaign_cost
 
     campaign = get_campaign(campaign_ref) if ctx.db else None
-    report = report_currency(ctx.db.connection())
-    currency = check_code(currency) if currency else campaign.cost_currency
-    tz = zone(timezone)
-    start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
     with progress_to_total("Spreading") as advance:
-        clicks, per_click = spread_cost(
-            ctx.db, campaign.id, start, end, amount, currency=currency, on_progress=advance
-        )
-    converted = (
-        ""
-        if currency == report
-        else f" ({amount * rate_of(ctx.db.connection(), currency, report):g} {report})"
+        spread = set_campaign_cost(
+            ctx.db, campaign.id, since, until, amount, cost_currency=campaign.cost_currency,
+            timezone=timezone, currency=currency, on_progress=advance,
+        )  # fmt: skip
+    report = spread.report_currency
+    converted = "" if spread.currency == report else f" ({spread.report_amount:g} {report})"
+    click.echo(
+        f"{amount:g} {spread.currency}{converted} over {spread.clicks:,} clicks "
+        f"({spread.per_click:g} {report} each)."
     )
-    click.echo(f"{amount:g} {currency}{converted} over {clicks:,} clicks ({per_click:g} {report} each).")
 
 
 @main.group()

@@ -421,6 +421,30 @@ def remove_stream(db: Database, stream_id: int) -> Stream:
     return update_stream(db, stream_id, status="deleted")
 
 
+def reorder_streams(db: Database, campaign_ref: str | int, stream_ids: list[int]) -> list[Stream]:
+    """Put a campaign's streams in this order: each type's streams take positions 1, 2, ... as listed.
+
+    `stream_ids` must name each of the campaign's streams (not removed ones) exactly once."""
+    with write_tx(db):
+        streams = {stream.id: stream for stream in list_streams(campaign_ref)}
+        if sorted(stream_ids) != sorted(streams):
+            raise AdminError(
+                "List every stream of the campaign exactly once: "
+                + (", ".join(str(i) for i in sorted(streams)) or "it has none")
+                + "."
+            )
+        positions: dict[str, int] = {}
+        for stream_id in stream_ids:
+            stream = streams[stream_id]
+            positions[stream.type] = positions.get(stream.type, 0) + 1
+            if stream.position != positions[stream.type]:
+                stream.position = positions[stream.type]
+                stream.updated_at = _now()
+                stream.save()
+        MetaStore(db.connection()).bump_config_version()
+    return list_streams(campaign_ref)
+
+
 def list_streams(campaign_ref: str | int) -> list[Stream]:
     """A campaign's streams in evaluation order: intercepting, regular, fallback; each by position."""
     campaign = get_campaign(campaign_ref)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from models.reporting.timerange import localise_times, time_bounded, zone
+from models.reporting.timerange import before, localise_times, time_bounded, zone
 from models.tables.click import Click
 
 LOG_COLUMNS = (
@@ -41,12 +41,14 @@ class ClickFilter:
     until: str | None = None  # Same, exclusive; a bare date means the end of that day.
     timezone: str = "UTC"
     limit: int = 50
+    before_id: int | None = None  # Only clicks after this one in the log's order (the API's cursor).
 
 
 def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
-    """The newest clicks matching `query`, newest first, `created_at` as ISO text in its timezone."""
+    """The newest clicks matching `query`, newest first (with their `id`), `created_at` as ISO text in its
+    timezone."""
     tz = zone(query.timezone)
-    select = Click.select(*(getattr(Click, column) for column in LOG_COLUMNS))
+    select = Click.select(Click.id, *(getattr(Click, column) for column in LOG_COLUMNS))
     conditions = []
     if query.campaign_id is not None:
         conditions.append(Click.campaign_id == query.campaign_id)
@@ -63,9 +65,14 @@ def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
     for condition in conditions:
         select = select.where(condition)
     if query.campaign_id is not None:
-        select = select.order_by(Click.created_at.desc())  # click_campaign_created_at, backwards.
+        # click_campaign_created_at, backwards; the id orders clicks of one millisecond.
+        select = select.order_by(Click.created_at.desc(), Click.id.desc())
+        if query.before_id is not None:
+            select = select.where(before(Click, Click.created_at, query.before_id))
     else:
         select = select.order_by(Click.id.desc())  # Ids grow with landing time: the newest, cheaply.
+        if query.before_id is not None:
+            select = select.where(Click.id < query.before_id)
     select = time_bounded(
         select, Click.created_at, since=query.since, until=query.until, tz=tz, limit=query.limit
     )

@@ -20,15 +20,17 @@ The statements are models/store/sqlite/costs.py's.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 from peewee import Database
 
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.errors import LannerError
-from models.reporting.currency import rate_of, report_currency
+from models.reporting.currency import check_code, rate_of, report_currency
 from models.reporting.dimensions import DAY_MS, HOUR_MS
 from models.reporting.rollups import RollupDelta
+from models.reporting.timerange import local_instant, zone
 from models.store.database import write_tx
 from models.store.sqlite.costs import CostStore
 
@@ -89,6 +91,45 @@ class ClickCosts:
                     row[_COST] = round(row[_COST] * model[2], 6)
             elif model[1]:
                 row[_COST] = round(click_cost(model[0], model[1], row[_UNIQUE_CAMPAIGN]) * model[2], 6)
+
+
+@dataclass(frozen=True)
+class SpreadCost:
+    """What `set_campaign_cost` did: `amount` in `currency`, `report_amount` of it in the report currency."""
+
+    campaign_id: int
+    clicks: int
+    per_click: float
+    amount: float
+    currency: str
+    report_amount: float
+    report_currency: str
+
+
+def set_campaign_cost(
+    db: Database,
+    campaign_id: int,
+    since: str,
+    until: str,
+    amount: float,
+    *,
+    cost_currency: str,
+    timezone: str = "UTC",
+    currency: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> SpreadCost:
+    """`lanner cost set` and `PUT /api/v1/costs`: spread `amount` (in `currency`, default the campaign's
+    `cost_currency`) over the campaign's clicks from `since` to `until` (local dates in `timezone`)."""
+    currency = check_code(currency) if currency else cost_currency
+    tz = zone(timezone)
+    start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
+    clicks, per_click = spread_cost(
+        db, campaign_id, start, end, amount, currency=currency, on_progress=on_progress
+    )
+    conn = db.connection()
+    report = report_currency(conn)
+    rate = 1.0 if currency == report else rate_of(conn, currency, report) or 0.0
+    return SpreadCost(campaign_id, clicks, per_click, amount, currency, round(amount * rate, 6), report)
 
 
 def spread_cost(

@@ -1,0 +1,42 @@
+"""The click log: stored clicks with filters, newest first, by cursor (models/reporting/clicklog.py)."""
+
+from __future__ import annotations
+
+import falcon
+
+from models.reporting.clicklog import ClickFilter, list_clicks
+from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, check_params, log_options
+from routes.v1.pagination import log_page
+from routes.v1.spec import Operation, Param, answer, api_resource
+
+CLICK_LOG_PARAMS = (
+    CAMPAIGN_PARAM,
+    Param("stream", "Stream id.", "integer"),
+    Param("offer", "Offer id.", "integer"),
+    Param("country", "ISO code, or `unknown`."),
+    Param("bots", "true: only bots; false: only humans (default both).", "boolean"),
+    *LOG_PARAMS,
+)
+
+
+@api_resource
+class ClickLogResource:
+    operations = {"GET": Operation("Stored clicks, newest first.", params=CLICK_LOG_PARAMS, paginated=True)}
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        given = check_params(req, CLICK_LOG_PARAMS)
+        chosen = campaign_id(req, given)
+        options = log_options(req, given)
+        query = ClickFilter(
+            campaign_id=chosen,
+            stream_id=req.get_param_as_int("stream"),
+            offer_id=req.get_param_as_int("offer"),
+            country=given.get("country"),
+            is_bot=req.get_param_as_bool("bots"),
+            **options,
+        )
+        items, following = log_page(list_clicks(query), options["limit"] - 1)
+        answer(req, resp, {"items": items, "next": following})
