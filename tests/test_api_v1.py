@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from conftest import Clock, InProcessApp, click, request
+from conftest import Clock, InProcessApp, click, request, wait_until
 
 V1 = "/api/v1"
 VIEWER_KEY = "viewer-key-0123456789"
@@ -466,3 +466,30 @@ def test_every_route_is_in_the_openapi_document_and_every_documented_path_is_a_r
     documented = {path: set(operations) for path, operations in document["paths"].items()}
     assert documented == routed
     assert len(routed) >= 20
+
+
+# -- where it is served -------------------------------------------------------------------------
+
+
+def test_the_admin_worker_answers_the_api_on_its_socket_and_the_click_workers_do_not(server, key):
+    admin_port = server.extra["admin_port"]
+    status, offer = call(
+        admin_port, "POST", "/offers", key, {"name": "O", "url": "https://example.com/?c={subid}"}
+    )
+    assert status == 201, offer
+    body = {"name": "Live", "alias": "live", "offer_id": offer["id"]}
+    assert call(admin_port, "POST", "/campaigns", key, body)[0] == 201
+    assert call(server.port, "GET", "/campaigns", key)[0] == 404
+    # The web workers pick the campaign up from the database, as they do after a CLI change.
+    wait_until(
+        lambda: click(server.port, "live")[0] == 302,
+        10,
+        "the campaign on the web workers",
+        lambda: server.log,
+    )
+
+
+def test_without_an_admin_worker_the_web_app_serves_the_api(start_app, key):
+    app = start_app(LANNER_ADMIN_BIND="off")
+    assert call(app, "GET", "/campaigns", key)[0] == 200
+    assert call(app, "GET", "/campaigns")[0] == 401
