@@ -336,6 +336,15 @@ def test_the_click_log_walks_250_clicks_in_pages_of_100_without_a_repeat(admin, 
     assert len(answer["items"]) == len(times) and answer["next"] is None
 
 
+def test_clicks_of_one_millisecond_are_paged_by_id_none_lost_or_repeated(admin, key, db):
+    from workers.bench.generate import generate_clicks
+
+    generate_clicks(db, 30, 1e-9, campaigns=1, seed=9)  # 30 clicks in the same millisecond.
+    rows = [row for p in walk(admin, key, "/clicks?campaign=1", limit=7) for row in p]
+    assert len({row["created_at"] for row in rows}) == 1
+    assert len(rows) == 30 and len({row["id"] for row in rows}) == 30
+
+
 def test_the_click_log_refuses_bad_limits_cursors_and_parameters(admin, key, clicks):
     for query, title in (
         ("limit=0", "Bad limit"),
