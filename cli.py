@@ -933,23 +933,13 @@ def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any)
 @pass_context
 def click_show(ctx: Context, subid: str, as_json: bool) -> None:
     """A stored click with its routing trace (filters re-evaluated on the stored values)."""
-    from models.lookups.geo import UNKNOWN_NETWORK, GeoSource
-    from models.routing.config import load_campaigns
-    from models.routing.trace import stored_trace, trace_rows
-    from models.tables.click import Click
+    from models.reporting.clicklog import stored_click
 
-    found = Click.select().where(Click.subid == subid).dicts().first() if ctx.db else None
-    if found is None:
-        raise click.ClickException(
-            f"There is no stored click {subid!r} (clicks land within a second; see `lanner spool status`)."
-        )
-    campaigns = {c.id: c for c in load_campaigns(ctx.db).values()}
-    network = UNKNOWN_NETWORK
-    if ctx.settings.geo_network_paths:  # Not stored with the click: looked up again.
-        source = GeoSource(ctx.settings.geo_path, ctx.settings.geo_network_paths)
-        network = source.lookup_network(found["ip"])
-        source.close()
-    data = {"click": found, "streams": trace_rows(stored_trace(found, campaigns, network))}
+    settings = ctx.settings
+    data = stored_click(
+        ctx.db, subid, geo_path=settings.geo_path, geo_network_paths=settings.geo_network_paths
+    )
+    found = data["click"]
     if as_json:
         click.echo(json_text(data))
         return

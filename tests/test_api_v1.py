@@ -345,6 +345,17 @@ def test_clicks_of_one_millisecond_are_paged_by_id_none_lost_or_repeated(admin, 
     assert len(rows) == 30 and len({row["id"] for row in rows}) == 30
 
 
+def test_a_click_is_shown_with_its_routing_trace(admin, key, clicks):
+    row = call(admin, "GET", "/clicks?limit=1", key)[1]["items"][0]
+    status, shown = call(admin, "GET", f"/clicks/{row['subid']}", key)
+    assert status == 200, shown
+    assert shown["click"]["id"] == row["id"] and shown["streams"]
+    assert {"stream", "verdict", "filters"} <= set(shown["streams"][0])
+    status, answer = call(admin, "GET", "/clicks/nosuchsubid", key)
+    assert status == 404 and answer["description"].startswith("There is no stored click 'nosuchsubid'")
+    assert "cost" not in call(admin, "GET", f"/clicks/{row['subid']}", FRUGAL_KEY)[1]["click"]
+
+
 def test_the_click_log_refuses_bad_limits_cursors_and_parameters(admin, key, clicks):
     for query, title in (
         ("limit=0", "Bad limit"),
@@ -416,8 +427,35 @@ def test_a_cost_is_spread_over_a_campaigns_clicks_in_a_period(admin, key, clicks
     assert report["total"]["cost"] == pytest.approx(50.0)
     status, answer = call(admin, "PUT", "/costs", key, {**body, "amount": -1.0})
     assert status == 400 and answer["description"].startswith("The amount must be a number from 0")
+    status, answer = call(admin, "PUT", "/costs", key, {**body, "dimension": "country", "value": "US"})
+    assert status == 400 and answer["description"].startswith("A cost is set per campaign, or per source")
+    status, answer = call(admin, "PUT", "/costs", key, {**body, "dimension": "source"})
+    assert status == 400 and answer["description"] == "Give dimension and value together."
     status, answer = call(admin, "PUT", "/costs", key, {**body, "from": "2001-01-01", "to": "2001-01-02"})
     assert status == 400 and answer["description"].startswith("The campaign has no clicks in that period")
+
+
+def test_a_cost_is_spread_over_the_clicks_of_one_source_value_only(admin, key, clicks):
+    from datetime import datetime, timedelta, timezone
+
+    report = call(admin, "GET", "/reports?group=source&campaign=1&preset=last_7_days", key)[1]
+    source = max(report["rows"], key=lambda row: row["clicks"])
+    today = datetime.now(timezone.utc).date()
+    body = {"campaign": "1", "from": str(today - timedelta(days=2)), "to": str(today), "amount": 12.0}
+    status, spread = call(
+        admin, "PUT", "/costs", key, {**body, "dimension": "source", "value": source["source"]}
+    )
+    assert status == 200, spread
+    assert spread["clicks"] == source["clicks"] and spread["where"] == ["source", source["source"]]
+    after = call(admin, "GET", "/reports?group=source&campaign=1&preset=last_7_days", key)[1]
+    costs = {row["source"]: row["cost"] for row in after["rows"]}
+    assert costs[source["source"]] == pytest.approx(12.0)
+    assert sum(costs.values()) == pytest.approx(12.0)  # The generated clicks had no cost before.
+    status, answer = call(admin, "PUT", "/costs", key, {**body, "dimension": "sub_id_3", "value": "nobody"})
+    assert status == 400
+    assert answer["description"] == (
+        "The campaign has no clicks with sub_id_3 'nobody' in that period; nothing to spread the cost over."
+    )
 
 
 def test_reports_speak_the_report_language_and_name_the_valid_parameters(admin, key, clicks):

@@ -8,8 +8,12 @@ Date bounds are given in the user's timezone and converted to UTC milliseconds o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from peewee import Database
+
+from models.errors import LannerError
 from models.reporting.timerange import before, localise_times, time_bounded, zone
 from models.tables.click import Click
 
@@ -77,3 +81,30 @@ def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
         select, Click.created_at, since=query.since, until=query.until, tz=tz, limit=query.limit
     )
     return localise_times(list(select.dicts()), ("created_at",), tz)
+
+
+class StoredClickError(LannerError, LookupError):
+    """No stored click with that subid; the message is one sentence for the user."""
+
+
+def stored_click(
+    db: Database, subid: str, *, geo_path: Path, geo_network_paths: tuple[Path, ...] = ()
+) -> dict[str, Any]:
+    """A stored click with its routing trace (filters re-evaluated on the stored values), for `lanner
+    click show` and the admin API: {"click": its row, "streams": the trace rows}."""
+    from models.lookups.geo import UNKNOWN_NETWORK, GeoSource
+    from models.routing.config import load_campaigns
+    from models.routing.trace import stored_trace, trace_rows
+
+    found = Click.select().where(Click.subid == subid).dicts().first()
+    if found is None:
+        raise StoredClickError(
+            f"There is no stored click {subid!r} (clicks land within a second; see `lanner spool status`)."
+        )
+    campaigns = {c.id: c for c in load_campaigns(db).values()}
+    network = UNKNOWN_NETWORK
+    if geo_network_paths:  # Not stored with the click: looked up again.
+        source = GeoSource(geo_path, geo_network_paths)
+        network = source.lookup_network(found["ip"])
+        source.close()
+    return {"click": found, "streams": trace_rows(stored_trace(found, campaigns, network))}

@@ -51,6 +51,7 @@ def v1_routes(
         ("/conversions/import", conversions.ConversionImportResource(auth, db, recorder)),
         ("/conversions/{conversion_id:int}", conversions.ConversionResource(auth, db)),
         ("/clicks", clicks.ClickLogResource(auth, db)),
+        ("/clicks/{subid}", clicks.ClickResource(auth, db, settings)),
         ("/reports", reports.ReportResource(auth, db, settings.report_currency)),
         ("/status", status.StatusResource(auth, db, settings)),
     ]

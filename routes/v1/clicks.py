@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import falcon
 
-from models.reporting.clicklog import ClickFilter, list_clicks
+from models.reporting.clicklog import ClickFilter, list_clicks, stored_click
+from routes.v1.auth import require_campaign
 from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, check_params, log_options
 from routes.v1.pagination import log_page
 from routes.v1.spec import Operation, Param, answer, api_resource
@@ -40,3 +41,22 @@ class ClickLogResource:
         )
         items, following = log_page(list_clicks(query), options["limit"] - 1)
         answer(req, resp, {"items": items, "next": following})
+
+
+@api_resource
+class ClickResource:
+    operations = {
+        "GET": Operation(
+            "A stored click with its routing trace: each stream's filters re-evaluated on the stored values."
+        )
+    }
+
+    def __init__(self, auth, db, settings) -> None:
+        self.auth, self.db, self.settings = auth, db, settings
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, subid: str) -> None:
+        data = stored_click(
+            self.db, subid, geo_path=self.settings.geo_path, geo_network_paths=self.settings.geo_network_paths
+        )
+        require_campaign(req, data["click"]["campaign_id"])
+        answer(req, resp, data)
