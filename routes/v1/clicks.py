@@ -6,9 +6,9 @@ import falcon
 
 from models.reporting.clicklog import ClickFilter, list_clicks, stored_click
 from routes.v1.auth import require_campaign
-from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, check_params, log_options
+from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, log_options
 from routes.v1.pagination import log_page
-from routes.v1.spec import Operation, Param, answer, api_resource
+from routes.v1.spec import Operation, Param, answer, api_resource, check_params
 
 CLICK_LOG_PARAMS = (
     CAMPAIGN_PARAM,

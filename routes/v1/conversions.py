@@ -7,9 +7,9 @@ import falcon
 from models.conversions.manual import IMPORT_COLUMNS, correct_conversion, get_conversion, import_conversions
 from models.reporting.conversionlog import LogFilter, list_conversions
 from routes.v1.auth import require_campaign, visible_campaigns
-from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, check_params, log_options
+from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, log_options
 from routes.v1.pagination import log_page
-from routes.v1.spec import Field, Operation, Param, answer, api_resource, read_body, read_raw
+from routes.v1.spec import Field, Operation, Param, answer, api_resource, check_params, read_body, read_raw
 
 CONVERSION_LOG_PARAMS = (
     CAMPAIGN_PARAM,

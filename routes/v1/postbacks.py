@@ -10,9 +10,9 @@ from models.choices import POSTBACK_VERDICTS
 from models.conversions import admin
 from models.reporting.conversionlog import LogFilter, list_deliveries, list_postbacks
 from routes.v1.auth import require_campaign, visible_campaigns
-from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, check_params, log_options
+from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, log_options
 from routes.v1.pagination import log_page, page
-from routes.v1.spec import PAGE_PARAMS, Field, Operation, Param, answer, api_resource, read_body
+from routes.v1.spec import PAGE_PARAMS, Field, Operation, Param, answer, api_resource, check_params, read_body
 
 TARGET_CREATE = (
     Field("campaign", "string", "Campaign id or alias.", required=True),

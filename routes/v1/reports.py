@@ -29,6 +29,7 @@ class ReportResource:
         "GET": Operation(
             "A report; filters as f.<name>=v1,v2 (e.g. f.country=US,GB). Any other parameter is refused.",
             params=(*REPORT_PARAMS, Param("f.<name>", "A filter on a grouping name.")),
+            open_query=True,
         )
     }
 

@@ -59,6 +59,7 @@ class Operation:
     body: tuple[Field, ...] = ()
     body_type: str = "json"  # or csv
     paginated: bool = False
+    open_query: bool = False  # The responder checks its own query parameters (reports: f.<name>).
     answers: dict[int, str] = field(default_factory=dict)  # Status codes beyond 200 and the errors.
 
 
@@ -66,6 +67,23 @@ PAGE_PARAMS = (
     Param("limit", "Rows per page, 1 to 500 (default 50).", "integer"),
     Param("cursor", "The `next` of the page before."),
 )
+
+
+def check_params(req: falcon.Request, params: tuple[Param, ...]) -> dict[str, str]:
+    """The query parameters, one value each; 400 for one the route does not take, naming those it does
+    (a misspelt filter silently ignored would answer rows for everything)."""
+    names = [p.name for p in params]
+    given = {}
+    for name, value in req.params.items():
+        if name not in names:
+            raise falcon.HTTPBadRequest(
+                title="Unknown parameter",
+                description=f"Unknown parameter {name[:40]!r}; use {', '.join(names) or 'none'}.",
+            )
+        if not isinstance(value, str):
+            raise falcon.HTTPBadRequest(title="Repeated parameter", description=f"Give {name!r} once.")
+        given[name] = value
+    return given
 
 
 def _type_ok(value: Any, kind: str) -> bool:
@@ -192,15 +210,18 @@ def refused(exc: LannerError) -> falcon.HTTPError:
 
 def api_resource(cls):
     """Wrap each `on_<method>` responder of an admin API resource (which has `auth` and `operations`):
-    the key checked first, a service's LannerError answered as `refused` says, Cache-Control no-store."""
-    for method in list(cls.operations):
+    the key checked first, then the query parameters against the declared ones, a service's LannerError
+    answered as `refused` says, Cache-Control no-store."""
+    for method, operation in cls.operations.items():
         name = f"on_{method.lower()}"
         responder = getattr(cls, name)
 
         @functools.wraps(responder)
-        def guarded(self, req, resp, *args, _responder=responder, **kwargs):
+        def guarded(self, req, resp, *args, _responder=responder, _operation=operation, **kwargs):
             resp.set_header("Cache-Control", "no-store")
             self.auth(req)
+            if not _operation.open_query:
+                check_params(req, _operation.params)
             try:
                 return _responder(self, req, resp, *args, **kwargs)
             except LannerError as exc:
