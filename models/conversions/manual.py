@@ -20,6 +20,7 @@ from typing import Any
 from peewee import Database
 
 from models.conversions.postbacks import (
+    INVALID,
     ConversionRecorder,
     PostbackError,
     Received,
@@ -96,8 +97,8 @@ def import_conversions(recorder: ConversionRecorder, text: str, *, remote_ip: st
         try:
             postback = parse_postback(params)
         except PostbackError as exc:
-            recorder.log_rejected(received, "invalid", str(exc), params.get("subid", ""))
-            results.append(ImportedRow(line, params.get("subid", ""), "invalid", str(exc)))
+            recorder.log_rejected(received, INVALID, str(exc), params.get("subid", ""))
+            results.append(ImportedRow(line, params.get("subid", ""), INVALID, str(exc)))
             continue
         outcome = recorder.record(postback, received)
         results.append(
