@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -169,6 +170,9 @@ def test_bad_bodies_answer_4xx_never_500(admin, key):
         (json.dumps({"payout": "3"}).encode(), 400, "Wrong type"),
         (json.dumps({"payout": True}).encode(), 400, "Wrong type"),
         (json.dumps({"daily_cap": 1.5}).encode(), 400, "Wrong type"),
+        (json.dumps({"daily_cap": 10**30}).encode(), 400, "Wrong type"),
+        (b'{"payout": 1e999}', 400, "Wrong type"),
+        (b"[" * 100_000 + b"]" * 100_000, 400, "Bad JSON"),
         (b"\xff\xfe", 400, "Bad JSON"),
     ]
     for raw, code, title in cases:
@@ -183,6 +187,25 @@ def test_bad_bodies_answer_4xx_never_500(admin, key):
     status, answer = call(admin, "PATCH", "/offers/1", key, {"payout": -1})
     assert status == 400 and answer["description"].startswith("A payout must be a number from 0")
     assert call(admin, "GET", "/offers/abc", key)[0] == 404
+
+
+def test_ids_past_64_bits_are_no_rows_not_500s(admin, key):
+    from routes.v1.pagination import encode_cursor
+
+    huge = "99999999999999999999"
+    cases = [
+        ("GET", f"/offers/{huge}", 404),
+        ("PATCH", f"/streams/{huge}", 404),
+        ("PATCH", f"/conversions/{huge}", 404),
+        ("DELETE", f"/postback-targets/{huge}", 404),
+        ("GET", f"/campaigns/{huge}", 404),
+        ("GET", f"/clicks?campaign={huge}", 404),
+        ("GET", f"/clicks?stream={huge}", 400),
+        ("GET", f"/clicks?cursor={encode_cursor(10**30)}", 400),
+    ]
+    for method, path, code in cases:
+        status, answer = call(admin, method, path, key, {} if method == "PATCH" else None)
+        assert status == code, (method, path, answer)
 
 
 def test_a_body_over_the_cap_answers_413(admin, key):
@@ -514,6 +537,11 @@ def test_every_route_is_in_the_openapi_document_and_every_documented_path_is_a_r
             routed[openapi_path(route.path)] = methods
     documented = {path: set(operations) for path, operations in document["paths"].items()}
     assert documented == routed
+    for path, operations in document["paths"].items():
+        fields = set(re.findall(r"\{(\w+)\}", path))
+        for operation in operations.values():
+            assert {p["name"] for p in operation["parameters"] if p["in"] == "path"} == fields, path
+            assert operation["summary"] and "200" in operation["responses"]
     assert len(routed) >= 20
 
 

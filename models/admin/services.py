@@ -126,9 +126,9 @@ def describe_filters(stream: Stream) -> list[str]:
 def get_campaign(ref: str | int) -> Campaign:
     """A campaign by id or alias."""
     ref = str(ref)
-    query = Campaign.select().where(
-        (Campaign.alias == ref) | (Campaign.id == (int(ref) if ref.isdigit() else -1))
-    )
+    # isascii: isdigit() alone takes `²`; an id past 64 bits is no row's (and SQLite cannot bind it).
+    is_id = ref.isascii() and ref.isdigit() and int(ref) < 2**63
+    query = Campaign.select().where((Campaign.alias == ref) | (Campaign.id == (int(ref) if is_id else -1)))
     campaign = query.first()
     if campaign is None:
         raise AdminError(f"There is no campaign {ref!r}.")

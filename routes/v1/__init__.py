@@ -18,6 +18,13 @@ if TYPE_CHECKING:
     from settings import Settings
 
 PREFIX = "/api/v1"
+MAX_ID = 2**63 - 1
+
+
+def id_field(name: str) -> str:
+    """A path field holding a row id: an integer past what SQLite stores is no row's (404), not an
+    OverflowError."""
+    return "{" + name + f":int(min=1, max={MAX_ID})" + "}"
 
 
 def v1_routes(
@@ -37,11 +44,11 @@ def v1_routes(
         ("/campaigns/{ref}", campaigns.CampaignResource(auth, db)),
         ("/campaigns/{ref}/streams", campaigns.StreamListResource(auth, db)),
         ("/campaigns/{ref}/streams/order", campaigns.StreamOrderResource(auth, db)),
-        ("/streams/{stream_id:int}", campaigns.StreamResource(auth, db)),
+        (f"/streams/{id_field('stream_id')}", campaigns.StreamResource(auth, db)),
         ("/offers", offers.OfferListResource(auth, db)),
-        ("/offers/{offer_id:int}", offers.OfferResource(auth, db)),
+        (f"/offers/{id_field('offer_id')}", offers.OfferResource(auth, db)),
         ("/postback-targets", postbacks.TargetListResource(auth, db)),
-        ("/postback-targets/{target_id:int}", postbacks.TargetResource(auth, db)),
+        (f"/postback-targets/{id_field('target_id')}", postbacks.TargetResource(auth, db)),
         ("/status-maps", postbacks.StatusMapListResource(auth, db)),
         ("/status-maps/{word}", postbacks.StatusMapResource(auth, db)),
         ("/postbacks", postbacks.PostbackLogResource(auth, db)),
@@ -49,7 +56,7 @@ def v1_routes(
         ("/costs", costs.CostResource(auth, db)),
         ("/conversions", conversions.ConversionListResource(auth, db)),
         ("/conversions/import", conversions.ConversionImportResource(auth, db, recorder)),
-        ("/conversions/{conversion_id:int}", conversions.ConversionResource(auth, db)),
+        (f"/conversions/{id_field('conversion_id')}", conversions.ConversionResource(auth, db)),
         ("/clicks", clicks.ClickLogResource(auth, db)),
         ("/clicks/{subid}", clicks.ClickResource(auth, db, settings)),
         ("/reports", reports.ReportResource(auth, db, settings.report_currency)),

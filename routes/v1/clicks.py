@@ -5,6 +5,7 @@ from __future__ import annotations
 import falcon
 
 from models.reporting.clicklog import ClickFilter, list_clicks, stored_click
+from routes.v1 import MAX_ID
 from routes.v1.auth import require_campaign
 from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, log_options
 from routes.v1.pagination import log_page
@@ -33,8 +34,8 @@ class ClickLogResource:
         options = log_options(req, given)
         query = ClickFilter(
             campaign_id=chosen,
-            stream_id=req.get_param_as_int("stream"),
-            offer_id=req.get_param_as_int("offer"),
+            stream_id=req.get_param_as_int("stream", min_value=0, max_value=MAX_ID),
+            offer_id=req.get_param_as_int("offer", min_value=0, max_value=MAX_ID),
             country=given.get("country"),
             is_bot=req.get_param_as_bool("bots"),
             **options,

@@ -11,7 +11,7 @@ import falcon
 
 from routes.v1.spec import Field, Operation
 
-PATH_FIELD = re.compile(r"\{(\w+)(?::(\w+))?\}")
+PATH_FIELD = re.compile(r"\{(\w+)(?::(\w+)(?:\([^)]*\))?)?\}")
 SCHEMAS = {
     "string": {"type": "string"},
     "integer": {"type": "integer"},
@@ -39,7 +39,7 @@ ERRORS = {
 
 
 def openapi_path(path: str) -> str:
-    """A Falcon route template as OpenAPI writes it: `{stream_id:int}` -> `{stream_id}`."""
+    """A Falcon route template as OpenAPI writes it: `{stream_id:int(min=1)}` -> `{stream_id}`."""
     return PATH_FIELD.sub(lambda m: "{" + m.group(1) + "}", path)
 
 

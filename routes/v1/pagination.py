@@ -50,7 +50,7 @@ def id_cursor(req: falcon.Request) -> int | None:
     key = decode_cursor(req)
     if key is None:
         return None
-    if not isinstance(key, int) or isinstance(key, bool):
+    if not isinstance(key, int) or isinstance(key, bool) or not 0 < key < 2**63:
         raise falcon.HTTPBadRequest(
             title="Bad cursor", description="The cursor is not one this API gave; start again without it."
         )

@@ -103,6 +103,8 @@ def _type_ok(value: Any, kind: str) -> bool:
         return False
     if kind == "number" and isinstance(value, float) and not math.isfinite(value):
         return False
+    if kind == "integer" and isinstance(value, int) and not -(2**63) <= value < 2**63:
+        return False  # What SQLite cannot store: an OverflowError, not a refusal.
     return isinstance(value, TYPES[kind])
 
 
@@ -155,7 +157,7 @@ def _refuse_constant(name: str) -> None:
 
 DESCRIBED = {
     "string": "a string",
-    "integer": "a whole number",
+    "integer": "a whole number (64-bit)",
     "number": "a finite number",
     "boolean": "true or false",
     "strings": "a list of strings",
