@@ -67,8 +67,11 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     )
     app.add_route("/healthz", HealthResource(tracker, consumer))
     if not settings.admin_address:  # No admin worker: ours.
+        from routes.v1 import add_v1_routes, v1_routes
+
         app.add_route("/api/report", ReportApiResource(tracker.db, settings.report_currency))
         app.add_route("/api/currency/rates", ExchangeRateApiResource(tracker.db))
+        add_v1_routes(app, v1_routes(tracker.db, settings))
     app.add_route("/postback", PostbackResource(desk))
     # The key sits where a campaign alias would: Falcon wants one field name per path level.
     app.add_route("/{alias}/postback", PostbackResource(desk))
@@ -79,21 +82,26 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     return app
 
 
-def create_admin_app(settings: Settings) -> falcon.App:
-    """The admin worker's app: the report API, on its own connection; never campaign URLs."""
+def create_admin_app(settings: Settings, *, db: Database | None = None, find_principal=None) -> falcon.App:
+    """The admin worker's app: the report API and the admin API (/api/v1), on its own connection (tests:
+    theirs, and their key lookup); never campaign URLs."""
     from models.migrations.runner import require_current_schema
     from models.store.database import open_database
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.errors import handle_unexpected
     from routes.health import DatabaseHealthResource
+    from routes.v1 import add_v1_routes, v1_routes
+    from routes.v1.auth import principal_for
 
-    db = open_database(settings.database_path)
+    if db is None:
+        db = open_database(settings.database_path)
     require_current_schema(db, settings.database_path)
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", DatabaseHealthResource(db))
     app.add_route("/api/report", ReportApiResource(db, settings.report_currency))
     app.add_route("/api/currency/rates", ExchangeRateApiResource(db))
+    add_v1_routes(app, v1_routes(db, settings, find_principal=find_principal or principal_for))
     app.add_error_handler(Exception, handle_unexpected)
     return app
 

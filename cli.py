@@ -950,22 +950,13 @@ def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any)
 @pass_context
 def click_show(ctx: Context, subid: str, as_json: bool) -> None:
     """A stored click with its routing trace (filters re-evaluated on the stored values)."""
-    from models.lookups.geo import GeoSource
-    from models.routing.config import load_campaigns
-    from models.routing.trace import stored_trace, trace_rows
-    from models.tables.click import Click
+    from models.reporting.clicklog import stored_click
 
-    found = Click.select().where(Click.subid == subid).dicts().first() if ctx.db else None
-    if found is None:
-        raise click.ClickException(
-            f"There is no stored click {subid!r} (clicks land within a second; see `lanner spool status`)."
-        )
-    campaigns = {c.id: c for c in load_campaigns(ctx.db).values()}
-    # Not stored with the click: looked up again (the network files, or a location file that has them).
-    source = GeoSource(ctx.settings.geo_path, ctx.settings.geo_network_paths)
-    network = source.lookup_network(found["ip"])
-    source.close()
-    data = {"click": found, "streams": trace_rows(stored_trace(found, campaigns, network))}
+    settings = ctx.settings
+    data = stored_click(
+        ctx.db, subid, geo_path=settings.geo_path, geo_network_paths=settings.geo_network_paths
+    )
+    found = data["click"]
     if as_json:
         click.echo(json_text(data))
         return
@@ -1364,25 +1355,20 @@ def cost_set(
 ) -> None:
     """Replace the costs of the campaign's clicks in a period with AMOUNT spread evenly over them."""
     from models.admin.services import get_campaign
-    from models.reporting.costs import spread_cost
-    from models.reporting.currency import check_code, rate_of, report_currency
-    from models.reporting.timerange import local_instant, zone
+    from models.reporting.costs import set_campaign_cost
 
     campaign = get_campaign(campaign_ref) if ctx.db else None
-    report = report_currency(ctx.db.connection())
-    currency = check_code(currency) if currency else campaign.cost_currency
-    tz = zone(timezone)
-    start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
     with progress_to_total("Spreading") as advance:
-        clicks, per_click = spread_cost(
-            ctx.db, campaign.id, start, end, amount, currency=currency, on_progress=advance
-        )
-    converted = (
-        ""
-        if currency == report
-        else f" ({amount * rate_of(ctx.db.connection(), currency, report):g} {report})"
+        spread = set_campaign_cost(
+            ctx.db, campaign.id, since, until, amount, cost_currency=campaign.cost_currency,
+            timezone=timezone, currency=currency, on_progress=advance,
+        )  # fmt: skip
+    report = spread.report_currency
+    converted = "" if spread.currency == report else f" ({spread.report_amount:g} {report})"
+    click.echo(
+        f"{amount:g} {spread.currency}{converted} over {spread.clicks:,} clicks "
+        f"({spread.per_click:g} {report} each)."
     )
-    click.echo(f"{amount:g} {currency}{converted} over {clicks:,} clicks ({per_click:g} {report} each).")
 
 
 @main.group()

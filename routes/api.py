@@ -23,19 +23,26 @@ import falcon
 
 from models.conversions.postbacks import keys_match, read_secret
 from models.reporting.currency import CurrencyError, list_rates, report_currency, set_rates
-from models.reporting.reports import PrunedRangeError, ReportError, ReportQuery, parse_filters, run_report
+from models.reporting.reports import (
+    PrunedRangeError,
+    Report,
+    ReportError,
+    ReportQuery,
+    parse_filters,
+    run_report,
+)
 from models.reporting.timerange import TimeRangeError
 
 PARAMETERS = ("group", "preset", "from", "to", "timezone", "campaign", "format", "api_key")
 FORMATS = ("json", "csv")
 
 
-def _check_parameters(params: dict[str, str]) -> None:
-    unknown = [name for name in params if name not in PARAMETERS and not name.startswith("f.")]
+def check_report_parameters(params: dict[str, str], names: tuple[str, ...] = PARAMETERS) -> None:
+    unknown = [name for name in params if name not in names and not name.startswith("f.")]
     if unknown:
         raise falcon.HTTPBadRequest(
             title="Unknown report parameter",
-            description=f"Unknown parameter {unknown[0]!r}; use {', '.join(PARAMETERS)} or f.<name> filters.",
+            description=f"Unknown parameter {unknown[0]!r}; use {', '.join(names)} or f.<name> filters.",
         )
     if params.get("format", "json") not in FORMATS:
         raise falcon.HTTPBadRequest(title="Bad report query", description="The format is json or csv.")
@@ -43,6 +50,43 @@ def _check_parameters(params: dict[str, str]) -> None:
         raise falcon.HTTPBadRequest(
             title="Bad report query", description="Give campaign= or f.campaign=, not both."
         )
+
+
+def report_from_parameters(db, params: dict[str, str], report_currency: str = "") -> Report:
+    """The report `params` ask for (checked by check_report_parameters), or the HTTP error saying why not."""
+    params = dict(params)
+    if "campaign" in params:
+        params["f.campaign"] = params.pop("campaign")
+    try:
+        filters = parse_filters(
+            tuple(f"{name[2:]}={value}" for name, value in params.items() if name.startswith("f."))
+        )
+        query = ReportQuery(
+            group_by=tuple(g.strip() for g in params.get("group", "campaign").split(",") if g.strip()),
+            filters=filters,
+            preset=params.get("preset") or (None if ("from" in params or "to" in params) else "last_30_days"),
+            since=params.get("from"),
+            until=params.get("to"),
+            timezone=params.get("timezone", "UTC"),
+            currency=report_currency,
+        )
+        return run_report(db, query)
+    except PrunedRangeError as exc:  # A fine query over data that is gone: not a bad request.
+        raise falcon.HTTPUnprocessableEntity(title="Clicks pruned", description=str(exc)) from None
+    except (ReportError, TimeRangeError) as exc:
+        raise falcon.HTTPBadRequest(title="Bad report query", description=str(exc)) from None
+
+
+def send_report_csv(resp: falcon.Response, report: Report, columns: list[str]) -> None:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(report.rows)
+    resp.content_type = "text/csv"
+    resp.set_header("X-Lanner-Currency", report.currency)
+    if report.notes:
+        resp.set_header("X-Lanner-Notes", json.dumps(report.notes))
+    resp.text = out.getvalue()
 
 
 class ReportApiResource:
@@ -56,38 +100,10 @@ class ReportApiResource:
         if not keys_match(given, read_secret(self.db, "api_key")):
             raise falcon.HTTPForbidden(title="Wrong API key", description="Send the key in X-Api-Key.")
         params = {name: value if isinstance(value, str) else value[0] for name, value in req.params.items()}
-        _check_parameters(params)
-        if "campaign" in params:
-            params["f.campaign"] = params.pop("campaign")
-        try:
-            filters = parse_filters(
-                tuple(f"{name[2:]}={value}" for name, value in params.items() if name.startswith("f."))
-            )
-            query = ReportQuery(
-                group_by=tuple(g.strip() for g in params.get("group", "campaign").split(",") if g.strip()),
-                filters=filters,
-                preset=params.get("preset")
-                or (None if ("from" in params or "to" in params) else "last_30_days"),
-                since=params.get("from"),
-                until=params.get("to"),
-                timezone=params.get("timezone", "UTC"),
-                currency=self.report_currency,
-            )
-            report = run_report(self.db, query)
-        except PrunedRangeError as exc:  # A fine query over data that is gone: not a bad request.
-            raise falcon.HTTPUnprocessableEntity(title="Clicks pruned", description=str(exc)) from None
-        except (ReportError, TimeRangeError) as exc:
-            raise falcon.HTTPBadRequest(title="Bad report query", description=str(exc)) from None
+        check_report_parameters(params)
+        report = report_from_parameters(self.db, params, self.report_currency)
         if params.get("format") == "csv":
-            out = io.StringIO()
-            writer = csv.DictWriter(out, fieldnames=report.columns, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(report.rows)
-            resp.content_type = "text/csv"
-            resp.set_header("X-Lanner-Currency", report.currency)
-            if report.notes:
-                resp.set_header("X-Lanner-Notes", json.dumps(report.notes))
-            resp.text = out.getvalue()
+            send_report_csv(resp, report, report.columns)
             return
         resp.content_type = falcon.MEDIA_JSON
         # allow_nan=False: the report has no Infinity or NaN (models/reporting/reports.py), and none may leak

@@ -172,9 +172,9 @@ def geo_filter_warnings(stream: Stream, geo_facts: frozenset[str]) -> list[str]:
 def get_campaign(ref: str | int) -> Campaign:
     """A campaign by id or alias."""
     ref = str(ref)
-    query = Campaign.select().where(
-        (Campaign.alias == ref) | (Campaign.id == (int(ref) if ref.isdigit() else -1))
-    )
+    # isascii: isdigit() alone takes `²`; an id past 64 bits is no row's (and SQLite cannot bind it).
+    is_id = ref.isascii() and ref.isdigit() and int(ref) < 2**63
+    query = Campaign.select().where((Campaign.alias == ref) | (Campaign.id == (int(ref) if is_id else -1)))
     campaign = query.first()
     if campaign is None:
         raise AdminError(f"There is no campaign {ref!r}.")
@@ -465,6 +465,30 @@ def update_stream(
 
 def remove_stream(db: Database, stream_id: int) -> Stream:
     return update_stream(db, stream_id, status="deleted")
+
+
+def reorder_streams(db: Database, campaign_ref: str | int, stream_ids: list[int]) -> list[Stream]:
+    """Put a campaign's streams in this order: each type's streams take positions 1, 2, ... as listed.
+
+    `stream_ids` must name each of the campaign's streams (not removed ones) exactly once."""
+    with write_tx(db):
+        streams = {stream.id: stream for stream in list_streams(campaign_ref)}
+        if sorted(stream_ids) != sorted(streams):
+            raise AdminError(
+                "List every stream of the campaign exactly once: "
+                + (", ".join(str(i) for i in sorted(streams)) or "it has none")
+                + "."
+            )
+        positions: dict[str, int] = {}
+        for stream_id in stream_ids:
+            stream = streams[stream_id]
+            positions[stream.type] = positions.get(stream.type, 0) + 1
+            if stream.position != positions[stream.type]:
+                stream.position = positions[stream.type]
+                stream.updated_at = _now()
+                stream.save()
+        MetaStore(db.connection()).bump_config_version()
+    return list_streams(campaign_ref)
 
 
 def list_streams(campaign_ref: str | int) -> list[Stream]:

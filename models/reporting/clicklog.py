@@ -8,9 +8,13 @@ Date bounds are given in the user's timezone and converted to UTC milliseconds o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from models.reporting.timerange import localise_times, time_bounded, zone
+from peewee import Database
+
+from models.errors import LannerError
+from models.reporting.timerange import before, localise_times, time_bounded, zone
 from models.tables.click import Click
 
 LOG_COLUMNS = (
@@ -41,12 +45,14 @@ class ClickFilter:
     until: str | None = None  # Same, exclusive; a bare date means the end of that day.
     timezone: str = "UTC"
     limit: int = 50
+    before_id: int | None = None  # Only clicks after this one in the log's order (the API's cursor).
 
 
 def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
-    """The newest clicks matching `query`, newest first, `created_at` as ISO text in its timezone."""
+    """The newest clicks matching `query`, newest first (with their `id`), `created_at` as ISO text in its
+    timezone."""
     tz = zone(query.timezone)
-    select = Click.select(*(getattr(Click, column) for column in LOG_COLUMNS))
+    select = Click.select(Click.id, *(getattr(Click, column) for column in LOG_COLUMNS))
     conditions = []
     if query.campaign_id is not None:
         conditions.append(Click.campaign_id == query.campaign_id)
@@ -63,10 +69,41 @@ def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
     for condition in conditions:
         select = select.where(condition)
     if query.campaign_id is not None:
-        select = select.order_by(Click.created_at.desc())  # click_campaign_created_at, backwards.
+        # click_campaign_created_at, backwards; the id orders clicks of one millisecond.
+        select = select.order_by(Click.created_at.desc(), Click.id.desc())
+        if query.before_id is not None:
+            select = select.where(before(Click, Click.created_at, query.before_id))
     else:
         select = select.order_by(Click.id.desc())  # Ids grow with landing time: the newest, cheaply.
+        if query.before_id is not None:
+            select = select.where(Click.id < query.before_id)
     select = time_bounded(
         select, Click.created_at, since=query.since, until=query.until, tz=tz, limit=query.limit
     )
     return localise_times(list(select.dicts()), ("created_at",), tz)
+
+
+class StoredClickError(LannerError, LookupError):
+    """No stored click with that subid; the message is one sentence for the user."""
+
+
+def stored_click(
+    db: Database, subid: str, *, geo_path: Path, geo_network_paths: tuple[Path, ...] = ()
+) -> dict[str, Any]:
+    """A stored click with its routing trace (filters re-evaluated on the stored values), for `lanner
+    click show` and the admin API: {"click": its row, "streams": the trace rows}."""
+    from models.lookups.geo import GeoSource
+    from models.routing.config import load_campaigns
+    from models.routing.trace import stored_trace, trace_rows
+
+    found = Click.select().where(Click.subid == subid).dicts().first()
+    if found is None:
+        raise StoredClickError(
+            f"There is no stored click {subid!r} (clicks land within a second; see `lanner spool status`)."
+        )
+    campaigns = {c.id: c for c in load_campaigns(db).values()}
+    # Not stored with the click: looked up again (the network files, or a location file that has them).
+    source = GeoSource(geo_path, geo_network_paths)
+    network = source.lookup_network(found["ip"])
+    source.close()
+    return {"click": found, "streams": trace_rows(stored_trace(found, campaigns, network))}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.conversions.postbacks import PARKED
-from models.reporting.timerange import localise_times, time_bounded, zone
+from models.reporting.timerange import before, localise_times, time_bounded, zone
 from models.tables.conversion import Conversion, PostbackDelivery, PostbackLog, PostbackRefusal
 
 CONVERSION_COLUMNS = (
@@ -43,6 +43,7 @@ class LogFilter:
     until: str | None = None
     timezone: str = "UTC"
     limit: int = 50
+    before_id: int | None = None  # Only rows after this one in the log's order (the API's cursor).
 
 
 def list_conversions(query: LogFilter) -> list[dict[str, Any]]:
@@ -55,8 +56,10 @@ def list_conversions(query: LogFilter) -> list[dict[str, Any]]:
         select = select.where(Conversion.subid == query.subid)
     if query.status:
         select = select.where(Conversion.status == query.status.lower())
+    if query.before_id is not None:
+        select = select.where(before(Conversion, Conversion.created_at, query.before_id))
     select = time_bounded(
-        select.order_by(Conversion.created_at.desc()),
+        select.order_by(Conversion.created_at.desc(), Conversion.id.desc()),
         Conversion.created_at,
         since=query.since,
         until=query.until,
@@ -76,6 +79,8 @@ def list_postbacks(query: LogFilter, *, orphans: bool = False) -> list[dict[str,
         select = select.where(PostbackLog.verdict == query.status.lower())
     if query.subid:
         select = select.where(PostbackLog.subid == query.subid)
+    if query.before_id is not None:
+        select = select.where(PostbackLog.id < query.before_id)
     select = time_bounded(
         select.order_by(PostbackLog.id.desc()),
         PostbackLog.received_at,
@@ -108,6 +113,8 @@ def list_deliveries(query: LogFilter) -> list[dict[str, Any]]:
     select = PostbackDelivery.select(*(getattr(PostbackDelivery, c) for c in DELIVERY_COLUMNS))
     if query.status:
         select = select.where(PostbackDelivery.state == query.status.lower())
+    if query.before_id is not None:
+        select = select.where(PostbackDelivery.id < query.before_id)
     if query.campaign_id is not None:
         select = select.where(
             PostbackDelivery.conversion_id.in_(

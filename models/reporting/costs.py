@@ -20,17 +20,19 @@ The statements are models/store/sqlite/costs.py's.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 from peewee import Database
 
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.errors import LannerError
-from models.reporting.currency import rate_of, report_currency
+from models.reporting.currency import check_code, rate_of, report_currency
 from models.reporting.dimensions import DAY_MS, HOUR_MS
 from models.reporting.rollups import RollupDelta
+from models.reporting.timerange import local_instant, zone
 from models.store.database import write_tx
-from models.store.sqlite.costs import CostStore
+from models.store.sqlite.costs import COST_COLUMNS, CostStore
 
 SPREAD_CHUNK = 5000
 # No spend is this large: a cost or a rollup beyond it came from a click URL before costs were bounded
@@ -91,6 +93,50 @@ class ClickCosts:
                 row[_COST] = round(click_cost(model[0], model[1], row[_UNIQUE_CAMPAIGN]) * model[2], 6)
 
 
+@dataclass(frozen=True)
+class SpreadCost:
+    """What `set_campaign_cost` did: `amount` in `currency`, `report_amount` of it in the report currency."""
+
+    campaign_id: int
+    where: tuple[str, str] | None
+    clicks: int
+    per_click: float
+    amount: float
+    currency: str
+    report_amount: float
+    report_currency: str
+
+
+def set_campaign_cost(
+    db: Database,
+    campaign_id: int,
+    since: str,
+    until: str,
+    amount: float,
+    *,
+    cost_currency: str,
+    timezone: str = "UTC",
+    currency: str | None = None,
+    where: tuple[str, str] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> SpreadCost:
+    """`lanner cost set` and `PUT /api/v1/costs`: spread `amount` (in `currency`, default the campaign's
+    `cost_currency`) over the campaign's clicks from `since` to `until` (local dates in `timezone`);
+    `where`: only those with this source or sub id value (see spread_cost)."""
+    currency = check_code(currency) if currency else cost_currency
+    tz = zone(timezone)
+    start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
+    clicks, per_click = spread_cost(
+        db, campaign_id, start, end, amount, currency=currency, where=where, on_progress=on_progress
+    )
+    conn = db.connection()
+    report = report_currency(conn)
+    rate = 1.0 if currency == report else rate_of(conn, currency, report) or 0.0
+    return SpreadCost(
+        campaign_id, where, clicks, per_click, amount, currency, round(amount * rate, 6), report
+    )
+
+
 def spread_cost(
     db: Database,
     campaign_id: int,
@@ -99,12 +145,19 @@ def spread_cost(
     amount: float,
     *,
     currency: str | None = None,
+    where: tuple[str, str] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[int, float]:
     """Give the campaign's clicks in [start_ms, end_ms) costs summing to `amount` (in `currency`,
-    converted at today's rate; None: the report currency); (clicks, per click in the report currency)."""
+    converted at today's rate; None: the report currency); (clicks, per click in the report currency).
+
+    `where` (a column of COST_COLUMNS, a value): only the clicks with that source or sub id value."""
     if not 0 <= amount <= MAX_AMOUNT:  # NaN too
         raise CostError(f"The amount must be a number from 0 to {MAX_AMOUNT:,.0f}.")
+    if where is not None and where[0] not in COST_COLUMNS:
+        raise CostError(
+            f"A cost is set per campaign, or per source or sub_id_1 … sub_id_30 value, not {where[0]!r}."
+        )
     conn = db.connection()
     if currency is not None:
         report = report_currency(conn)
@@ -116,9 +169,10 @@ def spread_cost(
             )
         amount = round(amount * rate, 6)
     store = CostStore(conn)
-    ids = store.period_clicks(campaign_id, start_ms, end_ms)
+    ids = store.period_clicks(campaign_id, start_ms, end_ms, where)
     if not ids:
-        raise CostError("The campaign has no clicks in that period; nothing to spread the cost over.")
+        of = f" with {where[0]} {where[1]!r}" if where else ""
+        raise CostError(f"The campaign has no clicks{of} in that period; nothing to spread the cost over.")
     per_click = round(amount / len(ids), 6)
     last_cost = round(amount - per_click * (len(ids) - 1), 6)
     done = 0

@@ -18,6 +18,8 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from peewee import Tuple
+
 from models.errors import LannerError
 
 MAX_LOG_ROWS = 100_000
@@ -93,6 +95,15 @@ def time_bounded(select, column, *, since: str | None, until: str | None, tz: Zo
     if until:
         select = select.where(column < local_instant(until, tz, is_end=True))
     return select.limit(limit)
+
+
+def before(model, time_column, row_id: int):
+    """A condition: rows after row `row_id` in a log ordered by (time, id) newest first; none if it is gone.
+
+    The cursor is the id alone; the time is read back from its row, on the primary key."""
+    last = model.alias()
+    key = last.select(getattr(last, time_column.name), last.id).where(last.id == row_id)
+    return Tuple(time_column, model.id) < key
 
 
 def localise_times(

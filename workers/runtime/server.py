@@ -5,7 +5,7 @@ It works like PHP-FPM's pools, static or on demand:
 - the master binds each pool's socket once and forks its workers, and replaces any that exits: the
   `web` pool (`settings.workers` workers on `settings.bind`: campaign URLs, postbacks) and, when
   `settings.admin_address` is set, the `admin` pool (one worker at idle CPU priority: the report
-  API), so a heavy report never holds a worker, or CPU, that visitors are waiting for;
+  API and the admin API), so a heavy report never holds a worker, or CPU, that visitors are waiting for;
 - an on-demand pool (the admin pool unless `admin_idle_seconds` is 0) has no worker until its socket
   has a connection waiting: the master watches the socket, forks the worker, and the worker accepts
   that connection once it has loaded the app. A worker idle for `idle_seconds` drains itself and

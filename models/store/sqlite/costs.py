@@ -7,7 +7,11 @@ moving by a difference) are models/reporting/costs.py's.
 
 from __future__ import annotations
 
+from models.choices import SUB_ID_SLOTS
 from models.reporting.dimensions import DIMENSIONS, HOUR_MS, TABLES
+
+# The click columns a spend can be set for besides the campaign (a traffic source's placement, a sub id).
+COST_COLUMNS = ("source", *(f"sub_id_{n}" for n in range(1, SUB_ID_SLOTS + 1)))
 from models.store.sqlite.rows import Store, fetch_one
 
 
@@ -23,14 +27,19 @@ def _rebuild_sql(table: str, width: int, dimensions: tuple[str, ...]) -> str:
     )
 
 
+_PERIOD_CLICKS = (
+    "SELECT id FROM click INDEXED BY click_campaign_created_at "
+    "WHERE campaign_id = ? AND created_at >= ? AND created_at < ?{} ORDER BY created_at"
+)
+
+
 class CostStore(Store):
     """The click costs of one connection; writes join the caller's transaction."""
 
     SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value, cost_currency FROM campaign"
-    SQL_PERIOD_CLICKS = (
-        "SELECT id FROM click INDEXED BY click_campaign_created_at "
-        "WHERE campaign_id = ? AND created_at >= ? AND created_at < ? ORDER BY created_at"
-    )
+    SQL_PERIOD_CLICKS = _PERIOD_CLICKS.format("")
+    # column -> the same for the clicks with one value in that column (COST_COLUMNS only: never user text).
+    SQL_PERIOD_CLICKS_OF = {column: _PERIOD_CLICKS.format(f" AND {column} = ?") for column in COST_COLUMNS}
     # {}: one ? per id.
     SQL_CHUNK = f"SELECT id, cost, created_at, {', '.join(DIMENSIONS)} FROM click WHERE id IN ({{}})"
     SQL_SET_COST = "UPDATE click SET cost = ? WHERE id = ?"
@@ -51,9 +60,16 @@ class CostStore(Store):
         """(campaign id, cost model, cost value, cost currency) of every campaign."""
         return self.conn.execute(self.SQL_CAMPAIGN_COSTS).fetchall()
 
-    def period_clicks(self, campaign_id: int, start_ms: int, end_ms: int) -> list[int]:
-        """The ids of the campaign's clicks in [start_ms, end_ms), oldest first."""
-        rows = self.conn.execute(self.SQL_PERIOD_CLICKS, (campaign_id, start_ms, end_ms)).fetchall()
+    def period_clicks(
+        self, campaign_id: int, start_ms: int, end_ms: int, where: tuple[str, str] | None = None
+    ) -> list[int]:
+        """The ids of the campaign's clicks in [start_ms, end_ms), oldest first; `where` (column in
+        COST_COLUMNS, value): only those with that value."""
+        if where is None:
+            rows = self.conn.execute(self.SQL_PERIOD_CLICKS, (campaign_id, start_ms, end_ms)).fetchall()
+        else:
+            sql = self.SQL_PERIOD_CLICKS_OF[where[0]]
+            rows = self.conn.execute(sql, (campaign_id, start_ms, end_ms, where[1])).fetchall()
         return [row[0] for row in rows]
 
     def chunk(self, ids: list[int]) -> list[tuple]:

@@ -1,0 +1,72 @@
+"""The admin API, `/api/v1/…`: JSON over the services the CLI calls (README, "Admin API").
+
+`v1_routes()` declares every route once; `add_v1_routes()` adds them to an app and the OpenAPI
+document (routes/v1/openapi.py) is built from the same declarations, so neither can miss a route.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import falcon
+
+from routes.v1.auth import Authenticator, Principal, principal_for
+
+if TYPE_CHECKING:
+    from peewee import Database
+
+    from settings import Settings
+
+PREFIX = "/api/v1"
+MAX_ID = 2**63 - 1
+
+
+def id_field(name: str) -> str:
+    """A path field holding a row id: an integer past what SQLite stores is no row's (404), not an
+    OverflowError."""
+    return "{" + name + f":int(min=1, max={MAX_ID})" + "}"
+
+
+def v1_routes(
+    db: Database,
+    settings: Settings,
+    *,
+    find_principal: Callable[[Database, str], Principal | None] = principal_for,
+) -> list[tuple[str, object]]:
+    """(path, resource) of every admin API route, the OpenAPI document's last."""
+    from models.conversions.postbacks import ConversionRecorder
+    from routes.v1 import campaigns, clicks, conversions, costs, offers, openapi, postbacks, reports, status
+
+    auth = Authenticator(db, find_principal)
+    recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
+    routes = [
+        ("/campaigns", campaigns.CampaignListResource(auth, db)),
+        ("/campaigns/{ref}", campaigns.CampaignResource(auth, db)),
+        ("/campaigns/{ref}/streams", campaigns.StreamListResource(auth, db)),
+        ("/campaigns/{ref}/streams/order", campaigns.StreamOrderResource(auth, db)),
+        (f"/streams/{id_field('stream_id')}", campaigns.StreamResource(auth, db)),
+        ("/offers", offers.OfferListResource(auth, db)),
+        (f"/offers/{id_field('offer_id')}", offers.OfferResource(auth, db)),
+        ("/postback-targets", postbacks.TargetListResource(auth, db)),
+        (f"/postback-targets/{id_field('target_id')}", postbacks.TargetResource(auth, db)),
+        ("/status-maps", postbacks.StatusMapListResource(auth, db)),
+        ("/status-maps/{word}", postbacks.StatusMapResource(auth, db)),
+        ("/postbacks", postbacks.PostbackLogResource(auth, db)),
+        ("/postback-deliveries", postbacks.DeliveryLogResource(auth, db)),
+        ("/costs", costs.CostResource(auth, db)),
+        ("/conversions", conversions.ConversionListResource(auth, db)),
+        ("/conversions/import", conversions.ConversionImportResource(auth, db, recorder)),
+        (f"/conversions/{id_field('conversion_id')}", conversions.ConversionResource(auth, db)),
+        ("/clicks", clicks.ClickLogResource(auth, db)),
+        ("/clicks/{subid}", clicks.ClickResource(auth, db, settings)),
+        ("/reports", reports.ReportResource(auth, db, settings.report_currency)),
+        ("/status", status.StatusResource(auth, db, settings)),
+    ]
+    routes = [(PREFIX + path, resource) for path, resource in routes]
+    routes.append((PREFIX + "/openapi.json", openapi.OpenApiResource(routes)))
+    return routes
+
+
+def add_v1_routes(app: falcon.App, routes: list[tuple[str, object]]) -> None:
+    for path, resource in routes:
+        app.add_route(path, resource)

@@ -1,0 +1,276 @@
+"""Campaigns and their streams (filters, offers and weights, evaluation order), over models/admin/services.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from models.admin import services
+from models.choices import CAMPAIGN_STATUSES, STREAM_TYPES
+from routes.v1.auth import require_campaign, visible_campaigns
+from routes.v1.pagination import page
+from routes.v1.spec import PAGE_PARAMS, Field, Operation, Param, answer, api_resource, read_body
+
+CAMPAIGN_OPTIONS = (
+    Field("timezone", "string", "IANA timezone for schedules and daily stream caps."),
+    Field("bind_visitor", "boolean", "A returning visitor gets the stream and offer they got before."),
+    Field("default_action", "string", "When no stream matches: not_found, redirect or blank."),
+    Field("default_url", "string", "URL template for the redirect default action."),
+    Field("cost_model", "string", "cpc, cpuc, cpm, cpa, cps or revshare."),
+    Field("cost_value", "number", "The price per unit of the cost model (revshare: percent)."),
+    Field("cost_currency", "string", "The cost's currency; it needs an exchange rate."),
+)
+CAMPAIGN_CREATE = (
+    Field("name", "string", required=True),
+    Field("alias", "string", "The campaign URL path: /<alias>.", required=True),
+    Field("offer_url", "string", "A new offer with this URL template (or offer_id)."),
+    Field("offer_id", "integer", "Or send to an existing offer."),
+    Field("rotation", "string", "position or weight."),
+    Field("uniqueness_hours", "number"),
+    *CAMPAIGN_OPTIONS,
+)
+CAMPAIGN_UPDATE = (
+    Field("name", "string"),
+    Field("alias", "string"),
+    Field("rotation", "string"),
+    Field("uniqueness_hours", "number"),
+    Field("status", "string", ", ".join(CAMPAIGN_STATUSES)),
+    *CAMPAIGN_OPTIONS,
+)
+STREAM_FIELDS = (
+    Field("name", "string"),
+    Field("type", "string", "intercepting, regular or fallback."),
+    Field("position", "integer", "Evaluation position within its type (default: last)."),
+    Field("weight", "integer", "Weight in weighted rotation."),
+    Field("action", "string", "offers, redirect, html, campaign, not_found or blank."),
+    Field("url", "string", "Target URL template for the redirect action."),
+    Field("html", "string", "The page for the html action."),
+    Field("target", "string", "Campaign alias for the campaign action."),
+    Field("offers", "offers", "The stream's offers with weights; replaces the old ones."),
+    Field(
+        "filters",
+        "strings",
+        "Filters such as country=US,GB or device!=desktop (README); replace the old ones.",
+    ),
+    Field("filter_mode", "string", "and or or."),
+    Field("offer_rotation", "string"),
+    Field("redirect_type", "string", "http, meta or script."),
+    Field("fallback_offer_id", "integer", "Offer used once all are capped."),
+    Field("daily_cap", "integer", "Clicks per local day."),
+    Field("total_cap", "integer", "Clicks in total."),
+)
+STREAM_UPDATE = (
+    *STREAM_FIELDS,
+    Field("status", "string", "active or disabled."),
+    Field("clear_filters", "boolean", "Remove every filter."),
+    Field("clear_caps", "boolean", "Remove both caps."),
+)
+
+
+def campaign_json(campaign) -> dict[str, Any]:
+    return {
+        "id": campaign.id,
+        "alias": campaign.alias,
+        "name": campaign.name,
+        "status": campaign.status,
+        "rotation": campaign.rotation,
+        "uniqueness_hours": campaign.uniqueness_hours,
+        "timezone": campaign.timezone,
+        "bind_visitor": bool(campaign.bind_visitor),
+        "default_action": campaign.default_action,
+        "default_url": campaign.default_payload,
+        "cost_model": campaign.cost_model,
+        "cost_value": campaign.cost_value,
+        "cost_currency": campaign.cost_currency,
+        "url": f"/{campaign.alias}",
+    }
+
+
+def stream_json(stream) -> dict[str, Any]:
+    return {
+        "id": stream.id,
+        "campaign_id": stream.campaign_id,
+        "name": stream.name,
+        "type": stream.type,
+        "position": stream.position,
+        "weight": stream.weight,
+        "action": stream.action,
+        "payload": stream.action_payload,
+        "status": stream.status,
+        "offers": [{"offer_id": o, "weight": w} for o, w in services.stream_offers(stream)],
+        "offer_rotation": stream.offer_rotation,
+        "fallback_offer_id": stream.fallback_offer_id,
+        "redirect_type": stream.redirect_type,
+        "filters": services.describe_filters(stream),
+        "filter_mode": stream.filter_mode,
+        "daily_cap": stream.daily_cap,
+        "total_cap": stream.total_cap,
+    }
+
+
+def _campaign(req: falcon.Request, ref: str):
+    campaign = services.get_campaign(ref)  # AdminError "There is no campaign": 404.
+    require_campaign(req, campaign.id)
+    return campaign
+
+
+def _stream(req: falcon.Request, stream_id: int):
+    stream = services.get_stream(stream_id)
+    require_campaign(req, stream.campaign_id)
+    return stream
+
+
+def _campaign_changes(body: dict[str, Any]) -> dict[str, Any]:
+    if "default_url" in body:
+        body["default_payload"] = body.pop("default_url")
+    return body
+
+
+def _offers(body: dict[str, Any]) -> list[tuple[int, int]] | None:
+    if "offers" not in body:
+        return None
+    return [(item["offer_id"], item.get("weight", 100)) for item in body.pop("offers")]
+
+
+def _payload(body: dict[str, Any]) -> str | None:
+    given = [body.pop(name) for name in ("url", "html", "target") if name in body]
+    if len(given) > 1:
+        raise falcon.HTTPBadRequest(title="Refused", description="Give only one of url, html and target.")
+    return given[0] if given else None
+
+
+@api_resource
+class CampaignListResource:
+    operations = {
+        "GET": Operation(
+            "Campaigns, by id.",
+            params=(Param("all", "true: archived ones too.", "boolean"), *PAGE_PARAMS),
+            paginated=True,
+        ),
+        "POST": Operation(
+            "Create a campaign with one stream to one offer.", body=CAMPAIGN_CREATE, answers={201: "Created."}
+        ),
+    }
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        include_archived = req.get_param_as_bool("all", default=False)
+        campaigns = services.list_campaigns(include_archived=include_archived)
+        visible = visible_campaigns(req)
+        if visible is not None:
+            campaigns = [c for c in campaigns if c.id in visible]
+        items, following = page(req, campaigns, lambda c: [c.id])
+        answer(req, resp, {"items": [campaign_json(c) for c in items], "next": following})
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = _campaign_changes(read_body(req, CAMPAIGN_CREATE))
+        campaign = services.create_campaign(self.db, body.pop("name"), body.pop("alias"), **body)
+        answer(req, resp, campaign_json(campaign), falcon.HTTP_201)
+
+
+@api_resource
+class CampaignResource:
+    operations = {
+        "GET": Operation("A campaign (by id or alias) with its streams in evaluation order."),
+        "PATCH": Operation("Change a campaign; fields left out stay.", body=CAMPAIGN_UPDATE),
+        "DELETE": Operation("Archive a campaign (its clicks and reports stay)."),
+    }
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        campaign = _campaign(req, ref)
+        data = campaign_json(campaign)
+        data["streams"] = [stream_json(s) for s in services.list_streams(campaign.id)]
+        answer(req, resp, data)
+
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        body = _campaign_changes(read_body(req, CAMPAIGN_UPDATE))
+        campaign = _campaign(req, ref)
+        answer(req, resp, campaign_json(services.update_campaign(self.db, campaign.id, **body)))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        campaign = _campaign(req, ref)
+        answer(req, resp, campaign_json(services.archive_campaign(self.db, campaign.id)))
+
+
+def _evaluation_key(stream) -> list:
+    return [STREAM_TYPES.index(stream.type), stream.position, stream.id]
+
+
+@api_resource
+class StreamListResource:
+    operations = {
+        "GET": Operation("A campaign's streams in evaluation order.", params=PAGE_PARAMS, paginated=True),
+        "POST": Operation("Add a stream to a campaign.", body=STREAM_FIELDS, answers={201: "Created."}),
+    }
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        campaign = _campaign(req, ref)
+        items, following = page(req, services.list_streams(campaign.id), _evaluation_key)
+        answer(req, resp, {"items": [stream_json(s) for s in items], "next": following})
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        body = read_body(req, STREAM_FIELDS)
+        campaign = _campaign(req, ref)
+        offers, payload = _offers(body) or [], _payload(body)
+        stream = services.add_stream(self.db, campaign.id, offers=offers, payload=payload or "", **body)
+        answer(req, resp, stream_json(stream), falcon.HTTP_201)
+
+
+@api_resource
+class StreamOrderResource:
+    operations = {
+        "PUT": Operation(
+            "Reorder a campaign's streams: positions 1, 2, ... within each type, in the order given.",
+            body=(Field("streams", "integers", "Every active or disabled stream id of the campaign.", True),),
+        ),
+    }
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        body = read_body(req, self.operations["PUT"].body)
+        campaign = _campaign(req, ref)
+        streams = services.reorder_streams(self.db, campaign.id, body["streams"])
+        answer(req, resp, {"items": [stream_json(s) for s in streams], "next": None})
+
+
+@api_resource
+class StreamResource:
+    operations = {
+        "GET": Operation("A stream."),
+        "PATCH": Operation("Change a stream in place; fields left out stay.", body=STREAM_UPDATE),
+        "DELETE": Operation("Remove a stream (its clicks keep pointing at it)."),
+    }
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
+        answer(req, resp, stream_json(_stream(req, stream_id)))
+
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
+        body = read_body(req, STREAM_UPDATE)
+        _stream(req, stream_id)
+        if body.get("status") == "deleted":
+            raise falcon.HTTPBadRequest(title="Refused", description="Remove a stream with DELETE.")
+        offers, payload = _offers(body), _payload(body)
+        if offers == []:
+            raise falcon.HTTPBadRequest(
+                title="Refused", description="A stream's offers cannot be an empty list."
+            )
+        stream = services.update_stream(self.db, stream_id, offers=offers, payload=payload, **body)
+        answer(req, resp, stream_json(stream))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
+        _stream(req, stream_id)
+        answer(req, resp, stream_json(services.remove_stream(self.db, stream_id)))

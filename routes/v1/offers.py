@@ -1,0 +1,82 @@
+"""Offers: URL templates with macros, payouts and caps, over models/admin/services.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from models.admin import services
+from models.choices import OFFER_STATUSES
+from routes.v1.pagination import page
+from routes.v1.spec import PAGE_PARAMS, Field, Operation, answer, api_resource, read_body
+
+OFFER_CREATE = (
+    Field("name", "string", required=True),
+    Field("url", "string", "URL template, e.g. https://example.com/?click={subid}.", required=True),
+    Field("payout", "number"),
+    Field("currency", "string", "The payout's currency (default: the report currency)."),
+    Field("daily_cap", "integer", "Clicks per local day."),
+    Field("total_cap", "integer", "Clicks in total."),
+    Field("timezone", "string", "Where the daily cap's day starts."),
+)
+OFFER_UPDATE = (
+    *(Field(f.name, f.type, f.about) for f in OFFER_CREATE),
+    Field("status", "string", ", ".join(OFFER_STATUSES)),
+    Field("clear_caps", "boolean", "Remove both caps."),
+)
+
+
+def offer_json(offer) -> dict[str, Any]:
+    return {
+        "id": offer.id,
+        "name": offer.name,
+        "status": offer.status,
+        "payout": offer.payout,
+        "currency": offer.currency,
+        "daily_cap": offer.daily_cap,
+        "total_cap": offer.total_cap,
+        "timezone": offer.timezone,
+        "url": offer.url,
+    }
+
+
+@api_resource
+class OfferListResource:
+    operations = {
+        "GET": Operation("Offers, by id.", params=PAGE_PARAMS, paginated=True),
+        "POST": Operation("Create an offer.", body=OFFER_CREATE, answers={201: "Created."}),
+    }
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        items, following = page(req, services.list_offers(), lambda o: [o.id])
+        answer(req, resp, {"items": [offer_json(o) for o in items], "next": following})
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_body(req, OFFER_CREATE)
+        offer = services.create_offer(self.db, body.pop("name"), body.pop("url"), **body)
+        answer(req, resp, offer_json(offer), falcon.HTTP_201)
+
+
+@api_resource
+class OfferResource:
+    operations = {
+        "GET": Operation("An offer."),
+        "PATCH": Operation(
+            "Change an offer; fields left out stay (archive: status archived).", body=OFFER_UPDATE
+        ),
+    }
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
+        answer(req, resp, offer_json(services.get_offer(offer_id)))
+
+    def on_patch(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
+        body = read_body(req, OFFER_UPDATE)
+        services.get_offer(offer_id)
+        answer(req, resp, offer_json(services.update_offer(self.db, offer_id, **body)))

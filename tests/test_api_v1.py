@@ -1,0 +1,572 @@
+"""The admin API (/api/v1) through the admin worker's app in process, on a real migrated database."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from conftest import Clock, InProcessApp, click, request, wait_until
+
+V1 = "/api/v1"
+VIEWER_KEY = "viewer-key-0123456789"
+FRUGAL_KEY = "frugal-key-0123456789"
+
+
+@pytest.fixture
+def admin(env, db):
+    """The admin app on the test's database; besides the install key, a viewer key and a key that hides money."""
+    from app import create_admin_app
+    from routes.v1.auth import Principal, principal_for
+    from settings import load_settings
+
+    extra = {
+        VIEWER_KEY: Principal(user_id=7, name="viewer 7", role="viewer", can_write=False, hides_money=False),
+        FRUGAL_KEY: Principal(user_id=8, name="buyer 8", role="buyer", can_write=True, hides_money=True),
+    }
+
+    def find_principal(database, key):
+        return extra.get(key) or principal_for(database, key)
+
+    app = create_admin_app(load_settings(env), db=db, find_principal=find_principal)
+    return InProcessApp(app, Clock(time.time()))
+
+
+@pytest.fixture
+def key(db):
+    from models.conversions.postbacks import read_secret
+
+    return read_secret(db, "api_key")
+
+
+def call(app, method, path, key=None, body=None, *, headers=None, raw=None):
+    sent = dict(headers or {})
+    if key is not None:
+        sent.setdefault("X-Api-Key", key)
+    data = raw
+    if body is not None:
+        data = json.dumps(body).encode()
+        sent.setdefault("Content-Type", "application/json")
+    status, answer_headers, text = request(app, V1 + path, sent, method, data)
+    try:
+        parsed = json.loads(text) if text else None
+    except ValueError:
+        parsed = text.decode()
+    return status, parsed
+
+
+def make_offer(admin, key, **fields):
+    status, offer = call(
+        admin, "POST", "/offers", key, {"name": "Offer", "url": "https://example.com/?c={subid}", **fields}
+    )
+    assert status == 201, offer
+    return offer
+
+
+def make_campaign(admin, key, alias="summer", **fields):
+    offer = make_offer(admin, key, payout=3.0)
+    status, campaign = call(
+        admin,
+        "POST",
+        "/campaigns",
+        key,
+        {"name": alias.title(), "alias": alias, "offer_id": offer["id"], **fields},
+    )
+    assert status == 201, campaign
+    return campaign, offer
+
+
+# -- auth -------------------------------------------------------------------------------------
+
+
+def test_without_a_key_every_route_but_the_document_answers_401(admin):
+    status, answer = call(admin, "GET", "/campaigns")
+    assert status == 401
+    assert answer["title"] == "No API key"
+    assert call(admin, "GET", "/openapi.json")[0] == 200
+
+
+def test_a_wrong_key_answers_401_and_both_headers_carry_the_right_one(admin, key):
+    assert call(admin, "GET", "/campaigns", "not-the-key")[0] == 401
+    assert call(admin, "GET", "/campaigns", headers={"Authorization": "Bearer not-the-key"})[0] == 401
+    assert call(admin, "GET", "/campaigns", headers={"Authorization": f"Bearer {key}"})[0] == 200
+    assert call(admin, "GET", "/campaigns", key)[0] == 200
+
+
+def test_a_read_only_principal_reads_but_every_write_answers_403(admin, key):
+    campaign, offer = make_campaign(admin, key)
+    assert call(admin, "GET", "/campaigns", VIEWER_KEY)[0] == 200
+    writes = [
+        ("POST", "/offers", {"name": "x", "url": "https://example.com/"}),
+        ("PATCH", f"/offers/{offer['id']}", {"payout": 1}),
+        ("PATCH", "/campaigns/summer", {"name": "Renamed"}),
+        ("DELETE", "/campaigns/summer", None),
+        ("PUT", "/status-maps", {"word": "ok", "status": "sale"}),
+        ("POST", "/conversions/import", None),
+    ]
+    for method, path, body in writes:
+        status, answer = call(admin, method, path, VIEWER_KEY, body)
+        assert status == 403, (method, path, answer)
+        assert answer["title"] == "Read-only key"
+    status, kept = call(admin, "GET", "/campaigns/summer", key)
+    assert kept["name"] == "Summer" and kept["status"] == "active"
+
+
+def test_a_principal_that_hides_money_gets_no_money_field_anywhere(admin, key, db):
+    campaign, offer = make_campaign(admin, key, cost_value=0.5)
+    for path in ("/offers", f"/offers/{offer['id']}", "/campaigns/summer", "/reports?group=campaign"):
+        status, answer = call(admin, "GET", path, FRUGAL_KEY)
+        assert status == 200, answer
+        text = json.dumps(answer)
+        for money in ('"payout"', '"cost_value"', '"revenue"', '"cost"', '"profit"', '"roi"'):
+            assert money not in text, (path, money)
+    assert "payout" in json.dumps(call(admin, "GET", "/offers", key)[1])
+
+
+# -- campaigns, streams, offers ------------------------------------------------------------------
+
+
+def test_a_campaign_is_created_listed_changed_and_archived(admin, key):
+    campaign, offer = make_campaign(admin, key, timezone="Europe/Berlin", default_url="https://example.com/x")
+    assert campaign["alias"] == "summer" and campaign["timezone"] == "Europe/Berlin"
+    status, changed = call(
+        admin, "PATCH", f"/campaigns/{campaign['id']}", key, {"name": "Summer 2", "cost_value": 0.1}
+    )
+    assert status == 200 and changed["name"] == "Summer 2" and changed["cost_value"] == 0.1
+    status, listed = call(admin, "GET", "/campaigns", key)
+    assert [c["alias"] for c in listed["items"]] == ["summer"]
+    status, archived = call(admin, "DELETE", "/campaigns/summer", key)
+    assert status == 200 and archived["status"] == "archived"
+    assert call(admin, "GET", "/campaigns", key)[1]["items"] == []
+    assert [c["alias"] for c in call(admin, "GET", "/campaigns?all=true", key)[1]["items"]] == ["summer"]
+
+
+def test_campaign_refusals_are_the_services_sentences_as_400_404_409(admin, key):
+    make_campaign(admin, key)
+    status, answer = call(admin, "POST", "/campaigns", key, {"name": "Dup", "alias": "summer", "offer_id": 1})
+    assert status == 409 and answer["description"] == "A campaign with alias 'summer' already exists."
+    status, answer = call(admin, "POST", "/campaigns", key, {"name": "Bad", "alias": "api", "offer_id": 1})
+    assert status == 400 and answer["description"].startswith("Alias 'api' must be")
+    status, answer = call(admin, "POST", "/campaigns", key, {"name": "Both", "alias": "both"})
+    assert (
+        status == 400 and answer["description"] == "Give exactly one of an offer URL or an existing offer id."
+    )
+    status, answer = call(admin, "GET", "/campaigns?archived=1", key)
+    assert status == 400 and answer["description"] == "Unknown parameter 'archived'; use all, limit, cursor."
+    status, answer = call(admin, "GET", "/campaigns/nowhere", key)
+    assert status == 404 and answer["description"] == "There is no campaign 'nowhere'."
+    status, answer = call(admin, "PATCH", "/campaigns/summer", key, {"rotation": "sideways"})
+    assert status == 400 and "Rotation" in answer["description"]
+
+
+def test_bad_bodies_answer_4xx_never_500(admin, key):
+    make_campaign(admin, key)
+    cases = [
+        (b"{not json", 400, "Bad JSON"),
+        (b"[1, 2]", 400, "Bad JSON"),
+        (b'{"payout": NaN}', 400, "Bad JSON"),
+        (json.dumps({"nmae": "typo"}).encode(), 400, "Unknown field"),
+        (json.dumps({"payout": "3"}).encode(), 400, "Wrong type"),
+        (json.dumps({"payout": True}).encode(), 400, "Wrong type"),
+        (json.dumps({"daily_cap": 1.5}).encode(), 400, "Wrong type"),
+        (json.dumps({"daily_cap": 10**30}).encode(), 400, "Wrong type"),
+        (b'{"payout": 1e999}', 400, "Wrong type"),
+        (b"[" * 100_000 + b"]" * 100_000, 400, "Bad JSON"),
+        (b"\xff\xfe", 400, "Bad JSON"),
+    ]
+    for raw, code, title in cases:
+        status, answer = call(
+            admin, "PATCH", "/offers/1", key, raw=raw, headers={"Content-Type": "application/json"}
+        )
+        assert (status, answer["title"]) == (code, title), raw
+    status, answer = call(admin, "POST", "/offers", key, {"name": "No URL"})
+    assert status == 400 and answer["description"] == "Field 'url' is required."
+    status, answer = call(admin, "PATCH", "/offers/99", key, {"payout": 1})
+    assert status == 404 and answer["description"] == "There is no offer 99."
+    status, answer = call(admin, "PATCH", "/offers/1", key, {"payout": -1})
+    assert status == 400 and answer["description"].startswith("A payout must be a number from 0")
+    assert call(admin, "GET", "/offers/abc", key)[0] == 404
+
+
+def test_ids_past_64_bits_are_no_rows_not_500s(admin, key):
+    from routes.v1.pagination import encode_cursor
+
+    huge = "99999999999999999999"
+    cases = [
+        ("GET", f"/offers/{huge}", 404),
+        ("PATCH", f"/streams/{huge}", 404),
+        ("PATCH", f"/conversions/{huge}", 404),
+        ("DELETE", f"/postback-targets/{huge}", 404),
+        ("GET", f"/campaigns/{huge}", 404),
+        ("GET", f"/clicks?campaign={huge}", 404),
+        ("GET", f"/clicks?stream={huge}", 400),
+        ("GET", f"/clicks?cursor={encode_cursor(10**30)}", 400),
+    ]
+    for method, path, code in cases:
+        status, answer = call(admin, method, path, key, {} if method == "PATCH" else None)
+        assert status == code, (method, path, answer)
+
+
+def test_a_body_over_the_cap_answers_413(admin, key):
+    from routes.v1.spec import MAX_BODY_BYTES
+
+    huge = b'{"name": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    status, answer = call(
+        admin, "POST", "/offers", key, raw=huge, headers={"Content-Type": "application/json"}
+    )
+    assert status == 413 and answer["title"] == "Body too large"
+    status, answer = call(admin, "POST", "/conversions/import", key, raw=b"subid\n" + b"a" * MAX_BODY_BYTES,
+                          headers={"Content-Type": "text/csv"})  # fmt: skip
+    assert status == 413
+
+
+def test_streams_take_filters_weighted_offers_and_a_new_order(admin, key):
+    campaign, first = make_campaign(admin, key)
+    second = make_offer(admin, key)
+    body = {
+        "name": "US mobile",
+        "filters": ["country=US,GB", "device=mobile"],
+        "offers": [{"offer_id": first["id"], "weight": 70}, {"offer_id": second["id"], "weight": 30}],
+        "daily_cap": 100,
+    }
+    status, stream = call(admin, "POST", "/campaigns/summer/streams", key, body)
+    assert status == 201, stream
+    assert stream["filters"] == ["country=US,GB", "device=mobile"]
+    assert stream["offers"] == [
+        {"offer_id": first["id"], "weight": 70},
+        {"offer_id": second["id"], "weight": 30},
+    ]
+    status, listed = call(admin, "GET", "/campaigns/summer/streams", key)
+    default_id = listed["items"][0]["id"]
+    assert [s["id"] for s in listed["items"]] == [default_id, stream["id"]]
+    status, ordered = call(
+        admin, "PUT", "/campaigns/summer/streams/order", key, {"streams": [stream["id"], default_id]}
+    )
+    assert status == 200, ordered
+    assert [s["id"] for s in call(admin, "GET", "/campaigns/summer/streams", key)[1]["items"]] == [
+        stream["id"],
+        default_id,
+    ]
+    status, answer = call(admin, "PUT", "/campaigns/summer/streams/order", key, {"streams": [stream["id"]]})
+    assert status == 400 and answer["description"].startswith(
+        "List every stream of the campaign exactly once"
+    )
+    status, changed = call(admin, "PATCH", f"/streams/{stream['id']}", key,
+                           {"offers": [{"offer_id": second["id"]}], "clear_filters": True, "clear_caps": True})  # fmt: skip
+    assert status == 200, changed
+    assert changed["filters"] == [] and changed["daily_cap"] is None
+    assert changed["offers"] == [{"offer_id": second["id"], "weight": 100}]
+    status, answer = call(
+        admin,
+        "POST",
+        "/campaigns/summer/streams",
+        key,
+        {"filters": ["planet=mars"], "offers": body["offers"]},
+    )
+    assert status == 400 and "planet" in answer["description"]
+    status, answer = call(admin, "POST", "/campaigns/summer/streams", key, {"name": "no offers"})
+    assert (
+        status == 400 and answer["description"] == "A stream that sends to offers needs at least one --offer."
+    )
+    status, removed = call(admin, "DELETE", f"/streams/{stream['id']}", key)
+    assert status == 200 and removed["status"] == "deleted"
+    assert call(admin, "GET", f"/streams/{stream['id']}", key)[0] == 404
+
+
+def test_a_stream_change_reaches_the_web_workers(admin, key, start_app):
+    make_campaign(admin, key)
+    web = start_app()
+    assert click(web, "summer")[0] == 302
+    stream_id = call(admin, "GET", "/campaigns/summer/streams", key)[1]["items"][0]["id"]
+    assert call(admin, "PATCH", f"/streams/{stream_id}", key, {"filters": ["country=DE"]})[0] == 200
+    web.clock.advance(1.2)  # Workers reload the config within a second.
+    # Another visitor (a repeat within the debounce would get the first answer again), country unknown.
+    assert click(web, "summer", ip="203.0.113.99")[0] == 404
+
+
+# -- postback set-up --------------------------------------------------------------------------
+
+
+def test_postback_targets_and_status_maps(admin, key):
+    make_campaign(admin, key)
+    body = {
+        "campaign": "summer",
+        "url": "https://source.example/pb?c={subid}&p={payout}",
+        "statuses": ["sale"],
+    }
+    status, target = call(admin, "POST", "/postback-targets", key, body)
+    assert status == 201, target
+    assert call(admin, "GET", "/postback-targets?campaign=summer", key)[1]["items"][0]["id"] == target["id"]
+    status, answer = call(admin, "POST", "/postback-targets", key, {**body, "statuses": ["won"]})
+    assert status == 400 and answer["description"].startswith("Status must be one of")
+    status, answer = call(admin, "GET", "/postback-targets?campain=summer", key)
+    assert (
+        status == 400 and answer["description"] == "Unknown parameter 'campain'; use campaign, limit, cursor."
+    )
+    assert call(admin, "DELETE", f"/postback-targets/{target['id']}", key)[0] == 200
+    assert call(admin, "DELETE", f"/postback-targets/{target['id']}", key)[0] == 404
+    status, mapped = call(
+        admin, "PUT", "/status-maps", key, {"word": "Approved2", "status": "sale", "network": "net"}
+    )
+    assert status == 200 and mapped == {
+        "network": "net",
+        "raw_status": "approved2",
+        "status": "sale",
+        "remapped": 0,
+    }
+    assert call(admin, "GET", "/status-maps", key)[1]["items"] == [
+        {"network": "net", "raw_status": "approved2", "status": "sale"}
+    ]
+    assert call(admin, "DELETE", "/status-maps/approved2?network=net", key)[0] == 200
+    status, answer = call(admin, "DELETE", "/status-maps/approved2?network=net", key)
+    assert status == 404 and answer["description"] == "There is no map for 'approved2' of network 'net'."
+
+
+# -- logs, pagination, conversions, costs ----------------------------------------------------------
+
+
+@pytest.fixture
+def clicks(db):
+    """250 stored clicks over two campaigns in the last day."""
+    from workers.bench.generate import generate_clicks
+
+    assert generate_clicks(db, 250, 1, campaigns=2, seed=5) == 250
+    return 250
+
+
+def walk(admin, key, path, limit=100):
+    pages, cursor = [], None
+    while True:
+        sep = "&" if "?" in path else "?"
+        status, answer = call(
+            admin, "GET", f"{path}{sep}limit={limit}" + (f"&cursor={cursor}" if cursor else ""), key
+        )
+        assert status == 200, answer
+        pages.append(answer["items"])
+        cursor = answer["next"]
+        if cursor is None:
+            return pages
+
+
+def test_the_click_log_walks_250_clicks_in_pages_of_100_without_a_repeat(admin, key, clicks):
+    pages = walk(admin, key, "/clicks")
+    assert [len(p) for p in pages] == [100, 100, 50]
+    ids = [row["id"] for p in pages for row in p]
+    assert len(set(ids)) == 250 and ids == sorted(ids, reverse=True)
+    campaign_pages = walk(admin, key, "/clicks?campaign=1", limit=40)
+    times = [(row["created_at"], row["id"]) for p in campaign_pages for row in p]
+    assert times == sorted(times, reverse=True) and len(set(times)) == len(times)
+    status, answer = call(admin, "GET", "/clicks?campaign=1&limit=500", key)
+    assert len(answer["items"]) == len(times) and answer["next"] is None
+
+
+def test_clicks_of_one_millisecond_are_paged_by_id_none_lost_or_repeated(admin, key, db):
+    from workers.bench.generate import generate_clicks
+
+    generate_clicks(db, 30, 1e-9, campaigns=1, seed=9)  # 30 clicks in the same millisecond.
+    rows = [row for p in walk(admin, key, "/clicks?campaign=1", limit=7) for row in p]
+    assert len({row["created_at"] for row in rows}) == 1
+    assert len(rows) == 30 and len({row["id"] for row in rows}) == 30
+
+
+def test_a_click_is_shown_with_its_routing_trace(admin, key, clicks):
+    row = call(admin, "GET", "/clicks?limit=1", key)[1]["items"][0]
+    status, shown = call(admin, "GET", f"/clicks/{row['subid']}", key)
+    assert status == 200, shown
+    assert shown["click"]["id"] == row["id"] and shown["streams"]
+    assert {"stream", "verdict", "filters"} <= set(shown["streams"][0])
+    status, answer = call(admin, "GET", "/clicks/nosuchsubid", key)
+    assert status == 404 and answer["description"].startswith("There is no stored click 'nosuchsubid'")
+    assert "cost" not in call(admin, "GET", f"/clicks/{row['subid']}", FRUGAL_KEY)[1]["click"]
+
+
+def test_the_click_log_refuses_bad_limits_cursors_and_parameters(admin, key, clicks):
+    for query, title in (
+        ("limit=0", "Bad limit"),
+        ("limit=501", "Bad limit"),
+        ("limit=ten", "Bad limit"),
+        ("cursor=%%%", "Bad cursor"),
+        ("cursor=WyJ4Il0", "Bad cursor"),  # ["x"]
+        ("bots=maybe", "Invalid parameter"),
+        ("countyr=US", "Unknown parameter"),
+        ("from=yesterday", "Refused"),
+    ):
+        status, answer = call(admin, "GET", f"/clicks?{query}", key)
+        assert (status, answer["title"]) == (400, title), (query, answer)
+    assert call(admin, "GET", "/clicks?limit=3&bots=false&country=unknown", key)[0] == 200
+
+
+def test_conversions_import_from_csv_list_by_cursor_and_correct_one(admin, key, clicks, db):
+    subids = [row["subid"] for p in walk(admin, key, "/clicks", limit=500) for row in p]
+    lines = ["subid,tid,status,payout"] + [f"{s},t{n},sale,2.5" for n, s in enumerate(subids)]
+    lines.append("not-a-subid,,sale,1")
+    status, imported = call(admin, "POST", "/conversions/import", key, raw="\n".join(lines).encode(),
+                            headers={"Content-Type": "text/csv"})  # fmt: skip
+    assert status == 200, imported
+    assert imported["verdicts"] == {"created": 250, "invalid": 1}
+    assert imported["rows"][-1]["line"] == 252 and "is not a Lanner subid" in imported["rows"][-1]["detail"]
+    again = call(admin, "POST", "/conversions/import", key, raw="\n".join(lines[:3]).encode(),
+                 headers={"Content-Type": "text/csv"})[1]  # fmt: skip
+    assert again["verdicts"] == {"duplicate": 2}
+    pages = walk(admin, key, "/conversions")
+    assert [len(p) for p in pages] == [100, 100, 50]
+    assert len({row["id"] for p in pages for row in p}) == 250
+    first = pages[0][0]
+    status, corrected = call(
+        admin, "PATCH", f"/conversions/{first['id']}", key, {"status": "rejected", "payout": 0}
+    )
+    assert status == 200 and corrected["status"] == "rejected" and corrected["payout"] == 0
+    status, report = call(admin, "GET", "/reports?group=campaign", key)
+    assert report["total"]["sales"] == 249 and report["total"]["rejected"] == 1
+    assert report["total"]["revenue"] == pytest.approx(249 * 2.5)
+    status, answer = call(admin, "PATCH", f"/conversions/{first['id']}", key, {"status": "won"})
+    assert status == 400 and answer["description"].startswith("Status must be one of")
+    assert call(admin, "PATCH", "/conversions/999999", key, {"status": "sale"})[0] == 404
+    status, answer = call(admin, "POST", "/conversions/import", key, raw=b"subid,amount\nx,1",
+                          headers={"Content-Type": "text/csv"})  # fmt: skip
+    assert status == 400 and answer["description"].startswith("Unknown CSV column 'amount'")
+    status, answer = call(
+        admin,
+        "POST",
+        "/conversions/import",
+        key,
+        raw=b"subid\n",
+        headers={"Content-Type": "application/json"},
+    )
+    assert status == 415
+    status, log = call(admin, "GET", "/postbacks?limit=2", key)
+    assert [row["verdict"] for row in log["items"]] == ["duplicate", "duplicate"] and log["next"]
+
+
+def test_a_cost_is_spread_over_a_campaigns_clicks_in_a_period(admin, key, clicks):
+    from datetime import datetime, timedelta, timezone
+
+    today = datetime.now(timezone.utc).date()
+    body = {"campaign": "1", "from": str(today - timedelta(days=2)), "to": str(today), "amount": 50.0}
+    status, spread = call(admin, "PUT", "/costs", key, body)
+    assert status == 200, spread
+    status, listed = call(admin, "GET", "/clicks?campaign=1&limit=500", key)
+    assert spread["clicks"] == len(listed["items"]) and spread["currency"] == "USD"
+    report = call(admin, "GET", "/reports?campaign=1&preset=last_7_days", key)[1]
+    assert report["total"]["cost"] == pytest.approx(50.0)
+    status, answer = call(admin, "PUT", "/costs", key, {**body, "amount": -1.0})
+    assert status == 400 and answer["description"].startswith("The amount must be a number from 0")
+    status, answer = call(admin, "PUT", "/costs", key, {**body, "dimension": "country", "value": "US"})
+    assert status == 400 and answer["description"].startswith("A cost is set per campaign, or per source")
+    status, answer = call(admin, "PUT", "/costs", key, {**body, "dimension": "source"})
+    assert status == 400 and answer["description"] == "Give dimension and value together."
+    status, answer = call(admin, "PUT", "/costs", key, {**body, "from": "2001-01-01", "to": "2001-01-02"})
+    assert status == 400 and answer["description"].startswith("The campaign has no clicks in that period")
+
+
+def test_a_cost_is_spread_over_the_clicks_of_one_source_value_only(admin, key, clicks):
+    from datetime import datetime, timedelta, timezone
+
+    report = call(admin, "GET", "/reports?group=source&campaign=1&preset=last_7_days", key)[1]
+    source = max(report["rows"], key=lambda row: row["clicks"])
+    today = datetime.now(timezone.utc).date()
+    body = {"campaign": "1", "from": str(today - timedelta(days=2)), "to": str(today), "amount": 12.0}
+    status, spread = call(
+        admin, "PUT", "/costs", key, {**body, "dimension": "source", "value": source["source"]}
+    )
+    assert status == 200, spread
+    assert spread["clicks"] == source["clicks"] and spread["where"] == ["source", source["source"]]
+    after = call(admin, "GET", "/reports?group=source&campaign=1&preset=last_7_days", key)[1]
+    costs = {row["source"]: row["cost"] for row in after["rows"]}
+    assert costs[source["source"]] == pytest.approx(12.0)
+    assert sum(costs.values()) == pytest.approx(12.0)  # The generated clicks had no cost before.
+    status, answer = call(admin, "PUT", "/costs", key, {**body, "dimension": "sub_id_3", "value": "nobody"})
+    assert status == 400
+    assert answer["description"] == (
+        "The campaign has no clicks with sub_id_3 'nobody' in that period; nothing to spread the cost over."
+    )
+
+
+def test_reports_speak_the_report_language_and_name_the_valid_parameters(admin, key, clicks):
+    status, report = call(
+        admin, "GET", "/reports?group=campaign,country&preset=last_7_days&f.country=US,GB", key
+    )
+    assert status == 200, report
+    assert sum(row["clicks"] for row in report["rows"]) == report["total"]["clicks"]
+    status, answer = call(admin, "GET", "/reports?grop=campaign", key)
+    assert status == 400
+    assert answer["description"] == (
+        "Unknown parameter 'grop'; use group, preset, from, to, timezone, campaign, format or f.<name> filters."
+    )
+    status, answer = call(admin, "GET", "/reports?group=planet", key)
+    assert status == 400 and answer["title"] == "Bad report query"
+    status, headers, text = request(admin, V1 + "/reports?format=csv", {"X-Api-Key": FRUGAL_KEY})
+    assert status == 200 and headers["content-type"] == "text/csv"
+    header = text.decode().splitlines()[0].split(",")
+    assert "clicks" in header and "revenue" not in header and "cost" not in header
+
+
+def test_status_is_what_lanner_status_shows(admin, key):
+    status, answer = call(admin, "GET", "/status", key)
+    assert status == 200
+    assert {"web", "consumer", "database", "spool"} <= set(answer)
+    assert call(admin, "GET", "/status", VIEWER_KEY)[0] == 403
+
+
+def test_the_delivery_log_lists_outbound_postbacks(admin, key, clicks):
+    call(admin, "POST", "/postback-targets", key,
+         {"campaign": "1", "url": "https://source.example/pb?c={subid}", "statuses": ["sale"]})  # fmt: skip
+    subid = call(admin, "GET", "/clicks?campaign=1&limit=1", key)[1]["items"][0]["subid"]
+    call(admin, "POST", "/conversions/import", key, raw=f"subid,status\n{subid},sale".encode(),
+         headers={"Content-Type": "text/csv"})  # fmt: skip
+    status, log = call(admin, "GET", "/postback-deliveries?campaign=1", key)
+    assert status == 200 and [row["state"] for row in log["items"]] == ["pending"]
+    assert call(admin, "GET", "/postback-deliveries?state=sent", key)[1]["items"] == []
+
+
+# -- the document ----------------------------------------------------------------------------
+
+
+def test_every_route_is_in_the_openapi_document_and_every_documented_path_is_a_route(admin):
+    from falcon import inspect
+
+    from routes.v1.openapi import openapi_path
+
+    status, document = call(admin, "GET", "/openapi.json")
+    assert status == 200 and document["openapi"] == "3.1.0"
+    routed = {}
+    for route in inspect.inspect_routes(admin.app):
+        if route.path.startswith(V1):
+            methods = {m.method.lower() for m in route.methods if m.internal is False}
+            routed[openapi_path(route.path)] = methods
+    documented = {path: set(operations) for path, operations in document["paths"].items()}
+    assert documented == routed
+    for path, operations in document["paths"].items():
+        fields = set(re.findall(r"\{(\w+)\}", path))
+        for operation in operations.values():
+            assert {p["name"] for p in operation["parameters"] if p["in"] == "path"} == fields, path
+            assert operation["summary"] and "200" in operation["responses"]
+    assert len(routed) >= 20
+
+
+# -- where it is served -------------------------------------------------------------------------
+
+
+def test_the_admin_worker_answers_the_api_on_its_socket_and_the_click_workers_do_not(server, key):
+    admin_port = server.extra["admin_port"]
+    status, offer = call(
+        admin_port, "POST", "/offers", key, {"name": "O", "url": "https://example.com/?c={subid}"}
+    )
+    assert status == 201, offer
+    body = {"name": "Live", "alias": "live", "offer_id": offer["id"]}
+    assert call(admin_port, "POST", "/campaigns", key, body)[0] == 201
+    assert call(server.port, "GET", "/campaigns", key)[0] == 404
+    # The web workers pick the campaign up from the database, as they do after a CLI change.
+    wait_until(
+        lambda: click(server.port, "live")[0] == 302,
+        10,
+        "the campaign on the web workers",
+        lambda: server.log,
+    )
+
+
+def test_without_an_admin_worker_the_web_app_serves_the_api(start_app, key):
+    app = start_app(LANNER_ADMIN_BIND="off")
+    assert call(app, "GET", "/campaigns", key)[0] == 200
+    assert call(app, "GET", "/campaigns")[0] == 401
