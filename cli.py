@@ -572,15 +572,9 @@ def stream_payload(url: str | None, html: str | None, target: str | None) -> str
 
 def echo_geo_filter_warnings(settings: Settings, stream) -> None:
     """Warn (on stderr) about the stream's geo filters the configured geo files cannot answer."""
-    from models.admin.services import geo_filter_warnings
-    from models.lookups.geo import GeoSource
+    from models.admin.services import stream_geo_warnings
 
-    source = GeoSource(settings.geo_path, settings.geo_network_paths)
-    try:
-        facts = source.facts
-    finally:
-        source.close()
-    for warning in geo_filter_warnings(stream, facts):
+    for warning in stream_geo_warnings(stream, settings.geo_path, settings.geo_network_paths):
         click.echo(f"Warning: {warning}", err=True)
 
 

@@ -570,3 +570,16 @@ def test_without_an_admin_worker_the_web_app_serves_the_api(start_app, key):
     app = start_app(LANNER_ADMIN_BIND="off")
     assert call(app, "GET", "/campaigns", key)[0] == 200
     assert call(app, "GET", "/campaigns")[0] == 401
+
+
+def test_a_stream_with_a_geo_filter_the_geo_files_cannot_answer_is_saved_with_a_warning(admin, key):
+    # The test's install has no city database: a city filter can never match until one is configured.
+    _, offer = make_campaign(admin, key)
+    status, stream = call(admin, "POST", "/campaigns/summer/streams", key,
+                          {"filters": ["city=Berlin"], "offers": [{"offer_id": offer["id"]}]})  # fmt: skip
+    assert status == 201, stream
+    assert len(stream["warnings"]) == 1 and "LANNER_GEO_DATABASE" in stream["warnings"][0]
+    status, changed = call(admin, "PATCH", f"/streams/{stream['id']}", key, {"filters": ["device=mobile"]})
+    assert status == 200 and changed["warnings"] == []
+    status, changed = call(admin, "PATCH", f"/streams/{stream['id']}", key, {"name": "Berlin"})
+    assert status == 200 and "warnings" not in changed

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 from typing import Any, Iterable
 from zoneinfo import ZoneInfo, available_timezones
 
@@ -147,6 +148,17 @@ _GEO_GAPS = {
     ),
     "carrier": ("no geo file gives mobile carriers", _NETWORK_FILE.format(editions="GeoIP2-ISP")),
 }
+
+
+def stream_geo_warnings(stream: Stream, geo_path: Path, geo_network_paths: tuple[Path, ...]) -> list[str]:
+    """geo_filter_warnings for what the configured geo files (LANNER_GEO_*) can tell now."""
+    from models.lookups.geo import GeoSource
+
+    source = GeoSource(geo_path, geo_network_paths)
+    try:
+        return geo_filter_warnings(stream, source.facts)
+    finally:
+        source.close()
 
 
 def geo_filter_warnings(stream: Stream, geo_facts: frozenset[str]) -> list[str]:

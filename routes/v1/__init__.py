@@ -39,12 +39,13 @@ def v1_routes(
 
     auth = Authenticator(db, find_principal)
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
+    geo = campaigns.GeoWarnings(settings.geo_path, settings.geo_network_paths)
     routes = [
         ("/campaigns", campaigns.CampaignListResource(auth, db)),
         ("/campaigns/{ref}", campaigns.CampaignResource(auth, db)),
-        ("/campaigns/{ref}/streams", campaigns.StreamListResource(auth, db)),
+        ("/campaigns/{ref}/streams", campaigns.StreamListResource(auth, db, geo)),
         ("/campaigns/{ref}/streams/order", campaigns.StreamOrderResource(auth, db)),
-        (f"/streams/{id_field('stream_id')}", campaigns.StreamResource(auth, db)),
+        (f"/streams/{id_field('stream_id')}", campaigns.StreamResource(auth, db, geo)),
         ("/offers", offers.OfferListResource(auth, db)),
         (f"/offers/{id_field('offer_id')}", offers.OfferResource(auth, db)),
         ("/postback-targets", postbacks.TargetListResource(auth, db)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import falcon
@@ -85,6 +86,18 @@ def campaign_json(campaign) -> dict[str, Any]:
         "cost_currency": campaign.cost_currency,
         "url": f"/{campaign.alias}",
     }
+
+
+class GeoWarnings:
+    """A stream's answer with `warnings`: its geo filters the configured geo files cannot answer (as
+    `lanner stream add|update` prints them); the stream is saved all the same."""
+
+    def __init__(self, geo_path: Path, geo_network_paths: tuple[Path, ...]) -> None:
+        self.geo_path, self.geo_network_paths = geo_path, geo_network_paths
+
+    def with_warnings(self, stream) -> dict[str, Any]:
+        warnings = services.stream_geo_warnings(stream, self.geo_path, self.geo_network_paths)
+        return {**stream_json(stream), "warnings": warnings}
 
 
 def stream_json(stream) -> dict[str, Any]:
@@ -209,8 +222,8 @@ class StreamListResource:
         "POST": Operation("Add a stream to a campaign.", body=STREAM_FIELDS, answers={201: "Created."}),
     }
 
-    def __init__(self, auth, db) -> None:
-        self.auth, self.db = auth, db
+    def __init__(self, auth, db, geo: GeoWarnings) -> None:
+        self.auth, self.db, self.geo = auth, db, geo
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         campaign = _campaign(req, ref)
@@ -222,7 +235,7 @@ class StreamListResource:
         campaign = _campaign(req, ref)
         offers, payload = _offers(body) or [], _payload(body)
         stream = services.add_stream(self.db, campaign.id, offers=offers, payload=payload or "", **body)
-        answer(req, resp, stream_json(stream), falcon.HTTP_201)
+        answer(req, resp, self.geo.with_warnings(stream), falcon.HTTP_201)
 
 
 @api_resource
@@ -252,8 +265,8 @@ class StreamResource:
         "DELETE": Operation("Remove a stream (its clicks keep pointing at it)."),
     }
 
-    def __init__(self, auth, db) -> None:
-        self.auth, self.db = auth, db
+    def __init__(self, auth, db, geo: GeoWarnings) -> None:
+        self.auth, self.db, self.geo = auth, db, geo
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
         answer(req, resp, stream_json(_stream(req, stream_id)))
@@ -269,7 +282,7 @@ class StreamResource:
                 title="Refused", description="A stream's offers cannot be an empty list."
             )
         stream = services.update_stream(self.db, stream_id, offers=offers, payload=payload, **body)
-        answer(req, resp, stream_json(stream))
+        answer(req, resp, self.geo.with_warnings(stream) if "filters" in body else stream_json(stream))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
         _stream(req, stream_id)
