@@ -1201,7 +1201,12 @@ def user_list(ctx: Context, fmt: str) -> None:
 @user.command("update")
 @click.argument("name")
 @click.option("--role", type=click.Choice(choices.ROLES))
-@click.option("--hide-money/--show-money", default=None, help="Hide (or show) cost, revenue, profit and ROI.")
+@click.option(
+    "--hide-money/--show-money",
+    "hides_money",
+    default=None,
+    help="Hide (or show) cost, revenue, profit and ROI.",
+)
 @click.option(
     "--disable/--enable", "is_disabled", default=None, help="A disabled user cannot log in; their keys stop."
 )
