@@ -206,7 +206,7 @@ def test_spool_status_and_flush(lanner, settings):
 
 
 def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path, settings):
-    """What `make run` starts: migrate, demo campaign, web workers and the Huey consumer together."""
+    """What `make run` starts: migrate, demo campaign, first admin, web workers and the Huey consumer."""
     import re
     import signal
     import subprocess
@@ -235,6 +235,12 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
             time.sleep(0.1)
         assert url and port, log_path.read_text()
         assert f"admin: listening on unix:{settings.data_dir / 'admin.sock'}" in log_path.read_text()
+        # The first admin, created because there was no user, its password printed once.
+        first = re.search(r"First admin: admin, password: (\S+) \(shown once", log_path.read_text())
+        assert first, log_path.read_text()
+        assert log_path.read_text().count(first.group(1)) == 1
+        users = json.loads(run_lanner(env, "user", "list", "--json").stdout)
+        assert [(u["name"], u["role"]) for u in users] == [("admin", "admin")]
         target = urlsplit(url)
         status = None
         while time.monotonic() < deadline and status != 302:
@@ -265,6 +271,16 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
     assert process.returncode == 0, log_path.read_text()
     time.sleep(0.5)
     assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")], "processes left behind"
+    from models.accounts.passwords import verify_password
+    from models.accounts.users import get_user
+    from models.store.database import db as database
+    from models.store.database import open_database
+
+    open_database(settings.database_path)
+    try:
+        assert verify_password(get_user(database, "admin"), first.group(1))
+    finally:
+        database.close()
 
 
 def test_serve_explains_an_address_in_use(lanner, env):
