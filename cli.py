@@ -824,11 +824,7 @@ def run_command(ctx: Context) -> None:
     first_admin = ensure_first_admin(database)
     database.close()
     if first_admin:
-        name, password = first_admin
-        click.echo(
-            f"First admin: {name}, password: {password} (shown once; `lanner user passwd {name}` changes it)",
-            err=True,
-        )
+        click.echo(first_admin_line(*first_admin), err=True)
     worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"])
     host = settings.bind if settings.bind.startswith("unix:") else f"http://{settings.bind}"
     click.echo(f"Demo campaign URL: {host}/{demo.alias}?source=test&sub1=hello", err=True)
@@ -1174,6 +1170,21 @@ def user_add(ctx: Context, name: str, role: str, hide_money: bool, password_stdi
     check_name(name)  # Before asking for a password the name would then refuse.
     added = add_user(ctx.db, name, role, read_new_password(password_stdin), hides_money=hide_money)
     click.echo(f"User {added.name} ({added.role}) added.")
+
+
+def first_admin_line(name: str, password: str) -> str:
+    return f"First admin: {name}, password: {password} (shown once; `lanner user passwd {name}` changes it)"
+
+
+@user.command("first-admin")
+@pass_context
+def user_first_admin(ctx: Context) -> None:
+    """Create the admin `admin` with a random password, printed once, if there is no user at all."""
+    from models.accounts.users import ensure_first_admin
+
+    first_admin = ensure_first_admin(ctx.db)
+    if first_admin:
+        click.echo(first_admin_line(*first_admin))
 
 
 @user.command("list")

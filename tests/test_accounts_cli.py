@@ -250,3 +250,14 @@ def test_the_install_key_commands_keep_working(lanner, db):
     rotated = lanner("api", "key", "rotate", "--yes").stdout.strip()
     assert rotated != shown and authenticate_api_key(db, rotated) == INSTALL_KEY
     assert authenticate_api_key(db, shown) is None
+
+
+def test_user_first_admin_prints_a_password_once_and_nothing_once_a_user_exists(lanner, db):
+    from models.accounts.passwords import verify_password
+
+    printed = lanner("user", "first-admin").stdout
+    password = printed.split("password: ")[1].split(" ")[0]
+    assert printed.startswith("First admin: admin, password: ")
+    assert verify_password(stored_user(db, "admin"), password)
+    assert lanner("user", "first-admin").stdout == ""
+    assert [u["name"] for u in json.loads(lanner("user", "list", "--json").stdout)] == ["admin"]
