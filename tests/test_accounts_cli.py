@@ -93,9 +93,10 @@ def run_on_a_terminal(env: dict[str, str], answers: list[str], *args: str) -> tu
                     break
                 os.write(fd, pending.pop(0).encode() + b"\n")
     finally:
-        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+        reaped, status = os.waitpid(pid, os.WNOHANG)
+        if reaped == 0:  # Still running: stuck at a prompt, or silent for 30 s.
             os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+            _, status = os.waitpid(pid, 0)
         os.close(fd)
     return os.waitstatus_to_exitcode(status), shown.decode(errors="replace")
 

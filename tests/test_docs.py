@@ -50,6 +50,7 @@ def _in_alternation(path: str) -> bool:
 
 
 def test_migrated_schema_matches_the_models(db):
+    from models.tables.account import ApiKey, AuditEntry, CampaignShare, User
     from models.tables.campaign import Campaign, Stream, StreamOffer
     from models.tables.click import Click
     from models.tables.conversion import (
@@ -60,7 +61,6 @@ def test_migrated_schema_matches_the_models(db):
         PostbackTarget,
         StatusMap,
     )
-    from models.tables.account import ApiKey, AuditEntry, CampaignShare, User
     from models.tables.offer import Offer
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)
