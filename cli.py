@@ -360,8 +360,18 @@ def campaign_row(campaign) -> dict[str, Any]:
         "cost_model": campaign.cost_model,
         "cost_value": campaign.cost_value,
         "cost_currency": campaign.cost_currency,
+        "owner_id": campaign.owner_id,
         "url": f"/{campaign.alias}",
     }
+
+
+def owner_id(ctx: Context, options: dict[str, Any]) -> None:
+    """--owner NAME as the services take it: owner_id."""
+    from models.accounts.users import get_user
+
+    name = options.pop("owner")
+    if name is not None:
+        options["owner_id"] = get_user(ctx.db, name).id
 
 
 def campaign_options(function):
@@ -391,6 +401,9 @@ def campaign_options(function):
             "--cost-currency",
             help="Currency of the cost, e.g. EUR (default: the report currency; it needs an exchange rate).",
         ),
+        click.option(
+            "--owner", help="The user who owns it (a buyer edits their own); default: nobody, admins only."
+        ),
     ]
     for option in reversed(options):
         function = option(function)
@@ -415,6 +428,7 @@ def campaign_create(ctx: Context, name: str, alias: str, **options: Any) -> None
     """Create a campaign with one stream to one offer; prints the campaign URL path."""
     from models.admin.services import create_campaign
 
+    owner_id(ctx, options)
     created = create_campaign(ctx.db, name, alias, **options)
     click.echo(f"/{created.alias}")
 
@@ -462,11 +476,15 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
 @click.option("--uniqueness-hours", type=float)
 @click.option("--status", type=click.Choice(choices.CAMPAIGN_STATUSES))
 @campaign_options
+@click.option(
+    "--no-owner", "clear_owner", is_flag=True, help="Owned by nobody: admins only (and its shares)."
+)
 @pass_context
 def campaign_update(ctx: Context, ref: str, **changes: Any) -> None:
     """Change a campaign."""
     from models.admin.services import update_campaign
 
+    owner_id(ctx, changes)
     updated = update_campaign(ctx.db, ref, **changes)
     click.echo(f"Campaign {updated.id} updated: /{updated.alias}")
 
@@ -793,10 +811,11 @@ def worker_command(ctx: Context) -> None:
 @main.command("run")
 @pass_context
 def run_command(ctx: Context) -> None:
-    """Everything for a first look: migrate, create a demo campaign if none, serve + worker."""
+    """Everything for a first look: migrate, a demo campaign and the first admin if none, serve + worker."""
     import signal
     import subprocess
 
+    from models.accounts.users import ensure_first_admin
     from models.admin.services import create_campaign, list_campaigns
     from models.migrations.runner import migrate
     from models.reporting.currency import adopt_report_currency
@@ -813,7 +832,10 @@ def run_command(ctx: Context) -> None:
             database, "Demo", "demo", offer_url="https://example.com/offer?subid={subid}&source={source}"
         )
     demo = list_campaigns()[0]
+    first_admin = ensure_first_admin(database)
     database.close()
+    if first_admin:
+        click.echo(first_admin_line(*first_admin), err=True)
     worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"])
     host = settings.bind if settings.bind.startswith("unix:") else f"http://{settings.bind}"
     click.echo(f"Demo campaign URL: {host}/{demo.alias}?source=test&sub1=hello", err=True)
@@ -1032,18 +1054,18 @@ def postback_key_rotate(ctx: Context) -> None:
 
 @main.group()
 def api() -> None:
-    """The report API (`GET /api/report`)."""
+    """The APIs (`GET /api/report`, `/api/v1/...`) and their keys."""
 
 
 @api.group("key")
 def api_key() -> None:
-    """The key `GET /api/report` requires in X-Api-Key."""
+    """API keys (X-Api-Key or Authorization: Bearer): users' keys, and the install key (an admin's)."""
 
 
 @api_key.command("show")
 @pass_context
 def api_key_show(ctx: Context) -> None:
-    """Print the API key."""
+    """Print the install key (admin, write scope)."""
     from models.conversions.postbacks import read_secret
 
     click.echo(read_secret(ctx.db, "api_key"))
@@ -1053,10 +1075,235 @@ def api_key_show(ctx: Context) -> None:
 @click.confirmation_option(prompt="Clients using the old key will be refused. Rotate?")
 @pass_context
 def api_key_rotate(ctx: Context) -> None:
-    """Replace the API key."""
+    """Replace the install key."""
     from models.conversions.postbacks import rotate_secret
 
     click.echo(rotate_secret(ctx.db, "api_key"))
+
+
+def ms_iso(ms: int | None) -> str | None:
+    """Unix ms as UTC ISO text to the second (None stays None)."""
+    from datetime import datetime, timezone
+
+    return (
+        None if ms is None else datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="seconds")
+    )
+
+
+@api_key.command("create")
+@click.option("--user", "user_name", required=True, help="The key's owner: it has that user's rights.")
+@click.option("--scope", type=click.Choice(choices.API_KEY_SCOPES), required=True)
+@click.option("--label", default="", help="What the key is for, e.g. the script using it.")
+@pass_context
+def api_key_create(ctx: Context, user_name: str, scope: str, label: str) -> None:
+    """Create a key for a user; prints it, once: only its hash is kept."""
+    from models.accounts.apikeys import create_api_key
+
+    created, key = create_api_key(ctx.db, user_name, scope, label=label)
+    click.echo(key)
+    click.echo(f"API key {created.id} ({scope}) for {created.user}: shown once, store it now.", err=True)
+
+
+@api_key.command("list")
+@format_option
+@pass_context
+def api_key_list(ctx: Context, fmt: str) -> None:
+    """List users' keys (by prefix; the keys themselves are not stored)."""
+    from models.accounts.apikeys import list_api_keys
+
+    rows = [
+        {
+            "id": key.id,
+            "user": key.user,
+            "scope": key.scope,
+            "label": key.label,
+            "prefix": key.prefix,
+            "created_at": ms_iso(key.created_at),
+            "last_used_at": ms_iso(key.last_used_at),
+            "revoked": key.is_revoked,
+        }
+        for key in list_api_keys(ctx.db)
+    ]
+    echo_rows(rows, ["id", "user", "scope", "label", "prefix", "created_at", "last_used_at", "revoked"], fmt)
+
+
+@api_key.command("revoke")
+@click.argument("key_id", type=int)
+@pass_context
+def api_key_revoke(ctx: Context, key_id: int) -> None:
+    """Revoke a key (by its id in `api key list`): refused from now on."""
+    from models.accounts.apikeys import revoke_api_key
+
+    revoke_api_key(ctx.db, key_id)
+    click.echo(f"API key {key_id} revoked.")
+
+
+# -- users and the audit log -------------------------------------------------------------------
+
+
+def read_new_password(password_stdin: bool) -> str:
+    """A new password: the first line of stdin, or asked twice at the terminal without echo."""
+    if password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    return click.prompt("Password", hide_input=True, confirmation_prompt=True)
+
+
+password_stdin_option = click.option(
+    "--password-stdin", is_flag=True, help="Read the password from the first line of stdin (for scripts)."
+)
+
+
+@main.group()
+def user() -> None:
+    """Users of the panel and the API: admin (everything), buyer (own and shared campaigns), viewer (read)."""
+
+
+@user.command("add")
+@click.argument("name")
+@click.option("--role", type=click.Choice(choices.ROLES), required=True)
+@click.option("--hide-money", is_flag=True, help="Hide cost, revenue, profit and ROI from this user.")
+@password_stdin_option
+@pass_context
+def user_add(ctx: Context, name: str, role: str, hide_money: bool, password_stdin: bool) -> None:
+    """Add a user; asks for the password (at least 10 characters)."""
+    from models.accounts.users import add_user, check_name
+
+    check_name(name)  # Before asking for a password the name would then refuse.
+    added = add_user(ctx.db, name, role, read_new_password(password_stdin), hides_money=hide_money)
+    click.echo(f"User {added.name} ({added.role}) added.")
+
+
+def first_admin_line(name: str, password: str) -> str:
+    return f"First admin: {name}, password: {password} (shown once; `lanner user passwd {name}` changes it)"
+
+
+@user.command("first-admin")
+@pass_context
+def user_first_admin(ctx: Context) -> None:
+    """Create the admin `admin` with a random password, printed once, if there is no user at all."""
+    from models.accounts.users import ensure_first_admin
+
+    first_admin = ensure_first_admin(ctx.db)
+    if first_admin:
+        click.echo(first_admin_line(*first_admin))
+
+
+@user.command("list")
+@format_option
+@pass_context
+def user_list(ctx: Context, fmt: str) -> None:
+    """List users."""
+    from models.accounts.users import list_users
+
+    rows = [
+        {
+            "id": found.id,
+            "name": found.name,
+            "role": found.role,
+            "hide_money": found.hides_money,
+            "disabled": found.is_disabled,
+            "created_at": ms_iso(found.created_at),
+            "updated_at": ms_iso(found.updated_at),
+        }
+        for found in list_users(ctx.db)
+    ]
+    echo_rows(rows, ["id", "name", "role", "hide_money", "disabled", "created_at", "updated_at"], fmt)
+
+
+@user.command("update")
+@click.argument("name")
+@click.option("--role", type=click.Choice(choices.ROLES))
+@click.option(
+    "--hide-money/--show-money",
+    "hides_money",
+    default=None,
+    help="Hide (or show) cost, revenue, profit and ROI.",
+)
+@click.option(
+    "--disable/--enable", "is_disabled", default=None, help="A disabled user cannot log in; their keys stop."
+)
+@pass_context
+def user_update(ctx: Context, name: str, **changes: Any) -> None:
+    """Change a user's role, money columns or disabled flag."""
+    from models.accounts.users import update_user
+
+    updated = update_user(ctx.db, name, **changes)
+    state = "disabled" if updated.is_disabled else "enabled"
+    click.echo(f"User {updated.name} updated: {updated.role}, {state}.")
+
+
+@user.command("passwd")
+@click.argument("name")
+@password_stdin_option
+@pass_context
+def user_passwd(ctx: Context, name: str, password_stdin: bool) -> None:
+    """Set a user's password."""
+    from models.accounts.users import get_user, set_password
+
+    get_user(ctx.db, name)  # Before asking for a password.
+    set_password(ctx.db, name, read_new_password(password_stdin))
+    click.echo(f"Password of {name} changed.")
+
+
+@user.command("remove")
+@click.argument("name")
+@pass_context
+def user_remove(ctx: Context, name: str) -> None:
+    """Remove a user and their API keys; their campaigns become admins' only."""
+    from models.accounts.users import remove_user
+
+    removed = remove_user(ctx.db, name)
+    click.echo(f"User {removed.name} removed.")
+
+
+@user.command("share")
+@click.argument("campaign_ref")
+@click.argument("name")
+@click.option(
+    "--edit", "may_edit", is_flag=True, help="They may change it too (buyers only; viewers never write)."
+)
+@pass_context
+def user_share(ctx: Context, campaign_ref: str, name: str, may_edit: bool) -> None:
+    """Share a campaign (id or alias) with a user."""
+    from models.accounts.sharing import share_campaign
+
+    share_campaign(ctx.db, campaign_ref, name, may_edit=may_edit)
+    click.echo(f"Campaign {campaign_ref} shared with {name}" + (", who may edit it." if may_edit else "."))
+
+
+@user.command("unshare")
+@click.argument("campaign_ref")
+@click.argument("name")
+@pass_context
+def user_unshare(ctx: Context, campaign_ref: str, name: str) -> None:
+    """Stop sharing a campaign with a user."""
+    from models.accounts.sharing import unshare_campaign
+
+    unshare_campaign(ctx.db, campaign_ref, name)
+    click.echo(f"Campaign {campaign_ref} no longer shared with {name}.")
+
+
+@main.group()
+def audit() -> None:
+    """The audit log: every change to campaigns, streams, offers, users and keys, with who made it."""
+
+
+@audit.command("list")
+@click.option("--entity", help="campaign, stream, offer, user or api_key; TYPE:ID for one (campaign:3).")
+@click.option("--since", help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive.")
+@click.option("--timezone", default="UTC", show_default=True, help="For --since and the times shown.")
+@click.option("--limit", type=int, default=50, show_default=True)
+@format_option
+@pass_context
+def audit_list(ctx: Context, fmt: str, **options: Any) -> None:
+    """The newest changes, newest first, with the changed fields' old and new values."""
+    from models.accounts.audit import AUDIT_COLUMNS, audit_rows
+
+    rows = audit_rows(ctx.db, **options)
+    if fmt != "json":
+        for row in rows:
+            row["old"], row["new"] = (json.dumps(row[key], sort_keys=True) for key in ("old", "new"))
+    echo_rows(rows, AUDIT_COLUMNS, fmt)
 
 
 @postback.command("list")

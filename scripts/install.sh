@@ -170,4 +170,5 @@ fi
 say "Done"
 lanner postback key show
 echo "report API key: $(lanner api key show)"
+lanner user first-admin  # Prints the admin's password on the first install only.
 [ "$UPGRADE" = 1 ] && echo "upgraded in place" || echo "installed"

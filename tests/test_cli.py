@@ -12,12 +12,12 @@ from conftest import run_lanner
 
 def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
     names = ["0001_initial", "0002_routing", "0003_conversions", "0004_rollups", "0005_visitor_key",
-             "0006_postback_refusals", "0007_currencies"]  # fmt: skip
+             "0006_postback_refusals", "0007_currencies", "0008_accounts"]  # fmt: skip
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr
     applied = run_lanner(env, "db", "migrate", "--to", "0004_rollups").stdout
     assert f"Applied 4 migration(s): {', '.join(names[:4])}" in applied
-    assert f"Applied 3 migration(s): {', '.join(names[4:])}" in run_lanner(env, "db", "migrate").stdout
+    assert f"Applied 4 migration(s): {', '.join(names[4:])}" in run_lanner(env, "db", "migrate").stdout
     assert "up to date" in run_lanner(env, "db", "migrate").stdout
     status = json.loads(run_lanner(env, "db", "status", "--json").stdout)
     assert [row["migration"] for row in status if row["applied_at"] != "deferred"] == names
@@ -206,7 +206,7 @@ def test_spool_status_and_flush(lanner, settings):
 
 
 def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path, settings):
-    """What `make run` starts: migrate, demo campaign, web workers and the Huey consumer together."""
+    """What `make run` starts: migrate, demo campaign, first admin, web workers and the Huey consumer."""
     import re
     import signal
     import subprocess
@@ -235,6 +235,12 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
             time.sleep(0.1)
         assert url and port, log_path.read_text()
         assert f"admin: listening on unix:{settings.data_dir / 'admin.sock'}" in log_path.read_text()
+        # The first admin, created because there was no user, its password printed once.
+        first = re.search(r"First admin: admin, password: (\S+) \(shown once", log_path.read_text())
+        assert first, log_path.read_text()
+        assert log_path.read_text().count(first.group(1)) == 1
+        users = json.loads(run_lanner(env, "user", "list", "--json").stdout)
+        assert [(u["name"], u["role"]) for u in users] == [("admin", "admin")]
         target = urlsplit(url)
         status = None
         while time.monotonic() < deadline and status != 302:
@@ -265,6 +271,16 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
     assert process.returncode == 0, log_path.read_text()
     time.sleep(0.5)
     assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")], "processes left behind"
+    from models.accounts.passwords import verify_password
+    from models.accounts.users import get_user
+    from models.store.database import db as database
+    from models.store.database import open_database
+
+    open_database(settings.database_path)
+    try:
+        assert verify_password(get_user(database, "admin"), first.group(1))
+    finally:
+        database.close()
 
 
 def test_serve_explains_an_address_in_use(lanner, env):

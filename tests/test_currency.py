@@ -360,7 +360,7 @@ def test_0006_takes_conversions_summed_unconverted_out_of_revenue_until_their_ra
         assert (
             database.execute_sql("SELECT SUM(revenue) FROM rollup_day").fetchone()[0] == 34.0
         )  # EUR as USD.
-        assert migrate(database) == ["0007_currencies"]
+        assert migrate(database, up_to="0007_currencies") == ["0007_currencies"]
         report = both_reports(database)
         assert report.total["revenue"] == 14.0 and report.total["sales"] == 3
         assert report.unconverted == [{"currency": "EUR", "conversions": 1, "payout": 20.0}]

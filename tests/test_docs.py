@@ -50,6 +50,7 @@ def _in_alternation(path: str) -> bool:
 
 
 def test_migrated_schema_matches_the_models(db):
+    from models.tables.account import ApiKey, AuditEntry, CampaignShare, User
     from models.tables.campaign import Campaign, Stream, StreamOffer
     from models.tables.click import Click
     from models.tables.conversion import (
@@ -63,7 +64,7 @@ def test_migrated_schema_matches_the_models(db):
     from models.tables.offer import Offer
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)
-    for model in (*models, PostbackDelivery, PostbackRefusal):
+    for model in (*models, PostbackDelivery, PostbackRefusal, User, CampaignShare, ApiKey, AuditEntry):
         table = model._meta.table_name
         columns = {column.name for column in db.get_columns(table)}
         fields = {field.column_name for field in model._meta.sorted_fields}

@@ -70,6 +70,7 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     first = install(root, port)
     assert "installed" in first.stdout.splitlines()[-1]
     assert "key: " in first.stdout and "report API key: " in first.stdout
+    assert "First admin: admin, password: " in first.stdout
     web_unit, worker_unit = (
         root / "etc/systemd/system/lanner-web.service",
         root / "etc/systemd/system/lanner-worker.service",
@@ -134,5 +135,6 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     assert "upgraded in place" in second.stdout and "kept" in second.stdout
     assert "LANNER_LOG_LEVEL=WARNING" in env_file.read_text()
     assert "up to date" in second.stdout
+    assert "First admin" not in second.stdout  # Printed once, on the first install.
     with sqlite3.connect(root / "var/lib/lanner/lanner.db") as connection:
         assert connection.execute("SELECT COUNT(*) FROM click").fetchone()[0] == 1

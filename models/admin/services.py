@@ -1,8 +1,9 @@
 """Campaign, stream and offer administration: the library the CLI (and later the admin API) call.
 
-Every change runs in one transaction that also bumps `config_version`, so web workers reload.
-Streams are updated in place and removed by status, never renumbered, so click history keeps
-pointing at the stream it went through.
+Every change runs in one transaction that also bumps `config_version`, so web workers reload, and
+writes its audit-log entry (models/accounts/audit.py) naming `actor`: the CLI unless the caller
+(the admin API, the panel) says who. Streams are updated in place and removed by status, never
+renumbered, so click history keeps pointing at the stream it went through.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from peewee import Database, IntegrityError
 
+from models.accounts.audit import record_change
+from models.accounts.principal import CLI, Principal
 from models.choices import (
     CAMPAIGN_STATUSES,
     COST_MODELS,
@@ -34,6 +37,7 @@ from models.reporting.currency import CurrencyError, check_code, report_currency
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
 from models.store.database import write_tx
+from models.store.sqlite.accounts import AccountStore
 from models.store.sqlite.meta import MetaStore
 from models.tables.campaign import Campaign, Stream, StreamOffer
 from models.tables.offer import Offer
@@ -50,6 +54,14 @@ class AdminError(LannerError, ValueError):
 
 def _now() -> int:
     return int(time.time() * 1000)
+
+
+def _fields(row: Campaign | Stream | Offer) -> dict[str, Any]:
+    """A row's fields as the audit log compares them (a stream's with its active offers)."""
+    fields = dict(row.__data__)
+    if isinstance(row, Stream):
+        fields["offers"] = [list(link) for link in sorted(stream_offers(row))]
+    return fields
 
 
 def _check_url(url: str) -> str:
@@ -217,6 +229,7 @@ def create_offer(
     daily_cap: int | None = None,
     total_cap: int | None = None,
     timezone: str = "UTC",
+    actor: Principal = CLI,
 ) -> Offer:
     """`currency`: the payout's, default the report currency."""
     fields = {
@@ -230,11 +243,14 @@ def create_offer(
     _check_offer_fields(fields)
     with write_tx(db):
         offer = Offer.create(name=name, **fields)
+        record_change(db, actor, "offer", offer.id, "create", None, _fields(offer))
         MetaStore(db.connection()).bump_config_version()
     return offer
 
 
-def update_offer(db: Database, offer_id: int, *, clear_caps: bool = False, **changes: Any) -> Offer:
+def update_offer(
+    db: Database, offer_id: int, *, clear_caps: bool = False, actor: Principal = CLI, **changes: Any
+) -> Offer:
     """Change an offer; None leaves a field as it is (`clear_caps` removes both caps)."""
     changes = {key: value for key, value in changes.items() if value is not None}
     _check_offer_fields(changes)
@@ -242,10 +258,12 @@ def update_offer(db: Database, offer_id: int, *, clear_caps: bool = False, **cha
         changes.update(daily_cap=None, total_cap=None)
     with write_tx(db):
         offer = get_offer(offer_id)
+        before = _fields(offer)
         for key, value in changes.items():
             setattr(offer, key, value)
         offer.updated_at = _now()
         offer.save()
+        record_change(db, actor, "offer", offer.id, "update", before, _fields(offer))
         MetaStore(db.connection()).bump_config_version()
     return offer
 
@@ -263,11 +281,13 @@ def create_campaign(
     offer_id: int | None = None,
     rotation: str = "position",
     uniqueness_hours: float = 24.0,
+    actor: Principal = CLI,
     **options: Any,
 ) -> Campaign:
     """A campaign with one regular stream to one offer (a new offer from `offer_url`, or `offer_id`).
 
-    `options`: timezone, bind_visitor, default_action, default_payload (see update_campaign).
+    `options`: timezone, bind_visitor, default_action, default_payload, owner_id (see update_campaign;
+    the owner is by default the actor's user: nobody for the CLI and the install key).
     """
     _check_alias(alias)
     if (offer_url is None) == (offer_id is None):
@@ -275,19 +295,23 @@ def create_campaign(
     options = {key: value for key, value in options.items() if value is not None}
     fields = {"rotation": rotation, "uniqueness_hours": uniqueness_hours, **options}
     fields.setdefault("cost_currency", report_currency(db.connection()))
+    fields.setdefault("owner_id", actor.user_id)
     _check_campaign_fields(fields)
     with write_tx(db):
         try:
             campaign = Campaign.create(name=name, alias=alias, **fields)
         except IntegrityError:
             raise AdminError(f"A campaign with alias {alias!r} already exists.") from None
+        record_change(db, actor, "campaign", campaign.id, "create", None, _fields(campaign))
         offer = get_offer(offer_id) if offer_id is not None else None
         if offer is None:
             offer = Offer.create(
                 name=name, url=_check_url(offer_url), currency=report_currency(db.connection())
             )
+            record_change(db, actor, "offer", offer.id, "create", None, _fields(offer))
         stream = Stream.create(campaign=campaign, name="Default", type="regular", position=1)
         StreamOffer.create(stream=stream, offer=offer, weight=100)
+        record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
         MetaStore(db.connection()).bump_config_version()
     return campaign
 
@@ -322,13 +346,22 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
         raise AdminError("A revshare cost is a percentage of revenue, from 0 to 100.")
     if "cost_currency" in fields:
         fields["cost_currency"] = _check_currency(fields["cost_currency"], needs_rate=True)
+    if fields.get("owner_id") is not None:
+        if AccountStore(Campaign._meta.database.connection()).user_by_id(fields["owner_id"]) is None:
+            raise AdminError(f"There is no user with id {fields['owner_id']} to own the campaign.")
 
 
-def update_campaign(db: Database, ref: str | int, **changes: Any) -> Campaign:
+def update_campaign(
+    db: Database, ref: str | int, *, clear_owner: bool = False, actor: Principal = CLI, **changes: Any
+) -> Campaign:
+    """Change a campaign; None leaves a field as it is (`clear_owner`: owned by nobody, admins only)."""
     changes = {key: value for key, value in changes.items() if value is not None}
     _check_campaign_fields(changes)
+    if clear_owner:
+        changes["owner_id"] = None
     with write_tx(db):
         campaign = get_campaign(ref)
+        before = _fields(campaign)
         for key, value in changes.items():
             setattr(campaign, key, value)
         campaign.updated_at = _now()
@@ -336,12 +369,14 @@ def update_campaign(db: Database, ref: str | int, **changes: Any) -> Campaign:
             campaign.save()
         except IntegrityError:
             raise AdminError(f"A campaign with alias {changes.get('alias')!r} already exists.") from None
+        action = "archive" if changes.get("status") == "archived" else "update"
+        record_change(db, actor, "campaign", campaign.id, action, before, _fields(campaign))
         MetaStore(db.connection()).bump_config_version()
     return campaign
 
 
-def archive_campaign(db: Database, ref: str | int) -> Campaign:
-    return update_campaign(db, ref, status="archived")
+def archive_campaign(db: Database, ref: str | int, *, actor: Principal = CLI) -> Campaign:
+    return update_campaign(db, ref, status="archived", actor=actor)
 
 
 def list_campaigns(*, include_archived: bool = False) -> list[Campaign]:
@@ -416,6 +451,7 @@ def add_stream(
     payload: str = "",
     offers: list[tuple[int, int]] = (),
     filters: Iterable[str] = (),
+    actor: Principal = CLI,
     **options: Any,
 ) -> Stream:
     """A stream; `options`: filter_mode, daily_cap, total_cap, offer_rotation, redirect_type,
@@ -433,6 +469,7 @@ def add_stream(
             position = (last.position + 1) if last else 1
         stream = Stream.create(campaign=campaign, name=name, position=position, **fields)
         _set_stream_offers(stream, list(offers))
+        record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
         MetaStore(db.connection()).bump_config_version()
     return stream
 
@@ -445,6 +482,7 @@ def update_stream(
     filters: Iterable[str] | None = None,
     clear_filters: bool = False,
     clear_caps: bool = False,
+    actor: Principal = CLI,
     **changes: Any,
 ) -> Stream:
     """Change a stream in place; None leaves a field as it is. `filters` replace the stream's filters."""
@@ -459,6 +497,7 @@ def update_stream(
         changes.update(daily_cap=None, total_cap=None)
     with write_tx(db):
         stream = get_stream(stream_id)
+        before = _fields(stream)
         checked = dict(changes)
         if "action" in checked:
             checked.setdefault("action_payload", stream.action_payload)
@@ -471,12 +510,14 @@ def update_stream(
         stream.save()
         if offers:
             _set_stream_offers(stream, offers)
+        action = "remove" if changes.get("status") == "deleted" else "update"
+        record_change(db, actor, "stream", stream.id, action, before, _fields(stream))
         MetaStore(db.connection()).bump_config_version()
     return stream
 
 
-def remove_stream(db: Database, stream_id: int) -> Stream:
-    return update_stream(db, stream_id, status="deleted")
+def remove_stream(db: Database, stream_id: int, *, actor: Principal = CLI) -> Stream:
+    return update_stream(db, stream_id, status="deleted", actor=actor)
 
 
 def reorder_streams(db: Database, campaign_ref: str | int, stream_ids: list[int]) -> list[Stream]:

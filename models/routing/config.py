@@ -181,6 +181,21 @@ def _stream_config(
     )
 
 
+# What routing reads of a campaign: not its owner and whatever else the panel keeps on it, so a
+# worker also loads a database migrated up to an older release (the upgrade rehearsals run one).
+ROUTED_CAMPAIGN_FIELDS = (
+    Campaign.id,
+    Campaign.alias,
+    Campaign.name,
+    Campaign.rotation,
+    Campaign.uniqueness_hours,
+    Campaign.timezone,
+    Campaign.bind_visitor,
+    Campaign.default_action,
+    Campaign.default_payload,
+)
+
+
 def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
     """Every active campaign by alias, with its active streams and offers in evaluation order."""
     offers_by_id = {offer.id: offer for offer in Offer.select().where(Offer.status == "active")}
@@ -193,7 +208,7 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
     for stream in Stream.select().where(Stream.status == "active").order_by(Stream.position, Stream.id):
         streams.setdefault(stream.campaign_id, []).append(stream)
     campaigns = {}
-    for campaign in Campaign.select().where(Campaign.status == "active"):
+    for campaign in Campaign.select(*ROUTED_CAMPAIGN_FIELDS).where(Campaign.status == "active"):
         tz = _zone(campaign.timezone, f"campaign {campaign.alias}")
         by_type: dict[str, list[StreamConfig]] = {"intercepting": [], "regular": [], "fallback": []}
         by_id = {}

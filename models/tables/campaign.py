@@ -32,6 +32,7 @@ class Campaign(BaseModel):
     bind_visitor = IntegerField(default=0)  # A returning visitor gets their previous stream and offer.
     default_action = TextField(default="not_found")
     default_payload = TextField(default="")  # The URL when default_action is "redirect".
+    owner_id = IntegerField(null=True)  # A user (app_user); NULL: owned by nobody, admins only.
     created_at = BigIntegerField(default=now_ms)
     updated_at = BigIntegerField(default=now_ms)
 

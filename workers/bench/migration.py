@@ -101,11 +101,10 @@ def rehearsed_migration() -> tuple[str, str]:
 
 def build_pre_upgrade_database(path: Path, options: MigrationOptions, reporter: Reporter) -> None:
     """The database as the previous release leaves it, with older and last-24-hour traffic."""
-    from models.admin.services import create_campaign
     from models.migrations.deferred import run_deferred
     from models.migrations.runner import migrate
     from models.store.database import db, open_database
-    from workers.bench.generate import generate_clicks
+    from workers.bench.generate import generate_clicks, insert_campaign
 
     _, previous = rehearsed_migration()
     for suffix in ("", "-wal", "-shm"):
@@ -113,7 +112,7 @@ def build_pre_upgrade_database(path: Path, options: MigrationOptions, reporter: 
     open_database(path, autocheckpoint=True)
     try:
         migrate(db, up_to=previous)
-        create_campaign(db, "Bench", BENCH_ALIAS, offer_url=BENCH_OFFER_URL)
+        insert_campaign(db, "Bench", BENCH_ALIAS, BENCH_OFFER_URL)  # The services speak the new schema.
         now_ms = int(time.time() * 1000)
         older = options.clicks - options.recent
         for count, days, end_ms, what in (

@@ -1,0 +1,62 @@
+"""Who sees and who edits which campaign: the rules, in one place, for the API, the panel and the CLI.
+
+- admin: sees and edits every campaign, including those owned by nobody (owner_id NULL).
+- buyer: sees the campaigns they own and those shared with them; edits those they own and those
+  shared with them with may_edit; creates campaigns (which they then own).
+- viewer: sees the campaigns they own and those shared with them, and never writes. This is
+  Binom's viewer (a read-only user who sees what is shared with them), not Keitaro's read-only
+  role that sees everything: a viewer is usually someone outside the team (a client, an affiliate
+  manager), so seeing everything must be something an admin grants campaign by campaign. A viewer
+  can own a campaign only if an admin gives them one; owning it still gives no write.
+- a principal without write (a read-scope key, a viewer) edits nothing, whatever its role.
+- offers have no owner yet: admins and buyers with write create and change them (`creates_campaigns`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from peewee import Database
+
+from models.store.sqlite.accounts import AccountStore
+
+if TYPE_CHECKING:
+    from models.accounts.principal import Principal
+
+
+def visible_campaign_ids(db: Database, principal: Principal) -> set[int] | None:
+    """The ids of the campaigns `principal` may see; None: every campaign."""
+    if principal.role == "admin":
+        return None
+    if principal.user_id is None:
+        return set()
+    store = AccountStore(db.connection())
+    return store.owned_campaigns(principal.user_id) | set(store.shared_with(principal.user_id))
+
+
+def editable_campaign_ids(db: Database, principal: Principal) -> set[int] | None:
+    """The ids of the campaigns `principal` may change; None: every campaign."""
+    if not principal.can_write or principal.role == "viewer":
+        return set()
+    if principal.role == "admin":
+        return None
+    if principal.user_id is None:
+        return set()
+    store = AccountStore(db.connection())
+    shared = store.shared_with(principal.user_id)
+    return store.owned_campaigns(principal.user_id) | {cid for cid, may_edit in shared.items() if may_edit}
+
+
+def sees_campaign(db: Database, principal: Principal, campaign_id: int) -> bool:
+    visible = visible_campaign_ids(db, principal)
+    return visible is None or campaign_id in visible
+
+
+def edits_campaign(db: Database, principal: Principal, campaign_id: int) -> bool:
+    editable = editable_campaign_ids(db, principal)
+    return editable is None or campaign_id in editable
+
+
+def creates_campaigns(principal: Principal) -> bool:
+    """Whether `principal` may create campaigns (and offers for them): admins and buyers, with write."""
+    return principal.can_write and principal.role in ("admin", "buyer")

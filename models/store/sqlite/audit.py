@@ -1,0 +1,44 @@
+"""The audit log: every statement on audit_log. Entries are only ever added (models/accounts/audit.py
+says what goes in them); writes join the caller's transaction, the change's own."""
+
+from __future__ import annotations
+
+from models.store.sqlite.rows import Store
+
+AUDIT_COLUMNS = "id, created_at, actor_user_id, actor, entity, entity_id, action, old_values, new_values"
+
+
+class AuditStore(Store):
+    """The audit_log rows of one connection."""
+
+    SQL_INSERT = (
+        "INSERT INTO audit_log (created_at, actor_user_id, actor, entity, entity_id, action, old_values, "
+        "new_values) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    # Newest first; a filter given as NULL is no filter.
+    SQL_ENTRIES = (
+        f"SELECT {AUDIT_COLUMNS} FROM audit_log WHERE created_at >= ?1 "
+        "AND (?2 IS NULL OR entity = ?2) AND (?3 IS NULL OR entity_id = ?3) ORDER BY id DESC LIMIT ?4"
+    )
+
+    __slots__ = ()
+
+    def insert(
+        self,
+        created_at: int,
+        actor_user_id: int | None,
+        actor: str,
+        entity: str,
+        entity_id: int | None,
+        action: str,
+        old_values: str,
+        new_values: str,
+    ) -> None:
+        self.conn.execute(
+            self.SQL_INSERT,
+            (created_at, actor_user_id, actor, entity, entity_id, action, old_values, new_values),
+        ).close()
+
+    def entries(self, entity: str | None, entity_id: int | None, since_ms: int, limit: int) -> list[tuple]:
+        """AUDIT_COLUMNS of the newest `limit` entries at or after since_ms, newest first."""
+        return self.conn.execute(self.SQL_ENTRIES, (since_ms, entity, entity_id, limit)).fetchall()
