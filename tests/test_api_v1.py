@@ -16,14 +16,15 @@ FRUGAL_KEY = "frugal-key-0123456789"
 
 @pytest.fixture
 def admin(env, db):
-    """The admin app on the test's database; besides the install key, a viewer key and a key that hides money."""
+    """The admin app on the test's database; besides the install key, a viewer's key and an admin's that
+    hides money (principals made up for the rules that do not depend on accounts; `accounts` has real ones)."""
     from app import create_admin_app
     from routes.v1.auth import Principal, principal_for
     from settings import load_settings
 
     extra = {
         VIEWER_KEY: Principal(user_id=7, name="viewer 7", role="viewer", can_write=False, hides_money=False),
-        FRUGAL_KEY: Principal(user_id=8, name="buyer 8", role="buyer", can_write=True, hides_money=True),
+        FRUGAL_KEY: Principal(user_id=8, name="admin 8", role="admin", can_write=True, hides_money=True),
     }
 
     def find_principal(database, key):
@@ -583,3 +584,79 @@ def test_a_stream_with_a_geo_filter_the_geo_files_cannot_answer_is_saved_with_a_
     assert status == 200 and changed["warnings"] == []
     status, changed = call(admin, "PATCH", f"/streams/{stream['id']}", key, {"name": "Berlin"})
     assert status == 200 and "warnings" not in changed
+
+
+@pytest.fixture
+def accounts(env, db):
+    """The admin app with real users and keys: a buyer, a second buyer, a viewer (keys by name)."""
+    from app import create_admin_app
+    from models.accounts.apikeys import create_api_key
+    from models.accounts.users import add_user
+    from settings import load_settings
+
+    keys = {}
+    for name, role, scope in (
+        ("anna", "buyer", "write"),
+        ("bert", "buyer", "write"),
+        ("vera", "viewer", "read"),
+    ):
+        add_user(db, name, role, f"{name}-password-123")
+        keys[name] = create_api_key(db, name, scope)[1]
+    app = create_admin_app(load_settings(env), db=db)
+    return InProcessApp(app, Clock(time.time())), keys
+
+
+def test_buyers_see_and_change_only_their_own_and_shared_campaigns(accounts, key, db):
+    from models.accounts.sharing import share_campaign
+
+    app, keys = accounts
+    offer = make_offer(app, keys["anna"])
+    status, mine = call(
+        app, "POST", "/campaigns", keys["anna"], {"name": "A", "alias": "anna-a", "offer_id": offer["id"]}
+    )
+    assert status == 201 and mine["owner_id"] is not None, mine
+    status, theirs = call(
+        app, "POST", "/campaigns", keys["bert"], {"name": "B", "alias": "bert-b", "offer_id": offer["id"]}
+    )
+    assert status == 201, theirs
+    status, nobodys = call(
+        app, "POST", "/campaigns", key, {"name": "C", "alias": "install-c", "offer_id": offer["id"]}
+    )
+    assert status == 201, nobodys
+
+    def aliases(who):
+        status, listed = call(app, "GET", "/campaigns", who)
+        assert status == 200, listed
+        return sorted(c["alias"] for c in listed["items"])
+
+    assert aliases(keys["anna"]) == ["anna-a"]
+    assert aliases(keys["bert"]) == ["bert-b"]
+    assert aliases(keys["vera"]) == []
+    assert aliases(key) == ["anna-a", "bert-b", "install-c"]
+    # Another buyer's campaign does not exist for anna, to read or to change.
+    assert call(app, "GET", "/campaigns/bert-b", keys["anna"])[0] == 404
+    assert call(app, "PATCH", "/campaigns/bert-b", keys["anna"], {"name": "Mine now"})[0] == 404
+    assert call(app, "GET", "/campaigns/bert-b/streams", keys["anna"])[0] == 404
+    # Shared read-only: seen, not changed; shared with edit: changed.
+    share_campaign(db, "bert-b", "anna")
+    share_campaign(db, "bert-b", "vera")
+    assert call(app, "GET", "/campaigns/bert-b", keys["anna"])[0] == 200
+    assert aliases(keys["vera"]) == ["bert-b"]
+    status, answer = call(app, "PATCH", "/campaigns/bert-b", keys["anna"], {"name": "Renamed"})
+    assert status == 403 and "may see campaign" in answer["description"]
+    share_campaign(db, "bert-b", "anna", may_edit=True)
+    status, changed = call(app, "PATCH", "/campaigns/bert-b", keys["anna"], {"name": "Renamed"})
+    assert status == 200 and changed["name"] == "Renamed"
+    # A viewer never writes, shared or not; and creates nothing.
+    assert call(app, "PATCH", "/campaigns/bert-b", keys["vera"], {"name": "V"})[0] == 403
+    assert call(app, "POST", "/offers", keys["vera"], {"name": "O", "url": "https://e.com/"})[0] == 403
+    # Install-wide settings are an admin's.
+    status, answer = call(app, "PUT", "/status-maps", keys["anna"], {"word": "ok", "status": "sale"})
+    assert status == 403 and "admin" in answer["description"]
+    assert call(app, "PUT", "/status-maps", key, {"word": "ok", "status": "sale"})[0] == 200
+    # Every change names who made it.
+    rows = db.execute_sql(
+        "SELECT actor, action FROM audit_log WHERE entity = 'campaign' AND entity_id = ? ORDER BY id",
+        (theirs["id"],),
+    ).fetchall()
+    assert [actor for actor, _ in rows][-1] == "anna" and rows[-1][1] == "update"

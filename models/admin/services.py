@@ -520,7 +520,9 @@ def remove_stream(db: Database, stream_id: int, *, actor: Principal = CLI) -> St
     return update_stream(db, stream_id, status="deleted", actor=actor)
 
 
-def reorder_streams(db: Database, campaign_ref: str | int, stream_ids: list[int]) -> list[Stream]:
+def reorder_streams(
+    db: Database, campaign_ref: str | int, stream_ids: list[int], *, actor: Principal = CLI
+) -> list[Stream]:
     """Put a campaign's streams in this order: each type's streams take positions 1, 2, ... as listed.
 
     `stream_ids` must name each of the campaign's streams (not removed ones) exactly once."""
@@ -537,9 +539,11 @@ def reorder_streams(db: Database, campaign_ref: str | int, stream_ids: list[int]
             stream = streams[stream_id]
             positions[stream.type] = positions.get(stream.type, 0) + 1
             if stream.position != positions[stream.type]:
+                before = _fields(stream)
                 stream.position = positions[stream.type]
                 stream.updated_at = _now()
                 stream.save()
+                record_change(db, actor, "stream", stream.id, "update", before, _fields(stream))
         MetaStore(db.connection()).bump_config_version()
     return list_streams(campaign_ref)
 

@@ -9,7 +9,7 @@ import falcon
 
 from models.admin import services
 from models.choices import CAMPAIGN_STATUSES, STREAM_TYPES
-from routes.v1.auth import require_campaign, visible_campaigns
+from routes.v1.auth import require_campaign, require_creator, visible_campaigns
 from routes.v1.pagination import page
 from routes.v1.spec import PAGE_PARAMS, Field, Operation, Param, answer, api_resource, read_body
 
@@ -74,6 +74,7 @@ def campaign_json(campaign) -> dict[str, Any]:
         "id": campaign.id,
         "alias": campaign.alias,
         "name": campaign.name,
+        "owner_id": campaign.owner_id,  # The user who owns it (models/accounts/access.py); null: admins'.
         "status": campaign.status,
         "rotation": campaign.rotation,
         "uniqueness_hours": campaign.uniqueness_hours,
@@ -180,7 +181,9 @@ class CampaignListResource:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = _campaign_changes(read_body(req, CAMPAIGN_CREATE))
-        campaign = services.create_campaign(self.db, body.pop("name"), body.pop("alias"), **body)
+        require_creator(req, "campaigns")
+        actor = req.context.principal
+        campaign = services.create_campaign(self.db, body.pop("name"), body.pop("alias"), actor=actor, **body)
         answer(req, resp, campaign_json(campaign), falcon.HTTP_201)
 
 
@@ -204,11 +207,21 @@ class CampaignResource:
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = _campaign_changes(read_body(req, CAMPAIGN_UPDATE))
         campaign = _campaign(req, ref)
-        answer(req, resp, campaign_json(services.update_campaign(self.db, campaign.id, **body)))
+        answer(
+            req,
+            resp,
+            campaign_json(
+                services.update_campaign(self.db, campaign.id, actor=req.context.principal, **body)
+            ),
+        )
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         campaign = _campaign(req, ref)
-        answer(req, resp, campaign_json(services.archive_campaign(self.db, campaign.id)))
+        answer(
+            req,
+            resp,
+            campaign_json(services.archive_campaign(self.db, campaign.id, actor=req.context.principal)),
+        )
 
 
 def _evaluation_key(stream) -> list:
@@ -234,7 +247,9 @@ class StreamListResource:
         body = read_body(req, STREAM_FIELDS)
         campaign = _campaign(req, ref)
         offers, payload = _offers(body) or [], _payload(body)
-        stream = services.add_stream(self.db, campaign.id, offers=offers, payload=payload or "", **body)
+        stream = services.add_stream(
+            self.db, campaign.id, offers=offers, payload=payload or "", actor=req.context.principal, **body
+        )
         answer(req, resp, self.geo.with_warnings(stream), falcon.HTTP_201)
 
 
@@ -253,7 +268,7 @@ class StreamOrderResource:
     def on_put(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, self.operations["PUT"].body)
         campaign = _campaign(req, ref)
-        streams = services.reorder_streams(self.db, campaign.id, body["streams"])
+        streams = services.reorder_streams(self.db, campaign.id, body["streams"], actor=req.context.principal)
         answer(req, resp, {"items": [stream_json(s) for s in streams], "next": None})
 
 
@@ -281,9 +296,13 @@ class StreamResource:
             raise falcon.HTTPBadRequest(
                 title="Refused", description="A stream's offers cannot be an empty list."
             )
-        stream = services.update_stream(self.db, stream_id, offers=offers, payload=payload, **body)
+        stream = services.update_stream(
+            self.db, stream_id, offers=offers, payload=payload, actor=req.context.principal, **body
+        )
         answer(req, resp, self.geo.with_warnings(stream) if "filters" in body else stream_json(stream))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
         _stream(req, stream_id)
-        answer(req, resp, stream_json(services.remove_stream(self.db, stream_id)))
+        answer(
+            req, resp, stream_json(services.remove_stream(self.db, stream_id, actor=req.context.principal))
+        )

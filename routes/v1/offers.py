@@ -8,6 +8,7 @@ import falcon
 
 from models.admin import services
 from models.choices import OFFER_STATUSES
+from routes.v1.auth import require_creator
 from routes.v1.pagination import page
 from routes.v1.spec import PAGE_PARAMS, Field, Operation, answer, api_resource, read_body
 
@@ -57,7 +58,10 @@ class OfferListResource:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_body(req, OFFER_CREATE)
-        offer = services.create_offer(self.db, body.pop("name"), body.pop("url"), **body)
+        require_creator(req, "offers")
+        offer = services.create_offer(
+            self.db, body.pop("name"), body.pop("url"), actor=req.context.principal, **body
+        )
         answer(req, resp, offer_json(offer), falcon.HTTP_201)
 
 
@@ -79,4 +83,6 @@ class OfferResource:
     def on_patch(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
         body = read_body(req, OFFER_UPDATE)
         services.get_offer(offer_id)
-        answer(req, resp, offer_json(services.update_offer(self.db, offer_id, **body)))
+        require_creator(req, "or change offers")
+        offer = services.update_offer(self.db, offer_id, actor=req.context.principal, **body)
+        answer(req, resp, offer_json(offer))

@@ -9,7 +9,7 @@ from models.admin.services import get_campaign
 from models.choices import POSTBACK_VERDICTS
 from models.conversions import admin
 from models.reporting.conversionlog import LogFilter, list_deliveries, list_postbacks
-from routes.v1.auth import require_campaign, visible_campaigns
+from routes.v1.auth import require_admin, require_campaign, visible_campaigns
 from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, log_options
 from routes.v1.pagination import log_page, page
 from routes.v1.spec import PAGE_PARAMS, Field, Operation, Param, answer, api_resource, check_params, read_body
@@ -98,6 +98,7 @@ class StatusMapListResource:
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_body(req, STATUS_MAP_SET)
+        require_admin(req, "status maps")
         remapped = admin.map_status(self.db, body["word"], body["status"], network=body.get("network", ""))
         answer(
             req,
@@ -125,6 +126,7 @@ class StatusMapResource:
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, word: str) -> None:
         given = check_params(req, self.operations["DELETE"].params)
+        require_admin(req, "status maps")
         admin.unmap_status(self.db, word, network=given.get("network", ""))
         answer(req, resp, {"removed": word.strip().lower(), "network": given.get("network", "")})
 
