@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 import click
 
 from models import choices
+from models.admin.views import campaign_fields, offer_fields
 from settings import Settings, load_settings
 from workers.runtime.logs import configure_logging
 
@@ -268,20 +269,6 @@ def db_run_deferred(ctx: Context) -> None:
 # -- offers ----------------------------------------------------------------------------------
 
 
-def offer_row(offer) -> dict[str, Any]:
-    return {
-        "id": offer.id,
-        "name": offer.name,
-        "status": offer.status,
-        "payout": offer.payout,
-        "currency": offer.currency,
-        "daily_cap": offer.daily_cap,
-        "total_cap": offer.total_cap,
-        "timezone": offer.timezone,
-        "url": offer.url,
-    }
-
-
 def cap_options(function):
     """--daily-cap/--total-cap: clicks a stream or offer takes per local day / in total."""
     function = click.option("--total-cap", type=click.IntRange(min=0), help="Clicks in total.")(function)
@@ -320,7 +307,7 @@ def offer_list(ctx: Context, fmt: str) -> None:
 
     ctx.db
     columns = ["id", "name", "status", "payout", "currency", "daily_cap", "total_cap", "timezone", "url"]
-    echo_rows([offer_row(o) for o in list_offers()], columns, fmt)
+    echo_rows([offer_fields(o) for o in list_offers()], columns, fmt)
 
 
 @offer.command("update")
@@ -343,26 +330,6 @@ def offer_update(ctx: Context, offer_id: int, **changes: Any) -> None:
 
 
 # -- campaigns -------------------------------------------------------------------------------
-
-
-def campaign_row(campaign) -> dict[str, Any]:
-    return {
-        "id": campaign.id,
-        "alias": campaign.alias,
-        "name": campaign.name,
-        "status": campaign.status,
-        "rotation": campaign.rotation,
-        "uniqueness_hours": campaign.uniqueness_hours,
-        "timezone": campaign.timezone,
-        "bind_visitor": bool(campaign.bind_visitor),
-        "default_action": campaign.default_action,
-        "default_url": campaign.default_payload,
-        "cost_model": campaign.cost_model,
-        "cost_value": campaign.cost_value,
-        "cost_currency": campaign.cost_currency,
-        "owner_id": campaign.owner_id,
-        "url": f"/{campaign.alias}",
-    }
 
 
 def owner_id(ctx: Context, options: dict[str, Any]) -> None:
@@ -442,7 +409,7 @@ def campaign_list(ctx: Context, include_archived: bool, fmt: str) -> None:
     from models.admin.services import list_campaigns
 
     ctx.db
-    rows = [campaign_row(c) for c in list_campaigns(include_archived=include_archived)]
+    rows = [campaign_fields(c) for c in list_campaigns(include_archived=include_archived)]
     echo_rows(rows, ["id", "alias", "name", "status", "rotation", "uniqueness_hours", "url"], fmt)
 
 
@@ -456,7 +423,7 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
 
     ctx.db
     found = get_campaign(ref)
-    data = campaign_row(found)
+    data = campaign_fields(found)
     data["streams"] = [stream_row(s) for s in list_streams(found.id)]
     if fmt == "json":
         click.echo(json_text(data))

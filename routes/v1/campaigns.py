@@ -8,6 +8,7 @@ from typing import Any
 import falcon
 
 from models.admin import services
+from models.admin.views import campaign_fields
 from models.choices import CAMPAIGN_STATUSES, STREAM_TYPES
 from routes.v1.auth import require_campaign, require_creator, visible_campaigns
 from routes.v1.pagination import page
@@ -67,26 +68,6 @@ STREAM_UPDATE = (
     Field("clear_filters", "boolean", "Remove every filter."),
     Field("clear_caps", "boolean", "Remove both caps."),
 )
-
-
-def campaign_json(campaign) -> dict[str, Any]:
-    return {
-        "id": campaign.id,
-        "alias": campaign.alias,
-        "name": campaign.name,
-        "owner_id": campaign.owner_id,  # The user who owns it (models/accounts/access.py); null: admins'.
-        "status": campaign.status,
-        "rotation": campaign.rotation,
-        "uniqueness_hours": campaign.uniqueness_hours,
-        "timezone": campaign.timezone,
-        "bind_visitor": bool(campaign.bind_visitor),
-        "default_action": campaign.default_action,
-        "default_url": campaign.default_payload,
-        "cost_model": campaign.cost_model,
-        "cost_value": campaign.cost_value,
-        "cost_currency": campaign.cost_currency,
-        "url": f"/{campaign.alias}",
-    }
 
 
 class GeoWarnings:
@@ -177,14 +158,14 @@ class CampaignListResource:
         if visible is not None:
             campaigns = [c for c in campaigns if c.id in visible]
         items, following = page(req, campaigns, lambda c: [c.id])
-        answer(req, resp, {"items": [campaign_json(c) for c in items], "next": following})
+        answer(req, resp, {"items": [campaign_fields(c) for c in items], "next": following})
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = _campaign_changes(read_body(req, CAMPAIGN_CREATE))
         require_creator(req, "campaigns")
         actor = req.context.principal
         campaign = services.create_campaign(self.db, body.pop("name"), body.pop("alias"), actor=actor, **body)
-        answer(req, resp, campaign_json(campaign), falcon.HTTP_201)
+        answer(req, resp, campaign_fields(campaign), falcon.HTTP_201)
 
 
 @api_resource
@@ -200,7 +181,7 @@ class CampaignResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         campaign = _campaign(req, ref)
-        data = campaign_json(campaign)
+        data = campaign_fields(campaign)
         data["streams"] = [stream_json(s) for s in services.list_streams(campaign.id)]
         answer(req, resp, data)
 
@@ -210,7 +191,7 @@ class CampaignResource:
         answer(
             req,
             resp,
-            campaign_json(
+            campaign_fields(
                 services.update_campaign(self.db, campaign.id, actor=req.context.principal, **body)
             ),
         )
@@ -220,7 +201,7 @@ class CampaignResource:
         answer(
             req,
             resp,
-            campaign_json(services.archive_campaign(self.db, campaign.id, actor=req.context.principal)),
+            campaign_fields(services.archive_campaign(self.db, campaign.id, actor=req.context.principal)),
         )
 
 

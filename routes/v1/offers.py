@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import falcon
 
 from models.admin import services
+from models.admin.views import offer_fields
 from models.choices import OFFER_STATUSES
 from routes.v1.auth import require_creator
 from routes.v1.pagination import page
@@ -28,20 +27,6 @@ OFFER_UPDATE = (
 )
 
 
-def offer_json(offer) -> dict[str, Any]:
-    return {
-        "id": offer.id,
-        "name": offer.name,
-        "status": offer.status,
-        "payout": offer.payout,
-        "currency": offer.currency,
-        "daily_cap": offer.daily_cap,
-        "total_cap": offer.total_cap,
-        "timezone": offer.timezone,
-        "url": offer.url,
-    }
-
-
 @api_resource
 class OfferListResource:
     operations = {
@@ -54,7 +39,7 @@ class OfferListResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         items, following = page(req, services.list_offers(), lambda o: [o.id])
-        answer(req, resp, {"items": [offer_json(o) for o in items], "next": following})
+        answer(req, resp, {"items": [offer_fields(o) for o in items], "next": following})
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_body(req, OFFER_CREATE)
@@ -62,7 +47,7 @@ class OfferListResource:
         offer = services.create_offer(
             self.db, body.pop("name"), body.pop("url"), actor=req.context.principal, **body
         )
-        answer(req, resp, offer_json(offer), falcon.HTTP_201)
+        answer(req, resp, offer_fields(offer), falcon.HTTP_201)
 
 
 @api_resource
@@ -78,11 +63,11 @@ class OfferResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
-        answer(req, resp, offer_json(services.get_offer(offer_id)))
+        answer(req, resp, offer_fields(services.get_offer(offer_id)))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
         body = read_body(req, OFFER_UPDATE)
         services.get_offer(offer_id)
         require_creator(req, "or change offers")
         offer = services.update_offer(self.db, offer_id, actor=req.context.principal, **body)
-        answer(req, resp, offer_json(offer))
+        answer(req, resp, offer_fields(offer))

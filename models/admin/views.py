@@ -1,0 +1,39 @@
+"""Campaigns and offers as plain fields: what `lanner campaign|offer list|show` prints and the admin API answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def campaign_fields(campaign) -> dict[str, Any]:
+    return {
+        "id": campaign.id,
+        "alias": campaign.alias,
+        "name": campaign.name,
+        "status": campaign.status,
+        "rotation": campaign.rotation,
+        "uniqueness_hours": campaign.uniqueness_hours,
+        "timezone": campaign.timezone,
+        "bind_visitor": bool(campaign.bind_visitor),
+        "default_action": campaign.default_action,
+        "default_url": campaign.default_payload,
+        "cost_model": campaign.cost_model,
+        "cost_value": campaign.cost_value,
+        "cost_currency": campaign.cost_currency,
+        "owner_id": campaign.owner_id,  # The user who owns it (models/accounts/access.py); None: admins'.
+        "url": f"/{campaign.alias}",
+    }
+
+
+def offer_fields(offer) -> dict[str, Any]:
+    return {
+        "id": offer.id,
+        "name": offer.name,
+        "status": offer.status,
+        "payout": offer.payout,
+        "currency": offer.currency,
+        "daily_cap": offer.daily_cap,
+        "total_cap": offer.total_cap,
+        "timezone": offer.timezone,
+        "url": offer.url,
+    }
