@@ -660,3 +660,11 @@ def test_buyers_see_and_change_only_their_own_and_shared_campaigns(accounts, key
         (theirs["id"],),
     ).fetchall()
     assert [actor for actor, _ in rows][-1] == "anna" and rows[-1][1] == "update"
+
+
+def test_a_principal_that_hides_money_gets_no_raw_postback_log(admin, key):
+    # Its requests and URLs carry payouts under whatever name a network uses: refused, not filtered.
+    for path in ("/postbacks", "/postback-deliveries"):
+        assert call(admin, "GET", path, key)[0] == 200
+        status, answer = call(admin, "GET", path, FRUGAL_KEY)
+        assert status == 403 and "payouts" in answer["description"]

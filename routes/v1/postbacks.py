@@ -139,6 +139,16 @@ POSTBACK_LOG_PARAMS = (
 )
 
 
+def refuse_raw_money(req: falcon.Request, log: str) -> None:
+    """The postback logs keep requests and URLs as sent, payouts in them under any parameter name a
+    network uses: no field can be dropped from them, so a user who hides money does not get them."""
+    if req.context.principal.hides_money:
+        raise falcon.HTTPForbidden(
+            title="Money hidden",
+            description=f"The {log} shows payouts as the networks send them, which this user does not see.",
+        )
+
+
 @api_resource
 class PostbackLogResource:
     operations = {
@@ -156,6 +166,7 @@ class PostbackLogResource:
         given = check_params(req, POSTBACK_LOG_PARAMS)
         if visible_campaigns(req) is not None:  # The log holds postbacks for no campaign yet (parked).
             raise falcon.HTTPForbidden(title="Admins only", description="The postback log is for admins.")
+        refuse_raw_money(req, "postback log")
         orphans = req.get_param_as_bool("orphans", default=False)
         options = log_options(req, given)
         query = LogFilter(subid=given.get("subid"), status=given.get("verdict"), **options)
@@ -181,6 +192,7 @@ class DeliveryLogResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         given = check_params(req, DELIVERY_LOG_PARAMS)
+        refuse_raw_money(req, "delivery log")
         chosen = campaign_id(req, given)
         options = log_options(req, given)
         query = LogFilter(campaign_id=chosen, status=given.get("state"), **options)
