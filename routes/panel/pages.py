@@ -178,6 +178,7 @@ class DashboardResource(PanelResource):
             total=report.total if report else totals([]),
             currency=(report or series).currency if (report or series) else self.reports.report_currency,
             campaigns=top_rows(report),
+            campaign_names={c.id: c.name for c in list_campaigns(include_archived=True)},
             offers=top_rows(self.reports(principal, "offer", period)),
             countries=top_rows(self.reports(principal, "country", period)),
         )  # fmt: skip
