@@ -395,3 +395,15 @@ def test_after_login_only_a_panel_path_is_followed(panel, users):
             panel, "/panel/login", {"name": "anna", "password": PASSWORD, "next": target}
         )
         assert status == 303 and headers["location"] == "/panel"
+
+
+def test_campaign_urls_name_the_web_port_when_the_panel_is_opened_on_the_admin_port(
+    make_panel, users, clicks
+):
+    panel = make_panel(LANNER_BIND="127.0.0.1:8080", LANNER_ADMIN_BIND="127.0.0.1:8081")
+    cookie = log_in(panel)
+    status, _, body = request(panel, "/panel/campaigns", {"Cookie": cookie, "Host": "127.0.0.1:8081"})
+    assert status == 200 and "http://127.0.0.1:8080/gen-0" in body.decode()
+    # Behind nginx (the admin unix socket), the browser's own host.
+    html = get(make_panel(), "/panel/campaigns", cookie)[2]
+    assert "http://127.0.0.1/gen-0" in html

@@ -32,7 +32,7 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
     app.add_route(PREFIX, pages.DashboardResource(sessions, render, reports))
     app.add_route(PREFIX + "/login", pages.LoginResource(sessions, render))
     app.add_route(PREFIX + "/logout", pages.LogoutResource(sessions, render))
-    app.add_route(PREFIX + "/campaigns", pages.CampaignListResource(sessions, render, reports))
+    app.add_route(PREFIX + "/campaigns", pages.CampaignListResource(sessions, render, reports, settings))
     app.add_route(
         PREFIX + "/campaigns/{campaign_id:int(min=1)}/status", pages.CampaignStatusResource(sessions, render)
     )
