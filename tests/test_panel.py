@@ -407,3 +407,19 @@ def test_campaign_urls_name_the_web_port_when_the_panel_is_opened_on_the_admin_p
     # Behind nginx (the admin unix socket), the browser's own host.
     html = get(make_panel(), "/panel/campaigns", cookie)[2]
     assert "http://127.0.0.1/gen-0" in html
+
+
+def test_the_panel_s_errors_are_pages_and_the_api_s_stay_json(panel, users):
+    cookie = log_in(panel)
+    status, headers, body = request(panel, "/panel?period=%3Cforever%3E", {"Cookie": cookie})
+    assert status == 400 and headers["content-type"].startswith("text/html")
+    assert b"Unknown period" in body and b"<forever>" not in body
+    status, headers, _ = request(panel, "/api/v1/campaigns")
+    assert status == 401 and headers["content-type"].startswith("application/json")
+
+
+def test_panel_is_no_campaign_alias(db):
+    from models.admin.services import AdminError, create_campaign
+
+    with pytest.raises(AdminError, match="panel"):
+        create_campaign(db, "Panel", "panel", offer_url="https://example.com/")

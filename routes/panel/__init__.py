@@ -17,9 +17,11 @@ PREFIX = "/panel"
 
 def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock=None) -> None:
     """Route the panel's pages and static files on `app` (tests: `clock` moves the sessions' time)."""
+    from falcon.app_helpers import default_serialize_error
+
     from routes.click import ClientAddress
     from routes.panel import pages
-    from routes.panel.render import STATIC, Renderer
+    from routes.panel.render import STATIC, Renderer, serialize_errors_as_pages
     from routes.panel.session import PanelSessions
 
     bind = settings.admin_address or settings.bind  # The admin worker's, or the web workers' (`off`).
@@ -37,3 +39,4 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
         PREFIX + "/campaigns/{campaign_id:int(min=1)}/status", pages.CampaignStatusResource(sessions, render)
     )
     app.add_static_route(PREFIX + "/static", STATIC)
+    app.set_error_serializer(serialize_errors_as_pages(render, PREFIX, default_serialize_error))

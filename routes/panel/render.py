@@ -52,6 +52,8 @@ def create_environment() -> jinja2.Environment:
 
 
 class Renderer:
+    """Renders a template as the answer, with the headers every panel page carries."""
+
     def __init__(self) -> None:
         self.environment = create_environment()
 
@@ -63,3 +65,17 @@ class Renderer:
         resp.set_header("X-Content-Type-Options", "nosniff")
         resp.set_header("Referrer-Policy", "same-origin")
         resp.text = self.environment.get_template(template).render(**context)
+
+
+def serialize_errors_as_pages(render: Renderer, prefix: str, default):
+    """A Falcon error serializer: the panel's errors (403, 404, 429 ...) as a page, every other path's
+    as `default` does (the APIs' JSON)."""
+
+    def serialize(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
+        if req.path != prefix and not req.path.startswith(prefix + "/"):
+            default(req, resp, error)
+            return
+        render(resp, "error.html", error.status_code, user=None, session=None, path=req.path,
+               title=error.title or "Error", description=error.description or "")  # fmt: skip
+
+    return serialize
