@@ -239,6 +239,11 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
         first = re.search(r"First admin: admin, password: (\S+) \(shown once", log_path.read_text())
         assert first, log_path.read_text()
         assert log_path.read_text().count(first.group(1)) == 1
+        # Next to it, where the web panel is (it answers there: below, once the workers are counted).
+        assert (
+            f"Web panel: /panel/ on the admin socket {settings.data_dir / 'admin.sock'}"
+            in log_path.read_text()
+        )
         users = json.loads(run_lanner(env, "user", "list", "--json").stdout)
         assert [(u["name"], u["role"]) for u in users] == [("admin", "admin")]
         target = urlsplit(url)
@@ -258,6 +263,7 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
         assert landed == [(subid,)], log_path.read_text()
         shown = json.loads(run_lanner(env, "status", "--json").stdout)  # The consumer is not a web worker.
         assert sorted(w["role"] for w in shown["web"]["workers"]) == ["consumer", "web", "web"]
+        assert unix_request(str(settings.data_dir / "admin.sock"), "/panel/login")[0] == 200
         assert shown["consumer"]["state"] == "ok" and shown["consumer"]["alive"], shown["consumer"]
         # The report API's worker starts at its first request.
         assert unix_request(str(settings.data_dir / "admin.sock"), "/healthz")[0] == 200

@@ -390,7 +390,13 @@ def test_pages_forbid_inline_scripts_and_the_vendored_libraries_are_served(panel
 
 
 def test_after_login_only_a_panel_path_is_followed(panel, users):
-    for target in ("https://evil.example/", "//evil.example/panel", "/api/v1/campaigns"):
+    for target in (
+        "https://evil.example/",
+        "//evil.example/panel",
+        "/api/v1/campaigns",
+        "/panel\\@evil",
+        "/panelx",
+    ):
         status, headers, _ = post(
             panel, "/panel/login", {"name": "anna", "password": PASSWORD, "next": target}
         )

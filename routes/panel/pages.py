@@ -43,7 +43,12 @@ def period_of(req: falcon.Request) -> str:
 
 def safe_next(target: str | None) -> str:
     """Where to go after login: a path of this panel only (never another site)."""
-    if target and target.startswith("/panel") and not target.startswith("//") and "\\" not in target:
+    if (
+        target
+        and (target == "/panel" or target.startswith(("/panel/", "/panel?")))
+        and target.isprintable()
+        and not any(c in target for c in " \\")
+    ):
         return target
     return "/panel"
 
@@ -130,7 +135,7 @@ class LoginResource(PanelResource):
         target = safe_next(form.get("next"))
         try:
             user = log_in(self.sessions.db, name, str(form.get("password", "")), self.sessions.client_ip(req),
-                          **self.sessions._options())  # fmt: skip
+                          **self.sessions.clock_options())  # fmt: skip
         except LoginThrottled as exc:
             resp.set_header("Retry-After", str(exc.retry_after))
             self.page(req, resp, "login.html", None, 429, next=target, name=name, message=str(exc))
@@ -142,7 +147,7 @@ class LoginResource(PanelResource):
         if old is not None:  # A new id at every login; the old one ends.
             end_session(self.sessions.db, old.id)
         session = open_session(
-            self.sessions.db, user, self.sessions.session_hours, **self.sessions._options()
+            self.sessions.db, user, self.sessions.session_hours, **self.sessions.clock_options()
         )
         self.sessions.set_cookie(req, resp, session)
         resp.status = falcon.HTTP_303

@@ -32,7 +32,8 @@ class PanelSessions:
         self.session_hours = session_hours
         self.clock = clock
 
-    def _options(self) -> dict:
+    def clock_options(self) -> dict:
+        """The keyword arguments that give the session and login services the test's clock, if any."""
         return {} if self.clock is None else {"clock": self.clock}
 
     def client_ip(self, req: falcon.Request) -> str:
@@ -50,7 +51,7 @@ class PanelSessions:
         if "session" not in req.context:
             found = None
             for session_id in req.get_cookie_values(COOKIE) or ():
-                found = find_session(self.db, session_id, self.session_hours, **self._options())
+                found = find_session(self.db, session_id, self.session_hours, **self.clock_options())
                 if found is not None:
                     break
             req.context.session = found
