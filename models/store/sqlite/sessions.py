@@ -18,8 +18,8 @@ class SessionStore(Store):
     )
     # What a request needs, in one read by primary key: the session and its user.
     SQL_SESSION = (
-        "SELECT s.user_id, s.csrf_token, s.seen_at, s.expires_at, u.name, u.role, u.hides_money, u.is_disabled "
-        "FROM panel_session AS s JOIN app_user AS u ON u.id = s.user_id WHERE s.id_hash = ?"
+        "SELECT s.user_id, s.csrf_token, s.seen_at, s.expires_at, u.name, u.role, u.hides_money, "
+        "u.is_disabled FROM panel_session AS s JOIN app_user AS u ON u.id = s.user_id WHERE s.id_hash = ?"
     )
     # Only when the stored time is older than `?`: concurrent requests of one page write once.
     SQL_TOUCH_SESSION = (
