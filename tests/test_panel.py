@@ -137,6 +137,24 @@ def test_a_session_expires_after_its_hours_without_a_request_and_each_request_mo
     assert status == 303 and headers["location"].startswith("/panel/login")
 
 
+def test_the_expiry_is_written_at_most_once_a_minute(make_panel, users, db):
+    from models.store.sqlite.rows import fetch_one
+
+    panel = make_panel()
+    cookie = log_in(panel)
+
+    def expiry():
+        return fetch_one(db.connection(), "SELECT seen_at, expires_at FROM panel_session")
+
+    first = expiry()
+    panel.clock.advance(59)
+    get(panel, "/panel/campaigns", cookie)
+    assert expiry() == first
+    panel.clock.advance(2)
+    get(panel, "/panel/campaigns", cookie)
+    assert expiry()[1] == first[1] + 61_000
+
+
 def test_a_login_never_keeps_the_id_the_browser_brought(panel, users, db):
     planted = "lanner_session=" + "A" * 43
     _, headers, _ = post(panel, "/panel/login", {"name": "anna", "password": PASSWORD}, cookie=planted)
@@ -429,3 +447,23 @@ def test_panel_is_no_campaign_alias(db):
 
     with pytest.raises(AdminError, match="panel"):
         create_campaign(db, "Panel", "panel", offer_url="https://example.com/")
+
+
+def test_the_dashboard_says_what_its_amounts_leave_out(panel, users, db, settings, make_tracker):
+    from models.admin.services import create_campaign, update_campaign
+    from models.clicks.spool import flush_spool
+    from models.clicks.visit import Visit
+    from models.migrations.deferred import run_deferred
+
+    create_campaign(db, "Old", "old", offer_url="https://o.example/?s={subid}")
+    # As a campaign set up before currencies were converted could be (tests/test_currency.py).
+    db.execute_sql("UPDATE campaign SET cost_model = 'cpc', cost_value = 0.5, cost_currency = 'CHF'")
+    run_deferred(db)
+    tracker = make_tracker()
+    tracker.refresh()
+    tracker.track(tracker.campaign("old"), Visit(ip="198.51.100.1", user_agent="UA"))
+    flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    html = get(panel, "/panel", log_in(panel))[2]
+    assert re.search(r'<p class="note">Campaign old&#39;s costs are in CHF', html)
+    update_campaign(db, "old", owner_id=users["frugal"].id)
+    assert "CHF" not in get(panel, "/panel", log_in(panel, "frugal"))[2]  # It names money.

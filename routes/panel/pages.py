@@ -183,6 +183,7 @@ class DashboardResource(PanelResource):
             total=report.total if report else totals([]),
             currency=(report or series).currency if (report or series) else self.reports.report_currency,
             campaigns=top_rows(report),
+            notes=[] if report is None or principal.hides_money else report.notes,
             campaign_names={c.id: c.name for c in list_campaigns(include_archived=True)},
             offers=top_rows(self.reports(principal, "offer", period)),
             countries=top_rows(self.reports(principal, "country", period)),
