@@ -467,3 +467,22 @@ def test_the_dashboard_says_what_its_amounts_leave_out(panel, users, db, setting
     assert re.search(r'<p class="note">Campaign old&#39;s costs are in CHF', html)
     update_campaign(db, "old", owner_id=users["frugal"].id)
     assert "CHF" not in get(panel, "/panel", log_in(panel, "frugal"))[2]  # It names money.
+
+
+def test_0009_upgrades_an_install_from_0008_with_its_users(settings, env):
+    from app import create_admin_app
+    from models.accounts.users import add_user
+    from models.migrations.runner import migrate, schema_is_current
+    from models.store.database import db as database
+    from models.store.database import open_database
+    from settings import load_settings
+
+    open_database(settings.database_path, autocheckpoint=True)
+    try:
+        migrate(database, up_to="0008_accounts")
+        add_user(database, "anna", "admin", PASSWORD)
+        assert migrate(database) == ["0009_panel_sessions"] and schema_is_current(database)
+        panel = InProcessApp(create_admin_app(load_settings(env), db=database), Clock(time.time()))
+        assert get(panel, "/panel", log_in(panel))[0] == 200
+    finally:
+        database.close()
