@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SYSTEM_PACKAGES := libev-dev python3-venv python3-dev gcc
-TEST_PACKAGES := nginx
+TEST_PACKAGES := nginx chromium chromium-driver
 
 .PHONY: run test deps test-deps apt venv bench clean
 
@@ -19,7 +19,8 @@ bench: venv
 	$(VENV)/bin/lanner bench all
 
 # System packages, installed only when missing: what bjoern needs to build, and for the tests
-# a real nginx (tests/test_nginx.py runs it in front of Lanner).
+# a real nginx (tests/test_nginx.py runs it in front of Lanner) and a headless chromium with its
+# driver (tests/test_panel_browser.py drives the web panel in it).
 deps:
 	@$(MAKE) --no-print-directory apt PACKAGES="$(SYSTEM_PACKAGES)"
 

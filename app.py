@@ -67,11 +67,13 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     )
     app.add_route("/healthz", HealthResource(tracker, consumer))
     if not settings.admin_address:  # No admin worker: ours.
+        from routes.panel import add_panel_routes
         from routes.v1 import add_v1_routes, v1_routes
 
         app.add_route("/api/report", ReportApiResource(tracker.db, settings.report_currency))
         app.add_route("/api/currency/rates", ExchangeRateApiResource(tracker.db))
         add_v1_routes(app, v1_routes(tracker.db, settings))
+        add_panel_routes(app, tracker.db, settings)
     app.add_route("/postback", PostbackResource(desk))
     # The key sits where a campaign alias would: Falcon wants one field name per path level.
     app.add_route("/{alias}/postback", PostbackResource(desk))
@@ -82,14 +84,17 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     return app
 
 
-def create_admin_app(settings: Settings, *, db: Database | None = None, find_principal=None) -> falcon.App:
-    """The admin worker's app: the report API and the admin API (/api/v1), on its own connection (tests:
-    theirs, and their key lookup); never campaign URLs."""
+def create_admin_app(
+    settings: Settings, *, db: Database | None = None, find_principal=None, clock=None
+) -> falcon.App:
+    """The admin worker's app: the report API, the admin API (/api/v1) and the web panel (/panel), on its
+    own connection (tests: theirs, their key lookup and their clock); never campaign URLs."""
     from models.migrations.runner import require_current_schema
     from models.store.database import open_database
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.errors import handle_unexpected
     from routes.health import DatabaseHealthResource
+    from routes.panel import add_panel_routes
     from routes.v1 import add_v1_routes, v1_routes
     from routes.v1.auth import principal_for
 
@@ -102,6 +107,7 @@ def create_admin_app(settings: Settings, *, db: Database | None = None, find_pri
     app.add_route("/api/report", ReportApiResource(db, settings.report_currency))
     app.add_route("/api/currency/rates", ExchangeRateApiResource(db))
     add_v1_routes(app, v1_routes(db, settings, find_principal=find_principal or principal_for))
+    add_panel_routes(app, db, settings, clock=clock)
     app.add_error_handler(Exception, handle_unexpected)
     return app
 

@@ -801,6 +801,7 @@ def run_command(ctx: Context) -> None:
     demo = list_campaigns()[0]
     first_admin = ensure_first_admin(database)
     database.close()
+    click.echo(panel_line(settings), err=True)
     if first_admin:
         click.echo(first_admin_line(*first_admin), err=True)
     worker = subprocess.Popen([sys.executable, "-m", "cli", "worker"])
@@ -1138,6 +1139,17 @@ def user_add(ctx: Context, name: str, role: str, hide_money: bool, password_stdi
     check_name(name)  # Before asking for a password the name would then refuse.
     added = add_user(ctx.db, name, role, read_new_password(password_stdin), hides_money=hide_money)
     click.echo(f"User {added.name} ({added.role}) added.")
+
+
+def panel_line(settings) -> str:
+    """Where the web panel is: the admin worker's TCP address, else how to reach its unix socket."""
+    address = settings.admin_address or settings.bind
+    if address.startswith("unix:"):
+        return (
+            f"Web panel: /panel/ on the admin socket {address[5:]} (nginx routes it: `lanner nginx site`), or "
+            "run with LANNER_ADMIN_BIND=127.0.0.1:8081 and open http://127.0.0.1:8081/panel"
+        )
+    return f"Web panel: http://{address}/panel"
 
 
 def first_admin_line(name: str, password: str) -> str:

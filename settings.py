@@ -222,6 +222,13 @@ SETTINGS: tuple[Setting, ...] = (
         "them. 0 keeps it running.",
     ),
     Setting(
+        "panel_session_hours",
+        "12",
+        _positive,
+        "Hours a web panel session lasts since its last request (each request moves it, at most once a "
+        "minute); logging out ends it at once.",
+    ),
+    Setting(
         "max_requests",
         "0",
         int,
@@ -414,6 +421,7 @@ class Settings:
     workers: int
     admin_bind: str
     admin_idle_seconds: float
+    panel_session_hours: float
     max_requests: int
     graceful_timeout: float
     keepalive_timeout: float

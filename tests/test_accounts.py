@@ -409,7 +409,7 @@ def test_0008_upgrades_an_install_from_0007_with_its_campaigns_clicks_and_instal
         install_key = database.execute_sql("SELECT value FROM meta WHERE key = 'api_key'").fetchone()[0]
         before = database.execute_sql("SELECT id, alias, name FROM campaign ORDER BY id").fetchall()
 
-        assert migrate(database) == ["0008_accounts"]
+        assert migrate(database)[:1] == ["0008_accounts"]  # Then any later ones.
         assert schema_is_current(database)
         assert importlib.import_module("models.migrations.0008_accounts")
         rows = database.execute_sql("SELECT id, alias, name, owner_id FROM campaign ORDER BY id").fetchall()

@@ -12,12 +12,12 @@ from conftest import run_lanner
 
 def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
     names = ["0001_initial", "0002_routing", "0003_conversions", "0004_rollups", "0005_visitor_key",
-             "0006_postback_refusals", "0007_currencies", "0008_accounts"]  # fmt: skip
+             "0006_postback_refusals", "0007_currencies", "0008_accounts", "0009_panel_sessions"]  # fmt: skip
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr
     applied = run_lanner(env, "db", "migrate", "--to", "0004_rollups").stdout
     assert f"Applied 4 migration(s): {', '.join(names[:4])}" in applied
-    assert f"Applied 4 migration(s): {', '.join(names[4:])}" in run_lanner(env, "db", "migrate").stdout
+    assert f"Applied 5 migration(s): {', '.join(names[4:])}" in run_lanner(env, "db", "migrate").stdout
     assert "up to date" in run_lanner(env, "db", "migrate").stdout
     status = json.loads(run_lanner(env, "db", "status", "--json").stdout)
     assert [row["migration"] for row in status if row["applied_at"] != "deferred"] == names
@@ -239,6 +239,11 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
         first = re.search(r"First admin: admin, password: (\S+) \(shown once", log_path.read_text())
         assert first, log_path.read_text()
         assert log_path.read_text().count(first.group(1)) == 1
+        # Next to it, where the web panel is (it answers there: below, once the workers are counted).
+        assert (
+            f"Web panel: /panel/ on the admin socket {settings.data_dir / 'admin.sock'}"
+            in log_path.read_text()
+        )
         users = json.loads(run_lanner(env, "user", "list", "--json").stdout)
         assert [(u["name"], u["role"]) for u in users] == [("admin", "admin")]
         target = urlsplit(url)
@@ -258,6 +263,7 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
         assert landed == [(subid,)], log_path.read_text()
         shown = json.loads(run_lanner(env, "status", "--json").stdout)  # The consumer is not a web worker.
         assert sorted(w["role"] for w in shown["web"]["workers"]) == ["consumer", "web", "web"]
+        assert unix_request(str(settings.data_dir / "admin.sock"), "/panel/login")[0] == 200
         assert shown["consumer"]["state"] == "ok" and shown["consumer"]["alive"], shown["consumer"]
         # The report API's worker starts at its first request.
         assert unix_request(str(settings.data_dir / "admin.sock"), "/healthz")[0] == 200

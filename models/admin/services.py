@@ -43,7 +43,9 @@ from models.tables.campaign import Campaign, Stream, StreamOffer
 from models.tables.offer import Offer
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-RESERVED_ALIASES = frozenset({"healthz", "postback", "api", "px", "admin", "static"})
+RESERVED_ALIASES = frozenset(
+    {"healthz", "postback", "api", "px", "admin", "static", "panel"}
+)  # panel: /panel/
 MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every worker's config load.
 MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
 

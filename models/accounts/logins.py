@@ -1,0 +1,86 @@
+"""Logging in to the panel: the password check, and throttling of failed attempts per IP and per name.
+
+An unknown name costs what a wrong password costs (a dummy hash is verified), so timing does not
+tell which names exist; a disabled user is refused with the same sentence as a wrong password.
+After MAX_FAILURES failures within WINDOW_MS from one IP, or for one name, logins from it (or for
+it) are refused until the oldest of them ages out of the window: Retry-After says when. The
+failures are kept in the database (migration 0009 says why not in memory). A success clears the
+name's failures, not the IP's: one good password must not reset a guesser's count from that IP.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+from peewee import Database
+
+from models.accounts.passwords import PASSWORD_HASHER, verify_password
+from models.accounts.users import User, find_user
+from models.errors import LannerError
+from models.store.database import write_tx
+from models.store.sqlite.sessions import SessionStore
+
+MAX_FAILURES = 5
+WINDOW_MS = 15 * 60_000
+WRONG_LOGIN = "The name or the password is wrong, or the account is disabled."
+
+
+class LoginRefused(LannerError):
+    """A login that failed; the message is one sentence for the user."""
+
+
+class LoginThrottled(LannerError):
+    """Too many failed logins: none is tried for `retry_after` seconds."""
+
+    def __init__(self, retry_after: int) -> None:
+        minutes = max(1, round(retry_after / 60))
+        super().__init__(
+            f"Too many failed logins; try again in {minutes} minute{'s' if minutes != 1 else ''}."
+        )
+        self.retry_after = retry_after
+
+
+@functools.cache
+def dummy_hash() -> str:
+    """A hash to verify an unknown name's password against (made once per process)."""
+    return PASSWORD_HASHER.hash("not anybody's password")
+
+
+def _subjects(ip: str, name: str) -> tuple[str, str]:
+    return f"ip:{ip}", f"user:{name.lower()[:64]}"
+
+
+def _check_throttle(store: SessionStore, subjects: tuple[str, ...], now_ms: int) -> None:
+    wait_ms = 0
+    for subject in subjects:
+        count, oldest = store.failures_since(subject, now_ms - WINDOW_MS)
+        if count >= MAX_FAILURES:
+            wait_ms = max(wait_ms, oldest + WINDOW_MS - now_ms)
+    if wait_ms > 0:
+        raise LoginThrottled(-(-wait_ms // 1000))
+
+
+def log_in(db: Database, name: str, password: str, ip: str, *, clock=time.time) -> User:
+    """The user `name` and `password` open; LoginThrottled before any check when there were too many
+    failures, LoginRefused (one sentence for every reason) when they open nothing."""
+    now_ms = int(clock() * 1000)
+    subjects = _subjects(ip, name)
+    _check_throttle(SessionStore(db.connection()), subjects, now_ms)
+    user = find_user(db, name) if name else None
+    if user is None or user.is_disabled:  # The same work as a wrong password, and the same answer.
+        verify_password(User(0, "", "viewer", dummy_hash(), False, False, 0, 0), password, database=db)
+        is_right = False
+    else:
+        is_right = verify_password(user, password, database=db)
+    with write_tx(db):
+        store = SessionStore(db.connection())
+        if is_right:
+            store.delete_failures(subjects[1])
+        else:
+            store.delete_old_failures(now_ms - WINDOW_MS)
+            for subject in subjects:
+                store.insert_failure(subject, now_ms)
+    if not is_right:
+        raise LoginRefused(WRONG_LOGIN)
+    return user

@@ -1,0 +1,286 @@
+"""The panel's pages: login, logout, the dashboard and the campaign list, over the services the admin
+API calls (the report as routes/v1/reports.py asks for it, access as models/accounts/access.py says).
+
+Periods are in the report's default timezone, UTC, until users have one of their own.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from datetime import datetime, timedelta, timezone
+
+import falcon
+
+from models.accounts.access import edits_campaign, visible_campaign_ids
+from models.accounts.logins import LoginRefused, LoginThrottled, log_in
+from models.accounts.sessions import end_session, open_session
+from models.admin.services import AdminError, get_campaign, list_campaigns, update_campaign
+from models.choices import CAMPAIGN_STATUSES
+from routes.api import report_from_parameters
+from routes.panel.render import Renderer
+from routes.panel.session import LOGIN_PATH, PanelSessions, read_form
+
+PERIODS = {
+    "today": "Today",
+    "yesterday": "Yesterday",
+    "last_7_days": "Last 7 days",
+    "last_30_days": "Last 30 days",
+}
+TIMEZONE = "UTC"  # The report's default; a per-user timezone comes with user settings.
+TOP_ROWS = 10
+STATUS_FILTERS = ("current", *CAMPAIGN_STATUSES, "all")  # current: active and paused.
+SUMMED = ("clicks", "unique_clicks", "conversions", "revenue", "cost", "profit")
+
+
+def period_of(req: falcon.Request) -> str:
+    period = req.get_param("period") or "today"
+    if period not in PERIODS:
+        raise falcon.HTTPBadRequest(
+            title="Unknown period", description=f"The period is one of {', '.join(PERIODS)}."
+        )
+    return period
+
+
+def safe_next(target: str | None) -> str:
+    """Where to go after login: a path of this panel only (never another site)."""
+    if (
+        target
+        and (target == "/panel" or target.startswith(("/panel/", "/panel?")))
+        and target.isprintable()
+        and not any(c in target for c in " \\")
+    ):
+        return target
+    return "/panel"
+
+
+class PanelReports:
+    """The reports a principal may see: the admin API's report, limited to their visible campaigns."""
+
+    def __init__(self, db, report_currency: str) -> None:
+        self.db = db
+        self.report_currency = report_currency
+
+    def __call__(self, principal, group: str, period: str):
+        """The report, or None when the principal sees no campaign at all."""
+        params = {"group": group, "preset": period, "timezone": TIMEZONE}
+        visible = visible_campaign_ids(self.db, principal)
+        if visible is not None:
+            if not visible:
+                return None
+            params["f.campaign"] = ",".join(str(campaign_id) for campaign_id in sorted(visible))
+        return report_from_parameters(self.db, params, self.report_currency)
+
+
+def chart_data(report, group: str, principal) -> dict:
+    """The time series the dashboard draws: every bucket of the period, empty ones as zeros."""
+    series = ["clicks", "conversions"] + ([] if principal.hides_money else ["revenue", "cost", "profit"])
+    by_label = {row[group]: row for row in report.rows} if report else {}
+    labels = []
+    if report and report.start_ms is not None:
+        tz = timezone.utc
+        step = timedelta(hours=1) if group == "hour" else timedelta(days=1)
+        moment = datetime.fromtimestamp(report.start_ms / 1000, tz)
+        end = datetime.fromtimestamp(report.end_ms / 1000, tz)
+        while moment < end:
+            labels.append(moment.strftime("%Y-%m-%d %H:00" if group == "hour" else "%Y-%m-%d"))
+            moment += step
+    labels += sorted(set(by_label) - set(labels))  # Hours a clock change repeats, labelled with an offset.
+    x = [int(datetime.fromisoformat(label[:16]).replace(tzinfo=timezone.utc).timestamp()) for label in labels]
+    return {
+        "x": x,
+        "series": {
+            name: [round(by_label.get(label, {}).get(name) or 0, 2) for label in labels] for name in series
+        },
+        "currency": report.currency if report else "",
+    }
+
+
+def top_rows(report, rows: int = TOP_ROWS) -> list[dict]:
+    if report is None:
+        return []
+    return sorted(report.rows, key=lambda row: (-row["clicks"], str(row)))[:rows]
+
+
+def totals(rows: list[dict]) -> dict:
+    total = {name: sum(row.get(name) or 0 for row in rows) for name in SUMMED}
+    total["cr"] = total["conversions"] / total["clicks"] * 100 if total["clicks"] else None
+    total["roi"] = total["profit"] / total["cost"] * 100 if total["cost"] else None
+    return total
+
+
+class PanelResource:
+    """What every page has: the session rules, the renderer, the common context."""
+
+    def __init__(self, sessions: PanelSessions, render: Renderer) -> None:
+        self.sessions = sessions
+        self.render = render
+
+    def page(self, req, resp, template: str, session, code=200, **context) -> None:
+        self.render(resp, template, code, session=session, user=session.principal if session else None,
+                    path=req.path, timezone=TIMEZONE, **context)  # fmt: skip
+
+
+class LoginResource(PanelResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.current(req)
+        if session is not None:
+            raise falcon.HTTPSeeOther(safe_next(req.get_param("next")))
+        self.page(req, resp, "login.html", None, next=safe_next(req.get_param("next")), name="", message="")
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        # No session yet, so no token: a login form posted from another site is refused by its Origin.
+        self.sessions.check_same_origin(req)
+        form = read_form(req)
+        name = str(form.get("name", "")).strip()
+        target = safe_next(form.get("next"))
+        try:
+            user = log_in(self.sessions.db, name, str(form.get("password", "")), self.sessions.client_ip(req),
+                          **self.sessions.clock_options())  # fmt: skip
+        except LoginThrottled as exc:
+            resp.set_header("Retry-After", str(exc.retry_after))
+            self.page(req, resp, "login.html", None, 429, next=target, name=name, message=str(exc))
+            return
+        except LoginRefused as exc:
+            self.page(req, resp, "login.html", None, 401, next=target, name=name, message=str(exc))
+            return
+        old = self.sessions.current(req)
+        if old is not None:  # A new id at every login; the old one ends.
+            end_session(self.sessions.db, old.id)
+        session = open_session(
+            self.sessions.db, user, self.sessions.session_hours, **self.sessions.clock_options()
+        )
+        self.sessions.set_cookie(req, resp, session)
+        resp.status = falcon.HTTP_303
+        resp.location = target
+
+
+class LogoutResource(PanelResource):
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        self.sessions.check_write(req, session, read_form(req))
+        end_session(self.sessions.db, session.id)
+        self.sessions.clear_cookie(req, resp)
+        resp.status = falcon.HTTP_303
+        resp.location = LOGIN_PATH
+
+
+class DashboardResource(PanelResource):
+    def __init__(self, sessions: PanelSessions, render: Renderer, reports: PanelReports) -> None:
+        super().__init__(sessions, render)
+        self.reports = reports
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        period = period_of(req)
+        group = "hour" if period in ("today", "yesterday") else "day"
+        series = self.reports(principal, group, period)
+        report = self.reports(principal, "campaign", period)
+        self.page(
+            req, resp, "dashboard.html", session,
+            period=period, periods=PERIODS,
+            chart=chart_data(series, group, principal),
+            total=report.total if report else totals([]),
+            currency=(report or series).currency if (report or series) else self.reports.report_currency,
+            campaigns=top_rows(report),
+            notes=[] if report is None or principal.hides_money else report.notes,
+            campaign_names={c.id: c.name for c in list_campaigns(include_archived=True)},
+            offers=top_rows(self.reports(principal, "offer", period)),
+            countries=top_rows(self.reports(principal, "country", period)),
+        )  # fmt: skip
+
+
+def tcp_port(bind: str) -> int | None:
+    host, _, port = bind.rpartition(":")
+    return int(port) if host and not bind.startswith("unix:") and port.isdigit() else None
+
+
+class CampaignListResource(PanelResource):
+    def __init__(self, sessions: PanelSessions, render: Renderer, reports: PanelReports, settings) -> None:
+        super().__init__(sessions, render)
+        self.reports = reports
+        self.admin_port = tcp_port(settings.admin_address)
+        self.web_port = tcp_port(settings.bind)
+
+    def campaign_base(self, req: falcon.Request) -> str:
+        """Where campaign URLs start, as this browser reaches the tracker: the panel's own host (nginx
+        serves both), but the web workers' port when the panel is opened on the admin worker's."""
+        host = req.get_header("Host") or req.host
+        if self.admin_port and self.web_port and req.port == self.admin_port:
+            host = f"{req.host}:{self.web_port}"
+        return f"{'https' if self.sessions.is_https(req) else 'http'}://{host}/"
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        period = period_of(req)
+        status = req.get_param("status") or "current"
+        if status not in STATUS_FILTERS:
+            raise falcon.HTTPBadRequest(
+                title="Unknown status", description=f"The status is one of {', '.join(STATUS_FILTERS)}."
+            )
+        search = (req.get_param("q") or "").strip()
+        visible = visible_campaign_ids(self.sessions.db, principal)
+        report = self.reports(principal, "campaign", period)
+        stats = {row["campaign"]: row for row in report.rows} if report else {}
+        rows = []
+        for campaign in list_campaigns(include_archived=True):
+            if visible is not None and campaign.id not in visible:
+                continue
+            if status == "current" and campaign.status == "archived":
+                continue
+            if status not in ("current", "all") and campaign.status != status:
+                continue
+            if search and search.lower() not in f"{campaign.name}\n{campaign.alias}".lower():
+                continue
+            row = {name: 0 for name in SUMMED} | {"cr": None, "roi": None} | stats.get(campaign.id, {})
+            rows.append(
+                {
+                    "campaign": campaign,
+                    "stats": row,
+                    "is_editable": edits_campaign(self.sessions.db, principal, campaign.id),
+                }
+            )
+        self.page(
+            req, resp, "campaigns.html", session,
+            period=period, periods=PERIODS, status=status, statuses=STATUS_FILTERS, search=search,
+            rows=rows, total=totals([row["stats"] for row in rows]),
+            currency=report.currency if report else self.reports.report_currency,
+            base_url=self.campaign_base(req),
+            query=urllib.parse.urlencode({"period": period, "status": status, "q": search}),
+        )  # fmt: skip
+
+
+class CampaignStatusResource(PanelResource):
+    """Pause or resume a campaign from the list (a user who may change it; a viewer may not)."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, campaign_id: int) -> None:
+        session = self.sessions.require(req)
+        form = read_form(req)
+        self.sessions.check_write(req, session, form)
+        principal = session.principal
+        db = self.sessions.db
+        visible = visible_campaign_ids(db, principal)
+        if visible is not None and campaign_id not in visible:
+            raise falcon.HTTPNotFound(title="Not found", description=f"There is no campaign {campaign_id}.")
+        if not principal.can_write or not edits_campaign(db, principal, campaign_id):
+            raise falcon.HTTPForbidden(
+                title="Read-only", description=f"{principal.name} may not change this campaign."
+            )
+        status = form.get("status")
+        if status not in ("active", "paused"):
+            raise falcon.HTTPBadRequest(
+                title="Bad status", description="A campaign is set active or paused here."
+            )
+        try:
+            get_campaign(campaign_id)
+        except AdminError as exc:
+            raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
+        try:
+            update_campaign(db, campaign_id, status=status, actor=principal)
+        except AdminError as exc:
+            raise falcon.HTTPBadRequest(title="Not changed", description=str(exc)) from None
+        resp.status = falcon.HTTP_303
+        back = urllib.parse.parse_qs(str(form.get("back") or ""))
+        kept = {name: back[name][0] for name in ("period", "status", "q") if name in back}
+        resp.location = "/panel/campaigns?" + urllib.parse.urlencode(kept)
