@@ -6,6 +6,7 @@ import http.client
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -425,3 +426,44 @@ def make_tracker(db, settings, clock):
     yield make
     for tracker in trackers:
         tracker.close()
+
+
+# -- the web panel in a real browser ---------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+MISSING = "Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; `make test` installs them)"
+# A browser test module sets `pytestmark = browser_required` and takes the `browser` fixture.
+# Under CI the test is not skipped: its `browser` fixture fails, saying what is missing.
+browser_required = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER) and not os.environ.get("CI"), reason=f"needs {MISSING}"
+)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Chromium for the whole run; tests take it as `browser`."""
+    if not (CHROMIUM and CHROMEDRIVER) and os.environ.get("CI"):  # .ci/run installed them, so run.
+        raise RuntimeError(f"CI must run the panel's browser tests, and they need {MISSING}.")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     "--window-size=1280,900", "--no-first-run", "--disable-extensions"):  # fmt: skip
+        options.add_argument(argument)
+    # A given driver path: Selenium Manager never looks for (or downloads) another.
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The run's Chromium, its cookies cleared after the test: every server listens on 127.0.0.1, and a
+    cookie is the host's whatever the port."""
+    yield chromium
+    chromium.delete_all_cookies()

@@ -4,36 +4,10 @@ chart drawn, the campaign list searched, log out. One browser for the whole modu
 
 from __future__ import annotations
 
-import os
-import shutil
+from conftest import browser_required
 
-import pytest
-
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
 PASSWORD = "correct horse battery"
-
-MISSING = "Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; `make test` installs them)"
-if not (CHROMIUM and CHROMEDRIVER) and os.environ.get("CI"):  # .ci/run: it installed them, so run.
-    raise RuntimeError(f"CI must run the panel's browser test, and it needs {MISSING}.")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER), reason=f"needs {MISSING}")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1280,900", "--no-first-run", "--disable-extensions"):  # fmt: skip
-        options.add_argument(argument)
-    # A given driver path: Selenium Manager never looks for (or downloads) another.
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+pytestmark = browser_required
 
 
 def painted_pixels(browser) -> int:

@@ -21,6 +21,7 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
 
     from routes.click import ClientAddress
     from routes.panel import pages
+    from routes.panel.common import PanelContext, PanelReports
     from routes.panel.render import STATIC, Renderer, serialize_errors_as_pages
     from routes.panel.session import PanelSessions
 
@@ -30,13 +31,9 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
     )
     sessions = PanelSessions(db, client_address, settings.panel_session_hours, clock=clock)
     render = Renderer()
-    reports = pages.PanelReports(db, settings.report_currency)
-    app.add_route(PREFIX, pages.DashboardResource(sessions, render, reports))
-    app.add_route(PREFIX + "/login", pages.LoginResource(sessions, render))
-    app.add_route(PREFIX + "/logout", pages.LogoutResource(sessions, render))
-    app.add_route(PREFIX + "/campaigns", pages.CampaignListResource(sessions, render, reports, settings))
-    app.add_route(
-        PREFIX + "/campaigns/{campaign_id:int(min=1)}/status", pages.CampaignStatusResource(sessions, render)
-    )
+    panel = PanelContext(db, settings, sessions, render, PanelReports(db, settings.report_currency))
+    # One module per area of the panel, each adding its own pages.
+    for module in (pages,):
+        module.add_routes(app, panel)
     app.add_static_route(PREFIX + "/static", STATIC)
     app.set_error_serializer(serialize_errors_as_pages(render, PREFIX, default_serialize_error))

@@ -1,7 +1,5 @@
 """The panel's pages: login, logout, the dashboard and the campaign list, over the services the admin
 API calls (the report as routes/v1/reports.py asks for it, access as models/accounts/access.py says).
-
-Periods are in the report's default timezone, UTC, until users have one of their own.
 """
 
 from __future__ import annotations
@@ -16,29 +14,12 @@ from models.accounts.logins import LoginRefused, LoginThrottled, log_in
 from models.accounts.sessions import end_session, open_session
 from models.admin.services import AdminError, get_campaign, list_campaigns, update_campaign
 from models.choices import CAMPAIGN_STATUSES
-from routes.api import report_from_parameters
+from routes.panel.common import PERIODS, SUMMED, PanelContext, PanelReports, PanelResource, period_of, totals
 from routes.panel.render import Renderer
 from routes.panel.session import LOGIN_PATH, PanelSessions, read_form
 
-PERIODS = {
-    "today": "Today",
-    "yesterday": "Yesterday",
-    "last_7_days": "Last 7 days",
-    "last_30_days": "Last 30 days",
-}
-TIMEZONE = "UTC"  # The report's default; a per-user timezone comes with user settings.
 TOP_ROWS = 10
 STATUS_FILTERS = ("current", *CAMPAIGN_STATUSES, "all")  # current: active and paused.
-SUMMED = ("clicks", "unique_clicks", "conversions", "revenue", "cost", "profit")
-
-
-def period_of(req: falcon.Request) -> str:
-    period = req.get_param("period") or "today"
-    if period not in PERIODS:
-        raise falcon.HTTPBadRequest(
-            title="Unknown period", description=f"The period is one of {', '.join(PERIODS)}."
-        )
-    return period
 
 
 def safe_next(target: str | None) -> str:
@@ -51,24 +32,6 @@ def safe_next(target: str | None) -> str:
     ):
         return target
     return "/panel"
-
-
-class PanelReports:
-    """The reports a principal may see: the admin API's report, limited to their visible campaigns."""
-
-    def __init__(self, db, report_currency: str) -> None:
-        self.db = db
-        self.report_currency = report_currency
-
-    def __call__(self, principal, group: str, period: str):
-        """The report, or None when the principal sees no campaign at all."""
-        params = {"group": group, "preset": period, "timezone": TIMEZONE}
-        visible = visible_campaign_ids(self.db, principal)
-        if visible is not None:
-            if not visible:
-                return None
-            params["f.campaign"] = ",".join(str(campaign_id) for campaign_id in sorted(visible))
-        return report_from_parameters(self.db, params, self.report_currency)
 
 
 def chart_data(report, group: str, principal) -> dict:
@@ -99,25 +62,6 @@ def top_rows(report, rows: int = TOP_ROWS) -> list[dict]:
     if report is None:
         return []
     return sorted(report.rows, key=lambda row: (-row["clicks"], str(row)))[:rows]
-
-
-def totals(rows: list[dict]) -> dict:
-    total = {name: sum(row.get(name) or 0 for row in rows) for name in SUMMED}
-    total["cr"] = total["conversions"] / total["clicks"] * 100 if total["clicks"] else None
-    total["roi"] = total["profit"] / total["cost"] * 100 if total["cost"] else None
-    return total
-
-
-class PanelResource:
-    """What every page has: the session rules, the renderer, the common context."""
-
-    def __init__(self, sessions: PanelSessions, render: Renderer) -> None:
-        self.sessions = sessions
-        self.render = render
-
-    def page(self, req, resp, template: str, session, code=200, **context) -> None:
-        self.render(resp, template, code, session=session, user=session.principal if session else None,
-                    path=req.path, timezone=TIMEZONE, **context)  # fmt: skip
 
 
 class LoginResource(PanelResource):
@@ -284,3 +228,14 @@ class CampaignStatusResource(PanelResource):
         back = urllib.parse.parse_qs(str(form.get("back") or ""))
         kept = {name: back[name][0] for name in ("period", "status", "q") if name in back}
         resp.location = "/panel/campaigns?" + urllib.parse.urlencode(kept)
+
+
+def add_routes(app: falcon.App, panel: PanelContext) -> None:
+    sessions, render, reports = panel.sessions, panel.render, panel.reports
+    app.add_route("/panel", DashboardResource(sessions, render, reports))
+    app.add_route("/panel/login", LoginResource(sessions, render))
+    app.add_route("/panel/logout", LogoutResource(sessions, render))
+    app.add_route("/panel/campaigns", CampaignListResource(sessions, render, reports, panel.settings))
+    app.add_route(
+        "/panel/campaigns/{campaign_id:int(min=1)}/status", CampaignStatusResource(sessions, render)
+    )
