@@ -622,7 +622,9 @@ def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
 @click.option("--offer", "offers", multiple=True, help="Replace the offers: OFFER_ID or OFFER_ID:WEIGHT.")
 @stream_options
 @click.option("--clear-filters", is_flag=True, help="Remove every filter.")
-@click.option("--clear-caps", is_flag=True, help="Remove both caps.")
+@click.option(
+    "--clear-caps", is_flag=True, help="Remove both caps (with --daily-cap or --total-cap: the other one)."
+)
 @pass_context
 def stream_update(
     ctx: Context,

@@ -484,10 +484,13 @@ def update_stream(
     filters: Iterable[str] | None = None,
     clear_filters: bool = False,
     clear_caps: bool = False,
+    clear_fallback_offer: bool = False,
     actor: Principal = CLI,
     **changes: Any,
 ) -> Stream:
-    """Change a stream in place; None leaves a field as it is. `filters` replace the stream's filters."""
+    """Change a stream in place; None leaves a field as it is. `filters` replace the stream's filters;
+    `clear_caps` removes the caps not given (the panel's form sets one and clears the other at once),
+    `clear_fallback_offer` the fallback offer."""
     changes = {key: value for key, value in changes.items() if value is not None}
     if "payload" in changes:
         changes["action_payload"] = changes.pop("payload")
@@ -496,7 +499,10 @@ def update_stream(
     elif clear_filters:
         changes["filters"] = "[]"
     if clear_caps:
-        changes.update(daily_cap=None, total_cap=None)
+        changes.setdefault("daily_cap", None)
+        changes.setdefault("total_cap", None)
+    if clear_fallback_offer:
+        changes.setdefault("fallback_offer_id", None)
     with write_tx(db):
         stream = get_stream(stream_id)
         before = _fields(stream)

@@ -9,12 +9,21 @@ from datetime import datetime, timedelta, timezone
 
 import falcon
 
-from models.accounts.access import edits_campaign, visible_campaign_ids
+from models.accounts.access import creates_campaigns, edits_campaign, visible_campaign_ids
 from models.accounts.logins import LoginRefused, LoginThrottled, log_in
 from models.accounts.sessions import end_session, open_session
 from models.admin.services import AdminError, get_campaign, list_campaigns, update_campaign
 from models.choices import CAMPAIGN_STATUSES
-from routes.panel.common import PERIODS, SUMMED, PanelContext, PanelReports, PanelResource, period_of, totals
+from routes.panel.common import (
+    PERIODS,
+    SUMMED,
+    CampaignBase,
+    PanelContext,
+    PanelReports,
+    PanelResource,
+    period_of,
+    totals,
+)
 from routes.panel.render import Renderer
 from routes.panel.session import LOGIN_PATH, PanelSessions, read_form
 
@@ -134,25 +143,11 @@ class DashboardResource(PanelResource):
         )  # fmt: skip
 
 
-def tcp_port(bind: str) -> int | None:
-    host, _, port = bind.rpartition(":")
-    return int(port) if host and not bind.startswith("unix:") and port.isdigit() else None
-
-
 class CampaignListResource(PanelResource):
     def __init__(self, sessions: PanelSessions, render: Renderer, reports: PanelReports, settings) -> None:
         super().__init__(sessions, render)
         self.reports = reports
-        self.admin_port = tcp_port(settings.admin_address)
-        self.web_port = tcp_port(settings.bind)
-
-    def campaign_base(self, req: falcon.Request) -> str:
-        """Where campaign URLs start, as this browser reaches the tracker: the panel's own host (nginx
-        serves both), but the web workers' port when the panel is opened on the admin worker's."""
-        host = req.get_header("Host") or req.host
-        if self.admin_port and self.web_port and req.port == self.admin_port:
-            host = f"{req.host}:{self.web_port}"
-        return f"{'https' if self.sessions.is_https(req) else 'http'}://{host}/"
+        self.campaign_base = CampaignBase(sessions, settings)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -190,7 +185,7 @@ class CampaignListResource(PanelResource):
             period=period, periods=PERIODS, status=status, statuses=STATUS_FILTERS, search=search,
             rows=rows, total=totals([row["stats"] for row in rows]),
             currency=report.currency if report else self.reports.report_currency,
-            base_url=self.campaign_base(req),
+            base_url=self.campaign_base(req), can_create=creates_campaigns(principal),
             query=urllib.parse.urlencode({"period": period, "status": status, "q": search}),
         )  # fmt: skip
 
