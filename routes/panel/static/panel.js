@@ -56,3 +56,110 @@
     document.body.addEventListener("htmx:afterSwap", function (event) { wireCopyButtons(event.target); });
   });
 })();
+
+// -- editor: streams reordered by drag and drop (saved through the same form the up/down buttons post),
+// filter rows added from their <template>, each offer's share of the weights as they are typed.
+(function () {
+  "use strict";
+
+  function streamOrder() {
+    var items = document.querySelectorAll("ol.streams li[data-stream]");
+    return Array.prototype.map.call(items, function (item) { return item.dataset.stream; }).join(",");
+  }
+
+  function wireStreamDrag() {
+    var form = document.getElementById("stream-order");
+    if (!form) return;
+    var dragged = null;
+    document.querySelectorAll("ol.streams[data-sortable]").forEach(function (list) {
+      list.addEventListener("dragstart", function (event) {
+        dragged = event.target.closest("li[data-stream]");
+        if (!dragged) return;
+        dragged.classList.add("dragging");
+        event.dataTransfer.effectAllowed = "move";
+        event.dataTransfer.setData("text/plain", dragged.dataset.stream);
+      });
+      list.addEventListener("dragend", function () {
+        if (dragged) dragged.classList.remove("dragging");
+        dragged = null;
+      });
+      // A stream moves within its own type only: each type's positions are its own.
+      list.addEventListener("dragover", function (event) {
+        if (!dragged || dragged.parentNode !== list) return;
+        event.preventDefault();
+        var over = event.target.closest("li[data-stream]");
+        if (!over || over === dragged) return;
+        var items = Array.prototype.slice.call(list.children);
+        list.insertBefore(dragged, items.indexOf(dragged) < items.indexOf(over) ? over.nextSibling : over);
+      });
+      list.addEventListener("drop", function (event) {
+        if (!dragged || dragged.parentNode !== list) return;
+        event.preventDefault();
+        var order = streamOrder();
+        if (order !== form.elements.order.defaultValue) {
+          form.elements.order.value = order;
+          form.submit();
+        }
+      });
+    });
+  }
+
+  function showHints(row) {
+    var select = row.querySelector(".filter-type");
+    var option = select.options[select.selectedIndex];
+    var value = row.querySelector(".filter-value");
+    var key = row.querySelector(".filter-key");
+    value.placeholder = option.dataset.hint || "values, comma-separated";
+    if (option.dataset.list) value.setAttribute("list", option.dataset.list);
+    else value.removeAttribute("list");
+    key.hidden = !option.dataset.key && !key.value;
+    key.placeholder = option.dataset.key || "";
+  }
+
+  function wireFilterBuilder() {
+    var rows = document.getElementById("filter-rows");
+    var template = document.getElementById("filter-row-template");
+    if (!rows || !template) return;
+    document.body.classList.add("has-js");
+    rows.querySelectorAll("[data-filter-row]").forEach(showHints);
+    rows.addEventListener("change", function (event) {
+      if (event.target.classList.contains("filter-type")) showHints(event.target.closest("[data-filter-row]"));
+    });
+    rows.addEventListener("click", function (event) {
+      if (event.target.classList.contains("remove-filter")) event.target.closest("[data-filter-row]").remove();
+    });
+    var add = document.getElementById("add-filter");
+    if (!add) return;
+    add.hidden = false;
+    add.addEventListener("click", function () {
+      var row = template.content.firstElementChild.cloneNode(true);
+      rows.appendChild(row);
+      showHints(row);
+      row.querySelector(".filter-type").focus();
+    });
+  }
+
+  function wireOfferShares() {
+    var table = document.getElementById("stream-offers");
+    if (!table) return;
+    table.addEventListener("input", function () {
+      var inputs = table.querySelectorAll(".offer-weight");
+      var total = 0;
+      inputs.forEach(function (input) {
+        var weight = parseInt(input.value, 10);
+        if (weight > 0) total += weight;
+      });
+      inputs.forEach(function (input) {
+        var weight = parseInt(input.value, 10);
+        var cell = input.closest("tr").querySelector(".share");
+        cell.textContent = input.value.trim() !== "" && weight >= 0 && total ? (weight / total * 100).toFixed(1) + "%" : "–";
+      });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    wireStreamDrag();
+    wireFilterBuilder();
+    wireOfferShares();
+  });
+})();
