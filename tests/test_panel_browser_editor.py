@@ -71,7 +71,10 @@ def test_drag_a_stream_above_another_and_add_a_filter_row_from_the_template(brow
     row = added[-1]
     Select(row.find_element(By.CSS_SELECTOR, ".filter-type")).select_by_value("device")
     value = row.find_element(By.CSS_SELECTOR, ".filter-value")
-    assert value.get_attribute("placeholder") == "mobile,tablet" and value.get_attribute("list") == "filter-values-device"
+    assert (
+        value.get_attribute("placeholder") == "mobile,tablet"
+        and value.get_attribute("list") == "filter-values-device"
+    )
     Select(row.find_element(By.CSS_SELECTOR, ".filter-op")).select_by_value("!=")
     value.send_keys("desktop,tv")
     weight = browser.find_element(By.NAME, "offer_1")
@@ -80,4 +83,8 @@ def test_drag_a_stream_above_another_and_add_a_filter_row_from_the_template(brow
     browser.find_element(By.ID, "save-stream").click()
     wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "p.notice")))
     newest = max(list_streams(1), key=lambda s: s.id)
-    assert describe_filters(newest) == ["device!=desktop,tv"] and newest.id not in (first.id, second.id, third.id)
+    assert describe_filters(newest) == ["device!=desktop,tv"] and newest.id not in (
+        first.id,
+        second.id,
+        third.id,
+    )

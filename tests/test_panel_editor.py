@@ -179,9 +179,12 @@ def test_a_stream_with_filters_of_every_kind_and_weighted_offers_is_added(panel,
 
     cookie = log_in(panel)
     page = get(panel, "/panel/campaigns/1/streams/new", cookie)[2]
-    for name in ("country", "region", "city", "device", "os", "browser", "language", "connection", "ip",
-                 "referrer", "keyword", "user_agent", "param", "sub_id", "isp", "carrier", "schedule",
-                 "date", "unique", "bot"):  # fmt: skip
+    from models.routing.filters import FILTER_NAMES
+    from routes.panel.editor import FILTER_HINTS, FILTER_LABELS
+
+    # A filter type added to models/routing/filters.py needs its row in the builder.
+    assert set(FILTER_HINTS) == set(FILTER_LABELS) == set(FILTER_NAMES) and len(FILTER_NAMES) == 20
+    for name in FILTER_NAMES:
         assert f'<option value="{name}"' in page, name
     assert page.count('name="filter_type"') == 3 + 1  # Three blank rows and the template's.
     assert 'name="offer_2"' in page and ">500</td>" in page and ">9,000</td>" in page  # Offer B's caps.
@@ -252,6 +255,13 @@ def test_an_invalid_filter_answers_the_parser_s_sentence_next_to_its_row_and_sav
         panel, "/panel/campaigns/1/streams/new", stream_fields(token, offers=[(2, "lots")]), cookie
     )
     assert status == 400 and "Offer 2&#39;s weight must be a whole number" in page and 'value="lots"' in page
+    for cap, sentence in (
+        ("--5", "The daily cap must be a whole number"),
+        ("-5", "A daily cap cannot be negative."),
+    ):
+        fields = stream_fields(token, offers=[(1, 1)], daily_cap=cap)
+        status, _, page = post_form(panel, "/panel/campaigns/1/streams/new", fields, cookie)
+        assert status == 400 and sentence in page
     assert len(list_streams(1)) == 1
 
 
