@@ -122,6 +122,8 @@ def preset_range(preset: str, tz: ZoneInfo, now: float) -> tuple[int | None, int
         return midnight(today - timedelta(days=6)), midnight(today + timedelta(days=1))
     if preset == "last_30_days":
         return midnight(today - timedelta(days=29)), midnight(today + timedelta(days=1))
+    if preset == "this_week":  # Since Monday (ISO weeks).
+        return midnight(today - timedelta(days=today.weekday())), midnight(today + timedelta(days=1))
     if preset == "this_month":
         return midnight(today.replace(day=1)), midnight(today + timedelta(days=1))
     if preset == "last_month":
@@ -142,6 +144,12 @@ def _range(query: ReportQuery, tz: ZoneInfo, now: float) -> tuple[int | None, in
     if start is not None and end is not None and start >= end:
         raise ReportError("The range is empty: --to must be after --from.")
     return start, end
+
+
+def report_range(query: ReportQuery, *, now: float | None = None) -> tuple[int | None, int | None]:
+    """The UTC bounds [start, end) of `query`'s range, None where unbounded (ReportError or
+    TimeRangeError saying what is wrong with it)."""
+    return _range(query, zone(query.timezone), time_module.time() if now is None else now)
 
 
 def _floor(ms: int, width: int) -> int:
@@ -517,5 +525,6 @@ __all__ = [
     "ReportQuery",
     "TimeRangeError",
     "parse_filters",
+    "report_range",
     "run_report",
 ]
