@@ -286,7 +286,7 @@ class ReportBuilder:
         return rows
 
     def breadcrumb(self, state: BuilderState, principal, campaigns) -> list[dict]:
-        steps = [{"label": f"All by {GROUP_LABELS[state.groups[0]].lower()}", "href": state.url(drill=())}]
+        steps = [{"label": "All", "href": state.url(drill=())}]
         for index, value in enumerate(state.drill):
             group = state.groups[index]
             steps.append(
@@ -381,6 +381,7 @@ def chart_data(state: BuilderState, rows: list[dict], report, currency: str) -> 
     top = rows[:CHART_ROWS]
     return {
         "kind": "bars",
+        "group": GROUP_LABELS[state.group],
         "metric": metric,
         "label": label,
         "is_money": metric in AMOUNTS,
