@@ -11,6 +11,7 @@ import io
 import json
 import re
 import urllib.parse
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -321,6 +322,9 @@ def test_a_buyer_sees_only_their_campaigns_even_when_filtering_or_drilling_into_
         ("&g1=country&g2=country", "Group by each name at one level only."),
         ("&f.planet=mars", "Cannot group or filter by &#39;planet&#39;"),
         ("&f.offer=abc", "A offer filter takes ids."),
+        ("&f.stream=99999999999999999999", "A stream filter takes ids."),
+        ("&f.offer=%C2%B2", "A offer filter takes ids."),
+        ("&g1=stream&g2=country&d1=99999999999999999999", "A stream filter takes ids."),
         ("&f.country=US&f.country=GB", "Give &#39;f.country&#39; once."),
         ("&col=nonsense", "&#39;nonsense&#39; is no column here"),
         ("&sort=planet", "Sort by the group or a column shown"),
@@ -388,3 +392,48 @@ def test_this_week_runs_from_monday_in_the_report_service():
     start, end = preset_range("this_week", ZoneInfo("UTC"), wednesday)
     assert start == datetime(2026, 11, 30, tzinfo=timezone.utc).timestamp() * 1000
     assert end == datetime(2026, 12, 3, tzinfo=timezone.utc).timestamp() * 1000
+
+
+def test_an_hour_drilled_into_is_that_hour_in_the_user_s_timezone(db):
+    from dataclasses import dataclass
+
+    from models.accounts.principal import Principal
+    from routes.panel.common import PanelReports
+    from routes.panel.reports import BuilderState, ReportBuilder
+    from workers.bench.generate import generate_clicks
+
+    @dataclass(frozen=True)
+    class Abroad(Principal):  # As a user with the per-user timezone column reads.
+        timezone: str = "Asia/Kolkata"  # Local hours begin at half past UTC ones.
+
+    generate_clicks(db, 400, 2, campaigns=2, seed=11)
+    principal = Abroad(None, "abroad", "admin", True, False)
+    builder = ReportBuilder(db, PanelReports(db, ""))
+    state = BuilderState(groups=("hour", "campaign"))
+    hours = builder.level_report(state, principal)
+    expected = api_report(db, group="hour", timezone="Asia/Kolkata")
+    assert [row["hour"] for row in hours.rows] == [row["hour"] for row in expected.rows]
+    for row in hours.rows[1:4]:
+        campaigns = builder.level_report(replace(state, drill=(row["hour"],)), principal)
+        assert campaigns.total["clicks"] == row["clicks"] > 0
+
+
+def test_the_report_s_notes_are_shown_to_those_who_see_money(panel, users, db, settings, make_tracker):
+    from models.admin.services import create_campaign, update_campaign
+    from models.clicks.spool import flush_spool
+    from models.clicks.visit import Visit
+    from models.migrations.deferred import run_deferred
+
+    create_campaign(db, "Old", "old", offer_url="https://o.example/?s={subid}")
+    # As a campaign set up before currencies were converted could be (tests/test_currency.py).
+    db.execute_sql("UPDATE campaign SET cost_model = 'cpc', cost_value = 0.5, cost_currency = 'CHF'")
+    run_deferred(db)
+    tracker = make_tracker()
+    tracker.refresh()
+    tracker.track(tracker.campaign("old"), Visit(ip="198.51.100.1", user_agent="UA"))
+    flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    html = ok(panel, WEEK, log_in(panel))
+    assert re.search(r'<p class="note">Campaign old&#39;s costs are in CHF', html)
+    update_campaign(db, "old", owner_id=users["frugal"].id)
+    html = ok(panel, WEEK, log_in(panel, "frugal"))
+    assert "CHF" not in html and '<p class="note">' not in html

@@ -242,7 +242,11 @@ def _check(query: ReportQuery) -> None:
     if sum(name in TIME_GROUPS for name in query.group_by) > 1:
         raise ReportError("Group by day or by hour, not both.")
     for name in ("stream", "offer"):
-        if any(not value.isdigit() for value in query.filters.get(name, ())):
+        # isascii: isdigit() alone takes "²"; an id past 64 bits is no row's (and SQLite cannot bind it).
+        if any(
+            not (value.isascii() and value.isdigit()) or int(value) >= 2**63
+            for value in query.filters.get(name, ())
+        ):
             raise ReportError(f"A {name} filter takes ids.")
     if query.source not in ("auto", "raw"):
         raise ReportError("The source is auto or raw.")
