@@ -437,3 +437,26 @@ def test_the_report_s_notes_are_shown_to_those_who_see_money(panel, users, db, s
     update_campaign(db, "old", owner_id=users["frugal"].id)
     html = ok(panel, WEEK, log_in(panel, "frugal"))
     assert "CHF" not in html and '<p class="note">' not in html
+
+
+def test_a_custom_range_counts_its_days_and_a_preset_link_leaves_a_day_drilled_into(panel, users, db):
+    from datetime import timedelta
+
+    from workers.bench.generate import generate_clicks
+
+    generate_clicks(db, 300, 3, campaigns=2, seed=9)
+    cookie = log_in(panel)
+    today = datetime.now(timezone.utc).date()
+    since, until = (today - timedelta(days=1)).isoformat(), today.isoformat()
+    html = ok(panel, f"/panel/reports?from={since}&to={until}&g1=day&g2=campaign", cookie)
+    tab = table(html)
+    expected = api_report(db, group="day", preset="", **{"from": since, "to": until})
+    assert number(tab["total"][1]) == expected.total["clicks"]
+    assert [r[0] for r in tab["rows"]][:1] == [since]  # Today's too, unless it is only just today.
+    assert [r[0] for r in tab["rows"]] == [row["day"] for row in expected.rows]
+    assert '<option value="custom" selected>Custom</option>' in html
+    assert f'<input type="date" name="from" id="from" value="{since}">' in html
+    drilled = ok(panel, tab["links"][0], cookie)
+    week = re.search(r'<a href="([^"]+)">Last 7 days</a>', drilled).group(1)
+    kept = urllib.parse.parse_qs(urllib.parse.urlsplit(htmlib.unescape(week)).query)
+    assert kept == {"g1": ["day"], "g2": ["campaign"]}  # The default period; no day drilled into.
