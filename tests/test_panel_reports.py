@@ -460,3 +460,44 @@ def test_a_custom_range_counts_its_days_and_a_preset_link_leaves_a_day_drilled_i
     week = re.search(r'<a href="([^"]+)">Last 7 days</a>', drilled).group(1)
     kept = urllib.parse.parse_qs(urllib.parse.urlsplit(htmlib.unescape(week)).query)
     assert kept == {"g1": ["day"], "g2": ["campaign"]}  # The default period; no day drilled into.
+
+
+def test_a_time_chart_has_every_bucket_of_the_range_those_without_clicks_as_zero(panel, users, db):
+    from workers.bench.generate import generate_clicks
+
+    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+    generate_clicks(db, 100, 1, campaigns=1, seed=2, end_ms=now - 3 * 86_400_000)  # Then two days of none.
+    cookie = log_in(panel)
+    html = ok(panel, WEEK + "&g1=day&col=clicks&col=cr", cookie)
+    days = {row[0]: number(row[1]) for row in table(html)["rows"]}
+    data = chart(html)
+    assert data["kind"] == "time" and len(data["x"]) == 7 and 1 <= len(days) <= 2
+    assert data["x"] == sorted(data["x"]) and sum(data["values"]) == sum(days.values()) == 100
+    assert data["values"][-1] == data["values"][-2] == 0  # Today and yesterday: no clicks, drawn as 0.
+    data = chart(ok(panel, WEEK + "&g1=day&col=clicks&col=cr&sort=cr", cookie))
+    assert data["values"][-1] is None  # No clicks: no CR, a gap rather than 0%.
+
+
+def test_the_hour_the_clocks_go_back_through_is_two_points_of_the_chart(db):
+    from dataclasses import dataclass
+    from zoneinfo import ZoneInfo
+
+    from models.accounts.principal import Principal
+    from routes.panel.common import PanelReports
+    from routes.panel.reports import BuilderState, ReportBuilder, chart_data
+    from workers.bench.generate import generate_clicks
+
+    @dataclass(frozen=True)
+    class Berliner(Principal):
+        timezone: str = "Europe/Berlin"
+
+    night = int(datetime(2026, 10, 25, 3, 0, tzinfo=timezone.utc).timestamp() * 1000)  # 04:00 CET
+    generate_clicks(db, 200, 4 / 24, campaigns=1, seed=4, end_ms=night)
+    principal = Berliner(None, "berliner", "admin", True, False)
+    state = BuilderState(period="custom", since="2026-10-25", until="2026-10-25", groups=("hour",))
+    report = ReportBuilder(db, PanelReports(db, "")).level_report(state, principal)
+    data = chart_data(state, [], report, "USD", ZoneInfo("Europe/Berlin"))
+    assert len(data["x"]) == 25 and data["x"] == sorted(set(data["x"]))  # The 25-hour day, x only grows.
+    assert sum(data["values"]) == 200
+    hours = [row["hour"] for row in report.rows]
+    assert "2026-10-25 02:00+02:00" in hours and "2026-10-25 02:00+01:00" in hours

@@ -21,7 +21,7 @@ import falcon
 
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
-from models.reporting.dimensions import HOUR_MS, ID_GROUPS
+from models.reporting.dimensions import DAY_MS, HOUR_MS, ID_GROUPS
 from models.reporting.reports import GROUPS, REPORT_METRICS, TIME_GROUPS, ReportError, report_range
 from models.reporting.timerange import TimeRangeError, local_instant, zone
 from routes.api import report_query
@@ -33,6 +33,7 @@ from routes.v1.spec import MONEY_FIELDS
 MAX_LEVELS = 3
 SHOWN_ROWS = 1000  # A level of sub ids can have a row per visitor: the page shows this many, the CSV all.
 CHART_ROWS = 10
+MAX_BUCKETS = 5000  # A longer time series is drawn from its rows only, empty buckets left out.
 DEFAULT_PERIOD = "last_7_days"
 PERIOD_LABELS = {
     **PERIODS,
@@ -356,7 +357,59 @@ def metric_header(metric: str, currency: str) -> str:
     return f"{METRIC_LABELS[metric]} ({currency})" if metric in AMOUNTS else METRIC_LABELS[metric]
 
 
-def chart_data(state: BuilderState, rows: list[dict], report, currency: str) -> dict:
+def time_labels(report, group: str, tz) -> list[str]:
+    """Every day or hour label of the report's range, in time order, those without clicks too (none
+    when the range is open or longer than MAX_BUCKETS)."""
+    if report.start_ms is None or report.end_ms is None:
+        return []
+    step = HOUR_MS if group == "hour" else DAY_MS
+    if (report.end_ms - report.start_ms) // step > MAX_BUCKETS:
+        return []
+    labels: dict[str, None] = {}
+    # Hours: each UTC hour from the (local) start; days: each day's noon, wherever its midnight is.
+    moment = report.start_ms + (0 if group == "hour" else DAY_MS // 2)
+    while moment < report.end_ms:
+        local = datetime.fromtimestamp(moment / 1000, tz)
+        labels[local.strftime("%Y-%m-%d %H:00") if group == "hour" else local.date().isoformat()] = None
+        moment += step
+    return list(labels)
+
+
+def chart_labels(buckets: list[str], by_label: dict[str, dict]) -> list[str]:
+    """The buckets' labels with the report's: a repeated hour's two rows (labelled with their offsets,
+    in time order) in place of its one bucket; labels no bucket has (an open range) in order."""
+    repeated: dict[str, list[str]] = {}
+    for text in by_label:
+        if len(text) > 16:
+            repeated.setdefault(text[:16], []).append(text)
+    labels = []
+    for text in buckets:
+        labels += (
+            sorted(repeated[text], key=lambda t: datetime.fromisoformat(t)) if text in repeated else [text]
+        )
+    seen = set(labels)
+    if len(seen) < len(by_label):
+        labels = sorted(
+            {*labels, *by_label},
+            key=lambda t: (
+                t[:16],
+                datetime.fromisoformat(t.replace(" ", "T")).timestamp() if len(t) > 16 else 0,
+            ),
+        )
+    return labels
+
+
+def chart_x(labels: list[str]) -> list[int]:
+    """Local times as if they were UTC seconds (panel.js draws the axis in UTC, so it shows them as
+    written); the second of a repeated hour a second after the first, so x only grows."""
+    xs: list[int] = []
+    for text in labels:
+        x = int(datetime.fromisoformat(text[:16]).replace(tzinfo=timezone.utc).timestamp())
+        xs.append(max(x, xs[-1] + 1) if xs else x)
+    return xs
+
+
+def chart_data(state: BuilderState, rows: list[dict], report, currency: str, tz) -> dict:
     """What panel.js draws above the table: a time series of the level in time order (day, hour), or
     bars of its first rows as sorted; the metric is the sorted one (clicks when sorted by the group)."""
     metric = (
@@ -366,17 +419,19 @@ def chart_data(state: BuilderState, rows: list[dict], report, currency: str) -> 
     )
     label = metric_header(metric, currency)
     if state.group in TIME_GROUPS:
-        ordered = [row for row in (report.rows if report else [])]
+        by_label = {row[state.group]: row for row in (report.rows if report else [])}
+        labels = chart_labels(time_labels(report, state.group, tz) if report else [], by_label)
+        empty = None if metric in RATIOS else 0  # A bucket without clicks has no CR, but 0 clicks.
         return {
             "kind": "time",
             "metric": metric,
             "label": label,
             "is_money": metric in AMOUNTS,
-            "x": [
-                int(datetime.fromisoformat(row[state.group][:16]).replace(tzinfo=timezone.utc).timestamp())
-                for row in ordered
-            ],  # fmt: skip
-            "values": [round(row.get(metric) or 0, 2) for row in ordered],
+            "x": chart_x(labels),
+            "values": [
+                empty if by_label.get(text, {}).get(metric) is None else round(by_label[text][metric], 2)
+                for text in labels
+            ],
         }
     top = rows[:CHART_ROWS]
     return {
@@ -444,7 +499,7 @@ class ReportBuilderPage(PanelResource):
             total=report.total if report else EMPTY_TOTAL, currency=currency,
             cell=cell, header=metric_header, is_last=is_last,
             breadcrumb=self.builder.breadcrumb(state, principal, campaigns),
-            chart=chart_data(state, rows, report, currency),
+            chart=chart_data(state, rows, report, currency, zone(timezone_of(principal))),
             notes=[] if report is None or principal.hides_money else report.notes,
             csv_url=state.url("/panel/reports.csv"), period_links=period_links(state),
             sort_links=sort_links(state),
