@@ -16,6 +16,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import falcon
 
@@ -29,6 +30,12 @@ from routes.panel.common import PERIODS, PanelContext, PanelReports, PanelResour
 from routes.panel.render import Renderer, money, percent, whole
 from routes.panel.session import PanelSessions
 from routes.v1.spec import MONEY_FIELDS
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
+    from models.accounts.principal import Principal
+    from models.reporting.reports import Report
 
 MAX_LEVELS = 3
 SHOWN_ROWS = 1000  # A level of sub ids can have a row per visitor: the page shows this many, the CSV all.
@@ -71,7 +78,7 @@ def bad_request(description: str) -> falcon.HTTPBadRequest:
     return falcon.HTTPBadRequest(title="Bad report query", description=description)
 
 
-def metric_columns(principal) -> tuple[str, ...]:
+def metric_columns(principal: Principal) -> tuple[str, ...]:
     """The metrics `principal` may choose: all the report's, without amounts for a hide-money user."""
     return tuple(m for m in REPORT_METRICS if not (principal.hides_money and m in MONEY_METRICS))
 
@@ -137,7 +144,7 @@ class BuilderState:
         return params
 
 
-def parse_state(query_string: str, principal) -> tuple[BuilderState, tuple[str, str] | None]:
+def parse_state(query_string: str, principal: Principal) -> tuple[BuilderState, tuple[str, str] | None]:
     """The builder's state from a query string, and a filter to add ((name, values) from the form's
     `filter`/`value` fields: the caller redirects to the state with it); 400 for anything else."""
     given: dict[str, str] = {}
@@ -204,7 +211,7 @@ def parse_state(query_string: str, principal) -> tuple[BuilderState, tuple[str, 
     return state, added
 
 
-def time_bounds(group: str, label: str, tz) -> tuple[int, int]:
+def time_bounds(group: str, label: str, tz: ZoneInfo) -> tuple[int, int]:
     """The UTC bounds [start, end) of a day or hour row's label ("2026-12-01", "2026-12-01 13:00",
     "2026-10-25 02:00+01:00" for the second of a repeated hour)."""
     if group == "day":
@@ -217,7 +224,7 @@ def time_bounds(group: str, label: str, tz) -> tuple[int, int]:
     return start, start + HOUR_MS
 
 
-def iso(ms: int, tz) -> str:
+def iso(ms: int, tz: ZoneInfo) -> str:
     return datetime.fromtimestamp(ms / 1000, tz).isoformat(timespec="seconds")
 
 
@@ -229,7 +236,7 @@ class ReportBuilder:
         self.db = db
         self.reports = reports
 
-    def level_report(self, state: BuilderState, principal):
+    def level_report(self, state: BuilderState, principal: Principal) -> Report | None:
         params = state.report_params()
         exact: dict[str, str] = {}
         time_drills = [
@@ -254,7 +261,7 @@ class ReportBuilder:
             params.update({"from": iso(start, tz), "to": iso(end, tz)})
         return self.reports.report(principal, params, exact)
 
-    def campaign_names(self, principal) -> dict[int, tuple[str, str]]:
+    def campaign_names(self, principal: Principal) -> dict[int, tuple[str, str]]:
         """Id -> (name, alias) of the campaigns `principal` may see."""
         visible = visible_campaign_ids(self.db, principal)
         return {
@@ -263,7 +270,9 @@ class ReportBuilder:
             if visible is None or c.id in visible
         }
 
-    def rows(self, state: BuilderState, report, campaigns: dict[int, tuple[str, str]]) -> list[dict]:
+    def rows(
+        self, state: BuilderState, report: Report | None, campaigns: dict[int, tuple[str, str]]
+    ) -> list[dict]:
         group = state.group
         rows = []
         for row in report.rows if report else []:
@@ -286,19 +295,19 @@ class ReportBuilder:
             rows = present + [r for r in rows if r["stats"].get(key) is None]  # Empty ones last either way.
         return rows
 
-    def breadcrumb(self, state: BuilderState, principal, campaigns) -> list[dict]:
+    def breadcrumb(self, state: BuilderState, campaigns: dict) -> list[dict]:
         steps = [{"label": "All", "href": state.url(drill=())}]
         for index, value in enumerate(state.drill):
             group = state.groups[index]
             steps.append(
                 {
-                    "label": f"{GROUP_LABELS[group]}: {self.drill_label(group, value, principal, campaigns)}",
+                    "label": f"{GROUP_LABELS[group]}: {self.drill_label(group, value, campaigns)}",
                     "href": state.url(drill=state.drill[: index + 1]),
                 }
             )
         return steps
 
-    def drill_label(self, group: str, value: str, principal, campaigns) -> str:
+    def drill_label(self, group: str, value: str, campaigns: dict) -> str:
         """A drill step's value as the row showed it; an id's name only where the user may see it."""
         if group == "campaign":
             return campaigns[int(value)][0] if value.isdigit() and int(value) in campaigns else f"#{value}"
@@ -357,7 +366,7 @@ def metric_header(metric: str, currency: str) -> str:
     return f"{METRIC_LABELS[metric]} ({currency})" if metric in AMOUNTS else METRIC_LABELS[metric]
 
 
-def time_labels(report, group: str, tz) -> list[str]:
+def time_labels(report: Report, group: str, tz: ZoneInfo) -> list[str]:
     """Every day or hour label of the report's range, in time order, those without clicks too (none
     when the range is open or longer than MAX_BUCKETS)."""
     if report.start_ms is None or report.end_ms is None:
@@ -409,7 +418,9 @@ def chart_x(labels: list[str]) -> list[int]:
     return xs
 
 
-def chart_data(state: BuilderState, rows: list[dict], report, currency: str, tz) -> dict:
+def chart_data(
+    state: BuilderState, rows: list[dict], report: Report | None, currency: str, tz: ZoneInfo
+) -> dict:
     """What panel.js draws above the table: a time series of the level in time order (day, hour), or
     bars of its first rows as sorted; the metric is the sorted one (clicks when sorted by the group)."""
     metric = (
@@ -498,7 +509,7 @@ class ReportBuilderPage(PanelResource):
             rows=rows[:SHOWN_ROWS], row_count=len(rows), shown_rows=SHOWN_ROWS,
             total=report.total if report else EMPTY_TOTAL, currency=currency,
             cell=cell, header=metric_header, is_last=is_last,
-            breadcrumb=self.builder.breadcrumb(state, principal, campaigns),
+            breadcrumb=self.builder.breadcrumb(state, campaigns),
             chart=chart_data(state, rows, report, currency, zone(timezone_of(principal))),
             notes=[] if report is None or principal.hides_money else report.notes,
             csv_url=state.url("/panel/reports.csv"), period_links=period_links(state),
