@@ -25,7 +25,9 @@ POSTBACK_METHODS = ("GET", "POST")  # How an outbound postback is sent.
 POSTBACK_VERDICTS = (
     "created", "updated", "duplicate", "refused", "parked", "expired", "invalid", "forbidden", "failed",
 )  # fmt: skip
-REPORT_PRESETS = ("today", "yesterday", "last_7_days", "last_30_days", "this_month", "last_month", "all_time")
+REPORT_PRESETS = (
+    "today", "yesterday", "last_7_days", "last_30_days", "this_week", "this_month", "last_month", "all_time",
+)  # fmt: skip
 # Accounts (models/accounts/): what a user may do, and what an API key lets its holder do.
 ROLES = ("admin", "buyer", "viewer")
 API_KEY_SCOPES = ("read", "write")

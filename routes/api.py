@@ -54,6 +54,11 @@ def check_report_parameters(params: dict[str, str], names: tuple[str, ...] = PAR
 
 def report_from_parameters(db, params: dict[str, str], report_currency: str = "") -> Report:
     """The report `params` ask for (checked by check_report_parameters), or the HTTP error saying why not."""
+    return run_report_query(db, report_query(params, report_currency))
+
+
+def report_query(params: dict[str, str], report_currency: str = "") -> ReportQuery:
+    """The query `params` say, in the report language; 400 with the report's sentence when malformed."""
     params = dict(params)
     if "campaign" in params:
         params["f.campaign"] = params.pop("campaign")
@@ -61,15 +66,22 @@ def report_from_parameters(db, params: dict[str, str], report_currency: str = ""
         filters = parse_filters(
             tuple(f"{name[2:]}={value}" for name, value in params.items() if name.startswith("f."))
         )
-        query = ReportQuery(
-            group_by=tuple(g.strip() for g in params.get("group", "campaign").split(",") if g.strip()),
-            filters=filters,
-            preset=params.get("preset") or (None if ("from" in params or "to" in params) else "last_30_days"),
-            since=params.get("from"),
-            until=params.get("to"),
-            timezone=params.get("timezone", "UTC"),
-            currency=report_currency,
-        )
+    except ReportError as exc:
+        raise falcon.HTTPBadRequest(title="Bad report query", description=str(exc)) from None
+    return ReportQuery(
+        group_by=tuple(g.strip() for g in params.get("group", "campaign").split(",") if g.strip()),
+        filters=filters,
+        preset=params.get("preset") or (None if ("from" in params or "to" in params) else "last_30_days"),
+        since=params.get("from"),
+        until=params.get("to"),
+        timezone=params.get("timezone", "UTC"),
+        currency=report_currency,
+    )
+
+
+def run_report_query(db, query: ReportQuery) -> Report:
+    """The report, or 422 (clicks pruned) / 400 (a bad query) with the report's sentence."""
+    try:
         return run_report(db, query)
     except PrunedRangeError as exc:  # A fine query over data that is gone: not a bad request.
         raise falcon.HTTPUnprocessableEntity(title="Clicks pruned", description=str(exc)) from None

@@ -122,6 +122,8 @@ def preset_range(preset: str, tz: ZoneInfo, now: float) -> tuple[int | None, int
         return midnight(today - timedelta(days=6)), midnight(today + timedelta(days=1))
     if preset == "last_30_days":
         return midnight(today - timedelta(days=29)), midnight(today + timedelta(days=1))
+    if preset == "this_week":  # Since Monday (ISO weeks).
+        return midnight(today - timedelta(days=today.weekday())), midnight(today + timedelta(days=1))
     if preset == "this_month":
         return midnight(today.replace(day=1)), midnight(today + timedelta(days=1))
     if preset == "last_month":
@@ -142,6 +144,12 @@ def _range(query: ReportQuery, tz: ZoneInfo, now: float) -> tuple[int | None, in
     if start is not None and end is not None and start >= end:
         raise ReportError("The range is empty: --to must be after --from.")
     return start, end
+
+
+def report_range(query: ReportQuery, *, now: float | None = None) -> tuple[int | None, int | None]:
+    """The UTC bounds [start, end) of `query`'s range, None where unbounded (ReportError or
+    TimeRangeError saying what is wrong with it)."""
+    return _range(query, zone(query.timezone), time_module.time() if now is None else now)
 
 
 def _floor(ms: int, width: int) -> int:
@@ -234,7 +242,11 @@ def _check(query: ReportQuery) -> None:
     if sum(name in TIME_GROUPS for name in query.group_by) > 1:
         raise ReportError("Group by day or by hour, not both.")
     for name in ("stream", "offer"):
-        if any(not value.isdigit() for value in query.filters.get(name, ())):
+        # isascii: isdigit() alone takes "²"; an id past 64 bits is no row's (and SQLite cannot bind it).
+        if any(
+            not (value.isascii() and value.isdigit()) or int(value) >= 2**63
+            for value in query.filters.get(name, ())
+        ):
             raise ReportError(f"A {name} filter takes ids.")
     if query.source not in ("auto", "raw"):
         raise ReportError("The source is auto or raw.")
@@ -517,5 +529,6 @@ __all__ = [
     "ReportQuery",
     "TimeRangeError",
     "parse_filters",
+    "report_range",
     "run_report",
 ]

@@ -3,13 +3,15 @@ see, the page context and the routes' wiring (`PanelContext`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import falcon
 
 from models.accounts.access import visible_campaign_ids
-from routes.api import report_from_parameters
+from models.admin.services import list_campaigns
+from routes.api import report_query, run_report_query
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions
 
@@ -51,13 +53,30 @@ class PanelReports:
 
     def __call__(self, principal, group: str, period: str):
         """The report, or None when the principal sees no campaign at all."""
-        params = {"group": group, "preset": period, "timezone": timezone_of(principal)}
+        return self.report(principal, {"group": group, "preset": period})
+
+    def report(self, principal, params: dict[str, str], exact: dict[str, str] | None = None):
+        """The report `params` ask for (the report language: group, preset or from/to, f.<name>) in the
+        principal's timezone, or None when they may see none of the campaigns it would count.
+
+        `exact`: filters on one value each, taken as written (a drill-down step's: a sub id may hold a
+        comma); each replaces a filter on the same name. A campaign filter is intersected with the
+        visible campaigns, so naming another user's campaign counts nothing."""
+        query = report_query({**params, "timezone": timezone_of(principal)}, self.report_currency)
+        filters = {**query.filters, **{name: (value,) for name, value in (exact or {}).items()}}
         visible = visible_campaign_ids(self.db, principal)
         if visible is not None:
-            if not visible:
+            allowed = visible
+            if "campaign" in filters:
+                ids = {}
+                for campaign in list_campaigns(include_archived=True):
+                    if campaign.id in visible:
+                        ids[str(campaign.id)] = ids[campaign.alias] = campaign.id
+                allowed = {ids[ref] for ref in filters["campaign"] if ref in ids}
+            if not allowed:
                 return None
-            params["f.campaign"] = ",".join(str(campaign_id) for campaign_id in sorted(visible))
-        return report_from_parameters(self.db, params, self.report_currency)
+            filters["campaign"] = tuple(str(campaign_id) for campaign_id in sorted(allowed))
+        return run_report_query(self.db, dataclasses.replace(query, filters=filters))
 
 
 def totals(rows: list[dict]) -> dict:

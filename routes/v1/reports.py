@@ -13,7 +13,7 @@ REPORT_PARAMS = (
     Param(
         "group", "Grouping levels, comma-separated: campaign, stream, offer, country, day, hour, sub_id_1 ..."
     ),
-    Param("preset", "today, yesterday, last_7_days, last_30_days, this_month, last_month ..."),
+    Param("preset", "today, yesterday, last_7_days, last_30_days, this_week, this_month, last_month ..."),
     Param("from", "Local date or date-time, inclusive (instead of preset)."),
     Param("to", "Local date or date-time, exclusive."),
     Param("timezone", "IANA name (default UTC)."),

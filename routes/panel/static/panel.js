@@ -163,3 +163,72 @@
     wireOfferShares();
   });
 })();
+
+// -- reports -- The report builder's chart (a time series of a day or hour level, else bars of the
+// level's first rows as sorted), from the JSON in #report-chart-data; a date typed in means "custom".
+(function () {
+  "use strict";
+
+  function shorten(label) { return label.length > 16 ? label.slice(0, 15) + "…" : label; }
+
+  function drawReportChart() {
+    var box = document.getElementById("report-chart");
+    var source = document.getElementById("report-chart-data");
+    if (!box || !source || typeof uPlot === "undefined") return;
+    var data = JSON.parse(source.textContent);
+    if (!data.values.length) {
+      box.classList.add("chart-empty");
+      box.textContent = "Nothing to chart in this period.";
+      return;
+    }
+    function format(u, v) { return v == null ? "–" : data.is_money ? v.toFixed(2) : Math.round(v * 10) / 10 + ""; }
+    var metric = { label: data.label, stroke: "#2563eb", fill: "rgba(37, 99, 235, 0.25)", width: 2, value: format };
+    var range = function (u, min, max) { return [Math.min(0, min), Math.max(max, 1)]; };
+    var options, columns;
+    if (data.kind === "time") {
+      columns = [data.x, data.values];
+      options = {
+        series: [{}, metric],
+        scales: { x: { time: true }, y: { range: range } },
+        tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
+      };
+    } else {
+      var x = data.values.map(function (_, i) { return i; });
+      columns = [x, data.values];
+      metric.paths = uPlot.paths.bars({ size: [0.6, 80] });
+      metric.points = { show: false };
+      options = {
+        series: [{ label: data.group, value: function (u, i) { return i == null ? "" : data.labels[i]; } }, metric],
+        scales: { x: { time: false, range: function () { return [-0.5, x.length - 0.5]; } }, y: { range: range } },
+        axes: [
+          {
+            splits: function () { return x; },
+            values: function (u, splits) { return splits.map(function (i) { return shorten(data.labels[i] || ""); }); },
+            rotate: x.length > 5 ? -25 : 0,
+            size: x.length > 5 ? 80 : 40,
+            grid: { show: false },
+          },
+          {},
+        ],
+      };
+    }
+    function size() { return { width: Math.max(box.clientWidth, 260), height: box.clientWidth < 500 ? 220 : 280 }; }
+    var chart = new uPlot(Object.assign(size(), options), columns, box);
+    window.addEventListener("resize", function () { chart.setSize(size()); });
+  }
+
+  function customOnDate() {
+    var period = document.getElementById("period");
+    ["from", "to"].forEach(function (id) {
+      var input = document.getElementById(id);
+      if (period && input && document.getElementById("builder")) {
+        input.addEventListener("change", function () { if (input.value) period.value = "custom"; });
+      }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    drawReportChart();
+    customOnDate();
+  });
+})();

@@ -1,0 +1,554 @@
+"""The report builder, `/panel/reports`: up to three grouping levels drilled into one row at a time,
+filters in the report language (`f.<name>=v1,v2`), date presets or a custom range in the user's
+timezone, a column chooser, sort, a totals row, a chart of the level, and the level as CSV
+(`/panel/reports.csv`). Every state is a URL; the numbers are the report routes/v1/reports.py answers,
+limited by PanelReports to the campaigns the user may see.
+
+A drill step (`d1`, `d2`) is the value of a row of the level above: it becomes an exact filter on
+that level's group (replacing a filter on the same name), or for a day or hour the range narrowed to it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import urllib.parse
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+import falcon
+
+from models.accounts.access import visible_campaign_ids
+from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
+from models.reporting.dimensions import DAY_MS, HOUR_MS, ID_GROUPS
+from models.reporting.reports import GROUPS, REPORT_METRICS, TIME_GROUPS, ReportError, report_range
+from models.reporting.timerange import TimeRangeError, local_instant, zone
+from routes.api import report_query
+from routes.panel.common import PERIODS, PanelContext, PanelReports, PanelResource, timezone_of
+from routes.panel.render import Renderer, money, percent, whole
+from routes.panel.session import PanelSessions
+from routes.v1.spec import MONEY_FIELDS
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
+    from models.accounts.principal import Principal
+    from models.reporting.reports import Report
+
+MAX_LEVELS = 3
+SHOWN_ROWS = 1000  # A level of sub ids can have a row per visitor: the page shows this many, the CSV all.
+CHART_ROWS = 10
+MAX_BUCKETS = 5000  # A longer time series is drawn from its rows only, empty buckets left out.
+DEFAULT_PERIOD = "last_7_days"
+PERIOD_LABELS = {
+    **PERIODS,
+    "this_week": "This week",
+    "this_month": "This month",
+    "last_month": "Last month",
+    "custom": "Custom",
+}
+GROUP_LABELS = {
+    "day": "Day", "hour": "Hour", "campaign": "Campaign", "stream": "Stream", "offer": "Offer",
+    "source": "Source", "country": "Country", "device": "Device", "os": "OS", "browser": "Browser",
+    "language": "Language", "referrer_domain": "Referrer domain",
+    **{name: name.replace("sub_id_", "Sub ID ") for name in GROUPS if name.startswith("sub_id_")},
+}  # fmt: skip
+METRIC_LABELS = {
+    "clicks": "Clicks", "unique_clicks": "Unique", "unique_global": "Unique (global)",
+    "unique_stream": "Unique (stream)", "bots": "Bots", "conversions": "Conv.", "leads": "Leads",
+    "sales": "Sales", "rejected": "Rejected", "trash": "Trash", "rebills": "Rebills", "cr": "CR",
+    "revenue": "Revenue", "revenue_pending": "Pending revenue", "cost": "Cost", "profit": "Profit",
+    "roi": "ROI", "epc": "EPC", "cpc": "CPC", "cpa": "CPA",
+}  # fmt: skip
+PERCENT_METRICS = frozenset({"cr", "roi"})
+MONEY_METRICS = frozenset(name for name in REPORT_METRICS if name in MONEY_FIELDS)  # ROI too: it says profit.
+AMOUNTS = MONEY_METRICS - PERCENT_METRICS  # In the report currency.
+DEFAULT_COLUMNS = ("clicks", "unique_clicks", "conversions", "cr", "revenue", "cost", "profit", "roi", "epc")
+SINGLE_PARAMETERS = ("period", "from", "to", "sort", "order", "filter", "value",
+                     *(f"g{n}" for n in range(1, MAX_LEVELS + 1)), *(f"d{n}" for n in range(1, MAX_LEVELS)))  # fmt: skip
+CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")  # A spreadsheet runs a cell starting so as a formula.
+GROUP_SORT = "group"
+RATIOS = frozenset({"cr", "roi", "epc", "cpc", "cpa"})
+EMPTY_TOTAL = {name: None if name in RATIOS else 0 for name in REPORT_METRICS}  # No campaign to count.
+
+
+def bad_request(description: str) -> falcon.HTTPBadRequest:
+    return falcon.HTTPBadRequest(title="Bad report query", description=description)
+
+
+def metric_columns(principal: Principal) -> tuple[str, ...]:
+    """The metrics `principal` may choose: all the report's, without amounts for a hide-money user."""
+    return tuple(m for m in REPORT_METRICS if not (principal.hides_money and m in MONEY_METRICS))
+
+
+@dataclass(frozen=True)
+class BuilderState:
+    """What a report builder URL says; `url()` writes it back (with changes), defaults left out."""
+
+    period: str = DEFAULT_PERIOD
+    since: str = ""
+    until: str = ""
+    groups: tuple[str, ...] = ("campaign",)
+    drill: tuple[str, ...] = ()  # One value per level above the current one.
+    filters: tuple[tuple[str, str], ...] = ()  # (group, values as written), in the URL's order.
+    columns: tuple[str, ...] = DEFAULT_COLUMNS
+    sort: str = ""  # A metric, GROUP_SORT, or "": the group's time order, else clicks.
+    order: str = ""  # asc or desc; "": desc for a metric, asc for the group.
+
+    @property
+    def level(self) -> int:
+        return len(self.drill)
+
+    @property
+    def group(self) -> str:
+        return self.groups[self.level]
+
+    @property
+    def sort_key(self) -> str:
+        if self.sort:
+            return self.sort
+        return (
+            GROUP_SORT if self.group in TIME_GROUPS else "clicks" if "clicks" in self.columns else GROUP_SORT
+        )
+
+    @property
+    def sort_order(self) -> str:
+        return self.order or ("asc" if self.sort_key == GROUP_SORT else "desc")
+
+    def pairs(self) -> list[tuple[str, str]]:
+        pairs = [("period", self.period)] if self.period != DEFAULT_PERIOD else []
+        if self.period == "custom":
+            pairs += [(name, value) for name, value in (("from", self.since), ("to", self.until)) if value]
+        pairs += [(f"g{n}", group) for n, group in enumerate(self.groups, 1)]
+        pairs += [(f"d{n}", value) for n, value in enumerate(self.drill, 1)]
+        pairs += [(f"f.{name}", values) for name, values in self.filters]
+        if self.columns != DEFAULT_COLUMNS:
+            pairs += [("col", name) for name in self.columns]
+        pairs += [(name, value) for name, value in (("sort", self.sort), ("order", self.order)) if value]
+        return pairs
+
+    def url(self, path: str = "/panel/reports", **changes) -> str:
+        return path + "?" + urllib.parse.urlencode(replace(self, **changes).pairs())
+
+    def report_params(self) -> dict[str, str]:
+        """The report language's parameters for the current level (its drill steps apart)."""
+        params = {"group": self.group, **{f"f.{name}": values for name, values in self.filters}}
+        if self.period == "custom":
+            params.update(
+                {name: value for name, value in (("from", self.since), ("to", self.until)) if value}
+            )
+        else:
+            params["preset"] = self.period
+        return params
+
+
+def parse_state(query_string: str, principal: Principal) -> tuple[BuilderState, tuple[str, str] | None]:
+    """The builder's state from a query string, and a filter to add ((name, values) from the form's
+    `filter`/`value` fields: the caller redirects to the state with it); 400 for anything else."""
+    given: dict[str, str] = {}
+    filters: dict[str, str] = {}
+    columns: list[str] = []
+    # parse_qsl, not Falcon's params: a drill step may be an empty value (a visitor without a country).
+    for name, value in urllib.parse.parse_qsl(query_string, keep_blank_values=True):
+        if name == "col":
+            columns += [part for part in value.split(",") if part]
+        elif name.startswith("f.") and len(name) > 2:
+            if name[2:] in filters:
+                raise bad_request(f"Give {name!r} once.")
+            filters[name[2:]] = value
+        elif name in SINGLE_PARAMETERS:
+            if name in given:
+                raise bad_request(f"Give {name!r} once.")
+            given[name] = value
+        else:
+            raise bad_request(
+                f"Unknown parameter {name!r}; use {', '.join(SINGLE_PARAMETERS)}, col or f.<name> filters."
+            )
+    since, until = given.get("from", "").strip(), given.get("to", "").strip()
+    period = given.get("period") or ("custom" if since or until else DEFAULT_PERIOD)
+    if period not in PERIOD_LABELS:
+        raise bad_request(f"The period is one of {', '.join(PERIOD_LABELS)}.")
+    if period == "custom" and not since:
+        raise bad_request("A custom period needs a from date.")
+    groups = (
+        given.get("g1") or "campaign",
+        *(given[f"g{n}"] for n in range(2, MAX_LEVELS + 1) if given.get(f"g{n}")),
+    )
+    for name in groups:
+        if name not in GROUPS:
+            raise bad_request(
+                f"Cannot group by {name!r}; use {', '.join(TIME_GROUPS)}, campaign, stream, offer, source, "
+                "country, device, os, browser, language, sub_id_1 to sub_id_30, referrer_domain."
+            )
+    if len(set(groups)) < len(groups):
+        raise bad_request("Group by each name at one level only.")
+    drill = tuple(given[f"d{n}"] for n in range(1, MAX_LEVELS) if f"d{n}" in given)
+    if any(f"d{n}" not in given for n in range(1, len(drill) + 1)):
+        raise bad_request("A drill-down starts at the first level (d1).")
+    if len(drill) >= len(groups):
+        raise bad_request(
+            f"There are {len(groups)} grouping levels; a drill-down picks a row of one above the last."
+        )
+    choosable = metric_columns(principal)
+    for name in columns:
+        if name not in choosable:
+            raise bad_request(f"{name!r} is no column here; choose from {', '.join(choosable)}.")
+    columns_chosen = tuple(dict.fromkeys(columns)) or tuple(c for c in DEFAULT_COLUMNS if c in choosable)
+    sort, order = given.get("sort", ""), given.get("order", "")
+    if sort and sort != GROUP_SORT and sort not in columns_chosen:
+        raise bad_request(f"Sort by the group or a column shown: {', '.join(columns_chosen)}.")
+    if order not in ("", "asc", "desc"):
+        raise bad_request("The order is asc or desc.")
+    state = BuilderState(period, since if period == "custom" else "", until if period == "custom" else "",
+                         groups, drill, tuple(filters.items()), columns_chosen, sort, order)  # fmt: skip
+    added = None
+    if given.get("filter"):
+        added = (given["filter"], given.get("value", "").strip())
+        if added[0] not in GROUPS or added[0] in TIME_GROUPS:
+            raise bad_request(f"Cannot filter by {added[0]!r}; filter time with the period.")
+    return state, added
+
+
+def time_bounds(group: str, label: str, tz: ZoneInfo) -> tuple[int, int]:
+    """The UTC bounds [start, end) of a day or hour row's label ("2026-12-01", "2026-12-01 13:00",
+    "2026-10-25 02:00+01:00" for the second of a repeated hour)."""
+    if group == "day":
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", label):
+            raise TimeRangeError(f"{label!r} is not a day (YYYY-MM-DD).")
+        return local_instant(label, tz, is_end=False), local_instant(label, tz, is_end=True)
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:00([+-]\d{2}:\d{2})?", label):
+        raise TimeRangeError(f"{label!r} is not an hour (YYYY-MM-DD HH:00).")
+    start = local_instant(label, tz, is_end=False)
+    return start, start + HOUR_MS
+
+
+def iso(ms: int, tz: ZoneInfo) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz).isoformat(timespec="seconds")
+
+
+class ReportBuilder:
+    """Runs a builder state's current level for a principal: the report, its rows in the chosen order,
+    and what the page shows about the drill path."""
+
+    def __init__(self, db, reports: PanelReports) -> None:
+        self.db = db
+        self.reports = reports
+
+    def level_report(self, state: BuilderState, principal: Principal) -> Report | None:
+        params = state.report_params()
+        exact: dict[str, str] = {}
+        time_drills = [
+            (group, value) for group, value in zip(state.groups, state.drill) if group in TIME_GROUPS
+        ]
+        for group, value in zip(state.groups, state.drill):
+            if group not in TIME_GROUPS:
+                exact[group] = value
+        if time_drills:
+            tz = zone(timezone_of(principal))
+            try:
+                start, end = report_range(report_query({**params, "timezone": tz.key}))
+                for group, value in time_drills:
+                    row_start, row_end = time_bounds(group, value, tz)
+                    start = row_start if start is None else max(start, row_start)
+                    end = row_end if end is None else min(end, row_end)
+            except (ReportError, TimeRangeError) as exc:
+                raise bad_request(str(exc)) from None
+            if start >= end:
+                raise bad_request("The drill-down's day or hour is outside the period.")
+            params = {name: value for name, value in params.items() if name != "preset"}
+            params.update({"from": iso(start, tz), "to": iso(end, tz)})
+        return self.reports.report(principal, params, exact)
+
+    def campaign_names(self, principal: Principal) -> dict[int, tuple[str, str]]:
+        """Id -> (name, alias) of the campaigns `principal` may see."""
+        visible = visible_campaign_ids(self.db, principal)
+        return {
+            c.id: (c.name, c.alias)
+            for c in list_campaigns(include_archived=True)
+            if visible is None or c.id in visible
+        }
+
+    def rows(
+        self, state: BuilderState, report: Report | None, campaigns: dict[int, tuple[str, str]]
+    ) -> list[dict]:
+        group = state.group
+        rows = []
+        for row in report.rows if report else []:
+            value = row[group]
+            label, sub = display(group, value, row, campaigns)
+            if value is None:
+                drill_value = "0" if group in ("stream", "offer") else None
+            else:
+                drill_value = str(value)
+            rows.append({"label": label, "sub": sub, "value": drill_value, "stats": row})
+        key, order = state.sort_key, state.sort_order
+        if key == GROUP_SORT:
+            if group not in TIME_GROUPS:  # Time rows come in time order (a repeated hour's two in turn).
+                rows.sort(key=lambda r: (r["label"].casefold(), r["label"]))
+            if order == "desc":
+                rows.reverse()
+        else:
+            present = [r for r in rows if r["stats"].get(key) is not None]
+            present.sort(key=lambda r: r["stats"][key], reverse=order == "desc")
+            rows = present + [r for r in rows if r["stats"].get(key) is None]  # Empty ones last either way.
+        return rows
+
+    def breadcrumb(self, state: BuilderState, campaigns: dict) -> list[dict]:
+        steps = [{"label": "All", "href": state.url(drill=())}]
+        for index, value in enumerate(state.drill):
+            group = state.groups[index]
+            steps.append(
+                {
+                    "label": f"{GROUP_LABELS[group]}: {self.drill_label(group, value, campaigns)}",
+                    "href": state.url(drill=state.drill[: index + 1]),
+                }
+            )
+        return steps
+
+    def drill_label(self, group: str, value: str, campaigns: dict) -> str:
+        """A drill step's value as the row showed it; an id's name only where the user may see it."""
+        if group == "campaign":
+            return campaigns[int(value)][0] if value.isdigit() and int(value) in campaigns else f"#{value}"
+        if group in ("stream", "offer"):
+            if not value.isdigit() or value == "0":
+                return "(none)"
+            try:
+                if group == "offer":
+                    return get_offer(int(value)).name
+                stream = get_stream(int(value))
+            except AdminError:
+                return f"#{value}"
+            return stream.name if stream.campaign_id in campaigns else f"#{value}"
+        return display(group, value, {}, campaigns)[0]
+
+
+def display(group: str, value, row: dict, campaigns: dict[int, tuple[str, str]]) -> tuple[str, str]:
+    """A group value as a row shows it: (label, the small text under it)."""
+    if group == "campaign":
+        name, alias = campaigns.get(value, (row.get("campaign_name") or f"#{value}", ""))
+        return (name, alias) if value is not None else ("(none)", "")
+    if group in ID_GROUPS:
+        return (row.get(f"{group}_name") or f"#{value}", "") if value is not None else ("(none)", "")
+    if value is None:
+        return "(none)", ""
+    if value == "":
+        return ("unknown" if group == "country" else "(empty)"), ""
+    return str(value), ""
+
+
+def cell(metric: str, value, currency: str) -> str:
+    if metric in PERCENT_METRICS:
+        return percent(value)
+    if metric in AMOUNTS:
+        return money(value, currency)
+    return whole(value)
+
+
+def csv_number(metric: str, value) -> str:
+    """The number a cell shows, without separators or currency (a spreadsheet reads it)."""
+    if value is None:
+        return ""
+    if metric in PERCENT_METRICS:
+        return f"{value:.1f}"
+    if metric in AMOUNTS:
+        return f"{value:.2f}"
+    return str(round(value))
+
+
+def csv_text(value: str) -> str:
+    """A text cell a spreadsheet shows as text: one starting like a formula gets a leading quote."""
+    return "'" + value if value.startswith(CSV_TRIGGERS) else value
+
+
+def metric_header(metric: str, currency: str) -> str:
+    return f"{METRIC_LABELS[metric]} ({currency})" if metric in AMOUNTS else METRIC_LABELS[metric]
+
+
+def time_labels(report: Report, group: str, tz: ZoneInfo) -> list[str]:
+    """Every day or hour label of the report's range, in time order, those without clicks too (none
+    when the range is open or longer than MAX_BUCKETS)."""
+    if report.start_ms is None or report.end_ms is None:
+        return []
+    step = HOUR_MS if group == "hour" else DAY_MS
+    if (report.end_ms - report.start_ms) // step > MAX_BUCKETS:
+        return []
+    labels: dict[str, None] = {}
+    # Hours: each UTC hour from the (local) start; days: each day's noon, wherever its midnight is.
+    moment = report.start_ms + (0 if group == "hour" else DAY_MS // 2)
+    while moment < report.end_ms:
+        local = datetime.fromtimestamp(moment / 1000, tz)
+        labels[local.strftime("%Y-%m-%d %H:00") if group == "hour" else local.date().isoformat()] = None
+        moment += step
+    return list(labels)
+
+
+def chart_labels(buckets: list[str], by_label: dict[str, dict]) -> list[str]:
+    """The buckets' labels with the report's: a repeated hour's two rows (labelled with their offsets,
+    in time order) in place of its one bucket; labels no bucket has (an open range) in order."""
+    repeated: dict[str, list[str]] = {}
+    for text in by_label:
+        if len(text) > 16:
+            repeated.setdefault(text[:16], []).append(text)
+    labels = []
+    for text in buckets:
+        labels += (
+            sorted(repeated[text], key=lambda t: datetime.fromisoformat(t)) if text in repeated else [text]
+        )
+    seen = set(labels)
+    if len(seen) < len(by_label):
+        labels = sorted(
+            {*labels, *by_label},
+            key=lambda t: (
+                t[:16],
+                datetime.fromisoformat(t.replace(" ", "T")).timestamp() if len(t) > 16 else 0,
+            ),
+        )
+    return labels
+
+
+def chart_x(labels: list[str]) -> list[int]:
+    """Local times as if they were UTC seconds (panel.js draws the axis in UTC, so it shows them as
+    written); the second of a repeated hour a second after the first, so x only grows."""
+    xs: list[int] = []
+    for text in labels:
+        x = int(datetime.fromisoformat(text[:16]).replace(tzinfo=timezone.utc).timestamp())
+        xs.append(max(x, xs[-1] + 1) if xs else x)
+    return xs
+
+
+def chart_data(
+    state: BuilderState, rows: list[dict], report: Report | None, currency: str, tz: ZoneInfo
+) -> dict:
+    """What panel.js draws above the table: a time series of the level in time order (day, hour), or
+    bars of its first rows as sorted; the metric is the sorted one (clicks when sorted by the group)."""
+    metric = (
+        state.sort_key
+        if state.sort_key != GROUP_SORT
+        else ("clicks" if "clicks" in state.columns else state.columns[0])
+    )
+    label = metric_header(metric, currency)
+    if state.group in TIME_GROUPS:
+        by_label = {row[state.group]: row for row in (report.rows if report else [])}
+        labels = chart_labels(time_labels(report, state.group, tz) if report else [], by_label)
+        empty = None if metric in RATIOS else 0  # A bucket without clicks has no CR, but 0 clicks.
+        return {
+            "kind": "time",
+            "metric": metric,
+            "label": label,
+            "is_money": metric in AMOUNTS,
+            "x": chart_x(labels),
+            "values": [
+                empty if by_label.get(text, {}).get(metric) is None else round(by_label[text][metric], 2)
+                for text in labels
+            ],
+        }
+    top = rows[:CHART_ROWS]
+    return {
+        "kind": "bars",
+        "group": GROUP_LABELS[state.group],
+        "metric": metric,
+        "label": label,
+        "is_money": metric in AMOUNTS,
+        "labels": [row["label"] for row in top],
+        "values": [round(row["stats"].get(metric) or 0, 2) for row in top],
+    }
+
+
+def period_links(state: BuilderState) -> list[tuple[str, str, str]]:
+    """(period, label, URL) of each preset: the same report over that period; a drill step into a day
+    or hour is left, since it may lie outside it."""
+    drill = state.drill
+    for index, group in enumerate(state.groups[: len(drill)]):
+        if group in TIME_GROUPS:
+            drill = drill[:index]
+            break
+    return [
+        (key, label, state.url(period=key, since="", until="", drill=drill))
+        for key, label in PERIOD_LABELS.items()
+        if key != "custom"
+    ]
+
+
+def sort_links(state: BuilderState) -> dict[str, str]:
+    """Column -> the URL sorting by it: descending first for a metric, ascending for the group; again
+    to flip."""
+    links = {}
+    for name in (GROUP_SORT, *state.columns):
+        first = "asc" if name == GROUP_SORT else "desc"
+        flipped = "desc" if first == "asc" else "asc"
+        order = flipped if state.sort_key == name and state.sort_order == first else first
+        links[name] = state.url(sort=name, order=order)
+    return links
+
+
+class ReportBuilderPage(PanelResource):
+    """`GET /panel/reports`: the builder's form, the drill path, the chart and the level's table."""
+
+    def __init__(self, sessions: PanelSessions, render: Renderer, builder: ReportBuilder) -> None:
+        super().__init__(sessions, render)
+        self.builder = builder
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        state, added = parse_state(req.query_string, principal)
+        if added is not None:  # The form's "add a filter": the same state with it, as a URL of its own.
+            kept = tuple((name, values) for name, values in state.filters if name != added[0])
+            raise falcon.HTTPSeeOther(state.url(filters=(*kept, added)))
+        report = self.builder.level_report(state, principal)
+        campaigns = self.builder.campaign_names(principal)
+        rows = self.builder.rows(state, report, campaigns)
+        currency = report.currency if report else self.builder.reports.report_currency
+        is_last = state.level == len(state.groups) - 1
+        self.page(
+            req, resp, "reports.html", session,
+            state=state, periods=PERIOD_LABELS, group_labels=GROUP_LABELS, groups=GROUPS,
+            metric_labels=METRIC_LABELS, choosable=metric_columns(principal), max_levels=MAX_LEVELS,
+            rows=rows[:SHOWN_ROWS], row_count=len(rows), shown_rows=SHOWN_ROWS,
+            total=report.total if report else EMPTY_TOTAL, currency=currency,
+            cell=cell, header=metric_header, is_last=is_last,
+            breadcrumb=self.builder.breadcrumb(state, campaigns),
+            chart=chart_data(state, rows, report, currency, zone(timezone_of(principal))),
+            notes=[] if report is None or principal.hides_money else report.notes,
+            csv_url=state.url("/panel/reports.csv"), period_links=period_links(state),
+            sort_links=sort_links(state),
+        )  # fmt: skip
+
+
+class ReportCsvResource(PanelResource):
+    """`GET /panel/reports.csv`: the level the page shows, every row, the same columns and a totals row."""
+
+    def __init__(self, sessions: PanelSessions, render: Renderer, builder: ReportBuilder) -> None:
+        super().__init__(sessions, render)
+        self.builder = builder
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        state, _ = parse_state(req.query_string, principal)
+        report = self.builder.level_report(state, principal)
+        rows = self.builder.rows(state, report, self.builder.campaign_names(principal))
+        currency = report.currency if report else self.builder.reports.report_currency
+        total = report.total if report else EMPTY_TOTAL
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow([GROUP_LABELS[state.group], *(metric_header(m, currency) for m in state.columns)])
+        for row in rows:
+            writer.writerow(
+                [csv_text(row["label"]), *(csv_number(m, row["stats"].get(m)) for m in state.columns)]
+            )
+        writer.writerow(["Total", *(csv_number(m, total.get(m)) for m in state.columns)])
+        resp.content_type = "text/csv; charset=utf-8"
+        resp.set_header("Cache-Control", "no-store")
+        resp.set_header("X-Content-Type-Options", "nosniff")
+        name = "-".join(["lanner-report", *state.groups[: state.level + 1], state.period])
+        resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
+        resp.text = out.getvalue()
+
+
+def add_routes(app: falcon.App, panel: PanelContext) -> None:
+    builder = ReportBuilder(panel.db, panel.reports)
+    app.add_route("/panel/reports", ReportBuilderPage(panel.sessions, panel.render, builder))
+    app.add_route("/panel/reports.csv", ReportCsvResource(panel.sessions, panel.render, builder))
