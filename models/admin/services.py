@@ -381,6 +381,67 @@ def archive_campaign(db: Database, ref: str | int, *, actor: Principal = CLI) ->
     return update_campaign(db, ref, status="archived", actor=actor)
 
 
+COPIED_STREAM_FIELDS = (
+    "name", "type", "position", "weight", "action", "action_payload", "filters", "filter_mode",
+    "daily_cap", "total_cap", "offer_rotation", "redirect_type", "fallback_offer_id", "status",
+)  # fmt: skip
+COPIED_CAMPAIGN_FIELDS = (
+    "rotation", "uniqueness_hours", "timezone", "cost_model", "cost_value", "cost_currency",
+    "bind_visitor", "default_action", "default_payload",
+)  # fmt: skip
+
+
+def _free_alias(base: str) -> str:
+    """`base`, or `base-2`, `base-3` ... : the first no campaign has (archived ones keep theirs)."""
+    taken = {alias.lower() for (alias,) in Campaign.select(Campaign.alias).tuples()}
+    candidate, number = base, 1
+    while candidate.lower() in taken:
+        number += 1
+        suffix = f"-{number}"
+        candidate = base[: 64 - len(suffix)] + suffix
+    return candidate
+
+
+def clone_campaign(
+    db: Database,
+    ref: str | int,
+    *,
+    name: str | None = None,
+    alias: str | None = None,
+    actor: Principal = CLI,
+) -> Campaign:
+    """A copy of a campaign with its streams (filters, caps, offers and weights; not removed streams).
+
+    Named "<name> (copy)" with the alias "<alias>-copy" (then -copy-2 ...) unless given. It keeps the
+    original's status, but a copy of an archived campaign is paused. An admin's (the CLI's, the install key's) copy
+    keeps the original's owner; anyone else's is their own, as a campaign they create would be. Shares,
+    postback targets and costs are not copied: they belong to the original's traffic.
+    """
+    source = get_campaign(ref)
+    if alias is None:
+        alias = _free_alias(source.alias[:59] + "-copy")
+    _check_alias(alias)
+    name = name if name is not None and name.strip() else f"{source.name} (copy)"
+    fields = {field: getattr(source, field) for field in COPIED_CAMPAIGN_FIELDS}
+    fields["status"] = "paused" if source.status == "archived" else source.status
+    fields["owner_id"] = source.owner_id if actor.role == "admin" else actor.user_id
+    with write_tx(db):
+        try:
+            campaign = Campaign.create(name=name, alias=alias, **fields)
+        except IntegrityError:
+            raise AdminError(f"A campaign with alias {alias!r} already exists.") from None
+        record_change(db, actor, "campaign", campaign.id, "create", None, _fields(campaign) | {"cloned_from": source.id})  # fmt: skip
+        for original in list_streams(source.id):
+            stream = Stream.create(
+                campaign=campaign, **{field: getattr(original, field) for field in COPIED_STREAM_FIELDS}
+            )
+            for offer_id, weight in stream_offers(original):
+                StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
+            record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
+        MetaStore(db.connection()).bump_config_version()
+    return campaign
+
+
 def list_campaigns(*, include_archived: bool = False) -> list[Campaign]:
     query = Campaign.select().order_by(Campaign.id)
     if not include_archived:
