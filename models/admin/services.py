@@ -256,8 +256,9 @@ def update_offer(
     """Change an offer; None leaves a field as it is (`clear_caps` removes both caps)."""
     changes = {key: value for key, value in changes.items() if value is not None}
     _check_offer_fields(changes)
-    if clear_caps:
-        changes.update(daily_cap=None, total_cap=None)
+    if clear_caps:  # The caps not given: a cap given with it is set (the panel's form sends both).
+        changes.setdefault("daily_cap", None)
+        changes.setdefault("total_cap", None)
     with write_tx(db):
         offer = get_offer(offer_id)
         before = _fields(offer)
@@ -272,6 +273,25 @@ def update_offer(
 
 def list_offers() -> list[Offer]:
     return list(Offer.select().order_by(Offer.id))
+
+
+def offer_campaigns() -> dict[int, set[int]]:
+    """Offer id -> the campaigns whose streams (not removed ones) send to it or fall back to it."""
+    used: dict[int, set[int]] = {}
+    links = (
+        StreamOffer.select(StreamOffer.offer, Stream.campaign)
+        .join(Stream)
+        .where((StreamOffer.status == "active") & (Stream.status != "deleted"))
+        .tuples()
+    )
+    fallbacks = (
+        Stream.select(Stream.fallback_offer_id, Stream.campaign)
+        .where(Stream.fallback_offer_id.is_null(False) & (Stream.status != "deleted"))
+        .tuples()
+    )
+    for offer_id, campaign_id in [*links, *fallbacks]:
+        used.setdefault(offer_id, set()).add(campaign_id)
+    return used
 
 
 def create_campaign(
@@ -413,9 +433,9 @@ def clone_campaign(
     """A copy of a campaign with its streams (filters, caps, offers and weights; not removed streams).
 
     Named "<name> (copy)" with the alias "<alias>-copy" (then -copy-2 ...) unless given. It keeps the
-    original's status, but a copy of an archived campaign is paused. An admin's (the CLI's, the install key's) copy
-    keeps the original's owner; anyone else's is their own, as a campaign they create would be. Shares,
-    postback targets and costs are not copied: they belong to the original's traffic.
+    original's status, but a copy of an archived campaign is paused. An admin's copy (the CLI's, the
+    install key's) keeps the original's owner; anyone else's is their own, as a campaign they create
+    would be. Shares, postback targets and costs are not copied: they belong to the original's traffic.
     """
     source = get_campaign(ref)
     if alias is None:
@@ -430,7 +450,8 @@ def clone_campaign(
             campaign = Campaign.create(name=name, alias=alias, **fields)
         except IntegrityError:
             raise AdminError(f"A campaign with alias {alias!r} already exists.") from None
-        record_change(db, actor, "campaign", campaign.id, "create", None, _fields(campaign) | {"cloned_from": source.id})  # fmt: skip
+        created = _fields(campaign) | {"cloned_from": source.id}
+        record_change(db, actor, "campaign", campaign.id, "create", None, created)
         for original in list_streams(source.id):
             stream = Stream.create(
                 campaign=campaign, **{field: getattr(original, field) for field in COPIED_STREAM_FIELDS}

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import falcon
 
-from models.accounts.access import edits_campaign, visible_campaign_ids
+from models.accounts.access import creates_campaigns, edits_campaign, visible_campaign_ids
 from models.accounts.logins import LoginRefused, LoginThrottled, log_in
 from models.accounts.sessions import end_session, open_session
 from models.admin.services import AdminError, get_campaign, list_campaigns, update_campaign
@@ -191,6 +191,7 @@ class CampaignListResource(PanelResource):
             rows=rows, total=totals([row["stats"] for row in rows]),
             currency=report.currency if report else self.reports.report_currency,
             base_url=self.campaign_base(req),
+            may_create=creates_campaigns(principal),
             query=urllib.parse.urlencode({"period": period, "status": status, "q": search}),
         )  # fmt: skip
 

@@ -114,3 +114,13 @@ def read_form(req: falcon.Request) -> dict:
         )
     form = req.get_media(default_when_empty={}) or {}
     return {name: value[0] if isinstance(value, list) else value for name, value in form.items()}
+
+
+def read_form_lists(req: falcon.Request) -> dict[str, list[str]]:
+    """The urlencoded form body as {name: [every value]}, for a field sent once per checked box."""
+    if (req.content_type or "").split(";")[0].strip() != falcon.MEDIA_URLENCODED:
+        raise falcon.HTTPUnsupportedMediaType(
+            description="Send the form as application/x-www-form-urlencoded."
+        )
+    form = req.get_media(default_when_empty={}) or {}
+    return {name: value if isinstance(value, list) else [value] for name, value in form.items()}
