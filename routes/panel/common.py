@@ -88,3 +88,19 @@ class PanelContext:
     sessions: PanelSessions
     render: Renderer
     reports: PanelReports
+
+
+def tracker_base(req: falcon.Request, sessions: PanelSessions, settings: Settings) -> str:
+    """Where the tracker's public URLs (campaigns, postbacks) start, as this browser reaches it: the
+    panel's own host (nginx serves both), but the web workers' port when the panel is opened on the
+    admin worker's (the campaign list's `campaign_base` says the same)."""
+
+    def tcp_port(bind: str) -> int | None:
+        host, _, port = bind.rpartition(":")
+        return int(port) if host and not bind.startswith("unix:") and port.isdigit() else None
+
+    host = req.get_header("Host") or req.host
+    admin_port, web_port = tcp_port(settings.admin_address), tcp_port(settings.bind)
+    if admin_port and web_port and req.port == admin_port:
+        host = f"{req.host}:{web_port}"
+    return f"{'https' if sessions.is_https(req) else 'http'}://{host}"
