@@ -79,6 +79,28 @@ class PanelResource:
                     path=req.path, timezone=timezone_of(session.principal) if session else DEFAULT_TIMEZONE, **context)  # fmt: skip
 
 
+def tcp_port(bind: str) -> int | None:
+    host, _, port = bind.rpartition(":")
+    return int(port) if host and not bind.startswith("unix:") and port.isdigit() else None
+
+
+class CampaignBase:
+    """Where campaign URLs start, as this browser reaches the tracker (the list and the editor show
+    them to copy): the panel's own host (nginx serves both), but the web workers' port when the panel
+    is opened on the admin worker's."""
+
+    def __init__(self, sessions: PanelSessions, settings: Settings) -> None:
+        self.sessions = sessions
+        self.admin_port = tcp_port(settings.admin_address)
+        self.web_port = tcp_port(settings.bind)
+
+    def __call__(self, req: falcon.Request) -> str:
+        host = req.get_header("Host") or req.host
+        if self.admin_port and self.web_port and req.port == self.admin_port:
+            host = f"{req.host}:{self.web_port}"
+        return f"{'https' if self.sessions.is_https(req) else 'http'}://{host}/"
+
+
 @dataclass(frozen=True)
 class PanelContext:
     """What a page module's `add_routes(app, panel)` builds its resources from."""
@@ -88,19 +110,3 @@ class PanelContext:
     sessions: PanelSessions
     render: Renderer
     reports: PanelReports
-
-
-def tracker_base(req: falcon.Request, sessions: PanelSessions, settings: Settings) -> str:
-    """Where the tracker's public URLs (campaigns, postbacks) start, as this browser reaches it: the
-    panel's own host (nginx serves both), but the web workers' port when the panel is opened on the
-    admin worker's (the campaign list's `campaign_base` says the same)."""
-
-    def tcp_port(bind: str) -> int | None:
-        host, _, port = bind.rpartition(":")
-        return int(port) if host and not bind.startswith("unix:") and port.isdigit() else None
-
-    host = req.get_header("Host") or req.host
-    admin_port, web_port = tcp_port(settings.admin_address), tcp_port(settings.bind)
-    if admin_port and web_port and req.port == admin_port:
-        host = f"{req.host}:{web_port}"
-    return f"{'https' if sessions.is_https(req) else 'http'}://{host}"

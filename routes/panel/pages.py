@@ -190,8 +190,7 @@ class CampaignListResource(PanelResource):
             period=period, periods=PERIODS, status=status, statuses=STATUS_FILTERS, search=search,
             rows=rows, total=totals([row["stats"] for row in rows]),
             currency=report.currency if report else self.reports.report_currency,
-            base_url=self.campaign_base(req),
-            may_create=creates_campaigns(principal),
+            base_url=self.campaign_base(req), can_create=creates_campaigns(principal),
             query=urllib.parse.urlencode({"period": period, "status": status, "q": search}),
         )  # fmt: skip
 

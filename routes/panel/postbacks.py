@@ -16,7 +16,7 @@ from models.admin.services import AdminError, get_campaign, list_campaigns
 from models.choices import POSTBACK_METHODS
 from models.conversions import admin
 from models.conversions.postbacks import STATUSES, read_secret
-from routes.panel.common import PanelContext, PanelResource, tracker_base
+from routes.panel.common import CampaignBase, PanelContext, PanelResource
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form, read_form_lists
 
@@ -46,7 +46,7 @@ class PostbackSetupResource(PanelResource):
 
     def __init__(self, sessions: PanelSessions, render: Renderer, settings) -> None:
         super().__init__(sessions, render)
-        self.settings = settings
+        self.tracker_base = CampaignBase(sessions, settings)  # The campaign URLs' host is the postbacks'.
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.show(req, resp, self.sessions.require(req), done=DONE.get(req.get_param("done") or "", ""))
@@ -55,7 +55,7 @@ class PostbackSetupResource(PanelResource):
         principal, db = session.principal, self.sessions.db
         is_admin = principal.role == "admin"
         key = read_secret(db, "postback_key") if is_admin else KEY_PLACEHOLDER
-        base = tracker_base(req, self.sessions, self.settings)
+        base = self.tracker_base(req).rstrip("/")
         visible = visible_campaign_ids(db, principal)
         editable = editable_campaign_ids(db, principal)
         campaigns = {c.id: c for c in list_campaigns(include_archived=True)}

@@ -117,7 +117,8 @@ def read_form(req: falcon.Request) -> dict:
 
 
 def read_form_lists(req: falcon.Request) -> dict[str, list[str]]:
-    """The urlencoded form body as {name: [every value]}, for a field sent once per checked box."""
+    """The urlencoded form body as {name: [values]}, every value of a repeated field in order (the
+    editor's filter rows); read_form's first values are the same body's."""
     if (req.content_type or "").split(";")[0].strip() != falcon.MEDIA_URLENCODED:
         raise falcon.HTTPUnsupportedMediaType(
             description="Send the form as application/x-www-form-urlencoded."
