@@ -74,7 +74,7 @@ def test_htmx_gets_the_fragment_and_a_direct_open_the_page(geo_panel):
         geo_panel, "/panel/campaigns/1/simulate", {"Cookie": cookie, "HX-Request": "true"}
     )
     html = body.decode()
-    assert status == 200 and html.lstrip().startswith('<section id="simulate"')
+    assert status == 200 and html.lstrip().startswith('<section class="card simulate" id="simulate-visitor">')
     assert "<html" not in html and 'hx-get="/panel/campaigns/1/simulate"' in html
     html = get(geo_panel, "/panel/campaigns/1/simulate", cookie)[2]
     assert "<html" in html and 'value="203.0.113.10"' in html and "Decision" not in html
