@@ -467,6 +467,19 @@ def campaign_archive(ctx: Context, ref: str) -> None:
     click.echo(f"Campaign {archived.id} archived.")
 
 
+@campaign.command("clone")
+@click.argument("ref")
+@click.option("--name", help='The copy\'s name (default: "<name> (copy)").')
+@click.option("--alias", help="The copy's alias (default: <alias>-copy, numbered until free).")
+@pass_context
+def campaign_clone(ctx: Context, ref: str, name: str | None, alias: str | None) -> None:
+    """Copy a campaign with its streams, filters and offer weights; prints the copy's URL path."""
+    from models.admin.services import clone_campaign
+
+    copy = clone_campaign(ctx.db, ref, name=name, alias=alias)
+    click.echo(f"/{copy.alias}")
+
+
 # -- streams ---------------------------------------------------------------------------------
 
 STREAM_COLUMNS = [

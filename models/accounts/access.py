@@ -10,6 +10,8 @@
   can own a campaign only if an admin gives them one; owning it still gives no write.
 - a principal without write (a read-scope key, a viewer) edits nothing, whatever its role.
 - offers have no owner yet: admins and buyers with write create and change them (`creates_campaigns`).
+  In the panel a buyer or viewer is shown the offers their visible campaigns use, and those no campaign
+  uses yet (a buyer's new offer, before a stream sends to it): `visible_offer_ids`.
 """
 
 from __future__ import annotations
@@ -60,3 +62,14 @@ def edits_campaign(db: Database, principal: Principal, campaign_id: int) -> bool
 def creates_campaigns(principal: Principal) -> bool:
     """Whether `principal` may create campaigns (and offers for them): admins and buyers, with write."""
     return principal.can_write and principal.role in ("admin", "buyer")
+
+
+def visible_offer_ids(db: Database, principal: Principal) -> set[int] | None:
+    """The offers the panel lists for `principal`; None: every offer (an admin)."""
+    from models.admin.services import list_offers, offer_campaigns
+
+    visible = visible_campaign_ids(db, principal)
+    if visible is None:
+        return None
+    used = offer_campaigns()
+    return {offer.id for offer in list_offers() if offer.id not in used or used[offer.id] & visible}

@@ -256,8 +256,9 @@ def update_offer(
     """Change an offer; None leaves a field as it is (`clear_caps` removes both caps)."""
     changes = {key: value for key, value in changes.items() if value is not None}
     _check_offer_fields(changes)
-    if clear_caps:
-        changes.update(daily_cap=None, total_cap=None)
+    if clear_caps:  # The caps not given: a cap given with it is set (the panel's form sends both).
+        changes.setdefault("daily_cap", None)
+        changes.setdefault("total_cap", None)
     with write_tx(db):
         offer = get_offer(offer_id)
         before = _fields(offer)
@@ -272,6 +273,25 @@ def update_offer(
 
 def list_offers() -> list[Offer]:
     return list(Offer.select().order_by(Offer.id))
+
+
+def offer_campaigns() -> dict[int, set[int]]:
+    """Offer id -> the campaigns whose streams (not removed ones) send to it or fall back to it."""
+    used: dict[int, set[int]] = {}
+    links = (
+        StreamOffer.select(StreamOffer.offer, Stream.campaign)
+        .join(Stream)
+        .where((StreamOffer.status == "active") & (Stream.status != "deleted"))
+        .tuples()
+    )
+    fallbacks = (
+        Stream.select(Stream.fallback_offer_id, Stream.campaign)
+        .where(Stream.fallback_offer_id.is_null(False) & (Stream.status != "deleted"))
+        .tuples()
+    )
+    for offer_id, campaign_id in [*links, *fallbacks]:
+        used.setdefault(offer_id, set()).add(campaign_id)
+    return used
 
 
 def create_campaign(
@@ -379,6 +399,68 @@ def update_campaign(
 
 def archive_campaign(db: Database, ref: str | int, *, actor: Principal = CLI) -> Campaign:
     return update_campaign(db, ref, status="archived", actor=actor)
+
+
+COPIED_STREAM_FIELDS = (
+    "name", "type", "position", "weight", "action", "action_payload", "filters", "filter_mode",
+    "daily_cap", "total_cap", "offer_rotation", "redirect_type", "fallback_offer_id", "status",
+)  # fmt: skip
+COPIED_CAMPAIGN_FIELDS = (
+    "rotation", "uniqueness_hours", "timezone", "cost_model", "cost_value", "cost_currency",
+    "bind_visitor", "default_action", "default_payload",
+)  # fmt: skip
+
+
+def _free_alias(base: str) -> str:
+    """`base`, or `base-2`, `base-3` ... : the first no campaign has (archived ones keep theirs)."""
+    taken = {alias.lower() for (alias,) in Campaign.select(Campaign.alias).tuples()}
+    candidate, number = base, 1
+    while candidate.lower() in taken:
+        number += 1
+        suffix = f"-{number}"
+        candidate = base[: 64 - len(suffix)] + suffix
+    return candidate
+
+
+def clone_campaign(
+    db: Database,
+    ref: str | int,
+    *,
+    name: str | None = None,
+    alias: str | None = None,
+    actor: Principal = CLI,
+) -> Campaign:
+    """A copy of a campaign with its streams (filters, caps, offers and weights; not removed streams).
+
+    Named "<name> (copy)" with the alias "<alias>-copy" (then -copy-2 ...) unless given. It keeps the
+    original's status, but a copy of an archived campaign is paused. An admin's copy (the CLI's, the
+    install key's) keeps the original's owner; anyone else's is their own, as a campaign they create
+    would be. Shares, postback targets and costs are not copied: they belong to the original's traffic.
+    """
+    source = get_campaign(ref)
+    if alias is None:
+        alias = _free_alias(source.alias[:59] + "-copy")
+    _check_alias(alias)
+    name = name if name is not None and name.strip() else f"{source.name} (copy)"
+    fields = {field: getattr(source, field) for field in COPIED_CAMPAIGN_FIELDS}
+    fields["status"] = "paused" if source.status == "archived" else source.status
+    fields["owner_id"] = source.owner_id if actor.role == "admin" else actor.user_id
+    with write_tx(db):
+        try:
+            campaign = Campaign.create(name=name, alias=alias, **fields)
+        except IntegrityError:
+            raise AdminError(f"A campaign with alias {alias!r} already exists.") from None
+        created = _fields(campaign) | {"cloned_from": source.id}
+        record_change(db, actor, "campaign", campaign.id, "create", None, created)
+        for original in list_streams(source.id):
+            stream = Stream.create(
+                campaign=campaign, **{field: getattr(original, field) for field in COPIED_STREAM_FIELDS}
+            )
+            for offer_id, weight in stream_offers(original):
+                StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
+            record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
+        MetaStore(db.connection()).bump_config_version()
+    return campaign
 
 
 def list_campaigns(*, include_archived: bool = False) -> list[Campaign]:

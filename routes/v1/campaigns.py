@@ -205,6 +205,33 @@ class CampaignResource:
         )
 
 
+CAMPAIGN_CLONE = (
+    Field("name", "string", 'The copy\'s name (default: "<name> (copy)").'),
+    Field("alias", "string", "The copy's alias (default: <alias>-copy, numbered until free)."),
+)
+
+
+@api_resource
+class CampaignCloneResource:
+    operations = {
+        "POST": Operation(
+            "Copy a campaign with its streams, filters and offer weights.",
+            body=CAMPAIGN_CLONE,
+            answers={201: "Created."},
+        ),
+    }
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        body = read_body(req, CAMPAIGN_CLONE)
+        campaign = _campaign(req, ref)
+        require_creator(req, "campaigns")
+        copy = services.clone_campaign(self.db, campaign.id, actor=req.context.principal, **body)
+        answer(req, resp, campaign_fields(copy), falcon.HTTP_201)
+
+
 def _evaluation_key(stream) -> list:
     return [STREAM_TYPES.index(stream.type), stream.position, stream.id]
 

@@ -232,3 +232,13 @@
     customOnDate();
   });
 })();
+
+// -- extras: a button with data-confirm (bulk archive, removing a postback target) asks first. One
+// listener on the document, so buttons htmx swaps in later are covered too.
+(function () {
+  "use strict";
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("button[data-confirm]") : null;
+    if (button && !window.confirm(button.getAttribute("data-confirm"))) event.preventDefault();
+  });
+})();

@@ -1,0 +1,202 @@
+"""The offers pages: the list with the period's numbers, search, create and edit, over the services
+`lanner offer create|update` and `/api/v1/offers` call (models/admin/services.py)."""
+
+from __future__ import annotations
+
+import math
+
+import falcon
+
+from models.accounts.access import creates_campaigns, visible_offer_ids
+from models.admin.services import AdminError, create_offer, get_offer, list_offers, update_offer
+from models.choices import OFFER_STATUSES
+from models.errors import LannerError
+from routes.panel.common import PERIODS, PanelContext, PanelReports, PanelResource, period_of
+from routes.panel.render import Renderer
+from routes.panel.session import PanelSessions, read_form
+
+STATUS_FILTERS = ("current", *OFFER_STATUSES, "all")  # current: active and paused.
+BLANK_FORM = {"name": "", "url": "", "payout": "0", "currency": "", "daily_cap": "", "total_cap": "",
+              "timezone": "UTC", "status": "active"}  # fmt: skip
+
+
+class FormError(LannerError, ValueError):
+    """A form field that is not what it must be; the message is one sentence for the form."""
+
+
+def offer_form(offer) -> dict[str, str]:
+    """An offer's fields as its edit form shows them."""
+    return {
+        "name": offer.name, "url": offer.url, "payout": f"{offer.payout:g}", "currency": offer.currency,
+        "daily_cap": "" if offer.daily_cap is None else str(offer.daily_cap),
+        "total_cap": "" if offer.total_cap is None else str(offer.total_cap),
+        "timezone": offer.timezone, "status": offer.status,
+    }  # fmt: skip
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise FormError(f"{what} must be a number.") from None
+    if not math.isfinite(value):
+        raise FormError(f"{what} must be a number.")
+    return value
+
+
+def _cap(text: str, what: str) -> int | None:
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or int(text) >= 2**63:
+        raise FormError(f"{what} must be a whole number of clicks, or empty for none.")
+    return int(text)
+
+
+def offer_fields(form: dict[str, str], *, shows_money: bool) -> dict:
+    """The service's keyword arguments from a submitted form (its values already stripped)."""
+    if not form["name"]:
+        raise FormError("An offer needs a name.")
+    fields = {
+        "name": form["name"],
+        "url": form["url"],
+        "currency": form["currency"].upper() or None,
+        "daily_cap": _cap(form["daily_cap"], "The daily cap"),
+        "total_cap": _cap(form["total_cap"], "The total cap"),
+        "timezone": form["timezone"] or "UTC",
+    }
+    if shows_money:  # A user who hides money is shown no payout, so sends none: it stays as it is.
+        fields["payout"] = _number(form["payout"] or "0", "The payout")
+    return fields
+
+
+def submitted(req_form: dict) -> dict[str, str]:
+    return {name: str(req_form.get(name, "")).strip() for name in BLANK_FORM}
+
+
+class OfferPages(PanelResource):
+    """What the list and the edit page share: which offers the principal may see and change."""
+
+    def __init__(self, sessions: PanelSessions, render: Renderer, reports: PanelReports) -> None:
+        super().__init__(sessions, render)
+        self.reports = reports
+
+    def visible_offer(self, principal, offer_id: int):
+        visible = visible_offer_ids(self.sessions.db, principal)
+        try:
+            offer = get_offer(offer_id)
+        except AdminError as exc:
+            raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
+        if visible is not None and offer.id not in visible:
+            raise falcon.HTTPNotFound(title="Not found", description=f"There is no offer {offer_id}.")
+        return offer
+
+    @staticmethod
+    def require_creator(principal) -> None:
+        if not creates_campaigns(principal):
+            raise falcon.HTTPForbidden(
+                title="Read-only", description=f"{principal.name} may not create or change offers."
+            )
+
+
+class OfferListResource(OfferPages):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.show(req, resp, self.sessions.require(req))
+
+    def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
+        principal = session.principal
+        period = period_of(req)
+        status = req.get_param("status") or "current"
+        if status not in STATUS_FILTERS:
+            raise falcon.HTTPBadRequest(
+                title="Unknown status", description=f"The status is one of {', '.join(STATUS_FILTERS)}."
+            )
+        search = (req.get_param("q") or "").strip()
+        visible = visible_offer_ids(self.sessions.db, principal)
+        report = self.reports(principal, "offer", period)
+        stats = {row["offer"]: row for row in report.rows} if report else {}
+        rows = []
+        for offer in list_offers():
+            if visible is not None and offer.id not in visible:
+                continue
+            if (status == "current" and offer.status == "archived") or (
+                status not in ("current", "all") and offer.status != status
+            ):
+                continue
+            if search and search.lower() not in f"{offer.name}\n{offer.url}".lower():
+                continue
+            row = stats.get(offer.id, {})
+            clicks, conversions, revenue = (
+                row.get("clicks", 0),
+                row.get("conversions", 0),
+                row.get("revenue", 0),
+            )
+            rows.append({
+                "offer": offer, "clicks": clicks, "conversions": conversions, "revenue": revenue,
+                "cr": conversions / clicks * 100 if clicks else None, "epc": revenue / clicks if clicks else None,
+            })  # fmt: skip
+        self.page(
+            req, resp, "offers.html", session, code,
+            period=period, periods=PERIODS, status=status, statuses=STATUS_FILTERS, search=search, rows=rows,
+            currency=report.currency if report else self.reports.report_currency,
+            may_create=creates_campaigns(principal), form=form or BLANK_FORM, message=message,
+        )  # fmt: skip
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        form = read_form(req)
+        self.sessions.check_write(req, session, form)
+        principal = session.principal
+        self.require_creator(principal)
+        values = submitted(form)
+        try:
+            fields = offer_fields(values, shows_money=not principal.hides_money)
+            offer = create_offer(
+                self.sessions.db, fields.pop("name"), fields.pop("url"), actor=principal, **fields
+            )
+        except (FormError, AdminError) as exc:
+            self.show(req, resp, session, code=400, form=values, message=str(exc))
+            return
+        resp.status = falcon.HTTP_303
+        resp.location = f"/panel/offers/{offer.id}?created=1"
+
+
+class OfferResource(OfferPages):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
+        session = self.sessions.require(req)
+        offer = self.visible_offer(session.principal, offer_id)
+        saved = "Created." if req.get_param("created") else "Saved." if req.get_param("saved") else ""
+        self.show(req, resp, session, offer, offer_form(offer), saved=saved)
+
+    def show(self, req, resp, session, offer, form, *, code=200, message="", saved="") -> None:
+        self.page(req, resp, "offer.html", session, code, offer=offer, form=form, message=message,
+                  saved=saved, statuses=OFFER_STATUSES, may_edit=creates_campaigns(session.principal))  # fmt: skip
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
+        session = self.sessions.require(req)
+        form = read_form(req)
+        self.sessions.check_write(req, session, form)
+        principal = session.principal
+        offer = self.visible_offer(principal, offer_id)
+        self.require_creator(principal)
+        values = submitted(form)
+        try:
+            fields = offer_fields(values, shows_money=not principal.hides_money)
+            values["status"] = values["status"] or offer.status
+            if values["status"] not in OFFER_STATUSES:
+                raise FormError(f"The status is one of {', '.join(OFFER_STATUSES)}.")
+            caps = {"daily_cap": fields.pop("daily_cap"), "total_cap": fields.pop("total_cap")}
+            update_offer(self.sessions.db, offer.id, status=values["status"], actor=principal,
+                         clear_caps=None in caps.values(), **fields, **caps)  # fmt: skip
+        except (FormError, AdminError) as exc:
+            self.show(req, resp, session, offer, values, code=400, message=str(exc))
+            return
+        resp.status = falcon.HTTP_303
+        resp.location = f"/panel/offers/{offer.id}?saved=1"
+
+
+def add_routes(app: falcon.App, panel: PanelContext) -> None:
+    app.add_route("/panel/offers", OfferListResource(panel.sessions, panel.render, panel.reports))
+    app.add_route(
+        "/panel/offers/{offer_id:int(min=1, max=9223372036854775807)}",
+        OfferResource(panel.sessions, panel.render, panel.reports),
+    )
