@@ -1130,14 +1130,19 @@ def user() -> None:
 @click.argument("name")
 @click.option("--role", type=click.Choice(choices.ROLES), required=True)
 @click.option("--hide-money", is_flag=True, help="Hide cost, revenue, profit and ROI from this user.")
+@click.option("--timezone", default="", help="IANA name their periods and times are in (default: UTC).")
 @password_stdin_option
 @pass_context
-def user_add(ctx: Context, name: str, role: str, hide_money: bool, password_stdin: bool) -> None:
+def user_add(
+    ctx: Context, name: str, role: str, hide_money: bool, timezone: str, password_stdin: bool
+) -> None:
     """Add a user; asks for the password (at least 10 characters)."""
-    from models.accounts.users import add_user, check_name
+    from models.accounts.users import add_user, check_name, check_timezone
 
-    check_name(name)  # Before asking for a password the name would then refuse.
-    added = add_user(ctx.db, name, role, read_new_password(password_stdin), hides_money=hide_money)
+    check_name(name)  # Before asking for a password the name or timezone would then refuse.
+    check_timezone(timezone)
+    password = read_new_password(password_stdin)
+    added = add_user(ctx.db, name, role, password, hides_money=hide_money, timezone=timezone)
     click.echo(f"User {added.name} ({added.role}) added.")
 
 
@@ -1181,12 +1186,15 @@ def user_list(ctx: Context, fmt: str) -> None:
             "role": found.role,
             "hide_money": found.hides_money,
             "disabled": found.is_disabled,
+            "timezone": found.timezone,
+            "last_login_at": ms_iso(found.last_login_at),
             "created_at": ms_iso(found.created_at),
             "updated_at": ms_iso(found.updated_at),
         }
         for found in list_users(ctx.db)
     ]
-    echo_rows(rows, ["id", "name", "role", "hide_money", "disabled", "created_at", "updated_at"], fmt)
+    columns = ["id", "name", "role", "hide_money", "disabled", "timezone", "last_login_at", "created_at"]
+    echo_rows(rows, [*columns, "updated_at"], fmt)
 
 
 @user.command("update")
@@ -1201,9 +1209,10 @@ def user_list(ctx: Context, fmt: str) -> None:
 @click.option(
     "--disable/--enable", "is_disabled", default=None, help="A disabled user cannot log in; their keys stop."
 )
+@click.option("--timezone", help="IANA name their periods and times are in; '' for the default, UTC.")
 @pass_context
 def user_update(ctx: Context, name: str, **changes: Any) -> None:
-    """Change a user's role, money columns or disabled flag."""
+    """Change a user's role, money columns, disabled flag or timezone."""
     from models.accounts.users import update_user
 
     updated = update_user(ctx.db, name, **changes)

@@ -5,7 +5,8 @@ tell which names exist; a disabled user is refused with the same sentence as a w
 After MAX_FAILURES failures within WINDOW_MS from one IP, or for one name, logins from it (or for
 it) are refused until the oldest of them ages out of the window: Retry-After says when. The
 failures are kept in the database (migration 0009 says why not in memory). A success clears the
-name's failures, not the IP's: one good password must not reset a guesser's count from that IP.
+name's failures, not the IP's: one good password must not reset a guesser's count from that IP; it is
+the user's last login (`last_login_at`, the users page shows it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from models.accounts.passwords import PASSWORD_HASHER, verify_password
 from models.accounts.users import User, find_user
 from models.errors import LannerError
 from models.store.database import write_tx
+from models.store.sqlite.accounts import AccountStore
 from models.store.sqlite.sessions import SessionStore
 
 MAX_FAILURES = 5
@@ -77,6 +79,7 @@ def log_in(db: Database, name: str, password: str, ip: str, *, clock=time.time) 
         store = SessionStore(db.connection())
         if is_right:
             store.delete_failures(subjects[1])
+            AccountStore(db.connection()).set_last_login(user.id, now_ms)
         else:
             store.delete_old_failures(now_ms - WINDOW_MS)
             for subject in subjects:

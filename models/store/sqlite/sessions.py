@@ -19,7 +19,8 @@ class SessionStore(Store):
     # What a request needs, in one read by primary key: the session and its user.
     SQL_SESSION = (
         "SELECT s.user_id, s.csrf_token, s.seen_at, s.expires_at, u.name, u.role, u.hides_money, "
-        "u.is_disabled FROM panel_session AS s JOIN app_user AS u ON u.id = s.user_id WHERE s.id_hash = ?"
+        "u.is_disabled, u.timezone FROM panel_session AS s JOIN app_user AS u ON u.id = s.user_id "
+        "WHERE s.id_hash = ?"
     )
     # Only when the stored time is older than `?`: concurrent requests of one page write once.
     SQL_TOUCH_SESSION = (
@@ -47,7 +48,7 @@ class SessionStore(Store):
         ).close()
 
     def session(self, id_hash: str) -> tuple | None:
-        """(user id, csrf token, seen_at, expires_at, name, role, hides_money, is_disabled), or None."""
+        """(user id, csrf token, seen_at, expires_at, name, role, hides_money, is_disabled, timezone), or None."""
         return fetch_one(self.conn, self.SQL_SESSION, (id_hash,))
 
     def touch_session(self, id_hash: str, now_ms: int, expires_at: int, older_than: int) -> None:
