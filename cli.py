@@ -168,17 +168,10 @@ def main() -> None:
 @format_option
 @pass_context
 def settings_command(ctx: Context, fmt: str) -> None:
-    """Show every LANNER_* setting with its current value."""
-    from settings import SETTINGS
+    """Show every LANNER_* setting with its current value (secrets: only whether they are set)."""
+    from settings import shown_settings
 
-    def shown(setting) -> str:
-        value = getattr(ctx.settings, setting.name)
-        if setting.is_secret:
-            return "(set)" if value else "(not set)"
-        return str(value)
-
-    rows = [{"env": s.env, "value": shown(s), "default": s.default, "help": s.help} for s in SETTINGS]
-    echo_rows(rows, ["env", "value", "default", "help"], fmt)
+    echo_rows(shown_settings(ctx.settings), ["env", "value", "default", "help"], fmt)
 
 
 # -- db --------------------------------------------------------------------------------------

@@ -95,14 +95,25 @@ def list_audit(
     entity: str | None = None,
     entity_id: int | None = None,
     since_ms: int = 0,
+    until_ms: int | None = None,
+    actor: str | None = None,
+    before_id: int | None = None,
     limit: int = 50,
 ) -> list[AuditEntry]:
-    """The newest `limit` entries at or after since_ms, newest first, of one entity type (and id)."""
-    rows = AuditStore(db.connection()).entries(entity, entity_id, since_ms, limit)
+    """The newest `limit` entries in [since_ms, until_ms), newest first, of one entity type (and id),
+    by one actor (their name, any case), older than entry `before_id` (the next page's cursor)."""
+    rows = AuditStore(db.connection()).entries(
+        entity, entity_id, since_ms, limit, until_ms=until_ms, actor=actor, before_id=before_id
+    )
     return [
         AuditEntry(*row[:7], json.loads(row[7]), json.loads(row[8]))  # type: ignore[arg-type]
         for row in rows
     ]
+
+
+def audit_actors(db: Database) -> list[str]:
+    """The names the log has entries by (users, removed ones too, `cli`, `install key`)."""
+    return AuditStore(db.connection()).actors()
 
 
 AUDIT_COLUMNS = ["id", "created_at", "actor", "entity", "entity_id", "action", "old", "new"]
