@@ -123,12 +123,13 @@ def audit_rows(
     db: Database,
     *,
     entity: str | None = None,
+    actor: str | None = None,
     since: str | None = None,
     timezone: str = "UTC",
     limit: int = 50,
 ) -> list[dict[str, Any]]:
-    """The newest entries as the CLI and the API list them: `entity` as TYPE or TYPE:ID, `since` a
-    local date or date-time in `timezone` (times shown in it too), `limit` rows at most."""
+    """The newest entries as the CLI and the API list them: `entity` as TYPE or TYPE:ID, by `actor`,
+    `since` a local date or date-time in `timezone` (times shown in it too), `limit` rows at most."""
     from models.reporting.timerange import MAX_LOG_ROWS, TimeRangeError, local_instant, local_iso, zone
 
     tz = zone(timezone)
@@ -148,5 +149,7 @@ def audit_rows(
             "old": entry.old_values,
             "new": entry.new_values,
         }
-        for entry in list_audit(db, entity=kind, entity_id=entity_id, since_ms=since_ms, limit=limit)
+        for entry in list_audit(
+            db, entity=kind, entity_id=entity_id, since_ms=since_ms, actor=actor or None, limit=limit
+        )
     ]
