@@ -182,6 +182,7 @@ def test_a_password_change_needs_the_current_one_and_the_rules_and_is_audited(pa
     from models.accounts.users import get_user
 
     cookie = log_in(panel, "bert")
+    elsewhere = log_in(panel, "bert")  # Another browser of bert's (or whoever knew the old password).
     token = csrf_token(get(panel, "/panel/account", cookie)[2])
     new = "a much better passphrase"
 
@@ -199,6 +200,9 @@ def test_a_password_change_needs_the_current_one_and_the_rules_and_is_audited(pa
     status, headers, _ = change(PASSWORD, new)
     assert status == 303 and headers["location"] == "/panel/account?done=password"
     assert verify_password(get_user(db, "bert"), new) and not verify_password(get_user(db, "bert"), PASSWORD)
+    assert (
+        get(panel, "/panel/account", cookie)[0] == 200 and get(panel, "/panel/account", elsewhere)[0] == 303
+    )
     entry = audit_entries(db, "user")[0]
     assert (entry.actor, entry.action, entry.old_values, entry.new_values) == ("bert", "passwd", {}, {})
     assert post(panel, "/panel/login", {"name": "bert", "password": new})[0] == 303
@@ -266,6 +270,9 @@ def test_an_admin_adds_edits_resets_and_removes_users_with_the_last_admin_refuse
     }  # fmt: skip
 
     reset = {"new_password": "another long one", "confirm_password": "another long one", "csrf_token": token}
+    bert = log_in(panel, "bert")
+    assert post(panel, f"/panel/users/{users['bert'].id}/password", reset, cookie=admin)[0] == 303
+    assert get(panel, "/panel", bert)[0] == 303 and get(panel, "/panel", admin)[0] == 200  # Bert is out.
     assert post(panel, page + "/password", reset, cookie=admin)[0] == 303
     enabled = dataclasses.replace(
         get_user(db, "nina"), is_disabled=False
@@ -359,7 +366,9 @@ def test_the_audit_log_is_admins_only_newest_first_filtered_paged_and_escaped(pa
     assert len(re.findall(r'<td class="when">', html)) == len(users)
     html = get(panel, f"/panel/audit?entity=user&entity_id={users['vera'].id}", admin)[2]
     assert len(re.findall(r'<td class="when">', html)) == 1 and "viewer" in html
-    assert get(panel, "/panel/audit?entity=planet", admin)[0] == 400
+    assert get(panel, "/panel/audit?entity=planet", admin)[0] == 200  # A type with no entries: none.
+    assert get(panel, "/panel/audit?entity=%3Cb%3E", admin)[0] == 400
+    assert 'value="api_key"' not in html and '<option value="campaign">' in html  # Types logged.
     assert get(panel, "/panel/audit?period=forever", admin)[0] == 400
     assert len(re.findall(r'<td class="when">', get(panel, "/panel/audit?period=yesterday", admin)[2])) == 0
 
@@ -384,6 +393,7 @@ def test_the_status_page_is_admins_only_and_masks_secrets(make_panel, users, db)
     panel = make_panel(
         LANNER_MAXMIND_LICENSE_KEY="very-secret-licence",
         LANNER_GEO_UPDATE_URL="https://me:hunter22@geo.example/",
+        LANNER_MAXMIND_ACCOUNT_ID='"><img src=x onerror=alert(1)>',
     )
     from models.conversions.postbacks import read_secret
 
@@ -394,6 +404,7 @@ def test_the_status_page_is_admins_only_and_masks_secrets(make_panel, users, db)
     for shown in ("Spool depth", "Flusher lag", "Consumer", "LANNER_MAXMIND_LICENSE_KEY", "(set)", "Deferred",
                   "Bot ranges", "https://me:***@geo.example<", "no flusher heartbeat"):  # fmt: skip
         assert shown in html, shown
+    assert "<img src=x" not in html and "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
     for secret in (
         "very-secret-licence",
         "hunter22",

@@ -116,6 +116,11 @@ def audit_actors(db: Database) -> list[str]:
     return AuditStore(db.connection()).actors()
 
 
+def audit_entities(db: Database) -> list[str]:
+    """The entity types the log has entries on (campaign, stream, offer, user, api_key, ...)."""
+    return AuditStore(db.connection()).entities()
+
+
 AUDIT_COLUMNS = ["id", "created_at", "actor", "entity", "entity_id", "action", "old", "new"]
 
 

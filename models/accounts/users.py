@@ -174,11 +174,21 @@ def update_user(
     return after
 
 
-def set_password(db: Database, name: str, password: str, *, actor: Principal = CLI) -> User:
+def set_password(
+    db: Database, name: str, password: str, *, actor: Principal = CLI, keep_session: str = ""
+) -> User:
+    """A new password; the user's panel sessions end (but `keep_session`, the id of the one that
+    changed it): whoever knew the old password is logged out."""
+    from models.accounts.sessions import session_hash
+    from models.store.sqlite.sessions import SessionStore
+
     password_hash = hash_password(password)
     with write_tx(db):
         user = get_user(db, name)
         AccountStore(db.connection()).set_password_hash(user.id, password_hash, _now())
+        SessionStore(db.connection()).delete_user_sessions(
+            user.id, session_hash(keep_session) if keep_session else ""
+        )
         record_change(db, actor, "user", user.id, "passwd")
     return user
 

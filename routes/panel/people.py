@@ -109,7 +109,7 @@ class AccountResource(PanelResource):
             error = "The new password and its confirmation differ."
         else:
             try:
-                set_password(db, principal.name, new, actor=principal)
+                set_password(db, principal.name, new, actor=principal, keep_session=session.id)
             except AccountError as exc:
                 error = str(exc)
             else:
@@ -216,9 +216,8 @@ class UserResource(AdminPage):
         try:
             if form.get("new_password") != form.get("confirm_password"):
                 raise AccountError("The new password and its confirmation differ.")
-            set_password(
-                self.sessions.db, user.name, str(form.get("new_password", "")), actor=session.principal
-            )
+            set_password(self.sessions.db, user.name, str(form.get("new_password", "")),
+                         actor=session.principal, keep_session=session.id)  # fmt: skip
         except AccountError as exc:
             self.refused(req, resp, session, user, "password", exc)
             return

@@ -5,13 +5,14 @@ effective settings as `lanner settings` prints them). Admins only, as the CLI an
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.parse
 from typing import Any
 
 import falcon
 
-from models.accounts.audit import audit_actors, list_audit
+from models.accounts.audit import audit_actors, audit_entities, list_audit
 from models.reporting.reports import preset_range
 from models.reporting.timerange import zone
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
@@ -20,8 +21,7 @@ from settings import shown_settings
 
 AUDIT_PAGE_ROWS = 50
 AUDIT_PERIODS = {"all_time": "All time", **PERIODS}
-# What the services log (models/admin/services.py, models/accounts/): the entity filter's choices.
-AUDIT_ENTITIES = ("campaign", "stream", "offer", "user", "api_key")
+ENTITY_PATTERN = re.compile(r"^[a-z_]{1,40}$")  # What the services name entities (record_change).
 STATUS_SECTIONS = ("consumer", "spool", "queue", "database", "geo", "bot_ranges", "deferred", "postbacks")
 
 
@@ -60,9 +60,9 @@ class AuditResource(PanelResource):
                 title="Unknown period", description=f"The period is one of {', '.join(AUDIT_PERIODS)}."
             )
         entity = req.get_param("entity") or None
-        if entity is not None and entity not in AUDIT_ENTITIES:
+        if entity is not None and not ENTITY_PATTERN.match(entity):
             raise falcon.HTTPBadRequest(
-                title="Unknown entity", description=f"The entity is one of {', '.join(AUDIT_ENTITIES)}."
+                title="Bad entity", description="An entity is a type such as campaign, stream or user."
             )
         entity_id = req.get_param_as_int("entity_id", min_value=1) if entity else None
         actor = (req.get_param("actor") or "").strip() or None
@@ -86,7 +86,7 @@ class AuditResource(PanelResource):
         self.page(
             req, resp, "audit.html", session,
             entries=[(entry, local_time(entry.created_at, tz), entry_fields(entry)) for entry in entries],
-            periods=AUDIT_PERIODS, period=period, entities=AUDIT_ENTITIES, entity=entity or "",
+            periods=AUDIT_PERIODS, period=period, entities=audit_entities(self.sessions.db), entity=entity or "",
             entity_id=entity_id or "", actor=actor or "", actors=audit_actors(self.sessions.db),
             older=older, newest="?" + urllib.parse.urlencode(filters) if cursor else None,
         )  # fmt: skip

@@ -22,6 +22,7 @@ class AuditStore(Store):
         "AND (?6 IS NULL OR actor = ?6 COLLATE NOCASE) AND (?7 IS NULL OR id < ?7) ORDER BY id DESC LIMIT ?4"
     )
     SQL_ACTORS = "SELECT DISTINCT actor FROM audit_log ORDER BY actor COLLATE NOCASE"
+    SQL_ENTITIES = "SELECT DISTINCT entity FROM audit_log ORDER BY entity"  # From audit_log_entity.
 
     __slots__ = ()
 
@@ -60,3 +61,7 @@ class AuditStore(Store):
     def actors(self) -> list[str]:
         """Every name the log has entries by."""
         return [actor for (actor,) in self.conn.execute(self.SQL_ACTORS).fetchall()]
+
+    def entities(self) -> list[str]:
+        """Every entity type the log has entries on."""
+        return [entity for (entity,) in self.conn.execute(self.SQL_ENTITIES).fetchall()]

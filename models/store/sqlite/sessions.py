@@ -28,6 +28,7 @@ class SessionStore(Store):
     )
     SQL_DELETE_SESSION = "DELETE FROM panel_session WHERE id_hash = ?"
     SQL_DELETE_EXPIRED_SESSIONS = "DELETE FROM panel_session WHERE expires_at <= ?"
+    SQL_DELETE_USER_SESSIONS = "DELETE FROM panel_session WHERE user_id = ? AND id_hash != ?"
 
     SQL_INSERT_FAILURE = "INSERT INTO login_failure (subject, failed_at) VALUES (?, ?)"
     SQL_FAILURES_SINCE = (
@@ -56,6 +57,10 @@ class SessionStore(Store):
 
     def delete_session(self, id_hash: str) -> None:
         self.conn.execute(self.SQL_DELETE_SESSION, (id_hash,)).close()
+
+    def delete_user_sessions(self, user_id: int, keep_hash: str = "") -> None:
+        """Every session of the user but `keep_hash`'s."""
+        self.conn.execute(self.SQL_DELETE_USER_SESSIONS, (user_id, keep_hash)).close()
 
     def delete_expired_sessions(self, now_ms: int) -> None:
         self.conn.execute(self.SQL_DELETE_EXPIRED_SESSIONS, (now_ms,)).close()
