@@ -442,7 +442,9 @@ def time_buckets(time_group: str, tz: ZoneInfo, start_ms: int, end_ms: int) -> l
             day += timedelta(days=1)
     else:
         for moment in range(start_ms, end_ms, 15 * 60_000):  # Local hours begin on quarter hours.
-            labels(moment)
+            # PERF: only where a local hour begins (~1 µs to tell; a label costs ~10 µs to make).
+            if moment == start_ms or datetime.fromtimestamp(moment / 1000, tz).minute == 0:
+                labels(moment)
     return sorted(labels.starts.items(), key=lambda item: item[1])
 
 
