@@ -233,7 +233,7 @@ def test_only_admins_open_the_users_pages(panel, users, db):
 
 def test_an_admin_adds_edits_resets_and_removes_users_with_the_last_admin_refused(panel, users, db):
     from models.accounts.passwords import verify_password
-    from models.accounts.users import find_user, get_user
+    from models.accounts.users import add_user, find_user, get_user
 
     admin = log_in(panel, "anna")
     token = csrf_token(get(panel, "/panel/users", admin)[2])
@@ -295,6 +295,10 @@ def test_an_admin_adds_edits_resets_and_removes_users_with_the_last_admin_refuse
     assert status == 303 and headers["location"] == "/panel/users?done=removed"
     assert find_user(db, "nina") is None and audit_entries(db, "user")[0].action == "remove"
     assert "The user is removed." in get(panel, "/panel/users?done=removed", admin)[2]
+    # With another admin, anna may step down; her next page is the dashboard, the users pages 403.
+    add_user(db, "olga", "admin", PASSWORD)
+    status, headers, _ = post(panel, own, {"role": "buyer", "csrf_token": token}, cookie=admin)
+    assert status == 303 and headers["location"] == "/panel" and get(panel, "/panel/users", admin)[0] == 403
 
 
 def test_shares_and_api_keys_from_a_user_s_page_the_key_shown_once(panel, users, db):

@@ -199,13 +199,16 @@ class UserResource(AdminPage):
         session = self.admin_session(req, form)
         user = self.user_of(user_id)
         try:
-            update_user(
+            after = update_user(
                 self.sessions.db, user.name, role=str(form.get("role", user.role)),
                 hides_money=is_checked(form, "hides_money"), is_disabled=is_checked(form, "is_disabled"),
                 timezone=str(form.get("timezone", user.timezone)), actor=session.principal,
             )  # fmt: skip
         except AccountError as exc:
             self.refused(req, resp, session, user, "edit", exc)
+            return
+        if after.id == session.user_id and after.role != "admin":  # No longer theirs to see: the dashboard.
+            see_other(resp, "/panel")
             return
         see_other(resp, f"{USERS_PATH}/{user.id}?done=saved")
 

@@ -33,8 +33,9 @@ def require_admin(sessions, req: falcon.Request, what: str):
 
 
 def shown_value(value: Any) -> str:
-    """An audited value as text: strings as they are, everything else as JSON (null, true, 3, [..])."""
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    """An audited value as text: strings as they are (an empty one as ""), everything else as JSON
+    (null, true, 3, [..])."""
+    return value if isinstance(value, str) and value else json.dumps(value, sort_keys=True)
 
 
 def entry_fields(entry) -> list[tuple[str, str | None, str | None]]:
