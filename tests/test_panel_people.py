@@ -208,6 +208,25 @@ def test_a_password_change_needs_the_current_one_and_the_rules_and_is_audited(pa
     assert post(panel, "/panel/login", {"name": "bert", "password": new})[0] == 303
 
 
+def test_guessing_the_current_password_is_throttled_as_logins_are(panel, users, db):
+    from models.accounts.users import get_user
+
+    cookie = log_in(panel, "bert")  # A stolen session: it does not know the password.
+    token = csrf_token(get(panel, "/panel/account", cookie)[2])
+    guess = {"new_password": "x" * 12, "confirm_password": "x" * 12, "csrf_token": token}
+    logged_in_at = get_user(db, "bert").last_login_at
+    for attempt in range(5):
+        fields = {**guess, "password": f"guess {attempt}!"}
+        assert post(panel, "/panel/account/password", fields, cookie=cookie)[0] == 400
+    fields = {**guess, "password": PASSWORD}
+    status, headers, body = post(panel, "/panel/account/password", fields, cookie=cookie)
+    assert status == 429 and int(headers["retry-after"]) > 0 and "Too many failed logins" in body.decode()
+    assert post(panel, "/panel/login", {"name": "bert", "password": PASSWORD})[0] == 429  # One count.
+    panel.clock.advance(int(headers["retry-after"]))
+    assert post(panel, "/panel/account/password", fields, cookie=cookie)[0] == 303
+    assert get_user(db, "bert").last_login_at == logged_in_at  # A check, not a login.
+
+
 # -- /panel/users ------------------------------------------------------------------------------
 
 

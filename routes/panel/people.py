@@ -12,7 +12,7 @@ import falcon
 
 from models.accounts.apikeys import create_api_key, list_api_keys, revoke_api_key
 from models.accounts.errors import AccountError
-from models.accounts.passwords import verify_password
+from models.accounts.logins import LoginThrottled, confirm_password
 from models.accounts.sharing import share_campaign, unshare_campaign, user_shares
 from models.accounts.users import (
     add_user,
@@ -101,9 +101,14 @@ class AccountResource(PanelResource):
         principal = session.principal
         db = self.sessions.db
         new = str(form.get("new_password", ""))
-        if not verify_password(
-            get_user_by_id(db, session.user_id), str(form.get("password", "")), database=db
-        ):
+        try:
+            is_right = confirm_password(db, principal.name, str(form.get("password", "")),
+                                        self.sessions.client_ip(req), **self.sessions.clock_options())  # fmt: skip
+        except LoginThrottled as exc:
+            resp.set_header("Retry-After", str(exc.retry_after))
+            self.show(req, resp, session, 429, error=str(exc), field="password")
+            return
+        if not is_right:
             error = "The current password is wrong."
         elif new != form.get("confirm_password"):
             error = "The new password and its confirmation differ."
