@@ -393,6 +393,10 @@ def test_the_audit_log_is_admins_only_newest_first_filtered_paged_and_escaped(pa
     assert get(panel, "/panel/audit?entity=%3Cb%3E", admin)[0] == 400
     assert 'value="api_key"' not in html and '<option value="campaign">' in html  # Types logged.
     assert get(panel, "/panel/audit?period=forever", admin)[0] == 400
+    # The filter form as a browser sends it, blanks included; a bad number is a 400 page.
+    html = get(panel, "/panel/audit?period=all_time&actor=&entity=user&entity_id=", admin)[2]
+    assert len(re.findall(r'<td class="when">', html)) == len(users)
+    assert get(panel, "/panel/audit?cursor=x", admin)[0] == 400
     assert len(re.findall(r'<td class="when">', get(panel, "/panel/audit?period=yesterday", admin)[2])) == 0
 
     old_rows = system.AUDIT_PAGE_ROWS

@@ -32,6 +32,16 @@ def require_admin(sessions, req: falcon.Request, what: str):
     return session
 
 
+def optional_id(req: falcon.Request, name: str) -> int | None:
+    """A positive id parameter; blank (the filter form's empty box) is none."""
+    text = (req.get_param(name) or "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or not 0 < int(text) < 2**63:
+        raise falcon.HTTPBadRequest(title="Bad id", description=f"The {name.replace('_', ' ')} is a number.")
+    return int(text)
+
+
 def shown_value(value: Any) -> str:
     """An audited value as text: strings as they are (an empty one as ""), everything else as JSON
     (null, true, 3, [..])."""
@@ -65,9 +75,9 @@ class AuditResource(PanelResource):
             raise falcon.HTTPBadRequest(
                 title="Bad entity", description="An entity is a type such as campaign, stream or user."
             )
-        entity_id = req.get_param_as_int("entity_id", min_value=1) if entity else None
+        entity_id = optional_id(req, "entity_id") if entity else None
         actor = (req.get_param("actor") or "").strip() or None
-        cursor = req.get_param_as_int("cursor", min_value=1)
+        cursor = optional_id(req, "cursor")
         start, end = preset_range(period, zone(tz), time.time())
         entries = list_audit(
             self.sessions.db, entity=entity, entity_id=entity_id, since_ms=start or 0, until_ms=end,
