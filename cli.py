@@ -168,17 +168,10 @@ def main() -> None:
 @format_option
 @pass_context
 def settings_command(ctx: Context, fmt: str) -> None:
-    """Show every LANNER_* setting with its current value."""
-    from settings import SETTINGS
+    """Show every LANNER_* setting with its current value (secrets: only whether they are set)."""
+    from settings import shown_settings
 
-    def shown(setting) -> str:
-        value = getattr(ctx.settings, setting.name)
-        if setting.is_secret:
-            return "(set)" if value else "(not set)"
-        return str(value)
-
-    rows = [{"env": s.env, "value": shown(s), "default": s.default, "help": s.help} for s in SETTINGS]
-    echo_rows(rows, ["env", "value", "default", "help"], fmt)
+    echo_rows(shown_settings(ctx.settings), ["env", "value", "default", "help"], fmt)
 
 
 # -- db --------------------------------------------------------------------------------------
@@ -1145,14 +1138,19 @@ def user() -> None:
 @click.argument("name")
 @click.option("--role", type=click.Choice(choices.ROLES), required=True)
 @click.option("--hide-money", is_flag=True, help="Hide cost, revenue, profit and ROI from this user.")
+@click.option("--timezone", default="", help="IANA name their periods and times are in (default: UTC).")
 @password_stdin_option
 @pass_context
-def user_add(ctx: Context, name: str, role: str, hide_money: bool, password_stdin: bool) -> None:
+def user_add(
+    ctx: Context, name: str, role: str, hide_money: bool, timezone: str, password_stdin: bool
+) -> None:
     """Add a user; asks for the password (at least 10 characters)."""
-    from models.accounts.users import add_user, check_name
+    from models.accounts.users import add_user, check_name, check_timezone
 
-    check_name(name)  # Before asking for a password the name would then refuse.
-    added = add_user(ctx.db, name, role, read_new_password(password_stdin), hides_money=hide_money)
+    check_name(name)  # Before asking for a password the name or timezone would then refuse.
+    check_timezone(timezone)
+    password = read_new_password(password_stdin)
+    added = add_user(ctx.db, name, role, password, hides_money=hide_money, timezone=timezone)
     click.echo(f"User {added.name} ({added.role}) added.")
 
 
@@ -1196,12 +1194,15 @@ def user_list(ctx: Context, fmt: str) -> None:
             "role": found.role,
             "hide_money": found.hides_money,
             "disabled": found.is_disabled,
+            "timezone": found.timezone,
+            "last_login_at": ms_iso(found.last_login_at),
             "created_at": ms_iso(found.created_at),
             "updated_at": ms_iso(found.updated_at),
         }
         for found in list_users(ctx.db)
     ]
-    echo_rows(rows, ["id", "name", "role", "hide_money", "disabled", "created_at", "updated_at"], fmt)
+    columns = ["id", "name", "role", "hide_money", "disabled", "timezone", "last_login_at", "created_at"]
+    echo_rows(rows, [*columns, "updated_at"], fmt)
 
 
 @user.command("update")
@@ -1216,9 +1217,10 @@ def user_list(ctx: Context, fmt: str) -> None:
 @click.option(
     "--disable/--enable", "is_disabled", default=None, help="A disabled user cannot log in; their keys stop."
 )
+@click.option("--timezone", help="IANA name their periods and times are in; '' for the default, UTC.")
 @pass_context
 def user_update(ctx: Context, name: str, **changes: Any) -> None:
-    """Change a user's role, money columns or disabled flag."""
+    """Change a user's role, money columns, disabled flag or timezone."""
     from models.accounts.users import update_user
 
     updated = update_user(ctx.db, name, **changes)
@@ -1284,6 +1286,7 @@ def audit() -> None:
 
 @audit.command("list")
 @click.option("--entity", help="campaign, stream, offer, user or api_key; TYPE:ID for one (campaign:3).")
+@click.option("--actor", help="Only changes by this user (or `cli`, `install key`), any case.")
 @click.option("--since", help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive.")
 @click.option("--timezone", default="UTC", show_default=True, help="For --since and the times shown.")
 @click.option("--limit", type=int, default=50, show_default=True)

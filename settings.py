@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -547,3 +548,19 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     ):
         raise ValueError("LANNER_GEO_EDITIONS names a country/city edition but LANNER_GEO_SOURCE is not set.")
     return Settings(**values)
+
+
+URL_PASSWORD = re.compile(r"(://[^/@:\s]*:)[^/@\s]+@")
+
+
+def shown_settings(settings: Settings) -> list[dict[str, str]]:
+    """Every setting as `lanner settings` and the panel's status page show it: env name, value, default,
+    help; a secret only as set or not, a password inside a URL as ***."""
+
+    def shown(setting: Setting) -> str:
+        value = getattr(settings, setting.name)
+        if setting.is_secret:
+            return "(set)" if value else "(not set)"
+        return URL_PASSWORD.sub(r"\1***@", str(value))
+
+    return [{"env": s.env, "value": shown(s), "default": s.default, "help": s.help} for s in SETTINGS]

@@ -384,7 +384,7 @@ def test_principal_names_the_api_contract():
     import models.accounts.principal as principal
 
     assert [field.name for field in dataclasses.fields(Principal)] == [
-        "user_id", "name", "role", "can_write", "hides_money",
+        "user_id", "name", "role", "can_write", "hides_money", "timezone",
     ]  # fmt: skip
     assert principal.visible_campaign_ids is visible_campaign_ids
     with pytest.raises(dataclasses.FrozenInstanceError):

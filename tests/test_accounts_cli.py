@@ -42,7 +42,9 @@ def test_user_add_reads_the_password_from_stdin_and_user_list_prints_table_json_
     assert stored_user(db, "vera").hides_money
 
     table = lanner("user", "list").stdout.splitlines()
-    assert table[0].split() == ["id", "name", "role", "hide_money", "disabled", "created_at", "updated_at"]
+    assert table[0].split() == [
+        "id", "name", "role", "hide_money", "disabled", "timezone", "last_login_at", "created_at", "updated_at",
+    ]  # fmt: skip
     assert table[1].split()[:5] == ["1", "anna", "buyer", "False", "False"]
     listed = json.loads(lanner("user", "list", "--json").stdout)
     assert [(u["name"], u["role"], u["hide_money"]) for u in listed] == [
@@ -52,6 +54,19 @@ def test_user_add_reads_the_password_from_stdin_and_user_list_prints_table_json_
     assert all("password" not in key for row in listed for key in row)
     rows = list(csv.DictReader(io.StringIO(lanner("user", "list", "--csv").stdout)))
     assert [row["name"] for row in rows] == ["anna", "Vera"]
+
+
+def test_a_user_s_timezone_is_set_at_add_and_update_and_checked_as_a_campaign_s(lanner, env, db):
+    assert add(env, "anna", "buyer", "--timezone", "America/New_York").returncode == 0
+    assert stored_user(db, "anna").timezone == "America/New_York"
+    bad = add(env, "bert", "buyer", "--timezone", "Mars/Olympus")
+    assert bad.returncode == 1 and "Unknown timezone 'Mars/Olympus'" in bad.stderr
+    assert lanner("user", "update", "anna", "--timezone", "Europe/Berlin").returncode == 0
+    assert json.loads(lanner("user", "list", "--json").stdout)[0]["timezone"] == "Europe/Berlin"
+    assert lanner("user", "update", "anna", "--timezone", "").returncode == 0  # Back to the default, UTC.
+    assert stored_user(db, "anna").timezone == ""
+    refused = lanner("user", "update", "anna", "--timezone", "../etc/passwd", check=False)
+    assert refused.returncode == 1 and "Unknown timezone" in refused.stderr
 
 
 def test_user_add_refuses_a_short_password_a_bad_name_and_a_taken_one_in_one_sentence(lanner, env):

@@ -135,8 +135,8 @@ def test_user_share_and_key_changes_are_logged_and_no_password_or_key_is(db):
 
     logged = [row for row in entries(db) if row[1] != "offer" and row[1] != "stream"]
     assert [(entity, entity_id, action, old, new) for _, entity, entity_id, action, old, new in logged] == [
-        ("user", 1, "create", {}, {"name": "root", "role": "admin", "hides_money": False, "is_disabled": False}),
-        ("user", anna.id, "create", {}, {"name": "anna", "role": "buyer", "hides_money": False, "is_disabled": False}),
+        ("user", 1, "create", {}, {"name": "root", "role": "admin", "hides_money": False, "is_disabled": False, "timezone": ""}),
+        ("user", anna.id, "create", {}, {"name": "anna", "role": "buyer", "hides_money": False, "is_disabled": False, "timezone": ""}),
         ("user", anna.id, "update", {"hides_money": False}, {"hides_money": True}),
         ("user", anna.id, "passwd", {}, {}),
         ("campaign", campaign.id, "create", {}, logged[4][5]),
@@ -145,7 +145,7 @@ def test_user_share_and_key_changes_are_logged_and_no_password_or_key_is(db):
         ("campaign", campaign.id, "unshare", {"share:anna": "edit"}, {}),
         ("api_key", created.id, "create", {}, {"user": "anna", "scope": "read", "label": "export", "prefix": key[:12]}),
         ("api_key", created.id, "revoke", {"revoked": False}, {"revoked": True}),
-        ("user", anna.id, "remove", {"name": "anna", "role": "buyer", "hides_money": True, "is_disabled": False}, {}),
+        ("user", anna.id, "remove", {"name": "anna", "role": "buyer", "hides_money": True, "is_disabled": False, "timezone": ""}, {}),
     ]  # fmt: skip
     everything = json.dumps(db.connection().execute("SELECT * FROM audit_log").fetchall())
     assert "argon2" not in everything and PASSWORD not in everything and key not in everything
@@ -184,6 +184,8 @@ def test_lanner_audit_list_prints_table_json_and_csv_with_filters(lanner):
     assert shown[0]["old"] == {"name": "S"} and shown[0]["new"] == {"name": "Renamed"}
     csv_lines = lanner("audit", "list", "--csv", "--entity", "offer", "--limit", "5").stdout.splitlines()
     assert csv_lines[0] == "id,created_at,actor,entity,entity_id,action,old,new" and len(csv_lines) == 2
+    assert json.loads(lanner("audit", "list", "--json", "--actor", "nobody").stdout) == []
+    assert len(json.loads(lanner("audit", "list", "--json", "--actor", "CLI").stdout)) == len(table) - 1
     refused = lanner("audit", "list", "--since", "yesterday", check=False)
     assert refused.returncode == 1 and "is not a date (YYYY-MM-DD)" in refused.stderr
     assert "Traceback" not in refused.stderr

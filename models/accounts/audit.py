@@ -95,14 +95,30 @@ def list_audit(
     entity: str | None = None,
     entity_id: int | None = None,
     since_ms: int = 0,
+    until_ms: int | None = None,
+    actor: str | None = None,
+    before_id: int | None = None,
     limit: int = 50,
 ) -> list[AuditEntry]:
-    """The newest `limit` entries at or after since_ms, newest first, of one entity type (and id)."""
-    rows = AuditStore(db.connection()).entries(entity, entity_id, since_ms, limit)
+    """The newest `limit` entries in [since_ms, until_ms), newest first, of one entity type (and id),
+    by one actor (their name, any case), older than entry `before_id` (the next page's cursor)."""
+    rows = AuditStore(db.connection()).entries(
+        entity, entity_id, since_ms, limit, until_ms=until_ms, actor=actor, before_id=before_id
+    )
     return [
         AuditEntry(*row[:7], json.loads(row[7]), json.loads(row[8]))  # type: ignore[arg-type]
         for row in rows
     ]
+
+
+def audit_actors(db: Database) -> list[str]:
+    """The names the log has entries by (users, removed ones too, `cli`, `install key`)."""
+    return AuditStore(db.connection()).actors()
+
+
+def audit_entities(db: Database) -> list[str]:
+    """The entity types the log has entries on (campaign, stream, offer, user, api_key, ...)."""
+    return AuditStore(db.connection()).entities()
 
 
 AUDIT_COLUMNS = ["id", "created_at", "actor", "entity", "entity_id", "action", "old", "new"]
@@ -112,12 +128,13 @@ def audit_rows(
     db: Database,
     *,
     entity: str | None = None,
+    actor: str | None = None,
     since: str | None = None,
     timezone: str = "UTC",
     limit: int = 50,
 ) -> list[dict[str, Any]]:
-    """The newest entries as the CLI and the API list them: `entity` as TYPE or TYPE:ID, `since` a
-    local date or date-time in `timezone` (times shown in it too), `limit` rows at most."""
+    """The newest entries as the CLI and the API list them: `entity` as TYPE or TYPE:ID, by `actor`,
+    `since` a local date or date-time in `timezone` (times shown in it too), `limit` rows at most."""
     from models.reporting.timerange import MAX_LOG_ROWS, TimeRangeError, local_instant, local_iso, zone
 
     tz = zone(timezone)
@@ -137,5 +154,7 @@ def audit_rows(
             "old": entry.old_values,
             "new": entry.new_values,
         }
-        for entry in list_audit(db, entity=kind, entity_id=entity_id, since_ms=since_ms, limit=limit)
+        for entry in list_audit(
+            db, entity=kind, entity_id=entity_id, since_ms=since_ms, actor=actor or None, limit=limit
+        )
     ]

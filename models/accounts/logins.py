@@ -5,7 +5,8 @@ tell which names exist; a disabled user is refused with the same sentence as a w
 After MAX_FAILURES failures within WINDOW_MS from one IP, or for one name, logins from it (or for
 it) are refused until the oldest of them ages out of the window: Retry-After says when. The
 failures are kept in the database (migration 0009 says why not in memory). A success clears the
-name's failures, not the IP's: one good password must not reset a guesser's count from that IP.
+name's failures, not the IP's: one good password must not reset a guesser's count from that IP; it is
+the user's last login (`last_login_at`, the users page shows it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from models.accounts.passwords import PASSWORD_HASHER, verify_password
 from models.accounts.users import User, find_user
 from models.errors import LannerError
 from models.store.database import write_tx
+from models.store.sqlite.accounts import AccountStore
 from models.store.sqlite.sessions import SessionStore
 
 MAX_FAILURES = 5
@@ -64,7 +66,20 @@ def _check_throttle(store: SessionStore, subjects: tuple[str, ...], now_ms: int)
 def log_in(db: Database, name: str, password: str, ip: str, *, clock=time.time) -> User:
     """The user `name` and `password` open; LoginThrottled before any check when there were too many
     failures, LoginRefused (one sentence for every reason) when they open nothing."""
-    now_ms = int(clock() * 1000)
+    user = _checked(db, name, password, ip, int(clock() * 1000), is_login=True)
+    if user is None:
+        raise LoginRefused(WRONG_LOGIN)
+    return user
+
+
+def confirm_password(db: Database, name: str, password: str, ip: str, *, clock=time.time) -> bool:
+    """Whether `password` is logged-in user `name`'s (the account page asks before a new one):
+    throttled and counted as a login is, so a stolen session guesses it no faster than the login
+    form would; LoginThrottled when there were too many failures. Not a login: no last-login time."""
+    return _checked(db, name, password, ip, int(clock() * 1000), is_login=False) is not None
+
+
+def _checked(db: Database, name: str, password: str, ip: str, now_ms: int, *, is_login: bool) -> User | None:
     subjects = _subjects(ip, name)
     _check_throttle(SessionStore(db.connection()), subjects, now_ms)
     user = find_user(db, name) if name else None
@@ -77,10 +92,10 @@ def log_in(db: Database, name: str, password: str, ip: str, *, clock=time.time) 
         store = SessionStore(db.connection())
         if is_right:
             store.delete_failures(subjects[1])
+            if is_login:
+                AccountStore(db.connection()).set_last_login(user.id, now_ms)
         else:
             store.delete_old_failures(now_ms - WINDOW_MS)
             for subject in subjects:
                 store.insert_failure(subject, now_ms)
-    if not is_right:
-        raise LoginRefused(WRONG_LOGIN)
-    return user
+    return user if is_right else None

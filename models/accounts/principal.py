@@ -37,6 +37,7 @@ class Principal:
     role: str  # admin, buyer, viewer
     can_write: bool  # The key's scope allows writes and the role is not viewer.
     hides_money: bool  # Cost, revenue, profit and ROI are hidden from it.
+    timezone: str = ""  # The user's IANA timezone (a panel session's); '' is the report default, UTC.
 
     @property
     def is_admin(self) -> bool:
@@ -48,10 +49,11 @@ CLI = Principal(None, "cli", "admin", True, False)
 
 
 def user_principal(
-    user_id: int, name: str, role: str, hides_money: bool, *, scope: str = "write"
+    user_id: int, name: str, role: str, hides_money: bool, *, scope: str = "write", timezone: str = ""
 ) -> Principal:
     """A user acting with a key of `scope` (a session acts with write scope)."""
-    return Principal(user_id, name, role, scope == "write" and role != "viewer", bool(hides_money))
+    can_write = scope == "write" and role != "viewer"
+    return Principal(user_id, name, role, can_write, bool(hides_money), timezone or "")
 
 
 def authenticate_api_key(db: Database, key: str, *, clock=time.time) -> Principal | None:

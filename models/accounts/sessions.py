@@ -53,7 +53,7 @@ def open_session(db: Database, user, hours: float, *, clock=time.time) -> Sessio
         store = SessionStore(db.connection())
         store.delete_expired_sessions(now_ms)
         store.insert_session(session_hash(session_id), user.id, csrf_token, now_ms, expires_at)
-    principal = user_principal(user.id, user.name, user.role, user.hides_money)
+    principal = user_principal(user.id, user.name, user.role, user.hides_money, timezone=user.timezone)
     return Session(session_id, user.id, csrf_token, expires_at, principal)
 
 
@@ -67,7 +67,7 @@ def find_session(db: Database, session_id: str, hours: float, *, clock=time.time
     row = store.session(id_hash)
     if row is None:
         return None
-    user_id, csrf_token, seen_at, expires_at, name, role, hides_money, is_disabled = row
+    user_id, csrf_token, seen_at, expires_at, name, role, hides_money, is_disabled, timezone = row
     now_ms = int(clock() * 1000)
     if expires_at <= now_ms or is_disabled:
         return None
@@ -78,9 +78,8 @@ def find_session(db: Database, session_id: str, hours: float, *, clock=time.time
                 store.touch_session(id_hash, now_ms, expires_at, now_ms - TOUCH_EVERY_MS + 1)
         except STORE_ERRORS as exc:
             logger.debug("Session of user %s: expiry not moved (%s)", user_id, exc)
-    return Session(
-        session_id, user_id, csrf_token, expires_at, user_principal(user_id, name, role, hides_money)
-    )
+    principal = user_principal(user_id, name, role, hides_money, timezone=timezone)
+    return Session(session_id, user_id, csrf_token, expires_at, principal)
 
 
 def end_session(db: Database, session_id: str) -> None:

@@ -63,3 +63,8 @@ def campaign_shares(db: Database, campaign_id: int) -> list[tuple[str, bool]]:
     return [
         (name, may_edit) for _, name, may_edit in AccountStore(db.connection()).campaign_shares(campaign_id)
     ]
+
+
+def user_shares(db: Database, user_id: int) -> dict[int, bool]:
+    """campaign id -> may_edit, of every campaign shared with the user."""
+    return AccountStore(db.connection()).shared_with(user_id)

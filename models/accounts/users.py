@@ -1,6 +1,7 @@
 """Users: add, list, change, remove, with their role and "hide money" flag; the first admin.
 
-Names are 1-64 ASCII letters, digits and `.`, `_`, `-`, `@` (an e-mail address fits), unique
+A user's timezone is an IANA name (checked as a campaign's is) their periods, charts and times are
+in; '' is the report default, UTC. Names are 1-64 ASCII letters, digits and `.`, `_`, `-`, `@` (an e-mail address fits), unique
 without regard to case: `Anna` and `anna` are one user, kept as first written. At least one enabled
 admin always remains: removing, disabling or demoting the last one is refused.
 """
@@ -36,17 +37,21 @@ class User:
     is_disabled: bool
     created_at: int  # Unix ms.
     updated_at: int
+    timezone: str = ""  # IANA name; '' is the report default (UTC).
+    last_login_at: int | None = None  # The last panel login, Unix ms.
 
     @classmethod
     def from_row(cls, row: tuple) -> User:
-        id_, name, role, password_hash, hides_money, is_disabled, created_at, updated_at = row
+        id_, name, role, password_hash, hides_money, is_disabled, created_at, updated_at, tz, login = row
         return cls(
-            id_, name, role, password_hash, bool(hides_money), bool(is_disabled), created_at, updated_at
-        )
+            id_, name, role, password_hash, bool(hides_money), bool(is_disabled), created_at, updated_at,
+            tz, login,
+        )  # fmt: skip
 
     def audited(self) -> dict:
-        """The fields the audit log shows (never the hash)."""
-        return {key: value for key, value in asdict(self).items() if key not in ("id", "password_hash")}
+        """The fields the audit log shows (never the hash; a login is no change)."""
+        hidden = ("id", "password_hash", "last_login_at")
+        return {key: value for key, value in asdict(self).items() if key not in hidden}
 
 
 def _now() -> int:
@@ -66,6 +71,19 @@ def check_role(role: str) -> str:
     if role not in ROLES:
         raise AccountError(f"A role must be one of {', '.join(ROLES)}, not {role!r}.")
     return role
+
+
+def check_timezone(name: str) -> str:
+    """'' (the report default, UTC) or an IANA name, by the check a campaign's timezone passes."""
+    from models.admin.services import AdminError
+    from models.admin.services import check_timezone as check_campaign_timezone
+
+    if not name:
+        return ""
+    try:
+        return check_campaign_timezone(name)
+    except AdminError as exc:
+        raise AccountError(str(exc)) from None
 
 
 def find_user(db: Database, name: str) -> User | None:
@@ -92,17 +110,25 @@ def list_users(db: Database) -> list[User]:
 
 
 def add_user(
-    db: Database, name: str, role: str, password: str, *, hides_money: bool = False, actor: Principal = CLI
+    db: Database,
+    name: str,
+    role: str,
+    password: str,
+    *,
+    hides_money: bool = False,
+    timezone: str = "",
+    actor: Principal = CLI,
 ) -> User:
     """A new, enabled user."""
     check_name(name)
     check_role(role)
+    check_timezone(timezone)
     password_hash = hash_password(password)  # Outside the transaction: ~75 ms of CPU.
     with write_tx(db):
         store = AccountStore(db.connection())
         if (existing := store.user_by_name(name)) is not None:
             raise AccountError(f"A user named {existing[1]!r} exists already (names ignore case).")
-        user_id = store.insert_user(name, role, password_hash, hides_money, _now())
+        user_id = store.insert_user(name, role, password_hash, hides_money, timezone, _now())
         user = User.from_row(store.user_by_id(user_id))
         record_change(db, actor, "user", user.id, "create", None, user.audited())
     return user
@@ -122,11 +148,14 @@ def update_user(
     role: str | None = None,
     hides_money: bool | None = None,
     is_disabled: bool | None = None,
+    timezone: str | None = None,
     actor: Principal = CLI,
 ) -> User:
-    """Change a user's role, money flag or disabled flag; None leaves one as it is."""
+    """Change a user's role, money flag, disabled flag or timezone; None leaves one as it is."""
     if role is not None:
         check_role(role)
+    if timezone is not None:
+        check_timezone(timezone)
     with write_tx(db):
         store = AccountStore(db.connection())
         before = get_user(db, name)
@@ -137,6 +166,7 @@ def update_user(
             before.role if role is None else role,
             before.hides_money if hides_money is None else hides_money,
             before.is_disabled if is_disabled is None else is_disabled,
+            before.timezone if timezone is None else timezone,
             _now(),
         )
         after = User.from_row(store.user_by_id(before.id))
@@ -144,11 +174,21 @@ def update_user(
     return after
 
 
-def set_password(db: Database, name: str, password: str, *, actor: Principal = CLI) -> User:
+def set_password(
+    db: Database, name: str, password: str, *, actor: Principal = CLI, keep_session: str = ""
+) -> User:
+    """A new password; the user's panel sessions end (but `keep_session`, the id of the one that
+    changed it): whoever knew the old password is logged out."""
+    from models.accounts.sessions import session_hash
+    from models.store.sqlite.sessions import SessionStore
+
     password_hash = hash_password(password)
     with write_tx(db):
         user = get_user(db, name)
         AccountStore(db.connection()).set_password_hash(user.id, password_hash, _now())
+        SessionStore(db.connection()).delete_user_sessions(
+            user.id, session_hash(keep_session) if keep_session else ""
+        )
         record_change(db, actor, "user", user.id, "passwd")
     return user
 

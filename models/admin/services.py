@@ -90,7 +90,8 @@ def _check_alias(alias: str) -> str:
     return alias
 
 
-def _check_timezone(name: str) -> str:
+def check_timezone(name: str) -> str:
+    """An IANA timezone name, or one sentence saying it is none (campaigns' and users' timezones)."""
     if name not in available_timezones() and name != "UTC":
         raise AdminError(f"Unknown timezone {name!r}; use an IANA name such as Europe/Berlin or UTC.")
     ZoneInfo(name)
@@ -121,7 +122,7 @@ def _check_offer_fields(fields: dict[str, Any]) -> None:
     if "status" in fields:
         _check_choice(fields["status"], OFFER_STATUSES, "Offer status")
     if "timezone" in fields:
-        _check_timezone(fields["timezone"])
+        check_timezone(fields["timezone"])
     _check_cap(fields.get("daily_cap"), "A daily cap")
     _check_cap(fields.get("total_cap"), "A total cap")
 
@@ -350,7 +351,7 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
             f"The uniqueness window must be a positive number of hours, at most {MAX_UNIQUENESS_HOURS:,}."
         )
     if "timezone" in fields:
-        _check_timezone(fields["timezone"])
+        check_timezone(fields["timezone"])
     if "default_action" in fields:
         _check_choice(fields["default_action"], DEFAULT_ACTIONS, "Default action")
         if fields["default_action"] == "redirect":

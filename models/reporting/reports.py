@@ -442,6 +442,24 @@ def _is_repeated_hour(local: datetime) -> bool:
     return False
 
 
+def time_buckets(time_group: str, tz: ZoneInfo, start_ms: int, end_ms: int) -> list[tuple[str, int]]:
+    """Every day or hour of [start_ms, end_ms) as a report grouped by `time_group` in `tz` labels it,
+    with the instant it begins, in time order: a chart's x axis, empty buckets included (a repeated
+    hour twice, a skipped one not at all)."""
+    labels = _Labels(time_group, tz)
+    if time_group == "day":
+        day = datetime.fromtimestamp(start_ms / 1000, tz).date()
+        while (midnight := local_instant(day.isoformat(), tz, is_end=False)) < end_ms:
+            labels(max(midnight, start_ms))
+            day += timedelta(days=1)
+    else:
+        for moment in range(start_ms, end_ms, 15 * 60_000):  # Local hours begin on quarter hours.
+            # PERF: only where a local hour begins (~1 µs to tell; a label costs ~10 µs to make).
+            if moment == start_ms or datetime.fromtimestamp(moment / 1000, tz).minute == 0:
+                labels(moment)
+    return sorted(labels.starts.items(), key=lambda item: item[1])
+
+
 def _group_key(row: tuple, bucket: int | None, labels: _Labels) -> tuple:
     width = len(row) - len(METRICS)
     if bucket:

@@ -20,6 +20,8 @@ class User(BaseModel):
     is_disabled = IntegerField(default=0)
     created_at = BigIntegerField()
     updated_at = BigIntegerField()
+    timezone = TextField(default="")  # IANA name of the user's periods and times; '' is UTC (0010).
+    last_login_at = BigIntegerField(null=True)  # The last panel login, Unix ms.
 
     class Meta:
         table_name = "app_user"  # `user` is reserved in PostgreSQL.

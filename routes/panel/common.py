@@ -32,7 +32,7 @@ SUMMED = ("clicks", "unique_clicks", "conversions", "revenue", "cost", "profit")
 
 def timezone_of(principal) -> str:
     """The IANA timezone a principal's periods, charts and times are in."""
-    return getattr(principal, "timezone", "") or DEFAULT_TIMEZONE
+    return principal.timezone or DEFAULT_TIMEZONE
 
 
 def period_of(req: falcon.Request) -> str:

@@ -5,7 +5,6 @@ API calls (the report as routes/v1/reports.py asks for it, access as models/acco
 from __future__ import annotations
 
 import urllib.parse
-from datetime import datetime, timedelta, timezone
 
 import falcon
 
@@ -14,6 +13,8 @@ from models.accounts.logins import LoginRefused, LoginThrottled, log_in
 from models.accounts.sessions import end_session, open_session
 from models.admin.services import AdminError, get_campaign, list_campaigns, update_campaign
 from models.choices import CAMPAIGN_STATUSES
+from models.reporting.reports import time_buckets
+from models.reporting.timerange import zone
 from routes.panel.common import (
     PERIODS,
     SUMMED,
@@ -22,6 +23,7 @@ from routes.panel.common import (
     PanelReports,
     PanelResource,
     period_of,
+    timezone_of,
     totals,
 )
 from routes.panel.render import Renderer
@@ -44,26 +46,22 @@ def safe_next(target: str | None) -> str:
 
 
 def chart_data(report, group: str, principal) -> dict:
-    """The time series the dashboard draws: every bucket of the period, empty ones as zeros."""
+    """The time series the dashboard draws: every bucket of the period in the user's timezone, empty
+    ones as zeros, x as each bucket's first instant (panel.js labels the axis in `timezone`)."""
     series = ["clicks", "conversions"] + ([] if principal.hides_money else ["revenue", "cost", "profit"])
     by_label = {row[group]: row for row in report.rows} if report else {}
-    labels = []
+    name = timezone_of(principal)
+    buckets = []
     if report and report.start_ms is not None:
-        tz = timezone.utc
-        step = timedelta(hours=1) if group == "hour" else timedelta(days=1)
-        moment = datetime.fromtimestamp(report.start_ms / 1000, tz)
-        end = datetime.fromtimestamp(report.end_ms / 1000, tz)
-        while moment < end:
-            labels.append(moment.strftime("%Y-%m-%d %H:00" if group == "hour" else "%Y-%m-%d"))
-            moment += step
-    labels += sorted(set(by_label) - set(labels))  # Hours a clock change repeats, labelled with an offset.
-    x = [int(datetime.fromisoformat(label[:16]).replace(tzinfo=timezone.utc).timestamp()) for label in labels]
+        buckets = time_buckets(group, zone(name), report.start_ms, report.end_ms)
     return {
-        "x": x,
+        "x": [start_ms // 1000 for _, start_ms in buckets],
         "series": {
-            name: [round(by_label.get(label, {}).get(name) or 0, 2) for label in labels] for name in series
+            column: [round(by_label.get(label, {}).get(column) or 0, 2) for label, _ in buckets]
+            for column in series
         },
         "currency": report.currency if report else "",
+        "timezone": name,
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 import urllib.parse
+from datetime import datetime, timezone
 
 import falcon
 
@@ -20,6 +21,7 @@ from routes.click import ClientAddress
 COOKIE = "lanner_session"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOGIN_PATH = "/panel/login"
+COOKIE_CLEARED = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class PanelSessions:
@@ -103,7 +105,10 @@ class PanelSessions:
         )
 
     def clear_cookie(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.unset_cookie(COOKIE, path="/", same_site="Lax")
+        # An Expires in 1970, not Falcon's unset_cookie (one second before the server's now): a browser
+        # whose clock is behind the server's would keep that cookie until its clock got there.
+        resp.set_cookie(COOKIE, "", expires=COOKIE_CLEARED, path="/", secure=self.is_https(req),
+                        http_only=True, same_site="Lax")  # fmt: skip
 
 
 def read_form(req: falcon.Request) -> dict:

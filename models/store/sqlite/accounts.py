@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from models.store.sqlite.rows import Store, fetch_one
 
-USER_COLUMNS = "id, name, role, password_hash, hides_money, is_disabled, created_at, updated_at"
+USER_COLUMNS = (
+    "id, name, role, password_hash, hides_money, is_disabled, created_at, updated_at, timezone, last_login_at"
+)
 API_KEY_COLUMNS = (
     "k.id, k.user_id, u.name, k.scope, k.label, k.prefix, k.created_at, k.last_used_at, k.is_revoked"
 )
@@ -24,12 +26,14 @@ class AccountStore(Store):
     SQL_HAS_USERS = "SELECT EXISTS (SELECT 1 FROM app_user)"
     SQL_ENABLED_ADMINS = "SELECT COUNT(*) FROM app_user WHERE role = 'admin' AND is_disabled = 0"
     SQL_INSERT_USER = (
-        "INSERT INTO app_user (name, role, password_hash, hides_money, is_disabled, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, 0, ?, ?)"
+        "INSERT INTO app_user (name, role, password_hash, hides_money, is_disabled, timezone, created_at, "
+        "updated_at) VALUES (?, ?, ?, ?, 0, ?, ?, ?)"
     )
     SQL_UPDATE_USER = (
-        "UPDATE app_user SET role = ?, hides_money = ?, is_disabled = ?, updated_at = ? WHERE id = ?"
+        "UPDATE app_user SET role = ?, hides_money = ?, is_disabled = ?, timezone = ?, updated_at = ? "
+        "WHERE id = ?"
     )
+    SQL_SET_LAST_LOGIN = "UPDATE app_user SET last_login_at = ? WHERE id = ?"
     SQL_SET_PASSWORD_HASH = "UPDATE app_user SET password_hash = ?, updated_at = ? WHERE id = ?"
     # A rehash on login: only over the hash it verified, so a password changed meanwhile stays.
     SQL_REPLACE_PASSWORD_HASH = "UPDATE app_user SET password_hash = ? WHERE id = ? AND password_hash = ?"
@@ -89,17 +93,24 @@ class AccountStore(Store):
     def enabled_admins(self) -> int:
         return fetch_one(self.conn, self.SQL_ENABLED_ADMINS)[0]
 
-    def insert_user(self, name: str, role: str, password_hash: str, hides_money: bool, now_ms: int) -> int:
+    def insert_user(
+        self, name: str, role: str, password_hash: str, hides_money: bool, timezone: str, now_ms: int
+    ) -> int:
         cursor = self.conn.execute(
-            self.SQL_INSERT_USER, (name, role, password_hash, int(hides_money), now_ms, now_ms)
+            self.SQL_INSERT_USER, (name, role, password_hash, int(hides_money), timezone, now_ms, now_ms)
         )
         cursor.close()
         return cursor.lastrowid
 
-    def update_user(self, user_id: int, role: str, hides_money: bool, is_disabled: bool, now_ms: int) -> None:
+    def update_user(
+        self, user_id: int, role: str, hides_money: bool, is_disabled: bool, timezone: str, now_ms: int
+    ) -> None:
         self.conn.execute(
-            self.SQL_UPDATE_USER, (role, int(hides_money), int(is_disabled), now_ms, user_id)
+            self.SQL_UPDATE_USER, (role, int(hides_money), int(is_disabled), timezone, now_ms, user_id)
         ).close()
+
+    def set_last_login(self, user_id: int, now_ms: int) -> None:
+        self.conn.execute(self.SQL_SET_LAST_LOGIN, (now_ms, user_id)).close()
 
     def set_password_hash(self, user_id: int, password_hash: str, now_ms: int) -> None:
         self.conn.execute(self.SQL_SET_PASSWORD_HASH, (password_hash, now_ms, user_id)).close()

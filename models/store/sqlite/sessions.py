@@ -19,7 +19,8 @@ class SessionStore(Store):
     # What a request needs, in one read by primary key: the session and its user.
     SQL_SESSION = (
         "SELECT s.user_id, s.csrf_token, s.seen_at, s.expires_at, u.name, u.role, u.hides_money, "
-        "u.is_disabled FROM panel_session AS s JOIN app_user AS u ON u.id = s.user_id WHERE s.id_hash = ?"
+        "u.is_disabled, u.timezone FROM panel_session AS s JOIN app_user AS u ON u.id = s.user_id "
+        "WHERE s.id_hash = ?"
     )
     # Only when the stored time is older than `?`: concurrent requests of one page write once.
     SQL_TOUCH_SESSION = (
@@ -27,6 +28,7 @@ class SessionStore(Store):
     )
     SQL_DELETE_SESSION = "DELETE FROM panel_session WHERE id_hash = ?"
     SQL_DELETE_EXPIRED_SESSIONS = "DELETE FROM panel_session WHERE expires_at <= ?"
+    SQL_DELETE_USER_SESSIONS = "DELETE FROM panel_session WHERE user_id = ? AND id_hash != ?"
 
     SQL_INSERT_FAILURE = "INSERT INTO login_failure (subject, failed_at) VALUES (?, ?)"
     SQL_FAILURES_SINCE = (
@@ -47,7 +49,7 @@ class SessionStore(Store):
         ).close()
 
     def session(self, id_hash: str) -> tuple | None:
-        """(user id, csrf token, seen_at, expires_at, name, role, hides_money, is_disabled), or None."""
+        """(user id, csrf token, seen_at, expires_at, name, role, hides_money, is_disabled, timezone), or None."""
         return fetch_one(self.conn, self.SQL_SESSION, (id_hash,))
 
     def touch_session(self, id_hash: str, now_ms: int, expires_at: int, older_than: int) -> None:
@@ -55,6 +57,10 @@ class SessionStore(Store):
 
     def delete_session(self, id_hash: str) -> None:
         self.conn.execute(self.SQL_DELETE_SESSION, (id_hash,)).close()
+
+    def delete_user_sessions(self, user_id: int, keep_hash: str = "") -> None:
+        """Every session of the user but `keep_hash`'s."""
+        self.conn.execute(self.SQL_DELETE_USER_SESSIONS, (user_id, keep_hash)).close()
 
     def delete_expired_sessions(self, now_ms: int) -> None:
         self.conn.execute(self.SQL_DELETE_EXPIRED_SESSIONS, (now_ms,)).close()

@@ -31,7 +31,8 @@
       series: series,
       axes: axes,
       scales: { x: { time: true }, count: { range: function (u, min, max) { return [0, Math.max(max, 1)]; } } },
-      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
+      // The user's timezone, as the buckets are: x is each bucket's first instant.
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), data.timezone === "UTC" ? "Etc/UTC" : data.timezone); },
     });
     var chart = new uPlot(options, columns, box);
     window.addEventListener("resize", function () { chart.setSize(size()); });

@@ -1,0 +1,137 @@
+"""The panel's admin pages about the install itself: /panel/audit (the audit log, as `lanner audit
+list` shows it) and /panel/status (what `lanner status` and GET /api/v1/status show, and the
+effective settings as `lanner settings` prints them). Admins only, as the CLI and the API decide."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.parse
+from typing import Any
+
+import falcon
+
+from models.accounts.audit import audit_actors, audit_entities, list_audit
+from models.reporting.reports import preset_range
+from models.reporting.timerange import zone
+from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
+from routes.panel.people import local_time
+from settings import shown_settings
+
+AUDIT_PAGE_ROWS = 50
+AUDIT_PERIODS = {"all_time": "All time", **PERIODS}
+ENTITY_PATTERN = re.compile(r"^[a-z_]{1,40}$")  # What the services name entities (record_change).
+STATUS_SECTIONS = ("consumer", "spool", "queue", "database", "geo", "bot_ranges", "deferred", "postbacks")
+
+
+def require_admin(sessions, req: falcon.Request, what: str):
+    session = sessions.require(req)
+    if not session.principal.is_admin:
+        raise falcon.HTTPForbidden(title="Admins only", description=f"Only an admin sees {what}.")
+    return session
+
+
+def optional_id(req: falcon.Request, name: str) -> int | None:
+    """A positive id parameter; blank (the filter form's empty box) is none."""
+    text = (req.get_param(name) or "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or not 0 < int(text) < 2**63:
+        raise falcon.HTTPBadRequest(title="Bad id", description=f"The {name.replace('_', ' ')} is a number.")
+    return int(text)
+
+
+def shown_value(value: Any) -> str:
+    """An audited value as text: strings as they are (an empty one as ""), everything else as JSON
+    (null, true, 3, [..])."""
+    return value if isinstance(value, str) and value else json.dumps(value, sort_keys=True)
+
+
+def entry_fields(entry) -> list[tuple[str, str | None, str | None]]:
+    """(field, old or None, new or None) of every field the entry changed, by name."""
+    names = sorted({*entry.old_values, *entry.new_values})
+    return [
+        (
+            name,
+            shown_value(entry.old_values[name]) if name in entry.old_values else None,
+            shown_value(entry.new_values[name]) if name in entry.new_values else None,
+        )
+        for name in names
+    ]
+
+
+class AuditResource(PanelResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = require_admin(self.sessions, req, "the audit log")
+        tz = timezone_of(session.principal)
+        period = req.get_param("period") or "all_time"
+        if period not in AUDIT_PERIODS:
+            raise falcon.HTTPBadRequest(
+                title="Unknown period", description=f"The period is one of {', '.join(AUDIT_PERIODS)}."
+            )
+        entity = req.get_param("entity") or None
+        if entity is not None and not ENTITY_PATTERN.match(entity):
+            raise falcon.HTTPBadRequest(
+                title="Bad entity", description="An entity is a type such as campaign, stream or user."
+            )
+        entity_id = optional_id(req, "entity_id") if entity else None
+        actor = (req.get_param("actor") or "").strip() or None
+        cursor = optional_id(req, "cursor")
+        start, end = preset_range(period, zone(tz), time.time())
+        entries = list_audit(
+            self.sessions.db, entity=entity, entity_id=entity_id, since_ms=start or 0, until_ms=end,
+            actor=actor, before_id=cursor, limit=AUDIT_PAGE_ROWS + 1,
+        )  # fmt: skip
+        filters = {
+            "period": period,
+            "entity": entity or "",
+            "entity_id": entity_id or "",
+            "actor": actor or "",
+        }
+        filters = {name: value for name, value in filters.items() if value}
+        older = None
+        if len(entries) > AUDIT_PAGE_ROWS:
+            entries = entries[:AUDIT_PAGE_ROWS]
+            older = "?" + urllib.parse.urlencode({**filters, "cursor": entries[-1].id})
+        self.page(
+            req, resp, "audit.html", session,
+            entries=[(entry, local_time(entry.created_at, tz), entry_fields(entry)) for entry in entries],
+            periods=AUDIT_PERIODS, period=period, entities=audit_entities(self.sessions.db), entity=entity or "",
+            entity_id=entity_id or "", actor=actor or "", actors=audit_actors(self.sessions.db),
+            older=older, newest="?" + urllib.parse.urlencode(filters) if cursor else None,
+        )  # fmt: skip
+
+
+def section_rows(section: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, value) of a status section; nested values as JSON."""
+    return [
+        (name, value if isinstance(value, str) else json.dumps(value, sort_keys=True))
+        for name, value in section.items()
+    ]
+
+
+class StatusResource(PanelResource):
+    def __init__(self, sessions, render, settings) -> None:
+        super().__init__(sessions, render)
+        self.settings = settings
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        from workers.ops.status import collect_status
+
+        session = require_admin(self.sessions, req, "the install's status")
+        status = collect_status(self.settings, self.sessions.db)
+        geo = status["geo"]
+        warnings = [info["warning"] for info in (geo, *geo.get("network", {}).values()) if "warning" in info]
+        sections = [(name, section_rows(status[name])) for name in STATUS_SECTIONS if name in status]
+        self.page(
+            req, resp, "status.html", session,
+            web=status["web"], consumer=status["consumer"], spool=status["spool"],
+            database=status["database"], warnings=warnings, sections=sections,
+            settings_rows=shown_settings(self.settings),
+        )  # fmt: skip
+
+
+def add_routes(app: falcon.App, panel: PanelContext) -> None:
+    app.add_route("/panel/audit", AuditResource(panel.sessions, panel.render))
+    app.add_route("/panel/status", StatusResource(panel.sessions, panel.render, panel.settings))
