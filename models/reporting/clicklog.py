@@ -13,6 +13,7 @@ from typing import Any
 
 from peewee import Database
 
+from models.choices import SUB_ID_SLOTS
 from models.errors import LannerError
 from models.reporting.timerange import before, localise_times, time_bounded, zone
 from models.tables.click import Click
@@ -34,6 +35,10 @@ LOG_COLUMNS = (
 )
 
 
+class ClickLogError(LannerError, ValueError):
+    """A click log filter that cannot be used; one sentence for the user."""
+
+
 @dataclass
 class ClickFilter:
     campaign_id: int | None = None
@@ -41,6 +46,10 @@ class ClickFilter:
     offer_id: int | None = None
     country: str | None = None
     is_bot: bool | None = None
+    campaign_ids: tuple[int, ...] | None = None  # Only these campaigns' clicks (a user's visible ones).
+    subid: str | None = None
+    ip: str | None = None  # As stored: anonymised where the install anonymises (README, "Privacy").
+    sub_id: tuple[int, str] | None = None  # (slot 1..30, value): clicks with sub_id_<slot> = value.
     since: str | None = None  # YYYY-MM-DD or YYYY-MM-DDTHH:MM, in `timezone`, inclusive.
     until: str | None = None  # Same, exclusive; a bare date means the end of that day.
     timezone: str = "UTC"
@@ -66,6 +75,17 @@ def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
         )
     if query.is_bot is not None:
         conditions.append(Click.is_bot == int(query.is_bot))
+    if query.campaign_ids is not None:
+        conditions.append(Click.campaign_id.in_(sorted(query.campaign_ids)))
+    if query.subid is not None:
+        conditions.append(Click.subid == query.subid)
+    if query.ip is not None:
+        conditions.append(Click.ip == query.ip)
+    if query.sub_id is not None:
+        slot, value = query.sub_id
+        if not 1 <= slot <= SUB_ID_SLOTS:
+            raise ClickLogError(f"A sub id slot is 1 to {SUB_ID_SLOTS}, not {slot}.")
+        conditions.append(getattr(Click, f"sub_id_{slot}") == value)
     for condition in conditions:
         select = select.where(condition)
     if query.campaign_id is not None:

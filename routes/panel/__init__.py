@@ -20,7 +20,7 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
     from falcon.app_helpers import default_serialize_error
 
     from routes.click import ClientAddress
-    from routes.panel import pages
+    from routes.panel import conversions, logs, pages
     from routes.panel.common import PanelContext, PanelReports
     from routes.panel.render import STATIC, Renderer, serialize_errors_as_pages
     from routes.panel.session import PanelSessions
@@ -33,7 +33,7 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
     render = Renderer()
     panel = PanelContext(db, settings, sessions, render, PanelReports(db, settings.report_currency))
     # One module per area of the panel, each adding its own pages.
-    for module in (pages,):
+    for module in (pages, logs, conversions):
         module.add_routes(app, panel)
     app.add_static_route(PREFIX + "/static", STATIC)
     app.set_error_serializer(serialize_errors_as_pages(render, PREFIX, default_serialize_error))
