@@ -185,6 +185,12 @@ def test_a_click_s_page_shows_what_was_stored_its_trace_and_conversions_escaped(
     assert "7.50" not in html and "<th>cost</th>" not in html and "sale" in html
     assert get(panel, f"/panel/clicks/{subid}", log_in(panel, "bert"))[0] == 404
     assert get(panel, "/panel/clicks/nosuchsubid", admin)[0] == 404
+    # The campaign's name, in the log's rows and its filter.
+    from models.admin.services import update_campaign
+
+    update_campaign(db, campaign.id, name=XSS)
+    html = get(panel, "/panel/clicks", admin)[2]
+    assert "<script>alert" not in html and html.count(ESCAPED) == 2
 
 
 def test_the_log_pages_ask_for_a_login(panel, users):
