@@ -88,6 +88,13 @@ def test_a_buyer_s_click_log_holds_only_their_campaigns_and_pages_both_ways(pane
     assert get(panel, "/panel/clicks?campaign=1", buyer)[0] == 404
     status, _, html = get(panel, f"/panel/clicks/{stored_subids(db, 1)[0]}", buyer)
     assert status == 404 and "There is no stored click" in html
+    # Two campaigns' clicks, merged newest first, by (time, id) across pages.
+    from models.accounts.sharing import share_campaign
+
+    share_campaign(db, 1, "bert")
+    both = [s for page in walk(panel, buyer, "/panel/clicks?limit=30") for s in page]
+    newest_first = db.execute_sql("SELECT subid FROM click ORDER BY created_at DESC, id DESC").fetchall()
+    assert both == [s for (s,) in newest_first]
     admin = log_in(panel)
     assert len([s for page in walk(panel, admin, "/panel/clicks?limit=100") for s in page]) == 250
     # A user who sees no campaign sees no click.
