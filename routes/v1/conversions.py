@@ -100,6 +100,9 @@ class ConversionResource:
     def on_patch(self, req: falcon.Request, resp: falcon.Response, conversion_id: int) -> None:
         body = read_body(req, CORRECTION)
         require_campaign(req, get_conversion(conversion_id).campaign_id)
+        if req.context.principal.hides_money and ({"payout", "currency"} & set(body)):
+            # As the panel: a payout this user is not shown is not theirs to set either.
+            raise falcon.HTTPForbidden(title="Money hidden", description="This user does not set payouts.")
         conversion = correct_conversion(self.db, conversion_id, actor=req.context.principal, **body)
         answer(req, resp, {name: getattr(conversion, name) for name in CONVERSION_FIELDS})
 
