@@ -200,6 +200,20 @@ def test_a_click_s_page_shows_what_was_stored_its_trace_and_conversions_escaped(
     assert "<script>alert" not in html and html.count(ESCAPED) == 2
 
 
+def test_an_anonymising_install_finds_a_click_by_its_full_ip_and_says_it_keeps_less(
+    make_panel, users, db, settings, make_tracker
+):
+    _, subid = routed_click(db, settings, make_tracker, ip="198.51.100.7", user_agent="UA")
+    db.execute_sql("UPDATE click SET ip = '198.51.100.0'")  # As the tracker keeps it with the setting on.
+    anonymising = make_panel(LANNER_ANONYMIZE_IP="on")
+    admin = log_in(anonymising)
+    assert subids(get(anonymising, "/panel/clicks?ip=198.51.100.7", admin)[2]) == [subid]
+    html = get(anonymising, f"/panel/clicks/{subid}", admin)[2]
+    assert "198.51.100.0" in html and "(anonymised" in html
+    plain = make_panel()
+    assert subids(get(plain, "/panel/clicks?ip=198.51.100.7", log_in(plain))[2]) == []
+
+
 def test_the_log_pages_ask_for_a_login(panel, users):
     for path in ("/panel/clicks", "/panel/clicks/x", "/panel/conversions", "/panel/conversions/1",
                  "/panel/conversions/import", "/panel/postback-log"):  # fmt: skip

@@ -18,6 +18,7 @@ import falcon
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import list_campaigns
 from models.choices import POSTBACK_VERDICTS, SUB_ID_SLOTS
+from models.clicks.privacy import anonymized_ip
 from models.errors import LannerError
 from models.reporting.clicklog import ClickFilter, StoredClickError, list_clicks, stored_click
 from models.reporting.conversionlog import (
@@ -140,6 +141,10 @@ def sub_id_filter(req: falcon.Request) -> tuple[int, str] | None:
 
 
 class ClickLogResource(PanelResource):
+    def __init__(self, sessions, render, settings) -> None:
+        super().__init__(sessions, render)
+        self.anonymize_ip = settings.anonymize_ip
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         principal = session.principal
@@ -154,7 +159,8 @@ class ClickLogResource(PanelResource):
             country=param(req, "country") or None,
             is_bot={"": None, "bots": True, "humans": False}[bots],
             subid=param(req, "subid") or None,
-            ip=param(req, "ip") or None,
+            # Clicks keep the address as anonymised, if the install does: a full one finds them too.
+            ip=(anonymized_ip(param(req, "ip")) if self.anonymize_ip else param(req, "ip")) or None,
             sub_id=sub_id_filter(req),
             limit=pager.limit + 1,
             before_id=pager.before_id,
@@ -202,7 +208,7 @@ class ClickPageResource(PanelResource):
         self.page(
             req, resp, "logs_click.html", session,
             click=found, facts=facts, sub_ids=sub_ids, streams=data["streams"], conversions=conversions,
-            campaign=campaigns.get(found["campaign_id"]),
+            campaign=campaigns.get(found["campaign_id"]), is_anonymized=self.settings.anonymize_ip,
         )  # fmt: skip
 
 
@@ -264,6 +270,6 @@ class PostbackLogResource(PanelResource):
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
     sessions, render = panel.sessions, panel.render
-    app.add_route("/panel/clicks", ClickLogResource(sessions, render))
+    app.add_route("/panel/clicks", ClickLogResource(sessions, render, panel.settings))
     app.add_route("/panel/clicks/{subid}", ClickPageResource(sessions, render, panel.settings))
     app.add_route("/panel/postback-log", PostbackLogResource(sessions, render))
