@@ -318,6 +318,21 @@ def test_a_correction_changes_status_and_payout_is_audited_and_refuses_what_it_c
     assert get(panel, f"/panel/conversions/{2**63}", admin)[0] == 404
 
 
+def test_a_status_correction_keeps_a_payout_the_form_shows_to_the_last_digit(panel, users, clicks, db):
+    from models.conversions.manual import get_conversion
+
+    subid = stored_subids(db, 1)[0]
+    imported(db, [subid], payout=1234567.891)
+    cid = conversion_id(db, subid)
+    admin = log_in(panel)
+    html = get(panel, f"/panel/conversions/{cid}", admin)[2]
+    shown = re.search(r'name="payout" value="([^"]+)"', html).group(1)
+    assert shown == "1234567.891"
+    fields = {"status": "rejected", "payout": shown, "csrf_token": csrf_token(html)}
+    assert post(panel, f"/panel/conversions/{cid}", fields, admin)[0] == 303
+    assert (get_conversion(cid).status, get_conversion(cid).payout) == ("rejected", 1234567.891)
+
+
 def test_an_api_correction_refuses_a_status_the_vocabulary_lacks_and_is_audited(db, clicks):
     from models.accounts.audit import audit_rows
     from models.accounts.principal import user_principal

@@ -87,7 +87,7 @@ class ConversionResource(PanelResource):
             conversion=conversion, created_at=local_iso(conversion.created_at, tz),
             campaign=campaigns.get(conversion.campaign_id), statuses=CONVERSION_STATUSES,
             is_editable=principal.can_write and edits_campaign(self.sessions.db, principal, conversion.campaign_id),
-            message=message, form={"status": conversion.status, "payout": f"{conversion.payout:g}", **(form or {})},
+            message=message, form={"status": conversion.status, "payout": repr(conversion.payout), **(form or {})},
             saved=param(req, "saved") == "1",
         )  # fmt: skip
 
@@ -187,7 +187,8 @@ class ConversionImportResource(PanelResource):
         fields = read_import(req)
         self.sessions.check_write(req, session, fields)
         self.require_importer(session.principal)
-        text = fields.get("file", "").strip() and fields["file"] or fields.get("csv", "")
+        # A chosen file wins over the textarea (a form without a file sends an empty part).
+        text = fields.get("file", "") if fields.get("file", "").strip() else fields.get("csv", "")
         if not text.strip():
             self.show(req, resp, session, 400, text, "Paste the CSV or choose a file.")
             return
