@@ -1003,9 +1003,8 @@ def conversion_import(ctx: Context, file, as_json: bool) -> None:
     if as_json:
         click.echo(json_text({"rows": [row.as_dict() for row in rows], "verdicts": counts}))
         return
-    echo_rows(
-        [row.as_dict() for row in rows], ("line", "subid", "verdict", "detail", "conversion_id"), "table"
-    )
+    shown = [{**row.as_dict(), "conversion_id": row.conversion_id or ""} for row in rows]
+    echo_rows(shown, ("line", "subid", "verdict", "detail", "conversion_id"), "table")
     click.echo(", ".join(f"{verdict}: {count:,}" for verdict, count in counts.items()) or "No rows.")
 
 
