@@ -20,6 +20,8 @@ FILTER_MODES = ("and", "or")
 # sale, or a share of revenue. A click URL's `cost=` parameter overrides the per-click models.
 COST_MODELS = ("cpc", "cpuc", "cpm", "cpa", "cps", "revshare")
 SUB_ID_SLOTS = 30  # sub_id_1 .. sub_id_30 on every click.
+# A conversion's status; a network's other words are mapped to these (README, "Statuses").
+CONVERSION_STATUSES = ("lead", "sale", "rejected", "rebill", "trash")
 POSTBACK_METHODS = ("GET", "POST")  # How an outbound postback is sent.
 # What a received postback became, as logged and answered.
 POSTBACK_VERDICTS = (

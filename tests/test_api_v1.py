@@ -398,6 +398,18 @@ def test_the_click_log_refuses_bad_limits_cursors_and_parameters(admin, key, cli
     assert call(admin, "GET", "/clicks?limit=3&bots=false&country=unknown", key)[0] == 200
 
 
+def test_a_user_who_hides_money_corrects_a_status_but_sets_no_payout(admin, key, clicks, db):
+    subid = walk(admin, key, "/clicks", limit=1)[0][0]["subid"]
+    call(admin, "POST", "/conversions/import", key, raw=f"subid,status,payout\n{subid},sale,3".encode(),
+         headers={"Content-Type": "text/csv"})  # fmt: skip
+    conversion_id = call(admin, "GET", "/conversions", key)[1]["items"][0]["id"]
+    for body in ({"payout": 0}, {"status": "rejected", "currency": "EUR"}):
+        status, answer = call(admin, "PATCH", f"/conversions/{conversion_id}", FRUGAL_KEY, body)
+        assert (status, answer["description"]) == (403, "This user does not set payouts."), body
+    status, answer = call(admin, "PATCH", f"/conversions/{conversion_id}", FRUGAL_KEY, {"status": "rejected"})
+    assert status == 200 and answer["status"] == "rejected" and "payout" not in answer
+
+
 def test_conversions_import_from_csv_list_by_cursor_and_correct_one(admin, key, clicks, db):
     subids = [row["subid"] for p in walk(admin, key, "/clicks", limit=500) for row in p]
     lines = ["subid,tid,status,payout"] + [f"{s},t{n},sale,2.5" for n, s in enumerate(subids)]

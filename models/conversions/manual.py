@@ -3,9 +3,10 @@
 An imported row is a postback in all but transport: it is parsed by the same rules (`parse_postback`),
 applied and logged by the same recorder (method `IMPORT`), so a row names the same verdicts a network's
 postback would get (created, updated, duplicate, refused, parked) and a status word maps the same way.
-A correction is an operator's override of one stored conversion's status or payout: any status may
-replace any other (the postback rules guard against networks, not against the operator), through
-`change_status`, so costs, rollups and outbound postbacks follow as for a postback.
+A correction is an operator's override of one stored conversion's status or payout: any of the
+statuses models/choices.py names may replace any other (the postback rules guard against networks,
+not against the operator), through `change_status`, so costs, rollups and outbound postbacks follow as
+for a postback. Both are in the audit log under the user who made them (entity `conversion`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from typing import Any
 
 from peewee import Database
 
+from models.accounts.audit import record_change
+from models.accounts.principal import CLI, Principal
+from models.choices import CONVERSION_STATUSES
 from models.conversions.postbacks import (
     INVALID,
     ConversionRecorder,
@@ -32,12 +36,14 @@ from models.errors import LannerError
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
 from models.store.database import write_tx
 from models.store.sqlite.conversions import ConversionStore
-from models.tables.conversion import STATUSES, Conversion
+from models.tables.conversion import Conversion
 
 IMPORT_COLUMNS = ("subid", "tid", "status", "payout", "currency", "from")
 REQUIRED_COLUMNS = ("subid",)
 MAX_IMPORT_ROWS = 10_000
 MAX_PAYOUT = 1e9
+# What a correction's audit entry keeps, before and after.
+CORRECTED_FIELDS = ("status", "payout", "currency", "report_payout")
 
 
 class ConversionInputError(LannerError, ValueError):
@@ -62,7 +68,9 @@ class ImportedRow:
         }
 
 
-def import_conversions(recorder: ConversionRecorder, text: str, *, remote_ip: str = "") -> list[ImportedRow]:
+def import_conversions(
+    recorder: ConversionRecorder, text: str, *, remote_ip: str = "", actor: Principal = CLI
+) -> list[ImportedRow]:
     """Apply every row of a CSV with a header naming some of IMPORT_COLUMNS (`subid` required), in order.
 
     A row that does not parse is answered `invalid` and logged as such; the others are applied."""
@@ -104,7 +112,19 @@ def import_conversions(recorder: ConversionRecorder, text: str, *, remote_ip: st
         results.append(
             ImportedRow(line, postback.subid, outcome.verdict, outcome.detail, outcome.conversion_id)
         )
+    # Each row is applied (and logged, method IMPORT) in its own transaction, as a postback is; the
+    # audit log says who imported how many, once they are in.
+    with write_tx(recorder.db):
+        record_change(recorder.db, actor, "conversion", None, "import", None, verdict_counts(results))
     return results
+
+
+def verdict_counts(rows: list[ImportedRow]) -> dict[str, int]:
+    """How many rows got each verdict, in the order verdicts first appear."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.verdict] = counts.get(row.verdict, 0) + 1
+    return counts
 
 
 def get_conversion(conversion_id: int) -> Conversion:
@@ -121,14 +141,17 @@ def correct_conversion(
     status: str | None = None,
     payout: float | None = None,
     currency: str | None = None,
+    actor: Principal = CLI,
 ) -> Conversion:
     """Set one stored conversion's status and/or payout (its currency with it), as the operator says."""
     if status is None and payout is None and currency is None:
         raise ConversionInputError("Give a status, a payout or a currency to change.")
     if status is not None:
         status = status.strip().lower()
-        if status not in STATUSES:
-            raise ConversionInputError(f"Status must be one of {', '.join(STATUSES)}, not {status!r}.")
+        if status not in CONVERSION_STATUSES:
+            raise ConversionInputError(
+                f"Status must be one of {', '.join(CONVERSION_STATUSES)}, not {status[:40]!r}."
+            )
     if payout is not None and not (math.isfinite(payout) and 0 <= payout <= MAX_PAYOUT):
         raise ConversionInputError(f"A payout must be a number from 0 to {MAX_PAYOUT:,.0f}.")
     if currency is not None:
@@ -151,7 +174,13 @@ def correct_conversion(
         )  # fmt: skip
         # Its outbound postbacks are sent by `lanner worker`'s periodic sweep within a minute.
         change_status(ConversionStore(conn), change, *campaign_cost(conn, stored.campaign_id, report), _now())
-    return Conversion.get_by_id(conversion_id)
+        corrected = Conversion.get_by_id(conversion_id)
+        record_change(db, actor, "conversion", conversion_id, "update", _fields(stored), _fields(corrected))
+    return corrected
+
+
+def _fields(conversion: Conversion) -> dict[str, Any]:
+    return {name: getattr(conversion, name) for name in CORRECTED_FIELDS}
 
 
 def _now() -> int:

@@ -7,12 +7,13 @@ Date bounds are given in the user's timezone and converted to UTC milliseconds o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from peewee import Database
 
+from models.choices import SUB_ID_SLOTS
 from models.errors import LannerError
 from models.reporting.timerange import before, localise_times, time_bounded, zone
 from models.tables.click import Click
@@ -34,6 +35,10 @@ LOG_COLUMNS = (
 )
 
 
+class ClickLogError(LannerError, ValueError):
+    """A click log filter that cannot be used; one sentence for the user."""
+
+
 @dataclass
 class ClickFilter:
     campaign_id: int | None = None
@@ -41,6 +46,10 @@ class ClickFilter:
     offer_id: int | None = None
     country: str | None = None
     is_bot: bool | None = None
+    campaign_ids: tuple[int, ...] | None = None  # Only these campaigns' clicks (a user's visible ones).
+    subid: str | None = None
+    ip: str | None = None  # As stored: anonymised where the install anonymises (README, "Privacy").
+    sub_id: tuple[int, str] | None = None  # (slot 1..30, value): clicks with sub_id_<slot> = value.
     since: str | None = None  # YYYY-MM-DD or YYYY-MM-DDTHH:MM, in `timezone`, inclusive.
     until: str | None = None  # Same, exclusive; a bare date means the end of that day.
     timezone: str = "UTC"
@@ -52,6 +61,21 @@ def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
     """The newest clicks matching `query`, newest first (with their `id`), `created_at` as ISO text in its
     timezone."""
     tz = zone(query.timezone)
+    if query.campaign_ids is not None and query.campaign_id is None:
+        # PERF: one read per campaign on click_campaign_created_at, merged here: `campaign_id IN (...)`
+        # with a time range made SQLite sort every click of those campaigns in the range (285 ms for
+        # 60,000 clicks) to keep the newest few; each campaign's newest `limit` cost about 0.3 ms.
+        rows = []
+        for campaign_id in sorted(query.campaign_ids):
+            rows += _clicks(replace(query, campaign_id=campaign_id, campaign_ids=None), tz)
+        rows = sorted(rows, key=lambda row: (row["created_at"], row["id"]), reverse=True)[: query.limit]
+    else:
+        rows = _clicks(query, tz)
+    return localise_times(rows, ("created_at",), tz)
+
+
+def _clicks(query: ClickFilter, tz) -> list[dict[str, Any]]:
+    """list_clicks' rows of one campaign or of all, `created_at` in UTC ms."""
     select = Click.select(Click.id, *(getattr(Click, column) for column in LOG_COLUMNS))
     conditions = []
     if query.campaign_id is not None:
@@ -66,6 +90,15 @@ def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
         )
     if query.is_bot is not None:
         conditions.append(Click.is_bot == int(query.is_bot))
+    if query.subid is not None:
+        conditions.append(Click.subid == query.subid)
+    if query.ip is not None:
+        conditions.append(Click.ip == query.ip)
+    if query.sub_id is not None:
+        slot, value = query.sub_id
+        if not 1 <= slot <= SUB_ID_SLOTS:
+            raise ClickLogError(f"A sub id slot is 1 to {SUB_ID_SLOTS}, not {slot}.")
+        conditions.append(getattr(Click, f"sub_id_{slot}") == value)
     for condition in conditions:
         select = select.where(condition)
     if query.campaign_id is not None:
@@ -74,13 +107,16 @@ def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
         if query.before_id is not None:
             select = select.where(before(Click, Click.created_at, query.before_id))
     else:
-        select = select.order_by(Click.id.desc())  # Ids grow with landing time: the newest, cheaply.
+        # Ids grow with landing time: the newest, cheaply, backwards on the primary key. The IP and
+        # sub id filters have no index (one more per click written is not worth a log's filter): a
+        # rare value reads the table back to its first match (about 0.1 s per 400,000 clicks).
+        select = select.order_by(Click.id.desc())
         if query.before_id is not None:
             select = select.where(Click.id < query.before_id)
     select = time_bounded(
         select, Click.created_at, since=query.since, until=query.until, tz=tz, limit=query.limit
     )
-    return localise_times(list(select.dicts()), ("created_at",), tz)
+    return list(select.dicts())
 
 
 class StoredClickError(LannerError, LookupError):

@@ -37,6 +37,7 @@ DELIVERY_COLUMNS = (
 @dataclass
 class LogFilter:
     campaign_id: int | None = None
+    campaign_ids: tuple[int, ...] | None = None  # Only these campaigns' rows (a user's visible ones).
     subid: str | None = None
     status: str | None = None  # A conversion status, a postback verdict or a delivery state.
     since: str | None = None
@@ -52,6 +53,8 @@ def list_conversions(query: LogFilter) -> list[dict[str, Any]]:
     select = Conversion.select(*(getattr(Conversion, c) for c in CONVERSION_COLUMNS))
     if query.campaign_id is not None:
         select = select.where(Conversion.campaign_id == query.campaign_id)
+    if query.campaign_ids is not None:
+        select = select.where(Conversion.campaign_id.in_(sorted(query.campaign_ids)))
     if query.subid:
         select = select.where(Conversion.subid == query.subid)
     if query.status:
@@ -119,6 +122,12 @@ def list_deliveries(query: LogFilter) -> list[dict[str, Any]]:
         select = select.where(
             PostbackDelivery.conversion_id.in_(
                 Conversion.select(Conversion.id).where(Conversion.campaign_id == query.campaign_id)
+            )
+        )
+    if query.campaign_ids is not None:
+        select = select.where(
+            PostbackDelivery.conversion_id.in_(
+                Conversion.select(Conversion.id).where(Conversion.campaign_id.in_(sorted(query.campaign_ids)))
             )
         )
     select = time_bounded(

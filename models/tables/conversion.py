@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from peewee import AutoField, BigIntegerField, CompositeKey, FloatField, IntegerField, TextField
 
+from models.choices import CONVERSION_STATUSES
 from models.tables.base import BaseModel
 
-LEAD, SALE, REJECTED, REBILL, TRASH = "lead", "sale", "rejected", "rebill", "trash"
-STATUSES = (LEAD, SALE, REJECTED, REBILL, TRASH)
+LEAD, SALE, REJECTED, REBILL, TRASH = CONVERSION_STATUSES
+STATUSES = CONVERSION_STATUSES
 
 
 class Conversion(BaseModel):

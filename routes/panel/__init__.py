@@ -20,7 +20,19 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
     from falcon.app_helpers import default_serialize_error
 
     from routes.click import ClientAddress
-    from routes.panel import bulk, editor, offers, pages, people, postbacks, reports, simulate, system
+    from routes.panel import (
+        bulk,
+        conversions,
+        editor,
+        logs,
+        offers,
+        pages,
+        people,
+        postbacks,
+        reports,
+        simulate,
+        system,
+    )
     from routes.panel.common import PanelContext, PanelReports
     from routes.panel.render import STATIC, Renderer, serialize_errors_as_pages
     from routes.panel.session import PanelSessions
@@ -33,7 +45,19 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
     render = Renderer()
     panel = PanelContext(db, settings, sessions, render, PanelReports(db, settings.report_currency))
     # One module per area of the panel, each adding its own pages.
-    for module in (pages, editor, bulk, offers, postbacks, simulate, reports, people, system):
+    for module in (
+        pages,
+        editor,
+        bulk,
+        offers,
+        postbacks,
+        simulate,
+        reports,
+        logs,
+        conversions,
+        people,
+        system,
+    ):
         module.add_routes(app, panel)
     app.add_static_route(PREFIX + "/static", STATIC)
     app.set_error_serializer(serialize_errors_as_pages(render, PREFIX, default_serialize_error))

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import falcon
 
-from models.conversions.manual import IMPORT_COLUMNS, correct_conversion, get_conversion, import_conversions
+from models.choices import CONVERSION_STATUSES
+from models.conversions.manual import (
+    IMPORT_COLUMNS,
+    correct_conversion,
+    get_conversion,
+    import_conversions,
+    verdict_counts,
+)
 from models.reporting.conversionlog import LogFilter, list_conversions
 from routes.v1.auth import require_campaign, visible_campaigns
 from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, log_options
@@ -18,7 +25,7 @@ CONVERSION_LOG_PARAMS = (
     *LOG_PARAMS,
 )
 CORRECTION = (
-    Field("status", "string", "lead, sale, rejected, rebill or trash."),
+    Field("status", "string", ", ".join(CONVERSION_STATUSES) + "."),
     Field("payout", "number"),
     Field("currency", "string", "The payout's currency."),
 )
@@ -71,11 +78,10 @@ class ConversionImportResource:
             raise falcon.HTTPForbidden(
                 title="Admins only", description="Importing conversions is for admins."
             )
-        rows = import_conversions(self.recorder, text, remote_ip=req.remote_addr or "")
-        counts: dict[str, int] = {}
-        for row in rows:
-            counts[row.verdict] = counts.get(row.verdict, 0) + 1
-        answer(req, resp, {"rows": [row.as_dict() for row in rows], "verdicts": counts})
+        rows = import_conversions(
+            self.recorder, text, remote_ip=req.remote_addr or "", actor=req.context.principal
+        )
+        answer(req, resp, {"rows": [row.as_dict() for row in rows], "verdicts": verdict_counts(rows)})
 
 
 @api_resource
@@ -94,7 +100,10 @@ class ConversionResource:
     def on_patch(self, req: falcon.Request, resp: falcon.Response, conversion_id: int) -> None:
         body = read_body(req, CORRECTION)
         require_campaign(req, get_conversion(conversion_id).campaign_id)
-        conversion = correct_conversion(self.db, conversion_id, **body)
+        if req.context.principal.hides_money and ({"payout", "currency"} & set(body)):
+            # As the panel: a payout this user is not shown is not theirs to set either.
+            raise falcon.HTTPForbidden(title="Money hidden", description="This user does not set payouts.")
+        conversion = correct_conversion(self.db, conversion_id, actor=req.context.principal, **body)
         answer(req, resp, {name: getattr(conversion, name) for name in CONVERSION_FIELDS})
 
 

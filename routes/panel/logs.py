@@ -1,0 +1,275 @@
+"""The panel's logs: the click log and a click's page (its facts, routing trace and conversions), and
+the postback log (incoming postbacks, refusals, outbound deliveries), over the services the admin API's
+routes/v1/clicks.py and routes/v1/postbacks.py call, limited to the campaigns the user may see.
+
+Every log pages by cursor as the API does (routes/v1/pagination.py: the last row's id, newest first);
+the pages already walked ride along in `back`, so "Newer" is one link, with no query of its own.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from datetime import datetime, timedelta
+from typing import Any
+
+import falcon
+
+from models.accounts.access import visible_campaign_ids
+from models.admin.services import list_campaigns
+from models.choices import POSTBACK_VERDICTS, SUB_ID_SLOTS
+from models.clicks.privacy import anonymized_ip
+from models.errors import LannerError
+from models.reporting.clicklog import ClickFilter, StoredClickError, list_clicks, stored_click
+from models.reporting.conversionlog import (
+    LogFilter,
+    list_conversions,
+    list_deliveries,
+    list_postbacks,
+    list_refusals,
+)
+from models.reporting.timerange import local_iso, zone
+from models.tables.click import SUB_ID_COLUMNS
+from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
+from routes.v1.pagination import id_cursor, log_page, page_limit
+from routes.v1.spec import refused
+
+MAX_BACK = 50  # Pages remembered for "Newer"; past that, it goes back to the newest.
+BOT_CHOICES = {"": "Bots and humans", "humans": "Humans only", "bots": "Bots only"}
+DELIVERY_STATES = ("pending", "sent", "failed")
+POSTBACK_TABS = {"postbacks": "Incoming", "refusals": "Refused before the key", "deliveries": "Outbound"}
+# What a click's page lists, in this order (sub ids, cost and the routing summary apart).
+CLICK_FACTS = (
+    "created_at", "ip", "user_agent", "referrer", "source", "keyword", "external_id", "country", "region",
+    "city", "device_type", "os", "browser", "language", "is_bot", "is_unique_global", "is_unique_campaign",
+    "is_unique_stream",
+)  # fmt: skip
+
+
+def param(req: falcon.Request, name: str) -> str:
+    return (req.get_param(name) or "").strip()
+
+
+def log_range(req: falcon.Request, tz_name: str, now: float) -> dict[str, Any]:
+    """The `from`/`to` local dates (YYYY-MM-DD, or with a time) the form sent, else the `period` preset's,
+    as LogFilter/ClickFilter fields in the user's timezone."""
+    since, until, period = param(req, "from") or None, param(req, "to") or None, param(req, "period")
+    if period and period not in PERIODS:
+        raise falcon.HTTPBadRequest(
+            title="Unknown period", description=f"The period is one of {', '.join(PERIODS)}, or none."
+        )
+    if period and not (since or until):
+        today = datetime.fromtimestamp(now, zone(tz_name)).date()
+        first = {"today": 0, "yesterday": 1, "last_7_days": 6, "last_30_days": 29}[period]
+        since = (today - timedelta(days=first)).isoformat()
+        until = since if period == "yesterday" else None  # A bare end date is the end of that day.
+    return {"since": since, "until": until, "timezone": tz_name}
+
+
+class Pager:
+    """This page's cursor, the cursors of the pages walked before it (`back`, the newest page's as
+    FIRST), and the query strings of the next (older) and the newer page."""
+
+    FIRST = "-"
+
+    def __init__(self, req: falcon.Request) -> None:
+        self.req = req
+        self.limit = page_limit(req)
+        self.before_id = id_cursor(req)
+        self.cursor = param(req, "cursor")
+        self.back = [c for c in param(req, "back").split(",") if c][-MAX_BACK:]
+        self.next: str | None = None
+
+    def rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The page of a log read with `limit + 1` rows."""
+        chosen, self.next = log_page(rows, self.limit)
+        return chosen
+
+    def query(self, **changes: str | None) -> str:
+        kept = {name: value for name, value in self.req.params.items() if isinstance(value, str) and value}
+        kept.update(changes)
+        return urllib.parse.urlencode({name: value for name, value in kept.items() if value})
+
+    @property
+    def next_query(self) -> str | None:
+        if self.next is None:
+            return None
+        return self.query(
+            cursor=self.next, back=",".join([*self.back, self.cursor or self.FIRST][-MAX_BACK:])
+        )
+
+    @property
+    def newer_query(self) -> str | None:
+        """None on the newest page; the newest page again when the trail was cut (or never given)."""
+        if not self.cursor:
+            return None
+        previous = self.back[-1] if self.back else self.FIRST
+        return self.query(cursor=None if previous == self.FIRST else previous, back=",".join(self.back[:-1]))
+
+
+def campaign_choice(req: falcon.Request, visible: set[int] | None) -> int | None:
+    """The `campaign` filter's id; 404 for one the user may not see (as for one that does not exist)."""
+    text = param(req, "campaign")
+    if not text:
+        return None
+    if not text.isdigit() or (visible is not None and int(text) not in visible):
+        raise falcon.HTTPNotFound(title="Not found", description=f"There is no campaign {text[:20]!r}.")
+    return int(text)
+
+
+def visible_campaigns(db, principal) -> tuple[set[int] | None, dict[int, Any]]:
+    """The ids the principal may see (None: all) and those campaigns by id, for names and the filter."""
+    visible = visible_campaign_ids(db, principal)
+    campaigns = {c.id: c for c in list_campaigns(include_archived=True) if visible is None or c.id in visible}
+    return visible, campaigns
+
+
+def scope(visible: set[int] | None, chosen: int | None) -> dict[str, Any]:
+    """The filter fields that keep a log to the campaigns a user may see."""
+    if chosen is not None:
+        return {"campaign_id": chosen}
+    return {} if visible is None else {"campaign_ids": tuple(sorted(visible))}
+
+
+def sub_id_filter(req: falcon.Request) -> tuple[int, str] | None:
+    slot, value = param(req, "sub"), req.get_param("sub_value") or ""
+    if not slot or not value:
+        return None
+    if not slot.isdigit() or not 1 <= int(slot) <= SUB_ID_SLOTS:
+        raise falcon.HTTPBadRequest(title="Bad sub id", description=f"A sub id slot is 1 to {SUB_ID_SLOTS}.")
+    return int(slot), value
+
+
+class ClickLogResource(PanelResource):
+    def __init__(self, sessions, render, settings) -> None:
+        super().__init__(sessions, render)
+        self.anonymize_ip = settings.anonymize_ip
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        tz_name = timezone_of(principal)
+        visible, campaigns = visible_campaigns(self.sessions.db, principal)
+        chosen = campaign_choice(req, visible)
+        bots = param(req, "bots")
+        if bots not in BOT_CHOICES:
+            raise falcon.HTTPBadRequest(title="Bad filter", description="Bots are `bots`, `humans` or none.")
+        pager = Pager(req)
+        query = ClickFilter(
+            country=param(req, "country") or None,
+            is_bot={"": None, "bots": True, "humans": False}[bots],
+            subid=param(req, "subid") or None,
+            # Clicks keep the address as anonymised, if the install does: a full one finds them too.
+            ip=(anonymized_ip(param(req, "ip")) if self.anonymize_ip else param(req, "ip")) or None,
+            sub_id=sub_id_filter(req),
+            limit=pager.limit + 1,
+            before_id=pager.before_id,
+            **scope(visible, chosen),
+            **log_range(req, tz_name, time.time()),
+        )
+        try:
+            rows = [] if visible == set() else pager.rows(list_clicks(query))
+        except LannerError as exc:
+            raise refused(exc) from None
+        self.page(
+            req, resp, "logs_clicks.html", session,
+            rows=rows, pager=pager, campaigns=campaigns, periods=PERIODS, bot_choices=BOT_CHOICES,
+            slots=range(1, SUB_ID_SLOTS + 1), form={name: req.get_param(name) or "" for name in (
+                "campaign", "subid", "country", "bots", "ip", "sub", "sub_value", "period", "from", "to")},
+        )  # fmt: skip
+
+
+class ClickPageResource(PanelResource):
+    """One stored click: what was stored, the routing trace on its stored values, its conversions."""
+
+    def __init__(self, sessions, render, settings) -> None:
+        super().__init__(sessions, render)
+        self.settings = settings
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, subid: str) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        tz = zone(timezone_of(principal))
+        visible, campaigns = visible_campaigns(self.sessions.db, principal)
+        try:
+            data = stored_click(self.sessions.db, subid, geo_path=self.settings.geo_path,
+                                geo_network_paths=self.settings.geo_network_paths)  # fmt: skip
+        except StoredClickError:
+            data = None
+        if data is None or (visible is not None and data["click"]["campaign_id"] not in visible):
+            raise falcon.HTTPNotFound(
+                title="Not found", description=f"There is no stored click {subid[:40]!r}."
+            )
+        found = data["click"]
+        facts = [(name, found[name]) for name in CLICK_FACTS]
+        facts[0] = ("created_at", local_iso(found["created_at"], tz))
+        sub_ids = [(name, found[name]) for name in SUB_ID_COLUMNS if found.get(name)]
+        conversions = list_conversions(LogFilter(subid=subid, timezone=tz.key, limit=100))
+        self.page(
+            req, resp, "logs_click.html", session,
+            click=found, facts=facts, sub_ids=sub_ids, streams=data["streams"], conversions=conversions,
+            campaign=campaigns.get(found["campaign_id"]), is_anonymized=self.settings.anonymize_ip,
+        )  # fmt: skip
+
+
+class PostbackLogResource(PanelResource):
+    """The postback log's three tabs. As the admin API: a user who hides money gets none of them (the
+    raw requests and URLs carry payouts under any name); incoming postbacks and refusals are an
+    admin's (parked ones belong to no campaign yet); deliveries are shown for the visible campaigns."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        if principal.hides_money:
+            raise falcon.HTTPForbidden(
+                title="Money hidden",
+                description="The postback log shows payouts as the networks send them, which this user does not see.",
+            )
+        is_admin = principal.role == "admin"
+        tab = param(req, "log") or ("postbacks" if is_admin else "deliveries")
+        if tab not in POSTBACK_TABS:
+            raise falcon.HTTPBadRequest(
+                title="Unknown log", description=f"The log is one of {', '.join(POSTBACK_TABS)}."
+            )
+        if tab != "deliveries" and not is_admin:
+            raise falcon.HTTPForbidden(title="Admins only", description="Incoming postbacks are for admins.")
+        tz_name = timezone_of(principal)
+        visible, campaigns = visible_campaigns(self.sessions.db, principal)
+        chosen = campaign_choice(req, visible) if tab == "deliveries" else None
+        status = param(req, "verdict" if tab == "postbacks" else "state") or None
+        if status and status not in (POSTBACK_VERDICTS if tab == "postbacks" else DELIVERY_STATES):
+            raise falcon.HTTPBadRequest(
+                title="Bad filter", description=f"There is no such state as {status[:20]!r}."
+            )
+        pager = Pager(req)
+        options = {"limit": pager.limit + 1, **log_range(req, tz_name, time.time())}
+        try:
+            if tab == "postbacks":
+                orphans = param(req, "orphans") == "1"
+                query = LogFilter(
+                    subid=param(req, "subid") or None, status=status, before_id=pager.before_id, **options
+                )
+                rows = pager.rows(list_postbacks(query, orphans=orphans))
+            elif tab == "refusals":
+                rows = list_refusals(LogFilter(**options))[: pager.limit]  # Counters per day: no pages.
+            else:
+                query = LogFilter(
+                    status=status, before_id=pager.before_id, **scope(visible, chosen), **options
+                )
+                rows = [] if visible == set() else pager.rows(list_deliveries(query))
+        except LannerError as exc:
+            raise refused(exc) from None
+        self.page(
+            req, resp, "logs_postbacks.html", session,
+            tab=tab, tabs=POSTBACK_TABS if is_admin else {"deliveries": POSTBACK_TABS["deliveries"]},
+            rows=rows, pager=pager, campaigns=campaigns, periods=PERIODS, verdicts=POSTBACK_VERDICTS,
+            states=DELIVERY_STATES, form={name: req.get_param(name) or "" for name in (
+                "campaign", "subid", "verdict", "state", "orphans", "period", "from", "to")},
+        )  # fmt: skip
+
+
+def add_routes(app: falcon.App, panel: PanelContext) -> None:
+    sessions, render = panel.sessions, panel.render
+    app.add_route("/panel/clicks", ClickLogResource(sessions, render, panel.settings))
+    app.add_route("/panel/clicks/{subid}", ClickPageResource(sessions, render, panel.settings))
+    app.add_route("/panel/postback-log", PostbackLogResource(sessions, render))
