@@ -101,7 +101,7 @@ def create_admin_app(
     if db is None:
         db = open_database(settings.database_path)
     require_current_schema(db, settings.database_path)
-    app = falcon.App(media_type=falcon.MEDIA_JSON)
+    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[ServerTiming()])
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", DatabaseHealthResource(db))
     app.add_route("/api/report", ReportApiResource(db, settings.report_currency))
@@ -110,6 +110,22 @@ def create_admin_app(
     add_panel_routes(app, db, settings, clock=clock)
     app.add_error_handler(Exception, handle_unexpected)
     return app
+
+
+class ServerTiming:
+    """`Server-Timing: app;dur=MS` on every admin answer: the time from routing to the rendered body,
+    which `lanner bench panel-pages` reads (a client's own clock would add the queue and the network).
+    The admin app's only: campaign URLs stay as they are (the click path pays nothing for it)."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.started = time.perf_counter()
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource, req_succeeded: bool
+    ) -> None:
+        started = getattr(req.context, "started", None)
+        if started is not None:
+            resp.set_header("Server-Timing", f"app;dur={(time.perf_counter() - started) * 1000:.2f}")
 
 
 def load_admin_app(settings: Settings) -> falcon.App:

@@ -2148,6 +2148,47 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
         )
 
 
+@bench.command("panel-pages")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True,
+    help="Where the prefilled database is kept between runs (the suite's, by default).",
+)  # fmt: skip
+@click.option(
+    "--clicks", type=click.IntRange(min=1), default=3_200_000, show_default=True,
+    help="Top the click table up to this many (over the last 30 days) first.",
+)  # fmt: skip
+@click.option("--conversions", type=float, default=0.02, show_default=True, help="Share of clicks converted.")
+@click.option("--repeat", type=click.IntRange(min=1), default=7, show_default=True, help="Timed runs per page.")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option("--keep", is_flag=True, help="Keep the work dir (server log).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_panel_pages_command(
+    data_dir: str, clicks: int, conversions: float, repeat: int, workers: int, keep: bool, json_path: str | None
+) -> None:
+    """Server-side time of every panel page and API list on a big database (targets: <= 150 ms;
+    the 30-day dashboard <= 100 ms)."""
+    from pathlib import Path
+
+    from workers.bench.harness import ConsoleReporter
+    from workers.bench.panel import PanelPagesReport, format_pages, run_panel_pages
+    from workers.bench.suite import write_json
+
+    report = PanelPagesReport()
+    try:
+        run_panel_pages(
+            Path(data_dir), report, ConsoleReporter(), clicks=clicks, conversions=conversions, repeat=repeat,
+            workers=workers, keep=keep,
+        )  # fmt: skip
+    finally:
+        if json_path and report.settings:
+            write_json(Path(json_path), report.to_json())
+        if report.pages:
+            click.echo("\n".join(format_pages(report)))
+    if not all(page.is_met for page in report.pages):
+        missed = sum(not page.is_met for page in report.pages)
+        click.echo(f"{missed} of {len(report.pages)} pages missed their target.", err=True)
+
+
 def _suite_command(name: str, about: str):
     """`lanner bench NAME`: one scenario of the suite with its rates, steps and targets."""
 
