@@ -2171,7 +2171,7 @@ def bench_panel_pages_command(
 
     from workers.bench.harness import ConsoleReporter
     from workers.bench.panel import PanelPagesReport, format_pages, run_panel_pages
-    from workers.bench.suite import write_json
+    from workers.bench.suite import ScenarioResult, format_verdicts, judge_pages, write_json
 
     report = PanelPagesReport()
     try:
@@ -2180,13 +2180,13 @@ def bench_panel_pages_command(
             workers=workers, keep=keep,
         )  # fmt: skip
     finally:
+        pages = report.to_json()
+        result = ScenarioResult("panel-pages", False, pages, judge_pages(pages["pages"]))
         if json_path and report.settings:
-            write_json(Path(json_path), report.to_json())
+            write_json(Path(json_path), result.to_json())
         if report.pages:
             click.echo("\n".join(format_pages(report)))
-    if not all(page.is_met for page in report.pages):
-        missed = sum(not page.is_met for page in report.pages)
-        click.echo(f"{missed} of {len(report.pages)} pages missed their target.", err=True)
+            click.echo("\n".join(format_verdicts([result])))
 
 
 def _suite_command(name: str, about: str):
@@ -2452,6 +2452,7 @@ def bench_migration_command(
 @click.option(
     "--postbacks", is_flag=True, help="Batches of 4/16/32 concurrent identical postbacks meanwhile."
 )
+@click.option("--panel-load", is_flag=True, help="Five panel users click through the panel's pages meanwhile.")
 @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, summaries, server logs).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_clicks_command(
@@ -2465,6 +2466,7 @@ def bench_clicks_command(
     no_nginx: bool,
     report_load: bool,
     postbacks: bool,
+    panel_load: bool,
     keep: bool,
     json_path: str | None,
 ) -> None:
@@ -2500,6 +2502,7 @@ def bench_clicks_command(
         keep_files=keep,
         report_load=report_load,
         postbacks=postbacks,
+        panel_load=panel_load,
     )
     report = BenchReport()
     try:
