@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from workers.bench.harness import BenchError
+
 PANEL_PAGES: tuple[str, ...] = (
     "/panel",
     "/panel?period=yesterday",
@@ -79,10 +81,6 @@ SERVER_TIMING = re.compile(r"\bapp;dur=([0-9.]+)")
 
 def target_ms(path: str) -> float:
     return TARGETS_MS.get(path, TARGET_MS)
-
-
-class PanelBenchError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -167,7 +165,7 @@ def path_ids(db) -> dict[str, str]:
     row = db.execute_sql(SQL_BUSIEST_CAMPAIGN).fetchone()
     subid = db.execute_sql(SQL_NEWEST_SUBID).fetchone()
     if row is None or subid is None:
-        raise PanelBenchError("The database has no clicks to open pages on.")
+        raise BenchError("The database has no clicks to open pages on.")
     return {"campaign": str(row[0]), "offer": str(row[1]), "subid": subid[0]}
 
 
@@ -232,7 +230,7 @@ class PanelClient:
         )
         cookie = (response.getheader("Set-Cookie") or "").split(";")[0]
         if response.status != 303 or not cookie:
-            raise PanelBenchError(f"Logging in as {name} answered {response.status}, not 303 with a cookie.")
+            raise BenchError(f"Logging in as {name} answered {response.status}, not 303 with a cookie.")
         self.headers["Cookie"] = cookie
 
     def get(self, path: str) -> Answer:
@@ -288,7 +286,7 @@ def time_path(client: PanelClient, path: str, template: str, kind: str, user: st
     for run in range(repeat + 1):
         answer = client.get(path)
         if answer.status != 200 or answer.server_ms is None:
-            raise PanelBenchError(
+            raise BenchError(
                 f"GET {path} as {user} answered {answer.status}"
                 + ("" if answer.server_ms is not None else " without Server-Timing")
                 + "; every page of the bench must answer 200."
@@ -458,7 +456,7 @@ class PanelLoad:
                 try:
                     client.log_in(name, self.fixture.password)
                     break
-                except (PanelBenchError, OSError, http.client.HTTPException):
+                except (BenchError, OSError, http.client.HTTPException):
                     self._error("login")
                     self.stop_event.wait(0.5)
             index = offset  # Users start at different pages, as people do.
