@@ -19,7 +19,7 @@ def test_admin_answers_carry_server_timing_and_campaign_urls_do_not(env, db, sta
     admin = InProcessApp(create_admin_app(load_settings(env), db=db), Clock())
     for path in ("/healthz", "/panel/login", "/api/v1/campaigns"):  # 200, a page, a 401 without a key.
         status, headers, _ = request(admin, path)
-        assert re.fullmatch(r"app;dur=\d+\.\d\d", headers["server-timing"]), (path, status)
+        assert re.fullmatch(r"app;dur=\d+\.\d\d, cpu;dur=\d+\.\d\d", headers["server-timing"]), (path, status)
 
     insert_campaign(db, "Timed", "timed", "https://offer.example/?s={subid}")
     web = start_app()
@@ -66,6 +66,7 @@ def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(t
     for page in pages:
         assert page["status"] == 200 and page["runs"] == 2 and page["size"] > 0, page
         assert 0 < page["median_ms"] <= page["max_ms"] and page["first_ms"] > 0, page
+        assert page["cpu_median_ms"] > 0, page  # The worker's own CPU time for it.
         assert page["is_met"] == (page["median_ms"] <= page["target_ms"])
         assert page["path"] in result.stdout
     assert {p["target_ms"] for p in pages if p["path"] == "/panel?period=last_30_days"} == {100.0}
