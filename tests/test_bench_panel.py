@@ -91,6 +91,17 @@ def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(t
         ).fetchone()
     assert sessions == {user: 1 for user in TIMED_USERS} and used == 1
 
+    # A second run reuses the data dir: the same clicks, new password and key (the old key revoked).
+    again = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Prefilling" not in again.stderr
+    assert json.loads(out.read_text())["report"]["database"]["clicks"] == report["database"]["clicks"]
+    with sqlite3.connect(data_dir / "lanner.db") as connection:
+        keys = connection.execute(
+            "SELECT is_revoked, last_used_at IS NOT NULL FROM api_key ORDER BY id"
+        ).fetchall()
+    assert keys == [(1, 1), (0, 1)]
+
 
 def test_panel_load_serves_pages_to_five_users_beside_clicks_and_loses_none(tmp_path, env):
     out = tmp_path / "load.json"

@@ -76,6 +76,7 @@ PANEL_USERS: tuple[tuple[str, str, bool], ...] = (
     ("bench-frugal", "buyer", True),
 )
 TIMED_USERS = ("bench-admin", "bench-buyer")  # Whose sessions `panel-pages` times the pages with.
+API_KEY_LABEL = "lanner bench panel-pages"
 SERVER_TIMING = re.compile(r"\bapp;dur=([0-9.]+)")
 SERVER_CPU = re.compile(r"\bcpu;dur=([0-9.]+)")
 
@@ -102,7 +103,7 @@ def prepare_panel(
 ) -> PanelFixture:
     """Conversions for `conversions` of the clicks, the deferred steps done, the panel users (with a
     new password each run) and a read key for the admin; on the database `lanner db migrate` made."""
-    from models.accounts.apikeys import create_api_key
+    from models.accounts.apikeys import create_api_key, list_api_keys, revoke_api_key
     from models.accounts.sharing import campaign_shares, share_campaign
     from models.accounts.users import add_user, find_user, set_password
     from models.admin.services import list_campaigns
@@ -141,7 +142,10 @@ def prepare_panel(
             for campaign_id in chosen:
                 if name not in {user for user, _ in campaign_shares(db, campaign_id)}:
                     share_campaign(db, campaign_id, name, may_edit=may_edit)
-        _, api_key = create_api_key(db, "bench-admin", "read", label="lanner bench panel-pages")
+        for old in list_api_keys(db):  # Only the hash is kept: last run's key is of no use now.
+            if old.label == API_KEY_LABEL and not old.is_revoked:
+                revoke_api_key(db, old.id)
+        _, api_key = create_api_key(db, "bench-admin", "read", label=API_KEY_LABEL)
         ids = path_ids(db)
     finally:
         db.close()
