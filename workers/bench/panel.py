@@ -107,15 +107,15 @@ def prepare_panel(
     from models.accounts.sharing import campaign_shares, share_campaign
     from models.accounts.users import add_user, find_user, set_password
     from models.admin.services import list_campaigns
-    from models.migrations.deferred import pending_steps, run_deferred
+    from models.migrations.deferred import run_deferred
     from models.store.database import open_database
     from workers.bench.reports import add_conversions, row_count
 
     progress = on_progress or (lambda label, done, total: None)
     db = open_database(database_path, autocheckpoint=True)
     try:
-        for step in pending_steps(db):
-            run_deferred(db, on_progress=lambda s: progress(s.name, s.done_units, s.total_units), pause=0)
+        # The rollup backfill of a database generated just now: reports read rollups, not raw clicks.
+        run_deferred(db, on_progress=lambda s: progress(s.name, s.done_units, s.total_units), pause=0)
         clicks = row_count(db, "click")
         wanted = max(int(clicks * conversions) - row_count(db, "conversion"), 0)
         done = [0]
