@@ -46,7 +46,7 @@ def test_api_lists_name_every_collection_of_the_admin_api(settings, db):
 
 
 def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(tmp_path, env):
-    from workers.bench.panel import API_LISTS, PANEL_PAGES, TIMED_USERS
+    from workers.bench.panel import API_LISTS, TIMED_USERS, pages_of
 
     out = tmp_path / "pages.json"
     data_dir = tmp_path / "panel"
@@ -59,7 +59,7 @@ def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(t
     assert report["is_complete"] and report["database"]["clicks"] >= 3000
     assert report["database"]["conversions"] == 60  # 2 % of the clicks, through the postback path.
     pages = report["pages"]
-    expected = [("panel", user, path) for user in TIMED_USERS for path in PANEL_PAGES]
+    expected = [("panel", user, path) for user in TIMED_USERS for path in pages_of(user)]
     assert [(p["kind"], p["user"], p["path"]) for p in pages] == expected + [
         ("api", "bench-admin", path) for path in API_LISTS
     ]
@@ -117,6 +117,14 @@ def test_panel_load_serves_pages_to_five_users_beside_clicks_and_loses_none(tmp_
     assert 0 < side["panel_p50_ms"] <= side["panel_p99_ms"]
     assert 0 < side["panel_server_p50_ms"] <= side["panel_server_p99_ms"]
     assert f"panel_pages {side['panel_pages']}" in result.stdout
+
+
+def test_admin_pages_are_opened_by_admins_only():
+    from workers.bench.panel import pages_of
+
+    assert pages_of("bench-admin", ("/panel",), ("/panel/users",)) == ("/panel", "/panel/users")
+    for user in ("bench-buyer", "bench-viewer", "bench-frugal"):
+        assert pages_of(user, ("/panel",), ("/panel/users",)) == ("/panel",)
 
 
 def test_judge_reads_the_panel_targets():

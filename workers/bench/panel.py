@@ -43,6 +43,8 @@ PANEL_PAGES: tuple[str, ...] = (
     "/panel/campaigns?period=last_30_days",
     "/panel/campaigns?period=last_30_days&status=all&q=gen",
 )
+# Pages only an admin may open (users, the audit log): timed as the admin, left out for the others.
+ADMIN_PAGES: tuple[str, ...] = ()
 # Every GET of /api/v1 that answers a collection (tests/test_bench_panel.py checks none is missing).
 API_LISTS: tuple[str, ...] = (
     "/api/v1/campaigns",
@@ -331,13 +333,14 @@ def time_pages(
     users: tuple[str, ...] = TIMED_USERS,
     on_page: Callable[[PageTiming], None] | None = None,
 ) -> list[PageTiming]:
-    """Every panel page as each of `users`, then every API list with the admin's key."""
+    """Every panel page as each of `users` (ADMIN_PAGES as admins), then every API list with the
+    admin's key."""
     timings = []
     for user in users:
         client = PanelClient(port)
         try:
             client.log_in(user, fixture.password)
-            for template in pages:
+            for template in pages_of(user, pages):
                 timings.append(time_path(client, fixture.path(template), template, "panel", user, repeat))
                 if on_page:
                     on_page(timings[-1])
@@ -352,6 +355,14 @@ def time_pages(
     finally:
         client.close()
     return timings
+
+
+def pages_of(
+    user: str, pages: tuple[str, ...] = PANEL_PAGES, admin_pages: tuple[str, ...] = ADMIN_PAGES
+) -> tuple[str, ...]:
+    """The pages `user` (one of PANEL_USERS) may open: the admin pages too for an admin."""
+    is_admin = any(name == user and role == "admin" for name, role, _ in PANEL_USERS)
+    return pages + admin_pages if is_admin else pages
 
 
 def run_panel_pages(
@@ -393,8 +404,9 @@ def run_panel_pages(
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         with LannerStack(env, work_dir, workers, with_worker=False) as stack:
-            reporter.message(f"Timing {len(PANEL_PAGES)} pages x {len(TIMED_USERS)} users and "
-                             f"{len(API_LISTS)} API lists, {repeat} times each ...")  # fmt: skip
+            pages = sum(len(pages_of(user)) for user in TIMED_USERS)
+            reporter.message(f"Timing {pages} pages of {len(TIMED_USERS)} users and {len(API_LISTS)} "
+                             f"API lists, {repeat} times each ...")  # fmt: skip
 
             def timed(page: PageTiming) -> None:
                 report.pages.append(page)
@@ -446,13 +458,11 @@ def format_pages(report: PanelPagesReport) -> list[str]:
 
 
 class PanelLoad:
-    """One thread per panel user cycling through PANEL_PAGES with its own session while a step runs."""
+    """One thread per panel user cycling through the pages they may open (pages_of) with their own
+    session while a step runs."""
 
-    def __init__(
-        self, admin_port: int, fixture: PanelFixture, *, users: int = 5, pages: tuple[str, ...] = PANEL_PAGES
-    ) -> None:
+    def __init__(self, admin_port: int, fixture: PanelFixture, *, users: int = 5) -> None:
         self.admin_port, self.fixture = admin_port, fixture
-        self.paths = [fixture.path(page) for page in pages]
         self.names = [fixture.users[n % len(fixture.users)] for n in range(users)]
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
@@ -479,6 +489,7 @@ class PanelLoad:
             self.errors[kind] = self.errors.get(kind, 0) + 1
 
     def _run(self, name: str, offset: int) -> None:
+        paths = [self.fixture.path(page) for page in pages_of(name)]
         client = PanelClient(self.admin_port)
         try:
             while not self.stop_event.is_set():
@@ -490,7 +501,7 @@ class PanelLoad:
                     self.stop_event.wait(0.5)
             index = offset  # Users start at different pages, as people do.
             while not self.stop_event.is_set():
-                path = self.paths[index % len(self.paths)]
+                path = paths[index % len(paths)]
                 index += 1
                 try:
                     answer = client.get(path)
