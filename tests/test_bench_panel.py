@@ -45,6 +45,31 @@ def test_api_lists_name_every_collection_of_the_admin_api(settings, db):
     assert collections - {shape(path) for path in API_LISTS} == set()
 
 
+def test_page_lists_name_every_page_of_the_panel(settings, db):
+    """A page added to routes/panel without a line in PANEL_PAGES or ADMIN_PAGES would go untimed."""
+    from routes.panel import add_panel_routes
+    from workers.bench.panel import ADMIN_PAGES, NOT_TIMED, PANEL_PAGES
+
+    class Routes:
+        def __init__(self) -> None:
+            self.gets: set[str] = set()
+
+        def add_route(self, path: str, resource, suffix: str | None = None, **options) -> None:
+            if hasattr(resource, "on_get" + (f"_{suffix}" if suffix else "")) and "{" not in path:
+                self.gets.add(path)
+
+        def add_static_route(self, *args, **options) -> None:
+            pass
+
+        def set_error_serializer(self, serializer) -> None:
+            pass
+
+    routes = Routes()
+    add_panel_routes(routes, db, settings)
+    listed = {path.partition("?")[0] for path in (*PANEL_PAGES, *ADMIN_PAGES, *NOT_TIMED)}
+    assert "/panel" in routes.gets and routes.gets - listed == set()
+
+
 def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(tmp_path, env):
     from workers.bench.panel import API_LISTS, TIMED_USERS, pages_of
 
