@@ -101,7 +101,7 @@ def create_admin_app(
     if db is None:
         db = open_database(settings.database_path)
     require_current_schema(db, settings.database_path)
-    app = falcon.App(media_type=falcon.MEDIA_JSON)
+    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[ServerTiming()])
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", DatabaseHealthResource(db))
     app.add_route("/api/report", ReportApiResource(db, settings.report_currency))
@@ -110,6 +110,24 @@ def create_admin_app(
     add_panel_routes(app, db, settings, clock=clock)
     app.add_error_handler(Exception, handle_unexpected)
     return app
+
+
+class ServerTiming:
+    """`Server-Timing: app;dur=MS, cpu;dur=MS` on every admin answer: the time from the request's
+    arrival in the app to its rendered body, and the CPU time the worker spent on it (less than `app`
+    when the idle-priority worker waited for a core). `lanner bench panel-pages` reads them: a client's
+    own clock adds the queue and the network. The admin app's only: campaign URLs never carry it."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.started = (time.perf_counter(), time.thread_time())
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource, req_succeeded: bool
+    ) -> None:
+        started = getattr(req.context, "started", None)
+        if started is not None:
+            wall, cpu = time.perf_counter() - started[0], time.thread_time() - started[1]
+            resp.set_header("Server-Timing", f"app;dur={wall * 1000:.2f}, cpu;dur={cpu * 1000:.2f}")
 
 
 def load_admin_app(settings: Settings) -> falcon.App:

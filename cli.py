@@ -2222,6 +2222,47 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
         )
 
 
+@bench.command("panel-pages")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True,
+    help="Where the prefilled database is kept between runs (the suite's, by default).",
+)  # fmt: skip
+@click.option(
+    "--clicks", type=click.IntRange(min=1), default=3_200_000, show_default=True,
+    help="Top the click table up to this many (over the last 30 days) first.",
+)  # fmt: skip
+@click.option("--conversions", type=float, default=0.02, show_default=True, help="Share of clicks converted.")
+@click.option("--repeat", type=click.IntRange(min=1), default=7, show_default=True, help="Timed runs per page.")
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option("--keep", is_flag=True, help="Keep the work dir (server log).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_panel_pages_command(
+    data_dir: str, clicks: int, conversions: float, repeat: int, workers: int, keep: bool, json_path: str | None
+) -> None:
+    """Server-side time of every panel page and API list on a big database (targets: <= 150 ms;
+    the 30-day dashboard <= 100 ms)."""
+    from pathlib import Path
+
+    from workers.bench.harness import ConsoleReporter
+    from workers.bench.panel import PanelPagesReport, format_pages, run_panel_pages
+    from workers.bench.suite import ScenarioResult, format_verdicts, judge_pages, write_json
+
+    report = PanelPagesReport()
+    try:
+        run_panel_pages(
+            Path(data_dir), report, ConsoleReporter(), clicks=clicks, conversions=conversions, repeat=repeat,
+            workers=workers, keep=keep,
+        )  # fmt: skip
+    finally:
+        pages = report.to_json()
+        result = ScenarioResult("panel-pages", False, pages, judge_pages(pages["pages"]))
+        if json_path and report.settings:
+            write_json(Path(json_path), result.to_json())
+        if report.pages:
+            click.echo("\n".join(format_pages(report)))
+            click.echo("\n".join(format_verdicts([result])))
+
+
 def _suite_command(name: str, about: str):
     """`lanner bench NAME`: one scenario of the suite with its rates, steps and targets."""
 
@@ -2485,6 +2526,7 @@ def bench_migration_command(
 @click.option(
     "--postbacks", is_flag=True, help="Batches of 4/16/32 concurrent identical postbacks meanwhile."
 )
+@click.option("--panel-load", is_flag=True, help="Five panel users click through the panel's pages meanwhile.")
 @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, summaries, server logs).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_clicks_command(
@@ -2498,6 +2540,7 @@ def bench_clicks_command(
     no_nginx: bool,
     report_load: bool,
     postbacks: bool,
+    panel_load: bool,
     keep: bool,
     json_path: str | None,
 ) -> None:
@@ -2533,6 +2576,7 @@ def bench_clicks_command(
         keep_files=keep,
         report_load=report_load,
         postbacks=postbacks,
+        panel_load=panel_load,
     )
     report = BenchReport()
     try:

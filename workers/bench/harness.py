@@ -135,6 +135,7 @@ class BenchOptions:
     keep_files: bool = False
     report_load: bool = False  # A client requests heavy reports back to back during each step.
     postbacks: bool = False  # Batches of 4/16/32 concurrent identical postbacks during each step.
+    panel_load: bool = False  # Five panel users click through the panel's pages during each step.
 
 
 @dataclass
@@ -951,9 +952,13 @@ def run_lanner_ladder(
     k6: str,
     report: BenchReport,
     reporter: Reporter,
+    panel_fixture=None,
 ) -> None:
-    """Every rate against `lanner serve`; after each step, the spool drained and every subid checked."""
+    """Every rate against `lanner serve`; after each step, the spool drained and every subid checked.
+
+    `panel_fixture` (workers/bench/panel.py PanelFixture): the panel users of `options.panel_load`."""
     from workers.bench.load import PostbackLoad, ReportLoad, read_meta
+    from workers.bench.panel import PanelLoad
 
     database_path, spool_dir = data_dir / "lanner.db", data_dir / "spool"
     with LannerStack(env, work_dir, options.workers, SCENARIOS[options.scenario].alias) as stack:
@@ -962,13 +967,15 @@ def run_lanner_ladder(
             stack.check_alive()
             flusher_before = process_cpu_seconds(stack.worker.pid)
             with ExitStack() as side:
-                reports = postbacks = None
+                reports = postbacks = panel = None
                 if options.report_load:
                     api_key = read_meta(database_path, "api_key")
                     reports = side.enter_context(ReportLoad(stack.admin_port, api_key))
                 if options.postbacks:
                     key = read_meta(database_path, "postback_key")
                     postbacks = side.enter_context(PostbackLoad(stack.port, key, database_path))
+                if options.panel_load:
+                    panel = side.enter_context(PanelLoad(stack.admin_port, panel_fixture))
                 result, run = measure_step(
                     "lanner",
                     stack.url,
@@ -986,6 +993,8 @@ def run_lanner_ladder(
                 result.side_load.update(reports.summary())
             if postbacks is not None:
                 result.side_load.update(postbacks.check())
+            if panel is not None:
+                result.side_load.update(panel.summary())
             if result.accepted:
                 flusher_cpu = process_cpu_seconds(stack.worker.pid) - flusher_before
                 result.flusher_cpu_us_per_click = round(flusher_cpu * 1e6 / result.accepted, 1)
@@ -1117,8 +1126,16 @@ def run_bench(options: BenchOptions, report: BenchReport, reporter: Reporter | N
             clicks_before = prepare_database(
                 env, data_dir / "lanner.db", options.prefill, options.scenario, reporter
             )
+            panel_fixture = None
+            if options.panel_load:
+                from workers.bench.panel import CONVERSION_SHARE, prepare_panel
+
+                reporter.message("Preparing conversions and the panel's users ...")
+                panel_fixture = prepare_panel(
+                    data_dir / "lanner.db", conversions=CONVERSION_SHARE, on_progress=reporter.progress
+                )
             report.settings = bench_settings(options, k6, data_dir, work_dir, clicks_before)
-            run_lanner_ladder(options, env, data_dir, work_dir, k6, report, reporter)
+            run_lanner_ladder(options, env, data_dir, work_dir, k6, report, reporter, panel_fixture)
             if options.is_nginx_baseline:
                 run_nginx_ladder(options, work_dir, k6, report, reporter)
         report.is_complete = True
