@@ -42,10 +42,32 @@ PANEL_PAGES: tuple[str, ...] = (
     "/panel/campaigns",
     "/panel/campaigns?period=last_30_days",
     "/panel/campaigns?period=last_30_days&status=all&q=gen",
+    "/panel/campaigns/{campaign}",
+    "/panel/reports?period=last_30_days",
+    "/panel/reports?g1=day&period=last_30_days",
+    "/panel/reports?g1=country&g2=offer&period=last_30_days",
+    "/panel/reports.csv?period=last_30_days",
+    "/panel/clicks",
+    "/panel/clicks?campaign={campaign}",
+    "/panel/clicks/{subid}",
+    "/panel/conversions",
+    "/panel/conversions?campaign={campaign}",
+    "/panel/offers",
+    "/panel/offers/{offer}",
+    "/panel/postbacks",
+    "/panel/account",
 )
 # Pages some roles may not open (users, the audit log, imports): timed as the admin, left out for the
 # others. tests/test_bench_panel.py fails when a panel page without a path field is in neither list.
-ADMIN_PAGES: tuple[str, ...] = ()
+ADMIN_PAGES: tuple[str, ...] = (
+    "/panel/campaigns/new",
+    "/panel/conversions/import",
+    "/panel/postback-log",
+    "/panel/users",
+    "/panel/audit",
+    "/panel/audit?period=last_30_days",
+    "/panel/status",
+)
 NOT_TIMED = ("/panel/login",)  # No session yet: not a page of the working day.
 # Every GET of /api/v1 that answers a collection (tests/test_bench_panel.py checks none is missing).
 API_LISTS: tuple[str, ...] = (
