@@ -25,6 +25,8 @@ from typing import Callable
 
 from peewee import Database
 
+from models.accounts.audit import record_change
+from models.accounts.principal import CLI, Principal
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.errors import LannerError
 from models.reporting.currency import check_code, rate_of, report_currency
@@ -33,6 +35,8 @@ from models.reporting.rollups import RollupDelta
 from models.reporting.timerange import local_instant, zone
 from models.store.database import write_tx
 from models.store.sqlite.costs import COST_COLUMNS, CostStore
+
+COST_DIMENSIONS = COST_COLUMNS  # What a cost may be set per, besides the whole campaign.
 
 SPREAD_CHUNK = 5000
 # No spend is this large: a cost or a rollup beyond it came from a click URL before costs were bounded
@@ -119,10 +123,14 @@ def set_campaign_cost(
     currency: str | None = None,
     where: tuple[str, str] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    actor: Principal = CLI,
 ) -> SpreadCost:
-    """`lanner cost set` and `PUT /api/v1/costs`: spread `amount` (in `currency`, default the campaign's
-    `cost_currency`) over the campaign's clicks from `since` to `until` (local dates in `timezone`);
-    `where`: only those with this source or sub id value (see spread_cost)."""
+    """`lanner cost set`, `PUT /api/v1/costs` and the panel's cost form: spread `amount` (in `currency`,
+    default the campaign's `cost_currency`) over the campaign's clicks from `since` to `until` (local
+    dates in `timezone`); `where`: only those with this source or sub id value (see spread_cost).
+
+    Audited once, after the spread: a long one writes in many transactions, so its entry says what
+    was set when it is all set."""
     currency = check_code(currency) if currency else cost_currency
     tz = zone(timezone)
     start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
@@ -132,9 +140,15 @@ def set_campaign_cost(
     conn = db.connection()
     report = report_currency(conn)
     rate = 1.0 if currency == report else rate_of(conn, currency, report) or 0.0
-    return SpreadCost(
+    spread = SpreadCost(
         campaign_id, where, clicks, per_click, amount, currency, round(amount * rate, 6), report
     )
+    with write_tx(db):
+        record_change(db, actor, "campaign", campaign_id, "cost", None, {
+            "from": since, "to": until, "timezone": timezone, "amount": amount, "currency": currency,
+            "clicks": clicks, **({"dimension": where[0], "value": where[1]} if where else {}),
+        })  # fmt: skip
+    return spread
 
 
 def spread_cost(

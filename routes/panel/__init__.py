@@ -23,6 +23,7 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
     from routes.panel import (
         bulk,
         conversions,
+        costs,
         editor,
         logs,
         offers,
@@ -48,6 +49,7 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
     for module in (
         pages,
         editor,
+        costs,
         bulk,
         offers,
         postbacks,

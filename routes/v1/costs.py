@@ -46,9 +46,14 @@ class CostResource:
         where = (body["dimension"], body["value"]) if "dimension" in body else None
         campaign = get_campaign(body["campaign"])
         require_campaign(req, campaign.id)
+        principal = req.context.principal
+        if principal.hides_money:  # The panel offers them no cost form either.
+            raise falcon.HTTPForbidden(
+                title="Not allowed", description=f"{principal.name} sees no amounts, so may not set costs."
+            )
         spread = set_campaign_cost(
             self.db, campaign.id, body["from"], body["to"], body["amount"],
             cost_currency=campaign.cost_currency, timezone=body.get("timezone", "UTC"),
-            currency=body.get("currency"), where=where,
+            currency=body.get("currency"), where=where, actor=principal,
         )  # fmt: skip
         answer(req, resp, dataclasses.asdict(spread))
