@@ -44,6 +44,27 @@ def period_of(req: falcon.Request) -> str:
     return period
 
 
+class ListFilter:
+    """A list page's status filter and search box: `?status=` (`current`: all but archived, `all`, or one
+    status) and `?q=`, a case-blind substring of the texts the page searches."""
+
+    def __init__(self, req: falcon.Request, statuses: tuple[str, ...]) -> None:
+        self.choices = ("current", *statuses, "all")
+        self.status = req.get_param("status") or "current"
+        if self.status not in self.choices:
+            raise falcon.HTTPBadRequest(
+                title="Unknown status", description=f"The status is one of {', '.join(self.choices)}."
+            )
+        self.search = (req.get_param("q") or "").strip()
+
+    def keeps(self, status: str, *texts: str) -> bool:
+        if self.status == "current" and status == "archived":
+            return False
+        if self.status not in ("current", "all") and status != self.status:
+            return False
+        return not self.search or self.search.lower() in "\n".join(texts).lower()
+
+
 class PanelReports:
     """The reports a principal may see: the admin API's report, limited to their visible campaigns."""
 

@@ -11,11 +11,10 @@ from models.accounts.access import creates_campaigns, visible_offer_ids
 from models.admin.services import AdminError, create_offer, get_offer, list_offers, update_offer
 from models.choices import OFFER_STATUSES
 from models.errors import LannerError
-from routes.panel.common import PERIODS, PanelContext, PanelReports, PanelResource, period_of
+from routes.panel.common import PERIODS, ListFilter, PanelContext, PanelReports, PanelResource, period_of
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form
 
-STATUS_FILTERS = ("current", *OFFER_STATUSES, "all")  # current: active and paused.
 BLANK_FORM = {"name": "", "url": "", "payout": "0", "currency": "", "daily_cap": "", "total_cap": "",
               "timezone": "UTC", "status": "active"}  # fmt: skip
 
@@ -105,12 +104,7 @@ class OfferListResource(OfferPages):
     def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
         principal = session.principal
         period = period_of(req)
-        status = req.get_param("status") or "current"
-        if status not in STATUS_FILTERS:
-            raise falcon.HTTPBadRequest(
-                title="Unknown status", description=f"The status is one of {', '.join(STATUS_FILTERS)}."
-            )
-        search = (req.get_param("q") or "").strip()
+        listing = ListFilter(req, OFFER_STATUSES)
         visible = visible_offer_ids(self.sessions.db, principal)
         report = self.reports(principal, "offer", period)
         stats = {row["offer"]: row for row in report.rows} if report else {}
@@ -118,11 +112,7 @@ class OfferListResource(OfferPages):
         for offer in list_offers():
             if visible is not None and offer.id not in visible:
                 continue
-            if (status == "current" and offer.status == "archived") or (
-                status not in ("current", "all") and offer.status != status
-            ):
-                continue
-            if search and search.lower() not in f"{offer.name}\n{offer.url}".lower():
+            if not listing.keeps(offer.status, offer.name, offer.url):
                 continue
             row = stats.get(offer.id, {})
             clicks, conversions, revenue = (
@@ -136,7 +126,7 @@ class OfferListResource(OfferPages):
             })  # fmt: skip
         self.page(
             req, resp, "offers.html", session, code,
-            period=period, periods=PERIODS, status=status, statuses=STATUS_FILTERS, search=search, rows=rows,
+            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices, search=listing.search, rows=rows,
             currency=report.currency if report else self.reports.report_currency,
             may_create=creates_campaigns(principal), form=form or BLANK_FORM, message=message,
         )  # fmt: skip

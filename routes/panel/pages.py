@@ -19,6 +19,7 @@ from routes.panel.common import (
     PERIODS,
     SUMMED,
     CampaignBase,
+    ListFilter,
     PanelContext,
     PanelReports,
     PanelResource,
@@ -30,7 +31,6 @@ from routes.panel.render import Renderer
 from routes.panel.session import LOGIN_PATH, PanelSessions, read_form
 
 TOP_ROWS = 10
-STATUS_FILTERS = ("current", *CAMPAIGN_STATUSES, "all")  # current: active and paused.
 
 
 def safe_next(target: str | None) -> str:
@@ -151,12 +151,7 @@ class CampaignListResource(PanelResource):
         session = self.sessions.require(req)
         principal = session.principal
         period = period_of(req)
-        status = req.get_param("status") or "current"
-        if status not in STATUS_FILTERS:
-            raise falcon.HTTPBadRequest(
-                title="Unknown status", description=f"The status is one of {', '.join(STATUS_FILTERS)}."
-            )
-        search = (req.get_param("q") or "").strip()
+        listing = ListFilter(req, CAMPAIGN_STATUSES)
         visible = visible_campaign_ids(self.sessions.db, principal)
         report = self.reports(principal, "campaign", period)
         stats = {row["campaign"]: row for row in report.rows} if report else {}
@@ -164,11 +159,7 @@ class CampaignListResource(PanelResource):
         for campaign in list_campaigns(include_archived=True):
             if visible is not None and campaign.id not in visible:
                 continue
-            if status == "current" and campaign.status == "archived":
-                continue
-            if status not in ("current", "all") and campaign.status != status:
-                continue
-            if search and search.lower() not in f"{campaign.name}\n{campaign.alias}".lower():
+            if not listing.keeps(campaign.status, campaign.name, campaign.alias):
                 continue
             row = {name: 0 for name in SUMMED} | {"cr": None, "roi": None} | stats.get(campaign.id, {})
             rows.append(
@@ -180,11 +171,11 @@ class CampaignListResource(PanelResource):
             )
         self.page(
             req, resp, "campaigns.html", session,
-            period=period, periods=PERIODS, status=status, statuses=STATUS_FILTERS, search=search,
+            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices, search=listing.search,
             rows=rows, total=totals([row["stats"] for row in rows]),
             currency=report.currency if report else self.reports.report_currency,
             base_url=self.campaign_base(req), can_create=creates_campaigns(principal),
-            query=urllib.parse.urlencode({"period": period, "status": status, "q": search}),
+            query=urllib.parse.urlencode({"period": period, "status": listing.status, "q": listing.search}),
         )  # fmt: skip
 
 
