@@ -2,6 +2,11 @@
 # Install Lanner on a Debian 12 / Ubuntu 22.04+ machine, or upgrade it in place: run it again.
 #
 #   sudo scripts/install.sh [--server-name tracker.example.com] [--listen 80] [--workers 2]
+#                           [--admin-allow 203.0.113.7/32 ...]
+#
+# The web panel and the admin API answer only the addresses --admin-allow lists (repeatable; default
+# this machine: open it through an SSH tunnel, or list your office's address, or 0.0.0.0/0 and ::/0
+# to put it on the internet behind its login).
 #
 # What it does, in order (each step is safe to repeat):
 #   1. system packages (python3-venv, python3-dev, gcc, libev-dev, nginx), only the missing ones;
@@ -27,6 +32,7 @@ SERVER_NAME=_
 WORKERS=2
 PACKAGES=1
 SYSTEMD=1
+ADMIN_ALLOW=()
 PYTHON=${PYTHON:-python3}
 
 usage() {
@@ -41,6 +47,7 @@ while [ $# -gt 0 ]; do
         --listen) LISTEN=$2; shift 2 ;;
         --server-name) SERVER_NAME=$2; shift 2 ;;
         --workers) WORKERS=$2; shift 2 ;;
+        --admin-allow) ADMIN_ALLOW+=(--admin-allow "$2"); shift 2 ;;
         --no-packages) PACKAGES=0; shift ;;
         --no-systemd) SYSTEMD=0; shift ;;
         -h|--help) usage 0 ;;
@@ -134,7 +141,7 @@ lanner db status
 say "Units and nginx site"
 cp "$units/lanner-web.service" "$units/lanner-worker.service" "$UNIT_DIR/"
 "$VENV/bin/lanner" nginx site --upstream "$BIND" --listen "$LISTEN" --server-name "$SERVER_NAME" \
-    -o "$NGINX_DIR/sites-available/lanner.conf"
+    "${ADMIN_ALLOW[@]}" -o "$NGINX_DIR/sites-available/lanner.conf"
 ln -sf ../sites-available/lanner.conf "$NGINX_DIR/sites-enabled/lanner.conf"
 
 if [ "$SYSTEMD" = 1 ]; then
@@ -170,5 +177,19 @@ fi
 say "Done"
 lanner postback key show
 echo "report API key: $(lanner api key show)"
+port=${LISTEN##*:}
+host=$SERVER_NAME
+if [ "$host" = _ ]; then
+    case "$LISTEN" in
+        *:*) host=${LISTEN%:*} ;;  # --listen ADDRESS:PORT
+        *) host=$(hostname -f 2>/dev/null || hostname) ;;
+    esac
+fi
+panel="http://$host$([ "$port" = 80 ] || echo ":$port")/panel/"
+if [ ${#ADMIN_ALLOW[@]} = 0 ]; then
+    echo "panel: $panel (from this machine only: ssh -L 8080:127.0.0.1:$port $host, then http://127.0.0.1:8080/panel/; or install again with --admin-allow YOUR.ADDRESS/32)"
+else
+    echo "panel: $panel (from the --admin-allow addresses)"
+fi
 lanner user first-admin  # Prints the admin's password on the first install only.
 [ "$UPGRADE" = 1 ] && echo "upgraded in place" || echo "installed"

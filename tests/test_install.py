@@ -9,6 +9,7 @@ import shlex
 import sqlite3
 import subprocess
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,8 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     assert "installed" in first.stdout.splitlines()[-1]
     assert "key: " in first.stdout and "report API key: " in first.stdout
     assert "First admin: admin, password: " in first.stdout
+    assert f"panel: http://127.0.0.1:{port}/panel/ (from this machine only" in first.stdout
+    password = first.stdout.split("First admin: admin, password: ")[1].split(" ")[0]
     web_unit, worker_unit = (
         root / "etc/systemd/system/lanner-web.service",
         root / "etc/systemd/system/lanner-worker.service",
@@ -124,6 +127,15 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
         api_key = installed_lanner(root, "api", "key", "show").strip()
         report = request(port, "/api/report?preset=today", {"X-Api-Key": api_key})
         assert report[0] == 200 and b'"clicks": 1' in report[2]
+        # The panel too, logged in with the password the installer printed.
+        login = urllib.parse.urlencode({"name": "admin", "password": password, "next": "/panel"}).encode()
+        status, headers, _ = request(
+            port, "/panel/login", {"Content-Type": "application/x-www-form-urlencoded"}, "POST", login
+        )
+        assert status == 303 and headers["location"] == "/panel", headers
+        cookie = headers["set-cookie"].split(";")[0]
+        status, _, page = request(port, "/panel", {"Cookie": cookie})
+        assert status == 200 and b"Live" in page  # The dashboard, with the campaign's click.
     finally:
         for service in reversed(services):
             service.stop()

@@ -134,6 +134,26 @@ def test_admin_routes_answer_only_allowed_addresses(lanner_on_socket, start_ngin
     assert status == 403 and b"Wrong API key" in body  # Lanner refused it: no API key.
 
 
+def test_the_panel_is_the_admin_worker_s_behind_the_allow_list(lanner_on_socket, start_nginx):
+    opened = start_nginx(lanner_on_socket)
+    for path in ("/panel", "/panel/", "/panel/campaigns"):
+        status, headers, _ = request(opened, path)
+        assert status == 303 and headers["location"].startswith("/panel/login?next="), path
+    status, _, body = request(opened, "/panel/login")
+    assert status == 200 and b'id="login"' in body
+    # A 1.5 MB conversion CSV passes nginx (64 KB elsewhere): the panel refuses it for want of a session.
+    upload = b"subid,status\n" + b"x" * 1_500_000
+    status, _, body = request(
+        opened, "/panel/conversions/import", {"Content-Type": "text/csv"}, "POST", upload
+    )
+    assert status == 403 and b"Log in again" in body
+    closed = start_nginx(lanner_on_socket, "--admin-allow", "10.9.9.9")
+    for path in ("/panel", "/panel/login"):
+        status, _, body = request(closed, path)
+        assert status == 403 and b"login" not in body, path  # nginx refused it.
+    assert request(closed, "/front")[0] == 302
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
