@@ -175,3 +175,26 @@ def test_target_urls_and_status_words_come_out_escaped(panel, users, clicks, db)
     assert "<img src=x" not in html and "<script>alert" not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert re.search(r'name="word" value="&#34;&gt;&lt;img src=x onerror=alert\(2\)&gt;"', html)
+
+
+def test_a_target_added_and_removed_in_the_panel_is_in_the_audit_log_under_its_user(panel, users, clicks, db):  # noqa: F811
+    from models.accounts.audit import list_audit
+
+    own(db, 1, users["bert"])
+    cookie = log_in(panel, "bert")
+    token = csrf_token(get(panel, "/panel/postbacks", cookie)[2])
+    fields = [("csrf_token", token), ("do", "add"), ("campaign", "1"), ("url", "https://s.example/?c={subid}"),
+              ("statuses", "sale"), ("method", "GET")]  # fmt: skip
+    assert post_lists(panel, cookie, fields)[0] == 303
+    (entry,) = list_audit(db, entity="postback_target")
+    assert (entry.actor, entry.action, entry.new_values["url"]) == (
+        "bert",
+        "create",
+        "https://s.example/?c={subid}",
+    )
+    assert post(panel, "/panel/postbacks", {"csrf_token": token, "do": "remove", "target": entry.entity_id},
+                cookie=cookie)[0] == 303  # fmt: skip
+    assert [(e.actor, e.action) for e in list_audit(db, entity="postback_target")] == [
+        ("bert", "remove"),
+        ("bert", "create"),
+    ]

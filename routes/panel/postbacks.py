@@ -94,7 +94,7 @@ class PostbackSetupResource(PanelResource):
             try:
                 if action == "add":
                     admin.add_target(db, entered["campaign"], entered["url"], entered["statuses"],
-                                     method=entered["method"])  # fmt: skip
+                                     method=entered["method"], actor=principal)  # fmt: skip
                     self.back(resp, "added")
                     return
                 status = entered["statuses"][0] if entered["statuses"] else "sale"
@@ -109,7 +109,7 @@ class PostbackSetupResource(PanelResource):
         if action in ("remove", "test_target"):
             target = self.target(principal, form.get("target"))
             if action == "remove":
-                admin.remove_target(db, target["id"])
+                admin.remove_target(db, target["id"], actor=principal)
                 self.back(resp, "removed")
                 return
             status = target["statuses"].split(",")[0]
@@ -120,9 +120,10 @@ class PostbackSetupResource(PanelResource):
             try:
                 if action == "map":
                     admin.map_status(db, str(form.get("word", "")), str(form.get("status", "")),
-                                     network=str(form.get("network", "")))  # fmt: skip
+                                     network=str(form.get("network", "")), actor=principal)  # fmt: skip
                 else:
-                    admin.unmap_status(db, str(form.get("word", "")), network=str(form.get("network", "")))
+                    admin.unmap_status(db, str(form.get("word", "")), network=str(form.get("network", "")),
+                                       actor=principal)  # fmt: skip
             except AdminError as exc:
                 self.show(req, resp, session, code=400, message=str(exc))
                 return
