@@ -32,6 +32,8 @@ FLASH_COOKIE = "lanner_flash"
 FLASH_SECONDS = 120
 NONCE_BYTES = 16
 TAG_BYTES = 32
+# Browsers keep cookies of up to 4096 bytes, name and attributes included.
+MAX_COOKIE_CHARS = 3800
 
 
 def _keys(session: Session) -> tuple[bytes, bytes]:
@@ -88,12 +90,17 @@ class Flash:
 
     def put(
         self, req: falcon.Request, resp: falcon.Response, session: Session, path: str, data: dict
-    ) -> None:
-        """Keep `data` for the next GET of `path` and redirect there (303)."""
-        resp.set_cookie(FLASH_COOKIE, seal(session, path, data, now=self.now()), max_age=FLASH_SECONDS, path=path,
-                        secure=self.sessions.is_https(req), http_only=True, same_site="Lax")  # fmt: skip
+    ) -> bool:
+        """Keep `data` for the next GET of `path` and redirect there (303); False, with nothing done, when
+        it is too big for a cookie (the caller answers the page itself then)."""
+        value = seal(session, path, data, now=self.now())
+        if len(value) > MAX_COOKIE_CHARS:
+            return False
+        resp.set_cookie(FLASH_COOKIE, value, max_age=FLASH_SECONDS, path=path, secure=self.sessions.is_https(req),
+                        http_only=True, same_site="Lax")  # fmt: skip
         resp.status = falcon.HTTP_303
         resp.location = path
+        return True
 
     def take(self, req: falcon.Request, resp: falcon.Response, session: Session) -> dict[str, Any] | None:
         """The value kept for this page, once: the answer clears the cookie."""
