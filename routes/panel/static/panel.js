@@ -191,7 +191,8 @@
       options = {
         series: [{}, metric],
         scales: { x: { time: true }, y: { range: range } },
-        tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
+        // The user's timezone, as the buckets are (as the dashboard's chart): x is each bucket's first instant.
+        tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), data.timezone === "UTC" ? "Etc/UTC" : data.timezone); },
       };
     } else {
       var x = data.values.map(function (_, i) { return i; });
