@@ -244,3 +244,15 @@
     if (button && !window.confirm(button.getAttribute("data-confirm"))) event.preventDefault();
   });
 })();
+
+// -- phone: the nav is one scrolling row there (panel.css); show the current page's link in it.
+(function () {
+  "use strict";
+  document.addEventListener("DOMContentLoaded", function () {
+    var nav = document.querySelector(".top nav");
+    var current = nav && nav.querySelector("a[aria-current]");
+    if (!current || nav.scrollWidth <= nav.clientWidth) return;
+    // scrollLeft, not scrollIntoView: that would scroll the page too.
+    nav.scrollLeft = current.offsetLeft - nav.offsetLeft - (nav.clientWidth - current.offsetWidth) / 2;
+  });
+})();
