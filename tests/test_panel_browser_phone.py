@@ -45,7 +45,9 @@ def test_the_dashboard_and_the_campaign_list_fit_a_phone_and_the_campaigns_are_c
     wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "#chart canvas")))
     width, shown = phone.execute_script(OVERFLOW)
     assert shown <= PHONE[0] and width <= shown, (width, shown)
-    assert phone.find_element(By.CSS_SELECTOR, ".tables table.campaigns thead").is_displayed()  # Still a table.
+    assert phone.find_element(
+        By.CSS_SELECTOR, ".tables table.campaigns thead"
+    ).is_displayed()  # Still a table.
 
     phone.get(base + "/panel/campaigns")
     wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "table.campaigns tfoot")))
