@@ -327,7 +327,9 @@ def test_a_buyer_sees_only_their_campaigns_on_the_dashboard_and_the_list(panel, 
     assert "Generated 1" in html and "Generated 0" not in html
     html = get(panel, "/panel/campaigns?period=last_7_days", buyer)[2]
     assert "gen-1" in html and "gen-0" not in html
-    assert re.search(r'class="total">.*?<td class="n"[^>]*>([\d,]+)</td>', html, re.S).group(1) == f"{theirs:,}"
+    assert (
+        re.search(r'class="total">.*?<td class="n"[^>]*>([\d,]+)</td>', html, re.S).group(1) == f"{theirs:,}"
+    )
     # A buyer with no campaign sees empty pages, not everybody's.
     nobody = log_in(panel, "frugal")
     html = get(panel, "/panel?period=last_7_days", nobody)[2]

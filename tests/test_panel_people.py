@@ -356,7 +356,7 @@ def test_shares_and_api_keys_from_a_user_s_page_the_key_shown_once(panel, users,
     assert status == 200 and "not shown again" in html and "<b>bot" not in html
     key = re.search(r'value="(lnr_[^"]+)" aria-label="New API key"', html).group(1)
     assert key not in flash and authenticate_api_key(db, key).name == "bert"
-    assert headers["set-cookie"].startswith("lanner_flash=\"\";") and "1970" in headers["set-cookie"]
+    assert headers["set-cookie"].startswith('lanner_flash="";') and "1970" in headers["set-cookie"]
     assert key not in get(panel, page, admin)[2]  # The reload: only its prefix from now on, no new key.
     # The cookie is nothing to another session, or on another page, or after two minutes.
     other = log_in(panel, "anna")
