@@ -1341,7 +1341,9 @@ def audit() -> None:
 
 
 @audit.command("list")
-@click.option("--entity", help="campaign, stream, offer, user or api_key; TYPE:ID for one (campaign:3).")
+@click.option(
+    "--entity", help="campaign, stream, offer, user, api_key, postback_target or status_map; TYPE:ID for one."
+)
 @click.option("--actor", help="Only changes by this user (or `cli`, `install key`), any case.")
 @click.option("--since", help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive.")
 @click.option("--timezone", default="UTC", show_default=True, help="For --since and the times shown.")

@@ -680,3 +680,95 @@ def test_a_principal_that_hides_money_gets_no_raw_postback_log(admin, key):
         assert call(admin, "GET", path, key)[0] == 200
         status, answer = call(admin, "GET", path, FRUGAL_KEY)
         assert status == 403 and "payouts" in answer["description"]
+
+
+def test_a_buyer_lists_and_reads_the_offers_its_campaigns_use_and_unused_ones_only(accounts, key):
+    app, keys = accounts
+    annas = make_offer(app, keys["anna"], name="Anna's")
+    berts = make_offer(app, keys["bert"], name="Bert's")
+    unused = make_offer(app, key, name="Nobody's yet")
+    for who, alias, offer in (("anna", "anna-a", annas), ("bert", "bert-b", berts)):
+        status, made = call(
+            app, "POST", "/campaigns", keys[who], {"name": alias, "alias": alias, "offer_id": offer["id"]}
+        )
+        assert status == 201, made
+
+    def offer_ids(who):
+        status, listed = call(app, "GET", "/offers", who)
+        assert status == 200, listed
+        return [o["id"] for o in listed["items"]]
+
+    assert offer_ids(keys["anna"]) == [annas["id"], unused["id"]]
+    assert offer_ids(keys["vera"]) == [unused["id"]]
+    assert offer_ids(key) == [annas["id"], berts["id"], unused["id"]]
+    # Another buyer's offer does not exist for anna, to read or to change: as in the panel.
+    status, answer = call(app, "GET", f"/offers/{berts['id']}", keys["anna"])
+    assert status == 404 and answer["description"] == f"There is no offer {berts['id']}."
+    assert call(app, "PATCH", f"/offers/{berts['id']}", keys["anna"], {"name": "Mine"})[0] == 404
+    assert call(app, "GET", f"/offers/{berts['id']}", key)[0] == 200
+    assert call(app, "GET", f"/offers/{unused['id']}", keys["vera"])[0] == 200
+
+
+def test_refusals_are_answered_by_their_type_not_their_wording():
+    from models.accounts.errors import AccountConflict, AccountError
+    from models.admin.services import AdminConflict, AdminError, AdminNotFound
+    from routes.v1.spec import refused
+
+    assert refused(AdminNotFound("Gone.")).status == "404 Not Found"
+    assert refused(AdminConflict("Taken.")).status == "409 Conflict"
+    assert refused(AccountConflict("A user named 'anna' exists already (names ignore case).")).status == (
+        "409 Conflict"
+    )
+    assert refused(AdminError("There is no way to do that.")).status == "400 Bad Request"
+    assert (
+        refused(AccountError("Already exists, this sentence says, but nothing is.")).status
+        == "400 Bad Request"
+    )
+
+
+def test_a_cost_currency_without_a_rate_is_a_bad_request_not_a_missing_thing(admin, key):
+    make_campaign(admin, key)
+    fields = {"cost_model": "cpc", "cost_value": 0.5, "cost_currency": "EUR"}
+    status, answer = call(admin, "PATCH", "/campaigns/summer", key, fields)
+    assert status == 400 and answer["description"].startswith("There is no exchange rate for EUR")
+
+
+def test_postback_target_and_status_map_changes_are_in_the_audit_log_with_who_made_them(accounts, key, db):
+    from models.accounts.audit import list_audit
+    from models.conversions.admin import add_target, map_status, remove_target
+
+    app, keys = accounts
+    offer = make_offer(app, keys["anna"])
+    call(app, "POST", "/campaigns", keys["anna"], {"name": "A", "alias": "anna-a", "offer_id": offer["id"]})
+    body = {"campaign": "anna-a", "url": "https://source.example/pb?c={subid}", "statuses": ["sale"]}
+    status, target = call(app, "POST", "/postback-targets", keys["anna"], body)
+    assert status == 201, target
+    assert call(app, "DELETE", f"/postback-targets/{target['id']}", keys["anna"])[0] == 200
+    assert call(app, "PUT", "/status-maps", key, {"word": "Approved", "status": "lead"})[0] == 200
+    assert call(app, "PUT", "/status-maps", key, {"word": "approved", "status": "sale"})[0] == 200
+    assert call(app, "DELETE", "/status-maps/approved", key)[0] == 200
+    by_cli = add_target(db, "anna-a", "https://other.example/pb?c={subid}", ["lead"])
+    remove_target(db, by_cli.id)
+    map_status(db, "ok", "sale", network="net")
+
+    entries = [e for e in list_audit(db, limit=100) if e.entity in ("postback_target", "status_map")]
+    seen = sorted(
+        (e.id, e.actor, e.entity, e.entity_id, e.action, e.old_values, e.new_values) for e in entries
+    )
+    url = body["url"]
+    campaign_id = target["campaign_id"]
+    assert [row[1:] for row in seen] == [
+        ("anna", "postback_target", target["id"], "create", {},
+         {"campaign_id": campaign_id, "statuses": "sale", "url": url, "method": "GET", "status": "active"}),
+        ("anna", "postback_target", target["id"], "remove", {"status": "active"}, {"status": "removed"}),
+        ("install key", "status_map", None, "create", {},
+         {"network": "", "raw_status": "approved", "status": "lead"}),
+        ("install key", "status_map", None, "update", {"status": "lead"},
+         {"network": "", "raw_status": "approved", "status": "sale"}),
+        ("install key", "status_map", None, "delete",
+         {"network": "", "raw_status": "approved", "status": "sale"}, {}),
+        ("cli", "postback_target", by_cli.id, "create", {},
+         {"campaign_id": campaign_id, "statuses": "lead", "url": by_cli.url, "method": "GET", "status": "active"}),
+        ("cli", "postback_target", by_cli.id, "remove", {"status": "active"}, {"status": "removed"}),
+        ("cli", "status_map", None, "create", {}, {"network": "net", "raw_status": "ok", "status": "sale"}),
+    ]  # fmt: skip

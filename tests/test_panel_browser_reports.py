@@ -73,3 +73,33 @@ def test_the_report_chart_is_drawn_and_a_row_drills_down(browser, start_server, 
     browser.get(base + "/panel/reports?g1=day")
     wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "#report-chart canvas")))
     wait.until(lambda _: painted_pixels(browser) > 100)
+
+
+def test_the_report_time_chart_s_axis_is_in_the_user_s_timezone(browser, start_server, db):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as seen
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from models.accounts.users import add_user
+    from workers.bench.generate import generate_clicks
+
+    # The chart JSON's x are real instants now (time_buckets) and its `timezone` the user's: panel.js must
+    # draw the axis in it. Half past in UTC: an axis drawn in UTC would start the hours at 18:30.
+    generate_clicks(db, 100, 1, campaigns=1, seed=3)
+    add_user(db, "ravi", "admin", PASSWORD, timezone="Asia/Kolkata")
+    server = start_server(workers=1)
+    base = f"http://127.0.0.1:{server.extra['admin_port']}"
+    wait = WebDriverWait(browser, 20)
+
+    browser.get(base + "/panel/reports?g1=hour&period=yesterday")
+    wait.until(seen.presence_of_element_located((By.ID, "login")))
+    browser.find_element(By.ID, "name").send_keys("ravi")
+    browser.find_element(By.ID, "password").send_keys(PASSWORD)
+    browser.find_element(By.ID, "login").click()
+    over = wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "#report-chart .u-over")))
+    # The cursor on the chart's left edge: the legend names the first hour, the user's midnight.
+    ActionChains(browser).move_to_element_with_offset(over, -over.size["width"] // 2 + 2, 0).perform()
+    first = browser.find_element(By.CSS_SELECTOR, "#report-chart .u-legend .u-series:first-child .u-value")
+    wait.until(lambda _: first.text not in ("", "--"))
+    assert first.text.endswith("12:00am"), first.text

@@ -501,3 +501,45 @@ def test_the_hour_the_clocks_go_back_through_is_two_points_of_the_chart(db):
     assert sum(data["values"]) == 200
     hours = [row["hour"] for row in report.rows]
     assert "2026-10-25 02:00+02:00" in hours and "2026-10-25 02:00+01:00" in hours
+
+
+def test_the_time_chart_s_x_is_each_bucket_s_first_instant_with_the_user_s_timezone_as_the_dashboard(db):
+    from dataclasses import dataclass
+    from zoneinfo import ZoneInfo
+
+    from models.accounts.principal import Principal
+    from models.reporting.reports import time_buckets
+    from routes.panel.common import PanelReports
+    from routes.panel.reports import BuilderState, ReportBuilder, chart_data
+    from workers.bench.generate import generate_clicks
+
+    @dataclass(frozen=True)
+    class Berliner(Principal):
+        timezone: str = "Europe/Berlin"
+
+    berlin = ZoneInfo("Europe/Berlin")
+    generate_clicks(
+        db,
+        50,
+        2,
+        campaigns=1,
+        seed=4,
+        end_ms=int(datetime(2026, 10, 26, 12, tzinfo=timezone.utc).timestamp() * 1000),
+    )
+    principal = Berliner(None, "berliner", "admin", True, False)
+    for group in ("day", "hour"):
+        state = BuilderState(period="custom", since="2026-10-24", until="2026-10-26", groups=(group,))
+        report = ReportBuilder(db, PanelReports(db, "")).level_report(state, principal)
+        data = chart_data(state, [], report, "USD", berlin)
+        buckets = time_buckets(group, berlin, report.start_ms, report.end_ms)
+        assert data["timezone"] == "Europe/Berlin"
+        assert data["x"] == [start // 1000 for _, start in buckets] and sum(data["values"]) == sum(
+            row["clicks"] for row in report.rows
+        )
+    # Days: local midnights, 24 hours apart but 25 over the night the clocks go back.
+    state = BuilderState(period="custom", since="2026-10-24", until="2026-10-26", groups=("day",))
+    data = chart_data(
+        state, [], ReportBuilder(db, PanelReports(db, "")).level_report(state, principal), "USD", berlin
+    )
+    midnights = [datetime(2026, 10, day, tzinfo=berlin).timestamp() for day in (24, 25, 26)]
+    assert data["x"] == midnights and midnights[2] - midnights[1] == 25 * 3600

@@ -11,7 +11,8 @@
 - a principal without write (a read-scope key, a viewer) edits nothing, whatever its role.
 - offers have no owner yet: admins and buyers with write create and change them (`creates_campaigns`).
   In the panel a buyer or viewer is shown the offers their visible campaigns use, and those no campaign
-  uses yet (a buyer's new offer, before a stream sends to it): `visible_offer_ids`.
+  uses yet (a buyer's new offer, before a stream sends to it): `visible_offer_ids`; the API lists the
+  same, and answers 404 for any other, as for one that does not exist.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from models.store.sqlite.accounts import AccountStore
 
 if TYPE_CHECKING:
     from models.accounts.principal import Principal
+    from models.tables.offer import Offer
 
 
 def visible_campaign_ids(db: Database, principal: Principal) -> set[int] | None:
@@ -65,7 +67,7 @@ def creates_campaigns(principal: Principal) -> bool:
 
 
 def visible_offer_ids(db: Database, principal: Principal) -> set[int] | None:
-    """The offers the panel lists for `principal`; None: every offer (an admin)."""
+    """The offers the panel and the API list for `principal`; None: every offer (an admin)."""
     from models.admin.services import list_offers, offer_campaigns
 
     visible = visible_campaign_ids(db, principal)
@@ -73,3 +75,22 @@ def visible_offer_ids(db: Database, principal: Principal) -> set[int] | None:
         return None
     used = offer_campaigns()
     return {offer.id for offer in list_offers() if offer.id not in used or used[offer.id] & visible}
+
+
+def visible_offers(db: Database, principal: Principal) -> list[Offer]:
+    """The offers `principal` may see, by id."""
+    from models.admin.services import list_offers
+
+    visible = visible_offer_ids(db, principal)
+    return [offer for offer in list_offers() if visible is None or offer.id in visible]
+
+
+def visible_offer(db: Database, principal: Principal, offer_id: int) -> Offer:
+    """An offer `principal` may see; AdminNotFound, as for one that does not exist, for one it may not."""
+    from models.admin.services import AdminNotFound, get_offer
+
+    offer = get_offer(offer_id)
+    visible = visible_offer_ids(db, principal)
+    if visible is not None and offer.id not in visible:
+        raise AdminNotFound(f"There is no offer {offer_id}.")
+    return offer

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from peewee import Database
 
 from models.accounts.audit import record_change
-from models.accounts.errors import AccountError
+from models.accounts.errors import AccountError, AccountNotFound
 from models.accounts.principal import CLI, Principal
 from models.accounts.users import get_user
 from models.choices import API_KEY_SCOPES
@@ -90,7 +90,7 @@ def revoke_api_key(db: Database, key_id: int, *, actor: Principal = CLI) -> ApiK
         store = AccountStore(db.connection())
         row = store.api_key(key_id)
         if row is None:
-            raise AccountError(f"There is no API key {key_id}.")
+            raise AccountNotFound(f"There is no API key {key_id}.")
         if not store.revoke_api_key(key_id):
             raise AccountError(f"API key {key_id} is revoked already.")
         record_change(db, actor, "api_key", key_id, "revoke", {"revoked": False}, {"revoked": True})

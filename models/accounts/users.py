@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from peewee import Database
 
 from models.accounts.audit import record_change
-from models.accounts.errors import AccountError
+from models.accounts.errors import AccountConflict, AccountError, AccountNotFound
 from models.accounts.passwords import hash_password
 from models.accounts.principal import CLI, Principal
 from models.choices import ROLES
@@ -94,14 +94,14 @@ def find_user(db: Database, name: str) -> User | None:
 def get_user(db: Database, name: str) -> User:
     user = find_user(db, name)
     if user is None:
-        raise AccountError(f"There is no user {name!r}.")
+        raise AccountNotFound(f"There is no user {name!r}.")
     return user
 
 
 def get_user_by_id(db: Database, user_id: int) -> User:
     row = AccountStore(db.connection()).user_by_id(user_id)
     if row is None:
-        raise AccountError(f"There is no user with id {user_id}.")
+        raise AccountNotFound(f"There is no user with id {user_id}.")
     return User.from_row(row)
 
 
@@ -127,7 +127,7 @@ def add_user(
     with write_tx(db):
         store = AccountStore(db.connection())
         if (existing := store.user_by_name(name)) is not None:
-            raise AccountError(f"A user named {existing[1]!r} exists already (names ignore case).")
+            raise AccountConflict(f"A user named {existing[1]!r} exists already (names ignore case).")
         user_id = store.insert_user(name, role, password_hash, hides_money, timezone, _now())
         user = User.from_row(store.user_by_id(user_id))
         record_change(db, actor, "user", user.id, "create", None, user.audited())

@@ -32,7 +32,7 @@ from models.choices import (
     STREAM_STATUSES,
     STREAM_TYPES,
 )
-from models.errors import LannerError
+from models.errors import ConflictError, LannerError, NotFoundError
 from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
@@ -52,6 +52,14 @@ MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts ha
 
 class AdminError(LannerError, ValueError):
     """A change that cannot be made; the message is one sentence for the user."""
+
+
+class AdminNotFound(AdminError, NotFoundError):
+    """The campaign, stream, offer or user named is not there."""
+
+
+class AdminConflict(AdminError, ConflictError):
+    """The alias asked for is taken."""
 
 
 def _now() -> int:
@@ -204,21 +212,21 @@ def get_campaign(ref: str | int) -> Campaign:
     query = Campaign.select().where((Campaign.alias == ref) | (Campaign.id == (int(ref) if is_id else -1)))
     campaign = query.first()
     if campaign is None:
-        raise AdminError(f"There is no campaign {ref!r}.")
+        raise AdminNotFound(f"There is no campaign {ref!r}.")
     return campaign
 
 
 def get_offer(offer_id: int) -> Offer:
     offer = Offer.get_or_none(Offer.id == offer_id)
     if offer is None:
-        raise AdminError(f"There is no offer {offer_id}.")
+        raise AdminNotFound(f"There is no offer {offer_id}.")
     return offer
 
 
 def get_stream(stream_id: int) -> Stream:
     stream = Stream.get_or_none((Stream.id == stream_id) & (Stream.status != "deleted"))
     if stream is None:
-        raise AdminError(f"There is no stream {stream_id}.")
+        raise AdminNotFound(f"There is no stream {stream_id}.")
     return stream
 
 
@@ -324,7 +332,7 @@ def create_campaign(
         try:
             campaign = Campaign.create(name=name, alias=alias, **fields)
         except IntegrityError:
-            raise AdminError(f"A campaign with alias {alias!r} already exists.") from None
+            raise AdminConflict(f"A campaign with alias {alias!r} already exists.") from None
         record_change(db, actor, "campaign", campaign.id, "create", None, _fields(campaign))
         offer = get_offer(offer_id) if offer_id is not None else None
         if offer is None:
@@ -371,7 +379,7 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
         fields["cost_currency"] = _check_currency(fields["cost_currency"], needs_rate=True)
     if fields.get("owner_id") is not None:
         if AccountStore(Campaign._meta.database.connection()).user_by_id(fields["owner_id"]) is None:
-            raise AdminError(f"There is no user with id {fields['owner_id']} to own the campaign.")
+            raise AdminNotFound(f"There is no user with id {fields['owner_id']} to own the campaign.")
 
 
 def update_campaign(
@@ -391,7 +399,7 @@ def update_campaign(
         try:
             campaign.save()
         except IntegrityError:
-            raise AdminError(f"A campaign with alias {changes.get('alias')!r} already exists.") from None
+            raise AdminConflict(f"A campaign with alias {changes.get('alias')!r} already exists.") from None
         action = "archive" if changes.get("status") == "archived" else "update"
         record_change(db, actor, "campaign", campaign.id, action, before, _fields(campaign))
         MetaStore(db.connection()).bump_config_version()
@@ -450,7 +458,7 @@ def clone_campaign(
         try:
             campaign = Campaign.create(name=name, alias=alias, **fields)
         except IntegrityError:
-            raise AdminError(f"A campaign with alias {alias!r} already exists.") from None
+            raise AdminConflict(f"A campaign with alias {alias!r} already exists.") from None
         created = _fields(campaign) | {"cloned_from": source.id}
         record_change(db, actor, "campaign", campaign.id, "create", None, created)
         for original in list_streams(source.id):

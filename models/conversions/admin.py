@@ -1,6 +1,7 @@
 """Postback administration: the key, status maps (re-applied to stored conversions), outbound targets.
 
-The library the CLI calls; every error is an AdminError with one sentence for the user.
+The library the CLI, the API and the panel call; every error is an AdminError with one sentence for the
+user. Every change names its actor and is in the audit log (entities `postback_target`, `status_map`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from typing import Any
 
 from peewee import Database
 
-from models.admin.services import AdminError, get_campaign
+from models.accounts.audit import record_change
+from models.accounts.principal import CLI, Principal
+from models.admin.services import AdminError, AdminNotFound, get_campaign
 from models.choices import POSTBACK_METHODS
 from models.conversions.outbound import OutboundError, compile_target_url, http_send, render_delivery
 from models.conversions.postbacks import ALLOWED_CHANGES, STATUSES, StatusChange, change_status
@@ -27,7 +30,9 @@ def _status(value: str) -> str:
     return status
 
 
-def map_status(db: Database, raw_status: str, status: str, *, network: str = "") -> int:
+def map_status(
+    db: Database, raw_status: str, status: str, *, network: str = "", actor: Principal = CLI
+) -> int:
     """Map a network's word to a status; conversions stored with that word unmapped take it now,
     with their costs, rollups and outbound postbacks.
 
@@ -39,6 +44,7 @@ def map_status(db: Database, raw_status: str, status: str, *, network: str = "")
     status, network = _status(status), network.strip().lower()
     remapped = 0
     with write_tx(db):
+        before = StatusMap.get_or_none((StatusMap.network == network) & (StatusMap.raw_status == word))
         StatusMap.insert(network=network, raw_status=word, status=status).on_conflict(
             conflict_target=[StatusMap.network, StatusMap.raw_status], update={StatusMap.status: status}
         ).execute()
@@ -64,22 +70,26 @@ def map_status(db: Database, raw_status: str, status: str, *, network: str = "")
             # Its outbound postbacks are sent by `lanner worker`'s periodic sweep within a minute.
             change_status(conversions, change, *costs[conversion.campaign_id], now)
             remapped += 1
+        new = {"network": network, "raw_status": word, "status": status}
+        if before is None:
+            record_change(db, actor, "status_map", None, "create", None, new)
+        elif before.status != status:
+            # A map has no id: the old snapshot leaves out its network and word so the entry keeps them.
+            record_change(db, actor, "status_map", None, "update", {"status": before.status}, new)
     return remapped
 
 
-def unmap_status(db: Database, raw_status: str, *, network: str = "") -> None:
-    deleted = (
-        StatusMap.delete()
-        .where(
-            (StatusMap.raw_status == raw_status.strip().lower())
-            & (StatusMap.network == network.strip().lower())
-        )
-        .execute()
-    )
-    if not deleted:
-        raise AdminError(
-            f"There is no map for {raw_status!r}" + (f" of network {network!r}." if network else ".")
-        )
+def unmap_status(db: Database, raw_status: str, *, network: str = "", actor: Principal = CLI) -> None:
+    word, network = raw_status.strip().lower(), network.strip().lower()
+    with write_tx(db):
+        found = StatusMap.get_or_none((StatusMap.raw_status == word) & (StatusMap.network == network))
+        if found is None:
+            raise AdminNotFound(
+                f"There is no map for {raw_status!r}" + (f" of network {network!r}." if network else ".")
+            )
+        StatusMap.delete().where((StatusMap.raw_status == word) & (StatusMap.network == network)).execute()
+        old = {"network": network, "raw_status": word, "status": found.status}
+        record_change(db, actor, "status_map", None, "delete", old, None)
 
 
 def list_status_maps() -> list[dict[str, Any]]:
@@ -94,7 +104,13 @@ def _statuses(values: list[str] | tuple[str, ...]) -> str:
 
 
 def add_target(
-    db: Database, campaign_ref: str, url: str, statuses: list[str], *, method: str = "GET"
+    db: Database,
+    campaign_ref: str,
+    url: str,
+    statuses: list[str],
+    *,
+    method: str = "GET",
+    actor: Principal = CLI,
 ) -> PostbackTarget:
     """An outbound postback for a campaign's conversions in these statuses."""
     campaign = get_campaign(campaign_ref)
@@ -105,24 +121,35 @@ def add_target(
         compile_target_url(url)
     except OutboundError as exc:
         raise AdminError(str(exc)) from None
-    return PostbackTarget.create(
-        campaign_id=campaign.id,
-        statuses=_statuses(statuses),
-        url=url,
-        method=method,
-        created_at=int(time.time() * 1000),
-    )
+    statuses = _statuses(statuses)
+    with write_tx(db):
+        target = PostbackTarget.create(
+            campaign_id=campaign.id,
+            statuses=statuses,
+            url=url,
+            method=method,
+            created_at=int(time.time() * 1000),
+        )
+        record_change(db, actor, "postback_target", target.id, "create", None, _target_fields(target))
+    return target
 
 
-def remove_target(db: Database, target_id: int) -> PostbackTarget:
+def _target_fields(target: PostbackTarget) -> dict[str, Any]:
+    return {name: getattr(target, name) for name in ("campaign_id", "statuses", "url", "method", "status")}
+
+
+def remove_target(db: Database, target_id: int, *, actor: Principal = CLI) -> PostbackTarget:
     """Stop sending to a target (its delivery history stays)."""
-    target = PostbackTarget.get_or_none(
-        (PostbackTarget.id == target_id) & (PostbackTarget.status == "active")
-    )
-    if target is None:
-        raise AdminError(f"There is no active postback target {target_id}.")
-    target.status = "removed"
-    target.save()
+    with write_tx(db):
+        target = PostbackTarget.get_or_none(
+            (PostbackTarget.id == target_id) & (PostbackTarget.status == "active")
+        )
+        if target is None:
+            raise AdminNotFound(f"There is no active postback target {target_id}.")
+        before = _target_fields(target)
+        target.status = "removed"
+        target.save()
+        record_change(db, actor, "postback_target", target.id, "remove", before, _target_fields(target))
     return target
 
 

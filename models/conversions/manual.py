@@ -32,7 +32,7 @@ from models.conversions.postbacks import (
     change_status,
     parse_postback,
 )
-from models.errors import LannerError
+from models.errors import LannerError, NotFoundError
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
 from models.store.database import write_tx
 from models.store.sqlite.conversions import ConversionStore
@@ -48,6 +48,10 @@ CORRECTED_FIELDS = ("status", "payout", "currency", "report_payout")
 
 class ConversionInputError(LannerError, ValueError):
     """A conversion import or correction that cannot be applied; one sentence for the user."""
+
+
+class ConversionNotFound(ConversionInputError, NotFoundError):
+    """The conversion named is not there."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ def verdict_counts(rows: list[ImportedRow]) -> dict[str, int]:
 def get_conversion(conversion_id: int) -> Conversion:
     conversion = Conversion.get_or_none(Conversion.id == conversion_id)
     if conversion is None:
-        raise ConversionInputError(f"There is no conversion {conversion_id}.")
+        raise ConversionNotFound(f"There is no conversion {conversion_id}.")
     return conversion
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from peewee import Database
 
 from models.choices import SUB_ID_SLOTS
-from models.errors import LannerError
+from models.errors import LannerError, NotFoundError
 from models.reporting.timerange import before, localise_times, time_bounded, zone
 from models.tables.click import Click
 
@@ -119,7 +119,7 @@ def _clicks(query: ClickFilter, tz) -> list[dict[str, Any]]:
     return list(select.dicts())
 
 
-class StoredClickError(LannerError, LookupError):
+class StoredClickError(NotFoundError, LookupError):
     """No stored click with that subid; the message is one sentence for the user."""
 
 

@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo
 from peewee import Database
 
 from models.choices import REPORT_PRESETS
-from models.errors import LannerError
+from models.errors import LannerError, NotFoundError
 from models.migrations.deferred import rollups_ready
 from models.ops.retention import pruned_before
 from models.reporting.currency import CurrencyError, check_report_currency
@@ -71,6 +71,10 @@ END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a wh
 
 class ReportError(LannerError, ValueError):
     """A report that cannot be made; the message is one sentence for the user."""
+
+
+class ReportNotFound(ReportError, NotFoundError):
+    """A filter names a campaign that is not there."""
 
 
 class PrunedRangeError(ReportError):
@@ -393,7 +397,7 @@ def campaign_ids(store: ReportStore, refs: tuple[str, ...]) -> tuple[str, ...]:
         elif ref in by_alias:
             ids.append(str(by_alias[ref]))
         else:
-            raise ReportError(f"There is no campaign {ref!r}; a campaign filter takes ids or aliases.")
+            raise ReportNotFound(f"There is no campaign {ref!r}; a campaign filter takes ids or aliases.")
     return tuple(ids)
 
 

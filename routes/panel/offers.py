@@ -7,8 +7,8 @@ import math
 
 import falcon
 
-from models.accounts.access import creates_campaigns, visible_offer_ids
-from models.admin.services import AdminError, create_offer, get_offer, list_offers, update_offer
+from models.accounts.access import creates_campaigns, visible_offer, visible_offer_ids
+from models.admin.services import AdminError, create_offer, list_offers, update_offer
 from models.choices import OFFER_STATUSES
 from models.errors import LannerError
 from routes.panel.common import PERIODS, ListFilter, PanelContext, PanelReports, PanelResource, period_of
@@ -80,14 +80,10 @@ class OfferPages(PanelResource):
         self.reports = reports
 
     def visible_offer(self, principal, offer_id: int):
-        visible = visible_offer_ids(self.sessions.db, principal)
         try:
-            offer = get_offer(offer_id)
+            return visible_offer(self.sessions.db, principal, offer_id)
         except AdminError as exc:
             raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
-        if visible is not None and offer.id not in visible:
-            raise falcon.HTTPNotFound(title="Not found", description=f"There is no offer {offer_id}.")
-        return offer
 
     @staticmethod
     def require_creator(principal) -> None:

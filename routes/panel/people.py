@@ -26,6 +26,7 @@ from models.admin.services import AdminError, list_campaigns
 from models.choices import API_KEY_SCOPES, ROLES
 from models.reporting.timerange import zone
 from routes.panel.common import PanelContext, PanelResource, timezone_of
+from routes.panel.flash import Flash
 from routes.panel.session import read_form
 
 ACCOUNT_PATH = "/panel/account"
@@ -175,7 +176,13 @@ class UserResource(AdminPage):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, user_id: int) -> None:
         session = self.admin_session(req)
-        self.show(req, resp, session, self.user_of(user_id), message=done_message(req))
+        user = self.user_of(user_id)
+        created = Flash(self.sessions).take(req, resp, session)
+        if created is not None:
+            message = f"API key {created['id']} ({created['scope']}) is created: copy it now, it is not shown again."
+            self.show(req, resp, session, user, message=message, new_key=created["key"])
+            return
+        self.show(req, resp, session, user, message=done_message(req))
 
     def show(
         self, req, resp, session, user, code: int = 200, *, message="", error="", field="", new_key=None
@@ -273,7 +280,8 @@ class UserResource(AdminPage):
         see_other(resp, f"{USERS_PATH}/{user.id}?done=unshared")
 
     def on_post_keys(self, req: falcon.Request, resp: falcon.Response, user_id: int) -> None:
-        """A new key, shown in this answer only (no redirect: the key is not stored to show it again)."""
+        """A new key, shown once by the GET this redirects to (routes/panel/flash.py): a reload of that
+        page neither shows it again nor creates another."""
         form = read_form(req)
         session = self.admin_session(req, form)
         user = self.user_of(user_id)
@@ -285,8 +293,8 @@ class UserResource(AdminPage):
         except AccountError as exc:
             self.refused(req, resp, session, user, "keys", exc)
             return
-        message = f"API key {created.id} ({created.scope}) is created: copy it now, it is not shown again."
-        self.show(req, resp, session, user, 201, message=message, new_key=key)
+        shown = {"id": created.id, "scope": created.scope, "key": key}
+        Flash(self.sessions).put(req, resp, session, f"{USERS_PATH}/{user.id}", shown)
 
     def on_post_revoke(self, req: falcon.Request, resp: falcon.Response, user_id: int, key_id: int) -> None:
         form = read_form(req)

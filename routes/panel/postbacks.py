@@ -17,6 +17,7 @@ from models.choices import POSTBACK_METHODS
 from models.conversions import admin
 from models.conversions.postbacks import STATUSES, read_secret
 from routes.panel.common import CampaignBase, PanelContext, PanelResource
+from routes.panel.flash import Flash
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form, read_form_lists
 
@@ -49,7 +50,12 @@ class PostbackSetupResource(PanelResource):
         self.tracker_base = CampaignBase(sessions, settings)  # The campaign URLs' host is the postbacks'.
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.show(req, resp, self.sessions.require(req), done=DONE.get(req.get_param("done") or "", ""))
+        session = self.sessions.require(req)
+        tested = Flash(self.sessions).take(req, resp, session)
+        if tested is not None:  # Back from a test: its result, once (a reload sends no second test).
+            self.show(req, resp, session, form=tested["form"], result=tested["result"])
+            return
+        self.show(req, resp, session, done=DONE.get(req.get_param("done") or "", ""))
 
     def show(self, req, resp, session, *, code=200, form=None, message="", result=None, done="") -> None:
         principal, db = session.principal, self.sessions.db
@@ -94,7 +100,7 @@ class PostbackSetupResource(PanelResource):
             try:
                 if action == "add":
                     admin.add_target(db, entered["campaign"], entered["url"], entered["statuses"],
-                                     method=entered["method"])  # fmt: skip
+                                     method=entered["method"], actor=principal)  # fmt: skip
                     self.back(resp, "added")
                     return
                 status = entered["statuses"][0] if entered["statuses"] else "sale"
@@ -104,25 +110,26 @@ class PostbackSetupResource(PanelResource):
             except AdminError as exc:
                 self.show(req, resp, session, code=400, form=entered, message=str(exc))
                 return
-            self.show(req, resp, session, form=entered, result=result)
+            self.tested(req, resp, session, entered, result)
             return
         if action in ("remove", "test_target"):
             target = self.target(principal, form.get("target"))
             if action == "remove":
-                admin.remove_target(db, target["id"])
+                admin.remove_target(db, target["id"], actor=principal)
                 self.back(resp, "removed")
                 return
             status = target["statuses"].split(",")[0]
             result = admin.test_target(target["url"], method=target["method"], status=status)
-            self.show(req, resp, session, result=result | {"target": target["id"]})
+            self.tested(req, resp, session, None, result | {"target": target["id"]})
             return
         if action in ("map", "unmap"):
             try:
                 if action == "map":
                     admin.map_status(db, str(form.get("word", "")), str(form.get("status", "")),
-                                     network=str(form.get("network", "")))  # fmt: skip
+                                     network=str(form.get("network", "")), actor=principal)  # fmt: skip
                 else:
-                    admin.unmap_status(db, str(form.get("word", "")), network=str(form.get("network", "")))
+                    admin.unmap_status(db, str(form.get("word", "")), network=str(form.get("network", "")),
+                                       actor=principal)  # fmt: skip
             except AdminError as exc:
                 self.show(req, resp, session, code=400, message=str(exc))
                 return
@@ -153,6 +160,11 @@ class PostbackSetupResource(PanelResource):
             )
         self.require_campaign(principal, str(target["campaign_id"]))
         return target
+
+    def tested(self, req, resp, session, form: dict | None, result: dict) -> None:
+        """A test's result shown by the GET this redirects to; in this answer if too long for the cookie."""
+        if not Flash(self.sessions).put(req, resp, session, PATH, {"form": form, "result": result}):
+            self.show(req, resp, session, form=form, result=result)
 
     @staticmethod
     def back(resp: falcon.Response, done: str) -> None:

@@ -15,7 +15,7 @@ import io
 import re
 import urllib.parse
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import falcon
@@ -23,7 +23,14 @@ import falcon
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
 from models.reporting.dimensions import DAY_MS, HOUR_MS, ID_GROUPS
-from models.reporting.reports import GROUPS, REPORT_METRICS, TIME_GROUPS, ReportError, report_range
+from models.reporting.reports import (
+    GROUPS,
+    REPORT_METRICS,
+    TIME_GROUPS,
+    ReportError,
+    report_range,
+    time_buckets,
+)
 from models.reporting.timerange import TimeRangeError, local_instant, zone
 from routes.api import report_query
 from routes.panel.common import PERIODS, PanelContext, PanelReports, PanelResource, timezone_of
@@ -366,56 +373,19 @@ def metric_header(metric: str, currency: str) -> str:
     return f"{METRIC_LABELS[metric]} ({currency})" if metric in AMOUNTS else METRIC_LABELS[metric]
 
 
-def time_labels(report: Report, group: str, tz: ZoneInfo) -> list[str]:
-    """Every day or hour label of the report's range, in time order, those without clicks too (none
-    when the range is open or longer than MAX_BUCKETS)."""
-    if report.start_ms is None or report.end_ms is None:
+def chart_buckets(report: Report | None, group: str, tz: ZoneInfo) -> list[tuple[str, int]]:
+    """(label, first instant) of each day or hour the time chart draws, in time order: every bucket of
+    the report's range in `tz` as time_buckets makes them (the dashboard's: a repeated hour twice, a
+    skipped one not at all), those without clicks too; only the rows' own when the range is open or
+    longer than MAX_BUCKETS."""
+    if report is None:
         return []
+    starts = {row[group]: time_bounds(group, row[group], tz)[0] for row in report.rows}
     step = HOUR_MS if group == "hour" else DAY_MS
-    if (report.end_ms - report.start_ms) // step > MAX_BUCKETS:
-        return []
-    labels: dict[str, None] = {}
-    # Hours: each UTC hour from the (local) start; days: each day's noon, wherever its midnight is.
-    moment = report.start_ms + (0 if group == "hour" else DAY_MS // 2)
-    while moment < report.end_ms:
-        local = datetime.fromtimestamp(moment / 1000, tz)
-        labels[local.strftime("%Y-%m-%d %H:00") if group == "hour" else local.date().isoformat()] = None
-        moment += step
-    return list(labels)
-
-
-def chart_labels(buckets: list[str], by_label: dict[str, dict]) -> list[str]:
-    """The buckets' labels with the report's: a repeated hour's two rows (labelled with their offsets,
-    in time order) in place of its one bucket; labels no bucket has (an open range) in order."""
-    repeated: dict[str, list[str]] = {}
-    for text in by_label:
-        if len(text) > 16:
-            repeated.setdefault(text[:16], []).append(text)
-    labels = []
-    for text in buckets:
-        labels += (
-            sorted(repeated[text], key=lambda t: datetime.fromisoformat(t)) if text in repeated else [text]
-        )
-    seen = set(labels)
-    if len(seen) < len(by_label):
-        labels = sorted(
-            {*labels, *by_label},
-            key=lambda t: (
-                t[:16],
-                datetime.fromisoformat(t.replace(" ", "T")).timestamp() if len(t) > 16 else 0,
-            ),
-        )
-    return labels
-
-
-def chart_x(labels: list[str]) -> list[int]:
-    """Local times as if they were UTC seconds (panel.js draws the axis in UTC, so it shows them as
-    written); the second of a repeated hour a second after the first, so x only grows."""
-    xs: list[int] = []
-    for text in labels:
-        x = int(datetime.fromisoformat(text[:16]).replace(tzinfo=timezone.utc).timestamp())
-        xs.append(max(x, xs[-1] + 1) if xs else x)
-    return xs
+    if report.start_ms is not None and report.end_ms is not None:
+        if (report.end_ms - report.start_ms) // step <= MAX_BUCKETS:
+            starts.update(time_buckets(group, tz, report.start_ms, report.end_ms))
+    return sorted(starts.items(), key=lambda item: item[1])
 
 
 def chart_data(
@@ -431,18 +401,19 @@ def chart_data(
     label = metric_header(metric, currency)
     if state.group in TIME_GROUPS:
         by_label = {row[state.group]: row for row in (report.rows if report else [])}
-        labels = chart_labels(time_labels(report, state.group, tz) if report else [], by_label)
+        buckets = chart_buckets(report, state.group, tz)
         empty = None if metric in RATIOS else 0  # A bucket without clicks has no CR, but 0 clicks.
         return {
             "kind": "time",
             "metric": metric,
             "label": label,
             "is_money": metric in AMOUNTS,
-            "x": chart_x(labels),
+            "x": [start_ms // 1000 for _, start_ms in buckets],  # Each bucket's first instant (unix s).
             "values": [
                 empty if by_label.get(text, {}).get(metric) is None else round(by_label[text][metric], 2)
-                for text in labels
+                for text, _ in buckets
             ],
+            "timezone": tz.key,  # panel.js labels the axis in it.
         }
     top = rows[:CHART_ROWS]
     return {

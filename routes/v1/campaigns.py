@@ -105,7 +105,7 @@ def stream_json(stream) -> dict[str, Any]:
 
 
 def _campaign(req: falcon.Request, ref: str):
-    campaign = services.get_campaign(ref)  # AdminError "There is no campaign": 404.
+    campaign = services.get_campaign(ref)  # AdminNotFound: 404.
     require_campaign(req, campaign.id)
     return campaign
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import falcon
 
+from models.accounts.access import visible_offer, visible_offers
 from models.admin import services
 from models.admin.views import offer_fields
 from models.choices import OFFER_STATUSES
@@ -30,7 +31,11 @@ OFFER_UPDATE = (
 @api_resource
 class OfferListResource:
     operations = {
-        "GET": Operation("Offers, by id.", params=PAGE_PARAMS, paginated=True),
+        "GET": Operation(
+            "Offers, by id: for a buyer or viewer those its campaigns use and those no campaign uses.",
+            params=PAGE_PARAMS,
+            paginated=True,
+        ),
         "POST": Operation("Create an offer.", body=OFFER_CREATE, answers={201: "Created."}),
     }
 
@@ -38,7 +43,8 @@ class OfferListResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        items, following = page(req, services.list_offers(), lambda o: [o.id])
+        offers = visible_offers(self.db, req.context.principal)
+        items, following = page(req, offers, lambda o: [o.id])
         answer(req, resp, {"items": [offer_fields(o) for o in items], "next": following})
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -63,11 +69,11 @@ class OfferResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
-        answer(req, resp, offer_fields(services.get_offer(offer_id)))
+        answer(req, resp, offer_fields(visible_offer(self.db, req.context.principal, offer_id)))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
         body = read_body(req, OFFER_UPDATE)
-        services.get_offer(offer_id)
+        visible_offer(self.db, req.context.principal, offer_id)
         require_creator(req, "or change offers")
         offer = services.update_offer(self.db, offer_id, actor=req.context.principal, **body)
         answer(req, resp, offer_fields(offer))

@@ -57,7 +57,12 @@ class TargetListResource:
         body = read_body(req, TARGET_CREATE)
         require_campaign(req, get_campaign(body["campaign"]).id)
         target = admin.add_target(
-            self.db, body["campaign"], body["url"], body["statuses"], method=body.get("method", "GET")
+            self.db,
+            body["campaign"],
+            body["url"],
+            body["statuses"],
+            method=body.get("method", "GET"),
+            actor=req.context.principal,
         )
         answer(req, resp, target.__data__, falcon.HTTP_201)
 
@@ -73,7 +78,7 @@ class TargetResource:
         targets = {t["id"]: t for t in admin.list_targets()}
         if target_id in targets:
             require_campaign(req, targets[target_id]["campaign_id"])
-        answer(req, resp, admin.remove_target(self.db, target_id).__data__)
+        answer(req, resp, admin.remove_target(self.db, target_id, actor=req.context.principal).__data__)
 
 
 @api_resource
@@ -99,7 +104,13 @@ class StatusMapListResource:
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_body(req, STATUS_MAP_SET)
         require_admin(req, "status maps")
-        remapped = admin.map_status(self.db, body["word"], body["status"], network=body.get("network", ""))
+        remapped = admin.map_status(
+            self.db,
+            body["word"],
+            body["status"],
+            network=body.get("network", ""),
+            actor=req.context.principal,
+        )
         answer(
             req,
             resp,
@@ -127,7 +138,7 @@ class StatusMapResource:
     def on_delete(self, req: falcon.Request, resp: falcon.Response, word: str) -> None:
         given = check_params(req, self.operations["DELETE"].params)
         require_admin(req, "status maps")
-        admin.unmap_status(self.db, word, network=given.get("network", ""))
+        admin.unmap_status(self.db, word, network=given.get("network", ""), actor=req.context.principal)
         answer(req, resp, {"removed": word.strip().lower(), "network": given.get("network", "")})
 
 

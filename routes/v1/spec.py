@@ -15,7 +15,7 @@ from typing import Any
 
 import falcon
 
-from models.errors import LannerError
+from models.errors import ConflictError, LannerError, NotFoundError
 from models.reporting.reports import PrunedRangeError
 from models.store.database import StoreBusy
 
@@ -196,16 +196,17 @@ def answer(req: falcon.Request, resp: falcon.Response, data: Any, status: str = 
 
 
 def refused(exc: LannerError) -> falcon.HTTPError:
-    """A service's one-sentence refusal as an HTTP error: 404 for a thing that is not there, 409 for
-    one already there, 422 for a range that was pruned, 503 for a busy database, else 400."""
+    """A service's one-sentence refusal as an HTTP error, by its type: 404 for a thing that is not there
+    (NotFoundError), 409 for one already there (ConflictError), 422 for a range that was pruned, 503 for a
+    busy database, else 400."""
     message = str(exc)
     if isinstance(exc, StoreBusy):
         return falcon.HTTPServiceUnavailable(title="Busy", description=message, retry_after=1)
     if isinstance(exc, PrunedRangeError):
         return falcon.HTTPUnprocessableEntity(title="Clicks pruned", description=message)
-    if message.startswith("There is no "):
+    if isinstance(exc, NotFoundError):
         return falcon.HTTPNotFound(title="Not found", description=message)
-    if "already exists" in message:
+    if isinstance(exc, ConflictError):
         return falcon.HTTPConflict(title="Conflict", description=message)
     return falcon.HTTPBadRequest(title="Refused", description=message)
 

@@ -191,7 +191,8 @@
       options = {
         series: [{}, metric],
         scales: { x: { time: true }, y: { range: range } },
-        tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
+        // The user's timezone, as the buckets are (as the dashboard's chart): x is each bucket's first instant.
+        tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), data.timezone === "UTC" ? "Etc/UTC" : data.timezone); },
       };
     } else {
       var x = data.values.map(function (_, i) { return i; });
@@ -241,5 +242,17 @@
   document.addEventListener("click", function (event) {
     var button = event.target.closest ? event.target.closest("button[data-confirm]") : null;
     if (button && !window.confirm(button.getAttribute("data-confirm"))) event.preventDefault();
+  });
+})();
+
+// -- phone: the nav is one scrolling row there (panel.css); show the current page's link in it.
+(function () {
+  "use strict";
+  document.addEventListener("DOMContentLoaded", function () {
+    var nav = document.querySelector(".top nav");
+    var current = nav && nav.querySelector("a[aria-current]");
+    if (!current || nav.scrollWidth <= nav.clientWidth) return;
+    // scrollLeft, not scrollIntoView: that would scroll the page too.
+    nav.scrollLeft = current.offsetLeft - nav.offsetLeft - (nav.clientWidth - current.offsetWidth) / 2;
   });
 })();
