@@ -29,7 +29,15 @@ DEFAULT_OUT = ROOT / "docs/panel"
 PASSWORD = "screenshot password"
 NAMES = ("Spring sale – FB", "Search brand US", "Push DE mobile", "Native retargeting", "TikTok test")
 DESKTOP, PHONE = (1280, 900), (390, 844)
-MAX_HEIGHT = 1200  # A long page is cut here: the images stay small.
+# A long page is cut here (the window's height, its frame included): the images stay small.
+MAX_HEIGHT = {DESKTOP[0]: 1200, PHONE[0]: 2000}
+# The page's full height: the document's, or its last element's bottom where a box scrolls inside it.
+PAGE_HEIGHT = """
+const last = document.querySelector('main') || document.body;
+return Math.max(document.documentElement.scrollHeight, document.body.scrollHeight,
+                last.getBoundingClientRect().bottom + window.scrollY)
+       + window.outerHeight - window.innerHeight;
+"""
 MOBILE_UA = (
     "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
     "Version/17.4 Mobile/15E148 Safari/604.1"
@@ -207,7 +215,7 @@ def pages(ids: dict[str, int], subid: str) -> list[tuple[str, str]]:
 
 
 def save(driver, path: Path, width: int, height: int) -> Path:
-    """The whole page (up to MAX_HEIGHT) once its charts are drawn."""
+    """The whole page (up to its MAX_HEIGHT) once its charts are drawn."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -215,8 +223,8 @@ def save(driver, path: Path, width: int, height: int) -> Path:
     charts = driver.find_elements(By.CSS_SELECTOR, ".chart")
     if charts:  # panel.js draws them after DOMContentLoaded.
         WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".chart canvas"))
-    needed = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(width, min(MAX_HEIGHT, max(height, needed)))
+    needed = driver.execute_script(PAGE_HEIGHT)
+    driver.set_window_size(width, min(MAX_HEIGHT[width], max(height, int(needed) + 1)))
     driver.save_screenshot(str(path))
     driver.set_window_size(width, height)
     return path
