@@ -101,6 +101,7 @@ def seed(data_dir: Path) -> dict[str, int]:
     share_campaign(db, 2, "vic")
     create_api_key(db, "ben", "read", label="Looker dashboard")
     convert_generated_clicks(db, settings)
+    spend_the_week(db)
     db.close()
     return {"stream": filtered.id, "offer": second.id, "user": 2}
 
@@ -124,6 +125,19 @@ def convert_generated_clicks(db, settings) -> None:
                 lines.append(f"{click['subid']},{'lead' if n % 4 == 3 else 'sale'},{2 + campaign_id + n % 3}")
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
     import_conversions(recorder, "\n".join(lines) + "\n")
+
+
+def spend_the_week(db) -> None:
+    """What each campaign cost over the week (`lanner cost set`): some make money, one loses it."""
+    from datetime import date, timedelta
+
+    from models.admin.services import get_campaign
+    from models.reporting.costs import set_campaign_cost
+
+    since, until = (date.today() - timedelta(days=7)).isoformat(), date.today().isoformat()
+    for campaign_id, amount in zip(range(1, len(NAMES) + 1), (150, 90, 110, 205, 60), strict=True):
+        currency = get_campaign(campaign_id).cost_currency
+        set_campaign_cost(db, campaign_id, since, until, amount, cost_currency=currency)
 
 
 def serve(data_dir: Path, env: dict[str, str]) -> tuple[subprocess.Popen, int, int]:
