@@ -1,12 +1,12 @@
 """Save screenshots of every web panel page to docs/panel/ (the README's gallery shows them).
 
 Seeds a throwaway install (a temporary data directory: 5 campaigns, one with filtered streams and two
-weighted offers, a week of generated clicks with conversions and costs, a postback target, a status map, users with a share and an
-API key), runs `lanner serve` on ports the kernel picks, sends it real clicks (so clicks have routing
-traces) and lands them with `lanner spool flush`, imports conversions through the panel's form, and drives
-Debian's chromium headless through Selenium (`apt-get install chromium chromium-driver`; selenium is in the
-test extra): 1280 wide, plus 390 wide for the dashboard and the campaign list. Rerunnable; run from the
-repository root, with Lanner importable:
+weighted offers, a week of generated clicks with conversions and costs, a postback target, a status
+map, users with a share and an API key), runs `lanner serve` on ports the kernel picks, sends it real
+clicks (so clicks have routing traces) and lands them with `lanner spool flush`, imports conversions
+through the panel's form, and drives Debian's chromium headless through Selenium (`apt-get install
+chromium chromium-driver`; selenium is in the test extra): 1280 wide, plus 390 wide for the dashboard
+and the campaign list. Rerunnable; run from the repository root, with Lanner importable:
 
     python scripts/panel_screenshots.py [docs/panel]
 """
