@@ -20,7 +20,8 @@ const body = new URLSearchParams({
     name: 'Taken over', alias: 'spring', status: 'active', rotation: 'position', timezone: 'UTC',
     default_action: 'not_found', cost_model: 'cpc',
 });
-fetch(arguments[0], {method: 'POST', body, redirect: 'manual'}).then(r => done(r.status), e => done(String(e)));
+fetch(arguments[0], {method: 'POST', body, redirect: 'manual'})
+    .then(response => done(response.status), error => done(String(error)));
 """
 
 
