@@ -1,15 +1,19 @@
-"""Save screenshots of each web panel page to docs/panel/ (the README shows them).
+"""Save screenshots of every web panel page to docs/panel/ (the README's gallery shows them).
 
-Seeds a throwaway install (a temporary data directory: 5 campaigns, a week of generated clicks, an
-admin), runs `lanner serve` on ports the kernel picks, and drives Debian's chromium headless through
-Selenium (`apt-get install chromium chromium-driver`; selenium is in the test extra). Run from the
-repository root, with Lanner importable:
+Seeds a throwaway install (a temporary data directory: 5 campaigns, one with filtered streams and two
+weighted offers, a week of generated clicks with conversions and costs, a postback target, a status
+map, users with a share and an API key), runs `lanner serve` on ports the kernel picks, sends it real
+clicks (so clicks have routing traces) and lands them with `lanner spool flush`, imports conversions
+through the panel's form, and drives Debian's chromium headless through Selenium (`apt-get install
+chromium chromium-driver`; selenium is in the test extra): 1280 wide, plus 390 wide for the dashboard
+and the campaign list. Rerunnable; run from the repository root, with Lanner importable:
 
     python scripts/panel_screenshots.py [docs/panel]
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import signal
@@ -18,16 +22,47 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs/panel"
 PASSWORD = "screenshot password"
 NAMES = ("Spring sale – FB", "Search brand US", "Push DE mobile", "Native retargeting", "TikTok test")
+DESKTOP, PHONE = (1280, 900), (390, 844)
+# A long page is cut here (the window's height, its frame included): the images stay small.
+MAX_HEIGHT = {DESKTOP[0]: 1200, PHONE[0]: 2000}
+# The page's full height: the document's, or its last element's bottom where a box scrolls inside it.
+PAGE_HEIGHT = """
+const last = document.querySelector('main') || document.body;
+return Math.max(document.documentElement.scrollHeight, document.body.scrollHeight,
+                last.getBoundingClientRect().bottom + window.scrollY)
+       + window.outerHeight - window.innerHeight;
+"""
+MOBILE_UA = (
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/17.4 Mobile/15E148 Safari/604.1"
+)
+DESKTOP_UA = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/126.0.0.0 Safari/537.36"
+)
 
 
-def seed(data_dir: Path) -> None:
+def seed(data_dir: Path) -> dict[str, int]:
+    """The install the pages show; returns the ids the page URLs need."""
+    from models.accounts.apikeys import create_api_key
+    from models.accounts.sharing import share_campaign
     from models.accounts.users import add_user
-    from models.admin.services import update_campaign
+    from models.admin.services import (
+        add_stream,
+        create_offer,
+        list_streams,
+        reorder_streams,
+        update_campaign,
+        update_offer,
+        update_stream,
+    )
+    from models.conversions.admin import add_target, map_status
     from models.migrations.runner import migrate
     from models.store.database import open_database
     from settings import load_settings
@@ -39,14 +74,74 @@ def seed(data_dir: Path) -> None:
     generate_clicks(db, 6000, 7, campaigns=len(NAMES), seed=16)
     for campaign_id, name in enumerate(NAMES, start=1):
         update_campaign(db, campaign_id, name=name, cost_value=0.02 * campaign_id)
+        update_offer(db, campaign_id, name=f"{name.split(' – ')[0]} landing A", payout=2.0 + campaign_id)
     update_campaign(db, 5, status="paused")
-    add_user(db, "anna", "admin", PASSWORD)
+    everyone = list_streams(1)[0]
+    update_stream(db, everyone.id, name="Everyone else")
+    second = create_offer(db, "Spring sale – landing B", "https://lp-b.example/?click={subid}", payout=4.5)
+    add_stream(db, 1, name="Bots and crawlers", type="intercepting", action="not_found", filters=["bot=yes"])
+    filtered = add_stream(
+        db,
+        1,
+        name="FB mobile",
+        offers=[(1, 70), (second.id, 30)],
+        filters=["sub_id_1=fb", "device=mobile,tablet", "language!=zh"],
+        daily_cap=5000,
+    )
+    bots = [s.id for s in list_streams(1) if s.type == "intercepting"]
+    reorder_streams(db, 1, [*bots, filtered.id, everyone.id])
+    update_campaign(db, 1, default_action="redirect", default_payload="https://fallback.example/?s={subid}")
+    add_target(db, "gen-0", "https://tracker.example/cb?click={sub_id_2}&sum={payout}&st={status}", ["sale"])
+    map_status(db, "approved_lead", "lead")
+    map_status(db, "chargeback", "rejected", network="adnet")
+    add_user(db, "anna", "admin", PASSWORD, timezone="Europe/Berlin")
+    add_user(db, "ben", "buyer", PASSWORD)
+    add_user(db, "vic", "viewer", PASSWORD, hides_money=True)
+    share_campaign(db, 1, "ben", may_edit=True)
+    share_campaign(db, 2, "vic")
+    create_api_key(db, "ben", "read", label="Looker dashboard")
+    convert_generated_clicks(db, settings)
+    spend_the_week(db)
     db.close()
+    return {"stream": filtered.id, "offer": second.id, "user": 2}
 
 
-def serve(data_dir: Path) -> tuple[subprocess.Popen, int]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
-    env.update(LANNER_DATA_DIR=str(data_dir), LANNER_LOG_LEVEL="INFO", PYTHONPATH=str(ROOT))
+def convert_generated_clicks(db, settings) -> None:
+    """A few conversions a day per campaign over the week, so the numbers have revenue and a CR."""
+    from datetime import date, timedelta
+
+    from models.conversions.manual import import_conversions
+    from models.conversions.postbacks import ConversionRecorder
+    from models.reporting.clicklog import ClickFilter, list_clicks
+
+    lines = ["subid,status,payout"]
+    for campaign_id in range(1, len(NAMES) + 1):
+        for back in range(7):
+            day = date.today() - timedelta(days=back)
+            query = ClickFilter(
+                campaign_id=campaign_id, since=day.isoformat(), until=day.isoformat(), limit=40
+            )
+            for n, click in enumerate(list_clicks(query)[: 2 + (campaign_id * 3 + back) % 5]):
+                lines.append(f"{click['subid']},{'lead' if n % 4 == 3 else 'sale'},{2 + campaign_id + n % 3}")
+    recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
+    import_conversions(recorder, "\n".join(lines) + "\n")
+
+
+def spend_the_week(db) -> None:
+    """What each campaign cost over the week (`lanner cost set`): some make money, one loses it."""
+    from datetime import date, timedelta
+
+    from models.admin.services import get_campaign
+    from models.reporting.costs import set_campaign_cost
+
+    since, until = (date.today() - timedelta(days=7)).isoformat(), date.today().isoformat()
+    for campaign_id, amount in zip(range(1, len(NAMES) + 1), (150, 90, 110, 205, 60), strict=True):
+        currency = get_campaign(campaign_id).cost_currency
+        set_campaign_cost(db, campaign_id, since, until, amount, cost_currency=currency)
+
+
+def serve(data_dir: Path, env: dict[str, str]) -> tuple[subprocess.Popen, int, int]:
+    """`lanner serve` on ports the kernel picks: (process, web port, admin port)."""
     log = open(data_dir / "serve.log", "w+")
     args = [sys.executable, "-m", "cli", "serve", "--workers", "1", "--bind", "127.0.0.1:0"]
     process = subprocess.Popen(
@@ -54,14 +149,39 @@ def serve(data_dir: Path) -> tuple[subprocess.Popen, int]:
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        found = re.search(r"admin: listening on 127\.0\.0\.1:(\d+) ", (data_dir / "serve.log").read_text())
-        if found:
-            return process, int(found.group(1))
+        text = (data_dir / "serve.log").read_text()
+        web = re.search(r"web: listening on 127\.0\.0\.1:(\d+) ", text)
+        admin = re.search(r"admin: listening on 127\.0\.0\.1:(\d+) ", text)
+        if web and admin:
+            return process, int(web.group(1)), int(admin.group(1))
         if process.poll() is not None:
             break
         time.sleep(0.1)
     process.kill()
     raise SystemExit("lanner serve did not start:\n" + (data_dir / "serve.log").read_text())
+
+
+def send_clicks(port: int) -> list[str]:
+    """Visitors of the first campaign through the web port (as nginx would pass them); their subids."""
+    subids = []
+    for n in range(60):
+        source = ("fb", "fb", "google", "")[n % 4]
+        query = f"sub1={source}&sub2=zone{n % 7}" if source else f"sub2=zone{n % 7}"
+        headers = {"X-Real-IP": f"198.51.100.{n + 1}", "User-Agent": MOBILE_UA if n % 3 else DESKTOP_UA}
+        if n % 10 == 9:
+            headers["User-Agent"] = "Googlebot/2.1 (+http://www.google.com/bot.html)"
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            connection.request("GET", f"/gen-0?{query}", headers=headers)
+            response = connection.getresponse()
+            response.read()
+            location = response.getheader("Location") or ""
+        finally:
+            connection.close()
+        found = parse_qs(urlsplit(location).query).get("click") or parse_qs(urlsplit(location).query).get("s")
+        if found:
+            subids.append(found[0])
+    return subids
 
 
 def browser(width: int, height: int):
@@ -71,43 +191,123 @@ def browser(width: int, height: int):
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--hide-scrollbars",
-                     f"--window-size={width},{height}"):  # fmt: skip
+                     "--force-device-scale-factor=1", f"--window-size={width},{height}"):  # fmt: skip
         options.add_argument(argument)
     return webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
 
 
-def shoot(base: str, out: Path) -> list[Path]:
+def pages(ids: dict[str, int], subid: str) -> list[tuple[str, str]]:
+    """(file name, path) of each desktop page, after the login and the conversion import."""
+    stream, offer, user = ids["stream"], ids["offer"], ids["user"]
+    simulate = (
+        "ip=198.51.100.9&ua=Mozilla%2F5.0+%28iPhone%3B+CPU+iPhone+OS+17_4%29&params=sub_id_1%3Dfb&run=1"
+    )
+    week = "period=last_7_days"
+    return [
+        ("dashboard", f"/panel?{week}"),
+        ("campaigns", f"/panel/campaigns?{week}"),
+        ("campaign-new", "/panel/campaigns/new"),
+        ("campaign", "/panel/campaigns/1"),
+        ("stream", f"/panel/campaigns/1/streams/{stream}"),
+        ("simulate", f"/panel/campaigns/1/simulate?{simulate}"),
+        ("offers", f"/panel/offers?{week}"),
+        ("offer", f"/panel/offers/{offer}"),
+        ("postbacks", "/panel/postbacks"),
+        ("reports", f"/panel/reports?{week}&g1=campaign&g2=offer"),
+        ("reports-drilled", f"/panel/reports?{week}&g1=campaign&g2=offer&d1=1"),
+        ("reports-by-day", f"/panel/reports?{week}&g1=day"),
+        ("clicks", "/panel/clicks"),
+        ("click", f"/panel/clicks/{subid}"),
+        ("conversions", "/panel/conversions"),
+        ("postback-log", "/panel/postback-log"),
+        ("users", "/panel/users"),
+        ("user", f"/panel/users/{user}"),
+        ("audit", "/panel/audit"),
+        ("status", "/panel/status"),
+        ("account", "/panel/account"),
+    ]
+
+
+def save(driver, path: Path, width: int, height: int) -> Path:
+    """The whole page (up to its MAX_HEIGHT) once its charts are drawn."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 20).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    charts = driver.find_elements(By.CSS_SELECTOR, ".chart")
+    if charts:  # panel.js draws them after DOMContentLoaded.
+        WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".chart canvas"))
+    needed = driver.execute_script(PAGE_HEIGHT)
+    driver.set_window_size(width, min(MAX_HEIGHT[width], max(height, int(needed) + 1)))
+    driver.save_screenshot(str(path))
+    driver.set_window_size(width, height)
+    return path
+
+
+def log_in(driver, base: str) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as seen
     from selenium.webdriver.support.ui import WebDriverWait
 
+    driver.find_element(By.ID, "name").send_keys("anna")
+    driver.find_element(By.ID, "password").send_keys(PASSWORD)
+    driver.find_element(By.ID, "login").click()
+    WebDriverWait(driver, 20).until(seen.presence_of_element_located((By.ID, "logout")))
+
+
+def import_conversions(driver, base: str, subids: list[str]) -> None:
+    """Paste a CSV into the import page (the result page is one of the screenshots)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as seen
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    lines = [
+        f"{subid},{'sale' if n % 3 else 'approved_lead'},{4.5 if n % 2 else 12}"
+        for n, subid in enumerate(subids)
+    ]
+    text = "subid,status,payout\n" + "\n".join([*lines, "not-a-click,sale,3", f"{subids[0]},sale,4.5"]) + "\n"
+    driver.get(base + "/panel/conversions/import")
+    area = WebDriverWait(driver, 20).until(seen.presence_of_element_located((By.NAME, "csv")))
+    driver.execute_script("arguments[0].value = arguments[1]", area, text)  # send_keys types 1 key at a time.
+    area.find_element(By.XPATH, "./ancestor::form").find_element(
+        By.CSS_SELECTOR, "button[type=submit]"
+    ).click()
+    WebDriverWait(driver, 20).until(
+        seen.presence_of_element_located((By.CSS_SELECTOR, "table.import-results"))
+    )
+
+
+def shoot(base: str, out: Path, ids: dict[str, int], subids: list[str]) -> list[Path]:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
     saved = []
-    for suffix, (width, height) in (("", (1280, 900)), ("-phone", (390, 844))):
-        driver = browser(width, height)
-        try:
-            wait = WebDriverWait(driver, 20)
-            driver.get(base + "/panel/login")
-            if not suffix:
-                saved.append(out / "login.png")
-                driver.save_screenshot(str(saved[-1]))
-            driver.find_element(By.ID, "name").send_keys("anna")
-            driver.find_element(By.ID, "password").send_keys(PASSWORD)
-            driver.find_element(By.ID, "login").click()
-            wait.until(seen.presence_of_element_located((By.ID, "chart")))
-            for page, path in (
-                ("dashboard", "/panel?period=last_7_days"),
-                ("campaigns", "/panel/campaigns?period=last_7_days"),
-            ):
-                driver.get(base + path)
-                wait.until(seen.presence_of_element_located((By.TAG_NAME, "table")))
-                time.sleep(0.5)  # The chart draws after DOMContentLoaded.
-                height_needed = driver.execute_script("return document.documentElement.scrollHeight")
-                driver.set_window_size(width, max(height, height_needed + 20))
-                saved.append(out / f"{page}{suffix}.png")
-                driver.save_screenshot(str(saved[-1]))
-                driver.set_window_size(width, height)
-        finally:
-            driver.quit()
+    driver = browser(*DESKTOP)
+    try:
+        driver.get(base + "/panel/login")
+        saved.append(save(driver, out / "login.png", *DESKTOP))
+        log_in(driver, base)
+        import_conversions(driver, base, subids[:8])
+        saved.append(save(driver, out / "conversions-import.png", *DESKTOP))
+        for name, path in pages(ids, subids[1]):
+            driver.get(base + path)
+            if name == "campaign":  # The editor loads its simulate form by htmx.
+                WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#simulate form"))
+            saved.append(save(driver, out / f"{name}.png", *DESKTOP))
+    finally:
+        driver.quit()
+    driver = browser(*PHONE)
+    try:
+        driver.get(base + "/panel/login")
+        log_in(driver, base)
+        for name, path in (
+            ("dashboard", "/panel?period=last_7_days"),
+            ("campaigns", "/panel/campaigns?period=last_7_days"),
+        ):
+            driver.get(base + path)
+            saved.append(save(driver, out / f"{name}-phone.png", *PHONE))
+    finally:
+        driver.quit()
     return saved
 
 
@@ -115,10 +315,15 @@ def main(out: Path = DEFAULT_OUT) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lanner-screens-") as tmp:
         data_dir = Path(tmp)
-        seed(data_dir)
-        process, port = serve(data_dir)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
+        env.update(LANNER_DATA_DIR=str(data_dir), LANNER_LOG_LEVEL="INFO", PYTHONPATH=str(ROOT))
+        ids = seed(data_dir)
+        process, web_port, admin_port = serve(data_dir, env)
         try:
-            for path in shoot(f"http://127.0.0.1:{port}", out):
+            subids = send_clicks(web_port)
+            subprocess.run([sys.executable, "-m", "cli", "spool", "flush"], env=env, cwd=ROOT, check=True,
+                           stdout=subprocess.DEVNULL)  # fmt: skip
+            for path in shoot(f"http://127.0.0.1:{admin_port}", out, ids, subids):
                 print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
         finally:
             process.send_signal(signal.SIGTERM)
