@@ -210,6 +210,7 @@ def pages(ids: dict[str, int], subid: str) -> list[tuple[str, str]]:
         ("campaign", "/panel/campaigns/1"),
         ("stream", f"/panel/campaigns/1/streams/{stream}"),
         ("simulate", f"/panel/campaigns/1/simulate?{simulate}"),
+        ("costs", "/panel/campaigns/1/costs"),
         ("offers", f"/panel/offers?{week}"),
         ("offer", f"/panel/offers/{offer}"),
         ("postbacks", "/panel/postbacks"),
