@@ -86,7 +86,7 @@ class RollupDelta:
     """Changes to every rollup table, summed per key in memory and written with one upsert per key.
 
     PERF: a click is added once, per (hour, detail key); `apply` folds those into each table's
-    period and dimensions, so four tables cost little more than one.
+    period and dimensions, so six tables cost little more than one.
     """
 
     def __init__(self, tables: tuple = TABLES) -> None:
