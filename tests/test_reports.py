@@ -34,6 +34,9 @@ GROUPINGS = [
     ("hour",),
     ("day", "campaign"),
     ("campaign", "offer", "country", "device", "os"),
+    ("country", "offer"),  # The panel's report builder, from the country cube.
+    ("day", "country"),
+    ("hour", "campaign", "country"),
     ("sub_id_1",),
     ("referrer_domain",),
 ]
@@ -98,6 +101,8 @@ def test_rollup_reports_equal_raw_reports(tracked, group_by, zone):
     all_time = run_report(tracked, ReportQuery(group_by=group_by, preset="all_time")).sources
     if set(group_by) <= {"campaign", "stream", "offer"}:
         assert all_time == ["rollup_campaign_day"]  # The small cube.
+    elif set(group_by) <= {"campaign", "stream", "offer", "country"}:
+        assert all_time == ["rollup_campaign_country_day"]
     elif set(group_by) <= {"campaign", "offer", "country", "device", "os", "stream", "source", "browser"}:
         assert all_time == ["rollup_day"]
 
@@ -131,17 +136,58 @@ def sum_conversion_costs(db) -> float:
     return db.execute_sql("SELECT SUM(cost) FROM conversion").fetchone()[0]
 
 
-def test_filters_agree_between_rollups_and_raw(tracked):
-    for filters in (
-        {"country": ("US", "DE", "")},
-        {"campaign": ("1", "3")},
-        {"device": ("mobile",), "os": ("iOS",)},
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin", "Asia/Kolkata"])
+def test_filters_agree_between_rollups_and_raw(tracked, zone):
+    for filters, cube in (
+        ({"country": ("US", "DE", "")}, "rollup_campaign_country_day"),
+        ({"campaign": ("1", "3")}, "rollup_campaign_day"),
+        ({"campaign": ("2", "4"), "country": ("US", "GB")}, "rollup_campaign_country_day"),
+        ({"device": ("mobile",), "os": ("iOS",)}, "rollup_day"),
+        ({"country": ("DE",), "device": ("desktop",)}, "rollup_day"),
     ):
-        fast = run_report(tracked, ReportQuery(group_by=("offer",), filters=filters, preset="all_time"))
-        raw = run_report(
-            tracked, ReportQuery(group_by=("offer",), filters=filters, preset="all_time", source="raw")
-        )
-        assert rows_of(fast) == rows_of(raw)
+        for group_by in (("offer",), ("country",), ("day", "country")):
+            for date_range in RANGES[:3]:
+                fast = run_report(
+                    tracked, ReportQuery(group_by=group_by, filters=filters, timezone=zone, **date_range)
+                )
+                raw = run_report(
+                    tracked,
+                    ReportQuery(
+                        group_by=group_by, filters=filters, timezone=zone, source="raw", **date_range
+                    ),
+                )
+                assert rows_of(fast) == rows_of(raw), (filters, group_by, date_range)
+        sources = run_report(tracked, ReportQuery(group_by=("offer",), filters=filters, preset="all_time"))
+        assert sources.sources == [cube]
+
+
+def cube_differences(db) -> dict[str, list]:
+    """Per smaller rollup table, its rows that differ from a GROUP BY of the detail table of its width."""
+    from models.reporting.dimensions import CUBES, METRICS
+
+    differences = {}
+    for name, (dimensions, tables) in CUBES.items():
+        if name == "detail":
+            continue
+        for granularity, table in tables.items():
+            key = ", ".join(("period", *dimensions))
+            sums = ", ".join(f"ROUND(SUM({metric}), 6)" for metric in METRICS)
+            own = ", ".join(f"ROUND({metric}, 6)" for metric in METRICS)
+            detail = f"SELECT {key}, {sums} FROM rollup_{granularity} GROUP BY {key}"
+            kept = f"SELECT {key}, {own} FROM {table}"
+            missing = db.execute_sql(f"{detail} EXCEPT {kept}").fetchall()
+            extra = db.execute_sql(f"{kept} EXCEPT {detail}").fetchall()
+            differences[table] = missing + extra + [("empty",)] * (not db.execute_sql(kept).fetchone())
+    return differences
+
+
+def test_the_smaller_cubes_are_the_detail_cube_summed(tracked):
+    """Landed clicks, conversions in every status and their changes, a re-map, rates and cost spreads:
+    every writer moved each cube by the same amounts (the fixture did all of these)."""
+    assert cube_differences(tracked) == {
+        table: [] for table in ("rollup_campaign_hour", "rollup_campaign_day", "rollup_campaign_country_hour",
+                                "rollup_campaign_country_day")
+    }  # fmt: skip
 
 
 def test_pieces_read_raw_rows_only_inside_an_hour():
@@ -252,3 +298,51 @@ def test_a_backfill_over_stored_clicks_and_conversions_equals_raw(db, tmp_path):
 def test_bad_report_queries_are_refused_with_a_sentence(db, query, message):
     with pytest.raises(ReportError, match=message):
         run_report(db, query)
+
+
+def test_every_rollup_writer_moves_the_smaller_cubes_with_the_detail_cube(db, settings, make_tracker, clock):
+    """Checked after each: the flusher, generated clicks, a postback and its correction, a re-map, a cost
+    spread, a currency relabel and a rate, pruning and address anonymizing (the last two leave them)."""
+    from models.clicks.spool import flush_spool
+    from models.clicks.visit import Visit
+    from models.ops.privacy import anonymize_stored_clicks
+    from models.ops.retention import prune_clicks
+    from models.reporting.currency import relabel_report_currency
+
+    def check(after: str) -> None:
+        differences = cube_differences(db)
+        assert all(rows == [] for rows in differences.values()), (after, differences)
+
+    now_ms = int(clock() * 1000)
+    generate_clicks(db, 600, 40, campaigns=2, seed=4, end_ms=now_ms - 3_600_000)
+    run_deferred(db)
+    check("generated clicks and the backfill")
+    tracker = make_tracker(debounce_seconds=0)
+    update_campaign(db, 1, cost_model="cpc", cost_value=0.02)
+    tracker.refresh()
+    campaign = tracker.campaign(tracker.campaigns_by_id[1].alias)
+    for n in range(20):
+        tracker.track(campaign, Visit(ip=f"198.51.100.{n}", user_agent=f"Mozilla/5.0 (X11) Firefox/{n}"))
+    flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    check("the flusher")
+    recorder = ConversionRecorder(db, park_ms=1000)
+    subids = [row[0] for row in db.execute_sql("SELECT subid FROM click ORDER BY id DESC LIMIT 9").fetchall()]
+    for n, subid in enumerate(subids):
+        params = {"subid": subid, "status": "lead", "payout": "4.5", "currency": ("EUR", "USD", "GBP")[n % 3]}
+        recorder.record(parse_postback(params), RECEIVED)
+    check("new conversions")
+    recorder.record(parse_postback({"subid": subids[0], "status": "sale", "payout": "9"}), RECEIVED)
+    recorder.record(parse_postback({"subid": subids[1], "status": "hold", "payout": "2"}), RECEIVED)
+    check("a changed conversion")
+    map_status(db, "hold", "rejected")
+    check("a status re-map")
+    spread_cost(db, 1, now_ms - 10 * 86_400_000, now_ms + 60_000, 77.7)
+    check("a cost spread")
+    assert relabel_report_currency(db, "EUR") > 0
+    check("a relabel of the report currency")
+    set_rates(db, {"GBP": 1.17})
+    check("a rate")
+    assert prune_clicks(db, 30 * 86_400_000, global_uniqueness_hours=24, now_ms=now_ms) > 0
+    check("pruning")
+    assert anonymize_stored_clicks(db) > 0
+    check("anonymizing stored addresses")

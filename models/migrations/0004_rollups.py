@@ -101,7 +101,8 @@ def backfill_rollups(conn, step, now: int) -> tuple[int, int]:
         backfill_conversions(conn)
         meta.set("rollup_conversions", "live")
     end = min(step.position + deferred.CHUNK_IDS, step.target)
-    RollupStore(conn).backfill_clicks(step.position, end)
+    store = RollupStore(conn)
+    store.backfill_clicks(step.position, end, store.present_tables())
     return end, fetch_one(conn, SQL_COUNT_CLICKS, (step.position, end))[0]
 
 

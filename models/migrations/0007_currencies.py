@@ -40,14 +40,14 @@ FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id WHERE cv.report_payo
 
 
 def apply(db):
-    from models.reporting.rollups import RollupDelta, conversion_metrics
+    from models.reporting.rollups import RollupDelta, conversion_metrics, present_tables
 
     for statement in STATEMENTS:
         db.execute_sql(statement)
     live = db.execute_sql("SELECT value = 'live' FROM meta WHERE key = 'rollup_conversions'").fetchone()
     if not (live and live[0]):
         return  # The deferred backfill adds conversions with their report payout.
-    delta = RollupDelta()
+    delta = RollupDelta(present_tables(db.connection()))  # Later migrations' cubes start from these.
     for status, payout, cost, *key in db.execute_sql(SQL_UNCONVERTED).fetchall():
         delta.add_conversion(tuple(key), conversion_metrics(status, payout, cost), -1)
         delta.add_conversion(tuple(key), conversion_metrics(status, 0.0, cost))

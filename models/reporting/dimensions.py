@@ -1,9 +1,9 @@
 """What reports group and filter by, and what the rollup cubes keep: dimensions, metrics, tables.
 
-The rollup tables are migration 0004's. The rules that fill them are models/reporting/rollups.py's,
-the reports' models/reporting/reports.py's; the statements over both are the store's
-(models/store/sqlite/rollups.py, reports.py), which write their SQL from the names here, so a name
-this module does not know never becomes an identifier.
+The rollup tables are migration 0004's (the campaign and detail cubes) and 0011's (the country cube).
+The rules that fill them are models/reporting/rollups.py's, the reports' models/reporting/reports.py's;
+the statements over both are the store's (models/store/sqlite/rollups.py, reports.py), which write
+their SQL from the names here, so a name this module does not know never becomes an identifier.
 """
 
 from __future__ import annotations
@@ -47,9 +47,15 @@ CONVERSION_METRICS = (
 )  # fmt: skip
 METRICS = CLICK_METRICS + CONVERSION_METRICS
 CAMPAIGN_DIMENSIONS = ("campaign_id", "stream_id", "offer_id")
+COUNTRY_DIMENSIONS = (*CAMPAIGN_DIMENSIONS, "country")
 # cube -> (its dimensions, {granularity: table}); smallest first, reports take the first that fits.
 CUBES: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "campaign": (CAMPAIGN_DIMENSIONS, {"hour": "rollup_campaign_hour", "day": "rollup_campaign_day"}),
+    # Migration 0011's: the dashboard's top countries and country reports, a few hundred rows a day.
+    "country": (
+        COUNTRY_DIMENSIONS,
+        {"hour": "rollup_campaign_country_hour", "day": "rollup_campaign_country_day"},
+    ),
     "detail": (DIMENSIONS, {"hour": "rollup_hour", "day": "rollup_day"}),
 }
 WIDTHS = {"hour": HOUR_MS, "day": DAY_MS}

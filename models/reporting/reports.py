@@ -2,13 +2,14 @@
 
 A range in the user's timezone becomes UTC bounds `[start, end)` and is cut into pieces, each read
 from the cheapest exact source (models/reporting/rollups.py): the smallest rollup cube with the report's
-dimensions (the campaign cube for campaign/stream/offer reports, else the detail cube), whole UTC
-days from its daily table (when the report does not group by time), whole hours from its hourly
-one, and only a piece cut inside an hour from raw clicks and conversions, by the indexed time
-columns. A report grouping or filtering by a dimension the rollups do not keep (sub_id_N, referrer
-domain) reads raw rows, as it does while the rollup backfill is still running. Every source yields
-the same metrics, summed per group in Python. A report that would read raw rows for time `lanner
-prune` emptied refuses, saying why it needs them (PrunedRangeError), instead of counting less.
+dimensions (the campaign cube for campaign/stream/offer reports, the country cube when country joins
+them, else the detail cube), whole UTC days from its daily table (when the report does not group
+by time), whole hours from its hourly one, and only a piece cut inside an hour from raw clicks and
+conversions, by the indexed time columns. A report grouping or filtering by a dimension the rollups
+do not keep (sub_id_N, referrer domain) reads raw rows, as it does while the rollup backfill is still
+running. Every source yields the same metrics, summed per group in Python. A report that would
+read raw rows for time `lanner prune` emptied refuses, saying why it needs them (PrunedRangeError),
+instead of counting less.
 The statements are the report store's (models/store/sqlite/reports.py), over one read snapshot.
 
 An hour report's rows are local hours; the hour the clocks go back through is two rows, each

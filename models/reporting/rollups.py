@@ -1,10 +1,12 @@
 """Hourly and daily aggregates of clicks and conversions, kept exact as they land: reports read these.
 
-Two cubes, each an hourly and a daily table (period = the UTC hour or day it starts):
+Three cubes, each an hourly and a daily table (period = the UTC hour or day it starts):
 - `detail` (`rollup_hour`, `rollup_day`): campaign, stream, offer, source, country, device type,
   os, browser, language;
 - `campaign` (`rollup_campaign_hour`, `rollup_campaign_day`): campaign, stream, offer only, a few
-  rows per hour, for the campaign list and its breakdowns by day, stream and offer.
+  rows per hour, for the campaign list and its breakdowns by day, stream and offer;
+- `country` (`rollup_campaign_country_hour`, `rollup_campaign_country_day`, migration 0011): those
+  and country, for the dashboard's top countries and country reports (by offer, stream ... too).
 A report reads the smallest cube that has its dimensions: whole days from the daily table, its edge
 hours from the hourly one; only a range cut inside an hour reads raw rows (models/reporting/reports.py).
 
@@ -84,10 +86,12 @@ class RollupDelta:
     """Changes to every rollup table, summed per key in memory and written with one upsert per key.
 
     PERF: a click is added once, per (hour, detail key); `apply` folds those into each table's
-    period and dimensions, so four tables cost little more than one.
+    period and dimensions, so six tables cost little more than one.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tables: tuple = TABLES) -> None:
+        """`tables`: a part of TABLES, for a database not migrated to the end yet (present_tables)."""
+        self.tables = tables
         self.changes: dict[tuple, list] = {}
 
     def _add(self, created_at: int, key: tuple, metrics: tuple) -> None:
@@ -117,7 +121,7 @@ class RollupDelta:
     def apply(self, conn) -> None:
         """Add the changes onto every table, in the caller's transaction, and start over."""
         changes = []
-        for table, width, positions in TABLES:
+        for table, width, positions in self.tables:
             folded: dict[tuple, list] = {}
             for (hour, key), metrics in self.changes.items():
                 add_metrics(folded, (hour - hour % width, *(key[i] for i in positions)), metrics)
@@ -131,9 +135,15 @@ def click_key(conn, click_id: int) -> tuple | None:
     return RollupStore(conn).click_key(click_id)
 
 
+def present_tables(conn) -> tuple:
+    """The entries of TABLES whose table the database has: all of them once it is migrated to the
+    end; fewer in a migration, or after `lanner db migrate --to` an earlier one (a rehearsal)."""
+    return RollupStore(conn).present_tables()
+
+
 def backfill_conversions(conn) -> None:
     """Add every stored conversion to every table (once, in the deferred step's first transaction)."""
-    delta = RollupDelta()
+    delta = RollupDelta(present_tables(conn))
     for status, payout, cost, *key in RollupStore(conn).conversions_with_keys():
         delta.add_conversion(tuple(key), conversion_metrics(status, payout, cost))
     delta.apply(conn)

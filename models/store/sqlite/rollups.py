@@ -1,5 +1,6 @@
-"""The rollup tables (`rollup_hour`, `rollup_day`, `rollup_campaign_hour`, `rollup_campaign_day`):
-changes added onto their rows, a conversion's click key, and the deferred backfill's statements.
+"""The rollup tables (`rollup_hour`, `rollup_day`, `rollup_campaign_hour`, `rollup_campaign_day`,
+`rollup_campaign_country_hour`, `rollup_campaign_country_day`): changes added onto their rows, a
+conversion's click key, and the deferred backfill's statements.
 
 What a click or a conversion adds and how a change folds into each table are
 models/reporting/rollups.py's; the tables' layout is models/reporting/dimensions.py's.
@@ -44,6 +45,7 @@ class RollupStore(Store):
     # table -> the rows of its upsert summed from the clicks with ? < id <= ?.
     SQL_CLICK_ROLLUPS = {table: _select_click_rollup(width, positions) for table, width, positions in TABLES}
     SQL_CONVERSION_COLUMNS = "PRAGMA table_info(conversion)"
+    SQL_TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rollup%'"
     SQL_CONVERSIONS_WITH_KEYS = f"""
 SELECT cv.status, {{payout}}, cv.cost, c.created_at, {", ".join("c." + d for d in DIMENSIONS)}
 FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
@@ -60,10 +62,16 @@ FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
         """(created_at, DIMENSIONS...) of the click; None if it is not stored."""
         return fetch_one(self.conn, self.SQL_CLICK_KEY, (click_id,))
 
-    def backfill_clicks(self, first_id: int, last_id: int) -> None:
-        """Add the clicks with first_id < id <= last_id to every table (the deferred backfill's chunk)."""
-        for table, sql in self.SQL_CLICK_ROLLUPS.items():
-            rows = self.conn.execute(sql, (first_id, last_id)).fetchall()
+    def present_tables(self) -> tuple:
+        """The entries of TABLES whose table exists."""
+        names = {row[0] for row in self.conn.execute(self.SQL_TABLE_NAMES).fetchall()}
+        return tuple(entry for entry in TABLES if entry[0] in names)
+
+    def backfill_clicks(self, first_id: int, last_id: int, tables: tuple = TABLES) -> None:
+        """Add the clicks with first_id < id <= last_id to every table of `tables` (the deferred
+        backfill's chunk)."""
+        for table, _, _ in tables:
+            rows = self.conn.execute(self.SQL_CLICK_ROLLUPS[table], (first_id, last_id)).fetchall()
             self.conn.executemany(self.SQL_UPSERT[table], rows).close()
 
     def conversions_with_keys(self) -> list[tuple]:
