@@ -543,3 +543,15 @@ def test_the_time_chart_s_x_is_each_bucket_s_first_instant_with_the_user_s_timez
     )
     midnights = [datetime(2026, 10, day, tzinfo=berlin).timestamp() for day in (24, 25, 26)]
     assert data["x"] == midnights and midnights[2] - midnights[1] == 25 * 3600
+
+
+def test_a_report_the_rollups_cannot_answer_says_it_counts_every_click(panel, users, clicks, db):
+    from models.migrations.deferred import run_deferred
+
+    cookie = log_in(panel)
+    assert "the rollup backfill has not finished" in ok(panel, WEEK, cookie)
+    run_deferred(db)
+    html = ok(panel, WEEK + "&g1=sub_id_1", cookie)
+    note = re.search(r'<p class="note" id="raw-note">(.*?)</p>', html)
+    assert note and "the rollups do not keep sub_id_1" in note.group(1)
+    assert 'id="raw-note"' not in ok(panel, WEEK + "&g1=country&g2=offer", cookie)  # The country cube's.

@@ -106,6 +106,9 @@ class Report:
     # Conversions in the range not in revenue for want of a rate: {currency, conversions, payout}.
     unconverted: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # Sentences on what the numbers leave out.
+    # Why every click of the range was read rather than the rollups ("the rollups do not keep
+    # sub_id_1"), or None: such a report costs time in proportion to the period's clicks.
+    raw_reason: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {"currency": self.currency, "rows": self.rows, "total": self.total, "sources": self.sources,
@@ -350,6 +353,7 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
         currency=currency,
         unconverted=unconverted,
         notes=notes,
+        raw_reason=why_raw if raw_only else None,
     )
 
 

@@ -483,6 +483,7 @@ class ReportBuilderPage(PanelResource):
             breadcrumb=self.builder.breadcrumb(state, campaigns),
             chart=chart_data(state, rows, report, currency, zone(timezone_of(principal))),
             notes=[] if report is None or principal.hides_money else report.notes,
+            raw_reason=report.raw_reason if report else None,
             csv_url=state.url("/panel/reports.csv"), period_links=period_links(state),
             sort_links=sort_links(state),
         )  # fmt: skip
