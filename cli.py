@@ -847,6 +847,9 @@ def echo_trace(data: dict[str, Any]) -> None:
         label = f"stream {entry['stream']}" + (f" {entry['name']!r}" if entry["name"] else "")
         click.echo(f"  {entry['campaign']} {label} ({entry['type']}): {entry['verdict']}")
         for verdict in entry["filters"]:
+            if verdict["passed"] is None:  # A stored click's filter whose input was not stored.
+                click.echo(f"      ?     {verdict['filter']}  ({verdict['saw']})")
+                continue
             mark = "pass" if verdict["passed"] else "FAIL"
             click.echo(f"      {mark}  {verdict['filter']}  (saw {verdict['saw'] or 'nothing'})")
 

@@ -214,6 +214,39 @@ def test_an_anonymising_install_finds_a_click_by_its_full_ip_and_says_it_keeps_l
     assert subids(get(plain, "/panel/clicks?ip=198.51.100.7", log_in(plain))[2]) == []
 
 
+def param_routed_click(db, settings, make_tracker):
+    """A click sent by `param.src=fb` (not stored) past a stream that wants a visitor seen in it before."""
+    from models.admin.services import add_stream, create_campaign
+    from models.clicks.spool import flush_spool
+    from models.clicks.visit import Visit
+
+    campaign = create_campaign(db, "By source", "bysource", offer_url="https://o.example/?s={subid}")
+    add_stream(
+        db, campaign.id, name="Again", type="intercepting", action="not_found", filters=["unique!=stream"]
+    )
+    add_stream(
+        db, campaign.id, name="Facebook", type="intercepting", action="not_found", filters=["param.src=fb"]
+    )
+    tracker = make_tracker()
+    tracker.refresh()
+    visit = Visit(ip="198.51.100.7", user_agent="Mozilla/5.0 test", params={"src": "fb"})
+    decision = tracker.track(tracker.campaign("bysource"), visit)
+    flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    assert decision.answer == "not_found"
+    return campaign, decision.subid
+
+
+def test_a_click_s_trace_says_not_stored_for_a_query_parameter_it_was_routed_by(
+    panel, users, db, settings, make_tracker
+):
+    _, subid = param_routed_click(db, settings, make_tracker)
+    html = get(panel, f"/panel/clicks/{subid}", log_in(panel))[2]
+    trace = re.sub(r"\s+", " ", html.split("Routing trace")[1].split("<h2>Conversions")[0])
+    assert "Facebook" in trace and "matched" in trace and "FAIL" not in trace, trace
+    assert '<tr class="unstored"><td class="mark">?</td><td>param.src=fb</td>' in trace
+    assert '<td>unique!=stream</td><td class="saw">not stored: ' in trace
+
+
 def test_the_log_pages_ask_for_a_login(panel, users):
     for path in ("/panel/clicks", "/panel/clicks/x", "/panel/conversions", "/panel/conversions/1",
                  "/panel/conversions/import", "/panel/postback-log"):  # fmt: skip

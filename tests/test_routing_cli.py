@@ -133,6 +133,35 @@ def test_click_show_traces_a_stored_click(routed, geo_env, start_app, db):
     assert missing.returncode == 1 and "There is no stored click 'nosuchsubid'" in missing.stderr
 
 
+def test_click_show_says_not_stored_for_what_the_click_does_not_keep(routed, geo_env, start_app):
+    from conftest import click, subid_of
+
+    routed("campaign", "create", "By source", "--alias", "src", "--offer-id", "1")
+    routed(
+        "stream", "add", "src", "--type", "intercepting", "--name", "Facebook", "--offer", "2",
+        "--filter", "param.src=fb", "--filter", "ip=81.2.69.10",
+    )  # fmt: skip
+    app = start_app(LANNER_GEO_DATABASE=geo_env["LANNER_GEO_DATABASE"])
+    status, headers, _ = click(app, "src", "src=fb", ip="81.2.69.10")
+    assert status == 302 and headers["location"].startswith("https://uk.example/")
+    subid = subid_of(headers["location"].replace("c=", "click=", 1))
+    routed("spool", "flush")
+    shown = routed("click", "show", subid).stdout
+    assert "(intercepting): matched" in shown and "FAIL" not in shown, shown
+    assert "?     param.src=fb  (not stored: query parameters other than sub ids are not kept)" in shown
+    assert "pass  ip=81.2.69.10  (saw 81.2.69.10)" in shown
+    data = json.loads(routed("click", "show", subid, "--json").stdout)
+    assert data["streams"][0]["filters"][0] == {
+        "filter": "param.src=fb",
+        "passed": None,
+        "saw": "not stored: query parameters other than sub ids are not kept",
+    }
+    # Once the address is kept truncated, an IP filter cannot be re-evaluated on it either.
+    routed("privacy", "anonymize-stored", "--yes")
+    shown = routed("click", "show", subid).stdout
+    assert "?     ip=81.2.69.10  (not stored: the address may be kept truncated)" in shown, shown
+
+
 def test_geo_lookup_and_bad_filter_messages(routed):
     assert routed("geo", "lookup", "81.2.69.160").stdout.strip() == "country=GB region=ENG city=London"
     bad = routed("stream", "add", "geo", "--offer", "1", "--filter", "planet=mars", check=False)

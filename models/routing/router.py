@@ -70,7 +70,7 @@ class TraceEntry:
     campaign: str
     stream: StreamConfig
     verdict: str  # matched, no match, capped, offers capped, bound
-    filters: list[tuple[str, bool, str]] = field(default_factory=list)
+    filters: list[tuple[str, bool | None, str]] = field(default_factory=list)  # None: input not stored
 
 
 class Router:

@@ -5,17 +5,26 @@ keeps its routing summary (`route`, written and read in models/routing/router.py
 filters looked at (country, device, language, …); showing it re-evaluates the named streams' current
 filters against those stored values, so each verdict comes with the value it saw. The ISP, connection
 type and carrier are not stored: they are looked up again in the current files.
+
+Some inputs are not stored at all: query parameters other than the sub ids (`param.NAME`), whether the
+visitor had been seen in a stream other than the one it landed in (`unique=stream`) or in a campaign it
+was sent on from (`unique=campaign`), and the full address once it may be kept truncated (`ip`, with
+LANNER_ANONYMIZE_IP or after `lanner privacy`). Re-evaluating those against a guess could contradict the
+stored decision, so such a filter's verdict is None ("not stored") with the reason in place of the value.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from models.clicks.privacy import anonymized_ip
 from models.clicks.tracker import Simulation
 from models.lookups.geo import UNKNOWN_NETWORK, NetworkInfo
 from models.routing.config import CampaignConfig
 from models.routing.filters import FilterSubject
 from models.routing.router import TraceEntry, read_summary
+
+NOT_STORED = "not stored"
 
 
 def trace_rows(trace: list[TraceEntry]) -> list[dict[str, Any]]:
@@ -106,12 +115,35 @@ def stored_trace(
     subject = stored_subject(click, network)
     # Stream id -> (its campaign's alias, the stream).
     streams = {sid: (c.alias, stream) for c in campaigns.values() for sid, stream in c.streams.items()}
+    campaign_of = {sid: c.id for c in campaigns.values() for sid in c.streams}
     trace = []
     for stream_id, verdict in read_summary(click["route"]):
         if stream_id not in streams:
             continue  # Deleted or paused since.
         entry = TraceEntry(*streams[stream_id], verdict)
         if verdict != "bound":
-            entry.stream.filters.matches(subject, entry.stream.id, entry.filters)
+            filters = entry.stream.filters
+            filters.matches(subject, entry.stream.id, entry.filters)
+            # `matches` appends one row per spec, in the specs' order.
+            for index, spec in enumerate(filters.specs):
+                reason = unstored_input(spec, click, stream_id, campaign_of[stream_id])
+                if reason is not None:
+                    entry.filters[index] = (entry.filters[index][0], None, reason)
         trace.append(entry)
     return trace
+
+
+def unstored_input(
+    spec: dict[str, Any], click: dict[str, Any], stream_id: int, campaign_id: int
+) -> str | None:
+    """Why what a filter looked at for a stored click is not stored, or None when it is."""
+    name = spec["name"]
+    if name == "param":
+        return f"{NOT_STORED}: query parameters other than sub ids are not kept"
+    if name == "unique" and spec["scope"] == "stream" and stream_id != click["stream_id"]:
+        return f"{NOT_STORED}: only the landing stream's uniqueness is kept"
+    if name == "unique" and spec["scope"] == "campaign" and campaign_id != click["campaign_id"]:
+        return f"{NOT_STORED}: only the landing campaign's uniqueness is kept"
+    if name == "ip" and anonymized_ip(click["ip"]) == click["ip"]:
+        return f"{NOT_STORED}: the address may be kept truncated"
+    return None
