@@ -628,7 +628,11 @@ def test_buyers_see_and_change_only_their_own_and_shared_campaigns(accounts, key
     )
     assert status == 201 and mine["owner_id"] is not None, mine
     status, theirs = call(
-        app, "POST", "/campaigns", keys["bert"], {"name": "B", "alias": "bert-b", "offer_id": offer["id"]}
+        app,
+        "POST",
+        "/campaigns",
+        keys["bert"],
+        {"name": "B", "alias": "bert-b", "offer_url": "https://b.example/"},
     )
     assert status == 201, theirs
     status, nobodys = call(
@@ -707,6 +711,45 @@ def test_a_buyer_lists_and_reads_the_offers_its_campaigns_use_and_unused_ones_on
     assert call(app, "PATCH", f"/offers/{berts['id']}", keys["anna"], {"name": "Mine"})[0] == 404
     assert call(app, "GET", f"/offers/{berts['id']}", key)[0] == 200
     assert call(app, "GET", f"/offers/{unused['id']}", keys["vera"])[0] == 200
+
+
+def test_a_buyer_naming_another_buyer_s_offer_is_told_it_does_not_exist(accounts, key, db):
+    app, keys = accounts
+    annas = make_offer(app, keys["anna"], name="Anna's")
+    berts = make_offer(app, keys["bert"], name="Bert's")
+    for who, alias, offer in (("anna", "anna-a", annas), ("bert", "bert-b", berts)):
+        status, made = call(
+            app, "POST", "/campaigns", keys[who], {"name": alias, "alias": alias, "offer_id": offer["id"]}
+        )
+        assert status == 201, made
+    refused = f"There is no offer {berts['id']}."
+    status, answer = call(
+        app, "POST", "/campaigns", keys["anna"], {"name": "X", "alias": "anna-x", "offer_id": berts["id"]}
+    )
+    assert (status, answer["description"]) == (404, refused)
+    [stream] = call(app, "GET", "/campaigns/anna-a/streams", keys["anna"])[1]["items"]
+    for method, path, body in (
+        ("POST", "/campaigns/anna-a/streams", {"offers": [{"offer_id": berts["id"]}]}),
+        ("POST", "/campaigns/anna-a/streams", {"offers": [{"offer_id": annas["id"]}],
+                                               "fallback_offer_id": berts["id"]}),
+        ("PATCH", f"/streams/{stream['id']}", {"offers": [{"offer_id": berts["id"]}]}),
+        ("PATCH", f"/streams/{stream['id']}", {"fallback_offer_id": berts["id"]}),
+    ):  # fmt: skip
+        status, answer = call(app, method, path, keys["anna"], body)
+        assert (status, answer["description"]) == (404, refused), (method, path, body)
+    # As for an offer that does not exist at all; nothing changed; her own and the admin's still work.
+    status, answer = call(
+        app, "PATCH", f"/streams/{stream['id']}", keys["anna"], {"offers": [{"offer_id": 99}]}
+    )
+    assert (status, answer["description"]) == (404, "There is no offer 99.")
+    assert call(app, "GET", "/campaigns/anna-a/streams", keys["anna"])[1]["items"] == [stream]
+    assert db.execute_sql("SELECT COUNT(*) FROM campaign WHERE alias = 'anna-x'").fetchone()[0] == 0
+    assert (
+        call(app, "PATCH", f"/streams/{stream['id']}", keys["anna"], {"fallback_offer_id": annas["id"]})[0]
+        == 200
+    )
+    body = {"name": "C", "alias": "install-c", "offer_id": berts["id"]}
+    assert call(app, "POST", "/campaigns", key, body)[0] == 201
 
 
 def test_refusals_are_answered_by_their_type_not_their_wording():

@@ -112,7 +112,7 @@ def test_a_buyer_clones_what_they_may_edit_and_owns_the_copy(accounts, key, db):
     offer = make_offer(app, keys["anna"])
     body = {"name": "A", "alias": "anna-a", "offer_id": offer["id"]}
     assert call(app, "POST", "/campaigns", keys["anna"], body)[0] == 201
-    body = {"name": "B", "alias": "bert-b", "offer_id": offer["id"]}
+    body = {"name": "B", "alias": "bert-b", "offer_url": "https://b.example/"}  # Anna's offer is not his.
     assert call(app, "POST", "/campaigns", keys["bert"], body)[0] == 201
     assert call(app, "POST", "/campaigns/bert-b/clone", keys["anna"], {})[0] == 404  # Not hers to see.
     share_campaign(db, "bert-b", "anna")  # Read-only.

@@ -429,6 +429,53 @@ def test_a_buyer_edits_their_own_reads_a_read_only_share_and_never_sees_others(p
     assert ("bert", "update") in audit_actors(db, "campaign")
 
 
+def test_a_buyer_picks_and_posts_only_offers_it_may_use(panel, users, db, campaign):
+    from models.admin.services import (
+        create_campaign,
+        create_offer,
+        list_campaigns,
+        list_streams,
+        stream_offers,
+    )
+
+    create_campaign(db, "Frugal's", "frugals", offer_id=3, owner_id=users["frugal"].id)  # Offer 3: theirs.
+    berts = create_campaign(db, "Bert's", "berts", offer_id=2, owner_id=users["bert"].id)
+    create_offer(db, "Unused", "https://d.example/?s={subid}")  # Offer 4: no campaign's yet.
+    buyer = log_in(panel, "bert")
+
+    def offered(path, pattern):
+        return sorted(int(n) for n in re.findall(pattern, get(panel, path, buyer)[2]))
+
+    assert offered("/panel/campaigns/new", r'<option value="(\d+)"') == [2, 4]
+    stream_page = f"/panel/campaigns/{berts.id}/streams/new"
+    assert offered(stream_page, r'name="offer_(\d+)"') == [2, 4]
+    assert offered(stream_page, r'<option value="(\d+)"[^>]*>[^<]*\(#') == [2, 4]  # The fallback offer.
+    # A forged post naming another buyer's offer is refused as one that does not exist; nothing saved.
+    token = form_token(panel, buyer)
+    fields = {"csrf_token": token, "name": "Forged", "alias": "forged", "offer": "3"}
+    status, _, body = post(panel, "/panel/campaigns/new", fields, cookie=buyer)
+    assert status == 400 and "There is no offer 3." in body.decode()
+    status, _, page = post_form(panel, stream_page, stream_fields(token, offers=[(3, 100)]), buyer)
+    assert status == 400 and "needs at least one offer with a weight" in page  # offer_3 is not read.
+    forged = stream_fields(token, offers=[(2, 100)], fallback_offer_id="3")
+    status, _, page = post_form(panel, stream_page, forged, buyer)
+    assert status == 400 and "There is no offer 3." in page
+    stream = list_streams(berts.id)[0]
+    status, _, page = post_form(
+        panel,
+        f"/panel/campaigns/{berts.id}/streams/{stream.id}",
+        stream_fields(token, offers=[(3, 100)]),
+        buyer,
+    )
+    assert status == 400 and stream_offers(list_streams(berts.id)[0]) == [(2, 100)]
+    assert [c.alias for c in list_campaigns()] == ["spring", "frugals", "berts"] and len(
+        list_streams(berts.id)
+    ) == 1
+    # An admin picks from every offer.
+    admin = log_in(panel)
+    assert re.findall(r'name="offer_(\d+)"', get(panel, stream_page, admin)[2]) == ["1", "2", "3", "4"]
+
+
 def test_a_user_who_hides_money_has_no_cost_fields_and_keeps_the_campaign_s_cost(panel, users, db, campaign):
     from models.admin.services import get_campaign, update_campaign
 

@@ -12,7 +12,9 @@
 - offers have no owner yet: admins and buyers with write create and change them (`creates_campaigns`).
   In the panel a buyer or viewer is shown the offers their visible campaigns use, and those no campaign
   uses yet (a buyer's new offer, before a stream sends to it): `visible_offer_ids`; the API lists the
-  same, and answers 404 for any other, as for one that does not exist.
+  same, and answers 404 for any other, as for one that does not exist. The same offers are the only ones
+  they may use (a new campaign's offer, a stream's offers and fallback): models/admin/services.py
+  check_usable_offers, which the API and the panel's editor both go through.
 """
 
 from __future__ import annotations

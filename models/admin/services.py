@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from peewee import Database, IntegrityError
 
+from models.accounts.access import visible_offer_ids
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
 from models.choices import (
@@ -329,6 +330,8 @@ def create_campaign(
     fields.setdefault("owner_id", actor.user_id)
     _check_campaign_fields(fields)
     with write_tx(db):
+        if offer_id is not None:
+            check_usable_offers(db, actor, [offer_id])
         try:
             campaign = Campaign.create(name=name, alias=alias, **fields)
         except IntegrityError:
@@ -479,6 +482,20 @@ def list_campaigns(*, include_archived: bool = False) -> list[Campaign]:
     return list(query)
 
 
+def check_usable_offers(
+    db: Database, actor: Principal, offer_ids: Iterable[int], fallback_offer_id: int | None = None
+) -> None:
+    """AdminNotFound, as for an offer that does not exist, for one `actor` may not see and so not use
+    (models/accounts/access.py visible_offer_ids: an admin and the CLI use any)."""
+    wanted = [*offer_ids, *([] if fallback_offer_id is None else [fallback_offer_id])]
+    if not wanted:
+        return
+    usable = visible_offer_ids(db, actor)
+    for offer_id in wanted:
+        if usable is not None and offer_id not in usable:
+            raise AdminNotFound(f"There is no offer {offer_id}.")
+
+
 def _set_stream_offers(stream: Stream, offers: list[tuple[int, int]]) -> None:
     """Make the stream's active offers exactly `offers` [(offer_id, weight)].
 
@@ -556,6 +573,7 @@ def add_stream(
     if action == "offers" and not offers:
         raise AdminError("A stream that sends to offers needs at least one --offer.")
     with write_tx(db):
+        check_usable_offers(db, actor, [offer_id for offer_id, _ in offers], fields.get("fallback_offer_id"))
         campaign = get_campaign(campaign_ref)
         if position is None:
             last = Stream.select().where(Stream.campaign == campaign).order_by(Stream.position.desc()).first()
@@ -595,6 +613,9 @@ def update_stream(
     if clear_fallback_offer:
         changes.setdefault("fallback_offer_id", None)
     with write_tx(db):
+        check_usable_offers(
+            db, actor, [offer_id for offer_id, _ in offers or ()], changes.get("fallback_offer_id")
+        )
         stream = get_stream(stream_id)
         before = _fields(stream)
         checked = dict(changes)

@@ -15,7 +15,7 @@ from zoneinfo import available_timezones
 
 import falcon
 
-from models.accounts.access import creates_campaigns, edits_campaign, visible_campaign_ids
+from models.accounts.access import creates_campaigns, edits_campaign, visible_campaign_ids, visible_offers
 from models.accounts.users import list_users
 from models.admin.services import (
     AdminError,
@@ -417,7 +417,8 @@ class CampaignNewResource(EditorResource):
     def show(self, req, resp, session, values: dict, message: str = "", code: int = 200) -> None:
         self.page(
             req, resp, "editor_new.html", session, code, values=values, message=message,
-            offers=[o for o in list_offers() if o.status != "archived"], owners=self.owners(session.principal),
+            offers=[o for o in visible_offers(self.db, session.principal) if o.status != "archived"],
+            owners=self.owners(session.principal),
             timezones=timezone_names(), **CHOICES,
         )  # fmt: skip
 
@@ -507,7 +508,7 @@ class StreamFormResource(EditorResource):
     type, action, filters (the builder), offers with weights and caps."""
 
     def show(self, req, resp, session, campaign, stream, values, filters, weights, message="", code=200):
-        offers = list_offers()
+        offers = visible_offers(self.db, session.principal)  # Those it may use; another buyer's are not.
         rows = filters + [blank_filter_row() for _ in range(BLANK_FILTER_ROWS)]
         self.page(
             req, resp, "editor_stream.html", session, code,
@@ -538,7 +539,8 @@ class StreamFormResource(EditorResource):
         stream = None if stream_id is None else self.stream(campaign, stream_id)
         rows = posted_filter_rows(lists)
         values = {**NEW_STREAM, **{name: str(form.get(name, "")) for name in NEW_STREAM}}
-        weights = typed_weights(form, list_offers())
+        # Only the offers it may use are read: a forged field for another's is ignored, as for none at all.
+        weights = typed_weights(form, visible_offers(self.db, principal))
         try:
             offers = chosen_offers(weights)
             changes = stream_changes(form)
