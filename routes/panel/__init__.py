@@ -62,4 +62,4 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
     ):
         module.add_routes(app, panel)
     app.add_static_route(PREFIX + "/static", STATIC)
-    app.set_error_serializer(serialize_errors_as_pages(render, PREFIX, default_serialize_error))
+    app.set_error_serializer(serialize_errors_as_pages(render, PREFIX, default_serialize_error, sessions))

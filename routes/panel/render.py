@@ -3,11 +3,14 @@ filters every page formats with."""
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
 import falcon
 import jinja2
+
+logger = logging.getLogger(__name__)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STATIC = Path(__file__).resolve().parent / "static"
@@ -67,15 +70,34 @@ class Renderer:
         resp.text = self.environment.get_template(template).render(**context)
 
 
-def serialize_errors_as_pages(render: Renderer, prefix: str, default):
+def serialize_errors_as_pages(render: Renderer, prefix: str, default, sessions=None):
     """A Falcon error serializer: the panel's errors (403, 404, 429 ...) as a page, every other path's
-    as `default` does (the APIs' JSON)."""
+    as `default` does (the APIs' JSON). A logged-in user's page has the nav and the log-out button, so
+    a buyer who hits a 404 goes on from there."""
 
     def serialize(req: falcon.Request, resp: falcon.Response, error: falcon.HTTPError) -> None:
         if req.path != prefix and not req.path.startswith(prefix + "/"):
             default(req, resp, error)
             return
-        render(resp, "error.html", error.status_code, user=None, session=None, path=req.path,
+        session = error_session(req, sessions)
+        render(resp, "error.html", error.status_code, session=session, path=req.path,
+               user=session.principal if session is not None else None,
                title=error.title or "Error", description=error.description or "")  # fmt: skip
 
     return serialize
+
+
+def error_session(req: falcon.Request, sessions):
+    """The session an error page is shown in: the one the request already looked up (None included: a
+    missing or expired one stays missing), else looked up now (a 404 of a path no page routes). An error
+    while looking it up, such as a database that will not answer, is an error page without a user, never
+    a second error."""
+    if "session" in req.context:
+        return req.context.session
+    if sessions is None:
+        return None
+    try:
+        return sessions.current(req)
+    except Exception:  # noqa: BLE001 - the error being shown is the one that matters.
+        logger.warning("An error page's session could not be looked up", exc_info=True)
+        return None
