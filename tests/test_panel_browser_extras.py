@@ -38,3 +38,9 @@ def test_the_simulate_form_swaps_in_the_trace_without_leaving_the_page(browser, 
     assert len(browser.find_elements(By.CSS_SELECTOR, "section.simulate")) == 1
     failing = browser.find_element(By.CSS_SELECTOR, ".verdicts li.fail").text
     assert "FAIL" in failing and "country=GB" in failing and "saw unknown" in failing
+    # Standalone, each stream's name, type, ":" and verdict read on one line, as in the editor.
+    stream = browser.find_element(By.CSS_SELECTOR, ".trace li.stream")
+    assert "(intercepting): no match" in stream.text, stream.text
+    parts = stream.find_elements(By.CSS_SELECTOR, "strong, .verdict")
+    middles = [part.rect["y"] + part.rect["height"] / 2 for part in parts]
+    assert len(parts) == 2 and max(middles) - min(middles) < 6, (stream.text, middles)  # A line is ~20 px.
