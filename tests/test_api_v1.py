@@ -815,3 +815,37 @@ def test_postback_target_and_status_map_changes_are_in_the_audit_log_with_who_ma
         ("cli", "postback_target", by_cli.id, "remove", {"status": "active"}, {"status": "removed"}),
         ("cli", "status_map", None, "create", {}, {"network": "net", "raw_status": "ok", "status": "sale"}),
     ]  # fmt: skip
+
+
+def test_a_buyer_s_stream_cannot_send_visitors_to_a_campaign_it_may_not_see(accounts, key, db):
+    app, keys = accounts
+    for who, alias in (("anna", "anna-a"), ("bert", "bert-b")):
+        offer = make_offer(app, keys[who], name=f"{who}'s")
+        assert (
+            call(
+                app, "POST", "/campaigns", keys[who], {"name": alias, "alias": alias, "offer_id": offer["id"]}
+            )[0]
+            == 201
+        )
+    [stream] = call(app, "GET", "/campaigns/anna-a/streams", keys["anna"])[1]["items"]
+    for target in ("bert-b", "nobody"):  # Another's campaign reads as one that does not exist.
+        refused = (404, f"There is no campaign {target!r}.")
+        body = {"action": "campaign", "target": target}
+        status, answer = call(app, "POST", "/campaigns/anna-a/streams", keys["anna"], body)
+        assert (status, answer["description"]) == refused, target
+        status, answer = call(app, "PATCH", f"/streams/{stream['id']}", keys["anna"], body)
+        assert (status, answer["description"]) == refused, target
+    assert call(app, "GET", "/campaigns/anna-a/streams", keys["anna"])[1]["items"] == [stream]
+    from models.accounts.sharing import share_campaign
+
+    share_campaign(db, "bert-b", "anna", may_edit=False)  # Seen, so a target of hers now.
+    assert (
+        call(
+            app, "PATCH", f"/streams/{stream['id']}", keys["anna"], {"action": "campaign", "target": "bert-b"}
+        )[0]
+        == 200
+    )
+    assert (
+        call(app, "POST", "/campaigns/bert-b/streams", key, {"action": "campaign", "target": "anna-a"})[0]
+        == 201
+    )

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from peewee import Database, IntegrityError
 
-from models.accounts.access import visible_offer_ids
+from models.accounts.access import sees_campaign, visible_offer_ids
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
 from models.choices import (
@@ -496,6 +496,13 @@ def check_usable_offers(
             raise AdminNotFound(f"There is no offer {offer_id}.")
 
 
+def check_usable_target(db: Database, actor: Principal, action: str, target: str) -> None:
+    """AdminNotFound, as for a campaign that does not exist, when a stream of `actor`'s would send its
+    visitors to a campaign `actor` may not see (an admin and the CLI send to any)."""
+    if action == "campaign" and target and not sees_campaign(db, actor, get_campaign(target).id):
+        raise AdminNotFound(f"There is no campaign {str(target)!r}.")
+
+
 def _set_stream_offers(stream: Stream, offers: list[tuple[int, int]]) -> None:
     """Make the stream's active offers exactly `offers` [(offer_id, weight)].
 
@@ -574,6 +581,7 @@ def add_stream(
         raise AdminError("A stream that sends to offers needs at least one --offer.")
     with write_tx(db):
         check_usable_offers(db, actor, [offer_id for offer_id, _ in offers], fields.get("fallback_offer_id"))
+        check_usable_target(db, actor, action, payload)
         campaign = get_campaign(campaign_ref)
         if position is None:
             last = Stream.select().where(Stream.campaign == campaign).order_by(Stream.position.desc()).first()
@@ -622,6 +630,13 @@ def update_stream(
         if "action" in checked:
             checked.setdefault("action_payload", stream.action_payload)
         _check_stream_fields(checked, checked.get("action", stream.action))
+        if "action" in changes or "action_payload" in changes:
+            check_usable_target(
+                db,
+                actor,
+                checked.get("action", stream.action),
+                checked.get("action_payload", stream.action_payload),
+            )
         if "action_payload" in changes:
             changes["action_payload"] = checked["action_payload"]  # A redirect URL as rewritten.
         for key, value in changes.items():
