@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import threading
 
+import psycopg
 import pytest
 from conftest import ROOT, wait_until
 
@@ -204,6 +205,59 @@ def test_a_write_whose_connection_the_server_ends_raises_store_busy(postgres, po
     postgres.close()
     postgres.connect()
     assert postgres.execute_sql("SELECT value FROM meta WHERE key = 'config_version'").fetchone() == ("1",)
+
+
+def test_a_write_refused_by_a_read_only_server_raises_store_busy(postgres):
+    postgres.execute_sql("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")  # As on a standby.
+    with pytest.raises(StoreBusy, match="read-only transaction"):
+        with write_tx(postgres):
+            postgres.execute_sql("UPDATE meta SET value = 'x' WHERE key = 'config_version'")
+
+
+def test_a_row_lock_not_granted_within_lock_timeout_raises_store_busy(postgres, postgres_url):
+    postgres.execute_sql("SET lock_timeout = '50ms'")
+    with psycopg.connect(postgres_url) as other:  # Another node's transaction holds the row.
+        other.execute("UPDATE meta SET value = 'other' WHERE key = 'config_version'")
+        with pytest.raises(StoreBusy, match="lock timeout"):
+            with write_tx(postgres):  # On the raw connection, as every store runs its statements.
+                postgres.connection().execute("UPDATE meta SET value = 'x' WHERE key = 'config_version'")
+        other.rollback()
+    with write_tx(postgres):  # The connection is usable again: the refused transaction was rolled back.
+        postgres.execute_sql("UPDATE meta SET value = 'x' WHERE key = 'config_version'")
+
+
+def test_the_loser_of_a_deadlock_gets_store_busy(postgres, postgres_url):
+    for key in ("a", "b"):
+        postgres.execute_sql("INSERT INTO meta (key, value) VALUES (%s, '')", (key,))
+    postgres.execute_sql("SET deadlock_timeout = '10ms'")  # This session checks, so it is the one refused.
+    other = psycopg.connect(postgres_url)
+    other.execute("SET deadlock_timeout = '60s'")
+    other.execute("UPDATE meta SET value = 'other' WHERE key = 'b'")
+    other_pid = other.info.backend_pid
+    blocked = threading.Thread(
+        target=lambda: other.execute("UPDATE meta SET value = 'other' WHERE key = 'a'")
+    )
+    try:
+        with pytest.raises(StoreBusy, match="deadlock detected"):
+            with write_tx(postgres):
+                postgres.execute_sql("UPDATE meta SET value = 'x' WHERE key = 'a'")
+                blocked.start()
+                wait_until(
+                    lambda: postgres.execute_sql(
+                        "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", (other_pid,)
+                    ).fetchone()[0],
+                    10,
+                    "the other transaction to wait for the row",
+                )
+                postgres.connection().execute("UPDATE meta SET value = 'x' WHERE key = 'b'")  # A store's way.
+        blocked.join(timeout=10)
+        other.commit()  # The other side got both rows once this one gave up.
+    finally:
+        other.close()
+    assert postgres.execute_sql("SELECT value FROM meta WHERE key IN ('a', 'b')").fetchall() == [
+        ("other",),
+        ("other",),
+    ]
 
 
 def test_a_write_to_a_server_that_is_not_there_raises_store_busy(tmp_path):

@@ -4,10 +4,15 @@ server's "not now" errors turned into the store's own.
 Every statement outside `write_tx()` commits on its own, as it does on SQLite outside a transaction;
 `write_tx()` is a plain BEGIN (PostgreSQL locks rows, not the database, so SQLite's IMMEDIATE has no
 counterpart). A refusal that a later retry may get past (the server unreachable or shutting down, a
-serialization failure or deadlock, a full disk, too many connections, a read-only standby) is raised
-as PostgresUnavailable, an OperationalError, so write_tx() makes it StoreBusy and the edges that catch
-DRIVER_ERRORS answer it as they answer a locked SQLite file. psycopg is imported only here, when a
-PostgreSQL database is opened.
+serialization failure or deadlock, a lock wait past lock_timeout, a full disk, too many connections, a
+read-only standby) is raised as PostgresUnavailable, an OperationalError, so write_tx() makes it
+StoreBusy and the edges that catch DRIVER_ERRORS answer it as they answer a locked SQLite file.
+
+peewee maps psycopg's errors to its own only for statements run through it (execute_sql); the stores
+run theirs on the raw connection, as they do on SQLite, where psycopg's own classes would reach the
+caller: the cursor below catches them there. A read-only transaction is an InternalError by its
+SQLSTATE class, for peewee too: only this calls it "not now". Lanner imports this module only when a
+PostgreSQL database is opened (peewee itself imports psycopg whenever it is installed).
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from models.errors import LannerError
 DIALECT = "postgres"  # The package under models/store/ (models/store/database.py dialect_of).
 # SQLSTATE classes and codes a retry may get past (PostgreSQL's appendix A, "Error Codes").
 RETRYABLE_CLASSES = ("08", "53", "57")  # connection exception, insufficient resources, operator intervention
-RETRYABLE_CODES = ("40001", "40P01", "25006")  # serialization failure, deadlock, read-only transaction
+# Serialization failure, deadlock, a read-only transaction (a standby, or default_transaction_read_only),
+# a row lock not granted within lock_timeout (SQLite's busy timeout).
+RETRYABLE_CODES = ("40001", "40P01", "25006", "55P03")
 
 
 class PostgresUnavailable(OperationalError, LannerError):
