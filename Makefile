@@ -3,7 +3,9 @@ VENV ?= .venv
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SYSTEM_PACKAGES := libev-dev python3-venv python3-dev gcc
-TEST_PACKAGES := nginx chromium chromium-driver
+TEST_PACKAGES := nginx chromium chromium-driver postgresql redis-server
+# PostgreSQL refuses to run as root: tests/servers.py runs the test servers as this user when root.
+TEST_USER := lanner-test
 
 .PHONY: run test deps test-deps apt venv bench clean
 
@@ -19,13 +21,18 @@ bench: venv
 	$(VENV)/bin/lanner bench all
 
 # System packages, installed only when missing: what bjoern needs to build, and for the tests
-# a real nginx (tests/test_nginx.py runs it in front of Lanner) and a headless chromium with its
-# driver (tests/test_panel_browser.py drives the web panel in it).
+# a real nginx (tests/test_nginx.py runs it in front of Lanner), a headless chromium with its
+# driver (tests/test_panel_browser.py drives the web panel in it), and PostgreSQL and Redis, whose
+# binaries the tests start as throwaway servers on unix sockets (tests/servers.py; the packages'
+# own services are neither needed nor used).
 deps:
 	@$(MAKE) --no-print-directory apt PACKAGES="$(SYSTEM_PACKAGES)"
 
 test-deps:
 	@$(MAKE) --no-print-directory apt PACKAGES="$(TEST_PACKAGES)"
+	@if [ "$$(id -u)" = 0 ] && ! id -u $(TEST_USER) >/dev/null 2>&1; then \
+		useradd --system --no-create-home --shell /usr/sbin/nologin $(TEST_USER); \
+	fi
 
 apt:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -39,7 +46,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml | deps
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test,bench]'
+	$(VENV)/bin/pip install -q -e '.[test,bench,cluster]'
 	touch $@
 
 clean:

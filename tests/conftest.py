@@ -59,11 +59,78 @@ def store(request, settings):
     from models.store.database import db as database
     from models.store.database import open_database
 
-    assert request.param == "sqlite", request.param
-    open_database(settings.database_path, autocheckpoint=True)
+    if request.param == "postgresql":
+        open_database(request.getfixturevalue("postgres_url"))
+    else:
+        open_database(settings.database_path, autocheckpoint=True)
     migrate(database)
     yield database
     database.close()
+
+
+# -- throwaway PostgreSQL and Redis (tests/servers.py) ---------------------------------------
+
+
+def _server_missing(error: Exception):
+    """Skip a test whose server is not installed; under CI (.ci/run installs both) fail instead."""
+    if os.environ.get("CI"):
+        raise RuntimeError(f"CI must run every test: {error}") from error
+    pytest.skip(str(error))
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One PostgreSQL for the whole run, on a unix socket in a temporary directory; stopped at the end."""
+    from servers import PostgresServer, ServerMissing
+
+    try:
+        server = PostgresServer()
+    except ServerMissing as error:
+        _server_missing(error)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """A fresh empty database of the run's PostgreSQL, as a postgresql:// URL; dropped after the test."""
+    name = postgres_server.create_database()
+    yield postgres_server.url(name)
+    from models.store.database import db as database
+
+    if (
+        database.obj is not None
+        and not database.is_closed()
+        and database.obj.database == postgres_server.url(name)
+    ):
+        database.close()
+    postgres_server.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """One redis-server for the whole run, on a unix socket, keeping nothing on disk."""
+    from servers import RedisServer, ServerMissing
+
+    try:
+        server = RedisServer()
+    except ServerMissing as error:
+        _server_missing(error)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server) -> str:
+    """The run's Redis, emptied for this test, as a unix:// URL redis-py opens."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url())
+    client.flushall()
+    client.close()
+    return redis_server.url()
 
 
 @pytest.fixture

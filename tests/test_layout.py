@@ -74,7 +74,8 @@ def test_sql_is_written_only_in_the_store_migrations_and_bench():
 def test_the_meta_table_is_read_and_written_only_by_its_store():
     # It was a protocol spread over 5 modules, with two statements for one config-version bump.
     statement = re.compile(r"\b(FROM|UPDATE|INTO)\s+meta\b")
-    homes = ("models/store/sqlite/meta.py", "models/migrations/0")
+    # PostgreSQL's baseline (postgres/schema.py) writes the rows SQLite's migrations 0001..0011 write.
+    homes = ("models/store/sqlite/meta.py", "models/migrations/0", "models/store/postgres/schema.py")
     offenders = set()
     for path in source_files():
         if path.startswith(homes):

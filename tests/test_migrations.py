@@ -6,9 +6,10 @@ import importlib
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from models.migrations.runner import SQL_CREATE_HISTORY, SQL_RECORD, migrate, migration_status
+from models.migrations.runner import migrate, migration_status
 from models.store.database import db as database
 from models.store.database import open_database
+from models.store.sqlite.migrations import MigrationHistory
 
 DAY_MS = 86_400_000
 
@@ -18,9 +19,9 @@ def test_0002_backfills_click_counters_from_existing_clicks(settings):
     try:
         initial = importlib.import_module("models.migrations.0001_initial")
         with database.atomic():
-            database.execute_sql(SQL_CREATE_HISTORY)
+            database.execute_sql(MigrationHistory.SQL_CREATE_HISTORY)
             initial.apply(database)
-            database.execute_sql(SQL_RECORD, ("0001_initial", 0))
+            database.execute_sql(MigrationHistory.SQL_RECORD, ("0001_initial", 0))
         midnight = int(datetime(2027, 1, 15, tzinfo=timezone.utc).timestamp() * 1000)
         rows = [
             # (subid, created_at, stream_id, offer_id)

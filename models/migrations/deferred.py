@@ -20,23 +20,12 @@ from peewee import Database
 
 import models.migrations as migrations_package
 from models.migrations.runner import migration_names
-from models.store.database import write_tx
-from models.store.sqlite.rows import fetch_one
+from models.store.database import dialect_of, write_tx
+from models.store.sqlite.deferred import DeferredStepStore as SqliteDeferredStepStore
 
 ROLLUP_BACKFILL = "rollup_backfill"  # Migration 0004's; reports read the rollups once it is done.
 CHUNK_IDS = 20_000  # Click ids per chunk, for every step that walks the click table.
 PAUSE_BETWEEN_CHUNKS = 0.05  # Lets the spool flusher take the write lock between chunks.
-
-_SELECT_STEPS = (
-    "SELECT name, state, position, target, done_units, total_units, started_at, finished_at, error "
-    "FROM deferred_step"
-)
-SQL_STEPS = _SELECT_STEPS + " ORDER BY rowid"  # In the order the migrations registered them.
-SQL_STEP = _SELECT_STEPS + " WHERE name = ?"
-SQL_SAVE = """
-UPDATE deferred_step SET state = ?, position = ?, done_units = ?, started_at = COALESCE(started_at, ?),
-    finished_at = ? WHERE name = ?
-"""
 
 
 @dataclass
@@ -56,8 +45,14 @@ class Step:
         return 100.0 if self.state == "done" else 100.0 * self.done_units / max(self.total_units, 1)
 
 
+def steps_store(db: Database, conn=None):
+    """The deferred_step store of `db`'s dialect over `conn` (the database's connection by default)."""
+    module = importlib.import_module(f"models.store.{dialect_of(db)}.deferred")
+    return module.DeferredStepStore(db.connection() if conn is None else conn)
+
+
 def list_steps(db: Database) -> list[Step]:
-    return [Step(*row) for row in db.execute_sql(SQL_STEPS).fetchall()]
+    return [Step(*row) for row in steps_store(db).rows()]
 
 
 def pending_steps(db: Database) -> list[Step]:
@@ -84,14 +79,15 @@ def run_chunk(db: Database, name: str, *, clock=time.time) -> Step:
     """
     with write_tx(db):
         conn = db.connection()
-        step = Step(*fetch_one(conn, SQL_STEP, (name,)))
+        steps = steps_store(db, conn)
+        step = Step(*steps.row(name))
         now = int(clock() * 1000)
         if step.state != "done" and (outcome := chunk_runners()[name](conn, step, now)) is not None:
             position, added = outcome
             state = "done" if position >= step.target else "running"
             finished = int(clock() * 1000) if state == "done" else None
-            conn.execute(SQL_SAVE, (state, position, step.done_units + added, now, finished, name))
-            step = Step(*fetch_one(conn, SQL_STEP, (name,)))
+            steps.save(name, state, position, step.done_units + added, now, finished)
+            step = Step(*steps.row(name))
     return step
 
 
@@ -125,5 +121,5 @@ def run_deferred(
 
 def rollups_ready(conn) -> bool:
     """Whether the rollups hold every stored click and conversion (reports may read them)."""
-    row = fetch_one(conn, "SELECT state FROM deferred_step WHERE name = ?", (ROLLUP_BACKFILL,))
-    return row is not None and row[0] == "done"
+    # A SQLite connection: PostgreSQL's reports come with its stores.
+    return SqliteDeferredStepStore(conn).state(ROLLUP_BACKFILL) == "done"

@@ -2,7 +2,8 @@
 
 Every process (web worker, admin worker, `lanner worker`, a CLI command) opens its own, after
 fork; the tables (models/tables/) are bound to the proxy, never to a database made at import time.
-The dialect comes from LANNER_DATABASE_URL (settings.py): SQLite today (models/store/sqlite/).
+The dialect comes from LANNER_DATABASE_URL (settings.py): SQLite (models/store/sqlite/), or PostgreSQL
+(models/store/postgres/, cluster mode: opened only through open_database's URL until its stores exist).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ class StoreBusy(LannerError):
 
 # What a statement outside a write transaction (a read on the raw connection) may be refused with
 # while the database is locked or its disk fails; write_tx turns these into StoreBusy. The edges that
-# must answer for either (a postback's 503, the flusher's retried round) catch this tuple.
+# must answer for either (a postback's 503, the flusher's retried round) catch this tuple. PostgreSQL's
+# refusals arrive as peewee's OperationalError too (models/store/postgres/database.py raises its
+# PostgresUnavailable, a subclass), so psycopg is not imported where SQLite is used.
 DRIVER_ERRORS: tuple[type[Exception], ...] = (OperationalError, sqlite3.OperationalError)
 STORE_ERRORS: tuple[type[Exception], ...] = (StoreBusy, *DRIVER_ERRORS)
 # ...and what may be left to undo after one (an I/O error leaves SQLite's transaction state unsure).
@@ -81,14 +84,35 @@ def write_tx(database: Database = db) -> WriteTransaction:
     return WriteTransaction(database)
 
 
-def open_database(path: Path, *, autocheckpoint: bool = False) -> Database:
-    """Bind `db` to the SQLite file at `path` and connect (closing this thread's connection to the
-    one bound before). `autocheckpoint` is for CLI bulk work only."""
-    from models.store.sqlite.database import connect_sqlite
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
+
+def open_database(location: Path | str, *, autocheckpoint: bool = False) -> Database:
+    """Bind `db` to the database at `location` and connect (closing this thread's connection to the
+    one bound before): a SQLite file's path (or its sqlite:/// URL), or a postgresql:// URL.
+    `autocheckpoint` is for CLI bulk work on SQLite only."""
     previous = db.obj
     if previous is not None and not previous.is_closed():
         previous.close()
-    database = connect_sqlite(path, autocheckpoint=autocheckpoint)
+    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
+        from models.store.postgres.database import connect_postgres
+
+        database = connect_postgres(location)
+    else:
+        from models.store.sqlite.database import connect_sqlite
+
+        database = connect_sqlite(sqlite_path(location), autocheckpoint=autocheckpoint)
     db.initialize(database)
     return db
+
+
+def sqlite_path(location: Path | str) -> Path:
+    """The file of a SQLite location: a path, or playhouse.db_url's sqlite:///PATH (sqlite:////abs)."""
+    if isinstance(location, str) and location.startswith("sqlite:///"):
+        return Path(location[len("sqlite:///") :])
+    return Path(location)
+
+
+def dialect_of(database: Database) -> str:
+    """Which package of models/store/ holds the statements for `database`: 'sqlite' or 'postgres'."""
+    return getattr(database, "dialect", "sqlite")  # A SqliteDatabase made outside connect_sqlite has none.

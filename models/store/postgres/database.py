@@ -1,0 +1,100 @@
+"""PostgreSQL connections: one per thread (peewee's), in autocommit as SQLite's are used, and the
+server's "not now" errors turned into the store's own.
+
+Every statement outside `write_tx()` commits on its own, as it does on SQLite outside a transaction;
+`write_tx()` is a plain BEGIN (PostgreSQL locks rows, not the database, so SQLite's IMMEDIATE has no
+counterpart). A refusal that a later retry may get past (the server unreachable or shutting down, a
+serialization failure or deadlock, a lock wait past lock_timeout, a full disk, too many connections, a
+read-only standby) is raised as PostgresUnavailable, an OperationalError, so write_tx() makes it
+StoreBusy and the edges that catch DRIVER_ERRORS answer it as they answer a locked SQLite file.
+
+peewee maps psycopg's errors to its own only for statements run through it (execute_sql); the stores
+run theirs on the raw connection, as they do on SQLite, where psycopg's own classes would reach the
+caller: the cursor below catches them there. A read-only transaction is an InternalError by its
+SQLSTATE class, for peewee too: only this calls it "not now". Lanner imports this module only when a
+PostgreSQL database is opened (peewee itself imports psycopg whenever it is installed).
+"""
+
+from __future__ import annotations
+
+import psycopg
+from peewee import OperationalError, PostgresqlDatabase
+
+from models.errors import LannerError
+
+DIALECT = "postgres"  # The package under models/store/ (models/store/database.py dialect_of).
+# SQLSTATE classes and codes a retry may get past (PostgreSQL's appendix A, "Error Codes").
+RETRYABLE_CLASSES = ("08", "53", "57")  # connection exception, insufficient resources, operator intervention
+# Serialization failure, deadlock, a read-only transaction (a standby, or default_transaction_read_only),
+# a row lock not granted within lock_timeout (SQLite's busy timeout).
+RETRYABLE_CODES = ("40001", "40P01", "25006", "55P03")
+
+
+class PostgresUnavailable(OperationalError, LannerError):
+    """PostgreSQL refused a statement for now; `cause` is psycopg's error. OperationalError first:
+    peewee's error wrapper maps an unknown class by its first base."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(one_line(cause))
+        self.cause = cause
+
+
+def one_line(error: BaseException) -> str:
+    """psycopg's message without its DETAIL/HINT lines: the sentence StoreBusy quotes."""
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether a psycopg error means "not now" rather than a bug in the statement."""
+    state = getattr(error, "sqlstate", None)
+    if state is None:  # No answer from the server at all: refused, lost, closed.
+        return isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError))
+    return state[:2] in RETRYABLE_CLASSES or state in RETRYABLE_CODES
+
+
+class LannerCursor(psycopg.Cursor):
+    """A cursor whose "not now" errors are PostgresUnavailable: every statement, raw or through peewee,
+    BEGIN and COMMIT included, runs through one."""
+
+    def execute(self, query, params=None, **kwargs):
+        try:
+            return super().execute(query, params, **kwargs)
+        except psycopg.Error as error:
+            if is_retryable(error):
+                raise PostgresUnavailable(error) from error
+            raise
+
+    def executemany(self, query, params_seq, **kwargs):
+        try:
+            return super().executemany(query, params_seq, **kwargs)
+        except psycopg.Error as error:
+            if is_retryable(error):
+                raise PostgresUnavailable(error) from error
+            raise
+
+
+class LannerPostgresqlDatabase(PostgresqlDatabase):
+    """peewee's PostgresqlDatabase on psycopg 3, with LannerCursor and SQLite's transaction spelling."""
+
+    dialect = DIALECT
+
+    def _connect(self):
+        try:
+            conn = psycopg.connect(self.database, autocommit=True, cursor_factory=LannerCursor)
+        except psycopg.Error as error:
+            if is_retryable(error):
+                raise PostgresUnavailable(error) from error
+            raise
+        return conn
+
+    def begin(self, isolation_level=None):
+        # write_tx() asks for SQLite's BEGIN IMMEDIATE; PostgreSQL's BEGIN already takes row locks on write.
+        super().begin(None if isolation_level == "IMMEDIATE" else isolation_level)
+
+
+def connect_postgres(url: str) -> LannerPostgresqlDatabase:
+    """A connected PostgreSQL database at `url` (postgresql://…; models/store/database.py binds `db` to it)."""
+    database = LannerPostgresqlDatabase(url, prefer_psycopg3=True)
+    database.connect()
+    return database
