@@ -159,6 +159,10 @@ def main() -> None:
     # Clicks hold visitors' IPs and user agents, and the spool, queue and backups hold the same: every
     # file a command creates is its owner's only (SQLite gives the WAL the database file's mode).
     os.umask(0o077)
+    # Before anything imports peewee: a process on SQLite never loads the PostgreSQL driver.
+    from models.store.drivers import hide_postgres_drivers
+
+    hide_postgres_drivers(os.environ.get("LANNER_DATABASE_URL", ""))
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -2237,12 +2241,20 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
     help="Top the click table up to this many (over the last 30 days) first.",
 )  # fmt: skip
 @click.option("--conversions", type=float, default=0.02, show_default=True, help="Share of clicks converted.")
-@click.option("--repeat", type=click.IntRange(min=1), default=7, show_default=True, help="Timed runs per page.")
+@click.option(
+    "--repeat", type=click.IntRange(min=1), default=7, show_default=True, help="Timed runs per page."
+)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
 @click.option("--keep", is_flag=True, help="Keep the work dir (server log).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_panel_pages_command(
-    data_dir: str, clicks: int, conversions: float, repeat: int, workers: int, keep: bool, json_path: str | None
+    data_dir: str,
+    clicks: int,
+    conversions: float,
+    repeat: int,
+    workers: int,
+    keep: bool,
+    json_path: str | None,
 ) -> None:
     """Server-side time of every panel page and API list on a big database (targets: <= 150 ms;
     the 30-day dashboard <= 100 ms)."""
@@ -2531,7 +2543,9 @@ def bench_migration_command(
 @click.option(
     "--postbacks", is_flag=True, help="Batches of 4/16/32 concurrent identical postbacks meanwhile."
 )
-@click.option("--panel-load", is_flag=True, help="Five panel users click through the panel's pages meanwhile.")
+@click.option(
+    "--panel-load", is_flag=True, help="Five panel users click through the panel's pages meanwhile."
+)
 @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, summaries, server logs).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_clicks_command(

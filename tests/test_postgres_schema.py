@@ -369,3 +369,24 @@ def test_the_postgres_store_is_not_loaded_where_sqlite_is_used():
     )
     # (peewee itself imports psycopg when it is installed; Lanner's PostgreSQL code stays out.)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_a_lanner_process_on_sqlite_never_loads_the_postgresql_driver(env, tmp_path):
+    """peewee imports psycopg whenever it is installed (~11 MB and ~130 ms a process): `lanner` hides it
+    unless the database is PostgreSQL's."""
+    import subprocess
+    import sys
+
+    from models.store.drivers import hide_postgres_drivers
+
+    script = (
+        "import sys, cli\n"
+        "try:\n    cli.main(['db', 'status'])\nexcept SystemExit:\n    pass\n"
+        "import peewee\n"
+        "print(sys.modules.get('psycopg') is None, peewee.psycopg is None)\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True)
+    assert shown.stdout.split()[-2:] == ["True", "True"], shown.stdout + shown.stderr
+    assert "psycopg" in sys.modules  # This test process loaded it (the PostgreSQL tests use it) ...
+    assert hide_postgres_drivers("sqlite:///x.db") is False  # ... so it is too late to hide it here.
+    assert hide_postgres_drivers("postgresql://host/db") is False
