@@ -7,7 +7,7 @@ import urllib.parse
 
 import falcon
 
-from models.accounts.access import creates_campaigns, edits_campaign, visible_campaign_ids
+from models.accounts.access import creates_campaigns, editable_campaign_ids, visible_campaign_ids
 from models.admin.services import AdminError, archive_campaign, clone_campaign, get_campaign
 from routes.panel.common import PanelContext, PanelResource
 from routes.panel.session import read_form, read_form_lists
@@ -45,6 +45,7 @@ class CampaignBulkResource(PanelResource):
             )
         # Every campaign is checked before any is changed: a refusal changes nothing.
         visible = visible_campaign_ids(db, principal)
+        editable = editable_campaign_ids(db, principal)
         for campaign_id in ids:
             if visible is not None and campaign_id not in visible:
                 raise falcon.HTTPNotFound(
@@ -54,7 +55,7 @@ class CampaignBulkResource(PanelResource):
                 get_campaign(campaign_id)
             except AdminError as exc:
                 raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
-            if not edits_campaign(db, principal, campaign_id):
+            if editable is not None and campaign_id not in editable:
                 raise falcon.HTTPForbidden(
                     title="Read-only", description=f"{principal.name} may not change campaign {campaign_id}."
                 )

@@ -8,7 +8,12 @@ import urllib.parse
 
 import falcon
 
-from models.accounts.access import creates_campaigns, edits_campaign, visible_campaign_ids
+from models.accounts.access import (
+    creates_campaigns,
+    editable_campaign_ids,
+    edits_campaign,
+    visible_campaign_ids,
+)
 from models.accounts.logins import LoginRefused, LoginThrottled, log_in
 from models.accounts.sessions import end_session, open_session
 from models.admin.services import AdminError, get_campaign, list_campaigns, update_campaign
@@ -153,6 +158,7 @@ class CampaignListResource(PanelResource):
         period = period_of(req)
         listing = ListFilter(req, CAMPAIGN_STATUSES)
         visible = visible_campaign_ids(self.sessions.db, principal)
+        editable = editable_campaign_ids(self.sessions.db, principal)  # Once, not a query per row.
         report = self.reports(principal, "campaign", period)
         stats = {row["campaign"]: row for row in report.rows} if report else {}
         rows = []
@@ -166,7 +172,7 @@ class CampaignListResource(PanelResource):
                 {
                     "campaign": campaign,
                     "stats": row,
-                    "is_editable": edits_campaign(self.sessions.db, principal, campaign.id),
+                    "is_editable": editable is None or campaign.id in editable,
                 }
             )
         self.page(
