@@ -11,6 +11,7 @@ import falcon
 
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import list_campaigns
+from models.errors import LannerError
 from routes.api import report_query, run_report_query
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions
@@ -42,6 +43,10 @@ def period_of(req: falcon.Request) -> str:
             title="Unknown period", description=f"The period is one of {', '.join(PERIODS)}."
         )
     return period
+
+
+class FormError(LannerError, ValueError):
+    """A field a form cannot be saved with; the message is one sentence shown next to the form."""
 
 
 class ListFilter:

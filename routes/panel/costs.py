@@ -13,7 +13,7 @@ import falcon
 from models.accounts.access import edits_campaign
 from models.errors import LannerError
 from models.reporting.costs import COST_DIMENSIONS, set_campaign_cost
-from routes.panel.common import PanelContext, timezone_of
+from routes.panel.common import FormError, PanelContext, timezone_of
 from routes.panel.editor import EditorResource
 
 DAYS_SHOWN = 30
@@ -72,24 +72,20 @@ class CampaignCostResource(EditorResource):
         self.show(req, resp, session, campaign, form=typed, spread=spread)
 
 
-class CostFormError(LannerError, ValueError):
-    pass
-
-
 def amount_of(text: str) -> float:
     try:
         return float(text.replace(",", ""))
     except ValueError:
-        raise CostFormError(f"The amount is a number such as 125.50, not {text!r}.") from None
+        raise FormError(f"The amount is a number such as 125.50, not {text!r}.") from None
 
 
 def where_of(typed: dict[str, str]) -> tuple[str, str] | None:
     if not typed["dimension"]:
         return None
     if typed["dimension"] not in COST_DIMENSIONS:
-        raise CostFormError("A cost is for the whole campaign, or for one source or sub id value.")
+        raise FormError("A cost is for the whole campaign, or for one source or sub id value.")
     if not typed["value"]:
-        raise CostFormError(f"Give the {typed['dimension']} value the cost is for.")
+        raise FormError(f"Give the {typed['dimension']} value the cost is for.")
     return typed["dimension"], typed["value"]
 
 

@@ -45,9 +45,8 @@ from models.choices import (
     STREAM_ACTIONS,
     STREAM_TYPES,
 )
-from models.errors import LannerError
 from models.routing.filters import DEVICE_TYPES, FILTER_NAMES, describe_filter
-from routes.panel.common import CampaignBase, PanelContext, PanelResource
+from routes.panel.common import CampaignBase, FormError, PanelContext, PanelResource
 from routes.panel.session import read_form, read_form_lists
 
 WHOLE_NUMBER = re.compile(r"-?[0-9]{1,12}")  # Negative ones get the services' sentence.
@@ -98,10 +97,6 @@ def timezone_names() -> list[str]:
     """The timezone field's suggestions; read from the tz database once, when a form first needs them
     (~50 ms: not when the admin worker starts)."""
     return sorted(available_timezones() | {"UTC"})
-
-
-class FormError(LannerError, ValueError):
-    """A field the form cannot be saved with; the message is one sentence shown next to the form."""
 
 
 def _float(form: dict, name: str, what: str) -> float | None:

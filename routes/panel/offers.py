@@ -10,17 +10,20 @@ import falcon
 from models.accounts.access import creates_campaigns, visible_offer, visible_offer_ids
 from models.admin.services import AdminError, create_offer, list_offers, update_offer
 from models.choices import OFFER_STATUSES
-from models.errors import LannerError
-from routes.panel.common import PERIODS, ListFilter, PanelContext, PanelReports, PanelResource, period_of
+from routes.panel.common import (
+    PERIODS,
+    FormError,
+    ListFilter,
+    PanelContext,
+    PanelReports,
+    PanelResource,
+    period_of,
+)
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form
 
 BLANK_FORM = {"name": "", "url": "", "payout": "0", "currency": "", "daily_cap": "", "total_cap": "",
               "timezone": "UTC", "status": "active"}  # fmt: skip
-
-
-class FormError(LannerError, ValueError):
-    """A form field that is not what it must be; the message is one sentence for the form."""
 
 
 def offer_form(offer) -> dict[str, str]:
