@@ -99,7 +99,7 @@ def create_admin_app(
     from routes.v1.auth import principal_for
 
     if db is None:
-        db = open_database(settings.database_path)
+        db = open_database(settings.database_location)
     require_current_schema(db, settings.database_path)
     app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[ServerTiming()])
     app.req_options.strip_url_path_trailing_slash = True
@@ -164,7 +164,7 @@ def create_tracker(settings: Settings):
     from models.migrations.runner import require_current_schema
     from models.store.database import open_database
 
-    db = open_database(settings.database_path)
+    db = open_database(settings.database_location)
     require_current_schema(db, settings.database_path)
     return build_tracker(db, settings)
 

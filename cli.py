@@ -37,12 +37,18 @@ class Context:
             from models.migrations.runner import require_current_schema
             from models.store.database import open_database
 
-            self._db = open_database(self.settings.database_path, autocheckpoint=True)
-            require_current_schema(self._db, self.settings.database_path)
+            self._db = open_database(self.settings.database_location, autocheckpoint=True)
+            require_current_schema(self._db, self.settings.database_shown)
         return self._db
 
 
 pass_context = click.make_pass_decorator(Context, ensure=True)
+
+
+def refuse_on_postgres(settings: Settings, what: str) -> None:
+    """Stop a command that only means something for a SQLite file, in one sentence."""
+    if settings.uses_postgres:
+        raise click.ClickException(f"This install's database is PostgreSQL: this command {what}.")
 
 
 def json_text(data: Any) -> str:
@@ -203,7 +209,7 @@ def db_migrate(ctx: Context, up_to: str | None) -> None:
         raise click.ClickException(f"No migration is named {up_to!r}; `lanner db status` lists them.")
     from models.reporting.currency import adopt_report_currency
 
-    database = open_database(ctx.settings.database_path, autocheckpoint=True)
+    database = open_database(ctx.settings.database_location, autocheckpoint=True)
     pending = [name for name in pending_migrations(database) if up_to is None or name <= up_to]
     if pending:
         with click.progressbar(length=len(pending), label="Migrating") as bar:
@@ -211,7 +217,7 @@ def db_migrate(ctx: Context, up_to: str | None) -> None:
     if adopt_report_currency(database, ctx.settings.report_currency):
         click.echo(f"Report currency: {ctx.settings.report_currency}.")
     if not pending:
-        click.echo(f"{ctx.settings.database_path}: up to date.")
+        click.echo(f"{ctx.settings.database_shown}: up to date.")
         return
     click.echo(f"Applied {len(pending)} migration(s): {', '.join(pending)}")
 
@@ -224,7 +230,7 @@ def db_status(ctx: Context, fmt: str) -> None:
     from models.migrations.runner import migration_status
     from models.store.database import open_database
 
-    database = open_database(ctx.settings.database_path, autocheckpoint=True)
+    database = open_database(ctx.settings.database_location, autocheckpoint=True)
     rows = [
         {"migration": m.name, "applied_at": m.applied_at or "pending", "deferred": ""}
         for m in migration_status(database)
@@ -743,7 +749,7 @@ def check_schema(settings: Settings) -> None:
     from models.store.database import open_database
 
     try:
-        require_current_schema(open_database(settings.database_path), settings.database_path)
+        require_current_schema(open_database(settings.database_location), settings.database_shown)
     finally:
         database.close()
 
@@ -764,7 +770,7 @@ def check_schema_apart(settings: Settings) -> None:
             os.write(write_end, str(exc).encode())
             code = 1
         except BaseException as exc:  # noqa: BLE001 - the parent says it in one sentence.
-            os.write(write_end, f"Cannot read the schema of {settings.database_path}: {exc}".encode())
+            os.write(write_end, f"Cannot read the schema of {settings.database_shown}: {exc}".encode())
             code = 1
         finally:
             os._exit(code)
@@ -801,7 +807,7 @@ def run_command(ctx: Context) -> None:
     from models.store.database import open_database
 
     settings = ctx.settings
-    database = open_database(settings.database_path, autocheckpoint=True)
+    database = open_database(settings.database_location, autocheckpoint=True)
     migrate(database)
     adopt_report_currency(database, settings.report_currency)
     if not settings.geo_path.exists():
@@ -1969,6 +1975,8 @@ def backup_command(ctx: Context, path: str | None) -> None:
 
     from models.ops.backup import backup_database
 
+    refuse_on_postgres(ctx.settings, "backs up a SQLite file; back up PostgreSQL with pg_dump")
+
     target = (
         Path(path) if path else ctx.settings.data_dir / "backups" / time.strftime("lanner-%Y%m%d-%H%M%S.db")
     )
@@ -1987,6 +1995,7 @@ def restore_command(ctx: Context, path: str) -> None:
 
     from models.ops.backup import restore_database
 
+    refuse_on_postgres(ctx.settings, "restores a SQLite file; restore PostgreSQL with pg_restore")
     moved = restore_database(Path(path), ctx.settings.database_path, ctx.settings.spool_dir)
     click.echo(f"Restored {ctx.settings.database_path} from {path}.")
     if moved:

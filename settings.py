@@ -114,16 +114,20 @@ def _base_url(value: str) -> str:
 SQLITE_URL = "sqlite:///"
 
 
+POSTGRES_URLS = ("postgresql://", "postgres://")
+
+
 def _database_url(value: str) -> str:
-    """`sqlite:///PATH` (playhouse.db_url's form: sqlite:////abs/path for an absolute one), or empty."""
+    """`sqlite:///PATH` (playhouse.db_url's form: sqlite:////abs/path for an absolute one), a libpq
+    `postgresql://…` URL, or empty."""
     value = value.strip()
     if not value or (value.startswith(SQLITE_URL) and len(value) > len(SQLITE_URL)):
         return value
-    if value.startswith(("postgres://", "postgresql://")):
-        raise ValueError(
-            "PostgreSQL is for cluster mode, which this version does not have: use sqlite:///PATH"
-        )
-    raise ValueError("it must be sqlite:///PATH (relative) or sqlite:////PATH (absolute)")
+    if value.startswith(POSTGRES_URLS) and len(value) > len("postgresql://"):
+        return value
+    raise ValueError(
+        "it must be sqlite:///PATH (relative), sqlite:////PATH (absolute) or postgresql://USER@HOST/DATABASE"
+    )
 
 
 def _days(value: str) -> int:
@@ -202,7 +206,8 @@ SETTINGS: tuple[Setting, ...] = (
         "",
         _database_url,
         "The database: sqlite:///PATH, relative to the working directory (sqlite:////PATH for an absolute "
-        "one), to keep it on another disk than the spool; empty: sqlite:///DATA_DIR/lanner.db.",
+        "one), to keep it on another disk than the spool; postgresql://USER:PASSWORD@HOST/DATABASE (libpq's "
+        "URL) for cluster mode (docs/SCALING.md); empty: sqlite:///DATA_DIR/lanner.db.",
     ),
     Setting("bind", "127.0.0.1:8080", str, "Where `lanner serve` listens: HOST:PORT or unix:/PATH."),
     Setting("workers", "2", int, "Number of bjoern worker processes (one per core is fastest)."),
@@ -458,7 +463,26 @@ class Settings:
     exchange_rate_url: str
 
     @property
+    def uses_postgres(self) -> bool:
+        return self.database_url.startswith(POSTGRES_URLS)
+
+    @property
+    def database_location(self) -> Path | str:
+        """What models/store/database.py's open_database takes: the SQLite file, or the PostgreSQL URL."""
+        return self.database_url if self.uses_postgres else self.database_path
+
+    @property
+    def database_shown(self) -> str:
+        """The database as messages name it: the file, or the URL without its password."""
+        if not self.uses_postgres:
+            return str(self.database_path)
+        return re.sub(r"^(\w+://[^:@/]*):[^@/]*@", r"\1:(secret)@", self.database_url)
+
+    @property
     def database_path(self) -> Path:
+        """The SQLite file (for what only a file has: backups, its -wal, file checks)."""
+        if self.uses_postgres:
+            raise ValueError("This install's database is PostgreSQL, not a SQLite file.")
         return Path(self.database_url[len(SQLITE_URL) :])
 
     @property
@@ -537,8 +561,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             raise ValueError(f"{setting.env}={shown} is invalid: {exc}") from None
     values["data_dir"] = Path(values["data_dir"]).resolve()
     # Resolved once, like the data dir: a process that changes directory keeps the same file.
-    path = Path(values["database_url"][len(SQLITE_URL) :]) if values["database_url"] else None
-    values["database_url"] = SQLITE_URL + str(path.resolve() if path else values["data_dir"] / "lanner.db")
+    if not values["database_url"].startswith(POSTGRES_URLS):
+        path = Path(values["database_url"][len(SQLITE_URL) :]) if values["database_url"] else None
+        values["database_url"] = SQLITE_URL + str(
+            path.resolve() if path else values["data_dir"] / "lanner.db"
+        )
     if values["spool_full_answer"] == "fallback" and not values["fallback_url"]:
         raise ValueError("LANNER_SPOOL_FULL_ANSWER=fallback needs LANNER_FALLBACK_URL to send visitors to.")
     if (

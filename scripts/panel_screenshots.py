@@ -69,7 +69,7 @@ def seed(data_dir: Path) -> dict[str, int]:
     from workers.bench.generate import generate_clicks
 
     settings = load_settings({"LANNER_DATA_DIR": str(data_dir)})
-    db = open_database(settings.database_path, autocheckpoint=True)
+    db = open_database(settings.database_location, autocheckpoint=True)
     migrate(db)
     generate_clicks(db, 6000, 7, campaigns=len(NAMES), seed=16)
     for campaign_id, name in enumerate(NAMES, start=1):

@@ -48,7 +48,7 @@ def build(data_dir: Path):
     from settings import load_settings
 
     settings = load_settings()
-    open_database(settings.database_path, autocheckpoint=True)
+    open_database(settings.database_location, autocheckpoint=True)
     migrate(db)
     build_country_database(settings.geo_path)
     create_campaign(db, "Plain", "plain", offer_url="https://o.example/?click={subid}")

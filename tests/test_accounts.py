@@ -401,7 +401,7 @@ def test_0008_upgrades_an_install_from_0007_with_its_campaigns_clicks_and_instal
     from models.store.database import open_database
     from workers.bench.generate import generate_clicks
 
-    open_database(settings.database_path, autocheckpoint=True)
+    open_database(settings.database_location, autocheckpoint=True)
     try:
         migrate(database, up_to="0007_currencies")
         assert generate_clicks(database, 300, 1, campaigns=2, seed=8, end_ms=1_800_000_000_000) == 300

@@ -283,7 +283,7 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
     from models.store.database import db as database
     from models.store.database import open_database
 
-    open_database(settings.database_path)
+    open_database(settings.database_location)
     try:
         assert verify_password(get_user(database, "admin"), first.group(1))
     finally:
@@ -368,8 +368,14 @@ def test_the_database_can_live_outside_the_data_dir(env, tmp_path, settings):
 
 
 def test_a_database_url_lanner_cannot_open_is_refused_in_one_sentence(env):
-    result = run_lanner(
-        {**env, "LANNER_DATABASE_URL": "postgresql://tracker@db/lanner"}, "status", check=False
-    )
+    result = run_lanner({**env, "LANNER_DATABASE_URL": "mysql://tracker@db/lanner"}, "status", check=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert "LANNER_DATABASE_URL='postgresql://tracker@db/lanner' is invalid" in result.stderr
+    assert "LANNER_DATABASE_URL='mysql://tracker@db/lanner' is invalid" in result.stderr
+
+
+def test_a_postgresql_server_that_does_not_answer_is_one_sentence_without_the_password(env, tmp_path):
+    url = f"postgresql://tracker:hunter2@/lanner?host={tmp_path}"  # No server listens there.
+    result = run_lanner({**env, "LANNER_DATABASE_URL": url}, "db", "migrate", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "Cannot connect to PostgreSQL" in result.stderr and "LANNER_DATABASE_URL" in result.stderr
+    assert "hunter2" not in result.stderr

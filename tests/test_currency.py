@@ -334,7 +334,7 @@ def test_0006_takes_conversions_summed_unconverted_out_of_revenue_until_their_ra
     from models.store.database import open_database
     from workers.bench.generate import generate_clicks
 
-    open_database(settings.database_path, autocheckpoint=True)
+    open_database(settings.database_location, autocheckpoint=True)
     try:
         migrate(database, up_to="0006_postback_refusals")
         generate_clicks(database, 200, 2, campaigns=2, seed=3, end_ms=1_800_000_000_000)

@@ -15,7 +15,7 @@ DAY_MS = 86_400_000
 
 
 def test_0002_backfills_click_counters_from_existing_clicks(settings):
-    open_database(settings.database_path, autocheckpoint=True)
+    open_database(settings.database_location, autocheckpoint=True)
     try:
         initial = importlib.import_module("models.migrations.0001_initial")
         with database.atomic():
@@ -65,7 +65,7 @@ def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(
     DROP_GRACE_MS = importlib.import_module("models.migrations.0005_visitor_key").DROP_GRACE_MS
     from workers.bench.generate import generate_clicks
 
-    open_database(settings.database_path, autocheckpoint=True)
+    open_database(settings.database_location, autocheckpoint=True)
     trackers = []
 
     def tracker() -> ClickTracker:
@@ -172,7 +172,7 @@ def test_0011_fills_the_country_cube_from_the_detail_cube_and_reports_keep_their
     from models.reporting.rollups import RollupDelta, click_key, conversion_metrics, present_tables
     from workers.bench.generate import generate_clicks
 
-    open_database(settings.database_path, autocheckpoint=True)
+    open_database(settings.database_location, autocheckpoint=True)
     try:
         migrate(database, up_to="0010_user_timezone")
         generate_clicks(database, 2000, 6, campaigns=3, seed=8, end_ms=1_800_000_000_000)
@@ -217,7 +217,7 @@ def test_0011_during_the_rollup_backfill_leaves_the_rest_to_it(settings, monkeyp
     from models.reporting.reports import ReportQuery, run_report
     from workers.bench.generate import generate_clicks
 
-    open_database(settings.database_path, autocheckpoint=True)
+    open_database(settings.database_location, autocheckpoint=True)
     try:
         migrate(database, up_to="0003_conversions")
         generate_clicks(database, 1500, 3, campaigns=2, seed=2, end_ms=1_800_000_000_000)

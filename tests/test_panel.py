@@ -479,7 +479,7 @@ def test_0009_upgrades_an_install_from_0008_with_its_users(settings, env):
     from models.store.database import open_database
     from settings import load_settings
 
-    open_database(settings.database_path, autocheckpoint=True)
+    open_database(settings.database_location, autocheckpoint=True)
     try:
         migrate(database, up_to="0008_accounts")
         database.execute_sql(  # As 0008's code added users (add_user writes 0010's columns now).

@@ -464,7 +464,7 @@ def test_0010_upgrades_an_install_from_0009_with_its_users_and_sessions(settings
     from models.store.database import open_database
     from settings import load_settings
 
-    open_database(settings.database_path, autocheckpoint=True)
+    open_database(settings.database_location, autocheckpoint=True)
     try:
         migrate(database, up_to="0009_panel_sessions")
         database.execute_sql(

@@ -256,7 +256,7 @@ def test_0006_masks_the_key_stored_in_the_postback_log(settings):
     from models.store.database import db as database
     from models.store.database import open_database
 
-    open_database(settings.database_path, autocheckpoint=True)
+    open_database(settings.database_location, autocheckpoint=True)
     try:
         migrate(database, up_to="0005_visitor_key")
         key = database.execute_sql("SELECT value FROM meta WHERE key = 'postback_key'").fetchone()[0]

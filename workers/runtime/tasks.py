@@ -341,7 +341,7 @@ def run_consumer(settings: Settings) -> None:
     # Clicks only wait for the web workers; the flusher catching up 100 ms later costs nothing.
     os.nice(settings.worker_nice)
     set_process_name("lanner-worker")  # How `lanner status` tells it from the web workers under `lanner run`.
-    open_database(settings.database_path)
+    open_database(settings.database_location)
     huey = create_huey(settings)
     flusher = FlusherThread(settings, huey.send_postback)
     flusher.start()

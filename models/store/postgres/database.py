@@ -13,14 +13,22 @@ run theirs on the raw connection, as they do on SQLite, where psycopg's own clas
 caller: the cursor below catches them there. A read-only transaction is an InternalError by its
 SQLSTATE class, for peewee too: only this calls it "not now". Lanner imports this module only when a
 PostgreSQL database is opened (peewee itself imports psycopg whenever it is installed).
+
+The stores' statements are written once in SQLite's spelling and run on both dialects where they mean
+the same: LannerConnection takes `?` and `?N` parameters (translated once per statement by
+models/store/postgres/params.py) and has sqlite3's `executemany`; values come back as sqlite3 gives
+them (an integral SUM is an int, not a Decimal) and a Python bool is stored as 0/1, since the schema
+keeps SQLite's integer flags.
 """
 
 from __future__ import annotations
 
 import psycopg
 from peewee import OperationalError, PostgresqlDatabase
+from psycopg.adapt import Dumper, Loader
 
 from models.errors import LannerError
+from models.store.postgres.params import qmark_to_pyformat
 
 DIALECT = "postgres"  # The package under models/store/ (models/store/database.py dialect_of).
 # SQLSTATE classes and codes a retry may get past (PostgreSQL's appendix A, "Error Codes").
@@ -74,6 +82,44 @@ class LannerCursor(psycopg.Cursor):
             raise
 
 
+class SqliteNumericLoader(Loader):
+    """NUMERIC (what SUM and AVG of BIGINT return) as sqlite3 returns it: an int when integral, else a float."""
+
+    def load(self, data) -> int | float:
+        text = bytes(data)
+        if text.isdigit() or (text[:1] == b"-" and text[1:].isdigit()):
+            return int(text)
+        return float(text)
+
+
+class BoolAsIntDumper(Dumper):
+    """True and False as the schema's 0/1 BIGINT flags (psycopg would send a boolean, which BIGINT refuses)."""
+
+    oid = psycopg.postgres.types["int8"].oid
+
+    def dump(self, obj: bool) -> bytes:
+        return b"1" if obj else b"0"
+
+
+class LannerConnection(psycopg.Connection):
+    """psycopg's connection with the stores' parameter style and sqlite3's executemany."""
+
+    def execute(self, query, params=None, **kwargs):
+        if isinstance(query, str):
+            query, order = qmark_to_pyformat(query, params is not None and len(params) > 0)
+            if order is not None:
+                params = [params[index] for index in order]
+        return super().execute(query, params or None, **kwargs)
+
+    def executemany(self, query: str, params_seq):
+        query, order = qmark_to_pyformat(query, True)
+        if order is not None:
+            params_seq = ([params[index] for index in order] for params in params_seq)
+        cursor = self.cursor()
+        cursor.executemany(query, params_seq)
+        return cursor
+
+
 class LannerPostgresqlDatabase(PostgresqlDatabase):
     """peewee's PostgresqlDatabase on psycopg 3, with LannerCursor and SQLite's transaction spelling."""
 
@@ -81,11 +127,13 @@ class LannerPostgresqlDatabase(PostgresqlDatabase):
 
     def _connect(self):
         try:
-            conn = psycopg.connect(self.database, autocommit=True, cursor_factory=LannerCursor)
+            conn = LannerConnection.connect(self.database, autocommit=True, cursor_factory=LannerCursor)
         except psycopg.Error as error:
             if is_retryable(error):
                 raise PostgresUnavailable(error) from error
             raise
+        conn.adapters.register_loader("numeric", SqliteNumericLoader)
+        conn.adapters.register_dumper(bool, BoolAsIntDumper)
         return conn
 
     def begin(self, isolation_level=None):
@@ -93,8 +141,17 @@ class LannerPostgresqlDatabase(PostgresqlDatabase):
         super().begin(None if isolation_level == "IMMEDIATE" else isolation_level)
 
 
+class PostgresUnreachable(LannerError):
+    """A process could not open its first connection: said once, in one sentence, at its start."""
+
+
 def connect_postgres(url: str) -> LannerPostgresqlDatabase:
     """A connected PostgreSQL database at `url` (postgresql://…; models/store/database.py binds `db` to it)."""
     database = LannerPostgresqlDatabase(url, prefer_psycopg3=True)
-    database.connect()
+    try:
+        database.connect()
+    except OperationalError as error:  # peewee's, wrapping PostgresUnavailable: no LannerError any more.
+        raise PostgresUnreachable(
+            f"Cannot connect to PostgreSQL ({one_line(error)}): is it running, and is LANNER_DATABASE_URL right?"
+        ) from error
     return database

@@ -1,0 +1,10 @@
+"""counters: SQLite's statements (models/store/sqlite/counters.py) mean the same on PostgreSQL."""
+
+from __future__ import annotations
+
+from models.store.sqlite import counters as sqlite
+
+
+class CounterStore(sqlite.CounterStore):
+    __slots__ = ()
+    dialect = "postgres"
