@@ -743,7 +743,9 @@ def load_admin_app(settings: Settings):
 
 
 def check_schema(settings: Settings) -> None:
-    """Refuse to start against a database older than the code, with the fix in the message."""
+    """Refuse to start against a database older than the code, or on a spool that is another node's
+    (models/clicks/node.py: the spool's name is written here on first start), with the fix in the message."""
+    from models.clicks.node import ensure_spool_node
     from models.migrations.runner import require_current_schema
     from models.store.database import db as database
     from models.store.database import open_database
@@ -752,6 +754,7 @@ def check_schema(settings: Settings) -> None:
         require_current_schema(open_database(settings.database_location), settings.database_shown)
     finally:
         database.close()
+    ensure_spool_node(settings.spool_dir, settings.node_id)
 
 
 def check_schema_apart(settings: Settings) -> None:
@@ -1926,6 +1929,8 @@ def status_command(ctx: Context, as_json: bool) -> None:
     else:
         click.echo("web: not running" + (" (stale pid file)" if web.get("stale_pid_file") else ""))
     click.echo(describe_consumer(status["consumer"]))
+    if len(status["nodes"]) > 1:  # Cluster mode: every node's heartbeat and backlog.
+        echo_rows(status["nodes"], list(status["nodes"][0]), "table")
     for section in ("spool", "queue", "database", "geo", "bot_ranges", "deferred", "postbacks"):
         if section == "geo":
             echo_geo_status(status["geo"])

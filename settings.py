@@ -130,6 +130,13 @@ def _database_url(value: str) -> str:
     )
 
 
+def _node_name(value: str) -> str:
+    value = value.strip()
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}", value):
+        raise ValueError("it must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    return value
+
+
 def _days(value: str) -> int:
     days = int(value)
     if days < 0:
@@ -208,6 +215,13 @@ SETTINGS: tuple[Setting, ...] = (
         "The database: sqlite:///PATH, relative to the working directory (sqlite:////PATH for an absolute "
         "one), to keep it on another disk than the spool; postgresql://USER:PASSWORD@HOST/DATABASE (libpq's "
         "URL) for cluster mode (docs/SCALING.md); empty: sqlite:///DATA_DIR/lanner.db.",
+    ),
+    Setting(
+        "node_id",
+        "main",
+        _node_name,
+        "This node's name in cluster mode: each host on one PostgreSQL lands its own spool under its own "
+        "name (docs/SCALING.md). Fixed once its spool exists.",
     ),
     Setting("bind", "127.0.0.1:8080", str, "Where `lanner serve` listens: HOST:PORT or unix:/PATH."),
     Setting("workers", "2", int, "Number of bjoern worker processes (one per core is fastest)."),
@@ -423,6 +437,7 @@ SETTINGS: tuple[Setting, ...] = (
 class Settings:
     data_dir: Path
     database_url: str
+    node_id: str
     bind: str
     workers: int
     admin_bind: str

@@ -100,6 +100,9 @@ def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(
             ("visitor_key_index", "pending", 1),
             ("click_visitor_drop", "pending", 1),
         ]
+        migrate(
+            database
+        )  # The rest of an upgrade from 0004 (trackers need 0012): 0005's steps still pending.
         early = tracker()
         assert not early.probe.by_key
         campaign = early.campaigns_by_id[campaign_id]
@@ -199,7 +202,7 @@ def test_0011_fills_the_country_cube_from_the_detail_cube_and_reports_keep_their
         # The code is this release's, which would read the new cube: the numbers from raw clicks.
         before = [rows_of(run_report(database, replace(query, source="raw"))) for query in queries]
 
-        assert migrate(database) == ["0011_country_rollups"]
+        assert migrate(database, up_to="0011_country_rollups") == ["0011_country_rollups"]
         assert all(rows == [] for rows in cube_differences(database).values())
         assert [rows_of(run_report(database, query)) for query in queries] == before
         assert run_report(database, queries[0]).sources == ["rollup_campaign_country_day"]

@@ -192,8 +192,10 @@ def test_constraints_sqlite_states_in_checks_and_collations_hold_on_postgres(pos
     ]
     with pytest.raises(Exception, match="app_user_role_check"):
         postgres.execute_sql(insert_user, ("bob", "root"))
-    with pytest.raises(Exception, match="spool_position_id_check"):
-        postgres.execute_sql("INSERT INTO spool_position VALUES (2, 1, 0, 0)")
+    with pytest.raises(Exception, match="duplicate key"):  # One spool position per node.
+        postgres.execute_sql(
+            "INSERT INTO spool_node (name, segment, byte_offset, updated_at) VALUES ('main', 2, 0, 0)"
+        )
 
 
 def test_a_write_whose_connection_the_server_ends_raises_store_busy(postgres, postgres_server):

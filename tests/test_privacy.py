@@ -213,7 +213,7 @@ def _line(ip: str, created_at: int, key: int | None = None) -> bytes:
 def append_lines(db, spool_dir: Path, *lines: bytes) -> None:
     """Journal lines as another worker writes them, at the flusher's position: the consumer is stopped."""
     spool_dir.mkdir(parents=True, exist_ok=True)
-    with open(segment_path(spool_dir, read_position(db)[0]), "ab") as segment:
+    with open(segment_path(spool_dir, read_position(db, spool_dir)[0]), "ab") as segment:
         segment.write(b"".join(lines))
 
 

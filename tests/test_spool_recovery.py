@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from typing import Self
 
-from conftest import click, subid_of
+from conftest import click, subid_of, wait_until
 from test_spool_faults import OFFER, stored_subids
 
 from models.admin.services import create_campaign, create_offer, update_stream
@@ -93,8 +93,8 @@ def test_a_worker_that_reaches_a_restored_segment_from_its_start_skips_the_lande
     subids += [track(busy, "hole", f"192.0.3.{n}").subid for n in range(2)]
     remove_flushed_segments(db, settings.spool_dir)
     path = segment_path(settings.spool_dir, active)
-    landed = read_position(db)[1]
-    assert read_position(db)[0] == active and 0 < landed < path.stat().st_size
+    landed = read_position(db, settings.spool_dir)[1]
+    assert read_position(db, settings.spool_dir)[0] == active and 0 < landed < path.stat().st_size
     path.unlink()
     subids.append(track(busy, "hole", "192.0.3.9").subid)  # Restores it.
     assert path.read_bytes()[:landed] == b"\0" * landed
@@ -128,7 +128,7 @@ def test_the_flusher_restores_a_sealed_segment_deleted_before_it_landed(make_tra
         # Landed segments' descriptors are closed: only the one the flusher is in stays held.
         remove_flushed_segments(db, settings.spool_dir)
         flush_spool(db, settings.spool_dir, 2000, held=held)
-        assert list(held._held) == [read_position(db)[0]]
+        assert list(held._held) == [read_position(db, settings.spool_dir)[0]]
     finally:
         held.close()
     assert (settings.spool_dir / MISSING_FILE).exists()
@@ -197,7 +197,9 @@ def position(settings) -> tuple[int, int]:
 
     connection = sqlite3.connect(settings.database_path)
     try:
-        return connection.execute("SELECT segment, byte_offset FROM spool_position WHERE id = 1").fetchone()
+        return connection.execute(
+            "SELECT segment, byte_offset FROM spool_node WHERE name = 'main'"
+        ).fetchone()
     finally:
         connection.close()
 
@@ -307,6 +309,8 @@ def test_a_sealed_segment_the_paused_flusher_never_saw_is_restored_by_a_web_work
     deadline = time.monotonic() + 60
     with ClickStream(server.port, "w") as stream:
         stream.wait_for(100)
+        # The flusher holds the segments it has listed: wait for its first round (a slow start, a busy box).
+        wait_until(lambda: held_segments(pid), 30, "the flusher's first round", consumer.log)
         os.kill(pid, signal.SIGSTOP)
         try:
             held = held_segments(pid)
@@ -340,9 +344,11 @@ def test_a_sealed_segment_nobody_had_open_is_reported_lost_after_the_flushers_gr
     held = HeldSegments(grace_seconds=1.0)
     try:
         flush_spool(db, settings.spool_dir, 2000, held=held)  # Segment 1; waits at 2 for a restore.
-        assert read_position(db)[0] == 2 and not (settings.spool_dir / MISSING_FILE).exists()
+        assert (
+            read_position(db, settings.spool_dir)[0] == 2 and not (settings.spool_dir / MISSING_FILE).exists()
+        )
         deadline = time.monotonic() + 30
-        while read_position(db)[0] == 2:
+        while read_position(db, settings.spool_dir)[0] == 2:
             assert time.monotonic() < deadline
             time.sleep(0.1)
             flush_spool(db, settings.spool_dir, 2000, held=held)

@@ -375,6 +375,6 @@ def test_flush_after_lost_position_inserts_nothing_twice(make_tracker, campaign_
     for n in range(20):
         tracker.track(campaign, visit(ua=f"UA {n}"))
     assert flush(db, settings).inserted == 20
-    db.execute_sql("UPDATE spool_position SET byte_offset = 0")  # As if the position was never saved.
+    db.execute_sql("UPDATE spool_node SET byte_offset = 0")  # As if the position was never saved.
     again = flush(db, settings)
     assert (again.inserted, again.duplicates) == (0, 20)

@@ -21,7 +21,7 @@ def visit(ip: str = "198.51.100.1", ua: str = "Mozilla/5.0 (X11) Firefox/120") -
 
 def append_clicks(db, spool_dir, clicks) -> None:
     """Journal lines as another worker writes them, at the flusher's position: the consumer is stopped."""
-    segment, _ = read_position(db)
+    segment, _ = read_position(db, spool_dir)
     spool_dir.mkdir(parents=True, exist_ok=True)
     with open(segment_path(spool_dir, segment), "ab") as journal:
         for ip, ua, created_at, campaign_id, stream_id, offer_id in clicks:

@@ -20,7 +20,7 @@ HEAD_BYTES = 4096  # Enough for a line's head (ip, ua_hash, created_at).
 def backlog_age(db: Database, spool_dir: Path, now: float) -> float | None:
     """Seconds since the oldest click not in the database was made: 0.0 when none waits, None when
     the line waiting first does not parse (the flusher moves such a line aside)."""
-    segment, offset = read_position(db)
+    segment, offset = read_position(db, spool_dir)
     head = _read_head(segment_path(spool_dir, segment), offset)
     if not head and spool_dir.exists():
         # The current segment may be sealed and drained, with the clicks already in the next ones.

@@ -9,12 +9,16 @@ deliveries, checkpoint the WAL, and delete the segments whose rows are in the da
 from __future__ import annotations
 
 import logging
+import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from peewee import Database
 
+from models.clicks.backlog import backlog_age
+from models.clicks.node import spool_node
 from models.clicks.spool import (
     FlushResult,
     HeldSegments,
@@ -22,9 +26,12 @@ from models.clicks.spool import (
     flusher_bots,
     remove_flushed_segments,
     sync_spool,
+    unlanded_bytes,
 )
 from models.clicks.throttledlog import ThrottledLog
 from models.conversions.postbacks import ConversionRecorder
+from models.store.database import write_tx
+from models.store.sqlite.clicks import ClickStore
 from models.store.sqlite.database import PRAGMAS
 from models.store.sqlite.maintenance import MaintenanceStore
 
@@ -85,6 +92,21 @@ class SpoolLanding:
             on_batch=on_batch,
             held=self.held,
         )
+
+    def beat(self) -> None:
+        """The node's heartbeat in the database (its host, unlanded bytes, backlog), which `lanner
+        status` shows for every node: a stat per segment and one small read."""
+        now = time.time()
+        age = backlog_age(self.db, self.spool_dir, now)
+        pending = unlanded_bytes(self.db, self.spool_dir)
+        with write_tx(self.db):
+            ClickStore(self.db.connection()).beat(
+                spool_node(self.spool_dir).name,
+                int(now * 1000),
+                socket.gethostname(),
+                pending,
+                None if age is None else int(age * 1000),
+            )
 
     def settle_parked(self) -> tuple[int, list[int]]:
         """Apply the parked postbacks whose click has landed (and expire the ones that waited too

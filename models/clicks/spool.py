@@ -23,10 +23,10 @@ Layout under `<data_dir>/spool/`:
   (`restore_segment`, noted with 0 lost), else writers move on to a new segment, so no click is
   appended to a file nobody will read.
 
-Idempotency: the flusher stores its journal position in the `spool_position` row in the same
-transaction as the inserted clicks (and their cap counters and rollups, models/reporting/rollups.py), and
-inserts with `INSERT OR IGNORE` on the unique subid, so a flush killed at any point and re-run
-lands every click exactly once.
+Idempotency: the flusher stores its journal position in its node's `spool_node` row
+(models/clicks/node.py) in the same transaction as the inserted clicks (and their cap counters and
+rollups, models/reporting/rollups.py), and inserts with `ON CONFLICT DO NOTHING` on the unique subid,
+so a flush killed at any point and re-run lands every click exactly once.
 
 fsync policy: workers never fsync (a process crash loses nothing: the data is in the page cache).
 The flusher fsyncs the unflushed segments once a second (`sync_spool`) and deletes sealed segments
@@ -50,6 +50,7 @@ from typing import Callable, Iterator
 
 from peewee import Database
 
+from models.clicks.node import spool_node
 from models.clicks.record import (
     BROWSER,
     CREATED_AT,
@@ -63,6 +64,7 @@ from models.clicks.record import (
     USER_AGENT,
     decode_row,
 )
+from models.errors import LannerError
 from models.lookups.bots import BotDetector
 from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 from models.reporting.costs import ClickCosts
@@ -100,8 +102,33 @@ REJECTED_FILE = "rejected.log"
 MISSING_FILE = "missing.log"
 
 
-def read_position(db: Database) -> tuple[int, int]:
-    return ClickStore(db.connection()).position()
+def read_position(db: Database, spool_dir: Path) -> tuple[int, int]:
+    """How far the spool's node has landed (its `spool_node` row, models/clicks/node.py)."""
+    return ClickStore(db.connection()).position(spool_node(spool_dir).name)
+
+
+class SpoolClaimed(LannerError):
+    """The node's row in the database belongs to another spool: landing here would skip its lines."""
+
+
+_claimed: set[tuple[Database, Path]] = set()
+
+
+def claim_position(db: Database, spool_dir: Path) -> None:
+    """Make sure the node's row is this spool's before landing into it (once a process: a row, once
+    claimed, stays its spool's)."""
+    node = spool_node(spool_dir)
+    if not node.spool_id or (db, spool_dir) in _claimed:  # No id: a spool no node has started (`main`).
+        return
+    with write_tx(db):
+        holder = ClickStore(db.connection()).claim(node.name, node.spool_id)
+    if holder == node.spool_id:
+        _claimed.add((db, spool_dir))
+    else:
+        raise SpoolClaimed(
+            f"The database's node {node.name!r} lands another spool than {spool_dir}: two hosts share "
+            f"LANNER_NODE_ID={node.name}. Give each host its own name."
+        )
 
 
 class Journal:
@@ -611,6 +638,8 @@ def _flush_spool(
 ) -> FlushResult:
     result = FlushResult()
     spool_dir.mkdir(parents=True, exist_ok=True)
+    claim_position(db, spool_dir)
+    node = spool_node(spool_dir).name
     devices = devices or flusher_devices()
     bots = bots or flusher_bots(())
     zones = CounterZones()
@@ -619,7 +648,7 @@ def _flush_spool(
     costs.load(db.connection())
     rollups = RollupDelta()
     while True:
-        segment, offset = read_position(db)
+        segment, offset = read_position(db, spool_dir)
         path = segment_path(spool_dir, segment)
         # Looked at before reading: writers open a later segment only once they have left this one
         # (it is sealed, or it was deleted or replaced by hand, see Journal), so if one exists now,
@@ -646,7 +675,7 @@ def _flush_spool(
                     to = number  # Gone too, but held: restored when we get to it.
                     break
                 note_missing_segment(spool_dir, number, 0, None, "missing when the flusher got to it")
-            _advance(db, segment, offset, result, to=to)
+            _advance(db, spool_dir, segment, offset, result, to=to)
             continue
         try:
             lines = list(_complete_lines(fd, offset, batch_size))
@@ -663,7 +692,7 @@ def _flush_spool(
                 if torn:
                     _keep_rejected(spool_dir, [torn], segment, "a torn line")
                     result.rejected += 1
-                _advance(db, segment, offset, result)
+                _advance(db, spool_dir, segment, offset, result)
                 continue
             break
         rows, rejected, reason = [], [], ""
@@ -676,7 +705,7 @@ def _flush_spool(
         fill_lookups(rows, devices, bots)
         costs.fill(rows)
         with write_tx(db):
-            if read_position(db) != (segment, offset):
+            if read_position(db, spool_dir) != (segment, offset):
                 continue  # Another flusher moved on; start again from its position.
             connection = db.connection()
             store = ClickStore(connection)
@@ -689,7 +718,7 @@ def _flush_spool(
             rollups.add_clicks(landed)
             rollups.apply(connection)
             new_offset = offset + sum(len(line) for line in lines)
-            store.set_position(segment, new_offset, int(time.time() * 1000))
+            store.set_position(node, segment, new_offset, int(time.time() * 1000))
         if rejected:
             _keep_rejected(spool_dir, rejected, segment, reason)
         result.inserted += inserted
@@ -747,11 +776,14 @@ def _count_lines(fd: int, offset: int) -> int:
     return count
 
 
-def _advance(db: Database, segment: int, offset: int, result: FlushResult, to: int | None = None) -> None:
+def _advance(
+    db: Database, spool_dir: Path, segment: int, offset: int, result: FlushResult, to: int | None = None
+) -> None:
     with write_tx(db):
-        if read_position(db) == (segment, offset):
+        if read_position(db, spool_dir) == (segment, offset):
             next_segment = segment + 1 if to is None else to
-            ClickStore(db.connection()).set_position(next_segment, 0, int(time.time() * 1000))
+            node = spool_node(spool_dir).name
+            ClickStore(db.connection()).set_position(node, next_segment, 0, int(time.time() * 1000))
             result.segments_done += 1
 
 
@@ -839,7 +871,7 @@ def read_missing_segments(spool_dir: Path) -> list[MissingSegment]:
 
 def sync_spool(db: Database, spool_dir: Path) -> None:
     """fsync every segment that holds clicks not yet in the database."""
-    segment, _ = read_position(db)
+    segment, _ = read_position(db, spool_dir)
     for number in list_segments(spool_dir):
         if number < segment:
             continue
@@ -855,13 +887,25 @@ def sync_spool(db: Database, spool_dir: Path) -> None:
 
 def remove_flushed_segments(db: Database, spool_dir: Path) -> int:
     """Delete sealed segments whose clicks are in the database. Call after a checkpoint."""
-    segment, _ = read_position(db)
+    segment, _ = read_position(db, spool_dir)
     removed = 0
     for number in list_segments(spool_dir):
         if number < segment:
             segment_path(spool_dir, number).unlink(missing_ok=True)
             removed += 1
     return removed
+
+
+def unlanded_bytes(db: Database, spool_dir: Path) -> int:
+    """Bytes of the journal past the flushed position, from the segments' sizes (no reading)."""
+    segment, offset = read_position(db, spool_dir)
+    total = 0
+    for number in list_segments(spool_dir) if spool_dir.exists() else []:
+        if number >= segment:
+            total += max(
+                0, _file_size(segment_path(spool_dir, number)) - (offset if number == segment else 0)
+            )
+    return total
 
 
 @dataclass
@@ -877,7 +921,7 @@ class SpoolStatus:
 
 def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
     """How much of the journal is not in the database yet (counts lines; reads the files)."""
-    segment, offset = read_position(db)
+    segment, offset = read_position(db, spool_dir)
     segments = list_segments(spool_dir) if spool_dir.exists() else []
     pending_bytes = pending_clicks = 0
     for number in segments:
@@ -907,7 +951,7 @@ def _missing_segments(db: Database, spool_dir: Path, segments: list[int]) -> lis
     noted = {missing.segment: missing.lost for missing in read_missing_segments(spool_dir)}
     missing = {number for number, lost in noted.items() if lost != 0}
     # Read after listing: the flusher only removes segments behind its position, which only grows.
-    segment, offset = read_position(db)
+    segment, offset = read_position(db, spool_dir)
     newest = max(segments, default=segment if offset > 0 else segment - 1)
     present = set(segments)
     missing.update(n for n in range(segment, newest + 1) if n not in present and noted.get(n) != 0)

@@ -135,9 +135,9 @@ class ClickTracker:
         # The counters and the position in one snapshot: the journal replays exactly what follows.
         with db.atomic():
             self.counters.load(self.conn, int(now * 1000))
-            start = read_position(db)
+            start = read_position(db, spool_dir)
         self.journal = Journal(
-            spool_dir, segment_bytes, start, self._remember_line, lambda: read_position(db)
+            spool_dir, segment_bytes, start, self._remember_line, lambda: read_position(db, spool_dir)
         )
         self.refusals = RefusedClicks(spool_dir)
         self._refusal_log = ThrottledLog(logger)
@@ -177,7 +177,7 @@ class ClickTracker:
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
         self.bots.refresh()  # Likewise the crawler ranges `lanner bots update` replaces.
-        flushed = read_position(self.db)
+        flushed = read_position(self.db, self.journal.spool_dir)
         self.journal.keep_sealed_safe(flushed)  # Restores a sealed segment deleted before it landed.
         self.index.prune(flushed, self._hot_after_ms(now), int(now * 1000) - SPILL_AFTER_MS)
         if self.index.is_spilling:

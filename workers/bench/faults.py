@@ -92,7 +92,7 @@ SQL_HAS_SUBID = "SELECT 1 FROM click WHERE subid = ?"
 SQL_NEWEST_CLICK = "SELECT max(id) FROM click"
 SQL_POSTBACK_LOG_ROWS = "SELECT count(*) FROM postback_log"
 SQL_REFUSAL_ROWS = "SELECT count(*), total(refusals) FROM postback_refusal"
-SQL_SPOOL_SEGMENT = "SELECT segment FROM spool_position WHERE id = 1"
+SQL_SPOOL_SEGMENT = "SELECT segment FROM spool_node WHERE name = 'main'"  # The bench's one node.
 SQL_COST_TOTAL = "SELECT total(cost) FROM click"
 
 

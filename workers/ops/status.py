@@ -85,6 +85,7 @@ def queue_depth(settings: Settings) -> dict[str, int]:
 def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Web processes, the consumer (heartbeat, lag), spool depth and last flush, queue depth, database
     size, the geo file, the crawler ranges, deferred migration steps, parked postbacks and outbound postbacks waiting."""
+    from models.clicks.node import spool_node
     from models.clicks.refusals import read_refused
     from models.clicks.spool import spool_status
     from models.migrations.deferred import list_steps
@@ -95,7 +96,8 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
 
     database = settings.database_path
     spool = spool_status(db, settings.spool_dir)
-    flushed_at = ClickStore(db.connection()).landed_at()
+    clicks = ClickStore(db.connection())
+    flushed_at = clicks.landed_at(spool_node(settings.spool_dir).name)
     refused, refused_at = read_refused(settings.spool_dir)  # Clicks refused on a full disk, ever.
     status: dict[str, Any] = {
         "web": web_status(settings),
@@ -126,7 +128,26 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     parked = PostbackLogStore(db.connection()).count_parked()
     pending_deliveries = DeliveryStore(db.connection()).pending_count()
     status["postbacks"] = {"parked": parked, "outbound_pending": pending_deliveries}
+    status["nodes"] = node_rows(clicks.nodes(), time.time())
     return status
+
+
+def node_rows(nodes: list[tuple], now: float) -> list[dict[str, Any]]:
+    """Every node's row (cluster mode has one per host): its last heartbeat and how far it has landed."""
+    rows = []
+    for name, host, heartbeat_at, landed_at, segment, offset, pending, backlog_ms in nodes:
+        rows.append(
+            {
+                "node": name,
+                "host": host,
+                "heartbeat_s_ago": round(now - heartbeat_at / 1000, 1) if heartbeat_at else None,
+                "last_flush_s_ago": round(now - landed_at / 1000, 1) if landed_at else None,
+                "position": f"{segment}:{offset}",
+                "unlanded_bytes": pending,
+                "backlog_s": None if backlog_ms is None else round(backlog_ms / 1000, 1),
+            }
+        )
+    return rows
 
 
 def bot_ranges_status(path: Path | None) -> dict[str, Any]:

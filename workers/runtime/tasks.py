@@ -48,6 +48,7 @@ SYNC_EVERY = 1.0  # Seconds between fsyncs of the spool: a power cut may cost ab
 CHECKPOINT_EVERY = 2.0  # Seconds between PASSIVE checkpoints while clicks are landing.
 TRUNCATE_EVERY = 30.0  # Seconds between TRUNCATE checkpoints.
 TRUNCATE_WAL_BYTES = 64 * 1024 * 1024  # ...or sooner, once the WAL is this big.
+NODE_BEAT_EVERY = 5.0  # Seconds between the node's heartbeats in the database (`lanner status`).
 
 
 class SpoolFlusher:
@@ -60,6 +61,7 @@ class SpoolFlusher:
     def __init__(self, settings: Settings, on_delivery=None) -> None:
         self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
         self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
+        self.last_beat = 0.0
         self.heartbeat = Heartbeat(heartbeat_path(settings.data_dir))  # For `lanner status`, /healthz.
         self.landing = SpoolLanding(
             db,
@@ -89,6 +91,12 @@ class SpoolFlusher:
             (result.inserted or result.segments_done) and now - self.last_checkpoint >= CHECKPOINT_EVERY
         ):
             self.checkpoint()
+        if now - self.last_beat >= NODE_BEAT_EVERY:
+            self.last_beat = now
+            try:
+                self.landing.beat()
+            except (*STORE_ERRORS, OSError) as exc:  # The clicks landed; the next beat says so.
+                logger.debug("could not write the node's heartbeat: %s", exc)
         return result.inserted
 
     def close(self) -> None:

@@ -1,8 +1,9 @@
-"""The click table's writes and the spool position they land with (`spool_position`).
+"""The click table's writes and the spool position they land with (`spool_node`, one row a node).
 
-A batch of journal lines lands in one transaction together with the journal position after them,
-so a flush killed at any point and run again lands every click exactly once (the unique subid
-drops a line that is already in). The record layout is models/clicks/record.py's.
+A batch of journal lines lands in one transaction together with its node's journal position after
+them, so a flush killed at any point and run again lands every click exactly once (the unique subid
+drops a line that is already in). The record layout is models/clicks/record.py's; what a node is,
+models/clicks/node.py's.
 """
 
 from __future__ import annotations
@@ -37,23 +38,54 @@ SQL_INSERT_CLICK_0004 = "INSERT INTO click ({}) VALUES ({}) ON CONFLICT DO NOTHI
 class ClickStore(Store):
     """Landing clicks on one connection; writes join the caller's transaction."""
 
-    SQL_POSITION = "SELECT segment, byte_offset FROM spool_position WHERE id = 1"
-    SQL_UPDATED_AT = "SELECT updated_at FROM spool_position WHERE id = 1"
-    SQL_SET_POSITION = "UPDATE spool_position SET segment = ?, byte_offset = ?, updated_at = ? WHERE id = 1"
+    SQL_POSITION = "SELECT segment, byte_offset FROM spool_node WHERE name = ?"
+    SQL_UPDATED_AT = "SELECT updated_at FROM spool_node WHERE name = ?"
+    SQL_SET_POSITION = "UPDATE spool_node SET segment = ?, byte_offset = ?, updated_at = ? WHERE name = ?"
+    SQL_ADD_NODE = (
+        "INSERT INTO spool_node (name, spool_id, segment, byte_offset, updated_at) VALUES (?, ?, 1, 0, 0) "
+        "ON CONFLICT (name) DO NOTHING"
+    )
+    SQL_SPOOL_ID = "SELECT spool_id FROM spool_node WHERE name = ?"
+    SQL_CLAIM = "UPDATE spool_node SET spool_id = ? WHERE name = ? AND spool_id = ''"
+    SQL_BEAT = (
+        "UPDATE spool_node SET heartbeat_at = ?, host = ?, unlanded_bytes = ?, backlog_ms = ? WHERE name = ?"
+    )
+    SQL_NODES = (
+        "SELECT name, host, heartbeat_at, updated_at, segment, byte_offset, unlanded_bytes, backlog_ms "
+        "FROM spool_node ORDER BY name"
+    )
 
     __slots__ = ()
 
-    def position(self) -> tuple[int, int]:
-        """(segment, byte offset): where in the journal the next unlanded line starts."""
-        return tuple(fetch_one(self.conn, self.SQL_POSITION))
+    def position(self, node: str) -> tuple[int, int]:
+        """(segment, byte offset): where in the node's journal the next unlanded line starts (a node
+        not in the table yet has landed nothing: the start of its first segment)."""
+        row = fetch_one(self.conn, self.SQL_POSITION, (node,))
+        return tuple(row) if row else (1, 0)
 
-    def landed_at(self) -> int | None:
-        """Unix ms of the last flush that moved the position."""
-        row = fetch_one(self.conn, self.SQL_UPDATED_AT)
+    def landed_at(self, node: str) -> int | None:
+        """Unix ms of the last flush that moved the node's position."""
+        row = fetch_one(self.conn, self.SQL_UPDATED_AT, (node,))
         return row[0] if row else None
 
-    def set_position(self, segment: int, byte_offset: int, now_ms: int) -> None:
-        self.conn.execute(self.SQL_SET_POSITION, (segment, byte_offset, now_ms)).close()
+    def set_position(self, node: str, segment: int, byte_offset: int, now_ms: int) -> None:
+        self.conn.execute(self.SQL_SET_POSITION, (segment, byte_offset, now_ms, node)).close()
+
+    def claim(self, node: str, spool_id: str) -> str:
+        """Add the node's row if it has none, claim an unclaimed one for `spool_id`; return the spool id
+        the row holds now (another one: the name is another spool's). Joins the caller's transaction."""
+        self.conn.execute(self.SQL_ADD_NODE, (node, spool_id)).close()
+        self.conn.execute(self.SQL_CLAIM, (spool_id, node)).close()
+        return fetch_one(self.conn, self.SQL_SPOOL_ID, (node,))[0]
+
+    def beat(self, node: str, now_ms: int, host: str, unlanded_bytes: int, backlog_ms: int | None) -> None:
+        """The node's heartbeat, for `lanner status` on any node (a row for a node that has landed nothing yet)."""
+        self.conn.execute(self.SQL_ADD_NODE, (node, "")).close()
+        self.conn.execute(self.SQL_BEAT, (now_ms, host, unlanded_bytes, backlog_ms, node)).close()
+
+    def nodes(self) -> list[tuple]:
+        """(name, host, heartbeat_at, landed_at, segment, byte_offset, unlanded_bytes, backlog_ms) a node."""
+        return self.conn.execute(self.SQL_NODES).fetchall()
 
     def insert(self, rows: list[list]) -> list[list]:
         """Insert a batch of journal rows (SQL_LAND_CLICK's); return the rows that were new (only those

@@ -6,8 +6,6 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from models.store.sqlite.clicks import ClickStore
-
 # A file that is not an SQLite database, or one that is damaged.
 FILE_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
 
@@ -34,20 +32,27 @@ def check_lanner_file(path: Path) -> str:
     check = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         (verdict,) = check.execute("PRAGMA quick_check").fetchone()
-        check.execute("SELECT 1 FROM spool_position").fetchall()  # Lanner's, not any SQLite file.
+        check.execute("SELECT 1 FROM migration_history").fetchall()  # Lanner's, not any SQLite file.
     finally:
         check.close()
     return verdict
 
 
+# Every node's, or the one row of a backup made before migration 0012.
+SQL_START_NODES_AFTER = (  # ...and any spool may claim them again.
+    "UPDATE spool_node SET segment = segment + 1, byte_offset = 0, updated_at = ?, spool_id = ''"
+)
+SQL_START_AFTER_0011 = "UPDATE spool_position SET segment = segment + 1, byte_offset = 0, updated_at = ?"
+SQL_HAS_NODES = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'spool_node'"
+
+
 def start_spool_after(path: Path, now_ms: int) -> None:
-    """Move a copy's spool position past every segment number it may know: a restored database
+    """Move a copy's spool positions past every segment number they may know: a restored database
     starts on a fresh spool."""
     connection = sqlite3.connect(path)
     try:
-        store = ClickStore(connection)
-        segment, _ = store.position()
-        store.set_position(segment + 1, 0, now_ms)
+        has_nodes = connection.execute(SQL_HAS_NODES).fetchone() is not None
+        connection.execute(SQL_START_NODES_AFTER if has_nodes else SQL_START_AFTER_0011, (now_ms,)).close()
         connection.commit()
     finally:
         connection.close()

@@ -1,0 +1,77 @@
+"""Which node a spool belongs to: its name (LANNER_NODE_ID) and its own random id, kept in the spool.
+
+Each node lands its own spool and keeps its own position in the database's `spool_node` row of that
+name (migration 0012). The spool directory says whose it is, in DATA_DIR/spool/node-id ("NAME ID"),
+written once by `lanner serve` or `lanner worker` at start: every process that reads the position
+(web workers, the flusher, `lanner spool …`) asks the spool, so they cannot disagree, and a later
+LANNER_NODE_ID that differs from the spool's own name is refused instead of starting a second
+position over the same lines. A spool without the file (one made before 0012, or by a test that
+never started a node) is the node `main`, unclaimed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from models.errors import LannerError
+
+NODE_FILE = "node-id"
+DEFAULT_NODE = "main"
+
+
+class NodeMismatch(LannerError):
+    """The spool belongs to another node name than the one configured, or the database's row of
+    this name is another spool's."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpoolNode:
+    name: str
+    spool_id: str  # "" for a spool that has no file yet: it claims no row.
+
+
+_known: dict[Path, SpoolNode] = {}
+
+
+def spool_node(spool_dir: Path) -> SpoolNode:
+    """The node the spool belongs to (the file read once per process; no file: `main`, unclaimed)."""
+    node = _known.get(spool_dir)
+    if node is not None:
+        return node
+    try:
+        text = (spool_dir / NODE_FILE).read_text()
+    except FileNotFoundError:
+        return SpoolNode(DEFAULT_NODE, "")  # Not cached: the file may be written later.
+    try:
+        name, spool_id = text.split()
+    except ValueError:
+        raise NodeMismatch(f"{spool_dir / NODE_FILE} is not NAME ID: restore it or remove it.") from None
+    node = _known[spool_dir] = SpoolNode(name, spool_id)
+    return node
+
+
+def ensure_spool_node(spool_dir: Path, name: str) -> SpoolNode:
+    """The spool's node, written as `name` with a new id if the spool has none yet; refuses a spool
+    that is another node's."""
+    node = spool_node(spool_dir)
+    if node.spool_id:
+        if node.name != name:
+            raise NodeMismatch(
+                f"The spool {spool_dir} belongs to node {node.name!r}, not {name!r} (LANNER_NODE_ID): "
+                f"set LANNER_NODE_ID={node.name}, or give node {name!r} a data directory of its own."
+            )
+        return node
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    spool_id = secrets.token_hex(16)
+    partial = spool_dir / f"{NODE_FILE}.{spool_id}"
+    partial.write_text(f"{name} {spool_id}\n")
+    try:
+        os.link(partial, spool_dir / NODE_FILE)  # Whole, and only the first of two starting processes'.
+    except FileExistsError:
+        pass
+    finally:
+        partial.unlink()
+    return ensure_spool_node(spool_dir, name)
