@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -314,21 +315,27 @@ def _copy(
             _, last_key, _, is_done = progress[shape.name]
             after = None if last_key is None else tuple(json.loads(last_key))
             key_at = [shape.columns.index(column) for column in shape.key]
-            while not is_done:
-                rows = source.read_after(shape, after, batch_size)
-                is_done = len(rows) < batch_size
-                if rows:
-                    after = tuple(rows[-1][index] for index in key_at)
-                with write_tx(target_db):
+            # PERF: the next batch is read while this one is written (sqlite3 and psycopg let go of the
+            # GIL while they wait); leaving the block waits for a read still under way.
+            with ThreadPoolExecutor(1) as reader:
+                upcoming = None if is_done else reader.submit(source.read_after, shape, after, batch_size)
+                while not is_done:
+                    rows = upcoming.result()
+                    is_done = len(rows) < batch_size
                     if rows:
-                        result.nul_values += target.write_rows(shape, rows)
-                    target.save_progress(
-                        shape.name, None if after is None else json.dumps(after), len(rows), is_done
-                    )
-                result.rows += len(rows)
-                done += len(rows)
-                if on_progress:
-                    on_progress(done, max(total, done))
+                        after = tuple(rows[-1][index] for index in key_at)
+                    if not is_done:
+                        upcoming = reader.submit(source.read_after, shape, after, batch_size)
+                    with write_tx(target_db):
+                        if rows:
+                            result.nul_values += target.write_rows(shape, rows)
+                        target.save_progress(
+                            shape.name, None if after is None else json.dumps(after), len(rows), is_done
+                        )
+                    result.rows += len(rows)
+                    done += len(rows)
+                    if on_progress:
+                        on_progress(done, max(total, done))
         with write_tx(target_db):
             target.move_sequences([shape.name for shape in shapes])
         result.checks = verify(source, target, shapes)
