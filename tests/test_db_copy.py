@@ -241,3 +241,16 @@ def test_the_password_of_a_url_is_never_printed(install, env, postgres_migrated_
     assert "Cannot connect to the target" in one_sentence(refused)
     for result in (copied, again, refused):
         assert PASSWORD not in result.stdout + result.stderr
+
+
+def test_a_nul_character_postgresql_cannot_store_is_removed_and_counted(install, postgres_migrated_url):
+    import sqlite3
+
+    from models.ops.db_copy import copy_database
+
+    with sqlite3.connect(install) as conn:  # A `%00` in a click URL's sub_id reaches SQLite as it is.
+        conn.execute("UPDATE click SET sub_id_1 = 'a' || char(0) || 'b' WHERE id = 7")
+    conn.close()
+    result = copy_database(str(install), postgres_migrated_url)
+    assert result.nul_values == 1 and result.differences == []
+    assert pg(postgres_migrated_url, "SELECT sub_id_1 FROM click WHERE id = 7") == [("ab",)]

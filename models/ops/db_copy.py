@@ -163,7 +163,8 @@ def check_versions(source_db, target_db, source_shown: str, target_shown: str) -
     steps = pending_steps(source_db)
     if steps:
         raise CopyRefused(
-            f"The source {source_shown} has deferred migration steps pending ({', '.join(s.name for s in steps)}): "
+            f"The source {source_shown} has deferred migration steps pending "
+            f"({', '.join(step.name for step in steps)}): "
             "run `lanner db migrate` first (and `lanner db run-deferred`)."
         )
     if dialect_of(target_db) != "postgres" or pending_migrations(target_db):

@@ -65,7 +65,10 @@ CREATE TABLE copy_progress (
 )"""
     SQL_ADD_PROGRESS = "INSERT INTO copy_progress (table_name, source) VALUES (?, ?)"
     SQL_PROGRESS = "SELECT table_name, source, last_key, rows_copied, is_done FROM copy_progress"
-    SQL_SAVE_PROGRESS = "UPDATE copy_progress SET last_key = ?, rows_copied = rows_copied + ?, is_done = ? WHERE table_name = ?"
+    SQL_SAVE_PROGRESS = (
+        "UPDATE copy_progress SET last_key = ?, rows_copied = rows_copied + ?, is_done = ? "
+        "WHERE table_name = ?"
+    )
     SQL_DROP_PROGRESS = "DROP TABLE copy_progress"
     SQL_CLEAR = "DELETE FROM {table}"
     SQL_COPY_IN = "COPY {table} ({columns}) FROM STDIN"
@@ -130,9 +133,13 @@ CREATE TABLE copy_progress (
         self.conn.execute(self.SQL_SAVEPOINT).close()
         try:
             self._copy(sql, rows)
-        except psycopg.errors.CharacterNotInRepertoire:  # 22021: "invalid byte sequence …: 0x00".
+        except (
+            psycopg.DataError
+        ):  # psycopg's own "text fields cannot contain NUL", or a value PostgreSQL refused.
             self.conn.execute(self.SQL_ROLLBACK_SAVEPOINT).close()
             cleaned = sum(1 for row in rows for value in row if isinstance(value, str) and "\x00" in value)
+            if not cleaned:
+                raise
             self._copy(sql, [tuple(without_nul(value) for value in row) for row in rows])
         else:
             cleaned = 0
