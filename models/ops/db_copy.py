@@ -28,10 +28,18 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import unquote, urlsplit
 
+from peewee import DatabaseError
+
 from models.errors import LannerError
 from models.migrations.deferred import pending_steps
-from models.migrations.runner import pending_migrations
-from models.store.database import DRIVER_ERRORS, POSTGRES_SCHEMES, dialect_of, sqlite_path, write_tx
+from models.migrations.runner import schema_is_current
+from models.store.database import (
+    POSTGRES_SCHEMES,
+    STORE_ROLLBACK_ERRORS,
+    dialect_of,
+    sqlite_path,
+    write_tx,
+)
 
 NOT_COPIED = ("migration_history", "deferred_step", "copy_progress")  # Each database's own.
 REPLACED = ("meta", "spool_position")  # A new database's baseline fills them; the source's replace them.
@@ -116,9 +124,7 @@ def open_source(location: str):
 
     try:
         return connect_sqlite(Path(path))
-    except DRIVER_ERRORS as error:
-        raise CopyRefused(f"{path} cannot be opened as a SQLite database ({error}).") from error
-    except Exception as error:  # sqlite3.DatabaseError: "file is not a database".
+    except (DatabaseError, *STORE_ROLLBACK_ERRORS) as error:  # E.g. "file is not a database".
         raise CopyRefused(f"{path} cannot be opened as a SQLite database ({error}).") from error
 
 
@@ -156,7 +162,7 @@ def source_identity(source_db) -> str:
 
 
 def check_versions(source_db, target_db, source_shown: str, target_shown: str) -> None:
-    if pending_migrations(source_db):
+    if not schema_is_current(source_db):
         raise CopyRefused(
             f"The source {source_shown} is not migrated to this version: run `lanner db migrate` first."
         )
@@ -167,7 +173,7 @@ def check_versions(source_db, target_db, source_shown: str, target_shown: str) -
             f"({', '.join(step.name for step in steps)}): "
             "run `lanner db migrate` first (and `lanner db run-deferred`)."
         )
-    if dialect_of(target_db) != "postgres" or pending_migrations(target_db):
+    if dialect_of(target_db) != "postgres" or not schema_is_current(target_db):
         raise CopyRefused(
             f"The target {target_shown} is not migrated to this version: "
             f"run `LANNER_DATABASE_URL='{target_shown}' lanner db migrate` first."
