@@ -146,8 +146,10 @@ def test_a_copy_verifies_and_the_copied_install_answers_the_same(install, env, p
 @pytest.mark.xfail(
     strict=True, raises=AttributeError, reason="until the reports port lands models/store/postgres/reports.py"
 )
-def test_the_copied_install_reports_the_same_numbers(install, env, postgres_migrated_url):
-    run_lanner(env, *copy_args(install, postgres_migrated_url))
+def test_the_copied_install_reports_the_same_numbers(install, postgres_migrated_url):
+    from models.ops.db_copy import copy_database
+
+    assert copy_database(str(install), postgres_migrated_url).differences == []
     source = reports(install)
     assert source[0] and source[0][0]["clicks"] > 0 and any(row["revenue"] for row in source[0])
     assert reports(postgres_migrated_url) == source
@@ -183,13 +185,16 @@ def test_a_copy_killed_mid_way_and_run_again_ends_identical(install, env, postgr
         [*LANNER, *copy_args(install, postgres_migrated_url, "--batch-size", "20")],
         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+    import psycopg
+
     deadline = time.monotonic() + 20
     copied = 0
-    while not copied and time.monotonic() < deadline and process.poll() is None:
-        try:
-            copied = pg(postgres_migrated_url, "SELECT SUM(rows_copied) FROM copy_progress")[0][0] or 0
-        except Exception:  # Not created yet.
-            time.sleep(0.005)
+    with psycopg.connect(postgres_migrated_url, autocommit=True) as conn:
+        while not copied and time.monotonic() < deadline and process.poll() is None:
+            try:  # Kill it once its first batch has committed.
+                copied = conn.execute("SELECT SUM(rows_copied) FROM copy_progress").fetchone()[0] or 0
+            except psycopg.errors.UndefinedTable:
+                time.sleep(0.002)
     process.send_signal(signal.SIGKILL)
     assert process.wait(timeout=10) == -signal.SIGKILL, "the copy ended before it could be killed"
     assert copied > 0
@@ -213,22 +218,27 @@ def test_a_target_not_new_or_not_of_this_version_is_refused_in_one_sentence(
     unmigrated = one_sentence(run_lanner(env, *copy_args(install, postgres_url), check=False))
     assert "not migrated to this version" in unmigrated and "lanner db migrate" in unmigrated
 
-    pg(postgres_migrated_url, "DELETE FROM migration_history WHERE name = '0011_country_rollups'")
-    older = one_sentence(run_lanner(env, *copy_args(install, postgres_migrated_url), check=False))
-    assert "not migrated to this version" in older
-    pg(postgres_migrated_url, f"INSERT INTO migration_history VALUES ('0011_country_rollups', {END_MS})")
-
     pg(postgres_migrated_url, "INSERT INTO offer (name, url, created_at, updated_at) VALUES ('o', 'u', 0, 0)")
     taken = one_sentence(run_lanner(env, *copy_args(install, postgres_migrated_url), check=False))
     assert "already holds data (offer has rows)" in taken
 
-    # A source with a deferred step still pending (a new install's rollup backfill) is refused too.
-    fresh = {**env, "LANNER_DATA_DIR": str(tmp_path / "fresh")}
-    run_lanner(fresh, "db", "migrate")
-    pending = one_sentence(
-        run_lanner(env, *copy_args(tmp_path / "fresh" / "lanner.db", postgres_url), check=False)
-    )
-    assert "rollup_backfill" in pending and "run `lanner db migrate` first" in pending
+    # The same refusals in process (the CLI says each as the one sentence above).
+    from models.migrations.runner import migrate
+    from models.ops.db_copy import CopyRefused, copy_database
+    from models.store.sqlite.database import connect_sqlite
+
+    pg(postgres_url, "CREATE TABLE migration_history (name TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+    pg(postgres_url, f"INSERT INTO migration_history VALUES ('0010_user_timezone', {END_MS})")
+    with pytest.raises(CopyRefused, match="not migrated to this version"):
+        copy_database(str(install), postgres_url)  # An older schema.
+
+    fresh = connect_sqlite(tmp_path / "fresh.db")  # A new install: its rollup backfill is still pending.
+    migrate(fresh)
+    fresh.close()
+    with pytest.raises(
+        CopyRefused, match=r"deferred migration steps pending \(rollup_backfill\).*db migrate"
+    ):
+        copy_database(str(tmp_path / "fresh.db"), postgres_migrated_url)
 
 
 def test_the_password_of_a_url_is_never_printed(install, env, postgres_migrated_url):
