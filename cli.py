@@ -166,11 +166,9 @@ def main() -> None:
     # file a command creates is its owner's only (SQLite gives the WAL the database file's mode).
     os.umask(0o077)
     # Before anything imports peewee: a process on SQLite never loads the PostgreSQL driver.
-    from models.store.drivers import hide_postgres_drivers, uses_postgres
+    from models.store.drivers import hide_postgres_drivers
 
-    # `lanner db copy … postgresql://…` names its PostgreSQL database on the command line.
-    named = [arg for arg in sys.argv[1:] if uses_postgres(arg)]
-    hide_postgres_drivers(named[0] if named else os.environ.get("LANNER_DATABASE_URL", ""))
+    hide_postgres_drivers(os.environ.get("LANNER_DATABASE_URL", ""))
 
 
 # -- settings --------------------------------------------------------------------------------
@@ -261,6 +259,9 @@ def db_status(ctx: Context, fmt: str) -> None:
 def db_copy(source: str, target: str, batch_size: int) -> None:
     """Copy an install from SQLite (SOURCE: sqlite:///PATH) into PostgreSQL (TARGET: postgresql://…),
     resumably, then verify it by counts and sums per table."""
+    from models.store.drivers import allow_postgres_drivers
+
+    allow_postgres_drivers()  # TARGET is PostgreSQL whatever LANNER_DATABASE_URL says.
     from models.ops.db_copy import copy_database
 
     with contextlib.ExitStack() as stack:
