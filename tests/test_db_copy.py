@@ -206,7 +206,9 @@ def test_a_copy_killed_mid_way_and_run_again_ends_identical(install, env, postgr
 
 def one_sentence(result: subprocess.CompletedProcess) -> str:
     assert result.returncode == 1
-    lines = result.stderr.strip().splitlines()
+    lines = [
+        line for line in result.stderr.strip().splitlines() if not line.startswith("Copying")
+    ]  # The bar.
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     return lines[0]
@@ -286,3 +288,29 @@ def test_a_copy_of_a_live_install_is_of_the_moment_it_began(install, postgres_mi
     writer.close()
     assert result.differences == [] and result.total_rows == sum(map(len, before.values()))
     assert contents(postgres_migrated_url) == before  # Neither the new click nor the changed setting.
+
+
+def test_a_copy_that_differs_from_its_source_exits_1_in_one_sentence(install, env, postgres_migrated_url):
+    from models.ops.db_copy import copy_database
+
+    def stop_after_the_first_batch(done: int, total: int) -> None:
+        if done:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        copy_database(str(install), postgres_migrated_url, on_progress=stop_after_the_first_batch)
+    assert pg(postgres_migrated_url, "SELECT is_done FROM copy_progress WHERE table_name = 'app_user'") == [
+        (1,)
+    ]
+    from models.store.database import db, open_database
+
+    open_database(install)  # The source changes between the two runs: a user added where the copy was.
+    add_user(db, "bob", "viewer", "correct horse battery")
+    db.close()
+
+    result = run_lanner(env, *copy_args(install, postgres_migrated_url), check=False)
+    assert "The copy differs from the source in 1 check(s) (app_user count)" in one_sentence(result)
+    assert "count 2 != 1" in result.stdout
+    assert (
+        pg(postgres_migrated_url, "SELECT COUNT(*) FROM copy_progress") != []
+    )  # Kept: run again to verify again.
