@@ -40,6 +40,7 @@ from models.store.database import (
     sqlite_path,
     write_tx,
 )
+from models.store.sqlite.copying import TableShape
 
 NOT_COPIED = ("migration_history", "deferred_step", "copy_progress")  # Each database's own.
 REPLACED = ("meta", "spool_position")  # A new database's baseline fills them; the source's replace them.
@@ -193,7 +194,7 @@ def copy_order(tables: list[str], references: list[tuple[str, str]]) -> list[str
     return ordered
 
 
-def plan_tables(source, target) -> list:
+def plan_tables(source, target) -> list[TableShape]:
     """The shapes of the tables to copy, in copy order; refused unless both schemas have them alike."""
     source_tables = {n: s for n, s in source.tables().items() if n not in NOT_COPIED}
     target_tables = {n: s for n, s in target.tables().items() if n not in NOT_COPIED}
@@ -208,13 +209,10 @@ def plan_tables(source, target) -> list:
             )
     order = copy_order(sorted(target_tables), target.references())
     # Read the source's columns in the target's order: one COPY column list for both.
-    return [
-        source_tables[name].__class__(name, target_tables[name].columns, source_tables[name].key)
-        for name in order
-    ]
+    return [TableShape(name, target_tables[name].columns, source_tables[name].key) for name in order]
 
 
-def check_target_is_new(target, shapes, target_shown: str) -> None:
+def check_target_is_new(target, shapes: list[TableShape], target_shown: str) -> None:
     """Refuse a target that holds anything of an install: rows beyond the baseline's own."""
     for shape in shapes:
         if shape.name == "spool_position":
@@ -235,14 +233,15 @@ def check_target_is_new(target, shapes, target_shown: str) -> None:
             )
 
 
-def measures(shape) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def measures(shape: TableShape) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What verifies a table: besides its count, the sums and maxima of these columns."""
     if shape.name.startswith("rollup_"):
         return tuple(column for column in shape.columns if column not in shape.key), ()
     return SUMMED.get(shape.name, ()), MAXIMA.get(shape.name, ())
 
 
-def verify(source, target, shapes) -> list[Check]:
+def verify(source, target, shapes: list[TableShape]) -> list[Check]:
+    """Each table's count, and its sums and maxima (measures()), on both sides."""
     checks = []
     for shape in shapes:
         sums, maxima = measures(shape)
@@ -251,6 +250,31 @@ def verify(source, target, shapes) -> list[Check]:
         theirs = target.measure(shape.name, sums=sums, maxima=maxima)
         checks += [Check(shape.name, label, a, b) for label, a, b in zip(labels, ours, theirs)]
     return checks
+
+
+def copy_table(source, target, target_db, shape: TableShape, progress, batch_size: int, advance) -> None:
+    """Copy the rows of `shape`'s table after its progress row's last key, a batch per transaction
+    together with that row; `advance(rows, nul values)` after each."""
+    _, last_key, _, is_done = progress
+    after = None if last_key is None else tuple(json.loads(last_key))
+    key_at = [shape.columns.index(column) for column in shape.key]
+    # PERF: the next batch is read while this one is written (sqlite3 and psycopg let go of the GIL
+    # while they wait); leaving the block waits for a read still under way.
+    with ThreadPoolExecutor(1) as reader:
+        upcoming = None if is_done else reader.submit(source.read_after, shape, after, batch_size)
+        while not is_done:
+            rows = upcoming.result()
+            is_done = len(rows) < batch_size
+            if rows:
+                after = tuple(rows[-1][index] for index in key_at)
+            if not is_done:
+                upcoming = reader.submit(source.read_after, shape, after, batch_size)
+            with write_tx(target_db):
+                nul_values = target.write_rows(shape, rows) if rows else 0
+                target.save_progress(
+                    shape.name, None if after is None else json.dumps(after), len(rows), is_done
+                )
+            advance(len(rows), nul_values)
 
 
 def copy_database(
@@ -318,31 +342,17 @@ def _copy(
         result = CopyResult(rows=0, total_rows=total, seconds=0.0, was_resumed=was_resumed)
         if on_progress:
             on_progress(done, total)
+
+        def advance(rows: int, nul_values: int) -> None:
+            nonlocal done
+            result.rows += rows
+            result.nul_values += nul_values
+            done += rows
+            if on_progress:
+                on_progress(done, max(total, done))
+
         for shape in shapes:
-            _, last_key, _, is_done = progress[shape.name]
-            after = None if last_key is None else tuple(json.loads(last_key))
-            key_at = [shape.columns.index(column) for column in shape.key]
-            # PERF: the next batch is read while this one is written (sqlite3 and psycopg let go of the
-            # GIL while they wait); leaving the block waits for a read still under way.
-            with ThreadPoolExecutor(1) as reader:
-                upcoming = None if is_done else reader.submit(source.read_after, shape, after, batch_size)
-                while not is_done:
-                    rows = upcoming.result()
-                    is_done = len(rows) < batch_size
-                    if rows:
-                        after = tuple(rows[-1][index] for index in key_at)
-                    if not is_done:
-                        upcoming = reader.submit(source.read_after, shape, after, batch_size)
-                    with write_tx(target_db):
-                        if rows:
-                            result.nul_values += target.write_rows(shape, rows)
-                        target.save_progress(
-                            shape.name, None if after is None else json.dumps(after), len(rows), is_done
-                        )
-                    result.rows += len(rows)
-                    done += len(rows)
-                    if on_progress:
-                        on_progress(done, max(total, done))
+            copy_table(source, target, target_db, shape, progress[shape.name], batch_size, advance)
         with write_tx(target_db):
             target.move_sequences([shape.name for shape in shapes])
         result.checks = verify(source, target, shapes)
