@@ -314,3 +314,16 @@ def test_a_copy_that_differs_from_its_source_exits_1_in_one_sentence(install, en
     assert (
         pg(postgres_migrated_url, "SELECT COUNT(*) FROM copy_progress") != []
     )  # Kept: run again to verify again.
+
+
+def test_two_copies_into_one_database_at_once_are_refused(install, postgres_migrated_url):
+    import psycopg
+
+    from models.ops.db_copy import CopyRefused, copy_database
+    from models.store.postgres.copying import LOCK_KEY
+
+    with psycopg.connect(postgres_migrated_url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))  # As a running copy holds it.
+        with pytest.raises(CopyRefused, match="Another `lanner db copy` is writing into"):
+            copy_database(str(install), postgres_migrated_url)
+    assert pg(postgres_migrated_url, "SELECT to_regclass('copy_progress')") == [(None,)]  # Nothing begun.
