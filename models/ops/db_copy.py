@@ -355,6 +355,7 @@ def _copy(
             copy_table(source, target, target_db, shape, progress[shape.name], batch_size, advance)
         with write_tx(target_db):
             target.move_sequences([shape.name for shape in shapes])
+        target.analyze([shape.name for shape in shapes])
         result.checks = verify(source, target, shapes)
         if not result.differences:
             with write_tx(target_db):

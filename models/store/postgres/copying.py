@@ -12,6 +12,7 @@ What differs from SQLite's copying store (models/store/sqlite/copying.py, which 
 - Ids keep their values (identity columns BY DEFAULT take them), so each identity's sequence is moved
   past the largest id at the end: the next row PostgreSQL numbers does not collide.
 - An advisory lock keeps two copies from writing into one database at once.
+- The copied tables are analysed at the end, so the first reports on them are planned with statistics.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ CREATE TABLE copy_progress (
     SQL_SAVEPOINT = "SAVEPOINT copy_batch"
     SQL_ROLLBACK_SAVEPOINT = "ROLLBACK TO SAVEPOINT copy_batch"
     SQL_RELEASE_SAVEPOINT = "RELEASE SAVEPOINT copy_batch"
+    SQL_ANALYZE = "ANALYZE {table}"
     SQL_MOVE_SEQUENCE = (
         "SELECT setval(pg_get_serial_sequence(?, ?), COALESCE(MAX({column}), 0) + 1, false) FROM {table}"
     )
@@ -158,6 +160,11 @@ CREATE TABLE copy_progress (
             if table in tables:
                 sql = self.SQL_MOVE_SEQUENCE.format(column=quoted(column), table=quoted(table))
                 fetch_one(self.conn, sql, (table, column))
+
+    def analyze(self, tables: list[str]) -> None:
+        """Gather the planner's statistics now: a freshly filled table has none until autovacuum's turn."""
+        for table in tables:
+            self.conn.execute(self.SQL_ANALYZE.format(table=quoted(table))).close()
 
 
 def without_nul(value):
