@@ -325,5 +325,5 @@ def test_two_copies_into_one_database_at_once_are_refused(install, postgres_migr
     with psycopg.connect(postgres_migrated_url, autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))  # As a running copy holds it.
         with pytest.raises(CopyRefused, match="Another `lanner db copy` is writing into"):
-            copy_database(str(install), postgres_migrated_url)
+            copy_database(str(install), postgres_migrated_url, lock_wait=0.3)
     assert pg(postgres_migrated_url, "SELECT to_regclass('copy_progress')") == [(None,)]  # Nothing begun.

@@ -55,6 +55,8 @@ BASELINE_META = {
 SUMMED = {"click": ("cost",), "conversion": ("payout", "cost", "report_payout")}
 MAXIMA = {"click": ("id",)}
 DEFAULT_BATCH = 5000
+LOCK_WAIT_SECONDS = 15.0
+LOCK_POLL_SECONDS = 0.2
 
 
 class CopyRefused(LannerError, RuntimeError):
@@ -284,11 +286,13 @@ def copy_database(
     batch_size: int = DEFAULT_BATCH,
     on_progress: Callable[[int, int], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    lock_wait: float = LOCK_WAIT_SECONDS,
 ) -> CopyResult:
     """Copy the SQLite database at `source_location` into the PostgreSQL database at `target_url`
     (or go on with a copy of it left unfinished), then verify it. `on_progress(rows done, rows in all)`
     after each batch. The copy's progress rows are dropped once it verifies; a copy that differs keeps
-    them (running again verifies again) and its result lists the differences."""
+    them (running again verifies again) and its result lists the differences. `lock_wait`: seconds to
+    wait for another copy into the target to end."""
     started = clock()
     target_shown = shown_url(target_url)
     source_db = open_source(source_location)
@@ -304,6 +308,7 @@ def copy_database(
                 on_progress,
                 clock,
                 started,
+                lock_wait,
             )
         finally:
             target_db.close()
@@ -311,12 +316,23 @@ def copy_database(
         source_db.close()
 
 
+def take_lock(target, wait: float, clock: Callable[[], float]) -> bool:
+    """The target's copy lock, waited for up to `wait` seconds: a copy just killed holds it until its
+    server session notices (at the end of the statement it was running)."""
+    deadline = clock() + wait
+    while not target.try_lock():
+        if clock() >= deadline:
+            return False
+        time.sleep(LOCK_POLL_SECONDS)
+    return True
+
+
 def _copy(
-    source_db, target_db, source_shown, target_shown, batch_size, on_progress, clock, started
+    source_db, target_db, source_shown, target_shown, batch_size, on_progress, clock, started, lock_wait
 ) -> CopyResult:
     check_versions(source_db, target_db, source_shown, target_shown)
     source, target = copy_store(source_db), copy_store(target_db)
-    if not target.try_lock():
+    if not take_lock(target, lock_wait, clock):
         raise CopyRefused(f"Another `lanner db copy` is writing into {target_shown}; wait for it to end.")
     identity = source_identity(source_db)
     try:
