@@ -25,3 +25,15 @@ def hide_postgres_drivers(database_url: str) -> bool:
     for name in POSTGRES_DRIVERS:
         sys.modules.setdefault(name, None)  # A None entry: `import name` raises ImportError.
     return sys.modules["psycopg"] is None
+
+
+def allow_postgres_drivers() -> bool:
+    """Undo hide_postgres_drivers for a command that names a PostgreSQL database itself (`lanner db
+    copy`), while nothing has imported peewee yet (nothing has seen the driver hidden). Whether the
+    driver may be imported now."""
+    if "peewee" in sys.modules:
+        return sys.modules.get("psycopg") is not None
+    for name in POSTGRES_DRIVERS:
+        if name in sys.modules and sys.modules[name] is None:
+            del sys.modules[name]
+    return True
