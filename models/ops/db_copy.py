@@ -43,7 +43,7 @@ from models.store.database import (
 from models.store.sqlite.copying import TableShape
 
 NOT_COPIED = ("migration_history", "deferred_step", "copy_progress")  # Each database's own.
-REPLACED = ("meta", "spool_position")  # A new database's baseline fills them; the source's replace them.
+REPLACED = ("meta", "spool_node")  # A new database's baseline fills them; the source's replace them.
 BASELINE_META = {
     "config_version",
     "rollup_conversions",
@@ -217,7 +217,7 @@ def plan_tables(source, target) -> list[TableShape]:
 def check_target_is_new(target, shapes: list[TableShape], target_shown: str) -> None:
     """Refuse a target that holds anything of an install: rows beyond the baseline's own."""
     for shape in shapes:
-        if shape.name == "spool_position":
+        if shape.name == "spool_node":
             continue
         if shape.name == "meta":
             at = shape.columns.index("key")
