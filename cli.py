@@ -211,15 +211,17 @@ def db_migrate(ctx: Context, up_to: str | None) -> None:
 
     database = open_database(ctx.settings.database_location, autocheckpoint=True)
     pending = [name for name in pending_migrations(database) if up_to is None or name <= up_to]
+    applied: list[str] = []
     if pending:
         with click.progressbar(length=len(pending), label="Migrating") as bar:
-            migrate(database, on_applied=lambda name: bar.update(1), up_to=up_to)
+            applied = migrate(database, on_applied=lambda name: bar.update(1), up_to=up_to)
     if adopt_report_currency(database, ctx.settings.report_currency):
         click.echo(f"Report currency: {ctx.settings.report_currency}.")
     if not pending:
         click.echo(f"{ctx.settings.database_shown}: up to date.")
         return
-    click.echo(f"Applied {len(pending)} migration(s): {', '.join(pending)}")
+    # PostgreSQL's baseline is one step: `--to` inside it applies every migration it stands for.
+    click.echo(f"Applied {len(applied)} migration(s): {', '.join(applied)}")
 
 
 @db.command("status")

@@ -1,4 +1,5 @@
-"""`lanner backup` while clicks flow, and `lanner restore` of what it wrote."""
+"""`lanner backup` while clicks flow, and `lanner restore` of what it wrote: SQLite's files (on PostgreSQL
+both refuse, pointing at pg_dump and pg_restore)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import sqlite3
 import threading
 import time
 
-from conftest import click, subid_of
+import pytest
+from conftest import click, run_lanner, subid_of
+
+pytestmark = pytest.mark.sqlite_only
 
 
 def count(path) -> int:
@@ -90,3 +94,21 @@ def test_backup_refuses_to_overwrite(lanner, tmp_path):
     target.write_text("x")
     result = lanner("backup", str(target), check=False)
     assert result.returncode != 0 and "already exists" in result.stderr
+
+
+def test_backup_and_restore_refuse_on_postgresql_in_one_sentence(env, postgres_url, tmp_path):
+    on_postgres = {**env, "LANNER_DATABASE_URL": postgres_url}
+    backup = run_lanner(on_postgres, "backup", str(tmp_path / "copy.db"), check=False)
+    assert backup.returncode == 1 and not (tmp_path / "copy.db").exists()
+    assert backup.stderr.strip() == (
+        "Error: This install's database is PostgreSQL: this command backs up a SQLite file; "
+        "back up PostgreSQL with pg_dump."
+    )
+    copy = tmp_path / "old.db"
+    copy.write_bytes(b"")
+    restore = run_lanner(on_postgres, "restore", "--yes", str(copy), check=False)
+    assert restore.returncode == 1
+    assert restore.stderr.strip() == (
+        "Error: This install's database is PostgreSQL: this command restores a SQLite file; "
+        "restore PostgreSQL with pg_restore."
+    )

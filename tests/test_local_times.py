@@ -25,7 +25,7 @@ def utc_ms(text: str) -> int:
 def add_clicks(db, campaign_id: int, moments: list[int]) -> None:
     """Clicks at `moments` (UTC ms), in the click table and the rollups, as the spool flusher lands them."""
     for created in moments:
-        db.execute_sql(
+        db.connection().execute(
             "INSERT INTO click (subid, created_at, campaign_id, stream_id, offer_id, ip, user_agent, ua_hash) "
             "VALUES (?, ?, ?, 1, 1, '192.0.2.1', 'ua', ?)",
             (new_subid(created), created, campaign_id, ua_hash("ua")),

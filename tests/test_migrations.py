@@ -6,6 +6,8 @@ import importlib
 from dataclasses import replace
 from datetime import datetime, timezone
 
+import pytest
+
 from models.migrations.runner import migrate, migration_status
 from models.store.database import db as database
 from models.store.database import open_database
@@ -155,6 +157,7 @@ def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(
         database.close()
 
 
+@pytest.mark.sqlite_only  # SQLite's 0004 and 0005 on an empty file (PostgreSQL's baseline: the db tests below).
 def test_0005_on_a_new_database_needs_no_deferred_step(db):
     from models.migrations.deferred import pending_steps
     from models.store.sqlite.hotpath import visitor_probe
@@ -240,3 +243,47 @@ def test_0011_during_the_rollup_backfill_leaves_the_rest_to_it(settings, monkeyp
         assert rows_of(fast) == rows_of(raw)
     finally:
         database.close()
+
+
+def test_db_migrate_status_and_run_deferred_on_an_empty_database(backend, env, request):
+    """What an install sees from `lanner db` on either backend: every migration applied once (on PostgreSQL
+    as the baseline that stands for them), then nothing pending, the rollup backfill done."""
+    import json
+
+    from conftest import run_lanner
+
+    from models.migrations.runner import migration_names
+
+    if backend == "postgresql":  # The env's own database is migrated already: take an empty one.
+        env = {**env, "LANNER_DATABASE_URL": request.getfixturevalue("postgres_url")}
+    names = migration_names()
+    before = json.loads(run_lanner(env, "db", "status", "--json").stdout)
+    assert [(row["migration"], row["applied_at"]) for row in before] == [(name, "pending") for name in names]
+    applied = run_lanner(env, "db", "migrate").stdout
+    assert f"Applied {len(names)} migration(s): {', '.join(names)}" in applied
+    assert "up to date" in run_lanner(env, "db", "migrate").stdout
+    run_lanner(env, "db", "run-deferred")
+    assert "No deferred steps pending." in run_lanner(env, "db", "run-deferred").stdout
+    status = json.loads(run_lanner(env, "db", "status", "--json").stdout)
+    assert [row["migration"] for row in status] == [*names, "rollup_backfill"]
+    assert all(isinstance(row["applied_at"], int) for row in status[: len(names)])
+    assert status[-1]["deferred"].startswith("done 100.0%")
+
+
+def test_db_migrate_to_a_migration_inside_postgresqls_baseline_applies_and_names_the_whole_baseline(
+    postgres_url, env
+):
+    from conftest import run_lanner
+
+    from models.migrations.runner import migration_names
+    from models.store.postgres.migrations import MigrationHistory as PostgresHistory
+
+    env = {**env, "LANNER_DATABASE_URL": postgres_url}
+    baseline = [name for name in migration_names() if name <= PostgresHistory.baseline_through]
+    applied = run_lanner(env, "db", "migrate", "--to", "0004_rollups").stdout
+    assert f"Applied {len(baseline)} migration(s): {', '.join(baseline)}" in applied
+    later = [name for name in migration_names() if name not in baseline]  # Their apply_postgres steps.
+    again = run_lanner(env, "db", "migrate").stdout
+    assert (
+        f"Applied {len(later)} migration(s): {', '.join(later)}" in again if later else "up to date" in again
+    )

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from models.migrations.deferred import run_deferred
+from models.migrations.deferred import ROLLUP_BACKFILL, run_deferred
 from models.ops.retention import RetentionError, parse_age, prune_clicks
 from models.reporting.reports import ReportQuery, run_report
 from workers.bench.generate import generate_clicks
@@ -14,14 +14,20 @@ from workers.bench.generate import generate_clicks
 DAY_MS = 86_400_000
 
 
+def backfill_pending(db) -> None:
+    """The rollup backfill as 0004 leaves a SQLite database (PostgreSQL's baseline has it done at once)."""
+    db.connection().execute(
+        "UPDATE deferred_step SET state = 'pending', finished_at = NULL WHERE name = ?", (ROLLUP_BACKFILL,)
+    )
+
+
 def test_prune_deletes_old_clicks_and_keeps_report_totals(db):
     now = int(time.time() * 1000)
     generate_clicks(db, 4000, 40, campaigns=3, seed=9, end_ms=now)
     run_deferred(db)
     before = run_report(db, ReportQuery(group_by=("campaign",), preset="all_time"))
-    old = db.execute_sql("SELECT COUNT(*) FROM click WHERE created_at < ?", (now - 30 * DAY_MS,)).fetchone()[
-        0
-    ]
+    old_clicks = "SELECT COUNT(*) FROM click WHERE created_at < ?"
+    old = db.connection().execute(old_clicks, (now - 30 * DAY_MS,)).fetchone()[0]
     assert 0 < old < 4000
     progress = []
     deleted = prune_clicks(db, parse_age("30d"), global_uniqueness_hours=24, now_ms=now,
@@ -36,6 +42,7 @@ def test_prune_deletes_old_clicks_and_keeps_report_totals(db):
 def test_prune_refuses_a_window_uniqueness_needs_and_unfinished_rollups(db):
     with pytest.raises(RetentionError, match="uniqueness window"):
         prune_clicks(db, parse_age("36h"), global_uniqueness_hours=24)
+    backfill_pending(db)
     with pytest.raises(RetentionError, match="backfill has not finished"):
         prune_clicks(db, parse_age("90d"), global_uniqueness_hours=24)
 
@@ -46,7 +53,8 @@ def test_bad_ages_are_refused(text):
         parse_age(text)
 
 
-def test_prune_command(lanner):
+def test_prune_command(db, lanner):
+    backfill_pending(db)
     lanner("generate", "clicks", "--count", "300", "--days", "20", "--campaigns", "2", "--seed", "2")
     refused = lanner("prune", "--older-than", "10d", "--yes", check=False)
     assert refused.returncode != 0 and "run-deferred" in refused.stderr

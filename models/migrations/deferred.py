@@ -20,8 +20,8 @@ from peewee import Database
 
 import models.migrations as migrations_package
 from models.migrations.runner import migration_names
-from models.store.database import dialect_of, write_tx
-from models.store.sqlite.deferred import DeferredStepStore as SqliteDeferredStepStore
+from models.store.database import write_tx
+from models.store.sqlite.deferred import DeferredStepStore
 
 ROLLUP_BACKFILL = "rollup_backfill"  # Migration 0004's; reports read the rollups once it is done.
 CHUNK_IDS = 20_000  # Click ids per chunk, for every step that walks the click table.
@@ -45,14 +45,8 @@ class Step:
         return 100.0 if self.state == "done" else 100.0 * self.done_units / max(self.total_units, 1)
 
 
-def steps_store(db: Database, conn=None):
-    """The deferred_step store of `db`'s dialect over `conn` (the database's connection by default)."""
-    module = importlib.import_module(f"models.store.{dialect_of(db)}.deferred")
-    return module.DeferredStepStore(db.connection() if conn is None else conn)
-
-
 def list_steps(db: Database) -> list[Step]:
-    return [Step(*row) for row in steps_store(db).rows()]
+    return [Step(*row) for row in DeferredStepStore(db.connection()).rows()]
 
 
 def pending_steps(db: Database) -> list[Step]:
@@ -79,7 +73,7 @@ def run_chunk(db: Database, name: str, *, clock=time.time) -> Step:
     """
     with write_tx(db):
         conn = db.connection()
-        steps = steps_store(db, conn)
+        steps = DeferredStepStore(conn)
         step = Step(*steps.row(name))
         now = int(clock() * 1000)
         if step.state != "done" and (outcome := chunk_runners()[name](conn, step, now)) is not None:
@@ -121,5 +115,4 @@ def run_deferred(
 
 def rollups_ready(conn) -> bool:
     """Whether the rollups hold every stored click and conversion (reports may read them)."""
-    # A SQLite connection: PostgreSQL's reports come with its stores.
-    return SqliteDeferredStepStore(conn).state(ROLLUP_BACKFILL) == "done"
+    return DeferredStepStore(conn).state(ROLLUP_BACKFILL) == "done"

@@ -25,8 +25,7 @@ from models.reporting.currency import report_currency
 from models.reporting.rollups import RollupDelta, present_tables
 from models.routing.caps import CounterZones, add_to_counters
 from models.store.database import write_tx
-from models.store.sqlite.clicks import SQL_INSERT_CLICK, SQL_INSERT_CLICK_0004
-from models.store.sqlite.database import large_cache
+from models.store.sqlite.generated import GeneratedStore
 from models.store.sqlite.meta import MetaStore
 
 CHUNK = 50_000
@@ -73,57 +72,29 @@ def _user_agents(rng: random.Random, count: int) -> list[tuple[str, int, tuple[s
     return [(user_agent, ua_hash(user_agent), pool[user_agent]) for user_agent in sorted(pool)]
 
 
-# Fixture campaigns in the columns every schema from 0004 on has (the rehearsals fill a database
-# migrated only up to an older release, where the services' models name columns it lacks yet).
-SQL_INSERT_OFFER = "INSERT INTO offer (name, url, currency, created_at, updated_at) VALUES (?, ?, ?, ?, ?)"
-SQL_INSERT_CAMPAIGN = (
-    "INSERT INTO campaign (alias, name, cost_currency, created_at, updated_at) VALUES (?, ?, ?, ?, ?)"
-)
-SQL_INSERT_STREAM = (
-    "INSERT INTO stream (campaign_id, name, type, position, created_at, updated_at) "
-    "VALUES (?, 'Default', 'regular', 1, ?, ?)"
-)
-SQL_INSERT_STREAM_OFFER = "INSERT INTO stream_offer (stream_id, offer_id, weight) VALUES (?, ?, 100)"
-SQL_GENERATED_CAMPAIGNS = "SELECT COUNT(*) FROM campaign WHERE alias LIKE 'gen-%'"
-
-
-def _inserted(conn, sql: str, params: tuple) -> int:
-    cursor = conn.execute(sql, params)
-    cursor.close()
-    return cursor.lastrowid
-
-
 def insert_campaign(
     db: Database, name: str, alias: str, offer_url: str, offer_name: str | None = None
 ) -> int:
     """A campaign with one stream to a new offer, as `lanner campaign create --offer-url` makes it,
-    written with the statements above (no audit entry: fixture data); returns its id."""
+    written with the generator's statements (no audit entry: fixture data); returns its id."""
     now_ms = int(time.time() * 1000)
     with write_tx(db):
         conn = db.connection()
-        currency = report_currency(conn)
-        offer_id = _inserted(
-            conn, SQL_INSERT_OFFER, (offer_name or name, offer_url, currency, now_ms, now_ms)
+        campaign_id = GeneratedStore(conn).insert_campaign(
+            name, alias, offer_name or name, offer_url, report_currency(conn), now_ms
         )
-        campaign_id = _inserted(conn, SQL_INSERT_CAMPAIGN, (alias, name, currency, now_ms, now_ms))
-        stream_id = _inserted(conn, SQL_INSERT_STREAM, (campaign_id, now_ms, now_ms))
-        _inserted(conn, SQL_INSERT_STREAM_OFFER, (stream_id, offer_id))
         MetaStore(conn).bump_config_version()
     return campaign_id
 
 
 def ensure_campaigns(db: Database, count: int) -> list[tuple[int, list[int], list[int]]]:
     """Campaigns to spread clicks over: [(campaign_id, stream_ids, offer_ids)], creating missing ones."""
-    existing = db.execute_sql(SQL_GENERATED_CAMPAIGNS).fetchone()[0]
+    existing = GeneratedStore(db.connection()).generated_campaigns()
     for n in range(existing, count):
         url = f"https://offer{n}.example/?click={{subid}}"
         insert_campaign(db, f"Generated {n}", f"gen-{n}", url, offer_name=f"Generated offer {n}")
-    rows = db.execute_sql(
-        "SELECT c.id, s.id, so.offer_id FROM campaign c JOIN stream s ON s.campaign_id = c.id "
-        "JOIN stream_offer so ON so.stream_id = s.id WHERE c.alias LIKE 'gen-%' ORDER BY c.id"
-    ).fetchall()
     campaigns: dict[int, tuple[list[int], list[int]]] = {}
-    for campaign_id, stream_id, offer_id in rows:
+    for campaign_id, stream_id, offer_id in GeneratedStore(db.connection()).generated_targets():
         streams, offers = campaigns.setdefault(campaign_id, ([], []))
         streams.append(stream_id)
         offers.append(offer_id)
@@ -236,9 +207,9 @@ def generate_clicks(
     """
     rng = random.Random(seed)
     targets = ensure_campaigns(db, campaigns)
+    store = GeneratedStore(db.connection())
     windows = {  # As models/routing/config.py computes a campaign's uniqueness_ms.
-        campaign_id: int(hours * 3_600_000)
-        for campaign_id, hours in db.execute_sql("SELECT id, uniqueness_hours FROM campaign").fetchall()
+        campaign_id: int(hours * 3_600_000) for campaign_id, hours in store.uniqueness_hours().items()
     }
     zones = CounterZones()
     zones.load(db.connection())
@@ -247,11 +218,10 @@ def generate_clicks(
     start_ms = end_ms - int(days * 86_400_000)
     mean_gap = (end_ms - start_ms) / max(count, 1)
     added = 0
-    columns = {row[1] for row in db.execute_sql("PRAGMA table_info(click)").fetchall()}
-    insert = SQL_INSERT_CLICK if "visitor_key" in columns else SQL_INSERT_CLICK_0004
+    with_visitor_key = store.has_visitor_key()
     # PERF: sqlite3 releases the GIL while it steps, so generating the next chunk in a thread
     # overlaps with inserting this one; a big page cache keeps the index pages in memory.
-    with large_cache(db.connection(), 256):
+    with store.bulk():
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(0.0002)  # Hand the GIL back promptly when SQLite is done stepping.
         global_window = int(global_uniqueness_hours * 3_600_000)
@@ -260,7 +230,7 @@ def generate_clicks(
             for rows in _prefetched(clicks):
                 with db.atomic():
                     connection = db.connection()
-                    connection.executemany(insert, rows).close()
+                    GeneratedStore(connection).insert_clicks(rows, with_visitor_key)
                     # Generated campaigns and offers count days in UTC (their default timezone).
                     add_to_counters(
                         connection, zones.increments(connection, ((r[3], r[4], r[1]) for r in rows))
@@ -272,7 +242,7 @@ def generate_clicks(
                     on_progress(len(rows))
         finally:
             sys.setswitchinterval(switch_interval)
-    db.execute_sql("PRAGMA optimize")
+    store.optimize()
     return added
 
 

@@ -11,6 +11,7 @@ _SELECT_STEPS = (
 
 
 class DeferredStepStore(Store):
+    __slots__ = ()
     SQL_STEPS = _SELECT_STEPS + " ORDER BY rowid"  # In the order the migrations registered them.
     SQL_STEP = _SELECT_STEPS + " WHERE name = ?"
     SQL_SAVE = """

@@ -59,85 +59,11 @@ def referrer_domain(referrer: str | None) -> str:
     return host[4:] if host.startswith("www.") else host
 
 
-class ReportStore(Store):
-    """A report's reads on one connection, in the caller's read transaction."""
-
-    # Conversions with revenue (pending or not) whose payout has no rate yet, per currency.
-    SQL_UNCONVERTED = (
-        "SELECT cv.currency, COUNT(*), SUM(cv.payout) "
-        "FROM conversion AS cv INDEXED BY conversion_unconverted JOIN click AS c ON c.id = cv.click_id "
-        "WHERE cv.report_payout IS NULL "
-        "AND cv.status IN ('lead', 'sale', 'rebill') AND {where} GROUP BY 1 ORDER BY 1"
-    )
-    SQL_UNRATED_COST_CAMPAIGNS = """
-SELECT c.id, c.alias, c.cost_currency FROM campaign AS c
-WHERE c.cost_value > 0 AND c.cost_currency != ?
-    AND NOT EXISTS (SELECT 1 FROM exchange_rate AS r WHERE r.currency = c.cost_currency)
-ORDER BY c.id
-"""
-    SQL_CAMPAIGN_IDS = "SELECT alias, id FROM campaign"
-    SQL_NAMES = {
-        "campaign": "SELECT id, alias FROM campaign",
-        "offer": "SELECT id, name FROM offer",
-        "stream": "SELECT id, name FROM stream",
-    }
-
-    __slots__ = ()
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        super().__init__(conn)
-        # The referrer_domain dimension, computed in Python; registering again replaces it.
-        conn.create_function("lanner_domain", 1, referrer_domain, deterministic=True)
-
-    def rows(
-        self,
-        source: str,
-        start: int,
-        end: int,
-        *,
-        groups: tuple[str, ...],
-        filters: dict[str, tuple],
-        bucket: int | None,
-    ) -> Iterator[tuple]:
-        """The metric sums of [start, end) per group, read from `source`: a rollup table, or "raw"
-        (clicks, then conversions at their click's time).
-
-        Each row is (the time bucket, when `bucket` is a width in ms; the values of `groups`; the
-        sums of METRICS). A filter's values are what its column holds (ints for ID_GROUPS). A group
-        may come in more than one row (the raw conversions' after the clicks'); the caller sums them.
-        """
-        sql = _PieceSql(groups, filters, bucket)
-        if source == "raw":
-            statements = [sql.raw_clicks(start, end), sql.raw_conversions(start, end)]
-        else:
-            statements = [sql.rollup(source, start, end)]
-        for statement, params in statements:
-            yield from self.conn.execute(statement, params)
-
-    def unconverted(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple[str, int, float]]:
-        """(currency, conversions, payout) of the conversions in [start, end) (their click's time)
-        with revenue, pending or not, that are not in revenue for want of an exchange rate."""
-        where, params = _PieceSql((), filters, None).where("c.", "cv.click_created_at", start, end, "cv.")
-        sql = self.SQL_UNCONVERTED.format(where=" AND ".join(where))
-        return self.conn.execute(sql, params).fetchall()
-
-    def unrated_cost_campaigns(self, currency: str) -> list[tuple[int, str, str]]:
-        """(id, alias, cost currency) of the campaigns with a cost in a currency that has no exchange
-        rate (into `currency`, the report's), by id."""
-        return self.conn.execute(self.SQL_UNRATED_COST_CAMPAIGNS, (currency,)).fetchall()
-
-    def campaign_ids_by_alias(self) -> dict[str, int]:
-        return dict(self.conn.execute(self.SQL_CAMPAIGN_IDS).fetchall())
-
-    def names(self, kind: str) -> dict[int, str]:
-        """Id -> name of every campaign (its alias), stream or offer."""
-        return dict(self.conn.execute(self.SQL_NAMES[kind]).fetchall())
-
-
-class _PieceSql:
+class PieceSql:
     """The SELECTs of one piece: time bucket, group expressions, filters, and the metric sums."""
 
     __slots__ = ("groups", "filters", "bucket")
+    CONVERSION_SUMS = _CONVERSION_SUMS
 
     def __init__(self, groups: tuple[str, ...], filters: dict[str, tuple], bucket: int | None) -> None:
         self.groups = groups
@@ -201,8 +127,86 @@ class _PieceSql:
         where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
         select = self._select("c.", "c.created_at")
         sql = (
-            f"SELECT {', '.join(select + [_ZERO_CLICKS, _CONVERSION_SUMS])} "
+            f"SELECT {', '.join(select + [_ZERO_CLICKS, self.CONVERSION_SUMS])} "
             f"FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id "
             f"WHERE {' AND '.join(where)}{self._group_by()}"
         )
         return sql, params
+
+
+class ReportStore(Store):
+    """A report's reads on one connection, in the caller's read transaction."""
+
+    # Conversions with revenue (pending or not) whose payout has no rate yet, per currency.
+    SQL_UNCONVERTED = (
+        "SELECT cv.currency, COUNT(*), SUM(cv.payout) "
+        "FROM conversion AS cv INDEXED BY conversion_unconverted JOIN click AS c ON c.id = cv.click_id "
+        "WHERE cv.report_payout IS NULL "
+        "AND cv.status IN ('lead', 'sale', 'rebill') AND {where} GROUP BY 1 ORDER BY 1"
+    )
+    SQL_UNRATED_COST_CAMPAIGNS = """
+SELECT c.id, c.alias, c.cost_currency FROM campaign AS c
+WHERE c.cost_value > 0 AND c.cost_currency != ?
+    AND NOT EXISTS (SELECT 1 FROM exchange_rate AS r WHERE r.currency = c.cost_currency)
+ORDER BY c.id
+"""
+    SQL_CAMPAIGN_IDS = "SELECT alias, id FROM campaign"
+    SQL_NAMES = {
+        "campaign": "SELECT id, alias FROM campaign",
+        "offer": "SELECT id, name FROM offer",
+        "stream": "SELECT id, name FROM stream",
+    }
+
+    __slots__ = ()
+    piece_sql = PieceSql  # The dialect's SELECT writer.
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        # The referrer_domain dimension, computed in Python; registering again replaces it.
+        conn.create_function("lanner_domain", 1, referrer_domain, deterministic=True)
+
+    def rows(
+        self,
+        source: str,
+        start: int,
+        end: int,
+        *,
+        groups: tuple[str, ...],
+        filters: dict[str, tuple],
+        bucket: int | None,
+    ) -> Iterator[tuple]:
+        """The metric sums of [start, end) per group, read from `source`: a rollup table, or "raw"
+        (clicks, then conversions at their click's time).
+
+        Each row is (the time bucket, when `bucket` is a width in ms; the values of `groups`; the
+        sums of METRICS). A filter's values are what its column holds (ints for ID_GROUPS). A group
+        may come in more than one row (the raw conversions' after the clicks'); the caller sums them.
+        """
+        sql = self.piece_sql(groups, filters, bucket)
+        if source == "raw":
+            statements = [sql.raw_clicks(start, end), sql.raw_conversions(start, end)]
+        else:
+            statements = [sql.rollup(source, start, end)]
+        for statement, params in statements:
+            yield from self.conn.execute(statement, params)
+
+    def unconverted(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple[str, int, float]]:
+        """(currency, conversions, payout) of the conversions in [start, end) (their click's time)
+        with revenue, pending or not, that are not in revenue for want of an exchange rate."""
+        where, params = self.piece_sql((), filters, None).where(
+            "c.", "cv.click_created_at", start, end, "cv."
+        )
+        sql = self.SQL_UNCONVERTED.format(where=" AND ".join(where))
+        return self.conn.execute(sql, params).fetchall()
+
+    def unrated_cost_campaigns(self, currency: str) -> list[tuple[int, str, str]]:
+        """(id, alias, cost currency) of the campaigns with a cost in a currency that has no exchange
+        rate (into `currency`, the report's), by id."""
+        return self.conn.execute(self.SQL_UNRATED_COST_CAMPAIGNS, (currency,)).fetchall()
+
+    def campaign_ids_by_alias(self) -> dict[str, int]:
+        return dict(self.conn.execute(self.SQL_CAMPAIGN_IDS).fetchall())
+
+    def names(self, kind: str) -> dict[int, str]:
+        """Id -> name of every campaign (its alias), stream or offer."""
+        return dict(self.conn.execute(self.SQL_NAMES[kind]).fetchall())
