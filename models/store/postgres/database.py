@@ -67,7 +67,8 @@ class LannerCursor(psycopg.Cursor):
 
     def execute(self, query, params=None, **kwargs):
         try:
-            return super().execute(query, params, **kwargs)
+            # peewee passes () for "no values"; then psycopg would read a literal % as a placeholder.
+            return super().execute(query, params or None, **kwargs)
         except psycopg.Error as error:
             if is_retryable(error):
                 raise PostgresUnavailable(error) from error
