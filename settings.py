@@ -130,6 +130,17 @@ def _database_url(value: str) -> str:
     )
 
 
+REDIS_URLS = ("redis://", "rediss://", "unix://")
+
+
+def _redis_url(value: str) -> str:
+    """redis-py's URL forms, or empty (no Redis: the single box)."""
+    value = value.strip()
+    if value and not (value.startswith(REDIS_URLS) and len(value) > len("unix://")):
+        raise ValueError("it must be redis://HOST:PORT/DB, rediss://… (TLS) or unix:///PATH/redis.sock")
+    return value
+
+
 def _days(value: str) -> int:
     days = int(value)
     if days < 0:
@@ -208,6 +219,26 @@ SETTINGS: tuple[Setting, ...] = (
         "The database: sqlite:///PATH, relative to the working directory (sqlite:////PATH for an absolute "
         "one), to keep it on another disk than the spool; postgresql://USER:PASSWORD@HOST/DATABASE (libpq's "
         "URL) for cluster mode (docs/SCALING.md); empty: sqlite:///DATA_DIR/lanner.db.",
+    ),
+    Setting(
+        "redis_url",
+        "",
+        _redis_url,
+        "Cluster mode's shared click state (debounce, caps, uniqueness across nodes; docs/SCALING.md): "
+        "redis://HOST:PORT/DB, rediss://… or unix:///PATH; empty: none, each box alone (the default).",
+    ),
+    Setting(
+        "redis_prefix",
+        "lanner:",
+        str,
+        "Prefix of every Redis key Lanner writes, so installs can share one Redis.",
+    ),
+    Setting(
+        "redis_timeout",
+        "0.05",
+        _positive,
+        "Seconds a click waits for Redis (connect or answer) before it goes on with what its node knows; "
+        "Redis is asked again after a second.",
     ),
     Setting("bind", "127.0.0.1:8080", str, "Where `lanner serve` listens: HOST:PORT or unix:/PATH."),
     Setting("workers", "2", int, "Number of bjoern worker processes (one per core is fastest)."),
@@ -423,6 +454,9 @@ SETTINGS: tuple[Setting, ...] = (
 class Settings:
     data_dir: Path
     database_url: str
+    redis_url: str
+    redis_prefix: str
+    redis_timeout: float
     bind: str
     workers: int
     admin_bind: str
