@@ -1,8 +1,8 @@
-"""Cluster mode's shared click state (models/cluster/shared_state.py): two "nodes" — ClickTrackers with their
-own spools — over one database and one real Redis must answer as one box would: a capped offer stops at
-exactly its cap, a visitor alternating nodes within debounce gets one subid, uniqueness is exact; with
-Redis gone clicks still get decisions and lines, capped offers get none, and it all resumes when Redis
-returns (its counters seeded from the database and the node's unlanded clicks)."""
+"""Cluster mode's shared click state (models/cluster/shared_state.py): two "nodes" — ClickTrackers
+with their own spools — over one database and one real Redis must answer as one box would: a capped
+offer stops at exactly its cap, a visitor alternating nodes within debounce gets one subid, uniqueness
+is exact; with Redis gone or slow clicks still get decisions and lines, capped offers get none, and it
+all resumes when Redis returns (its counters seeded from the database and the node's unlanded clicks)."""
 
 from __future__ import annotations
 
@@ -247,3 +247,43 @@ def test_redis_lost_and_back_seeds_the_cap_from_the_database_and_the_node(
     assert any("answers again" in r.getMessage() for r in caplog.records)
     taken = 3 + offers.count(offer)  # 2 landed + the holder's unlanded one + those after the outage.
     assert taken == (CAP if seeder == "holder" else CAP + 1)
+
+
+def test_without_a_redis_url_nothing_of_it_is_loaded(db, env, capped):
+    """The single box's click path imports neither redis-py nor models/cluster/."""
+    import sys
+
+    code = (
+        "import sys\n"
+        "from app import create_tracker\n"
+        "from models.clicks.visit import Visit\n"
+        "from settings import load_settings\n"
+        "tracker = create_tracker(load_settings())\n"
+        "assert tracker.shared is None\n"
+        "tracker.track(tracker.campaign('cap'), Visit(ip='198.51.100.9', user_agent='UA'))\n"
+        "loaded = [m for m in sys.modules if m == 'redis' or m.startswith(('redis.', 'models.cluster'))]\n"
+        "print(sorted(loaded))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_a_slow_redis_times_out_per_click_and_is_asked_again_after_the_backoff(capped, node, redis_url):
+    import redis
+
+    alias, offer, spare = capped
+    retry = Monotonic()
+    a = node("a", clock=retry)
+    assert a.track(a.campaign(alias), visit(0)).offer_id == offer
+    admin = redis.Redis.from_url(redis_url)
+    admin.client_pause(300)  # Commands wait 0.3 s: past the 50 ms timeout.
+    slow = a.track(a.campaign(alias), visit(1))
+    assert slow.offer_id == spare and slow.subid and a.shared.status()["state"] == "degraded"
+    assert a.track(a.campaign(alias), visit(2)).offer_id == spare  # Within the backoff: not asked.
+    assert a.shared.status()["alone_clicks"] == 2
+    admin.client_unpause()
+    admin.close()
+    retry.now += 5
+    assert a.track(a.campaign(alias), visit(3)).offer_id == offer
+    assert a.shared.status()["state"] == "ok"

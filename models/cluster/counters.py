@@ -4,8 +4,9 @@ The single box's ClickCounters (models/routing/caps.py) are exact because every 
 its journal. Several nodes each see only their own journal, so a count here is a lower bound of the
 cluster's; what Redis last answered for a cap key (models/cluster/shared_state.py) is another. A stream
 or offer is capped when either reaches the cap, so the router avoids what Redis refused without asking
-again. While Redis cannot be reached, every capped stream and offer counts as capped: a node alone cannot
-know how much of a cap the others have used, so it sends none of it (never over a cap; under it meanwhile).
+again. While Redis cannot be reached (until it is asked again, a second later), every capped stream and
+offer counts as capped: a node alone cannot know how much of a cap the others have used, so it sends
+none of it (never over a cap; under it meanwhile).
 
 It also keeps this node's clicks not landed yet, per key, to seed a cap key Redis lost
 (`unlanded`): in buckets of one refresh (~0.25 s) each, dropped once the flushed position passes the
@@ -42,7 +43,7 @@ class SharedCounters(ClickCounters):
         counts[key] = counts.get(key, 0) + 1
 
     def is_capped(self, scope: str, ref: int, daily_cap: int | None, total_cap: int | None, day: int) -> bool:
-        if self.shared.is_degraded:
+        if self.shared.is_alone:
             return True
         if super().is_capped(scope, ref, daily_cap, total_cap, day):
             return True

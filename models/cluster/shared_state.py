@@ -150,6 +150,11 @@ class SharedState:
         """False while a failure is recent: the click goes on alone without waiting for a timeout."""
         return not self.is_degraded or self.clock() >= self.retry_at
 
+    @property
+    def is_alone(self) -> bool:
+        """Redis failed and is not to be asked yet: the node decides alone (caps: all full)."""
+        return self.is_degraded and self.clock() < self.retry_at
+
     def click(
         self,
         campaign_id: int,
