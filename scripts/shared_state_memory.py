@@ -1,10 +1,11 @@
 """Redis memory of cluster mode's shared click state, per visitor: docs/SCALING.md's figure.
 
-Sends VISITORS synthetic clicks (distinct IPv4 visitors, one campaign and stream, a capped offer) through
+Sends --visitors synthetic clicks (distinct IPv4 visitors, one campaign and stream, a capped offer) through
 the same script a node runs (models/cluster/shared_state.py) into the Redis at --url, under a prefix of
 its own, and prints what INFO memory's used_memory grew by and MEMORY USAGE of each kind of key, then
-deletes its keys. Debounce keys live seconds, uniqueness keys their window (24 h by default), so a
-day's memory is the uniqueness keys of a day's distinct visitors.
+deletes its keys. Debounce keys live seconds (off by default here: --debounce-ms 2000 adds them),
+uniqueness keys their window (24 h by default), so a day's memory is the uniqueness keys of a day's
+distinct visitors.
 
     .venv/bin/python scripts/shared_state_memory.py --url unix:///run/redis/redis.sock [--visitors 100000]
 """
@@ -29,6 +30,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", required=True)
     parser.add_argument("--visitors", type=int, default=100_000)
+    parser.add_argument(
+        "--debounce-ms", type=int, default=0, help="0: uniqueness keys alone (the day's memory)"
+    )
     args = parser.parse_args()
     prefix = f"memtest{random.randrange(10**6)}:"
     shared = SharedState(args.url, prefix=prefix, timeout=5.0)
@@ -47,12 +51,14 @@ def main() -> None:
         visitor = visitor_key(ip, crc)
         subid = new_subid(now_ms)
         stored = Repeat(subid, 1, 1, f"https://offer.example/landing?click={subid}&src=push")
-        answer = shared.click(1, visitor, crc, stored, 2000, DAY_MS, 1, DAY_MS, 1, caps, seed, now_ms + n)
+        answer = shared.click(
+            1, visitor, crc, stored, args.debounce_ms, DAY_MS, 1, DAY_MS, 1, caps, seed, now_ms + n
+        )
         assert answer.__class__ is Counted, answer
     spent = time.perf_counter() - started
     after = client.info("memory")["used_memory"]
     sample = visitor_key("203.0.113.77", crc)
-    shared.click(1, sample, crc, stored, 2000, DAY_MS, 1, DAY_MS, 1, caps, seed, now_ms)
+    shared.click(1, sample, crc, stored, 2000, DAY_MS, 1, DAY_MS, 1, caps, seed, now_ms + args.visitors)
     kinds = {
         "debounce": f"{prefix}debounce:1:{sample}:{crc}",
         "unique global": f"{prefix}unique:g:{sample}",
@@ -66,10 +72,13 @@ def main() -> None:
     for kind, key in kinds.items():
         print(f"  MEMORY USAGE {kind:<16} {client.memory_usage(key, samples=0)} bytes")
     unique = sum(client.memory_usage(k, samples=0) for name, k in kinds.items() if name.startswith("unique"))
-    debounce = client.memory_usage(kinds["debounce"], samples=0) * args.visitors
-    per_million = (grown - debounce) * (10**6 / args.visitors) / 2**20
-    print(f"per million distinct visitors a day (their uniqueness keys): {unique * 10**6 / 2**20:.0f} MiB by")
-    print(f"  MEMORY USAGE, {per_million:.0f} MiB by used_memory less the (seconds-lived) debounce keys")
+    per_million = grown * (10**6 / args.visitors) / 2**20
+    print(
+        f"per million visitors: {per_million:.0f} MiB by used_memory ({'with' if args.debounce_ms else 'without'}"
+    )
+    print(f"  debounce keys), {unique * 10**6 / 2**20:.0f} MiB by MEMORY USAGE of the uniqueness keys alone")
+    stats = client.info("commandstats").get("cmdstat_evalsha", {})
+    print(f"Redis CPU per click (EVALSHA usec_per_call): {stats.get('usec_per_call')} µs")
     for key in client.scan_iter(f"{prefix}*", count=10_000):
         client.unlink(key)
     shared.close()

@@ -17,6 +17,7 @@ import pytest
 
 from models.admin.services import create_campaign, create_offer, update_stream
 from models.clicks.visit import Visit
+from models.cluster.shared_state import redis_health
 
 CAP = 5
 
@@ -162,6 +163,7 @@ def test_with_redis_unreachable_clicks_go_on_and_capped_offers_get_none(capped, 
     assert all(d.subid and d.location for d in decisions)
     assert spool_lines(dead) == 2 * CAP
     assert all(flags(d) == (True, True, True) for d in decisions)  # The node's own knowledge.
+    assert redis_health(dead.shared.url, timeout=0.05)["state"] == "unreachable"
     status = dead.shared.status()
     assert status["state"] == "degraded" and status["alone_clicks"] == 2 * CAP and status["last_error"]
     warnings = [r for r in caplog.records if "cannot be reached" in r.getMessage()]
@@ -284,6 +286,7 @@ def test_a_slow_redis_times_out_per_click_and_is_asked_again_after_the_backoff(c
     assert a.shared.status()["alone_clicks"] == 2
     admin.client_unpause()
     admin.close()
+    assert redis_health(redis_url)["state"] == "ok"
     retry.now += 5
     assert a.track(a.campaign(alias), visit(3)).offer_id == offer
     assert a.shared.status()["state"] == "ok"

@@ -30,9 +30,14 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+except ImportError as error:  # Only a process with LANNER_REDIS_URL set imports this module.
+    raise ImportError(
+        "LANNER_REDIS_URL needs redis-py, the `cluster` extra: .venv/bin/pip install -e '.[cluster]'"
+    ) from error
 
 from models.clicks.throttledlog import ThrottledLog
 
@@ -298,3 +303,24 @@ def _repeat(value: bytes) -> Repeat:
     return Repeat(
         subid, int(stream_id) if stream_id else None, int(offer_id) if offer_id else None, location or None
     )
+
+
+def redis_health(url: str, *, timeout: float = 0.5) -> dict:
+    """For `lanner status` from any process: whether the Redis at `url` answers, how fast, its memory."""
+    shown = SharedState(url, timeout=timeout)
+    try:
+        started = time.perf_counter()
+        shown.client.ping()
+        round_trip_ms = (time.perf_counter() - started) * 1000
+        memory = shown.client.info("memory")
+        return {
+            "url": shown.shown_url,
+            "state": "ok",
+            "round_trip_ms": round(round_trip_ms, 2),
+            "used_memory": memory.get("used_memory"),
+            "maxmemory": memory.get("maxmemory"),
+        }
+    except redis.RedisError as error:
+        return {"url": shown.shown_url, "state": "unreachable", "error": str(error) or type(error).__name__}
+    finally:
+        shown.close()
