@@ -290,3 +290,21 @@ def test_a_slow_redis_times_out_per_click_and_is_asked_again_after_the_backoff(c
     retry.now += 5
     assert a.track(a.campaign(alias), visit(3)).offer_id == offer
     assert a.shared.status()["state"] == "ok"
+
+
+def test_a_click_whose_line_cannot_be_written_leaves_no_decision_for_other_nodes(capped, node, monkeypatch):
+    import errno
+
+    from models.clicks.refusals import SpoolUnwritable
+
+    alias, *_ = capped
+    a, b = node("a"), node("b")
+
+    def full_disk(line):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(a.journal, "append", full_disk)
+    with pytest.raises(SpoolUnwritable):
+        a.track(a.campaign(alias), visit(1))
+    other = b.track(b.campaign(alias), visit(1))
+    assert not other.is_repeat and spool_lines(b) == 1  # A click of its own, not a subid that never landed.

@@ -283,6 +283,8 @@ class ClickTracker:
         try:
             return self._track(campaign, visit, dry_run=dry_run, trace=None)[0]
         except OSError as exc:  # Only the journal does I/O in the pipeline (SQLite raises its own).
+            if self.shared is not None:
+                self.shared.forget_last()
             self.refusals.add(int(self.clock() * 1000))
             self._refusal_log(
                 "the click spool %s cannot be written (%s): clicks are refused until it can",

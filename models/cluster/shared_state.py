@@ -145,6 +145,7 @@ class SharedState:
         self.retry_at = 0.0
         self.last_error = ""
         self.alone_clicks = 0  # Clicks answered without Redis since it was last reachable.
+        self.last_debounce_key: str | None = None  # Of the last click counted: see `forget_last`.
         self._log = ThrottledLog(logger, logging.WARNING, interval=60.0, clock=clock)
 
     def close(self) -> None:
@@ -182,6 +183,7 @@ class SharedState:
         uniqueness; `stored`: what a repeat of this click within debounce is answered; `seed(cap)`: the
         count a missing counter starts from.
         """
+        self.last_debounce_key = None
         if not self.should_ask:
             self.alone_clicks += 1
             return None
@@ -220,7 +222,19 @@ class SharedState:
             return _repeat(answer[1])
         if kind == 2:
             return Refused(tuple(answer[1]))
+        self.last_debounce_key = keys[0] if debounce_ms > 0 else None
         return Counted((answer[1], answer[2], answer[3]), tuple(answer[4]))
+
+    def forget_last(self) -> None:
+        """The last click counted got no line after all (its spool cannot be written): take its decision
+        back, so no node answers a repeat with a subid that will never land. Its cap counts and
+        uniqueness keys stay (a cap one high errs on the safe side)."""
+        key, self.last_debounce_key = self.last_debounce_key, None
+        if key is not None and not self.is_degraded:
+            try:
+                self.client.delete(key)
+            except redis.RedisError:
+                pass  # Redis left meanwhile: the key expires within seconds anyway.
 
     def _cap_key(self, cap: Cap) -> str:
         return f"{self.prefix}cap:{cap.scope}:{cap.ref}:{'total' if cap.day is None else cap.day}"
