@@ -308,3 +308,12 @@ def test_a_click_whose_line_cannot_be_written_leaves_no_decision_for_other_nodes
         a.track(a.campaign(alias), visit(1))
     other = b.track(b.campaign(alias), visit(1))
     assert not other.is_repeat and spool_lines(b) == 1  # A click of its own, not a subid that never landed.
+
+
+def test_a_stream_total_cap_stops_at_its_cap_over_two_nodes(db, node):
+    campaign = create_campaign(db, "Total", "total", offer_url="https://t.example/?c={subid}")
+    stream = campaign.streams.get().id
+    update_stream(db, stream, total_cap=3)
+    a, b = node("a"), node("b")
+    streams = [t.track(t.campaign("total"), visit(n)).stream_id for n, t in enumerate((a, b) * 4)]
+    assert streams.count(stream) == 3 and streams.count(None) == 5  # Then the campaign's default: none.

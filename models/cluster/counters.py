@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from models.cluster.shared_state import SharedState
 
 MAX_BUCKETS = 240  # A minute of refreshes; beyond it (a stalled flusher) the oldest two merge.
+MAX_SHARED_DAYS = 4096  # Redis's day counts remembered (YYYYMMDD - 3 across a month start keeps fewer).
 
 
 class SharedCounters(ClickCounters):
@@ -55,8 +56,11 @@ class SharedCounters(ClickCounters):
         """What Redis counts for a key (day None: the total)."""
         if day is None:
             self.shared_totals[(scope, ref)] = count
-        else:
-            self.shared_days[(scope, ref, day)] = count
+            return
+        days = self.shared_days
+        if len(days) >= MAX_SHARED_DAYS:  # Years of days: keep the last few (a lost one is only re-learnt).
+            self.shared_days = days = {key: n for key, n in days.items() if key[2] >= day - 3}
+        days[(scope, ref, day)] = count
 
     def close_bucket(self, journal_end: tuple[int, int], flushed: tuple[int, int]) -> None:
         """Close the open bucket at the journal's end and forget the buckets landed by `flushed`."""
@@ -79,6 +83,3 @@ class SharedCounters(ClickCounters):
             for (s, r, d), clicks in counts.items()
             if s == scope and r == ref and (day is None or d == day)
         )
-
-    def forget_days_before(self, day: int) -> None:
-        self.shared_days = {key: count for key, count in self.shared_days.items() if key[2] >= day}
