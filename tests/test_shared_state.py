@@ -317,3 +317,20 @@ def test_a_stream_total_cap_stops_at_its_cap_over_two_nodes(db, node):
     a, b = node("a"), node("b")
     streams = [t.track(t.campaign("total"), visit(n)).stream_id for n, t in enumerate((a, b) * 4)]
     assert streams.count(stream) == 3 and streams.count(None) == 5  # Then the campaign's default: none.
+
+
+def test_a_cap_counter_that_cannot_be_seeded_sends_the_click_elsewhere(capped, node, monkeypatch):
+    from models.store.database import StoreBusy
+
+    alias, offer, spare = capped
+    a = node("a")
+
+    def busy(cap):
+        raise StoreBusy("database is locked")
+
+    monkeypatch.setattr(a, "_seed_count", busy)
+    decision = a.track(a.campaign(alias), visit(1))
+    assert decision.offer_id == spare and decision.subid and spool_lines(a) == 1
+    monkeypatch.undo()
+    a.shared.retry_at = 0  # Past the backoff.
+    assert a.track(a.campaign(alias), visit(2)).offer_id == offer

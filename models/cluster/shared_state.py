@@ -89,6 +89,10 @@ return {0, g, c, s, counts}
 """.replace("DEBOUNCE_MARGIN_MS", str(DEBOUNCE_MARGIN_MS))
 
 
+class SeedUnavailable(redis.RedisError):
+    """A missing cap counter could not be read from the database: the click is answered as without Redis."""
+
+
 @dataclass(frozen=True, slots=True)
 class Cap:
     """One counter a click of the route must pass: a stream's or offer's day (or total, day None)."""
@@ -253,10 +257,13 @@ class SharedState:
         seeder wins and every node counts on from the same number."""
         pipe = self.client.pipeline(transaction=False)
         for cap in caps:
-            if cap.day is None:
-                pipe.set(self._cap_key(cap), seed(cap), nx=True)
-            else:
-                pipe.set(self._cap_key(cap), seed(cap), nx=True, px=DAY_KEY_MS)
+            try:
+                count = seed(cap)
+            except Exception as error:  # The database is busy or away: this click goes on alone.
+                raise SeedUnavailable(
+                    f"the {cap.scope} {cap.ref} cap counter cannot be seeded: {error}"
+                ) from error
+            pipe.set(self._cap_key(cap), count, nx=True, px=None if cap.day is None else DAY_KEY_MS)
         pipe.execute()
 
     def _fail(self, error: Exception) -> None:
@@ -313,7 +320,8 @@ class SharedState:
 
 
 def _repeat(value: bytes) -> Repeat:
-    _, subid, stream_id, offer_id, location = value.decode("utf-8", "surrogateescape").split(SEPARATOR)
+    # At most 4 splits: a Location may carry anything a macro put in it.
+    _, subid, stream_id, offer_id, location = value.decode("utf-8", "surrogateescape").split(SEPARATOR, 4)
     return Repeat(
         subid, int(stream_id) if stream_id else None, int(offer_id) if offer_id else None, location or None
     )
