@@ -59,9 +59,8 @@ SCRIPT = """
 local debounce_ms = tonumber(ARGV[2])
 if debounce_ms > 0 then
   local earlier = redis.call('GET', KEYS[1])
-  if earlier and tonumber(string.match(earlier, '^%d+')) >= tonumber(ARGV[6]) - debounce_ms then
-    return {1, earlier}
-  end
+  local at = earlier and tonumber(string.match(earlier, '^%d+'))
+  if at and at >= tonumber(ARGV[6]) - debounce_ms then return {1, earlier} end
 end
 local caps = tonumber(ARGV[7])
 local counts = {}
@@ -143,6 +142,9 @@ class SharedState:
         self.client = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
         )
+        # PERF: the click's script goes straight down one connection of the client's pool: redis-py's
+        # command machinery (pool, retries) around it cost ~10 µs a click. Connected on first use.
+        self.connection = self.client.connection_pool.make_connection()
         self.digest: str | None = None
         self.is_degraded = False  # Redis failed and has not answered since: the node is alone.
         self.degraded_since: float | None = None  # time.time() of the failure that began it.
@@ -153,6 +155,7 @@ class SharedState:
         self._log = ThrottledLog(logger, logging.WARNING, interval=60.0, clock=clock)
 
     def close(self) -> None:
+        self.connection.disconnect()
         self.client.close()
 
     @property
@@ -218,6 +221,8 @@ class SharedState:
             else:
                 raise redis.RedisError("a cap counter went missing again after it was seeded")
         except redis.RedisError as error:
+            if not isinstance(error, redis.ResponseError):  # A reply may still be on its way: start over.
+                self.connection.disconnect()
             self._fail(error)
             return None
         if self.is_degraded:
@@ -244,13 +249,21 @@ class SharedState:
         return f"{self.prefix}cap:{cap.scope}:{cap.ref}:{'total' if cap.day is None else cap.day}"
 
     def _run(self, keys: list[str], args: list) -> list:
+        connection = self.connection
         if self.digest is None:
-            self.digest = self.client.script_load(SCRIPT)
+            self.digest = self._load(connection)
         try:
-            return self.client.evalsha(self.digest, len(keys), *keys, *args)
+            connection.send_command("EVALSHA", self.digest, len(keys), *keys, *args)
+            return connection.read_response()
         except redis.exceptions.NoScriptError:  # Redis restarted (or SCRIPT FLUSH): load it again.
-            self.digest = self.client.script_load(SCRIPT)
-            return self.client.evalsha(self.digest, len(keys), *keys, *args)
+            self.digest = self._load(connection)
+            connection.send_command("EVALSHA", self.digest, len(keys), *keys, *args)
+            return connection.read_response()
+
+    @staticmethod
+    def _load(connection) -> bytes:
+        connection.send_command("SCRIPT", "LOAD", SCRIPT)
+        return connection.read_response()
 
     def _seed(self, caps: list[Cap], seed: Callable[[Cap], int]) -> None:
         """Start missing counters from the database and this node's unlanded clicks; SET NX: the first
