@@ -220,26 +220,6 @@ SETTINGS: tuple[Setting, ...] = (
         "one), to keep it on another disk than the spool; postgresql://USER:PASSWORD@HOST/DATABASE (libpq's "
         "URL) for cluster mode (docs/SCALING.md); empty: sqlite:///DATA_DIR/lanner.db.",
     ),
-    Setting(
-        "redis_url",
-        "",
-        _redis_url,
-        "Cluster mode's shared click state (debounce, caps, uniqueness across nodes; docs/SCALING.md): "
-        "redis://HOST:PORT/DB, rediss://… or unix:///PATH; empty: none, each box alone (the default).",
-    ),
-    Setting(
-        "redis_prefix",
-        "lanner:",
-        str,
-        "Prefix of every Redis key Lanner writes, so installs can share one Redis.",
-    ),
-    Setting(
-        "redis_timeout",
-        "0.05",
-        _positive,
-        "Seconds a click waits for Redis (connect or answer) before it goes on with what its node knows; "
-        "Redis is asked again after a second.",
-    ),
     Setting("bind", "127.0.0.1:8080", str, "Where `lanner serve` listens: HOST:PORT or unix:/PATH."),
     Setting("workers", "2", int, "Number of bjoern worker processes (one per core is fastest)."),
     Setting(
@@ -447,6 +427,26 @@ SETTINGS: tuple[Setting, ...] = (
         'A JSON rate feed ({"base": "EUR", "rates": {"USD": 1.08, ...}}) `lanner worker` reads every hour; '
         "empty: rates only from `lanner currency rate set` and the API.",
     ),
+    Setting(
+        "redis_url",
+        "",
+        _redis_url,
+        "Cluster mode's shared click state (debounce, caps, uniqueness across nodes; docs/SCALING.md): "
+        "redis://HOST:PORT/DB, rediss://… or unix:///PATH; empty: none, each box alone (the default).",
+    ),
+    Setting(
+        "redis_prefix",
+        "lanner:",
+        str,
+        "Prefix of every Redis key Lanner writes, so installs can share one Redis.",
+    ),
+    Setting(
+        "redis_timeout",
+        "0.05",
+        _positive,
+        "Seconds a click waits for Redis (connect or answer) before it goes on with what its node knows; "
+        "Redis is asked again after a second.",
+    ),
 )
 
 
@@ -454,9 +454,6 @@ SETTINGS: tuple[Setting, ...] = (
 class Settings:
     data_dir: Path
     database_url: str
-    redis_url: str
-    redis_prefix: str
-    redis_timeout: float
     bind: str
     workers: int
     admin_bind: str
@@ -495,6 +492,9 @@ class Settings:
     postback_retry_seconds: float
     report_currency: str
     exchange_rate_url: str
+    redis_url: str
+    redis_prefix: str
+    redis_timeout: float
 
     @property
     def uses_postgres(self) -> bool:
