@@ -88,10 +88,6 @@ return {0, g, c, s, counts}
 """.replace("DEBOUNCE_MARGIN_MS", str(DEBOUNCE_MARGIN_MS))
 
 
-class SeedUnavailable(redis.RedisError):
-    """A missing cap counter could not be read from the database: the click is answered as without Redis."""
-
-
 @dataclass(frozen=True, slots=True)
 class Cap:
     """One counter a click of the route must pass: a stream's or offer's day (or total, day None)."""
@@ -273,7 +269,7 @@ class SharedState:
             try:
                 count = seed(cap)
             except Exception as error:  # The database is busy or away: this click goes on alone.
-                raise SeedUnavailable(
+                raise redis.RedisError(
                     f"the {cap.scope} {cap.ref} cap counter cannot be seeded: {error}"
                 ) from error
             pipe.set(self._cap_key(cap), count, nx=True, px=None if cap.day is None else DAY_KEY_MS)
