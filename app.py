@@ -183,6 +183,11 @@ def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float
             "No geo database at %s: countries are unknown until it appears (`lanner geo build`).",
             settings.geo_path,
         )
+    shared = None
+    if settings.redis_url:  # Cluster mode: only then is redis imported (models/cluster/).
+        from models.cluster.shared_state import SharedState
+
+        shared = SharedState(settings.redis_url, prefix=settings.redis_prefix, timeout=settings.redis_timeout)
     return ClickTracker(
         db,
         spool_dir=settings.spool_dir,
@@ -198,6 +203,7 @@ def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float
         ),
         anonymize_ip=settings.anonymize_ip,
         clock=clock,
+        shared=shared,
     )
 
 

@@ -137,6 +137,17 @@ def _node_name(value: str) -> str:
     return value
 
 
+REDIS_URLS = ("redis://", "rediss://", "unix://")
+
+
+def _redis_url(value: str) -> str:
+    """redis-py's URL forms, or empty (no Redis: the single box)."""
+    value = value.strip()
+    if value and not (value.startswith(REDIS_URLS) and len(value) > len("unix://")):
+        raise ValueError("it must be redis://HOST:PORT/DB, rediss://… (TLS) or unix:///PATH/redis.sock")
+    return value
+
+
 def _days(value: str) -> int:
     days = int(value)
     if days < 0:
@@ -430,6 +441,26 @@ SETTINGS: tuple[Setting, ...] = (
         'A JSON rate feed ({"base": "EUR", "rates": {"USD": 1.08, ...}}) `lanner worker` reads every hour; '
         "empty: rates only from `lanner currency rate set` and the API.",
     ),
+    Setting(
+        "redis_url",
+        "",
+        _redis_url,
+        "Cluster mode's shared click state (debounce, caps, uniqueness across nodes; docs/SCALING.md): "
+        "redis://HOST:PORT/DB, rediss://… or unix:///PATH; empty: none, each box alone (the default).",
+    ),
+    Setting(
+        "redis_prefix",
+        "lanner:",
+        str,
+        "Prefix of every Redis key Lanner writes, so installs can share one Redis.",
+    ),
+    Setting(
+        "redis_timeout",
+        "0.05",
+        _positive,
+        "Seconds a click waits for Redis (connect or answer) before it goes on with what its node knows; "
+        "Redis is asked again after a second.",
+    ),
 )
 
 
@@ -476,6 +507,9 @@ class Settings:
     postback_retry_seconds: float
     report_currency: str
     exchange_rate_url: str
+    redis_url: str
+    redis_prefix: str
+    redis_timeout: float
 
     @property
     def uses_postgres(self) -> bool:

@@ -163,7 +163,7 @@ def repeat_of(
         if seen is None:
             unreadable = True
         elif seen[USER_AGENT] == user_agent:
-            return _repeat_decision(
+            return repeat_decision(
                 campaign, seen[SUBID], seen[STREAM_ID], seen[OFFER_ID], seen[LOCATION] or None
             )
     if unreadable and stored_repeat is None:
@@ -175,13 +175,14 @@ def repeat_of(
             return None  # The stream is gone: route afresh as a new click.
         offer = stream.offer(offer_id) if stream is not None else None
         location = render_location(Route(campaign, stream, offer), subid, visit, lookups, now)
-        return _repeat_decision(campaign, subid, stream_id, offer_id, location)
+        return repeat_decision(campaign, subid, stream_id, offer_id, location)
     return None
 
 
-def _repeat_decision(
+def repeat_decision(
     campaign: CampaignConfig, subid: str, stream_id: int | None, offer_id: int | None, location: str | None
 ) -> Decision:
+    """The earlier click's decision again (its subid and Location), marked as a repeat."""
     stream = campaign.streams.get(stream_id) if stream_id is not None else None
     answer, body = answer_for(campaign, stream, location)
     return Decision(

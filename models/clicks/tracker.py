@@ -13,7 +13,9 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
 5. decide    a new subid, the visitor's URL and answer (models/clicks/decision.py);
 6. append    the line's tail built, then under the journal lock for a few µs: catch up, a repeat
              within debounce gets its earlier decision, a cap reached since routing routes again,
-             the uniqueness flags (history.py), the line (record.py, spool.py).
+             the uniqueness flags (history.py), the line (record.py, spool.py). In cluster mode
+             (LANNER_REDIS_URL) Redis is asked next, in one round trip, for what the other nodes
+             know: their debounce, the caps' shared counts, uniqueness (models/cluster/shared_state.py).
 
 `lanner simulate` runs the same pipeline with `dry_run`, so what it prints is what a click would get.
 """
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 from peewee import Database
 
 from models.clicks.backlog import backlog_age
-from models.clicks.decision import Decision, decide, repeat_of
+from models.clicks.decision import Decision, decide, repeat_decision, repeat_of
 from models.clicks.enrichment import Lookups, look_up
 from models.clicks.history import VisitorHistory
 from models.clicks.privacy import anonymized_ip
@@ -58,10 +60,13 @@ from models.routing.config import CampaignConfig, load_campaigns
 from models.routing.filters import FilterSubject
 from models.routing.router import Route, Router, TraceEntry
 from models.store.sqlite import hotpath
+from models.store.sqlite.counters import CounterStore
 from models.store.sqlite.meta import MetaStore
 
 if TYPE_CHECKING:
     import sqlite3
+
+    from models.cluster.shared_state import Cap, SharedState
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +87,9 @@ SPILL_EVERY = 0.1  # ...while clicks too old for memory wait to move to disk (mo
 MISS_CHECK_EVERY = 0.05
 BACKLOG_CHECK_EVERY = 10.0  # Seconds between looks at the age of the oldest unflushed click...
 BACKLOG_WARNING_EVERY = 60.0  # ...and between warnings while it is too old.
+# Times a click is routed again after Redis refused a cap: each refusal marks one more stream or offer
+# capped, so this is only a bound; past it the click gets the campaign's default.
+SHARED_REROUTES = 16
 
 
 @dataclass
@@ -112,8 +120,10 @@ class ClickTracker:
         anonymize_ip: bool = False,
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
+        shared: SharedState | None = None,
     ) -> None:
         self.db = db
+        self.shared = shared  # Cluster mode's Redis; None on a single box.
         self.anonymize_ip = anonymize_ip
         self.conn: sqlite3.Connection = db.connection()
         self.clock = clock
@@ -127,7 +137,12 @@ class ClickTracker:
         self.config_version: str | None = None
         self.zones = CounterZones()
         self._reload_if_changed()  # The campaigns, the counter zones and the probe, in one snapshot.
-        self.counters = ClickCounters()
+        if shared is None:
+            self.counters = ClickCounters()
+        else:
+            from models.cluster.counters import SharedCounters
+
+            self.counters = SharedCounters(shared)
         self.router = Router(self.counters, rng or random.Random())
         now = clock()
         # Replayed lines older than debounce go straight to disk (models/clicks/visitors.py).
@@ -156,6 +171,8 @@ class ClickTracker:
         self.index.close()
         if self.geo is not None:
             self.geo.close()
+        if self.shared is not None:
+            self.shared.close()
 
     def campaign(self, alias: str) -> CampaignConfig | None:
         now = self.clock()
@@ -180,6 +197,8 @@ class ClickTracker:
         flushed = read_position(self.db, self.journal.spool_dir)
         self.journal.keep_sealed_safe(flushed)  # Restores a sealed segment deleted before it landed.
         self.index.prune(flushed, self._hot_after_ms(now), int(now * 1000) - SPILL_AFTER_MS)
+        if self.shared is not None:
+            self.counters.close_bucket((self.journal.segment, self.journal.offset), flushed)
         if self.index.is_spilling:
             self._next_refresh = now + SPILL_EVERY
         if now >= self._next_backlog_check:
@@ -264,6 +283,8 @@ class ClickTracker:
         try:
             return self._track(campaign, visit, dry_run=dry_run, trace=None)[0]
         except OSError as exc:  # Only the journal does I/O in the pipeline (SQLite raises its own).
+            if self.shared is not None:
+                self.shared.forget_last()
             self.refusals.add(int(self.clock() * 1000))
             self._refusal_log(
                 "the click spool %s cannot be written (%s): clicks are refused until it can",
@@ -340,10 +361,31 @@ class ClickTracker:
                 )
                 decision = decide(route, decision.subid, visit, lookups, now)
                 tail = None if dry_run else self._tail(decision, route, visit, lookups)
+            shared_flags = None
+            if self.shared is not None and tail is not None:
+                # What the other nodes know: one Redis round trip (after the node's own checks above).
+                answer = self._share(
+                    campaign,
+                    route,
+                    decision,
+                    tail,
+                    subject,
+                    history,
+                    visit,
+                    lookups,
+                    visitor,
+                    visitor_hash,
+                    now,
+                )
+                if answer.__class__ is Decision:
+                    return answer, subject, lookups.bot_reason
+                route, decision, tail, shared_flags = answer
             stream_id, offer_id = decision.stream_id, decision.offer_id
             flags = history.uniqueness(
                 self.index, visitor, now_ms - self.global_window_ms, route.campaign, now_ms, stream_id
             )
+            if shared_flags is not None:  # Unique only if neither this node nor Redis saw the visitor.
+                flags = (flags[0] & shared_flags[0], flags[1] & shared_flags[1], flags[2] & shared_flags[2])
             if tail is not None:
                 line = encode_line(visit.ip, visitor_hash, now_ms, flags, tail, key_in_line)
                 position = journal.append(line)
@@ -357,6 +399,96 @@ class ClickTracker:
         decision.is_unique_campaign = flags[1] == 1
         decision.is_unique_stream = flags[2] == 1
         return decision, subject, lookups.bot_reason
+
+    def _share(
+        self,
+        campaign: CampaignConfig,
+        route: Route,
+        decision: Decision,
+        tail: bytes,
+        subject: FilterSubject,
+        history: VisitorHistory,
+        visit: Visit,
+        lookups: Lookups,
+        visitor: int,
+        visitor_hash: int,
+        now: float,
+    ) -> Decision | tuple[Route, Decision, bytes, tuple[int, int, int] | None]:
+        """Ask Redis about the click (models/cluster/shared_state.py): another node's decision within
+        debounce, or (route, decision, tail, Redis's uniqueness flags or None without Redis)."""
+        from models.cluster.shared_state import Counted, Refused, Repeat
+
+        shared, counters = self.shared, self.counters
+        now_ms = int(now * 1000)
+        for _ in range(SHARED_REROUTES):
+            caps = self._caps_of(route, now_ms)
+            answer = shared.click(
+                campaign.id, visitor, visitor_hash,
+                Repeat(decision.subid, decision.stream_id, decision.offer_id, decision.location),
+                self.debounce_ms, self.global_window_ms, route.campaign.id, route.campaign.uniqueness_ms,
+                decision.stream_id, caps, self._seed_count, now_ms,
+            )  # fmt: skip
+            if answer.__class__ is Counted:
+                for cap, count in zip(caps, answer.counts):
+                    counters.learn(cap.scope, cap.ref, cap.day, count)
+                return route, decision, tail, answer.flags
+            if answer.__class__ is Repeat:
+                return repeat_decision(
+                    campaign, answer.subid, answer.stream_id, answer.offer_id, answer.location
+                )
+            if answer.__class__ is Refused:
+                for cap, count in zip(caps, answer.counts):
+                    if count >= 0:
+                        counters.learn(cap.scope, cap.ref, cap.day, count)
+            elif not caps:  # Redis is away and the route has no cap: nothing changes.
+                return route, decision, tail, None
+            # A cap is full across nodes (or Redis is away, and the counters now refuse every cap).
+            route = self.router.route(
+                campaign, subject, history, now_ms, self.campaigns, None, lookups.prepare
+            )
+            decision = decide(route, decision.subid, visit, lookups, now)
+            tail = self._tail(decision, route, visit, lookups)
+            if answer is None:
+                return route, decision, tail, None
+        route = Route(campaign, None, None, [])  # Refused every time: no stream, no cap.
+        decision = decide(route, decision.subid, visit, lookups, now)
+        return route, decision, self._tail(decision, route, visit, lookups), None
+
+    @staticmethod
+    def _caps_of(route: Route, now_ms: int) -> list[Cap]:
+        """The cap counters a click of the route passes in Redis: its stream's and its offer's."""
+        from models.cluster.shared_state import Cap
+
+        caps = []
+        stream, offer = route.stream, route.offer
+        for scope, item, ref in (
+            (STREAM, stream, stream and stream.id),
+            (OFFER, offer, offer and offer.offer_id),
+        ):
+            if item is None or (item.daily_cap is None and item.total_cap is None):
+                continue
+            if item.daily_cap is not None:
+                caps.append(Cap(scope, ref, item.days.day(now_ms), item.daily_cap))
+            if item.total_cap is not None:
+                caps.append(Cap(scope, ref, None, item.total_cap))
+        return caps
+
+    def _seed_count(self, cap: Cap) -> int:
+        """Where a cap counter Redis lacks starts: the database's landed clicks and this node's unlanded
+        ones (counted by its buckets against the flushed position read in the same snapshot)."""
+        with self.db.atomic():
+            store = CounterStore(self.conn)
+            if cap.day is None:
+                landed = sum(n for scope, ref, n in store.totals() if scope == cap.scope and ref == cap.ref)
+            else:
+                landed = sum(
+                    n
+                    for scope, ref, day, n in store.days_since(cap.day)
+                    if scope == cap.scope and ref == cap.ref and day == cap.day
+                )
+            flushed = read_position(self.db, self.journal.spool_dir)
+        self.counters.close_bucket((self.journal.segment, self.journal.offset), flushed)
+        return landed + self.counters.unlanded(cap.scope, cap.ref, cap.day)
 
     def _history(
         self, campaign: CampaignConfig, ip: str, user_agent: str, visitor_hash: int, visitor: int, now_ms: int

@@ -1,0 +1,336 @@
+"""Cluster mode's shared click state (models/cluster/shared_state.py): two "nodes" — ClickTrackers
+with their own spools — over one database and one real Redis must answer as one box would: a capped
+offer stops at exactly its cap, a visitor alternating nodes within debounce gets one subid, uniqueness
+is exact; with Redis gone or slow clicks still get decisions and lines, capped offers get none, and it
+all resumes when Redis returns (its counters seeded from the database and the node's unlanded clicks)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from models.admin.services import create_campaign, create_offer, update_stream
+from models.clicks.visit import Visit
+from models.cluster.shared_state import redis_health
+
+CAP = 5
+
+
+class Monotonic:
+    """The retry clock of a SharedState, moved by the test (no sleeping for the backoff)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def visit(n: int, ua: str = "Mozilla/5.0 (X11) Firefox/120") -> Visit:
+    return Visit(ip=f"198.51.{n // 250}.{n % 250 + 1}", user_agent=ua)
+
+
+@pytest.fixture
+def capped(db):
+    """A campaign whose offer has a daily cap of CAP, with a fallback offer: (alias, capped id, spare id)."""
+    offer = create_offer(db, "Capped", "https://capped.example/?c={subid}", daily_cap=CAP).id
+    spare = create_offer(db, "Spare", "https://spare.example/?c={subid}").id
+    campaign = create_campaign(db, "Cap", "cap", offer_id=offer)
+    update_stream(db, campaign.streams.get().id, fallback_offer_id=spare)
+    return "cap", offer, spare
+
+
+@pytest.fixture
+def node(make_tracker, redis_url, tmp_path):
+    """A tracker with its own spool and its own Redis connection: one node of a cluster."""
+    from models.cluster.shared_state import SharedState
+
+    def make(name: str, url: str = redis_url, clock=None):
+        spool = tmp_path / name / "spool"
+        spool.mkdir(parents=True)
+        shared = SharedState(url, prefix="t:", timeout=0.05, clock=clock or time.monotonic)
+        return make_tracker(spool_dir=spool, shared=shared)
+
+    return make
+
+
+def spool_lines(tracker) -> int:
+    return sum(
+        path.read_bytes().count(b"\n") for path in Path(tracker.journal.spool_dir).glob("clicks.*.log")
+    )
+
+
+def test_a_capped_offer_stops_at_its_cap_over_two_nodes(capped, node, redis_url):
+    alias, offer, spare = capped
+    a, b = node("a"), node("b")
+    offers = []
+    for n in range(3 * CAP):
+        tracker = (a, b)[n % 2]
+        offers.append(tracker.track(tracker.campaign(alias), visit(n)).offer_id)
+    assert offers.count(offer) == CAP
+    assert offers.count(spare) == 2 * CAP
+    assert offers[: 2 * CAP - CAP].count(offer) == CAP  # The first CAP clicks took it, whichever node.
+    assert spool_lines(a) + spool_lines(b) == 3 * CAP  # Every click has its line.
+
+
+def test_a_capped_offer_stops_at_its_cap_under_two_nodes_in_threads(
+    capped, db, settings, redis_url, tmp_path
+):
+    from models.clicks.tracker import ClickTracker
+    from models.cluster.shared_state import SharedState
+
+    alias, offer, _ = capped
+    results: dict[str, list] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def run(name: str, first: int) -> None:
+        spool = tmp_path / name / "spool"
+        spool.mkdir(parents=True)
+        try:
+            tracker = ClickTracker(
+                db, spool_dir=spool, segment_bytes=settings.spool_segment_bytes, uniqueness_hours=24,
+                debounce_seconds=2, shared=SharedState(redis_url, prefix="t:", timeout=1.0),
+            )  # fmt: skip
+            try:
+                start.wait(timeout=10)
+                campaign = tracker.campaign(alias)
+                results[name] = [tracker.track(campaign, visit(first + n)).offer_id for n in range(4 * CAP)]
+            finally:
+                tracker.close()
+                db.close()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(name, first)) for name, first in (("a", 0), ("b", 500))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert sum(offers.count(offer) for offers in results.values()) == CAP
+
+
+def test_a_visitor_alternating_nodes_within_debounce_gets_one_subid(capped, node, clock):
+    alias, *_ = capped
+    a, b = node("a"), node("b")
+    first = a.track(a.campaign(alias), visit(1))
+    clock.advance(0.5)
+    again = b.track(b.campaign(alias), visit(1))
+    clock.advance(0.5)
+    back = a.track(a.campaign(alias), visit(1))
+    assert (again.subid, again.is_repeat) == (first.subid, True)
+    assert (again.offer_id, again.location) == (first.offer_id, first.location)
+    assert (back.subid, back.is_repeat) == (first.subid, True)
+    assert spool_lines(a) == 1 and spool_lines(b) == 0  # One click, one line.
+    other_agent = b.track(b.campaign(alias), visit(1, ua="Mozilla/5.0 (Android) Chrome/138"))
+    assert other_agent.subid != first.subid and not other_agent.is_repeat
+    clock.advance(2.5)  # Past debounce: a new click.
+    later = b.track(b.campaign(alias), visit(1))
+    assert later.subid != first.subid and not later.is_repeat
+
+
+def flags(decision) -> tuple[bool, bool, bool]:
+    return decision.is_unique_global, decision.is_unique_campaign, decision.is_unique_stream
+
+
+def test_uniqueness_is_exact_over_two_nodes(db, node, clock):
+    create_campaign(db, "One", "one", offer_url="https://one.example/?c={subid}")
+    create_campaign(db, "Two", "two", offer_url="https://two.example/?c={subid}")
+    a, b = node("a"), node("b")
+    assert flags(a.track(a.campaign("one"), visit(1))) == (True, True, True)
+    clock.advance(5)  # Past debounce: a second click, on the other node, which has not seen the first.
+    assert flags(b.track(b.campaign("one"), visit(1))) == (False, False, False)
+    assert flags(b.track(b.campaign("two"), visit(1))) == (False, True, True)
+    assert flags(b.track(b.campaign("one"), visit(2))) == (True, True, True)
+    clock.advance(5)
+    assert flags(a.track(a.campaign("two"), visit(2))) == (False, True, True)
+    assert flags(a.track(a.campaign("two"), visit(3))) == (True, True, True)
+
+
+def test_with_redis_unreachable_clicks_go_on_and_capped_offers_get_none(capped, node, tmp_path, caplog):
+    alias, offer, spare = capped
+    dead = node("a", url=f"unix://{tmp_path / 'no-redis.sock'}")
+    with caplog.at_level(logging.WARNING, logger="models.cluster.shared_state"):
+        decisions = [dead.track(dead.campaign(alias), visit(n)) for n in range(2 * CAP)]
+    assert [d.offer_id for d in decisions] == [spare] * (2 * CAP)  # Never over the cap: none of it.
+    assert all(d.subid and d.location for d in decisions)
+    assert spool_lines(dead) == 2 * CAP
+    assert all(flags(d) == (True, True, True) for d in decisions)  # The node's own knowledge.
+    assert redis_health(dead.shared.url, timeout=0.05)["state"] == "unreachable"
+    status = dead.shared.status()
+    assert status["state"] == "degraded" and status["alone_clicks"] == 2 * CAP and status["last_error"]
+    warnings = [r for r in caplog.records if "cannot be reached" in r.getMessage()]
+    assert len(warnings) == 1  # Once a minute, not once a click.
+
+
+class PrivateRedis:
+    """A redis-server of this test's own on a fixed socket, so it can be stopped and started again."""
+
+    def __init__(self, binary: str, directory: Path) -> None:
+        self.binary, self.directory = binary, directory
+        self.socket = directory / "redis.sock"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def start(self) -> None:
+        import redis
+
+        args = [self.binary, "--port", "0", "--unixsocket", str(self.socket), "--save", "", "--appendonly",
+                "no", "--dir", str(self.directory), "--daemonize", "no"]  # fmt: skip
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if redis.Redis.from_url(self.url, socket_timeout=1).ping():
+                    return
+            except redis.RedisError:
+                pass
+            assert self.process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+            if self.socket.exists():
+                os.unlink(self.socket)
+
+
+@pytest.fixture
+def private_redis(redis_server, tmp_path):
+    server = PrivateRedis(redis_server.binary, tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("seeder", ["holder", "other"])
+def test_redis_lost_and_back_seeds_the_cap_from_the_database_and_the_node(
+    capped, db, node, private_redis, clock, caplog, seeder
+):
+    """Redis stops mid-traffic and comes back empty: a cap counter is seeded (SET NX) from the database's
+    landed clicks plus the seeding node's unlanded ones. Exact when the seeder holds every unlanded click
+    of the offer; when another node holds some, the cap is passed by at most those (docs/SCALING.md)."""
+    from models.routing.caps import OFFER, add_to_counters, local_days
+
+    alias, offer, spare = capped
+    with db.atomic():  # Two clicks other nodes landed earlier.
+        add_to_counters(db.connection(), [(OFFER, offer, local_days("UTC").day(int(clock() * 1000)), 2)])
+    retry = Monotonic()
+    holder = node("holder", url=private_redis.url, clock=retry)
+    other = node("other", url=private_redis.url, clock=retry)
+    assert holder.track(holder.campaign(alias), visit(0)).offer_id == offer  # Seeded at 2 on first use.
+
+    private_redis.stop()
+    with caplog.at_level(logging.WARNING, logger="models.cluster.shared_state"):
+        alone = [t.track(t.campaign(alias), visit(10 + n)) for n, t in enumerate((holder, other) * 2)]
+        assert [d.offer_id for d in alone] == [spare] * 4 and all(d.subid and d.location for d in alone)
+        assert holder.shared.status()["state"] == other.shared.status()["state"] == "degraded"
+        assert spool_lines(holder) == spool_lines(other) + 1 == 3
+
+        private_redis.start()  # Empty: no counters, no uniqueness, no script.
+        retry.now += 5  # Past the backoff: the next click asks Redis again.
+        first, second = (holder, other) if seeder == "holder" else (other, holder)
+        offers = [
+            t.track(t.campaign(alias), visit(20 + n)).offer_id for n, t in enumerate((first, second) * CAP)
+        ]
+    assert holder.shared.status()["state"] == other.shared.status()["state"] == "ok"
+    assert any("answers again" in r.getMessage() for r in caplog.records)
+    taken = 3 + offers.count(offer)  # 2 landed + the holder's unlanded one + those after the outage.
+    assert taken == (CAP if seeder == "holder" else CAP + 1)
+
+
+def test_without_a_redis_url_nothing_of_it_is_loaded(db, env, capped):
+    """The single box's click path imports neither redis-py nor models/cluster/."""
+    import sys
+
+    code = (
+        "import sys\n"
+        "from app import create_tracker\n"
+        "from models.clicks.visit import Visit\n"
+        "from settings import load_settings\n"
+        "tracker = create_tracker(load_settings())\n"
+        "assert tracker.shared is None\n"
+        "tracker.track(tracker.campaign('cap'), Visit(ip='198.51.100.9', user_agent='UA'))\n"
+        "loaded = [m for m in sys.modules if m == 'redis' or m.startswith(('redis.', 'models.cluster'))]\n"
+        "print(sorted(loaded))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_a_slow_redis_times_out_per_click_and_is_asked_again_after_the_backoff(capped, node, redis_url):
+    import redis
+
+    alias, offer, spare = capped
+    retry = Monotonic()
+    a = node("a", clock=retry)
+    assert a.track(a.campaign(alias), visit(0)).offer_id == offer
+    admin = redis.Redis.from_url(redis_url)
+    admin.client_pause(300)  # Commands wait 0.3 s: past the 50 ms timeout.
+    slow = a.track(a.campaign(alias), visit(1))
+    assert slow.offer_id == spare and slow.subid and a.shared.status()["state"] == "degraded"
+    assert a.track(a.campaign(alias), visit(2)).offer_id == spare  # Within the backoff: not asked.
+    assert a.shared.status()["alone_clicks"] == 2
+    admin.client_unpause()
+    admin.close()
+    assert redis_health(redis_url)["state"] == "ok"
+    retry.now += 5
+    assert a.track(a.campaign(alias), visit(3)).offer_id == offer
+    assert a.shared.status()["state"] == "ok"
+
+
+def test_a_click_whose_line_cannot_be_written_leaves_no_decision_for_other_nodes(capped, node, monkeypatch):
+    import errno
+
+    from models.clicks.refusals import SpoolUnwritable
+
+    alias, *_ = capped
+    a, b = node("a"), node("b")
+
+    def full_disk(line):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(a.journal, "append", full_disk)
+    with pytest.raises(SpoolUnwritable):
+        a.track(a.campaign(alias), visit(1))
+    other = b.track(b.campaign(alias), visit(1))
+    assert not other.is_repeat and spool_lines(b) == 1  # A click of its own, not a subid that never landed.
+
+
+def test_a_stream_total_cap_stops_at_its_cap_over_two_nodes(db, node):
+    campaign = create_campaign(db, "Total", "total", offer_url="https://t.example/?c={subid}")
+    stream = campaign.streams.get().id
+    update_stream(db, stream, total_cap=3)
+    a, b = node("a"), node("b")
+    streams = [t.track(t.campaign("total"), visit(n)).stream_id for n, t in enumerate((a, b) * 4)]
+    assert streams.count(stream) == 3 and streams.count(None) == 5  # Then the campaign's default: none.
+
+
+def test_a_cap_counter_that_cannot_be_seeded_sends_the_click_elsewhere(capped, node, monkeypatch):
+    from models.store.database import StoreBusy
+
+    alias, offer, spare = capped
+    a = node("a")
+
+    def busy(cap):
+        raise StoreBusy("database is locked")
+
+    monkeypatch.setattr(a, "_seed_count", busy)
+    decision = a.track(a.campaign(alias), visit(1))
+    assert decision.offer_id == spare and decision.subid and spool_lines(a) == 1
+    monkeypatch.undo()
+    a.shared.retry_at = 0  # Past the backoff.
+    assert a.track(a.campaign(alias), visit(2)).offer_id == offer
