@@ -70,10 +70,12 @@ def test_a_cap_stays_exact_and_uniqueness_unchanged_across_a_deleted_active_segm
         (False, False, False, False)
     ] * 3
     flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
-    stored = db.execute_sql("SELECT COUNT(*) FROM click WHERE offer_id = ?", (capped,)).fetchone()[0]
-    counted = db.execute_sql(
-        "SELECT SUM(clicks) FROM click_counter WHERE scope = 'offer' AND ref_id = ?", (capped,)
-    ).fetchone()[0]
+    stored = db.connection().execute("SELECT COUNT(*) FROM click WHERE offer_id = ?", (capped,)).fetchone()[0]
+    counted = (
+        db.connection()
+        .execute("SELECT SUM(clicks) FROM click_counter WHERE scope = 'offer' AND ref_id = ?", (capped,))
+        .fetchone()[0]
+    )
     assert stored == counted == 12
     assert db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0] == 27
     assert spool_status(db, settings.spool_dir).missing_segments == []

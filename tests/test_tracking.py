@@ -34,7 +34,7 @@ def flush(db, settings):
 
 
 def stored(db, subid):
-    cursor = db.execute_sql(
+    cursor = db.connection().execute(
         "SELECT is_unique_global, is_unique_campaign, is_unique_stream FROM click WHERE subid = ?", (subid,)
     )
     return cursor.fetchone()
@@ -270,6 +270,7 @@ def test_stream_scope_counts_the_stream_not_the_campaign(make_tracker, db, setti
     assert (moved.is_unique_campaign, moved.is_unique_stream) == (False, True)
 
 
+@pytest.mark.sqlite_only  # SQLite's planner and its INDEXED BY pin; PostgreSQL's probes have no hint.
 def test_visitor_probes_read_the_covering_visitor_key_index(db):
     from models.store.sqlite.hotpath import visitor_probe
 
@@ -311,7 +312,7 @@ def test_flush_is_idempotent_when_killed_between_batches(
         "from models.store.database import db, open_database\n"
         "from models.clicks.spool import flush_spool\n"
         "s = load_settings()\n"
-        "open_database(s.database_path)\n"
+        "open_database(s.database_location)\n"
         "def die(result):\n"
         "    if result.inserted >= 150: os.kill(os.getpid(), signal.SIGKILL)\n"
         "flush_spool(db, s.spool_dir, s.spool_segment_bytes, batch_size=50, on_batch=die)\n"

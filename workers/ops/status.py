@@ -93,7 +93,6 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     from models.store.sqlite.deliveries import DeliveryStore
     from workers.runtime.heartbeat import consumer_status  # Here: the web master imports this module.
 
-    database = settings.database_path
     spool = spool_status(db, settings.spool_dir)
     flushed_at = ClickStore(db.connection()).landed_at()
     refused, refused_at = read_refused(settings.spool_dir)  # Clicks refused on a full disk, ever.
@@ -102,11 +101,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
         "consumer": consumer_status(
             settings.data_dir, db, settings.spool_dir, backlog_alert_seconds=settings.backlog_alert_seconds
         ),
-        "database": {
-            "path": str(database),
-            "size_bytes": _file_bytes(database),
-            "wal_bytes": _file_bytes(database.with_name(database.name + "-wal")),
-        },
+        "database": database_status(settings, db),
         "spool": {
             "pending_clicks": spool.pending_clicks,
             "pending_bytes": spool.pending_bytes,
@@ -127,6 +122,23 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     pending_deliveries = DeliveryStore(db.connection()).pending_count()
     status["postbacks"] = {"parked": parked, "outbound_pending": pending_deliveries}
     return status
+
+
+def database_status(settings: Settings, db: Database) -> dict[str, Any]:
+    """Where the database is and how big: the SQLite file and its WAL, or the PostgreSQL database."""
+    if settings.uses_postgres:
+        from models.store.sqlite.maintenance import MaintenanceStore  # Its PostgreSQL sibling, by connection.
+
+        return {
+            "url": settings.database_shown,
+            "size_bytes": MaintenanceStore(db.connection()).database_bytes(),
+        }
+    database = settings.database_path
+    return {
+        "path": str(database),
+        "size_bytes": _file_bytes(database),
+        "wal_bytes": _file_bytes(database.with_name(database.name + "-wal")),
+    }
 
 
 def bot_ranges_status(path: Path | None) -> dict[str, Any]:
