@@ -187,21 +187,18 @@ def held_segments(pid: int) -> set[int]:
 
 def wait_until_landed(settings, served: list[str], consumer, deadline_seconds: float = 60) -> set[str]:
     deadline = time.monotonic() + deadline_seconds
-    while not set(served) <= (stored := stored_subids(settings)):
+    while not set(served) <= (stored := stored_subids()):
         assert consumer.process.poll() is None, consumer.log
         assert time.monotonic() < deadline, f"{len(set(served) - stored)} of {len(served)} not landed"
         time.sleep(0.2)
     return stored
 
 
-def position(settings) -> tuple[int, int]:
-    import sqlite3
+def position() -> tuple[int, int]:
+    """The flusher's spool position, read on this test's own connection (either backend)."""
+    from models.store.database import db
 
-    connection = sqlite3.connect(settings.database_path)
-    try:
-        return connection.execute("SELECT segment, byte_offset FROM spool_position WHERE id = 1").fetchone()
-    finally:
-        connection.close()
+    return db.connection().execute("SELECT segment, byte_offset FROM spool_position WHERE id = 1").fetchone()
 
 
 def test_a_real_tracker_loses_no_click_when_its_active_segment_is_deleted(
@@ -244,7 +241,7 @@ def test_a_sealed_segment_deleted_while_the_flusher_is_paused_lands_when_it_resu
                 assert time.monotonic() < deadline, consumer.log
                 time.sleep(0.05)
             os.kill(pid, signal.SIGSTOP)
-            segment, _ = position(settings)
+            segment, _ = position()
             candidates = sorted(n for n in held_segments(pid) if n >= segment)
             target = candidates[-1]
             size = segment_path(settings.spool_dir, target).stat().st_size
@@ -256,7 +253,7 @@ def test_a_sealed_segment_deleted_while_the_flusher_is_paused_lands_when_it_resu
             while list_segments(settings.spool_dir)[-1] <= target:  # Sealed while the flusher is paused.
                 assert time.monotonic() < deadline, server.log
                 time.sleep(0.05)
-            segment, offset = position(settings)
+            segment, offset = position()
             held_part = offset if segment == target else 0
             lines = segment_path(settings.spool_dir, target).read_bytes()[held_part:]
             segment_path(settings.spool_dir, target).unlink()
@@ -309,6 +306,9 @@ def test_a_sealed_segment_the_paused_flusher_never_saw_is_restored_by_a_web_work
     deadline = time.monotonic() + 60
     with ClickStream(server.port, "w") as stream:
         stream.wait_for(100)
+        while not held_segments(pid):  # The flusher is at work (it may start after the first clicks).
+            assert time.monotonic() < deadline, consumer.log
+            time.sleep(0.05)
         os.kill(pid, signal.SIGSTOP)
         try:
             held = held_segments(pid)
