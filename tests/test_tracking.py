@@ -379,3 +379,28 @@ def test_flush_after_lost_position_inserts_nothing_twice(make_tracker, campaign_
     db.execute_sql("UPDATE spool_position SET byte_offset = 0")  # As if the position was never saved.
     again = flush(db, settings)
     assert (again.inserted, again.duplicates) == (0, 20)
+
+
+def test_a_batch_lands_each_click_once_and_returns_only_the_new_rows(
+    make_tracker, campaign_alias, db, settings
+):
+    """ClickStore.insert as the flusher calls it: a replayed line and a line twice in one batch land
+    once, only the new rows come back (only they reach the caps), and the key is the visitor's."""
+    from models.clicks.record import IP, SUBID, UA_HASH, decode_row, visitor_key
+    from models.clicks.spool import segment_path
+    from models.store.database import write_tx
+    from models.store.sqlite.clicks import ClickStore
+
+    tracker = make_tracker()
+    campaign = tracker.campaign(campaign_alias)
+    for n in range(4):
+        tracker.track(campaign, visit(ip=f"198.51.100.{n + 1}", ua=f"UA {n}"))
+    lines = segment_path(settings.spool_dir, tracker.journal.segment).read_bytes().splitlines(keepends=True)
+    rows = [decode_row(line) for line in lines]
+    with write_tx(db):
+        store = ClickStore(db.connection())
+        assert store.insert(rows[:2]) == rows[:2]
+        assert store.insert([rows[1], rows[2], rows[2], rows[3]]) == [rows[2], rows[3]]
+        assert store.insert([rows[0]]) == [] and store.insert([]) == []
+    stored = db.connection().execute("SELECT subid, visitor_key FROM click ORDER BY id").fetchall()
+    assert stored == [(row[SUBID], visitor_key(row[IP], row[UA_HASH])) for row in rows]
