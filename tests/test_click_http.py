@@ -33,13 +33,16 @@ def flush(lanner) -> str:
     return lanner("spool", "flush").stdout
 
 
-def rows(settings, where: str = "1", params=()) -> list[sqlite3.Row]:
-    connection = sqlite3.connect(settings.database_path)
-    connection.row_factory = sqlite3.Row
+def rows(settings, where: str = "1 = 1", params=()) -> list[dict]:
+    """The stored clicks as {column: value}, read on this test's own connection (either backend)."""
+    from models.store.database import db
+
+    cursor = db.connection().execute(f"SELECT * FROM click WHERE {where} ORDER BY id", params)
     try:
-        return connection.execute(f"SELECT * FROM click WHERE {where} ORDER BY id", params).fetchall()
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
     finally:
-        connection.close()
+        cursor.close()
 
 
 def test_click_redirects_with_macros_and_is_stored(campaign, server, lanner, settings):
@@ -210,6 +213,7 @@ def test_uniqueness_window_boundary_through_the_app(start_app, lanner, settings)
     assert flags == [(1, 1, 1), (0, 0, 0), (0, 1, 1), (1, 1, 1), (0, 1, 1), (0, 0, 0)]
 
 
+@pytest.mark.sqlite_only  # SQLite's file lock (BEGIN EXCLUSIVE) held by another connection.
 def test_clicks_get_302_while_another_connection_holds_the_write_lock(campaign, server, lanner, settings):
     blocker = sqlite3.connect(settings.database_path, timeout=0, isolation_level=None)
     blocker.execute("BEGIN EXCLUSIVE")
@@ -254,6 +258,7 @@ def test_huey_consumer_lands_spooled_clicks_within_seconds(campaign, server, sta
     assert consumer.process.poll() is None
 
 
+@pytest.mark.sqlite_only  # SQLite's write lock (BEGIN IMMEDIATE) held past its busy timeout.
 def test_flusher_outlasts_a_write_lock_held_past_the_busy_timeout(
     campaign, app_client, start_consumer, settings
 ):

@@ -7,7 +7,6 @@ import http.client
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import time
 
@@ -69,9 +68,11 @@ class KeepAliveClients(ClientThreads):
                 connection = None
 
 
-def stored_subids(settings) -> list[str]:
-    with sqlite3.connect(settings.database_path) as connection:
-        return [row[0] for row in connection.execute("SELECT subid FROM click")]
+def stored_subids() -> list[str]:
+    """The subids in the database, read on this test's own connection (either backend)."""
+    from models.store.database import db
+
+    return [subid for (subid,) in db.connection().execute("SELECT subid FROM click").fetchall()]
 
 
 def test_ten_reloads_under_keep_alive_clients_fail_no_request_and_record_only_answered_clicks(
@@ -88,7 +89,7 @@ def test_ten_reloads_under_keep_alive_clients_fail_no_request_and_record_only_an
     assert clients.failures == []
     assert len(clients.answered) > 500, "the clients must really have kept the workers busy"
     assert clients.closing_answers >= 10, "the draining workers must have moved their clients on"
-    stored = stored_subids(settings)
+    stored = stored_subids()
     assert sorted(stored) == sorted(clients.answered)  # every 302 landed, and no click without an answer
     assert "killing it" not in server.log and "graceful_timeout" not in server.log
 
@@ -116,7 +117,7 @@ def test_ten_reloads_behind_nginx_fail_no_request_of_keep_alive_clients(
         assert server.stop() == 0, server.log
     lanner("spool", "flush")
     assert clients.failures == []
-    assert sorted(stored_subids(settings)) == sorted(clients.answered)
+    assert sorted(stored_subids()) == sorted(clients.answered)
     assert "killing it" not in server.log and "graceful_timeout" not in server.log
 
 

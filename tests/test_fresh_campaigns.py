@@ -11,9 +11,16 @@ from models.clicks.tracker import MISS_CHECK_EVERY
 from models.store.sqlite.meta import MetaStore
 
 
-def count_version_reads(conn) -> list[str]:
+def count_version_reads(monkeypatch) -> list[str]:
+    """Every read of config_version from now on (through any MetaStore: its PostgreSQL sibling inherits it)."""
     reads: list[str] = []
-    conn.set_trace_callback(lambda sql: reads.append(sql) if sql == MetaStore.SQL_CONFIG_VERSION else None)
+    read = MetaStore.config_version
+
+    def counted(store):
+        reads.append(store.SQL_CONFIG_VERSION)
+        return read(store)
+
+    monkeypatch.setattr(MetaStore, "config_version", counted)
     return reads
 
 
@@ -25,13 +32,24 @@ def test_a_campaign_created_a_moment_ago_is_found_at_once(db, make_tracker, cloc
     assert tracker.campaign("fresh") is not None
 
 
-def test_a_campaign_created_while_the_configuration_is_read_is_never_half_loaded(db, make_tracker, clock):
+def test_a_campaign_created_while_the_configuration_is_read_is_never_half_loaded(
+    db, make_tracker, clock, monkeypatch
+):
     tracker = make_tracker()
     create_campaign(db, "First", "first", offer_url="https://first.example/?c={subid}")
     created = []
+    reader = threading.current_thread()
+    execute_sql = db.obj.execute_sql
 
-    def create_midway(sql: str) -> None:  # Commits between the reads of the streams and the campaigns.
-        if not created and sql.startswith("SELECT") and 'FROM "campaign"' in sql:
+    def create_midway(
+        sql: str, *args, **kwargs
+    ):  # Commits between the reads of the streams and the campaigns.
+        if (
+            threading.current_thread() is reader
+            and not created
+            and sql.startswith("SELECT")
+            and 'FROM "campaign"' in sql
+        ):
             writer = threading.Thread(
                 target=lambda: created.append(
                     create_campaign(db, "Midway", "midway", offer_url="https://midway.example/?c={subid}")
@@ -39,33 +57,31 @@ def test_a_campaign_created_while_the_configuration_is_read_is_never_half_loaded
             )
             writer.start()
             writer.join()
+        return execute_sql(sql, *args, **kwargs)
 
-    tracker.conn.set_trace_callback(create_midway)
-    try:
+    with monkeypatch.context() as patch:  # Every peewee query of the tracker's reload passes here.
+        patch.setattr(db.obj, "execute_sql", create_midway)
         clock.advance(MISS_CHECK_EVERY)
         assert tracker.campaign("first") is not None
-    finally:
-        tracker.conn.set_trace_callback(None)
     assert created
     clock.advance(MISS_CHECK_EVERY)
     midway = tracker.campaign("midway")
     assert midway is not None and len(midway.streams) == 1, midway
 
 
-def test_a_scan_of_random_aliases_reads_the_config_version_a_bounded_number_of_times(db, make_tracker, clock):
+def test_a_scan_of_random_aliases_reads_the_config_version_a_bounded_number_of_times(
+    db, make_tracker, clock, monkeypatch
+):
     tracker = make_tracker()
-    reads = count_version_reads(tracker.conn)
-    try:
-        for n in range(1000):  # At one instant: one look.
-            assert tracker.campaign(f"scan-{n}") is None
-        assert len(reads) == 1
-        del reads[:]
-        for n in range(1000):  # Over one second: every 50 ms, plus the periodic refresh.
-            clock.advance(0.001)
-            assert tracker.campaign(f"scan-{n}") is None
-        assert len(reads) <= 1000 // 50 + 2, len(reads)
-    finally:
-        tracker.conn.set_trace_callback(None)
+    reads = count_version_reads(monkeypatch)
+    for n in range(1000):  # At one instant: one look.
+        assert tracker.campaign(f"scan-{n}") is None
+    assert len(reads) == 1
+    del reads[:]
+    for n in range(1000):  # Over one second: every 50 ms, plus the periodic refresh.
+        clock.advance(0.001)
+        assert tracker.campaign(f"scan-{n}") is None
+    assert len(reads) <= 1000 // 50 + 2, len(reads)
 
 
 def test_the_request_right_after_creating_a_campaign_gets_its_redirect(db, server):

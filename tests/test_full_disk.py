@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -73,12 +72,11 @@ class Ballast:
         self.path.unlink()
 
 
-def stored_subids(settings) -> list[str]:
-    connection = sqlite3.connect(settings.database_path)
-    try:
-        return [subid for (subid,) in connection.execute("SELECT subid FROM click")]
-    finally:
-        connection.close()
+def stored_subids() -> list[str]:
+    """The subids in the database, read on this test's own connection (either backend)."""
+    from models.store.database import db
+
+    return [subid for (subid,) in db.connection().execute("SELECT subid FROM click").fetchall()]
 
 
 def spooled(settings) -> bytes:
@@ -126,7 +124,7 @@ def test_a_full_disk_answers_503_then_landing_resumes_by_itself(
 
     for _ in range(10):
         assert visit()[0] == 302
-    wait_until(lambda: set(stored_subids(settings)) == set(given), 30, "clicks landed", lambda: consumer.log)
+    wait_until(lambda: set(stored_subids()) == set(given), 30, "clicks landed", lambda: consumer.log)
 
     ballast = Ballast(data_dir.parent / "ballast")
     full_since = time.monotonic()
@@ -154,12 +152,10 @@ def test_a_full_disk_answers_503_then_landing_resumes_by_itself(
     for _ in range(20):
         assert visit()[0] == 302
     # Landing resumes by itself: the same consumer process, no restart.
-    wait_until(
-        lambda: set(stored_subids(settings)) == set(given), 30, "every subid landed", lambda: consumer.log
-    )
+    wait_until(lambda: set(stored_subids()) == set(given), 30, "every subid landed", lambda: consumer.log)
     landed_at = time.monotonic()
     assert consumer.process.poll() is None and server.process.poll() is None
-    assert sorted(stored_subids(settings)) == sorted(set(given)) and len(given) == len(set(given))
+    assert sorted(stored_subids()) == sorted(set(given)) and len(given) == len(set(given))
     assert not (settings.spool_dir / "rejected.log").exists()  # No half-written line was kept.
 
     assert status_json(lanner)["spool"]["refused_clicks"] == refused
@@ -254,6 +250,7 @@ def test_a_click_that_finds_the_disk_full_leaves_no_half_line_and_is_counted(
     assert (result.inserted, result.rejected) == (len(subids), 0)
 
 
+@pytest.mark.sqlite_only  # The SQLite file on the full disk; PostgreSQL's files are on the server's.
 def test_the_flusher_fsyncs_the_spool_while_the_database_cannot_be_written(
     make_tracker, db, settings, data_dir
 ):

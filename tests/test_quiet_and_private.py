@@ -22,31 +22,31 @@ def campaign(lanner):
     return "quiet"
 
 
-def wait_landed(settings, subid: str, log) -> None:
+def wait_landed(connection, subid: str, log) -> None:
+    """Wait for the click to be in the database `connection` reads (a raw one, of either backend)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        with sqlite3.connect(settings.database_path) as connection:
-            if connection.execute("SELECT 1 FROM click WHERE subid = ?", (subid,)).fetchall():
-                return
+        if connection.execute("SELECT 1 FROM click WHERE subid = ?", (subid,)).fetchall():
+            return
         time.sleep(0.1)
     raise AssertionError(f"click {subid} did not land:\n{log()}")
 
 
 @pytest.mark.parametrize("level, is_logged", [("", False), ("INFO", True)])
 def test_the_consumer_logs_no_line_per_flush_unless_asked(
-    campaign, app_client, start_consumer, settings, level, is_logged
+    campaign, app_client, start_consumer, db, level, is_logged
 ):
     extra = {"LANNER_TASK_LOG_LEVEL": level} if level else {}
     consumer = start_consumer(LANNER_FLUSH_INTERVAL="0.05", **extra)
     subid = subid_of(click(app_client, campaign)[1]["location"])
-    wait_landed(settings, subid, lambda: consumer.log)
+    wait_landed(db.connection(), subid, lambda: consumer.log)
     # Huey's own INFO lines (the tasks it runs at start) only when asked for.
     assert ("huey INFO Executing" in consumer.log) is is_logged, consumer.log
     before = len(consumer.log)
     for n in range(10):  # Ten clicks landing over a dozen flushes of 0.05 s.
         subid = subid_of(click(app_client, campaign, ua=f"quiet {n}")[1]["location"])
         time.sleep(0.06)
-    wait_landed(settings, subid, lambda: consumer.log)
+    wait_landed(db.connection(), subid, lambda: consumer.log)
     assert "flush" not in consumer.log[before:].lower(), consumer.log[before:]
 
 
@@ -71,7 +71,8 @@ def test_every_data_file_is_created_owner_only(env, tmp_path):
         subid = subid_of(click(server.port, "p")[1]["location"])
         from settings import load_settings
 
-        wait_landed(load_settings(environ), subid, lambda: consumer.log)
+        with sqlite3.connect(load_settings(environ).database_path) as connection:
+            wait_landed(connection, subid, lambda: consumer.log)
         run_lanner(environ, "backup")
         modes = {}
         for directory, _, files in os.walk(data_dir):

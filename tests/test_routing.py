@@ -80,7 +80,7 @@ def test_no_stream_matches_uses_the_default_action_and_still_records(db, make_tr
     decision = track(tracker, "dflt", visit(ip="198.51.100.11"))
     assert decision.answer == "http" and decision.location == f"https://safe.example/?s={decision.subid}"
     flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
-    rows = db.execute_sql(
+    rows = db.connection().execute(
         "SELECT stream_id, route FROM click WHERE campaign_id = ? ORDER BY id", (campaign.id,)
     )
     assert [row for row in rows.fetchall()][1:] == [(None, f"{stream}-")] * 3
@@ -175,10 +175,12 @@ def test_offer_total_cap_is_exact_and_the_stream_moves_on(db, make_tracker, cloc
             flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
     assert got == {capped: 4, spare: 16}
     flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
-    stored = db.execute_sql("SELECT COUNT(*) FROM click WHERE offer_id = ?", (capped,)).fetchone()[0]
-    counted = db.execute_sql(
-        "SELECT SUM(clicks) FROM click_counter WHERE scope = 'offer' AND ref_id = ?", (capped,)
-    ).fetchone()[0]
+    stored = db.connection().execute("SELECT COUNT(*) FROM click WHERE offer_id = ?", (capped,)).fetchone()[0]
+    counted = (
+        db.connection()
+        .execute("SELECT SUM(clicks) FROM click_counter WHERE scope = 'offer' AND ref_id = ?", (capped,))
+        .fetchone()[0]
+    )
     assert stored == counted == 5
     # A worker started now (counters from the database + the journal) agrees.
     assert track(make_tracker(rng=random.Random(3)), "cap", visit(ip="192.0.2.99")).offer_id == spare

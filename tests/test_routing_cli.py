@@ -182,7 +182,7 @@ def test_click_list_filters_by_campaign_day_in_a_timezone_and_country(routed, db
         ("b" * 17, next_day, "DE"),
         ("c" * 17, just_before, ""),
     ):
-        db.execute_sql(
+        db.connection().execute(
             "INSERT INTO click (subid, created_at, campaign_id, stream_id, offer_id, ip, user_agent, "
             "ua_hash, country) VALUES (?, ?, 1, 1, 1, '192.0.2.1', 'UA', 1, ?)",
             (subid, created_at, country),

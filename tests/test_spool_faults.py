@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import threading
 import time
 
@@ -55,12 +54,11 @@ def journal_line(**changes: bytes) -> bytes:
     return b"\t".join(fields) + b"\n"
 
 
-def stored_subids(settings) -> set[str]:
-    connection = sqlite3.connect(settings.database_path)
-    try:
-        return {row[0] for row in connection.execute("SELECT subid FROM click")}
-    finally:
-        connection.close()
+def stored_subids() -> set[str]:
+    """The subids in the database, read on this test's own connection (either backend)."""
+    from models.store.database import db
+
+    return {row[0] for row in db.connection().execute("SELECT subid FROM click").fetchall()}
 
 
 def poison(line: bytes) -> list[bytes]:
@@ -200,7 +198,7 @@ def test_web_workers_keep_answering_and_starting_over_poisoned_spool_lines(lanne
     flushed = lanner("spool", "flush")
     assert "Inserted 21, already present 0, rejected 2." in flushed.stdout
     assert "refused (journal line's created_at 99999999999999999999 is out of range)" in flushed.stderr
-    assert stored_subids(settings) == set(served)
+    assert stored_subids() == set(served)
     assert len((settings.spool_dir / REJECTED_FILE).read_bytes().splitlines()) == 2
     assert json.loads(lanner("spool", "status", "--json").stdout)[0]["rejected_lines"] == 2
     assert json.loads(lanner("status", "--json").stdout)["spool"]["rejected_lines"] == 2
@@ -235,7 +233,7 @@ def test_the_clicks_of_a_deleted_active_segment_are_restored_and_all_land(lanner
     assert len(after) == 60
     flushed = lanner("spool", "flush")
     assert "Inserted 63, already present 0, rejected 0." in flushed.stdout
-    stored = stored_subids(settings)
+    stored = stored_subids()
     assert stored == {*landed, *unflushed, *after}, f"{len(stored)} of 68 stored\n{server.log}"
     assert (
         "spool segment 1 was deleted or moved away while in use: restored its 3 click(s) not yet in the "
@@ -278,7 +276,7 @@ def test_every_click_lands_when_the_active_segment_is_deleted_under_load(lanner,
     assert all(status == 302 for _, status, _ in results), server.log
     lanner("spool", "flush")
     served = [subid for _, _, subid in results]
-    stored = stored_subids(settings)
+    stored = stored_subids()
     lost = set(served) - stored
     assert not lost, f"{len(lost)} of {len(served)} clicks are lost\n{server.log}"
     assert len(stored) == len(set(served)) == len(served)
@@ -378,15 +376,13 @@ def test_a_real_flusher_lands_the_lines_around_poisoned_ones_and_keeps_going(
     expected = {decode_line(line)[0] for line in good}
     rejected = settings.spool_dir / REJECTED_FILE
     deadline = time.monotonic() + 30
-    while (
-        stored_subids(settings) != expected or not rejected.exists() or rejected.read_bytes() != b"".join(bad)
-    ):
+    while stored_subids() != expected or not rejected.exists() or rejected.read_bytes() != b"".join(bad):
         assert consumer.process.poll() is None and time.monotonic() < deadline, consumer.log
         time.sleep(0.2)
     late = journal_line()  # The flusher goes on landing what comes next.
     with open(segment_path(settings.spool_dir, 1), "ab") as journal:
         journal.write(late)
-    while decode_line(late)[0] not in stored_subids(settings):
+    while decode_line(late)[0] not in stored_subids():
         assert consumer.process.poll() is None and time.monotonic() < deadline, consumer.log
         time.sleep(0.2)
     assert "spool segment 1: 2 line(s) refused (journal line's created_at" in consumer.log

@@ -70,10 +70,12 @@ def test_a_cap_stays_exact_and_uniqueness_unchanged_across_a_deleted_active_segm
         (False, False, False, False)
     ] * 3
     flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
-    stored = db.execute_sql("SELECT COUNT(*) FROM click WHERE offer_id = ?", (capped,)).fetchone()[0]
-    counted = db.execute_sql(
-        "SELECT SUM(clicks) FROM click_counter WHERE scope = 'offer' AND ref_id = ?", (capped,)
-    ).fetchone()[0]
+    stored = db.connection().execute("SELECT COUNT(*) FROM click WHERE offer_id = ?", (capped,)).fetchone()[0]
+    counted = (
+        db.connection()
+        .execute("SELECT SUM(clicks) FROM click_counter WHERE scope = 'offer' AND ref_id = ?", (capped,))
+        .fetchone()[0]
+    )
     assert stored == counted == 12
     assert db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0] == 27
     assert spool_status(db, settings.spool_dir).missing_segments == []
@@ -185,23 +187,20 @@ def held_segments(pid: int) -> set[int]:
 
 def wait_until_landed(settings, served: list[str], consumer, deadline_seconds: float = 60) -> set[str]:
     deadline = time.monotonic() + deadline_seconds
-    while not set(served) <= (stored := stored_subids(settings)):
+    while not set(served) <= (stored := stored_subids()):
         assert consumer.process.poll() is None, consumer.log
         assert time.monotonic() < deadline, f"{len(set(served) - stored)} of {len(served)} not landed"
         time.sleep(0.2)
     return stored
 
 
-def position(settings) -> tuple[int, int]:
-    import sqlite3
+def position() -> tuple[int, int]:
+    """The flusher's spool position, read on this test's own connection (either backend)."""
+    from models.store.database import db
 
-    connection = sqlite3.connect(settings.database_path)
-    try:
-        return connection.execute(
-            "SELECT segment, byte_offset FROM spool_node WHERE name = 'main'"
-        ).fetchone()
-    finally:
-        connection.close()
+    return (
+        db.connection().execute("SELECT segment, byte_offset FROM spool_node WHERE name = 'main'").fetchone()
+    )
 
 
 def test_a_real_tracker_loses_no_click_when_its_active_segment_is_deleted(
@@ -244,7 +243,7 @@ def test_a_sealed_segment_deleted_while_the_flusher_is_paused_lands_when_it_resu
                 assert time.monotonic() < deadline, consumer.log
                 time.sleep(0.05)
             os.kill(pid, signal.SIGSTOP)
-            segment, _ = position(settings)
+            segment, _ = position()
             candidates = sorted(n for n in held_segments(pid) if n >= segment)
             target = candidates[-1]
             size = segment_path(settings.spool_dir, target).stat().st_size
@@ -256,7 +255,7 @@ def test_a_sealed_segment_deleted_while_the_flusher_is_paused_lands_when_it_resu
             while list_segments(settings.spool_dir)[-1] <= target:  # Sealed while the flusher is paused.
                 assert time.monotonic() < deadline, server.log
                 time.sleep(0.05)
-            segment, offset = position(settings)
+            segment, offset = position()
             held_part = offset if segment == target else 0
             lines = segment_path(settings.spool_dir, target).read_bytes()[held_part:]
             segment_path(settings.spool_dir, target).unlink()

@@ -18,12 +18,32 @@ def campaign_count(db) -> int:
     return db.execute_sql("SELECT COUNT(*) FROM campaign").fetchone()[0]
 
 
-def test_a_write_refused_by_a_held_lock_raises_store_busy_and_writes_nothing(db, settings):
+# What another connection holds so that a new campaign's INSERT must wait, the short wait this test's
+# connection then gives up after, and the refusal it gives up with: SQLite's write lock and busy
+# timeout; PostgreSQL's lock on the table (which has no database-wide write lock) and lock_timeout.
+REFUSALS = {
+    "sqlite": ("PRAGMA busy_timeout = 50", "database is locked"),
+    "postgresql": ("SET lock_timeout = 50", "canceling statement due to lock timeout"),
+}
+
+
+def hold_campaign_writes(backend, settings):
+    if backend == "sqlite":
+        return other_writer(settings)
+    import psycopg
+
+    holder = psycopg.connect(settings.database_url)
+    holder.execute("LOCK TABLE campaign IN EXCLUSIVE MODE")  # Readers pass, writers wait.
+    return holder
+
+
+def test_a_write_refused_by_a_held_lock_raises_store_busy_and_writes_nothing(db, settings, backend):
     from models.admin.services import create_campaign
     from models.store.database import StoreBusy, write_tx
 
-    db.execute_sql("PRAGMA busy_timeout = 50")
-    holder = other_writer(settings)
+    short_wait, refusal = REFUSALS[backend]
+    db.execute_sql(short_wait)
+    holder = hold_campaign_writes(backend, settings)
     try:
         with pytest.raises(StoreBusy) as refused:
             with write_tx(db):
@@ -31,7 +51,7 @@ def test_a_write_refused_by_a_held_lock_raises_store_busy_and_writes_nothing(db,
     finally:
         holder.rollback()
         holder.close()
-    assert "database is locked" in str(refused.value.cause)
+    assert refusal in str(refused.value.cause)
     assert "try again" in str(refused.value)
     assert campaign_count(db) == 0
     with write_tx(db):  # The connection is usable again: no transaction was left open.
@@ -39,6 +59,7 @@ def test_a_write_refused_by_a_held_lock_raises_store_busy_and_writes_nothing(db,
     assert campaign_count(db) == 1
 
 
+@pytest.mark.sqlite_only  # SQLite's BEGIN IMMEDIATE; PostgreSQL locks rows as they are written.
 def test_write_tx_takes_the_write_lock_at_its_start(db, settings):
     from models.store.database import write_tx
 
@@ -72,6 +93,7 @@ def test_a_nested_write_tx_is_a_savepoint(db):
     assert campaign_count(db) == 1
 
 
+@pytest.mark.sqlite_only  # SQLite's busy timeout; a PostgreSQL connection has no lock_timeout to give up after.
 def test_the_cli_answers_store_busy_with_its_sentence(lanner, settings):
     holder = other_writer(settings)
     try:

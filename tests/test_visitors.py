@@ -39,7 +39,9 @@ def test_an_hour_of_unflushed_clicks_costs_a_starting_worker_no_memory_per_click
     db, settings, make_tracker, clock
 ):
     campaign = create_campaign(db, "T", "t", offer_url="https://offer.example/?c={subid}")
-    stream_id = db.execute_sql("SELECT id FROM stream WHERE campaign_id = ?", (campaign.id,)).fetchone()[0]
+    stream_id = (
+        db.connection().execute("SELECT id FROM stream WHERE campaign_id = ?", (campaign.id,)).fetchone()[0]
+    )
     now_ms = int(clock() * 1000)
     rng = random.Random(5)
     count = 120_000

@@ -4,6 +4,8 @@ One service for `lanner worker`'s flusher thread (paced: workers/runtime/tasks.p
 `lanner spool flush` (everything at once), so both do the same: fsync the spool, flush it, settle
 the postbacks that were parked waiting for the clicks just landed and queue their outbound
 deliveries, checkpoint the WAL, and delete the segments whose rows are in the database file.
+On PostgreSQL there is no WAL of Lanner's to checkpoint (MaintenanceStore's checkpoint is a no-op
+that answers True): a committed row is durable on the server, so landed segments go at once.
 """
 
 from __future__ import annotations

@@ -59,6 +59,7 @@ from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.routing.config import CampaignConfig, load_campaigns
 from models.routing.filters import FilterSubject
 from models.routing.router import Route, Router, TraceEntry
+from models.store.database import read_tx
 from models.store.sqlite import hotpath
 from models.store.sqlite.counters import CounterStore
 from models.store.sqlite.meta import MetaStore
@@ -148,7 +149,7 @@ class ClickTracker:
         # Replayed lines older than debounce go straight to disk (models/clicks/visitors.py).
         self.index = VisitorIndex(spool_dir, self._hot_after_ms(now), clock)
         # The counters and the position in one snapshot: the journal replays exactly what follows.
-        with db.atomic():
+        with read_tx(db):
             self.counters.load(self.conn, int(now * 1000))
             start = read_position(db, spool_dir)
         self.journal = Journal(
@@ -226,7 +227,7 @@ class ClickTracker:
             return False
         # One read transaction: read piecemeal, a change committed halfway (a campaign created just
         # then) gave a campaign without its streams, answering "No offer" until the next change.
-        with self.db.atomic():
+        with read_tx(self.db):
             version = self.meta.config_version()
             self.campaigns = load_campaigns(self.db)
             self.zones.load(self.conn)
@@ -476,7 +477,7 @@ class ClickTracker:
     def _seed_count(self, cap: Cap) -> int:
         """Where a cap counter Redis lacks starts: the database's landed clicks and this node's unlanded
         ones (counted by its buckets against the flushed position read in the same snapshot)."""
-        with self.db.atomic():
+        with read_tx(self.db):
             store = CounterStore(self.conn)
             if cap.day is None:
                 landed = sum(n for scope, ref, n in store.totals() if scope == cap.scope and ref == cap.ref)

@@ -51,6 +51,7 @@ from models.reporting.dimensions import (
 )
 from models.reporting.rollups import add_metrics
 from models.reporting.timerange import TimeRangeError, local_instant, zone
+from models.store.database import read_tx
 from models.store.sqlite.reports import ReportStore
 
 TIME_GROUPS = ("day", "hour")
@@ -319,7 +320,7 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
     }
     labels = _Labels(time_group, tz)
     sums: dict[tuple, list] = {}
-    with db.atomic():  # One snapshot for every piece.
+    with read_tx(db):  # One snapshot for every piece.
         for source, piece_start, piece_end in pieces:
             for row in store.rows(
                 source, piece_start, piece_end, groups=groups, filters=filters, bucket=bucket

@@ -84,6 +84,19 @@ def write_tx(database: Database = db) -> WriteTransaction:
     return WriteTransaction(database)
 
 
+# What a read transaction must ask for to see one snapshot: SQLite's deferred BEGIN already does (in WAL
+# mode a reader keeps the state of its first read); PostgreSQL's default READ COMMITTED gives every
+# statement a snapshot of its own, REPEATABLE READ one for the whole transaction.
+SNAPSHOT_LEVELS = {"sqlite": None, "postgres": "REPEATABLE READ"}
+
+
+def read_tx(database: Database = db):
+    """A read transaction whose statements all see the same committed state (`with read_tx(db): ...`):
+    what the tracker's configuration and its counters with the spool position are read in."""
+    level = SNAPSHOT_LEVELS[dialect_of(database)]
+    return database.atomic(level) if level else database.atomic()
+
+
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 

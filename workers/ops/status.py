@@ -94,7 +94,6 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     from models.store.sqlite.deliveries import DeliveryStore
     from workers.runtime.heartbeat import consumer_status  # Here: the web master imports this module.
 
-    database = settings.database_path
     spool = spool_status(db, settings.spool_dir)
     clicks = ClickStore(db.connection())
     flushed_at = clicks.landed_at(spool_node(settings.spool_dir).name)
@@ -104,11 +103,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
         "consumer": consumer_status(
             settings.data_dir, db, settings.spool_dir, backlog_alert_seconds=settings.backlog_alert_seconds
         ),
-        "database": {
-            "path": str(database),
-            "size_bytes": _file_bytes(database),
-            "wal_bytes": _file_bytes(database.with_name(database.name + "-wal")),
-        },
+        "database": database_status(settings, db),
         "spool": {
             "pending_clicks": spool.pending_clicks,
             "pending_bytes": spool.pending_bytes,
@@ -148,6 +143,23 @@ def node_rows(nodes: list[tuple], now: float) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def database_status(settings: Settings, db: Database) -> dict[str, Any]:
+    """Where the database is and how big: the SQLite file and its WAL, or the PostgreSQL database."""
+    if settings.uses_postgres:
+        from models.store.sqlite.maintenance import MaintenanceStore  # Its PostgreSQL sibling, by connection.
+
+        return {
+            "url": settings.database_shown,
+            "size_bytes": MaintenanceStore(db.connection()).database_bytes(),
+        }
+    database = settings.database_path
+    return {
+        "path": str(database),
+        "size_bytes": _file_bytes(database),
+        "wal_bytes": _file_bytes(database.with_name(database.name + "-wal")),
+    }
 
 
 def bot_ranges_status(path: Path | None) -> dict[str, Any]:

@@ -59,7 +59,12 @@ class SpoolFlusher:
     """
 
     def __init__(self, settings: Settings, on_delivery=None) -> None:
-        self.wal_path = settings.database_path.with_name(settings.database_path.name + "-wal")
+        # SQLite's -wal file, whose size hastens a TRUNCATE checkpoint; PostgreSQL has none of Lanner's.
+        self.wal_path = (
+            None
+            if settings.uses_postgres
+            else settings.database_path.with_name(settings.database_path.name + "-wal")
+        )
         self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
         self.last_beat = 0.0
         self.heartbeat = Heartbeat(heartbeat_path(settings.data_dir))  # For `lanner status`, /healthz.
@@ -105,7 +110,7 @@ class SpoolFlusher:
     def checkpoint(self) -> None:
         self.last_checkpoint = time.monotonic()
         try:
-            wal_bytes = self.wal_path.stat().st_size
+            wal_bytes = self.wal_path.stat().st_size if self.wal_path else 0
         except FileNotFoundError:
             wal_bytes = 0
         truncate = wal_bytes > TRUNCATE_WAL_BYTES or time.monotonic() - self.last_truncate > TRUNCATE_EVERY

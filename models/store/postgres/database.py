@@ -36,6 +36,7 @@ RETRYABLE_CLASSES = ("08", "53", "57")  # connection exception, insufficient res
 # Serialization failure, deadlock, a read-only transaction (a standby, or default_transaction_read_only),
 # a row lock not granted within lock_timeout (SQLite's busy timeout).
 RETRYABLE_CODES = ("40001", "40P01", "25006", "55P03")
+LOCK_TIMEOUT_OPTION = "-c lock_timeout=5000"  # ms, as SQLite's busy_timeout.
 
 
 class PostgresUnavailable(OperationalError, LannerError):
@@ -128,7 +129,11 @@ class LannerPostgresqlDatabase(PostgresqlDatabase):
 
     def _connect(self):
         try:
-            conn = LannerConnection.connect(self.database, autocommit=True, cursor_factory=LannerCursor)
+            # A lock wait gives up as SQLite's busy timeout does (models/store/sqlite/database.py): 55P03,
+            # retryable, so a write held up behind a long one is StoreBusy, never a hang.
+            conn = LannerConnection.connect(
+                self.database, autocommit=True, cursor_factory=LannerCursor, options=LOCK_TIMEOUT_OPTION
+            )
         except psycopg.Error as error:
             if is_retryable(error):
                 raise PostgresUnavailable(error) from error

@@ -1,10 +1,25 @@
-"""maintenance: SQLite's statements (models/store/sqlite/maintenance.py) mean the same on PostgreSQL."""
+"""maintenance: PostgreSQL's counterpart of keeping the SQLite file in shape, and a ping.
+
+What differs: there is no WAL file of Lanner's to checkpoint. A committed transaction is durable on
+the server (its own WAL and checkpoints are the server's business), so `checkpoint` does nothing and
+answers True: the landed spool segments may be deleted at once. The database's size is the server's
+pg_database_size, where SQLite's is the file's (`lanner status`).
+"""
 
 from __future__ import annotations
 
 from models.store.sqlite import maintenance as sqlite
+from models.store.sqlite.rows import fetch_one
 
 
 class MaintenanceStore(sqlite.MaintenanceStore):
     __slots__ = ()
     dialect = "postgres"
+    SQL_DATABASE_BYTES = "SELECT pg_database_size(current_database())"
+
+    def checkpoint(self, *, truncate: bool, busy_timeout_ms: int) -> bool:
+        """Nothing to checkpoint: every committed row is already in the database."""
+        return True
+
+    def database_bytes(self) -> int:
+        return fetch_one(self.conn, self.SQL_DATABASE_BYTES)[0]

@@ -2,8 +2,9 @@
 
 PERF: building a Peewee query costs ~300-400 µs; these prepared statements (sqlite3 caches them
 per connection) cost ~10 µs each. Web workers only read: clicks are written by the spool flusher.
-`INDEXED BY` pins the visitor index so a stale planner statistic can never turn a probe into a scan
-(another dialect gets its own constants here, handlers do not change).
+`INDEXED BY` pins the visitor index so a stale planner statistic can never turn a probe into a scan;
+models/store/postgres/hotpath.py is the same probes without it, and `visitor_probe(conn)` picks the one
+for the connection, so handlers do not change.
 """
 
 from __future__ import annotations
@@ -21,26 +22,28 @@ VISITOR_HISTORY_LIMIT = 64
 # history and the EXISTS from the index alone; (ip, ua_hash, created_at), the one before migration
 # 0005, stays in use until that migration's backfill and index build are done (meta visitor_probe).
 # Each SQL takes the visitor as its first parameters: (visitor_key,) or (ip, ua_hash).
-_BY_KEY = ("click_visitor_key", "visitor_key = ?1", 2)
-_BY_IP_UA = ("click_visitor", "ip = ?1 AND ua_hash = ?2", 3)
+# (the table as the probes read it, the visitor's condition, the number of the first parameter after it)
+_BY_KEY = ("click INDEXED BY click_visitor_key", "visitor_key = ?1", 2)
+_BY_IP_UA = ("click INDEXED BY click_visitor", "ip = ?1 AND ua_hash = ?2", 3)
 
 
-def _probe_sql(index: str, visitor: str, n: int) -> tuple[str, str, str]:
+def probe_sql(source: str, visitor: str, n: int) -> tuple[str, str, str]:
+    """(history, seen, last_click) reading `source` (the click table, pinned to an index or not)."""
     history = f"""
-SELECT campaign_id, stream_id, offer_id, created_at FROM click INDEXED BY {index}
+SELECT campaign_id, stream_id, offer_id, created_at FROM {source}
 WHERE {visitor} AND created_at >= ?{n}
 ORDER BY created_at DESC LIMIT {VISITOR_HISTORY_LIMIT}
 """
     seen = f"""
 SELECT
-    EXISTS (SELECT 1 FROM click INDEXED BY {index} WHERE {visitor} AND created_at >= ?{n}),
-    EXISTS (SELECT 1 FROM click INDEXED BY {index}
+    EXISTS (SELECT 1 FROM {source} WHERE {visitor} AND created_at >= ?{n}),
+    EXISTS (SELECT 1 FROM {source}
             WHERE {visitor} AND created_at >= ?{n + 1} AND campaign_id = ?{n + 2}),
-    EXISTS (SELECT 1 FROM click INDEXED BY {index}
+    EXISTS (SELECT 1 FROM {source}
             WHERE {visitor} AND created_at >= ?{n + 1} AND stream_id = ?{n + 3})
 """
     last_click = f"""
-SELECT subid, stream_id, offer_id, created_at FROM click INDEXED BY {index}
+SELECT subid, stream_id, offer_id, created_at FROM {source}
 WHERE {visitor} AND created_at >= ?{n} AND campaign_id = ?{n + 1} AND user_agent = ?{n + 2}
 ORDER BY created_at DESC LIMIT 1
 """
@@ -51,10 +54,11 @@ class VisitorProbe:
     """The uniqueness probes of one visitor index (`by_key` or the pre-0005 one)."""
 
     __slots__ = ("by_key", "_history", "_seen", "_last_click")
+    BY_KEY, BY_IP_UA = _BY_KEY, _BY_IP_UA
 
     def __init__(self, by_key: bool) -> None:
         self.by_key = by_key
-        self._history, self._seen, self._last_click = _probe_sql(*(_BY_KEY if by_key else _BY_IP_UA))
+        self._history, self._seen, self._last_click = probe_sql(*(self.BY_KEY if by_key else self.BY_IP_UA))
 
     def visitor(self, ip: str, ua_hash: int, key: int) -> tuple:
         """The visitor as this index's probes take it: its key (computed once a click by the tracker), or
@@ -89,5 +93,9 @@ class VisitorProbe:
 
 
 def visitor_probe(conn: sqlite3.Connection) -> VisitorProbe:
-    """The probes the database is ready for: by key once migration 0005's index is built."""
-    return VisitorProbe(by_key=MetaStore(conn).get("visitor_probe") == "key")
+    """The probes the database is ready for: by key once migration 0005's index is built; on a
+    PostgreSQL connection, models/store/postgres/hotpath.py's (imported on first use, as the stores')."""
+    probe = VisitorProbe
+    if not isinstance(conn, sqlite3.Connection):
+        from models.store.postgres.hotpath import VisitorProbe as probe
+    return probe(by_key=MetaStore(conn).get("visitor_probe") == "key")
