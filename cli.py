@@ -1983,19 +1983,18 @@ def generate_clicks_command(
 @pass_context
 def status_command(ctx: Context, as_json: bool) -> None:
     """Web master and workers, spool depth and last flush, queue depth, database size, geo file, the
-    crawler ranges' date."""
+    crawler ranges' date; in cluster mode Redis's and PostgreSQL's health."""
     from workers.ops.status import collect_status
 
-    from models.errors import LannerError
+    if ctx.settings.uses_postgres:
+        from models.store.postgres.database import PostgresUnreachable
 
-    try:
-        database = ctx.db
-    except LannerError as exc:  # PostgreSQL cannot be reached (a SQLite file always opens).
-        if not ctx.settings.uses_postgres:
-            raise
-        echo_unreachable_database(ctx.settings, str(exc), as_json)
-        raise SystemExit(1) from None
-    status = collect_status(ctx.settings, database)
+        try:
+            ctx.db
+        except PostgresUnreachable as exc:  # Say so, with Redis's health, which needs no database.
+            echo_unreachable_database(ctx.settings, str(exc), as_json)
+            raise SystemExit(1) from None
+    status = collect_status(ctx.settings, ctx.db)
     if as_json:
         click.echo(json_text(status))
         return

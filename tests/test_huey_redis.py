@@ -315,3 +315,18 @@ def test_status_shows_redis_with_a_password_ok_or_unreachable_and_never_the_pass
     text = run_lanner(dead, "status").stdout
     assert "s3cret-pw" not in result.stdout + text
     assert "redis: unreachable" in text and "capped streams and offers get no clicks" in text
+
+
+def test_status_with_postgresql_unreachable_says_so_with_redis_and_exits_1(env, redis_url):
+    environ = {
+        **env,
+        "LANNER_DATABASE_URL": f"postgresql://lanner:pg-secret-789@127.0.0.1:{free_port()}/lanner",
+        "LANNER_REDIS_URL": redis_url,
+    }
+    result = run_lanner(environ, "status", "--json", check=False)
+    assert result.returncode == 1
+    status = json.loads(result.stdout)
+    assert status["postgresql"]["state"] == "unreachable" and status["redis"]["state"] == "ok"
+    text = run_lanner(environ, "status", check=False)
+    assert text.stdout.startswith("postgresql: unreachable, error Cannot connect to PostgreSQL")
+    assert "pg-secret-789" not in result.stdout + result.stderr + text.stdout + text.stderr
