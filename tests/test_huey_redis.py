@@ -111,6 +111,26 @@ def test_without_redis_the_queue_is_the_data_directorys_sqlite_file(settings):
         huey.storage.close()
 
 
+def test_a_scheduled_task_is_due_at_the_same_moment_for_nodes_in_any_timezone(
+    redis_url, settings, monkeypatch
+):
+    import datetime
+    import time
+
+    from workers.runtime.redisqueue import create_redis_huey
+
+    huey = create_redis_huey(settings.replace(redis_url=redis_url))
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # Huey's RedisStorage would score local time: 9 h early.
+    time.tzset()
+    try:
+        # Huey's naive UTC time, scored as the Unix time it is.
+        assert huey.storage.convert_ts(datetime.datetime(1970, 1, 2, 0, 0, 1, 500000)) == 86401.5
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+        huey.storage.close()
+
+
 def test_an_outbound_postback_queued_by_one_process_is_sent_by_a_nodes_consumer(
     db, cluster_env, start_consumer, counting_server
 ):

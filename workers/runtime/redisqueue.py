@@ -8,9 +8,14 @@ installs sharing one Redis stay apart and an ACL can limit Lanner's user to `~la
 Timeouts: a web worker queues a delivery inside a postback's request, so a Redis that does not answer
 costs it CONNECT_TIMEOUT (the delivery row is stored; the minute's sweep sends it), never the OS's
 minutes-long TCP connect. The consumer's BRPOP waits READ_TIMEOUT, under SOCKET_TIMEOUT.
+
+Scheduled tasks (a delivery's retry) are a sorted set scored by the due time as a Unix time, read by
+every node: the score is taken as UTC, whatever each node's timezone (see convert_ts).
 """
 
 from __future__ import annotations
+
+import calendar
 
 import redis
 from huey import RedisHuey
@@ -36,6 +41,11 @@ class PrefixedRedisStorage(RedisStorage):
         self.result_key = f"{base}results"
         self.counter_key = f"{base}counters"
         self.notify_prefix = f"{base}notify:"
+
+    def convert_ts(self, ts) -> float:
+        # Huey (utc=True) hands naive UTC datetimes; its RedisStorage reads them with time.mktime, as
+        # local time, so two nodes in different timezones would disagree by hours on when a retry is due.
+        return calendar.timegm(ts.timetuple()) + ts.microsecond * 1e-6
 
     def close(self) -> bool:
         self.pool.disconnect()
