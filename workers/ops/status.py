@@ -1,8 +1,8 @@
 """`lanner status`: the page users look at when the panel feels slow, like PHP-FPM's status page.
 
 The web master records its pid in `DATA_DIR/web.pid` while it runs; everything else is read from
-/proc, the database, the spool and the Huey queue (its file; in cluster mode Redis, workers/ops/clusterstatus.py),
-so asking costs the tracker nothing.
+/proc, the database, the spool and the Huey queue (its file, or in cluster mode Redis:
+workers/ops/clusterstatus.py), so asking costs the tracker nothing.
 """
 
 from __future__ import annotations
