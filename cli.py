@@ -1983,9 +1983,17 @@ def generate_clicks_command(
 @pass_context
 def status_command(ctx: Context, as_json: bool) -> None:
     """Web master and workers, spool depth and last flush, queue depth, database size, geo file, the
-    crawler ranges' date."""
+    crawler ranges' date; in cluster mode Redis's and PostgreSQL's health."""
     from workers.ops.status import collect_status
 
+    if ctx.settings.uses_postgres:
+        from models.store.postgres.database import PostgresUnreachable
+
+        try:
+            ctx.db
+        except PostgresUnreachable as exc:  # Say so, with Redis's health, which needs no database.
+            echo_unreachable_database(ctx.settings, str(exc), as_json)
+            raise SystemExit(1) from None
     status = collect_status(ctx.settings, ctx.db)
     if as_json:
         click.echo(json_text(status))
@@ -1999,11 +2007,57 @@ def status_command(ctx: Context, as_json: bool) -> None:
     click.echo(describe_consumer(status["consumer"]))
     if len(status["nodes"]) > 1:  # Cluster mode: every node's heartbeat and backlog.
         echo_rows(status["nodes"], list(status["nodes"][0]), "table")
-    for section in ("spool", "queue", "database", "geo", "bot_ranges", "deferred", "postbacks"):
+    for section in (
+        "spool",
+        "queue",
+        "database",
+        "postgresql",
+        "redis",
+        "geo",
+        "bot_ranges",
+        "deferred",
+        "postbacks",
+    ):
         if section == "geo":
             echo_geo_status(status["geo"])
+        elif section == "redis" and section in status:
+            echo_redis_status(status["redis"])
         elif section in status:
             click.echo(f"{section}: " + ", ".join(f"{k} {v}" for k, v in status[section].items()))
+
+
+def echo_unreachable_database(settings: Settings, error: str, as_json: bool) -> None:
+    """`lanner status` when PostgreSQL does not answer: that, and Redis's health, which needs no database."""
+    from workers.ops.clusterstatus import postgres_unreachable, redis_status
+
+    status = {"postgresql": postgres_unreachable(error)}
+    if settings.redis_url:
+        status["redis"] = redis_status(settings)
+    if as_json:
+        click.echo(json_text(status))
+        return
+    click.echo(f"postgresql: unreachable, error {status['postgresql']['error']}")
+    if "redis" in status:
+        echo_redis_status(status["redis"])
+
+
+def echo_redis_status(redis: dict[str, Any]) -> None:
+    """The `redis:` line (health as this process sees it), then when each cluster-wide sweep last ran."""
+    sweeps = redis.get("sweeps", {})
+    shown = {k: v for k, v in redis.items() if k not in ("state", "sweeps", "clicks")}
+    click.echo(f"redis: {redis['state']}, " + ", ".join(f"{k} {v}" for k, v in shown.items()))
+    if "clicks" in redis:
+        click.echo(f"  ! {redis['clicks']}")
+    if "error" in sweeps:
+        click.echo(f"  sweeps: {sweeps['error']}")
+        return
+    for name, run in sweeps.items():
+        last = (
+            "never"
+            if run["last_run_s_ago"] is None
+            else f"{run['last_run_s_ago']} s ago on {run['last_node']}"
+        )
+        click.echo(f"  sweep {name}: last {last}, runs {run['runs']}, skipped {run['skipped']}")
 
 
 def echo_geo_status(geo: dict[str, Any]) -> None:

@@ -445,8 +445,10 @@ SETTINGS: tuple[Setting, ...] = (
         "redis_url",
         "",
         _redis_url,
-        "Cluster mode's shared click state (debounce, caps, uniqueness across nodes; docs/SCALING.md): "
-        "redis://HOST:PORT/DB, rediss://… or unix:///PATH; empty: none, each box alone (the default).",
+        "Cluster mode's Redis (docs/SCALING.md): the click state every node shares (debounce, caps, "
+        "uniqueness) and Huey's queue (any node's consumer sends any node's outbound postbacks; each "
+        "database sweep runs on one node per tick): redis://HOST:PORT/DB, rediss://… or unix:///PATH; "
+        "empty: none, each box alone with its queue in DATA_DIR/huey.db (the default).",
     ),
     Setting(
         "redis_prefix",

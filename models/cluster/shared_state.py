@@ -306,9 +306,7 @@ class SharedState:
     @property
     def shown_url(self) -> str:
         """The URL without its password."""
-        import re
-
-        return re.sub(r"(://[^/@:\s]*:)[^/@\s]+@", r"\1***@", self.url)
+        return shown_url(self.url)
 
     def status(self) -> dict:
         """For `lanner status`: whether this worker's Redis answers, since when not, and why."""
@@ -334,6 +332,15 @@ def _repeat(value: bytes) -> Repeat:
     return Repeat(
         subid, int(stream_id) if stream_id else None, int(offer_id) if offer_id else None, location or None
     )
+
+
+def shown_url(url: str) -> str:
+    """A Redis URL without its password: in the userinfo (`redis://user:PASSWORD@…`) or in the query
+    (`unix:///run/redis.sock?password=PASSWORD`, which redis-py also reads)."""
+    import re
+
+    url = re.sub(r"(://[^/@:\s]*:)[^/@\s]+@", r"\1***@", url)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", url)
 
 
 def redis_health(url: str, *, timeout: float = 0.5) -> dict:

@@ -1,7 +1,8 @@
 """`lanner status`: the page users look at when the panel feels slow, like PHP-FPM's status page.
 
 The web master records its pid in `DATA_DIR/web.pid` while it runs; everything else is read from
-/proc, the database, the spool and the Huey queue file, so asking costs the tracker nothing.
+/proc, the database, the spool and the Huey queue (its file, or in cluster mode Redis:
+workers/ops/clusterstatus.py), so asking costs the tracker nothing.
 """
 
 from __future__ import annotations
@@ -71,13 +72,20 @@ def _file_bytes(path: Path) -> int:
         return 0
 
 
-def queue_depth(settings: Settings) -> dict[str, int]:
-    """Tasks waiting in the Huey queue, through Huey's storage API (its tables are Huey's business)."""
+def queue_depth(settings: Settings) -> dict[str, Any]:
+    """Tasks waiting in the Huey queue (the data directory's file, or the cluster's on Redis), through
+    Huey's storage API (its tables and keys are Huey's business)."""
     from workers.runtime.tasks import create_huey
 
     huey = create_huey(settings)
     try:
         return {"pending_tasks": huey.pending_count(), "scheduled_tasks": huey.scheduled_count()}
+    except Exception as error:  # Redis does not answer: the `redis` section says why.
+        if not settings.redis_url:
+            raise
+        from workers.ops.clusterstatus import masked, redis_secret
+
+        return {"error": masked(error, redis_secret(settings.redis_url)) or type(error).__name__}
     finally:
         huey.storage.close()
 
@@ -92,6 +100,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     from models.store.sqlite.clicks import ClickStore
     from models.store.sqlite.conversions import PostbackLogStore
     from models.store.sqlite.deliveries import DeliveryStore
+    from workers.ops.clusterstatus import cluster_status
     from workers.runtime.heartbeat import consumer_status  # Here: the web master imports this module.
 
     spool = spool_status(db, settings.spool_dir)
@@ -115,8 +124,9 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
             "last_refused_s_ago": round(time.time() - refused_at / 1000, 1) if refused_at else None,
         },
     }
-    if settings.queue_path.exists():
+    if settings.redis_url or settings.queue_path.exists():
         status["queue"] = queue_depth(settings)
+    status.update(cluster_status(settings, db))  # `postgresql` and `redis`, when configured.
     status["geo"] = geo_status(settings)
     status["bot_ranges"] = bot_ranges_status(settings.bot_ranges_path)
     status["deferred"] = {step.name: f"{step.state} {step.percent:.1f}%" for step in list_steps(db)}

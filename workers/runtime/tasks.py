@@ -14,6 +14,7 @@ land, TRUNCATE now and then (PASSIVE alone lets the WAL grow without bound under
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import threading
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from huey import SqliteHuey, crontab
+from huey import Huey, SqliteHuey, crontab
 
 from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
@@ -233,9 +234,16 @@ class FlusherThread(threading.Thread):
             pass  # Nothing to undo after all; the next round starts its own transaction.
 
 
-def create_huey(settings: Settings, *, immediate: bool = False) -> SqliteHuey:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    huey = SqliteHuey(name="lanner", filename=str(settings.queue_path), results=False, utc=True)
+def create_huey(settings: Settings, *, immediate: bool = False) -> Huey:
+    """SqliteHuey in the data directory on one box; with LANNER_REDIS_URL, the cluster's queue on Redis
+    (workers/runtime/redisqueue.py), which every node's consumer serves."""
+    if settings.redis_url:
+        from workers.runtime.redisqueue import create_redis_huey
+
+        huey = create_redis_huey(settings)
+    else:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        huey = SqliteHuey(name="lanner", filename=str(settings.queue_path), results=False, utc=True)
     huey.immediate = immediate
     register_tasks(huey, settings)
     register_legacy_names(huey)
@@ -248,7 +256,7 @@ def create_huey(settings: Settings, *, immediate: bool = False) -> SqliteHuey:
 LEGACY_TASK_MODULE = "workers.tasks"
 
 
-def register_legacy_names(huey: SqliteHuey) -> None:
+def register_legacy_names(huey: Huey) -> None:
     # Huey has no public alias; its registry is a dict from identifier to task class.
     registry = huey._registry._registry
     for identifier, task_class in list(registry.items()):
@@ -257,7 +265,85 @@ def register_legacy_names(huey: SqliteHuey) -> None:
             registry.setdefault(f"{LEGACY_TASK_MODULE}.{name}", task_class)
 
 
-def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
+# How long a cluster-wide sweep's tick counts as done (models/cluster/sweeps.py): half the time
+# between its ticks, so every node's copy of one tick finds it and the next tick does not.
+MINUTELY = 30.0
+HOURLY = 1800.0
+
+
+def cluster_wide(huey: Huey, settings: Settings) -> Callable[[str, float], Callable]:
+    """A decorator for a sweep of the shared database: on Redis, each tick runs on one node of the
+    cluster (models/cluster/sweeps.py); on one box the sweep is left as it is."""
+    if not settings.redis_url:
+        return lambda name, window: lambda sweep: sweep
+    from models.cluster.sweeps import ClusterSweeps
+
+    client = getattr(huey.storage, "conn", None)  # None in immediate mode (memory storage).
+    if client is None:
+        import redis
+
+        client = redis.Redis.from_url(settings.redis_url)
+    sweeps = ClusterSweeps(client, settings.redis_prefix, settings.node_id)
+    huey.sweeps = sweeps  # For `lanner status`.
+
+    def once(name: str, window: float) -> Callable:
+        def wrap(sweep: Callable[[], None]) -> Callable[[], None]:
+            @functools.wraps(sweep)
+            def guarded() -> None:
+                sweeps.run(name, window, sweep)
+
+            return guarded
+
+        return wrap
+
+    return once
+
+
+# The sweeps of the node's own files (DATA_DIR/geo, the crawler ranges): on every node, not once.
+GEO_SCHEDULE = crontab(hour="4", minute="41")
+BOT_RANGES_SCHEDULE = crontab(hour="4", minute="53")
+
+
+def node_jobs(settings: Settings) -> list[tuple]:
+    """What workers/runtime/nodesweeps.py runs on each node in cluster mode (Huey's tasks on one box)."""
+    return [
+        ("update_geo_data", GEO_SCHEDULE, lambda: update_geo_files(settings)),
+        ("update_bot_ranges", BOT_RANGES_SCHEDULE, lambda: update_crawler_ranges(settings)),
+    ]
+
+
+def update_geo_files(settings: Settings) -> None:
+    """Daily: fetch each configured geo edition whose data is UPDATE_AFTER_DAYS old (monthly in effect;
+    a day's retry when the source has nothing newer yet). The file in use stays on any failure."""
+    if not settings.geo_source:
+        return
+    due = due_editions(settings)
+    if not due:
+        return
+    try:
+        for result in update_geo_data(settings, due):
+            logger.info("geo data %s: %s built %s", result.edition, result.database_type, result.built_at)
+    except GeoUpdateError as exc:
+        logger.warning("geo data not updated: %s", exc)
+
+
+def update_crawler_ranges(settings: Settings) -> None:
+    """The published crawler networks, when LANNER_BOT_RANGES_UPDATE_DAYS says they are due."""
+    path = settings.bot_ranges_path
+    if not settings.bot_ranges_update_days or path is None:
+        return
+    if not is_update_due(path, settings.bot_ranges_update_days):
+        return
+    report = update_ranges(settings.bot_range_sources, path)
+    if report.failed:
+        logger.warning("crawler ranges: %s", "; ".join(report.lines))
+    else:
+        logger.info("crawler ranges updated: %s networks", report.data.network_count)
+
+
+def register_tasks(huey: Huey, settings: Settings) -> None:
+    once = cluster_wide(huey, settings)
+
     @huey.task(name="send_postback")
     def send_postback_task(delivery_id: int) -> None:
         result = send_delivery(db, delivery_id, retry_base=settings.postback_retry_seconds)
@@ -267,6 +353,7 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
             logger.warning("outbound postback %s failed for good: %s", delivery_id, result.error)
 
     @huey.periodic_task(crontab(minute="*"), name="send_due_postbacks")
+    @once("send_due_postbacks", MINUTELY)
     def send_due_postbacks() -> None:
         """Deliveries whose task was lost (a consumer restart) or whose retry is due."""
         for delivery_id in due_deliveries(db):
@@ -277,6 +364,7 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
     deferred_lock = FileLock(settings.data_dir / "deferred.lock")
 
     @huey.periodic_task(crontab(minute="*"), name="run_deferred_steps")
+    @once("run_deferred_steps", MINUTELY)
     def run_deferred_steps() -> None:
         """Heavy migration steps (backfills) in short chunks; resumes where a restart stopped it."""
         if not pending_steps(db):
@@ -290,11 +378,13 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
             deferred_lock.release()
 
     @huey.periodic_task(crontab(minute="23"), name="prune_postback_log")
+    @once("prune_postback_log", HOURLY)
     def prune_postback_log_task() -> None:
         """Hourly, so each run deletes about an hour's rows (LANNER_POSTBACK_LOG_DAYS)."""
         prune_postback_log(db, settings.postback_log_days)
 
     @huey.periodic_task(crontab(minute="7"), name="refresh_exchange_rates")
+    @once("refresh_exchange_rates", HOURLY)
     def refresh_exchange_rates() -> None:
         """Rates from LANNER_EXCHANGE_RATE_URL, if set; a feed that fails keeps the stored rates."""
         if not settings.exchange_rate_url:
@@ -307,34 +397,18 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
         if changes:
             logger.info("exchange rates refreshed: %s changed", len(changes))
 
-    @huey.periodic_task(crontab(hour="4", minute="41"), name="update_geo_data")
-    def update_geo_data_task() -> None:
-        """Daily: fetch each configured geo edition whose data is UPDATE_AFTER_DAYS old (monthly in effect;
-        a day's retry when the source has nothing newer yet). The file in use stays on any failure."""
-        if not settings.geo_source:
-            return
-        due = due_editions(settings)
-        if not due:
-            return
-        try:
-            for result in update_geo_data(settings, due):
-                logger.info("geo data %s: %s built %s", result.edition, result.database_type, result.built_at)
-        except GeoUpdateError as exc:
-            logger.warning("geo data not updated: %s", exc)
+    if not settings.redis_url:  # In cluster mode each node runs these itself (workers/runtime/nodesweeps.py).
 
-    @huey.periodic_task(crontab(hour="4", minute="53"), name="update_bot_ranges")
-    def update_bot_ranges() -> None:
-        """The published crawler networks, when LANNER_BOT_RANGES_UPDATE_DAYS says they are due."""
-        path = settings.bot_ranges_path
-        if not settings.bot_ranges_update_days or path is None:
-            return
-        if not is_update_due(path, settings.bot_ranges_update_days):
-            return
-        report = update_ranges(settings.bot_range_sources, path)
-        if report.failed:
-            logger.warning("crawler ranges: %s", "; ".join(report.lines))
-        else:
-            logger.info("crawler ranges updated: %s networks", report.data.network_count)
+        @huey.periodic_task(GEO_SCHEDULE, name="update_geo_data")
+        def update_geo_data_task() -> None:
+            update_geo_files(settings)
+
+        @huey.periodic_task(BOT_RANGES_SCHEDULE, name="update_bot_ranges")
+        def update_bot_ranges() -> None:
+            update_crawler_ranges(settings)
+
+        huey.update_geo_data = update_geo_data_task
+        huey.update_bot_ranges = update_bot_ranges
 
     @huey.on_startup()
     def connect_db() -> None:
@@ -345,8 +419,6 @@ def register_tasks(huey: SqliteHuey, settings: Settings) -> None:
     huey.run_deferred_steps = run_deferred_steps
     huey.prune_postback_log = prune_postback_log_task
     huey.refresh_exchange_rates = refresh_exchange_rates
-    huey.update_geo_data = update_geo_data_task
-    huey.update_bot_ranges = update_bot_ranges
 
 
 def run_consumer(settings: Settings) -> None:
@@ -358,15 +430,24 @@ def run_consumer(settings: Settings) -> None:
     huey = create_huey(settings)
     flusher = FlusherThread(settings, huey.send_postback)
     flusher.start()
+    node_sweeps = None
+    if settings.redis_url:  # The node's own files: this node updates them, on their schedule.
+        from workers.runtime.nodesweeps import NodeSweepThread
+
+        node_sweeps = NodeSweepThread(node_jobs(settings))
+        node_sweeps.start()
     try:
         try:
             huey.run_deferred_steps()  # At once, not at the next minute.
             huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
-            huey.update_geo_data()  # A source just configured is used now, not at 04:41 (if data is due).
-            huey.update_bot_ranges()  # And the crawler ranges, if they are due, not at the next night.
-        except Exception as exc:  # The queue database cannot be written (a full disk).
+            if node_sweeps is None:
+                huey.update_geo_data()  # A source just configured is used now, not at 04:41 (if data is due).
+                huey.update_bot_ranges()  # And the crawler ranges, if they are due, not at the next night.
+        except Exception as exc:  # The queue cannot be written (a full disk, Redis away).
             logger.warning("could not queue the deferred steps now (%s); they run within a minute", exc)
         consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True)
         consumer.run()
     finally:
         flusher.stop()
+        if node_sweeps is not None:
+            node_sweeps.stop()
