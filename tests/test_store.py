@@ -114,3 +114,15 @@ def test_the_cli_answers_store_busy_with_its_sentence(lanner, settings):
     assert done.returncode == 1, done.stderr
     assert "database cannot take this write now" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_raw_connection_says_whether_a_transaction_is_open(db):
+    """What the flusher asks after a failed round, to roll back what the failure left open."""
+    from models.store.database import write_tx
+
+    connection = db.connection()
+    assert not connection.in_transaction
+    with write_tx(db):
+        connection.execute("SELECT COUNT(*) FROM meta").fetchall()
+        assert connection.in_transaction
+    assert not connection.in_transaction

@@ -104,7 +104,12 @@ class BoolAsIntDumper(Dumper):
 
 
 class LannerConnection(psycopg.Connection):
-    """psycopg's connection with the stores' parameter style and sqlite3's executemany."""
+    """psycopg's connection with the stores' parameter style and sqlite3's executemany and in_transaction."""
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open or failed (what the flusher rolls back after a failed round)."""
+        return self.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     def execute(self, query, params=None, **kwargs):
         if isinstance(query, str):
