@@ -813,16 +813,18 @@ def load_admin_app(settings: Settings):
 def check_schema(settings: Settings) -> None:
     """Refuse to start against a database older than the code, or on a spool that is another node's
     (models/clicks/node.py: the spool's name is written here on first start), with the fix in the message."""
-    from models.clicks.node import ensure_spool_node
+    from models.clicks.node import ensure_spool_node, refuse_a_second_node_alone
     from models.migrations.runner import require_current_schema
     from models.store.database import db as database
     from models.store.database import open_database
 
+    node = ensure_spool_node(settings.spool_dir, settings.node_id)
     try:
         require_current_schema(open_database(settings.database_location), settings.database_shown)
+        if not settings.redis_url:
+            refuse_a_second_node_alone(database, node.name)
     finally:
         database.close()
-    ensure_spool_node(settings.spool_dir, settings.node_id)
 
 
 def check_schema_apart(settings: Settings) -> None:

@@ -3,12 +3,20 @@ and a spool never lands into another spool's position."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from conftest import run_lanner
 
 from models.admin.services import create_campaign
 from models.clicks.landing import SpoolLanding
-from models.clicks.node import NODE_FILE, NodeMismatch, ensure_spool_node, spool_node
+from models.clicks.node import (
+    NODE_FILE,
+    NodeMismatch,
+    ensure_spool_node,
+    refuse_a_second_node_alone,
+    spool_node,
+)
 from models.clicks.spool import SpoolClaimed, flush_spool, read_position
 from models.clicks.visit import Visit
 from models.store.sqlite.clicks import ClickStore
@@ -102,3 +110,17 @@ def test_0012_moves_the_single_position_to_the_node_main(settings):
         ]
     finally:
         database.close()
+
+
+def test_a_second_live_node_without_redis_is_refused_at_start(lanner, env, settings, db, tmp_path):
+    from models.store.database import write_tx
+
+    with write_tx(db):  # Node `east` beat a moment ago.
+        ClickStore(db.connection()).beat("east", int(time.time() * 1000), "host-east", 0, 0)
+    result = run_lanner({**env, "LANNER_NODE_ID": "west"}, "worker", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "Node 'east' (host-east) is running on this database too" in result.stderr
+    assert "LANNER_REDIS_URL" in result.stderr
+    with write_tx(db):  # A node gone for minutes does not count.
+        ClickStore(db.connection()).beat("east", int(time.time() * 1000) - 600_000, "host-east", 0, 0)
+    refuse_a_second_node_alone(db, "west")

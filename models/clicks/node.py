@@ -16,10 +16,14 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from peewee import Database
+
 from models.errors import LannerError
+from models.store.sqlite.clicks import ClickStore
 
 NODE_FILE = "node-id"
 DEFAULT_NODE = "main"
+LIVE_NODE_MS = 60_000  # A node whose heartbeat is this recent is running (it beats every 5 s).
 
 
 class NodeMismatch(LannerError):
@@ -75,3 +79,22 @@ def ensure_spool_node(spool_dir: Path, name: str) -> SpoolNode:
     finally:
         partial.unlink()
     return ensure_spool_node(spool_dir, name)
+
+
+def refuse_a_second_node_alone(db: Database, name: str, now_ms: int | None = None) -> None:
+    """Refuse to start a node beside another live one without Redis: debounce, caps and uniqueness
+    would then be each node's alone (docs/SCALING.md), and a capped offer could be sent past its cap."""
+    import time
+
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    others = [
+        (other, host)
+        for other, host, heartbeat_at, *_ in ClickStore(db.connection()).nodes()
+        if other != name and heartbeat_at > now_ms - LIVE_NODE_MS
+    ]
+    if others:
+        other, host = others[0]
+        raise NodeMismatch(
+            f"Node {other!r} ({host}) is running on this database too: several nodes share caps, "
+            "debounce and uniqueness through Redis, so set LANNER_REDIS_URL on every node (docs/SCALING.md)."
+        )
