@@ -27,9 +27,12 @@ class AuditStore(sqlite.AuditStore):
         'AND (CAST(?6 AS TEXT) IS NULL OR lower(actor COLLATE "C") = lower(CAST(?6 AS TEXT) COLLATE "C")) '
         "AND (CAST(?7 AS BIGINT) IS NULL OR id < ?7) ORDER BY id DESC LIMIT ?4"
     )
-    # DISTINCT wants its ORDER BY in the select list: sort the distinct names outside it.
+    # DISTINCT wants its ORDER BY in the select list: sort the distinct names outside it, bytes as
+    # SQLite's BINARY.
     SQL_ACTORS = (
         "SELECT actor FROM (SELECT DISTINCT actor FROM audit_log) AS a "
         'ORDER BY lower(actor COLLATE "C"), actor COLLATE "C"'
     )
-    SQL_ENTITIES = 'SELECT DISTINCT entity FROM audit_log ORDER BY entity COLLATE "C"'
+    SQL_ENTITIES = (
+        'SELECT entity FROM (SELECT DISTINCT entity FROM audit_log) AS e ORDER BY entity COLLATE "C"'
+    )
