@@ -95,7 +95,7 @@ def test_duplicate_alias_is_refused(lanner):
     assert result.returncode != 0 and "A campaign with alias 'dup' already exists." in result.stderr
 
 
-def test_streams_keep_their_ids_when_edited_and_removed(lanner, settings):
+def test_streams_keep_their_ids_when_edited_and_removed(lanner, db):
     lanner("campaign", "create", "S", "--alias", "s", "--offer-url", "https://o.example/a?c={subid}")
     offer = lanner("offer", "create", "B", "--url", "https://o.example/b?c={subid}").stdout.strip()
     stream = lanner("stream", "add", "s", "--offer", "1:70", "--offer", f"{offer}:30").stdout.strip()
@@ -112,10 +112,9 @@ def test_streams_keep_their_ids_when_edited_and_removed(lanner, settings):
     assert by_id["1"]["offers"] == f"{offer}:100"
     lanner("stream", "remove", stream)
     assert [row["id"] for row in json.loads(lanner("stream", "list", "s", "--json").stdout)] == [1]
-    with sqlite3.connect(settings.database_path) as connection:
-        assert connection.execute("SELECT status FROM stream WHERE id = ?", (stream,)).fetchone() == (
-            "deleted",
-        )
+    assert db.connection().execute("SELECT status FROM stream WHERE id = ?", (int(stream),)).fetchone() == (
+        "deleted",
+    )
 
 
 def test_offer_update_and_list(lanner):
@@ -134,25 +133,24 @@ def test_settings_lists_every_variable(lanner):
     assert [row["env"] for row in rows] == [setting.env for setting in SETTINGS]
 
 
-def test_generate_clicks_fills_realistic_rows_with_consistent_flags(lanner, settings):
+def test_generate_clicks_fills_realistic_rows_with_consistent_flags(lanner, db):
     out = lanner("generate", "clicks", "--count", "20000", "--days", "2", "--campaigns", "5", "--seed", "3")
     assert "Added 20000 clicks" in out.stdout
-    with sqlite3.connect(settings.database_path) as connection:
-        total, campaigns, ips, unique_global = connection.execute(
-            "SELECT count(*), count(DISTINCT campaign_id), count(DISTINCT ip), sum(is_unique_global) "
-            "FROM click"
-        ).fetchone()
-        assert total == 20000 and campaigns == 5
-        assert ips < total  # Repeat visitors and NAT addresses.
-        shared = connection.execute(
-            "SELECT max(uas) FROM (SELECT count(DISTINCT ua_hash) AS uas FROM click GROUP BY ip)"
-        ).fetchone()[0]
-        assert shared > 20  # Carrier NAT: one address, many browsers.
-        assert 0 < unique_global < total
-        # Recompute the global flag from the rows themselves: the generator's flags must agree.
-        rows = connection.execute(
-            "SELECT ip, ua_hash, created_at, is_unique_global FROM click ORDER BY created_at"
-        ).fetchall()
+    connection = db.connection()
+    total, campaigns, ips, unique_global = connection.execute(
+        "SELECT count(*), count(DISTINCT campaign_id), count(DISTINCT ip), sum(is_unique_global) FROM click"
+    ).fetchone()
+    assert total == 20000 and campaigns == 5
+    assert ips < total  # Repeat visitors and NAT addresses.
+    shared = connection.execute(
+        "SELECT max(uas) FROM (SELECT count(DISTINCT ua_hash) AS uas FROM click GROUP BY ip) AS per_ip"
+    ).fetchone()[0]
+    assert shared > 20  # Carrier NAT: one address, many browsers.
+    assert 0 < unique_global < total
+    # Recompute the global flag from the rows themselves: the generator's flags must agree.
+    rows = connection.execute(
+        "SELECT ip, ua_hash, created_at, is_unique_global FROM click ORDER BY created_at"
+    ).fetchall()
     last_seen: dict[tuple[str, int], int] = {}
     for ip, visitor_hash, created_at, is_unique in rows:
         previous = last_seen.get((ip, visitor_hash))
@@ -160,7 +158,7 @@ def test_generate_clicks_fills_realistic_rows_with_consistent_flags(lanner, sett
         last_seen[(ip, visitor_hash)] = created_at
 
 
-def test_generated_uniqueness_flags_are_the_trackers_per_scope_and_window(env, lanner, settings):
+def test_generated_uniqueness_flags_are_the_trackers_per_scope_and_window(env, lanner, db):
     """Each flag as the tracker sets it: no click of the visitor in its scope within its window before."""
     lanner("offer", "create", "Gen", "--url", "https://gen.example/?c={subid}")
     lanner("campaign", "create", "Generated 0", "--alias", "gen-0", "--offer-id", "1")
@@ -172,20 +170,18 @@ def test_generated_uniqueness_flags_are_the_trackers_per_scope_and_window(env, l
             lanner("stream", "add", campaign, "--offer", "1")
     run_lanner({**env, "LANNER_UNIQUENESS_HOURS": "12"}, "generate", "clicks", "--count", "8000", "--days", "3",
                "--campaigns", "2", "--seed", "8")  # fmt: skip
-    with sqlite3.connect(settings.database_path) as connection:
-        connection.execute(
-            "CREATE INDEX test_visitor ON click (ip, ua_hash, campaign_id, stream_id, created_at)"
-        )
-        earlier = "SELECT 1 FROM click AS p WHERE p.ip = c.ip AND p.ua_hash = c.ua_hash AND p.id < c.id"
-        window = "p.created_at >= c.created_at - k.uniqueness_hours * 3600000"
-        flags = connection.execute(
-            f"""SELECT c.is_unique_global, c.is_unique_campaign, c.is_unique_stream,
-                NOT EXISTS ({earlier} AND p.created_at >= c.created_at - 12 * 3600000),
-                NOT EXISTS ({earlier} AND p.campaign_id = c.campaign_id AND {window}),
-                NOT EXISTS ({earlier} AND p.campaign_id = c.campaign_id AND p.stream_id = c.stream_id
-                            AND {window})
-            FROM click AS c JOIN campaign AS k ON k.id = c.campaign_id"""
-        ).fetchall()
+    connection = db.connection()
+    connection.execute("CREATE INDEX test_visitor ON click (ip, ua_hash, campaign_id, stream_id, created_at)")
+    earlier = "SELECT 1 FROM click AS p WHERE p.ip = c.ip AND p.ua_hash = c.ua_hash AND p.id < c.id"
+    window = "p.created_at >= c.created_at - k.uniqueness_hours * 3600000"
+    flags = connection.execute(
+        f"""SELECT c.is_unique_global, c.is_unique_campaign, c.is_unique_stream,
+            NOT EXISTS ({earlier} AND p.created_at >= c.created_at - 12 * 3600000),
+            NOT EXISTS ({earlier} AND p.campaign_id = c.campaign_id AND {window}),
+            NOT EXISTS ({earlier} AND p.campaign_id = c.campaign_id AND p.stream_id = c.stream_id
+                        AND {window})
+        FROM click AS c JOIN campaign AS k ON k.id = c.campaign_id"""
+    ).fetchall()
     assert len(flags) == 8000
     assert [row[:3] for row in flags] == [row[3:] for row in flags]
     assert sum(row[1] != row[2] for row in flags) > 100  # Several streams per campaign: the flags differ.
