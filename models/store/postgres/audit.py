@@ -4,8 +4,8 @@
   only meets IS NULL, so each such test casts it to its column's type.
 - SQLite compares and sorts actors COLLATE NOCASE (ASCII letters folded, then bytes); PostgreSQL has no
   such collation, and lanner_nocase (ICU) sorts otherwise. `lower(x COLLATE "C")` folds only ASCII
-  and compares bytes: the same answers on the same data. The actors list breaks NOCASE ties ("Anna",
-  "anna") by the bytes, which SQLite leaves to chance.
+  and compares bytes: the same answers on the same data (NOCASE ties such as "Anna" and "anna" broken
+  by the bytes on both).
 """
 
 from __future__ import annotations
