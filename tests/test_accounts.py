@@ -237,6 +237,14 @@ def test_sharing_again_changes_may_edit_and_unsharing_takes_sight_away(db, team)
         unshare_campaign(db, "b", "anna")
 
 
+def test_a_campaign_s_shares_are_listed_by_name_ignoring_case_as_sqlite_s_nocase_sorts(db, team):
+    # ASCII folded, then the bytes: '-' < '.' < '@' < '_' (an ICU collation would put '_' first).
+    for name in ("a_b", "A.b", "a-b", "a@b", "B9"):
+        add_user(db, name, "buyer", PASSWORD)
+        share_campaign(db, "b", name)
+    assert [name for name, _ in campaign_shares(db, team["b"])] == ["a-b", "A.b", "a@b", "a_b", "anna", "B9"]
+
+
 def test_sharing_with_an_admin_or_the_owner_is_refused(db, team):
     with pytest.raises(AccountError, match=r"^'root' is an admin and sees every campaign already\.$"):
         share_campaign(db, "a", "root")
