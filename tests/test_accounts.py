@@ -237,6 +237,14 @@ def test_sharing_again_changes_may_edit_and_unsharing_takes_sight_away(db, team)
         unshare_campaign(db, "b", "anna")
 
 
+def test_a_campaign_s_shares_are_listed_by_name_ignoring_case_as_sqlite_s_nocase_sorts(db, team):
+    # ASCII folded, then the bytes: '-' < '.' < '@' < '_' (an ICU collation would put '_' first).
+    for name in ("a_b", "A.b", "a-b", "a@b", "B9"):
+        add_user(db, name, "buyer", PASSWORD)
+        share_campaign(db, "b", name)
+    assert [name for name, _ in campaign_shares(db, team["b"])] == ["a-b", "A.b", "a@b", "a_b", "anna", "B9"]
+
+
 def test_sharing_with_an_admin_or_the_owner_is_refused(db, team):
     with pytest.raises(AccountError, match=r"^'root' is an admin and sees every campaign already\.$"):
         share_campaign(db, "a", "root")
@@ -337,13 +345,34 @@ def test_an_unknown_or_empty_key_opens_nothing(db, given):
     assert authenticate_api_key(db, given) is None
 
 
+def trace_statements(conn, record):
+    """Pass every statement `conn` runs to `record`; the function that stops it. sqlite3 has a trace
+    callback; on psycopg a cursor class that records does it (peewee's BEGIN runs on a cursor too)."""
+    if hasattr(conn, "set_trace_callback"):
+        conn.set_trace_callback(record)
+        return lambda: conn.set_trace_callback(None)
+    plain = conn.cursor_factory
+
+    class RecordingCursor(plain):
+        def execute(self, query, params=None, **kwargs):
+            record(query if isinstance(query, str) else query.as_string(conn))
+            return super().execute(query, params, **kwargs)
+
+    conn.cursor_factory = RecordingCursor
+
+    def stop() -> None:
+        conn.cursor_factory = plain
+
+    return stop
+
+
 def test_last_used_moves_at_most_once_a_minute_and_polling_meanwhile_takes_no_write_lock(db, clock):
     add_user(db, "anna", "buyer", PASSWORD)
     created, key = create_api_key(db, "anna", "read")
     assert created.last_used_at is None
     start_ms = int(clock() * 1000)
     statements: list[str] = []
-    db.connection().set_trace_callback(statements.append)
+    stop_tracing = trace_statements(db.connection(), statements.append)
 
     def last_used() -> int | None:
         return list_api_keys(db)[0].last_used_at
@@ -363,7 +392,7 @@ def test_last_used_moves_at_most_once_a_minute_and_polling_meanwhile_takes_no_wr
         authenticate_api_key(db, key, clock=clock)
         assert last_used() == start_ms + LAST_USED_EVERY_MS
     finally:
-        db.connection().set_trace_callback(None)
+        stop_tracing()
 
 
 def test_the_install_key_is_an_admin_key_with_write_until_rotated(db):

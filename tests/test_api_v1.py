@@ -671,10 +671,14 @@ def test_buyers_see_and_change_only_their_own_and_shared_campaigns(accounts, key
     assert status == 403 and "admin" in answer["description"]
     assert call(app, "PUT", "/status-maps", key, {"word": "ok", "status": "sale"})[0] == 200
     # Every change names who made it.
-    rows = db.execute_sql(
-        "SELECT actor, action FROM audit_log WHERE entity = 'campaign' AND entity_id = ? ORDER BY id",
-        (theirs["id"],),
-    ).fetchall()
+    rows = (
+        db.connection()
+        .execute(
+            "SELECT actor, action FROM audit_log WHERE entity = 'campaign' AND entity_id = ? ORDER BY id",
+            (theirs["id"],),
+        )
+        .fetchall()
+    )
     assert [actor for actor, _ in rows][-1] == "anna" and rows[-1][1] == "update"
 
 
@@ -743,7 +747,7 @@ def test_a_buyer_naming_another_buyer_s_offer_is_told_it_does_not_exist(accounts
     )
     assert (status, answer["description"]) == (404, "There is no offer 99.")
     assert call(app, "GET", "/campaigns/anna-a/streams", keys["anna"])[1]["items"] == [stream]
-    assert db.execute_sql("SELECT COUNT(*) FROM campaign WHERE alias = 'anna-x'").fetchone()[0] == 0
+    assert db.connection().execute("SELECT COUNT(*) FROM campaign WHERE alias = 'anna-x'").fetchone()[0] == 0
     assert (
         call(app, "PATCH", f"/streams/{stream['id']}", keys["anna"], {"fallback_offer_id": annas["id"]})[0]
         == 200

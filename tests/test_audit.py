@@ -189,3 +189,20 @@ def test_lanner_audit_list_prints_table_json_and_csv_with_filters(lanner):
     refused = lanner("audit", "list", "--since", "yesterday", check=False)
     assert refused.returncode == 1 and "is not a date (YYYY-MM-DD)" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_actors_are_listed_and_filtered_ignoring_case_the_same_on_every_backend(db):
+    """SQLite's NOCASE (ASCII letters folded, then the bytes) on PostgreSQL too; ties by the bytes."""
+    from models.accounts.audit import audit_actors, audit_entities, record_change
+    from models.store.database import write_tx
+
+    with write_tx(db):
+        for number, name in enumerate(["zed", "Bert", "anna", "Anna", "_x", "Zz", "bert"], 1):
+            entity = "stream" if name == "bert" else "offer"
+            record_change(
+                db, user_principal(None, name, "admin", False), entity, number, "create", None, {"n": 1}
+            )
+    assert audit_actors(db) == ["_x", "Anna", "anna", "Bert", "bert", "zed", "Zz"]  # '_' sorts before 'a'.
+    assert [entry.entity_id for entry in list_audit(db, actor="ANNA")] == [4, 3]
+    assert [entry.entity for entry in list_audit(db, actor="bErT")] == ["stream", "offer"]
+    assert audit_entities(db) == ["offer", "stream"]

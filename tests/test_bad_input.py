@@ -9,7 +9,6 @@ here needs a server process. Raw malformed HTTP against a real `lanner serve` is
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
@@ -40,18 +39,15 @@ def api(app, lanner, query: dict[str, str]) -> tuple[int, bytes]:
     return status, body
 
 
-def stored(settings, sql: str, params=()) -> list[tuple]:
-    connection = sqlite3.connect(settings.database_path)
-    try:
-        return connection.execute(sql, params).fetchall()
-    finally:
-        connection.close()
+def stored(db, sql: str, params=()) -> list[tuple]:
+    """Rows as the database holds them, read through the test's own connection (either backend)."""
+    return db.connection().execute(sql, params).fetchall()
 
 
 # --- item 8: a visitor's cost= ---------------------------------------------------------------------
 
 
-def test_a_url_cost_past_the_bound_is_ignored_and_the_report_stays_valid_json(start_app, lanner, settings):
+def test_a_url_cost_past_the_bound_is_ignored_and_the_report_stays_valid_json(start_app, lanner, db):
     lanner("campaign", "create", "Paid", "--alias", "paid", "--offer-url", "https://o.example/?s={subid}")
     lanner("campaign", "update", "paid", "--cost-model", "cpc", "--cost-value", "0.05")
     app = start_app(LANNER_ADMIN_BIND="off")
@@ -60,7 +56,7 @@ def test_a_url_cost_past_the_bound_is_ignored_and_the_report_stays_valid_json(st
         assert click(app, "paid", f"cost={cost}", ip=f"198.51.100.{n + 1}")[0] == 302
     lanner("spool", "flush")
     lanner("db", "run-deferred")
-    by_ip = dict(stored(settings, "SELECT ip, cost FROM click"))
+    by_ip = dict(stored(db, "SELECT ip, cost FROM click"))
     # Past LANNER_MAX_CLICK_COST (1000), or not a positive number: the campaign's cpc prices the click.
     assert [by_ip[f"198.51.100.{n + 1}"] for n in range(len(costs))] == pytest.approx(
         [0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 2.5, 999]
@@ -74,13 +70,13 @@ def test_a_url_cost_past_the_bound_is_ignored_and_the_report_stays_valid_json(st
     ] == pytest.approx(1001.8)
 
 
-def test_the_bound_is_a_setting(start_app, lanner, settings):
+def test_the_bound_is_a_setting(start_app, lanner, db):
     lanner("campaign", "create", "Paid", "--alias", "paid", "--offer-url", "https://o.example/?s={subid}")
     app = start_app(LANNER_MAX_CLICK_COST="5")
     click(app, "paid", "cost=4.5", ip="198.51.100.1")
     click(app, "paid", "cost=5.5", ip="198.51.100.2")
     lanner("spool", "flush")
-    assert sorted(row[0] for row in stored(settings, "SELECT cost FROM click")) == [0.0, 4.5]
+    assert sorted(row[0] for row in stored(db, "SELECT cost FROM click")) == [0.0, 4.5]
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "x"])
@@ -128,7 +124,7 @@ def test_a_poisoned_report_says_so_instead_of_printing_infinity(poisoned, lanner
     )
     assert printed["total"]["cost"] is None and printed["notes"] == [NOT_FINITE_NOTE]
     assert {row["campaign"] for row in printed["rows"] if row["cost"] is None} == {1}
-    (subid,) = db.execute_sql("SELECT subid FROM click WHERE cost > 1e308").fetchone()
+    (subid,) = db.connection().execute("SELECT subid FROM click WHERE cost > 1e308").fetchone()
     assert strict_json(lanner("click", "show", subid, "--json").stdout)["click"]["cost"] is None
     table = lanner("report", "--preset", "all_time")
     assert "Note: " in table.stdout and "lanner cost set" in table.stdout  # Under the table.
@@ -245,22 +241,19 @@ def test_an_international_offer_host_is_saved_as_punycode_and_bad_literals_encod
     assert refused.returncode == 1 and "not a valid international domain name" in refused.stderr
 
 
-def test_an_old_stored_offer_url_a_header_cannot_carry_still_answers_and_records_once(
-    start_app, lanner, settings
-):
+def test_an_old_stored_offer_url_a_header_cannot_carry_still_answers_and_records_once(start_app, lanner, db):
     lanner("campaign", "create", "Old", "--alias", "old", "--offer-url", "https://o.example/?click={subid}")
     # Saved before the rule, as an older release let it be.
-    connection = sqlite3.connect(settings.database_path)
-    with connection:
-        connection.execute("UPDATE offer SET url = ?", ("https://оffer.example/lp?q=a b&click={subid}",))
-    connection.close()
+    db.connection().execute(
+        "UPDATE offer SET url = ?", ("https://оffer.example/lp?q=a b&click={subid}",)
+    ).close()
     app = start_app(LANNER_FALLBACK_URL="https://оffer.example/gone?x=a b")
     status, headers, _ = click(app, "old", ip="198.51.100.9")
     assert status == 302
     location = headers["location"]
     assert location.startswith(f"https://{PUNYCODE_HOST}/lp?q=a%20b&click=")
     lanner("spool", "flush")
-    assert stored(settings, "SELECT subid FROM click") == [(location.rsplit("=", 1)[1],)]
+    assert stored(db, "SELECT subid FROM click") == [(location.rsplit("=", 1)[1],)]
     status, headers, _ = request(app, "/no-such-campaign")
     assert (status, headers["location"]) == (302, f"https://{PUNYCODE_HOST}/gone?x=a%20b")
 
@@ -285,9 +278,9 @@ def test_cost_set_while_the_rollup_backfill_runs_counts_each_click_once(poisoned
     db, day = poisoned
     # As if the clicks had been stored by a release before the rollups, and the backfill were half done.
     for table, _, _ in TABLES:
-        db.execute_sql(f"DELETE FROM {table}")
-    db.execute_sql("UPDATE meta SET value = 'backfill' WHERE key = 'rollup_conversions'")
-    db.execute_sql(
+        db.connection().execute(f"DELETE FROM {table}")
+    db.connection().execute("UPDATE meta SET value = 'backfill' WHERE key = 'rollup_conversions'")
+    db.connection().execute(
         "UPDATE deferred_step SET state = 'pending', position = 0, done_units = 0, "
         "target = (SELECT MAX(id) FROM click), total_units = (SELECT COUNT(*) FROM click) WHERE name = ?",
         (deferred.ROLLUP_BACKFILL,),

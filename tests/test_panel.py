@@ -459,7 +459,7 @@ def test_the_dashboard_says_what_its_amounts_leave_out(panel, users, db, setting
 
     create_campaign(db, "Old", "old", offer_url="https://o.example/?s={subid}")
     # As a campaign set up before currencies were converted could be (tests/test_currency.py).
-    db.execute_sql("UPDATE campaign SET cost_model = 'cpc', cost_value = 0.5, cost_currency = 'CHF'")
+    db.connection().execute("UPDATE campaign SET cost_model = 'cpc', cost_value = 0.5, cost_currency = 'CHF'")
     run_deferred(db)
     tracker = make_tracker()
     tracker.refresh()

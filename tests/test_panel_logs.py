@@ -93,7 +93,9 @@ def test_a_buyer_s_click_log_holds_only_their_campaigns_and_pages_both_ways(pane
 
     share_campaign(db, 1, "bert")
     both = [s for page in walk(panel, buyer, "/panel/clicks?limit=30") for s in page]
-    newest_first = db.execute_sql("SELECT subid FROM click ORDER BY created_at DESC, id DESC").fetchall()
+    newest_first = (
+        db.connection().execute("SELECT subid FROM click ORDER BY created_at DESC, id DESC").fetchall()
+    )
     assert both == [s for (s,) in newest_first]
     admin = log_in(panel)
     assert len([s for page in walk(panel, admin, "/panel/clicks?limit=100") for s in page]) == 250
@@ -106,29 +108,33 @@ def test_the_click_log_filters_by_subid_ip_country_bots_sub_id_and_period(panel,
 
     admin = log_in(panel)
     row = list_clicks(ClickFilter(limit=1))[0]
-    full = db.execute_sql(
-        "SELECT ip, sub_id_1, country FROM click WHERE subid = ?", (row["subid"],)
-    ).fetchone()
+    full = (
+        db.connection()
+        .execute("SELECT ip, sub_id_1, country FROM click WHERE subid = ?", (row["subid"],))
+        .fetchone()
+    )
     ip, sub_id_1, country = full
     assert subids(get(panel, f"/panel/clicks?subid={row['subid']}", admin)[2]) == [row["subid"]]
     by_ip = subids(get(panel, "/panel/clicks?limit=500&" + urllib.parse.urlencode({"ip": ip}), admin)[2])
     assert row["subid"] in by_ip
     assert by_ip == [
-        s for (s,) in db.execute_sql("SELECT subid FROM click WHERE ip = ? ORDER BY id DESC", (ip,))
+        s for (s,) in db.connection().execute("SELECT subid FROM click WHERE ip = ? ORDER BY id DESC", (ip,))
     ]
     query = urllib.parse.urlencode({"sub": 1, "sub_value": sub_id_1, "limit": 500})
     by_sub = subids(get(panel, f"/panel/clicks?{query}", admin)[2])
     assert by_sub == [
         s
-        for (s,) in db.execute_sql("SELECT subid FROM click WHERE sub_id_1 = ? ORDER BY id DESC", (sub_id_1,))
+        for (s,) in db.connection().execute(
+            "SELECT subid FROM click WHERE sub_id_1 = ? ORDER BY id DESC", (sub_id_1,)
+        )
     ]
     in_country = subids(get(panel, f"/panel/clicks?limit=500&country={country or 'unknown'}", admin)[2])
     assert (
         in_country
         and len(in_country)
-        == db.execute_sql("SELECT COUNT(*) FROM click WHERE country = ?", (country,)).fetchone()[0]
+        == db.connection().execute("SELECT COUNT(*) FROM click WHERE country = ?", (country,)).fetchone()[0]
     )
-    bots = db.execute_sql("SELECT COUNT(*) FROM click WHERE is_bot = 1").fetchone()[0]
+    bots = db.connection().execute("SELECT COUNT(*) FROM click WHERE is_bot = 1").fetchone()[0]
     assert len(subids(get(panel, "/panel/clicks?limit=500&bots=bots", admin)[2])) == bots
     assert len(subids(get(panel, "/panel/clicks?limit=500&bots=humans", admin)[2])) == 250 - bots
     # The generated clicks are of the last day: none before it, all in the last 7 days.
@@ -204,7 +210,9 @@ def test_an_anonymising_install_finds_a_click_by_its_full_ip_and_says_it_keeps_l
     make_panel, users, db, settings, make_tracker
 ):
     _, subid = routed_click(db, settings, make_tracker, ip="198.51.100.7", user_agent="UA")
-    db.execute_sql("UPDATE click SET ip = '198.51.100.0'")  # As the tracker keeps it with the setting on.
+    db.connection().execute(
+        "UPDATE click SET ip = '198.51.100.0'"
+    )  # As the tracker keeps it with the setting on.
     anonymising = make_panel(LANNER_ANONYMIZE_IP="on")
     admin = log_in(anonymising)
     assert subids(get(anonymising, "/panel/clicks?ip=198.51.100.7", admin)[2]) == [subid]
@@ -287,7 +295,7 @@ def test_the_conversion_log_shows_visible_campaigns_only_with_money_for_those_wh
 
 
 def conversion_id(db, subid: str) -> int:
-    return db.execute_sql("SELECT id FROM conversion WHERE subid = ?", (subid,)).fetchone()[0]
+    return db.connection().execute("SELECT id FROM conversion WHERE subid = ?", (subid,)).fetchone()[0]
 
 
 def test_a_correction_changes_status_and_payout_is_audited_and_refuses_what_it_cannot_apply(
@@ -424,7 +432,7 @@ def test_an_import_is_an_admin_s_with_the_session_s_token(panel, users, clicks, 
         assert get(panel, "/panel/conversions/import", cookie)[0] == 403
         token = csrf_token(get(panel, "/panel/conversions", cookie)[2])
         assert post_import(panel, cookie, {"csrf_token": token, "csv": f"subid\n{first}"})[0] == 403
-    assert db.execute_sql("SELECT COUNT(*) FROM conversion").fetchone()[0] == 0
+    assert db.connection().execute("SELECT COUNT(*) FROM conversion").fetchone()[0] == 0
 
 
 # -- the postback log -----------------------------------------------------------------------------
@@ -456,7 +464,7 @@ def test_the_postback_log_shows_postbacks_parked_ones_and_deliveries_escaped(pan
     html = get(panel, "/panel/postback-log?log=deliveries", admin)[2]
     assert f'href="/panel/conversions/{cid}"' in html and "pending" in html
     # Once sent, the URL holds the click's macros (a visitor's sub ids) and the answer's error.
-    db.execute_sql(
+    db.connection().execute(
         "UPDATE postback_delivery SET url = ?, error = ?, state = 'failed'",
         (f"https://s.example/?c={XSS}", XSS),
     )

@@ -35,7 +35,7 @@ def simulate(app, cookie, campaign_id=1, headers=None, **fields):
 
 
 def click_rows(db) -> int:
-    return db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0]
+    return db.connection().execute("SELECT COUNT(*) FROM click").fetchone()[0]
 
 
 def test_a_visitor_from_another_country_fails_the_country_filter_and_gets_the_default_offer(

@@ -211,7 +211,10 @@ def get_campaign(ref: str | int) -> Campaign:
     # isascii: isdigit() alone takes `²`; an id past 64 bits is no row's (and SQLite cannot bind it).
     is_id = ref.isascii() and ref.isdigit() and int(ref) < 2**63
     query = Campaign.select().where((Campaign.alias == ref) | (Campaign.id == (int(ref) if is_id else -1)))
-    campaign = query.first()
+    # An all-digit alias may be another campaign's id: the alias wins. Chosen here, not by which row the
+    # database returns first (SQLite's OR plan gives the alias's, PostgreSQL's bitmap scan the lower id).
+    matches = list(query)
+    campaign = next((match for match in matches if match.alias == ref), matches[0] if matches else None)
     if campaign is None:
         raise AdminNotFound(f"There is no campaign {ref!r}.")
     return campaign
@@ -693,7 +696,7 @@ def list_streams(campaign_ref: str | int) -> list[Stream]:
 def stream_offers(stream: Stream) -> list[tuple[int, int]]:
     return [
         (link.offer_id, link.weight)
-        for link in StreamOffer.select().where(
-            (StreamOffer.stream == stream) & (StreamOffer.status == "active")
-        )
+        for link in StreamOffer.select()
+        .where((StreamOffer.stream == stream) & (StreamOffer.status == "active"))
+        .order_by(StreamOffer.id)  # As added: PostgreSQL's scan order moves with every update.
     ]

@@ -13,7 +13,7 @@ from models.tables.base import BaseModel
 
 class User(BaseModel):
     id = AutoField()
-    name = TextField(unique=True)  # Case-insensitive (COLLATE NOCASE).
+    name = TextField(unique=True)  # Case-insensitive (SQLite COLLATE NOCASE, PostgreSQL lanner_nocase).
     role = TextField()  # admin, buyer, viewer
     password_hash = TextField()  # argon2id, in its PHC string form.
     hides_money = IntegerField(default=0)  # Cost, revenue, profit and ROI hidden from this user.

@@ -17,6 +17,15 @@ API_KEY_COLUMNS = (
 )
 
 
+def changes_one_row(conn, sql: str, params: tuple) -> bool:
+    """Whether the statement changed exactly one row, its cursor closed. The count is read before the
+    close: psycopg's close() forgets it (sqlite3's keeps it)."""
+    cursor = conn.execute(sql, params)
+    rowcount = cursor.rowcount
+    cursor.close()
+    return rowcount == 1
+
+
 class AccountStore(Store):
     """The accounts rows of one connection; writes join the caller's transaction."""
 
@@ -117,9 +126,7 @@ class AccountStore(Store):
 
     def replace_password_hash(self, user_id: int, old_hash: str, new_hash: str) -> bool:
         """Swap the hash only if it is still `old_hash`; whether it did."""
-        cursor = self.conn.execute(self.SQL_REPLACE_PASSWORD_HASH, (new_hash, user_id, old_hash))
-        cursor.close()
-        return cursor.rowcount == 1
+        return changes_one_row(self.conn, self.SQL_REPLACE_PASSWORD_HASH, (new_hash, user_id, old_hash))
 
     def delete_user(self, user_id: int) -> None:
         """Its keys and shares go with it (ON DELETE CASCADE); its campaigns become nobody's."""
@@ -153,9 +160,7 @@ class AccountStore(Store):
         self.conn.execute(self.SQL_SHARE, (campaign_id, user_id, int(may_edit), now_ms)).close()
 
     def unshare(self, campaign_id: int, user_id: int) -> bool:
-        cursor = self.conn.execute(self.SQL_UNSHARE, (campaign_id, user_id))
-        cursor.close()
-        return cursor.rowcount == 1
+        return changes_one_row(self.conn, self.SQL_UNSHARE, (campaign_id, user_id))
 
     # -- API keys
 
@@ -179,9 +184,7 @@ class AccountStore(Store):
 
     def revoke_api_key(self, key_id: int) -> bool:
         """Whether it was live until now."""
-        cursor = self.conn.execute(self.SQL_REVOKE_API_KEY, (key_id,))
-        cursor.close()
-        return cursor.rowcount == 1
+        return changes_one_row(self.conn, self.SQL_REVOKE_API_KEY, (key_id,))
 
     def touch_api_key(self, key_id: int, now_ms: int, unless_since_ms: int) -> None:
         """Set last_used_at to now unless it is already at or after `unless_since_ms`."""

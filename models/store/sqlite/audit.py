@@ -21,7 +21,7 @@ class AuditStore(Store):
         "AND (?2 IS NULL OR entity = ?2) AND (?3 IS NULL OR entity_id = ?3) "
         "AND (?6 IS NULL OR actor = ?6 COLLATE NOCASE) AND (?7 IS NULL OR id < ?7) ORDER BY id DESC LIMIT ?4"
     )
-    SQL_ACTORS = "SELECT DISTINCT actor FROM audit_log ORDER BY actor COLLATE NOCASE"
+    SQL_ACTORS = "SELECT DISTINCT actor FROM audit_log ORDER BY actor COLLATE NOCASE, actor"  # Ties by bytes.
     SQL_ENTITIES = "SELECT DISTINCT entity FROM audit_log ORDER BY entity"  # From audit_log_entity.
 
     __slots__ = ()
