@@ -66,6 +66,12 @@ class LannerCursor(psycopg.Cursor):
     """A cursor whose "not now" errors are PostgresUnavailable: every statement, raw or through peewee,
     BEGIN and COMMIT included, runs through one."""
 
+    def close(self) -> None:
+        # sqlite3 keeps rowcount after close; psycopg resets it to -1, which read as "changed nothing".
+        rowcount = self._rowcount
+        super().close()
+        self._rowcount = rowcount
+
     def execute(self, query, params=None, **kwargs):
         try:
             # peewee passes () for "no values"; then psycopg would read a literal % as a placeholder.
