@@ -1,10 +1,24 @@
-"""costs: SQLite's statements (models/store/sqlite/costs.py) mean the same on PostgreSQL."""
+"""costs on PostgreSQL: what differs from models/store/sqlite/costs.py.
+
+- SQLite's `INDEXED BY click_campaign_created_at` is dropped (PostgreSQL's planner picks the index),
+  and a period's clicks with the same created_at are ordered by id, as SQLite's index returns them:
+  the last one takes the rounding remainder of a spread cost, so both dialects give it to one click.
+"""
 
 from __future__ import annotations
 
 from models.store.sqlite import costs as sqlite
 
+_PERIOD_CLICKS = "SELECT id FROM click WHERE campaign_id = ? AND created_at >= ? AND created_at < ?{} ORDER BY created_at, id"
+
 
 class CostStore(sqlite.CostStore):
+    """The click costs of one PostgreSQL connection; writes join the caller's transaction."""
+
     __slots__ = ()
     dialect = "postgres"
+
+    SQL_PERIOD_CLICKS = _PERIOD_CLICKS.format("")
+    SQL_PERIOD_CLICKS_OF = {
+        column: _PERIOD_CLICKS.format(f" AND {column} = ?") for column in sqlite.COST_COLUMNS
+    }
