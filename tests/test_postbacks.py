@@ -126,6 +126,49 @@ def test_a_recorder_keeps_working_on_a_reopened_connection_and_in_another_thread
     assert post(recorder, subid=second, status="sale").verdict == "updated"
 
 
+def concurrently(db, count: int, action) -> list[str]:
+    """`action()`'s results from `count` threads started together, each on its own connection (as
+    workers are)."""
+    start = threading.Barrier(count)
+    results: list[str] = []
+
+    def in_a_thread() -> None:
+        try:
+            start.wait()
+            results.append(action())
+        finally:
+            db.close()
+
+    threads = [threading.Thread(target=in_a_thread) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(results)
+
+
+def test_concurrent_identical_postbacks_make_one_conversion_and_one_change(db, campaign, clock):
+    # SQLite serialises them by its write lock; PostgreSQL by the click's row lock: either way the
+    # later ones see the first one's row.
+    subid = store_click(campaign, clock)
+
+    def lead() -> str:
+        return post(
+            ConversionRecorder(db, park_ms=0, clock=clock), subid=subid, status="lead", tid="t"
+        ).verdict
+
+    assert concurrently(db, 6, lead) == ["created"] + ["duplicate"] * 5
+
+    def sale() -> str:
+        return post(
+            ConversionRecorder(db, park_ms=0, clock=clock), subid=subid, status="sale", tid="t"
+        ).verdict
+
+    assert concurrently(db, 6, sale) == ["duplicate"] * 5 + ["updated"]
+    [conversion] = conversions(subid)
+    assert (conversion.status, conversion.original_status) == ("sale", "lead")
+
+
 @pytest.mark.parametrize(
     ("first", "then", "verdict", "final"),
     [
