@@ -305,6 +305,24 @@ def test_every_postback_is_logged_with_its_verdict(recorder, campaign, clock):
     assert all(row.request == RECEIVED.request for row in PostbackLog.select())
 
 
+def test_a_nul_in_what_a_network_sends_is_stored_as_a_replacement_character(recorder, campaign, clock):
+    # PostgreSQL's text cannot hold a NUL; both dialects store what it can.
+    subid = store_click(campaign, clock)
+    received = Received("POST", "198.51.100.9\x00", "POST /…/postback note=a\x00b")
+    outcome = recorder.record(parse_postback({"subid": subid, "tid": "t\x00", "sub_id_2": "s\x00"}), received)
+    assert outcome.verdict == "created"
+    assert conversions(subid)[0].tid == "t\ufffd"
+    assert Click.get(Click.subid == subid).sub_id_2 == "s\ufffd"
+    recorder.log_rejected(received, "invalid", "Bad.", "x\x00")
+    logged = [
+        (row.remote_ip, row.request, row.subid) for row in PostbackLog.select().order_by(PostbackLog.id)
+    ]
+    assert logged == [
+        ("198.51.100.9\ufffd", "POST /…/postback note=a\ufffdb", subid),
+        ("198.51.100.9\ufffd", "POST /…/postback note=a\ufffdb", "x\ufffd"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
     [
