@@ -11,6 +11,9 @@
 - A new row's id comes back through `RETURNING id`: psycopg has no `cursor.lastrowid`.
 - A click's conversions sort by tid in byte order (`COLLATE "C"`), the order of SQLite's index, so
   the one without a tid ('') comes first under any database collation.
+- Settling parked postbacks locks the log rows it takes (`FOR UPDATE OF p SKIP LOCKED`): a flush by
+  hand while the worker's flusher settles (SQLite: one after the other) takes the rows the other has
+  not, instead of applying the same postbacks again and overwriting their verdicts with "duplicate".
 - SQLite's `INDEXED BY postback_log_parked` is dropped: PostgreSQL's planner uses the partial index
   for the literal `verdict = 'parked'` by itself.
 """
@@ -47,4 +50,5 @@ class PostbackLogStore(sqlite.PostbackLogStore):
 SELECT p.id, p.params, p.received_at FROM postback_log AS p
 JOIN click AS c ON c.subid = p.subid
 WHERE p.verdict = 'parked' ORDER BY p.id LIMIT 500
+FOR UPDATE OF p SKIP LOCKED
 """
