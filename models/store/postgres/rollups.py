@@ -1,8 +1,9 @@
-"""rollups on PostgreSQL: what differs from models/store/sqlite/rollups.py (only what postbacks and
-costs need so far; the backfill's PRAGMA and sqlite_master statements are still SQLite's).
+"""rollups on PostgreSQL: SQLite's statements, but for the upsert and the catalog reads.
 
-- In an upsert's DO UPDATE the stored row's metrics are qualified with the table's name: PostgreSQL
-  calls an unqualified one ambiguous between the row and `excluded`, where SQLite takes the row's.
+- An upsert's DO UPDATE names the stored row's column as `table.col`: PostgreSQL finds a bare `col`
+  ambiguous between the row and `excluded`, where SQLite takes the row's.
+- PRAGMA table_info and sqlite_master are SQLite's catalog: information_schema is PostgreSQL's (the
+  current schema's tables only, as sqlite_master holds only the database's own).
 """
 
 from __future__ import annotations
@@ -21,11 +22,17 @@ def _upsert_sql(table: str, dimensions: tuple[str, ...]) -> str:
 
 
 class RollupStore(sqlite.RollupStore):
-    """The rollups of one PostgreSQL connection; writes join the caller's transaction."""
-
     __slots__ = ()
     dialect = "postgres"
-
     SQL_UPSERT = {
         table: _upsert_sql(table, tuple(DIMENSIONS[i] for i in positions)) for table, _, positions in TABLES
     }
+    # (position, name) as PRAGMA table_info's first two columns: the caller reads the name.
+    SQL_CONVERSION_COLUMNS = (
+        "SELECT ordinal_position, column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = 'conversion'"
+    )
+    SQL_TABLE_NAMES = (
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' AND table_name LIKE 'rollup%'"
+    )
