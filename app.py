@@ -100,7 +100,7 @@ def create_admin_app(
 
     if db is None:
         db = open_database(settings.database_location)
-    require_current_schema(db, settings.database_location)
+    require_current_schema(db, settings.database_path)
     app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[ServerTiming()])
     app.req_options.strip_url_path_trailing_slash = True
     app.add_route("/healthz", DatabaseHealthResource(db))
@@ -165,7 +165,7 @@ def create_tracker(settings: Settings):
     from models.store.database import open_database
 
     db = open_database(settings.database_location)
-    require_current_schema(db, settings.database_location)
+    require_current_schema(db, settings.database_path)
     return build_tracker(db, settings)
 
 
