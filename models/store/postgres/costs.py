@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from models.store.sqlite import costs as sqlite
 
-_PERIOD_CLICKS = (
-    "SELECT id FROM click WHERE campaign_id = ? AND created_at >= ? AND created_at < ?{} ORDER BY created_at, id"
-)
+_PERIOD_CLICKS = "SELECT id FROM click WHERE campaign_id = ? AND created_at >= ? AND created_at < ?{} ORDER BY created_at, id"
 
 
 class CostStore(sqlite.CostStore):
