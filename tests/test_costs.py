@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from models.admin.services import create_campaign, update_campaign
+from models.clicks.record import new_subid
 from models.clicks.spool import flush_spool
 from models.clicks.visit import Visit
 from models.reporting.costs import CostError, spread_cost
+from models.tables.click import Click
 
 
 def track(tracker, campaign_alias: str, ip: str, cost: float = 0.0) -> str:
@@ -78,3 +80,20 @@ def test_cost_and_report_commands(lanner):
     assert table.splitlines()[-1].startswith("total")
     refused = lanner("report", "-g", "planet", check=False)
     assert refused.returncode != 0 and "Cannot group or filter by 'planet'" in refused.stderr
+
+
+def test_a_spread_cost_s_remainder_goes_to_the_last_click_by_time_then_id(db):
+    # Clicks landed in one flush share their time: the same one takes the remainder on both dialects.
+    create_campaign(db, "Spend", "spend", offer_url="https://o.example/?s={subid}")
+    for created_at in (2_000, 1_000, 1_000, 1_000):
+        Click.create(
+            subid=new_subid(),
+            created_at=created_at,
+            campaign_id=1,
+            ip="198.51.100.1",
+            user_agent="t",
+            ua_hash=1,
+        )
+    spread_cost(db, 1, 0, 1_500, 1.0)
+    costs = [cost for (cost,) in db.execute_sql("SELECT cost FROM click ORDER BY id").fetchall()]
+    assert costs == [0.0, 0.333333, 0.333333, 0.333334]

@@ -19,6 +19,7 @@ from conftest import click, request
 
 from models.conversions.postbacks import ConversionRecorder, Received
 from models.conversions.refusals import RefusalCounter
+from models.store.database import dialect_of
 from models.tables.conversion import PostbackLog, PostbackRefusal
 
 DAY_MS = 86_400_000
@@ -46,7 +47,10 @@ def log_rows(db) -> int:
 
 
 def database_bytes(db) -> int:
-    """The database's size as SQLite sees it (WAL included), whatever has been checkpointed."""
+    """The database's size as SQLite sees it (WAL included), whatever has been checkpointed; on
+    PostgreSQL, its files' (without the server's WAL, which every write fills, kept or not)."""
+    if dialect_of(db) == "postgres":
+        return db.execute_sql("SELECT pg_database_size(current_database())").fetchone()[0]
     return (
         db.execute_sql("PRAGMA page_count").fetchone()[0] * db.execute_sql("PRAGMA page_size").fetchone()[0]
     )

@@ -126,6 +126,49 @@ def test_a_recorder_keeps_working_on_a_reopened_connection_and_in_another_thread
     assert post(recorder, subid=second, status="sale").verdict == "updated"
 
 
+def concurrently(db, count: int, action) -> list[str]:
+    """`action()`'s results from `count` threads started together, each on its own connection (as
+    workers are)."""
+    start = threading.Barrier(count)
+    results: list[str] = []
+
+    def in_a_thread() -> None:
+        try:
+            start.wait()
+            results.append(action())
+        finally:
+            db.close()
+
+    threads = [threading.Thread(target=in_a_thread) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(results)
+
+
+def test_concurrent_identical_postbacks_make_one_conversion_and_one_change(db, campaign, clock):
+    # SQLite serialises them by its write lock; PostgreSQL by the click's row lock: either way the
+    # later ones see the first one's row.
+    subid = store_click(campaign, clock)
+
+    def lead() -> str:
+        return post(
+            ConversionRecorder(db, park_ms=0, clock=clock), subid=subid, status="lead", tid="t"
+        ).verdict
+
+    assert concurrently(db, 6, lead) == ["created"] + ["duplicate"] * 5
+
+    def sale() -> str:
+        return post(
+            ConversionRecorder(db, park_ms=0, clock=clock), subid=subid, status="sale", tid="t"
+        ).verdict
+
+    assert concurrently(db, 6, sale) == ["duplicate"] * 5 + ["updated"]
+    [conversion] = conversions(subid)
+    assert (conversion.status, conversion.original_status) == ("sale", "lead")
+
+
 @pytest.mark.parametrize(
     ("first", "then", "verdict", "final"),
     [
@@ -260,6 +303,24 @@ def test_every_postback_is_logged_with_its_verdict(recorder, campaign, clock):
         "forbidden",
     ]
     assert all(row.request == RECEIVED.request for row in PostbackLog.select())
+
+
+def test_a_nul_in_what_a_network_sends_is_stored_as_a_replacement_character(recorder, campaign, clock):
+    # PostgreSQL's text cannot hold a NUL; both dialects store what it can.
+    subid = store_click(campaign, clock)
+    received = Received("POST", "198.51.100.9\x00", "POST /…/postback note=a\x00b")
+    outcome = recorder.record(parse_postback({"subid": subid, "tid": "t\x00", "sub_id_2": "s\x00"}), received)
+    assert outcome.verdict == "created"
+    assert conversions(subid)[0].tid == "t\ufffd"
+    assert Click.get(Click.subid == subid).sub_id_2 == "s\ufffd"
+    recorder.log_rejected(received, "invalid", "Bad.", "x\x00")
+    logged = [
+        (row.remote_ip, row.request, row.subid) for row in PostbackLog.select().order_by(PostbackLog.id)
+    ]
+    assert logged == [
+        ("198.51.100.9\ufffd", "POST /…/postback note=a\ufffdb", subid),
+        ("198.51.100.9\ufffd", "POST /…/postback note=a\ufffdb", "x\ufffd"),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -96,6 +96,12 @@ MAX_REQUEST_LOGGED = 4000
 STATUS_WORD = re.compile(r"^[\w .:-]{1,50}$")
 
 
+def storable(text: str) -> str:
+    """`text` with each NUL as U+FFFD: PostgreSQL's text cannot hold a NUL (SQLite's can), so what a
+    network sends is stored alike on both. No network means one."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
 class PostbackError(LannerError, ValueError):
     """A postback that cannot be processed; the message is one sentence for the network's log."""
 
@@ -181,10 +187,10 @@ def parse_postback(params: Mapping[str, str]) -> Postback:
         raise PostbackError(f"Status {raw_status[:40]!r} is not a status word.")
     postback = Postback(
         subid=subid,
-        tid=_first(params, TID_PARAMS)[:MAX_TEXT],
+        tid=storable(_first(params, TID_PARAMS)[:MAX_TEXT]),
         raw_status=raw_status.lower(),
         currency=params.get("currency", "").strip().upper(),
-        network=params.get("from", "").strip().lower()[:MAX_TEXT],
+        network=storable(params.get("from", "").strip().lower()[:MAX_TEXT]),
     )
     if postback.currency and not CODE.match(postback.currency):
         raise PostbackError(f"Currency {postback.currency[:20]!r} is not a three-letter code such as USD.")
@@ -203,7 +209,7 @@ def parse_postback(params: Mapping[str, str]) -> Postback:
             and slot.isdigit()
             and 1 <= int(slot) <= SUB_ID_SLOTS
         ):
-            postback.sub_ids[int(slot)] = value[:500]
+            postback.sub_ids[int(slot)] = storable(value[:500])
     return postback
 
 
@@ -298,15 +304,15 @@ class ConversionRecorder:
     ) -> None:
         log.log(
             self._now(),
-            received.method,
-            received.remote_ip,
-            received.request[:MAX_REQUEST_LOGGED],
-            postback.subid,
+            storable(received.method),
+            storable(received.remote_ip),
+            storable(received.request[:MAX_REQUEST_LOGGED]),
+            storable(postback.subid),
             postback.tid,
             postback.raw_status,
             postback.to_json(),
             outcome.verdict,
-            outcome.detail,
+            storable(outcome.detail),
             outcome.conversion_id,
             expires_at,
         )

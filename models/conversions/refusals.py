@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 
 from peewee import Database
 
+from models.conversions.postbacks import storable
 from models.store.database import write_tx
 from models.store.sqlite.refusals import RefusalStore
 
@@ -50,11 +51,11 @@ class RefusalCounter:
         with write_tx(self.db):
             RefusalStore(self.db.connection()).count(
                 day=utc_day(now),
-                remote_ip=remote_ip[:64],
+                remote_ip=storable(remote_ip[:64]),
                 other=OTHER_ADDRESSES,
                 max_addresses=self.max_addresses,
                 now_ms=now,
                 hour=now // HOUR_MS,
-                sample=sample[:SAMPLE_CHARS],
+                sample=storable(sample[:SAMPLE_CHARS]),
                 samples_per_hour=self.samples_per_hour,
             )

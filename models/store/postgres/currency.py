@@ -1,4 +1,8 @@
-"""currency: SQLite's statements (models/store/sqlite/currency.py) mean the same on PostgreSQL."""
+"""currency on PostgreSQL: what differs from models/store/sqlite/currency.py.
+
+- SQLite's `INDEXED BY conversion_unconverted` is dropped: PostgreSQL's planner uses the partial
+  index (report_payout IS NULL) by itself.
+"""
 
 from __future__ import annotations
 
@@ -6,5 +10,12 @@ from models.store.sqlite import currency as sqlite
 
 
 class CurrencyStore(sqlite.CurrencyStore):
+    """The rates and currency labels of one PostgreSQL connection; writes join the caller's transaction."""
+
     __slots__ = ()
     dialect = "postgres"
+
+    SQL_UNCONVERTED_OF = """
+SELECT cv.id, cv.click_id, cv.campaign_id, cv.status, cv.payout, cv.cost FROM conversion AS cv
+WHERE cv.report_payout IS NULL AND cv.currency = ?
+"""

@@ -1,18 +1,30 @@
-"""deliveries: SQLite's statements (models/store/sqlite/deliveries.py) on PostgreSQL.
+"""deliveries on PostgreSQL: what differs from models/store/sqlite/deliveries.py.
 
-What differs (so far: the due deliveries `lanner worker` sweeps every minute): no `INDEXED BY`
-(PostgreSQL has no index hints; its planner picks postback_delivery_due).
+- A queued delivery's id comes back through `ON CONFLICT DO NOTHING RETURNING id`: psycopg has no
+  `cursor.lastrowid`, and a delivery queued before returns no row (SQLite's rowcount 0).
+- SQLite's `INDEXED BY postback_delivery_due` is dropped: PostgreSQL's planner uses the partial
+  index for the literal `state = 'pending'` by itself. Due deliveries with the same next attempt are
+  taken by id, the order SQLite's index gives them.
 """
 
 from __future__ import annotations
 
 from models.store.sqlite import deliveries as sqlite
+from models.store.sqlite.rows import fetch_one
 
 
 class DeliveryStore(sqlite.DeliveryStore):
+    """The deliveries of one PostgreSQL connection; writes join the caller's transaction."""
+
     __slots__ = ()
     dialect = "postgres"
+
+    SQL_QUEUE = sqlite.DeliveryStore.SQL_QUEUE.rstrip() + " RETURNING id"
     SQL_DUE = """
 SELECT id FROM postback_delivery
-WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?
+WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?
 """
+
+    def _queued_id(self, params: tuple) -> int | None:
+        row = fetch_one(self.conn, self.SQL_QUEUE, params)
+        return row[0] if row else None

@@ -25,7 +25,8 @@ class ConversionStore(Store):
 SELECT status FROM status_map WHERE raw_status = ? AND network IN (?, '') ORDER BY network DESC LIMIT 1
 """
     SQL_CONVERSION_BY_TID = _CONVERSION + " WHERE subid = ? AND tid = ?"
-    SQL_CONVERSIONS_OF_CLICK = _CONVERSION + " WHERE subid = ? LIMIT 2"
+    # By tid: the one recorded without a tid ('') first, straight from the (subid, tid) index.
+    SQL_CONVERSIONS_OF_CLICK = _CONVERSION + " WHERE subid = ? ORDER BY tid LIMIT 2"
     SQL_INSERT_CONVERSION = """
 INSERT INTO conversion (subid, tid, status, original_status, raw_status, network, payout, currency,
     report_payout, cost, click_id, campaign_id, stream_id, offer_id, click_created_at, created_at, updated_at)
@@ -84,13 +85,17 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
         now_ms: int,
     ) -> int:
         """A new conversion, its first status also its original one; its id."""
-        return self.conn.execute(
+        return self._inserted_id(
             self.SQL_INSERT_CONVERSION,
             (
                 subid, tid, status, status, raw_status, network, payout, currency, report_payout, cost,
                 click_id, campaign_id, stream_id, offer_id, click_created_at, now_ms, now_ms,
             ),
-        ).lastrowid  # fmt: skip
+        )  # fmt: skip
+
+    def _inserted_id(self, sql: str, params: tuple) -> int:
+        """Run an INSERT; the new row's id."""
+        return self.conn.execute(sql, params).lastrowid
 
     def write_status(
         self,

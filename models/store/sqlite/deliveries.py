@@ -56,12 +56,15 @@ WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT 
         ids = []
         for target_id, statuses in self.conn.execute(self.SQL_TARGETS, (campaign_id,)).fetchall():
             if status in statuses.split(","):
-                cursor = self.conn.execute(
-                    self.SQL_QUEUE, (conversion_id, target_id, status, now_ms, now_ms, now_ms)
-                )
-                if cursor.rowcount:
-                    ids.append(cursor.lastrowid)
+                delivery_id = self._queued_id((conversion_id, target_id, status, now_ms, now_ms, now_ms))
+                if delivery_id is not None:
+                    ids.append(delivery_id)
         return ids
+
+    def _queued_id(self, params: tuple) -> int | None:
+        """Run SQL_QUEUE; the new delivery's id, None if it was queued before."""
+        cursor = self.conn.execute(self.SQL_QUEUE, params)
+        return cursor.lastrowid if cursor.rowcount else None
 
     def claim(self, delivery_id: int, now_ms: int, until_ms: int) -> bool:
         """Take a pending, due delivery for one attempt (until `until_ms`); False if it is not."""
