@@ -271,6 +271,9 @@ def test_a_location_journaled_before_the_rule_is_still_sent_as_ascii():
     assert resp.get_header("Location") == "https://%D0%BEffer.example/lp?q=a%20b&click=S%20T"
 
 
+# SQLite's SUM of the poisoned costs is Infinity, which the reports then refuse to print; PostgreSQL
+# refuses the SUM itself (overflow). Such costs predate the bound, so only a SQLite install holds them.
+@pytest.mark.sqlite_only
 def test_cost_set_while_the_rollup_backfill_runs_counts_each_click_once(poisoned, lanner):
     from models.migrations import deferred
     from models.reporting.dimensions import TABLES

@@ -5,7 +5,6 @@ journaled as a bot's click, the same in `lanner simulate`."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -131,13 +130,16 @@ def campaign(lanner):
     return "plain"
 
 
-def stored(settings, subid: str) -> sqlite3.Row:
-    connection = sqlite3.connect(settings.database_path)
-    connection.row_factory = sqlite3.Row
+def stored(settings, subid: str) -> dict | None:
+    """The click's row by column name, read on the test's own connection (either backend)."""
+    from models.store.database import db
+
+    cursor = db.connection().execute("SELECT * FROM click WHERE subid = ?", (subid,))
     try:
-        return connection.execute("SELECT * FROM click WHERE subid = ?", (subid,)).fetchone()
+        row = cursor.fetchone()
+        return dict(zip([column[0] for column in cursor.description], row)) if row else None
     finally:
-        connection.close()
+        cursor.close()
 
 
 def test_a_header_signal_is_journaled_as_a_bot_and_stored_as_one(campaign, app_client, lanner, settings):

@@ -95,7 +95,7 @@ def test_duplicate_alias_is_refused(lanner):
     assert result.returncode != 0 and "A campaign with alias 'dup' already exists." in result.stderr
 
 
-def test_streams_keep_their_ids_when_edited_and_removed(lanner, settings):
+def test_streams_keep_their_ids_when_edited_and_removed(lanner, db):
     lanner("campaign", "create", "S", "--alias", "s", "--offer-url", "https://o.example/a?c={subid}")
     offer = lanner("offer", "create", "B", "--url", "https://o.example/b?c={subid}").stdout.strip()
     stream = lanner("stream", "add", "s", "--offer", "1:70", "--offer", f"{offer}:30").stdout.strip()
@@ -112,10 +112,9 @@ def test_streams_keep_their_ids_when_edited_and_removed(lanner, settings):
     assert by_id["1"]["offers"] == f"{offer}:100"
     lanner("stream", "remove", stream)
     assert [row["id"] for row in json.loads(lanner("stream", "list", "s", "--json").stdout)] == [1]
-    with sqlite3.connect(settings.database_path) as connection:
-        assert connection.execute("SELECT status FROM stream WHERE id = ?", (stream,)).fetchone() == (
-            "deleted",
-        )
+    assert db.connection().execute("SELECT status FROM stream WHERE id = ?", (stream,)).fetchone() == (
+        "deleted",
+    )
 
 
 def test_offer_update_and_list(lanner):

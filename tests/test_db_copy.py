@@ -143,9 +143,6 @@ def test_a_copy_verifies_and_the_copied_install_answers_the_same(install, env, p
     assert added == [(last + 1,)]
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AttributeError, reason="until the reports port lands models/store/postgres/reports.py"
-)
 def test_the_copied_install_reports_the_same_numbers(install, postgres_migrated_url):
     from models.ops.db_copy import copy_database
 

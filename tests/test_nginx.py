@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import subprocess
 import time
 
@@ -98,9 +97,10 @@ def start_nginx(env, tmp_path):
 
 
 def stored_ips(settings, lanner) -> list[str]:
+    from models.store.database import db  # The test's own connection, on either backend.
+
     lanner("spool", "flush")
-    with sqlite3.connect(settings.database_path) as connection:
-        return [row[0] for row in connection.execute("SELECT ip FROM click ORDER BY id")]
+    return [row[0] for row in db.connection().execute("SELECT ip FROM click ORDER BY id").fetchall()]
 
 
 def test_forged_forwarding_headers_from_an_untrusted_peer_are_ignored(
