@@ -19,6 +19,20 @@
 #      and restart the worker (SIGINT: it finishes what it is doing);
 #   6. a smoke click through nginx, and the keys to give networks and report clients.
 #
+# Cluster mode (docs/SCALING.md; README, "Cluster mode"), several hosts on one PostgreSQL and Redis:
+#
+#   sudo scripts/install.sh --cluster [--cluster-listen 10.0.0.1]        # the first host
+#   sudo scripts/install.sh --join 'postgresql://…' --redis 'redis://…'  # each further host
+#
+# --cluster also installs Debian's postgresql and redis-server, makes the `lanner` role and
+# database (a generated password), makes Redis require a generated password, and prints the
+# command for the further hosts. Both listen on localhost only unless --cluster-listen names this
+# host's private address (--listen is nginx's). --join installs Lanner only, pointed at them, and
+# stops with one sentence if it cannot reach both or its node name is taken. The node's name
+# (LANNER_NODE_ID) is the host name, or --node-id NAME. Passwords go into the environment file,
+# which is then mode 0600; a re-run keeps them. PGHOST/PGPORT, if set, say where the first
+# host's PostgreSQL is (default: the local cluster, administered as the `postgres` user).
+#
 # --root DIR installs every path under DIR and --no-packages/--no-systemd skip what needs the
 # machine itself: the tests install into a temporary directory that way and start the services
 # from the installed units' ExecStart lines.
@@ -34,9 +48,14 @@ PACKAGES=1
 SYSTEMD=1
 ADMIN_ALLOW=()
 PYTHON=${PYTHON:-python3}
+CLUSTER=0
+CLUSTER_LISTEN=""
+JOIN_DATABASE=""
+JOIN_REDIS=""
+NODE_ID=""
 
 usage() {
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -50,10 +69,35 @@ while [ $# -gt 0 ]; do
         --admin-allow) ADMIN_ALLOW+=(--admin-allow "$2"); shift 2 ;;
         --no-packages) PACKAGES=0; shift ;;
         --no-systemd) SYSTEMD=0; shift ;;
+        --cluster) CLUSTER=1; shift ;;
+        --cluster-listen) CLUSTER_LISTEN=$2; shift 2 ;;
+        --join) JOIN_DATABASE=$2; shift 2 ;;
+        --redis) JOIN_REDIS=$2; shift 2 ;;
+        --node-id) NODE_ID=$2; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "install.sh: unknown option $1" >&2; usage 2 ;;
     esac
 done
+
+if [ "$CLUSTER" = 1 ] && [ -n "$JOIN_DATABASE$JOIN_REDIS" ]; then
+    echo "install.sh: --cluster is for the first host, --join for the others: not both" >&2; exit 2
+fi
+if [ -n "$JOIN_DATABASE$JOIN_REDIS" ] && { [ -z "$JOIN_DATABASE" ] || [ -z "$JOIN_REDIS" ]; }; then
+    echo "install.sh: --join needs the first host's PostgreSQL URL and --redis its Redis URL" >&2; exit 2
+fi
+if [ -n "$CLUSTER_LISTEN" ] && [ "$CLUSTER" = 0 ]; then
+    echo "install.sh: --cluster-listen is where the first host's PostgreSQL and Redis listen: add --cluster" >&2
+    exit 2
+fi
+case "$JOIN_DATABASE" in ""|postgresql://*|postgres://*) ;;
+    *) echo "install.sh: --join takes the postgresql://… URL the first host printed" >&2; exit 2 ;;
+esac
+case "$JOIN_REDIS" in ""|redis://*|rediss://*) ;;
+    *) echo "install.sh: --redis takes the redis://… URL the first host printed" >&2; exit 2 ;;
+esac
+JOINING=0
+[ -n "$JOIN_DATABASE" ] && JOINING=1
+[ -n "$NODE_ID" ] || NODE_ID=$(hostname -s 2>/dev/null || hostname)
 
 PREFIX=$ROOT/opt/lanner
 APP=$PREFIX/app
@@ -81,7 +125,9 @@ UPGRADE=0
 if [ "$PACKAGES" = 1 ]; then
     say "System packages"
     missing=""
-    for package in python3-venv python3-dev gcc libev-dev nginx curl; do
+    packages="python3-venv python3-dev gcc libev-dev nginx curl"
+    [ "$CLUSTER" = 1 ] && packages="$packages postgresql redis-server"
+    for package in $packages; do
         dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"
     done
     if [ -n "$missing" ]; then
@@ -119,7 +165,9 @@ rm -rf "$APP.old"
 say "Virtualenv $VENV"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
-"$VENV/bin/pip" install -q -e "$APP"
+extras=""
+[ "$CLUSTER$JOINING" != 00 ] && extras="[cluster]"  # psycopg and redis-py
+"$VENV/bin/pip" install -q -e "$APP$extras"
 
 say "Configuration $ENV_FILE"
 units=$(mktemp -d)
@@ -131,6 +179,14 @@ if [ -f "$ENV_FILE" ]; then
 else
     cp "$units/lanner.env" "$ENV_FILE"
     chmod 0644 "$ENV_FILE"
+fi
+
+if [ "$CLUSTER" = 1 ]; then
+    . "$SOURCE/scripts/install-cluster.sh"
+    first_host
+elif [ "$JOINING" = 1 ]; then
+    . "$SOURCE/scripts/install-cluster.sh"
+    further_host
 fi
 
 say "Database"
@@ -192,4 +248,5 @@ else
     echo "panel: $panel (from the --admin-allow addresses)"
 fi
 lanner user first-admin  # Prints the admin's password on the first install only.
+[ "$CLUSTER" = 1 ] && print_join_command
 [ "$UPGRADE" = 1 ] && echo "upgraded in place" || echo "installed"
