@@ -1,9 +1,11 @@
-# Cluster mode's part of scripts/install.sh (sourced by it, after the environment file exists and
-# before the migrations): the first host's PostgreSQL and Redis, or a further host pointed at them.
+# Cluster mode's part of scripts/install.sh (sourced by it; its functions run after the environment
+# file exists and before the migrations): the first host's PostgreSQL and Redis, or a further host
+# pointed at them, and the environment file's own helpers.
 # Every step reads what is there first, so a re-run changes nothing and keeps the passwords.
 
 DB_NAME=lanner  # The PostgreSQL role and database.
 REDIS_DIR=$ROOT/etc/redis
+ENV_CHANGED=0  # Set when a setting changed: the services then restart instead of reloading.
 
 env_value() {  # The value of KEY in the environment file, or nothing.
     sed -n "s/^$1=//p" "$ENV_FILE" | tail -n 1
@@ -19,9 +21,11 @@ set_env() {  # KEY VALUE: written into the environment file, replacing KEY's lin
         cat "$ENV_FILE.new" >"$ENV_FILE"  # In place: the file keeps its owner and mode.
         rm -f "$ENV_FILE.new"
         echo "$1 changed"
+        ENV_CHANGED=1
     else
         printf '%s=%s\n' "$1" "$2" >>"$ENV_FILE"
         echo "$1 set"
+        ENV_CHANGED=1
     fi
 }
 
@@ -126,7 +130,19 @@ setup_redis() {
     REDIS_PORT=${port:-6379}
 }
 
+refuse_sqlite_data() {
+    # An install already running on its SQLite file would be pointed at an empty database: its
+    # clicks and settings stay behind, and its spool would land again from the start.
+    case "$(env_value LANNER_DATABASE_URL)" in postgresql://*|postgres://*) return 0 ;; esac
+    if [ -f "$DATA/lanner.db" ]; then
+        echo "This host already runs Lanner on SQLite ($DATA/lanner.db): move it to PostgreSQL first" \
+            "(README, \"Moving an install to PostgreSQL\"), then run install.sh $1 again." >&2
+        exit 1
+    fi
+}
+
 first_host() {
+    refuse_sqlite_data --cluster
     say "PostgreSQL and Redis (cluster mode)"
     POSTGRES_RESTART=0
     REDIS_RESTART=0
@@ -143,6 +159,7 @@ first_host() {
 }
 
 further_host() {
+    refuse_sqlite_data --join
     say "Joining the cluster"
     secret_env_file
     set_env LANNER_DATABASE_URL "$JOIN_DATABASE"

@@ -32,6 +32,9 @@
 # (LANNER_NODE_ID) is the host name, or --node-id NAME. Passwords go into the environment file,
 # which is then mode 0600; a re-run keeps them. PGHOST/PGPORT, if set, say where the first
 # host's PostgreSQL is (default: the local cluster, administered as the `postgres` user).
+# On every node, --bind 10.0.0.N:8080 makes `lanner serve` listen where the balancer's nginx
+# reaches it (its admin worker on the next port) and --balancer ADDRESS trusts that nginx's
+# X-Real-IP (the visitor's address); both go into the environment file.
 #
 # --root DIR installs every path under DIR and --no-packages/--no-systemd skip what needs the
 # machine itself: the tests install into a temporary directory that way and start the services
@@ -53,6 +56,8 @@ CLUSTER_LISTEN=""
 JOIN_DATABASE=""
 JOIN_REDIS=""
 NODE_ID=""
+BIND=""
+BALANCERS=""
 
 usage() {
     sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'
@@ -74,6 +79,8 @@ while [ $# -gt 0 ]; do
         --join) JOIN_DATABASE=$2; shift 2 ;;
         --redis) JOIN_REDIS=$2; shift 2 ;;
         --node-id) NODE_ID=$2; shift 2 ;;
+        --bind) BIND=$2; shift 2 ;;
+        --balancer) BALANCERS="$BALANCERS,$2"; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "install.sh: unknown option $1" >&2; usage 2 ;;
     esac
@@ -108,7 +115,14 @@ ENV_FILE=$ETC/lanner.env
 RUN_DIR=$ROOT/run/lanner
 UNIT_DIR=$ROOT/etc/systemd/system
 NGINX_DIR=$ROOT/etc/nginx
-BIND=unix:$RUN_DIR/web.sock
+ADMIN_BIND=""
+if [ -n "$BIND" ]; then  # A node behind a balancer: TCP, the admin worker on the next port.
+    case "$BIND" in *:[0-9]*) ;; *) echo "install.sh: --bind takes ADDRESS:PORT" >&2; exit 2 ;; esac
+    ADMIN_BIND="${BIND%:*}:$((${BIND##*:} + 1))"
+else
+    BIND=unix:$RUN_DIR/web.sock
+fi
+. "$SOURCE/scripts/install-cluster.sh"  # Functions only: the environment file's, and cluster mode's.
 
 say() { printf '\n==> %s\n' "$*"; }
 as_user() {
@@ -181,11 +195,14 @@ else
     chmod 0644 "$ENV_FILE"
 fi
 
+if [ -n "$ADMIN_BIND" ]; then
+    set_env LANNER_BIND "$BIND"
+    set_env LANNER_ADMIN_BIND "$ADMIN_BIND"
+fi
+[ -n "$BALANCERS" ] && set_env LANNER_TRUSTED_PROXIES "127.0.0.1,::1$BALANCERS"
 if [ "$CLUSTER" = 1 ]; then
-    . "$SOURCE/scripts/install-cluster.sh"
     first_host
 elif [ "$JOINING" = 1 ]; then
-    . "$SOURCE/scripts/install-cluster.sh"
     further_host
 fi
 
@@ -196,7 +213,7 @@ lanner db status
 
 say "Units and nginx site"
 cp "$units/lanner-web.service" "$units/lanner-worker.service" "$UNIT_DIR/"
-"$VENV/bin/lanner" nginx site --upstream "$BIND" --listen "$LISTEN" --server-name "$SERVER_NAME" \
+"$VENV/bin/lanner" nginx site --upstream "$BIND" ${ADMIN_BIND:+--admin-upstream "$ADMIN_BIND"} --listen "$LISTEN" --server-name "$SERVER_NAME" \
     "${ADMIN_ALLOW[@]}" -o "$NGINX_DIR/sites-available/lanner.conf"
 ln -sf ../sites-available/lanner.conf "$NGINX_DIR/sites-enabled/lanner.conf"
 
@@ -207,7 +224,9 @@ if [ "$SYSTEMD" = 1 ]; then
         echo "disabled nginx's default site (port 80 is Lanner's)"
     fi
     systemctl daemon-reload
-    if [ "$UPGRADE" = 1 ] && systemctl is-active --quiet lanner-web; then
+    if [ "$UPGRADE" = 1 ] && [ "$ENV_CHANGED" = 1 ] && systemctl is-active --quiet lanner-web; then
+        systemctl restart lanner-web lanner-worker  # The master reads its settings once: a restart.
+    elif [ "$UPGRADE" = 1 ] && systemctl is-active --quiet lanner-web; then
         systemctl reload lanner-web      # Graceful: no request dropped.
         systemctl restart lanner-worker  # SIGINT: the running flush finishes first.
     else

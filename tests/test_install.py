@@ -285,13 +285,22 @@ def test_cluster_first_host_makes_postgres_and_redis_and_a_further_host_joins_th
     try:
         wait_for_redis(redis_url)
         # A further host (here through the same socket, with Redis on the --cluster-listen address).
-        joined = install_cluster(
-            further, environ, "--join", database_url, "--redis", redis_url.replace("127.0.0.1", "127.0.0.2")
-        )
+        # It listens where the balancer's nginx reaches it, and believes that nginx's X-Real-IP.
+        node_port = free_port()
+        joined_redis = redis_url.replace("127.0.0.1", "127.0.0.2")
+        joined = install_cluster(further, environ, "--join", database_url, "--redis", joined_redis,
+                                 "--bind", f"127.0.0.1:{node_port}", "--balancer", "127.0.0.3")  # fmt: skip
         assert "PostgreSQL and Redis answer" in joined.stdout and "First admin" not in joined.stdout
         settings = env_file(further)
-        assert settings["LANNER_DATABASE_URL"] == database_url
+        assert (
+            settings["LANNER_DATABASE_URL"] == database_url and settings["LANNER_REDIS_URL"] == joined_redis
+        )
         assert settings["LANNER_NODE_ID"] == socket.gethostname().split(".")[0]  # The host name by default.
+        assert settings["LANNER_BIND"] == f"127.0.0.1:{node_port}"
+        assert settings["LANNER_ADMIN_BIND"] == f"127.0.0.1:{node_port + 1}"
+        assert settings["LANNER_TRUSTED_PROXIES"] == "127.0.0.1,::1,127.0.0.3"
+        site = (further / "etc/nginx/sites-available/lanner.conf").read_text()
+        assert f"server 127.0.0.1:{node_port};" in site and f"server 127.0.0.1:{node_port + 1};" in site
         assert (further / "etc/lanner/lanner.env").stat().st_mode & 0o777 == 0o600
 
         # What the check refuses, each in one sentence: a name another node has, a wrong password.
