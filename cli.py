@@ -2099,7 +2099,7 @@ def _write_or_echo(text: str, output: str | None) -> None:
     "--upstream",
     "upstreams",
     multiple=True,
-    help="Lanner's bind (default LANNER_BIND): HOST:PORT or unix:/PATH; repeat, one a node, for cluster mode.",
+    help="Lanner's bind (default LANNER_BIND): HOST:PORT or unix:/PATH. Repeat, one a node, in cluster mode.",
 )
 @click.option(
     "--admin-upstream",

@@ -23,7 +23,10 @@ def join_problem(settings: Settings) -> str | None:
     from models.store.sqlite.clicks import ClickStore
 
     if not settings.uses_postgres:
-        return "LANNER_DATABASE_URL is not a postgresql:// URL: a cluster's nodes share the first host's PostgreSQL."
+        return (
+            "LANNER_DATABASE_URL is not a postgresql:// URL: a cluster's nodes share the first host's "
+            "PostgreSQL."
+        )
     if not settings.redis_url:
         return "LANNER_REDIS_URL is empty: a cluster's nodes share the first host's Redis."
     try:
@@ -39,7 +42,10 @@ def join_problem(settings: Settings) -> str | None:
         database.close()
     health = redis_health(settings.redis_url)
     if health["state"] != "ok":
-        return f"Cannot reach Redis at {health['url']} ({health['error']}): is it running, is the password right?"
+        return (
+            f"Cannot reach Redis at {health['url']} ({health['error']}): is it running, and is the "
+            "password right?"
+        )
     mine = spool_node(settings.spool_dir)
     rejoining = mine.spool_id and mine.name == settings.node_id  # This data dir is that node: a re-run.
     if settings.node_id in {row[0] for row in nodes} and not rejoining:
