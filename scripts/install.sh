@@ -60,7 +60,7 @@ BIND=""
 BALANCERS=""
 
 usage() {
-    sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
