@@ -96,6 +96,9 @@ if [ -n "$CLUSTER_LISTEN" ] && [ "$CLUSTER" = 0 ]; then
     echo "install.sh: --cluster-listen is where the first host's PostgreSQL and Redis listen: add --cluster" >&2
     exit 2
 fi
+case "$CLUSTER_LISTEN" in *[!0-9a-fA-F:.]*)  # It goes into PostgreSQL's and Redis's configs.
+    echo "install.sh: --cluster-listen takes this host's IP address" >&2; exit 2 ;;
+esac
 case "$JOIN_DATABASE" in ""|postgresql://*|postgres://*) ;;
     *) echo "install.sh: --join takes the postgresql://… URL the first host printed" >&2; exit 2 ;;
 esac
