@@ -2151,10 +2151,18 @@ def _write_or_echo(text: str, output: str | None) -> None:
 @nginx.command("site")
 @click.option("--listen", default="80", show_default=True, help="PORT or ADDRESS:PORT nginx listens on.")
 @click.option("--server-name", default="_", show_default=True)
-@click.option("--upstream", help="Lanner's bind (default LANNER_BIND): HOST:PORT or unix:/PATH.")
+@click.option(
+    "--upstream",
+    "upstreams",
+    multiple=True,
+    help="Lanner's bind (default LANNER_BIND): HOST:PORT or unix:/PATH. Repeat, one a node, in cluster mode.",
+)
 @click.option(
     "--admin-upstream",
-    help="The report API worker's bind (default: LANNER_ADMIN_BIND as derived from --upstream).",
+    "admin_upstreams",
+    multiple=True,
+    help="The report API worker's bind (default: LANNER_ADMIN_BIND as derived from --upstream; over "
+    "several nodes, the nodes' --upstream); repeat, one a node.",
 )
 @click.option(
     "--trusted-proxy", "trusted_proxies", multiple=True, help="CIDR of a CDN/proxy in front; repeat."
@@ -2166,19 +2174,23 @@ def _write_or_echo(text: str, output: str | None) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
 @pass_context
 def nginx_site(
-    ctx: Context, output: str | None, upstream: str | None, admin_upstream: str | None, **options: Any
+    ctx: Context,
+    output: str | None,
+    upstreams: tuple[str, ...],
+    admin_upstreams: tuple[str, ...],
+    **options: Any,
 ) -> None:
-    """Render the server block that proxies campaign URLs, postbacks and the API to Lanner."""
+    """Render the server block that proxies campaign URLs, postbacks and the API to Lanner (one box, or
+    several nodes: one --upstream and --admin-upstream each)."""
     from workers.ops.nginx import SiteOptions, render_site
 
-    served = ctx.settings.replace(bind=upstream or ctx.settings.bind)
-    text = render_site(
-        SiteOptions(
-            upstream=served.bind,
-            admin_upstream=served.admin_address if admin_upstream is None else admin_upstream,
-            **options,
-        )
-    )
+    if len(upstreams) > 1:  # Cluster mode: the nodes' own settings are not this host's.
+        admin: str | tuple[str, ...] = admin_upstreams
+    else:
+        served = ctx.settings.replace(bind=upstreams[0] if upstreams else ctx.settings.bind)
+        upstreams = (served.bind,)
+        admin = admin_upstreams or served.admin_address
+    text = render_site(SiteOptions(upstream=upstreams, admin_upstream=admin, **options))
     _write_or_echo(text, output)
 
 
@@ -2222,6 +2234,26 @@ def systemd_render(directory: str, **options: Any) -> None:
     written = write_units(UnitOptions(**options), Path(directory))
     for path in written:
         click.echo(path)
+
+
+# -- cluster ---------------------------------------------------------------------------------
+
+
+@main.group()
+def cluster() -> None:
+    """Cluster mode: several nodes on one PostgreSQL and one Redis (docs/SCALING.md)."""
+
+
+@cluster.command("check")
+@pass_context
+def cluster_check(ctx: Context) -> None:
+    """Whether this host can join: PostgreSQL and Redis answer, and LANNER_NODE_ID is not another node's."""
+    from workers.ops.cluster_check import join_problem
+
+    problem = join_problem(ctx.settings)
+    if problem:
+        raise click.ClickException(problem)
+    click.echo(f"node {ctx.settings.node_id}: PostgreSQL and Redis answer; the name is free.")
 
 
 # -- spool -----------------------------------------------------------------------------------

@@ -19,6 +19,23 @@
 #      and restart the worker (SIGINT: it finishes what it is doing);
 #   6. a smoke click through nginx, and the keys to give networks and report clients.
 #
+# Cluster mode (docs/SCALING.md; README, "Cluster mode"), several hosts on one PostgreSQL and Redis:
+#
+#   sudo scripts/install.sh --cluster [--cluster-listen 10.0.0.1]        # the first host
+#   sudo scripts/install.sh --join 'postgresql://…' --redis 'redis://…'  # each further host
+#
+# --cluster also installs Debian's postgresql and redis-server, makes the `lanner` role and
+# database (a generated password), makes Redis require a generated password, and prints the
+# command for the further hosts. Both listen on localhost only unless --cluster-listen names this
+# host's private address (--listen is nginx's). --join installs Lanner only, pointed at them, and
+# stops with one sentence if it cannot reach both or its node name is taken. The node's name
+# (LANNER_NODE_ID) is the host name, or --node-id NAME. Passwords go into the environment file,
+# which is then mode 0600; a re-run keeps them. PGHOST/PGPORT, if set, say where the first
+# host's PostgreSQL is (default: the local cluster, administered as the `postgres` user).
+# On every node, --bind 10.0.0.N:8080 makes `lanner serve` listen where the balancer's nginx
+# reaches it (its admin worker on the next port) and --balancer ADDRESS trusts that nginx's
+# X-Real-IP (the visitor's address); both go into the environment file.
+#
 # --root DIR installs every path under DIR and --no-packages/--no-systemd skip what needs the
 # machine itself: the tests install into a temporary directory that way and start the services
 # from the installed units' ExecStart lines.
@@ -34,9 +51,16 @@ PACKAGES=1
 SYSTEMD=1
 ADMIN_ALLOW=()
 PYTHON=${PYTHON:-python3}
+CLUSTER=0
+CLUSTER_LISTEN=""
+JOIN_DATABASE=""
+JOIN_REDIS=""
+NODE_ID=""
+BIND=""
+BALANCERS=""
 
 usage() {
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -50,10 +74,40 @@ while [ $# -gt 0 ]; do
         --admin-allow) ADMIN_ALLOW+=(--admin-allow "$2"); shift 2 ;;
         --no-packages) PACKAGES=0; shift ;;
         --no-systemd) SYSTEMD=0; shift ;;
+        --cluster) CLUSTER=1; shift ;;
+        --cluster-listen) CLUSTER_LISTEN=$2; shift 2 ;;
+        --join) JOIN_DATABASE=$2; shift 2 ;;
+        --redis) JOIN_REDIS=$2; shift 2 ;;
+        --node-id) NODE_ID=$2; shift 2 ;;
+        --bind) BIND=$2; shift 2 ;;
+        --balancer) BALANCERS="$BALANCERS,$2"; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "install.sh: unknown option $1" >&2; usage 2 ;;
     esac
 done
+
+if [ "$CLUSTER" = 1 ] && [ -n "$JOIN_DATABASE$JOIN_REDIS" ]; then
+    echo "install.sh: --cluster is for the first host, --join for the others: not both" >&2; exit 2
+fi
+if [ -n "$JOIN_DATABASE$JOIN_REDIS" ] && { [ -z "$JOIN_DATABASE" ] || [ -z "$JOIN_REDIS" ]; }; then
+    echo "install.sh: --join needs the first host's PostgreSQL URL and --redis its Redis URL" >&2; exit 2
+fi
+if [ -n "$CLUSTER_LISTEN" ] && [ "$CLUSTER" = 0 ]; then
+    echo "install.sh: --cluster-listen is where the first host's PostgreSQL and Redis listen: add --cluster" >&2
+    exit 2
+fi
+case "$CLUSTER_LISTEN" in *[!0-9a-fA-F:.]*)  # It goes into PostgreSQL's and Redis's configs.
+    echo "install.sh: --cluster-listen takes this host's IP address" >&2; exit 2 ;;
+esac
+case "$JOIN_DATABASE" in ""|postgresql://*|postgres://*) ;;
+    *) echo "install.sh: --join takes the postgresql://… URL the first host printed" >&2; exit 2 ;;
+esac
+case "$JOIN_REDIS" in ""|redis://*|rediss://*) ;;
+    *) echo "install.sh: --redis takes the redis://… URL the first host printed" >&2; exit 2 ;;
+esac
+JOINING=0
+[ -n "$JOIN_DATABASE" ] && JOINING=1
+[ -n "$NODE_ID" ] || NODE_ID=$(hostname -s 2>/dev/null || hostname)
 
 PREFIX=$ROOT/opt/lanner
 APP=$PREFIX/app
@@ -64,7 +118,14 @@ ENV_FILE=$ETC/lanner.env
 RUN_DIR=$ROOT/run/lanner
 UNIT_DIR=$ROOT/etc/systemd/system
 NGINX_DIR=$ROOT/etc/nginx
-BIND=unix:$RUN_DIR/web.sock
+ADMIN_BIND=""
+if [ -n "$BIND" ]; then  # A node behind a balancer: TCP, the admin worker on the next port.
+    case "$BIND" in *:[0-9]*) ;; *) echo "install.sh: --bind takes ADDRESS:PORT" >&2; exit 2 ;; esac
+    ADMIN_BIND="${BIND%:*}:$((${BIND##*:} + 1))"
+else
+    BIND=unix:$RUN_DIR/web.sock
+fi
+. "$SOURCE/scripts/install-cluster.sh"  # Functions only: the environment file's, and cluster mode's.
 
 say() { printf '\n==> %s\n' "$*"; }
 as_user() {
@@ -81,7 +142,9 @@ UPGRADE=0
 if [ "$PACKAGES" = 1 ]; then
     say "System packages"
     missing=""
-    for package in python3-venv python3-dev gcc libev-dev nginx curl; do
+    packages="python3-venv python3-dev gcc libev-dev nginx curl"
+    [ "$CLUSTER" = 1 ] && packages="$packages postgresql redis-server"
+    for package in $packages; do
         dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"
     done
     if [ -n "$missing" ]; then
@@ -119,7 +182,9 @@ rm -rf "$APP.old"
 say "Virtualenv $VENV"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
-"$VENV/bin/pip" install -q -e "$APP"
+extras=""
+[ "$CLUSTER$JOINING" != 00 ] && extras="[cluster]"  # psycopg and redis-py
+"$VENV/bin/pip" install -q -e "$APP$extras"
 
 say "Configuration $ENV_FILE"
 units=$(mktemp -d)
@@ -133,6 +198,17 @@ else
     chmod 0644 "$ENV_FILE"
 fi
 
+if [ -n "$ADMIN_BIND" ]; then
+    set_env LANNER_BIND "$BIND"
+    set_env LANNER_ADMIN_BIND "$ADMIN_BIND"
+fi
+[ -n "$BALANCERS" ] && set_env LANNER_TRUSTED_PROXIES "127.0.0.1,::1$BALANCERS"
+if [ "$CLUSTER" = 1 ]; then
+    first_host
+elif [ "$JOINING" = 1 ]; then
+    further_host
+fi
+
 say "Database"
 lanner db migrate
 [ -f "$DATA/geo/country.mmdb" ] || lanner geo build
@@ -140,7 +216,7 @@ lanner db status
 
 say "Units and nginx site"
 cp "$units/lanner-web.service" "$units/lanner-worker.service" "$UNIT_DIR/"
-"$VENV/bin/lanner" nginx site --upstream "$BIND" --listen "$LISTEN" --server-name "$SERVER_NAME" \
+"$VENV/bin/lanner" nginx site --upstream "$BIND" ${ADMIN_BIND:+--admin-upstream "$ADMIN_BIND"} --listen "$LISTEN" --server-name "$SERVER_NAME" \
     "${ADMIN_ALLOW[@]}" -o "$NGINX_DIR/sites-available/lanner.conf"
 ln -sf ../sites-available/lanner.conf "$NGINX_DIR/sites-enabled/lanner.conf"
 
@@ -151,7 +227,9 @@ if [ "$SYSTEMD" = 1 ]; then
         echo "disabled nginx's default site (port 80 is Lanner's)"
     fi
     systemctl daemon-reload
-    if [ "$UPGRADE" = 1 ] && systemctl is-active --quiet lanner-web; then
+    if [ "$UPGRADE" = 1 ] && [ "$ENV_CHANGED" = 1 ] && systemctl is-active --quiet lanner-web; then
+        systemctl restart lanner-web lanner-worker  # The master reads its settings once: a restart.
+    elif [ "$UPGRADE" = 1 ] && systemctl is-active --quiet lanner-web; then
         systemctl reload lanner-web      # Graceful: no request dropped.
         systemctl restart lanner-worker  # SIGINT: the running flush finishes first.
     else
@@ -192,4 +270,5 @@ else
     echo "panel: $panel (from the --admin-allow addresses)"
 fi
 lanner user first-admin  # Prints the admin's password on the first install only.
+[ "$CLUSTER" = 1 ] && print_join_command
 [ "$UPGRADE" = 1 ] && echo "upgraded in place" || echo "installed"

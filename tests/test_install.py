@@ -6,6 +6,7 @@ from __future__ import annotations
 import getpass
 import os
 import shlex
+import socket
 import sqlite3
 import subprocess
 import time
@@ -150,3 +151,193 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     assert "First admin" not in second.stdout  # Printed once, on the first install.
     with sqlite3.connect(root / "var/lib/lanner/lanner.db") as connection:
         assert connection.execute("SELECT COUNT(*) FROM click").fetchone()[0] == 1
+
+
+# -- cluster mode: --cluster on the first host, --join on the others ------------------------------
+
+STUBS = {
+    # Every package counts as missing, and apt-get only notes what it was asked for.
+    "dpkg": "exit 1\n",
+    "apt-get": 'echo "apt-get $*" >>"$STUB_LOG"\n',
+    "systemctl": 'echo "systemctl $*" >>"$STUB_LOG"\n',
+    # `runuser -u postgres -- psql …`: psql as this user, whom PGUSER makes the test server's superuser.
+    "runuser": 'while [ "$1" != -- ]; do shift; done; shift; exec "$@"\n',
+}
+
+
+@pytest.fixture
+def first_postgres(monkeypatch):
+    """A PostgreSQL of its own whose superuser is `postgres`, as Debian's cluster has it (the suite's
+    shared server has `lanner`, the very role the installer makes)."""
+    import servers
+
+    monkeypatch.setattr(servers, "SUPERUSER", "postgres")
+    try:
+        server = servers.PostgresServer()
+    except servers.ServerMissing as error:
+        pytest.skip(str(error))
+    server.start()
+    yield server
+    server.stop()
+
+
+def stubbed_environment(tmp_path: Path, server) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in STUBS.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "VIRTUAL_ENV"))}
+    environ.update(PATH=f"{bin_dir}:{os.environ['PATH']}", STUB_LOG=str(tmp_path / "stubs.log"))
+    environ.update(PGHOST=str(server.socket_dir), PGUSER="postgres")
+    return environ
+
+
+def install_cluster(root: Path, environ: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    command = ["bash", str(ROOT / "scripts" / "install.sh"), "--root", str(root), "--user", getpass.getuser()]
+    command += ["--no-systemd", "--listen", f"127.0.0.1:{free_port()}", *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=environ)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def env_file(root: Path) -> dict[str, str]:
+    lines = (root / "etc/lanner/lanner.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def cluster_check(root: Path, **overrides: str) -> subprocess.CompletedProcess:
+    environ = {**env_file(root), **overrides, "PATH": os.environ["PATH"]}
+    return subprocess.run([str(root / "opt/lanner/venv/bin/lanner"), "cluster", "check"], env=environ,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_cluster_first_host_makes_postgres_and_redis_and_a_further_host_joins_them(tmp_path, first_postgres):
+    environ = stubbed_environment(tmp_path, first_postgres)
+    first, further = tmp_path / "first", tmp_path / "further"
+    redis_port = free_port()
+    (first / "etc/redis").mkdir(parents=True)
+    debian_conf = f'port {redis_port}\nbind 127.0.0.1 -::1\nsave ""\nappendonly no\ndir {tmp_path}\n'
+    (first / "etc/redis/redis.conf").write_text(debian_conf)
+
+    installed = install_cluster(
+        first, environ, "--cluster", "--cluster-listen", "127.0.0.2", "--node-id", "first"
+    )
+    assert "apt-get install" in (tmp_path / "stubs.log").read_text()
+    assert "postgresql redis-server" in (tmp_path / "stubs.log").read_text()
+    settings = env_file(first)
+    database_url, redis_url = settings["LANNER_DATABASE_URL"], settings["LANNER_REDIS_URL"]
+    assert (
+        database_url.startswith("postgresql://lanner:")
+        and f"host={first_postgres.socket_dir}" in database_url
+    )
+    assert redis_url.startswith("redis://:") and redis_url.endswith(f"@127.0.0.1:{redis_port}/0")
+    assert settings["LANNER_NODE_ID"] == "first"
+    assert (first / "etc/lanner/lanner.env").stat().st_mode & 0o777 == 0o600  # It holds both passwords.
+    db_password, redis_password = (
+        database_url.split(":")[2].split("@")[0],
+        redis_url.split(":")[2].split("@")[0],
+    )
+    assert len(db_password) == 48 and len(redis_password) == 48 and db_password != redis_password
+    # The printed command for the further hosts, on the --cluster-listen address.
+    assert (
+        f"--join 'postgresql://lanner:{db_password}@127.0.0.2:5432/lanner' "
+        f"--redis 'redis://:{redis_password}@127.0.0.2:{redis_port}/0'"
+    ) in installed.stdout
+    # PostgreSQL: the role, its database (migrated by the installer), and the other hosts let in.
+    with first_postgres.admin() as admin:
+        assert admin.execute(
+            "SELECT rolcanlogin, rolsuper FROM pg_roles WHERE rolname = 'lanner'"
+        ).fetchall() == [(True, False)]
+        owner = admin.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'lanner'")
+        assert owner.fetchall() == [("lanner",)]
+        assert admin.execute(
+            "SELECT setting FROM pg_file_settings WHERE name = 'listen_addresses'"
+        ).fetchall() == [("localhost,127.0.0.2",)]
+        hba = Path(admin.execute("SHOW hba_file").fetchone()[0])
+    with psycopg_connect(first_postgres, "lanner") as lanner_db:
+        assert lanner_db.execute("SELECT COUNT(*) FROM spool_node").fetchone()[0] >= 1
+    # Redis: Debian's file untouched but for the include of Lanner's, which sets the password.
+    redis_conf = (first / "etc/redis/redis.conf").read_text()
+    assert redis_conf.startswith(debian_conf) and redis_conf.count("include ") == 1
+    own = (first / "etc/redis/lanner.conf").read_text()
+    assert f"requirepass {redis_password}\n" in own and "bind 127.0.0.1 -::1 127.0.0.2\n" in own
+
+    # Again: nothing changes, the passwords stay.
+    before = {
+        path: path.read_text() for path in (first / "etc/lanner/lanner.env", first / "etc/redis/lanner.conf")
+    }
+    hba_before = hba.read_text()
+    again = install_cluster(
+        first, environ, "--cluster", "--cluster-listen", "127.0.0.2", "--node-id", "first"
+    )
+    assert {path: path.read_text() for path in before} == before and hba.read_text() == hba_before
+    assert hba_before.count("host lanner lanner samenet scram-sha-256") == 1
+    assert not any(word in again.stdout for word in (" created", " set\n", " changed", " written"))
+    assert "upgraded in place" in again.stdout
+
+    # Redis as its service would run it, from the installed configuration.
+    redis = start_process(
+        ["redis-server", str(first / "etc/redis/redis.conf"), "--daemonize", "no"],
+        environ,
+        tmp_path / "redis.log",
+    )
+    try:
+        wait_for_redis(redis_url)
+        # A further host (here through the same socket, with Redis on the --cluster-listen address).
+        # It listens where the balancer's nginx reaches it, and believes that nginx's X-Real-IP.
+        node_port = free_port()
+        joined_redis = redis_url.replace("127.0.0.1", "127.0.0.2")
+        joined = install_cluster(further, environ, "--join", database_url, "--redis", joined_redis,
+                                 "--bind", f"127.0.0.1:{node_port}", "--balancer", "127.0.0.3")  # fmt: skip
+        assert "PostgreSQL and Redis answer" in joined.stdout and "First admin" not in joined.stdout
+        settings = env_file(further)
+        assert (
+            settings["LANNER_DATABASE_URL"] == database_url and settings["LANNER_REDIS_URL"] == joined_redis
+        )
+        assert settings["LANNER_NODE_ID"] == socket.gethostname().split(".")[0]  # The host name by default.
+        assert settings["LANNER_BIND"] == f"127.0.0.1:{node_port}"
+        assert settings["LANNER_ADMIN_BIND"] == f"127.0.0.1:{node_port + 1}"
+        assert settings["LANNER_TRUSTED_PROXIES"] == "127.0.0.1,::1,127.0.0.3"
+        site = (further / "etc/nginx/sites-available/lanner.conf").read_text()
+        assert f"server 127.0.0.1:{node_port};" in site and f"server 127.0.0.1:{node_port + 1};" in site
+        assert (further / "etc/lanner/lanner.env").stat().st_mode & 0o777 == 0o600
+
+        # What the check refuses, each in one sentence: a name another node has, a wrong password.
+        with psycopg_connect(first_postgres, "lanner") as lanner_db:
+            lanner_db.execute(
+                "INSERT INTO spool_node (name, spool_id, segment, byte_offset, updated_at) "
+                "VALUES ('first', 'its-spool', 1, 0, 0) ON CONFLICT (name) DO NOTHING"
+            )
+        taken = cluster_check(further, LANNER_NODE_ID="first")
+        assert taken.returncode == 1 and "A node named 'first' is already in the database" in taken.stderr
+        assert cluster_check(further).returncode == 0
+        wrong = cluster_check(further, LANNER_REDIS_URL=redis_url.replace(redis_password, "wrong"))
+        assert (
+            wrong.returncode == 1
+            and "Cannot reach Redis at" in wrong.stderr
+            and wrong.stderr.count("\n") == 1
+        )
+    finally:
+        redis.stop()
+
+
+def psycopg_connect(server, database: str):
+    import psycopg
+
+    return psycopg.connect(server.url(database), autocommit=True)
+
+
+def wait_for_redis(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=1)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.RedisError:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.1)
+    client.close()

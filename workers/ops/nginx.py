@@ -25,10 +25,16 @@ class NginxConfigError(LannerError, ValueError):
     """A value that cannot go into an nginx config; the message says which and why."""
 
 
+# Passive health of a node in cluster mode: after this many failed requests within the time, nginx
+# sends it nothing for that time, then one request to try it again.
+MAX_FAILS = 2
+FAIL_TIMEOUT = "5s"
+
+
 @dataclass(frozen=True)
 class SiteOptions:
-    upstream: str  # Lanner's bind: HOST:PORT or unix:/PATH.
-    admin_upstream: str = ""  # The admin worker's bind; empty: the web workers answer /api/ too.
+    upstream: str | tuple[str, ...]  # Lanner's bind (HOST:PORT or unix:/PATH), or one a node.
+    admin_upstream: str | tuple[str, ...] = ""  # The admin worker's (one a node); empty: the web workers'.
     listen: str = "80"
     server_name: str = "_"
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose `real_ip_header` is believed (a CDN).
@@ -56,10 +62,25 @@ def _upstream(bind: str) -> str:
     return f"unix:{where[1]}" if where[0] == "unix" else f"{where[1]}:{where[2]}"
 
 
+def _servers(binds: str | tuple[str, ...]) -> list[str]:
+    return [_upstream(bind) for bind in ((binds,) if isinstance(binds, str) else binds) if bind]
+
+
+def _server_lines(servers: list[str]) -> str:
+    """One box: its socket. Several nodes: each with passive health (no stickiness: any node answers)."""
+    health = f" max_fails={MAX_FAILS} fail_timeout={FAIL_TIMEOUT}" if len(servers) > 1 else ""
+    return "\n".join(f"    server {server}{health};" for server in servers)
+
+
 def render_site(options: SiteOptions) -> str:
-    """The server block proxying campaign URLs, postbacks and the API to Lanner's workers."""
-    upstream = _upstream(options.upstream)
-    admin_upstream = _upstream(options.admin_upstream) if options.admin_upstream else upstream
+    """The server block proxying campaign URLs, postbacks and the API to Lanner's workers (on one box,
+    or over several nodes: an upstream server a node)."""
+    upstreams = _servers(options.upstream)
+    if not upstreams:
+        raise NginxConfigError("At least one upstream is needed.")
+    if len(set(upstreams)) < len(upstreams):
+        raise NginxConfigError("An upstream is listed twice.")
+    admin_upstreams = _servers(options.admin_upstream) or upstreams
     if not _LISTEN.match(options.listen):
         raise NginxConfigError(f"listen {options.listen!r} must be PORT or ADDRESS:PORT.")
     if not _SERVER_NAME.match(options.server_name):
@@ -69,8 +90,9 @@ def render_site(options: SiteOptions) -> str:
     trusted = _cidrs(options.trusted_proxies, "Trusted proxy")
     admin = _cidrs(options.admin_allow, "Admin address")
     values = {
-        "UPSTREAM": upstream,
-        "ADMIN_UPSTREAM": admin_upstream,
+        "UPSTREAM_SERVERS": _server_lines(upstreams),
+        "ADMIN_UPSTREAM_SERVERS": _server_lines(admin_upstreams),
+        "CONNECT_TIMEOUT": "1s" if len(upstreams) > 1 else "5s",
         "LISTEN": f"{options.listen} backlog={LISTEN_BACKLOG}",
         "SERVER_NAME": options.server_name,
         "REAL_IP_HEADER": options.real_ip_header,
