@@ -20,9 +20,9 @@ atomically in one round trip (docs/SCALING.md, "One Redis round trip per click")
 whatever fails: so a counted click's decision reaches its debounce key only once its line is written
 (`publish`, called by the tracker after `journal.append`). Were it set by the script, a node killed
 between the script and the append would leave a decision no line backs, and the visitor's retry on
-another node (nginx retries on the next upstream) would be answered a subid that never lands.
+another node (a load balancer retries a failed request on the next one) would get a subid that never lands.
 `publish` sends `SET … PX` down the script's connection and does not wait: its reply is read before
-the next script's (one round trip per click still; a second short round trip measured ~25 µs more).
+the next script's: still one wait per click (a second round trip measured ~20 µs more, SCALING.md).
 The trade: two nodes handling the same visitor's two clicks at the very same moment (both scripts
 before either publish, a sub-millisecond window) both count and journal them: two subids, both
 landed, the visitor counted twice in that race. No lost click beats an exact debounce in a race.
