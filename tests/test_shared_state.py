@@ -310,6 +310,72 @@ def test_a_click_whose_line_cannot_be_written_leaves_no_decision_for_other_nodes
     assert not other.is_repeat and spool_lines(b) == 1  # A click of its own, not a subid that never landed.
 
 
+class Killed(BaseException):
+    """The node dies between Redis's script and its journal line (SIGKILL, power): nothing after runs."""
+
+
+def test_a_node_killed_before_its_line_leaves_no_decision_and_the_retry_lands(
+    capped, node, monkeypatch, redis_url, db, settings, clock
+):
+    """nginx retries the click on the next node: it must get a subid that lands, not the dead one's."""
+    import redis
+
+    from models.clicks.spool import flush_spool
+
+    alias, offer, _ = capped
+    a, b = node("a"), node("b")
+
+    def killed(line):
+        raise Killed()
+
+    monkeypatch.setattr(a.journal, "append", killed)
+    with pytest.raises(Killed):
+        a.track(a.campaign(alias), visit(1))
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        assert admin.keys("t:debounce:*") == []  # No decision without its line.
+        assert [int(admin.get(key)) for key in admin.keys("t:cap:*")] == [1]  # Spent: one high, safe.
+    finally:
+        admin.close()
+    clock.advance(0.2)  # The retry, well within debounce.
+    retry = b.track(b.campaign(alias), visit(1))
+    assert not retry.is_repeat and retry.subid and retry.offer_id == offer
+    assert spool_lines(a) == 0 and spool_lines(b) == 1
+    flush_spool(db, b.journal.spool_dir, settings.spool_segment_bytes)
+    assert [row[0] for row in db.execute_sql("SELECT subid FROM click").fetchall()] == [retry.subid]
+    clock.advance(0.5)  # Its decision is published now that its line is written: a repeat elsewhere.
+    monkeypatch.undo()
+    again = a.track(a.campaign(alias), visit(1))
+    assert (again.subid, again.is_repeat) == (retry.subid, True) and spool_lines(a) == 0
+
+
+def test_a_click_whose_line_cannot_be_written_gives_its_cap_count_back(capped, node, monkeypatch, redis_url):
+    """A full disk refuses the node's clicks: they must not fill the cluster's caps."""
+    import errno
+
+    import redis
+
+    from models.clicks.refusals import SpoolUnwritable
+
+    alias, offer, _ = capped
+    a, b = node("a"), node("b")
+
+    def full_disk(line):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(a.journal, "append", full_disk)
+    for n in range(2 * CAP):
+        with pytest.raises(SpoolUnwritable):
+            a.track(a.campaign(alias), visit(n))
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        assert [int(admin.get(key)) for key in admin.keys("t:cap:*")] == [0]
+    finally:
+        admin.close()
+    offers = [b.track(b.campaign(alias), visit(100 + n)).offer_id for n in range(2 * CAP)]
+    assert offers.count(offer) == CAP  # The whole cap, for clicks that land.
+
+
 def test_a_stream_total_cap_stops_at_its_cap_over_two_nodes(db, node):
     campaign = create_campaign(db, "Total", "total", offer_url="https://t.example/?c={subid}")
     stream = campaign.streams.get().id

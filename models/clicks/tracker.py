@@ -15,7 +15,8 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
              within debounce gets its earlier decision, a cap reached since routing routes again,
              the uniqueness flags (history.py), the line (record.py, spool.py). In cluster mode
              (LANNER_REDIS_URL) Redis is asked next, in one round trip, for what the other nodes
-             know: their debounce, the caps' shared counts, uniqueness (models/cluster/shared_state.py).
+             know: their debounce, the caps' shared counts, uniqueness (models/cluster/shared_state.py);
+             the click's decision is published to them only once its line is written.
 
 `lanner simulate` runs the same pipeline with `dry_run`, so what it prints is what a click would get.
 """
@@ -393,6 +394,8 @@ class ClickTracker:
         finally:
             journal.unlock()
         if tail is not None:
+            if shared_flags is not None:  # Only now, its line written, may other nodes answer its subid.
+                self.shared.publish()
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
             # The line is read back from the journal only if this visitor comes back within debounce.
             self.index.add(visitor, RecentClick(position, now_ms, route.campaign.id, stream_id, offer_id))

@@ -6,7 +6,7 @@ atomically in one round trip (docs/SCALING.md, "One Redis round trip per click")
 1. debounce   `debounce:{campaign}:{visitor}:{ua_hash}` holds the decision of the visitor's last click in
               the campaign and its time: if that is within debounce of this click (by the nodes' clocks,
               as on one box), the script returns it (the same subid: one click, no line) and changes
-              nothing else;
+              nothing else. The script only reads it: see "published after the line" below;
 2. caps       for each cap of the route's stream and offer, `cap:{scope}:{id}:{day}` and
               `cap:{scope}:{id}:total`: if any is at its cap the click is refused (nothing is written;
               the node routes again without it); if any is missing (first use, Redis restarted) the
@@ -15,6 +15,20 @@ atomically in one round trip (docs/SCALING.md, "One Redis round trip per click")
 3. uniqueness `unique:g:{visitor}`, `unique:campaign:{id}:{visitor}`, `unique:stream:{id}:{visitor}`:
               `SET … PX window GET`, so each holds the visitor's latest click for its window; the flag is
               whether there was none.
+
+**The decision is published after the line.** A 302 carrying a subid means that click is in a journal,
+whatever fails: so a counted click's decision reaches its debounce key only once its line is written
+(`publish`, called by the tracker after `journal.append`). Were it set by the script, a node killed
+between the script and the append would leave a decision no line backs, and the visitor's retry on
+another node (a load balancer retries a failed request on the next one) would get a subid that never lands.
+`publish` sends `SET … PX` down the script's connection and does not wait: its reply is read before
+the next script's: still one wait per click (a second round trip measured ~20 µs more, SCALING.md).
+The trade: two nodes handling the same visitor's two clicks at the very same moment (both scripts
+before either publish, a sub-millisecond window) both count and journal them: two subids, both
+landed, the visitor counted twice in that race. No lost click beats an exact debounce in a race.
+Caps and uniqueness stay in the script: a cap must refuse before the line exists. A click whose line
+then cannot be written (`forget_last`: a full disk) gives back its cap increments (DECR of those that
+still exist); a node killed between the two leaves them one high, under the cap, never over.
 
 Every key carries the prefix (LANNER_REDIS_PREFIX) and all but the total cap counters expire (debounce
 after debounce, uniqueness after its window, a day's counter two days after it), so memory is bounded by
@@ -51,25 +65,25 @@ DAY_KEY_MS = 3 * 86_400_000  # A day's cap counter outlives its day (any timezon
 SEPARATOR = "\x1f"  # Between a stored decision's fields: never in a subid, an id or a URL.
 
 # KEYS: debounce, unique global, unique campaign, unique stream, then the cap counters.
-# ARGV: decision (its unix ms first), debounce ms, global window ms, campaign window ms, has stream (0/1),
+# ARGV: debounce ms, global window ms, campaign window ms, has stream (0/1),
 #       the click's unix ms, number of caps, then each cap counter's cap.
 # Returns {1, decision} (a repeat), {2, counts} (refused: a count per cap, -1 for a missing counter),
 #         {3, counts} (a counter is missing: seed it), {0, global, campaign, stream, counts...}.
 SCRIPT = """
-local debounce_ms = tonumber(ARGV[2])
+local debounce_ms = tonumber(ARGV[1])
 if debounce_ms > 0 then
   local earlier = redis.call('GET', KEYS[1])
   local at = earlier and tonumber(string.match(earlier, '^%d+'))
-  if at and at >= tonumber(ARGV[6]) - debounce_ms then return {1, earlier} end
+  if at and at >= tonumber(ARGV[5]) - debounce_ms then return {1, earlier} end
 end
-local caps = tonumber(ARGV[7])
+local caps = tonumber(ARGV[6])
 local counts = {}
 local refused, missing = false, false
 for i = 1, caps do
   local count = redis.call('GET', KEYS[4 + i])
   if count then
     count = tonumber(count)
-    if count >= tonumber(ARGV[7 + i]) then refused = true end
+    if count >= tonumber(ARGV[6 + i]) then refused = true end
   else
     count = -1
     missing = true
@@ -78,14 +92,19 @@ for i = 1, caps do
 end
 if refused then return {2, counts} end
 if missing then return {3, counts} end
-if debounce_ms > 0 then redis.call('SET', KEYS[1], ARGV[1], 'PX', debounce_ms + DEBOUNCE_MARGIN_MS) end
 for i = 1, caps do counts[i] = redis.call('INCR', KEYS[4 + i]) end
-local g = redis.call('SET', KEYS[2], 1, 'PX', ARGV[3], 'GET') and 0 or 1
-local c = redis.call('SET', KEYS[3], 1, 'PX', ARGV[4], 'GET') and 0 or 1
+local g = redis.call('SET', KEYS[2], 1, 'PX', ARGV[2], 'GET') and 0 or 1
+local c = redis.call('SET', KEYS[3], 1, 'PX', ARGV[3], 'GET') and 0 or 1
 local s = 0
-if ARGV[5] == '1' then s = redis.call('SET', KEYS[4], 1, 'PX', ARGV[4], 'GET') and 0 or 1 end
+if ARGV[4] == '1' then s = redis.call('SET', KEYS[4], 1, 'PX', ARGV[3], 'GET') and 0 or 1 end
 return {0, g, c, s, counts}
-""".replace("DEBOUNCE_MARGIN_MS", str(DEBOUNCE_MARGIN_MS))
+"""
+# A failed append gives its cap increments back; a counter gone meanwhile stays gone (to be seeded).
+UNCOUNT = """
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECR', KEYS[i]) end
+end
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +166,15 @@ class SharedState:
         self.retry_at = 0.0
         self.last_error = ""
         self.alone_clicks = 0  # Clicks answered without Redis since it was last reachable.
-        self.last_debounce_key: str | None = None  # Of the last click counted: see `forget_last`.
+        # The last click counted, until its line is written: its decision's key and value (`publish`),
+        # its cap counters (`forget_last`).
+        self.unpublished: tuple[str, str, int] | None = None
+        self.counted_caps: list[str] = []
+        self.unread = 0  # Replies of published decisions still on the connection, read before the next.
         self._log = ThrottledLog(logger, logging.WARNING, interval=60.0, clock=clock)
 
     def close(self) -> None:
-        self.connection.disconnect()
+        self._disconnect()
         self.client.close()
 
     @property
@@ -186,7 +209,8 @@ class SharedState:
         uniqueness; `stored`: what a repeat of this click within debounce is answered; `seed(cap)`: the
         count a missing counter starts from.
         """
-        self.last_debounce_key = None
+        self.unpublished = None
+        self.counted_caps = []
         if not self.should_ask:
             self.alone_clicks += 1
             return None
@@ -198,12 +222,8 @@ class SharedState:
             f"{p}unique:stream:{stream_id}:{visitor}",
             *(self._cap_key(cap) for cap in caps),
         ]
-        value = SEPARATOR.join(
-            ("" if v is None else str(v))
-            for v in (now_ms, stored.subid, stored.stream_id, stored.offer_id, stored.location)
-        )
         args = [
-            value, debounce_ms, max(global_ms, 1), max(campaign_ms, 1), 0 if stream_id is None else 1, now_ms,
+            debounce_ms, max(global_ms, 1), max(campaign_ms, 1), 0 if stream_id is None else 1, now_ms,
             len(caps), *(cap.cap for cap in caps),
         ]  # fmt: skip
         try:
@@ -218,7 +238,7 @@ class SharedState:
                 raise redis.RedisError("a cap counter went missing again after it was seeded")
         except redis.RedisError as error:
             if not isinstance(error, redis.ResponseError):  # A reply may still be on its way: start over.
-                self.connection.disconnect()
+                self._disconnect()
             self._fail(error)
             return None
         if self.is_degraded:
@@ -227,19 +247,45 @@ class SharedState:
             return _repeat(answer[1])
         if kind == 2:
             return Refused(tuple(answer[1]))
-        self.last_debounce_key = keys[0] if debounce_ms > 0 else None
+        if debounce_ms > 0:
+            value = SEPARATOR.join(
+                ("" if v is None else str(v))
+                for v in (now_ms, stored.subid, stored.stream_id, stored.offer_id, stored.location)
+            )
+            self.unpublished = (keys[0], value, debounce_ms + DEBOUNCE_MARGIN_MS)
+        self.counted_caps = keys[4:]
         return Counted((answer[1], answer[2], answer[3]), tuple(answer[4]))
 
+    def publish(self) -> None:
+        """The last click counted has its line in the journal: make its decision the visitor's, for
+        other nodes' repeats within debounce. Sent without waiting (the reply is read before the next
+        script's); if it cannot be sent, other nodes count a repeat as a click of its own (both land).
+
+        A plain SET, not NX: an earlier decision past debounce by the nodes' clocks may still be in
+        Redis (it expires DEBOUNCE_MARGIN_MS later), and NX would keep that one."""
+        pending, self.unpublished = self.unpublished, None
+        self.counted_caps = []
+        if pending is None:
+            return
+        key, value, ttl_ms = pending
+        try:
+            self.connection.send_command("SET", key, value, "PX", ttl_ms)
+            self.unread += 1
+        except redis.RedisError:  # Redis left since the script: the next click finds out and goes alone.
+            self._disconnect()
+
     def forget_last(self) -> None:
-        """The last click counted got no line after all (its spool cannot be written): take its decision
-        back, so no node answers a repeat with a subid that will never land. Its cap counts and
-        uniqueness keys stay (a cap one high errs on the safe side)."""
-        key, self.last_debounce_key = self.last_debounce_key, None
-        if key is not None and not self.is_degraded:
+        """The last click counted got no line after all (its spool cannot be written): its decision is
+        never published, and its cap increments are given back (a full disk's refused clicks would
+        else fill every cap of the cluster). Its uniqueness keys stay: the visitor's next click within
+        the windows counts as seen, as after a click that landed."""
+        self.unpublished = None
+        caps, self.counted_caps = self.counted_caps, []
+        if caps and not self.is_degraded:
             try:
-                self.client.delete(key)
+                self.client.eval(UNCOUNT, len(caps), *caps)
             except redis.RedisError:
-                pass  # Redis left meanwhile: the key expires within seconds anyway.
+                pass  # Redis left meanwhile: the counters stay one high, under their caps, never over.
 
     def _cap_key(self, cap: Cap) -> str:
         return f"{self.prefix}cap:{cap.scope}:{cap.ref}:{'total' if cap.day is None else cap.day}"
@@ -250,15 +296,29 @@ class SharedState:
             self.digest = self._load(connection)
         try:
             connection.send_command("EVALSHA", self.digest, len(keys), *keys, *args)
+            self._read_published()
             return connection.read_response()
         except redis.exceptions.NoScriptError:  # Redis restarted (or SCRIPT FLUSH): load it again.
             self.digest = self._load(connection)
             connection.send_command("EVALSHA", self.digest, len(keys), *keys, *args)
             return connection.read_response()
 
-    @staticmethod
-    def _load(connection) -> bytes:
+    def _read_published(self) -> None:
+        """Read the replies of the decisions published since the last script, which come before its."""
+        while self.unread:
+            self.unread -= 1
+            try:
+                self.connection.read_response()
+            except redis.ResponseError:  # That decision was refused (OOM): a repeat of it counts anew.
+                pass
+
+    def _disconnect(self) -> None:
+        self.connection.disconnect()
+        self.unread = 0
+
+    def _load(self, connection) -> bytes:
         connection.send_command("SCRIPT", "LOAD", SCRIPT)
+        self._read_published()
         return connection.read_response()
 
     def _seed(self, caps: list[Cap], seed: Callable[[Cap], int]) -> None:
