@@ -12,8 +12,11 @@ TEST_USER := lanner-test
 run: venv
 	$(VENV)/bin/lanner run
 
+# Every test that touches the database runs on SQLite and on a throwaway PostgreSQL
+# (LANNER_TEST_BACKENDS, tests/conftest.py), in two pytest-xdist processes: the run waits on
+# servers and subprocesses more than it computes.
 test: venv test-deps
-	$(VENV)/bin/pytest -q
+	LANNER_TEST_BACKENDS=sqlite,postgresql $(VENV)/bin/pytest -q -n 2
 
 # Every scenario of docs/PERFORMANCE.md (about 50 minutes; 3.2 M clicks prefilled once into
 # var/bench), one JSON per scenario in var/bench/results.
