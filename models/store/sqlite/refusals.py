@@ -12,23 +12,25 @@ class RefusalStore(Store):
     """The refusal counters of one connection; `count` joins the caller's transaction."""
 
     # One statement: the address keeps its row, gets a new one while the day has room, or counts in
-    # `other`. In DO UPDATE every right-hand side sees the row as it was before this refusal.
+    # `other`. In DO UPDATE every right-hand side sees the row as it was before this refusal; its
+    # columns are qualified (`r.`), which PostgreSQL needs (an unqualified one is ambiguous there).
+    # ?1 day, ?2 ip, ?3 other, ?4 max_addresses, ?5 now, ?6 hour, ?7 sample, ?8 per_hour.
     SQL_COUNT = """
-INSERT INTO postback_refusal (day, remote_ip, refusals, first_at, last_at, sample_hour, samples, sample)
+INSERT INTO postback_refusal AS r (day, remote_ip, refusals, first_at, last_at, sample_hour, samples, sample)
 VALUES (
-    :day,
-    CASE WHEN EXISTS (SELECT 1 FROM postback_refusal WHERE day = :day AND remote_ip = :ip)
-           OR (SELECT COUNT(*) FROM postback_refusal WHERE day = :day) < :max_addresses
-         THEN :ip ELSE :other END,
-    1, :now, :now, :hour, 1, :sample
+    ?1,
+    CASE WHEN EXISTS (SELECT 1 FROM postback_refusal WHERE day = ?1 AND remote_ip = ?2)
+           OR (SELECT COUNT(*) FROM postback_refusal WHERE day = ?1) < ?4
+         THEN ?2 ELSE ?3 END,
+    1, ?5, ?5, ?6, 1, ?7
 )
 ON CONFLICT (day, remote_ip) DO UPDATE SET
-    refusals = refusals + 1,
+    refusals = r.refusals + 1,
     last_at = excluded.last_at,
-    sample = CASE WHEN sample_hour < excluded.sample_hour OR samples < :per_hour
-                  THEN excluded.sample ELSE sample END,
-    samples = CASE WHEN sample_hour < excluded.sample_hour THEN 1
-                   WHEN samples < :per_hour THEN samples + 1 ELSE samples END,
+    sample = CASE WHEN r.sample_hour < excluded.sample_hour OR r.samples < ?8
+                  THEN excluded.sample ELSE r.sample END,
+    samples = CASE WHEN r.sample_hour < excluded.sample_hour THEN 1
+                   WHEN r.samples < ?8 THEN r.samples + 1 ELSE r.samples END,
     sample_hour = excluded.sample_hour
 """
 
@@ -48,15 +50,5 @@ ON CONFLICT (day, remote_ip) DO UPDATE SET
     ) -> None:
         """One more refusal from `remote_ip` on `day` (in `other` once the day has max_addresses)."""
         self.conn.execute(
-            self.SQL_COUNT,
-            {
-                "day": day,
-                "ip": remote_ip,
-                "other": other,
-                "max_addresses": max_addresses,
-                "now": now_ms,
-                "hour": hour,
-                "sample": sample,
-                "per_hour": samples_per_hour,
-            },
+            self.SQL_COUNT, (day, remote_ip, other, max_addresses, now_ms, hour, sample, samples_per_hour)
         ).close()
