@@ -15,9 +15,10 @@ class CounterStore(Store):
 
     SQL_TOTALS = "SELECT scope, ref_id, SUM(clicks) FROM click_counter GROUP BY scope, ref_id"
     SQL_DAYS = "SELECT scope, ref_id, day, clicks FROM click_counter WHERE day >= ?"
+    # The stored row's column qualified: PostgreSQL finds a bare `clicks` ambiguous beside `excluded`.
     SQL_ADD = """
 INSERT INTO click_counter (scope, ref_id, day, clicks) VALUES (?, ?, ?, ?)
-ON CONFLICT (scope, ref_id, day) DO UPDATE SET clicks = clicks + excluded.clicks
+ON CONFLICT (scope, ref_id, day) DO UPDATE SET clicks = click_counter.clicks + excluded.clicks
 """
     SQL_STREAM_ZONES = (
         "SELECT stream.id, campaign.timezone FROM stream JOIN campaign ON campaign.id = stream.campaign_id"

@@ -16,7 +16,8 @@ from models.store.sqlite.rows import Store, fetch_one
 
 def _upsert_sql(table: str, dimensions: tuple[str, ...]) -> str:
     columns = ("period", *dimensions, *METRICS)
-    updates = ", ".join(f"{metric} = {metric} + excluded.{metric}" for metric in METRICS)
+    # The stored row's column qualified: PostgreSQL finds a bare one ambiguous beside `excluded`.
+    updates = ", ".join(f"{metric} = {table}.{metric} + excluded.{metric}" for metric in METRICS)
     return (
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
         f"ON CONFLICT (period, {', '.join(dimensions)}) DO UPDATE SET {updates}"
