@@ -1,4 +1,4 @@
-"""reports on PostgreSQL: SQLite's reads, with three differences.
+"""reports on PostgreSQL: SQLite's reads, with two differences.
 
 - The referrer_domain dimension: SQLite registers referrer_domain() as the SQL function lanner_domain.
   An exact SQL twin of urlsplit() (its IPv6 and NFKC checks included) would be long and drift with
@@ -6,7 +6,6 @@
   same cut, same domain, and about as many values as domains) and the store maps that to the domain
   in Python, filters by it there and hands on the rows; the caller sums the rows of one group, as it
   sums the raw conversions' with the clicks'.
-- A comparison is a boolean, which SUM refuses: the conversion counts add CASE WHEN ... THEN 1.
 - INDEXED BY is SQLite's planner hint: PostgreSQL's planner picks the partial index by itself.
 """
 
@@ -30,14 +29,6 @@ REFERRER_HOST_PART = (
 
 class PieceSql(sqlite.PieceSql):
     __slots__ = ()
-    CONVERSION_SUMS = (
-        "SUM(CASE WHEN cv.status = 'lead' THEN 1 ELSE 0 END), SUM(CASE WHEN cv.status = 'sale' THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN cv.status = 'rejected' THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN cv.status = 'trash' THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN cv.status = 'rebill' THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN cv.status IN ('sale', 'rebill') THEN COALESCE(cv.report_payout, 0) ELSE 0 END), "
-        "SUM(CASE WHEN cv.status = 'lead' THEN COALESCE(cv.report_payout, 0) ELSE 0 END), SUM(cv.cost)"
-    )
 
     @staticmethod
     def _expression(name: str, prefix: str) -> str:

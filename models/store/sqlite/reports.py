@@ -39,10 +39,12 @@ _CLICK_SUMS = (
     "COUNT(*), SUM(c.is_unique_global), SUM(c.is_unique_campaign), SUM(c.is_unique_stream), SUM(c.is_bot), "
     "SUM(c.cost)"
 )
+# CASE WHEN, not SUM(cv.status = 'lead'): PostgreSQL's comparison is a boolean, which SUM refuses.
 _CONVERSION_SUMS = (
-    "SUM(cv.status = 'lead'), SUM(cv.status = 'sale'), SUM(cv.status = 'rejected'), "
-    "SUM(cv.status = 'trash'), "
-    "SUM(cv.status = 'rebill'), "
+    "SUM(CASE WHEN cv.status = 'lead' THEN 1 ELSE 0 END), SUM(CASE WHEN cv.status = 'sale' THEN 1 ELSE 0 END), "
+    "SUM(CASE WHEN cv.status = 'rejected' THEN 1 ELSE 0 END), "
+    "SUM(CASE WHEN cv.status = 'trash' THEN 1 ELSE 0 END), "
+    "SUM(CASE WHEN cv.status = 'rebill' THEN 1 ELSE 0 END), "
     "SUM(CASE WHEN cv.status IN ('sale', 'rebill') THEN COALESCE(cv.report_payout, 0) ELSE 0 END), "
     "SUM(CASE WHEN cv.status = 'lead' THEN COALESCE(cv.report_payout, 0) ELSE 0 END), SUM(cv.cost)"
 )
