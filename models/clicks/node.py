@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,8 +85,6 @@ def ensure_spool_node(spool_dir: Path, name: str) -> SpoolNode:
 def refuse_a_second_node_alone(db: Database, name: str, now_ms: int | None = None) -> None:
     """Refuse to start a node beside another live one without Redis: debounce, caps and uniqueness
     would then be each node's alone (docs/SCALING.md), and a capped offer could be sent past its cap."""
-    import time
-
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     others = [
         (other, host)
