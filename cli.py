@@ -12,6 +12,7 @@ import json
 import math
 import os
 import sys
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import click
@@ -2264,14 +2265,36 @@ def spool() -> None:
     """The click journal that the worker lands in the database."""
 
 
+def spool_dir_option(command):
+    """`--data-dir`: another node's data directory (a dead node's disk mounted here), whose spool is
+    read or landed into this install's database under the node name its spool was given."""
+    return click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Another node's data directory: its spool, under its own node name (default: LANNER_DATA_DIR).",
+    )(command)
+
+
+def spool_dir_of(settings, data_dir: Path | None) -> Path:
+    """The spool a `lanner spool` command reads: this node's, or the one under `data_dir`."""
+    if data_dir is None:
+        return settings.spool_dir
+    spool_dir = data_dir.resolve() / "spool"
+    if not spool_dir.is_dir():
+        raise click.ClickException(f"{data_dir} holds no spool directory: give a node's LANNER_DATA_DIR.")
+    return spool_dir
+
+
 @spool.command("status")
+@spool_dir_option
 @format_option
 @pass_context
-def spool_status_command(ctx: Context, fmt: str) -> None:
+def spool_status_command(ctx: Context, data_dir: Path | None, fmt: str) -> None:
     """How many clicks are spooled and not yet in the database; exits 1 if a segment went missing."""
     from models.clicks.spool import MISSING_FILE, spool_status
 
-    status = spool_status(ctx.db, ctx.settings.spool_dir)
+    spool_dir = spool_dir_of(ctx.settings, data_dir)
+    status = spool_status(ctx.db, spool_dir)
     row = {
         "segment": status.position[0],
         "offset": status.position[1],
@@ -2286,24 +2309,27 @@ def spool_status_command(ctx: Context, fmt: str) -> None:
         segments = ", ".join(map(str, status.missing_segments))
         raise click.ClickException(
             f"Spool segment(s) {segments} were deleted before their clicks reached the database; those "
-            f"clicks are lost (details in {ctx.settings.spool_dir / MISSING_FILE}; remove it to acknowledge)."
+            f"clicks are lost (details in {spool_dir / MISSING_FILE}; remove it to acknowledge)."
         )
 
 
 @spool.command("flush")
 @click.option("--batch-size", type=int, default=2000, show_default=True)
+@spool_dir_option
 @pass_context
-def spool_flush_command(ctx: Context, batch_size: int) -> None:
+def spool_flush_command(ctx: Context, batch_size: int, data_dir: Path | None) -> None:
     """Land every spooled click in the database now, as the flusher does (safe while the worker runs)."""
     from models.clicks.landing import SpoolLanding
     from models.clicks.spool import spool_status
     from workers.runtime.tasks import create_huey
 
     settings = ctx.settings
-    pending = spool_status(ctx.db, settings.spool_dir).pending_clicks
+    spool_dir = spool_dir_of(settings, data_dir)
+    pending = spool_status(ctx.db, spool_dir).pending_clicks
+    # Outbound postbacks go to this host's queue (settings), never to the other node's files.
     landing = SpoolLanding(
         ctx.db,
-        settings.spool_dir,
+        spool_dir,
         settings.spool_segment_bytes,
         bot_ips=settings.bot_ips,
         bot_ranges=settings.bot_ranges_path,

@@ -124,3 +124,21 @@ def test_a_second_live_node_without_redis_is_refused_at_start(lanner, env, setti
     with write_tx(db):  # A node gone for minutes does not count.
         ClickStore(db.connection()).beat("east", int(time.time() * 1000) - 600_000, "host-east", 0, 0)
     refuse_a_second_node_alone(db, "west")
+
+
+def test_a_dead_nodes_spool_lands_from_another_host_with_data_dir(db, lanner, make_tracker, env, tmp_path):
+    create_campaign(db, "Nodes", "n", offer_url=OFFER)
+    dead = tmp_path / "dead-node"  # Its disk, mounted on this host.
+    ensure_spool_node(dead / "spool", "edge")
+    subids = {track(make_tracker(spool_dir=dead / "spool"), n).subid for n in range(4)}
+
+    status = lanner("spool", "status", "--data-dir", str(dead), "--json")
+    assert '"pending_clicks": 4' in status.stdout
+    assert "Inserted 4," in lanner("spool", "flush", "--data-dir", str(dead)).stdout
+    assert "Inserted 0," in lanner("spool", "flush", "--data-dir", str(dead)).stdout  # Exactly once.
+    stored = {row[0] for row in db.execute_sql("SELECT subid FROM click").fetchall()}
+    assert stored == subids
+    nodes = {row[0] for row in ClickStore(db.connection()).nodes()}
+    assert "edge" in nodes  # Under the dead node's own name, not this host's.
+    missing = lanner("spool", "flush", "--data-dir", str(tmp_path / "nowhere"), check=False)
+    assert missing.returncode == 1 and "holds no spool directory" in missing.stderr
