@@ -215,6 +215,33 @@ def test_a_write_whose_connection_the_server_ends_raises_store_busy(postgres, po
     assert postgres.execute_sql("SELECT value FROM meta WHERE key = 'config_version'").fetchone() == ("1",)
 
 
+def test_a_connection_the_server_ended_is_replaced_at_its_next_use(postgres, postgres_server):
+    """A PostgreSQL restart or failover ends every process's connection: the statement that finds it gone
+    is "not now" (a postback's 503, the flusher's retried round), and the next one connects again."""
+    from models.store.database import STORE_ERRORS
+
+    for _ in range(2):  # Ended between statements, then in the middle of a write.
+        backend = postgres.connection().execute("SELECT pg_backend_pid()").fetchone()[0]
+        with postgres_server.admin() as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        with pytest.raises(STORE_ERRORS):
+            postgres.connection().execute("SELECT value FROM meta WHERE key = 'config_version'").fetchone()
+        assert postgres.connection().execute("SELECT pg_backend_pid()").fetchone()[0] != backend
+    with write_tx(postgres):
+        postgres.connection().execute("UPDATE meta SET value = '2' WHERE key = 'config_version'")
+    backend = postgres.connection().execute("SELECT pg_backend_pid()").fetchone()[0]
+    with pytest.raises(StoreBusy):
+        with write_tx(postgres):
+            with postgres_server.admin() as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+            postgres.connection().execute("UPDATE meta SET value = '3' WHERE key = 'config_version'")
+    with write_tx(postgres):
+        postgres.connection().execute("UPDATE meta SET value = '4' WHERE key = 'config_version'")
+    assert postgres.connection().execute("SELECT value FROM meta WHERE key = 'config_version'").fetchone() == (
+        "4",
+    )
+
+
 def test_a_write_refused_by_a_read_only_server_raises_store_busy(postgres):
     postgres.execute_sql("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")  # As on a standby.
     with pytest.raises(StoreBusy, match="read-only transaction"):
