@@ -128,10 +128,10 @@ class Node:
         log = self.directory / f"{self.name}-serve-{self.starts}.log"
         self.web = start_process(args, {**self.environ, "LANNER_LOG_LEVEL": "INFO"}, log)
 
-    def wait_listening(self) -> LiveProcess:
+    def wait_listening(self, seconds: float = 20) -> LiveProcess:
         """`lanner serve` once it has bound its ports (read back from its log)."""
-        self.web.port = bound_port(self.web)
-        self.web.extra["admin_port"] = bound_port(self.web, "admin")
+        self.web.port = bound_port(self.web, deadline_seconds=seconds)
+        self.web.extra["admin_port"] = bound_port(self.web, "admin", seconds)
         return self.web
 
     def start_worker(self) -> LiveProcess:

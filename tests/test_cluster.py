@@ -22,7 +22,10 @@ from conftest import ROOT, LiveProcess, request, wait_healthy, wait_until
 pytestmark = nginx_required
 
 CAP = 20
-LAND_SECONDS = 30  # How long the flushers get to land what a test clicked (they take well under 1 s).
+# Failure timeouts, wide for a box the rest of the run (or another job) keeps busy: the flushers land
+# what a test clicked in well under a second; a node starts in a few seconds.
+LAND_SECONDS = 60
+START_SECONDS = 90
 
 
 @dataclass
@@ -106,15 +109,18 @@ def cluster(postgres_server, postgres_template, redis_server, tmp_path_factory):
     client.close()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
     env.update(PYTHONPATH=str(ROOT), LANNER_DATABASE_URL=url, LANNER_REDIS_URL=redis_server.url())
+    # `lanner worker` yields the CPU (nice 10) to the web workers, and on a box the rest of the run keeps
+    # busy it would to every test process too: its start and landing would take tens of seconds.
+    env["LANNER_WORKER_NICE"] = "0"
     nodes = [Node(directory, name, env) for name in ("node-a", "node-b")]
     cluster = Cluster(nodes, postgres_server, redis_server, env, directory)
     try:
         for node in nodes:
             node.start()
         for node in nodes:
-            node.wait_listening()
+            node.wait_listening(START_SECONDS)
         for node in nodes:
-            wait_healthy(node.web)
+            wait_healthy(node.web, START_SECONDS)
         cluster.start_front()
         yield cluster
     finally:
@@ -207,8 +213,8 @@ def test_a_whole_node_killed_mid_traffic_loses_no_click_once_it_restarts(cluster
             killed.start()
             clicks.wait_for(killed_at + 100)
     finally:
-        killed.wait_listening()
-        wait_healthy(killed.web)
+        killed.wait_listening(START_SECONDS)
+        wait_healthy(killed.web, START_SECONDS)
         cluster.start_front()  # nginx in front of the node's new ports.
     assert unlanded > 0
     assert {status for status, _ in clicks.answers} == {302}, [a for a in clicks.answers if a[0] != 302][:5]
