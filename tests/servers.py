@@ -126,19 +126,28 @@ class PostgresServer:
             "synchronous_commit": "on" if self.fsync else "off",
             "full_page_writes": "on" if self.fsync else "off",
         }
-        options = " ".join(f"-c {name}={value}" for name, value in settings.items())
-        _run([str(self.bindir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_path), "-o", options,
-              "-w", "-t", str(START_SECONDS), "start"], self.base)  # fmt: skip
+        self._options = " ".join(f"-c {name}={value}" for name, value in settings.items())
+        self.resume()
         return self
 
-    def stop(self) -> None:
-        """Stop the server (fast: sessions are cut, nothing is waited for) and remove its files."""
-        if self.base is None:
-            return
+    def pause(self) -> None:
+        """Stop the server (fast: sessions are cut, nothing is waited for), keeping its files: an
+        outage, until `resume()`."""
         if (self.data_dir / "postmaster.pid").exists():
             _run(
                 [str(self.bindir / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop"], self.base
             )
+
+    def resume(self) -> None:
+        """Start the server on its files, at its socket (after `start()` made them, or `pause()`)."""
+        _run([str(self.bindir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_path), "-o",
+              self._options, "-w", "-t", str(START_SECONDS), "start"], self.base)  # fmt: skip
+
+    def stop(self) -> None:
+        """Stop the server and remove its files."""
+        if self.base is None:
+            return
+        self.pause()
         shutil.rmtree(self.base, ignore_errors=True)
         self.base = None
 
@@ -190,7 +199,13 @@ class RedisServer:
 
     def start(self) -> RedisServer:
         self.base = _owned_dir("lanner-redis-")
-        log = open(self.base / "redis.log", "wb")
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Start redis-server at the socket (after `start()` made its directory, or `pause()`): empty, as
+        a Redis without persistence restarts."""
+        log = open(self.base / "redis.log", "ab")
         args = [self.binary, "--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "777",
                 "--save", "", "--appendonly", "no", "--dir", str(self.base), "--daemonize", "no"]  # fmt: skip
         self.process = subprocess.Popen(
@@ -203,7 +218,6 @@ class RedisServer:
                 self.stop()
                 raise RuntimeError(f"redis-server did not start:\n{self.log()}")
             time.sleep(0.01)
-        return self
 
     def _answers(self) -> bool:
         try:
@@ -218,7 +232,8 @@ class RedisServer:
     def url(self, database: int = 0) -> str:
         return f"unix://{self.socket_path}?db={database}"
 
-    def stop(self) -> None:
+    def pause(self) -> None:
+        """Stop redis-server, keeping its directory: an outage, until `resume()`."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()  # redis-server exits at once on SIGTERM without --save.
             try:
@@ -227,6 +242,9 @@ class RedisServer:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+
+    def stop(self) -> None:
+        self.pause()
         if self.base is not None:
             shutil.rmtree(self.base, ignore_errors=True)
             self.base = None

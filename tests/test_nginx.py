@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
-from conftest import LANNER, ROOT, LiveProcess, bound_port, free_port, request, run_lanner, start_process
+from cluster_nodes import Clicks, landed, nginx_required, start_node, upstream_args
+from cluster_nodes import start_nginx as start_nginx_in
+from conftest import LANNER, ROOT, LiveProcess, request, start_process
 
 from workers.runtime.procfs import process_tree
 
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(NGINX), reason="nginx is not installed (`make deps` installs it)"
-)
+pytestmark = nginx_required
 
 
 @pytest.fixture
@@ -43,50 +40,9 @@ def start_nginx(env, tmp_path):
 
     def start(socket_path, *site_args: str) -> int:
         """nginx in front of Lanner's socket (`socket_path`), or of the upstreams `site_args` names (None)."""
-        # nginx needs its port written into the config: a free one, and another if it was taken first.
-        for _ in range(5):
-            port = start_on(free_port(), socket_path, *site_args)
-            if port:
-                return port
-        raise AssertionError("nginx found no free port in 5 tries")
-
-    def start_on(port: int, socket_path, *site_args: str) -> int | None:
-        prefix = tmp_path / f"nginx-{port}"
-        (prefix / "temp").mkdir(parents=True)
-        site, main = prefix / "site.conf", prefix / "nginx.conf"
-        common = {"env": env, "cwd": ROOT, "check": True, "capture_output": True}
-        subprocess.run(
-            [*LANNER, "nginx", "site", "--listen", f"127.0.0.1:{port}", *site_args]
-            + (["--upstream", f"unix:{socket_path}"] if socket_path else [])
-            + ["-o", str(site)],
-            **common,
-        )
-        subprocess.run(
-            [*LANNER, "nginx", "main", "--sites", str(site), "--pid", str(prefix / "nginx.pid")]
-            + ["--error-log", str(prefix / "error.log"), "--temp-dir", str(prefix / "temp"), "-o", str(main)],
-            **common,
-        )
-        checked = subprocess.run(
-            [NGINX, "-t", "-c", str(main), "-p", str(prefix)], capture_output=True, text=True
-        )
-        assert checked.returncode == 0, checked.stderr
-        # As root, nginx's workers would run as nobody, who cannot reach pytest's private tmp dir.
-        directives = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
-        live = start_process(
-            [NGINX, "-c", str(main), "-p", str(prefix), "-g", directives], env, prefix / "run.log"
-        )
-        started.append(live)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if request(port, "/healthz")[0] == 200:
-                    return port
-            except OSError:
-                pass
-            if live.process.poll() is not None and "Address already in use" in live.log:
-                return None  # another process took the port since free_port() saw it free
-            assert time.monotonic() < deadline, (prefix / "error.log").read_text()
-            time.sleep(0.05)
+        upstream = ["--upstream", f"unix:{socket_path}"] if socket_path else []
+        started.append(start_nginx_in(tmp_path, env, *site_args, *upstream))
+        return started[-1].port
 
     yield start
     for live in started:
@@ -170,63 +126,6 @@ def test_unsafe_values_are_refused(env, args, message):
 # -- cluster mode: one upstream over several nodes ------------------------------------------------
 
 
-def start_node(env, settings, tmp_path, name: str) -> tuple[LiveProcess, dict[str, str]]:
-    """A `lanner serve` of its own (data dir, spool, node name) on the test's one database, on ports
-    the kernel picks."""
-    data_dir = tmp_path / name
-    data_dir.mkdir()
-    database = settings.database_location if settings.uses_postgres else f"sqlite:///{settings.database_path}"
-    environ = {
-        **env,
-        "LANNER_DATA_DIR": str(data_dir),
-        "LANNER_NODE_ID": name,
-        "LANNER_DATABASE_URL": database,
-    }
-    args = [*LANNER, "serve", "--workers", "1", "--bind", "127.0.0.1:0", "--admin-bind", "127.0.0.1:0"]
-    live = start_process(args, {**environ, "LANNER_LOG_LEVEL": "INFO"}, tmp_path / f"{name}.log")
-    live.port = bound_port(live)
-    live.extra["admin_port"] = bound_port(live, "admin")
-    return live, environ
-
-
-class Clicks:
-    """Client threads clicking through nginx, each click a new visitor (its own user agent)."""
-
-    def __init__(self, port: int, threads: int = 4) -> None:
-        self.port, self.answers, self.lock = port, [], threading.Lock()
-        self.stopped = threading.Event()
-        self.threads = [threading.Thread(target=self.run, args=(n,), daemon=True) for n in range(threads)]
-
-    def run(self, thread: int) -> None:
-        n = 0
-        while not self.stopped.is_set():
-            n += 1
-            try:
-                status, headers, _ = request(
-                    self.port, f"/front?sub1={thread}", {"User-Agent": f"Node {thread} {n}"}
-                )
-                answer = (status, headers.get("location", ""))
-            except OSError as error:
-                answer = (0, str(error))
-            with self.lock:
-                self.answers.append(answer)
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.answers)
-
-    def wait_for(self, clicks: int, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while self.count() < clicks:
-            assert time.monotonic() < deadline, f"{self.count()} clicks in {timeout} s"
-            time.sleep(0.01)
-
-
-def landed(lanner_env) -> int:
-    flushed = run_lanner(lanner_env, "spool", "flush").stdout
-    return int(flushed.split("Inserted ")[1].split(",")[0])
-
-
 def test_one_upstream_spreads_clicks_over_two_nodes_and_a_killed_node_loses_none(
     env, db, lanner, settings, tmp_path, start_nginx
 ):
@@ -235,19 +134,8 @@ def test_one_upstream_spreads_clicks_over_two_nodes_and_a_killed_node_loses_none
     )
     nodes = [start_node(env, settings, tmp_path, name) for name in ("node-a", "node-b")]
     try:
-        site = []
-        for live, _ in nodes:
-            site += [
-                "--upstream",
-                f"127.0.0.1:{live.port}",
-                "--admin-upstream",
-                f"127.0.0.1:{live.extra['admin_port']}",
-            ]
-        port = start_nginx(None, *site)
-        clicks = Clicks(port)
-        for thread in clicks.threads:
-            thread.start()
-        try:
+        port = start_nginx(None, *upstream_args([live for live, _ in nodes]))
+        with Clicks(port) as clicks:
             clicks.wait_for(150)
             # The whole node at once: its master and every worker (each in a process group of its own).
             for pid in process_tree(nodes[0][0].process.pid):
@@ -255,10 +143,6 @@ def test_one_upstream_spreads_clicks_over_two_nodes_and_a_killed_node_loses_none
             nodes[0][0].process.wait()
             killed_at = clicks.count()
             clicks.wait_for(killed_at + 150)
-        finally:
-            clicks.stopped.set()
-            for thread in clicks.threads:
-                thread.join(timeout=20)
     finally:
         for live, _ in nodes:
             if live.process.poll() is None:

@@ -215,6 +215,70 @@ def test_a_write_whose_connection_the_server_ends_raises_store_busy(postgres, po
     assert postgres.execute_sql("SELECT value FROM meta WHERE key = 'config_version'").fetchone() == ("1",)
 
 
+def test_a_connection_the_server_ended_is_replaced_at_its_next_use(postgres, postgres_server):
+    """A PostgreSQL restart or failover ends every process's connection: the statement that finds it gone
+    is "not now" (a postback's 503, the flusher's retried round), and the next one connects again."""
+    from models.store.database import STORE_ERRORS
+
+    for _ in range(2):  # Ended between statements, then in the middle of a write.
+        backend = postgres.connection().execute("SELECT pg_backend_pid()").fetchone()[0]
+        with postgres_server.admin() as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        with pytest.raises(STORE_ERRORS):
+            postgres.connection().execute("SELECT value FROM meta WHERE key = 'config_version'").fetchone()
+        assert postgres.connection().execute("SELECT pg_backend_pid()").fetchone()[0] != backend
+    with write_tx(postgres):
+        postgres.connection().execute("UPDATE meta SET value = '2' WHERE key = 'config_version'")
+    backend = postgres.connection().execute("SELECT pg_backend_pid()").fetchone()[0]
+    with pytest.raises(StoreBusy):
+        with write_tx(postgres):
+            with postgres_server.admin() as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+            postgres.connection().execute("UPDATE meta SET value = '3' WHERE key = 'config_version'")
+    with write_tx(postgres):
+        postgres.connection().execute("UPDATE meta SET value = '4' WHERE key = 'config_version'")
+    stored = postgres.connection().execute("SELECT value FROM meta WHERE key = 'config_version'").fetchone()
+    assert stored == ("4",)
+
+
+def test_a_click_goes_on_while_the_database_cannot_be_read_and_the_worker_connects_again(
+    postgres, postgres_server, tmp_path
+):
+    """Cluster mode's PostgreSQL away (docs/SCALING.md, "When something fails"): a web worker routes from
+    the campaigns it holds and spools the click; it asks the database again a second later."""
+    from conftest import Clock
+
+    from models.admin.services import create_campaign
+    from models.clicks.tracker import ClickTracker
+    from models.clicks.visit import Visit
+
+    create_campaign(postgres, "Away", "away", offer_url="https://away.example/?c={subid}")
+    clock = Clock(1_800_000_000.0)
+    tracker = ClickTracker(
+        postgres, spool_dir=tmp_path / "spool", segment_bytes=1 << 20, uniqueness_hours=24,
+        debounce_seconds=2, clock=clock,
+    )  # fmt: skip
+    try:
+        lost = tracker.conn
+        backend = lost.execute("SELECT pg_backend_pid()").fetchone()[0]
+        with postgres_server.admin() as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        decisions = []
+        for n in range(3):  # The lost connection, then within the second: the database is not asked.
+            clock.advance(0.3)
+            visit = Visit(ip=f"198.51.100.{n}", user_agent="UA")
+            decisions.append(tracker.track(tracker.campaign("away"), visit))
+        assert all(d.subid and d.location.startswith("https://away.example/") for d in decisions)
+        assert tracker.conn is lost
+        clock.advance(1.0)
+        tracker.track(tracker.campaign("away"), Visit(ip="198.51.100.9", user_agent="UA"))
+        assert tracker.conn is not lost  # Asked again: a new connection.
+        lines = sum(path.read_bytes().count(b"\n") for path in (tmp_path / "spool").glob("clicks.*.log"))
+        assert lines == 4
+    finally:
+        tracker.close()
+
+
 def test_a_write_refused_by_a_read_only_server_raises_store_busy(postgres):
     postgres.execute_sql("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")  # As on a standby.
     with pytest.raises(StoreBusy, match="read-only transaction"):

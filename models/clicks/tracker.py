@@ -8,7 +8,8 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
              with LANNER_ANONYMIZE_IP the bot check now, then the visit keeps only the truncated
              address (models/clicks/privacy.py): macros, the line and its row never see the full one;
 3. history   the visitor's recent clicks: one indexed database probe and the journal's unflushed lines
-             (models/clicks/history.py over visitors.py);
+             (models/clicks/history.py over visitors.py); the journal's alone while the database cannot
+             be read (cluster mode's PostgreSQL away: the campaigns are the ones the worker holds);
 4. route     the router picks the stream and the offer (models/routing/router.py);
 5. decide    a new subid, the visitor's URL and answer (models/clicks/decision.py);
 6. append    the line's tail built, then under the journal lock for a few µs: catch up, a repeat
@@ -28,7 +29,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from peewee import Database
 
@@ -60,7 +61,7 @@ from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.routing.config import CampaignConfig, load_campaigns
 from models.routing.filters import FilterSubject
 from models.routing.router import Route, Router, TraceEntry
-from models.store.database import read_tx
+from models.store.database import STORE_ERRORS, read_tx
 from models.store.sqlite import hotpath
 from models.store.sqlite.counters import CounterStore
 from models.store.sqlite.meta import MetaStore
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from models.cluster.shared_state import Cap, SharedState
 
 logger = logging.getLogger(__name__)
+Result = TypeVar("Result")
 
 # Seconds between looks at config_version and the flushed position (~30 µs): every worker holds
 # every worker's clicks until the flushed position passes them, so a look every 0.25 s rather than
@@ -92,6 +94,9 @@ BACKLOG_WARNING_EVERY = 60.0  # ...and between warnings while it is too old.
 # Times a click is routed again after Redis refused a cap: each refusal marks one more stream or offer
 # capped, so this is only a bound; past it the click gets the campaign's default.
 SHARED_REROUTES = 16
+# Seconds between looks at a database that could not be read (cluster mode's PostgreSQL away): meanwhile
+# clicks are routed from the campaigns the worker holds, with the visitor's history from the journal alone.
+DATABASE_RETRY_EVERY = 1.0
 
 
 @dataclass
@@ -158,6 +163,8 @@ class ClickTracker:
         )
         self.refusals = RefusedClicks(spool_dir)
         self._refusal_log = ThrottledLog(logger)
+        self._database_log = ThrottledLog(logger, logging.WARNING, interval=60.0)
+        self._database_retry_at = 0.0  # While the clock is before it, the database is not asked.
         self._next_refresh = now + REFRESH_EVERY
         self._next_miss_check = now
         self._next_backlog_check = now
@@ -182,7 +189,7 @@ class ClickTracker:
             self.refresh()
         config = self.campaigns.get(alias)
         if config is None and now >= self._next_miss_check:
-            if self._reload_if_changed():
+            if self._database_answers(now, self._reload_if_changed):
                 config = self.campaigns.get(alias)
             else:  # Only a look that found nothing new waits: the next change is seen at once.
                 self._next_miss_check = now + MISS_CHECK_EVERY
@@ -192,11 +199,12 @@ class ClickTracker:
         """Reload changed campaigns and forget flushed clicks. Runs before any probe of a click."""
         now = self.clock()
         self._next_refresh = now + REFRESH_EVERY
-        self._reload_if_changed()
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
         self.bots.refresh()  # Likewise the crawler ranges `lanner bots update` replaces.
-        flushed = read_position(self.db, self.journal.spool_dir)
+        flushed = self._database_answers(now, self._read_flushed)
+        if flushed is None:
+            return  # Every click is kept (the index spills to disk) until the position can be read.
         self.journal.keep_sealed_safe(flushed)  # Restores a sealed segment deleted before it landed.
         self.index.prune(flushed, self._hot_after_ms(now), int(now * 1000) - SPILL_AFTER_MS)
         if self.shared is not None:
@@ -206,12 +214,38 @@ class ClickTracker:
         if now >= self._next_backlog_check:
             self._warn_of_backlog(now)
 
+    def _read_flushed(self) -> tuple[int, int]:
+        """The campaigns reloaded if changed, then the flushed position, on the process's connection
+        (a new one after the server cut the last)."""
+        conn = self.db.connection()
+        if conn is not self.conn:
+            self.conn, self.meta = conn, MetaStore(conn)
+        self._reload_if_changed()
+        return read_position(self.db, self.journal.spool_dir)
+
+    def _database_answers(self, now: float, read: Callable[[], Result]) -> Result | None:
+        """`read()`, or None while the database cannot be read (then it is asked again after
+        DATABASE_RETRY_EVERY): on one box SQLite always answers a read; in cluster mode PostgreSQL may be
+        away (a restart, a failover), and a click must not wait for it or fail with it."""
+        if now < self._database_retry_at:
+            return None
+        try:
+            return read()
+        except STORE_ERRORS as exc:
+            self._database_retry_at = now + DATABASE_RETRY_EVERY
+            self._database_log(
+                "the database cannot be read (%s): clicks are routed from the campaigns this worker "
+                "holds and wait in the spool",
+                exc,
+            )
+            return None
+
     def _warn_of_backlog(self, now: float) -> None:
         """Say so in the log when the flusher is stopped, stuck or behind (one small read)."""
         self._next_backlog_check = now + BACKLOG_CHECK_EVERY
         try:
             age = backlog_age(self.db, self.journal.spool_dir, now)
-        except OSError:
+        except (OSError, *STORE_ERRORS):
             return
         if age is not None and age > self.backlog_alert_seconds:
             self._next_backlog_check = now + BACKLOG_WARNING_EVERY
@@ -505,15 +539,20 @@ class ClickTracker:
             return now_ms - (config.uniqueness_ms if config is not None else campaign.uniqueness_ms)
 
         probed = self.probe.visitor(ip, visitor_hash, visitor)
-        rows = self.probe.history(
-            self.conn, probed, min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
-        )
-        stored_repeat = None
-        if self.debounce_ms > 0 and now_ms < self._memory_complete_ms:
-            # A worker that started moments ago holds no click flushed before it did: ask the database.
-            stored_repeat = self.probe.last_click(
-                self.conn, probed, now_ms - self.debounce_ms, campaign.id, user_agent
+
+        def landed() -> tuple[list[tuple], tuple | None]:
+            rows = self.probe.history(
+                self.conn, probed, min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
             )
+            if self.debounce_ms > 0 and now_ms < self._memory_complete_ms:
+                # A worker that started moments ago holds no click flushed before it did: ask the database.
+                return rows, self.probe.last_click(
+                    self.conn, probed, now_ms - self.debounce_ms, campaign.id, user_agent
+                )
+            return rows, None
+
+        # Without the database, the journal's clicks alone: a visitor's landed clicks count as unseen.
+        rows, stored_repeat = self._database_answers(now_ms / 1000, landed) or ([], None)
         # Clicks not in the database yet (any worker's), as far as the journal has been read.
         self.journal.catch_up(is_locked=False)
         return VisitorHistory(

@@ -122,7 +122,13 @@ class LannerConnection(psycopg.Connection):
             query, order = qmark_to_pyformat(query, params is not None and len(params) > 0)
             if order is not None:
                 params = [params[index] for index in order]
-        return super().execute(query, params or None, **kwargs)
+        try:
+            return super().execute(query, params or None, **kwargs)
+        except psycopg.OperationalError as error:
+            # A connection lost earlier is refused here, before any cursor: "not now" too.
+            if self.closed:
+                raise PostgresUnavailable(error) from error
+            raise
 
     def executemany(self, query: str, params_seq):
         query, order = qmark_to_pyformat(query, True)
@@ -152,6 +158,23 @@ class LannerPostgresqlDatabase(PostgresqlDatabase):
         conn.adapters.register_loader("numeric", SqliteNumericLoader)
         conn.adapters.register_dumper(bool, BoolAsIntDumper)
         return conn
+
+    def connection(self):
+        self._forget_lost_connection()
+        return super().connection()
+
+    def cursor(self, *args, **kwargs):
+        self._forget_lost_connection()
+        return super().cursor(*args, **kwargs)
+
+    def _forget_lost_connection(self) -> None:
+        """Once the server has cut this thread's connection (a restart, a failover, a network cut), the
+        next use connects again instead of failing on it for good. Never inside a transaction: its
+        statements must fail, not go on in another session; its rollback (outside) may reconnect."""
+        conn = self._state.conn
+        if conn is not None and conn.closed and not self._state.transactions:
+            conn.close()
+            self._state.reset()
 
     def begin(self, isolation_level=None):
         # write_tx() asks for SQLite's BEGIN IMMEDIATE; PostgreSQL's BEGIN already takes row locks on write.

@@ -1,0 +1,335 @@
+"""Cluster mode end to end (docs/SCALING.md): two whole nodes, each `lanner serve` and `lanner worker` with
+its own data directory and node name, on one PostgreSQL and one Redis, behind one nginx upstream.
+
+The cluster is started once for the module (~6 s of four processes starting); each test has campaigns,
+visitors and postbacks of its own and asserts only on those. The outage tests, last, stop the run's
+PostgreSQL or Redis (tests/servers.py: this pytest process's own) and start it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from cluster_nodes import Clicks, Node, nginx_required, start_nginx, upstream_args
+from conftest import ROOT, LiveProcess, request, wait_healthy, wait_until
+
+pytestmark = nginx_required
+
+CAP = 20
+# Failure timeouts, wide for a box the rest of the run (or another job) keeps busy: the flushers land
+# what a test clicked in well under a second; a node starts in a few seconds.
+LAND_SECONDS = 60
+START_SECONDS = 90
+
+
+@dataclass
+class Cluster:
+    nodes: list[Node]
+    postgres: object  # tests/servers.py PostgresServer
+    redis: object  # tests/servers.py RedisServer
+    env: dict[str, str]
+    directory: Path
+    front: LiveProcess | None = None
+
+    @property
+    def port(self) -> int:
+        """nginx's: one upstream over every node."""
+        return self.front.port
+
+    def start_front(self) -> None:
+        if self.front is not None:
+            self.front.stop()
+        self.front = start_nginx(self.directory, self.env, *upstream_args([node.web for node in self.nodes]))
+
+    def logs(self) -> str:
+        return "\n".join(node.logs for node in self.nodes)
+
+    def wait_landed(self) -> None:
+        """Until every node's flusher has landed its whole spool (its `spool_node` row caught up)."""
+        from models.clicks.spool import spool_status
+        from models.store.database import STORE_ERRORS, db
+
+        def caught_up() -> bool:
+            try:
+                return all(spool_status(db, node.spool_dir).pending_clicks == 0 for node in self.nodes)
+            except STORE_ERRORS:  # This process's connection, cut by an outage: the next look connects.
+                return False
+
+        wait_until(caught_up, LAND_SECONDS, "both spools to land", self.logs)
+
+    def positions(self) -> list[tuple[int, int]]:
+        """Where each node's spool has landed up to (its `spool_node` row)."""
+        from models.clicks.spool import read_position
+        from models.store.database import db
+
+        return [read_position(db, node.spool_dir) for node in self.nodes]
+
+    def stored(self, campaign_id: int) -> list[tuple[str, int]]:
+        """(subid, offer id) of the campaign's clicks in PostgreSQL."""
+        from models.store.database import db
+
+        cursor = db.execute_sql("SELECT subid, offer_id FROM click WHERE campaign_id = %s", (campaign_id,))
+        return [tuple(row) for row in cursor.fetchall()]
+
+    def conversions(self, subid: str) -> list[tuple[str, str]]:
+        from models.store.database import db
+
+        cursor = db.execute_sql("SELECT tid, status FROM conversion WHERE subid = %s", (subid,))
+        return [tuple(row) for row in cursor.fetchall()]
+
+    def postback_key(self) -> str:
+        from models.conversions.postbacks import read_secret
+        from models.store.database import db
+
+        return read_secret(db, "postback_key")
+
+
+@pytest.fixture(scope="module")
+def cluster(postgres_server, postgres_template, redis_server, tmp_path_factory):
+    """Two nodes on a database of their own in the run's PostgreSQL and on the run's Redis, behind nginx.
+
+    The outage tests stop and start those servers: they are this pytest process's own (one per xdist
+    worker), and no other test runs in it meanwhile."""
+    import redis
+
+    from models.store.database import db, open_database
+
+    directory = tmp_path_factory.mktemp("cluster")
+    database = postgres_server.create_database(postgres_template)
+    url = postgres_server.url(database)
+    open_database(url)
+    client = redis.Redis.from_url(redis_server.url())
+    client.flushall()
+    client.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
+    env.update(PYTHONPATH=str(ROOT), LANNER_DATABASE_URL=url, LANNER_REDIS_URL=redis_server.url())
+    # `lanner worker` yields the CPU (nice 10) to the web workers, and on a box the rest of the run keeps
+    # busy it would to every test process too: its start and landing would take tens of seconds.
+    env["LANNER_WORKER_NICE"] = "0"
+    nodes = [Node(directory, name, env) for name in ("node-a", "node-b")]
+    cluster = Cluster(nodes, postgres_server, redis_server, env, directory)
+    try:
+        for node in nodes:
+            node.start()
+        for node in nodes:
+            node.wait_listening(START_SECONDS)
+        for node in nodes:
+            wait_healthy(node.web, START_SECONDS)
+        cluster.start_front()
+        yield cluster
+    finally:
+        if cluster.front is not None:
+            cluster.front.stop()
+        for node in nodes:
+            node.kill()  # Quicker than stopping, and nothing of theirs is looked at any more.
+        db.close()
+        postgres_server.drop_database(database)
+
+
+def offer_campaign(alias: str, *, cap: int | None = None) -> tuple[int, int, int]:
+    """A campaign whose offer has a daily cap (or none) and whose stream falls back to a spare offer:
+    (campaign id, offer id, spare offer id)."""
+    from models.admin.services import create_campaign, create_offer, update_stream
+    from models.store.database import db
+
+    offer = create_offer(db, f"{alias} offer", f"https://{alias}.example/?c={{subid}}", daily_cap=cap).id
+    spare = create_offer(db, f"{alias} spare", f"https://spare-{alias}.example/?c={{subid}}").id
+    campaign = create_campaign(db, alias, alias, offer_id=offer)
+    update_stream(db, campaign.streams.get().id, fallback_offer_id=spare)
+    return campaign.id, offer, spare
+
+
+def subid_of(location: str) -> str:
+    return parse_qs(urlsplit(location).query)["c"][0]
+
+
+def visit(port: int, alias: str, ip: str, ua: str = "Mozilla/5.0 (X11) Firefox/120") -> tuple[int, str]:
+    """One visitor's click straight to a node (its address in the header a trusted proxy sets)."""
+    status, headers, _ = request(port, f"/{alias}", {"X-Real-IP": ip, "User-Agent": ua})
+    return status, headers.get("location", "")
+
+
+def postback(port: int, key: str, subid: str, tid: str = "t1") -> tuple[int, dict]:
+    status, _, body = request(port, f"/{key}/postback?subid={subid}&tid={tid}&status=sale&payout=5")
+    return status, json.loads(body)
+
+
+def test_a_capped_offer_stops_at_exactly_its_cap_over_both_nodes(cluster):
+    campaign, offer, spare = offer_campaign("capped", cap=CAP)
+    before = cluster.positions()
+    with Clicks(cluster.port, threads=8, path="/capped") as clicks:
+        clicks.wait_for(3 * CAP)
+    cluster.wait_landed()
+    statuses = {status for status, _ in clicks.answers}
+    assert statuses == {302}, clicks.answers[:5]
+    subids = [subid_of(location) for _, location in clicks.answers]
+    assert len(set(subids)) == len(subids)  # Each click a new visitor: a subid of its own.
+    capped_answers = [location for _, location in clicks.answers if location.startswith("https://capped.")]
+    assert len(capped_answers) == CAP
+    stored = cluster.stored(campaign)
+    assert sorted(subid for subid, _ in stored) == sorted(subids)  # Every 302's subid once, no other.
+    offers = [offer_id for _, offer_id in stored]
+    assert offers.count(offer) == CAP and offers.count(spare) == len(subids) - CAP
+    # Both nodes took clicks (nginx has no stickiness) and landed them into their own rows.
+    assert all(after > earlier for after, earlier in zip(cluster.positions(), before))
+
+
+def test_a_visitor_alternating_nodes_within_debounce_gets_one_subid_and_one_click(cluster):
+    campaign, *_ = offer_campaign("alternate")
+    a, b = (node.web.port for node in cluster.nodes)
+    answers = [visit(port, "alternate", "198.51.100.20") for port in (a, b, a, b)]
+    assert {status for status, _ in answers} == {302}
+    assert len({location for _, location in answers}) == 1  # The first click's subid and Location.
+    other = visit(b, "alternate", "198.51.100.20", ua="Mozilla/5.0 (Android) Chrome/138")
+    assert other[0] == 302 and other[1] != answers[0][1]  # Another user agent: another visitor.
+    cluster.wait_landed()
+    assert sorted(subid for subid, _ in cluster.stored(campaign)) == sorted(
+        subid_of(location) for _, location in (answers[0], other)
+    )
+
+
+def test_a_whole_node_killed_mid_traffic_loses_no_click_once_it_restarts(cluster):
+    from models.clicks.spool import spool_status
+    from models.store.database import db
+
+    campaign, *_ = offer_campaign("killed")
+    killed = cluster.nodes[0]
+    try:
+        with Clicks(cluster.port, threads=4, path="/killed") as clicks:
+            clicks.wait_for(60)
+            killed.pause_worker()  # So that its spool holds clicks not landed when it dies.
+            clicks.wait_for(clicks.count() + 60)
+            killed.kill()  # Master, web and admin workers, and its `lanner worker`: nothing lands its spool.
+            killed_at = clicks.count()
+            unlanded = spool_status(db, killed.spool_dir).pending_clicks
+            # The same data directory and node name, while the other node takes the clicks: its new
+            # flusher lands what the dead one held.
+            killed.start()
+            clicks.wait_for(killed_at + 100)
+    finally:
+        killed.wait_listening(START_SECONDS)
+        wait_healthy(killed.web, START_SECONDS)
+        cluster.start_front()  # nginx in front of the node's new ports.
+    assert unlanded > 0
+    assert {status for status, _ in clicks.answers} == {302}, [a for a in clicks.answers if a[0] != 302][:5]
+    subids = [subid_of(location) for _, location in clicks.answers]
+    assert len(set(subids)) == len(subids)
+    cluster.wait_landed()
+    stored = [subid for subid, _ in cluster.stored(campaign)]
+    assert len(set(stored)) == len(stored) and set(subids) <= set(stored)  # Each 302's subid, once.
+    # A click the dead node journaled but never answered was retried on the other node: a click of
+    # its own unless the dead node had published its decision. At most one per client in flight.
+    assert len(set(stored) - set(subids)) <= len(clicks.threads)
+
+
+def test_identical_postbacks_on_both_nodes_at_once_make_one_conversion(cluster):
+    campaign, *_ = offer_campaign("converted")
+    status, location = visit(cluster.nodes[0].web.port, "converted", "198.51.100.30")
+    subid = subid_of(location)
+    cluster.wait_landed()
+    key = cluster.postback_key()
+    ports = [node.web.port for node in cluster.nodes]
+    start = threading.Barrier(32)
+    answers: list[tuple[int, dict]] = []
+
+    def send(n: int) -> None:
+        start.wait(timeout=20)
+        answers.append(postback(ports[n % 2], key, subid))
+
+    threads = [threading.Thread(target=send, args=(n,)) for n in range(32)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert [status for status, _ in answers] == [200] * 32
+    verdicts = sorted(answer["verdict"] for _, answer in answers)
+    assert verdicts == ["created"] + ["duplicate"] * 31, verdicts
+    assert cluster.conversions(subid) == [("t1", "sale")]
+
+
+def test_a_postback_for_a_click_in_another_nodes_spool_is_parked_and_matched_when_it_lands(cluster):
+    campaign, *_ = offer_campaign("parked")
+    holder, other = cluster.nodes
+    holder.pause_worker()  # Its flusher lands nothing: the click stays in its spool.
+    try:
+        status, location = visit(holder.web.port, "parked", "198.51.100.40")
+        subid = subid_of(location)
+        status, answer = postback(other.web.port, cluster.postback_key(), subid)
+        assert (status, answer["verdict"]) == (200, "parked")
+        assert cluster.stored(campaign) == [] and cluster.conversions(subid) == []
+    finally:
+        holder.resume_worker()
+    cluster.wait_landed()
+    wait_until(lambda: cluster.conversions(subid), LAND_SECONDS, "the parked postback to be matched")
+    assert cluster.conversions(subid) == [("t1", "sale")]
+    assert [stored for stored, _ in cluster.stored(campaign)] == [subid]
+
+
+# -- outages: these stop the run's PostgreSQL or Redis, and start it again ----------------------------
+
+
+def test_while_postgresql_is_away_clicks_wait_in_the_spools_and_postbacks_get_503(cluster):
+    campaign, *_ = offer_campaign("pgdown")
+    (a, b), key = cluster.nodes, cluster.postback_key()
+    # Landed before the outage; its postback comes during it. Node b has loaded the campaign now (a
+    # worker routes from the campaigns it holds), and node a with the next click.
+    status, location = visit(b.web.port, "pgdown", "198.51.100.50")
+    before = subid_of(location)
+    cluster.wait_landed()
+    a.pause_worker()
+    status, location = visit(a.web.port, "pgdown", "198.51.100.51")
+    parked = subid_of(location)  # In node a's spool when PostgreSQL goes.
+    assert postback(b.web.port, key, parked)[1]["verdict"] == "parked"
+    cluster.postgres.pause()
+    try:
+        a.resume_worker()  # Its flusher now fails, and tries again.
+        during = [visit(node.web.port, "pgdown", f"198.51.100.{60 + n}") for n, node in enumerate((a, b) * 5)]
+        refused = [postback(node.web.port, key, before, tid="t2") for node in (a, b)]
+    finally:
+        cluster.postgres.resume()
+    assert {status for status, _ in during} == {302}, during
+    assert [status for status, _ in refused] == [503, 503], refused
+    cluster.wait_landed()
+    subids = [parked] + [subid_of(location) for _, location in during]
+    assert sorted(subid for subid, _ in cluster.stored(campaign)) == sorted([before] + subids)
+    wait_until(lambda: cluster.conversions(parked), LAND_SECONDS, "the parked postback to be matched")
+    assert cluster.conversions(parked) == [("t1", "sale")]
+    status, answer = postback(b.web.port, key, before, tid="t2")  # The network retries its 503.
+    assert (status, answer["verdict"]) == (200, "created")
+    assert cluster.conversions(before) == [("t2", "sale")]
+
+
+def test_while_redis_is_away_clicks_land_and_a_capped_offer_gets_none(cluster):
+    campaign, offer, spare = offer_campaign("redisdown", cap=5)
+    a, b = cluster.nodes
+    cluster.redis.pause()
+    try:
+        during = [visit(node.web.port, "redisdown", f"198.51.101.{n}") for n, node in enumerate((a, b) * 5)]
+    finally:
+        cluster.redis.resume()  # Empty, as a Redis without persistence comes back.
+    assert {status for status, _ in during} == {302}, during
+    # Never over the cap: without Redis's count every capped offer counts as full.
+    assert all(location.startswith("https://spare-redisdown.") for _, location in during), during
+    after: list[tuple[int, str]] = []
+
+    def capped_again() -> bool:  # Each node asks Redis again a second after it found it away.
+        node = (a, b)[len(after) % 2]
+        n = len(after)
+        after.append(visit(node.web.port, "redisdown", f"198.51.{102 + n // 250}.{n % 250 + 1}"))
+        return after[-1][1].startswith("https://redisdown.")
+
+    wait_until(capped_again, LAND_SECONDS, "a click on the capped offer", cluster.logs)
+    after += [visit(node.web.port, "redisdown", f"198.51.110.{n}") for n, node in enumerate((a, b) * 5)]
+    assert {status for status, _ in after} == {302}
+    cluster.wait_landed()
+    stored = cluster.stored(campaign)
+    answered = [subid_of(location) for _, location in during + after]
+    assert sorted(subid for subid, _ in stored) == sorted(answered)
+    # The counters Redis lost were seeded from PostgreSQL and the nodes' unlanded clicks: exactly the cap.
+    assert [offer_id for _, offer_id in stored].count(offer) == 5
