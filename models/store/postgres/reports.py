@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from models.store.sqlite import reports as sqlite
 from models.store.postgres.sums import float_sum
+from models.store.sqlite import reports as sqlite
 from models.store.sqlite.reports import referrer_domain
 
 REFERRER = "referrer_domain"

@@ -39,6 +39,7 @@ _ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
 
 
 def click_sums(money_sum) -> str:
+    """A raw click piece's sums in CLICK_METRICS order, its cost summed with the dialect's `money_sum`."""
     return (
         "COUNT(*), SUM(c.is_unique_global), SUM(c.is_unique_campaign), SUM(c.is_unique_stream), "
         f"SUM(c.is_bot), {money_sum('c.cost')}"
@@ -46,6 +47,7 @@ def click_sums(money_sum) -> str:
 
 
 def conversion_sums(money_sum) -> str:
+    """A raw conversion piece's sums in CONVERSION_METRICS order, money summed with `money_sum`."""
     # CASE WHEN, not SUM(cv.status = 'lead'): PostgreSQL's comparison is a boolean, which SUM refuses.
     return (
         "SUM(CASE WHEN cv.status = 'lead' THEN 1 ELSE 0 END), "
