@@ -2044,14 +2044,25 @@ def echo_unreachable_database(settings: Settings, error: str, as_json: bool) -> 
 
 
 def echo_redis_status(redis: dict[str, Any]) -> None:
-    """The `redis:` line (health as this process sees it), then when each cluster-wide sweep last ran."""
+    """The `redis:` line (health as this process sees it), each web worker's own view (this node's, then
+    the other nodes' as their `lanner worker` published them), then when each cluster-wide sweep last ran."""
     sweeps = redis.get("sweeps", {})
-    shown = {k: v for k, v in redis.items() if k not in ("state", "sweeps", "clicks", "node", "workers")}
+    hidden = ("state", "sweeps", "clicks", "node", "workers", "other_nodes")
+    shown = {k: v for k, v in redis.items() if k not in hidden}
     click.echo(f"redis: {redis['state']}, " + ", ".join(f"{k} {v}" for k, v in shown.items()))
     if "clicks" in redis:
         click.echo(f"  ! {redis['clicks']}")
     for view in redis.get("workers", ()):
         click.echo(f"  web worker {view['pid']} on node {redis['node']}: " + describe_worker_view(view))
+    others = redis.get("other_nodes", {})
+    if "error" in others:
+        click.echo(f"  other nodes' web workers: {others['error']}")
+        others = {}
+    for node, published in others.items():
+        for view in published["workers"]:
+            ago = published["published_s_ago"]
+            described = describe_worker_view(view)
+            click.echo(f"  web worker {view['pid']} on node {node} (published {ago} s ago): {described}")
     if "error" in sweeps:
         click.echo(f"  sweeps: {sweeps['error']}")
         return

@@ -342,12 +342,13 @@ def test_status_shows_redis_with_a_password_ok_or_unreachable_and_never_the_pass
 # The subject is each web worker's file in the data directory, not the database: SQLite's run only.
 @pytest.mark.sqlite_only
 def test_status_shows_each_web_worker_alone_while_its_redis_is_away_then_ok(
-    lanner, cluster_env, start_server, settings
+    lanner, cluster_env, start_server, settings, tmp_path
 ):
     """A real `lanner serve` node on a Redis of its own, which stops answering (SIGSTOP: its socket
     accepts, nothing replies) while 20 clicks come: `lanner status` shows the node's web workers that
-    took them degraded, with the clicks they answered alone; once it answers again, ok, and the
-    last outage's clicks add up to the 20."""
+    took them degraded, with the clicks they answered alone, and so does `lanner status` on another
+    node once the first node's summary is published; once Redis answers again, ok, and the last
+    outage's clicks add up to the 20."""
     from servers import RedisServer
 
     from workers.runtime.redisview import read_views
@@ -377,6 +378,13 @@ def test_status_shows_each_web_worker_alone_while_its_redis_is_away_then_ok(
         text = run_lanner(env, "status").stdout
         assert f"web worker {degraded[0]['pid']} on node a: degraded for " in text
         assert "clicks answered alone, error " in text
+        from settings import load_settings
+        from workers.runtime.redisview import publish_node_view
+
+        publish_node_view(load_settings(env))  # What node a's `lanner worker` does every minute.
+        seen = json.loads(run_lanner(second_node(env, settings, tmp_path), "status", "--json").stdout)
+        seen = {view["pid"]: view for view in seen["redis"]["other_nodes"]["a"]["workers"]}
+        assert seen[degraded[0]["pid"]]["state"] == "degraded" and sorted(seen) == web
 
         time.sleep(1.2)  # Past a worker's 1 s before it asks again (the status calls took longer anyway).
         n = 0

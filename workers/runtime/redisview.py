@@ -8,8 +8,11 @@ failure, each failed retry (at most once a second per worker while Redis is away
 never on a click that goes as usual. Each write is a new file put in place with `os.replace`, so a
 reader never sees half of one; a write that fails is skipped (logged once a minute).
 
-The files are the node's: `lanner status` on a host shows that host's web workers. Another node's
-workers are seen by running `lanner status` there.
+The files are the node's: `lanner status` on a host shows that host's web workers from them. For the
+other nodes, each node's `lanner worker` publishes its workers' views in Redis every minute, under a
+key that expires after two and a half: `lanner status` on any node lists them, with how long ago each
+was published; a node whose summary expired has a `lanner worker` that is stopped or cannot reach
+Redis (then its own `lanner status` shows its workers).
 """
 
 from __future__ import annotations
@@ -106,3 +109,61 @@ def read_views(data_dir: Path, now: float | None = None) -> list[dict[str, Any]]
             }
         views.append(shown)
     return sorted(views, key=lambda view: view["pid"])
+
+
+# -- other nodes: each node's `lanner worker` publishes its workers' views in Redis ----------------------
+
+NODE_VIEW_TTL_MS = 150_000  # Two missed minutes and a half: gone, the node's summary says nothing.
+
+
+def node_view_key(prefix: str, node: str) -> str:
+    return f"{prefix}node-view:{node}"
+
+
+def publish_node_view(settings, *, timeout: float = 1.0, now: float | None = None) -> None:
+    """Put this node's web workers' views in Redis for `lanner status` on the other nodes, expiring
+    after NODE_VIEW_TTL_MS: a node whose `lanner worker` is stopped, or cannot reach Redis, has none."""
+    import redis
+
+    now = time.time() if now is None else now
+    view = {"published_at": now, "workers": read_views(settings.data_dir, now)}
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        key = node_view_key(settings.redis_prefix, settings.node_id)
+        client.set(key, json.dumps(view), px=NODE_VIEW_TTL_MS)
+    finally:
+        client.close()
+
+
+def read_node_views(settings, *, timeout: float = 0.5, now: float | None = None) -> dict[str, Any]:
+    """The other nodes' published views by node name (each with how long ago it was published); a node
+    missing here has published none in the last NODE_VIEW_TTL_MS. {"error": ...} when Redis does not
+    answer this process."""
+    import redis
+
+    now = time.time() if now is None else now
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    start = len(node_view_key(settings.redis_prefix, ""))
+    nodes: dict[str, Any] = {}
+    try:
+        for key in client.scan_iter(match=node_view_key(settings.redis_prefix, "*"), count=100):
+            node = key.decode()[start:]
+            value = client.get(key)
+            if node == settings.node_id or value is None:
+                continue
+            try:
+                view = json.loads(value)
+                ago = round(max(0.0, now - view["published_at"]), 1)
+                # Each worker's state as of its last write, counted from now (degraded_s: at that time).
+                workers = [
+                    {**worker, "as_of_s_ago": round(worker["as_of_s_ago"] + ago, 1)}
+                    for worker in view["workers"]
+                ]
+                nodes[node] = {"published_s_ago": ago, "workers": workers}
+            except (ValueError, KeyError, TypeError):
+                continue
+    except redis.RedisError as error:
+        return {"error": str(error) or type(error).__name__}
+    finally:
+        client.close()
+    return dict(sorted(nodes.items()))
