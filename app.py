@@ -186,8 +186,16 @@ def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float
     shared = None
     if settings.redis_url:  # Cluster mode: only then is redis imported (models/cluster/).
         from models.cluster.shared_state import SharedState
+        from workers.ops.clusterstatus import masked, redis_secret
+        from workers.runtime.redisview import WorkerView
 
-        shared = SharedState(settings.redis_url, prefix=settings.redis_prefix, timeout=settings.redis_timeout)
+        secret = redis_secret(settings.redis_url)
+        shared = SharedState(
+            settings.redis_url,
+            prefix=settings.redis_prefix,
+            timeout=settings.redis_timeout,
+            on_change=WorkerView(settings.data_dir, lambda text: masked(text, secret)),  # For `lanner status`.
+        )
     return ClickTracker(
         db,
         spool_dir=settings.spool_dir,

@@ -2045,12 +2045,25 @@ def echo_unreachable_database(settings: Settings, error: str, as_json: bool) -> 
 
 
 def echo_redis_status(redis: dict[str, Any]) -> None:
-    """The `redis:` line (health as this process sees it), then when each cluster-wide sweep last ran."""
+    """The `redis:` line (health as this process sees it), each web worker's own view (this node's, then
+    the other nodes' as their `lanner worker` published them), then when each cluster-wide sweep last ran."""
     sweeps = redis.get("sweeps", {})
-    shown = {k: v for k, v in redis.items() if k not in ("state", "sweeps", "clicks")}
+    hidden = ("state", "sweeps", "clicks", "node", "workers", "other_nodes")
+    shown = {k: v for k, v in redis.items() if k not in hidden}
     click.echo(f"redis: {redis['state']}, " + ", ".join(f"{k} {v}" for k, v in shown.items()))
     if "clicks" in redis:
         click.echo(f"  ! {redis['clicks']}")
+    for view in redis.get("workers", ()):
+        click.echo(f"  web worker {view['pid']} on node {redis['node']}: " + describe_worker_view(view))
+    others = redis.get("other_nodes", {})
+    if "error" in others:
+        click.echo(f"  other nodes' web workers: {others['error']}")
+        others = {}
+    for node, published in others.items():
+        for view in published["workers"]:
+            ago = published["published_s_ago"]
+            described = describe_worker_view(view)
+            click.echo(f"  web worker {view['pid']} on node {node} (published {ago} s ago): {described}")
     if "error" in sweeps:
         click.echo(f"  sweeps: {sweeps['error']}")
         return
@@ -2061,6 +2074,23 @@ def echo_redis_status(redis: dict[str, Any]) -> None:
             else f"{run['last_run_s_ago']} s ago on {run['last_node']}"
         )
         click.echo(f"  sweep {name}: last {last}, runs {run['runs']}, skipped {run['skipped']}")
+
+
+def describe_worker_view(view: dict[str, Any]) -> str:
+    """A web worker's own view of Redis, in words (workers/runtime/redisview.py)."""
+    as_of = f" (as of {view['as_of_s_ago']} s ago)"
+    if view["state"] == "degraded":
+        return (
+            f"degraded for {view['degraded_s']} s, {view['alone_clicks']} clicks answered alone, "
+            f"error {view['last_error']}" + as_of
+        )
+    outage = view.get("last_outage")
+    if outage:
+        return (
+            f"ok; its last outage ended {outage['ended_s_ago']} s ago after {outage['seconds']} s, "
+            f"{outage['alone_clicks']} clicks answered alone"
+        )
+    return "ok"
 
 
 def echo_geo_status(geo: dict[str, Any]) -> None:

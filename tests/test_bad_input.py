@@ -130,6 +130,31 @@ def test_a_poisoned_report_says_so_instead_of_printing_infinity(poisoned, lanner
     assert "Note: " in table.stdout and "lanner cost set" in table.stdout  # Under the table.
 
 
+def test_costs_adding_up_past_the_largest_double_are_left_empty_never_a_500(db, lanner, start_app):
+    """SQLite sums them to Infinity; PostgreSQL's SUM refused them (overflow), so every report on them
+    answered 500 there. Each of campaign 1's clicks and rollup rows holds 1e308: any two overflow."""
+    from models.reporting.dimensions import TABLES
+
+    generate_clicks(db, 300, 2, campaigns=2, seed=5, end_ms=END_MS)
+    run_deferred(db)
+    conn = db.connection()
+    conn.execute("UPDATE click SET cost = 1e308 WHERE campaign_id = 1").close()
+    for table, _, _ in TABLES:
+        conn.execute(f"UPDATE {table} SET click_cost = 1e308, revenue = 1e308 WHERE campaign_id = 1").close()
+    for source in ("auto", "raw"):
+        report = run_report(db, ReportQuery(group_by=("campaign",), preset="all_time", source=source))
+        assert report.notes == [NOT_FINITE_NOTE], source
+        assert [row["cost"] is None for row in report.rows] == [True, False], source
+        # A day's row of one 1e308 is that number, as SQLite's sum of it; two or more are Infinity.
+        report = run_report(db, ReportQuery(group_by=("day", "campaign"), preset="all_time", source=source))
+        assert {row["cost"] for row in report.rows if row["campaign"] == 1} <= {None, 1e308}, source
+    app = start_app(LANNER_ADMIN_BIND="off")
+    status, body = api(app, lanner, {"preset": "all_time", "group": "campaign"})
+    assert status == 200 and strict_json(body)["notes"] == [NOT_FINITE_NOTE]
+    printed = strict_json(lanner("report", "--preset", "all_time", "--raw", "--json").stdout)
+    assert printed["total"]["cost"] is None and printed["notes"] == [NOT_FINITE_NOTE]
+
+
 def test_cost_set_repairs_a_poisoned_day_exactly(poisoned, lanner):
     db, day = poisoned
     out = lanner("cost", "set", "--campaign", "1", "--from", day, "--to", day, "--amount", "10")
@@ -271,9 +296,8 @@ def test_a_location_journaled_before_the_rule_is_still_sent_as_ascii():
     assert resp.get_header("Location") == "https://%D0%BEffer.example/lp?q=a%20b&click=S%20T"
 
 
-# SQLite's SUM of the poisoned costs is Infinity, which the reports then refuse to print; PostgreSQL
-# refuses the SUM itself (overflow). Such costs predate the bound, so only a SQLite install holds them.
-@pytest.mark.sqlite_only
+# SQLite's SUM of the poisoned costs is Infinity, which the reports then refuse to print; PostgreSQL's
+# backfill and reports sum them to Infinity too (models/store/postgres/sums.py).
 def test_cost_set_while_the_rollup_backfill_runs_counts_each_click_once(poisoned, lanner):
     from models.migrations import deferred
     from models.reporting.dimensions import TABLES

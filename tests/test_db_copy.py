@@ -240,6 +240,43 @@ def test_a_target_not_new_or_not_of_this_version_is_refused_in_one_sentence(
         copy_database(str(tmp_path / "fresh.db"), postgres_migrated_url)
 
 
+def poison_costs(path) -> str:
+    """Two clicks of one hour costing 1e308, as a click URL's cost= could before costs were bounded,
+    the rollups moved by the same amounts (they add up to Infinity); the day, for `lanner cost set`."""
+    from models.reporting.rollups import RollupDelta, click_key
+    from models.store.database import db, open_database
+
+    open_database(path)
+    try:
+        conn = db.connection()
+        sql = "SELECT id, cost, created_at FROM click WHERE campaign_id = 1 ORDER BY id"
+        rows = conn.execute(sql).fetchall()
+        hour = rows[len(rows) // 2][2] // 3_600_000
+        victims = [row for row in rows if row[2] // 3_600_000 == hour][:2]
+        with db.atomic():
+            delta = RollupDelta()
+            for click_id, old_cost, _ in victims:
+                conn.execute("UPDATE click SET cost = 1e308 WHERE id = ?", (click_id,)).close()
+                delta.add_click_cost(click_key(conn, click_id), 1e308 - old_cost)
+            delta.apply(conn)
+    finally:
+        db.close()
+    return datetime.fromtimestamp(victims[0][2] / 1000, timezone.utc).date().isoformat()
+
+
+def test_costs_from_before_the_bound_are_refused_until_repaired(install, env, postgres_migrated_url):
+    day = poison_costs(install)
+    refused = one_sentence(run_lanner(env, *copy_args(install, postgres_migrated_url), check=False))
+    assert "holds costs or revenues that are Infinity or beyond 1e+12 (rows: 2 in click, " in refused
+    assert "lanner cost set" in refused and "then copy again" in refused
+    assert pg(postgres_migrated_url, "SELECT to_regclass('copy_progress'), (SELECT COUNT(*) FROM click)") == [
+        (None, 0)
+    ]  # Nothing copied.
+    run_lanner(env, "cost", "set", "--campaign", "1", "--from", day, "--to", day, "--amount", "10")
+    assert "verified" in run_lanner(env, *copy_args(install, postgres_migrated_url)).stdout
+    assert reports(postgres_migrated_url) == reports(install)
+
+
 def test_the_password_of_a_url_is_never_printed(install, env, postgres_migrated_url):
     url = with_password(postgres_migrated_url)
     copied = run_lanner(env, *copy_args(install, url))

@@ -4,15 +4,17 @@ health in `lanner status` (docs/SCALING.md, "Background work")."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import ROOT, free_port, run_lanner, wait_until
+from conftest import ROOT, click, free_port, run_lanner, wait_until
 
 
 class CountingServer:
@@ -335,6 +337,71 @@ def test_status_shows_redis_with_a_password_ok_or_unreachable_and_never_the_pass
     text = run_lanner(dead, "status").stdout
     assert "s3cret-pw" not in result.stdout + text
     assert "redis: unreachable" in text and "capped streams and offers get no clicks" in text
+
+
+# The subject is each web worker's file in the data directory, not the database: SQLite's run only.
+@pytest.mark.sqlite_only
+def test_status_shows_each_web_worker_alone_while_its_redis_is_away_then_ok(
+    lanner, cluster_env, start_server, settings, tmp_path
+):
+    """A real `lanner serve` node on a Redis of its own, which stops answering (SIGSTOP: its socket
+    accepts, nothing replies) while 20 clicks come: `lanner status` shows the node's web workers that
+    took them degraded, with the clicks they answered alone, and so does `lanner status` on another
+    node once the first node's summary is published; once Redis answers again, ok, and the last
+    outage's clicks add up to the 20."""
+    from servers import RedisServer
+
+    from workers.runtime.redisview import read_views
+
+    lanner("campaign", "create", "Demo", "--alias", "demo", "--offer-url", "https://o.example/?s={subid}")
+    own = RedisServer().start()
+    try:
+        env = {**cluster_env, "LANNER_REDIS_URL": own.url()}
+        server = start_server(**{k: v for k, v in env.items() if k.startswith("LANNER_")})
+        # Each web worker writes its view as it starts: both are there, ok.
+        wait_until(lambda: len(read_views(settings.data_dir)) == 2, 10, "both web workers' views")
+        assert {view["state"] for view in read_views(settings.data_dir)} == {"ok"}
+        os.kill(own.process.pid, signal.SIGSTOP)
+        try:
+            for n in range(20):
+                assert click(server.port, "demo", ip=f"198.51.100.{n + 1}")[0] == 302
+        finally:
+            os.kill(own.process.pid, signal.SIGCONT)
+        # Redis answers `lanner status` again (it would wait out the queue's timeouts), but each worker
+        # shows what it saw: no click has asked Redis since.
+        status = json.loads(run_lanner(env, "status", "--json").stdout)
+        web = sorted(worker["pid"] for worker in status["web"]["workers"] if worker["role"] == "web")
+        assert [view["pid"] for view in status["redis"]["workers"]] == web
+        degraded = [view for view in status["redis"]["workers"] if view["state"] == "degraded"]
+        assert degraded and all(view["last_error"] and view["alone_clicks"] >= 1 for view in degraded)
+        assert sum(view["alone_clicks"] for view in degraded) <= 20  # As of each one's last retry.
+        text = run_lanner(env, "status").stdout
+        assert f"web worker {degraded[0]['pid']} on node a: degraded for " in text
+        assert "clicks answered alone, error " in text
+        from settings import load_settings
+        from workers.runtime.redisview import publish_node_view
+
+        publish_node_view(load_settings(env))  # What node a's `lanner worker` does every minute.
+        seen = json.loads(run_lanner(second_node(env, settings, tmp_path), "status", "--json").stdout)
+        seen = {view["pid"]: view for view in seen["redis"]["other_nodes"]["a"]["workers"]}
+        assert seen[degraded[0]["pid"]]["state"] == "degraded" and sorted(seen) == web
+
+        time.sleep(1.2)  # Past a worker's 1 s before it asks again (the status calls took longer anyway).
+        n = 0
+
+        def all_ok() -> bool:
+            nonlocal n
+            n += 1
+            assert click(server.port, "demo", ip=f"203.0.113.{n}")[0] == 302
+            return {view["state"] for view in read_views(settings.data_dir)} == {"ok"}
+
+        wait_until(all_ok, 20, "every web worker's Redis to be ok again", lambda: server.log)
+        views = read_views(settings.data_dir)  # What `lanner status` reads, as the text below shows.
+        assert sum(view.get("last_outage", {}).get("alone_clicks", 0) for view in views) == 20
+        text = run_lanner(env, "status").stdout
+        assert "degraded" not in text and "ok; its last outage ended " in text
+    finally:
+        own.stop()
 
 
 def test_status_with_postgresql_unreachable_says_so_with_redis_and_exits_1(env, redis_url):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, urlsplit
 
@@ -18,7 +19,7 @@ import pytest
 from conftest import click, request
 
 from models.conversions.postbacks import ConversionRecorder, Received
-from models.conversions.refusals import RefusalCounter
+from models.conversions.refusals import RefusalCounter, utc_day
 from models.store.database import dialect_of
 from models.tables.conversion import PostbackLog, PostbackRefusal
 
@@ -217,6 +218,36 @@ def test_refusal_counters_keep_a_bounded_number_of_rows_and_samples(db, clock):
     clock.advance(86_400)  # A new day: a new row per address, the cap again.
     counter.count("203.0.113.9", "tomorrow")
     assert PostbackRefusal.select().where(PostbackRefusal.remote_ip == "203.0.113.9").count() == 1
+
+
+def test_concurrent_refusals_from_new_addresses_keep_exactly_the_bound(db, clock):
+    """Each thread refuses from an address of its own on a connection of its own, all released at once:
+    on PostgreSQL (READ COMMITTED) each transaction used to see the day below its bound and add its row."""
+    max_addresses, threads, days = 4, 24, 4
+    counter = RefusalCounter(db, clock=clock, max_addresses=max_addresses)
+    for day in range(days):
+        barrier = threading.Barrier(threads)
+        failures: list[BaseException] = []
+
+        def refuse(n: int) -> None:
+            try:
+                barrier.wait()
+                counter.count(f"198.51.{day}.{n}", "forbidden")
+            except BaseException as error:  # Reported below: a thread's exception is otherwise only logged.
+                failures.append(error)
+            finally:
+                db.close()  # This thread's connection (peewee keeps one per thread).
+
+        workers = [threading.Thread(target=refuse, args=(n,)) for n in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert failures == []
+        today = PostbackRefusal.select().where(PostbackRefusal.day == utc_day(int(clock() * 1000)))
+        rows = {row.remote_ip: row.refusals for row in today}
+        assert len(rows) == max_addresses + 1 and rows["other"] == threads - max_addresses, rows
+        clock.advance(86_400)
 
 
 def test_the_postback_log_and_the_counters_are_pruned_parked_postbacks_stay(db, clock, settings):

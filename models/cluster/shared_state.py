@@ -152,7 +152,11 @@ class SharedState:
         prefix: str = "lanner:",
         timeout: float = 0.05,
         clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[dict], None] | None = None,
     ) -> None:
+        """`on_change(status())` is called now, at each failure (the first, then each failed retry: at
+        most once per RETRY_AFTER) and when Redis answers again: never on a click that goes as usual.
+        The web worker publishes it for `lanner status` (workers/runtime/redisview.py)."""
         self.url, self.prefix, self.clock = url, prefix, clock
         self.client = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
@@ -166,12 +170,15 @@ class SharedState:
         self.retry_at = 0.0
         self.last_error = ""
         self.alone_clicks = 0  # Clicks answered without Redis since it was last reachable.
+        self.last_outage: dict | None = None  # The last outage that ended: when, how long, its clicks.
         # The last click counted, until its line is written: its decision's key and value (`publish`),
         # its cap counters (`forget_last`).
         self.unpublished: tuple[str, str, int] | None = None
         self.counted_caps: list[str] = []
         self.unread = 0  # Replies of published decisions still on the connection, read before the next.
         self._log = ThrottledLog(logger, logging.WARNING, interval=60.0, clock=clock)
+        self.on_change = on_change
+        self._changed()
 
     def close(self) -> None:
         self._disconnect()
@@ -350,6 +357,7 @@ class SharedState:
             self.last_error,
             self.alone_clicks,
         )
+        self._changed()
 
     def _recover(self) -> None:
         logger.warning(
@@ -358,10 +366,24 @@ class SharedState:
             time.time() - (self.degraded_since or time.time()),
             self.alone_clicks,
         )
+        now = time.time()
+        self.last_outage = {
+            "ended_at": now,
+            "seconds": round(now - (self.degraded_since or now), 1),
+            "alone_clicks": self.alone_clicks,
+        }
         self.is_degraded = False
         self.degraded_since = None
         self.alone_clicks = 0
         self._log.next_at = float("-inf")  # The next outage is logged at once.
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change(self.status())
+            except Exception:  # Only `lanner status` misses it: never the click.
+                logger.warning("cannot publish this worker's Redis state", exc_info=True)
 
     @property
     def shown_url(self) -> str:
@@ -376,6 +398,7 @@ class SharedState:
             "degraded_since": self.degraded_since,
             "last_error": self.last_error if self.is_degraded else "",
             "alone_clicks": self.alone_clicks,
+            "last_outage": self.last_outage,
         }
 
     def ping(self) -> bool:

@@ -14,6 +14,13 @@ target's record how its schema was made, and the source must have no deferred st
 The source is read in one snapshot, so a copy of a live install is of one moment (the start of the
 run). Verification reads the same snapshot: counts of every table, and for clicks, conversions and
 rollups the sums that reports add up. README "Moving to PostgreSQL" has the switch-over.
+
+A source holding money from before costs were bounded (a click URL's `cost=1e308`: Infinity, or a
+value beyond EXACT_LIMIT, in a click's cost, a conversion's payout or cost, or a rollup's sums) is
+refused before anything is copied. Copied as it is, PostgreSQL would hold values no real spend has,
+which its reports could only leave empty; and no step can compute what they should have been: the
+repair is the user's (`lanner cost set` with the real spend, `lanner conversion correct`), on SQLite,
+where the reports already name what to repair.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from peewee import DatabaseError
 from models.errors import LannerError
 from models.migrations.deferred import pending_steps
 from models.migrations.runner import schema_is_current
+from models.reporting.costs import EXACT_LIMIT
+from models.reporting.dimensions import MONEY_METRICS
 from models.store.database import (
     POSTGRES_SCHEMES,
     STORE_ROLLBACK_ERRORS,
@@ -235,6 +244,25 @@ def check_target_is_new(target, shapes: list[TableShape], target_shown: str) -> 
             )
 
 
+def check_money_is_summable(source, shapes: list[TableShape], source_shown: str) -> None:
+    """Refuse a source whose money holds Infinity or values beyond EXACT_LIMIT (the module's docstring)."""
+    found = {}
+    for shape in shapes:
+        columns = SUMMED.get(shape.name, ())
+        if shape.name.startswith("rollup_"):
+            columns = tuple(column for column in shape.columns if column in MONEY_METRICS)
+        count = source.count_beyond(shape.name, columns, EXACT_LIMIT) if columns else 0
+        if count:
+            found[shape.name] = count
+    if found:
+        rows = ", ".join(f"{count} in {table}" for table, count in found.items())
+        raise CopyRefused(
+            f"The source {source_shown} holds costs or revenues that are Infinity or beyond {EXACT_LIMIT:g} "
+            f"(rows: {rows}), stored before they were bounded: repair them first (`lanner cost set` over "
+            "the days its reports leave empty, `lanner conversion correct` for a payout), then copy again."
+        )
+
+
 def measures(shape: TableShape) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What verifies a table: besides its count, the sums and maxima of these columns."""
     if shape.name.startswith("rollup_"):
@@ -338,6 +366,7 @@ def _copy(
     try:
         source.begin_snapshot()
         shapes = plan_tables(source, target)
+        check_money_is_summable(source, shapes, source_shown)
         was_resumed = target.has_progress()
         if was_resumed:
             sources = {entry[0] for entry in target.progress().values()}

@@ -46,6 +46,7 @@ CONVERSION_METRICS = (
     "leads", "sales", "rejected", "trash", "rebills", "revenue", "revenue_pending", "conversion_cost",
 )  # fmt: skip
 METRICS = CLICK_METRICS + CONVERSION_METRICS
+MONEY_METRICS = ("click_cost", "revenue", "revenue_pending", "conversion_cost")  # The rest are counts.
 CAMPAIGN_DIMENSIONS = ("campaign_id", "stream_id", "offer_id")
 COUNTRY_DIMENSIONS = (*CAMPAIGN_DIMENSIONS, "country")
 # cube -> (its dimensions, {granularity: table}); smallest first, reports take the first that fits.

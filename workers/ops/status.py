@@ -127,6 +127,18 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     if settings.redis_url or settings.queue_path.exists():
         status["queue"] = queue_depth(settings)
     status.update(cluster_status(settings, db))  # `postgresql` and `redis`, when configured.
+    if settings.redis_url:  # Each of this node's web workers' own view of Redis.
+        from workers.runtime.redisview import read_node_views, read_views
+
+        status["redis"]["node"] = settings.node_id
+        status["redis"]["workers"] = read_views(settings.data_dir)
+        if status["redis"]["state"] == "ok":  # Other nodes' views, as their `lanner worker` published them.
+            others = read_node_views(settings)
+            if "error" in others:
+                from workers.ops.clusterstatus import masked, redis_secret
+
+                others["error"] = masked(others["error"], redis_secret(settings.redis_url))
+            status["redis"]["other_nodes"] = others
     status["geo"] = geo_status(settings)
     status["bot_ranges"] = bot_ranges_status(settings.bot_ranges_path)
     status["deferred"] = {step.name: f"{step.state} {step.percent:.1f}%" for step in list_steps(db)}

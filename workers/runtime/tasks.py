@@ -305,10 +305,14 @@ BOT_RANGES_SCHEDULE = crontab(hour="4", minute="53")
 
 
 def node_jobs(settings: Settings) -> list[tuple]:
-    """What workers/runtime/nodesweeps.py runs on each node in cluster mode (Huey's tasks on one box)."""
+    """What workers/runtime/nodesweeps.py runs on each node in cluster mode (Huey's tasks on one box),
+    and the node's web workers' views of Redis published for the other nodes (runtime/redisview.py)."""
+    from workers.runtime.redisview import publish_node_view
+
     return [
         ("update_geo_data", GEO_SCHEDULE, lambda: update_geo_files(settings)),
         ("update_bot_ranges", BOT_RANGES_SCHEDULE, lambda: update_crawler_ranges(settings)),
+        ("publish_node_view", lambda at: True, lambda: publish_node_view(settings)),  # Every minute.
     ]
 
 

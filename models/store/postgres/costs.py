@@ -3,10 +3,14 @@
 - SQLite's `INDEXED BY click_campaign_created_at` is dropped (PostgreSQL's planner picks the index),
   and a period's clicks with the same created_at are ordered by id, as SQLite's index returns them:
   the last one takes the rounding remainder of a spread cost, so both dialects give it to one click.
+- A rollup row's click cost is rebuilt with models/store/postgres/sums.py's float_sum (Infinity past
+  the largest double, as SQLite's SUM): the repair of poisoned costs must not fail on them.
 """
 
 from __future__ import annotations
 
+from models.reporting.dimensions import DIMENSIONS, TABLES
+from models.store.postgres.sums import float_sum
 from models.store.sqlite import costs as sqlite
 
 _PERIOD_CLICKS = "SELECT id FROM click WHERE campaign_id = ? AND created_at >= ? AND created_at < ?{} ORDER BY created_at, id"
@@ -21,4 +25,8 @@ class CostStore(sqlite.CostStore):
     SQL_PERIOD_CLICKS = _PERIOD_CLICKS.format("")
     SQL_PERIOD_CLICKS_OF = {
         column: _PERIOD_CLICKS.format(f" AND {column} = ?") for column in sqlite.COST_COLUMNS
+    }
+    SQL_REBUILD = {
+        table: (width, sqlite.rebuild_sql(table, width, tuple(DIMENSIONS[i] for i in positions), float_sum))
+        for table, width, positions in TABLES
     }

@@ -7,12 +7,15 @@
   in Python, filters by it there and hands on the rows; the caller sums the rows of one group, as it
   sums the raw conversions' with the clicks'.
 - INDEXED BY is SQLite's planner hint: PostgreSQL's planner picks the partial index by itself.
+- Money is summed by models/store/postgres/sums.py's float_sum: a sum past the largest double is
+  Infinity, as SQLite's (PostgreSQL's SUM would refuse the statement: a report answering 500).
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
+from models.store.postgres.sums import float_sum
 from models.store.sqlite import reports as sqlite
 from models.store.sqlite.reports import referrer_domain
 
@@ -29,6 +32,9 @@ REFERRER_HOST_PART = (
 
 class PieceSql(sqlite.PieceSql):
     __slots__ = ()
+    money_sum = staticmethod(float_sum)
+    CLICK_SUMS = sqlite.click_sums(float_sum)
+    CONVERSION_SUMS = sqlite.conversion_sums(float_sum)
 
     @staticmethod
     def _expression(name: str, prefix: str) -> str:
@@ -42,14 +48,14 @@ class ReportStore(sqlite.ReportStore):
     dialect = "postgres"
     piece_sql = PieceSql
     SQL_UNCONVERTED = (
-        "SELECT cv.currency, COUNT(*), SUM(cv.payout) "
+        f"SELECT cv.currency, COUNT(*), {float_sum('cv.payout')} "
         "FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id "
         "WHERE cv.report_payout IS NULL "
         "AND cv.status IN ('lead', 'sale', 'rebill') AND {where} GROUP BY 1 ORDER BY 1"
     )
     # With a referrer_domain filter: per currency and referrer host part, summed once filtered.
     SQL_UNCONVERTED_BY_REFERRER = (
-        "SELECT cv.currency, {referrer}, COUNT(*), SUM(cv.payout) "
+        f"SELECT cv.currency, {{referrer}}, COUNT(*), {float_sum('cv.payout')} "
         "FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id "
         "WHERE cv.report_payout IS NULL "
         "AND cv.status IN ('lead', 'sale', 'rebill') AND {where} GROUP BY 1, 2"

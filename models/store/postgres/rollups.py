@@ -2,16 +2,23 @@
 
 - PRAGMA table_info and sqlite_master are SQLite's catalog: information_schema is PostgreSQL's (the
   current schema's tables only, as sqlite_master holds only the database's own).
+- The backfill sums click costs with models/store/postgres/sums.py's float_sum (Infinity past the
+  largest double, as SQLite's SUM), not a SUM that refuses to overflow.
 """
 
 from __future__ import annotations
 
+from models.reporting.dimensions import TABLES
+from models.store.postgres.sums import float_sum
 from models.store.sqlite import rollups as sqlite
 
 
 class RollupStore(sqlite.RollupStore):
     __slots__ = ()
     dialect = "postgres"
+    SQL_CLICK_ROLLUPS = {
+        table: sqlite.select_click_rollup(width, positions, float_sum) for table, width, positions in TABLES
+    }
     # (position, name) as PRAGMA table_info's first two columns: the caller reads the name.
     SQL_CONVERSION_COLUMNS = (
         "SELECT ordinal_position, column_name FROM information_schema.columns "

@@ -55,6 +55,8 @@ class CopyStore(Store):
     SQL_READ_FIRST = "SELECT {columns} FROM {table} ORDER BY {key} LIMIT ?"
     SQL_READ_AFTER = "SELECT {columns} FROM {table} WHERE ({key}) > ({marks}) ORDER BY {key} LIMIT ?"
     SQL_MEASURE = "SELECT {aggregates} FROM {table}"
+    # NOT (abs(x) <= ?): Infinity too; SQLite stores NaN as NULL, which is no number to add up.
+    SQL_COUNT_BEYOND = "SELECT COUNT(*) FROM {table} WHERE {beyond}"
 
     def tables(self) -> dict[str, TableShape]:
         """Every table of the database by name (SQLite's own sqlite_* tables left out)."""
@@ -113,3 +115,9 @@ class CopyStore(Store):
         return fetch_one(
             self.conn, self.SQL_MEASURE.format(aggregates=", ".join(aggregates), table=quoted(table))
         )
+
+    def count_beyond(self, table: str, columns: tuple[str, ...], limit: float) -> int:
+        """Rows of `table` holding, in any of `columns`, Infinity or a value beyond ±`limit`."""
+        beyond = " OR ".join(f"NOT abs({quoted(column)}) <= ?" for column in columns)
+        sql = self.SQL_COUNT_BEYOND.format(table=quoted(table), beyond=beyond)
+        return fetch_one(self.conn, sql, (limit,) * len(columns))[0]

@@ -12,16 +12,16 @@ from models.reporting.dimensions import DIMENSIONS, HOUR_MS, TABLES
 
 # The click columns a spend can be set for besides the campaign (a traffic source's placement, a sub id).
 COST_COLUMNS = ("source", *(f"sub_id_{n}" for n in range(1, SUB_ID_SLOTS + 1)))
-from models.store.sqlite.rows import Store, fetch_one
+from models.store.sqlite.rows import Store, fetch_one, float_sum
 
 
-def _rebuild_sql(table: str, width: int, dimensions: tuple[str, ...]) -> str:
+def rebuild_sql(table: str, width: int, dimensions: tuple[str, ...], money_sum=float_sum) -> str:
     match = " AND ".join(
         f"COALESCE(c.{name}, 0) = r.{name}" if name in ("stream_id", "offer_id") else f"c.{name} = r.{name}"
         for name in dimensions
     )
     return (
-        f"UPDATE {table} AS r SET click_cost = COALESCE((SELECT SUM(c.cost) FROM click AS c "
+        f"UPDATE {table} AS r SET click_cost = COALESCE((SELECT {money_sum('c.cost')} FROM click AS c "
         f"WHERE c.created_at >= r.period AND c.created_at < r.period + {width} AND {match} "
         f"AND (c.id <= ? OR c.id > ?)), 0) WHERE r.campaign_id = ? AND r.period = ?"
     )
@@ -50,7 +50,7 @@ class CostStore(Store):
     SQL_BACKFILL_STATE = "SELECT state, position, target FROM deferred_step WHERE name = 'rollup_backfill'"
     # table -> (its period width, the statement setting a row's click cost to its raw clicks' sum)
     SQL_REBUILD = {
-        table: (width, _rebuild_sql(table, width, tuple(DIMENSIONS[i] for i in positions)))
+        table: (width, rebuild_sql(table, width, tuple(DIMENSIONS[i] for i in positions)))
         for table, width, positions in TABLES
     }
 

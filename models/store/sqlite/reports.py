@@ -23,8 +23,9 @@ from models.reporting.dimensions import (
     HOUR_MS,
     ID_GROUPS,
     METRICS,
+    MONEY_METRICS,
 )
-from models.store.sqlite.rows import Store
+from models.store.sqlite.rows import Store, float_sum
 
 # Rollup table -> the width of its periods.
 _TABLE_WIDTHS = {
@@ -35,19 +36,30 @@ _TABLE_WIDTHS = {
 # What raw rows sum to, in METRICS order: a click adds no conversion metrics, a conversion no click ones.
 _ZERO_CONVERSIONS = ", ".join("0" for _ in CONVERSION_METRICS)
 _ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
-_CLICK_SUMS = (
-    "COUNT(*), SUM(c.is_unique_global), SUM(c.is_unique_campaign), SUM(c.is_unique_stream), SUM(c.is_bot), "
-    "SUM(c.cost)"
-)
-# CASE WHEN, not SUM(cv.status = 'lead'): PostgreSQL's comparison is a boolean, which SUM refuses.
-_CONVERSION_SUMS = (
-    "SUM(CASE WHEN cv.status = 'lead' THEN 1 ELSE 0 END), SUM(CASE WHEN cv.status = 'sale' THEN 1 ELSE 0 END), "
-    "SUM(CASE WHEN cv.status = 'rejected' THEN 1 ELSE 0 END), "
-    "SUM(CASE WHEN cv.status = 'trash' THEN 1 ELSE 0 END), "
-    "SUM(CASE WHEN cv.status = 'rebill' THEN 1 ELSE 0 END), "
-    "SUM(CASE WHEN cv.status IN ('sale', 'rebill') THEN COALESCE(cv.report_payout, 0) ELSE 0 END), "
-    "SUM(CASE WHEN cv.status = 'lead' THEN COALESCE(cv.report_payout, 0) ELSE 0 END), SUM(cv.cost)"
-)
+
+
+def click_sums(money_sum) -> str:
+    """A raw click piece's sums in CLICK_METRICS order, its cost summed with the dialect's `money_sum`."""
+    return (
+        "COUNT(*), SUM(c.is_unique_global), SUM(c.is_unique_campaign), SUM(c.is_unique_stream), "
+        f"SUM(c.is_bot), {money_sum('c.cost')}"
+    )
+
+
+def conversion_sums(money_sum) -> str:
+    """A raw conversion piece's sums in CONVERSION_METRICS order, money summed with `money_sum`."""
+    # CASE WHEN, not SUM(cv.status = 'lead'): PostgreSQL's comparison is a boolean, which SUM refuses.
+    return (
+        "SUM(CASE WHEN cv.status = 'lead' THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN cv.status = 'sale' THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN cv.status = 'rejected' THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN cv.status = 'trash' THEN 1 ELSE 0 END), "
+        "SUM(CASE WHEN cv.status = 'rebill' THEN 1 ELSE 0 END), "
+        + money_sum("CASE WHEN cv.status IN ('sale', 'rebill') THEN COALESCE(cv.report_payout, 0) ELSE 0 END")
+        + ", "
+        + money_sum("CASE WHEN cv.status = 'lead' THEN COALESCE(cv.report_payout, 0) ELSE 0 END")
+        + f", {money_sum('cv.cost')}"
+    )
 
 
 def referrer_domain(referrer: str | None) -> str:
@@ -65,7 +77,9 @@ class PieceSql:
     """The SELECTs of one piece: time bucket, group expressions, filters, and the metric sums."""
 
     __slots__ = ("groups", "filters", "bucket")
-    CONVERSION_SUMS = _CONVERSION_SUMS
+    money_sum = staticmethod(float_sum)  # The dialect's sum of a money expression.
+    CLICK_SUMS = click_sums(float_sum)
+    CONVERSION_SUMS = conversion_sums(float_sum)
 
     def __init__(self, groups: tuple[str, ...], filters: dict[str, tuple], bucket: int | None) -> None:
         self.groups = groups
@@ -112,7 +126,10 @@ class PieceSql:
             raise ValueError(f"{table!r} is no rollup table.")
         where, params = self.where("r.", "r.period", start, end)
         select = self._select("r.", "r.period", self.bucket == _TABLE_WIDTHS[table])
-        select += [f"SUM(r.{metric})" for metric in METRICS]
+        select += [
+            self.money_sum(f"r.{metric}") if metric in MONEY_METRICS else f"SUM(r.{metric})"
+            for metric in METRICS
+        ]
         sql = f"SELECT {', '.join(select)} FROM {table} AS r WHERE {' AND '.join(where)}{self._group_by()}"
         return sql, params
 
@@ -120,7 +137,7 @@ class PieceSql:
         where, params = self.where("c.", "c.created_at", start, end)
         select = self._select("c.", "c.created_at")
         sql = (
-            f"SELECT {', '.join(select + [_CLICK_SUMS, _ZERO_CONVERSIONS])} FROM click AS c "
+            f"SELECT {', '.join(select + [self.CLICK_SUMS, _ZERO_CONVERSIONS])} FROM click AS c "
             f"WHERE {' AND '.join(where)}{self._group_by()}"
         )
         return sql, params

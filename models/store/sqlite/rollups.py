@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from models.reporting.dimensions import CONVERSION_METRICS, DIMENSIONS, METRICS, TABLES
-from models.store.sqlite.rows import Store, fetch_one
+from models.store.sqlite.rows import Store, fetch_one, float_sum
 
 
 def _upsert_sql(table: str, dimensions: tuple[str, ...]) -> str:
@@ -24,12 +24,12 @@ def _upsert_sql(table: str, dimensions: tuple[str, ...]) -> str:
     )
 
 
-def _select_click_rollup(width: int, positions: tuple[int, ...]) -> str:
+def select_click_rollup(width: int, positions: tuple[int, ...], money_sum=float_sum) -> str:
     names = [DIMENSIONS[i] for i in positions]
     dims = ", ".join(f"COALESCE({d}, 0)" if d in ("stream_id", "offer_id") else d for d in names)
     return f"""
 SELECT created_at - created_at % {width}, {dims}, COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign),
-    SUM(is_unique_stream), SUM(is_bot), SUM(cost), {", ".join("0" * len(CONVERSION_METRICS))}
+    SUM(is_unique_stream), SUM(is_bot), {money_sum('cost')}, {", ".join("0" * len(CONVERSION_METRICS))}
 FROM click WHERE id > ? AND id <= ? GROUP BY 1, {", ".join(str(n) for n in range(2, len(names) + 2))}
 """
 
@@ -44,7 +44,7 @@ class RollupStore(Store):
     # The click's columns a conversion's rollup key needs, in this order.
     SQL_CLICK_KEY = f"SELECT created_at, {', '.join(DIMENSIONS)} FROM click WHERE id = ?"
     # table -> the rows of its upsert summed from the clicks with ? < id <= ?.
-    SQL_CLICK_ROLLUPS = {table: _select_click_rollup(width, positions) for table, width, positions in TABLES}
+    SQL_CLICK_ROLLUPS = {table: select_click_rollup(width, positions) for table, width, positions in TABLES}
     SQL_CONVERSION_COLUMNS = "PRAGMA table_info(conversion)"
     SQL_TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rollup%'"
     SQL_CONVERSIONS_WITH_KEYS = f"""

@@ -15,6 +15,12 @@ def fetch_one(conn, sql: str, params: tuple = ()) -> tuple | None:
         cursor.close()
 
 
+def float_sum(expression: str) -> str:
+    """The sum of a money expression (DOUBLE): in SQLite a sum past the largest double is Infinity,
+    which reports show as "not a finite number" (models/store/postgres/sums.py has PostgreSQL's)."""
+    return f"SUM({expression})"
+
+
 class Store:
     """The statements of one aggregate over one raw connection; its writes join the caller's transaction.
 
