@@ -105,3 +105,75 @@ def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, en
     assert row["rate"] == 40 and row["accepted_per_s"] is not None
     worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True)
     assert "lanner-compare-" not in worktrees.stdout  # Removed afterwards.
+
+
+# -- `--cluster` (workers/bench/cluster.py) --------------------------------------------------
+
+
+def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_both(monkeypatch):
+    from conftest import _server_missing
+
+    from workers.bench.cluster import ClusterReport, format_cluster_report, run_cluster_bench
+    from workers.bench.harness import BenchOptions
+    from workers.bench.servers import PostgresServer, RedisServer, ServerMissing
+    from workers.bench.suite import judge_cluster
+
+    try:
+        PostgresServer(), RedisServer()
+    except ServerMissing as error:
+        _server_missing(error)
+    # The tests' small country database instead of `lanner geo build` (10 s): the nodes get it too.
+    monkeypatch.setenv("LANNER_GEO_DATABASE", str(ROOT / "tests" / "fixtures" / "GeoIP2-Country-Test.mmdb"))
+    report = ClusterReport()
+    options = BenchOptions(rates=[40], step_seconds=2, prefill=0, is_nginx_baseline=False)
+    run_cluster_bench(options, report)
+
+    assert report.is_complete
+    (single,), (cluster,) = report.sqlite, report.cluster
+    for step in (single, cluster):
+        assert step.accepted > 0 and step.logged == step.accepted, step
+        assert (step.lost, step.duplicated) == (0, 0)
+        assert step.server_cpu_us_per_click > 0 and step.flusher_cpu_us_per_click > 0
+    # Every component of the cluster was measured while it served: CPU and memory.
+    for name in ("serve", "flusher", "postgresql", "redis", "nginx"):
+        part = cluster.components[name]
+        assert part["cpu_seconds"] > 0 and part["peak_pss_mb"] > 0, (name, part)
+    assert report.settings["cluster"]["nodes"] == ["node-a", "node-b"]
+    (row,) = report.comparison()
+    assert row["rate"] == 40 and row["cpu_per_click_ratio"] > 0
+    verdicts = {verdict.target: verdict for verdict in judge_cluster(report)}
+    assert verdicts["no lost click (both sides)"].is_met
+    assert verdicts["no duplicated click (both sides)"].is_met
+    assert any(line.startswith("cluster") for line in format_cluster_report(report))
+
+
+def test_cluster_reconciliation_and_caps_read_postgresql(postgres_migrated_url):
+    import psycopg
+
+    from workers.bench.cluster import check_caps
+    from workers.bench.harness import reconcile_subids
+
+    # Campaign 1: stream 10 (offers 5, 6 and none: 4 clicks), stream 20 (offer 8: 1 of 9 clicks).
+    routes = [(10, 5), (10, 5), (10, 6), (10, None)] + [(20, 8)] + [(20, None)] * 8
+    with psycopg.connect(postgres_migrated_url, autocommit=True) as connection:
+        for n, (stream, offer) in enumerate(routes):
+            connection.execute(
+                "INSERT INTO click (subid, created_at, campaign_id, stream_id, offer_id, ip, user_agent, "
+                "ua_hash) VALUES (%s, 0, 1, %s, %s, '192.0.2.1', 'UA', 0)",
+                (f"s{n:02}", stream, offer),
+            )
+    # A 302 subid missing from the table is lost; one answered twice is duplicated.
+    assert reconcile_subids(postgres_migrated_url, ["s00", "s01", "s01", "gone"]) == (1, 1)
+    assert reconcile_subids(postgres_migrated_url, [f"s{n:02}" for n in range(len(routes))]) == (0, 0)
+
+    offers = [
+        {"offer_id": 5, "name": "over", "cap": 1},  # 2 clicks: over its cap.
+        {"offer_id": 6, "name": "filled", "cap": 1},  # Its stream took 4 x the cap: must be exactly 1.
+        {"offer_id": 8, "name": "short", "cap": 2},  # Its stream took 9 >= 4 x 2: 1 click is short.
+        {"offer_id": 9, "name": "unused", "cap": 3},  # No click at all: no demand seen, under the cap.
+    ]
+    caps = {row["name"]: row for row in check_caps(postgres_migrated_url, 1, offers)}
+    assert {name: (row["clicks"], row["is_exact"]) for name, row in caps.items()} == {
+        "over": (2, False), "filled": (1, True), "short": (1, False), "unused": (0, True)
+    }  # fmt: skip
+    assert (caps["filled"]["stream_clicks"], caps["filled"]["expected"]) == (4, 1)
