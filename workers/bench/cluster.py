@@ -31,16 +31,14 @@ import os
 import shutil
 import signal
 import time
+from collections.abc import Iterable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workers.bench.harness import (
-    BENCH_ALIAS,
     HEALTH_DEADLINE,
-    LANNER,
     NGINX,
-    ROOT,
     SCENARIOS,
     TABLE_COLUMNS,
     BenchError,
@@ -70,6 +68,7 @@ from workers.bench.harness import (
     sigterm_as_interrupt,
     tree_memory_mb,
     vus_for_rate,
+    wait_http,
 )
 from workers.runtime.procfs import pss_kb
 
@@ -108,11 +107,11 @@ class ComponentMeter:
             self.rss[name] = max(self.rss[name], tree_memory_mb(pids))
             self.pss[name] = max(self.pss[name], tree_memory_mb(pids, pss_kb))
 
-    def finish(self, accepted: int) -> dict[str, dict]:
-        """Per group: CPU µs per accepted click, peak RSS and PSS (MB)."""
+    def finish(self, accepted: int, names: Iterable[str] | None = None) -> dict[str, dict]:
+        """Per group (`names`, or all): CPU µs per accepted click since the start, peak RSS and PSS (MB)."""
         rows = {}
-        for name, pids in self.groups.items():
-            cpu = self._cpu(pids) - self.cpu_before[name]
+        for name in self.groups if names is None else names:
+            cpu = self._cpu(self.groups[name]) - self.cpu_before[name]
             rows[name] = {
                 "cpu_us_per_click": round(cpu * 1e6 / accepted, 1) if accepted else None,
                 "cpu_seconds": round(cpu, 2),
@@ -175,10 +174,10 @@ class Cluster:
             redis = RedisServer()
         except ServerMissing as exc:
             raise BenchError(str(exc)) from None
+        self._stack.callback(postgres.stop)  # Also removes what a failed start left.
         self.postgres = postgres.start()
-        self._stack.callback(postgres.stop)
-        self.redis = redis.start()
         self._stack.callback(redis.stop)
+        self.redis = redis.start()
         self.database_url = postgres.url(postgres.create_database())
 
     def node_env(self, name: str) -> dict[str, str]:
@@ -244,8 +243,6 @@ class Cluster:
         args = [NGINX, "-c", str(prefix / "nginx.conf"), "-p", str(prefix), "-g", NGINX_DIRECTIVES]
         self.nginx = ManagedProcess("nginx", args, prefix / "run.log", {"PATH": os.environ.get("PATH", "")})
         self._stack.callback(self.nginx.stop, signal.SIGTERM, 10)
-        from workers.bench.harness import wait_http
-
         wait_http(self.nginx, self.port, "/healthz", 200, HEALTH_DEADLINE)
 
     def check_alive(self) -> None:
@@ -287,7 +284,7 @@ def measure_rate(
     k6: str,
     groups: dict[str, list[int]],
     reporter: Reporter,
-) -> tuple[StepResult, list[str]]:
+) -> tuple[StepResult, list[str], ComponentMeter]:
     """One step of k6 against `url`, with each group's CPU and memory; the subids of its 302s."""
     pre_vus, max_vus = vus_for_rate(rate, options.max_vus)
     result = StepResult(target, rate, options.step_seconds, pre_vus, max_vus)
@@ -310,25 +307,20 @@ def measure_rate(
     result.host_cpu_percent = round(100 * busy / total, 1) if total else None
     result.components = components = meter.finish(result.accepted)
     result.server_cpu_us_per_click = components["serve"]["cpu_us_per_click"]
-    # The flushers' CPU is read after the drain (their work goes on after the step): finish_step.
     result.peak_rss_mb = round(sum(components[name]["peak_rss_mb"] for name in ("serve", "flusher")), 1)
     result.peak_pss_mb = round(sum(components[name]["peak_pss_mb"] for name in ("serve", "flusher")), 1)
-    return result, read_subids(run.log_path)[0]
+    return result, read_subids(run.log_path)[0], meter
 
 
-def finish_step(
-    result: StepResult,
-    subids: list[str],
-    database: Path | str,
-    flusher_pids: list[int],
-    flusher_before: float,
-) -> None:
-    """After the drain: the flushers' CPU per click (landing the step's clicks), lost, duplicated."""
-    if result.accepted:
-        flusher = sum(process_cpu_seconds(pid) for pid in flusher_pids) - flusher_before
-        result.flusher_cpu_us_per_click = round(flusher * 1e6 / result.accepted, 1)
-        result.components["flusher"]["cpu_us_per_click"] = result.flusher_cpu_us_per_click
-        result.components["flusher"]["cpu_seconds"] = round(flusher, 2)
+LANDING_GROUPS = ("flusher", "postgresql")  # Their work on a step's clicks goes on until the drain.
+
+
+def finish_step(result: StepResult, subids: list[str], database: Path | str, meter: ComponentMeter) -> None:
+    """After the drain: the landing side's CPU per click (the flushers', PostgreSQL's) with the step's
+    tail landed, lost, duplicated."""
+    names = [name for name in LANDING_GROUPS if name in meter.groups]
+    result.components.update(meter.finish(result.accepted, names))
+    result.flusher_cpu_us_per_click = result.components["flusher"]["cpu_us_per_click"]
     result.logged = len(subids)
     result.lost, result.duplicated = reconcile_subids(database, subids)
 
@@ -483,25 +475,22 @@ def run_cluster_bench(
             }
             for rate in options.rates:
                 groups = {"serve": [single.serve.pid], "flusher": [single.worker.pid]}
-                flusher_before = process_cpu_seconds(single.worker.pid)
-                result, subids = measure_rate(
+                result, subids, meter = measure_rate(
                     "sqlite", single.url, rate, options, work_dir, k6, groups, reporter
                 )
                 single.check_alive()
                 result.catch_up_s = round(single.wait_drained(database, sqlite_dir / "spool"), 2)
-                finish_step(result, subids, database, groups["flusher"], flusher_before)
+                finish_step(result, subids, database, meter)
                 report.sqlite.append(result)
                 reporter.step_finished(result)
 
                 cluster.check_alive()
-                groups = cluster.groups()
-                flusher_before = sum(process_cpu_seconds(pid) for pid in groups["flusher"])
-                result, subids = measure_rate(
-                    "cluster", cluster.url, rate, options, work_dir, k6, groups, reporter
+                result, subids, meter = measure_rate(
+                    "cluster", cluster.url, rate, options, work_dir, k6, cluster.groups(), reporter
                 )
                 cluster.check_alive()
                 result.catch_up_s = round(cluster.wait_drained(), 2)
-                finish_step(result, subids, cluster.database_url, groups["flusher"], flusher_before)
+                finish_step(result, subids, cluster.database_url, meter)
                 report.cluster.append(result)
                 reporter.step_finished(result)
             if offers:
