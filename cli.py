@@ -2507,7 +2507,7 @@ def _suite_command(name: str, about: str):
             "--cluster", is_flag=True,
             help="Two nodes on a throwaway PostgreSQL (fsync on) and Redis behind nginx, beside the SQLite "
             "single box, rate by rate in one run (a fresh 250,000-click prefill on both; --data-dir "
-            "unused).",
+            "unused; --workers is the total, split over the two nodes).",
         )(command)  # fmt: skip
     command.__doc__ = f"Scenario: {about}."
     if name in CLUSTER_SCENARIOS:
