@@ -153,27 +153,31 @@ def test_cluster_reconciliation_and_caps_read_postgresql(postgres_migrated_url):
     from workers.bench.cluster import check_caps
     from workers.bench.harness import reconcile_subids
 
-    # Campaign 1: stream 10 (offers 5, 6 and none: 4 clicks), stream 20 (offer 8: 1 of 9 clicks).
-    routes = [(10, 5), (10, 5), (10, 6), (10, None)] + [(20, 8)] + [(20, None)] * 8
+    # Campaign 1. Stream 10: offer 5 twice, offer 6 once, then 50 clicks to no offer. Stream 20:
+    # offer 8 once, then 60 clicks to offer 7.
+    routes = [(10, 5), (10, 5), (10, 6)] + [(10, None)] * 50 + [(20, 8)] + [(20, 7)] * 60
     with psycopg.connect(postgres_migrated_url, autocommit=True) as connection:
-        for n, (stream, offer) in enumerate(routes):
-            connection.execute(
+        with connection.cursor() as cursor:
+            cursor.executemany(
                 "INSERT INTO click (subid, created_at, campaign_id, stream_id, offer_id, ip, user_agent, "
-                "ua_hash) VALUES (%s, 0, 1, %s, %s, '192.0.2.1', 'UA', 0)",
-                (f"s{n:02}", stream, offer),
+                "ua_hash) VALUES (%s, %s, 1, %s, %s, '192.0.2.1', 'UA', 0)",
+                [(f"s{n:03}", n, stream, offer) for n, (stream, offer) in enumerate(routes)],
             )
     # A 302 subid missing from the table is lost; one answered twice is duplicated.
-    assert reconcile_subids(postgres_migrated_url, ["s00", "s01", "s01", "gone"]) == (1, 1)
-    assert reconcile_subids(postgres_migrated_url, [f"s{n:02}" for n in range(len(routes))]) == (0, 0)
+    assert reconcile_subids(postgres_migrated_url, ["s000", "s001", "s001", "gone"]) == (1, 1)
+    assert reconcile_subids(postgres_migrated_url, [f"s{n:03}" for n in range(len(routes))]) == (0, 0)
 
+    # Full: its stream took >= 50 clicks after the offer's last. Then it must hold exactly its cap.
     offers = [
         {"offer_id": 5, "name": "over", "cap": 1},  # 2 clicks: over its cap.
-        {"offer_id": 6, "name": "filled", "cap": 1},  # Its stream took 4 x the cap: must be exactly 1.
-        {"offer_id": 8, "name": "short", "cap": 2},  # Its stream took 9 >= 4 x 2: 1 click is short.
-        {"offer_id": 9, "name": "unused", "cap": 3},  # No click at all: no demand seen, under the cap.
+        {"offer_id": 6, "name": "filled", "cap": 1},  # Full, at its cap.
+        {"offer_id": 8, "name": "short", "cap": 2},  # Full (60 clicks went on to offer 7), 1 short.
+        {"offer_id": 7, "name": "open", "cap": 100},  # Its stream's last clicks: not full, under the cap.
+        {"offer_id": 9, "name": "unused", "cap": 3},  # No click at all.
     ]
     caps = {row["name"]: row for row in check_caps(postgres_migrated_url, 1, offers)}
-    assert {name: (row["clicks"], row["is_exact"]) for name, row in caps.items()} == {
-        "over": (2, False), "filled": (1, True), "short": (1, False), "unused": (0, True)
+    assert {name: (row["clicks"], row["after_last"], row["is_exact"]) for name, row in caps.items()} == {
+        "over": (2, 51, False), "filled": (1, 50, True), "short": (1, 60, False), "open": (60, 0, True),
+        "unused": (0, 0, True),
     }  # fmt: skip
-    assert (caps["filled"]["stream_clicks"], caps["filled"]["expected"]) == (4, 1)
+    assert (caps["filled"]["stream_clicks"], caps["filled"]["expected"]) == (53, 1)
