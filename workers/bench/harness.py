@@ -111,6 +111,7 @@ FORCED_ENV = {"LANNER_TRUSTED_PROXIES": "127.0.0.1,::1", "LANNER_REAL_IP_HEADER"
 
 SQL_COUNT_CLICKS = "SELECT count(*) FROM click"
 SQL_FIND_SUBIDS = "SELECT subid FROM click WHERE subid IN ({})"
+SQL_FIND_SUBIDS_POSTGRES = "SELECT subid FROM click WHERE subid = ANY(%s)"
 
 PR_SET_PDEATHSIG = 1
 
@@ -171,6 +172,8 @@ class StepResult:
     k6_exit_code: int = 0
     # Beside the clicks (workers/bench/load.py): reports done and their latency, postbacks checked.
     side_load: dict = field(default_factory=dict)
+    # `--cluster` (workers/bench/cluster.py): CPU µs per click and peak RSS/PSS of each component.
+    components: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -574,6 +577,11 @@ def connect_read_only(database_path: Path) -> sqlite3.Connection:
     return connection
 
 
+def is_postgres(database: Path | str) -> bool:
+    """A bench database is a SQLite file's path, or a postgresql:// URL (`--cluster`)."""
+    return isinstance(database, str) and database.startswith(("postgresql://", "postgres://"))
+
+
 def count_clicks(database_path: Path) -> int:
     if not database_path.exists():
         return 0
@@ -586,12 +594,31 @@ def count_clicks(database_path: Path) -> int:
         connection.close()
 
 
-def reconcile_subids(database_path: Path, subids: list[str]) -> tuple[int, int]:
+@contextmanager
+def subid_finder(database: Path | str) -> Iterator[Callable[[list[str]], list[tuple]]]:
+    """A function returning the click rows (subid,) of a list of subids, on SQLite or PostgreSQL."""
+    if is_postgres(database):
+        import psycopg
+
+        with psycopg.connect(database, autocommit=True) as connection:
+            yield lambda chunk: connection.execute(SQL_FIND_SUBIDS_POSTGRES, (chunk,)).fetchall()
+        return
+    connection = connect_read_only(database)
+    try:
+        yield lambda chunk: connection.execute(
+            SQL_FIND_SUBIDS.format(", ".join("?" * len(chunk))), chunk
+        ).fetchall()
+    finally:
+        connection.close()
+
+
+def reconcile_subids(database: Path | str, subids: list[str]) -> tuple[int, int]:
     """(lost, duplicated): 302 subids missing from the click table, and subids answered twice.
 
     A subid twice in k6's log means two distinct requests got the same Location (every request has
     its own visitor IP, so the tracker's debounce must not kick in). The table cannot hold a subid
     twice (UNIQUE), so a row-level duplicate would show here as a repeated subid from the query.
+    `database`: a SQLite file, or a postgresql:// URL.
     """
     if any("\t" in entry for entry in subids):
         # Tagged with their visitor: the same visitor again within the debounce window is no duplicate.
@@ -603,51 +630,68 @@ def reconcile_subids(database_path: Path, subids: list[str]) -> tuple[int, int]:
         duplicated = len(subids) - len(unique)
     found: set[str] = set()
     ordered = sorted(unique)  # Time-ordered subids: each chunk probes one neighbourhood of the index.
-    connection = connect_read_only(database_path)
-    try:
+    with subid_finder(database) as find:
         for start in range(0, len(ordered), RECONCILE_CHUNK):
-            chunk = ordered[start : start + RECONCILE_CHUNK]
-            sql = SQL_FIND_SUBIDS.format(", ".join("?" * len(chunk)))
-            rows = connection.execute(sql, chunk).fetchall()
+            rows = find(ordered[start : start + RECONCILE_CHUNK])
             duplicated += len(rows) - len({row[0] for row in rows})
             found.update(row[0] for row in rows)
-    finally:
-        connection.close()
     return len(unique - found), duplicated
 
 
-def spool_pending_clicks(database_path: Path, spool_dir: Path) -> int:
-    """Clicks journaled but not yet in the database, through the same function as `lanner spool status`."""
-    from peewee import SqliteDatabase
+@contextmanager
+def status_database(database: Path | str) -> Iterator:
+    """A connection for spool_status: SQLite read-only, or PostgreSQL (`--cluster`)."""
+    if is_postgres(database):
+        from models.store.postgres.database import connect_postgres
 
+        handle = connect_postgres(database)
+    else:
+        from peewee import SqliteDatabase
+
+        handle = SqliteDatabase(f"file:{database}?mode=ro", uri=True, pragmas={"busy_timeout": 10000})
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def spool_pending_clicks(database: Path | str, spool_dir: Path) -> int:
+    """Clicks journaled but not yet in the database, through the same function as `lanner spool status`."""
+    with status_database(database) as handle:
+        return pending_in(handle, spool_dir)
+
+
+def pending_in(database, spool_dir: Path) -> int:
+    """spool_pending_clicks on a connection from status_database."""
     from models.clicks.spool import spool_status
 
-    database = SqliteDatabase(f"file:{database_path}?mode=ro", uri=True, pragmas={"busy_timeout": 10000})
-    try:
-        for _ in range(5):
-            try:
-                return spool_status(database, spool_dir).pending_clicks
-            except FileNotFoundError:
-                time.sleep(0.05)  # The flusher deleted a landed segment between list and open.
-        return spool_status(database, spool_dir).pending_clicks
-    finally:
-        database.close()
+    for _ in range(5):
+        try:
+            return spool_status(database, spool_dir).pending_clicks
+        except FileNotFoundError:
+            time.sleep(0.05)  # The flusher deleted a landed segment between list and open.
+    return spool_status(database, spool_dir).pending_clicks
 
 
-def wait_spool_drained(env: dict[str, str], database_path: Path, spool_dir: Path, since: float) -> float:
+def wait_spool_drained(
+    env: dict[str, str], database: Path | str, spool_dir: Path, since: float
+) -> float:
     """Seconds from `since` (the end of the load) until no click is pending; BenchError after 60 s.
 
     Polls in-process every 50 ms, then confirms with `lanner spool status --json`.
     """
     deadline = since + CATCH_UP_DEADLINE
-    while True:
-        pending = spool_pending_clicks(database_path, spool_dir)
-        now = time.monotonic()
-        if pending == 0:
-            break
-        if now > deadline:
-            raise BenchError(f"{pending} click(s) still spooled {CATCH_UP_DEADLINE:.0f} s after the step.")
-        time.sleep(0.05)
+    with status_database(database) as handle:
+        while True:
+            pending = pending_in(handle, spool_dir)
+            now = time.monotonic()
+            if pending == 0:
+                break
+            if now > deadline:
+                raise BenchError(
+                    f"{pending} click(s) still spooled {CATCH_UP_DEADLINE:.0f} s after the step."
+                )
+            time.sleep(0.05)
     status = json.loads(run_lanner(env, "spool", "status", "--json"))
     if status[0]["pending_clicks"] != 0:
         raise BenchError(f"`lanner spool status` disagrees: {status[0]['pending_clicks']} click(s) pending.")
@@ -689,7 +733,7 @@ def wait_http(process: ManagedProcess, port: int, path: str, expect: int, deadli
 def lanner_env(data_dir: Path) -> dict[str, str]:
     """The environment of every Lanner process of the bench: the user's LANNER_* tuning, our data dir."""
     # The database goes with the data dir: a LANNER_DATABASE_URL of the user's would point every run at it.
-    dropped = ("LANNER_BIND", "LANNER_WORKERS", "LANNER_DATABASE_URL")
+    dropped = ("LANNER_BIND", "LANNER_WORKERS", "LANNER_DATABASE_URL", "LANNER_REDIS_URL", "LANNER_NODE_ID")
     env = {key: value for key, value in os.environ.items() if key not in dropped}
     env.update(FORCED_ENV)
     env["LANNER_DATA_DIR"] = str(data_dir)
@@ -784,17 +828,25 @@ class LannerStack:
 
     def __enter__(self) -> Self:
         try:
-            if self.with_worker:
-                self.start_worker()
-            args = [*LANNER, "serve", "--workers", str(self.workers), "--bind", f"127.0.0.1:{self.port}"]
-            args += ["--admin-bind", f"127.0.0.1:{self.admin_port}"]
-            self.serve = ManagedProcess("lanner serve", args, self.work_dir / "serve.log", self.env)
-            wait_http(self.serve, self.port, "/healthz", 200, HEALTH_DEADLINE)
-            self.preflight()
+            self.start()
+            self.wait_ready()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def start(self) -> None:
+        """Start the processes without waiting for them (several stacks start side by side)."""
+        if self.with_worker:
+            self.start_worker()
+        args = [*LANNER, "serve", "--workers", str(self.workers), "--bind", f"127.0.0.1:{self.port}"]
+        args += ["--admin-bind", f"127.0.0.1:{self.admin_port}"]
+        self.serve = ManagedProcess("lanner serve", args, self.work_dir / "serve.log", self.env)
+
+    def wait_ready(self) -> None:
+        """Healthy, and a first click answered: or BenchError."""
+        wait_http(self.serve, self.port, "/healthz", 200, HEALTH_DEADLINE)
+        self.preflight()
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
@@ -1176,7 +1228,7 @@ class ConsoleReporter(Reporter):
             f"{result.target:>6} {result.rate:>6}/s: {result.accepted_per_s:,.1f} accepted/s, "
             f"{result.errors} errors, {result.dropped} dropped, p99 {result.p99_ms:.1f} ms"
         )
-        if result.target == "lanner":
+        if result.lost is not None:
             line += f", catch-up {result.catch_up_s:.2f} s, lost {result.lost}, dup {result.duplicated}"
         if result.side_load:
             line += "; " + ", ".join(f"{key} {value}" for key, value in result.side_load.items())

@@ -201,6 +201,48 @@ def judge(scenario: SuiteScenario, report: BenchReport) -> list[Verdict]:
     return verdicts
 
 
+def judge_cluster(report) -> list[Verdict]:
+    """Issue 15's targets for `--cluster` (a workers/bench/cluster.py ClusterReport): 2,000/s accepted
+    at p99 <= 100 ms on the cluster, nothing lost or duplicated on either side, caps exact."""
+    steps = report.sqlite + report.cluster
+    verdicts = [
+        _at_most("no lost click (both sides)", sum(step.lost or 0 for step in steps), 0, "lost"),
+        _at_most(
+            "no duplicated click (both sides)", sum(step.duplicated or 0 for step in steps), 0, "duplicated"
+        ),
+    ]
+    if step := next((step for step in report.cluster if step.rate == 2000), None):
+        verdicts.append(_at_least("cluster accepts 2,000/s (99 %)", step.accepted_per_s, 1980, "/s"))
+        verdicts.append(_at_most("cluster p99 at 2,000/s <= 100 ms", step.p99_ms, 100, "ms"))
+    for side, rows in report.caps.items():
+        for row in rows:
+            expected = row["expected"] if row["expected"] is not None else f"<= {row['cap']}"
+            verdicts.append(
+                Verdict(f"{side} cap of {row['name']} exact ({expected})", f"{row['clicks']} clicks",
+                        row["is_exact"], "" if row["is_exact"] else f"{row['clicks']} clicks")
+            )  # fmt: skip
+    return verdicts
+
+
+def run_cluster_scenario(
+    scenario: SuiteScenario, *, quick: bool, workers: int, keep: bool, reporter: Reporter
+) -> ScenarioResult:
+    """`lanner bench unique|rotation --cluster`: the scenario's ladder on two nodes (PostgreSQL,
+    Redis, nginx) and on the SQLite single box, rate by rate, in one run."""
+    from workers.bench.cluster import CLUSTER_PREFILL, QUICK_CLUSTER_PREFILL, ClusterReport, run_cluster_bench
+
+    options = options_for(scenario, quick=quick, data_dir=None, workers=workers, keep=keep)
+    options.prefill = QUICK_CLUSTER_PREFILL if quick else CLUSTER_PREFILL
+    report = ClusterReport()
+    result = ScenarioResult(f"{scenario.name}-cluster", quick, ladder=report)
+    try:
+        run_cluster_bench(options, report, reporter)
+    finally:
+        result.report = report.to_json()
+        result.verdicts = judge_cluster(report)
+    return result
+
+
 def run_scenario(
     scenario: SuiteScenario,
     *,

@@ -1,0 +1,569 @@
+"""`lanner bench unique|rotation --cluster`: two nodes on PostgreSQL and Redis behind nginx, beside
+the SQLite single box, with the same k6 ladder in the same run (issue 15, docs/SCALING.md).
+
+The run builds, in a temporary directory:
+
+- **the single box**: a fresh SQLite data dir, prefilled with `lanner generate clicks`, with the
+  scenario's campaigns (prepare_database, as `lanner bench clicks`), served by `lanner serve` and
+  `lanner worker` on 127.0.0.1, no nginx (the existing path);
+- **the cluster**: a throwaway PostgreSQL (fsync, synchronous_commit and full_page_writes ON:
+  durability is part of what is measured) and Redis (no persistence) from Debian's binaries on
+  unix sockets (workers/bench/servers.py, as an unprivileged user when root), migrated, then
+  `lanner db copy` of the single box's database made just before: both sides start from the same
+  clicks and the same campaigns (same ids). Two node trees (`lanner serve` + `lanner worker`, each
+  with its own data dir, spool and LANNER_NODE_ID) and nginx (`lanner nginx site` with one upstream
+  over both, trusting 127.0.0.1's X-Real-IP, where k6 puts the visitor's address).
+
+Each rate runs on the single box, then on the cluster (interleaved: a load change on the shared box
+hits both sides of a ratio alike). After each step the bench waits for the spool(s) to drain and
+looks every subid k6 got in a 302 up in that side's database: lost, duplicated. For `rotation`,
+the capped offers' clicks are counted: never over the cap, and exactly the cap where the offer was
+full (its stream went on taking clicks, CAP_FULL_AFTER of them, after the offer's last).
+
+Per cluster step: CPU per accepted click and peak RSS/PSS of the two node trees, of PostgreSQL (the
+postmaster and every backend), of Redis and of nginx, from /proc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workers.bench.harness import (
+    HEALTH_DEADLINE,
+    NGINX,
+    SCENARIOS,
+    TABLE_COLUMNS,
+    BenchError,
+    BenchOptions,
+    LannerStack,
+    ManagedProcess,
+    Reporter,
+    StepResult,
+    _aligned,
+    _cell,
+    apply_k6_summary,
+    bench_settings,
+    connect_read_only,
+    free_port,
+    host_cpu_ticks,
+    is_postgres,
+    k6_binary,
+    lanner_env,
+    prepare_database,
+    process_cpu_seconds,
+    read_subids,
+    reconcile_subids,
+    run_k6_step,
+    run_lanner,
+    run_work_dir,
+    signals_deferred,
+    sigterm_as_interrupt,
+    tree_memory_mb,
+    vus_for_rate,
+    wait_http,
+)
+from workers.runtime.procfs import pss_kb
+
+CLUSTER_SCENARIOS = ("unique", "rotation")
+NODES = ("node-a", "node-b")
+# Both sides start from this many clicks: generated into SQLite (~5,000/s here), then `lanner db
+# copy` into PostgreSQL (~20-30 k rows/s, 2.2 rows a click). The suite's 3.2 M would take ~25 min.
+CLUSTER_PREFILL = 250_000
+QUICK_CLUSTER_PREFILL = 20_000
+PG_SHARED_BUFFERS = "128MB"  # Debian's default.
+# A capped offer whose stream went on taking this many clicks after the offer's last one, none of
+# them its own, was full: at the bench's shares (70 %, a third) that many misses by chance is
+# 0.3^50 or (2/3)^50, nil.
+CAP_FULL_AFTER = 50
+
+SQL_ROUTES_SQLITE = "SELECT stream_id, offer_id, count(*) FROM click WHERE campaign_id = ? GROUP BY 1, 2"
+SQL_ROUTES_POSTGRES = "SELECT stream_id, offer_id, count(*) FROM click WHERE campaign_id = %s GROUP BY 1, 2"
+SQL_AFTER_LAST_SQLITE = (
+    "SELECT count(*) FROM click WHERE campaign_id = ? AND stream_id = ? "
+    "AND created_at > (SELECT max(created_at) FROM click WHERE offer_id = ?)"
+)
+SQL_AFTER_LAST_POSTGRES = SQL_AFTER_LAST_SQLITE.replace("?", "%s")
+
+
+# -- what a component costs ------------------------------------------------------------------
+
+
+class ComponentMeter:
+    """CPU seconds and peak memory of named groups of process trees over one step."""
+
+    def __init__(self, groups: dict[str, list[int]]) -> None:
+        self.groups = groups
+        self.cpu_before = {name: self._cpu(pids) for name, pids in groups.items()}
+        self.rss = {name: 0.0 for name in groups}
+        self.pss = {name: 0.0 for name in groups}
+        self.sample()
+
+    @staticmethod
+    def _cpu(pids: list[int]) -> float:
+        return sum(process_cpu_seconds(pid) for pid in pids)
+
+    def sample(self) -> None:
+        for name, pids in self.groups.items():
+            self.rss[name] = max(self.rss[name], tree_memory_mb(pids))
+            self.pss[name] = max(self.pss[name], tree_memory_mb(pids, pss_kb))
+
+    def finish(self, accepted: int, names: Iterable[str] | None = None) -> dict[str, dict]:
+        """Per group (`names`, or all): CPU µs per accepted click since the start, peak RSS and PSS (MB)."""
+        rows = {}
+        for name in self.groups if names is None else names:
+            cpu = self._cpu(self.groups[name]) - self.cpu_before[name]
+            rows[name] = {
+                "cpu_us_per_click": round(cpu * 1e6 / accepted, 1) if accepted else None,
+                "cpu_seconds": round(cpu, 2),
+                "peak_rss_mb": self.rss[name],
+                "peak_pss_mb": self.pss[name],
+            }
+        return rows
+
+
+# -- the cluster -----------------------------------------------------------------------------
+
+NGINX_DIRECTIVES = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
+
+
+class Cluster:
+    """PostgreSQL, Redis, two node trees and nginx over them, for the length of a `with`."""
+
+    def __init__(self, options: BenchOptions, work_dir: Path, sqlite_dir: Path, reporter: Reporter) -> None:
+        self.options = options
+        self.work_dir = work_dir
+        self.sqlite_dir = sqlite_dir
+        self.reporter = reporter
+        self.postgres = self.redis = self.nginx = None
+        self.nodes: list[LannerStack] = []
+        self.database_url = ""
+        self.port = 0
+        self.copy_seconds = 0.0
+        self.copy_output: list[str] = []
+        self._stack = ExitStack()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/{SCENARIOS[self.options.scenario].alias}"
+
+    def __enter__(self) -> Cluster:
+        try:
+            self.start_servers()
+            self.copy_database()
+            self.reporter.message("Starting two nodes and nginx in front of them ...")
+            self.start_nodes()
+            self.start_nginx()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        with signals_deferred():
+            self._stack.close()
+
+    def start_servers(self) -> None:
+        from workers.bench.servers import PostgresServer, RedisServer, ServerMissing
+
+        self.reporter.message("Starting PostgreSQL (fsync on) and Redis ...")
+        try:
+            postgres = PostgresServer(fsync=True, shared_buffers=PG_SHARED_BUFFERS)
+            redis = RedisServer()
+        except ServerMissing as exc:
+            raise BenchError(str(exc)) from None
+        self._stack.callback(postgres.stop)  # Also removes what a failed start left.
+        self.postgres = postgres.start()
+        self._stack.callback(redis.stop)
+        self.redis = redis.start()
+        self.database_url = postgres.url(postgres.create_database())
+
+    def node_env(self, name: str) -> dict[str, str]:
+        data_dir = self.work_dir / name / "var"
+        env = lanner_env(data_dir)
+        env.update(
+            LANNER_DATABASE_URL=self.database_url,
+            LANNER_REDIS_URL=self.redis.url(),
+            LANNER_NODE_ID=name,
+        )
+        return env
+
+    def copy_database(self) -> None:
+        """Migrate PostgreSQL, then copy the single box's database into it (clicks and campaigns)."""
+        # A copy needs a source with no deferred step left (a fresh database's rollup backfill).
+        run_lanner(lanner_env(self.sqlite_dir), "db", "run-deferred", timeout=3600)
+        env = self.node_env(NODES[0])
+        run_lanner(env, "db", "migrate")
+        self.reporter.message("Copying the SQLite database into PostgreSQL (`lanner db copy`) ...")
+        started = time.monotonic()
+        output = run_lanner(
+            env, "db", "copy", f"sqlite:///{self.sqlite_dir / 'lanner.db'}", self.database_url, timeout=3600
+        )
+        self.copy_seconds = round(time.monotonic() - started, 1)
+        self.copy_output = output.strip().splitlines()[-1:] if output.strip() else []
+
+    def start_nodes(self) -> None:
+        per_node = max(1, self.options.workers // len(NODES))
+        for name in NODES:
+            env = self.node_env(name)
+            data_dir = Path(env["LANNER_DATA_DIR"])
+            data_dir.mkdir(parents=True)
+            # Each node keeps its own files: the country database the single box built (none when
+            # LANNER_GEO_DATABASE names one).
+            if (self.sqlite_dir / "geo").exists():
+                shutil.copytree(self.sqlite_dir / "geo", data_dir / "geo")
+            node = LannerStack(env, data_dir.parent, per_node, SCENARIOS[self.options.scenario].alias)
+            self._stack.callback(node.stop)
+            node.start()
+            self.nodes.append(node)
+        for node in self.nodes:
+            node.wait_ready()
+
+    def start_nginx(self) -> None:
+        """`lanner nginx site` with one upstream a node and `lanner nginx main`, in the foreground."""
+        if not Path(NGINX).exists():
+            raise BenchError(f"{NGINX} is missing: the cluster is measured through nginx.")
+        prefix = self.work_dir / "nginx"
+        (prefix / "temp").mkdir(parents=True)
+        self.port = free_port()
+        site_args = ["nginx", "site", "--listen", f"127.0.0.1:{self.port}", "-o", str(prefix / "site.conf")]
+        site_args += ["--trusted-proxy", "127.0.0.1/32", "--real-ip-header", "X-Real-IP"]
+        for node in self.nodes:
+            site_args += ["--upstream", f"127.0.0.1:{node.port}"]
+            site_args += ["--admin-upstream", f"127.0.0.1:{node.admin_port}"]
+        env = self.node_env(NODES[0])
+        run_lanner(env, *site_args)
+        run_lanner(
+            env, "nginx", "main", "--sites", str(prefix / "site.conf"), "--pid", str(prefix / "nginx.pid"),
+            "--error-log", str(prefix / "error.log"), "--temp-dir", str(prefix / "temp"),
+            "-o", str(prefix / "nginx.conf"),
+        )  # fmt: skip
+        args = [NGINX, "-c", str(prefix / "nginx.conf"), "-p", str(prefix), "-g", NGINX_DIRECTIVES]
+        self.nginx = ManagedProcess("nginx", args, prefix / "run.log", {"PATH": os.environ.get("PATH", "")})
+        self._stack.callback(self.nginx.stop, signal.SIGTERM, 10)
+        wait_http(self.nginx, self.port, "/healthz", 200, HEALTH_DEADLINE)
+
+    def check_alive(self) -> None:
+        for node in self.nodes:
+            node.check_alive()
+        if not self.nginx.is_running():
+            raise BenchError(f"nginx exited with {self.nginx.process.returncode}:\n{self.nginx.log_tail()}")
+        if self.redis.process.poll() is not None:
+            raise BenchError(f"redis-server exited:\n{self.redis.log()}")
+        if self.postgres.pid is None:
+            raise BenchError(f"PostgreSQL stopped:\n{self.postgres.log()[-3000:]}")
+
+    def groups(self) -> dict[str, list[int]]:
+        return {
+            "serve": [node.serve.pid for node in self.nodes],
+            "flusher": [node.worker.pid for node in self.nodes],
+            "postgresql": [self.postgres.pid],
+            "redis": [self.redis.process.pid],
+            "nginx": [self.nginx.pid],
+        }
+
+    def wait_drained(self) -> float:
+        """Both spools landed; the longer of the two catch-ups."""
+        since = time.monotonic()
+        for node in self.nodes:
+            node.wait_drained(self.database_url, Path(node.env["LANNER_DATA_DIR"]) / "spool")
+        return time.monotonic() - since
+
+
+# -- one step on each side --------------------------------------------------------------------
+
+
+def measure_rate(
+    target: str,
+    url: str,
+    rate: int,
+    options: BenchOptions,
+    work_dir: Path,
+    k6: str,
+    groups: dict[str, list[int]],
+    reporter: Reporter,
+) -> tuple[StepResult, list[str], ComponentMeter]:
+    """One step of k6 against `url`, with each group's CPU and memory; the subids of its 302s."""
+    pre_vus, max_vus = vus_for_rate(rate, options.max_vus)
+    result = StepResult(target, rate, options.step_seconds, pre_vus, max_vus)
+    reporter.step_started(target, rate, options.step_seconds)
+    meter = ComponentMeter(groups)
+    host_before = host_cpu_ticks()
+
+    def tick(elapsed: float) -> None:
+        reporter.step_tick(elapsed)
+        meter.sample()
+
+    scenario = SCENARIOS[options.scenario]
+    run = run_k6_step(
+        k6, url, rate, options.step_seconds, work_dir, f"{target}-{rate}", pre_vus=pre_vus, max_vus=max_vus,
+        repeat_percent=scenario.repeat_percent, mode=scenario.mode, on_tick=tick,
+    )  # fmt: skip
+    host_after = host_cpu_ticks()
+    apply_k6_summary(result, run)
+    busy, total = host_after[0] - host_before[0], host_after[1] - host_before[1]
+    result.host_cpu_percent = round(100 * busy / total, 1) if total else None
+    result.components = components = meter.finish(result.accepted)
+    result.server_cpu_us_per_click = components["serve"]["cpu_us_per_click"]
+    result.peak_rss_mb = round(sum(components[name]["peak_rss_mb"] for name in ("serve", "flusher")), 1)
+    result.peak_pss_mb = round(sum(components[name]["peak_pss_mb"] for name in ("serve", "flusher")), 1)
+    return result, read_subids(run.log_path)[0], meter
+
+
+LANDING_GROUPS = ("flusher", "postgresql")  # Their work on a step's clicks goes on until the drain.
+
+
+def finish_step(result: StepResult, subids: list[str], database: Path | str, meter: ComponentMeter) -> None:
+    """After the drain: the landing side's CPU per click (the flushers', PostgreSQL's) with the step's
+    tail landed, lost, duplicated."""
+    names = [name for name in LANDING_GROUPS if name in meter.groups]
+    result.components.update(meter.finish(result.accepted, names))
+    result.flusher_cpu_us_per_click = result.components["flusher"]["cpu_us_per_click"]
+    result.logged = len(subids)
+    result.lost, result.duplicated = reconcile_subids(database, subids)
+
+
+# -- caps ------------------------------------------------------------------------------------
+
+
+def capped_offers(env: dict[str, str]) -> list[dict]:
+    """The bench's offers with a daily or total cap: id, name, cap."""
+    offers = json.loads(run_lanner(env, "offer", "list", "--json"))
+    rows = []
+    for offer in offers:
+        caps = [cap for cap in (offer.get("daily_cap"), offer.get("total_cap")) if cap]
+        if caps and offer["name"].startswith("Bench "):
+            rows.append({"offer_id": offer["id"], "name": offer["name"], "cap": min(caps)})
+    return rows
+
+
+@contextmanager
+def click_reader(database: Path | str) -> Iterator[Callable[[str, str, tuple], list[tuple]]]:
+    """A function running one of a (SQLite, PostgreSQL) pair of statements with its parameters."""
+    if is_postgres(database):
+        import psycopg
+
+        with psycopg.connect(database, autocommit=True) as connection:
+            yield lambda sqlite, postgres, params: connection.execute(postgres, params).fetchall()
+        return
+    connection = connect_read_only(database)
+    try:
+        yield lambda sqlite, postgres, params: connection.execute(sqlite, params).fetchall()
+    finally:
+        connection.close()
+
+
+def check_caps(database: Path | str, campaign_id: int, offers: list[dict]) -> list[dict]:
+    """Per capped offer: its clicks, its stream's, and whether that is exact: never over the cap, and
+    the cap itself when the offer was full (its stream took CAP_FULL_AFTER clicks after its last).
+
+    The counts are over the whole run: a daily cap's day must not end during it (the bench's
+    campaigns use UTC; a run across midnight UTC reads as over)."""
+    with click_reader(database) as read:
+        routes = read(SQL_ROUTES_SQLITE, SQL_ROUTES_POSTGRES, (campaign_id,))
+        rows = []
+        for offer in offers:
+            mine = [(count, stream) for stream, offer_id, count in routes if offer_id == offer["offer_id"]]
+            clicks = sum(count for count, _ in mine)
+            stream = max(mine)[1] if mine else None
+            stream_clicks = sum(count for stream_id, _, count in routes if mine and stream_id == stream)
+            after = 0
+            if mine:
+                params = (campaign_id, stream, offer["offer_id"])
+                after = read(SQL_AFTER_LAST_SQLITE, SQL_AFTER_LAST_POSTGRES, params)[0][0]
+            expected = offer["cap"] if after >= CAP_FULL_AFTER else None
+            is_exact = clicks <= offer["cap"] and (expected is None or clicks == expected)
+            rows.append({**offer, "clicks": clicks, "stream_clicks": stream_clicks, "after_last": after,
+                         "expected": expected, "is_exact": is_exact})  # fmt: skip
+    return rows
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ClusterReport:
+    settings: dict = field(default_factory=dict)
+    sqlite: list[StepResult] = field(default_factory=list)
+    cluster: list[StepResult] = field(default_factory=list)
+    caps: dict[str, list[dict]] = field(default_factory=dict)  # "sqlite"/"cluster": check_caps rows.
+    is_complete: bool = False
+
+    def comparison(self) -> list[dict]:
+        """Per rate, cluster / single box: accepted, p99, and the CPU per click of the whole stack
+        (the nodes, PostgreSQL and Redis; nginx apart, since the single box is measured without it)."""
+        single = {step.rate: step for step in self.sqlite}
+        rows = []
+        for step in self.cluster:
+            base = single.get(step.rate)
+            if base is None:
+                continue
+            rows.append(
+                {
+                    "rate": step.rate,
+                    "accepted_ratio": _ratio(step.accepted, base.accepted, 3),
+                    "p99_ratio": _ratio(step.p99_ms, base.p99_ms, 2),
+                    "cpu_per_click_ratio": _ratio(stack_cpu(step), stack_cpu(base), 2),
+                }
+            )
+        return rows
+
+    def to_json(self) -> dict:
+        return {
+            "settings": self.settings,
+            "is_complete": self.is_complete,
+            "sqlite": [asdict(step) for step in self.sqlite],
+            "cluster": [asdict(step) for step in self.cluster],
+            "caps": self.caps,
+            "comparison": self.comparison(),
+        }
+
+
+def _ratio(value, base, digits: int) -> float | None:
+    return round(value / base, digits) if value is not None and base else None
+
+
+def stack_cpu(step: StepResult) -> float | None:
+    """CPU µs per click of everything but nginx and k6: web workers, flushers, PostgreSQL, Redis."""
+    parts = [step.components.get(name, {}).get("cpu_us_per_click") for name in ("serve", "flusher")]
+    servers = [name for name in ("postgresql", "redis") if name in step.components]
+    parts += [step.components[name]["cpu_us_per_click"] for name in servers]
+    if any(part is None for part in parts):
+        return None
+    return round(sum(parts), 1)
+
+
+def run_cluster_bench(
+    options: BenchOptions, report: ClusterReport, reporter: Reporter | None = None
+) -> ClusterReport:
+    """The single box and the cluster, rate by rate, filling `report` step by step."""
+    reporter = reporter or Reporter()
+    if options.scenario not in CLUSTER_SCENARIOS:
+        raise BenchError(f"--cluster runs {' and '.join(CLUSTER_SCENARIOS)}, not {options.scenario}.")
+    k6 = k6_binary()
+    alias = SCENARIOS[options.scenario].alias
+    with (
+        run_work_dir("lanner-cluster-bench-", options.keep_files, reporter) as work_dir,
+        sigterm_as_interrupt(),
+    ):
+        sqlite_dir = work_dir / "sqlite" / "var"
+        sqlite_dir.mkdir(parents=True)
+        env = lanner_env(sqlite_dir)
+        reporter.message(f"Working in {work_dir}.")
+        clicks_before = prepare_database(
+            env, sqlite_dir / "lanner.db", options.prefill, options.scenario, reporter
+        )
+        campaign_id = json.loads(run_lanner(env, "campaign", "show", alias, "--json"))["id"]
+        offers = capped_offers(env) if options.scenario == "rotation" else []
+        with ExitStack() as stacks:
+            single = LannerStack(env, work_dir / "sqlite", options.workers, alias)
+            stacks.callback(single.stop)
+            single.start()  # Starts while the cluster is built.
+            cluster = stacks.enter_context(Cluster(options, work_dir, sqlite_dir, reporter))
+            single.wait_ready()
+            database = sqlite_dir / "lanner.db"
+            single.wait_drained(database, sqlite_dir / "spool")
+            cluster.wait_drained()
+            report.settings = {
+                **bench_settings(options, k6, sqlite_dir, work_dir, clicks_before),
+                "cluster": {
+                    "nodes": list(NODES),
+                    "web_workers_per_node": cluster.nodes[0].workers,
+                    "postgresql": "fsync, synchronous_commit and full_page_writes on; shared_buffers "
+                    f"{PG_SHARED_BUFFERS}; unix socket",
+                    "redis": "no persistence; unix socket",
+                    "front": "nginx (`lanner nginx site`, one upstream over both nodes)",
+                    "copy_seconds": cluster.copy_seconds,
+                    "copy": cluster.copy_output,
+                },
+                "load_average_at_start": os.getloadavg(),
+            }
+            for rate in options.rates:
+                groups = {"serve": [single.serve.pid], "flusher": [single.worker.pid]}
+                result, subids, meter = measure_rate(
+                    "sqlite", single.url, rate, options, work_dir, k6, groups, reporter
+                )
+                single.check_alive()
+                result.catch_up_s = round(single.wait_drained(database, sqlite_dir / "spool"), 2)
+                finish_step(result, subids, database, meter)
+                report.sqlite.append(result)
+                reporter.step_finished(result)
+
+                cluster.check_alive()
+                result, subids, meter = measure_rate(
+                    "cluster", cluster.url, rate, options, work_dir, k6, cluster.groups(), reporter
+                )
+                cluster.check_alive()
+                result.catch_up_s = round(cluster.wait_drained(), 2)
+                finish_step(result, subids, cluster.database_url, meter)
+                report.cluster.append(result)
+                reporter.step_finished(result)
+            if offers:
+                report.caps = {
+                    "sqlite": check_caps(database, campaign_id, offers),
+                    "cluster": check_caps(cluster.database_url, campaign_id, offers),
+                }
+        report.settings["load_average_at_end"] = os.getloadavg()
+        report.is_complete = True
+    return report
+
+
+# -- presentation ----------------------------------------------------------------------------
+
+COMPONENT_COLUMNS = (
+    ("rate", None),
+    ("web µs", "serve"),
+    ("flusher µs", "flusher"),
+    ("postgresql µs", "postgresql"),
+    ("redis µs", "redis"),
+    ("nginx µs", "nginx"),
+)
+
+
+def format_cluster_report(report: ClusterReport) -> list[str]:
+    """The steps of both sides, the cluster's cost per component, the ratios and the caps."""
+    header = [title for title, _ in TABLE_COLUMNS]
+    steps = [step for pair in zip(report.sqlite, report.cluster) for step in pair]
+    steps += report.sqlite[len(report.cluster) :]
+    cells = [[_cell(getattr(step, key)) for _, key in TABLE_COLUMNS] for step in steps]
+    lines = list(_aligned(header, cells))
+    if report.cluster:
+        lines.append("")
+        lines.append("cluster, per component: CPU µs per accepted click, peak PSS MB")
+        rows = []
+        for step in report.cluster:
+            row = [str(step.rate)]
+            for _, name in COMPONENT_COLUMNS[1:]:
+                part = step.components.get(name, {})
+                row.append(f"{_cell(part.get('cpu_us_per_click'))} / {_cell(part.get('peak_pss_mb'))}")
+            rows.append(row)
+        lines.extend(_aligned([title for title, _ in COMPONENT_COLUMNS], rows))
+    comparison = report.comparison()
+    if comparison:
+        lines.append("")
+        lines.extend(
+            _aligned(
+                ["rate", "accepted cluster/sqlite", "p99 cluster/sqlite", "cpu per click cluster/sqlite"],
+                [[str(row["rate"]), _cell(row["accepted_ratio"]), _cell(row["p99_ratio"]),
+                  _cell(row["cpu_per_click_ratio"])] for row in comparison],
+            )
+        )  # fmt: skip
+    for side, rows in report.caps.items():
+        for row in rows:
+            expected = f", expected {row['expected']}" if row["expected"] is not None else ""
+            lines.append(
+                f"{side} cap {row['name']}: {row['clicks']} of {row['cap']} "
+                f"(stream {row['stream_clicks']}, {row['after_last']} after its last{expected})"
+                f"{'' if row['is_exact'] else ' NOT EXACT'}"
+            )
+    return lines
