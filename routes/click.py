@@ -162,7 +162,7 @@ class ClickResource:
             resp.status = falcon.HTTP_204
             return
         try:
-            decision = self.tracker.track(campaign, self.visit(req.env))
+            decision = self.tracker.track(campaign, self.visit(req.env, campaign.source_slots))
         except SpoolUnwritable:
             # Refused (and counted, logged) by the tracker: no subid that would never land.
             if not self.is_spool_full_fallback:
@@ -186,7 +186,9 @@ class VisitParser:
         self.sub_id_params = sub_id_params(sub_id_aliases)
         self.max_click_cost = max_click_cost
 
-    def __call__(self, environ: dict) -> Visit:
+    def __call__(self, environ: dict, source_slots: dict[str, int] | None = None) -> Visit:
+        """`source_slots`: the campaign's traffic source's name -> sub_id slot (models/routing/config.py);
+        a source's name wins over sub_id_N, subN and LANNER_SUB_ID_ALIASES for its slot."""
         visit = Visit(
             ip=self.client_address(environ),
             user_agent=_text(environ.get("HTTP_USER_AGENT", ""), MAX_USER_AGENT),
@@ -214,7 +216,22 @@ class VisitParser:
                 visit.keyword = _param(params["keyword"])
             if "cost" in params:
                 visit.cost = _cost(_param(params["cost"]), self.max_click_cost)
+            if source_slots is not None:  # PERF: a dict lookup per source parameter, none without one.
+                for name, slot in source_slots.items():
+                    value = params.get(name)
+                    if value is not None:
+                        visit.sub_ids[slot - 1] = _param(value)
         return visit
+
+
+def with_source_slots(visit: Visit, source_slots: dict[str, int] | None) -> Visit:
+    """A parsed visit's sub_ids with its campaign's traffic source's parameters applied, as the click
+    path applies them (`lanner simulate` parses the URL before it knows the campaign)."""
+    for name, slot in (source_slots or {}).items():
+        value = visit.params.get(name)
+        if value is not None:
+            visit.sub_ids[slot - 1] = value
+    return visit
 
 
 def visit_from_url(
