@@ -37,6 +37,7 @@ from models.errors import ConflictError, LannerError, NotFoundError
 from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
+from models.routing.sources import slot_filter
 from models.store.database import write_tx
 from models.store.sqlite.accounts import AccountStore
 from models.store.sqlite.meta import MetaStore
@@ -139,12 +140,24 @@ def _check_offer_fields(fields: dict[str, Any]) -> None:
     _check_cap(fields.get("total_cap"), "A total cap")
 
 
-def filters_json(expressions: Iterable[str]) -> str:
-    """Stream filters as stored: the JSON list of specs parsed from `country=US`-style expressions."""
+def filters_json(expressions: Iterable[str], source_slots: dict[str, int] | None = None) -> str:
+    """Stream filters as stored: the JSON list of specs parsed from `country=US`-style expressions.
+    `source_slots`: the campaign's traffic source's names, taken as their sub_id slots (`zoneid=1`)."""
     try:
-        return json.dumps([parse_filter(expression) for expression in expressions])
+        return json.dumps(
+            [parse_filter(slot_filter(expression, source_slots or {})) for expression in expressions]
+        )
     except FilterError as exc:
         raise AdminError(str(exc)) from None
+
+
+def _source_slots(ref: int | None, *, by_campaign: bool = False) -> dict[str, int]:
+    """Name -> sub_id slot of a traffic source (by id), or of a campaign's (by the campaign's id)."""
+    from models.admin.sources import source_of_id
+    from models.routing.sources import loads, slot_of
+
+    source = source_of_id(get_campaign(ref).source_id if by_campaign and ref is not None else ref)
+    return slot_of(loads(source.parameters)) if source is not None else {}
 
 
 def describe_filters(stream: Stream) -> list[str]:
@@ -608,7 +621,7 @@ def add_stream(
     fallback_offer_id. `filters` are expressions such as `country=US,GB` (models/routing/filters.py)."""
     options = {key: value for key, value in options.items() if value is not None}
     fields = {"type": type, "action": action, "weight": weight, "action_payload": payload, **options}
-    fields["filters"] = filters_json(filters)
+    fields["filters"] = filters_json(filters, _source_slots(get_campaign(campaign_ref).source_id))
     _check_stream_fields(fields, action)
     if action == "offers" and not offers:
         raise AdminError("A stream that sends to offers needs at least one --offer.")
@@ -645,7 +658,8 @@ def update_stream(
     if "payload" in changes:
         changes["action_payload"] = changes.pop("payload")
     if filters:
-        changes["filters"] = filters_json(filters)
+        campaign_slots = _source_slots(get_stream(stream_id).campaign_id, by_campaign=True)
+        changes["filters"] = filters_json(filters, campaign_slots)
     elif clear_filters:
         changes["filters"] = "[]"
     if clear_caps:

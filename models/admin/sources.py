@@ -345,8 +345,12 @@ def source_id_for(ref: str | None) -> int | None:
     return source.id
 
 
+def source_of_id(source_id: int | None) -> TrafficSource | None:
+    return TrafficSource.get_or_none(TrafficSource.id == source_id) if source_id else None
+
+
 def source_of(campaign: Campaign) -> TrafficSource | None:
-    return TrafficSource.get_or_none(TrafficSource.id == campaign.source_id) if campaign.source_id else None
+    return source_of_id(campaign.source_id)
 
 
 def campaign_source_url(campaign: Campaign) -> str:

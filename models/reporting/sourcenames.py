@@ -66,8 +66,9 @@ def resolve_source_names(
             )
         renames[name] = f"sub_id_{next(iter(found))}"
         scope = ids if scope is None else scope & ids
-    columns = [renames.get(name, name) for name in (*query.group_by, *query.filters)]
-    if len(set(columns)) < len(columns):
+    groups = [renames.get(name, name) for name in query.group_by]
+    filtered = [renames.get(name, name) for name in query.filters]
+    if len(set(groups)) < len(groups) or len(set(filtered)) < len(filtered):
         raise SourceNameError("A report names one sub_id slot twice (a source's name and its sub_id_N).")
     if not scope:
         raise SourceNameError(

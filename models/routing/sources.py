@@ -24,6 +24,7 @@ NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,31}")
 MAX_PLACEHOLDER = 100
 _SLOT_NAME = re.compile(r"sub(_id_)?[0-9]+")
 _PLACEHOLDER_FORBIDDEN = re.compile(r"[\s&#\x00-\x1f\x7f]")
+_FILTER_NAME = re.compile(r"(\s*)([A-Za-z][A-Za-z0-9_]*)(\s*(?:!=|!~|=|~))")
 
 
 class SourceError(LannerError, ValueError):
@@ -136,3 +137,13 @@ def campaign_url(alias: str, parameters: Iterable[Mapping[str, str]]) -> str:
     """The campaign URL path as the network takes it: `/alias?zoneid={zoneid}&...`."""
     query = template_text(parameters)
     return f"/{alias}?{query}" if query else f"/{alias}"
+
+
+def slot_filter(expression: str, slots: Mapping[str, int]) -> str:
+    """A stream filter expression on a source's name (`zoneid=123`) as the slot's (`sub_id_3=123`),
+    which is how it is stored; any other expression as it is."""
+    match = _FILTER_NAME.match(expression)
+    if match is None or match.group(2).lower() not in slots:
+        return expression
+    slot = slots[match.group(2).lower()]
+    return f"{match.group(1)}sub_id_{slot}{match.group(3)}{expression[match.end():]}"
