@@ -174,6 +174,17 @@ def test_source_refusals_are_one_sentence_each(db, offer):
         create_campaign(db, "Late", "late", offer_id=offer.id, source="Zones")
 
 
+def test_a_changed_template_keeps_each_name_s_slot_unless_one_is_given(db):
+    from models.admin.sources import create_source, update_source
+    from models.routing.sources import loads, slot_of
+
+    create_source(db, "Zones", ZONES)  # zoneid in sub_id_1, campaignid in sub_id_2.
+    source = update_source(db, "Zones", template="siteid={site}&campaignid={campaignid}&zoneid={zoneid}")
+    assert slot_of(loads(source.parameters)) == {"siteid": 3, "campaignid": 2, "zoneid": 1}
+    source = update_source(db, "Zones", slots={"siteid": 1})  # zoneid gives up slot 1: the next free.
+    assert slot_of(loads(source.parameters)) == {"siteid": 1, "campaignid": 2, "zoneid": 3}
+
+
 def test_a_source_can_start_from_the_catalogue(db):
     from models.admin.sources import create_source, source_fields
 
@@ -323,9 +334,12 @@ def test_the_panel_creates_from_the_catalogue_edits_and_picks_a_source(panel, us
                                                           "csrf_token": csrf_token(html)}, cookie=cookie)  # fmt: skip
     assert status == 303 and get_source(1).parameters.count("sub_id_6") == 1
     create_campaign(db, "Pop", "pop", offer_url="https://o.example/?s={subid}", source="Zeropark")
-    html = get(panel, "/panel/campaigns/1", log_in(panel))[2]
+    admin_cookie = log_in(panel)
+    html = get(panel, "/panel/campaigns/1", admin_cookie)[2]
     url = re.search(r'value="([^"]*)" aria-label="Campaign URL"', html).group(1)
     assert url.endswith("/pop?target={target}&amp;external_id={cid}")
+    listed = get(panel, "/panel/campaigns", admin_cookie)[2]  # The list's URL to copy carries them too.
+    assert "/pop?target={target}&amp;external_id={cid}\" aria-label" in listed
     assert '<option value="1" selected>Zeropark</option>' in html
     viewer = log_in(panel, "vera")
     assert "New traffic source" not in get(panel, "/panel/sources", viewer)[2]
@@ -337,17 +351,25 @@ def test_the_panel_creates_from_the_catalogue_edits_and_picks_a_source(panel, us
 
 
 def test_a_source_s_click_macro_postback_and_report_end_to_end(
-    lanner, start_server, start_consumer, target_server
+    db, lanner, start_server, start_consumer, target_server
 ):
+    from models.admin.services import create_campaign, create_offer
+    from models.conversions.postbacks import read_secret
+
     target = target_server()
-    lanner("source", "create", "Zones", "--template", ZONES, "--slot", "zoneid=3",
+    lanner("source", "create", "Zones", "--template", ZONES,
            "--postback", target.base + "/cb?c={external_id}&z={zoneid}&p={payout}")  # fmt: skip
-    lanner("offer", "create", "Shop", "--url", "https://shop.example/?click={subid}&z={zoneid}&c={campaignid}")
-    lanner("campaign", "create", "With", "--alias", "with", "--offer-id", "1", "--source", "Zones")
-    lanner("campaign", "create", "Without", "--alias", "without", "--offer-id", "1")
+    lanner("source", "update", "Zones", "--slot", "zoneid=3")
+    shown = json.loads(lanner("source", "show", "Zones", "--json").stdout)
+    assert [(p["name"], p["field"]) for p in shown["parameters"]] == [
+        ("zoneid", "sub_id_3"), ("cost", "cost"), ("external_id", "external_id"), ("campaignid", "sub_id_2"),
+    ]  # fmt: skip
+    offer = create_offer(db, "Shop", "https://shop.example/?click={subid}&z={zoneid}&c={campaignid}")
+    create_campaign(db, "With", "with", offer_id=offer.id, source="Zones")
+    create_campaign(db, "Without", "without", offer_id=offer.id)
     shown = json.loads(lanner("campaign", "show", "with", "--json").stdout)
     assert (shown["source"], shown["source_url"]) == ("Zones", "/with?" + ZONES)
-    key = lanner("postback", "key", "show").stdout.splitlines()[0].removeprefix("key: ")
+    key = read_secret(db, "postback_key")
     server = start_server(workers=1)
     start_consumer(LANNER_FLUSH_INTERVAL="0.1")
 

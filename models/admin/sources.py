@@ -277,6 +277,20 @@ def _method(method: str) -> str:
     return method
 
 
+def _kept_slots(
+    parameters: list[dict[str, str]], template: str | None, slots: dict[str, int]
+) -> dict[str, int]:
+    """The slots a changed source maps its names to: those given, and for the other names it keeps
+    the slot they had (data already stored there stays theirs), unless a given one takes it."""
+    names = {p["name"] for p in _parameters(template, None)} if template is not None else None
+    kept = {
+        name: slot
+        for name, slot in slot_of(parameters).items()
+        if (names is None or name in names) and name not in slots and slot not in slots.values()
+    }
+    return {**kept, **slots}
+
+
 def update_source(
     db: Database,
     ref: str | int,
@@ -290,21 +304,18 @@ def update_source(
     status: str | None = None,
     actor: Principal = CLI,
 ) -> TrafficSource:
-    """Change a source; None leaves a field as it is (`postback_url=""` stops its postbacks). Slots
+    """Change a source; None leaves a field as it is (`postback_url=""` stops its postbacks). A name
+    keeps its sub_id slot through a change unless `slots` maps it (or another name to its slot); slots
     given without a template re-map the current template's names."""
     with write_tx(db):
         source = get_source(ref)
         before = _audit_fields(source)
         parameters = loads(source.parameters)
         if template is not None or slots:
-            if template is None:
-                template = template_text(parameters)
-                # Re-mapping some names keeps the others where they are.
-                kept = {
-                    name: slot for name, slot in slot_of(parameters).items() if slot not in slots.values()
-                }
-                slots = {**kept, **(slots or {})}
-            parameters = _parameters(template, slots)
+            parameters = _parameters(
+                template_text(parameters) if template is None else template,
+                _kept_slots(parameters, template, slots or {}),
+            )
             source.parameters = json.dumps(parameters)
             names = source_macro_names(exclude_id=source.id) | {p["name"] for p in parameters}
             _check_urls_still_compile(names)
