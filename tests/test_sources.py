@@ -134,6 +134,11 @@ def test_a_campaign_s_postback_target_follows_its_source(db):
     assert copy.source_id == zones.id
     assert [t["campaign_id"] for t in active_targets()] == [1, copy.id]
 
+    from models.admin.services import AdminError
+    from models.conversions.admin import remove_target
+
+    with pytest.raises(AdminError, match="is its campaign's traffic source's postback"):
+        remove_target(db, target["id"])
     update_campaign(db, "summer", clear_source=True)  # Leaving the source removes its target.
     assert [t["campaign_id"] for t in active_targets()] == [copy.id]
     update_source(db, zones.id, postback_url="")  # No postback: none anywhere.
@@ -379,6 +384,8 @@ def test_a_source_s_click_macro_postback_and_report_end_to_end(
     query = parse_qs(urlsplit(headers["location"]).query)
     assert (query["z"], query["c"]) == (["z 77"], ["9"])
     subid = query["click"][0]
+    simulated = json.loads(lanner("simulate", "/with?zoneid=z5&sub3=no", "--ip", "8.8.8.8", "--json").stdout)
+    assert "&z=z5&" in simulated["decision"]["location"]
     status, headers, _ = click(server.port, "without", "zoneid=z9&sub3=yes", ip="203.0.113.8")
     assert status == 302 and headers["location"].endswith("&z=&c=")
 
