@@ -77,6 +77,27 @@ def test_slot_mappings_are_name_equals_a_slot_from_1_to_30():
             parse_slots([bad])
 
 
+def test_a_slot_the_source_maps_is_filled_from_its_name_only_and_the_others_as_always():
+    from routes.click import ClientAddress, VisitParser, with_source_slots
+
+    parser = VisitParser(ClientAddress((), "X-Real-IP", is_unix_socket=False), {"zone": 3, "aff": 5}, 1.0)
+
+    def sub_ids(query, slots):
+        visit = parser({"REMOTE_ADDR": "203.0.113.7", "QUERY_STRING": query}, slots)
+        return visit.sub_ids[:5]
+
+    source = {"zoneid": 3}
+    assert sub_ids("sub3=a&zoneid=z&sub4=b&aff=c", None) == ["", "", "a", "b", "c"]
+    assert sub_ids("zoneid=z&sub3=a&zone=q&sub4=b&aff=c", source) == ["", "", "z", "b", "c"]
+    assert sub_ids("sub3=a&zone=q", source) == ["", "", "", "", ""]
+    reloaded = {"zoneid": 4}  # A configuration reload's new dict: resolved again, not the old one's.
+    assert sub_ids("zoneid=z&sub3=a", reloaded) == ["", "", "a", "z", ""]
+    assert sub_ids("zoneid=z&sub3=a", source) == ["", "", "z", "", ""]
+    # `lanner simulate` applies a campaign's source after parsing, to the same effect.
+    visit = parser({"REMOTE_ADDR": "203.0.113.7", "QUERY_STRING": "sub3=a&sub4=b"})
+    assert with_source_slots(visit, source).sub_ids[:4] == ["", "", "", "b"]
+
+
 def test_the_catalogue_s_templates_all_parse_and_each_entry_says_where_it_stands():
     from models.admin.sources import catalogue
     from models.routing.sources import parse_template
