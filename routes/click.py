@@ -29,6 +29,7 @@ MAX_REFERRER = 2000
 MAX_PARAMS = 50  # Query parameters kept for the `param` filter; sub_id slots are filled regardless.
 LOCATION_SAFE = "!#$%&'()*+,/:;=?@[]~"  # URL delimiters and escapes: kept as they are.
 NOT_A_CLICK_DESTINATIONS = frozenset({"image", "script", "style", "font", "audio", "video", "track"})
+MAX_CACHED_SOURCES = 256  # Campaigns' source mappings a worker keeps resolved (VisitParser).
 SPOOL_FULL_RETRY_AFTER = 60  # Seconds, in the 503 of a click refused because the spool is unwritable.
 
 
@@ -162,7 +163,7 @@ class ClickResource:
             resp.status = falcon.HTTP_204
             return
         try:
-            decision = self.tracker.track(campaign, self.visit(req.env))
+            decision = self.tracker.track(campaign, self.visit(req.env, campaign.source_slots))
         except SpoolUnwritable:
             # Refused (and counted, logged) by the tracker: no subid that would never land.
             if not self.is_spool_full_fallback:
@@ -184,9 +185,24 @@ class VisitParser:
     ) -> None:
         self.client_address = client_address
         self.sub_id_params = sub_id_params(sub_id_aliases)
+        # id(a campaign's source_slots) -> (those slots, the query names that fill which slot for it).
+        # The entry holds the slots dict, so its id cannot be another dict's while it is cached.
+        self._source_params: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
         self.max_click_cost = max_click_cost
 
-    def __call__(self, environ: dict) -> Visit:
+    def _params_with(self, source_slots: dict[str, int]) -> dict[str, int]:
+        """The names that fill a sub_id slot in a campaign with this source: its names, and sub_id_N,
+        subN and LANNER_SUB_ID_ALIASES for the slots it leaves (a slot it maps is its names' only)."""
+        taken = set(source_slots.values())
+        params = {name: slot for name, slot in self.sub_id_params.items() if slot not in taken}
+        params.update(source_slots)
+        if len(self._source_params) >= MAX_CACHED_SOURCES:  # Configuration reloads leave old entries.
+            self._source_params.clear()
+        self._source_params[id(source_slots)] = (source_slots, params)
+        return params
+
+    def __call__(self, environ: dict, source_slots: dict[str, int] | None = None) -> Visit:
+        """`source_slots`: the campaign's traffic source's name -> sub_id slot (models/routing/config.py)."""
         visit = Visit(
             ip=self.client_address(environ),
             user_agent=_text(environ.get("HTTP_USER_AGENT", ""), MAX_USER_AGENT),
@@ -198,6 +214,10 @@ class VisitParser:
         if query:
             params = parse_query_string(query, keep_blank=False, csv=False)
             slots = self.sub_id_params
+            if source_slots is not None:  # PERF: one dict lookup; a campaign without a source: none.
+                cached = self._source_params.get(id(source_slots))
+                is_cached = cached is not None and cached[0] is source_slots
+                slots = cached[1] if is_cached else self._params_with(source_slots)
             kept = visit.params
             for name, value in params.items():
                 value = _param(value)
@@ -215,6 +235,15 @@ class VisitParser:
             if "cost" in params:
                 visit.cost = _cost(_param(params["cost"]), self.max_click_cost)
         return visit
+
+
+def with_source_slots(visit: Visit, source_slots: dict[str, int] | None) -> Visit:
+    """A parsed visit's sub_ids with its campaign's traffic source's parameters applied, as the click
+    path applies them (`lanner simulate` parses the URL before it knows the campaign): a slot the
+    source maps holds its name's value only."""
+    for name, slot in (source_slots or {}).items():
+        visit.sub_ids[slot - 1] = visit.params.get(name, "")
+    return visit
 
 
 def visit_from_url(

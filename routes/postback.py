@@ -313,7 +313,7 @@ class ClickPixelResource:
             _pixel(resp, falcon.HTTP_204)
             return
         try:
-            decision = self.tracker.track(campaign, self.visit(req.env))
+            decision = self.tracker.track(campaign, self.visit(req.env, campaign.source_slots))
         except SpoolUnwritable:  # Not recorded (a full disk): no subid cookie for a click not stored.
             _pixel(resp, falcon.HTTP_503)
             resp.set_header("Retry-After", str(SPOOL_FULL_RETRY_AFTER))

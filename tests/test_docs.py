@@ -62,9 +62,11 @@ def test_migrated_schema_matches_the_models(db):
         StatusMap,
     )
     from models.tables.offer import Offer
+    from models.tables.source import TrafficSource
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)
-    for model in (*models, PostbackDelivery, PostbackRefusal, User, CampaignShare, ApiKey, AuditEntry):
+    accounts = (User, CampaignShare, ApiKey, AuditEntry)
+    for model in (*models, PostbackDelivery, PostbackRefusal, *accounts, TrafficSource):
         table = model._meta.table_name
         columns = {column.name for column in db.get_columns(table)}
         fields = {field.column_name for field in model._meta.sorted_fields}

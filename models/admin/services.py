@@ -37,6 +37,7 @@ from models.errors import ConflictError, LannerError, NotFoundError
 from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
+from models.routing.sources import slot_filter
 from models.store.database import write_tx
 from models.store.sqlite.accounts import AccountStore
 from models.store.sqlite.meta import MetaStore
@@ -76,9 +77,12 @@ def _fields(row: Campaign | Stream | Offer) -> dict[str, Any]:
 
 
 def _check_url(url: str) -> str:
-    """The URL as it is stored: validated, and rewritten to the printable ASCII a Location carries."""
+    """The URL as it is stored: validated, and rewritten to the printable ASCII a Location carries.
+    The traffic sources' parameter names (`{zoneid}`) are macros besides the click's."""
+    from models.admin.sources import source_macro_names
+
     try:
-        return saved_url(url)
+        return saved_url(url, source_macro_names())
     except MacroError as exc:
         raise AdminError(str(exc)) from None
 
@@ -136,12 +140,24 @@ def _check_offer_fields(fields: dict[str, Any]) -> None:
     _check_cap(fields.get("total_cap"), "A total cap")
 
 
-def filters_json(expressions: Iterable[str]) -> str:
-    """Stream filters as stored: the JSON list of specs parsed from `country=US`-style expressions."""
+def filters_json(expressions: Iterable[str], source_slots: dict[str, int] | None = None) -> str:
+    """Stream filters as stored: the JSON list of specs parsed from `country=US`-style expressions.
+    `source_slots`: the campaign's traffic source's names, taken as their sub_id slots (`zoneid=1`)."""
     try:
-        return json.dumps([parse_filter(expression) for expression in expressions])
+        return json.dumps(
+            [parse_filter(slot_filter(expression, source_slots or {})) for expression in expressions]
+        )
     except FilterError as exc:
         raise AdminError(str(exc)) from None
+
+
+def _source_slots(ref: int | None, *, by_campaign: bool = False) -> dict[str, int]:
+    """Name -> sub_id slot of a traffic source (by id), or of a campaign's (by the campaign's id)."""
+    from models.admin.sources import source_of_id
+    from models.routing.sources import loads, slot_of
+
+    source = source_of_id(get_campaign(ref).source_id if by_campaign and ref is not None else ref)
+    return slot_of(loads(source.parameters)) if source is not None else {}
 
 
 def describe_filters(stream: Stream) -> list[str]:
@@ -321,18 +337,23 @@ def create_campaign(
 ) -> Campaign:
     """A campaign with one regular stream to one offer (a new offer from `offer_url`, or `offer_id`).
 
-    `options`: timezone, bind_visitor, default_action, default_payload, owner_id (see update_campaign;
-    the owner is by default the actor's user: nobody for the CLI and the install key).
+    `options`: timezone, bind_visitor, default_action, default_payload, owner_id, source (a traffic
+    source's name or id; see update_campaign; the owner is by default the actor's user: nobody for the
+    CLI and the install key).
     """
+    from models.admin.sources import source_id_for, source_of, sync_postback_target
+
     _check_alias(alias)
     if (offer_url is None) == (offer_id is None):
         raise AdminError("Give exactly one of an offer URL or an existing offer id.")
     options = {key: value for key, value in options.items() if value is not None}
+    source_ref = options.pop("source", None)
     fields = {"rotation": rotation, "uniqueness_hours": uniqueness_hours, **options}
     fields.setdefault("cost_currency", report_currency(db.connection()))
     fields.setdefault("owner_id", actor.user_id)
     _check_campaign_fields(fields)
     with write_tx(db):
+        fields["source_id"] = source_id_for(source_ref)
         if offer_id is not None:
             check_usable_offers(db, actor, [offer_id])
         try:
@@ -349,6 +370,7 @@ def create_campaign(
         stream = Stream.create(campaign=campaign, name="Default", type="regular", position=1)
         StreamOffer.create(stream=stream, offer=offer, weight=100)
         record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
+        sync_postback_target(db, campaign, source_of(campaign), actor)
         MetaStore(db.connection()).bump_config_version()
     return campaign
 
@@ -389,14 +411,28 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
 
 
 def update_campaign(
-    db: Database, ref: str | int, *, clear_owner: bool = False, actor: Principal = CLI, **changes: Any
+    db: Database,
+    ref: str | int,
+    *,
+    clear_owner: bool = False,
+    clear_source: bool = False,
+    actor: Principal = CLI,
+    **changes: Any,
 ) -> Campaign:
-    """Change a campaign; None leaves a field as it is (`clear_owner`: owned by nobody, admins only)."""
+    """Change a campaign; None leaves a field as it is (`clear_owner`: owned by nobody, admins only;
+    `source`: a traffic source's name or id, `clear_source`: none)."""
+    from models.admin.sources import source_id_for, source_of, sync_postback_target
+
     changes = {key: value for key, value in changes.items() if value is not None}
+    source_ref = changes.pop("source", None)
     _check_campaign_fields(changes)
     if clear_owner:
         changes["owner_id"] = None
     with write_tx(db):
+        if source_ref is not None:
+            changes["source_id"] = source_id_for(source_ref)
+        elif clear_source:
+            changes["source_id"] = None
         campaign = get_campaign(ref)
         before = _fields(campaign)
         for key, value in changes.items():
@@ -408,6 +444,8 @@ def update_campaign(
             raise AdminConflict(f"A campaign with alias {changes.get('alias')!r} already exists.") from None
         action = "archive" if changes.get("status") == "archived" else "update"
         record_change(db, actor, "campaign", campaign.id, action, before, _fields(campaign))
+        if "source_id" in changes:
+            sync_postback_target(db, campaign, source_of(campaign), actor)
         MetaStore(db.connection()).bump_config_version()
     return campaign
 
@@ -422,7 +460,7 @@ COPIED_STREAM_FIELDS = (
 )  # fmt: skip
 COPIED_CAMPAIGN_FIELDS = (
     "rotation", "uniqueness_hours", "timezone", "cost_model", "cost_value", "cost_currency",
-    "bind_visitor", "default_action", "default_payload",
+    "bind_visitor", "default_action", "default_payload", "source_id",
 )  # fmt: skip
 
 
@@ -451,7 +489,10 @@ def clone_campaign(
     original's status, but a copy of an archived campaign is paused. An admin's copy (the CLI's, the
     install key's) keeps the original's owner; anyone else's is their own, as a campaign they create
     would be. Shares, postback targets and costs are not copied: they belong to the original's traffic.
+    Its traffic source is, with the source's postback.
     """
+    from models.admin.sources import source_of, sync_postback_target
+
     source = get_campaign(ref)
     if alias is None:
         alias = _free_alias(source.alias[:59] + "-copy")
@@ -474,6 +515,8 @@ def clone_campaign(
             for offer_id, weight in stream_offers(original):
                 StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
             record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
+        # The source's own postback comes with the source: it is the network's, not the traffic's.
+        sync_postback_target(db, campaign, source_of(campaign), actor)
         MetaStore(db.connection()).bump_config_version()
     return campaign
 
@@ -578,7 +621,7 @@ def add_stream(
     fallback_offer_id. `filters` are expressions such as `country=US,GB` (models/routing/filters.py)."""
     options = {key: value for key, value in options.items() if value is not None}
     fields = {"type": type, "action": action, "weight": weight, "action_payload": payload, **options}
-    fields["filters"] = filters_json(filters)
+    fields["filters"] = filters_json(filters, _source_slots(get_campaign(campaign_ref).source_id))
     _check_stream_fields(fields, action)
     if action == "offers" and not offers:
         raise AdminError("A stream that sends to offers needs at least one --offer.")
@@ -615,7 +658,8 @@ def update_stream(
     if "payload" in changes:
         changes["action_payload"] = changes.pop("payload")
     if filters:
-        changes["filters"] = filters_json(filters)
+        campaign_slots = _source_slots(get_stream(stream_id).campaign_id, by_campaign=True)
+        changes["filters"] = filters_json(filters, campaign_slots)
     elif clear_filters:
         changes["filters"] = "[]"
     if clear_caps:

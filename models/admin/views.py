@@ -22,7 +22,19 @@ def campaign_fields(campaign) -> dict[str, Any]:
         "cost_currency": campaign.cost_currency,
         "owner_id": campaign.owner_id,  # The user who owns it (models/accounts/access.py); None: admins'.
         "url": f"/{campaign.alias}",
+        **_source(campaign),
     }
+
+
+def _source(campaign) -> dict[str, Any]:
+    """Its traffic source, and the URL with the source's placeholders the network is given."""
+    from models.admin.sources import source_of
+    from models.routing.sources import campaign_url, loads
+
+    source = source_of(campaign)
+    if source is None:
+        return {"source": None, "source_url": f"/{campaign.alias}"}
+    return {"source": source.name, "source_url": campaign_url(campaign.alias, loads(source.parameters))}
 
 
 def offer_fields(offer) -> dict[str, Any]:

@@ -146,6 +146,11 @@ def remove_target(db: Database, target_id: int, *, actor: Principal = CLI) -> Po
         )
         if target is None:
             raise AdminNotFound(f"There is no active postback target {target_id}.")
+        if target.source_id is not None:  # Made again by the source's next change: refuse, say why.
+            raise AdminError(
+                f"Postback target {target_id} is its campaign's traffic source's postback; empty the "
+                "source's postback URL, or take the campaign off the source."
+            )
         before = _target_fields(target)
         target.status = "removed"
         target.save()

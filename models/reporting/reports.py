@@ -50,6 +50,7 @@ from models.reporting.dimensions import (
     METRICS,
 )
 from models.reporting.rollups import add_metrics
+from models.reporting.sourcenames import SourceNameError, resolve_source_names
 from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.store.database import read_tx
 from models.store.sqlite.reports import ReportStore
@@ -262,7 +263,25 @@ def _check(query: ReportQuery) -> None:
 
 
 def run_report(db: Database, query: ReportQuery, *, now: float | None = None) -> Report:
-    """The report `query` asks for; ReportError (or TimeRangeError) names what is wrong with it."""
+    """The report `query` asks for; ReportError (or TimeRangeError) names what is wrong with it.
+
+    A traffic source's parameter name (`zoneid`) groups and filters as the sub_id slot it fills, over
+    the campaigns whose source defines it (models/reporting/sourcenames.py); its column keeps the name."""
+    store = ReportStore(db.connection())
+    ids = campaign_ids(store, query.filters["campaign"]) if "campaign" in query.filters else None
+    try:
+        query, labels, notes = resolve_source_names(query, GROUPS, ids)
+    except SourceNameError as exc:
+        raise ReportError(str(exc)) from None
+    report = _run_report(db, query, now=now)
+    if labels:
+        report.columns = [labels.get(column, column) for column in report.columns]
+        report.rows = [{labels.get(key, key): value for key, value in row.items()} for row in report.rows]
+        report.notes = notes + report.notes
+    return report
+
+
+def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -> Report:
     _check(query)
     try:
         currency = check_report_currency(db.connection(), query.currency)

@@ -22,9 +22,12 @@ from models.routing.filters import (
     compile_filters,
     validate_filters,
 )
-from models.routing.macros import MacroError, UrlTemplate, compile_url
+from models.routing.macros import MacroError, UrlTemplate, compile_url, rename_macros
+from models.routing.sources import loads as source_parameters
+from models.routing.sources import slot_of
 from models.tables.campaign import Campaign, Stream, StreamOffer
 from models.tables.offer import Offer
+from models.tables.source import TrafficSource
 
 logger = logging.getLogger(__name__)
 
@@ -100,11 +103,28 @@ class CampaignConfig:
     needs_device: bool = False
     needs_bot: bool = False
     needs_network: bool = False  # A stream filters on isp, connection or carrier.
+    # Its traffic source's parameter name -> sub_id slot (1-based); None: no source (or none that
+    # fills a slot), and the click path reads the query as it always did.
+    source_slots: dict[str, int] | None = None
 
 
-def _template(url: str, what: str) -> UrlTemplate | None:
+@dataclass(frozen=True)
+class SourceMacros:
+    """How a campaign's URLs read the traffic sources' parameter names as macros, resolved at load.
+
+    `{zoneid}` is accepted in any URL while some source defines it (`names`); in a campaign whose
+    source maps it to a slot it renders that slot's value (`renames`), elsewhere it renders empty."""
+
+    names: frozenset[str] = frozenset()
+    renames: dict[str, str] = field(default_factory=dict)
+
+
+NO_SOURCE_MACROS = SourceMacros()
+
+
+def _template(url: str, what: str, macros: SourceMacros = NO_SOURCE_MACROS) -> UrlTemplate | None:
     try:
-        return compile_url(url)
+        return compile_url(rename_macros(url, macros.renames), macros.names)
     except MacroError as exc:
         # Saved URLs are validated on save; a bad one here predates validation: skip, loudly.
         logger.error("%s has an invalid URL and gets no traffic: %s", what, exc)
@@ -119,8 +139,8 @@ def _zone(name: str, what: str) -> ZoneInfo:
         return ZoneInfo("UTC")
 
 
-def _offer_choice(offer: Offer, weight: int) -> OfferChoice | None:
-    template = _template(offer.url, f"offer {offer.id}")
+def _offer_choice(offer: Offer, weight: int, macros: SourceMacros) -> OfferChoice | None:
+    template = _template(offer.url, f"offer {offer.id}", macros)
     if template is None:
         return None
     return OfferChoice(
@@ -142,20 +162,23 @@ def _stream_config(
     tz: ZoneInfo,
     links: list[tuple[StreamOffer, Offer]],
     offers_by_id: dict[int, Offer],
+    macros: SourceMacros,
 ) -> StreamConfig | None:
     filters = _stream_filters(stream, tz)
     if filters is None:
         return None
     offers = []
     for link, offer in links:
-        choice = _offer_choice(offer, link.weight) if link.weight > 0 else None
+        choice = _offer_choice(offer, link.weight, macros) if link.weight > 0 else None
         if choice is not None:
             offers.append(choice)
     fallback = None
     if stream.fallback_offer_id is not None and stream.fallback_offer_id in offers_by_id:
-        fallback = _offer_choice(offers_by_id[stream.fallback_offer_id], 1)
+        fallback = _offer_choice(offers_by_id[stream.fallback_offer_id], 1, macros)
     redirect = (
-        _template(stream.action_payload, f"stream {stream.id}") if stream.action == "redirect" else None
+        _template(stream.action_payload, f"stream {stream.id}", macros)
+        if stream.action == "redirect"
+        else None
     )
     return StreamConfig(
         id=stream.id,
@@ -181,8 +204,7 @@ def _stream_config(
     )
 
 
-# What routing reads of a campaign: not its owner and whatever else the panel keeps on it, so a
-# worker also loads a database migrated up to an older release (the upgrade rehearsals run one).
+# What routing reads of a campaign: not its owner and whatever else the panel keeps on it.
 ROUTED_CAMPAIGN_FIELDS = (
     Campaign.id,
     Campaign.alias,
@@ -193,7 +215,19 @@ ROUTED_CAMPAIGN_FIELDS = (
     Campaign.bind_visitor,
     Campaign.default_action,
     Campaign.default_payload,
+    Campaign.source_id,
 )
+
+
+def _source_slots(db: Database) -> tuple[frozenset[str], dict[int, dict[str, int]]]:
+    """Every source's parameter names, and each source's name -> sub_id slot."""
+    names: set[str] = set()
+    slots = {}
+    for source in TrafficSource.select(TrafficSource.id, TrafficSource.parameters):
+        parameters = source_parameters(source.parameters)
+        names.update(p["name"] for p in parameters)
+        slots[source.id] = slot_of(parameters)
+    return frozenset(names), slots
 
 
 def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
@@ -207,19 +241,26 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
     streams: dict[int, list[Stream]] = {}
     for stream in Stream.select().where(Stream.status == "active").order_by(Stream.position, Stream.id):
         streams.setdefault(stream.campaign_id, []).append(stream)
+    source_names, source_slots = _source_slots(db)
     campaigns = {}
     for campaign in Campaign.select(*ROUTED_CAMPAIGN_FIELDS).where(Campaign.status == "active"):
         tz = _zone(campaign.timezone, f"campaign {campaign.alias}")
+        slots = source_slots.get(campaign.source_id) or None
+        macros = SourceMacros(
+            source_names, {name: f"sub_id_{slot}" for name, slot in (slots or {}).items()}
+        )
         by_type: dict[str, list[StreamConfig]] = {"intercepting": [], "regular": [], "fallback": []}
         by_id = {}
         for stream in streams.get(campaign.id, []):
-            config = _stream_config(stream, campaign, tz, links.get(stream.id, []), offers_by_id)
+            config = _stream_config(stream, campaign, tz, links.get(stream.id, []), offers_by_id, macros)
             if config is not None:
                 by_type.setdefault(config.type, []).append(config)
                 by_id[config.id] = config
         default_redirect = None
         if campaign.default_action == "redirect":
-            default_redirect = _template(campaign.default_payload, f"campaign {campaign.alias} default")
+            default_redirect = _template(
+                campaign.default_payload, f"campaign {campaign.alias} default", macros
+            )
         campaigns[campaign.alias] = CampaignConfig(
             id=campaign.id,
             alias=campaign.alias,
@@ -237,5 +278,6 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
             needs_device=any(DEVICE_FILTERS & stream.filters.names for stream in by_id.values()),
             needs_bot=any("bot" in stream.filters.names for stream in by_id.values()),
             needs_network=any(NETWORK_FILTERS & stream.filters.names for stream in by_id.values()),
+            source_slots=slots,
         )
     return campaigns

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from models.errors import LannerError
 
-__all__ = ["MACRO_NAMES", "MacroError", "UrlTemplate", "compile_url", "saved_url"]
+__all__ = ["MACRO_NAMES", "MacroError", "UrlTemplate", "compile_url", "rename_macros", "saved_url"]
 
 
 class MacroError(LannerError, ValueError):
@@ -299,13 +299,14 @@ class UrlTemplate:
         return "".join(parts)
 
 
-def saved_url(template: str) -> str:
+def saved_url(template: str, extra_macros: frozenset[str] = frozenset()) -> str:
     """An offer or redirect URL as it is saved: validated, rewritten as printable ASCII, and without
     `%00` (an encoded NUL, which servers read as the end of a string). MacroError if unusable.
+    `extra_macros`: the traffic sources' parameter names (`{zoneid}`), allowed besides the click's.
 
     A URL saved before this rule still loads (compile_url): refusing it then would stop an offer
     that was working."""
-    source = compile_url(template).source
+    source = compile_url(template, extra_macros).source
     if "%00" in source:
         raise MacroError("Offer URL contains %00, an encoded NUL character that no offer URL needs.")
     return source
@@ -317,6 +318,21 @@ def compile_url(template: str, extra_macros: frozenset[str] = frozenset()) -> Ur
     `extra_macros` are names allowed besides the click's (an outbound postback's `{payout}`, ...).
     """
     return UrlTemplate(template, extra_macros)
+
+
+def rename_macros(template: str, renames: Mapping[str, str]) -> str:
+    """`template` with each macro `renames` names written as its new name: a traffic source's
+    `{zoneid}` as the `{sub_id_1}` its value is stored in. MacroError for unbalanced braces."""
+    if not renames or "{" not in template:
+        return template
+    out, position = [], 0
+    for start, end, inner in _find_macros(template):
+        name = inner.lower() if inner.isascii() else inner
+        if name in renames:
+            out += [template[position:start], "{", renames[name], "}"]
+            position = end
+    out.append(template[position:])
+    return "".join(out)
 
 
 def _parse(

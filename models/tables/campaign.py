@@ -33,6 +33,7 @@ class Campaign(BaseModel):
     default_action = TextField(default="not_found")
     default_payload = TextField(default="")  # The URL when default_action is "redirect".
     owner_id = IntegerField(null=True)  # A user (app_user); NULL: owned by nobody, admins only.
+    source_id = IntegerField(null=True)  # Its traffic source (models/tables/source.py); NULL: none.
     created_at = BigIntegerField(default=now_ms)
     updated_at = BigIntegerField(default=now_ms)
 

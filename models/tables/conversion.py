@@ -85,6 +85,7 @@ class PostbackTarget(BaseModel):
     method = TextField(default="GET")
     status = TextField(default="active")
     created_at = BigIntegerField()
+    source_id = IntegerField(null=True)  # Made for the campaign's traffic source: follows the source.
 
 
 class PostbackDelivery(BaseModel):

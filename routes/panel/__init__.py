@@ -32,6 +32,7 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
         postbacks,
         reports,
         simulate,
+        sources,
         system,
     )
     from routes.panel.common import PanelContext, PanelReports
@@ -52,6 +53,7 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
         costs,
         bulk,
         offers,
+        sources,
         postbacks,
         simulate,
         reports,

@@ -17,6 +17,7 @@ import falcon
 
 from models.accounts.access import creates_campaigns, edits_campaign, visible_campaign_ids, visible_offers
 from models.accounts.users import list_users
+from models.admin.sources import campaign_source_url, list_sources, source_of
 from models.admin.services import (
     AdminError,
     add_stream,
@@ -88,7 +89,7 @@ FILTER_LABELS = {
 }  # fmt: skip
 CAMPAIGN_FIELDS = (
     "name", "alias", "status", "rotation", "uniqueness_hours", "timezone", "bind_visitor", "default_action",
-    "default_url", "cost_model", "cost_value", "cost_currency", "owner_id",
+    "default_url", "cost_model", "cost_value", "cost_currency", "owner_id", "source_id",
 )  # fmt: skip
 
 
@@ -138,6 +139,7 @@ def campaign_values(campaign) -> dict[str, str]:
         "cost_value": f"{campaign.cost_value:g}",
         "cost_currency": campaign.cost_currency,
         "owner_id": "" if campaign.owner_id is None else str(campaign.owner_id),
+        "source_id": "" if campaign.source_id is None else str(campaign.source_id),
     }
 
 
@@ -163,6 +165,11 @@ def campaign_changes(form: dict, principal, *, is_new: bool) -> dict:
             cost_value=_float(form, "cost_value", "The cost") or 0.0,
             cost_currency=_text(form, "cost_currency").upper() or None,
         )
+    source = _int(form, "source_id", "The traffic source")
+    if source is not None:
+        changes["source"] = source
+    elif not is_new:
+        changes["clear_source"] = True
     if principal.is_admin:
         owner = _int(form, "owner_id", "The owner")
         if owner is not None:
@@ -396,7 +403,7 @@ class EditorResource(PanelResource):
 NEW_CAMPAIGN = {
     "name": "", "alias": "", "rotation": "position", "uniqueness_hours": "24", "timezone": "UTC",
     "bind_visitor": "", "default_action": "not_found", "default_url": "", "cost_model": "cpc", "cost_value": "0",
-    "cost_currency": "", "owner_id": "", "offer": "new", "offer_url": "",
+    "cost_currency": "", "owner_id": "", "offer": "new", "offer_url": "", "source_id": "",
 }  # fmt: skip
 
 
@@ -413,7 +420,7 @@ class CampaignNewResource(EditorResource):
         self.page(
             req, resp, "editor_new.html", session, code, values=values, message=message,
             offers=[o for o in visible_offers(self.db, session.principal) if o.status != "archived"],
-            owners=self.owners(session.principal),
+            owners=self.owners(session.principal), sources=list_sources(),
             timezones=timezone_names(), **CHOICES,
         )  # fmt: skip
 
@@ -455,7 +462,10 @@ class CampaignEditorResource(EditorResource):
             req, resp, "editor.html", session, code,
             campaign=campaign, values=values or campaign_values(campaign), message=message,
             is_editable=edits_campaign(self.db, principal, campaign.id),
-            campaign_url=self.campaign_base(req) + campaign.alias,
+            campaign_url=self.campaign_base(req) + campaign_source_url(campaign).removeprefix("/"),
+            campaign_source=source_of(campaign),
+            sources=[s for s in list_sources(include_archived=True)
+                     if s.status == "active" or s.id == campaign.source_id],
             groups=[{**group, "streams": [by_id[s.id] for s in group["streams"]]}
                     for group in stream_groups([summary["stream"] for summary in streams])],
             order=",".join(str(summary["stream"].id) for summary in streams),

@@ -181,8 +181,18 @@ class CampaignListResource(PanelResource):
             rows=rows, total=totals([row["stats"] for row in rows]),
             currency=report.currency if report else self.reports.report_currency,
             base_url=self.campaign_base(req), can_create=creates_campaigns(principal),
+            source_queries=source_queries(),
             query=urllib.parse.urlencode({"period": period, "status": listing.status, "q": listing.search}),
         )  # fmt: skip
+
+
+def source_queries() -> dict[int, str]:
+    """Source id -> `?zoneid={zoneid}&...`: what a campaign URL of that source carries (none: '')."""
+    from models.admin.sources import list_sources
+    from models.routing.sources import loads, template_text
+
+    queries = {s.id: template_text(loads(s.parameters)) for s in list_sources(include_archived=True)}
+    return {source_id: "?" + query for source_id, query in queries.items() if query}
 
 
 class CampaignStatusResource(PanelResource):

@@ -23,6 +23,7 @@ import falcon
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
 from models.reporting.dimensions import DAY_MS, HOUR_MS, ID_GROUPS
+from models.reporting.sourcenames import source_parameter_names
 from models.reporting.reports import (
     GROUPS,
     REPORT_METRICS,
@@ -151,9 +152,13 @@ class BuilderState:
         return params
 
 
-def parse_state(query_string: str, principal: Principal) -> tuple[BuilderState, tuple[str, str] | None]:
+def parse_state(
+    query_string: str, principal: Principal, source_names: tuple[str, ...] = ()
+) -> tuple[BuilderState, tuple[str, str] | None]:
     """The builder's state from a query string, and a filter to add ((name, values) from the form's
-    `filter`/`value` fields: the caller redirects to the state with it); 400 for anything else."""
+    `filter`/`value` fields: the caller redirects to the state with it); 400 for anything else.
+    `source_names`: the traffic sources' parameter names, groups besides GROUPS (zoneid)."""
+    known = (*GROUPS, *source_names)
     given: dict[str, str] = {}
     filters: dict[str, str] = {}
     columns: list[str] = []
@@ -184,7 +189,7 @@ def parse_state(query_string: str, principal: Principal) -> tuple[BuilderState, 
         *(given[f"g{n}"] for n in range(2, MAX_LEVELS + 1) if given.get(f"g{n}")),
     )
     for name in groups:
-        if name not in GROUPS:
+        if name not in known:
             raise bad_request(
                 f"Cannot group by {name!r}; use {', '.join(TIME_GROUPS)}, campaign, stream, offer, source, "
                 "country, device, os, browser, language, sub_id_1 to sub_id_30, referrer_domain."
@@ -213,7 +218,7 @@ def parse_state(query_string: str, principal: Principal) -> tuple[BuilderState, 
     added = None
     if given.get("filter"):
         added = (given["filter"], given.get("value", "").strip())
-        if added[0] not in GROUPS or added[0] in TIME_GROUPS:
+        if added[0] not in known or added[0] in TIME_GROUPS:
             raise bad_request(f"Cannot filter by {added[0]!r}; filter time with the period.")
     return state, added
 
@@ -308,7 +313,7 @@ class ReportBuilder:
             group = state.groups[index]
             steps.append(
                 {
-                    "label": f"{GROUP_LABELS[group]}: {self.drill_label(group, value, campaigns)}",
+                    "label": f"{GROUP_LABELS.get(group, group)}: {self.drill_label(group, value, campaigns)}",
                     "href": state.url(drill=state.drill[: index + 1]),
                 }
             )
@@ -418,7 +423,7 @@ def chart_data(
     top = rows[:CHART_ROWS]
     return {
         "kind": "bars",
-        "group": GROUP_LABELS[state.group],
+        "group": GROUP_LABELS.get(state.group, state.group),
         "metric": metric,
         "label": label,
         "is_money": metric in AMOUNTS,
@@ -464,7 +469,8 @@ class ReportBuilderPage(PanelResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         principal = session.principal
-        state, added = parse_state(req.query_string, principal)
+        names = tuple(source_parameter_names())
+        state, added = parse_state(req.query_string, principal, names)
         if added is not None:  # The form's "add a filter": the same state with it, as a URL of its own.
             kept = tuple((name, values) for name, values in state.filters if name != added[0])
             raise falcon.HTTPSeeOther(state.url(filters=(*kept, added)))
@@ -475,7 +481,8 @@ class ReportBuilderPage(PanelResource):
         is_last = state.level == len(state.groups) - 1
         self.page(
             req, resp, "reports.html", session,
-            state=state, periods=PERIOD_LABELS, group_labels=GROUP_LABELS, groups=GROUPS,
+            state=state, periods=PERIOD_LABELS, group_labels={**GROUP_LABELS, **{n: n for n in names}},
+            groups=(*GROUPS, *names),
             metric_labels=METRIC_LABELS, choosable=metric_columns(principal), max_levels=MAX_LEVELS,
             rows=rows[:SHOWN_ROWS], row_count=len(rows), shown_rows=SHOWN_ROWS,
             total=report.total if report else EMPTY_TOTAL, currency=currency,
@@ -499,14 +506,15 @@ class ReportCsvResource(PanelResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         principal = session.principal
-        state, _ = parse_state(req.query_string, principal)
+        state, _ = parse_state(req.query_string, principal, tuple(source_parameter_names()))
         report = self.builder.level_report(state, principal)
         rows = self.builder.rows(state, report, self.builder.campaign_names(principal))
         currency = report.currency if report else self.builder.reports.report_currency
         total = report.total if report else EMPTY_TOTAL
         out = io.StringIO()
         writer = csv.writer(out)
-        writer.writerow([GROUP_LABELS[state.group], *(metric_header(m, currency) for m in state.columns)])
+        label = GROUP_LABELS.get(state.group, state.group)
+        writer.writerow([label, *(metric_header(m, currency) for m in state.columns)])
         for row in rows:
             writer.writerow(
                 [csv_text(row["label"]), *(csv_number(m, row["stats"].get(m)) for m in state.columns)]

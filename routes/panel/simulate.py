@@ -16,7 +16,7 @@ import falcon
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import AdminError, get_campaign, list_offers, list_streams
 from models.routing.trace import simulation_data
-from routes.click import visit_from_url
+from routes.click import visit_from_url, with_source_slots
 from routes.panel.common import PanelContext, PanelResource
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions
@@ -108,6 +108,7 @@ class SimulateResource(PanelResource):
                 None,
                 f"Campaign {campaign.alias} is {campaign.status}: only an active campaign routes clicks.",
             )
+        visit = with_source_slots(visit, config.source_slots)
         return simulation_data(tracker.simulate(config, visit)), ""
 
 

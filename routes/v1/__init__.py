@@ -35,7 +35,9 @@ def v1_routes(
 ) -> list[tuple[str, object]]:
     """(path, resource) of every admin API route, the OpenAPI document's last."""
     from models.conversions.postbacks import ConversionRecorder
-    from routes.v1 import campaigns, clicks, conversions, costs, offers, openapi, postbacks, reports, status
+    from routes.v1 import (
+        campaigns, clicks, conversions, costs, offers, openapi, postbacks, reports, sources, status,
+    )  # fmt: skip
 
     auth = Authenticator(db, find_principal)
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
@@ -49,6 +51,9 @@ def v1_routes(
         (f"/streams/{id_field('stream_id')}", campaigns.StreamResource(auth, db, geo)),
         ("/offers", offers.OfferListResource(auth, db)),
         (f"/offers/{id_field('offer_id')}", offers.OfferResource(auth, db)),
+        ("/sources", sources.SourceListResource(auth, db)),
+        ("/sources/catalogue", sources.SourceCatalogueResource(auth, db)),
+        ("/sources/{ref}", sources.SourceResource(auth, db)),
         ("/postback-targets", postbacks.TargetListResource(auth, db)),
         (f"/postback-targets/{id_field('target_id')}", postbacks.TargetResource(auth, db)),
         ("/status-maps", postbacks.StatusMapListResource(auth, db)),

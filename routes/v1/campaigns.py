@@ -22,6 +22,7 @@ CAMPAIGN_OPTIONS = (
     Field("cost_model", "string", "cpc, cpuc, cpm, cpa, cps or revshare."),
     Field("cost_value", "number", "The price per unit of the cost model (revshare: percent)."),
     Field("cost_currency", "string", "The cost's currency; it needs an exchange rate."),
+    Field("source", "string", "Its traffic source (name or id): its URL's parameters and its postback."),
 )
 CAMPAIGN_CREATE = (
     Field("name", "string", required=True),
@@ -39,6 +40,7 @@ CAMPAIGN_UPDATE = (
     Field("uniqueness_hours", "number"),
     Field("status", "string", ", ".join(CAMPAIGN_STATUSES)),
     *CAMPAIGN_OPTIONS,
+    Field("clear_source", "boolean", "No traffic source any more (its postback target goes too)."),
 )
 STREAM_FIELDS = (
     Field("name", "string"),

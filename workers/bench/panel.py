@@ -54,6 +54,7 @@ PANEL_PAGES: tuple[str, ...] = (
     "/panel/conversions?campaign={campaign}",
     "/panel/offers",
     "/panel/offers/{offer}",
+    "/panel/sources",
     "/panel/postbacks",
     "/panel/account",
 )
@@ -74,6 +75,8 @@ API_LISTS: tuple[str, ...] = (
     "/api/v1/campaigns",
     "/api/v1/campaigns/{campaign}/streams",
     "/api/v1/offers",
+    "/api/v1/sources",
+    "/api/v1/sources/catalogue",
     "/api/v1/postback-targets",
     "/api/v1/status-maps",
     "/api/v1/postbacks",
