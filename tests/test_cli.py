@@ -13,12 +13,12 @@ from conftest import run_lanner
 def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
     names = ["0001_initial", "0002_routing", "0003_conversions", "0004_rollups", "0005_visitor_key",
              "0006_postback_refusals", "0007_currencies", "0008_accounts", "0009_panel_sessions",
-             "0010_user_timezone", "0011_country_rollups", "0012_spool_nodes"]  # fmt: skip
+             "0010_user_timezone", "0011_country_rollups", "0012_spool_nodes", "0013_networks"]  # fmt: skip
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr
     applied = run_lanner(env, "db", "migrate", "--to", "0004_rollups").stdout
     assert f"Applied 4 migration(s): {', '.join(names[:4])}" in applied
-    assert f"Applied 8 migration(s): {', '.join(names[4:])}" in run_lanner(env, "db", "migrate").stdout
+    assert f"Applied 9 migration(s): {', '.join(names[4:])}" in run_lanner(env, "db", "migrate").stdout
     assert "up to date" in run_lanner(env, "db", "migrate").stdout
     status = json.loads(run_lanner(env, "db", "status", "--json").stdout)
     assert [row["migration"] for row in status if row["applied_at"] != "deferred"] == names

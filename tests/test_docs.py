@@ -61,10 +61,12 @@ def test_migrated_schema_matches_the_models(db):
         PostbackTarget,
         StatusMap,
     )
+    from models.tables.network import Network
     from models.tables.offer import Offer
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)
-    for model in (*models, PostbackDelivery, PostbackRefusal, User, CampaignShare, ApiKey, AuditEntry):
+    models += (PostbackDelivery, PostbackRefusal, User, CampaignShare, ApiKey, AuditEntry, Network)
+    for model in models:
         table = model._meta.table_name
         columns = {column.name for column in db.get_columns(table)}
         fields = {field.column_name for field in model._meta.sorted_fields}

@@ -35,7 +35,9 @@ def v1_routes(
 ) -> list[tuple[str, object]]:
     """(path, resource) of every admin API route, the OpenAPI document's last."""
     from models.conversions.postbacks import ConversionRecorder
-    from routes.v1 import campaigns, clicks, conversions, costs, offers, openapi, postbacks, reports, status
+    from routes.v1 import (
+        campaigns, clicks, conversions, costs, networks, offers, openapi, postbacks, reports, status,
+    )  # fmt: skip
 
     auth = Authenticator(db, find_principal)
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
@@ -49,6 +51,9 @@ def v1_routes(
         (f"/streams/{id_field('stream_id')}", campaigns.StreamResource(auth, db, geo)),
         ("/offers", offers.OfferListResource(auth, db)),
         (f"/offers/{id_field('offer_id')}", offers.OfferResource(auth, db)),
+        ("/networks", networks.NetworkListResource(auth, db)),
+        ("/networks/{ref}", networks.NetworkResource(auth, db)),
+        ("/network-templates", networks.TemplateListResource(auth, db)),
         ("/postback-targets", postbacks.TargetListResource(auth, db)),
         (f"/postback-targets/{id_field('target_id')}", postbacks.TargetResource(auth, db)),
         ("/status-maps", postbacks.StatusMapListResource(auth, db)),
