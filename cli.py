@@ -1755,7 +1755,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
     "-g",
     "groups",
     multiple=True,
-    help="day, hour, campaign, stream, offer, source, country, device, "
+    help="day, hour, campaign, stream, offer, network, source, country, device, "
     "os, browser, language, sub_id_N, referrer_domain (repeatable: nested levels). Default: campaign.",
 )
 @click.option(

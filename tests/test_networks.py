@@ -183,3 +183,51 @@ def test_the_cli_creates_lists_shows_updates_and_prints_the_catalogue(lanner):
     assert json.loads(lanner("offer", "list", "--json").stdout)[0]["network_id"] is None
     catalogue = json.loads(lanner("network", "catalogue", "--json").stdout)
     assert all(entry["source"].startswith("https://") and entry["subid_macro"] for entry in catalogue)
+
+
+def test_reports_group_and_filter_by_network_as_the_sums_of_its_offers(db):
+    from models.admin.services import create_offer, update_offer
+    from models.conversions.networks import create_network
+    from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
+    from models.migrations.deferred import run_deferred
+    from models.reporting.reports import ReportQuery, run_report
+    from workers.bench.generate import generate_clicks
+
+    generate_clicks(db, 400, 3, campaigns=3, seed=3)  # Offers 1, 2, 3, one per campaign.
+    run_deferred(db)
+    rocket = create_network(db, "Rocket", subid_macro="{sub1}")
+    other = create_network(db, "Other", subid_macro="{s}")
+    create_offer(db, "Unused", "https://u.example/", network_id=other.id)
+    update_offer(db, 1, network_id=rocket.id)
+    update_offer(db, 2, network_id=rocket.id)  # Offer 3: no network.
+    recorder = ConversionRecorder(db, park_ms=1000)
+    subids = [row[0] for row in db.execute_sql("SELECT subid FROM click ORDER BY id LIMIT 60").fetchall()]
+    for n, subid in enumerate(subids):
+        recorder.record(parse_postback({"subid": subid, "payout": str(n % 7 + 1)}), Received("GET", "", ""))
+
+    def report(group_by, **filters):
+        query = dict(group_by=group_by, preset="all_time", filters=filters)
+        fast, raw = run_report(db, ReportQuery(**query)), run_report(db, ReportQuery(**query, source="raw"))
+        assert fast.rows == raw.rows and fast.sources != ["raw"], group_by
+        return fast.rows
+
+    by_offer = {row["offer"]: row for row in report(("offer",))}
+    rows = {row["network"]: row for row in report(("network",))}
+    assert set(rows) == {rocket.id, None}  # Other's offer has no clicks.
+    assert rows[rocket.id]["network_name"] == "Rocket"
+    for metric in ("clicks", "conversions", "revenue"):
+        assert rows[rocket.id][metric] == pytest.approx(by_offer[1][metric] + by_offer[2][metric])
+        assert rows[None][metric] == pytest.approx(by_offer[3][metric])
+    assert rows[rocket.id]["clicks"] and rows[rocket.id]["conversions"] and rows[None]["clicks"]
+    nested = report(("network", "offer"))
+    assert [(row["network"], row["offer"]) for row in nested] == [(rocket.id, 1), (rocket.id, 2), (None, 3)]
+    by_day = report(("day", "network"))
+    assert sum(row["clicks"] for row in by_day if row["network"] == rocket.id) == rows[rocket.id]["clicks"]
+    # A network filter is a filter on its offers; 0 is none, and with an offer filter they intersect.
+    (only,) = report(("network",), network=(str(rocket.id),))
+    assert only["clicks"] == rows[rocket.id]["clicks"]
+    (none,) = report(("campaign",), network=("0",))
+    assert none["clicks"] == rows[None]["clicks"]
+    (both,) = report(("offer",), network=(str(rocket.id),), offer=("2", "3"))
+    assert both["offer"] == 2
+    assert report(("offer",), network=(str(other.id),)) == []

@@ -144,3 +144,20 @@ def test_network_names_and_macros_come_out_escaped(panel, users, db):  # noqa: F
         page = get(panel, path, cookie)[2]
         assert "<script>alert" not in page and "<img/src>" not in page and "<b>n</b>" not in page
         assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in page
+
+
+def test_the_report_builder_groups_by_network_and_drills_into_one(panel, users, db):  # noqa: F811
+    from models.admin.services import update_offer
+    from models.conversions.networks import create_network
+    from workers.bench.generate import generate_clicks
+
+    generate_clicks(db, 120, 1, campaigns=2, seed=5)
+    create_network(db, "Rocket", subid_macro="{sub1}")
+    update_offer(db, 1, network_id=1)
+    cookie = log_in(panel)
+    page = get(panel, "/panel/reports?period=last_7_days&g1=network&g2=offer", cookie)[2]
+    assert ">Network</option>" in page and "Rocket" in page and "(none)" in page
+    assert "d1=1" in page  # Rocket's row drills into its offers.
+    drilled = get(panel, "/panel/reports?period=last_7_days&g1=network&g2=offer&d1=1", cookie)[2]
+    assert "Network: Rocket" in drilled and "Generated offer 0" in drilled
+    assert "Generated offer 1" not in drilled
