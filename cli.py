@@ -1625,7 +1625,9 @@ def postback_status() -> None:
 @postback_status.command("map")
 @click.argument("word")
 @click.argument("status")
-@click.option("--network", default="", help="Only for postbacks with this from=; default: every network.")
+@click.option(
+    "--network", default="", help="Only for postbacks with this from= (a network's alias); default: all."
+)
 @pass_context
 def postback_status_map(ctx: Context, word: str, status: str, network: str) -> None:
     """Map WORD to STATUS; stored conversions with WORD unmapped take STATUS now."""
