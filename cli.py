@@ -361,13 +361,27 @@ def offer() -> None:
 @click.option("--currency", help="The payout's currency, e.g. EUR (default: the report currency).")
 @cap_options
 @click.option("--timezone", default="UTC", show_default=True, help="Where the daily cap's day starts.")
+@click.option("--network", help="The affiliate network paying for it (its alias or id).")
 @pass_context
 def offer_create(ctx: Context, name: str, url: str, **options: Any) -> None:
     """Create an offer; prints its id."""
     from models.admin.services import create_offer
 
+    network_option(ctx, options)
     created = create_offer(ctx.db, name, url, **options)
     click.echo(created.id)
+
+
+def network_option(ctx: Context, options: dict[str, Any]) -> None:
+    """--network ALIAS|ID as the services take it: network_id ('' on update: clear_network)."""
+    from models.conversions.networks import get_network
+
+    ref = options.pop("network")
+    if ref == "" and "clear_network" in options:
+        options["clear_network"] = True
+    elif ref is not None:
+        ctx.db
+        options["network_id"] = get_network(ref).id
 
 
 @offer.command("list")
@@ -378,7 +392,8 @@ def offer_list(ctx: Context, fmt: str) -> None:
     from models.admin.services import list_offers
 
     ctx.db
-    columns = ["id", "name", "status", "payout", "currency", "daily_cap", "total_cap", "timezone", "url"]
+    columns = ["id", "name", "status", "payout", "currency", "daily_cap", "total_cap", "timezone",
+               "network_id", "url"]  # fmt: skip
     echo_rows([offer_fields(o) for o in list_offers()], columns, fmt)
 
 
@@ -392,11 +407,14 @@ def offer_list(ctx: Context, fmt: str) -> None:
 @cap_options
 @click.option("--clear-caps", is_flag=True, help="Remove both caps.")
 @click.option("--timezone")
+@click.option("--network", help="Its affiliate network (alias or id); '' for none.")
 @pass_context
 def offer_update(ctx: Context, offer_id: int, **changes: Any) -> None:
     """Change an offer."""
     from models.admin.services import update_offer
 
+    changes["clear_network"] = False
+    network_option(ctx, changes)
     updated = update_offer(ctx.db, offer_id, **changes)
     click.echo(f"Offer {updated.id} updated.")
 
@@ -537,6 +555,131 @@ def source_catalogue(fmt: str) -> None:
     if fmt == "table":
         click.echo(data["about"] + "\n")
     echo_rows(rows, ["key", "name", "kinds", "template", "postback"], fmt)
+
+
+# -- affiliate networks ----------------------------------------------------------------------
+
+
+@main.group()
+def network() -> None:
+    """Affiliate networks: their postback macros and status words (`from=` is the alias)."""
+
+
+def network_macro_options(function):
+    """The network's macro for each postback parameter, and what offer URLs add (None: unchanged)."""
+    options = [
+        click.option("--subid-macro", help="The network's macro for the subid it was sent, e.g. {sub1}."),
+        click.option("--payout-macro", help="Its macro for the payout, e.g. {sum} ('' for none)."),
+        click.option("--status-macro", help="Its macro for the status word, e.g. {status} ('' for none)."),
+        click.option("--tid-macro", help="Its macro for the transaction id ('' for none)."),
+        click.option("--currency-macro", help="Its macro for the payout's currency ('' for none)."),
+        click.option("--offer-params", help="What its offer URLs add to send the subid, e.g. sub1={subid}."),
+        click.option("--notes"),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def echo_network_urls(network) -> None:
+    from models.conversions.networks import postback_url
+    from models.conversions.postbacks import read_secret
+
+    # The operator's CLI, as `lanner postback key show`: the key is the install's.
+    key = read_secret(network._meta.database, "postback_key")
+    click.echo(f"postback URL: {postback_url(network, 'https://YOUR-DOMAIN', key)}")
+    if network.offer_params:
+        click.echo(f"offer URLs add: {network.offer_params}")
+
+
+@network.command("create")
+@click.argument("name")
+@click.option("--alias", help="Its from= value in postbacks (default: the name in lowercase).")
+@click.option("--template", "from_template", help="A catalogue entry's key (`lanner network catalogue`).")
+@network_macro_options
+@pass_context
+def network_create(ctx: Context, name: str, **options: Any) -> None:
+    """Create a network (from a catalogue template, or with --subid-macro); prints its postback URL."""
+    from models.conversions.networks import create_network
+
+    created = create_network(ctx.db, name, **options)
+    click.echo(f"Network {created.id} ({created.alias}) created.", err=True)
+    echo_network_urls(created)
+
+
+@network.command("list")
+@click.option("--all", "include_archived", is_flag=True, help="Archived networks too.")
+@format_option
+@pass_context
+def network_list(ctx: Context, include_archived: bool, fmt: str) -> None:
+    """List networks."""
+    from models.admin.views import network_fields
+    from models.conversions.networks import list_networks, offer_counts
+
+    ctx.db
+    counts = offer_counts()
+    listed = list_networks(include_archived=include_archived)
+    rows = [network_fields(n) | {"offers": counts.get(n.id, 0)} for n in listed]
+    columns = ["id", "alias", "name", "status", "offers", "subid_macro", "payout_macro", "status_macro",
+               "tid_macro", "currency_macro"]  # fmt: skip
+    echo_rows(rows, columns, fmt)
+
+
+@network.command("show")
+@click.argument("ref")
+@format_option
+@pass_context
+def network_show(ctx: Context, ref: str, fmt: str) -> None:
+    """Show a network (by alias or id): its postback URL and status maps."""
+    from models.admin.views import network_fields
+    from models.conversions.networks import get_network, network_status_maps, postback_url
+    from models.conversions.postbacks import read_secret
+
+    ctx.db
+    found = get_network(ref)
+    data = network_fields(found)
+    data["postback_url"] = postback_url(found, "https://YOUR-DOMAIN", read_secret(ctx.db, "postback_key"))
+    maps = network_status_maps(found)
+    data["status_maps"] = [{"word": m["raw_status"], "status": m["status"]} for m in maps]
+    if fmt == "json":
+        click.echo(json_text(data))
+        return
+    for key, value in data.items():
+        if key != "status_maps":
+            click.echo(f"{key}: {value}")
+    click.echo("status maps (`lanner postback status map WORD STATUS --network ALIAS`):")
+    echo_rows(data["status_maps"], ["word", "status"], "table")
+
+
+@network.command("update")
+@click.argument("ref")
+@click.option("--name")
+@click.option("--status", type=click.Choice(choices.NETWORK_STATUSES))
+@network_macro_options
+@pass_context
+def network_update(ctx: Context, ref: str, **changes: Any) -> None:
+    """Change a network (its alias stays: the URL pasted into the network carries it)."""
+    from models.conversions.networks import update_network
+
+    updated = update_network(ctx.db, ref, **changes)
+    click.echo(f"Network {updated.id} ({updated.alias}) updated.")
+
+
+@network.command("catalogue")
+@format_option
+def network_catalogue(fmt: str) -> None:
+    """The bundled templates (`network create NAME --template KEY`): a starting point to check."""
+    from dataclasses import asdict
+
+    from models.conversions.networks import catalogue, catalogue_note
+
+    rows = [asdict(entry) | {"statuses": ",".join(f"{w}={s}" for w, s in entry.statuses.items())}
+            for entry in catalogue().values()]  # fmt: skip
+    columns = ["key", "name", "subid_macro", "payout_macro", "status_macro", "tid_macro", "currency_macro",
+               "offer_params", "statuses", "source"]  # fmt: skip
+    echo_rows(rows, columns, fmt)
+    if fmt == "table":
+        click.echo(catalogue_note(), err=True)
 
 
 # -- campaigns -------------------------------------------------------------------------------
@@ -1572,7 +1715,8 @@ def audit() -> None:
 
 @audit.command("list")
 @click.option(
-    "--entity", help="campaign, stream, offer, user, api_key, postback_target or status_map; TYPE:ID for one."
+    "--entity",
+    help="campaign, stream, offer, network, user, api_key, postback_target or status_map; TYPE:ID for one.",
 )
 @click.option("--actor", help="Only changes by this user (or `cli`, `install key`), any case.")
 @click.option("--since", help="YYYY-MM-DD or YYYY-MM-DDTHH:MM in --timezone, inclusive.")
@@ -1625,7 +1769,9 @@ def postback_status() -> None:
 @postback_status.command("map")
 @click.argument("word")
 @click.argument("status")
-@click.option("--network", default="", help="Only for postbacks with this from=; default: every network.")
+@click.option(
+    "--network", default="", help="Only for postbacks with this from= (a network's alias); default: all."
+)
 @pass_context
 def postback_status_map(ctx: Context, word: str, status: str, network: str) -> None:
     """Map WORD to STATUS; stored conversions with WORD unmapped take STATUS now."""
@@ -1755,7 +1901,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
     "-g",
     "groups",
     multiple=True,
-    help="day, hour, campaign, stream, offer, source, country, device, "
+    help="day, hour, campaign, stream, offer, network, source, country, device, "
     "os, browser, language, sub_id_N, referrer_domain, or a traffic source's parameter name (zoneid) "
     "(repeatable: nested levels). Default: campaign.",
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 CAMPAIGN_STATUSES = ("active", "paused", "archived")
 OFFER_STATUSES = ("active", "paused", "archived")
+NETWORK_STATUSES = ("active", "archived")  # An archived affiliate network's postbacks still count.
 ROTATIONS = ("position", "weight")
 STREAM_TYPES = ("intercepting", "regular", "fallback")
 STREAM_ACTIONS = ("offers", "redirect", "html", "not_found", "campaign")

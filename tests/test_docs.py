@@ -61,12 +61,13 @@ def test_migrated_schema_matches_the_models(db):
         PostbackTarget,
         StatusMap,
     )
+    from models.tables.network import Network
     from models.tables.offer import Offer
     from models.tables.source import TrafficSource
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)
-    accounts = (User, CampaignShare, ApiKey, AuditEntry)
-    for model in (*models, PostbackDelivery, PostbackRefusal, *accounts, TrafficSource):
+    models += (PostbackDelivery, PostbackRefusal, User, CampaignShare, ApiKey, AuditEntry, Network, TrafficSource)
+    for model in models:
         table = model._meta.table_name
         columns = {column.name for column in db.get_columns(table)}
         fields = {field.column_name for field in model._meta.sorted_fields}

@@ -103,7 +103,7 @@ def test_0012_moves_the_single_position_to_the_node_main(settings):
     try:
         migrate(database, up_to="0011_country_rollups")
         database.execute_sql("UPDATE spool_position SET segment = 7, byte_offset = 1234, updated_at = 99")
-        assert migrate(database)[0] == "0012_spool_nodes"
+        assert migrate(database, up_to="0012_spool_nodes") == ["0012_spool_nodes"]
         assert ClickStore(database.connection()).position("main") == (7, 1234)
         assert database.execute_sql("SELECT name, spool_id, updated_at FROM spool_node").fetchall() == [
             ("main", "", 99)

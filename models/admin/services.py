@@ -42,6 +42,7 @@ from models.store.database import write_tx
 from models.store.sqlite.accounts import AccountStore
 from models.store.sqlite.meta import MetaStore
 from models.tables.campaign import Campaign, Stream, StreamOffer
+from models.tables.network import Network
 from models.tables.offer import Offer
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -138,6 +139,9 @@ def _check_offer_fields(fields: dict[str, Any]) -> None:
         check_timezone(fields["timezone"])
     _check_cap(fields.get("daily_cap"), "A daily cap")
     _check_cap(fields.get("total_cap"), "A total cap")
+    network_id = fields.get("network_id")
+    if network_id is not None and Network.get_or_none(Network.id == network_id) is None:
+        raise AdminNotFound(f"There is no network {network_id}.")
 
 
 def filters_json(expressions: Iterable[str], source_slots: dict[str, int] | None = None) -> str:
@@ -260,15 +264,18 @@ def create_offer(
     daily_cap: int | None = None,
     total_cap: int | None = None,
     timezone: str = "UTC",
+    network_id: int | None = None,
     actor: Principal = CLI,
 ) -> Offer:
-    """`currency`: the payout's, default the report currency."""
+    """`currency`: the payout's, default the report currency; `network_id`: the affiliate network
+    paying for it (models/conversions/networks.py)."""
     fields = {
         "url": url,
         "payout": payout,
         "daily_cap": daily_cap,
         "total_cap": total_cap,
         "timezone": timezone,
+        "network_id": network_id,
     }
     fields["currency"] = currency or report_currency(db.connection())
     _check_offer_fields(fields)
@@ -280,14 +287,23 @@ def create_offer(
 
 
 def update_offer(
-    db: Database, offer_id: int, *, clear_caps: bool = False, actor: Principal = CLI, **changes: Any
+    db: Database,
+    offer_id: int,
+    *,
+    clear_caps: bool = False,
+    clear_network: bool = False,
+    actor: Principal = CLI,
+    **changes: Any,
 ) -> Offer:
-    """Change an offer; None leaves a field as it is (`clear_caps` removes both caps)."""
+    """Change an offer; None leaves a field as it is (`clear_caps` removes both caps, `clear_network`
+    its network)."""
     changes = {key: value for key, value in changes.items() if value is not None}
     _check_offer_fields(changes)
     if clear_caps:  # The caps not given: a cap given with it is set (the panel's form sends both).
         changes.setdefault("daily_cap", None)
         changes.setdefault("total_cap", None)
+    if clear_network:
+        changes.setdefault("network_id", None)
     with write_tx(db):
         offer = get_offer(offer_id)
         before = _fields(offer)

@@ -1,4 +1,5 @@
-"""Campaigns and offers as plain fields: what `lanner campaign|offer list|show` prints and the admin API answers."""
+"""Campaigns, offers and networks as plain fields: what `lanner campaign|offer|network list|show` prints
+and the admin API answers."""
 
 from __future__ import annotations
 
@@ -47,5 +48,22 @@ def offer_fields(offer) -> dict[str, Any]:
         "daily_cap": offer.daily_cap,
         "total_cap": offer.total_cap,
         "timezone": offer.timezone,
+        "network_id": offer.network_id,  # Its affiliate network (network_fields); None: none.
         "url": offer.url,
+    }
+
+
+def network_fields(network) -> dict[str, Any]:
+    return {
+        "id": network.id,
+        "name": network.name,
+        "alias": network.alias,
+        "status": network.status,
+        "subid_macro": network.subid_macro,
+        "payout_macro": network.payout_macro,
+        "status_macro": network.status_macro,
+        "tid_macro": network.tid_macro,
+        "currency_macro": network.currency_macro,
+        "offer_params": network.offer_params,
+        "notes": network.notes,
     }

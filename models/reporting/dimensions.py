@@ -15,6 +15,9 @@ DIMENSION_COLUMNS: dict[str, str] = {
     "campaign": "campaign_id",
     "stream": "stream_id",
     "offer": "offer_id",
+    # The affiliate network of the click's offer: reports read the offer and group its offers' sums
+    # under their network (models/reporting/reports.py), so every cube with offers answers it.
+    "network": "offer_id",
     "source": "source",
     "country": "country",
     "device": "device_type",
@@ -26,7 +29,7 @@ DIMENSION_COLUMNS: dict[str, str] = {
 }
 # The dimensions that are ids of a campaign, stream or offer: their filters take integers, and a
 # conversion keeps its own copy of them (indexed), which its filters read.
-ID_GROUPS = ("campaign", "stream", "offer")
+ID_GROUPS = ("campaign", "stream", "offer", "network")
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000

@@ -251,7 +251,7 @@ def _check(query: ReportQuery) -> None:
         raise ReportError("Filter time with --from/--to or a preset, not a day or hour filter.")
     if sum(name in TIME_GROUPS for name in query.group_by) > 1:
         raise ReportError("Group by day or by hour, not both.")
-    for name in ("stream", "offer"):
+    for name in ("stream", "offer", "network"):
         # isascii: isdigit() alone takes "²"; an id past 64 bits is no row's (and SQLite cannot bind it).
         if any(
             not (value.isascii() and value.isdigit()) or int(value) >= 2**63
@@ -340,11 +340,15 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
     labels = _Labels(time_group, tz)
     sums: dict[tuple, list] = {}
     with read_tx(db):  # One snapshot for every piece.
+        by_network = NetworkGroups(store, groups, filters, offset=1 if bucket else 0)
         for source, piece_start, piece_end in pieces:
             for row in store.rows(
-                source, piece_start, piece_end, groups=groups, filters=filters, bucket=bucket
-            ):
-                add_metrics(sums, _group_key(row, bucket, labels), row[-len(METRICS) :])
+                source, piece_start, piece_end, groups=by_network.groups, filters=by_network.filters,
+                bucket=bucket,
+            ):  # fmt: skip
+                key = by_network.key(_group_key(row, bucket, labels))
+                add_metrics(sums, key, row[-len(METRICS) :])
+        filters = by_network.filters
         unconverted = [
             {"currency": code, "conversions": count, "payout": round(payout, 6)}
             for code, count, payout in store.unconverted(*bounds, filters)
@@ -487,6 +491,36 @@ def time_buckets(time_group: str, tz: ZoneInfo, start_ms: int, end_ms: int) -> l
             if moment == start_ms or datetime.fromtimestamp(moment / 1000, tz).minute == 0:
                 labels(moment)
     return sorted(labels.starts.items(), key=lambda item: item[1])
+
+
+class NetworkGroups:
+    """A network is a group of offers: the store is asked for offers, and each offer's sums are added
+    under its network (None: offers with none, and clicks with no offer). A network filter becomes a
+    filter on its offers (0 for no offer), intersected with an offer filter."""
+
+    def __init__(self, store: ReportStore, groups: tuple[str, ...], filters: dict, *, offset: int) -> None:
+        self.groups, self.filters = groups, filters
+        self.positions = [offset + index for index, name in enumerate(groups) if name == "network"]
+        if not self.positions and "network" not in filters:
+            return
+        self.network_of = store.offer_networks()
+        self.groups = tuple("offer" if name == "network" else name for name in groups)
+        if "network" in filters:
+            wanted = set(filters["network"])
+            offers = {0} if 0 in wanted else set()
+            offers |= {offer for offer, network in self.network_of.items() if (network or 0) in wanted}
+            if "offer" in filters:
+                offers &= set(filters["offer"])
+            rest = {name: values for name, values in filters.items() if name != "network"}
+            self.filters = {**rest, "offer": tuple(sorted(offers)) or (-1,)}  # -1: no offer's id.
+
+    def key(self, key: tuple) -> tuple:
+        if not self.positions:
+            return key
+        values = list(key)
+        for position in self.positions:
+            values[position] = self.network_of.get(values[position])
+        return tuple(values)
 
 
 def _group_key(row: tuple, bucket: int | None, labels: _Labels) -> tuple:

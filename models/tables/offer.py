@@ -19,5 +19,6 @@ class Offer(BaseModel):
     daily_cap = IntegerField(null=True)
     total_cap = IntegerField(null=True)
     timezone = TextField(default="UTC")  # Daily caps roll over at midnight here.
+    network_id = IntegerField(null=True)  # The affiliate network paying for it (models/tables/network.py).
     created_at = BigIntegerField(default=lambda: int(time.time() * 1000))
     updated_at = BigIntegerField(default=lambda: int(time.time() * 1000))

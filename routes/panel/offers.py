@@ -10,6 +10,7 @@ import falcon
 from models.accounts.access import creates_campaigns, visible_offer, visible_offer_ids
 from models.admin.services import AdminError, create_offer, list_offers, update_offer
 from models.choices import OFFER_STATUSES
+from models.conversions.networks import list_networks
 from routes.panel.common import (
     PERIODS,
     FormError,
@@ -23,7 +24,7 @@ from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form
 
 BLANK_FORM = {"name": "", "url": "", "payout": "0", "currency": "", "daily_cap": "", "total_cap": "",
-              "timezone": "UTC", "status": "active"}  # fmt: skip
+              "timezone": "UTC", "status": "active", "network": ""}  # fmt: skip
 
 
 def offer_form(offer) -> dict[str, str]:
@@ -33,6 +34,7 @@ def offer_form(offer) -> dict[str, str]:
         "daily_cap": "" if offer.daily_cap is None else str(offer.daily_cap),
         "total_cap": "" if offer.total_cap is None else str(offer.total_cap),
         "timezone": offer.timezone, "status": offer.status,
+        "network": "" if offer.network_id is None else str(offer.network_id),
     }  # fmt: skip
 
 
@@ -54,6 +56,14 @@ def _cap(text: str, what: str) -> int | None:
     return int(text)
 
 
+def _network(text: str) -> int | None:
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or int(text) >= 2**63:
+        raise FormError("Choose the network from the list.")
+    return int(text)
+
+
 def offer_fields(form: dict[str, str], *, shows_money: bool) -> dict:
     """The service's keyword arguments from a submitted form (its values already stripped)."""
     if not form["name"]:
@@ -65,6 +75,7 @@ def offer_fields(form: dict[str, str], *, shows_money: bool) -> dict:
         "daily_cap": _cap(form["daily_cap"], "The daily cap"),
         "total_cap": _cap(form["total_cap"], "The total cap"),
         "timezone": form["timezone"] or "UTC",
+        "network_id": _network(form["network"]),
     }
     if shows_money:  # A user who hides money is shown no payout, so sends none: it stays as it is.
         fields["payout"] = _number(form["payout"] or "0", "The payout")
@@ -128,6 +139,7 @@ class OfferListResource(OfferPages):
             period=period, periods=PERIODS, status=listing.status, statuses=listing.choices, search=listing.search, rows=rows,
             currency=report.currency if report else self.reports.report_currency,
             may_create=creates_campaigns(principal), form=form or BLANK_FORM, message=message,
+            networks=list_networks(),
         )  # fmt: skip
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -158,7 +170,8 @@ class OfferResource(OfferPages):
 
     def show(self, req, resp, session, offer, form, *, code=200, message="", saved="") -> None:
         self.page(req, resp, "offer.html", session, code, offer=offer, form=form, message=message,
-                  saved=saved, statuses=OFFER_STATUSES, may_edit=creates_campaigns(session.principal))  # fmt: skip
+                  saved=saved, statuses=OFFER_STATUSES, may_edit=creates_campaigns(session.principal),
+                  networks=list_networks())  # fmt: skip
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
         session = self.sessions.require(req)
@@ -175,7 +188,8 @@ class OfferResource(OfferPages):
                 raise FormError(f"The status is one of {', '.join(OFFER_STATUSES)}.")
             caps = {"daily_cap": fields.pop("daily_cap"), "total_cap": fields.pop("total_cap")}
             update_offer(self.sessions.db, offer.id, status=values["status"], actor=principal,
-                         clear_caps=None in caps.values(), **fields, **caps)  # fmt: skip
+                         clear_caps=None in caps.values(), clear_network=fields["network_id"] is None,
+                         **fields, **caps)  # fmt: skip
         except (FormError, AdminError) as exc:
             self.show(req, resp, session, offer, values, code=400, message=str(exc))
             return

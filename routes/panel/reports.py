@@ -22,6 +22,7 @@ import falcon
 
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
+from models.conversions.networks import get_network
 from models.reporting.dimensions import DAY_MS, HOUR_MS, ID_GROUPS
 from models.reporting.sourcenames import source_parameter_names
 from models.reporting.reports import (
@@ -59,6 +60,7 @@ PERIOD_LABELS = {
 }
 GROUP_LABELS = {
     "day": "Day", "hour": "Hour", "campaign": "Campaign", "stream": "Stream", "offer": "Offer",
+    "network": "Network",
     "source": "Source", "country": "Country", "device": "Device", "os": "OS", "browser": "Browser",
     "language": "Language", "referrer_domain": "Referrer domain",
     **{name: name.replace("sub_id_", "Sub ID ") for name in GROUPS if name.startswith("sub_id_")},
@@ -191,8 +193,8 @@ def parse_state(
     for name in groups:
         if name not in known:
             raise bad_request(
-                f"Cannot group by {name!r}; use {', '.join(TIME_GROUPS)}, campaign, stream, offer, source, "
-                "country, device, os, browser, language, sub_id_1 to sub_id_30, referrer_domain."
+                f"Cannot group by {name!r}; use {', '.join(TIME_GROUPS)}, campaign, stream, offer, network, "
+                "source, country, device, os, browser, language, sub_id_1 to sub_id_30, referrer_domain."
             )
     if len(set(groups)) < len(groups):
         raise bad_request("Group by each name at one level only.")
@@ -291,7 +293,7 @@ class ReportBuilder:
             value = row[group]
             label, sub = display(group, value, row, campaigns)
             if value is None:
-                drill_value = "0" if group in ("stream", "offer") else None
+                drill_value = "0" if group in ("stream", "offer", "network") else None
             else:
                 drill_value = str(value)
             rows.append({"label": label, "sub": sub, "value": drill_value, "stats": row})
@@ -323,12 +325,14 @@ class ReportBuilder:
         """A drill step's value as the row showed it; an id's name only where the user may see it."""
         if group == "campaign":
             return campaigns[int(value)][0] if value.isdigit() and int(value) in campaigns else f"#{value}"
-        if group in ("stream", "offer"):
+        if group in ("stream", "offer", "network"):
             if not value.isdigit() or value == "0":
                 return "(none)"
             try:
                 if group == "offer":
                     return get_offer(int(value)).name
+                if group == "network":
+                    return get_network(int(value)).name
                 stream = get_stream(int(value))
             except AdminError:
                 return f"#{value}"

@@ -36,7 +36,8 @@ def v1_routes(
     """(path, resource) of every admin API route, the OpenAPI document's last."""
     from models.conversions.postbacks import ConversionRecorder
     from routes.v1 import (
-        campaigns, clicks, conversions, costs, offers, openapi, postbacks, reports, sources, status,
+        campaigns, clicks, conversions, costs, networks, offers, openapi, postbacks, reports, sources,
+        status,
     )  # fmt: skip
 
     auth = Authenticator(db, find_principal)
@@ -54,6 +55,9 @@ def v1_routes(
         ("/sources", sources.SourceListResource(auth, db)),
         ("/sources/catalogue", sources.SourceCatalogueResource(auth, db)),
         ("/sources/{ref}", sources.SourceResource(auth, db)),
+        ("/networks", networks.NetworkListResource(auth, db)),
+        ("/networks/{ref}", networks.NetworkResource(auth, db)),
+        ("/network-templates", networks.TemplateListResource(auth, db)),
         ("/postback-targets", postbacks.TargetListResource(auth, db)),
         (f"/postback-targets/{id_field('target_id')}", postbacks.TargetResource(auth, db)),
         ("/status-maps", postbacks.StatusMapListResource(auth, db)),

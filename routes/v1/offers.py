@@ -20,11 +20,13 @@ OFFER_CREATE = (
     Field("daily_cap", "integer", "Clicks per local day."),
     Field("total_cap", "integer", "Clicks in total."),
     Field("timezone", "string", "Where the daily cap's day starts."),
+    Field("network_id", "integer", "The affiliate network paying for it (GET /networks)."),
 )
 OFFER_UPDATE = (
     *(Field(f.name, f.type, f.about) for f in OFFER_CREATE),
     Field("status", "string", ", ".join(OFFER_STATUSES)),
     Field("clear_caps", "boolean", "Remove both caps."),
+    Field("clear_network", "boolean", "Belong to no network."),
 )
 
 

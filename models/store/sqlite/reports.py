@@ -174,7 +174,9 @@ ORDER BY c.id
         "campaign": "SELECT id, alias FROM campaign",
         "offer": "SELECT id, name FROM offer",
         "stream": "SELECT id, name FROM stream",
+        "network": "SELECT id, name FROM network",
     }
+    SQL_OFFER_NETWORKS = "SELECT id, network_id FROM offer"
 
     __slots__ = ()
     piece_sql = PieceSql  # The dialect's SELECT writer.
@@ -225,6 +227,10 @@ ORDER BY c.id
 
     def campaign_ids_by_alias(self) -> dict[str, int]:
         return dict(self.conn.execute(self.SQL_CAMPAIGN_IDS).fetchall())
+
+    def offer_networks(self) -> dict[int, int | None]:
+        """Offer id -> its network's id (None: none)."""
+        return dict(self.conn.execute(self.SQL_OFFER_NETWORKS).fetchall())
 
     def names(self, kind: str) -> dict[int, str]:
         """Id -> name of every campaign (its alias), stream or offer."""

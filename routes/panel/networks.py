@@ -1,0 +1,152 @@
+"""Affiliate networks (/panel/networks): the list, a new network from the bundled catalogue or from the
+network's own macros, and a network's page: the postback URL built for it, ready to paste into the
+network, its settings, its status maps and its offers. Over models/conversions/networks.py, as `lanner
+network` and `/api/v1/networks` are.
+
+Everyone sees networks (offers name them); only an admin changes one and sees the install's postback key
+in its URL, as on the postbacks page (routes/panel/postbacks.py): a network's status maps are
+install-wide, as all status maps are.
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from models.admin.services import AdminError, list_offers
+from models.choices import NETWORK_STATUSES
+from models.conversions import admin, networks
+from models.conversions.postbacks import STATUSES, read_secret
+from routes.panel.common import CampaignBase, PanelContext, PanelResource
+from routes.panel.postbacks import KEY_PLACEHOLDER
+from routes.panel.render import Renderer
+from routes.panel.session import PanelSessions, read_form
+
+PATH = "/panel/networks"
+FIELDS = ("name", *networks.MACRO_FIELDS, "offer_params", "notes")
+BLANK_FORM = dict.fromkeys((*FIELDS, "alias", "template"), "")
+DONE = {
+    "created": "Network created: paste its postback URL into the network.",
+    "saved": "Saved.",
+    "mapped": "Status map saved; stored conversions with that word took it.",
+    "unmapped": "Status map removed.",
+}
+
+
+AFTER = {"save": "saved", "map": "mapped", "unmap": "unmapped"}
+
+
+def submitted(form: dict, names) -> dict[str, str]:
+    return {name: str(form.get(name, "")).strip() for name in names}
+
+
+def network_form(network) -> dict[str, str]:
+    return {name: getattr(network, name) for name in (*FIELDS, "status")}
+
+
+def require_admin(principal) -> None:
+    if principal.role != "admin":
+        raise falcon.HTTPForbidden(title="Not allowed", description="Only an admin may change networks.")
+
+
+class NetworkListResource(PanelResource):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.show(req, resp, self.sessions.require(req))
+
+    def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
+        counts = networks.offer_counts()
+        rows = [{"network": n, "offers": counts.get(n.id, 0)} for n in networks.list_networks()]
+        self.page(
+            req, resp, "networks.html", session, code, rows=rows,
+            templates=list(networks.catalogue().values()), catalogue_note=networks.catalogue_note(),
+            form=form or BLANK_FORM, message=message,
+            is_admin=session.principal.role == "admin",
+        )  # fmt: skip
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        form = read_form(req)
+        self.sessions.check_write(req, session, form)
+        require_admin(session.principal)
+        values = submitted(form, BLANK_FORM)
+        # From a template, a macro left empty is the template's; without one, empty is none.
+        options = {name: values[name] for name in (*networks.MACRO_FIELDS, "offer_params", "notes")}
+        if values["template"]:
+            options = {name: value for name, value in options.items() if value}
+        try:
+            network = networks.create_network(
+                self.sessions.db, values["name"], alias=values["alias"] or None,
+                from_template=values["template"] or None, actor=session.principal, **options,
+            )  # fmt: skip
+        except AdminError as exc:
+            self.show(req, resp, session, code=400, form=values, message=str(exc))
+            return
+        resp.status = falcon.HTTP_303
+        resp.location = f"{PATH}/{network.id}?done=created"
+
+
+class NetworkResource(PanelResource):
+    """A network's page, and its forms' posts: `do` says which (save, map, unmap)."""
+
+    def __init__(self, sessions: PanelSessions, render: Renderer, settings) -> None:
+        super().__init__(sessions, render)
+        self.tracker_base = CampaignBase(sessions, settings)  # The campaign URLs' host is the postbacks'.
+
+    @staticmethod
+    def network(network_id: int):
+        try:
+            return networks.get_network(network_id)
+        except AdminError as exc:
+            raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, network_id: int) -> None:
+        session = self.sessions.require(req)
+        network = self.network(network_id)
+        form = network_form(network)
+        self.show(req, resp, session, network, form, done=DONE.get(req.get_param("done") or "", ""))
+
+    def show(self, req, resp, session, network, form, *, code=200, message="", done="") -> None:
+        is_admin = session.principal.role == "admin"
+        key = read_secret(self.sessions.db, "postback_key") if is_admin else KEY_PLACEHOLDER
+        self.page(
+            req, resp, "network.html", session, code, network=network, form=form, message=message, done=done,
+            is_admin=is_admin, postback_url=networks.postback_url(network, self.tracker_base(req), key),
+            status_maps=networks.network_status_maps(network), statuses=STATUSES,
+            network_statuses=NETWORK_STATUSES,
+            offers=[o for o in list_offers() if o.network_id == network.id],
+        )  # fmt: skip
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, network_id: int) -> None:
+        session = self.sessions.require(req)
+        form = read_form(req)
+        self.sessions.check_write(req, session, form)
+        network = self.network(network_id)
+        require_admin(session.principal)
+        db, actor, action = self.sessions.db, session.principal, form.get("do")
+        values = submitted(form, (*FIELDS, "status"))
+        values["status"] = values["status"] or network.status
+        try:
+            if action == "save":
+                networks.update_network(db, network.id, actor=actor, **values)
+            elif action == "map":
+                admin.map_status(db, str(form.get("word", "")), str(form.get("status", "")),
+                                 network=network.alias, actor=actor)  # fmt: skip
+            elif action == "unmap":
+                admin.unmap_status(db, str(form.get("word", "")), network=network.alias, actor=actor)
+            else:
+                raise falcon.HTTPBadRequest(
+                    title="Bad form", description="This form asks for nothing the page does."
+                )
+        except AdminError as exc:
+            shown = values if action == "save" else network_form(network)
+            self.show(req, resp, session, network, shown, code=400, message=str(exc))
+            return
+        resp.status = falcon.HTTP_303
+        resp.location = f"{PATH}/{network.id}?done={AFTER[action]}"
+
+
+def add_routes(app: falcon.App, panel: PanelContext) -> None:
+    app.add_route(PATH, NetworkListResource(panel.sessions, panel.render))
+    app.add_route(
+        PATH + "/{network_id:int(min=1, max=9223372036854775807)}",
+        NetworkResource(panel.sessions, panel.render, panel.settings),
+    )
