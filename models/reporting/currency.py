@@ -26,7 +26,7 @@ import json
 import math
 import re
 import time
-import urllib.request
+from urllib.parse import urlparse
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,6 +255,10 @@ def rates_from_feed(data: Any, report: str) -> dict[str, float]:
 def fetch_feed(url: str, timeout: float = FEED_TIMEOUT) -> Any:
     if not url.startswith(("http://", "https://")):
         raise CurrencyError(f"The rate feed URL {url[:80]!r} is not http:// or https://.")
+    # Here, not at the top: every CLI command that touches campaigns imports this module, and
+    # urllib.request (http.client, email, ssl) would add ~50 ms to each of them.
+    import urllib.request
+
     request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "Lanner"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -282,4 +286,4 @@ def refresh_rates(db: Database, url: str) -> list[RateChange]:
     }
     if not changed:
         return []
-    return set_rates(db, changed, source=urllib.request.urlparse(url).hostname or "feed")
+    return set_rates(db, changed, source=urlparse(url).hostname or "feed")

@@ -55,6 +55,7 @@ PANEL_PAGES: tuple[str, ...] = (
     "/panel/offers",
     "/panel/offers/{offer}",
     "/panel/sources",
+    "/panel/networks",
     "/panel/postbacks",
     "/panel/account",
 )
@@ -77,6 +78,8 @@ API_LISTS: tuple[str, ...] = (
     "/api/v1/offers",
     "/api/v1/sources",
     "/api/v1/sources/catalogue",
+    "/api/v1/networks",
+    "/api/v1/network-templates",
     "/api/v1/postback-targets",
     "/api/v1/status-maps",
     "/api/v1/postbacks",
