@@ -2,7 +2,7 @@
 
 Seeds a throwaway install (a temporary data directory: 5 campaigns, one with filtered streams and two
 weighted offers, a week of generated clicks with conversions and costs, a postback target, a status
-map, two affiliate networks, users with a share and an API key), runs `lanner serve` on ports the kernel picks, sends it real
+map, two affiliate networks, two traffic sources (one a campaign's), users with a share and an API key), runs `lanner serve` on ports the kernel picks, sends it real
 clicks (so clicks have routing traces) and lands them with `lanner spool flush`, imports conversions
 through the panel's form, and drives Debian's chromium headless through Selenium (`apt-get install
 chromium chromium-driver`; selenium is in the test extra): 1280 wide, plus 390 wide for the dashboard
@@ -63,6 +63,7 @@ def seed(data_dir: Path) -> dict[str, int]:
         update_stream,
     )
     from models.conversions.admin import add_target, map_status
+    from models.admin.sources import create_source
     from models.conversions.networks import create_network
     from models.migrations.runner import migrate
     from models.store.database import open_database
@@ -99,6 +100,9 @@ def seed(data_dir: Path) -> dict[str, int]:
     create_network(db, "Sweeps Co", subid_macro="{clickid}", payout_macro="{sum}", status_macro="{status}",
                    tid_macro="{transaction_id}", offer_params="clickid={subid}")  # fmt: skip
     update_offer(db, 1, network_id=adnet.id)
+    create_source(db, "Zeropark pop", from_catalogue="zeropark")
+    push = create_source(db, "RichAds push", from_catalogue="richads")
+    update_campaign(db, 3, source=str(push.id))
     update_offer(db, second.id, network_id=adnet.id)
     add_user(db, "anna", "admin", PASSWORD, timezone="Europe/Berlin")
     add_user(db, "ben", "buyer", PASSWORD)
@@ -109,7 +113,7 @@ def seed(data_dir: Path) -> dict[str, int]:
     convert_generated_clicks(db, settings)
     spend_the_week(db)
     db.close()
-    return {"stream": filtered.id, "offer": second.id, "user": 2, "network": adnet.id}
+    return {"stream": filtered.id, "offer": second.id, "user": 2, "network": adnet.id, "source": push.id}
 
 
 def convert_generated_clicks(db, settings) -> None:
@@ -219,6 +223,8 @@ def pages(ids: dict[str, int], subid: str) -> list[tuple[str, str]]:
         ("costs", "/panel/campaigns/1/costs"),
         ("offers", f"/panel/offers?{week}"),
         ("offer", f"/panel/offers/{offer}"),
+        ("sources", "/panel/sources"),
+        ("source", f"/panel/sources/{ids['source']}"),
         ("networks", "/panel/networks"),
         ("network", f"/panel/networks/{ids['network']}"),
         ("postbacks", "/panel/postbacks"),
