@@ -12,6 +12,7 @@ import time
 
 import pytest
 import test_nginx
+from cluster_nodes import nginx_required
 from conftest import ClientThreads, click, subid_of, wait_until
 
 from workers.runtime.procfs import children, process_name
@@ -94,9 +95,7 @@ def test_ten_reloads_under_keep_alive_clients_fail_no_request_and_record_only_an
     assert "killing it" not in server.log and "graceful_timeout" not in server.log
 
 
-@pytest.mark.skipif(
-    not os.path.exists(test_nginx.NGINX), reason="nginx is not installed (`make deps` installs it)"
-)
+@nginx_required
 def test_ten_reloads_behind_nginx_fail_no_request_of_keep_alive_clients(
     campaign, env, tmp_path, nginx_front, lanner, settings
 ):

@@ -417,3 +417,26 @@ def test_a_batch_lands_each_click_once_and_returns_only_the_new_rows(
         assert store.insert([rows[0]]) == [] and store.insert([]) == []
     stored = db.connection().execute("SELECT subid, visitor_key FROM click ORDER BY id").fetchall()
     assert stored == [(row[SUBID], visitor_key(row[IP], row[UA_HASH])) for row in rows]
+
+
+def test_the_postgresql_probes_say_not_now_on_a_lost_connection_and_answer_on_the_next(postgres_migrated_url):
+    from models.store.postgres.database import PostgresUnavailable, connect_postgres
+    from models.store.postgres.hotpath import VisitorProbe
+
+    database = connect_postgres(postgres_migrated_url)
+    try:
+        kept, fresh = VisitorProbe(by_key=True), VisitorProbe(by_key=True)
+        conn = database.connection()
+        assert kept.history(conn, (-1,), 0) == []  # Its cursor is made now, and kept.
+        conn.close()  # As a server restart leaves it.
+        for probe in (kept, fresh):  # With a cursor on the lost connection, and making one on it.
+            with pytest.raises(PostgresUnavailable):
+                probe.history(conn, (-1,), 0)
+        conn = database.connection()
+        assert not conn.closed
+        for probe in (kept, fresh):
+            assert probe.history(conn, (-1,), 0) == []
+            assert probe.seen(conn, (-1,), 0, 0, 1, 1) == (False, False, False)
+            assert probe.last_click(conn, (-1,), 0, 1, "ua") is None
+    finally:
+        database.close()
