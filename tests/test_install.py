@@ -166,14 +166,13 @@ STUBS = {
 
 
 @pytest.fixture
-def first_postgres(monkeypatch):
+def first_postgres():
     """A PostgreSQL of its own whose superuser is `postgres`, as Debian's cluster has it (the suite's
     shared server has `lanner`, the very role the installer makes)."""
     import servers
 
-    monkeypatch.setattr(servers, "SUPERUSER", "postgres")
     try:
-        server = servers.PostgresServer()
+        server = servers.PostgresServer(superuser="postgres")
     except servers.ServerMissing as error:
         pytest.skip(str(error))
     server.start()

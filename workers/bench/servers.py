@@ -95,12 +95,15 @@ def _server_env() -> dict[str, str]:
 class PostgresServer:
     """A PostgreSQL cluster of its own (initdb) under `base`, listening on `base`/socket only."""
 
-    def __init__(self, *, fsync: bool = False, shared_buffers: str = "16MB") -> None:
+    def __init__(
+        self, *, fsync: bool = False, shared_buffers: str = "16MB", superuser: str = SUPERUSER
+    ) -> None:
         self.bindir = postgres_bindir()
         if self.bindir is None or not (self.bindir / "initdb").exists():
             raise ServerMissing(f"PostgreSQL tests need {POSTGRES_MISSING}.")
         self.fsync = fsync
         self.shared_buffers = shared_buffers
+        self.superuser = superuser
         self.base: Path | None = None
         self._names = itertools.count(1)
 
@@ -118,7 +121,7 @@ class PostgresServer:
 
     def start(self) -> PostgresServer:
         self.base = _owned_dir("lanner-pg-")
-        _run([str(self.bindir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER, "--auth=trust",
+        _run([str(self.bindir / "initdb"), "-D", str(self.data_dir), "-U", self.superuser, "--auth=trust",
               "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"], self.base)  # fmt: skip
         self.socket_dir.mkdir()
         if (user := run_as()) is not None:
@@ -167,7 +170,7 @@ class PostgresServer:
 
     def url(self, database: str) -> str:
         """A postgresql:// URL for `database` over the server's socket (libpq's host= a directory)."""
-        return f"postgresql://{SUPERUSER}@/{database}?host={self.socket_dir}"
+        return f"postgresql://{self.superuser}@/{database}?host={self.socket_dir}"
 
     def admin(self):
         import psycopg
