@@ -59,6 +59,7 @@ from workers.bench.harness import (
     lanner_env,
     prepare_database,
     process_cpu_seconds,
+    ratio,
     read_subids,
     reconcile_subids,
     run_k6_step,
@@ -411,9 +412,9 @@ class ClusterReport:
             rows.append(
                 {
                     "rate": step.rate,
-                    "accepted_ratio": _ratio(step.accepted, base.accepted, 3),
-                    "p99_ratio": _ratio(step.p99_ms, base.p99_ms, 2),
-                    "cpu_per_click_ratio": _ratio(stack_cpu(step), stack_cpu(base), 2),
+                    "accepted_ratio": ratio(step.accepted, base.accepted, 3),
+                    "p99_ratio": ratio(step.p99_ms, base.p99_ms, 2),
+                    "cpu_per_click_ratio": ratio(stack_cpu(step), stack_cpu(base), 2),
                 }
             )
         return rows
@@ -427,10 +428,6 @@ class ClusterReport:
             "caps": self.caps,
             "comparison": self.comparison(),
         }
-
-
-def _ratio(value, base, digits: int) -> float | None:
-    return round(value / base, digits) if value is not None and base else None
 
 
 def stack_cpu(step: StepResult) -> float | None:

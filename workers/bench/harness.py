@@ -194,8 +194,8 @@ class BenchReport:
             rows.append(
                 {
                     "rate": step.rate,
-                    "accepted_ratio": round(step.accepted / base.accepted, 3) if base.accepted else None,
-                    "p99_ratio": round(step.p99_ms / base.p99_ms, 2) if base.p99_ms else None,
+                    "accepted_ratio": ratio(step.accepted, base.accepted, 3),
+                    "p99_ratio": ratio(step.p99_ms, base.p99_ms, 2),
                 }
             )
         return rows
@@ -208,6 +208,11 @@ class BenchReport:
             "nginx": [asdict(step) for step in self.nginx],
             "comparison": self.comparison(),
         }
+
+
+def ratio(value: float | None, base: float | None, digits: int) -> float | None:
+    """value / base rounded, or None where either is missing (or the base is 0)."""
+    return round(value / base, digits) if value is not None and base else None
 
 
 class Reporter:
