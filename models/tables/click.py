@@ -39,6 +39,10 @@ class Click(BaseModel):
     language = TextField(default="")
     keyword = TextField(default="")
     route = TextField(default="")
+    # The lander step (models/tables/lander.py): the lander the click was sent to (NULL: straight to
+    # the offer) and when its link to the offer was clicked (Unix ms; NULL: not yet, or no lander).
+    lander_id = IntegerField(null=True)
+    lp_clicked_at = BigIntegerField(null=True)
 
 
 SUB_ID_COLUMNS = tuple(f"sub_id_{slot}" for slot in range(1, SUB_ID_SLOTS + 1))
