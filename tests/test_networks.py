@@ -93,6 +93,23 @@ def test_an_offer_belongs_to_a_network_until_cleared_and_an_unknown_network_is_r
         create_offer(db, "P", "https://p.example/", network_id=42)
 
 
+def test_an_offer_of_a_network_gets_the_parameters_its_url_lacks_and_keeps_those_it_has(db):
+    from models.admin.services import create_offer, update_offer
+    from models.conversions.networks import create_network
+
+    network = create_network(db, "Net", subid_macro="{sub1}", offer_params="sub1={subid}&sub2={sub_id_1}")
+    bare = create_offer(db, "Bare", "https://o.example/go?aff=7#top", network_id=network.id)
+    assert bare.url == "https://o.example/go?aff=7&sub1={subid}&sub2={sub_id_1}#top"
+    own = create_offer(db, "Own", "https://o.example/?sub1={subid}", network_id=network.id)
+    assert own.url == "https://o.example/?sub1={subid}&sub2={sub_id_1}"  # Its own sub1 is kept as it is.
+    plain = create_offer(db, "Plain", "https://p.example/")
+    assert plain.url == "https://p.example/"  # No network, nothing added.
+    assert update_offer(db, plain.id, network_id=network.id).url == "https://p.example/?sub1={subid}&sub2={sub_id_1}"
+    # A new URL for an offer of the network gets them too; clearing the network leaves the URL alone.
+    assert update_offer(db, plain.id, url="https://q.example/").url == "https://q.example/?sub1={subid}&sub2={sub_id_1}"
+    assert update_offer(db, plain.id, clear_network=True, url="https://r.example/").url == "https://r.example/"
+
+
 def test_the_api_lists_creates_reads_and_changes_networks_and_only_an_admin_writes(
     admin, accounts, key  # noqa: F811
 ):

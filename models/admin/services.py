@@ -279,6 +279,7 @@ def create_offer(
     }
     fields["currency"] = currency or report_currency(db.connection())
     _check_offer_fields(fields)
+    fields["url"] = _with_network_params(fields["url"], network_id)
     with write_tx(db):
         offer = Offer.create(name=name, **fields)
         record_change(db, actor, "offer", offer.id, "create", None, _fields(offer))
@@ -307,6 +308,9 @@ def update_offer(
     with write_tx(db):
         offer = get_offer(offer_id)
         before = _fields(offer)
+        if changes.get("network_id") is not None or ("url" in changes and offer.network_id is not None):
+            network_id = changes.get("network_id", offer.network_id)
+            changes["url"] = _with_network_params(changes.get("url", offer.url), network_id)
         for key, value in changes.items():
             setattr(offer, key, value)
         offer.updated_at = _now()
@@ -314,6 +318,16 @@ def update_offer(
         record_change(db, actor, "offer", offer.id, "update", before, _fields(offer))
         MetaStore(db.connection()).bump_config_version()
     return offer
+
+
+def _with_network_params(url: str, network_id: int | None) -> str:
+    """The offer URL with what its network's offers add (models/conversions/networks.py), if it lacks it."""
+    if network_id is None:
+        return url
+    from models.conversions.networks import offer_url_with_params
+
+    network = Network.get_by_id(network_id)
+    return _check_url(offer_url_with_params(url, network.offer_params)) if network.offer_params else url
 
 
 def list_offers() -> list[Offer]:

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from peewee import Database, IntegrityError
 
@@ -218,6 +219,17 @@ def update_network(db: Database, ref: str | int, *, actor: Principal = CLI, **ch
 def network_status_maps(network: Network) -> list[dict[str, Any]]:
     """The network's own status maps (those for every network apply to it too)."""
     return [m for m in list_status_maps() if m["network"] == network.alias]
+
+
+def offer_url_with_params(url: str, offer_params: str) -> str:
+    """`url` with the network's offer parameters it lacks appended (`sub1={subid}`): an offer URL copied
+    from a network's dashboard often lacks the parameter that brings the subid back in its postback."""
+    split = urlsplit(url)
+    present = {name for name, _ in parse_qsl(split.query, keep_blank_values=True)}
+    missing = [pair for pair in offer_params.split("&") if pair and pair.split("=", 1)[0] not in present]
+    if not missing:
+        return url
+    return urlunsplit(split._replace(query="&".join(filter(None, (split.query, *missing)))))
 
 
 def postback_url(network: Network, base: str, key: str) -> str:
