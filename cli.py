@@ -1901,7 +1901,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
     "-g",
     "groups",
     multiple=True,
-    help="day, hour, campaign, stream, offer, network, source, country, device, "
+    help="day, hour, campaign, stream, offer, network, traffic_source, source, country, device, "
     "os, browser, language, sub_id_N, referrer_domain, or a traffic source's parameter name (zoneid) "
     "(repeatable: nested levels). Default: campaign.",
 )

@@ -277,10 +277,10 @@ def report_clicks(db):
                      user_agent="ua", ua_hash=zlib.crc32(b"ua"), sub_id_1=sub_id_1, sub_id_3=sub_id_3)  # fmt: skip
 
 
-def report(db, group_by, filters=None):
+def report(db, group_by, filters=None, source="auto"):
     from models.reporting.reports import ReportQuery, run_report
 
-    return run_report(db, ReportQuery(group_by=group_by, filters=filters or {}, preset="today"))
+    return run_report(db, ReportQuery(group_by=group_by, filters=filters or {}, preset="today", source=source))
 
 
 def test_a_source_name_groups_and_filters_the_campaigns_that_use_it_in_their_slot(db, report_clicks):
@@ -301,6 +301,34 @@ def test_a_source_name_groups_and_filters_the_campaigns_that_use_it_in_their_slo
         report(db, ("zoneid", "sub_id_1"), {"campaign": ("a",)})
     with pytest.raises(ReportError, match="Cannot group or filter by 'siteid'"):
         report(db, ("siteid",))
+
+
+def test_reports_group_and_filter_by_traffic_source_as_the_sums_of_its_campaigns(db, report_clicks):
+    from functools import partial
+
+    from models.reporting.reports import ReportError
+
+    raw = partial(report, source="raw")  # The fixture's rows are in no rollup.
+
+    rows = raw(db, ("traffic_source",)).rows
+    by_source = {row["traffic_source_name"]: row["clicks"] for row in rows}
+    assert by_source == {"Zones": 3, "Mixed": 1, "": 1}  # Campaigns a and b; c; d with none.
+    assert [row["traffic_source"] for row in rows if row["traffic_source_name"] == ""] == [None]
+    nested = raw(db, ("traffic_source", "campaign")).rows
+    assert [(row["traffic_source_name"], row["campaign"], row["clicks"]) for row in nested] == [
+        ("Zones", 1, 2), ("Zones", 2, 1), ("Mixed", 3, 1), ("", 4, 1),
+    ]  # fmt: skip
+    # Filtered by name or id; 0 is none; with a campaign filter they intersect.
+    (zones,) = raw(db, ("traffic_source",), {"traffic_source": ("Zones",)}).rows
+    assert zones["clicks"] == 3
+    (mixed,) = raw(db, ("campaign",), {"traffic_source": (str(rows[1]["traffic_source"]),)}).rows
+    assert mixed["campaign"] == 3
+    (none,) = raw(db, ("campaign",), {"traffic_source": ("0",)}).rows
+    assert none["campaign"] == 4
+    (both,) = raw(db, ("campaign",), {"traffic_source": ("Zones",), "campaign": ("b", "c")}).rows
+    assert (both["campaign"], both["clicks"]) == (2, 1)
+    with pytest.raises(ReportError, match="There is no traffic source 'Nope'"):
+        raw(db, ("campaign",), {"traffic_source": ("Nope",)})
 
 
 def test_the_panel_s_report_builder_groups_by_a_source_name(panel, users, db, report_clicks):

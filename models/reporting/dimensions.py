@@ -18,6 +18,8 @@ DIMENSION_COLUMNS: dict[str, str] = {
     # The affiliate network of the click's offer: reports read the offer and group its offers' sums
     # under their network (models/reporting/reports.py), so every cube with offers answers it.
     "network": "offer_id",
+    # The traffic source of the click's campaign (models/admin/sources.py), likewise over its campaigns.
+    "traffic_source": "campaign_id",
     "source": "source",
     "country": "country",
     "device": "device_type",
@@ -29,7 +31,7 @@ DIMENSION_COLUMNS: dict[str, str] = {
 }
 # The dimensions that are ids of a campaign, stream or offer: their filters take integers, and a
 # conversion keeps its own copy of them (indexed), which its filters read.
-ID_GROUPS = ("campaign", "stream", "offer", "network")
+ID_GROUPS = ("campaign", "stream", "offer", "network", "traffic_source")
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000

@@ -30,7 +30,7 @@ import math
 import time as time_module
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, Callable
 from zoneinfo import ZoneInfo
 
 from peewee import Database
@@ -251,7 +251,7 @@ def _check(query: ReportQuery) -> None:
         raise ReportError("Filter time with --from/--to or a preset, not a day or hour filter.")
     if sum(name in TIME_GROUPS for name in query.group_by) > 1:
         raise ReportError("Group by day or by hour, not both.")
-    for name in ("stream", "offer", "network"):
+    for name in ("stream", "offer", "network", "traffic_source"):
         # isascii: isdigit() alone takes "²"; an id past 64 bits is no row's (and SQLite cannot bind it).
         if any(
             not (value.isascii() and value.isdigit()) or int(value) >= 2**63
@@ -269,6 +269,10 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
     the campaigns whose source defines it (models/reporting/sourcenames.py); its column keeps the name."""
     store = ReportStore(db.connection())
     ids = campaign_ids(store, query.filters["campaign"]) if "campaign" in query.filters else None
+    if "traffic_source" in query.filters:
+        query = dataclasses.replace(
+            query, filters={**query.filters, "traffic_source": _source_ids(store, query.filters["traffic_source"])}
+        )
     try:
         query, labels, notes = resolve_source_names(query, GROUPS, ids)
     except SourceNameError as exc:
@@ -279,6 +283,20 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
         report.rows = [{labels.get(key, key): value for key, value in row.items()} for row in report.rows]
         report.notes = notes + report.notes
     return report
+
+
+def _source_ids(store: ReportStore, refs: tuple[str, ...]) -> tuple[str, ...]:
+    """Traffic source names or ids as ids ("0": campaigns with none); ReportError for an unknown name."""
+    by_name = {name: str(id_) for id_, name in store.names("traffic_source").items()}
+    ids = []
+    for ref in refs:
+        if ref in by_name:
+            ids.append(by_name[ref])
+        elif ref.isascii() and ref.isdigit():
+            ids.append(ref)
+        else:
+            raise ReportError(f"There is no traffic source {ref!r}.")
+    return tuple(ids)
 
 
 def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -> Report:
@@ -340,15 +358,20 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
     labels = _Labels(time_group, tz)
     sums: dict[tuple, list] = {}
     with read_tx(db):  # One snapshot for every piece.
-        by_network = NetworkGroups(store, groups, filters, offset=1 if bucket else 0)
+        offset = 1 if bucket else 0
+        by_network = ParentGroups("network", "offer", store.offer_networks, groups, filters, offset=offset)
+        by_source = ParentGroups(
+            "traffic_source", "campaign", store.campaign_sources, by_network.groups, by_network.filters,
+            offset=offset,
+        )
         for source, piece_start, piece_end in pieces:
             for row in store.rows(
-                source, piece_start, piece_end, groups=by_network.groups, filters=by_network.filters,
+                source, piece_start, piece_end, groups=by_source.groups, filters=by_source.filters,
                 bucket=bucket,
             ):  # fmt: skip
-                key = by_network.key(_group_key(row, bucket, labels))
+                key = by_network.key(by_source.key(_group_key(row, bucket, labels)))
                 add_metrics(sums, key, row[-len(METRICS) :])
-        filters = by_network.filters
+        filters = by_source.filters
         unconverted = [
             {"currency": code, "conversions": count, "payout": round(payout, 6)}
             for code, count, payout in store.unconverted(*bounds, filters)
@@ -493,33 +516,37 @@ def time_buckets(time_group: str, tz: ZoneInfo, start_ms: int, end_ms: int) -> l
     return sorted(labels.starts.items(), key=lambda item: item[1])
 
 
-class NetworkGroups:
-    """A network is a group of offers: the store is asked for offers, and each offer's sums are added
-    under its network (None: offers with none, and clicks with no offer). A network filter becomes a
-    filter on its offers (0 for no offer), intersected with an offer filter."""
+class ParentGroups:
+    """A group made of another's ids: a network is a group of offers, a traffic source a group of
+    campaigns. The store is asked for the children, and each child's sums are added under its parent
+    (None: children with none, and clicks with no child). A parent filter becomes a filter on its
+    children (0 for none), intersected with a filter on the children."""
 
-    def __init__(self, store: ReportStore, groups: tuple[str, ...], filters: dict, *, offset: int) -> None:
+    def __init__(
+        self, name: str, child: str, parent_of: Callable[[], dict[int, int | None]],
+        groups: tuple[str, ...], filters: dict, *, offset: int,
+    ) -> None:  # fmt: skip
         self.groups, self.filters = groups, filters
-        self.positions = [offset + index for index, name in enumerate(groups) if name == "network"]
-        if not self.positions and "network" not in filters:
+        self.positions = [offset + index for index, group in enumerate(groups) if group == name]
+        if not self.positions and name not in filters:
             return
-        self.network_of = store.offer_networks()
-        self.groups = tuple("offer" if name == "network" else name for name in groups)
-        if "network" in filters:
-            wanted = set(filters["network"])
-            offers = {0} if 0 in wanted else set()
-            offers |= {offer for offer, network in self.network_of.items() if (network or 0) in wanted}
-            if "offer" in filters:
-                offers &= set(filters["offer"])
-            rest = {name: values for name, values in filters.items() if name != "network"}
-            self.filters = {**rest, "offer": tuple(sorted(offers)) or (-1,)}  # -1: no offer's id.
+        self.parent_of = parent_of()
+        self.groups = tuple(child if group == name else group for group in groups)
+        if name in filters:
+            wanted = set(filters[name])
+            children = {0} if 0 in wanted else set()
+            children |= {id_ for id_, parent in self.parent_of.items() if (parent or 0) in wanted}
+            if child in filters:
+                children &= set(filters[child])
+            rest = {group: values for group, values in filters.items() if group != name}
+            self.filters = {**rest, child: tuple(sorted(children)) or (-1,)}  # -1: no child's id.
 
     def key(self, key: tuple) -> tuple:
         if not self.positions:
             return key
         values = list(key)
         for position in self.positions:
-            values[position] = self.network_of.get(values[position])
+            values[position] = self.parent_of.get(values[position])
         return tuple(values)
 
 

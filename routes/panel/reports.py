@@ -22,6 +22,7 @@ import falcon
 
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
+from models.admin.sources import get_source
 from models.conversions.networks import get_network
 from models.reporting.dimensions import DAY_MS, HOUR_MS, ID_GROUPS
 from models.reporting.sourcenames import source_parameter_names
@@ -58,9 +59,11 @@ PERIOD_LABELS = {
     "last_month": "Last month",
     "custom": "Custom",
 }
+# The id groups a row with no id (none) drills into as 0.
+PARENT_GROUPS = ("stream", "offer", "network", "traffic_source")
 GROUP_LABELS = {
     "day": "Day", "hour": "Hour", "campaign": "Campaign", "stream": "Stream", "offer": "Offer",
-    "network": "Network",
+    "network": "Network", "traffic_source": "Traffic source",
     "source": "Source", "country": "Country", "device": "Device", "os": "OS", "browser": "Browser",
     "language": "Language", "referrer_domain": "Referrer domain",
     **{name: name.replace("sub_id_", "Sub ID ") for name in GROUPS if name.startswith("sub_id_")},
@@ -293,7 +296,7 @@ class ReportBuilder:
             value = row[group]
             label, sub = display(group, value, row, campaigns)
             if value is None:
-                drill_value = "0" if group in ("stream", "offer", "network") else None
+                drill_value = "0" if group in PARENT_GROUPS else None
             else:
                 drill_value = str(value)
             rows.append({"label": label, "sub": sub, "value": drill_value, "stats": row})
@@ -325,7 +328,7 @@ class ReportBuilder:
         """A drill step's value as the row showed it; an id's name only where the user may see it."""
         if group == "campaign":
             return campaigns[int(value)][0] if value.isdigit() and int(value) in campaigns else f"#{value}"
-        if group in ("stream", "offer", "network"):
+        if group in PARENT_GROUPS:
             if not value.isdigit() or value == "0":
                 return "(none)"
             try:
@@ -333,6 +336,8 @@ class ReportBuilder:
                     return get_offer(int(value)).name
                 if group == "network":
                     return get_network(int(value)).name
+                if group == "traffic_source":
+                    return get_source(int(value)).name
                 stream = get_stream(int(value))
             except AdminError:
                 return f"#{value}"

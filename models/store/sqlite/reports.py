@@ -175,8 +175,10 @@ ORDER BY c.id
         "offer": "SELECT id, name FROM offer",
         "stream": "SELECT id, name FROM stream",
         "network": "SELECT id, name FROM network",
+        "traffic_source": "SELECT id, name FROM traffic_source",
     }
     SQL_OFFER_NETWORKS = "SELECT id, network_id FROM offer"
+    SQL_CAMPAIGN_SOURCES = "SELECT id, source_id FROM campaign"
 
     __slots__ = ()
     piece_sql = PieceSql  # The dialect's SELECT writer.
@@ -232,6 +234,10 @@ ORDER BY c.id
         """Offer id -> its network's id (None: none)."""
         return dict(self.conn.execute(self.SQL_OFFER_NETWORKS).fetchall())
 
+    def campaign_sources(self) -> dict[int, int | None]:
+        """Campaign id -> its traffic source's id (None: none)."""
+        return dict(self.conn.execute(self.SQL_CAMPAIGN_SOURCES).fetchall())
+
     def names(self, kind: str) -> dict[int, str]:
-        """Id -> name of every campaign (its alias), stream or offer."""
+        """Id -> name of every campaign (its alias), stream, offer, network or traffic source."""
         return dict(self.conn.execute(self.SQL_NAMES[kind]).fetchall())
