@@ -541,6 +541,17 @@ def source_update(ctx: Context, ref: str, **changes: Any) -> None:
     click.echo(f"Traffic source {updated.id} updated.")
 
 
+@source.command("delete")
+@click.argument("ref")
+@pass_context
+def source_delete(ctx: Context, ref: str) -> None:
+    """Delete a traffic source no campaign uses (archive one that is used)."""
+    from models.admin.sources import delete_source
+
+    delete_source(ctx.db, ref)
+    click.echo(f"Traffic source {ref} deleted.")
+
+
 @source.command("catalogue")
 @format_option
 def source_catalogue(fmt: str) -> None:
@@ -663,6 +674,17 @@ def network_update(ctx: Context, ref: str, **changes: Any) -> None:
 
     updated = update_network(ctx.db, ref, **changes)
     click.echo(f"Network {updated.id} ({updated.alias}) updated.")
+
+
+@network.command("delete")
+@click.argument("ref")
+@pass_context
+def network_delete(ctx: Context, ref: str) -> None:
+    """Delete a network no offer belongs to (its status maps stay, as the maps of its alias)."""
+    from models.conversions.networks import delete_network
+
+    delete_network(ctx.db, ref)
+    click.echo(f"Network {ref} deleted.")
 
 
 @network.command("catalogue")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import html as markup
 import re
 
+import pytest
+
 from test_panel import csrf_token, get, log_in, make_panel, panel, post, users  # noqa: F401
 
 NEW = {"name": "Rocket", "alias": "", "template": "affise", "subid_macro": "", "payout_macro": "",
@@ -161,3 +163,33 @@ def test_the_report_builder_groups_by_network_and_drills_into_one(panel, users, 
     drilled = get(panel, "/panel/reports?period=last_7_days&g1=network&g2=offer&d1=1", cookie)[2]
     assert "Network: Rocket" in drilled and "Generated offer 0" in drilled
     assert "Generated offer 1" not in drilled
+
+
+def test_a_network_no_offer_belongs_to_is_deleted_and_its_status_words_stay(panel, users, db):  # noqa: F811
+    from models.accounts.audit import list_audit
+    from models.admin.services import AdminConflict, AdminError, create_offer, update_offer
+    from models.conversions.admin import list_status_maps
+    from models.conversions.networks import create_network, delete_network, get_network
+
+    create_network(db, "Rocket", from_template="affise")
+    create_offer(db, "Shop", "https://shop.example/", network_id=1)
+    with pytest.raises(AdminConflict, match=r"'Rocket' is the network of offer 1: give them another network"):
+        delete_network(db, "rocket")
+    cookie = log_in(panel)
+    page = get(panel, "/panel/networks/1", cookie)[2]
+    assert 'id="delete-network"' not in page  # An offer belongs to it.
+    status, _, body = post(panel, "/panel/networks/1", {"do": "delete", "csrf_token": csrf_token(page)}, cookie=cookie)
+    assert status == 400 and b"is the network of offer 1" in body
+    update_offer(db, 1, clear_network=True)
+    page = get(panel, "/panel/networks/1", cookie)[2]
+    assert 'id="delete-network"' in page
+    buyer = log_in(panel, "bert")
+    token = csrf_token(get(panel, "/panel/networks/1", buyer)[2])
+    assert post(panel, "/panel/networks/1", {"do": "delete", "csrf_token": token}, cookie=buyer)[0] == 403
+    status, headers, _ = post(panel, "/panel/networks/1", {"do": "delete", "csrf_token": csrf_token(page)}, cookie=cookie)
+    assert status == 303 and headers["location"] == "/panel/networks?deleted=rocket"
+    assert "Network rocket deleted" in get(panel, headers["location"], cookie)[2]
+    with pytest.raises(AdminError, match="no network 'rocket'"):
+        get_network("rocket")
+    assert {m["network"] for m in list_status_maps()} == {"rocket"}  # The alias's words are kept.
+    assert [entry.action for entry in list_audit(db, entity="network")][0] == "delete"

@@ -457,3 +457,30 @@ def test_a_source_s_click_macro_postback_and_report_end_to_end(
     assert [(row["zoneid"], row["clicks"], row["sales"]) for row in rows] == [("z 77", 1, 1)]
     rows = json.loads(lanner("report", "-g", "campaign", "-f", "zoneid=z 77", "--json").stdout)["rows"]
     assert [(row["campaign"], row["clicks"]) for row in rows] == [(1, 1)]
+
+
+def test_a_source_no_campaign_uses_is_deleted_by_cli_api_and_panel(db, lanner, admin, key, panel, users):  # noqa: F811
+    from models.admin.services import AdminConflict, create_campaign, update_campaign
+    from models.admin.sources import create_source, delete_source, list_sources
+
+    create_source(db, "Zones", "zoneid={zoneid}", postback_url="https://n.example/?c={external_id}")
+    create_source(db, "Push", "zone={zone}")
+    create_source(db, "Pop", "site={site}")
+    create_campaign(db, "A", "a", offer_url="https://o.example/", source="Zones")
+    with pytest.raises(AdminConflict, match=r"'Zones' is the source of campaign a: give them another source"):
+        delete_source(db, "Zones")
+    result = lanner("source", "delete", "Zones", check=False)
+    assert result.returncode != 0 and "is the source of campaign a" in result.stderr
+    update_campaign(db, "a", clear_source=True)  # Its source-made postback target goes (removed, kept).
+    assert lanner("source", "delete", "Zones").stdout.strip() == "Traffic source Zones deleted."
+    assert call(admin, "DELETE", "/sources/Push", "viewer-key-0123456789")[0] == 403
+    status, deleted = call(admin, "DELETE", "/sources/Push", key)
+    assert status == 200 and deleted["name"] == "Push"
+    assert call(admin, "DELETE", "/sources/Push", key)[0] == 404
+    cookie = log_in(panel)
+    page = get(panel, "/panel/sources/3", cookie)[2]
+    status, headers, _ = post(panel, "/panel/sources/3", {"do": "delete", "csrf_token": csrf_token(page)}, cookie=cookie)
+    assert status == 303 and "Traffic source Pop deleted." in get(panel, headers["location"], cookie)[2]
+    assert list_sources(include_archived=True) == []
+    rows = db.execute_sql("SELECT source_id, status FROM postback_target").fetchall()
+    assert rows == [(None, "removed")]

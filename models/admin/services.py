@@ -88,6 +88,13 @@ def _check_url(url: str) -> str:
         raise AdminError(str(exc)) from None
 
 
+def listed(noun: str, items: list, shown: int = 5) -> str:
+    """`campaigns a, b and 3 more`: the first few of a list, in a sentence."""
+    head = ", ".join(str(item) for item in items[:shown])
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return f"{noun}{'s' if len(items) > 1 else ''} {head}{more}"
+
+
 def _check_choice(value: str, choices: Iterable[str], what: str) -> str:
     choices = tuple(choices)
     if value not in choices:

@@ -21,7 +21,7 @@ from peewee import Database, IntegrityError
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
-from models.admin.services import AdminConflict, AdminError, AdminNotFound
+from models.admin.services import AdminConflict, AdminError, AdminNotFound, listed
 from models.choices import CONVERSION_STATUSES, POSTBACK_METHODS, SOURCE_STATUSES
 from models.conversions.outbound import OutboundError, compile_target_url
 from models.routing.macros import MacroError, compile_url, rename_macros
@@ -344,6 +344,24 @@ def update_source(
             sync_postback_target(db, campaign, source, actor)
         MetaStore(db.connection()).bump_config_version()
     return source
+
+
+def delete_source(db: Database, ref: str | int, *, actor: Principal = CLI) -> None:
+    """Delete a source no campaign uses (archived campaigns too: their reports name it). Its removed
+    postback targets keep their history without it."""
+    with write_tx(db):
+        source = get_source(ref)
+        users = [c.alias for c in Campaign.select(Campaign.alias).where(Campaign.source_id == source.id)]
+        if users:
+            raise AdminConflict(
+                f"Traffic source {source.name!r} is the source of {listed('campaign', sorted(users))}: give them "
+                "another source (or none) first, or archive it."
+            )
+        before = _audit_fields(source)
+        PostbackTarget.update(source_id=None).where(PostbackTarget.source_id == source.id).execute()
+        source.delete_instance()
+        record_change(db, actor, "traffic_source", source.id, "delete", before, None)
+        MetaStore(db.connection()).bump_config_version()
 
 
 def source_id_for(ref: str | None) -> int | None:

@@ -31,7 +31,7 @@ from peewee import Database, IntegrityError
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
-from models.admin.services import AdminConflict, AdminError, AdminNotFound
+from models.admin.services import AdminConflict, AdminError, AdminNotFound, listed
 from models.choices import NETWORK_STATUSES
 from models.conversions.admin import list_status_maps, map_status
 from models.store.database import write_tx
@@ -214,6 +214,22 @@ def update_network(db: Database, ref: str | int, *, actor: Principal = CLI, **ch
         action = "archive" if changes.get("status") == "archived" != before["status"] else "update"
         record_change(db, actor, "network", network.id, action, before, _fields(network))
     return network
+
+
+def delete_network(db: Database, ref: str | int, *, actor: Principal = CLI) -> None:
+    """Delete a network no offer belongs to. Its status maps stay: they are the maps of its alias,
+    which postbacks carrying `from=ALIAS` still use (`lanner postback status unmap` removes them)."""
+    with write_tx(db):
+        network = get_network(ref)
+        offers = [o.id for o in Offer.select(Offer.id).where(Offer.network_id == network.id).order_by(Offer.id)]
+        if offers:
+            raise AdminConflict(
+                f"Network {network.name!r} is the network of {listed('offer', offers)}: give them another "
+                "network (or none) first, or archive it."
+            )
+        before = _fields(network)
+        network.delete_instance()
+        record_change(db, actor, "network", network.id, "delete", before, None)
 
 
 def network_status_maps(network: Network) -> list[dict[str, Any]]:

@@ -10,6 +10,8 @@ install-wide, as all status maps are.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import falcon
 
 from models.admin.services import AdminError, list_offers
@@ -33,6 +35,7 @@ DONE = {
 
 
 AFTER = {"save": "saved", "map": "mapped", "unmap": "unmapped"}
+DELETED = "Network {} deleted; its status maps stay, as the maps of its alias."
 
 
 def submitted(form: dict, names) -> dict[str, str]:
@@ -50,13 +53,14 @@ def require_admin(principal) -> None:
 
 class NetworkListResource(PanelResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.show(req, resp, self.sessions.require(req))
+        deleted = req.get_param("deleted")
+        self.show(req, resp, self.sessions.require(req), done=DELETED.format(deleted) if deleted else "")
 
-    def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
+    def show(self, req, resp, session, *, code=200, form=None, message="", done="") -> None:
         counts = networks.offer_counts()
         rows = [{"network": n, "offers": counts.get(n.id, 0)} for n in networks.list_networks()]
         self.page(
-            req, resp, "networks.html", session, code, rows=rows,
+            req, resp, "networks.html", session, code, rows=rows, done=done,
             templates=list(networks.catalogue().values()), catalogue_note=networks.catalogue_note(),
             form=form or BLANK_FORM, message=message,
             is_admin=session.principal.role == "admin",
@@ -132,6 +136,9 @@ class NetworkResource(PanelResource):
                                  network=network.alias, actor=actor)  # fmt: skip
             elif action == "unmap":
                 admin.unmap_status(db, str(form.get("word", "")), network=network.alias, actor=actor)
+            elif action == "delete":
+                networks.delete_network(db, network.id, actor=actor)
+                raise falcon.HTTPSeeOther(f"{PATH}?{urlencode({'deleted': network.alias})}")
             else:
                 raise falcon.HTTPBadRequest(
                     title="Bad form", description="This form asks for nothing the page does."

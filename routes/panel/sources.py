@@ -3,6 +3,8 @@ edit page, over the services `lanner source` and `/api/v1/sources` call (models/
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import falcon
 
 from models.accounts.access import creates_campaigns
@@ -12,6 +14,7 @@ from models.admin.sources import (
     catalogue,
     catalogue_entry,
     create_source,
+    delete_source,
     get_source,
     list_sources,
     source_fields,
@@ -43,6 +46,7 @@ def submitted(req) -> dict:
     values = {name: str(form.get(name, "")).strip() for name in BLANK_FORM if name != "postback_statuses"}
     values["postback_statuses"] = read_form_lists(req).get("postback_statuses", [])
     values["csrf_token"] = str(form.get("csrf_token", ""))
+    values["do"] = str(form.get("do", ""))
     return values
 
 
@@ -86,14 +90,16 @@ class SourceListResource(SourcePages):
                 message = str(exc)
             else:
                 form.update(name=entry["name"], template=entry["template"], postback_url=entry["postback"])
-        self.show(req, resp, session, form=form, message=message, chosen=key or "")
+        deleted = req.get_param("deleted")
+        done = f"Traffic source {deleted} deleted." if deleted else ""
+        self.show(req, resp, session, form=form, message=message, chosen=key or "", done=done)
 
-    def show(self, req, resp, session, *, code=200, form=None, message="", chosen="") -> None:
+    def show(self, req, resp, session, *, code=200, form=None, message="", chosen="", done="") -> None:
         counts = campaign_counts()
         rows = [source_fields(s, counts.get(s.id, 0)) for s in list_sources(include_archived=True)]
         entries = catalogue()["sources"]
         self.page(
-            req, resp, "sources.html", session, code, rows=rows, form=form or BLANK_FORM, message=message,
+            req, resp, "sources.html", session, code, rows=rows, form=form or BLANK_FORM, message=message, done=done,
             catalogue=entries, about=catalogue()["about"], chosen=chosen,
             note=next((e["note"] for e in entries if e["key"] == chosen), ""), **self.context(session),
         )  # fmt: skip
@@ -140,6 +146,13 @@ class SourceResource(SourcePages):
         principal = session.principal
         source = self.source(source_id)
         self.require_creator(principal)
+        if values.get("do") == "delete":
+            try:
+                delete_source(self.sessions.db, source.id, actor=principal)
+            except AdminError as exc:
+                self.show(req, resp, session, source, source_form(source), code=409, message=str(exc))
+                return
+            raise falcon.HTTPSeeOther(f"/panel/sources?{urlencode({'deleted': source.name})}")
         try:
             changes = source_changes(values)
             if values["status"] not in SOURCE_STATUSES:

@@ -86,6 +86,7 @@ class NetworkResource:
         "PATCH": Operation(
             "Change a network (admins); its alias stays. Archive: status archived.", body=NETWORK_UPDATE
         ),
+        "DELETE": Operation("Delete a network no offer belongs to (admins; 409 naming them otherwise)."),
     }
 
     def __init__(self, auth, db) -> None:
@@ -100,6 +101,12 @@ class NetworkResource:
         require_admin(req, "networks")
         changed = networks.update_network(self.db, ref, actor=req.context.principal, **body)
         answer(req, resp, network_answer(changed))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        network = networks.get_network(ref)
+        require_admin(req, "networks")
+        networks.delete_network(self.db, network.id, actor=req.context.principal)
+        answer(req, resp, {"deleted": network.id, "alias": network.alias})
 
 
 @api_resource

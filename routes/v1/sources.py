@@ -87,6 +87,7 @@ class SourceResource:
             "Change a traffic source; fields left out stay (slots alone re-map the current template).",
             body=SOURCE_UPDATE,
         ),
+        "DELETE": Operation("Delete a traffic source no campaign uses (409 naming them otherwise)."),
     }
 
     def __init__(self, auth, db) -> None:
@@ -103,6 +104,12 @@ class SourceResource:
         slots = _slots(body)
         source = sources.update_source(self.db, ref, slots=slots, actor=req.context.principal, **body)
         answer(req, resp, sources.source_fields(source, sources.campaign_counts().get(source.id, 0)))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        source = sources.get_source(ref)
+        require_creator(req, "or delete traffic sources")
+        sources.delete_source(self.db, source.id, actor=req.context.principal)
+        answer(req, resp, {"deleted": source.id, "name": source.name})
 
 
 @api_resource
