@@ -484,3 +484,19 @@ def test_a_source_no_campaign_uses_is_deleted_by_cli_api_and_panel(db, lanner, a
     assert list_sources(include_archived=True) == []
     rows = db.execute_sql("SELECT source_id, status FROM postback_target").fetchall()
     assert rows == [(None, "removed")]
+
+
+def test_who_may_not_change_sources_sees_only_the_host_of_a_postback_url(db, admin, key, panel, users):  # noqa: F811
+    from models.admin.sources import create_source
+
+    secret = "https://tsyndicate.example/api/v1/cpa/action?value={payout}&key=S3CRET-KEY&action={external_id}"
+    create_source(db, "Stars", "sid={sid}&external_id={clickid}", postback_url=secret)
+    hidden = "https://tsyndicate.example/… (hidden: only who may change sources sees it)"
+    assert call(admin, "GET", "/sources/Stars", key)[1]["postback_url"] == secret
+    status, one = call(admin, "GET", "/sources/Stars", "viewer-key-0123456789")
+    assert status == 200 and one["postback_url"] == hidden
+    listed = call(admin, "GET", "/sources", "viewer-key-0123456789")[1]["items"]
+    assert [s["postback_url"] for s in listed] == [hidden]
+    assert "S3CRET-KEY" in get(panel, "/panel/sources/1", log_in(panel, "bert"))[2]  # A buyer changes sources.
+    page = get(panel, "/panel/sources/1", log_in(panel, "vera"))[2]
+    assert "S3CRET-KEY" not in page and "tsyndicate.example/… (hidden" in page

@@ -16,6 +16,7 @@ import time
 from functools import cache
 from importlib import resources
 from typing import Any, Iterable
+from urllib.parse import urlsplit
 
 from peewee import Database, IntegrityError
 
@@ -63,8 +64,18 @@ def catalogue_entry(key: str) -> dict[str, Any]:
     raise AdminNotFound(f"The catalogue has no source {key!r}; it has {keys}.")
 
 
-def source_fields(source: TrafficSource, campaigns: int | None = None) -> dict[str, Any]:
-    """A source as the CLI prints it and the admin API answers it."""
+def hidden_postback(url: str) -> str:
+    """What someone who may not change a source sees of its postback URL: the host. A network's
+    postback usually carries the buyer's account key (TrafficStars' `key=`), in its query or its path."""
+    if not url:
+        return ""
+    split = urlsplit(url)
+    return f"{split.scheme}://{split.hostname or ''}/… (hidden: only who may change sources sees it)"
+
+
+def source_fields(source: TrafficSource, campaigns: int | None = None, *, reveal: bool = True) -> dict[str, Any]:
+    """A source as the CLI prints it and the admin API answers it (`reveal`: its postback URL whole;
+    else only its host, see hidden_postback)."""
     parameters = loads(source.parameters)
     fields = {
         "id": source.id,
@@ -72,7 +83,7 @@ def source_fields(source: TrafficSource, campaigns: int | None = None) -> dict[s
         "status": source.status,
         "template": template_text(parameters),
         "parameters": parameters,
-        "postback_url": source.postback_url,
+        "postback_url": source.postback_url if reveal else hidden_postback(source.postback_url),
         "postback_statuses": source.postback_statuses.split(",") if source.postback_statuses else [],
         "postback_method": source.postback_method,
     }

@@ -29,14 +29,15 @@ BLANK_FORM = {"name": "", "template": "", "slots": "", "postback_url": "", "post
               "postback_method": "GET", "status": "active"}  # fmt: skip
 
 
-def source_form(source) -> dict:
-    """A source's fields as its edit form shows them (slots: every name's, so none moves on save)."""
-    fields = source_fields(source)
+def source_form(source, *, reveal: bool = True) -> dict:
+    """A source's fields as its edit form shows them (slots: every name's, so none moves on save;
+    `reveal`: the postback URL whole, else its host only)."""
+    fields = source_fields(source, reveal=reveal)
     parameters = fields["parameters"]
     slots = [f"{p['name']}={p['field'][7:]}" for p in parameters if p["field"].startswith("sub_id_")]
     return {
         "name": source.name, "template": fields["template"], "slots": ", ".join(slots),
-        "postback_url": source.postback_url, "postback_statuses": fields["postback_statuses"],
+        "postback_url": fields["postback_url"], "postback_statuses": fields["postback_statuses"],
         "postback_method": source.postback_method, "status": source.status,
     }  # fmt: skip
 
@@ -132,7 +133,8 @@ class SourceResource(SourcePages):
         session = self.sessions.require(req)
         source = self.source(source_id)
         saved = "Created." if req.get_param("created") else "Saved." if req.get_param("saved") else ""
-        self.show(req, resp, session, source, source_form(source), saved=saved)
+        form = source_form(source, reveal=creates_campaigns(session.principal))
+        self.show(req, resp, session, source, form, saved=saved)
 
     def show(self, req, resp, session, source, form, *, code=200, message="", saved="") -> None:
         fields = source_fields(source, campaign_counts().get(source.id, 0))

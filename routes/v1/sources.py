@@ -7,6 +7,7 @@ from typing import Any
 
 import falcon
 
+from models.accounts.access import creates_campaigns
 from models.admin import sources
 from models.choices import SOURCE_STATUSES
 from models.routing.sources import SourceError, parse_slots
@@ -60,8 +61,9 @@ class SourceListResource:
         found = sources.list_sources(include_archived=req.get_param_as_bool("all", default=False))
         counts = sources.campaign_counts()
         items, following = page(req, found, lambda s: [s.id])
-        answer(req, resp, {"items": [sources.source_fields(s, counts.get(s.id, 0)) for s in items],
-                           "next": following})  # fmt: skip
+        reveal = creates_campaigns(req.context.principal)
+        shown = [sources.source_fields(s, counts.get(s.id, 0), reveal=reveal) for s in items]
+        answer(req, resp, {"items": shown, "next": following})
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_body(req, SOURCE_CREATE)
@@ -95,7 +97,8 @@ class SourceResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         source = sources.get_source(ref)
-        answer(req, resp, sources.source_fields(source, sources.campaign_counts().get(source.id, 0)))
+        count = sources.campaign_counts().get(source.id, 0)
+        answer(req, resp, sources.source_fields(source, count, reveal=creates_campaigns(req.context.principal)))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, SOURCE_UPDATE)
