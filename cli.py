@@ -2669,6 +2669,8 @@ def spool_flush_command(ctx: Context, batch_size: int, data_dir: Path | None) ->
     click.echo(
         f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}."
     )
+    if result.lp_clicks:
+        click.echo(f"LP clicks {result.lp_clicks} landed on their clicks.")
     if landed.settled:
         click.echo(
             f"Matched {landed.settled} parked postback(s) to their clicks; "
