@@ -1281,6 +1281,11 @@ def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: 
         f"decision: stream {decision['stream_id']}, offer {decision['offer_id']}, "
         f"answer {decision['answer']}, route {decision['route']!r}"
     )
+    if decision["lander_id"] is not None:
+        click.echo(
+            f"lander: {decision['lander_name']} ({decision['lander_kind']}, id {decision['lander_id']}); "
+            "the offer is chosen when the visitor clicks through to it (the LP click)"
+        )
     click.echo(f"location: {decision['location']}")
 
 

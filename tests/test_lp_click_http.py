@@ -156,3 +156,19 @@ def test_bad_subids_get_a_clear_answer_and_nothing_is_written(db, start_server, 
         assert request(fallback.port, path.format(plain=plain), headers)[1]["location"] == "https://fallback.example/"
     lanner("spool", "flush")
     assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL") == [(0,)]
+
+
+def test_simulate_and_click_show_tell_the_lander_step(db, start_server, lanner, settings):
+    made = lander_campaign(db, "told", [{"url": REMOTE, "name": "Quiz page"}])
+    simulated = lanner("simulate", "/told?sub1=a", "--ip", "203.0.113.5").stdout
+    assert f"lander: Quiz page (remote, id {made['lander_ids'][0]})" in simulated
+    assert "offer None" in simulated and "location: https://lp.example/quiz?sid=" in simulated
+    server = start_server(workers=1)
+    subid = parse_qs(urlsplit(click(server.port, "told")[1]["location"]).query)["sid"][0]
+    lanner("spool", "flush")
+    shown = lanner("click", "show", subid).stdout
+    assert "lander_name: Quiz page" in shown and "lp_clicked: not yet" in shown
+    assert request(server.port, f"/lp/click?subid={subid}")[0] == 302
+    lanner("spool", "flush")
+    shown = lanner("click", "show", subid).stdout
+    assert f"offer_id: {made['offer_ids'][0]}" in shown and "lp_clicked: 20" in shown

@@ -74,7 +74,7 @@ from models.lookups.bots import BotDetector
 from models.lookups.geo import GeoSource
 from models.lookups.useragent import UserAgentParser
 from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
-from models.routing.config import CampaignConfig, load_campaigns
+from models.routing.config import CampaignConfig, LanderChoice, load_campaigns
 from models.routing.filters import FilterSubject
 from models.routing.router import Route, Router, TraceEntry
 from models.store.database import STORE_ERRORS, read_tx
@@ -143,6 +143,7 @@ class Simulation:
     subject: FilterSubject
     trace: list[TraceEntry]
     bot_reason: str | None
+    lander: LanderChoice | None = None  # The lander the click would go to (its offer: at the LP click).
 
 
 class ClickTracker:
@@ -398,7 +399,11 @@ class ClickTracker:
         """The decision for `visit` with a trace of every stream and filter; nothing is stored."""
         trace: list[TraceEntry] = []
         decision, subject, bot_reason = self._track(campaign, visit, dry_run=True, trace=trace)
-        return Simulation(decision, subject, trace, bot_reason)
+        lander = None
+        if decision.lander_id is not None:
+            stream = self.campaigns_by_id[decision.campaign_id].streams.get(decision.stream_id)
+            lander = next((x for x in stream.landers if x.lander_id == decision.lander_id), None) if stream else None
+        return Simulation(decision, subject, trace, bot_reason, lander)
 
     def _track(
         self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool, trace: list[TraceEntry] | None
