@@ -1906,7 +1906,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
     "-g",
     "groups",
     multiple=True,
-    help="day, hour, campaign, stream, offer, network, source, country, device, "
+    help="day, hour, campaign, stream, offer, network, lander, source, country, device, "
     "os, browser, language, sub_id_N, referrer_domain, or a traffic source's parameter name (zoneid) "
     "(repeatable: nested levels). Default: campaign.",
 )
@@ -1928,7 +1928,8 @@ def report_command(
     fmt: str,
     **options: Any,
 ) -> None:  # fmt: skip
-    """Clicks, conversions, revenue, cost, profit and ROI, grouped and filtered (default: last 30 days)."""
+    """Clicks, conversions, revenue, cost, profit and ROI, LP views, LP clicks and LP CTR, grouped and
+    filtered (default: last 30 days)."""
     from models.reporting.reports import ReportQuery, parse_filters, run_report
 
     ctx.db

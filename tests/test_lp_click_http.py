@@ -172,3 +172,27 @@ def test_simulate_and_click_show_tell_the_lander_step(db, start_server, lanner, 
     lanner("spool", "flush")
     shown = lanner("click", "show", subid).stdout
     assert f"offer_id: {made['offer_ids'][0]}" in shown and "lp_clicked: 20" in shown
+
+
+def test_report_shows_lp_views_clicks_and_ctr_by_lander(db, start_server, lanner, settings):
+    import json
+
+    made = lander_campaign(db, "rep", [{"url": REMOTE, "name": "Quiz", "weight": 1}, {"kind": "local", "folder": "b", "name": "Story", "weight": 0}])
+    lanner("db", "migrate")  # The rollups live (a new database's deferred backfill has nothing to add).
+    server = start_server(workers=1)
+    subids = [
+        parse_qs(urlsplit(click(server.port, "rep", ip=f"198.51.100.{n + 1}")[1]["location"]).query)["sid"][0]
+        for n in range(3)
+    ]
+    for subid in subids[:2]:
+        assert request(server.port, f"/lp/click?subid={subid}")[0] == 302
+    lanner("spool", "flush")
+    report = json.loads(lanner("report", "-g", "lander", "--preset", "all_time", "--json").stdout)
+    assert [(r["lander"], r["lander_name"], r["lp_views"], r["lp_clicks"], r["lp_ctr"]) for r in report["rows"]] == [
+        (made["lander_ids"][0], "Quiz", 3, 2, 66.6667)
+    ]
+    by_offer = json.loads(lanner("report", "-g", "offer", "--preset", "all_time", "--json").stdout)
+    assert [(r["offer"], r["clicks"], r["lp_clicks"]) for r in by_offer["rows"]] == [
+        (None, 1, 0),  # Sent to the lander, not clicked through: no offer yet.
+        (made["offer_ids"][0], 2, 2),
+    ]
