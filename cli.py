@@ -3071,11 +3071,11 @@ def bench_migration_command(
 @bench.command("clicks")
 @click.option(
     "--scenario",
-    type=click.Choice(["unique", "repeat", "nat", "rotation"]),
+    type=click.Choice(["unique", "repeat", "nat", "rotation", "lander"]),
     default="unique",
     show_default=True,
     help="unique: a new visitor per click; repeat: 50 fixed visitors; nat: 30% from 5 shared IPs; "
-    "rotation: filters, unvisited rotation, caps.",
+    "rotation: filters, unvisited rotation, caps; lander: click, lander, LP click, offer (rates in funnels/s).",
 )
 @click.option(
     "--rates", default="500,1000,2000,3000,4000", show_default=True, help="Offered clicks/s per step."
