@@ -11,8 +11,10 @@
 //   BENCH_SUMMARY        path of the JSON summary this script writes (handleSummary)
 //   BENCH_SALT           a random 24-bit integer; makes each step's visitor IPs differ
 //   BENCH_REPEAT         percent of iterations that are a returning visitor (0 = every visitor new)
-//   BENCH_MODE           unique (default), repeat (50 fixed IP/UA pairs) or nat (30% from 5
-//                        carrier IPs, each request with its own UA)
+//   BENCH_MODE           unique (default), repeat (50 fixed IP/UA pairs), nat (30% from 5
+//                        carrier IPs, each request with its own UA) or lander (a new visitor per
+//                        funnel: the click, then its LP click /lp/click?subid=..., whose 302 must
+//                        name the same subid; an iteration is a funnel and logs its subid once)
 //
 // In repeat mode a visitor comes back within the tracker's debounce window and rightly gets the
 // same subid again, so each log line there is `SUBID<TAB>VISITOR` and the bench counts a subid
@@ -28,6 +30,7 @@ import exec from 'k6/execution';
 import { Counter } from 'k6/metrics';
 
 const URL = __ENV.BENCH_URL;
+const ORIGIN = URL.slice(0, URL.indexOf('/', URL.indexOf('//') + 2));
 const RATE = parseInt(__ENV.BENCH_RATE, 10);
 const SECONDS = parseInt(__ENV.BENCH_SECONDS, 10);
 const SALT = parseInt(__ENV.BENCH_SALT || '0', 10) & 0xffffff;
@@ -167,22 +170,37 @@ export default function () {
     if (res.status === 0) forget(who);
     else who.at = Date.now();
   }
+  let answer = res;
   if (res.status === 302) {
     const location = res.headers.Location || '';
     const at = location.indexOf('click=');
     if (at >= 0) {
       const end = location.indexOf('&', at);
       const subid = location.slice(at + 6, end < 0 ? undefined : end);
-      console.log(who.key ? `${subid}\t${who.key}` : subid);
-      accepted.add(1);
-      return;
+      if (MODE === 'lander') {
+        // The visitor clicks through the lander: the LP click picks the offer and records it.
+        answer = http.get(`${ORIGIN}/lp/click?subid=${subid}`, {
+          headers: { 'X-Real-IP': who.ip, 'User-Agent': who.ua },
+          redirects: 0,
+          timeout: __ENV.BENCH_TIMEOUT || '5s',
+        });
+        if (answer.status === 302 && (answer.headers.Location || '').indexOf(`click=${subid}`) >= 0) {
+          console.log(subid);
+          accepted.add(1);
+          return;
+        }
+      } else {
+        console.log(who.key ? `${subid}\t${who.key}` : subid);
+        accepted.add(1);
+        return;
+      }
     }
   }
   let kind = 'other';
-  if (res.status === 0) kind = 'network';
-  else if (res.status >= 500) kind = '5xx';
-  else if (res.status >= 400) kind = '4xx';
-  errors.add(1, { kind, code: String(res.status) });
+  if (answer.status === 0) kind = 'network';
+  else if (answer.status >= 500) kind = '5xx';
+  else if (answer.status >= 400) kind = '4xx';
+  errors.add(1, { kind, code: String(answer.status) });
 }
 
 export function handleSummary(data) {

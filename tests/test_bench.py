@@ -87,6 +87,20 @@ def test_bench_idle_measures_every_lanner_process_at_rest(tmp_path, env):
     assert f"idle CPU <= 1 % of one core: {idle['cpu_percent_of_one_core']:g} %" in result.stdout
 
 
+def test_bench_lander_reconciles_every_funnel_and_its_lp_click(tmp_path, env):
+    out = tmp_path / "lander.json"
+    args = [
+        "bench", "clicks", "--scenario", "lander", "--rates", "40", "--step-seconds", "3", "--no-nginx",
+        "--data-dir", str(tmp_path / "lander"), "--json", str(out),
+    ]  # fmt: skip
+    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (step,) = json.loads(out.read_text())["lanner"]
+    assert step["accepted"] > 0 and (step["lost"], step["duplicated"], step["errors"]) == (0, 0, 0)
+    side = step["side_load"]  # Every funnel's LP click on its row, in the rollups, counted for its offer.
+    assert side["lp_clicks_landed"] == side["lp_clicks_in_rollups"] == side["lp_offer_count"] == step["logged"]
+
+
 def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, env):
     out = tmp_path / "compare.json"
     args = [

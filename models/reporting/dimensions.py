@@ -20,6 +20,7 @@ DIMENSION_COLUMNS: dict[str, str] = {
     "network": "offer_id",
     # The traffic source of the click's campaign (models/admin/sources.py), likewise over its campaigns.
     "traffic_source": "campaign_id",
+    "lander": "lander_id",  # The lander the click was sent to (no rollup keeps it: raw clicks).
     "source": "source",
     "country": "country",
     "device": "device_type",
@@ -32,6 +33,8 @@ DIMENSION_COLUMNS: dict[str, str] = {
 # The dimensions that are ids of a campaign, stream or offer: their filters take integers, and a
 # conversion keeps its own copy of them (indexed), which its filters read.
 ID_GROUPS = ("campaign", "stream", "offer", "network", "traffic_source")
+# The dimensions whose values are ids of a named object: their filters take integers, reports name them.
+NAMED_GROUPS = (*ID_GROUPS, "lander")
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
@@ -46,7 +49,12 @@ DIMENSIONS = (
     "browser",
     "language",
 )
-CLICK_METRICS = ("clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost")
+# lp_views: clicks sent to a lander; lp_clicks: those whose lander's link to the offer was followed
+# (migration 0016; an LP click moves its click from offer 0 to the offer chosen then, rollups.py).
+CLICK_METRICS = (
+    "clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost", "lp_views", "lp_clicks",
+)  # fmt: skip
+LP_METRICS = ("lp_views", "lp_clicks")
 CONVERSION_METRICS = (
     "leads", "sales", "rejected", "trash", "rebills", "revenue", "revenue_pending", "conversion_cost",
 )  # fmt: skip

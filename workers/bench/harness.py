@@ -57,6 +57,9 @@ NGINX = "/usr/sbin/nginx"
 BENCH_ALIAS = "bench"
 BENCH_OFFER_URL = "https://offer.example/?click={subid}"
 ROTATION_ALIAS = "bench-rotation"
+LANDER_ALIAS = "bench-lander"
+# The `lander` scenario's remote lander: k6 reads the subid from it and makes the LP click itself.
+LANDER_URL = "https://lp.example/quiz?click={subid}&go={offer}"
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,13 @@ SCENARIOS = {
         "30% returning visitors; an intercepting stream filtered on country and device (2 offers, one "
         "capped), a regular stream with 3 offers in unvisited rotation (one with a daily cap, a fallback)",
     ),
+    "lander": Scenario(
+        LANDER_ALIAS,
+        0,
+        "a new visitor per funnel: the click's 302 to a remote lander, then its LP click's 302 to one of "
+        "2 offers (two requests a funnel; the rate counts funnels)",
+        mode="lander",
+    ),
 }
 NGINX_LOCATION = "https://offer.example/?click=static"
 
@@ -112,6 +122,19 @@ FORCED_ENV = {"LANNER_TRUSTED_PROXIES": "127.0.0.1,::1", "LANNER_REAL_IP_HEADER"
 SQL_COUNT_CLICKS = "SELECT count(*) FROM click"
 SQL_FIND_SUBIDS = "SELECT subid FROM click WHERE subid IN ({})"
 SQL_FIND_SUBIDS_POSTGRES = "SELECT subid FROM click WHERE subid = ANY(%s)"
+# The `lander` scenario: a funnel landed when its click did and its LP click landed on it.
+SQL_FIND_FUNNELS = "SELECT subid FROM click WHERE lp_clicked_at IS NOT NULL AND subid IN ({})"
+# ...once: the LP clicks on the click rows, in the rollups, and counted for their offers (each LP click
+# lands by one UPDATE ... WHERE lp_clicked_at IS NULL, with its rollup move and its offer's count).
+SQL_LP_TOTALS = """
+SELECT
+    (SELECT COUNT(*) FROM click WHERE campaign_id = k.id AND lp_clicked_at IS NOT NULL),
+    (SELECT COALESCE(SUM(lp_clicks), 0) FROM rollup_campaign_day WHERE campaign_id = k.id),
+    (SELECT COALESCE(SUM(c.clicks), 0) FROM click_counter AS c
+     WHERE c.scope = 'offer' AND c.ref_id IN (SELECT offer_id FROM stream_offer AS so JOIN stream AS s
+        ON s.id = so.stream_id WHERE s.campaign_id = k.id))
+FROM campaign AS k WHERE k.alias = ?
+"""
 
 PR_SET_PDEATHSIG = 1
 
@@ -610,14 +633,26 @@ def subid_finder(database: Path | str) -> Iterator[Callable[[list[str]], list[tu
         return
     connection = connect_read_only(database)
     try:
-        yield lambda chunk: connection.execute(
-            SQL_FIND_SUBIDS.format(", ".join("?" * len(chunk))), chunk
+        yield lambda chunk, sql=SQL_FIND_SUBIDS: connection.execute(
+            sql.format(", ".join("?" * len(chunk))), chunk
         ).fetchall()
     finally:
         connection.close()
 
 
-def reconcile_subids(database: Path | str, subids: list[str]) -> tuple[int, int]:
+def reconcile_funnels(database: Path, subids: list[str]) -> tuple[int, int, dict]:
+    """The `lander` scenario's (lost, duplicated, LP totals): a funnel is lost unless its click and its
+    LP click both landed; the LP totals (on the rows, in the rollups, counted for the offers) must agree."""
+    lost, duplicated = reconcile_subids(database, subids, sql=SQL_FIND_FUNNELS)
+    connection = connect_read_only(database)
+    try:
+        rows, rollups, counted = connection.execute(SQL_LP_TOTALS, (LANDER_ALIAS,)).fetchone()
+    finally:
+        connection.close()
+    return lost, duplicated, {"lp_clicks_landed": rows, "lp_clicks_in_rollups": rollups, "lp_offer_count": counted}
+
+
+def reconcile_subids(database: Path | str, subids: list[str], *, sql: str = SQL_FIND_SUBIDS) -> tuple[int, int]:
     """(lost, duplicated): 302 subids missing from the click table, and subids answered twice.
 
     A subid twice in k6's log means two distinct requests got the same Location (every request has
@@ -637,7 +672,8 @@ def reconcile_subids(database: Path | str, subids: list[str]) -> tuple[int, int]
     ordered = sorted(unique)  # Time-ordered subids: each chunk probes one neighbourhood of the index.
     with subid_finder(database) as find:
         for start in range(0, len(ordered), RECONCILE_CHUNK):
-            rows = find(ordered[start : start + RECONCILE_CHUNK])
+            chunk = ordered[start : start + RECONCILE_CHUNK]
+            rows = find(chunk) if sql is SQL_FIND_SUBIDS else find(chunk, sql)
             duplicated += len(rows) - len({row[0] for row in rows})
             found.update(row[0] for row in rows)
     return len(unique - found), duplicated
@@ -772,7 +808,40 @@ def prepare_database(
         run_lanner(env, "campaign", "create", "Bench", "--alias", BENCH_ALIAS, "--offer-url", BENCH_OFFER_URL)
     if scenario == "rotation":
         ensure_rotation_campaign(env)
+    if scenario == "lander":
+        ensure_lander_campaign(env, database_path)
     return clicks
+
+
+def ensure_lander_campaign(env: dict[str, str], database_path: Path) -> None:
+    """The `lander` scenario's campaign: one stream to a remote lander, two offers behind it. The
+    lander is made with the models (its admin commands are another issue's)."""
+    try:
+        run_lanner(env, "campaign", "show", LANDER_ALIAS, "--json")
+        return
+    except BenchError:
+        pass
+    offers = [
+        run_lanner(
+            env, "offer", "create", f"Bench lander offer {n}", "--url", f"https://lp-offer{n}.example/?click={{subid}}"
+        ).strip()
+        for n in range(2)
+    ]
+    run_lanner(env, "campaign", "create", "Bench lander", "--alias", LANDER_ALIAS, "--offer-id", offers[0])
+    stream_id = json.loads(run_lanner(env, "stream", "list", LANDER_ALIAS, "--json"))[0]["id"]
+    run_lanner(env, "stream", "update", str(stream_id), *(f"--offer={o}" for o in offers))
+    from models.store.database import open_database, write_tx
+    from models.store.sqlite.meta import MetaStore
+    from models.tables.lander import Lander, StreamLander
+
+    db = open_database(database_path)
+    try:
+        with write_tx(db):
+            lander = Lander.create(name="Bench lander", kind="remote", url=LANDER_URL)
+            StreamLander.create(stream=stream_id, lander=lander.id, weight=100)
+            MetaStore(db.connection()).bump_config_version()
+    finally:
+        db.close()
 
 
 def ensure_rotation_campaign(env: dict[str, str]) -> None:
@@ -1057,7 +1126,11 @@ def run_lanner_ladder(
                 result.flusher_cpu_us_per_click = round(flusher_cpu * 1e6 / result.accepted, 1)
             subids, _ = read_subids(run.log_path)
             result.logged = len(subids)
-            result.lost, result.duplicated = reconcile_subids(database_path, subids)
+            if options.scenario == "lander":
+                result.lost, result.duplicated, totals = reconcile_funnels(database_path, subids)
+                result.side_load.update(totals)
+            else:
+                result.lost, result.duplicated = reconcile_subids(database_path, subids)
             report.lanner.append(result)
             reporter.step_finished(result)
 
