@@ -13,7 +13,6 @@ from models.reporting.dimensions import DIMENSIONS, TABLES
 from models.store.postgres.sums import float_sum
 from models.store.sqlite import costs as sqlite
 
-_PERIOD_CLICKS = "SELECT id FROM click WHERE campaign_id = ? AND created_at >= ? AND created_at < ?{} ORDER BY created_at, id"
 
 
 class CostStore(sqlite.CostStore):
@@ -22,10 +21,8 @@ class CostStore(sqlite.CostStore):
     __slots__ = ()
     dialect = "postgres"
 
-    SQL_PERIOD_CLICKS = _PERIOD_CLICKS.format("")
-    SQL_PERIOD_CLICKS_OF = {
-        column: _PERIOD_CLICKS.format(f" AND {column} = ?") for column in sqlite.COST_COLUMNS
-    }
+    SQL_SCOPE_HEAD = "SELECT id, created_at, is_bot, is_unique_campaign FROM click"
+    SQL_SCOPE_ORDER = " ORDER BY created_at, id"
     SQL_REBUILD = {
         table: (width, sqlite.rebuild_sql(table, width, tuple(DIMENSIONS[i] for i in positions), float_sum))
         for table, width, positions in TABLES
