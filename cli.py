@@ -2053,7 +2053,7 @@ def cost_set(
     evenly over them."""
     from models.admin.services import get_campaign
     from models.admin.sources import get_source
-    from models.reporting.costs import cost_scope, parse_sub_ids, set_cost
+    from models.reporting.costs import cost_request, cost_scope, parse_sub_ids, set_cost
 
     if (campaign_ref is None) == (source_ref is None):
         raise click.UsageError("Give --campaign or --source (one of them).")
@@ -2063,11 +2063,12 @@ def cost_set(
         source=get_source(source_ref) if source_ref else None,
         sub_ids=parse_sub_ids(sub_ids),
     )
+    request = cost_request(
+        ctx.db, scope, since, until, amount, currency=currency, timezone=timezone,
+        include_bots=include_bots, unique_only=unique_only,
+    )  # fmt: skip
     with progress_to_total("Spreading") as advance:
-        spread = set_cost(
-            ctx.db, scope, since, until, amount, currency=currency, timezone=timezone,
-            include_bots=include_bots, unique_only=unique_only, on_progress=advance,
-        )  # fmt: skip
+        spread = set_cost(ctx.db, request, on_progress=advance)
     report = spread.report_currency
     converted = "" if spread.currency == report else f" ({spread.report_amount:g} {report})"
     unpaid = ""

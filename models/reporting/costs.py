@@ -219,13 +219,30 @@ def set_campaign_cost(
 
     campaign = Campaign.get_by_id(campaign_id)
     scope = cost_scope(campaign=campaign, sub_ids=[where] if where else ())
-    return set_cost(
-        db, scope, since, until, amount, currency=currency or cost_currency, timezone=timezone,
-        on_progress=on_progress, actor=actor,
-    )  # fmt: skip
+    request = cost_request(
+        db, scope, since, until, amount, currency=currency or cost_currency, timezone=timezone
+    )
+    return set_cost(db, request, on_progress=on_progress, actor=actor)
 
 
-def set_cost(
+@dataclass(frozen=True)
+class CostRequest:
+    """One cost to set, checked but for its clicks (cost_request): the scope, the period as given and
+    as UTC bounds, the amount in its currency, and whom it charges."""
+
+    scope: CostScope
+    since: str
+    until: str
+    timezone: str
+    start_ms: int
+    end_ms: int
+    amount: float
+    currency: str
+    include_bots: bool = False
+    unique_only: bool = False
+
+
+def cost_request(
     db: Database,
     scope: CostScope,
     since: str,
@@ -236,17 +253,12 @@ def set_cost(
     timezone: str = "UTC",
     include_bots: bool = False,
     unique_only: bool = False,
-    on_progress: Callable[[int, int], None] | None = None,
-    actor: Principal = CLI,
-) -> SpreadCost:
-    """`lanner cost set`, `POST /api/v1/costs` and the panel's cost form: replace the costs of the scope's
-    clicks from `since` to `until` (local dates in `timezone`) with `amount` (in `currency`, default the
-    campaign's cost currency, or the report currency for a source) spread evenly over them; bots (and,
-    with `unique_only`, repeat clicks) in the scope get cost 0 unless `include_bots`.
-
-    Recorded (cost_entry) and audited once, after the spread: a long one writes in many transactions,
-    so its entry says what was set when it is all set. The entries of earlier sets whose range and
-    scope this one covers are dropped: their clicks' costs are this one's now."""
+) -> CostRequest:
+    """A cost for `scope` from `since` to `until` (local dates in `timezone`) of `amount` in `currency`
+    (default the campaign's cost currency, or the report currency for a source); CostError for an amount,
+    currency or period that cannot be set."""
+    if not 0 <= amount <= MAX_AMOUNT:  # NaN too
+        raise CostError(f"The amount must be a number from 0 to {MAX_AMOUNT:,.0f}.")
     conn = db.connection()
     report = report_currency(conn)
     if currency:
@@ -257,14 +269,48 @@ def set_cost(
         currency = Campaign.get_by_id(scope.campaign_id).cost_currency
     else:
         currency = report
+    if currency != report and rate_of(conn, currency, report) is None:
+        raise CostError(
+            f"There is no exchange rate for {currency} into the report currency {report}; "
+            f"set one first with `lanner currency rate set {currency} RATE`."
+        )
     tz = zone(timezone)
     start, end = local_instant(since, tz, is_end=False), local_instant(until, tz, is_end=True)
     if end <= start:
         raise CostError("The period ends before it starts.")
-    clicks, per_click, unpaid = _spread(
-        db, scope, start, end, amount, currency=currency, include_bots=include_bots,
-        unique_only=unique_only, on_progress=on_progress,
+    return CostRequest(scope, since, until, timezone, start, end, amount, currency, include_bots, unique_only)
+
+
+def check_clicks(db: Database, request: CostRequest) -> int:
+    """The clicks the cost would be spread over; CostError if there are none (a batch checks every item
+    before it sets any)."""
+    rows = _scope_rows(CostStore(db.connection()), request.scope, request.start_ms, request.end_ms)
+    return _paid_count(rows, request.scope, request.include_bots, request.unique_only)
+
+
+def set_cost(
+    db: Database,
+    request: CostRequest,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+    actor: Principal = CLI,
+) -> SpreadCost:
+    """`lanner cost set`, `/api/v1/costs` and the panel's cost form: replace the costs of the request's
+    clicks with its amount spread evenly over them; bots (and, with `unique_only`, repeat clicks) in the
+    scope get cost 0 unless `include_bots`.
+
+    Recorded (cost_entry) and audited once, after the spread: a long one writes in many transactions,
+    so its entry says what was set when it is all set. The entries of earlier sets whose range and
+    scope this one covers are dropped: their clicks' costs are this one's now."""
+    scope, start, end, amount, currency = (
+        request.scope, request.start_ms, request.end_ms, request.amount, request.currency
     )  # fmt: skip
+    clicks, per_click, unpaid = _spread(
+        db, scope, start, end, amount, currency=currency, include_bots=request.include_bots,
+        unique_only=request.unique_only, on_progress=on_progress,
+    )  # fmt: skip
+    conn = db.connection()
+    report = report_currency(conn)
     rate = 1.0 if currency == report else rate_of(conn, currency, report) or 0.0
     store = CostStore(conn)
     with write_tx(db):
@@ -273,22 +319,27 @@ def set_cost(
         store.add_entry({
             "campaign_id": scope.campaign_id, "source_id": scope.source_id,
             "filters": json.dumps(dict(scope.filters), sort_keys=True), "label": scope.label,
-            "start_at": start, "end_at": end, "since": since, "until": until, "timezone": timezone,
-            "amount": amount, "currency": currency, "report_amount": round(amount * rate, 6),
-            "report_currency": report, "clicks": clicks, "unpaid_clicks": unpaid,
-            "is_bots_included": int(include_bots), "is_unique_only": int(unique_only),
-            "actor": actor.name, "created_at": int(time.time() * 1000),
+            "start_at": start, "end_at": end, "since": request.since, "until": request.until,
+            "timezone": request.timezone, "amount": amount, "currency": currency,
+            "report_amount": round(amount * rate, 6), "report_currency": report, "clicks": clicks,
+            "unpaid_clicks": unpaid, "is_bots_included": int(request.include_bots),
+            "is_unique_only": int(request.unique_only), "actor": actor.name,
+            "created_at": int(time.time() * 1000),
         })  # fmt: skip
-        entity = ("campaign", scope.campaign_id) if scope.campaign_id is not None else ("source", scope.source_id)
+        if scope.campaign_id is not None:
+            entity = ("campaign", scope.campaign_id)
+        else:
+            entity = ("source", scope.source_id)
         record_change(db, actor, *entity, "cost", None, {
-            "from": since, "to": until, "timezone": timezone, "amount": amount, "currency": currency,
-            "clicks": clicks, "unpaid_clicks": unpaid, **dict(scope.filters),
-            **({"include_bots": True} if include_bots else {}), **({"unique_only": True} if unique_only else {}),
+            "from": request.since, "to": request.until, "timezone": request.timezone, "amount": amount,
+            "currency": currency, "clicks": clicks, "unpaid_clicks": unpaid, **dict(scope.filters),
+            **({"include_bots": True} if request.include_bots else {}),
+            **({"unique_only": True} if request.unique_only else {}),
         })  # fmt: skip
     return SpreadCost(
         scope.campaign_id, scope.source_id, dict(scope.filters), scope.label, clicks, unpaid, per_click,
         amount, currency, round(amount * rate, 6), report, len(covered),
-    )
+    )  # fmt: skip
 
 
 def _covers(scope: CostScope, entry: dict) -> bool:
@@ -386,23 +437,8 @@ def _spread(
             )
         amount = round(amount * rate, 6)
     store = CostStore(conn)
-    rows = [
-        row
-        for campaign_id in scope.campaign_ids
-        for row in store.scope_clicks(campaign_id, start_ms, end_ms, scope.filters)
-    ]
-    if len(scope.campaign_ids) > 1:
-        rows.sort(key=lambda row: (row[1], row[0]))
-    if not rows:
-        raise CostError(f"{scope.what} in that period; nothing to spread the cost over.")
-    paid = sum(1 for _, _, is_bot, unique in rows if (include_bots or not is_bot) and (unique or not unique_only))
-    if not paid:
-        of = f" with {scope.label}" if scope.label else ""
-        which = "bots or repeat clicks" if unique_only else "bots"
-        raise CostError(
-            f"All {len(rows):,} clicks{of} in that period are {which}; nothing to spread the cost over"
-            + ("." if unique_only else " unless bots are included.")
-        )
+    rows = _scope_rows(store, scope, start_ms, end_ms)
+    paid = _paid_count(rows, scope, include_bots, unique_only)
     micros = round(amount * 1_000_000)
     base, extra = divmod(micros, paid)
     per_click = round(amount / paid, 6)
@@ -411,8 +447,9 @@ def _spread(
     for offset in range(0, len(rows), SPREAD_CHUNK):
         chunk = rows[offset : offset + SPREAD_CHUNK]
         costs = {}
-        for click_id, _, is_bot, unique in chunk:
-            if (include_bots or not is_bot) and (unique or not unique_only):
+        for row in chunk:
+            click_id = row[0]
+            if _pays(row, include_bots, unique_only):
                 costs[click_id] = (base + (paying >= paid - extra)) / 1_000_000
                 paying += 1
             else:
@@ -447,6 +484,37 @@ def _spread(
             if hours:
                 rebuild_click_costs(conn, campaign_id, hours)
     return paid, per_click, len(rows) - paid
+
+
+def _scope_rows(store: CostStore, scope: CostScope, start_ms: int, end_ms: int) -> list[tuple]:
+    """(id, created_at, is_bot, is_unique_campaign) of the scope's clicks, by time then id."""
+    rows = [
+        row
+        for campaign_id in scope.campaign_ids
+        for row in store.scope_clicks(campaign_id, start_ms, end_ms, scope.filters)
+    ]
+    if len(scope.campaign_ids) > 1:
+        rows.sort(key=lambda row: (row[1], row[0]))
+    return rows
+
+
+def _pays(row: tuple, include_bots: bool, unique_only: bool) -> bool:
+    return (include_bots or not row[2]) and (row[3] or not unique_only)
+
+
+def _paid_count(rows: list[tuple], scope: CostScope, include_bots: bool, unique_only: bool) -> int:
+    """How many of `rows` the cost is spread over; CostError if none."""
+    if not rows:
+        raise CostError(f"{scope.what} in that period; nothing to spread the cost over.")
+    paid = sum(1 for row in rows if _pays(row, include_bots, unique_only))
+    if not paid:
+        of = f" with {scope.label}" if scope.label else ""
+        which = "bots or repeat clicks" if unique_only else "bots"
+        raise CostError(
+            f"All {len(rows):,} clicks{of} in that period are {which}; nothing to spread the cost over"
+            + ("." if unique_only else " unless bots are included.")
+        )
+    return paid
 
 
 def _backfilled(store: CostStore) -> tuple[int, int]:
