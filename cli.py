@@ -2082,7 +2082,7 @@ def cost_set(
 
 
 @cost.command("list")
-@click.option("--campaign", "campaign_ref", help="Only the sets of this campaign (and of its traffic source).")
+@click.option("--campaign", "campaign_ref", help="Only the sets of this campaign (and of its source).")
 @click.option("--source", "source_ref", help="Only the sets of this traffic source and its campaigns.")
 @format_option
 @pass_context

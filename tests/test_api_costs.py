@@ -74,7 +74,9 @@ def test_a_batch_sets_zone_and_source_costs_and_sending_it_twice_changes_nothing
     assert status == 200 and again["items"] == [{**answer["items"][0], "replaced": 3}, *answer["items"][1:]]
     assert zone_costs(server, key) == after
     relisted = call(server, "GET", "/costs", key)[1]["items"]
-    strip = lambda entries: [{k: v for k, v in e.items() if k not in ("id", "created_at")} for e in entries]  # noqa: E731
+    def strip(entries):
+        return [{k: v for k, v in e.items() if k not in ("id", "created_at")} for e in entries]
+
     assert strip(relisted) == strip(listed) and len(listed) == 3
     assert [(e["scope"], e["filters"]) for e in relisted] == [
         ("campaign 2", {"sub_id_1": "2"}), ("campaign 1", {"sub_id_1": "1"}), ("source 1", {})
@@ -109,9 +111,12 @@ def test_a_batch_with_bad_items_sets_nothing_and_names_each(costs_server):
     assert status == 400 and answer["description"] == "9 of the 10 costs are refused; none was set."
     errors = {error["index"]: (error["status"], error["description"]) for error in answer["errors"]}
     assert errors[1] == (404, "There is no campaign 'nowhere'.")
-    assert errors[2][0] == 400 and errors[2][1].startswith("'zone' is neither sub_id_1 … sub_id_30, source, nor")
+    assert errors[2][0] == 400
+    assert errors[2][1].startswith("'zone' is neither sub_id_1 … sub_id_30, source, nor")
     assert errors[3] == (400, "The amount must be a number from 0 to 1,000,000,000,000.")
-    assert errors[4] == (400, "The campaign has no clicks with zoneid=9 in that period; nothing to spread the cost over.")
+    assert errors[4] == (
+        400, "The campaign has no clicks with zoneid=9 in that period; nothing to spread the cost over."
+    )
     assert errors[5] == (400, "Give campaign or source (one of them).")
     assert errors[6][0] == 400 and errors[6][1].startswith("There is no exchange rate for GBP")
     assert errors[7][0] == 400 and set(errors) == set(range(1, 10))
@@ -140,7 +145,8 @@ def test_a_buyer_sets_costs_of_own_campaigns_only_and_no_key_sets_none(costs_ser
     assert answer["errors"][1]["description"] == (
         "anna may not change campaign 2 of traffic source 'Propeller', so may not set the source's cost."
     )
-    status, answer = call(server, "POST", "/costs", anna, {"costs": [{"campaign": "north", **RANGE, "amount": 3}]})
+    own = {"costs": [{"campaign": "north", **RANGE, "amount": 3}]}
+    status, answer = call(server, "POST", "/costs", anna, own)
     assert status == 200 and answer["items"][0]["clicks"] == 4
     assert [e["scope"] for e in call(server, "GET", "/costs", anna)[1]["items"]] == ["campaign 1"]
 

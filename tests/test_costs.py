@@ -112,7 +112,8 @@ def zone_clicks(db, settings, make_tracker, plan: dict[str, list[tuple[str, bool
 
     create_source(db, "Propeller", "zoneid={zoneid}&site={site}&cost={cost}")
     for alias in plan:
-        create_campaign(db, alias.title(), alias, offer_url="https://o.example/?s={subid}", source="Propeller")
+        offer_url = "https://o.example/?s={subid}"
+        create_campaign(db, alias.title(), alias, offer_url=offer_url, source="Propeller")
     tracker = make_tracker(debounce_seconds=0)
     tracker.refresh()
     n = 0
@@ -151,7 +152,8 @@ def report_json(lanner, *args: str) -> dict:
 def test_a_zone_cost_goes_to_that_zone_s_clicks_only_and_bots_get_none(db, settings, make_tracker, lanner):
     zone_clicks(db, settings, make_tracker, {"north": [("111", False)] * 3 + [("111", True), ("222", False)]})
     assert {is_bot for (_, is_bot) in costs_by(db, "sub_id_1")} == {False, True}  # The bot was seen as one.
-    out = lanner("cost", "set", "--campaign", "north", *WIDE, "--amount", "10", "--sub-id", "zoneid=111").stdout
+    zone = ("--sub-id", "zoneid=111")
+    out = lanner("cost", "set", "--campaign", "north", *WIDE, "--amount", "10", *zone).stdout
     assert "10 USD over 3 clicks (3.33333 USD each); 1 bot clicks at 0." in out
     costs = costs_by(db, "sub_id_1")
     assert costs[("111", False)] == [3.333333, 3.333333, 3.333334]
@@ -188,7 +190,9 @@ def test_a_source_cost_is_spread_over_all_its_campaigns_clicks(db, settings, mak
     refused = lanner("cost", "set", "--source", "Propeller", *WIDE, "--amount", "1", "--sub-id", "zone=1",
                      check=False)  # fmt: skip
     assert refused.returncode == 1
-    assert "'zone' is neither sub_id_1 … sub_id_30, source, nor a parameter of the traffic source's" in refused.stderr
+    assert "'zone' is neither sub_id_1 … sub_id_30, source, nor a parameter of the traffic source's" in (
+        refused.stderr
+    )
     refused = lanner("cost", "set", *WIDE, "--amount", "1", check=False)
     assert refused.returncode == 2 and "Give --campaign or --source" in refused.stderr
 
@@ -208,7 +212,8 @@ def test_a_later_set_replaces_the_overlap_and_a_zone_set_replaces_the_zone_s_sha
     listed = __import__("json").loads(lanner("cost", "list", "--campaign", "north", "--json").stdout)
     assert [(e["filters"], e["amount"]) for e in listed] == [({"sub_id_1": "2"}, 7.77), ({}, 100.0)]
     # The campaign set again over a range covering both: it replaces both, zone 2's share included.
-    lanner("cost", "set", "--campaign", "north", "--from", "1999-01-01", "--to", "2100-01-01", "--amount", "1")
+    wider = ("--from", "1999-01-01", "--to", "2100-01-01")
+    lanner("cost", "set", "--campaign", "north", *wider, "--amount", "1")
     assert report_json(lanner)["total"]["cost"] == pytest.approx(1.0, abs=1e-9)
     listed = __import__("json").loads(lanner("cost", "list", "--json").stdout)
     assert [(e["filters"], e["amount"], e["since"]) for e in listed] == [({}, 1.0, "1999-01-01")]
@@ -225,3 +230,22 @@ def test_cents_add_up_when_a_spend_does_not_divide_evenly(db, settings, make_tra
     report = report_json(lanner, "-g", "campaign")
     assert round(report["total"]["cost"], 2) == 100.01
     assert round(sum(row["cost"] for row in report["rows"]), 2) == 100.01
+
+
+def test_a_zone_cost_in_another_currency_is_converted_as_campaign_costs_are(
+    db, settings, make_tracker, lanner
+):
+    from models.reporting.currency import set_rates
+
+    zone_clicks(db, settings, make_tracker, {"north": [("1", False), ("1", False), ("2", False)]})
+    refused = lanner("cost", "set", "--campaign", "north", *WIDE, "--amount", "10", "--currency", "EUR",
+                     "--sub-id", "zoneid=1", check=False)  # fmt: skip
+    assert refused.returncode == 1 and "There is no exchange rate for EUR" in refused.stderr
+    set_rates(db, {"EUR": "1.1"})
+    out = lanner("cost", "set", "--campaign", "north", *WIDE, "--amount", "10", "--currency", "EUR",
+                 "--sub-id", "zoneid=1").stdout  # fmt: skip
+    assert "10 EUR (11 USD) over 2 clicks (5.5 USD each)." in out
+    by_zone = {row["zoneid"]: row["cost"] for row in report_json(lanner, "-g", "zoneid")["rows"]}
+    assert by_zone == {"1": pytest.approx(11.0, abs=1e-9), "2": 0}
+    (entry,) = __import__("json").loads(lanner("cost", "list", "--json").stdout)
+    assert (entry["amount"], entry["currency"], entry["report_amount"]) == (10.0, "EUR", 11.0)

@@ -9,7 +9,9 @@ PASSWORD = "correct horse battery"
 pytestmark = browser_required
 
 
-def test_a_zone_spend_and_a_source_spend_are_set_from_the_form(browser, start_server, db, settings, make_tracker):
+def test_a_zone_spend_and_a_source_spend_are_set_from_the_form(
+    browser, start_server, db, settings, make_tracker
+):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as seen
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -46,6 +48,7 @@ def test_a_zone_spend_and_a_source_spend_are_set_from_the_form(browser, start_se
     wait.until(seen.presence_of_element_located((By.ID, "cost-form")))
     assert "spread over 4 clicks of Propeller's campaigns with zoneid=1" in spend("8", "1", "source")
     rows = [row.text for row in browser.find_elements(By.CSS_SELECTOR, "#cost-entries tbody tr")]
-    assert rows[0].startswith("every campaign of Propeller zoneid=1") and len(rows) == 1  # It covered north's.
-    zone_costs = db.execute_sql("SELECT campaign_id, is_bot, cost FROM click WHERE sub_id_1 = '1' ORDER BY id")
+    assert rows[0].startswith("every campaign of Propeller zoneid=1") and len(rows) == 1  # Covers north's.
+    sql = "SELECT campaign_id, is_bot, cost FROM click WHERE sub_id_1 = '1' ORDER BY id"
+    zone_costs = db.execute_sql(sql)
     assert [tuple(row) for row in zone_costs.fetchall()] == [(1, 0, 2.0)] * 3 + [(1, 1, 0.0), (2, 0, 2.0)]

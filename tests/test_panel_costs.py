@@ -216,7 +216,8 @@ def test_the_form_costs_one_zone_or_the_whole_source_and_lists_the_costs_set(
     own(db, 1, users["bert"])
     bert = log_in(panel, "bert")
     status, _, page = zone_fields(panel, bert, COSTS, amount="1", scope="source")
-    assert status == 400 and "You may not change campaign 2 of traffic source &#39;Propeller&#39;" in page.decode()
+    assert status == 400
+    assert "You may not change campaign 2 of traffic source &#39;Propeller&#39;" in page.decode()
     status, _, page = zone_fields(panel, bert, COSTS, amount="1", **{"sub.zoneid": "7"})
     assert status == 400 and "The campaign has no clicks with zoneid=7 in that period" in page.decode()
     assert all_time_cost(db) == pytest.approx(15.0)

@@ -3,9 +3,18 @@
 A click's cost is set by the spool flusher as it lands (never on the click path): the click URL's
 `cost=` if it had one ("auto"), else the campaign's per-click model (cpc: the value; cpuc: the
 value for a click unique in the campaign; cpm: a thousandth of it). Per-conversion models (cpa,
-cps, revshare) are costed on the conversion (models/conversions/postbacks.py). `lanner cost set` replaces the
-costs of a campaign's clicks in a period with an amount spread evenly over them (Keitaro's
-"update costs"), in short chunks, moving the rollups by the difference in the same transactions.
+cps, revshare) are costed on the conversion (models/conversions/postbacks.py).
+
+`lanner cost set` (and /api/v1/costs, the panel's cost form) replaces the costs of a scope's clicks in a
+period with an amount spread evenly over them (Keitaro's "update costs"): a campaign's clicks, or all
+the clicks of a traffic source's campaigns pooled, narrowed to those with given sub id values (a zone,
+named as the source names it). Bots in the scope (and repeats, when only unique clicks pay) get 0, so
+the real clicks carry the whole amount. Each click holds one cost, so the latest set wins click by
+click: a set over a range overlapping an earlier one replaces it where they overlap, and a zone's set
+after the campaign's replaces the zone's share of it (the campaign's total moves by the difference).
+The spread is in micro-units, so the clicks' costs add up to the amount exactly, and is written in
+short chunks, moving the rollups by the difference in the same transactions. Each set is recorded
+(cost_entry), and a later set covering an earlier one's range and scope drops it from that list.
 
 A campaign's costs are in its cost currency; clicks store them converted into the report currency
 at the rate of the moment they land (models/reporting/currency.py), which is why a campaign cannot take a
@@ -30,6 +39,7 @@ from peewee import Database
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
+from models.choices import SUB_ID_SLOTS
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.errors import LannerError
 from models.reporting.currency import check_code, rate_of, report_currency
@@ -147,10 +157,9 @@ def cost_scope(
 
     if (campaign is None) == (source is None):
         raise CostError("A cost is for one campaign or for one traffic source.")
-    if campaign is not None:
-        source_row = TrafficSource.get_or_none(TrafficSource.id == campaign.source_id) if campaign.source_id else None
-    else:
-        source_row = source
+    source_row = source
+    if campaign is not None and campaign.source_id:
+        source_row = TrafficSource.get_or_none(TrafficSource.id == campaign.source_id)
     slots = slot_of(loads(source_row.parameters)) if source_row else {}
     pairs = list(sub_ids.items()) if isinstance(sub_ids, Mapping) else list(sub_ids)
     filters: dict[str, str] = {}
@@ -163,8 +172,10 @@ def cost_scope(
             column = f"sub_id_{slots[name]}"
         else:
             known = f"; traffic source {source_row.name!r} names {', '.join(slots)}" if slots else ""
+            if source_row is None:
+                known = "; the campaign has no traffic source"
             raise CostError(
-                f"{name[:40]!r} is neither sub_id_1 … sub_id_{len(COST_COLUMNS) - 1}, source, nor a parameter "
+                f"{name[:40]!r} is neither sub_id_1 … sub_id_{SUB_ID_SLOTS}, source, nor a parameter "
                 f"of the {'campaign' if campaign is not None else 'traffic source'}'s traffic source{known}."
             )
         if column in filters:
@@ -173,7 +184,8 @@ def cost_scope(
     label = ", ".join(f"{name}={value}" for name, value in pairs)
     if campaign is not None:
         return CostScope((campaign.id,), campaign.id, None, "", tuple(sorted(filters.items())), label)
-    ids = tuple(c.id for c in Campaign.select(Campaign.id).where(Campaign.source_id == source.id).order_by(Campaign.id))
+    of_source = Campaign.select(Campaign.id).where(Campaign.source_id == source.id).order_by(Campaign.id)
+    ids = tuple(c.id for c in of_source)
     if not ids:
         raise CostError(f"Traffic source {source.name!r} has no campaigns to spread a cost over.")
     return CostScope(ids, None, source.id, source.name, tuple(sorted(filters.items())), label)
@@ -367,14 +379,16 @@ def cost_entries(db: Database, *, campaign_ids=None, source_id: int | None = Non
         sources |= {
             c.source_id for c in Campaign.select(Campaign.source_id).where(Campaign.id.in_(list(ids)))
         } if ids else set()
-        entries = [e for e in entries if e["campaign_id"] in ids or (e["campaign_id"] is None and e["source_id"] in sources)]
+        entries = [
+            e for e in entries
+            if e["campaign_id"] in ids or (e["campaign_id"] is None and e["source_id"] in sources)
+        ]  # fmt: skip
     for entry in entries:
         entry["filters"] = json.loads(entry["filters"] or "{}")
         entry["is_bots_included"] = bool(entry["is_bots_included"])
         entry["is_unique_only"] = bool(entry["is_unique_only"])
-        entry["scope"] = (
-            f"campaign {entry['campaign_id']}" if entry["campaign_id"] is not None else f"source {entry['source_id']}"
-        )
+        is_campaign = entry["campaign_id"] is not None
+        entry["scope"] = f"campaign {entry['campaign_id']}" if is_campaign else f"source {entry['source_id']}"
     return entries[::-1]
 
 
@@ -398,10 +412,12 @@ def spread_cost(
         raise CostError(
             f"A cost is set per campaign, or per source or sub_id_1 … sub_id_30 value, not {where[0]!r}."
         )
-    scope = CostScope((campaign_id,), campaign_id, filters=(where,) if where else (), label="=".join(where or ()))
+    filters = (where,) if where else ()
+    scope = CostScope((campaign_id,), campaign_id, filters=filters, label="=".join(where or ()))
     clicks, per_click, _ = _spread(
-        db, scope, start_ms, end_ms, amount, currency=currency, include_bots=include_bots, on_progress=on_progress
-    )
+        db, scope, start_ms, end_ms, amount, currency=currency, include_bots=include_bots,
+        on_progress=on_progress,
+    )  # fmt: skip
     return clicks, per_click
 
 

@@ -19,7 +19,6 @@ from models.admin.services import get_campaign
 from models.admin.sources import get_source
 from models.errors import LannerError
 from models.reporting.costs import check_clicks, cost_entries, cost_request, cost_scope, set_cost
-from models.tables.campaign import Campaign
 from routes.v1.auth import require_campaign, visible_campaigns
 from routes.v1.spec import Field, Operation, Param, answer, api_resource, check_object, read_body, refused
 
@@ -130,12 +129,9 @@ class CostResource:
             source_id = get_source(req.params["source"]).id
         entries = cost_entries(self.db, campaign_ids=campaign_ids, source_id=source_id)
         visible = visible_campaigns(req)
-        if visible is not None:
-            sources = {c.source_id for c in Campaign.select(Campaign.source_id).where(Campaign.id.in_(visible))}
-            entries = [
-                e for e in entries
-                if e["campaign_id"] in visible or (e["campaign_id"] is None and e["source_id"] in sources)
-            ]  # fmt: skip
+        if visible is not None:  # Theirs, and their campaigns' sources'.
+            seen = {e["id"] for e in cost_entries(self.db, campaign_ids=visible)}
+            entries = [e for e in entries if e["id"] in seen]
         answer(req, resp, {"items": entries, "next": None})
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:

@@ -53,7 +53,8 @@ class CostStore(Store):
     )
     SQL_SCOPE_ORDER = " ORDER BY created_at"
     SQL_ADD_ENTRY = (
-        f"INSERT INTO cost_entry ({', '.join(_ENTRY_COLUMNS)}) VALUES ({', '.join('?' * len(_ENTRY_COLUMNS))})"
+        f"INSERT INTO cost_entry ({', '.join(_ENTRY_COLUMNS)}) "
+        f"VALUES ({', '.join('?' * len(_ENTRY_COLUMNS))})"
     )
     SQL_ENTRIES = f"SELECT id, {', '.join(_ENTRY_COLUMNS)} FROM cost_entry"
     SQL_ENTRIES_WITHIN = SQL_ENTRIES + " WHERE start_at >= ? AND end_at <= ?"
