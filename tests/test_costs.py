@@ -249,3 +249,33 @@ def test_a_zone_cost_in_another_currency_is_converted_as_campaign_costs_are(
     assert by_zone == {"1": pytest.approx(11.0, abs=1e-9), "2": 0}
     (entry,) = __import__("json").loads(lanner("cost", "list", "--json").stdout)
     assert (entry["amount"], entry["currency"], entry["report_amount"]) == (10.0, "EUR", 11.0)
+
+
+def test_clicks_landing_between_the_chunks_of_a_spread_keep_their_cost_and_the_rollups_stay_exact(
+    db, settings, make_tracker, clock
+):
+    from models.reporting.costs import cost_request, cost_scope, set_cost
+    from models.tables.campaign import Campaign
+
+    zone_clicks(db, settings, make_tracker, {"north": [("1", False)] * 40 + [("1", True)] * 3})
+    update_campaign(db, "north", cost_model="cpc", cost_value=0.5)
+    tracker = make_tracker(debounce_seconds=0)
+    landed = []
+
+    def flush_between_chunks(done: int, total: int) -> None:  # The flusher's turn between two chunks.
+        tracker.refresh()
+        sub_ids = ["1", *[""] * 29]
+        visit = Visit(ip=f"203.0.113.{done // 10}", user_agent=f"Mozilla/5.0 Firefox/{done}", sub_ids=sub_ids)
+        landed.append(tracker.track(tracker.campaign("north"), visit).subid)
+        flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+
+    scope = cost_scope(campaign=Campaign.get_by_id(1), sub_ids=[("zoneid", "1")])
+    request = cost_request(db, scope, "2000-01-01", "2100-01-01", 20.0)
+    spread = set_cost(db, request, on_progress=flush_between_chunks, chunk_size=10)
+    assert (spread.clicks, spread.unpaid_clicks, len(landed)) == (40, 3, 5)
+    costs = dict(db.execute_sql("SELECT subid, cost FROM click").fetchall())
+    assert [costs[subid] for subid in landed] == [0.5] * 5  # Not in the period's clicks as it was read.
+    raw = db.execute_sql("SELECT COUNT(*), SUM(cost) FROM click").fetchone()
+    for table in ("rollup_campaign_hour", "rollup_campaign_day", "rollup_hour", "rollup_day"):
+        rolled = db.execute_sql(f"SELECT SUM(clicks), SUM(click_cost) FROM {table}").fetchone()
+        assert rolled[0] == raw[0] == 48 and rolled[1] == pytest.approx(raw[1], abs=1e-9) == 22.5

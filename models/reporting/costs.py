@@ -306,6 +306,7 @@ def set_cost(
     *,
     on_progress: Callable[[int, int], None] | None = None,
     actor: Principal = CLI,
+    chunk_size: int = SPREAD_CHUNK,
 ) -> SpreadCost:
     """`lanner cost set`, `/api/v1/costs` and the panel's cost form: replace the costs of the request's
     clicks with its amount spread evenly over them; bots (and, with `unique_only`, repeat clicks) in the
@@ -319,7 +320,7 @@ def set_cost(
     )  # fmt: skip
     clicks, per_click, unpaid = _spread(
         db, scope, start, end, amount, currency=currency, include_bots=request.include_bots,
-        unique_only=request.unique_only, on_progress=on_progress,
+        unique_only=request.unique_only, on_progress=on_progress, chunk_size=chunk_size,
     )  # fmt: skip
     conn = db.connection()
     report = report_currency(conn)
@@ -432,13 +433,14 @@ def _spread(
     include_bots: bool = False,
     unique_only: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
+    chunk_size: int = SPREAD_CHUNK,
 ) -> tuple[int, float, int]:
     """Spread `amount` over the scope's clicks in [start_ms, end_ms); (paid clicks, per click in the
     report currency, unpaid clicks set to 0).
 
     In micro-units of the report currency, so the clicks' costs add up to the amount exactly: each paid
     click gets amount // n, and the last (amount % n) of them, by time then id, one micro-unit more.
-    Written in SPREAD_CHUNK-click transactions, each moving the rollups by the differences, so the
+    Written in `chunk_size`-click transactions, each moving the rollups by the differences, so the
     spool flusher's click writes wait for one chunk at most, never the whole spread."""
     if not 0 <= amount <= MAX_AMOUNT:  # NaN too
         raise CostError(f"The amount must be a number from 0 to {MAX_AMOUNT:,.0f}.")
@@ -460,8 +462,8 @@ def _spread(
     per_click = round(amount / paid, 6)
     done = paying = 0
     poisoned: dict[int, set[int]] = {}
-    for offset in range(0, len(rows), SPREAD_CHUNK):
-        chunk = rows[offset : offset + SPREAD_CHUNK]
+    for offset in range(0, len(rows), chunk_size):
+        chunk = rows[offset : offset + chunk_size]
         costs = {}
         for row in chunk:
             click_id = row[0]
