@@ -160,3 +160,15 @@ def test_the_batch_is_in_the_openapi_document(costs_server):
         schema["items"]["properties"]
     )
     assert "get" in document["paths"]["/api/v1/costs"] and "put" in document["paths"]["/api/v1/costs"]
+
+
+def test_a_key_that_hides_money_neither_sets_nor_lists_costs(costs_server, db):
+    from models.accounts.users import update_user
+
+    server, _, anna = costs_server
+    update_user(db, "anna", hides_money=True)
+    batch = {"costs": [{"campaign": "north", **RANGE, "amount": 3}]}
+    assert call(server, "POST", "/costs", anna, batch) == (
+        403, {"title": "Not allowed", "description": "anna sees no amounts, so may not set costs."}
+    )
+    assert call(server, "GET", "/costs", anna)[0] == 403

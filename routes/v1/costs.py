@@ -62,10 +62,6 @@ def _request(req: falcon.Request, db, item: dict, what: str = "The body"):
     if "dimension" in body:
         sub_ids.append((body["dimension"], body["value"]))
     principal = req.context.principal
-    if principal.hides_money:  # The panel offers them no cost form either.
-        raise falcon.HTTPForbidden(
-            title="Not allowed", description=f"{principal.name} sees no amounts, so may not set costs."
-        )
     try:
         if "campaign" in body:
             campaign = get_campaign(body["campaign"])
@@ -92,6 +88,13 @@ def _request(req: falcon.Request, db, item: dict, what: str = "The body"):
     return request
 
 
+def _require_money(req: falcon.Request, what: str = "may not set costs") -> None:
+    principal = req.context.principal
+    if principal.hides_money:  # The panel offers them no costs page either.
+        description = f"{principal.name} sees no amounts, so {what}."
+        raise falcon.HTTPForbidden(title="Not allowed", description=description)
+
+
 @api_resource
 class CostResource:
     operations = {
@@ -115,11 +118,7 @@ class CostResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        principal = req.context.principal
-        if principal.hides_money:
-            raise falcon.HTTPForbidden(
-                title="Not allowed", description=f"{principal.name} sees no amounts, so has no costs."
-            )
+        _require_money(req, "has no costs to list")
         campaign_ids, source_id = None, None
         if "campaign" in req.params:
             campaign = get_campaign(req.params["campaign"])
@@ -135,11 +134,13 @@ class CostResource:
         answer(req, resp, {"items": entries, "next": None})
 
     def on_put(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _require_money(req)
         request = _request(req, self.db, read_body(req, COST_SET))
         spread = set_cost(self.db, request, actor=req.context.principal)
         answer(req, resp, dataclasses.asdict(spread))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        _require_money(req)
         items = read_body(req, COST_BATCH)["costs"]
         if not 1 <= len(items) <= MAX_BATCH:
             raise falcon.HTTPBadRequest(
