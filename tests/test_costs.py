@@ -279,3 +279,19 @@ def test_clicks_landing_between_the_chunks_of_a_spread_keep_their_cost_and_the_r
     for table in ("rollup_campaign_hour", "rollup_campaign_day", "rollup_hour", "rollup_day"):
         rolled = db.execute_sql(f"SELECT SUM(clicks), SUM(click_cost) FROM {table}").fetchone()
         assert rolled[0] == raw[0] == 48 and rolled[1] == pytest.approx(raw[1], abs=1e-9) == 22.5
+
+
+def test_unique_only_spreads_over_first_clicks_and_repeats_get_none(
+    db, settings, make_tracker, clock, lanner
+):
+    create_campaign(db, "Spend", "spend", offer_url="https://o.example/?s={subid}")
+    tracker = make_tracker(debounce_seconds=0)
+    subids = [track(tracker, "spend", "198.51.100.1", cost=1.0)]
+    clock.advance(5)
+    subids += [track(tracker, "spend", "198.51.100.1", cost=1.0), track(tracker, "spend", "198.51.100.2")]
+    stored_costs(db, settings, subids)
+    out = lanner("cost", "set", "--campaign", "spend", *WIDE, "--amount", "9", "--unique-only").stdout
+    assert "9 USD over 2 clicks (4.5 USD each); 1 bot or repeat clicks at 0." in out
+    assert stored_costs(db, settings, subids) == [4.5, 0.0, 4.5]
+    (entry,) = __import__("json").loads(lanner("cost", "list", "--json").stdout)
+    assert entry["is_unique_only"] is True and entry["unpaid_clicks"] == 1
