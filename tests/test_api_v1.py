@@ -466,7 +466,7 @@ def test_a_cost_is_spread_over_a_campaigns_clicks_in_a_period(admin, key, clicks
     status, answer = call(admin, "PUT", "/costs", key, {**body, "amount": -1.0})
     assert status == 400 and answer["description"].startswith("The amount must be a number from 0")
     status, answer = call(admin, "PUT", "/costs", key, {**body, "dimension": "country", "value": "US"})
-    assert status == 400 and answer["description"].startswith("A cost is set per campaign, or per source")
+    assert status == 400 and answer["description"].startswith("'country' is neither sub_id_1 … sub_id_30, source")
     status, answer = call(admin, "PUT", "/costs", key, {**body, "dimension": "source"})
     assert status == 400 and answer["description"] == "Give dimension and value together."
     status, answer = call(admin, "PUT", "/costs", key, {**body, "from": "2001-01-01", "to": "2001-01-02"})
@@ -484,7 +484,7 @@ def test_a_cost_is_spread_over_the_clicks_of_one_source_value_only(admin, key, c
         admin, "PUT", "/costs", key, {**body, "dimension": "source", "value": source["source"]}
     )
     assert status == 200, spread
-    assert spread["clicks"] == source["clicks"] and spread["where"] == ["source", source["source"]]
+    assert spread["clicks"] == source["clicks"] and spread["filters"] == {"source": source["source"]}
     after = call(admin, "GET", "/reports?group=source&campaign=1&preset=last_7_days", key)[1]
     costs = {row["source"]: row["cost"] for row in after["rows"]}
     assert costs[source["source"]] == pytest.approx(12.0)
@@ -492,7 +492,7 @@ def test_a_cost_is_spread_over_the_clicks_of_one_source_value_only(admin, key, c
     status, answer = call(admin, "PUT", "/costs", key, {**body, "dimension": "sub_id_3", "value": "nobody"})
     assert status == 400
     assert answer["description"] == (
-        "The campaign has no clicks with sub_id_3 'nobody' in that period; nothing to spread the cost over."
+        "The campaign has no clicks with sub_id_3=nobody in that period; nothing to spread the cost over."
     )
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import re
+
 import pytest
 import test_panel
-from test_panel import get, log_in, post
+from test_panel import get, log_in, own, post
 from test_panel_editor import token_of
 
 # The panel fixtures of tests/test_panel.py, shared (assigned, not imported: the names are parameters below).
@@ -166,3 +168,56 @@ def test_the_api_refuses_costs_to_a_user_who_hides_money_and_audits_its_actor(en
     assert call(app, "PUT", "/costs", keys["anna"], body)[0] == 200
     entry = list_audit(db, entity="campaign", entity_id=1)[0]
     assert (entry.actor, entry.action, entry.new_values["amount"]) == ("anna", "cost", 9.0)
+
+
+# -- zones and traffic sources ------------------------------------------------------------------------
+
+ALL_TIME = {"from": "2000-01-01", "to": "2099-12-31"}
+
+
+def all_time_cost(db) -> float:
+    from routes.api import report_from_parameters
+
+    return report_from_parameters(db, {"group": "campaign", "preset": "all_time"}, "USD").total["cost"]
+
+
+def zone_fields(app, cookie, path, **fields):
+    token = token_of(get(app, path, cookie)[2])
+    base = {"csrf_token": token, "currency": "", "dimension": "", "value": "", "scope": "campaign"}
+    return post(app, path, {**base, **ALL_TIME, **fields}, cookie)
+
+
+def test_the_form_costs_one_zone_or_the_whole_source_and_lists_the_costs_set(
+    panel, users, db, settings, make_tracker
+):
+    from test_costs import zone_clicks
+
+    zone_clicks(db, settings, make_tracker, {
+        "north": [("1", False)] * 2 + [("1", True), ("2", False)], "south": [("2", False)],
+    })  # fmt: skip
+    cookie = log_in(panel)
+    html = get(panel, COSTS, cookie)[2]
+    assert 'name="sub.zoneid"' in html and 'name="sub.site"' in html  # The source's parameters.
+    assert "the clicks of every campaign of Propeller" in html and "No spend set yet" in html
+    status, _, page = zone_fields(panel, cookie, COSTS, amount="6", **{"sub.zoneid": "1"})
+    page = page.decode()
+    assert status == 200, page
+    assert "spread over 2 clicks with zoneid=1" in page and "1 bot clicks at 0" in page
+    costs = db.execute_sql("SELECT sub_id_1, is_bot, cost FROM click ORDER BY id").fetchall()
+    assert [cost for zone, is_bot, cost in costs if zone == "1"] == [3.0, 3.0, 0.0]
+    status, _, page = zone_fields(panel, cookie, COSTS, amount="9", scope="source", include_bots="1",
+                                  **{"sub.zoneid": "2"})  # fmt: skip
+    page = page.decode()
+    assert status == 200 and "spread over 2 clicks of Propeller's campaigns with zoneid=2" in page
+    rows = re.findall(r"<tr><td>(this campaign|every campaign of Propeller)</td><td>([^<]*)</td>", page)
+    assert rows == [("every campaign of Propeller", "zoneid=2"), ("this campaign", "zoneid=1")]
+    assert all_time_cost(db) == pytest.approx(15.0)
+    # A source cost needs every campaign of the source: bert owns north only.
+    own(db, 1, users["bert"])
+    bert = log_in(panel, "bert")
+    status, _, page = zone_fields(panel, bert, COSTS, amount="1", scope="source")
+    assert status == 400
+    assert "You may not change campaign 2 of traffic source &#39;Propeller&#39;" in page.decode()
+    status, _, page = zone_fields(panel, bert, COSTS, amount="1", **{"sub.zoneid": "7"})
+    assert status == 400 and "The campaign has no clicks with zoneid=7 in that period" in page.decode()
+    assert all_time_cost(db) == pytest.approx(15.0)

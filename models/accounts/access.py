@@ -63,6 +63,12 @@ def edits_campaign(db: Database, principal: Principal, campaign_id: int) -> bool
     return editable is None or campaign_id in editable
 
 
+def uneditable_campaigns(db: Database, principal: Principal, campaign_ids) -> list[int]:
+    """Those of `campaign_ids` `principal` may not change (a traffic source's cost needs all of them)."""
+    editable = editable_campaign_ids(db, principal)
+    return [] if editable is None else [i for i in campaign_ids if i not in editable]
+
+
 def creates_campaigns(principal: Principal) -> bool:
     """Whether `principal` may create campaigns (and offers for them): admins and buyers, with write."""
     return principal.can_write and principal.role in ("admin", "buyer")

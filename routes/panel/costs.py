@@ -1,6 +1,7 @@
-"""A campaign's costs, /panel/campaigns/{id}/costs: a spend for a period spread over its clicks (or those
-with one source or sub id value), as `lanner cost set` and `PUT /api/v1/costs` do, beside what the
-campaign's days cost so far.
+"""A campaign's costs, /panel/campaigns/{id}/costs: a spend for a period spread over its clicks, or over the
+clicks of every campaign of its traffic source, narrowed to zone or other sub id values (named as the
+source names them), as `lanner cost set` and `/api/v1/costs` do; beside it the costs set for the campaign
+and its source, per scope, and what the campaign's days cost so far.
 
 Setting a cost replaces the costs of the period's clicks, so sending the same form twice gives the same
 costs: the answer is the result page itself, not a redirect.
@@ -10,14 +11,19 @@ from __future__ import annotations
 
 import falcon
 
-from models.accounts.access import edits_campaign
+from models.accounts.access import edits_campaign, uneditable_campaigns
+from models.admin.sources import source_of
 from models.errors import LannerError
-from models.reporting.costs import COST_DIMENSIONS, set_campaign_cost
+from models.reporting.costs import (
+    COST_DIMENSIONS, cost_entries, cost_request, cost_scope, set_cost,
+)  # fmt: skip
+from models.routing.sources import loads, slot_of
 from routes.panel.common import FormError, PanelContext, timezone_of
 from routes.panel.editor import EditorResource
 
 DAYS_SHOWN = 30
-FIELDS = ("from", "to", "amount", "currency", "dimension", "value")
+FIELDS = ("from", "to", "amount", "currency", "dimension", "value", "scope", "include_bots", "unique_only")
+SUB_FIELD = "sub."  # The form's field of a source parameter: sub.zoneid
 
 
 class CampaignCostResource(EditorResource):
@@ -39,12 +45,15 @@ class CampaignCostResource(EditorResource):
         report = self.reports.report(
             principal, {"group": "day", "preset": "last_30_days"}, {"campaign": str(campaign.id)}
         )
+        source = source_of(campaign)
         self.page(
             req, resp, "costs.html", session, code,
             campaign=campaign, days=list(reversed(report.rows)) if report else [],
             currency=report.currency if report else self.reports.report_currency,
-            form=form or {"currency": campaign.cost_currency, "dimension": ""},
-            dimensions=COST_DIMENSIONS, message=message, spread=spread,
+            form=form or {"currency": campaign.cost_currency, "dimension": "", "scope": "campaign"},
+            dimensions=COST_DIMENSIONS, message=message, spread=spread, source=source,
+            parameters=list(slot_of(loads(source.parameters))) if source else [],
+            entries=cost_entries(self.db, campaign_ids=[campaign.id]),
             is_editable=principal.can_write and edits_campaign(self.db, principal, campaign.id),
         )  # fmt: skip
 
@@ -60,12 +69,32 @@ class CampaignCostResource(EditorResource):
             raise falcon.HTTPForbidden(title="Read-only", description=f"{principal.name} may not set costs.")
         campaign = self.money_campaign(session, campaign_id, write=True)
         typed = {name: str(form.get(name, "")).strip() for name in FIELDS}
+        sub_ids = {
+            name: str(value).strip()
+            for name, value in form.items()
+            if name.startswith(SUB_FIELD) and str(value).strip()
+        }
+        typed.update(sub_ids)
         try:
-            spread = set_campaign_cost(
-                self.db, campaign.id, typed["from"], typed["to"], amount_of(typed["amount"]),
-                cost_currency=campaign.cost_currency, timezone=timezone_of(principal),
-                currency=typed["currency"] or None, where=where_of(typed), actor=principal,
+            source = source_of(campaign) if typed["scope"] == "source" else None
+            if typed["scope"] == "source" and source is None:
+                raise FormError("The campaign has no traffic source to spread a cost over.")
+            pairs = [(name.removeprefix(SUB_FIELD), value) for name, value in sub_ids.items()]
+            scope = cost_scope(
+                campaign=None if source else campaign, source=source, sub_ids=[*pairs, *where_of(typed)]
+            )
+            others = uneditable_campaigns(self.db, principal, scope.campaign_ids)
+            if others:
+                raise FormError(
+                    f"You may not change campaign {others[0]} of traffic source {source.name!r}, so may not "
+                    "set the source's cost."
+                )
+            request = cost_request(
+                self.db, scope, typed["from"], typed["to"], amount_of(typed["amount"]),
+                currency=typed["currency"] or None, timezone=timezone_of(principal),
+                include_bots=bool(typed["include_bots"]), unique_only=bool(typed["unique_only"]),
             )  # fmt: skip
+            spread = set_cost(self.db, request, actor=principal)
         except LannerError as exc:
             self.show(req, resp, session, campaign, form=typed, message=str(exc), code=400)
             return
@@ -79,14 +108,15 @@ def amount_of(text: str) -> float:
         raise FormError(f"The amount is a number such as 125.50, not {text!r}.") from None
 
 
-def where_of(typed: dict[str, str]) -> tuple[str, str] | None:
+def where_of(typed: dict[str, str]) -> list[tuple[str, str]]:
+    """The form's slot field (a sub_id_N or source, and its value), if chosen."""
     if not typed["dimension"]:
-        return None
+        return []
     if typed["dimension"] not in COST_DIMENSIONS:
         raise FormError("A cost is for the whole campaign, or for one source or sub id value.")
     if not typed["value"]:
         raise FormError(f"Give the {typed['dimension']} value the cost is for.")
-    return typed["dimension"], typed["value"]
+    return [(typed["dimension"], typed["value"])]
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:

@@ -28,6 +28,8 @@ SCHEMAS = {
             "additionalProperties": False,
         },
     },
+    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+    "objects": {"type": "array", "items": {"type": "object"}},
 }
 ERROR = {"$ref": "#/components/schemas/Error"}
 ERRORS = {
@@ -47,7 +49,12 @@ def _body_schema(fields: tuple[Field, ...]) -> dict[str, Any]:
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            f.name: {**SCHEMAS[f.type], **({"description": f.about} if f.about else {})} for f in fields
+            f.name: {
+                **SCHEMAS[f.type],
+                **({"items": _body_schema(f.items)} if f.items else {}),
+                **({"description": f.about} if f.about else {}),
+            }
+            for f in fields
         },
         "additionalProperties": False,
     }

@@ -40,9 +40,11 @@ TYPES = {
 @dataclass(frozen=True)
 class Field:
     name: str
-    type: str  # string, integer, number, boolean, strings, integers (lists), offers ([{offer_id, weight}])
+    type: str  # string, integer, number, boolean, strings, integers (lists), offers ([{offer_id, weight}]),
+    # labels ({name: string}), objects (a list of objects, each with the fields of `items`)
     about: str = ""
     required: bool = False
+    items: tuple[Field, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,10 @@ def _type_ok(value: Any, kind: str) -> bool:
             and _type_ok(item.get("weight", 100), "integer")
             for item in value
         )
+    if kind == "labels":
+        return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
+    if kind == "objects":  # Each item is checked on its own (check_object), to be refused by its index.
+        return isinstance(value, list)
     if isinstance(value, bool) and kind != "boolean":
         return False
     if kind == "number" and isinstance(value, float) and not math.isfinite(value):
@@ -129,8 +135,14 @@ def read_body(req: falcon.Request, fields: tuple[Field, ...]) -> dict[str, Any]:
         body = json.loads(data or b"{}", parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         raise falcon.HTTPBadRequest(title="Bad JSON", description="The body is not valid JSON.") from None
+    return check_object(body, fields)
+
+
+def check_object(body: Any, fields: tuple[Field, ...], what: str = "The body") -> dict[str, Any]:
+    """`body` checked against `fields` (a request body, or one item of a list field); 400 naming the
+    first thing wrong."""
     if not isinstance(body, dict):
-        raise falcon.HTTPBadRequest(title="Bad JSON", description="The body must be a JSON object.")
+        raise falcon.HTTPBadRequest(title="Bad JSON", description=f"{what} must be a JSON object.")
     known = {f.name: f for f in fields}
     for name, value in body.items():
         spec = known.get(name)
@@ -163,6 +175,8 @@ DESCRIBED = {
     "strings": "a list of strings",
     "integers": "a list of whole numbers",
     "offers": 'a list of {"offer_id": N, "weight": N} objects',
+    "labels": 'an object of strings ({"zoneid": "123"})',
+    "objects": "a list (of objects)",
 }
 
 

@@ -27,19 +27,38 @@ def rebuild_sql(table: str, width: int, dimensions: tuple[str, ...], money_sum=f
     )
 
 
-_PERIOD_CLICKS = (
-    "SELECT id FROM click INDEXED BY click_campaign_created_at "
-    "WHERE campaign_id = ? AND created_at >= ? AND created_at < ?{} ORDER BY created_at"
-)
+def scope_sql(head: str, columns: tuple[str, ...], order: str) -> str:
+    """A campaign's clicks in a period with one value in each of `columns` (COST_COLUMNS only: never
+    user text), from `head` (the SELECT up to its WHERE) and `order`."""
+    if not set(columns) <= set(COST_COLUMNS):
+        raise ValueError(f"not cost columns: {columns}")
+    where = "".join(f" AND {column} = ?" for column in columns)
+    return f"{head} WHERE campaign_id = ? AND created_at >= ? AND created_at < ?{where}{order}"
+
+
+_ENTRY_COLUMNS = (
+    "campaign_id", "source_id", "filters", "label", "start_at", "end_at", "since", "until", "timezone",
+    "amount", "currency", "report_amount", "report_currency", "clicks", "unpaid_clicks",
+    "is_bots_included", "is_unique_only", "actor", "created_at",
+)  # fmt: skip
 
 
 class CostStore(Store):
     """The click costs of one connection; writes join the caller's transaction."""
 
     SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value, cost_currency FROM campaign"
-    SQL_PERIOD_CLICKS = _PERIOD_CLICKS.format("")
-    # column -> the same for the clicks with one value in that column (COST_COLUMNS only: never user text).
-    SQL_PERIOD_CLICKS_OF = {column: _PERIOD_CLICKS.format(f" AND {column} = ?") for column in COST_COLUMNS}
+    # A scope's clicks: (id, created_at, is_bot, is_unique_campaign), written per filter columns by scope_sql.
+    SQL_SCOPE_HEAD = (
+        "SELECT id, created_at, is_bot, is_unique_campaign FROM click INDEXED BY click_campaign_created_at"
+    )
+    SQL_SCOPE_ORDER = " ORDER BY created_at"
+    SQL_ADD_ENTRY = (
+        f"INSERT INTO cost_entry ({', '.join(_ENTRY_COLUMNS)}) "
+        f"VALUES ({', '.join('?' * len(_ENTRY_COLUMNS))})"
+    )
+    SQL_ENTRIES = f"SELECT id, {', '.join(_ENTRY_COLUMNS)} FROM cost_entry"
+    SQL_ENTRIES_WITHIN = SQL_ENTRIES + " WHERE start_at >= ? AND end_at <= ?"
+    SQL_DROP_ENTRY = "DELETE FROM cost_entry WHERE id = ?"
     # {}: one ? per id.
     SQL_CHUNK = f"SELECT id, cost, created_at, {', '.join(DIMENSIONS)} FROM click WHERE id IN ({{}})"
     SQL_SET_COST = "UPDATE click SET cost = ? WHERE id = ?"
@@ -60,17 +79,29 @@ class CostStore(Store):
         """(campaign id, cost model, cost value, cost currency) of every campaign."""
         return self.conn.execute(self.SQL_CAMPAIGN_COSTS).fetchall()
 
-    def period_clicks(
-        self, campaign_id: int, start_ms: int, end_ms: int, where: tuple[str, str] | None = None
-    ) -> list[int]:
-        """The ids of the campaign's clicks in [start_ms, end_ms), oldest first; `where` (column in
-        COST_COLUMNS, value): only those with that value."""
-        if where is None:
-            rows = self.conn.execute(self.SQL_PERIOD_CLICKS, (campaign_id, start_ms, end_ms)).fetchall()
+    def scope_clicks(
+        self, campaign_id: int, start_ms: int, end_ms: int, filters: tuple[tuple[str, str], ...] = ()
+    ) -> list[tuple[int, int, int, int]]:
+        """(id, created_at, is_bot, is_unique_campaign) of the campaign's clicks in [start_ms, end_ms),
+        oldest first; `filters` ((column in COST_COLUMNS, value), ...): only those with these values."""
+        sql = scope_sql(self.SQL_SCOPE_HEAD, tuple(c for c, _ in filters), self.SQL_SCOPE_ORDER)
+        args = (campaign_id, start_ms, end_ms, *(value for _, value in filters))
+        return self.conn.execute(sql, args).fetchall()
+
+    def add_entry(self, entry: dict) -> None:
+        """Record one cost set (migration 0017's columns)."""
+        self.conn.execute(self.SQL_ADD_ENTRY, [entry[name] for name in _ENTRY_COLUMNS]).close()
+
+    def entries(self, start_ms: int | None = None, end_ms: int | None = None) -> list[dict]:
+        """The cost sets recorded, oldest first; with bounds, those whose range lies within them."""
+        if start_ms is None:
+            rows = self.conn.execute(self.SQL_ENTRIES + " ORDER BY id").fetchall()
         else:
-            sql = self.SQL_PERIOD_CLICKS_OF[where[0]]
-            rows = self.conn.execute(sql, (campaign_id, start_ms, end_ms, where[1])).fetchall()
-        return [row[0] for row in rows]
+            rows = self.conn.execute(self.SQL_ENTRIES_WITHIN + " ORDER BY id", (start_ms, end_ms)).fetchall()
+        return [dict(zip(("id", *_ENTRY_COLUMNS), row)) for row in rows]
+
+    def drop_entries(self, ids: list[int]) -> None:
+        self.conn.executemany(self.SQL_DROP_ENTRY, [(i,) for i in ids]).close()
 
     def chunk(self, ids: list[int]) -> list[tuple]:
         """(id, cost, created_at, DIMENSIONS...) of these clicks."""
