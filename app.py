@@ -26,6 +26,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     from routes.click import ClickResource, ClientAddress
     from routes.errors import handle_unexpected
     from routes.health import HealthResource
+    from routes.landers import add_lander_routes
     from routes.postback import (
         ClickPixelResource,
         ConversionPixelResource,
@@ -80,6 +81,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     app.add_route("/px/conversion", ConversionPixelResource(desk))
     app.add_route("/px/click/{alias}", ClickPixelResource(tracker, clicks.visit))
     app.add_route("/{alias}", clicks)
+    add_lander_routes(app, settings.landers_dir)  # nginx serves them itself when it is in front.
     app.add_error_handler(Exception, handle_unexpected)
     return app
 

@@ -40,7 +40,8 @@ TYPES = {
 @dataclass(frozen=True)
 class Field:
     name: str
-    type: str  # string, integer, number, boolean, strings, integers (lists), offers ([{offer_id, weight}])
+    type: str  # string, integer, number, boolean, strings, integers (lists), offers ([{offer_id, weight}]),
+    # landers ([{lander_id or name, weight}])
     about: str = ""
     required: bool = False
 
@@ -57,7 +58,7 @@ class Operation:
     summary: str
     params: tuple[Param, ...] = ()
     body: tuple[Field, ...] = ()
-    body_type: str = "json"  # or csv
+    body_type: str = "json"  # or csv, zip
     paginated: bool = False
     open_query: bool = False  # The responder checks its own query parameters (reports: f.<name>).
     answers: dict[int, str] = field(default_factory=dict)  # Status codes beyond 200 and the errors.
@@ -96,6 +97,16 @@ def _type_ok(value: Any, kind: str) -> bool:
             isinstance(item, dict)
             and set(item) <= {"offer_id", "weight"}
             and _type_ok(item.get("offer_id"), "integer")
+            and _type_ok(item.get("weight", 100), "integer")
+            for item in value
+        )
+    if kind == "landers":
+        return isinstance(value, list) and all(
+            isinstance(item, dict)
+            and set(item) <= {"lander_id", "name", "weight"}
+            and ("lander_id" in item) != ("name" in item)
+            and _type_ok(item.get("lander_id", 1), "integer")
+            and isinstance(item.get("name", ""), str)
             and _type_ok(item.get("weight", 100), "integer")
             for item in value
         )
@@ -163,6 +174,7 @@ DESCRIBED = {
     "strings": "a list of strings",
     "integers": "a list of whole numbers",
     "offers": 'a list of {"offer_id": N, "weight": N} objects',
+    "landers": 'a list of {"lander_id": N, "weight": N} (or {"name": "...", "weight": N}) objects',
 }
 
 
