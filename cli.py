@@ -2679,6 +2679,7 @@ def nginx_site(
         upstreams = (served.bind,)
         admin = admin_upstreams or served.admin_address
     options["landers_dir"] = str(ctx.settings.landers_dir)
+    options["lander_upload_bytes"] = ctx.settings.lander_max_bytes
     text = render_site(SiteOptions(upstream=upstreams, admin_upstream=admin, **options))
     _write_or_echo(text, output)
 

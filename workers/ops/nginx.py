@@ -42,6 +42,7 @@ class SiteOptions:
     real_ip_header: str = "X-Forwarded-For"
     admin_allow: tuple[str, ...] = ("127.0.0.1", "::1")
     landers_dir: str = "/var/lib/lanner/landers"  # settings.landers_dir: local landers, served by nginx.
+    lander_upload_bytes: int = 20 * 1024 * 1024  # settings.lander_max_bytes: a lander's zip upload.
 
 
 def _cidrs(values: tuple[str, ...], what: str) -> list[str]:
@@ -118,6 +119,8 @@ def render_site(options: SiteOptions) -> str:
         "LANDERS_DIR": options.landers_dir.rstrip("/"),
         "LANDER_TYPES": "\n".join(f"            {kind} {names};" for kind, names in LANDER_TYPES.items()),
         "LANDER_SANDBOX": SANDBOX,
+        # The zip and room for the form around it, in whole MiB.
+        "LANDER_UPLOAD_SIZE": f"{-(-(options.lander_upload_bytes + 65536) // 2**20)}m",
     }
     return render_template("nginx/lanner-site.conf", values)
 
