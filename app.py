@@ -96,6 +96,7 @@ def create_admin_app(
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.errors import handle_unexpected
     from routes.health import DatabaseHealthResource
+    from routes.landers import add_lander_routes
     from routes.panel import add_panel_routes
     from routes.v1 import add_v1_routes, v1_routes
     from routes.v1.auth import principal_for
@@ -110,6 +111,7 @@ def create_admin_app(
     app.add_route("/api/currency/rates", ExchangeRateApiResource(db))
     add_v1_routes(app, v1_routes(db, settings, find_principal=find_principal or principal_for))
     add_panel_routes(app, db, settings, clock=clock)
+    add_lander_routes(app, settings.landers_dir)  # The panel's preview, where no nginx is in front.
     app.add_error_handler(Exception, handle_unexpected)
     return app
 

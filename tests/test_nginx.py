@@ -196,3 +196,28 @@ def test_nginx_serves_local_landers_sandboxed_from_the_data_dir_and_404s_travers
         status, _, got = request(port, url)
         assert status in (400, 403, 404) and b"not a lander's" not in got, (url, status)
     assert request(port, path + "index.html", method="POST", body=b"")[0] == 403
+
+
+def test_a_landers_zip_upload_passes_nginx_to_its_bound_and_no_further(lanner_on_socket, start_nginx, lanner, db):
+    import io
+    import json
+    import random
+    import zipfile
+
+    from models.conversions.postbacks import read_secret
+
+    lanner("lander", "create", "Summer", "--url", "https://lp.example/")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("index.html", "<h1>Summer</h1>")
+        archive.writestr("hero.jpg", random.Random(3).randbytes(2_000_000))  # Past /api/'s 1 MB.
+    port = start_nginx(lanner_on_socket)
+    headers = {"X-Api-Key": read_secret(db, "api_key"), "Content-Type": "application/zip"}
+    status, _, body = request(port, "/api/v1/landers/Summer/zip", headers, "POST", buffer.getvalue())
+    assert status == 200, body
+    assert json.loads(body)["path"].startswith("/landers/1-")
+    status, _, got = request(port, json.loads(body)["path"] + "hero.jpg")
+    assert status == 200 and len(got) == 2_000_000
+    # Past LANNER_LANDER_MAX_BYTES (20 MB) nginx answers 413 itself, before Lanner reads a byte.
+    status, _, _ = request(port, "/api/v1/landers/Summer/zip", headers, "POST", b"\0" * (22 * 2**20))
+    assert status == 413

@@ -70,7 +70,9 @@ def test_landers_are_created_uploaded_edited_and_deleted_in_the_panel(panel, use
     summer = get_lander("Summer")
     assert summer.folder != old and summer.notes == "v2" and not (settings.landers_dir / old).exists()
     status, _, html = get(panel, f"/panel/landers/{summer.id}", cookie)
-    assert f'id="lander-preview" href="http://127.0.0.1/landers/{summer.folder}/"' in html
+    assert f'id="lander-preview" href="/landers/{summer.folder}/"' in html
+    status, headers, body = request(panel, f"/landers/{summer.folder}/")  # The admin worker serves it too.
+    assert (status, body) == (200, b"v2") and headers["content-security-policy"].startswith("sandbox ")
     # Attached to a stream in the editor: its weight field, saved, shown as a use.
     from models.admin.services import create_campaign
 

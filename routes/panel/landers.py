@@ -1,6 +1,6 @@
 """The landers pages (/panel/landers): the list with the streams sending to each, a new lander (remote:
-its URL; local: a zip uploaded with the form) and a lander's page (its fields, a new zip, a preview on
-the tracker's host, delete), over the services `lanner lander` and `/api/v1/landers` call
+its URL; local: a zip uploaded with the form) and a lander's page (its fields, a new zip, a preview,
+delete), over the services `lanner lander` and `/api/v1/landers` call
 (models/admin/landers.py). Who sees and changes which is models/accounts/access.py's.
 
 The forms are multipart (a file rides with them): read here within the zip's bound plus room for the
@@ -23,7 +23,7 @@ from models.admin.landers import (
     update_lander,
 )
 from models.admin.services import AdminError
-from routes.panel.common import CampaignBase, FormError, PanelContext, PanelResource
+from routes.panel.common import FormError, PanelContext, PanelResource
 from routes.panel.session import read_form
 
 PATH = "/panel/landers"
@@ -64,15 +64,16 @@ def read_lander_form(req: falcon.Request, max_bytes: int) -> tuple[dict[str, str
 
 
 class LanderPages(PanelResource):
-    def __init__(self, panel: PanelContext, base: CampaignBase) -> None:
+    def __init__(self, panel: PanelContext) -> None:
         super().__init__(panel.sessions, panel.render)
         self.db = panel.db
         self.files = LanderFiles.from_settings(panel.settings)
-        self.base = base
 
-    def preview(self, req, fields: dict) -> str:
-        """Where the browser sees a local lander: the tracker's host (the web workers', or nginx)."""
-        return self.base(req) + fields["path"].removeprefix("/") if fields["path"] else ""
+    @staticmethod
+    def preview(req, fields: dict) -> str:
+        """Where this browser sees a local lander: its path on the host the panel came from (nginx, the
+        web workers or the admin worker: each serves /landers/ the same way, sandboxed)."""
+        return fields["path"]
 
     def read(self, req, session) -> tuple[dict[str, str], bytes | None]:
         values, data = read_lander_form(req, self.files.max_bytes)
@@ -168,6 +169,5 @@ class LanderResource(LanderPages):
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
-    base = CampaignBase(panel.sessions, panel.settings)
-    app.add_route(PATH, LanderListResource(panel, base))
-    app.add_route(PATH + "/{lander_id:int(min=1, max=9223372036854775807)}", LanderResource(panel, base))
+    app.add_route(PATH, LanderListResource(panel))
+    app.add_route(PATH + "/{lander_id:int(min=1, max=9223372036854775807)}", LanderResource(panel))
