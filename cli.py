@@ -718,7 +718,9 @@ def lander_files(ctx: Context):
 @lander.command("create")
 @click.argument("name")
 @click.option("--url", help="A remote lander's URL template, e.g. https://lp.example/?s={subid}&o={offer}.")
-@click.option("--zip", "zip_path", type=click.Path(dir_okay=False), help="A local lander: a zip with index.html.")
+@click.option(
+    "--zip", "zip_path", type=click.Path(dir_okay=False), help="A local lander: a zip with index.html."
+)
 @click.option("--notes", default="")
 @pass_context
 def lander_create(ctx: Context, name: str, url: str | None, zip_path: str | None, notes: str) -> None:
@@ -1074,7 +1076,8 @@ def stream_landers(values: Iterable[str], clear: bool = False) -> list[tuple[int
     for value in values:
         name, _, weight = value.rpartition(":")
         # A lander named `B:2` is that lander at weight 100; `B:2:5` is it at weight 5.
-        if not name or not weight.isascii() or not weight.isdigit() or Lander.get_or_none(Lander.name == value):
+        is_weight = name and weight.isascii() and weight.isdigit()
+        if not is_weight or Lander.get_or_none(Lander.name == value):
             name, weight = value, "100"
         landers.append((get_lander(name).id, int(weight)))
     return landers
@@ -1127,8 +1130,9 @@ def stream_add(
     ctx.db
     landers = stream_landers(options.pop("landers")) or []
     added = add_stream(
-        ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), landers=landers, payload=payload, **options
-    )
+        ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), landers=landers, payload=payload,
+        **options,
+    )  # fmt: skip
     click.echo(added.id)
     echo_geo_filter_warnings(ctx.settings, added)
 
@@ -1178,8 +1182,9 @@ def stream_update(
     ctx.db
     landers = stream_landers(changes.pop("landers"), changes.pop("clear_landers"))
     updated = update_stream(
-        ctx.db, stream_id, type=type_, offers=parse_offers(offers), landers=landers, payload=payload, **changes
-    )
+        ctx.db, stream_id, type=type_, offers=parse_offers(offers), landers=landers, payload=payload,
+        **changes,
+    )  # fmt: skip
     click.echo(f"Stream {updated.id} updated.")
     if changes.get("filters"):
         echo_geo_filter_warnings(ctx.settings, updated)

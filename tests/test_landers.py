@@ -100,11 +100,28 @@ BOMB = {"index.html": PAGE, "zeros.bin": b"\0" * 1_500_000}  # ~1.5 KB compresse
         (make_zip(BOMB), "unpacks to more than 1,000,000 bytes"),
         (lying_sizes(make_zip({"index.html": b"\0" * 1_500_000}), 10), "damaged"),
         (make_zip({f"{n}.html": b"" for n in range(20)} | {"index.html": PAGE}), "at most 20"),
-        (make_zip({"index.html": PAGE, "big.bin": random.Random(7).randbytes(250_000)}), "at most 200,000 bytes"),
+        (
+            make_zip({"index.html": PAGE, "big.bin": random.Random(7).randbytes(250_000)}),
+            "at most 200,000 bytes",
+        ),
         (patched(make_zip({"index.html": PAGE, "AB.html": b""}), b"AB.html", b"\xff\xfe.html"), "UTF-8"),
     ],
-    ids=["not-zip", "no-index", "two-folders", "dotdot", "dotdot-deep", "absolute", "drive", "backslash",
-         "symlink", "bomb", "lying-header", "too-many-files", "too-big", "not-utf8"],  # fmt: skip
+    ids=[
+        "not-zip",
+        "no-index",
+        "two-folders",
+        "dotdot",
+        "dotdot-deep",
+        "absolute",
+        "drive",
+        "backslash",
+        "symlink",
+        "bomb",
+        "lying-header",
+        "too-many-files",
+        "too-big",
+        "not-utf8",
+    ],
 )
 def test_a_zip_that_cannot_be_a_lander_is_refused_with_one_sentence_and_nothing_on_disk(
     db, files, data, sentence
@@ -156,8 +173,14 @@ def test_landers_are_created_listed_shown_updated_archived_and_deleted_from_the_
     assert "created: https://lp.example/?s={subid}&o={offer}" in created.stdout
     assert "/landers/2-" in lanner("lander", "create", "Local", "--zip", str(archive)).stdout
     rows = json.loads(lanner("lander", "list", "--json").stdout)
-    assert [(r["name"], r["kind"], r["streams"]) for r in rows] == [("Remote", "remote", 0), ("Local", "local", 0)]
-    assert lanner("lander", "list", "--csv").stdout.splitlines()[0] == "id,name,kind,status,streams,url,path,notes"
+    assert [(r["name"], r["kind"], r["streams"]) for r in rows] == [
+        ("Remote", "remote", 0),
+        ("Local", "local", 0),
+    ]
+    assert (
+        lanner("lander", "list", "--csv").stdout.splitlines()[0]
+        == "id,name,kind,status,streams,url,path,notes"
+    )
     folder = rows[1]["path"].split("/")[2]
     assert (settings.landers_dir / folder / "index.html").read_bytes() == PAGE
     # Refusals are one sentence.
@@ -207,7 +230,9 @@ def test_streams_send_to_weighted_landers_from_the_cli_and_delete_is_refused_whi
     assert "archived" in failed.stderr
     assert lanner("stream", "update", added, "--lander", "B:2:7").returncode == 0  # Already its: kept.
     for alias in ("landers", "lp"):
-        failed = lanner("campaign", "create", "X", "--alias", alias, "--offer-url", "https://o.example/", check=False)
+        failed = lanner(
+            "campaign", "create", "X", "--alias", alias, "--offer-url", "https://o.example/", check=False
+        )
         assert failed.returncode != 0 and "not one of" in failed.stderr
 
 
@@ -217,23 +242,33 @@ def test_streams_send_to_weighted_landers_from_the_cli_and_delete_is_refused_whi
 def test_landers_through_the_api_with_a_zip_upload_and_stream_landers_moving_config_version(
     admin, key, db, settings
 ):
-    status, remote = call(admin, "POST", "/landers", key, {"name": "Remote", "url": "https://a.example/?s={subid}"})
+    status, remote = call(
+        admin, "POST", "/landers", key, {"name": "Remote", "url": "https://a.example/?s={subid}"}
+    )
     assert status == 201 and remote["kind"] == "remote"
     status, local = call(admin, "POST", "/landers", key, {"name": "Local"})
     assert status == 201 and (local["kind"], local["path"]) == ("local", "")
     zip_headers = {"Content-Type": "application/zip"}
-    status, uploaded = call(admin, "POST", "/landers/Local/zip", key, headers=zip_headers,
-                            raw=make_zip({"index.html": PAGE}))  # fmt: skip
+    status, uploaded = call(
+        admin, "POST", "/landers/Local/zip", key, headers=zip_headers, raw=make_zip({"index.html": PAGE})
+    )
     assert status == 200 and uploaded["path"].startswith(f"/landers/{local['id']}-")
     status, refused = call(admin, "POST", "/landers/Local/zip", key, headers=zip_headers, raw=b"nope")
     assert status == 400 and refused["description"] == "The file is not a zip archive."
-    status, _ = call(admin, "POST", "/landers/Local/zip", key, headers={"Content-Type": "text/plain"}, raw=b"x")
+    status, _ = call(
+        admin, "POST", "/landers/Local/zip", key, headers={"Content-Type": "text/plain"}, raw=b"x"
+    )
     assert status == 415
     big = {**zip_headers, "Content-Length": str(settings.lander_max_bytes + 1)}
     status, _ = call(admin, "POST", "/landers/Local/zip", key, headers=big, raw=b"x")
     assert status == 413
-    status, campaign = call(admin, "POST", "/campaigns", key,
-                            {"name": "S", "alias": "summer", "offer_url": "https://o.example/?c={subid}"})  # fmt: skip
+    status, _ = call(
+        admin,
+        "POST",
+        "/campaigns",
+        key,
+        {"name": "S", "alias": "summer", "offer_url": "https://o.example/?c={subid}"},
+    )
     status, detail = call(admin, "GET", "/campaigns/summer", key)
     stream_id = detail["streams"][0]["id"]
     before = config_version(db)
@@ -246,7 +281,9 @@ def test_landers_through_the_api_with_a_zip_upload_and_stream_landers_moving_con
     ]
     assert config_version(db) != before
     status, shown = call(admin, "GET", "/landers/Local", key)
-    assert [(u["campaign"], u["stream_id"], u["weight"]) for u in shown["uses"]] == [("summer", stream_id, 60)]
+    assert [(u["campaign"], u["stream_id"], u["weight"]) for u in shown["uses"]] == [
+        ("summer", stream_id, 60)
+    ]
     status, conflict = call(admin, "DELETE", "/landers/Local", key)
     assert status == 409 and f"campaign summer stream {stream_id}" in conflict["description"]
     for bad in ([{"lander_id": 999}], [{"lander_id": 1, "name": "Remote"}], [{"weight": 5}], "Remote"):
@@ -256,11 +293,20 @@ def test_landers_through_the_api_with_a_zip_upload_and_stream_landers_moving_con
     assert status == 200 and cleared["landers"] == []
     status, _ = call(admin, "DELETE", "/landers/Local", key)
     assert status == 200 and list(settings.landers_dir.iterdir()) == []
-    status, added = call(admin, "POST", "/campaigns/summer/streams", key,
-                         {"offers": [{"offer_id": 1}], "landers": [{"name": "Remote"}]})  # fmt: skip
-    assert status == 201 and added["landers"] == [{"lander_id": remote["id"], "name": "Remote", "weight": 100}]
+    status, added = call(
+        admin,
+        "POST",
+        "/campaigns/summer/streams",
+        key,
+        {"offers": [{"offer_id": 1}], "landers": [{"name": "Remote"}]},
+    )
+    assert status == 201 and added["landers"] == [
+        {"lander_id": remote["id"], "name": "Remote", "weight": 100}
+    ]
     status, document = call(admin, "GET", "/openapi.json")
-    assert "application/zip" in document["paths"]["/api/v1/landers/{ref}/zip"]["post"]["requestBody"]["content"]
+    assert (
+        "application/zip" in document["paths"]["/api/v1/landers/{ref}/zip"]["post"]["requestBody"]["content"]
+    )
 
 
 def test_a_buyer_sees_and_changes_only_their_own_landers_and_those_their_streams_use(admin, db):

@@ -181,8 +181,11 @@ def test_nginx_serves_local_landers_sandboxed_from_the_data_dir_and_404s_travers
     path = json.loads(lanner("lander", "show", "Summer", "--json").stdout)["path"]
     (settings.data_dir / "secret.txt").write_text("not a lander's")
     port = start_nginx(lanner_on_socket)
-    for url, kind, body in ((path, "text/html", b"<h1>Summer</h1>"), (path + "app.js", "application/javascript",
-                            b"document.title = 'x';")):  # fmt: skip
+    served = (
+        (path, "text/html", b"<h1>Summer</h1>"),
+        (path + "app.js", "application/javascript", b"document.title = 'x';"),
+    )
+    for url, kind, body in served:
         status, headers, got = request(port, url)
         assert (status, got) == (200, body), url
         assert headers["content-type"].startswith(kind)
@@ -191,14 +194,22 @@ def test_nginx_serves_local_landers_sandboxed_from_the_data_dir_and_404s_travers
         assert headers["x-content-type-options"] == "nosniff"
         assert "max-age=86400" in headers["cache-control"]
     folder = path.split("/")[2]
-    for url in ("/landers/../secret.txt", "/landers/..%2fsecret.txt", f"/landers/{folder}/../../secret.txt",
-                f"/landers/{folder}/%2e%2e/%2e%2e/secret.txt", f"/landers/{folder}/missing.html", "/landers/"):  # fmt: skip
+    for url in (
+        "/landers/../secret.txt",
+        "/landers/..%2fsecret.txt",
+        f"/landers/{folder}/../../secret.txt",
+        f"/landers/{folder}/%2e%2e/%2e%2e/secret.txt",
+        f"/landers/{folder}/missing.html",
+        "/landers/",
+    ):
         status, _, got = request(port, url)
         assert status in (400, 403, 404) and b"not a lander's" not in got, (url, status)
     assert request(port, path + "index.html", method="POST", body=b"")[0] == 403
 
 
-def test_a_landers_zip_upload_passes_nginx_to_its_bound_and_no_further(lanner_on_socket, start_nginx, lanner, db):
+def test_a_landers_zip_upload_passes_nginx_to_its_bound_and_no_further(
+    lanner_on_socket, start_nginx, lanner, db
+):
     import io
     import json
     import random

@@ -10,9 +10,7 @@ from test_landers import make_zip
 
 PASSWORD = "correct horse battery"
 pytestmark = browser_required
-SCRIPT = (
-    b"<!doctype html><title>loading</title><h1 id=h>Summer</h1><script src='app.js'></script>"
-)
+SCRIPT = b"<!doctype html><title>loading</title><h1 id=h>Summer</h1><script src='app.js'></script>"
 APP_JS = (
     b"try { document.cookie; document.title = 'cookies readable'; }"
     b" catch (e) { document.title = 'sandboxed ' + window.origin; }"
@@ -55,7 +53,10 @@ def test_landers_are_made_uploaded_and_weighted_in_a_stream_and_the_preview_is_s
     browser.find_element(By.ID, "create-lander").click()
     wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "p.saved")))
     assert browser.find_element(By.CSS_SELECTOR, "p.saved").text == "Lander created."
-    assert "https://lp.example/?s={subid}&go={offer}" in browser.find_element(By.CSS_SELECTOR, "code.lander-url").text
+    assert (
+        "https://lp.example/?s={subid}&go={offer}"
+        in browser.find_element(By.CSS_SELECTOR, "code.lander-url").text
+    )
 
     # A local one, its zip chosen in the file input.
     browser.get(base + "/panel/landers")

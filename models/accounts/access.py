@@ -16,10 +16,10 @@
   they may use (a new campaign's offer, a stream's offers and fallback): models/admin/services.py
   check_usable_offers, which the API and the panel's editor both go through.
 - landers have an owner (`lander.owner_id`: the user who made it; NULL when the CLI or the install key
-  did). An admin sees, uses and changes every lander; a buyer or viewer sees those they own and those the streams
-  of their visible campaigns send to (`visible_lander_ids`), and may use in a stream only those (as
-  offers); a buyer with write changes only the landers they own (`edits_lander`). Another's lander is a
-  404, as one that does not exist.
+  did). An admin sees, uses and changes every lander; a buyer or viewer sees those they own and those
+  the streams of their visible campaigns send to (`visible_lander_ids`), and may use in a stream only
+  those (as offers); a buyer with write changes only the landers they own (`edits_lander`). Another's
+  lander is a 404, as one that does not exist.
 """
 
 from __future__ import annotations
@@ -142,4 +142,5 @@ def edits_lander(principal: Principal, lander: Lander) -> bool:
     """Whether `principal` may change `lander`: an admin with write any, a buyer with write their own."""
     if not creates_campaigns(principal):
         return False
-    return principal.role == "admin" or (principal.user_id is not None and lander.owner_id == principal.user_id)
+    is_owner = principal.user_id is not None and lander.owner_id == principal.user_id
+    return principal.role == "admin" or is_owner

@@ -116,7 +116,9 @@ class LanderFiles:
         except (ValueError, NotImplementedError, OSError, EOFError):
             raise AdminError("The zip archive is damaged.") from None
         with archive:
-            members = [(path, info) for info in archive.infolist() if (path := _member_path(info)) is not None]
+            members = [
+                (path, info) for info in archive.infolist() if (path := _member_path(info)) is not None
+            ]
             files = [(path, info) for path, info in members if not info.is_dir()]
             if len(files) > self.max_files:
                 raise AdminError(
@@ -142,7 +144,9 @@ class LanderFiles:
                 except AdminError:
                     raise
                 except (FileExistsError, NotADirectoryError):
-                    raise AdminError(f"The zip names {relative[:80]!r} twice, or as a file and a folder.") from None
+                    raise AdminError(
+                        f"The zip names {relative[:80]!r} twice, or as a file and a folder."
+                    ) from None
                 except RuntimeError:  # zipfile's "password required".
                     raise AdminError("The zip is encrypted; upload one without a password.") from None
                 except NotImplementedError:

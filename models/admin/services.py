@@ -502,7 +502,8 @@ def clone_campaign(
     alias: str | None = None,
     actor: Principal = CLI,
 ) -> Campaign:
-    """A copy of a campaign with its streams (filters, caps, offers, landers and weights; not removed streams).
+    """A copy of a campaign with its streams (filters, caps, offers, landers and weights; not removed
+    streams).
 
     Named "<name> (copy)" with the alias "<alias>-copy" (then -copy-2 ...) unless given. It keeps the
     original's status, but a copy of an archived campaign is paused. An admin's copy (the CLI's, the
@@ -593,7 +594,9 @@ def _set_stream_offers(stream: Stream, offers: list[tuple[int, int]]) -> None:
         StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
 
 
-def _set_stream_landers(db: Database, actor: Principal, stream: Stream, landers: list[tuple[int, int]]) -> None:
+def _set_stream_landers(
+    db: Database, actor: Principal, stream: Stream, landers: list[tuple[int, int]]
+) -> None:
     """The stream's landers as given, each one `actor` may see (models/accounts/access.py)."""
     from models.accounts.access import visible_lander_ids
     from models.admin.landers import set_stream_landers

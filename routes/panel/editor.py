@@ -22,8 +22,8 @@ from models.accounts.access import (
     visible_lander_ids,
     visible_offers,
 )
-from models.admin.landers import list_landers, stream_landers
 from models.accounts.users import list_users
+from models.admin.landers import list_landers, stream_landers
 from models.admin.sources import campaign_source_url, list_sources, source_of
 from models.admin.services import (
     AdminError,
@@ -286,7 +286,8 @@ def chosen_offers(weights: dict[int, str]) -> list[tuple[int, int]]:
 def visible_landers(db, principal) -> list:
     """The landers a stream of `principal`'s may send to (models/accounts/access.py), by id."""
     visible = visible_lander_ids(db, principal)
-    return [lander for lander in list_landers(include_archived=True) if visible is None or lander.id in visible]
+    landers = list_landers(include_archived=True)
+    return [lander for lander in landers if visible is None or lander.id in visible]
 
 
 def lander_rows(landers, weights: dict[int, str]) -> list[dict]:
@@ -300,9 +301,8 @@ def lander_rows(landers, weights: dict[int, str]) -> list[dict]:
 
 def typed_lander_weights(form: dict, landers) -> dict[int, str]:
     """The weight typed per lander (`lander_<id>`); a blank one is no lander of the stream."""
-    return {
-        lander.id: _text(form, f"lander_{lander.id}") for lander in landers if _text(form, f"lander_{lander.id}")
-    }
+    typed = {lander.id: _text(form, f"lander_{lander.id}") for lander in landers}
+    return {lander_id: weight for lander_id, weight in typed.items() if weight}
 
 
 def chosen_landers(weights: dict[int, str]) -> list[tuple[int, int]]:
@@ -607,7 +607,9 @@ class StreamFormResource(EditorResource):
                     status=status if status != "deleted" else None, actor=principal, **changes,
                 )  # fmt: skip
         except (FormError, AdminError) as exc:
-            self.show(req, resp, session, campaign, stream, values, rows, weights, lander_weights, str(exc), 400)
+            self.show(
+                req, resp, session, campaign, stream, values, rows, weights, lander_weights, str(exc), 400
+            )
             return
         raise falcon.HTTPSeeOther(f"/panel/campaigns/{campaign.id}?saved={saved.id}#streams")
 

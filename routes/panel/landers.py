@@ -103,7 +103,9 @@ class LanderListResource(LanderPages):
         values, data = self.read(req, session)
         principal = session.principal
         if not creates_campaigns(principal):
-            raise falcon.HTTPForbidden(title="Read-only", description=f"{principal.name} may not create landers.")
+            raise falcon.HTTPForbidden(
+                title="Read-only", description=f"{principal.name} may not create landers."
+            )
         try:
             if values["kind"] == "local":
                 if data is None:

@@ -14,8 +14,12 @@ from routes.v1.spec import PAGE_PARAMS, Field, Operation, Param, answer, api_res
 
 LANDER_CREATE = (
     Field("name", "string", required=True),
-    Field("url", "string", "A remote lander's URL template: the click's macros and {offer}; none: a local "
-          "lander, waiting for its zip (POST /landers/{ref}/zip)."),
+    Field(
+        "url",
+        "string",
+        "A remote lander's URL template: the click's macros and {offer}; none: a local "
+        "lander, waiting for its zip (POST /landers/{ref}/zip).",
+    ),
     Field("notes", "string"),
 )
 LANDER_UPDATE = (
@@ -33,7 +37,8 @@ def lander_answer(lander) -> dict:
 def require_editor(req: falcon.Request, lander) -> None:
     if not edits_lander(req.context.principal, lander):
         raise falcon.HTTPForbidden(
-            title="Not allowed", description=f"{req.context.principal.name} may not change lander {lander.name!r}."
+            title="Not allowed",
+            description=f"{req.context.principal.name} may not change lander {lander.name!r}.",
         )
 
 
@@ -68,7 +73,11 @@ class LanderListResource:
         body = read_body(req, LANDER_CREATE)
         require_creator(req, "landers")
         created = landers.create_lander(
-            self.db, body["name"], url=body.get("url"), notes=body.get("notes", ""), actor=req.context.principal
+            self.db,
+            body["name"],
+            url=body.get("url"),
+            notes=body.get("notes", ""),
+            actor=req.context.principal,
         )
         answer(req, resp, lander_answer(created), falcon.HTTP_201)
 
@@ -77,7 +86,9 @@ class LanderListResource:
 class LanderResource:
     operations = {
         "GET": Operation("A lander (by name or id) with the streams sending to it."),
-        "PATCH": Operation("Change a lander; fields left out stay (archive: status archived).", body=LANDER_UPDATE),
+        "PATCH": Operation(
+            "Change a lander; fields left out stay (archive: status archived).", body=LANDER_UPDATE
+        ),
         "DELETE": Operation("Delete a lander and its files (409 while a stream sends to it, naming them)."),
     }
 
@@ -108,7 +119,8 @@ def read_zip(req: falcon.Request, max_bytes: int) -> bytes:
     kind = (req.content_type or "").split(";")[0].strip().lower()
     if kind not in ("application/zip", "application/x-zip-compressed", "application/octet-stream"):
         raise falcon.HTTPUnsupportedMediaType(
-            title="Not a zip", description="Send the lander's zip as the body, with Content-Type: application/zip."
+            title="Not a zip",
+            description="Send the lander's zip as the body, with Content-Type: application/zip.",
         )
     too_big = falcon.HTTPContentTooLarge(
         title="Zip too large",
