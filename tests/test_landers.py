@@ -229,6 +229,8 @@ def test_streams_send_to_weighted_landers_from_the_cli_and_delete_is_refused_whi
     failed = lanner("stream", "update", "1", "--lander", "B:2", check=False)
     assert "archived" in failed.stderr
     assert lanner("stream", "update", added, "--lander", "B:2:7").returncode == 0  # Already its: kept.
+    failed = lanner("stream", "add", "summer", "--action", "not_found", "--lander", "B:2", check=False)
+    assert "Only a stream that sends to offers has landers" in failed.stderr
     for alias in ("landers", "lp"):
         failed = lanner(
             "campaign", "create", "X", "--alias", alias, "--offer-url", "https://o.example/", check=False

@@ -33,7 +33,7 @@ from peewee import Database, IntegrityError
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
-from models.admin.services import AdminConflict, AdminError, AdminNotFound
+from models.admin.services import AdminConflict, AdminError, AdminNotFound, find_by_name_or_id
 from models.routing.macros import MacroError, saved_url
 from models.store.database import write_tx
 from models.store.sqlite.meta import MetaStore
@@ -251,13 +251,7 @@ def _audit_fields(lander: Lander) -> dict[str, Any]:
 
 def get_lander(ref: str | int) -> Lander:
     """A lander by name or id (a name wins over another lander's id, as a source's does)."""
-    text = str(ref).strip()
-    lander = Lander.get_or_none(Lander.name == text)
-    if lander is None and text.isascii() and text.isdigit() and int(text) < 2**63:
-        lander = Lander.get_or_none(Lander.id == int(text))
-    if lander is None:
-        raise AdminNotFound(f"There is no lander {text!r}.")
-    return lander
+    return find_by_name_or_id(Lander, Lander.name, ref, "lander")
 
 
 def list_landers(*, include_archived: bool = False) -> list[Lander]:

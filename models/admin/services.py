@@ -228,11 +228,28 @@ def geo_filter_warnings(stream: Stream, geo_facts: frozenset[str]) -> list[str]:
     return warnings
 
 
+def is_row_id(text: str) -> bool:
+    """Whether `text` can name a row by id: isdigit() alone takes `²`, and an id past 64 bits is no
+    row's (SQLite cannot bind it)."""
+    return text.isascii() and text.isdigit() and int(text) < 2**63
+
+
+def find_by_name_or_id(model, field, ref: str | int, what: str, *, key=str):
+    """The row of `model` whose `field` is `key(ref)` (a name, an alias), else the one with id `ref`: a
+    name wins over another row's id. AdminNotFound ("There is no <what> 'ref'.") for neither."""
+    text = str(ref).strip()
+    row = model.get_or_none(field == key(text))
+    if row is None and is_row_id(text):
+        row = model.get_or_none(model.id == int(text))
+    if row is None:
+        raise AdminNotFound(f"There is no {what} {text!r}.")
+    return row
+
+
 def get_campaign(ref: str | int) -> Campaign:
     """A campaign by id or alias."""
     ref = str(ref)
-    # isascii: isdigit() alone takes `²`; an id past 64 bits is no row's (and SQLite cannot bind it).
-    is_id = ref.isascii() and ref.isdigit() and int(ref) < 2**63
+    is_id = is_row_id(ref)
     query = Campaign.select().where((Campaign.alias == ref) | (Campaign.id == (int(ref) if is_id else -1)))
     # An all-digit alias may be another campaign's id: the alias wins. Chosen here, not by which row the
     # database returns first (SQLite's OR plan gives the alias's, PostgreSQL's bitmap scan the lower id).
@@ -594,6 +611,13 @@ def _set_stream_offers(stream: Stream, offers: list[tuple[int, int]]) -> None:
         StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
 
 
+def _check_landers_action(landers: list[tuple[int, int]] | None, action: str) -> None:
+    if landers and action != "offers":
+        raise AdminError(
+            "Only a stream that sends to offers has landers: a lander's link goes on to the offer."
+        )
+
+
 def _set_stream_landers(
     db: Database, actor: Principal, stream: Stream, landers: list[tuple[int, int]]
 ) -> None:
@@ -661,6 +685,7 @@ def add_stream(
     _check_stream_fields(fields, action)
     if action == "offers" and not offers:
         raise AdminError("A stream that sends to offers needs at least one --offer.")
+    _check_landers_action(landers, action)
     with write_tx(db):
         check_usable_offers(db, actor, [offer_id for offer_id, _ in offers], fields.get("fallback_offer_id"))
         check_usable_target(db, actor, action, payload)
@@ -725,6 +750,7 @@ def update_stream(
             )
         if "action_payload" in changes:
             changes["action_payload"] = checked["action_payload"]  # A redirect URL as rewritten.
+        _check_landers_action(landers, checked.get("action", stream.action))
         for key, value in changes.items():
             setattr(stream, key, value)
         stream.updated_at = _now()

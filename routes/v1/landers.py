@@ -10,7 +10,7 @@ from models.accounts.access import edits_lander, visible_lander, visible_lander_
 from models.admin import landers
 from routes.v1.auth import require_creator
 from routes.v1.pagination import page
-from routes.v1.spec import PAGE_PARAMS, Field, Operation, Param, answer, api_resource, read_body
+from routes.v1.spec import PAGE_PARAMS, Field, Operation, Param, answer, api_resource, read_body, read_raw
 
 LANDER_CREATE = (
     Field("name", "string", required=True),
@@ -122,15 +122,7 @@ def read_zip(req: falcon.Request, max_bytes: int) -> bytes:
             title="Not a zip",
             description="Send the lander's zip as the body, with Content-Type: application/zip.",
         )
-    too_big = falcon.HTTPContentTooLarge(
-        title="Zip too large",
-        description=f"A lander's zip may be at most {max_bytes:,} bytes (LANNER_LANDER_MAX_BYTES).",
-    )
-    if req.content_length is not None and req.content_length > max_bytes:
-        raise too_big
-    data = req.bounded_stream.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise too_big
+    data = read_raw(req, max_bytes, "A lander's zip (LANNER_LANDER_MAX_BYTES)")
     if not data:
         raise falcon.HTTPBadRequest(title="No zip", description="The body is empty; send the lander's zip.")
     return data

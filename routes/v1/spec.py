@@ -119,17 +119,17 @@ def _type_ok(value: Any, kind: str) -> bool:
     return isinstance(value, TYPES[kind])
 
 
-def read_raw(req: falcon.Request) -> bytes:
-    """The request body, refused past MAX_BODY_BYTES (413) whatever Content-Length says."""
-    if req.content_length is not None and req.content_length > MAX_BODY_BYTES:
-        raise falcon.HTTPContentTooLarge(
-            title="Body too large", description=f"A request body is at most {MAX_BODY_BYTES:,} bytes."
-        )
-    data = req.bounded_stream.read(MAX_BODY_BYTES + 1)
-    if len(data) > MAX_BODY_BYTES:
-        raise falcon.HTTPContentTooLarge(
-            title="Body too large", description=f"A request body is at most {MAX_BODY_BYTES:,} bytes."
-        )
+def read_raw(req: falcon.Request, max_bytes: int = MAX_BODY_BYTES, what: str = "A request body") -> bytes:
+    """The request body, refused past `max_bytes` (413) whatever Content-Length says: a Content-Length
+    over it before a byte is read, a body that runs past it at the first byte over."""
+    too_large = falcon.HTTPContentTooLarge(
+        title="Body too large", description=f"{what} is at most {max_bytes:,} bytes."
+    )
+    if req.content_length is not None and req.content_length > max_bytes:
+        raise too_large
+    data = req.bounded_stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise too_large
     return data
 
 
