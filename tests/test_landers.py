@@ -220,6 +220,12 @@ def test_streams_send_to_weighted_landers_from_the_cli_and_delete_is_refused_whi
     added = lanner("stream", "add", "summer", "--offer", "1", "--lander", "B:2:5").stdout.strip()
     rows = json.loads(lanner("stream", "list", "summer", "--json").stdout)
     assert [r["landers"] for r in rows] == ["A:30 B:2:100", "B:2:5"]
+    lanner("campaign", "clone", "summer")  # The copy's streams send to the same landers.
+    copied = json.loads(lanner("stream", "list", "summer-copy", "--json").stdout)
+    assert [r["landers"] for r in copied] == ["A:30 B:2:100", "B:2:5"]
+    lanner("campaign", "archive", "summer-copy")
+    for stream in copied:
+        lanner("stream", "update", str(stream["id"]), "--no-landers")
     moved = config_version(db)
     lanner("stream", "update", "1", "--no-landers")
     assert config_version(db) != moved
