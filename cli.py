@@ -1149,6 +1149,23 @@ def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
     echo_rows([stream_row(s) for s in list_streams(campaign_ref)], STREAM_COLUMNS, fmt)
 
 
+@stream.command("show")
+@click.argument("stream_id", type=int)
+@format_option
+@pass_context
+def stream_show(ctx: Context, stream_id: int, fmt: str) -> None:
+    """Show one stream: its offers and landers with their weights, filters and caps."""
+    from models.admin.services import get_stream
+
+    ctx.db
+    row = stream_row(get_stream(stream_id))
+    if fmt != "table":
+        echo_rows([row], list(row), fmt)
+        return
+    for key, value in row.items():
+        click.echo(f"{key}: {'' if value is None else value}")
+
+
 @stream.command("update")
 @click.argument("stream_id", type=int)
 @click.option("--name")

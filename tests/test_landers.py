@@ -215,6 +215,7 @@ def test_streams_send_to_weighted_landers_from_the_cli_and_delete_is_refused_whi
     assert config_version(db) != before
     (row,) = json.loads(lanner("stream", "list", "summer", "--json").stdout)
     assert row["landers"] == "A:30 B:2:100"  # A name with a colon: NAME alone, weight 100.
+    assert "landers: A:30 B:2:100" in lanner("stream", "show", "1").stdout
     failed = lanner("lander", "delete", "A", check=False)
     assert "in use by campaign summer stream 1" in failed.stderr
     added = lanner("stream", "add", "summer", "--offer", "1", "--lander", "B:2:5").stdout.strip()

@@ -23,7 +23,7 @@ from models.accounts.access import (
     visible_offers,
 )
 from models.accounts.users import list_users
-from models.admin.landers import list_landers, stream_landers
+from models.admin.landers import list_landers, stream_lander_rows, stream_landers
 from models.admin.sources import campaign_source_url, list_sources, source_of
 from models.admin.services import (
     AdminError,
@@ -370,6 +370,7 @@ def stream_summary(stream, offer_names: dict[int, str]) -> dict:
             }
             for offer_id, weight in links
         ],
+        "landers": stream_lander_rows(stream.id),
     }
 
 
