@@ -333,6 +333,24 @@ def test_a_buyer_sees_and_changes_only_their_own_landers_and_those_their_streams
     assert call(admin, "GET", f"/landers/{theirs.id}", bea_key)[0] == 404
     assert call(admin, "PATCH", f"/landers/{theirs.id}", bea_key, {"notes": "x"})[0] == 404
     assert call(admin, "PATCH", "/landers/Bea's", bea_key, {"notes": "mine"})[0] == 200
+    # An admin's lander on a stream of Bea's campaign: she sees it, may keep it, may not change it.
+    from models.admin.services import create_campaign, list_streams, update_stream
+
+    campaign = create_campaign(
+        db, "Bea's", "bea", offer_url="https://o.example/?s={subid}", owner_id=buyer.id
+    )
+    (stream,) = list_streams(campaign.id)
+    update_stream(db, stream.id, landers=[(theirs.id, 100)])
+    status, listed = call(admin, "GET", "/landers", bea_key)
+    assert [item["name"] for item in listed["items"]] == ["Admin's", "Bea's"]
+    assert call(admin, "PATCH", f"/landers/{theirs.id}", bea_key, {"notes": "x"})[0] == 403
+    body = {"landers": [{"lander_id": theirs.id, "weight": 50}, {"name": "Bea's", "weight": 50}]}
+    assert call(admin, "PATCH", f"/streams/{stream.id}", bea_key, body)[0] == 200
+    other = create_lander(db, "Unseen", url="https://u.example/")
+    status, refused = call(
+        admin, "PATCH", f"/streams/{stream.id}", bea_key, {"landers": [{"lander_id": other.id}]}
+    )
+    assert status == 404 and refused["description"] == f"There is no lander {other.id}."
 
 
 # -- serving them ----------------------------------------------------------------------------------
