@@ -99,12 +99,13 @@ BOMB = {"index.html": PAGE, "zeros.bin": b"\0" * 1_500_000}  # ~1.5 KB compresse
         (make_zip({"index.html": PAGE}, symlinks={"passwd.html": "/etc/passwd"}), "symbolic link"),
         (make_zip(BOMB), "unpacks to more than 1,000,000 bytes"),
         (lying_sizes(make_zip({"index.html": b"\0" * 1_500_000}), 10), "damaged"),
-        (make_zip({f"{n}.html": b"" for n in range(20)} | {"index.html": PAGE}), "at most 20"),
+        (make_zip({f"{n}.html": b"" for n in range(20)} | {"index.html": PAGE}), "more than 20 files"),
         (
             make_zip({"index.html": PAGE, "big.bin": random.Random(7).randbytes(250_000)}),
             "at most 200,000 bytes",
         ),
         (patched(make_zip({"index.html": PAGE, "AB.html": b""}), b"AB.html", b"\xff\xfe.html"), "UTF-8"),
+        (make_zip({"index.html": PAGE} | {f"d{n}/": b"" for n in range(200)}), "more than 20 files"),
     ],
     ids=[
         "not-zip",
@@ -121,6 +122,7 @@ BOMB = {"index.html": PAGE, "zeros.bin": b"\0" * 1_500_000}  # ~1.5 KB compresse
         "too-many-files",
         "too-big",
         "not-utf8",
+        "many-entries",
     ],
 )
 def test_a_zip_that_cannot_be_a_lander_is_refused_with_one_sentence_and_nothing_on_disk(
