@@ -26,6 +26,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     from routes.click import ClickResource, ClientAddress
     from routes.errors import handle_unexpected
     from routes.health import HealthResource
+    from routes.landers import add_lander_routes
     from routes.postback import (
         ClickPixelResource,
         ConversionPixelResource,
@@ -81,6 +82,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     app.add_route("/px/click/{alias}", ClickPixelResource(tracker, clicks.visit))
     app.add_route("/lp/click", clicks.lp_clicks)
     app.add_route("/{alias}", clicks)
+    add_lander_routes(app, settings.landers_dir)  # nginx serves them itself when it is in front.
     app.add_error_handler(Exception, handle_unexpected)
     return app
 
@@ -95,6 +97,7 @@ def create_admin_app(
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.errors import handle_unexpected
     from routes.health import DatabaseHealthResource
+    from routes.landers import add_lander_routes
     from routes.panel import add_panel_routes
     from routes.v1 import add_v1_routes, v1_routes
     from routes.v1.auth import principal_for
@@ -109,6 +112,7 @@ def create_admin_app(
     app.add_route("/api/currency/rates", ExchangeRateApiResource(db))
     add_v1_routes(app, v1_routes(db, settings, find_principal=find_principal or principal_for))
     add_panel_routes(app, db, settings, clock=clock)
+    add_lander_routes(app, settings.landers_dir)  # The panel's preview, where no nginx is in front.
     app.add_error_handler(Exception, handle_unexpected)
     return app
 

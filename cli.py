@@ -704,6 +704,138 @@ def network_catalogue(fmt: str) -> None:
         click.echo(catalogue_note(), err=True)
 
 
+# -- landers ---------------------------------------------------------------------------------
+
+LANDER_COLUMNS = ["id", "name", "kind", "status", "streams", "url", "path", "notes"]
+
+
+@main.group()
+def lander() -> None:
+    """Landing pages: a remote URL (with macros and {offer}) or a local zip served at /landers/."""
+
+
+def read_lander_zip(ctx: Context, path: str | None) -> bytes | None:
+    """A zip file's bytes, refused past LANNER_LANDER_MAX_BYTES before it is read."""
+    from models.admin.landers import LanderFiles
+
+    if path is None:
+        return None
+    files = LanderFiles.from_settings(ctx.settings)
+    try:
+        size = os.stat(path).st_size
+        if size > files.max_bytes:
+            raise files.too_big(size)
+        with open(path, "rb") as source:
+            return source.read(files.max_bytes + 1)
+    except OSError as exc:
+        raise click.ClickException(f"Cannot read {path}: {exc.strerror}.") from None
+
+
+def lander_files(ctx: Context):
+    from models.admin.landers import LanderFiles
+
+    return LanderFiles.from_settings(ctx.settings)
+
+
+@lander.command("create")
+@click.argument("name")
+@click.option("--url", help="A remote lander's URL template, e.g. https://lp.example/?s={subid}&o={offer}.")
+@click.option(
+    "--zip", "zip_path", type=click.Path(dir_okay=False), help="A local lander: a zip with index.html."
+)
+@click.option("--notes", default="")
+@pass_context
+def lander_create(ctx: Context, name: str, url: str | None, zip_path: str | None, notes: str) -> None:
+    """Create a lander (--url or --zip); prints its id and where it is served."""
+    from models.admin.landers import create_lander, lander_path
+
+    if (url is None) == (zip_path is None):
+        raise click.UsageError("Give --url (a remote lander) or --zip (a local one).")
+    data = read_lander_zip(ctx, zip_path)
+    created = create_lander(ctx.db, name, url=url, zip_data=data, files=lander_files(ctx), notes=notes)
+    click.echo(f"Lander {created.id} ({created.name}) created: {created.url or lander_path(created)}")
+
+
+@lander.command("list")
+@click.option("--all", "include_archived", is_flag=True, help="Archived landers too.")
+@format_option
+@pass_context
+def lander_list(ctx: Context, include_archived: bool, fmt: str) -> None:
+    """List landers with how many streams send to each."""
+    from models.admin.landers import lander_fields, lander_uses, list_landers
+
+    ctx.db
+    uses = lander_uses()
+    rows = [lander_fields(x, uses.get(x.id, [])) for x in list_landers(include_archived=include_archived)]
+    if fmt == "json":
+        click.echo(json_text(rows))
+        return
+    echo_rows(rows, LANDER_COLUMNS, fmt)
+
+
+@lander.command("show")
+@click.argument("ref")
+@format_option
+@pass_context
+def lander_show(ctx: Context, ref: str, fmt: str) -> None:
+    """Show a lander (by name or id) and the streams sending to it."""
+    from models.admin.landers import get_lander, lander_fields, lander_uses
+
+    ctx.db
+    found = get_lander(ref)
+    data = lander_fields(found, lander_uses().get(found.id, []))
+    if fmt == "json":
+        click.echo(json_text(data))
+        return
+    if fmt == "csv":
+        echo_rows(data["uses"], ["campaign_id", "campaign", "stream_id", "stream", "weight"], "csv")
+        return
+    for key, value in data.items():
+        if key != "uses":
+            click.echo(f"{key}: {'' if value is None else value}")
+    click.echo("used by:")
+    echo_rows(data["uses"], ["campaign", "stream_id", "stream", "weight"], "table")
+
+
+@lander.command("update")
+@click.argument("ref")
+@click.option("--name")
+@click.option("--url", help="A new URL (the lander becomes remote).")
+@click.option("--zip", "zip_path", type=click.Path(dir_okay=False), help="A new zip (swapped in at once).")
+@click.option("--notes")
+@click.option("--status", type=click.Choice(["active", "archived"]))
+@pass_context
+def lander_update(ctx: Context, ref: str, zip_path: str | None, **changes: Any) -> None:
+    """Change a lander; a new zip replaces its files in one step."""
+    from models.admin.landers import update_lander
+
+    data = read_lander_zip(ctx, zip_path)
+    updated = update_lander(ctx.db, ref, zip_data=data, files=lander_files(ctx), **changes)
+    click.echo(f"Lander {updated.id} ({updated.name}) updated.")
+
+
+@lander.command("archive")
+@click.argument("ref")
+@pass_context
+def lander_archive(ctx: Context, ref: str) -> None:
+    """Archive a lander: no stream can pick it; those sending to it keep it until changed."""
+    from models.admin.landers import archive_lander
+
+    archived = archive_lander(ctx.db, ref)
+    click.echo(f"Lander {archived.id} ({archived.name}) archived.")
+
+
+@lander.command("delete")
+@click.argument("ref")
+@pass_context
+def lander_delete(ctx: Context, ref: str) -> None:
+    """Delete a lander and its files; refused while a stream sends to it."""
+    from models.admin.landers import delete_lander
+
+    deleted = delete_lander(ctx.db, ref, files=lander_files(ctx))
+    click.echo(f"Lander {deleted.id} ({deleted.name}) deleted.")
+
+
 # -- campaigns -------------------------------------------------------------------------------
 
 
@@ -869,6 +1001,7 @@ STREAM_COLUMNS = [
     "action",
     "status",
     "offers",
+    "landers",
     "filters",
     "caps",
     "payload",
@@ -877,6 +1010,7 @@ STREAM_ACTION_CHOICE = click.Choice(choices.STREAM_ACTIONS)
 
 
 def stream_row(stream) -> dict[str, Any]:
+    from models.admin.landers import stream_lander_rows
     from models.admin.services import describe_filters, stream_offers
 
     caps = [
@@ -894,6 +1028,7 @@ def stream_row(stream) -> dict[str, Any]:
         "action": stream.action,
         "status": stream.status,
         "offers": " ".join(f"{offer_id}:{weight}" for offer_id, weight in stream_offers(stream)),
+        "landers": " ".join(f"{row['name']}:{row['weight']}" for row in stream_lander_rows(stream.id)),
         "offer_rotation": stream.offer_rotation,
         "fallback_offer": stream.fallback_offer_id,
         "redirect_type": stream.redirect_type,
@@ -934,10 +1069,40 @@ def stream_options(function):
             "--fallback-offer", "fallback_offer_id", type=int, help="Offer used once all are capped."
         ),
         cap_options,
+        click.option(
+            "--lander",
+            "landers",
+            multiple=True,
+            help="NAME or NAME:WEIGHT: a lander the visitor sees before the offer; repeat for rotation.",
+        ),
     ]
     for option in reversed(options):
         function = option(function)
     return function
+
+
+def stream_landers(values: Iterable[str], clear: bool = False) -> list[tuple[int, int]] | None:
+    """--lander NAME[:WEIGHT] (repeatable) as the services take them: [(lander_id, weight)]; None when
+    neither it nor --no-landers is given (unchanged), [] for --no-landers."""
+    from models.admin.landers import get_lander
+
+    if clear and values:
+        raise click.UsageError("Give --lander or --no-landers, not both.")
+    if clear:
+        return []
+    if not values:
+        return None
+    from models.tables.lander import Lander
+
+    landers = []
+    for value in values:
+        name, _, weight = value.rpartition(":")
+        # A lander named `B:2` is that lander at weight 100; `B:2:5` is it at weight 5.
+        is_weight = name and weight.isascii() and weight.isdigit()
+        if not is_weight or Lander.get_or_none(Lander.name == value):
+            name, weight = value, "100"
+        landers.append((get_lander(name).id, int(weight)))
+    return landers
 
 
 def stream_payload(url: str | None, html: str | None, target: str | None) -> str | None:
@@ -984,9 +1149,12 @@ def stream_add(
     from models.admin.services import add_stream
 
     payload = stream_payload(url, html, target) or ""
+    ctx.db
+    landers = stream_landers(options.pop("landers")) or []
     added = add_stream(
-        ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), payload=payload, **options
-    )
+        ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), landers=landers, payload=payload,
+        **options,
+    )  # fmt: skip
     click.echo(added.id)
     echo_geo_filter_warnings(ctx.settings, added)
 
@@ -1003,6 +1171,23 @@ def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
     echo_rows([stream_row(s) for s in list_streams(campaign_ref)], STREAM_COLUMNS, fmt)
 
 
+@stream.command("show")
+@click.argument("stream_id", type=int)
+@format_option
+@pass_context
+def stream_show(ctx: Context, stream_id: int, fmt: str) -> None:
+    """Show one stream: its offers and landers with their weights, filters and caps."""
+    from models.admin.services import get_stream
+
+    ctx.db
+    row = stream_row(get_stream(stream_id))
+    if fmt != "table":
+        echo_rows([row], list(row), fmt)
+        return
+    for key, value in row.items():
+        click.echo(f"{key}: {'' if value is None else value}")
+
+
 @stream.command("update")
 @click.argument("stream_id", type=int)
 @click.option("--name")
@@ -1017,6 +1202,7 @@ def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
 @click.option(
     "--clear-caps", is_flag=True, help="Remove both caps (with --daily-cap or --total-cap: the other one)."
 )
+@click.option("--no-landers", "clear_landers", is_flag=True, help="Send straight to the offer: no lander.")
 @pass_context
 def stream_update(
     ctx: Context,
@@ -1032,9 +1218,12 @@ def stream_update(
     from models.admin.services import update_stream
 
     payload = stream_payload(url, html, target)
+    ctx.db
+    landers = stream_landers(changes.pop("landers"), changes.pop("clear_landers"))
     updated = update_stream(
-        ctx.db, stream_id, type=type_, offers=parse_offers(offers), payload=payload, **changes
-    )
+        ctx.db, stream_id, type=type_, offers=parse_offers(offers), landers=landers, payload=payload,
+        **changes,
+    )  # fmt: skip
     click.echo(f"Stream {updated.id} updated.")
     if changes.get("filters"):
         echo_geo_filter_warnings(ctx.settings, updated)
@@ -2598,6 +2787,8 @@ def nginx_site(
         served = ctx.settings.replace(bind=upstreams[0] if upstreams else ctx.settings.bind)
         upstreams = (served.bind,)
         admin = admin_upstreams or served.admin_address
+    options["landers_dir"] = str(ctx.settings.landers_dir)
+    options["lander_upload_bytes"] = ctx.settings.lander_max_bytes
     text = render_site(SiteOptions(upstream=upstreams, admin_upstream=admin, **options))
     _write_or_echo(text, output)
 

@@ -211,6 +211,20 @@ BOT_RANGE_SOURCES = (
 )
 
 
+def _bytes(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise ValueError("must be a positive whole number of bytes")
+    return number
+
+
+def _count(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise ValueError("must be a positive whole number")
+    return number
+
+
 def _spool_full_answer(value: str) -> str:
     if value not in ("503", "fallback"):
         raise ValueError("it must be `503` or `fallback`")
@@ -463,6 +477,21 @@ SETTINGS: tuple[Setting, ...] = (
         "Seconds a click waits for Redis (connect or answer) before it goes on with what its node knows; "
         "Redis is asked again after a second.",
     ),
+    Setting(
+        "lander_max_bytes",
+        str(20 * 1024 * 1024),
+        _bytes,
+        "Largest zip a local lander may be uploaded as (bytes, compressed); a bigger one is refused before "
+        "it is read.",
+    ),
+    Setting(
+        "lander_max_unpacked_bytes",
+        str(100 * 1024 * 1024),
+        _bytes,
+        "Largest total a local lander's files may unpack to (bytes, as written, whatever the zip claims): "
+        "a zip bomb stops here.",
+    ),
+    Setting("lander_max_files", "2000", _count, "Most files a local lander's zip may hold."),
 )
 
 
@@ -512,6 +541,9 @@ class Settings:
     redis_url: str
     redis_prefix: str
     redis_timeout: float
+    lander_max_bytes: int
+    lander_max_unpacked_bytes: int
+    lander_max_files: int
 
     @property
     def uses_postgres(self) -> bool:
@@ -543,6 +575,11 @@ class Settings:
     @property
     def spool_dir(self) -> Path:
         return self.data_dir / "spool"
+
+    @property
+    def landers_dir(self) -> Path:
+        """Where local landers' folders live (served at /landers/: by nginx, or by the app without it)."""
+        return self.data_dir / "landers"
 
     @property
     def postback_park_ms(self) -> int:

@@ -163,6 +163,9 @@ chown "$RUN_USER:$RUN_GROUP" "$DATA" "$RUN_DIR"
 # Data files are owner-only (lanner's umask is 077); an upgrade tightens those an older version made.
 chmod -R go-rwx "$DATA"
 chmod 0750 "$DATA"
+# Local landers are public static files nginx serves itself from $DATA/landers (README, "Landing
+# pages"): readable by all, and nginx's user passes through $DATA as a member of its group (below).
+if [ -d "$DATA/landers" ]; then chmod -R go+rX "$DATA/landers"; fi
 
 say "Code into $APP"
 rm -rf "$APP.new"
@@ -235,6 +238,7 @@ if [ "$SYSTEMD" = 1 ]; then
     else
         systemctl enable --now lanner-web lanner-worker
     fi
+    if id -u www-data >/dev/null 2>&1; then usermod -aG "$RUN_GROUP" www-data; fi  # $DATA/landers
     nginx -t -q
     systemctl reload nginx || systemctl start nginx
 

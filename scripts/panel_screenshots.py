@@ -2,7 +2,7 @@
 
 Seeds a throwaway install (a temporary data directory: 5 campaigns, one with filtered streams and two
 weighted offers, a week of generated clicks with conversions and costs, a postback target, a status
-map, two affiliate networks, two traffic sources (one a campaign's), users with a share and an API key), runs `lanner serve` on ports the kernel picks, sends it real
+map, two affiliate networks, two traffic sources (one a campaign's), two landers on a stream, users with a share and an API key), runs `lanner serve` on ports the kernel picks, sends it real
 clicks (so clicks have routing traces) and lands them with `lanner spool flush`, imports conversions
 through the panel's form, and drives Debian's chromium headless through Selenium (`apt-get install
 chromium chromium-driver`; selenium is in the test extra): 1280 wide, plus 390 wide for the dashboard
@@ -104,6 +104,7 @@ def seed(data_dir: Path) -> dict[str, int]:
     push = create_source(db, "RichAds push", from_catalogue="richads")
     update_campaign(db, 3, source=str(push.id))
     update_offer(db, second.id, network_id=adnet.id)
+    lander = seed_landers(db, settings, filtered.id)
     add_user(db, "anna", "admin", PASSWORD, timezone="Europe/Berlin")
     add_user(db, "ben", "buyer", PASSWORD)
     add_user(db, "vic", "viewer", PASSWORD, hides_money=True)
@@ -113,7 +114,31 @@ def seed(data_dir: Path) -> dict[str, int]:
     convert_generated_clicks(db, settings)
     spend_the_week(db)
     db.close()
-    return {"stream": filtered.id, "offer": second.id, "user": 2, "network": adnet.id, "source": push.id}
+    return {"stream": filtered.id, "offer": second.id, "user": 2, "network": adnet.id, "source": push.id,
+            "lander": lander}  # fmt: skip
+
+
+def seed_landers(db, settings, stream_id: int) -> int:
+    """A remote lander and a local one (from a zip), both on the stream; returns the local one's id."""
+    import io
+    import zipfile
+
+    from models.admin.landers import LanderFiles, create_lander
+    from models.admin.services import update_stream
+
+    page = (
+        "<!doctype html><meta charset=utf-8><title>Spring quiz</title><h1>Which spring style are you?</h1>"
+        "<p>Three questions, then your offer.</p><a href='/lp/click'>Start</a>"
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("spring-quiz/index.html", page)
+        archive.writestr("spring-quiz/style.css", "body { font-family: sans-serif; }")
+    remote = create_lander(db, "Spring advertorial", url="https://lp.example/spring/?s={subid}&go={offer}",
+                           notes="hosted on the buyer's own domain")  # fmt: skip
+    local = create_lander(db, "Spring quiz", zip_data=buffer.getvalue(), files=LanderFiles.from_settings(settings))
+    update_stream(db, stream_id, landers=[(remote.id, 60), (local.id, 40)])
+    return local.id
 
 
 def convert_generated_clicks(db, settings) -> None:
@@ -223,6 +248,8 @@ def pages(ids: dict[str, int], subid: str) -> list[tuple[str, str]]:
         ("costs", "/panel/campaigns/1/costs"),
         ("offers", f"/panel/offers?{week}"),
         ("offer", f"/panel/offers/{offer}"),
+        ("landers", "/panel/landers"),
+        ("lander", f"/panel/landers/{ids['lander']}"),
         ("sources", "/panel/sources"),
         ("source", f"/panel/sources/{ids['source']}"),
         ("networks", "/panel/networks"),

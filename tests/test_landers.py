@@ -1,217 +1,394 @@
-"""The lander step in-process (real migrated store, a controllable clock): routing to weighted landers,
-the LP click's offer and its exactly-once line, the journal line's new fields and the previous
-release's lines, the flusher landing LP clicks, rollups and reports."""
+"""Landers (models/admin/landers.py): the CLI's CRUD on a real database of each backend, local landers'
+zips checked and unpacked (every refusal leaving nothing on disk, a re-upload swapped in atomically),
+streams sending to landers through the CLI and the admin API (each change moving config_version), and
+a real `lanner serve` answering /landers/ with the sandbox headers and 404 for traversal."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs, urlsplit
+import io
+import json
+import random
+import stat
+import zipfile
+from pathlib import Path
 
 import pytest
-from landers import lander_campaign
+from conftest import request
+from test_api_v1 import admin, call, key  # noqa: F401
 
-from models.clicks.record import (
-    JOURNAL_COLUMNS,
-    LANDER_ID,
-    LOCATION,
-    decode_line,
-    encode_line,
-    encode_lp_line,
-    host_domain,
-    line_tail,
-    new_subid,
-)
-from models.clicks.spool import flush_spool
-from models.clicks.visit import Visit
-from models.store.database import db as database
+# ruff: noqa: F811 (the fixtures imported above, taken as arguments)
+
+PAGE = b"<!doctype html><h1>Summer sale</h1><a href='/lp/click'>Go</a>"
 
 
-def visit(n: int = 1, **fields) -> Visit:
-    return Visit(ip=f"10.0.{n // 256 % 256}.{n % 256}", user_agent=f"Mozilla/5.0 visitor {n}", **fields)
+def make_zip(files: dict[str, bytes], *, symlinks: dict[str, str] | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+        for name, target in (symlinks or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            archive.writestr(info, target)
+    return buffer.getvalue()
 
 
-def stored(sql: str, params=()) -> list[tuple]:
-    cursor = database.connection().execute(sql, params)
-    try:
-        return [tuple(row) for row in cursor.fetchall()]
-    finally:
-        cursor.close()
+def patched(data: bytes, old: bytes, new: bytes) -> bytes:
+    """The zip with a name's bytes replaced (same length) in its local and central headers."""
+    assert len(old) == len(new) and data.count(old) == 2
+    return data.replace(old, new)
 
 
-def land(settings) -> None:
-    flush_spool(database, settings.spool_dir, settings.spool_segment_bytes)
+def lying_sizes(data: bytes, claimed: int) -> bytes:
+    """The one-member zip with its uncompressed size claimed as `claimed` in both headers."""
+    raw = bytearray(data)
+    local = raw.find(b"PK\x03\x04")
+    central = raw.find(b"PK\x01\x02")
+    raw[local + 22 : local + 26] = claimed.to_bytes(4, "little")
+    raw[central + 24 : central + 28] = claimed.to_bytes(4, "little")
+    return bytes(raw)
 
 
-REMOTE = "https://lp.example/page?sid={subid}&c={country}&go={offer}"
+def on_disk(root: Path) -> list[str]:
+    """Every path under DATA_DIR/landers and its staging directory."""
+    found = []
+    for base in (root, root.with_name(root.name + "-staging")):
+        if base.exists():
+            found += [str(p.relative_to(base.parent)) for p in base.rglob("*")]
+    return sorted(found)
 
 
-def test_a_stream_with_landers_sends_clicks_to_them_by_weight_and_chooses_no_offer(db, make_tracker, settings):
-    made = lander_campaign(db, "weighed", [{"url": REMOTE, "weight": 75}, {"kind": "local", "folder": "shoe", "weight": 25}])
-    tracker = make_tracker()
-    campaign = tracker.campaign("weighed")
-    decisions = [tracker.track(campaign, visit(n, host="t.example:8080", domain="t.example")) for n in range(400)]
-    remote = [d for d in decisions if d.lander_id == made["lander_ids"][0]]
-    local = [d for d in decisions if d.lander_id == made["lander_ids"][1]]
-    assert len(remote) + len(local) == 400 and 240 < len(remote) < 360  # 75:25 of 400 (seeded).
-    assert all(d.offer_id is None for d in decisions)
-    first = urlsplit(remote[0].location)
-    assert (first.netloc, parse_qs(first.query)["sid"]) == ("lp.example", [remote[0].subid])
-    assert parse_qs(first.query)["go"] == [f"http://t.example:8080/lp/click?subid={remote[0].subid}"]
-    assert local[0].location == f"/landers/shoe/?subid={local[0].subid}"
-    land(settings)
-    rows = stored("SELECT lander_id, offer_id, domain, lp_clicked_at FROM click")
-    assert len(rows) == 400
-    assert {row[0] for row in rows} == set(made["lander_ids"])
-    assert {(row[1], row[2], row[3]) for row in rows} == {(None, "t.example", None)}
+@pytest.fixture
+def files(settings, db):
+    from models.admin.landers import LanderFiles
+
+    return LanderFiles(settings.landers_dir, max_bytes=200_000, max_unpacked_bytes=1_000_000, max_files=20)
 
 
-def test_lp_click_chooses_the_offer_once_and_lands_it_once(db, make_tracker, settings, clock):
-    made = lander_campaign(db, "once", [{"url": REMOTE}])
-    first, second = make_tracker(), make_tracker()
-    decision = first.track(first.campaign("once"), visit(3, sub_ids=["zone7", *[""] * 29]))
-    clock.advance(5)
-    lp = second.lp_click(decision.subid)  # Another worker, the click not landed yet.
-    assert lp is not None and not lp.is_repeat and lp.offer_id == made["offer_ids"][0]
-    assert parse_qs(urlsplit(lp.location).query) == {"click": [decision.subid], "s1": ["zone7"]}
-    again = first.lp_click(decision.subid)
-    assert again.is_repeat and again.location == lp.location
-    land(settings)
-    assert stored("SELECT offer_id, lp_clicked_at FROM click") == [(lp.offer_id, 1_800_000_005_000)]
-    restarted = make_tracker()  # Its journal replay and the row both know the LP click.
-    assert restarted.lp_click(decision.subid).is_repeat
-    lines = [line for path in settings.spool_dir.glob("clicks.*.log") for line in path.read_bytes().splitlines()]
-    assert sum(line.startswith(b"lp\t") for line in lines) == 1
-    flush_spool(database, settings.spool_dir, settings.spool_segment_bytes)  # Nothing new.
-    assert stored("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL") == [(1,)]
+# -- zips ------------------------------------------------------------------------------------------
 
 
-def test_lp_click_of_a_landed_click_is_answered_from_the_database(db, make_tracker, settings, clock):
-    lander_campaign(db, "landed", [{"url": REMOTE}])
-    tracker = make_tracker()
-    decision = tracker.track(tracker.campaign("landed"), visit(4))
-    land(settings)
-    clock.advance(60)
-    fresh = make_tracker()
-    lp = fresh.lp_click(decision.subid)
-    assert lp is not None and not lp.is_repeat
-    land(settings)
-    assert stored("SELECT offer_id FROM click") == [(lp.offer_id,)]
-    assert make_tracker().lp_click(decision.subid).is_repeat
+def test_a_zip_with_index_html_in_one_top_level_folder_is_unpacked_without_that_folder(db, files):
+    from models.admin.landers import create_lander, lander_fields
+
+    data = make_zip({"summer/index.html": PAGE, "summer/css/a.css": b"h1{}", "__MACOSX/._index.html": b"x"})
+    lander = create_lander(db, "Summer", zip_data=data, files=files)
+    folder = files.root / lander.folder
+    assert lander.kind == "local" and lander.folder.startswith(f"{lander.id}-")
+    assert sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) == ["css", "css/a.css", "index.html"]
+    assert (folder / "index.html").read_bytes() == PAGE
+    assert lander_fields(lander)["path"] == f"/landers/{lander.folder}/"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755  # nginx's user reads them, whatever the umask.
+    assert stat.S_IMODE((folder / "index.html").stat().st_mode) == 0o644
 
 
-def test_unknown_and_offer_clicks_have_no_lp_click(db, make_tracker, settings):
-    from models.admin.services import create_campaign
-
-    create_campaign(db, "Plain", "plain", offer_url="https://offer.example/?s={subid}")
-    tracker = make_tracker()
-    plain = tracker.track(tracker.campaign("plain"), visit(5))
-    assert tracker.lp_click(plain.subid) is None
-    land(settings)
-    assert tracker.lp_click(plain.subid) is None
-    assert tracker.lp_click(new_subid()) is None
-    assert tracker.lp_click("not-a-subid") is None
-    assert not [line for p in settings.spool_dir.glob("clicks.*.log") for line in p.read_bytes().splitlines() if line.startswith(b"lp")]
-
-
-def test_offer_cap_counts_at_the_lp_click(db, make_tracker, settings):
-    made = lander_campaign(
-        db,
-        "capped",
-        [{"url": REMOTE}],
-        offers=[{"url": "https://capped.example/?s={subid}", "total_cap": 5}, {"url": "https://open.example/?s={subid}"}],
-    )
-    workers = [make_tracker(), make_tracker()]
-    decisions = [workers[n % 2].track(workers[n % 2].campaign("capped"), visit(n + 10)) for n in range(20)]
-    lps = [workers[(n + 1) % 2].lp_click(d.subid) for n, d in enumerate(decisions)]
-    assert sum(lp.offer_id == made["offer_ids"][0] for lp in lps) == 5
-    land(settings)
-    assert stored("SELECT offer_id, COUNT(*) FROM click GROUP BY offer_id ORDER BY offer_id") == [
-        (made["offer_ids"][0], 5),
-        (made["offer_ids"][1], 15),
-    ]
-    counted = "SELECT SUM(clicks) FROM click_counter WHERE scope = 'offer' AND ref_id = ?"
-    assert stored(counted, (made["offer_ids"][0],)) == [(5,)]
-    restarted = make_tracker()  # Counts from the database: the capped offer stays capped.
-    more = restarted.track(restarted.campaign("capped"), visit(99))
-    assert restarted.lp_click(more.subid).offer_id == made["offer_ids"][1]
-
-
-def test_a_line_of_the_release_before_landers_still_lands(db, settings):
-    """Workers of the previous release may append while 0016 is applied (an upgrade)."""
-    from models.admin.services import create_campaign
-
-    create_campaign(db, "Old", "old", offer_url="https://o.example/")
-    texts = ["Mozilla/5.0 old", "", "src", "", *[""] * 30, *["DE", "", "", "", "", "", "de", "", "1+ o1"], "https://o.example/"]
-    subids = [new_subid(), new_subid()]
-    # That release's tail: no lander_id after offer_id, no domain after the location.
-    tails = [(f"{subid}\t1\t1\t1\t0.0\t0\t" + "\t".join(texts)).encode() for subid in subids]
-    settings.spool_dir.mkdir(parents=True, exist_ok=True)
-    with open(settings.spool_dir / "clicks.00000001.log", "ab") as journal:
-        journal.write(encode_line("192.0.2.1", 7, 1_800_000_000_000, (1, 1, 1), tails[0]))
-        journal.write(encode_line("192.0.2.2", 8, 1_800_000_000_001, (1, 1, 1), tails[1], key=12345))  # Keyed.
-    result = flush_spool(database, settings.spool_dir, settings.spool_segment_bytes)
-    assert (result.inserted, result.rejected) == (2, 0)
-    assert stored("SELECT subid, lander_id, domain, country, visitor_key = 12345 FROM click ORDER BY id") == [
-        (subids[0], None, "", "DE", 0),
-        (subids[1], None, "", "DE", 1),
-    ]
-
-
-def test_journal_line_carries_lander_and_domain():
-    texts = ["UA", "", "", "", *[""] * 39, "/landers/x/?subid=s"]
-    subid = new_subid()
-    line = encode_line("192.0.2.1", 1, 1_800_000_000_000, (1, 1, 1), line_tail(subid, 1, 2, None, 0.0, 0, texts, 9, "t.example"))
-    record = decode_line(line)
-    assert len(record) == len(JOURNAL_COLUMNS) + 2
-    assert (record[LANDER_ID], record[JOURNAL_COLUMNS.index("domain")], record[LOCATION]) == (9, "t.example", texts[-1])
+BOMB = {"index.html": PAGE, "zeros.bin": b"\0" * 1_500_000}  # ~1.5 KB compressed, past the 1 MB bound.
 
 
 @pytest.mark.parametrize(
-    "host, domain",
-    [("Track.Example:8443", "track.example"), ("[2001:db8::1]:80", "[2001:db8::1]"), ("", ""),
-     ("evil\tx", ""), ("a" * 300, "a" * 253), ("127.0.0.1", "127.0.0.1")],
-)  # fmt: skip
-def test_host_domain(host, domain):
-    assert host_domain(host) == domain
+    ("data", "sentence"),
+    [
+        (b"<html>not a zip</html>", "not a zip archive"),
+        (make_zip({"about.html": PAGE, "a.css": b""}), "no index.html"),
+        (make_zip({"one/index.html": PAGE, "two/a.css": b""}), "no index.html"),
+        (make_zip({"index.html": PAGE, "../evil.html": b"x"}), "climbs out"),
+        (make_zip({"index.html": PAGE, "a/../../evil.html": b"x"}), "climbs out"),
+        (make_zip({"index.html": PAGE, "/etc/evil.html": b"x"}), "absolute"),
+        (make_zip({"index.html": PAGE, "C:/evil.html": b"x"}), "absolute"),
+        (make_zip({"index.html": PAGE, "a\\..\\evil.html": b"x"}), "absolute"),
+        (make_zip({"index.html": PAGE}, symlinks={"passwd.html": "/etc/passwd"}), "symbolic link"),
+        (make_zip(BOMB), "unpacks to more than 1,000,000 bytes"),
+        (lying_sizes(make_zip({"index.html": b"\0" * 1_500_000}), 10), "damaged"),
+        (make_zip({f"{n}.html": b"" for n in range(20)} | {"index.html": PAGE}), "more than 20 files"),
+        (
+            make_zip({"index.html": PAGE, "big.bin": random.Random(7).randbytes(250_000)}),
+            "at most 200,000 bytes",
+        ),
+        (patched(make_zip({"index.html": PAGE, "AB.html": b""}), b"AB.html", b"\xff\xfe.html"), "UTF-8"),
+        (make_zip({"index.html": PAGE} | {f"d{n}/": b"" for n in range(200)}), "more than 20 files"),
+    ],
+    ids=[
+        "not-zip",
+        "no-index",
+        "two-folders",
+        "dotdot",
+        "dotdot-deep",
+        "absolute",
+        "drive",
+        "backslash",
+        "symlink",
+        "bomb",
+        "lying-header",
+        "too-many-files",
+        "too-big",
+        "not-utf8",
+        "many-entries",
+    ],
+)
+def test_a_zip_that_cannot_be_a_lander_is_refused_with_one_sentence_and_nothing_on_disk(
+    db, files, data, sentence
+):
+    from models.admin.landers import create_lander, list_landers
+    from models.admin.services import AdminError
+
+    with pytest.raises(AdminError, match=sentence):
+        create_lander(db, "Bad", zip_data=data, files=files)
+    assert list_landers(include_archived=True) == []
+    assert [p for p in on_disk(files.root) if not p.endswith("-staging")] == []
+    assert not (files.root.parent / "evil.html").exists()
 
 
-def test_lp_line_round_trips():
-    from models.clicks.record import decode_lp_line
+def test_a_new_zip_is_swapped_in_under_a_new_folder_and_the_old_one_removed_after(db, files):
+    from models.admin.landers import create_lander, get_lander, update_lander
+    from models.admin.services import AdminError
 
-    subid = new_subid()
-    line = encode_lp_line(subid, 1_800_000_000_000, 4, "https://o.example/?a=b\tc")
-    assert decode_lp_line(line) == (subid, 1_800_000_000_000, 4, "https://o.example/?a=b\tc")
+    first = create_lander(db, "Summer", zip_data=make_zip({"index.html": b"one"}), files=files)
+    old = files.root / first.folder
+    # A refused zip changes nothing: the old folder still serves.
+    with pytest.raises(AdminError, match="no index.html"):
+        update_lander(db, "Summer", zip_data=make_zip({"a.html": b"x"}), files=files)
+    assert get_lander("Summer").folder == first.folder and (old / "index.html").read_bytes() == b"one"
+    second = update_lander(db, "Summer", zip_data=make_zip({"index.html": b"two"}), files=files)
+    assert second.folder != first.folder and not old.exists()
+    assert (files.root / second.folder / "index.html").read_bytes() == b"two"
+    assert [p.name for p in files.root.iterdir()] == [second.folder]
+    # A URL makes it remote, and its files go.
+    third = update_lander(db, "Summer", url="https://lp.example/?s={subid}", files=files)
+    assert (third.kind, third.folder) == ("remote", "") and list(files.root.iterdir()) == []
 
 
-def test_reports_count_lp_views_lp_clicks_and_ctr_by_lander_and_offer(db, make_tracker, settings, clock):
-    from models.migrations.deferred import run_deferred
-    from models.reporting.reports import ReportQuery, run_report
+# -- the CLI ---------------------------------------------------------------------------------------
 
-    run_deferred(db, pause=0)  # The rollups are live (a new database's backfill has nothing to add).
-    made = lander_campaign(db, "funnel", [{"url": REMOTE, "name": "Quiz"}, {"kind": "local", "folder": "q2", "name": "Story"}])
-    tracker = make_tracker()
-    decisions = [tracker.track(tracker.campaign("funnel"), visit(n + 500)) for n in range(12)]
-    land(settings)  # Some LP clicks land on landed clicks, some with their click in the same batch.
-    for decision in decisions[:5]:
-        tracker.lp_click(decision.subid)
-    clock.advance(3600 * 3)  # Later hours: the LP click moves its click in the rollups, not in a new hour.
-    later = [tracker.track(tracker.campaign("funnel"), visit(n + 600)) for n in range(3)]
-    for decision in [*decisions[5:8], later[0]]:
-        tracker.lp_click(decision.subid)
-    land(settings)
-    by_lander = {lid: sum(d.lander_id == lid for d in (*decisions, *later)) for lid in made["lander_ids"]}
-    clicked = {lid: sum(d.lander_id == lid for d in (*decisions[:8], later[0])) for lid in made["lander_ids"]}
-    for source in ("auto", "raw"):
-        report = run_report(db, ReportQuery(group_by=("lander",), preset="all_time", source=source))
-        assert {row["lander"]: (row["lander_name"], row["lp_views"], row["lp_clicks"]) for row in report.rows} == {
-            made["lander_ids"][0]: ("Quiz", by_lander[made["lander_ids"][0]], clicked[made["lander_ids"][0]]),
-            made["lander_ids"][1]: ("Story", by_lander[made["lander_ids"][1]], clicked[made["lander_ids"][1]]),
-        }
-        assert (report.total["clicks"], report.total["lp_views"], report.total["lp_clicks"], report.total["lp_ctr"]) == (
-            15, 15, 9, 60.0,
+
+def config_version(db) -> str:
+    from models.store.sqlite.meta import MetaStore
+
+    return MetaStore(db.connection()).config_version()
+
+
+def test_landers_are_created_listed_shown_updated_archived_and_deleted_from_the_cli(
+    lanner, db, settings, tmp_path
+):
+    archive = tmp_path / "summer.zip"
+    archive.write_bytes(make_zip({"summer/index.html": PAGE}))
+    created = lanner("lander", "create", "Remote", "--url", "https://lp.example/?s={subid}&o={offer}")
+    assert "created: https://lp.example/?s={subid}&o={offer}" in created.stdout
+    assert "/landers/2-" in lanner("lander", "create", "Local", "--zip", str(archive)).stdout
+    rows = json.loads(lanner("lander", "list", "--json").stdout)
+    assert [(r["name"], r["kind"], r["streams"]) for r in rows] == [
+        ("Remote", "remote", 0),
+        ("Local", "local", 0),
+    ]
+    assert (
+        lanner("lander", "list", "--csv").stdout.splitlines()[0]
+        == "id,name,kind,status,streams,url,path,notes"
+    )
+    folder = rows[1]["path"].split("/")[2]
+    assert (settings.landers_dir / folder / "index.html").read_bytes() == PAGE
+    # Refusals are one sentence.
+    for args, sentence in (
+        (("lander", "create", "Remote", "--url", "https://x.example/"), "already exists"),
+        (("lander", "create", "Bad", "--url", "ftp://x.example/"), "http:// or https://"),
+        (("lander", "create", "Bad", "--url", "https://x.example/?a={nope}"), "nope"),
+        (("lander", "create", "Bad", "--url", "https://x.example/" + "a" * 2001), "at most 2000"),
+        (("lander", "create", "Bad"), "Give --url"),
+        (("lander", "create", "Bad", "--zip", str(tmp_path / "none.zip")), "Cannot read"),
+        (("lander", "show", "Nobody"), "There is no lander 'Nobody'"),
+    ):
+        failed = lanner(*args, check=False)
+        assert failed.returncode != 0 and sentence in failed.stderr, (args, failed.stderr)
+    lanner("lander", "update", "Remote", "--name", "Remote2", "--notes", "from the buyer's host")
+    shown = json.loads(lanner("lander", "show", "Remote2", "--json").stdout)
+    assert (shown["notes"], shown["uses"]) == ("from the buyer's host", [])
+    lanner("lander", "archive", "Remote2")
+    assert [r["name"] for r in json.loads(lanner("lander", "list", "--json").stdout)] == ["Local"]
+    assert len(json.loads(lanner("lander", "list", "--all", "--json").stdout)) == 2
+    lanner("lander", "delete", "Local")
+    assert not (settings.landers_dir / folder).exists()
+    assert "lander" in lanner("audit", "list").stdout
+
+
+def test_streams_send_to_weighted_landers_from_the_cli_and_delete_is_refused_while_they_do(lanner, db):
+    lanner("campaign", "create", "Summer", "--alias", "summer", "--offer-url", "https://o.example/?c={subid}")
+    lanner("lander", "create", "A", "--url", "https://a.example/?s={subid}")
+    lanner("lander", "create", "B:2", "--url", "https://b.example/?s={subid}")
+    before = config_version(db)
+    lanner("stream", "update", "1", "--lander", "A:30", "--lander", "B:2")
+    assert config_version(db) != before
+    (row,) = json.loads(lanner("stream", "list", "summer", "--json").stdout)
+    assert row["landers"] == "A:30 B:2:100"  # A name with a colon: NAME alone, weight 100.
+    assert "landers: A:30 B:2:100" in lanner("stream", "show", "1").stdout
+    failed = lanner("lander", "delete", "A", check=False)
+    assert "in use by campaign summer stream 1" in failed.stderr
+    added = lanner("stream", "add", "summer", "--offer", "1", "--lander", "B:2:5").stdout.strip()
+    rows = json.loads(lanner("stream", "list", "summer", "--json").stdout)
+    assert [r["landers"] for r in rows] == ["A:30 B:2:100", "B:2:5"]
+    lanner("campaign", "clone", "summer")  # The copy's streams send to the same landers.
+    copied = json.loads(lanner("stream", "list", "summer-copy", "--json").stdout)
+    assert [r["landers"] for r in copied] == ["A:30 B:2:100", "B:2:5"]
+    lanner("campaign", "archive", "summer-copy")
+    for stream in copied:
+        lanner("stream", "update", str(stream["id"]), "--no-landers")
+    moved = config_version(db)
+    lanner("stream", "update", "1", "--no-landers")
+    assert config_version(db) != moved
+    assert json.loads(lanner("stream", "list", "summer", "--json").stdout)[0]["landers"] == ""
+    lanner("lander", "delete", "A")
+    lanner("lander", "archive", "B:2")
+    failed = lanner("stream", "update", "1", "--lander", "B:2", check=False)
+    assert "archived" in failed.stderr
+    assert lanner("stream", "update", added, "--lander", "B:2:7").returncode == 0  # Already its: kept.
+    failed = lanner("stream", "add", "summer", "--action", "not_found", "--lander", "B:2", check=False)
+    assert "Only a stream that sends to offers has landers" in failed.stderr
+    for alias in ("landers", "lp"):
+        failed = lanner(
+            "campaign", "create", "X", "--alias", alias, "--offer-url", "https://o.example/", check=False
         )
-        offers = run_report(db, ReportQuery(group_by=("offer",), preset="all_time", source=source))
-        assert {row["offer"]: (row["clicks"], row["lp_views"], row["lp_clicks"]) for row in offers.rows} == {
-            None: (6, 6, 0),
-            made["offer_ids"][0]: (9, 9, 9),
-        }
-    assert run_report(db, ReportQuery(group_by=("offer",), preset="all_time")).sources != ["raw"]
+        assert failed.returncode != 0 and "not one of" in failed.stderr
+
+
+# -- the admin API ---------------------------------------------------------------------------------
+
+
+def test_landers_through_the_api_with_a_zip_upload_and_stream_landers_moving_config_version(
+    admin, key, db, settings
+):
+    status, remote = call(
+        admin, "POST", "/landers", key, {"name": "Remote", "url": "https://a.example/?s={subid}"}
+    )
+    assert status == 201 and remote["kind"] == "remote"
+    status, local = call(admin, "POST", "/landers", key, {"name": "Local"})
+    assert status == 201 and (local["kind"], local["path"]) == ("local", "")
+    zip_headers = {"Content-Type": "application/zip"}
+    status, uploaded = call(
+        admin, "POST", "/landers/Local/zip", key, headers=zip_headers, raw=make_zip({"index.html": PAGE})
+    )
+    assert status == 200 and uploaded["path"].startswith(f"/landers/{local['id']}-")
+    status, refused = call(admin, "POST", "/landers/Local/zip", key, headers=zip_headers, raw=b"nope")
+    assert status == 400 and refused["description"] == "The file is not a zip archive."
+    status, _ = call(
+        admin, "POST", "/landers/Local/zip", key, headers={"Content-Type": "text/plain"}, raw=b"x"
+    )
+    assert status == 415
+    big = {**zip_headers, "Content-Length": str(settings.lander_max_bytes + 1)}
+    status, _ = call(admin, "POST", "/landers/Local/zip", key, headers=big, raw=b"x")
+    assert status == 413
+    status, _ = call(
+        admin,
+        "POST",
+        "/campaigns",
+        key,
+        {"name": "S", "alias": "summer", "offer_url": "https://o.example/?c={subid}"},
+    )
+    status, detail = call(admin, "GET", "/campaigns/summer", key)
+    stream_id = detail["streams"][0]["id"]
+    before = config_version(db)
+    body = {"landers": [{"lander_id": remote["id"], "weight": 40}, {"name": "Local", "weight": 60}]}
+    status, stream = call(admin, "PATCH", f"/streams/{stream_id}", key, body)
+    assert status == 200, stream
+    assert stream["landers"] == [
+        {"lander_id": remote["id"], "name": "Remote", "weight": 40},
+        {"lander_id": local["id"], "name": "Local", "weight": 60},
+    ]
+    assert config_version(db) != before
+    status, shown = call(admin, "GET", "/landers/Local", key)
+    assert [(u["campaign"], u["stream_id"], u["weight"]) for u in shown["uses"]] == [
+        ("summer", stream_id, 60)
+    ]
+    status, conflict = call(admin, "DELETE", "/landers/Local", key)
+    assert status == 409 and f"campaign summer stream {stream_id}" in conflict["description"]
+    for bad in ([{"lander_id": 999}], [{"lander_id": 1, "name": "Remote"}], [{"weight": 5}], "Remote"):
+        status, _ = call(admin, "PATCH", f"/streams/{stream_id}", key, {"landers": bad})
+        assert status in (400, 404), bad
+    status, cleared = call(admin, "PATCH", f"/streams/{stream_id}", key, {"landers": []})
+    assert status == 200 and cleared["landers"] == []
+    status, _ = call(admin, "DELETE", "/landers/Local", key)
+    assert status == 200 and list(settings.landers_dir.iterdir()) == []
+    status, added = call(
+        admin,
+        "POST",
+        "/campaigns/summer/streams",
+        key,
+        {"offers": [{"offer_id": 1}], "landers": [{"name": "Remote"}]},
+    )
+    assert status == 201 and added["landers"] == [
+        {"lander_id": remote["id"], "name": "Remote", "weight": 100}
+    ]
+    status, document = call(admin, "GET", "/openapi.json")
+    assert (
+        "application/zip" in document["paths"]["/api/v1/landers/{ref}/zip"]["post"]["requestBody"]["content"]
+    )
+
+
+def test_a_buyer_sees_and_changes_only_their_own_landers_and_those_their_streams_use(admin, db):
+    from models.accounts.apikeys import create_api_key
+    from models.accounts.users import add_user
+    from models.admin.landers import create_lander
+
+    buyer = add_user(db, "bea", "buyer", "correct horse battery")
+    _, bea_key = create_api_key(db, "bea", "write")
+    theirs = create_lander(db, "Admin's", url="https://a.example/")
+    status, own = call(admin, "POST", "/landers", bea_key, {"name": "Bea's", "url": "https://b.example/"})
+    assert status == 201 and own["owner_id"] == buyer.id
+    status, listed = call(admin, "GET", "/landers", bea_key)
+    assert [item["name"] for item in listed["items"]] == ["Bea's"]
+    assert call(admin, "GET", f"/landers/{theirs.id}", bea_key)[0] == 404
+    assert call(admin, "PATCH", f"/landers/{theirs.id}", bea_key, {"notes": "x"})[0] == 404
+    assert call(admin, "PATCH", "/landers/Bea's", bea_key, {"notes": "mine"})[0] == 200
+    # An admin's lander on a stream of Bea's campaign: she sees it, may keep it, may not change it.
+    from models.admin.services import create_campaign, list_streams, update_stream
+
+    campaign = create_campaign(
+        db, "Bea's", "bea", offer_url="https://o.example/?s={subid}", owner_id=buyer.id
+    )
+    (stream,) = list_streams(campaign.id)
+    update_stream(db, stream.id, landers=[(theirs.id, 100)])
+    status, listed = call(admin, "GET", "/landers", bea_key)
+    assert [item["name"] for item in listed["items"]] == ["Admin's", "Bea's"]
+    assert call(admin, "PATCH", f"/landers/{theirs.id}", bea_key, {"notes": "x"})[0] == 403
+    body = {"landers": [{"lander_id": theirs.id, "weight": 50}, {"name": "Bea's", "weight": 50}]}
+    assert call(admin, "PATCH", f"/streams/{stream.id}", bea_key, body)[0] == 200
+    other = create_lander(db, "Unseen", url="https://u.example/")
+    status, refused = call(
+        admin, "PATCH", f"/streams/{stream.id}", bea_key, {"landers": [{"lander_id": other.id}]}
+    )
+    assert status == 404 and refused["description"] == f"There is no lander {other.id}."
+
+
+# -- serving them ----------------------------------------------------------------------------------
+
+
+def test_lanner_serve_answers_a_local_landers_files_sandboxed_and_404_for_traversal(
+    lanner, start_server, settings, tmp_path
+):
+    archive = tmp_path / "summer.zip"
+    archive.write_bytes(make_zip({"index.html": PAGE, "css/site.css": b"h1{color:red}"}))
+    lanner("lander", "create", "Summer", "--zip", str(archive))
+    path = json.loads(lanner("lander", "show", "Summer", "--json").stdout)["path"]
+    (settings.data_dir / "secret.txt").write_text("not a lander's")
+    server = start_server(workers=1)
+    for url in (path, path + "index.html", path.rstrip("/")):
+        status, headers, body = request(server.port, url)
+        assert (status, body) == (200, PAGE), url
+        assert headers["content-security-policy"].startswith("sandbox allow-scripts allow-forms")
+        assert "allow-same-origin" not in headers["content-security-policy"]
+        assert headers["x-content-type-options"] == "nosniff"
+        assert headers["content-type"].startswith("text/html")
+        assert "max-age" in headers["cache-control"]
+    status, headers, body = request(server.port, path + "css/site.css")
+    assert (status, headers["content-type"], body) == (200, "text/css", b"h1{color:red}")
+    folder = path.split("/")[2]
+    for url in (
+        "/landers/../secret.txt",
+        "/landers/%2e%2e/secret.txt",
+        "/landers/..%2fsecret.txt",
+        f"/landers/{folder}/../../secret.txt",
+        f"/landers/{folder}/%2e%2e/%2e%2e/secret.txt",
+        "/landers//etc/passwd",
+        f"/landers/{folder}/missing.html",
+        "/landers-staging/x",
+    ):
+        status, headers, body = request(server.port, url)
+        assert status == 404 and b"not a lander's" not in body, url
+        assert "public" not in headers.get("cache-control", ""), url
+    assert request(server.port, path + "index.html", method="POST", body=b"")[0] == 405

@@ -163,3 +163,72 @@ def test_one_upstream_spreads_clicks_over_two_nodes_and_a_killed_node_loses_none
     assert len(stored - set(subids)) <= len(clicks.threads)
     nodes_landed = {row[0] for row in db.execute_sql("SELECT name FROM spool_node").fetchall()}
     assert {"node-a", "node-b"} <= nodes_landed
+
+
+def test_nginx_serves_local_landers_sandboxed_from_the_data_dir_and_404s_traversal(
+    lanner_on_socket, start_nginx, lanner, settings, tmp_path
+):
+    import io
+    import json
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("summer/index.html", "<h1>Summer</h1>")
+        archive.writestr("summer/app.js", "document.title = 'x';")
+    (tmp_path / "summer.zip").write_bytes(buffer.getvalue())
+    lanner("lander", "create", "Summer", "--zip", str(tmp_path / "summer.zip"))
+    path = json.loads(lanner("lander", "show", "Summer", "--json").stdout)["path"]
+    (settings.data_dir / "secret.txt").write_text("not a lander's")
+    port = start_nginx(lanner_on_socket)
+    served = (
+        (path, "text/html", b"<h1>Summer</h1>"),
+        (path + "app.js", "application/javascript", b"document.title = 'x';"),
+    )
+    for url, kind, body in served:
+        status, headers, got = request(port, url)
+        assert (status, got) == (200, body), url
+        assert headers["content-type"].startswith(kind)
+        assert headers["content-security-policy"].startswith("sandbox allow-scripts allow-forms")
+        assert "allow-same-origin" not in headers["content-security-policy"]
+        assert headers["x-content-type-options"] == "nosniff"
+        assert "max-age=86400" in headers["cache-control"]
+    folder = path.split("/")[2]
+    for url in (
+        "/landers/../secret.txt",
+        "/landers/..%2fsecret.txt",
+        f"/landers/{folder}/../../secret.txt",
+        f"/landers/{folder}/%2e%2e/%2e%2e/secret.txt",
+        f"/landers/{folder}/missing.html",
+        "/landers/",
+    ):
+        status, _, got = request(port, url)
+        assert status in (400, 403, 404) and b"not a lander's" not in got, (url, status)
+    assert request(port, path + "index.html", method="POST", body=b"")[0] == 403
+
+
+def test_a_landers_zip_upload_passes_nginx_to_its_bound_and_no_further(
+    lanner_on_socket, start_nginx, lanner, db
+):
+    import io
+    import json
+    import random
+    import zipfile
+
+    from models.conversions.postbacks import read_secret
+
+    lanner("lander", "create", "Summer", "--url", "https://lp.example/")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("index.html", "<h1>Summer</h1>")
+        archive.writestr("hero.jpg", random.Random(3).randbytes(2_000_000))  # Past /api/'s 1 MB.
+    port = start_nginx(lanner_on_socket)
+    headers = {"X-Api-Key": read_secret(db, "api_key"), "Content-Type": "application/zip"}
+    status, _, body = request(port, "/api/v1/landers/Summer/zip", headers, "POST", buffer.getvalue())
+    assert status == 200, body
+    assert json.loads(body)["path"].startswith("/landers/1-")
+    status, _, got = request(port, json.loads(body)["path"] + "hero.jpg")
+    assert status == 200 and len(got) == 2_000_000
+    # Past LANNER_LANDER_MAX_BYTES (20 MB) nginx answers 413 itself, before Lanner reads a byte.
+    status, _, _ = request(port, "/api/v1/landers/Summer/zip", headers, "POST", b"\0" * (22 * 2**20))
+    assert status == 413

@@ -15,6 +15,11 @@
   same, and answers 404 for any other, as for one that does not exist. The same offers are the only ones
   they may use (a new campaign's offer, a stream's offers and fallback): models/admin/services.py
   check_usable_offers, which the API and the panel's editor both go through.
+- landers have an owner (`lander.owner_id`: the user who made it; NULL when the CLI or the install key
+  did). An admin sees, uses and changes every lander; a buyer or viewer sees those they own and those
+  the streams of their visible campaigns send to (`visible_lander_ids`), and may use in a stream only
+  those (as offers); a buyer with write changes only the landers they own (`edits_lander`). Another's
+  lander is a 404, as one that does not exist.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from models.store.sqlite.accounts import AccountStore
 
 if TYPE_CHECKING:
     from models.accounts.principal import Principal
+    from models.tables.lander import Lander
     from models.tables.offer import Offer
 
 
@@ -102,3 +108,45 @@ def visible_offer(db: Database, principal: Principal, offer_id: int) -> Offer:
     if visible is not None and offer.id not in visible:
         raise AdminNotFound(f"There is no offer {offer_id}.")
     return offer
+
+
+def visible_lander_ids(db: Database, principal: Principal) -> set[int] | None:
+    """The landers `principal` sees (and may send a stream to); None: every lander (an admin)."""
+    from models.tables.campaign import Stream
+    from models.tables.lander import Lander, StreamLander
+
+    visible = visible_campaign_ids(db, principal)
+    if visible is None:
+        return None
+    owned = set()
+    if principal.user_id is not None:
+        owned = {row.id for row in Lander.select(Lander.id).where(Lander.owner_id == principal.user_id)}
+    used = set()
+    if visible:
+        query = (
+            StreamLander.select(StreamLander.lander_id)
+            .join(Stream)
+            .where(Stream.campaign_id.in_(sorted(visible)) & (Stream.status != "deleted"))
+        )
+        used = {row.lander_id for row in query}
+    return owned | used
+
+
+def visible_lander(db: Database, principal: Principal, ref: str | int) -> Lander:
+    """A lander `principal` may see; AdminNotFound, as for one that does not exist, for one it may not."""
+    from models.admin.landers import get_lander
+    from models.admin.services import AdminNotFound
+
+    lander = get_lander(ref)
+    visible = visible_lander_ids(db, principal)
+    if visible is not None and lander.id not in visible:
+        raise AdminNotFound(f"There is no lander {str(ref)!r}.")
+    return lander
+
+
+def edits_lander(principal: Principal, lander: Lander) -> bool:
+    """Whether `principal` may change `lander`: an admin with write any, a buyer with write their own."""
+    if not creates_campaigns(principal):
+        return False
+    is_owner = principal.user_id is not None and lander.owner_id == principal.user_id
+    return principal.role == "admin" or is_owner

@@ -47,8 +47,8 @@ from models.tables.offer import Offer
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 RESERVED_ALIASES = frozenset(
-    {"healthz", "postback", "api", "px", "admin", "static", "panel"}
-)  # panel: /panel/
+    {"healthz", "postback", "api", "px", "admin", "static", "panel", "landers", "lp"}
+)  # panel: /panel/; landers: local landers' files (/landers/); lp: a lander's click to the offer (/lp/click)
 MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every worker's config load.
 MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
 
@@ -70,10 +70,13 @@ def _now() -> int:
 
 
 def _fields(row: Campaign | Stream | Offer) -> dict[str, Any]:
-    """A row's fields as the audit log compares them (a stream's with its active offers)."""
+    """A row's fields as the audit log compares them (a stream's with its active offers and landers)."""
+    from models.admin.landers import stream_landers
+
     fields = dict(row.__data__)
     if isinstance(row, Stream):
         fields["offers"] = [list(link) for link in sorted(stream_offers(row))]
+        fields["landers"] = [list(link) for link in sorted(stream_landers(row.id))]
     return fields
 
 
@@ -232,11 +235,28 @@ def geo_filter_warnings(stream: Stream, geo_facts: frozenset[str]) -> list[str]:
     return warnings
 
 
+def is_row_id(text: str) -> bool:
+    """Whether `text` can name a row by id: isdigit() alone takes `²`, and an id past 64 bits is no
+    row's (SQLite cannot bind it)."""
+    return text.isascii() and text.isdigit() and int(text) < 2**63
+
+
+def find_by_name_or_id(model, field, ref: str | int, what: str, *, key=str):
+    """The row of `model` whose `field` is `key(ref)` (a name, an alias), else the one with id `ref`: a
+    name wins over another row's id. AdminNotFound ("There is no <what> 'ref'.") for neither."""
+    text = str(ref).strip()
+    row = model.get_or_none(field == key(text))
+    if row is None and is_row_id(text):
+        row = model.get_or_none(model.id == int(text))
+    if row is None:
+        raise AdminNotFound(f"There is no {what} {text!r}.")
+    return row
+
+
 def get_campaign(ref: str | int) -> Campaign:
     """A campaign by id or alias."""
     ref = str(ref)
-    # isascii: isdigit() alone takes `²`; an id past 64 bits is no row's (and SQLite cannot bind it).
-    is_id = ref.isascii() and ref.isdigit() and int(ref) < 2**63
+    is_id = is_row_id(ref)
     query = Campaign.select().where((Campaign.alias == ref) | (Campaign.id == (int(ref) if is_id else -1)))
     # An all-digit alias may be another campaign's id: the alias wins. Chosen here, not by which row the
     # database returns first (SQLite's OR plan gives the alias's, PostgreSQL's bitmap scan the lower id).
@@ -520,7 +540,8 @@ def clone_campaign(
     alias: str | None = None,
     actor: Principal = CLI,
 ) -> Campaign:
-    """A copy of a campaign with its streams (filters, caps, offers and weights; not removed streams).
+    """A copy of a campaign with its streams (filters, caps, offers, landers and weights; not removed
+    streams).
 
     Named "<name> (copy)" with the alias "<alias>-copy" (then -copy-2 ...) unless given. It keeps the
     original's status, but a copy of an archived campaign is paused. An admin's copy (the CLI's, the
@@ -528,7 +549,9 @@ def clone_campaign(
     would be. Shares, postback targets and costs are not copied: they belong to the original's traffic.
     Its traffic source is, with the source's postback.
     """
+    from models.admin.landers import stream_landers
     from models.admin.sources import source_of, sync_postback_target
+    from models.tables.lander import StreamLander
 
     source = get_campaign(ref)
     if alias is None:
@@ -551,6 +574,8 @@ def clone_campaign(
             )
             for offer_id, weight in stream_offers(original):
                 StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
+            for lander_id, weight in stream_landers(original.id):
+                StreamLander.create(stream=stream, lander=lander_id, weight=weight)
             record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
         # The source's own postback comes with the source: it is the network's, not the traffic's.
         sync_postback_target(db, campaign, source_of(campaign), actor)
@@ -607,6 +632,23 @@ def _set_stream_offers(stream: Stream, offers: list[tuple[int, int]]) -> None:
         StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
 
 
+def _check_landers_action(landers: list[tuple[int, int]] | None, action: str) -> None:
+    if landers and action != "offers":
+        raise AdminError(
+            "Only a stream that sends to offers has landers: a lander's link goes on to the offer."
+        )
+
+
+def _set_stream_landers(
+    db: Database, actor: Principal, stream: Stream, landers: list[tuple[int, int]]
+) -> None:
+    """The stream's landers as given, each one `actor` may see (models/accounts/access.py)."""
+    from models.accounts.access import visible_lander_ids
+    from models.admin.landers import set_stream_landers
+
+    set_stream_landers(stream, landers, usable=visible_lander_ids(db, actor) if landers else None)
+
+
 def _check_stream_fields(fields: dict[str, Any], action: str) -> None:
     """Validate stream fields; `action` is the stream's action after the change."""
     if "type" in fields:
@@ -650,18 +692,21 @@ def add_stream(
     action: str = "offers",
     payload: str = "",
     offers: list[tuple[int, int]] = (),
+    landers: list[tuple[int, int]] = (),
     filters: Iterable[str] = (),
     actor: Principal = CLI,
     **options: Any,
 ) -> Stream:
     """A stream; `options`: filter_mode, daily_cap, total_cap, offer_rotation, redirect_type,
-    fallback_offer_id. `filters` are expressions such as `country=US,GB` (models/routing/filters.py)."""
+    fallback_offer_id. `filters` are expressions such as `country=US,GB` (models/routing/filters.py).
+    `landers` [(lander_id, weight)]: the pages its visitors see before the offer (models/admin/landers.py)."""
     options = {key: value for key, value in options.items() if value is not None}
     fields = {"type": type, "action": action, "weight": weight, "action_payload": payload, **options}
     fields["filters"] = filters_json(filters, _source_slots(get_campaign(campaign_ref).source_id))
     _check_stream_fields(fields, action)
     if action == "offers" and not offers:
         raise AdminError("A stream that sends to offers needs at least one --offer.")
+    _check_landers_action(landers, action)
     with write_tx(db):
         check_usable_offers(db, actor, [offer_id for offer_id, _ in offers], fields.get("fallback_offer_id"))
         check_usable_target(db, actor, action, payload)
@@ -671,6 +716,8 @@ def add_stream(
             position = (last.position + 1) if last else 1
         stream = Stream.create(campaign=campaign, name=name, position=position, **fields)
         _set_stream_offers(stream, list(offers))
+        if landers:
+            _set_stream_landers(db, actor, stream, list(landers))
         record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
         MetaStore(db.connection()).bump_config_version()
     return stream
@@ -681,6 +728,7 @@ def update_stream(
     stream_id: int,
     *,
     offers: list[tuple[int, int]] | None = None,
+    landers: list[tuple[int, int]] | None = None,
     filters: Iterable[str] | None = None,
     clear_filters: bool = False,
     clear_caps: bool = False,
@@ -690,7 +738,7 @@ def update_stream(
 ) -> Stream:
     """Change a stream in place; None leaves a field as it is. `filters` replace the stream's filters;
     `clear_caps` removes the caps not given (the panel's form sets one and clears the other at once),
-    `clear_fallback_offer` the fallback offer."""
+    `clear_fallback_offer` the fallback offer. `landers` replace the stream's landers ([] clears them)."""
     changes = {key: value for key, value in changes.items() if value is not None}
     if "payload" in changes:
         changes["action_payload"] = changes.pop("payload")
@@ -723,12 +771,15 @@ def update_stream(
             )
         if "action_payload" in changes:
             changes["action_payload"] = checked["action_payload"]  # A redirect URL as rewritten.
+        _check_landers_action(landers, checked.get("action", stream.action))
         for key, value in changes.items():
             setattr(stream, key, value)
         stream.updated_at = _now()
         stream.save()
         if offers:
             _set_stream_offers(stream, offers)
+        if landers is not None:
+            _set_stream_landers(db, actor, stream, landers)
         action = "remove" if changes.get("status") == "deleted" else "update"
         record_change(db, actor, "stream", stream.id, action, before, _fields(stream))
         MetaStore(db.connection()).bump_config_version()

@@ -22,7 +22,7 @@ from peewee import Database, IntegrityError
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
-from models.admin.services import AdminConflict, AdminError, AdminNotFound, listed
+from models.admin.services import AdminConflict, AdminError, AdminNotFound, find_by_name_or_id, listed
 from models.choices import CONVERSION_STATUSES, POSTBACK_METHODS, SOURCE_STATUSES
 from models.conversions.outbound import OutboundError, compile_target_url
 from models.routing.macros import MacroError, compile_url, rename_macros
@@ -98,13 +98,7 @@ def _audit_fields(source: TrafficSource) -> dict[str, Any]:
 
 def get_source(ref: str | int) -> TrafficSource:
     """A source by id or name (a name wins over another source's id, as a campaign's alias does)."""
-    ref = str(ref).strip()
-    source = TrafficSource.get_or_none(TrafficSource.name == ref)
-    if source is None and ref.isascii() and ref.isdigit() and int(ref) < 2**63:
-        source = TrafficSource.get_or_none(TrafficSource.id == int(ref))
-    if source is None:
-        raise AdminNotFound(f"There is no traffic source {ref!r}.")
-    return source
+    return find_by_name_or_id(TrafficSource, TrafficSource.name, ref, "traffic source")
 
 
 def list_sources(*, include_archived: bool = False) -> list[TrafficSource]:

@@ -31,7 +31,7 @@ from peewee import Database, IntegrityError
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
-from models.admin.services import AdminConflict, AdminError, AdminNotFound, listed
+from models.admin.services import AdminConflict, AdminError, AdminNotFound, find_by_name_or_id, listed
 from models.choices import NETWORK_STATUSES
 from models.conversions.admin import list_status_maps, map_status
 from models.store.database import write_tx
@@ -144,14 +144,7 @@ def _fields(network: Network) -> dict[str, Any]:
 
 def get_network(ref: str | int) -> Network:
     """A network by id or alias."""
-    text = str(ref).strip()
-    is_id = text.isascii() and text.isdigit() and int(text) < 2**63
-    network = Network.get_or_none(Network.alias == text.lower())
-    if network is None and is_id:
-        network = Network.get_or_none(Network.id == int(text))
-    if network is None:
-        raise AdminNotFound(f"There is no network {text!r}.")
-    return network
+    return find_by_name_or_id(Network, Network.alias, ref, "network", key=str.lower)
 
 
 def list_networks(*, include_archived: bool = True) -> list[Network]:

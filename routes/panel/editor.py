@@ -15,8 +15,15 @@ from zoneinfo import available_timezones
 
 import falcon
 
-from models.accounts.access import creates_campaigns, edits_campaign, visible_campaign_ids, visible_offers
+from models.accounts.access import (
+    creates_campaigns,
+    edits_campaign,
+    visible_campaign_ids,
+    visible_lander_ids,
+    visible_offers,
+)
 from models.accounts.users import list_users
+from models.admin.landers import list_landers, stream_lander_rows, stream_landers
 from models.admin.sources import campaign_source_url, list_sources, source_of
 from models.admin.services import (
     AdminError,
@@ -273,6 +280,35 @@ def chosen_offers(weights: dict[int, str]) -> list[tuple[int, int]]:
     return [(offer_id, _int(weights, offer_id, f"Offer {offer_id}'s weight")) for offer_id in weights]
 
 
+# -- landers: weighted as offers are, each row `lander_<id>` --------------------------------------
+
+
+def visible_landers(db, principal) -> list:
+    """The landers a stream of `principal`'s may send to (models/accounts/access.py), by id."""
+    visible = visible_lander_ids(db, principal)
+    landers = list_landers(include_archived=True)
+    return [lander for lander in landers if visible is None or lander.id in visible]
+
+
+def lander_rows(landers, weights: dict[int, str]) -> list[dict]:
+    """Every lander a stream may use (archived ones only when the stream has them), with its weight and
+    share, as offer_rows."""
+    return [
+        {"lander": row["offer"], "weight": row["weight"], "share": row["share"]}
+        for row in offer_rows(landers, weights)
+    ]
+
+
+def typed_lander_weights(form: dict, landers) -> dict[int, str]:
+    """The weight typed per lander (`lander_<id>`); a blank one is no lander of the stream."""
+    typed = {lander.id: _text(form, f"lander_{lander.id}") for lander in landers}
+    return {lander_id: weight for lander_id, weight in typed.items() if weight}
+
+
+def chosen_landers(weights: dict[int, str]) -> list[tuple[int, int]]:
+    return [(lander_id, _int(weights, lander_id, f"Lander {lander_id}'s weight")) for lander_id in weights]
+
+
 # -- streams --------------------------------------------------------------------------------------
 
 
@@ -334,6 +370,7 @@ def stream_summary(stream, offer_names: dict[int, str]) -> dict:
             }
             for offer_id, weight in links
         ],
+        "landers": stream_lander_rows(stream.id),
     }
 
 
@@ -512,13 +549,16 @@ class StreamFormResource(EditorResource):
     """/panel/campaigns/{id}/streams/new and /panel/campaigns/{id}/streams/{stream_id}: a stream's
     type, action, filters (the builder), offers with weights and caps."""
 
-    def show(self, req, resp, session, campaign, stream, values, filters, weights, message="", code=200):
+    def show(self, req, resp, session, campaign, stream, values, filters, weights, lander_weights,
+             message="", code=200):  # fmt: skip
         offers = visible_offers(self.db, session.principal)  # Those it may use; another buyer's are not.
+        landers = visible_landers(self.db, session.principal)
         rows = filters + [blank_filter_row() for _ in range(BLANK_FILTER_ROWS)]
         self.page(
             req, resp, "editor_stream.html", session, code,
             campaign=campaign, stream=stream, values=values, filter_rows=rows, message=message,
             offer_rows=offer_rows(offers, weights), offers=offers,
+            lander_rows=lander_rows(landers, lander_weights),
             is_editable=edits_campaign(self.db, session.principal, campaign.id),
             filter_hints=FILTER_HINTS, operators=OPERATORS, filter_names=FILTER_NAMES, filter_labels=FILTER_LABELS,
             **CHOICES,
@@ -528,12 +568,13 @@ class StreamFormResource(EditorResource):
         session = self.sessions.require(req)
         campaign = self.campaign(session.principal, campaign_id)
         if stream_id is None:
-            self.show(req, resp, session, campaign, None, dict(NEW_STREAM), [], {})
+            self.show(req, resp, session, campaign, None, dict(NEW_STREAM), [], {}, {})
             return
         stream = self.stream(campaign, stream_id)
         rows = [filter_row(spec) for spec in json.loads(stream.filters or "[]")]
         weights = {offer_id: str(weight) for offer_id, weight in stream_offers(stream)}
-        self.show(req, resp, session, campaign, stream, stream_values(stream), rows, weights)
+        lander_weights = {lander_id: str(weight) for lander_id, weight in stream_landers(stream.id)}
+        self.show(req, resp, session, campaign, stream, stream_values(stream), rows, weights, lander_weights)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, campaign_id: int, stream_id=None) -> None:
         session = self.sessions.require(req)
@@ -546,8 +587,10 @@ class StreamFormResource(EditorResource):
         values = {**NEW_STREAM, **{name: str(form.get(name, "")) for name in NEW_STREAM}}
         # Only the offers it may use are read: a forged field for another's is ignored, as for none at all.
         weights = typed_weights(form, visible_offers(self.db, principal))
+        lander_weights = typed_lander_weights(form, visible_landers(self.db, principal))
         try:
             offers = chosen_offers(weights)
+            landers = chosen_landers(lander_weights)
             changes = stream_changes(form)
             expressions = checked_filters(rows)
             if expressions is None:
@@ -555,17 +598,19 @@ class StreamFormResource(EditorResource):
             if changes["action"] == "offers" and not offers:
                 raise FormError("A stream that sends to offers needs at least one offer with a weight.")
             if stream is None:
-                saved = add_stream(self.db, campaign.id, offers=offers, filters=expressions, actor=principal,
-                                   **changes)  # fmt: skip
+                saved = add_stream(self.db, campaign.id, offers=offers, landers=landers, filters=expressions,
+                                   actor=principal, **changes)  # fmt: skip
             else:
                 status = _text(form, "status") or stream.status
                 saved = update_stream(
-                    self.db, stream.id, offers=offers or None, filters=expressions,
+                    self.db, stream.id, offers=offers or None, landers=landers, filters=expressions,
                     clear_filters=not expressions, clear_caps=True, clear_fallback_offer=True,
                     status=status if status != "deleted" else None, actor=principal, **changes,
                 )  # fmt: skip
         except (FormError, AdminError) as exc:
-            self.show(req, resp, session, campaign, stream, values, rows, weights, str(exc), 400)
+            self.show(
+                req, resp, session, campaign, stream, values, rows, weights, lander_weights, str(exc), 400
+            )
             return
         raise falcon.HTTPSeeOther(f"/panel/campaigns/{campaign.id}?saved={saved.id}#streams")
 

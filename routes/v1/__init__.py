@@ -36,13 +36,15 @@ def v1_routes(
     """(path, resource) of every admin API route, the OpenAPI document's last."""
     from models.conversions.postbacks import ConversionRecorder
     from routes.v1 import (
-        campaigns, clicks, conversions, costs, networks, offers, openapi, postbacks, reports, sources,
-        status,
+        campaigns, clicks, conversions, costs, landers, networks, offers, openapi, postbacks, reports,
+        sources, status,
     )  # fmt: skip
+    from models.admin.landers import LanderFiles
 
     auth = Authenticator(db, find_principal)
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
     geo = campaigns.GeoWarnings(settings.geo_path, settings.geo_network_paths)
+    files = LanderFiles.from_settings(settings)
     routes = [
         ("/campaigns", campaigns.CampaignListResource(auth, db)),
         ("/campaigns/{ref}", campaigns.CampaignResource(auth, db)),
@@ -55,6 +57,9 @@ def v1_routes(
         ("/sources", sources.SourceListResource(auth, db)),
         ("/sources/catalogue", sources.SourceCatalogueResource(auth, db)),
         ("/sources/{ref}", sources.SourceResource(auth, db)),
+        ("/landers", landers.LanderListResource(auth, db)),
+        ("/landers/{ref}", landers.LanderResource(auth, db, files)),
+        ("/landers/{ref}/zip", landers.LanderZipResource(auth, db, files)),
         ("/networks", networks.NetworkListResource(auth, db)),
         ("/networks/{ref}", networks.NetworkResource(auth, db)),
         ("/network-templates", networks.TemplateListResource(auth, db)),

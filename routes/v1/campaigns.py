@@ -8,6 +8,7 @@ from typing import Any
 import falcon
 
 from models.admin import services
+from models.admin.landers import get_lander, stream_lander_rows
 from models.admin.views import campaign_fields
 from models.choices import CAMPAIGN_STATUSES, STREAM_TYPES
 from routes.v1.auth import require_campaign, require_creator, visible_campaigns
@@ -53,6 +54,11 @@ STREAM_FIELDS = (
     Field("target", "string", "Campaign alias for the campaign action."),
     Field("offers", "offers", "The stream's offers with weights; replaces the old ones."),
     Field(
+        "landers",
+        "landers",
+        "The landers its visitors see before the offer, with weights; replaces the old ones ([]: none).",
+    ),
+    Field(
         "filters",
         "strings",
         "Filters such as country=US,GB or device!=desktop (README); replace the old ones.",
@@ -96,6 +102,7 @@ def stream_json(stream) -> dict[str, Any]:
         "payload": stream.action_payload,
         "status": stream.status,
         "offers": [{"offer_id": o, "weight": w} for o, w in services.stream_offers(stream)],
+        "landers": stream_lander_rows(stream.id),
         "offer_rotation": stream.offer_rotation,
         "fallback_offer_id": stream.fallback_offer_id,
         "redirect_type": stream.redirect_type,
@@ -128,6 +135,17 @@ def _offers(body: dict[str, Any]) -> list[tuple[int, int]] | None:
     if "offers" not in body:
         return None
     return [(item["offer_id"], item.get("weight", 100)) for item in body.pop("offers")]
+
+
+def _landers(body: dict[str, Any]) -> list[tuple[int, int]] | None:
+    """The `landers` sent, as [(lander_id, weight)] (a name for its lander's id); None: not sent."""
+    if "landers" not in body:
+        return None
+    landers = []
+    for item in body.pop("landers"):
+        lander_id = item["lander_id"] if "lander_id" in item else get_lander(item["name"]).id
+        landers.append((lander_id, item.get("weight", 100)))
+    return landers
 
 
 def _payload(body: dict[str, Any]) -> str | None:
@@ -256,10 +274,11 @@ class StreamListResource:
     def on_post(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, STREAM_FIELDS)
         campaign = _campaign(req, ref)
-        offers, payload = _offers(body) or [], _payload(body)
+        offers, landers, payload = _offers(body) or [], _landers(body) or [], _payload(body)
         stream = services.add_stream(
-            self.db, campaign.id, offers=offers, payload=payload or "", actor=req.context.principal, **body
-        )
+            self.db, campaign.id, offers=offers, landers=landers, payload=payload or "",
+            actor=req.context.principal, **body,
+        )  # fmt: skip
         answer(req, resp, self.geo.with_warnings(stream), falcon.HTTP_201)
 
 
@@ -307,8 +326,9 @@ class StreamResource:
                 title="Refused", description="A stream's offers cannot be an empty list."
             )
         stream = services.update_stream(
-            self.db, stream_id, offers=offers, payload=payload, actor=req.context.principal, **body
-        )
+            self.db, stream_id, offers=offers, landers=_landers(body), payload=payload,
+            actor=req.context.principal, **body,
+        )  # fmt: skip
         answer(req, resp, self.geo.with_warnings(stream) if "filters" in body else stream_json(stream))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:

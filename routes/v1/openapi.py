@@ -30,6 +30,18 @@ SCHEMAS = {
     },
     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
     "objects": {"type": "array", "items": {"type": "object"}},
+    "landers": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "lander_id": {"type": "integer"},
+                "name": {"type": "string", "description": "Its name (instead of lander_id)."},
+                "weight": {"type": "integer", "default": 100},
+            },
+            "additionalProperties": False,
+        },
+    },
 }
 ERROR = {"$ref": "#/components/schemas/Error"}
 ERRORS = {
@@ -81,7 +93,7 @@ def _operation(path: str, method: str, operation: Operation) -> dict[str, Any]:
     answers: dict[str, Any] = {}
     for code, about in {200: "OK.", **operation.answers}.items():
         answers[str(code)] = {"description": about, "content": {"application/json": {}}}
-    if operation.body or operation.body_type == "csv":
+    if operation.body or operation.body_type in ("csv", "zip"):
         answers["413"] = {
             "description": "The body is over the size cap.",
             "content": {"application/json": {"schema": ERROR}},
@@ -101,6 +113,9 @@ def _operation(path: str, method: str, operation: Operation) -> dict[str, Any]:
         }
     elif operation.body_type == "csv":
         document["requestBody"] = {"required": True, "content": {"text/csv": {"schema": {"type": "string"}}}}
+    elif operation.body_type == "zip":
+        binary = {"schema": {"type": "string", "contentMediaType": "application/zip"}}
+        document["requestBody"] = {"required": True, "content": {"application/zip": binary}}
     return document
 
 

@@ -41,7 +41,8 @@ TYPES = {
 class Field:
     name: str
     type: str  # string, integer, number, boolean, strings, integers (lists), offers ([{offer_id, weight}]),
-    # labels ({name: string}), objects (a list of objects, each with the fields of `items`)
+    # labels ({name: string}), objects (a list of objects, each with the fields of `items`),
+    # landers ([{lander_id or name, weight}])
     about: str = ""
     required: bool = False
     items: tuple[Field, ...] = ()
@@ -59,7 +60,7 @@ class Operation:
     summary: str
     params: tuple[Param, ...] = ()
     body: tuple[Field, ...] = ()
-    body_type: str = "json"  # or csv
+    body_type: str = "json"  # or csv, zip
     paginated: bool = False
     open_query: bool = False  # The responder checks its own query parameters (reports: f.<name>).
     answers: dict[int, str] = field(default_factory=dict)  # Status codes beyond 200 and the errors.
@@ -105,6 +106,16 @@ def _type_ok(value: Any, kind: str) -> bool:
         return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
     if kind == "objects":  # Each item is checked on its own (check_object), to be refused by its index.
         return isinstance(value, list)
+    if kind == "landers":
+        return isinstance(value, list) and all(
+            isinstance(item, dict)
+            and set(item) <= {"lander_id", "name", "weight"}
+            and ("lander_id" in item) != ("name" in item)
+            and _type_ok(item.get("lander_id", 1), "integer")
+            and isinstance(item.get("name", ""), str)
+            and _type_ok(item.get("weight", 100), "integer")
+            for item in value
+        )
     if isinstance(value, bool) and kind != "boolean":
         return False
     if kind == "number" and isinstance(value, float) and not math.isfinite(value):
@@ -114,17 +125,17 @@ def _type_ok(value: Any, kind: str) -> bool:
     return isinstance(value, TYPES[kind])
 
 
-def read_raw(req: falcon.Request) -> bytes:
-    """The request body, refused past MAX_BODY_BYTES (413) whatever Content-Length says."""
-    if req.content_length is not None and req.content_length > MAX_BODY_BYTES:
-        raise falcon.HTTPContentTooLarge(
-            title="Body too large", description=f"A request body is at most {MAX_BODY_BYTES:,} bytes."
-        )
-    data = req.bounded_stream.read(MAX_BODY_BYTES + 1)
-    if len(data) > MAX_BODY_BYTES:
-        raise falcon.HTTPContentTooLarge(
-            title="Body too large", description=f"A request body is at most {MAX_BODY_BYTES:,} bytes."
-        )
+def read_raw(req: falcon.Request, max_bytes: int = MAX_BODY_BYTES, what: str = "A request body") -> bytes:
+    """The request body, refused past `max_bytes` (413) whatever Content-Length says: a Content-Length
+    over it before a byte is read, a body that runs past it at the first byte over."""
+    too_large = falcon.HTTPContentTooLarge(
+        title="Body too large", description=f"{what} is at most {max_bytes:,} bytes."
+    )
+    if req.content_length is not None and req.content_length > max_bytes:
+        raise too_large
+    data = req.bounded_stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise too_large
     return data
 
 
@@ -177,6 +188,7 @@ DESCRIBED = {
     "offers": 'a list of {"offer_id": N, "weight": N} objects',
     "labels": 'an object of strings ({"zoneid": "123"})',
     "objects": "a list (of objects)",
+    "landers": 'a list of {"lander_id": N, "weight": N} (or {"name": "...", "weight": N}) objects',
 }
 
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from models.errors import LannerError
+from routes.landers import SANDBOX
 from workers.ops.templates import render_template
 from workers.runtime.server import parse_bind
 
@@ -40,6 +41,8 @@ class SiteOptions:
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose `real_ip_header` is believed (a CDN).
     real_ip_header: str = "X-Forwarded-For"
     admin_allow: tuple[str, ...] = ("127.0.0.1", "::1")
+    landers_dir: str = "/var/lib/lanner/landers"  # settings.landers_dir: local landers, served by nginx.
+    lander_upload_bytes: int = 20 * 1024 * 1024  # settings.lander_max_bytes: a lander's zip upload.
 
 
 def _cidrs(values: tuple[str, ...], what: str) -> list[str]:
@@ -72,6 +75,16 @@ def _server_lines(servers: list[str]) -> str:
     return "\n".join(f"    server {server}{health};" for server in servers)
 
 
+# The types a lander's files are served as (the main nginx.conf has no mime.types of its own).
+LANDER_TYPES = {
+    "text/html": "html htm", "text/css": "css", "application/javascript": "js mjs",
+    "application/json": "json", "text/plain": "txt", "application/xml": "xml", "image/png": "png",
+    "image/jpeg": "jpg jpeg", "image/gif": "gif", "image/svg+xml": "svg", "image/webp": "webp",
+    "image/avif": "avif", "image/x-icon": "ico", "font/woff": "woff", "font/woff2": "woff2",
+    "font/ttf": "ttf", "font/otf": "otf", "video/mp4": "mp4", "video/webm": "webm", "audio/mpeg": "mp3",
+}  # fmt: skip
+
+
 def render_site(options: SiteOptions) -> str:
     """The server block proxying campaign URLs, postbacks and the API to Lanner's workers (on one box,
     or over several nodes: an upstream server a node)."""
@@ -87,6 +100,10 @@ def render_site(options: SiteOptions) -> str:
         raise NginxConfigError(f"server name {options.server_name!r} has characters nginx would misread.")
     if not _HEADER.match(options.real_ip_header):
         raise NginxConfigError(f"real IP header {options.real_ip_header!r} is not a header name.")
+    if not options.landers_dir.startswith("/") or any(c in options.landers_dir for c in " ;{}\"'$\n\\"):
+        raise NginxConfigError(
+            f"landers directory {options.landers_dir!r} must be an absolute path without spaces or quotes."
+        )
     trusted = _cidrs(options.trusted_proxies, "Trusted proxy")
     admin = _cidrs(options.admin_allow, "Admin address")
     values = {
@@ -99,6 +116,11 @@ def render_site(options: SiteOptions) -> str:
         "SET_REAL_IP_FROM": "\n".join(f"    set_real_ip_from {cidr};" for cidr in trusted)
         or "    # No trusted proxy: the TCP peer is the visitor.",
         "ADMIN_ALLOW": "\n".join(f"        allow {cidr};" for cidr in admin),
+        "LANDERS_DIR": options.landers_dir.rstrip("/"),
+        "LANDER_TYPES": "\n".join(f"            {kind} {names};" for kind, names in LANDER_TYPES.items()),
+        "LANDER_SANDBOX": SANDBOX,
+        # The zip and room for the form around it, in whole MiB.
+        "LANDER_UPLOAD_SIZE": f"{-(-(options.lander_upload_bytes + 65536) // 2**20)}m",
     }
     return render_template("nginx/lanner-site.conf", values)
 

@@ -59,7 +59,7 @@
 })();
 
 // -- editor: streams reordered by drag and drop (saved through the same form the up/down buttons post),
-// filter rows added from their <template>, each offer's share of the weights as they are typed.
+// filter rows added from their <template>, each offer's (and lander's) share of the weights as typed.
 (function () {
   "use strict";
 
@@ -140,8 +140,8 @@
     });
   }
 
-  function wireOfferShares() {
-    var table = document.getElementById("stream-offers");
+  function wireOfferShares(id) {
+    var table = document.getElementById(id);
     if (!table) return;
     table.addEventListener("input", function () {
       var inputs = table.querySelectorAll(".offer-weight");
@@ -161,7 +161,8 @@
   document.addEventListener("DOMContentLoaded", function () {
     wireStreamDrag();
     wireFilterBuilder();
-    wireOfferShares();
+    wireOfferShares("stream-offers");
+    wireOfferShares("stream-landers");
   });
 })();
 
