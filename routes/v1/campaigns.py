@@ -41,6 +41,7 @@ CAMPAIGN_UPDATE = (
     Field("status", "string", ", ".join(CAMPAIGN_STATUSES)),
     *CAMPAIGN_OPTIONS,
     Field("clear_source", "boolean", "No traffic source any more (its postback target goes too)."),
+    Field("new_token", "boolean", "true: a new Click API token (/click_api/v3); the old one stops working."),
 )
 STREAM_FIELDS = (
     Field("name", "string"),
