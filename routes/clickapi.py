@@ -22,7 +22,9 @@ Where the Click API's shapes come from (docs/click-api.md has the table and what
             status (http_response_code), headers (sent as they are; "Location: ..." or
             "HTTP/1.1 404 Not Found" end the page), contentType, body, error (printed as the page),
             cookies {name: value} and uniqueness_cookie (stored for cookies_ttl hours), info.sub_id,
-            info.token, info.is_bot, info.uniqueness.<level>.
+            info.token, info.is_bot, info.uniqueness.<level>. It is usually given the tracker's
+            `/api.php` (Keitaro's older name for the Click API) and requests `//api.php?...` (it joins
+            host and path with one slash too many): both are routed here, the double slash too.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ ANSWER_TYPES = {
 }  # fmt: skip
 SCRIPT_PATH = Path(__file__).with_name("static") / "lanner.js"
 SCRIPT_MAX_AGE = 3600  # Seconds a browser or CDN may keep /lanner.js.
-VISIT_PARAMS = frozenset({"campaign", "referrer"})  # /lp/visit's own; the page's other parameters are the visit's.
+# /lp/visit's own parameters; the page's others are the visit's.
+VISIT_PARAMS = frozenset({"campaign", "referrer"})
 
 
 class ClickApiError(falcon.HTTPError):
@@ -105,7 +108,7 @@ def _fields(text: str, what: str) -> dict[str, str]:
 
 
 def call_params(req: falcon.Request) -> dict[str, str]:
-    """A call's parameters: the query string's, and a POSTed form's after them (GET or POST, [kclient] GETs)."""
+    """A call's parameters: the query string's, then a POSTed form's ([kclient] GETs)."""
     raw = req.env.get("QUERY_STRING", "")
     if len(raw) > MAX_QUERY:
         raise ClickApiError(falcon.HTTP_414, f"The query string is longer than {MAX_QUERY:,} bytes.")
@@ -239,7 +242,8 @@ def decision_log(campaign: CampaignConfig, simulation: Simulation, headers: list
         f"UserAgent: {subject.user_agent}",
         f"Language: {','.join(subject.languages)}",
         f"Country: {subject.country or 'unknown'}",
-        f"Device: {subject.device_type or 'unknown'}, {subject.os or 'unknown'}, {subject.browser or 'unknown'}",
+        f"Device: {subject.device_type or 'unknown'}, {subject.os or 'unknown'}, "
+        f"{subject.browser or 'unknown'}",
         f"Is bot: {bot}",
     ]
     for row in trace_rows(simulation.trace):
@@ -250,7 +254,10 @@ def decision_log(campaign: CampaignConfig, simulation: Simulation, headers: list
         lines.append("Accepted by filters" if row["verdict"] == "matched" else f"Skipped: {row['verdict']}")
     if decision.is_repeat:
         lines.append("Repeat of a click moments ago (debounce): its subid again, no new click")
-    lines.append(f"Stream #{decision.stream_id}" if decision.stream_id else "No stream: the campaign's default")
+    if decision.stream_id is not None:
+        lines.append(f"Stream #{decision.stream_id}")
+    else:
+        lines.append("No stream: the campaign's default")
     if decision.offer_id is not None:
         lines.append(f"Offer #{decision.offer_id}")
     lines.append(f"Is unique in campaign: {'yes' if decision.is_unique_campaign else 'no'}")
@@ -273,7 +280,8 @@ class ClickApiResource:
         self.tracker = tracker
         self.client_address = client_address
         # The visit is described by parameters, not by this request: no proxy to trust.
-        self.visit = VisitParser(ClientAddress((), "X-Real-IP", is_unix_socket=False), sub_id_aliases, max_click_cost)
+        untrusting = ClientAddress((), "X-Real-IP", is_unix_socket=False)
+        self.visit = VisitParser(untrusting, sub_id_aliases, max_click_cost)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.set_header("Cache-Control", "no-store")
@@ -358,7 +366,9 @@ class LpVisitResource:
         alias = params.get("campaign", "")
         campaign = self.tracker.campaign(alias) if alias else None
         if campaign is None:
-            raise falcon.HTTPNotFound(title="Unknown campaign", description="No active campaign has this alias.")
+            raise falcon.HTTPNotFound(
+                title="Unknown campaign", description="No active campaign has this alias."
+            )
         if is_prefetch(req.env):
             resp.status = falcon.HTTP_204  # A prerendered page asks again once shown (lanner.js waits).
             return
@@ -376,6 +386,20 @@ class LpVisitResource:
             # How long lanner.js may answer a reload of the page with this subid: the uniqueness window.
             "ttl": int(campaign.uniqueness_ms / 1000),
         }
+
+
+class KClientOfferResource:
+    """`GET /?_lp=1&_token=SUBID` (and `/click_api/?...`): where KClient's getOffer() links a lander's
+    offer button ([kclient] _buildOfferUrl: the tracker URL's folder); sent on to the lander click,
+    `/lp/click?subid=`, which records it and redirects to the offer. `info.token` is the subid."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.set_header("Cache-Control", "no-store")
+        token = req.get_param("_token") or ""
+        if req.get_param("_lp") != "1" or not token:
+            raise falcon.HTTPNotFound(title="Not found", description="Nothing is served here.")
+        resp.status = falcon.HTTP_302
+        resp.set_header("Location", "/lp/click?" + urlencode({"subid": token[:MAX_VALUE]}))
 
 
 class ScriptResource:

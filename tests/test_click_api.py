@@ -197,6 +197,27 @@ def test_missing_ip_and_user_agent_are_the_callers_as_keitaro_logs_them(campaign
     assert (row["ip"], row["user_agent"]) == ("198.51.100.4", "KHttpClient")
 
 
+def test_kclient_s_own_request_for_api_php_with_a_double_slash_is_the_click_api(campaign, server, lanner, settings):
+    """KClickClient v3.1 built with 'https://tracker/api.php?' asks for '//api.php?' with these parameters."""
+    _, token, _ = campaign
+    query = urlencode({"token": token, "version": "3", "info": "1", "ip": "203.0.113.31", "ua": BROWSER,
+                       "language": "fr", "se_referrer": "", "referrer": "", "uniqueness_cookie": "",
+                       "sub_id_3": "kc", "force_redirect_offer": "1"})  # fmt: skip
+    status, _, body = request(server.port, f"//api.php?{query}", {"User-Agent": "KHttpClient"})
+    answer = json.loads(body)
+    assert status == 200 and answer["status"] == 302 and answer["headers"][0].startswith("Location: https://offer")
+    (row,) = flushed_rows(lanner, settings)
+    assert (row["subid"], row["ip"], row["sub_id_3"]) == (answer["info"]["sub_id"], "203.0.113.31", "kc")
+
+
+def test_kclient_s_get_offer_link_goes_on_to_the_lander_click(server):
+    """getOffer() links to the tracker URL's folder with ?_lp=1&_token=<info.token>: the subid."""
+    for folder in ("", "click_api/"):
+        status, headers, _ = request(server.port, f"/{folder}?_lp=1&_token=abc%20123")
+        assert status == 302 and headers["location"] == "/lp/click?subid=abc+123"
+    assert request(server.port, "/")[0] == 404 and request(server.port, "/?_lp=1")[0] == 404
+
+
 def test_post_form_and_user_agent_spelled_as_the_docs_spell_it(campaign, server, lanner, settings):
     _, token, _ = campaign
     form = urlencode({"token": token, "ip": "2001:db8::7", "user_agent": BROWSER, "sub_id_2": "ü", "info": "1"})

@@ -74,7 +74,7 @@ def _fields(row: Campaign | Stream | Offer) -> dict[str, Any]:
     """A row's fields as the audit log compares them (a stream's with its active offers)."""
     fields = dict(row.__data__)
     if isinstance(row, Campaign) and fields.get("token"):
-        # The audit log shows that a Click API token changed, not the token: its readers may not see the campaign.
+        # The audit log shows that a Click API token changed, not the token.
         fields["token"] = "..." + fields["token"][-4:]
     if isinstance(row, Stream):
         fields["offers"] = [list(link) for link in sorted(stream_offers(row))]

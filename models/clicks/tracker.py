@@ -187,7 +187,7 @@ class ClickTracker:
         return self._find("campaigns", alias)
 
     def campaign_by_token(self, token: str) -> CampaignConfig | None:
-        """The active campaign with this Click API token (routes/clickapi.py), as `campaign` finds by alias."""
+        """The active campaign with this Click API token (routes/clickapi.py), found as by alias."""
         return self._find("campaigns_by_token", token)
 
     def _find(self, index: str, key: str) -> CampaignConfig | None:

@@ -20,7 +20,7 @@ def now_ms() -> int:
 
 
 def new_token() -> str:
-    """A campaign's Click API token (routes/clickapi.py): 32 random hex digits, as Keitaro's are 32 characters."""
+    """A campaign's Click API token (routes/clickapi.py): 32 random hex digits (Keitaro's have 32)."""
     return secrets.token_hex(16)
 
 
