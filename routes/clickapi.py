@@ -182,17 +182,19 @@ def api_answer(
     if is_held_offer and kind in ("http", "meta", "js"):
         kind_type = "offer"
     else:
-        kind_type = ANSWER_TYPES[kind]
-        if kind == "http":
-            status = 302
-            headers.append(_location_header(location))
-        elif kind in ("meta", "js"):
+        kind_type = ANSWER_TYPES.get(kind, kind)
+        if kind in ("meta", "js"):
             body = redirect_page(location, kind)
         elif kind in ("html", "blank"):
             body = decision.body
-        else:  # not_found: [kclient] ends the page on this header.
+        elif kind == "not_found":  # [kclient] ends the page on this header.
             status = 404
             headers.append("HTTP/1.1 404 Not Found")
+        elif location:  # http, and any answer with a URL (a lander's): a 302.
+            status = 302
+            headers.append(_location_header(location))
+        else:
+            body = decision.body or None
     answer: dict[str, Any] = {
         "body": body,
         "contentType": HTML,

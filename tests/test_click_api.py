@@ -17,6 +17,7 @@ OFFER = "https://offer.example/?c={subid}&s1={sub_id_1}&kw={keyword}"
 BROWSER = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36"
 GOOGLEBOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 HTML_PAGE = "<h1>Hello from the page</h1>"
+FORM = "application/x-www-form-urlencoded"
 
 
 @pytest.fixture
@@ -98,7 +99,9 @@ def test_forced_offer_answers_its_location_and_the_click_lands_once_with_the_par
     (row,) = flushed_rows(lanner, settings)
     assert (row["subid"], row["campaign_id"], row["offer_id"]) == (subid, campaign_id, 1)
     assert (row["ip"], row["user_agent"], row["language"]) == ("203.0.113.5", BROWSER, "de")
-    assert (row["referrer"], row["keyword"], row["sub_id_1"]) == ("https://ads.example/p?q=1", "shoes", "zone 7")
+    assert (row["referrer"], row["keyword"], row["sub_id_1"]) == (
+        "https://ads.example/p?q=1", "shoes", "zone 7"
+    )  # fmt: skip
     assert row["is_bot"] == 0
 
 
@@ -114,7 +117,9 @@ def test_an_offer_is_not_acted_on_without_force_redirect_offer_as_in_v3(campaign
     assert [row["subid"] for row in flushed_rows(lanner, settings)] == [subid]
 
 
-def test_html_not_found_and_redirect_streams_answer_as_keitaro_shapes_them(campaign, server, lanner, settings):
+def test_html_not_found_and_redirect_streams_answer_as_keitaro_shapes_them(
+    campaign, server, lanner, settings
+):
     _, token, _ = campaign
     streams = streams_by_name(lanner)
     _, page = api(server.port, token, **visitor(keyword="page"))
@@ -136,6 +141,15 @@ def test_html_not_found_and_redirect_streams_answer_as_keitaro_shapes_them(campa
         (gone["info"]["sub_id"], streams["Gone"]),
         (subid, streams["Else"]),
     ]
+
+
+def test_a_meta_redirect_stream_answers_its_page_as_the_body(campaign, start_server, lanner):
+    _, token, _ = campaign
+    lanner("stream", "update", str(streams_by_name(lanner)["Else"]), "--redirect-type", "meta")
+    status, answer = api(start_server().port, token, **visitor(keyword="else"))
+    subid = answer["info"]["sub_id"]
+    assert (status, answer["status"], answer["headers"], answer["info"]["type"]) == (200, 200, [], "meta")
+    assert f'<meta http-equiv="refresh" content="0;url=https://else.example/?c={subid}">' in answer["body"]
 
 
 def test_a_bot_is_flagged_in_info_and_stored_as_one(campaign, server, lanner, settings):
@@ -177,7 +191,9 @@ def test_log_is_the_decision_trace_and_info_and_log_only_when_asked(campaign, se
         f"Processing campaign {campaign_id}", "Referrer: https://r.example/", "Keyword: else",
         "IP: 203.0.113.5", f"UserAgent: {BROWSER}",
     ]  # fmt: skip
-    page, gone, other = (log.index(f"Checking stream #{streams[name]} {name}") for name in ("Page", "Gone", "Else"))
+    page, gone, other = (
+        log.index(f"Checking stream #{streams[name]} {name}") for name in ("Page", "Gone", "Else")
+    )
     assert page < gone < other
     assert log[page + 1] == 'Filter "keyword=page": rejected (saw else)'
     assert log[other + 1 : other + 3] == ['Filter "keyword=else": allow (saw else)', "Accepted by filters"]
@@ -197,7 +213,9 @@ def test_missing_ip_and_user_agent_are_the_callers_as_keitaro_logs_them(campaign
     assert (row["ip"], row["user_agent"]) == ("198.51.100.4", "KHttpClient")
 
 
-def test_kclient_s_own_request_for_api_php_with_a_double_slash_is_the_click_api(campaign, server, lanner, settings):
+def test_kclient_s_own_request_for_api_php_with_a_double_slash_is_the_click_api(
+    campaign, server, lanner, settings
+):
     """KClickClient v3.1 built with 'https://tracker/api.php?' asks for '//api.php?' with these parameters."""
     _, token, _ = campaign
     query = urlencode({"token": token, "version": "3", "info": "1", "ip": "203.0.113.31", "ua": BROWSER,
@@ -205,7 +223,8 @@ def test_kclient_s_own_request_for_api_php_with_a_double_slash_is_the_click_api(
                        "sub_id_3": "kc", "force_redirect_offer": "1"})  # fmt: skip
     status, _, body = request(server.port, f"//api.php?{query}", {"User-Agent": "KHttpClient"})
     answer = json.loads(body)
-    assert status == 200 and answer["status"] == 302 and answer["headers"][0].startswith("Location: https://offer")
+    assert status == 200 and answer["status"] == 302
+    assert answer["headers"][0].startswith("Location: https://offer.example/")
     (row,) = flushed_rows(lanner, settings)
     assert (row["subid"], row["ip"], row["sub_id_3"]) == (answer["info"]["sub_id"], "203.0.113.31", "kc")
 
@@ -220,9 +239,11 @@ def test_kclient_s_get_offer_link_goes_on_to_the_lander_click(server):
 
 def test_post_form_and_user_agent_spelled_as_the_docs_spell_it(campaign, server, lanner, settings):
     _, token, _ = campaign
-    form = urlencode({"token": token, "ip": "2001:db8::7", "user_agent": BROWSER, "sub_id_2": "ü", "info": "1"})
+    form = urlencode(
+        {"token": token, "ip": "2001:db8::7", "user_agent": BROWSER, "sub_id_2": "ü", "info": "1"}
+    )
     status, _, body = request(
-        server.port, "/click_api/v3", {"Content-Type": "application/x-www-form-urlencoded"}, "POST", form.encode()
+        server.port, "/click_api/v3", {"Content-Type": FORM}, "POST", form.encode()
     )
     assert status == 200
     (row,) = flushed_rows(lanner, settings)
@@ -256,12 +277,13 @@ def test_bad_calls_get_keitaros_error_shape_and_a_4xx_and_record_nothing(campaig
         answer = json.loads(body)
         assert list(answer) == ["error"] and word in answer["error"], answer
     status, _, body = request(
-        port, f"/click_api/v3?token={token}", {"Content-Type": "application/x-www-form-urlencoded"}, "POST",
+        port, f"/click_api/v3?token={token}", {"Content-Type": FORM}, "POST",
         b"sub_id_1=" + b"x" * 17_000,
     )  # fmt: skip
     assert status == 413 and "longer" in json.loads(body)["error"]
     # Raw bytes that are not UTF-8 in the query itself (not percent-encoded).
-    answer = raw_request(port, b"GET /click_api/v3?token=" + token.encode() + b"&sub_id_1=\xff HTTP/1.1\r\nHost: x\r\n\r\n")
+    raw = b"GET /click_api/v3?token=" + token.encode() + b"&sub_id_1=\xff HTTP/1.1\r\nHost: x\r\n\r\n"
+    answer = raw_request(port, raw)
     assert answer.startswith(b"HTTP/1.1 400")
     assert flushed_rows(lanner, settings) == []
 
@@ -273,7 +295,9 @@ def test_rotating_the_token_refuses_the_old_one(campaign, server, lanner):
     new = json.loads(lanner("campaign", "show", alias, "--json").stdout)["token"]
     assert new != old and len(new) == 32
     # Web workers reload the campaigns within a second of the change.
-    wait_until(lambda: api(server.port, old, **visitor())[0] == 404, 10, "the old token refused", lambda: server.log)
+    wait_until(
+        lambda: api(server.port, old, **visitor())[0] == 404, 10, "the old token refused", lambda: server.log
+    )
     status, answer = api(server.port, new, **visitor(ip="203.0.113.50"))
     assert status == 200 and answer["info"]["sub_id"]
 
@@ -292,11 +316,15 @@ def test_every_campaign_has_its_own_token_and_a_clone_gets_a_new_one(lanner, db)
 def test_lp_visit_answers_cors_preflight_and_records_the_visit(campaign, server, lanner, settings):
     origin = "https://lander.example"
     status, headers, body = request(
-        server.port, "/lp/visit?campaign=kc", {"Origin": origin, "Access-Control-Request-Method": "GET"}, "OPTIONS"
+        server.port, "/lp/visit?campaign=kc", {"Origin": origin, "Access-Control-Request-Method": "GET"},
+        "OPTIONS",
     )
     assert status == 204 and headers["access-control-allow-origin"] == origin
-    assert "GET" in headers["access-control-allow-methods"] and "access-control-allow-credentials" not in headers
-    query = urlencode({"campaign": "kc", "sub1": "zone-9", "keyword": "boots", "referrer": "https://ads.example/"})
+    assert "GET" in headers["access-control-allow-methods"]
+    assert "access-control-allow-credentials" not in headers
+    query = urlencode(
+        {"campaign": "kc", "sub1": "zone-9", "keyword": "boots", "referrer": "https://ads.example/"}
+    )
     status, headers, body = request(
         server.port, f"/lp/visit?{query}",
         {"Origin": origin, "X-Real-IP": "203.0.113.77", "User-Agent": BROWSER, "Referer": origin + "/page"},
@@ -338,5 +366,30 @@ def test_the_campaign_fields_show_the_token_and_an_update_rotates_it(campaign, d
 
 
 def test_a_campaign_alias_cannot_take_the_click_api_path(lanner):
-    result = lanner("campaign", "create", "X", "--alias", "click_api", "--offer-url", "https://a.example/", check=False)
+    result = lanner(
+        "campaign", "create", "X", "--alias", "click_api", "--offer-url", "https://a.example/", check=False
+    )
     assert result.returncode != 0 and "click_api" in result.stderr
+
+
+def test_a_lander_answer_passes_through_as_a_302_with_its_landing_id():
+    """Streams that send to landers (another branch) add the lander to the decision; the Click API reads it
+    generically: a lander's URL is acted on even without force_redirect_offer, its id is info.landing_id."""
+    from types import SimpleNamespace
+
+    from models.clicks.decision import Decision
+    from models.clicks.tracker import Simulation
+    from routes.clickapi import api_answer
+
+    class LanderDecision(Decision):  # A decision with a lander, as the lander step may make it.
+        pass
+
+    decision = LanderDecision("s1", "lander", "https://lp.example/?c=s1", "", 3, 4, 5, False, True, True, True)
+    decision.lander_id = 9
+    simulation = Simulation(decision, SimpleNamespace(is_bot=False), [], None)
+    campaign = SimpleNamespace(id=3, uniqueness_ms=3_600_000)
+    answer = api_answer(campaign, simulation, is_forced=False, wants_log=False, wants_info=True)
+    assert (answer["status"], answer["headers"], answer["cookies_ttl"]) == (
+        302, ["Location: https://lp.example/?c=s1"], 1
+    )  # fmt: skip
+    assert (answer["info"]["landing_id"], answer["info"]["type"], answer["info"]["offer_id"]) == (9, "lander", [5])

@@ -51,7 +51,8 @@ def ready_subid(browser) -> str:
     """window.lanner.ready's subid (the promise resolved once the visit is recorded)."""
     return browser.execute_async_script(
         "const done = arguments[arguments.length - 1];"
-        "const wait = () => window.lanner ? window.lanner.ready.then(l => done(l.subid)) : setTimeout(wait, 20);"
+        "const wait = () => window.lanner"
+        " ? window.lanner.ready.then(l => done(l.subid)) : setTimeout(wait, 20);"
         "wait();"
     )
 
@@ -61,7 +62,9 @@ def test_a_remote_lander_records_one_click_and_points_its_offer_links_at_the_tra
 ):
     from selenium.webdriver.common.by import By
 
-    lanner("campaign", "create", "KClient", "--alias", "kc", "--offer-url", "https://offer.example/?c={subid}")
+    lanner(
+        "campaign", "create", "Direct", "--alias", "kc", "--offer-url", "https://offer.example/?c={subid}"
+    )
     server = start_server(workers=1, LANNER_DEBOUNCE_SECONDS="3600")
     site, origin = lander_site
     (site / "lander.html").write_text(LANDER.format(port=server.port))
