@@ -384,7 +384,9 @@ def test_a_lander_answer_passes_through_as_a_302_with_its_landing_id():
     class LanderDecision(Decision):  # A decision with a lander, as the lander step may make it.
         pass
 
-    decision = LanderDecision("s1", "lander", "https://lp.example/?c=s1", "", 3, 4, 5, False, True, True, True)
+    decision = LanderDecision(
+        "s1", "lander", "https://lp.example/?c=s1", "", 3, 4, 5, False, True, True, True
+    )
     decision.lander_id = 9
     simulation = Simulation(decision, SimpleNamespace(is_bot=False), [], None)
     campaign = SimpleNamespace(id=3, uniqueness_ms=3_600_000)
@@ -392,4 +394,5 @@ def test_a_lander_answer_passes_through_as_a_302_with_its_landing_id():
     assert (answer["status"], answer["headers"], answer["cookies_ttl"]) == (
         302, ["Location: https://lp.example/?c=s1"], 1
     )  # fmt: skip
-    assert (answer["info"]["landing_id"], answer["info"]["type"], answer["info"]["offer_id"]) == (9, "lander", [5])
+    info = answer["info"]
+    assert (info["landing_id"], info["type"], info["offer_id"]) == (9, "lander", [5])
