@@ -359,10 +359,17 @@ def test_the_campaign_fields_show_the_token_and_an_update_rotates_it(campaign, d
     from models.admin.services import get_campaign, update_campaign
     from models.admin.views import campaign_fields
 
+    from models.accounts.audit import list_audit
+
     alias, token, _ = campaign
     assert campaign_fields(get_campaign(alias))["token"] == token
     rotated = update_campaign(db, alias, new_token=True)
     assert rotated.token != token and campaign_fields(rotated)["token"] == rotated.token
+    # The audit log says the token changed, not what it is.
+    entry = [e for e in list_audit(db, entity="campaign") if e.action == "update"][-1]
+    assert entry.old_values == {"token": "..." + token[-4:]}
+    assert entry.new_values == {"token": "..." + rotated.token[-4:]}
+    assert all(token not in str(e.new_values) for e in list_audit(db, entity="campaign"))
 
 
 def test_a_campaign_alias_cannot_take_the_click_api_path(lanner):
