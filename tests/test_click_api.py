@@ -281,6 +281,7 @@ def test_bad_calls_get_keitaros_error_shape_and_a_4xx_and_record_nothing(campaig
         b"sub_id_1=" + b"x" * 17_000,
     )  # fmt: skip
     assert status == 413 and "longer" in json.loads(body)["error"]
+    assert request(port, f"/click_api/v3?token={token}", method="HEAD")[0] == 405
     # Raw bytes that are not UTF-8 in the query itself (not percent-encoded).
     raw = b"GET /click_api/v3?token=" + token.encode() + b"&sub_id_1=\xff HTTP/1.1\r\nHost: x\r\n\r\n"
     answer = raw_request(port, raw)
