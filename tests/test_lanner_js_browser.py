@@ -98,3 +98,18 @@ def test_a_remote_lander_records_one_click_and_points_its_offer_links_at_the_tra
     assert parse_qs(urlsplit(href).query) == {"subid": ["abc123"]} and href.startswith(tracker + "/lp/click?")
     lanner("spool", "flush")
     assert len(clicks(db)) == 1
+
+
+def test_an_unknown_campaign_leaves_the_page_as_it_is_and_still_resolves(
+    browser, start_server, lander_site, db
+):
+    from selenium.webdriver.common.by import By
+
+    server = start_server(workers=1)
+    site, origin = lander_site
+    (site / "lander.html").write_text(LANDER.format(port=server.port).replace('"kc"', '"nope"'))
+    browser.set_script_timeout(20)
+    browser.get(origin + "/lander.html?sub1=x")
+    assert ready_subid(browser) is None
+    assert browser.find_element(By.ID, "offer").get_attribute("href") == origin + "/%7Boffer%7D"
+    assert clicks(db) == []
