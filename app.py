@@ -24,6 +24,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     from models.routing.macros import compile_url
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.click import ClickResource, ClientAddress
+    from routes.clickapi import ClickApiResource, KClientOfferResource, LpVisitResource, ScriptResource
     from routes.errors import handle_unexpected
     from routes.health import HealthResource
     from routes.landers import add_lander_routes
@@ -81,6 +82,14 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     app.add_route("/px/conversion", ConversionPixelResource(desk))
     app.add_route("/px/click/{alias}", ClickPixelResource(tracker, clicks.visit))
     app.add_route("/lp/click", clicks.lp_clicks)
+    click_api = ClickApiResource(tracker, client_address, settings.sub_id_aliases, settings.max_click_cost)
+    app.add_route("/click_api/v3", click_api)
+    app.add_route("/api.php", click_api)  # Where KClient PHP is usually pointed (routes/clickapi.py).
+    kclient_offer = KClientOfferResource()  # KClient's getOffer() links, on to /lp/click.
+    app.add_route("/", kclient_offer)
+    app.add_route("/click_api", kclient_offer)
+    app.add_route("/lp/visit", LpVisitResource(tracker, clicks.visit))
+    app.add_route("/lanner.js", ScriptResource())
     app.add_route("/{alias}", clicks)
     add_lander_routes(app, settings.landers_dir)  # nginx serves them itself when it is in front.
     app.add_error_handler(Exception, handle_unexpected)

@@ -957,6 +957,9 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
     "--no-owner", "clear_owner", is_flag=True, help="Owned by nobody: admins only (and its shares)."
 )
 @click.option("--no-source", "clear_source", is_flag=True, help="No traffic source (its postback goes too).")
+@click.option(
+    "--new-token", is_flag=True, help="A new Click API token (/click_api/v3): the old one stops working."
+)
 @pass_context
 def campaign_update(ctx: Context, ref: str, **changes: Any) -> None:
     """Change a campaign."""

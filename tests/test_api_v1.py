@@ -143,6 +143,30 @@ def test_a_campaign_is_created_listed_changed_and_archived(admin, key):
     assert [c["alias"] for c in call(admin, "GET", "/campaigns?all=true", key)[1]["items"]] == ["summer"]
 
 
+def test_a_campaign_shows_its_click_api_token_and_new_token_rotates_it(admin, key):
+    campaign, _ = make_campaign(admin, key)
+    assert len(campaign["token"]) == 32
+    assert call(admin, "GET", "/campaigns/summer", key)[1]["token"] == campaign["token"]
+    status, changed = call(admin, "PATCH", "/campaigns/summer", key, {"new_token": True})
+    assert status == 200 and len(changed["token"]) == 32 and changed["token"] != campaign["token"]
+    status, same = call(admin, "PATCH", "/campaigns/summer", key, {"name": "Kept"})
+    assert status == 200 and same["token"] == changed["token"]
+
+
+def test_a_read_only_share_sees_the_campaign_but_not_its_click_api_token(admin, key, db):
+    from models.accounts.apikeys import create_api_key
+    from models.accounts.sharing import share_campaign
+    from models.accounts.users import add_user
+
+    make_campaign(admin, key)
+    add_user(db, "vera", "viewer", "correct horse battery")
+    share_campaign(db, "summer", "vera")
+    _, reader = create_api_key(db, "vera", "read")
+    assert call(admin, "GET", "/campaigns/summer", reader)[1]["token"] is None
+    assert [c["token"] for c in call(admin, "GET", "/campaigns", reader)[1]["items"]] == [None]
+    assert len(call(admin, "GET", "/campaigns/summer", key)[1]["token"]) == 32
+
+
 def test_campaign_refusals_are_the_services_sentences_as_400_404_409(admin, key):
     make_campaign(admin, key)
     status, answer = call(admin, "POST", "/campaigns", key, {"name": "Dup", "alias": "summer", "offer_id": 1})

@@ -146,7 +146,8 @@ def test_the_domain_never_imports_the_edges():
 
 
 # Raised to steer a request, not to tell a user anything: the click path and the postback body check.
-INTERNAL_ERRORS = {"SpoolUnwritable", "BodyTooLarge"}
+# ClickApiError is a falcon HTTPError: the edge's answer, never the CLI's.
+INTERNAL_ERRORS = {"SpoolUnwritable", "BodyTooLarge", "ClickApiError"}
 
 
 def test_every_error_a_user_can_act_on_is_a_lanner_error():

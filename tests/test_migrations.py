@@ -287,3 +287,22 @@ def test_db_migrate_to_a_migration_inside_postgresqls_baseline_applies_and_names
     assert (
         f"Applied {len(later)} migration(s): {', '.join(later)}" in again if later else "up to date" in again
     )
+
+
+def test_0019_gives_every_existing_campaign_its_own_click_api_token(backend, env, request):
+    from models.tables.campaign import Campaign
+    from settings import load_settings
+    from workers.bench.generate import generate_clicks
+
+    if backend == "postgresql":  # The env's own database is migrated already: take an empty one.
+        env = {**env, "LANNER_DATABASE_URL": request.getfixturevalue("postgres_url")}
+    open_database(load_settings(env).database_location, autocheckpoint=True)
+    try:
+        migrate(database, up_to="0015_landers")
+        generate_clicks(database, 30, 1, campaigns=3, seed=4)
+        assert migrate(database) == ["0019_campaign_tokens"]
+        tokens = [campaign.token for campaign in Campaign.select().order_by(Campaign.id)]
+        assert len(tokens) == 3 and len(set(tokens)) == 3
+        assert all(len(token) == 32 and int(token, 16) >= 0 for token in tokens)
+    finally:
+        database.close()

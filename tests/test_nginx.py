@@ -77,6 +77,26 @@ def test_a_trusted_proxy_header_gives_the_visitor_address(lanner_on_socket, star
     assert stored_ips(settings, lanner) == ["203.0.113.50", "198.51.100.9"]
 
 
+def test_the_click_api_and_the_tracking_script_pass_through_the_site_as_they_are(
+    lanner_on_socket, start_nginx, lanner, settings
+):
+    """KClient's own `//api.php?...` (one slash too many), /lanner.js and /lp/visit with CORS reach the
+    web workers through the site's `location /` unchanged (routes/clickapi.py)."""
+    import json
+
+    token = json.loads(lanner("campaign", "show", "front", "--json").stdout)["token"]
+    port = start_nginx(lanner_on_socket)
+    status, _, body = request(port, f"//api.php?token={token}&ip=203.0.113.61&ua=UA&info=1&version=3")
+    assert status == 200 and json.loads(body)["info"]["campaign_id"] == 1
+    status, headers, body = request(port, "/lanner.js")
+    assert status == 200 and headers["cache-control"] == "public, max-age=3600" and b"/lp/visit" in body
+    status, headers, body = request(
+        port, "/lp/visit?campaign=front&sub1=x", {"Origin": "https://lander.example", "User-Agent": "UA two"}
+    )
+    assert status == 200 and headers["access-control-allow-origin"] == "https://lander.example"
+    assert stored_ips(settings, lanner) == ["203.0.113.61", "127.0.0.1"]
+
+
 def test_admin_routes_answer_only_allowed_addresses(lanner_on_socket, start_nginx):
     closed = start_nginx(lanner_on_socket, "--admin-allow", "10.9.9.9")
     status, _, body = request(closed, "/api/report")

@@ -529,3 +529,17 @@ def test_names_and_filter_values_come_out_escaped(panel, users, db, campaign):
     token = form_token(panel, cookie, "/panel/campaigns/1")
     status, _, body = post(panel, "/panel/campaigns/1", settings_form(token, alias=hostile), cookie=cookie)
     assert status == 400 and b"<img src=x" not in body
+
+
+def test_an_editor_sees_the_click_api_token_and_the_script_tag_and_a_viewer_does_not(
+    panel, users, db, campaign
+):
+    from models.accounts.sharing import share_campaign
+
+    page = get(panel, "/panel/campaigns/1", log_in(panel))[2]
+    assert 'id="campaign-token"' in page and f'value="{campaign.token}"' in page
+    tag = "&lt;script src=&#34;http://127.0.0.1/lanner.js&#34; data-campaign=&#34;spring&#34; async&gt;&lt;/script&gt;"
+    assert f'value="{tag}"' in page
+    share_campaign(db, 1, "vera")
+    viewer_page = get(panel, "/panel/campaigns/1", log_in(panel, "vera"))[2]
+    assert campaign.token not in viewer_page and 'id="campaign-script"' not in viewer_page

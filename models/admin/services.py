@@ -42,13 +42,14 @@ from models.store.database import write_tx
 from models.store.sqlite.accounts import AccountStore
 from models.store.sqlite.meta import MetaStore
 from models.tables.campaign import Campaign, Stream, StreamOffer
+from models.tables.campaign import new_token as new_campaign_token
 from models.tables.network import Network
 from models.tables.offer import Offer
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 RESERVED_ALIASES = frozenset(
-    {"healthz", "postback", "api", "px", "admin", "static", "panel", "landers", "lp"}
-)  # panel: /panel/; landers: local landers' files (/landers/); lp: a lander's click to the offer (/lp/click)
+    {"healthz", "postback", "api", "px", "admin", "static", "panel", "landers", "lp", "click_api"}
+)  # panel: /panel/; landers: local landers' files (/landers/); lp: /lp/click, /lp/visit; click_api: /click_api/v3
 MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every worker's config load.
 MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
 
@@ -74,6 +75,9 @@ def _fields(row: Campaign | Stream | Offer) -> dict[str, Any]:
     from models.admin.landers import stream_landers
 
     fields = dict(row.__data__)
+    if isinstance(row, Campaign) and fields.get("token"):
+        # The audit log shows that a Click API token changed, not the token.
+        fields["token"] = "..." + fields["token"][-4:]
     if isinstance(row, Stream):
         fields["offers"] = [list(link) for link in sorted(stream_offers(row))]
         fields["landers"] = [list(link) for link in sorted(stream_landers(row.id))]
@@ -473,11 +477,13 @@ def update_campaign(
     *,
     clear_owner: bool = False,
     clear_source: bool = False,
+    new_token: bool = False,
     actor: Principal = CLI,
     **changes: Any,
 ) -> Campaign:
     """Change a campaign; None leaves a field as it is (`clear_owner`: owned by nobody, admins only;
-    `source`: a traffic source's name or id, `clear_source`: none)."""
+    `source`: a traffic source's name or id, `clear_source`: none; `new_token`: a new Click API token,
+    the old one refused from the web workers' next reload)."""
     from models.admin.sources import source_id_for, source_of, sync_postback_target
 
     changes = {key: value for key, value in changes.items() if value is not None}
@@ -485,6 +491,8 @@ def update_campaign(
     _check_campaign_fields(changes)
     if clear_owner:
         changes["owner_id"] = None
+    if new_token:
+        changes["token"] = new_campaign_token()
     with write_tx(db):
         if source_ref is not None:
             changes["source_id"] = source_id_for(source_ref)

@@ -23,6 +23,7 @@ def campaign_fields(campaign) -> dict[str, Any]:
         "cost_currency": campaign.cost_currency,
         "owner_id": campaign.owner_id,  # The user who owns it (models/accounts/access.py); None: admins'.
         "url": f"/{campaign.alias}",
+        "token": campaign.token,  # Its Click API token (/click_api/v3); `--new-token` rotates it.
         **_source(campaign),
     }
 

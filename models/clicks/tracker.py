@@ -225,13 +225,20 @@ class ClickTracker:
             self.shared.close()
 
     def campaign(self, alias: str) -> CampaignConfig | None:
+        return self._find("campaigns", alias)
+
+    def campaign_by_token(self, token: str) -> CampaignConfig | None:
+        """The active campaign with this Click API token (routes/clickapi.py), found as by alias."""
+        return self._find("campaigns_by_token", token)
+
+    def _find(self, index: str, key: str) -> CampaignConfig | None:
         now = self.clock()
         if now >= self._next_refresh:
             self.refresh()
-        config = self.campaigns.get(alias)
+        config = getattr(self, index).get(key)
         if config is None and now >= self._next_miss_check:
             if self._database_answers(now, self._reload_if_changed):
-                config = self.campaigns.get(alias)
+                config = getattr(self, index).get(key)
             else:  # Only a look that found nothing new waits: the next change is seen at once.
                 self._next_miss_check = now + MISS_CHECK_EVERY
         return config
@@ -324,6 +331,7 @@ class ClickTracker:
             self.zones.load(self.conn)
             self.probe = hotpath.visitor_probe(self.conn)  # Migration 0005 bumps the version to switch.
         self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}
+        self.campaigns_by_token = {c.token: c for c in self.campaigns.values() if c.token}
         self.config_version = version
         return True
 
@@ -382,8 +390,20 @@ class ClickTracker:
         counted as refused and has no subid. A repeat within the debounce window still gets its
         earlier subid, which is in the journal already.
         """
+        return self._recorded(campaign, visit, dry_run, None)[0]
+
+    def track_traced(self, campaign: CampaignConfig, visit: Visit) -> Simulation:
+        """`track` (the click is recorded, SpoolUnwritable alike) with the trace `simulate` shows: the
+        Click API's `log=1` (routes/clickapi.py)."""
+        trace: list[TraceEntry] = []
+        decision, subject, bot_reason = self._recorded(campaign, visit, False, trace)
+        return Simulation(decision, subject, trace, bot_reason)
+
+    def _recorded(
+        self, campaign: CampaignConfig, visit: Visit, dry_run: bool, trace: list[TraceEntry] | None
+    ) -> tuple[Decision, FilterSubject, str | None]:
         try:
-            return self._track(campaign, visit, dry_run=dry_run, trace=None)[0]
+            return self._track(campaign, visit, dry_run=dry_run, trace=trace)
         except OSError as exc:  # Only the journal does I/O in the pipeline (SQLite raises its own).
             if self.shared is not None:
                 self.shared.forget_last()

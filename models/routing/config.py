@@ -122,6 +122,7 @@ class CampaignConfig:
     # Its traffic source's parameter name -> sub_id slot (1-based); None: no source (or none that
     # fills a slot), and the click path reads the query as it always did.
     source_slots: dict[str, int] | None = None
+    token: str | None = None  # Its Click API token (routes/clickapi.py); None: none.
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,7 @@ ROUTED_CAMPAIGN_FIELDS = (
     Campaign.default_action,
     Campaign.default_payload,
     Campaign.source_id,
+    Campaign.token,
 )
 
 
@@ -324,5 +326,6 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
             needs_bot=any("bot" in stream.filters.names for stream in by_id.values()),
             needs_network=any(NETWORK_FILTERS & stream.filters.names for stream in by_id.values()),
             source_slots=slots,
+            token=campaign.token,
         )
     return campaigns

@@ -6,6 +6,7 @@ caps) fits without a schema change. Streams are never renumbered: editing update
 
 from __future__ import annotations
 
+import secrets
 import time
 
 from peewee import AutoField, BigIntegerField, FloatField, ForeignKeyField, IntegerField, TextField
@@ -16,6 +17,11 @@ from models.tables.offer import Offer
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def new_token() -> str:
+    """A campaign's Click API token (routes/clickapi.py): 32 random hex digits (Keitaro's have 32)."""
+    return secrets.token_hex(16)
 
 
 class Campaign(BaseModel):
@@ -34,6 +40,7 @@ class Campaign(BaseModel):
     default_payload = TextField(default="")  # The URL when default_action is "redirect".
     owner_id = IntegerField(null=True)  # A user (app_user); NULL: owned by nobody, admins only.
     source_id = IntegerField(null=True)  # Its traffic source (models/tables/source.py); NULL: none.
+    token = TextField(null=True, unique=True, default=new_token)  # Its Click API token (migration 0019).
     created_at = BigIntegerField(default=now_ms)
     updated_at = BigIntegerField(default=now_ms)
 

@@ -486,6 +486,11 @@ class CampaignNewResource(EditorResource):
         raise falcon.HTTPSeeOther(f"/panel/campaigns/{campaign.id}")
 
 
+def script_tag(base: str, alias: str) -> str:
+    """The tag a remote lander includes to record its visits (routes/clickapi.py, /lanner.js)."""
+    return f'<script src="{base}lanner.js" data-campaign="{alias}" async></script>'
+
+
 class CampaignEditorResource(EditorResource):
     """/panel/campaigns/{id}: the campaign's URL and settings, and its streams in evaluation order."""
 
@@ -500,6 +505,8 @@ class CampaignEditorResource(EditorResource):
             campaign=campaign, values=values or campaign_values(campaign), message=message,
             is_editable=edits_campaign(self.db, principal, campaign.id),
             campaign_url=self.campaign_base(req) + campaign_source_url(campaign).removeprefix("/"),
+            tracker_base=self.campaign_base(req),
+            script_tag=script_tag(self.campaign_base(req), campaign.alias),
             campaign_source=source_of(campaign),
             sources=[s for s in list_sources(include_archived=True)
                      if s.status == "active" or s.id == campaign.source_id],

@@ -7,6 +7,7 @@ from typing import Any
 
 import falcon
 
+from models.accounts.access import editable_campaign_ids
 from models.admin import services
 from models.admin.landers import get_lander, stream_lander_rows
 from models.admin.views import campaign_fields
@@ -42,6 +43,7 @@ CAMPAIGN_UPDATE = (
     Field("status", "string", ", ".join(CAMPAIGN_STATUSES)),
     *CAMPAIGN_OPTIONS,
     Field("clear_source", "boolean", "No traffic source any more (its postback target goes too)."),
+    Field("new_token", "boolean", "true: a new Click API token (/click_api/v3); the old one stops working."),
 )
 STREAM_FIELDS = (
     Field("name", "string"),
@@ -125,6 +127,19 @@ def _stream(req: falcon.Request, stream_id: int):
     return stream
 
 
+def _shown(req: falcon.Request, campaigns: list) -> list[dict[str, Any]]:
+    """campaign_fields, with the Click API token only for those who may change the campaign: the token
+    records clicks (routes/clickapi.py), a read-only share must not."""
+    editable = editable_campaign_ids(req.context.db, req.context.principal)
+    shown = []
+    for campaign in campaigns:
+        data = campaign_fields(campaign)
+        if editable is not None and campaign.id not in editable:
+            data["token"] = None
+        shown.append(data)
+    return shown
+
+
 def _campaign_changes(body: dict[str, Any]) -> dict[str, Any]:
     if "default_url" in body:
         body["default_payload"] = body.pop("default_url")
@@ -178,7 +193,7 @@ class CampaignListResource:
         if visible is not None:
             campaigns = [c for c in campaigns if c.id in visible]
         items, following = page(req, campaigns, lambda c: [c.id])
-        answer(req, resp, {"items": [campaign_fields(c) for c in items], "next": following})
+        answer(req, resp, {"items": _shown(req, items), "next": following})
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = _campaign_changes(read_body(req, CAMPAIGN_CREATE))
@@ -201,7 +216,7 @@ class CampaignResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         campaign = _campaign(req, ref)
-        data = campaign_fields(campaign)
+        (data,) = _shown(req, [campaign])
         data["streams"] = [stream_json(s) for s in services.list_streams(campaign.id)]
         answer(req, resp, data)
 
