@@ -298,7 +298,10 @@ def test_0019_gives_every_existing_campaign_its_own_click_api_token(backend, env
         env = {**env, "LANNER_DATABASE_URL": request.getfixturevalue("postgres_url")}
     open_database(load_settings(env).database_location, autocheckpoint=True)
     try:
-        migrate(database, up_to="0015_landers")
+        from models.migrations.runner import migration_names
+
+        names = migration_names()
+        migrate(database, up_to=names[names.index("0019_campaign_tokens") - 1])
         generate_clicks(database, 30, 1, campaigns=3, seed=4)
         assert migrate(database) == ["0019_campaign_tokens"]
         tokens = [campaign.token for campaign in Campaign.select().order_by(Campaign.id)]
