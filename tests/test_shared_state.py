@@ -400,3 +400,60 @@ def test_a_cap_counter_that_cannot_be_seeded_sends_the_click_elsewhere(capped, n
     monkeypatch.undo()
     a.shared.retry_at = 0  # Past the backoff.
     assert a.track(a.campaign(alias), visit(2)).offer_id == offer
+
+
+@pytest.fixture
+def named_node(make_tracker, redis_url, tmp_path):
+    """A node whose spool has its own name (LANNER_NODE_ID): its flusher lands it at its own position."""
+    from models.clicks.node import ensure_spool_node
+    from models.cluster.shared_state import SharedState
+
+    def make(name: str):
+        spool = tmp_path / name / "spool"
+        spool.mkdir(parents=True)
+        ensure_spool_node(spool, name)
+        return make_tracker(spool_dir=spool, shared=SharedState(redis_url, prefix="t:", timeout=0.05))
+
+    return make
+
+
+def test_the_first_lp_click_wins_over_two_nodes_and_the_other_writes_nothing(db, named_node, settings, clock):
+    """The click landed (node a's flusher); its LP clicks reach both nodes: one offer, one LP line in all."""
+    from landers import lander_campaign
+
+    from models.clicks.spool import flush_spool
+
+    offers = [{"url": f"https://o{n}.example/?c={{subid}}"} for n in range(6)]
+    lander_campaign(db, "lp", [{"url": "https://lp.example/?c={subid}&go={offer}"}], offers=offers)
+    a, b = named_node("a"), named_node("b")
+    subids = [a.track(a.campaign("lp"), visit(n)).subid for n in range(12)]
+    flush_spool(db, a.journal.spool_dir, settings.spool_segment_bytes)
+    clock.advance(1)
+    for subid in subids:
+        first, second = b.lp_click(subid), a.lp_click(subid)
+        assert not first.is_repeat and second.is_repeat
+        assert (second.offer_id, second.location) == (first.offer_id, first.location)
+    lines = [
+        line
+        for tracker in (a, b)
+        for path in Path(tracker.journal.spool_dir).glob("clicks.*.log")
+        for line in path.read_bytes().splitlines()
+        if line.startswith(b"lp\t")
+    ]
+    assert len(lines) == 12 and all(line.split(b"\t")[1].decode() in subids for line in lines)
+    flush_spool(db, b.journal.spool_dir, settings.spool_segment_bytes)
+    assert db.execute_sql("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL").fetchone()[0] == 12
+
+
+def test_an_lp_click_with_redis_away_is_decided_by_the_node_alone(db, node, settings, tmp_path):
+    from landers import lander_campaign
+
+    from models.clicks.spool import flush_spool
+
+    lander_campaign(db, "alone", [{"url": "https://lp.example/?c={subid}"}])
+    lone = node("lone", url="redis://127.0.0.1:1/0")  # Nothing listens there.
+    decision = lone.track(lone.campaign("alone"), visit(1))
+    lp = lone.lp_click(decision.subid)
+    assert lp is not None and not lp.is_repeat and lone.lp_click(decision.subid).is_repeat
+    flush_spool(db, lone.journal.spool_dir, settings.spool_segment_bytes)
+    assert db.execute_sql("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL").fetchone()[0] == 1

@@ -715,7 +715,17 @@ class ClickTracker:
             location = self._offer_location(campaign, record, offer_id, now)
             if location is None:
                 return LpClick(subid, campaign.id, None, None, False)  # Nowhere to go: nothing recorded.
-            position = journal.append(encode_lp_line(subid, now_ms, offer_id, location))
+            if self.shared is not None:  # Cluster mode: another node's LP click for it may have been first.
+                first = self.shared.claim_lp(subid, offer_id, location)
+                if first is not None and first is not False:
+                    return LpClick(subid, campaign.id, first[0], first[1] or None, True)
+                claimed = first is None
+            try:
+                position = journal.append(encode_lp_line(subid, now_ms, offer_id, location))
+            except OSError:
+                if self.shared is not None and claimed:
+                    self.shared.release_lp(subid)
+                raise
         finally:
             journal.unlock()
         self._lp_clicks[subid] = (position, offer_id, location)
