@@ -457,3 +457,32 @@ def test_an_lp_click_with_redis_away_is_decided_by_the_node_alone(db, node, sett
     assert lp is not None and not lp.is_repeat and lone.lp_click(decision.subid).is_repeat
     flush_spool(db, lone.journal.spool_dir, settings.spool_segment_bytes)
     assert db.execute_sql("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL").fetchone()[0] == 1
+
+
+def test_an_lp_click_on_another_node_before_its_click_landed_waits_for_it_and_lands_once(
+    db, named_node, settings, clock
+):
+    """The click is in node a's spool only; its LP click comes in on node b, whose flusher lands first."""
+    from landers import lander_campaign
+
+    from models.clicks.spool import flush_spool
+
+    made = lander_campaign(db, "far", [{"url": "https://lp.example/?c={subid}&go={offer}"}])
+    a, b = named_node("a"), named_node("b")
+    decisions = [a.track(a.campaign("far"), visit(n, ua=f"far {n}")) for n in range(5)]
+    clock.advance(1)
+    answers = [b.lp_click(d.subid) for d in decisions]
+    assert all(lp is not None and not lp.is_repeat for lp in answers)
+    assert all(a.lp_click(d.subid).is_repeat for d in decisions)  # The claim in Redis: b was first.
+    flush_spool(db, b.journal.spool_dir, settings.spool_segment_bytes)
+    assert db.execute_sql("SELECT COUNT(*) FROM lp_click_parked").fetchone()[0] == 5
+    flush_spool(db, a.journal.spool_dir, settings.spool_segment_bytes)
+    assert db.execute_sql("SELECT COUNT(*) FROM lp_click_parked").fetchone()[0] == 0
+    landed = db.execute_sql("SELECT offer_id FROM click WHERE lp_clicked_at IS NOT NULL").fetchall()
+    assert [row[0] for row in landed] == [made["offer_ids"][0]] * 5
+    counted = db.execute_sql(
+        f"SELECT SUM(clicks) FROM click_counter WHERE scope = 'offer' AND ref_id = {made['offer_ids'][0]:d}"
+    ).fetchone()[0]
+    assert counted == 5
+    flush_spool(db, b.journal.spool_dir, settings.spool_segment_bytes)  # Nothing more to land.
+    assert db.execute_sql("SELECT SUM(lp_clicks) FROM rollup_campaign_day").fetchone()[0] == 5

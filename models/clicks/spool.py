@@ -726,9 +726,13 @@ def _flush_spool(
                 zones.increments(connection, ((r[STREAM_ID], r[OFFER_ID], r[CREATED_AT]) for r in landed)),
             )
             rollups.add_clicks(landed)
+            lp_landed = []
             if lp_clicks:
                 # After the batch's clicks: a click's line precedes its LP click's in the journal.
-                lp_landed = store.land_lp_clicks(lp_clicks)
+                lp_landed = store.land_lp_clicks(lp_clicks, int(time.time() * 1000))
+            if landed:  # Cluster mode: an LP click parked on another node's click that may be here now.
+                lp_landed += store.land_parked_lp_clicks()
+            if lp_landed:
                 add_to_counters(
                     connection,
                     zones.increments(connection, ((None, offer, at) for at, offer, _ in lp_landed)),

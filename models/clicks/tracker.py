@@ -127,6 +127,9 @@ class LpClick:
     is_repeat: bool  # The subid's LP click was recorded before: its offer again, nothing written.
 
 
+_NOT_STORED = object()  # No click row has the subid (None: the database could not be asked).
+
+
 class _NoHistory:
     """An LP click's offer rotation sees no earlier offers (weights alone, as a new visitor's)."""
 
@@ -500,6 +503,8 @@ class ClickTracker:
         if tail is not None:
             if shared_flags is not None:  # Only now, its line written, may other nodes answer its subid.
                 self.shared.publish()
+                if decision.lander_id is not None:  # Its LP click may come in on another node.
+                    self.shared.share_click_line(decision.subid, line)
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
             if decision.lander_id is not None:
                 self._lander_clicks[decision.subid] = position
@@ -687,8 +692,11 @@ class ClickTracker:
             record = self._held_lander_record(subid, position)
         if record is None:
             row = self._database_answers(now, lambda: self._stored_lander_click(subid))
-            if row is None:
-                return None
+            if row is None or row is _NOT_STORED:
+                record = self._shared_lander_record(subid)
+                if record is None:
+                    return None
+                row = (record, None)
             record, lp_clicked_at = row
             if lp_clicked_at is not None and done is None:
                 campaign = self.campaigns_by_id.get(record[CAMPAIGN_ID])
@@ -745,13 +753,26 @@ class ClickTracker:
             return None
         return record if record[0] == subid else None
 
-    def _stored_lander_click(self, subid: str) -> tuple[list, int | None] | None:
-        """(record, lp_clicked_at) of a landed click, or None; by the unique subid index."""
+    def _stored_lander_click(self, subid: str):
+        """(record, lp_clicked_at) of a landed click, or _NOT_STORED; by the unique subid index."""
         with read_tx(self.db):
             row = ClickStore(self.conn).lander_click(subid)
         if row is None:
-            return None
+            return _NOT_STORED
         return list(row[:-1]), row[-1]
+
+    def _shared_lander_record(self, subid: str) -> list | None:
+        """Cluster mode: the record of a click another node sent to a lander and has not landed yet."""
+        if self.shared is None:
+            return None
+        line = self.shared.shared_click_line(subid)
+        if line is None:
+            return None
+        try:
+            record = decode_line(line)
+        except ValueError:
+            return None
+        return record if record[0] == subid else None
 
     def _offer_location(self, campaign: CampaignConfig | None, record: list, offer_id: int | None, now: float):
         """The URL of the offer chosen at the LP click, rendered with the click's macro values; the

@@ -36,7 +36,10 @@ that finds it there answers the same and writes nothing. It is claimed before th
 decision: a node killed in between leaves an answer no line backs, and the visitor's retry gets that
 offer with the LP click unrecorded (the rarer loss, against two offers for one click). A line that then
 cannot be written (a full disk) gives the claim back. It expires after LP_CLAIM_MS: by then the LP click
-has landed on its row, which every node reads.
+has landed on its row, which every node reads. A click sent to a lander also leaves its journal line at
+`lpclick:{subid}` (sent with its decision, after the line), so a node whose visitor's LP click comes in
+before the click's node has landed it finds the click there; that LP line may then land first, and waits
+in `lp_click_parked` for its click (models/clicks/spool.py).
 
 Every key carries the prefix (LANNER_REDIS_PREFIX) and all but the total cap counters expire (debounce
 after debounce, uniqueness after its window, a day's counter two days after it), so memory is bounded by
@@ -322,6 +325,28 @@ class SharedState:
             return None
         offer, _, location = first.decode("utf-8", "replace").partition(SEPARATOR)
         return (int(offer) if offer.isdigit() else None), location
+
+    def share_click_line(self, subid: str, line: bytes) -> None:
+        """A click sent to a lander has its line in the journal: leave it for the other nodes' LP clicks
+        (sent without waiting, like `publish`, right after it)."""
+        if self.is_degraded:
+            return
+        try:
+            self.connection.send_command("SET", f"{self.prefix}lpclick:{subid}", line, "PX", LP_CLAIM_MS)
+            self.unread += 1
+        except redis.RedisError:
+            self._disconnect()
+
+    def shared_click_line(self, subid: str) -> bytes | None:
+        """The journal line of a click another node sent to a lander, until it expires; None if none
+        (or Redis cannot answer now)."""
+        if not self.should_ask:
+            return None
+        try:
+            return self.client.get(f"{self.prefix}lpclick:{subid}")
+        except redis.RedisError as error:
+            self._fail(error)
+            return None
 
     def release_lp(self, subid: str) -> None:
         """The LP click claimed got no line after all (a full disk): the next one may be the first."""
