@@ -312,7 +312,9 @@ def test_the_flusher_lock_is_single_and_dies_with_its_process(tmp_path, env):
     first.release()
 
 
-def test_an_lp_click_on_a_full_disk_is_refused_like_a_click_then_lands_once(db, lanner, start_server, settings, data_dir):
+def test_an_lp_click_on_a_full_disk_is_refused_like_a_click_then_lands_once(
+    db, lanner, start_server, settings, data_dir
+):
     from landers import lander_campaign
 
     lander_campaign(db, "fulllp", [{"url": "https://lp.example/?click={subid}"}], offers=[{"url": OFFER}])
@@ -337,6 +339,10 @@ def test_an_lp_click_on_a_full_disk_is_refused_like_a_click_then_lands_once(db, 
     lanner("spool", "flush")
     from models.store.database import db as database
 
-    rows = database.connection().execute("SELECT COUNT(*) FROM click WHERE subid = ? AND lp_clicked_at IS NOT NULL", (refused,)).fetchall()
+    rows = (
+        database.connection()
+        .execute("SELECT COUNT(*) FROM click WHERE subid = ? AND lp_clicked_at IS NOT NULL", (refused,))
+        .fetchall()
+    )
     assert [tuple(row) for row in rows] == [(1,)]
     assert "Traceback" not in server.log, server.log

@@ -405,7 +405,11 @@ class ClickTracker:
         lander = None
         if decision.lander_id is not None:
             stream = self.campaigns_by_id[decision.campaign_id].streams.get(decision.stream_id)
-            lander = next((x for x in stream.landers if x.lander_id == decision.lander_id), None) if stream else None
+            lander = (
+                next((x for x in stream.landers if x.lander_id == decision.lander_id), None)
+                if stream
+                else None
+            )
         return Simulation(decision, subject, trace, bot_reason, lander)
 
     def _track(
@@ -774,7 +778,9 @@ class ClickTracker:
             return None
         return record if record[0] == subid else None
 
-    def _offer_location(self, campaign: CampaignConfig | None, record: list, offer_id: int | None, now: float):
+    def _offer_location(
+        self, campaign: CampaignConfig | None, record: list, offer_id: int | None, now: float
+    ):
         """The URL of the offer chosen at the LP click, rendered with the click's macro values; the
         campaign's default when the stream (or the offer) is gone or has none now."""
         if campaign is None:

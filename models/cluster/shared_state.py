@@ -306,7 +306,9 @@ class SharedState:
             except redis.RedisError:
                 pass  # Redis left meanwhile: the counters stay one high, under their caps, never over.
 
-    def claim_lp(self, subid: str, offer_id: int | None, location: str) -> tuple[int | None, str] | None | bool:
+    def claim_lp(
+        self, subid: str, offer_id: int | None, location: str
+    ) -> tuple[int | None, str] | None | bool:
         """Make this the first LP click of `subid` across the nodes (see the module docstring): None when
         it is (write its line), (offer_id, location) of the first when another node's was, False when
         Redis cannot answer now (the node decides alone, from its journal and the database)."""

@@ -111,7 +111,17 @@ class RollupDelta:
             self._add(
                 record[_CREATED_AT],
                 _key(record[position] for position in _DIMENSION_POSITIONS),
-                (1, unique_global, unique_campaign, unique_stream, is_bot, cost, lp_view, 0, *_NO_CONVERSIONS),
+                (
+                    1,
+                    unique_global,
+                    unique_campaign,
+                    unique_stream,
+                    is_bot,
+                    cost,
+                    lp_view,
+                    0,
+                    *_NO_CONVERSIONS,
+                ),
             )
 
     def add_lp_click(self, click_key: tuple, click_metrics: tuple, offer_id: int | None) -> None:
