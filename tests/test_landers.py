@@ -267,3 +267,35 @@ def test_reports_count_lp_views_lp_clicks_and_ctr_by_lander_and_offer(db, make_t
             made["offer_ids"][0]: (9, 9, 9),
         }
     assert run_report(db, ReportQuery(group_by=("offer",), preset="all_time")).sources != ["raw"]
+
+
+def test_a_conversion_before_the_lp_click_moves_to_the_offer_with_its_click(
+    db, make_tracker, settings, clock
+):
+    """A postback can come before the LP click lands (a fast network, a slow flusher): the conversion
+    keeps its own copy of the click's offer, and the rollups move it with the click."""
+    from test_reports import cube_differences
+
+    from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
+    from models.migrations.deferred import run_deferred
+    from models.reporting.reports import ReportQuery, run_report
+
+    run_deferred(db, pause=0)
+    made = lander_campaign(db, "early", [{"url": REMOTE}])
+    tracker = make_tracker()
+    decision = tracker.track(tracker.campaign("early"), visit(700))
+    land(settings)
+    recorder = ConversionRecorder(db, park_ms=3_600_000, clock=clock)
+    received = Received("GET", "198.51.100.9", "GET /postback?test")
+    recorder.record(parse_postback({"subid": decision.subid, "status": "sale", "payout": "7.5"}), received)
+    assert tracker.lp_click(decision.subid).offer_id == made["offer_ids"][0]
+    land(settings)
+    assert stored("SELECT offer_id FROM conversion") == [(made["offer_ids"][0],)]
+    for source in ("auto", "raw"):
+        report = run_report(db, ReportQuery(group_by=("offer",), preset="all_time", source=source))
+        # (The rollups keep the emptied "no offer" row the click moved from: all its counts 0.)
+        counted = [r for r in report.rows if r["clicks"] or r["conversions"]]
+        assert [(r["offer"], r["clicks"], r["sales"], r["revenue"], r["lp_clicks"]) for r in counted] == [
+            (made["offer_ids"][0], 1, 1, 7.5, 1)
+        ]
+    assert all(rows == [] for rows in cube_differences(db).values())

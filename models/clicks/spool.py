@@ -72,7 +72,6 @@ from models.errors import LannerError
 from models.lookups.bots import BotDetector
 from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 from models.reporting.costs import ClickCosts
-from models.reporting.dimensions import DIMENSIONS
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
 from models.store.database import write_tx
@@ -735,10 +734,10 @@ def _flush_spool(
             if lp_landed:
                 add_to_counters(
                     connection,
-                    zones.increments(connection, ((None, offer, at) for at, offer, _ in lp_landed)),
+                    zones.increments(connection, ((None, offer, at) for at, offer, *_ in lp_landed)),
                 )
-                for _, offer_id, row in lp_landed:
-                    rollups.add_lp_click(row[: len(DIMENSIONS) + 1], row[len(DIMENSIONS) + 1 :], offer_id)
+                for _, offer_id, key, metrics, conversions in lp_landed:
+                    rollups.add_lp_click(key, metrics, offer_id, conversions)
                 result.lp_clicks += len(lp_landed)
             rollups.apply(connection)
             new_offset = offset + sum(len(line) for line in lines)
