@@ -219,3 +219,15 @@ def test_report_shows_lp_views_clicks_and_ctr_by_lander(db, start_server, lanner
         (None, 1, 0),  # Sent to the lander, not clicked through: no offer yet.
         (made["offer_ids"][0], 2, 2),
     ]
+
+
+def test_a_prefetch_or_a_head_of_the_lp_link_records_nothing(db, start_server, lanner, settings):
+    lander_campaign(db, "pre", [{"url": REMOTE}])
+    server = start_server(workers=1)
+    subid = parse_qs(urlsplit(click(server.port, "pre")[1]["location"]).query)["sid"][0]
+    assert request(server.port, f"/lp/click?subid={subid}", {"Sec-Purpose": "prefetch"})[0] == 204
+    assert request(server.port, f"/pre?_lp=1&_subid={subid}", method="HEAD")[0] == 405
+    assert request(server.port, f"/lp/click?subid={subid}", method="HEAD")[0] == 405
+    assert lp_lines(settings) == []
+    assert request(server.port, f"/lp/click?subid={subid}")[0] == 302
+    assert len(lp_lines(settings)) == 1
