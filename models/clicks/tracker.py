@@ -198,6 +198,11 @@ class ClickTracker:
         with read_tx(db):
             self.counters.load(self.conn, int(now * 1000))
             start = read_position(db, spool_dir)
+        # Unflushed clicks sent to a lander (subid -> journal position) and LP clicks (subid ->
+        # (position, offer_id, location)), every worker's, in journal order: pruned as they land.
+        # Made before the journal, which fills them as it reads the lines.
+        self._lander_clicks: dict[str, tuple[int, int]] = {}
+        self._lp_clicks: dict[str, tuple[tuple[int, int], int | None, str]] = {}
         self.journal = Journal(
             spool_dir, segment_bytes, start, self._remember_line, lambda: read_position(db, spool_dir)
         )
@@ -213,10 +218,6 @@ class ClickTracker:
         # Held clicks' records read back for a repeat, by journal position: a visitor who keeps
         # clicking within debounce is answered from here, not by reading and parsing its line again.
         self._repeated: dict[int, list] = {}
-        # Unflushed clicks sent to a lander (subid -> journal position) and LP clicks (subid ->
-        # (position, offer_id, location)), every worker's, in journal order: pruned as they land.
-        self._lander_clicks: dict[str, tuple[int, int]] = {}
-        self._lp_clicks: dict[str, tuple[tuple[int, int], int | None, str]] = {}
 
     def close(self) -> None:
         self.journal.close()
