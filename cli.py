@@ -3350,7 +3350,8 @@ def bench_migration_command(
     default="unique",
     show_default=True,
     help="unique: a new visitor per click; repeat: 50 fixed visitors; nat: 30% from 5 shared IPs; "
-    "rotation: filters, unvisited rotation, caps; lander: click, lander, LP click, offer (rates in funnels/s).",
+    "rotation: filters, unvisited rotation, caps; lander: click, lander, LP click, offer (rates in "
+    "funnels/s).",
 )
 @click.option(
     "--rates", default="500,1000,2000,3000,4000", show_default=True, help="Offered clicks/s per step."

@@ -236,6 +236,11 @@ class LpClickResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.set_header("Cache-Control", "no-store")
+        if req.method != "GET":  # A link checker's HEAD on the lander's link (/<alias>?_lp=1) is no LP click.
+            raise falcon.HTTPMethodNotAllowed(["GET"])
+        if is_prefetch(req.env):  # A browser prefetching the lander's link: the visitor has not clicked.
+            resp.status = falcon.HTTP_204
+            return
         subid = lp_subid(req)
         if not subid:
             raise falcon.HTTPBadRequest(

@@ -47,10 +47,14 @@ def lander_campaign(
         )
         for n, spec in enumerate(offers)
     ]
-    campaign = create_campaign(db, alias.title(), alias, offer_id=made[0].id, uniqueness_hours=uniqueness_hours)
+    campaign = create_campaign(
+        db, alias.title(), alias, offer_id=made[0].id, uniqueness_hours=uniqueness_hours
+    )
     stream = Stream.get(Stream.campaign == campaign.id)
     if len(made) > 1:
-        update_stream(db, stream.id, offers=[(o.id, spec.get("weight", 100)) for o, spec in zip(made, offers)])
+        update_stream(
+            db, stream.id, offers=[(o.id, spec.get("weight", 100)) for o, spec in zip(made, offers)]
+        )
     lander_ids = add_landers(db, stream.id, landers)
     return {
         "campaign_id": campaign.id,

@@ -98,7 +98,9 @@ def test_bench_lander_reconciles_every_funnel_and_its_lp_click(tmp_path, env):
     (step,) = json.loads(out.read_text())["lanner"]
     assert step["accepted"] > 0 and (step["lost"], step["duplicated"], step["errors"]) == (0, 0, 0)
     side = step["side_load"]  # Every funnel's LP click on its row, in the rollups, counted for its offer.
-    assert side["lp_clicks_landed"] == side["lp_clicks_in_rollups"] == side["lp_offer_count"] == step["logged"]
+    assert (
+        side["lp_clicks_landed"] == side["lp_clicks_in_rollups"] == side["lp_offer_count"] == step["logged"]
+    )
 
 
 def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, env):

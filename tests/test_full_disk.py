@@ -310,3 +310,39 @@ def test_the_flusher_lock_is_single_and_dies_with_its_process(tmp_path, env):
         holder.wait()
     assert first.acquire()  # The kernel dropped the dead holder's lock: no stale lock to clear.
     first.release()
+
+
+def test_an_lp_click_on_a_full_disk_is_refused_like_a_click_then_lands_once(
+    db, lanner, start_server, settings, data_dir
+):
+    from landers import lander_campaign
+
+    lander_campaign(db, "fulllp", [{"url": "https://lp.example/?click={subid}"}], offers=[{"url": OFFER}])
+    server = start_server(workers=1)
+    subids = [subid_of(click(server.port, "fulllp", ua=f"lp {n}")[1]["location"]) for n in range(40)]
+    ballast = Ballast(data_dir.parent / "ballast")
+    refused = None
+    for subid in subids:  # The segment's last block may still hold a short line or two: go on until refused.
+        ballast.fill()
+        status, headers, body = request(server.port, f"/lp/click?subid={subid}")
+        assert status in (302, 503), (status, body, server.log)
+        if status == 503:
+            assert int(headers["retry-after"]) > 0 and "location" not in headers
+            refused = subid
+            break
+    assert refused is not None, server.log
+    assert f"lp\t{refused}\t".encode() not in spooled(settings)  # Nothing half-written, nothing recorded.
+    ballast.remove()
+    status, headers, _ = request(server.port, f"/lp/click?subid={refused}")
+    assert status == 302 and headers["location"] == f"https://offer.example/lp?click={refused}"
+    assert spooled(settings).count(f"lp\t{refused}\t".encode()) == 1
+    lanner("spool", "flush")
+    from models.store.database import db as database
+
+    rows = (
+        database.connection()
+        .execute("SELECT COUNT(*) FROM click WHERE subid = ? AND lp_clicked_at IS NOT NULL", (refused,))
+        .fetchall()
+    )
+    assert [tuple(row) for row in rows] == [(1,)]
+    assert "Traceback" not in server.log, server.log

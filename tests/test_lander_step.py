@@ -44,11 +44,17 @@ def land(settings) -> None:
 REMOTE = "https://lp.example/page?sid={subid}&c={country}&go={offer}"
 
 
-def test_a_stream_with_landers_sends_clicks_to_them_by_weight_and_chooses_no_offer(db, make_tracker, settings):
-    made = lander_campaign(db, "weighed", [{"url": REMOTE, "weight": 75}, {"kind": "local", "folder": "shoe", "weight": 25}])
+def test_a_stream_with_landers_sends_clicks_to_them_by_weight_and_chooses_no_offer(
+    db, make_tracker, settings
+):
+    made = lander_campaign(
+        db, "weighed", [{"url": REMOTE, "weight": 75}, {"kind": "local", "folder": "shoe", "weight": 25}]
+    )
     tracker = make_tracker()
     campaign = tracker.campaign("weighed")
-    decisions = [tracker.track(campaign, visit(n, host="t.example:8080", domain="t.example")) for n in range(400)]
+    decisions = [
+        tracker.track(campaign, visit(n, host="t.example:8080", domain="t.example")) for n in range(400)
+    ]
     remote = [d for d in decisions if d.lander_id == made["lander_ids"][0]]
     local = [d for d in decisions if d.lander_id == made["lander_ids"][1]]
     assert len(remote) + len(local) == 400 and 240 < len(remote) < 360  # 75:25 of 400 (seeded).
@@ -78,7 +84,9 @@ def test_lp_click_chooses_the_offer_once_and_lands_it_once(db, make_tracker, set
     assert stored("SELECT offer_id, lp_clicked_at FROM click") == [(lp.offer_id, 1_800_000_005_000)]
     restarted = make_tracker()  # Its journal replay and the row both know the LP click.
     assert restarted.lp_click(decision.subid).is_repeat
-    lines = [line for path in settings.spool_dir.glob("clicks.*.log") for line in path.read_bytes().splitlines()]
+    lines = [
+        line for path in settings.spool_dir.glob("clicks.*.log") for line in path.read_bytes().splitlines()
+    ]
     assert sum(line.startswith(b"lp\t") for line in lines) == 1
     flush_spool(database, settings.spool_dir, settings.spool_segment_bytes)  # Nothing new.
     assert stored("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL") == [(1,)]
@@ -109,7 +117,12 @@ def test_unknown_and_offer_clicks_have_no_lp_click(db, make_tracker, settings):
     assert tracker.lp_click(plain.subid) is None
     assert tracker.lp_click(new_subid()) is None
     assert tracker.lp_click("not-a-subid") is None
-    assert not [line for p in settings.spool_dir.glob("clicks.*.log") for line in p.read_bytes().splitlines() if line.startswith(b"lp")]
+    assert not [
+        line
+        for p in settings.spool_dir.glob("clicks.*.log")
+        for line in p.read_bytes().splitlines()
+        if line.startswith(b"lp")
+    ]
 
 
 def test_offer_cap_counts_at_the_lp_click(db, make_tracker, settings):
@@ -117,7 +130,10 @@ def test_offer_cap_counts_at_the_lp_click(db, make_tracker, settings):
         db,
         "capped",
         [{"url": REMOTE}],
-        offers=[{"url": "https://capped.example/?s={subid}", "total_cap": 5}, {"url": "https://open.example/?s={subid}"}],
+        offers=[
+            {"url": "https://capped.example/?s={subid}", "total_cap": 5},
+            {"url": "https://open.example/?s={subid}"},
+        ],
     )
     workers = [make_tracker(), make_tracker()]
     decisions = [workers[n % 2].track(workers[n % 2].campaign("capped"), visit(n + 10)) for n in range(20)]
@@ -140,14 +156,24 @@ def test_a_line_of_the_release_before_landers_still_lands(db, settings):
     from models.admin.services import create_campaign
 
     create_campaign(db, "Old", "old", offer_url="https://o.example/")
-    texts = ["Mozilla/5.0 old", "", "src", "", *[""] * 30, *["DE", "", "", "", "", "", "de", "", "1+ o1"], "https://o.example/"]
+    texts = [
+        "Mozilla/5.0 old",
+        "",
+        "src",
+        "",
+        *[""] * 30,
+        *["DE", "", "", "", "", "", "de", "", "1+ o1"],
+        "https://o.example/",
+    ]
     subids = [new_subid(), new_subid()]
     # That release's tail: no lander_id after offer_id, no domain after the location.
     tails = [(f"{subid}\t1\t1\t1\t0.0\t0\t" + "\t".join(texts)).encode() for subid in subids]
     settings.spool_dir.mkdir(parents=True, exist_ok=True)
     with open(settings.spool_dir / "clicks.00000001.log", "ab") as journal:
         journal.write(encode_line("192.0.2.1", 7, 1_800_000_000_000, (1, 1, 1), tails[0]))
-        journal.write(encode_line("192.0.2.2", 8, 1_800_000_000_001, (1, 1, 1), tails[1], key=12345))  # Keyed.
+        journal.write(
+            encode_line("192.0.2.2", 8, 1_800_000_000_001, (1, 1, 1), tails[1], key=12345)
+        )  # Keyed.
     result = flush_spool(database, settings.spool_dir, settings.spool_segment_bytes)
     assert (result.inserted, result.rejected) == (2, 0)
     assert stored("SELECT subid, lander_id, domain, country, visitor_key = 12345 FROM click ORDER BY id") == [
@@ -159,10 +185,20 @@ def test_a_line_of_the_release_before_landers_still_lands(db, settings):
 def test_journal_line_carries_lander_and_domain():
     texts = ["UA", "", "", "", *[""] * 39, "/landers/x/?subid=s"]
     subid = new_subid()
-    line = encode_line("192.0.2.1", 1, 1_800_000_000_000, (1, 1, 1), line_tail(subid, 1, 2, None, 0.0, 0, texts, 9, "t.example"))
+    line = encode_line(
+        "192.0.2.1",
+        1,
+        1_800_000_000_000,
+        (1, 1, 1),
+        line_tail(subid, 1, 2, None, 0.0, 0, texts, 9, "t.example"),
+    )
     record = decode_line(line)
     assert len(record) == len(JOURNAL_COLUMNS) + 2
-    assert (record[LANDER_ID], record[JOURNAL_COLUMNS.index("domain")], record[LOCATION]) == (9, "t.example", texts[-1])
+    assert (record[LANDER_ID], record[JOURNAL_COLUMNS.index("domain")], record[LOCATION]) == (
+        9,
+        "t.example",
+        texts[-1],
+    )
 
 
 @pytest.mark.parametrize(
@@ -187,7 +223,9 @@ def test_reports_count_lp_views_lp_clicks_and_ctr_by_lander_and_offer(db, make_t
     from models.reporting.reports import ReportQuery, run_report
 
     run_deferred(db, pause=0)  # The rollups are live (a new database's backfill has nothing to add).
-    made = lander_campaign(db, "funnel", [{"url": REMOTE, "name": "Quiz"}, {"kind": "local", "folder": "q2", "name": "Story"}])
+    made = lander_campaign(
+        db, "funnel", [{"url": REMOTE, "name": "Quiz"}, {"kind": "local", "folder": "q2", "name": "Story"}]
+    )
     tracker = make_tracker()
     decisions = [tracker.track(tracker.campaign("funnel"), visit(n + 500)) for n in range(12)]
     land(settings)  # Some LP clicks land on landed clicks, some with their click in the same batch.
@@ -202,12 +240,26 @@ def test_reports_count_lp_views_lp_clicks_and_ctr_by_lander_and_offer(db, make_t
     clicked = {lid: sum(d.lander_id == lid for d in (*decisions[:8], later[0])) for lid in made["lander_ids"]}
     for source in ("auto", "raw"):
         report = run_report(db, ReportQuery(group_by=("lander",), preset="all_time", source=source))
-        assert {row["lander"]: (row["lander_name"], row["lp_views"], row["lp_clicks"]) for row in report.rows} == {
+        assert {
+            row["lander"]: (row["lander_name"], row["lp_views"], row["lp_clicks"]) for row in report.rows
+        } == {
             made["lander_ids"][0]: ("Quiz", by_lander[made["lander_ids"][0]], clicked[made["lander_ids"][0]]),
-            made["lander_ids"][1]: ("Story", by_lander[made["lander_ids"][1]], clicked[made["lander_ids"][1]]),
+            made["lander_ids"][1]: (
+                "Story",
+                by_lander[made["lander_ids"][1]],
+                clicked[made["lander_ids"][1]],
+            ),
         }
-        assert (report.total["clicks"], report.total["lp_views"], report.total["lp_clicks"], report.total["lp_ctr"]) == (
-            15, 15, 9, 60.0,
+        assert (
+            report.total["clicks"],
+            report.total["lp_views"],
+            report.total["lp_clicks"],
+            report.total["lp_ctr"],
+        ) == (
+            15,
+            15,
+            9,
+            60.0,
         )
         offers = run_report(db, ReportQuery(group_by=("offer",), preset="all_time", source=source))
         assert {row["offer"]: (row["clicks"], row["lp_views"], row["lp_clicks"]) for row in offers.rows} == {
@@ -215,3 +267,35 @@ def test_reports_count_lp_views_lp_clicks_and_ctr_by_lander_and_offer(db, make_t
             made["offer_ids"][0]: (9, 9, 9),
         }
     assert run_report(db, ReportQuery(group_by=("offer",), preset="all_time")).sources != ["raw"]
+
+
+def test_a_conversion_before_the_lp_click_moves_to_the_offer_with_its_click(
+    db, make_tracker, settings, clock
+):
+    """A postback can come before the LP click lands (a fast network, a slow flusher): the conversion
+    keeps its own copy of the click's offer, and the rollups move it with the click."""
+    from test_reports import cube_differences
+
+    from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
+    from models.migrations.deferred import run_deferred
+    from models.reporting.reports import ReportQuery, run_report
+
+    run_deferred(db, pause=0)
+    made = lander_campaign(db, "early", [{"url": REMOTE}])
+    tracker = make_tracker()
+    decision = tracker.track(tracker.campaign("early"), visit(700))
+    land(settings)
+    recorder = ConversionRecorder(db, park_ms=3_600_000, clock=clock)
+    received = Received("GET", "198.51.100.9", "GET /postback?test")
+    recorder.record(parse_postback({"subid": decision.subid, "status": "sale", "payout": "7.5"}), received)
+    assert tracker.lp_click(decision.subid).offer_id == made["offer_ids"][0]
+    land(settings)
+    assert stored("SELECT offer_id FROM conversion") == [(made["offer_ids"][0],)]
+    for source in ("auto", "raw"):
+        report = run_report(db, ReportQuery(group_by=("offer",), preset="all_time", source=source))
+        # (The rollups keep the emptied "no offer" row the click moved from: all its counts 0.)
+        counted = [r for r in report.rows if r["clicks"] or r["conversions"]]
+        assert [(r["offer"], r["clicks"], r["sales"], r["revenue"], r["lp_clicks"]) for r in counted] == [
+            (made["offer_ids"][0], 1, 1, 7.5, 1)
+        ]
+    assert all(rows == [] for rows in cube_differences(db).values())

@@ -38,7 +38,9 @@ def cookie_of(headers: dict) -> str:
     return headers["set-cookie"]
 
 
-def test_remote_lander_gets_macros_and_offer_link_then_lp_click_lands_once(db, start_server, lanner, settings):
+def test_remote_lander_gets_macros_and_offer_link_then_lp_click_lands_once(
+    db, start_server, lanner, settings
+):
     made = lander_campaign(db, "quiz", [{"url": REMOTE}], offers=[{"url": OFFER}], uniqueness_hours=2)
     server = start_server()
     status, headers, _ = click(server.port, "quiz", "sub1=zone%207")
@@ -49,7 +51,10 @@ def test_remote_lander_gets_macros_and_offer_link_then_lp_click_lands_once(db, s
     assert (lander.netloc, query["s1"]) == ("lp.example", ["zone 7"])
     go = urlsplit(query["go"][0])
     assert (go.scheme, go.netloc, go.path, parse_qs(go.query)) == (
-        "http", f"127.0.0.1:{server.port}", "/lp/click", {"subid": [subid]}
+        "http",
+        f"127.0.0.1:{server.port}",
+        "/lp/click",
+        {"subid": [subid]},
     )
     assert cookie_of(headers) == f"lanner_subid={subid}; Path=/; Max-Age=7200; SameSite=Lax; HttpOnly"
     # The LP click before the flusher landed the click: the journal has it.
@@ -57,7 +62,8 @@ def test_remote_lander_gets_macros_and_offer_link_then_lp_click_lands_once(db, s
     assert status == 302 and headers["cache-control"] == "no-store"
     offer = urlsplit(headers["location"])
     assert (offer.netloc, parse_qs(offer.query)) == (
-        "offer.example", {"click": [subid], "s1": ["zone 7"], "cid": [str(made["campaign_id"])]}
+        "offer.example",
+        {"click": [subid], "s1": ["zone 7"], "cid": [str(made["campaign_id"])]},
     )
     lanner("spool", "flush")
     assert rows("SELECT lander_id, offer_id, domain, lp_clicked_at IS NOT NULL FROM click") == [
@@ -88,7 +94,9 @@ def test_local_lander_and_lp_click_by_cookie_referer_and_keitaro_form(db, start_
     for subid, (status, headers, _) in zip(subids, answers):
         assert status == 302 and parse_qs(urlsplit(headers["location"]).query)["click"] == [subid]
     lanner("spool", "flush")
-    assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL AND offer_id IS NOT NULL") == [(4,)]
+    assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL AND offer_id IS NOT NULL") == [
+        (4,)
+    ]
 
 
 def test_sixteen_concurrent_lp_clicks_for_one_subid_choose_one_offer(db, start_server, lanner, settings):
@@ -146,7 +154,9 @@ def test_offer_cap_counts_at_the_lp_click_not_at_the_click(db, start_server, lan
         ("/plain?_lp=1&_subid={plain}", {}, 404),  # A click sent straight to its offer.
     ],
 )
-def test_bad_subids_get_a_clear_answer_and_nothing_is_written(db, start_server, lanner, settings, path, headers, status):
+def test_bad_subids_get_a_clear_answer_and_nothing_is_written(
+    db, start_server, lanner, settings, path, headers, status
+):
     from models.admin.services import create_campaign
 
     create_campaign(db, "Plain", "plain", offer_url="https://offer.example/?s={subid}")
@@ -158,7 +168,10 @@ def test_bad_subids_get_a_clear_answer_and_nothing_is_written(db, start_server, 
     assert sorted((p.name, p.stat().st_size) for p in settings.spool_dir.glob("clicks.*.log")) == before
     fallback = start_server(workers=1, LANNER_FALLBACK_URL="https://fallback.example/")
     if status == 404:
-        assert request(fallback.port, path.format(plain=plain), headers)[1]["location"] == "https://fallback.example/"
+        assert (
+            request(fallback.port, path.format(plain=plain), headers)[1]["location"]
+            == "https://fallback.example/"
+        )
     lanner("spool", "flush")
     assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL") == [(0,)]
 
@@ -182,7 +195,14 @@ def test_simulate_and_click_show_tell_the_lander_step(db, start_server, lanner, 
 def test_report_shows_lp_views_clicks_and_ctr_by_lander(db, start_server, lanner, settings):
     import json
 
-    made = lander_campaign(db, "rep", [{"url": REMOTE, "name": "Quiz", "weight": 1}, {"kind": "local", "folder": "b", "name": "Story", "weight": 0}])
+    made = lander_campaign(
+        db,
+        "rep",
+        [
+            {"url": REMOTE, "name": "Quiz", "weight": 1},
+            {"kind": "local", "folder": "b", "name": "Story", "weight": 0},
+        ],
+    )
     lanner("db", "migrate")  # The rollups live (a new database's deferred backfill has nothing to add).
     server = start_server(workers=1)
     subids = [
@@ -193,11 +213,23 @@ def test_report_shows_lp_views_clicks_and_ctr_by_lander(db, start_server, lanner
         assert request(server.port, f"/lp/click?subid={subid}")[0] == 302
     lanner("spool", "flush")
     report = json.loads(lanner("report", "-g", "lander", "--preset", "all_time", "--json").stdout)
-    assert [(r["lander"], r["lander_name"], r["lp_views"], r["lp_clicks"], r["lp_ctr"]) for r in report["rows"]] == [
-        (made["lander_ids"][0], "Quiz", 3, 2, 66.6667)
-    ]
+    assert [
+        (r["lander"], r["lander_name"], r["lp_views"], r["lp_clicks"], r["lp_ctr"]) for r in report["rows"]
+    ] == [(made["lander_ids"][0], "Quiz", 3, 2, 66.6667)]
     by_offer = json.loads(lanner("report", "-g", "offer", "--preset", "all_time", "--json").stdout)
     assert [(r["offer"], r["clicks"], r["lp_clicks"]) for r in by_offer["rows"]] == [
         (None, 1, 0),  # Sent to the lander, not clicked through: no offer yet.
         (made["offer_ids"][0], 2, 2),
     ]
+
+
+def test_a_prefetch_or_a_head_of_the_lp_link_records_nothing(db, start_server, lanner, settings):
+    lander_campaign(db, "pre", [{"url": REMOTE}])
+    server = start_server(workers=1)
+    subid = parse_qs(urlsplit(click(server.port, "pre")[1]["location"]).query)["sid"][0]
+    assert request(server.port, f"/lp/click?subid={subid}", {"Sec-Purpose": "prefetch"})[0] == 204
+    assert request(server.port, f"/pre?_lp=1&_subid={subid}", method="HEAD")[0] == 405
+    assert request(server.port, f"/lp/click?subid={subid}", method="HEAD")[0] == 405
+    assert lp_lines(settings) == []
+    assert request(server.port, f"/lp/click?subid={subid}")[0] == 302
+    assert len(lp_lines(settings)) == 1

@@ -400,3 +400,90 @@ def test_a_cap_counter_that_cannot_be_seeded_sends_the_click_elsewhere(capped, n
     monkeypatch.undo()
     a.shared.retry_at = 0  # Past the backoff.
     assert a.track(a.campaign(alias), visit(2)).offer_id == offer
+
+
+@pytest.fixture
+def named_node(make_tracker, redis_url, tmp_path):
+    """A node whose spool has its own name (LANNER_NODE_ID): its flusher lands it at its own position."""
+    from models.clicks.node import ensure_spool_node
+    from models.cluster.shared_state import SharedState
+
+    def make(name: str):
+        spool = tmp_path / name / "spool"
+        spool.mkdir(parents=True)
+        ensure_spool_node(spool, name)
+        # A generous timeout: on a busy box a 50 ms one sends a node alone (and this test is not about that).
+        return make_tracker(spool_dir=spool, shared=SharedState(redis_url, prefix="t:", timeout=1.0))
+
+    return make
+
+
+def test_the_first_lp_click_wins_over_two_nodes_and_the_other_writes_nothing(db, named_node, settings, clock):
+    """The click landed (node a's flusher); its LP clicks reach both nodes: one offer, one LP line in all."""
+    from landers import lander_campaign
+
+    from models.clicks.spool import flush_spool
+
+    offers = [{"url": f"https://o{n}.example/?c={{subid}}"} for n in range(6)]
+    lander_campaign(db, "lp", [{"url": "https://lp.example/?c={subid}&go={offer}"}], offers=offers)
+    a, b = named_node("a"), named_node("b")
+    subids = [a.track(a.campaign("lp"), visit(n)).subid for n in range(12)]
+    flush_spool(db, a.journal.spool_dir, settings.spool_segment_bytes)
+    clock.advance(1)
+    for subid in subids:
+        first, second = b.lp_click(subid), a.lp_click(subid)
+        assert not first.is_repeat and second.is_repeat
+        assert (second.offer_id, second.location) == (first.offer_id, first.location)
+    lines = [
+        line
+        for tracker in (a, b)
+        for path in Path(tracker.journal.spool_dir).glob("clicks.*.log")
+        for line in path.read_bytes().splitlines()
+        if line.startswith(b"lp\t")
+    ]
+    assert len(lines) == 12 and all(line.split(b"\t")[1].decode() in subids for line in lines)
+    flush_spool(db, b.journal.spool_dir, settings.spool_segment_bytes)
+    assert db.execute_sql("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL").fetchone()[0] == 12
+
+
+def test_an_lp_click_with_redis_away_is_decided_by_the_node_alone(db, node, settings, tmp_path):
+    from landers import lander_campaign
+
+    from models.clicks.spool import flush_spool
+
+    lander_campaign(db, "alone", [{"url": "https://lp.example/?c={subid}"}])
+    lone = node("lone", url="redis://127.0.0.1:1/0")  # Nothing listens there.
+    decision = lone.track(lone.campaign("alone"), visit(1))
+    lp = lone.lp_click(decision.subid)
+    assert lp is not None and not lp.is_repeat and lone.lp_click(decision.subid).is_repeat
+    flush_spool(db, lone.journal.spool_dir, settings.spool_segment_bytes)
+    assert db.execute_sql("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL").fetchone()[0] == 1
+
+
+def test_an_lp_click_on_another_node_before_its_click_landed_waits_for_it_and_lands_once(
+    db, named_node, settings, clock
+):
+    """The click is in node a's spool only; its LP click comes in on node b, whose flusher lands first."""
+    from landers import lander_campaign
+
+    from models.clicks.spool import flush_spool
+
+    made = lander_campaign(db, "far", [{"url": "https://lp.example/?c={subid}&go={offer}"}])
+    a, b = named_node("a"), named_node("b")
+    decisions = [a.track(a.campaign("far"), visit(n, ua=f"far {n}")) for n in range(5)]
+    clock.advance(1)
+    answers = [b.lp_click(d.subid) for d in decisions]
+    assert all(lp is not None and not lp.is_repeat for lp in answers)
+    assert all(a.lp_click(d.subid).is_repeat for d in decisions)  # The claim in Redis: b was first.
+    flush_spool(db, b.journal.spool_dir, settings.spool_segment_bytes)
+    assert db.execute_sql("SELECT COUNT(*) FROM lp_click_parked").fetchone()[0] == 5
+    flush_spool(db, a.journal.spool_dir, settings.spool_segment_bytes)
+    assert db.execute_sql("SELECT COUNT(*) FROM lp_click_parked").fetchone()[0] == 0
+    landed = db.execute_sql("SELECT offer_id FROM click WHERE lp_clicked_at IS NOT NULL").fetchall()
+    assert [row[0] for row in landed] == [made["offer_ids"][0]] * 5
+    counted = db.execute_sql(
+        f"SELECT SUM(clicks) FROM click_counter WHERE scope = 'offer' AND ref_id = {made['offer_ids'][0]:d}"
+    ).fetchone()[0]
+    assert counted == 5
+    flush_spool(db, b.journal.spool_dir, settings.spool_segment_bytes)  # Nothing more to land.
+    assert db.execute_sql("SELECT SUM(lp_clicks) FROM rollup_campaign_day").fetchone()[0] == 5

@@ -187,7 +187,12 @@ def repeat_of(
             unreadable = True
         elif seen[USER_AGENT] == user_agent:
             return repeat_decision(
-                campaign, seen[SUBID], seen[STREAM_ID], seen[OFFER_ID], seen[LOCATION] or None, seen[LANDER_ID]
+                campaign,
+                seen[SUBID],
+                seen[STREAM_ID],
+                seen[OFFER_ID],
+                seen[LOCATION] or None,
+                seen[LANDER_ID],
             )
     if unreadable and stored_repeat is None:
         stored_repeat = history.landed_repeat(debounce_since, campaign.id, user_agent)
@@ -196,7 +201,9 @@ def repeat_of(
         stream = campaign.streams.get(stream_id) if stream_id is not None else None
         if stream_id is not None and stream is None:
             return None  # The stream is gone: route afresh as a new click.
-        if lander_id is not None and stream is not None:  # Sent to a lander: there again (its LP click may have landed since).
+        if (
+            lander_id is not None and stream is not None
+        ):  # Sent to a lander: there again (its LP click may have landed since).
             lander = next((x for x in stream.landers if x.lander_id == lander_id), None)
             if lander is None:
                 return None  # The lander is no longer the stream's: route afresh as a new click.
@@ -220,6 +227,16 @@ def repeat_decision(
     stream = campaign.streams.get(stream_id) if stream_id is not None else None
     answer, body = answer_for(campaign, stream, location)
     return Decision(
-        subid, answer, location, body, campaign.id, stream_id, offer_id, True, False, False, False,
+        subid,
+        answer,
+        location,
+        body,
+        campaign.id,
+        stream_id,
+        offer_id,
+        True,
+        False,
+        False,
+        False,
         lander_id=lander_id,
     )

@@ -112,7 +112,9 @@ def look_up(
     return Lookups(subject, devices, bots, geo, visit.bot_signals)
 
 
-def stored_lookups(record: list, devices: UserAgentParser, bots: BotDetector, now: float) -> tuple[Visit, Lookups]:
+def stored_lookups(
+    record: list, devices: UserAgentParser, bots: BotDetector, now: float
+) -> tuple[Visit, Lookups]:
     """(visit, lookups) of a click already made, from its record (models/clicks/record.py: a journal
     line's or its row's): what the LP click renders the offer's macros with. Its device is parsed here
     only if a macro asks and the flusher has not filled it in yet."""

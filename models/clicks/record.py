@@ -113,7 +113,16 @@ PREVIOUS_FIELD_COUNT = len(LINE_COLUMNS) - 2
 PREVIOUS_KEYED_FIELD_COUNT = PREVIOUS_FIELD_COUNT + 1
 LEGACY_FIELD_COUNT = PREVIOUS_FIELD_COUNT - len(ROUTING_COLUMNS)
 _INT_COLUMNS = frozenset(
-    {"ua_hash", "created_at", "campaign_id", "stream_id", "offer_id", "lander_id", "is_bot", *HEAD_COLUMNS[3:]}
+    {
+        "ua_hash",
+        "created_at",
+        "campaign_id",
+        "stream_id",
+        "offer_id",
+        "lander_id",
+        "is_bot",
+        *HEAD_COLUMNS[3:],
+    }
 )
 _NULLABLE_INT_COLUMNS = frozenset({"stream_id", "offer_id", "lander_id"})
 # A line's fields in record order (JOURNAL_COLUMNS, then location), and which need parsing.
@@ -255,9 +264,9 @@ def line_tail(
     stream = "" if stream_id is None else stream_id
     offer = "" if offer_id is None else offer_id
     lander = "" if lander_id is None else lander_id
-    return f"{subid}\t{campaign_id}\t{stream}\t{offer}\t{lander}\t{cost!r}\t{int(is_bot)}\t{joined}\t{domain}".encode(
-        "utf-8", "replace"
-    )
+    return (
+        f"{subid}\t{campaign_id}\t{stream}\t{offer}\t{lander}\t{cost!r}\t{int(is_bot)}\t{joined}\t{domain}"
+    ).encode("utf-8", "replace")
 
 
 def encode_line(

@@ -72,7 +72,6 @@ from models.errors import LannerError
 from models.lookups.bots import BotDetector
 from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 from models.reporting.costs import ClickCosts
-from models.reporting.dimensions import DIMENSIONS
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
 from models.store.database import write_tx
@@ -726,15 +725,19 @@ def _flush_spool(
                 zones.increments(connection, ((r[STREAM_ID], r[OFFER_ID], r[CREATED_AT]) for r in landed)),
             )
             rollups.add_clicks(landed)
+            lp_landed = []
             if lp_clicks:
                 # After the batch's clicks: a click's line precedes its LP click's in the journal.
-                lp_landed = store.land_lp_clicks(lp_clicks)
+                lp_landed = store.land_lp_clicks(lp_clicks, int(time.time() * 1000))
+            if landed:  # Cluster mode: an LP click parked on another node's click that may be here now.
+                lp_landed += store.land_parked_lp_clicks()
+            if lp_landed:
                 add_to_counters(
                     connection,
-                    zones.increments(connection, ((None, offer, at) for at, offer, _ in lp_landed)),
+                    zones.increments(connection, ((None, offer, at) for at, offer, *_ in lp_landed)),
                 )
-                for _, offer_id, row in lp_landed:
-                    rollups.add_lp_click(row[: len(DIMENSIONS) + 1], row[len(DIMENSIONS) + 1 :], offer_id)
+                for _, offer_id, key, metrics, conversions in lp_landed:
+                    rollups.add_lp_click(key, metrics, offer_id, conversions)
                 result.lp_clicks += len(lp_landed)
             rollups.apply(connection)
             new_offset = offset + sum(len(line) for line in lines)

@@ -127,6 +127,9 @@ class LpClick:
     is_repeat: bool  # The subid's LP click was recorded before: its offer again, nothing written.
 
 
+_NOT_STORED = object()  # No click row has the subid (None: the database could not be asked).
+
+
 class _NoHistory:
     """An LP click's offer rotation sees no earlier offers (weights alone, as a new visitor's)."""
 
@@ -195,6 +198,11 @@ class ClickTracker:
         with read_tx(db):
             self.counters.load(self.conn, int(now * 1000))
             start = read_position(db, spool_dir)
+        # Unflushed clicks sent to a lander (subid -> journal position) and LP clicks (subid ->
+        # (position, offer_id, location)), every worker's, in journal order: pruned as they land.
+        # Made before the journal, which fills them as it reads the lines.
+        self._lander_clicks: dict[str, tuple[int, int]] = {}
+        self._lp_clicks: dict[str, tuple[tuple[int, int], int | None, str]] = {}
         self.journal = Journal(
             spool_dir, segment_bytes, start, self._remember_line, lambda: read_position(db, spool_dir)
         )
@@ -210,10 +218,6 @@ class ClickTracker:
         # Held clicks' records read back for a repeat, by journal position: a visitor who keeps
         # clicking within debounce is answered from here, not by reading and parsing its line again.
         self._repeated: dict[int, list] = {}
-        # Unflushed clicks sent to a lander (subid -> journal position) and LP clicks (subid ->
-        # (position, offer_id, location)), every worker's, in journal order: pruned as they land.
-        self._lander_clicks: dict[str, tuple[int, int]] = {}
-        self._lp_clicks: dict[str, tuple[tuple[int, int], int | None, str]] = {}
 
     def close(self) -> None:
         self.journal.close()
@@ -422,7 +426,11 @@ class ClickTracker:
         lander = None
         if decision.lander_id is not None:
             stream = self.campaigns_by_id[decision.campaign_id].streams.get(decision.stream_id)
-            lander = next((x for x in stream.landers if x.lander_id == decision.lander_id), None) if stream else None
+            lander = (
+                next((x for x in stream.landers if x.lander_id == decision.lander_id), None)
+                if stream
+                else None
+            )
         return Simulation(decision, subject, trace, bot_reason, lander)
 
     def _track(
@@ -520,6 +528,8 @@ class ClickTracker:
         if tail is not None:
             if shared_flags is not None:  # Only now, its line written, may other nodes answer its subid.
                 self.shared.publish()
+                if decision.lander_id is not None:  # Its LP click may come in on another node.
+                    self.shared.share_click_line(decision.subid, line)
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
             if decision.lander_id is not None:
                 self._lander_clicks[decision.subid] = position
@@ -707,8 +717,11 @@ class ClickTracker:
             record = self._held_lander_record(subid, position)
         if record is None:
             row = self._database_answers(now, lambda: self._stored_lander_click(subid))
-            if row is None:
-                return None
+            if row is None or row is _NOT_STORED:
+                record = self._shared_lander_record(subid)
+                if record is None:
+                    return None
+                row = (record, None)
             record, lp_clicked_at = row
             if lp_clicked_at is not None and done is None:
                 campaign = self.campaigns_by_id.get(record[CAMPAIGN_ID])
@@ -735,7 +748,17 @@ class ClickTracker:
             location = self._offer_location(campaign, record, offer_id, now)
             if location is None:
                 return LpClick(subid, campaign.id, None, None, False)  # Nowhere to go: nothing recorded.
-            position = journal.append(encode_lp_line(subid, now_ms, offer_id, location))
+            if self.shared is not None:  # Cluster mode: another node's LP click for it may have been first.
+                first = self.shared.claim_lp(subid, offer_id, location)
+                if first is not None and first is not False:
+                    return LpClick(subid, campaign.id, first[0], first[1] or None, True)
+                claimed = first is None
+            try:
+                position = journal.append(encode_lp_line(subid, now_ms, offer_id, location))
+            except OSError:
+                if self.shared is not None and claimed:
+                    self.shared.release_lp(subid)
+                raise
         finally:
             journal.unlock()
         self._lp_clicks[subid] = (position, offer_id, location)
@@ -755,15 +778,30 @@ class ClickTracker:
             return None
         return record if record[0] == subid else None
 
-    def _stored_lander_click(self, subid: str) -> tuple[list, int | None] | None:
-        """(record, lp_clicked_at) of a landed click, or None; by the unique subid index."""
+    def _stored_lander_click(self, subid: str):
+        """(record, lp_clicked_at) of a landed click, or _NOT_STORED; by the unique subid index."""
         with read_tx(self.db):
             row = ClickStore(self.conn).lander_click(subid)
         if row is None:
-            return None
+            return _NOT_STORED
         return list(row[:-1]), row[-1]
 
-    def _offer_location(self, campaign: CampaignConfig | None, record: list, offer_id: int | None, now: float):
+    def _shared_lander_record(self, subid: str) -> list | None:
+        """Cluster mode: the record of a click another node sent to a lander and has not landed yet."""
+        if self.shared is None:
+            return None
+        line = self.shared.shared_click_line(subid)
+        if line is None:
+            return None
+        try:
+            record = decode_line(line)
+        except ValueError:
+            return None
+        return record if record[0] == subid else None
+
+    def _offer_location(
+        self, campaign: CampaignConfig | None, record: list, offer_id: int | None, now: float
+    ):
         """The URL of the offer chosen at the LP click, rendered with the click's macro values; the
         campaign's default when the stream (or the offer) is gone or has none now."""
         if campaign is None:

@@ -30,6 +30,17 @@ Caps and uniqueness stay in the script: a cap must refuse before the line exists
 then cannot be written (`forget_last`: a full disk) gives back its cap increments (DECR of those that
 still exist); a node killed between the two leaves them one high, under the cap, never over.
 
+**The LP click's first wins** (models/clicks/tracker.py `lp_click`): `lp:{subid}` holds the answer of the
+click's first LP click (its offer and Location), set with `SET NX GET` before its line is written; a node
+that finds it there answers the same and writes nothing. It is claimed before the line, unlike a click's
+decision: a node killed in between leaves an answer no line backs, and the visitor's retry gets that
+offer with the LP click unrecorded (the rarer loss, against two offers for one click). A line that then
+cannot be written (a full disk) gives the claim back. It expires after LP_CLAIM_MS: by then the LP click
+has landed on its row, which every node reads. A click sent to a lander also leaves its journal line at
+`lpclick:{subid}` (sent with its decision, after the line), so a node whose visitor's LP click comes in
+before the click's node has landed it finds the click there; that LP line may then land first, and waits
+in `lp_click_parked` for its click (models/clicks/spool.py).
+
 Every key carries the prefix (LANNER_REDIS_PREFIX) and all but the total cap counters expire (debounce
 after debounce, uniqueness after its window, a day's counter two days after it), so memory is bounded by
 the visitors of a window. When Redis cannot be reached or answers late (LANNER_REDIS_TIMEOUT), `click`
@@ -63,6 +74,7 @@ RETRY_AFTER = 1.0  # Seconds a node goes on alone after Redis failed, before the
 DEBOUNCE_MARGIN_MS = 1000
 DAY_KEY_MS = 3 * 86_400_000  # A day's cap counter outlives its day (any timezone) and a late seeder.
 SEPARATOR = "\x1f"  # Between a stored decision's fields: never in a subid, an id or a URL.
+LP_CLAIM_MS = 3_600_000  # How long the first LP click's answer is kept (its line lands within seconds).
 
 # KEYS: debounce, unique global, unique campaign, unique stream, then the cap counters.
 # ARGV: debounce ms, global window ms, campaign window ms, has stream (0/1),
@@ -293,6 +305,57 @@ class SharedState:
                 self.client.eval(UNCOUNT, len(caps), *caps)
             except redis.RedisError:
                 pass  # Redis left meanwhile: the counters stay one high, under their caps, never over.
+
+    def claim_lp(
+        self, subid: str, offer_id: int | None, location: str
+    ) -> tuple[int | None, str] | None | bool:
+        """Make this the first LP click of `subid` across the nodes (see the module docstring): None when
+        it is (write its line), (offer_id, location) of the first when another node's was, False when
+        Redis cannot answer now (the node decides alone, from its journal and the database)."""
+        if not self.should_ask:
+            self.alone_clicks += 1
+            return False
+        value = f"{'' if offer_id is None else offer_id}{SEPARATOR}{location}"
+        try:
+            first = self.client.set(f"{self.prefix}lp:{subid}", value, nx=True, px=LP_CLAIM_MS, get=True)
+        except redis.RedisError as error:
+            self._fail(error)
+            return False
+        if self.is_degraded:
+            self._recover()
+        if first is None:
+            return None
+        offer, _, location = first.decode("utf-8", "replace").partition(SEPARATOR)
+        return (int(offer) if offer.isdigit() else None), location
+
+    def share_click_line(self, subid: str, line: bytes) -> None:
+        """A click sent to a lander has its line in the journal: leave it for the other nodes' LP clicks
+        (sent without waiting, like `publish`, right after it)."""
+        if self.is_degraded:
+            return
+        try:
+            self.connection.send_command("SET", f"{self.prefix}lpclick:{subid}", line, "PX", LP_CLAIM_MS)
+            self.unread += 1
+        except redis.RedisError:
+            self._disconnect()
+
+    def shared_click_line(self, subid: str) -> bytes | None:
+        """The journal line of a click another node sent to a lander, until it expires; None if none
+        (or Redis cannot answer now)."""
+        if not self.should_ask:
+            return None
+        try:
+            return self.client.get(f"{self.prefix}lpclick:{subid}")
+        except redis.RedisError as error:
+            self._fail(error)
+            return None
+
+    def release_lp(self, subid: str) -> None:
+        """The LP click claimed got no line after all (a full disk): the next one may be the first."""
+        try:
+            self.client.delete(f"{self.prefix}lp:{subid}")
+        except redis.RedisError:
+            pass  # Its answer stays until it expires: a retry gets that offer, unrecorded.
 
     def _cap_key(self, cap: Cap) -> str:
         return f"{self.prefix}cap:{cap.scope}:{cap.ref}:{'total' if cap.day is None else cap.day}"

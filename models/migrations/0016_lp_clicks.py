@@ -5,6 +5,8 @@ which the domains objects read. `lp_views` (clicks sent to a lander) and `lp_cli
 lander's link to the offer was followed, models/clicks/tracker.py `lp_click`) on every rollup table,
 so reports keep LP views, LP clicks and LP CTR exact without reading raw clicks. Every column has a
 constant default: instant on any size (no click before 0015 was sent to a lander, so 0 is exact).
+`lp_click_parked`: in cluster mode an LP click may land before its click (another node's spool): it
+waits here, and lands on the click with the batch that brings the click (models/clicks/spool.py).
 """
 
 ROLLUP_TABLES = (
@@ -18,6 +20,13 @@ ROLLUP_TABLES = (
 
 STATEMENTS = (
     "ALTER TABLE click ADD COLUMN domain TEXT NOT NULL DEFAULT ''",
+    """
+CREATE TABLE lp_click_parked (
+    subid TEXT NOT NULL PRIMARY KEY,
+    offer_id {int},
+    clicked_at {int} NOT NULL,
+    parked_at {int} NOT NULL
+)""",
     *(
         f"ALTER TABLE {table} ADD COLUMN {metric} {{int}} NOT NULL DEFAULT 0"
         for table in ROLLUP_TABLES

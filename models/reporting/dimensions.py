@@ -52,7 +52,8 @@ DIMENSIONS = (
 # lp_views: clicks sent to a lander; lp_clicks: those whose lander's link to the offer was followed
 # (migration 0016; an LP click moves its click from offer 0 to the offer chosen then, rollups.py).
 CLICK_METRICS = (
-    "clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost", "lp_views", "lp_clicks",
+    "clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost",
+    "lp_views", "lp_clicks",
 )  # fmt: skip
 LP_METRICS = ("lp_views", "lp_clicks")
 CONVERSION_METRICS = (

@@ -46,7 +46,6 @@ from models.reporting.dimensions import (
     DIMENSION_COLUMNS,
     DIMENSIONS,
     HOUR_MS,
-    ID_GROUPS,
     METRICS,
     NAMED_GROUPS,
 )

@@ -111,19 +111,36 @@ class RollupDelta:
             self._add(
                 record[_CREATED_AT],
                 _key(record[position] for position in _DIMENSION_POSITIONS),
-                (1, unique_global, unique_campaign, unique_stream, is_bot, cost, lp_view, 0, *_NO_CONVERSIONS),
+                (
+                    1,
+                    unique_global,
+                    unique_campaign,
+                    unique_stream,
+                    is_bot,
+                    cost,
+                    lp_view,
+                    0,
+                    *_NO_CONVERSIONS,
+                ),
             )
 
-    def add_lp_click(self, click_key: tuple, click_metrics: tuple, offer_id: int | None) -> None:
-        """An LP click: its click (`click_key` as RollupStore.lp_click_key returns it, `click_metrics`
-        its unique flags, bot flag and cost) moves from no offer to the offer chosen at the LP click,
-        with one LP click more; an LP view either way."""
+    def add_lp_click(
+        self, click_key: tuple, click_metrics: tuple, offer_id: int | None, conversions: Iterable[tuple] = ()
+    ) -> None:
+        """An LP click: its click (`click_key`: created_at and DIMENSIONS, no offer; `click_metrics` its
+        unique flags, bot flag and cost) moves from no offer to the offer chosen at the LP click, with one
+        LP click more (an LP view either way), and its `conversions` (status, report_payout, cost) with it."""
         created_at, key = click_key[0], _key(click_key[1:])
         metrics = (1, *click_metrics, 1)
         self._add(created_at, key, (*(-value for value in metrics), 0, *_NO_CONVERSIONS))
         moved = list(key)
         moved[_OFFER] = offer_id or 0
-        self._add(created_at, tuple(moved), (*metrics, 1, *_NO_CONVERSIONS))
+        moved = tuple(moved)
+        self._add(created_at, moved, (*metrics, 1, *_NO_CONVERSIONS))
+        for status, payout, cost in conversions:
+            counted = conversion_metrics(status, payout or 0.0, cost or 0.0)
+            self._add(created_at, key, (*_NO_CLICKS, *(-value for value in counted)))
+            self._add(created_at, moved, (*_NO_CLICKS, *counted))
 
     def add_click_cost(self, click_key: tuple, cost_change: float) -> None:
         """`click_key` as RollupStore.click_key returns it."""

@@ -298,7 +298,13 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
         by_id = {}
         for stream in streams.get(campaign.id, []):
             config = _stream_config(
-                stream, campaign, tz, links.get(stream.id, []), offers_by_id, macros, lander_links.get(stream.id, [])
+                stream,
+                campaign,
+                tz,
+                links.get(stream.id, []),
+                offers_by_id,
+                macros,
+                lander_links.get(stream.id, []),
             )
             if config is not None:
                 by_type.setdefault(config.type, []).append(config)

@@ -29,7 +29,15 @@ from urllib.parse import urlsplit
 
 from models.errors import LannerError
 
-__all__ = ["LANDER_MACROS", "MACRO_NAMES", "MacroError", "UrlTemplate", "compile_url", "rename_macros", "saved_url"]
+__all__ = [
+    "LANDER_MACROS",
+    "MACRO_NAMES",
+    "MacroError",
+    "UrlTemplate",
+    "compile_url",
+    "rename_macros",
+    "saved_url",
+]
 
 
 class MacroError(LannerError, ValueError):

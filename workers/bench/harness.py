@@ -649,10 +649,13 @@ def reconcile_funnels(database: Path, subids: list[str]) -> tuple[int, int, dict
         rows, rollups, counted = connection.execute(SQL_LP_TOTALS, (LANDER_ALIAS,)).fetchone()
     finally:
         connection.close()
-    return lost, duplicated, {"lp_clicks_landed": rows, "lp_clicks_in_rollups": rollups, "lp_offer_count": counted}
+    totals = {"lp_clicks_landed": rows, "lp_clicks_in_rollups": rollups, "lp_offer_count": counted}
+    return lost, duplicated, totals
 
 
-def reconcile_subids(database: Path | str, subids: list[str], *, sql: str = SQL_FIND_SUBIDS) -> tuple[int, int]:
+def reconcile_subids(
+    database: Path | str, subids: list[str], *, sql: str = SQL_FIND_SUBIDS
+) -> tuple[int, int]:
     """(lost, duplicated): 302 subids missing from the click table, and subids answered twice.
 
     A subid twice in k6's log means two distinct requests got the same Location (every request has
@@ -823,8 +826,9 @@ def ensure_lander_campaign(env: dict[str, str], database_path: Path) -> None:
         pass
     offers = [
         run_lanner(
-            env, "offer", "create", f"Bench lander offer {n}", "--url", f"https://lp-offer{n}.example/?click={{subid}}"
-        ).strip()
+            env, "offer", "create", f"Bench lander offer {n}",
+            "--url", f"https://lp-offer{n}.example/?click={{subid}}",
+        ).strip()  # fmt: skip
         for n in range(2)
     ]
     run_lanner(env, "campaign", "create", "Bench lander", "--alias", LANDER_ALIAS, "--offer-id", offers[0])

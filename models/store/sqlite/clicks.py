@@ -63,22 +63,65 @@ class ClickStore(Store):
         "UPDATE click SET offer_id = ?, lp_clicked_at = ? "
         "WHERE subid = ? AND lander_id IS NOT NULL AND lp_clicked_at IS NULL "
         f"RETURNING created_at, {', '.join('NULL' if d == 'offer_id' else d for d in DIMENSIONS)}, "
-        "is_unique_global, is_unique_campaign, is_unique_stream, is_bot, cost"
+        "is_unique_global, is_unique_campaign, is_unique_stream, is_bot, cost, id"
+    )
+    # The click's conversions (a postback before its LP click: rare) move to the offer with it; by the
+    # (campaign_id, click_created_at) index, a conversion keeping its own copy of its click's offer.
+    SQL_MOVE_CONVERSIONS = (
+        "UPDATE conversion SET offer_id = ? WHERE campaign_id = ? AND click_created_at = ? AND click_id = ? "
+        "RETURNING status, report_payout, cost"
     )
     # A click as the LP click reads it (models/clicks/tracker.py lp_click): the journal's record, then
     # when its LP click landed; by the unique subid index.
     SQL_LANDER_CLICK = f"SELECT {', '.join(JOURNAL_COLUMNS)}, lp_clicked_at FROM click WHERE subid = ?"
+    SQL_CLICK_EXISTS = "SELECT 1 FROM click WHERE subid = ?"
+    # An LP click whose click has not landed (cluster mode: it is in another node's spool) waits here.
+    SQL_PARK_LP_CLICK = (
+        "INSERT INTO lp_click_parked (subid, offer_id, clicked_at, parked_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (subid) DO NOTHING"
+    )
+    SQL_PARKED_LP_CLICKS = "SELECT subid, clicked_at, offer_id FROM lp_click_parked ORDER BY subid LIMIT 1000"
+    SQL_UNPARK_LP_CLICK = "DELETE FROM lp_click_parked WHERE subid = ?"
 
     __slots__ = ()
 
-    def land_lp_clicks(self, lp_clicks: list[tuple[str, int, int | None]]) -> list[tuple[int, int | None, tuple]]:
+    def land_lp_clicks(self, lp_clicks: list[tuple[str, int, int | None]], now_ms: int) -> list[tuple]:
         """Set (subid, clicked_at, offer_id) on their clicks, each only if its LP click has not landed
-        yet; return (clicked_at, offer_id, the click's rollup key and metrics) of the ones that did."""
+        yet; return (clicked_at, offer_id, the click's rollup key, its metrics, its conversions
+        (status, report_payout, cost)) of the ones that did. One
+        whose click is not in the table yet is parked until it is (`land_parked_lp_clicks`)."""
         landed = []
         for subid, clicked_at, offer_id in lp_clicks:
             row = fetch_one(self.conn, self.SQL_LAND_LP_CLICK, (offer_id, clicked_at, subid))
             if row is not None:
-                landed.append((clicked_at, offer_id, tuple(row)))
+                landed.append(self._landed_lp(clicked_at, offer_id, row))
+            elif fetch_one(self.conn, self.SQL_CLICK_EXISTS, (subid,)) is None:
+                self.conn.execute(self.SQL_PARK_LP_CLICK, (subid, offer_id, clicked_at, now_ms)).close()
+        return landed
+
+    def _landed_lp(self, clicked_at: int, offer_id: int | None, row: tuple) -> tuple:
+        """(clicked_at, offer_id, the click's rollup key, its click metrics, its conversions moved)."""
+        *values, click_id = row
+        width = len(DIMENSIONS) + 1
+        key = tuple(values[:width])
+        cursor = self.conn.execute(self.SQL_MOVE_CONVERSIONS, (offer_id, key[1], key[0], click_id))
+        try:
+            conversions = cursor.fetchall()
+        finally:
+            cursor.close()
+        return clicked_at, offer_id, key, tuple(values[width:]), conversions
+
+    def land_parked_lp_clicks(self) -> list[tuple]:
+        """Land the parked LP clicks whose clicks have landed since (as land_lp_clicks returns them)."""
+        parked = self.conn.execute(self.SQL_PARKED_LP_CLICKS).fetchall()
+        landed = []
+        for subid, clicked_at, offer_id in parked:
+            row = fetch_one(self.conn, self.SQL_LAND_LP_CLICK, (offer_id, clicked_at, subid))
+            if row is not None:
+                landed.append(self._landed_lp(clicked_at, offer_id, row))
+            elif fetch_one(self.conn, self.SQL_CLICK_EXISTS, (subid,)) is None:
+                continue  # Its click has still not landed.
+            self.conn.execute(self.SQL_UNPARK_LP_CLICK, (subid,)).close()
         return landed
 
     def lander_click(self, subid: str) -> tuple | None:

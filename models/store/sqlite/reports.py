@@ -49,7 +49,6 @@ def click_sums(money_sum, *, lp: bool = True) -> str:
     )
 
 
-
 def conversion_sums(money_sum) -> str:
     """A raw conversion piece's sums in CONVERSION_METRICS order, money summed with `money_sum`."""
     # CASE WHEN, not SUM(cv.status = 'lead'): PostgreSQL's comparison is a boolean, which SUM refuses.
@@ -146,9 +145,10 @@ class PieceSql:
 
     def raw_clicks(self, start: int, end: int) -> tuple[str, list]:
         where, params = self.where("c.", "c.created_at", start, end)
+        sums = self.CLICK_SUMS if self.lp else self.CLICK_SUMS_WITHOUT_LP
         select = self._select("c.", "c.created_at")
         sql = (
-            f"SELECT {', '.join(select + [self.CLICK_SUMS if self.lp else self.CLICK_SUMS_WITHOUT_LP, _ZERO_CONVERSIONS])} FROM click AS c "
+            f"SELECT {', '.join(select + [sums, _ZERO_CONVERSIONS])} FROM click AS c "
             f"WHERE {' AND '.join(where)}{self._group_by()}"
         )
         return sql, params

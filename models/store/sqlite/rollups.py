@@ -31,7 +31,9 @@ def _upsert_sql(table: str, dimensions: tuple[str, ...], metrics: tuple[str, ...
     )
 
 
-def select_click_rollup(width: int, positions: tuple[int, ...], money_sum=float_sum, *, lp: bool = True) -> str:
+def select_click_rollup(
+    width: int, positions: tuple[int, ...], money_sum=float_sum, *, lp: bool = True
+) -> str:
     """`lp`: with migration 0016's LP metrics (a database before it has neither them nor 0015's columns)."""
     names = [DIMENSIONS[i] for i in positions]
     dims = ", ".join(f"COALESCE({d}, 0)" if d in ("stream_id", "offer_id") else d for d in names)
