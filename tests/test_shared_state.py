@@ -425,9 +425,9 @@ def test_the_first_lp_click_wins_over_two_nodes_and_the_other_writes_nothing(db,
     from models.clicks.spool import flush_spool
 
     offers = [{"url": f"https://o{n}.example/?c={{subid}}"} for n in range(6)]
-    lander_campaign(db, "lp", [{"url": "https://lp.example/?c={subid}&go={offer}"}], offers=offers)
+    lander_campaign(db, "funnel", [{"url": "https://lp.example/?c={subid}&go={offer}"}], offers=offers)
     a, b = named_node("a"), named_node("b")
-    subids = [a.track(a.campaign("lp"), visit(n)).subid for n in range(12)]
+    subids = [a.track(a.campaign("funnel"), visit(n)).subid for n in range(12)]
     flush_spool(db, a.journal.spool_dir, settings.spool_segment_bytes)
     clock.advance(1)
     for subid in subids:
