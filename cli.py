@@ -899,15 +899,20 @@ def campaign() -> None:
 @click.option("--offer-id", type=int, help="Or send to an existing offer.")
 @click.option("--rotation", type=click.Choice(choices.ROTATIONS), default="position", show_default=True)
 @click.option("--uniqueness-hours", type=float, default=24.0, show_default=True)
+@click.option(
+    "--lander", "landers", multiple=True, help="NAME or NAME:WEIGHT: its stream's visitors see it first (repeatable)."
+)
 @campaign_options
 @pass_context
-def campaign_create(ctx: Context, name: str, alias: str, **options: Any) -> None:
-    """Create a campaign with one stream to one offer; prints the campaign URL path."""
+def campaign_create(ctx: Context, name: str, alias: str, landers: tuple[str, ...], **options: Any) -> None:
+    """Create a campaign with one stream to one offer (behind its landers, if given); prints the campaign
+    URL path, with its traffic source's parameters."""
     from models.admin.services import create_campaign
 
     owner_id(ctx, options)
-    created = create_campaign(ctx.db, name, alias, **options)
-    click.echo(f"/{created.alias}")
+    ctx.db
+    created = create_campaign(ctx.db, name, alias, landers=stream_landers(landers) or (), **options)
+    click.echo(campaign_fields(created)["source_url"])
 
 
 @campaign.command("list")

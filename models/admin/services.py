@@ -393,10 +393,12 @@ def create_campaign(
     offer_id: int | None = None,
     rotation: str = "position",
     uniqueness_hours: float = 24.0,
+    landers: list[tuple[int, int]] = (),
     actor: Principal = CLI,
     **options: Any,
 ) -> Campaign:
-    """A campaign with one regular stream to one offer (a new offer from `offer_url`, or `offer_id`).
+    """A campaign with one regular stream to one offer (a new offer from `offer_url`, or `offer_id`),
+    behind `landers` [(lander_id, weight)] if given.
 
     `options`: timezone, bind_visitor, default_action, default_payload, owner_id, source (a traffic
     source's name or id; see update_campaign; the owner is by default the actor's user: nobody for the
@@ -430,6 +432,8 @@ def create_campaign(
             record_change(db, actor, "offer", offer.id, "create", None, _fields(offer))
         stream = Stream.create(campaign=campaign, name="Default", type="regular", position=1)
         StreamOffer.create(stream=stream, offer=offer, weight=100)
+        if landers:
+            _set_stream_landers(db, actor, stream, list(landers))
         record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
         sync_postback_target(db, campaign, source_of(campaign), actor)
         MetaStore(db.connection()).bump_config_version()
