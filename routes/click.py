@@ -1,5 +1,9 @@
 """`GET /<alias>`: the campaign URL. Parses the visit at the edge and answers the tracker's decision.
 
+`GET /` on a domain that parks a campaign (models/routing/domains.py) is a click of that campaign.
+Once any domain exists, a campaign URL on a host that is no domain, or not one of the campaign's
+domains, is answered as an unknown campaign (the fallback).
+
 `HEAD /<alias>` is answered like GET (same status and Location, no body) and counted as a bot's click:
 link checkers and unfurlers send HEAD to see where a link goes; a person's browser never does.
 """
@@ -22,6 +26,7 @@ from models.clicks.tracker import ClickTracker
 from models.clicks.visit import Visit
 from models.lookups.bots import request_signals
 from models.lookups.iplist import IpList
+from models.routing.domains import host_of
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
 MAX_USER_AGENT = 1000
@@ -150,6 +155,24 @@ class ClickResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response, alias: str) -> None:
         resp.set_header("Cache-Control", "no-store")
         campaign = self.tracker.campaign(alias)
+        if campaign is not None and self.tracker.domains.roots:  # PERF: no domains, nothing to check.
+            host = host_of(req.env.get("HTTP_HOST", ""))
+            if not self.tracker.domain_map(host).allows(host, campaign.id):
+                campaign = None
+        self._click(req, resp, campaign)
+
+    def on_get_root(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """`GET /`: the campaign the Host's domain parks there; without domains, 404 as always."""
+        resp.set_header("Cache-Control", "no-store")
+        host = host_of(req.env.get("HTTP_HOST", ""))
+        domains = self.tracker.domain_map(host)
+        if not domains.roots:
+            raise falcon.HTTPNotFound()
+        campaign_id = domains.roots.get(host)
+        campaign = self.tracker.campaigns_by_id.get(campaign_id) if campaign_id else None
+        self._click(req, resp, campaign)
+
+    def _click(self, req: falcon.Request, resp: falcon.Response, campaign) -> None:
         if campaign is None:
             if self.fallback_url:
                 resp.status = falcon.HTTP_302
@@ -175,6 +198,7 @@ class ClickResource:
 
     # The visit's bot signals say "head" (VisitParser): routed like any bot, stored as one.
     on_head = on_get
+    on_head_root = on_get_root
 
 
 class VisitParser:

@@ -14,7 +14,7 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
     names = ["0001_initial", "0002_routing", "0003_conversions", "0004_rollups", "0005_visitor_key",
              "0006_postback_refusals", "0007_currencies", "0008_accounts", "0009_panel_sessions",
              "0010_user_timezone", "0011_country_rollups", "0012_spool_nodes",
-             "0013_traffic_sources", "0014_networks", "0015_landers"]  # fmt: skip
+             "0013_traffic_sources", "0014_networks", "0015_landers", "0018_domains"]  # fmt: skip
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr
     applied = run_lanner(env, "db", "migrate", "--to", "0004_rollups").stdout

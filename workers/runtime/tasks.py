@@ -302,6 +302,8 @@ def cluster_wide(huey: Huey, settings: Settings) -> Callable[[str, float], Calla
 # The sweeps of the node's own files (DATA_DIR/geo, the crawler ranges): on every node, not once.
 GEO_SCHEDULE = crontab(hour="4", minute="41")
 BOT_RANGES_SCHEDULE = crontab(hour="4", minute="53")
+# The host whose nginx serves the domains (it has their certificates: models/ops/certs.py).
+RENEW_SCHEDULE = crontab(hour="3", minute="29")
 
 
 def node_jobs(settings: Settings) -> list[tuple]:
@@ -414,6 +416,29 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         huey.update_geo_data = update_geo_data_task
         huey.update_bot_ranges = update_bot_ranges
 
+    @huey.task(name="get_certificate")
+    def get_certificate(domain_id: int) -> None:
+        """A domain added or changed in the panel or the API: its certificate (certbot, minutes at worst)."""
+        from models.ops.certs import CertError, secure_domain
+
+        try:
+            secure_domain(db, settings, domain_id)
+        except CertError as exc:
+            logger.warning("domain %s: %s", domain_id, exc)
+
+    @huey.periodic_task(RENEW_SCHEDULE, name="renew_certificates")
+    def renew_certificates_task() -> None:
+        """Daily `certbot renew` (due at 30 days left); a renewed certificate reloads nginx."""
+        from models.ops.certs import CertError, renew_due
+
+        try:
+            renewed = renew_due(settings)
+        except CertError as exc:
+            logger.warning("certificates not renewed: %s", exc)
+            return
+        if renewed:
+            logger.info("certificates renewed: %s", ", ".join(renewed))
+
     @huey.on_startup()
     def connect_db() -> None:
         db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
@@ -423,6 +448,8 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
     huey.run_deferred_steps = run_deferred_steps
     huey.prune_postback_log = prune_postback_log_task
     huey.refresh_exchange_rates = refresh_exchange_rates
+    huey.get_certificate = get_certificate
+    huey.renew_certificates = renew_certificates_task
 
 
 def run_consumer(settings: Settings) -> None:

@@ -1,0 +1,107 @@
+"""Domains as objects: the `lanner domain` commands, and routing by Host on a real `lanner serve`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from conftest import request, wait_until
+
+
+def offer(alias: str) -> str:
+    return f"https://offer.example/{alias}?c={{subid}}"
+
+
+def test_domains_are_added_listed_changed_and_removed(lanner):
+    lanner("campaign", "create", "One", "--alias", "one", "--offer-url", offer("one"))
+    added = lanner("domain", "add", "Track.Example.COM.", "--campaign", "one", "--no-https").stdout
+    assert "Domain track.example.com added" in added
+    lanner("domain", "add", "go.example.org", "--no-https")
+    listed = json.loads(lanner("domain", "list", "--json").stdout)
+    assert [(d["name"], d["root_campaign"], d["https"]) for d in listed] == [
+        ("go.example.org", None, False),
+        ("track.example.com", "one", False),
+    ]
+    rows = list(csv.DictReader(io.StringIO(lanner("domain", "list", "--csv").stdout)))
+    assert rows[1]["url"] == "http://track.example.com/" and rows[1]["cert_state"] == "none"
+    lanner("domain", "update", "track.example.com", "--campaign", "")
+    shown = json.loads(lanner("domain", "show", "TRACK.example.com", "--json").stdout)
+    assert shown["root_campaign"] is None
+    # A campaign restricted to domains shows its URL on the first.
+    lanner("domain", "campaign", "one", "go.example.org", "track.example.com")
+    campaign = json.loads(lanner("campaign", "show", "one", "--json").stdout)
+    assert campaign["url"] == "http://go.example.org/one"
+    assert campaign["domains"] == ["go.example.org", "track.example.com"]
+    lanner("domain", "remove", "go.example.org")
+    campaign = json.loads(lanner("campaign", "show", "one", "--json").stdout)
+    assert campaign["url"] == "http://track.example.com/one"
+    assert [d["name"] for d in json.loads(lanner("domain", "list", "--json").stdout)] == ["track.example.com"]
+
+
+def test_bad_domains_are_refused_in_one_sentence(lanner):
+    lanner("domain", "add", "a.example.com", "--no-https")
+    for name, message in [
+        ("not a domain", "is not a domain name"),
+        ("localhost", "is not a domain name"),
+        ("10.0.0.1", "is not a domain name"),
+        ("x-.example.com", "is not a domain name"),
+        ("A.example.com", "already exists"),
+    ]:
+        result = lanner("domain", "add", name, "--no-https", check=False)
+        assert result.returncode == 1 and message in result.stderr, (name, result.stderr)
+        assert "Traceback" not in result.stderr
+    missing = lanner("domain", "show", "b.example.com", check=False)
+    assert missing.returncode == 1 and "There is no domain 'b.example.com'" in missing.stderr
+    parked = lanner("domain", "update", "a.example.com", "--campaign", "nope", check=False)
+    assert parked.returncode == 1 and "nope" in parked.stderr
+
+
+def test_https_without_a_rendered_site_says_what_to_do(lanner):
+    result = lanner("domain", "add", "secure.example.com", check=False)
+    assert result.returncode == 1 and "lanner nginx site -o PATH" in result.stderr
+    # The domain is kept: `lanner domain cert` gets the certificate once the site is there.
+    assert json.loads(lanner("domain", "show", "secure.example.com", "--json").stdout)["https"] is True
+
+
+def get(port: int, path: str, host: str) -> tuple[int, str]:
+    status, headers, _ = request(port, path, {"Host": host, "User-Agent": "Mozilla/5.0 domains"})
+    return status, headers.get("location", "")
+
+
+def test_hosts_route_campaigns_once_a_domain_exists(lanner, start_server):
+    for alias in ("one", "two"):
+        lanner("campaign", "create", alias, "--alias", alias, "--offer-url", offer(alias))
+    port = start_server(workers=1).port
+    # No domain: every host answers every campaign, and `/` is nothing.
+    assert get(port, "/one", "anything.example.net")[1].startswith("https://offer.example/one")
+    assert get(port, "/", "anything.example.net")[0] == 404
+
+    lanner("domain", "add", "d1.example.com", "--campaign", "one", "--no-https")
+    lanner("domain", "add", "d2.example.com", "--no-https")
+    lanner("domain", "campaign", "two", "d2.example.com")
+    # A host the worker does not know yet makes it look for a change at once.
+    status, location = get(port, "/", "D1.example.com:8080")
+    assert status == 302 and location.startswith("https://offer.example/one"), (status, location)
+    assert get(port, "/one", "d2.example.com")[1].startswith("https://offer.example/one")  # Any domain.
+    assert get(port, "/two", "d2.example.com")[1].startswith("https://offer.example/two")
+    assert get(port, "/two", "d1.example.com")[0] == 404  # Not one of its domains.
+    assert get(port, "/one", "unknown.example.net")[0] == 404  # Not a domain.
+    assert get(port, "/", "d2.example.com")[0] == 404  # Nothing parked.
+    assert get(port, "/healthz", "unknown.example.net")[0] == 200  # Health (and postbacks): any host.
+
+    lanner("domain", "update", "d1.example.com", "--status", "archived")
+    lanner("domain", "remove", "d2.example.com")
+    # No active domain left (and `two`'s only one gone): every host answers every campaign again.
+    wait_until(lambda: get(port, "/two", "unknown.example.net")[0] == 302, 10, "the domains' removal")
+    assert get(port, "/", "d1.example.com")[0] == 404
+
+
+def test_unknown_hosts_get_the_fallback(lanner, start_server):
+    lanner("campaign", "create", "one", "--alias", "one", "--offer-url", offer("one"))
+    lanner("domain", "add", "d1.example.com", "--no-https")
+    port = start_server(workers=1, LANNER_FALLBACK_URL="https://fallback.example/").port
+    assert get(port, "/one", "d1.example.com")[1].startswith("https://offer.example/one")
+    assert get(port, "/one", "elsewhere.example.net") == (302, "https://fallback.example/")
+    assert get(port, "/", "elsewhere.example.net") == (302, "https://fallback.example/")
+    assert get(port, "/", "d1.example.com") == (302, "https://fallback.example/")  # Nothing parked.
