@@ -578,9 +578,9 @@ def _domain_row(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def _secure(ctx: Context, ref: str | int) -> None:
-    """Get the domain's certificate and serve it (models/ops/certs.py); certbot's failure is the exit."""
+    """Get the domain's certificate and serve it (workers/ops/certs.py); certbot's failure is the exit."""
     from models.admin.domains import domain_fields
-    from models.ops.certs import CertError, secure_domain
+    from workers.ops.certs import CertError, secure_domain
 
     try:
         secured = secure_domain(ctx.db, ctx.settings, ref)
@@ -661,7 +661,7 @@ def domain_update(ctx: Context, ref: str, **changes: Any) -> None:
 def domain_remove(ctx: Context, ref: str) -> None:
     """Remove a domain (its certificate stays in certbot's directory); the site is rendered again."""
     from models.admin.domains import remove_domain
-    from models.ops.certs import CertError, render_recorded_site
+    from workers.ops.certs import CertError, render_recorded_site
 
     removed = remove_domain(ctx.db, ref)
     click.echo(f"Domain {removed.name} removed.")
@@ -684,7 +684,7 @@ def domain_cert(ctx: Context, ref: str) -> None:
 @pass_context
 def domain_renew(ctx: Context, force: bool) -> None:
     """Renew the certificates due (`lanner worker` does it daily); nginx reloads for a renewed one."""
-    from models.ops.certs import renew_due
+    from workers.ops.certs import renew_due
 
     ctx.db
     renewed = renew_due(ctx.settings, force=force)
@@ -2659,7 +2659,7 @@ def nginx_site(
     """Render the server blocks that proxy campaign URLs, postbacks and the API to Lanner (one box, or
     several nodes: one --upstream and --admin-upstream each), with HTTPS for each domain that has a
     certificate (`lanner domain`; read from the database once it is migrated)."""
-    from models.ops.certs import record_site
+    from workers.ops.certs import record_site
     from workers.ops.nginx import SiteOptions, render_site
 
     if len(upstreams) > 1:  # Cluster mode: the nodes' own settings are not this host's.
@@ -2684,7 +2684,7 @@ def _site_domains(ctx: Context) -> tuple:
     """The domains the site serves; none before the database exists or is migrated (a first install
     renders the site before anything else)."""
     from models.migrations.runner import schema_is_current
-    from models.ops.certs import site_domains
+    from workers.ops.certs import site_domains
     from models.store.database import open_database
 
     if not ctx.settings.uses_postgres and not ctx.settings.database_path.exists():

@@ -1,6 +1,6 @@
 """Domains: add, change, list and remove the host names campaigns are served on, park a campaign at a
 domain's root, restrict a campaign to some domains. The library the CLI, the admin API and the panel
-call; certificates are models/ops/certs.py's.
+call; certificates are workers/ops/certs.py's.
 
 Every change runs in one transaction that writes its audit entry (entity `domain`) and bumps
 `config_version`: web workers reload the domain map with the campaigns (models/routing/domains.py).
@@ -115,7 +115,7 @@ def create_domain(
     redirect_http: bool = False,
     actor: Principal = CLI,
 ) -> Domain:
-    """A domain (no certificate yet: models/ops/certs.py gets it); `campaign` is parked at its root."""
+    """A domain (no certificate yet: workers/ops/certs.py gets it); `campaign` is parked at its root."""
     fields = {
         "name": check_name(name),
         "root_campaign_id": _root_campaign(campaign),

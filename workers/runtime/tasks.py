@@ -302,7 +302,7 @@ def cluster_wide(huey: Huey, settings: Settings) -> Callable[[str, float], Calla
 # The sweeps of the node's own files (DATA_DIR/geo, the crawler ranges): on every node, not once.
 GEO_SCHEDULE = crontab(hour="4", minute="41")
 BOT_RANGES_SCHEDULE = crontab(hour="4", minute="53")
-# The host whose nginx serves the domains (it has their certificates: models/ops/certs.py).
+# The host whose nginx serves the domains (it has their certificates: workers/ops/certs.py).
 RENEW_SCHEDULE = crontab(hour="3", minute="29")
 
 
@@ -419,7 +419,7 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
     @huey.task(name="get_certificate")
     def get_certificate(domain_id: int) -> None:
         """A domain added or changed in the panel or the API: its certificate (certbot, minutes at worst)."""
-        from models.ops.certs import CertError, secure_domain
+        from workers.ops.certs import CertError, secure_domain
 
         try:
             secure_domain(db, settings, domain_id)
@@ -429,7 +429,7 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
     @huey.periodic_task(RENEW_SCHEDULE, name="renew_certificates")
     def renew_certificates_task() -> None:
         """Daily `certbot renew` (due at 30 days left); a renewed certificate reloads nginx."""
-        from models.ops.certs import CertError, renew_due
+        from workers.ops.certs import CertError, renew_due
 
         try:
             renewed = renew_due(settings)
