@@ -100,7 +100,10 @@ def renew_certificates(settings: Settings, *, force: bool = False) -> list[str]:
     from models.admin.domains import list_domains, record_certificate
     from models.store.database import db
 
-    args = ["renew", "--deploy-hook", settings.nginx_reload, *(["--force-renewal"] if force else [])]
+    # certbot sleeps up to 8 minutes before a renewal it was not asked for at a terminal (spreading
+    # the load on Let's Encrypt): the schedule is spread instead (workers/runtime/tasks.py).
+    args = ["renew", "--deploy-hook", settings.nginx_reload, "--no-random-sleep-on-renew"]
+    args += ["--force-renewal"] if force else []
     result = _certbot(settings, args)
     renewed = []
     for domain in list_domains():

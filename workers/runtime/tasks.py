@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -302,8 +303,13 @@ def cluster_wide(huey: Huey, settings: Settings) -> Callable[[str, float], Calla
 # The sweeps of the node's own files (DATA_DIR/geo, the crawler ranges): on every node, not once.
 GEO_SCHEDULE = crontab(hour="4", minute="41")
 BOT_RANGES_SCHEDULE = crontab(hour="4", minute="53")
-# The host whose nginx serves the domains (it has their certificates: workers/ops/certs.py).
-RENEW_SCHEDULE = crontab(hour="3", minute="29")
+
+
+def renew_schedule(settings: Settings) -> Callable:
+    """Daily, at a time of night of this install's own (from its data directory and node name): ACME
+    servers ask their clients not to renew all at the same minute."""
+    spread = zlib.crc32(f"{settings.node_id}:{settings.data_dir}".encode())
+    return crontab(hour=str(2 + spread % 3), minute=str(spread // 3 % 60))
 
 
 def node_jobs(settings: Settings) -> list[tuple]:
@@ -426,9 +432,10 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         except CertError as exc:
             logger.warning("domain %s: %s", domain_id, exc)
 
-    @huey.periodic_task(RENEW_SCHEDULE, name="renew_certificates")
+    @huey.periodic_task(renew_schedule(settings), name="renew_certificates")
     def renew_certificates_task() -> None:
-        """Daily `certbot renew` (due at 30 days left); a renewed certificate reloads nginx."""
+        """Daily `certbot renew` (due at 30 days left) on the host whose nginx serves the domains (it has
+        their certificates: workers/ops/certs.py); a renewed certificate reloads nginx."""
         from workers.ops.certs import CertError, renew_due
 
         try:
