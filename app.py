@@ -79,6 +79,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     app.add_route("/{alias}/postback", PostbackResource(desk))
     app.add_route("/px/conversion", ConversionPixelResource(desk))
     app.add_route("/px/click/{alias}", ClickPixelResource(tracker, clicks.visit))
+    app.add_route("/lp/click", clicks.lp_clicks)
     app.add_route("/{alias}", clicks)
     app.add_route("/", clicks, suffix="root")  # A domain's parked campaign (models/routing/domains.py).
     app.add_error_handler(Exception, handle_unexpected)

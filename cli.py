@@ -1428,6 +1428,11 @@ def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: 
         f"decision: stream {decision['stream_id']}, offer {decision['offer_id']}, "
         f"answer {decision['answer']}, route {decision['route']!r}"
     )
+    if decision["lander_id"] is not None:
+        click.echo(
+            f"lander: {decision['lander_name']} ({decision['lander_kind']}, id {decision['lander_id']}); "
+            "the offer is chosen when the visitor clicks through to it (the LP click)"
+        )
     click.echo(f"location: {decision['location']}")
 
 
@@ -2048,7 +2053,7 @@ def postback_test(url: str, method: str, status: str, payout: float, as_json: bo
     "-g",
     "groups",
     multiple=True,
-    help="day, hour, campaign, stream, offer, network, source, country, device, "
+    help="day, hour, campaign, stream, offer, network, lander, source, country, device, "
     "os, browser, language, sub_id_N, referrer_domain, or a traffic source's parameter name (zoneid) "
     "(repeatable: nested levels). Default: campaign.",
 )
@@ -2070,7 +2075,8 @@ def report_command(
     fmt: str,
     **options: Any,
 ) -> None:  # fmt: skip
-    """Clicks, conversions, revenue, cost, profit and ROI, grouped and filtered (default: last 30 days)."""
+    """Clicks, conversions, revenue, cost, profit and ROI, LP views, LP clicks and LP CTR, grouped and
+    filtered (default: last 30 days)."""
     from models.reporting.reports import ReportQuery, parse_filters, run_report
 
     ctx.db
@@ -2849,6 +2855,8 @@ def spool_flush_command(ctx: Context, batch_size: int, data_dir: Path | None) ->
     click.echo(
         f"Inserted {result.inserted}, already present {result.duplicates}, rejected {result.rejected}."
     )
+    if result.lp_clicks:
+        click.echo(f"LP clicks {result.lp_clicks} landed on their clicks.")
     if landed.settled:
         click.echo(
             f"Matched {landed.settled} parked postback(s) to their clicks; "

@@ -4,6 +4,11 @@
 Once any domain exists, a campaign URL on a host that is no domain, or not one of the campaign's
 domains, is answered as an unknown campaign (the fallback).
 
+`GET /lp/click?subid=SUBID` (and Keitaro's `GET /<alias>?_lp=1[&_subid=SUBID]`): the LP click, the
+visitor following a lander's link to the offer (models/clicks/tracker.py `lp_click`). The subid comes
+from the query, else the `lanner_subid` cookie set with the redirect to the lander, else the
+Referer's `subid`/`_subid` (the lander's own URL).
+
 `HEAD /<alias>` is answered like GET (same status and Location, no body) and counted as a bot's click:
 link checkers and unfurlers send HEAD to see where a link goes; a person's browser never does.
 """
@@ -12,15 +17,16 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import socket
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import falcon
 from falcon.uri import parse_query_string
 
 from models.choices import SUB_ID_SLOTS
 from models.clicks.decision import Decision
-from models.clicks.record import MAX_COST
+from models.clicks.record import MAX_COST, host_domain
 from models.clicks.refusals import SpoolUnwritable
 from models.clicks.tracker import ClickTracker
 from models.clicks.visit import Visit
@@ -36,6 +42,9 @@ LOCATION_SAFE = "!#$%&'()*+,/:;=?@[]~"  # URL delimiters and escapes: kept as th
 NOT_A_CLICK_DESTINATIONS = frozenset({"image", "script", "style", "font", "audio", "video", "track"})
 MAX_CACHED_SOURCES = 256  # Campaigns' source mappings a worker keeps resolved (VisitParser).
 SPOOL_FULL_RETRY_AFTER = 60  # Seconds, in the 503 of a click refused because the spool is unwritable.
+SUBID_COOKIE = "lanner_subid"  # Set with the redirect to a lander: its LP click needs no parameter.
+_HOST_PATTERN = re.compile(r"[0-9A-Za-z.\-:\[\]]{1,260}")  # What a lander's {offer} may put as its host.
+MAX_SUBID_PARAM = 64  # A subid is 17 characters; a longer value is not one.
 
 
 def sub_id_params(aliases: dict[str, int]) -> dict[str, int]:
@@ -95,6 +104,14 @@ class ClientAddress:
         self.environ_key = "HTTP_" + header.upper().replace("-", "_")
         self.is_unix_socket = is_unix_socket
 
+    def is_https(self, environ: dict) -> bool:
+        """Over TLS: to us, or to the trusted proxy in front (its X-Forwarded-Proto)."""
+        if environ.get("wsgi.url_scheme") == "https":
+            return True
+        if self.is_unix_socket or environ.get("REMOTE_ADDR", "") in self.trusted:
+            return environ.get("HTTP_X_FORWARDED_PROTO", "").strip().lower() == "https"
+        return False
+
     def __call__(self, environ: dict) -> str:
         peer = environ.get("REMOTE_ADDR", "")
         if self.is_unix_socket or peer in self.trusted:
@@ -151,9 +168,15 @@ class ClickResource:
         self.visit = VisitParser(client_address, sub_id_aliases, max_click_cost)
         self.fallback_url = fallback_url
         self.is_spool_full_fallback = spool_full_answer == "fallback"
+        self.lp_clicks = LpClickResource(tracker, fallback_url, spool_full_answer)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, alias: str) -> None:
         resp.set_header("Cache-Control", "no-store")
+        if "_lp=" in req.env.get("QUERY_STRING", ""):  # PERF: a substring test; parsed only then.
+            params = parse_query_string(req.env["QUERY_STRING"], keep_blank=False, csv=False)
+            if _param(params.get("_lp", "")) == "1":
+                self.lp_clicks.on_get(req, resp)
+                return
         campaign = self.tracker.campaign(alias)
         if campaign is not None and self.tracker.domains.roots:  # PERF: no domains, nothing to check.
             host = host_of(req.env.get("HTTP_HOST", ""))
@@ -194,11 +217,75 @@ class ClickResource:
             resp.status = falcon.HTTP_302
             resp.set_header("Location", self.fallback_url)
             return
+        if decision.lander_id is not None:
+            # A local lander on the tracker's domain reads no parameter: its LP click has the cookie.
+            resp.append_header(
+                "Set-Cookie",
+                f"{SUBID_COOKIE}={decision.subid}; Path=/; Max-Age={campaign.uniqueness_ms // 1000}; "
+                "SameSite=Lax; HttpOnly",
+            )
         answer(resp, decision)
 
     # The visit's bot signals say "head" (VisitParser): routed like any bot, stored as one.
     on_head = on_get
     on_head_root = on_get_root
+
+
+def lp_subid(req: falcon.Request) -> str:
+    """The LP click's subid: the query's `subid` (`_subid` in Keitaro's form), else the cookie set with
+    the redirect to the lander, else the Referer's (the lander's URL); "" if none."""
+    for name in ("subid", "_subid"):
+        value = req.get_param(name)
+        if value:
+            return value[:MAX_SUBID_PARAM]
+    value = req.cookies.get(SUBID_COOKIE)
+    if value:
+        return (value[0] if isinstance(value, list) else value)[:MAX_SUBID_PARAM]
+    referrer = req.env.get("HTTP_REFERER", "")
+    if "subid=" in referrer:
+        query = parse_qs(urlsplit(referrer[:MAX_REFERRER]).query)
+        for name in ("subid", "_subid"):
+            if query.get(name):
+                return query[name][0][:MAX_SUBID_PARAM]
+    return ""
+
+
+class LpClickResource:
+    """`GET /lp/click`: the LP click. The offer chosen now is recorded before the 302 (see the module doc)."""
+
+    def __init__(self, tracker: ClickTracker, fallback_url: str, spool_full_answer: str = "503") -> None:
+        self.tracker = tracker
+        self.fallback_url = fallback_url
+        self.is_spool_full_fallback = spool_full_answer == "fallback"
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.set_header("Cache-Control", "no-store")
+        subid = lp_subid(req)
+        if not subid:
+            raise falcon.HTTPBadRequest(
+                title="No subid", description="An LP click needs the subid of its click (?subid=...)."
+            )
+        try:
+            lp = self.tracker.lp_click(subid)
+        except SpoolUnwritable:
+            if not self.is_spool_full_fallback:
+                raise spool_unwritable() from None
+            lp = None
+        if lp is None or lp.location is None:
+            if self.fallback_url:
+                resp.status = falcon.HTTP_302
+                resp.set_header("Location", self.fallback_url)
+                return
+            if lp is None:
+                raise falcon.HTTPNotFound(
+                    title="Unknown click", description="No click sent to a lander has this subid."
+                )
+            raise falcon.HTTPNotFound(title="No offer", description="This campaign has nothing to show here.")
+        resp.status = falcon.HTTP_302
+        location = lp.location
+        if not location.isascii():
+            location = quote(location, safe=LOCATION_SAFE)
+        resp.set_header("Location", location)
 
 
 class VisitParser:
@@ -234,6 +321,12 @@ class VisitParser:
             accept_language=_text(environ.get("HTTP_ACCEPT_LANGUAGE", ""), MAX_VALUE),
             bot_signals=request_signals(environ),
         )
+        host = environ.get("HTTP_HOST")
+        if host:
+            visit.domain = host_domain(host)
+            if _HOST_PATTERN.fullmatch(host):
+                visit.host = host
+            visit.is_https = self.client_address.is_https(environ)
         query = environ.get("QUERY_STRING")
         if query:
             params = parse_query_string(query, keep_blank=False, csv=False)

@@ -14,7 +14,8 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
     names = ["0001_initial", "0002_routing", "0003_conversions", "0004_rollups", "0005_visitor_key",
              "0006_postback_refusals", "0007_currencies", "0008_accounts", "0009_panel_sessions",
              "0010_user_timezone", "0011_country_rollups", "0012_spool_nodes",
-             "0013_traffic_sources", "0014_networks", "0015_landers", "0018_domains"]  # fmt: skip
+             "0013_traffic_sources", "0014_networks", "0015_landers", "0016_lp_clicks",
+             "0018_domains"]  # fmt: skip
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr
     applied = run_lanner(env, "db", "migrate", "--to", "0004_rollups").stdout
@@ -196,7 +197,7 @@ def test_spool_status_and_flush(lanner, settings):
     lanner("campaign", "create", "S", "--alias", "s", "--offer-url", "https://o.example/")
     with open(settings.spool_dir / "clicks.00000001.log", "ab") as journal:
         for n in range(3):
-            tail = line_tail(new_subid(), 1, 1, 1, 0.0, False, [f"UA {n}", "", "", "", *[""] * 30, ""])
+            tail = line_tail(new_subid(), 1, 1, 1, 0.0, False, [f"UA {n}", "", "", "", *[""] * 39, ""])
             journal.write(encode_line("192.0.2.1", n, 1_800_000_000_000 + n, (1, 1, 1), tail))
     status = json.loads(lanner("spool", "status", "--json").stdout)[0]
     assert status["pending_clicks"] == 3

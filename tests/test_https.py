@@ -182,8 +182,10 @@ def test_clicks_over_https_on_two_domains_and_renewal(https_front, lanner, db, s
     assert status == 302 and headers["location"].startswith("https://offer.example/two?c=")
     assert ("DNS", D2) in cert["subjectAltName"]
     lanner("spool", "flush")
-    stored = db.execute_sql("SELECT c.alias FROM click k JOIN campaign c ON c.id = k.campaign_id ORDER BY k.id")
-    assert [row[0] for row in stored.fetchall()] == ["one", "two"]
+    stored = db.execute_sql(
+        "SELECT c.alias, k.domain FROM click k JOIN campaign c ON c.id = k.campaign_id ORDER BY k.id"
+    )
+    assert [tuple(row) for row in stored.fetchall()] == [("one", D1), ("two", D2)]
 
     # Plain HTTP: D1 redirects to HTTPS (the challenge path excepted), D2 still answers the click.
     status, headers, _ = request(http_port, "/one?sub1=x", {"Host": D1})

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from peewee import Database
 
-from models.clicks.record import peek_line
+from models.clicks.record import is_lp_line, peek_line
 from models.clicks.spool import list_segments, read_position, segment_path
 
 HEAD_BYTES = 4096  # Enough for a line's head (ip, ua_hash, created_at).
@@ -32,7 +32,10 @@ def backlog_age(db: Database, spool_dir: Path, now: float) -> float | None:
     if not head:
         return 0.0
     try:
-        created_at = peek_line(head)[2]
+        if is_lp_line(head):  # An LP click's line: its clicked_at, third too.
+            created_at = int(head.split(b"\t", 3)[2])
+        else:
+            created_at = peek_line(head)[2]
     except ValueError:
         return None
     return max(0.0, now - created_at / 1000)

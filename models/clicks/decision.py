@@ -1,7 +1,10 @@
 """A click's decision: its subid, what the visitor gets (a 302, a redirect page, a page, a 404) and where.
 
 The visitor's URL is the chosen offer's (or stream's, or campaign default's) template rendered with
-the click's macro values; a click repeated within debounce gets its earlier decision back.
+the click's macro values; a click repeated within debounce gets its earlier decision back. A click
+routed to a lander goes there instead: a remote lander's URL template rendered the same way (its
+`{offer}` is the absolute URL of the click's LP click), a local one's folder on the tracker itself
+(`/landers/<folder>/?subid=...`); the offer's URL is rendered at the LP click (`lp_location`).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from models.clicks.record import LOCATION, OFFER_ID, STREAM_ID, SUBID, USER_AGENT
+from models.clicks.record import LANDER_ID, LOCATION, OFFER_ID, STREAM_ID, SUBID, USER_AGENT
 from models.routing.router import Route
 from models.tables.click import SUB_ID_COLUMNS
 
@@ -41,6 +44,10 @@ class Decision:
     is_unique_stream: bool
     is_bot: bool = False
     route: str = ""
+    lander_id: int | None = None  # Sent to this lander: the offer (offer_id None) comes at its LP click.
+
+
+LP_CLICK_PATH = "/lp/click"  # The LP click's URL on the tracker (routes/click.py LpClickResource).
 
 
 class MacroValues:
@@ -87,9 +94,18 @@ _MACRO_GETTERS: dict[str, Callable[[MacroValues], str]] = {
     "os": lambda v: v.device().os,
     "browser": lambda v: v.device().browser,
     "language": lambda v: v.subject.languages[0] if v.subject.languages else "",
+    "offer": lambda v: lp_click_url(v.visit, v.subid),
     # Macro names are the column names.
     **{column: _sub_id_getter(index) for index, column in enumerate(SUB_ID_COLUMNS)},
 }
+
+
+def lp_click_url(visit: Visit, subid: str) -> str:
+    """The absolute URL of the click's LP click, on the host the click came in on (relative without one)."""
+    path = f"{LP_CLICK_PATH}?subid={subid}"
+    if not visit.host:
+        return path
+    return f"{'https' if visit.is_https else 'http'}://{visit.host}{path}"
 
 
 def decide(route: Route, subid: str, visit: Visit, lookups: Lookups, now: float) -> Decision:
@@ -100,16 +116,23 @@ def decide(route: Route, subid: str, visit: Visit, lookups: Lookups, now: float)
     location = render_location(route, subid, visit, lookups, now)
     campaign, stream, offer = route.campaign, route.stream, route.offer
     answer, body = answer_for(campaign, stream, location)
+    lander = route.lander
     return Decision(
         subid, answer, location, body, campaign.id, stream.id if stream else None,
         offer.offer_id if offer else None, False, False, False, False, lookups.subject.is_bot, route.summary,
+        lander.lander_id if lander else None,
     )  # fmt: skip
 
 
 def render_location(route: Route, subid: str, visit: Visit, lookups: Lookups, now: float) -> str | None:
-    """The visitor's URL: the offer's, the stream's or the campaign default's template rendered."""
-    campaign, stream, offer = route.campaign, route.stream, route.offer
-    if stream is None:
+    """The visitor's URL: the lander's, or the offer's, the stream's or the campaign default's
+    template rendered."""
+    campaign, stream, offer, lander = route.campaign, route.stream, route.offer, route.lander
+    if lander is not None:
+        if lander.template is None:  # Local: its files on the tracker (the cookie names the click too).
+            return f"/landers/{lander.folder}/?subid={subid}"
+        template = lander.template
+    elif stream is None:
         template = campaign.default_redirect
     else:
         template = offer.template if offer else stream.redirect
@@ -164,27 +187,39 @@ def repeat_of(
             unreadable = True
         elif seen[USER_AGENT] == user_agent:
             return repeat_decision(
-                campaign, seen[SUBID], seen[STREAM_ID], seen[OFFER_ID], seen[LOCATION] or None
+                campaign, seen[SUBID], seen[STREAM_ID], seen[OFFER_ID], seen[LOCATION] or None, seen[LANDER_ID]
             )
     if unreadable and stored_repeat is None:
         stored_repeat = history.landed_repeat(debounce_since, campaign.id, user_agent)
     if stored_repeat is not None:
-        subid, stream_id, offer_id, _ = stored_repeat
+        subid, stream_id, offer_id, _, lander_id = stored_repeat
         stream = campaign.streams.get(stream_id) if stream_id is not None else None
         if stream_id is not None and stream is None:
             return None  # The stream is gone: route afresh as a new click.
-        offer = stream.offer(offer_id) if stream is not None else None
-        location = render_location(Route(campaign, stream, offer), subid, visit, lookups, now)
-        return repeat_decision(campaign, subid, stream_id, offer_id, location)
+        if lander_id is not None and stream is not None:  # Sent to a lander: there again (its LP click may have landed since).
+            lander = next((x for x in stream.landers if x.lander_id == lander_id), None)
+            if lander is None:
+                return None  # The lander is no longer the stream's: route afresh as a new click.
+            route = Route(campaign, stream, None, [], lander)
+        else:
+            route = Route(campaign, stream, stream.offer(offer_id) if stream is not None else None)
+        location = render_location(route, subid, visit, lookups, now)
+        return repeat_decision(campaign, subid, stream_id, offer_id, location, lander_id)
     return None
 
 
 def repeat_decision(
-    campaign: CampaignConfig, subid: str, stream_id: int | None, offer_id: int | None, location: str | None
+    campaign: CampaignConfig,
+    subid: str,
+    stream_id: int | None,
+    offer_id: int | None,
+    location: str | None,
+    lander_id: int | None = None,
 ) -> Decision:
     """The earlier click's decision again (its subid and Location), marked as a repeat."""
     stream = campaign.streams.get(stream_id) if stream_id is not None else None
     answer, body = answer_for(campaign, stream, location)
     return Decision(
-        subid, answer, location, body, campaign.id, stream_id, offer_id, True, False, False, False
+        subid, answer, location, body, campaign.id, stream_id, offer_id, True, False, False, False,
+        lander_id=lander_id,
     )

@@ -110,3 +110,47 @@ def look_up(
         seen_in_stream=lambda stream_id: False,
     )
     return Lookups(subject, devices, bots, geo, visit.bot_signals)
+
+
+def stored_lookups(record: list, devices: UserAgentParser, bots: BotDetector, now: float) -> tuple[Visit, Lookups]:
+    """(visit, lookups) of a click already made, from its record (models/clicks/record.py: a journal
+    line's or its row's): what the LP click renders the offer's macros with. Its device is parsed here
+    only if a macro asks and the flusher has not filled it in yet."""
+    from models.clicks.record import CLICK_COLUMNS, IP, IS_BOT, USER_AGENT
+    from models.clicks.visit import Visit
+    from models.tables.click import SUB_ID_COLUMNS
+
+    column = {name: record[position] for position, name in enumerate(CLICK_COLUMNS)}
+    sub_ids = [column[name] or "" for name in SUB_ID_COLUMNS]
+    visit = Visit(
+        ip=record[IP],
+        user_agent=record[USER_AGENT],
+        referrer=column["referrer"],
+        source=column["source"],
+        external_id=column["external_id"],
+        keyword=column["keyword"],
+        cost=column["cost"] or 0.0,
+        sub_ids=sub_ids,
+    )
+    subject = FilterSubject(
+        ip=visit.ip,
+        user_agent=visit.user_agent,
+        referrer=visit.referrer,
+        keyword=visit.keyword,
+        params={},
+        sub_ids=sub_ids,
+        languages=(column["language"],) if column["language"] else (),
+        country=column["country"],
+        region=column["region"],
+        city=column["city"],
+        device_type=column["device_type"],
+        os=column["os"],
+        browser=column["browser"],
+        is_bot=record[IS_BOT] == 1,
+        now=now,
+        is_unique_campaign=False,
+        seen_in_stream=lambda stream_id: False,
+    )
+    lookups = Lookups(subject, devices, bots)
+    lookups.is_bot_known = record[IS_BOT] != -1
+    return visit, lookups

@@ -3,7 +3,8 @@
 A click travels as one line in the spool journal and lands in the `click` table. This module is
 the only place that knows the line's shape:
 
-    ip TAB ua_hash TAB created_at TAB G TAB C TAB S TAB subid TAB campaign_id ... TAB location [TAB key] NL
+    ip TAB ua_hash TAB created_at TAB G TAB C TAB S TAB subid TAB campaign_id TAB stream_id TAB offer_id
+    TAB lander_id ... TAB location TAB domain [TAB key] NL
 
 i.e. the visitor prefix and the three uniqueness flags first (decided under the journal lock),
 then the rest of the columns, then the Location answered (so a debounced repeat served by another
@@ -12,6 +13,14 @@ worker gets exactly the same one; it is not stored in the table). A line whose I
 address's, which the truncated one no longer gives (else every visitor of a /24 with the same
 browser would be one). A line without it is keyed from its ip and ua_hash. Text is UTF-8 with backslash,
 tab, CR and LF escaped, so a newline can only be the terminator; a NULL id is an empty field.
+`lander_id` (the lander the click was sent to, migration 0015) and `domain` (the request's host,
+migration 0016) came in one release: a line of the release before (without them, told by its
+number of fields) still decodes, with no lander and an empty domain.
+
+An LP click (the visitor leaving a lander for the offer, models/clicks/tracker.py `lp_click`) is a
+line of its own in the same journal, told by its first field (never an address):
+
+    lp TAB subid TAB clicked_at TAB offer_id TAB location NL
 PERF: this costs ~3 µs per click where JSON cost ~13 µs, and the tail is built outside the lock.
 """
 
@@ -63,13 +72,17 @@ CLICK_COLUMNS: tuple[str, ...] = (
     *ROUTING_COLUMNS,
 )
 COLUMN_COUNT = len(CLICK_COLUMNS)
+# What a journal line lands in the click table: the generated clicks' columns (workers/bench) and the
+# lander step's (migrations 0015 and 0016), which a journal line carries and a row of CLICK_COLUMNS lacks.
+JOURNAL_COLUMNS: tuple[str, ...] = (*CLICK_COLUMNS, "lander_id", "domain")
 # Positions in a decoded record, used on the hot path without building dicts.
 SUBID, CREATED_AT, CAMPAIGN_ID, STREAM_ID, OFFER_ID, IP, USER_AGENT, UA_HASH = range(8)
 IS_BOT = CLICK_COLUMNS.index("is_bot")
 NOT_CHECKED = -1  # is_bot of a line whose bot check the web worker left to the spool flusher.
 DEVICE_TYPE, OS, BROWSER = (CLICK_COLUMNS.index(column) for column in ("device_type", "os", "browser"))
-LOCATION = COLUMN_COUNT  # The one field past the columns...
-VISITOR_KEY = COLUMN_COUNT + 1  # ...and the visitor key a line carries, or None (see the module doc).
+LANDER_ID, DOMAIN = COLUMN_COUNT, COLUMN_COUNT + 1
+LOCATION = len(JOURNAL_COLUMNS)  # The one field past the columns...
+VISITOR_KEY = LOCATION + 1  # ...and the visitor key a line carries, or None (see the module doc).
 
 HEAD_COLUMNS = ("ip", "ua_hash", "created_at", "is_unique_global", "is_unique_campaign", "is_unique_stream")
 TAIL_COLUMNS = (
@@ -77,6 +90,7 @@ TAIL_COLUMNS = (
     "campaign_id",
     "stream_id",
     "offer_id",
+    "lander_id",
     "cost",
     "is_bot",
     # The text columns, last, so they are escaped in one go.
@@ -87,18 +101,24 @@ TAIL_COLUMNS = (
     *SUB_ID_COLUMNS,
     *ROUTING_COLUMNS,
     "location",
+    "domain",  # Last and never escaped: the edge keeps only a host's characters (routes/click.py).
 )
 LINE_COLUMNS = HEAD_COLUMNS + TAIL_COLUMNS
-# A line written by a worker of the previous release (before ROUTING_COLUMNS) during an upgrade.
-LEGACY_FIELD_COUNT = len(LINE_COLUMNS) - len(ROUTING_COLUMNS)
 KEYED_FIELD_COUNT = len(LINE_COLUMNS) + 1  # An anonymised click's line: its visitor key last.
+# Lines of earlier releases, read during an upgrade (and by a flusher replaying an old spool): the
+# release before the lander step (no lander_id, no domain), keyed or not, and the one before
+# ROUTING_COLUMNS.
+_LANDER_FIELD = LINE_COLUMNS.index("lander_id")
+PREVIOUS_FIELD_COUNT = len(LINE_COLUMNS) - 2
+PREVIOUS_KEYED_FIELD_COUNT = PREVIOUS_FIELD_COUNT + 1
+LEGACY_FIELD_COUNT = PREVIOUS_FIELD_COUNT - len(ROUTING_COLUMNS)
 _INT_COLUMNS = frozenset(
-    {"ua_hash", "created_at", "campaign_id", "stream_id", "offer_id", "is_bot", *HEAD_COLUMNS[3:]}
+    {"ua_hash", "created_at", "campaign_id", "stream_id", "offer_id", "lander_id", "is_bot", *HEAD_COLUMNS[3:]}
 )
-_NULLABLE_INT_COLUMNS = frozenset({"stream_id", "offer_id"})
-# A line's fields in record order (CLICK_COLUMNS, then location), and which need parsing.
-_TO_RECORD = operator.itemgetter(*(LINE_COLUMNS.index(column) for column in (*CLICK_COLUMNS, "location")))
-_NULLABLE_POSITIONS = (STREAM_ID, OFFER_ID)
+_NULLABLE_INT_COLUMNS = frozenset({"stream_id", "offer_id", "lander_id"})
+# A line's fields in record order (JOURNAL_COLUMNS, then location), and which need parsing.
+_TO_RECORD = operator.itemgetter(*(LINE_COLUMNS.index(column) for column in (*JOURNAL_COLUMNS, "location")))
+_NULLABLE_POSITIONS = (STREAM_ID, OFFER_ID, LANDER_ID)
 _COST = CLICK_COLUMNS.index("cost")
 
 # What a journal line may hold. A line that parses but holds a number out of these ranges is
@@ -115,6 +135,7 @@ _RANGES = {
     "campaign_id": (1, MAX_ID),
     "stream_id": (1, MAX_ID),
     "offer_id": (1, MAX_ID),
+    "lander_id": (1, MAX_ID),
     "ua_hash": (0, MAX_UA_HASH),
     "is_unique_global": (0, 1),
     "is_unique_campaign": (0, 1),
@@ -135,6 +156,9 @@ _INT64 = struct.Struct(">q").unpack
 _SUBID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase: sorts as it counts.
 # What new_subid makes: 17 characters of that alphabet.
 SUBID_PATTERN = re.compile(r"^[0-9a-hjkmnp-tv-z]{17}$")
+# A domain a line carries: what host_domain keeps of a Host header.
+_DOMAIN_PATTERN = re.compile(r"[0-9a-z.\-:\[\]]{1,253}")
+MAX_DOMAIN = 253
 _SUBID_PAIRS = tuple(a + b for a in _SUBID_ALPHABET for b in _SUBID_ALPHABET)
 
 
@@ -180,6 +204,21 @@ def new_subid(now_ms: int | None = None) -> str:
     )
 
 
+def host_domain(host: str) -> str:
+    """The domain of a Host header as a click stores it: lowercased, without its port, at most 253
+    characters; "" when absent or not a host name or address (it is never escaped in the line)."""
+    if not host:
+        return ""
+    host = host.strip().lower()
+    if host.startswith("["):  # [IPv6]:port
+        end = host.find("]")
+        host = host[: end + 1] if end > 0 else ""
+    else:
+        host = host.partition(":")[0]
+    host = host[:MAX_DOMAIN]
+    return host if _DOMAIN_PATTERN.fullmatch(host) else ""
+
+
 def _escape(text: str) -> str:
     for special, escaped in _ESCAPES.items():
         text = text.replace(special, escaped)
@@ -201,18 +240,22 @@ def line_tail(
     cost: float,
     is_bot: int,
     texts: list[str],
+    lander_id: int | None = None,
+    domain: str = "",
 ) -> bytes:
     """Everything of a journal line after the head; built before the journal lock is taken.
 
     `texts` are the text columns in TAIL_COLUMNS order: user_agent, referrer, source,
-    external_id, sub_id_1..30, the ROUTING_COLUMNS, location.
+    external_id, sub_id_1..30, the ROUTING_COLUMNS, location. `domain` is the request's host as the
+    edge keeps it (`host_domain`: letters, digits, `.-[]:` only), never escaped.
     """
     joined = "\t".join(texts)
     if "\\" in joined or "\n" in joined or "\r" in joined or joined.count("\t") != len(texts) - 1:
         joined = "\t".join(map(_escape, texts))
     stream = "" if stream_id is None else stream_id
     offer = "" if offer_id is None else offer_id
-    return f"{subid}\t{campaign_id}\t{stream}\t{offer}\t{cost!r}\t{int(is_bot)}\t{joined}".encode(
+    lander = "" if lander_id is None else lander_id
+    return f"{subid}\t{campaign_id}\t{stream}\t{offer}\t{lander}\t{cost!r}\t{int(is_bot)}\t{joined}\t{domain}".encode(
         "utf-8", "replace"
     )
 
@@ -245,9 +288,10 @@ def peek_line(line: bytes) -> tuple[str, int, int]:
     )
 
 
-_PEEK_CAMPAIGN, _PEEK_STREAM, _PEEK_OFFER = (
-    LINE_COLUMNS.index(column) for column in ("campaign_id", "stream_id", "offer_id")
+_PEEK_SUBID, _PEEK_CAMPAIGN, _PEEK_STREAM, _PEEK_OFFER = (
+    LINE_COLUMNS.index(column) for column in ("subid", "campaign_id", "stream_id", "offer_id")
 )
+_KEYED_TABS = (KEYED_FIELD_COUNT - 1, PREVIOUS_KEYED_FIELD_COUNT - 1)
 
 
 def peek_counted(line: bytes) -> tuple[str, int, int, int, int | None, int | None]:
@@ -256,6 +300,10 @@ def peek_counted(line: bytes) -> tuple[str, int, int, int, int | None, int | Non
     fields = line.split(b"\t", _PEEK_OFFER + 1)
     if len(fields) <= _PEEK_OFFER + 1:
         raise ValueError("journal line has too few fields")
+    return _peeked(line, fields)
+
+
+def _peeked(line: bytes, fields: list[bytes]) -> tuple[str, int, int, int, int | None, int | None]:
     stream, offer = fields[_PEEK_STREAM], fields[_PEEK_OFFER]
     return (
         *peek_line(line),
@@ -265,18 +313,27 @@ def peek_counted(line: bytes) -> tuple[str, int, int, int, int | None, int | Non
     )
 
 
-def peek_visitor(line: bytes) -> tuple[int, int, int, int | None, int | None]:
-    """(visitor key, created_at, campaign_id, stream_id, offer_id) of another worker's line, for the
-    recent-visitor index: the key the line carries, else the one of its ip and ua_hash."""
-    ip, visitor_hash, created_at, campaign_id, stream_id, offer_id = peek_counted(line)
+def peek_visitor(line: bytes) -> tuple[int, int, int, int | None, int | None, str | None]:
+    """(visitor key, created_at, campaign_id, stream_id, offer_id, subid of a click sent to a lander
+    else None) of another worker's line, for the recent-visitor index and the held landers' clicks:
+    the key the line carries, else the one of its ip and ua_hash."""
+    fields = line.split(b"\t", _LANDER_FIELD + 1)
+    if len(fields) <= _LANDER_FIELD + 1:
+        raise ValueError("journal line has too few fields")
+    ip, visitor_hash, created_at, campaign_id, stream_id, offer_id = _peeked(line, fields)
+    # PERF: a new line's lander field is empty or an id; the previous release's holds a cost there,
+    # which always has a "." or an "e" (repr of a float): no count of the fields needed.
+    lander = fields[_LANDER_FIELD]
+    subid = fields[_PEEK_SUBID].decode("ascii") if lander and lander.isdigit() else None
     last = line[line.rfind(b"\t") + 1 : -1]
-    # PERF: a location is seldom a number, so most lines are told by that (~0.1 µs); a number is the
-    # key if the tabs (text escapes its own) count one field more than a line without it (~0.3 µs).
-    if last.lstrip(b"-").isdigit() and line.count(b"\t") == KEYED_FIELD_COUNT - 1:
+    # PERF: a domain or a location is seldom a number, so most lines are told by that (~0.1 µs); a
+    # number is the key if the tabs (text escapes its own) count one field more than a line without
+    # it (~0.3 µs).
+    if last.lstrip(b"-").isdigit() and line.count(b"\t") in _KEYED_TABS:
         key = _checked_int(last, "visitor_key")
     else:
         key = visitor_key(ip, visitor_hash)
-    return key, created_at, campaign_id, stream_id, offer_id
+    return key, created_at, campaign_id, stream_id, offer_id, subid
 
 
 def _checked_int(text: bytes | str, column: str) -> int:
@@ -296,7 +353,7 @@ def _checked_ip(ip: str) -> str:
 
 
 def decode_line(line: bytes) -> list:
-    """A journal line as a record: CLICK_COLUMNS values, the location, then the visitor key the line
+    """A journal line as a record: JOURNAL_COLUMNS values, the location, then the visitor key the line
     carries (None for a line keyed from its ip and ua_hash). ValueError if broken."""
     if not line.endswith(b"\n"):
         raise ValueError("journal line without its terminator")
@@ -305,13 +362,20 @@ def decode_line(line: bytes) -> list:
     except UnicodeDecodeError:
         raise ValueError("journal line is not UTF-8") from None
     key = None
-    if len(fields) != len(LINE_COLUMNS):
-        if len(fields) == KEYED_FIELD_COUNT:
+    count = len(fields)
+    if count != len(LINE_COLUMNS):
+        if count == KEYED_FIELD_COUNT:
             key = _checked_int(fields.pop(), "visitor_key")
-        elif len(fields) == LEGACY_FIELD_COUNT:
-            fields[-1:-1] = [""] * len(ROUTING_COLUMNS)
         else:
-            raise ValueError("journal line has the wrong number of fields")
+            if count == PREVIOUS_KEYED_FIELD_COUNT:
+                key = _checked_int(fields.pop(), "visitor_key")
+                count -= 1
+            if count == LEGACY_FIELD_COUNT:
+                fields[-1:-1] = [""] * len(ROUTING_COLUMNS)
+            elif count != PREVIOUS_FIELD_COUNT:
+                raise ValueError("journal line has the wrong number of fields")
+            fields.insert(_LANDER_FIELD, "")  # No lander...
+            fields.append("")  # ...and no domain: the previous release's line.
     if b"\\" in line:
         fields = [_unescape(field) if "\\" in field else field for field in fields]
     record = list(_TO_RECORD(fields))
@@ -321,7 +385,7 @@ def decode_line(line: bytes) -> list:
             raise ValueError(f"journal line's {column} {value} is out of range")
     for position in _NULLABLE_POSITIONS:
         if record[position]:
-            record[position] = _checked_int(record[position], CLICK_COLUMNS[position])
+            record[position] = _checked_int(record[position], JOURNAL_COLUMNS[position])
         else:
             record[position] = None
     cost = record[_COST] = float(record[_COST])
@@ -335,8 +399,43 @@ def decode_line(line: bytes) -> list:
 
 
 def decode_row(line: bytes) -> list:
-    """A journal line as the click table's row: CLICK_COLUMNS values, then the visitor key to store
+    """A journal line as the click table's row: JOURNAL_COLUMNS values, then the visitor key to store
     (None: the store computes it from ip and ua_hash). ValueError if broken."""
     record = decode_line(line)
     del record[LOCATION]  # Answered to the visitor, not stored.
     return record
+
+
+LP_PREFIX = b"lp\t"  # An LP click's line (see the module doc); a click's starts with an address.
+
+
+def is_lp_line(line: bytes) -> bool:
+    return line.startswith(LP_PREFIX)
+
+
+def encode_lp_line(subid: str, clicked_at: int, offer_id: int | None, location: str) -> bytes:
+    """An LP click's journal line: the click's subid, when, the offer chosen and the Location answered
+    (a repeat of the LP click gets exactly that one)."""
+    offer = "" if offer_id is None else offer_id
+    return f"lp\t{subid}\t{clicked_at}\t{offer}\t{_escape(location)}\n".encode("utf-8", "replace")
+
+
+def decode_lp_line(line: bytes) -> tuple[str, int, int | None, str]:
+    """(subid, clicked_at, offer_id or None, location) of an LP click's line; ValueError if broken."""
+    if not line.endswith(b"\n"):
+        raise ValueError("journal line without its terminator")
+    try:
+        fields = line[:-1].decode("utf-8").split("\t")
+    except UnicodeDecodeError:
+        raise ValueError("journal line is not UTF-8") from None
+    if len(fields) != 5 or fields[0] != "lp":
+        raise ValueError("LP click line has the wrong number of fields")
+    _, subid, clicked_at, offer, location = fields
+    if not SUBID_PATTERN.match(subid):
+        raise ValueError(f"LP click line's subid {subid[:40]!r} is not one Lanner makes")
+    return (
+        subid,
+        _checked_int(clicked_at, "created_at"),
+        _checked_int(offer, "offer_id") if offer else None,
+        _unescape(location) if "\\" in location else location,
+    )

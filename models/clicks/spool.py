@@ -26,7 +26,9 @@ Layout under `<data_dir>/spool/`:
 Idempotency: the flusher stores its journal position in its node's `spool_node` row
 (models/clicks/node.py) in the same transaction as the inserted clicks (and their cap counters and
 rollups, models/reporting/rollups.py), and inserts with `ON CONFLICT DO NOTHING` on the unique subid,
-so a flush killed at any point and re-run lands every click exactly once.
+so a flush killed at any point and re-run lands every click exactly once. An LP click's line
+(models/clicks/record.py) lands on its click with `... WHERE lp_clicked_at IS NULL`: once, however
+often it is replayed; its line follows its click's, and a batch lands its clicks before its LP clicks.
 
 fsync policy: workers never fsync (a process crash loses nothing: the data is in the page cache).
 The flusher fsyncs the unflushed segments once a second (`sync_spool`) and deletes sealed segments
@@ -62,12 +64,15 @@ from models.clicks.record import (
     OS,
     STREAM_ID,
     USER_AGENT,
+    decode_lp_line,
     decode_row,
+    is_lp_line,
 )
 from models.errors import LannerError
 from models.lookups.bots import BotDetector
 from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
 from models.reporting.costs import ClickCosts
+from models.reporting.dimensions import DIMENSIONS
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
 from models.store.database import write_tx
@@ -587,6 +592,7 @@ def _restore_held(spool_dir: Path, segment: int, offset: int, fd: int) -> bool:
 class FlushResult:
     inserted: int = 0
     duplicates: int = 0
+    lp_clicks: int = 0  # LP clicks landed on their clicks (models/clicks/tracker.py lp_click).
     rejected: int = 0
     segments_done: int = 0
 
@@ -695,10 +701,14 @@ def _flush_spool(
                 _advance(db, spool_dir, segment, offset, result)
                 continue
             break
-        rows, rejected, reason = [], [], ""
+        rows, lp_clicks, rejected, reason = [], [], [], ""
         for line in lines:
             try:
-                rows.append(decode_row(line))
+                if is_lp_line(line):
+                    subid, clicked_at, offer_id, _ = decode_lp_line(line)
+                    lp_clicks.append((subid, clicked_at, offer_id))
+                else:
+                    rows.append(decode_row(line))
             except ValueError as exc:
                 rejected.append(line)
                 reason = reason or str(exc)
@@ -716,6 +726,16 @@ def _flush_spool(
                 zones.increments(connection, ((r[STREAM_ID], r[OFFER_ID], r[CREATED_AT]) for r in landed)),
             )
             rollups.add_clicks(landed)
+            if lp_clicks:
+                # After the batch's clicks: a click's line precedes its LP click's in the journal.
+                lp_landed = store.land_lp_clicks(lp_clicks)
+                add_to_counters(
+                    connection,
+                    zones.increments(connection, ((None, offer, at) for at, offer, _ in lp_landed)),
+                )
+                for _, offer_id, row in lp_landed:
+                    rollups.add_lp_click(row[: len(DIMENSIONS) + 1], row[len(DIMENSIONS) + 1 :], offer_id)
+                result.lp_clicks += len(lp_landed)
             rollups.apply(connection)
             new_offset = offset + sum(len(line) for line in lines)
             store.set_position(node, segment, new_offset, int(time.time() * 1000))

@@ -20,6 +20,15 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
              the click's decision is published to them only once its line is written.
 
 `lanner simulate` runs the same pipeline with `dry_run`, so what it prints is what a click would get.
+
+The lander step: a click routed to a stream with landers goes to one of them and gets no offer
+(models/routing/router.py); `lp_click` is the visitor following the lander's link to the offer. It
+finds the click (the journal's unflushed lines, any worker's, then the database by its subid),
+chooses the offer from the click's stream as it is now (rotation, caps: the offer counts here), and
+writes an LP line to the journal before its 302, under the same lock and with the same refusal on a
+full disk as a click; the flusher lands it on the click row once. A second LP click for the subid (a
+reload, another worker, after a restart) finds the first one, in the journal or on the row, and
+gets its offer again, writing nothing.
 """
 
 from __future__ import annotations
@@ -34,15 +43,22 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 from peewee import Database
 
 from models.clicks.backlog import backlog_age
-from models.clicks.decision import Decision, decide, repeat_decision, repeat_of
-from models.clicks.enrichment import Lookups, look_up
+from models.clicks.decision import Decision, decide, render_location, repeat_decision, repeat_of
+from models.clicks.enrichment import Lookups, look_up, stored_lookups
 from models.clicks.history import VisitorHistory
 from models.clicks.privacy import anonymized_ip
 from models.clicks.record import (
     CAMPAIGN_ID,
     CREATED_AT,
+    LANDER_ID,
+    LP_PREFIX,
+    OFFER_ID,
+    STREAM_ID,
+    SUBID_PATTERN,
     decode_line,
+    decode_lp_line,
     encode_line,
+    encode_lp_line,
     line_tail,
     new_subid,
     peek_visitor,
@@ -58,12 +74,13 @@ from models.lookups.bots import BotDetector
 from models.lookups.geo import GeoSource
 from models.lookups.useragent import UserAgentParser
 from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
-from models.routing.config import CampaignConfig, load_campaigns
+from models.routing.config import CampaignConfig, LanderChoice, load_campaigns
 from models.routing.domains import DomainMap, load_domains
 from models.routing.filters import FilterSubject
 from models.routing.router import Route, Router, TraceEntry
 from models.store.database import STORE_ERRORS, read_tx
 from models.store.sqlite import hotpath
+from models.store.sqlite.clicks import ClickStore
 from models.store.sqlite.counters import CounterStore
 from models.store.sqlite.meta import MetaStore
 
@@ -101,6 +118,25 @@ DATABASE_RETRY_EVERY = 1.0
 
 
 @dataclass
+class LpClick:
+    """An LP click's answer: the offer chosen (None: the campaign's default) and its URL."""
+
+    subid: str
+    campaign_id: int
+    offer_id: int | None
+    location: str | None  # None: nothing to send the visitor to (then nothing was recorded).
+    is_repeat: bool  # The subid's LP click was recorded before: its offer again, nothing written.
+
+
+class _NoHistory:
+    """An LP click's offer rotation sees no earlier offers (weights alone, as a new visitor's)."""
+
+    @staticmethod
+    def offers_in_stream(stream_id: int) -> set[int]:
+        return set()
+
+
+@dataclass
 class Simulation:
     """`lanner simulate`: the decision a click would get, and how it was reached."""
 
@@ -108,6 +144,7 @@ class Simulation:
     subject: FilterSubject
     trace: list[TraceEntry]
     bot_reason: str | None
+    lander: LanderChoice | None = None  # The lander the click would go to (its offer: at the LP click).
 
 
 class ClickTracker:
@@ -174,6 +211,10 @@ class ClickTracker:
         # Held clicks' records read back for a repeat, by journal position: a visitor who keeps
         # clicking within debounce is answered from here, not by reading and parsing its line again.
         self._repeated: dict[int, list] = {}
+        # Unflushed clicks sent to a lander (subid -> journal position) and LP clicks (subid ->
+        # (position, offer_id, location)), every worker's, in journal order: pruned as they land.
+        self._lander_clicks: dict[str, tuple[int, int]] = {}
+        self._lp_clicks: dict[str, tuple[tuple[int, int], int | None, str]] = {}
 
     def close(self) -> None:
         self.journal.close()
@@ -218,12 +259,27 @@ class ClickTracker:
             return  # Every click is kept (the index spills to disk) until the position can be read.
         self.journal.keep_sealed_safe(flushed)  # Restores a sealed segment deleted before it landed.
         self.index.prune(flushed, self._hot_after_ms(now), int(now * 1000) - SPILL_AFTER_MS)
+        self._prune_landers(flushed)
         if self.shared is not None:
             self.counters.close_bucket((self.journal.segment, self.journal.offset), flushed)
         if self.index.is_spilling:
             self._next_refresh = now + SPILL_EVERY
         if now >= self._next_backlog_check:
             self._warn_of_backlog(now)
+
+    def _prune_landers(self, flushed: tuple[int, int]) -> None:
+        """Forget the lander clicks and LP clicks that have landed (the database has them now)."""
+        clicks, lp_clicks = self._lander_clicks, self._lp_clicks
+        while clicks:
+            subid = next(iter(clicks))
+            if clicks[subid] >= flushed:
+                break
+            del clicks[subid]
+        while lp_clicks:
+            subid = next(iter(lp_clicks))
+            if lp_clicks[subid][0] >= flushed:
+                break
+            del lp_clicks[subid]
 
     def _read_flushed(self) -> tuple[int, int]:
         """The campaigns reloaded if changed, then the flushed position, on the process's connection
@@ -295,12 +351,22 @@ class ClickTracker:
 
     def _remember_line(self, position: tuple[int, int], line: bytes) -> None:
         """Index and count another worker's journal line, parsing only its first fields."""
+        if line.startswith(LP_PREFIX):
+            try:
+                subid, clicked_at, offer_id, location = decode_lp_line(line)
+            except ValueError:
+                return  # Corrupt; the flusher moves it to rejected.log.
+            self._lp_clicks[subid] = (position, offer_id, location)
+            self._count(None, offer_id, clicked_at)
+            return
         try:
-            key, created_at, campaign_id, stream_id, offer_id = peek_visitor(line)
+            key, created_at, campaign_id, stream_id, offer_id, lander_subid = peek_visitor(line)
         except ValueError:
             return  # Not a click line, or a corrupt one; the flusher moves it to rejected.log.
         self.index.add(key, RecentClick(position, created_at, campaign_id, stream_id, offer_id))
         self._count(stream_id, offer_id, created_at)
+        if lander_subid is not None:
+            self._lander_clicks[lander_subid] = position
 
     def _held_record(self, click: RecentClick) -> list | None:
         """The held click's record, read back from the journal; None once its segment is gone."""
@@ -345,7 +411,11 @@ class ClickTracker:
         """The decision for `visit` with a trace of every stream and filter; nothing is stored."""
         trace: list[TraceEntry] = []
         decision, subject, bot_reason = self._track(campaign, visit, dry_run=True, trace=trace)
-        return Simulation(decision, subject, trace, bot_reason)
+        lander = None
+        if decision.lander_id is not None:
+            stream = self.campaigns_by_id[decision.campaign_id].streams.get(decision.stream_id)
+            lander = next((x for x in stream.landers if x.lander_id == decision.lander_id), None) if stream else None
+        return Simulation(decision, subject, trace, bot_reason, lander)
 
     def _track(
         self, campaign: CampaignConfig, visit: Visit, *, dry_run: bool, trace: list[TraceEntry] | None
@@ -443,6 +513,8 @@ class ClickTracker:
             if shared_flags is not None:  # Only now, its line written, may other nodes answer its subid.
                 self.shared.publish()
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
+            if decision.lander_id is not None:
+                self._lander_clicks[decision.subid] = position
             # The line is read back from the journal only if this visitor comes back within debounce.
             self.index.add(visitor, RecentClick(position, now_ms, route.campaign.id, stream_id, offer_id))
         decision.is_unique_global = flags[0] == 1
@@ -582,7 +654,7 @@ class ClickTracker:
         ]  # fmt: skip
         return line_tail(
             decision.subid, route.campaign.id, decision.stream_id, decision.offer_id, visit.cost,
-            lookups.is_bot_field, texts,
+            lookups.is_bot_field, texts, decision.lander_id, visit.domain,
         )  # fmt: skip
 
     def _is_over_cap(self, route: Route, now_ms: int) -> bool:
@@ -592,3 +664,104 @@ class ClickTracker:
         if stream.is_capped(self.counters, now_ms):
             return True
         return offer is not None and offer.is_capped(self.counters, now_ms)
+
+    def lp_click(self, subid: str) -> LpClick | None:
+        """The visitor left the lander of click `subid` for the offer: the offer chosen now, its LP
+        line in the journal first (see the module doc). None for a subid of no click sent to a lander
+        (or of a campaign no longer active): nothing is written.
+
+        Raises SpoolUnwritable when the line cannot be written (a full disk), as `track` does.
+        """
+        if not SUBID_PATTERN.match(subid):
+            return None
+        try:
+            return self._lp_click(subid)
+        except OSError as exc:  # Only the journal does I/O here.
+            self.refusals.add(int(self.clock() * 1000))
+            self._refusal_log(
+                "the click spool %s cannot be written (%s): clicks are refused until it can",
+                self.journal.spool_dir,
+                exc.strerror or exc,
+            )
+            raise SpoolUnwritable(str(exc)) from None
+
+    def _lp_click(self, subid: str) -> LpClick | None:
+        now = self.clock()
+        now_ms = int(now * 1000)
+        if now >= self._next_refresh:
+            self.refresh()  # Prunes what landed before the database is asked below.
+        journal = self.journal
+        journal.catch_up(is_locked=False)
+        done = self._lp_clicks.get(subid)
+        record = None
+        position = self._lander_clicks.get(subid)
+        if position is not None:
+            record = self._held_lander_record(subid, position)
+        if record is None:
+            row = self._database_answers(now, lambda: self._stored_lander_click(subid))
+            if row is None:
+                return None
+            record, lp_clicked_at = row
+            if lp_clicked_at is not None and done is None:
+                campaign = self.campaigns_by_id.get(record[CAMPAIGN_ID])
+                location = self._offer_location(campaign, record, record[OFFER_ID], now)
+                return LpClick(subid, record[CAMPAIGN_ID], record[OFFER_ID], location, True)
+        if record[LANDER_ID] is None:
+            return None  # A click sent straight to its offer: it has no LP click.
+        if done is not None:
+            return LpClick(subid, record[CAMPAIGN_ID], done[1], done[2] or None, True)
+        campaign = self.campaigns_by_id.get(record[CAMPAIGN_ID])
+        if campaign is None:
+            return None
+        stream = campaign.streams.get(record[STREAM_ID])
+        offer = self._lp_offer(stream, now_ms)
+        journal.lock()
+        try:
+            journal.catch_up(is_locked=True)
+            done = self._lp_clicks.get(subid)
+            if done is not None:  # Another worker's LP click for it, a moment ago.
+                return LpClick(subid, campaign.id, done[1], done[2] or None, True)
+            if offer is not None and offer.is_capped(self.counters, now_ms):
+                offer = self._lp_offer(stream, now_ms)  # Another worker took the last one under the cap.
+            offer_id = offer.offer_id if offer is not None else None
+            location = self._offer_location(campaign, record, offer_id, now)
+            if location is None:
+                return LpClick(subid, campaign.id, None, None, False)  # Nowhere to go: nothing recorded.
+            position = journal.append(encode_lp_line(subid, now_ms, offer_id, location))
+        finally:
+            journal.unlock()
+        self._lp_clicks[subid] = (position, offer_id, location)
+        self._count(None, offer_id, now_ms)
+        return LpClick(subid, campaign.id, offer_id, location, False)
+
+    def _lp_offer(self, stream, now_ms: int):
+        return self.router.choose_offer(stream, _NoHistory(), now_ms) if stream is not None else None
+
+    def _held_lander_record(self, subid: str, position: tuple[int, int]) -> list | None:
+        line = self.journal.read_line(*position)
+        if line is None:
+            return None  # Its segment landed and is gone: the database has it.
+        try:
+            record = decode_line(line)
+        except ValueError:
+            return None
+        return record if record[0] == subid else None
+
+    def _stored_lander_click(self, subid: str) -> tuple[list, int | None] | None:
+        """(record, lp_clicked_at) of a landed click, or None; by the unique subid index."""
+        with read_tx(self.db):
+            row = ClickStore(self.conn).lander_click(subid)
+        if row is None:
+            return None
+        return list(row[:-1]), row[-1]
+
+    def _offer_location(self, campaign: CampaignConfig | None, record: list, offer_id: int | None, now: float):
+        """The URL of the offer chosen at the LP click, rendered with the click's macro values; the
+        campaign's default when the stream (or the offer) is gone or has none now."""
+        if campaign is None:
+            return None
+        stream = campaign.streams.get(record[STREAM_ID])
+        offer = stream.offer(offer_id) if stream is not None and offer_id is not None else None
+        route = Route(campaign, stream, offer) if offer is not None else Route(campaign, None, None)
+        visit, lookups = stored_lookups(record, self.devices, self.bots, now)
+        return render_location(route, record[0], visit, lookups, now)

@@ -25,3 +25,8 @@ class Visit:
     cost: float = 0.0
     sub_ids: list[str] = field(default_factory=lambda: [""] * SUB_ID_SLOTS)
     params: dict[str, str] = field(default_factory=dict)
+    # The Host the request came in on: `host` as sent (for a lander's {offer}), `domain` as the click
+    # stores it (models.clicks.record.host_domain); is_https: over TLS (directly or per a trusted proxy).
+    host: str = ""
+    domain: str = ""
+    is_https: bool = False

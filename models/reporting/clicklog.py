@@ -8,6 +8,7 @@ Date bounds are given in the user's timezone and converted to UTC milliseconds o
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,16 @@ def stored_click(
     if found is None:
         raise StoredClickError(
             f"There is no stored click {subid!r} (clicks land within a second; see `lanner spool status`)."
+        )
+    if found.get("lander_id") is not None:  # The lander step: which lander, and when its LP click was.
+        from models.tables.lander import Lander
+
+        lander = Lander.get_or_none(Lander.id == found["lander_id"])
+        found["lander_name"] = lander.name if lander else ""
+        found["lp_clicked"] = (
+            datetime.fromtimestamp(found["lp_clicked_at"] / 1000, UTC).isoformat(timespec="milliseconds")
+            if found.get("lp_clicked_at") is not None
+            else "not yet"
         )
     campaigns = {c.id: c for c in load_campaigns(db).values()}
     # Not stored with the click: looked up again (the network files, or a location file that has them).

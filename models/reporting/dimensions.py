@@ -18,6 +18,7 @@ DIMENSION_COLUMNS: dict[str, str] = {
     # The affiliate network of the click's offer: reports read the offer and group its offers' sums
     # under their network (models/reporting/reports.py), so every cube with offers answers it.
     "network": "offer_id",
+    "lander": "lander_id",  # The lander the click was sent to (no rollup keeps it: raw clicks).
     "source": "source",
     "country": "country",
     "device": "device_type",
@@ -30,6 +31,8 @@ DIMENSION_COLUMNS: dict[str, str] = {
 # The dimensions that are ids of a campaign, stream or offer: their filters take integers, and a
 # conversion keeps its own copy of them (indexed), which its filters read.
 ID_GROUPS = ("campaign", "stream", "offer", "network")
+# The dimensions whose values are ids of a named object: their filters take integers, reports name them.
+NAMED_GROUPS = (*ID_GROUPS, "lander")
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
@@ -44,7 +47,12 @@ DIMENSIONS = (
     "browser",
     "language",
 )
-CLICK_METRICS = ("clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost")
+# lp_views: clicks sent to a lander; lp_clicks: those whose lander's link to the offer was followed
+# (migration 0016; an LP click moves its click from offer 0 to the offer chosen then, rollups.py).
+CLICK_METRICS = (
+    "clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost", "lp_views", "lp_clicks",
+)  # fmt: skip
+LP_METRICS = ("lp_views", "lp_clicks")
 CONVERSION_METRICS = (
     "leads", "sales", "rejected", "trash", "rebills", "revenue", "revenue_pending", "conversion_cost",
 )  # fmt: skip

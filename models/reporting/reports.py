@@ -48,6 +48,7 @@ from models.reporting.dimensions import (
     HOUR_MS,
     ID_GROUPS,
     METRICS,
+    NAMED_GROUPS,
 )
 from models.reporting.rollups import add_metrics
 from models.reporting.sourcenames import SourceNameError, resolve_source_names
@@ -67,7 +68,7 @@ GROUPS = (*TIME_GROUPS, *DIMENSION_COLUMNS)
 REPORT_METRICS = (
     "clicks", "unique_clicks", "unique_global", "unique_stream", "bots", "conversions", "leads", "sales",
     "rejected", "trash", "rebills", "cr", "revenue", "revenue_pending", "cost", "profit", "roi", "epc",
-    "cpc", "cpa",
+    "cpc", "cpa", "lp_views", "lp_clicks", "lp_ctr",
 )  # fmt: skip
 END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a whole number of days.
 
@@ -245,13 +246,14 @@ def _check(query: ReportQuery) -> None:
     if unknown:
         names = ", ".join((*TIME_GROUPS, *ROLLUP_GROUPS_ORDER))
         raise ReportError(
-            f"Cannot group or filter by {unknown[0]!r}; use {names}, sub_id_1 to sub_id_30, referrer_domain."
+            f"Cannot group or filter by {unknown[0]!r}; use {names}, sub_id_1 to sub_id_30, referrer_domain, "
+            "lander."
         )
     if any(name in TIME_GROUPS for name in query.filters):
         raise ReportError("Filter time with --from/--to or a preset, not a day or hour filter.")
     if sum(name in TIME_GROUPS for name in query.group_by) > 1:
         raise ReportError("Group by day or by hour, not both.")
-    for name in ("stream", "offer", "network"):
+    for name in ("stream", "offer", "network", "lander"):
         # isascii: isdigit() alone takes "²"; an id past 64 bits is no row's (and SQLite cannot bind it).
         if any(
             not (value.isascii() and value.isdigit()) or int(value) >= 2**63
@@ -334,7 +336,7 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
     _check_not_pruned(conn, pieces, tz, bounds, why_raw)
     groups = tuple(name for name in query.group_by if name not in TIME_GROUPS)
     filters = {  # As the columns hold them.
-        name: tuple(int(value) for value in values) if name in ID_GROUPS else values
+        name: tuple(int(value) for value in values) if name in NAMED_GROUPS else values
         for name, values in query.filters.items()
     }
     labels = _Labels(time_group, tz)
@@ -363,7 +365,7 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
         for index, value in enumerate(metrics):
             totals[index] += value
     _name_ids(store, rows, query.group_by)
-    names = [f"{g}_name" for g in query.group_by if g in ID_GROUPS]
+    names = [f"{g}_name" for g in query.group_by if g in NAMED_GROUPS]
     total = _row({}, totals)
     if [row for row in (*rows, total) if _drop_non_finite(row)]:
         notes.append(NOT_FINITE_NOTE)
@@ -573,13 +575,17 @@ def _row(groups: dict[str, Any], metrics: list) -> dict[str, Any]:
         "epc": _ratio(revenue, clicks),
         "cpc": _ratio(cost, clicks),
         "cpa": _ratio(cost, conversions),
+        # The lander step: clicks sent to a lander, those that went on to the offer, the share that did.
+        "lp_views": values["lp_views"],
+        "lp_clicks": values["lp_clicks"],
+        "lp_ctr": _ratio(values["lp_clicks"], values["lp_views"], 100),
     }
 
 
 def _name_ids(store: ReportStore, rows: list[dict[str, Any]], group_by: tuple[str, ...]) -> None:
-    """Add campaign/stream/offer names next to their ids."""
+    """Add campaign/stream/offer/lander names next to their ids."""
     for group in group_by:
-        if group in ID_GROUPS:
+        if group in NAMED_GROUPS:
             names = store.names(group)
             for row in rows:
                 row[f"{group}_name"] = names.get(row[group], "") if row[group] else ""

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from models.clicks.record import CLICK_COLUMNS
+from models.clicks.record import CLICK_COLUMNS, LANDER_ID
 from models.reporting.dimensions import (
     CLICK_METRICS,
     CONVERSION_METRICS,
     DIMENSIONS,
     HOUR_MS,
+    METRICS,
     TABLES,
 )
 from models.store.sqlite.rollups import RollupStore
@@ -90,28 +91,43 @@ class RollupDelta:
     """
 
     def __init__(self, tables: tuple = TABLES) -> None:
-        """`tables`: a part of TABLES, for a database not migrated to the end yet (present_tables)."""
+        """`tables`: a part of TABLES, for a database not migrated to the end yet (present_tables);
+        its rollup tables may then lack the later metrics too (migration 0016's), asked at `apply`."""
         self.tables = tables
         self.changes: dict[tuple, list] = {}
+        self.metrics: tuple[str, ...] | None = None if tables is not TABLES else METRICS
 
     def _add(self, created_at: int, key: tuple, metrics: tuple) -> None:
         add_metrics(self.changes, (created_at - created_at % HOUR_MS, key), metrics)
 
     def add_clicks(self, records: Iterable[list]) -> None:
-        """Clicks as records in CLICK_COLUMNS order (the spool flusher's rows)."""
+        """Clicks as records in CLICK_COLUMNS order (generated clicks), or JOURNAL_COLUMNS order (the
+        spool flusher's rows: a click sent to a lander is an LP view)."""
         for record in records:
             unique_global, unique_campaign, unique_stream, is_bot, cost = (
                 record[position] for position in _CLICK_METRIC_POSITIONS
             )
+            lp_view = 1 if len(record) > LANDER_ID and record[LANDER_ID] is not None else 0
             self._add(
                 record[_CREATED_AT],
                 _key(record[position] for position in _DIMENSION_POSITIONS),
-                (1, unique_global, unique_campaign, unique_stream, is_bot, cost, *_NO_CONVERSIONS),
+                (1, unique_global, unique_campaign, unique_stream, is_bot, cost, lp_view, 0, *_NO_CONVERSIONS),
             )
+
+    def add_lp_click(self, click_key: tuple, click_metrics: tuple, offer_id: int | None) -> None:
+        """An LP click: its click (`click_key` as RollupStore.lp_click_key returns it, `click_metrics`
+        its unique flags, bot flag and cost) moves from no offer to the offer chosen at the LP click,
+        with one LP click more; an LP view either way."""
+        created_at, key = click_key[0], _key(click_key[1:])
+        metrics = (1, *click_metrics, 1)
+        self._add(created_at, key, (*(-value for value in metrics), 0, *_NO_CONVERSIONS))
+        moved = list(key)
+        moved[_OFFER] = offer_id or 0
+        self._add(created_at, tuple(moved), (*metrics, 1, *_NO_CONVERSIONS))
 
     def add_click_cost(self, click_key: tuple, cost_change: float) -> None:
         """`click_key` as RollupStore.click_key returns it."""
-        self._add(click_key[0], _key(click_key[1:]), (0, 0, 0, 0, 0, cost_change, *_NO_CONVERSIONS))
+        self._add(click_key[0], _key(click_key[1:]), (0, 0, 0, 0, 0, cost_change, 0, 0, *_NO_CONVERSIONS))
 
     def add_conversion(self, click_key: tuple, metrics: tuple, sign: int = 1) -> None:
         """A conversion's metrics (conversion_metrics) on its click's key; sign -1 takes them away."""
@@ -120,13 +136,19 @@ class RollupDelta:
 
     def apply(self, conn) -> None:
         """Add the changes onto every table, in the caller's transaction, and start over."""
+        store = RollupStore(conn)
+        if self.metrics is None:
+            self.metrics = store.present_metrics()
+        kept = None if self.metrics == METRICS else [METRICS.index(metric) for metric in self.metrics]
         changes = []
         for table, width, positions in self.tables:
             folded: dict[tuple, list] = {}
             for (hour, key), metrics in self.changes.items():
+                if kept is not None:
+                    metrics = [metrics[i] for i in kept]
                 add_metrics(folded, (hour - hour % width, *(key[i] for i in positions)), metrics)
             changes.append((table, [(*key, *metrics) for key, metrics in folded.items()]))
-        RollupStore(conn).add(changes)
+        store.add(changes, self.metrics)
         self.changes.clear()
 
 

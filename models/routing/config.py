@@ -22,10 +22,11 @@ from models.routing.filters import (
     compile_filters,
     validate_filters,
 )
-from models.routing.macros import MacroError, UrlTemplate, compile_url, rename_macros
+from models.routing.macros import LANDER_MACROS, MacroError, UrlTemplate, compile_url, rename_macros
 from models.routing.sources import loads as source_parameters
 from models.routing.sources import slot_of
 from models.tables.campaign import Campaign, Stream, StreamOffer
+from models.tables.lander import Lander, StreamLander
 from models.tables.offer import Offer
 from models.tables.source import TrafficSource
 
@@ -51,6 +52,19 @@ class OfferChoice:
 
 
 @dataclass(frozen=True)
+class LanderChoice:
+    """A lander a stream sends to: remote (its URL template, with {offer} among the macros) or local
+    (its folder under DATA_DIR/landers, served at /landers/<folder>/)."""
+
+    lander_id: int
+    name: str
+    kind: str  # remote, local
+    template: UrlTemplate | None  # remote
+    folder: str  # local
+    weight: int
+
+
+@dataclass(frozen=True)
 class StreamConfig:
     id: int
     name: str
@@ -69,6 +83,8 @@ class StreamConfig:
     filters: StreamFilters
     days: LocalDays  # The campaign's timezone, for the stream's daily cap.
     has_offer_caps: bool = False  # PERF: most streams have none; skip the per-offer checks then.
+    # A click routed here goes to one of them (by weight); its offer is chosen at the LP click.
+    landers: tuple[LanderChoice, ...] = ()
 
     def is_capped(self, counters: ClickCounters, now_ms: int) -> bool:
         if self.daily_cap is None and self.total_cap is None:
@@ -122,9 +138,11 @@ class SourceMacros:
 NO_SOURCE_MACROS = SourceMacros()
 
 
-def _template(url: str, what: str, macros: SourceMacros = NO_SOURCE_MACROS) -> UrlTemplate | None:
+def _template(
+    url: str, what: str, macros: SourceMacros = NO_SOURCE_MACROS, extra: frozenset[str] = frozenset()
+) -> UrlTemplate | None:
     try:
-        return compile_url(rename_macros(url, macros.renames), macros.names)
+        return compile_url(rename_macros(url, macros.renames), macros.names | extra)
     except MacroError as exc:
         # Saved URLs are validated on save; a bad one here predates validation: skip, loudly.
         logger.error("%s has an invalid URL and gets no traffic: %s", what, exc)
@@ -148,6 +166,18 @@ def _offer_choice(offer: Offer, weight: int, macros: SourceMacros) -> OfferChoic
     )
 
 
+def _lander_choice(lander: Lander, weight: int, macros: SourceMacros) -> LanderChoice | None:
+    if lander.kind == "local":
+        if not lander.folder or "/" in lander.folder or lander.folder.startswith("."):
+            logger.error("lander %s has no usable folder and gets no traffic", lander.id)
+            return None
+        return LanderChoice(lander.id, lander.name, "local", None, lander.folder, weight)
+    template = _template(lander.url, f"lander {lander.id}", macros, LANDER_MACROS)
+    if template is None:
+        return None
+    return LanderChoice(lander.id, lander.name, "remote", template, "", weight)
+
+
 def _stream_filters(stream: Stream, tz: ZoneInfo) -> StreamFilters | None:
     try:
         return compile_filters(validate_filters(json.loads(stream.filters or "[]")), stream.filter_mode, tz)
@@ -163,6 +193,7 @@ def _stream_config(
     links: list[tuple[StreamOffer, Offer]],
     offers_by_id: dict[int, Offer],
     macros: SourceMacros,
+    lander_links: list[tuple[StreamLander, Lander]] = (),
 ) -> StreamConfig | None:
     filters = _stream_filters(stream, tz)
     if filters is None:
@@ -175,6 +206,11 @@ def _stream_config(
     fallback = None
     if stream.fallback_offer_id is not None and stream.fallback_offer_id in offers_by_id:
         fallback = _offer_choice(offers_by_id[stream.fallback_offer_id], 1, macros)
+    landers = []
+    for link, lander in lander_links:
+        choice = _lander_choice(lander, link.weight, macros) if link.weight > 0 else None
+        if choice is not None:
+            landers.append(choice)
     redirect = (
         _template(stream.action_payload, f"stream {stream.id}", macros)
         if stream.action == "redirect"
@@ -201,6 +237,7 @@ def _stream_config(
             o.daily_cap is not None or o.total_cap is not None
             for o in (*offers, *([fallback] if fallback else []))
         ),
+        landers=tuple(landers),
     )
 
 
@@ -231,13 +268,19 @@ def _source_slots(db: Database) -> tuple[frozenset[str], dict[int, dict[str, int
 
 
 def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
-    """Every active campaign by alias, with its active streams and offers in evaluation order."""
+    """Every active campaign by alias, with its active streams, offers and landers in evaluation order."""
     offers_by_id = {offer.id: offer for offer in Offer.select().where(Offer.status == "active")}
     links: dict[int, list[tuple[StreamOffer, Offer]]] = {}
     for link in StreamOffer.select().where(StreamOffer.status == "active").order_by(StreamOffer.id):
         offer = offers_by_id.get(link.offer_id)
         if offer is not None:
             links.setdefault(link.stream_id, []).append((link, offer))
+    landers_by_id = {lander.id: lander for lander in Lander.select().where(Lander.status == "active")}
+    lander_links: dict[int, list[tuple[StreamLander, Lander]]] = {}
+    for link in StreamLander.select().where(StreamLander.status == "active").order_by(StreamLander.id):
+        lander = landers_by_id.get(link.lander_id)
+        if lander is not None:
+            lander_links.setdefault(link.stream_id, []).append((link, lander))
     streams: dict[int, list[Stream]] = {}
     for stream in Stream.select().where(Stream.status == "active").order_by(Stream.position, Stream.id):
         streams.setdefault(stream.campaign_id, []).append(stream)
@@ -252,7 +295,9 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
         by_type: dict[str, list[StreamConfig]] = {"intercepting": [], "regular": [], "fallback": []}
         by_id = {}
         for stream in streams.get(campaign.id, []):
-            config = _stream_config(stream, campaign, tz, links.get(stream.id, []), offers_by_id, macros)
+            config = _stream_config(
+                stream, campaign, tz, links.get(stream.id, []), offers_by_id, macros, lander_links.get(stream.id, [])
+            )
             if config is not None:
                 by_type.setdefault(config.type, []).append(config)
                 by_id[config.id] = config

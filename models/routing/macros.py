@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from models.errors import LannerError
 
-__all__ = ["MACRO_NAMES", "MacroError", "UrlTemplate", "compile_url", "rename_macros", "saved_url"]
+__all__ = ["LANDER_MACROS", "MACRO_NAMES", "MacroError", "UrlTemplate", "compile_url", "rename_macros", "saved_url"]
 
 
 class MacroError(LannerError, ValueError):
@@ -61,6 +61,10 @@ MACRO_NAMES: frozenset[str] = frozenset(
         "random",
     )
 )
+
+# A lander's URL may also name {offer}: the absolute URL of its LP click (/lp/click?subid=...), the
+# link the page sends the visitor on to the offer with (models/clicks/decision.py).
+LANDER_MACROS: frozenset[str] = frozenset({"offer"})
 
 DATE_MACRO = "date"
 RANDOM_MACRO = "random"

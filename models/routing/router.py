@@ -16,7 +16,10 @@ stored with the click as the `route` column), one space-separated step each:
 `12-` stream 12 did not match, `12c` stream 12 is capped, `12o` its offers are all capped,
 `13+` stream 13 chosen, `b13` bound visitor, `>alias` sent to another campaign; the offer:
 `o5` offer 5 chosen, after `u` (chosen among offers the visitor has not seen: unvisited rotation)
-or `f` (the stream's fallback offer, its other offers all capped).
+or `f` (the stream's fallback offer, its other offers all capped); `l7` lander 7 chosen: a stream
+with landers sends the click to one of them (by weight) and chooses no offer now: the offer is
+chosen at the LP click (`Router.choose_offer`, models/clicks/tracker.py `lp_click`), where its
+rotation and caps apply.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from models.routing.caps import ClickCounters
-from models.routing.config import CampaignConfig, OfferChoice, StreamConfig
+from models.routing.config import CampaignConfig, LanderChoice, OfferChoice, StreamConfig
 from models.routing.filters import FilterSubject
 
 MAX_CAMPAIGN_HOPS = 3  # "Send to campaign" chains longer than this end in the last campaign's default.
@@ -57,6 +60,7 @@ class Route:
     stream: StreamConfig | None
     offer: OfferChoice | None
     steps: list[str] = field(default_factory=list)
+    lander: LanderChoice | None = None  # The lander the click goes to (then offer is None).
 
     @property
     def summary(self) -> str:
@@ -126,7 +130,7 @@ class Router:
         for stream in campaign.intercepting:
             offer = self._try(campaign, stream, subject, history, now_ms, steps, trace)
             if offer is not False:
-                return Route(campaign, stream, offer, steps)
+                return self._routed(campaign, stream, offer, steps)
         if campaign.rotation == "weight" and len(campaign.regular) > 1:
             matching = []
             for stream in campaign.regular:
@@ -135,6 +139,9 @@ class Router:
                     matching.append(stream)
             if matching:
                 stream = self._weighted(matching, [s.weight for s in matching])
+                if stream.landers and stream.action == "offers":
+                    steps.append(f"{stream.id}+")
+                    return self._to_lander(campaign, stream, steps)
                 offer = self._choose_offer(stream, history, now_ms, steps)
                 steps.append(f"{stream.id}+")
                 self._record(steps, offer)
@@ -143,11 +150,11 @@ class Router:
             for stream in campaign.regular:
                 offer = self._try(campaign, stream, subject, history, now_ms, steps, trace)
                 if offer is not False:
-                    return Route(campaign, stream, offer, steps)
+                    return self._routed(campaign, stream, offer, steps)
         for stream in campaign.fallback:
             offer = self._try(campaign, stream, subject, history, now_ms, steps, trace)
             if offer is not False:
-                return Route(campaign, stream, offer, steps)
+                return self._routed(campaign, stream, offer, steps)
         return Route(campaign, None, None, steps)
 
     def _try(
@@ -187,6 +194,9 @@ class Router:
             return False
         if not choose:
             return None
+        if stream.landers:  # The offer is chosen at the LP click.
+            steps.append(f"{stream.id}+")
+            return None
         offer = self._choose_offer(stream, history, now_ms, steps)
         steps.append(f"{stream.id}+")
         self._record(steps, offer)
@@ -206,6 +216,13 @@ class Router:
         stream = campaign.streams.get(last[0]) if last[0] is not None else None
         if stream is None or stream.is_capped(self.counters, now_ms):
             return None
+        if stream.landers and stream.action == "offers":
+            if not self._has_open_offer(stream, now_ms):
+                return None
+            steps.append(f"b{stream.id}")
+            if trace is not None:
+                trace.append(TraceEntry(campaign.alias, stream, "bound"))
+            return self._to_lander(campaign, stream, steps)
         offer = stream.offer(last[1]) if stream.action == "offers" else None
         if stream.action == "offers" and (offer is None or offer.is_capped(self.counters, now_ms)):
             return None
@@ -215,6 +232,26 @@ class Router:
         if trace is not None:
             trace.append(TraceEntry(campaign.alias, stream, "bound"))
         return Route(campaign, stream, offer, steps)
+
+    def _routed(
+        self, campaign: CampaignConfig, stream: StreamConfig, offer: OfferChoice | None, steps: list[str]
+    ) -> Route:
+        if stream.landers and stream.action == "offers":
+            return self._to_lander(campaign, stream, steps)
+        return Route(campaign, stream, offer, steps)
+
+    def _to_lander(self, campaign: CampaignConfig, stream: StreamConfig, steps: list[str]) -> Route:
+        landers = stream.landers
+        lander = landers[0] if len(landers) == 1 else self._weighted(landers, [x.weight for x in landers])
+        steps.append(f"l{lander.lander_id}")
+        return Route(campaign, stream, None, steps, lander)
+
+    def choose_offer(self, stream: StreamConfig, history: History, now_ms: int) -> OfferChoice | None:
+        """The offer of an LP click on a stream with landers: its rotation and caps, now."""
+        steps: list[str] = []
+        if stream.action != "offers" or not self._has_open_offer(stream, now_ms):
+            return None
+        return self._choose_offer(stream, history, now_ms, steps)
 
     def _has_open_offer(self, stream: StreamConfig, now_ms: int) -> bool:
         if not stream.has_offer_caps:
@@ -273,6 +310,8 @@ def read_summary(summary: str) -> list[tuple[int, str]]:
     """
     steps = []
     for step in summary.split():
+        if step.startswith("l") and step[1:].isdigit():
+            continue  # The lander chosen.
         if step.startswith("b") and step[1:].isdigit():
             steps.append((int(step[1:]), "bound"))
             continue

@@ -76,6 +76,10 @@ def simulation_data(simulation: Simulation) -> dict[str, Any]:
             "is_repeat": decision.is_repeat,
             "is_unique_campaign": decision.is_unique_campaign,
             "route": decision.route,
+            # The lander step: the click goes to this lander; its offer is chosen at its LP click.
+            "lander_id": decision.lander_id,
+            "lander_name": simulation.lander.name if simulation.lander else None,
+            "lander_kind": simulation.lander.kind if simulation.lander else None,
         },
     }
 

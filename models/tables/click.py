@@ -43,6 +43,7 @@ class Click(BaseModel):
     # the offer) and when its link to the offer was clicked (Unix ms; NULL: not yet, or no lander).
     lander_id = IntegerField(null=True)
     lp_clicked_at = BigIntegerField(null=True)
+    domain = TextField(default="")  # The request's host, lowercased, without its port (migration 0016).
 
 
 SUB_ID_COLUMNS = tuple(f"sub_id_{slot}" for slot in range(1, SUB_ID_SLOTS + 1))

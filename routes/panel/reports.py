@@ -23,7 +23,7 @@ import falcon
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
 from models.conversions.networks import get_network
-from models.reporting.dimensions import DAY_MS, HOUR_MS, ID_GROUPS
+from models.reporting.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
 from models.reporting.sourcenames import source_parameter_names
 from models.reporting.reports import (
     GROUPS,
@@ -60,7 +60,7 @@ PERIOD_LABELS = {
 }
 GROUP_LABELS = {
     "day": "Day", "hour": "Hour", "campaign": "Campaign", "stream": "Stream", "offer": "Offer",
-    "network": "Network",
+    "network": "Network", "lander": "Lander",
     "source": "Source", "country": "Country", "device": "Device", "os": "OS", "browser": "Browser",
     "language": "Language", "referrer_domain": "Referrer domain",
     **{name: name.replace("sub_id_", "Sub ID ") for name in GROUPS if name.startswith("sub_id_")},
@@ -70,9 +70,10 @@ METRIC_LABELS = {
     "unique_stream": "Unique (stream)", "bots": "Bots", "conversions": "Conv.", "leads": "Leads",
     "sales": "Sales", "rejected": "Rejected", "trash": "Trash", "rebills": "Rebills", "cr": "CR",
     "revenue": "Revenue", "revenue_pending": "Pending revenue", "cost": "Cost", "profit": "Profit",
-    "roi": "ROI", "epc": "EPC", "cpc": "CPC", "cpa": "CPA",
+    "roi": "ROI", "epc": "EPC", "cpc": "CPC", "cpa": "CPA", "lp_views": "LP views", "lp_clicks": "LP clicks",
+    "lp_ctr": "LP CTR",
 }  # fmt: skip
-PERCENT_METRICS = frozenset({"cr", "roi"})
+PERCENT_METRICS = frozenset({"cr", "roi", "lp_ctr"})
 MONEY_METRICS = frozenset(name for name in REPORT_METRICS if name in MONEY_FIELDS)  # ROI too: it says profit.
 AMOUNTS = MONEY_METRICS - PERCENT_METRICS  # In the report currency.
 DEFAULT_COLUMNS = ("clicks", "unique_clicks", "conversions", "cr", "revenue", "cost", "profit", "roi", "epc")
@@ -80,7 +81,7 @@ SINGLE_PARAMETERS = ("period", "from", "to", "sort", "order", "filter", "value",
                      *(f"g{n}" for n in range(1, MAX_LEVELS + 1)), *(f"d{n}" for n in range(1, MAX_LEVELS)))  # fmt: skip
 CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")  # A spreadsheet runs a cell starting so as a formula.
 GROUP_SORT = "group"
-RATIOS = frozenset({"cr", "roi", "epc", "cpc", "cpa"})
+RATIOS = frozenset({"cr", "roi", "epc", "cpc", "cpa", "lp_ctr"})
 EMPTY_TOTAL = {name: None if name in RATIOS else 0 for name in REPORT_METRICS}  # No campaign to count.
 
 
@@ -293,7 +294,7 @@ class ReportBuilder:
             value = row[group]
             label, sub = display(group, value, row, campaigns)
             if value is None:
-                drill_value = "0" if group in ("stream", "offer", "network") else None
+                drill_value = "0" if group in ("stream", "offer", "network", "lander") else None
             else:
                 drill_value = str(value)
             rows.append({"label": label, "sub": sub, "value": drill_value, "stats": row})
@@ -325,9 +326,14 @@ class ReportBuilder:
         """A drill step's value as the row showed it; an id's name only where the user may see it."""
         if group == "campaign":
             return campaigns[int(value)][0] if value.isdigit() and int(value) in campaigns else f"#{value}"
-        if group in ("stream", "offer", "network"):
+        if group in ("stream", "offer", "network", "lander"):
             if not value.isdigit() or value == "0":
                 return "(none)"
+            if group == "lander":
+                from models.tables.lander import Lander
+
+                lander = Lander.get_or_none(Lander.id == int(value))
+                return lander.name if lander else f"#{value}"
             try:
                 if group == "offer":
                     return get_offer(int(value)).name
@@ -345,7 +351,7 @@ def display(group: str, value, row: dict, campaigns: dict[int, tuple[str, str]])
     if group == "campaign":
         name, alias = campaigns.get(value, (row.get("campaign_name") or f"#{value}", ""))
         return (name, alias) if value is not None else ("(none)", "")
-    if group in ID_GROUPS:
+    if group in NAMED_GROUPS:
         return (row.get(f"{group}_name") or f"#{value}", "") if value is not None else ("(none)", "")
     if value is None:
         return "(none)", ""

@@ -11,7 +11,7 @@ from routes.v1.spec import MONEY_FIELDS, Operation, Param, answer, api_resource
 
 REPORT_PARAMS = (
     Param(
-        "group", "Grouping levels, comma-separated: campaign, stream, offer, country, day, hour, sub_id_1 ..."
+        "group", "Grouping levels, comma-separated: campaign, stream, offer, lander, country, day, hour, sub_id_1 ..."
     ),
     Param("preset", "today, yesterday, last_7_days, last_30_days, this_week, this_month, last_month ..."),
     Param("from", "Local date or date-time, inclusive (instead of preset)."),

@@ -24,12 +24,12 @@ from functools import cache
 import psycopg
 from peewee import FloatField, TextField
 
-from models.clicks.record import CLICK_COLUMNS, IP, SUBID, UA_HASH, visitor_key
+from models.clicks.record import IP, JOURNAL_COLUMNS, SUBID, UA_HASH, visitor_key
 from models.store.postgres.database import PostgresUnavailable, is_retryable
 from models.store.sqlite import clicks as sqlite
 from models.tables.click import Click
 
-LANDED_COLUMNS = (*CLICK_COLUMNS, "visitor_key")
+LANDED_COLUMNS = (*JOURNAL_COLUMNS, "visitor_key")
 # A click column's PostgreSQL type: (its name in SQL, its name for binary COPY, the Python type it takes).
 COLUMN_TYPES = {
     "TEXT": ("TEXT", "text", str),

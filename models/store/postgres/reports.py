@@ -34,6 +34,7 @@ class PieceSql(sqlite.PieceSql):
     __slots__ = ()
     money_sum = staticmethod(float_sum)
     CLICK_SUMS = sqlite.click_sums(float_sum)
+    CLICK_SUMS_WITHOUT_LP = sqlite.click_sums(float_sum, lp=False)
     CONVERSION_SUMS = sqlite.conversion_sums(float_sum)
 
     @staticmethod

@@ -24,6 +24,11 @@ class RollupStore(sqlite.RollupStore):
         "SELECT ordinal_position, column_name FROM information_schema.columns "
         "WHERE table_schema = current_schema() AND table_name = 'conversion'"
     )
+    MONEY_SUM = staticmethod(float_sum)
+    SQL_ROLLUP_COLUMNS = (
+        "SELECT ordinal_position, column_name FROM information_schema.columns "
+        "WHERE table_schema = current_schema() AND table_name = 'rollup_hour'"
+    )
     SQL_TABLE_NAMES = (
         "SELECT table_name FROM information_schema.tables "
         "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' AND table_name LIKE 'rollup%'"

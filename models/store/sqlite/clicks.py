@@ -8,7 +8,8 @@ models/clicks/node.py's.
 
 from __future__ import annotations
 
-from models.clicks.record import CLICK_COLUMNS, IP, UA_HASH
+from models.clicks.record import CLICK_COLUMNS, IP, JOURNAL_COLUMNS, UA_HASH
+from models.reporting.dimensions import DIMENSIONS
 from models.store.sqlite.rows import Store, fetch_one
 
 # A row of CLICK_COLUMNS (the bench's generated clicks): SQLite computes the visitor key (migration 0005)
@@ -23,9 +24,9 @@ SQL_INSERT_CLICK = "INSERT INTO click ({}, visitor_key) VALUES ({}, lanner_visit
 # carries, NULL but for an anonymised IP's (its key is the full address's, not the stored one's).
 # PERF: COALESCE evaluates lanner_visitor_key only for a NULL key.
 SQL_LAND_CLICK = "INSERT INTO click ({}, visitor_key) VALUES ({}, COALESCE(?{}, lanner_visitor_key(?{}, ?{}))) ON CONFLICT DO NOTHING".format(
-    ", ".join(CLICK_COLUMNS),
-    ", ".join(f"?{n}" for n in range(1, len(CLICK_COLUMNS) + 1)),
-    len(CLICK_COLUMNS) + 1,
+    ", ".join(JOURNAL_COLUMNS),
+    ", ".join(f"?{n}" for n in range(1, len(JOURNAL_COLUMNS) + 1)),
+    len(JOURNAL_COLUMNS) + 1,
     IP + 1,
     UA_HASH + 1,
 )
@@ -55,7 +56,34 @@ class ClickStore(Store):
         "FROM spool_node ORDER BY name"
     )
 
+    # An LP click lands on its click once (the first LP line for the subid; a replayed one finds
+    # lp_clicked_at set): the offer chosen then, and when; RETURNING the click's rollup key (its offer
+    # as it was: none) and the click metrics that move with it to the offer (models/reporting/rollups.py).
+    SQL_LAND_LP_CLICK = (
+        "UPDATE click SET offer_id = ?, lp_clicked_at = ? "
+        "WHERE subid = ? AND lander_id IS NOT NULL AND lp_clicked_at IS NULL "
+        f"RETURNING created_at, {', '.join('NULL' if d == 'offer_id' else d for d in DIMENSIONS)}, "
+        "is_unique_global, is_unique_campaign, is_unique_stream, is_bot, cost"
+    )
+    # A click as the LP click reads it (models/clicks/tracker.py lp_click): the journal's record, then
+    # when its LP click landed; by the unique subid index.
+    SQL_LANDER_CLICK = f"SELECT {', '.join(JOURNAL_COLUMNS)}, lp_clicked_at FROM click WHERE subid = ?"
+
     __slots__ = ()
+
+    def land_lp_clicks(self, lp_clicks: list[tuple[str, int, int | None]]) -> list[tuple[int, int | None, tuple]]:
+        """Set (subid, clicked_at, offer_id) on their clicks, each only if its LP click has not landed
+        yet; return (clicked_at, offer_id, the click's rollup key and metrics) of the ones that did."""
+        landed = []
+        for subid, clicked_at, offer_id in lp_clicks:
+            row = fetch_one(self.conn, self.SQL_LAND_LP_CLICK, (offer_id, clicked_at, subid))
+            if row is not None:
+                landed.append((clicked_at, offer_id, tuple(row)))
+        return landed
+
+    def lander_click(self, subid: str) -> tuple | None:
+        """(JOURNAL_COLUMNS values..., lp_clicked_at) of the click, or None."""
+        return fetch_one(self.conn, self.SQL_LANDER_CLICK, (subid,))
 
     def position(self, node: str) -> tuple[int, int]:
         """(segment, byte offset): where in the node's journal the next unlanded line starts (a node

@@ -43,7 +43,7 @@ SELECT
             WHERE {visitor} AND created_at >= ?{n + 1} AND stream_id = ?{n + 3})
 """
     last_click = f"""
-SELECT subid, stream_id, offer_id, created_at FROM {source}
+SELECT subid, stream_id, offer_id, created_at, lander_id FROM {source}
 WHERE {visitor} AND created_at >= ?{n} AND campaign_id = ?{n + 1} AND user_agent = ?{n + 2}
 ORDER BY created_at DESC LIMIT 1
 """

@@ -22,9 +22,11 @@ from models.reporting.dimensions import (
     DIMENSION_COLUMNS,
     HOUR_MS,
     ID_GROUPS,
+    LP_METRICS,
     METRICS,
     MONEY_METRICS,
 )
+from models.store.sqlite.rollups import LP_SUMS, RollupStore
 from models.store.sqlite.rows import Store, float_sum
 
 # Rollup table -> the width of its periods.
@@ -38,12 +40,14 @@ _ZERO_CONVERSIONS = ", ".join("0" for _ in CONVERSION_METRICS)
 _ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
 
 
-def click_sums(money_sum) -> str:
-    """A raw click piece's sums in CLICK_METRICS order, its cost summed with the dialect's `money_sum`."""
+def click_sums(money_sum, *, lp: bool = True) -> str:
+    """A raw click piece's sums in CLICK_METRICS order, its cost summed with the dialect's `money_sum`;
+    `lp`: the click table has the lander step's columns (else its LP metrics are 0)."""
     return (
         "COUNT(*), SUM(c.is_unique_global), SUM(c.is_unique_campaign), SUM(c.is_unique_stream), "
-        f"SUM(c.is_bot), {money_sum('c.cost')}"
+        f"SUM(c.is_bot), {money_sum('c.cost')}, {LP_SUMS.format(c='c.') if lp else '0, 0'}"
     )
+
 
 
 def conversion_sums(money_sum) -> str:
@@ -76,14 +80,19 @@ def referrer_domain(referrer: str | None) -> str:
 class PieceSql:
     """The SELECTs of one piece: time bucket, group expressions, filters, and the metric sums."""
 
-    __slots__ = ("groups", "filters", "bucket")
+    __slots__ = ("groups", "filters", "bucket", "lp")
     money_sum = staticmethod(float_sum)  # The dialect's sum of a money expression.
     CLICK_SUMS = click_sums(float_sum)
+    CLICK_SUMS_WITHOUT_LP = click_sums(float_sum, lp=False)
     CONVERSION_SUMS = conversion_sums(float_sum)
 
-    def __init__(self, groups: tuple[str, ...], filters: dict[str, tuple], bucket: int | None) -> None:
+    def __init__(
+        self, groups: tuple[str, ...], filters: dict[str, tuple], bucket: int | None, lp: bool = True
+    ) -> None:
+        """`lp`: the database has migration 0016's LP metrics (a rehearsal `--to` an earlier one has not)."""
         self.groups = groups
         self.filters = filters
+        self.lp = lp
         self.bucket = int(bucket) if bucket else None  # A width the report chose, written as a number.
 
     def where(
@@ -100,7 +109,7 @@ class PieceSql:
     @staticmethod
     def _expression(name: str, prefix: str) -> str:
         column = DIMENSION_COLUMNS[name]  # KeyError for a name that is no dimension.
-        if name in ("stream", "offer") and prefix != "r.":
+        if name in ("stream", "offer", "lander") and prefix != "r.":
             return f"COALESCE({prefix}{column}, 0)"
         if name == "referrer_domain":
             return f"lanner_domain({prefix}{column})"
@@ -127,7 +136,9 @@ class PieceSql:
         where, params = self.where("r.", "r.period", start, end)
         select = self._select("r.", "r.period", self.bucket == _TABLE_WIDTHS[table])
         select += [
-            self.money_sum(f"r.{metric}") if metric in MONEY_METRICS else f"SUM(r.{metric})"
+            self.money_sum(f"r.{metric}")
+            if metric in MONEY_METRICS
+            else ("0" if not self.lp and metric in LP_METRICS else f"SUM(r.{metric})")
             for metric in METRICS
         ]
         sql = f"SELECT {', '.join(select)} FROM {table} AS r WHERE {' AND '.join(where)}{self._group_by()}"
@@ -137,7 +148,7 @@ class PieceSql:
         where, params = self.where("c.", "c.created_at", start, end)
         select = self._select("c.", "c.created_at")
         sql = (
-            f"SELECT {', '.join(select + [self.CLICK_SUMS, _ZERO_CONVERSIONS])} FROM click AS c "
+            f"SELECT {', '.join(select + [self.CLICK_SUMS if self.lp else self.CLICK_SUMS_WITHOUT_LP, _ZERO_CONVERSIONS])} FROM click AS c "
             f"WHERE {' AND '.join(where)}{self._group_by()}"
         )
         return sql, params
@@ -175,6 +186,7 @@ ORDER BY c.id
         "offer": "SELECT id, name FROM offer",
         "stream": "SELECT id, name FROM stream",
         "network": "SELECT id, name FROM network",
+        "lander": "SELECT id, name FROM lander",
     }
     SQL_OFFER_NETWORKS = "SELECT id, network_id FROM offer"
 
@@ -203,7 +215,8 @@ ORDER BY c.id
         sums of METRICS). A filter's values are what its column holds (ints for ID_GROUPS). A group
         may come in more than one row (the raw conversions' after the clicks'); the caller sums them.
         """
-        sql = self.piece_sql(groups, filters, bucket)
+        lp = RollupStore(self.conn).present_metrics() == METRICS
+        sql = self.piece_sql(groups, filters, bucket, lp)
         if source == "raw":
             statements = [sql.raw_clicks(start, end), sql.raw_conversions(start, end)]
         else:

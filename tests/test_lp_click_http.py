@@ -1,0 +1,198 @@
+"""The lander step over HTTP against a real `lanner serve` (two bjoern workers) on both backends: the
+redirect to a remote or local lander and its cookie, the LP click by parameter, cookie, Referer and
+Keitaro's `?_lp=1`, exactly once under concurrent LP clicks, offer caps at the LP click, bad subids."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from conftest import click, request
+from landers import lander_campaign
+
+REMOTE = "https://lp.example/quiz?sid={subid}&c={country}&s1={sub_id_1}&go={offer}"
+OFFER = "https://offer.example/o?click={subid}&s1={sub_id_1}&cid={campaign_id}"
+
+
+def rows(sql: str, params=()) -> list[tuple]:
+    from models.store.database import db
+
+    cursor = db.connection().execute(sql, params)
+    try:
+        return [tuple(row) for row in cursor.fetchall()]
+    finally:
+        cursor.close()
+
+
+def lp_lines(settings) -> list[bytes]:
+    return [
+        line
+        for path in sorted(settings.spool_dir.glob("clicks.*.log"))
+        for line in path.read_bytes().splitlines()
+        if line.startswith(b"lp\t")
+    ]
+
+
+def cookie_of(headers: dict) -> str:
+    return headers["set-cookie"]
+
+
+def test_remote_lander_gets_macros_and_offer_link_then_lp_click_lands_once(db, start_server, lanner, settings):
+    made = lander_campaign(db, "quiz", [{"url": REMOTE}], offers=[{"url": OFFER}], uniqueness_hours=2)
+    server = start_server()
+    status, headers, _ = click(server.port, "quiz", "sub1=zone%207")
+    assert status == 302
+    lander = urlsplit(headers["location"])
+    query = parse_qs(lander.query)
+    subid = query["sid"][0]
+    assert (lander.netloc, query["s1"]) == ("lp.example", ["zone 7"])
+    go = urlsplit(query["go"][0])
+    assert (go.scheme, go.netloc, go.path, parse_qs(go.query)) == (
+        "http", f"127.0.0.1:{server.port}", "/lp/click", {"subid": [subid]}
+    )
+    assert cookie_of(headers) == f"lanner_subid={subid}; Path=/; Max-Age=7200; SameSite=Lax; HttpOnly"
+    # The LP click before the flusher landed the click: the journal has it.
+    status, headers, _ = request(server.port, f"{go.path}?{go.query}")
+    assert status == 302 and headers["cache-control"] == "no-store"
+    offer = urlsplit(headers["location"])
+    assert (offer.netloc, parse_qs(offer.query)) == (
+        "offer.example", {"click": [subid], "s1": ["zone 7"], "cid": [str(made["campaign_id"])]}
+    )
+    lanner("spool", "flush")
+    assert rows("SELECT lander_id, offer_id, domain, lp_clicked_at IS NOT NULL FROM click") == [
+        (made["lander_ids"][0], made["offer_ids"][0], "127.0.0.1", True)
+    ]
+    # After it landed: the same offer, nothing new.
+    assert request(server.port, f"/lp/click?subid={subid}")[1]["location"] == headers["location"]
+    assert len(lp_lines(settings)) == 1
+
+
+def test_local_lander_and_lp_click_by_cookie_referer_and_keitaro_form(db, start_server, lanner, settings):
+    lander_campaign(db, "local", [{"kind": "local", "folder": "shoes"}], offers=[{"url": OFFER}])
+    server = start_server()
+    subids = []
+    for n in range(4):
+        status, headers, _ = click(server.port, "local", ip=f"203.0.113.{n + 20}")
+        assert status == 302
+        subid = parse_qs(urlsplit(headers["location"]).query)["subid"][0]
+        assert headers["location"] == f"/landers/shoes/?subid={subid}"
+        assert cookie_of(headers).startswith(f"lanner_subid={subid}; Path=/;")
+        subids.append(subid)
+    answers = [
+        request(server.port, "/lp/click", {"Cookie": f"lanner_subid={subids[0]}"}),
+        request(server.port, "/lp/click", {"Referer": f"http://127.0.0.1/landers/shoes/?subid={subids[1]}"}),
+        request(server.port, "/local?_lp=1", {"Cookie": f"other=1; lanner_subid={subids[2]}"}),
+        request(server.port, f"/local?_lp=1&_subid={subids[3]}"),
+    ]
+    for subid, (status, headers, _) in zip(subids, answers):
+        assert status == 302 and parse_qs(urlsplit(headers["location"]).query)["click"] == [subid]
+    lanner("spool", "flush")
+    assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL AND offer_id IS NOT NULL") == [(4,)]
+
+
+def test_sixteen_concurrent_lp_clicks_for_one_subid_choose_one_offer(db, start_server, lanner, settings):
+    offers = [{"url": f"https://offer{n}.example/?click={{subid}}"} for n in range(4)]
+    lander_campaign(db, "race", [{"url": REMOTE}], offers=offers)
+    server = start_server(workers=2)
+    subid = parse_qs(urlsplit(click(server.port, "race")[1]["location"]).query)["sid"][0]
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda _: request(server.port, f"/lp/click?subid={subid}"), range(16)))
+    assert {status for status, _, _ in answers} == {302}
+    assert len({headers["location"] for _, headers, _ in answers}) == 1
+    assert len(lp_lines(settings)) == 1
+    assert "LP clicks 1" in lanner("spool", "flush").stdout
+    assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL") == [(1,)]
+
+
+def test_offer_cap_counts_at_the_lp_click_not_at_the_click(db, start_server, lanner, settings):
+    made = lander_campaign(
+        db,
+        "cap",
+        [{"url": REMOTE}],
+        offers=[{"url": "https://capped.example/?c={subid}", "total_cap": 5}, {"url": "https://open.example/?c={subid}"}],
+    )
+    server = start_server(workers=2)
+    subids = [
+        parse_qs(urlsplit(click(server.port, "cap", ip=f"198.51.100.{n + 1}")[1]["location"]).query)["sid"][0]
+        for n in range(20)
+    ]
+    lanner("spool", "flush")  # The clicks counted no offer: all 20 are still open to the capped one.
+    assert rows("SELECT COUNT(*) FROM click WHERE offer_id IS NULL") == [(20,)]
+    hosts = [urlsplit(request(server.port, f"/lp/click?subid={s}")[1]["location"]).netloc for s in subids]
+    assert hosts.count("capped.example") == 5 and hosts.count("open.example") == 15
+    lanner("spool", "flush")
+    assert rows("SELECT offer_id, COUNT(*) FROM click GROUP BY offer_id ORDER BY offer_id") == [
+        (made["offer_ids"][0], 5),
+        (made["offer_ids"][1], 15),
+    ]
+
+
+@pytest.mark.parametrize(
+    "path, headers, status",
+    [
+        ("/lp/click", {}, 400),
+        ("/lp/click?subid=", {}, 400),
+        ("/lp/click?subid=not-a-subid", {}, 404),
+        ("/lp/click?subid=" + "x" * 5000, {}, 404),
+        ("/lp/click?subid=0000000000zzzzzzz", {}, 404),  # The form of one; no such click.
+        ("/lp/click", {"Cookie": "lanner_subid=%00%ff"}, 404),
+        ("/lp/click", {"Referer": "http://x.example/?subid=%ff%fe"}, 404),
+        ("/plain?_lp=1&_subid={plain}", {}, 404),  # A click sent straight to its offer.
+    ],
+)
+def test_bad_subids_get_a_clear_answer_and_nothing_is_written(db, start_server, lanner, settings, path, headers, status):
+    from models.admin.services import create_campaign
+
+    create_campaign(db, "Plain", "plain", offer_url="https://offer.example/?s={subid}")
+    server = start_server(workers=1)
+    plain = parse_qs(urlsplit(click(server.port, "plain")[1]["location"]).query)["s"][0]
+    before = sorted((p.name, p.stat().st_size) for p in settings.spool_dir.glob("clicks.*.log"))
+    answer = request(server.port, path.format(plain=plain), headers)
+    assert answer[0] == status, answer
+    assert sorted((p.name, p.stat().st_size) for p in settings.spool_dir.glob("clicks.*.log")) == before
+    fallback = start_server(workers=1, LANNER_FALLBACK_URL="https://fallback.example/")
+    if status == 404:
+        assert request(fallback.port, path.format(plain=plain), headers)[1]["location"] == "https://fallback.example/"
+    lanner("spool", "flush")
+    assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL") == [(0,)]
+
+
+def test_simulate_and_click_show_tell_the_lander_step(db, start_server, lanner, settings):
+    made = lander_campaign(db, "told", [{"url": REMOTE, "name": "Quiz page"}])
+    simulated = lanner("simulate", "/told?sub1=a", "--ip", "203.0.113.5").stdout
+    assert f"lander: Quiz page (remote, id {made['lander_ids'][0]})" in simulated
+    assert "offer None" in simulated and "location: https://lp.example/quiz?sid=" in simulated
+    server = start_server(workers=1)
+    subid = parse_qs(urlsplit(click(server.port, "told")[1]["location"]).query)["sid"][0]
+    lanner("spool", "flush")
+    shown = lanner("click", "show", subid).stdout
+    assert "lander_name: Quiz page" in shown and "lp_clicked: not yet" in shown
+    assert request(server.port, f"/lp/click?subid={subid}")[0] == 302
+    lanner("spool", "flush")
+    shown = lanner("click", "show", subid).stdout
+    assert f"offer_id: {made['offer_ids'][0]}" in shown and "lp_clicked: 20" in shown
+
+
+def test_report_shows_lp_views_clicks_and_ctr_by_lander(db, start_server, lanner, settings):
+    import json
+
+    made = lander_campaign(db, "rep", [{"url": REMOTE, "name": "Quiz", "weight": 1}, {"kind": "local", "folder": "b", "name": "Story", "weight": 0}])
+    lanner("db", "migrate")  # The rollups live (a new database's deferred backfill has nothing to add).
+    server = start_server(workers=1)
+    subids = [
+        parse_qs(urlsplit(click(server.port, "rep", ip=f"198.51.100.{n + 1}")[1]["location"]).query)["sid"][0]
+        for n in range(3)
+    ]
+    for subid in subids[:2]:
+        assert request(server.port, f"/lp/click?subid={subid}")[0] == 302
+    lanner("spool", "flush")
+    report = json.loads(lanner("report", "-g", "lander", "--preset", "all_time", "--json").stdout)
+    assert [(r["lander"], r["lander_name"], r["lp_views"], r["lp_clicks"], r["lp_ctr"]) for r in report["rows"]] == [
+        (made["lander_ids"][0], "Quiz", 3, 2, 66.6667)
+    ]
+    by_offer = json.loads(lanner("report", "-g", "offer", "--preset", "all_time", "--json").stdout)
+    assert [(r["offer"], r["clicks"], r["lp_clicks"]) for r in by_offer["rows"]] == [
+        (None, 1, 0),  # Sent to the lander, not clicked through: no offer yet.
+        (made["offer_ids"][0], 2, 2),
+    ]
