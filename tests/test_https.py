@@ -194,6 +194,9 @@ def test_clicks_over_https_on_two_domains_and_renewal(https_front, lanner, db, s
     assert status == 404  # nginx's webroot, not the redirect.
     status, headers, _ = request(http_port, "/two", {"Host": D2, "User-Agent": "Mozilla/5.0 plain"})
     assert status == 302 and headers["location"].startswith("https://offer.example/two?c=")
+    lanner("spool", "flush")
+    report = json.loads(lanner("report", "-g", "domain", "--json").stdout)
+    assert {row["domain"]: row["clicks"] for row in report["rows"]} == {D1: 1, D2: 2}
 
     # The daily renewal task: pebble's 20-day certificates are due, certbot renews both, its deploy
     # hook reloads nginx, which serves the new certificate; the domains' expiries are read back.
