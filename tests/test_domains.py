@@ -7,6 +7,9 @@ import io
 import json
 
 from conftest import request, wait_until
+from test_api_v1 import VIEWER_KEY, admin, call, key  # noqa: F401
+
+# ruff: noqa: F811 (the fixtures imported above, taken as arguments)
 
 
 def offer(alias: str) -> str:
@@ -105,3 +108,38 @@ def test_unknown_hosts_get_the_fallback(lanner, start_server):
     assert get(port, "/one", "elsewhere.example.net") == (302, "https://fallback.example/")
     assert get(port, "/", "elsewhere.example.net") == (302, "https://fallback.example/")
     assert get(port, "/", "d1.example.com") == (302, "https://fallback.example/")  # Nothing parked.
+
+
+# -- the admin API -------------------------------------------------------------------------------
+
+
+def test_domains_through_the_api_are_admins_only_and_queue_their_certificate(admin, key, settings):
+    from workers.runtime.tasks import create_huey
+
+    status, offer = call(admin, "POST", "/offers", key, {"name": "O", "url": "https://o.example/?c={subid}"})
+    assert status == 201
+    assert call(admin, "POST", "/campaigns", key, {"name": "S", "alias": "s", "offer_id": offer["id"]})[0] == 201
+    status, created = call(admin, "POST", "/domains", key, {"name": "Go.Example.com", "campaign": "s",
+                                                            "redirect_http": True})  # fmt: skip
+    assert status == 201, created
+    assert (created["name"], created["root_campaign"], created["https"], created["cert_state"]) == (
+        "go.example.com", "s", True, "none")  # fmt: skip
+    assert create_huey(settings).pending_count() == 1  # `lanner worker` gets the certificate.
+    assert call(admin, "POST", "/domains", key, {"name": "go.example.com"})[0] == 409
+    status, refused = call(admin, "POST", "/domains", key, {"name": "no spaces.example.com"})
+    assert status == 400 and "is not a domain name" in refused["description"]
+    assert call(admin, "POST", "/domains", key, {"name": "x.example.com", "campaign": "nope"})[0] == 404
+    status, changed = call(admin, "PATCH", "/domains/go.example.com", key, {"https": False})
+    assert status == 200 and (changed["https"], changed["redirect_http"]) == (False, False)
+    status, listed = call(admin, "GET", "/domains", key)
+    assert [d["name"] for d in listed["items"]] == ["go.example.com"] and listed["next"] is None
+    status, served = call(admin, "PUT", "/campaigns/s/domains", key, {"domains": ["go.example.com"]})
+    assert status == 200 and served == {"domains": ["go.example.com"]}
+    assert call(admin, "GET", "/campaigns/s", key)[1]["url"] == "http://go.example.com/s"
+    assert call(admin, "PUT", "/campaigns/s/domains", key, {"domains": ["nope.example.com"]})[0] == 404
+    for method, path, body in [("GET", "/domains", None), ("POST", "/domains", {"name": "v.example.com"}),
+                               ("DELETE", "/domains/go.example.com", None)]:  # fmt: skip
+        assert call(admin, method, path, VIEWER_KEY, body)[0] == 403, (method, path)
+    assert call(admin, "DELETE", "/domains/go.example.com", key)[1] == {"removed": "go.example.com"}
+    assert call(admin, "GET", "/domains/go.example.com", key)[0] == 404
+    assert call(admin, "GET", "/campaigns/s/domains", key)[1] == {"domains": []}

@@ -32,17 +32,19 @@ def v1_routes(
     settings: Settings,
     *,
     find_principal: Callable[[Database, str], Principal | None] = principal_for,
+    enqueue_certificate: Callable[[int], None] | None = None,
 ) -> list[tuple[str, object]]:
     """(path, resource) of every admin API route, the OpenAPI document's last."""
     from models.conversions.postbacks import ConversionRecorder
     from routes.v1 import (
-        campaigns, clicks, conversions, costs, networks, offers, openapi, postbacks, reports, sources,
-        status,
+        campaigns, clicks, conversions, costs, domains, networks, offers, openapi, postbacks, reports,
+        sources, status,
     )  # fmt: skip
 
     auth = Authenticator(db, find_principal)
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
     geo = campaigns.GeoWarnings(settings.geo_path, settings.geo_network_paths)
+    certificates = enqueue_certificate or domains.certificate_queue(settings)
     routes = [
         ("/campaigns", campaigns.CampaignListResource(auth, db)),
         ("/campaigns/{ref}", campaigns.CampaignResource(auth, db)),
@@ -55,6 +57,9 @@ def v1_routes(
         ("/sources", sources.SourceListResource(auth, db)),
         ("/sources/catalogue", sources.SourceCatalogueResource(auth, db)),
         ("/sources/{ref}", sources.SourceResource(auth, db)),
+        ("/domains", domains.DomainListResource(auth, db, certificates)),
+        ("/domains/{ref}", domains.DomainResource(auth, db, certificates)),
+        ("/campaigns/{ref}/domains", domains.CampaignDomainsResource(auth, db)),
         ("/networks", networks.NetworkListResource(auth, db)),
         ("/networks/{ref}", networks.NetworkResource(auth, db)),
         ("/network-templates", networks.TemplateListResource(auth, db)),
