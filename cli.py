@@ -569,14 +569,6 @@ def domain() -> None:
     """Domains: the host names campaigns are served on, a campaign parked at a root, HTTPS by certbot."""
 
 
-def _domain_row(fields: dict[str, Any]) -> dict[str, Any]:
-    from datetime import datetime, timezone
-
-    expires = fields["cert_expires_at"]
-    shown = datetime.fromtimestamp(expires / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M") if expires else ""
-    return {**fields, "cert_expires": shown}
-
-
 def _secure(ctx: Context, ref: str | int) -> None:
     """Get the domain's certificate and serve it (workers/ops/certs.py); certbot's failure is the exit."""
     from models.admin.domains import domain_fields
@@ -586,7 +578,7 @@ def _secure(ctx: Context, ref: str | int) -> None:
         secured = secure_domain(ctx.db, ctx.settings, ref)
     except CertError as exc:
         raise click.ClickException(str(exc)) from None
-    fields = _domain_row(domain_fields(secured))
+    fields = domain_fields(secured)
     if fields["cert_state"] == "valid":
         click.echo(f"Certificate for {secured.name} valid until {fields['cert_expires']} UTC: {fields['url']}")
 
@@ -616,7 +608,7 @@ def domain_list(ctx: Context, include_archived: bool, fmt: str) -> None:
 
     ctx.db
     aliases = campaign_aliases()
-    rows = [_domain_row(domain_fields(d, aliases)) for d in list_domains(include_archived=include_archived)]
+    rows = [domain_fields(d, aliases) for d in list_domains(include_archived=include_archived)]
     echo_rows(rows, DOMAIN_COLUMNS, fmt)
 
 
@@ -629,7 +621,7 @@ def domain_show(ctx: Context, ref: str, fmt: str) -> None:
     from models.admin.domains import domain_fields, get_domain
 
     ctx.db
-    fields = _domain_row(domain_fields(get_domain(ref)))
+    fields = domain_fields(get_domain(ref))
     if fmt == "json":
         click.echo(json_text(fields))
     elif fmt == "csv":

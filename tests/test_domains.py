@@ -8,6 +8,7 @@ import json
 
 from conftest import request, wait_until
 from test_api_v1 import VIEWER_KEY, admin, call, key  # noqa: F401
+from test_panel import csrf_token, get, log_in, make_panel, panel, post, users  # noqa: F401
 
 # ruff: noqa: F811 (the fixtures imported above, taken as arguments)
 
@@ -67,7 +68,12 @@ def test_https_without_a_rendered_site_says_what_to_do(lanner):
     assert json.loads(lanner("domain", "show", "secure.example.com", "--json").stdout)["https"] is True
 
 
-def get(port: int, path: str, host: str) -> tuple[int, str]:
+def post_form(app, path, fields, cookie):
+    status, headers, body = post(app, path, fields, cookie)
+    return status, headers, body.decode()
+
+
+def host_get(port: int, path: str, host: str) -> tuple[int, str]:
     status, headers, _ = request(port, path, {"Host": host, "User-Agent": "Mozilla/5.0 domains"})
     return status, headers.get("location", "")
 
@@ -77,37 +83,37 @@ def test_hosts_route_campaigns_once_a_domain_exists(lanner, start_server):
         lanner("campaign", "create", alias, "--alias", alias, "--offer-url", offer(alias))
     port = start_server(workers=1).port
     # No domain: every host answers every campaign, and `/` is nothing.
-    assert get(port, "/one", "anything.example.net")[1].startswith("https://offer.example/one")
-    assert get(port, "/", "anything.example.net")[0] == 404
+    assert host_get(port, "/one", "anything.example.net")[1].startswith("https://offer.example/one")
+    assert host_get(port, "/", "anything.example.net")[0] == 404
 
     lanner("domain", "add", "d1.example.com", "--campaign", "one", "--no-https")
     lanner("domain", "add", "d2.example.com", "--no-https")
     lanner("domain", "campaign", "two", "d2.example.com")
     # A host the worker does not know yet makes it look for a change at once.
-    status, location = get(port, "/", "D1.example.com:8080")
+    status, location = host_get(port, "/", "D1.example.com:8080")
     assert status == 302 and location.startswith("https://offer.example/one"), (status, location)
-    assert get(port, "/one", "d2.example.com")[1].startswith("https://offer.example/one")  # Any domain.
-    assert get(port, "/two", "d2.example.com")[1].startswith("https://offer.example/two")
-    assert get(port, "/two", "d1.example.com")[0] == 404  # Not one of its domains.
-    assert get(port, "/one", "unknown.example.net")[0] == 404  # Not a domain.
-    assert get(port, "/", "d2.example.com")[0] == 404  # Nothing parked.
-    assert get(port, "/healthz", "unknown.example.net")[0] == 200  # Health (and postbacks): any host.
+    assert host_get(port, "/one", "d2.example.com")[1].startswith("https://offer.example/one")  # Any domain.
+    assert host_get(port, "/two", "d2.example.com")[1].startswith("https://offer.example/two")
+    assert host_get(port, "/two", "d1.example.com")[0] == 404  # Not one of its domains.
+    assert host_get(port, "/one", "unknown.example.net")[0] == 404  # Not a domain.
+    assert host_get(port, "/", "d2.example.com")[0] == 404  # Nothing parked.
+    assert host_get(port, "/healthz", "unknown.example.net")[0] == 200  # Health (and postbacks): any host.
 
     lanner("domain", "update", "d1.example.com", "--status", "archived")
     lanner("domain", "remove", "d2.example.com")
     # No active domain left (and `two`'s only one gone): every host answers every campaign again.
-    wait_until(lambda: get(port, "/two", "unknown.example.net")[0] == 302, 10, "the domains' removal")
-    assert get(port, "/", "d1.example.com")[0] == 404
+    wait_until(lambda: host_get(port, "/two", "unknown.example.net")[0] == 302, 10, "the domains' removal")
+    assert host_get(port, "/", "d1.example.com")[0] == 404
 
 
 def test_unknown_hosts_get_the_fallback(lanner, start_server):
     lanner("campaign", "create", "one", "--alias", "one", "--offer-url", offer("one"))
     lanner("domain", "add", "d1.example.com", "--no-https")
     port = start_server(workers=1, LANNER_FALLBACK_URL="https://fallback.example/").port
-    assert get(port, "/one", "d1.example.com")[1].startswith("https://offer.example/one")
-    assert get(port, "/one", "elsewhere.example.net") == (302, "https://fallback.example/")
-    assert get(port, "/", "elsewhere.example.net") == (302, "https://fallback.example/")
-    assert get(port, "/", "d1.example.com") == (302, "https://fallback.example/")  # Nothing parked.
+    assert host_get(port, "/one", "d1.example.com")[1].startswith("https://offer.example/one")
+    assert host_get(port, "/one", "elsewhere.example.net") == (302, "https://fallback.example/")
+    assert host_get(port, "/", "elsewhere.example.net") == (302, "https://fallback.example/")
+    assert host_get(port, "/", "d1.example.com") == (302, "https://fallback.example/")  # Nothing parked.
 
 
 # -- the admin API -------------------------------------------------------------------------------
@@ -143,3 +149,49 @@ def test_domains_through_the_api_are_admins_only_and_queue_their_certificate(adm
     assert call(admin, "DELETE", "/domains/go.example.com", key)[1] == {"removed": "go.example.com"}
     assert call(admin, "GET", "/domains/go.example.com", key)[0] == 404
     assert call(admin, "GET", "/campaigns/s/domains", key)[1] == {"domains": []}
+
+
+# -- the panel -----------------------------------------------------------------------------------
+
+
+def test_the_panel_lists_adds_changes_and_removes_domains_for_admins_only(panel, users, db, settings):
+    from models.admin.domains import get_domain, record_certificate
+    from workers.runtime.tasks import create_huey
+
+    anna = log_in(panel, "anna")
+    status, _, html = get(panel, "/panel/domains", anna)
+    assert status == 200 and "No domains yet" in html and 'href="/panel/domains" aria-current="page"' in html
+    token = csrf_token(html)
+    status, _, html = post_form(panel, "/panel/domains", {"name": "bad name", "https": "1", "csrf_token": token}, anna)
+    assert status == 400 and "is not a domain name" in html and 'value="bad name"' in html
+    fields = {"name": "Go.Example.com", "https": "1", "redirect_http": "1", "csrf_token": token}
+    status, headers, _ = post_form(panel, "/panel/domains", fields, anna)
+    assert status == 303 and headers["location"] == "/panel/domains/1?created=1"
+    assert create_huey(settings).pending_count() == 1  # The worker gets the certificate.
+    record_certificate(db, "go.example.com", expires_at=1_900_000_000_000)  # As the worker would.
+    status, _, html = get(panel, "/panel/domains", anna)
+    assert "go.example.com" in html and "https://go.example.com/" in html and "2030-03-17 17:46" in html
+    status, _, html = get(panel, "/panel/domains/1?created=1", anna)
+    assert status == 200 and "the worker gets its certificate" in html and "valid" in html
+    change = {"campaign": "", "https": "1", "status": "archived", "csrf_token": token}
+    assert post_form(panel, "/panel/domains/1", change, anna)[0] == 303
+    domain = get_domain(1)
+    assert (domain.status, domain.redirect_http) == ("archived", 0)
+    # Buyers and viewers neither see nor change domains.
+    bert = log_in(panel, "bert")
+    assert get(panel, "/panel/domains", bert)[0] == 403
+    assert 'href="/panel/domains"' not in get(panel, "/panel", bert)[2]
+    assert post_form(panel, "/panel/domains/1", {"remove": "1", "csrf_token": token}, bert)[0] == 403
+    assert post_form(panel, "/panel/domains/1", {"remove": "1", "csrf_token": "forged"}, anna)[0] == 403
+    assert post_form(panel, "/panel/domains/1", {"remove": "1", "csrf_token": token}, anna)[0] == 303
+    assert "No domains yet" in get(panel, "/panel/domains", anna)[2]
+    assert get(panel, "/panel/domains/1", anna)[0] == 404
+
+
+def test_the_panel_s_campaign_editor_shows_the_url_on_the_campaign_s_first_domain(panel, users, lanner):
+    lanner("campaign", "create", "One", "--alias", "one", "--offer-url", offer("one"))
+    anna = log_in(panel, "anna")
+    assert "http://go.example.com/one" not in get(panel, "/panel/campaigns/1", anna)[2]
+    lanner("domain", "add", "go.example.com", "--no-https")
+    lanner("domain", "campaign", "one", "go.example.com")
+    assert "http://go.example.com/one" in get(panel, "/panel/campaigns/1", anna)[2]

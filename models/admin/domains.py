@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from peewee import Database, IntegrityError
@@ -57,9 +58,14 @@ def domain_fields(domain: Domain, campaigns: dict[int, str] | None = None) -> di
         "redirect_http": bool(domain.redirect_http),
         "cert_state": domain.cert_state,
         "cert_expires_at": domain.cert_expires_at,
+        "cert_expires": _utc(domain.cert_expires_at),
         "cert_error": domain.cert_error,
         "url": base_url(domain),
     }
+
+
+def _utc(ms: int | None) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M") if ms else ""
 
 
 def base_url(domain: Domain) -> str:

@@ -17,6 +17,7 @@ import falcon
 
 from models.accounts.access import creates_campaigns, edits_campaign, visible_campaign_ids, visible_offers
 from models.accounts.users import list_users
+from models.admin.domains import campaign_domains, campaign_url
 from models.admin.sources import campaign_source_url, list_sources, source_of
 from models.admin.services import (
     AdminError,
@@ -358,6 +359,15 @@ def stream_groups(streams: list) -> list[dict]:
     return groups
 
 
+
+def shown_campaign_url(base: str, campaign) -> str:
+    """The campaign's URL on its first domain (https once it has a certificate), else on the host the
+    panel is reached by (`base`), with its source's parameters."""
+    path = campaign_source_url(campaign)
+    if campaign_domains(campaign.id):
+        return campaign_url(campaign, path)
+    return base + path.removeprefix("/")
+
 class EditorResource(PanelResource):
     """The access rules every editor page applies: a campaign not visible is 404, a write without the
     right to change it 403."""
@@ -462,7 +472,7 @@ class CampaignEditorResource(EditorResource):
             req, resp, "editor.html", session, code,
             campaign=campaign, values=values or campaign_values(campaign), message=message,
             is_editable=edits_campaign(self.db, principal, campaign.id),
-            campaign_url=self.campaign_base(req) + campaign_source_url(campaign).removeprefix("/"),
+            campaign_url=shown_campaign_url(self.campaign_base(req), campaign),
             campaign_source=source_of(campaign),
             sources=[s for s in list_sources(include_archived=True)
                      if s.status == "active" or s.id == campaign.source_id],
