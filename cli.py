@@ -588,14 +588,18 @@ def _secure(ctx: Context, ref: str | int) -> None:
 @click.option("--campaign", help="Park this campaign (alias or id) at the domain's root: `GET /` runs it.")
 @click.option("--https/--no-https", "is_https", default=True, show_default=True, help="Get a certificate.")
 @click.option("--redirect-http", is_flag=True, help="Plain HTTP answers 301 to HTTPS.")
+@click.option("--no-cert", is_flag=True, help="Not now (nginx is not running yet): `lanner domain cert` later.")
 @pass_context
-def domain_add(ctx: Context, name: str, campaign: str | None, is_https: bool, redirect_http: bool) -> None:
+def domain_add(
+    ctx: Context, name: str, campaign: str | None, is_https: bool, redirect_http: bool, no_cert: bool
+) -> None:
     """Add a domain, get its certificate (certbot, webroot mode through this host's nginx) and serve it."""
     from models.admin.domains import create_domain
 
     created = create_domain(ctx.db, name, campaign=campaign, is_https=is_https, redirect_http=redirect_http)
     click.echo(f"Domain {created.name} added (id {created.id}).")
-    _secure(ctx, created.id)
+    if not no_cert:
+        _secure(ctx, created.id)
 
 
 @domain.command("list")

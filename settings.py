@@ -49,6 +49,10 @@ def _ip_list(value: str) -> tuple[str, ...]:
     return entries
 
 
+def _hosts(value: str) -> frozenset[str]:
+    return frozenset(host.lower() for host in _csv(value))
+
+
 def _aliases(value: str) -> dict[str, int]:
     """Parse `param=N,param2=M` into {param: N}; N is a sub_id slot, 1..SUB_ID_SLOTS."""
     from models.choices import SUB_ID_SLOTS
@@ -442,6 +446,13 @@ SETTINGS: tuple[Setting, ...] = (
         "empty: rates only from `lanner currency rate set` and the API.",
     ),
     Setting(
+        "tracker_hosts",
+        "localhost,127.0.0.1,[::1]",
+        _hosts,
+        "Host names that answer campaign URLs as a domain does once `lanner domain` has any (this box's own "
+        "name, loopback for health checks and smoke clicks): comma-separated.",
+    ),
+    Setting(
         "acme_server",
         "https://acme-v02.api.letsencrypt.org/directory",
         str,
@@ -544,6 +555,7 @@ class Settings:
     postback_retry_seconds: float
     report_currency: str
     exchange_rate_url: str
+    tracker_hosts: frozenset[str]
     acme_server: str
     acme_email: str
     certbot_dir: str

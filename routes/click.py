@@ -163,8 +163,10 @@ class ClickResource:
         fallback_url: str,
         max_click_cost: float,
         spool_full_answer: str = "503",
+        tracker_hosts: frozenset[str] = frozenset(),
     ) -> None:
         self.tracker = tracker
+        self.tracker_hosts = tracker_hosts  # LANNER_TRACKER_HOSTS: answer as a domain parking nothing.
         self.visit = VisitParser(client_address, sub_id_aliases, max_click_cost)
         self.fallback_url = fallback_url
         self.is_spool_full_fallback = spool_full_answer == "fallback"
@@ -180,7 +182,9 @@ class ClickResource:
         campaign = self.tracker.campaign(alias)
         if campaign is not None and self.tracker.domains.roots:  # PERF: no domains, nothing to check.
             host = host_of(req.env.get("HTTP_HOST", ""))
-            if not self.tracker.domain_map(host).allows(host, campaign.id):
+            is_ours = host in self.tracker_hosts
+            domains = self.tracker.domains if is_ours else self.tracker.domain_map(host)
+            if not domains.allows(host, campaign.id, is_tracker_host=is_ours):
                 campaign = None
         self._click(req, resp, campaign)
 

@@ -98,6 +98,10 @@ def test_hosts_route_campaigns_once_a_domain_exists(lanner, start_server):
     assert host_get(port, "/one", "unknown.example.net")[0] == 404  # Not a domain.
     assert host_get(port, "/", "d2.example.com")[0] == 404  # Nothing parked.
     assert host_get(port, "/healthz", "unknown.example.net")[0] == 200  # Health (and postbacks): any host.
+    # The tracker's own names (LANNER_TRACKER_HOSTS, loopback by default) answer as a domain parking nothing.
+    assert host_get(port, "/one", "127.0.0.1:8080")[1].startswith("https://offer.example/one")
+    assert host_get(port, "/two", "localhost")[0] == 404
+    assert host_get(port, "/", "localhost")[0] == 404
 
     lanner("domain", "update", "d1.example.com", "--status", "archived")
     lanner("domain", "remove", "d2.example.com")

@@ -18,10 +18,13 @@ class DomainMap:
     # Campaign id -> the hosts it answers on; a campaign not here answers on every domain.
     campaign_hosts: dict[int, frozenset[str]] = field(default_factory=dict)
 
-    def allows(self, host: str, campaign_id: int) -> bool:
-        """A campaign URL on this host may run this campaign (always, while there is no domain)."""
+    def allows(self, host: str, campaign_id: int, *, is_tracker_host: bool = False) -> bool:
+        """A campaign URL on this host may run this campaign (always, while there is no domain). The
+        tracker's own hosts (LANNER_TRACKER_HOSTS) answer as a domain that parks nothing."""
         if not self.roots:
             return True
+        if is_tracker_host:
+            return campaign_id not in self.campaign_hosts
         if host not in self.roots:
             return False
         hosts = self.campaign_hosts.get(campaign_id)

@@ -208,7 +208,10 @@ def secure_domain(db, settings: Settings, ref: str | int):
                 f"then `lanner domain cert {domain.name}`."
             )
         return domain
-    if domain.is_https and domain.status == "active":
+    is_wanted = domain.is_https and domain.status == "active"
+    if not is_wanted and not certificate_paths(settings, domain.name)[0].exists():
+        return domain  # Nothing of it in the site: no HTTPS block to add or take away.
+    if is_wanted:
         try:
             expires_at = obtain_certificate(settings, domain.name)
         except CertError as exc:
