@@ -203,10 +203,12 @@ def secure_domain(db, settings: Settings, ref: str | int):
     domain = get_domain(ref)
     if recorded_site(settings) is None:
         if domain.is_https:
-            raise CertError(
+            error = CertError(
                 "No nginx site was rendered on this host with `lanner nginx site -o PATH`: render it, "
                 f"then `lanner domain cert {domain.name}`."
             )
+            record_certificate(db, domain.id, expires_at=None, error=str(error))
+            raise error
         return domain
     is_wanted = domain.is_https and domain.status == "active"
     if not is_wanted and not certificate_paths(settings, domain.name)[0].exists():
