@@ -648,7 +648,8 @@ def domain_update(ctx: Context, ref: str, **changes: Any) -> None:
 
     updated = update_domain(ctx.db, ref, **changes)
     click.echo(f"Domain {updated.name} updated.")
-    _secure(ctx, updated.id)
+    if any(changes[name] is not None for name in ("is_https", "redirect_http", "status")):
+        _secure(ctx, updated.id)  # The site changes (a parked campaign is the workers' alone).
 
 
 @domain.command("remove")

@@ -64,8 +64,13 @@ def test_bad_domains_are_refused_in_one_sentence(lanner):
 def test_https_without_a_rendered_site_says_what_to_do(lanner):
     result = lanner("domain", "add", "secure.example.com", check=False)
     assert result.returncode == 1 and "lanner nginx site -o PATH" in result.stderr
-    # The domain is kept: `lanner domain cert` gets the certificate once the site is there.
-    assert json.loads(lanner("domain", "show", "secure.example.com", "--json").stdout)["https"] is True
+    # The domain is kept, and why it has no certificate: `lanner domain cert` gets it once the site is there.
+    shown = json.loads(lanner("domain", "show", "secure.example.com", "--json").stdout)
+    assert (shown["https"], shown["cert_state"]) == (True, "failed") and "lanner nginx site" in shown["cert_error"]
+    lanner("campaign", "create", "One", "--alias", "one", "--offer-url", offer("one"))
+    lanner("domain", "update", "secure.example.com", "--campaign", "one")  # Nothing for nginx: no certbot.
+    failed = lanner("domain", "update", "secure.example.com", "--redirect-http", check=False)
+    assert failed.returncode == 1 and "lanner nginx site -o PATH" in failed.stderr
 
 
 def post_form(app, path, fields, cookie):

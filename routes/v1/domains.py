@@ -116,7 +116,8 @@ class DomainResource:
         body = read_body(req, DOMAIN_UPDATE)
         require_admin(req, "domains")
         domain = domains.update_domain(self.db, ref, actor=req.context.principal, **_changes(body))
-        self.enqueue_certificate(domain.id)  # The site rendered again, a certificate got if now wanted.
+        if {"https", "redirect_http", "status"} & body.keys():
+            self.enqueue_certificate(domain.id)  # The site rendered again, a certificate got if now wanted.
         answer(req, resp, domains.domain_fields(domain))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
