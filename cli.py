@@ -656,14 +656,16 @@ def domain_update(ctx: Context, ref: str, **changes: Any) -> None:
 @click.argument("ref")
 @pass_context
 def domain_remove(ctx: Context, ref: str) -> None:
-    """Remove a domain (its certificate stays in certbot's directory); the site is rendered again."""
+    """Remove a domain; the site is rendered again without it, and certbot forgets its certificate."""
     from models.admin.domains import remove_domain
-    from workers.ops.certs import CertError, render_recorded_site
+    from workers.ops.certs import CertError, delete_certificate, render_recorded_site
 
     removed = remove_domain(ctx.db, ref)
     click.echo(f"Domain {removed.name} removed.")
     try:
         render_recorded_site(ctx.settings)
+        if delete_certificate(ctx.settings, removed.name):
+            click.echo("Its certificate is deleted (no more renewals).")
     except CertError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -131,6 +131,15 @@ def https_get(port: int, host: str, path: str, roots: str) -> tuple[int, dict[st
             return response.status, headers, tls.getpeercert()
 
 
+def served_as(port: int, host: str, roots: str) -> bool:
+    """nginx answers TLS for `host` with a certificate for that name."""
+    try:
+        https_get(port, host, "/healthz", roots)
+    except ssl.SSLCertVerificationError:
+        return False
+    return True
+
+
 @pytest.fixture
 def https_front(env, db, lanner, tmp_path):
     """`lanner serve` on a socket behind nginx (HTTP, and HTTPS on a second port once a domain has a
@@ -214,3 +223,10 @@ def test_clicks_over_https_on_two_domains_and_renewal(https_front, lanner, db, s
     )  # fmt: skip
     renewed = {d["name"]: d for d in json.loads(run_lanner(environ, "domain", "list", "--json").stdout)}
     assert renewed[D1]["cert_expires_at"] == ssl.cert_time_to_seconds(cert["notAfter"]) * 1000
+
+    # A removed domain leaves the site (D2's name now gets D1's block: the name check fails) and certbot.
+    removed = run_lanner(environ, "domain", "remove", D2).stdout
+    assert "certificate is deleted" in removed
+    wait_until(lambda: not served_as(https_port, D2, roots), 10, "nginx without D2's HTTPS block")
+    assert not (Path(environ["LANNER_DATA_DIR"]) / "certbot/config/live" / D2).exists()
+    assert https_get(https_port, D1, "/", roots)[0] == 302

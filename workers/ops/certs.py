@@ -116,6 +116,16 @@ def renew_certificates(settings: Settings, *, force: bool = False) -> list[str]:
     return renewed
 
 
+def delete_certificate(settings: Settings, name: str) -> bool:
+    """Forget a removed domain's certificate (`certbot delete`: renewals stop); False if it had none."""
+    if not (settings.certbot_path / "config" / "renewal" / f"{name}.conf").exists():
+        return False
+    result = _certbot(settings, ["delete", "--cert-name", name])
+    if result.returncode != 0:
+        raise CertError(f"certbot could not delete the certificate of {name}: {_last_words(result)}")
+    return True
+
+
 # -- the nginx site ----------------------------------------------------------------------------
 
 
