@@ -169,7 +169,8 @@ def test_the_panel_lists_adds_changes_and_removes_domains_for_admins_only(panel,
 
     anna = log_in(panel, "anna")
     status, _, html = get(panel, "/panel/domains", anna)
-    assert status == 200 and "No domains yet" in html and 'href="/panel/domains" aria-current="page"' in html
+    assert status == 200 and "No domains yet" in html and 'href="/panel/status" aria-current="page"' in html
+    assert 'href="/panel/domains" id="domains-link"' in get(panel, "/panel/status", anna)[2]
     token = csrf_token(html)
     status, _, html = post_form(panel, "/panel/domains", {"name": "bad name", "https": "1", "csrf_token": token}, anna)
     assert status == 400 and "is not a domain name" in html and 'value="bad name"' in html

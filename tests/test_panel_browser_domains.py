@@ -28,10 +28,11 @@ def test_a_domain_added_in_the_panel_shows_the_worker_s_certificate_attempt(
     worker = start_consumer()
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
     wait = WebDriverWait(browser, 20)
-    browser.get(base + "/panel/login?next=/panel/domains")
+    browser.get(base + "/panel/login?next=/panel/status")
     browser.find_element(By.ID, "name").send_keys("anna")
     browser.find_element(By.ID, "password").send_keys(PASSWORD)
     browser.find_element(By.ID, "login").click()
+    wait.until(seen.element_to_be_clickable((By.ID, "domains-link"))).click()
     wait.until(seen.presence_of_element_located((By.ID, "domain-list")))
     assert "No domains yet" in browser.find_element(By.ID, "domain-list").text
 
