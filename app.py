@@ -55,7 +55,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         fallback_url,
         settings.max_click_cost,
         settings.spool_full_answer,
-        settings.tracker_hosts,
+        frozenset(settings.tracker_hosts),
     )
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True

@@ -49,8 +49,8 @@ def _ip_list(value: str) -> tuple[str, ...]:
     return entries
 
 
-def _hosts(value: str) -> frozenset[str]:
-    return frozenset(host.lower() for host in _csv(value))
+def _hosts(value: str) -> tuple[str, ...]:
+    return tuple(host.lower() for host in _csv(value))
 
 
 def _aliases(value: str) -> dict[str, int]:
@@ -555,7 +555,7 @@ class Settings:
     postback_retry_seconds: float
     report_currency: str
     exchange_rate_url: str
-    tracker_hosts: frozenset[str]
+    tracker_hosts: tuple[str, ...]
     acme_server: str
     acme_email: str
     certbot_dir: str

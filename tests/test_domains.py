@@ -6,6 +6,7 @@ import csv
 import io
 import json
 
+import pytest
 from conftest import request, wait_until
 from test_api_v1 import VIEWER_KEY, admin, call, key  # noqa: F401
 from test_panel import csrf_token, get, log_in, make_panel, panel, post, users  # noqa: F401
@@ -205,3 +206,17 @@ def test_the_panel_s_campaign_editor_shows_the_url_on_the_campaign_s_first_domai
     lanner("domain", "add", "go.example.com", "--no-https")
     lanner("domain", "campaign", "one", "go.example.com")
     assert "http://go.example.com/one" in get(panel, "/panel/campaigns/1", anna)[2]
+
+
+def test_the_site_refuses_what_nginx_would_misread_in_a_domain():
+    from workers.ops.nginx import NginxConfigError, SiteDomain, SiteOptions, render_site
+
+    for domain, message in [
+        (SiteDomain("evil.example.com;include /etc/passwd"), "is not a host name"),
+        (SiteDomain("ok.example.com", "/certs/a b.pem", "/certs/key.pem"), "absolute path without spaces"),
+        (SiteDomain("ok.example.com", "relative.pem", "/certs/key.pem"), "absolute path without spaces"),
+    ]:
+        with pytest.raises(NginxConfigError, match=message):
+            render_site(SiteOptions(upstream="127.0.0.1:8080", domains=(domain,)))
+    with pytest.raises(NginxConfigError, match="HTTPS listen"):
+        render_site(SiteOptions(upstream="127.0.0.1:8080", https_listen="443 ssl; x"))
