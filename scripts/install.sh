@@ -178,8 +178,9 @@ mkdir -p "$PREFIX" "$DATA" "$ETC" "$RUN_DIR" "$UNIT_DIR" "$NGINX_DIR/sites-avail
 chown "$RUN_USER:$RUN_GROUP" "$DATA" "$RUN_DIR"
 # Data files are owner-only (lanner's umask is 077); an upgrade tightens those an older version made.
 chmod -R go-rwx "$DATA"
-# Others may only pass through (nginx's user, to DATA/acme: certbot's challenges); nothing is listed.
-chmod 0751 "$DATA"
+chmod 0750 "$DATA"
+# certbot's challenges, which nginx serves itself: nginx's user passes through $DATA as a member of
+# its group (below).
 mkdir -p "$DATA/acme" "$DATA/nginx"
 chown "$RUN_USER:$RUN_GROUP" "$DATA/acme" "$DATA/nginx"
 chmod 0755 "$DATA/acme"
@@ -266,6 +267,7 @@ if [ "$SYSTEMD" = 1 ]; then
     else
         systemctl enable --now lanner-web lanner-worker
     fi
+    if id -u www-data >/dev/null 2>&1; then usermod -aG "$RUN_GROUP" www-data; fi  # $DATA/landers
     systemctl enable --now lanner-nginx-reload.path
     nginx -t -q
     systemctl reload nginx || systemctl start nginx
