@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SYSTEM_PACKAGES := libev-dev python3-venv python3-dev gcc
-TEST_PACKAGES := nginx chromium chromium-driver postgresql redis-server
+TEST_PACKAGES := nginx chromium chromium-driver postgresql redis-server pebble certbot openssl
 # PostgreSQL refuses to run as root: workers/bench/servers.py runs the test servers as this user when root.
 TEST_USER := lanner-test
 
@@ -25,9 +25,10 @@ bench: venv
 
 # System packages, installed only when missing: what bjoern needs to build, and for the tests
 # a real nginx (tests/test_nginx.py runs it in front of Lanner), a headless chromium with its
-# driver (tests/test_panel_browser.py drives the web panel in it), and PostgreSQL and Redis, whose
+# driver (tests/test_panel_browser.py drives the web panel in it), PostgreSQL and Redis, whose
 # binaries the tests start as throwaway servers on unix sockets (workers/bench/servers.py; the packages'
-# own services are neither needed nor used).
+# own services are neither needed nor used), and pebble (a local ACME server), certbot and openssl
+# for tests/test_https.py's certificates (certbot's own timer is not used either).
 deps:
 	@$(MAKE) --no-print-directory apt PACKAGES="$(SYSTEM_PACKAGES)"
 

@@ -57,6 +57,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         fallback_url,
         settings.max_click_cost,
         settings.spool_full_answer,
+        frozenset(settings.tracker_hosts),
     )
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
@@ -85,9 +86,9 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     click_api = ClickApiResource(tracker, client_address, settings.sub_id_aliases, settings.max_click_cost)
     app.add_route("/click_api/v3", click_api)
     app.add_route("/api.php", click_api)  # Where KClient PHP is usually pointed (routes/clickapi.py).
-    kclient_offer = KClientOfferResource()  # KClient's getOffer() links, on to /lp/click.
-    app.add_route("/", kclient_offer)
-    app.add_route("/click_api", kclient_offer)
+    # `/`: KClient's getOffer() links, on to /lp/click; else a domain's parked campaign (models/routing/domains.py).
+    app.add_route("/", KClientOfferResource(root=clicks))
+    app.add_route("/click_api", KClientOfferResource())
     app.add_route("/lp/visit", LpVisitResource(tracker, clicks.visit))
     app.add_route("/lanner.js", ScriptResource())
     app.add_route("/{alias}", clicks)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -566,6 +567,151 @@ def source_catalogue(fmt: str) -> None:
     if fmt == "table":
         click.echo(data["about"] + "\n")
     echo_rows(rows, ["key", "name", "kinds", "template", "postback"], fmt)
+
+
+# -- domains ---------------------------------------------------------------------------------
+
+DOMAIN_COLUMNS = ["id", "name", "status", "root_campaign", "https", "redirect_http", "cert_state",
+                  "cert_expires", "url"]  # fmt: skip
+
+
+@main.group()
+def domain() -> None:
+    """Domains: the host names campaigns are served on, a campaign parked at a root, HTTPS by certbot."""
+
+
+def _secure(ctx: Context, ref: str | int) -> None:
+    """Get the domain's certificate and serve it (workers/ops/certs.py); certbot's failure is the exit."""
+    from models.admin.domains import domain_fields
+    from workers.ops.certs import CertError, secure_domain
+
+    try:
+        secured = secure_domain(ctx.db, ctx.settings, ref)
+    except CertError as exc:
+        raise click.ClickException(str(exc)) from None
+    fields = domain_fields(secured)
+    if fields["cert_state"] == "valid":
+        click.echo(f"Certificate for {secured.name} valid until {fields['cert_expires']} UTC: {fields['url']}")
+
+
+@domain.command("add")
+@click.argument("name")
+@click.option("--campaign", help="Park this campaign (alias or id) at the domain's root: `GET /` runs it.")
+@click.option("--https/--no-https", "is_https", default=True, show_default=True, help="Get a certificate.")
+@click.option("--redirect-http", is_flag=True, help="Plain HTTP answers 301 to HTTPS.")
+@click.option("--no-cert", is_flag=True, help="Not now (nginx is not running yet): `lanner domain cert` later.")
+@pass_context
+def domain_add(
+    ctx: Context, name: str, campaign: str | None, is_https: bool, redirect_http: bool, no_cert: bool
+) -> None:
+    """Add a domain, get its certificate (certbot, webroot mode through this host's nginx) and serve it."""
+    from models.admin.domains import create_domain
+
+    created = create_domain(ctx.db, name, campaign=campaign, is_https=is_https, redirect_http=redirect_http)
+    click.echo(f"Domain {created.name} added (id {created.id}).")
+    if not no_cert:
+        _secure(ctx, created.id)
+
+
+@domain.command("list")
+@click.option("--all", "include_archived", is_flag=True, help="Archived domains too.")
+@format_option
+@pass_context
+def domain_list(ctx: Context, include_archived: bool, fmt: str) -> None:
+    """List domains with their certificate's state and expiry."""
+    from models.admin.domains import campaign_aliases, domain_fields, list_domains
+
+    ctx.db
+    aliases = campaign_aliases()
+    rows = [domain_fields(d, aliases) for d in list_domains(include_archived=include_archived)]
+    echo_rows(rows, DOMAIN_COLUMNS, fmt)
+
+
+@domain.command("show")
+@click.argument("ref")
+@format_option
+@pass_context
+def domain_show(ctx: Context, ref: str, fmt: str) -> None:
+    """Show a domain (by name or id)."""
+    from models.admin.domains import domain_fields, get_domain
+
+    ctx.db
+    fields = domain_fields(get_domain(ref))
+    if fmt == "json":
+        click.echo(json_text(fields))
+    elif fmt == "csv":
+        echo_rows([fields], [*DOMAIN_COLUMNS, "cert_error"], fmt)
+    else:
+        for key, value in fields.items():
+            click.echo(f"{key}: {'' if value is None else value}")
+
+
+@domain.command("update")
+@click.argument("ref")
+@click.option("--campaign", help="Park this campaign at the root; '' parks none.")
+@click.option("--https/--no-https", "is_https", default=None)
+@click.option("--redirect-http/--no-redirect-http", "redirect_http", default=None)
+@click.option("--status", type=click.Choice(choices.DOMAIN_STATUSES))
+@pass_context
+def domain_update(ctx: Context, ref: str, **changes: Any) -> None:
+    """Change a domain; the site is rendered again (and a certificate got if HTTPS is newly asked for)."""
+    from models.admin.domains import update_domain
+
+    updated = update_domain(ctx.db, ref, **changes)
+    click.echo(f"Domain {updated.name} updated.")
+    if any(changes[name] is not None for name in ("is_https", "redirect_http", "status")):
+        _secure(ctx, updated.id)  # The site changes (a parked campaign is the workers' alone).
+
+
+@domain.command("remove")
+@click.argument("ref")
+@pass_context
+def domain_remove(ctx: Context, ref: str) -> None:
+    """Remove a domain; the site is rendered again without it, and certbot forgets its certificate."""
+    from models.admin.domains import remove_domain
+    from workers.ops.certs import CertError, delete_certificate, render_recorded_site
+
+    removed = remove_domain(ctx.db, ref)
+    click.echo(f"Domain {removed.name} removed.")
+    try:
+        render_recorded_site(ctx.settings)
+        if delete_certificate(ctx.settings, removed.name):
+            click.echo("Its certificate is deleted (no more renewals).")
+    except CertError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@domain.command("cert")
+@click.argument("ref")
+@pass_context
+def domain_cert(ctx: Context, ref: str) -> None:
+    """Get the domain's certificate again (after a failure: DNS not pointed here yet, port 80 closed)."""
+    _secure(ctx, ref)
+
+
+@domain.command("renew")
+@click.option("--force", is_flag=True, help="Renew every certificate, due or not.")
+@pass_context
+def domain_renew(ctx: Context, force: bool) -> None:
+    """Renew the certificates due (`lanner worker` does it daily); nginx reloads for a renewed one."""
+    from workers.ops.certs import renew_due
+
+    ctx.db
+    renewed = renew_due(ctx.settings, force=force)
+    click.echo(f"Renewed: {', '.join(renewed)}." if renewed else "Nothing renewed.")
+
+
+@domain.command("campaign")
+@click.argument("campaign")
+@click.argument("domains", nargs=-1)
+@pass_context
+def domain_campaign(ctx: Context, campaign: str, domains: tuple[str, ...]) -> None:
+    """Serve CAMPAIGN only on these DOMAINS (the first is its URL's); none: on every domain again."""
+    from models.admin.domains import set_campaign_domains
+
+    served = set_campaign_domains(ctx.db, campaign, domains)
+    where = ", ".join(d.name for d in served) or "every domain"
+    click.echo(f"Campaign {campaign} is served on {where}.")
 
 
 # -- affiliate networks ----------------------------------------------------------------------
@@ -2776,7 +2922,15 @@ def _write_or_echo(text: str, output: str | None) -> None:
     "--real-ip-header", default="X-Forwarded-For", show_default=True, help="Header those proxies set."
 )
 @click.option("--admin-allow", multiple=True, default=("127.0.0.1", "::1"), show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of stdout.")
+@click.option(
+    "--https-listen", default="443", show_default=True, help="PORT or ADDRESS:PORT of the domains' HTTPS."
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write here instead of stdout (and remember the options: `lanner domain` renders it again).",
+)
 @pass_context
 def nginx_site(
     ctx: Context,
@@ -2785,8 +2939,10 @@ def nginx_site(
     admin_upstreams: tuple[str, ...],
     **options: Any,
 ) -> None:
-    """Render the server block that proxies campaign URLs, postbacks and the API to Lanner (one box, or
-    several nodes: one --upstream and --admin-upstream each)."""
+    """Render the server blocks that proxy campaign URLs, postbacks and the API to Lanner (one box, or
+    several nodes: one --upstream and --admin-upstream each), with HTTPS for each domain that has a
+    certificate (`lanner domain`; read from the database once it is migrated)."""
+    from workers.ops.certs import record_site
     from workers.ops.nginx import SiteOptions, render_site
 
     if len(upstreams) > 1:  # Cluster mode: the nodes' own settings are not this host's.
@@ -2795,10 +2951,33 @@ def nginx_site(
         served = ctx.settings.replace(bind=upstreams[0] if upstreams else ctx.settings.bind)
         upstreams = (served.bind,)
         admin = admin_upstreams or served.admin_address
-    options["landers_dir"] = str(ctx.settings.landers_dir)
-    options["lander_upload_bytes"] = ctx.settings.lander_max_bytes
-    text = render_site(SiteOptions(upstream=upstreams, admin_upstream=admin, **options))
+    site = SiteOptions(
+        upstream=upstreams,
+        admin_upstream=admin,
+        acme_webroot=str(ctx.settings.acme_webroot_path),
+        landers_dir=str(ctx.settings.landers_dir),
+        lander_upload_bytes=ctx.settings.lander_max_bytes,
+        **options,
+    )
+    text = render_site(dataclasses.replace(site, domains=_site_domains(ctx)))
     _write_or_echo(text, output)
+    if output:
+        record_site(ctx.settings, output, site)
+
+
+def _site_domains(ctx: Context) -> tuple:
+    """The domains the site serves; none before the database exists or is migrated (a first install
+    renders the site before anything else)."""
+    from models.migrations.runner import schema_is_current
+    from workers.ops.certs import site_domains
+    from models.store.database import open_database
+
+    if not ctx.settings.uses_postgres and not ctx.settings.database_path.exists():
+        return ()
+    database = open_database(ctx.settings.database_location)
+    if not schema_is_current(database):
+        return ()
+    return site_domains(ctx.settings)
 
 
 @nginx.command("main")

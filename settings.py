@@ -49,6 +49,10 @@ def _ip_list(value: str) -> tuple[str, ...]:
     return entries
 
 
+def _hosts(value: str) -> tuple[str, ...]:
+    return tuple(host.lower() for host in _csv(value))
+
+
 def _aliases(value: str) -> dict[str, int]:
     """Parse `param=N,param2=M` into {param: N}; N is a sub_id slot, 1..SUB_ID_SLOTS."""
     from models.choices import SUB_ID_SLOTS
@@ -456,6 +460,48 @@ SETTINGS: tuple[Setting, ...] = (
         "empty: rates only from `lanner currency rate set` and the API.",
     ),
     Setting(
+        "tracker_hosts",
+        "localhost,127.0.0.1,[::1]",
+        _hosts,
+        "Host names that answer campaign URLs as a domain does once `lanner domain` has any (this box's own "
+        "name, loopback for health checks and smoke clicks): comma-separated.",
+    ),
+    Setting(
+        "acme_server",
+        "https://acme-v02.api.letsencrypt.org/directory",
+        str,
+        "The ACME directory `lanner domain` gets certificates from (certbot's --server): Let's Encrypt by "
+        "default; its staging directory, or a test server, for trials.",
+    ),
+    Setting(
+        "acme_email",
+        "",
+        str,
+        "The address the ACME server writes to about expiring certificates; empty: certbot registers "
+        "without one.",
+    ),
+    Setting(
+        "certbot_dir",
+        "",
+        str,
+        "certbot's directory (its config/, work/ and logs/ under it: accounts, certificates, renewal "
+        "settings); empty: DATA_DIR/certbot.",
+    ),
+    Setting(
+        "acme_webroot",
+        "",
+        str,
+        "Where certbot writes its http-01 challenges and nginx serves them from "
+        "(/.well-known/acme-challenge/ on every host); empty: DATA_DIR/acme. nginx's user must read it.",
+    ),
+    Setting(
+        "nginx_reload",
+        "systemctl reload nginx",
+        str,
+        "The command that makes nginx load the re-rendered site and renewed certificates "
+        "(`lanner domain`, the daily renewal).",
+    ),
+    Setting(
         "redis_url",
         "",
         _redis_url,
@@ -538,6 +584,12 @@ class Settings:
     postback_retry_seconds: float
     report_currency: str
     exchange_rate_url: str
+    tracker_hosts: tuple[str, ...]
+    acme_server: str
+    acme_email: str
+    certbot_dir: str
+    acme_webroot: str
+    nginx_reload: str
     redis_url: str
     redis_prefix: str
     redis_timeout: float
@@ -626,6 +678,14 @@ class Settings:
         if self.bot_ranges == "off":
             return None
         return Path(self.bot_ranges) if self.bot_ranges else self.data_dir / "bots" / "ranges.json"
+
+    @property
+    def certbot_path(self) -> Path:
+        return Path(self.certbot_dir) if self.certbot_dir else self.data_dir / "certbot"
+
+    @property
+    def acme_webroot_path(self) -> Path:
+        return Path(self.acme_webroot) if self.acme_webroot else self.data_dir / "acme"
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)

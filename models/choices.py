@@ -25,6 +25,7 @@ SUB_ID_SLOTS = 30  # sub_id_1 .. sub_id_30 on every click.
 CONVERSION_STATUSES = ("lead", "sale", "rejected", "rebill", "trash")
 POSTBACK_METHODS = ("GET", "POST")  # How an outbound postback is sent.
 SOURCE_STATUSES = ("active", "archived")  # An archived traffic source stays on its campaigns; none picks it.
+DOMAIN_STATUSES = ("active", "archived")  # An archived domain answers as an unknown host; its cert stays.
 # What a received postback became, as logged and answered.
 POSTBACK_VERDICTS = (
     "created", "updated", "duplicate", "refused", "parked", "expired", "invalid", "forbidden", "failed",

@@ -1,5 +1,9 @@
 """`GET /<alias>`: the campaign URL. Parses the visit at the edge and answers the tracker's decision.
 
+`GET /` on a domain that parks a campaign (models/routing/domains.py) is a click of that campaign.
+Once any domain exists, a campaign URL on a host that is no domain, or not one of the campaign's
+domains, is answered as an unknown campaign (the fallback).
+
 `GET /lp/click?subid=SUBID` (and Keitaro's `GET /<alias>?_lp=1[&_subid=SUBID]`): the LP click, the
 visitor following a lander's link to the offer (models/clicks/tracker.py `lp_click`). The subid comes
 from the query, else the `lanner_subid` cookie set with the redirect to the lander, else the
@@ -28,6 +32,7 @@ from models.clicks.tracker import ClickTracker
 from models.clicks.visit import Visit
 from models.lookups.bots import request_signals
 from models.lookups.iplist import IpList
+from models.routing.domains import host_of
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
 MAX_USER_AGENT = 1000
@@ -158,8 +163,10 @@ class ClickResource:
         fallback_url: str,
         max_click_cost: float,
         spool_full_answer: str = "503",
+        tracker_hosts: frozenset[str] = frozenset(),
     ) -> None:
         self.tracker = tracker
+        self.tracker_hosts = tracker_hosts  # LANNER_TRACKER_HOSTS: answer as a domain parking nothing.
         self.visit = VisitParser(client_address, sub_id_aliases, max_click_cost)
         self.fallback_url = fallback_url
         self.is_spool_full_fallback = spool_full_answer == "fallback"
@@ -173,6 +180,26 @@ class ClickResource:
                 self.lp_clicks.on_get(req, resp)
                 return
         campaign = self.tracker.campaign(alias)
+        if campaign is not None and self.tracker.domains.roots:  # PERF: no domains, nothing to check.
+            host = host_of(req.env.get("HTTP_HOST", ""))
+            is_ours = host in self.tracker_hosts
+            domains = self.tracker.domains if is_ours else self.tracker.domain_map(host)
+            if not domains.allows(host, campaign.id, is_tracker_host=is_ours):
+                campaign = None
+        self._click(req, resp, campaign)
+
+    def on_get_root(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """`GET /`: the campaign the Host's domain parks there; without domains, 404 as always."""
+        resp.set_header("Cache-Control", "no-store")
+        host = host_of(req.env.get("HTTP_HOST", ""))
+        domains = self.tracker.domain_map(host)
+        if not domains.roots:
+            raise falcon.HTTPNotFound()
+        campaign_id = domains.roots.get(host)
+        campaign = self.tracker.campaigns_by_id.get(campaign_id) if campaign_id else None
+        self._click(req, resp, campaign)
+
+    def _click(self, req: falcon.Request, resp: falcon.Response, campaign) -> None:
         if campaign is None:
             if self.fallback_url:
                 resp.status = falcon.HTTP_302
@@ -205,6 +232,7 @@ class ClickResource:
 
     # The visit's bot signals say "head" (VisitParser): routed like any bot, stored as one.
     on_head = on_get
+    on_head_root = on_get_root
 
 
 def lp_subid(req: falcon.Request) -> str:

@@ -395,13 +395,24 @@ class KClientOfferResource:
     offer button ([kclient] _buildOfferUrl: the tracker URL's folder); sent on to the lander click,
     `/lp/click?subid=`, which records it and redirects to the offer. `info.token` is the subid."""
 
+    def __init__(self, root=None) -> None:
+        self.root = root  # At `/`: the click resource, for a domain's parked campaign (routes/click.py).
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.set_header("Cache-Control", "no-store")
         token = req.get_param("_token") or ""
-        if req.get_param("_lp") != "1" or not token:
+        if req.get_param("_lp") == "1" and token:
+            resp.status = falcon.HTTP_302
+            resp.set_header("Location", "/lp/click?" + urlencode({"subid": token[:MAX_VALUE]}))
+        elif self.root is not None:
+            self.root.on_get_root(req, resp)
+        else:
             raise falcon.HTTPNotFound(title="Not found", description="Nothing is served here.")
-        resp.status = falcon.HTTP_302
-        resp.set_header("Location", "/lp/click?" + urlencode({"subid": token[:MAX_VALUE]}))
+
+    def on_head(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if self.root is None:
+            raise falcon.HTTPNotFound(title="Not found", description="Nothing is served here.")
+        self.root.on_head_root(req, resp)
 
 
 class ScriptResource:

@@ -3,6 +3,15 @@
 #
 #   sudo scripts/install.sh [--server-name tracker.example.com] [--listen 80] [--workers 2]
 #                           [--admin-allow 203.0.113.7/32 ...]
+#                           [--domain track.example.com --domain go.example.org --email ops@example.com]
+#
+# Each --domain (repeatable; its DNS pointed at this host, port 80 open) is added with `lanner domain
+# add`: certbot (Debian's package, installed then) gets its certificate through nginx, the site serves
+# it on HTTPS (--https-listen, 443) and `lanner worker` renews it daily. --email is the address the ACME
+# server writes to about expiring certificates (LANNER_ACME_EMAIL). The nginx site is rendered into the
+# data directory (/var/lib/lanner/nginx/lanner.conf, linked from /etc/nginx/sites-available) so that
+# `lanner domain` and the worker can render it again; they make nginx reload through the
+# lanner-nginx-reload.path unit (the `lanner` user cannot signal nginx itself).
 #
 # The web panel and the admin API answer only the addresses --admin-allow lists (repeatable; default
 # this machine: open it through an SSH tunnel, or list your office's address, or 0.0.0.0/0 and ::/0
@@ -58,9 +67,12 @@ JOIN_REDIS=""
 NODE_ID=""
 BIND=""
 BALANCERS=""
+DOMAINS=()
+EMAIL=""
+HTTPS_LISTEN=443
 
 usage() {
-    sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -81,6 +93,9 @@ while [ $# -gt 0 ]; do
         --node-id) NODE_ID=$2; shift 2 ;;
         --bind) BIND=$2; shift 2 ;;
         --balancer) BALANCERS="$BALANCERS,$2"; shift 2 ;;
+        --domain) DOMAINS+=("$2"); shift 2 ;;
+        --email) EMAIL=$2; shift 2 ;;
+        --https-listen) HTTPS_LISTEN=$2; shift 2 ;;
         -h|--help) usage 0 ;;
         *) echo "install.sh: unknown option $1" >&2; usage 2 ;;
     esac
@@ -144,6 +159,7 @@ if [ "$PACKAGES" = 1 ]; then
     missing=""
     packages="python3-venv python3-dev gcc libev-dev nginx curl"
     [ "$CLUSTER" = 1 ] && packages="$packages postgresql redis-server"
+    [ ${#DOMAINS[@]} -gt 0 ] && packages="$packages certbot"
     for package in $packages; do
         dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"
     done
@@ -166,6 +182,11 @@ chmod 0750 "$DATA"
 # Local landers are public static files nginx serves itself from $DATA/landers (README, "Landing
 # pages"): readable by all, and nginx's user passes through $DATA as a member of its group (below).
 if [ -d "$DATA/landers" ]; then chmod -R go+rX "$DATA/landers"; fi
+# certbot's challenges, which nginx serves itself: nginx's user passes through $DATA as a member of
+# its group (below).
+mkdir -p "$DATA/acme" "$DATA/nginx"
+chown "$RUN_USER:$RUN_GROUP" "$DATA/acme" "$DATA/nginx"
+chmod 0755 "$DATA/acme"
 
 say "Code into $APP"
 rm -rf "$APP.new"
@@ -206,6 +227,12 @@ if [ -n "$ADMIN_BIND" ]; then
     set_env LANNER_ADMIN_BIND "$ADMIN_BIND"
 fi
 [ -n "$BALANCERS" ] && set_env LANNER_TRUSTED_PROXIES "127.0.0.1,::1$BALANCERS"
+set_env LANNER_ACME_WEBROOT "$DATA/acme"
+# This box's own name answers campaign URLs once domains exist (the smoke click below: loopback).
+[ "$SERVER_NAME" != _ ] && set_env LANNER_TRACKER_HOSTS "localhost,127.0.0.1,[::1],$(printf '%s' "$SERVER_NAME" | tr ' ' ',')"
+[ -n "$EMAIL" ] && set_env LANNER_ACME_EMAIL "$EMAIL"
+# The lanner user asks for a reload by writing this file; lanner-nginx-reload.path does it as root.
+[ "$SYSTEMD" = 1 ] && set_env LANNER_NGINX_RELOAD "$APP/scripts/request-nginx-reload"
 if [ "$CLUSTER" = 1 ]; then
     first_host
 elif [ "$JOINING" = 1 ]; then
@@ -219,9 +246,14 @@ lanner db status
 
 say "Units and nginx site"
 cp "$units/lanner-web.service" "$units/lanner-worker.service" "$UNIT_DIR/"
-"$VENV/bin/lanner" nginx site --upstream "$BIND" ${ADMIN_BIND:+--admin-upstream "$ADMIN_BIND"} --listen "$LISTEN" --server-name "$SERVER_NAME" \
-    "${ADMIN_ALLOW[@]}" -o "$NGINX_DIR/sites-available/lanner.conf"
-ln -sf ../sites-available/lanner.conf "$NGINX_DIR/sites-enabled/lanner.conf"
+sed "s|{{DATA_DIR}}|$DATA|g" "$SOURCE/systemd/lanner-nginx-reload.path" >"$UNIT_DIR/lanner-nginx-reload.path"
+cp "$SOURCE/systemd/lanner-nginx-reload.service" "$UNIT_DIR/"
+# As the lanner user, with the installed settings: the options are kept (DATA/nginx-site.json) for
+# `lanner domain` to render the site again with each domain's certificate.
+lanner nginx site --upstream "$BIND" ${ADMIN_BIND:+--admin-upstream "$ADMIN_BIND"} --listen "$LISTEN" \
+    --server-name "$SERVER_NAME" --https-listen "$HTTPS_LISTEN" "${ADMIN_ALLOW[@]}" -o "$DATA/nginx/lanner.conf"
+ln -sfn "$DATA/nginx/lanner.conf" "$NGINX_DIR/sites-available/lanner.conf"
+ln -sfn ../sites-available/lanner.conf "$NGINX_DIR/sites-enabled/lanner.conf"
 
 if [ "$SYSTEMD" = 1 ]; then
     say "Services"
@@ -238,7 +270,8 @@ if [ "$SYSTEMD" = 1 ]; then
     else
         systemctl enable --now lanner-web lanner-worker
     fi
-    if id -u www-data >/dev/null 2>&1; then usermod -aG "$RUN_GROUP" www-data; fi  # $DATA/landers
+    if id -u www-data >/dev/null 2>&1; then usermod -aG "$RUN_GROUP" www-data; fi  # $DATA/landers, $DATA/acme
+    systemctl enable --now lanner-nginx-reload.path
     nginx -t -q
     systemctl reload nginx || systemctl start nginx
 
@@ -254,6 +287,22 @@ if [ "$SYSTEMD" = 1 ]; then
     echo "http://127.0.0.1:$LISTEN/smoke-test answered 302"
 else
     say "Not starting services (--no-systemd): run the ExecStart lines of $UNIT_DIR/lanner-*.service"
+fi
+
+if [ ${#DOMAINS[@]} -gt 0 ]; then
+    say "Domains"
+    for domain in "${DOMAINS[@]}"; do
+        name=$(printf '%s' "$domain" | tr 'A-Z' 'a-z')
+        if lanner domain show "$name" >/dev/null 2>&1; then
+            echo "$name: kept"
+            [ "$SYSTEMD" = 1 ] && lanner domain cert "$name"  # Kept if still good (certbot --keep-until-expiring).
+        elif [ "$SYSTEMD" = 1 ]; then
+            lanner domain add "$name"  # Its certificate through the running nginx.
+        else  # No nginx running: the certificate waits for `lanner domain cert`.
+            lanner domain add "$name" --no-cert
+        fi
+    done
+    lanner domain list
 fi
 
 say "Done"

@@ -15,7 +15,7 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
              "0006_postback_refusals", "0007_currencies", "0008_accounts", "0009_panel_sessions",
              "0010_user_timezone", "0011_country_rollups", "0012_spool_nodes",
              "0013_traffic_sources", "0014_networks", "0015_landers", "0016_lp_clicks",
-             "0017_cost_entries", "0019_campaign_tokens"]  # fmt: skip
+             "0017_cost_entries", "0018_domains", "0019_campaign_tokens"]  # fmt: skip
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr
     applied = run_lanner(env, "db", "migrate", "--to", "0004_rollups").stdout

@@ -64,11 +64,13 @@ def test_migrated_schema_matches_the_models(db):
     from models.tables.lander import Lander, StreamLander
     from models.tables.network import Network
     from models.tables.offer import Offer
+    from models.tables.domain import CampaignDomain, Domain
     from models.tables.source import TrafficSource
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)
     models += (PostbackDelivery, PostbackRefusal, User, CampaignShare, ApiKey, AuditEntry, Network, TrafficSource)
     models += (Lander, StreamLander)
+    models += (Domain, CampaignDomain)
     for model in models:
         table = model._meta.table_name
         columns = {column.name for column in db.get_columns(table)}

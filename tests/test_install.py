@@ -22,9 +22,9 @@ NGINX = "/usr/sbin/nginx"
 pytestmark = pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is installed by `make test`")
 
 
-def install(root: Path, port: int) -> subprocess.CompletedProcess:
+def install(root: Path, port: int, *extra: str) -> subprocess.CompletedProcess:
     args = ["bash", str(ROOT / "scripts" / "install.sh"), "--root", str(root), "--user", getpass.getuser()]
-    args += ["--no-packages", "--no-systemd", "--listen", f"127.0.0.1:{port}"]
+    args += ["--no-packages", "--no-systemd", "--listen", f"127.0.0.1:{port}", *extra]
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "VIRTUAL_ENV"))}
     result = subprocess.run(args, capture_output=True, text=True, timeout=600, env=environ)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -69,7 +69,7 @@ def installed_lanner(root: Path, *args: str) -> str:
 
 def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(tmp_path):
     root, port = tmp_path / "root", free_port()
-    first = install(root, port)
+    first = install(root, port, "--domain", "Track.lanner.test", "--email", "ops@lanner.test")
     assert "installed" in first.stdout.splitlines()[-1]
     assert "key: " in first.stdout and "report API key: " in first.stdout
     assert "First admin: admin, password: " in first.stdout
@@ -81,7 +81,15 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     )
     assert unit(web_unit)["ExecStart"] == f"{root}/opt/lanner/venv/bin/lanner serve"
     site = root / "etc/nginx/sites-enabled/lanner.conf"
-    assert site.resolve() == root / "etc/nginx/sites-available/lanner.conf"
+    data = root / "var/lib/lanner"
+    # In the data directory, which `lanner domain` and the worker may write: they render it again.
+    assert site.resolve() == data / "nginx/lanner.conf"
+    assert f"root {data}/acme;" in site.read_text()  # certbot's challenges, served on plain HTTP.
+    assert (root / "etc/systemd/system/lanner-nginx-reload.path").read_text().count(f"{data}/nginx/reload") == 2
+    env_text = (root / "etc/lanner/lanner.env").read_text()
+    assert "LANNER_ACME_EMAIL=ops@lanner.test" in env_text and f"LANNER_ACME_WEBROOT={data}/acme" in env_text
+    # --no-systemd: no nginx runs yet, so the domain waits for `lanner domain cert`.
+    assert "Domain track.lanner.test added" in first.stdout
     # The installed code is a copy: nothing points back into the source tree.
     assert not (root / "opt/lanner/app/.venv").exists() and (root / "opt/lanner/app/cli.py").exists()
 
@@ -123,6 +131,9 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
             assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
             time.sleep(0.2)
         assert rows == [("installed", "127.0.0.1")]  # The client address nginx saw.
+        # With a domain, the Host decides: the domain answers the campaign, another host does not.
+        assert request(port, "/live", {"Host": "track.lanner.test", "User-Agent": "Install test"})[0] == 302
+        assert request(port, "/live", {"Host": "other.lanner.test", "User-Agent": "Install test"})[0] == 404
         assert request(port, "/healthz")[0] == 200
         # The report API goes to the admin worker through nginx's /api/ location.
         api_key = installed_lanner(root, "api", "key", "show").strip()
@@ -144,8 +155,9 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     # Upgrade: the same command again keeps the configuration and the data.
     env_file = root / "etc/lanner/lanner.env"
     env_file.write_text(env_file.read_text() + "LANNER_LOG_LEVEL=WARNING\n")
-    second = install(root, port)
+    second = install(root, port, "--domain", "track.lanner.test")
     assert "upgraded in place" in second.stdout and "kept" in second.stdout
+    assert "track.lanner.test: kept" in second.stdout
     assert "LANNER_LOG_LEVEL=WARNING" in env_file.read_text()
     assert "up to date" in second.stdout
     assert "First admin" not in second.stdout  # Printed once, on the first install.

@@ -22,9 +22,23 @@ def campaign_fields(campaign) -> dict[str, Any]:
         "cost_value": campaign.cost_value,
         "cost_currency": campaign.cost_currency,
         "owner_id": campaign.owner_id,  # The user who owns it (models/accounts/access.py); None: admins'.
-        "url": f"/{campaign.alias}",
         "token": campaign.token,  # Its Click API token (/click_api/v3); `--new-token` rotates it.
-        **_source(campaign),
+        **_urls(campaign),
+    }
+
+
+def _urls(campaign) -> dict[str, Any]:
+    """Its URL (on its first domain, if it has any), its domains, and its source's URL."""
+    from models.admin.domains import campaign_domains, campaign_url
+
+    domains = campaign_domains(campaign.id) if campaign.id is not None else []
+    source = _source(campaign)
+    if domains:
+        source["source_url"] = campaign_url(campaign, source["source_url"])
+    return {
+        "url": campaign_url(campaign) if domains else f"/{campaign.alias}",
+        "domains": [domain.name for domain in domains],
+        **source,
     }
 
 

@@ -75,6 +75,7 @@ from models.lookups.geo import GeoSource
 from models.lookups.useragent import UserAgentParser
 from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.routing.config import CampaignConfig, LanderChoice, load_campaigns
+from models.routing.domains import DomainMap, load_domains
 from models.routing.filters import FilterSubject
 from models.routing.router import Route, Router, TraceEntry
 from models.store.database import STORE_ERRORS, read_tx
@@ -247,6 +248,16 @@ class ClickTracker:
                 self._next_miss_check = now + MISS_CHECK_EVERY
         return config
 
+    def domain_map(self, host: str) -> DomainMap:
+        """The domains, fresh as the campaigns are: an unknown host may be a domain added a moment ago."""
+        now = self.clock()
+        if now >= self._next_refresh:
+            self.refresh()
+        if host not in self.domains.roots and now >= self._next_miss_check:
+            if not self._database_answers(now, self._reload_if_changed):
+                self._next_miss_check = now + MISS_CHECK_EVERY
+        return self.domains
+
     def refresh(self) -> None:
         """Reload changed campaigns and forget flushed clicks. Runs before any probe of a click."""
         now = self.clock()
@@ -332,6 +343,7 @@ class ClickTracker:
         with read_tx(self.db):
             version = self.meta.config_version()
             self.campaigns = load_campaigns(self.db)
+            self.domains: DomainMap = load_domains(self.db)
             self.zones.load(self.conn)
             self.probe = hotpath.visitor_probe(self.conn)  # Migration 0005 bumps the version to switch.
         self.campaigns_by_id = {c.id: c for c in self.campaigns.values()}

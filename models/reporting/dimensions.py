@@ -29,6 +29,7 @@ DIMENSION_COLUMNS: dict[str, str] = {
     "language": "language",
     **{f"sub_id_{n}": f"sub_id_{n}" for n in range(1, SUB_ID_SLOTS + 1)},
     "referrer_domain": "referrer",  # The referrer URL's host without "www.".
+    "domain": "domain",  # The host the click came in on (migration 0016; no rollup keeps it: raw clicks).
 }
 # The dimensions that are ids of a campaign, stream or offer: their filters take integers, and a
 # conversion keeps its own copy of them (indexed), which its filters read.

@@ -246,7 +246,7 @@ def _check(query: ReportQuery) -> None:
         names = ", ".join((*TIME_GROUPS, *ROLLUP_GROUPS_ORDER))
         raise ReportError(
             f"Cannot group or filter by {unknown[0]!r}; use {names}, sub_id_1 to sub_id_30, referrer_domain, "
-            "lander."
+            "lander, domain."
         )
     if any(name in TIME_GROUPS for name in query.filters):
         raise ReportError("Filter time with --from/--to or a preset, not a day or hour filter.")

@@ -23,6 +23,7 @@ from models.accounts.access import (
     visible_offers,
 )
 from models.accounts.users import list_users
+from models.admin.domains import campaign_domains, campaign_url
 from models.admin.landers import list_landers, stream_lander_rows, stream_landers
 from models.admin.sources import campaign_source_url, list_sources, source_of
 from models.admin.services import (
@@ -395,6 +396,16 @@ def stream_groups(streams: list) -> list[dict]:
     return groups
 
 
+
+def shown_campaign_url(base: str, campaign) -> str:
+    """The campaign's URL on its first domain (https once it has a certificate), else on the host the
+    panel is reached by (`base`), with its source's parameters."""
+    path = campaign_source_url(campaign)
+    if campaign_domains(campaign.id):
+        return campaign_url(campaign, path)
+    return base + path.removeprefix("/")
+
+
 class EditorResource(PanelResource):
     """The access rules every editor page applies: a campaign not visible is 404, a write without the
     right to change it 403."""
@@ -504,7 +515,7 @@ class CampaignEditorResource(EditorResource):
             req, resp, "editor.html", session, code,
             campaign=campaign, values=values or campaign_values(campaign), message=message,
             is_editable=edits_campaign(self.db, principal, campaign.id),
-            campaign_url=self.campaign_base(req) + campaign_source_url(campaign).removeprefix("/"),
+            campaign_url=shown_campaign_url(self.campaign_base(req), campaign),
             tracker_base=self.campaign_base(req),
             script_tag=script_tag(self.campaign_base(req), campaign.alias),
             campaign_source=source_of(campaign),

@@ -65,7 +65,7 @@ GROUP_LABELS = {
     "day": "Day", "hour": "Hour", "campaign": "Campaign", "stream": "Stream", "offer": "Offer",
     "network": "Network", "traffic_source": "Traffic source", "lander": "Lander",
     "source": "Source", "country": "Country", "device": "Device", "os": "OS", "browser": "Browser",
-    "language": "Language", "referrer_domain": "Referrer domain",
+    "language": "Language", "referrer_domain": "Referrer domain", "domain": "Domain",
     **{name: name.replace("sub_id_", "Sub ID ") for name in GROUPS if name.startswith("sub_id_")},
 }  # fmt: skip
 METRIC_LABELS = {
@@ -198,7 +198,7 @@ def parse_state(
         if name not in known:
             raise bad_request(
                 f"Cannot group by {name!r}; use {', '.join(TIME_GROUPS)}, campaign, stream, offer, network, "
-                "source, country, device, os, browser, language, sub_id_1 to sub_id_30, referrer_domain."
+                "source, country, device, os, browser, language, sub_id_1 to sub_id_30, referrer_domain, domain."
             )
     if len(set(groups)) < len(groups):
         raise bad_request("Group by each name at one level only.")

@@ -32,12 +32,13 @@ def v1_routes(
     settings: Settings,
     *,
     find_principal: Callable[[Database, str], Principal | None] = principal_for,
+    enqueue_certificate: Callable[[int], None] | None = None,
 ) -> list[tuple[str, object]]:
     """(path, resource) of every admin API route, the OpenAPI document's last."""
     from models.conversions.postbacks import ConversionRecorder
     from routes.v1 import (
-        campaigns, clicks, conversions, costs, landers, networks, offers, openapi, postbacks, reports,
-        sources, status,
+        campaigns, clicks, conversions, costs, domains, landers, networks, offers, openapi, postbacks,
+        reports, sources, status,
     )  # fmt: skip
     from models.admin.landers import LanderFiles
 
@@ -45,6 +46,7 @@ def v1_routes(
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
     geo = campaigns.GeoWarnings(settings.geo_path, settings.geo_network_paths)
     files = LanderFiles.from_settings(settings)
+    certificates = enqueue_certificate or domains.certificate_queue(settings)
     routes = [
         ("/campaigns", campaigns.CampaignListResource(auth, db)),
         ("/campaigns/{ref}", campaigns.CampaignResource(auth, db)),
@@ -60,6 +62,9 @@ def v1_routes(
         ("/landers", landers.LanderListResource(auth, db)),
         ("/landers/{ref}", landers.LanderResource(auth, db, files)),
         ("/landers/{ref}/zip", landers.LanderZipResource(auth, db, files)),
+        ("/domains", domains.DomainListResource(auth, db, certificates)),
+        ("/domains/{ref}", domains.DomainResource(auth, db, certificates)),
+        ("/campaigns/{ref}/domains", domains.CampaignDomainsResource(auth, db)),
         ("/networks", networks.NetworkListResource(auth, db)),
         ("/networks/{ref}", networks.NetworkResource(auth, db)),
         ("/network-templates", networks.TemplateListResource(auth, db)),

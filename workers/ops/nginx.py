@@ -19,6 +19,7 @@ LISTEN_BACKLOG = 4096
 WORKER_CONNECTIONS = 8192
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_.*~^$\\-]+( [A-Za-z0-9_.*~^$\\-]+)*$")
 _HEADER = re.compile(r"^[A-Za-z0-9-]+$")
+_DOMAIN = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
 _LISTEN = re.compile(r"^(\[[0-9a-fA-F:]+\]:|[0-9.]+:)?[0-9]{1,5}$")
 
 
@@ -33,6 +34,16 @@ FAIL_TIMEOUT = "5s"
 
 
 @dataclass(frozen=True)
+class SiteDomain:
+    """A domain as the site serves it: HTTPS with its certificate (paths certbot keeps), if it has one."""
+
+    name: str
+    certificate: str = ""  # fullchain.pem; empty: no certificate yet, plain HTTP only.
+    key: str = ""
+    redirect_http: bool = False  # Plain HTTP answers 301 to HTTPS (only with a certificate).
+
+
+@dataclass(frozen=True)
 class SiteOptions:
     upstream: str | tuple[str, ...]  # Lanner's bind (HOST:PORT or unix:/PATH), or one a node.
     admin_upstream: str | tuple[str, ...] = ""  # The admin worker's (one a node); empty: the web workers'.
@@ -43,6 +54,9 @@ class SiteOptions:
     admin_allow: tuple[str, ...] = ("127.0.0.1", "::1")
     landers_dir: str = "/var/lib/lanner/landers"  # settings.landers_dir: local landers, served by nginx.
     lander_upload_bytes: int = 20 * 1024 * 1024  # settings.lander_max_bytes: a lander's zip upload.
+    domains: tuple[SiteDomain, ...] = ()
+    https_listen: str = "443"  # PORT or ADDRESS:PORT the domains with a certificate are served on.
+    acme_webroot: str = "/var/lib/lanner/acme"  # Where certbot's webroot mode writes its challenges.
 
 
 def _cidrs(values: tuple[str, ...], what: str) -> list[str]:
@@ -83,6 +97,41 @@ LANDER_TYPES = {
     "image/avif": "avif", "image/x-icon": "ico", "font/woff": "woff", "font/woff2": "woff2",
     "font/ttf": "ttf", "font/otf": "otf", "video/mp4": "mp4", "video/webm": "webm", "audio/mpeg": "mp3",
 }  # fmt: skip
+def _path(value: str, what: str) -> str:
+    if not value.startswith("/") or any(char in value for char in " ;{}\"'\n$"):
+        raise NginxConfigError(f"{what} {value!r} must be an absolute path without spaces or quotes.")
+    return value
+
+
+def _domain_servers(options: SiteOptions, values: dict[str, str]) -> list[str]:
+    """The HTTPS server block of each domain with a certificate, and the port-80 redirect of each that
+    redirects plain HTTP."""
+    if not _LISTEN.match(options.https_listen):
+        raise NginxConfigError(f"HTTPS listen {options.https_listen!r} must be PORT or ADDRESS:PORT.")
+    port = options.https_listen.rsplit(":", 1)[-1]
+    servers, redirects, backlog = [], [], f" backlog={LISTEN_BACKLOG}"
+    for domain in options.domains:
+        if not _DOMAIN.match(domain.name):
+            raise NginxConfigError(f"domain {domain.name!r} is not a host name nginx can serve.")
+        if not domain.certificate:
+            continue
+        head = (
+            f"    listen {options.https_listen} ssl{backlog};\n    server_name {domain.name};\n"
+            f"    ssl_certificate {_path(domain.certificate, 'certificate')};\n"
+            f"    ssl_certificate_key {_path(domain.key, 'certificate key')};"
+        )
+        backlog = ""  # Once per address: nginx refuses a second listen with options.
+        servers.append(render_template("nginx/lanner-server.conf", {**values, "SERVER_HEAD": head}))
+        if domain.redirect_http:
+            target = f"https://$host{'' if port == '443' else ':' + port}$request_uri"
+            redirects.append(
+                f"server {{\n    listen {options.listen};\n    server_name {domain.name};\n"
+                f"    location ^~ /.well-known/acme-challenge/ {{\n"
+                f"        root {values['ACME_WEBROOT']};\n        default_type text/plain;\n"
+                f"        try_files $uri =404;\n    }}\n"
+                f"    location / {{\n        return 301 {target};\n    }}\n}}\n"
+            )
+    return servers + redirects
 
 
 def render_site(options: SiteOptions) -> str:
@@ -107,11 +156,9 @@ def render_site(options: SiteOptions) -> str:
     trusted = _cidrs(options.trusted_proxies, "Trusted proxy")
     admin = _cidrs(options.admin_allow, "Admin address")
     values = {
-        "UPSTREAM_SERVERS": _server_lines(upstreams),
+        "ACME_WEBROOT": _path(options.acme_webroot, "ACME webroot"),
         "ADMIN_UPSTREAM_SERVERS": _server_lines(admin_upstreams),
         "CONNECT_TIMEOUT": "1s" if len(upstreams) > 1 else "5s",
-        "LISTEN": f"{options.listen} backlog={LISTEN_BACKLOG}",
-        "SERVER_NAME": options.server_name,
         "REAL_IP_HEADER": options.real_ip_header,
         "SET_REAL_IP_FROM": "\n".join(f"    set_real_ip_from {cidr};" for cidr in trusted)
         or "    # No trusted proxy: the TCP peer is the visitor.",
@@ -122,7 +169,11 @@ def render_site(options: SiteOptions) -> str:
         # The zip and room for the form around it, in whole MiB.
         "LANDER_UPLOAD_SIZE": f"{-(-(options.lander_upload_bytes + 65536) // 2**20)}m",
     }
-    return render_template("nginx/lanner-site.conf", values)
+    head = f"    listen {options.listen} backlog={LISTEN_BACKLOG};\n    server_name {options.server_name};"
+    servers = [render_template("nginx/lanner-server.conf", {**values, "SERVER_HEAD": head})]
+    servers += _domain_servers(options, values)
+    site = {**values, "UPSTREAM_SERVERS": _server_lines(upstreams), "SERVERS": "\n".join(servers)}
+    return render_template("nginx/lanner-site.conf", site)
 
 
 def render_main(*, sites: str, pid_path: str, error_log: str, temp_dir: str) -> str:

@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -304,6 +305,13 @@ GEO_SCHEDULE = crontab(hour="4", minute="41")
 BOT_RANGES_SCHEDULE = crontab(hour="4", minute="53")
 
 
+def renew_schedule(settings: Settings) -> Callable:
+    """Daily, at a time of night of this install's own (from its data directory and node name): ACME
+    servers ask their clients not to renew all at the same minute."""
+    spread = zlib.crc32(f"{settings.node_id}:{settings.data_dir}".encode())
+    return crontab(hour=str(2 + spread % 3), minute=str(spread // 3 % 60))
+
+
 def node_jobs(settings: Settings) -> list[tuple]:
     """What workers/runtime/nodesweeps.py runs on each node in cluster mode (Huey's tasks on one box),
     and the node's web workers' views of Redis published for the other nodes (runtime/redisview.py)."""
@@ -414,6 +422,30 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         huey.update_geo_data = update_geo_data_task
         huey.update_bot_ranges = update_bot_ranges
 
+    @huey.task(name="get_certificate")
+    def get_certificate(domain_id: int) -> None:
+        """A domain added or changed in the panel or the API: its certificate (certbot, minutes at worst)."""
+        from workers.ops.certs import CertError, secure_domain
+
+        try:
+            secure_domain(db, settings, domain_id)
+        except CertError as exc:
+            logger.warning("domain %s: %s", domain_id, exc)
+
+    @huey.periodic_task(renew_schedule(settings), name="renew_certificates")
+    def renew_certificates_task() -> None:
+        """Daily `certbot renew` (due at 30 days left) on the host whose nginx serves the domains (it has
+        their certificates: workers/ops/certs.py); a renewed certificate reloads nginx."""
+        from workers.ops.certs import CertError, renew_due
+
+        try:
+            renewed = renew_due(settings)
+        except CertError as exc:
+            logger.warning("certificates not renewed: %s", exc)
+            return
+        if renewed:
+            logger.info("certificates renewed: %s", ", ".join(renewed))
+
     @huey.on_startup()
     def connect_db() -> None:
         db.connect(reuse_if_open=True)  # Each consumer thread gets its own connection.
@@ -423,6 +455,8 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
     huey.run_deferred_steps = run_deferred_steps
     huey.prune_postback_log = prune_postback_log_task
     huey.refresh_exchange_rates = refresh_exchange_rates
+    huey.get_certificate = get_certificate
+    huey.renew_certificates = renew_certificates_task
 
 
 def run_consumer(settings: Settings) -> None:
