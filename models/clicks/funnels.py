@@ -103,17 +103,22 @@ class FunnelIndex:
 
     def prune(self, flushed: Position) -> None:
         """Forget the clicks and LP clicks that have landed (the database has them now)."""
-        clicks, lp_clicks = self.clicks, self.lp_clicks
-        while clicks:
-            subid = next(iter(clicks))
-            if clicks[subid] >= flushed:
+        # PERF: one pass each, then the deletes: `next(iter(d))` after each delete would scan the
+        # slots already emptied at the front every time (quadratic: 40 ms for 8,000).
+        landed = []
+        for subid, position in self.clicks.items():
+            if position >= flushed:
                 break
-            del clicks[subid]
-        while lp_clicks:
-            subid = next(iter(lp_clicks))
-            if lp_clicks[subid][0] >= flushed:
+            landed.append(subid)
+        for subid in landed:
+            del self.clicks[subid]
+        landed.clear()
+        for subid, held in self.lp_clicks.items():
+            if held[0] >= flushed:
                 break
-            del lp_clicks[subid]
+            landed.append(subid)
+        for subid in landed:
+            del self.lp_clicks[subid]
         if self._spill is not None:
             at = packed_position(flushed)
             if at > self._flushed_at:
