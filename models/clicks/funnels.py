@@ -61,8 +61,10 @@ class FunnelIndex:
         self.in_memory = in_memory
         self.clock = clock  # Paces retries of a failed file.
         self._spill: LanderSpillFile | None = None
-        self.spilled_clicks = self.spilled_lp_clicks = 0  # Rows in the file.
-        self._clicks_through = self._lp_clicks_through = -1  # The newest packed position in each table.
+        self.spilled_clicks = self.spilled_lp_clicks = 0  # Rows moved to the file and not deleted.
+        # The newest packed position moved to each table; -1 while it holds none. A failed write may
+        # leave some of its rows in, uncounted: their entries are still in memory, which is asked first.
+        self._clicks_through = self._lp_clicks_through = -1
         self._flushed_at = -1  # The packed flushed position last pruned to.
         self._next_spill_try = 0.0
         self._spill_failures = 0
@@ -85,16 +87,17 @@ class FunnelIndex:
     def click(self, subid: str) -> Position | None:
         """Where the line of the held click `subid` is, or None (not held: landed, or no such click)."""
         position = self.clicks.get(subid)
-        if position is None and self.spilled_clicks:
+        if position is None and self._clicks_through >= 0:
             packed = self._read(LanderSpillFile.click, subid)
-            if packed is not None and packed >= self._flushed_at:  # A row left by a failed delete: landed.
+            # A row before the flushed position was left by a failed delete: the database has it.
+            if packed is not None and packed >= self._flushed_at:
                 return _unpacked(packed)
         return position
 
     def lp_click(self, subid: str) -> LpClickHeld | None:
         """(position, offer_id, location) of the held LP click of `subid`, or None."""
         held = self.lp_clicks.get(subid)
-        if held is None and self.spilled_lp_clicks:
+        if held is None and self._lp_clicks_through >= 0:
             row = self._read(LanderSpillFile.lp_click, subid)
             if row is not None:
                 packed, offer_id, location = row
@@ -119,10 +122,10 @@ class FunnelIndex:
             landed.append(subid)
         for subid in landed:
             del self.lp_clicks[subid]
-        if self._spill is not None:
-            at = packed_position(flushed)
-            if at > self._flushed_at:
-                self._flushed_at = at
+        at = packed_position(flushed)
+        if at > self._flushed_at:
+            self._flushed_at = at
+            if self._spill is not None:
                 self._forget(at)
 
     def close(self) -> None:
@@ -186,18 +189,18 @@ class FunnelIndex:
             return
         spill = self._spill
         try:
-            if self.spilled_clicks:
+            if self._clicks_through >= 0:
                 if at > self._clicks_through:
                     spill.forget_clicks(None)
                     self.spilled_clicks, self._clicks_through = 0, -1
                 else:
-                    self.spilled_clicks -= spill.forget_clicks(at)
-            if self.spilled_lp_clicks:
+                    self.spilled_clicks = max(0, self.spilled_clicks - spill.forget_clicks(at))
+            if self._lp_clicks_through >= 0:
                 if at > self._lp_clicks_through:
                     spill.forget_lp_clicks(None)
                     self.spilled_lp_clicks, self._lp_clicks_through = 0, -1
                 else:
-                    self.spilled_lp_clicks -= spill.forget_lp_clicks(at)
+                    self.spilled_lp_clicks = max(0, self.spilled_lp_clicks - spill.forget_lp_clicks(at))
         except SPILL_ERRORS as exc:
             # Landed rows stay: `click` ignores them (the database has the click and its LP click), an
             # LP click's offer is the one landed.
