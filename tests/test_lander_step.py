@@ -299,3 +299,124 @@ def test_a_conversion_before_the_lp_click_moves_to_the_offer_with_its_click(
             (made["offer_ids"][0], 1, 1, 7.5, 1)
         ]
     assert all(rows == [] for rows in cube_differences(db).values())
+
+
+def lp_lines(settings) -> list[bytes]:
+    return [
+        line
+        for path in settings.spool_dir.glob("clicks.*.log")
+        for line in path.read_bytes().splitlines()
+        if line.startswith(b"lp\t")
+    ]
+
+
+def test_a_stopped_flusher_leaves_lander_clicks_bounded_in_memory_and_every_lp_click_answered(
+    db, make_tracker, settings, clock
+):
+    from models.clicks.funnels import FUNNELS_IN_MEMORY
+
+    made = lander_campaign(
+        db,
+        "outage",
+        [{"url": REMOTE}],
+        offers=[{"url": "https://a.example/?s={subid}"}, {"url": "https://b.example/?s={subid}"}],
+    )
+    tracker = make_tracker()
+    count = 20_000
+    subids = []
+    for n in range(count):  # 200 s at 100 funnels/s, nothing flushed.
+        subids.append(tracker.track(tracker.campaign("outage"), visit(n)).subid)
+        clock.advance(0.01)
+    funnels = tracker.funnels
+    assert len(funnels.clicks) <= FUNNELS_IN_MEMORY, len(funnels.clicks)
+    assert funnels.spilled_clicks == count - len(funnels.clicks)
+    # A worker started now replays the journal into the same two tiers.
+    late = make_tracker()
+    assert len(late.funnels.clicks) <= FUNNELS_IN_MEMORY
+    assert late.funnels.spilled_clicks == count - len(late.funnels.clicks)
+
+    first = {}
+    for subid in subids:  # The oldest ones are on disk only: each is still found, and gets an offer.
+        lp = tracker.lp_click(subid)
+        assert lp is not None and not lp.is_repeat, subid
+        assert lp.offer_id in made["offer_ids"] and f"s={subid}" in lp.location
+        first[subid] = (lp.offer_id, lp.location)
+        clock.advance(0.001)
+    assert {offer for offer, _ in first.values()} == set(made["offer_ids"])
+    assert len(funnels.lp_clicks) <= FUNNELS_IN_MEMORY, len(funnels.lp_clicks)
+    assert funnels.spilled_lp_clicks == count - len(funnels.lp_clicks)
+    assert subids[0] not in funnels.lp_clicks and subids[0] not in funnels.clicks
+    for worker in (tracker, late):  # Again, on either worker: the first offer, nothing written.
+        for subid in subids[:300] + subids[-300:]:
+            again = worker.lp_click(subid)
+            assert again.is_repeat and (again.offer_id, again.location) == first[subid], subid
+    assert len(lp_lines(settings)) == count
+    assert len(late.funnels.lp_clicks) <= FUNNELS_IN_MEMORY  # It read the other worker's LP lines.
+    assert late.funnels.spilled_lp_clicks == count - len(late.funnels.lp_clicks)
+
+    land(settings)
+    rows = stored("SELECT subid, offer_id FROM click WHERE lp_clicked_at IS NOT NULL")
+    assert dict(rows) == {subid: offer for subid, (offer, _) in first.items()}
+    clock.advance(1)
+    for worker in (tracker, late):  # The flusher passed them all: memory and the file are emptied.
+        worker.refresh()
+        held = worker.funnels
+        assert (len(held.clicks), len(held.lp_clicks)) == (0, 0)
+        assert (held.spilled_clicks, held.spilled_lp_clicks, held._spill) == (0, 0, None)
+        assert worker.lp_click(subids[0]).is_repeat  # From the row now.
+    assert len(lp_lines(settings)) == count
+
+
+def test_when_the_disk_refuses_lander_clicks_they_stay_in_memory_and_lp_clicks_are_answered(
+    db, make_tracker, settings, clock, caplog
+):
+    import logging
+    import os
+
+    from models.clicks.funnels import FUNNELS_IN_MEMORY
+
+    made = lander_campaign(db, "refused", [{"url": REMOTE}])
+    tracker = make_tracker()
+    blocker = settings.spool_dir / f"funnels.{os.getpid()}.db"
+    blocker.mkdir(parents=True)  # The file's name is taken: it cannot be created.
+    count = FUNNELS_IN_MEMORY + 2000
+    with caplog.at_level(logging.ERROR, logger="models.clicks.funnels"):
+        subids = [tracker.track(tracker.campaign("refused"), visit(n)).subid for n in range(count)]
+    assert "kept in memory" in caplog.text
+    assert caplog.text.count("kept in memory") == 1  # Throttled: one line, not one per click.
+    funnels = tracker.funnels
+    assert len(funnels.clicks) == count and funnels.spilled_clicks == 0
+    lp = tracker.lp_click(subids[0])
+    assert lp is not None and not lp.is_repeat and lp.offer_id == made["offer_ids"][0]
+    assert tracker.lp_click(subids[0]).is_repeat
+
+    blocker.rmdir()
+    clock.advance(61)  # Past the retry's wait: the oldest move to disk again.
+    more = [tracker.track(tracker.campaign("refused"), visit(count + n)).subid for n in range(10)]
+    assert funnels.spilled_clicks > 0 and len(funnels.clicks) < count + 10
+    for subid in (subids[1], subids[-1], more[-1]):
+        assert not tracker.lp_click(subid).is_repeat and tracker.lp_click(subid).is_repeat
+    assert len(lp_lines(settings)) == 4
+
+
+def test_the_disk_tier_forgets_what_the_flusher_passed_row_by_row(tmp_path, clock):
+    from models.clicks.funnels import SPILL_MOVES, FunnelIndex
+
+    funnels = FunnelIndex(tmp_path, clock, in_memory=2 * SPILL_MOVES)  # Moves 1,024 at 2,048.
+    try:
+        for n in range(3 * SPILL_MOVES):
+            funnels.add_click(f"s{n}", (1, n))
+            funnels.add_lp_click(f"s{n}", (2, n), n, f"https://o.example/{n}")
+        assert funnels.spilled_clicks == funnels.spilled_lp_clicks == 2 * SPILL_MOVES
+        assert funnels.click("s0") == (1, 0) and funnels.lp_click("s5") == ((2, 5), 5, "https://o.example/5")
+        funnels.prune((1, 100))  # Part of the lander clicks landed: their rows go, no LP click's.
+        assert funnels.spilled_clicks == 2 * SPILL_MOVES - 100 and funnels.click("s99") is None
+        assert funnels.click("s100") == (1, 100) and funnels.spilled_lp_clicks == 2 * SPILL_MOVES
+        funnels.prune((2, 10))  # All the lander clicks, some LP clicks.
+        assert funnels.spilled_clicks == 0 and len(funnels.clicks) == 0 and funnels.click("s2000") is None
+        assert funnels.spilled_lp_clicks == 2 * SPILL_MOVES - 10 and funnels.lp_click("s9") is None
+        assert funnels.lp_click("s10")[1] == 10
+        funnels.prune((3, 0))
+        assert funnels._spill is None and funnels.spilled_lp_clicks == 0 and not funnels.lp_clicks
+    finally:
+        funnels.close()

@@ -23,7 +23,8 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
 
 The lander step: a click routed to a stream with landers goes to one of them and gets no offer
 (models/routing/router.py); `lp_click` is the visitor following the lander's link to the offer. It
-finds the click (the journal's unflushed lines, any worker's, then the database by its subid),
+finds the click (the journal's unflushed lines, any worker's, held by subid in memory and, past the
+newest 8,192, in a private file: models/clicks/funnels.py; then the database by its subid),
 chooses the offer from the click's stream as it is now (rotation, caps: the offer counts here), and
 writes an LP line to the journal before its 302, under the same lock and with the same refusal on a
 full disk as a click; the flusher lands it on the click row once. A second LP click for the subid (a
@@ -45,6 +46,7 @@ from peewee import Database
 from models.clicks.backlog import backlog_age
 from models.clicks.decision import Decision, decide, render_location, repeat_decision, repeat_of
 from models.clicks.enrichment import Lookups, look_up, stored_lookups
+from models.clicks.funnels import FunnelIndex
 from models.clicks.history import VisitorHistory
 from models.clicks.privacy import anonymized_ip
 from models.clicks.record import (
@@ -199,11 +201,10 @@ class ClickTracker:
         with read_tx(db):
             self.counters.load(self.conn, int(now * 1000))
             start = read_position(db, spool_dir)
-        # Unflushed clicks sent to a lander (subid -> journal position) and LP clicks (subid ->
-        # (position, offer_id, location)), every worker's, in journal order: pruned as they land.
-        # Made before the journal, which fills them as it reads the lines.
-        self._lander_clicks: dict[str, tuple[int, int]] = {}
-        self._lp_clicks: dict[str, tuple[tuple[int, int], int | None, str]] = {}
+        # Unflushed clicks sent to a lander and LP clicks, every worker's, in journal order: pruned as
+        # they land, the older ones on disk (models/clicks/funnels.py). Made before the journal, which
+        # fills it as it reads the lines.
+        self.funnels = FunnelIndex(spool_dir, clock)
         self.journal = Journal(
             spool_dir, segment_bytes, start, self._remember_line, lambda: read_position(db, spool_dir)
         )
@@ -224,6 +225,7 @@ class ClickTracker:
         self.journal.close()
         self.refusals.close()
         self.index.close()
+        self.funnels.close()
         if self.geo is not None:
             self.geo.close()
         if self.shared is not None:
@@ -270,27 +272,13 @@ class ClickTracker:
             return  # Every click is kept (the index spills to disk) until the position can be read.
         self.journal.keep_sealed_safe(flushed)  # Restores a sealed segment deleted before it landed.
         self.index.prune(flushed, self._hot_after_ms(now), int(now * 1000) - SPILL_AFTER_MS)
-        self._prune_landers(flushed)
+        self.funnels.prune(flushed)
         if self.shared is not None:
             self.counters.close_bucket((self.journal.segment, self.journal.offset), flushed)
         if self.index.is_spilling:
             self._next_refresh = now + SPILL_EVERY
         if now >= self._next_backlog_check:
             self._warn_of_backlog(now)
-
-    def _prune_landers(self, flushed: tuple[int, int]) -> None:
-        """Forget the lander clicks and LP clicks that have landed (the database has them now)."""
-        clicks, lp_clicks = self._lander_clicks, self._lp_clicks
-        while clicks:
-            subid = next(iter(clicks))
-            if clicks[subid] >= flushed:
-                break
-            del clicks[subid]
-        while lp_clicks:
-            subid = next(iter(lp_clicks))
-            if lp_clicks[subid][0] >= flushed:
-                break
-            del lp_clicks[subid]
 
     def _read_flushed(self) -> tuple[int, int]:
         """The campaigns reloaded if changed, then the flushed position, on the process's connection
@@ -368,7 +356,7 @@ class ClickTracker:
                 subid, clicked_at, offer_id, location = decode_lp_line(line)
             except ValueError:
                 return  # Corrupt; the flusher moves it to rejected.log.
-            self._lp_clicks[subid] = (position, offer_id, location)
+            self.funnels.add_lp_click(subid, position, offer_id, location)
             self._count(None, offer_id, clicked_at)
             return
         try:
@@ -378,7 +366,7 @@ class ClickTracker:
         self.index.add(key, RecentClick(position, created_at, campaign_id, stream_id, offer_id))
         self._count(stream_id, offer_id, created_at)
         if lander_subid is not None:
-            self._lander_clicks[lander_subid] = position
+            self.funnels.add_click(lander_subid, position)
 
     def _held_record(self, click: RecentClick) -> list | None:
         """The held click's record, read back from the journal; None once its segment is gone."""
@@ -544,7 +532,7 @@ class ClickTracker:
                     self.shared.share_click_line(decision.subid, line)
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
             if decision.lander_id is not None:
-                self._lander_clicks[decision.subid] = position
+                self.funnels.add_click(decision.subid, position)
             # The line is read back from the journal only if this visitor comes back within debounce.
             self.index.add(visitor, RecentClick(position, now_ms, route.campaign.id, stream_id, offer_id))
         decision.is_unique_global = flags[0] == 1
@@ -722,9 +710,9 @@ class ClickTracker:
             self.refresh()  # Prunes what landed before the database is asked below.
         journal = self.journal
         journal.catch_up(is_locked=False)
-        done = self._lp_clicks.get(subid)
+        done = self.funnels.lp_click(subid)
         record = None
-        position = self._lander_clicks.get(subid)
+        position = self.funnels.click(subid)
         if position is not None:
             record = self._held_lander_record(subid, position)
         if record is None:
@@ -751,7 +739,7 @@ class ClickTracker:
         journal.lock()
         try:
             journal.catch_up(is_locked=True)
-            done = self._lp_clicks.get(subid)
+            done = self.funnels.lp_click(subid)
             if done is not None:  # Another worker's LP click for it, a moment ago.
                 return LpClick(subid, campaign.id, done[1], done[2] or None, True)
             if offer is not None and offer.is_capped(self.counters, now_ms):
@@ -773,7 +761,7 @@ class ClickTracker:
                 raise
         finally:
             journal.unlock()
-        self._lp_clicks[subid] = (position, offer_id, location)
+        self.funnels.add_lp_click(subid, position, offer_id, location)
         self._count(None, offer_id, now_ms)
         return LpClick(subid, campaign.id, offer_id, location, False)
 
