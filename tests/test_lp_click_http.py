@@ -233,3 +233,34 @@ def test_a_prefetch_or_a_head_of_the_lp_link_records_nothing(db, start_server, l
     assert lp_lines(settings) == []
     assert request(server.port, f"/lp/click?subid={subid}")[0] == 302
     assert len(lp_lines(settings)) == 1
+
+
+def test_unvisited_rotation_at_the_lp_click_gives_a_returning_visitor_another_offer(
+    db, start_server, lanner, settings
+):
+    """Each funnel of one visitor (IP + UA) gets an offer of the stream they have not seen: the first
+    LP click's offer still in the journal, then landed in the database."""
+    from models.admin.services import update_stream
+
+    made = lander_campaign(
+        db,
+        "fresh",
+        [{"url": REMOTE}],
+        offers=[{"url": f"https://o{n}.example/?c={{subid}}", "weight": w} for n, w in enumerate((1000, 1, 1))],
+    )
+    update_stream(db, made["stream_id"], offer_rotation="unvisited")
+    server = start_server(LANNER_DEBOUNCE_SECONDS="0")  # Each click its own funnel.
+    hosts = {f"o{n}.example": offer for n, offer in enumerate(made["offer_ids"])}
+
+    def funnel(ip: str = "203.0.113.9") -> int:
+        subid = parse_qs(urlsplit(click(server.port, "fresh", ip=ip)[1]["location"]).query)["sid"][0]
+        status, headers, _ = request(server.port, f"/lp/click?subid={subid}")
+        assert status == 302
+        return hosts[urlsplit(headers["location"]).netloc]
+
+    first = funnel()
+    second = funnel()  # The first LP click is only in the journal.
+    assert second != first
+    lanner("spool", "flush")
+    third = funnel()  # Both landed: the database has them.
+    assert {first, second, third} == set(made["offer_ids"])

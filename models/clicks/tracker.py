@@ -50,11 +50,15 @@ from models.clicks.privacy import anonymized_ip
 from models.clicks.record import (
     CAMPAIGN_ID,
     CREATED_AT,
+    IP,
     LANDER_ID,
+    LOCATION,
     LP_PREFIX,
     OFFER_ID,
     STREAM_ID,
     SUBID_PATTERN,
+    UA_HASH,
+    USER_AGENT,
     decode_line,
     decode_lp_line,
     encode_line,
@@ -130,12 +134,15 @@ class LpClick:
 _NOT_STORED = object()  # No click row has the subid (None: the database could not be asked).
 
 
-class _NoHistory:
-    """An LP click's offer rotation sees no earlier offers (weights alone, as a new visitor's)."""
+class _SeenOffers:
+    """What an LP click's offer rotation asks of the visitor's history: the offers they were sent to
+    through the stream (read before the journal lock; none for a `weight` rotation, which never asks)."""
 
-    @staticmethod
-    def offers_in_stream(stream_id: int) -> set[int]:
-        return set()
+    def __init__(self, offers: set[int] | None = None) -> None:
+        self.offers = offers or set()
+
+    def offers_in_stream(self, stream_id: int) -> set[int]:
+        return self.offers
 
 
 @dataclass
@@ -735,7 +742,8 @@ class ClickTracker:
         if campaign is None:
             return None
         stream = campaign.streams.get(record[STREAM_ID])
-        offer = self._lp_offer(stream, now_ms)
+        seen = self._seen_offers(campaign, stream, record, now_ms)
+        offer = self._lp_offer(stream, seen, now_ms)
         journal.lock()
         try:
             journal.catch_up(is_locked=True)
@@ -743,21 +751,23 @@ class ClickTracker:
             if done is not None:  # Another worker's LP click for it, a moment ago.
                 return LpClick(subid, campaign.id, done[1], done[2] or None, True)
             if offer is not None and offer.is_capped(self.counters, now_ms):
-                offer = self._lp_offer(stream, now_ms)  # Another worker took the last one under the cap.
+                offer = self._lp_offer(stream, seen, now_ms)  # Another worker took the last one under the cap.
             offer_id = offer.offer_id if offer is not None else None
             location = self._offer_location(campaign, record, offer_id, now)
+            if location is not None and self.shared is not None:
+                # Cluster mode: the first LP click of the subid across the nodes, and the offer's caps
+                # counted in Redis, in one round trip; before the line, given back if it is not written.
+                answer = self._share_lp(subid, campaign, record, stream, offer, seen, now)
+                if answer.__class__ is LpClick:
+                    return answer
+                offer_id, location = answer
             if location is None:
                 return LpClick(subid, campaign.id, None, None, False)  # Nowhere to go: nothing recorded.
-            if self.shared is not None:  # Cluster mode: another node's LP click for it may have been first.
-                first = self.shared.claim_lp(subid, offer_id, location)
-                if first is not None and first is not False:
-                    return LpClick(subid, campaign.id, first[0], first[1] or None, True)
-                claimed = first is None
             try:
                 position = journal.append(encode_lp_line(subid, now_ms, offer_id, location))
             except OSError:
-                if self.shared is not None and claimed:
-                    self.shared.release_lp(subid)
+                if self.shared is not None:
+                    self.shared.release_lp()
                 raise
         finally:
             journal.unlock()
@@ -765,8 +775,73 @@ class ClickTracker:
         self._count(None, offer_id, now_ms)
         return LpClick(subid, campaign.id, offer_id, location, False)
 
-    def _lp_offer(self, stream, now_ms: int):
-        return self.router.choose_offer(stream, _NoHistory(), now_ms) if stream is not None else None
+    def _lp_offer(self, stream, seen: _SeenOffers, now_ms: int):
+        return self.router.choose_offer(stream, seen, now_ms) if stream is not None else None
+
+    def _seen_offers(self, campaign: CampaignConfig, stream, record: list, now_ms: int) -> _SeenOffers:
+        """For an `unvisited` rotation: the offers the click's visitor (its key, as routing had it) was
+        sent to through the stream in the campaign's window: their clicks' (database and journal), and
+        the LP clicks of their held clicks sent to a lander, whose LP lines have not landed yet."""
+        if stream is None or stream.offer_rotation != "unvisited" or len(stream.offers) < 2:
+            return _SeenOffers()
+        ip, user_agent, hashed = record[IP], record[USER_AGENT], record[UA_HASH]
+        key = record[LOCATION + 1] if len(record) > LOCATION + 1 else None  # A journal line's own key.
+        if key is None:
+            key = visitor_key(ip, hashed)
+        offers = set(self._history(campaign, ip, user_agent, hashed, key, now_ms).offers_in_stream(stream.id))
+        since = now_ms - campaign.uniqueness_ms
+        for click in self.index.visits(key):
+            if click.stream_id == stream.id and click.offer_id is None and click.created_at >= since:
+                held = self._held_record(click)
+                done = self._lp_clicks.get(held[0]) if held is not None else None
+                if done is not None and done[1] is not None:
+                    offers.add(done[1])
+        return _SeenOffers(offers)
+
+    def _share_lp(
+        self,
+        subid: str,
+        campaign: CampaignConfig,
+        record: list,
+        stream,
+        offer,
+        seen: _SeenOffers,
+        now: float,
+    ) -> tuple[int | None, str | None] | LpClick:
+        """Ask Redis about the LP click (models/cluster/shared_state.py `claim_lp`): another node's first
+        LP click of the subid, or (offer_id, location) to write. A cap full across nodes marks the offer
+        capped and the offer is chosen again; with Redis away, as at a click (`_share`): an offer without
+        a cap goes on, a capped one is chosen again from the counters, which then refuse every cap."""
+        from models.cluster.shared_state import Claimed, Refused
+
+        shared, counters = self.shared, self.counters
+        now_ms = int(now * 1000)
+        for attempt in range(SHARED_REROUTES + 1):
+            if attempt == SHARED_REROUTES:
+                offer = None  # Refused every time: the campaign's default, no cap.
+            offer_id = offer.offer_id if offer is not None else None
+            location = self._offer_location(campaign, record, offer_id, now)
+            if location is None:
+                return offer_id, None
+            caps = self._caps_of(Route(campaign, None, offer), now_ms)
+            answer = shared.claim_lp(subid, offer_id, location, caps, self._seed_count)
+            if answer.__class__ is Claimed:
+                for cap, count in zip(caps, answer.counts):
+                    counters.learn(cap.scope, cap.ref, cap.day, count)
+                return offer_id, location
+            if answer.__class__ is tuple:  # Another node's LP click of the subid was first.
+                return LpClick(subid, campaign.id, answer[0], answer[1] or None, True)
+            if answer.__class__ is Refused:
+                for cap, count in zip(caps, answer.counts):
+                    if count >= 0:
+                        counters.learn(cap.scope, cap.ref, cap.day, count)
+            elif not caps:  # Redis is away and the offer has no cap: nothing changes.
+                return offer_id, location
+            offer = self._lp_offer(stream, seen, now_ms)
+            if answer is None:  # Redis is away: the counters now refuse every capped offer.
+                offer_id = offer.offer_id if offer is not None else None
+                return offer_id, self._offer_location(campaign, record, offer_id, now)
+        raise AssertionError("unreachable: the last attempt has no cap to refuse")
 
     def _held_lander_record(self, subid: str, position: tuple[int, int]) -> list | None:
         line = self.journal.read_line(*position)
