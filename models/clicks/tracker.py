@@ -24,8 +24,9 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
 The lander step: a click routed to a stream with landers goes to one of them and gets no offer
 (models/routing/router.py); `lp_click` is the visitor following the lander's link to the offer. It
 finds the click (the journal's unflushed lines, any worker's, then the database by its subid),
-chooses the offer from the click's stream as it is now (rotation, caps: the offer counts here), and
-writes an LP line to the journal before its 302, under the same lock and with the same refusal on a
+chooses the offer from the click's stream as it is now (rotation, `unvisited` from the click's
+visitor's history; caps: the offer counts here, in cluster mode in Redis with the first-wins claim,
+`_share_lp`), and writes an LP line to the journal before its 302, under the same lock and with the same refusal on a
 full disk as a click; the flusher lands it on the click row once. A second LP click for the subid (a
 reload, another worker, after a restart) finds the first one, in the journal or on the row, and
 gets its offer again, writing nothing.

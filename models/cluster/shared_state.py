@@ -31,15 +31,18 @@ then cannot be written (`forget_last`: a full disk) gives back its cap increment
 still exist); a node killed between the two leaves them one high, under the cap, never over.
 
 **The LP click's first wins** (models/clicks/tracker.py `lp_click`): `lp:{subid}` holds the answer of the
-click's first LP click (its offer and Location), set with `SET NX GET` before its line is written; a node
-that finds it there answers the same and writes nothing. It is claimed before the line, unlike a click's
+click's first LP click (its offer and Location), claimed before its line is written; a node that finds
+it there answers the same and writes nothing. The claim also counts the chosen offer's caps, in one
+script (`LP_SCRIPT`, with the click's cap check): a claimed subid counts nothing again, and a full cap
+claims nothing (the node chooses another offer). It is claimed before the line, unlike a click's
 decision: a node killed in between leaves an answer no line backs, and the visitor's retry gets that
-offer with the LP click unrecorded (the rarer loss, against two offers for one click). A line that then
-cannot be written (a full disk) gives the claim back. It expires after LP_CLAIM_MS: by then the LP click
-has landed on its row, which every node reads. A click sent to a lander also leaves its journal line at
-`lpclick:{subid}` (sent with its decision, after the line), so a node whose visitor's LP click comes in
-before the click's node has landed it finds the click there; that LP line may then land first, and waits
-in `lp_click_parked` for its click (models/clicks/spool.py).
+offer with the LP click unrecorded (the rarer loss, against two offers for one click). A line that
+then cannot be written (a full disk) gives the claim and its cap increments back (`release_lp`). It
+expires after LP_CLAIM_MS: by then the LP click has landed on its row, which every node reads. A click
+sent to a lander also leaves its journal line at `lpclick:{subid}` (sent with its decision, after the
+line), so a node whose visitor's LP click comes in before the click's node has landed it finds the
+click there; that LP line may then land first, and waits in `lp_click_parked` for its click
+(models/clicks/spool.py).
 
 Every key carries the prefix (LANNER_REDIS_PREFIX) and all but the total cap counters expire (debounce
 after debounce, uniqueness after its window, a day's counter two days after it), so memory is bounded by
