@@ -246,7 +246,10 @@ def test_unvisited_rotation_at_the_lp_click_gives_a_returning_visitor_another_of
         db,
         "fresh",
         [{"url": REMOTE}],
-        offers=[{"url": f"https://o{n}.example/?c={{subid}}", "weight": w} for n, w in enumerate((1000, 1, 1))],
+        offers=[
+            {"url": f"https://o{n}.example/?c={{subid}}", "weight": weight}
+            for n, weight in enumerate((1000, 1, 1))
+        ],
     )
     update_stream(db, made["stream_id"], offer_rotation="unvisited")
     server = start_server(LANNER_DEBOUNCE_SECONDS="0")  # Each click its own funnel.

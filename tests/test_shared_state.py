@@ -505,7 +505,9 @@ def capped_lander_campaign(db, alias: str, total_cap: int) -> tuple[int, int]:
     return made["offer_ids"][0], made["offer_ids"][1]
 
 
-def test_an_offer_total_cap_at_the_lp_click_holds_over_two_nodes_in_threads(db, settings, redis_url, tmp_path):
+def test_an_offer_total_cap_at_the_lp_click_holds_over_two_nodes_in_threads(
+    db, settings, redis_url, tmp_path
+):
     """40 LP clicks at once on two nodes (each its own spool: neither sees the other's LP lines): the
     cap of 10 is counted in Redis, so exactly 10 go to the capped offer; a repeat counts nothing."""
     import redis

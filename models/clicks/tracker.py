@@ -23,13 +23,13 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
 
 The lander step: a click routed to a stream with landers goes to one of them and gets no offer
 (models/routing/router.py); `lp_click` is the visitor following the lander's link to the offer. It
-finds the click (the journal's unflushed lines, any worker's, then the database by its subid),
-chooses the offer from the click's stream as it is now (rotation, `unvisited` from the click's
-visitor's history; caps: the offer counts here, in cluster mode in Redis with the first-wins claim,
-`_share_lp`), and writes an LP line to the journal before its 302, under the same lock and with the same refusal on a
+finds the click (the journal's unflushed lines, any worker's, then the database by its subid), chooses
+the offer from the click's stream as it is now (rotation, `unvisited` from the click's visitor's
+history; caps: the offer counts here, in cluster mode in Redis with the first-wins claim, `_share_lp`),
+and writes an LP line to the journal before its 302, under the same lock and with the same refusal on a
 full disk as a click; the flusher lands it on the click row once. A second LP click for the subid (a
-reload, another worker, after a restart) finds the first one, in the journal or on the row, and
-gets its offer again, writing nothing.
+reload, another worker, after a restart) finds the first one, in the journal or on the row, and gets
+its offer again, writing nothing.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ from models.lookups.bots import BotDetector
 from models.lookups.geo import GeoSource
 from models.lookups.useragent import UserAgentParser
 from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
-from models.routing.config import CampaignConfig, LanderChoice, load_campaigns
+from models.routing.config import CampaignConfig, LanderChoice, OfferChoice, StreamConfig, load_campaigns
 from models.routing.filters import FilterSubject
 from models.routing.router import Route, Router, TraceEntry
 from models.store.database import STORE_ERRORS, read_tx
@@ -752,7 +752,8 @@ class ClickTracker:
             if done is not None:  # Another worker's LP click for it, a moment ago.
                 return LpClick(subid, campaign.id, done[1], done[2] or None, True)
             if offer is not None and offer.is_capped(self.counters, now_ms):
-                offer = self._lp_offer(stream, seen, now_ms)  # Another worker took the last one under the cap.
+                # Another worker took the last one under the cap.
+                offer = self._lp_offer(stream, seen, now_ms)
             offer_id = offer.offer_id if offer is not None else None
             location = self._offer_location(campaign, record, offer_id, now)
             if location is not None and self.shared is not None:
@@ -776,10 +777,12 @@ class ClickTracker:
         self._count(None, offer_id, now_ms)
         return LpClick(subid, campaign.id, offer_id, location, False)
 
-    def _lp_offer(self, stream, seen: _SeenOffers, now_ms: int):
+    def _lp_offer(self, stream: StreamConfig | None, seen: _SeenOffers, now_ms: int) -> OfferChoice | None:
         return self.router.choose_offer(stream, seen, now_ms) if stream is not None else None
 
-    def _seen_offers(self, campaign: CampaignConfig, stream, record: list, now_ms: int) -> _SeenOffers:
+    def _seen_offers(
+        self, campaign: CampaignConfig, stream: StreamConfig | None, record: list, now_ms: int
+    ) -> _SeenOffers:
         """For an `unvisited` rotation: the offers the click's visitor (its key, as routing had it) was
         sent to through the stream in the campaign's window: their clicks' (database and journal), and
         the LP clicks of their held clicks sent to a lander, whose LP lines have not landed yet."""
@@ -804,8 +807,8 @@ class ClickTracker:
         subid: str,
         campaign: CampaignConfig,
         record: list,
-        stream,
-        offer,
+        stream: StreamConfig | None,
+        offer: OfferChoice | None,
         seen: _SeenOffers,
         now: float,
     ) -> tuple[int | None, str | None] | LpClick:

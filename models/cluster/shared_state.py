@@ -408,7 +408,9 @@ class SharedState:
         except redis.RedisError:
             pass  # Its answer stays until it expires: a retry gets that offer, unrecorded, one high.
 
-    def _seeded(self, run: Callable[[], list], caps: Sequence[Cap], seed: Callable[[Cap], int] | None) -> list:
+    def _seeded(
+        self, run: Callable[[], list], caps: Sequence[Cap], seed: Callable[[Cap], int] | None
+    ) -> list:
         """A script's answer once its missing cap counters are seeded (`seed(cap)`: where one starts)."""
         for _ in range(3):  # Seeding, then the click; a third look only if a counter expired meanwhile.
             answer = run()
