@@ -624,3 +624,29 @@ def test_an_lp_click_whose_line_cannot_be_written_gives_its_claim_and_cap_count_
     assert (retry.offer_id, retry.is_repeat) == (capped_offer, False)
     other = a.track(a.campaign("lpfull"), visit(2)).subid
     assert a.lp_click(other).offer_id == spare  # The cap of 1 is spent, once.
+
+
+def test_an_lp_click_cap_counter_redis_lost_is_seeded_from_landed_and_unlanded_lp_clicks(
+    db, node, settings, redis_url
+):
+    """A cap counter Redis lost starts again from the LP clicks landed in the database and the node's
+    unlanded ones: the cap of 4 takes one more, not four."""
+    import redis
+
+    from models.clicks.spool import flush_spool
+
+    capped_offer, spare = capped_lander_campaign(db, "lpseed", 4)
+    a = node("a")
+    subids = [a.track(a.campaign("lpseed"), visit(n)).subid for n in range(8)]
+    assert [a.lp_click(subid).offer_id for subid in subids[:2]] == [capped_offer] * 2
+    a.refresh()  # Their bucket of unlanded clicks closes at the journal's end...
+    flush_spool(db, a.journal.spool_dir, settings.spool_segment_bytes)  # ...and those two landed.
+    assert a.lp_click(subids[2]).offer_id == capped_offer  # ...this one not.
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        admin.delete(f"t:cap:offer:{capped_offer}:total")  # Redis lost it.
+        offers = [a.lp_click(subid).offer_id for subid in subids[3:]]
+        assert offers == [capped_offer] + [spare] * 4
+        assert int(admin.get(f"t:cap:offer:{capped_offer}:total")) == 4
+    finally:
+        admin.close()
