@@ -785,7 +785,9 @@ class ClickTracker:
     ) -> _SeenOffers:
         """For an `unvisited` rotation: the offers the click's visitor (its key, as routing had it) was
         sent to through the stream in the campaign's window: their clicks' (database and journal), and
-        the LP clicks of their held clicks sent to a lander, whose LP lines have not landed yet."""
+        the LP clicks of their held clicks sent to a lander, whose LP lines have not landed yet. Not
+        seen: an unlanded LP click whose click has landed or gone to disk already (a visitor through two
+        funnels within the flusher's lag), or that another node wrote (cluster mode)."""
         if stream is None or stream.offer_rotation != "unvisited" or len(stream.offers) < 2:
             return _SeenOffers()
         ip, user_agent, hashed = record[IP], record[USER_AGENT], record[UA_HASH]
