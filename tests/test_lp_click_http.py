@@ -267,3 +267,26 @@ def test_unvisited_rotation_at_the_lp_click_gives_a_returning_visitor_another_of
     lanner("spool", "flush")
     third = funnel()  # Both landed: the database has them.
     assert {first, second, third} == set(made["offer_ids"])
+
+
+def test_unvisited_rotation_at_the_lp_click_of_a_landed_click_with_anonymized_ips(
+    db, start_server, lanner, settings
+):
+    """The click landed before its LP click, its IP truncated: its visitor is the key stored with it."""
+    from models.admin.services import update_stream
+
+    offers = [{"url": "https://o0.example/", "weight": 1000}, {"url": "https://o1.example/", "weight": 1}]
+    made = lander_campaign(db, "anon", [{"url": REMOTE}], offers=offers)
+    update_stream(db, made["stream_id"], offer_rotation="unvisited")
+    server = start_server(workers=1, LANNER_DEBOUNCE_SECONDS="0", LANNER_ANONYMIZE_IP="on")
+    hosts = {f"o{n}.example": offer for n, offer in enumerate(made["offer_ids"])}
+    chosen = []
+    for _ in range(2):
+        lander = urlsplit(click(server.port, "anon", ip="203.0.113.9")[1]["location"])
+        subid = parse_qs(lander.query)["sid"][0]
+        lanner("spool", "flush")  # The click lands before its LP click.
+        status, headers, _ = request(server.port, f"/lp/click?subid={subid}")
+        assert status == 302
+        chosen.append(hosts[urlsplit(headers["location"]).netloc])
+        lanner("spool", "flush")
+    assert sorted(chosen) == sorted(made["offer_ids"])

@@ -865,7 +865,8 @@ class ClickTracker:
             row = ClickStore(self.conn).lander_click(subid)
         if row is None:
             return _NOT_STORED
-        return list(row[:-1]), row[-1]
+        *columns, key, lp_clicked_at = row
+        return [*columns, None, key], lp_clicked_at  # A decoded line's shape: no Location, its key.
 
     def _shared_lander_record(self, subid: str) -> list | None:
         """Cluster mode: the record of a click another node sent to a lander and has not landed yet."""
