@@ -233,3 +233,60 @@ def test_a_prefetch_or_a_head_of_the_lp_link_records_nothing(db, start_server, l
     assert lp_lines(settings) == []
     assert request(server.port, f"/lp/click?subid={subid}")[0] == 302
     assert len(lp_lines(settings)) == 1
+
+
+def test_unvisited_rotation_at_the_lp_click_gives_a_returning_visitor_another_offer(
+    db, start_server, lanner, settings
+):
+    """Each funnel of one visitor (IP + UA) gets an offer of the stream they have not seen: the first
+    LP click's offer still in the journal, then landed in the database."""
+    from models.admin.services import update_stream
+
+    made = lander_campaign(
+        db,
+        "fresh",
+        [{"url": REMOTE}],
+        offers=[
+            {"url": f"https://o{n}.example/?c={{subid}}", "weight": weight}
+            for n, weight in enumerate((1000, 1, 1))
+        ],
+    )
+    update_stream(db, made["stream_id"], offer_rotation="unvisited")
+    server = start_server(LANNER_DEBOUNCE_SECONDS="0")  # Each click its own funnel.
+    hosts = {f"o{n}.example": offer for n, offer in enumerate(made["offer_ids"])}
+
+    def funnel(ip: str = "203.0.113.9") -> int:
+        subid = parse_qs(urlsplit(click(server.port, "fresh", ip=ip)[1]["location"]).query)["sid"][0]
+        status, headers, _ = request(server.port, f"/lp/click?subid={subid}")
+        assert status == 302
+        return hosts[urlsplit(headers["location"]).netloc]
+
+    first = funnel()
+    second = funnel()  # The first LP click is only in the journal.
+    assert second != first
+    lanner("spool", "flush")
+    third = funnel()  # Both landed: the database has them.
+    assert {first, second, third} == set(made["offer_ids"])
+
+
+def test_unvisited_rotation_at_the_lp_click_of_a_landed_click_with_anonymized_ips(
+    db, start_server, lanner, settings
+):
+    """The click landed before its LP click, its IP truncated: its visitor is the key stored with it."""
+    from models.admin.services import update_stream
+
+    offers = [{"url": "https://o0.example/", "weight": 1000}, {"url": "https://o1.example/", "weight": 1}]
+    made = lander_campaign(db, "anon", [{"url": REMOTE}], offers=offers)
+    update_stream(db, made["stream_id"], offer_rotation="unvisited")
+    server = start_server(workers=1, LANNER_DEBOUNCE_SECONDS="0", LANNER_ANONYMIZE_IP="on")
+    hosts = {f"o{n}.example": offer for n, offer in enumerate(made["offer_ids"])}
+    chosen = []
+    for _ in range(2):
+        lander = urlsplit(click(server.port, "anon", ip="203.0.113.9")[1]["location"])
+        subid = parse_qs(lander.query)["sid"][0]
+        lanner("spool", "flush")  # The click lands before its LP click.
+        status, headers, _ = request(server.port, f"/lp/click?subid={subid}")
+        assert status == 302
+        chosen.append(hosts[urlsplit(headers["location"]).netloc])
+        lanner("spool", "flush")
+    assert sorted(chosen) == sorted(made["offer_ids"])

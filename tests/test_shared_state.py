@@ -487,3 +487,166 @@ def test_an_lp_click_on_another_node_before_its_click_landed_waits_for_it_and_la
     assert counted == 5
     flush_spool(db, b.journal.spool_dir, settings.spool_segment_bytes)  # Nothing more to land.
     assert db.execute_sql("SELECT SUM(lp_clicks) FROM rollup_campaign_day").fetchone()[0] == 5
+
+
+def capped_lander_campaign(db, alias: str, total_cap: int) -> tuple[int, int]:
+    """A stream with a lander; behind it an offer with a total cap, weighted 1000:1 over a spare one."""
+    from landers import lander_campaign
+
+    made = lander_campaign(
+        db,
+        alias,
+        [{"url": "https://lp.example/?c={subid}&go={offer}"}],
+        offers=[
+            {"url": "https://capped.example/?c={subid}", "total_cap": total_cap, "weight": 1000},
+            {"url": "https://spare.example/?c={subid}", "weight": 1},
+        ],
+    )
+    return made["offer_ids"][0], made["offer_ids"][1]
+
+
+def test_an_offer_total_cap_at_the_lp_click_holds_over_two_nodes_in_threads(
+    db, settings, redis_url, tmp_path
+):
+    """40 LP clicks at once on two nodes (each its own spool: neither sees the other's LP lines): the
+    cap of 10 is counted in Redis, so exactly 10 go to the capped offer; a repeat counts nothing."""
+    import redis
+
+    from models.clicks.tracker import ClickTracker
+    from models.cluster.shared_state import SharedState
+
+    capped_offer, spare = capped_lander_campaign(db, "lpcap", 10)
+    subids: dict[str, list[str]] = {}
+    answers: dict[str, list] = {}
+    repeats: dict[str, list] = {}
+    errors: list[BaseException] = []
+    clicked, lp_clicked, repeated = threading.Barrier(2), threading.Barrier(2), threading.Barrier(2)
+
+    def run(name: str, other: str, first: int) -> None:
+        spool = tmp_path / name / "spool"
+        spool.mkdir(parents=True)
+        try:
+            tracker = ClickTracker(
+                db, spool_dir=spool, segment_bytes=settings.spool_segment_bytes, uniqueness_hours=24,
+                debounce_seconds=2, shared=SharedState(redis_url, prefix="t:", timeout=1.0),
+            )  # fmt: skip
+            try:
+                campaign = tracker.campaign("lpcap")
+                subids[name] = [tracker.track(campaign, visit(first + n)).subid for n in range(20)]
+                clicked.wait(timeout=20)
+                answers[name] = [tracker.lp_click(subid) for subid in subids[name]]
+                lp_clicked.wait(timeout=20)
+                # Each LP click again, on the other node: the first one's answer, nothing counted.
+                repeats[name] = [tracker.lp_click(subid) for subid in subids[other]]
+                repeated.wait(timeout=20)
+            finally:
+                tracker.close()
+                db.close()
+        except BaseException as error:
+            errors.append(error)
+            for barrier in (clicked, lp_clicked, repeated):
+                barrier.abort()
+
+    threads = [
+        threading.Thread(target=run, args=(name, other, first))
+        for name, other, first in (("a", "b", 0), ("b", "a", 500))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    chosen = [lp.offer_id for lp in answers["a"] + answers["b"]]
+    assert not any(lp.is_repeat for lp in answers["a"] + answers["b"])
+    assert chosen.count(capped_offer) == 10 and chosen.count(spare) == 30
+    again = {lp.subid: lp.offer_id for lp in repeats["a"] + repeats["b"]}
+    assert all(lp.is_repeat for lp in repeats["a"] + repeats["b"])
+    assert again == {lp.subid: lp.offer_id for lp in answers["a"] + answers["b"]}
+    lines = [
+        line
+        for name in ("a", "b")
+        for path in (tmp_path / name / "spool").glob("clicks.*.log")
+        for line in path.read_bytes().splitlines()
+        if line.startswith(b"lp\t")
+    ]
+    assert len(lines) == 40
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        assert int(admin.get(f"t:cap:offer:{capped_offer}:total")) == 10
+    finally:
+        admin.close()
+
+
+def test_an_lp_click_with_redis_away_sends_none_to_a_capped_offer(db, node, settings, tmp_path):
+    """As at a click: a node alone cannot know how much of a cap the others used, so it sends none of it."""
+    from models.clicks.spool import flush_spool
+
+    capped_offer, spare = capped_lander_campaign(db, "lpalone", 10)
+    lone = node("lone", url=f"unix://{tmp_path / 'no-redis.sock'}")
+    subids = [lone.track(lone.campaign("lpalone"), visit(n)).subid for n in range(5)]
+    answers = [lone.lp_click(subid) for subid in subids]
+    assert [(lp.offer_id, lp.is_repeat) for lp in answers] == [(spare, False)] * 5
+    assert all(lp.location.startswith("https://spare.example/") for lp in answers)
+    assert all(lone.lp_click(subid).is_repeat for subid in subids)  # Its own journal: first wins alone.
+    assert lone.shared.status()["state"] == "degraded"
+    flush_spool(db, lone.journal.spool_dir, settings.spool_segment_bytes)
+    landed = db.execute_sql("SELECT offer_id FROM click WHERE lp_clicked_at IS NOT NULL").fetchall()
+    assert [row[0] for row in landed] == [spare] * 5
+
+
+def test_an_lp_click_whose_line_cannot_be_written_gives_its_claim_and_cap_count_back(
+    db, node, monkeypatch, redis_url
+):
+    import errno
+
+    import redis
+
+    from models.clicks.refusals import SpoolUnwritable
+
+    capped_offer, spare = capped_lander_campaign(db, "lpfull", 1)
+    a, b = node("a"), node("b")
+    subid = a.track(a.campaign("lpfull"), visit(1)).subid
+
+    def full_disk(line):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(a.journal, "append", full_disk)
+    with pytest.raises(SpoolUnwritable):
+        a.lp_click(subid)
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        assert admin.keys("t:lp:*") == []
+        assert int(admin.get(f"t:cap:offer:{capped_offer}:total")) == 0
+    finally:
+        admin.close()
+    monkeypatch.undo()
+    retry = b.lp_click(subid)  # The visitor's retry, on the other node: the first LP click, the cap's one.
+    assert (retry.offer_id, retry.is_repeat) == (capped_offer, False)
+    other = a.track(a.campaign("lpfull"), visit(2)).subid
+    assert a.lp_click(other).offer_id == spare  # The cap of 1 is spent, once.
+
+
+def test_an_lp_click_cap_counter_redis_lost_is_seeded_from_landed_and_unlanded_lp_clicks(
+    db, node, settings, redis_url
+):
+    """A cap counter Redis lost starts again from the LP clicks landed in the database and the node's
+    unlanded ones: the cap of 4 takes one more, not four."""
+    import redis
+
+    from models.clicks.spool import flush_spool
+
+    capped_offer, spare = capped_lander_campaign(db, "lpseed", 4)
+    a = node("a")
+    subids = [a.track(a.campaign("lpseed"), visit(n)).subid for n in range(8)]
+    assert [a.lp_click(subid).offer_id for subid in subids[:2]] == [capped_offer] * 2
+    a.refresh()  # Their bucket of unlanded clicks closes at the journal's end...
+    flush_spool(db, a.journal.spool_dir, settings.spool_segment_bytes)  # ...and those two landed.
+    assert a.lp_click(subids[2]).offer_id == capped_offer  # ...this one not.
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        admin.delete(f"t:cap:offer:{capped_offer}:total")  # Redis lost it.
+        offers = [a.lp_click(subid).offer_id for subid in subids[3:]]
+        assert offers == [capped_offer] + [spare] * 4
+        assert int(admin.get(f"t:cap:offer:{capped_offer}:total")) == 4
+    finally:
+        admin.close()

@@ -24,12 +24,13 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
 The lander step: a click routed to a stream with landers goes to one of them and gets no offer
 (models/routing/router.py); `lp_click` is the visitor following the lander's link to the offer. It
 finds the click (the journal's unflushed lines, any worker's, held by subid in memory and, past the
-newest 8,192, in a private file: models/clicks/funnels.py; then the database by its subid),
-chooses the offer from the click's stream as it is now (rotation, caps: the offer counts here), and
-writes an LP line to the journal before its 302, under the same lock and with the same refusal on a
+newest 8,192, in a private file: models/clicks/funnels.py; then the database by its subid), chooses
+the offer from the click's stream as it is now (rotation, `unvisited` from the click's visitor's
+history; caps: the offer counts here, in cluster mode in Redis with the first-wins claim, `_share_lp`),
+and writes an LP line to the journal before its 302, under the same lock and with the same refusal on a
 full disk as a click; the flusher lands it on the click row once. A second LP click for the subid (a
-reload, another worker, after a restart) finds the first one, in the journal or on the row, and
-gets its offer again, writing nothing.
+reload, another worker, after a restart) finds the first one, in the journal or on the row, and gets
+its offer again, writing nothing.
 """
 
 from __future__ import annotations
@@ -52,11 +53,15 @@ from models.clicks.privacy import anonymized_ip
 from models.clicks.record import (
     CAMPAIGN_ID,
     CREATED_AT,
+    IP,
     LANDER_ID,
+    LOCATION,
     LP_PREFIX,
     OFFER_ID,
     STREAM_ID,
     SUBID_PATTERN,
+    UA_HASH,
+    USER_AGENT,
     decode_line,
     decode_lp_line,
     encode_line,
@@ -76,7 +81,7 @@ from models.lookups.bots import BotDetector
 from models.lookups.geo import GeoSource
 from models.lookups.useragent import UserAgentParser
 from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
-from models.routing.config import CampaignConfig, LanderChoice, load_campaigns
+from models.routing.config import CampaignConfig, LanderChoice, OfferChoice, StreamConfig, load_campaigns
 from models.routing.domains import DomainMap, load_domains
 from models.routing.filters import FilterSubject
 from models.routing.router import Route, Router, TraceEntry
@@ -133,12 +138,15 @@ class LpClick:
 _NOT_STORED = object()  # No click row has the subid (None: the database could not be asked).
 
 
-class _NoHistory:
-    """An LP click's offer rotation sees no earlier offers (weights alone, as a new visitor's)."""
+class _SeenOffers:
+    """What an LP click's offer rotation asks of the visitor's history: the offers they were sent to
+    through the stream (read before the journal lock; none for a `weight` rotation, which never asks)."""
 
-    @staticmethod
-    def offers_in_stream(stream_id: int) -> set[int]:
-        return set()
+    def __init__(self, offers: set[int] | None = None) -> None:
+        self.offers = offers or set()
+
+    def offers_in_stream(self, stream_id: int) -> set[int]:
+        return self.offers
 
 
 @dataclass
@@ -735,7 +743,8 @@ class ClickTracker:
         if campaign is None:
             return None
         stream = campaign.streams.get(record[STREAM_ID])
-        offer = self._lp_offer(stream, now_ms)
+        seen = self._seen_offers(campaign, stream, record, now_ms)
+        offer = self._lp_offer(stream, seen, now_ms)
         journal.lock()
         try:
             journal.catch_up(is_locked=True)
@@ -743,21 +752,24 @@ class ClickTracker:
             if done is not None:  # Another worker's LP click for it, a moment ago.
                 return LpClick(subid, campaign.id, done[1], done[2] or None, True)
             if offer is not None and offer.is_capped(self.counters, now_ms):
-                offer = self._lp_offer(stream, now_ms)  # Another worker took the last one under the cap.
+                # Another worker took the last one under the cap.
+                offer = self._lp_offer(stream, seen, now_ms)
             offer_id = offer.offer_id if offer is not None else None
             location = self._offer_location(campaign, record, offer_id, now)
+            if location is not None and self.shared is not None:
+                # Cluster mode: the first LP click of the subid across the nodes, and the offer's caps
+                # counted in Redis, in one round trip; before the line, given back if it is not written.
+                answer = self._share_lp(subid, campaign, record, stream, offer, seen, now)
+                if answer.__class__ is LpClick:
+                    return answer
+                offer_id, location = answer
             if location is None:
                 return LpClick(subid, campaign.id, None, None, False)  # Nowhere to go: nothing recorded.
-            if self.shared is not None:  # Cluster mode: another node's LP click for it may have been first.
-                first = self.shared.claim_lp(subid, offer_id, location)
-                if first is not None and first is not False:
-                    return LpClick(subid, campaign.id, first[0], first[1] or None, True)
-                claimed = first is None
             try:
                 position = journal.append(encode_lp_line(subid, now_ms, offer_id, location))
             except OSError:
-                if self.shared is not None and claimed:
-                    self.shared.release_lp(subid)
+                if self.shared is not None:
+                    self.shared.release_lp()
                 raise
         finally:
             journal.unlock()
@@ -765,8 +777,77 @@ class ClickTracker:
         self._count(None, offer_id, now_ms)
         return LpClick(subid, campaign.id, offer_id, location, False)
 
-    def _lp_offer(self, stream, now_ms: int):
-        return self.router.choose_offer(stream, _NoHistory(), now_ms) if stream is not None else None
+    def _lp_offer(self, stream: StreamConfig | None, seen: _SeenOffers, now_ms: int) -> OfferChoice | None:
+        return self.router.choose_offer(stream, seen, now_ms) if stream is not None else None
+
+    def _seen_offers(
+        self, campaign: CampaignConfig, stream: StreamConfig | None, record: list, now_ms: int
+    ) -> _SeenOffers:
+        """For an `unvisited` rotation: the offers the click's visitor (its key, as routing had it) was
+        sent to through the stream in the campaign's window: their clicks' (database and journal), and
+        the LP clicks of their held clicks sent to a lander, whose LP lines have not landed yet. Not
+        seen: an unlanded LP click whose click has landed or gone to disk already (a visitor through two
+        funnels within the flusher's lag), or that another node wrote (cluster mode)."""
+        if stream is None or stream.offer_rotation != "unvisited" or len(stream.offers) < 2:
+            return _SeenOffers()
+        ip, user_agent, hashed = record[IP], record[USER_AGENT], record[UA_HASH]
+        key = record[LOCATION + 1] if len(record) > LOCATION + 1 else None  # A journal line's own key.
+        if key is None:
+            key = visitor_key(ip, hashed)
+        offers = set(self._history(campaign, ip, user_agent, hashed, key, now_ms).offers_in_stream(stream.id))
+        since = now_ms - campaign.uniqueness_ms
+        for click in self.index.visits(key):
+            if click.stream_id == stream.id and click.offer_id is None and click.created_at >= since:
+                held = self._held_record(click)
+                done = self.funnels.lp_click(held[0]) if held is not None else None
+                if done is not None and done[1] is not None:
+                    offers.add(done[1])
+        return _SeenOffers(offers)
+
+    def _share_lp(
+        self,
+        subid: str,
+        campaign: CampaignConfig,
+        record: list,
+        stream: StreamConfig | None,
+        offer: OfferChoice | None,
+        seen: _SeenOffers,
+        now: float,
+    ) -> tuple[int | None, str | None] | LpClick:
+        """Ask Redis about the LP click (models/cluster/shared_state.py `claim_lp`): another node's first
+        LP click of the subid, or (offer_id, location) to write. A cap full across nodes marks the offer
+        capped and the offer is chosen again; with Redis away, as at a click (`_share`): an offer without
+        a cap goes on, a capped one is chosen again from the counters, which then refuse every cap."""
+        from models.cluster.shared_state import Claimed, Refused
+
+        shared, counters = self.shared, self.counters
+        now_ms = int(now * 1000)
+        for attempt in range(SHARED_REROUTES + 1):
+            if attempt == SHARED_REROUTES:
+                offer = None  # Refused every time: the campaign's default, no cap.
+            offer_id = offer.offer_id if offer is not None else None
+            location = self._offer_location(campaign, record, offer_id, now)
+            if location is None:
+                return offer_id, None
+            caps = self._caps_of(Route(campaign, None, offer), now_ms)
+            answer = shared.claim_lp(subid, offer_id, location, caps, self._seed_count)
+            if answer.__class__ is Claimed:
+                for cap, count in zip(caps, answer.counts):
+                    counters.learn(cap.scope, cap.ref, cap.day, count)
+                return offer_id, location
+            if answer.__class__ is tuple:  # Another node's LP click of the subid was first.
+                return LpClick(subid, campaign.id, answer[0], answer[1] or None, True)
+            if answer.__class__ is Refused:
+                for cap, count in zip(caps, answer.counts):
+                    if count >= 0:
+                        counters.learn(cap.scope, cap.ref, cap.day, count)
+            elif not caps:  # Redis is away and the offer has no cap: nothing changes.
+                return offer_id, location
+            offer = self._lp_offer(stream, seen, now_ms)
+            if answer is None:  # Redis is away: the counters now refuse every capped offer.
+                offer_id = offer.offer_id if offer is not None else None
+                return offer_id, self._offer_location(campaign, record, offer_id, now)
+        raise AssertionError("unreachable: the last attempt has no cap to refuse")
 
     def _held_lander_record(self, subid: str, position: tuple[int, int]) -> list | None:
         line = self.journal.read_line(*position)
@@ -784,7 +865,8 @@ class ClickTracker:
             row = ClickStore(self.conn).lander_click(subid)
         if row is None:
             return _NOT_STORED
-        return list(row[:-1]), row[-1]
+        *columns, key, lp_clicked_at = row
+        return [*columns, None, key], lp_clicked_at  # A decoded line's shape: no Location, its key.
 
     def _shared_lander_record(self, subid: str) -> list | None:
         """Cluster mode: the record of a click another node sent to a lander and has not landed yet."""

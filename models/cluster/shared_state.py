@@ -31,15 +31,18 @@ then cannot be written (`forget_last`: a full disk) gives back its cap increment
 still exist); a node killed between the two leaves them one high, under the cap, never over.
 
 **The LP click's first wins** (models/clicks/tracker.py `lp_click`): `lp:{subid}` holds the answer of the
-click's first LP click (its offer and Location), set with `SET NX GET` before its line is written; a node
-that finds it there answers the same and writes nothing. It is claimed before the line, unlike a click's
+click's first LP click (its offer and Location), claimed before its line is written; a node that finds
+it there answers the same and writes nothing. The claim also counts the chosen offer's caps, in one
+script (`LP_SCRIPT`, with the click's cap check): a claimed subid counts nothing again, and a full cap
+claims nothing (the node chooses another offer). It is claimed before the line, unlike a click's
 decision: a node killed in between leaves an answer no line backs, and the visitor's retry gets that
-offer with the LP click unrecorded (the rarer loss, against two offers for one click). A line that then
-cannot be written (a full disk) gives the claim back. It expires after LP_CLAIM_MS: by then the LP click
-has landed on its row, which every node reads. A click sent to a lander also leaves its journal line at
-`lpclick:{subid}` (sent with its decision, after the line), so a node whose visitor's LP click comes in
-before the click's node has landed it finds the click there; that LP line may then land first, and waits
-in `lp_click_parked` for its click (models/clicks/spool.py).
+offer with the LP click unrecorded (the rarer loss, against two offers for one click). A line that
+then cannot be written (a full disk) gives the claim and its cap increments back (`release_lp`). It
+expires after LP_CLAIM_MS: by then the LP click has landed on its row, which every node reads. A click
+sent to a lander also leaves its journal line at `lpclick:{subid}` (sent with its decision, after the
+line), so a node whose visitor's LP click comes in before the click's node has landed it finds the
+click there; that LP line may then land first, and waits in `lp_click_parked` for its click
+(models/clicks/spool.py).
 
 Every key carries the prefix (LANNER_REDIS_PREFIX) and all but the total cap counters expire (debounce
 after debounce, uniqueness after its window, a day's counter two days after it), so memory is bounded by
@@ -76,44 +79,72 @@ DAY_KEY_MS = 3 * 86_400_000  # A day's cap counter outlives its day (any timezon
 SEPARATOR = "\x1f"  # Between a stored decision's fields: never in a subid, an id or a URL.
 LP_CLAIM_MS = 3_600_000  # How long the first LP click's answer is kept (its line lands within seconds).
 
+# The cap counters' check, shared by both scripts: the `caps` counters from KEYS[first_key + 1] with
+# their caps from ARGV[first_cap + 1]. Returns 2 (one is at its cap: refused) or 3 (one is missing: seed
+# it) with the counts (-1 for a missing one), or 0 with every one incremented: all or nothing.
+COUNT_CAPS = """
+local function count_caps(first_key, first_cap, caps)
+  local counts = {}
+  local refused, missing = false, false
+  for i = 1, caps do
+    local count = redis.call('GET', KEYS[first_key + i])
+    if count then
+      count = tonumber(count)
+      if count >= tonumber(ARGV[first_cap + i]) then refused = true end
+    else
+      count = -1
+      missing = true
+    end
+    counts[i] = count
+  end
+  if refused then return 2, counts end
+  if missing then return 3, counts end
+  for i = 1, caps do counts[i] = redis.call('INCR', KEYS[first_key + i]) end
+  return 0, counts
+end
+"""
 # KEYS: debounce, unique global, unique campaign, unique stream, then the cap counters.
 # ARGV: debounce ms, global window ms, campaign window ms, has stream (0/1),
 #       the click's unix ms, number of caps, then each cap counter's cap.
 # Returns {1, decision} (a repeat), {2, counts} (refused: a count per cap, -1 for a missing counter),
 #         {3, counts} (a counter is missing: seed it), {0, global, campaign, stream, counts...}.
-SCRIPT = """
+SCRIPT = COUNT_CAPS + """
 local debounce_ms = tonumber(ARGV[1])
 if debounce_ms > 0 then
   local earlier = redis.call('GET', KEYS[1])
   local at = earlier and tonumber(string.match(earlier, '^%d+'))
   if at and at >= tonumber(ARGV[5]) - debounce_ms then return {1, earlier} end
 end
-local caps = tonumber(ARGV[6])
-local counts = {}
-local refused, missing = false, false
-for i = 1, caps do
-  local count = redis.call('GET', KEYS[4 + i])
-  if count then
-    count = tonumber(count)
-    if count >= tonumber(ARGV[6 + i]) then refused = true end
-  else
-    count = -1
-    missing = true
-  end
-  counts[i] = count
-end
-if refused then return {2, counts} end
-if missing then return {3, counts} end
-for i = 1, caps do counts[i] = redis.call('INCR', KEYS[4 + i]) end
+local kind, counts = count_caps(4, 6, tonumber(ARGV[6]))
+if kind ~= 0 then return {kind, counts} end
 local g = redis.call('SET', KEYS[2], 1, 'PX', ARGV[2], 'GET') and 0 or 1
 local c = redis.call('SET', KEYS[3], 1, 'PX', ARGV[3], 'GET') and 0 or 1
 local s = 0
 if ARGV[4] == '1' then s = redis.call('SET', KEYS[4], 1, 'PX', ARGV[3], 'GET') and 0 or 1 end
 return {0, g, c, s, counts}
 """
+# The LP click's first-wins claim and its offer's caps in one step, so a repeat never counts twice.
+# KEYS: lp:{subid}, then the offer's cap counters. ARGV: the claim (offer, Location), its PX, number of
+# caps, then each counter's cap. Returns {1, claim} (another LP click of the subid was first: nothing
+# counted), {2, counts} / {3, counts} as SCRIPT, {0, counts} (claimed and counted).
+LP_SCRIPT = COUNT_CAPS + """
+local first = redis.call('GET', KEYS[1])
+if first then return {1, first} end
+local kind, counts = count_caps(1, 3, tonumber(ARGV[3]))
+if kind ~= 0 then return {kind, counts} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {0, counts}
+"""
 # A failed append gives its cap increments back; a counter gone meanwhile stays gone (to be seeded).
 UNCOUNT = """
 for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECR', KEYS[i]) end
+end
+"""
+# A claimed LP click whose line cannot be written: KEYS[1] the claim (deleted), then its cap counters.
+UNCLAIM = """
+redis.call('DEL', KEYS[1])
+for i = 2, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECR', KEYS[i]) end
 end
 """
@@ -142,6 +173,13 @@ class Repeat:
 @dataclass(frozen=True, slots=True)
 class Refused:
     """A cap is reached: the counts of the route's caps as Redis has them."""
+
+    counts: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """The LP click is the subid's first across the nodes, its offer's caps counted: their new counts."""
 
     counts: tuple[int, ...]
 
@@ -187,6 +225,8 @@ class SharedState:
         # its cap counters (`forget_last`).
         self.unpublished: tuple[str, str, int] | None = None
         self.counted_caps: list[str] = []
+        self.lp_claim: list[str] | None = None  # The last LP click claimed: its claim and cap keys.
+        self._lp_script = self.client.register_script(LP_SCRIPT)  # Loaded on first use (EVALSHA after).
         self.unread = 0  # Replies of published decisions still on the connection, read before the next.
         self._log = ThrottledLog(logger, logging.WARNING, interval=60.0, clock=clock)
         self.on_change = on_change
@@ -246,15 +286,8 @@ class SharedState:
             len(caps), *(cap.cap for cap in caps),
         ]  # fmt: skip
         try:
-            for _ in range(3):  # Seeding, then the click; a third look only if a counter expired meanwhile.
-                answer = self._run(keys, args)
-                kind = answer[0]
-                if kind == 3:
-                    self._seed([cap for cap, count in zip(caps, answer[1]) if count < 0], seed)
-                    continue
-                break
-            else:
-                raise redis.RedisError("a cap counter went missing again after it was seeded")
+            answer = self._seeded(lambda: self._run(keys, args), caps, seed)
+            kind = answer[0]
         except redis.RedisError as error:
             if not isinstance(error, redis.ResponseError):  # A reply may still be on its way: start over.
                 self._disconnect()
@@ -307,26 +340,40 @@ class SharedState:
                 pass  # Redis left meanwhile: the counters stay one high, under their caps, never over.
 
     def claim_lp(
-        self, subid: str, offer_id: int | None, location: str
-    ) -> tuple[int | None, str] | None | bool:
-        """Make this the first LP click of `subid` across the nodes (see the module docstring): None when
-        it is (write its line), (offer_id, location) of the first when another node's was, False when
-        Redis cannot answer now (the node decides alone, from its journal and the database)."""
+        self,
+        subid: str,
+        offer_id: int | None,
+        location: str,
+        caps: Sequence[Cap] = (),
+        seed: Callable[[Cap], int] | None = None,
+    ) -> Claimed | Refused | tuple[int | None, str] | None:
+        """Make this the first LP click of `subid` across the nodes and count its offer's `caps`, in one
+        step (see the module docstring): Claimed (write its line), Refused (a cap is full: nothing
+        claimed, choose again), (offer_id, location) of the first when another node's was (nothing
+        counted), None when Redis cannot answer now (the node decides alone, as a click does)."""
+        self.lp_claim = None
         if not self.should_ask:
             self.alone_clicks += 1
-            return False
+            return None
+        claim = f"{self.prefix}lp:{subid}"
+        keys = [claim, *(self._cap_key(cap) for cap in caps)]
         value = f"{'' if offer_id is None else offer_id}{SEPARATOR}{location}"
+        args = [value, LP_CLAIM_MS, len(caps), *(cap.cap for cap in caps)]
         try:
-            first = self.client.set(f"{self.prefix}lp:{subid}", value, nx=True, px=LP_CLAIM_MS, get=True)
+            answer = self._seeded(lambda: self._lp_script(keys=keys, args=args), caps, seed)
         except redis.RedisError as error:
             self._fail(error)
-            return False
+            return None
         if self.is_degraded:
             self._recover()
-        if first is None:
-            return None
-        offer, _, location = first.decode("utf-8", "replace").partition(SEPARATOR)
-        return (int(offer) if offer.isdigit() else None), location
+        kind = answer[0]
+        if kind == 1:
+            offer, _, location = answer[1].decode("utf-8", "replace").partition(SEPARATOR)
+            return (int(offer) if offer.isdigit() else None), location
+        if kind == 2:
+            return Refused(tuple(answer[1]))
+        self.lp_claim = keys
+        return Claimed(tuple(answer[1]))
 
     def share_click_line(self, subid: str, line: bytes) -> None:
         """A click sent to a lander has its line in the journal: leave it for the other nodes' LP clicks
@@ -350,12 +397,27 @@ class SharedState:
             self._fail(error)
             return None
 
-    def release_lp(self, subid: str) -> None:
-        """The LP click claimed got no line after all (a full disk): the next one may be the first."""
+    def release_lp(self) -> None:
+        """The LP click last claimed got no line after all (a full disk): the next one may be the first,
+        and its cap increments are given back (as `forget_last` gives a click's)."""
+        keys, self.lp_claim = self.lp_claim, None
+        if keys is None:
+            return
         try:
-            self.client.delete(f"{self.prefix}lp:{subid}")
+            self.client.eval(UNCLAIM, len(keys), *keys)
         except redis.RedisError:
-            pass  # Its answer stays until it expires: a retry gets that offer, unrecorded.
+            pass  # Its answer stays until it expires: a retry gets that offer, unrecorded, one high.
+
+    def _seeded(
+        self, run: Callable[[], list], caps: Sequence[Cap], seed: Callable[[Cap], int] | None
+    ) -> list:
+        """A script's answer once its missing cap counters are seeded (`seed(cap)`: where one starts)."""
+        for _ in range(3):  # Seeding, then the click; a third look only if a counter expired meanwhile.
+            answer = run()
+            if answer[0] != 3:
+                return answer
+            self._seed([cap for cap, count in zip(caps, answer[1]) if count < 0], seed)
+        raise redis.RedisError("a cap counter went missing again after it was seeded")
 
     def _cap_key(self, cap: Cap) -> str:
         return f"{self.prefix}cap:{cap.scope}:{cap.ref}:{'total' if cap.day is None else cap.day}"

@@ -71,9 +71,11 @@ class ClickStore(Store):
         "UPDATE conversion SET offer_id = ? WHERE campaign_id = ? AND click_created_at = ? AND click_id = ? "
         "RETURNING status, report_payout, cost"
     )
-    # A click as the LP click reads it (models/clicks/tracker.py lp_click): the journal's record, then
-    # when its LP click landed; by the unique subid index.
-    SQL_LANDER_CLICK = f"SELECT {', '.join(JOURNAL_COLUMNS)}, lp_clicked_at FROM click WHERE subid = ?"
+    # A click as the LP click reads it (models/clicks/tracker.py lp_click): the journal's record, its
+    # visitor key, then when its LP click landed; by the unique subid index.
+    SQL_LANDER_CLICK = (
+        f"SELECT {', '.join(JOURNAL_COLUMNS)}, visitor_key, lp_clicked_at FROM click WHERE subid = ?"
+    )
     SQL_CLICK_EXISTS = "SELECT 1 FROM click WHERE subid = ?"
     # An LP click whose click has not landed (cluster mode: it is in another node's spool) waits here.
     SQL_PARK_LP_CLICK = (
@@ -125,7 +127,7 @@ class ClickStore(Store):
         return landed
 
     def lander_click(self, subid: str) -> tuple | None:
-        """(JOURNAL_COLUMNS values..., lp_clicked_at) of the click, or None."""
+        """(JOURNAL_COLUMNS values..., visitor_key, lp_clicked_at) of the click, or None."""
         return fetch_one(self.conn, self.SQL_LANDER_CLICK, (subid,))
 
     def position(self, node: str) -> tuple[int, int]:
