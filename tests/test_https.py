@@ -166,7 +166,8 @@ def https_front(env, db, lanner, tmp_path):
         lanner_env = [f"{name}={value}" for name, value in env.items() if name.startswith("LANNER_")]
         render = ["env", f"PYTHONPATH={ROOT}", *lanner_env, *LANNER, "nginx", "site", "--saved"]
         render += ["-o", str(prefix / "site.conf")]
-        reload = shlex.join(["sh", "-c", f"{shlex.join(render)} && {NGINX} -c {prefix / 'nginx.conf'} -p {prefix} -s reload"])
+        signal = f"{NGINX} -c {prefix / 'nginx.conf'} -p {prefix} -s reload"
+        reload = shlex.join(["sh", "-c", f"{shlex.join(render)} && {signal}"])
         yield {**env, **acme, "LANNER_NGINX_RELOAD": reload}, front.port, https_port, roots
     finally:
         for live in reversed(processes):
@@ -187,7 +188,8 @@ def test_clicks_over_https_on_two_domains_and_renewal(https_front, lanner, db, s
     # The site names certbot's files for each checked name, not paths kept anywhere Lanner writes.
     site = (Path(environ["LANNER_DATA_DIR"]).parent / f"nginx-{http_port}" / "site.conf").read_text()
     live = Path(environ["LANNER_DATA_DIR"]) / "certbot/config/live"
-    assert f"ssl_certificate_key {live}/{D1}/privkey.pem;" in site and f"{live}/{D2}/fullchain.pem;" in site
+    assert f"ssl_certificate_key {live}/{D1}/privkey.pem;" in site
+    assert f"ssl_certificate {live}/{D2}/fullchain.pem;" in site
 
     # A click over HTTPS on each domain: the parked campaign at D1's root, an alias on D2.
     status, headers, cert = wait_until(

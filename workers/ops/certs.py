@@ -175,9 +175,11 @@ def saved_site_options(settings: Settings):
     record = recorded_site(settings)
     if record is None:
         raise NginxConfigError(
-            f"No readable {settings.data_dir / SITE_RECORD}: render the site once with `lanner nginx site -o PATH`."
+            f"No readable {settings.data_dir / SITE_RECORD}: render the site once with "
+            "`lanner nginx site -o PATH`."
         )
-    return saved_options(record.get("options") if isinstance(record, dict) else None, **site_settings(settings))
+    fields = record.get("options") if isinstance(record, dict) else None
+    return saved_options(fields, **site_settings(settings))
 
 
 def site_settings(settings: Settings) -> dict:
@@ -234,8 +236,8 @@ def reload_nginx(settings: Settings) -> None:
 
 
 def secure_domain(db, settings: Settings, ref: str | int):
-    """Serve a domain as it now is: the site rendered again (nginx answers its challenge on port 80
-    already), its certificate got if it wants HTTPS, then the site again with it and nginx reloaded.
+    """Serve a domain as it now is: its certificate got if it wants HTTPS (nginx answers its challenge
+    on port 80 already), then the site rendered again with it and nginx reloaded (`request_site`).
     The domain; CertError (after recording it on the domain) when certbot failed."""
     from models.admin.domains import get_domain, record_certificate
 

@@ -79,7 +79,8 @@ def saved_options(fields: object, **settings_fields) -> SiteOptions:
     """SiteOptions from saved JSON (written by the `lanner` user: trusted for nothing), each value of the
     type it must have; render_site checks their text. NginxConfigError for anything else."""
     if not isinstance(fields, dict) or not set(fields) <= set(SAVED_FIELDS):
-        raise NginxConfigError(f"The saved nginx site options must be an object of {', '.join(SAVED_FIELDS)}.")
+        fields_named = ", ".join(SAVED_FIELDS)
+        raise NginxConfigError(f"The saved nginx site options must be an object of {fields_named}.")
     options = {}
     for name, value in fields.items():
         if isinstance(value, str) and SAVED_FIELDS[name] is tuple:
@@ -195,7 +196,8 @@ def render_site(options: SiteOptions) -> str:
         raise NginxConfigError(f"real IP header {options.real_ip_header!r} is not a header name.")
     _path(options.landers_dir, "landers directory")
     if type(options.lander_upload_bytes) is not int or options.lander_upload_bytes < 0:
-        raise NginxConfigError(f"lander upload size {options.lander_upload_bytes!r} is not a number of bytes.")
+        size = options.lander_upload_bytes
+        raise NginxConfigError(f"lander upload size {size!r} is not a number of bytes.")
     trusted = _cidrs(options.trusted_proxies, "Trusted proxy")
     admin = _cidrs(options.admin_allow, "Admin address")
     values = {
