@@ -669,12 +669,12 @@ def domain_update(ctx: Context, ref: str, **changes: Any) -> None:
 def domain_remove(ctx: Context, ref: str) -> None:
     """Remove a domain; the site is rendered again without it, and certbot forgets its certificate."""
     from models.admin.domains import remove_domain
-    from workers.ops.certs import CertError, delete_certificate, render_recorded_site
+    from workers.ops.certs import CertError, delete_certificate, request_site
 
     removed = remove_domain(ctx.db, ref)
     click.echo(f"Domain {removed.name} removed.")
     try:
-        render_recorded_site(ctx.settings)
+        request_site(ctx.settings)
         if delete_certificate(ctx.settings, removed.name):
             click.echo("Its certificate is deleted (no more renewals).")
     except CertError as exc:
@@ -2892,9 +2892,9 @@ def nginx() -> None:
 
 def _write_or_echo(text: str, output: str | None) -> None:
     if output:
-        with open(output, "w") as target:
-            target.write(text)
-        os.chmod(output, 0o644)  # a config for nginx, no secret in it: not under our umask
+        from workers.ops.certs import write_site
+
+        write_site(output, text)  # Whole, mode 0644: a config for nginx, no secret in it.
     else:
         click.echo(text, nl=False)
 
@@ -2929,12 +2929,23 @@ def _write_or_echo(text: str, output: str | None) -> None:
     "-o",
     "--output",
     type=click.Path(dir_okay=False),
-    help="Write here instead of stdout (and remember the options: `lanner domain` renders it again).",
+    help="Write here instead of stdout (and save the options for --saved: `lanner domain` has the site "
+    "rendered again).",
+)
+@click.option("--save", "is_save", is_flag=True, help="Save the options for --saved (as -o does).")
+@click.option(
+    "--saved",
+    "is_saved",
+    is_flag=True,
+    help="Render with the options `-o` saved last (DATA_DIR/nginx-site.json), checked again, instead of "
+    "the ones given: how root's reload service renders the site.",
 )
 @pass_context
 def nginx_site(
     ctx: Context,
     output: str | None,
+    is_save: bool,
+    is_saved: bool,
     upstreams: tuple[str, ...],
     admin_upstreams: tuple[str, ...],
     **options: Any,
@@ -2942,9 +2953,13 @@ def nginx_site(
     """Render the server blocks that proxy campaign URLs, postbacks and the API to Lanner (one box, or
     several nodes: one --upstream and --admin-upstream each), with HTTPS for each domain that has a
     certificate (`lanner domain`; read from the database once it is migrated)."""
-    from workers.ops.certs import record_site
+    from workers.ops.certs import record_site, saved_site_options, site_settings
     from workers.ops.nginx import SiteOptions, render_site
 
+    if is_saved:  # The file is the `lanner` user's: checked whole before anything is written.
+        site = saved_site_options(ctx.settings)
+        _write_or_echo(render_site(dataclasses.replace(site, domains=_site_domains(ctx))), output)
+        return
     if len(upstreams) > 1:  # Cluster mode: the nodes' own settings are not this host's.
         admin: str | tuple[str, ...] = admin_upstreams
     else:
@@ -2954,15 +2969,13 @@ def nginx_site(
     site = SiteOptions(
         upstream=upstreams,
         admin_upstream=admin,
-        acme_webroot=str(ctx.settings.acme_webroot_path),
-        landers_dir=str(ctx.settings.landers_dir),
-        lander_upload_bytes=ctx.settings.lander_max_bytes,
+        **site_settings(ctx.settings),
         **options,
     )
     text = render_site(dataclasses.replace(site, domains=_site_domains(ctx)))
     _write_or_echo(text, output)
-    if output:
-        record_site(ctx.settings, output, site)
+    if output or is_save:
+        record_site(ctx.settings, site)
 
 
 def _site_domains(ctx: Context) -> tuple:

@@ -498,8 +498,8 @@ SETTINGS: tuple[Setting, ...] = (
         "nginx_reload",
         "systemctl reload nginx",
         str,
-        "The command that makes nginx load the re-rendered site and renewed certificates "
-        "(`lanner domain`, the daily renewal).",
+        "The command that renders the site again (`lanner nginx site --saved`, as root) and makes nginx "
+        "load it and renewed certificates (`lanner domain`, the daily renewal).",
     ),
     Setting(
         "redis_url",

@@ -8,10 +8,10 @@
 # Each --domain (repeatable; its DNS pointed at this host, port 80 open) is added with `lanner domain
 # add`: certbot (Debian's package, installed then) gets its certificate through nginx, the site serves
 # it on HTTPS (--https-listen, 443) and `lanner worker` renews it daily. --email is the address the ACME
-# server writes to about expiring certificates (LANNER_ACME_EMAIL). The nginx site is rendered into the
-# data directory (/var/lib/lanner/nginx/lanner.conf, linked from /etc/nginx/sites-available) so that
-# `lanner domain` and the worker can render it again; they make nginx reload through the
-# lanner-nginx-reload.path unit (the `lanner` user cannot signal nginx itself).
+# server writes to about expiring certificates (LANNER_ACME_EMAIL). The nginx site is root's
+# (/etc/nginx/sites-available/lanner.conf), rendered by root with the options the `lanner` user saved,
+# checked again; `lanner domain` and the worker have it rendered again and nginx reloaded through the
+# lanner-nginx-reload.path unit (the `lanner` user writes neither nginx's configuration nor signals it).
 #
 # The web panel and the admin API answer only the addresses --admin-allow lists (repeatable; default
 # this machine: open it through an SSH tunnel, or list your office's address, or 0.0.0.0/0 and ::/0
@@ -150,6 +150,9 @@ lanner() {
     # Every command reads the installed env file, as the services do.
     as_user env $(grep -v '^#' "$ENV_FILE" | xargs) "$VENV/bin/lanner" "$@"
 }
+root_lanner() {  # As root, as lanner-nginx-reload.service runs it.
+    env $(grep -v '^#' "$ENV_FILE" | xargs) "$VENV/bin/lanner" "$@"
+}
 
 UPGRADE=0
 [ -d "$APP" ] && UPGRADE=1
@@ -247,12 +250,15 @@ lanner db status
 say "Units and nginx site"
 cp "$units/lanner-web.service" "$units/lanner-worker.service" "$UNIT_DIR/"
 sed "s|{{DATA_DIR}}|$DATA|g" "$SOURCE/systemd/lanner-nginx-reload.path" >"$UNIT_DIR/lanner-nginx-reload.path"
-cp "$SOURCE/systemd/lanner-nginx-reload.service" "$UNIT_DIR/"
-# As the lanner user, with the installed settings: the options are kept (DATA/nginx-site.json) for
-# `lanner domain` to render the site again with each domain's certificate.
+sed -e "s|{{VENV}}|$VENV|g" -e "s|{{ENV_FILE}}|$ENV_FILE|g" -e "s|{{NGINX_DIR}}|$NGINX_DIR|g" \
+    "$SOURCE/systemd/lanner-nginx-reload.service" >"$UNIT_DIR/lanner-nginx-reload.service"
+# The options are saved by the lanner user (DATA/nginx-site.json), then the site is rendered from them
+# by root, as lanner-nginx-reload.service does each time `lanner domain` asks: nginx's configuration is
+# root's file, never the web-facing user's.
 lanner nginx site --upstream "$BIND" ${ADMIN_BIND:+--admin-upstream "$ADMIN_BIND"} --listen "$LISTEN" \
-    --server-name "$SERVER_NAME" --https-listen "$HTTPS_LISTEN" "${ADMIN_ALLOW[@]}" -o "$DATA/nginx/lanner.conf"
-ln -sfn "$DATA/nginx/lanner.conf" "$NGINX_DIR/sites-available/lanner.conf"
+    --server-name "$SERVER_NAME" --https-listen "$HTTPS_LISTEN" "${ADMIN_ALLOW[@]}" --save >/dev/null
+rm -f "$DATA/nginx/lanner.conf"  # An older install's site, the lanner user's: nginx reads root's now.
+root_lanner nginx site --saved -o "$NGINX_DIR/sites-available/lanner.conf"
 ln -sfn ../sites-available/lanner.conf "$NGINX_DIR/sites-enabled/lanner.conf"
 
 if [ "$SYSTEMD" = 1 ]; then

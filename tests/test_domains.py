@@ -211,12 +211,79 @@ def test_the_panel_s_campaign_editor_shows_the_url_on_the_campaign_s_first_domai
 def test_the_site_refuses_what_nginx_would_misread_in_a_domain():
     from workers.ops.nginx import NginxConfigError, SiteDomain, SiteOptions, render_site
 
-    for domain, message in [
-        (SiteDomain("evil.example.com;include /etc/passwd"), "is not a host name"),
-        (SiteDomain("ok.example.com", "/certs/a b.pem", "/certs/key.pem"), "absolute path without spaces"),
-        (SiteDomain("ok.example.com", "relative.pem", "/certs/key.pem"), "absolute path without spaces"),
+    for domain, dirs, message in [
+        (SiteDomain("evil.example.com;include /etc/passwd"), "/c", "is not a host name"),
+        (SiteDomain("evil.example.com\n"), "/c", "is not a host name"),
+        (SiteDomain("ok.example.com", True), "/certs/a b", "absolute path without spaces"),
+        (SiteDomain("ok.example.com", True), "relative", "absolute path without spaces"),
     ]:
         with pytest.raises(NginxConfigError, match=message):
-            render_site(SiteOptions(upstream="127.0.0.1:8080", domains=(domain,)))
+            render_site(SiteOptions(upstream="127.0.0.1:8080", domains=(domain,), certificates_dir=dirs))
     with pytest.raises(NginxConfigError, match="HTTPS listen"):
         render_site(SiteOptions(upstream="127.0.0.1:8080", https_listen="443 ssl; x"))
+
+
+SMUGGLED = ";\n load_module /tmp/x.so;"
+
+
+def test_the_saved_site_options_are_checked_again_and_a_smuggled_directive_writes_nothing(
+    env, lanner, settings, tmp_path
+):
+    """root's reload service renders the site from DATA_DIR/nginx-site.json, which the `lanner` user
+    writes: each value that would carry a directive into nginx's configuration is refused."""
+    from conftest import run_lanner
+
+    lanner("nginx", "site", "--upstream", "127.0.0.1:8080", "--listen", "8081", "--save")
+    saved = settings.data_dir / "nginx-site.json"
+    good = json.loads(saved.read_text())
+    output = tmp_path / "site.conf"
+    assert "listen 8081 backlog=" in lanner("nginx", "site", "--saved").stdout
+    for name, value in [
+        ("listen", "80" + SMUGGLED),
+        ("listen", "80\n"),
+        ("https_listen", "443 ssl" + SMUGGLED),
+        ("upstream", ["unix:/run/x.sock" + SMUGGLED]),
+        ("upstream", ["evil" + SMUGGLED + ":80"]),
+        ("admin_upstream", ["unix:/run/a\"b.sock"]),
+        ("server_name", "track.example.com" + SMUGGLED),
+        ("server_name", "track\\"),
+        ("real_ip_header", "X-Real-IP" + SMUGGLED),
+        ("trusted_proxies", ["10.0.0.0/8" + SMUGGLED]),
+        ("admin_allow", ["127.0.0.1 { }"]),
+        ("landers_dir", "/tmp" + SMUGGLED),  # Not an option it saves: this host's setting is used.
+        ("listen", 80),
+    ]:
+        saved.write_text(json.dumps({"options": {**good["options"], name: value}}))
+        refused = run_lanner(env, "nginx", "site", "--saved", "-o", str(output), check=False)
+        assert refused.returncode == 1, (name, value, refused.stdout)
+        error = refused.stderr.strip().splitlines()
+        assert len(error) == 1 and error[0].startswith("Error: ") and error[0].endswith("."), refused.stderr
+        assert not output.exists() and not list(tmp_path.glob("site.conf*"))
+    saved.write_text("{not json")
+    refused = run_lanner(env, "nginx", "site", "--saved", "-o", str(output), check=False)
+    assert refused.returncode == 1 and "lanner nginx site -o PATH" in refused.stderr and not output.exists()
+
+
+def test_the_site_s_certificates_are_certbot_s_files_for_the_checked_name(env, lanner, settings, tmp_path):
+    lanner("nginx", "site", "--upstream", "127.0.0.1:8080", "--save")
+    lanner("domain", "add", "secure.example.com", "--redirect-http", "--no-cert")
+    lanner("domain", "add", "plain.example.com", "--no-https", "--no-cert")
+    live = settings.certbot_path / "config" / "live"
+    for name in ("secure.example.com", "plain.example.com"):
+        (live / name).mkdir(parents=True)
+        for pem in ("fullchain.pem", "privkey.pem"):
+            (live / name / pem).write_text("not read: nginx's test would")
+    site = lanner("nginx", "site", "--saved").stdout
+    assert f"ssl_certificate {live}/secure.example.com/fullchain.pem;" in site
+    assert f"ssl_certificate_key {live}/secure.example.com/privkey.pem;" in site
+    assert site.count("ssl_certificate ") == 1  # plain.example.com wants no HTTPS: its files unused.
+
+
+def test_a_certificate_s_expiry_is_read_with_openssl_and_a_bad_file_is_said(tmp_path):
+    from workers.ops.certs import CertError, certificate_expiry
+
+    assert certificate_expiry(tmp_path / "none.pem") is None  # No certificate yet.
+    bad = tmp_path / "bad.pem"
+    bad.write_text("-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n")
+    with pytest.raises(CertError, match=f"openssl could not read the expiry of the certificate {bad}"):
+        certificate_expiry(bad)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shlex
 import shutil
 import socket
 import ssl
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from cluster_nodes import NGINX, start_nginx
-from conftest import LANNER, LiveProcess, free_port, request, start_process, wait_until
+from conftest import LANNER, ROOT, LiveProcess, free_port, request, start_process, wait_until
 
 TOOLS = ("pebble", "pebble-challtestsrv", "certbot", "openssl")
 pytestmark = pytest.mark.skipif(
@@ -160,7 +161,13 @@ def https_front(env, db, lanner, tmp_path):
         dns, pebble, acme = start_acme(tmp_path, front.port)
         processes += [dns, pebble]
         roots = acme.pop("roots")
-        reload = f"{NGINX} -c {prefix / 'nginx.conf'} -p {prefix} -s reload"
+        # As root's lanner-nginx-reload.service does: the site rendered from the saved options, then
+        # nginx reloaded (also certbot's deploy hook, from the renewal task below).
+        lanner_env = [f"{name}={value}" for name, value in env.items() if name.startswith("LANNER_")]
+        render = ["env", f"PYTHONPATH={ROOT}", *lanner_env, *LANNER, "nginx", "site", "--saved"]
+        render += ["-o", str(prefix / "site.conf")]
+        signal = f"{NGINX} -c {prefix / 'nginx.conf'} -p {prefix} -s reload"
+        reload = shlex.join(["sh", "-c", f"{shlex.join(render)} && {signal}"])
         yield {**env, **acme, "LANNER_NGINX_RELOAD": reload}, front.port, https_port, roots
     finally:
         for live in reversed(processes):
@@ -178,6 +185,11 @@ def test_clicks_over_https_on_two_domains_and_renewal(https_front, lanner, db, s
     run_lanner(environ, "domain", "add", D2)
     listed = {d["name"]: d for d in json.loads(run_lanner(environ, "domain", "list", "--json").stdout)}
     assert {name: d["cert_state"] for name, d in listed.items()} == {D1: "valid", D2: "valid"}
+    # The site names certbot's files for each checked name, not paths kept anywhere Lanner writes.
+    site = (Path(environ["LANNER_DATA_DIR"]).parent / f"nginx-{http_port}" / "site.conf").read_text()
+    live = Path(environ["LANNER_DATA_DIR"]) / "certbot/config/live"
+    assert f"ssl_certificate_key {live}/{D1}/privkey.pem;" in site
+    assert f"ssl_certificate {live}/{D2}/fullchain.pem;" in site
 
     # A click over HTTPS on each domain: the parked campaign at D1's root, an alias on D2.
     status, headers, cert = wait_until(

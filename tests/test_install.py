@@ -42,7 +42,7 @@ def unit(path: Path) -> dict[str, str]:
 
 def start_unit(path: Path, log: Path) -> LiveProcess:
     """Run a unit's ExecStart with its EnvironmentFile and WorkingDirectory, as systemd would."""
-    fields = unit(path)
+    fields = unit(path)  # The first ExecStart only.
     environ = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/")}
     for line in Path(fields["EnvironmentFile"]).read_text().splitlines():
         if line and not line.startswith("#"):
@@ -82,10 +82,26 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     assert unit(web_unit)["ExecStart"] == f"{root}/opt/lanner/venv/bin/lanner serve"
     site = root / "etc/nginx/sites-enabled/lanner.conf"
     data = root / "var/lib/lanner"
-    # In the data directory, which `lanner domain` and the worker may write: they render it again.
-    assert site.resolve() == data / "nginx/lanner.conf"
+    # Root's file under /etc/nginx, never in the data directory the web-facing user writes.
+    rendered = root / "etc/nginx/sites-available/lanner.conf"
+    assert site.resolve() == rendered and not rendered.is_symlink()
+    assert rendered.stat().st_mode & 0o777 == 0o644 and not (data / "nginx/lanner.conf").exists()
     assert f"root {data}/acme;" in site.read_text()  # certbot's challenges, served on plain HTTP.
     assert (root / "etc/systemd/system/lanner-nginx-reload.path").read_text().count(f"{data}/nginx/reload") == 2
+    # The reload service (root: no User=) renders the site itself from the saved options, with the
+    # installed code and settings, and only then tests and reloads nginx.
+    reload_unit = (root / "etc/systemd/system/lanner-nginx-reload.service").read_text()
+    assert "User=" not in reload_unit and f"EnvironmentFile={root}/etc/lanner/lanner.env" in reload_unit
+    starts = [line.partition("=")[2] for line in reload_unit.splitlines() if line.startswith("ExecStart=")]
+    assert starts == [
+        f"{root}/opt/lanner/venv/bin/lanner nginx site --saved -o {rendered}",
+        "/usr/sbin/nginx -t -q",
+        "/bin/systemctl reload nginx",
+    ]
+    rendered.unlink()  # Run as the path unit would: the site comes back, whole.
+    reload = start_unit(root / "etc/systemd/system/lanner-nginx-reload.service", tmp_path / "reload.log")
+    assert reload.process.wait(60) == 0, reload.log
+    assert f"root {data}/acme;" in rendered.read_text() and rendered.stat().st_mode & 0o777 == 0o644
     env_text = (root / "etc/lanner/lanner.env").read_text()
     assert "LANNER_ACME_EMAIL=ops@lanner.test" in env_text and f"LANNER_ACME_WEBROOT={data}/acme" in env_text
     # --no-systemd: no nginx runs yet, so the domain waits for `lanner domain cert`.

@@ -5,9 +5,11 @@ certbot runs in webroot mode through the running nginx: the site serves
 its answer there, the ACME server fetches it. certbot keeps its account, certificates and renewal
 settings under LANNER_CERTBOT_DIR (config/, work/, logs/), so the `lanner` user runs it without root.
 
-`lanner nginx site -o PATH` records its options beside the data (DATA_DIR/nginx-site.json): after a
-certificate is got or renewed, or a domain changes, the site is rendered again with them and the
-domains' certificates, and nginx reloaded with LANNER_NGINX_RELOAD.
+`lanner nginx site -o PATH` saves its options beside the data (DATA_DIR/nginx-site.json). After a
+certificate is got or renewed, or a domain changes, LANNER_NGINX_RELOAD runs: it renders the site again
+(`lanner nginx site --saved -o PATH`: those options, checked again, and the domains' certificates) and
+reloads nginx. On an install that is root's lanner-nginx-reload.service, so nginx's configuration is
+root's file: the `lanner` user, which faces the web, only asks for it (README, "Domains and HTTPS").
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import calendar
 import shlex
-import ssl
 import subprocess
-from dataclasses import asdict
+import time
 from pathlib import Path
 
 from models.errors import LannerError
@@ -50,13 +52,27 @@ def certificate_paths(settings: Settings, name: str) -> tuple[Path, Path]:
 
 
 def certificate_expiry(path: Path) -> int | None:
-    """When the certificate at `path` expires (UTC ms), or None without a readable certificate."""
-    try:
-        # The standard library's own PEM reader (no extra package): CPython's tests use it too.
-        decoded = ssl._ssl._test_decode_cert(str(path))  # noqa: SLF001
-    except (OSError, ssl.SSLError, ValueError):
+    """When the certificate at `path` expires (UTC ms), or None without one there; CertError when
+    openssl cannot read the file that is there."""
+    if not path.exists():
         return None
-    return int(ssl.cert_time_to_seconds(decoded["notAfter"]) * 1000)
+    command = ["openssl", "x509", "-enddate", "-noout", "-in", str(path)]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    except FileNotFoundError:
+        raise CertError("openssl is not installed (apt-get install openssl).") from None
+    except subprocess.TimeoutExpired:
+        raise CertError(f"openssl did not read {path} within 30 s.") from None
+    answer = result.stdout.strip()
+    try:
+        if result.returncode != 0 or not answer.startswith("notAfter="):
+            raise ValueError
+        # As openssl prints it: `notAfter=Jun 30 12:00:00 2026 GMT`.
+        expires = time.strptime(" ".join(answer[len("notAfter="):].split()), "%b %d %H:%M:%S %Y GMT")
+    except ValueError:
+        said = (result.stderr.strip() or answer or f"exit {result.returncode}")[-300:]
+        raise CertError(f"openssl could not read the expiry of the certificate {path}: {said}") from None
+    return calendar.timegm(expires) * 1000
 
 
 def _certbot(settings: Settings, args: list[str]) -> subprocess.CompletedProcess:
@@ -107,7 +123,11 @@ def renew_certificates(settings: Settings, *, force: bool = False) -> list[str]:
     result = _certbot(settings, args)
     renewed = []
     for domain in list_domains():
-        expires_at = certificate_expiry(certificate_paths(settings, domain.name)[0])
+        try:
+            expires_at = certificate_expiry(certificate_paths(settings, domain.name)[0])
+        except CertError as exc:  # One unreadable file: the others' expiries are still read back.
+            logger.warning("%s", exc)
+            continue
         if expires_at is not None and expires_at != domain.cert_expires_at:
             record_certificate(db, domain.id, expires_at=expires_at)
             renewed.append(domain.name)
@@ -129,11 +149,12 @@ def delete_certificate(settings: Settings, name: str) -> bool:
 # -- the nginx site ----------------------------------------------------------------------------
 
 
-def record_site(settings: Settings, output: str, options) -> None:
-    """Remember how `lanner nginx site -o` rendered the site, to render it again as domains change."""
-    fields = asdict(options)
-    fields.pop("domains", None)
-    record = {"output": str(Path(output).resolve()), "options": fields}
+def record_site(settings: Settings, options) -> None:
+    """Save the options `lanner nginx site -o` was given, to render the site again as domains change
+    (`lanner nginx site --saved`)."""
+    from workers.ops.nginx import SAVED_FIELDS
+
+    record = {"options": {name: getattr(options, name) for name in SAVED_FIELDS}}
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     path = settings.data_dir / SITE_RECORD
     path.write_text(json.dumps(record, indent=2))
@@ -146,6 +167,31 @@ def recorded_site(settings: Settings) -> dict | None:
         return None
 
 
+def saved_site_options(settings: Settings):
+    """The saved options, checked (NginxConfigError), with this host's own settings for the rest; the
+    site is rendered from them as root, so nothing in the file is believed without its check."""
+    from workers.ops.nginx import NginxConfigError, saved_options
+
+    record = recorded_site(settings)
+    if record is None:
+        raise NginxConfigError(
+            f"No readable {settings.data_dir / SITE_RECORD}: render the site once with "
+            "`lanner nginx site -o PATH`."
+        )
+    fields = record.get("options") if isinstance(record, dict) else None
+    return saved_options(fields, **site_settings(settings))
+
+
+def site_settings(settings: Settings) -> dict:
+    """The site's options that are this host's settings (not saved: whoever renders reads its own)."""
+    return {
+        "acme_webroot": str(settings.acme_webroot_path),
+        "landers_dir": str(settings.landers_dir),
+        "lander_upload_bytes": settings.lander_max_bytes,
+        "certificates_dir": str(settings.certbot_path / "config"),
+    }
+
+
 def site_domains(settings: Settings) -> tuple:
     """The active domains as the site serves them, each with its certificate once certbot has one."""
     from models.admin.domains import list_domains
@@ -155,30 +201,15 @@ def site_domains(settings: Settings) -> tuple:
     for domain in list_domains():
         certificate, key = certificate_paths(settings, domain.name)
         has_cert = bool(domain.is_https) and certificate.exists() and key.exists()
-        domains.append(
-            SiteDomain(
-                domain.name,
-                str(certificate) if has_cert else "",
-                str(key) if has_cert else "",
-                bool(domain.redirect_http),
-            )
-        )
+        domains.append(SiteDomain(domain.name, has_cert, bool(domain.redirect_http)))
     return tuple(domains)
 
 
-def render_recorded_site(settings: Settings) -> bool:
-    """Render the recorded site again with today's domains and reload nginx; False without a record."""
-    from workers.ops.nginx import SiteOptions, render_site
-
-    record = recorded_site(settings)
-    if record is None:
+def request_site(settings: Settings) -> bool:
+    """Have the site rendered again with today's domains and nginx reloaded (LANNER_NGINX_RELOAD: on an
+    install, root's reload service renders it); False when no site was rendered on this host."""
+    if recorded_site(settings) is None:
         return False
-    fields = record["options"]
-    for name in ("upstream", "admin_upstream", "trusted_proxies", "admin_allow"):
-        if isinstance(fields.get(name), list):
-            fields[name] = tuple(fields[name])
-    text = render_site(SiteOptions(**fields, domains=site_domains(settings)))
-    write_site(record["output"], text)
     reload_nginx(settings)
     return True
 
@@ -205,8 +236,8 @@ def reload_nginx(settings: Settings) -> None:
 
 
 def secure_domain(db, settings: Settings, ref: str | int):
-    """Serve a domain as it now is: the site rendered again (nginx answers its challenge on port 80
-    already), its certificate got if it wants HTTPS, then the site again with it and nginx reloaded.
+    """Serve a domain as it now is: its certificate got if it wants HTTPS (nginx answers its challenge
+    on port 80 already), then the site rendered again with it and nginx reloaded (`request_site`).
     The domain; CertError (after recording it on the domain) when certbot failed."""
     from models.admin.domains import get_domain, record_certificate
 
@@ -230,7 +261,7 @@ def secure_domain(db, settings: Settings, ref: str | int):
             record_certificate(db, domain.id, expires_at=None, error=str(exc))
             raise
         domain = record_certificate(db, domain.id, expires_at=expires_at)
-    render_recorded_site(settings)
+    request_site(settings)
     return domain
 
 

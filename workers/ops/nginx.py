@@ -1,7 +1,9 @@
 """Render the nginx templates in nginx/ for a Lanner install: `lanner nginx site` and `lanner nginx main`.
 
 The templates hold `{{NAME}}` placeholders; every value is checked before it goes in, so a
-rendered file is either valid for `nginx -t` or not written at all.
+rendered file is either valid for `nginx -t` or not written at all. The checks are whitelists matched
+whole: what the `lanner` user controls (domain names, the saved options root's reload service renders
+with) can never carry a newline, `;`, `{`, a quote or a backslash into nginx's configuration.
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ from workers.runtime.server import parse_bind
 
 LISTEN_BACKLOG = 4096
 WORKER_CONNECTIONS = 8192
-_SERVER_NAME = re.compile(r"^[A-Za-z0-9_.*~^$\\-]+( [A-Za-z0-9_.*~^$\\-]+)*$")
-_HEADER = re.compile(r"^[A-Za-z0-9-]+$")
-_DOMAIN = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
-_LISTEN = re.compile(r"^(\[[0-9a-fA-F:]+\]:|[0-9.]+:)?[0-9]{1,5}$")
+# All matched with fullmatch (a `$` would let a trailing newline through). A backslash escapes the
+# next character for nginx, `;` included: in a server name only before a letter, digit or `.`.
+_NAME_PART = r"(?:[A-Za-z0-9_.*~^$-]|\\[A-Za-z0-9.])+"
+_SERVER_NAME = re.compile(rf"{_NAME_PART}( {_NAME_PART})*")
+_HEADER = re.compile(r"[A-Za-z0-9-]+")
+_DOMAIN = re.compile(r"[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?")
+_LISTEN = re.compile(r"(\[[0-9a-fA-F:]+\]:|[0-9.]+:)?[0-9]{1,5}")
+_PATH = re.compile(r"/[A-Za-z0-9._/@+~-]*")
+_HOST = re.compile(r"[A-Za-z0-9.-]+")
 
 
 class NginxConfigError(LannerError, ValueError):
@@ -35,11 +42,11 @@ FAIL_TIMEOUT = "5s"
 
 @dataclass(frozen=True)
 class SiteDomain:
-    """A domain as the site serves it: HTTPS with its certificate (paths certbot keeps), if it has one."""
+    """A domain as the site serves it: HTTPS with its certificate, if certbot has one. The certificate's
+    paths are not kept here: they are made from `SiteOptions.certificates_dir` and the checked name."""
 
     name: str
-    certificate: str = ""  # fullchain.pem; empty: no certificate yet, plain HTTP only.
-    key: str = ""
+    is_certified: bool = False  # False: no certificate yet, plain HTTP only.
     redirect_http: bool = False  # Plain HTTP answers 301 to HTTPS (only with a certificate).
 
 
@@ -57,6 +64,38 @@ class SiteOptions:
     domains: tuple[SiteDomain, ...] = ()
     https_listen: str = "443"  # PORT or ADDRESS:PORT the domains with a certificate are served on.
     acme_webroot: str = "/var/lib/lanner/acme"  # Where certbot's webroot mode writes its challenges.
+    certificates_dir: str = "/var/lib/lanner/certbot/config"  # certbot's config dir: live/<domain>/*.pem.
+
+
+# What `lanner nginx site -o` saves for `--saved` (the command line's options): the rest is this host's
+# settings, read again by whoever renders.
+SAVED_FIELDS = {
+    "upstream": tuple, "admin_upstream": tuple, "listen": str, "server_name": str,
+    "trusted_proxies": tuple, "real_ip_header": str, "admin_allow": tuple, "https_listen": str,
+}  # fmt: skip
+
+
+def saved_options(fields: object, **settings_fields) -> SiteOptions:
+    """SiteOptions from saved JSON (written by the `lanner` user: trusted for nothing), each value of the
+    type it must have; render_site checks their text. NginxConfigError for anything else."""
+    if not isinstance(fields, dict) or not set(fields) <= set(SAVED_FIELDS):
+        fields_named = ", ".join(SAVED_FIELDS)
+        raise NginxConfigError(f"The saved nginx site options must be an object of {fields_named}.")
+    options = {}
+    for name, value in fields.items():
+        if isinstance(value, str) and SAVED_FIELDS[name] is tuple:
+            value = (value,) if value else ()
+        elif isinstance(value, list) and SAVED_FIELDS[name] is tuple:
+            value = tuple(value)
+        is_text = isinstance(value, str) or (
+            isinstance(value, tuple) and all(isinstance(item, str) for item in value)
+        )
+        if not is_text or (SAVED_FIELDS[name] is str) != isinstance(value, str):
+            raise NginxConfigError(f"The saved nginx site option {name} has the wrong type.")
+        options[name] = value
+    if "upstream" not in options:
+        raise NginxConfigError("The saved nginx site options have no upstream.")
+    return SiteOptions(**options, **settings_fields)
 
 
 def _cidrs(values: tuple[str, ...], what: str) -> list[str]:
@@ -74,9 +113,13 @@ def _upstream(bind: str) -> str:
         where = parse_bind(bind)
     except ValueError as exc:
         raise NginxConfigError(str(exc)) from None
-    if where[0] == "tcp" and where[2] == 0:
+    if where[0] == "unix":
+        return f"unix:{_path(where[1], 'upstream socket')}"
+    if not _HOST.fullmatch(where[1]):
+        raise NginxConfigError(f"upstream {bind!r} must be HOST:PORT with a host name or IPv4 address.")
+    if where[2] == 0:
         raise NginxConfigError(f"upstream {bind!r} has port 0; nginx needs the port Lanner listens on.")
-    return f"unix:{where[1]}" if where[0] == "unix" else f"{where[1]}:{where[2]}"
+    return f"{where[1]}:{where[2]}"
 
 
 def _servers(binds: str | tuple[str, ...]) -> list[str]:
@@ -98,7 +141,8 @@ LANDER_TYPES = {
     "font/ttf": "ttf", "font/otf": "otf", "video/mp4": "mp4", "video/webm": "webm", "audio/mpeg": "mp3",
 }  # fmt: skip
 def _path(value: str, what: str) -> str:
-    if not value.startswith("/") or any(char in value for char in " ;{}\"'\n$"):
+    """An absolute path of letters, digits and `._/@+~-` only: nothing nginx would read as syntax."""
+    if not _PATH.fullmatch(value):
         raise NginxConfigError(f"{what} {value!r} must be an absolute path without spaces or quotes.")
     return value
 
@@ -106,19 +150,20 @@ def _path(value: str, what: str) -> str:
 def _domain_servers(options: SiteOptions, values: dict[str, str]) -> list[str]:
     """The HTTPS server block of each domain with a certificate, and the port-80 redirect of each that
     redirects plain HTTP."""
-    if not _LISTEN.match(options.https_listen):
+    if not _LISTEN.fullmatch(options.https_listen):
         raise NginxConfigError(f"HTTPS listen {options.https_listen!r} must be PORT or ADDRESS:PORT.")
     port = options.https_listen.rsplit(":", 1)[-1]
+    certificates = _path(options.certificates_dir, "certbot directory").rstrip("/")
     servers, redirects, backlog = [], [], f" backlog={LISTEN_BACKLOG}"
     for domain in options.domains:
-        if not _DOMAIN.match(domain.name):
+        if not _DOMAIN.fullmatch(domain.name) or ".." in domain.name:
             raise NginxConfigError(f"domain {domain.name!r} is not a host name nginx can serve.")
-        if not domain.certificate:
+        if not domain.is_certified:
             continue
+        live = f"{certificates}/live/{domain.name}"  # Where certbot keeps it, for this name only.
         head = (
             f"    listen {options.https_listen} ssl{backlog};\n    server_name {domain.name};\n"
-            f"    ssl_certificate {_path(domain.certificate, 'certificate')};\n"
-            f"    ssl_certificate_key {_path(domain.key, 'certificate key')};"
+            f"    ssl_certificate {live}/fullchain.pem;\n    ssl_certificate_key {live}/privkey.pem;"
         )
         backlog = ""  # Once per address: nginx refuses a second listen with options.
         servers.append(render_template("nginx/lanner-server.conf", {**values, "SERVER_HEAD": head}))
@@ -143,16 +188,16 @@ def render_site(options: SiteOptions) -> str:
     if len(set(upstreams)) < len(upstreams):
         raise NginxConfigError("An upstream is listed twice.")
     admin_upstreams = _servers(options.admin_upstream) or upstreams
-    if not _LISTEN.match(options.listen):
+    if not _LISTEN.fullmatch(options.listen):
         raise NginxConfigError(f"listen {options.listen!r} must be PORT or ADDRESS:PORT.")
-    if not _SERVER_NAME.match(options.server_name):
+    if not _SERVER_NAME.fullmatch(options.server_name):
         raise NginxConfigError(f"server name {options.server_name!r} has characters nginx would misread.")
-    if not _HEADER.match(options.real_ip_header):
+    if not _HEADER.fullmatch(options.real_ip_header):
         raise NginxConfigError(f"real IP header {options.real_ip_header!r} is not a header name.")
-    if not options.landers_dir.startswith("/") or any(c in options.landers_dir for c in " ;{}\"'$\n\\"):
-        raise NginxConfigError(
-            f"landers directory {options.landers_dir!r} must be an absolute path without spaces or quotes."
-        )
+    _path(options.landers_dir, "landers directory")
+    if type(options.lander_upload_bytes) is not int or options.lander_upload_bytes < 0:
+        size = options.lander_upload_bytes
+        raise NginxConfigError(f"lander upload size {size!r} is not a number of bytes.")
     trusted = _cidrs(options.trusted_proxies, "Trusted proxy")
     admin = _cidrs(options.admin_allow, "Admin address")
     values = {
