@@ -56,6 +56,7 @@ PANEL_PAGES: tuple[str, ...] = (
     "/panel/offers/{offer}",
     "/panel/sources",
     "/panel/networks",
+    "/panel/landers",
     "/panel/postbacks",
     "/panel/account",
 )
@@ -69,13 +70,18 @@ ADMIN_PAGES: tuple[str, ...] = (
     "/panel/audit",
     "/panel/audit?period=last_30_days",
     "/panel/status",
+    "/panel/domains",
 )
 NOT_TIMED = ("/panel/login",)  # No session yet: not a page of the working day.
 # Every GET of /api/v1 that answers a collection (tests/test_bench_panel.py checks none is missing).
 API_LISTS: tuple[str, ...] = (
     "/api/v1/campaigns",
     "/api/v1/campaigns/{campaign}/streams",
+    "/api/v1/campaigns/{campaign}/domains",
     "/api/v1/offers",
+    "/api/v1/landers",
+    "/api/v1/domains",
+    "/api/v1/costs",
     "/api/v1/sources",
     "/api/v1/sources/catalogue",
     "/api/v1/networks",
