@@ -151,9 +151,12 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
         assert (step.lost, step.duplicated) == (0, 0)
         assert step.server_cpu_us_per_click > 0 and step.flusher_cpu_us_per_click > 0
     # Every component of the cluster was measured while it served: CPU and memory.
+    # nginx's share of 80 requests (~90 µs each) is under the kernel's 10 ms CPU tick as often as not:
+    # measured means read, for it (its CPU counts in the real run's ratios).
     for name in ("serve", "flusher", "postgresql", "redis", "nginx"):
         part = cluster.components[name]
-        assert part["cpu_seconds"] > 0 and part["peak_pss_mb"] > 0, (name, part)
+        assert part["peak_pss_mb"] > 0, (name, part)
+        assert part["cpu_seconds"] > 0 if name != "nginx" else part["cpu_seconds"] >= 0, (name, part)
     assert report.settings["cluster"]["nodes"] == ["node-a", "node-b"]
     (row,) = report.comparison()
     assert row["rate"] == 40 and row["cpu_per_click_ratio"] > 0
