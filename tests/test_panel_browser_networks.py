@@ -45,7 +45,10 @@ def test_the_url_a_network_s_page_gives_records_conversions_with_its_words(brows
         "rebill"
     )
     browser.find_element(By.ID, "map-network-status").click()
-    wait.until(lambda b: "Status map saved" in b.find_element(By.TAG_NAME, "main").text)
+    # The form's POST answers 303 to ?done=mapped: wait for that page, not for text an element of the page
+    # being left may still hold (read as it went away, it was stale: failed once in CI).
+    wait.until(lambda b: b.current_url.endswith("/panel/networks/1?done=mapped"))
+    assert "Status map saved" in browser.find_element(By.TAG_NAME, "main").text
     assert "paid_later" in browser.find_element(By.CSS_SELECTOR, "table.status-maps").text
 
     status, headers, _ = click(server.port, "summer")
