@@ -361,15 +361,20 @@ def _checked_ip(ip: str) -> str:
     return ip
 
 
-def decode_line(line: bytes) -> list:
-    """A journal line as a record: JOURNAL_COLUMNS values, the location, then the visitor key the line
-    carries (None for a line keyed from its ip and ua_hash). ValueError if broken."""
+def _line_fields(line: bytes) -> list[str]:
+    """A journal line's tab-separated fields, still escaped; ValueError if unterminated or not UTF-8."""
     if not line.endswith(b"\n"):
         raise ValueError("journal line without its terminator")
     try:
-        fields = line[:-1].decode("utf-8").split("\t")
+        return line[:-1].decode("utf-8").split("\t")
     except UnicodeDecodeError:
         raise ValueError("journal line is not UTF-8") from None
+
+
+def decode_line(line: bytes) -> list:
+    """A journal line as a record: JOURNAL_COLUMNS values, the location, then the visitor key the line
+    carries (None for a line keyed from its ip and ua_hash). ValueError if broken."""
+    fields = _line_fields(line)
     key = None
     count = len(fields)
     if count != len(LINE_COLUMNS):
@@ -431,12 +436,7 @@ def encode_lp_line(subid: str, clicked_at: int, offer_id: int | None, location: 
 
 def decode_lp_line(line: bytes) -> tuple[str, int, int | None, str]:
     """(subid, clicked_at, offer_id or None, location) of an LP click's line; ValueError if broken."""
-    if not line.endswith(b"\n"):
-        raise ValueError("journal line without its terminator")
-    try:
-        fields = line[:-1].decode("utf-8").split("\t")
-    except UnicodeDecodeError:
-        raise ValueError("journal line is not UTF-8") from None
+    fields = _line_fields(line)
     if len(fields) != 5 or fields[0] != "lp":
         raise ValueError("LP click line has the wrong number of fields")
     _, subid, clicked_at, offer, location = fields
