@@ -7,7 +7,7 @@ TEST_PACKAGES := nginx chromium chromium-driver postgresql redis-server pebble c
 # PostgreSQL refuses to run as root: workers/bench/servers.py runs the test servers as this user when root.
 TEST_USER := lanner-test
 
-.PHONY: run test deps test-deps apt venv bench clean
+.PHONY: run test docs deps test-deps apt venv bench clean
 
 run: venv
 	$(VENV)/bin/lanner run
@@ -17,6 +17,11 @@ run: venv
 # servers and subprocesses more than it computes.
 test: venv test-deps
 	LANNER_TEST_BACKENDS=sqlite,postgresql $(VENV)/bin/pytest -q -n 2
+
+# docs/reference/ (the CLI, settings and admin API references) regenerated from the code
+# (workers/ops/reference.py); tests/test_docs.py fails while a committed reference is stale.
+docs: venv
+	$(VENV)/bin/python scripts/reference.py
 
 # Every scenario of docs/PERFORMANCE.md (about 50 minutes; 3.2 M clicks prefilled once into
 # var/bench), one JSON per scenario in var/bench/results.
