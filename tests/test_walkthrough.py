@@ -1,5 +1,6 @@
-"""The README's buyer walkthrough (traffic source, campaign, lander, offer, postback, report by zone), run
-as written by bash against a real `lanner serve`: the README cannot drift from what the tracker does."""
+"""The buyer's walkthrough of docs/walkthrough.md (traffic source, campaign, lander, offer, postback, report
+by zone), run as written by bash against a real `lanner serve`: the guide cannot drift from what the tracker
+does."""
 
 from __future__ import annotations
 
@@ -11,20 +12,20 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+WALKTHROUGH = Path(__file__).resolve().parent.parent / "docs" / "walkthrough.md"
 HEADING = "## A buyer's walkthrough"
 
 
 def walkthrough() -> str:
-    text = README.read_text()
+    text = WALKTHROUGH.read_text()
     section = text[text.index(HEADING) :]
     return re.search(r"```sh\n(.*?)```", section, re.S).group(1)
 
 
 @pytest.mark.skipif(not Path("/usr/bin/curl").exists(), reason="the walkthrough uses curl")
-def test_the_readme_walkthrough_runs_as_written_and_reports_the_zone(env, start_server, tmp_path):
+def test_the_walkthrough_runs_as_written_and_reports_the_zone(env, start_server, tmp_path):
     server = start_server(workers=2)
-    bin_dir = tmp_path / "bin"  # `lanner` on PATH, as the README asks.
+    bin_dir = tmp_path / "bin"  # `lanner` on PATH, as the walkthrough asks.
     bin_dir.mkdir()
     (bin_dir / "lanner").write_text(f'#!/bin/sh\nexec {sys.executable} -m cli "$@"\n')
     (bin_dir / "lanner").chmod(0o755)
