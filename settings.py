@@ -1,7 +1,7 @@
 """Lanner's settings: the only module that reads the environment.
 
 One declarative table (`SETTINGS`) drives the environment variables, `lanner settings`, and the
-README's settings section; a test fails when a setting is missing from the README.
+generated settings reference (docs/reference/settings.md, `make docs`); a test fails when it is stale.
 """
 
 from __future__ import annotations

@@ -29,6 +29,16 @@ def test_each_reference_is_current(generated, name):
     assert committed == generated[path], f"{path} is stale: run `make docs`"
 
 
+def test_the_references_do_not_depend_on_the_environment(generated, monkeypatch, tmp_path):
+    """Another machine's settings, terminal width and working directory give the same files."""
+    monkeypatch.setenv("LANNER_BIND", "10.9.8.7:9999")
+    monkeypatch.setenv("LANNER_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "37")
+    monkeypatch.chdir(tmp_path)
+    assert reference.references() == generated
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_every_command_and_setting_is_in_the_references(generated):
     from settings import SETTINGS
 
