@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Callable
 import falcon
 
 from models.accounts.access import creates_campaigns, editable_campaign_ids, visible_campaign_ids
-from models.accounts.principal import INSTALL_KEY, Principal, authenticate_api_key
+from models.accounts.apikeys import authenticate_api_key
+from models.accounts.principal import INSTALL_KEY, Principal
 
 if TYPE_CHECKING:
     from peewee import Database
