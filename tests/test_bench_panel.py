@@ -49,7 +49,7 @@ def test_page_lists_name_every_page_of_the_panel(settings, db):
     """A page added to routes/panel without a line in PANEL_PAGES or ADMIN_PAGES would go untimed."""
     from app import build_tracker
     from routes.panel import add_panel_routes
-    from workers.bench.panel import ADMIN_PAGES, NOT_TIMED, PANEL_PAGES
+    from workers.bench.panelclient import ADMIN_PAGES, NOT_TIMED, PANEL_PAGES
 
     class Routes:
         def __init__(self) -> None:
