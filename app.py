@@ -76,7 +76,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         app.add_route("/api/report", ReportApiResource(tracker.db, settings.report_currency))
         app.add_route("/api/currency/rates", ExchangeRateApiResource(tracker.db))
         add_v1_routes(app, v1_routes(tracker.db, settings))
-        add_panel_routes(app, tracker.db, settings)
+        add_panel_routes(app, tracker.db, settings, build_tracker=build_tracker)
     app.add_route("/postback", PostbackResource(desk))
     # The key sits where a campaign alias would: Falcon wants one field name per path level.
     app.add_route("/{alias}/postback", PostbackResource(desk))
@@ -121,7 +121,7 @@ def create_admin_app(
     app.add_route("/api/report", ReportApiResource(db, settings.report_currency))
     app.add_route("/api/currency/rates", ExchangeRateApiResource(db))
     add_v1_routes(app, v1_routes(db, settings, find_principal=find_principal or principal_for))
-    add_panel_routes(app, db, settings, clock=clock)
+    add_panel_routes(app, db, settings, build_tracker=build_tracker, clock=clock)
     add_lander_routes(app, settings.landers_dir)  # The panel's preview, where no nginx is in front.
     app.add_error_handler(Exception, handle_unexpected)
     return app

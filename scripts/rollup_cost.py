@@ -12,7 +12,6 @@ the median µs per click of each and the difference: what the left-out tables co
 from __future__ import annotations
 
 import argparse
-import sqlite3
 import statistics
 import sys
 import time
@@ -26,6 +25,8 @@ def main() -> None:
     from models.clicks.record import CLICK_COLUMNS
     from models.reporting.dimensions import HOUR_MS, TABLES
     from models.reporting.rollups import RollupDelta
+    from models.store.database import open_database
+    from models.store.sqlite.samples import SampleStore
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("database", type=Path)
@@ -35,10 +36,9 @@ def main() -> None:
     parser.add_argument("--without", default="rollup_campaign_country_hour,rollup_campaign_country_day")
     args = parser.parse_args()
 
-    conn = sqlite3.connect(args.database, isolation_level=None)
-    rows = conn.execute(
-        f"SELECT {', '.join(CLICK_COLUMNS)} FROM click ORDER BY id DESC LIMIT ?", (args.clicks,)
-    ).fetchall()
+    conn = open_database(args.database).connection()
+    samples = SampleStore(conn)
+    rows = samples.newest_clicks(CLICK_COLUMNS, args.clicks)
     created = CLICK_COLUMNS.index("created_at")
     hour = int(time.time() * 1000) // HOUR_MS * HOUR_MS
     records = [[*row[:created], hour + n % HOUR_MS, *row[created + 1 :]] for n, row in enumerate(rows)]
@@ -47,14 +47,13 @@ def main() -> None:
     timings: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, tables in variants.items():
-            conn.execute("BEGIN")
-            start = time.thread_time()
-            for offset in range(0, len(records), args.batch):
-                delta = RollupDelta(tables)
-                delta.add_clicks(records[offset : offset + args.batch])
-                delta.apply(conn)
-            timings[name].append((time.thread_time() - start) * 1e6 / len(records))
-            conn.execute("ROLLBACK")
+            with samples.discarded_tx():
+                start = time.thread_time()
+                for offset in range(0, len(records), args.batch):
+                    delta = RollupDelta(tables)
+                    delta.add_clicks(records[offset : offset + args.batch])
+                    delta.apply(conn)
+                timings[name].append((time.thread_time() - start) * 1e6 / len(records))
     medians = {name: statistics.median(values) for name, values in timings.items()}
     print(f"{len(records)} clicks in batches of {args.batch}, {args.rounds} rounds, median µs per click:")
     print(f"  every table ({len(TABLES)}):  {medians['all']:.2f}")

@@ -220,7 +220,7 @@ def test_user_share_and_unshare_and_campaign_owner(lanner, env, db):
 
 
 def test_api_key_create_prints_the_key_once_list_never_shows_it_and_revoke_ends_it(lanner, env, db):
-    from models.accounts.principal import authenticate_api_key
+    from models.accounts.apikeys import authenticate_api_key
 
     add(env, "anna", "buyer")
     created = lanner(
@@ -259,7 +259,8 @@ def test_api_key_create_refuses_a_write_key_for_a_viewer_and_an_unknown_user(lan
 
 
 def test_the_install_key_commands_keep_working(lanner, db):
-    from models.accounts.principal import INSTALL_KEY, authenticate_api_key
+    from models.accounts.apikeys import authenticate_api_key
+    from models.accounts.principal import INSTALL_KEY
 
     shown = lanner("api", "key", "show").stdout.strip()
     assert authenticate_api_key(db, shown) == INSTALL_KEY

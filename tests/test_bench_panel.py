@@ -47,8 +47,9 @@ def test_api_lists_name_every_collection_of_the_admin_api(settings, db):
 
 def test_page_lists_name_every_page_of_the_panel(settings, db):
     """A page added to routes/panel without a line in PANEL_PAGES or ADMIN_PAGES would go untimed."""
+    from app import build_tracker
     from routes.panel import add_panel_routes
-    from workers.bench.panel import ADMIN_PAGES, NOT_TIMED, PANEL_PAGES
+    from workers.bench.panelclient import ADMIN_PAGES, NOT_TIMED, PANEL_PAGES
 
     class Routes:
         def __init__(self) -> None:
@@ -65,7 +66,7 @@ def test_page_lists_name_every_page_of_the_panel(settings, db):
             pass
 
     routes = Routes()
-    add_panel_routes(routes, db, settings)
+    add_panel_routes(routes, db, settings, build_tracker=build_tracker)
     listed = {path.partition("?")[0] for path in (*PANEL_PAGES, *ADMIN_PAGES, *NOT_TIMED)}
     assert "/panel" in routes.gets and routes.gets - listed == set()
 

@@ -22,7 +22,8 @@ EDGES = ("routes", "workers", "app", "cli")
 
 
 def source_files() -> list[str]:
-    files = [ROOT / "app.py", ROOT / "cli.py", ROOT / "settings.py"]
+    files = [ROOT / "app.py", ROOT / "settings.py", *(ROOT / "scripts").glob("*.py")]
+    files += (ROOT / "cli").rglob("*.py") if (ROOT / "cli").is_dir() else [ROOT / "cli.py"]
     for package in ("models", "routes", "workers"):
         files += (ROOT / package).rglob("*.py")
     return sorted(str(path.relative_to(ROOT)) for path in files)

@@ -13,11 +13,11 @@ from models.conversions.postbacks import (
     ConversionRecorder,
     PostbackError,
     Received,
-    conversion_cost,
     parse_postback,
     read_secret,
     rotate_secret,
 )
+from models.reporting.currency import conversion_cost
 from models.tables.click import Click
 from models.tables.conversion import Conversion, PostbackLog
 

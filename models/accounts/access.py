@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 from peewee import Database
 
+from models.admin.errors import AdminNotFound
+from models.admin.rows import get_lander, get_offer, list_offers, offer_campaigns
 from models.store.sqlite.accounts import AccountStore
 
 if TYPE_CHECKING:
@@ -82,8 +84,6 @@ def creates_campaigns(principal: Principal) -> bool:
 
 def visible_offer_ids(db: Database, principal: Principal) -> set[int] | None:
     """The offers the panel and the API list for `principal`; None: every offer (an admin)."""
-    from models.admin.services import list_offers, offer_campaigns
-
     visible = visible_campaign_ids(db, principal)
     if visible is None:
         return None
@@ -93,16 +93,12 @@ def visible_offer_ids(db: Database, principal: Principal) -> set[int] | None:
 
 def visible_offers(db: Database, principal: Principal) -> list[Offer]:
     """The offers `principal` may see, by id."""
-    from models.admin.services import list_offers
-
     visible = visible_offer_ids(db, principal)
     return [offer for offer in list_offers() if visible is None or offer.id in visible]
 
 
 def visible_offer(db: Database, principal: Principal, offer_id: int) -> Offer:
     """An offer `principal` may see; AdminNotFound, as for one that does not exist, for one it may not."""
-    from models.admin.services import AdminNotFound, get_offer
-
     offer = get_offer(offer_id)
     visible = visible_offer_ids(db, principal)
     if visible is not None and offer.id not in visible:
@@ -134,9 +130,6 @@ def visible_lander_ids(db: Database, principal: Principal) -> set[int] | None:
 
 def visible_lander(db: Database, principal: Principal, ref: str | int) -> Lander:
     """A lander `principal` may see; AdminNotFound, as for one that does not exist, for one it may not."""
-    from models.admin.landers import get_lander
-    from models.admin.services import AdminNotFound
-
     lander = get_lander(ref)
     visible = visible_lander_ids(db, principal)
     if visible is not None and lander.id not in visible:

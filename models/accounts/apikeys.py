@@ -7,12 +7,13 @@ while argon2 would cost ~75 ms of CPU on every API request. The first 12 charact
 a prefix to tell keys apart in `lanner api key list`.
 
 A key never has more rights than its user: a viewer's keys are read-only, and a key of a
-disabled user, or of a removed one (its keys go with it), opens nothing (principal.py).
+disabled user, or of a removed one (its keys go with it), opens nothing (`authenticate_api_key`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -21,15 +22,21 @@ from peewee import Database
 
 from models.accounts.audit import record_change
 from models.accounts.errors import AccountError, AccountNotFound
-from models.accounts.principal import CLI, Principal
+from models.accounts.principal import CLI, INSTALL_KEY, Principal, user_principal
 from models.accounts.users import get_user
 from models.choices import API_KEY_SCOPES
-from models.store.database import write_tx
+from models.store.database import STORE_ERRORS, write_tx
 from models.store.sqlite.accounts import AccountStore
+from models.store.sqlite.meta import MetaStore
+
+logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "lnr_"
 PREFIX_LENGTH = 12
 MAX_LABEL_LENGTH = 200
+# A script polling the API every second would otherwise write on every request; a minute is as
+# precise as "last used" needs to be to tell a live key from a forgotten one.
+LAST_USED_EVERY_MS = 60_000
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ class ApiKey:
     label: str
     prefix: str
     created_at: int  # Unix ms.
-    last_used_at: int | None  # To the minute (principal.LAST_USED_EVERY_MS).
+    last_used_at: int | None  # To the minute (LAST_USED_EVERY_MS).
     is_revoked: bool
 
     @classmethod
@@ -99,3 +106,33 @@ def revoke_api_key(db: Database, key_id: int, *, actor: Principal = CLI) -> ApiK
 
 def _now() -> int:
     return int(time.time() * 1000)
+
+
+def authenticate_api_key(db: Database, key: str, *, clock=time.time) -> Principal | None:
+    """The principal `key` opens, or None: unknown, revoked, or its user disabled.
+
+    The install key is compared in constant time. A user's key is found by its SHA-256 (`key_hash`):
+    the lookup's timing depends on the hash, which an attacker cannot steer towards a stored one, so
+    it leaks nothing about any key. Its last-used time moves at most once a LAST_USED_EVERY_MS; a
+    database too busy for that write does not refuse the request.
+    """
+    if not key:
+        return None
+    conn = db.connection()
+    install_key = MetaStore(conn).get("api_key") or ""
+    if install_key and secrets.compare_digest(key.encode(), install_key.encode()):
+        return INSTALL_KEY
+    holder = AccountStore(conn).key_holder(key_hash(key))
+    if holder is None:
+        return None
+    key_id, scope, is_revoked, last_used_at, user_id, name, role, hides_money, is_disabled = holder
+    if is_revoked or is_disabled:
+        return None
+    now_ms = int(clock() * 1000)
+    if last_used_at is None or now_ms - last_used_at >= LAST_USED_EVERY_MS:
+        try:
+            with write_tx(db):
+                AccountStore(conn).touch_api_key(key_id, now_ms, now_ms - LAST_USED_EVERY_MS + 1)
+        except STORE_ERRORS as exc:
+            logger.debug("API key %s: last-used time not saved (%s)", key_id, exc)
+    return user_principal(user_id, name, role, hides_money, scope=scope)

@@ -27,7 +27,7 @@ def share_campaign(
     db: Database, campaign_ref: str | int, user_name: str, *, may_edit: bool = False, actor: Principal = CLI
 ) -> None:
     """Share a campaign (by id or alias) with a user; sharing again changes may_edit."""
-    from models.admin.services import get_campaign
+    from models.admin.rows import get_campaign
 
     with write_tx(db):
         campaign = get_campaign(campaign_ref)
@@ -46,7 +46,7 @@ def share_campaign(
 def unshare_campaign(
     db: Database, campaign_ref: str | int, user_name: str, *, actor: Principal = CLI
 ) -> None:
-    from models.admin.services import get_campaign
+    from models.admin.rows import get_campaign
 
     with write_tx(db):
         campaign = get_campaign(campaign_ref)

@@ -75,7 +75,7 @@ def check_role(role: str) -> str:
 
 def check_timezone(name: str) -> str:
     """'' (the report default, UTC) or an IANA name, by the check a campaign's timezone passes."""
-    from models.admin.services import AdminError
+    from models.admin.errors import AdminError
     from models.admin.services import check_timezone as check_campaign_timezone
 
     if not name:

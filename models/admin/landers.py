@@ -33,7 +33,8 @@ from peewee import Database, IntegrityError
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
-from models.admin.services import AdminConflict, AdminError, AdminNotFound, find_by_name_or_id
+from models.admin.errors import AdminConflict, AdminError, AdminNotFound
+from models.admin.rows import get_lander
 from models.routing.macros import MacroError, saved_url
 from models.store.database import write_tx
 from models.store.sqlite.meta import MetaStore
@@ -254,11 +255,6 @@ def lander_fields(lander: Lander, uses: list[dict[str, Any]] | None = None) -> d
 
 def _audit_fields(lander: Lander) -> dict[str, Any]:
     return dict(lander.__data__)
-
-
-def get_lander(ref: str | int) -> Lander:
-    """A lander by name or id (a name wins over another lander's id, as a source's does)."""
-    return find_by_name_or_id(Lander, Lander.name, ref, "lander")
 
 
 def list_landers(*, include_archived: bool = False) -> list[Lander]:

@@ -20,6 +20,9 @@ from peewee import Database, IntegrityError
 from models.accounts.access import sees_campaign, visible_offer_ids
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
+from models.admin.errors import AdminConflict, AdminError, AdminNotFound
+from models.admin.rows import get_campaign, get_offer, get_stream
+from models.admin.rows import list_offers  # noqa: F401 -- handed on: callers list offers from here
 from models.choices import (
     CAMPAIGN_STATUSES,
     COST_MODELS,
@@ -33,7 +36,6 @@ from models.choices import (
     STREAM_STATUSES,
     STREAM_TYPES,
 )
-from models.errors import ConflictError, LannerError, NotFoundError
 from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
@@ -52,18 +54,6 @@ RESERVED_ALIASES = frozenset(
 )  # panel: /panel/; landers: local landers' files (/landers/); lp: /lp/click, /lp/visit; click_api: /click_api/v3
 MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every worker's config load.
 MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
-
-
-class AdminError(LannerError, ValueError):
-    """A change that cannot be made; the message is one sentence for the user."""
-
-
-class AdminNotFound(AdminError, NotFoundError):
-    """The campaign, stream, offer or user named is not there."""
-
-
-class AdminConflict(AdminError, ConflictError):
-    """The alias asked for is taken."""
 
 
 def _now() -> int:
@@ -93,13 +83,6 @@ def _check_url(url: str) -> str:
         return saved_url(url, source_macro_names())
     except MacroError as exc:
         raise AdminError(str(exc)) from None
-
-
-def listed(noun: str, items: list, shown: int = 5) -> str:
-    """`campaigns a, b and 3 more`: the first few of a list, in a sentence."""
-    head = ", ".join(str(item) for item in items[:shown])
-    more = f" and {len(items) - shown} more" if len(items) > shown else ""
-    return f"{noun}{'s' if len(items) > 1 else ''} {head}{more}"
 
 
 def _check_choice(value: str, choices: Iterable[str], what: str) -> str:
@@ -239,52 +222,6 @@ def geo_filter_warnings(stream: Stream, geo_facts: frozenset[str]) -> list[str]:
     return warnings
 
 
-def is_row_id(text: str) -> bool:
-    """Whether `text` can name a row by id: isdigit() alone takes `²`, and an id past 64 bits is no
-    row's (SQLite cannot bind it)."""
-    return text.isascii() and text.isdigit() and int(text) < 2**63
-
-
-def find_by_name_or_id(model, field, ref: str | int, what: str, *, key=str):
-    """The row of `model` whose `field` is `key(ref)` (a name, an alias), else the one with id `ref`: a
-    name wins over another row's id. AdminNotFound ("There is no <what> 'ref'.") for neither."""
-    text = str(ref).strip()
-    row = model.get_or_none(field == key(text))
-    if row is None and is_row_id(text):
-        row = model.get_or_none(model.id == int(text))
-    if row is None:
-        raise AdminNotFound(f"There is no {what} {text!r}.")
-    return row
-
-
-def get_campaign(ref: str | int) -> Campaign:
-    """A campaign by id or alias."""
-    ref = str(ref)
-    is_id = is_row_id(ref)
-    query = Campaign.select().where((Campaign.alias == ref) | (Campaign.id == (int(ref) if is_id else -1)))
-    # An all-digit alias may be another campaign's id: the alias wins. Chosen here, not by which row the
-    # database returns first (SQLite's OR plan gives the alias's, PostgreSQL's bitmap scan the lower id).
-    matches = list(query)
-    campaign = next((match for match in matches if match.alias == ref), matches[0] if matches else None)
-    if campaign is None:
-        raise AdminNotFound(f"There is no campaign {ref!r}.")
-    return campaign
-
-
-def get_offer(offer_id: int) -> Offer:
-    offer = Offer.get_or_none(Offer.id == offer_id)
-    if offer is None:
-        raise AdminNotFound(f"There is no offer {offer_id}.")
-    return offer
-
-
-def get_stream(stream_id: int) -> Stream:
-    stream = Stream.get_or_none((Stream.id == stream_id) & (Stream.status != "deleted"))
-    if stream is None:
-        raise AdminNotFound(f"There is no stream {stream_id}.")
-    return stream
-
-
 def create_offer(
     db: Database,
     name: str,
@@ -359,29 +296,6 @@ def _with_network_params(url: str, network_id: int | None) -> str:
 
     network = Network.get_by_id(network_id)
     return _check_url(offer_url_with_params(url, network.offer_params)) if network.offer_params else url
-
-
-def list_offers() -> list[Offer]:
-    return list(Offer.select().order_by(Offer.id))
-
-
-def offer_campaigns() -> dict[int, set[int]]:
-    """Offer id -> the campaigns whose streams (not removed ones) send to it or fall back to it."""
-    used: dict[int, set[int]] = {}
-    links = (
-        StreamOffer.select(StreamOffer.offer, Stream.campaign)
-        .join(Stream)
-        .where((StreamOffer.status == "active") & (Stream.status != "deleted"))
-        .tuples()
-    )
-    fallbacks = (
-        Stream.select(Stream.fallback_offer_id, Stream.campaign)
-        .where(Stream.fallback_offer_id.is_null(False) & (Stream.status != "deleted"))
-        .tuples()
-    )
-    for offer_id, campaign_id in [*links, *fallbacks]:
-        used.setdefault(offer_id, set()).add(campaign_id)
-    return used
 
 
 def create_campaign(

@@ -22,7 +22,8 @@ from peewee import Database, IntegrityError
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
-from models.admin.services import AdminConflict, AdminError, AdminNotFound, find_by_name_or_id, listed
+from models.admin.errors import AdminConflict, AdminError, AdminNotFound
+from models.admin.rows import find_by_name_or_id, listed
 from models.choices import CONVERSION_STATUSES, POSTBACK_METHODS, SOURCE_STATUSES
 from models.conversions.outbound import OutboundError, compile_target_url
 from models.routing.macros import MacroError, compile_url, rename_macros

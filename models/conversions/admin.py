@@ -13,7 +13,8 @@ from peewee import Database
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
-from models.admin.services import AdminError, AdminNotFound, get_campaign
+from models.admin.errors import AdminError, AdminNotFound
+from models.admin.rows import get_campaign
 from models.choices import POSTBACK_METHODS
 from models.conversions.outbound import OutboundError, compile_target_url, http_send, render_delivery
 from models.conversions.postbacks import ALLOWED_CHANGES, STATUSES, StatusChange, change_status

@@ -31,7 +31,8 @@ from peewee import Database, IntegrityError
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
-from models.admin.services import AdminConflict, AdminError, AdminNotFound, find_by_name_or_id, listed
+from models.admin.errors import AdminConflict, AdminError, AdminNotFound
+from models.admin.rows import find_by_name_or_id, listed
 from models.choices import NETWORK_STATUSES
 from models.conversions.admin import list_status_maps, map_status
 from models.store.database import write_tx

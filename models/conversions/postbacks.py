@@ -39,7 +39,7 @@ from peewee import Database
 from models.choices import POSTBACK_VERDICTS, SUB_ID_SLOTS
 from models.clicks.record import SUBID_PATTERN
 from models.errors import LannerError
-from models.reporting.currency import CODE, campaign_cost, convert, report_currency
+from models.reporting.currency import CODE, campaign_cost, conversion_cost, convert, report_currency
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
 from models.store.database import write_tx
 from models.store.sqlite.conversions import ConversionStore, PostbackLogStore
@@ -211,17 +211,6 @@ def parse_postback(params: Mapping[str, str]) -> Postback:
         ):
             postback.sub_ids[int(slot)] = storable(value[:500])
     return postback
-
-
-def conversion_cost(cost_model: str, cost_value: float, status: str, payout: float) -> float:
-    """What the traffic source charges for this conversion under the campaign's cost model."""
-    if cost_model == "cpa":
-        return cost_value if status in (LEAD, SALE) else 0.0
-    if cost_model == "cps":
-        return cost_value if status == SALE else 0.0
-    if cost_model == "revshare":
-        return round(payout * cost_value / 100, 6) if status in (SALE, REBILL) else 0.0
-    return 0.0  # Per-click models: the cost is on the clicks.
 
 
 def read_secret(db: Database, name: str) -> str:

@@ -38,6 +38,7 @@ from models.store.database import write_tx
 from models.store.sqlite.currency import CurrencyStore
 from models.store.sqlite.meta import MetaStore
 from models.store.sqlite.rollups import RollupStore
+from models.tables.conversion import LEAD, REBILL, SALE
 
 CODE = re.compile(r"^[A-Z]{3}$")
 MAX_RATE = 1e9
@@ -183,8 +184,6 @@ def set_rates(
 def _convert_waiting(conn, currency: str, rate: float, report: str) -> int:
     """Give the conversions stored without a rate for `currency` their report payout (and revshare
     cost), moving their part of the rollups; how many."""
-    from models.conversions.postbacks import conversion_cost
-
     currencies = CurrencyStore(conn)
     rows = currencies.unconverted(currency)
     if not rows:
@@ -218,6 +217,17 @@ def campaign_cost(conn, campaign_id: int, report: str) -> tuple[str, float]:
     model, value, currency = row
     rate = rate_of(conn, currency, report)
     return model, (value * rate if rate is not None else 0.0)
+
+
+def conversion_cost(cost_model: str, cost_value: float, status: str, payout: float) -> float:
+    """What the traffic source charges for this conversion under the campaign's cost model."""
+    if cost_model == "cpa":
+        return cost_value if status in (LEAD, SALE) else 0.0
+    if cost_model == "cps":
+        return cost_value if status == SALE else 0.0
+    if cost_model == "revshare":
+        return round(payout * cost_value / 100, 6) if status in (SALE, REBILL) else 0.0
+    return 0.0  # Per-click models: the cost is on the clicks.
 
 
 def list_rates(db: Database, *, history: bool = False) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import falcon
@@ -10,13 +11,24 @@ import falcon
 if TYPE_CHECKING:
     from peewee import Database
 
+    from models.clicks.tracker import ClickTracker
     from settings import Settings
 
 PREFIX = "/panel"
 
 
-def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock=None) -> None:
-    """Route the panel's pages and static files on `app` (tests: `clock` moves the sessions' time)."""
+def add_panel_routes(
+    app: falcon.App,
+    db: Database,
+    settings: Settings,
+    *,
+    build_tracker: Callable[[Database, Settings], ClickTracker],
+    clock=None,
+) -> None:
+    """Route the panel's pages and static files on `app` (tests: `clock` moves the sessions' time).
+
+    `build_tracker(db, settings)` builds the click pipeline the simulate page runs (app.py's: the app
+    wires it in, routes never import the app)."""
     from falcon.app_helpers import default_serialize_error
 
     from routes.click import ClientAddress
@@ -48,7 +60,8 @@ def add_panel_routes(app: falcon.App, db: Database, settings: Settings, *, clock
     )
     sessions = PanelSessions(db, client_address, settings.panel_session_hours, clock=clock)
     render = Renderer()
-    panel = PanelContext(db, settings, sessions, render, PanelReports(db, settings.report_currency))
+    panel_reports = PanelReports(db, settings.report_currency)
+    panel = PanelContext(db, settings, sessions, render, panel_reports, build_tracker)
     # One module per area of the panel, each adding its own pages.
     for module in (
         pages,

@@ -4,6 +4,7 @@ see, the page context and the routes' wiring (`PanelContext`)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from routes.panel.session import PanelSessions
 if TYPE_CHECKING:
     from peewee import Database
 
+    from models.clicks.tracker import ClickTracker
     from settings import Settings
 
 PERIODS = {
@@ -155,3 +157,4 @@ class PanelContext:
     sessions: PanelSessions
     render: Renderer
     reports: PanelReports
+    build_tracker: Callable[[Database, Settings], ClickTracker]  # The simulate page's pipeline (app.py).

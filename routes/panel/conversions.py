@@ -14,6 +14,7 @@ import falcon
 
 from models.accounts.access import edits_campaign
 from models.choices import CONVERSION_STATUSES
+from models.clicks.record import MAX_ID
 from models.conversions.manual import (
     IMPORT_COLUMNS,
     ConversionInputError,
@@ -29,7 +30,6 @@ from models.reporting.timerange import local_iso, zone
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
 from routes.panel.logs import Pager, campaign_choice, log_range, param, scope, visible_campaigns
 from routes.panel.session import read_form
-from routes.v1 import MAX_ID
 from routes.v1.spec import refused
 
 MAX_UPLOAD_BYTES = 2 << 20  # A CSV of MAX_IMPORT_ROWS lines with long subids and tids fits easily.

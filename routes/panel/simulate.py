@@ -40,15 +40,13 @@ class LazyTracker:
     the web workers, so a simulated visitor who clicked a moment ago is seen as a repeat, as the CLI's is.
     """
 
-    def __init__(self, db, settings) -> None:
-        self.db, self.settings = db, settings
+    def __init__(self, db, settings, build) -> None:
+        self.db, self.settings, self.build = db, settings, build
         self.tracker = None
 
     def __call__(self):
         if self.tracker is None:
-            from app import build_tracker
-
-            self.tracker = build_tracker(self.db, self.settings)
+            self.tracker = self.build(self.db, self.settings)
         return self.tracker
 
 
@@ -113,7 +111,7 @@ class SimulateResource(PanelResource):
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
-    tracker = LazyTracker(panel.db, panel.settings)
+    tracker = LazyTracker(panel.db, panel.settings, panel.build_tracker)
     app.add_route(
         "/panel/campaigns/{campaign_id:int(min=1)}/simulate",
         SimulateResource(panel.sessions, panel.render, panel.settings, tracker),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 import falcon
 
+from models.clicks.record import MAX_ID
 from routes.v1.auth import Authenticator, Principal, principal_for
 
 if TYPE_CHECKING:
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
     from settings import Settings
 
 PREFIX = "/api/v1"
-MAX_ID = 2**63 - 1
 
 
 def id_field(name: str) -> str:

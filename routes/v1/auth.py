@@ -1,6 +1,6 @@
 """Who is asking: the API key in `X-Api-Key` or `Authorization: Bearer`, as a principal, and what it may see.
 
-The key lookup is models/accounts/principal.py's (users' keys by hash, and the install key as an
+The key lookup is models/accounts/apikeys.py's (users' keys by hash, and the install key as an
 admin's); what a principal may see and change is models/accounts/access.py's. `require_campaign`
 is the one campaign check of every route: a campaign the principal may not see is a 404 (as one
 that does not exist), one it may see but not change is a 403 on a write.
@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Callable
 import falcon
 
 from models.accounts.access import creates_campaigns, editable_campaign_ids, visible_campaign_ids
-from models.accounts.principal import INSTALL_KEY, Principal, authenticate_api_key
+from models.accounts.apikeys import authenticate_api_key
+from models.accounts.principal import INSTALL_KEY, Principal
 
 if TYPE_CHECKING:
     from peewee import Database

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import falcon
 
+from models.clicks.record import MAX_ID
 from models.reporting.clicklog import ClickFilter, list_clicks, stored_click
-from routes.v1 import MAX_ID
 from routes.v1.auth import require_campaign
 from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, log_options
 from routes.v1.pagination import log_page

@@ -44,7 +44,7 @@ from typing import Self
 
 import click
 
-from models.errors import LannerError
+from workers.bench.errors import BenchError
 from workers.runtime.procfs import process_name, process_start_time, process_tree, pss_kb, rss_kb, stat_fields
 
 logger = logging.getLogger(__name__)
@@ -137,10 +137,6 @@ FROM campaign AS k WHERE k.alias = ?
 """
 
 PR_SET_PDEATHSIG = 1
-
-
-class BenchError(LannerError, RuntimeError):
-    """The bench cannot go on; the message says why (and where the logs are)."""
 
 
 # -- options and results ---------------------------------------------------------------------
@@ -1086,9 +1082,9 @@ def run_lanner_ladder(
 ) -> None:
     """Every rate against `lanner serve`; after each step, the spool drained and every subid checked.
 
-    `panel_fixture` (workers/bench/panel.py PanelFixture): the panel users of `options.panel_load`."""
+    `panel_fixture` (workers/bench/panelclient.py PanelFixture): the panel users of `options.panel_load`."""
     from workers.bench.load import PostbackLoad, ReportLoad, read_meta
-    from workers.bench.panel import PanelLoad
+    from workers.bench.panelclient import PanelLoad
 
     database_path, spool_dir = data_dir / "lanner.db", data_dir / "spool"
     with LannerStack(env, work_dir, options.workers, SCENARIOS[options.scenario].alias) as stack:
@@ -1262,7 +1258,7 @@ def run_bench(options: BenchOptions, report: BenchReport, reporter: Reporter | N
             )
             panel_fixture = None
             if options.panel_load:
-                from workers.bench.panel import CONVERSION_SHARE, prepare_panel
+                from workers.bench.panelclient import CONVERSION_SHARE, prepare_panel
 
                 reporter.message("Preparing conversions and the panel's users ...")
                 panel_fixture = prepare_panel(
