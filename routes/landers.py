@@ -19,11 +19,9 @@ from pathlib import Path
 import falcon
 from falcon.routing import StaticRoute
 
+from models.admin.lander_sandbox import SANDBOX
+
 PREFIX = "/landers/"
-SANDBOX = (
-    "sandbox allow-scripts allow-forms allow-popups allow-popups-to-escape-sandbox "
-    "allow-top-navigation allow-top-navigation-by-user-activation"
-)
 # A folder is new on every upload (models/admin/landers.py), so what it holds never changes.
 CACHE_CONTROL = "public, max-age=86400"
 HEADERS = {

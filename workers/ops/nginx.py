@@ -12,8 +12,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from models.admin.lander_sandbox import SANDBOX
 from models.errors import LannerError
-from routes.landers import SANDBOX
 from workers.ops.templates import render_template
 from workers.runtime.server import parse_bind
 
