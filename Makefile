@@ -19,7 +19,7 @@ test: venv test-deps
 	LANNER_TEST_BACKENDS=sqlite,postgresql $(VENV)/bin/pytest -q -n 2
 
 # docs/reference/ (the CLI, settings and admin API references) regenerated from the code
-# (workers/ops/reference.py); tests/test_docs.py fails while a committed reference is stale.
+# (scripts/reference.py); tests/test_docs.py fails while a committed reference is stale.
 docs: venv
 	$(VENV)/bin/python scripts/reference.py
 
