@@ -164,7 +164,7 @@ def test_filters_agree_between_rollups_and_raw(tracked, zone):
 def cube_differences(db) -> dict[str, list]:
     """Per smaller rollup table, its rows that differ from a GROUP BY of the detail table of its width."""
     from models.reporting.dimensions import CUBES
-    from models.store.sqlite.rollups import RollupStore
+    from models.store.rollups import RollupStore
 
     metrics = RollupStore(db.connection()).present_metrics()  # A migration test's database may lack 0016's.
     differences = {}
@@ -373,7 +373,7 @@ TRICKY_REFERRERS = [
 def test_referrer_domains_group_and_filter_as_referrer_domain_says(db):
     from collections import Counter
 
-    from models.store.sqlite.reports import referrer_domain
+    from models.store.reports import referrer_domain
     from models.tables.conversion import Conversion
 
     campaign = create_campaign(db, "Ref", "ref", offer_url="https://o.example/?s={subid}")

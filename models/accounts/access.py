@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from peewee import Database
 
-from models.store.sqlite.accounts import AccountStore
+from models.store.accounts import AccountStore
 
 if TYPE_CHECKING:
     from models.accounts.principal import Principal

@@ -25,7 +25,7 @@ from models.accounts.principal import CLI, Principal
 from models.accounts.users import get_user
 from models.choices import API_KEY_SCOPES
 from models.store.database import write_tx
-from models.store.sqlite.accounts import AccountStore
+from models.store.accounts import AccountStore
 
 KEY_PREFIX = "lnr_"
 PREFIX_LENGTH = 12

@@ -20,8 +20,8 @@ from peewee import Database
 
 from models.accounts.access import visible_campaign_ids  # The name the admin API imports from here.
 from models.store.database import STORE_ERRORS, write_tx
-from models.store.sqlite.accounts import AccountStore
-from models.store.sqlite.meta import MetaStore
+from models.store.accounts import AccountStore
+from models.store.meta import MetaStore
 
 logger = logging.getLogger(__name__)
 

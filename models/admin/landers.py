@@ -36,7 +36,7 @@ from models.accounts.principal import CLI, Principal
 from models.admin.services import AdminConflict, AdminError, AdminNotFound, find_by_name_or_id
 from models.routing.macros import MacroError, saved_url
 from models.store.database import write_tx
-from models.store.sqlite.meta import MetaStore
+from models.store.meta import MetaStore
 from models.tables.campaign import Campaign, Stream
 from models.tables.lander import Lander, StreamLander
 

@@ -31,11 +31,10 @@ import operator
 import random
 import re
 import socket
-import struct
 import time
 import zlib
-from hashlib import blake2b
 
+from models.store.functions import visitor_key as visitor_key  # The store computes it too.
 from models.tables.click import SUB_ID_COLUMNS
 
 # What routing saw and decided (migration 0002); text columns, last in the record and the line.
@@ -161,7 +160,6 @@ _INT_CHECKS = tuple(
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
 
-_INT64 = struct.Struct(">q").unpack
 _SUBID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase: sorts as it counts.
 # What new_subid makes: 17 characters of that alphabet.
 SUBID_PATTERN = re.compile(r"^[0-9a-hjkmnp-tv-z]{17}$")
@@ -174,22 +172,6 @@ _SUBID_PAIRS = tuple(a + b for a in _SUBID_ALPHABET for b in _SUBID_ALPHABET)
 def ua_hash(user_agent: str) -> int:
     """CRC-32 of the UTF-8 user agent: the unsigned value PHP's crc32() returns."""
     return zlib.crc32(user_agent.encode("utf-8", "surrogatepass"))
-
-
-def visitor_key(ip: str, ua_hash: int) -> int:
-    """The visitor (IP + UA hash) as one signed 64-bit integer: the key of the uniqueness index.
-
-    An IPv4 visitor's key is exact: the address's 32 bits, then the UA hash's. Keys sort by address
-    like the old (ip, ua_hash) index did, so a NAT address's clicks share index pages. An IPv6
-    visitor's is 64 bits of BLAKE2b over both (a 32-bit checksum would make a few hundred
-    strangers with a popular phone "seen before" per million addresses).
-    """
-    if ":" not in ip:
-        try:
-            return _INT64(socket.inet_pton(socket.AF_INET, ip) + ua_hash.to_bytes(4, "big"))[0]
-        except OSError:  # Not an address (the edge only passes valid ones): hashed like IPv6.
-            pass
-    return _INT64(blake2b(f"{ip}\t{ua_hash}".encode("utf-8", "surrogatepass"), digest_size=8).digest())[0]
 
 
 def new_subid(now_ms: int | None = None) -> str:

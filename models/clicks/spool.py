@@ -75,7 +75,7 @@ from models.reporting.costs import ClickCosts
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
 from models.store.database import write_tx
-from models.store.sqlite.clicks import ClickStore
+from models.store.clicks import ClickStore
 
 logger = logging.getLogger(__name__)
 

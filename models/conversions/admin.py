@@ -19,7 +19,7 @@ from models.conversions.outbound import OutboundError, compile_target_url, http_
 from models.conversions.postbacks import ALLOWED_CHANGES, STATUSES, StatusChange, change_status
 from models.reporting.currency import campaign_cost, report_currency
 from models.store.database import write_tx
-from models.store.sqlite.conversions import ConversionStore
+from models.store.conversions import ConversionStore
 from models.tables.conversion import Conversion, PostbackTarget, StatusMap
 
 

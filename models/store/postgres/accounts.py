@@ -9,17 +9,17 @@
 
 from __future__ import annotations
 
-from models.store.sqlite import accounts as sqlite
+from models.store import accounts as base
 
 
-class AccountStore(sqlite.AccountStore):
+class AccountStore(base.AccountStore):
     """The accounts rows of one PostgreSQL connection; writes join the caller's transaction."""
 
     __slots__ = ()
     dialect = "postgres"
 
-    SQL_INSERT_USER = sqlite.AccountStore.SQL_INSERT_USER + " RETURNING id"
-    SQL_INSERT_API_KEY = sqlite.AccountStore.SQL_INSERT_API_KEY + " RETURNING id"
+    SQL_INSERT_USER = base.AccountStore.SQL_INSERT_USER + " RETURNING id"
+    SQL_INSERT_API_KEY = base.AccountStore.SQL_INSERT_API_KEY + " RETURNING id"
     SQL_CAMPAIGN_SHARES = (
         "SELECT s.user_id, u.name, s.may_edit FROM campaign_share AS s JOIN app_user AS u ON u.id = s.user_id "
         'WHERE s.campaign_id = ? ORDER BY lower(u.name COLLATE "C")'

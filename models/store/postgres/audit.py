@@ -10,11 +10,11 @@
 
 from __future__ import annotations
 
-from models.store.sqlite import audit as sqlite
-from models.store.sqlite.audit import AUDIT_COLUMNS
+from models.store import audit as base
+from models.store.audit import AUDIT_COLUMNS
 
 
-class AuditStore(sqlite.AuditStore):
+class AuditStore(base.AuditStore):
     """The audit_log rows of one PostgreSQL connection."""
 
     __slots__ = ()

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from models.reporting.dimensions import DIMENSIONS, TABLES
 from models.store.postgres.sums import float_sum
-from models.store.sqlite import costs as sqlite
+from models.store import costs as base
 
 
 
-class CostStore(sqlite.CostStore):
+class CostStore(base.CostStore):
     """The click costs of one PostgreSQL connection; writes join the caller's transaction."""
 
     __slots__ = ()
@@ -32,7 +32,7 @@ class CostStore(sqlite.CostStore):
     SQL_SCOPE_HEAD = "SELECT id, created_at, is_bot, is_unique_campaign FROM click"
     SQL_SCOPE_ORDER = " ORDER BY created_at, id"
     SQL_REBUILD = {
-        table: (width, sqlite.rebuild_sql(table, width, tuple(DIMENSIONS[i] for i in positions), float_sum))
+        table: (width, base.rebuild_sql(table, width, tuple(DIMENSIONS[i] for i in positions), float_sum))
         for table, width, positions in TABLES
     }
 

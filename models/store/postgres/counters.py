@@ -3,9 +3,9 @@ upsert names the stored row's column, `click_counter.clicks`, as PostgreSQL requ
 
 from __future__ import annotations
 
-from models.store.sqlite import counters as sqlite
+from models.store import counters as base
 
 
-class CounterStore(sqlite.CounterStore):
+class CounterStore(base.CounterStore):
     __slots__ = ()
     dialect = "postgres"

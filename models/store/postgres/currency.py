@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-from models.store.sqlite import currency as sqlite
+from models.store import currency as base
 
 
-class CurrencyStore(sqlite.CurrencyStore):
+class CurrencyStore(base.CurrencyStore):
     """The rates and currency labels of one PostgreSQL connection; writes join the caller's transaction."""
 
     __slots__ = ()

@@ -9,17 +9,17 @@
 
 from __future__ import annotations
 
-from models.store.sqlite import deliveries as sqlite
-from models.store.sqlite.rows import fetch_one
+from models.store import deliveries as base
+from models.store.rows import fetch_one
 
 
-class DeliveryStore(sqlite.DeliveryStore):
+class DeliveryStore(base.DeliveryStore):
     """The deliveries of one PostgreSQL connection; writes join the caller's transaction."""
 
     __slots__ = ()
     dialect = "postgres"
 
-    SQL_QUEUE = sqlite.DeliveryStore.SQL_QUEUE.rstrip() + " RETURNING id"
+    SQL_QUEUE = base.DeliveryStore.SQL_QUEUE.rstrip() + " RETURNING id"
     SQL_DUE = """
 SELECT id FROM postback_delivery
 WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?

@@ -7,10 +7,10 @@ upsert names the table's own column (`meta.value`) beside `excluded.value`.
 
 from __future__ import annotations
 
-from models.store.sqlite import meta as sqlite
+from models.store import meta as base
 
 
-class MetaStore(sqlite.MetaStore):
+class MetaStore(base.MetaStore):
     __slots__ = ()
     dialect = "postgres"
     SQL_BUMP_CONFIG_VERSION = (

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from models.store.sqlite import sessions as sqlite
+from models.store import sessions as base
 
 
-class SessionStore(sqlite.SessionStore):
+class SessionStore(base.SessionStore):
     __slots__ = ()
     dialect = "postgres"
