@@ -240,7 +240,8 @@ def test_every_dialect_class_with_a_sibling_subclasses_the_neutral_base():
     for module_name in sorted(names["sqlite"] & names["postgres"] - {"__init__.py"}):
         sqlite, postgres = (classes(f"models/store/{dialect}/{module_name}") for dialect in DIALECTS)
         for name in sorted(sqlite.keys() & postgres.keys()):
-            base = getattr(importlib.import_module(f"models.store.{module_name.removesuffix('.py')}"), name, None)
+            neutral = importlib.import_module(f"models.store.{module_name.removesuffix('.py')}")
+            base = getattr(neutral, name, None)
             for dialect, sibling in zip(DIALECTS, (sqlite[name], postgres[name])):
                 if base is None or sibling.__bases__ != (base,) or sibling.dialect != dialect:
                     strays.append(f"models/store/{dialect}/{module_name}: {name}")

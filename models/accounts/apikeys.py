@@ -24,8 +24,8 @@ from models.accounts.errors import AccountError, AccountNotFound
 from models.accounts.principal import CLI, Principal
 from models.accounts.users import get_user
 from models.choices import API_KEY_SCOPES
-from models.store.database import write_tx
 from models.store.accounts import AccountStore
+from models.store.database import write_tx
 
 KEY_PREFIX = "lnr_"
 PREFIX_LENGTH = 12

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from peewee import Database
 
 from models.accounts.access import visible_campaign_ids  # The name the admin API imports from here.
-from models.store.database import STORE_ERRORS, write_tx
 from models.store.accounts import AccountStore
+from models.store.database import STORE_ERRORS, write_tx
 from models.store.meta import MetaStore
 
 logger = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from models.accounts.errors import AccountConflict, AccountError, AccountNotFoun
 from models.accounts.passwords import hash_password
 from models.accounts.principal import CLI, Principal
 from models.choices import ROLES
-from models.store.database import write_tx
 from models.store.accounts import AccountStore
+from models.store.database import write_tx
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 FIRST_ADMIN = "admin"

@@ -32,8 +32,8 @@ from models.clicks.spool import (
 )
 from models.clicks.throttledlog import ThrottledLog
 from models.conversions.postbacks import ConversionRecorder
-from models.store.database import BUSY_TIMEOUT_MS, write_tx
 from models.store.clicks import ClickStore
+from models.store.database import BUSY_TIMEOUT_MS, write_tx
 from models.store.maintenance import MaintenanceStore
 
 logger = logging.getLogger(__name__)

@@ -42,6 +42,7 @@ from models.migrations.deferred import pending_steps
 from models.migrations.runner import schema_is_current
 from models.reporting.costs import EXACT_LIMIT
 from models.reporting.dimensions import MONEY_METRICS
+from models.store.copying import TableShape
 from models.store.database import (
     POSTGRES_SCHEMES,
     STORE_ROLLBACK_ERRORS,
@@ -51,7 +52,6 @@ from models.store.database import (
     sqlite_path,
     write_tx,
 )
-from models.store.copying import TableShape
 
 NOT_COPIED = ("migration_history", "deferred_step", "copy_progress")  # Each database's own.
 REPLACED = ("meta", "spool_node")  # A new database's baseline fills them; the source's replace them.

@@ -46,8 +46,8 @@ from models.reporting.currency import check_code, rate_of, report_currency
 from models.reporting.dimensions import DAY_MS, HOUR_MS
 from models.reporting.rollups import RollupDelta
 from models.reporting.timerange import local_instant, zone
-from models.store.database import write_tx
 from models.store.costs import COST_COLUMNS, CostStore
+from models.store.database import write_tx
 
 COST_DIMENSIONS = COST_COLUMNS  # What a cost may be set per, besides the whole campaign.
 

@@ -34,8 +34,8 @@ from peewee import Database
 
 from models.errors import LannerError
 from models.reporting.rollups import RollupDelta, conversion_metrics
-from models.store.database import write_tx
 from models.store.currency import CurrencyStore
+from models.store.database import write_tx
 from models.store.meta import MetaStore
 from models.store.rollups import RollupStore
 

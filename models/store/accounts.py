@@ -8,6 +8,7 @@ models/accounts/'s; these only read and write rows. Writes join the caller's tra
 from __future__ import annotations
 
 from abc import abstractmethod
+
 from models.store.rows import Store, fetch_one
 
 USER_COLUMNS = (

@@ -9,6 +9,7 @@ models/clicks/node.py's.
 from __future__ import annotations
 
 from abc import abstractmethod
+
 from models.clicks.record import CLICK_COLUMNS, JOURNAL_COLUMNS
 from models.reporting.dimensions import DIMENSIONS
 from models.store.rows import Store, fetch_one

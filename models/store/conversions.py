@@ -11,6 +11,7 @@ connection) behind one method call, and the recorder keeps one store per connect
 from __future__ import annotations
 
 from abc import abstractmethod
+
 from models.choices import SUB_ID_SLOTS
 from models.store.rows import Store, fetch_one
 

@@ -9,6 +9,7 @@ two senders never send one delivery at once.
 from __future__ import annotations
 
 from abc import abstractmethod
+
 from models.store.rows import Store, fetch_one
 
 

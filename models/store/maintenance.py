@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from typing import ContextManager
+
 from models.store.rows import Store
 
 
@@ -25,4 +26,5 @@ class MaintenanceStore(Store):
 
     @abstractmethod
     def large_cache(self, megabytes: int) -> ContextManager[None]:
-        """Around one bulk job (an index build sorts in the page cache): a bigger cache, the usual one after."""
+        """Around one bulk job (an index build sorts in the page cache): a bigger cache, then the
+        usual one."""

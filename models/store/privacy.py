@@ -7,6 +7,7 @@ The visitor key is left as it is: it is the full address's.
 from __future__ import annotations
 
 from abc import abstractmethod
+
 from models.store.meta import MetaStore
 from models.store.rows import Store, fetch_one
 

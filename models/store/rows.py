@@ -66,7 +66,7 @@ class Dialectal:
         module = importlib.import_module(f"models.store.{dialect}.{cls.__module__.rsplit('.', 1)[1]}")
         sibling = getattr(module, cls.__name__)
         if not issubclass(sibling, cls) or sibling.dialect != dialect:
-            raise TypeError(f"{module.__name__}.{cls.__name__} is not the {dialect} sibling of {cls.__qualname__}")
+            raise TypeError(f"{module.__name__}.{cls.__name__} is no {dialect} sibling of {cls.__qualname__}")
         _SIBLINGS[cls, type(conn)] = sibling
         return sibling
 

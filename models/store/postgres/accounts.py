@@ -1,4 +1,5 @@
-"""accounts on PostgreSQL: what differs from models/store/sqlite/accounts.py.
+"""accounts on PostgreSQL: what differs from SQLite (models/store/sqlite/accounts.py);
+the rest is models/store/accounts.py's.
 
 - A new row's id comes back through `RETURNING id`: psycopg has no `cursor.lastrowid`.
 - app_user.name is COLLATE lanner_nocase (schema.py), so `name = ?` ignores case as SQLite's NOCASE

@@ -1,4 +1,5 @@
-"""audit on PostgreSQL: what differs from models/store/sqlite/audit.py.
+"""audit on PostgreSQL: what differs from SQLite (models/store/sqlite/audit.py);
+the rest is models/store/audit.py's.
 
 - A filter given as NULL is no filter (`?N IS NULL OR ...`): PostgreSQL cannot type a parameter that
   only meets IS NULL, so each such test casts it to its column's type.

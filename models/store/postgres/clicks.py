@@ -1,4 +1,4 @@
-"""clicks: landing a batch of journal rows on PostgreSQL (models/store/sqlite/clicks.py is the model).
+"""clicks: landing a batch of journal rows on PostgreSQL (models/store/clicks.py holds what both share).
 
 What differs from SQLite and why:
 - SQLite computes a missing visitor key in the INSERT with its registered lanner_visitor_key; PostgreSQL
@@ -25,9 +25,9 @@ import psycopg
 from peewee import FloatField, TextField
 
 from models.clicks.record import IP, JOURNAL_COLUMNS, SUBID, UA_HASH
+from models.store import clicks as base
 from models.store.functions import visitor_key
 from models.store.postgres.database import PostgresUnavailable, is_retryable
-from models.store import clicks as base
 from models.tables.click import Click
 
 LANDED_COLUMNS = (*JOURNAL_COLUMNS, "visitor_key")

@@ -1,4 +1,5 @@
-"""conversions on PostgreSQL: what differs from models/store/sqlite/conversions.py.
+"""conversions on PostgreSQL: what differs from SQLite (models/store/sqlite/conversions.py);
+the rest is models/store/conversions.py's.
 
 - Concurrent postbacks for one click are serialised by locking the click's row (`FOR NO KEY UPDATE`
   in SQL_FIND_CLICK, the first statement of every postback's transaction). SQLite gets this from

@@ -1,4 +1,5 @@
-"""costs on PostgreSQL: what differs from models/store/sqlite/costs.py.
+"""costs on PostgreSQL: what differs from SQLite (models/store/sqlite/costs.py);
+the rest is models/store/costs.py's.
 
 - SQLite's `INDEXED BY click_campaign_created_at` is dropped (PostgreSQL's planner picks the index),
   and a period's clicks with the same created_at are ordered by id, as SQLite's index returns them:
@@ -13,8 +14,8 @@
 from __future__ import annotations
 
 from models.reporting.dimensions import DIMENSIONS, TABLES
-from models.store.postgres.sums import float_sum
 from models.store import costs as base
+from models.store.postgres.sums import float_sum
 
 
 

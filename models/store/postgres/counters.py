@@ -1,4 +1,4 @@
-"""counters: SQLite's statements (models/store/sqlite/counters.py) mean the same on PostgreSQL (its
+"""counters: the statements of models/store/counters.py mean the same on PostgreSQL (its
 upsert names the stored row's column, `click_counter.clicks`, as PostgreSQL requires)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""currency on PostgreSQL: what differs from models/store/sqlite/currency.py.
+"""currency on PostgreSQL: what differs from SQLite (models/store/sqlite/currency.py);
+the rest is models/store/currency.py's.
 
 - SQLite's `INDEXED BY conversion_unconverted` is dropped: PostgreSQL's planner uses the partial
   index (report_payout IS NULL) by itself.

@@ -1,4 +1,5 @@
-"""deliveries on PostgreSQL: what differs from models/store/sqlite/deliveries.py.
+"""deliveries on PostgreSQL: what differs from SQLite (models/store/sqlite/deliveries.py);
+the rest is models/store/deliveries.py's.
 
 - A queued delivery's id comes back through `ON CONFLICT DO NOTHING RETURNING id`: psycopg has no
   `cursor.lastrowid`, and a delivery queued before returns no row (SQLite's rowcount 0).

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import psycopg
 
+from models.store import hotpath as base
 from models.store.postgres.database import PostgresUnavailable
 from models.store.postgres.params import qmark_to_pyformat
-from models.store import hotpath as base
 
 
 class VisitorProbe(base.VisitorProbe):

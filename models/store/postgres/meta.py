@@ -1,4 +1,4 @@
-"""meta: the key/value rows on PostgreSQL (models/store/sqlite/meta.py is the model).
+"""meta: the key/value rows on PostgreSQL (models/store/meta.py holds what both share).
 
 What differs: `value` is TEXT and PostgreSQL does not add 1 to text or store a number in it without
 being told, so the counters are cast to BIGINT and back; SQLite's two-argument MAX is GREATEST, and the

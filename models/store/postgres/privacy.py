@@ -1,4 +1,4 @@
-"""privacy: truncating stored addresses on PostgreSQL (models/store/sqlite/privacy.py is the model).
+"""privacy: truncating stored addresses on PostgreSQL (models/store/privacy.py holds what both share).
 
 What differs: SQLite runs models.store.functions.anonymized_ip inside its UPDATE as the registered
 lanner_anonymized_ip; PostgreSQL has no such function. So a chunk's addresses are read, truncated here
@@ -8,8 +8,8 @@ the changed ones written back in one UPDATE from arrays; all in the caller's tra
 
 from __future__ import annotations
 
-from models.store.functions import anonymized_ip
 from models.store import privacy as base
+from models.store.functions import anonymized_ip
 
 
 class PrivacyStore(base.PrivacyStore):

@@ -1,4 +1,4 @@
-"""refusals: SQLite's statement (models/store/sqlite/refusals.py) means the same on PostgreSQL: its
+"""refusals: the statements of models/store/refusals.py mean the same on PostgreSQL: its
 parameters are numbered (`?N`, which the connection translates; it does not translate `:name`) and
 its DO UPDATE qualifies the stored row's columns, as PostgreSQL requires.
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from models.store.postgres.sums import float_sum
 from models.store import reports as base
+from models.store.postgres.sums import float_sum
 from models.store.reports import DIMENSION_COLUMNS, referrer_domain
 
 REFERRER = "referrer_domain"

@@ -9,8 +9,8 @@
 from __future__ import annotations
 
 from models.reporting.dimensions import TABLES
-from models.store.postgres.sums import float_sum
 from models.store import rollups as base
+from models.store.postgres.sums import float_sum
 
 
 class RollupStore(base.RollupStore):

@@ -1,4 +1,4 @@
-"""sessions: SQLite's statements (models/store/sqlite/sessions.py) mean the same on PostgreSQL."""
+"""sessions: the statements of models/store/sessions.py mean the same on PostgreSQL."""
 
 from __future__ import annotations
 
