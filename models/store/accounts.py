@@ -100,7 +100,6 @@ class AccountStore(Store):
     def enabled_admins(self) -> int:
         return fetch_one(self.conn, self.SQL_ENABLED_ADMINS)[0]
 
-
     def update_user(
         self, user_id: int, role: str, hides_money: bool, is_disabled: bool, timezone: str, now_ms: int
     ) -> None:
@@ -153,7 +152,6 @@ class AccountStore(Store):
         return changes_one_row(self.conn, self.SQL_UNSHARE, (campaign_id, user_id))
 
     # -- API keys
-
 
     def api_keys(self) -> list[tuple]:
         """Every key as API_KEY_COLUMNS (with its owner's name), oldest first."""

@@ -93,7 +93,6 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
             ),
         )  # fmt: skip
 
-
     def write_status(
         self,
         conversion_id: int,

@@ -55,8 +55,6 @@ class CopyStore(Store):
     # NOT (abs(x) <= ?): Infinity too; SQLite stores NaN as NULL, which is no number to add up.
     SQL_COUNT_BEYOND = "SELECT COUNT(*) FROM {table} WHERE {beyond}"
 
-
-
     def begin_snapshot(self) -> None:
         """Read everything after this from one snapshot of the database, until end_snapshot()."""
         self.conn.execute(self.SQL_BEGIN_SNAPSHOT).close()

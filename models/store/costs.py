@@ -93,8 +93,6 @@ class CostStore(Store):
     def drop_entries(self, ids: list[int]) -> None:
         self.conn.executemany(self.SQL_DROP_ENTRY, [(i,) for i in ids]).close()
 
-
-
     def poisoned_hours(self, campaign_id: int, start_ms: int, end_ms: int, limit: float) -> list[int]:
         """The hours from start_ms to end_ms whose campaign rollup holds a click cost beyond `limit`
         (or Infinity)."""

@@ -59,7 +59,6 @@ WHERE id = ?
                     ids.append(delivery_id)
         return ids
 
-
     def claim(self, delivery_id: int, now_ms: int, until_ms: int) -> bool:
         """Take a pending, due delivery for one attempt (until `until_ms`); False if it is not."""
         return bool(self.conn.execute(self.SQL_CLAIM, (until_ms, now_ms, delivery_id, now_ms)).rowcount)

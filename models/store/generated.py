@@ -37,7 +37,6 @@ class GeneratedStore(Store):
 
     __slots__ = ()
 
-
     def insert_campaign(
         self, name: str, alias: str, offer_name: str, offer_url: str, currency: str, now_ms: int
     ) -> int:
@@ -61,8 +60,6 @@ class GeneratedStore(Store):
     def has_visitor_key(self) -> bool:
         """Whether the click table has migration 0005's visitor_key (a rehearsal's may not yet)."""
         return "visitor_key" in {row[1] for row in self.conn.execute(self.SQL_CLICK_COLUMNS).fetchall()}
-
-
 
     def optimize(self) -> None:
         """Fresh planner statistics after a bulk insert."""

@@ -186,7 +186,6 @@ ORDER BY c.id
 
     __slots__ = ()
 
-
     def rows(
         self,
         source: str,
