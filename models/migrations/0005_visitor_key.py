@@ -74,7 +74,7 @@ def build_visitor_key_index(conn, step, now: int) -> tuple[int, int]:
     """
     # Clicks a flusher of the previous release landed after the migration have no key yet.
     conn.execute(SQL_FILL_VISITOR_KEYS, (step.target, 2**63 - 1)).close()
-    with MaintenanceStore(conn).large_cache(INDEX_BUILD_CACHE_MB):  # SQLite sorts the new keys in the page cache.
+    with MaintenanceStore(conn).large_cache(INDEX_BUILD_CACHE_MB):  # The new keys sort in the page cache.
         conn.execute(NEW_INDEX).close()
     meta = MetaStore(conn)
     meta.set("visitor_probe", "key")
