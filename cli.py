@@ -2710,7 +2710,7 @@ def status_command(ctx: Context, as_json: bool) -> None:
     from workers.ops.status import collect_status
 
     if ctx.settings.uses_postgres:
-        from models.store.postgres.database import PostgresUnreachable
+        from models.store.database import PostgresUnreachable
 
         try:
             ctx.db

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import falcon
 
 from models.clicks.tracker import ClickTracker
-from models.store.sqlite.maintenance import MaintenanceStore
+from models.store.maintenance import MaintenanceStore
 
 
 class DatabaseHealthResource:

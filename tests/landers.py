@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from models.admin.services import create_campaign, create_offer, update_stream
 from models.store.database import write_tx
-from models.store.sqlite.meta import MetaStore
+from models.store.meta import MetaStore
 from models.tables.campaign import Stream
 from models.tables.lander import Lander, StreamLander
 

@@ -38,7 +38,7 @@ from models.accounts.users import (
     update_user,
 )
 from models.admin.services import AdminError, create_campaign, update_campaign
-from models.store.sqlite.accounts import AccountStore
+from models.store.accounts import AccountStore
 
 PASSWORD = "correct horse battery"
 

@@ -133,7 +133,7 @@ def test_a_poisoned_report_says_so_instead_of_printing_infinity(poisoned, lanner
 def test_costs_adding_up_past_the_largest_double_are_left_empty_never_a_500(db, lanner, start_app):
     """SQLite sums them to Infinity; PostgreSQL's SUM refused them (overflow), so every report on them
     answered 500 there. Each of campaign 1's clicks and rollup rows holds 1e308: any two overflow."""
-    from models.reporting.dimensions import TABLES
+    from models.tables.dimensions import TABLES
 
     generate_clicks(db, 300, 2, campaigns=2, seed=5, end_ms=END_MS)
     run_deferred(db)
@@ -300,7 +300,7 @@ def test_a_location_journaled_before_the_rule_is_still_sent_as_ascii():
 # backfill and reports sum them to Infinity too (models/store/postgres/sums.py).
 def test_cost_set_while_the_rollup_backfill_runs_counts_each_click_once(poisoned, lanner):
     from models.migrations import deferred
-    from models.reporting.dimensions import TABLES
+    from models.tables.dimensions import TABLES
 
     db, day = poisoned
     # As if the clicks had been stored by a release before the rollups, and the backfill were half done.

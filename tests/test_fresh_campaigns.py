@@ -8,7 +8,7 @@ from conftest import click
 
 from models.admin.services import create_campaign
 from models.clicks.tracker import MISS_CHECK_EVERY
-from models.store.sqlite.meta import MetaStore
+from models.store.meta import MetaStore
 
 
 def count_version_reads(monkeypatch) -> list[str]:

@@ -161,7 +161,7 @@ def test_a_new_zip_is_swapped_in_under_a_new_folder_and_the_old_one_removed_afte
 
 
 def config_version(db) -> str:
-    from models.store.sqlite.meta import MetaStore
+    from models.store.meta import MetaStore
 
     return MetaStore(db.connection()).config_version()
 

@@ -2,7 +2,7 @@
 
 A SQL statement, `import sqlite3`, `execute_sql` or a raw `SQL(...)` fragment outside models/store/,
 models/migrations/ and workers/bench/ fails: the store owns every statement, so a PostgreSQL store
-is a sibling of models/store/sqlite/, not a search through the code base.
+is a sibling of models/store/sqlite/ under a neutral base, not a search through the code base.
 """
 
 from __future__ import annotations
@@ -77,8 +77,9 @@ def test_the_meta_table_is_read_and_written_only_by_its_store():
     statement = re.compile(r"\b(FROM|UPDATE|INTO)\s+meta\b")
     # PostgreSQL's baseline (postgres/schema.py) writes the rows SQLite's migrations 0001..0011 write.
     homes = (
-        "models/store/sqlite/meta.py",
-        "models/store/postgres/meta.py",  # The same store's PostgreSQL sibling.
+        "models/store/meta.py",
+        "models/store/sqlite/meta.py",  # The same store's dialect siblings.
+        "models/store/postgres/meta.py",
         "models/migrations/0",
         "models/store/postgres/schema.py",
     )
@@ -130,7 +131,7 @@ def test_a_conversion_changes_status_in_one_place():
                 getattr(node.func, "attr", None),
             ):
                 called.append((path, scope))
-    store = "models/store/sqlite/conversions.py"
+    store = "models/store/conversions.py"
     # SQL_CHANGE_STATUS, run by ConversionStore.write_status alone, which change_status alone calls.
     assert found == [(store, "ConversionStore")]
     assert sorted(named) == [(store, "ConversionStore"), (store, "ConversionStore.write_status")]
@@ -173,4 +174,76 @@ def test_every_error_a_user_can_act_on_is_a_lanner_error():
                 and not issubclass(value, LannerError)
             ):
                 strays.append(f"{path}: {name}")
+    assert strays == []
+
+
+# The store's dialects: models/store/<aggregate>.py is the neutral base the domain imports; sqlite/ and
+# postgres/ hold its siblings (huey's BaseSqlStorage with SqliteStorage and PostgresStorage).
+DIALECTS = ("sqlite", "postgres")
+
+
+def store_files(dialect: str) -> list[str]:
+    return sorted(str(path.relative_to(ROOT)) for path in (ROOT / "models/store" / dialect).glob("*.py"))
+
+
+def dialect_imports(tree: ast.AST) -> set[str]:
+    """The dialect packages a module imports, at module level or inside a function (a string given to
+    importlib does not count: the store's own dispatch builds those)."""
+    found = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            for dialect in DIALECTS:
+                if name == f"models.store.{dialect}" or name.startswith(f"models.store.{dialect}."):
+                    found.add(dialect)
+    return found
+
+
+def test_nothing_outside_the_store_imports_a_dialect():
+    # The domain names the neutral store (`AuditStore(conn)` from models/store/audit.py) and gets the
+    # sibling for its connection's dialect: a SQLite process never loads psycopg, and PostgreSQL runs
+    # PostgreSQL's statements, never SQLite's.
+    offenders = {
+        path: sorted(found)
+        for path in source_files()
+        if not path.startswith("models/store/") and (found := dialect_imports(parsed(path)))
+    }
+    assert offenders == {}
+
+
+def test_the_dialects_are_siblings_that_never_import_each_other():
+    offenders = {}
+    for dialect, other in (DIALECTS, DIALECTS[::-1]):
+        for path in store_files(dialect):
+            if other in dialect_imports(parsed(path)):
+                offenders[path] = other
+    assert offenders == {}
+
+
+def test_every_dialect_class_with_a_sibling_subclasses_the_neutral_base():
+    import importlib
+    import inspect
+
+    def classes(path: str) -> dict[str, type]:
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        return {
+            name: value
+            for name, value in vars(module).items()
+            if inspect.isclass(value) and value.__module__ == module.__name__
+        }
+
+    names = {dialect: {path.rsplit("/", 1)[1] for path in store_files(dialect)} for dialect in DIALECTS}
+    strays = []
+    for module_name in sorted(names["sqlite"] & names["postgres"] - {"__init__.py"}):
+        sqlite, postgres = (classes(f"models/store/{dialect}/{module_name}") for dialect in DIALECTS)
+        for name in sorted(sqlite.keys() & postgres.keys()):
+            neutral = importlib.import_module(f"models.store.{module_name.removesuffix('.py')}")
+            base = getattr(neutral, name, None)
+            for dialect, sibling in zip(DIALECTS, (sqlite[name], postgres[name])):
+                if base is None or sibling.__bases__ != (base,) or sibling.dialect != dialect:
+                    strays.append(f"models/store/{dialect}/{module_name}: {name}")
     assert strays == []

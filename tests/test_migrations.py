@@ -160,7 +160,7 @@ def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(
 @pytest.mark.sqlite_only  # SQLite's 0004 and 0005 on an empty file (PostgreSQL's baseline: the db tests below).
 def test_0005_on_a_new_database_needs_no_deferred_step(db):
     from models.migrations.deferred import pending_steps
-    from models.store.sqlite.hotpath import visitor_probe
+    from models.store.hotpath import visitor_probe
 
     assert [step.name for step in pending_steps(db)] == ["rollup_backfill"]  # 0004's: instant when empty.
     assert visitor_probe(db.connection()).by_key

@@ -16,7 +16,7 @@ from test_api_v1 import accounts, admin, call, key  # noqa: F401
 def status_of(db, params: dict) -> str:
     """The status a postback with these parameters is recorded as."""
     from models.conversions.postbacks import ConversionRecorder, parse_postback
-    from models.store.sqlite.conversions import ConversionStore
+    from models.store.conversions import ConversionStore
 
     postback = parse_postback({"subid": "01hq7c3d2v9xk4t8m", **params})
     return ConversionRecorder(db, park_ms=1000).status_of(ConversionStore(db.connection()), postback)

@@ -19,7 +19,7 @@ from models.clicks.node import (
 )
 from models.clicks.spool import SpoolClaimed, flush_spool, read_position
 from models.clicks.visit import Visit
-from models.store.sqlite.clicks import ClickStore
+from models.store.clicks import ClickStore
 from workers.ops.status import collect_status
 
 OFFER = "https://offer.example/?s={subid}"

@@ -79,7 +79,7 @@ def csrf_token(html: str) -> str:
 
 
 def session_rows(db) -> int:
-    from models.store.sqlite.rows import fetch_one
+    from models.store.rows import fetch_one
 
     return fetch_one(db.connection(), "SELECT COUNT(*) FROM panel_session")[0]
 
@@ -101,7 +101,7 @@ def test_a_login_sets_an_httponly_lax_cookie_on_a_new_session_and_opens_the_dash
     status, _, html = get(panel, "/panel", attributes[0])
     assert status == 200 and "Dashboard" in html and "anna" in html
     # The stored row is the id's hash, never the id itself.
-    from models.store.sqlite.rows import fetch_one
+    from models.store.rows import fetch_one
 
     assert (
         fetch_one(panel_db(panel), "SELECT COUNT(*) FROM panel_session WHERE id_hash = ?", (value,))[0] == 0
@@ -138,7 +138,7 @@ def test_a_session_expires_after_its_hours_without_a_request_and_each_request_mo
 
 
 def test_the_expiry_is_written_at_most_once_a_minute(make_panel, users, db):
-    from models.store.sqlite.rows import fetch_one
+    from models.store.rows import fetch_one
 
     panel = make_panel()
     cookie = log_in(panel)

@@ -163,8 +163,8 @@ def test_filters_agree_between_rollups_and_raw(tracked, zone):
 
 def cube_differences(db) -> dict[str, list]:
     """Per smaller rollup table, its rows that differ from a GROUP BY of the detail table of its width."""
-    from models.reporting.dimensions import CUBES
-    from models.store.sqlite.rollups import RollupStore
+    from models.tables.dimensions import CUBES
+    from models.store.rollups import RollupStore
 
     metrics = RollupStore(db.connection()).present_metrics()  # A migration test's database may lack 0016's.
     differences = {}
@@ -266,7 +266,7 @@ def test_a_backfill_over_stored_clicks_and_conversions_equals_raw(db, tmp_path):
     for subid in [row[0] for row in db.execute_sql("SELECT subid FROM click LIMIT 200").fetchall()]:
         recorder.record(parse_postback({"subid": subid, "status": "sale", "payout": "3"}), RECEIVED)
     # As if all of it had been stored by the previous release: no rollups, backfill pending.
-    from models.reporting.dimensions import TABLES
+    from models.tables.dimensions import TABLES
 
     for table, _, _ in TABLES:
         db.execute_sql(f"DELETE FROM {table}")
@@ -373,7 +373,7 @@ TRICKY_REFERRERS = [
 def test_referrer_domains_group_and_filter_as_referrer_domain_says(db):
     from collections import Counter
 
-    from models.store.sqlite.reports import referrer_domain
+    from models.store.reports import referrer_domain
     from models.tables.conversion import Conversion
 
     campaign = create_campaign(db, "Ref", "ref", offer_url="https://o.example/?s={subid}")

@@ -234,7 +234,7 @@ def test_uniqueness_window_boundary_in_all_scopes(make_tracker, db, settings, cl
 
 
 def test_heavy_repeater_beyond_the_scan_limit_is_still_seen_in_each_scope(make_tracker, db, settings, clock):
-    from models.store.sqlite.hotpath import VISITOR_HISTORY_LIMIT
+    from models.store.hotpath import VISITOR_HISTORY_LIMIT
 
     offer = create_offer(db, "O", "https://offer.example/?c={subid}")
     create_campaign(db, "A", "a", offer_id=offer.id)
@@ -269,7 +269,7 @@ def test_stream_scope_counts_the_stream_not_the_campaign(make_tracker, db, setti
 
 def test_visitor_probes_read_the_covering_visitor_key_index(db, backend):
     from models.store.database import read_tx
-    from models.store.sqlite.hotpath import visitor_probe
+    from models.store.hotpath import visitor_probe
 
     probe = visitor_probe(db.connection())
     assert probe.by_key
@@ -399,7 +399,7 @@ def test_a_batch_lands_each_click_once_and_returns_only_the_new_rows(
     from models.clicks.record import IP, SUBID, UA_HASH, decode_row, visitor_key
     from models.clicks.spool import segment_path
     from models.store.database import write_tx
-    from models.store.sqlite.clicks import ClickStore
+    from models.store.clicks import ClickStore
 
     tracker = make_tracker()
     campaign = tracker.campaign(campaign_alias)

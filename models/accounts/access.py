@@ -30,7 +30,7 @@ from peewee import Database
 
 from models.admin.errors import AdminNotFound
 from models.admin.rows import get_lander, get_offer, list_offers, offer_campaigns
-from models.store.sqlite.accounts import AccountStore
+from models.store.accounts import AccountStore
 
 if TYPE_CHECKING:
     from models.accounts.principal import Principal

@@ -25,9 +25,9 @@ from models.accounts.errors import AccountError, AccountNotFound
 from models.accounts.principal import CLI, INSTALL_KEY, Principal, user_principal
 from models.accounts.users import get_user
 from models.choices import API_KEY_SCOPES
+from models.store.accounts import AccountStore
 from models.store.database import STORE_ERRORS, write_tx
-from models.store.sqlite.accounts import AccountStore
-from models.store.sqlite.meta import MetaStore
+from models.store.meta import MetaStore
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from peewee import Database
 
 from models.accounts.errors import AccountError
 from models.accounts.principal import Principal
-from models.store.sqlite.audit import AuditStore
+from models.store.audit import AuditStore
 
 # The entry names the row already (entity_id); the times move on every save, so a diff that only
 # they make is no change.

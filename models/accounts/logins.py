@@ -19,9 +19,9 @@ from peewee import Database
 from models.accounts.passwords import PASSWORD_HASHER, verify_password
 from models.accounts.users import User, find_user
 from models.errors import LannerError
+from models.store.accounts import AccountStore
 from models.store.database import write_tx
-from models.store.sqlite.accounts import AccountStore
-from models.store.sqlite.sessions import SessionStore
+from models.store.sessions import SessionStore
 
 MAX_FAILURES = 5
 WINDOW_MS = 15 * 60_000

@@ -20,8 +20,8 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from models.accounts.errors import AccountError
+from models.store.accounts import AccountStore
 from models.store.database import STORE_ERRORS, db, write_tx
-from models.store.sqlite.accounts import AccountStore
 
 logger = logging.getLogger(__name__)
 

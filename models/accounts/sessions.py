@@ -21,7 +21,7 @@ from peewee import Database
 
 from models.accounts.principal import Principal, user_principal
 from models.store.database import STORE_ERRORS, write_tx
-from models.store.sqlite.sessions import SessionStore
+from models.store.sessions import SessionStore
 
 logger = logging.getLogger(__name__)
 

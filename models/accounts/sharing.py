@@ -14,8 +14,8 @@ from models.accounts.audit import record_change
 from models.accounts.errors import AccountError
 from models.accounts.principal import CLI, Principal
 from models.accounts.users import get_user
+from models.store.accounts import AccountStore
 from models.store.database import write_tx
-from models.store.sqlite.accounts import AccountStore
 
 
 def _share_field(user_name: str, may_edit: bool) -> dict[str, str]:

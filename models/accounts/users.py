@@ -20,8 +20,8 @@ from models.accounts.errors import AccountConflict, AccountError, AccountNotFoun
 from models.accounts.passwords import hash_password
 from models.accounts.principal import CLI, Principal
 from models.choices import ROLES
+from models.store.accounts import AccountStore
 from models.store.database import write_tx
-from models.store.sqlite.accounts import AccountStore
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 FIRST_ADMIN = "admin"
@@ -180,7 +180,7 @@ def set_password(
     """A new password; the user's panel sessions end (but `keep_session`, the id of the one that
     changed it): whoever knew the old password is logged out."""
     from models.accounts.sessions import session_hash
-    from models.store.sqlite.sessions import SessionStore
+    from models.store.sessions import SessionStore
 
     password_hash = hash_password(password)
     with write_tx(db):

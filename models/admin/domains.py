@@ -20,7 +20,7 @@ from models.accounts.principal import CLI, Principal
 from models.admin.services import AdminConflict, AdminError, AdminNotFound, get_campaign
 from models.choices import DOMAIN_STATUSES
 from models.store.database import write_tx
-from models.store.sqlite.meta import MetaStore
+from models.store.meta import MetaStore
 from models.tables.campaign import Campaign
 from models.tables.domain import CampaignDomain, Domain
 

@@ -37,7 +37,7 @@ from models.admin.errors import AdminConflict, AdminError, AdminNotFound
 from models.admin.rows import get_lander
 from models.routing.macros import MacroError, saved_url
 from models.store.database import write_tx
-from models.store.sqlite.meta import MetaStore
+from models.store.meta import MetaStore
 from models.tables.campaign import Campaign, Stream
 from models.tables.lander import Lander, StreamLander
 

@@ -40,9 +40,9 @@ from models.reporting.currency import CurrencyError, check_code, report_currency
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
 from models.routing.sources import slot_filter
+from models.store.accounts import AccountStore
 from models.store.database import write_tx
-from models.store.sqlite.accounts import AccountStore
-from models.store.sqlite.meta import MetaStore
+from models.store.meta import MetaStore
 from models.tables.campaign import Campaign, Stream, StreamOffer
 from models.tables.campaign import new_token as new_campaign_token
 from models.tables.network import Network

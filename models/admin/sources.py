@@ -37,7 +37,7 @@ from models.routing.sources import (
     template_text,
 )
 from models.store.database import write_tx
-from models.store.sqlite.meta import MetaStore
+from models.store.meta import MetaStore
 from models.tables.campaign import Campaign, Stream
 from models.tables.conversion import PostbackTarget
 from models.tables.offer import Offer

@@ -10,7 +10,7 @@ Two tiers keep its memory bounded however long the flusher is away, as for the r
 (models/clicks/visitors.py):
 - in memory, the newest FUNNELS_IN_MEMORY of each (a count, not an age: it bounds the worker whatever
   the click rate, and a worker replaying a long backlog at start holds no more);
-- on disk, the older ones: one row each in a private SQLite file (models/store/sqlite/spill.py
+- on disk, the older ones: one row each in a private SQLite file (models/store/spill.py
   LanderSpillFile: created in the spool directory and unlinked at once, a 1 MB page cache), moved
   there SPILL_MOVES at a time, the oldest first. A lookup asks memory first, then the file (only while
   it holds rows). Rows the flusher has passed go in one indexed range delete per prune; the file is
@@ -29,7 +29,7 @@ from typing import Callable
 
 from models.clicks.throttledlog import ThrottledLog
 from models.clicks.visitors import packed_position
-from models.store.sqlite.spill import SPILL_ERRORS, LanderSpillFile
+from models.store.spill import SPILL_ERRORS, LanderSpillFile
 
 logger = logging.getLogger(__name__)
 

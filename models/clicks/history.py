@@ -1,6 +1,6 @@
 """A visitor's history: their earlier clicks (same IP + User-Agent) within the uniqueness windows.
 
-Read once per click before routing, from the database (one indexed probe, models/store/sqlite/hotpath.py)
+Read once per click before routing, from the database (one indexed probe, models/store/hotpath.py)
 and from the journal lines not flushed yet (the recent-visitor index, models/clicks/visitors.py). The
 router asks it whether the visitor is unique in a campaign or stream, which offers they saw and where
 a bound visitor went last; under the journal lock it gives the click's three uniqueness flags.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from models.routing.router import History
-from models.store.sqlite import hotpath
+from models.store import hotpath
 
 if TYPE_CHECKING:
     import sqlite3

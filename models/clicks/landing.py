@@ -32,10 +32,9 @@ from models.clicks.spool import (
 )
 from models.clicks.throttledlog import ThrottledLog
 from models.conversions.postbacks import ConversionRecorder
-from models.store.database import write_tx
-from models.store.sqlite.clicks import ClickStore
-from models.store.sqlite.database import PRAGMAS
-from models.store.sqlite.maintenance import MaintenanceStore
+from models.store.clicks import ClickStore
+from models.store.database import BUSY_TIMEOUT_MS, write_tx
+from models.store.maintenance import MaintenanceStore
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +130,7 @@ class SpoolLanding:
         """Checkpoint the WAL; once it is all in the database file (fsynced), delete the landed
         segments. Returns whether they could be deleted."""
         store = MaintenanceStore(self.db.connection())
-        if not store.checkpoint(truncate=truncate, busy_timeout_ms=PRAGMAS["busy_timeout"]):
+        if not store.checkpoint(truncate=truncate, busy_timeout_ms=BUSY_TIMEOUT_MS):
             return False
         remove_flushed_segments(self.db, self.spool_dir)
         return True

@@ -20,7 +20,7 @@ from pathlib import Path
 from peewee import Database
 
 from models.errors import LannerError
-from models.store.sqlite.clicks import ClickStore
+from models.store.clicks import ClickStore
 
 NODE_FILE = "node-id"
 DEFAULT_NODE = "main"

@@ -11,24 +11,5 @@ address (models/clicks/tracker.py); everything kept after that holds only the tr
 
 from __future__ import annotations
 
-import socket
+from models.store.functions import anonymized_ip as anonymized_ip  # The store computes it too.
 
-_MAPPED_PREFIX = b"\0" * 10 + b"\xff\xff"  # ::ffff:0:0/96
-_IPV6_ZEROS = b"\0" * 10  # The last 80 bits.
-
-
-def anonymized_ip(ip: str) -> str:
-    """`ip` with its last octet (IPv4, IPv4-mapped IPv6) or its last 80 bits (IPv6) zeroed.
-
-    Text that is not an address is returned as it is (the edge passes only addresses; the flusher
-    refuses a line whose IP is not one).
-    """
-    try:
-        if ":" not in ip:
-            return socket.inet_ntop(socket.AF_INET, socket.inet_pton(socket.AF_INET, ip)[:3] + b"\0")
-        packed = socket.inet_pton(socket.AF_INET6, ip)
-    except (OSError, ValueError):
-        return ip
-    if packed[:12] == _MAPPED_PREFIX:
-        return socket.inet_ntop(socket.AF_INET6, packed[:15] + b"\0")
-    return socket.inet_ntop(socket.AF_INET6, packed[:6] + _IPV6_ZEROS)

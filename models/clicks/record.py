@@ -31,52 +31,27 @@ import operator
 import random
 import re
 import socket
-import struct
 import time
 import zlib
-from hashlib import blake2b
 
-from models.tables.click import SUB_ID_COLUMNS
-
-# What routing saw and decided (migration 0002); text columns, last in the record and the line.
-ROUTING_COLUMNS = (
-    "country",
-    "region",
-    "city",
-    "device_type",
-    "os",
-    "browser",
-    "language",
-    "keyword",
-    "route",
+from models.store.functions import visitor_key as visitor_key  # The store computes it too.
+from models.tables.click import (  # The click row's columns, in the order a record keeps them.
+    CLICK_COLUMNS,
+    IP,
+    JOURNAL_COLUMNS,
+    OFFER_ID,
+    ROUTING_COLUMNS,
+    STREAM_ID,
+    SUB_ID_COLUMNS,
+    SUBID,
 )
+# Positions in a decoded record (the hot path reads them from here).
+from models.tables.click import CAMPAIGN_ID as CAMPAIGN_ID
+from models.tables.click import CREATED_AT as CREATED_AT
+from models.tables.click import UA_HASH as UA_HASH
+from models.tables.click import USER_AGENT as USER_AGENT
 
-CLICK_COLUMNS: tuple[str, ...] = (
-    "subid",
-    "created_at",
-    "campaign_id",
-    "stream_id",
-    "offer_id",
-    "ip",
-    "user_agent",
-    "ua_hash",
-    "referrer",
-    "source",
-    "external_id",
-    "cost",
-    "is_unique_global",
-    "is_unique_campaign",
-    "is_unique_stream",
-    "is_bot",
-    *SUB_ID_COLUMNS,
-    *ROUTING_COLUMNS,
-)
 COLUMN_COUNT = len(CLICK_COLUMNS)
-# What a journal line lands in the click table: the generated clicks' columns (workers/bench) and the
-# lander step's (migrations 0015 and 0016), which a journal line carries and a row of CLICK_COLUMNS lacks.
-JOURNAL_COLUMNS: tuple[str, ...] = (*CLICK_COLUMNS, "lander_id", "domain")
-# Positions in a decoded record, used on the hot path without building dicts.
-SUBID, CREATED_AT, CAMPAIGN_ID, STREAM_ID, OFFER_ID, IP, USER_AGENT, UA_HASH = range(8)
 IS_BOT = CLICK_COLUMNS.index("is_bot")
 NOT_CHECKED = -1  # is_bot of a line whose bot check the web worker left to the spool flusher.
 DEVICE_TYPE, OS, BROWSER = (CLICK_COLUMNS.index(column) for column in ("device_type", "os", "browser"))
@@ -161,7 +136,6 @@ _INT_CHECKS = tuple(
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
 
-_INT64 = struct.Struct(">q").unpack
 _SUBID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase: sorts as it counts.
 # What new_subid makes: 17 characters of that alphabet.
 SUBID_PATTERN = re.compile(r"^[0-9a-hjkmnp-tv-z]{17}$")
@@ -174,22 +148,6 @@ _SUBID_PAIRS = tuple(a + b for a in _SUBID_ALPHABET for b in _SUBID_ALPHABET)
 def ua_hash(user_agent: str) -> int:
     """CRC-32 of the UTF-8 user agent: the unsigned value PHP's crc32() returns."""
     return zlib.crc32(user_agent.encode("utf-8", "surrogatepass"))
-
-
-def visitor_key(ip: str, ua_hash: int) -> int:
-    """The visitor (IP + UA hash) as one signed 64-bit integer: the key of the uniqueness index.
-
-    An IPv4 visitor's key is exact: the address's 32 bits, then the UA hash's. Keys sort by address
-    like the old (ip, ua_hash) index did, so a NAT address's clicks share index pages. An IPv6
-    visitor's is 64 bits of BLAKE2b over both (a 32-bit checksum would make a few hundred
-    strangers with a popular phone "seen before" per million addresses).
-    """
-    if ":" not in ip:
-        try:
-            return _INT64(socket.inet_pton(socket.AF_INET, ip) + ua_hash.to_bytes(4, "big"))[0]
-        except OSError:  # Not an address (the edge only passes valid ones): hashed like IPv6.
-            pass
-    return _INT64(blake2b(f"{ip}\t{ua_hash}".encode("utf-8", "surrogatepass"), digest_size=8).digest())[0]
 
 
 def new_subid(now_ms: int | None = None) -> str:

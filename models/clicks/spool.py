@@ -74,8 +74,8 @@ from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_typ
 from models.reporting.costs import ClickCosts
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
+from models.store.clicks import ClickStore
 from models.store.database import write_tx
-from models.store.sqlite.clicks import ClickStore
 
 logger = logging.getLogger(__name__)
 

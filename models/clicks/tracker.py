@@ -85,11 +85,11 @@ from models.routing.config import CampaignConfig, LanderChoice, OfferChoice, Str
 from models.routing.domains import DomainMap, load_domains
 from models.routing.filters import FilterSubject
 from models.routing.router import Route, Router, TraceEntry
+from models.store import hotpath
+from models.store.clicks import ClickStore
+from models.store.counters import CounterStore
 from models.store.database import STORE_ERRORS, read_tx
-from models.store.sqlite import hotpath
-from models.store.sqlite.clicks import ClickStore
-from models.store.sqlite.counters import CounterStore
-from models.store.sqlite.meta import MetaStore
+from models.store.meta import MetaStore
 
 if TYPE_CHECKING:
     import sqlite3

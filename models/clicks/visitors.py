@@ -26,7 +26,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
-from models.store.sqlite.spill import SPILL_ERRORS, SpillFile
+from models.store.spill import SPILL_ERRORS, SpillFile
 
 logger = logging.getLogger(__name__)
 

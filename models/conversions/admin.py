@@ -19,8 +19,8 @@ from models.choices import POSTBACK_METHODS
 from models.conversions.outbound import OutboundError, compile_target_url, http_send, render_delivery
 from models.conversions.postbacks import ALLOWED_CHANGES, STATUSES, StatusChange, change_status
 from models.reporting.currency import campaign_cost, report_currency
+from models.store.conversions import ConversionStore
 from models.store.database import write_tx
-from models.store.sqlite.conversions import ConversionStore
 from models.tables.conversion import Conversion, PostbackTarget, StatusMap
 
 

@@ -34,8 +34,8 @@ from models.conversions.postbacks import (
 )
 from models.errors import LannerError, NotFoundError
 from models.reporting.currency import CODE, campaign_cost, convert, report_currency
+from models.store.conversions import ConversionStore
 from models.store.database import write_tx
-from models.store.sqlite.conversions import ConversionStore
 from models.tables.conversion import Conversion
 
 IMPORT_COLUMNS = ("subid", "tid", "status", "payout", "currency", "from")

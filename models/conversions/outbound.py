@@ -29,7 +29,7 @@ from models.conversions.postbacks import LEAD, REBILL, SALE
 from models.errors import LannerError
 from models.routing.macros import MACRO_NAMES, UrlTemplate, compile_url
 from models.store.database import write_tx
-from models.store.sqlite.deliveries import DeliveryStore
+from models.store.deliveries import DeliveryStore
 
 CONVERSION_MACROS = frozenset({"status", "payout", "revenue", "currency", "tid", "conversion_id"})
 MAX_ATTEMPTS = 10

@@ -41,10 +41,10 @@ from models.clicks.record import SUBID_PATTERN
 from models.errors import LannerError
 from models.reporting.currency import CODE, campaign_cost, conversion_cost, convert, report_currency
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
+from models.store.conversions import ConversionStore, PostbackLogStore
 from models.store.database import write_tx
-from models.store.sqlite.conversions import ConversionStore, PostbackLogStore
-from models.store.sqlite.deliveries import DeliveryStore
-from models.store.sqlite.meta import MetaStore
+from models.store.deliveries import DeliveryStore
+from models.store.meta import MetaStore
 from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from peewee import Database
 
 from models.conversions.postbacks import storable
 from models.store.database import write_tx
-from models.store.sqlite.refusals import RefusalStore
+from models.store.refusals import RefusalStore
 
 MAX_ADDRESSES_PER_DAY = 1000
 SAMPLES_PER_HOUR = 5

@@ -10,9 +10,9 @@ watermark says which clicks it covers: the flusher of this release adds every cl
 
 from models.migrations import deferred
 from models.reporting.rollups import backfill_conversions
-from models.store.sqlite.meta import MetaStore
-from models.store.sqlite.rollups import RollupStore
-from models.store.sqlite.rows import fetch_one
+from models.store.meta import MetaStore
+from models.store.rollups import RollupStore
+from models.store.rows import fetch_one
 
 SQL_COUNT_CLICKS = "SELECT COUNT(*) FROM click WHERE id > ? AND id <= ?"
 

@@ -19,8 +19,8 @@ final state at once.
 """
 
 from models.migrations import deferred
-from models.store.sqlite.database import large_cache
-from models.store.sqlite.meta import MetaStore
+from models.store.maintenance import MaintenanceStore
+from models.store.meta import MetaStore
 
 STEPS = ("visitor_key_backfill", "visitor_key_index", "click_visitor_drop")
 DELAYED_STEPS = ("click_visitor_drop",)  # Waits out DROP_GRACE_MS after the switch.
@@ -74,7 +74,7 @@ def build_visitor_key_index(conn, step, now: int) -> tuple[int, int]:
     """
     # Clicks a flusher of the previous release landed after the migration have no key yet.
     conn.execute(SQL_FILL_VISITOR_KEYS, (step.target, 2**63 - 1)).close()
-    with large_cache(conn, INDEX_BUILD_CACHE_MB):  # SQLite sorts the new keys in the page cache.
+    with MaintenanceStore(conn).large_cache(INDEX_BUILD_CACHE_MB):  # The new keys sort in the page cache.
         conn.execute(NEW_INDEX).close()
     meta = MetaStore(conn)
     meta.set("visitor_probe", "key")

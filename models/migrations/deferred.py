@@ -21,7 +21,7 @@ from peewee import Database
 import models.migrations as migrations_package
 from models.migrations.runner import migration_names
 from models.store.database import write_tx
-from models.store.sqlite.deferred import DeferredStepStore
+from models.store.deferred import DeferredStepStore
 
 ROLLUP_BACKFILL = "rollup_backfill"  # Migration 0004's; reports read the rollups once it is done.
 CHUNK_IDS = 20_000  # Click ids per chunk, for every step that walks the click table.

@@ -19,6 +19,7 @@ from peewee import Database
 import models.migrations as migrations_package
 from models.errors import LannerError
 from models.store.database import dialect_of, write_tx
+from models.store.migrations import MigrationHistory, migration_history
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,9 @@ def required_version() -> str:
     return migration_names()[-1]
 
 
-def history_of(db: Database):
+def history_of(db: Database) -> MigrationHistory:
     """The migration history store of `db`'s dialect (models/store/<dialect>/migrations.py)."""
-    module = importlib.import_module(f"models.store.{dialect_of(db)}.migrations")
-    return module.MigrationHistory(db)
+    return migration_history(db)
 
 
 def migration_status(db: Database) -> list[MigrationState]:

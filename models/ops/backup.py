@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from models.errors import LannerError
-from models.store.sqlite.files import FILE_ERRORS, check_lanner_file, copy_database, start_spool_after
+from models.store.files import FILE_ERRORS, check_lanner_file, copy_database, start_spool_after
 
 
 class BackupError(LannerError, RuntimeError):

@@ -41,15 +41,17 @@ from models.errors import LannerError
 from models.migrations.deferred import pending_steps
 from models.migrations.runner import schema_is_current
 from models.reporting.costs import EXACT_LIMIT
-from models.reporting.dimensions import MONEY_METRICS
+from models.tables.dimensions import MONEY_METRICS
+from models.store.copying import TableShape
 from models.store.database import (
     POSTGRES_SCHEMES,
     STORE_ROLLBACK_ERRORS,
+    PostgresUnreachable,
+    connect,
     dialect_of,
     sqlite_path,
     write_tx,
 )
-from models.store.sqlite.copying import TableShape
 
 NOT_COPIED = ("migration_history", "deferred_step", "copy_progress")  # Each database's own.
 REPLACED = ("meta", "spool_node")  # A new database's baseline fills them; the source's replace them.
@@ -132,10 +134,8 @@ def open_source(location: str):
     path = sqlite_path(location)
     if not Path(path).is_file():
         raise CopyRefused(f"There is no database file at {path}.")
-    from models.store.sqlite.database import connect_sqlite
-
     try:
-        return connect_sqlite(Path(path))
+        return connect(Path(path))
     except (DatabaseError, *STORE_ROLLBACK_ERRORS) as error:  # E.g. "file is not a database".
         raise CopyRefused(f"{path} cannot be opened as a SQLite database ({error}).") from error
 
@@ -144,10 +144,8 @@ def open_target(url: str):
     """The target PostgreSQL database at `url`."""
     if not url.startswith(POSTGRES_SCHEMES):
         raise CopyRefused("The target must be a PostgreSQL database (postgresql://…).")
-    from models.store.postgres.database import PostgresUnreachable, connect_postgres
-
     try:
-        return connect_postgres(url)
+        return connect(url)
     except PostgresUnreachable as error:
         cause = without_password(str(error.__cause__ or error), url)
         raise CopyRefused(
@@ -159,14 +157,14 @@ def open_target(url: str):
 
 
 def copy_store(database):
-    from models.store.sqlite.copying import CopyStore
+    from models.store.copying import CopyStore
 
     return CopyStore(database.connection())
 
 
 def source_identity(source_db) -> str:
     """What tells one install from another: a digest of its secrets (never the secrets themselves)."""
-    from models.store.sqlite.meta import MetaStore
+    from models.store.meta import MetaStore
 
     meta = MetaStore(source_db.connection())
     secrets = f"{meta.get('postback_key')}:{meta.get('api_key')}"

@@ -15,7 +15,7 @@ from peewee import Database
 
 from models.errors import LannerError
 from models.store.database import write_tx
-from models.store.sqlite.privacy import PrivacyStore
+from models.store.privacy import PrivacyStore
 
 CHUNK = 5000
 PAUSE = 0.02  # Between chunks: the spool flusher takes the write lock in between.

@@ -26,8 +26,8 @@ from models.conversions.refusals import utc_day
 from models.errors import LannerError
 from models.migrations.deferred import rollups_ready
 from models.store.database import write_tx
-from models.store.sqlite.meta import MetaStore
-from models.store.sqlite.retention import RetentionStore
+from models.store.meta import MetaStore
+from models.store.retention import RetentionStore
 
 CHUNK = 5000
 PAUSE = 0.02  # Between chunks: the spool flusher takes the write lock in between.

@@ -23,7 +23,7 @@ cost currency that has no rate.
 It is also the repair for costs poisoned before click URL costs were bounded (a visitor's
 `cost=1e308`): a difference cannot move a rollup holding Infinity (Infinity - Infinity is NaN), so
 the rollup rows of the hours (and days) holding such a cost are rebuilt from the raw clicks instead.
-The statements are models/store/sqlite/costs.py's.
+The statements are models/store/costs.py's.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ from models.choices import SUB_ID_SLOTS
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.errors import LannerError
 from models.reporting.currency import check_code, rate_of, report_currency
-from models.reporting.dimensions import DAY_MS, HOUR_MS
+from models.tables.dimensions import DAY_MS, HOUR_MS
 from models.reporting.rollups import RollupDelta
 from models.reporting.timerange import local_instant, zone
+from models.store.costs import COST_COLUMNS, CostStore
 from models.store.database import write_tx
-from models.store.sqlite.costs import COST_COLUMNS, CostStore
 
 COST_DIMENSIONS = COST_COLUMNS  # What a cost may be set per, besides the whole campaign.
 

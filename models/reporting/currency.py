@@ -17,7 +17,7 @@ LANNER_REPORT_CURRENCY while the database holds no money yet; after that, changi
 converting every stored amount, which is not done: reports refuse to label USD amounts as EUR.
 `lanner currency relabel EUR` is for the install whose USD was never meant: it says the stored
 amounts were EUR all along (cheap: offers, campaigns and conversions only; no click is rewritten).
-The statements are models/store/sqlite/currency.py's.
+The statements are models/store/currency.py's.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from peewee import Database
 
 from models.errors import LannerError
 from models.reporting.rollups import RollupDelta, conversion_metrics
+from models.store.currency import CurrencyStore
 from models.store.database import write_tx
-from models.store.sqlite.currency import CurrencyStore
-from models.store.sqlite.meta import MetaStore
-from models.store.sqlite.rollups import RollupStore
+from models.store.meta import MetaStore
+from models.store.rollups import RollupStore
 from models.tables.conversion import LEAD, REBILL, SALE
 
 CODE = re.compile(r"^[A-Z]{3}$")

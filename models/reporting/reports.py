@@ -10,7 +10,7 @@ do not keep (sub_id_N, referrer domain) reads raw rows, as it does while the rol
 running. Every source yields the same metrics, summed per group in Python. A report that would
 read raw rows for time `lanner prune` emptied refuses, saying why it needs them (PrunedRangeError),
 instead of counting less.
-The statements are the report store's (models/store/sqlite/reports.py), over one read snapshot.
+The statements are the report store's (models/store/reports.py), over one read snapshot.
 
 An hour report's rows are local hours; the hour the clocks go back through is two rows, each
 labelled with its UTC offset. Range bounds follow models/reporting/timerange.py's rule for DST nights.
@@ -40,7 +40,7 @@ from models.errors import LannerError, NotFoundError
 from models.migrations.deferred import rollups_ready
 from models.ops.retention import pruned_before
 from models.reporting.currency import CurrencyError, check_report_currency
-from models.reporting.dimensions import (
+from models.tables.dimensions import (
     CUBES,
     DAY_MS,
     DIMENSION_COLUMNS,
@@ -53,7 +53,7 @@ from models.reporting.rollups import add_metrics
 from models.reporting.sourcenames import SourceNameError, resolve_source_names
 from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.store.database import read_tx
-from models.store.sqlite.reports import ReportStore
+from models.store.reports import ReportStore
 
 TIME_GROUPS = ("day", "hour")
 UTC_ZONES = frozenset(

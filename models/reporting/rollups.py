@@ -20,7 +20,7 @@ Money is summed in the report currency only: a click's cost and a conversion's `
 and cost, converted when recorded; a payout with no rate yet counts as 0 until its rate is set.
 Clicks stored before the rollups existed are added by the deferred step `rollup_backfill`
 (models/migrations/deferred.py); until it is done, reports read raw rows.
-The tables' layout is models/reporting/dimensions.py's, the statements models/store/sqlite/rollups.py's.
+The tables' layout is models/tables/dimensions.py's, the statements models/store/rollups.py's.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from models.clicks.record import CLICK_COLUMNS, LANDER_ID
-from models.reporting.dimensions import (
+from models.tables.dimensions import (
     CLICK_METRICS,
     CONVERSION_METRICS,
     DIMENSIONS,
@@ -36,7 +36,7 @@ from models.reporting.dimensions import (
     METRICS,
     TABLES,
 )
-from models.store.sqlite.rollups import RollupStore
+from models.store.rollups import RollupStore
 from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, TRASH
 
 # Where a click record (models/clicks/record.py) keeps the dimensions and the click metrics.

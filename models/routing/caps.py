@@ -18,7 +18,7 @@ from datetime import datetime, time, timedelta
 from typing import TYPE_CHECKING, Iterable
 from zoneinfo import ZoneInfo
 
-from models.store.sqlite.counters import CounterStore
+from models.store.counters import CounterStore
 
 if TYPE_CHECKING:
     import sqlite3

@@ -3,7 +3,8 @@
 Every process (web worker, admin worker, `lanner worker`, a CLI command) opens its own, after
 fork; the tables (models/tables/) are bound to the proxy, never to a database made at import time.
 The dialect comes from LANNER_DATABASE_URL (settings.py): SQLite (models/store/sqlite/), or PostgreSQL
-(models/store/postgres/, cluster mode: opened only through open_database's URL until its stores exist).
+(models/store/postgres/, cluster mode); the domain reaches either only through this module and the
+neutral stores of models/store/.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from peewee import Database, DatabaseProxy, OperationalError
 
 from models.errors import LannerError
+from models.store.connecting import BUSY_TIMEOUT_MS as BUSY_TIMEOUT_MS
+from models.store.connecting import PostgresUnreachable as PostgresUnreachable
 
 db = DatabaseProxy()
 
@@ -99,23 +102,26 @@ def read_tx(database: Database = db):
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
-
-def open_database(location: Path | str, *, autocheckpoint: bool = False) -> Database:
-    """Bind `db` to the database at `location` and connect (closing this thread's connection to the
-    one bound before): a SQLite file's path (or its sqlite:/// URL), or a postgresql:// URL.
-    `autocheckpoint` is for CLI bulk work on SQLite only."""
-    previous = db.obj
-    if previous is not None and not previous.is_closed():
-        previous.close()
+def connect(location: Path | str, *, autocheckpoint: bool = False) -> Database:
+    """A connected database at `location`, bound to nothing: a SQLite file's path (or its sqlite:///
+    URL), or a postgresql:// URL (its dialect's package imported only then). `autocheckpoint` is for
+    CLI bulk work on SQLite only."""
     if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
         from models.store.postgres.database import connect_postgres
 
-        database = connect_postgres(location)
-    else:
-        from models.store.sqlite.database import connect_sqlite
+        return connect_postgres(location)
+    from models.store.sqlite.database import connect_sqlite
 
-        database = connect_sqlite(sqlite_path(location), autocheckpoint=autocheckpoint)
-    db.initialize(database)
+    return connect_sqlite(sqlite_path(location), autocheckpoint=autocheckpoint)
+
+
+def open_database(location: Path | str, *, autocheckpoint: bool = False) -> Database:
+    """Bind `db` to the database at `location` and connect (closing this thread's connection to the
+    one bound before): as connect()."""
+    previous = db.obj
+    if previous is not None and not previous.is_closed():
+        previous.close()
+    db.initialize(connect(location, autocheckpoint=autocheckpoint))
     return db
 
 

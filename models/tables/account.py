@@ -1,6 +1,6 @@
 """Users, campaign shares, API keys and the audit log (migration 0008), as Peewee models.
 
-Every statement on them is models/store/sqlite/accounts.py's and audit.py's; these models name the
+Every statement on them is models/store/accounts.py's and audit.py's; these models name the
 columns for the schema guard (tests/test_docs.py) and for Peewee readers.
 """
 

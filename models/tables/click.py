@@ -1,5 +1,6 @@
 """The click row. Written by the spool flusher (models/clicks/spool.py) and by `lanner generate clicks`
-(workers/bench/generate.py); read by reports and the CLI."""
+(workers/bench/generate.py); read by reports and the CLI. Also the order of its columns in a click
+record (models/clicks/record.py) and in the store's statements over it."""
 
 from __future__ import annotations
 
@@ -49,3 +50,42 @@ class Click(BaseModel):
 SUB_ID_COLUMNS = tuple(f"sub_id_{slot}" for slot in range(1, SUB_ID_SLOTS + 1))
 for _column in SUB_ID_COLUMNS:
     Click._meta.add_field(_column, TextField(default=""))
+
+# What routing saw and decided (migration 0002); text columns, last in the record and the line.
+ROUTING_COLUMNS = (
+    "country",
+    "region",
+    "city",
+    "device_type",
+    "os",
+    "browser",
+    "language",
+    "keyword",
+    "route",
+)
+
+CLICK_COLUMNS: tuple[str, ...] = (
+    "subid",
+    "created_at",
+    "campaign_id",
+    "stream_id",
+    "offer_id",
+    "ip",
+    "user_agent",
+    "ua_hash",
+    "referrer",
+    "source",
+    "external_id",
+    "cost",
+    "is_unique_global",
+    "is_unique_campaign",
+    "is_unique_stream",
+    "is_bot",
+    *SUB_ID_COLUMNS,
+    *ROUTING_COLUMNS,
+)
+# What a journal line lands in the click table: the generated clicks' columns (workers/bench) and the
+# lander step's (migrations 0015 and 0016), which a journal line carries and a row of CLICK_COLUMNS lacks.
+JOURNAL_COLUMNS: tuple[str, ...] = (*CLICK_COLUMNS, "lander_id", "domain")
+# Positions in a decoded record, used on the hot path without building dicts.
+SUBID, CREATED_AT, CAMPAIGN_ID, STREAM_ID, OFFER_ID, IP, USER_AGENT, UA_HASH = range(8)

@@ -1,6 +1,6 @@
 """Conversion rows and the postback tables, as Peewee models for the CLI and reports.
 
-Written on the postback path by models/conversions/postbacks.py (through models/store/sqlite/conversions.py)
+Written on the postback path by models/conversions/postbacks.py (through models/store/conversions.py)
 and by models/conversions/outbound.py.
 """
 

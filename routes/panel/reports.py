@@ -24,7 +24,7 @@ from models.accounts.access import visible_campaign_ids
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
 from models.admin.sources import get_source
 from models.conversions.networks import get_network
-from models.reporting.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
+from models.tables.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
 from models.reporting.sourcenames import source_parameter_names
 from models.reporting.reports import (
     GROUPS,

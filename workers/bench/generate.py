@@ -25,8 +25,8 @@ from models.reporting.currency import report_currency
 from models.reporting.rollups import RollupDelta, present_tables
 from models.routing.caps import CounterZones, add_to_counters
 from models.store.database import write_tx
-from models.store.sqlite.generated import GeneratedStore
-from models.store.sqlite.meta import MetaStore
+from models.store.generated import GeneratedStore
+from models.store.meta import MetaStore
 
 CHUNK = 50_000
 NEVER = -(1 << 60)  # A visitor's last click time when there was none.

@@ -682,9 +682,9 @@ def reconcile_subids(
 def status_database(database: Path | str) -> Iterator:
     """A connection for spool_status: SQLite read-only, or PostgreSQL (`--cluster`)."""
     if is_postgres(database):
-        from models.store.postgres.database import connect_postgres
+        from models.store.database import connect
 
-        handle = connect_postgres(database)
+        handle = connect(database)
     else:
         from peewee import SqliteDatabase
 
@@ -831,7 +831,7 @@ def ensure_lander_campaign(env: dict[str, str], database_path: Path) -> None:
     stream_id = json.loads(run_lanner(env, "stream", "list", LANDER_ALIAS, "--json"))[0]["id"]
     run_lanner(env, "stream", "update", str(stream_id), *(f"--offer={o}" for o in offers))
     from models.store.database import open_database, write_tx
-    from models.store.sqlite.meta import MetaStore
+    from models.store.meta import MetaStore
     from models.tables.lander import Lander, StreamLander
 
     db = open_database(database_path)

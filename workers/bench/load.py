@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from models.store.sqlite.meta import MetaStore
+from models.store.meta import MetaStore
 
 HEAVY_REPORTS = (
     "/api/report?group=campaign,offer,country,device,os&preset=all_time",

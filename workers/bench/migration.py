@@ -191,7 +191,7 @@ def time_probes(path: Path) -> dict:
     busiest address with one of its user agents).
     """
     from models.clicks.record import visitor_key
-    from models.store.sqlite.hotpath import VisitorProbe
+    from models.store.hotpath import VisitorProbe
 
     conn = connect_read_only(path)
     try:
@@ -212,8 +212,8 @@ def time_probes(path: Path) -> dict:
         result = {}
         for kind, visitors in (("new", fresh), ("returning", returning), ("nat", nat)):
             for label, probe in (
-                ("ip_ua_index", VisitorProbe(False)),
-                ("visitor_key_index", VisitorProbe(True)),
+                ("ip_ua_index", VisitorProbe.sibling_for(conn)(False)),
+                ("visitor_key_index", VisitorProbe.sibling_for(conn)(True)),
             ):
                 timings = []
                 for ip, ua_hash in visitors:

@@ -20,7 +20,7 @@ def join_problem(settings: Settings) -> str | None:
     from models.errors import LannerError
     from models.store.database import db as database
     from models.store.database import open_database
-    from models.store.sqlite.clicks import ClickStore
+    from models.store.clicks import ClickStore
 
     if not settings.uses_postgres:
         return (

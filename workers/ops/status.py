@@ -97,9 +97,9 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     from models.clicks.refusals import read_refused
     from models.clicks.spool import spool_status
     from models.migrations.deferred import list_steps
-    from models.store.sqlite.clicks import ClickStore
-    from models.store.sqlite.conversions import PostbackLogStore
-    from models.store.sqlite.deliveries import DeliveryStore
+    from models.store.clicks import ClickStore
+    from models.store.conversions import PostbackLogStore
+    from models.store.deliveries import DeliveryStore
     from workers.ops.clusterstatus import cluster_status
     from workers.runtime.heartbeat import consumer_status  # Here: the web master imports this module.
 
@@ -170,7 +170,7 @@ def node_rows(nodes: list[tuple], now: float) -> list[dict[str, Any]]:
 def database_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Where the database is and how big: the SQLite file and its WAL, or the PostgreSQL database."""
     if settings.uses_postgres:
-        from models.store.sqlite.maintenance import MaintenanceStore  # Its PostgreSQL sibling, by connection.
+        from models.store.maintenance import MaintenanceStore  # Its PostgreSQL sibling, by connection.
 
         return {
             "url": settings.database_shown,

@@ -1,4 +1,5 @@
-"""accounts on PostgreSQL: what differs from models/store/sqlite/accounts.py.
+"""accounts on PostgreSQL: what differs from SQLite (models/store/sqlite/accounts.py);
+the rest is models/store/accounts.py's.
 
 - A new row's id comes back through `RETURNING id`: psycopg has no `cursor.lastrowid`.
 - app_user.name is COLLATE lanner_nocase (schema.py), so `name = ?` ignores case as SQLite's NOCASE
@@ -9,17 +10,17 @@
 
 from __future__ import annotations
 
-from models.store.sqlite import accounts as sqlite
+from models.store import accounts as base
 
 
-class AccountStore(sqlite.AccountStore):
+class AccountStore(base.AccountStore):
     """The accounts rows of one PostgreSQL connection; writes join the caller's transaction."""
 
     __slots__ = ()
     dialect = "postgres"
 
-    SQL_INSERT_USER = sqlite.AccountStore.SQL_INSERT_USER + " RETURNING id"
-    SQL_INSERT_API_KEY = sqlite.AccountStore.SQL_INSERT_API_KEY + " RETURNING id"
+    SQL_INSERT_USER = base.AccountStore.SQL_INSERT_USER + " RETURNING id"
+    SQL_INSERT_API_KEY = base.AccountStore.SQL_INSERT_API_KEY + " RETURNING id"
     SQL_CAMPAIGN_SHARES = (
         "SELECT s.user_id, u.name, s.may_edit FROM campaign_share AS s JOIN app_user AS u ON u.id = s.user_id "
         'WHERE s.campaign_id = ? ORDER BY lower(u.name COLLATE "C")'

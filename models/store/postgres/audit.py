@@ -1,4 +1,5 @@
-"""audit on PostgreSQL: what differs from models/store/sqlite/audit.py.
+"""audit on PostgreSQL: what differs from SQLite (models/store/sqlite/audit.py);
+the rest is models/store/audit.py's.
 
 - A filter given as NULL is no filter (`?N IS NULL OR ...`): PostgreSQL cannot type a parameter that
   only meets IS NULL, so each such test casts it to its column's type.
@@ -10,11 +11,11 @@
 
 from __future__ import annotations
 
-from models.store.sqlite import audit as sqlite
-from models.store.sqlite.audit import AUDIT_COLUMNS
+from models.store import audit as base
+from models.store.audit import AUDIT_COLUMNS
 
 
-class AuditStore(sqlite.AuditStore):
+class AuditStore(base.AuditStore):
     """The audit_log rows of one PostgreSQL connection."""
 
     __slots__ = ()

@@ -1,8 +1,8 @@
-"""clicks: landing a batch of journal rows on PostgreSQL (models/store/sqlite/clicks.py is the model).
+"""clicks: landing a batch of journal rows on PostgreSQL (models/store/clicks.py holds what both share).
 
 What differs from SQLite and why:
 - SQLite computes a missing visitor key in the INSERT with its registered lanner_visitor_key; PostgreSQL
-  has no such function, so the key is models.clicks.record.visitor_key computed here, in Python, for
+  has no such function, so the key is models.store.functions.visitor_key computed here, in Python, for
   the rows whose line carries none (the same function: the same key on both dialects).
 - SQLite learns which rows were new from total_changes, undoing the batch to insert it row by row when
   one was a replay. PostgreSQL says it in one statement: the batch is copied into a staging table of
@@ -24,9 +24,10 @@ from functools import cache
 import psycopg
 from peewee import FloatField, TextField
 
-from models.clicks.record import IP, JOURNAL_COLUMNS, SUBID, UA_HASH, visitor_key
+from models.tables.click import IP, JOURNAL_COLUMNS, SUBID, UA_HASH
+from models.store import clicks as base
+from models.store.functions import visitor_key
 from models.store.postgres.database import PostgresUnavailable, is_retryable
-from models.store.sqlite import clicks as sqlite
 from models.tables.click import Click
 
 LANDED_COLUMNS = (*JOURNAL_COLUMNS, "visitor_key")
@@ -72,7 +73,7 @@ def copy_types() -> tuple[list[str], tuple[type, ...]]:
     return [name for _, name, _ in kinds], tuple(cast for _, _, cast in kinds)
 
 
-class ClickStore(sqlite.ClickStore):
+class ClickStore(base.ClickStore):
     __slots__ = ()
     dialect = "postgres"
 

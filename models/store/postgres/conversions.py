@@ -1,4 +1,5 @@
-"""conversions on PostgreSQL: what differs from models/store/sqlite/conversions.py.
+"""conversions on PostgreSQL: what differs from SQLite (models/store/sqlite/conversions.py);
+the rest is models/store/conversions.py's.
 
 - Concurrent postbacks for one click are serialised by locking the click's row (`FOR NO KEY UPDATE`
   in SQL_FIND_CLICK, the first statement of every postback's transaction). SQLite gets this from
@@ -20,25 +21,25 @@
 
 from __future__ import annotations
 
-from models.store.sqlite import conversions as sqlite
-from models.store.sqlite.rows import fetch_one
+from models.store import conversions as base
+from models.store.rows import fetch_one
 
 
-class ConversionStore(sqlite.ConversionStore):
+class ConversionStore(base.ConversionStore):
     """The conversions of one PostgreSQL connection; writes join the caller's transaction."""
 
     __slots__ = ()
     dialect = "postgres"
 
-    SQL_FIND_CLICK = sqlite.ConversionStore.SQL_FIND_CLICK + " FOR NO KEY UPDATE"
-    SQL_CONVERSIONS_OF_CLICK = sqlite._CONVERSION + ' WHERE subid = ? ORDER BY tid COLLATE "C" LIMIT 2'
-    SQL_INSERT_CONVERSION = sqlite.ConversionStore.SQL_INSERT_CONVERSION + "RETURNING id"
+    SQL_FIND_CLICK = base.ConversionStore.SQL_FIND_CLICK + " FOR NO KEY UPDATE"
+    SQL_CONVERSIONS_OF_CLICK = base.SELECT_CONVERSION + ' WHERE subid = ? ORDER BY tid COLLATE "C" LIMIT 2'
+    SQL_INSERT_CONVERSION = base.ConversionStore.SQL_INSERT_CONVERSION + "RETURNING id"
 
     def _inserted_id(self, sql: str, params: tuple) -> int:
         return fetch_one(self.conn, sql, params)[0]
 
 
-class PostbackLogStore(sqlite.PostbackLogStore):
+class PostbackLogStore(base.PostbackLogStore):
     """The postback log of one PostgreSQL connection."""
 
     __slots__ = ()

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import psycopg
 
-from models.store.sqlite import copying as sqlite
-from models.store.sqlite.copying import TableShape, names, quoted
-from models.store.sqlite.rows import fetch_one
+from models.store import copying as base
+from models.store.copying import TableShape, names, quoted
+from models.store.rows import fetch_one
 
 LOCK_KEY = 0x6C616E6E6572  # "lanner" in ASCII: the advisory lock of `lanner db copy`.
 
 
-class CopyStore(sqlite.CopyStore):
+class CopyStore(base.CopyStore):
     __slots__ = ()
     dialect = "postgres"
 

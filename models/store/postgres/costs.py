@@ -1,4 +1,5 @@
-"""costs on PostgreSQL: what differs from models/store/sqlite/costs.py.
+"""costs on PostgreSQL: what differs from SQLite (models/store/sqlite/costs.py);
+the rest is models/store/costs.py's.
 
 - SQLite's `INDEXED BY click_campaign_created_at` is dropped (PostgreSQL's planner picks the index),
   and a period's clicks with the same created_at are ordered by id, as SQLite's index returns them:
@@ -12,13 +13,13 @@
 
 from __future__ import annotations
 
-from models.reporting.dimensions import DIMENSIONS, TABLES
+from models.tables.dimensions import DIMENSIONS, TABLES
+from models.store import costs as base
 from models.store.postgres.sums import float_sum
-from models.store.sqlite import costs as sqlite
 
 
 
-class CostStore(sqlite.CostStore):
+class CostStore(base.CostStore):
     """The click costs of one PostgreSQL connection; writes join the caller's transaction."""
 
     __slots__ = ()
@@ -32,7 +33,7 @@ class CostStore(sqlite.CostStore):
     SQL_SCOPE_HEAD = "SELECT id, created_at, is_bot, is_unique_campaign FROM click"
     SQL_SCOPE_ORDER = " ORDER BY created_at, id"
     SQL_REBUILD = {
-        table: (width, sqlite.rebuild_sql(table, width, tuple(DIMENSIONS[i] for i in positions), float_sum))
+        table: (width, base.rebuild_sql(table, width, tuple(DIMENSIONS[i] for i in positions), float_sum))
         for table, width, positions in TABLES
     }
 

@@ -1,4 +1,5 @@
-"""currency on PostgreSQL: what differs from models/store/sqlite/currency.py.
+"""currency on PostgreSQL: what differs from SQLite (models/store/sqlite/currency.py);
+the rest is models/store/currency.py's.
 
 - SQLite's `INDEXED BY conversion_unconverted` is dropped: PostgreSQL's planner uses the partial
   index (report_payout IS NULL) by itself.
@@ -6,10 +7,10 @@
 
 from __future__ import annotations
 
-from models.store.sqlite import currency as sqlite
+from models.store import currency as base
 
 
-class CurrencyStore(sqlite.CurrencyStore):
+class CurrencyStore(base.CurrencyStore):
     """The rates and currency labels of one PostgreSQL connection; writes join the caller's transaction."""
 
     __slots__ = ()

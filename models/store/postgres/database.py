@@ -28,6 +28,7 @@ from peewee import OperationalError, PostgresqlDatabase
 from psycopg.adapt import Dumper, Loader
 
 from models.errors import LannerError
+from models.store.connecting import BUSY_TIMEOUT_MS, PostgresUnreachable
 from models.store.postgres.params import qmark_to_pyformat
 
 DIALECT = "postgres"  # The package under models/store/ (models/store/database.py dialect_of).
@@ -36,7 +37,7 @@ RETRYABLE_CLASSES = ("08", "53", "57")  # connection exception, insufficient res
 # Serialization failure, deadlock, a read-only transaction (a standby, or default_transaction_read_only),
 # a row lock not granted within lock_timeout (SQLite's busy timeout).
 RETRYABLE_CODES = ("40001", "40P01", "25006", "55P03")
-LOCK_TIMEOUT_OPTION = "-c lock_timeout=5000"  # ms, as SQLite's busy_timeout.
+LOCK_TIMEOUT_OPTION = f"-c lock_timeout={BUSY_TIMEOUT_MS}"  # ms, as SQLite's busy_timeout.
 
 
 class PostgresUnavailable(OperationalError, LannerError):
@@ -179,10 +180,6 @@ class LannerPostgresqlDatabase(PostgresqlDatabase):
     def begin(self, isolation_level=None):
         # write_tx() asks for SQLite's BEGIN IMMEDIATE; PostgreSQL's BEGIN already takes row locks on write.
         super().begin(None if isolation_level == "IMMEDIATE" else isolation_level)
-
-
-class PostgresUnreachable(LannerError):
-    """A process could not open its first connection: said once, in one sentence, at its start."""
 
 
 def connect_postgres(url: str) -> LannerPostgresqlDatabase:

@@ -6,9 +6,9 @@ deferred_step keeps SQLite's implicit `rowid` as a real column (models/store/pos
 
 from __future__ import annotations
 
-from models.store.sqlite import deferred as sqlite
+from models.store import deferred as base
 
 
-class DeferredStepStore(sqlite.DeferredStepStore):
+class DeferredStepStore(base.DeferredStepStore):
     __slots__ = ()
     dialect = "postgres"

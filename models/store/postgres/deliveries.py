@@ -1,4 +1,5 @@
-"""deliveries on PostgreSQL: what differs from models/store/sqlite/deliveries.py.
+"""deliveries on PostgreSQL: what differs from SQLite (models/store/sqlite/deliveries.py);
+the rest is models/store/deliveries.py's.
 
 - A queued delivery's id comes back through `ON CONFLICT DO NOTHING RETURNING id`: psycopg has no
   `cursor.lastrowid`, and a delivery queued before returns no row (SQLite's rowcount 0).
@@ -9,17 +10,17 @@
 
 from __future__ import annotations
 
-from models.store.sqlite import deliveries as sqlite
-from models.store.sqlite.rows import fetch_one
+from models.store import deliveries as base
+from models.store.rows import fetch_one
 
 
-class DeliveryStore(sqlite.DeliveryStore):
+class DeliveryStore(base.DeliveryStore):
     """The deliveries of one PostgreSQL connection; writes join the caller's transaction."""
 
     __slots__ = ()
     dialect = "postgres"
 
-    SQL_QUEUE = sqlite.DeliveryStore.SQL_QUEUE.rstrip() + " RETURNING id"
+    SQL_QUEUE = base.DeliveryStore.SQL_QUEUE.rstrip() + " RETURNING id"
     SQL_DUE = """
 SELECT id FROM postback_delivery
 WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?

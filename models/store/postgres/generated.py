@@ -12,16 +12,17 @@ from __future__ import annotations
 import contextlib
 from typing import ContextManager
 
-from models.clicks.record import CLICK_COLUMNS, IP, UA_HASH, visitor_key
-from models.store.sqlite import generated as sqlite
-from models.store.sqlite.clicks import SQL_INSERT_CLICK_0004
+from models.tables.click import CLICK_COLUMNS, IP, UA_HASH
+from models.store import generated as base
+from models.store.clicks import SQL_INSERT_CLICK_0004
+from models.store.functions import visitor_key
 
 SQL_INSERT_CLICK_WITH_KEY = "INSERT INTO click ({}, visitor_key) VALUES ({}) ON CONFLICT DO NOTHING".format(
     ", ".join(CLICK_COLUMNS), ", ".join("?" * (len(CLICK_COLUMNS) + 1))
 )
 
 
-class GeneratedStore(sqlite.GeneratedStore):
+class GeneratedStore(base.GeneratedStore):
     __slots__ = ()
     dialect = "postgres"
     SQL_CLICK_COLUMNS = (

@@ -1,4 +1,4 @@
-"""hotpath: the web worker's visitor probes (models/store/sqlite/hotpath.py) without `INDEXED BY`.
+"""hotpath on PostgreSQL: the web worker's visitor probes (models/store/hotpath.py) without `INDEXED BY`.
 
 SQLite pins the visitor index because its planner may pick a worse one from stale statistics;
 PostgreSQL has no such hint and picks click_visitor_key (the covering index of the schema) by itself.
@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import psycopg
 
+from models.store import hotpath as base
 from models.store.postgres.database import PostgresUnavailable
 from models.store.postgres.params import qmark_to_pyformat
-from models.store.sqlite import hotpath as sqlite
 
 
-class VisitorProbe(sqlite.VisitorProbe):
+class VisitorProbe(base.VisitorProbe):
     __slots__ = ("_cursor",)
+    dialect = "postgres"
     BY_KEY = ("click", "visitor_key = ?1", 2)
     BY_IP_UA = ("click", "ip = ?1 AND ua_hash = ?2", 3)
 

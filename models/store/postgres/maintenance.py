@@ -8,11 +8,14 @@ pg_database_size, where SQLite's is the file's (`lanner status`).
 
 from __future__ import annotations
 
-from models.store.sqlite import maintenance as sqlite
-from models.store.sqlite.rows import fetch_one
+import contextlib
+from typing import ContextManager
+
+from models.store import maintenance as base
+from models.store.rows import fetch_one
 
 
-class MaintenanceStore(sqlite.MaintenanceStore):
+class MaintenanceStore(base.MaintenanceStore):
     __slots__ = ()
     dialect = "postgres"
     SQL_DATABASE_BYTES = "SELECT pg_database_size(current_database())"
@@ -23,3 +26,7 @@ class MaintenanceStore(sqlite.MaintenanceStore):
 
     def database_bytes(self) -> int:
         return fetch_one(self.conn, self.SQL_DATABASE_BYTES)[0]
+
+    def large_cache(self, megabytes: int) -> ContextManager[None]:
+        """The server's memory is its own configuration's: nothing to change for one job."""
+        return contextlib.nullcontext()

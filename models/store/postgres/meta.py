@@ -1,4 +1,4 @@
-"""meta: the key/value rows on PostgreSQL (models/store/sqlite/meta.py is the model).
+"""meta: the key/value rows on PostgreSQL (models/store/meta.py holds what both share).
 
 What differs: `value` is TEXT and PostgreSQL does not add 1 to text or store a number in it without
 being told, so the counters are cast to BIGINT and back; SQLite's two-argument MAX is GREATEST, and the
@@ -7,10 +7,10 @@ upsert names the table's own column (`meta.value`) beside `excluded.value`.
 
 from __future__ import annotations
 
-from models.store.sqlite import meta as sqlite
+from models.store import meta as base
 
 
-class MetaStore(sqlite.MetaStore):
+class MetaStore(base.MetaStore):
     __slots__ = ()
     dialect = "postgres"
     SQL_BUMP_CONFIG_VERSION = (

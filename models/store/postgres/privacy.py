@@ -1,6 +1,6 @@
-"""privacy: truncating stored addresses on PostgreSQL (models/store/sqlite/privacy.py is the model).
+"""privacy: truncating stored addresses on PostgreSQL (models/store/privacy.py holds what both share).
 
-What differs: SQLite runs models.clicks.privacy.anonymized_ip inside its UPDATE as the registered
+What differs: SQLite runs models.store.functions.anonymized_ip inside its UPDATE as the registered
 lanner_anonymized_ip; PostgreSQL has no such function. So a chunk's addresses are read, truncated here
 by the same Python function (the same answer on both dialects, IPv4-mapped and IPv6 included), and only
 the changed ones written back in one UPDATE from arrays; all in the caller's transaction, as on SQLite.
@@ -8,11 +8,11 @@ the changed ones written back in one UPDATE from arrays; all in the caller's tra
 
 from __future__ import annotations
 
-from models.clicks.privacy import anonymized_ip
-from models.store.sqlite import privacy as sqlite
+from models.store import privacy as base
+from models.store.functions import anonymized_ip
 
 
-class PrivacyStore(sqlite.PrivacyStore):
+class PrivacyStore(base.PrivacyStore):
     __slots__ = ()
     dialect = "postgres"
     # A click without its visitor key is left alone, as on SQLite (see there).

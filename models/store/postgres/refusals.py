@@ -1,4 +1,4 @@
-"""refusals: SQLite's statement (models/store/sqlite/refusals.py) means the same on PostgreSQL: its
+"""refusals: the statements of models/store/refusals.py mean the same on PostgreSQL: its
 parameters are numbered (`?N`, which the connection translates; it does not translate `:name`) and
 its DO UPDATE qualifies the stored row's columns, as PostgreSQL requires.
 
@@ -13,13 +13,13 @@ added before it. A known address (the common case of one sender repeating itself
 
 from __future__ import annotations
 
-from models.store.sqlite import refusals as sqlite
+from models.store import refusals as base
 
 # The advisory lock's first key (its second is the day): "lnrf" in ASCII, within int4.
 LOCK_CLASS = 0x6C6E7266
 
 
-class RefusalStore(sqlite.RefusalStore):
+class RefusalStore(base.RefusalStore):
     __slots__ = ()
     dialect = "postgres"
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from models.store import reports as base
 from models.store.postgres.sums import float_sum
-from models.store.sqlite import reports as sqlite
-from models.store.sqlite.reports import referrer_domain
+from models.store.reports import DIMENSION_COLUMNS, referrer_domain
 
 REFERRER = "referrer_domain"
 # The referrer up to the end of its host: through its second "/" and on to the next "/", "?" or "#"
@@ -30,21 +30,22 @@ REFERRER_HOST_PART = (
 )
 
 
-class PieceSql(sqlite.PieceSql):
+class PieceSql(base.PieceSql):
     __slots__ = ()
+    dialect = "postgres"
     money_sum = staticmethod(float_sum)
-    CLICK_SUMS = sqlite.click_sums(float_sum)
-    CLICK_SUMS_WITHOUT_LP = sqlite.click_sums(float_sum, lp=False)
-    CONVERSION_SUMS = sqlite.conversion_sums(float_sum)
+    CLICK_SUMS = base.click_sums(float_sum)
+    CLICK_SUMS_WITHOUT_LP = base.click_sums(float_sum, lp=False)
+    CONVERSION_SUMS = base.conversion_sums(float_sum)
 
     @staticmethod
     def _expression(name: str, prefix: str) -> str:
         if name == REFERRER:
-            return REFERRER_HOST_PART.format(column=prefix + sqlite.DIMENSION_COLUMNS[name])
-        return sqlite.PieceSql._expression(name, prefix)
+            return REFERRER_HOST_PART.format(column=prefix + DIMENSION_COLUMNS[name])
+        return base.PieceSql._expression(name, prefix)
 
 
-class ReportStore(sqlite.ReportStore):
+class ReportStore(base.ReportStore):
     __slots__ = ()
     dialect = "postgres"
     piece_sql = PieceSql
@@ -61,9 +62,6 @@ class ReportStore(sqlite.ReportStore):
         "WHERE cv.report_payout IS NULL "
         "AND cv.status IN ('lead', 'sale', 'rebill') AND {where} GROUP BY 1, 2"
     )
-
-    def __init__(self, conn) -> None:
-        self.conn = conn  # No SQL function to register: see the module's docstring.
 
     def rows(
         self,

@@ -6,10 +6,10 @@ chunk is already a `DELETE ... WHERE id IN (SELECT id ... LIMIT ?)`, which both 
 
 from __future__ import annotations
 
-from models.store.sqlite import retention as sqlite
+from models.store import retention as base
 
 
-class RetentionStore(sqlite.RetentionStore):
+class RetentionStore(base.RetentionStore):
     __slots__ = ()
     dialect = "postgres"
     SQL_COUNT_OLDER = "SELECT COUNT(*) FROM click WHERE campaign_id = ? AND created_at < ?"

@@ -8,16 +8,16 @@
 
 from __future__ import annotations
 
-from models.reporting.dimensions import TABLES
+from models.tables.dimensions import TABLES
+from models.store import rollups as base
 from models.store.postgres.sums import float_sum
-from models.store.sqlite import rollups as sqlite
 
 
-class RollupStore(sqlite.RollupStore):
+class RollupStore(base.RollupStore):
     __slots__ = ()
     dialect = "postgres"
     SQL_CLICK_ROLLUPS = {
-        table: sqlite.select_click_rollup(width, positions, float_sum) for table, width, positions in TABLES
+        table: base.select_click_rollup(width, positions, float_sum) for table, width, positions in TABLES
     }
     # (position, name) as PRAGMA table_info's first two columns: the caller reads the name.
     SQL_CONVERSION_COLUMNS = (

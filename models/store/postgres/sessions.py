@@ -1,10 +1,10 @@
-"""sessions: SQLite's statements (models/store/sqlite/sessions.py) mean the same on PostgreSQL."""
+"""sessions: the statements of models/store/sessions.py mean the same on PostgreSQL."""
 
 from __future__ import annotations
 
-from models.store.sqlite import sessions as sqlite
+from models.store import sessions as base
 
 
-class SessionStore(sqlite.SessionStore):
+class SessionStore(base.SessionStore):
     __slots__ = ()
     dialect = "postgres"

@@ -1,62 +1,19 @@
-"""Reading a whole database table by table for `lanner db copy` (models/ops/db_copy.py), and the
-counts and sums that verify a copy.
-
-A table is read in its primary key's order in batches by keyset pagination (`WHERE (key) > (last
-key) ORDER BY key LIMIT n`): each batch is an index seek however far the copy has gone, and the last
-key of a batch is all a resumed copy needs to go on. The statements are templates filled with the
-table's own names, which come from the database's catalog, never from a user.
-
-The copy reads one snapshot: `begin_snapshot()` opens a read transaction (WAL keeps it while the
-tracker writes on), so the tables copied and the sums verified are of one moment.
-"""
+"""copying on SQLite: what differs from PostgreSQL (models/store/postgres/copying.py); the rest is
+models/store/copying.py's."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
-from models.store.sqlite.rows import Store, fetch_one
-
-NAME = re.compile(r"[a-z_][a-z0-9_]*")
+from models.store import copying as base
+from models.store.copying import TableShape
 
 
-@dataclass(frozen=True)
-class TableShape:
-    """A table's columns (in the database's order) and its primary key's columns (in key order)."""
-
-    name: str
-    columns: tuple[str, ...]
-    key: tuple[str, ...]
-
-
-def quoted(name: str) -> str:
-    """An identifier for a statement template: names come from the catalog and are plain, or refused."""
-    if not NAME.fullmatch(name):
-        raise ValueError(f"Unexpected table or column name {name!r}.")
-    return f'"{name}"'
-
-
-def names(columns) -> str:
-    return ", ".join(quoted(column) for column in columns)
-
-
-class CopyStore(Store):
-    """Any table's rows in key order, and its measures, on one connection."""
-
+class CopyStore(base.CopyStore):
     __slots__ = ()
-
+    dialect = "sqlite"
     SQL_TABLES = (
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
     )
     SQL_COLUMNS = "SELECT name, pk FROM pragma_table_info(?) ORDER BY cid"
-    SQL_BEGIN_SNAPSHOT = "BEGIN"
-    SQL_PIN_SNAPSHOT = "SELECT COUNT(*) FROM sqlite_master"  # A deferred BEGIN takes its snapshot here.
-    SQL_END_SNAPSHOT = "ROLLBACK"
-    SQL_READ_FIRST = "SELECT {columns} FROM {table} ORDER BY {key} LIMIT ?"
-    SQL_READ_AFTER = "SELECT {columns} FROM {table} WHERE ({key}) > ({marks}) ORDER BY {key} LIMIT ?"
-    SQL_MEASURE = "SELECT {aggregates} FROM {table}"
-    # NOT (abs(x) <= ?): Infinity too; SQLite stores NaN as NULL, which is no number to add up.
-    SQL_COUNT_BEYOND = "SELECT COUNT(*) FROM {table} WHERE {beyond}"
 
     def tables(self) -> dict[str, TableShape]:
         """Every table of the database by name (SQLite's own sqlite_* tables left out)."""
@@ -75,49 +32,3 @@ class CopyStore(Store):
             cursor.close()
         key = tuple(name for name, position in sorted((r for r in rows if r[1]), key=lambda r: r[1]))
         return TableShape(table, tuple(row[0] for row in rows), key)  # () without a declared key.
-
-    def begin_snapshot(self) -> None:
-        """Read everything after this from one snapshot of the database, until end_snapshot()."""
-        self.conn.execute(self.SQL_BEGIN_SNAPSHOT).close()
-        fetch_one(self.conn, self.SQL_PIN_SNAPSHOT)
-
-    def end_snapshot(self) -> None:
-        if self.conn.in_transaction:
-            self.conn.execute(self.SQL_END_SNAPSHOT).close()
-
-    def read_after(self, table: TableShape, after: tuple | None, limit: int) -> list[tuple]:
-        """Up to `limit` rows of `table` (its columns in its order) whose key comes after `after`
-        (from the first when None), in key order."""
-        if after is None:
-            sql = self.SQL_READ_FIRST.format(
-                columns=names(table.columns), table=quoted(table.name), key=names(table.key)
-            )
-            params: tuple = (limit,)
-        else:
-            sql = self.SQL_READ_AFTER.format(
-                columns=names(table.columns),
-                table=quoted(table.name),
-                key=names(table.key),
-                marks=", ".join("?" * len(table.key)),
-            )
-            params = (*after, limit)
-        cursor = self.conn.execute(sql, params)
-        try:
-            return cursor.fetchall()
-        finally:
-            cursor.close()
-
-    def measure(self, table: str, *, sums: tuple[str, ...] = (), maxima: tuple[str, ...] = ()) -> tuple:
-        """(row count, the sum of each of `sums`, the largest of each of `maxima`) of `table`."""
-        aggregates = ["COUNT(*)"]
-        aggregates += [f"SUM({quoted(column)})" for column in sums]
-        aggregates += [f"MAX({quoted(column)})" for column in maxima]
-        return fetch_one(
-            self.conn, self.SQL_MEASURE.format(aggregates=", ".join(aggregates), table=quoted(table))
-        )
-
-    def count_beyond(self, table: str, columns: tuple[str, ...], limit: float) -> int:
-        """Rows of `table` holding, in any of `columns`, Infinity or a value beyond ±`limit`."""
-        beyond = " OR ".join(f"NOT abs({quoted(column)}) <= ?" for column in columns)
-        sql = self.SQL_COUNT_BEYOND.format(table=quoted(table), beyond=beyond)
-        return fetch_one(self.conn, sql, (limit,) * len(columns))[0]

@@ -1,47 +1,11 @@
-"""Click counts per stream and offer and local day (`click_counter`), and the timezones days are in.
-
-The rules (what a day is, when a cap is reached) are models/routing/caps.py's.
-"""
+"""counters on SQLite: what differs from PostgreSQL (models/store/postgres/counters.py); the rest is
+models/store/counters.py's."""
 
 from __future__ import annotations
 
-from typing import Iterable
-
-from models.store.sqlite.rows import Store
+from models.store import counters as base
 
 
-class CounterStore(Store):
-    """The cap counters of one connection; `add` joins the flush's transaction."""
-
-    SQL_TOTALS = "SELECT scope, ref_id, SUM(clicks) FROM click_counter GROUP BY scope, ref_id"
-    SQL_DAYS = "SELECT scope, ref_id, day, clicks FROM click_counter WHERE day >= ?"
-    # The stored row's column qualified: PostgreSQL finds a bare `clicks` ambiguous beside `excluded`.
-    SQL_ADD = """
-INSERT INTO click_counter (scope, ref_id, day, clicks) VALUES (?, ?, ?, ?)
-ON CONFLICT (scope, ref_id, day) DO UPDATE SET clicks = click_counter.clicks + excluded.clicks
-"""
-    SQL_STREAM_ZONES = (
-        "SELECT stream.id, campaign.timezone FROM stream JOIN campaign ON campaign.id = stream.campaign_id"
-    )
-    SQL_OFFER_ZONES = "SELECT id, timezone FROM offer"
-
+class CounterStore(base.CounterStore):
     __slots__ = ()
-
-    def totals(self) -> Iterable[tuple[str, int, int]]:
-        """(scope, id, clicks) over all days."""
-        return self.conn.execute(self.SQL_TOTALS).fetchall()
-
-    def days_since(self, day: int) -> Iterable[tuple[str, int, int, int]]:
-        """(scope, id, day, clicks) of the days from `day` (YYYYMMDD) on."""
-        return self.conn.execute(self.SQL_DAYS, (day,)).fetchall()
-
-    def add(self, increments: Iterable[tuple[str, int, int, int]]) -> None:
-        """Add (scope, id, day, clicks) to the counters."""
-        self.conn.executemany(self.SQL_ADD, increments).close()
-
-    def stream_zones(self) -> list[tuple[int, str]]:
-        """(stream id, its campaign's timezone)."""
-        return self.conn.execute(self.SQL_STREAM_ZONES).fetchall()
-
-    def offer_zones(self) -> list[tuple[int, str]]:
-        return self.conn.execute(self.SQL_OFFER_ZONES).fetchall()
+    dialect = "sqlite"

@@ -9,11 +9,14 @@ from typing import Iterator
 
 from peewee import SqliteDatabase
 
+from models.store.connecting import BUSY_TIMEOUT_MS
+from models.store.functions import anonymized_ip, visitor_key
+
 PRAGMAS = {
     "journal_mode": "wal",
     # A power cut may cost the last moment of commits; a process crash costs nothing (WAL).
     "synchronous": "normal",
-    "busy_timeout": 5000,
+    "busy_timeout": BUSY_TIMEOUT_MS,
     "foreign_keys": 1,
     # 2 MB per connection. Measured in `lanner bench unique` on a 6.6 M-click database: the flusher's
     # CPU per click was the same as with 16 MB (its inserts and the workers' probes land on random
@@ -28,11 +31,6 @@ PRAGMAS = {
 
 def connect_sqlite(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabase:
     """A connected SQLite database at `path` (models/store/database.py binds `db` to it)."""
-    from models.clicks.privacy import anonymized_ip
-    from models.clicks.record import (
-        visitor_key,  # models.clicks.record imports the models, which import `db`.
-    )
-
     path.parent.mkdir(parents=True, exist_ok=True)
     pragmas = dict(PRAGMAS)
     if autocheckpoint:

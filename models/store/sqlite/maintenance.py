@@ -1,18 +1,18 @@
-"""Keeping the SQLite file in shape (WAL checkpoints, run by whoever lands the spool), and a ping."""
+"""maintenance on SQLite: what differs from PostgreSQL (models/store/postgres/maintenance.py); the rest is
+models/store/maintenance.py's: WAL checkpoints of the file."""
 
 from __future__ import annotations
 
-from models.store.sqlite.rows import Store, fetch_one
+from typing import ContextManager
+
+from models.store import maintenance as base
+from models.store.rows import fetch_one
+from models.store.sqlite.database import large_cache
 
 
-class MaintenanceStore(Store):
-    """Checkpoints on one connection (outside any transaction)."""
-
+class MaintenanceStore(base.MaintenanceStore):
     __slots__ = ()
-
-    def ping(self) -> None:
-        """One round trip: raises if the database cannot be read."""
-        self.conn.execute("SELECT 1").fetchall()
+    dialect = "sqlite"
 
     def checkpoint(self, *, truncate: bool, busy_timeout_ms: int) -> bool:
         """A PASSIVE or TRUNCATE checkpoint; True when every WAL frame is in the database file.
@@ -32,3 +32,6 @@ class MaintenanceStore(Store):
             if truncate:
                 conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}").close()  # The usual one.
         return not busy and wal_pages == done_pages
+
+    def large_cache(self, megabytes: int) -> ContextManager[None]:
+        return large_cache(self.conn, megabytes)

@@ -1,172 +1,32 @@
-"""The reads of a report: metric sums per group from the rollup tables or raw rows, and what it names.
-
-What to read (the time range, its pieces, the cube, the time bucket) and what the sums become (labels,
-ratios, sorted rows) are models/reporting/reports.py's; the statements are here. Every method reads
-in the caller's transaction: the report holds one read snapshot over all its pieces.
-
-A report's groups and filters are dimension names (models/reporting/dimensions.py); only those and
-the rollup tables of models/reporting/rollups.py become identifiers, every value is bound.
-"""
+"""reports on SQLite: what differs from PostgreSQL (models/store/postgres/reports.py); the rest is
+models/store/reports.py's."""
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterator
-from urllib.parse import urlsplit
 
-from models.reporting.dimensions import (
-    CLICK_METRICS,
-    CONVERSION_METRICS,
-    CUBES,
-    DAY_MS,
-    DIMENSION_COLUMNS,
-    HOUR_MS,
-    ID_GROUPS,
-    LP_METRICS,
-    METRICS,
-    MONEY_METRICS,
-)
-from models.store.sqlite.rollups import LP_SUMS, RollupStore
-from models.store.sqlite.rows import Store, float_sum
-
-# Rollup table -> the width of its periods.
-_TABLE_WIDTHS = {
-    table: {"hour": HOUR_MS, "day": DAY_MS}[granularity]
-    for _, tables in CUBES.values()
-    for granularity, table in tables.items()
-}
-# What raw rows sum to, in METRICS order: a click adds no conversion metrics, a conversion no click ones.
-_ZERO_CONVERSIONS = ", ".join("0" for _ in CONVERSION_METRICS)
-_ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
+from models.store import reports as base
+from models.store.sqlite.sums import float_sum
 
 
-def click_sums(money_sum, *, lp: bool = True) -> str:
-    """A raw click piece's sums in CLICK_METRICS order, its cost summed with the dialect's `money_sum`;
-    `lp`: the click table has the lander step's columns (else its LP metrics are 0)."""
-    return (
-        "COUNT(*), SUM(c.is_unique_global), SUM(c.is_unique_campaign), SUM(c.is_unique_stream), "
-        f"SUM(c.is_bot), {money_sum('c.cost')}, {LP_SUMS.format(c='c.') if lp else '0, 0'}"
-    )
-
-
-def conversion_sums(money_sum) -> str:
-    """A raw conversion piece's sums in CONVERSION_METRICS order, money summed with `money_sum`."""
-    # CASE WHEN, not SUM(cv.status = 'lead'): PostgreSQL's comparison is a boolean, which SUM refuses.
-    return (
-        "SUM(CASE WHEN cv.status = 'lead' THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN cv.status = 'sale' THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN cv.status = 'rejected' THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN cv.status = 'trash' THEN 1 ELSE 0 END), "
-        "SUM(CASE WHEN cv.status = 'rebill' THEN 1 ELSE 0 END), "
-        + money_sum("CASE WHEN cv.status IN ('sale', 'rebill') THEN COALESCE(cv.report_payout, 0) ELSE 0 END")
-        + ", "
-        + money_sum("CASE WHEN cv.status = 'lead' THEN COALESCE(cv.report_payout, 0) ELSE 0 END")
-        + f", {money_sum('cv.cost')}"
-    )
-
-
-def referrer_domain(referrer: str | None) -> str:
-    """The referrer URL's host without "www." ("" for none): `lanner_domain()` in SQL."""
-    if not referrer:
-        return ""
-    try:
-        host = urlsplit(referrer).hostname or ""
-    except ValueError:
-        return ""
-    return host[4:] if host.startswith("www.") else host
-
-
-class PieceSql:
-    """The SELECTs of one piece: time bucket, group expressions, filters, and the metric sums."""
-
-    __slots__ = ("groups", "filters", "bucket", "lp")
+class PieceSql(base.PieceSql):
+    __slots__ = ()
+    dialect = "sqlite"
     money_sum = staticmethod(float_sum)  # The dialect's sum of a money expression.
-    CLICK_SUMS = click_sums(float_sum)
-    CLICK_SUMS_WITHOUT_LP = click_sums(float_sum, lp=False)
-    CONVERSION_SUMS = conversion_sums(float_sum)
-
-    def __init__(
-        self, groups: tuple[str, ...], filters: dict[str, tuple], bucket: int | None, lp: bool = True
-    ) -> None:
-        """`lp`: the database has migration 0016's LP metrics (a rehearsal `--to` an earlier one has not)."""
-        self.groups = groups
-        self.filters = filters
-        self.lp = lp
-        self.bucket = int(bucket) if bucket else None  # A width the report chose, written as a number.
-
-    def where(
-        self, prefix: str, time_column: str, start: int, end: int, id_prefix: str | None = None
-    ) -> tuple[list[str], list]:
-        """`id_prefix`: where campaign/stream/offer filters read (a conversion's own copy: its index)."""
-        where, params = [f"{time_column} >= ?", f"{time_column} < ?"], [start, end]
-        for name, values in self.filters.items():
-            expression = self._expression(name, id_prefix if id_prefix and name in ID_GROUPS else prefix)
-            where.append(f"{expression} IN ({', '.join('?' * len(values))})")
-            params.extend(values)
-        return where, params
+    CLICK_SUMS = base.click_sums(float_sum)
+    CLICK_SUMS_WITHOUT_LP = base.click_sums(float_sum, lp=False)
+    CONVERSION_SUMS = base.conversion_sums(float_sum)
 
     @staticmethod
     def _expression(name: str, prefix: str) -> str:
-        column = DIMENSION_COLUMNS[name]  # KeyError for a name that is no dimension.
-        if name in ("stream", "offer", "lander") and prefix != "r.":
-            return f"COALESCE({prefix}{column}, 0)"
-        if name == "referrer_domain":
-            return f"lanner_domain({prefix}{column})"
-        return prefix + column
-
-    def _select(self, prefix: str, time_column: str, is_bucketed: bool = False) -> list[str]:
-        """`is_bucketed`: the time column holds buckets already (rollup_hour): grouping by the bare
-        column follows the primary key's order, with no temporary B-tree (PERF: 270 -> 60 ms)."""
-        if not self.bucket:
-            parts = []
-        elif is_bucketed:
-            parts = [time_column]
-        else:
-            parts = [f"{time_column} - {time_column} % {self.bucket}"]
-        return parts + [self._expression(name, prefix) for name in self.groups]
-
-    def _group_by(self) -> str:
-        count = len(self.groups) + (1 if self.bucket else 0)
-        return f" GROUP BY {', '.join(str(n) for n in range(1, count + 1))}" if count else ""
-
-    def rollup(self, table: str, start: int, end: int) -> tuple[str, list]:
-        if table not in _TABLE_WIDTHS:
-            raise ValueError(f"{table!r} is no rollup table.")
-        where, params = self.where("r.", "r.period", start, end)
-        select = self._select("r.", "r.period", self.bucket == _TABLE_WIDTHS[table])
-        select += [
-            self.money_sum(f"r.{metric}")
-            if metric in MONEY_METRICS
-            else ("0" if not self.lp and metric in LP_METRICS else f"SUM(r.{metric})")
-            for metric in METRICS
-        ]
-        sql = f"SELECT {', '.join(select)} FROM {table} AS r WHERE {' AND '.join(where)}{self._group_by()}"
-        return sql, params
-
-    def raw_clicks(self, start: int, end: int) -> tuple[str, list]:
-        where, params = self.where("c.", "c.created_at", start, end)
-        sums = self.CLICK_SUMS if self.lp else self.CLICK_SUMS_WITHOUT_LP
-        select = self._select("c.", "c.created_at")
-        sql = (
-            f"SELECT {', '.join(select + [sums, _ZERO_CONVERSIONS])} FROM click AS c "
-            f"WHERE {' AND '.join(where)}{self._group_by()}"
-        )
-        return sql, params
-
-    def raw_conversions(self, start: int, end: int) -> tuple[str, list]:
-        where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
-        select = self._select("c.", "c.created_at")
-        sql = (
-            f"SELECT {', '.join(select + [_ZERO_CLICKS, self.CONVERSION_SUMS])} "
-            f"FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id "
-            f"WHERE {' AND '.join(where)}{self._group_by()}"
-        )
-        return sql, params
+        if name == "referrer_domain":  # ReportStore registers the function on the connection.
+            return f"lanner_domain({prefix}{base.DIMENSION_COLUMNS[name]})"
+        return base.PieceSql._expression(name, prefix)
 
 
-class ReportStore(Store):
-    """A report's reads on one connection, in the caller's read transaction."""
-
+class ReportStore(base.ReportStore):
+    __slots__ = ()
+    dialect = "sqlite"
     # Conversions with revenue (pending or not) whose payout has no rate yet, per currency.
     SQL_UNCONVERTED = (
         "SELECT cv.currency, COUNT(*), SUM(cv.payout) "
@@ -174,83 +34,9 @@ class ReportStore(Store):
         "WHERE cv.report_payout IS NULL "
         "AND cv.status IN ('lead', 'sale', 'rebill') AND {where} GROUP BY 1 ORDER BY 1"
     )
-    SQL_UNRATED_COST_CAMPAIGNS = """
-SELECT c.id, c.alias, c.cost_currency FROM campaign AS c
-WHERE c.cost_value > 0 AND c.cost_currency != ?
-    AND NOT EXISTS (SELECT 1 FROM exchange_rate AS r WHERE r.currency = c.cost_currency)
-ORDER BY c.id
-"""
-    SQL_CAMPAIGN_IDS = "SELECT alias, id FROM campaign"
-    SQL_NAMES = {
-        "campaign": "SELECT id, alias FROM campaign",
-        "offer": "SELECT id, name FROM offer",
-        "stream": "SELECT id, name FROM stream",
-        "network": "SELECT id, name FROM network",
-        "traffic_source": "SELECT id, name FROM traffic_source",
-        "lander": "SELECT id, name FROM lander",
-    }
-    SQL_OFFER_NETWORKS = "SELECT id, network_id FROM offer"
-    SQL_CAMPAIGN_SOURCES = "SELECT id, source_id FROM campaign"
-
-    __slots__ = ()
     piece_sql = PieceSql  # The dialect's SELECT writer.
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         super().__init__(conn)
         # The referrer_domain dimension, computed in Python; registering again replaces it.
-        conn.create_function("lanner_domain", 1, referrer_domain, deterministic=True)
-
-    def rows(
-        self,
-        source: str,
-        start: int,
-        end: int,
-        *,
-        groups: tuple[str, ...],
-        filters: dict[str, tuple],
-        bucket: int | None,
-    ) -> Iterator[tuple]:
-        """The metric sums of [start, end) per group, read from `source`: a rollup table, or "raw"
-        (clicks, then conversions at their click's time).
-
-        Each row is (the time bucket, when `bucket` is a width in ms; the values of `groups`; the
-        sums of METRICS). A filter's values are what its column holds (ints for ID_GROUPS). A group
-        may come in more than one row (the raw conversions' after the clicks'); the caller sums them.
-        """
-        lp = RollupStore(self.conn).present_metrics() == METRICS
-        sql = self.piece_sql(groups, filters, bucket, lp)
-        if source == "raw":
-            statements = [sql.raw_clicks(start, end), sql.raw_conversions(start, end)]
-        else:
-            statements = [sql.rollup(source, start, end)]
-        for statement, params in statements:
-            yield from self.conn.execute(statement, params)
-
-    def unconverted(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple[str, int, float]]:
-        """(currency, conversions, payout) of the conversions in [start, end) (their click's time)
-        with revenue, pending or not, that are not in revenue for want of an exchange rate."""
-        where, params = self.piece_sql((), filters, None).where(
-            "c.", "cv.click_created_at", start, end, "cv."
-        )
-        sql = self.SQL_UNCONVERTED.format(where=" AND ".join(where))
-        return self.conn.execute(sql, params).fetchall()
-
-    def unrated_cost_campaigns(self, currency: str) -> list[tuple[int, str, str]]:
-        """(id, alias, cost currency) of the campaigns with a cost in a currency that has no exchange
-        rate (into `currency`, the report's), by id."""
-        return self.conn.execute(self.SQL_UNRATED_COST_CAMPAIGNS, (currency,)).fetchall()
-
-    def campaign_ids_by_alias(self) -> dict[str, int]:
-        return dict(self.conn.execute(self.SQL_CAMPAIGN_IDS).fetchall())
-
-    def offer_networks(self) -> dict[int, int | None]:
-        """Offer id -> its network's id (None: none)."""
-        return dict(self.conn.execute(self.SQL_OFFER_NETWORKS).fetchall())
-
-    def campaign_sources(self) -> dict[int, int | None]:
-        """Campaign id -> its traffic source's id (None: none)."""
-        return dict(self.conn.execute(self.SQL_CAMPAIGN_SOURCES).fetchall())
-
-    def names(self, kind: str) -> dict[int, str]:
-        """Id -> name of every campaign (its alias), stream, offer, network or traffic source."""
-        return dict(self.conn.execute(self.SQL_NAMES[kind]).fetchall())
+        conn.create_function("lanner_domain", 1, base.referrer_domain, deterministic=True)

@@ -1,16 +1,14 @@
-"""Deleting old rows in chunks: raw clicks (`lanner prune`), the postback log and refusal counters.
-
-How old, how many per chunk and the pauses between chunks are models/ops/retention.py's; each call
-here is one chunk, run in the caller's transaction so the spool flusher gets the lock in between.
-"""
+"""retention on SQLite: what differs from PostgreSQL (models/store/postgres/retention.py); the rest is
+models/store/retention.py's."""
 
 from __future__ import annotations
 
-from models.store.sqlite.rows import Store, fetch_one
+from models.store import retention as base
 
 
-class RetentionStore(Store):
-    SQL_CAMPAIGN_WINDOWS = "SELECT id, uniqueness_hours FROM campaign"
+class RetentionStore(base.RetentionStore):
+    __slots__ = ()
+    dialect = "sqlite"
     SQL_COUNT_OLDER = "SELECT COUNT(*) FROM click INDEXED BY click_campaign_created_at WHERE campaign_id = ? AND created_at < ?"
     SQL_DELETE_CLICKS = """
 DELETE FROM click WHERE id IN (
@@ -25,24 +23,3 @@ DELETE FROM postback_log WHERE id IN (
     WHERE received_at < ? AND verdict != 'parked' LIMIT ?
 )
 """
-    SQL_DELETE_REFUSALS = "DELETE FROM postback_refusal WHERE day < ?"
-
-    __slots__ = ()
-
-    def campaign_windows(self) -> list[tuple[int, float]]:
-        """(campaign id, its uniqueness window in hours) of every campaign."""
-        return self.conn.execute(self.SQL_CAMPAIGN_WINDOWS).fetchall()
-
-    def count_clicks_before(self, campaign_id: int, cutoff_ms: int) -> int:
-        return fetch_one(self.conn, self.SQL_COUNT_OLDER, (campaign_id, cutoff_ms))[0]
-
-    def delete_clicks_before(self, campaign_id: int, cutoff_ms: int, chunk: int) -> int:
-        """Delete up to `chunk` of the campaign's clicks created before `cutoff_ms`; how many went."""
-        return self.conn.execute(self.SQL_DELETE_CLICKS, (campaign_id, cutoff_ms, chunk)).rowcount
-
-    def delete_postback_log_before(self, cutoff_ms: int, chunk: int) -> int:
-        return self.conn.execute(self.SQL_DELETE_POSTBACK_LOG, (cutoff_ms, chunk)).rowcount
-
-    def delete_refusals_before(self, day: int) -> int:
-        """Refusal counters of UTC days (YYYYMMDD) before `day`."""
-        return self.conn.execute(self.SQL_DELETE_REFUSALS, (day,)).rowcount

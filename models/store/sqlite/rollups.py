@@ -1,117 +1,21 @@
-"""The rollup tables (`rollup_hour`, `rollup_day`, `rollup_campaign_hour`, `rollup_campaign_day`,
-`rollup_campaign_country_hour`, `rollup_campaign_country_day`): changes added onto their rows, a
-conversion's click key, and the deferred backfill's statements.
-
-What a click or a conversion adds and how a change folds into each table are
-models/reporting/rollups.py's; the tables' layout is models/reporting/dimensions.py's.
-"""
+"""rollups on SQLite: what differs from PostgreSQL (models/store/postgres/rollups.py); the rest is
+models/store/rollups.py's."""
 
 from __future__ import annotations
 
-from typing import Iterable
-
-from models.reporting.dimensions import CONVERSION_METRICS, DIMENSIONS, LP_METRICS, METRICS, TABLES
-from models.store.sqlite.rows import Store, fetch_one, float_sum
-
-# A click's LP view and LP click (migration 0016) summed over raw clicks (`{c}`: the table's prefix),
-# as the rollups and the raw reports count them.
-LP_SUMS = (
-    "SUM(CASE WHEN {c}lander_id IS NULL THEN 0 ELSE 1 END), "
-    "SUM(CASE WHEN {c}lander_id IS NULL OR {c}lp_clicked_at IS NULL THEN 0 ELSE 1 END)"
-)
+from models.tables.dimensions import TABLES
+from models.store import rollups as base
+from models.store.sqlite.sums import float_sum
 
 
-def _upsert_sql(table: str, dimensions: tuple[str, ...], metrics: tuple[str, ...] = METRICS) -> str:
-    columns = ("period", *dimensions, *metrics)
-    # The stored row's column qualified: PostgreSQL finds a bare one ambiguous beside `excluded`.
-    updates = ", ".join(f"{metric} = {table}.{metric} + excluded.{metric}" for metric in metrics)
-    return (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-        f"ON CONFLICT (period, {', '.join(dimensions)}) DO UPDATE SET {updates}"
-    )
-
-
-def select_click_rollup(
-    width: int, positions: tuple[int, ...], money_sum=float_sum, *, lp: bool = True
-) -> str:
-    """`lp`: with migration 0016's LP metrics (a database before it has neither them nor 0015's columns)."""
-    names = [DIMENSIONS[i] for i in positions]
-    dims = ", ".join(f"COALESCE({d}, 0)" if d in ("stream_id", "offer_id") else d for d in names)
-    lp_sums = f"{LP_SUMS.format(c='')}, " if lp else ""
-    return f"""
-SELECT created_at - created_at % {width}, {dims}, COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign),
-    SUM(is_unique_stream), SUM(is_bot), {money_sum('cost')}, {lp_sums}
-    {", ".join("0" * len(CONVERSION_METRICS))}
-FROM click WHERE id > ? AND id <= ? GROUP BY 1, {", ".join(str(n) for n in range(2, len(names) + 2))}
-"""
-
-
-_TABLE_DIMENSIONS = {table: tuple(DIMENSIONS[i] for i in positions) for table, _, positions in TABLES}
-
-
-class RollupStore(Store):
-    """The rollups of one connection; writes join the caller's transaction (a flush's, a postback's)."""
-
-    # table -> its upsert of one row of (period, its dimensions, METRICS): added onto the row there.
-    SQL_UPSERT = {
-        table: _upsert_sql(table, tuple(DIMENSIONS[i] for i in positions)) for table, _, positions in TABLES
-    }
-    # The click's columns a conversion's rollup key needs, in this order.
-    SQL_CLICK_KEY = f"SELECT created_at, {', '.join(DIMENSIONS)} FROM click WHERE id = ?"
+class RollupStore(base.RollupStore):
+    __slots__ = ()
+    dialect = "sqlite"
     # table -> the rows of its upsert summed from the clicks with ? < id <= ?.
-    SQL_CLICK_ROLLUPS = {table: select_click_rollup(width, positions) for table, width, positions in TABLES}
+    SQL_CLICK_ROLLUPS = {
+        table: base.select_click_rollup(width, positions, float_sum) for table, width, positions in TABLES
+    }
     SQL_CONVERSION_COLUMNS = "PRAGMA table_info(conversion)"
     SQL_TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'rollup%'"
     SQL_ROLLUP_COLUMNS = "PRAGMA table_info(rollup_hour)"  # (cid, name, ...) per column.
     MONEY_SUM = staticmethod(float_sum)
-    SQL_CONVERSIONS_WITH_KEYS = f"""
-SELECT cv.status, {{payout}}, cv.cost, c.created_at, {", ".join("c." + d for d in DIMENSIONS)}
-FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
-"""
-
-    __slots__ = ()
-
-    def add(self, changes: Iterable[tuple[str, list[tuple]]], metrics: tuple[str, ...] = METRICS) -> None:
-        """Add each (table, rows of (period, its dimensions, `metrics`)) onto the table's rows."""
-        for table, rows in changes:
-            if metrics == METRICS:
-                sql = self.SQL_UPSERT[table]
-            else:  # A database not migrated to the end (present_metrics).
-                sql = _upsert_sql(table, _TABLE_DIMENSIONS[table], metrics)
-            self.conn.executemany(sql, rows).close()
-
-    def present_metrics(self) -> tuple[str, ...]:
-        """METRICS, without migration 0016's LP metrics on a database not migrated to it yet."""
-        columns = {row[1] for row in self.conn.execute(self.SQL_ROLLUP_COLUMNS).fetchall()}
-        return tuple(metric for metric in METRICS if metric in columns or metric not in LP_METRICS)
-
-    def click_key(self, click_id: int) -> tuple | None:
-        """(created_at, DIMENSIONS...) of the click; None if it is not stored."""
-        return fetch_one(self.conn, self.SQL_CLICK_KEY, (click_id,))
-
-    def present_tables(self) -> tuple:
-        """The entries of TABLES whose table exists."""
-        names = {row[0] for row in self.conn.execute(self.SQL_TABLE_NAMES).fetchall()}
-        return tuple(entry for entry in TABLES if entry[0] in names)
-
-    def backfill_clicks(self, first_id: int, last_id: int, tables: tuple = TABLES) -> None:
-        """Add the clicks with first_id < id <= last_id to every table of `tables` (the deferred
-        backfill's chunk)."""
-        metrics = self.present_metrics()
-        for table, width, positions in tables:
-            if metrics == METRICS:
-                select, upsert = self.SQL_CLICK_ROLLUPS[table], self.SQL_UPSERT[table]
-            else:  # Before migration 0016 (and 0015's columns).
-                select = select_click_rollup(width, positions, self.MONEY_SUM, lp=False)
-                upsert = _upsert_sql(table, _TABLE_DIMENSIONS[table], metrics)
-            rows = self.conn.execute(select, (first_id, last_id)).fetchall()
-            self.conn.executemany(upsert, rows).close()
-
-    def conversions_with_keys(self) -> list[tuple]:
-        """(status, payout in the report currency, cost, its click's created_at, DIMENSIONS...) of every
-        stored conversion; a payout with no rate yet is 0."""
-        # A database migrated only up to before currencies (0007) sums payouts as they came, as its
-        # release did; 0007 then takes the unconverted ones out.
-        columns = {row[1] for row in self.conn.execute(self.SQL_CONVERSION_COLUMNS).fetchall()}
-        payout = "COALESCE(cv.report_payout, 0)" if "report_payout" in columns else "cv.payout"
-        return self.conn.execute(self.SQL_CONVERSIONS_WITH_KEYS.format(payout=payout)).fetchall()

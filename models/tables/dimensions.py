@@ -2,7 +2,7 @@
 
 The rollup tables are migration 0004's (the campaign and detail cubes) and 0011's (the country cube).
 The rules that fill them are models/reporting/rollups.py's, the reports' models/reporting/reports.py's;
-the statements over both are the store's (models/store/sqlite/rollups.py, reports.py), which write
+the statements over both are the store's (models/store/rollups.py, reports.py), which write
 their SQL from the names here, so a name this module does not know never becomes an identifier.
 """
 

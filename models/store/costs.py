@@ -1,0 +1,129 @@
+"""Click costs: the campaigns' cost models, a period's clicks and their costs, and the rebuild of the
+rollups' click costs from raw clicks.
+
+The rules (a click's cost under each model, how an amount is spread, which rollup rows are past
+moving by a difference) are models/reporting/costs.py's.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+from models.choices import SUB_ID_SLOTS
+from models.tables.dimensions import HOUR_MS
+
+# The click columns a spend can be set for besides the campaign (a traffic source's placement, a sub id).
+COST_COLUMNS = ("source", *(f"sub_id_{n}" for n in range(1, SUB_ID_SLOTS + 1)))
+from models.store.rows import Store, fetch_one
+
+
+def rebuild_sql(table: str, width: int, dimensions: tuple[str, ...], money_sum) -> str:
+    """`money_sum`: the dialect's sum of a money expression (its sums.py's float_sum)."""
+    match = " AND ".join(
+        f"COALESCE(c.{name}, 0) = r.{name}" if name in ("stream_id", "offer_id") else f"c.{name} = r.{name}"
+        for name in dimensions
+    )
+    return (
+        f"UPDATE {table} AS r SET click_cost = COALESCE((SELECT {money_sum('c.cost')} FROM click AS c "
+        f"WHERE c.created_at >= r.period AND c.created_at < r.period + {width} AND {match} "
+        f"AND (c.id <= ? OR c.id > ?)), 0) WHERE r.campaign_id = ? AND r.period = ?"
+    )
+
+
+def scope_sql(head: str, columns: tuple[str, ...], order: str) -> str:
+    """A campaign's clicks in a period with one value in each of `columns` (COST_COLUMNS only: never
+    user text), from `head` (the SELECT up to its WHERE) and `order`."""
+    if not set(columns) <= set(COST_COLUMNS):
+        raise ValueError(f"not cost columns: {columns}")
+    where = "".join(f" AND {column} = ?" for column in columns)
+    return f"{head} WHERE campaign_id = ? AND created_at >= ? AND created_at < ?{where}{order}"
+
+
+_ENTRY_COLUMNS = (
+    "campaign_id", "source_id", "filters", "label", "start_at", "end_at", "since", "until", "timezone",
+    "amount", "currency", "report_amount", "report_currency", "clicks", "unpaid_clicks",
+    "is_bots_included", "is_unique_only", "actor", "created_at",
+)  # fmt: skip
+
+
+class CostStore(Store):
+    """The click costs of one connection; writes join the caller's transaction."""
+
+    SQL_CAMPAIGN_COSTS = "SELECT id, cost_model, cost_value, cost_currency FROM campaign"
+    SQL_ADD_ENTRY = (
+        f"INSERT INTO cost_entry ({', '.join(_ENTRY_COLUMNS)}) "
+        f"VALUES ({', '.join('?' * len(_ENTRY_COLUMNS))})"
+    )
+    SQL_ENTRIES = f"SELECT id, {', '.join(_ENTRY_COLUMNS)} FROM cost_entry"
+    SQL_ENTRIES_WITHIN = SQL_ENTRIES + " WHERE start_at >= ? AND end_at <= ?"
+    SQL_DROP_ENTRY = "DELETE FROM cost_entry WHERE id = ?"
+    SQL_POISONED_HOURS = (
+        "SELECT period FROM rollup_campaign_hour WHERE campaign_id = ? AND period >= ? AND period < ? "
+        "AND NOT abs(click_cost) <= ?"  # Infinity too
+    )
+    SQL_BACKFILL_STATE = "SELECT state, position, target FROM deferred_step WHERE name = 'rollup_backfill'"
+
+    __slots__ = ()
+
+    def campaign_costs(self) -> list[tuple[int, str, float, str]]:
+        """(campaign id, cost model, cost value, cost currency) of every campaign."""
+        return self.conn.execute(self.SQL_CAMPAIGN_COSTS).fetchall()
+
+    def scope_clicks(
+        self, campaign_id: int, start_ms: int, end_ms: int, filters: tuple[tuple[str, str], ...] = ()
+    ) -> list[tuple[int, int, int, int]]:
+        """(id, created_at, is_bot, is_unique_campaign) of the campaign's clicks in [start_ms, end_ms),
+        oldest first; `filters` ((column in COST_COLUMNS, value), ...): only those with these values."""
+        sql = scope_sql(self.SQL_SCOPE_HEAD, tuple(c for c, _ in filters), self.SQL_SCOPE_ORDER)
+        args = (campaign_id, start_ms, end_ms, *(value for _, value in filters))
+        return self.conn.execute(sql, args).fetchall()
+
+    def add_entry(self, entry: dict) -> None:
+        """Record one cost set (migration 0017's columns)."""
+        self.conn.execute(self.SQL_ADD_ENTRY, [entry[name] for name in _ENTRY_COLUMNS]).close()
+
+    def entries(self, start_ms: int | None = None, end_ms: int | None = None) -> list[dict]:
+        """The cost sets recorded, oldest first; with bounds, those whose range lies within them."""
+        if start_ms is None:
+            rows = self.conn.execute(self.SQL_ENTRIES + " ORDER BY id").fetchall()
+        else:
+            rows = self.conn.execute(self.SQL_ENTRIES_WITHIN + " ORDER BY id", (start_ms, end_ms)).fetchall()
+        return [dict(zip(("id", *_ENTRY_COLUMNS), row)) for row in rows]
+
+    def drop_entries(self, ids: list[int]) -> None:
+        self.conn.executemany(self.SQL_DROP_ENTRY, [(i,) for i in ids]).close()
+
+    def poisoned_hours(self, campaign_id: int, start_ms: int, end_ms: int, limit: float) -> list[int]:
+        """The hours from start_ms to end_ms whose campaign rollup holds a click cost beyond `limit`
+        (or Infinity)."""
+        rows = self.conn.execute(self.SQL_POISONED_HOURS, (campaign_id, start_ms, end_ms, limit)).fetchall()
+        return [row[0] for row in rows]
+
+    def backfill_state(self) -> tuple[str, int, int] | None:
+        """(state, position, target) of the rollup backfill's deferred step; None if there is none."""
+        return fetch_one(self.conn, self.SQL_BACKFILL_STATE)
+
+    def rebuild_click_costs(
+        self, campaign_id: int, hours: list[int], days: list[int], position: int, target: int
+    ) -> None:
+        """Set the click cost of the campaign's rollup rows of these hours (hourly tables) and days
+        (daily tables) to their raw clicks' sum, leaving out the ids in (position, target]."""
+        for width, sql in self.SQL_REBUILD.values():
+            periods = hours if width == HOUR_MS else days
+            self.conn.executemany(
+                sql, [(position, target, campaign_id, period) for period in periods]
+            ).close()
+
+    # Each dialect's own (models/store/sqlite/, models/store/postgres/).
+    SQL_SCOPE_HEAD: str
+    SQL_SCOPE_ORDER: str
+    SQL_CHUNK: str
+    SQL_REBUILD: dict
+
+    @abstractmethod
+    def chunk(self, ids: list[int]) -> list[tuple]:
+        """(id, cost, created_at, DIMENSIONS...) of these clicks."""
+
+    @abstractmethod
+    def set_costs(self, updates: list[tuple[float, int]]) -> None:
+        """Each (cost, click id)."""
