@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import unquote_to_bytes
 
 import falcon

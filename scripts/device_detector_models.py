@@ -26,8 +26,8 @@ import re._constants as sre  # noqa: PLC2701 - the parser's own node names, used
 import re._parser as sre_parse  # noqa: PLC2701
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 

@@ -477,9 +477,9 @@ def test_conversions_import_from_csv_list_by_cursor_and_correct_one(admin, key, 
 
 
 def test_a_cost_is_spread_over_a_campaigns_clicks_in_a_period(admin, key, clicks):
-    from datetime import datetime, timedelta, timezone
+    from datetime import UTC, datetime, timedelta
 
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     body = {"campaign": "1", "from": str(today - timedelta(days=2)), "to": str(today), "amount": 50.0}
     status, spread = call(admin, "PUT", "/costs", key, body)
     assert status == 200, spread
@@ -498,11 +498,11 @@ def test_a_cost_is_spread_over_a_campaigns_clicks_in_a_period(admin, key, clicks
 
 
 def test_a_cost_is_spread_over_the_clicks_of_one_source_value_only(admin, key, clicks):
-    from datetime import datetime, timedelta, timezone
+    from datetime import UTC, datetime, timedelta
 
     report = call(admin, "GET", "/reports?group=source&campaign=1&preset=last_7_days", key)[1]
     source = max(report["rows"], key=lambda row: row["clicks"])
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     body = {"campaign": "1", "from": str(today - timedelta(days=2)), "to": str(today), "amount": 12.0}
     status, spread = call(
         admin, "PUT", "/costs", key, {**body, "dimension": "source", "value": source["source"]}

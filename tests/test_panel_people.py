@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -78,7 +78,7 @@ def test_a_user_in_new_york_sees_today_as_their_day(panel, users, db, settings, 
     run_deferred(db)
     new_york_today = datetime.now(NEW_YORK).date()
     # 03:00 UTC on New York's today is 22:00 or 23:00 of New York's yesterday.
-    at = datetime(new_york_today.year, new_york_today.month, new_york_today.day, 3, tzinfo=timezone.utc)
+    at = datetime(new_york_today.year, new_york_today.month, new_york_today.day, 3, tzinfo=UTC)
     track_at(make_tracker, settings, db, at)
     update_user(db, "bert", timezone="America/New_York")
     update_user(db, "anna", timezone="")  # The default: UTC.
@@ -105,7 +105,7 @@ def test_a_user_in_new_york_sees_today_as_their_day(panel, users, db, settings, 
     listed = get(panel, "/panel/campaigns?period=today", buyer)[2]
     assert re.search(r'class="total">.*?<td class="n"[^>]*>([\d,]+)</td>', listed, re.S).group(1) == "0"
     # In UTC the click is on New York's today's date: today, unless UTC is a day ahead already.
-    utc_period = "today" if datetime.now(timezone.utc).date() == new_york_today else "yesterday"
+    utc_period = "today" if datetime.now(UTC).date() == new_york_today else "yesterday"
     assert clicks_on(admin, utc_period)[0] == 1
     assert chart_of(get(panel, "/panel", admin)[2])["timezone"] == "UTC"
 

@@ -12,7 +12,7 @@ import json
 import re
 import urllib.parse
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from conftest import request
@@ -390,10 +390,10 @@ def test_this_week_runs_from_monday_in_the_report_service():
 
     from models.reporting.reports import preset_range
 
-    wednesday = datetime(2026, 12, 2, 15, 0, tzinfo=timezone.utc).timestamp()
+    wednesday = datetime(2026, 12, 2, 15, 0, tzinfo=UTC).timestamp()
     start, end = preset_range("this_week", ZoneInfo("UTC"), wednesday)
-    assert start == datetime(2026, 11, 30, tzinfo=timezone.utc).timestamp() * 1000
-    assert end == datetime(2026, 12, 3, tzinfo=timezone.utc).timestamp() * 1000
+    assert start == datetime(2026, 11, 30, tzinfo=UTC).timestamp() * 1000
+    assert end == datetime(2026, 12, 3, tzinfo=UTC).timestamp() * 1000
 
 
 def test_an_hour_drilled_into_is_that_hour_in_the_user_s_timezone(db):
@@ -448,7 +448,7 @@ def test_a_custom_range_counts_its_days_and_a_preset_link_leaves_a_day_drilled_i
 
     generate_clicks(db, 300, 3, campaigns=2, seed=9)
     cookie = log_in(panel)
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     since, until = (today - timedelta(days=1)).isoformat(), today.isoformat()
     html = ok(panel, f"/panel/reports?from={since}&to={until}&g1=day&g2=campaign", cookie)
     tab = table(html)
@@ -467,7 +467,7 @@ def test_a_custom_range_counts_its_days_and_a_preset_link_leaves_a_day_drilled_i
 def test_a_time_chart_has_every_bucket_of_the_range_those_without_clicks_as_zero(panel, users, db):
     from workers.bench.generate import generate_clicks
 
-    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+    now = int(datetime.now(UTC).timestamp() * 1000)
     generate_clicks(db, 100, 1, campaigns=1, seed=2, end_ms=now - 3 * 86_400_000)  # Then two days of none.
     cookie = log_in(panel)
     html = ok(panel, WEEK + "&g1=day&col=clicks&col=cr", cookie)
@@ -493,7 +493,7 @@ def test_the_hour_the_clocks_go_back_through_is_two_points_of_the_chart(db):
     class Berliner(Principal):
         timezone: str = "Europe/Berlin"
 
-    night = int(datetime(2026, 10, 25, 3, 0, tzinfo=timezone.utc).timestamp() * 1000)  # 04:00 CET
+    night = int(datetime(2026, 10, 25, 3, 0, tzinfo=UTC).timestamp() * 1000)  # 04:00 CET
     generate_clicks(db, 200, 4 / 24, campaigns=1, seed=4, end_ms=night)
     principal = Berliner(None, "berliner", "admin", True, False)
     state = BuilderState(period="custom", since="2026-10-25", until="2026-10-25", groups=("hour",))
@@ -526,7 +526,7 @@ def test_the_time_chart_s_x_is_each_bucket_s_first_instant_with_the_user_s_timez
         2,
         campaigns=1,
         seed=4,
-        end_ms=int(datetime(2026, 10, 26, 12, tzinfo=timezone.utc).timestamp() * 1000),
+        end_ms=int(datetime(2026, 10, 26, 12, tzinfo=UTC).timestamp() * 1000),
     )
     principal = Berliner(None, "berliner", "admin", True, False)
     for group in ("day", "hour"):

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from zoneinfo import ZoneInfo, available_timezones
 
 from peewee import Database, IntegrityError

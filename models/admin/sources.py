@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from peewee import Database, IntegrityError

@@ -9,9 +9,10 @@ routed to a lander goes there instead: a remote lander's URL template rendered t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from models.clicks.record import LANDER_ID, LOCATION, OFFER_ID, STREAM_ID, SUBID, USER_AGENT
 from models.routing.router import Route
@@ -139,7 +140,7 @@ def render_location(route: Route, subid: str, visit: Visit, lookups: Lookups, no
     if template is None:
         return None
     values = MacroValues(subid, route, visit, lookups)
-    return template.render(values, datetime.fromtimestamp(now, timezone.utc) if template.uses_date else None)
+    return template.render(values, datetime.fromtimestamp(now, UTC) if template.uses_date else None)
 
 
 def answer_for(

@@ -24,8 +24,8 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from models.clicks.throttledlog import ThrottledLog
 from models.clicks.visitors import packed_position

@@ -44,11 +44,11 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 from peewee import Database
 
@@ -860,7 +860,7 @@ def note_missing_segment(spool_dir: Path, segment: int, from_byte: int, lost: in
     but the reports must not look complete without saying so."""
     if any(missing.segment == segment for missing in read_missing_segments(spool_dir)):
         return
-    noted_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    noted_at = datetime.now(UTC).isoformat(timespec="seconds")
     try:
         with open(spool_dir / MISSING_FILE, "a", encoding="utf-8") as missing:
             missing.write(f"{segment}\t{from_byte}\t{'?' if lost is None else lost}\t{noted_at}\t{what}\n")

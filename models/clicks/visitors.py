@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from models.store.sqlite.spill import SPILL_ERRORS, SpillFile
 

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 import redis
 
@@ -56,7 +56,7 @@ class SweepLock:
         """Drop the lock if this holder still has it (never another holder's)."""
         return bool(self._release(keys=[self.key], args=[self.token]))
 
-    def kept(self) -> "Renewal":
+    def kept(self) -> Renewal:
         """A context in which a thread renews the lock every third of its TTL."""
         return Renewal(self)
 
@@ -67,7 +67,7 @@ class Renewal:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"renew {lock.key}", daemon=True)
 
-    def __enter__(self) -> "Renewal":
+    def __enter__(self) -> Renewal:
         self.thread.start()
         return self
 

@@ -113,7 +113,7 @@ def render_delivery(
         tid=tid,
         conversion_id=str(conversion_id),
     )
-    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) if template.uses_date else None
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) if template.uses_date else None
     return template.render(values, now)
 
 

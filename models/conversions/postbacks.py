@@ -31,8 +31,8 @@ import math
 import re
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Mapping
 
 from peewee import Database
 
@@ -125,7 +125,7 @@ class Postback:
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "Postback":
+    def from_json(cls, text: str) -> Postback:
         data = json.loads(text)
         data["sub_ids"] = {int(slot): value for slot, value in data["sub_ids"].items()}
         return cls(**data)

@@ -164,7 +164,7 @@ class GeoDatabase:
         self.facts: frozenset[str] = facts_of(self.database_type)
         self.has_network_facts: bool = bool(self.facts & NETWORK_FACTS)
         self.ip_version: int = int(metadata.ip_version)
-        self.built_at = datetime.datetime.fromtimestamp(int(metadata.build_epoch), datetime.timezone.utc)
+        self.built_at = datetime.datetime.fromtimestamp(int(metadata.build_epoch), datetime.UTC)
         about = (metadata.description or {}).get("en", "") if isinstance(metadata.description, dict) else ""
         # The file `lanner geo build` makes is built today from data of another day: the data's date is
         # the one its description carries (GeoLite2-Country-...-20240618 via geoip2fast).
@@ -172,7 +172,7 @@ class GeoDatabase:
         self.data_date: datetime.datetime = self.built_at
         if bundled:
             self.data_date = datetime.datetime.strptime(bundled.group(1), "%Y%m%d").replace(
-                tzinfo=datetime.timezone.utc
+                tzinfo=datetime.UTC
             )
         self.description = (
             f"{self.database_type}" + (f" ({about})" if about else "") + f", built {self.built_at.date()}"

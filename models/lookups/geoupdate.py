@@ -258,7 +258,7 @@ def update_edition(
                 "MaxMind downloads need LANNER_MAXMIND_ACCOUNT_ID and LANNER_MAXMIND_LICENSE_KEY."
             )
         credentials = (account_id, license_key)
-    today = today or datetime.datetime.now(datetime.timezone.utc).date()
+    today = today or datetime.datetime.now(datetime.UTC).date()
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temp_files(dest)
@@ -355,7 +355,7 @@ def data_age_days(path: Path, now: datetime.datetime | None = None) -> float | N
     if database is None:
         return None
     try:
-        now = now or datetime.datetime.now(datetime.timezone.utc)
+        now = now or datetime.datetime.now(datetime.UTC)
         return (now - database.data_date).total_seconds() / 86400
     finally:
         database.close()

@@ -11,7 +11,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 from bisect import bisect_right
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["IpList", "parse_entry"]
 

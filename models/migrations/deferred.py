@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import importlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from peewee import Database
 

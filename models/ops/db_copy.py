@@ -29,10 +29,10 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 from urllib.parse import unquote, urlsplit
 
 from peewee import DatabaseError

@@ -28,9 +28,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import time as time_module
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from peewee import Database

@@ -25,7 +25,7 @@ The tables' layout is models/reporting/dimensions.py's, the statements models/st
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from models.clicks.record import CLICK_COLUMNS, LANDER_ID
 from models.reporting.dimensions import (

@@ -27,8 +27,8 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from models.routing.caps import ClickCounters
 from models.routing.config import CampaignConfig, LanderChoice, OfferChoice, StreamConfig

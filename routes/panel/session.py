@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import urllib.parse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import falcon
 
@@ -21,7 +21,7 @@ from routes.click import ClientAddress
 COOKIE = "lanner_session"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOGIN_PATH = "/panel/login"
-COOKIE_CLEARED = datetime(1970, 1, 1, tzinfo=timezone.utc)
+COOKIE_CLEARED = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class PanelSessions:

@@ -57,7 +57,7 @@ class ReportLoad:
         self.errors = 0
         self.thread = threading.Thread(target=self._run, name="report-load", daemon=True)
 
-    def __enter__(self) -> "ReportLoad":
+    def __enter__(self) -> ReportLoad:
         self.thread.start()
         return self
 
@@ -102,7 +102,7 @@ class PostbackLoad:
         self.thread = threading.Thread(target=self._run, name="postback-load", daemon=True)
         self.pool = ThreadPoolExecutor(max(BATCH_SIZES))
 
-    def __enter__(self) -> "PostbackLoad":
+    def __enter__(self) -> PostbackLoad:
         self.thread.start()
         return self
 

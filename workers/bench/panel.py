@@ -28,9 +28,9 @@ import statistics
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from workers.bench.harness import BenchError
 

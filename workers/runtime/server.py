@@ -58,7 +58,8 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, NoReturn
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn
 
 import bjoern
 
