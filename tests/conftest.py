@@ -513,7 +513,7 @@ class InProcessApp:
             del environ["HTTP_USER_AGENT"]  # TestClient's own; http.client sends none.
         answer = StartResponseMock()
         data = b"".join(closed_wsgi_iterable(wsgiref.validate.validator(self.app)(environ, answer)))
-        for name, value in answer.headers:
+        for _name, value in answer.headers:
             value.encode("latin-1")  # What a WSGI server must send a header as: one it cannot fails here.
         return int(answer.status[:3]), {k.lower(): v for k, v in answer.headers}, data
 

@@ -137,7 +137,7 @@ def stored(settings, subid: str) -> dict | None:
     cursor = db.connection().execute("SELECT * FROM click WHERE subid = ?", (subid,))
     try:
         row = cursor.fetchone()
-        return dict(zip([column[0] for column in cursor.description], row)) if row else None
+        return dict(zip([column[0] for column in cursor.description], row, strict=True)) if row else None
     finally:
         cursor.close()
 

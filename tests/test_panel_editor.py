@@ -55,7 +55,7 @@ def stream_fields(token, filters=(), offers=(), **fields):
                 "fallback_offer_id": "", "daily_cap": "", "total_cap": ""}  # fmt: skip
     pairs += list({**defaults, **fields}.items())
     for row in [*filters, ("", "", "=", ""), ("", "", "=", "")]:
-        pairs += list(zip(("filter_type", "filter_key", "filter_op", "filter_value"), row))
+        pairs += list(zip(("filter_type", "filter_key", "filter_op", "filter_value"), row, strict=True))
     pairs += [(f"offer_{offer_id}", str(weight)) for offer_id, weight in offers]
     return pairs
 
@@ -222,7 +222,7 @@ def test_a_stream_with_filters_of_every_kind_and_weighted_offers_is_added(panel,
     assert ("anna", "create") in audit_actors(db, "stream")
     # The editor lists it first (intercepting), with each offer's share; its form shows the rows back.
     editor = get(panel, headers["location"].partition("#")[0], cookie)[2]
-    assert "Stream %d saved." % stream.id in editor and "70.0%" in editor and "30.0%" in editor
+    assert f"Stream {stream.id} saved." in editor and "70.0%" in editor and "30.0%" in editor
     form = get(panel, f"/panel/campaigns/1/streams/{stream.id}", cookie)[2]
     assert 'value="utm_source"' in form and 'value="3"' in form and 'value="mon-fri 09:00-18:00"' in form
     assert 'value="&#34;Washington, D.C.&#34;,London"' in form and "70.0%" in form

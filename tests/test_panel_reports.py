@@ -127,7 +127,7 @@ def test_the_first_level_is_a_table_whose_totals_are_the_api_s(panel, users, cos
         "ROI",
         "EPC",
     ]
-    total = dict(zip(headers, tab["total"]))
+    total = dict(zip(headers, tab["total"], strict=True))
     assert number(total["Clicks"]) == api.total["clicks"] == 250
     assert number(total["Unique"]) == api.total["unique_clicks"]
     assert total["Cost"] == f"{api.total['cost']:,.2f} USD" == "100.00 USD"
@@ -262,7 +262,7 @@ def test_the_csv_is_the_table_shown_with_formulas_defused(panel, users, costs, d
     assert lines[0] == ["Sub ID 1", "Clicks", "Cost (USD)", "Profit (USD)", "ROI"]
     assert [h.rstrip(" ▲▼") for h in tab["headers"]] == ["Sub ID 1", "Clicks", "Cost", "Profit", "ROI"]
     assert len(lines) == len(tab["rows"]) + 2 and lines[-1][0] == "Total"
-    for shown, written in zip(tab["rows"] + [tab["total"]], lines[1:]):
+    for shown, written in zip(tab["rows"] + [tab["total"]], lines[1:], strict=True):
         label = shown[0]
         assert written[0] == ("'" + label if label[0] in "=+-@" else label)
         assert [number(v) if v != "–" else None for v in shown[1:]] == [

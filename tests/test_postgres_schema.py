@@ -109,7 +109,7 @@ def postgres_schema(database) -> dict:
             name, dict(columns={}, primary_key=(), uniques=set(), indexes={}, foreign_keys=set())
         )
 
-    for name, column, kind, nullable, default, identity in database.execute_sql(SQL_PG_COLUMNS).fetchall():
+    for name, column, kind, nullable, default, _identity in database.execute_sql(SQL_PG_COLUMNS).fetchall():
         if (name, column) not in POSTGRES_ONLY_COLUMNS:
             table(name)["columns"][column] = (TYPE_FAMILIES[kind], nullable == "NO", normalized(default))
     for name, kind, _, columns, target, target_columns, on_delete in database.execute_sql(

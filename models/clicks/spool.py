@@ -957,7 +957,7 @@ def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
         with journal:
             if number == segment:
                 journal.seek(offset)
-            for chunk in iter(lambda: journal.read(READ_CHUNK), b""):
+            for chunk in iter(functools.partial(journal.read, READ_CHUNK), b""):
                 pending_bytes += len(chunk)
                 pending_clicks += chunk.count(b"\n")
     return SpoolStatus(

@@ -578,7 +578,7 @@ class ClickTracker:
                 decision.stream_id, caps, self._seed_count, now_ms,
             )  # fmt: skip
             if answer.__class__ is Counted:
-                for cap, count in zip(caps, answer.counts):
+                for cap, count in zip(caps, answer.counts, strict=True):
                     counters.learn(cap.scope, cap.ref, cap.day, count)
                 return route, decision, tail, answer.flags
             if answer.__class__ is Repeat:
@@ -586,7 +586,7 @@ class ClickTracker:
                     campaign, answer.subid, answer.stream_id, answer.offer_id, answer.location
                 )
             if answer.__class__ is Refused:
-                for cap, count in zip(caps, answer.counts):
+                for cap, count in zip(caps, answer.counts, strict=True):
                     if count >= 0:
                         counters.learn(cap.scope, cap.ref, cap.day, count)
             elif not caps:  # Redis is away and the route has no cap: nothing changes.
@@ -833,13 +833,13 @@ class ClickTracker:
             caps = self._caps_of(Route(campaign, None, offer), now_ms)
             answer = shared.claim_lp(subid, offer_id, location, caps, self._seed_count)
             if answer.__class__ is Claimed:
-                for cap, count in zip(caps, answer.counts):
+                for cap, count in zip(caps, answer.counts, strict=True):
                     counters.learn(cap.scope, cap.ref, cap.day, count)
                 return offer_id, location
             if answer.__class__ is tuple:  # Another node's LP click of the subid was first.
                 return LpClick(subid, campaign.id, answer[0], answer[1] or None, True)
             if answer.__class__ is Refused:
-                for cap, count in zip(caps, answer.counts):
+                for cap, count in zip(caps, answer.counts, strict=True):
                     if count >= 0:
                         counters.learn(cap.scope, cap.ref, cap.day, count)
             elif not caps:  # Redis is away and the offer has no cap: nothing changes.

@@ -416,7 +416,7 @@ class SharedState:
             answer = run()
             if answer[0] != 3:
                 return answer
-            self._seed([cap for cap, count in zip(caps, answer[1]) if count < 0], seed)
+            self._seed([cap for cap, count in zip(caps, answer[1], strict=True) if count < 0], seed)
         raise redis.RedisError("a cap counter went missing again after it was seeded")
 
     def _cap_key(self, cap: Cap) -> str:

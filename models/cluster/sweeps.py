@@ -132,7 +132,7 @@ class ClusterSweeps:
             pipe.hgetall(f"{self.prefix}sweep:{name}")
         now_ms = time.time() * 1000
         shown = {}
-        for name, fields in zip(names, pipe.execute()):
+        for name, fields in zip(names, pipe.execute(), strict=True):
             fields = {k.decode(): v.decode() for k, v in fields.items()}
             at = fields.get("at")
             shown[name] = {

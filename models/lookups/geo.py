@@ -521,6 +521,7 @@ def _country_ranges(
         itertools.chain.from_iterable(first_ips),
         itertools.chain.from_iterable(country_ids),
         itertools.chain.from_iterable(netlengths),
+        strict=True,
     ):
         leaf = leaf_of_id[country_id]
         if leaf is None:
@@ -565,7 +566,7 @@ def _build_tree(
     total = counts[-1] if counts else 0
     step = max(1, len(starts) // _PROGRESS_STEPS)
     previous = -1
-    for index, (start, end, leaf) in enumerate(zip(starts, ends, leaves)):
+    for index, (start, end, leaf) in enumerate(zip(starts, ends, leaves, strict=True)):
         while start < end:
             # The largest aligned block at `start` that fits: a CIDR of 2**size_bits addresses.
             size_bits = min(

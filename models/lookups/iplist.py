@@ -56,7 +56,7 @@ class IpList:
         lists = tuple(lists)
         union.entries = tuple(entry for ip_list in lists for entry in ip_list.entries)
         for family in ("_v4", "_v6"):
-            spans = [span for ip_list in lists for span in zip(*getattr(ip_list, family))]
+            spans = [span for ip_list in lists for span in zip(*getattr(ip_list, family), strict=True)]
             setattr(union, family, _merged(spans))
         return union
 

@@ -278,7 +278,7 @@ def verify(source, target, shapes: list[TableShape]) -> list[Check]:
         labels = ["count", *(f"sum({c})" for c in sums), *(f"max({c})" for c in maxima)]
         ours = source.measure(shape.name, sums=sums, maxima=maxima)
         theirs = target.measure(shape.name, sums=sums, maxima=maxima)
-        checks += [Check(shape.name, label, a, b) for label, a, b in zip(labels, ours, theirs)]
+        checks += [Check(shape.name, label, a, b) for label, a, b in zip(labels, ours, theirs, strict=True)]
     return checks
 
 

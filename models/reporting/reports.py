@@ -382,7 +382,7 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
     columns = list(query.group_by)
     time_index = columns.index(time_group) if time_group else None
     ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
-    rows = [_row(dict(zip(columns, key)), metrics) for key, metrics in ordered]
+    rows = [_row(dict(zip(columns, key, strict=True)), metrics) for key, metrics in ordered]
     totals = [0] * len(METRICS)
     for metrics in sums.values():
         for index, value in enumerate(metrics):
@@ -574,7 +574,7 @@ def _ratio(numerator: float, denominator: float, scale: float = 1.0) -> float | 
 
 
 def _row(groups: dict[str, Any], metrics: list) -> dict[str, Any]:
-    values = dict(zip(METRICS, metrics))
+    values = dict(zip(METRICS, metrics, strict=True))
     conversions = values["leads"] + values["sales"] + values["rebills"]
     revenue = round(values["revenue"], 6)
     cost = round(values["click_cost"] + values["conversion_cost"], 6)

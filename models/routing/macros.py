@@ -394,7 +394,7 @@ def _parse(
     length = len(out[0]) + len(out[1])
     position = authority_end
     ascii_spans = []
-    for (start, end, _inner), name in zip(spans, names):
+    for (start, end, _inner), name in zip(spans, names, strict=True):
         literal = _ascii_literal(template[position:start])
         out += [literal, template[start:end]]  # The macro's own text stays: only its value is sent.
         ascii_spans.append((length + len(literal), length + len(literal) + end - start, *name))

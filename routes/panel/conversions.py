@@ -210,5 +210,5 @@ def add_routes(app: falcon.App, panel: PanelContext) -> None:
     app.add_route("/panel/conversions", ConversionLogResource(sessions, render))
     app.add_route(IMPORT_PATH, ConversionImportResource(sessions, render, recorder))
     app.add_route(
-        "/panel/conversions/{conversion_id:int(min=1, max=%d)}" % MAX_ID, ConversionResource(sessions, render)
+        f"/panel/conversions/{{conversion_id:int(min=1, max={MAX_ID})}}", ConversionResource(sessions, render)
     )

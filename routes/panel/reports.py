@@ -258,9 +258,11 @@ class ReportBuilder:
         params = state.report_params()
         exact: dict[str, str] = {}
         time_drills = [
-            (group, value) for group, value in zip(state.groups, state.drill) if group in TIME_GROUPS
+            (group, value)
+            for group, value in zip(state.groups, state.drill, strict=False)
+            if group in TIME_GROUPS
         ]
-        for group, value in zip(state.groups, state.drill):
+        for group, value in zip(state.groups, state.drill, strict=False):
             if group not in TIME_GROUPS:
                 exact[group] = value
         if time_drills:

@@ -130,7 +130,7 @@ class PostbackLoad:
             tid = f"bench-{batch}"
             batch += 1
             path = f"/{self.key}/postback?subid={subid}&tid={tid}&status=sale&payout=3"
-            statuses = list(self.pool.map(lambda _: self._post(path), range(size)))
+            statuses = list(self.pool.map(lambda _, path=path: self._post(path), range(size)))
             self.sent.append((subid, tid))
             for status in statuses:
                 self.answers[status] = self.answers.get(status, 0) + 1

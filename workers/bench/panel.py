@@ -225,7 +225,7 @@ def database_facts(database_path: Path) -> dict:
     finally:
         connection.close()
     names = ("clicks", "clicks_last_30_days", "conversions", "campaigns", "offers", "users")
-    return dict(zip(names, row)) | {"size_mb": round(database_path.stat().st_size / 1e6, 1)}
+    return dict(zip(names, row, strict=True)) | {"size_mb": round(database_path.stat().st_size / 1e6, 1)}
 
 
 # -- HTTP -------------------------------------------------------------------------------------
