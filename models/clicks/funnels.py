@@ -188,6 +188,7 @@ class FunnelIndex:
             self._clicks_through = self._lp_clicks_through = -1
             return
         spill = self._spill
+        assert spill is not None  # Rows not through yet are in the file.
         try:
             if self._clicks_through >= 0:
                 if at > self._clicks_through:

@@ -399,7 +399,7 @@ class ConversionRecorder:
         for slot, value in postback.sub_ids.items():
             conversions.set_sub_id(click_id, slot, value)
         if is_mapped and existing is None:
-            outcome.deliveries = queue_deliveries(conn, campaign_id, outcome.conversion_id, status, now)
+            outcome.deliveries = queue_deliveries(conn, campaign_id, conversion_id, status, now)
         return outcome
 
     def _find_conversion(
@@ -486,6 +486,7 @@ def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) 
     if not MetaStore(conn).rollups_live():
         return  # The deferred backfill adds it, as it is then.
     key = click_key(conn, click_id)
+    assert key is not None, f"conversion of a click not stored ({click_id})"
     delta = RollupDelta()
     if old is not None:
         delta.add_conversion(key, old, -1)

@@ -99,7 +99,7 @@ class _Entries:
         found = None
         if self._regex is not None:
             match = self._regex.match(ua, position, stop)
-            if match is not None:
+            if match is not None and match.lastgroup is not None:  # Every alternative is a named group.
                 found = int(match.lastgroup[1:])
         if self._set is not None:
             hits = self._set.Match(ua[position:stop])

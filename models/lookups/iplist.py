@@ -70,13 +70,13 @@ class IpList:
         """Whether `ip` (text) is in the list; False for anything that is not an IP address."""
         try:
             if ":" in ip:  # type: ignore[operator]
-                number = _from_bytes(_inet_pton(_AF_INET6, ip), "big")
+                number = _from_bytes(_inet_pton(_AF_INET6, ip), "big")  # type: ignore[arg-type]  # Not text: caught.
                 if number >> 32 == 0xFFFF:
                     starts, ends, number = *self._v4, number & 0xFFFFFFFF
                 else:
                     starts, ends = self._v6
             else:
-                number = _from_bytes(_inet_pton(_AF_INET, ip), "big")
+                number = _from_bytes(_inet_pton(_AF_INET, ip), "big")  # type: ignore[arg-type]  # Not text: caught.
                 starts, ends = self._v4
         except (OSError, ValueError, TypeError):  # ValueError: an embedded NUL; TypeError: not text.
             return False

@@ -185,7 +185,8 @@ class _DeviceRules:
         if "ndroid" in ua:
             model = self.android_model.search(ua, 0, MODEL_SCAN_LENGTH)
             if model and model.group(1):
-                known = MODEL_TYPES.get(self.models.device_type(ua, model.start(1), model.end(1)))
+                kind = self.models.device_type(ua, model.start(1), model.end(1))
+                known = MODEL_TYPES.get(kind) if kind is not None else None
                 if known is not None:
                     return known
                 name = model.group(1)

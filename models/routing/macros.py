@@ -307,6 +307,7 @@ class UrlTemplate:
             for slot in self._random:
                 parts[slot] = number
         for slot, format_date in self._dates:
+            assert now is not None, "a template that uses the date is rendered with `now`"
             parts[slot] = _quote(format_date(now))
         return "".join(parts)
 

@@ -23,7 +23,7 @@ ALONE = (
 CLUSTER_SWEEPS = ["send_due_postbacks", "run_deferred_steps", "prune_postback_log", "refresh_exchange_rates"]
 
 
-def masked(text: str, secret: str | None) -> str:
+def masked(text: object, secret: str | None) -> str:
     """One line, without the secret."""
     line = " ".join(str(text).split())
     return line.replace(secret, "***") if secret else line
