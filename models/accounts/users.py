@@ -41,7 +41,8 @@ class User:
     last_login_at: int | None = None  # The last panel login, Unix ms.
 
     @classmethod
-    def from_row(cls, row: tuple) -> User:
+    def from_row(cls, row: tuple | None) -> User:
+        assert row is not None, "a user just written or found"
         id_, name, role, password_hash, hides_money, is_disabled, created_at, updated_at, tz, login = row
         return cls(
             id_, name, role, password_hash, bool(hides_money), bool(is_disabled), created_at, updated_at,

@@ -95,7 +95,7 @@ def list_domains(*, include_archived: bool = False) -> list[Domain]:
 
 def campaign_aliases() -> dict[int, str]:
     """Campaign id -> alias, for listing many domains with their parked campaign."""
-    return dict(Campaign.select(Campaign.id, Campaign.alias).tuples())
+    return dict(Campaign.select(Campaign.id, Campaign.alias).tuples())  # type: ignore[arg-type]  # .tuples(): stubs say models.
 
 
 def _root_campaign(ref: str | None) -> int | None:

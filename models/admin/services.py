@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo, available_timezones
 
 from peewee import Database, IntegrityError
@@ -301,7 +301,7 @@ def create_offer(
 ) -> Offer:
     """`currency`: the payout's, default the report currency; `network_id`: the affiliate network
     paying for it (models/conversions/networks.py)."""
-    fields = {
+    fields: dict[str, Any] = {
         "url": url,
         "payout": payout,
         "daily_cap": daily_cap,
@@ -394,7 +394,7 @@ def create_campaign(
     offer_id: int | None = None,
     rotation: str = "position",
     uniqueness_hours: float = 24.0,
-    landers: list[tuple[int, int]] = (),
+    landers: Sequence[tuple[int, int]] = (),
     actor: Principal = CLI,
     **options: Any,
 ) -> Campaign:
@@ -427,6 +427,7 @@ def create_campaign(
         record_change(db, actor, "campaign", campaign.id, "create", None, _fields(campaign))
         offer = get_offer(offer_id) if offer_id is not None else None
         if offer is None:
+            assert offer_url is not None  # Exactly one of the two, checked above.
             offer = Offer.create(
                 name=name, url=_check_url(offer_url), currency=report_currency(db.connection())
             )
@@ -536,7 +537,8 @@ COPIED_CAMPAIGN_FIELDS = (
 
 def _free_alias(base: str) -> str:
     """`base`, or `base-2`, `base-3` ... : the first no campaign has (archived ones keep theirs)."""
-    taken = {alias.lower() for (alias,) in Campaign.select(Campaign.alias).tuples()}
+    aliases = cast("Iterable[tuple[str]]", Campaign.select(Campaign.alias).tuples())  # .tuples(): peewee's stubs still say models.
+    taken = {alias.lower() for (alias,) in aliases}
     candidate, number = base, 1
     while candidate.lower() in taken:
         number += 1
@@ -645,7 +647,7 @@ def _set_stream_offers(stream: Stream, offers: list[tuple[int, int]]) -> None:
         StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
 
 
-def _check_landers_action(landers: list[tuple[int, int]] | None, action: str) -> None:
+def _check_landers_action(landers: Sequence[tuple[int, int]] | None, action: str) -> None:
     if landers and action != "offers":
         raise AdminError(
             "Only a stream that sends to offers has landers: a lander's link goes on to the offer."
@@ -704,8 +706,8 @@ def add_stream(
     weight: int = 100,
     action: str = "offers",
     payload: str = "",
-    offers: list[tuple[int, int]] = (),
-    landers: list[tuple[int, int]] = (),
+    offers: Sequence[tuple[int, int]] = (),
+    landers: Sequence[tuple[int, int]] = (),
     filters: Iterable[str] = (),
     actor: Principal = CLI,
     **options: Any,

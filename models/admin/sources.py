@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from peewee import Database, IntegrityError
@@ -112,11 +112,12 @@ def list_sources(*, include_archived: bool = False) -> list[TrafficSource]:
 def campaign_counts() -> dict[int, int]:
     """Source id -> how many campaigns (not archived) use it."""
     counts: dict[int, int] = {}
-    for (source_id,) in (
+    for (source_id,) in cast(
+        "Iterable[tuple[int]]",
         Campaign.select(Campaign.source_id)
         .where(Campaign.source_id.is_null(False) & (Campaign.status != "archived"))
-        .tuples()
-    ):
+        .tuples(),
+    ):  # .tuples(): peewee's stubs still say models.
         counts[source_id] = counts.get(source_id, 0) + 1
     return counts
 
@@ -216,14 +217,14 @@ def sync_postback_target(
             "method": source.postback_method,
         }
     fields = ("campaign_id", "statuses", "url", "method", "status", "source_id")
-    if current is not None and (wanted is None or current.source_id != source.id):
+    if current is not None and (wanted is None or source is None or current.source_id != source.id):
         before = {name: getattr(current, name) for name in fields}
         current.status = "removed"
         current.save()
         after = {name: getattr(current, name) for name in fields}
         record_change(db, actor, "postback_target", current.id, "remove", before, after)
         current = None
-    if wanted is None:
+    if wanted is None or source is None:  # No wanted target without a source.
         return
     if current is None:
         target = PostbackTarget.create(

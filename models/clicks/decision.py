@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from models.clicks.visitors import RecentClick
     from models.routing.config import CampaignConfig, StreamConfig
     from models.routing.filters import FilterSubject
+    from models.routing.macros import UrlTemplate
 
 # What the visitor gets: a 302 (http), a page that redirects (meta, js), a page (html, blank), a 404.
 ANSWERS = ("http", "meta", "js", "html", "blank", "not_found")
@@ -129,6 +130,7 @@ def render_location(route: Route, subid: str, visit: Visit, lookups: Lookups, no
     """The visitor's URL: the lander's, or the offer's, the stream's or the campaign default's
     template rendered."""
     campaign, stream, offer, lander = route.campaign, route.stream, route.offer, route.lander
+    template: UrlTemplate | None
     if lander is not None:
         if lander.template is None:  # Local: its files on the tracker (the cookie names the click too).
             return f"/landers/{lander.folder}/?subid={subid}"

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from peewee import Database
 
@@ -131,7 +132,7 @@ class SpoolLanding:
         """Checkpoint the WAL; once it is all in the database file (fsynced), delete the landed
         segments. Returns whether they could be deleted."""
         store = MaintenanceStore(self.db.connection())
-        if not store.checkpoint(truncate=truncate, busy_timeout_ms=PRAGMAS["busy_timeout"]):
+        if not store.checkpoint(truncate=truncate, busy_timeout_ms=cast(int, PRAGMAS["busy_timeout"])):
             return False
         remove_flushed_segments(self.db, self.spool_dir)
         return True

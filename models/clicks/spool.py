@@ -157,6 +157,9 @@ class Journal:
         spool_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(spool_dir / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._fd = -1
+        self.segment: int  # These three set by _open_segment.
+        self.offset: int
+        self._identity: tuple[int, int]
         # Sealed segments we left, still open until they land: one deleted by hand meanwhile (the
         # flusher paused or slow, and never saw it) is restored from here (keep_sealed_safe).
         self._sealed: dict[int, tuple[int, tuple[int, int]]] = {}

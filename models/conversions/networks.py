@@ -22,9 +22,10 @@ import functools
 import json
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from peewee import Database, IntegrityError
@@ -254,6 +255,6 @@ def offer_counts() -> dict[int, int]:
     query = Offer.select(Offer.network_id).where(
         Offer.network_id.is_null(False) & (Offer.status != "archived")
     )
-    for (network_id,) in query.tuples():
+    for (network_id,) in cast("Iterable[tuple[int]]", query.tuples()):  # .tuples(): peewee's stubs still say models.
         counts[network_id] = counts.get(network_id, 0) + 1
     return counts

@@ -136,7 +136,7 @@ def open_source(location: str):
 
     try:
         return connect_sqlite(Path(path))
-    except (DatabaseError, *STORE_ROLLBACK_ERRORS) as error:  # E.g. "file is not a database".
+    except STORE_ROLLBACK_ERRORS + (DatabaseError,) as error:  # E.g. "file is not a database".
         raise CopyRefused(f"{path} cannot be opened as a SQLite database ({error}).") from error
 
 
@@ -293,6 +293,7 @@ def copy_table(source, target, target_db, shape: TableShape, progress, batch_siz
     with ThreadPoolExecutor(1) as reader:
         upcoming = None if is_done else reader.submit(source.read_after, shape, after, batch_size)
         while not is_done:
+            assert upcoming is not None  # Submitted while a batch is left.
             rows = upcoming.result()
             is_done = len(rows) < batch_size
             if rows:

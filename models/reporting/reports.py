@@ -495,7 +495,8 @@ def _is_repeated_hour(local: datetime) -> bool:
     hour = local.replace(minute=0, second=0, microsecond=0)
     for wall in (hour, hour.replace(minute=30), hour.replace(minute=59, second=59)):
         # Twice: the first occurrence (fold=0) has the larger offset; in a skipped time, the smaller.
-        if wall.replace(fold=0).utcoffset() > wall.replace(fold=1).utcoffset():
+        first, second = wall.replace(fold=0).utcoffset(), wall.replace(fold=1).utcoffset()
+        if first is not None and second is not None and first > second:
             return True
     return False
 

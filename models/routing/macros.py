@@ -25,6 +25,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from models.errors import LannerError
@@ -233,6 +234,12 @@ def _compile_date_format(date_format: str) -> Callable[[datetime.datetime], str]
     return format_date
 
 
+class MacroSource(Protocol):
+    """What render() reads a macro's value from: a mapping, or a click's values made on demand."""
+
+    def get(self, name: str, /) -> object: ...
+
+
 @dataclass(frozen=True, slots=True)
 class UrlTemplate:
     """A validated offer URL template, split into literal parts and macro slots.
@@ -289,7 +296,7 @@ class UrlTemplate:
         """Whether render() needs `now` (callers may pass None otherwise and skip making one)."""
         return bool(self._dates)
 
-    def render(self, values: Mapping[str, str], now: datetime.datetime | None) -> str:
+    def render(self, values: MacroSource, now: datetime.datetime | None) -> str:
         """The redirect URL for one click: each macro replaced by its percent-encoded value.
 
         A name missing from `values` (or None) renders empty; `{random}` is one fresh ten-digit number per
