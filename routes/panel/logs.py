@@ -86,7 +86,9 @@ class Pager:
         return chosen
 
     def query(self, **changes: str | None) -> str:
-        kept = {name: value for name, value in self.req.params.items() if isinstance(value, str) and value}
+        kept: dict[str, str | None] = {
+            name: value for name, value in self.req.params.items() if isinstance(value, str) and value
+        }
         kept.update(changes)
         return urllib.parse.urlencode({name: value for name, value in kept.items() if value})
 

@@ -68,7 +68,7 @@ def offer_fields(form: dict[str, str], *, shows_money: bool) -> dict:
     """The service's keyword arguments from a submitted form (its values already stripped)."""
     if not form["name"]:
         raise FormError("An offer needs a name.")
-    fields = {
+    fields: dict[str, object] = {
         "name": form["name"],
         "url": form["url"],
         "currency": form["currency"].upper() or None,

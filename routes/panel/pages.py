@@ -226,7 +226,7 @@ class CampaignStatusResource(PanelResource):
             raise falcon.HTTPBadRequest(title="Not changed", description=str(exc)) from None
         resp.status = falcon.HTTP_303
         back = urllib.parse.parse_qs(str(form.get("back") or ""))
-        kept = {name: back[name][0] for name in ("period", "status", "q") if name in back}
+        kept: dict[str, str] = {name: back[name][0] for name in ("period", "status", "q") if name in back}
         resp.location = "/panel/campaigns?" + urllib.parse.urlencode(kept)
 
 

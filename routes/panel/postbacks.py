@@ -9,6 +9,8 @@ sees the URL with a placeholder where the key goes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 
 from models.accounts.access import editable_campaign_ids, edits_campaign, visible_campaign_ids
@@ -94,8 +96,10 @@ class PostbackSetupResource(PanelResource):
             )
         if action in ("add", "test"):
             lists = read_form_lists(req)
-            entered = {"campaign": str(form.get("campaign", "")), "url": str(form.get("url", "")).strip(),
-                       "statuses": lists.get("statuses", []), "method": str(form.get("method", "GET"))}  # fmt: skip
+            entered: dict[str, Any] = {
+                "campaign": str(form.get("campaign", "")), "url": str(form.get("url", "")).strip(),
+                "statuses": lists.get("statuses", []), "method": str(form.get("method", "GET")),
+            }  # fmt: skip
             self.require_campaign(principal, entered["campaign"])
             try:
                 if action == "add":

@@ -16,7 +16,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
@@ -275,7 +275,7 @@ class ReportBuilder:
                     end = row_end if end is None else min(end, row_end)
             except (ReportError, TimeRangeError) as exc:
                 raise bad_request(str(exc)) from None
-            if start >= end:
+            if start is None or end is None or start >= end:  # None: not after a time drill.
                 raise bad_request("The drill-down's day or hour is outside the period.")
             params = {name: value for name, value in params.items() if name != "preset"}
             params.update({"from": iso(start, tz), "to": iso(end, tz)})
@@ -294,7 +294,7 @@ class ReportBuilder:
         self, state: BuilderState, report: Report | None, campaigns: dict[int, tuple[str, str]]
     ) -> list[dict]:
         group = state.group
-        rows = []
+        rows: list[dict[str, Any]] = []
         for row in report.rows if report else []:
             value = row[group]
             label, sub = display(group, value, row, campaigns)
