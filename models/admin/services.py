@@ -48,9 +48,11 @@ from models.tables.network import Network
 from models.tables.offer import Offer
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+# panel: /panel/; landers: local landers' files (/landers/); lp: /lp/click, /lp/visit;
+# click_api: /click_api/v3
 RESERVED_ALIASES = frozenset(
     {"healthz", "postback", "api", "px", "admin", "static", "panel", "landers", "lp", "click_api"}
-)  # panel: /panel/; landers: local landers' files (/landers/); lp: /lp/click, /lp/visit; click_api: /click_api/v3
+)
 MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every worker's config load.
 MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
 
@@ -184,7 +186,8 @@ def describe_filters(stream: Stream) -> list[str]:
 
 
 _CITY_FILE = (
-    "set LANNER_GEO_DATABASE to a city file (GeoLite2-City, dbip-city-lite, GeoIP2-Enterprise) or name a city "
+    "set LANNER_GEO_DATABASE to a city file (GeoLite2-City, dbip-city-lite, GeoIP2-Enterprise) or name "
+    "a city "
     "edition in LANNER_GEO_EDITIONS for `lanner geo update`"
 )
 _NETWORK_FILE = (
@@ -537,7 +540,8 @@ COPIED_CAMPAIGN_FIELDS = (
 
 def _free_alias(base: str) -> str:
     """`base`, or `base-2`, `base-3` ... : the first no campaign has (archived ones keep theirs)."""
-    aliases = cast("Iterable[tuple[str]]", Campaign.select(Campaign.alias).tuples())  # .tuples(): peewee's stubs still say models.
+    # .tuples(): peewee's stubs still say models.
+    aliases = cast("Iterable[tuple[str]]", Campaign.select(Campaign.alias).tuples())
     taken = {alias.lower() for (alias,) in aliases}
     candidate, number = base, 1
     while candidate.lower() in taken:

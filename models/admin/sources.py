@@ -74,7 +74,9 @@ def hidden_postback(url: str) -> str:
     return f"{split.scheme}://{split.hostname or ''}/… (hidden: only who may change sources sees it)"
 
 
-def source_fields(source: TrafficSource, campaigns: int | None = None, *, reveal: bool = True) -> dict[str, Any]:
+def source_fields(
+    source: TrafficSource, campaigns: int | None = None, *, reveal: bool = True
+) -> dict[str, Any]:
     """A source as the CLI prints it and the admin API answers it (`reveal`: its postback URL whole;
     else only its host, see hidden_postback)."""
     parameters = loads(source.parameters)
@@ -112,12 +114,13 @@ def list_sources(*, include_archived: bool = False) -> list[TrafficSource]:
 def campaign_counts() -> dict[int, int]:
     """Source id -> how many campaigns (not archived) use it."""
     counts: dict[int, int] = {}
+    # .tuples(): peewee's stubs still say models.
     for (source_id,) in cast(
         "Iterable[tuple[int]]",
         Campaign.select(Campaign.source_id)
         .where(Campaign.source_id.is_null(False) & (Campaign.status != "archived"))
         .tuples(),
-    ):  # .tuples(): peewee's stubs still say models.
+    ):
         counts[source_id] = counts.get(source_id, 0) + 1
     return counts
 
@@ -361,8 +364,8 @@ def delete_source(db: Database, ref: str | int, *, actor: Principal = CLI) -> No
         users = [c.alias for c in Campaign.select(Campaign.alias).where(Campaign.source_id == source.id)]
         if users:
             raise AdminConflict(
-                f"Traffic source {source.name!r} is the source of {listed('campaign', sorted(users))}: give them "
-                "another source (or none) first, or archive it."
+                f"Traffic source {source.name!r} is the source of {listed('campaign', sorted(users))}: "
+                "give them another source (or none) first, or archive it."
             )
         before = _audit_fields(source)
         PostbackTarget.update(source_id=None).where(PostbackTarget.source_id == source.id).execute()

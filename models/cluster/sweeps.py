@@ -33,7 +33,10 @@ LOCK_TTL_MS = 60_000  # A killed holder blocks the sweep at most this long.
 
 # KEYS[1]: the key; ARGV[1]: the holder's token; ARGV[2]: the TTL in ms (renew only).
 RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-RENEW = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
+RENEW = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
+    "return 0"
+)
 
 
 class SweepLock:

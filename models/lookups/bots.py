@@ -23,7 +23,8 @@ The first check that hits gives the reason, cheapest and most certain first:
 The crawler verdict is the one `crawlerdetect.CrawlerDetect().is_crawler(ua)` gives, computed faster (see
 `BotDetector.crawler_match`), except that "Cronet" (Chromium's network stack) is no "cron" job.
 Sec-CH-UA-Platform is no signal: request-desktop-site makes it disagree with a person's own User-Agent.
-A click flagged here is stored with the device type "bot", and only such a click (models/clicks/enrichment.py).
+A click flagged here is stored with the device type "bot", and only such a click
+(models/clicks/enrichment.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The crawler networks the large platforms publish (Google, Bing, OpenAI, Apple, Meta...), for the bot decision.
+"""The crawler networks the large platforms publish (Google, Bing, OpenAI, Apple, Meta...), for the bot
+decision.
 
 A click from one of them is a bot whatever its User-Agent says ("ip range: google-googlebot"): a crawler
 that sends a browser's User-Agent is still fetching from its operator's published addresses.
@@ -220,7 +221,7 @@ class CrawlerRanges:
         return True
 
 
-# --- `lanner bots update` ------------------------------------------------------------------------------------
+# --- `lanner bots update` -----------------------------------------------------------------------------------
 
 
 def parse_published(body: bytes) -> tuple[list[str], str]:

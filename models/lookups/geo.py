@@ -383,7 +383,8 @@ class GeoSource:
 
     @property
     def facts(self) -> frozenset[str]:
-        """What the files now open can tell: the location file's LOCATION_FACTS, every file's NETWORK_FACTS."""
+        """What the files now open can tell: the location file's LOCATION_FACTS, every file's
+        NETWORK_FACTS."""
         location = self._location.database
         facts = location.facts & LOCATION_FACTS if location is not None else frozenset()
         for watched in self._network_sources:

@@ -308,7 +308,8 @@ def _download_first(
                 continue  # DB-IP: this month's file is not out yet.
             if exc.code in (401, 403):
                 raise GeoUpdateError(
-                    f"{_where(exc.url or choice.url)} refused the download (HTTP {exc.code}): check the account "
+                    f"{_where(exc.url or choice.url)} refused the download (HTTP {exc.code}): "
+                    "check the account "
                     "id, the licence key and that the account may download this edition."
                 ) from None
             raise GeoUpdateError(f"{_where(exc.url or choice.url)} answered HTTP {exc.code}.") from None

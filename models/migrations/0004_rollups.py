@@ -1,4 +1,5 @@
-"""Rollups: hourly and daily aggregates of clicks and conversions (models/reporting/rollups.py), and deferred steps.
+"""Rollups: hourly and daily aggregates of clicks and conversions (models/reporting/rollups.py), and deferred
+steps.
 
 Two cubes: the detail one (`rollup_hour`, `rollup_day`) and the campaign one
 (`rollup_campaign_hour`, `rollup_campaign_day`).

@@ -273,7 +273,8 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
     ids = campaign_ids(store, query.filters["campaign"]) if "campaign" in query.filters else None
     if "traffic_source" in query.filters:
         query = dataclasses.replace(
-            query, filters={**query.filters, "traffic_source": _source_ids(store, query.filters["traffic_source"])}
+            query,
+            filters={**query.filters, "traffic_source": _source_ids(store, query.filters["traffic_source"])},
         )
     try:
         query, labels, notes = resolve_source_names(query, GROUPS, ids)

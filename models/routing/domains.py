@@ -55,6 +55,7 @@ def load_domains(db) -> DomainMap:
         .join(Domain)
         .tuples()  # Archived domains too: a campaign restricted to one answers on none of them.
     )
-    for campaign_id, name in cast("Iterable[tuple[int, str]]", query):  # .tuples(): peewee's stubs still say models.
+    # .tuples(): peewee's stubs still say models.
+    for campaign_id, name in cast("Iterable[tuple[int, str]]", query):
         hosts.setdefault(campaign_id, set()).add(name)
     return DomainMap(roots, {campaign_id: frozenset(names) for campaign_id, names in hosts.items()})

@@ -270,7 +270,8 @@ def offer_rows(offers, weights: dict[int, str]) -> list[dict]:
 
 
 def typed_weights(form: dict, offers) -> dict[int, str]:
-    """The weight typed per offer (`offer_<id>`), as the form holds it; a blank one is no offer of the stream."""
+    """The weight typed per offer (`offer_<id>`), as the form holds it; a blank one is no offer of the
+    stream."""
     return {
         offer.id: _text(form, f"offer_{offer.id}") for offer in offers if _text(form, f"offer_{offer.id}")
     }
@@ -307,7 +308,9 @@ def typed_lander_weights(form: dict, landers) -> dict[int, str]:
 
 
 def chosen_landers(weights: dict[int, str]) -> list[tuple[int, int]]:
-    return [(lander_id, _int(weights, lander_id, f"Lander {lander_id}'s weight") or 0) for lander_id in weights]
+    return [
+        (lander_id, _int(weights, lander_id, f"Lander {lander_id}'s weight") or 0) for lander_id in weights
+    ]
 
 
 # -- streams --------------------------------------------------------------------------------------
@@ -450,8 +453,8 @@ class EditorResource(PanelResource):
 
 NEW_CAMPAIGN = {
     "name": "", "alias": "", "rotation": "position", "uniqueness_hours": "24", "timezone": "UTC",
-    "bind_visitor": "", "default_action": "not_found", "default_url": "", "cost_model": "cpc", "cost_value": "0",
-    "cost_currency": "", "owner_id": "", "offer": "new", "offer_url": "", "source_id": "",
+    "bind_visitor": "", "default_action": "not_found", "default_url": "", "cost_model": "cpc",
+    "cost_value": "0", "cost_currency": "", "owner_id": "", "offer": "new", "offer_url": "", "source_id": "",
 }  # fmt: skip
 
 
@@ -580,7 +583,8 @@ class StreamFormResource(EditorResource):
             offer_rows=offer_rows(offers, weights), offers=offers,
             lander_rows=lander_rows(landers, lander_weights),
             is_editable=edits_campaign(self.db, session.principal, campaign.id),
-            filter_hints=FILTER_HINTS, operators=OPERATORS, filter_names=FILTER_NAMES, filter_labels=FILTER_LABELS,
+            filter_hints=FILTER_HINTS, operators=OPERATORS, filter_names=FILTER_NAMES,
+            filter_labels=FILTER_LABELS,
             **CHOICES,
         )  # fmt: skip
 

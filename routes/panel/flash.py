@@ -97,8 +97,8 @@ class Flash:
         value = seal(session, path, data, now=self.now())
         if len(value) > MAX_COOKIE_CHARS:
             return False
-        resp.set_cookie(FLASH_COOKIE, value, max_age=FLASH_SECONDS, path=path, secure=self.sessions.is_https(req),
-                        http_only=True, same_site="Lax")  # fmt: skip
+        resp.set_cookie(FLASH_COOKIE, value, max_age=FLASH_SECONDS, path=path,
+                        secure=self.sessions.is_https(req), http_only=True, same_site="Lax")  # fmt: skip
         resp.status = falcon.HTTP_303
         resp.location = path
         return True

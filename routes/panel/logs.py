@@ -225,7 +225,9 @@ class PostbackLogResource(PanelResource):
         if principal.hides_money:
             raise falcon.HTTPForbidden(
                 title="Money hidden",
-                description="The postback log shows payouts as the networks send them, which this user does not see.",
+                description=(
+                    "The postback log shows payouts as the networks send them, which this user does not see."
+                ),
             )
         is_admin = principal.role == "admin"
         tab = param(req, "log") or ("postbacks" if is_admin else "deliveries")

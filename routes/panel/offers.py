@@ -132,11 +132,13 @@ class OfferListResource(OfferPages):
             )
             rows.append({
                 "offer": offer, "clicks": clicks, "conversions": conversions, "revenue": revenue,
-                "cr": conversions / clicks * 100 if clicks else None, "epc": revenue / clicks if clicks else None,
+                "cr": conversions / clicks * 100 if clicks else None,
+                "epc": revenue / clicks if clicks else None,
             })  # fmt: skip
         self.page(
             req, resp, "offers.html", session, code,
-            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices, search=listing.search, rows=rows,
+            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices,
+            search=listing.search, rows=rows,
             currency=report.currency if report else self.reports.report_currency,
             may_create=creates_campaigns(principal), form=form or BLANK_FORM, message=message,
             networks=list_networks(),

@@ -177,8 +177,8 @@ class CampaignListResource(PanelResource):
             )
         self.page(
             req, resp, "campaigns.html", session,
-            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices, search=listing.search,
-            rows=rows, total=totals([row["stats"] for row in rows]),
+            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices,
+            search=listing.search, rows=rows, total=totals([row["stats"] for row in rows]),
             currency=report.currency if report else self.reports.report_currency,
             base_url=self.campaign_base(req), can_create=creates_campaigns(principal),
             source_queries=source_queries(),

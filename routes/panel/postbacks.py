@@ -76,11 +76,13 @@ class PostbackSetupResource(PanelResource):
         ]
         self.page(
             req, resp, "postbacks.html", session, code,
-            is_admin=is_admin, postback_url=f"{base}/{key}/postback?subid={{subid}}&status={{status}}&payout={{payout}}&tid={{tid}}",
+            is_admin=is_admin,
+            postback_url=f"{base}/{key}/postback?subid={{subid}}&status={{status}}&payout={{payout}}&tid={{tid}}",
             query_url=f"{base}/postback?key={key}&subid={{subid}}&status={{status}}&payout={{payout}}&tid={{tid}}",
-            pixel_url=f"{base}/px/conversion?key={key}&status=lead", parameters=PARAMETERS, macros=TARGET_MACROS,
-            targets=targets, campaign_choices=choices, statuses=STATUSES, methods=POSTBACK_METHODS,
-            status_maps=admin.list_status_maps(), form=form or {"campaign": "", "url": "", "statuses": ["sale"], "method": "GET"},
+            pixel_url=f"{base}/px/conversion?key={key}&status=lead", parameters=PARAMETERS,
+            macros=TARGET_MACROS, targets=targets, campaign_choices=choices, statuses=STATUSES,
+            methods=POSTBACK_METHODS, status_maps=admin.list_status_maps(),
+            form=form or {"campaign": "", "url": "", "statuses": ["sale"], "method": "GET"},
             message=message, result=result, done=done,
         )  # fmt: skip
 

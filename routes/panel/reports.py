@@ -81,7 +81,8 @@ MONEY_METRICS = frozenset(name for name in REPORT_METRICS if name in MONEY_FIELD
 AMOUNTS = MONEY_METRICS - PERCENT_METRICS  # In the report currency.
 DEFAULT_COLUMNS = ("clicks", "unique_clicks", "conversions", "cr", "revenue", "cost", "profit", "roi", "epc")
 SINGLE_PARAMETERS = ("period", "from", "to", "sort", "order", "filter", "value",
-                     *(f"g{n}" for n in range(1, MAX_LEVELS + 1)), *(f"d{n}" for n in range(1, MAX_LEVELS)))  # fmt: skip
+                     *(f"g{n}" for n in range(1, MAX_LEVELS + 1)),
+                     *(f"d{n}" for n in range(1, MAX_LEVELS)))  # fmt: skip
 CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")  # A spreadsheet runs a cell starting so as a formula.
 GROUP_SORT = "group"
 RATIOS = frozenset({"cr", "roi", "epc", "cpc", "cpa", "lp_ctr"})
@@ -198,7 +199,8 @@ def parse_state(
         if name not in known:
             raise bad_request(
                 f"Cannot group by {name!r}; use {', '.join(TIME_GROUPS)}, campaign, stream, offer, network, "
-                "source, country, device, os, browser, language, sub_id_1 to sub_id_30, referrer_domain, domain."
+                "source, country, device, os, browser, language, sub_id_1 to sub_id_30, referrer_domain, "
+                "domain."
             )
     if len(set(groups)) < len(groups):
         raise bad_request("Group by each name at one level only.")

@@ -103,7 +103,8 @@ class SourceListResource(SourcePages):
         rows = [source_fields(s, counts.get(s.id, 0)) for s in list_sources(include_archived=True)]
         entries = catalogue()["sources"]
         self.page(
-            req, resp, "sources.html", session, code, rows=rows, form=form or BLANK_FORM, message=message, done=done,
+            req, resp, "sources.html", session, code, rows=rows, form=form or BLANK_FORM, message=message,
+            done=done,
             catalogue=entries, about=catalogue()["about"], chosen=chosen,
             note=next((e["note"] for e in entries if e["key"] == chosen), ""), **self.context(session),
         )  # fmt: skip

@@ -1,4 +1,5 @@
-"""`lanner bench panel-pages` and the `panel-load` scenario: the web panel and the admin API on a big database.
+"""`lanner bench panel-pages` and the `panel-load` scenario: the web panel and the admin API on a big
+database.
 
 `panel-pages` prepares a data dir (clicks over 30 days topped up with `lanner generate clicks`, a
 share of them converted through the postback path, the panel's users, an API key), starts a real
@@ -474,7 +475,8 @@ def format_pages(report: PanelPagesReport) -> list[str]:
     rows = [
         [
             page.kind, page.user.removeprefix("bench-"), page.path, _cell(page.median_ms), _cell(page.max_ms),
-            _cell(page.first_ms), _cell(page.cpu_median_ms), _cell(page.client_median_ms), f"{page.size / 1024:.1f}",
+            _cell(page.first_ms), _cell(page.cpu_median_ms), _cell(page.client_median_ms),
+            f"{page.size / 1024:.1f}",
             f"<= {page.target_ms:g}", "met" if page.is_met else "MISS",
         ]
         for page in report.pages
@@ -484,9 +486,10 @@ def format_pages(report: PanelPagesReport) -> list[str]:
     if facts:
         lines.append("")
         lines.append(
-            f"{facts.get('clicks', 0):,} clicks ({facts.get('clicks_last_30_days', 0):,} in the last 30 days), "
-            f"{facts.get('conversions', 0):,} conversions, {facts.get('campaigns', 0)} campaigns; server time "
-            f"from Server-Timing (cpu: the admin worker's CPU time), median of {report.settings.get('repeat')} "
+            f"{facts.get('clicks', 0):,} clicks ({facts.get('clicks_last_30_days', 0):,} in the last "
+            f"30 days), {facts.get('conversions', 0):,} conversions, {facts.get('campaigns', 0)} "
+            "campaigns; server time from Server-Timing (cpu: the admin worker's CPU time), median of "
+            f"{report.settings.get('repeat')} "
             "after one untimed request."
         )
     return lines

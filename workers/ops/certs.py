@@ -77,7 +77,9 @@ def certificate_expiry(path: Path) -> int | None:
 
 
 def _certbot(settings: Settings, args: list[str]) -> subprocess.CompletedProcess:
-    command = ["certbot", *args, *certbot_dirs(settings), "--non-interactive", "--server", settings.acme_server]
+    command = [
+        "certbot", *args, *certbot_dirs(settings), "--non-interactive", "--server", settings.acme_server
+    ]
     try:
         return subprocess.run(command, capture_output=True, text=True, timeout=CERTBOT_TIMEOUT, check=False)
     except FileNotFoundError:

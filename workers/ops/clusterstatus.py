@@ -1,4 +1,5 @@
-"""`lanner status`'s cluster part: Redis's health (LANNER_REDIS_URL) and PostgreSQL's (a postgresql:// database).
+"""`lanner status`'s cluster part: Redis's health (LANNER_REDIS_URL) and PostgreSQL's (a postgresql://
+database).
 
 What this process can tell: whether Redis answers it now, a PING's round trip, Redis's memory and when each
 cluster-wide sweep last ran. A web worker's own view (SharedState.status()) is in that worker; when Redis

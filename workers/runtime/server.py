@@ -745,7 +745,8 @@ class _Worker:
                 if not self.is_overdue:
                     self.is_overdue = True
                     logger.warning(
-                        "worker %s: still serving after graceful_timeout (%.1f s); exiting between two requests",
+                        "worker %s: still serving after graceful_timeout (%.1f s); "
+                        "exiting between two requests",
                         self.pid,
                         self.graceful_timeout,
                     )
