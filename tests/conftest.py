@@ -575,7 +575,10 @@ def make_tracker(db, settings, clock):
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 
-MISSING = "Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; `make test` installs them)"
+MISSING = (
+    "Debian's chromium and chromium-driver "
+    "(apt-get install chromium chromium-driver; `make test` installs them)"
+)
 # A browser test module sets `pytestmark = browser_required` and takes the `browser` fixture.
 # Under CI the test is not skipped: its `browser` fixture fails, saying what is missing.
 browser_required = pytest.mark.skipif(

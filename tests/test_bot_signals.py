@@ -113,7 +113,7 @@ def test_the_signal_cache_stays_bounded(detector):
     assert len(detector._signal_cache) <= 4096
 
 
-# --- the click path and `lanner simulate` --------------------------------------------------------------------
+# --- the click path and `lanner simulate` -------------------------------------------------------------------
 
 
 @pytest.fixture

@@ -80,7 +80,7 @@ def served():
     server.close()
 
 
-# --- the shipped copy and the lookup -------------------------------------------------------------------------
+# --- the shipped copy and the lookup ------------------------------------------------------------------------
 
 
 def test_the_shipped_copy_names_its_sources_and_dates():
@@ -141,7 +141,7 @@ def test_ip_list_bisect_agrees_with_ipaddress_on_overlapping_and_adjacent_networ
         assert (str(probe) in ip_list) == expected == (str(probe) in halves), probe
 
 
-# --- parsing a downloaded list -------------------------------------------------------------------------------
+# --- parsing a downloaded list ------------------------------------------------------------------------------
 
 
 def test_google_s_format_bing_s_zero_width_spaces_and_cidr_lines_parse():
@@ -163,7 +163,7 @@ def test_an_unusable_list_is_refused(body):
         parse_published(body)
 
 
-# --- `lanner bots update` ------------------------------------------------------------------------------------
+# --- `lanner bots update` -----------------------------------------------------------------------------------
 
 
 def test_update_fetches_every_source_and_keeps_the_unconfigured_ones(served, tmp_path):
@@ -279,7 +279,7 @@ def test_the_periodic_task_updates_only_when_enabled_and_due(served, env, data_d
     assert is_update_due(path, 7, now=datetime.now(UTC) + timedelta(days=7, seconds=1))
 
 
-# --- a long-running process ----------------------------------------------------------------------------------
+# --- a long-running process ---------------------------------------------------------------------------------
 
 
 class Tick:

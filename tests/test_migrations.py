@@ -157,7 +157,8 @@ def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(
         database.close()
 
 
-@pytest.mark.sqlite_only  # SQLite's 0004 and 0005 on an empty file (PostgreSQL's baseline: the db tests below).
+# SQLite's 0004 and 0005 on an empty file (PostgreSQL's baseline: the db tests below).
+@pytest.mark.sqlite_only
 def test_0005_on_a_new_database_needs_no_deferred_step(db):
     from models.migrations.deferred import pending_steps
     from models.store.sqlite.hotpath import visitor_probe

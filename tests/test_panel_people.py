@@ -172,7 +172,8 @@ def test_every_user_sets_their_own_timezone_audited_and_a_bad_one_is_refused(pan
         "vera", "update", {"timezone": ""}, {"timezone": "Asia/Tokyo"},
     )  # fmt: skip
     status, _, body = post(panel, "/panel/account/timezone",
-                           {"timezone": "<script>x</script>", "csrf_token": token}, cookie=viewer)  # fmt: skip
+                           {"timezone": "<script>x</script>", "csrf_token": token},
+                           cookie=viewer)  # fmt: skip
     assert status == 400 and "Unknown timezone" in body.decode() and "<script>x" not in body.decode()
     assert get_user(db, "vera").timezone == "Asia/Tokyo"
 
@@ -346,7 +347,8 @@ def test_shares_and_api_keys_from_a_user_s_page_the_key_shown_once(panel, users,
     assert visible_campaign_ids(db, user_principal(bert.id, "bert", "buyer", False)) == set()
     assert [e.action for e in audit_entries(db, "campaign")[:2]] == ["unshare", "share"]
 
-    status, headers, body = post(panel, page + "/keys", {"scope": "read", "label": "<b>bot</b>", "csrf_token": token},
+    status, headers, body = post(panel, page + "/keys",
+                                 {"scope": "read", "label": "<b>bot</b>", "csrf_token": token},
                                  cookie=admin)  # fmt: skip
     # POST/redirect/GET: the key rides to the page once, sealed in a cookie for that page only.
     assert status == 303 and headers["location"] == page and body == b""

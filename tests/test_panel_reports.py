@@ -42,7 +42,8 @@ def table(html: str) -> dict:
     """The report table: headers, rows (cells as shown; the first without its small print), each
     row's drill-down link, the totals row."""
     body = re.search(r'<table class="report">(.*?)</table>', html, re.S).group(1)
-    headers = [text(th) for th in re.findall(r"<th[^>]*>(.*?)</th>", re.search(r"<thead>(.*?)</thead>", body, re.S).group(1), re.S)]  # fmt: skip
+    head = re.search(r"<thead>(.*?)</thead>", body, re.S).group(1)
+    headers = [text(th) for th in re.findall(r"<th[^>]*>(.*?)</th>", head, re.S)]
     rows, links = [], []
     for tr in re.findall(r"<tr>(.*?)</tr>", re.search(r"<tbody>(.*?)</tbody>", body, re.S).group(1), re.S):
         cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
