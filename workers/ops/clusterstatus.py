@@ -74,7 +74,7 @@ def postgres_status(db: Database) -> dict[str, Any]:
     }
 
 
-def postgres_unreachable(error: BaseException) -> dict[str, Any]:
+def postgres_unreachable(error: BaseException | str) -> dict[str, Any]:
     """What `lanner status` shows when PostgreSQL cannot be reached (psycopg's messages name no password)."""
     return {"state": "unreachable", "error": masked(error, None)}
 
