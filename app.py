@@ -86,7 +86,8 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     click_api = ClickApiResource(tracker, client_address, settings.sub_id_aliases, settings.max_click_cost)
     app.add_route("/click_api/v3", click_api)
     app.add_route("/api.php", click_api)  # Where KClient PHP is usually pointed (routes/clickapi.py).
-    # `/`: KClient's getOffer() links, on to /lp/click; else a domain's parked campaign (models/routing/domains.py).
+    # `/`: KClient's getOffer() links, on to /lp/click; else a domain's parked campaign
+    # (models/routing/domains.py).
     app.add_route("/", KClientOfferResource(root=clicks))
     app.add_route("/click_api", KClientOfferResource())
     app.add_route("/lp/visit", LpVisitResource(tracker, clicks.visit))
@@ -209,7 +210,8 @@ def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float
             settings.redis_url,
             prefix=settings.redis_prefix,
             timeout=settings.redis_timeout,
-            on_change=WorkerView(settings.data_dir, lambda text: masked(text, secret)),  # For `lanner status`.
+            # For `lanner status`.
+            on_change=WorkerView(settings.data_dir, lambda text: masked(text, secret)),
         )
     return ClickTracker(
         db,

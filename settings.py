@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -687,7 +688,7 @@ class Settings:
     def acme_webroot_path(self) -> Path:
         return Path(self.acme_webroot) if self.acme_webroot else self.data_dir / "acme"
 
-    def replace(self, **changes: Any) -> "Settings":
+    def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
 
 

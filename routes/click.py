@@ -342,8 +342,10 @@ class VisitParser:
             slots = self.sub_id_params
             if source_slots is not None:  # PERF: one dict lookup; a campaign without a source: none.
                 cached = self._source_params.get(id(source_slots))
-                is_cached = cached is not None and cached[0] is source_slots
-                slots = cached[1] if is_cached else self._params_with(source_slots)
+                if cached is not None and cached[0] is source_slots:
+                    slots = cached[1]
+                else:
+                    slots = self._params_with(source_slots)
             kept = visit.params
             for name, value in params.items():
                 value = _param(value)
@@ -409,9 +411,9 @@ def visit_from_url(
             extra[name] = value
     from falcon.testing import create_environ  # Not on the click path.
 
-    headers = {name: value for name, value in extra.items() if value}
-    environ = create_environ(path="/" + alias, query_string=parts.query, headers=headers, method=method)
-    if not any(name.lower() == "user-agent" for name in headers):
+    sent = {name: value for name, value in extra.items() if value}
+    environ = create_environ(path="/" + alias, query_string=parts.query, headers=sent, method=method)
+    if not any(name.lower() == "user-agent" for name in sent):
         # create_environ fills in its own client's User-Agent; a visitor who sent none is a bot.
         del environ["HTTP_USER_AGENT"]
     environ["REMOTE_ADDR"] = address
@@ -430,6 +432,7 @@ def answer(resp: falcon.Response, decision: Decision) -> None:
         # needs encoding. Ours is safe by construction: a validated template compiled to printable
         # ASCII (models/routing/macros.py), percent-encoded values.
         location = decision.location
+        assert location is not None  # Every http, meta and js answer has one.
         if not location.isascii():
             # Only a debounced repeat of a click journaled before templates were compiled to ASCII:
             # a header bjoern cannot encode answers an empty 500.
@@ -437,6 +440,7 @@ def answer(resp: falcon.Response, decision: Decision) -> None:
         resp.set_header("Location", location)
     elif kind in ("meta", "js"):
         resp.content_type = falcon.MEDIA_HTML
+        assert decision.location is not None
         resp.text = redirect_page(decision.location, kind)
     elif kind in ("html", "blank"):
         resp.content_type = falcon.MEDIA_HTML

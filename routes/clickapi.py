@@ -184,6 +184,7 @@ def api_answer(
     else:
         kind_type = ANSWER_TYPES.get(kind, kind)
         if kind in ("meta", "js"):
+            assert location is not None  # Every meta and js answer has one.
             body = redirect_page(location, kind)
         elif kind in ("html", "blank"):
             body = decision.body

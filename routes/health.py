@@ -8,7 +8,8 @@ balancer must not take it out. `?strict=1` answers 503 instead, for monitors tha
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import falcon
 

@@ -15,7 +15,7 @@ import json
 import logging
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import unquote_to_bytes
 
 import falcon
@@ -102,7 +102,7 @@ def _json_depth_ok(text: str) -> bool:
 
 def _params(text: str) -> dict[str, str]:
     """Query-string style parameters, first value of each, bounded in number."""
-    params = {}
+    params: dict[str, str] = {}
     for name, value in parse_query_string(text, keep_blank=True, csv=False).items():
         if len(params) >= MAX_PARAMS:
             break

@@ -14,7 +14,8 @@ portable media players and mobiles (phones, tablets, TVs...), in device-detector
 Regexes Python's `re` cannot compile (variable-width look-behinds) lose their look-arounds, which only
 makes them match a little more. Needs PyYAML (not a Lanner dependency).
 
-    python scripts/device_detector_models.py /path/to/device-detector [models/lookups/data/device_models.json.gz]
+    python scripts/device_detector_models.py \\
+        /path/to/device-detector [models/lookups/data/device_models.json.gz]
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ import re._constants as sre  # noqa: PLC2701 - the parser's own node names, used
 import re._parser as sre_parse  # noqa: PLC2701
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import yaml
 
@@ -185,7 +186,8 @@ def distributed(pattern: str) -> list[str]:
 
 
 def without_lookarounds(pattern: str) -> str:
-    """`pattern` without its (?=...), (?!...), (?<=...), (?<!...) groups: it matches wherever `pattern` does."""
+    """`pattern` without its (?=...), (?!...), (?<=...), (?<!...) groups: it matches wherever `pattern`
+    does."""
     out, index, in_class = [], 0, False
     while index < len(pattern):
         char = pattern[index]
@@ -279,7 +281,8 @@ def build(checkout: Path) -> dict:
             for key in sorted(found):
                 keys.setdefault(key, []).append(index)
     print(
-        f"{len(brands)} brands, {len(entries)} entries ({len(anywhere)} under any), {len(keys)} keys, {dropped} dropped"
+        f"{len(brands)} brands, {len(entries)} entries ({len(anywhere)} under any), "
+        f"{len(keys)} keys, {dropped} dropped"
     )
     for index in anywhere:
         print(f"  under any: {brands[entries[index][0]][0]}: {entries[index][3][:100]}")
@@ -291,7 +294,10 @@ def main(checkout: Path, out: Path) -> None:
         ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
     data = {
-        "source": "https://github.com/matomo-org/device-detector regexes/device/{consoles,portable_media_player,mobiles}.yml",
+        "source": (
+            "https://github.com/matomo-org/device-detector"
+            " regexes/device/{consoles,portable_media_player,mobiles}.yml"
+        ),
         "commit": commit,
         "license": "LGPL-3.0-or-later",
         **build(checkout),

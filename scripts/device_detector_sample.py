@@ -6,7 +6,8 @@ them, drawn at random with a fixed seed, at most QUOTA rows per type. Entries th
 from Client Hints headers are left out: the tracker reads only the User-Agent. Needs PyYAML (not a
 Lanner dependency; `pip install pyyaml` in a scratch environment).
 
-    python scripts/device_detector_sample.py /path/to/device-detector [tests/fixtures/device_detector/sample.jsonl.gz]
+    python scripts/device_detector_sample.py \\
+        /path/to/device-detector [tests/fixtures/device_detector/sample.jsonl.gz]
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Seeds a throwaway install (a temporary data directory: 5 campaigns, one with filtered streams and two
 weighted offers, a week of generated clicks with conversions and costs, a postback target, a status
-map, two affiliate networks, two traffic sources (one a campaign's), two landers on a stream, users with a share and an API key), runs `lanner serve` on ports the kernel picks, sends it real
-clicks (so clicks have routing traces) and lands them with `lanner spool flush`, imports conversions
-through the panel's form, and drives Debian's chromium headless through Selenium (`apt-get install
+map, two affiliate networks, two traffic sources (one a campaign's), two landers on a stream, users with a
+share and an API key), runs `lanner serve` on ports the kernel picks, sends it real clicks (so clicks
+have routing traces) and lands them with `lanner spool flush`, imports conversions through the panel's
+form, and drives Debian's chromium headless through Selenium (`apt-get install
 chromium chromium-driver`; selenium is in the test extra): 1280 wide, plus 390 wide for the dashboard
 and the campaign list. Rerunnable; run from the repository root, with Lanner importable:
 
@@ -136,7 +137,8 @@ def seed_landers(db, settings, stream_id: int) -> int:
         archive.writestr("spring-quiz/style.css", "body { font-family: sans-serif; }")
     remote = create_lander(db, "Spring advertorial", url="https://lp.example/spring/?s={subid}&go={offer}",
                            notes="hosted on the buyer's own domain")  # fmt: skip
-    local = create_lander(db, "Spring quiz", zip_data=buffer.getvalue(), files=LanderFiles.from_settings(settings))
+    files = LanderFiles.from_settings(settings)
+    local = create_lander(db, "Spring quiz", zip_data=buffer.getvalue(), files=files)
     update_stream(db, stream_id, landers=[(remote.id, 60), (local.id, 40)])
     return local.id
 

@@ -74,7 +74,8 @@ def main() -> None:
     unique = sum(client.memory_usage(k, samples=0) for name, k in kinds.items() if name.startswith("unique"))
     per_million = grown * (10**6 / args.visitors) / 2**20
     print(
-        f"per million visitors: {per_million:.0f} MiB by used_memory ({'with' if args.debounce_ms else 'without'}"
+        f"per million visitors: {per_million:.0f} MiB by used_memory "
+        f"({'with' if args.debounce_ms else 'without'}"
     )
     print(f"  debounce keys), {unique * 10**6 / 2**20:.0f} MiB by MEMORY USAGE of the uniqueness keys alone")
     stats = client.info("commandstats").get("cmdstat_evalsha", {})

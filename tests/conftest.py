@@ -513,7 +513,7 @@ class InProcessApp:
             del environ["HTTP_USER_AGENT"]  # TestClient's own; http.client sends none.
         answer = StartResponseMock()
         data = b"".join(closed_wsgi_iterable(wsgiref.validate.validator(self.app)(environ, answer)))
-        for name, value in answer.headers:
+        for _name, value in answer.headers:
             value.encode("latin-1")  # What a WSGI server must send a header as: one it cannot fails here.
         return int(answer.status[:3]), {k.lower(): v for k, v in answer.headers}, data
 
@@ -575,7 +575,10 @@ def make_tracker(db, settings, clock):
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
 
-MISSING = "Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; `make test` installs them)"
+MISSING = (
+    "Debian's chromium and chromium-driver "
+    "(apt-get install chromium chromium-driver; `make test` installs them)"
+)
 # A browser test module sets `pytestmark = browser_required` and takes the `browser` fixture.
 # Under CI the test is not skipped: its `browser` fixture fails, saying what is missing.
 browser_required = pytest.mark.skipif(

@@ -52,9 +52,8 @@ def lander_campaign(
     )
     stream = Stream.get(Stream.campaign == campaign.id)
     if len(made) > 1:
-        update_stream(
-            db, stream.id, offers=[(o.id, spec.get("weight", 100)) for o, spec in zip(made, offers)]
-        )
+        weights = [(o.id, spec.get("weight", 100)) for o, spec in zip(made, offers, strict=True)]
+        update_stream(db, stream.id, offers=weights)
     lander_ids = add_landers(db, stream.id, landers)
     return {
         "campaign_id": campaign.id,

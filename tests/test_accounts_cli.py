@@ -1,4 +1,5 @@
-"""`lanner user ...`, `lanner api key ...` and `lanner campaign --owner` as a user runs them, against a real file."""
+"""`lanner user ...`, `lanner api key ...` and `lanner campaign --owner` as a user runs them, against a real
+file."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def test_user_add_reads_the_password_from_stdin_and_user_list_prints_table_json_
 
     table = lanner("user", "list").stdout.splitlines()
     assert table[0].split() == [
-        "id", "name", "role", "hide_money", "disabled", "timezone", "last_login_at", "created_at", "updated_at",
+        "id", "name", "role", "hide_money", "disabled", "timezone", "last_login_at", "created_at",
+        "updated_at",
     ]  # fmt: skip
     assert table[1].split()[:5] == ["1", "anna", "buyer", "False", "False"]
     listed = json.loads(lanner("user", "list", "--json").stdout)

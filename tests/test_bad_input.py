@@ -102,7 +102,7 @@ def poisoned(db):
     assert len(victims) == 3
     with db.atomic():
         delta = RollupDelta()
-        for (click_id, old_cost, _), new_cost in zip(victims, (1e308, 1e308, float("inf"))):
+        for (click_id, old_cost, _), new_cost in zip(victims, (1e308, 1e308, float("inf")), strict=True):
             conn.execute("UPDATE click SET cost = ? WHERE id = ?", (new_cost, click_id)).close()
             delta.add_click_cost(click_key(conn, click_id), new_cost - old_cost)
         delta.apply(conn)

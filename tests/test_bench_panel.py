@@ -113,7 +113,8 @@ def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(t
             ).fetchall()
         )
         (used,) = connection.execute(
-            "SELECT COUNT(*) FROM api_key WHERE label = 'lanner bench panel-pages' AND last_used_at IS NOT NULL"
+            "SELECT COUNT(*) FROM api_key WHERE label = 'lanner bench panel-pages' "
+            "AND last_used_at IS NOT NULL"
         ).fetchone()
     assert sessions == {user: 1 for user in TIMED_USERS} and used == 1
 

@@ -113,7 +113,7 @@ def test_the_signal_cache_stays_bounded(detector):
     assert len(detector._signal_cache) <= 4096
 
 
-# --- the click path and `lanner simulate` --------------------------------------------------------------------
+# --- the click path and `lanner simulate` -------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ def stored(settings, subid: str) -> dict | None:
     cursor = db.connection().execute("SELECT * FROM click WHERE subid = ?", (subid,))
     try:
         row = cursor.fetchone()
-        return dict(zip([column[0] for column in cursor.description], row)) if row else None
+        return dict(zip([column[0] for column in cursor.description], row, strict=True)) if row else None
     finally:
         cursor.close()
 

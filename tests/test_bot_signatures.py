@@ -78,8 +78,8 @@ def test_every_device_detector_bot_in_the_sample_is_a_bot_but_a_browser_add_on(d
             "seo: compatible; BW/",
         ),
         (
-            "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 (KHTML, like Gecko) "
-            "Chrome/109.0.0.0 Mobile Safari/537.36 +https://sitebulb.com",
+            "Mozilla/5.0 (Linux; Android 6.0.1; Nexus 5X Build/MMB29P) AppleWebKit/537.36 (KHTML, like "
+            "Gecko) Chrome/109.0.0.0 Mobile Safari/537.36 +https://sitebulb.com",
             "seo: sitebulb",
         ),
         (

@@ -171,8 +171,8 @@ def test_generated_uniqueness_flags_are_the_trackers_per_scope_and_window(env, d
     for campaign, streams in (("gen-0", 2), ("gen-1", 1)):
         for _ in range(streams):
             lanner("stream", "add", campaign, "--offer", "1")
-    run_lanner({**env, "LANNER_UNIQUENESS_HOURS": "12"}, "generate", "clicks", "--count", "8000", "--days", "3",
-               "--campaigns", "2", "--seed", "8")  # fmt: skip
+    run_lanner({**env, "LANNER_UNIQUENESS_HOURS": "12"}, "generate", "clicks", "--count", "8000",
+               "--days", "3", "--campaigns", "2", "--seed", "8")  # fmt: skip
     connection = db.connection()
     connection.execute("CREATE INDEX test_visitor ON click (ip, ua_hash, campaign_id, stream_id, created_at)")
     earlier = "SELECT 1 FROM click AS p WHERE p.ip = c.ip AND p.ua_hash = c.ua_hash AND p.id < c.id"

@@ -52,7 +52,7 @@ def flushed_rows(lanner, settings) -> list[dict]:
     cursor = db.connection().execute("SELECT * FROM click ORDER BY id")
     try:
         names = [column[0] for column in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     finally:
         cursor.close()
 

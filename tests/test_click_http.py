@@ -40,7 +40,7 @@ def rows(settings, where: str = "1 = 1", params=()) -> list[dict]:
     cursor = db.connection().execute(f"SELECT * FROM click WHERE {where} ORDER BY id", params)
     try:
         names = [column[0] for column in cursor.description]
-        return [dict(zip(names, row)) for row in cursor.fetchall()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     finally:
         cursor.close()
 

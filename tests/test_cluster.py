@@ -177,7 +177,7 @@ def test_a_capped_offer_stops_at_exactly_its_cap_over_both_nodes(cluster):
     offers = [offer_id for _, offer_id in stored]
     assert offers.count(offer) == CAP and offers.count(spare) == len(subids) - CAP
     # Both nodes took clicks (nginx has no stickiness) and landed them into their own rows.
-    assert all(after > earlier for after, earlier in zip(cluster.positions(), before))
+    assert all(after > earlier for after, earlier in zip(cluster.positions(), before, strict=True))
 
 
 def test_a_visitor_alternating_nodes_within_debounce_gets_one_subid_and_one_click(cluster):

@@ -9,7 +9,7 @@ import ipaddress
 import json
 import random
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import click
@@ -80,7 +80,7 @@ def served():
     server.close()
 
 
-# --- the shipped copy and the lookup -------------------------------------------------------------------------
+# --- the shipped copy and the lookup ------------------------------------------------------------------------
 
 
 def test_the_shipped_copy_names_its_sources_and_dates():
@@ -141,7 +141,7 @@ def test_ip_list_bisect_agrees_with_ipaddress_on_overlapping_and_adjacent_networ
         assert (str(probe) in ip_list) == expected == (str(probe) in halves), probe
 
 
-# --- parsing a downloaded list -------------------------------------------------------------------------------
+# --- parsing a downloaded list ------------------------------------------------------------------------------
 
 
 def test_google_s_format_bing_s_zero_width_spaces_and_cidr_lines_parse():
@@ -163,7 +163,7 @@ def test_an_unusable_list_is_refused(body):
         parse_published(body)
 
 
-# --- `lanner bots update` ------------------------------------------------------------------------------------
+# --- `lanner bots update` -----------------------------------------------------------------------------------
 
 
 def test_update_fetches_every_source_and_keeps_the_unconfigured_ones(served, tmp_path):
@@ -177,7 +177,7 @@ def test_update_fetches_every_source_and_keeps_the_unconfigured_ones(served, tmp
         ("meta", served.url("/v4.txt")),
         ("meta", served.url("/v6.txt")),  # One name, two lists: the union.
     ]
-    now = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     report = update_ranges(sources, path, now=now)
     assert report.is_complete, report.lines
     data = RangeData.read(path)
@@ -276,10 +276,10 @@ def test_the_periodic_task_updates_only_when_enabled_and_due(served, env, data_d
     assert path.exists() and len(served.requests) == 1
     huey.update_bot_ranges()  # Updated moments ago: not due for a week.
     assert len(served.requests) == 1
-    assert is_update_due(path, 7, now=datetime.now(timezone.utc) + timedelta(days=7, seconds=1))
+    assert is_update_due(path, 7, now=datetime.now(UTC) + timedelta(days=7, seconds=1))
 
 
-# --- a long-running process ----------------------------------------------------------------------------------
+# --- a long-running process ---------------------------------------------------------------------------------
 
 
 class Tick:

@@ -345,7 +345,7 @@ def test_0006_takes_conversions_summed_unconverted_out_of_revenue_until_their_ra
         ).fetchall()
         delta = RollupDelta(present_tables(database.connection()))  # The tables of that release.
         for (click_id, subid, campaign_id, created_at), (payout, currency) in zip(
-            clicks, [(10.0, "USD"), (20.0, "EUR"), (4.0, "USD")]
+            clicks, [(10.0, "USD"), (20.0, "EUR"), (4.0, "USD")], strict=True
         ):
             database.execute_sql(
                 "INSERT INTO conversion (subid, status, original_status, payout, currency, click_id, "

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from conftest import LANNER, ROOT, run_lanner
@@ -25,7 +25,7 @@ from workers.bench.generate import generate_clicks
 # (postgres_url / postgres_migrated_url: skipped without PostgreSQL locally, failing under CI=1).
 pytestmark = pytest.mark.sqlite_only
 
-END_MS = int(datetime(2026, 11, 20, 17, 41, tzinfo=timezone.utc).timestamp() * 1000)
+END_MS = int(datetime(2026, 11, 20, 17, 41, tzinfo=UTC).timestamp() * 1000)
 RECEIVED = Received("GET", "127.0.0.1", "test")
 PASSWORD = "hunter2-Sekrit"
 
@@ -261,7 +261,7 @@ def poison_costs(path) -> str:
             delta.apply(conn)
     finally:
         db.close()
-    return datetime.fromtimestamp(victims[0][2] / 1000, timezone.utc).date().isoformat()
+    return datetime.fromtimestamp(victims[0][2] / 1000, UTC).date().isoformat()
 
 
 def test_costs_from_before_the_bound_are_refused_until_repaired(install, env, postgres_migrated_url):

@@ -107,7 +107,8 @@ def test_migrated_schema_matches_the_models(db):
     from models.tables.source import TrafficSource
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)
-    models += (PostbackDelivery, PostbackRefusal, User, CampaignShare, ApiKey, AuditEntry, Network, TrafficSource)
+    models += (PostbackDelivery, PostbackRefusal, User, CampaignShare, ApiKey, AuditEntry, Network)
+    models += (TrafficSource,)
     models += (Lander, StreamLander)
     models += (Domain, CampaignDomain)
     for model in models:

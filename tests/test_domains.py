@@ -67,7 +67,8 @@ def test_https_without_a_rendered_site_says_what_to_do(lanner):
     assert result.returncode == 1 and "lanner nginx site -o PATH" in result.stderr
     # The domain is kept, and why it has no certificate: `lanner domain cert` gets it once the site is there.
     shown = json.loads(lanner("domain", "show", "secure.example.com", "--json").stdout)
-    assert (shown["https"], shown["cert_state"]) == (True, "failed") and "lanner nginx site" in shown["cert_error"]
+    assert (shown["https"], shown["cert_state"]) == (True, "failed")
+    assert "lanner nginx site" in shown["cert_error"]
     lanner("campaign", "create", "One", "--alias", "one", "--offer-url", offer("one"))
     lanner("domain", "update", "secure.example.com", "--campaign", "one")  # Nothing for nginx: no certbot.
     failed = lanner("domain", "update", "secure.example.com", "--redirect-http", check=False)
@@ -134,7 +135,8 @@ def test_domains_through_the_api_are_admins_only_and_queue_their_certificate(adm
 
     status, offer = call(admin, "POST", "/offers", key, {"name": "O", "url": "https://o.example/?c={subid}"})
     assert status == 201
-    assert call(admin, "POST", "/campaigns", key, {"name": "S", "alias": "s", "offer_id": offer["id"]})[0] == 201
+    campaign = {"name": "S", "alias": "s", "offer_id": offer["id"]}
+    assert call(admin, "POST", "/campaigns", key, campaign)[0] == 201
     status, created = call(admin, "POST", "/domains", key, {"name": "Go.Example.com", "campaign": "s",
                                                             "redirect_http": True})  # fmt: skip
     assert status == 201, created
@@ -173,7 +175,8 @@ def test_the_panel_lists_adds_changes_and_removes_domains_for_admins_only(panel,
     assert status == 200 and "No domains yet" in html and 'href="/panel/status" aria-current="page"' in html
     assert 'href="/panel/domains" id="domains-link"' in get(panel, "/panel/status", anna)[2]
     token = csrf_token(html)
-    status, _, html = post_form(panel, "/panel/domains", {"name": "bad name", "https": "1", "csrf_token": token}, anna)
+    form = {"name": "bad name", "https": "1", "csrf_token": token}
+    status, _, html = post_form(panel, "/panel/domains", form, anna)
     assert status == 400 and "is not a domain name" in html and 'value="bad name"' in html
     fields = {"name": "Go.Example.com", "https": "1", "redirect_http": "1", "csrf_token": token}
     status, headers, _ = post_form(panel, "/panel/domains", fields, anna)

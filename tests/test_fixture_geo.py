@@ -1,4 +1,5 @@
-"""Lanner's geo lookups against MaxMind's own test databases (tests/fixtures/maxmind, from maxmind/MaxMind-DB).
+"""Lanner's geo lookups against MaxMind's own test databases (tests/fixtures/maxmind, from
+maxmind/MaxMind-DB).
 
 For every network of a file's source JSON, its first and last address go through `GeoDatabase` (an IPv4
 address also as `::ffff:a.b.c.d`, the way a dual-stack socket reports it). The expected answer is worked
@@ -37,10 +38,10 @@ NETWORK_FILES = {
     "GeoIP2-Enterprise": 34,
 }
 
-# (file, lookup, network as its JSON lists it) where Lanner answers otherwise than the data; compared exactly, so a
-# new miss fails and so does a fixed one (then drop it here). None at MaxMind-DB 2f18851d: the 18 GeoIP2-Enterprise
-# networks once listed here (their isp / AS organisation / connection type / mobile network code are under
-# `traits`, which GeoDatabase.network now reads too) agree.
+# (file, lookup, network as its JSON lists it) where Lanner answers otherwise than the data; compared
+# exactly, so a new miss fails and so does a fixed one (then drop it here). None at MaxMind-DB 2f18851d:
+# the 18 GeoIP2-Enterprise networks once listed here (their isp / AS organisation / connection type /
+# mobile network code are under `traits`, which GeoDatabase.network now reads too) agree.
 KNOWN_MISSES: set[tuple[str, str, str]] = set()
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -145,7 +146,8 @@ def compare(name: str, kind: str, mmdb_name: str | None = None) -> Comparison:
 def _check(name: str, kind: str, entries: int) -> None:
     result = compare(name, kind)
     print(
-        f"\n{name} ({kind}): {result.agreeing}/{result.lookups} lookups agree, over {result.networks} networks"
+        f"\n{name} ({kind}): {result.agreeing}/{result.lookups} lookups agree, "
+        f"over {result.networks} networks"
     )
     for (_, _, key), lookups in result.misses.items():
         for text, wanted, got in lookups:

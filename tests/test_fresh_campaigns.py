@@ -12,7 +12,8 @@ from models.store.meta import MetaStore
 
 
 def count_version_reads(monkeypatch) -> list[str]:
-    """Every read of config_version from now on (through any MetaStore: its PostgreSQL sibling inherits it)."""
+    """Every read of config_version from now on (through any MetaStore: its PostgreSQL sibling inherits
+    it)."""
     reads: list[str] = []
     read = MetaStore.config_version
 

@@ -129,7 +129,8 @@ def test_the_files_facts_follow_what_is_open(tmp_path):
 
 @pytest.fixture(params=["location-file", "network-file"])
 def enterprise_env(request, env, data_dir, db):
-    """GeoIP2-Enterprise as LANNER_GEO_DATABASE, or named in LANNER_GEO_EDITIONS (DATA_DIR/geo/EDITION.mmdb)."""
+    """GeoIP2-Enterprise as LANNER_GEO_DATABASE, or named in LANNER_GEO_EDITIONS
+    (DATA_DIR/geo/EDITION.mmdb)."""
     if request.param == "location-file":
         configured = {**env, "LANNER_GEO_DATABASE": str(ENTERPRISE)}
     else:
@@ -227,15 +228,16 @@ def test_without_geo_files_each_geo_filter_warns_and_the_stream_is_saved(campaig
         "country", "city", "isp", "connection", "carrier"
     ]  # fmt: skip
     assert warnings[0] == (
-        f"Warning: Stream {stream_id}'s country filter sees every click's country as unknown: there is no geo "
-        "database; run `lanner geo build` or set LANNER_GEO_DATABASE."
+        f"Warning: Stream {stream_id}'s country filter sees every click's country as unknown: there is no "
+        f"geo database; run `lanner geo build` or set LANNER_GEO_DATABASE."
     )
     assert "there is no geo database" in warnings[1]
     assert "no geo file gives ISPs" in warnings[2] and "GeoLite2-ASN" in warnings[2]
     assert all("LANNER_GEO_EDITIONS" in line for line in warnings[2:])
     assert "GeoIP2-Connection-Type" in warnings[3] and "GeoIP2-ISP" in warnings[4]
     assert saved_filters(campaign_env, stream_id) == (
-        "country=GB AND city=London AND isp~vodafone AND connection=Cellular AND carrier~vodafone AND device=mobile"
+        "country=GB AND city=London AND isp~vodafone AND connection=Cellular "
+        "AND carrier~vodafone AND device=mobile"
     )
 
 

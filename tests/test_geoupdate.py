@@ -388,7 +388,7 @@ def test_the_bundled_files_age_is_its_datas_not_its_builds(tmp_path):
             "Lanner-Country", description="MAXMIND:GeoLite2-Country-IPv4IPv6-en-20240618 via geoip2fast"
         )
     )
-    now = datetime.datetime(2024, 9, 1, tzinfo=datetime.timezone.utc).timestamp()
+    now = datetime.datetime(2024, 9, 1, tzinfo=datetime.UTC).timestamp()
     status = _geo_file_status(path, now, 60, "run `lanner geo build`", "set LANNER_GEO_SOURCE for updates")
     assert status["data_date"] == "2024-06-18" and status["age_days"] == 75
     assert status["warning"] == "geo data is 75 days old (over 60): set LANNER_GEO_SOURCE for updates"

@@ -35,7 +35,9 @@ D1, D2 = "d1.lanner.test", "d2.lanner.test"  # .test: never a real name (RFC 260
 RENEW_DUE = 20 * 86400  # Pebble's certificates live 20 days: certbot renews at 30 days left.
 
 
-def _started(args: list[str], environ: dict, log: Path, ready: str, deadline: float = 15) -> LiveProcess | None:
+def _started(
+    args: list[str], environ: dict, log: Path, ready: str, deadline: float = 15
+) -> LiveProcess | None:
     """The process once its log says `ready`; None if it exited saying its address was in use."""
     live = start_process(args, environ, log)
     end = time.monotonic() + deadline

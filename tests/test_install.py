@@ -87,7 +87,8 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     assert site.resolve() == rendered and not rendered.is_symlink()
     assert rendered.stat().st_mode & 0o777 == 0o644 and not (data / "nginx/lanner.conf").exists()
     assert f"root {data}/acme;" in site.read_text()  # certbot's challenges, served on plain HTTP.
-    assert (root / "etc/systemd/system/lanner-nginx-reload.path").read_text().count(f"{data}/nginx/reload") == 2
+    reload_path = (root / "etc/systemd/system/lanner-nginx-reload.path").read_text()
+    assert reload_path.count(f"{data}/nginx/reload") == 2
     # The reload service (root: no User=) renders the site itself from the saved options, with the
     # installed code and settings, and only then tests and reloads nginx.
     reload_unit = (root / "etc/systemd/system/lanner-nginx-reload.service").read_text()

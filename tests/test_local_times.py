@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -19,15 +19,15 @@ BERLIN = ZoneInfo("Europe/Berlin")
 
 
 def utc_ms(text: str) -> int:
-    return int(datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp() * 1000)
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
 
 
 def add_clicks(db, campaign_id: int, moments: list[int]) -> None:
     """Clicks at `moments` (UTC ms), in the click table and the rollups, as the spool flusher lands them."""
     for created in moments:
         db.connection().execute(
-            "INSERT INTO click (subid, created_at, campaign_id, stream_id, offer_id, ip, user_agent, ua_hash) "
-            "VALUES (?, ?, ?, 1, 1, '192.0.2.1', 'ua', ?)",
+            "INSERT INTO click (subid, created_at, campaign_id, stream_id, offer_id, ip, user_agent, "
+            "ua_hash) VALUES (?, ?, ?, 1, 1, '192.0.2.1', 'ua', ?)",
             (new_subid(created), created, campaign_id, ua_hash("ua")),
         )
     delta = RollupDelta()
@@ -92,8 +92,9 @@ def test_cost_set_over_dst_days_spreads_over_the_clicks_of_the_local_period(db, 
     out = lanner("cost", "set", "--campaign", "berlin", "--from", "2026-10-25", "--to", "2026-10-25",
                  "--timezone", "Europe/Berlin", "--amount", "50").stdout  # fmt: skip
     assert "over 25 clicks (2 USD each)" in out  # The 25-hour day: every hour's click, none outside.
-    out = lanner("cost", "set", "--campaign", "berlin", "--from", "2026-03-29T02:30", "--to", "2026-03-29T04:00",
-                 "--timezone", "Europe/Berlin", "--amount", "3").stdout  # fmt: skip
+    out = lanner("cost", "set", "--campaign", "berlin", "--from", "2026-03-29T02:30",
+                 "--to", "2026-03-29T04:00", "--timezone", "Europe/Berlin",
+                 "--amount", "3").stdout  # fmt: skip
     assert "over 2 clicks (1.5 USD each)" in out  # 03:15 and 03:45 CEST, after the jump.
     costs = dict(db.execute_sql("SELECT created_at, cost FROM click").fetchall())
     assert [costs[moment] for moment in spring] == [0, 1.5, 1.5]
@@ -119,7 +120,9 @@ def test_the_fall_back_day_has_25_hours_the_repeated_one_labelled_by_its_offsets
                                             timezone="Europe/Berlin", source=source))  # fmt: skip
         assert [(row["hour"], row["clicks"]) for row in report.rows] == expected, source
     assert run_report(db, ReportQuery(group_by=("hour",), since="2026-10-25", until="2026-10-25",
-                                      timezone="Europe/Berlin")).sources == ["rollup_campaign_hour"]  # fmt: skip
+                                      timezone="Europe/Berlin")).sources == [
+        "rollup_campaign_hour"
+    ]  # fmt: skip
     day = run_report(
         db, ReportQuery(group_by=("day",), since="2026-10-25", until="2026-10-25", timezone="Europe/Berlin")
     )

@@ -22,7 +22,9 @@ def queue_error(name: str = "huey.consumer.Worker-1") -> logging.LogRecord:
     except ConnectionError:
         import sys
 
-        return logging.LogRecord(name, logging.ERROR, __file__, 1, "Error reading from queue", (), sys.exc_info())
+        return logging.LogRecord(
+            name, logging.ERROR, __file__, 1, "Error reading from queue", (), sys.exc_info()
+        )
 
 
 def test_queue_errors_are_one_line_a_minute_saying_the_error_and_how_many_were_held_back():
@@ -49,7 +51,8 @@ def test_queue_errors_are_one_line_a_minute_saying_the_error_and_how_many_were_h
 def test_other_lines_pass_untouched():
     lines = QueueErrorLines(clock=Clock())
     task_error = logging.LogRecord("huey.consumer.Worker-1", logging.ERROR, __file__, 1,
-                                   "Unhandled error during execution of task %s.", ("abc",), None)  # fmt: skip
+                                   "Unhandled error during execution of task %s.", ("abc",),
+                                   None)  # fmt: skip
     ours = logging.LogRecord("lanner", logging.ERROR, __file__, 1, "Error reading from queue", (), None)
     for record in (task_error, task_error, ours, ours):
         assert lines.filter(record)

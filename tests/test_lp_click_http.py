@@ -91,7 +91,7 @@ def test_local_lander_and_lp_click_by_cookie_referer_and_keitaro_form(db, start_
         request(server.port, "/local?_lp=1", {"Cookie": f"other=1; lanner_subid={subids[2]}"}),
         request(server.port, f"/local?_lp=1&_subid={subids[3]}"),
     ]
-    for subid, (status, headers, _) in zip(subids, answers):
+    for subid, (status, headers, _) in zip(subids, answers, strict=True):
         assert status == 302 and parse_qs(urlsplit(headers["location"]).query)["click"] == [subid]
     lanner("spool", "flush")
     assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL AND offer_id IS NOT NULL") == [

@@ -225,7 +225,7 @@ def test_date_macro_renders_aware_datetime_as_given() -> None:
 
 def test_naive_and_utc_aware_now_give_the_same_epoch() -> None:
     template = compile_url("https://example.com/?t={date:U}")
-    aware = NOW.replace(tzinfo=datetime.timezone.utc)
+    aware = NOW.replace(tzinfo=datetime.UTC)
     assert template.render({}, NOW) == template.render({}, aware) == "https://example.com/?t=1709622489"
 
 

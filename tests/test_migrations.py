@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -24,7 +24,7 @@ def test_0002_backfills_click_counters_from_existing_clicks(settings):
             database.execute_sql(MigrationHistory.SQL_CREATE_HISTORY)
             initial.apply(database)
             database.execute_sql(MigrationHistory.SQL_RECORD, ("0001_initial", 0))
-        midnight = int(datetime(2027, 1, 15, tzinfo=timezone.utc).timestamp() * 1000)
+        midnight = int(datetime(2027, 1, 15, tzinfo=UTC).timestamp() * 1000)
         rows = [
             # (subid, created_at, stream_id, offer_id)
             ("a", midnight - 1, 1, 10),
@@ -157,7 +157,8 @@ def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(
         database.close()
 
 
-@pytest.mark.sqlite_only  # SQLite's 0004 and 0005 on an empty file (PostgreSQL's baseline: the db tests below).
+# SQLite's 0004 and 0005 on an empty file (PostgreSQL's baseline: the db tests below).
+@pytest.mark.sqlite_only
 def test_0005_on_a_new_database_needs_no_deferred_step(db):
     from models.migrations.deferred import pending_steps
     from models.store.hotpath import visitor_probe

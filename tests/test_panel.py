@@ -483,7 +483,8 @@ def test_0009_upgrades_an_install_from_0008_with_its_users(settings, env):
     try:
         migrate(database, up_to="0008_accounts")
         database.execute_sql(  # As 0008's code added users (add_user writes 0010's columns now).
-            "INSERT INTO app_user (name, role, password_hash, created_at, updated_at) VALUES (?, 'admin', ?, 0, 0)",
+            "INSERT INTO app_user (name, role, password_hash, created_at, updated_at) "
+            "VALUES (?, 'admin', ?, 0, 0)",
             ("anna", hash_password(PASSWORD)),
         )
         assert migrate(database)[:1] == ["0009_panel_sessions"] and schema_is_current(database)

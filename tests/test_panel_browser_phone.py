@@ -59,7 +59,8 @@ def test_the_dashboard_and_the_campaign_list_fit_a_phone_and_the_campaigns_are_c
     # Each card: its name, the numbers with their labels, the URL to copy and the pause button, on screen.
     card = cards[0]
     labels = phone.execute_script(
-        "return [...arguments[0].querySelectorAll('td.n')].map(td => getComputedStyle(td, '::before').content);",
+        "return [...arguments[0].querySelectorAll('td.n')].map(td => getComputedStyle(td, "
+        "'::before').content);",
         card,
     )
     assert labels[:2] == ['"Clicks"', '"Unique"'] and '"Profit"' in labels and "Pause" in card.text

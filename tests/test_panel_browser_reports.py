@@ -52,9 +52,10 @@ def test_the_report_chart_is_drawn_and_a_row_drills_down(browser, start_server, 
     first, second = (
         row.text for row in browser.find_elements(By.CSS_SELECTOR, "table.report tbody td.name a")
     )
+    legend = (By.CSS_SELECTOR, "#report-chart .u-legend")
     for offset, label in ((-over.size["width"] // 4, first), (over.size["width"] // 4, second)):
         ActionChains(browser).move_to_element_with_offset(over, offset, 0).perform()
-        wait.until(lambda _: label in browser.find_element(By.CSS_SELECTOR, "#report-chart .u-legend").text)
+        wait.until(lambda _, label=label: label in browser.find_element(*legend).text)
 
     link = browser.find_element(By.CSS_SELECTOR, "table.report a.drill-down")
     name = link.text

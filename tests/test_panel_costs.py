@@ -4,7 +4,7 @@ the refusals, and who may see and set costs; and the admin API's cost route unde
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import re
 
@@ -24,7 +24,7 @@ COSTS = "/panel/campaigns/1/costs"
 
 
 def period() -> dict[str, str]:
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     return {"from": str(today - timedelta(days=2)), "to": str(today)}
 
 

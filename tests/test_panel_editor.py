@@ -55,7 +55,7 @@ def stream_fields(token, filters=(), offers=(), **fields):
                 "fallback_offer_id": "", "daily_cap": "", "total_cap": ""}  # fmt: skip
     pairs += list({**defaults, **fields}.items())
     for row in [*filters, ("", "", "=", ""), ("", "", "=", "")]:
-        pairs += list(zip(("filter_type", "filter_key", "filter_op", "filter_value"), row))
+        pairs += list(zip(("filter_type", "filter_key", "filter_op", "filter_value"), row, strict=True))
     pairs += [(f"offer_{offer_id}", str(weight)) for offer_id, weight in offers]
     return pairs
 
@@ -105,8 +105,10 @@ def test_a_refused_create_shows_the_sentence_and_keeps_what_was_typed(panel, use
     for changes, sentence in (
         ({"alias": "spring"}, "A campaign with alias &#39;spring&#39; already exists."),
         ({"alias": "panel"}, "must be 1-64 letters"),
-        ({"alias": "fine", "uniqueness_hours": "a day"}, "The uniqueness window must be a number, not &#39;a day&#39;."),
-        ({"alias": "fine", "offer": "", "offer_url": ""}, "Give exactly one of an offer URL or an existing offer id."),
+        ({"alias": "fine", "uniqueness_hours": "a day"},
+         "The uniqueness window must be a number, not &#39;a day&#39;."),
+        ({"alias": "fine", "offer": "", "offer_url": ""},
+         "Give exactly one of an offer URL or an existing offer id."),
         ({"alias": "fine", "name": " "}, "A campaign needs a name."),
     ):  # fmt: skip
         status, _, body = post(panel, "/panel/campaigns/new", {**base, **changes}, cookie=cookie)
@@ -127,9 +129,10 @@ def test_a_refused_create_shows_the_sentence_and_keeps_what_was_typed(panel, use
 
 
 def settings_form(token, **changes):
-    return {"csrf_token": token, "name": "Spring", "alias": "spring", "status": "active", "rotation": "position",
-            "uniqueness_hours": "24", "timezone": "UTC", "default_action": "not_found", "default_url": "",
-            "cost_model": "cpc", "cost_value": "0", "cost_currency": "USD", "owner_id": "", **changes}  # fmt: skip
+    return {"csrf_token": token, "name": "Spring", "alias": "spring", "status": "active",
+            "rotation": "position", "uniqueness_hours": "24", "timezone": "UTC",
+            "default_action": "not_found", "default_url": "", "cost_model": "cpc", "cost_value": "0",
+            "cost_currency": "USD", "owner_id": "", **changes}  # fmt: skip
 
 
 def test_settings_are_saved_through_update_campaign_and_its_errors_shown_next_to_the_form(
@@ -140,7 +143,8 @@ def test_settings_are_saved_through_update_campaign_and_its_errors_shown_next_to
     cookie = log_in(panel)
     token = form_token(panel, cookie, "/panel/campaigns/1")
     for changes, sentence in (
-        ({"cost_model": "revshare", "cost_value": "150"}, "A revshare cost is a percentage of revenue, from 0 to 100."),
+        ({"cost_model": "revshare", "cost_value": "150"},
+         "A revshare cost is a percentage of revenue, from 0 to 100."),
         ({"timezone": "Mars/Olympus"}, "Unknown timezone &#39;Mars/Olympus&#39;"),
         ({"default_action": "redirect"}, "A redirect default action needs"),
         ({"cost_currency": "XXX"}, "XXX"),
@@ -222,7 +226,7 @@ def test_a_stream_with_filters_of_every_kind_and_weighted_offers_is_added(panel,
     assert ("anna", "create") in audit_actors(db, "stream")
     # The editor lists it first (intercepting), with each offer's share; its form shows the rows back.
     editor = get(panel, headers["location"].partition("#")[0], cookie)[2]
-    assert "Stream %d saved." % stream.id in editor and "70.0%" in editor and "30.0%" in editor
+    assert f"Stream {stream.id} saved." in editor and "70.0%" in editor and "30.0%" in editor
     form = get(panel, f"/panel/campaigns/1/streams/{stream.id}", cookie)[2]
     assert 'value="utm_source"' in form and 'value="3"' in form and 'value="mon-fri 09:00-18:00"' in form
     assert 'value="&#34;Washington, D.C.&#34;,London"' in form and "70.0%" in form
@@ -312,7 +316,8 @@ def test_streams_are_removed_and_reordered_by_the_posted_order_or_an_up_button(p
     assert [s.id for s in list_streams(1)] == [interceptor.id, first.id, second.id, third.id]
     # Without JavaScript: the up button of `third` posts the order with it above `second`.
     up = re.search(
-        rf'name="order" value="([\d,]+)">\s*<button type="submit" class="move" title="Move up" aria-label="Move stream {third.id} up"',
+        rf'name="order" value="([\d,]+)">\s*<button type="submit" class="move" title="Move up" '
+        rf'aria-label="Move stream {third.id} up"',
         page,
     )
     status, headers, _ = post(
@@ -520,8 +525,8 @@ def test_names_and_filter_values_come_out_escaped(panel, users, db, campaign):
         db, 1, name=hostile, offers=[(2, 1)], filters=['referrer~"' + hostile.replace('"', '""') + '"']
     )
     cookie = log_in(panel)
-    for path in ("/panel/campaigns/1", f"/panel/campaigns/1/streams/{added.id}", "/panel/campaigns/1/streams/new",
-                 "/panel/campaigns"):  # fmt: skip
+    for path in ("/panel/campaigns/1", f"/panel/campaigns/1/streams/{added.id}",
+                 "/panel/campaigns/1/streams/new", "/panel/campaigns"):  # fmt: skip
         page = get(panel, path, cookie)[2]
         assert "<img src=x" not in page and "<script>alert" not in page, path
         assert "&lt;img src=x onerror=alert(1)&gt;" in page, path
@@ -538,7 +543,10 @@ def test_an_editor_sees_the_click_api_token_and_the_script_tag_and_a_viewer_does
 
     page = get(panel, "/panel/campaigns/1", log_in(panel))[2]
     assert 'id="campaign-token"' in page and f'value="{campaign.token}"' in page
-    tag = "&lt;script src=&#34;http://127.0.0.1/lanner.js&#34; data-campaign=&#34;spring&#34; async&gt;&lt;/script&gt;"
+    tag = (
+        "&lt;script src=&#34;http://127.0.0.1/lanner.js&#34; data-campaign=&#34;spring&#34; async&gt;"
+        "&lt;/script&gt;"
+    )
     assert f'value="{tag}"' in page
     share_campaign(db, 1, "vera")
     viewer_page = get(panel, "/panel/campaigns/1", log_in(panel, "vera"))[2]

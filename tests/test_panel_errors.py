@@ -1,4 +1,5 @@
-"""The panel's error pages (routes/panel/render.py): a logged-in user's carry the nav and the log-out button."""
+"""The panel's error pages (routes/panel/render.py): a logged-in user's carry the nav and the log-out
+button."""
 
 from __future__ import annotations
 

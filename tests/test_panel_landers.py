@@ -145,7 +145,8 @@ def test_landers_are_created_uploaded_edited_and_deleted_in_the_panel(panel, use
 
     assert sorted(stream_landers(1)) == [(1, 30), (summer.id, 70)]
     status, _, html = get(panel, "/panel/campaigns/1", cookie)  # The stream list names them.
-    assert 'class="lander">Summer <small>70</small>' in html and 'class="lander">Quiz <small>30</small>' in html
+    assert 'class="lander">Summer <small>70</small>' in html
+    assert 'class="lander">Quiz <small>30</small>' in html
     status, _, html = get(panel, f"/panel/landers/{summer.id}", cookie)
     assert "#1 Main" in html and "disabled" in html.split('id="delete-lander"')[1][:40]
     status, _, body = post(

@@ -331,7 +331,8 @@ def test_a_correction_changes_status_and_payout_is_audited_and_refuses_what_it_c
         status, _, body = post(panel, f"/panel/conversions/{cid}", {**fields, "csrf_token": token}, admin)
         assert status == 400 and sentence in body.decode(), (fields, body.decode()[-800:])
     assert get_conversion(cid).status == "rejected"
-    # No token, no change; a viewer (even one the campaign is shared with) and a hide-money owner's payout: 403.
+    # No token, no change; a viewer (even one the campaign is shared with) and a hide-money owner's payout:
+    # 403.
     assert post(panel, f"/panel/conversions/{cid}", {"status": "sale"}, admin)[0] == 403
     from models.accounts.sharing import share_campaign
 
@@ -397,7 +398,10 @@ def test_an_import_from_a_textarea_or_a_file_shows_each_row_s_verdict_escaped(pa
     admin = log_in(panel)
     html = get(panel, "/panel/conversions/import", admin)[2]
     token = csrf_token(html)
-    text = f"subid,tid,status,payout\n{first},a,sale,3\n{second},b,approved,4\nnot-a-subid,c,sale,1\n{XSS},d,sale,1\n"
+    text = (
+        f"subid,tid,status,payout\n{first},a,sale,3\n{second},b,approved,4\n"
+        f"not-a-subid,c,sale,1\n{XSS},d,sale,1\n"
+    )
     status, html = post_import(panel, admin, {"csrf_token": token, "csv": text})
     assert status == 200, html
     results = re.findall(r'<tr class="(\w+)"><td class="n">(\d+)</td>', html)

@@ -12,7 +12,8 @@ import pytest
 from test_panel import csrf_token, get, log_in, make_panel, panel, post, users  # noqa: F401
 
 NEW = {"name": "Rocket", "alias": "", "template": "affise", "subid_macro": "", "payout_macro": "",
-       "status_macro": "", "tid_macro": "", "currency_macro": "", "offer_params": "", "notes": ""}  # fmt: skip
+       "status_macro": "", "tid_macro": "", "currency_macro": "", "offer_params": "",
+       "notes": ""}  # fmt: skip
 
 
 def copy_value(html: str, element_id: str) -> str:
@@ -27,8 +28,10 @@ def test_an_admin_creates_a_network_from_the_catalogue_and_its_page_shows_the_ur
 
     cookie = log_in(panel)
     listing = get(panel, "/panel/networks", cookie)[2]
-    assert "Affise-based network" in listing and "help-center.affise.com" in listing and "starting point" in listing
-    status, headers, _ = post(panel, "/panel/networks", {**NEW, "csrf_token": csrf_token(listing)}, cookie=cookie)
+    assert "Affise-based network" in listing and "help-center.affise.com" in listing
+    assert "starting point" in listing
+    form = {**NEW, "csrf_token": csrf_token(listing)}
+    status, headers, _ = post(panel, "/panel/networks", form, cookie=cookie)
     assert status == 303 and headers["location"] == "/panel/networks/1?done=created"
     page = get(panel, headers["location"], cookie)[2]
     key = read_secret(db, "postback_key")
@@ -54,7 +57,8 @@ def test_a_refused_network_keeps_what_was_typed_and_says_why(panel, users, db): 
         ({"template": "", "subid_macro": "{a} b"}, "no space"),
         ({"name": ""}, "needs a name"),
     ):
-        status, _, body = post(panel, "/panel/networks", {**NEW, **fields, "csrf_token": token}, cookie=cookie)
+        form = {**NEW, **fields, "csrf_token": token}
+        status, _, body = post(panel, "/panel/networks", form, cookie=cookie)
         page = body.decode()
         assert status == 400 and 'role="alert"' in page and sentence in page, (fields, page[-1500:])
         assert '<details class="card new-network" open>' in page
@@ -71,8 +75,9 @@ def test_an_admin_edits_a_network_and_maps_and_unmaps_its_words(panel, users, db
     page = get(panel, "/panel/networks/1", cookie)[2]
     token = csrf_token(page)
     fields = {"name": "Adv Net", "status": "active", "subid_macro": "{clickid}", "payout_macro": "{sum}",
-              "status_macro": "{status}", "tid_macro": "", "currency_macro": "", "offer_params": "aff={subid}",
-              "notes": "manager: bob", "do": "save", "csrf_token": token}  # fmt: skip
+              "status_macro": "{status}", "tid_macro": "", "currency_macro": "",
+              "offer_params": "aff={subid}", "notes": "manager: bob", "do": "save",
+              "csrf_token": token}  # fmt: skip
     status, headers, _ = post(panel, "/panel/networks/1", fields, cookie=cookie)
     assert status == 303 and headers["location"] == "/panel/networks/1?done=saved"
     network = get_network("adv")
@@ -123,8 +128,9 @@ def test_an_offer_names_its_network_on_its_form_and_the_network_page_lists_it(pa
     cookie = log_in(panel, "bert")  # A buyer changes offers, and names any network.
     page = get(panel, "/panel/offers/1", cookie)[2]
     assert '<option value="1">Adv</option>' in page and ">Old</option>" not in page  # Archived: not offered.
-    fields = {"name": "Shop", "url": "https://shop.example/?clickid={subid}", "payout": "1", "currency": "USD",
-              "daily_cap": "", "total_cap": "", "timezone": "UTC", "status": "active", "network": "1",
+    fields = {"name": "Shop", "url": "https://shop.example/?clickid={subid}", "payout": "1",
+              "currency": "USD", "daily_cap": "", "total_cap": "", "timezone": "UTC", "status": "active",
+              "network": "1",
               "csrf_token": csrf_token(page)}  # fmt: skip
     assert post(panel, "/panel/offers/1", fields, cookie=cookie)[0] == 303
     assert get_offer(1).network_id == 1
@@ -178,7 +184,8 @@ def test_a_network_no_offer_belongs_to_is_deleted_and_its_status_words_stay(pane
     cookie = log_in(panel)
     page = get(panel, "/panel/networks/1", cookie)[2]
     assert 'id="delete-network"' not in page  # An offer belongs to it.
-    status, _, body = post(panel, "/panel/networks/1", {"do": "delete", "csrf_token": csrf_token(page)}, cookie=cookie)
+    form = {"do": "delete", "csrf_token": csrf_token(page)}
+    status, _, body = post(panel, "/panel/networks/1", form, cookie=cookie)
     assert status == 400 and b"is the network of offer 1" in body
     update_offer(db, 1, clear_network=True)
     page = get(panel, "/panel/networks/1", cookie)[2]
@@ -186,7 +193,8 @@ def test_a_network_no_offer_belongs_to_is_deleted_and_its_status_words_stay(pane
     buyer = log_in(panel, "bert")
     token = csrf_token(get(panel, "/panel/networks/1", buyer)[2])
     assert post(panel, "/panel/networks/1", {"do": "delete", "csrf_token": token}, cookie=buyer)[0] == 403
-    status, headers, _ = post(panel, "/panel/networks/1", {"do": "delete", "csrf_token": csrf_token(page)}, cookie=cookie)
+    form = {"do": "delete", "csrf_token": csrf_token(page)}
+    status, headers, _ = post(panel, "/panel/networks/1", form, cookie=cookie)
     assert status == 303 and headers["location"] == "/panel/networks?deleted=rocket"
     assert "Network rocket deleted" in get(panel, headers["location"], cookie)[2]
     with pytest.raises(AdminError, match="no network 'rocket'"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -78,7 +78,7 @@ def test_a_user_in_new_york_sees_today_as_their_day(panel, users, db, settings, 
     run_deferred(db)
     new_york_today = datetime.now(NEW_YORK).date()
     # 03:00 UTC on New York's today is 22:00 or 23:00 of New York's yesterday.
-    at = datetime(new_york_today.year, new_york_today.month, new_york_today.day, 3, tzinfo=timezone.utc)
+    at = datetime(new_york_today.year, new_york_today.month, new_york_today.day, 3, tzinfo=UTC)
     track_at(make_tracker, settings, db, at)
     update_user(db, "bert", timezone="America/New_York")
     update_user(db, "anna", timezone="")  # The default: UTC.
@@ -105,7 +105,7 @@ def test_a_user_in_new_york_sees_today_as_their_day(panel, users, db, settings, 
     listed = get(panel, "/panel/campaigns?period=today", buyer)[2]
     assert re.search(r'class="total">.*?<td class="n"[^>]*>([\d,]+)</td>', listed, re.S).group(1) == "0"
     # In UTC the click is on New York's today's date: today, unless UTC is a day ahead already.
-    utc_period = "today" if datetime.now(timezone.utc).date() == new_york_today else "yesterday"
+    utc_period = "today" if datetime.now(UTC).date() == new_york_today else "yesterday"
     assert clicks_on(admin, utc_period)[0] == 1
     assert chart_of(get(panel, "/panel", admin)[2])["timezone"] == "UTC"
 
@@ -123,7 +123,7 @@ def test_the_chart_s_buckets_are_the_report_s_hours_through_clock_changes():
     autumn = day("2026-10-25", berlin)
     labels = [label for label, _ in autumn]
     assert len(autumn) == 25 and labels[2:4] == ["2026-10-25 02:00+02:00", "2026-10-25 02:00+01:00"]
-    assert [b - a for (_, a), (_, b) in zip(autumn, autumn[1:])] == [3_600_000] * 24
+    assert [b - a for (_, a), (_, b) in zip(autumn, autumn[1:], strict=False)] == [3_600_000] * 24
     spring = [label for label, _ in day("2026-03-29", berlin)]
     assert len(spring) == 23 and "2026-03-29 02:00" not in spring
     india = day("2026-03-29", ZoneInfo("Asia/Kolkata"))
@@ -172,7 +172,8 @@ def test_every_user_sets_their_own_timezone_audited_and_a_bad_one_is_refused(pan
         "vera", "update", {"timezone": ""}, {"timezone": "Asia/Tokyo"},
     )  # fmt: skip
     status, _, body = post(panel, "/panel/account/timezone",
-                           {"timezone": "<script>x</script>", "csrf_token": token}, cookie=viewer)  # fmt: skip
+                           {"timezone": "<script>x</script>", "csrf_token": token},
+                           cookie=viewer)  # fmt: skip
     assert status == 400 and "Unknown timezone" in body.decode() and "<script>x" not in body.decode()
     assert get_user(db, "vera").timezone == "Asia/Tokyo"
 
@@ -347,7 +348,8 @@ def test_shares_and_api_keys_from_a_user_s_page_the_key_shown_once(panel, users,
     assert visible_campaign_ids(db, user_principal(bert.id, "bert", "buyer", False)) == set()
     assert [e.action for e in audit_entries(db, "campaign")[:2]] == ["unshare", "share"]
 
-    status, headers, body = post(panel, page + "/keys", {"scope": "read", "label": "<b>bot</b>", "csrf_token": token},
+    status, headers, body = post(panel, page + "/keys",
+                                 {"scope": "read", "label": "<b>bot</b>", "csrf_token": token},
                                  cookie=admin)  # fmt: skip
     # POST/redirect/GET: the key rides to the page once, sealed in a cookie for that page only.
     assert status == 303 and headers["location"] == page and body == b""

@@ -53,8 +53,9 @@ def test_a_buyer_adds_tests_and_removes_a_target_of_their_campaign(panel, users,
         assert "Target added." in html and html_module.escape(url, quote=False) in html
         # A test of the saved target, then of a URL typed in the form: sample values, nothing stored.
         # Each test answers 303; the page it goes back to shows the result once, so a reload sends nothing.
-        status, headers, _ = post(panel, "/panel/postbacks", {"csrf_token": token, "do": "test_target",
-                                                              "target": target["id"]}, cookie=cookie)  # fmt: skip
+        status, headers, _ = post(panel, "/panel/postbacks",
+                                  {"csrf_token": token, "do": "test_target", "target": target["id"]},
+                                  cookie=cookie)  # fmt: skip
         assert status == 303 and headers["location"] == "/panel/postbacks"
         flash = headers["set-cookie"].split(";")[0]
         html = get(panel, "/panel/postbacks", f"{cookie}; {flash}")[2]

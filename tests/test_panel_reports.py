@@ -12,7 +12,7 @@ import json
 import re
 import urllib.parse
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from conftest import request
@@ -42,7 +42,8 @@ def table(html: str) -> dict:
     """The report table: headers, rows (cells as shown; the first without its small print), each
     row's drill-down link, the totals row."""
     body = re.search(r'<table class="report">(.*?)</table>', html, re.S).group(1)
-    headers = [text(th) for th in re.findall(r"<th[^>]*>(.*?)</th>", re.search(r"<thead>(.*?)</thead>", body, re.S).group(1), re.S)]  # fmt: skip
+    head = re.search(r"<thead>(.*?)</thead>", body, re.S).group(1)
+    headers = [text(th) for th in re.findall(r"<th[^>]*>(.*?)</th>", head, re.S)]
     rows, links = [], []
     for tr in re.findall(r"<tr>(.*?)</tr>", re.search(r"<tbody>(.*?)</tbody>", body, re.S).group(1), re.S):
         cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
@@ -127,7 +128,7 @@ def test_the_first_level_is_a_table_whose_totals_are_the_api_s(panel, users, cos
         "ROI",
         "EPC",
     ]
-    total = dict(zip(headers, tab["total"]))
+    total = dict(zip(headers, tab["total"], strict=True))
     assert number(total["Clicks"]) == api.total["clicks"] == 250
     assert number(total["Unique"]) == api.total["unique_clicks"]
     assert total["Cost"] == f"{api.total['cost']:,.2f} USD" == "100.00 USD"
@@ -262,7 +263,7 @@ def test_the_csv_is_the_table_shown_with_formulas_defused(panel, users, costs, d
     assert lines[0] == ["Sub ID 1", "Clicks", "Cost (USD)", "Profit (USD)", "ROI"]
     assert [h.rstrip(" ▲▼") for h in tab["headers"]] == ["Sub ID 1", "Clicks", "Cost", "Profit", "ROI"]
     assert len(lines) == len(tab["rows"]) + 2 and lines[-1][0] == "Total"
-    for shown, written in zip(tab["rows"] + [tab["total"]], lines[1:]):
+    for shown, written in zip(tab["rows"] + [tab["total"]], lines[1:], strict=True):
         label = shown[0]
         assert written[0] == ("'" + label if label[0] in "=+-@" else label)
         assert [number(v) if v != "–" else None for v in shown[1:]] == [
@@ -390,10 +391,10 @@ def test_this_week_runs_from_monday_in_the_report_service():
 
     from models.reporting.reports import preset_range
 
-    wednesday = datetime(2026, 12, 2, 15, 0, tzinfo=timezone.utc).timestamp()
+    wednesday = datetime(2026, 12, 2, 15, 0, tzinfo=UTC).timestamp()
     start, end = preset_range("this_week", ZoneInfo("UTC"), wednesday)
-    assert start == datetime(2026, 11, 30, tzinfo=timezone.utc).timestamp() * 1000
-    assert end == datetime(2026, 12, 3, tzinfo=timezone.utc).timestamp() * 1000
+    assert start == datetime(2026, 11, 30, tzinfo=UTC).timestamp() * 1000
+    assert end == datetime(2026, 12, 3, tzinfo=UTC).timestamp() * 1000
 
 
 def test_an_hour_drilled_into_is_that_hour_in_the_user_s_timezone(db):
@@ -448,7 +449,7 @@ def test_a_custom_range_counts_its_days_and_a_preset_link_leaves_a_day_drilled_i
 
     generate_clicks(db, 300, 3, campaigns=2, seed=9)
     cookie = log_in(panel)
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     since, until = (today - timedelta(days=1)).isoformat(), today.isoformat()
     html = ok(panel, f"/panel/reports?from={since}&to={until}&g1=day&g2=campaign", cookie)
     tab = table(html)
@@ -467,7 +468,7 @@ def test_a_custom_range_counts_its_days_and_a_preset_link_leaves_a_day_drilled_i
 def test_a_time_chart_has_every_bucket_of_the_range_those_without_clicks_as_zero(panel, users, db):
     from workers.bench.generate import generate_clicks
 
-    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+    now = int(datetime.now(UTC).timestamp() * 1000)
     generate_clicks(db, 100, 1, campaigns=1, seed=2, end_ms=now - 3 * 86_400_000)  # Then two days of none.
     cookie = log_in(panel)
     html = ok(panel, WEEK + "&g1=day&col=clicks&col=cr", cookie)
@@ -493,7 +494,7 @@ def test_the_hour_the_clocks_go_back_through_is_two_points_of_the_chart(db):
     class Berliner(Principal):
         timezone: str = "Europe/Berlin"
 
-    night = int(datetime(2026, 10, 25, 3, 0, tzinfo=timezone.utc).timestamp() * 1000)  # 04:00 CET
+    night = int(datetime(2026, 10, 25, 3, 0, tzinfo=UTC).timestamp() * 1000)  # 04:00 CET
     generate_clicks(db, 200, 4 / 24, campaigns=1, seed=4, end_ms=night)
     principal = Berliner(None, "berliner", "admin", True, False)
     state = BuilderState(period="custom", since="2026-10-25", until="2026-10-25", groups=("hour",))
@@ -526,7 +527,7 @@ def test_the_time_chart_s_x_is_each_bucket_s_first_instant_with_the_user_s_timez
         2,
         campaigns=1,
         seed=4,
-        end_ms=int(datetime(2026, 10, 26, 12, tzinfo=timezone.utc).timestamp() * 1000),
+        end_ms=int(datetime(2026, 10, 26, 12, tzinfo=UTC).timestamp() * 1000),
     )
     principal = Berliner(None, "berliner", "admin", True, False)
     for group in ("day", "hour"):

@@ -229,7 +229,7 @@ def test_concurrent_refusals_from_new_addresses_keep_exactly_the_bound(db, clock
         barrier = threading.Barrier(threads)
         failures: list[BaseException] = []
 
-        def refuse(n: int) -> None:
+        def refuse(n: int, barrier: threading.Barrier, day: int, failures: list[BaseException]) -> None:
             try:
                 barrier.wait()
                 counter.count(f"198.51.{day}.{n}", "forbidden")
@@ -238,7 +238,9 @@ def test_concurrent_refusals_from_new_addresses_keep_exactly_the_bound(db, clock
             finally:
                 db.close()  # This thread's connection (peewee keeps one per thread).
 
-        workers = [threading.Thread(target=refuse, args=(n,)) for n in range(threads)]
+        workers = [
+            threading.Thread(target=refuse, args=(n, barrier, day, failures)) for n in range(threads)
+        ]
         for worker in workers:
             worker.start()
         for worker in workers:

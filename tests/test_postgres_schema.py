@@ -93,7 +93,8 @@ WHERE s.nspname = 'public' AND c.contype IN ('p', 'u', 'f')
 """
 SQL_PG_INDEXES = """
 SELECT t.relname, i.relname, x.indisunique,
-    ARRAY(SELECT pg_get_indexdef(x.indexrelid, k + 1, true) FROM generate_subscripts(x.indkey, 1) AS k ORDER BY k),
+    ARRAY(SELECT pg_get_indexdef(x.indexrelid, k + 1, true)
+          FROM generate_subscripts(x.indkey, 1) AS k ORDER BY k),
     pg_get_expr(x.indpred, x.indrelid)
 FROM pg_index AS x JOIN pg_class AS i ON i.oid = x.indexrelid JOIN pg_class AS t ON t.oid = x.indrelid
 JOIN pg_namespace AS s ON s.oid = t.relnamespace
@@ -109,7 +110,7 @@ def postgres_schema(database) -> dict:
             name, dict(columns={}, primary_key=(), uniques=set(), indexes={}, foreign_keys=set())
         )
 
-    for name, column, kind, nullable, default, identity in database.execute_sql(SQL_PG_COLUMNS).fetchall():
+    for name, column, kind, nullable, default, _identity in database.execute_sql(SQL_PG_COLUMNS).fetchall():
         if (name, column) not in POSTGRES_ONLY_COLUMNS:
             table(name)["columns"][column] = (TYPE_FAMILIES[kind], nullable == "NO", normalized(default))
     for name, kind, _, columns, target, target_columns, on_delete in database.execute_sql(

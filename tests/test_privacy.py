@@ -43,7 +43,7 @@ def stored_clicks(db) -> list[dict]:
         "FROM click ORDER BY id"
     )
     names = [column[0] for column in cursor.description]
-    return [dict(zip(names, row)) for row in cursor.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def journal(settings) -> bytes:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -18,7 +18,7 @@ from models.reporting.reports import ReportError, ReportQuery, plan_pieces, run_
 from models.tables.click import Click
 from workers.bench.generate import generate_clicks
 
-END_MS = int(datetime(2026, 11, 20, 17, 41, tzinfo=timezone.utc).timestamp() * 1000)
+END_MS = int(datetime(2026, 11, 20, 17, 41, tzinfo=UTC).timestamp() * 1000)
 RECEIVED = Received("GET", "127.0.0.1", "test")
 GROUPINGS = [
     ("campaign",),

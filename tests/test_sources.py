@@ -174,7 +174,8 @@ def test_a_campaign_s_postback_target_follows_its_source(db):
     assert sorted((t["url"], t["source_id"]) for t in active_targets() if t["campaign_id"] == 1) == [
         ("https://net.example/cb?c={external_id}", zones.id), ("https://own.example/?s={subid}", None),
     ]  # fmt: skip
-    actions = [(e.entity, e.action) for e in list_audit(db) if e.entity in ("traffic_source", "postback_target")]
+    entities = ("traffic_source", "postback_target")
+    actions = [(e.entity, e.action) for e in list_audit(db) if e.entity in entities]
     assert ("traffic_source", "create") in actions and ("postback_target", "remove") in actions
 
 
@@ -274,19 +275,22 @@ def report_clicks(db):
     rows = [(1, "z1", "x"), (1, "z1", "x"), (2, "z2", "x"), (3, "c1", "z1"), (4, "z1", "z1")]
     for campaign_id, sub_id_1, sub_id_3 in rows:
         Click.create(subid=new_subid(), created_at=now, campaign_id=campaign_id, ip="203.0.113.7",
-                     user_agent="ua", ua_hash=zlib.crc32(b"ua"), sub_id_1=sub_id_1, sub_id_3=sub_id_3)  # fmt: skip
+                     user_agent="ua", ua_hash=zlib.crc32(b"ua"), sub_id_1=sub_id_1,
+                     sub_id_3=sub_id_3)  # fmt: skip
 
 
 def report(db, group_by, filters=None, source="auto"):
     from models.reporting.reports import ReportQuery, run_report
 
-    return run_report(db, ReportQuery(group_by=group_by, filters=filters or {}, preset="today", source=source))
+    query = ReportQuery(group_by=group_by, filters=filters or {}, preset="today", source=source)
+    return run_report(db, query)
 
 
 def test_a_source_name_groups_and_filters_the_campaigns_that_use_it_in_their_slot(db, report_clicks):
     from models.reporting.reports import ReportError
 
-    with pytest.raises(ReportError, match=r"'zoneid' is sub_id_1 in traffic source 'Zones' and sub_id_3 in 'Mixed'"):
+    message = r"'zoneid' is sub_id_1 in traffic source 'Zones' and sub_id_3 in 'Mixed'"
+    with pytest.raises(ReportError, match=message):
         report(db, ("zoneid",))
     by_zone = report(db, ("zoneid",), {"campaign": ("a", "b")})
     assert [(row["zoneid"], row["clicks"]) for row in by_zone.rows] == [("z1", 2), ("z2", 1)]
@@ -364,13 +368,15 @@ def test_sources_through_the_api(admin, key):
     status, offer = call(admin, "POST", "/offers", key, {"name": "O", "url": "https://o.example/?z={zoneid}"})
     assert status == 201
     status, campaign = call(admin, "POST", "/campaigns", key,
-                            {"name": "S", "alias": "s", "offer_id": offer["id"], "source": "Zones"})  # fmt: skip
+                            {"name": "S", "alias": "s", "offer_id": offer["id"],
+                             "source": "Zones"})  # fmt: skip
     assert status == 201 and campaign["source"] == "Zones"
     assert campaign["source_url"] == "/s?" + ZONES
     assert call(admin, "GET", "/sources/Zones", key)[1]["campaigns"] == 1
     status, cleared = call(admin, "PATCH", "/campaigns/s", key, {"clear_source": True})
     assert status == 200 and (cleared["source"], cleared["source_url"]) == (None, "/s")
-    assert call(admin, "POST", "/sources", "viewer-key-0123456789", {"name": "V", "template": "a={a}"})[0] == 403
+    source = {"name": "V", "template": "a={a}"}
+    assert call(admin, "POST", "/sources", "viewer-key-0123456789", source)[0] == 403
 
 
 # -- the panel ---------------------------------------------------------------------------------
@@ -394,8 +400,9 @@ def test_the_panel_creates_from_the_catalogue_edits_and_picks_a_source(panel, us
     assert status == 400 and "already fills a sub_id slot" in body.decode() and "sub1={x}" in body.decode()
     html = get(panel, "/panel/sources/1", cookie)[2]
     assert "<td>sub_id_4</td>" in html and 'value="target=4"' in html
-    status, headers, _ = post(panel, "/panel/sources/1", {**form, "slots": "target=6", "status": "active",
-                                                          "csrf_token": csrf_token(html)}, cookie=cookie)  # fmt: skip
+    status, headers, _ = post(panel, "/panel/sources/1",
+                              {**form, "slots": "target=6", "status": "active",
+                               "csrf_token": csrf_token(html)}, cookie=cookie)  # fmt: skip
     assert status == 303 and get_source(1).parameters.count("sub_id_6") == 1
     create_campaign(db, "Pop", "pop", offer_url="https://o.example/?s={subid}", source="Zeropark")
     admin_cookie = log_in(panel)
@@ -438,7 +445,8 @@ def test_a_source_s_click_macro_postback_and_report_end_to_end(
     start_consumer(LANNER_FLUSH_INTERVAL="0.1")
 
     # The source's names win their slots over sub3; a campaign without the source reads sub3 as before.
-    status, headers, _ = click(server.port, "with", "zoneid=z%2077&campaignid=9&external_id=ext-1&sub3=no&cost=0.5")
+    sent = "zoneid=z%2077&campaignid=9&external_id=ext-1&sub3=no&cost=0.5"
+    status, headers, _ = click(server.port, "with", sent)
     assert status == 302
     query = parse_qs(urlsplit(headers["location"]).query)
     assert (query["z"], query["c"]) == (["z 77"], ["9"])
@@ -479,7 +487,8 @@ def test_a_source_no_campaign_uses_is_deleted_by_cli_api_and_panel(db, lanner, a
     assert call(admin, "DELETE", "/sources/Push", key)[0] == 404
     cookie = log_in(panel)
     page = get(panel, "/panel/sources/3", cookie)[2]
-    status, headers, _ = post(panel, "/panel/sources/3", {"do": "delete", "csrf_token": csrf_token(page)}, cookie=cookie)
+    form = {"do": "delete", "csrf_token": csrf_token(page)}
+    status, headers, _ = post(panel, "/panel/sources/3", form, cookie=cookie)
     assert status == 303 and "Traffic source Pop deleted." in get(panel, headers["location"], cookie)[2]
     assert list_sources(include_archived=True) == []
     rows = db.execute_sql("SELECT source_id, status FROM postback_target").fetchall()
@@ -497,6 +506,7 @@ def test_who_may_not_change_sources_sees_only_the_host_of_a_postback_url(db, adm
     assert status == 200 and one["postback_url"] == hidden
     listed = call(admin, "GET", "/sources", "viewer-key-0123456789")[1]["items"]
     assert [s["postback_url"] for s in listed] == [hidden]
-    assert "S3CRET-KEY" in get(panel, "/panel/sources/1", log_in(panel, "bert"))[2]  # A buyer changes sources.
+    # A buyer changes sources.
+    assert "S3CRET-KEY" in get(panel, "/panel/sources/1", log_in(panel, "bert"))[2]
     page = get(panel, "/panel/sources/1", log_in(panel, "vera"))[2]
     assert "S3CRET-KEY" not in page and "tsyndicate.example/… (hidden" in page

@@ -62,7 +62,8 @@ def stored_subids() -> set[str]:
 
 
 def poison(line: bytes) -> list[bytes]:
-    """The issue's two lines: a real click line with a 20-digit created_at, and one with a 20-digit ua_hash."""
+    """The issue's two lines: a real click line with a 20-digit created_at, and one with a 20-digit
+    ua_hash."""
     fields = line[:-1].split(b"\t")
     lines = []
     for column in ("created_at", "ua_hash"):

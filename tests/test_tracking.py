@@ -67,7 +67,7 @@ def test_journal_record_follows_click_columns(make_tracker, campaign_alias, db, 
     decision = tracker.track(tracker.campaign(campaign_alias), visit())
     line = next(settings.spool_dir.glob("clicks.*.log")).read_bytes().splitlines(keepends=True)[-1]
     record = decode_line(line)
-    assert dict(zip(CLICK_COLUMNS, record))["subid"] == decision.subid
+    assert dict(zip(CLICK_COLUMNS, record, strict=False))["subid"] == decision.subid
     assert len(record) == len(JOURNAL_COLUMNS) + 2 and record[LOCATION] == decision.location
 
 
@@ -85,7 +85,7 @@ def test_journal_line_round_trips_hostile_text():
     line = encode_line("2001:db8::1", 4294967295, 1_800_000_000_123, (1, 0, 1), tail)
     assert line.count(b"\n") == 1 and line.endswith(b"\n")
     assert peek_line(line) == ("2001:db8::1", 4294967295, 1_800_000_000_123)
-    record = dict(zip((*JOURNAL_COLUMNS, "location"), decode_line(line)))
+    record = dict(zip((*JOURNAL_COLUMNS, "location"), decode_line(line), strict=False))
     assert (
         record["user_agent"] == texts[0] and record["referrer"] == texts[1] and record["source"] == texts[2]
     )
@@ -102,7 +102,7 @@ def test_a_journal_line_of_the_previous_release_still_lands(db, settings):
     # That release's tail: no lander_id, no ROUTING_COLUMNS, no domain.
     tail = ("0123456789abcdefg\t1\t2\t3\t0.0\t0\t" + "\t".join(texts)).encode()
     line = encode_line("192.0.2.1", 7, 1_800_000_000_000, (1, 1, 1), tail)
-    record = dict(zip((*JOURNAL_COLUMNS, "location"), decode_line(line)))
+    record = dict(zip((*JOURNAL_COLUMNS, "location"), decode_line(line), strict=False))
     assert record["source"] == "src" and record["location"] == "https://o.example/"
     assert [record[column] for column in ROUTING_COLUMNS] == [""] * len(ROUTING_COLUMNS)
 

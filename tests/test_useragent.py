@@ -283,7 +283,8 @@ RULE_FAMILIES = [
     ("Mozilla/5.0 (PlayStation 4 11.00) AppleWebKit/605.1.15 (KHTML, like Gecko)", "console"),
     ("Mozilla/5.0 (Nintendo 3DS; U; ; en) Version/1.7567.US", "console"),
     (
-        "Mozilla/5.0 (Linux; Android 11; Retroid Pocket 3+) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/119.0 Safari/537.36",
+        "Mozilla/5.0 (Linux; Android 11; Retroid Pocket 3+) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/119.0 Safari/537.36",
         "console",
     ),
     # tv: platforms and browsers
@@ -304,18 +305,21 @@ RULE_FAMILIES = [
     ),
     ("Mozilla/5.0 (Linux; Tizen 2.3) AppleWebKit/538.1 (KHTML, like Gecko)Version/2.3 TV Safari/538.1", "tv"),
     (
-        "Opera/9.80 (Linux mips; U; HbbTV/1.1.1 (; Philips; ; ; ; ) CE-HTML/1.0 NETTV/3.2.1; en) Presto/2.6.33",
+        "Opera/9.80 (Linux mips; U; HbbTV/1.1.1 (; Philips; ; ; ; ) CE-HTML/1.0 NETTV/3.2.1; en) "
+        "Presto/2.6.33",
         "tv",
     ),
     ("Opera/9.80 (Linux sh4; U; Opera TV Store/5581; en) Presto/2.12.362 Version/12.11", "tv"),
     ("AppleTV11,1/11.1", "tv"),
     # tv: the Android model name looks like a TV (screen size first), a box, or a set-top box
     (
-        "Mozilla/5.0 (Linux; Android 9; 43LU8010T) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/96.0 Safari/537.36",
+        "Mozilla/5.0 (Linux; Android 9; 43LU8010T) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/96.0 "
+        "Safari/537.36",
         "tv",
     ),
     (
-        "Mozilla/5.0 (Linux; Android 7.1.2; X96mini Build/NHG47L) AppleWebKit/537.36 Chrome/88.0 Safari/537.36",
+        "Mozilla/5.0 (Linux; Android 7.1.2; X96mini Build/NHG47L) AppleWebKit/537.36 Chrome/88.0 "
+        "Safari/537.36",
         "tv",
     ),
     (
@@ -324,7 +328,8 @@ RULE_FAMILIES = [
     ),
     # tablet: the Android model name says so
     (
-        "Mozilla/5.0 (Linux; Android 10; Tab8 Build/QP1A) AppleWebKit/537.36 Chrome/99.0 Mobile Safari/537.36",
+        "Mozilla/5.0 (Linux; Android 10; Tab8 Build/QP1A) AppleWebKit/537.36 Chrome/99.0 Mobile "
+        "Safari/537.36",
         "tablet",
     ),
     ("Mozilla/5.0 (Linux; Android 11; Pad 5) AppleWebKit/537.36 Chrome/100.0 Mobile Safari/537.36", "tablet"),
@@ -341,7 +346,8 @@ RULE_FAMILIES = [
     ),
     # mobile before tablet tokens: Windows Phone says "Tablet"-free "Android" and "Mobile"
     (
-        "Mozilla/5.0 (compatible; MSIE 10.0; Windows Phone 8.0; Trident/6.0; IEMobile/10.0; NOKIA; Lumia 920)",
+        "Mozilla/5.0 (compatible; MSIE 10.0; Windows Phone 8.0; Trident/6.0; IEMobile/10.0; "
+        "NOKIA; Lumia 920)",
         "mobile",
     ),
     (
@@ -358,11 +364,13 @@ RULE_FAMILIES = [
         "tablet",
     ),
     (
-        "Mozilla/5.0 (Linux; Android 11; Lenovo TB-X606F) AppleWebKit/537.36 Chrome/99.0 Mobile Safari/537.36",
+        "Mozilla/5.0 (Linux; Android 11; Lenovo TB-X606F) AppleWebKit/537.36 Chrome/99.0 Mobile "
+        "Safari/537.36",
         "tablet",
     ),
     (
-        "Mozilla/5.0 (Linux; U; Android 4.0.3; en-us; KFTT Build/IML74K) AppleWebKit/534.30 Silk/3.4 Safari/534.30",
+        "Mozilla/5.0 (Linux; U; Android 4.0.3; en-us; KFTT Build/IML74K) AppleWebKit/534.30 Silk/3.4 "
+        "Safari/534.30",
         "tablet",
     ),
     # Android: Chrome without "Mobile" is a tablet, with it a phone; apps' own clients default to phones
@@ -373,13 +381,15 @@ RULE_FAMILIES = [
     ),
     ("Dalvik/2.1.0 (Linux; U; Android 12; CPH2451 Build/SKQ1.211113.001)", "mobile"),
     (
-        "Mozilla/5.0 (Linux; U; Android 3.2; en-us; GT-N8000 Build/HTJ85B) AppleWebKit/534.13 Version/4.0 Safari/534.13",
+        "Mozilla/5.0 (Linux; U; Android 3.2; en-us; GT-N8000 Build/HTJ85B) AppleWebKit/534.13 Version/4.0 "
+        "Safari/534.13",
         "tablet",
     ),
     # other phones
     ("Nokia6300/2.0 (05.00) Profile/MIDP-2.0 Configuration/CLDC-1.1", "mobile"),
     (
-        "Mozilla/5.0 (Mobile; LYF/F300B/LYF-F300B-001-01-15-130718-i; Android; rv:48.0) Gecko/48.0 Firefox/48.0 KAIOS/2.5",
+        "Mozilla/5.0 (Mobile; LYF/F300B/LYF-F300B-001-01-15-130718-i; Android; rv:48.0) Gecko/48.0 "
+        "Firefox/48.0 KAIOS/2.5",
         "mobile",
     ),
     # Windows: "Touch" on Windows 8+ is a tablet, not on ARM; "Tablet PC 2.0" is every Windows 7 desktop
@@ -389,8 +399,8 @@ RULE_FAMILIES = [
         "mobile",
     ),
     (
-        "Mozilla/4.0 (compatible; MSIE 8.0; Windows NT 6.1; Trident/4.0; SLCC2; .NET CLR 2.0.50727; Media Center "
-        "PC 6.0; Tablet PC 2.0)",
+        "Mozilla/4.0 (compatible; MSIE 8.0; Windows NT 6.1; Trident/4.0; SLCC2; .NET CLR 2.0.50727; Media "
+        "Center PC 6.0; Tablet PC 2.0)",
         "desktop",
     ),
     # desktop platforms
@@ -416,8 +426,8 @@ MODEL_NAMES = [
         "tv",
     ),
     (  # mobile [ONYX BOOX Gama 4]
-        "Mozilla/5.0 (Linux; Android 4.4.4; MC_GAMA4 Build/2022-06-11_10-42_2.1.2_df6414e) AppleWebKit/537.36 "
-        "(KHTML, like Gecko) Version/4.0 Chrome/33.0.0.0 Mobile Safari/537.36",
+        "Mozilla/5.0 (Linux; Android 4.4.4; MC_GAMA4 Build/2022-06-11_10-42_2.1.2_df6414e) "
+        "AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/33.0.0.0 Mobile Safari/537.36",
         "tablet",
     ),
     (
@@ -495,7 +505,8 @@ def test_a_bot_is_typed_bot_only_by_the_bot_flag(parser, user_agent):
 
 
 def test_hostile_android_header_is_typed():
-    """The model name is read with Python's re from a bounded prefix: unbounded, these backtrack quadratically."""
+    """The model name is read with Python's re from a bounded prefix: unbounded, these backtrack
+    quadratically."""
     for user_agent in (
         "Android" * 20_000,
         "Android;" + " Build" * 20_000,

@@ -52,8 +52,9 @@ class ApiKey:
     is_revoked: bool
 
     @classmethod
-    def from_row(cls, row: tuple) -> ApiKey:
-        return cls(*row[:8], bool(row[8]))
+    def from_row(cls, row: tuple | None) -> ApiKey:
+        assert row is not None, "an API key just written or found"
+        return cls(*row[:8], bool(row[8]))  # type: ignore[call-arg]  # mypy cannot count a row's slice.
 
     def audited(self) -> dict:
         return {"user": self.user, "scope": self.scope, "label": self.label, "prefix": self.prefix}

@@ -106,7 +106,7 @@ def list_audit(
         entity, entity_id, since_ms, limit, until_ms=until_ms, actor=actor, before_id=before_id
     )
     return [
-        AuditEntry(*row[:7], json.loads(row[7]), json.loads(row[8]))  # type: ignore[arg-type]
+        AuditEntry(*row[:7], json.loads(row[7]), json.loads(row[8]))  # type: ignore[call-arg]  # mypy cannot count a row's slice.
         for row in rows
     ]
 

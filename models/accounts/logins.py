@@ -57,7 +57,7 @@ def _check_throttle(store: SessionStore, subjects: tuple[str, ...], now_ms: int)
     wait_ms = 0
     for subject in subjects:
         count, oldest = store.failures_since(subject, now_ms - WINDOW_MS)
-        if count >= MAX_FAILURES:
+        if count >= MAX_FAILURES and oldest is not None:  # MIN() of the failures counted.
             wait_ms = max(wait_ms, oldest + WINDOW_MS - now_ms)
     if wait_ms > 0:
         raise LoginThrottled(-(-wait_ms // 1000))
@@ -92,7 +92,7 @@ def _checked(db: Database, name: str, password: str, ip: str, now_ms: int, *, is
         store = SessionStore(db.connection())
         if is_right:
             store.delete_failures(subjects[1])
-            if is_login:
+            if is_login and user is not None:  # is_right: there is one.
                 AccountStore(db.connection()).set_last_login(user.id, now_ms)
         else:
             store.delete_old_failures(now_ms - WINDOW_MS)

@@ -1,9 +1,10 @@
 """Users: add, list, change, remove, with their role and "hide money" flag; the first admin.
 
 A user's timezone is an IANA name (checked as a campaign's is) their periods, charts and times are
-in; '' is the report default, UTC. Names are 1-64 ASCII letters, digits and `.`, `_`, `-`, `@` (an e-mail address fits), unique
-without regard to case: `Anna` and `anna` are one user, kept as first written. At least one enabled
-admin always remains: removing, disabling or demoting the last one is refused.
+in; '' is the report default, UTC. Names are 1-64 ASCII letters, digits and `.`, `_`, `-`, `@` (an
+e-mail address fits), unique without regard to case: `Anna` and `anna` are one user, kept as first
+written. At least one enabled admin always remains: removing, disabling or demoting the last one is
+refused.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class User:
     last_login_at: int | None = None  # The last panel login, Unix ms.
 
     @classmethod
-    def from_row(cls, row: tuple) -> User:
+    def from_row(cls, row: tuple | None) -> User:
+        assert row is not None, "a user just written or found"
         id_, name, role, password_hash, hides_money, is_disabled, created_at, updated_at, tz, login = row
         return cls(
             id_, name, role, password_hash, bool(hides_money), bool(is_disabled), created_at, updated_at,

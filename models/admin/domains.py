@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from peewee import Database, IntegrityError
 
@@ -65,7 +66,7 @@ def domain_fields(domain: Domain, campaigns: dict[int, str] | None = None) -> di
 
 
 def _utc(ms: int | None) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M") if ms else ""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M") if ms else ""
 
 
 def base_url(domain: Domain) -> str:
@@ -94,7 +95,7 @@ def list_domains(*, include_archived: bool = False) -> list[Domain]:
 
 def campaign_aliases() -> dict[int, str]:
     """Campaign id -> alias, for listing many domains with their parked campaign."""
-    return dict(Campaign.select(Campaign.id, Campaign.alias).tuples())
+    return dict(Campaign.select(Campaign.id, Campaign.alias).tuples())  # type: ignore[arg-type]  # .tuples(): stubs say models.
 
 
 def _root_campaign(ref: str | None) -> int | None:

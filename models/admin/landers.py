@@ -346,7 +346,7 @@ def create_lander(
                 lander = Lander.create(kind="remote" if url is not None else "local", **fields)
             except IntegrityError:
                 raise AdminConflict(f"A lander named {fields['name']!r} already exists.") from None
-            if staged is not None:
+            if staged is not None and files is not None:  # Staged only with files.
                 lander.folder = placed = files.place(staged, lander.id)
                 lander.save()
             record_change(db, actor, "lander", lander.id, "create", None, _audit_fields(lander))
@@ -409,7 +409,7 @@ def update_lander(
             if checked_url is not None:
                 old_folder = lander.folder
                 lander.kind, lander.url, lander.folder = "remote", checked_url, ""
-            if staged is not None:
+            if staged is not None and files is not None:  # Staged only with files.
                 old_folder = lander.folder
                 lander.kind, lander.url = "local", ""
                 lander.folder = placed = files.place(staged, lander.id)

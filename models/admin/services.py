@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, cast
 from zoneinfo import ZoneInfo, available_timezones
 
 from peewee import Database, IntegrityError
@@ -49,9 +50,11 @@ from models.tables.network import Network
 from models.tables.offer import Offer
 
 ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+# panel: /panel/; landers: local landers' files (/landers/); lp: /lp/click, /lp/visit;
+# click_api: /click_api/v3
 RESERVED_ALIASES = frozenset(
     {"healthz", "postback", "api", "px", "admin", "static", "panel", "landers", "lp", "click_api"}
-)  # panel: /panel/; landers: local landers' files (/landers/); lp: /lp/click, /lp/visit; click_api: /click_api/v3
+)
 MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every worker's config load.
 MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.
 
@@ -166,7 +169,8 @@ def describe_filters(stream: Stream) -> list[str]:
 
 
 _CITY_FILE = (
-    "set LANNER_GEO_DATABASE to a city file (GeoLite2-City, dbip-city-lite, GeoIP2-Enterprise) or name a city "
+    "set LANNER_GEO_DATABASE to a city file (GeoLite2-City, dbip-city-lite, GeoIP2-Enterprise) or name "
+    "a city "
     "edition in LANNER_GEO_EDITIONS for `lanner geo update`"
 )
 _NETWORK_FILE = (
@@ -237,7 +241,7 @@ def create_offer(
 ) -> Offer:
     """`currency`: the payout's, default the report currency; `network_id`: the affiliate network
     paying for it (models/conversions/networks.py)."""
-    fields = {
+    fields: dict[str, Any] = {
         "url": url,
         "payout": payout,
         "daily_cap": daily_cap,
@@ -307,7 +311,7 @@ def create_campaign(
     offer_id: int | None = None,
     rotation: str = "position",
     uniqueness_hours: float = 24.0,
-    landers: list[tuple[int, int]] = (),
+    landers: Sequence[tuple[int, int]] = (),
     actor: Principal = CLI,
     **options: Any,
 ) -> Campaign:
@@ -340,6 +344,7 @@ def create_campaign(
         record_change(db, actor, "campaign", campaign.id, "create", None, _fields(campaign))
         offer = get_offer(offer_id) if offer_id is not None else None
         if offer is None:
+            assert offer_url is not None  # Exactly one of the two, checked above.
             offer = Offer.create(
                 name=name, url=_check_url(offer_url), currency=report_currency(db.connection())
             )
@@ -449,7 +454,9 @@ COPIED_CAMPAIGN_FIELDS = (
 
 def _free_alias(base: str) -> str:
     """`base`, or `base-2`, `base-3` ... : the first no campaign has (archived ones keep theirs)."""
-    taken = {alias.lower() for (alias,) in Campaign.select(Campaign.alias).tuples()}
+    # .tuples(): peewee's stubs still say models.
+    aliases = cast("Iterable[tuple[str]]", Campaign.select(Campaign.alias).tuples())
+    taken = {alias.lower() for (alias,) in aliases}
     candidate, number = base, 1
     while candidate.lower() in taken:
         number += 1
@@ -558,7 +565,7 @@ def _set_stream_offers(stream: Stream, offers: list[tuple[int, int]]) -> None:
         StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
 
 
-def _check_landers_action(landers: list[tuple[int, int]] | None, action: str) -> None:
+def _check_landers_action(landers: Sequence[tuple[int, int]] | None, action: str) -> None:
     if landers and action != "offers":
         raise AdminError(
             "Only a stream that sends to offers has landers: a lander's link goes on to the offer."
@@ -617,8 +624,8 @@ def add_stream(
     weight: int = 100,
     action: str = "offers",
     payload: str = "",
-    offers: list[tuple[int, int]] = (),
-    landers: list[tuple[int, int]] = (),
+    offers: Sequence[tuple[int, int]] = (),
+    landers: Sequence[tuple[int, int]] = (),
     filters: Iterable[str] = (),
     actor: Principal = CLI,
     **options: Any,

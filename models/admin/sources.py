@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from functools import cache
 from importlib import resources
-from typing import Any, Iterable
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from peewee import Database, IntegrityError
@@ -74,7 +75,9 @@ def hidden_postback(url: str) -> str:
     return f"{split.scheme}://{split.hostname or ''}/… (hidden: only who may change sources sees it)"
 
 
-def source_fields(source: TrafficSource, campaigns: int | None = None, *, reveal: bool = True) -> dict[str, Any]:
+def source_fields(
+    source: TrafficSource, campaigns: int | None = None, *, reveal: bool = True
+) -> dict[str, Any]:
     """A source as the CLI prints it and the admin API answers it (`reveal`: its postback URL whole;
     else only its host, see hidden_postback)."""
     parameters = loads(source.parameters)
@@ -112,10 +115,12 @@ def list_sources(*, include_archived: bool = False) -> list[TrafficSource]:
 def campaign_counts() -> dict[int, int]:
     """Source id -> how many campaigns (not archived) use it."""
     counts: dict[int, int] = {}
-    for (source_id,) in (
+    # .tuples(): peewee's stubs still say models.
+    for (source_id,) in cast(
+        "Iterable[tuple[int]]",
         Campaign.select(Campaign.source_id)
         .where(Campaign.source_id.is_null(False) & (Campaign.status != "archived"))
-        .tuples()
+        .tuples(),
     ):
         counts[source_id] = counts.get(source_id, 0) + 1
     return counts
@@ -216,14 +221,14 @@ def sync_postback_target(
             "method": source.postback_method,
         }
     fields = ("campaign_id", "statuses", "url", "method", "status", "source_id")
-    if current is not None and (wanted is None or current.source_id != source.id):
+    if current is not None and (wanted is None or source is None or current.source_id != source.id):
         before = {name: getattr(current, name) for name in fields}
         current.status = "removed"
         current.save()
         after = {name: getattr(current, name) for name in fields}
         record_change(db, actor, "postback_target", current.id, "remove", before, after)
         current = None
-    if wanted is None:
+    if wanted is None or source is None:  # No wanted target without a source.
         return
     if current is None:
         target = PostbackTarget.create(
@@ -360,8 +365,8 @@ def delete_source(db: Database, ref: str | int, *, actor: Principal = CLI) -> No
         users = [c.alias for c in Campaign.select(Campaign.alias).where(Campaign.source_id == source.id)]
         if users:
             raise AdminConflict(
-                f"Traffic source {source.name!r} is the source of {listed('campaign', sorted(users))}: give them "
-                "another source (or none) first, or archive it."
+                f"Traffic source {source.name!r} is the source of {listed('campaign', sorted(users))}: "
+                "give them another source (or none) first, or archive it."
             )
         before = _audit_fields(source)
         PostbackTarget.update(source_id=None).where(PostbackTarget.source_id == source.id).execute()

@@ -9,9 +9,10 @@ routed to a lander goes there instead: a remote lander's URL template rendered t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from models.clicks.record import LANDER_ID, LOCATION, OFFER_ID, STREAM_ID, SUBID, USER_AGENT
 from models.routing.router import Route
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from models.clicks.visitors import RecentClick
     from models.routing.config import CampaignConfig, StreamConfig
     from models.routing.filters import FilterSubject
+    from models.routing.macros import UrlTemplate
 
 # What the visitor gets: a 302 (http), a page that redirects (meta, js), a page (html, blank), a 404.
 ANSWERS = ("http", "meta", "js", "html", "blank", "not_found")
@@ -128,6 +130,7 @@ def render_location(route: Route, subid: str, visit: Visit, lookups: Lookups, no
     """The visitor's URL: the lander's, or the offer's, the stream's or the campaign default's
     template rendered."""
     campaign, stream, offer, lander = route.campaign, route.stream, route.offer, route.lander
+    template: UrlTemplate | None
     if lander is not None:
         if lander.template is None:  # Local: its files on the tracker (the cookie names the click too).
             return f"/landers/{lander.folder}/?subid={subid}"
@@ -139,7 +142,7 @@ def render_location(route: Route, subid: str, visit: Visit, lookups: Lookups, no
     if template is None:
         return None
     values = MacroValues(subid, route, visit, lookups)
-    return template.render(values, datetime.fromtimestamp(now, timezone.utc) if template.uses_date else None)
+    return template.render(values, datetime.fromtimestamp(now, UTC) if template.uses_date else None)
 
 
 def answer_for(

@@ -24,8 +24,8 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from models.clicks.throttledlog import ThrottledLog
 from models.clicks.visitors import packed_position
@@ -188,6 +188,7 @@ class FunnelIndex:
             self._clicks_through = self._lp_clicks_through = -1
             return
         spill = self._spill
+        assert spill is not None  # Rows not through yet are in the file.
         try:
             if self._clicks_through >= 0:
                 if at > self._clicks_through:

@@ -8,7 +8,8 @@ a bound visitor went last; under the journal lock it gives the click's three uni
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from models.routing.router import History
 from models.store import hotpath

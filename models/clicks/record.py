@@ -262,8 +262,8 @@ _KEYED_TABS = (KEYED_FIELD_COUNT - 1, PREVIOUS_KEYED_FIELD_COUNT - 1)
 
 
 def peek_counted(line: bytes) -> tuple[str, int, int, int, int | None, int | None]:
-    """(ip, ua_hash, created_at, campaign_id, stream_id, offer_id): what a worker indexes and counts of another
-    worker's line, parsing only the first fields; ValueError if the line is not a click's."""
+    """(ip, ua_hash, created_at, campaign_id, stream_id, offer_id): what a worker indexes and counts of
+    another worker's line, parsing only the first fields; ValueError if the line is not a click's."""
     fields = line.split(b"\t", _PEEK_OFFER + 1)
     if len(fields) <= _PEEK_OFFER + 1:
         raise ValueError("journal line has too few fields")

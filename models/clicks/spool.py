@@ -44,11 +44,11 @@ import functools
 import logging
 import os
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 from peewee import Database
 
@@ -157,6 +157,9 @@ class Journal:
         spool_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(spool_dir / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._fd = -1
+        self.segment: int  # These three set by _open_segment.
+        self.offset: int
+        self._identity: tuple[int, int]
         # Sealed segments we left, still open until they land: one deleted by hand meanwhile (the
         # flusher paused or slow, and never saw it) is restored from here (keep_sealed_safe).
         self._sealed: dict[int, tuple[int, tuple[int, int]]] = {}
@@ -860,7 +863,7 @@ def note_missing_segment(spool_dir: Path, segment: int, from_byte: int, lost: in
     but the reports must not look complete without saying so."""
     if any(missing.segment == segment for missing in read_missing_segments(spool_dir)):
         return
-    noted_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    noted_at = datetime.now(UTC).isoformat(timespec="seconds")
     try:
         with open(spool_dir / MISSING_FILE, "a", encoding="utf-8") as missing:
             missing.write(f"{segment}\t{from_byte}\t{'?' if lost is None else lost}\t{noted_at}\t{what}\n")
@@ -957,7 +960,7 @@ def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
         with journal:
             if number == segment:
                 journal.seek(offset)
-            for chunk in iter(lambda: journal.read(READ_CHUNK), b""):
+            for chunk in iter(functools.partial(journal.read, READ_CHUNK), b""):
                 pending_bytes += len(chunk)
                 pending_clicks += chunk.count(b"\n")
     return SpoolStatus(

@@ -39,8 +39,9 @@ import dataclasses
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from peewee import Database
 
@@ -84,7 +85,7 @@ from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.routing.config import CampaignConfig, LanderChoice, OfferChoice, StreamConfig, load_campaigns
 from models.routing.domains import DomainMap, load_domains
 from models.routing.filters import FilterSubject
-from models.routing.router import Route, Router, TraceEntry
+from models.routing.router import History, Route, Router, TraceEntry
 from models.store import hotpath
 from models.store.clicks import ClickStore
 from models.store.counters import CounterStore
@@ -94,6 +95,7 @@ from models.store.meta import MetaStore
 if TYPE_CHECKING:
     import sqlite3
 
+    from models.cluster.counters import SharedCounters
     from models.cluster.shared_state import Cap, SharedState
 
 logger = logging.getLogger(__name__)
@@ -138,7 +140,7 @@ class LpClick:
 _NOT_STORED = object()  # No click row has the subid (None: the database could not be asked).
 
 
-class _SeenOffers:
+class _SeenOffers(History):
     """What an LP click's offer rotation asks of the visitor's history: the offers they were sent to
     through the stream (read before the journal lock; none for a `weight` rotation, which never asks)."""
 
@@ -281,8 +283,9 @@ class ClickTracker:
         self.journal.keep_sealed_safe(flushed)  # Restores a sealed segment deleted before it landed.
         self.index.prune(flushed, self._hot_after_ms(now), int(now * 1000) - SPILL_AFTER_MS)
         self.funnels.prune(flushed)
-        if self.shared is not None:
-            self.counters.close_bucket((self.journal.segment, self.journal.offset), flushed)
+        if self.shared is not None:  # Cluster mode: SharedCounters.
+            counters = cast("SharedCounters", self.counters)
+            counters.close_bucket((self.journal.segment, self.journal.offset), flushed)
         if self.index.is_spilling:
             self._next_refresh = now + SPILL_EVERY
         if now >= self._next_backlog_check:
@@ -319,7 +322,7 @@ class ClickTracker:
         self._next_backlog_check = now + BACKLOG_CHECK_EVERY
         try:
             age = backlog_age(self.db, self.journal.spool_dir, now)
-        except (OSError, *STORE_ERRORS):
+        except STORE_ERRORS + (OSError,):
             return
         if age is not None and age > self.backlog_alert_seconds:
             self._next_backlog_check = now + BACKLOG_WARNING_EVERY
@@ -432,7 +435,7 @@ class ClickTracker:
         trace: list[TraceEntry] = []
         decision, subject, bot_reason = self._track(campaign, visit, dry_run=True, trace=trace)
         lander = None
-        if decision.lander_id is not None:
+        if decision.lander_id is not None and decision.stream_id is not None:
             stream = self.campaigns_by_id[decision.campaign_id].streams.get(decision.stream_id)
             lander = (
                 next((x for x in stream.landers if x.lander_id == decision.lander_id), None)
@@ -519,7 +522,7 @@ class ClickTracker:
                     visitor_hash,
                     now,
                 )
-                if answer.__class__ is Decision:
+                if isinstance(answer, Decision):
                     return answer, subject, lookups.bot_reason
                 route, decision, tail, shared_flags = answer
             stream_id, offer_id = decision.stream_id, decision.offer_id
@@ -534,7 +537,8 @@ class ClickTracker:
         finally:
             journal.unlock()
         if tail is not None:
-            if shared_flags is not None:  # Only now, its line written, may other nodes answer its subid.
+            # Only now, its line written, may other nodes answer its subid.
+            if shared_flags is not None and self.shared is not None:
                 self.shared.publish()
                 if decision.lander_id is not None:  # Its LP click may come in on another node.
                     self.shared.share_click_line(decision.subid, line)
@@ -566,7 +570,8 @@ class ClickTracker:
         debounce, or (route, decision, tail, Redis's uniqueness flags or None without Redis)."""
         from models.cluster.shared_state import Counted, Refused, Repeat
 
-        shared, counters = self.shared, self.counters
+        shared, counters = self.shared, cast("SharedCounters", self.counters)  # Cluster mode only.
+        assert shared is not None
         now_ms = int(now * 1000)
         for _ in range(SHARED_REROUTES):
             caps = self._caps_of(route, now_ms)
@@ -576,16 +581,16 @@ class ClickTracker:
                 self.debounce_ms, self.global_window_ms, route.campaign.id, route.campaign.uniqueness_ms,
                 decision.stream_id, caps, self._seed_count, now_ms,
             )  # fmt: skip
-            if answer.__class__ is Counted:
-                for cap, count in zip(caps, answer.counts):
+            if isinstance(answer, Counted):
+                for cap, count in zip(caps, answer.counts, strict=True):
                     counters.learn(cap.scope, cap.ref, cap.day, count)
                 return route, decision, tail, answer.flags
-            if answer.__class__ is Repeat:
+            if isinstance(answer, Repeat):
                 return repeat_decision(
                     campaign, answer.subid, answer.stream_id, answer.offer_id, answer.location
                 )
-            if answer.__class__ is Refused:
-                for cap, count in zip(caps, answer.counts):
+            if isinstance(answer, Refused):
+                for cap, count in zip(caps, answer.counts, strict=True):
                     if count >= 0:
                         counters.learn(cap.scope, cap.ref, cap.day, count)
             elif not caps:  # Redis is away and the route has no cap: nothing changes.
@@ -610,8 +615,8 @@ class ClickTracker:
         caps = []
         stream, offer = route.stream, route.offer
         for scope, item, ref in (
-            (STREAM, stream, stream and stream.id),
-            (OFFER, offer, offer and offer.offer_id),
+            (STREAM, stream, stream.id if stream is not None else 0),
+            (OFFER, offer, offer.offer_id if offer is not None else 0),
         ):
             if item is None or (item.daily_cap is None and item.total_cap is None):
                 continue
@@ -635,8 +640,9 @@ class ClickTracker:
                     if scope == cap.scope and ref == cap.ref and day == cap.day
                 )
             flushed = read_position(self.db, self.journal.spool_dir)
-        self.counters.close_bucket((self.journal.segment, self.journal.offset), flushed)
-        return landed + self.counters.unlanded(cap.scope, cap.ref, cap.day)
+        counters = cast("SharedCounters", self.counters)  # Only Redis's seeding asks.
+        counters.close_bucket((self.journal.segment, self.journal.offset), flushed)
+        return landed + counters.unlanded(cap.scope, cap.ref, cap.day)
 
     def _history(
         self, campaign: CampaignConfig, ip: str, user_agent: str, visitor_hash: int, visitor: int, now_ms: int
@@ -760,7 +766,7 @@ class ClickTracker:
                 # Cluster mode: the first LP click of the subid across the nodes, and the offer's caps
                 # counted in Redis, in one round trip; before the line, given back if it is not written.
                 answer = self._share_lp(subid, campaign, record, stream, offer, seen, now)
-                if answer.__class__ is LpClick:
+                if isinstance(answer, LpClick):
                     return answer
                 offer_id, location = answer
             if location is None:
@@ -820,7 +826,8 @@ class ClickTracker:
         a cap goes on, a capped one is chosen again from the counters, which then refuse every cap."""
         from models.cluster.shared_state import Claimed, Refused
 
-        shared, counters = self.shared, self.counters
+        shared, counters = self.shared, cast("SharedCounters", self.counters)  # Cluster mode only.
+        assert shared is not None
         now_ms = int(now * 1000)
         for attempt in range(SHARED_REROUTES + 1):
             if attempt == SHARED_REROUTES:
@@ -831,14 +838,14 @@ class ClickTracker:
                 return offer_id, None
             caps = self._caps_of(Route(campaign, None, offer), now_ms)
             answer = shared.claim_lp(subid, offer_id, location, caps, self._seed_count)
-            if answer.__class__ is Claimed:
-                for cap, count in zip(caps, answer.counts):
+            if isinstance(answer, Claimed):
+                for cap, count in zip(caps, answer.counts, strict=True):
                     counters.learn(cap.scope, cap.ref, cap.day, count)
                 return offer_id, location
-            if answer.__class__ is tuple:  # Another node's LP click of the subid was first.
+            if isinstance(answer, tuple):  # Another node's LP click of the subid was first.
                 return LpClick(subid, campaign.id, answer[0], answer[1] or None, True)
-            if answer.__class__ is Refused:
-                for cap, count in zip(caps, answer.counts):
+            if isinstance(answer, Refused):
+                for cap, count in zip(caps, answer.counts, strict=True):
                     if count >= 0:
                         counters.learn(cap.scope, cap.ref, cap.day, count)
             elif not caps:  # Redis is away and the offer has no cap: nothing changes.

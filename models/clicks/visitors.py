@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from models.store.spill import SPILL_ERRORS, SpillFile
 
@@ -119,7 +119,7 @@ class VisitorIndex:
         held = self._by_visitor.get(key)
         if held is None:
             self._by_visitor[key] = click
-        elif type(held) is list:
+        elif isinstance(held, list):
             held.append(click)
         else:
             self._by_visitor[key] = [held, click]
@@ -130,7 +130,7 @@ class VisitorIndex:
         held = self._by_visitor.get(key)
         if held is None:
             return ()
-        return held if type(held) is list else (held,)
+        return held if isinstance(held, list) else (held,)
 
     def history(self, key: int) -> list[tuple[int, int | None, int | None, int]]:
         """Every held click of the visitor as (campaign_id, stream_id, offer_id, created_at).
@@ -154,6 +154,7 @@ class VisitorIndex:
         last_key, version, rows = self._last_held
         if last_key == key and version == self._spill_version:
             return rows
+        assert self._spill is not None  # history() asks only when there is one.
         try:
             rows = self._spill.held(key)
         except SPILL_ERRORS as exc:  # The disk failing under it: answer from memory alone.

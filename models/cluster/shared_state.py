@@ -55,8 +55,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 try:
     import redis
@@ -214,7 +214,7 @@ class SharedState:
         # PERF: the click's script goes straight down one connection of the client's pool: redis-py's
         # command machinery (pool, retries) around it cost ~10 µs a click. Connected on first use.
         self.connection = self.client.connection_pool.make_connection()
-        self.digest: str | None = None
+        self.digest: bytes | None = None
         self.is_degraded = False  # Redis failed and has not answered since: the node is alone.
         self.degraded_since: float | None = None  # time.time() of the failure that began it.
         self.retry_at = 0.0
@@ -358,7 +358,7 @@ class SharedState:
         claim = f"{self.prefix}lp:{subid}"
         keys = [claim, *(self._cap_key(cap) for cap in caps)]
         value = f"{'' if offer_id is None else offer_id}{SEPARATOR}{location}"
-        args = [value, LP_CLAIM_MS, len(caps), *(cap.cap for cap in caps)]
+        args: list[str | int] = [value, LP_CLAIM_MS, len(caps), *(cap.cap for cap in caps)]
         try:
             answer = self._seeded(lambda: self._lp_script(keys=keys, args=args), caps, seed)
         except redis.RedisError as error:
@@ -392,7 +392,7 @@ class SharedState:
         if not self.should_ask:
             return None
         try:
-            return self.client.get(f"{self.prefix}lpclick:{subid}")
+            return self.client.get(f"{self.prefix}lpclick:{subid}")  # type: ignore[return-value]  # Not decoded.
         except redis.RedisError as error:
             self._fail(error)
             return None
@@ -416,7 +416,7 @@ class SharedState:
             answer = run()
             if answer[0] != 3:
                 return answer
-            self._seed([cap for cap, count in zip(caps, answer[1]) if count < 0], seed)
+            self._seed([cap for cap, count in zip(caps, answer[1], strict=True) if count < 0], seed)
         raise redis.RedisError("a cap counter went missing again after it was seeded")
 
     def _cap_key(self, cap: Cap) -> str:
@@ -453,11 +453,13 @@ class SharedState:
         self._read_published()
         return connection.read_response()
 
-    def _seed(self, caps: list[Cap], seed: Callable[[Cap], int]) -> None:
+    def _seed(self, caps: list[Cap], seed: Callable[[Cap], int] | None) -> None:
         """Start missing counters from the database and this node's unlanded clicks; SET NX: the first
         seeder wins and every node counts on from the same number."""
         pipe = self.client.pipeline(transaction=False)
         for cap in caps:
+            if seed is None:  # Nothing to start it from: this click goes on alone.
+                raise redis.RedisError(f"the {cap.scope} {cap.ref} cap counter is missing and has no seed")
             try:
                 count = seed(cap)
             except Exception as error:  # The database is busy or away: this click goes on alone.

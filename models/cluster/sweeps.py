@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 import redis
 
@@ -33,7 +33,10 @@ LOCK_TTL_MS = 60_000  # A killed holder blocks the sweep at most this long.
 
 # KEYS[1]: the key; ARGV[1]: the holder's token; ARGV[2]: the TTL in ms (renew only).
 RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-RENEW = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0"
+RENEW = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end "
+    "return 0"
+)
 
 
 class SweepLock:
@@ -56,7 +59,7 @@ class SweepLock:
         """Drop the lock if this holder still has it (never another holder's)."""
         return bool(self._release(keys=[self.key], args=[self.token]))
 
-    def kept(self) -> "Renewal":
+    def kept(self) -> Renewal:
         """A context in which a thread renews the lock every third of its TTL."""
         return Renewal(self)
 
@@ -67,7 +70,7 @@ class Renewal:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"renew {lock.key}", daemon=True)
 
-    def __enter__(self) -> "Renewal":
+    def __enter__(self) -> Renewal:
         self.thread.start()
         return self
 
@@ -132,7 +135,7 @@ class ClusterSweeps:
             pipe.hgetall(f"{self.prefix}sweep:{name}")
         now_ms = time.time() * 1000
         shown = {}
-        for name, fields in zip(names, pipe.execute()):
+        for name, fields in zip(names, pipe.execute(), strict=True):
             fields = {k.decode(): v.decode() for k, v in fields.items()}
             at = fields.get("at")
             shown[name] = {

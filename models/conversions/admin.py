@@ -94,7 +94,8 @@ def unmap_status(db: Database, raw_status: str, *, network: str = "", actor: Pri
 
 
 def list_status_maps() -> list[dict[str, Any]]:
-    return list(StatusMap.select().order_by(StatusMap.network, StatusMap.raw_status).dicts())
+    maps = StatusMap.select().order_by(StatusMap.network, StatusMap.raw_status).dicts()
+    return list(maps)  # type: ignore[arg-type]  # .dicts(): peewee's stubs still say models.
 
 
 def _statuses(values: list[str] | tuple[str, ...]) -> str:
@@ -122,11 +123,11 @@ def add_target(
         compile_target_url(url)
     except OutboundError as exc:
         raise AdminError(str(exc)) from None
-    statuses = _statuses(statuses)
+    joined = _statuses(statuses)
     with write_tx(db):
         target = PostbackTarget.create(
             campaign_id=campaign.id,
-            statuses=statuses,
+            statuses=joined,
             url=url,
             method=method,
             created_at=int(time.time() * 1000),
@@ -156,6 +157,7 @@ def remove_target(db: Database, target_id: int, *, actor: Principal = CLI) -> Po
         target.status = "removed"
         target.save()
         record_change(db, actor, "postback_target", target.id, "remove", before, _target_fields(target))
+    assert target is not None  # mypy: WriteTransaction.__exit__ says it may swallow the raise above.
     return target
 
 
@@ -163,7 +165,7 @@ def list_targets(campaign_ref: str | None = None) -> list[dict[str, Any]]:
     select = PostbackTarget.select().where(PostbackTarget.status == "active")
     if campaign_ref:
         select = select.where(PostbackTarget.campaign_id == get_campaign(campaign_ref).id)
-    return list(select.order_by(PostbackTarget.id).dicts())
+    return list(select.order_by(PostbackTarget.id).dicts())  # type: ignore[arg-type]  # .dicts(): peewee's stubs still say models.
 
 
 SAMPLE_CLICK = {

@@ -93,7 +93,7 @@ def import_conversions(
         if name not in header:
             raise ConversionInputError(f"The CSV has no {name!r} column.")
     reader.fieldnames = header
-    rows = []
+    rows: list[tuple[int, dict[str, str]]] = []
     for row in reader:
         if len(rows) == MAX_IMPORT_ROWS:
             raise ConversionInputError(

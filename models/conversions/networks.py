@@ -22,9 +22,10 @@ import functools
 import json
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from peewee import Database, IntegrityError
@@ -215,7 +216,8 @@ def delete_network(db: Database, ref: str | int, *, actor: Principal = CLI) -> N
     which postbacks carrying `from=ALIAS` still use (`lanner postback status unmap` removes them)."""
     with write_tx(db):
         network = get_network(ref)
-        offers = [o.id for o in Offer.select(Offer.id).where(Offer.network_id == network.id).order_by(Offer.id)]
+        query = Offer.select(Offer.id).where(Offer.network_id == network.id).order_by(Offer.id)
+        offers = [o.id for o in query]
         if offers:
             raise AdminConflict(
                 f"Network {network.name!r} is the network of {listed('offer', offers)}: give them another "
@@ -255,6 +257,7 @@ def offer_counts() -> dict[int, int]:
     query = Offer.select(Offer.network_id).where(
         Offer.network_id.is_null(False) & (Offer.status != "archived")
     )
-    for (network_id,) in query.tuples():
+    # .tuples(): peewee's stubs still say models.
+    for (network_id,) in cast("Iterable[tuple[int]]", query.tuples()):
         counts[network_id] = counts.get(network_id, 0) + 1
     return counts

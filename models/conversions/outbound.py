@@ -19,6 +19,7 @@ import re
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -100,7 +101,7 @@ def http_send(url: str, method: str, timeout: float = REQUEST_TIMEOUT) -> tuple[
 
 
 def render_delivery(
-    template: UrlTemplate, status: str, conversion: tuple, click: dict[str, object], campaign_name: str
+    template: UrlTemplate, status: str, conversion: tuple, click: Mapping[str, object], campaign_name: str
 ) -> str:
     conversion_id, tid, payout, currency = conversion
     values = {name: "" if value is None else str(value) for name, value in click.items()}
@@ -113,7 +114,7 @@ def render_delivery(
         tid=tid,
         conversion_id=str(conversion_id),
     )
-    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None) if template.uses_date else None
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) if template.uses_date else None
     return template.render(values, now)
 
 
@@ -130,6 +131,7 @@ def send_delivery(
         state = store.state(delivery_id)
         return DeliveryResult("busy" if state == "pending" else (state or "missing"))
     row = store.delivery(delivery_id)
+    assert row is not None  # Claimed just above.
     (
         status,
         attempts,

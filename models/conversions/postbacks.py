@@ -31,8 +31,8 @@ import math
 import re
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Mapping
 
 from peewee import Database
 
@@ -125,7 +125,7 @@ class Postback:
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "Postback":
+    def from_json(cls, text: str) -> Postback:
         data = json.loads(text)
         data["sub_ids"] = {int(slot): value for slot, value in data["sub_ids"].items()}
         return cls(**data)
@@ -388,7 +388,7 @@ class ConversionRecorder:
         for slot, value in postback.sub_ids.items():
             conversions.set_sub_id(click_id, slot, value)
         if is_mapped and existing is None:
-            outcome.deliveries = queue_deliveries(conn, campaign_id, outcome.conversion_id, status, now)
+            outcome.deliveries = queue_deliveries(conn, campaign_id, conversion_id, status, now)
         return outcome
 
     def _find_conversion(
@@ -475,6 +475,7 @@ def move_conversion_rollups(conn, click_id: int, old: tuple | None, new: tuple) 
     if not MetaStore(conn).rollups_live():
         return  # The deferred backfill adds it, as it is then.
     key = click_key(conn, click_id)
+    assert key is not None, f"conversion of a click not stored ({click_id})"
     delta = RollupDelta()
     if old is not None:
         delta.add_conversion(key, old, -1)

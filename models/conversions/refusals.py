@@ -10,7 +10,7 @@ first `SAMPLES_PER_HOUR` refusals of an address in an hour. Rows go with the pos
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from peewee import Database
 
@@ -27,7 +27,7 @@ HOUR_MS = 3_600_000
 
 def utc_day(ms: int) -> int:
     """20261201 for a time on 2026-12-01 UTC: the counters' day."""
-    return int(datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y%m%d"))
+    return int(datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y%m%d"))
 
 
 class RefusalCounter:

@@ -23,7 +23,8 @@ The first check that hits gives the reason, cheapest and most certain first:
 The crawler verdict is the one `crawlerdetect.CrawlerDetect().is_crawler(ua)` gives, computed faster (see
 `BotDetector.crawler_match`), except that "Cronet" (Chromium's network stack) is no "cron" job.
 Sec-CH-UA-Platform is no signal: request-desktop-site makes it disagree with a person's own User-Agent.
-A click flagged here is stored with the device type "bot", and only such a click (models/clicks/enrichment.py).
+A click flagged here is stored with the device type "bot", and only such a click
+(models/clicks/enrichment.py).
 """
 
 from __future__ import annotations
@@ -292,7 +293,7 @@ class _Signatures:
         position = min(self.rule_family[i] for i in kept)
         family, pattern, rules = self.families[position]
         if dropped and any(self.rule_family[i] == position for i in dropped):
-            found = _first_match(user_agent, rules)  # type: ignore[arg-type]
+            found = _first_match(user_agent, rules)
         else:
             found = pattern.search(user_agent)
         return f"{family}: {found.group(0)[:MAX_REASON_TEXT]}"  # type: ignore[union-attr]
@@ -391,9 +392,9 @@ class BotDetector:
     def reason(self, user_agent: str, ip: str, signals: str = "") -> str | None:
         """None for a human-looking hit, else why it is a bot (see the module docstring)."""
         if signals:
-            verdict = self.signals_reason(signals)
-            if verdict is not None:
-                return verdict
+            reason = self.signals_reason(signals)
+            if reason is not None:
+                return reason
         cache = self._cache
         verdict = cache.get(user_agent, _MISSING)
         if verdict is _MISSING:
@@ -509,7 +510,7 @@ class BotDetector:
             other = patterns.exact_python.search(agent)
             if other is not None and (found is None or other.start() < found.start()):
                 return other.group(0)
-            if other is not None and other.start() == found.start():  # type: ignore[union-attr]
+            if other is not None and found is not None and other.start() == found.start():
                 head = patterns.exact_head.search(agent) if patterns.exact_head is not None else None
                 if head is None or head.start() != other.start():
                     return other.group(0)

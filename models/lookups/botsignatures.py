@@ -176,7 +176,8 @@ EXEMPT_BROWSERS: dict[str, tuple[str, ...]] = {
     ),
     # An iOS app's copy of Mobile Safari's User-Agent with every separator a semicolon.
     SEMICOLONS: (
-        r"^Mozilla/5\.0; (?:iPhone|iPad|iPod); CPU (?:iPhone )?OS [0-9_]+ like Mac OS X; AppleWebKit/[0-9.]+; "
+        r"^Mozilla/5\.0; (?:iPhone|iPad|iPod); CPU (?:iPhone )?OS [0-9_]+ like Mac OS X; "
+        r"AppleWebKit/[0-9.]+; "
         r"KHTML, like Gecko; Version/[0-9.]+ Mobile/[0-9a-z]+ Safari/[0-9.]+$",
     ),
     # WebMoney's browser add-on (site ratings) appends its name to Firefox's User-Agent, and adds it to

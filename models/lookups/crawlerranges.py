@@ -1,4 +1,5 @@
-"""The crawler networks the large platforms publish (Google, Bing, OpenAI, Apple, Meta...), for the bot decision.
+"""The crawler networks the large platforms publish (Google, Bing, OpenAI, Apple, Meta...), for the bot
+decision.
 
 A click from one of them is a bot whatever its User-Agent says ("ip range: google-googlebot"): a crawler
 that sends a browser's User-Agent is still fetching from its operator's published addresses.
@@ -21,7 +22,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +221,7 @@ class CrawlerRanges:
         return True
 
 
-# --- `lanner bots update` ------------------------------------------------------------------------------------
+# --- `lanner bots update` -----------------------------------------------------------------------------------
 
 
 def parse_published(body: bytes) -> tuple[list[str], str]:
@@ -319,7 +320,7 @@ def update_ranges(
     outage never empties the list. The previous data is `path`'s, or the shipped copy's before the first
     update; its sources that are not configured are kept as they are.
     """
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     stamp = now.isoformat(timespec="seconds")
     try:
         previous = RangeData.read(path) if path.exists() else RangeData.read(shipped)
@@ -367,13 +368,13 @@ def ranges_file(path: Path | None, shipped: Path = SHIPPED_RANGES) -> Path:
 
 def is_update_due(path: Path, days: int, now: datetime | None = None) -> bool:
     """Whether `path` is missing, unreadable, or last updated `days` or more days ago."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     try:
         updated = datetime.fromisoformat(RangeData.read(path).updated_at)
     except ValueError:  # RangeDataError too: a file to replace.
         return True
     if updated.tzinfo is None:
-        updated = updated.replace(tzinfo=timezone.utc)
+        updated = updated.replace(tzinfo=UTC)
     return (now - updated).total_seconds() >= days * 86400
 
 

@@ -14,9 +14,10 @@ PERF: each entry is filed under the two-character prefixes its matches can start
 script), and the entries of one prefix form one Python regex, their alternatives in device-detector's
 order, each ending in an empty named group so `lastgroup` says which matched (a brand's long model list
 goes to a re2.Set instead, see LARGE). They are compiled on first use: ~0.6 ms on average, ~1.4 s in
-all if every prefix is ever needed, once per process. A lookup is 2-4 matches, ~7 µs median and ~25 µs p99 over device-detector's
-fixtures. One re2.Set of every brand instead took ~19 MB and grew its DFA with traffic; these take ~12 MB
-if every prefix is ever compiled, and most traffic needs a small part of them.
+all if every prefix is ever needed, once per process. A lookup is 2-4 matches, ~7 µs median and ~25 µs
+p99 over device-detector's fixtures. One re2.Set of every brand instead took ~19 MB and grew its DFA
+with traffic; these take ~12 MB if every prefix is ever compiled, and most traffic needs a small part
+of them.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class _Entries:
         found = None
         if self._regex is not None:
             match = self._regex.match(ua, position, stop)
-            if match is not None:
+            if match is not None and match.lastgroup is not None:  # Every alternative is a named group.
                 found = int(match.lastgroup[1:])
         if self._set is not None:
             hits = self._set.Match(ua[position:stop])

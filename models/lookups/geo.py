@@ -164,7 +164,7 @@ class GeoDatabase:
         self.facts: frozenset[str] = facts_of(self.database_type)
         self.has_network_facts: bool = bool(self.facts & NETWORK_FACTS)
         self.ip_version: int = int(metadata.ip_version)
-        self.built_at = datetime.datetime.fromtimestamp(int(metadata.build_epoch), datetime.timezone.utc)
+        self.built_at = datetime.datetime.fromtimestamp(int(metadata.build_epoch), datetime.UTC)
         about = (metadata.description or {}).get("en", "") if isinstance(metadata.description, dict) else ""
         # The file `lanner geo build` makes is built today from data of another day: the data's date is
         # the one its description carries (GeoLite2-Country-...-20240618 via geoip2fast).
@@ -172,7 +172,7 @@ class GeoDatabase:
         self.data_date: datetime.datetime = self.built_at
         if bundled:
             self.data_date = datetime.datetime.strptime(bundled.group(1), "%Y%m%d").replace(
-                tzinfo=datetime.timezone.utc
+                tzinfo=datetime.UTC
             )
         self.description = (
             f"{self.database_type}" + (f" ({about})" if about else "") + f", built {self.built_at.date()}"
@@ -383,7 +383,8 @@ class GeoSource:
 
     @property
     def facts(self) -> frozenset[str]:
-        """What the files now open can tell: the location file's LOCATION_FACTS, every file's NETWORK_FACTS."""
+        """What the files now open can tell: the location file's LOCATION_FACTS, every file's
+        NETWORK_FACTS."""
         location = self._location.database
         facts = location.facts & LOCATION_FACTS if location is not None else frozenset()
         for watched in self._network_sources:
@@ -521,6 +522,7 @@ def _country_ranges(
         itertools.chain.from_iterable(first_ips),
         itertools.chain.from_iterable(country_ids),
         itertools.chain.from_iterable(netlengths),
+        strict=True,
     ):
         leaf = leaf_of_id[country_id]
         if leaf is None:
@@ -565,7 +567,7 @@ def _build_tree(
     total = counts[-1] if counts else 0
     step = max(1, len(starts) // _PROGRESS_STEPS)
     previous = -1
-    for index, (start, end, leaf) in enumerate(zip(starts, ends, leaves)):
+    for index, (start, end, leaf) in enumerate(zip(starts, ends, leaves, strict=True)):
         while start < end:
             # The largest aligned block at `start` that fits: a CIDR of 2**size_bits addresses.
             size_bits = min(

@@ -144,7 +144,7 @@ def _fetch_text(url: str, credentials) -> str:
 
 
 def _copy_bounded(
-    source: IO[bytes], out: IO[bytes], limit: int, too_much: str
+    source: IO[bytes] | gzip.GzipFile, out: IO[bytes], limit: int, too_much: str
 ) -> Iterator[tuple[int, bytes]]:
     """Copy `source` into `out` chunk by chunk, yielding (bytes so far, chunk); GeoUpdateError(`too_much`)
     as soon as more than `limit` bytes came."""
@@ -157,7 +157,7 @@ def _copy_bounded(
         yield copied, chunk
 
 
-def _unpack_bounded(source: IO[bytes], out: IO[bytes]) -> None:
+def _unpack_bounded(source: IO[bytes] | gzip.GzipFile, out: IO[bytes]) -> None:
     too_much = f"The unpacked database is larger than {MAX_DATABASE_BYTES:,} bytes."
     for _ in _copy_bounded(source, out, MAX_DATABASE_BYTES, too_much):
         pass
@@ -173,9 +173,9 @@ def _unpack(archive: Path, packing: str, edition: str, out: IO[bytes]) -> None:
             for member in tar:
                 # {edition}_{YYYYMMDD}/{edition}.mmdb; read as a stream, never extracted onto the disk.
                 if member.isfile() and member.name.rsplit("/", 1)[-1] == f"{edition}.mmdb":
-                    source = tar.extractfile(member)
-                    assert source is not None
-                    _unpack_bounded(source, out)
+                    packed = tar.extractfile(member)
+                    assert packed is not None
+                    _unpack_bounded(packed, out)
                     return
         raise GeoUpdateError(f"The {edition} download holds no {edition}.mmdb file.")
     except (OSError, EOFError, tarfile.TarError, gzip.BadGzipFile) as exc:
@@ -258,7 +258,7 @@ def update_edition(
                 "MaxMind downloads need LANNER_MAXMIND_ACCOUNT_ID and LANNER_MAXMIND_LICENSE_KEY."
             )
         credentials = (account_id, license_key)
-    today = today or datetime.datetime.now(datetime.timezone.utc).date()
+    today = today or datetime.datetime.now(datetime.UTC).date()
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temp_files(dest)
@@ -308,7 +308,8 @@ def _download_first(
                 continue  # DB-IP: this month's file is not out yet.
             if exc.code in (401, 403):
                 raise GeoUpdateError(
-                    f"{_where(exc.url or choice.url)} refused the download (HTTP {exc.code}): check the account "
+                    f"{_where(exc.url or choice.url)} refused the download (HTTP {exc.code}): "
+                    "check the account "
                     "id, the licence key and that the account may download this edition."
                 ) from None
             raise GeoUpdateError(f"{_where(exc.url or choice.url)} answered HTTP {exc.code}.") from None
@@ -355,7 +356,7 @@ def data_age_days(path: Path, now: datetime.datetime | None = None) -> float | N
     if database is None:
         return None
     try:
-        now = now or datetime.datetime.now(datetime.timezone.utc)
+        now = now or datetime.datetime.now(datetime.UTC)
         return (now - database.data_date).total_seconds() / 86400
     finally:
         database.close()

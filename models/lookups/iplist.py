@@ -11,7 +11,8 @@ from __future__ import annotations
 import ipaddress
 import socket
 from bisect import bisect_right
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["IpList", "parse_entry"]
 
@@ -55,7 +56,7 @@ class IpList:
         lists = tuple(lists)
         union.entries = tuple(entry for ip_list in lists for entry in ip_list.entries)
         for family in ("_v4", "_v6"):
-            spans = [span for ip_list in lists for span in zip(*getattr(ip_list, family))]
+            spans = [span for ip_list in lists for span in zip(*getattr(ip_list, family), strict=True)]
             setattr(union, family, _merged(spans))
         return union
 
@@ -69,13 +70,13 @@ class IpList:
         """Whether `ip` (text) is in the list; False for anything that is not an IP address."""
         try:
             if ":" in ip:  # type: ignore[operator]
-                number = _from_bytes(_inet_pton(_AF_INET6, ip), "big")
+                number = _from_bytes(_inet_pton(_AF_INET6, ip), "big")  # type: ignore[arg-type]  # Not text: caught.
                 if number >> 32 == 0xFFFF:
                     starts, ends, number = *self._v4, number & 0xFFFFFFFF
                 else:
                     starts, ends = self._v6
             else:
-                number = _from_bytes(_inet_pton(_AF_INET, ip), "big")
+                number = _from_bytes(_inet_pton(_AF_INET, ip), "big")  # type: ignore[arg-type]  # Not text: caught.
                 starts, ends = self._v4
         except (OSError, ValueError, TypeError):  # ValueError: an embedded NUL; TypeError: not text.
             return False

@@ -74,16 +74,21 @@ CONSOLE_PATTERN = (
 )
 TV_PATTERN = (
     r"Android[ _-]?TV|AndroidTV|Google ?TV|\(lite\) TV|\bTV Safari| TV$|TV Bro"
-    r"|BRAVIA|Smart[ _-]?TV|SMART_TV|HbbTV|CE-HTML|NetCast|NETTV|NetTV|_TV_|\(TV;|Opera TV|OMI/|Andr0id|Firebolt"
+    r"|BRAVIA|Smart[ _-]?TV|SMART_TV|HbbTV|CE-HTML|NetCast|NETTV|NetTV|_TV_|\(TV;|Opera TV|OMI/|Andr0id"
+    r"|Firebolt"
     r"|Tizen[^)]*TV|Web0S|webOS[. ]?TV|\bDTV\b|Espial|ANTGalio|Viera|AQUOS[-_ ]?TV|SmartHub|Kylo"
     r"|\bAFT[A-Z0-9]{1,9}\b|Fire TV|MiTV|MIBOX|MiBOX|Mi ?Box|AppleTV|Apple TV|tvOS|CrKey|Roku|Chromecast"
-    r"|\bSTB\b|SFCSTB|[ _-]TV[ _-]?Box|TVBox|TV_Box|\bTV[ ;)]|\bShell [0-9A-Z]|Droidlogic|PhilipsTV|Philips.?TV"
+    r"|\bSTB\b|SFCSTB|[ _-]TV[ _-]?Box|TVBox|TV_Box|\bTV[ ;)]|\bShell [0-9A-Z]|Droidlogic|PhilipsTV"
+    r"|Philips.?TV"
     r"|HiSmart|VIDAA|Coolita|Vewd|Opera Devices|SRAF|Seraphic|Freebox|LUJO|TiviMate|QJY|Odin|\bOMNI[ _]"
-    r"|Linux (?:mips|sh4)|Presto/[\d.]+ Version/[\d.]+ [^(]*\([^,()]+, ?[^,()]+, ?(?:wired|wireless|Wired|Wireless)\)"
-    r"|, ?(?:wired|wireless|Wired|Wireless)\)|InettvBrowser|SonyDTV|QtEmbedded|stbapp|_STB|BrightSign|GW-Device"
+    r"|Linux (?:mips|sh4)"
+    r"|Presto/[\d.]+ Version/[\d.]+ [^(]*\([^,()]+, ?[^,()]+, ?(?:wired|wireless|Wired|Wireless)\)"
+    r"|, ?(?:wired|wireless|Wired|Wireless)\)|InettvBrowser|SonyDTV|QtEmbedded|stbapp|_STB|BrightSign"
+    r"|GW-Device"
     r"|MR-Device|avui/tv|TiVo|Sagemcom|KreaTV|YouView|ViziOS|VIZIO|Hybridcast|smarttv_|WebTV|AQUOS|Panasonic\.bd"
     r"|olleh tv|Large Screen|\(Astro;|\bMAG\d{3}|Infomir|Cinnamon/|NEXBOX|LibVLC|REDLINE|QtWebKit/[\d.]+; \("
-    r"|MagentaTV|waipu|Vodafone TV|SWTV|HGTV|\bTX3\b|Tanix|\bX96|\bA95X|Beelink|Ugoos|\bH96|\bT95[ _A-Z]|\bMXQ|\bX88"
+    r"|MagentaTV|waipu|Vodafone TV|SWTV|HGTV|\bTX3\b|Tanix|\bX96|\bA95X|Beelink|Ugoos|\bH96|\bT95[ _A-Z]"
+    r"|\bMXQ|\bX88"
     r"|Mystery|Polar[ _]|Hartens|Starwind|SW-LED|Telefunken|TF-LED|Erisson|Loview|Lumus"
 )
 # The model an Android UA names: "Android 11; SM-T220)", "Android 9; en-us; 43LU8010T Build/".
@@ -102,9 +107,11 @@ PHONE_PATTERN = (
     r"|XBLWP|iPhone|iPod|\biPh\d"
 )
 TABLET_PATTERN = (
-    r"Puffin/[\d.]+[AILW]T|iPad|Tablet(?:[^ ]| [^P]| P[^C]|$)|Kindle|\bKF[A-Z]{2,6}\b|Silk/|/apad|Opera Tablet"
+    r"Puffin/[\d.]+[AILW]T|iPad|Tablet(?:[^ ]| [^P]| P[^C]|$)|Kindle|\bKF[A-Z]{2,6}\b|Silk/|/apad"
+    r"|Opera Tablet"
     r"|\bSM-[TXP]\d|\bGT-P\d|\bGT-N(?:5|8)\d|\bSC-0[12]C|Lenovo ?TB|\bTB-[0-9X]|\bTB[0-9]{3}|MatePad|MediaPad"
-    r"|Pad\b|Pad[ _-]|\bPad|Tab\b|Tab[ _\d-]|Nexus (?:7|9|10)\b|\bP[0-9]{2}(?:SE)?_|\bAGS\d?-|\bBAH\d?-|\bBTV-"
+    r"|Pad\b|Pad[ _-]|\bPad|Tab\b|Tab[ _\d-]|Nexus (?:7|9|10)\b|\bP[0-9]{2}(?:SE)?_|\bAGS\d?-|\bBAH\d?-"
+    r"|\bBTV-"
     r"|\bKOB\d?-|\bMON-|\bSCM-|\bDBY-|\bBG2-|\bJDN\d?-|\bCMR-|\bAGR-|\bGOT-|\bHDN-|\bBZ[A-Z]-|\bKRJ-|\bWGR-"
     r"|\bDDB-|\biPlay|\bXiaoXin|\bYT-|\bYT3|\bTB3-|\bP[0-9]{2}T\b|\bT[0-9]{2}[A-Z]?\b|\bM[0-9]{2}(?:Plus|Pro|_)"
     r"|Galaxy Tab|\bFire\b"
@@ -185,7 +192,8 @@ class _DeviceRules:
         if "ndroid" in ua:
             model = self.android_model.search(ua, 0, MODEL_SCAN_LENGTH)
             if model and model.group(1):
-                known = MODEL_TYPES.get(self.models.device_type(ua, model.start(1), model.end(1)))
+                kind = self.models.device_type(ua, model.start(1), model.end(1))
+                known = MODEL_TYPES.get(kind) if kind is not None else None
                 if known is not None:
                     return known
                 name = model.group(1)
@@ -254,7 +262,8 @@ def _rust_extractors() -> tuple[Callable[[str], Any], Callable[[str], Any]] | No
     """ua-parser's compiled browser and OS matchers, once per process, on first use (~10 MB of Rust regexes).
 
     Its device matcher is not built: the device type is this module's. Web workers only need these for
-    campaigns that filter on device/OS/browser; the spool flusher parses the rest (models/clicks/enrichment.py).
+    campaigns that filter on device/OS/browser; the spool flusher parses the rest
+    (models/clicks/enrichment.py).
     """
     try:
         import ua_parser_rs

@@ -1,4 +1,5 @@
-"""Rollups: hourly and daily aggregates of clicks and conversions (models/reporting/rollups.py), and deferred steps.
+"""Rollups: hourly and daily aggregates of clicks and conversions (models/reporting/rollups.py), and deferred
+steps.
 
 Two cubes: the detail one (`rollup_hour`, `rollup_day`) and the campaign one
 (`rollup_campaign_hour`, `rollup_campaign_day`).
@@ -103,7 +104,9 @@ def backfill_rollups(conn, step, now: int) -> tuple[int, int]:
     end = min(step.position + deferred.CHUNK_IDS, step.target)
     store = RollupStore(conn)
     store.backfill_clicks(step.position, end, store.present_tables())
-    return end, fetch_one(conn, SQL_COUNT_CLICKS, (step.position, end))[0]
+    counted = fetch_one(conn, SQL_COUNT_CLICKS, (step.position, end))
+    assert counted is not None  # COUNT(*) has a row.
+    return end, counted[0]
 
 
 DEFERRED_STEPS = {deferred.ROLLUP_BACKFILL: backfill_rollups}

@@ -93,4 +93,6 @@ def drop_old_visitor_index(conn, step, now: int) -> tuple[int, int] | None:
     return step.target, 1
 
 
-DEFERRED_STEPS = dict(zip(STEPS, (fill_visitor_keys, build_visitor_key_index, drop_old_visitor_index)))
+DEFERRED_STEPS = dict(
+    zip(STEPS, (fill_visitor_keys, build_visitor_key_index, drop_old_visitor_index), strict=True)
+)

@@ -1,4 +1,5 @@
-"""Refused postbacks as bounded counters (models/conversions/refusals.py), and the postback key masked in the log.
+"""Refused postbacks as bounded counters (models/conversions/refusals.py), and the postback key masked in the
+log.
 
 Before this release every wrong-key postback was a postback_log row, and a key sent in a POST body
 was logged as received. The counters' table is new and empty; the current key is masked wherever

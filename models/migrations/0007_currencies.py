@@ -1,4 +1,5 @@
-"""Currencies: stored exchange rates and each conversion's payout in the report currency (models/reporting/currency.py).
+"""Currencies: stored exchange rates and each conversion's payout in the report currency
+(models/reporting/currency.py).
 
 Before this, every amount was summed as it came: a `currency=EUR` postback's payout was added to
 USD ones. Now a conversion keeps its payout and currency as received and, in `report_payout`, the

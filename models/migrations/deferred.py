@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import importlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from peewee import Database
 
@@ -74,14 +74,18 @@ def run_chunk(db: Database, name: str, *, clock=time.time) -> Step:
     with write_tx(db):
         conn = db.connection()
         steps = DeferredStepStore(conn)
-        step = Step(*steps.row(name))
+        row = steps.row(name)
+        assert row is not None, f"no deferred step {name!r}"
+        step = Step(*row)
         now = int(clock() * 1000)
         if step.state != "done" and (outcome := chunk_runners()[name](conn, step, now)) is not None:
             position, added = outcome
             state = "done" if position >= step.target else "running"
             finished = int(clock() * 1000) if state == "done" else None
             steps.save(name, state, position, step.done_units + added, now, finished)
-            step = Step(*steps.row(name))
+            row = steps.row(name)
+            assert row is not None
+            step = Step(*row)
     return step
 
 
@@ -96,7 +100,7 @@ def run_deferred(
 
     Steps run one after the other: a later one may rely on an earlier one being done.
     """
-    ran = []
+    ran: list[Step] = []
     for step in pending_steps(db):
         while step.state != "done" and not should_stop():
             before = step

@@ -11,8 +11,8 @@ import functools
 import importlib
 import pkgutil
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from peewee import Database
 

@@ -29,10 +29,10 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 from urllib.parse import unquote, urlsplit
 
 from peewee import DatabaseError
@@ -136,7 +136,7 @@ def open_source(location: str):
         raise CopyRefused(f"There is no database file at {path}.")
     try:
         return connect(Path(path))
-    except (DatabaseError, *STORE_ROLLBACK_ERRORS) as error:  # E.g. "file is not a database".
+    except STORE_ROLLBACK_ERRORS + (DatabaseError,) as error:  # E.g. "file is not a database".
         raise CopyRefused(f"{path} cannot be opened as a SQLite database ({error}).") from error
 
 
@@ -276,7 +276,7 @@ def verify(source, target, shapes: list[TableShape]) -> list[Check]:
         labels = ["count", *(f"sum({c})" for c in sums), *(f"max({c})" for c in maxima)]
         ours = source.measure(shape.name, sums=sums, maxima=maxima)
         theirs = target.measure(shape.name, sums=sums, maxima=maxima)
-        checks += [Check(shape.name, label, a, b) for label, a, b in zip(labels, ours, theirs)]
+        checks += [Check(shape.name, label, a, b) for label, a, b in zip(labels, ours, theirs, strict=True)]
     return checks
 
 
@@ -291,6 +291,7 @@ def copy_table(source, target, target_db, shape: TableShape, progress, batch_siz
     with ThreadPoolExecutor(1) as reader:
         upcoming = None if is_done else reader.submit(source.read_after, shape, after, batch_size)
         while not is_done:
+            assert upcoming is not None  # Submitted while a batch is left.
             rows = upcoming.result()
             is_done = len(rows) < batch_size
             if rows:

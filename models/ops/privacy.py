@@ -9,7 +9,7 @@ were tracked. Running it again changes nothing.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from peewee import Database
 

@@ -31,9 +31,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable
 
 from peewee import Database
 
@@ -339,6 +338,7 @@ def set_cost(
             "is_unique_only": int(request.unique_only), "actor": actor.name,
             "created_at": int(time.time() * 1000),
         })  # fmt: skip
+        entity: tuple[str, int | None]
         if scope.campaign_id is not None:
             entity = ("campaign", scope.campaign_id)
         else:
@@ -376,7 +376,7 @@ def cost_entries(db: Database, *, campaign_ids=None, source_id: int | None = Non
         ids = set(campaign_ids or ())
         if source_id is not None:
             ids |= {c.id for c in Campaign.select(Campaign.id).where(Campaign.source_id == source_id)}
-        sources = {source_id} if source_id is not None else set()
+        sources: set[int | None] = {source_id} if source_id is not None else set()
         sources |= {
             c.source_id for c in Campaign.select(Campaign.source_id).where(Campaign.id.in_(list(ids)))
         } if ids else set()

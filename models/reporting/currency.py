@@ -138,7 +138,8 @@ def relabel_report_currency(db: Database, new: str) -> int:
         MetaStore(conn).set("report_currency", new)
         currencies.relabel_offers_and_campaigns(old, new)
         relabelled = currencies.relabel_conversions(old, new)
-        return relabelled + _convert_waiting(conn, new, 1.0, new)
+        relabelled += _convert_waiting(conn, new, 1.0, new)
+    return relabelled
 
 
 @dataclass

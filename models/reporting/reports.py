@@ -28,9 +28,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import time as time_module
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, Callable
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from peewee import Database
@@ -272,7 +273,8 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
     ids = campaign_ids(store, query.filters["campaign"]) if "campaign" in query.filters else None
     if "traffic_source" in query.filters:
         query = dataclasses.replace(
-            query, filters={**query.filters, "traffic_source": _source_ids(store, query.filters["traffic_source"])}
+            query,
+            filters={**query.filters, "traffic_source": _source_ids(store, query.filters["traffic_source"])},
         )
     try:
         query, labels, notes = resolve_source_names(query, GROUPS, ids)
@@ -381,7 +383,7 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
     columns = list(query.group_by)
     time_index = columns.index(time_group) if time_group else None
     ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
-    rows = [_row(dict(zip(columns, key)), metrics) for key, metrics in ordered]
+    rows = [_row(dict(zip(columns, key, strict=True)), metrics) for key, metrics in ordered]
     totals = [0] * len(METRICS)
     for metrics in sums.values():
         for index, value in enumerate(metrics):
@@ -494,7 +496,8 @@ def _is_repeated_hour(local: datetime) -> bool:
     hour = local.replace(minute=0, second=0, microsecond=0)
     for wall in (hour, hour.replace(minute=30), hour.replace(minute=59, second=59)):
         # Twice: the first occurrence (fold=0) has the larger offset; in a skipped time, the smaller.
-        if wall.replace(fold=0).utcoffset() > wall.replace(fold=1).utcoffset():
+        first, second = wall.replace(fold=0).utcoffset(), wall.replace(fold=1).utcoffset()
+        if first is not None and second is not None and first > second:
             return True
     return False
 
@@ -573,7 +576,7 @@ def _ratio(numerator: float, denominator: float, scale: float = 1.0) -> float | 
 
 
 def _row(groups: dict[str, Any], metrics: list) -> dict[str, Any]:
-    values = dict(zip(METRICS, metrics))
+    values = dict(zip(METRICS, metrics, strict=True))
     conversions = values["leads"] + values["sales"] + values["rebills"]
     revenue = round(values["revenue"], 6)
     cost = round(values["click_cost"] + values["conversion_cost"], 6)

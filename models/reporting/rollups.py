@@ -25,7 +25,7 @@ The tables' layout is models/tables/dimensions.py's, the statements models/store
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from models.clicks.record import CLICK_COLUMNS, LANDER_ID
 from models.tables.dimensions import (
@@ -133,9 +133,9 @@ class RollupDelta:
         created_at, key = click_key[0], _key(click_key[1:])
         metrics = (1, *click_metrics, 1)
         self._add(created_at, key, (*(-value for value in metrics), 0, *_NO_CONVERSIONS))
-        moved = list(key)
-        moved[_OFFER] = offer_id or 0
-        moved = tuple(moved)
+        moving = list(key)
+        moving[_OFFER] = offer_id or 0
+        moved = tuple(moving)
         self._add(created_at, moved, (*metrics, 1, *_NO_CONVERSIONS))
         for status, payout, cost in conversions:
             counted = conversion_metrics(status, payout or 0.0, cost or 0.0)

@@ -37,14 +37,16 @@ def resolve_source_names(
     names = [name for name in dict.fromkeys((*query.group_by, *query.filters)) if name not in known]
     if not names:
         return query, {}, []
-    slots_by_source = {s.id: (s.name, slot_of(loads(s.parameters))) for s in TrafficSource.select()}
+    slots_by_source: dict[int | None, tuple[str, dict[str, int]]] = {
+        s.id: (s.name, slot_of(loads(s.parameters))) for s in TrafficSource.select()
+    }
     campaigns = Campaign.select(Campaign.id, Campaign.source_id).where(Campaign.source_id.is_null(False))
     if campaign_ids is not None:
         campaigns = campaigns.where(Campaign.id.in_([int(i) for i in campaign_ids]))
     scope: set[int] | None = None
     renames: dict[str, str] = {}
     for name in names:
-        found = {}  # slot -> a source name storing `name` there
+        found: dict[int, str] = {}  # slot -> a source name storing `name` there
         ids = set()
         for campaign in campaigns:
             source_name, slots = slots_by_source.get(campaign.source_id, ("", {}))

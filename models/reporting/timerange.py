@@ -14,7 +14,7 @@ instant, which picks the second.
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -43,7 +43,7 @@ def zone(name: str) -> ZoneInfo:
 def local_ms(wall: datetime, tz: ZoneInfo) -> int:
     """Unix ms of a wall-clock time in `tz` (naive), by the module's rule for skipped and repeated times."""
     first = wall.replace(tzinfo=tz, fold=0)  # fold=0: a repeated time's first occurrence.
-    if first.astimezone(timezone.utc).astimezone(tz).replace(tzinfo=None) == wall.replace(tzinfo=None):
+    if first.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == wall.replace(tzinfo=None):
         return int(first.timestamp() * 1000)
     # Skipped: the jump lies between the time read with the offset after it (fold=1, earlier in
     # UTC) and with the offset before it (fold=0); find the first second on the new offset.

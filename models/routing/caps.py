@@ -14,8 +14,9 @@ caps from the next local day.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, time, timedelta
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from models.store.counters import CounterStore

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
@@ -194,7 +195,7 @@ def _stream_config(
     links: list[tuple[StreamOffer, Offer]],
     offers_by_id: dict[int, Offer],
     macros: SourceMacros,
-    lander_links: list[tuple[StreamLander, Lander]] = (),
+    lander_links: Sequence[tuple[StreamLander, Lander]] = (),
 ) -> StreamConfig | None:
     filters = _stream_filters(stream, tz)
     if filters is None:
@@ -208,10 +209,10 @@ def _stream_config(
     if stream.fallback_offer_id is not None and stream.fallback_offer_id in offers_by_id:
         fallback = _offer_choice(offers_by_id[stream.fallback_offer_id], 1, macros)
     landers = []
-    for link, lander in lander_links:
-        choice = _lander_choice(lander, link.weight, macros) if link.weight > 0 else None
-        if choice is not None:
-            landers.append(choice)
+    for lander_link, lander in lander_links:
+        lander_choice = _lander_choice(lander, lander_link.weight, macros) if lander_link.weight > 0 else None
+        if lander_choice is not None:
+            landers.append(lander_choice)
     redirect = (
         _template(stream.action_payload, f"stream {stream.id}", macros)
         if stream.action == "redirect"
@@ -279,10 +280,10 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
             links.setdefault(link.stream_id, []).append((link, offer))
     landers_by_id = {lander.id: lander for lander in Lander.select().where(Lander.status == "active")}
     lander_links: dict[int, list[tuple[StreamLander, Lander]]] = {}
-    for link in StreamLander.select().where(StreamLander.status == "active").order_by(StreamLander.id):
-        lander = landers_by_id.get(link.lander_id)
+    for lander_link in StreamLander.select().where(StreamLander.status == "active").order_by(StreamLander.id):
+        lander = landers_by_id.get(lander_link.lander_id)
         if lander is not None:
-            lander_links.setdefault(link.stream_id, []).append((link, lander))
+            lander_links.setdefault(lander_link.stream_id, []).append((lander_link, lander))
     streams: dict[int, list[Stream]] = {}
     for stream in Stream.select().where(Stream.status == "active").order_by(Stream.position, Stream.id):
         streams.setdefault(stream.campaign_id, []).append(stream)
@@ -290,7 +291,7 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
     campaigns = {}
     for campaign in Campaign.select(*ROUTED_CAMPAIGN_FIELDS).where(Campaign.status == "active"):
         tz = _zone(campaign.timezone, f"campaign {campaign.alias}")
-        slots = source_slots.get(campaign.source_id) or None
+        slots = source_slots.get(campaign.source_id) if campaign.source_id is not None else None
         macros = SourceMacros(
             source_names, {name: f"sub_id_{slot}" for name, slot in (slots or {}).items()}
         )

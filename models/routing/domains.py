@@ -7,7 +7,9 @@ With no domain at all the map is empty and every host answers as before: nothing
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 from models.tables.domain import CampaignDomain, Domain
 
@@ -53,6 +55,7 @@ def load_domains(db) -> DomainMap:
         .join(Domain)
         .tuples()  # Archived domains too: a campaign restricted to one answers on none of them.
     )
-    for campaign_id, name in query:
+    # .tuples(): peewee's stubs still say models.
+    for campaign_id, name in cast("Iterable[tuple[int, str]]", query):
         hosts.setdefault(campaign_id, set()).add(name)
     return DomainMap(roots, {campaign_id: frozenset(names) for campaign_id, names in hosts.items()})

@@ -25,6 +25,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from models.errors import LannerError
@@ -233,6 +234,12 @@ def _compile_date_format(date_format: str) -> Callable[[datetime.datetime], str]
     return format_date
 
 
+class MacroSource(Protocol):
+    """What render() reads a macro's value from: a mapping, or a click's values made on demand."""
+
+    def get(self, name: str, /) -> object: ...
+
+
 @dataclass(frozen=True, slots=True)
 class UrlTemplate:
     """A validated offer URL template, split into literal parts and macro slots.
@@ -289,7 +296,7 @@ class UrlTemplate:
         """Whether render() needs `now` (callers may pass None otherwise and skip making one)."""
         return bool(self._dates)
 
-    def render(self, values: Mapping[str, str], now: datetime.datetime | None) -> str:
+    def render(self, values: MacroSource, now: datetime.datetime | None) -> str:
         """The redirect URL for one click: each macro replaced by its percent-encoded value.
 
         A name missing from `values` (or None) renders empty; `{random}` is one fresh ten-digit number per
@@ -307,6 +314,7 @@ class UrlTemplate:
             for slot in self._random:
                 parts[slot] = number
         for slot, format_date in self._dates:
+            assert now is not None, "a template that uses the date is rendered with `now`"
             parts[slot] = _quote(format_date(now))
         return "".join(parts)
 
@@ -394,7 +402,7 @@ def _parse(
     length = len(out[0]) + len(out[1])
     position = authority_end
     ascii_spans = []
-    for (start, end, _inner), name in zip(spans, names):
+    for (start, end, _inner), name in zip(spans, names, strict=True):
         literal = _ascii_literal(template[position:start])
         out += [literal, template[start:end]]  # The macro's own text stays: only its value is sent.
         ascii_spans.append((length + len(literal), length + len(literal) + end - start, *name))

@@ -27,8 +27,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Literal
 
 from models.routing.caps import ClickCounters
 from models.routing.config import CampaignConfig, LanderChoice, OfferChoice, StreamConfig
@@ -168,10 +169,11 @@ class Router:
         trace: list[TraceEntry] | None,
         *,
         choose: bool = True,
-    ) -> OfferChoice | None | bool:
+    ) -> OfferChoice | None | Literal[False]:
         """The stream's offer (None for a stream without offers) if it matches, else False."""
-        entry = TraceEntry(campaign.alias, stream, "matched") if trace is not None else None
-        if entry is not None:
+        entry = None
+        if trace is not None:
+            entry = TraceEntry(campaign.alias, stream, "matched")
             trace.append(entry)
         if stream.is_capped(self.counters, now_ms):
             steps.append(f"{stream.id}c")
@@ -287,7 +289,7 @@ class Router:
             return offers[0]
         return self._weighted(offers, [offer.weight for offer in offers])
 
-    def _weighted(self, items: list, weights: list[int]):
+    def _weighted(self, items: Sequence, weights: list[int]):
         cumulative = list(itertools.accumulate(max(weight, 0) for weight in weights))
         if cumulative[-1] <= 0:
             return items[0]

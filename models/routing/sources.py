@@ -83,7 +83,7 @@ def parse_template(template: str, slots: Mapping[str, int] | None = None) -> lis
             raise SourceError(f"Parameter {name!r} appears twice in the template.")
         pairs.append((name, _check_placeholder(name, placeholder.strip())))
     names = [name for name, _ in pairs]
-    for name, slot in slots.items():
+    for name in slots:
         if name not in names:
             raise SourceError(f"The slot mapping names {name!r}, which is not in the template.")
         if name in BUILTIN_FIELDS:

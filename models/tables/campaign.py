@@ -9,7 +9,15 @@ from __future__ import annotations
 import secrets
 import time
 
-from peewee import AutoField, BigIntegerField, FloatField, ForeignKeyField, IntegerField, TextField
+from peewee import (
+    AutoField,
+    BigIntegerField,
+    FloatField,
+    ForeignKeyField,
+    IntegerField,
+    ObjectIdAccessor,
+    TextField,
+)
 
 from models.tables.base import BaseModel
 from models.tables.offer import Offer
@@ -26,7 +34,7 @@ def new_token() -> str:
 
 class Campaign(BaseModel):
     id = AutoField()
-    alias = TextField(unique=True)
+    alias = TextField(unique=True)  # type: ignore[assignment]  # Shadows Model.alias(), unused here.
     name = TextField()
     status = TextField(default="active")
     rotation = TextField(default="position")
@@ -48,6 +56,7 @@ class Campaign(BaseModel):
 class Stream(BaseModel):
     id = AutoField()
     campaign = ForeignKeyField(Campaign, backref="streams", column_name="campaign_id")
+    campaign_id: ObjectIdAccessor  # The column's value, which peewee adds for the foreign key.
     name = TextField(default="")
     type = TextField(default="regular")
     position = IntegerField(default=1)
@@ -70,6 +79,8 @@ class StreamOffer(BaseModel):
     id = AutoField()
     stream = ForeignKeyField(Stream, backref="offer_links", column_name="stream_id")
     offer = ForeignKeyField(Offer, backref="stream_links", column_name="offer_id")
+    stream_id: ObjectIdAccessor  # The columns' values, which peewee adds for the foreign keys.
+    offer_id: ObjectIdAccessor
     weight = IntegerField(default=100)
     status = TextField(default="active")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from peewee import AutoField, BigIntegerField, ForeignKeyField, IntegerField, TextField
+from peewee import AutoField, BigIntegerField, ForeignKeyField, IntegerField, ObjectIdAccessor, TextField
 
 from models.tables.base import BaseModel
 from models.tables.campaign import Campaign
@@ -32,6 +32,8 @@ class CampaignDomain(BaseModel):
     id = AutoField()
     campaign = ForeignKeyField(Campaign, backref="domain_links", column_name="campaign_id")
     domain = ForeignKeyField(Domain, backref="campaign_links", column_name="domain_id")
+    campaign_id: ObjectIdAccessor  # The columns' values, which peewee adds for the foreign keys.
+    domain_id: ObjectIdAccessor
     position = IntegerField(default=0)  # The first is the campaign URL shown.
 
     class Meta:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from peewee import AutoField, BigIntegerField, ForeignKeyField, IntegerField, TextField
+from peewee import AutoField, BigIntegerField, ForeignKeyField, IntegerField, ObjectIdAccessor, TextField
 
 from models.tables.base import BaseModel
 from models.tables.campaign import Stream
@@ -31,6 +31,8 @@ class StreamLander(BaseModel):
     id = AutoField()
     stream = ForeignKeyField(Stream, backref="lander_links", column_name="stream_id")
     lander = ForeignKeyField(Lander, backref="stream_links", column_name="lander_id")
+    stream_id: ObjectIdAccessor  # The columns' values, which peewee adds for the foreign keys.
+    lander_id: ObjectIdAccessor
     weight = IntegerField(default=100)
     status = TextField(default="active")
 

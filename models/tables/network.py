@@ -14,7 +14,7 @@ class Network(BaseModel):
     name = TextField()
     # The postback's `from=` value, and the `network` of its status maps: fixed once made, since the
     # URL pasted into the network carries it.
-    alias = TextField(unique=True)
+    alias = TextField(unique=True)  # type: ignore[assignment]  # Shadows Model.alias(), unused here.
     # The network's macro for each postback parameter ('' leaves the parameter out of the URL).
     subid_macro = TextField()
     payout_macro = TextField(default="")

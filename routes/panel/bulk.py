@@ -72,7 +72,7 @@ class CampaignBulkResource(PanelResource):
         except AdminError as exc:
             raise falcon.HTTPBadRequest(title="Not done", description=str(exc)) from None
         back = urllib.parse.parse_qs(str(form.get("back") or ""))
-        kept = {name: back[name][0] for name in ("period", "status", "q") if name in back}
+        kept: dict[str, str] = {name: back[name][0] for name in ("period", "status", "q") if name in back}
         resp.status = falcon.HTTP_303
         resp.location = "/panel/campaigns?" + urllib.parse.urlencode(kept)
 

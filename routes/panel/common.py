@@ -123,7 +123,8 @@ class PanelResource:
 
     def page(self, req, resp, template: str, session, code=200, **context) -> None:
         self.render(resp, template, code, session=session, user=session.principal if session else None,
-                    path=req.path, timezone=timezone_of(session.principal) if session else DEFAULT_TIMEZONE, **context)  # fmt: skip
+                    path=req.path, timezone=timezone_of(session.principal) if session else DEFAULT_TIMEZONE,
+                    **context)  # fmt: skip
 
 
 def tcp_port(bind: str) -> int | None:

@@ -71,7 +71,8 @@ class ConversionLogResource(PanelResource):
             req, resp, "conversions.html", session,
             rows=rows, pager=pager, campaigns=campaigns, periods=PERIODS, statuses=CONVERSION_STATUSES,
             is_importer=principal.role == "admin" and principal.can_write,
-            form={name: req.get_param(name) or "" for name in ("campaign", "subid", "status", "period", "from", "to")},
+            form={name: req.get_param(name) or ""
+                  for name in ("campaign", "subid", "status", "period", "from", "to")},
         )  # fmt: skip
 
 
@@ -86,8 +87,10 @@ class ConversionResource(PanelResource):
             req, resp, "conversion.html", session, code,
             conversion=conversion, created_at=local_iso(conversion.created_at, tz),
             campaign=campaigns.get(conversion.campaign_id), statuses=CONVERSION_STATUSES,
-            is_editable=principal.can_write and edits_campaign(self.sessions.db, principal, conversion.campaign_id),
-            message=message, form={"status": conversion.status, "payout": repr(conversion.payout), **(form or {})},
+            is_editable=principal.can_write
+            and edits_campaign(self.sessions.db, principal, conversion.campaign_id),
+            message=message,
+            form={"status": conversion.status, "payout": repr(conversion.payout), **(form or {})},
             saved=param(req, "saved") == "1",
         )  # fmt: skip
 
@@ -210,5 +213,5 @@ def add_routes(app: falcon.App, panel: PanelContext) -> None:
     app.add_route("/panel/conversions", ConversionLogResource(sessions, render))
     app.add_route(IMPORT_PATH, ConversionImportResource(sessions, render, recorder))
     app.add_route(
-        "/panel/conversions/{conversion_id:int(min=1, max=%d)}" % MAX_ID, ConversionResource(sessions, render)
+        f"/panel/conversions/{{conversion_id:int(min=1, max={MAX_ID})}}", ConversionResource(sessions, render)
     )

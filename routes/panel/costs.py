@@ -85,6 +85,7 @@ class CampaignCostResource(EditorResource):
             )
             others = uneditable_campaigns(self.db, principal, scope.campaign_ids)
             if others:
+                assert source is not None  # Only a source's cost reaches campaigns beyond this one.
                 raise FormError(
                     f"You may not change campaign {others[0]} of traffic source {source.name!r}, so may not "
                     "set the source's cost."

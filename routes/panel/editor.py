@@ -118,7 +118,7 @@ def _float(form: dict, name: str, what: str) -> float | None:
         raise FormError(f"{what} must be a number, not {text!r}.") from None
 
 
-def _int(form: dict, name: str, what: str) -> int | None:
+def _int(form: dict, name: str | int, what: str) -> int | None:
     text = str(form.get(name, "")).strip()
     if not text:
         return None
@@ -270,15 +270,16 @@ def offer_rows(offers, weights: dict[int, str]) -> list[dict]:
 
 
 def typed_weights(form: dict, offers) -> dict[int, str]:
-    """The weight typed per offer (`offer_<id>`), as the form holds it; a blank one is no offer of the stream."""
+    """The weight typed per offer (`offer_<id>`), as the form holds it; a blank one is no offer of the
+    stream."""
     return {
         offer.id: _text(form, f"offer_{offer.id}") for offer in offers if _text(form, f"offer_{offer.id}")
     }
 
 
 def chosen_offers(weights: dict[int, str]) -> list[tuple[int, int]]:
-    """The typed weights as the services take them: [(offer_id, weight)]."""
-    return [(offer_id, _int(weights, offer_id, f"Offer {offer_id}'s weight")) for offer_id in weights]
+    """The typed weights as the services take them: [(offer_id, weight)]; none is blank (`or 0`: never)."""
+    return [(offer_id, _int(weights, offer_id, f"Offer {offer_id}'s weight") or 0) for offer_id in weights]
 
 
 # -- landers: weighted as offers are, each row `lander_<id>` --------------------------------------
@@ -307,7 +308,9 @@ def typed_lander_weights(form: dict, landers) -> dict[int, str]:
 
 
 def chosen_landers(weights: dict[int, str]) -> list[tuple[int, int]]:
-    return [(lander_id, _int(weights, lander_id, f"Lander {lander_id}'s weight")) for lander_id in weights]
+    return [
+        (lander_id, _int(weights, lander_id, f"Lander {lander_id}'s weight") or 0) for lander_id in weights
+    ]
 
 
 # -- streams --------------------------------------------------------------------------------------
@@ -410,7 +413,7 @@ class EditorResource(PanelResource):
     """The access rules every editor page applies: a campaign not visible is 404, a write without the
     right to change it 403."""
 
-    def __init__(self, panel: PanelContext, campaign_base: CampaignBase) -> None:
+    def __init__(self, panel: PanelContext, campaign_base: CampaignBase | None) -> None:
         super().__init__(panel.sessions, panel.render)
         self.db = panel.db
         self.settings = panel.settings
@@ -450,8 +453,8 @@ class EditorResource(PanelResource):
 
 NEW_CAMPAIGN = {
     "name": "", "alias": "", "rotation": "position", "uniqueness_hours": "24", "timezone": "UTC",
-    "bind_visitor": "", "default_action": "not_found", "default_url": "", "cost_model": "cpc", "cost_value": "0",
-    "cost_currency": "", "owner_id": "", "offer": "new", "offer_url": "", "source_id": "",
+    "bind_visitor": "", "default_action": "not_found", "default_url": "", "cost_model": "cpc",
+    "cost_value": "0", "cost_currency": "", "owner_id": "", "offer": "new", "offer_url": "", "source_id": "",
 }  # fmt: skip
 
 
@@ -511,13 +514,15 @@ class CampaignEditorResource(EditorResource):
         names = {offer.id: offer.name for offer in offers}
         streams = [stream_summary(stream, names) for stream in list_streams(campaign.id)]
         by_id = {summary["stream"].id: summary for summary in streams}
+        assert self.campaign_base is not None  # The campaign editor's (the cost pages pass none).
+        base = self.campaign_base(req)
         self.page(
             req, resp, "editor.html", session, code,
             campaign=campaign, values=values or campaign_values(campaign), message=message,
             is_editable=edits_campaign(self.db, principal, campaign.id),
-            campaign_url=shown_campaign_url(self.campaign_base(req), campaign),
-            tracker_base=self.campaign_base(req),
-            script_tag=script_tag(self.campaign_base(req), campaign.alias),
+            campaign_url=shown_campaign_url(base, campaign),
+            tracker_base=base,
+            script_tag=script_tag(base, campaign.alias),
             campaign_source=source_of(campaign),
             sources=[s for s in list_sources(include_archived=True)
                      if s.status == "active" or s.id == campaign.source_id],
@@ -578,7 +583,8 @@ class StreamFormResource(EditorResource):
             offer_rows=offer_rows(offers, weights), offers=offers,
             lander_rows=lander_rows(landers, lander_weights),
             is_editable=edits_campaign(self.db, session.principal, campaign.id),
-            filter_hints=FILTER_HINTS, operators=OPERATORS, filter_names=FILTER_NAMES, filter_labels=FILTER_LABELS,
+            filter_hints=FILTER_HINTS, operators=OPERATORS, filter_names=FILTER_NAMES,
+            filter_labels=FILTER_LABELS,
             **CHOICES,
         )  # fmt: skip
 

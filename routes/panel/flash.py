@@ -56,7 +56,7 @@ def seal(session: Session, path: str, data: dict[str, Any], *, now: float) -> st
     plain = json.dumps({"path": path, "expires": int(now) + FLASH_SECONDS, "data": data}).encode()
     encryption, authentication = _keys(session)
     nonce = secrets.token_bytes(NONCE_BYTES)
-    cipher = bytes(a ^ b for a, b in zip(plain, _keystream(encryption, nonce, len(plain))))
+    cipher = bytes(a ^ b for a, b in zip(plain, _keystream(encryption, nonce, len(plain)), strict=True))
     tag = hmac.new(authentication, nonce + cipher, hashlib.sha256).digest()
     return base64.urlsafe_b64encode(nonce + cipher + tag).decode().rstrip("=")
 
@@ -73,7 +73,8 @@ def unseal(session: Session, path: str, value: str, *, now: float) -> dict[str, 
     encryption, authentication = _keys(session)
     if not hmac.compare_digest(tag, hmac.new(authentication, nonce + cipher, hashlib.sha256).digest()):
         return None
-    sealed = json.loads(bytes(a ^ b for a, b in zip(cipher, _keystream(encryption, nonce, len(cipher)))))
+    stream = _keystream(encryption, nonce, len(cipher))
+    sealed = json.loads(bytes(a ^ b for a, b in zip(cipher, stream, strict=True)))
     if sealed["path"] != path or sealed["expires"] < now:
         return None
     return sealed["data"]
@@ -96,8 +97,8 @@ class Flash:
         value = seal(session, path, data, now=self.now())
         if len(value) > MAX_COOKIE_CHARS:
             return False
-        resp.set_cookie(FLASH_COOKIE, value, max_age=FLASH_SECONDS, path=path, secure=self.sessions.is_https(req),
-                        http_only=True, same_site="Lax")  # fmt: skip
+        resp.set_cookie(FLASH_COOKIE, value, max_age=FLASH_SECONDS, path=path,
+                        secure=self.sessions.is_https(req), http_only=True, same_site="Lax")  # fmt: skip
         resp.status = falcon.HTTP_303
         resp.location = path
         return True

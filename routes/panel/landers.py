@@ -9,6 +9,8 @@ text fields, 413 past it before any of it is read; the CSRF token is a field as 
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 
 from models.accounts.access import creates_campaigns, edits_lander, visible_lander, visible_lander_ids
@@ -110,7 +112,7 @@ class LanderListResource(LanderPages):
             if values["kind"] == "local":
                 if data is None:
                     raise FormError("Choose the lander's zip (index.html at its root).")
-                options = {"zip_data": data}
+                options: dict[str, Any] = {"zip_data": data}
             else:
                 options = {"url": values["url"]}
             lander = create_lander(
@@ -156,7 +158,9 @@ class LanderResource(LanderPages):
             if values["do"] == "delete":
                 delete_lander(self.db, lander.id, files=self.files, actor=principal)
                 raise falcon.HTTPSeeOther(PATH)
-            changes = {"name": values["name"], "notes": values["notes"], "status": values["status"] or None}
+            changes: dict[str, Any] = {
+                "name": values["name"], "notes": values["notes"], "status": values["status"] or None
+            }
             if data is not None:
                 changes["zip_data"] = data
             elif values["kind"] == "remote" and (lander.kind == "remote" or values["url"]):

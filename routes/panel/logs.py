@@ -86,7 +86,9 @@ class Pager:
         return chosen
 
     def query(self, **changes: str | None) -> str:
-        kept = {name: value for name, value in self.req.params.items() if isinstance(value, str) and value}
+        kept: dict[str, str | None] = {
+            name: value for name, value in self.req.params.items() if isinstance(value, str) and value
+        }
         kept.update(changes)
         return urllib.parse.urlencode({name: value for name, value in kept.items() if value})
 
@@ -223,7 +225,9 @@ class PostbackLogResource(PanelResource):
         if principal.hides_money:
             raise falcon.HTTPForbidden(
                 title="Money hidden",
-                description="The postback log shows payouts as the networks send them, which this user does not see.",
+                description=(
+                    "The postback log shows payouts as the networks send them, which this user does not see."
+                ),
             )
         is_admin = principal.role == "admin"
         tab = param(req, "log") or ("postbacks" if is_admin else "deliveries")

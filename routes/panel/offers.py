@@ -68,7 +68,7 @@ def offer_fields(form: dict[str, str], *, shows_money: bool) -> dict:
     """The service's keyword arguments from a submitted form (its values already stripped)."""
     if not form["name"]:
         raise FormError("An offer needs a name.")
-    fields = {
+    fields: dict[str, object] = {
         "name": form["name"],
         "url": form["url"],
         "currency": form["currency"].upper() or None,
@@ -132,11 +132,13 @@ class OfferListResource(OfferPages):
             )
             rows.append({
                 "offer": offer, "clicks": clicks, "conversions": conversions, "revenue": revenue,
-                "cr": conversions / clicks * 100 if clicks else None, "epc": revenue / clicks if clicks else None,
+                "cr": conversions / clicks * 100 if clicks else None,
+                "epc": revenue / clicks if clicks else None,
             })  # fmt: skip
         self.page(
             req, resp, "offers.html", session, code,
-            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices, search=listing.search, rows=rows,
+            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices,
+            search=listing.search, rows=rows,
             currency=report.currency if report else self.reports.report_currency,
             may_create=creates_campaigns(principal), form=form or BLANK_FORM, message=message,
             networks=list_networks(),

@@ -177,8 +177,8 @@ class CampaignListResource(PanelResource):
             )
         self.page(
             req, resp, "campaigns.html", session,
-            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices, search=listing.search,
-            rows=rows, total=totals([row["stats"] for row in rows]),
+            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices,
+            search=listing.search, rows=rows, total=totals([row["stats"] for row in rows]),
             currency=report.currency if report else self.reports.report_currency,
             base_url=self.campaign_base(req), can_create=creates_campaigns(principal),
             source_queries=source_queries(),
@@ -226,7 +226,7 @@ class CampaignStatusResource(PanelResource):
             raise falcon.HTTPBadRequest(title="Not changed", description=str(exc)) from None
         resp.status = falcon.HTTP_303
         back = urllib.parse.parse_qs(str(form.get("back") or ""))
-        kept = {name: back[name][0] for name in ("period", "status", "q") if name in back}
+        kept: dict[str, str] = {name: back[name][0] for name in ("period", "status", "q") if name in back}
         resp.location = "/panel/campaigns?" + urllib.parse.urlencode(kept)
 
 

@@ -104,7 +104,8 @@ class AccountResource(PanelResource):
         new = str(form.get("new_password", ""))
         try:
             is_right = confirm_password(db, principal.name, str(form.get("password", "")),
-                                        self.sessions.client_ip(req), **self.sessions.clock_options())  # fmt: skip
+                                        self.sessions.client_ip(req),
+                                        **self.sessions.clock_options())  # fmt: skip
         except LoginThrottled as exc:
             resp.set_header("Retry-After", str(exc.retry_after))
             self.show(req, resp, session, 429, error=str(exc), field="password")
@@ -153,8 +154,8 @@ class UserListResource(AdminPage):
     def show(self, req, resp, session, code: int = 200, *, message: str = "", error: str = "", form=None):
         tz = timezone_of(session.principal)
         users = [(user, local_time(user.last_login_at, tz)) for user in list_users(self.sessions.db)]
-        self.page(req, resp, "users.html", session, code, users=users, roles=ROLES, timezones=timezone_names(),
-                  message=message, error=error, form=form or {})  # fmt: skip
+        self.page(req, resp, "users.html", session, code, users=users, roles=ROLES,
+                  timezones=timezone_names(), message=message, error=error, form=form or {})  # fmt: skip
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = read_form(req)
@@ -179,7 +180,10 @@ class UserResource(AdminPage):
         user = self.user_of(user_id)
         created = Flash(self.sessions).take(req, resp, session)
         if created is not None:
-            message = f"API key {created['id']} ({created['scope']}) is created: copy it now, it is not shown again."
+            message = (
+                f"API key {created['id']} ({created['scope']}) is created: "
+                "copy it now, it is not shown again."
+            )
             self.show(req, resp, session, user, message=message, new_key=created["key"])
             return
         self.show(req, resp, session, user, message=done_message(req))

@@ -9,6 +9,8 @@ sees the URL with a placeholder where the key goes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 
 from models.accounts.access import editable_campaign_ids, edits_campaign, visible_campaign_ids
@@ -74,11 +76,13 @@ class PostbackSetupResource(PanelResource):
         ]
         self.page(
             req, resp, "postbacks.html", session, code,
-            is_admin=is_admin, postback_url=f"{base}/{key}/postback?subid={{subid}}&status={{status}}&payout={{payout}}&tid={{tid}}",
+            is_admin=is_admin,
+            postback_url=f"{base}/{key}/postback?subid={{subid}}&status={{status}}&payout={{payout}}&tid={{tid}}",
             query_url=f"{base}/postback?key={key}&subid={{subid}}&status={{status}}&payout={{payout}}&tid={{tid}}",
-            pixel_url=f"{base}/px/conversion?key={key}&status=lead", parameters=PARAMETERS, macros=TARGET_MACROS,
-            targets=targets, campaign_choices=choices, statuses=STATUSES, methods=POSTBACK_METHODS,
-            status_maps=admin.list_status_maps(), form=form or {"campaign": "", "url": "", "statuses": ["sale"], "method": "GET"},
+            pixel_url=f"{base}/px/conversion?key={key}&status=lead", parameters=PARAMETERS,
+            macros=TARGET_MACROS, targets=targets, campaign_choices=choices, statuses=STATUSES,
+            methods=POSTBACK_METHODS, status_maps=admin.list_status_maps(),
+            form=form or {"campaign": "", "url": "", "statuses": ["sale"], "method": "GET"},
             message=message, result=result, done=done,
         )  # fmt: skip
 
@@ -94,8 +98,10 @@ class PostbackSetupResource(PanelResource):
             )
         if action in ("add", "test"):
             lists = read_form_lists(req)
-            entered = {"campaign": str(form.get("campaign", "")), "url": str(form.get("url", "")).strip(),
-                       "statuses": lists.get("statuses", []), "method": str(form.get("method", "GET"))}  # fmt: skip
+            entered: dict[str, Any] = {
+                "campaign": str(form.get("campaign", "")), "url": str(form.get("url", "")).strip(),
+                "statuses": lists.get("statuses", []), "method": str(form.get("method", "GET")),
+            }  # fmt: skip
             self.require_campaign(principal, entered["campaign"])
             try:
                 if action == "add":

@@ -16,7 +16,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import falcon
 
@@ -81,7 +81,8 @@ MONEY_METRICS = frozenset(name for name in REPORT_METRICS if name in MONEY_FIELD
 AMOUNTS = MONEY_METRICS - PERCENT_METRICS  # In the report currency.
 DEFAULT_COLUMNS = ("clicks", "unique_clicks", "conversions", "cr", "revenue", "cost", "profit", "roi", "epc")
 SINGLE_PARAMETERS = ("period", "from", "to", "sort", "order", "filter", "value",
-                     *(f"g{n}" for n in range(1, MAX_LEVELS + 1)), *(f"d{n}" for n in range(1, MAX_LEVELS)))  # fmt: skip
+                     *(f"g{n}" for n in range(1, MAX_LEVELS + 1)),
+                     *(f"d{n}" for n in range(1, MAX_LEVELS)))  # fmt: skip
 CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")  # A spreadsheet runs a cell starting so as a formula.
 GROUP_SORT = "group"
 RATIOS = frozenset({"cr", "roi", "epc", "cpc", "cpa", "lp_ctr"})
@@ -198,7 +199,8 @@ def parse_state(
         if name not in known:
             raise bad_request(
                 f"Cannot group by {name!r}; use {', '.join(TIME_GROUPS)}, campaign, stream, offer, network, "
-                "source, country, device, os, browser, language, sub_id_1 to sub_id_30, referrer_domain, domain."
+                "source, country, device, os, browser, language, sub_id_1 to sub_id_30, referrer_domain, "
+                "domain."
             )
     if len(set(groups)) < len(groups):
         raise bad_request("Group by each name at one level only.")
@@ -258,9 +260,11 @@ class ReportBuilder:
         params = state.report_params()
         exact: dict[str, str] = {}
         time_drills = [
-            (group, value) for group, value in zip(state.groups, state.drill) if group in TIME_GROUPS
+            (group, value)
+            for group, value in zip(state.groups, state.drill, strict=False)
+            if group in TIME_GROUPS
         ]
-        for group, value in zip(state.groups, state.drill):
+        for group, value in zip(state.groups, state.drill, strict=False):
             if group not in TIME_GROUPS:
                 exact[group] = value
         if time_drills:
@@ -273,7 +277,7 @@ class ReportBuilder:
                     end = row_end if end is None else min(end, row_end)
             except (ReportError, TimeRangeError) as exc:
                 raise bad_request(str(exc)) from None
-            if start >= end:
+            if start is None or end is None or start >= end:  # None: not after a time drill.
                 raise bad_request("The drill-down's day or hour is outside the period.")
             params = {name: value for name, value in params.items() if name != "preset"}
             params.update({"from": iso(start, tz), "to": iso(end, tz)})
@@ -292,7 +296,7 @@ class ReportBuilder:
         self, state: BuilderState, report: Report | None, campaigns: dict[int, tuple[str, str]]
     ) -> list[dict]:
         group = state.group
-        rows = []
+        rows: list[dict[str, Any]] = []
         for row in report.rows if report else []:
             value = row[group]
             label, sub = display(group, value, row, campaigns)

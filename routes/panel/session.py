@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import secrets
 import urllib.parse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import falcon
 
@@ -21,7 +21,7 @@ from routes.click import ClientAddress
 COOKIE = "lanner_session"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 LOGIN_PATH = "/panel/login"
-COOKIE_CLEARED = datetime(1970, 1, 1, tzinfo=timezone.utc)
+COOKIE_CLEARED = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class PanelSessions:
@@ -52,7 +52,8 @@ class PanelSessions:
     def current(self, req: falcon.Request) -> Session | None:
         if "session" not in req.context:
             found = None
-            # A few at most: each is a read, and a browser sends one (two while a path-scoped old one lingers).
+            # A few at most: each is a read, and a browser sends one (two while a path-scoped old one
+            # lingers).
             for session_id in (req.get_cookie_values(COOKIE) or ())[:3]:
                 found = find_session(self.db, session_id, self.session_hours, **self.clock_options())
                 if found is not None:

@@ -3,6 +3,7 @@ edit page, over the services `lanner source` and `/api/v1/sources` call (models/
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 import falcon
@@ -44,7 +45,9 @@ def source_form(source, *, reveal: bool = True) -> dict:
 
 def submitted(req) -> dict:
     form = read_form(req)
-    values = {name: str(form.get(name, "")).strip() for name in BLANK_FORM if name != "postback_statuses"}
+    values: dict[str, Any] = {
+        name: str(form.get(name, "")).strip() for name in BLANK_FORM if name != "postback_statuses"
+    }
     values["postback_statuses"] = read_form_lists(req).get("postback_statuses", [])
     values["csrf_token"] = str(form.get("csrf_token", ""))
     values["do"] = str(form.get("do", ""))
@@ -100,7 +103,8 @@ class SourceListResource(SourcePages):
         rows = [source_fields(s, counts.get(s.id, 0)) for s in list_sources(include_archived=True)]
         entries = catalogue()["sources"]
         self.page(
-            req, resp, "sources.html", session, code, rows=rows, form=form or BLANK_FORM, message=message, done=done,
+            req, resp, "sources.html", session, code, rows=rows, form=form or BLANK_FORM, message=message,
+            done=done,
             catalogue=entries, about=catalogue()["about"], chosen=chosen,
             note=next((e["note"] for e in entries if e["key"] == chosen), ""), **self.context(session),
         )  # fmt: skip

@@ -97,7 +97,8 @@ class AuditResource(PanelResource):
         self.page(
             req, resp, "audit.html", session,
             entries=[(entry, local_time(entry.created_at, tz), entry_fields(entry)) for entry in entries],
-            periods=AUDIT_PERIODS, period=period, entities=audit_entities(self.sessions.db), entity=entity or "",
+            periods=AUDIT_PERIODS, period=period, entities=audit_entities(self.sessions.db),
+            entity=entity or "",
             entity_id=entity_id or "", actor=actor or "", actors=audit_actors(self.sessions.db),
             older=older, newest="?" + urllib.parse.urlencode(filters) if cursor else None,
         )  # fmt: skip

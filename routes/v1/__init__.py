@@ -6,7 +6,8 @@ document (routes/v1/openapi.py) is built from the same declarations, so neither 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import falcon
 

@@ -8,7 +8,8 @@ that does not exist), one it may see but not change is a 403 on a write.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import falcon
 

@@ -1,4 +1,5 @@
-"""Campaigns and their streams (filters, offers and weights, evaluation order), over models/admin/services.py."""
+"""Campaigns and their streams (filters, offers and weights, evaluation order), over
+models/admin/services.py."""
 
 from __future__ import annotations
 

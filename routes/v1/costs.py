@@ -121,11 +121,11 @@ class CostResource:
         _require_money(req, "has no costs to list")
         campaign_ids, source_id = None, None
         if "campaign" in req.params:
-            campaign = get_campaign(req.params["campaign"])
+            campaign = get_campaign(req.get_param("campaign", required=True))
             require_campaign(req, campaign.id)
             campaign_ids = [campaign.id]
         if "source" in req.params:
-            source_id = get_source(req.params["source"]).id
+            source_id = get_source(req.get_param("source", required=True)).id
         entries = cost_entries(self.db, campaign_ids=campaign_ids, source_id=source_id)
         visible = visible_campaigns(req)
         if visible is not None:  # Theirs, and their campaigns' sources'.

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import falcon
 
@@ -23,7 +24,10 @@ DOMAIN_FIELDS = (
     Field("https", "boolean", "Get a certificate and serve HTTPS (default true)."),
     Field("redirect_http", "boolean", "Plain HTTP answers 301 to HTTPS."),
 )
-DOMAIN_CREATE = (Field("name", "string", "The host name, e.g. track.example.com.", required=True), *DOMAIN_FIELDS)
+DOMAIN_CREATE = (
+    Field("name", "string", "The host name, e.g. track.example.com.", required=True),
+    *DOMAIN_FIELDS,
+)
 DOMAIN_UPDATE = (*DOMAIN_FIELDS, Field("status", "string", ", ".join(DOMAIN_STATUSES)))
 CAMPAIGN_DOMAINS = (
     Field("domains", "strings", "The domains it is served on, its URL's first; [] for every domain.", True),

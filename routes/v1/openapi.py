@@ -12,7 +12,7 @@ import falcon
 from routes.v1.spec import Field, Operation
 
 PATH_FIELD = re.compile(r"\{(\w+)(?::(\w+)(?:\([^)]*\))?)?\}")
-SCHEMAS = {
+SCHEMAS: dict[str, dict[str, Any]] = {
     "string": {"type": "string"},
     "integer": {"type": "integer"},
     "number": {"type": "number"},

@@ -9,7 +9,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import falcon
 

@@ -98,7 +98,8 @@ class SourceResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         source = sources.get_source(ref)
         count = sources.campaign_counts().get(source.id, 0)
-        answer(req, resp, sources.source_fields(source, count, reveal=creates_campaigns(req.context.principal)))
+        reveal = creates_campaigns(req.context.principal)
+        answer(req, resp, sources.source_fields(source, count, reveal=reveal))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, SOURCE_UPDATE)

@@ -530,7 +530,7 @@ COMPONENT_COLUMNS = (
 def format_cluster_report(report: ClusterReport) -> list[str]:
     """The steps of both sides, the cluster's cost per component, the ratios and the caps."""
     header = [title for title, _ in TABLE_COLUMNS]
-    steps = [step for pair in zip(report.sqlite, report.cluster) for step in pair]
+    steps = [step for pair in zip(report.sqlite, report.cluster, strict=False) for step in pair]
     steps += report.sqlite[len(report.cluster) :]
     cells = [[_cell(getattr(step, key)) for _, key in TABLE_COLUMNS] for step in steps]
     lines = list(_aligned(header, cells))

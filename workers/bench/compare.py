@@ -160,7 +160,7 @@ def format_compare(result: dict) -> list[str]:
     rows = [
         [str(row["rate"]), *(str(row[name]) for name in RATIO_FIELDS)] for row in result.get("ratios", [])
     ]
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
     for cells in (header, *rows):
-        lines.append("  ".join(cell.rjust(width) for cell, width in zip(cells, widths)))
+        lines.append("  ".join(cell.rjust(width) for cell, width in zip(cells, widths, strict=True)))
     return lines

@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from peewee import Database
 

@@ -1180,7 +1180,7 @@ def bench_settings(
         "workers": options.workers,
         "nginx_worker_processes": options.workers,
         "vus": {
-            str(rate): dict(zip(("pre", "max"), vus_for_rate(rate, options.max_vus)))
+            str(rate): dict(zip(("pre", "max"), vus_for_rate(rate, options.max_vus), strict=True))
             for rate in options.rates
         },
         "k6_version": k6_version(k6),
@@ -1351,10 +1351,10 @@ def _cell(value) -> str:
 
 
 def _aligned(header: list[str], rows: list[list[str]]) -> Iterator[str]:
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
-    yield "  ".join(cell.rjust(width) for cell, width in zip(header, widths))
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    yield "  ".join(cell.rjust(width) for cell, width in zip(header, widths, strict=True))
     for row in rows:
-        yield "  ".join(cell.rjust(width) for cell, width in zip(row, widths))
+        yield "  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True))
 
 
 def format_report(report: BenchReport) -> list[str]:

@@ -57,7 +57,7 @@ class ReportLoad:
         self.errors = 0
         self.thread = threading.Thread(target=self._run, name="report-load", daemon=True)
 
-    def __enter__(self) -> "ReportLoad":
+    def __enter__(self) -> ReportLoad:
         self.thread.start()
         return self
 
@@ -102,7 +102,7 @@ class PostbackLoad:
         self.thread = threading.Thread(target=self._run, name="postback-load", daemon=True)
         self.pool = ThreadPoolExecutor(max(BATCH_SIZES))
 
-    def __enter__(self) -> "PostbackLoad":
+    def __enter__(self) -> PostbackLoad:
         self.thread.start()
         return self
 
@@ -130,7 +130,7 @@ class PostbackLoad:
             tid = f"bench-{batch}"
             batch += 1
             path = f"/{self.key}/postback?subid={subid}&tid={tid}&status=sale&payout=3"
-            statuses = list(self.pool.map(lambda _: self._post(path), range(size)))
+            statuses = list(self.pool.map(lambda _, path=path: self._post(path), range(size)))
             self.sent.append((subid, tid))
             for status in statuses:
                 self.answers[status] = self.answers.get(status, 0) + 1

@@ -121,7 +121,9 @@ def build_pre_upgrade_database(path: Path, options: MigrationOptions, reporter: 
         ):
             done = [0]
 
-            def progress(rows: int, total: int = count, label: str = f"Generating {what}") -> None:
+            def progress(
+                rows: int, total: int = count, label: str = f"Generating {what}", done: list[int] = done
+            ) -> None:
                 done[0] += rows
                 reporter.progress(label, done[0], total)
 

@@ -1,4 +1,5 @@
-"""`lanner status`'s cluster part: Redis's health (LANNER_REDIS_URL) and PostgreSQL's (a postgresql:// database).
+"""`lanner status`'s cluster part: Redis's health (LANNER_REDIS_URL) and PostgreSQL's (a postgresql://
+database).
 
 What this process can tell: whether Redis answers it now, a PING's round trip, Redis's memory and when each
 cluster-wide sweep last ran. A web worker's own view (SharedState.status()) is in that worker; when Redis
@@ -23,7 +24,7 @@ ALONE = (
 CLUSTER_SWEEPS = ["send_due_postbacks", "run_deferred_steps", "prune_postback_log", "refresh_exchange_rates"]
 
 
-def masked(text: str, secret: str | None) -> str:
+def masked(text: object, secret: str | None) -> str:
     """One line, without the secret."""
     line = " ".join(str(text).split())
     return line.replace(secret, "***") if secret else line
@@ -73,7 +74,7 @@ def postgres_status(db: Database) -> dict[str, Any]:
     }
 
 
-def postgres_unreachable(error: BaseException) -> dict[str, Any]:
+def postgres_unreachable(error: BaseException | str) -> dict[str, Any]:
     """What `lanner status` shows when PostgreSQL cannot be reached (psycopg's messages name no password)."""
     return {"state": "unreachable", "error": masked(error, None)}
 

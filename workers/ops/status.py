@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from settings import Settings
 from workers.runtime.procfs import children, is_alive, process_name, rss_kb, uptime_seconds
@@ -92,7 +93,8 @@ def queue_depth(settings: Settings) -> dict[str, Any]:
 
 def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Web processes, the consumer (heartbeat, lag), spool depth and last flush, queue depth, database
-    size, the geo file, the crawler ranges, deferred migration steps, parked postbacks and outbound postbacks waiting."""
+    size, the geo file, the crawler ranges, deferred migration steps, parked postbacks and outbound postbacks
+    waiting."""
     from models.clicks.node import spool_node
     from models.clicks.refusals import read_refused
     from models.clicks.spool import spool_status
@@ -174,7 +176,7 @@ def database_status(settings: Settings, db: Database) -> dict[str, Any]:
 
         return {
             "url": settings.database_shown,
-            "size_bytes": MaintenanceStore(db.connection()).database_bytes(),
+            "size_bytes": MaintenanceStore(db.connection()).database_bytes(),  # type: ignore[attr-defined]
         }
     database = settings.database_path
     return {

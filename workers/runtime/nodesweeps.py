@@ -39,7 +39,7 @@ class NodeSweepThread(threading.Thread):
             minute = max(minute + 1, int(time.time() // 60))  # Each minute once, even after a late wake.
             if self.stopping.wait(max(0.0, minute * 60 - time.time())):
                 return
-            at = datetime.datetime.fromtimestamp(minute * 60, datetime.timezone.utc).replace(tzinfo=None)
+            at = datetime.datetime.fromtimestamp(minute * 60, datetime.UTC).replace(tzinfo=None)
             for name, is_due, job in self.jobs:
                 if not self.stopping.is_set() and is_due(at):
                     self.attempt(name, job)

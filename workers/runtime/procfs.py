@@ -9,7 +9,7 @@ import os
 
 
 def children(pid: int) -> list[int]:
-    found = []
+    found: list[int] = []
     try:
         for task in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{task}/children") as file:

@@ -21,8 +21,9 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from models.clicks.throttledlog import ThrottledLog
 from workers.runtime.heartbeat import is_running

@@ -58,7 +58,8 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, NoReturn
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, NoReturn
 
 import bjoern
 
@@ -67,7 +68,7 @@ from workers.runtime import connections
 from workers.runtime.procfs import set_process_name
 
 try:
-    from setproctitle import setproctitle as _setproctitle
+    from setproctitle import setproctitle as _setproctitle  # type: ignore[import-not-found]  # Not a dependency.
 except ImportError:  # optional: nicer `ps` output only
 
     def _setproctitle(title: str) -> None:
@@ -115,7 +116,7 @@ class Pool:
     idle_seconds: float = 0.0  # > 0: workers start on demand and stop after this long idle.
 
 
-def parse_bind(bind: str) -> tuple[str, str] | tuple[str, str, int]:
+def parse_bind(bind: str) -> tuple[Literal["unix"], str] | tuple[Literal["tcp"], str, int]:
     """Split a `bind` setting into ("unix", path) or ("tcp", host, port); ValueError if malformed."""
     if bind.startswith("unix:"):
         path = bind[len("unix:") :]
@@ -734,14 +735,18 @@ class _Worker:
         if _sigint_disposition() == "ignored":
             self._exit()  # bjoern has not started, so nothing was accepted yet
         now = time.monotonic()
+        started = self.drain_started
+        if started is None:  # Only called once a drain has begun.
+            return
         with self.lock:
-            if self.in_flight == 0 and now - max(self.last_activity, self.drain_started) >= IDLE_EXIT_SECONDS:
+            if self.in_flight == 0 and now - max(self.last_activity, started) >= IDLE_EXIT_SECONDS:
                 self._exit()
-            if now - self.drain_started >= self.graceful_timeout:
+            if now - started >= self.graceful_timeout:
                 if not self.is_overdue:
                     self.is_overdue = True
                     logger.warning(
-                        "worker %s: still serving after graceful_timeout (%.1f s); exiting between two requests",
+                        "worker %s: still serving after graceful_timeout (%.1f s); "
+                        "exiting between two requests",
                         self.pid,
                         self.graceful_timeout,
                     )
@@ -762,7 +767,7 @@ class _Worker:
         min_idle = min(self.keepalive_timeout, SHORT_IDLE_SECONDS) if is_short else self.keepalive_timeout
         found = connections.idle_tcp_connections(self.listening, fds)
         idle = [fd for seconds, fd in found if seconds >= min_idle]
-        ended = self._shut_down(idle, min_idle) if idle else 0
+        ended = self._shut_down(idle, self.listening, min_idle) if idle else 0
         if not is_short or ended:
             self.short_since = None
         if is_short and ended:
@@ -776,7 +781,7 @@ class _Worker:
             )
         elif is_short and self.short_since is None:
             self.short_since = now
-        elif is_short and now - self.short_since >= EXHAUSTED_AFTER_SECONDS:
+        elif is_short and self.short_since is not None and now - self.short_since >= EXHAUSTED_AFTER_SECONDS:
             logger.warning(
                 "worker %s: %d of %d file descriptors open and none idle for %.0f s; draining it",
                 self.pid,
@@ -788,12 +793,12 @@ class _Worker:
         elif ended:
             logger.debug("worker %s: closed %d connections idle for %.0f s", self.pid, ended, min_idle)
 
-    def _shut_down(self, fds: list[int], min_idle: float) -> int:
+    def _shut_down(self, fds: list[int], listening: socket.socket, min_idle: float) -> int:
         """Shut the idle connections down at a moment no request is in progress (one might be on them)."""
         for _ in range(REAP_TRIES):
             with self.lock:
                 if self.in_flight == 0:
-                    return sum(connections.shut_down_if_idle(fd, self.listening, min_idle) for fd in fds)
+                    return sum(connections.shut_down_if_idle(fd, listening, min_idle) for fd in fds)
             time.sleep(OVERDUE_WATCH_SECONDS)
         return 0
 

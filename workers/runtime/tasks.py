@@ -22,9 +22,10 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from huey import Huey, SqliteHuey, crontab
+from peewee import Database
 
 from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
@@ -35,12 +36,16 @@ from models.lookups.geoupdate import GeoUpdateError, due_editions, update_geo_da
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
-from models.store.database import STORE_ERRORS, STORE_ROLLBACK_ERRORS, StoreBusy, db, open_database
+from models.store.database import STORE_ERRORS, STORE_ROLLBACK_ERRORS, StoreBusy, open_database
+from models.store.database import db as db_proxy
 from settings import Settings
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
 from workers.runtime.procfs import set_process_name
 
 logger = logging.getLogger(__name__)
+
+# The process's database: peewee's proxy, bound by open_database(), forwards every Database method.
+db = cast(Database, db_proxy)
 
 IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive.
 FAILED_ROUND_PAUSE = 1.0  # Pause after a round that failed (a full disk, a held write lock).
@@ -102,12 +107,13 @@ class SpoolFlusher:
             self.last_beat = now
             try:
                 self.landing.beat()
-            except (*STORE_ERRORS, OSError) as exc:  # The clicks landed; the next beat says so.
+            except STORE_ERRORS + (OSError,) as exc:  # The clicks landed; the next beat says so.
                 logger.debug("could not write the node's heartbeat: %s", exc)
         return result.inserted
 
     def close(self) -> None:
-        self.landing.held.close()
+        if self.landing.held is not None:  # Given above.
+            self.landing.held.close()
 
     def checkpoint(self) -> None:
         self.last_checkpoint = time.monotonic()
@@ -209,7 +215,7 @@ class FlusherThread(threading.Thread):
         """
         try:
             result = step()
-        except (*STORE_ERRORS, OSError) as exc:
+        except STORE_ERRORS + (OSError,) as exc:
             # The disk is full ("database or disk is full", ENOSPC), or a long writer (a deferred
             # index build) held the write lock past busy_timeout.
             self.failed(exc)
@@ -349,7 +355,7 @@ def update_crawler_ranges(settings: Settings) -> None:
     report = update_ranges(settings.bot_range_sources, path)
     if report.failed:
         logger.warning("crawler ranges: %s", "; ".join(report.lines))
-    else:
+    elif report.data is not None:  # Always, once it returns.
         logger.info("crawler ranges updated: %s networks", report.data.network_count)
 
 
