@@ -63,8 +63,8 @@ def seed(data_dir: Path) -> dict[str, int]:
         update_offer,
         update_stream,
     )
-    from models.conversions.admin import add_target, map_status
     from models.admin.sources import create_source
+    from models.conversions.admin import add_target, map_status
     from models.conversions.networks import create_network
     from models.migrations.runner import migrate
     from models.store.database import open_database

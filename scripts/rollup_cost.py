@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     from models.clicks.record import CLICK_COLUMNS
-    from models.tables.dimensions import HOUR_MS, TABLES
     from models.reporting.rollups import RollupDelta
     from models.store.database import open_database
     from models.store.samples import SampleStore
+    from models.tables.dimensions import HOUR_MS, TABLES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("database", type=Path)

@@ -22,8 +22,12 @@ from models.accounts.access import sees_campaign, visible_offer_ids
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
 from models.admin.errors import AdminConflict, AdminError, AdminNotFound
-from models.admin.rows import get_campaign, get_offer, get_stream
-from models.admin.rows import list_offers  # noqa: F401 -- handed on: callers list offers from here
+from models.admin.rows import (
+    get_campaign,
+    get_offer,
+    get_stream,
+    list_offers,  # noqa: F401 -- handed on: callers list offers from here
+)
 from models.choices import (
     CAMPAIGN_STATUSES,
     COST_MODELS,

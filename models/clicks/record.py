@@ -35,6 +35,9 @@ import time
 import zlib
 
 from models.store.functions import visitor_key as visitor_key  # The store computes it too.
+
+# Positions in a decoded record (the hot path reads them from here).
+from models.tables.click import CAMPAIGN_ID as CAMPAIGN_ID
 from models.tables.click import (  # The click row's columns, in the order a record keeps them.
     CLICK_COLUMNS,
     IP,
@@ -45,8 +48,6 @@ from models.tables.click import (  # The click row's columns, in the order a rec
     SUB_ID_COLUMNS,
     SUBID,
 )
-# Positions in a decoded record (the hot path reads them from here).
-from models.tables.click import CAMPAIGN_ID as CAMPAIGN_ID
 from models.tables.click import CREATED_AT as CREATED_AT
 from models.tables.click import UA_HASH as UA_HASH
 from models.tables.click import USER_AGENT as USER_AGENT

@@ -41,7 +41,6 @@ from models.errors import LannerError
 from models.migrations.deferred import pending_steps
 from models.migrations.runner import schema_is_current
 from models.reporting.costs import EXACT_LIMIT
-from models.tables.dimensions import MONEY_METRICS
 from models.store.copying import TableShape
 from models.store.database import (
     POSTGRES_SCHEMES,
@@ -52,6 +51,7 @@ from models.store.database import (
     sqlite_path,
     write_tx,
 )
+from models.tables.dimensions import MONEY_METRICS
 
 NOT_COPIED = ("migration_history", "deferred_step", "copy_progress")  # Each database's own.
 REPLACED = ("meta", "spool_node")  # A new database's baseline fills them; the source's replace them.

@@ -42,11 +42,11 @@ from models.choices import SUB_ID_SLOTS
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.errors import LannerError
 from models.reporting.currency import check_code, rate_of, report_currency
-from models.tables.dimensions import DAY_MS, HOUR_MS
 from models.reporting.rollups import RollupDelta
 from models.reporting.timerange import local_instant, zone
 from models.store.costs import COST_COLUMNS, CostStore
 from models.store.database import write_tx
+from models.tables.dimensions import DAY_MS, HOUR_MS
 
 COST_DIMENSIONS = COST_COLUMNS  # What a cost may be set per, besides the whole campaign.
 

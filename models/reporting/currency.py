@@ -26,9 +26,9 @@ import json
 import math
 import re
 import time
-from urllib.parse import urlparse
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 from peewee import Database
 

@@ -41,6 +41,11 @@ from models.errors import LannerError, NotFoundError
 from models.migrations.deferred import rollups_ready
 from models.ops.retention import pruned_before
 from models.reporting.currency import CurrencyError, check_report_currency
+from models.reporting.rollups import add_metrics
+from models.reporting.sourcenames import SourceNameError, resolve_source_names
+from models.reporting.timerange import TimeRangeError, local_instant, zone
+from models.store.database import read_tx
+from models.store.reports import ReportStore
 from models.tables.dimensions import (
     CUBES,
     DAY_MS,
@@ -50,11 +55,6 @@ from models.tables.dimensions import (
     METRICS,
     NAMED_GROUPS,
 )
-from models.reporting.rollups import add_metrics
-from models.reporting.sourcenames import SourceNameError, resolve_source_names
-from models.reporting.timerange import TimeRangeError, local_instant, zone
-from models.store.database import read_tx
-from models.store.reports import ReportStore
 
 TIME_GROUPS = ("day", "hour")
 UTC_ZONES = frozenset(

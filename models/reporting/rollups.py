@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from models.clicks.record import CLICK_COLUMNS, LANDER_ID
+from models.store.rollups import RollupStore
+from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, TRASH
 from models.tables.dimensions import (
     CLICK_METRICS,
     CONVERSION_METRICS,
@@ -36,8 +38,6 @@ from models.tables.dimensions import (
     METRICS,
     TABLES,
 )
-from models.store.rollups import RollupStore
-from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, TRASH
 
 # Where a click record (models/clicks/record.py) keeps the dimensions and the click metrics.
 _DIMENSION_POSITIONS = tuple(CLICK_COLUMNS.index(name) for name in DIMENSIONS)

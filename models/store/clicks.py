@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
+from models.store.rows import Store, fetch_one
 from models.tables.click import CLICK_COLUMNS, JOURNAL_COLUMNS
 from models.tables.dimensions import DIMENSIONS
-from models.store.rows import Store, fetch_one
 
 # The same before migration 0005 (`lanner bench migration` builds such a database).
 SQL_INSERT_CLICK_0004 = "INSERT INTO click ({}) VALUES ({}) ON CONFLICT DO NOTHING".format(

@@ -12,8 +12,8 @@ tracker writes on), so the tables copied and the sums verified are of one moment
 
 from __future__ import annotations
 
-from abc import abstractmethod
 import re
+from abc import abstractmethod
 from dataclasses import dataclass
 
 from models.store.rows import Store, fetch_one

@@ -5,7 +5,7 @@ The rules (what a day is, when a cap is reached) are models/routing/caps.py's.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from models.store.rows import Store
 

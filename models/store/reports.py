@@ -10,9 +10,11 @@ the rollup tables of models/reporting/rollups.py become identifiers, every value
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
+from models.store.rollups import LP_SUMS, RollupStore
+from models.store.rows import Dialectal, Store
 from models.tables.dimensions import (
     CLICK_METRICS,
     CONVERSION_METRICS,
@@ -25,8 +27,6 @@ from models.tables.dimensions import (
     METRICS,
     MONEY_METRICS,
 )
-from models.store.rollups import LP_SUMS, RollupStore
-from models.store.rows import Dialectal, Store
 
 # Rollup table -> the width of its periods.
 _TABLE_WIDTHS = {

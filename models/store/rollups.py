@@ -8,10 +8,10 @@ models/reporting/rollups.py's; the tables' layout is models/tables/dimensions.py
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
-from models.tables.dimensions import CONVERSION_METRICS, DIMENSIONS, LP_METRICS, METRICS, TABLES
 from models.store.rows import Store, fetch_one
+from models.tables.dimensions import CONVERSION_METRICS, DIMENSIONS, LP_METRICS, METRICS, TABLES
 
 # A click's LP view and LP click (migration 0016) summed over raw clicks (`{c}`: the table's prefix),
 # as the rollups and the raw reports count them.

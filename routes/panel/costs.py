@@ -15,7 +15,11 @@ from models.accounts.access import edits_campaign, uneditable_campaigns
 from models.admin.sources import source_of
 from models.errors import LannerError
 from models.reporting.costs import (
-    COST_DIMENSIONS, cost_entries, cost_request, cost_scope, set_cost,
+    COST_DIMENSIONS,
+    cost_entries,
+    cost_request,
+    cost_scope,
+    set_cost,
 )  # fmt: skip
 from models.routing.sources import loads, slot_of
 from routes.panel.common import FormError, PanelContext, timezone_of

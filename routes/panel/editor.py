@@ -25,7 +25,6 @@ from models.accounts.access import (
 from models.accounts.users import list_users
 from models.admin.domains import campaign_domains, campaign_url
 from models.admin.landers import list_landers, stream_lander_rows, stream_landers
-from models.admin.sources import campaign_source_url, list_sources, source_of
 from models.admin.services import (
     AdminError,
     add_stream,
@@ -43,6 +42,7 @@ from models.admin.services import (
     update_campaign,
     update_stream,
 )
+from models.admin.sources import campaign_source_url, list_sources, source_of
 from models.choices import (
     CAMPAIGN_STATUSES,
     COST_MODELS,

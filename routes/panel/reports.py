@@ -24,8 +24,6 @@ from models.accounts.access import visible_campaign_ids
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
 from models.admin.sources import get_source
 from models.conversions.networks import get_network
-from models.tables.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
-from models.reporting.sourcenames import source_parameter_names
 from models.reporting.reports import (
     GROUPS,
     REPORT_METRICS,
@@ -34,7 +32,9 @@ from models.reporting.reports import (
     report_range,
     time_buckets,
 )
+from models.reporting.sourcenames import source_parameter_names
 from models.reporting.timerange import TimeRangeError, local_instant, zone
+from models.tables.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
 from routes.api import report_query
 from routes.panel.common import PERIODS, PanelContext, PanelReports, PanelResource, timezone_of
 from routes.panel.render import Renderer, money, percent, whole

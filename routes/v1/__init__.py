@@ -36,12 +36,23 @@ def v1_routes(
     enqueue_certificate: Callable[[int], None] | None = None,
 ) -> list[tuple[str, object]]:
     """(path, resource) of every admin API route, the OpenAPI document's last."""
+    from models.admin.landers import LanderFiles
     from models.conversions.postbacks import ConversionRecorder
     from routes.v1 import (
-        campaigns, clicks, conversions, costs, domains, landers, networks, offers, openapi, postbacks,
-        reports, sources, status,
+        campaigns,
+        clicks,
+        conversions,
+        costs,
+        domains,
+        landers,
+        networks,
+        offers,
+        openapi,
+        postbacks,
+        reports,
+        sources,
+        status,
     )  # fmt: skip
-    from models.admin.landers import LanderFiles
 
     auth = Authenticator(db, find_principal)
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from workers.bench.errors import BenchError
 from workers.bench.panelclient import (

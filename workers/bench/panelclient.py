@@ -22,9 +22,9 @@ import secrets
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from workers.bench.errors import BenchError
 

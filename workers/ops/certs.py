@@ -14,10 +14,10 @@ root's file: the `lanner` user, which faces the web, only asks for it (README, "
 
 from __future__ import annotations
 
+import calendar
 import json
 import logging
 import os
-import calendar
 import shlex
 import subprocess
 import time

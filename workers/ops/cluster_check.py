@@ -18,9 +18,9 @@ def join_problem(settings: Settings) -> str | None:
     from models.clicks.node import spool_node
     from models.cluster.shared_state import redis_health
     from models.errors import LannerError
+    from models.store.clicks import ClickStore
     from models.store.database import db as database
     from models.store.database import open_database
-    from models.store.clicks import ClickStore
 
     if not settings.uses_postgres:
         return (

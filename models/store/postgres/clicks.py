@@ -24,11 +24,10 @@ from functools import cache
 import psycopg
 from peewee import FloatField, TextField
 
-from models.tables.click import IP, JOURNAL_COLUMNS, SUBID, UA_HASH
 from models.store import clicks as base
 from models.store.functions import visitor_key
 from models.store.postgres.database import PostgresUnavailable, is_retryable
-from models.tables.click import Click
+from models.tables.click import IP, JOURNAL_COLUMNS, SUBID, UA_HASH, Click
 
 LANDED_COLUMNS = (*JOURNAL_COLUMNS, "visitor_key")
 # A click column's PostgreSQL type: (its name in SQL, its name for binary COPY, the Python type it takes).

@@ -13,10 +13,9 @@ the rest is models/store/costs.py's.
 
 from __future__ import annotations
 
-from models.tables.dimensions import DIMENSIONS, TABLES
 from models.store import costs as base
 from models.store.postgres.sums import float_sum
-
+from models.tables.dimensions import DIMENSIONS, TABLES
 
 
 class CostStore(base.CostStore):

@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextlib
 from typing import ContextManager
 
-from models.tables.click import CLICK_COLUMNS, IP, UA_HASH
 from models.store import generated as base
 from models.store.clicks import SQL_INSERT_CLICK_0004
 from models.store.functions import visitor_key
+from models.tables.click import CLICK_COLUMNS, IP, UA_HASH
 
 SQL_INSERT_CLICK_WITH_KEY = "INSERT INTO click ({}, visitor_key) VALUES ({}) ON CONFLICT DO NOTHING".format(
     ", ".join(CLICK_COLUMNS), ", ".join("?" * (len(CLICK_COLUMNS) + 1))

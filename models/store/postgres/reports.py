@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from models.store import reports as base
 from models.store.postgres.sums import float_sum

@@ -8,9 +8,9 @@
 
 from __future__ import annotations
 
-from models.tables.dimensions import TABLES
 from models.store import rollups as base
 from models.store.postgres.sums import float_sum
+from models.tables.dimensions import TABLES
 
 
 class RollupStore(base.RollupStore):

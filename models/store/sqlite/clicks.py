@@ -8,8 +8,8 @@ from total_changes.
 
 from __future__ import annotations
 
-from models.tables.click import CLICK_COLUMNS, IP, JOURNAL_COLUMNS, UA_HASH
 from models.store import clicks as base
+from models.tables.click import CLICK_COLUMNS, IP, JOURNAL_COLUMNS, UA_HASH
 
 # A row of CLICK_COLUMNS (the bench's generated clicks): SQLite computes the visitor key (migration 0005)
 # from its ip and ua_hash.

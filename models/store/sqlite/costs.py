@@ -3,9 +3,9 @@ models/store/costs.py's."""
 
 from __future__ import annotations
 
-from models.tables.dimensions import DIMENSIONS, TABLES
 from models.store import costs as base
 from models.store.sqlite.sums import float_sum
+from models.tables.dimensions import DIMENSIONS, TABLES
 
 
 class CostStore(base.CostStore):

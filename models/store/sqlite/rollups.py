@@ -3,9 +3,9 @@ models/store/rollups.py's."""
 
 from __future__ import annotations
 
-from models.tables.dimensions import TABLES
 from models.store import rollups as base
 from models.store.sqlite.sums import float_sum
+from models.tables.dimensions import TABLES
 
 
 class RollupStore(base.RollupStore):
