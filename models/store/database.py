@@ -69,7 +69,7 @@ class WriteTransaction:
                 raise StoreBusy(first_driver_error(failure)) from failure
             if isinstance(exc, DRIVER_ERRORS):
                 raise StoreBusy(exc) from exc
-            raise exc
+            # Any other error of the body goes on as it is (returning False below lets it through).
         if isinstance(exc, DRIVER_ERRORS):
             raise StoreBusy(exc) from exc
         return False
