@@ -10,11 +10,11 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from models.choices import SUB_ID_SLOTS
+from models.store.rows import Store, fetch_one
 from models.tables.dimensions import HOUR_MS
 
 # The click columns a spend can be set for besides the campaign (a traffic source's placement, a sub id).
 COST_COLUMNS = ("source", *(f"sub_id_{n}" for n in range(1, SUB_ID_SLOTS + 1)))
-from models.store.rows import Store, fetch_one
 
 
 def rebuild_sql(table: str, width: int, dimensions: tuple[str, ...], money_sum) -> str:
@@ -88,7 +88,7 @@ class CostStore(Store):
             rows = self.conn.execute(self.SQL_ENTRIES + " ORDER BY id").fetchall()
         else:
             rows = self.conn.execute(self.SQL_ENTRIES_WITHIN + " ORDER BY id", (start_ms, end_ms)).fetchall()
-        return [dict(zip(("id", *_ENTRY_COLUMNS), row)) for row in rows]
+        return [dict(zip(("id", *_ENTRY_COLUMNS), row, strict=True)) for row in rows]
 
     def drop_entries(self, ids: list[int]) -> None:
         self.conn.executemany(self.SQL_DROP_ENTRY, [(i,) for i in ids]).close()

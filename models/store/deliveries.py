@@ -75,7 +75,7 @@ WHERE id = ?
     def click_values(self, click_id: int, columns: tuple[str, ...]) -> dict[str, object]:
         """The click's values of these columns (the macros a template may use)."""
         row = fetch_one(self.conn, f"SELECT {', '.join(columns)} FROM click WHERE id = ?", (click_id,))
-        return dict(zip(columns, row or ()))
+        return dict(zip(columns, row, strict=True)) if row else {}
 
     def mark_sent(self, delivery_id: int, url: str, code: int, now_ms: int) -> None:
         self.conn.execute(self.SQL_SENT, (url, code, now_ms, delivery_id)).close()

@@ -59,7 +59,7 @@ def database_facts(database_path: Path) -> dict:
     finally:
         connection.close()
     names = ("clicks", "clicks_last_30_days", "conversions", "campaigns", "offers", "users")
-    return dict(zip(names, row)) | {"size_mb": round(database_path.stat().st_size / 1e6, 1)}
+    return dict(zip(names, row, strict=True)) | {"size_mb": round(database_path.stat().st_size / 1e6, 1)}
 
 
 # -- panel-pages --------------------------------------------------------------------------------
@@ -231,8 +231,8 @@ def format_pages(report: PanelPagesReport) -> list[str]:
     rows = [
         [
             page.kind, page.user.removeprefix("bench-"), page.path, _cell(page.median_ms), _cell(page.max_ms),
-            _cell(page.first_ms), _cell(page.cpu_median_ms), _cell(page.client_median_ms), f"{page.size / 1024:.1f}",
-            f"<= {page.target_ms:g}", "met" if page.is_met else "MISS",
+            _cell(page.first_ms), _cell(page.cpu_median_ms), _cell(page.client_median_ms),
+            f"{page.size / 1024:.1f}", f"<= {page.target_ms:g}", "met" if page.is_met else "MISS",
         ]
         for page in report.pages
     ]  # fmt: skip
@@ -241,9 +241,10 @@ def format_pages(report: PanelPagesReport) -> list[str]:
     if facts:
         lines.append("")
         lines.append(
-            f"{facts.get('clicks', 0):,} clicks ({facts.get('clicks_last_30_days', 0):,} in the last 30 days), "
-            f"{facts.get('conversions', 0):,} conversions, {facts.get('campaigns', 0)} campaigns; server time "
-            f"from Server-Timing (cpu: the admin worker's CPU time), median of {report.settings.get('repeat')} "
-            "after one untimed request."
+            f"{facts.get('clicks', 0):,} clicks "
+            f"({facts.get('clicks_last_30_days', 0):,} in the last 30 days), "
+            f"{facts.get('conversions', 0):,} conversions, {facts.get('campaigns', 0)} campaigns; "
+            "server time from Server-Timing (cpu: the admin worker's CPU time), "
+            f"median of {report.settings.get('repeat')} after one untimed request."
         )
     return lines

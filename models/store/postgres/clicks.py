@@ -94,7 +94,7 @@ class ClickStore(base.ClickStore):
                 for row in rows:
                     values = [
                         value if value is None or type(value) is cast else cast(value)
-                        for value, cast in zip(row, casts)
+                        for value, cast in zip(row, casts, strict=True)
                     ]
                     if values[-1] is None:  # The line's own key (an anonymised address's), else this.
                         values[-1] = visitor_key(row[IP], row[UA_HASH])

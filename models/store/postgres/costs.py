@@ -40,5 +40,5 @@ class CostStore(base.CostStore):
         return self.conn.execute(self.SQL_CHUNK, (list(ids),)).fetchall()
 
     def set_costs(self, updates: list[tuple[float, int]]) -> None:
-        costs, ids = zip(*updates) if updates else ((), ())
+        costs, ids = zip(*updates, strict=True) if updates else ((), ())
         self.conn.execute(self.SQL_SET_COSTS, (list(costs), list(ids))).close()
