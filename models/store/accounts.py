@@ -71,7 +71,8 @@ class AccountStore(Store):
     )
     # What authenticating a key needs, in one indexed read: the key's row and its owner's.
     SQL_KEY_HOLDER = (
-        "SELECT k.id, k.scope, k.is_revoked, k.last_used_at, u.id, u.name, u.role, u.hides_money, u.is_disabled "
+        "SELECT k.id, k.scope, k.is_revoked, k.last_used_at, "
+        "u.id, u.name, u.role, u.hides_money, u.is_disabled "
         "FROM api_key AS k JOIN app_user AS u ON u.id = k.user_id WHERE k.key_hash = ?"
     )
     SQL_REVOKE_API_KEY = "UPDATE api_key SET is_revoked = 1 WHERE id = ? AND is_revoked = 0"

@@ -136,7 +136,8 @@ class ClickStore(Store):
         return fetch_one(self.conn, self.SQL_SPOOL_ID, (node,))[0]
 
     def beat(self, node: str, now_ms: int, host: str, unlanded_bytes: int, backlog_ms: int | None) -> None:
-        """The node's heartbeat, for `lanner status` on any node (a row for a node that has landed nothing yet)."""
+        """The node's heartbeat, for `lanner status` on any node (a row for a node that has landed
+        nothing yet)."""
         self.conn.execute(self.SQL_ADD_NODE, (node, "")).close()
         self.conn.execute(self.SQL_BEAT, (now_ms, host, unlanded_bytes, backlog_ms, node)).close()
 

@@ -1,4 +1,5 @@
-"""Conversions (`conversion`, with the click and offer a postback reads) and the postback log (`postback_log`).
+"""Conversions (`conversion`, with the click and offer a postback reads) and the postback log
+(`postback_log`).
 
 The rules (which status a word maps to, which changes are allowed, what a postback without a tid
 means, when a parked postback expires) are models/conversions/postbacks.py's; the statements are
@@ -15,7 +16,10 @@ from abc import abstractmethod
 from models.choices import SUB_ID_SLOTS
 from models.store.rows import Store, fetch_one
 
-SELECT_CONVERSION = "SELECT id, tid, status, payout, cost, currency, report_payout, original_status, raw_status FROM conversion"
+SELECT_CONVERSION = (
+    "SELECT id, tid, status, payout, cost, currency, report_payout, original_status, raw_status "
+    "FROM conversion"
+)
 
 
 class ConversionStore(Store):
@@ -188,7 +192,8 @@ WHERE verdict = 'parked' AND expires_at <= ?
         return fetch_one(self.conn, self.SQL_PARKED_ANY) is not None
 
     def parked_landed(self) -> list[tuple[int, str, int]]:
-        """(log id, params, received_at) of up to 500 parked postbacks whose click has landed, oldest first."""
+        """(log id, params, received_at) of up to 500 parked postbacks whose click has landed, oldest
+        first."""
         return self.conn.execute(self.SQL_PARKED_LANDED).fetchall()
 
     def settle_parked(self, log_id: int, verdict: str, detail: str, conversion_id: int | None) -> None:

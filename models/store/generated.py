@@ -7,7 +7,7 @@ What the rows hold (a realistic mix, exact uniqueness flags) is workers/bench/ge
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import ContextManager
+from contextlib import AbstractContextManager
 
 from models.store.rows import Store, fetch_one
 
@@ -78,5 +78,5 @@ class GeneratedStore(Store):
         """Rows of CLICK_COLUMNS; the visitor key computed from their ip and ua_hash when the table has it."""
 
     @abstractmethod
-    def bulk(self) -> ContextManager[None]:
+    def bulk(self) -> AbstractContextManager[None]:
         """Around a bulk insert: a big page cache keeps the index pages in memory."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import ContextManager
+from contextlib import AbstractContextManager
 
 from models.store.rows import Store
 
@@ -25,6 +25,6 @@ class MaintenanceStore(Store):
         it is, so the landed spool segments may go."""
 
     @abstractmethod
-    def large_cache(self, megabytes: int) -> ContextManager[None]:
+    def large_cache(self, megabytes: int) -> AbstractContextManager[None]:
         """Around one bulk job (an index build sorts in the page cache): a bigger cache, then the
         usual one."""

@@ -49,7 +49,8 @@ class SessionStore(Store):
         ).close()
 
     def session(self, id_hash: str) -> tuple | None:
-        """(user id, csrf token, seen_at, expires_at, name, role, hides_money, is_disabled, timezone), or None."""
+        """(user id, csrf token, seen_at, expires_at, name, role, hides_money, is_disabled, timezone), or
+        None."""
         return fetch_one(self.conn, self.SQL_SESSION, (id_hash,))
 
     def touch_session(self, id_hash: str, now_ms: int, expires_at: int, older_than: int) -> None:

@@ -73,7 +73,8 @@ def _write_chunks(conn: sqlite3.Connection, sql: str, rows: Iterable[tuple]) -> 
 
 
 class SpillFile:
-    """The on-disk tier: (campaign, stream, offer, latest created_at) per visitor (models/clicks/visitors.py)."""
+    """The on-disk tier: (campaign, stream, offer, latest created_at) per visitor
+    (models/clicks/visitors.py)."""
 
     def __init__(self, directory: Path) -> None:
         self.conn = _open_private(directory / f"held.{os.getpid()}.db", (SQL_CREATE_HELD,))

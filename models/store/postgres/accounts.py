@@ -22,7 +22,8 @@ class AccountStore(base.AccountStore):
     SQL_INSERT_USER = base.AccountStore.SQL_INSERT_USER + " RETURNING id"
     SQL_INSERT_API_KEY = base.AccountStore.SQL_INSERT_API_KEY + " RETURNING id"
     SQL_CAMPAIGN_SHARES = (
-        "SELECT s.user_id, u.name, s.may_edit FROM campaign_share AS s JOIN app_user AS u ON u.id = s.user_id "
+        "SELECT s.user_id, u.name, s.may_edit "
+        "FROM campaign_share AS s JOIN app_user AS u ON u.id = s.user_id "
         'WHERE s.campaign_id = ? ORDER BY lower(u.name COLLATE "C")'
     )
 

@@ -92,7 +92,8 @@ class LannerCursor(psycopg.Cursor):
 
 
 class SqliteNumericLoader(Loader):
-    """NUMERIC (what SUM and AVG of BIGINT return) as sqlite3 returns it: an int when integral, else a float."""
+    """NUMERIC (what SUM and AVG of BIGINT return) as sqlite3 returns it: an int when integral, else a
+    float."""
 
     def load(self, data) -> int | float:
         text = bytes(data)
@@ -102,7 +103,8 @@ class SqliteNumericLoader(Loader):
 
 
 class BoolAsIntDumper(Dumper):
-    """True and False as the schema's 0/1 BIGINT flags (psycopg would send a boolean, which BIGINT refuses)."""
+    """True and False as the schema's 0/1 BIGINT flags (psycopg would send a boolean, which BIGINT
+    refuses)."""
 
     oid = psycopg.postgres.types["int8"].oid
 
@@ -183,12 +185,14 @@ class LannerPostgresqlDatabase(PostgresqlDatabase):
 
 
 def connect_postgres(url: str) -> LannerPostgresqlDatabase:
-    """A connected PostgreSQL database at `url` (postgresql://…; models/store/database.py binds `db` to it)."""
+    """A connected PostgreSQL database at `url` (postgresql://…; models/store/database.py binds `db` to
+    it)."""
     database = LannerPostgresqlDatabase(url, prefer_psycopg3=True)
     try:
         database.connect()
     except OperationalError as error:  # peewee's, wrapping PostgresUnavailable: no LannerError any more.
         raise PostgresUnreachable(
-            f"Cannot connect to PostgreSQL ({one_line(error)}): is it running, and is LANNER_DATABASE_URL right?"
+            f"Cannot connect to PostgreSQL ({one_line(error)}): "
+            "is it running, and is LANNER_DATABASE_URL right?"
         ) from error
     return database

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager
 
 from models.store import generated as base
 from models.store.clicks import SQL_INSERT_CLICK_0004
@@ -41,5 +40,5 @@ class GeneratedStore(base.GeneratedStore):
         keyed = [(*row, visitor_key(row[IP], row[UA_HASH])) for row in rows]
         self.conn.executemany(SQL_INSERT_CLICK_WITH_KEY, keyed).close()
 
-    def bulk(self) -> ContextManager[None]:
+    def bulk(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()

@@ -9,7 +9,6 @@ pg_database_size, where SQLite's is the file's (`lanner status`).
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager
 
 from models.store import maintenance as base
 from models.store.rows import fetch_one
@@ -27,6 +26,6 @@ class MaintenanceStore(base.MaintenanceStore):
     def database_bytes(self) -> int:
         return fetch_one(self.conn, self.SQL_DATABASE_BYTES)[0]
 
-    def large_cache(self, megabytes: int) -> ContextManager[None]:
+    def large_cache(self, megabytes: int) -> contextlib.AbstractContextManager[None]:
         """The server's memory is its own configuration's: nothing to change for one job."""
         return contextlib.nullcontext()

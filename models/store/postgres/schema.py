@@ -50,7 +50,10 @@ ROLLUP_DETAIL = """
     os TEXT NOT NULL,
     browser TEXT NOT NULL,
     language TEXT NOT NULL,"""
-ROLLUP_DETAIL_KEY = "PRIMARY KEY (period, campaign_id, stream_id, offer_id, source, country, device_type, os, browser, language)"
+ROLLUP_DETAIL_KEY = (
+    "PRIMARY KEY (period, campaign_id, stream_id, offer_id, source, country, device_type, os, browser, "
+    "language)"
+)
 
 SQL_BASELINE = [
     # SQLite's NOCASE folds ASCII only; user names are ASCII (models/accounts/users.py checks them).
@@ -205,7 +208,8 @@ CREATE TABLE conversion (
 )""",
     "CREATE INDEX conversion_campaign_click_created_at ON conversion (campaign_id, click_created_at)",
     "CREATE INDEX conversion_created_at ON conversion (created_at)",
-    "CREATE INDEX conversion_unconverted ON conversion (currency, click_created_at) WHERE report_payout IS NULL",
+    "CREATE INDEX conversion_unconverted ON conversion (currency, click_created_at) "
+    "WHERE report_payout IS NULL",
     f"""
 CREATE TABLE postback_log (
     {ID},

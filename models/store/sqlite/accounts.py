@@ -10,7 +10,8 @@ class AccountStore(base.AccountStore):
     __slots__ = ()
     dialect = "sqlite"
     SQL_CAMPAIGN_SHARES = (
-        "SELECT s.user_id, u.name, s.may_edit FROM campaign_share AS s JOIN app_user AS u ON u.id = s.user_id "
+        "SELECT s.user_id, u.name, s.may_edit "
+        "FROM campaign_share AS s JOIN app_user AS u ON u.id = s.user_id "
         "WHERE s.campaign_id = ? ORDER BY u.name"
     )
 

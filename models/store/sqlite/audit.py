@@ -11,7 +11,8 @@ class AuditStore(base.AuditStore):
     dialect = "sqlite"
     # Newest first; a filter given as NULL is no filter. `id < ?7` is the page cursor (ids only grow).
     SQL_ENTRIES = (
-        f"SELECT {base.AUDIT_COLUMNS} FROM audit_log WHERE created_at >= ?1 AND (?5 IS NULL OR created_at < ?5) "
+        f"SELECT {base.AUDIT_COLUMNS} FROM audit_log "
+        "WHERE created_at >= ?1 AND (?5 IS NULL OR created_at < ?5) "
         "AND (?2 IS NULL OR entity = ?2) AND (?3 IS NULL OR entity_id = ?3) "
         "AND (?6 IS NULL OR actor = ?6 COLLATE NOCASE) AND (?7 IS NULL OR id < ?7) ORDER BY id DESC LIMIT ?4"
     )

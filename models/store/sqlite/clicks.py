@@ -13,7 +13,9 @@ from models.tables.click import CLICK_COLUMNS, IP, JOURNAL_COLUMNS, UA_HASH
 
 # A row of CLICK_COLUMNS (the bench's generated clicks): SQLite computes the visitor key (migration 0005)
 # from its ip and ua_hash.
-SQL_INSERT_CLICK = "INSERT INTO click ({}, visitor_key) VALUES ({}, lanner_visitor_key(?{}, ?{})) ON CONFLICT DO NOTHING".format(
+SQL_INSERT_CLICK = (
+    "INSERT INTO click ({}, visitor_key) VALUES ({}, lanner_visitor_key(?{}, ?{})) ON CONFLICT DO NOTHING"
+).format(
     ", ".join(CLICK_COLUMNS),
     ", ".join(f"?{n}" for n in range(1, len(CLICK_COLUMNS) + 1)),
     IP + 1,
@@ -22,7 +24,10 @@ SQL_INSERT_CLICK = "INSERT INTO click ({}, visitor_key) VALUES ({}, lanner_visit
 # A journal line's row (models.clicks.record.decode_row): the columns, then the visitor key the line
 # carries, NULL but for an anonymised IP's (its key is the full address's, not the stored one's).
 # PERF: COALESCE evaluates lanner_visitor_key only for a NULL key.
-SQL_LAND_CLICK = "INSERT INTO click ({}, visitor_key) VALUES ({}, COALESCE(?{}, lanner_visitor_key(?{}, ?{}))) ON CONFLICT DO NOTHING".format(
+SQL_LAND_CLICK = (
+    "INSERT INTO click ({}, visitor_key) VALUES ({}, COALESCE(?{}, lanner_visitor_key(?{}, ?{}))) "
+    "ON CONFLICT DO NOTHING"
+).format(
     ", ".join(JOURNAL_COLUMNS),
     ", ".join(f"?{n}" for n in range(1, len(JOURNAL_COLUMNS) + 1)),
     len(JOURNAL_COLUMNS) + 1,

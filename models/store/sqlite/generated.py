@@ -3,7 +3,7 @@ models/store/generated.py's."""
 
 from __future__ import annotations
 
-from typing import ContextManager
+from contextlib import AbstractContextManager
 
 from models.store import generated as base
 from models.store.clicks import SQL_INSERT_CLICK_0004
@@ -26,6 +26,6 @@ class GeneratedStore(base.GeneratedStore):
         """Rows of CLICK_COLUMNS; the visitor key computed from their ip and ua_hash when the table has it."""
         self.conn.executemany(SQL_INSERT_CLICK if with_visitor_key else SQL_INSERT_CLICK_0004, rows).close()
 
-    def bulk(self) -> ContextManager[None]:
+    def bulk(self) -> AbstractContextManager[None]:
         """Around a bulk insert: a big page cache keeps the index pages in memory."""
         return large_cache(self.conn, 256)

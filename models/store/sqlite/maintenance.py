@@ -3,7 +3,7 @@ models/store/maintenance.py's: WAL checkpoints of the file."""
 
 from __future__ import annotations
 
-from typing import ContextManager
+from contextlib import AbstractContextManager
 
 from models.store import maintenance as base
 from models.store.rows import fetch_one
@@ -33,5 +33,5 @@ class MaintenanceStore(base.MaintenanceStore):
                 conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}").close()  # The usual one.
         return not busy and wal_pages == done_pages
 
-    def large_cache(self, megabytes: int) -> ContextManager[None]:
+    def large_cache(self, megabytes: int) -> AbstractContextManager[None]:
         return large_cache(self.conn, megabytes)

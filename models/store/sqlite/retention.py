@@ -9,7 +9,10 @@ from models.store import retention as base
 class RetentionStore(base.RetentionStore):
     __slots__ = ()
     dialect = "sqlite"
-    SQL_COUNT_OLDER = "SELECT COUNT(*) FROM click INDEXED BY click_campaign_created_at WHERE campaign_id = ? AND created_at < ?"
+    SQL_COUNT_OLDER = (
+        "SELECT COUNT(*) FROM click INDEXED BY click_campaign_created_at "
+        "WHERE campaign_id = ? AND created_at < ?"
+    )
     SQL_DELETE_CLICKS = """
 DELETE FROM click WHERE id IN (
     SELECT id FROM click INDEXED BY click_campaign_created_at
