@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Literal, cast
 
 from peewee import Database, DatabaseProxy, OperationalError
 
@@ -18,7 +19,10 @@ from models.errors import LannerError
 from models.store.connecting import BUSY_TIMEOUT_MS as BUSY_TIMEOUT_MS
 from models.store.connecting import PostgresUnreachable as PostgresUnreachable
 
-db = DatabaseProxy()
+# peewee's proxy, bound by open_database(); the tables are bound to it. It forwards every attribute to
+# the Database bound, so the domain holds it as one (`proxy` is for binding it).
+proxy = DatabaseProxy()
+db = cast(Database, proxy)
 
 
 class StoreBusy(LannerError):
@@ -59,7 +63,7 @@ class WriteTransaction:
         except DRIVER_ERRORS as exc:
             raise StoreBusy(exc) from exc
 
-    def __exit__(self, kind, exc, traceback) -> bool:
+    def __exit__(self, kind, exc, traceback) -> Literal[False]:
         try:
             self._tx.__exit__(kind, exc, traceback)
         except DRIVER_ERRORS as failure:
@@ -118,10 +122,10 @@ def connect(location: Path | str, *, autocheckpoint: bool = False) -> Database:
 def open_database(location: Path | str, *, autocheckpoint: bool = False) -> Database:
     """Bind `db` to the database at `location` and connect (closing this thread's connection to the
     one bound before): as connect()."""
-    previous = db.obj
+    previous = proxy.obj
     if previous is not None and not previous.is_closed():
         previous.close()
-    db.initialize(connect(location, autocheckpoint=autocheckpoint))
+    proxy.initialize(connect(location, autocheckpoint=autocheckpoint))
     return db
 
 

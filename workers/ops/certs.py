@@ -22,7 +22,6 @@ import shlex
 import subprocess
 import time
 from pathlib import Path
-from typing import cast
 
 from models.errors import LannerError
 from settings import Settings
@@ -116,8 +115,6 @@ def renew_certificates(settings: Settings, *, force: bool = False) -> list[str]:
     """`certbot renew`: every certificate due (all with `force`); certbot's deploy hook, run once per
     renewed certificate, reloads nginx (the site names the live paths: nothing to render). Then each
     domain's expiry is read back from its certificate. The names renewed."""
-    from peewee import Database
-
     from models.admin.domains import list_domains, record_certificate
     from models.store.database import db
 
@@ -134,7 +131,7 @@ def renew_certificates(settings: Settings, *, force: bool = False) -> list[str]:
             logger.warning("%s", exc)
             continue
         if expires_at is not None and expires_at != domain.cert_expires_at:
-            record_certificate(cast(Database, db), domain.id, expires_at=expires_at)  # The bound proxy.
+            record_certificate(db, domain.id, expires_at=expires_at)
             renewed.append(domain.name)
     if result.returncode != 0:
         raise CertError(f"certbot renew failed: {_last_words(result)}")

@@ -22,10 +22,9 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from huey import Huey, SqliteHuey, crontab
-from peewee import Database
 
 from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
@@ -36,16 +35,12 @@ from models.lookups.geoupdate import GeoUpdateError, due_editions, update_geo_da
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
-from models.store.database import STORE_ERRORS, STORE_ROLLBACK_ERRORS, StoreBusy, open_database
-from models.store.database import db as db_proxy
+from models.store.database import STORE_ERRORS, STORE_ROLLBACK_ERRORS, StoreBusy, db, open_database
 from settings import Settings
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
 from workers.runtime.procfs import set_process_name
 
 logger = logging.getLogger(__name__)
-
-# The process's database: peewee's proxy, bound by open_database(), forwards every Database method.
-db = cast(Database, db_proxy)
 
 IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive.
 FAILED_ROUND_PAUSE = 1.0  # Pause after a round that failed (a full disk, a held write lock).
