@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_one, fetch_single
 
 USER_COLUMNS = (
     "id, name, role, password_hash, hides_money, is_disabled, created_at, updated_at, timezone, last_login_at"
@@ -96,10 +96,10 @@ class AccountStore(Store):
         return fetch_one(self.conn, self.SQL_USER_BY_ID, (user_id,))
 
     def has_users(self) -> bool:
-        return bool(fetch_one(self.conn, self.SQL_HAS_USERS)[0])
+        return bool(fetch_single(self.conn, self.SQL_HAS_USERS)[0])
 
     def enabled_admins(self) -> int:
-        return fetch_one(self.conn, self.SQL_ENABLED_ADMINS)[0]
+        return fetch_single(self.conn, self.SQL_ENABLED_ADMINS)[0]
 
     def update_user(
         self, user_id: int, role: str, hides_money: bool, is_disabled: bool, timezone: str, now_ms: int

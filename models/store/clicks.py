@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_one, fetch_single
 from models.tables.click import CLICK_COLUMNS, JOURNAL_COLUMNS
 from models.tables.dimensions import DIMENSIONS
 
@@ -133,7 +133,7 @@ class ClickStore(Store):
         the row holds now (another one: the name is another spool's). Joins the caller's transaction."""
         self.conn.execute(self.SQL_ADD_NODE, (node, spool_id)).close()
         self.conn.execute(self.SQL_CLAIM, (spool_id, node)).close()
-        return fetch_one(self.conn, self.SQL_SPOOL_ID, (node,))[0]
+        return fetch_single(self.conn, self.SQL_SPOOL_ID, (node,))[0]
 
     def beat(self, node: str, now_ms: int, host: str, unlanded_bytes: int, backlog_ms: int | None) -> None:
         """The node's heartbeat, for `lanner status` on any node (a row for a node that has landed

@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from models.choices import SUB_ID_SLOTS
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_one, fetch_single
 
 SELECT_CONVERSION = (
     "SELECT id, tid, status, payout, cost, currency, report_payout, original_status, raw_status "
@@ -186,7 +186,7 @@ WHERE verdict = 'parked' AND expires_at <= ?
 
     def count_parked(self) -> int:
         """Postbacks waiting for their click to land."""
-        return fetch_one(self.conn, self.SQL_COUNT_PARKED)[0]
+        return fetch_single(self.conn, self.SQL_COUNT_PARKED)[0]
 
     def any_parked(self) -> bool:
         return fetch_one(self.conn, self.SQL_PARKED_ANY) is not None

@@ -16,7 +16,7 @@ import re
 from abc import abstractmethod
 from dataclasses import dataclass
 
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_one, fetch_single
 
 NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
@@ -91,7 +91,7 @@ class CopyStore(Store):
         aggregates = ["COUNT(*)"]
         aggregates += [f"SUM({quoted(column)})" for column in sums]
         aggregates += [f"MAX({quoted(column)})" for column in maxima]
-        return fetch_one(
+        return fetch_single(
             self.conn, self.SQL_MEASURE.format(aggregates=", ".join(aggregates), table=quoted(table))
         )
 
@@ -99,7 +99,7 @@ class CopyStore(Store):
         """Rows of `table` holding, in any of `columns`, Infinity or a value beyond ±`limit`."""
         beyond = " OR ".join(f"NOT abs({quoted(column)}) <= ?" for column in columns)
         sql = self.SQL_COUNT_BEYOND.format(table=quoted(table), beyond=beyond)
-        return fetch_one(self.conn, sql, (limit,) * len(columns))[0]
+        return fetch_single(self.conn, sql, (limit,) * len(columns))[0]
 
     # Each dialect's own (models/store/sqlite/, models/store/postgres/).
     SQL_TABLES: str

@@ -7,7 +7,7 @@ means) are models/reporting/currency.py's.
 
 from __future__ import annotations
 
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_one, fetch_single
 
 
 class CurrencyStore(Store):
@@ -53,7 +53,7 @@ SELECT EXISTS (SELECT 1 FROM click) OR EXISTS (SELECT 1 FROM conversion)
         self.conn.execute(self.SQL_INSERT_RATE, (currency, valid_from, rate, source)).close()
 
     def has_rates(self) -> bool:
-        return bool(fetch_one(self.conn, self.SQL_HAS_RATES)[0])
+        return bool(fetch_single(self.conn, self.SQL_HAS_RATES)[0])
 
     def unconverted(self, currency: str) -> list[tuple[int, int, int, str, float, float]]:
         """(id, click id, campaign id, status, payout, cost) of the conversions received in `currency`
@@ -69,7 +69,7 @@ SELECT EXISTS (SELECT 1 FROM click) OR EXISTS (SELECT 1 FROM conversion)
 
     def holds_money(self) -> bool:
         """Whether any click, conversion or rate is stored (an amount in the report currency)."""
-        return bool(fetch_one(self.conn, self.SQL_HOLDS_MONEY)[0])
+        return bool(fetch_single(self.conn, self.SQL_HOLDS_MONEY)[0])
 
     def relabel_offers_and_campaigns(self, old: str, new: str) -> None:
         """Offers' payout currency and campaigns' cost currency `old` become `new`."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_one, fetch_single
 
 
 class DeliveryStore(Store):
@@ -98,7 +98,7 @@ WHERE id = ?
         return [row[0] for row in self.conn.execute(self.SQL_DUE, (now_ms, limit)).fetchall()]
 
     def pending_count(self) -> int:
-        return fetch_one(self.conn, self.SQL_PENDING)[0]
+        return fetch_single(self.conn, self.SQL_PENDING)[0]
 
     # Each dialect's own (models/store/sqlite/, models/store/postgres/).
     SQL_DUE: str

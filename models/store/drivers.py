@@ -23,7 +23,9 @@ def hide_postgres_drivers(database_url: str) -> bool:
     if uses_postgres(database_url) or "peewee" in sys.modules:
         return False
     for name in POSTGRES_DRIVERS:
-        sys.modules.setdefault(name, None)  # A None entry: `import name` raises ImportError.
+        # A None entry: `import name` raises ImportError (the import system's documented way; typeshed
+        # types sys.modules as modules only).
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     return sys.modules["psycopg"] is None
 
 

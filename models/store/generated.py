@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from contextlib import AbstractContextManager
 
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_single
 
 GENERATED_ALIASES = "gen-%"  # The aliases of the generated campaigns, as a LIKE pattern.
 
@@ -48,7 +48,7 @@ class GeneratedStore(Store):
         return campaign_id
 
     def generated_campaigns(self) -> int:
-        return fetch_one(self.conn, self.SQL_GENERATED_CAMPAIGNS, (GENERATED_ALIASES,))[0]
+        return fetch_single(self.conn, self.SQL_GENERATED_CAMPAIGNS, (GENERATED_ALIASES,))[0]
 
     def generated_targets(self) -> list[tuple[int, int, int]]:
         """(campaign id, stream id, offer id) of every generated campaign's streams."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from models.store.meta import MetaStore
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_single
 
 
 class PrivacyStore(Store):
@@ -19,7 +19,7 @@ class PrivacyStore(Store):
 
     def id_range(self) -> tuple[int, int]:
         """(lowest, highest) click id; (0, 0) without clicks."""
-        return tuple(fetch_one(self.conn, self.SQL_ID_RANGE))
+        return tuple(fetch_single(self.conn, self.SQL_ID_RANGE))
 
     def is_keyed(self) -> bool:
         """Every click has its visitor key and the web workers probe by it (migration 0005 done)."""

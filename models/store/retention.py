@@ -6,7 +6,7 @@ here is one chunk, run in the caller's transaction so the spool flusher gets the
 
 from __future__ import annotations
 
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_single
 
 
 class RetentionStore(Store):
@@ -20,7 +20,7 @@ class RetentionStore(Store):
         return self.conn.execute(self.SQL_CAMPAIGN_WINDOWS).fetchall()
 
     def count_clicks_before(self, campaign_id: int, cutoff_ms: int) -> int:
-        return fetch_one(self.conn, self.SQL_COUNT_OLDER, (campaign_id, cutoff_ms))[0]
+        return fetch_single(self.conn, self.SQL_COUNT_OLDER, (campaign_id, cutoff_ms))[0]
 
     def delete_clicks_before(self, campaign_id: int, cutoff_ms: int, chunk: int) -> int:
         """Delete up to `chunk` of the campaign's clicks created before `cutoff_ms`; how many went."""

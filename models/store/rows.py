@@ -23,6 +23,15 @@ def fetch_one(conn, sql: str, params: tuple = ()) -> tuple | None:
         cursor.close()
 
 
+def fetch_single(conn, sql: str, params: tuple = ()) -> tuple:
+    """The row of a statement that always returns one (an aggregate without GROUP BY, a bare SELECT of
+    expressions, a PRAGMA that reports, INSERT ... RETURNING, a row this transaction has just made
+    sure of), with the cursor closed."""
+    row = fetch_one(conn, sql, params)
+    assert row is not None, f"No row from {sql!r}"
+    return row
+
+
 def dialect_of_connection(conn) -> str:
     """The package of models/store/ whose statements run on a raw connection: 'sqlite' or 'postgres'."""
     return "sqlite" if isinstance(conn, sqlite3.Connection) else "postgres"

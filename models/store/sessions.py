@@ -6,7 +6,7 @@ sessions.py's and logins.py's; these only read and write rows. Writes join the c
 
 from __future__ import annotations
 
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_one, fetch_single
 
 
 class SessionStore(Store):
@@ -73,7 +73,7 @@ class SessionStore(Store):
 
     def failures_since(self, subject: str, since_ms: int) -> tuple[int, int | None]:
         """(failures of `subject` at or after `since_ms`, the oldest one's time)."""
-        count, oldest = fetch_one(self.conn, self.SQL_FAILURES_SINCE, (subject, since_ms))
+        count, oldest = fetch_single(self.conn, self.SQL_FAILURES_SINCE, (subject, since_ms))
         return count, oldest
 
     def delete_failures(self, subject: str) -> None:

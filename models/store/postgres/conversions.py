@@ -22,7 +22,7 @@ the rest is models/store/conversions.py's.
 from __future__ import annotations
 
 from models.store import conversions as base
-from models.store.rows import fetch_one
+from models.store.rows import fetch_single
 
 
 class ConversionStore(base.ConversionStore):
@@ -36,7 +36,7 @@ class ConversionStore(base.ConversionStore):
     SQL_INSERT_CONVERSION = base.ConversionStore.SQL_INSERT_CONVERSION + "RETURNING id"
 
     def _inserted_id(self, sql: str, params: tuple) -> int:
-        return fetch_one(self.conn, sql, params)[0]
+        return fetch_single(self.conn, sql, params)[0]
 
 
 class PostbackLogStore(base.PostbackLogStore):

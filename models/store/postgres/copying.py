@@ -21,7 +21,7 @@ import psycopg
 
 from models.store import copying as base
 from models.store.copying import TableShape, names, quoted
-from models.store.rows import fetch_one
+from models.store.rows import fetch_one, fetch_single
 
 LOCK_KEY = 0x6C616E6E6572  # "lanner" in ASCII: the advisory lock of `lanner db copy`.
 
@@ -101,13 +101,13 @@ CREATE TABLE copy_progress (
 
     def try_lock(self) -> bool:
         """Take this session's copy lock; False when another session holds it."""
-        return bool(fetch_one(self.conn, self.SQL_TRY_LOCK, (LOCK_KEY,))[0])
+        return bool(fetch_single(self.conn, self.SQL_TRY_LOCK, (LOCK_KEY,))[0])
 
     def unlock(self) -> None:
         fetch_one(self.conn, self.SQL_UNLOCK, (LOCK_KEY,))
 
     def has_progress(self) -> bool:
-        return bool(fetch_one(self.conn, self.SQL_HAS_PROGRESS)[0])
+        return bool(fetch_single(self.conn, self.SQL_HAS_PROGRESS)[0])
 
     def start_progress(self, tables: list[str], source: str) -> None:
         """Create copy_progress with a row for each table to copy (in the caller's transaction)."""

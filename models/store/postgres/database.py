@@ -23,6 +23,8 @@ keeps SQLite's integer flags.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import psycopg
 from peewee import OperationalError, PostgresqlDatabase
 from psycopg.adapt import Dumper, Loader
@@ -30,6 +32,9 @@ from psycopg.adapt import Dumper, Loader
 from models.errors import LannerError
 from models.store.connecting import BUSY_TIMEOUT_MS, PostgresUnreachable
 from models.store.postgres.params import qmark_to_pyformat
+
+if TYPE_CHECKING:
+    from peewee import _ConnectionState
 
 DIALECT = "postgres"  # The package under models/store/ (models/store/database.py dialect_of).
 # SQLSTATE classes and codes a retry may get past (PostgreSQL's appendix A, "Error Codes").
@@ -146,6 +151,7 @@ class LannerPostgresqlDatabase(PostgresqlDatabase):
     """peewee's PostgresqlDatabase on psycopg 3, with LannerCursor and SQLite's transaction spelling."""
 
     dialect = DIALECT
+    _state: _ConnectionState  # peewee's per-thread connection, set by Database.__init__ (not in its stubs).
 
     def _connect(self):
         try:

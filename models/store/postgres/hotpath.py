@@ -52,7 +52,9 @@ class VisitorProbe(base.VisitorProbe):
         stream_id: int | None,
     ) -> tuple[int, int, int]:
         params = (*visitor, global_since, campaign_since, campaign_id, stream_id)
-        return self._run(conn, self._seen, params).fetchone()
+        row = self._run(conn, self._seen, params).fetchone()
+        assert row is not None  # SELECT EXISTS ..., EXISTS ...: always one row.
+        return row
 
     def last_click(
         self, conn: psycopg.Connection, visitor: tuple, since: int, campaign_id: int, user_agent: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 
 from models.store import maintenance as base
-from models.store.rows import fetch_one
+from models.store.rows import fetch_single
 
 
 class MaintenanceStore(base.MaintenanceStore):
@@ -24,7 +24,7 @@ class MaintenanceStore(base.MaintenanceStore):
         return True
 
     def database_bytes(self) -> int:
-        return fetch_one(self.conn, self.SQL_DATABASE_BYTES)[0]
+        return fetch_single(self.conn, self.SQL_DATABASE_BYTES)[0]
 
     def large_cache(self, megabytes: int) -> contextlib.AbstractContextManager[None]:
         """The server's memory is its own configuration's: nothing to change for one job."""

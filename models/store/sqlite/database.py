@@ -12,7 +12,7 @@ from peewee import SqliteDatabase
 from models.store.connecting import BUSY_TIMEOUT_MS
 from models.store.functions import anonymized_ip, visitor_key
 
-PRAGMAS = {
+PRAGMAS: dict[str, str | int] = {
     "journal_mode": "wal",
     # A power cut may cost the last moment of commits; a process crash costs nothing (WAL).
     "synchronous": "normal",

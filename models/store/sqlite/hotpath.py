@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 
 from models.store import hotpath as base
-from models.store.rows import fetch_one
+from models.store.rows import fetch_one, fetch_single
 
 
 class VisitorProbe(base.VisitorProbe):
@@ -31,7 +31,7 @@ class VisitorProbe(base.VisitorProbe):
         stream_id: int | None,
     ) -> tuple[int, int, int]:
         params = (*visitor, global_since, campaign_since, campaign_id, stream_id)
-        return fetch_one(conn, self._seen, params)
+        return fetch_single(conn, self._seen, params)
 
     def last_click(
         self, conn: sqlite3.Connection, visitor: tuple, since: int, campaign_id: int, user_agent: str

@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 
 from models.store import maintenance as base
-from models.store.rows import fetch_one
+from models.store.rows import fetch_single
 from models.store.sqlite.database import large_cache
 
 
@@ -25,7 +25,7 @@ class MaintenanceStore(base.MaintenanceStore):
         if truncate:
             conn.execute("PRAGMA busy_timeout = 0").close()
         try:
-            busy, wal_pages, done_pages = fetch_one(
+            busy, wal_pages, done_pages = fetch_single(
                 conn, f"PRAGMA wal_checkpoint({'TRUNCATE' if truncate else 'PASSIVE'})"
             )
         finally:
