@@ -127,3 +127,11 @@ def test_the_raw_connection_says_whether_a_transaction_is_open(db):
         connection.execute("SELECT COUNT(*) FROM meta").fetchall()
         assert connection.in_transaction
     assert not connection.in_transaction
+
+
+def test_the_database_tells_its_own_size_in_either_dialect(db):
+    """`lanner status`'s size of a PostgreSQL database; SQLite's counts its file's pages."""
+    from models.store.maintenance import MaintenanceStore
+
+    size = MaintenanceStore(db.connection()).database_bytes()
+    assert isinstance(size, int) and size > 0

@@ -25,6 +25,10 @@ class MaintenanceStore(Store):
         it is, so the landed spool segments may go."""
 
     @abstractmethod
+    def database_bytes(self) -> int:
+        """The database's size (SQLite's: its file's pages, the WAL left out)."""
+
+    @abstractmethod
     def large_cache(self, megabytes: int) -> AbstractContextManager[None]:
         """Around one bulk job (an index build sorts in the page cache): a bigger cache, then the
         usual one."""

@@ -176,7 +176,7 @@ def database_status(settings: Settings, db: Database) -> dict[str, Any]:
 
         return {
             "url": settings.database_shown,
-            "size_bytes": MaintenanceStore(db.connection()).database_bytes(),  # type: ignore[attr-defined]
+            "size_bytes": MaintenanceStore(db.connection()).database_bytes(),
         }
     database = settings.database_path
     return {

@@ -13,6 +13,7 @@ from models.store.sqlite.database import large_cache
 class MaintenanceStore(base.MaintenanceStore):
     __slots__ = ()
     dialect = "sqlite"
+    SQL_DATABASE_BYTES = "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
 
     def checkpoint(self, *, truncate: bool, busy_timeout_ms: int) -> bool:
         """A PASSIVE or TRUNCATE checkpoint; True when every WAL frame is in the database file.
@@ -32,6 +33,9 @@ class MaintenanceStore(base.MaintenanceStore):
             if truncate:
                 conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}").close()  # The usual one.
         return not busy and wal_pages == done_pages
+
+    def database_bytes(self) -> int:
+        return fetch_single(self.conn, self.SQL_DATABASE_BYTES)[0]
 
     def large_cache(self, megabytes: int) -> AbstractContextManager[None]:
         return large_cache(self.conn, megabytes)
