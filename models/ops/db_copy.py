@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from peewee import DatabaseError
+from peewee import Database, DatabaseError
 
 from models.errors import LannerError
 from models.migrations.deferred import pending_steps
 from models.migrations.runner import schema_is_current
 from models.reporting.costs import EXACT_LIMIT
-from models.store.copying import TableShape
+from models.store.copying import CopyStore, TableShape
 from models.store.database import (
     POSTGRES_SCHEMES,
     STORE_ROLLBACK_ERRORS,
@@ -156,9 +156,7 @@ def open_target(url: str):
         raise CopyRefused(f"Cannot connect to the target {shown_url(url)} ({cause}).") from None
 
 
-def copy_store(database):
-    from models.store.copying import CopyStore
-
+def copy_store(database: Database) -> CopyStore:
     return CopyStore(database.connection())
 
 

@@ -16,9 +16,17 @@ import re
 from abc import abstractmethod
 from dataclasses import dataclass
 
+from models.errors import LannerError
 from models.store.rows import Store, fetch_one, fetch_single
 
 NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+class NotACopyTarget(LannerError):
+    """A copy's writing asked of a SQLite database: `lanner db copy` writes into PostgreSQL only."""
+
+    def __init__(self) -> None:
+        super().__init__("A copy is written into a PostgreSQL database only, not into SQLite.")
 
 
 @dataclass(frozen=True)
@@ -112,3 +120,52 @@ class CopyStore(Store):
     @abstractmethod
     def shape(self, table: str) -> TableShape:
         ...
+
+    # The target's side: a copy is written into PostgreSQL only (models/store/postgres/copying.py), and
+    # models/ops/db_copy.py refuses another target before it makes a store; SQLite's sibling refuses.
+
+    def references(self) -> list[tuple[str, str]]:
+        """(table, the table one of its foreign keys refers to) for every foreign key."""
+        raise NotACopyTarget()
+
+    def try_lock(self) -> bool:
+        """Take this session's copy lock; False when another session holds it."""
+        raise NotACopyTarget()
+
+    def unlock(self) -> None:
+        raise NotACopyTarget()
+
+    def has_progress(self) -> bool:
+        """Whether a copy was started into this database (its copy_progress table is there)."""
+        raise NotACopyTarget()
+
+    def start_progress(self, tables: list[str], source: str) -> None:
+        """Create copy_progress with a row for each table to copy (in the caller's transaction)."""
+        raise NotACopyTarget()
+
+    def progress(self) -> dict[str, tuple[str, str | None, int, bool]]:
+        """table -> (source, last key as JSON text or None, rows copied, whether done)."""
+        raise NotACopyTarget()
+
+    def save_progress(self, table: str, last_key: str | None, rows: int, is_done: bool) -> None:
+        raise NotACopyTarget()
+
+    def drop_progress(self) -> None:
+        raise NotACopyTarget()
+
+    def clear(self, table: str) -> None:
+        """Delete every row of `table` (the rows a new database's baseline made, replaced by the copy)."""
+        raise NotACopyTarget()
+
+    def write_rows(self, table: TableShape, rows: list[tuple]) -> int:
+        """Write `rows` (of table.columns) into the table in the caller's transaction; the number of
+        text values whose NUL characters had to be removed."""
+        raise NotACopyTarget()
+
+    def move_sequences(self, tables: list[str]) -> None:
+        """Move each identity sequence of `tables` past its column's largest value."""
+        raise NotACopyTarget()
+
+    def analyze(self, tables: list[str]) -> None:
+        """Gather the planner's statistics now: a freshly filled table has none until autovacuum's turn."""
+        raise NotACopyTarget()

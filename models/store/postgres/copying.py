@@ -96,11 +96,9 @@ CREATE TABLE copy_progress (
         return TableShape(table, columns, tuple(row[0] for row in self._all(self.SQL_KEY, (table,))))
 
     def references(self) -> list[tuple[str, str]]:
-        """(table, the table one of its foreign keys refers to) for every foreign key."""
         return [tuple(row) for row in self._all(self.SQL_REFERENCES)]
 
     def try_lock(self) -> bool:
-        """Take this session's copy lock; False when another session holds it."""
         return bool(fetch_single(self.conn, self.SQL_TRY_LOCK, (LOCK_KEY,))[0])
 
     def unlock(self) -> None:
@@ -110,12 +108,10 @@ CREATE TABLE copy_progress (
         return bool(fetch_single(self.conn, self.SQL_HAS_PROGRESS)[0])
 
     def start_progress(self, tables: list[str], source: str) -> None:
-        """Create copy_progress with a row for each table to copy (in the caller's transaction)."""
         self.conn.execute(self.SQL_CREATE_PROGRESS).close()
         self.conn.executemany(self.SQL_ADD_PROGRESS, [(table, source) for table in tables]).close()
 
     def progress(self) -> dict[str, tuple[str, str | None, int, bool]]:
-        """table -> (source, last key as JSON text or None, rows copied, whether done)."""
         return {row[0]: (row[1], row[2], row[3], bool(row[4])) for row in self._all(self.SQL_PROGRESS)}
 
     def save_progress(self, table: str, last_key: str | None, rows: int, is_done: bool) -> None:
@@ -125,12 +121,11 @@ CREATE TABLE copy_progress (
         self.conn.execute(self.SQL_DROP_PROGRESS).close()
 
     def clear(self, table: str) -> None:
-        """Delete every row of `table` (the rows a new database's baseline made, replaced by the copy)."""
         self.conn.execute(self.SQL_CLEAR.format(table=quoted(table))).close()
 
     def write_rows(self, table: TableShape, rows: list[tuple]) -> int:
-        """COPY `rows` (of table.columns) into the table in the caller's transaction; the number of
-        text values whose NUL characters had to be removed."""
+        """With COPY; a batch holding a NUL character is written again without them (the module's
+        docstring)."""
         sql = self.SQL_COPY_IN.format(table=quoted(table.name), columns=names(table.columns))
         self.conn.execute(self.SQL_SAVEPOINT).close()
         try:
@@ -155,14 +150,12 @@ CREATE TABLE copy_progress (
                     copy.write_row(row)
 
     def move_sequences(self, tables: list[str]) -> None:
-        """Move each identity sequence of `tables` past its column's largest value."""
         for table, column in self._all(self.SQL_IDENTITIES):
             if table in tables:
                 sql = self.SQL_MOVE_SEQUENCE.format(column=quoted(column), table=quoted(table))
                 fetch_one(self.conn, sql, (table, column))
 
     def analyze(self, tables: list[str]) -> None:
-        """Gather the planner's statistics now: a freshly filled table has none until autovacuum's turn."""
         for table in tables:
             self.conn.execute(self.SQL_ANALYZE.format(table=quoted(table))).close()
 
