@@ -3,7 +3,7 @@ visitor described in a form (IP, User-Agent, referrer, language, query parameter
 
 The fragment is what the campaign editor loads with htmx (an HX-Request gets the fragment alone);
 opened directly it is a page. It runs the click pipeline with dry_run (models/clicks/tracker.py), the
-same call as cli.py's simulate_command, so it stores nothing; a GET, then, with no CSRF token to carry.
+same call as cli/clicks.py's simulate_command, so it stores nothing; a GET, then, with no CSRF token to carry.
 """
 
 from __future__ import annotations
