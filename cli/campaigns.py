@@ -85,8 +85,7 @@ def campaign_create(ctx: Context, name: str, alias: str, landers: tuple[str, ...
     from models.admin.services import create_campaign
 
     owner_id(ctx, options)
-    ctx.db
-    created = create_campaign(ctx.db, name, alias, landers=stream_landers(landers) or (), **options)
+    created = create_campaign(ctx.db, name, alias, landers=stream_landers(ctx, landers) or (), **options)
     click.echo(campaign_fields(created)["source_url"])
 
 
@@ -98,8 +97,7 @@ def campaign_list(ctx: Context, include_archived: bool, fmt: str) -> None:
     """List campaigns."""
     from models.admin.services import list_campaigns
 
-    ctx.db
-    rows = [campaign_fields(c) for c in list_campaigns(include_archived=include_archived)]
+    rows = [campaign_fields(c) for c in list_campaigns(ctx.db, include_archived=include_archived)]
     echo_rows(rows, ["id", "alias", "name", "status", "rotation", "uniqueness_hours", "source", "url"], fmt)
 
 
@@ -111,10 +109,9 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
     """Show a campaign (by id or alias) with its streams."""
     from models.admin.services import get_campaign, list_streams
 
-    ctx.db
-    found = get_campaign(ref)
+    found = get_campaign(ctx.db, ref)
     data = campaign_fields(found)
-    data["streams"] = [stream_row(s) for s in list_streams(found.id)]
+    data["streams"] = [stream_row(ctx, s) for s in list_streams(ctx.db, found.id)]
     if fmt == "json":
         click.echo(json_text(data))
         return

@@ -47,7 +47,7 @@ def echo_trace(data: dict[str, Any]) -> None:
 @pass_context
 def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: bool, **visitor: str) -> None:
     """Show how a click on URL (a campaign URL, /alias?params) would be routed; stores nothing."""
-    from app import create_tracker
+    from app import build_tracker
     from models.routing.trace import simulation_data
     from routes.click import visit_from_url, with_source_slots
 
@@ -61,8 +61,7 @@ def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: 
         )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    ctx.db  # Refuses an unmigrated database with the fix in the message.
-    tracker = create_tracker(ctx.settings)
+    tracker = build_tracker(ctx.db, ctx.settings)  # ctx.db refuses an unmigrated database.
     try:
         campaign = tracker.campaign(alias)
         if campaign is None:
@@ -109,9 +108,8 @@ def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any)
     from models.admin.services import get_campaign
     from models.reporting.clicklog import LOG_COLUMNS, ClickFilter, list_clicks
 
-    ctx.db
-    campaign_id = get_campaign(campaign_ref).id if campaign_ref else None
-    rows = list_clicks(ClickFilter(campaign_id=campaign_id, **options))
+    campaign_id = get_campaign(ctx.db, campaign_ref).id if campaign_ref else None
+    rows = list_clicks(ctx.db, ClickFilter(campaign_id=campaign_id, **options))
     echo_rows(rows, LOG_COLUMNS, fmt)
 
 

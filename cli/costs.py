@@ -60,10 +60,10 @@ def cost_set(
 
     if (campaign_ref is None) == (source_ref is None):
         raise click.UsageError("Give --campaign or --source (one of them).")
-    ctx.db
     scope = cost_scope(
-        campaign=get_campaign(campaign_ref) if campaign_ref else None,
-        source=get_source(source_ref) if source_ref else None,
+        ctx.db,
+        campaign=get_campaign(ctx.db, campaign_ref) if campaign_ref else None,
+        source=get_source(ctx.db, source_ref) if source_ref else None,
         sub_ids=parse_sub_ids(sub_ids),
     )
     request = cost_request(
@@ -95,11 +95,10 @@ def cost_list(ctx: Context, campaign_ref: str | None, source_ref: str | None, fm
     from models.admin.sources import get_source
     from models.reporting.costs import cost_entries
 
-    ctx.db
     entries = cost_entries(
         ctx.db,
-        campaign_ids=[get_campaign(campaign_ref).id] if campaign_ref else None,
-        source_id=get_source(source_ref).id if source_ref else None,
+        campaign_ids=[get_campaign(ctx.db, campaign_ref).id] if campaign_ref else None,
+        source_id=get_source(ctx.db, source_ref).id if source_ref else None,
     )
     if fmt != "json":
         entries = [{**e, "filters": e["label"]} for e in entries]

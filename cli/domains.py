@@ -62,9 +62,8 @@ def domain_list(ctx: Context, include_archived: bool, fmt: str) -> None:
     """List domains with their certificate's state and expiry."""
     from models.admin.domains import campaign_aliases, domain_fields, list_domains
 
-    ctx.db
-    aliases = campaign_aliases()
-    rows = [domain_fields(d, aliases) for d in list_domains(include_archived=include_archived)]
+    aliases = campaign_aliases(ctx.db)
+    rows = [domain_fields(d, aliases) for d in list_domains(ctx.db, include_archived=include_archived)]
     echo_rows(rows, DOMAIN_COLUMNS, fmt)
 
 
@@ -76,8 +75,7 @@ def domain_show(ctx: Context, ref: str, fmt: str) -> None:
     """Show a domain (by name or id)."""
     from models.admin.domains import domain_fields, get_domain
 
-    ctx.db
-    fields = domain_fields(get_domain(ref))
+    fields = domain_fields(get_domain(ctx.db, ref))
     if fmt == "json":
         click.echo(json_text(fields))
     elif fmt == "csv":
@@ -137,8 +135,7 @@ def domain_renew(ctx: Context, force: bool) -> None:
     """Renew the certificates due (`lanner worker` does it daily); nginx reloads for a renewed one."""
     from workers.ops.certs import renew_due
 
-    ctx.db
-    renewed = renew_due(ctx.settings, force=force)
+    renewed = renew_due(ctx.db, ctx.settings, force=force)
     click.echo(f"Renewed: {', '.join(renewed)}." if renewed else "Nothing renewed.")
 
 

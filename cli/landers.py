@@ -71,9 +71,9 @@ def lander_list(ctx: Context, include_archived: bool, fmt: str) -> None:
     """List landers with how many streams send to each."""
     from models.admin.landers import lander_fields, lander_uses, list_landers
 
-    ctx.db
-    uses = lander_uses()
-    rows = [lander_fields(x, uses.get(x.id, [])) for x in list_landers(include_archived=include_archived)]
+    uses = lander_uses(ctx.db)
+    listed = list_landers(ctx.db, include_archived=include_archived)
+    rows = [lander_fields(x, uses.get(x.id, [])) for x in listed]
     if fmt == "json":
         click.echo(json_text(rows))
         return
@@ -88,9 +88,8 @@ def lander_show(ctx: Context, ref: str, fmt: str) -> None:
     """Show a lander (by name or id) and the streams sending to it."""
     from models.admin.landers import get_lander, lander_fields, lander_uses
 
-    ctx.db
-    found = get_lander(ref)
-    data = lander_fields(found, lander_uses().get(found.id, []))
+    found = get_lander(ctx.db, ref)
+    data = lander_fields(found, lander_uses(ctx.db).get(found.id, []))
     if fmt == "json":
         click.echo(json_text(data))
         return

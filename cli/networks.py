@@ -68,9 +68,8 @@ def network_list(ctx: Context, include_archived: bool, fmt: str) -> None:
     from models.admin.views import network_fields
     from models.conversions.networks import list_networks, offer_counts
 
-    ctx.db
-    counts = offer_counts()
-    listed = list_networks(include_archived=include_archived)
+    counts = offer_counts(ctx.db)
+    listed = list_networks(ctx.db, include_archived=include_archived)
     rows = [network_fields(n) | {"offers": counts.get(n.id, 0)} for n in listed]
     columns = ["id", "alias", "name", "status", "offers", "subid_macro", "payout_macro", "status_macro",
                "tid_macro", "currency_macro"]  # fmt: skip
@@ -87,11 +86,10 @@ def network_show(ctx: Context, ref: str, fmt: str) -> None:
     from models.conversions.networks import get_network, network_status_maps, postback_url
     from models.conversions.postbacks import read_secret
 
-    ctx.db
-    found = get_network(ref)
+    found = get_network(ctx.db, ref)
     data = network_fields(found)
     data["postback_url"] = postback_url(found, "https://YOUR-DOMAIN", read_secret(ctx.db, "postback_key"))
-    maps = network_status_maps(found)
+    maps = network_status_maps(ctx.db, found)
     data["status_maps"] = [{"word": m["raw_status"], "status": m["status"]} for m in maps]
     if fmt == "json":
         click.echo(json_text(data))

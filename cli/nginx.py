@@ -79,12 +79,13 @@ def nginx_site(
     """Render the server blocks that proxy campaign URLs, postbacks and the API to Lanner (one box, or
     several nodes: one --upstream and --admin-upstream each), with HTTPS for each domain that has a
     certificate (`lanner domain`; read from the database once it is migrated)."""
-    from workers.ops.certs import record_site, saved_site_options, site_settings
+    from workers.ops.certs import current_site_domains, record_site, saved_site_options, site_settings
     from workers.ops.nginx import SiteOptions, render_site
 
     if is_saved:  # The file is the `lanner` user's: checked whole before anything is written.
         site = saved_site_options(ctx.settings)
-        _write_or_echo(render_site(dataclasses.replace(site, domains=_site_domains(ctx))), output)
+        domains = current_site_domains(ctx.settings)
+        _write_or_echo(render_site(dataclasses.replace(site, domains=domains)), output)
         return
     if len(upstreams) > 1:  # Cluster mode: the nodes' own settings are not this host's.
         admin: str | tuple[str, ...] = admin_upstreams
@@ -98,25 +99,10 @@ def nginx_site(
         **site_settings(ctx.settings),
         **options,
     )
-    text = render_site(dataclasses.replace(site, domains=_site_domains(ctx)))
+    text = render_site(dataclasses.replace(site, domains=current_site_domains(ctx.settings)))
     _write_or_echo(text, output)
     if output or is_save:
         record_site(ctx.settings, site)
-
-
-def _site_domains(ctx: Context) -> tuple:
-    """The domains the site serves; none before the database exists or is migrated (a first install
-    renders the site before anything else)."""
-    from models.migrations.runner import schema_is_current
-    from workers.ops.certs import site_domains
-    from models.store.database import open_database
-
-    if not ctx.settings.uses_postgres and not ctx.settings.database_path.exists():
-        return ()
-    database = open_database(ctx.settings.database_location)
-    if not schema_is_current(database):
-        return ()
-    return site_domains(ctx.settings)
 
 
 @nginx.command("main")

@@ -44,8 +44,7 @@ def network_option(ctx: Context, options: dict[str, Any]) -> None:
     if ref == "" and "clear_network" in options:
         options["clear_network"] = True
     elif ref is not None:
-        ctx.db
-        options["network_id"] = get_network(ref).id
+        options["network_id"] = get_network(ctx.db, ref).id
 
 
 @offer.command("list")
@@ -55,10 +54,9 @@ def offer_list(ctx: Context, fmt: str) -> None:
     """List offers."""
     from models.admin.services import list_offers
 
-    ctx.db
     columns = ["id", "name", "status", "payout", "currency", "daily_cap", "total_cap", "timezone",
                "network_id", "url"]  # fmt: skip
-    echo_rows([offer_fields(o) for o in list_offers()], columns, fmt)
+    echo_rows([offer_fields(o) for o in list_offers(ctx.db)], columns, fmt)
 
 
 @offer.command("update")

@@ -75,8 +75,7 @@ def echo_log(
     from models.admin.services import get_campaign
     from models.reporting.conversionlog import LogFilter
 
-    ctx.db
-    campaign_id = get_campaign(campaign_ref).id if campaign_ref else None
+    campaign_id = get_campaign(ctx.db, campaign_ref).id if campaign_ref else None
     extra = {"orphans": options.pop("orphans")} if "orphans" in options else {}
     rows = list_function(LogFilter(campaign_id=campaign_id, **options), **extra)
     echo_rows(rows, columns, fmt)

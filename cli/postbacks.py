@@ -114,8 +114,7 @@ def postback_status_list(ctx: Context, fmt: str) -> None:
     """Custom status maps (the built-in aliases are in the README)."""
     from models.conversions.admin import list_status_maps
 
-    ctx.db
-    echo_rows(list_status_maps(), ["network", "raw_status", "status"], fmt)
+    echo_rows(list_status_maps(ctx.db), ["network", "raw_status", "status"], fmt)
 
 
 @postback.group("target")
@@ -158,8 +157,7 @@ def postback_target_list(ctx: Context, campaign_ref: str | None, fmt: str) -> No
     """Active outbound postback targets."""
     from models.conversions.admin import list_targets
 
-    ctx.db
-    echo_rows(list_targets(campaign_ref), ["id", "campaign_id", "statuses", "method", "url"], fmt)
+    echo_rows(list_targets(ctx.db, campaign_ref), ["id", "campaign_id", "statuses", "method", "url"], fmt)
 
 
 @postback_target.command("remove")

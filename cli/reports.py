@@ -44,7 +44,6 @@ def report_command(
     filtered (default: last 30 days)."""
     from models.reporting.reports import ReportQuery, parse_filters, run_report
 
-    ctx.db
     parsed = parse_filters(filters)
     if campaign_ref:
         parsed["campaign"] = (campaign_ref,)  # An id or an alias, resolved as the API does.

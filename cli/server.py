@@ -87,12 +87,12 @@ def check_schema(settings: Settings) -> None:
     (models/clicks/node.py: the spool's name is written here on first start), with the fix in the message."""
     from models.clicks.node import ensure_spool_node, refuse_a_second_node_alone
     from models.migrations.runner import require_current_schema
-    from models.store.database import db as database
     from models.store.database import open_database
 
     node = ensure_spool_node(settings.spool_dir, settings.node_id)
+    database = open_database(settings.database_location)
     try:
-        require_current_schema(open_database(settings.database_location), settings.database_shown)
+        require_current_schema(database, settings.database_shown)
         if not settings.redis_url:
             refuse_a_second_node_alone(database, node.name)
     finally:
@@ -157,11 +157,11 @@ def run_command(ctx: Context) -> None:
     adopt_report_currency(database, settings.report_currency)
     if not settings.geo_path.exists():
         build_geo(settings.geo_path)
-    if not list_campaigns():
+    if not list_campaigns(database):
         create_campaign(
             database, "Demo", "demo", offer_url="https://example.com/offer?subid={subid}&source={source}"
         )
-    demo = list_campaigns()[0]
+    demo = list_campaigns(database)[0]
     first_admin = ensure_first_admin(database)
     database.close()
     click.echo(panel_line(settings), err=True)

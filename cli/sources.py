@@ -94,9 +94,9 @@ def source_list(ctx: Context, include_archived: bool, fmt: str) -> None:
     """List traffic sources."""
     from models.admin.sources import campaign_counts, list_sources, source_fields
 
-    ctx.db
-    counts = campaign_counts()
-    rows = [source_fields(s, counts.get(s.id, 0)) for s in list_sources(include_archived=include_archived)]
+    counts = campaign_counts(ctx.db)
+    listed = list_sources(ctx.db, include_archived=include_archived)
+    rows = [source_fields(s, counts.get(s.id, 0)) for s in listed]
     echo_rows(rows, SOURCE_COLUMNS, fmt)
 
 
@@ -108,9 +108,8 @@ def source_show(ctx: Context, ref: str, fmt: str) -> None:
     """Show a traffic source (by id or name) with its parameters."""
     from models.admin.sources import campaign_counts, get_source, source_fields
 
-    ctx.db
-    found = get_source(ref)
-    data = source_fields(found, campaign_counts().get(found.id, 0))
+    found = get_source(ctx.db, ref)
+    data = source_fields(found, campaign_counts(ctx.db).get(found.id, 0))
     if fmt == "csv":
         echo_rows(data["parameters"], ["name", "placeholder", "field"], "csv")
         return

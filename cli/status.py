@@ -30,15 +30,17 @@ def status_command(ctx: Context, as_json: bool) -> None:
     crawler ranges' date; in cluster mode Redis's and PostgreSQL's health."""
     from workers.ops.status import collect_status
 
+    unreachable: tuple[type[Exception], ...] = ()
     if ctx.settings.uses_postgres:
         from models.store.postgres.database import PostgresUnreachable
 
-        try:
-            ctx.db
-        except PostgresUnreachable as exc:  # Say so, with Redis's health, which needs no database.
-            echo_unreachable_database(ctx.settings, str(exc), as_json)
-            raise SystemExit(1) from None
-    status = collect_status(ctx.settings, ctx.db)
+        unreachable = (PostgresUnreachable,)
+    try:
+        database = ctx.db
+    except unreachable as exc:  # Say so, with Redis's health, which needs no database.
+        echo_unreachable_database(ctx.settings, str(exc), as_json)
+        raise SystemExit(1) from None
+    status = collect_status(ctx.settings, database)
     if as_json:
         click.echo(json_text(status))
         return

@@ -29,7 +29,7 @@ STREAM_COLUMNS = [
 STREAM_ACTION_CHOICE = click.Choice(choices.STREAM_ACTIONS)
 
 
-def stream_row(stream) -> dict[str, Any]:
+def stream_row(ctx: Context, stream) -> dict[str, Any]:
     from models.admin.landers import stream_lander_rows
     from models.admin.services import describe_filters, stream_offers
 
@@ -47,8 +47,10 @@ def stream_row(stream) -> dict[str, Any]:
         "weight": stream.weight,
         "action": stream.action,
         "status": stream.status,
-        "offers": " ".join(f"{offer_id}:{weight}" for offer_id, weight in stream_offers(stream)),
-        "landers": " ".join(f"{row['name']}:{row['weight']}" for row in stream_lander_rows(stream.id)),
+        "offers": " ".join(f"{offer_id}:{weight}" for offer_id, weight in stream_offers(ctx.db, stream)),
+        "landers": " ".join(
+            f"{row['name']}:{row['weight']}" for row in stream_lander_rows(ctx.db, stream.id)
+        ),
         "offer_rotation": stream.offer_rotation,
         "fallback_offer": stream.fallback_offer_id,
         "redirect_type": stream.redirect_type,
@@ -101,10 +103,12 @@ def stream_options(function):
     return function
 
 
-def stream_landers(values: Iterable[str], clear: bool = False) -> list[tuple[int, int]] | None:
+def stream_landers(
+    ctx: Context, values: Iterable[str], clear: bool = False
+) -> list[tuple[int, int]] | None:
     """--lander NAME[:WEIGHT] (repeatable) as the services take them: [(lander_id, weight)]; None when
     neither it nor --no-landers is given (unchanged), [] for --no-landers."""
-    from models.admin.landers import get_lander
+    from models.admin.landers import lander_weights
 
     if clear and values:
         raise click.UsageError("Give --lander or --no-landers, not both.")
@@ -112,17 +116,7 @@ def stream_landers(values: Iterable[str], clear: bool = False) -> list[tuple[int
         return []
     if not values:
         return None
-    from models.tables.lander import Lander
-
-    landers = []
-    for value in values:
-        name, _, weight = value.rpartition(":")
-        # A lander named `B:2` is that lander at weight 100; `B:2:5` is it at weight 5.
-        is_weight = name and weight.isascii() and weight.isdigit()
-        if not is_weight or Lander.get_or_none(Lander.name == value):
-            name, weight = value, "100"
-        landers.append((get_lander(name).id, int(weight)))
-    return landers
+    return lander_weights(ctx.db, values)
 
 
 def stream_payload(url: str | None, html: str | None, target: str | None) -> str | None:
@@ -169,8 +163,7 @@ def stream_add(
     from models.admin.services import add_stream
 
     payload = stream_payload(url, html, target) or ""
-    ctx.db
-    landers = stream_landers(options.pop("landers")) or []
+    landers = stream_landers(ctx, options.pop("landers")) or []
     added = add_stream(
         ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), landers=landers, payload=payload,
         **options,
@@ -187,8 +180,7 @@ def stream_list(ctx: Context, campaign_ref: str, fmt: str) -> None:
     """List a campaign's streams in evaluation order (intercepting, regular, fallback; by position)."""
     from models.admin.services import list_streams
 
-    ctx.db
-    echo_rows([stream_row(s) for s in list_streams(campaign_ref)], STREAM_COLUMNS, fmt)
+    echo_rows([stream_row(ctx, s) for s in list_streams(ctx.db, campaign_ref)], STREAM_COLUMNS, fmt)
 
 
 @stream.command("show")
@@ -199,8 +191,7 @@ def stream_show(ctx: Context, stream_id: int, fmt: str) -> None:
     """Show one stream: its offers and landers with their weights, filters and caps."""
     from models.admin.services import get_stream
 
-    ctx.db
-    row = stream_row(get_stream(stream_id))
+    row = stream_row(ctx, get_stream(ctx.db, stream_id))
     if fmt != "table":
         echo_rows([row], list(row), fmt)
         return
@@ -238,8 +229,7 @@ def stream_update(
     from models.admin.services import update_stream
 
     payload = stream_payload(url, html, target)
-    ctx.db
-    landers = stream_landers(changes.pop("landers"), changes.pop("clear_landers"))
+    landers = stream_landers(ctx, changes.pop("landers"), changes.pop("clear_landers"))
     updated = update_stream(
         ctx.db, stream_id, type=type_, offers=parse_offers(offers), landers=landers, payload=payload,
         **changes,

@@ -363,7 +363,7 @@ def test_the_campaign_fields_show_the_token_and_an_update_rotates_it(campaign, d
     from models.accounts.audit import list_audit
 
     alias, token, _ = campaign
-    assert campaign_fields(get_campaign(alias))["token"] == token
+    assert campaign_fields(get_campaign(db, alias))["token"] == token
     rotated = update_campaign(db, alias, new_token=True)
     assert rotated.token != token and campaign_fields(rotated)["token"] == rotated.token
     # The audit log says the token changed, not what it is.

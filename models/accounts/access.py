@@ -88,7 +88,7 @@ def visible_offer_ids(db: Database, principal: Principal) -> set[int] | None:
     if visible is None:
         return None
     used = offer_campaigns()
-    return {offer.id for offer in list_offers() if offer.id not in used or used[offer.id] & visible}
+    return {offer.id for offer in list_offers(db) if offer.id not in used or used[offer.id] & visible}
 
 
 def visible_offers(db: Database, principal: Principal) -> list[Offer]:
@@ -96,7 +96,7 @@ def visible_offers(db: Database, principal: Principal) -> list[Offer]:
     from models.admin.services import list_offers
 
     visible = visible_offer_ids(db, principal)
-    return [offer for offer in list_offers() if visible is None or offer.id in visible]
+    return [offer for offer in list_offers(db) if visible is None or offer.id in visible]
 
 
 def visible_offer(db: Database, principal: Principal, offer_id: int) -> Offer:
@@ -137,7 +137,7 @@ def visible_lander(db: Database, principal: Principal, ref: str | int) -> Lander
     from models.admin.landers import get_lander
     from models.admin.services import AdminNotFound
 
-    lander = get_lander(ref)
+    lander = get_lander(db, ref)
     visible = visible_lander_ids(db, principal)
     if visible is not None and lander.id not in visible:
         raise AdminNotFound(f"There is no lander {str(ref)!r}.")
