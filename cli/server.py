@@ -146,7 +146,7 @@ def run_command(ctx: Context) -> None:
     import subprocess
 
     from models.accounts.users import ensure_first_admin
-    from models.admin.services import create_campaign, list_campaigns
+    from models.admin.services import first_campaign
     from models.migrations.runner import migrate
     from models.reporting.currency import adopt_report_currency
     from models.store.database import open_database
@@ -157,11 +157,7 @@ def run_command(ctx: Context) -> None:
     adopt_report_currency(database, settings.report_currency)
     if not settings.geo_path.exists():
         build_geo(settings.geo_path)
-    if not list_campaigns(database):
-        create_campaign(
-            database, "Demo", "demo", offer_url="https://example.com/offer?subid={subid}&source={source}"
-        )
-    demo = list_campaigns(database)[0]
+    demo = first_campaign(database)
     first_admin = ensure_first_admin(database)
     database.close()
     click.echo(panel_line(settings), err=True)

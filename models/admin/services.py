@@ -602,6 +602,16 @@ def list_campaigns(db: Database, *, include_archived: bool = False) -> list[Camp
     return list(query)
 
 
+def first_campaign(db: Database) -> Campaign:
+    """The first campaign not archived, a demo one created if there is none (`lanner run`)."""
+    campaigns = list_campaigns(db)
+    if campaigns:
+        return campaigns[0]
+    return create_campaign(
+        db, "Demo", "demo", offer_url="https://example.com/offer?subid={subid}&source={source}"
+    )
+
+
 def check_usable_offers(
     db: Database, actor: Principal, offer_ids: Iterable[int], fallback_offer_id: int | None = None
 ) -> None:
