@@ -77,5 +77,5 @@ def echo_log(
 
     campaign_id = get_campaign(ctx.db, campaign_ref).id if campaign_ref else None
     extra = {"orphans": options.pop("orphans")} if "orphans" in options else {}
-    rows = list_function(LogFilter(campaign_id=campaign_id, **options), **extra)
+    rows = list_function(ctx.db, LogFilter(campaign_id=campaign_id, **options), **extra)
     echo_rows(rows, columns, fmt)
