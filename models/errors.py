@@ -2,7 +2,7 @@
 
 Each refusal in the domain (a bad filter, an unknown campaign, a range before a prune, a backup that
 cannot be written ...) raises a subclass of LannerError whose message is one sentence saying what
-to do; the CLI turns any of them into that sentence and exit status 1 in one place (cli.py,
+to do; the CLI turns any of them into that sentence and exit status 1 in one place (cli/__init__.py,
 LannerGroup), the API into a 4xx (by type: NotFoundError 404, ConflictError 409, routes/v1/spec.py).
 They also keep their older bases (ValueError, RuntimeError), so code that caught those still does.
 """

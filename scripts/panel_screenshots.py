@@ -79,7 +79,7 @@ def seed(data_dir: Path) -> dict[str, int]:
         update_campaign(db, campaign_id, name=name, cost_value=0.02 * campaign_id)
         update_offer(db, campaign_id, name=f"{name.split(' – ')[0]} landing A", payout=2.0 + campaign_id)
     update_campaign(db, 5, status="paused")
-    everyone = list_streams(1)[0]
+    everyone = list_streams(db, 1)[0]
     update_stream(db, everyone.id, name="Everyone else")
     second = create_offer(db, "Spring sale – landing B", "https://lp-b.example/?click={subid}", payout=4.5)
     add_stream(db, 1, name="Bots and crawlers", type="intercepting", action="not_found", filters=["bot=yes"])
@@ -91,7 +91,7 @@ def seed(data_dir: Path) -> dict[str, int]:
         filters=["sub_id_1=fb", "device=mobile,tablet", "language!=zh"],
         daily_cap=5000,
     )
-    bots = [s.id for s in list_streams(1) if s.type == "intercepting"]
+    bots = [s.id for s in list_streams(db, 1) if s.type == "intercepting"]
     reorder_streams(db, 1, [*bots, filtered.id, everyone.id])
     update_campaign(db, 1, default_action="redirect", default_payload="https://fallback.example/?s={subid}")
     add_target(db, "gen-0", "https://tracker.example/cb?click={sub_id_2}&sum={payout}&st={status}", ["sale"])
@@ -158,7 +158,7 @@ def convert_generated_clicks(db, settings) -> None:
             query = ClickFilter(
                 campaign_id=campaign_id, since=day.isoformat(), until=day.isoformat(), limit=40
             )
-            for n, click in enumerate(list_clicks(query)[: 2 + (campaign_id * 3 + back) % 5]):
+            for n, click in enumerate(list_clicks(db, query)[: 2 + (campaign_id * 3 + back) % 5]):
                 lines.append(f"{click['subid']},{'lead' if n % 4 == 3 else 'sale'},{2 + campaign_id + n % 3}")
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
     import_conversions(recorder, "\n".join(lines) + "\n")
@@ -173,7 +173,7 @@ def spend_the_week(db) -> None:
 
     since, until = (date.today() - timedelta(days=7)).isoformat(), date.today().isoformat()
     for campaign_id, amount in zip(range(1, len(NAMES) + 1), (150, 90, 110, 205, 60), strict=True):
-        currency = get_campaign(campaign_id).cost_currency
+        currency = get_campaign(db, campaign_id).cost_currency
         set_campaign_cost(db, campaign_id, since, until, amount, cost_currency=currency)
 
 

@@ -25,12 +25,12 @@ def summer_with_streams(db):
     return campaign
 
 
-def stream_shapes(ref):
+def stream_shapes(db, ref):
     from models.admin.services import describe_filters, list_streams, stream_offers
 
     return [
-        (s.name, s.type, s.position, s.status, s.daily_cap, describe_filters(s), sorted(stream_offers(s)))
-        for s in list_streams(ref)
+        (s.name, s.type, s.position, s.status, s.daily_cap, describe_filters(s), sorted(stream_offers(db, s)))
+        for s in list_streams(db, ref)
     ]
 
 
@@ -42,22 +42,22 @@ def test_a_clone_copies_streams_filters_and_offer_weights_under_a_free_alias(db)
     copy = clone_campaign(db, "summer")
     assert (copy.name, copy.alias, copy.status) == ("Summer (copy)", "summer-copy", "active")
     assert (copy.cost_model, copy.cost_value, copy.rotation) == ("cpc", 0.05, original.rotation)
-    assert stream_shapes(copy.id) == stream_shapes("summer")
-    assert [shape[0] for shape in stream_shapes(copy.id)] == ["US mobile", "Default", "Paused one"]
-    assert len(stream_shapes("summer")) == 3  # The original is untouched.
+    assert stream_shapes(db, copy.id) == stream_shapes(db, "summer")
+    assert [shape[0] for shape in stream_shapes(db, copy.id)] == ["US mobile", "Default", "Paused one"]
+    assert len(stream_shapes(db, "summer")) == 3  # The original is untouched.
     # Another copy takes the next free alias; a copy of an archived campaign is paused.
     from models.admin.services import archive_campaign
 
     archive_campaign(db, "summer")
     again = clone_campaign(db, "summer", name="Autumn")
     assert (again.name, again.alias, again.status) == ("Autumn", "summer-copy-2", "paused")
-    assert get_campaign("summer").status == "archived"
+    assert get_campaign(db, "summer").status == "archived"
     created = list_audit(db, entity="campaign", entity_id=copy.id)
     assert [entry.action for entry in created] == ["create"]
     assert created[0].new_values["cloned_from"] == original.id and created[0].actor == "cli"
     from models.admin.services import list_streams
 
-    copied = {s.id for s in list_streams(copy.id) + list_streams(again.id)}
+    copied = {s.id for s in list_streams(db, copy.id) + list_streams(db, again.id)}
     logged = [e for e in list_audit(db, entity="stream", limit=100) if e.entity_id in copied]
     assert len(copied) == 6 and sorted(e.action for e in logged) == ["create"] * 6
 

@@ -357,13 +357,12 @@ def test_the_script_is_served_small_and_cacheable(server):
 
 
 def test_the_campaign_fields_show_the_token_and_an_update_rotates_it(campaign, db):
+    from models.accounts.audit import list_audit
     from models.admin.services import get_campaign, update_campaign
     from models.admin.views import campaign_fields
 
-    from models.accounts.audit import list_audit
-
     alias, token, _ = campaign
-    assert campaign_fields(get_campaign(alias))["token"] == token
+    assert campaign_fields(get_campaign(db, alias))["token"] == token
     rotated = update_campaign(db, alias, new_token=True)
     assert rotated.token != token and campaign_fields(rotated)["token"] == rotated.token
     # The audit log says the token changed, not what it is.

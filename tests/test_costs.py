@@ -269,7 +269,7 @@ def test_clicks_landing_between_the_chunks_of_a_spread_keep_their_cost_and_the_r
         landed.append(tracker.track(tracker.campaign("north"), visit).subid)
         flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
 
-    scope = cost_scope(campaign=Campaign.get_by_id(1), sub_ids=[("zoneid", "1")])
+    scope = cost_scope(db, campaign=Campaign.get_by_id(1), sub_ids=[("zoneid", "1")])
     request = cost_request(db, scope, "2000-01-01", "2100-01-01", 20.0)
     spread = set_cost(db, request, on_progress=flush_between_chunks, chunk_size=10)
     assert (spread.clicks, spread.unpaid_clicks, len(landed)) == (40, 3, 5)

@@ -100,10 +100,10 @@ def test_migrated_schema_matches_the_models(db):
         PostbackTarget,
         StatusMap,
     )
+    from models.tables.domain import CampaignDomain, Domain
     from models.tables.lander import Lander, StreamLander
     from models.tables.network import Network
     from models.tables.offer import Offer
-    from models.tables.domain import CampaignDomain, Domain
     from models.tables.source import TrafficSource
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)

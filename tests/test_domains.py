@@ -189,7 +189,7 @@ def test_the_panel_lists_adds_changes_and_removes_domains_for_admins_only(panel,
     assert status == 200 and "the worker gets its certificate" in html and "valid" in html
     change = {"campaign": "", "https": "1", "status": "archived", "csrf_token": token}
     assert post_form(panel, "/panel/domains/1", change, anna)[0] == 303
-    domain = get_domain(1)
+    domain = get_domain(db, 1)
     assert (domain.status, domain.redirect_http) == ("archived", 0)
     # Buyers and viewers neither see nor change domains.
     bert = log_in(panel, "bert")

@@ -108,7 +108,7 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     # --no-systemd: no nginx runs yet, so the domain waits for `lanner domain cert`.
     assert "Domain track.lanner.test added" in first.stdout
     # The installed code is a copy: nothing points back into the source tree.
-    assert not (root / "opt/lanner/app/.venv").exists() and (root / "opt/lanner/app/cli.py").exists()
+    assert not (root / "opt/lanner/app/.venv").exists() and (root / "opt/lanner/app/cli/__init__.py").exists()
 
     installed_lanner(
         root, "campaign", "create", "Live", "--alias", "live", "--offer-url", "https://o.example/?s={subid}"

@@ -133,7 +133,7 @@ def test_a_zip_that_cannot_be_a_lander_is_refused_with_one_sentence_and_nothing_
 
     with pytest.raises(AdminError, match=sentence):
         create_lander(db, "Bad", zip_data=data, files=files)
-    assert list_landers(include_archived=True) == []
+    assert list_landers(db, include_archived=True) == []
     assert [p for p in on_disk(files.root) if not p.endswith("-staging")] == []
     assert not (files.root.parent / "evil.html").exists()
 
@@ -147,7 +147,7 @@ def test_a_new_zip_is_swapped_in_under_a_new_folder_and_the_old_one_removed_afte
     # A refused zip changes nothing: the old folder still serves.
     with pytest.raises(AdminError, match="no index.html"):
         update_lander(db, "Summer", zip_data=make_zip({"a.html": b"x"}), files=files)
-    assert get_lander("Summer").folder == first.folder and (old / "index.html").read_bytes() == b"one"
+    assert get_lander(db, "Summer").folder == first.folder and (old / "index.html").read_bytes() == b"one"
     second = update_lander(db, "Summer", zip_data=make_zip({"index.html": b"two"}), files=files)
     assert second.folder != first.folder and not old.exists()
     assert (files.root / second.folder / "index.html").read_bytes() == b"two"
@@ -341,7 +341,7 @@ def test_a_buyer_sees_and_changes_only_their_own_landers_and_those_their_streams
     campaign = create_campaign(
         db, "Bea's", "bea", offer_url="https://o.example/?s={subid}", owner_id=buyer.id
     )
-    (stream,) = list_streams(campaign.id)
+    (stream,) = list_streams(db, campaign.id)
     update_stream(db, stream.id, landers=[(theirs.id, 100)])
     status, listed = call(admin, "GET", "/landers", bea_key)
     assert [item["name"] for item in listed["items"]] == ["Admin's", "Bea's"]

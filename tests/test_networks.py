@@ -33,7 +33,7 @@ def test_a_network_from_the_catalogue_takes_its_macros_and_maps_only_its_unmappe
     assert (network.alias, network.subid_macro, network.payout_macro, network.tid_macro) == (
         "rocket", "{sub1}", "{sum}", "{action_id}",
     )  # fmt: skip
-    words = {m["raw_status"]: m["status"] for m in network_status_maps(network)}
+    words = {m["raw_status"]: m["status"] for m in network_status_maps(db, network)}
     assert words == {"1": "sale", "2": "lead", "3": "rejected", "5": "rejected"}
     assert postback_url(network, "https://t.example/", "KEY") == (
         "https://t.example/KEY/postback?subid={sub1}&payout={sum}&status={status}&tid={action_id}"
@@ -55,7 +55,7 @@ def test_aliases_are_checked_unique_and_fixed_and_a_network_needs_its_subid_macr
     from models.conversions.networks import create_network, get_network, update_network
 
     created = create_network(db, "Dr. Cash  EU", subid_macro="{sub1}")
-    assert created.alias == "dr.-cash-eu" and get_network("DR.-CASH-EU").id == get_network(created.id).id
+    assert created.alias == "dr.-cash-eu" and get_network(db, "DR.-CASH-EU").id == get_network(db, created.id).id
     for call_, sentence in (
         (lambda: create_network(db, "Dr. Cash  EU", subid_macro="{x}"), "already exists"),
         (lambda: create_network(db, "N", alias="Bad alias!", subid_macro="{x}"), "must be 1-64 lowercase"),
@@ -84,7 +84,7 @@ def test_an_offer_belongs_to_a_network_until_cleared_and_an_unknown_network_is_r
 
     network = create_network(db, "Net", subid_macro="{sub1}")
     offer = create_offer(db, "O", "https://o.example/?s={subid}", network_id=network.id)
-    assert offer.network_id == network.id and offer_counts() == {network.id: 1}
+    assert offer.network_id == network.id and offer_counts(db) == {network.id: 1}
     assert update_offer(db, offer.id, name="Renamed").network_id == network.id  # None leaves it.
     assert update_offer(db, offer.id, clear_network=True).network_id is None
     with pytest.raises(AdminNotFound, match="no network 42"):

@@ -285,10 +285,10 @@ def test_writes_without_the_session_s_token_or_from_another_site_are_refused(pan
     ):
         status, _, body = post(panel, "/panel/campaigns/1/status", fields, cookie=cookie, headers=header)
         assert status == 403 and b"another site" in body
-    assert get_campaign(1).status == "active"
+    assert get_campaign(db, 1).status == "active"
     status, headers, _ = post(panel, "/panel/campaigns/1/status", fields, cookie=cookie,
                               headers={"Origin": "http://127.0.0.1"})  # fmt: skip
-    assert status == 303 and get_campaign(1).status == "paused"
+    assert status == 303 and get_campaign(db, 1).status == "paused"
     # The login form has no session yet: its Origin is checked.
     status, _, _ = post(
         panel,
@@ -361,7 +361,7 @@ def test_a_viewer_s_forms_are_refused_and_it_is_offered_none(panel, users, click
     buyer = log_in(panel, "bert")
     fields["csrf_token"] = csrf_token(get(panel, "/panel/campaigns", buyer)[2])
     assert post(panel, "/panel/campaigns/2/status", fields, cookie=buyer)[0] == 403
-    assert get_campaign(1).status == get_campaign(2).status == "active"
+    assert get_campaign(db, 1).status == get_campaign(db, 2).status == "active"
 
 
 def test_user_controlled_strings_come_out_escaped(panel, users, clicks, db):

@@ -36,7 +36,7 @@ def test_drag_a_stream_above_another_and_add_a_filter_row_from_the_template(brow
     create_campaign(db, "Spring", "spring", offer_url="https://a.example/?s={subid}")
     second = add_stream(db, 1, name="second", offers=[(1, 1)])
     third = add_stream(db, 1, name="third", offers=[(1, 1)])
-    first = list_streams(1)[0]
+    first = list_streams(db, 1)[0]
     add_user(db, "anna", "admin", PASSWORD)
     server = start_server(workers=1)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
@@ -59,7 +59,7 @@ def test_drag_a_stream_above_another_and_add_a_filter_row_from_the_template(brow
     browser.execute_script(DRAG, source, target)
     wait.until(seen.staleness_of(source))  # The order was posted and the editor loaded again.
     wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "ol.streams li[data-stream]")))
-    assert [s.id for s in list_streams(1)] == [third.id, first.id, second.id]
+    assert [s.id for s in list_streams(db, 1)] == [third.id, first.id, second.id]
     assert shown_order() == [third.id, first.id, second.id]
 
     browser.find_element(By.ID, "add-stream").click()
@@ -82,7 +82,7 @@ def test_drag_a_stream_above_another_and_add_a_filter_row_from_the_template(brow
     assert browser.find_element(By.CSS_SELECTOR, "#stream-offers .share").text == "100.0%"
     browser.find_element(By.ID, "save-stream").click()
     wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "p.notice")))
-    newest = max(list_streams(1), key=lambda s: s.id)
+    newest = max(list_streams(db, 1), key=lambda s: s.id)
     assert describe_filters(newest) == ["device!=desktop,tv"] and newest.id not in (
         first.id,
         second.id,

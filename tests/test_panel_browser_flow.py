@@ -217,5 +217,5 @@ def test_the_issue_s_flow_from_login_to_a_viewer_who_cannot_save(browser, start_
     assert find(By.CSS_SELECTOR, "#campaign-form fieldset").get_attribute("disabled") is not None
     assert not find_all(By.ID, "save-campaign") and not find_all(By.ID, "add-stream")
     assert browser.execute_async_script(FORGED_SAVE, base + campaign_path) == 403
-    assert get_campaign(int(campaign_path.rsplit("/", 1)[1])).name == "Spring sale"
+    assert get_campaign(db, int(campaign_path.rsplit("/", 1)[1])).name == "Spring sale"
     log_out()

@@ -66,7 +66,7 @@ def test_landers_are_made_uploaded_and_weighted_in_a_stream_and_the_preview_is_s
     browser.find_element(By.ID, "lander-zip").send_keys(str(archive))
     browser.find_element(By.ID, "create-lander").click()
     preview = wait.until(seen.presence_of_element_located((By.ID, "lander-preview")))
-    summer = get_lander("Summer")
+    summer = get_lander(db, "Summer")
     assert preview.get_attribute("href") == f"{base}/landers/{summer.folder}/"  # Where the panel is.
 
     # Both on the campaign's stream, weighted as offers are.

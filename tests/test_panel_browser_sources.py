@@ -53,4 +53,4 @@ def test_a_source_from_the_catalogue_is_saved_and_picked_for_a_campaign(browser,
     wait.until(seen.presence_of_element_located((By.ID, "campaign-source-note")))
     url = browser.find_element(By.ID, "campaign-url").get_attribute("value")
     assert url.endswith("/push?" + template)
-    assert get_campaign("push").source_id == 1
+    assert get_campaign(db, "push").source_id == 1

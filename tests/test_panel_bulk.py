@@ -14,7 +14,7 @@ def bulk(app, cookie, token, action, ids, headers=None, back="period=last_7_days
     return request(app, "/panel/campaigns/bulk", sent, "POST", urllib.parse.urlencode(fields).encode())
 
 
-def test_the_list_offers_checkboxes_and_archives_and_clones_the_ticked_campaigns(panel, users, clicks):  # noqa: F811
+def test_the_list_offers_checkboxes_and_archives_and_clones_the_ticked_campaigns(panel, users, clicks, db):  # noqa: F811
     from models.admin.services import get_campaign, list_campaigns, list_streams
 
     cookie = log_in(panel)
@@ -22,12 +22,12 @@ def test_the_list_offers_checkboxes_and_archives_and_clones_the_ticked_campaigns
     assert 'name="ids" value="1" form="campaign-bulk"' in html and 'value="clone">Clone' in html
     status, headers, _ = bulk(panel, cookie, csrf_token(html), "clone", [1, 2])
     assert status == 303 and headers["location"] == "/panel/campaigns?period=last_7_days&status=all"
-    copies = {c.alias: c for c in list_campaigns()}
+    copies = {c.alias: c for c in list_campaigns(db)}
     assert {"gen-0-copy", "gen-1-copy"} <= set(copies) and copies["gen-0-copy"].name == "Generated 0 (copy)"
-    assert len(list_streams("gen-0-copy")) == len(list_streams("gen-0"))
+    assert len(list_streams(db, "gen-0-copy")) == len(list_streams(db, "gen-0"))
     status, _, _ = bulk(panel, cookie, csrf_token(html), "archive", [1, copies["gen-0-copy"].id])
-    assert status == 303 and get_campaign(1).status == get_campaign("gen-0-copy").status == "archived"
-    assert get_campaign(2).status == "active"
+    assert status == 303 and get_campaign(db, 1).status == get_campaign(db, "gen-0-copy").status == "archived"
+    assert get_campaign(db, 2).status == "active"
 
 
 def test_bulk_actions_need_the_rights_on_every_ticked_campaign_and_the_token(panel, users, clicks, db):  # noqa: F811
@@ -42,7 +42,7 @@ def test_bulk_actions_need_the_rights_on_every_ticked_campaign_and_the_token(pan
     token = csrf_token(html)
     assert bulk(panel, buyer, token, "archive", [1, 2])[0] == 403  # Nothing changes, not even 1.
     assert bulk(panel, buyer, token, "archive", [1, 3])[0] == 404
-    assert get_campaign(1).status == "active"
+    assert get_campaign(db, 1).status == "active"
     assert bulk(panel, buyer, "x" * 43, "archive", [1])[0] == 403
     assert bulk(panel, buyer, token, "archive", [1], headers={"Origin": "https://evil.example"})[0] == 403
     assert (
@@ -50,15 +50,15 @@ def test_bulk_actions_need_the_rights_on_every_ticked_campaign_and_the_token(pan
         and bulk(panel, buyer, token, "archive", [])[0] == 400
     )
     assert bulk(panel, buyer, token, "archive", ["1 OR 1=1"])[0] == 400
-    assert get_campaign(1).status == "active"
+    assert get_campaign(db, 1).status == "active"
     assert bulk(panel, buyer, token, "clone", [1])[0] == 303
-    assert get_campaign("gen-0-copy").owner_id == users["bert"].id
+    assert get_campaign(db, "gen-0-copy").owner_id == users["bert"].id
     viewer = log_in(panel, "vera")
     share_campaign(db, 1, "vera")
     html = get(panel, "/panel/campaigns", viewer)[2]
     assert "campaign-bulk" not in html and 'name="ids"' not in html
     assert bulk(panel, viewer, csrf_token(html), "clone", [1])[0] == 403
-    assert len(list_campaigns()) == 3
+    assert len(list_campaigns(db)) == 3
 
 
 def test_ticked_campaign_names_are_escaped_in_their_labels(panel, users, clicks, db):  # noqa: F811

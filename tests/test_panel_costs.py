@@ -4,9 +4,8 @@ the refusals, and who may see and set costs; and the admin API's cost route unde
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, UTC
-
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import test_panel

@@ -82,12 +82,12 @@ def test_an_admin_creates_a_campaign_and_lands_in_its_editor_with_its_url_to_cop
               "cost_model": "cpc", "cost_value": "0.05", "cost_currency": "", "offer": "new",
               "offer_url": NEW_OFFER, "bind_visitor": "1", "owner_id": ""}  # fmt: skip
     status, headers, _ = post(panel, "/panel/campaigns/new", fields, cookie=cookie)
-    created = get_campaign("summer")
+    created = get_campaign(db, "summer")
     assert status == 303 and headers["location"] == f"/panel/campaigns/{created.id}"
     assert (created.rotation, created.uniqueness_hours, created.timezone) == ("weight", 12.0, "Europe/Berlin")
     assert created.cost_value == 0.05 and created.bind_visitor == 1 and created.owner_id == users["anna"].id
-    [stream] = list_streams(created.id)
-    assert len(stream_offers(stream)) == 1
+    [stream] = list_streams(db, created.id)
+    assert len(stream_offers(db, stream)) == 1
     assert ("anna", "create") in audit_actors(db, "campaign")
     status, _, page = get(panel, headers["location"], cookie)
     assert status == 200 and 'value="http://127.0.0.1/summer"' in page and 'class="copy"' in page
@@ -115,14 +115,14 @@ def test_a_refused_create_shows_the_sentence_and_keeps_what_was_typed(panel, use
         page = body.decode()
         assert status == 400 and sentence in page, page
         assert f'value="{changes["alias"]}"' in page
-    assert [c.alias for c in list_campaigns()] == ["spring"]
+    assert [c.alias for c in list_campaigns(db)] == ["spring"]
     # An existing offer instead of a new one.
     status, _, _ = post(
         panel, "/panel/campaigns/new", {**base, "alias": "again", "offer": "2"}, cookie=cookie
     )
     from models.admin.services import list_streams, stream_offers
 
-    assert status == 303 and stream_offers(list_streams("again")[0]) == [(2, 100)]
+    assert status == 303 and stream_offers(db, list_streams(db, "again")[0]) == [(2, 100)]
 
 
 # -- settings -------------------------------------------------------------------------------------
@@ -153,13 +153,13 @@ def test_settings_are_saved_through_update_campaign_and_its_errors_shown_next_to
         page = body.decode()
         assert status == 400 and '<p class="error" role="alert">' in page and sentence in page, page
         assert 'id="campaign-form"' in page and "Campaign URL" in page
-    assert get_campaign(1).cost_model == "cpc" and get_campaign(1).timezone == "UTC"
+    assert get_campaign(db, 1).cost_model == "cpc" and get_campaign(db, 1).timezone == "UTC"
     changes = {"name": "Spring 2", "alias": "spring2", "status": "paused", "timezone": "America/New_York",
                "default_action": "redirect", "default_url": "https://d.example/", "cost_model": "cpm",
                "cost_value": "2.5", "owner_id": str(users["bert"].id)}  # fmt: skip
     status, headers, _ = post(panel, "/panel/campaigns/1", settings_form(token, **changes), cookie=cookie)
     assert status == 303 and headers["location"] == "/panel/campaigns/1?saved_settings=1"
-    saved = get_campaign(1)
+    saved = get_campaign(db, 1)
     assert (saved.name, saved.alias, saved.status, saved.timezone) == (
         "Spring 2",
         "spring2",
@@ -172,7 +172,7 @@ def test_settings_are_saved_through_update_campaign_and_its_errors_shown_next_to
     assert "Settings saved." in get(panel, headers["location"], cookie)[2]
     # No owner chosen: owned by nobody again.
     post(panel, "/panel/campaigns/1", settings_form(token, alias="spring2"), cookie=cookie)
-    assert get_campaign(1).owner_id is None
+    assert get_campaign(db, 1).owner_id is None
 
 
 # -- streams --------------------------------------------------------------------------------------
@@ -209,7 +209,7 @@ def test_a_stream_with_filters_of_every_kind_and_weighted_offers_is_added(panel,
                            filter_mode="or", daily_cap="100")  # fmt: skip
     status, headers, body = post_form(panel, "/panel/campaigns/1/streams/new", fields, cookie)
     assert status == 303, body
-    stream = list_streams(1)[0]
+    stream = list_streams(db, 1)[0]
     assert headers["location"] == f"/panel/campaigns/1?saved={stream.id}#streams"
     assert (stream.name, stream.type, stream.filter_mode, stream.daily_cap) == (
         "US mobile",
@@ -222,7 +222,7 @@ def test_a_stream_with_filters_of_every_kind_and_weighted_offers_is_added(panel,
         "ip=10.0.0.0/8,2001:db8::/32", 'city="Washington, D.C.",London', "referrer~/fb|ig/",
         "schedule=mon-fri 09:00-18:00", "date=2026-12-01..2026-12-31", "unique=campaign", "bot=no",
     ]  # fmt: skip
-    assert sorted(stream_offers(stream)) == [(2, 70), (3, 30)]
+    assert sorted(stream_offers(db, stream)) == [(2, 70), (3, 30)]
     assert ("anna", "create") in audit_actors(db, "stream")
     # The editor lists it first (intercepting), with each offer's share; its form shows the rows back.
     editor = get(panel, headers["location"].partition("#")[0], cookie)[2]
@@ -244,7 +244,7 @@ def test_an_invalid_filter_answers_the_parser_s_sentence_next_to_its_row_and_sav
     status, _, page = post_form(
         panel, "/panel/campaigns/1/streams/new", stream_fields(token, filters, [(1, 1)]), cookie
     )
-    assert status == 400 and len(list_streams(1)) == 1
+    assert status == 400 and len(list_streams(db, 1)) == 1
     rows = re.findall(r'<div class="filter-row" data-filter-row>(.*?)</div>', page, re.S)
     errors = [re.search(r'class="error row-error" role="alert">(.*?)</p>', row, re.S) for row in rows]
     assert errors[0] is None
@@ -266,7 +266,7 @@ def test_an_invalid_filter_answers_the_parser_s_sentence_next_to_its_row_and_sav
         fields = stream_fields(token, offers=[(1, 1)], daily_cap=cap)
         status, _, page = post_form(panel, "/panel/campaigns/1/streams/new", fields, cookie)
         assert status == 400 and sentence in page
-    assert len(list_streams(1)) == 1
+    assert len(list_streams(db, 1)) == 1
 
 
 def test_editing_a_stream_replaces_its_filters_offers_caps_and_fallback(panel, users, db, campaign):
@@ -280,8 +280,8 @@ def test_editing_a_stream_replaces_its_filters_offers_caps_and_fallback(panel, u
     fields = stream_fields(token, [], [(3, 5)], total_cap="40", status="disabled")
     status, _, body = post_form(panel, path, fields, cookie)
     assert status == 303, body
-    stream = get_stream(added.id)
-    assert describe_filters(stream) == [] and stream_offers(stream) == [(3, 5)]
+    stream = get_stream(db, added.id)
+    assert describe_filters(stream) == [] and stream_offers(db, stream) == [(3, 5)]
     assert (stream.daily_cap, stream.total_cap, stream.fallback_offer_id, stream.status) == (
         None,
         40,
@@ -294,7 +294,7 @@ def test_editing_a_stream_replaces_its_filters_offers_caps_and_fallback(panel, u
         token, [("referrer", "", "=", "")], action="redirect", payload="https://r.example/?s={subid}"
     )
     assert post_form(panel, path, fields, cookie)[0] == 303
-    stream = get_stream(added.id)
+    stream = get_stream(db, added.id)
     assert (stream.action, stream.action_payload, describe_filters(stream)) == (
         "redirect",
         "https://r.example/?s={subid}",
@@ -308,12 +308,12 @@ def test_streams_are_removed_and_reordered_by_the_posted_order_or_an_up_button(p
 
     second = add_stream(db, 1, name="second", offers=[(2, 1)])
     third = add_stream(db, 1, name="third", offers=[(3, 1)])
-    first = list_streams(1)[0]
+    first = list_streams(db, 1)[0]
     interceptor = add_stream(db, 1, type="intercepting", action="not_found")
     cookie = log_in(panel)
     page = get(panel, "/panel/campaigns/1", cookie)[2]
     token = token_of(page)
-    assert [s.id for s in list_streams(1)] == [interceptor.id, first.id, second.id, third.id]
+    assert [s.id for s in list_streams(db, 1)] == [interceptor.id, first.id, second.id, third.id]
     # Without JavaScript: the up button of `third` posts the order with it above `second`.
     up = re.search(
         rf'name="order" value="([\d,]+)">\s*<button type="submit" class="move" title="Move up" '
@@ -324,7 +324,7 @@ def test_streams_are_removed_and_reordered_by_the_posted_order_or_an_up_button(p
         panel, "/panel/campaigns/1/streams/order", {"csrf_token": token, "order": up.group(1)}, cookie=cookie
     )
     assert status == 303 and headers["location"] == "/panel/campaigns/1#streams"
-    assert [s.id for s in list_streams(1)] == [interceptor.id, first.id, third.id, second.id]
+    assert [s.id for s in list_streams(db, 1)] == [interceptor.id, first.id, third.id, second.id]
     order = f"{interceptor.id},{second.id},{first.id},{third.id}"
     assert (
         post(panel, "/panel/campaigns/1/streams/order", {"csrf_token": token, "order": order}, cookie=cookie)[
@@ -332,7 +332,7 @@ def test_streams_are_removed_and_reordered_by_the_posted_order_or_an_up_button(p
         ]
         == 303
     )
-    assert [s.id for s in list_streams(1)] == [interceptor.id, second.id, first.id, third.id]
+    assert [s.id for s in list_streams(db, 1)] == [interceptor.id, second.id, first.id, third.id]
     for bad in (f"{first.id},{second.id}", "1,x", ""):
         status, _, body = post(
             panel, "/panel/campaigns/1/streams/order", {"csrf_token": token, "order": bad}, cookie=cookie
@@ -340,7 +340,7 @@ def test_streams_are_removed_and_reordered_by_the_posted_order_or_an_up_button(p
         assert status == 400 and (b"List every stream" in body or b"a list of stream ids" in body)
     path = f"/panel/campaigns/1/streams/{second.id}/remove"
     assert post(panel, path, {"csrf_token": token}, cookie=cookie)[0] == 303
-    assert [s.id for s in list_streams(1)] == [interceptor.id, first.id, third.id]
+    assert [s.id for s in list_streams(db, 1)] == [interceptor.id, first.id, third.id]
     assert audit_actors(db, "stream")[0] == ("anna", "remove")
     assert post(panel, path, {"csrf_token": token}, cookie=cookie)[0] == 404
 
@@ -374,10 +374,10 @@ def test_a_viewer_sees_the_editor_read_only_and_every_write_is_refused(panel, us
         'draggable="true"' not in page
         and 'href="/panel/campaigns/new"' not in get(panel, "/panel/campaigns", viewer)[2]
     )
-    stream_page = get(panel, f"/panel/campaigns/1/streams/{list_streams(1)[0].id}", viewer)[2]
+    stream_page = get(panel, f"/panel/campaigns/1/streams/{list_streams(db, 1)[0].id}", viewer)[2]
     assert "<fieldset disabled>" in stream_page and 'id="save-stream"' not in stream_page
     token = token_of(get(panel, "/panel", viewer)[2])
-    stream_id = list_streams(1)[0].id
+    stream_id = list_streams(db, 1)[0].id
     for path, fields in (
         ("/panel/campaigns/1", settings_form(token, name="Mine")),
         ("/panel/campaigns/1/streams/new", stream_fields(token, offers=[(1, 1)])),
@@ -396,7 +396,7 @@ def test_a_viewer_sees_the_editor_read_only_and_every_write_is_refused(panel, us
         ]
         == 403
     )
-    assert get_campaign(1).name == "Spring" and len(list_streams(1)) == 1
+    assert get_campaign(db, 1).name == "Spring" and len(list_streams(db, 1)) == 1
 
 
 def test_a_buyer_edits_their_own_reads_a_read_only_share_and_never_sees_others(panel, users, db, campaign):
@@ -417,7 +417,7 @@ def test_a_buyer_edits_their_own_reads_a_read_only_share_and_never_sees_others(p
     # A buyer creates campaigns, which they then own and edit.
     fields = {"csrf_token": token, "name": "Bert's", "alias": "berts", "offer": "1", "owner_id": "1"}
     assert post(panel, "/panel/campaigns/new", fields, cookie=buyer)[0] == 303
-    mine = get_campaign("berts")
+    mine = get_campaign(db, "berts")
     assert mine.owner_id == users["bert"].id  # An owner field from a buyer is not theirs to set.
     page = get(panel, f"/panel/campaigns/{mine.id}", buyer)[2]
     assert 'id="save-campaign"' in page and 'name="owner_id"' not in page
@@ -430,7 +430,7 @@ def test_a_buyer_edits_their_own_reads_a_read_only_share_and_never_sees_others(p
         )[0]
         == 303
     )
-    assert get_campaign("berts").name == "Renamed" and get_campaign("berts").owner_id == users["bert"].id
+    assert get_campaign(db, "berts").name == "Renamed" and get_campaign(db, "berts").owner_id == users["bert"].id
     assert ("bert", "update") in audit_actors(db, "campaign")
 
 
@@ -465,16 +465,16 @@ def test_a_buyer_picks_and_posts_only_offers_it_may_use(panel, users, db, campai
     forged = stream_fields(token, offers=[(2, 100)], fallback_offer_id="3")
     status, _, page = post_form(panel, stream_page, forged, buyer)
     assert status == 400 and "There is no offer 3." in page
-    stream = list_streams(berts.id)[0]
+    stream = list_streams(db, berts.id)[0]
     status, _, page = post_form(
         panel,
         f"/panel/campaigns/{berts.id}/streams/{stream.id}",
         stream_fields(token, offers=[(3, 100)]),
         buyer,
     )
-    assert status == 400 and stream_offers(list_streams(berts.id)[0]) == [(2, 100)]
-    assert [c.alias for c in list_campaigns()] == ["spring", "frugals", "berts"] and len(
-        list_streams(berts.id)
+    assert status == 400 and stream_offers(db, list_streams(db, berts.id)[0]) == [(2, 100)]
+    assert [c.alias for c in list_campaigns(db)] == ["spring", "frugals", "berts"] and len(
+        list_streams(db, berts.id)
     ) == 1
     # An admin picks from every offer.
     admin = log_in(panel)
@@ -493,7 +493,7 @@ def test_a_user_who_hides_money_has_no_cost_fields_and_keeps_the_campaign_s_cost
         k: v for k, v in settings_form(token_of(page), name="Frugal").items() if not k.startswith("cost")
     }
     assert post(panel, "/panel/campaigns/1", fields, cookie=cookie)[0] == 303
-    saved = get_campaign(1)
+    saved = get_campaign(db, 1)
     assert (saved.name, saved.cost_model, saved.cost_value) == ("Frugal", "cpm", 3.0)
 
 
@@ -501,7 +501,7 @@ def test_every_editor_write_needs_the_session_s_token(panel, users, db, campaign
     from models.admin.services import list_streams
 
     cookie = log_in(panel)
-    stream_id = list_streams(1)[0].id
+    stream_id = list_streams(db, 1)[0].id
     for path in ("/panel/campaigns/new", "/panel/campaigns/1", "/panel/campaigns/1/streams/new",
                  f"/panel/campaigns/1/streams/{stream_id}", f"/panel/campaigns/1/streams/{stream_id}/remove",
                  "/panel/campaigns/1/streams/order"):  # fmt: skip
@@ -509,7 +509,7 @@ def test_every_editor_write_needs_the_session_s_token(panel, users, db, campaign
             panel, path, {"csrf_token": "x" * 43, "name": "x", "order": str(stream_id)}, cookie=cookie
         )
         assert status == 403 and b"security token" in body, path
-    assert len(list_streams(1)) == 1
+    assert len(list_streams(db, 1)) == 1
 
 
 # -- escaping -------------------------------------------------------------------------------------

@@ -61,7 +61,7 @@ def test_landers_are_created_uploaded_edited_and_deleted_in_the_panel(panel, use
         {"zip": ("summer.zip", make_zip({"summer/index.html": PAGE}))},
     )
     assert status == 303
-    summer = get_lander("Summer")
+    summer = get_lander(db, "Summer")
     assert (settings.landers_dir / summer.folder / "index.html").read_bytes() == PAGE
     # A refusal is the service's sentence next to the form, and the form keeps what was typed.
     status, _, body = send(
@@ -109,7 +109,7 @@ def test_landers_are_created_uploaded_edited_and_deleted_in_the_panel(panel, use
         {"zip": ("v2.zip", make_zip({"index.html": b"v2"}))},
     )
     assert status == 303 and headers["location"].endswith("?done=uploaded")
-    summer = get_lander("Summer")
+    summer = get_lander(db, "Summer")
     assert summer.folder != old and summer.notes == "v2" and not (settings.landers_dir / old).exists()
     status, _, html = get(panel, f"/panel/landers/{summer.id}", cookie)
     assert f'id="lander-preview" href="/landers/{summer.folder}/"' in html

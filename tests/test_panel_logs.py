@@ -70,7 +70,7 @@ def post_import(app, cookie, fields, files=None):
 def stored_subids(db, campaign_id=None) -> list[str]:
     from models.reporting.clicklog import ClickFilter, list_clicks
 
-    return [row["subid"] for row in list_clicks(ClickFilter(campaign_id=campaign_id, limit=1000))]
+    return [row["subid"] for row in list_clicks(db, ClickFilter(campaign_id=campaign_id, limit=1000))]
 
 
 # -- the click log -------------------------------------------------------------------------------
@@ -107,7 +107,7 @@ def test_the_click_log_filters_by_subid_ip_country_bots_sub_id_and_period(panel,
     from models.reporting.clicklog import ClickFilter, list_clicks
 
     admin = log_in(panel)
-    row = list_clicks(ClickFilter(limit=1))[0]
+    row = list_clicks(db, ClickFilter(limit=1))[0]
     full = (
         db.connection()
         .execute("SELECT ip, sub_id_1, country FROM click WHERE subid = ?", (row["subid"],))

@@ -8,7 +8,6 @@ import html as markup
 import re
 
 import pytest
-
 from test_panel import csrf_token, get, log_in, make_panel, panel, post, users  # noqa: F401
 
 NEW = {"name": "Rocket", "alias": "", "template": "affise", "subid_macro": "", "payout_macro": "",
@@ -63,7 +62,7 @@ def test_a_refused_network_keeps_what_was_typed_and_says_why(panel, users, db): 
         assert status == 400 and 'role="alert"' in page and sentence in page, (fields, page[-1500:])
         assert '<details class="card new-network" open>' in page
         assert ('value="Rocket"' in page) == ("name" not in fields)  # The form as it was sent.
-    assert list_networks() == []
+    assert list_networks(db) == []
 
 
 def test_an_admin_edits_a_network_and_maps_and_unmaps_its_words(panel, users, db):  # noqa: F811
@@ -80,7 +79,7 @@ def test_an_admin_edits_a_network_and_maps_and_unmaps_its_words(panel, users, db
               "csrf_token": token}  # fmt: skip
     status, headers, _ = post(panel, "/panel/networks/1", fields, cookie=cookie)
     assert status == 303 and headers["location"] == "/panel/networks/1?done=saved"
-    network = get_network("adv")
+    network = get_network(db, "adv")
     assert (network.name, network.payout_macro, network.offer_params, network.notes) == (
         "Adv Net", "{sum}", "aff={subid}", "manager: bob",
     )  # fmt: skip
@@ -91,10 +90,10 @@ def test_an_admin_edits_a_network_and_maps_and_unmaps_its_words(panel, users, db
     assert status == 400 and b"no space, &#39;&amp;&#39; or &#39;=&#39;" in body and b'value="a=b"' in body
     mapped = {"word": "Hold", "status": "lead", "do": "map", "csrf_token": token}
     assert post(panel, "/panel/networks/1", mapped, cookie=cookie)[1]["location"].endswith("done=mapped")
-    assert list_status_maps() == [{"network": "adv", "raw_status": "hold", "status": "lead"}]
+    assert list_status_maps(db) == [{"network": "adv", "raw_status": "hold", "status": "lead"}]
     unmapped = {"word": "hold", "do": "unmap", "csrf_token": token}
     assert post(panel, "/panel/networks/1", unmapped, cookie=cookie)[1]["location"].endswith("done=unmapped")
-    assert list_status_maps() == []
+    assert list_status_maps(db) == []
     assert post(panel, "/panel/networks/1", {"do": "drop", "csrf_token": token}, cookie=cookie)[0] == 400
     assert get(panel, "/panel/networks/9", cookie)[0] == 404
 
@@ -114,7 +113,7 @@ def test_others_see_networks_without_the_key_and_may_not_change_them(panel, user
     assert post(panel, "/panel/networks/1", save, cookie=buyer)[0] == 403
     admin = log_in(panel)
     assert post(panel, "/panel/networks/1", {**save, "csrf_token": "x" * 43}, cookie=admin)[0] == 403
-    assert get_network(1).name == "Adv"
+    assert get_network(db, 1).name == "Adv"
 
 
 def test_an_offer_names_its_network_on_its_form_and_the_network_page_lists_it(panel, users, db):  # noqa: F811
@@ -198,6 +197,6 @@ def test_a_network_no_offer_belongs_to_is_deleted_and_its_status_words_stay(pane
     assert status == 303 and headers["location"] == "/panel/networks?deleted=rocket"
     assert "Network rocket deleted" in get(panel, headers["location"], cookie)[2]
     with pytest.raises(AdminError, match="no network 'rocket'"):
-        get_network("rocket")
-    assert {m["network"] for m in list_status_maps()} == {"rocket"}  # The alias's words are kept.
+        get_network(db, "rocket")
+    assert {m["network"] for m in list_status_maps(db)} == {"rocket"}  # The alias's words are kept.
     assert [entry.action for entry in list_audit(db, entity="network")][0] == "delete"

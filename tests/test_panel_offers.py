@@ -66,7 +66,7 @@ def test_creating_an_offer_and_a_refused_form_keeps_what_was_typed(panel, users,
         assert '<details class="card new-offer" open>' in html and 'value="https://' in html or field == "url"
     from models.admin.services import list_offers
 
-    assert [o.id for o in list_offers()] == [1]
+    assert [o.id for o in list_offers(db)] == [1]
 
 
 def test_editing_an_offer_changes_every_field_and_clears_one_cap(panel, users, db):  # noqa: F811

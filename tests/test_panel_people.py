@@ -323,8 +323,7 @@ def test_an_admin_adds_edits_resets_and_removes_users_with_the_last_admin_refuse
 
 def test_shares_and_api_keys_from_a_user_s_page_the_key_shown_once(panel, users, db):
     from models.accounts.access import visible_campaign_ids
-    from models.accounts.apikeys import list_api_keys
-    from models.accounts.apikeys import authenticate_api_key
+    from models.accounts.apikeys import authenticate_api_key, list_api_keys
     from models.accounts.principal import user_principal
     from models.admin.services import create_campaign
 

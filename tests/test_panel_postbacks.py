@@ -47,7 +47,7 @@ def test_a_buyer_adds_tests_and_removes_a_target_of_their_campaign(panel, users,
                   ("statuses", "sale"), ("statuses", "lead"), ("method", "GET")]  # fmt: skip
         status, headers, _ = post_lists(panel, cookie, fields)
         assert status == 303 and headers["location"] == "/panel/postbacks?done=added"
-        (target,) = list_targets()
+        (target,) = list_targets(db)
         assert (target["campaign_id"], target["statuses"], target["url"]) == (1, "sale,lead", url)
         html = get(panel, headers["location"], cookie)[2]
         assert "Target added." in html and html_module.escape(url, quote=False) in html
@@ -69,10 +69,10 @@ def test_a_buyer_adds_tests_and_removes_a_target_of_their_campaign(panel, users,
         assert "Test sent" in html and html_module.escape(server.base + "/typed?x={subid}") in html
         paths = [seen.path for seen in server.wait_for(2)]
         assert paths[0] == "/cb?click=test&sum=1&st=sale" and paths[1].startswith("/typed?x=")
-        assert len(list_targets()) == 1
+        assert len(list_targets(db)) == 1
         fields = {"csrf_token": token, "do": "remove", "target": target["id"]}
         status, headers, _ = post(panel, "/panel/postbacks", fields, cookie=cookie)
-        assert status == 303 and list_targets() == []
+        assert status == 303 and list_targets(db) == []
     finally:
         server.close()
 
@@ -144,7 +144,7 @@ def test_targets_follow_the_campaign_rules(panel, users, clicks, db):  # noqa: F
     admin = log_in(panel)
     fields = {"do": "remove", "target": first.id}
     assert post(panel, "/panel/postbacks", {**fields, "csrf_token": "x" * 43}, cookie=admin)[0] == 403
-    assert len(list_targets()) == 2
+    assert len(list_targets(db)) == 2
 
 
 def test_only_an_admin_maps_and_unmaps_statuses_everyone_sees_them(panel, users, db):  # noqa: F811
@@ -154,7 +154,7 @@ def test_only_an_admin_maps_and_unmaps_statuses_everyone_sees_them(panel, users,
     token = csrf_token(get(panel, "/panel/postbacks", admin)[2])
     fields = {"csrf_token": token, "do": "map", "word": "Approved_2", "status": "sale", "network": "Net"}
     status, headers, _ = post(panel, "/panel/postbacks", fields, cookie=admin)
-    assert status == 303 and list_status_maps() == [
+    assert status == 303 and list_status_maps(db) == [
         {"network": "net", "raw_status": "approved_2", "status": "sale"}
     ]
     status, _, body = post(panel, "/panel/postbacks", {**fields, "status": "paid"}, cookie=admin)
@@ -167,7 +167,7 @@ def test_only_an_admin_maps_and_unmaps_statuses_everyone_sees_them(panel, users,
     assert post(panel, "/panel/postbacks", fields, cookie=buyer)[0] == 403
     fields["csrf_token"] = token
     status, headers, _ = post(panel, "/panel/postbacks", {**fields, "do": "unmap"}, cookie=admin)
-    assert status == 303 and list_status_maps() == []
+    assert status == 303 and list_status_maps(db) == []
     status, _, body = post(panel, "/panel/postbacks", {**fields, "do": "unmap"}, cookie=admin)
     assert status == 400 and b"There is no map" in body
 

@@ -163,8 +163,8 @@ def test_filters_agree_between_rollups_and_raw(tracked, zone):
 
 def cube_differences(db) -> dict[str, list]:
     """Per smaller rollup table, its rows that differ from a GROUP BY of the detail table of its width."""
-    from models.tables.dimensions import CUBES
     from models.store.rollups import RollupStore
+    from models.tables.dimensions import CUBES
 
     metrics = RollupStore(db.connection()).present_metrics()  # A migration test's database may lack 0016's.
     differences = {}

@@ -395,7 +395,7 @@ def test_the_panel_creates_from_the_catalogue_edits_and_picks_a_source(panel, us
             "postback_method": "GET", "csrf_token": csrf_token(html)}  # fmt: skip
     status, headers, _ = post(panel, "/panel/sources", form, cookie=cookie)
     assert status == 303 and headers["location"] == "/panel/sources/1?created=1"
-    assert get_source("Zeropark").postback_url == "https://zp.example/?cid={external_id}"
+    assert get_source(db, "Zeropark").postback_url == "https://zp.example/?cid={external_id}"
     status, _, body = post(panel, "/panel/sources", {**form, "template": "sub1={x}"}, cookie=cookie)
     assert status == 400 and "already fills a sub_id slot" in body.decode() and "sub1={x}" in body.decode()
     html = get(panel, "/panel/sources/1", cookie)[2]
@@ -403,7 +403,7 @@ def test_the_panel_creates_from_the_catalogue_edits_and_picks_a_source(panel, us
     status, headers, _ = post(panel, "/panel/sources/1",
                               {**form, "slots": "target=6", "status": "active",
                                "csrf_token": csrf_token(html)}, cookie=cookie)  # fmt: skip
-    assert status == 303 and get_source(1).parameters.count("sub_id_6") == 1
+    assert status == 303 and get_source(db, 1).parameters.count("sub_id_6") == 1
     create_campaign(db, "Pop", "pop", offer_url="https://o.example/?s={subid}", source="Zeropark")
     admin_cookie = log_in(panel)
     html = get(panel, "/panel/campaigns/1", admin_cookie)[2]
@@ -490,7 +490,7 @@ def test_a_source_no_campaign_uses_is_deleted_by_cli_api_and_panel(db, lanner, a
     form = {"do": "delete", "csrf_token": csrf_token(page)}
     status, headers, _ = post(panel, "/panel/sources/3", form, cookie=cookie)
     assert status == 303 and "Traffic source Pop deleted." in get(panel, headers["location"], cookie)[2]
-    assert list_sources(include_archived=True) == []
+    assert list_sources(db, include_archived=True) == []
     rows = db.execute_sql("SELECT source_id, status FROM postback_target").fetchall()
     assert rows == [(None, "removed")]
 

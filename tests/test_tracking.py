@@ -398,8 +398,8 @@ def test_a_batch_lands_each_click_once_and_returns_only_the_new_rows(
     once, only the new rows come back (only they reach the caps), and the key is the visitor's."""
     from models.clicks.record import IP, SUBID, UA_HASH, decode_row, visitor_key
     from models.clicks.spool import segment_path
-    from models.store.database import write_tx
     from models.store.clicks import ClickStore
+    from models.store.database import write_tx
 
     tracker = make_tracker()
     campaign = tracker.campaign(campaign_alias)

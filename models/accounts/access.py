@@ -88,13 +88,13 @@ def visible_offer_ids(db: Database, principal: Principal) -> set[int] | None:
     if visible is None:
         return None
     used = offer_campaigns()
-    return {offer.id for offer in list_offers() if offer.id not in used or used[offer.id] & visible}
+    return {offer.id for offer in list_offers(db) if offer.id not in used or used[offer.id] & visible}
 
 
 def visible_offers(db: Database, principal: Principal) -> list[Offer]:
     """The offers `principal` may see, by id."""
     visible = visible_offer_ids(db, principal)
-    return [offer for offer in list_offers() if visible is None or offer.id in visible]
+    return [offer for offer in list_offers(db) if visible is None or offer.id in visible]
 
 
 def visible_offer(db: Database, principal: Principal, offer_id: int) -> Offer:
@@ -130,7 +130,7 @@ def visible_lander_ids(db: Database, principal: Principal) -> set[int] | None:
 
 def visible_lander(db: Database, principal: Principal, ref: str | int) -> Lander:
     """A lander `principal` may see; AdminNotFound, as for one that does not exist, for one it may not."""
-    lander = get_lander(ref)
+    lander = get_lander(db, ref)
     visible = visible_lander_ids(db, principal)
     if visible is not None and lander.id not in visible:
         raise AdminNotFound(f"There is no lander {str(ref)!r}.")

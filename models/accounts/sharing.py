@@ -30,7 +30,7 @@ def share_campaign(
     from models.admin.rows import get_campaign
 
     with write_tx(db):
-        campaign = get_campaign(campaign_ref)
+        campaign = get_campaign(db, campaign_ref)
         user = get_user(db, user_name)
         if user.role == "admin":
             raise AccountError(f"{user.name!r} is an admin and sees every campaign already.")
@@ -49,7 +49,7 @@ def unshare_campaign(
     from models.admin.rows import get_campaign
 
     with write_tx(db):
-        campaign = get_campaign(campaign_ref)
+        campaign = get_campaign(db, campaign_ref)
         user = get_user(db, user_name)
         store = AccountStore(db.connection())
         before = store.share_of(campaign.id, user.id)

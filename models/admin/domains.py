@@ -75,7 +75,7 @@ def base_url(domain: Domain) -> str:
     return f"{scheme}://{domain.name}/"
 
 
-def get_domain(ref: str | int) -> Domain:
+def get_domain(db: Database, ref: str | int) -> Domain:
     """A domain by name (any case) or id."""
     ref = str(ref).strip()
     domain = Domain.get_or_none(Domain.name == ref.lower().rstrip("."))
@@ -86,22 +86,22 @@ def get_domain(ref: str | int) -> Domain:
     return domain
 
 
-def list_domains(*, include_archived: bool = False) -> list[Domain]:
+def list_domains(db: Database, *, include_archived: bool = False) -> list[Domain]:
     query = Domain.select().order_by(Domain.name)
     if not include_archived:
         query = query.where(Domain.status == "active")
     return list(query)
 
 
-def campaign_aliases() -> dict[int, str]:
+def campaign_aliases(db: Database) -> dict[int, str]:
     """Campaign id -> alias, for listing many domains with their parked campaign."""
     return dict(Campaign.select(Campaign.id, Campaign.alias).tuples())  # type: ignore[arg-type]  # .tuples(): stubs say models.
 
 
-def _root_campaign(ref: str | None) -> int | None:
+def _root_campaign(db: Database, ref: str | None) -> int | None:
     if ref is None or ref == "":
         return None
-    campaign = get_campaign(ref)
+    campaign = get_campaign(db, ref)
     if campaign.status == "archived":
         raise AdminError(f"Campaign {campaign.alias!r} is archived; a domain cannot park it.")
     return campaign.id
@@ -125,7 +125,7 @@ def create_domain(
     """A domain (no certificate yet: workers/ops/certs.py gets it); `campaign` is parked at its root."""
     fields = {
         "name": check_name(name),
-        "root_campaign_id": _root_campaign(campaign),
+        "root_campaign_id": _root_campaign(db, campaign),
         "is_https": int(is_https),
         "redirect_http": int(redirect_http and is_https),
     }
@@ -150,10 +150,10 @@ def update_domain(
 ) -> Domain:
     """Change a domain; None leaves a field as it is (`campaign=""` parks nothing)."""
     with write_tx(db):
-        domain = get_domain(ref)
+        domain = get_domain(db, ref)
         before = dict(domain.__data__)
         if campaign is not None:
-            domain.root_campaign_id = _root_campaign(campaign)
+            domain.root_campaign_id = _root_campaign(db, campaign)
         if is_https is not None:
             domain.is_https = int(is_https)
         if redirect_http is not None:
@@ -175,7 +175,7 @@ def record_certificate(
 ) -> Domain:
     """What certbot got for the domain: a certificate valid until `expires_at` (UTC ms), or `error`."""
     with write_tx(db):
-        domain = get_domain(ref)
+        domain = get_domain(db, ref)
         before = dict(domain.__data__)
         if error:
             domain.cert_error = error[-2000:]
@@ -193,7 +193,7 @@ def record_certificate(
 def remove_domain(db: Database, ref: str | int, *, actor: Principal = CLI) -> Domain:
     """Delete a domain and the campaigns' links to it (clicks keep the host they came by)."""
     with write_tx(db):
-        domain = get_domain(ref)
+        domain = get_domain(db, ref)
         before = dict(domain.__data__)
         CampaignDomain.delete().where(CampaignDomain.domain_id == domain.id).execute()
         domain.delete_instance()
@@ -206,8 +206,8 @@ def set_campaign_domains(
 ) -> list[Domain]:
     """Serve a campaign only on these domains, the first being its shown URL's; none: on every domain."""
     with write_tx(db):
-        campaign = get_campaign(campaign_ref)
-        domains = [get_domain(name) for name in dict.fromkeys(names)]
+        campaign = get_campaign(db, campaign_ref)
+        domains = [get_domain(db, name) for name in dict.fromkeys(names)]
         before = {"domains": [d.name for d in campaign_domains(campaign.id)]}
         CampaignDomain.delete().where(CampaignDomain.campaign_id == campaign.id).execute()
         for position, domain in enumerate(domains):

@@ -25,6 +25,7 @@ import shutil
 import stat
 import time
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -257,14 +258,14 @@ def _audit_fields(lander: Lander) -> dict[str, Any]:
     return dict(lander.__data__)
 
 
-def list_landers(*, include_archived: bool = False) -> list[Lander]:
+def list_landers(db: Database, *, include_archived: bool = False) -> list[Lander]:
     query = Lander.select().order_by(Lander.id)
     if not include_archived:
         query = query.where(Lander.status != "archived")
     return list(query)
 
 
-def lander_uses() -> dict[int, list[dict[str, Any]]]:
+def lander_uses(db: Database) -> dict[int, list[dict[str, Any]]]:
     """Lander id -> the streams (not removed) sending to it: campaign, stream and weight."""
     uses: dict[int, list[dict[str, Any]]] = {}
     query = (
@@ -398,7 +399,7 @@ def update_lander(
     placed, old_folder = "", ""
     try:
         with write_tx(db):
-            lander = get_lander(ref)
+            lander = get_lander(db, ref)
             before = _audit_fields(lander)
             if name is not None:
                 lander.name = _check_name(name)
@@ -439,8 +440,8 @@ def delete_lander(
     """Delete a lander no stream sends to (its files too); refused, naming them, while streams do.
     Clicks that went through it keep its id (reports name it as deleted)."""
     with write_tx(db):
-        lander = get_lander(ref)
-        uses = lander_uses().get(lander.id, [])
+        lander = get_lander(db, ref)
+        uses = lander_uses(db).get(lander.id, [])
         if uses:
             named = ", ".join(f"campaign {u['campaign']} stream {u['stream_id']}" for u in uses[:5])
             more = f" and {len(uses) - 5} more" if len(uses) > 5 else ""
@@ -471,7 +472,7 @@ def stream_landers(stream_id: int) -> list[tuple[int, int]]:
     ]
 
 
-def stream_lander_rows(stream_id: int) -> list[dict[str, Any]]:
+def stream_lander_rows(db: Database, stream_id: int) -> list[dict[str, Any]]:
     """A stream's landers as the API answers them: [{lander_id, name, weight}]."""
     names = {lander.id: lander.name for lander in Lander.select(Lander.id, Lander.name)}
     return [
@@ -480,9 +481,22 @@ def stream_lander_rows(stream_id: int) -> list[dict[str, Any]]:
     ]
 
 
-def lander_id_for(ref: str | int) -> int:
+def lander_weights(db: Database, values: Iterable[str]) -> list[tuple[int, int]]:
+    """`NAME` or `NAME:WEIGHT` values (`--lander`) as [(lander_id, weight)]; a weight defaults to 100."""
+    landers = []
+    for value in values:
+        name, _, weight = value.rpartition(":")
+        # A lander named `B:2` is that lander at weight 100; `B:2:5` is it at weight 5.
+        is_weight = name and weight.isascii() and weight.isdigit()
+        if not is_weight or Lander.get_or_none(Lander.name == value):
+            name, weight = value, "100"
+        landers.append((get_lander(db, name).id, int(weight)))
+    return landers
+
+
+def lander_id_for(db: Database, ref: str | int) -> int:
     """The id of a lander a stream is given; only an active one may be picked."""
-    lander = get_lander(ref)
+    lander = get_lander(db, ref)
     if lander.status != "active":
         raise AdminError(f"Lander {lander.name!r} is archived; a stream cannot send to it.")
     return lander.id

@@ -7,6 +7,8 @@ neither imports the other's module for a lookup.
 
 from __future__ import annotations
 
+from peewee import Database
+
 from models.admin.errors import AdminNotFound
 from models.tables.campaign import Campaign, Stream, StreamOffer
 from models.tables.lander import Lander
@@ -38,7 +40,7 @@ def find_by_name_or_id(model, field, ref: str | int, what: str, *, key=str):
     return row
 
 
-def get_campaign(ref: str | int) -> Campaign:
+def get_campaign(db: Database, ref: str | int) -> Campaign:
     """A campaign by id or alias."""
     ref = str(ref)
     is_id = is_row_id(ref)
@@ -59,19 +61,19 @@ def get_offer(offer_id: int) -> Offer:
     return offer
 
 
-def get_stream(stream_id: int) -> Stream:
+def get_stream(db: Database, stream_id: int) -> Stream:
     stream = Stream.get_or_none((Stream.id == stream_id) & (Stream.status != "deleted"))
     if stream is None:
         raise AdminNotFound(f"There is no stream {stream_id}.")
     return stream
 
 
-def get_lander(ref: str | int) -> Lander:
+def get_lander(db: Database, ref: str | int) -> Lander:
     """A lander by name or id (a name wins over another lander's id, as a source's does)."""
     return find_by_name_or_id(Lander, Lander.name, ref, "lander")
 
 
-def list_offers() -> list[Offer]:
+def list_offers(db: Database) -> list[Offer]:
     return list(Offer.select().order_by(Offer.id))
 
 

@@ -67,7 +67,7 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
-def _fields(row: Campaign | Stream | Offer) -> dict[str, Any]:
+def _fields(db: Database, row: Campaign | Stream | Offer) -> dict[str, Any]:
     """A row's fields as the audit log compares them (a stream's with its active offers and landers)."""
     from models.admin.landers import stream_landers
 
@@ -76,7 +76,7 @@ def _fields(row: Campaign | Stream | Offer) -> dict[str, Any]:
         # The audit log shows that a Click API token changed, not the token.
         fields["token"] = "..." + fields["token"][-4:]
     if isinstance(row, Stream):
-        fields["offers"] = [list(link) for link in sorted(stream_offers(row))]
+        fields["offers"] = [list(link) for link in sorted(stream_offers(db, row))]
         fields["landers"] = [list(link) for link in sorted(stream_landers(row.id))]
     return fields
 
@@ -159,12 +159,12 @@ def filters_json(expressions: Iterable[str], source_slots: dict[str, int] | None
         raise AdminError(str(exc)) from None
 
 
-def _source_slots(ref: int | None, *, by_campaign: bool = False) -> dict[str, int]:
+def _source_slots(db: Database, ref: int | None, *, by_campaign: bool = False) -> dict[str, int]:
     """Name -> sub_id slot of a traffic source (by id), or of a campaign's (by the campaign's id)."""
     from models.admin.sources import source_of_id
     from models.routing.sources import loads, slot_of
 
-    source = source_of_id(get_campaign(ref).source_id if by_campaign and ref is not None else ref)
+    source = source_of_id(get_campaign(db, ref).source_id if by_campaign and ref is not None else ref)
     return slot_of(loads(source.parameters)) if source is not None else {}
 
 
@@ -258,7 +258,7 @@ def create_offer(
     fields["url"] = _with_network_params(fields["url"], network_id)
     with write_tx(db):
         offer = Offer.create(name=name, **fields)
-        record_change(db, actor, "offer", offer.id, "create", None, _fields(offer))
+        record_change(db, actor, "offer", offer.id, "create", None, _fields(db, offer))
         MetaStore(db.connection()).bump_config_version()
     return offer
 
@@ -283,7 +283,7 @@ def update_offer(
         changes.setdefault("network_id", None)
     with write_tx(db):
         offer = get_offer(offer_id)
-        before = _fields(offer)
+        before = _fields(db, offer)
         if changes.get("network_id") is not None or ("url" in changes and offer.network_id is not None):
             network_id = changes.get("network_id", offer.network_id)
             changes["url"] = _with_network_params(changes.get("url", offer.url), network_id)
@@ -291,7 +291,7 @@ def update_offer(
             setattr(offer, key, value)
         offer.updated_at = _now()
         offer.save()
-        record_change(db, actor, "offer", offer.id, "update", before, _fields(offer))
+        record_change(db, actor, "offer", offer.id, "update", before, _fields(db, offer))
         MetaStore(db.connection()).bump_config_version()
     return offer
 
@@ -338,26 +338,26 @@ def create_campaign(
     fields.setdefault("owner_id", actor.user_id)
     _check_campaign_fields(fields)
     with write_tx(db):
-        fields["source_id"] = source_id_for(source_ref)
+        fields["source_id"] = source_id_for(db, source_ref)
         if offer_id is not None:
             check_usable_offers(db, actor, [offer_id])
         try:
             campaign = Campaign.create(name=name, alias=alias, **fields)
         except IntegrityError:
             raise AdminConflict(f"A campaign with alias {alias!r} already exists.") from None
-        record_change(db, actor, "campaign", campaign.id, "create", None, _fields(campaign))
+        record_change(db, actor, "campaign", campaign.id, "create", None, _fields(db, campaign))
         offer = get_offer(offer_id) if offer_id is not None else None
         if offer is None:
             assert offer_url is not None  # Exactly one of the two, checked above.
             offer = Offer.create(
                 name=name, url=_check_url(offer_url), currency=report_currency(db.connection())
             )
-            record_change(db, actor, "offer", offer.id, "create", None, _fields(offer))
+            record_change(db, actor, "offer", offer.id, "create", None, _fields(db, offer))
         stream = Stream.create(campaign=campaign, name="Default", type="regular", position=1)
         StreamOffer.create(stream=stream, offer=offer, weight=100)
         if landers:
             _set_stream_landers(db, actor, stream, list(landers))
-        record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
+        record_change(db, actor, "stream", stream.id, "create", None, _fields(db, stream))
         sync_postback_target(db, campaign, source_of(campaign), actor)
         MetaStore(db.connection()).bump_config_version()
     return campaign
@@ -422,11 +422,11 @@ def update_campaign(
         changes["token"] = new_campaign_token()
     with write_tx(db):
         if source_ref is not None:
-            changes["source_id"] = source_id_for(source_ref)
+            changes["source_id"] = source_id_for(db, source_ref)
         elif clear_source:
             changes["source_id"] = None
-        campaign = get_campaign(ref)
-        before = _fields(campaign)
+        campaign = get_campaign(db, ref)
+        before = _fields(db, campaign)
         for key, value in changes.items():
             setattr(campaign, key, value)
         campaign.updated_at = _now()
@@ -435,7 +435,7 @@ def update_campaign(
         except IntegrityError:
             raise AdminConflict(f"A campaign with alias {changes.get('alias')!r} already exists.") from None
         action = "archive" if changes.get("status") == "archived" else "update"
-        record_change(db, actor, "campaign", campaign.id, action, before, _fields(campaign))
+        record_change(db, actor, "campaign", campaign.id, action, before, _fields(db, campaign))
         if "source_id" in changes:
             sync_postback_target(db, campaign, source_of(campaign), actor)
         MetaStore(db.connection()).bump_config_version()
@@ -490,7 +490,7 @@ def clone_campaign(
     from models.admin.sources import source_of, sync_postback_target
     from models.tables.lander import StreamLander
 
-    source = get_campaign(ref)
+    source = get_campaign(db, ref)
     if alias is None:
         alias = _free_alias(source.alias[:59] + "-copy")
     _check_alias(alias)
@@ -503,28 +503,38 @@ def clone_campaign(
             campaign = Campaign.create(name=name, alias=alias, **fields)
         except IntegrityError:
             raise AdminConflict(f"A campaign with alias {alias!r} already exists.") from None
-        created = _fields(campaign) | {"cloned_from": source.id}
+        created = _fields(db, campaign) | {"cloned_from": source.id}
         record_change(db, actor, "campaign", campaign.id, "create", None, created)
-        for original in list_streams(source.id):
+        for original in list_streams(db, source.id):
             stream = Stream.create(
                 campaign=campaign, **{field: getattr(original, field) for field in COPIED_STREAM_FIELDS}
             )
-            for offer_id, weight in stream_offers(original):
+            for offer_id, weight in stream_offers(db, original):
                 StreamOffer.create(stream=stream, offer=offer_id, weight=weight)
             for lander_id, weight in stream_landers(original.id):
                 StreamLander.create(stream=stream, lander=lander_id, weight=weight)
-            record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
+            record_change(db, actor, "stream", stream.id, "create", None, _fields(db, stream))
         # The source's own postback comes with the source: it is the network's, not the traffic's.
         sync_postback_target(db, campaign, source_of(campaign), actor)
         MetaStore(db.connection()).bump_config_version()
     return campaign
 
 
-def list_campaigns(*, include_archived: bool = False) -> list[Campaign]:
+def list_campaigns(db: Database, *, include_archived: bool = False) -> list[Campaign]:
     query = Campaign.select().order_by(Campaign.id)
     if not include_archived:
         query = query.where(Campaign.status != "archived")
     return list(query)
+
+
+def first_campaign(db: Database) -> Campaign:
+    """The first campaign not archived, a demo one created if there is none (`lanner run`)."""
+    campaigns = list_campaigns(db)
+    if campaigns:
+        return campaigns[0]
+    return create_campaign(
+        db, "Demo", "demo", offer_url="https://example.com/offer?subid={subid}&source={source}"
+    )
 
 
 def check_usable_offers(
@@ -544,7 +554,7 @@ def check_usable_offers(
 def check_usable_target(db: Database, actor: Principal, action: str, target: str) -> None:
     """AdminNotFound, as for a campaign that does not exist, when a stream of `actor`'s would send its
     visitors to a campaign `actor` may not see (an admin and the CLI send to any)."""
-    if action == "campaign" and target and not sees_campaign(db, actor, get_campaign(target).id):
+    if action == "campaign" and target and not sees_campaign(db, actor, get_campaign(db, target).id):
         raise AdminNotFound(f"There is no campaign {str(target)!r}.")
 
 
@@ -586,7 +596,7 @@ def _set_stream_landers(
     set_stream_landers(stream, landers, usable=visible_lander_ids(db, actor) if landers else None)
 
 
-def _check_stream_fields(fields: dict[str, Any], action: str) -> None:
+def _check_stream_fields(db: Database, fields: dict[str, Any], action: str) -> None:
     """Validate stream fields; `action` is the stream's action after the change."""
     if "type" in fields:
         _check_choice(fields["type"], STREAM_TYPES, "Stream type")
@@ -613,7 +623,7 @@ def _check_stream_fields(fields: dict[str, Any], action: str) -> None:
         elif action == "campaign":
             if not payload:
                 raise AdminError("A stream that sends to another campaign needs --target ALIAS.")
-            get_campaign(payload)
+            get_campaign(db, payload)
         elif action == "html" and not payload:
             raise AdminError("A stream that shows a page needs --html.")
 
@@ -639,15 +649,15 @@ def add_stream(
     `landers` [(lander_id, weight)]: the pages its visitors see before the offer (models/admin/landers.py)."""
     options = {key: value for key, value in options.items() if value is not None}
     fields = {"type": type, "action": action, "weight": weight, "action_payload": payload, **options}
-    fields["filters"] = filters_json(filters, _source_slots(get_campaign(campaign_ref).source_id))
-    _check_stream_fields(fields, action)
+    fields["filters"] = filters_json(filters, _source_slots(db, get_campaign(db, campaign_ref).source_id))
+    _check_stream_fields(db, fields, action)
     if action == "offers" and not offers:
         raise AdminError("A stream that sends to offers needs at least one --offer.")
     _check_landers_action(landers, action)
     with write_tx(db):
         check_usable_offers(db, actor, [offer_id for offer_id, _ in offers], fields.get("fallback_offer_id"))
         check_usable_target(db, actor, action, payload)
-        campaign = get_campaign(campaign_ref)
+        campaign = get_campaign(db, campaign_ref)
         if position is None:
             last = Stream.select().where(Stream.campaign == campaign).order_by(Stream.position.desc()).first()
             position = (last.position + 1) if last else 1
@@ -655,7 +665,7 @@ def add_stream(
         _set_stream_offers(stream, list(offers))
         if landers:
             _set_stream_landers(db, actor, stream, list(landers))
-        record_change(db, actor, "stream", stream.id, "create", None, _fields(stream))
+        record_change(db, actor, "stream", stream.id, "create", None, _fields(db, stream))
         MetaStore(db.connection()).bump_config_version()
     return stream
 
@@ -680,7 +690,7 @@ def update_stream(
     if "payload" in changes:
         changes["action_payload"] = changes.pop("payload")
     if filters:
-        campaign_slots = _source_slots(get_stream(stream_id).campaign_id, by_campaign=True)
+        campaign_slots = _source_slots(db, get_stream(db, stream_id).campaign_id, by_campaign=True)
         changes["filters"] = filters_json(filters, campaign_slots)
     elif clear_filters:
         changes["filters"] = "[]"
@@ -693,12 +703,12 @@ def update_stream(
         check_usable_offers(
             db, actor, [offer_id for offer_id, _ in offers or ()], changes.get("fallback_offer_id")
         )
-        stream = get_stream(stream_id)
-        before = _fields(stream)
+        stream = get_stream(db, stream_id)
+        before = _fields(db, stream)
         checked = dict(changes)
         if "action" in checked:
             checked.setdefault("action_payload", stream.action_payload)
-        _check_stream_fields(checked, checked.get("action", stream.action))
+        _check_stream_fields(db, checked, checked.get("action", stream.action))
         if "action" in changes or "action_payload" in changes:
             check_usable_target(
                 db,
@@ -718,7 +728,7 @@ def update_stream(
         if landers is not None:
             _set_stream_landers(db, actor, stream, landers)
         action = "remove" if changes.get("status") == "deleted" else "update"
-        record_change(db, actor, "stream", stream.id, action, before, _fields(stream))
+        record_change(db, actor, "stream", stream.id, action, before, _fields(db, stream))
         MetaStore(db.connection()).bump_config_version()
     return stream
 
@@ -734,7 +744,7 @@ def reorder_streams(
 
     `stream_ids` must name each of the campaign's streams (not removed ones) exactly once."""
     with write_tx(db):
-        streams = {stream.id: stream for stream in list_streams(campaign_ref)}
+        streams = {stream.id: stream for stream in list_streams(db, campaign_ref)}
         if sorted(stream_ids) != sorted(streams):
             raise AdminError(
                 "List every stream of the campaign exactly once: "
@@ -746,23 +756,23 @@ def reorder_streams(
             stream = streams[stream_id]
             positions[stream.type] = positions.get(stream.type, 0) + 1
             if stream.position != positions[stream.type]:
-                before = _fields(stream)
+                before = _fields(db, stream)
                 stream.position = positions[stream.type]
                 stream.updated_at = _now()
                 stream.save()
-                record_change(db, actor, "stream", stream.id, "update", before, _fields(stream))
+                record_change(db, actor, "stream", stream.id, "update", before, _fields(db, stream))
         MetaStore(db.connection()).bump_config_version()
-    return list_streams(campaign_ref)
+    return list_streams(db, campaign_ref)
 
 
-def list_streams(campaign_ref: str | int) -> list[Stream]:
+def list_streams(db: Database, campaign_ref: str | int) -> list[Stream]:
     """A campaign's streams in evaluation order: intercepting, regular, fallback; each by position."""
-    campaign = get_campaign(campaign_ref)
+    campaign = get_campaign(db, campaign_ref)
     streams = Stream.select().where((Stream.campaign == campaign) & (Stream.status != "deleted"))
     return sorted(streams, key=lambda s: (STREAM_TYPES.index(s.type), s.position, s.id))
 
 
-def stream_offers(stream: Stream) -> list[tuple[int, int]]:
+def stream_offers(db: Database, stream: Stream) -> list[tuple[int, int]]:
     return [
         (link.offer_id, link.weight)
         for link in StreamOffer.select()

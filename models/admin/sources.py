@@ -100,19 +100,19 @@ def _audit_fields(source: TrafficSource) -> dict[str, Any]:
     return dict(source.__data__)
 
 
-def get_source(ref: str | int) -> TrafficSource:
+def get_source(db: Database, ref: str | int) -> TrafficSource:
     """A source by id or name (a name wins over another source's id, as a campaign's alias does)."""
     return find_by_name_or_id(TrafficSource, TrafficSource.name, ref, "traffic source")
 
 
-def list_sources(*, include_archived: bool = False) -> list[TrafficSource]:
+def list_sources(db: Database, *, include_archived: bool = False) -> list[TrafficSource]:
     query = TrafficSource.select().order_by(TrafficSource.id)
     if not include_archived:
         query = query.where(TrafficSource.status == "active")
     return list(query)
 
 
-def campaign_counts() -> dict[int, int]:
+def campaign_counts(db: Database) -> dict[int, int]:
     """Source id -> how many campaigns (not archived) use it."""
     counts: dict[int, int] = {}
     # .tuples(): peewee's stubs still say models.
@@ -319,7 +319,7 @@ def update_source(
     keeps its sub_id slot through a change unless `slots` maps it (or another name to its slot); slots
     given without a template re-map the current template's names."""
     with write_tx(db):
-        source = get_source(ref)
+        source = get_source(db, ref)
         before = _audit_fields(source)
         parameters = loads(source.parameters)
         if template is not None or slots:
@@ -361,7 +361,7 @@ def delete_source(db: Database, ref: str | int, *, actor: Principal = CLI) -> No
     """Delete a source no campaign uses (archived campaigns too: their reports name it). Its removed
     postback targets keep their history without it."""
     with write_tx(db):
-        source = get_source(ref)
+        source = get_source(db, ref)
         users = [c.alias for c in Campaign.select(Campaign.alias).where(Campaign.source_id == source.id)]
         if users:
             raise AdminConflict(
@@ -375,11 +375,11 @@ def delete_source(db: Database, ref: str | int, *, actor: Principal = CLI) -> No
         MetaStore(db.connection()).bump_config_version()
 
 
-def source_id_for(ref: str | None) -> int | None:
+def source_id_for(db: Database, ref: str | None) -> int | None:
     """The id of the source a campaign is given (`--source NAME`); only an active one may be picked."""
     if ref is None:
         return None
-    source = get_source(ref)
+    source = get_source(db, ref)
     if source.status != "active":
         raise AdminError(f"Traffic source {source.name!r} is archived; a campaign cannot pick it.")
     return source.id

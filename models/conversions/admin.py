@@ -93,7 +93,7 @@ def unmap_status(db: Database, raw_status: str, *, network: str = "", actor: Pri
         record_change(db, actor, "status_map", None, "delete", old, None)
 
 
-def list_status_maps() -> list[dict[str, Any]]:
+def list_status_maps(db: Database) -> list[dict[str, Any]]:
     maps = StatusMap.select().order_by(StatusMap.network, StatusMap.raw_status).dicts()
     return list(maps)  # type: ignore[arg-type]  # .dicts(): peewee's stubs still say models.
 
@@ -115,7 +115,7 @@ def add_target(
     actor: Principal = CLI,
 ) -> PostbackTarget:
     """An outbound postback for a campaign's conversions in these statuses."""
-    campaign = get_campaign(campaign_ref)
+    campaign = get_campaign(db, campaign_ref)
     method = method.upper()
     if method not in POSTBACK_METHODS:
         raise AdminError(f"Method must be GET or POST, not {method!r}.")
@@ -161,10 +161,10 @@ def remove_target(db: Database, target_id: int, *, actor: Principal = CLI) -> Po
     return target
 
 
-def list_targets(campaign_ref: str | None = None) -> list[dict[str, Any]]:
+def list_targets(db: Database, campaign_ref: str | None = None) -> list[dict[str, Any]]:
     select = PostbackTarget.select().where(PostbackTarget.status == "active")
     if campaign_ref:
-        select = select.where(PostbackTarget.campaign_id == get_campaign(campaign_ref).id)
+        select = select.where(PostbackTarget.campaign_id == get_campaign(db, campaign_ref).id)
     return list(select.order_by(PostbackTarget.id).dicts())  # type: ignore[arg-type]  # .dicts(): peewee's stubs still say models.
 
 

@@ -144,12 +144,12 @@ def _fields(network: Network) -> dict[str, Any]:
     return dict(network.__data__)
 
 
-def get_network(ref: str | int) -> Network:
+def get_network(db: Database, ref: str | int) -> Network:
     """A network by id or alias."""
     return find_by_name_or_id(Network, Network.alias, ref, "network", key=str.lower)
 
 
-def list_networks(*, include_archived: bool = True) -> list[Network]:
+def list_networks(db: Database, *, include_archived: bool = True) -> list[Network]:
     query = Network.select().order_by(Network.id)
     if not include_archived:
         query = query.where(Network.status != "archived")
@@ -183,7 +183,7 @@ def create_network(
             raise AdminConflict(f"A network with alias {alias!r} already exists.") from None
         created = _fields(network) | ({"template": chosen.key} if chosen else {})
         record_change(db, actor, "network", network.id, "create", None, created)
-        mapped = {m["raw_status"] for m in list_status_maps() if m["network"] == alias}
+        mapped = {m["raw_status"] for m in list_status_maps(db) if m["network"] == alias}
         for word, status in (chosen.statuses if chosen else {}).items():
             if word not in mapped:
                 map_status(db, word, status, network=alias, actor=actor)
@@ -200,7 +200,7 @@ def update_network(db: Database, ref: str | int, *, actor: Principal = CLI, **ch
         )
     _check_fields(changes)
     with write_tx(db):
-        network = get_network(ref)
+        network = get_network(db, ref)
         before = _fields(network)
         for key, value in changes.items():
             setattr(network, key, value)
@@ -215,7 +215,7 @@ def delete_network(db: Database, ref: str | int, *, actor: Principal = CLI) -> N
     """Delete a network no offer belongs to. Its status maps stay: they are the maps of its alias,
     which postbacks carrying `from=ALIAS` still use (`lanner postback status unmap` removes them)."""
     with write_tx(db):
-        network = get_network(ref)
+        network = get_network(db, ref)
         query = Offer.select(Offer.id).where(Offer.network_id == network.id).order_by(Offer.id)
         offers = [o.id for o in query]
         if offers:
@@ -228,9 +228,9 @@ def delete_network(db: Database, ref: str | int, *, actor: Principal = CLI) -> N
         record_change(db, actor, "network", network.id, "delete", before, None)
 
 
-def network_status_maps(network: Network) -> list[dict[str, Any]]:
+def network_status_maps(db: Database, network: Network) -> list[dict[str, Any]]:
     """The network's own status maps (those for every network apply to it too)."""
-    return [m for m in list_status_maps() if m["network"] == network.alias]
+    return [m for m in list_status_maps(db) if m["network"] == network.alias]
 
 
 def offer_url_with_params(url: str, offer_params: str) -> str:
@@ -251,7 +251,7 @@ def postback_url(network: Network, base: str, key: str) -> str:
     return f"{base.rstrip('/')}/{key}/postback?{query}&from={network.alias}"
 
 
-def offer_counts() -> dict[int, int]:
+def offer_counts(db: Database) -> dict[int, int]:
     """Network id -> how many offers (not archived) belong to it."""
     counts: dict[int, int] = {}
     query = Offer.select(Offer.network_id).where(

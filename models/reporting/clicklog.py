@@ -58,7 +58,7 @@ class ClickFilter:
     before_id: int | None = None  # Only clicks after this one in the log's order (the API's cursor).
 
 
-def list_clicks(query: ClickFilter) -> list[dict[str, Any]]:
+def list_clicks(db: Database, query: ClickFilter) -> list[dict[str, Any]]:
     """The newest clicks matching `query`, newest first (with their `id`), `created_at` as ISO text in its
     timezone."""
     tz = zone(query.timezone)

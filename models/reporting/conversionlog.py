@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from peewee import Database
+
 from models.conversions.postbacks import PARKED
 from models.reporting.timerange import before, localise_times, time_bounded, zone
 from models.tables.conversion import Conversion, PostbackDelivery, PostbackLog, PostbackRefusal
@@ -47,7 +49,7 @@ class LogFilter:
     before_id: int | None = None  # Only rows after this one in the log's order (the API's cursor).
 
 
-def list_conversions(query: LogFilter) -> list[dict[str, Any]]:
+def list_conversions(db: Database, query: LogFilter) -> list[dict[str, Any]]:
     """The newest conversions (by the time they were first recorded), newest first."""
     tz = zone(query.timezone)
     select = Conversion.select(*(getattr(Conversion, c) for c in CONVERSION_COLUMNS))
@@ -72,7 +74,7 @@ def list_conversions(query: LogFilter) -> list[dict[str, Any]]:
     return localise_times(list(select.dicts()), ("created_at",), tz)
 
 
-def list_postbacks(query: LogFilter, *, orphans: bool = False) -> list[dict[str, Any]]:
+def list_postbacks(db: Database, query: LogFilter, *, orphans: bool = False) -> list[dict[str, Any]]:
     """The newest incoming postbacks as received, with their verdicts; `orphans`: the parked ones."""
     tz = zone(query.timezone)
     select = PostbackLog.select(*(getattr(PostbackLog, c) for c in POSTBACK_COLUMNS), PostbackLog.expires_at)
@@ -95,7 +97,7 @@ def list_postbacks(query: LogFilter, *, orphans: bool = False) -> list[dict[str,
     return localise_times(list(select.dicts()), ("received_at", "expires_at"), tz)
 
 
-def list_refusals(query: LogFilter) -> list[dict[str, Any]]:
+def list_refusals(db: Database, query: LogFilter) -> list[dict[str, Any]]:
     """Postbacks refused before their key was right, per day and source address, busiest first."""
     tz = zone(query.timezone)
     select = PostbackRefusal.select(*(getattr(PostbackRefusal, c) for c in REFUSAL_COLUMNS))
@@ -110,7 +112,7 @@ def list_refusals(query: LogFilter) -> list[dict[str, Any]]:
     return localise_times(list(select.dicts()), ("first_at", "last_at"), tz)
 
 
-def list_deliveries(query: LogFilter) -> list[dict[str, Any]]:
+def list_deliveries(db: Database, query: LogFilter) -> list[dict[str, Any]]:
     """Outbound postbacks, newest first, with their state and the last answer."""
     tz = zone(query.timezone)
     select = PostbackDelivery.select(*(getattr(PostbackDelivery, c) for c in DELIVERY_COLUMNS))

@@ -145,7 +145,11 @@ def parse_sub_ids(expressions: Iterable[str]) -> list[tuple[str, str]]:
 
 
 def cost_scope(
-    *, campaign=None, source=None, sub_ids: Iterable[tuple[str, str]] | Mapping[str, str] = ()
+    db: Database,
+    *,
+    campaign=None,
+    source=None,
+    sub_ids: Iterable[tuple[str, str]] | Mapping[str, str] = (),
 ) -> CostScope:
     """The scope of a cost for a campaign or a traffic source (Peewee rows), narrowed by sub id values
     named as the source names them (`zoneid`, for the campaign's source or this source) or by their
@@ -229,7 +233,7 @@ def set_campaign_cost(
     from models.tables.campaign import Campaign
 
     campaign = Campaign.get_by_id(campaign_id)
-    scope = cost_scope(campaign=campaign, sub_ids=[where] if where else ())
+    scope = cost_scope(db, campaign=campaign, sub_ids=[where] if where else ())
     request = cost_request(
         db, scope, since, until, amount, currency=currency or cost_currency, timezone=timezone
     )

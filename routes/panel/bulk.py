@@ -52,7 +52,7 @@ class CampaignBulkResource(PanelResource):
                     title="Not found", description=f"There is no campaign {campaign_id}."
                 )
             try:
-                get_campaign(campaign_id)
+                get_campaign(db, campaign_id)
             except AdminError as exc:
                 raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
             if editable is not None and campaign_id not in editable:
@@ -67,7 +67,7 @@ class CampaignBulkResource(PanelResource):
             for campaign_id in ids:
                 if action == "clone":
                     clone_campaign(db, campaign_id, actor=principal)
-                elif get_campaign(campaign_id).status != "archived":
+                elif get_campaign(db, campaign_id).status != "archived":
                     archive_campaign(db, campaign_id, actor=principal)
         except AdminError as exc:
             raise falcon.HTTPBadRequest(title="Not done", description=str(exc)) from None

@@ -97,7 +97,7 @@ class PanelReports:
             allowed = visible
             if "campaign" in filters:
                 ids = {}
-                for campaign in list_campaigns(include_archived=True):
+                for campaign in list_campaigns(self.db, include_archived=True):
                     if campaign.id in visible:
                         ids[str(campaign.id)] = ids[campaign.alias] = campaign.id
                 allowed = {ids[ref] for ref in filters["campaign"] if ref in ids}

@@ -64,7 +64,7 @@ class ConversionLogResource(PanelResource):
             **log_range(req, timezone_of(principal), time.time()),
         )
         try:
-            rows = [] if visible == set() else pager.rows(list_conversions(query))
+            rows = [] if visible == set() else pager.rows(list_conversions(self.sessions.db, query))
         except LannerError as exc:
             raise refused(exc) from None
         self.page(

@@ -85,6 +85,7 @@ class CampaignCostResource(EditorResource):
                 raise FormError("The campaign has no traffic source to spread a cost over.")
             pairs = [(name.removeprefix(SUB_FIELD), value) for name, value in sub_ids.items()]
             scope = cost_scope(
+                self.db,
                 campaign=None if source else campaign, source=source, sub_ids=[*pairs, *where_of(typed)]
             )
             others = uneditable_campaigns(self.db, principal, scope.campaign_ids)

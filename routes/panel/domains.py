@@ -40,9 +40,9 @@ class DomainPages(PanelResource):
         self.enqueue_certificate = certificate_queue(panel.settings)
 
     def show_list(self, req, resp, session, *, code=200, form=None, message="") -> None:
-        aliases = campaign_aliases()
-        rows = [domain_fields(d, aliases) for d in list_domains(include_archived=True)]
-        campaigns = [c.alias for c in list_campaigns()]
+        aliases = campaign_aliases(self.sessions.db)
+        rows = [domain_fields(d, aliases) for d in list_domains(self.sessions.db, include_archived=True)]
+        campaigns = [c.alias for c in list_campaigns(self.sessions.db)]
         self.page(req, resp, "domains.html", session, code, rows=rows, form=form or BLANK_FORM,
                   message=message, campaigns=campaigns)  # fmt: skip
 
@@ -75,7 +75,7 @@ class DomainListResource(DomainPages):
 class DomainResource(DomainPages):
     def domain(self, domain_id: int):
         try:
-            return get_domain(domain_id)
+            return get_domain(self.sessions.db, domain_id)
         except AdminError as exc:
             raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
 
@@ -91,7 +91,7 @@ class DomainResource(DomainPages):
         self.show(req, resp, session, fields, form, saved=saved)
 
     def show(self, req, resp, session, fields, form, *, code=200, message="", saved="") -> None:
-        campaigns = [c.alias for c in list_campaigns()]
+        campaigns = [c.alias for c in list_campaigns(self.sessions.db)]
         self.page(req, resp, "domain.html", session, code, domain=fields, form=form, message=message,
                   saved=saved, statuses=DOMAIN_STATUSES, campaigns=campaigns)  # fmt: skip
 

@@ -288,7 +288,7 @@ def chosen_offers(weights: dict[int, str]) -> list[tuple[int, int]]:
 def visible_landers(db, principal) -> list:
     """The landers a stream of `principal`'s may send to (models/accounts/access.py), by id."""
     visible = visible_lander_ids(db, principal)
-    landers = list_landers(include_archived=True)
+    landers = list_landers(db, include_archived=True)
     return [lander for lander in landers if visible is None or lander.id in visible]
 
 
@@ -358,9 +358,9 @@ def stream_changes(form: dict) -> dict:
     }
 
 
-def stream_summary(stream, offer_names: dict[int, str]) -> dict:
+def stream_summary(db, stream, offer_names: dict[int, str]) -> dict:
     """What the editor's stream list shows of a stream."""
-    links = stream_offers(stream)
+    links = stream_offers(db, stream)
     total = sum(weight for _, weight in links)
     return {
         "stream": stream,
@@ -374,7 +374,7 @@ def stream_summary(stream, offer_names: dict[int, str]) -> dict:
             }
             for offer_id, weight in links
         ],
-        "landers": stream_lander_rows(stream.id),
+        "landers": stream_lander_rows(db, stream.id),
     }
 
 
@@ -424,7 +424,7 @@ class EditorResource(PanelResource):
         if visible is not None and campaign_id not in visible:
             raise falcon.HTTPNotFound(title="Not found", description=f"There is no campaign {campaign_id}.")
         try:
-            campaign = get_campaign(campaign_id)
+            campaign = get_campaign(self.db, campaign_id)
         except AdminError as exc:
             raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
         if write and not edits_campaign(self.db, principal, campaign_id):
@@ -435,7 +435,7 @@ class EditorResource(PanelResource):
 
     def stream(self, campaign, stream_id: int):
         try:
-            stream = get_stream(stream_id)
+            stream = get_stream(self.db, stream_id)
         except AdminError as exc:
             raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
         if stream.campaign_id != campaign.id:
@@ -471,7 +471,7 @@ class CampaignNewResource(EditorResource):
         self.page(
             req, resp, "editor_new.html", session, code, values=values, message=message,
             offers=[o for o in visible_offers(self.db, session.principal) if o.status != "archived"],
-            owners=self.owners(session.principal), sources=list_sources(),
+            owners=self.owners(session.principal), sources=list_sources(self.db),
             timezones=timezone_names(), **CHOICES,
         )  # fmt: skip
 
@@ -510,9 +510,9 @@ class CampaignEditorResource(EditorResource):
 
     def show(self, req, resp, session, campaign, values=None, message="", code=200, warnings=(), notice=""):
         principal = session.principal
-        offers = list_offers()
+        offers = list_offers(self.db)
         names = {offer.id: offer.name for offer in offers}
-        streams = [stream_summary(stream, names) for stream in list_streams(campaign.id)]
+        streams = [stream_summary(self.db, stream, names) for stream in list_streams(self.db, campaign.id)]
         by_id = {summary["stream"].id: summary for summary in streams}
         assert self.campaign_base is not None  # The campaign editor's (the cost pages pass none).
         base = self.campaign_base(req)
@@ -524,7 +524,7 @@ class CampaignEditorResource(EditorResource):
             tracker_base=base,
             script_tag=script_tag(base, campaign.alias),
             campaign_source=source_of(campaign),
-            sources=[s for s in list_sources(include_archived=True)
+            sources=[s for s in list_sources(self.db, include_archived=True)
                      if s.status == "active" or s.id == campaign.source_id],
             groups=[{**group, "streams": [by_id[s.id] for s in group["streams"]]}
                     for group in stream_groups([summary["stream"] for summary in streams])],
@@ -540,7 +540,7 @@ class CampaignEditorResource(EditorResource):
         saved = req.get_param_as_int("saved")
         if saved is not None:  # Back from saving a stream: what its geo filters cannot see (as the API says).
             try:
-                stream = get_stream(saved)
+                stream = get_stream(self.db, saved)
             except AdminError:
                 stream = None
             if stream is not None and stream.campaign_id == campaign.id:
@@ -596,7 +596,7 @@ class StreamFormResource(EditorResource):
             return
         stream = self.stream(campaign, stream_id)
         rows = [filter_row(spec) for spec in json.loads(stream.filters or "[]")]
-        weights = {offer_id: str(weight) for offer_id, weight in stream_offers(stream)}
+        weights = {offer_id: str(weight) for offer_id, weight in stream_offers(self.db, stream)}
         lander_weights = {lander_id: str(weight) for lander_id, weight in stream_landers(stream.id)}
         self.show(req, resp, session, campaign, stream, stream_values(stream), rows, weights, lander_weights)
 

@@ -89,9 +89,9 @@ class LanderListResource(LanderPages):
 
     def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
         visible = visible_lander_ids(self.db, session.principal)
-        uses = lander_uses()
+        uses = lander_uses(self.db)
         rows = []
-        for lander in list_landers(include_archived=True):
+        for lander in list_landers(self.db, include_archived=True):
             if visible is None or lander.id in visible:
                 fields = lander_fields(lander, uses.get(lander.id, []))
                 rows.append({**fields, "preview": self.preview(req, fields)})
@@ -138,7 +138,7 @@ class LanderResource(LanderPages):
         self.show(req, resp, session, lander, form, done=DONE.get(req.get_param("done") or "", ""))
 
     def show(self, req, resp, session, lander, form, *, code=200, message="", done="") -> None:
-        fields = lander_fields(lander, lander_uses().get(lander.id, []))
+        fields = lander_fields(lander, lander_uses(self.db).get(lander.id, []))
         self.page(
             req, resp, "lander.html", session, code, lander=fields, form=form, message=message, done=done,
             preview=self.preview(req, fields), may_edit=edits_lander(session.principal, lander),

@@ -122,7 +122,8 @@ def campaign_choice(req: falcon.Request, visible: set[int] | None) -> int | None
 def visible_campaigns(db, principal) -> tuple[set[int] | None, dict[int, Any]]:
     """The ids the principal may see (None: all) and those campaigns by id, for names and the filter."""
     visible = visible_campaign_ids(db, principal)
-    campaigns = {c.id: c for c in list_campaigns(include_archived=True) if visible is None or c.id in visible}
+    listed = list_campaigns(db, include_archived=True)
+    campaigns = {c.id: c for c in listed if visible is None or c.id in visible}
     return visible, campaigns
 
 
@@ -170,7 +171,7 @@ class ClickLogResource(PanelResource):
             **log_range(req, tz_name, time.time()),
         )
         try:
-            rows = [] if visible == set() else pager.rows(list_clicks(query))
+            rows = [] if visible == set() else pager.rows(list_clicks(self.sessions.db, query))
         except LannerError as exc:
             raise refused(exc) from None
         self.page(
@@ -206,7 +207,7 @@ class ClickPageResource(PanelResource):
         facts = [(name, found[name]) for name in CLICK_FACTS]
         facts[0] = ("created_at", local_iso(found["created_at"], tz))
         sub_ids = [(name, found[name]) for name in SUB_ID_COLUMNS if found.get(name)]
-        conversions = list_conversions(LogFilter(subid=subid, timezone=tz.key, limit=100))
+        conversions = list_conversions(self.sessions.db, LogFilter(subid=subid, timezone=tz.key, limit=100))
         self.page(
             req, resp, "logs_click.html", session,
             click=found, facts=facts, sub_ids=sub_ids, streams=data["streams"], conversions=conversions,
@@ -253,14 +254,15 @@ class PostbackLogResource(PanelResource):
                 query = LogFilter(
                     subid=param(req, "subid") or None, status=status, before_id=pager.before_id, **options
                 )
-                rows = pager.rows(list_postbacks(query, orphans=orphans))
+                rows = pager.rows(list_postbacks(self.sessions.db, query, orphans=orphans))
             elif tab == "refusals":
-                rows = list_refusals(LogFilter(**options))[: pager.limit]  # Counters per day: no pages.
+                # Counters per day: no pages.
+                rows = list_refusals(self.sessions.db, LogFilter(**options))[: pager.limit]
             else:
                 query = LogFilter(
                     status=status, before_id=pager.before_id, **scope(visible, chosen), **options
                 )
-                rows = [] if visible == set() else pager.rows(list_deliveries(query))
+                rows = [] if visible == set() else pager.rows(list_deliveries(self.sessions.db, query))
         except LannerError as exc:
             raise refused(exc) from None
         self.page(

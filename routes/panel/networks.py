@@ -57,8 +57,9 @@ class NetworkListResource(PanelResource):
         self.show(req, resp, self.sessions.require(req), done=DELETED.format(deleted) if deleted else "")
 
     def show(self, req, resp, session, *, code=200, form=None, message="", done="") -> None:
-        counts = networks.offer_counts()
-        rows = [{"network": n, "offers": counts.get(n.id, 0)} for n in networks.list_networks()]
+        db = self.sessions.db
+        counts = networks.offer_counts(db)
+        rows = [{"network": n, "offers": counts.get(n.id, 0)} for n in networks.list_networks(db)]
         self.page(
             req, resp, "networks.html", session, code, rows=rows, done=done,
             templates=list(networks.catalogue().values()), catalogue_note=networks.catalogue_note(),
@@ -95,10 +96,9 @@ class NetworkResource(PanelResource):
         super().__init__(sessions, render)
         self.tracker_base = CampaignBase(sessions, settings)  # The campaign URLs' host is the postbacks'.
 
-    @staticmethod
-    def network(network_id: int):
+    def network(self, network_id: int):
         try:
-            return networks.get_network(network_id)
+            return networks.get_network(self.sessions.db, network_id)
         except AdminError as exc:
             raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
 
@@ -114,9 +114,9 @@ class NetworkResource(PanelResource):
         self.page(
             req, resp, "network.html", session, code, network=network, form=form, message=message, done=done,
             is_admin=is_admin, postback_url=networks.postback_url(network, self.tracker_base(req), key),
-            status_maps=networks.network_status_maps(network), statuses=STATUSES,
+            status_maps=networks.network_status_maps(self.sessions.db, network), statuses=STATUSES,
             network_statuses=NETWORK_STATUSES,
-            offers=[o for o in list_offers() if o.network_id == network.id],
+            offers=[o for o in list_offers(self.sessions.db) if o.network_id == network.id],
         )  # fmt: skip
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, network_id: int) -> None:

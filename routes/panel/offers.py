@@ -119,7 +119,7 @@ class OfferListResource(OfferPages):
         report = self.reports(principal, "offer", period)
         stats = {row["offer"]: row for row in report.rows} if report else {}
         rows = []
-        for offer in list_offers():
+        for offer in list_offers(self.sessions.db):
             if visible is not None and offer.id not in visible:
                 continue
             if not listing.keeps(offer.status, offer.name, offer.url):
@@ -141,7 +141,7 @@ class OfferListResource(OfferPages):
             search=listing.search, rows=rows,
             currency=report.currency if report else self.reports.report_currency,
             may_create=creates_campaigns(principal), form=form or BLANK_FORM, message=message,
-            networks=list_networks(),
+            networks=list_networks(self.sessions.db),
         )  # fmt: skip
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -173,7 +173,7 @@ class OfferResource(OfferPages):
     def show(self, req, resp, session, offer, form, *, code=200, message="", saved="") -> None:
         self.page(req, resp, "offer.html", session, code, offer=offer, form=form, message=message,
                   saved=saved, statuses=OFFER_STATUSES, may_edit=creates_campaigns(session.principal),
-                  networks=list_networks())  # fmt: skip
+                  networks=list_networks(self.sessions.db))  # fmt: skip
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
         session = self.sessions.require(req)

@@ -140,7 +140,7 @@ class DashboardResource(PanelResource):
             currency=(report or series).currency if (report or series) else self.reports.report_currency,
             campaigns=top_rows(report),
             notes=[] if report is None or principal.hides_money else report.notes,
-            campaign_names={c.id: c.name for c in list_campaigns(include_archived=True)},
+            campaign_names={c.id: c.name for c in list_campaigns(self.sessions.db, include_archived=True)},
             offers=top_rows(self.reports(principal, "offer", period)),
             countries=top_rows(self.reports(principal, "country", period)),
         )  # fmt: skip
@@ -162,7 +162,7 @@ class CampaignListResource(PanelResource):
         report = self.reports(principal, "campaign", period)
         stats = {row["campaign"]: row for row in report.rows} if report else {}
         rows = []
-        for campaign in list_campaigns(include_archived=True):
+        for campaign in list_campaigns(self.sessions.db, include_archived=True):
             if visible is not None and campaign.id not in visible:
                 continue
             if not listing.keeps(campaign.status, campaign.name, campaign.alias):
@@ -181,17 +181,17 @@ class CampaignListResource(PanelResource):
             search=listing.search, rows=rows, total=totals([row["stats"] for row in rows]),
             currency=report.currency if report else self.reports.report_currency,
             base_url=self.campaign_base(req), can_create=creates_campaigns(principal),
-            source_queries=source_queries(),
+            source_queries=source_queries(self.sessions.db),
             query=urllib.parse.urlencode({"period": period, "status": listing.status, "q": listing.search}),
         )  # fmt: skip
 
 
-def source_queries() -> dict[int, str]:
+def source_queries(db) -> dict[int, str]:
     """Source id -> `?zoneid={zoneid}&...`: what a campaign URL of that source carries (none: '')."""
     from models.admin.sources import list_sources
     from models.routing.sources import loads, template_text
 
-    queries = {s.id: template_text(loads(s.parameters)) for s in list_sources(include_archived=True)}
+    queries = {s.id: template_text(loads(s.parameters)) for s in list_sources(db, include_archived=True)}
     return {source_id: "?" + query for source_id, query in queries.items() if query}
 
 
@@ -217,7 +217,7 @@ class CampaignStatusResource(PanelResource):
                 title="Bad status", description="A campaign is set active or paused here."
             )
         try:
-            get_campaign(campaign_id)
+            get_campaign(db, campaign_id)
         except AdminError as exc:
             raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
         try:

@@ -193,7 +193,7 @@ class UserResource(AdminPage):
     ):
         db = self.sessions.db
         tz = timezone_of(session.principal)
-        campaigns = list_campaigns(include_archived=True)
+        campaigns = list_campaigns(db, include_archived=True)
         shares = user_shares(db, user.id)
         self.page(
             req, resp, "user.html", session, code,

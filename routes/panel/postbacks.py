@@ -66,8 +66,8 @@ class PostbackSetupResource(PanelResource):
         base = self.tracker_base(req).rstrip("/")
         visible = visible_campaign_ids(db, principal)
         editable = editable_campaign_ids(db, principal)
-        campaigns = {c.id: c for c in list_campaigns(include_archived=True)}
-        targets = [t for t in admin.list_targets() if visible is None or t["campaign_id"] in visible]
+        campaigns = {c.id: c for c in list_campaigns(db, include_archived=True)}
+        targets = [t for t in admin.list_targets(db) if visible is None or t["campaign_id"] in visible]
         for target in targets:
             target["campaign"] = campaigns.get(target["campaign_id"])
             target["is_editable"] = editable is None or target["campaign_id"] in editable
@@ -81,7 +81,7 @@ class PostbackSetupResource(PanelResource):
             query_url=f"{base}/postback?key={key}&subid={{subid}}&status={{status}}&payout={{payout}}&tid={{tid}}",
             pixel_url=f"{base}/px/conversion?key={key}&status=lead", parameters=PARAMETERS,
             macros=TARGET_MACROS, targets=targets, campaign_choices=choices, statuses=STATUSES,
-            methods=POSTBACK_METHODS, status_maps=admin.list_status_maps(),
+            methods=POSTBACK_METHODS, status_maps=admin.list_status_maps(db),
             form=form or {"campaign": "", "url": "", "statuses": ["sale"], "method": "GET"},
             message=message, result=result, done=done,
         )  # fmt: skip
@@ -146,7 +146,7 @@ class PostbackSetupResource(PanelResource):
     def require_campaign(self, principal, ref: str) -> None:
         """As the API's require_campaign for a write: 404 for a campaign not visible, 403 if not editable."""
         try:
-            campaign_id = get_campaign(ref).id
+            campaign_id = get_campaign(self.sessions.db, ref).id
         except AdminError as exc:
             raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
         visible = visible_campaign_ids(self.sessions.db, principal)
@@ -158,7 +158,7 @@ class PostbackSetupResource(PanelResource):
             )
 
     def target(self, principal, target_id) -> dict:
-        targets = {str(t["id"]): t for t in admin.list_targets()}
+        targets = {str(t["id"]): t for t in admin.list_targets(self.sessions.db)}
         target = targets.get(str(target_id))
         if target is None:
             raise falcon.HTTPNotFound(

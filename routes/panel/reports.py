@@ -288,7 +288,7 @@ class ReportBuilder:
         visible = visible_campaign_ids(self.db, principal)
         return {
             c.id: (c.name, c.alias)
-            for c in list_campaigns(include_archived=True)
+            for c in list_campaigns(self.db, include_archived=True)
             if visible is None or c.id in visible
         }
 
@@ -345,10 +345,10 @@ class ReportBuilder:
                 if group == "offer":
                     return get_offer(int(value)).name
                 if group == "network":
-                    return get_network(int(value)).name
+                    return get_network(self.db, int(value)).name
                 if group == "traffic_source":
-                    return get_source(int(value)).name
-                stream = get_stream(int(value))
+                    return get_source(self.db, int(value)).name
+                stream = get_stream(self.db, int(value))
             except AdminError:
                 return f"#{value}"
             return stream.name if stream.campaign_id in campaigns else f"#{value}"

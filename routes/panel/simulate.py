@@ -3,7 +3,7 @@ visitor described in a form (IP, User-Agent, referrer, language, query parameter
 
 The fragment is what the campaign editor loads with htmx (an HX-Request gets the fragment alone);
 opened directly it is a page. It runs the click pipeline with dry_run (models/clicks/tracker.py), the
-same call as cli.py's simulate_command, so it stores nothing; a GET, then, with no CSRF token to carry.
+same call as cli/clicks.py's simulate_command, so it stores nothing; a GET, then, with no CSRF token to carry.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class SimulateResource(PanelResource):
         session = self.sessions.require(req)
         visible = visible_campaign_ids(self.sessions.db, session.principal)
         try:
-            campaign = get_campaign(campaign_id)
+            campaign = get_campaign(self.sessions.db, campaign_id)
         except AdminError as exc:
             raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
         if visible is not None and campaign.id not in visible:
@@ -72,8 +72,8 @@ class SimulateResource(PanelResource):
         if req.get_param("run"):
             data, message = self.simulate(campaign, form)
         names = {
-            "streams": {stream.id: stream.name for stream in list_streams(campaign.id)},
-            "offers": {offer.id: offer.name for offer in list_offers()},
+            "streams": {stream.id: stream.name for stream in list_streams(self.sessions.db, campaign.id)},
+            "offers": {offer.id: offer.name for offer in list_offers(self.sessions.db)},
         }
         context = dict(campaign=campaign, form=form, data=data, message=message, names=names)
         # htmx swaps only 2xx answers: a refused form comes back as a 200 fragment with its message.

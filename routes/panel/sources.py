@@ -99,8 +99,9 @@ class SourceListResource(SourcePages):
         self.show(req, resp, session, form=form, message=message, chosen=key or "", done=done)
 
     def show(self, req, resp, session, *, code=200, form=None, message="", chosen="", done="") -> None:
-        counts = campaign_counts()
-        rows = [source_fields(s, counts.get(s.id, 0)) for s in list_sources(include_archived=True)]
+        counts = campaign_counts(self.sessions.db)
+        listed = list_sources(self.sessions.db, include_archived=True)
+        rows = [source_fields(s, counts.get(s.id, 0)) for s in listed]
         entries = catalogue()["sources"]
         self.page(
             req, resp, "sources.html", session, code, rows=rows, form=form or BLANK_FORM, message=message,
@@ -129,7 +130,7 @@ class SourceListResource(SourcePages):
 class SourceResource(SourcePages):
     def source(self, source_id: int):
         try:
-            return get_source(source_id)
+            return get_source(self.sessions.db, source_id)
         except AdminError as exc:
             raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
 
@@ -141,7 +142,7 @@ class SourceResource(SourcePages):
         self.show(req, resp, session, source, form, saved=saved)
 
     def show(self, req, resp, session, source, form, *, code=200, message="", saved="") -> None:
-        fields = source_fields(source, campaign_counts().get(source.id, 0))
+        fields = source_fields(source, campaign_counts(self.sessions.db).get(source.id, 0))
         self.page(req, resp, "source.html", session, code, source=fields, form=form, message=message,
                   saved=saved, source_statuses=SOURCE_STATUSES, **self.context(session))  # fmt: skip
 

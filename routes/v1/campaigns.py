@@ -88,12 +88,12 @@ class GeoWarnings:
     def __init__(self, geo_path: Path, geo_network_paths: tuple[Path, ...]) -> None:
         self.geo_path, self.geo_network_paths = geo_path, geo_network_paths
 
-    def with_warnings(self, stream) -> dict[str, Any]:
+    def with_warnings(self, db, stream) -> dict[str, Any]:
         warnings = services.stream_geo_warnings(stream, self.geo_path, self.geo_network_paths)
-        return {**stream_json(stream), "warnings": warnings}
+        return {**stream_json(db, stream), "warnings": warnings}
 
 
-def stream_json(stream) -> dict[str, Any]:
+def stream_json(db, stream) -> dict[str, Any]:
     return {
         "id": stream.id,
         "campaign_id": stream.campaign_id,
@@ -104,8 +104,8 @@ def stream_json(stream) -> dict[str, Any]:
         "action": stream.action,
         "payload": stream.action_payload,
         "status": stream.status,
-        "offers": [{"offer_id": o, "weight": w} for o, w in services.stream_offers(stream)],
-        "landers": stream_lander_rows(stream.id),
+        "offers": [{"offer_id": o, "weight": w} for o, w in services.stream_offers(db, stream)],
+        "landers": stream_lander_rows(db, stream.id),
         "offer_rotation": stream.offer_rotation,
         "fallback_offer_id": stream.fallback_offer_id,
         "redirect_type": stream.redirect_type,
@@ -116,14 +116,14 @@ def stream_json(stream) -> dict[str, Any]:
     }
 
 
-def _campaign(req: falcon.Request, ref: str):
-    campaign = services.get_campaign(ref)  # AdminNotFound: 404.
+def _campaign(db, req: falcon.Request, ref: str):
+    campaign = services.get_campaign(db, ref)  # AdminNotFound: 404.
     require_campaign(req, campaign.id)
     return campaign
 
 
-def _stream(req: falcon.Request, stream_id: int):
-    stream = services.get_stream(stream_id)
+def _stream(db, req: falcon.Request, stream_id: int):
+    stream = services.get_stream(db, stream_id)
     require_campaign(req, stream.campaign_id)
     return stream
 
@@ -153,13 +153,13 @@ def _offers(body: dict[str, Any]) -> list[tuple[int, int]] | None:
     return [(item["offer_id"], item.get("weight", 100)) for item in body.pop("offers")]
 
 
-def _landers(body: dict[str, Any]) -> list[tuple[int, int]] | None:
+def _landers(db, body: dict[str, Any]) -> list[tuple[int, int]] | None:
     """The `landers` sent, as [(lander_id, weight)] (a name for its lander's id); None: not sent."""
     if "landers" not in body:
         return None
     landers = []
     for item in body.pop("landers"):
-        lander_id = item["lander_id"] if "lander_id" in item else get_lander(item["name"]).id
+        lander_id = item["lander_id"] if "lander_id" in item else get_lander(db, item["name"]).id
         landers.append((lander_id, item.get("weight", 100)))
     return landers
 
@@ -189,7 +189,7 @@ class CampaignListResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         include_archived = req.get_param_as_bool("all", default=False)
-        campaigns = services.list_campaigns(include_archived=include_archived)
+        campaigns = services.list_campaigns(self.db, include_archived=include_archived)
         visible = visible_campaigns(req)
         if visible is not None:
             campaigns = [c for c in campaigns if c.id in visible]
@@ -216,14 +216,14 @@ class CampaignResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
-        campaign = _campaign(req, ref)
+        campaign = _campaign(self.db, req, ref)
         (data,) = _shown(req, [campaign])
-        data["streams"] = [stream_json(s) for s in services.list_streams(campaign.id)]
+        data["streams"] = [stream_json(self.db, s) for s in services.list_streams(self.db, campaign.id)]
         answer(req, resp, data)
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = _campaign_changes(read_body(req, CAMPAIGN_UPDATE))
-        campaign = _campaign(req, ref)
+        campaign = _campaign(self.db, req, ref)
         answer(
             req,
             resp,
@@ -233,7 +233,7 @@ class CampaignResource:
         )
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
-        campaign = _campaign(req, ref)
+        campaign = _campaign(self.db, req, ref)
         answer(
             req,
             resp,
@@ -262,7 +262,7 @@ class CampaignCloneResource:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, CAMPAIGN_CLONE)
-        campaign = _campaign(req, ref)
+        campaign = _campaign(self.db, req, ref)
         require_creator(req, "campaigns")
         copy = services.clone_campaign(self.db, campaign.id, actor=req.context.principal, **body)
         answer(req, resp, campaign_fields(copy), falcon.HTTP_201)
@@ -283,19 +283,19 @@ class StreamListResource:
         self.auth, self.db, self.geo = auth, db, geo
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
-        campaign = _campaign(req, ref)
-        items, following = page(req, services.list_streams(campaign.id), _evaluation_key)
-        answer(req, resp, {"items": [stream_json(s) for s in items], "next": following})
+        campaign = _campaign(self.db, req, ref)
+        items, following = page(req, services.list_streams(self.db, campaign.id), _evaluation_key)
+        answer(req, resp, {"items": [stream_json(self.db, s) for s in items], "next": following})
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, STREAM_FIELDS)
-        campaign = _campaign(req, ref)
-        offers, landers, payload = _offers(body) or [], _landers(body) or [], _payload(body)
+        campaign = _campaign(self.db, req, ref)
+        offers, landers, payload = _offers(body) or [], _landers(self.db, body) or [], _payload(body)
         stream = services.add_stream(
             self.db, campaign.id, offers=offers, landers=landers, payload=payload or "",
             actor=req.context.principal, **body,
         )  # fmt: skip
-        answer(req, resp, self.geo.with_warnings(stream), falcon.HTTP_201)
+        answer(req, resp, self.geo.with_warnings(self.db, stream), falcon.HTTP_201)
 
 
 @api_resource
@@ -312,9 +312,9 @@ class StreamOrderResource:
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, self.operations["PUT"].body)
-        campaign = _campaign(req, ref)
+        campaign = _campaign(self.db, req, ref)
         streams = services.reorder_streams(self.db, campaign.id, body["streams"], actor=req.context.principal)
-        answer(req, resp, {"items": [stream_json(s) for s in streams], "next": None})
+        answer(req, resp, {"items": [stream_json(self.db, s) for s in streams], "next": None})
 
 
 @api_resource
@@ -329,11 +329,11 @@ class StreamResource:
         self.auth, self.db, self.geo = auth, db, geo
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
-        answer(req, resp, stream_json(_stream(req, stream_id)))
+        answer(req, resp, stream_json(self.db, _stream(self.db, req, stream_id)))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
         body = read_body(req, STREAM_UPDATE)
-        _stream(req, stream_id)
+        _stream(self.db, req, stream_id)
         if body.get("status") == "deleted":
             raise falcon.HTTPBadRequest(title="Refused", description="Remove a stream with DELETE.")
         offers, payload = _offers(body), _payload(body)
@@ -342,13 +342,13 @@ class StreamResource:
                 title="Refused", description="A stream's offers cannot be an empty list."
             )
         stream = services.update_stream(
-            self.db, stream_id, offers=offers, landers=_landers(body), payload=payload,
+            self.db, stream_id, offers=offers, landers=_landers(self.db, body), payload=payload,
             actor=req.context.principal, **body,
         )  # fmt: skip
-        answer(req, resp, self.geo.with_warnings(stream) if "filters" in body else stream_json(stream))
+        shown = self.geo.with_warnings(self.db, stream) if "filters" in body else stream_json(self.db, stream)
+        answer(req, resp, shown)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
-        _stream(req, stream_id)
-        answer(
-            req, resp, stream_json(services.remove_stream(self.db, stream_id, actor=req.context.principal))
-        )
+        _stream(self.db, req, stream_id)
+        removed = services.remove_stream(self.db, stream_id, actor=req.context.principal)
+        answer(req, resp, stream_json(self.db, removed))

@@ -30,7 +30,7 @@ class ClickLogResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         given = check_params(req, CLICK_LOG_PARAMS)
-        chosen = campaign_id(req, given)
+        chosen = campaign_id(self.db, req, given)
         options = log_options(req, given)
         query = ClickFilter(
             campaign_id=chosen,
@@ -40,7 +40,7 @@ class ClickLogResource:
             is_bot=req.get_param_as_bool("bots"),
             **options,
         )
-        items, following = log_page(list_clicks(query), options["limit"] - 1)
+        items, following = log_page(list_clicks(self.db, query), options["limit"] - 1)
         answer(req, resp, {"items": items, "next": following})
 
 

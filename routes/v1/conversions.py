@@ -46,10 +46,10 @@ class ConversionListResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         given = check_params(req, CONVERSION_LOG_PARAMS)
-        chosen = campaign_id(req, given)
+        chosen = campaign_id(self.db, req, given)
         options = log_options(req, given)
         query = LogFilter(campaign_id=chosen, subid=given.get("subid"), status=given.get("status"), **options)
-        items, following = log_page(list_conversions(query), options["limit"] - 1)
+        items, following = log_page(list_conversions(self.db, query), options["limit"] - 1)
         answer(req, resp, {"items": items, "next": following})
 
 

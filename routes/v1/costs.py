@@ -64,12 +64,12 @@ def _request(req: falcon.Request, db, item: dict, what: str = "The body"):
     principal = req.context.principal
     try:
         if "campaign" in body:
-            campaign = get_campaign(body["campaign"])
+            campaign = get_campaign(db, body["campaign"])
             require_campaign(req, campaign.id)
-            scope = cost_scope(campaign=campaign, sub_ids=sub_ids)
+            scope = cost_scope(db, campaign=campaign, sub_ids=sub_ids)
         else:
-            source = get_source(body["source"])
-            scope = cost_scope(source=source, sub_ids=sub_ids)
+            source = get_source(db, body["source"])
+            scope = cost_scope(db, source=source, sub_ids=sub_ids)
             others = uneditable_campaigns(db, principal, scope.campaign_ids)
             if others:
                 raise falcon.HTTPForbidden(
@@ -121,11 +121,11 @@ class CostResource:
         _require_money(req, "has no costs to list")
         campaign_ids, source_id = None, None
         if "campaign" in req.params:
-            campaign = get_campaign(req.get_param("campaign", required=True))
+            campaign = get_campaign(self.db, req.get_param("campaign", required=True))
             require_campaign(req, campaign.id)
             campaign_ids = [campaign.id]
         if "source" in req.params:
-            source_id = get_source(req.get_param("source", required=True)).id
+            source_id = get_source(self.db, req.get_param("source", required=True)).id
         entries = cost_entries(self.db, campaign_ids=campaign_ids, source_id=source_id)
         visible = visible_campaigns(req)
         if visible is not None:  # Theirs, and their campaigns' sources'.

@@ -80,8 +80,8 @@ class DomainListResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         require_admin(req, "or see domains")
-        found = domains.list_domains(include_archived=req.get_param_as_bool("all", default=False))
-        aliases = domains.campaign_aliases()
+        found = domains.list_domains(self.db, include_archived=req.get_param_as_bool("all", default=False))
+        aliases = domains.campaign_aliases(self.db)
         items, following = page(req, found, lambda d: [d.id])
         answer(req, resp, {"items": [domains.domain_fields(d, aliases) for d in items], "next": following})
 
@@ -114,7 +114,7 @@ class DomainResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         require_admin(req, "or see domains")
-        answer(req, resp, domains.domain_fields(domains.get_domain(ref)))
+        answer(req, resp, domains.domain_fields(domains.get_domain(self.db, ref)))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, DOMAIN_UPDATE)
@@ -144,7 +144,7 @@ class CampaignDomainsResource:
         from models.admin.services import get_campaign
 
         require_admin(req, "or see a campaign's domains")
-        served = domains.campaign_domains(get_campaign(ref).id)
+        served = domains.campaign_domains(get_campaign(self.db, ref).id)
         answer(req, resp, {"domains": [d.name for d in served]})
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:

@@ -30,8 +30,8 @@ LANDER_UPDATE = (
 )
 
 
-def lander_answer(lander) -> dict:
-    return landers.lander_fields(lander, landers.lander_uses().get(lander.id, []))
+def lander_answer(db, lander) -> dict:
+    return landers.lander_fields(lander, landers.lander_uses(db).get(lander.id, []))
 
 
 def require_editor(req: falcon.Request, lander) -> None:
@@ -61,10 +61,10 @@ class LanderListResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        found = landers.list_landers(include_archived=req.get_param_as_bool("all", default=False))
+        found = landers.list_landers(self.db, include_archived=req.get_param_as_bool("all", default=False))
         visible = visible_lander_ids(self.db, req.context.principal)
         found = [lander for lander in found if visible is None or lander.id in visible]
-        uses = landers.lander_uses()
+        uses = landers.lander_uses(self.db)
         items, following = page(req, found, lambda x: [x.id])
         answer(req, resp, {"items": [landers.lander_fields(x, uses.get(x.id, [])) for x in items],
                            "next": following})  # fmt: skip
@@ -79,7 +79,7 @@ class LanderListResource:
             notes=body.get("notes", ""),
             actor=req.context.principal,
         )
-        answer(req, resp, lander_answer(created), falcon.HTTP_201)
+        answer(req, resp, lander_answer(self.db, created), falcon.HTTP_201)
 
 
 @api_resource
@@ -96,7 +96,7 @@ class LanderResource:
         self.auth, self.db, self.files = auth, db, files
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
-        answer(req, resp, lander_answer(visible_lander(self.db, req.context.principal, ref)))
+        answer(req, resp, lander_answer(self.db, visible_lander(self.db, req.context.principal, ref)))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, LANDER_UPDATE)
@@ -105,7 +105,7 @@ class LanderResource:
         changed = landers.update_lander(
             self.db, lander.id, files=self.files, actor=req.context.principal, **body
         )
-        answer(req, resp, lander_answer(changed))
+        answer(req, resp, lander_answer(self.db, changed))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         lander = visible_lander(self.db, req.context.principal, ref)
@@ -148,4 +148,4 @@ class LanderZipResource:
         changed = landers.update_lander(
             self.db, lander.id, zip_data=data, files=self.files, actor=req.context.principal
         )
-        answer(req, resp, lander_answer(changed))
+        answer(req, resp, lander_answer(self.db, changed))

@@ -19,14 +19,14 @@ RANGE_PARAMS = (
 CAMPAIGN_PARAM = Param("campaign", "Campaign id or alias.")
 
 
-def campaign_id(req: falcon.Request, given: dict[str, str]) -> int | None:
+def campaign_id(db, req: falcon.Request, given: dict[str, str]) -> int | None:
     """The `campaign` parameter's id; a principal who sees only some campaigns must name one."""
     ref = given.pop("campaign", None)
     if ref is None:
         if visible_campaigns(req) is not None:
             raise falcon.HTTPBadRequest(title="Name a campaign", description="Name one of your campaigns.")
         return None
-    campaign = get_campaign(ref)
+    campaign = get_campaign(db, ref)
     require_campaign(req, campaign.id)
     return campaign.id
 

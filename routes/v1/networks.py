@@ -35,12 +35,13 @@ NETWORK_UPDATE = (
 )
 
 
-def network_answer(network) -> dict:
+def network_answer(db, network) -> dict:
     """A network with its status maps and its postback URL's query (the key is shown to nobody here)."""
     return network_fields(network) | {
         "postback_query": networks.postback_url(network, "", "").split("?", 1)[1],
         "status_maps": [
-            {"word": m["raw_status"], "status": m["status"]} for m in networks.network_status_maps(network)
+            {"word": m["raw_status"], "status": m["status"]}
+            for m in networks.network_status_maps(db, network)
         ],
     }
 
@@ -62,7 +63,7 @@ class NetworkListResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        items, following = page(req, networks.list_networks(), lambda n: [n.id])
+        items, following = page(req, networks.list_networks(self.db), lambda n: [n.id])
         answer(req, resp, {"items": [network_fields(n) for n in items], "next": following})
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -76,7 +77,7 @@ class NetworkListResource:
             actor=req.context.principal,
             **body,
         )
-        answer(req, resp, network_answer(created), falcon.HTTP_201)
+        answer(req, resp, network_answer(self.db, created), falcon.HTTP_201)
 
 
 @api_resource
@@ -93,17 +94,17 @@ class NetworkResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
-        answer(req, resp, network_answer(networks.get_network(ref)))
+        answer(req, resp, network_answer(self.db, networks.get_network(self.db, ref)))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, NETWORK_UPDATE)
-        networks.get_network(ref)
+        networks.get_network(self.db, ref)
         require_admin(req, "networks")
         changed = networks.update_network(self.db, ref, actor=req.context.principal, **body)
-        answer(req, resp, network_answer(changed))
+        answer(req, resp, network_answer(self.db, changed))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
-        network = networks.get_network(ref)
+        network = networks.get_network(self.db, ref)
         require_admin(req, "networks")
         networks.delete_network(self.db, network.id, actor=req.context.principal)
         answer(req, resp, {"deleted": network.id, "alias": network.alias})

@@ -45,8 +45,8 @@ class TargetListResource:
         given = check_params(req, self.operations["GET"].params)
         ref = given.get("campaign")
         if ref is not None:
-            require_campaign(req, get_campaign(ref).id)
-        targets = admin.list_targets(ref)
+            require_campaign(req, get_campaign(self.db, ref).id)
+        targets = admin.list_targets(self.db, ref)
         visible = visible_campaigns(req)
         if visible is not None:
             targets = [t for t in targets if t["campaign_id"] in visible]
@@ -55,7 +55,7 @@ class TargetListResource:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_body(req, TARGET_CREATE)
-        require_campaign(req, get_campaign(body["campaign"]).id)
+        require_campaign(req, get_campaign(self.db, body["campaign"]).id)
         target = admin.add_target(
             self.db,
             body["campaign"],
@@ -75,7 +75,7 @@ class TargetResource:
         self.auth, self.db = auth, db
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, target_id: int) -> None:
-        targets = {t["id"]: t for t in admin.list_targets()}
+        targets = {t["id"]: t for t in admin.list_targets(self.db)}
         if target_id in targets:
             require_campaign(req, targets[target_id]["campaign_id"])
         answer(req, resp, admin.remove_target(self.db, target_id, actor=req.context.principal).__data__)
@@ -97,7 +97,7 @@ class StatusMapListResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        maps = admin.list_status_maps()
+        maps = admin.list_status_maps(self.db)
         items, following = page(req, maps, lambda m: [m["network"], m["raw_status"]])
         answer(req, resp, {"items": items, "next": following})
 
@@ -181,7 +181,7 @@ class PostbackLogResource:
         orphans = req.get_param_as_bool("orphans", default=False)
         options = log_options(req, given)
         query = LogFilter(subid=given.get("subid"), status=given.get("verdict"), **options)
-        items, following = log_page(list_postbacks(query, orphans=orphans), options["limit"] - 1)
+        items, following = log_page(list_postbacks(self.db, query, orphans=orphans), options["limit"] - 1)
         answer(req, resp, {"items": items, "next": following})
 
 
@@ -204,8 +204,8 @@ class DeliveryLogResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         given = check_params(req, DELIVERY_LOG_PARAMS)
         refuse_raw_money(req, "delivery log")
-        chosen = campaign_id(req, given)
+        chosen = campaign_id(self.db, req, given)
         options = log_options(req, given)
         query = LogFilter(campaign_id=chosen, status=given.get("state"), **options)
-        items, following = log_page(list_deliveries(query), options["limit"] - 1)
+        items, following = log_page(list_deliveries(self.db, query), options["limit"] - 1)
         answer(req, resp, {"items": items, "next": following})

@@ -47,7 +47,7 @@ class ReportResource:
         visible = visible_campaigns(req)
         if visible is not None:
             refs = (params.get("campaign") or params.get("f.campaign") or "").split(",")
-            ids = {get_campaign(ref.strip()).id for ref in refs if ref.strip()}
+            ids = {get_campaign(self.db, ref.strip()).id for ref in refs if ref.strip()}
             if not ids or not ids <= visible:
                 raise falcon.HTTPBadRequest(
                     title="Name a campaign", description="Name one of your campaigns."

@@ -58,8 +58,8 @@ class SourceListResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        found = sources.list_sources(include_archived=req.get_param_as_bool("all", default=False))
-        counts = sources.campaign_counts()
+        found = sources.list_sources(self.db, include_archived=req.get_param_as_bool("all", default=False))
+        counts = sources.campaign_counts(self.db)
         items, following = page(req, found, lambda s: [s.id])
         reveal = creates_campaigns(req.context.principal)
         shown = [sources.source_fields(s, counts.get(s.id, 0), reveal=reveal) for s in items]
@@ -96,21 +96,21 @@ class SourceResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
-        source = sources.get_source(ref)
-        count = sources.campaign_counts().get(source.id, 0)
+        source = sources.get_source(self.db, ref)
+        count = sources.campaign_counts(self.db).get(source.id, 0)
         reveal = creates_campaigns(req.context.principal)
         answer(req, resp, sources.source_fields(source, count, reveal=reveal))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, SOURCE_UPDATE)
-        sources.get_source(ref)
+        sources.get_source(self.db, ref)
         require_creator(req, "or change traffic sources")
         slots = _slots(body)
         source = sources.update_source(self.db, ref, slots=slots, actor=req.context.principal, **body)
-        answer(req, resp, sources.source_fields(source, sources.campaign_counts().get(source.id, 0)))
+        answer(req, resp, sources.source_fields(source, sources.campaign_counts(self.db).get(source.id, 0)))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
-        source = sources.get_source(ref)
+        source = sources.get_source(self.db, ref)
         require_creator(req, "or delete traffic sources")
         sources.delete_source(self.db, source.id, actor=req.context.principal)
         answer(req, resp, {"deleted": source.id, "name": source.name})

@@ -155,7 +155,7 @@ def prepare_panel(
             else:
                 set_password(db, name, password)
         ids = path_ids(db)
-        campaigns = [campaign.id for campaign in list_campaigns(include_archived=True)]
+        campaigns = [campaign.id for campaign in list_campaigns(db, include_archived=True)]
         # bench-buyer sees every other campaign (and may edit them), the others every third; all of
         # them the one the paths name, so that every user's pages open it.
         busiest = int(ids["campaign"])

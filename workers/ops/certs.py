@@ -22,9 +22,13 @@ import shlex
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from models.errors import LannerError
 from settings import Settings
+
+if TYPE_CHECKING:
+    from peewee import Database
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +128,7 @@ def renew_certificates(settings: Settings, *, force: bool = False) -> list[str]:
     args += ["--force-renewal"] if force else []
     result = _certbot(settings, args)
     renewed = []
-    for domain in list_domains():
+    for domain in list_domains(db):
         try:
             expires_at = certificate_expiry(certificate_paths(settings, domain.name)[0])
         except CertError as exc:  # One unreadable file: the others' expiries are still read back.
@@ -194,17 +198,31 @@ def site_settings(settings: Settings) -> dict:
     }
 
 
-def site_domains(settings: Settings) -> tuple:
+def site_domains(db: Database, settings: Settings) -> tuple:
     """The active domains as the site serves them, each with its certificate once certbot has one."""
     from models.admin.domains import list_domains
     from workers.ops.nginx import SiteDomain
 
     domains = []
-    for domain in list_domains():
+    for domain in list_domains(db):
         certificate, key = certificate_paths(settings, domain.name)
         has_cert = bool(domain.is_https) and certificate.exists() and key.exists()
         domains.append(SiteDomain(domain.name, has_cert, bool(domain.redirect_http)))
     return tuple(domains)
+
+
+def current_site_domains(settings: Settings) -> tuple:
+    """site_domains as `lanner nginx site` renders them: none before the database exists or is migrated
+    (a first install renders the site before anything else)."""
+    from models.migrations.runner import schema_is_current
+    from models.store.database import open_database
+
+    if not settings.uses_postgres and not settings.database_path.exists():
+        return ()
+    database = open_database(settings.database_location)
+    if not schema_is_current(database):
+        return ()
+    return site_domains(database, settings)
 
 
 def request_site(settings: Settings) -> bool:
@@ -243,7 +261,7 @@ def secure_domain(db, settings: Settings, ref: str | int):
     The domain; CertError (after recording it on the domain) when certbot failed."""
     from models.admin.domains import get_domain, record_certificate
 
-    domain = get_domain(ref)
+    domain = get_domain(db, ref)
     if recorded_site(settings) is None:
         if domain.is_https:
             error = CertError(
@@ -267,10 +285,10 @@ def secure_domain(db, settings: Settings, ref: str | int):
     return domain
 
 
-def renew_due(settings: Settings, *, force: bool = False) -> list[str]:
+def renew_due(db: Database, settings: Settings, *, force: bool = False) -> list[str]:
     """The daily renewal (workers/runtime/tasks.py): only on the host whose nginx serves the domains."""
     from models.admin.domains import list_domains
 
-    if recorded_site(settings) is None or not any(d.is_https for d in list_domains()):
+    if recorded_site(settings) is None or not any(d.is_https for d in list_domains(db)):
         return []
     return renew_certificates(settings, force=force)

@@ -440,7 +440,7 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         from workers.ops.certs import CertError, renew_due
 
         try:
-            renewed = renew_due(settings)
+            renewed = renew_due(db, settings)
         except CertError as exc:
             logger.warning("certificates not renewed: %s", exc)
             return

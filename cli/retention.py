@@ -1,0 +1,61 @@
+"""`lanner prune` and `lanner privacy`: what is kept of visitors' data, and for how long."""
+
+from __future__ import annotations
+
+import click
+
+from cli.context import Context, pass_context
+from cli.output import progress_to_total
+
+
+@click.command("prune")
+@click.option("--older-than", help="Age of the clicks to delete: 90d, 12w, 2160h. Without it, no clicks go.")
+@click.option("--yes", is_flag=True, help="Do not ask.")
+@pass_context
+def prune_command(ctx: Context, older_than: str | None, yes: bool) -> None:
+    """Delete raw clicks older than an age, in chunks (report totals stay), and the postback log and
+    refusal counters older than LANNER_POSTBACK_LOG_DAYS."""
+    from models.ops.retention import parse_age, prune_clicks, prune_postback_log
+
+    pruned = prune_postback_log(ctx.db, ctx.settings.postback_log_days)
+    click.echo(
+        f"Deleted {pruned.log_rows:,} postback log rows and {pruned.refusal_rows:,} refusal counters "
+        f"older than {ctx.settings.postback_log_days} days."
+        if ctx.settings.postback_log_days
+        else "The postback log is kept forever (LANNER_POSTBACK_LOG_DAYS=0)."
+    )
+    if older_than is None:
+        return
+    age_ms = parse_age(older_than)
+    if not yes:
+        click.confirm(
+            f"Delete every click older than {older_than} (the click log for that time)?", abort=True
+        )
+    with progress_to_total("Pruning") as advance:
+        deleted = prune_clicks(
+            ctx.db, age_ms, global_uniqueness_hours=ctx.settings.uniqueness_hours, on_progress=advance
+        )
+    click.echo(f"Deleted {deleted:,} clicks older than {older_than}.")
+
+
+@click.group()
+def privacy() -> None:
+    """Visitors' IP addresses (LANNER_ANONYMIZE_IP)."""
+
+
+@privacy.command("anonymize-stored")
+@click.option("--yes", is_flag=True, help="Do not ask.")
+@pass_context
+def privacy_anonymize_stored(ctx: Context, yes: bool) -> None:
+    """Truncate the IP address of every stored click as LANNER_ANONYMIZE_IP does new ones (in chunks)."""
+    from models.ops.privacy import anonymize_stored_clicks
+
+    if not yes:
+        click.confirm(
+            "Zero the last octet (IPv4) or the last 80 bits (IPv6) of every stored click's IP address, for "
+            "good?",
+            abort=True,
+        )
+    with progress_to_total("Anonymising") as advance:
+        changed = anonymize_stored_clicks(ctx.db, on_progress=advance)
+    click.echo(f"Anonymised the IP address of {changed:,} clicks.")
