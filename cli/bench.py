@@ -158,17 +158,19 @@ def _suite_command(name: str, about: str):
 
             if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
                 raise click.ClickException("--cluster needs psycopg, which this process could not load.")
-            from workers.bench.cluster import format_cluster_report
+            from workers.bench.cluster import ClusterReport, format_cluster_report
 
             result = run_cluster_scenario(
                 SUITE_SCENARIOS[name], quick=quick, workers=workers, keep=keep, reporter=ConsoleReporter()
             )
+            assert isinstance(result.ladder, ClusterReport)
             lines = format_cluster_report(result.ladder)
         else:
             result = run_scenario(
                 SUITE_SCENARIOS[name], quick=quick, data_dir=Path(data_dir), workers=workers, keep=keep,
                 reporter=ConsoleReporter(),
             )  # fmt: skip
+            assert result.ladder is not None
             lines = format_report(result.ladder)
         if json_path:
             write_json(Path(json_path), result.to_json())
@@ -316,7 +318,7 @@ def bench_compare_command(
     except ValueError:
         raise click.BadParameter(
             f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
-        )
+        ) from None
     result = run_compare(
         old, new, scenario=scenario, rates=ladder, step_seconds=step_seconds, rounds=rounds,
         prefill=prefill, workers=workers, data_dir=Path(data_dir).resolve(), reporter=ConsoleReporter(),
@@ -453,7 +455,7 @@ def bench_clicks_command(
     except ValueError:
         raise click.BadParameter(
             f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
-        )
+        ) from None
     if not ladder or min(ladder) <= 0:
         raise click.BadParameter("every rate must be a positive integer.", param_hint="--rates")
     options = BenchOptions(

@@ -26,6 +26,7 @@ def bots_update(ctx: Context) -> None:
     for line in report.lines:
         click.echo(line)
     data = report.data
+    assert data is not None  # update_ranges always leaves the data it wrote (or kept) in its report.
     click.echo(f"{data.network_count} networks from {len(data.sources)} sources written to {path}.")
     if report.failed:
         raise click.ClickException(

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from peewee import Database
 
 
 class Context:
@@ -13,10 +18,10 @@ class Context:
             self.settings: Settings = load_settings()
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
-        self._db = None
+        self._db: Database | None = None
 
     @property
-    def db(self):
+    def db(self) -> Database:
         """The database, opened on first use; commands that touch data refuse an unmigrated one."""
         if self._db is None:
             from models.migrations.runner import require_current_schema

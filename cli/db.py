@@ -92,7 +92,7 @@ def db_copy(source: str, target: str, batch_size: int) -> None:
     from models.ops.db_copy import copy_database
 
     with contextlib.ExitStack() as stack:
-        bar = []  # Opened at the first batch: a refusal comes before it, alone on the terminal.
+        bar: list = []  # Opened at the first batch: a refusal comes before it, alone on the terminal.
 
         def advance(done: int, total: int) -> None:
             if not bar:
@@ -154,7 +154,7 @@ def db_run_deferred(ctx: Context) -> None:
             seen = [step.done_units]
             bar.update(step.done_units)
 
-            def advance(current) -> None:
+            def advance(current, bar=bar, seen=seen) -> None:  # This step's bar and count.
                 bar.update(current.done_units - seen[0])
                 seen[0] = current.done_units
 

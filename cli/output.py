@@ -44,9 +44,9 @@ def echo_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str) 
         return
     cells = [[str(row.get(column, "")) for column in columns] for row in rows]
     widths = [max([len(column)] + [len(line[i]) for line in cells]) for i, column in enumerate(columns)]
-    click.echo("  ".join(column.ljust(width) for column, width in zip(columns, widths)).rstrip())
+    click.echo("  ".join(column.ljust(width) for column, width in zip(columns, widths, strict=True)).rstrip())
     for line in cells:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
 
 
 
