@@ -81,13 +81,19 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
 
 @bench.command("panel-pages")
 @click.option(
-    "--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True,
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default="var/bench",
+    show_default=True,
     help="Where the prefilled database is kept between runs (the suite's, by default).",
-)  # fmt: skip
+)
 @click.option(
-    "--clicks", type=click.IntRange(min=1), default=3_200_000, show_default=True,
+    "--clicks",
+    type=click.IntRange(min=1),
+    default=3_200_000,
+    show_default=True,
     help="Top the click table up to this many (over the last 30 days) first.",
-)  # fmt: skip
+)
 @click.option("--conversions", type=float, default=0.02, show_default=True, help="Share of clicks converted.")
 @click.option(
     "--repeat", type=click.IntRange(min=1), default=7, show_default=True, help="Timed runs per page."
@@ -114,9 +120,15 @@ def bench_panel_pages_command(
     report = PanelPagesReport()
     try:
         run_panel_pages(
-            Path(data_dir), report, ConsoleReporter(), clicks=clicks, conversions=conversions, repeat=repeat,
-            workers=workers, keep=keep,
-        )  # fmt: skip
+            Path(data_dir),
+            report,
+            ConsoleReporter(),
+            clicks=clicks,
+            conversions=conversions,
+            repeat=repeat,
+            workers=workers,
+            keep=keep,
+        )
     finally:
         pages = report.to_json()
         result = ScenarioResult("panel-pages", False, pages, judge_pages(pages["pages"]))
@@ -132,17 +144,18 @@ def _suite_command(name: str, about: str):
 
     @click.option("--quick", is_flag=True, help="Short steps and a small prefill, for development.")
     @click.option(
-        "--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True,
+        "--data-dir",
+        type=click.Path(file_okay=False),
+        default="var/bench",
+        show_default=True,
         help="Where the prefilled database is kept between runs.",
-    )  # fmt: skip
+    )
     @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
     @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server logs).")
     @click.option(
         "--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here."
     )
-    def command(
-        quick: bool, data_dir: str, workers: int, keep: bool, json_path: str | None, **more
-    ) -> None:
+    def command(quick: bool, data_dir: str, workers: int, keep: bool, json_path: str | None, **more) -> None:
 
         from workers.bench.harness import ConsoleReporter, format_report
         from workers.bench.suite import (
@@ -167,9 +180,13 @@ def _suite_command(name: str, about: str):
             lines = format_cluster_report(result.ladder)
         else:
             result = run_scenario(
-                SUITE_SCENARIOS[name], quick=quick, data_dir=Path(data_dir), workers=workers, keep=keep,
+                SUITE_SCENARIOS[name],
+                quick=quick,
+                data_dir=Path(data_dir),
+                workers=workers,
+                keep=keep,
                 reporter=ConsoleReporter(),
-            )  # fmt: skip
+            )
             assert result.ladder is not None
             lines = format_report(result.ladder)
         if json_path:
@@ -179,11 +196,12 @@ def _suite_command(name: str, about: str):
 
     if name in CLUSTER_SCENARIOS:
         command = click.option(
-            "--cluster", is_flag=True,
+            "--cluster",
+            is_flag=True,
             help="Two nodes on a throwaway PostgreSQL (fsync on) and Redis behind nginx, beside the SQLite "
             "single box, rate by rate in one run (a fresh 250,000-click prefill on both; --data-dir "
             "unused; --workers is the total, split over the two nodes).",
-        )(command)  # fmt: skip
+        )(command)
     command.__doc__ = f"Scenario: {about}."
     if name in CLUSTER_SCENARIOS:
         command.__doc__ += " --cluster: the same on two nodes over PostgreSQL and Redis, compared."
@@ -222,9 +240,12 @@ def bench_idle_command(seconds: int, workers: int, data_dir: str, json_path: str
 @click.option("--only", help="Comma-separated scenarios to run (default: all of them, in order).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default="var/bench", show_default=True)
 @click.option(
-    "--out", type=click.Path(file_okay=False), default="var/bench/results", show_default=True,
+    "--out",
+    type=click.Path(file_okay=False),
+    default="var/bench/results",
+    show_default=True,
     help="One JSON per scenario and summary.json.",
-)  # fmt: skip
+)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
 def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, workers: int) -> None:
     """The whole suite, one scenario after the other, each checked against its targets."""
@@ -237,9 +258,13 @@ def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, wo
     if unknown:
         raise click.BadParameter(f"unknown scenario(s) {', '.join(unknown)}; pick from {', '.join(SUITE)}.")
     results = run_suite(
-        names, quick=quick, data_dir=Path(data_dir), out_dir=Path(out), workers=workers,
+        names,
+        quick=quick,
+        data_dir=Path(data_dir),
+        out_dir=Path(out),
+        workers=workers,
         reporter=ConsoleReporter(),
-    )  # fmt: skip
+    )
     click.echo("\n".join(format_verdicts(results)))
     click.echo(f"JSON per scenario in {out}.")
 
@@ -290,9 +315,12 @@ def bench_faults_command(
 @click.option("--prefill", type=click.IntRange(min=0), default=1_000_000, show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
 @click.option(
-    "--data-dir", type=click.Path(file_okay=False), default="var/bench-compare", show_default=True,
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default="var/bench-compare",
+    show_default=True,
     help="Where the prefilled database (made by OLD) is kept between comparisons.",
-)  # fmt: skip
+)
 @click.option(
     "--json", "json_path", type=click.Path(dir_okay=False), help="Write every run and the ratios here."
 )
@@ -320,9 +348,17 @@ def bench_compare_command(
             f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
         ) from None
     result = run_compare(
-        old, new, scenario=scenario, rates=ladder, step_seconds=step_seconds, rounds=rounds,
-        prefill=prefill, workers=workers, data_dir=Path(data_dir).resolve(), reporter=ConsoleReporter(),
-    )  # fmt: skip
+        old,
+        new,
+        scenario=scenario,
+        rates=ladder,
+        step_seconds=step_seconds,
+        rounds=rounds,
+        prefill=prefill,
+        workers=workers,
+        data_dir=Path(data_dir).resolve(),
+        reporter=ConsoleReporter(),
+    )
     if json_path:
         Path(json_path).write_text(json.dumps(result, indent=2) + "\n")
     click.echo("\n".join(format_compare(result)))
@@ -330,25 +366,37 @@ def bench_compare_command(
 
 @bench.command("migration")
 @click.option(
-    "--clicks", type=click.IntRange(min=1), default=3_900_000, show_default=True,
+    "--clicks",
+    type=click.IntRange(min=1),
+    default=3_900_000,
+    show_default=True,
     help="Clicks in the pre-upgrade database (built once, kept in the data dir).",
-)  # fmt: skip
+)
 @click.option(
-    "--recent", type=click.IntRange(min=0), default=1_000_000, show_default=True,
+    "--recent",
+    type=click.IntRange(min=0),
+    default=1_000_000,
+    show_default=True,
     help="Of them, clicks in the last 24 hours.",
-)  # fmt: skip
+)
 @click.option(
     "--rate", type=click.IntRange(min=1), default=1000, show_default=True, help="Clicks/s meanwhile."
 )
 @click.option(
-    "--seconds", type=click.IntRange(min=1), default=180, show_default=True,
+    "--seconds",
+    type=click.IntRange(min=1),
+    default=180,
+    show_default=True,
     help="How long the load runs; the deferred steps should end within it.",
-)  # fmt: skip
+)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
 @click.option(
-    "--data-dir", type=click.Path(file_okay=False), default="var/bench-migration", show_default=True,
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default="var/bench-migration",
+    show_default=True,
     help="Where the pre-upgrade database is kept and the upgraded copy runs.",
-)  # fmt: skip
+)
 @click.option("--rebuild", is_flag=True, help="Build the pre-upgrade database again (e.g. with other sizes).")
 @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server and worker logs).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
@@ -369,9 +417,15 @@ def bench_migration_command(
     from workers.bench.migration import MigrationOptions, MigrationReport, format_rehearsal, run_rehearsal
 
     options = MigrationOptions(
-        clicks=clicks, recent=recent, rate=rate, seconds=seconds, workers=workers,
-        data_dir=Path(data_dir), rebuild=rebuild, keep_files=keep,
-    )  # fmt: skip
+        clicks=clicks,
+        recent=recent,
+        rate=rate,
+        seconds=seconds,
+        workers=workers,
+        data_dir=Path(data_dir),
+        rebuild=rebuild,
+        keep_files=keep,
+    )
     report = MigrationReport()
     try:
         run_rehearsal(options, report, ConsoleReporter())

@@ -75,7 +75,10 @@ def campaign() -> None:
 @click.option("--rotation", type=click.Choice(choices.ROTATIONS), default="position", show_default=True)
 @click.option("--uniqueness-hours", type=float, default=24.0, show_default=True)
 @click.option(
-    "--lander", "landers", multiple=True, help="NAME or NAME:WEIGHT: its stream's visitors see it first (repeatable)."
+    "--lander",
+    "landers",
+    multiple=True,
+    help="NAME or NAME:WEIGHT: its stream's visitors see it first (repeatable).",
 )
 @campaign_options
 @pass_context

@@ -15,9 +15,18 @@ def cost() -> None:
 
 
 COST_ENTRY_COLUMNS = [
-    "id", "scope", "filters", "since", "until", "timezone", "amount", "currency", "report_amount", "clicks",
+    "id",
+    "scope",
+    "filters",
+    "since",
+    "until",
+    "timezone",
+    "amount",
+    "currency",
+    "report_amount",
+    "clicks",
     "unpaid_clicks",
-]  # fmt: skip
+]
 
 
 @cost.command("set")
@@ -67,9 +76,16 @@ def cost_set(
         sub_ids=parse_sub_ids(sub_ids),
     )
     request = cost_request(
-        ctx.db, scope, since, until, amount, currency=currency, timezone=timezone,
-        include_bots=include_bots, unique_only=unique_only,
-    )  # fmt: skip
+        ctx.db,
+        scope,
+        since,
+        until,
+        amount,
+        currency=currency,
+        timezone=timezone,
+        include_bots=include_bots,
+        unique_only=unique_only,
+    )
     with progress_to_total("Spreading") as advance:
         spread = set_cost(ctx.db, request, on_progress=advance)
     report = spread.report_currency

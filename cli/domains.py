@@ -11,8 +11,17 @@ from cli.options import format_option
 from cli.output import echo_rows, json_text
 from models import choices
 
-DOMAIN_COLUMNS = ["id", "name", "status", "root_campaign", "https", "redirect_http", "cert_state",
-                  "cert_expires", "url"]  # fmt: skip
+DOMAIN_COLUMNS = [
+    "id",
+    "name",
+    "status",
+    "root_campaign",
+    "https",
+    "redirect_http",
+    "cert_state",
+    "cert_expires",
+    "url",
+]
 
 
 @click.group()
@@ -31,7 +40,9 @@ def _secure(ctx: Context, ref: str | int) -> None:
         raise click.ClickException(str(exc)) from None
     fields = domain_fields(secured)
     if fields["cert_state"] == "valid":
-        click.echo(f"Certificate for {secured.name} valid until {fields['cert_expires']} UTC: {fields['url']}")
+        click.echo(
+            f"Certificate for {secured.name} valid until {fields['cert_expires']} UTC: {fields['url']}"
+        )
 
 
 @domain.command("add")
@@ -39,7 +50,9 @@ def _secure(ctx: Context, ref: str | int) -> None:
 @click.option("--campaign", help="Park this campaign (alias or id) at the domain's root: `GET /` runs it.")
 @click.option("--https/--no-https", "is_https", default=True, show_default=True, help="Get a certificate.")
 @click.option("--redirect-http", is_flag=True, help="Plain HTTP answers 301 to HTTPS.")
-@click.option("--no-cert", is_flag=True, help="Not now (nginx is not running yet): `lanner domain cert` later.")
+@click.option(
+    "--no-cert", is_flag=True, help="Not now (nginx is not running yet): `lanner domain cert` later."
+)
 @pass_context
 def domain_add(
     ctx: Context, name: str, campaign: str | None, is_https: bool, redirect_http: bool, no_cert: bool

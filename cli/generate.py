@@ -43,8 +43,14 @@ def generate_clicks_command(
     started = time.monotonic()
     with click.progressbar(length=count, label="Generating clicks", file=sys.stderr) as bar:
         added = generate_clicks(
-            ctx.db, count, days, campaigns=campaigns, seed=seed, end_ms=end_ms,
-            global_uniqueness_hours=ctx.settings.uniqueness_hours, on_progress=bar.update,
-        )  # fmt: skip
+            ctx.db,
+            count,
+            days,
+            campaigns=campaigns,
+            seed=seed,
+            end_ms=end_ms,
+            global_uniqueness_hours=ctx.settings.uniqueness_hours,
+            on_progress=bar.update,
+        )
     elapsed = time.monotonic() - started
     click.echo(f"Added {added} clicks in {elapsed:.1f} s ({added / elapsed:,.0f}/s).")

@@ -64,7 +64,8 @@ def geo_update(ctx: Context, editions: tuple[str, ...]) -> None:
     for result in results:
         verb = "replaced" if result.is_replaced else "already current"
         click.echo(
-            f"{result.edition}: {result.database_type} built {result.built_at.date()}, {verb} ({result.path})."
+            f"{result.edition}: {result.database_type} built {result.built_at.date()}, {verb} "
+            f"({result.path})."
         )
 
 

@@ -71,8 +71,18 @@ def network_list(ctx: Context, include_archived: bool, fmt: str) -> None:
     counts = offer_counts(ctx.db)
     listed = list_networks(ctx.db, include_archived=include_archived)
     rows = [network_fields(n) | {"offers": counts.get(n.id, 0)} for n in listed]
-    columns = ["id", "alias", "name", "status", "offers", "subid_macro", "payout_macro", "status_macro",
-               "tid_macro", "currency_macro"]  # fmt: skip
+    columns = [
+        "id",
+        "alias",
+        "name",
+        "status",
+        "offers",
+        "subid_macro",
+        "payout_macro",
+        "status_macro",
+        "tid_macro",
+        "currency_macro",
+    ]
     echo_rows(rows, columns, fmt)
 
 
@@ -134,10 +144,22 @@ def network_catalogue(fmt: str) -> None:
 
     from models.conversions.networks import catalogue, catalogue_note
 
-    rows = [asdict(entry) | {"statuses": ",".join(f"{w}={s}" for w, s in entry.statuses.items())}
-            for entry in catalogue().values()]  # fmt: skip
-    columns = ["key", "name", "subid_macro", "payout_macro", "status_macro", "tid_macro", "currency_macro",
-               "offer_params", "statuses", "source"]  # fmt: skip
+    rows = [
+        asdict(entry) | {"statuses": ",".join(f"{w}={s}" for w, s in entry.statuses.items())}
+        for entry in catalogue().values()
+    ]
+    columns = [
+        "key",
+        "name",
+        "subid_macro",
+        "payout_macro",
+        "status_macro",
+        "tid_macro",
+        "currency_macro",
+        "offer_params",
+        "statuses",
+        "source",
+    ]
     echo_rows(rows, columns, fmt)
     if fmt == "table":
         click.echo(catalogue_note(), err=True)

@@ -54,8 +54,18 @@ def offer_list(ctx: Context, fmt: str) -> None:
     """List offers."""
     from models.admin.services import list_offers
 
-    columns = ["id", "name", "status", "payout", "currency", "daily_cap", "total_cap", "timezone",
-               "network_id", "url"]  # fmt: skip
+    columns = [
+        "id",
+        "name",
+        "status",
+        "payout",
+        "currency",
+        "daily_cap",
+        "total_cap",
+        "timezone",
+        "network_id",
+        "url",
+    ]
     echo_rows([offer_fields(o) for o in list_offers(ctx.db)], columns, fmt)
 
 

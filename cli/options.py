@@ -48,7 +48,6 @@ def log_filter_options(function):
     return range_options()(click.option("--limit", type=int, default=50, show_default=True)(function))
 
 
-
 def parse_offers(values: Iterable[str]) -> list[tuple[int, int]]:
     offers = []
     for value in values:

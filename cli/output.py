@@ -49,7 +49,6 @@ def echo_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str) 
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
 
 
-
 @contextlib.contextmanager
 def progress_to_total(label: str):
     """A progress bar for work that learns its total as it goes: yields on_progress(done, total)."""
@@ -66,9 +65,7 @@ def ms_iso(ms: int | None) -> str | None:
     """Unix ms as UTC ISO text to the second (None stays None)."""
     from datetime import datetime
 
-    return (
-        None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
-    )
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
 
 
 def echo_log(

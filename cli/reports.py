@@ -36,10 +36,14 @@ from models import choices
 @format_option
 @pass_context
 def report_command(
-    ctx: Context, groups: tuple[str, ...], filters: tuple[str, ...], campaign_ref: str | None, raw: bool,
+    ctx: Context,
+    groups: tuple[str, ...],
+    filters: tuple[str, ...],
+    campaign_ref: str | None,
+    raw: bool,
     fmt: str,
     **options: Any,
-) -> None:  # fmt: skip
+) -> None:
     """Clicks, conversions, revenue, cost, profit and ROI, LP views, LP clicks and LP CTR, grouped and
     filtered (default: last 30 days)."""
     from models.reporting.reports import ReportQuery, parse_filters, run_report

@@ -43,7 +43,10 @@ def serve_command(
         if settings.admin_address:
             parse_bind(settings.admin_address)
     except ValueError as exc:
-        message = f"{exc} That is the report API worker's address: set LANNER_ADMIN_BIND to another address, or to off."
+        message = (
+            f"{exc} That is the report API worker's address: set LANNER_ADMIN_BIND to another address, "
+            "or to off."
+        )
         raise click.ClickException(message) from None
     check_schema_apart(settings)
     configure_logging(settings)

@@ -103,9 +103,7 @@ def stream_options(function):
     return function
 
 
-def stream_landers(
-    ctx: Context, values: Iterable[str], clear: bool = False
-) -> list[tuple[int, int]] | None:
+def stream_landers(ctx: Context, values: Iterable[str], clear: bool = False) -> list[tuple[int, int]] | None:
     """--lander NAME[:WEIGHT] (repeatable) as the services take them: [(lander_id, weight)]; None when
     neither it nor --no-landers is given (unchanged), [] for --no-landers."""
     from models.admin.landers import lander_weights
@@ -165,9 +163,14 @@ def stream_add(
     payload = stream_payload(url, html, target) or ""
     landers = stream_landers(ctx, options.pop("landers")) or []
     added = add_stream(
-        ctx.db, campaign_ref, type=type_, offers=parse_offers(offers), landers=landers, payload=payload,
+        ctx.db,
+        campaign_ref,
+        type=type_,
+        offers=parse_offers(offers),
+        landers=landers,
+        payload=payload,
         **options,
-    )  # fmt: skip
+    )
     click.echo(added.id)
     echo_geo_filter_warnings(ctx.settings, added)
 
@@ -231,9 +234,14 @@ def stream_update(
     payload = stream_payload(url, html, target)
     landers = stream_landers(ctx, changes.pop("landers"), changes.pop("clear_landers"))
     updated = update_stream(
-        ctx.db, stream_id, type=type_, offers=parse_offers(offers), landers=landers, payload=payload,
+        ctx.db,
+        stream_id,
+        type=type_,
+        offers=parse_offers(offers),
+        landers=landers,
+        payload=payload,
         **changes,
-    )  # fmt: skip
+    )
     click.echo(f"Stream {updated.id} updated.")
     if changes.get("filters"):
         echo_geo_filter_warnings(ctx.settings, updated)

@@ -55,8 +55,8 @@ def panel_line(settings) -> str:
     address = settings.admin_address or settings.bind
     if address.startswith("unix:"):
         return (
-            f"Web panel: /panel/ on the admin socket {address[5:]} (nginx routes it: `lanner nginx site`), or "
-            "run with LANNER_ADMIN_BIND=127.0.0.1:8081 and open http://127.0.0.1:8081/panel"
+            f"Web panel: /panel/ on the admin socket {address[5:]} (nginx routes it: `lanner nginx site`), "
+            "or run with LANNER_ADMIN_BIND=127.0.0.1:8081 and open http://127.0.0.1:8081/panel"
         )
     return f"Web panel: http://{address}/panel"
 

@@ -28,11 +28,26 @@ SOURCE_STATUSES = ("active", "archived")  # An archived traffic source stays on 
 DOMAIN_STATUSES = ("active", "archived")  # An archived domain answers as an unknown host; its cert stays.
 # What a received postback became, as logged and answered.
 POSTBACK_VERDICTS = (
-    "created", "updated", "duplicate", "refused", "parked", "expired", "invalid", "forbidden", "failed",
-)  # fmt: skip
+    "created",
+    "updated",
+    "duplicate",
+    "refused",
+    "parked",
+    "expired",
+    "invalid",
+    "forbidden",
+    "failed",
+)
 REPORT_PRESETS = (
-    "today", "yesterday", "last_7_days", "last_30_days", "this_week", "this_month", "last_month", "all_time",
-)  # fmt: skip
+    "today",
+    "yesterday",
+    "last_7_days",
+    "last_30_days",
+    "this_week",
+    "this_month",
+    "last_month",
+    "all_time",
+)
 # Accounts (models/accounts/): what a user may do, and what an API key lets its holder do.
 ROLES = ("admin", "buyer", "viewer")
 API_KEY_SCOPES = ("read", "write")

@@ -59,16 +59,36 @@ MAX_QUERY = 16_384  # Bytes of a Click API call's query string or form body: ngi
 MAX_FIELDS = 200  # Parameters in one call; the visit keeps 50 (routes/click.py MAX_PARAMS).
 HTML = "text/html; charset=utf-8"
 # The Click API's own parameters: never a visit's query parameter ([docs], [kclient]'s _excludeParams).
-API_PARAMS = frozenset({
-    "token", "version", "info", "log", "ip", "user_agent", "ua", "language", "referrer", "se_referrer",
-    "uniqueness_cookie", "force_redirect_offer", "x_requested_with", "landing_url", "landing_id",
-    "prefetch", "api_key",
-})  # fmt: skip
+API_PARAMS = frozenset(
+    {
+        "token",
+        "version",
+        "info",
+        "log",
+        "ip",
+        "user_agent",
+        "ua",
+        "language",
+        "referrer",
+        "se_referrer",
+        "uniqueness_cookie",
+        "force_redirect_offer",
+        "x_requested_with",
+        "landing_url",
+        "landing_id",
+        "prefetch",
+        "api_key",
+    }
+)
 # Lanner's answer -> Keitaro's info.type: "location" is [docs]' 302; the others are Keitaro's action names.
 ANSWER_TYPES = {
-    "http": "location", "meta": "meta", "js": "js", "html": "show_html", "blank": "do_nothing",
+    "http": "location",
+    "meta": "meta",
+    "js": "js",
+    "html": "show_html",
+    "blank": "do_nothing",
     "not_found": "status404",
-}  # fmt: skip
+}
 SCRIPT_PATH = Path(__file__).with_name("static") / "lanner.js"
 SCRIPT_MAX_AGE = 3600  # Seconds a browser or CDN may keep /lanner.js.
 # /lp/visit's own parameters; the page's others are the visit's.
@@ -234,8 +254,10 @@ def decision_log(campaign: CampaignConfig, simulation: Simulation, headers: list
     """The click's decision trace as [docs]' log lines: the trace `lanner simulate` prints
     (models/routing/trace.py), worded as Keitaro words it."""
     decision, subject = simulation.decision, simulation.subject
-    bot = f"yes ({simulation.bot_reason})" if subject.is_bot and simulation.bot_reason else (
-        "yes" if subject.is_bot else "no"
+    bot = (
+        f"yes ({simulation.bot_reason})"
+        if subject.is_bot and simulation.bot_reason
+        else ("yes" if subject.is_bot else "no")
     )
     lines = [
         f"Processing campaign {campaign.id}",

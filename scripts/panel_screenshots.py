@@ -98,8 +98,15 @@ def seed(data_dir: Path) -> dict[str, int]:
     map_status(db, "approved_lead", "lead")
     map_status(db, "chargeback", "rejected", network="adnet")
     adnet = create_network(db, "AdNet", alias="adnet", from_template="affise", notes="manager: Olga")
-    create_network(db, "Sweeps Co", subid_macro="{clickid}", payout_macro="{sum}", status_macro="{status}",
-                   tid_macro="{transaction_id}", offer_params="clickid={subid}")  # fmt: skip
+    create_network(
+        db,
+        "Sweeps Co",
+        subid_macro="{clickid}",
+        payout_macro="{sum}",
+        status_macro="{status}",
+        tid_macro="{transaction_id}",
+        offer_params="clickid={subid}",
+    )
     update_offer(db, 1, network_id=adnet.id)
     create_source(db, "Zeropark pop", from_catalogue="zeropark")
     push = create_source(db, "RichAds push", from_catalogue="richads")
@@ -115,8 +122,14 @@ def seed(data_dir: Path) -> dict[str, int]:
     convert_generated_clicks(db, settings)
     spend_the_week(db)
     db.close()
-    return {"stream": filtered.id, "offer": second.id, "user": 2, "network": adnet.id, "source": push.id,
-            "lander": lander}  # fmt: skip
+    return {
+        "stream": filtered.id,
+        "offer": second.id,
+        "user": 2,
+        "network": adnet.id,
+        "source": push.id,
+        "lander": lander,
+    }
 
 
 def seed_landers(db, settings, stream_id: int) -> int:
@@ -135,8 +148,12 @@ def seed_landers(db, settings, stream_id: int) -> int:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("spring-quiz/index.html", page)
         archive.writestr("spring-quiz/style.css", "body { font-family: sans-serif; }")
-    remote = create_lander(db, "Spring advertorial", url="https://lp.example/spring/?s={subid}&go={offer}",
-                           notes="hosted on the buyer's own domain")  # fmt: skip
+    remote = create_lander(
+        db,
+        "Spring advertorial",
+        url="https://lp.example/spring/?s={subid}&go={offer}",
+        notes="hosted on the buyer's own domain",
+    )
     files = LanderFiles.from_settings(settings)
     local = create_lander(db, "Spring quiz", zip_data=buffer.getvalue(), files=files)
     update_stream(db, stream_id, landers=[(remote.id, 60), (local.id, 40)])
@@ -227,8 +244,14 @@ def browser(width: int, height: int):
 
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--hide-scrollbars",
-                     "--force-device-scale-factor=1", f"--window-size={width},{height}"):  # fmt: skip
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--window-size={width},{height}",
+    ):
         options.add_argument(argument)
     return webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
 
@@ -365,8 +388,13 @@ def main(out: Path = DEFAULT_OUT) -> None:
         process, web_port, admin_port = serve(data_dir, env)
         try:
             subids = send_clicks(web_port)
-            subprocess.run([sys.executable, "-m", "cli", "spool", "flush"], env=env, cwd=ROOT, check=True,
-                           stdout=subprocess.DEVNULL)  # fmt: skip
+            subprocess.run(
+                [sys.executable, "-m", "cli", "spool", "flush"],
+                env=env,
+                cwd=ROOT,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             for path in shoot(f"http://127.0.0.1:{admin_port}", out, ids, subids):
                 print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
         finally:

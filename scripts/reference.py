@@ -162,7 +162,7 @@ def api_reference() -> str:
         "Keys, roles, pages and errors: the [admin API guide](../api.md).",
         "",
         "Every operation takes the key as `X-Api-Key: KEY` or `Authorization: Bearer KEY` unless it says",
-        "otherwise, and answers errors as `{\"title\": …, \"description\": …}`.",
+        'otherwise, and answers errors as `{"title": …, "description": …}`.',
         "",
     ]
     operations = [(path, method) for path in sorted(paths) for method in METHODS if method in paths[path]]

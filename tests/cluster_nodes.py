@@ -38,9 +38,7 @@ def start_nginx(directory: Path, env: dict[str, str], *site_args: str) -> LivePr
     raise AssertionError("nginx found no free port in 5 tries")
 
 
-def _start_nginx_on(
-    port: int, directory: Path, env: dict[str, str], *site_args: str
-) -> LiveProcess | None:
+def _start_nginx_on(port: int, directory: Path, env: dict[str, str], *site_args: str) -> LiveProcess | None:
     prefix = directory / f"nginx-{port}"
     (prefix / "temp").mkdir(parents=True)
     site, main = prefix / "site.conf", prefix / "nginx.conf"

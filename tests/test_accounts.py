@@ -410,8 +410,13 @@ def test_principal_names_the_api_contract():
     import dataclasses
 
     assert [field.name for field in dataclasses.fields(Principal)] == [
-        "user_id", "name", "role", "can_write", "hides_money", "timezone",
-    ]  # fmt: skip
+        "user_id",
+        "name",
+        "role",
+        "can_write",
+        "hides_money",
+        "timezone",
+    ]
     with pytest.raises(dataclasses.FrozenInstanceError):
         INSTALL_KEY.role = "viewer"  # type: ignore[misc]
 

@@ -44,9 +44,16 @@ def test_user_add_reads_the_password_from_stdin_and_user_list_prints_table_json_
 
     table = lanner("user", "list").stdout.splitlines()
     assert table[0].split() == [
-        "id", "name", "role", "hide_money", "disabled", "timezone", "last_login_at", "created_at",
+        "id",
+        "name",
+        "role",
+        "hide_money",
+        "disabled",
+        "timezone",
+        "last_login_at",
+        "created_at",
         "updated_at",
-    ]  # fmt: skip
+    ]
     assert table[1].split()[:5] == ["1", "anna", "buyer", "False", "False"]
     listed = json.loads(lanner("user", "list", "--json").stdout)
     assert [(u["name"], u["role"], u["hide_money"]) for u in listed] == [
@@ -238,8 +245,13 @@ def test_api_key_create_prints_the_key_once_list_never_shows_it_and_revoke_ends_
     assert key not in listed
     (row,) = json.loads(listed)
     assert (row["id"], row["user"], row["scope"], row["label"], row["prefix"], row["revoked"]) == (
-        1, "anna", "write", "nightly export", key[:12], False,
-    )  # fmt: skip
+        1,
+        "anna",
+        "write",
+        "nightly export",
+        key[:12],
+        False,
+    )
     assert row["last_used_at"] is not None  # authenticate_api_key above used it.
     assert "nightly export" in lanner("api", "key", "list").stdout
 

@@ -136,22 +136,42 @@ def test_user_share_and_key_changes_are_logged_and_no_password_or_key_is(db):
 
     logged = [row for row in entries(db) if row[1] != "offer" and row[1] != "stream"]
     assert [(entity, entity_id, action, old, new) for _, entity, entity_id, action, old, new in logged] == [
-        ("user", 1, "create", {},
-         {"name": "root", "role": "admin", "hides_money": False, "is_disabled": False, "timezone": ""}),
-        ("user", anna.id, "create", {},
-         {"name": "anna", "role": "buyer", "hides_money": False, "is_disabled": False, "timezone": ""}),
+        (
+            "user",
+            1,
+            "create",
+            {},
+            {"name": "root", "role": "admin", "hides_money": False, "is_disabled": False, "timezone": ""},
+        ),
+        (
+            "user",
+            anna.id,
+            "create",
+            {},
+            {"name": "anna", "role": "buyer", "hides_money": False, "is_disabled": False, "timezone": ""},
+        ),
         ("user", anna.id, "update", {"hides_money": False}, {"hides_money": True}),
         ("user", anna.id, "passwd", {}, {}),
         ("campaign", campaign.id, "create", {}, logged[4][5]),
         ("campaign", campaign.id, "share", {}, {"share:anna": "view"}),
         ("campaign", campaign.id, "share", {"share:anna": "view"}, {"share:anna": "edit"}),
         ("campaign", campaign.id, "unshare", {"share:anna": "edit"}, {}),
-        ("api_key", created.id, "create", {},
-         {"user": "anna", "scope": "read", "label": "export", "prefix": key[:12]}),
+        (
+            "api_key",
+            created.id,
+            "create",
+            {},
+            {"user": "anna", "scope": "read", "label": "export", "prefix": key[:12]},
+        ),
         ("api_key", created.id, "revoke", {"revoked": False}, {"revoked": True}),
-        ("user", anna.id, "remove",
-         {"name": "anna", "role": "buyer", "hides_money": True, "is_disabled": False, "timezone": ""}, {}),
-    ]  # fmt: skip
+        (
+            "user",
+            anna.id,
+            "remove",
+            {"name": "anna", "role": "buyer", "hides_money": True, "is_disabled": False, "timezone": ""},
+            {},
+        ),
+    ]
     everything = json.dumps(db.connection().execute("SELECT * FROM audit_log").fetchall())
     assert "argon2" not in everything and PASSWORD not in everything and key not in everything
 

@@ -11,9 +11,21 @@ from conftest import LANNER, ROOT
 def test_bench_migration_upgrades_a_live_database_and_accounts_for_every_click(tmp_path, env):
     out = tmp_path / "rehearsal.json"
     args = [
-        "bench", "migration", "--clicks", "6000", "--recent", "2000", "--rate", "40", "--seconds", "12",
-        "--data-dir", str(tmp_path / "rehearsal"), "--json", str(out),
-    ]  # fmt: skip
+        "bench",
+        "migration",
+        "--clicks",
+        "6000",
+        "--recent",
+        "2000",
+        "--rate",
+        "40",
+        "--seconds",
+        "12",
+        "--data-dir",
+        str(tmp_path / "rehearsal"),
+        "--json",
+        str(out),
+    ]
     result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(out.read_text())
@@ -90,9 +102,20 @@ def test_bench_idle_measures_every_lanner_process_at_rest(tmp_path, env):
 def test_bench_lander_reconciles_every_funnel_and_its_lp_click(tmp_path, env):
     out = tmp_path / "lander.json"
     args = [
-        "bench", "clicks", "--scenario", "lander", "--rates", "40", "--step-seconds", "3", "--no-nginx",
-        "--data-dir", str(tmp_path / "lander"), "--json", str(out),
-    ]  # fmt: skip
+        "bench",
+        "clicks",
+        "--scenario",
+        "lander",
+        "--rates",
+        "40",
+        "--step-seconds",
+        "3",
+        "--no-nginx",
+        "--data-dir",
+        str(tmp_path / "lander"),
+        "--json",
+        str(out),
+    ]
     result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     (step,) = json.loads(out.read_text())["lanner"]
@@ -106,9 +129,23 @@ def test_bench_lander_reconciles_every_funnel_and_its_lp_click(tmp_path, env):
 def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, env):
     out = tmp_path / "compare.json"
     args = [
-        "bench", "compare", "HEAD", "HEAD", "--rates", "40", "--step-seconds", "3", "--rounds", "1",
-        "--prefill", "2000", "--data-dir", str(tmp_path / "compare"), "--json", str(out),
-    ]  # fmt: skip
+        "bench",
+        "compare",
+        "HEAD",
+        "HEAD",
+        "--rates",
+        "40",
+        "--step-seconds",
+        "3",
+        "--rounds",
+        "1",
+        "--prefill",
+        "2000",
+        "--data-dir",
+        str(tmp_path / "compare"),
+        "--json",
+        str(out),
+    ]
     result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     compared = json.loads(out.read_text())
@@ -196,7 +233,10 @@ def test_cluster_reconciliation_and_caps_read_postgresql(postgres_migrated_url):
     ]
     caps = {row["name"]: row for row in check_caps(postgres_migrated_url, 1, offers)}
     assert {name: (row["clicks"], row["after_last"], row["is_exact"]) for name, row in caps.items()} == {
-        "over": (2, 51, False), "filled": (1, 50, True), "short": (1, 60, False), "open": (60, 0, True),
+        "over": (2, 51, False),
+        "filled": (1, 50, True),
+        "short": (1, 60, False),
+        "open": (60, 0, True),
         "unused": (0, 0, True),
-    }  # fmt: skip
+    }
     assert (caps["filled"]["stream_clicks"], caps["filled"]["expected"]) == (53, 1)

@@ -76,8 +76,18 @@ def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(t
 
     out = tmp_path / "pages.json"
     data_dir = tmp_path / "panel"
-    args = ["bench", "panel-pages", "--clicks", "3000", "--repeat", "2", "--data-dir", str(data_dir),
-            "--json", str(out)]  # fmt: skip
+    args = [
+        "bench",
+        "panel-pages",
+        "--clicks",
+        "3000",
+        "--repeat",
+        "2",
+        "--data-dir",
+        str(data_dir),
+        "--json",
+        str(out),
+    ]
     result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     saved = json.loads(out.read_text())
@@ -132,8 +142,22 @@ def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(t
 
 def test_panel_load_serves_pages_to_five_users_beside_clicks_and_loses_none(tmp_path, env):
     out = tmp_path / "load.json"
-    args = ["bench", "clicks", "--rates", "40", "--step-seconds", "4", "--prefill", "2000", "--panel-load",
-            "--no-nginx", "--data-dir", str(tmp_path / "load"), "--json", str(out)]  # fmt: skip
+    args = [
+        "bench",
+        "clicks",
+        "--rates",
+        "40",
+        "--step-seconds",
+        "4",
+        "--prefill",
+        "2000",
+        "--panel-load",
+        "--no-nginx",
+        "--data-dir",
+        str(tmp_path / "load"),
+        "--json",
+        str(out),
+    ]
     result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     (step,) = json.loads(out.read_text())["lanner"]

@@ -16,8 +16,15 @@ def summer_with_streams(db):
     first = create_offer(db, "A", "https://a.example/?s={subid}")
     second = create_offer(db, "B", "https://b.example/?s={subid}")
     campaign = create_campaign(db, "Summer", "summer", offer_id=first.id, cost_model="cpc", cost_value=0.05)
-    add_stream(db, "summer", name="US mobile", type="intercepting", offers=[(first.id, 70), (second.id, 30)],
-               filters=["country=US,GB", "device=mobile"], daily_cap=500)  # fmt: skip
+    add_stream(
+        db,
+        "summer",
+        name="US mobile",
+        type="intercepting",
+        offers=[(first.id, 70), (second.id, 30)],
+        filters=["country=US,GB", "device=mobile"],
+        daily_cap=500,
+    )
     disabled = add_stream(db, "summer", name="Paused one", offers=[(second.id, 100)])
     update_stream(db, disabled.id, status="disabled")
     removed = add_stream(db, "summer", name="Gone", offers=[(first.id, 100)])

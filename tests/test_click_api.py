@@ -25,12 +25,49 @@ def campaign(lanner):
     """`kc`: intercepting streams for keyword=page (an html page), gone (404) and else (a redirect),
     then the regular stream to the offer. Returns (alias, token, campaign id)."""
     lanner("campaign", "create", "KClient", "--alias", "kc", "--offer-url", OFFER)
-    lanner("stream", "add", "kc", "--type", "intercepting", "--name", "Page", "--action", "html",
-           "--html", HTML_PAGE, "--filter", "keyword=page")  # fmt: skip
-    lanner("stream", "add", "kc", "--type", "intercepting", "--name", "Gone", "--action", "not_found",
-           "--filter", "keyword=gone")  # fmt: skip
-    lanner("stream", "add", "kc", "--type", "intercepting", "--name", "Else", "--action", "redirect",
-           "--url", "https://else.example/?c={subid}", "--filter", "keyword=else")  # fmt: skip
+    lanner(
+        "stream",
+        "add",
+        "kc",
+        "--type",
+        "intercepting",
+        "--name",
+        "Page",
+        "--action",
+        "html",
+        "--html",
+        HTML_PAGE,
+        "--filter",
+        "keyword=page",
+    )
+    lanner(
+        "stream",
+        "add",
+        "kc",
+        "--type",
+        "intercepting",
+        "--name",
+        "Gone",
+        "--action",
+        "not_found",
+        "--filter",
+        "keyword=gone",
+    )
+    lanner(
+        "stream",
+        "add",
+        "kc",
+        "--type",
+        "intercepting",
+        "--name",
+        "Else",
+        "--action",
+        "redirect",
+        "--url",
+        "https://else.example/?c={subid}",
+        "--filter",
+        "keyword=else",
+    )
     shown = json.loads(lanner("campaign", "show", "kc", "--json").stdout)
     return "kc", shown["token"], shown["id"]
 
@@ -67,10 +104,17 @@ def test_forced_offer_answers_its_location_and_the_click_lands_once_with_the_par
 ):
     _, token, campaign_id = campaign
     status, answer = api(
-        server.port, token,
-        **visitor(referrer="https://ads.example/p?q=1", keyword="shoes", sub_id_1="zone 7",
-                  utm_source="fb", force_redirect_offer="1", version="3"),
-    )  # fmt: skip
+        server.port,
+        token,
+        **visitor(
+            referrer="https://ads.example/p?q=1",
+            keyword="shoes",
+            sub_id_1="zone 7",
+            utm_source="fb",
+            force_redirect_offer="1",
+            version="3",
+        ),
+    )
     assert status == 200
     info = answer["info"]
     subid = info["sub_id"]
@@ -100,8 +144,10 @@ def test_forced_offer_answers_its_location_and_the_click_lands_once_with_the_par
     assert (row["subid"], row["campaign_id"], row["offer_id"]) == (subid, campaign_id, 1)
     assert (row["ip"], row["user_agent"], row["language"]) == ("203.0.113.5", BROWSER, "de")
     assert (row["referrer"], row["keyword"], row["sub_id_1"]) == (
-        "https://ads.example/p?q=1", "shoes", "zone 7"
-    )  # fmt: skip
+        "https://ads.example/p?q=1",
+        "shoes",
+        "zone 7",
+    )
     assert row["is_bot"] == 0
 
 
@@ -125,7 +171,9 @@ def test_html_not_found_and_redirect_streams_answer_as_keitaro_shapes_them(
     _, page = api(server.port, token, **visitor(keyword="page"))
     assert (page["status"], page["headers"], page["body"]) == (200, [], HTML_PAGE)
     assert (page["info"]["type"], page["info"]["stream_id"], page["info"]["offer_id"]) == (
-        "show_html", streams["Page"], []
+        "show_html",
+        streams["Page"],
+        [],
     )
     _, gone = api(server.port, token, **visitor(keyword="gone", ip="203.0.113.6"))
     assert (gone["status"], gone["headers"], gone["body"]) == (404, ["HTTP/1.1 404 Not Found"], None)
@@ -172,8 +220,9 @@ def test_a_second_call_is_not_unique_and_one_within_debounce_is_the_same_click(
     assert first["info"]["sub_id"] != second["info"]["sub_id"]
     rows = flushed_rows(lanner, settings)
     assert [(r["subid"], r["is_unique_campaign"]) for r in rows] == [
-        (first["info"]["sub_id"], 1), (second["info"]["sub_id"], 0)
-    ]  # fmt: skip
+        (first["info"]["sub_id"], 1),
+        (second["info"]["sub_id"], 0),
+    ]
     debounced = start_server(LANNER_DEBOUNCE_SECONDS="3600")
     _, again = api(debounced.port, token, **visitor(ip="203.0.113.99"))
     _, repeat = api(debounced.port, token, **visitor(ip="203.0.113.99"))
@@ -188,9 +237,12 @@ def test_log_is_the_decision_trace_and_info_and_log_only_when_asked(campaign, se
     log = answer["log"]
     subid = answer["info"]["sub_id"]
     assert log[:5] == [
-        f"Processing campaign {campaign_id}", "Referrer: https://r.example/", "Keyword: else",
-        "IP: 203.0.113.5", f"UserAgent: {BROWSER}",
-    ]  # fmt: skip
+        f"Processing campaign {campaign_id}",
+        "Referrer: https://r.example/",
+        "Keyword: else",
+        "IP: 203.0.113.5",
+        f"UserAgent: {BROWSER}",
+    ]
     page, gone, other = (
         log.index(f"Checking stream #{streams[name]} {name}") for name in ("Page", "Gone", "Else")
     )
@@ -218,9 +270,21 @@ def test_kclient_s_own_request_for_api_php_with_a_double_slash_is_the_click_api(
 ):
     """KClickClient v3.1 built with 'https://tracker/api.php?' asks for '//api.php?' with these parameters."""
     _, token, _ = campaign
-    query = urlencode({"token": token, "version": "3", "info": "1", "ip": "203.0.113.31", "ua": BROWSER,
-                       "language": "fr", "se_referrer": "", "referrer": "", "uniqueness_cookie": "",
-                       "sub_id_3": "kc", "force_redirect_offer": "1"})  # fmt: skip
+    query = urlencode(
+        {
+            "token": token,
+            "version": "3",
+            "info": "1",
+            "ip": "203.0.113.31",
+            "ua": BROWSER,
+            "language": "fr",
+            "se_referrer": "",
+            "referrer": "",
+            "uniqueness_cookie": "",
+            "sub_id_3": "kc",
+            "force_redirect_offer": "1",
+        }
+    )
     status, _, body = request(server.port, f"//api.php?{query}", {"User-Agent": "KHttpClient"})
     answer = json.loads(body)
     assert status == 200 and answer["status"] == 302
@@ -242,13 +306,14 @@ def test_post_form_and_user_agent_spelled_as_the_docs_spell_it(campaign, server,
     form = urlencode(
         {"token": token, "ip": "2001:db8::7", "user_agent": BROWSER, "sub_id_2": "ü", "info": "1"}
     )
-    status, _, body = request(
-        server.port, "/click_api/v3", {"Content-Type": FORM}, "POST", form.encode()
-    )
+    status, _, body = request(server.port, "/click_api/v3", {"Content-Type": FORM}, "POST", form.encode())
     assert status == 200
     (row,) = flushed_rows(lanner, settings)
     assert (row["subid"], row["ip"], row["user_agent"], row["sub_id_2"]) == (
-        json.loads(body)["info"]["sub_id"], "2001:db8::7", BROWSER, "ü"
+        json.loads(body)["info"]["sub_id"],
+        "2001:db8::7",
+        BROWSER,
+        "ü",
     )
 
 
@@ -277,9 +342,12 @@ def test_bad_calls_get_keitaros_error_shape_and_a_4xx_and_record_nothing(campaig
         answer = json.loads(body)
         assert list(answer) == ["error"] and word in answer["error"], answer
     status, _, body = request(
-        port, f"/click_api/v3?token={token}", {"Content-Type": FORM}, "POST",
+        port,
+        f"/click_api/v3?token={token}",
+        {"Content-Type": FORM},
+        "POST",
         b"sub_id_1=" + b"x" * 17_000,
-    )  # fmt: skip
+    )
     assert status == 413 and "longer" in json.loads(body)["error"]
     assert request(port, f"/click_api/v3?token={token}", method="HEAD")[0] == 405
     # Raw bytes that are not UTF-8 in the query itself (not percent-encoded).
@@ -317,7 +385,9 @@ def test_every_campaign_has_its_own_token_and_a_clone_gets_a_new_one(lanner, db)
 def test_lp_visit_answers_cors_preflight_and_records_the_visit(campaign, server, lanner, settings):
     origin = "https://lander.example"
     status, headers, body = request(
-        server.port, "/lp/visit?campaign=kc", {"Origin": origin, "Access-Control-Request-Method": "GET"},
+        server.port,
+        "/lp/visit?campaign=kc",
+        {"Origin": origin, "Access-Control-Request-Method": "GET"},
         "OPTIONS",
     )
     assert status == 204 and headers["access-control-allow-origin"] == origin
@@ -327,16 +397,19 @@ def test_lp_visit_answers_cors_preflight_and_records_the_visit(campaign, server,
         {"campaign": "kc", "sub1": "zone-9", "keyword": "boots", "referrer": "https://ads.example/"}
     )
     status, headers, body = request(
-        server.port, f"/lp/visit?{query}",
+        server.port,
+        f"/lp/visit?{query}",
         {"Origin": origin, "X-Real-IP": "203.0.113.77", "User-Agent": BROWSER, "Referer": origin + "/page"},
-    )  # fmt: skip
+    )
     assert status == 200 and headers["access-control-allow-origin"] == origin and headers["vary"] == "Origin"
     assert headers["cache-control"] == "no-store" and "access-control-allow-credentials" not in headers
     answer = json.loads(body)
     subid = answer["subid"]
     assert answer == {
-        "subid": subid, "offer_url": f"https://offer.example/?c={subid}&s1=zone-9&kw=boots", "ttl": 86400
-    }  # fmt: skip
+        "subid": subid,
+        "offer_url": f"https://offer.example/?c={subid}&s1=zone-9&kw=boots",
+        "ttl": 86400,
+    }
     (row,) = flushed_rows(lanner, settings)
     assert (row["subid"], row["ip"], row["user_agent"]) == (subid, "203.0.113.77", BROWSER)
     assert (row["referrer"], row["sub_id_1"], row["keyword"]) == ("https://ads.example/", "zone-9", "boots")
@@ -399,7 +472,9 @@ def test_a_lander_answer_passes_through_as_a_302_with_its_landing_id():
     campaign = SimpleNamespace(id=3, uniqueness_ms=3_600_000)
     answer = api_answer(campaign, simulation, is_forced=False, wants_log=False, wants_info=True)
     assert (answer["status"], answer["headers"], answer["cookies_ttl"]) == (
-        302, ["Location: https://lp.example/?c=s1"], 1
-    )  # fmt: skip
+        302,
+        ["Location: https://lp.example/?c=s1"],
+        1,
+    )
     info = answer["info"]
     assert (info["landing_id"], info["type"], info["offer_id"]) == (9, "lander", [5])

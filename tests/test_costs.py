@@ -164,31 +164,62 @@ def test_a_zone_cost_goes_to_that_zone_s_clicks_only_and_bots_get_none(db, setti
     assert rows["111"]["profit"] == pytest.approx(-10.0, abs=1e-9) and rows["111"]["roi"] == -100
     assert report_json(lanner)["total"]["cost"] == pytest.approx(10.0, abs=1e-9)  # The rollups moved too.
     # The raw slot name and a second value narrow it further; the bots are charged when asked.
-    out = lanner("cost", "set", "--campaign", "north", *WIDE, "--amount", "4", "--sub-id", "sub_id_1=111",
-                 "--sub-id", "site=site-a", "--include-bots").stdout  # fmt: skip
+    out = lanner(
+        "cost",
+        "set",
+        "--campaign",
+        "north",
+        *WIDE,
+        "--amount",
+        "4",
+        "--sub-id",
+        "sub_id_1=111",
+        "--sub-id",
+        "site=site-a",
+        "--include-bots",
+    ).stdout
     assert "4 USD over 4 clicks (1 USD each)." in out
     assert costs_by(db, "sub_id_1")[("111", True)] == [1.0]
     assert report_json(lanner)["total"]["cost"] == pytest.approx(4.0, abs=1e-9)
 
 
 def test_a_source_cost_is_spread_over_all_its_campaigns_clicks(db, settings, make_tracker, lanner):
-    zone_clicks(db, settings, make_tracker, {
-        "north": [("1", False)] * 3, "south": [("1", False), ("2", False), ("2", True)], "west": [],
-    })  # fmt: skip
+    zone_clicks(
+        db,
+        settings,
+        make_tracker,
+        {
+            "north": [("1", False)] * 3,
+            "south": [("1", False), ("2", False), ("2", True)],
+            "west": [],
+        },
+    )
     out = lanner("cost", "set", "--source", "Propeller", *WIDE, "--amount", "50").stdout
     assert "50 USD over 5 clicks (10 USD each); 1 bot clicks at 0." in out
     by_campaign = {row["campaign"]: row["cost"] for row in report_json(lanner, "-g", "campaign")["rows"]}
     assert by_campaign == {1: pytest.approx(30.0), 2: pytest.approx(20.0)}
-    lanner("cost", "set", "--source", "Propeller", *WIDE, "--amount", "9", "--sub-id", "zoneid=2",
-           "--include-bots")  # fmt: skip
+    lanner(
+        "cost",
+        "set",
+        "--source",
+        "Propeller",
+        *WIDE,
+        "--amount",
+        "9",
+        "--sub-id",
+        "zoneid=2",
+        "--include-bots",
+    )
     by_zone = {row["zoneid"]: row["cost"] for row in report_json(lanner, "-g", "zoneid")["rows"]}
     assert by_zone == {"1": pytest.approx(40.0), "2": pytest.approx(9.0)}
     listed = __import__("json").loads(lanner("cost", "list", "--json").stdout)
     assert [(e["scope"], e["filters"], e["amount"]) for e in listed] == [
-        ("source 1", {"sub_id_1": "2"}, 9.0), ("source 1", {}, 50.0)
+        ("source 1", {"sub_id_1": "2"}, 9.0),
+        ("source 1", {}, 50.0),
     ]
-    refused = lanner("cost", "set", "--source", "Propeller", *WIDE, "--amount", "1", "--sub-id", "zone=1",
-                     check=False)  # fmt: skip
+    refused = lanner(
+        "cost", "set", "--source", "Propeller", *WIDE, "--amount", "1", "--sub-id", "zone=1", check=False
+    )
     assert refused.returncode == 1
     assert "'zone' is neither sub_id_1 … sub_id_30, source, nor a parameter of the traffic source's" in (
         refused.stderr
@@ -238,12 +269,35 @@ def test_a_zone_cost_in_another_currency_is_converted_as_campaign_costs_are(
     from models.reporting.currency import set_rates
 
     zone_clicks(db, settings, make_tracker, {"north": [("1", False), ("1", False), ("2", False)]})
-    refused = lanner("cost", "set", "--campaign", "north", *WIDE, "--amount", "10", "--currency", "EUR",
-                     "--sub-id", "zoneid=1", check=False)  # fmt: skip
+    refused = lanner(
+        "cost",
+        "set",
+        "--campaign",
+        "north",
+        *WIDE,
+        "--amount",
+        "10",
+        "--currency",
+        "EUR",
+        "--sub-id",
+        "zoneid=1",
+        check=False,
+    )
     assert refused.returncode == 1 and "There is no exchange rate for EUR" in refused.stderr
     set_rates(db, {"EUR": "1.1"})
-    out = lanner("cost", "set", "--campaign", "north", *WIDE, "--amount", "10", "--currency", "EUR",
-                 "--sub-id", "zoneid=1").stdout  # fmt: skip
+    out = lanner(
+        "cost",
+        "set",
+        "--campaign",
+        "north",
+        *WIDE,
+        "--amount",
+        "10",
+        "--currency",
+        "EUR",
+        "--sub-id",
+        "zoneid=1",
+    ).stdout
     assert "10 EUR (11 USD) over 2 clicks (5.5 USD each)." in out
     by_zone = {row["zoneid"]: row["cost"] for row in report_json(lanner, "-g", "zoneid")["rows"]}
     assert by_zone == {"1": pytest.approx(11.0, abs=1e-9), "2": 0}

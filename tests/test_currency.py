@@ -52,8 +52,16 @@ def store_click(db, campaign, clock) -> str:
 
     created = int(clock() * 1000)
     subid = new_subid(created)
-    click = Click.create(subid=subid, created_at=created, campaign_id=campaign.id, stream_id=1, offer_id=1,
-                         ip="203.0.113.7", user_agent="ua", ua_hash=ua_hash("ua"))  # fmt: skip
+    click = Click.create(
+        subid=subid,
+        created_at=created,
+        campaign_id=campaign.id,
+        stream_id=1,
+        offer_id=1,
+        ip="203.0.113.7",
+        user_agent="ua",
+        ua_hash=ua_hash("ua"),
+    )
     delta = RollupDelta()
     delta.add_clicks([[getattr(Click.get_by_id(click.id), column) for column in CLICK_COLUMNS]])
     delta.apply(db.connection())
@@ -299,8 +307,9 @@ def test_currency_commands_set_and_list_rates(lanner, env, feed):
     assert [(o["id"], o["currency"]) for o in offers] == [(int(offer_id.stdout), "EUR")]
     lanner("offer", "update", offer_id.stdout.strip(), "--currency", "GBP")
     assert json.loads(lanner("offer", "list", "--json").stdout)[0]["currency"] == "GBP"
-    refused = lanner("campaign", "create", "C", "--alias", "c", "--offer-id", "1", "--cost-currency", "CHF",
-                     check=False)  # fmt: skip
+    refused = lanner(
+        "campaign", "create", "C", "--alias", "c", "--offer-id", "1", "--cost-currency", "CHF", check=False
+    )
     assert refused.returncode != 0 and "no exchange rate for CHF" in refused.stderr
     report = json.loads(lanner("report", "--preset", "all_time", "--json").stdout)
     assert (report["currency"], report["unconverted"], report["notes"]) == ("USD", [], [])
@@ -394,8 +403,11 @@ def test_the_rate_api_sets_and_lists_rates_with_the_key_and_the_report_api_names
         ("EUR", 1.08, "api"),
         ("GBP", 1.27, "api"),
     ]
-    for bad, message in ((b"not json", b"of the form"), (b'{"rates": {"EUR": -1}}', b"positive number"),
-                         (b'{"rates": {"USD": 2}}', b"report currency")):  # fmt: skip
+    for bad, message in (
+        (b"not json", b"of the form"),
+        (b'{"rates": {"EUR": -1}}', b"positive number"),
+        (b'{"rates": {"USD": 2}}', b"report currency"),
+    ):
         status, _, body = request(app, path, {"X-Api-Key": key}, method="POST", body=bad)
         assert status == 400 and message in body, body
     report = json.loads(request(app, "/api/report?preset=today", {"X-Api-Key": key})[2])

@@ -48,8 +48,13 @@ def built_install(tmp_path_factory):
     recorder = ConversionRecorder(db, park_ms=3_600_000)
     subids = [row[0] for row in db.execute_sql("SELECT subid FROM click ORDER BY id").fetchall()]
     for subid in rng.sample(subids, 120):
-        params = {"subid": subid, "status": rng.choice(["lead", "sale", "rejected"]), "tid": "t1",
-                  "payout": f"{rng.uniform(1, 40):.2f}", "currency": rng.choice(["USD", "EUR"])}  # fmt: skip
+        params = {
+            "subid": subid,
+            "status": rng.choice(["lead", "sale", "rejected"]),
+            "tid": "t1",
+            "payout": f"{rng.uniform(1, 40):.2f}",
+            "currency": rng.choice(["USD", "EUR"]),
+        }
         recorder.record(parse_postback(params), RECEIVED)
     spread_cost(db, 2, END_MS - 4 * 86_400_000, END_MS, 77.7)
     db.close()  # The last connection: SQLite checkpoints the WAL into the file.
@@ -180,8 +185,11 @@ def test_a_copy_stopped_after_some_batches_goes_on_and_ends_identical(install, p
 def test_a_copy_killed_mid_way_and_run_again_ends_identical(install, env, postgres_migrated_url):
     process = subprocess.Popen(
         [*LANNER, *copy_args(install, postgres_migrated_url, "--batch-size", "20")],
-        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     import psycopg
 
     deadline = time.monotonic() + 20

@@ -51,10 +51,13 @@ def test_bench_faults_prints_one_row_per_fault_and_writes_json(tmp_path):
     """The CLI's run of CLI_FAULT is that fault's test too: `is_met` holds every check above."""
     out = tmp_path / "faults.json"
     result = subprocess.run(
-        [sys.executable, "-m", "cli", "bench", "faults", "--quick", "--only", CLI_FAULT,
-         "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "cli", "bench", "faults", "--quick", "--only", CLI_FAULT, "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     header, row = [line.split() for line in result.stdout.splitlines()[:2]]
     assert header[:4] == ["fault", "requests", "302s", "lost"]
@@ -69,8 +72,12 @@ def test_bench_faults_prints_one_row_per_fault_and_writes_json(tmp_path):
 def test_an_unknown_fault_is_one_sentence_naming_the_faults():
     result = subprocess.run(
         [sys.executable, "-m", "cli", "bench", "faults", "--only", "kill-everything-twice"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode != 0
     assert "unknown fault(s) kill-everything-twice" in result.stderr
     assert "kill-web-worker" in result.stderr

@@ -179,8 +179,18 @@ def test_clicks_route_on_an_enterprise_files_network_facts(
 def test_geo_lookup_and_click_show_read_an_enterprise_file(enterprise_env, start_app):
     looked_up = run_lanner(enterprise_env, "geo", "lookup", MOBILE).stdout
     assert "isp='Verizon Wireless'" in looked_up and "carrier='Verizon Wireless'" in looked_up
-    run_lanner(enterprise_env, "stream", "add", "net", "--type", "intercepting", "--offer", "2",
-               "--filter", "connection=Cable/DSL")  # fmt: skip
+    run_lanner(
+        enterprise_env,
+        "stream",
+        "add",
+        "net",
+        "--type",
+        "intercepting",
+        "--offer",
+        "2",
+        "--filter",
+        "connection=Cable/DSL",
+    )
     app = start_app(**{k: v for k, v in enterprise_env.items() if k.startswith("LANNER_GEO_")})
     _status, headers, _ = click(app, "net", ip=CABLE)
     run_lanner(enterprise_env, "spool", "flush")
@@ -219,14 +229,25 @@ def saved_filters(environ: dict[str, str], stream_id: str) -> str:
 
 
 def test_without_geo_files_each_geo_filter_warns_and_the_stream_is_saved(campaign_env):
-    added = add_stream(campaign_env, "country=GB", "city=London", "isp~vodafone", "connection=Cellular",
-                       "carrier~vodafone", "device=mobile")  # fmt: skip
+    added = add_stream(
+        campaign_env,
+        "country=GB",
+        "city=London",
+        "isp~vodafone",
+        "connection=Cellular",
+        "carrier~vodafone",
+        "device=mobile",
+    )
     stream_id = added.stdout.strip()
     assert stream_id.isdigit()
     warnings = warnings_of(added)
     assert [line.split("'s ")[1].split(" filter")[0] for line in warnings] == [
-        "country", "city", "isp", "connection", "carrier"
-    ]  # fmt: skip
+        "country",
+        "city",
+        "isp",
+        "connection",
+        "carrier",
+    ]
     assert warnings[0] == (
         f"Warning: Stream {stream_id}'s country filter sees every click's country as unknown: there is no "
         f"geo database; run `lanner geo build` or set LANNER_GEO_DATABASE."
@@ -257,8 +278,9 @@ def test_files_that_answer_a_filter_give_no_warning(campaign_env, data_dir):
     added = add_stream(with_asn, "country=GB", "region=ENG", "city=London", "isp~telstra", "carrier~telstra")
     assert [line.split("'s ")[1].split(" filter")[0] for line in warnings_of(added)] == ["carrier"]
     enterprise = {**campaign_env, "LANNER_GEO_DATABASE": str(ENTERPRISE)}
-    every = add_stream(enterprise, "country=GB", "region=ENG", "city=London", "isp~a", "connection=Cellular",
-                       "carrier~a")  # fmt: skip
+    every = add_stream(
+        enterprise, "country=GB", "region=ENG", "city=London", "isp~a", "connection=Cellular", "carrier~a"
+    )
     assert every.stderr == ""
 
 

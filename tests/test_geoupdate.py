@@ -246,9 +246,13 @@ def test_wrong_credentials_are_named_and_never_shown(maxmind, tmp_path):
         GeoUpdateError, match="refused the download .HTTP 401.: check the account id"
     ) as caught:
         update_edition(
-            "maxmind", "GeoLite2-City", tmp_path / "c.mmdb", account_id="12345", license_key="wrong-key",
+            "maxmind",
+            "GeoLite2-City",
+            tmp_path / "c.mmdb",
+            account_id="12345",
+            license_key="wrong-key",
             base_url=maxmind.url,
-        )  # fmt: skip
+        )
     assert "wrong-key" not in str(caught.value) and not (tmp_path / "c.mmdb").exists()
     with pytest.raises(GeoUpdateError, match="need LANNER_MAXMIND_ACCOUNT_ID and LANNER_MAXMIND_LICENSE_KEY"):
         update_edition(

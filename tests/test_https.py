@@ -65,37 +65,80 @@ def start_acme(directory: Path, http_port: int) -> tuple[LiveProcess, LiveProces
     for _ in range(5):
         dns_port = free_port()
         dns = _started(
-            ["pebble-challtestsrv", "-dns01", f"127.0.0.1:{dns_port}", "-http01", "", "-https01", "",
-             "-tlsalpn01", "", "-management", f"127.0.0.1:{free_port()}", "-defaultIPv6", ""],
-            env, directory / f"dns-{dns_port}.log", "Starting challenge servers",
-        )  # fmt: skip
+            [
+                "pebble-challtestsrv",
+                "-dns01",
+                f"127.0.0.1:{dns_port}",
+                "-http01",
+                "",
+                "-https01",
+                "",
+                "-tlsalpn01",
+                "",
+                "-management",
+                f"127.0.0.1:{free_port()}",
+                "-defaultIPv6",
+                "",
+            ],
+            env,
+            directory / f"dns-{dns_port}.log",
+            "Starting challenge servers",
+        )
         if dns is not None:
             break
     else:
         raise AssertionError("pebble-challtestsrv found no free port in 5 tries")
     key, cert = directory / "pebble-key.pem", directory / "pebble-cert.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
-         "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     # Every good nonce accepted (pebble rejects 5% by default), no sleeps before validating.
     pebble_env = {**env, "PEBBLE_VA_NOSLEEP": "1", "PEBBLE_WFE_NONCEREJECT": "0"}
     for _ in range(5):
         acme_port, management_port = free_port(), free_port()
         config = directory / f"pebble-{acme_port}.json"
-        config.write_text(json.dumps({"pebble": {
-            "listenAddress": f"127.0.0.1:{acme_port}",
-            "managementListenAddress": f"127.0.0.1:{management_port}",
-            "certificate": str(cert), "privateKey": str(key),
-            "httpPort": http_port, "tlsPort": free_port(),
-            "ocspResponderURL": "", "externalAccountBindingRequired": False,
-            "certificateValidityPeriod": RENEW_DUE,
-        }}))  # fmt: skip
+        config.write_text(
+            json.dumps(
+                {
+                    "pebble": {
+                        "listenAddress": f"127.0.0.1:{acme_port}",
+                        "managementListenAddress": f"127.0.0.1:{management_port}",
+                        "certificate": str(cert),
+                        "privateKey": str(key),
+                        "httpPort": http_port,
+                        "tlsPort": free_port(),
+                        "ocspResponderURL": "",
+                        "externalAccountBindingRequired": False,
+                        "certificateValidityPeriod": RENEW_DUE,
+                    }
+                }
+            )
+        )
         pebble = _started(
             ["pebble", "-config", str(config), "-dnsserver", f"127.0.0.1:{dns_port}", "-strict=false"],
-            pebble_env, directory / f"pebble-{acme_port}.log", "ACME directory available",
-        )  # fmt: skip
+            pebble_env,
+            directory / f"pebble-{acme_port}.log",
+            "ACME directory available",
+        )
         if pebble is not None:
             break
     else:
@@ -181,7 +224,15 @@ def test_clicks_over_https_on_two_domains_and_renewal(https_front, lanner, db, s
 
     environ, http_port, https_port, roots = https_front
     for alias in ("one", "two"):
-        lanner("campaign", "create", alias, "--alias", alias, "--offer-url", f"https://offer.example/{alias}?c={{subid}}")
+        lanner(
+            "campaign",
+            "create",
+            alias,
+            "--alias",
+            alias,
+            "--offer-url",
+            f"https://offer.example/{alias}?c={{subid}}",
+        )
     added = run_lanner(environ, "domain", "add", D1, "--campaign", "one", "--redirect-http").stdout
     assert f"Certificate for {D1} valid until" in added and f"https://{D1}/" in added
     run_lanner(environ, "domain", "add", D2)
@@ -196,8 +247,9 @@ def test_clicks_over_https_on_two_domains_and_renewal(https_front, lanner, db, s
     # A click over HTTPS on each domain: the parked campaign at D1's root, an alias on D2.
     status, headers, cert = wait_until(
         lambda: (answer := https_get(https_port, D1, "/", roots))[0] == 302 and answer,
-        10, "nginx serving D1 over HTTPS",
-    )  # fmt: skip
+        10,
+        "nginx serving D1 over HTTPS",
+    )
     assert headers["location"].startswith("https://offer.example/one?c=")
     assert dict(pair[0] for pair in cert["subject"]).get("commonName") in (D1, None)
     assert ("DNS", D1) in cert["subjectAltName"]
@@ -233,8 +285,9 @@ def test_clicks_over_https_on_two_domains_and_renewal(https_front, lanner, db, s
     huey.renew_certificates()
     cert = wait_until(
         lambda: (served := https_get(https_port, D1, "/", roots)[2])["serialNumber"] != serial and served,
-        10, "nginx serving the renewed certificate",
-    )  # fmt: skip
+        10,
+        "nginx serving the renewed certificate",
+    )
     renewed = {d["name"]: d for d in json.loads(run_lanner(environ, "domain", "list", "--json").stdout)}
     assert renewed[D1]["cert_expires_at"] == ssl.cert_time_to_seconds(cert["notAfter"]) * 1000
 

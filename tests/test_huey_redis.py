@@ -152,9 +152,15 @@ def test_an_outbound_postback_queued_by_one_process_is_sent_by_a_nodes_consumer(
     campaign_id = db.execute_sql("SELECT id FROM campaign").fetchone()[0]
     subid = new_subid()
     Click.create(
-        subid=subid, created_at=1_800_000_000_000, campaign_id=campaign_id, stream_id=None, offer_id=None,
-        ip="203.0.113.7", user_agent="UA", ua_hash=zlib.crc32(b"UA"),
-    )  # fmt: skip
+        subid=subid,
+        created_at=1_800_000_000_000,
+        campaign_id=campaign_id,
+        stream_id=None,
+        offer_id=None,
+        ip="203.0.113.7",
+        user_agent="UA",
+        ua_hash=zlib.crc32(b"UA"),
+    )
     recorder = ConversionRecorder(db, park_ms=3_600_000)
     outcome = recorder.record(
         parse_postback({"subid": subid, "status": "sale"}), Received("GET", "127.0.0.1", "t")

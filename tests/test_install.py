@@ -50,19 +50,30 @@ def start_unit(path: Path, log: Path) -> LiveProcess:
             environ[key] = value
     log_file = open(log, "wb")
     process = subprocess.Popen(
-        shlex.split(fields["ExecStart"]), env=environ, cwd=fields["WorkingDirectory"], stdout=log_file,
+        shlex.split(fields["ExecStart"]),
+        env=environ,
+        cwd=fields["WorkingDirectory"],
+        stdout=log_file,
         stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    )
     log_file.close()
     return LiveProcess(process, log)
 
 
 def installed_lanner(root: Path, *args: str) -> str:
-    environ = dict(line.split("=", 1) for line in (root / "etc/lanner/lanner.env").read_text().splitlines()
-                   if line and not line.startswith("#"))  # fmt: skip
+    environ = dict(
+        line.split("=", 1)
+        for line in (root / "etc/lanner/lanner.env").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     environ["PATH"] = os.environ["PATH"]
-    result = subprocess.run([str(root / "opt/lanner/venv/bin/lanner"), *args], env=environ,
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [str(root / "opt/lanner/venv/bin/lanner"), *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
@@ -244,8 +255,13 @@ def env_file(root: Path) -> dict[str, str]:
 
 def cluster_check(root: Path, **overrides: str) -> subprocess.CompletedProcess:
     environ = {**env_file(root), **overrides, "PATH": os.environ["PATH"]}
-    return subprocess.run([str(root / "opt/lanner/venv/bin/lanner"), "cluster", "check"], env=environ,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [str(root / "opt/lanner/venv/bin/lanner"), "cluster", "check"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cluster_first_host_makes_postgres_and_redis_and_a_further_host_joins_them(tmp_path, first_postgres):
@@ -324,8 +340,18 @@ def test_cluster_first_host_makes_postgres_and_redis_and_a_further_host_joins_th
         # It listens where the balancer's nginx reaches it, and believes that nginx's X-Real-IP.
         node_port = free_port()
         joined_redis = redis_url.replace("127.0.0.1", "127.0.0.2")
-        joined = install_cluster(further, environ, "--join", database_url, "--redis", joined_redis,
-                                 "--bind", f"127.0.0.1:{node_port}", "--balancer", "127.0.0.3")  # fmt: skip
+        joined = install_cluster(
+            further,
+            environ,
+            "--join",
+            database_url,
+            "--redis",
+            joined_redis,
+            "--bind",
+            f"127.0.0.1:{node_port}",
+            "--balancer",
+            "127.0.0.3",
+        )
         assert "PostgreSQL and Redis answer" in joined.stdout and "First admin" not in joined.stdout
         settings = env_file(further)
         assert (

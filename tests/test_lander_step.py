@@ -203,9 +203,15 @@ def test_journal_line_carries_lander_and_domain():
 
 @pytest.mark.parametrize(
     "host, domain",
-    [("Track.Example:8443", "track.example"), ("[2001:db8::1]:80", "[2001:db8::1]"), ("", ""),
-     ("evil\tx", ""), ("a" * 300, "a" * 253), ("127.0.0.1", "127.0.0.1")],
-)  # fmt: skip
+    [
+        ("Track.Example:8443", "track.example"),
+        ("[2001:db8::1]:80", "[2001:db8::1]"),
+        ("", ""),
+        ("evil\tx", ""),
+        ("a" * 300, "a" * 253),
+        ("127.0.0.1", "127.0.0.1"),
+    ],
+)
 def test_host_domain(host, domain):
     assert host_domain(host) == domain
 

@@ -242,7 +242,7 @@ def test_every_dialect_class_with_a_sibling_subclasses_the_neutral_base():
         for name in sorted(sqlite.keys() & postgres.keys()):
             neutral = importlib.import_module(f"models.store.{module_name.removesuffix('.py')}")
             base = getattr(neutral, name, None)
-            for dialect, sibling in zip(DIALECTS, (sqlite[name], postgres[name])):
+            for dialect, sibling in zip(DIALECTS, (sqlite[name], postgres[name]), strict=True):
                 if base is None or sibling.__bases__ != (base,) or sibling.dialect != dialect:
                     strays.append(f"models/store/{dialect}/{module_name}: {name}")
     assert strays == []

@@ -66,14 +66,33 @@ def test_a_day_whose_midnight_is_skipped_starts_when_the_clocks_jump():
 
 def test_a_report_to_a_skipped_time_ends_where_the_clocks_jump(db, berlin_campaign):
     # 01:30 CET, then 03:15 and 03:45 CEST: after the jump, so after 02:30 on the wall clock.
-    add_clicks(db, berlin_campaign.id, [utc_ms("2026-03-29T00:30"), utc_ms("2026-03-29T01:15"),
-                                        utc_ms("2026-03-29T01:45")])  # fmt: skip
+    add_clicks(
+        db,
+        berlin_campaign.id,
+        [utc_ms("2026-03-29T00:30"), utc_ms("2026-03-29T01:15"), utc_ms("2026-03-29T01:45")],
+    )
     for source in ("auto", "raw"):
-        until = run_report(db, ReportQuery(group_by=("hour",), since="2026-03-29", until="2026-03-29T02:30",
-                                           timezone="Europe/Berlin", source=source))  # fmt: skip
+        until = run_report(
+            db,
+            ReportQuery(
+                group_by=("hour",),
+                since="2026-03-29",
+                until="2026-03-29T02:30",
+                timezone="Europe/Berlin",
+                source=source,
+            ),
+        )
         assert [(row["hour"], row["clicks"]) for row in until.rows] == [("2026-03-29 01:00", 1)], source
-        since = run_report(db, ReportQuery(group_by=("hour",), since="2026-03-29T02:30", until="2026-03-29",
-                                           timezone="Europe/Berlin", source=source))  # fmt: skip
+        since = run_report(
+            db,
+            ReportQuery(
+                group_by=("hour",),
+                since="2026-03-29T02:30",
+                until="2026-03-29",
+                timezone="Europe/Berlin",
+                source=source,
+            ),
+        )
         assert [(row["hour"], row["clicks"]) for row in since.rows] == [("2026-03-29 03:00", 2)], source
 
 
@@ -85,16 +104,42 @@ def test_click_list_to_a_skipped_time_follows_the_same_rule(db, berlin_campaign,
 
 
 def test_cost_set_over_dst_days_spreads_over_the_clicks_of_the_local_period(db, berlin_campaign, lanner):
-    fall_back = [utc_ms("2026-10-24T21:59"), *(utc_ms("2026-10-24T22:30") + n * 3_600_000 for n in range(25)),
-                 utc_ms("2026-10-25T23:00")]  # fmt: skip
+    fall_back = [
+        utc_ms("2026-10-24T21:59"),
+        *(utc_ms("2026-10-24T22:30") + n * 3_600_000 for n in range(25)),
+        utc_ms("2026-10-25T23:00"),
+    ]
     spring = [utc_ms("2026-03-29T00:30"), utc_ms("2026-03-29T01:15"), utc_ms("2026-03-29T01:45")]
     add_clicks(db, berlin_campaign.id, fall_back + spring)
-    out = lanner("cost", "set", "--campaign", "berlin", "--from", "2026-10-25", "--to", "2026-10-25",
-                 "--timezone", "Europe/Berlin", "--amount", "50").stdout  # fmt: skip
+    out = lanner(
+        "cost",
+        "set",
+        "--campaign",
+        "berlin",
+        "--from",
+        "2026-10-25",
+        "--to",
+        "2026-10-25",
+        "--timezone",
+        "Europe/Berlin",
+        "--amount",
+        "50",
+    ).stdout
     assert "over 25 clicks (2 USD each)" in out  # The 25-hour day: every hour's click, none outside.
-    out = lanner("cost", "set", "--campaign", "berlin", "--from", "2026-03-29T02:30",
-                 "--to", "2026-03-29T04:00", "--timezone", "Europe/Berlin",
-                 "--amount", "3").stdout  # fmt: skip
+    out = lanner(
+        "cost",
+        "set",
+        "--campaign",
+        "berlin",
+        "--from",
+        "2026-03-29T02:30",
+        "--to",
+        "2026-03-29T04:00",
+        "--timezone",
+        "Europe/Berlin",
+        "--amount",
+        "3",
+    ).stdout
     assert "over 2 clicks (1.5 USD each)" in out  # 03:15 and 03:45 CEST, after the jump.
     costs = dict(db.execute_sql("SELECT created_at, cost FROM click").fetchall())
     assert [costs[moment] for moment in spring] == [0, 1.5, 1.5]
@@ -116,13 +161,20 @@ def test_the_fall_back_day_has_25_hours_the_repeated_one_labelled_by_its_offsets
         *((f"2026-10-25 {hour:02d}:00", hour + 2) for hour in range(3, 24)),
     ]
     for source in ("auto", "raw"):
-        report = run_report(db, ReportQuery(group_by=("hour",), since="2026-10-25", until="2026-10-25",
-                                            timezone="Europe/Berlin", source=source))  # fmt: skip
+        report = run_report(
+            db,
+            ReportQuery(
+                group_by=("hour",),
+                since="2026-10-25",
+                until="2026-10-25",
+                timezone="Europe/Berlin",
+                source=source,
+            ),
+        )
         assert [(row["hour"], row["clicks"]) for row in report.rows] == expected, source
-    assert run_report(db, ReportQuery(group_by=("hour",), since="2026-10-25", until="2026-10-25",
-                                      timezone="Europe/Berlin")).sources == [
-        "rollup_campaign_hour"
-    ]  # fmt: skip
+    assert run_report(
+        db, ReportQuery(group_by=("hour",), since="2026-10-25", until="2026-10-25", timezone="Europe/Berlin")
+    ).sources == ["rollup_campaign_hour"]
     day = run_report(
         db, ReportQuery(group_by=("day",), since="2026-10-25", until="2026-10-25", timezone="Europe/Berlin")
     )

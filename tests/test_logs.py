@@ -50,9 +50,15 @@ def test_queue_errors_are_one_line_a_minute_saying_the_error_and_how_many_were_h
 
 def test_other_lines_pass_untouched():
     lines = QueueErrorLines(clock=Clock())
-    task_error = logging.LogRecord("huey.consumer.Worker-1", logging.ERROR, __file__, 1,
-                                   "Unhandled error during execution of task %s.", ("abc",),
-                                   None)  # fmt: skip
+    task_error = logging.LogRecord(
+        "huey.consumer.Worker-1",
+        logging.ERROR,
+        __file__,
+        1,
+        "Unhandled error during execution of task %s.",
+        ("abc",),
+        None,
+    )
     ours = logging.LogRecord("lanner", logging.ERROR, __file__, 1, "Error reading from queue", (), None)
     for record in (task_error, task_error, ours, ours):
         assert lines.filter(record)

@@ -72,9 +72,13 @@ def test_0005_fills_visitor_keys_in_deferred_steps_while_uniqueness_stays_exact(
 
     def tracker() -> ClickTracker:
         made = ClickTracker(
-            database, spool_dir=settings.spool_dir, segment_bytes=settings.spool_segment_bytes,
-            uniqueness_hours=24, debounce_seconds=0, clock=clock,
-        )  # fmt: skip
+            database,
+            spool_dir=settings.spool_dir,
+            segment_bytes=settings.spool_segment_bytes,
+            uniqueness_hours=24,
+            debounce_seconds=0,
+            clock=clock,
+        )
         trackers.append(made)
         return made
 

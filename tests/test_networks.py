@@ -31,8 +31,11 @@ def test_a_network_from_the_catalogue_takes_its_macros_and_maps_only_its_unmappe
     map_status(db, "5", "rejected", network="rocket")
     network = create_network(db, "Rocket", from_template="affise", tid_macro="{action_id}")
     assert (network.alias, network.subid_macro, network.payout_macro, network.tid_macro) == (
-        "rocket", "{sub1}", "{sum}", "{action_id}",
-    )  # fmt: skip
+        "rocket",
+        "{sub1}",
+        "{sum}",
+        "{action_id}",
+    )
     words = {m["raw_status"]: m["status"] for m in network_status_maps(db, network)}
     assert words == {"1": "sale", "2": "lead", "3": "rejected", "5": "rejected"}
     assert postback_url(network, "https://t.example/", "KEY") == (
@@ -45,8 +48,10 @@ def test_a_network_from_the_catalogue_takes_its_macros_and_maps_only_its_unmappe
     assert status_of(db, {"status": "1", "from": "other"}) == "1"  # Unmapped: counts nowhere.
     (entry,) = list_audit(db, entity="network")
     assert (entry.action, entry.new_values["template"], entry.new_values["alias"]) == (
-        "create", "affise", "rocket",
-    )  # fmt: skip
+        "create",
+        "affise",
+        "rocket",
+    )
     assert {e.new_values["raw_status"] for e in list_audit(db, entity="status_map")} == {"1", "2", "3", "5"}
 
 
@@ -55,7 +60,9 @@ def test_aliases_are_checked_unique_and_fixed_and_a_network_needs_its_subid_macr
     from models.conversions.networks import create_network, get_network, update_network
 
     created = create_network(db, "Dr. Cash  EU", subid_macro="{sub1}")
-    assert created.alias == "dr.-cash-eu" and get_network(db, "DR.-CASH-EU").id == get_network(db, created.id).id
+    assert (
+        created.alias == "dr.-cash-eu" and get_network(db, "DR.-CASH-EU").id == get_network(db, created.id).id
+    )
     for call_, sentence in (
         (lambda: create_network(db, "Dr. Cash  EU", subid_macro="{x}"), "already exists"),
         (lambda: create_network(db, "N", alias="Bad alias!", subid_macro="{x}"), "must be 1-64 lowercase"),
@@ -72,8 +79,11 @@ def test_aliases_are_checked_unique_and_fixed_and_a_network_needs_its_subid_macr
         assert isinstance(raised.value, AdminNotFound) == sentence.startswith(("no template", "no network"))
     archived = update_network(db, created.id, status="archived", payout_macro="{sum}", name="Dr.Cash")
     assert (archived.status, archived.payout_macro, archived.name, archived.alias) == (
-        "archived", "{sum}", "Dr.Cash", "dr.-cash-eu",
-    )  # fmt: skip
+        "archived",
+        "{sum}",
+        "Dr.Cash",
+        "dr.-cash-eu",
+    )
     # Archived, its postbacks still count: its maps stay.
     assert status_of(db, {"status": "approved", "from": "dr.-cash-eu"}) == "sale"
 
@@ -104,14 +114,24 @@ def test_an_offer_of_a_network_gets_the_parameters_its_url_lacks_and_keeps_those
     assert own.url == "https://o.example/?sub1={subid}&sub2={sub_id_1}"  # Its own sub1 is kept as it is.
     plain = create_offer(db, "Plain", "https://p.example/")
     assert plain.url == "https://p.example/"  # No network, nothing added.
-    assert update_offer(db, plain.id, network_id=network.id).url == "https://p.example/?sub1={subid}&sub2={sub_id_1}"
+    assert (
+        update_offer(db, plain.id, network_id=network.id).url
+        == "https://p.example/?sub1={subid}&sub2={sub_id_1}"
+    )
     # A new URL for an offer of the network gets them too; clearing the network leaves the URL alone.
-    assert update_offer(db, plain.id, url="https://q.example/").url == "https://q.example/?sub1={subid}&sub2={sub_id_1}"
-    assert update_offer(db, plain.id, clear_network=True, url="https://r.example/").url == "https://r.example/"
+    assert (
+        update_offer(db, plain.id, url="https://q.example/").url
+        == "https://q.example/?sub1={subid}&sub2={sub_id_1}"
+    )
+    assert (
+        update_offer(db, plain.id, clear_network=True, url="https://r.example/").url == "https://r.example/"
+    )
 
 
 def test_the_api_lists_creates_reads_and_changes_networks_and_only_an_admin_writes(
-    admin, accounts, key  # noqa: F811
+    admin,  # noqa: F811
+    accounts,  # noqa: F811
+    key,  # noqa: F811
 ):
     status, created = call(admin, "POST", "/networks", key, {"name": "Rocket", "template": "affise"})
     assert status == 201 and created["alias"] == "rocket", created
@@ -134,8 +154,10 @@ def test_the_api_lists_creates_reads_and_changes_networks_and_only_an_admin_writ
     app, keys = accounts
     status, listed = call(app, "GET", "/networks", keys["anna"])
     assert status == 200 and [n["alias"] for n in listed["items"]] == ["rocket"]
-    for method, path, body in (("POST", "/networks", {"name": "Mine", "subid_macro": "{s}"}),
-                               ("PATCH", "/networks/rocket", {"name": "Mine"})):  # fmt: skip
+    for method, path, body in (
+        ("POST", "/networks", {"name": "Mine", "subid_macro": "{s}"}),
+        ("PATCH", "/networks/rocket", {"name": "Mine"}),
+    ):
         status, refused = call(app, method, path, keys["anna"], body)
         assert status == 403 and "Only an admin" in refused["description"]
 
@@ -158,8 +180,13 @@ def test_a_real_server_takes_a_postback_built_from_the_network_s_template(db, la
     url = urlsplit(postback_url(network, f"http://127.0.0.1:{server.port}", read_secret(db, "postback_key")))
     verdicts = []
     for word in ("2", "1", "5"):
-        values = {"{sub1}": subid, "{sum}": "12.5", "{status}": word, "{transactionid}": "T-9",
-                  "{currency}": "USD"}  # fmt: skip
+        values = {
+            "{sub1}": subid,
+            "{sum}": "12.5",
+            "{status}": word,
+            "{transactionid}": "T-9",
+            "{currency}": "USD",
+        }
         query = url.query
         for macro, value in values.items():
             query = query.replace(macro, value)
@@ -170,16 +197,30 @@ def test_a_real_server_takes_a_postback_built_from_the_network_s_template(db, la
     assert verdicts == ["created", "updated", "refused"]
     (conversion,) = json.loads(lanner("conversion", "list", "--json").stdout)
     assert (conversion["status"], conversion["original_status"], conversion["payout"], conversion["tid"]) == (
-        "sale", "lead", 12.5, "T-9",
-    )  # fmt: skip
+        "sale",
+        "lead",
+        12.5,
+        "T-9",
+    )
 
 
 # The CLI's options and output; the services it calls run on both backends above (a PostgreSQL process
 # start costs each of these commands a second more).
 @pytest.mark.sqlite_only
 def test_the_cli_creates_lists_shows_updates_and_prints_the_catalogue(lanner):
-    created = lanner("network", "create", "Adv Net", "--subid-macro", "{clickid}", "--payout-macro", "{sum}",
-                     "--status-macro", "{status}", "--tid-macro", "{transaction_id}")  # fmt: skip
+    created = lanner(
+        "network",
+        "create",
+        "Adv Net",
+        "--subid-macro",
+        "{clickid}",
+        "--payout-macro",
+        "{sum}",
+        "--status-macro",
+        "{status}",
+        "--tid-macro",
+        "{transaction_id}",
+    )
     assert "Network 1 (adv-net) created." in created.stderr
     assert re.fullmatch(
         r"postback URL: https://YOUR-DOMAIN/[0-9a-f]{32}/postback\?subid=\{clickid\}&payout=\{sum\}"

@@ -448,9 +448,14 @@ def test_a_postback_through_the_server_is_delivered_by_the_consumer_after_a_retr
     target = target_server(fail_first=1, fail_code=500)
     lanner("campaign", "create", "Demo", "--alias", "demo", "--offer-url", "https://o.example/?s={subid}")
     lanner(
-        "postback", "target", "add", "demo",
-        target.base + "/cb?s={subid}&st={status}&p={payout}&t={tid}", "--status", "sale",
-    )  # fmt: skip
+        "postback",
+        "target",
+        "add",
+        "demo",
+        target.base + "/cb?s={subid}&st={status}&p={payout}&t={tid}",
+        "--status",
+        "sale",
+    )
     key_line = lanner("postback", "key", "show").stdout.splitlines()[0]
     assert key_line.startswith("key: ")
     key = key_line.removeprefix("key: ")

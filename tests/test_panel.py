@@ -115,13 +115,21 @@ def panel_db(app):
 
 
 def test_the_cookie_is_secure_when_a_trusted_proxy_says_https_and_only_then(make_panel, users):
-    _, headers, _ = post(make_panel(), "/panel/login", {"name": "anna", "password": PASSWORD},
-                         headers={"X-Forwarded-Proto": "https"})  # fmt: skip
+    _, headers, _ = post(
+        make_panel(),
+        "/panel/login",
+        {"name": "anna", "password": PASSWORD},
+        headers={"X-Forwarded-Proto": "https"},
+    )
     assert "Secure" in headers["set-cookie"]
     # A peer that is no trusted proxy (TCP admin bind, proxies elsewhere) cannot claim HTTPS.
     untrusted = make_panel(LANNER_ADMIN_BIND="127.0.0.1:0", LANNER_TRUSTED_PROXIES="10.0.0.1")
-    _, headers, _ = post(untrusted, "/panel/login", {"name": "anna", "password": PASSWORD},
-                         headers={"X-Forwarded-Proto": "https"})  # fmt: skip
+    _, headers, _ = post(
+        untrusted,
+        "/panel/login",
+        {"name": "anna", "password": PASSWORD},
+        headers={"X-Forwarded-Proto": "https"},
+    )
     assert "Secure" not in headers["set-cookie"]
 
 
@@ -286,8 +294,9 @@ def test_writes_without_the_session_s_token_or_from_another_site_are_refused(pan
         status, _, body = post(panel, "/panel/campaigns/1/status", fields, cookie=cookie, headers=header)
         assert status == 403 and b"another site" in body
     assert get_campaign(db, 1).status == "active"
-    status, headers, _ = post(panel, "/panel/campaigns/1/status", fields, cookie=cookie,
-                              headers={"Origin": "http://127.0.0.1"})  # fmt: skip
+    status, headers, _ = post(
+        panel, "/panel/campaigns/1/status", fields, cookie=cookie, headers={"Origin": "http://127.0.0.1"}
+    )
     assert status == 303 and get_campaign(db, 1).status == "paused"
     # The login form has no session yet: its Origin is checked.
     status, _, _ = post(

@@ -191,9 +191,15 @@ def test_the_form_costs_one_zone_or_the_whole_source_and_lists_the_costs_set(
 ):
     from test_costs import zone_clicks
 
-    zone_clicks(db, settings, make_tracker, {
-        "north": [("1", False)] * 2 + [("1", True), ("2", False)], "south": [("2", False)],
-    })  # fmt: skip
+    zone_clicks(
+        db,
+        settings,
+        make_tracker,
+        {
+            "north": [("1", False)] * 2 + [("1", True), ("2", False)],
+            "south": [("2", False)],
+        },
+    )
     cookie = log_in(panel)
     html = get(panel, COSTS, cookie)[2]
     assert 'name="sub.zoneid"' in html and 'name="sub.site"' in html  # The source's parameters.
@@ -204,8 +210,9 @@ def test_the_form_costs_one_zone_or_the_whole_source_and_lists_the_costs_set(
     assert "spread over 2 clicks with zoneid=1" in page and "1 bot clicks at 0" in page
     costs = db.execute_sql("SELECT sub_id_1, is_bot, cost FROM click ORDER BY id").fetchall()
     assert [cost for zone, is_bot, cost in costs if zone == "1"] == [3.0, 3.0, 0.0]
-    status, _, page = zone_fields(panel, cookie, COSTS, amount="9", scope="source", include_bots="1",
-                                  **{"sub.zoneid": "2"})  # fmt: skip
+    status, _, page = zone_fields(
+        panel, cookie, COSTS, amount="9", scope="source", include_bots="1", **{"sub.zoneid": "2"}
+    )
     page = page.decode()
     assert status == 200 and "spread over 2 clicks of Propeller's campaigns with zoneid=2" in page
     rows = re.findall(r"<tr><td>(this campaign|every campaign of Propeller)</td><td>([^<]*)</td>", page)

@@ -50,9 +50,19 @@ def campaign(db):
 def stream_fields(token, filters=(), offers=(), **fields):
     """The stream form's pairs: `filters` as (type, key, op, value) rows, then the blank rows a page has."""
     pairs = [("csrf_token", token)]
-    defaults = {"name": "", "type": "regular", "weight": "100", "action": "offers", "payload": "",
-                "filter_mode": "and", "offer_rotation": "weight", "redirect_type": "http",
-                "fallback_offer_id": "", "daily_cap": "", "total_cap": ""}  # fmt: skip
+    defaults = {
+        "name": "",
+        "type": "regular",
+        "weight": "100",
+        "action": "offers",
+        "payload": "",
+        "filter_mode": "and",
+        "offer_rotation": "weight",
+        "redirect_type": "http",
+        "fallback_offer_id": "",
+        "daily_cap": "",
+        "total_cap": "",
+    }
     pairs += list({**defaults, **fields}.items())
     for row in [*filters, ("", "", "=", ""), ("", "", "=", "")]:
         pairs += list(zip(("filter_type", "filter_key", "filter_op", "filter_value"), row, strict=True))
@@ -77,10 +87,22 @@ def test_an_admin_creates_a_campaign_and_lands_in_its_editor_with_its_url_to_cop
     assert 'href="/panel/campaigns/new"' in listing
     status, _, page = get(panel, "/panel/campaigns/new", cookie)
     assert status == 200 and 'name="alias"' in page
-    fields = {"csrf_token": token_of(page), "name": "Summer", "alias": "summer", "rotation": "weight",
-              "uniqueness_hours": "12", "timezone": "Europe/Berlin", "default_action": "not_found",
-              "cost_model": "cpc", "cost_value": "0.05", "cost_currency": "", "offer": "new",
-              "offer_url": NEW_OFFER, "bind_visitor": "1", "owner_id": ""}  # fmt: skip
+    fields = {
+        "csrf_token": token_of(page),
+        "name": "Summer",
+        "alias": "summer",
+        "rotation": "weight",
+        "uniqueness_hours": "12",
+        "timezone": "Europe/Berlin",
+        "default_action": "not_found",
+        "cost_model": "cpc",
+        "cost_value": "0.05",
+        "cost_currency": "",
+        "offer": "new",
+        "offer_url": NEW_OFFER,
+        "bind_visitor": "1",
+        "owner_id": "",
+    }
     status, headers, _ = post(panel, "/panel/campaigns/new", fields, cookie=cookie)
     created = get_campaign(db, "summer")
     assert status == 303 and headers["location"] == f"/panel/campaigns/{created.id}"
@@ -105,12 +127,16 @@ def test_a_refused_create_shows_the_sentence_and_keeps_what_was_typed(panel, use
     for changes, sentence in (
         ({"alias": "spring"}, "A campaign with alias &#39;spring&#39; already exists."),
         ({"alias": "panel"}, "must be 1-64 letters"),
-        ({"alias": "fine", "uniqueness_hours": "a day"},
-         "The uniqueness window must be a number, not &#39;a day&#39;."),
-        ({"alias": "fine", "offer": "", "offer_url": ""},
-         "Give exactly one of an offer URL or an existing offer id."),
+        (
+            {"alias": "fine", "uniqueness_hours": "a day"},
+            "The uniqueness window must be a number, not &#39;a day&#39;.",
+        ),
+        (
+            {"alias": "fine", "offer": "", "offer_url": ""},
+            "Give exactly one of an offer URL or an existing offer id.",
+        ),
         ({"alias": "fine", "name": " "}, "A campaign needs a name."),
-    ):  # fmt: skip
+    ):
         status, _, body = post(panel, "/panel/campaigns/new", {**base, **changes}, cookie=cookie)
         page = body.decode()
         assert status == 400 and sentence in page, page
@@ -129,10 +155,22 @@ def test_a_refused_create_shows_the_sentence_and_keeps_what_was_typed(panel, use
 
 
 def settings_form(token, **changes):
-    return {"csrf_token": token, "name": "Spring", "alias": "spring", "status": "active",
-            "rotation": "position", "uniqueness_hours": "24", "timezone": "UTC",
-            "default_action": "not_found", "default_url": "", "cost_model": "cpc", "cost_value": "0",
-            "cost_currency": "USD", "owner_id": "", **changes}  # fmt: skip
+    return {
+        "csrf_token": token,
+        "name": "Spring",
+        "alias": "spring",
+        "status": "active",
+        "rotation": "position",
+        "uniqueness_hours": "24",
+        "timezone": "UTC",
+        "default_action": "not_found",
+        "default_url": "",
+        "cost_model": "cpc",
+        "cost_value": "0",
+        "cost_currency": "USD",
+        "owner_id": "",
+        **changes,
+    }
 
 
 def test_settings_are_saved_through_update_campaign_and_its_errors_shown_next_to_the_form(
@@ -143,20 +181,30 @@ def test_settings_are_saved_through_update_campaign_and_its_errors_shown_next_to
     cookie = log_in(panel)
     token = form_token(panel, cookie, "/panel/campaigns/1")
     for changes, sentence in (
-        ({"cost_model": "revshare", "cost_value": "150"},
-         "A revshare cost is a percentage of revenue, from 0 to 100."),
+        (
+            {"cost_model": "revshare", "cost_value": "150"},
+            "A revshare cost is a percentage of revenue, from 0 to 100.",
+        ),
         ({"timezone": "Mars/Olympus"}, "Unknown timezone &#39;Mars/Olympus&#39;"),
         ({"default_action": "redirect"}, "A redirect default action needs"),
         ({"cost_currency": "XXX"}, "XXX"),
-    ):  # fmt: skip
+    ):
         status, _, body = post(panel, "/panel/campaigns/1", settings_form(token, **changes), cookie=cookie)
         page = body.decode()
         assert status == 400 and '<p class="error" role="alert">' in page and sentence in page, page
         assert 'id="campaign-form"' in page and "Campaign URL" in page
     assert get_campaign(db, 1).cost_model == "cpc" and get_campaign(db, 1).timezone == "UTC"
-    changes = {"name": "Spring 2", "alias": "spring2", "status": "paused", "timezone": "America/New_York",
-               "default_action": "redirect", "default_url": "https://d.example/", "cost_model": "cpm",
-               "cost_value": "2.5", "owner_id": str(users["bert"].id)}  # fmt: skip
+    changes = {
+        "name": "Spring 2",
+        "alias": "spring2",
+        "status": "paused",
+        "timezone": "America/New_York",
+        "default_action": "redirect",
+        "default_url": "https://d.example/",
+        "cost_model": "cpm",
+        "cost_value": "2.5",
+        "owner_id": str(users["bert"].id),
+    }
     status, headers, _ = post(panel, "/panel/campaigns/1", settings_form(token, **changes), cookie=cookie)
     assert status == 303 and headers["location"] == "/panel/campaigns/1?saved_settings=1"
     saved = get_campaign(db, 1)
@@ -205,8 +253,15 @@ def test_a_stream_with_filters_of_every_kind_and_weighted_offers_is_added(panel,
         ("unique", "", "=", "campaign"),
         ("bot", "", "=", "no"),
     ]
-    fields = stream_fields(token_of(page), filters, [(2, 70), (3, 30)], name="US mobile", type="intercepting",
-                           filter_mode="or", daily_cap="100")  # fmt: skip
+    fields = stream_fields(
+        token_of(page),
+        filters,
+        [(2, 70), (3, 30)],
+        name="US mobile",
+        type="intercepting",
+        filter_mode="or",
+        daily_cap="100",
+    )
     status, headers, body = post_form(panel, "/panel/campaigns/1/streams/new", fields, cookie)
     assert status == 303, body
     stream = list_streams(db, 1)[0]
@@ -218,10 +273,18 @@ def test_a_stream_with_filters_of_every_kind_and_weighted_offers_is_added(panel,
         100,
     )
     assert describe_filters(stream) == [
-        "country=US,GB", "device!=desktop", "param.utm_source=fb", "sub_id_3~promo",
-        "ip=10.0.0.0/8,2001:db8::/32", 'city="Washington, D.C.",London', "referrer~/fb|ig/",
-        "schedule=mon-fri 09:00-18:00", "date=2026-12-01..2026-12-31", "unique=campaign", "bot=no",
-    ]  # fmt: skip
+        "country=US,GB",
+        "device!=desktop",
+        "param.utm_source=fb",
+        "sub_id_3~promo",
+        "ip=10.0.0.0/8,2001:db8::/32",
+        'city="Washington, D.C.",London',
+        "referrer~/fb|ig/",
+        "schedule=mon-fri 09:00-18:00",
+        "date=2026-12-01..2026-12-31",
+        "unique=campaign",
+        "bot=no",
+    ]
     assert sorted(stream_offers(db, stream)) == [(2, 70), (3, 30)]
     assert ("anna", "create") in audit_actors(db, "stream")
     # The editor lists it first (intercepting), with each offer's share; its form shows the rows back.
@@ -239,8 +302,13 @@ def test_an_invalid_filter_answers_the_parser_s_sentence_next_to_its_row_and_sav
 
     cookie = log_in(panel)
     token = form_token(panel, cookie, "/panel/campaigns/1/streams/new")
-    filters = [("country", "", "=", "US"), ("country", "", "~", "US"), ("sub_id", "", "=", "x"),
-               ("param", "", "=", "fb"), ("schedule", "", "=", "someday")]  # fmt: skip
+    filters = [
+        ("country", "", "=", "US"),
+        ("country", "", "~", "US"),
+        ("sub_id", "", "=", "x"),
+        ("param", "", "=", "fb"),
+        ("schedule", "", "=", "someday"),
+    ]
     status, _, page = post_form(
         panel, "/panel/campaigns/1/streams/new", stream_fields(token, filters, [(1, 1)]), cookie
     )
@@ -272,8 +340,15 @@ def test_an_invalid_filter_answers_the_parser_s_sentence_next_to_its_row_and_sav
 def test_editing_a_stream_replaces_its_filters_offers_caps_and_fallback(panel, users, db, campaign):
     from models.admin.services import add_stream, describe_filters, get_stream, stream_offers
 
-    added = add_stream(db, 1, offers=[(1, 50), (2, 50)], filters=["country=US"], daily_cap=10, total_cap=20,
-                       fallback_offer_id=3)  # fmt: skip
+    added = add_stream(
+        db,
+        1,
+        offers=[(1, 50), (2, 50)],
+        filters=["country=US"],
+        daily_cap=10,
+        total_cap=20,
+        fallback_offer_id=3,
+    )
     cookie = log_in(panel)
     path = f"/panel/campaigns/1/streams/{added.id}"
     token = form_token(panel, cookie, path)
@@ -430,7 +505,9 @@ def test_a_buyer_edits_their_own_reads_a_read_only_share_and_never_sees_others(p
         )[0]
         == 303
     )
-    assert get_campaign(db, "berts").name == "Renamed" and get_campaign(db, "berts").owner_id == users["bert"].id
+    assert (
+        get_campaign(db, "berts").name == "Renamed" and get_campaign(db, "berts").owner_id == users["bert"].id
+    )
     assert ("bert", "update") in audit_actors(db, "campaign")
 
 
@@ -502,9 +579,14 @@ def test_every_editor_write_needs_the_session_s_token(panel, users, db, campaign
 
     cookie = log_in(panel)
     stream_id = list_streams(db, 1)[0].id
-    for path in ("/panel/campaigns/new", "/panel/campaigns/1", "/panel/campaigns/1/streams/new",
-                 f"/panel/campaigns/1/streams/{stream_id}", f"/panel/campaigns/1/streams/{stream_id}/remove",
-                 "/panel/campaigns/1/streams/order"):  # fmt: skip
+    for path in (
+        "/panel/campaigns/new",
+        "/panel/campaigns/1",
+        "/panel/campaigns/1/streams/new",
+        f"/panel/campaigns/1/streams/{stream_id}",
+        f"/panel/campaigns/1/streams/{stream_id}/remove",
+        "/panel/campaigns/1/streams/order",
+    ):
         status, _, body = post(
             panel, path, {"csrf_token": "x" * 43, "name": "x", "order": str(stream_id)}, cookie=cookie
         )
@@ -525,8 +607,12 @@ def test_names_and_filter_values_come_out_escaped(panel, users, db, campaign):
         db, 1, name=hostile, offers=[(2, 1)], filters=['referrer~"' + hostile.replace('"', '""') + '"']
     )
     cookie = log_in(panel)
-    for path in ("/panel/campaigns/1", f"/panel/campaigns/1/streams/{added.id}",
-                 "/panel/campaigns/1/streams/new", "/panel/campaigns"):  # fmt: skip
+    for path in (
+        "/panel/campaigns/1",
+        f"/panel/campaigns/1/streams/{added.id}",
+        "/panel/campaigns/1/streams/new",
+        "/panel/campaigns",
+    ):
         page = get(panel, path, cookie)[2]
         assert "<img src=x" not in page and "<script>alert" not in page, path
         assert "&lt;img src=x onerror=alert(1)&gt;" in page, path

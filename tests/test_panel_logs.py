@@ -170,9 +170,14 @@ def test_a_click_s_page_shows_what_was_stored_its_trace_and_conversions_escaped(
     sub_ids = [""] * 30
     sub_ids[4] = XSS
     campaign, subid = routed_click(
-        db, settings, make_tracker, ip="198.51.100.7", user_agent=f"Mozilla/5.0 {XSS}",
-        referrer=f"https://ref.example/?q={XSS}", sub_ids=sub_ids,
-    )  # fmt: skip
+        db,
+        settings,
+        make_tracker,
+        ip="198.51.100.7",
+        user_agent=f"Mozilla/5.0 {XSS}",
+        referrer=f"https://ref.example/?q={XSS}",
+        sub_ids=sub_ids,
+    )
     own(db, campaign.id, users["frugal"])
     admin = log_in(panel)
     assert subid in subids(get(panel, "/panel/clicks", admin)[2])
@@ -256,8 +261,14 @@ def test_a_click_s_trace_says_not_stored_for_a_query_parameter_it_was_routed_by(
 
 
 def test_the_log_pages_ask_for_a_login(panel, users):
-    for path in ("/panel/clicks", "/panel/clicks/x", "/panel/conversions", "/panel/conversions/1",
-                 "/panel/conversions/import", "/panel/postback-log"):  # fmt: skip
+    for path in (
+        "/panel/clicks",
+        "/panel/clicks/x",
+        "/panel/conversions",
+        "/panel/conversions/1",
+        "/panel/conversions/import",
+        "/panel/postback-log",
+    ):
         status, headers, _ = request(panel, path)
         assert status == 303 and headers["location"].startswith("/panel/login?next="), path
 
@@ -310,16 +321,22 @@ def test_a_correction_changes_status_and_payout_is_audited_and_refuses_what_it_c
     admin = log_in(panel)
     html = get(panel, f"/panel/conversions/{cid}", admin)[2]
     token = csrf_token(html)
-    status, headers, _ = post(panel, f"/panel/conversions/{cid}", {"status": "rejected", "payout": "1.25",
-                                                                    "csrf_token": token}, admin)  # fmt: skip
+    status, headers, _ = post(
+        panel,
+        f"/panel/conversions/{cid}",
+        {"status": "rejected", "payout": "1.25", "csrf_token": token},
+        admin,
+    )
     assert status == 303 and headers["location"] == f"/panel/conversions/{cid}?saved=1"
     corrected = get_conversion(cid)
     assert (corrected.status, corrected.payout, corrected.original_status) == ("rejected", 1.25, "sale")
     entry = audit_rows(db, entity=f"conversion:{cid}")[0]
     assert entry["actor"] == "anna" and entry["action"] == "update"
     assert entry["old"]["status"] == "sale" and entry["new"] == {
-        "status": "rejected", "payout": 1.25, "report_payout": 1.25
-    }  # fmt: skip
+        "status": "rejected",
+        "payout": 1.25,
+        "report_payout": 1.25,
+    }
     assert "Saved" in get(panel, f"/panel/conversions/{cid}?saved=1", admin)[2]
     # What cannot be applied comes back as the form with its sentence, and changes nothing.
     for fields, sentence in (
@@ -340,8 +357,12 @@ def test_a_correction_changes_status_and_payout_is_audited_and_refuses_what_it_c
     viewer = log_in(panel, "vera")
     html = get(panel, f"/panel/conversions/{cid}", viewer)[2]
     assert "<h2>Correct</h2>" not in html
-    assert post(panel, f"/panel/conversions/{cid}", {"status": "sale", "csrf_token": csrf_token(html)},
-                viewer)[0] == 403  # fmt: skip
+    assert (
+        post(panel, f"/panel/conversions/{cid}", {"status": "sale", "csrf_token": csrf_token(html)}, viewer)[
+            0
+        ]
+        == 403
+    )
     own(db, 1, users["frugal"])
     frugal = log_in(panel, "frugal")
     html = get(panel, f"/panel/conversions/{cid}", frugal)[2]
@@ -450,8 +471,10 @@ def test_the_postback_log_shows_postbacks_parked_ones_and_deliveries_escaped(pan
     own(db, 2, users["bert"])
     add_target(db, "1", "https://source.example/cb?c={subid}&p={payout}", ["sale"])
     recorder = ConversionRecorder(db, park_ms=3_600_000)
-    recorder.record(parse_postback({"subid": subid, "status": "sale", "payout": "5"}),
-                    Received("GET", "203.0.113.9", f"/postback?subid={subid}&x={XSS}"))  # fmt: skip
+    recorder.record(
+        parse_postback({"subid": subid, "status": "sale", "payout": "5"}),
+        Received("GET", "203.0.113.9", f"/postback?subid={subid}&x={XSS}"),
+    )
     missing = "0" * 16 + "1"  # A Lanner subid no click has (yet): parked.
     recorder.record(
         parse_postback({"subid": missing}), Received("GET", "203.0.113.9", "/postback?subid=" + missing)

@@ -10,9 +10,18 @@ import re
 import pytest
 from test_panel import csrf_token, get, log_in, make_panel, panel, post, users  # noqa: F401
 
-NEW = {"name": "Rocket", "alias": "", "template": "affise", "subid_macro": "", "payout_macro": "",
-       "status_macro": "", "tid_macro": "", "currency_macro": "", "offer_params": "",
-       "notes": ""}  # fmt: skip
+NEW = {
+    "name": "Rocket",
+    "alias": "",
+    "template": "affise",
+    "subid_macro": "",
+    "payout_macro": "",
+    "status_macro": "",
+    "tid_macro": "",
+    "currency_macro": "",
+    "offer_params": "",
+    "notes": "",
+}
 
 
 def copy_value(html: str, element_id: str) -> str:
@@ -20,7 +29,9 @@ def copy_value(html: str, element_id: str) -> str:
 
 
 def test_an_admin_creates_a_network_from_the_catalogue_and_its_page_shows_the_url_to_paste(
-    panel, users, db  # noqa: F811
+    panel,  # noqa: F811
+    users,  # noqa: F811
+    db,  # noqa: F811
 ):
     from models.accounts.audit import list_audit
     from models.conversions.postbacks import read_secret
@@ -73,16 +84,28 @@ def test_an_admin_edits_a_network_and_maps_and_unmaps_its_words(panel, users, db
     cookie = log_in(panel)
     page = get(panel, "/panel/networks/1", cookie)[2]
     token = csrf_token(page)
-    fields = {"name": "Adv Net", "status": "active", "subid_macro": "{clickid}", "payout_macro": "{sum}",
-              "status_macro": "{status}", "tid_macro": "", "currency_macro": "",
-              "offer_params": "aff={subid}", "notes": "manager: bob", "do": "save",
-              "csrf_token": token}  # fmt: skip
+    fields = {
+        "name": "Adv Net",
+        "status": "active",
+        "subid_macro": "{clickid}",
+        "payout_macro": "{sum}",
+        "status_macro": "{status}",
+        "tid_macro": "",
+        "currency_macro": "",
+        "offer_params": "aff={subid}",
+        "notes": "manager: bob",
+        "do": "save",
+        "csrf_token": token,
+    }
     status, headers, _ = post(panel, "/panel/networks/1", fields, cookie=cookie)
     assert status == 303 and headers["location"] == "/panel/networks/1?done=saved"
     network = get_network(db, "adv")
     assert (network.name, network.payout_macro, network.offer_params, network.notes) == (
-        "Adv Net", "{sum}", "aff={subid}", "manager: bob",
-    )  # fmt: skip
+        "Adv Net",
+        "{sum}",
+        "aff={subid}",
+        "manager: bob",
+    )
     assert copy_value(get(panel, "/panel/networks/1", cookie)[2], "network-postback-url").endswith(
         "/postback?subid={clickid}&payout={sum}&status={status}&from=adv"
     )
@@ -127,10 +150,18 @@ def test_an_offer_names_its_network_on_its_form_and_the_network_page_lists_it(pa
     cookie = log_in(panel, "bert")  # A buyer changes offers, and names any network.
     page = get(panel, "/panel/offers/1", cookie)[2]
     assert '<option value="1">Adv</option>' in page and ">Old</option>" not in page  # Archived: not offered.
-    fields = {"name": "Shop", "url": "https://shop.example/?clickid={subid}", "payout": "1",
-              "currency": "USD", "daily_cap": "", "total_cap": "", "timezone": "UTC", "status": "active",
-              "network": "1",
-              "csrf_token": csrf_token(page)}  # fmt: skip
+    fields = {
+        "name": "Shop",
+        "url": "https://shop.example/?clickid={subid}",
+        "payout": "1",
+        "currency": "USD",
+        "daily_cap": "",
+        "total_cap": "",
+        "timezone": "UTC",
+        "status": "active",
+        "network": "1",
+        "csrf_token": csrf_token(page),
+    }
     assert post(panel, "/panel/offers/1", fields, cookie=cookie)[0] == 303
     assert get_offer(1).network_id == 1
     assert '<option value="1" selected>Adv</option>' in get(panel, "/panel/offers/1", cookie)[2]
@@ -144,8 +175,7 @@ def test_an_offer_names_its_network_on_its_form_and_the_network_page_lists_it(pa
 def test_network_names_and_macros_come_out_escaped(panel, users, db):  # noqa: F811
     from models.conversions.networks import create_network
 
-    create_network(db, '<script>alert("x")</script>', alias="x", subid_macro='"><img/src>',
-                   notes="<b>n</b>")  # fmt: skip
+    create_network(db, '<script>alert("x")</script>', alias="x", subid_macro='"><img/src>', notes="<b>n</b>")
     cookie = log_in(panel)
     for path in ("/panel/networks", "/panel/networks/1"):
         page = get(panel, path, cookie)[2]

@@ -7,8 +7,15 @@ import re
 
 from test_panel import clicks, csrf_token, get, log_in, make_panel, own, panel, post, users  # noqa: F401
 
-NEW = {"name": "Shop", "url": "https://shop.example/?c={subid}", "payout": "4.5", "currency": "",
-       "daily_cap": "", "total_cap": "", "timezone": "UTC"}  # fmt: skip
+NEW = {
+    "name": "Shop",
+    "url": "https://shop.example/?c={subid}",
+    "payout": "4.5",
+    "currency": "",
+    "daily_cap": "",
+    "total_cap": "",
+    "timezone": "UTC",
+}
 
 
 def offer_row(html: str, name: str) -> str:
@@ -76,9 +83,16 @@ def test_editing_an_offer_changes_every_field_and_clears_one_cap(panel, users, d
     cookie = log_in(panel)
     html = get(panel, "/panel/offers/1", cookie)[2]
     assert 'value="Old"' in html and 'name="daily_cap" value="10"' in html
-    fields = {"name": "New", "url": "https://new.example/?s={subid}", "payout": "2.25", "currency": "eur",
-              "daily_cap": "", "total_cap": "500", "timezone": "Europe/Berlin",
-              "status": "paused"}  # fmt: skip
+    fields = {
+        "name": "New",
+        "url": "https://new.example/?s={subid}",
+        "payout": "2.25",
+        "currency": "eur",
+        "daily_cap": "",
+        "total_cap": "500",
+        "timezone": "Europe/Berlin",
+        "status": "paused",
+    }
     status, headers, _ = post(
         panel, "/panel/offers/1", {**fields, "csrf_token": csrf_token(html)}, cookie=cookie
     )
@@ -92,9 +106,12 @@ def test_editing_an_offer_changes_every_field_and_clears_one_cap(panel, users, d
         "paused",
     )
     assert "Saved." in get(panel, headers["location"], cookie)[2]
-    status, _, body = post(panel, "/panel/offers/1",
-                           {**fields, "timezone": "Mars/Base", "csrf_token": csrf_token(html)},
-                           cookie=cookie)  # fmt: skip
+    status, _, body = post(
+        panel,
+        "/panel/offers/1",
+        {**fields, "timezone": "Mars/Base", "csrf_token": csrf_token(html)},
+        cookie=cookie,
+    )
     assert status == 400 and b"Unknown timezone" in body and get_offer(1).timezone == "Europe/Berlin"
 
 
@@ -112,8 +129,13 @@ def test_viewers_may_not_write_and_forms_need_the_token(panel, users, db):  # no
     admin = log_in(panel)
     assert post(panel, "/panel/offers/1", {**NEW, "csrf_token": "x" * 43}, cookie=admin)[0] == 403
     token = csrf_token(get(panel, "/panel/offers", admin)[2])
-    status, _, _ = post(panel, "/panel/offers/1", {**NEW, "csrf_token": token},
-                        cookie=admin, headers={"Origin": "https://evil.example"})  # fmt: skip
+    status, _, _ = post(
+        panel,
+        "/panel/offers/1",
+        {**NEW, "csrf_token": token},
+        cookie=admin,
+        headers={"Origin": "https://evil.example"},
+    )
     assert status == 403 and get_offer(1).name == "Old"
 
 

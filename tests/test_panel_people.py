@@ -169,11 +169,17 @@ def test_every_user_sets_their_own_timezone_audited_and_a_bad_one_is_refused(pan
     assert 'class="tz">Asia/Tokyo<' in get(panel, "/panel", viewer)[2]  # The session follows at once.
     entry = audit_entries(db, "user")[0]
     assert (entry.actor, entry.action, entry.old_values, entry.new_values) == (
-        "vera", "update", {"timezone": ""}, {"timezone": "Asia/Tokyo"},
-    )  # fmt: skip
-    status, _, body = post(panel, "/panel/account/timezone",
-                           {"timezone": "<script>x</script>", "csrf_token": token},
-                           cookie=viewer)  # fmt: skip
+        "vera",
+        "update",
+        {"timezone": ""},
+        {"timezone": "Asia/Tokyo"},
+    )
+    status, _, body = post(
+        panel,
+        "/panel/account/timezone",
+        {"timezone": "<script>x</script>", "csrf_token": token},
+        cookie=viewer,
+    )
     assert status == 400 and "Unknown timezone" in body.decode() and "<script>x" not in body.decode()
     assert get_user(db, "vera").timezone == "Asia/Tokyo"
 
@@ -286,8 +292,11 @@ def test_an_admin_adds_edits_resets_and_removes_users_with_the_last_admin_refuse
     assert (nina.role, nina.hides_money, nina.is_disabled, nina.timezone) == ("viewer", False, True, "")
     entry = audit_entries(db, "user")[0]
     assert entry.actor == "anna" and entry.new_values == {
-        "role": "viewer", "hides_money": False, "is_disabled": True, "timezone": "",
-    }  # fmt: skip
+        "role": "viewer",
+        "hides_money": False,
+        "is_disabled": True,
+        "timezone": "",
+    }
 
     reset = {"new_password": "another long one", "confirm_password": "another long one", "csrf_token": token}
     bert = log_in(panel, "bert")
@@ -347,9 +356,9 @@ def test_shares_and_api_keys_from_a_user_s_page_the_key_shown_once(panel, users,
     assert visible_campaign_ids(db, user_principal(bert.id, "bert", "buyer", False)) == set()
     assert [e.action for e in audit_entries(db, "campaign")[:2]] == ["unshare", "share"]
 
-    status, headers, body = post(panel, page + "/keys",
-                                 {"scope": "read", "label": "<b>bot</b>", "csrf_token": token},
-                                 cookie=admin)  # fmt: skip
+    status, headers, body = post(
+        panel, page + "/keys", {"scope": "read", "label": "<b>bot</b>", "csrf_token": token}, cookie=admin
+    )
     # POST/redirect/GET: the key rides to the page once, sealed in a cookie for that page only.
     assert status == 303 and headers["location"] == page and body == b""
     flash = headers["set-cookie"]
@@ -441,8 +450,17 @@ def test_the_status_page_is_admins_only_and_masks_secrets(make_panel, users, db)
         assert get(panel, "/panel/status", log_in(panel, name))[0] == 403
     status, _, html = get(panel, "/panel/status", log_in(panel, "anna"))
     assert status == 200
-    for shown in ("Spool depth", "Flusher lag", "Consumer", "LANNER_MAXMIND_LICENSE_KEY", "(set)", "Deferred",
-                  "Bot ranges", "https://me:***@geo.example<", "no flusher heartbeat"):  # fmt: skip
+    for shown in (
+        "Spool depth",
+        "Flusher lag",
+        "Consumer",
+        "LANNER_MAXMIND_LICENSE_KEY",
+        "(set)",
+        "Deferred",
+        "Bot ranges",
+        "https://me:***@geo.example<",
+        "no flusher heartbeat",
+    ):
         assert shown in html, shown
     assert "<img src=x" not in html and "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
     for secret in (
@@ -477,8 +495,12 @@ def test_0010_upgrades_an_install_from_0009_with_its_users_and_sessions(settings
         assert migrate(database)[:1] == ["0010_user_timezone"] and schema_is_current(database)
         bert = get_user(database, "bert")
         assert (bert.role, bert.hides_money, bert.timezone, bert.last_login_at, bert.created_at) == (
-            "buyer", True, "", None, 7,
-        )  # fmt: skip
+            "buyer",
+            True,
+            "",
+            None,
+            7,
+        )
         panel = InProcessApp(create_admin_app(load_settings(env), db=database), Clock(time.time()))
         cookie = log_in(panel, "bert")
         assert 'class="tz">UTC<' in get(panel, "/panel", cookie)[2]

@@ -43,8 +43,15 @@ def test_a_buyer_adds_tests_and_removes_a_target_of_their_campaign(panel, users,
         assert '<option value="1"' in html and '<option value="2"' not in html
         token = csrf_token(html)
         url = server.base + "/cb?click={sub_id_1}&sum={payout}&st={status}"
-        fields = [("csrf_token", token), ("do", "add"), ("campaign", "1"), ("url", url),
-                  ("statuses", "sale"), ("statuses", "lead"), ("method", "GET")]  # fmt: skip
+        fields = [
+            ("csrf_token", token),
+            ("do", "add"),
+            ("campaign", "1"),
+            ("url", url),
+            ("statuses", "sale"),
+            ("statuses", "lead"),
+            ("method", "GET"),
+        ]
         status, headers, _ = post_lists(panel, cookie, fields)
         assert status == 303 and headers["location"] == "/panel/postbacks?done=added"
         (target,) = list_targets(db)
@@ -53,9 +60,12 @@ def test_a_buyer_adds_tests_and_removes_a_target_of_their_campaign(panel, users,
         assert "Target added." in html and html_module.escape(url, quote=False) in html
         # A test of the saved target, then of a URL typed in the form: sample values, nothing stored.
         # Each test answers 303; the page it goes back to shows the result once, so a reload sends nothing.
-        status, headers, _ = post(panel, "/panel/postbacks",
-                                  {"csrf_token": token, "do": "test_target", "target": target["id"]},
-                                  cookie=cookie)  # fmt: skip
+        status, headers, _ = post(
+            panel,
+            "/panel/postbacks",
+            {"csrf_token": token, "do": "test_target", "target": target["id"]},
+            cookie=cookie,
+        )
         assert status == 303 and headers["location"] == "/panel/postbacks"
         flash = headers["set-cookie"].split(";")[0]
         html = get(panel, "/panel/postbacks", f"{cookie}; {flash}")[2]
@@ -80,8 +90,13 @@ def test_a_buyer_adds_tests_and_removes_a_target_of_their_campaign(panel, users,
 def test_a_bad_target_is_refused_next_to_the_form_with_what_was_typed(panel, users, clicks):  # noqa: F811
     cookie = log_in(panel)
     token = csrf_token(get(panel, "/panel/postbacks", cookie)[2])
-    fields = [("csrf_token", token), ("do", "add"), ("campaign", "1"), ("url", "https://s.example/?a={nope}"),
-              ("method", "GET")]  # fmt: skip
+    fields = [
+        ("csrf_token", token),
+        ("do", "add"),
+        ("campaign", "1"),
+        ("url", "https://s.example/?a={nope}"),
+        ("method", "GET"),
+    ]
     status, _, body = post_lists(panel, cookie, [*fields, ("statuses", "sale")])
     html = body.decode()
     assert (
@@ -191,8 +206,14 @@ def test_a_target_added_and_removed_in_the_panel_is_in_the_audit_log_under_its_u
     own(db, 1, users["bert"])
     cookie = log_in(panel, "bert")
     token = csrf_token(get(panel, "/panel/postbacks", cookie)[2])
-    fields = [("csrf_token", token), ("do", "add"), ("campaign", "1"), ("url", "https://s.example/?c={subid}"),
-              ("statuses", "sale"), ("method", "GET")]  # fmt: skip
+    fields = [
+        ("csrf_token", token),
+        ("do", "add"),
+        ("campaign", "1"),
+        ("url", "https://s.example/?c={subid}"),
+        ("statuses", "sale"),
+        ("method", "GET"),
+    ]
     assert post_lists(panel, cookie, fields)[0] == 303
     (entry,) = list_audit(db, entity="postback_target")
     assert (entry.actor, entry.action, entry.new_values["url"]) == (
@@ -200,8 +221,15 @@ def test_a_target_added_and_removed_in_the_panel_is_in_the_audit_log_under_its_u
         "create",
         "https://s.example/?c={subid}",
     )
-    assert post(panel, "/panel/postbacks", {"csrf_token": token, "do": "remove", "target": entry.entity_id},
-                cookie=cookie)[0] == 303  # fmt: skip
+    assert (
+        post(
+            panel,
+            "/panel/postbacks",
+            {"csrf_token": token, "do": "remove", "target": entry.entity_id},
+            cookie=cookie,
+        )[0]
+        == 303
+    )
     assert [(e.actor, e.action) for e in list_audit(db, entity="postback_target")] == [
         ("bert", "remove"),
         ("bert", "create"),

@@ -21,8 +21,14 @@ def geo_panel(make_panel, geo_env, db, users):  # noqa: F811
     create_offer(db, "Main", "https://main.example/?c={subid}&geo={country}")
     create_offer(db, "UK phones", "https://uk.example/?c={subid}&city={city}")
     create_campaign(db, "Geo", "geo", offer_id=1)
-    add_stream(db, "geo", type="intercepting", name="UK mobile", offers=[(2, 100)],
-               filters=["country=GB", "device=mobile,tablet"])  # fmt: skip
+    add_stream(
+        db,
+        "geo",
+        type="intercepting",
+        name="UK mobile",
+        offers=[(2, 100)],
+        filters=["country=GB", "device=mobile,tablet"],
+    )
     return make_panel(LANNER_GEO_DATABASE=geo_env["LANNER_GEO_DATABASE"])
 
 
@@ -115,8 +121,15 @@ def test_what_the_visitor_sends_comes_out_escaped(geo_panel, db):
     update_stream(db, 2, name='<script>alert("s")</script>')
     cookie = log_in(geo_panel)
     evil = '"><img src=x onerror=alert(1)>'
-    status, html = simulate(geo_panel, cookie, ip="2001:db8::5", ua=evil, referrer=evil, language=evil,
-                            params="sub_id_1=" + urllib.parse.quote(evil))  # fmt: skip
+    status, html = simulate(
+        geo_panel,
+        cookie,
+        ip="2001:db8::5",
+        ua=evil,
+        referrer=evil,
+        language=evil,
+        params="sub_id_1=" + urllib.parse.quote(evil),
+    )
     assert status == 200 and "<img src=x" not in html and "<script>alert" not in html
     assert 'value="&#34;&gt;&lt;img src=x onerror=alert(1)&gt;"' in html
     assert "&lt;script&gt;alert(&#34;s&#34;)&lt;/script&gt;" in html

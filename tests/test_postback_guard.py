@@ -238,9 +238,7 @@ def test_concurrent_refusals_from_new_addresses_keep_exactly_the_bound(db, clock
             finally:
                 db.close()  # This thread's connection (peewee keeps one per thread).
 
-        workers = [
-            threading.Thread(target=refuse, args=(n, barrier, day, failures)) for n in range(threads)
-        ]
+        workers = [threading.Thread(target=refuse, args=(n, barrier, day, failures)) for n in range(threads)]
         for worker in workers:
             worker.start()
         for worker in workers:

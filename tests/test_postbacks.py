@@ -267,9 +267,15 @@ def test_unknown_subid_is_parked_then_matched_when_the_click_lands(recorder, cam
     assert conversions(subid) == []
     assert recorder.settle_parked() == []  # The click has not landed yet.
     Click.create(
-        subid=subid, created_at=int(clock() * 1000), campaign_id=campaign.id, stream_id=1, offer_id=1,
-        ip="203.0.113.7", user_agent="x", ua_hash=ua_hash("x"),
-    )  # fmt: skip
+        subid=subid,
+        created_at=int(clock() * 1000),
+        campaign_id=campaign.id,
+        stream_id=1,
+        offer_id=1,
+        ip="203.0.113.7",
+        user_agent="x",
+        ua_hash=ua_hash("x"),
+    )
     [settled] = recorder.settle_parked()
     assert settled.verdict == "created"
     [conversion] = conversions(subid)

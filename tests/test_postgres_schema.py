@@ -30,8 +30,14 @@ if not os.environ.get("CI"):
     pytest.importorskip("redis", reason="needs the cluster extra: pip install -e '.[cluster]'")
 import psycopg  # noqa: E402
 
-TYPE_FAMILIES = {"INTEGER": "integer", "bigint": "integer", "REAL": "real", "double precision": "real",
-                 "TEXT": "text", "text": "text"}  # fmt: skip
+TYPE_FAMILIES = {
+    "INTEGER": "integer",
+    "bigint": "integer",
+    "REAL": "real",
+    "double precision": "real",
+    "TEXT": "text",
+    "text": "text",
+}
 # SQLite's implicit rowid, which deferred.py orders by, is a real column on PostgreSQL (schema.py).
 POSTGRES_ONLY_COLUMNS = {("deferred_step", "rowid")}
 ON_DELETE = {"a": "NO ACTION", "n": "SET NULL", "c": "CASCADE", "r": "RESTRICT", "d": "SET DEFAULT"}
@@ -49,8 +55,12 @@ def normalized(expression: str | None) -> str | None:
 
 def sqlite_schema(conn) -> dict:
     tables = {}
-    names = [row[0] for row in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]  # fmt: skip
+    names = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
     for table in names:
         info = conn.execute(f"PRAGMA table_info({table})").fetchall()
         columns = {
@@ -71,8 +81,13 @@ def sqlite_schema(conn) -> dict:
         for row in conn.execute(f"PRAGMA foreign_key_list({table})").fetchall():
             _, _, target, source, target_column, _, on_delete, _ = row
             foreign_keys.add(((source,), target, (target_column,), on_delete))
-        tables[table] = dict(columns=columns, primary_key=primary_key, uniques=uniques, indexes=indexes,
-                             foreign_keys=foreign_keys)  # fmt: skip
+        tables[table] = dict(
+            columns=columns,
+            primary_key=primary_key,
+            uniques=uniques,
+            indexes=indexes,
+            foreign_keys=foreign_keys,
+        )
     return tables
 
 
@@ -256,9 +271,13 @@ def test_a_click_goes_on_while_the_database_cannot_be_read_and_the_worker_connec
     create_campaign(postgres, "Away", "away", offer_url="https://away.example/?c={subid}")
     clock = Clock(1_800_000_000.0)
     tracker = ClickTracker(
-        postgres, spool_dir=tmp_path / "spool", segment_bytes=1 << 20, uniqueness_hours=24,
-        debounce_seconds=2, clock=clock,
-    )  # fmt: skip
+        postgres,
+        spool_dir=tmp_path / "spool",
+        segment_bytes=1 << 20,
+        uniqueness_hours=24,
+        debounce_seconds=2,
+        clock=clock,
+    )
     try:
         lost = tracker.conn
         backend = lost.execute("SELECT pg_backend_pid()").fetchone()[0]

@@ -188,11 +188,14 @@ def test_a_repeat_within_debounce_on_another_worker_gets_the_same_subid(make_tra
     assert first.location.endswith("&ip=203.0.113.0")
 
 
-@pytest.mark.parametrize(("listed", "ip", "is_bot"), [
-    ("198.51.100.77", "198.51.100.77", 1),  # Listed, in the part anonymising zeroes: still a bot.
-    ("2001:db8:85a3::1", "2001:db8:85a3::1", 1),
-    ("198.51.100.0", "198.51.100.5", 0),  # Its kept address is listed, the visitor is not.
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("listed", "ip", "is_bot"),
+    [
+        ("198.51.100.77", "198.51.100.77", 1),  # Listed, in the part anonymising zeroes: still a bot.
+        ("2001:db8:85a3::1", "2001:db8:85a3::1", 1),
+        ("198.51.100.0", "198.51.100.5", 0),  # Its kept address is listed, the visitor is not.
+    ],
+)
 def test_the_bot_check_by_ip_sees_the_full_address(
     start_app, campaign_alias, db, env, lanner, ip, listed, is_bot
 ):

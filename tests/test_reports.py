@@ -72,8 +72,13 @@ def tracked(tmp_path_factory):
     subids = [row[0] for row in db.execute_sql("SELECT subid FROM click ORDER BY id").fetchall()]
     for n, subid in enumerate(rng.sample(subids, 700)):
         first = rng.choice(["lead", "sale", "approved", "hold", "mystery", "rebill"])
-        params = {"subid": subid, "status": first, "payout": f"{rng.uniform(1, 50):.2f}", "tid": "t1",
-                  "currency": rng.choice(["", "USD", "EUR", "GBP", "JPY"])}  # fmt: skip
+        params = {
+            "subid": subid,
+            "status": first,
+            "payout": f"{rng.uniform(1, 50):.2f}",
+            "tid": "t1",
+            "currency": rng.choice(["", "USD", "EUR", "GBP", "JPY"]),
+        }
         recorder.record(parse_postback(params), RECEIVED)
         if rng.random() < 0.5:
             then = rng.choice(["sale", "rejected", "trash", "lead"])
@@ -109,8 +114,18 @@ def test_rollup_reports_equal_raw_reports(tracked, group_by, zone):
 
 def test_the_data_exercises_every_metric(tracked):
     total = run_report(tracked, ReportQuery(preset="all_time")).total
-    for metric in ("clicks", "unique_clicks", "leads", "sales", "rejected", "trash", "rebills", "revenue",
-                   "revenue_pending", "cost"):  # fmt: skip
+    for metric in (
+        "clicks",
+        "unique_clicks",
+        "leads",
+        "sales",
+        "rejected",
+        "trash",
+        "rebills",
+        "revenue",
+        "revenue_pending",
+        "cost",
+    ):
         assert total[metric] > 0, metric
     assert total["clicks"] == 6000
     assert total["cost"] == pytest.approx(123.45 + 10.8 + sum_conversion_costs(tracked), abs=0.01)
@@ -188,9 +203,14 @@ def test_the_smaller_cubes_are_the_detail_cube_summed(tracked):
     """Landed clicks, conversions in every status and their changes, a re-map, rates and cost spreads:
     every writer moved each cube by the same amounts (the fixture did all of these)."""
     assert cube_differences(tracked) == {
-        table: [] for table in ("rollup_campaign_hour", "rollup_campaign_day", "rollup_campaign_country_hour",
-                                "rollup_campaign_country_day")
-    }  # fmt: skip
+        table: []
+        for table in (
+            "rollup_campaign_hour",
+            "rollup_campaign_day",
+            "rollup_campaign_country_hour",
+            "rollup_campaign_country_day",
+        )
+    }
 
 
 def test_pieces_read_raw_rows_only_inside_an_hour():
@@ -222,20 +242,29 @@ def test_days_are_local_days_across_dst(db):
     ]
     for moment in moments:
         created = int(datetime.fromisoformat(moment).timestamp() * 1000)
-        Click.create(subid=new_subid(created), created_at=created, campaign_id=campaign.id, ip="192.0.2.1",
-                     user_agent="ua", ua_hash=ua_hash("ua"))  # fmt: skip
+        Click.create(
+            subid=new_subid(created),
+            created_at=created,
+            campaign_id=campaign.id,
+            ip="192.0.2.1",
+            user_agent="ua",
+            ua_hash=ua_hash("ua"),
+        )
     run_deferred(db)  # No click was there at migration: the backfill is empty, the rollups go live.
     from models.reporting.rollups import RollupDelta
 
     delta = RollupDelta()  # These rows were put in directly, so add them as the flusher would.
     delta.add_clicks(
-        [[r[0], r[1], r[2], None, None, "", "", 0, "", "", "", 0.0, 0, 0, 0, 0, *[""] * 30, *[""] * 9]
-         for r in db.execute_sql("SELECT subid, created_at, campaign_id FROM click").fetchall()]
-    )  # fmt: skip
+        [
+            [r[0], r[1], r[2], None, None, "", "", 0, "", "", "", 0.0, 0, 0, 0, 0, *[""] * 30, *[""] * 9]
+            for r in db.execute_sql("SELECT subid, created_at, campaign_id FROM click").fetchall()
+        ]
+    )
     delta.apply(db.connection())
     for source in ("auto", "raw"):
-        report = run_report(db, ReportQuery(group_by=("day",), timezone="America/New_York", preset="all_time",
-                                            source=source))  # fmt: skip
+        report = run_report(
+            db, ReportQuery(group_by=("day",), timezone="America/New_York", preset="all_time", source=source)
+        )
         assert [(row["day"], row["clicks"]) for row in report.rows] == [
             ("2026-10-31", 1),
             ("2026-11-01", 2),
@@ -358,16 +387,42 @@ def test_every_rollup_writer_moves_the_smaller_cubes_with_the_detail_cube(db, se
 # Referrers that urlsplit() reads in every way it can: case, ports, user info, IPv6 and broken
 # brackets, no "//", tabs and line breaks inside, leading blanks, NFKC-suspect hosts, www. alone.
 TRICKY_REFERRERS = [
-    "", "https://www.Example.COM/path?q=1", "http://example.com:8080/", "//cdn.example.org/x",
-    "HTTPS://WWW.EXAMPLE.COM", "ftp://user:pw@files.example.net/a", "example.com/no-scheme",
-    "https://user@www.host.example@evil.example/", "\t https://spaced.example/", "https://ex\tam\nple.com/",
-    "https://[2001:db8::1]:443/", "https://[fe80::1%25eTh0]/", "https://[broken/", "https://broken]/",
-    "https://[1.2.3.4]/", "https://[v1.fe]/", "https://[vz]/", "android-app://com.google.android.gm/",
-    "https://www./", "https://www.", "https:/one-slash.example/a/b", "mailto:someone@example.com",
-    "https://example.com?x=/y", "https://example.com#frag/z", "https://ünïcode.example/",
-    "https://exam\u2100ple.com/", "ht?tp://x/y", "https://www.WWW.example/", "https://a:b/c",
-    "https://Café.example:80/", "1http://digit.example/", "/\t/tabbed.example/", "https:", "//", "?//q/",
-]  # fmt: skip
+    "",
+    "https://www.Example.COM/path?q=1",
+    "http://example.com:8080/",
+    "//cdn.example.org/x",
+    "HTTPS://WWW.EXAMPLE.COM",
+    "ftp://user:pw@files.example.net/a",
+    "example.com/no-scheme",
+    "https://user@www.host.example@evil.example/",
+    "\t https://spaced.example/",
+    "https://ex\tam\nple.com/",
+    "https://[2001:db8::1]:443/",
+    "https://[fe80::1%25eTh0]/",
+    "https://[broken/",
+    "https://broken]/",
+    "https://[1.2.3.4]/",
+    "https://[v1.fe]/",
+    "https://[vz]/",
+    "android-app://com.google.android.gm/",
+    "https://www./",
+    "https://www.",
+    "https:/one-slash.example/a/b",
+    "mailto:someone@example.com",
+    "https://example.com?x=/y",
+    "https://example.com#frag/z",
+    "https://ünïcode.example/",
+    "https://exam\u2100ple.com/",
+    "ht?tp://x/y",
+    "https://www.WWW.example/",
+    "https://a:b/c",
+    "https://Café.example:80/",
+    "1http://digit.example/",
+    "/\t/tabbed.example/",
+    "https:",
+    "//",
+    "?//q/",
+]
 
 
 def test_referrer_domains_group_and_filter_as_referrer_domain_says(db):
@@ -379,14 +434,30 @@ def test_referrer_domains_group_and_filter_as_referrer_domain_says(db):
     campaign = create_campaign(db, "Ref", "ref", offer_url="https://o.example/?s={subid}")
     created = END_MS - 3_600_000
     for n, referrer in enumerate(TRICKY_REFERRERS * 2):
-        Click.create(subid=new_subid(created + n), created_at=created + n, campaign_id=campaign.id,
-                     ip="192.0.2.1", user_agent="ua", ua_hash=ua_hash("ua"), referrer=referrer)  # fmt: skip
+        Click.create(
+            subid=new_subid(created + n),
+            created_at=created + n,
+            campaign_id=campaign.id,
+            ip="192.0.2.1",
+            user_agent="ua",
+            ua_hash=ua_hash("ua"),
+            referrer=referrer,
+        )
     expected = Counter(referrer_domain(referrer) for referrer in TRICKY_REFERRERS * 2)
     # A sale in a currency with no rate, on every click: the unconverted note filters by domain too.
     for click_id, subid, created_at in Click.select(Click.id, Click.subid, Click.created_at).tuples():
-        Conversion.create(subid=subid, status="sale", original_status="sale", payout=2.5, currency="XAU",
-                          click_id=click_id, campaign_id=campaign.id, click_created_at=created_at,
-                          created_at=created_at, updated_at=created_at)  # fmt: skip
+        Conversion.create(
+            subid=subid,
+            status="sale",
+            original_status="sale",
+            payout=2.5,
+            currency="XAU",
+            click_id=click_id,
+            campaign_id=campaign.id,
+            click_created_at=created_at,
+            created_at=created_at,
+            updated_at=created_at,
+        )
     report = run_report(db, ReportQuery(group_by=("referrer_domain",), preset="all_time"), now=END_MS / 1000)
     assert {row["referrer_domain"]: row["clicks"] for row in report.rows} == expected
     assert [row["referrer_domain"] for row in report.rows] == sorted(expected)
@@ -397,8 +468,9 @@ def test_referrer_domains_group_and_filter_as_referrer_domain_says(db):
         assert filtered_report.unconverted == [
             {"currency": "XAU", "conversions": expected[domain], "payout": 2.5 * expected[domain]}
         ]
-    by_day = ReportQuery(group_by=("day", "referrer_domain"), filters={"referrer_domain": ("example.com",)},
-                         preset="all_time")  # fmt: skip
+    by_day = ReportQuery(
+        group_by=("day", "referrer_domain"), filters={"referrer_domain": ("example.com",)}, preset="all_time"
+    )
     assert [
         (row["referrer_domain"], row["clicks"]) for row in run_report(db, by_day, now=END_MS / 1000).rows
     ] == [("example.com", expected["example.com"])]

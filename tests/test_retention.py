@@ -30,8 +30,13 @@ def test_prune_deletes_old_clicks_and_keeps_report_totals(db):
     old = db.connection().execute(old_clicks, (now - 30 * DAY_MS,)).fetchone()[0]
     assert 0 < old < 4000
     progress = []
-    deleted = prune_clicks(db, parse_age("30d"), global_uniqueness_hours=24, now_ms=now,
-                           on_progress=lambda done, total: progress.append((done, total)))  # fmt: skip
+    deleted = prune_clicks(
+        db,
+        parse_age("30d"),
+        global_uniqueness_hours=24,
+        now_ms=now,
+        on_progress=lambda done, total: progress.append((done, total)),
+    )
     assert deleted == old and progress[-1] == (old, old)
     assert db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0] == 4000 - old
     after = run_report(db, ReportQuery(group_by=("campaign",), preset="all_time"))
@@ -98,7 +103,8 @@ def test_a_report_that_needs_pruned_raw_clicks_says_why_instead_of_an_empty_tabl
     app = falcon.App()
     app.add_route("/api/report", ReportApiResource(db))
     answer = falcon.testing.TestClient(app).simulate_get(
-        "/api/report", params={"group": "day", "timezone": "Asia/Kolkata", "preset": "all_time"},
+        "/api/report",
+        params={"group": "day", "timezone": "Asia/Kolkata", "preset": "all_time"},
         headers={"X-Api-Key": read_secret(db, "api_key")},
-    )  # fmt: skip
+    )
     assert answer.status_code == 422 and "were pruned" in answer.json["description"]

@@ -46,9 +46,20 @@ def routed(geo_env, db):
     lanner("offer", "create", "UK phones", "--url", "https://uk.example/?c={subid}&city={city}")
     lanner("campaign", "create", "Geo", "--alias", "geo", "--offer-id", "1")
     lanner(
-        "stream", "add", "geo", "--type", "intercepting", "--name", "UK mobile", "--offer", "2",
-        "--filter", "country=GB", "--filter", "device=mobile,tablet",
-    )  # fmt: skip
+        "stream",
+        "add",
+        "geo",
+        "--type",
+        "intercepting",
+        "--name",
+        "UK mobile",
+        "--offer",
+        "2",
+        "--filter",
+        "country=GB",
+        "--filter",
+        "device=mobile,tablet",
+    )
     return lanner
 
 
@@ -91,9 +102,20 @@ def test_simulate_without_a_user_agent_is_the_bot_the_server_sees(routed, geo_en
     from conftest import request
 
     routed(
-        "stream", "add", "geo", "--type", "intercepting", "--name", "Bots", "--filter", "bot=yes",
-        "--action", "html", "--html", "<h1>Nothing here</h1>",
-    )  # fmt: skip
+        "stream",
+        "add",
+        "geo",
+        "--type",
+        "intercepting",
+        "--name",
+        "Bots",
+        "--filter",
+        "bot=yes",
+        "--action",
+        "html",
+        "--html",
+        "<h1>Nothing here</h1>",
+    )
     app = start_app(LANNER_GEO_DATABASE=geo_env["LANNER_GEO_DATABASE"])
     for headers in ({"X-Real-IP": "2001:db8::5"}, {"X-Real-IP": "2001:db8::5", "User-Agent": ""}):
         status, _, body = request(app, "/geo", headers)
@@ -138,9 +160,20 @@ def test_click_show_says_not_stored_for_what_the_click_does_not_keep(routed, geo
 
     routed("campaign", "create", "By source", "--alias", "src", "--offer-id", "1")
     routed(
-        "stream", "add", "src", "--type", "intercepting", "--name", "Facebook", "--offer", "2",
-        "--filter", "param.src=fb", "--filter", "ip=81.2.69.10",
-    )  # fmt: skip
+        "stream",
+        "add",
+        "src",
+        "--type",
+        "intercepting",
+        "--name",
+        "Facebook",
+        "--offer",
+        "2",
+        "--filter",
+        "param.src=fb",
+        "--filter",
+        "ip=81.2.69.10",
+    )
     app = start_app(LANNER_GEO_DATABASE=geo_env["LANNER_GEO_DATABASE"])
     status, headers, _ = click(app, "src", "src=fb", ip="81.2.69.10")
     assert status == 302 and headers["location"].startswith("https://uk.example/")

@@ -115,8 +115,19 @@ def test_meta_js_and_html_answers(lanner, start_app):
         "campaign", "create", "Pages", "--alias", "pages", "--offer-url", "https://o.example/?a=1&c={subid}"
     )
     lanner("stream", "update", "1", "--redirect-type", "meta")
-    lanner("stream", "add", "pages", "--type", "intercepting", "--action", "html", "--html", "<h1>Hi</h1>",
-           "--filter", "param.page=1")  # fmt: skip
+    lanner(
+        "stream",
+        "add",
+        "pages",
+        "--type",
+        "intercepting",
+        "--action",
+        "html",
+        "--html",
+        "<h1>Hi</h1>",
+        "--filter",
+        "param.page=1",
+    )
     app = start_app()
     status, headers, body = click(app, "pages")
     assert status == 200 and headers["content-type"].startswith("text/html")
@@ -148,13 +159,36 @@ def test_hostile_input_through_every_filter_never_gets_a_500(lanner, start_serve
         "campaign", "create", "Guarded", "--alias", "guarded", "--offer-url", "https://o.example/?c={subid}"
     )
     filters = [
-        "country!=unknown", "device=mobile,tablet", "os!=iOS", "browser=Chrome", "language=en,de",
-        "ip!=10.0.0.0/8,2001:db8::/32", "referrer~/fb|ig/", "keyword=shoes", "param.param~select",
-        "sub_id_3~/^A+$/", "user_agent~/iphone/", "schedule=mon-sun 00:00-24:00", "unique=campaign", "bot=no",
-    ]  # fmt: skip
+        "country!=unknown",
+        "device=mobile,tablet",
+        "os!=iOS",
+        "browser=Chrome",
+        "language=en,de",
+        "ip!=10.0.0.0/8,2001:db8::/32",
+        "referrer~/fb|ig/",
+        "keyword=shoes",
+        "param.param~select",
+        "sub_id_3~/^A+$/",
+        "user_agent~/iphone/",
+        "schedule=mon-sun 00:00-24:00",
+        "unique=campaign",
+        "bot=no",
+    ]
     args = [arg for expression in filters for arg in ("--filter", expression)]
-    lanner("stream", "add", "guarded", "--type", "intercepting", "--action", "html", "--html", "<p>x</p>",
-           "--filter-mode", "or", *args)  # fmt: skip
+    lanner(
+        "stream",
+        "add",
+        "guarded",
+        "--type",
+        "intercepting",
+        "--action",
+        "html",
+        "--html",
+        "<p>x</p>",
+        "--filter-mode",
+        "or",
+        *args,
+    )
     server = start_server()
     statuses = [raw_request(server.port, raw).split(b"\r\n", 1)[0] for raw in HOSTILE]
     # Each reached the app: the schedule filter always passes (OR), so the stream's page; the

@@ -95,9 +95,13 @@ def test_a_capped_offer_stops_at_its_cap_under_two_nodes_in_threads(
         spool.mkdir(parents=True)
         try:
             tracker = ClickTracker(
-                db, spool_dir=spool, segment_bytes=settings.spool_segment_bytes, uniqueness_hours=24,
-                debounce_seconds=2, shared=SharedState(redis_url, prefix="t:", timeout=1.0),
-            )  # fmt: skip
+                db,
+                spool_dir=spool,
+                segment_bytes=settings.spool_segment_bytes,
+                uniqueness_hours=24,
+                debounce_seconds=2,
+                shared=SharedState(redis_url, prefix="t:", timeout=1.0),
+            )
             try:
                 start.wait(timeout=10)
                 campaign = tracker.campaign(alias)
@@ -185,8 +189,21 @@ class PrivateRedis:
     def start(self) -> None:
         import redis
 
-        args = [self.binary, "--port", "0", "--unixsocket", str(self.socket), "--save", "", "--appendonly",
-                "no", "--dir", str(self.directory), "--daemonize", "no"]  # fmt: skip
+        args = [
+            self.binary,
+            "--port",
+            "0",
+            "--unixsocket",
+            str(self.socket),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.directory),
+            "--daemonize",
+            "no",
+        ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while True:
@@ -527,9 +544,13 @@ def test_an_offer_total_cap_at_the_lp_click_holds_over_two_nodes_in_threads(
         spool.mkdir(parents=True)
         try:
             tracker = ClickTracker(
-                db, spool_dir=spool, segment_bytes=settings.spool_segment_bytes, uniqueness_hours=24,
-                debounce_seconds=2, shared=SharedState(redis_url, prefix="t:", timeout=1.0),
-            )  # fmt: skip
+                db,
+                spool_dir=spool,
+                segment_bytes=settings.spool_segment_bytes,
+                uniqueness_hours=24,
+                debounce_seconds=2,
+                shared=SharedState(redis_url, prefix="t:", timeout=1.0),
+            )
             try:
                 campaign = tracker.campaign("lpcap")
                 subids[name] = [tracker.track(campaign, visit(first + n)).subid for n in range(20)]

@@ -105,8 +105,20 @@ def test_the_catalogue_s_templates_all_parse_and_each_entry_says_where_it_stands
     data = catalogue()
     assert "check" in data["about"]
     keys = [entry["key"] for entry in data["sources"]]
-    for wanted in ("propellerads", "popads", "richads", "zeropark", "trafficstars", "exoclick", "taboola",
-                   "outbrain", "mgid", "facebook", "googleads", "tiktok"):  # fmt: skip
+    for wanted in (
+        "propellerads",
+        "popads",
+        "richads",
+        "zeropark",
+        "trafficstars",
+        "exoclick",
+        "taboola",
+        "outbrain",
+        "mgid",
+        "facebook",
+        "googleads",
+        "tiktok",
+    ):
         assert wanted in keys
     for entry in data["sources"]:
         assert parse_template(entry["template"]) and entry["note"] and entry["kinds"]
@@ -137,19 +149,25 @@ def test_a_campaign_s_postback_target_follows_its_source(db):
     from models.admin.services import clone_campaign, create_campaign, update_campaign
     from models.admin.sources import create_source, update_source
 
-    zones = create_source(db, "Zones", ZONES, postback_url="https://net.example/cb?c={external_id}&z={zoneid}")
+    zones = create_source(
+        db, "Zones", ZONES, postback_url="https://net.example/cb?c={external_id}&z={zoneid}"
+    )
     create_campaign(db, "Summer", "summer", offer_url="https://o.example/?s={subid}", source="Zones")
     (target,) = active_targets()
     assert (target["url"], target["statuses"], target["source_id"]) == (
-        "https://net.example/cb?c={external_id}&z={sub_id_1}", "sale", zones.id,
-    )  # fmt: skip
+        "https://net.example/cb?c={external_id}&z={sub_id_1}",
+        "sale",
+        zones.id,
+    )
 
     # The source's postback and mapping change: the same target, changed in place.
     update_source(db, "Zones", slots={"zoneid": 7}, postback_statuses=["lead", "sale"])
     (moved,) = active_targets()
     assert (moved["id"], moved["url"], moved["statuses"]) == (
-        target["id"], "https://net.example/cb?c={external_id}&z={sub_id_7}", "lead,sale",
-    )  # fmt: skip
+        target["id"],
+        "https://net.example/cb?c={external_id}&z={sub_id_7}",
+        "lead,sale",
+    )
 
     copy = clone_campaign(db, "summer")  # The copy keeps the source, and gets its own target.
     assert copy.source_id == zones.id
@@ -172,8 +190,9 @@ def test_a_campaign_s_postback_target_follows_its_source(db):
     add_target(db, "summer", "https://own.example/?s={subid}", ["sale"])
     update_source(db, "Zones", postback_url="https://net.example/cb?c={external_id}")
     assert sorted((t["url"], t["source_id"]) for t in active_targets() if t["campaign_id"] == 1) == [
-        ("https://net.example/cb?c={external_id}", zones.id), ("https://own.example/?s={subid}", None),
-    ]  # fmt: skip
+        ("https://net.example/cb?c={external_id}", zones.id),
+        ("https://own.example/?s={subid}", None),
+    ]
     entities = ("traffic_source", "postback_target")
     actions = [(e.entity, e.action) for e in list_audit(db) if e.entity in entities]
     assert ("traffic_source", "create") in actions and ("postback_target", "remove") in actions
@@ -234,7 +253,10 @@ def test_a_campaign_with_a_source_reads_its_names_and_renders_them_as_macros(db,
     assert campaigns["with"].source_slots == {"zoneid": 4, "campaignid": 1}
     assert campaigns["without"].source_slots is None
     values = {"subid": "S", "sub_id_4": "z 7"}
-    for alias, rendered in (("with", "https://shop.example/?s=S&z=z%207"), ("without", "https://shop.example/?s=S&z=")):
+    for alias, rendered in (
+        ("with", "https://shop.example/?s=S&z=z%207"),
+        ("without", "https://shop.example/?s=S&z="),
+    ):
         (stream,) = campaigns[alias].regular
         assert stream.offers[0].template.render(values, None) == rendered
 
@@ -274,9 +296,16 @@ def report_clicks(db):
     now = int(time.time() * 1000) - 60_000
     rows = [(1, "z1", "x"), (1, "z1", "x"), (2, "z2", "x"), (3, "c1", "z1"), (4, "z1", "z1")]
     for campaign_id, sub_id_1, sub_id_3 in rows:
-        Click.create(subid=new_subid(), created_at=now, campaign_id=campaign_id, ip="203.0.113.7",
-                     user_agent="ua", ua_hash=zlib.crc32(b"ua"), sub_id_1=sub_id_1,
-                     sub_id_3=sub_id_3)  # fmt: skip
+        Click.create(
+            subid=new_subid(),
+            created_at=now,
+            campaign_id=campaign_id,
+            ip="203.0.113.7",
+            user_agent="ua",
+            ua_hash=zlib.crc32(b"ua"),
+            sub_id_1=sub_id_1,
+            sub_id_3=sub_id_3,
+        )
 
 
 def report(db, group_by, filters=None, source="auto"):
@@ -320,8 +349,11 @@ def test_reports_group_and_filter_by_traffic_source_as_the_sums_of_its_campaigns
     assert [row["traffic_source"] for row in rows if row["traffic_source_name"] == ""] == [None]
     nested = raw(db, ("traffic_source", "campaign")).rows
     assert [(row["traffic_source_name"], row["campaign"], row["clicks"]) for row in nested] == [
-        ("Zones", 1, 2), ("Zones", 2, 1), ("Mixed", 3, 1), ("", 4, 1),
-    ]  # fmt: skip
+        ("Zones", 1, 2),
+        ("Zones", 2, 1),
+        ("Mixed", 3, 1),
+        ("", 4, 1),
+    ]
     # Filtered by name or id; 0 is none; with a campaign filter they intersect.
     (zones,) = raw(db, ("traffic_source",), {"traffic_source": ("Zones",)}).rows
     assert zones["clicks"] == 3
@@ -349,8 +381,9 @@ def test_the_panel_s_report_builder_groups_by_a_source_name(panel, users, db, re
 
 
 def test_sources_through_the_api(admin, key):
-    status, created = call(admin, "POST", "/sources", key, {"name": "Zones", "template": ZONES,
-                                                            "slots": ["zoneid=5"]})  # fmt: skip
+    status, created = call(
+        admin, "POST", "/sources", key, {"name": "Zones", "template": ZONES, "slots": ["zoneid=5"]}
+    )
     assert status == 201, created
     assert created["parameters"][0] == {"name": "zoneid", "placeholder": "{zoneid}", "field": "sub_id_5"}
     status, started = call(admin, "POST", "/sources", key, {"name": "Prop", "catalogue": "propellerads"})
@@ -360,16 +393,22 @@ def test_sources_through_the_api(admin, key):
     assert status == 400 and "already fills a sub_id slot" in refused["description"]
     status, listed = call(admin, "GET", "/sources", key)
     assert [s["name"] for s in listed["items"]] == ["Zones", "Prop"] and listed["next"] is None
-    status, changed = call(admin, "PATCH", "/sources/Zones", key, {"postback_url": "https://n.example/?c={external_id}"})
+    status, changed = call(
+        admin, "PATCH", "/sources/Zones", key, {"postback_url": "https://n.example/?c={external_id}"}
+    )
     assert status == 200 and changed["postback_url"] == "https://n.example/?c={external_id}"
     assert call(admin, "GET", "/sources/nope", key)[0] == 404
     status, catalogue = call(admin, "GET", "/sources/catalogue", key)
     assert status == 200 and len(catalogue["items"]) >= 12
     status, offer = call(admin, "POST", "/offers", key, {"name": "O", "url": "https://o.example/?z={zoneid}"})
     assert status == 201
-    status, campaign = call(admin, "POST", "/campaigns", key,
-                            {"name": "S", "alias": "s", "offer_id": offer["id"],
-                             "source": "Zones"})  # fmt: skip
+    status, campaign = call(
+        admin,
+        "POST",
+        "/campaigns",
+        key,
+        {"name": "S", "alias": "s", "offer_id": offer["id"], "source": "Zones"},
+    )
     assert status == 201 and campaign["source"] == "Zones"
     assert campaign["source_url"] == "/s?" + ZONES
     assert call(admin, "GET", "/sources/Zones", key)[1]["campaigns"] == 1
@@ -390,9 +429,15 @@ def test_the_panel_creates_from_the_catalogue_edits_and_picks_a_source(panel, us
     status, _, html = get(panel, "/panel/sources?catalogue=zeropark", cookie)
     assert status == 200 and 'value="target={target}&amp;campaignid={campaign_id}' in html
     assert "{cid} is Zeropark" in html
-    form = {"name": "Zeropark", "template": "target={target}&external_id={cid}", "slots": "target=4",
-            "postback_url": "https://zp.example/?cid={external_id}", "postback_statuses": "sale",
-            "postback_method": "GET", "csrf_token": csrf_token(html)}  # fmt: skip
+    form = {
+        "name": "Zeropark",
+        "template": "target={target}&external_id={cid}",
+        "slots": "target=4",
+        "postback_url": "https://zp.example/?cid={external_id}",
+        "postback_statuses": "sale",
+        "postback_method": "GET",
+        "csrf_token": csrf_token(html),
+    }
     status, headers, _ = post(panel, "/panel/sources", form, cookie=cookie)
     assert status == 303 and headers["location"] == "/panel/sources/1?created=1"
     assert get_source(db, "Zeropark").postback_url == "https://zp.example/?cid={external_id}"
@@ -400,9 +445,12 @@ def test_the_panel_creates_from_the_catalogue_edits_and_picks_a_source(panel, us
     assert status == 400 and "already fills a sub_id slot" in body.decode() and "sub1={x}" in body.decode()
     html = get(panel, "/panel/sources/1", cookie)[2]
     assert "<td>sub_id_4</td>" in html and 'value="target=4"' in html
-    status, headers, _ = post(panel, "/panel/sources/1",
-                              {**form, "slots": "target=6", "status": "active",
-                               "csrf_token": csrf_token(html)}, cookie=cookie)  # fmt: skip
+    status, headers, _ = post(
+        panel,
+        "/panel/sources/1",
+        {**form, "slots": "target=6", "status": "active", "csrf_token": csrf_token(html)},
+        cookie=cookie,
+    )
     assert status == 303 and get_source(db, 1).parameters.count("sub_id_6") == 1
     create_campaign(db, "Pop", "pop", offer_url="https://o.example/?s={subid}", source="Zeropark")
     admin_cookie = log_in(panel)
@@ -410,7 +458,7 @@ def test_the_panel_creates_from_the_catalogue_edits_and_picks_a_source(panel, us
     url = re.search(r'value="([^"]*)" aria-label="Campaign URL"', html).group(1)
     assert url.endswith("/pop?target={target}&amp;external_id={cid}")
     listed = get(panel, "/panel/campaigns", admin_cookie)[2]  # The list's URL to copy carries them too.
-    assert "/pop?target={target}&amp;external_id={cid}\" aria-label" in listed
+    assert '/pop?target={target}&amp;external_id={cid}" aria-label' in listed
     assert '<option value="1" selected>Zeropark</option>' in html
     viewer = log_in(panel, "vera")
     assert "New traffic source" not in get(panel, "/panel/sources", viewer)[2]
@@ -428,13 +476,23 @@ def test_a_source_s_click_macro_postback_and_report_end_to_end(
     from models.conversions.postbacks import read_secret
 
     target = target_server()
-    lanner("source", "create", "Zones", "--template", ZONES,
-           "--postback", target.base + "/cb?c={external_id}&z={zoneid}&p={payout}")  # fmt: skip
+    lanner(
+        "source",
+        "create",
+        "Zones",
+        "--template",
+        ZONES,
+        "--postback",
+        target.base + "/cb?c={external_id}&z={zoneid}&p={payout}",
+    )
     lanner("source", "update", "Zones", "--slot", "zoneid=3")
     shown = json.loads(lanner("source", "show", "Zones", "--json").stdout)
     assert [(p["name"], p["field"]) for p in shown["parameters"]] == [
-        ("zoneid", "sub_id_3"), ("cost", "cost"), ("external_id", "external_id"), ("campaignid", "sub_id_2"),
-    ]  # fmt: skip
+        ("zoneid", "sub_id_3"),
+        ("cost", "cost"),
+        ("external_id", "external_id"),
+        ("campaignid", "sub_id_2"),
+    ]
     offer = create_offer(db, "Shop", "https://shop.example/?click={subid}&z={zoneid}&c={campaignid}")
     create_campaign(db, "With", "with", offer_id=offer.id, source="Zones")
     create_campaign(db, "Without", "without", offer_id=offer.id)

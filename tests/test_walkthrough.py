@@ -29,12 +29,19 @@ def test_the_walkthrough_runs_as_written_and_reports_the_zone(env, start_server,
     bin_dir.mkdir()
     (bin_dir / "lanner").write_text(f'#!/bin/sh\nexec {sys.executable} -m cli "$@"\n')
     (bin_dir / "lanner").chmod(0o755)
-    environ = {**env, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-               "TRACKER": f"http://127.0.0.1:{server.port}"}  # fmt: skip
+    environ = {
+        **env,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "TRACKER": f"http://127.0.0.1:{server.port}",
+    }
     result = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", walkthrough()],
-        env=environ, capture_output=True, text=True, timeout=180, cwd=Path(__file__).resolve().parent.parent,
-    )  # fmt: skip
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert "/push-us?zoneid={zoneid}&campaignid={campaignid}&external_id=${SUBID}" in out
@@ -42,9 +49,25 @@ def test_the_walkthrough_runs_as_written_and_reports_the_zone(env, start_server,
     assert f"go=http%3A%2F%2F127.0.0.1%3A{server.port}%2Flp%2Fclick%3Fsubid%3D{subid}" in out
     assert f"https://shop.example/?aff=7&sub1={subid}" in out
     report = subprocess.run(
-        [sys.executable, "-m", "cli", "report", "--campaign", "push-us", "-g", "zoneid", "--preset", "today",
-         "--json"], env=environ, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "report",
+            "--campaign",
+            "push-us",
+            "-g",
+            "zoneid",
+            "--preset",
+            "today",
+            "--json",
+        ],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     import json
 
     (row,) = json.loads(report.stdout)["rows"]

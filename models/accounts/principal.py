@@ -38,4 +38,3 @@ def user_principal(
     """A user acting with a key of `scope` (a session acts with write scope)."""
     can_write = scope == "write" and role != "viewer"
     return Principal(user_id, name, role, can_write, bool(hides_money), timezone or "")
-

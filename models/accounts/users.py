@@ -46,9 +46,17 @@ class User:
         assert row is not None, "a user just written or found"
         id_, name, role, password_hash, hides_money, is_disabled, created_at, updated_at, tz, login = row
         return cls(
-            id_, name, role, password_hash, bool(hides_money), bool(is_disabled), created_at, updated_at,
-            tz, login,
-        )  # fmt: skip
+            id_,
+            name,
+            role,
+            password_hash,
+            bool(hides_money),
+            bool(is_disabled),
+            created_at,
+            updated_at,
+            tz,
+            login,
+        )
 
     def audited(self) -> dict:
         """The fields the audit log shows (never the hash; a login is no change)."""

@@ -447,13 +447,33 @@ def archive_campaign(db: Database, ref: str | int, *, actor: Principal = CLI) ->
 
 
 COPIED_STREAM_FIELDS = (
-    "name", "type", "position", "weight", "action", "action_payload", "filters", "filter_mode",
-    "daily_cap", "total_cap", "offer_rotation", "redirect_type", "fallback_offer_id", "status",
-)  # fmt: skip
+    "name",
+    "type",
+    "position",
+    "weight",
+    "action",
+    "action_payload",
+    "filters",
+    "filter_mode",
+    "daily_cap",
+    "total_cap",
+    "offer_rotation",
+    "redirect_type",
+    "fallback_offer_id",
+    "status",
+)
 COPIED_CAMPAIGN_FIELDS = (
-    "rotation", "uniqueness_hours", "timezone", "cost_model", "cost_value", "cost_currency",
-    "bind_visitor", "default_action", "default_payload", "source_id",
-)  # fmt: skip
+    "rotation",
+    "uniqueness_hours",
+    "timezone",
+    "cost_model",
+    "cost_value",
+    "cost_currency",
+    "bind_visitor",
+    "default_action",
+    "default_payload",
+    "source_id",
+)
 
 
 def _free_alias(base: str) -> str:

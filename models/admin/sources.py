@@ -341,9 +341,7 @@ def update_source(
             source.postback_method = _method(postback_method)
         if status is not None:
             if status not in SOURCE_STATUSES:
-                raise AdminError(
-                    f"A source's status is one of {', '.join(SOURCE_STATUSES)}, not {status!r}."
-                )
+                raise AdminError(f"A source's status is one of {', '.join(SOURCE_STATUSES)}, not {status!r}.")
             source.status = status
         source.updated_at = _now()
         try:

@@ -120,10 +120,21 @@ def decide(route: Route, subid: str, visit: Visit, lookups: Lookups, now: float)
     answer, body = answer_for(campaign, stream, location)
     lander = route.lander
     return Decision(
-        subid, answer, location, body, campaign.id, stream.id if stream else None,
-        offer.offer_id if offer else None, False, False, False, False, lookups.subject.is_bot, route.summary,
+        subid,
+        answer,
+        location,
+        body,
+        campaign.id,
+        stream.id if stream else None,
+        offer.offer_id if offer else None,
+        False,
+        False,
+        False,
+        False,
+        lookups.subject.is_bot,
+        route.summary,
         lander.lander_id if lander else None,
-    )  # fmt: skip
+    )
 
 
 def render_location(route: Route, subid: str, visit: Visit, lookups: Lookups, now: float) -> str | None:

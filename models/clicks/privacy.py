@@ -12,4 +12,3 @@ address (models/clicks/tracker.py); everything kept after that holds only the tr
 from __future__ import annotations
 
 from models.store.functions import anonymized_ip as anonymized_ip  # The store computes it too.
-

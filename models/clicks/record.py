@@ -235,8 +235,13 @@ def encode_line(
     `key` when `ip` is anonymised (it cannot be computed from that `ip` any more)."""
     if key is not None:
         return b"%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\n" % (
-            ip.encode("ascii", "replace"), ua_hash, created_at, *flags, tail, key
-        )  # fmt: skip
+            ip.encode("ascii", "replace"),
+            ua_hash,
+            created_at,
+            *flags,
+            tail,
+            key,
+        )
     return b"%s\t%d\t%d\t%d\t%d\t%d\t%s\n" % (
         ip.encode("ascii", "replace"),
         ua_hash,

@@ -846,9 +846,12 @@ def note_restored_segment(
         ("the flusher's", "the flusher's") if by_flusher else ("a web worker's", "this worker's")
     )
     note_missing_segment(
-        spool_dir, segment, since, 0,
+        spool_dir,
+        segment,
+        since,
+        0,
         f"{what}; its {restored} unlanded click(s) restored from {note_source} open file",
-    )  # fmt: skip
+    )
     logger.warning(
         "spool segment %s was %s: restored its %d click(s) not yet in the database from %s open file",
         segment,

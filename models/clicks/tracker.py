@@ -576,11 +576,19 @@ class ClickTracker:
         for _ in range(SHARED_REROUTES):
             caps = self._caps_of(route, now_ms)
             answer = shared.click(
-                campaign.id, visitor, visitor_hash,
+                campaign.id,
+                visitor,
+                visitor_hash,
                 Repeat(decision.subid, decision.stream_id, decision.offer_id, decision.location),
-                self.debounce_ms, self.global_window_ms, route.campaign.id, route.campaign.uniqueness_ms,
-                decision.stream_id, caps, self._seed_count, now_ms,
-            )  # fmt: skip
+                self.debounce_ms,
+                self.global_window_ms,
+                route.campaign.id,
+                route.campaign.uniqueness_ms,
+                decision.stream_id,
+                caps,
+                self._seed_count,
+                now_ms,
+            )
             if isinstance(answer, Counted):
                 for cap, count in zip(caps, answer.counts, strict=True):
                     counters.learn(cap.scope, cap.ref, cap.day, count)
@@ -679,15 +687,33 @@ class ClickTracker:
     def _tail(decision: Decision, route: Route, visit: Visit, lookups: Lookups) -> bytes:
         subject = lookups.subject
         texts = [
-            visit.user_agent, visit.referrer, visit.source, visit.external_id, *visit.sub_ids,
-            subject.country, subject.region, subject.city, subject.device_type, subject.os,
-            subject.browser, subject.languages[0] if subject.languages else "", visit.keyword,
-            decision.route, decision.location or "",
-        ]  # fmt: skip
+            visit.user_agent,
+            visit.referrer,
+            visit.source,
+            visit.external_id,
+            *visit.sub_ids,
+            subject.country,
+            subject.region,
+            subject.city,
+            subject.device_type,
+            subject.os,
+            subject.browser,
+            subject.languages[0] if subject.languages else "",
+            visit.keyword,
+            decision.route,
+            decision.location or "",
+        ]
         return line_tail(
-            decision.subid, route.campaign.id, decision.stream_id, decision.offer_id, visit.cost,
-            lookups.is_bot_field, texts, decision.lander_id, visit.domain,
-        )  # fmt: skip
+            decision.subid,
+            route.campaign.id,
+            decision.stream_id,
+            decision.offer_id,
+            visit.cost,
+            lookups.is_bot_field,
+            texts,
+            decision.lander_id,
+            visit.domain,
+        )
 
     def _is_over_cap(self, route: Route, now_ms: int) -> bool:
         stream, offer = route.stream, route.offer

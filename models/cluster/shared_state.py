@@ -108,7 +108,9 @@ end
 #       the click's unix ms, number of caps, then each cap counter's cap.
 # Returns {1, decision} (a repeat), {2, counts} (refused: a count per cap, -1 for a missing counter),
 #         {3, counts} (a counter is missing: seed it), {0, global, campaign, stream, counts...}.
-SCRIPT = COUNT_CAPS + """
+SCRIPT = (
+    COUNT_CAPS
+    + """
 local debounce_ms = tonumber(ARGV[1])
 if debounce_ms > 0 then
   local earlier = redis.call('GET', KEYS[1])
@@ -123,11 +125,14 @@ local s = 0
 if ARGV[4] == '1' then s = redis.call('SET', KEYS[4], 1, 'PX', ARGV[3], 'GET') and 0 or 1 end
 return {0, g, c, s, counts}
 """
+)
 # The LP click's first-wins claim and its offer's caps in one step, so a repeat never counts twice.
 # KEYS: lp:{subid}, then the offer's cap counters. ARGV: the claim (offer, Location), its PX, number of
 # caps, then each counter's cap. Returns {1, claim} (another LP click of the subid was first: nothing
 # counted), {2, counts} / {3, counts} as SCRIPT, {0, counts} (claimed and counted).
-LP_SCRIPT = COUNT_CAPS + """
+LP_SCRIPT = (
+    COUNT_CAPS
+    + """
 local first = redis.call('GET', KEYS[1])
 if first then return {1, first} end
 local kind, counts = count_caps(1, 3, tonumber(ARGV[3]))
@@ -135,6 +140,7 @@ if kind ~= 0 then return {kind, counts} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {0, counts}
 """
+)
 # A failed append gives its cap increments back; a counter gone meanwhile stays gone (to be seeded).
 UNCOUNT = """
 for i = 1, #KEYS do
@@ -282,9 +288,14 @@ class SharedState:
             *(self._cap_key(cap) for cap in caps),
         ]
         args = [
-            debounce_ms, max(global_ms, 1), max(campaign_ms, 1), 0 if stream_id is None else 1, now_ms,
-            len(caps), *(cap.cap for cap in caps),
-        ]  # fmt: skip
+            debounce_ms,
+            max(global_ms, 1),
+            max(campaign_ms, 1),
+            0 if stream_id is None else 1,
+            now_ms,
+            len(caps),
+            *(cap.cap for cap in caps),
+        ]
         try:
             answer = self._seeded(lambda: self._run(keys, args), caps, seed)
             kind = answer[0]

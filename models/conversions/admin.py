@@ -63,11 +63,21 @@ def map_status(
             if conversion.campaign_id not in costs:
                 costs[conversion.campaign_id] = campaign_cost(conn, conversion.campaign_id, report)
             change = StatusChange(
-                conversion.id, conversion.click_id, conversion.campaign_id, conversion.status,
-                conversion.original_status, conversion.raw_status, conversion.report_payout, conversion.cost,
-                status, conversion.tid, conversion.raw_status, conversion.payout, conversion.currency,
+                conversion.id,
+                conversion.click_id,
+                conversion.campaign_id,
+                conversion.status,
+                conversion.original_status,
+                conversion.raw_status,
                 conversion.report_payout,
-            )  # fmt: skip
+                conversion.cost,
+                status,
+                conversion.tid,
+                conversion.raw_status,
+                conversion.payout,
+                conversion.currency,
+                conversion.report_payout,
+            )
             # Its outbound postbacks are sent by `lanner worker`'s periodic sweep within a minute.
             change_status(conversions, change, *costs[conversion.campaign_id], now)
             remapped += 1
@@ -169,9 +179,16 @@ def list_targets(db: Database, campaign_ref: str | None = None) -> list[dict[str
 
 
 SAMPLE_CLICK = {
-    "subid": "0000000000example", "campaign_id": "0", "stream_id": "0", "offer_id": "0", "ip": "203.0.113.7",
-    "user_agent": "Mozilla/5.0 (test)", "country": "US", "source": "test", "sub_id_1": "test",
-}  # fmt: skip
+    "subid": "0000000000example",
+    "campaign_id": "0",
+    "stream_id": "0",
+    "offer_id": "0",
+    "ip": "203.0.113.7",
+    "user_agent": "Mozilla/5.0 (test)",
+    "country": "US",
+    "source": "test",
+    "sub_id_1": "test",
+}
 
 
 def test_target(

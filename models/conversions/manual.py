@@ -172,10 +172,21 @@ def correct_conversion(
         if (new_payout, new_currency) != (stored.payout, stored.currency):
             report_payout = convert(conn, new_payout, new_currency, report)
         change = StatusChange(
-            stored.id, stored.click_id, stored.campaign_id, stored.status, stored.original_status,
-            stored.raw_status, stored.report_payout, stored.cost, status or stored.status, stored.tid,
-            stored.raw_status, new_payout, new_currency, report_payout,
-        )  # fmt: skip
+            stored.id,
+            stored.click_id,
+            stored.campaign_id,
+            stored.status,
+            stored.original_status,
+            stored.raw_status,
+            stored.report_payout,
+            stored.cost,
+            status or stored.status,
+            stored.tid,
+            stored.raw_status,
+            new_payout,
+            new_currency,
+            report_payout,
+        )
         # Its outbound postbacks are sent by `lanner worker`'s periodic sweep within a minute.
         change_status(ConversionStore(conn), change, *campaign_cost(conn, stored.campaign_id, report), _now())
         corrected = Conversion.get_by_id(conversion_id)

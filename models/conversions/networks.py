@@ -47,8 +47,13 @@ ALIAS = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 MACRO = re.compile(r"^[!-~]{1,100}$")
 MACRO_FIELDS = ("subid_macro", "payout_macro", "status_macro", "tid_macro", "currency_macro")
 # The postback parameter each macro fills, in the URL's order.
-PARAMETERS = {"subid_macro": "subid", "payout_macro": "payout", "status_macro": "status",
-              "tid_macro": "tid", "currency_macro": "currency"}  # fmt: skip
+PARAMETERS = {
+    "subid_macro": "subid",
+    "payout_macro": "payout",
+    "status_macro": "status",
+    "tid_macro": "tid",
+    "currency_macro": "currency",
+}
 TEXT_FIELDS = ("name", "offer_params", "notes")
 MAX_NAME = 200
 MAX_TEXT = 2000
@@ -110,9 +115,7 @@ def _check_fields(fields: dict[str, Any]) -> None:
         raise AdminError(f"A network needs a name of 1 to {MAX_NAME} characters.")
     for name in ("offer_params", "notes"):
         if len(fields.get(name) or "") > MAX_TEXT:
-            raise AdminError(
-                f"The network's {name.replace('_', ' ')} must be at most {MAX_TEXT} characters."
-            )
+            raise AdminError(f"The network's {name.replace('_', ' ')} must be at most {MAX_TEXT} characters.")
     if "subid_macro" in fields and not fields["subid_macro"]:
         raise AdminError(
             "A network needs its macro for the subid (e.g. {sub1}): its postbacks name no click without it."

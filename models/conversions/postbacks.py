@@ -80,7 +80,7 @@ BUILTIN_ALIASES: dict[str, str] = {
             "failed",
         ),
         REJECTED,
-    ),  # fmt: skip
+    ),
     **dict.fromkeys(("recurring", "renewal", "upsell"), REBILL),
     **dict.fromkeys(("invalid", "spam", "junk"), TRASH),
 }
@@ -345,9 +345,22 @@ class ConversionRecorder:
             report_payout = convert(conn, payout, currency, report)  # None: no rate yet, reports say so.
             cost = conversion_cost(cost_model, cost_value, status, report_payout or 0.0)
             conversion_id = conversions.insert(
-                postback.subid, postback.tid, status, postback.raw_status, postback.network, payout, currency,
-                report_payout, cost, click_id, campaign_id, stream_id, offer_id, click_created_at, now,
-            )  # fmt: skip
+                postback.subid,
+                postback.tid,
+                status,
+                postback.raw_status,
+                postback.network,
+                payout,
+                currency,
+                report_payout,
+                cost,
+                click_id,
+                campaign_id,
+                stream_id,
+                offer_id,
+                click_created_at,
+                now,
+            )
             outcome = Outcome(CREATED, f"Conversion recorded as {status}.", conversion_id, status)
             if report_payout is None:
                 outcome.detail += f" {currency} has no exchange rate yet: not in revenue until one is set."
@@ -374,9 +387,21 @@ class ConversionRecorder:
                 payout, currency = postback.payout, postback.currency or currency
                 report_payout = convert(conn, payout, currency, report)
             change = StatusChange(
-                conversion_id, click_id, campaign_id, old_status, original, raw, old_report, old_cost,
-                status, postback.tid or tid, postback.raw_status, payout, currency, report_payout,
-            )  # fmt: skip
+                conversion_id,
+                click_id,
+                campaign_id,
+                old_status,
+                original,
+                raw,
+                old_report,
+                old_cost,
+                status,
+                postback.tid or tid,
+                postback.raw_status,
+                payout,
+                currency,
+                report_payout,
+            )
             outcome = Outcome(
                 UPDATED, f"Conversion changed from {old_status} to {status}.", conversion_id, status
             )
@@ -450,9 +475,17 @@ def change_status(
     )
     original = change.status if is_remap else change.old_original_status
     conversions.write_status(
-        change.conversion_id, change.tid, change.status, original, change.raw_status, change.payout,
-        change.currency, change.report_payout, cost, now,
-    )  # fmt: skip
+        change.conversion_id,
+        change.tid,
+        change.status,
+        original,
+        change.raw_status,
+        change.payout,
+        change.currency,
+        change.report_payout,
+        cost,
+        now,
+    )
     conn = conversions.conn
     move_conversion_rollups(
         conn,

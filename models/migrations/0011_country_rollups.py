@@ -34,9 +34,21 @@ COLUMNS = """
 # Spelled out, not imported: what this migration does must not change when the code's names do.
 _KEY = "period, campaign_id, stream_id, offer_id, country"
 _METRICS = (
-    "clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost", "leads", "sales",
-    "rejected", "trash", "rebills", "revenue", "revenue_pending", "conversion_cost",
-)  # fmt: skip
+    "clicks",
+    "unique_global",
+    "unique_campaign",
+    "unique_stream",
+    "bots",
+    "click_cost",
+    "leads",
+    "sales",
+    "rejected",
+    "trash",
+    "rebills",
+    "revenue",
+    "revenue_pending",
+    "conversion_cost",
+)
 _SUMS = ", ".join(f"SUM({metric})" for metric in _METRICS)
 
 STATEMENTS = [

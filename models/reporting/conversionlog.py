@@ -15,9 +15,22 @@ from models.reporting.timerange import before, localise_times, time_bounded, zon
 from models.tables.conversion import Conversion, PostbackDelivery, PostbackLog, PostbackRefusal
 
 CONVERSION_COLUMNS = (
-    "id", "created_at", "subid", "tid", "status", "original_status", "raw_status", "payout", "currency",
-    "report_payout", "cost", "campaign_id", "stream_id", "offer_id", "network",
-)  # fmt: skip
+    "id",
+    "created_at",
+    "subid",
+    "tid",
+    "status",
+    "original_status",
+    "raw_status",
+    "payout",
+    "currency",
+    "report_payout",
+    "cost",
+    "campaign_id",
+    "stream_id",
+    "offer_id",
+    "network",
+)
 POSTBACK_COLUMNS = (
     "id",
     "received_at",
@@ -31,9 +44,17 @@ POSTBACK_COLUMNS = (
 )
 REFUSAL_COLUMNS = ("day", "remote_ip", "refusals", "first_at", "last_at", "sample")
 DELIVERY_COLUMNS = (
-    "id", "created_at", "conversion_id", "target_id", "status", "state", "attempts", "response_code",
-    "error", "url",
-)  # fmt: skip
+    "id",
+    "created_at",
+    "conversion_id",
+    "target_id",
+    "status",
+    "state",
+    "attempts",
+    "response_code",
+    "error",
+    "url",
+)
 
 
 @dataclass

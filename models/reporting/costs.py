@@ -319,12 +319,24 @@ def set_cost(
     so its entry says what was set when it is all set. The entries of earlier sets whose range and
     scope this one covers are dropped: their clicks' costs are this one's now."""
     scope, start, end, amount, currency = (
-        request.scope, request.start_ms, request.end_ms, request.amount, request.currency
-    )  # fmt: skip
+        request.scope,
+        request.start_ms,
+        request.end_ms,
+        request.amount,
+        request.currency,
+    )
     clicks, per_click, unpaid = _spread(
-        db, scope, start, end, amount, currency=currency, include_bots=request.include_bots,
-        unique_only=request.unique_only, on_progress=on_progress, chunk_size=chunk_size,
-    )  # fmt: skip
+        db,
+        scope,
+        start,
+        end,
+        amount,
+        currency=currency,
+        include_bots=request.include_bots,
+        unique_only=request.unique_only,
+        on_progress=on_progress,
+        chunk_size=chunk_size,
+    )
     conn = db.connection()
     report = report_currency(conn)
     rate = 1.0 if currency == report else rate_of(conn, currency, report) or 0.0
@@ -332,31 +344,67 @@ def set_cost(
     with write_tx(db):
         covered = [e["id"] for e in store.entries(start, end) if _covers(scope, e)]
         store.drop_entries(covered)
-        store.add_entry({
-            "campaign_id": scope.campaign_id, "source_id": scope.source_id,
-            "filters": json.dumps(dict(scope.filters), sort_keys=True), "label": scope.label,
-            "start_at": start, "end_at": end, "since": request.since, "until": request.until,
-            "timezone": request.timezone, "amount": amount, "currency": currency,
-            "report_amount": round(amount * rate, 6), "report_currency": report, "clicks": clicks,
-            "unpaid_clicks": unpaid, "is_bots_included": int(request.include_bots),
-            "is_unique_only": int(request.unique_only), "actor": actor.name,
-            "created_at": int(time.time() * 1000),
-        })  # fmt: skip
+        store.add_entry(
+            {
+                "campaign_id": scope.campaign_id,
+                "source_id": scope.source_id,
+                "filters": json.dumps(dict(scope.filters), sort_keys=True),
+                "label": scope.label,
+                "start_at": start,
+                "end_at": end,
+                "since": request.since,
+                "until": request.until,
+                "timezone": request.timezone,
+                "amount": amount,
+                "currency": currency,
+                "report_amount": round(amount * rate, 6),
+                "report_currency": report,
+                "clicks": clicks,
+                "unpaid_clicks": unpaid,
+                "is_bots_included": int(request.include_bots),
+                "is_unique_only": int(request.unique_only),
+                "actor": actor.name,
+                "created_at": int(time.time() * 1000),
+            }
+        )
         entity: tuple[str, int | None]
         if scope.campaign_id is not None:
             entity = ("campaign", scope.campaign_id)
         else:
             entity = ("source", scope.source_id)
-        record_change(db, actor, *entity, "cost", None, {
-            "from": request.since, "to": request.until, "timezone": request.timezone, "amount": amount,
-            "currency": currency, "clicks": clicks, "unpaid_clicks": unpaid, **dict(scope.filters),
-            **({"include_bots": True} if request.include_bots else {}),
-            **({"unique_only": True} if request.unique_only else {}),
-        })  # fmt: skip
+        record_change(
+            db,
+            actor,
+            *entity,
+            "cost",
+            None,
+            {
+                "from": request.since,
+                "to": request.until,
+                "timezone": request.timezone,
+                "amount": amount,
+                "currency": currency,
+                "clicks": clicks,
+                "unpaid_clicks": unpaid,
+                **dict(scope.filters),
+                **({"include_bots": True} if request.include_bots else {}),
+                **({"unique_only": True} if request.unique_only else {}),
+            },
+        )
     return SpreadCost(
-        scope.campaign_id, scope.source_id, dict(scope.filters), scope.label, clicks, unpaid, per_click,
-        amount, currency, round(amount * rate, 6), report, len(covered),
-    )  # fmt: skip
+        scope.campaign_id,
+        scope.source_id,
+        dict(scope.filters),
+        scope.label,
+        clicks,
+        unpaid,
+        per_click,
+        amount,
+        currency,
+        round(amount * rate, 6),
+        report,
+        len(covered),
+    )
 
 
 def _covers(scope: CostScope, entry: dict) -> bool:
@@ -381,13 +429,16 @@ def cost_entries(db: Database, *, campaign_ids=None, source_id: int | None = Non
         if source_id is not None:
             ids |= {c.id for c in Campaign.select(Campaign.id).where(Campaign.source_id == source_id)}
         sources: set[int | None] = {source_id} if source_id is not None else set()
-        sources |= {
-            c.source_id for c in Campaign.select(Campaign.source_id).where(Campaign.id.in_(list(ids)))
-        } if ids else set()
+        sources |= (
+            {c.source_id for c in Campaign.select(Campaign.source_id).where(Campaign.id.in_(list(ids)))}
+            if ids
+            else set()
+        )
         entries = [
-            e for e in entries
+            e
+            for e in entries
             if e["campaign_id"] in ids or (e["campaign_id"] is None and e["source_id"] in sources)
-        ]  # fmt: skip
+        ]
     for entry in entries:
         entry["filters"] = json.loads(entry["filters"] or "{}")
         entry["is_bots_included"] = bool(entry["is_bots_included"])
@@ -420,9 +471,15 @@ def spread_cost(
     filters = (where,) if where else ()
     scope = CostScope((campaign_id,), campaign_id, filters=filters, label="=".join(where or ()))
     clicks, per_click, _ = _spread(
-        db, scope, start_ms, end_ms, amount, currency=currency, include_bots=include_bots,
+        db,
+        scope,
+        start_ms,
+        end_ms,
+        amount,
+        currency=currency,
+        include_bots=include_bots,
         on_progress=on_progress,
-    )  # fmt: skip
+    )
     return clicks, per_click
 
 

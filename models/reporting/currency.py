@@ -236,10 +236,15 @@ def list_rates(db: Database, *, history: bool = False) -> list[dict[str, Any]]:
     report = report_currency(conn)
     rows = CurrencyStore(conn).rates(history=history)
     return [
-        {"currency": currency, "rate": rate, "report_currency": report, "valid_from": valid_from,
-         "source": source}
+        {
+            "currency": currency,
+            "rate": rate,
+            "report_currency": report,
+            "valid_from": valid_from,
+            "source": source,
+        }
         for currency, rate, valid_from, source in rows
-    ]  # fmt: skip
+    ]
 
 
 def rates_from_feed(data: Any, report: str) -> dict[str, float]:

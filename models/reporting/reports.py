@@ -58,18 +58,54 @@ from models.tables.dimensions import (
 
 TIME_GROUPS = ("day", "hour")
 UTC_ZONES = frozenset(
-    ("UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Etc/Zulu", "Zulu", "GMT", "Etc/GMT",
-     "Etc/GMT+0", "Etc/GMT-0", "Etc/GMT0", "Etc/Greenwich", "GMT0", "Greenwich")
-)  # fmt: skip
+    (
+        "UTC",
+        "Etc/UTC",
+        "Etc/UCT",
+        "UCT",
+        "Etc/Universal",
+        "Universal",
+        "Etc/Zulu",
+        "Zulu",
+        "GMT",
+        "Etc/GMT",
+        "Etc/GMT+0",
+        "Etc/GMT-0",
+        "Etc/GMT0",
+        "Etc/Greenwich",
+        "GMT0",
+        "Greenwich",
+    )
+)
 # The groups both rollup cubes can answer (their dimensions), in the order messages list them.
 ROLLUP_GROUPS_ORDER = tuple(name for name, column in DIMENSION_COLUMNS.items() if column in DIMENSIONS)
 ROLLUP_GROUPS = frozenset(ROLLUP_GROUPS_ORDER)
 GROUPS = (*TIME_GROUPS, *DIMENSION_COLUMNS)
 REPORT_METRICS = (
-    "clicks", "unique_clicks", "unique_global", "unique_stream", "bots", "conversions", "leads", "sales",
-    "rejected", "trash", "rebills", "cr", "revenue", "revenue_pending", "cost", "profit", "roi", "epc",
-    "cpc", "cpa", "lp_views", "lp_clicks", "lp_ctr",
-)  # fmt: skip
+    "clicks",
+    "unique_clicks",
+    "unique_global",
+    "unique_stream",
+    "bots",
+    "conversions",
+    "leads",
+    "sales",
+    "rejected",
+    "trash",
+    "rebills",
+    "cr",
+    "revenue",
+    "revenue_pending",
+    "cost",
+    "profit",
+    "roi",
+    "epc",
+    "cpc",
+    "cpa",
+    "lp_views",
+    "lp_clicks",
+    "lp_ctr",
+)
 END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a whole number of days.
 
 
@@ -114,9 +150,16 @@ class Report:
     raw_reason: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"currency": self.currency, "rows": self.rows, "total": self.total, "sources": self.sources,
-                "start_ms": self.start_ms, "end_ms": self.end_ms, "unconverted": self.unconverted,
-                "notes": self.notes}  # fmt: skip
+        return {
+            "currency": self.currency,
+            "rows": self.rows,
+            "total": self.total,
+            "sources": self.sources,
+            "start_ms": self.start_ms,
+            "end_ms": self.end_ms,
+            "unconverted": self.unconverted,
+            "notes": self.notes,
+        }
 
 
 def preset_range(preset: str, tz: ZoneInfo, now: float) -> tuple[int | None, int | None]:
@@ -217,9 +260,11 @@ def _check_not_pruned(
         return
     if why_raw is None:  # The range's edges, cut inside UTC hours.
         minutes = _minutes_past_the_hour(tz, *bounds)
-        why_raw = "the range begins or ends inside a UTC hour" + (
-            f" (in {tz.key}, local hours begin at {_past(minutes)} UTC hours)" if minutes else ""
-        ) + ", and the rollups count whole UTC hours"  # fmt: skip
+        why_raw = (
+            "the range begins or ends inside a UTC hour"
+            + (f" (in {tz.key}, local hours begin at {_past(minutes)} UTC hours)" if minutes else "")
+            + ", and the rollups count whole UTC hours"
+        )
     local = datetime.fromtimestamp(cutoff / 1000, tz)
     day = local.date()
     if local_instant(day.isoformat(), tz, is_end=False) < cutoff:
@@ -322,11 +367,14 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
         name for name in (*query.group_by, *query.filters) if name not in (*TIME_GROUPS, *ROLLUP_GROUPS)
     ]
     why_raw = (  # Said when the raw clicks it needs were pruned.
-        "it reads raw clicks only (--raw)" if query.source == "raw"
-        else f"the rollups do not keep {unkept[0]}" if unkept
-        else "the rollup backfill has not finished" if not rollups_ready(conn)
+        "it reads raw clicks only (--raw)"
+        if query.source == "raw"
+        else f"the rollups do not keep {unkept[0]}"
+        if unkept
+        else "the rollup backfill has not finished"
+        if not rollups_ready(conn)
         else None
-    )  # fmt: skip
+    )
     raw_only = why_raw is not None
     bucket = None
     if time_group is not None:
@@ -364,14 +412,22 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
         offset = 1 if bucket else 0
         by_network = ParentGroups("network", "offer", store.offer_networks, groups, filters, offset=offset)
         by_source = ParentGroups(
-            "traffic_source", "campaign", store.campaign_sources, by_network.groups, by_network.filters,
+            "traffic_source",
+            "campaign",
+            store.campaign_sources,
+            by_network.groups,
+            by_network.filters,
             offset=offset,
         )
         for source, piece_start, piece_end in pieces:
             for row in store.rows(
-                source, piece_start, piece_end, groups=by_source.groups, filters=by_source.filters,
+                source,
+                piece_start,
+                piece_end,
+                groups=by_source.groups,
+                filters=by_source.filters,
                 bucket=bucket,
-            ):  # fmt: skip
+            ):
                 key = by_network.key(by_source.key(_group_key(row, bucket, labels)))
                 add_metrics(sums, key, row[-len(METRICS) :])
         filters = by_source.filters
@@ -527,9 +583,15 @@ class ParentGroups:
     children (0 for none), intersected with a filter on the children."""
 
     def __init__(
-        self, name: str, child: str, parent_of: Callable[[], dict[int, int | None]],
-        groups: tuple[str, ...], filters: dict, *, offset: int,
-    ) -> None:  # fmt: skip
+        self,
+        name: str,
+        child: str,
+        parent_of: Callable[[], dict[int, int | None]],
+        groups: tuple[str, ...],
+        filters: dict,
+        *,
+        offset: int,
+    ) -> None:
         self.groups, self.filters = groups, filters
         self.positions = [offset + index for index, group in enumerate(groups) if group == name]
         if not self.positions and name not in filters:
@@ -564,11 +626,13 @@ def _group_key(row: tuple, bucket: int | None, labels: _Labels) -> tuple:
 def _sort_key(item: tuple, time_index: int | None, label_starts: dict[str, int]) -> tuple:
     """Group values in order; the time label by its first bucket (a repeated hour's two rows in turn)."""
     return tuple(
-        (0, label_starts[value]) if index == time_index
-        else (0, value) if isinstance(value, (int, float))
+        (0, label_starts[value])
+        if index == time_index
+        else (0, value)
+        if isinstance(value, (int, float))
         else (1, str(value))
         for index, value in enumerate(item[0])
-    )  # fmt: skip
+    )
 
 
 def _ratio(numerator: float, denominator: float, scale: float = 1.0) -> float | None:

@@ -292,9 +292,7 @@ def load_campaigns(db: Database) -> dict[str, CampaignConfig]:
     for campaign in Campaign.select(*ROUTED_CAMPAIGN_FIELDS).where(Campaign.status == "active"):
         tz = _zone(campaign.timezone, f"campaign {campaign.alias}")
         slots = source_slots.get(campaign.source_id) if campaign.source_id is not None else None
-        macros = SourceMacros(
-            source_names, {name: f"sub_id_{slot}" for name, slot in (slots or {}).items()}
-        )
+        macros = SourceMacros(source_names, {name: f"sub_id_{slot}" for name, slot in (slots or {}).items()})
         by_type: dict[str, list[StreamConfig]] = {"intercepting": [], "regular": [], "fallback": []}
         by_id = {}
         for stream in streams.get(campaign.id, []):

@@ -146,4 +146,4 @@ def slot_filter(expression: str, slots: Mapping[str, int]) -> str:
     if match is None or match.group(2).lower() not in slots:
         return expression
     slot = slots[match.group(2).lower()]
-    return f"{match.group(1)}sub_id_{slot}{match.group(3)}{expression[match.end():]}"
+    return f"{match.group(1)}sub_id_{slot}{match.group(3)}{expression[match.end() :]}"

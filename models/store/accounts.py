@@ -179,11 +179,9 @@ class AccountStore(Store):
     @abstractmethod
     def insert_user(
         self, name: str, role: str, password_hash: str, hides_money: bool, timezone: str, now_ms: int
-    ) -> int:
-        ...
+    ) -> int: ...
 
     @abstractmethod
     def insert_api_key(
         self, user_id: int, key_hash: str, prefix: str, scope: str, label: str, now_ms: int
-    ) -> int:
-        ...
+    ) -> int: ...

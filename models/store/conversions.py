@@ -92,10 +92,25 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
         return self._inserted_id(
             self.SQL_INSERT_CONVERSION,
             (
-                subid, tid, status, status, raw_status, network, payout, currency, report_payout, cost,
-                click_id, campaign_id, stream_id, offer_id, click_created_at, now_ms, now_ms,
+                subid,
+                tid,
+                status,
+                status,
+                raw_status,
+                network,
+                payout,
+                currency,
+                report_payout,
+                cost,
+                click_id,
+                campaign_id,
+                stream_id,
+                offer_id,
+                click_created_at,
+                now_ms,
+                now_ms,
             ),
-        )  # fmt: skip
+        )
 
     def write_status(
         self,
@@ -179,10 +194,20 @@ WHERE verdict = 'parked' AND expires_at <= ?
         self.conn.execute(
             self.SQL_LOG,
             (
-                received_at, method, remote_ip, request, subid, tid, raw_status, params, verdict, detail,
-                conversion_id, expires_at,
+                received_at,
+                method,
+                remote_ip,
+                request,
+                subid,
+                tid,
+                raw_status,
+                params,
+                verdict,
+                detail,
+                conversion_id,
+                expires_at,
             ),
-        ).close()  # fmt: skip
+        ).close()
 
     def count_parked(self) -> int:
         """Postbacks waiting for their click to land."""

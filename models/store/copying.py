@@ -118,8 +118,7 @@ class CopyStore(Store):
         """Every table of the database by name (the database's own catalog tables left out)."""
 
     @abstractmethod
-    def shape(self, table: str) -> TableShape:
-        ...
+    def shape(self, table: str) -> TableShape: ...
 
     # The target's side: a copy is written into PostgreSQL only (models/store/postgres/copying.py), and
     # models/ops/db_copy.py refuses another target before it makes a store; SQLite's sibling refuses.

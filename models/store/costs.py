@@ -40,10 +40,26 @@ def scope_sql(head: str, columns: tuple[str, ...], order: str) -> str:
 
 
 _ENTRY_COLUMNS = (
-    "campaign_id", "source_id", "filters", "label", "start_at", "end_at", "since", "until", "timezone",
-    "amount", "currency", "report_amount", "report_currency", "clicks", "unpaid_clicks",
-    "is_bots_included", "is_unique_only", "actor", "created_at",
-)  # fmt: skip
+    "campaign_id",
+    "source_id",
+    "filters",
+    "label",
+    "start_at",
+    "end_at",
+    "since",
+    "until",
+    "timezone",
+    "amount",
+    "currency",
+    "report_amount",
+    "report_currency",
+    "clicks",
+    "unpaid_clicks",
+    "is_bots_included",
+    "is_unique_only",
+    "actor",
+    "created_at",
+)
 
 
 class CostStore(Store):

@@ -106,6 +106,7 @@ def read_tx(database: Database = db):
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
+
 def connect(location: Path | str, *, autocheckpoint: bool = False) -> Database:
     """A connected database at `location`, bound to nothing: a SQLite file's path (or its sqlite:///
     URL), or a postgresql:// URL (its dialect's package imported only then). `autocheckpoint` is for

@@ -70,8 +70,7 @@ class GeneratedStore(Store):
     SQL_OPTIMIZE: str
 
     @abstractmethod
-    def _inserted(self, sql: str, params: tuple) -> int:
-        ...
+    def _inserted(self, sql: str, params: tuple) -> int: ...
 
     @abstractmethod
     def insert_clicks(self, rows: list[tuple], with_visitor_key: bool) -> None:

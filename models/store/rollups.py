@@ -40,7 +40,7 @@ def select_click_rollup(
     lp_sums = f"{LP_SUMS.format(c='')}, " if lp else ""
     return f"""
 SELECT created_at - created_at % {width}, {dims}, COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign),
-    SUM(is_unique_stream), SUM(is_bot), {money_sum('cost')}, {lp_sums}
+    SUM(is_unique_stream), SUM(is_bot), {money_sum("cost")}, {lp_sums}
     {", ".join("0" * len(CONVERSION_METRICS))}
 FROM click WHERE id > ? AND id <= ? GROUP BY 1, {", ".join(str(n) for n in range(2, len(names) + 2))}
 """

@@ -53,13 +53,26 @@ DIMENSIONS = (
 # lp_views: clicks sent to a lander; lp_clicks: those whose lander's link to the offer was followed
 # (migration 0016; an LP click moves its click from offer 0 to the offer chosen then, rollups.py).
 CLICK_METRICS = (
-    "clicks", "unique_global", "unique_campaign", "unique_stream", "bots", "click_cost",
-    "lp_views", "lp_clicks",
-)  # fmt: skip
+    "clicks",
+    "unique_global",
+    "unique_campaign",
+    "unique_stream",
+    "bots",
+    "click_cost",
+    "lp_views",
+    "lp_clicks",
+)
 LP_METRICS = ("lp_views", "lp_clicks")
 CONVERSION_METRICS = (
-    "leads", "sales", "rejected", "trash", "rebills", "revenue", "revenue_pending", "conversion_cost",
-)  # fmt: skip
+    "leads",
+    "sales",
+    "rejected",
+    "trash",
+    "rebills",
+    "revenue",
+    "revenue_pending",
+    "conversion_cost",
+)
 METRICS = CLICK_METRICS + CONVERSION_METRICS
 MONEY_METRICS = ("click_cost", "revenue", "revenue_pending", "conversion_cost")  # The rest are counts.
 CAMPAIGN_DIMENSIONS = ("campaign_id", "stream_id", "offer_id")

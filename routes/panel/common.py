@@ -122,9 +122,16 @@ class PanelResource:
         self.render = render
 
     def page(self, req, resp, template: str, session, code=200, **context) -> None:
-        self.render(resp, template, code, session=session, user=session.principal if session else None,
-                    path=req.path, timezone=timezone_of(session.principal) if session else DEFAULT_TIMEZONE,
-                    **context)  # fmt: skip
+        self.render(
+            resp,
+            template,
+            code,
+            session=session,
+            user=session.principal if session else None,
+            path=req.path,
+            timezone=timezone_of(session.principal) if session else DEFAULT_TIMEZONE,
+            **context,
+        )
 
 
 def tcp_port(bind: str) -> int | None:

@@ -68,12 +68,21 @@ class ConversionLogResource(PanelResource):
         except LannerError as exc:
             raise refused(exc) from None
         self.page(
-            req, resp, "conversions.html", session,
-            rows=rows, pager=pager, campaigns=campaigns, periods=PERIODS, statuses=CONVERSION_STATUSES,
+            req,
+            resp,
+            "conversions.html",
+            session,
+            rows=rows,
+            pager=pager,
+            campaigns=campaigns,
+            periods=PERIODS,
+            statuses=CONVERSION_STATUSES,
             is_importer=principal.role == "admin" and principal.can_write,
-            form={name: req.get_param(name) or ""
-                  for name in ("campaign", "subid", "status", "period", "from", "to")},
-        )  # fmt: skip
+            form={
+                name: req.get_param(name) or ""
+                for name in ("campaign", "subid", "status", "period", "from", "to")
+            },
+        )
 
 
 class ConversionResource(PanelResource):
@@ -84,15 +93,21 @@ class ConversionResource(PanelResource):
         tz = zone(timezone_of(principal))
         _, campaigns = visible_campaigns(self.sessions.db, principal)
         self.page(
-            req, resp, "conversion.html", session, code,
-            conversion=conversion, created_at=local_iso(conversion.created_at, tz),
-            campaign=campaigns.get(conversion.campaign_id), statuses=CONVERSION_STATUSES,
+            req,
+            resp,
+            "conversion.html",
+            session,
+            code,
+            conversion=conversion,
+            created_at=local_iso(conversion.created_at, tz),
+            campaign=campaigns.get(conversion.campaign_id),
+            statuses=CONVERSION_STATUSES,
             is_editable=principal.can_write
             and edits_campaign(self.sessions.db, principal, conversion.campaign_id),
             message=message,
             form={"status": conversion.status, "payout": repr(conversion.payout), **(form or {})},
             saved=param(req, "saved") == "1",
-        )  # fmt: skip
+        )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, conversion_id: int) -> None:
         session = self.sessions.require(req)
@@ -175,10 +190,18 @@ class ConversionImportResource(PanelResource):
 
     def show(self, req, resp, session, code=200, text="", message="", rows=None) -> None:
         self.page(
-            req, resp, "conversions_import.html", session, code,
-            columns=IMPORT_COLUMNS, text=text, message=message, rows=rows,
-            verdicts=verdict_counts(rows) if rows else {}, max_mb=MAX_UPLOAD_BYTES >> 20,
-        )  # fmt: skip
+            req,
+            resp,
+            "conversions_import.html",
+            session,
+            code,
+            columns=IMPORT_COLUMNS,
+            text=text,
+            message=message,
+            rows=rows,
+            verdicts=verdict_counts(rows) if rows else {},
+            max_mb=MAX_UPLOAD_BYTES >> 20,
+        )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)

@@ -20,7 +20,7 @@ from models.reporting.costs import (
     cost_request,
     cost_scope,
     set_cost,
-)  # fmt: skip
+)
 from models.routing.sources import loads, slot_of
 from routes.panel.common import FormError, PanelContext, timezone_of
 from routes.panel.editor import EditorResource
@@ -51,15 +51,23 @@ class CampaignCostResource(EditorResource):
         )
         source = source_of(campaign)
         self.page(
-            req, resp, "costs.html", session, code,
-            campaign=campaign, days=list(reversed(report.rows)) if report else [],
+            req,
+            resp,
+            "costs.html",
+            session,
+            code,
+            campaign=campaign,
+            days=list(reversed(report.rows)) if report else [],
             currency=report.currency if report else self.reports.report_currency,
             form=form or {"currency": campaign.cost_currency, "dimension": "", "scope": "campaign"},
-            dimensions=COST_DIMENSIONS, message=message, spread=spread, source=source,
+            dimensions=COST_DIMENSIONS,
+            message=message,
+            spread=spread,
+            source=source,
             parameters=list(slot_of(loads(source.parameters))) if source else [],
             entries=cost_entries(self.db, campaign_ids=[campaign.id]),
             is_editable=principal.can_write and edits_campaign(self.db, principal, campaign.id),
-        )  # fmt: skip
+        )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, campaign_id: int) -> None:
         session = self.sessions.require(req)
@@ -86,7 +94,9 @@ class CampaignCostResource(EditorResource):
             pairs = [(name.removeprefix(SUB_FIELD), value) for name, value in sub_ids.items()]
             scope = cost_scope(
                 self.db,
-                campaign=None if source else campaign, source=source, sub_ids=[*pairs, *where_of(typed)]
+                campaign=None if source else campaign,
+                source=source,
+                sub_ids=[*pairs, *where_of(typed)],
             )
             others = uneditable_campaigns(self.db, principal, scope.campaign_ids)
             if others:
@@ -96,10 +106,16 @@ class CampaignCostResource(EditorResource):
                     "set the source's cost."
                 )
             request = cost_request(
-                self.db, scope, typed["from"], typed["to"], amount_of(typed["amount"]),
-                currency=typed["currency"] or None, timezone=timezone_of(principal),
-                include_bots=bool(typed["include_bots"]), unique_only=bool(typed["unique_only"]),
-            )  # fmt: skip
+                self.db,
+                scope,
+                typed["from"],
+                typed["to"],
+                amount_of(typed["amount"]),
+                currency=typed["currency"] or None,
+                timezone=timezone_of(principal),
+                include_bots=bool(typed["include_bots"]),
+                unique_only=bool(typed["unique_only"]),
+            )
             spread = set_cost(self.db, request, actor=principal)
         except LannerError as exc:
             self.show(req, resp, session, campaign, form=typed, message=str(exc), code=400)

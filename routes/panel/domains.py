@@ -43,8 +43,17 @@ class DomainPages(PanelResource):
         aliases = campaign_aliases(self.sessions.db)
         rows = [domain_fields(d, aliases) for d in list_domains(self.sessions.db, include_archived=True)]
         campaigns = [c.alias for c in list_campaigns(self.sessions.db)]
-        self.page(req, resp, "domains.html", session, code, rows=rows, form=form or BLANK_FORM,
-                  message=message, campaigns=campaigns)  # fmt: skip
+        self.page(
+            req,
+            resp,
+            "domains.html",
+            session,
+            code,
+            rows=rows,
+            form=form or BLANK_FORM,
+            message=message,
+            campaigns=campaigns,
+        )
 
 
 class DomainListResource(DomainPages):
@@ -83,17 +92,35 @@ class DomainResource(DomainPages):
         session = require_admin(self.sessions, req, "domains")
         domain = self.domain(domain_id)
         fields = domain_fields(domain)
-        form = {"name": domain.name, "campaign": fields["root_campaign"] or "",
-                "https": "1" if domain.is_https else "", "redirect_http": "1" if domain.redirect_http else "",
-                "status": domain.status}  # fmt: skip
-        saved = "Added: the worker gets its certificate." if req.get_param("created") else (
-            "Saved." if req.get_param("saved") else "")  # fmt: skip
+        form = {
+            "name": domain.name,
+            "campaign": fields["root_campaign"] or "",
+            "https": "1" if domain.is_https else "",
+            "redirect_http": "1" if domain.redirect_http else "",
+            "status": domain.status,
+        }
+        saved = (
+            "Added: the worker gets its certificate."
+            if req.get_param("created")
+            else ("Saved." if req.get_param("saved") else "")
+        )
         self.show(req, resp, session, fields, form, saved=saved)
 
     def show(self, req, resp, session, fields, form, *, code=200, message="", saved="") -> None:
         campaigns = [c.alias for c in list_campaigns(self.sessions.db)]
-        self.page(req, resp, "domain.html", session, code, domain=fields, form=form, message=message,
-                  saved=saved, statuses=DOMAIN_STATUSES, campaigns=campaigns)  # fmt: skip
+        self.page(
+            req,
+            resp,
+            "domain.html",
+            session,
+            code,
+            domain=fields,
+            form=form,
+            message=message,
+            saved=saved,
+            statuses=DOMAIN_STATUSES,
+            campaigns=campaigns,
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, domain_id: int) -> None:
         session = require_admin(self.sessions, req, "domains")

@@ -89,16 +89,43 @@ FILTER_HINTS = {
     "bot": ("yes", ("yes", "no"), ""),
 }
 FILTER_LABELS = {
-    "country": "Country", "region": "Region", "city": "City", "device": "Device type", "os": "OS",
-    "browser": "Browser", "language": "Language", "connection": "Connection type", "ip": "IP / CIDR list",
-    "referrer": "Referrer", "keyword": "Keyword", "user_agent": "User-Agent", "param": "URL parameter",
-    "sub_id": "sub_id_N", "isp": "ISP", "carrier": "Mobile carrier", "schedule": "Schedule", "date": "Dates",
-    "unique": "Unique visitor", "bot": "Bot",
-}  # fmt: skip
+    "country": "Country",
+    "region": "Region",
+    "city": "City",
+    "device": "Device type",
+    "os": "OS",
+    "browser": "Browser",
+    "language": "Language",
+    "connection": "Connection type",
+    "ip": "IP / CIDR list",
+    "referrer": "Referrer",
+    "keyword": "Keyword",
+    "user_agent": "User-Agent",
+    "param": "URL parameter",
+    "sub_id": "sub_id_N",
+    "isp": "ISP",
+    "carrier": "Mobile carrier",
+    "schedule": "Schedule",
+    "date": "Dates",
+    "unique": "Unique visitor",
+    "bot": "Bot",
+}
 CAMPAIGN_FIELDS = (
-    "name", "alias", "status", "rotation", "uniqueness_hours", "timezone", "bind_visitor", "default_action",
-    "default_url", "cost_model", "cost_value", "cost_currency", "owner_id", "source_id",
-)  # fmt: skip
+    "name",
+    "alias",
+    "status",
+    "rotation",
+    "uniqueness_hours",
+    "timezone",
+    "bind_visitor",
+    "default_action",
+    "default_url",
+    "cost_model",
+    "cost_value",
+    "cost_currency",
+    "owner_id",
+    "source_id",
+)
 
 
 @functools.cache
@@ -334,10 +361,19 @@ def stream_values(stream) -> dict[str, str]:
 
 
 NEW_STREAM = {
-    "name": "", "type": "regular", "weight": "100", "action": "offers", "payload": "", "filter_mode": "and",
-    "offer_rotation": "weight", "redirect_type": "http", "fallback_offer_id": "", "daily_cap": "",
-    "total_cap": "", "status": "active",
-}  # fmt: skip
+    "name": "",
+    "type": "regular",
+    "weight": "100",
+    "action": "offers",
+    "payload": "",
+    "filter_mode": "and",
+    "offer_rotation": "weight",
+    "redirect_type": "http",
+    "fallback_offer_id": "",
+    "daily_cap": "",
+    "total_cap": "",
+    "status": "active",
+}
 
 
 def stream_changes(form: dict) -> dict:
@@ -399,7 +435,6 @@ def stream_groups(streams: list) -> list[dict]:
     return groups
 
 
-
 def shown_campaign_url(base: str, campaign) -> str:
     """The campaign's URL on its first domain (https once it has a certificate), else on the host the
     panel is reached by (`base`), with its source's parameters."""
@@ -452,10 +487,22 @@ class EditorResource(PanelResource):
 
 
 NEW_CAMPAIGN = {
-    "name": "", "alias": "", "rotation": "position", "uniqueness_hours": "24", "timezone": "UTC",
-    "bind_visitor": "", "default_action": "not_found", "default_url": "", "cost_model": "cpc",
-    "cost_value": "0", "cost_currency": "", "owner_id": "", "offer": "new", "offer_url": "", "source_id": "",
-}  # fmt: skip
+    "name": "",
+    "alias": "",
+    "rotation": "position",
+    "uniqueness_hours": "24",
+    "timezone": "UTC",
+    "bind_visitor": "",
+    "default_action": "not_found",
+    "default_url": "",
+    "cost_model": "cpc",
+    "cost_value": "0",
+    "cost_currency": "",
+    "owner_id": "",
+    "offer": "new",
+    "offer_url": "",
+    "source_id": "",
+}
 
 
 class CampaignNewResource(EditorResource):
@@ -469,11 +516,19 @@ class CampaignNewResource(EditorResource):
 
     def show(self, req, resp, session, values: dict, message: str = "", code: int = 200) -> None:
         self.page(
-            req, resp, "editor_new.html", session, code, values=values, message=message,
+            req,
+            resp,
+            "editor_new.html",
+            session,
+            code,
+            values=values,
+            message=message,
             offers=[o for o in visible_offers(self.db, session.principal) if o.status != "archived"],
-            owners=self.owners(session.principal), sources=list_sources(self.db),
-            timezones=timezone_names(), **CHOICES,
-        )  # fmt: skip
+            owners=self.owners(session.principal),
+            sources=list_sources(self.db),
+            timezones=timezone_names(),
+            **CHOICES,
+        )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -517,21 +572,35 @@ class CampaignEditorResource(EditorResource):
         assert self.campaign_base is not None  # The campaign editor's (the cost pages pass none).
         base = self.campaign_base(req)
         self.page(
-            req, resp, "editor.html", session, code,
-            campaign=campaign, values=values or campaign_values(campaign), message=message,
+            req,
+            resp,
+            "editor.html",
+            session,
+            code,
+            campaign=campaign,
+            values=values or campaign_values(campaign),
+            message=message,
             is_editable=edits_campaign(self.db, principal, campaign.id),
             campaign_url=shown_campaign_url(base, campaign),
             tracker_base=base,
             script_tag=script_tag(base, campaign.alias),
             campaign_source=source_of(campaign),
-            sources=[s for s in list_sources(self.db, include_archived=True)
-                     if s.status == "active" or s.id == campaign.source_id],
-            groups=[{**group, "streams": [by_id[s.id] for s in group["streams"]]}
-                    for group in stream_groups([summary["stream"] for summary in streams])],
+            sources=[
+                s
+                for s in list_sources(self.db, include_archived=True)
+                if s.status == "active" or s.id == campaign.source_id
+            ],
+            groups=[
+                {**group, "streams": [by_id[s.id] for s in group["streams"]]}
+                for group in stream_groups([summary["stream"] for summary in streams])
+            ],
             order=",".join(str(summary["stream"].id) for summary in streams),
-            owners=self.owners(principal), timezones=timezone_names(), warnings=warnings, notice=notice,
+            owners=self.owners(principal),
+            timezones=timezone_names(),
+            warnings=warnings,
+            notice=notice,
             **CHOICES,
-        )  # fmt: skip
+        )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, campaign_id: int) -> None:
         session = self.sessions.require(req)
@@ -572,21 +641,44 @@ class StreamFormResource(EditorResource):
     """/panel/campaigns/{id}/streams/new and /panel/campaigns/{id}/streams/{stream_id}: a stream's
     type, action, filters (the builder), offers with weights and caps."""
 
-    def show(self, req, resp, session, campaign, stream, values, filters, weights, lander_weights,
-             message="", code=200):  # fmt: skip
+    def show(
+        self,
+        req,
+        resp,
+        session,
+        campaign,
+        stream,
+        values,
+        filters,
+        weights,
+        lander_weights,
+        message="",
+        code=200,
+    ):
         offers = visible_offers(self.db, session.principal)  # Those it may use; another buyer's are not.
         landers = visible_landers(self.db, session.principal)
         rows = filters + [blank_filter_row() for _ in range(BLANK_FILTER_ROWS)]
         self.page(
-            req, resp, "editor_stream.html", session, code,
-            campaign=campaign, stream=stream, values=values, filter_rows=rows, message=message,
-            offer_rows=offer_rows(offers, weights), offers=offers,
+            req,
+            resp,
+            "editor_stream.html",
+            session,
+            code,
+            campaign=campaign,
+            stream=stream,
+            values=values,
+            filter_rows=rows,
+            message=message,
+            offer_rows=offer_rows(offers, weights),
+            offers=offers,
             lander_rows=lander_rows(landers, lander_weights),
             is_editable=edits_campaign(self.db, session.principal, campaign.id),
-            filter_hints=FILTER_HINTS, operators=OPERATORS, filter_names=FILTER_NAMES,
+            filter_hints=FILTER_HINTS,
+            operators=OPERATORS,
+            filter_names=FILTER_NAMES,
             filter_labels=FILTER_LABELS,
             **CHOICES,
-        )  # fmt: skip
+        )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, campaign_id: int, stream_id=None) -> None:
         session = self.sessions.require(req)
@@ -622,15 +714,30 @@ class StreamFormResource(EditorResource):
             if changes["action"] == "offers" and not offers:
                 raise FormError("A stream that sends to offers needs at least one offer with a weight.")
             if stream is None:
-                saved = add_stream(self.db, campaign.id, offers=offers, landers=landers, filters=expressions,
-                                   actor=principal, **changes)  # fmt: skip
+                saved = add_stream(
+                    self.db,
+                    campaign.id,
+                    offers=offers,
+                    landers=landers,
+                    filters=expressions,
+                    actor=principal,
+                    **changes,
+                )
             else:
                 status = _text(form, "status") or stream.status
                 saved = update_stream(
-                    self.db, stream.id, offers=offers or None, landers=landers, filters=expressions,
-                    clear_filters=not expressions, clear_caps=True, clear_fallback_offer=True,
-                    status=status if status != "deleted" else None, actor=principal, **changes,
-                )  # fmt: skip
+                    self.db,
+                    stream.id,
+                    offers=offers or None,
+                    landers=landers,
+                    filters=expressions,
+                    clear_filters=not expressions,
+                    clear_caps=True,
+                    clear_fallback_offer=True,
+                    status=status if status != "deleted" else None,
+                    actor=principal,
+                    **changes,
+                )
         except (FormError, AdminError) as exc:
             self.show(
                 req, resp, session, campaign, stream, values, rows, weights, lander_weights, str(exc), 400

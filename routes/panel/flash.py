@@ -97,8 +97,15 @@ class Flash:
         value = seal(session, path, data, now=self.now())
         if len(value) > MAX_COOKIE_CHARS:
             return False
-        resp.set_cookie(FLASH_COOKIE, value, max_age=FLASH_SECONDS, path=path,
-                        secure=self.sessions.is_https(req), http_only=True, same_site="Lax")  # fmt: skip
+        resp.set_cookie(
+            FLASH_COOKIE,
+            value,
+            max_age=FLASH_SECONDS,
+            path=path,
+            secure=self.sessions.is_https(req),
+            http_only=True,
+            same_site="Lax",
+        )
         resp.status = falcon.HTTP_303
         resp.location = path
         return True
@@ -108,8 +115,15 @@ class Flash:
         values = req.get_cookie_values(FLASH_COOKIE)
         if not values:
             return None
-        resp.set_cookie(FLASH_COOKIE, "", expires=COOKIE_CLEARED, path=req.path,
-                        secure=self.sessions.is_https(req), http_only=True, same_site="Lax")  # fmt: skip
+        resp.set_cookie(
+            FLASH_COOKIE,
+            "",
+            expires=COOKIE_CLEARED,
+            path=req.path,
+            secure=self.sessions.is_https(req),
+            http_only=True,
+            same_site="Lax",
+        )
         for value in values[:3]:
             data = unseal(session, req.path, value, now=self.now())
             if data is not None:

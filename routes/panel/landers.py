@@ -96,9 +96,17 @@ class LanderListResource(LanderPages):
                 fields = lander_fields(lander, uses.get(lander.id, []))
                 rows.append({**fields, "preview": self.preview(req, fields)})
         self.page(
-            req, resp, "landers.html", session, code, rows=rows, form=form or BLANK_FORM, message=message,
-            may_create=creates_campaigns(session.principal), max_mb=self.files.max_bytes / 2**20,
-        )  # fmt: skip
+            req,
+            resp,
+            "landers.html",
+            session,
+            code,
+            rows=rows,
+            form=form or BLANK_FORM,
+            message=message,
+            may_create=creates_campaigns(session.principal),
+            max_mb=self.files.max_bytes / 2**20,
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -140,10 +148,20 @@ class LanderResource(LanderPages):
     def show(self, req, resp, session, lander, form, *, code=200, message="", done="") -> None:
         fields = lander_fields(lander, lander_uses(self.db).get(lander.id, []))
         self.page(
-            req, resp, "lander.html", session, code, lander=fields, form=form, message=message, done=done,
-            preview=self.preview(req, fields), may_edit=edits_lander(session.principal, lander),
-            statuses=LANDER_STATUSES, max_mb=self.files.max_bytes / 2**20,
-        )  # fmt: skip
+            req,
+            resp,
+            "lander.html",
+            session,
+            code,
+            lander=fields,
+            form=form,
+            message=message,
+            done=done,
+            preview=self.preview(req, fields),
+            may_edit=edits_lander(session.principal, lander),
+            statuses=LANDER_STATUSES,
+            max_mb=self.files.max_bytes / 2**20,
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, lander_id: int) -> None:
         session = self.sessions.require(req)
@@ -159,7 +177,9 @@ class LanderResource(LanderPages):
                 delete_lander(self.db, lander.id, files=self.files, actor=principal)
                 raise falcon.HTTPSeeOther(PATH)
             changes: dict[str, Any] = {
-                "name": values["name"], "notes": values["notes"], "status": values["status"] or None
+                "name": values["name"],
+                "notes": values["notes"],
+                "status": values["status"] or None,
             }
             if data is not None:
                 changes["zip_data"] = data

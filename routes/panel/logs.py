@@ -40,10 +40,25 @@ DELIVERY_STATES = ("pending", "sent", "failed")
 POSTBACK_TABS = {"postbacks": "Incoming", "refusals": "Refused before the key", "deliveries": "Outbound"}
 # What a click's page lists, in this order (sub ids, cost and the routing summary apart).
 CLICK_FACTS = (
-    "created_at", "ip", "user_agent", "referrer", "source", "keyword", "external_id", "country", "region",
-    "city", "device_type", "os", "browser", "language", "is_bot", "is_unique_global", "is_unique_campaign",
+    "created_at",
+    "ip",
+    "user_agent",
+    "referrer",
+    "source",
+    "keyword",
+    "external_id",
+    "country",
+    "region",
+    "city",
+    "device_type",
+    "os",
+    "browser",
+    "language",
+    "is_bot",
+    "is_unique_global",
+    "is_unique_campaign",
     "is_unique_stream",
-)  # fmt: skip
+)
 
 
 def param(req: falcon.Request, name: str) -> str:
@@ -175,11 +190,32 @@ class ClickLogResource(PanelResource):
         except LannerError as exc:
             raise refused(exc) from None
         self.page(
-            req, resp, "logs_clicks.html", session,
-            rows=rows, pager=pager, campaigns=campaigns, periods=PERIODS, bot_choices=BOT_CHOICES,
-            slots=range(1, SUB_ID_SLOTS + 1), form={name: req.get_param(name) or "" for name in (
-                "campaign", "subid", "country", "bots", "ip", "sub", "sub_value", "period", "from", "to")},
-        )  # fmt: skip
+            req,
+            resp,
+            "logs_clicks.html",
+            session,
+            rows=rows,
+            pager=pager,
+            campaigns=campaigns,
+            periods=PERIODS,
+            bot_choices=BOT_CHOICES,
+            slots=range(1, SUB_ID_SLOTS + 1),
+            form={
+                name: req.get_param(name) or ""
+                for name in (
+                    "campaign",
+                    "subid",
+                    "country",
+                    "bots",
+                    "ip",
+                    "sub",
+                    "sub_value",
+                    "period",
+                    "from",
+                    "to",
+                )
+            },
+        )
 
 
 class ClickPageResource(PanelResource):
@@ -195,8 +231,12 @@ class ClickPageResource(PanelResource):
         tz = zone(timezone_of(principal))
         visible, campaigns = visible_campaigns(self.sessions.db, principal)
         try:
-            data = stored_click(self.sessions.db, subid, geo_path=self.settings.geo_path,
-                                geo_network_paths=self.settings.geo_network_paths)  # fmt: skip
+            data = stored_click(
+                self.sessions.db,
+                subid,
+                geo_path=self.settings.geo_path,
+                geo_network_paths=self.settings.geo_network_paths,
+            )
         except StoredClickError:
             data = None
         if data is None or (visible is not None and data["click"]["campaign_id"] not in visible):
@@ -209,10 +249,18 @@ class ClickPageResource(PanelResource):
         sub_ids = [(name, found[name]) for name in SUB_ID_COLUMNS if found.get(name)]
         conversions = list_conversions(self.sessions.db, LogFilter(subid=subid, timezone=tz.key, limit=100))
         self.page(
-            req, resp, "logs_click.html", session,
-            click=found, facts=facts, sub_ids=sub_ids, streams=data["streams"], conversions=conversions,
-            campaign=campaigns.get(found["campaign_id"]), is_anonymized=self.settings.anonymize_ip,
-        )  # fmt: skip
+            req,
+            resp,
+            "logs_click.html",
+            session,
+            click=found,
+            facts=facts,
+            sub_ids=sub_ids,
+            streams=data["streams"],
+            conversions=conversions,
+            campaign=campaigns.get(found["campaign_id"]),
+            is_anonymized=self.settings.anonymize_ip,
+        )
 
 
 class PostbackLogResource(PanelResource):
@@ -266,12 +314,23 @@ class PostbackLogResource(PanelResource):
         except LannerError as exc:
             raise refused(exc) from None
         self.page(
-            req, resp, "logs_postbacks.html", session,
-            tab=tab, tabs=POSTBACK_TABS if is_admin else {"deliveries": POSTBACK_TABS["deliveries"]},
-            rows=rows, pager=pager, campaigns=campaigns, periods=PERIODS, verdicts=POSTBACK_VERDICTS,
-            states=DELIVERY_STATES, form={name: req.get_param(name) or "" for name in (
-                "campaign", "subid", "verdict", "state", "orphans", "period", "from", "to")},
-        )  # fmt: skip
+            req,
+            resp,
+            "logs_postbacks.html",
+            session,
+            tab=tab,
+            tabs=POSTBACK_TABS if is_admin else {"deliveries": POSTBACK_TABS["deliveries"]},
+            rows=rows,
+            pager=pager,
+            campaigns=campaigns,
+            periods=PERIODS,
+            verdicts=POSTBACK_VERDICTS,
+            states=DELIVERY_STATES,
+            form={
+                name: req.get_param(name) or ""
+                for name in ("campaign", "subid", "verdict", "state", "orphans", "period", "from", "to")
+            },
+        )
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:

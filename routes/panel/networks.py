@@ -61,11 +61,19 @@ class NetworkListResource(PanelResource):
         counts = networks.offer_counts(db)
         rows = [{"network": n, "offers": counts.get(n.id, 0)} for n in networks.list_networks(db)]
         self.page(
-            req, resp, "networks.html", session, code, rows=rows, done=done,
-            templates=list(networks.catalogue().values()), catalogue_note=networks.catalogue_note(),
-            form=form or BLANK_FORM, message=message,
+            req,
+            resp,
+            "networks.html",
+            session,
+            code,
+            rows=rows,
+            done=done,
+            templates=list(networks.catalogue().values()),
+            catalogue_note=networks.catalogue_note(),
+            form=form or BLANK_FORM,
+            message=message,
             is_admin=session.principal.role == "admin",
-        )  # fmt: skip
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -79,9 +87,13 @@ class NetworkListResource(PanelResource):
             options = {name: value for name, value in options.items() if value}
         try:
             network = networks.create_network(
-                self.sessions.db, values["name"], alias=values["alias"] or None,
-                from_template=values["template"] or None, actor=session.principal, **options,
-            )  # fmt: skip
+                self.sessions.db,
+                values["name"],
+                alias=values["alias"] or None,
+                from_template=values["template"] or None,
+                actor=session.principal,
+                **options,
+            )
         except AdminError as exc:
             self.show(req, resp, session, code=400, form=values, message=str(exc))
             return
@@ -112,12 +124,22 @@ class NetworkResource(PanelResource):
         is_admin = session.principal.role == "admin"
         key = read_secret(self.sessions.db, "postback_key") if is_admin else KEY_PLACEHOLDER
         self.page(
-            req, resp, "network.html", session, code, network=network, form=form, message=message, done=done,
-            is_admin=is_admin, postback_url=networks.postback_url(network, self.tracker_base(req), key),
-            status_maps=networks.network_status_maps(self.sessions.db, network), statuses=STATUSES,
+            req,
+            resp,
+            "network.html",
+            session,
+            code,
+            network=network,
+            form=form,
+            message=message,
+            done=done,
+            is_admin=is_admin,
+            postback_url=networks.postback_url(network, self.tracker_base(req), key),
+            status_maps=networks.network_status_maps(self.sessions.db, network),
+            statuses=STATUSES,
             network_statuses=NETWORK_STATUSES,
             offers=[o for o in list_offers(self.sessions.db) if o.network_id == network.id],
-        )  # fmt: skip
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, network_id: int) -> None:
         session = self.sessions.require(req)
@@ -132,8 +154,13 @@ class NetworkResource(PanelResource):
             if action == "save":
                 networks.update_network(db, network.id, actor=actor, **values)
             elif action == "map":
-                admin.map_status(db, str(form.get("word", "")), str(form.get("status", "")),
-                                 network=network.alias, actor=actor)  # fmt: skip
+                admin.map_status(
+                    db,
+                    str(form.get("word", "")),
+                    str(form.get("status", "")),
+                    network=network.alias,
+                    actor=actor,
+                )
             elif action == "unmap":
                 admin.unmap_status(db, str(form.get("word", "")), network=network.alias, actor=actor)
             elif action == "delete":

@@ -23,19 +23,32 @@ from routes.panel.common import (
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form
 
-BLANK_FORM = {"name": "", "url": "", "payout": "0", "currency": "", "daily_cap": "", "total_cap": "",
-              "timezone": "UTC", "status": "active", "network": ""}  # fmt: skip
+BLANK_FORM = {
+    "name": "",
+    "url": "",
+    "payout": "0",
+    "currency": "",
+    "daily_cap": "",
+    "total_cap": "",
+    "timezone": "UTC",
+    "status": "active",
+    "network": "",
+}
 
 
 def offer_form(offer) -> dict[str, str]:
     """An offer's fields as its edit form shows them."""
     return {
-        "name": offer.name, "url": offer.url, "payout": f"{offer.payout:g}", "currency": offer.currency,
+        "name": offer.name,
+        "url": offer.url,
+        "payout": f"{offer.payout:g}",
+        "currency": offer.currency,
         "daily_cap": "" if offer.daily_cap is None else str(offer.daily_cap),
         "total_cap": "" if offer.total_cap is None else str(offer.total_cap),
-        "timezone": offer.timezone, "status": offer.status,
+        "timezone": offer.timezone,
+        "status": offer.status,
         "network": "" if offer.network_id is None else str(offer.network_id),
-    }  # fmt: skip
+    }
 
 
 def _number(text: str, what: str) -> float:
@@ -130,19 +143,34 @@ class OfferListResource(OfferPages):
                 row.get("conversions", 0),
                 row.get("revenue", 0),
             )
-            rows.append({
-                "offer": offer, "clicks": clicks, "conversions": conversions, "revenue": revenue,
-                "cr": conversions / clicks * 100 if clicks else None,
-                "epc": revenue / clicks if clicks else None,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "offer": offer,
+                    "clicks": clicks,
+                    "conversions": conversions,
+                    "revenue": revenue,
+                    "cr": conversions / clicks * 100 if clicks else None,
+                    "epc": revenue / clicks if clicks else None,
+                }
+            )
         self.page(
-            req, resp, "offers.html", session, code,
-            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices,
-            search=listing.search, rows=rows,
+            req,
+            resp,
+            "offers.html",
+            session,
+            code,
+            period=period,
+            periods=PERIODS,
+            status=listing.status,
+            statuses=listing.choices,
+            search=listing.search,
+            rows=rows,
             currency=report.currency if report else self.reports.report_currency,
-            may_create=creates_campaigns(principal), form=form or BLANK_FORM, message=message,
+            may_create=creates_campaigns(principal),
+            form=form or BLANK_FORM,
+            message=message,
             networks=list_networks(self.sessions.db),
-        )  # fmt: skip
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -171,9 +199,20 @@ class OfferResource(OfferPages):
         self.show(req, resp, session, offer, offer_form(offer), saved=saved)
 
     def show(self, req, resp, session, offer, form, *, code=200, message="", saved="") -> None:
-        self.page(req, resp, "offer.html", session, code, offer=offer, form=form, message=message,
-                  saved=saved, statuses=OFFER_STATUSES, may_edit=creates_campaigns(session.principal),
-                  networks=list_networks(self.sessions.db))  # fmt: skip
+        self.page(
+            req,
+            resp,
+            "offer.html",
+            session,
+            code,
+            offer=offer,
+            form=form,
+            message=message,
+            saved=saved,
+            statuses=OFFER_STATUSES,
+            may_edit=creates_campaigns(session.principal),
+            networks=list_networks(self.sessions.db),
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, offer_id: int) -> None:
         session = self.sessions.require(req)
@@ -189,9 +228,16 @@ class OfferResource(OfferPages):
             if values["status"] not in OFFER_STATUSES:
                 raise FormError(f"The status is one of {', '.join(OFFER_STATUSES)}.")
             caps = {"daily_cap": fields.pop("daily_cap"), "total_cap": fields.pop("total_cap")}
-            update_offer(self.sessions.db, offer.id, status=values["status"], actor=principal,
-                         clear_caps=None in caps.values(), clear_network=fields["network_id"] is None,
-                         **fields, **caps)  # fmt: skip
+            update_offer(
+                self.sessions.db,
+                offer.id,
+                status=values["status"],
+                actor=principal,
+                clear_caps=None in caps.values(),
+                clear_network=fields["network_id"] is None,
+                **fields,
+                **caps,
+            )
         except (FormError, AdminError) as exc:
             self.show(req, resp, session, offer, values, code=400, message=str(exc))
             return

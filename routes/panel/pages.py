@@ -90,8 +90,13 @@ class LoginResource(PanelResource):
         name = str(form.get("name", "")).strip()
         target = safe_next(form.get("next"))
         try:
-            user = log_in(self.sessions.db, name, str(form.get("password", "")), self.sessions.client_ip(req),
-                          **self.sessions.clock_options())  # fmt: skip
+            user = log_in(
+                self.sessions.db,
+                name,
+                str(form.get("password", "")),
+                self.sessions.client_ip(req),
+                **self.sessions.clock_options(),
+            )
         except LoginThrottled as exc:
             resp.set_header("Retry-After", str(exc.retry_after))
             self.page(req, resp, "login.html", None, 429, next=target, name=name, message=str(exc))
@@ -133,8 +138,12 @@ class DashboardResource(PanelResource):
         series = self.reports(principal, group, period)
         report = self.reports(principal, "campaign", period)
         self.page(
-            req, resp, "dashboard.html", session,
-            period=period, periods=PERIODS,
+            req,
+            resp,
+            "dashboard.html",
+            session,
+            period=period,
+            periods=PERIODS,
             chart=chart_data(series, group, principal),
             total=report.total if report else totals([]),
             currency=(report or series).currency if (report or series) else self.reports.report_currency,
@@ -143,7 +152,7 @@ class DashboardResource(PanelResource):
             campaign_names={c.id: c.name for c in list_campaigns(self.sessions.db, include_archived=True)},
             offers=top_rows(self.reports(principal, "offer", period)),
             countries=top_rows(self.reports(principal, "country", period)),
-        )  # fmt: skip
+        )
 
 
 class CampaignListResource(PanelResource):
@@ -176,14 +185,23 @@ class CampaignListResource(PanelResource):
                 }
             )
         self.page(
-            req, resp, "campaigns.html", session,
-            period=period, periods=PERIODS, status=listing.status, statuses=listing.choices,
-            search=listing.search, rows=rows, total=totals([row["stats"] for row in rows]),
+            req,
+            resp,
+            "campaigns.html",
+            session,
+            period=period,
+            periods=PERIODS,
+            status=listing.status,
+            statuses=listing.choices,
+            search=listing.search,
+            rows=rows,
+            total=totals([row["stats"] for row in rows]),
             currency=report.currency if report else self.reports.report_currency,
-            base_url=self.campaign_base(req), can_create=creates_campaigns(principal),
+            base_url=self.campaign_base(req),
+            can_create=creates_campaigns(principal),
             source_queries=source_queries(self.sessions.db),
             query=urllib.parse.urlencode({"period": period, "status": listing.status, "q": listing.search}),
-        )  # fmt: skip
+        )
 
 
 def source_queries(db) -> dict[int, str]:

@@ -78,8 +78,18 @@ class AccountResource(PanelResource):
         self, req, resp, session, code: int = 200, *, message: str = "", error: str = "", field: str = ""
     ):
         user = get_user_by_id(self.sessions.db, session.user_id)
-        self.page(req, resp, "account.html", session, code, account=user, timezones=timezone_names(),
-                  message=message, error=error, error_field=field)  # fmt: skip
+        self.page(
+            req,
+            resp,
+            "account.html",
+            session,
+            code,
+            account=user,
+            timezones=timezone_names(),
+            message=message,
+            error=error,
+            error_field=field,
+        )
 
     def on_post_timezone(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -103,9 +113,13 @@ class AccountResource(PanelResource):
         db = self.sessions.db
         new = str(form.get("new_password", ""))
         try:
-            is_right = confirm_password(db, principal.name, str(form.get("password", "")),
-                                        self.sessions.client_ip(req),
-                                        **self.sessions.clock_options())  # fmt: skip
+            is_right = confirm_password(
+                db,
+                principal.name,
+                str(form.get("password", "")),
+                self.sessions.client_ip(req),
+                **self.sessions.clock_options(),
+            )
         except LoginThrottled as exc:
             resp.set_header("Retry-After", str(exc.retry_after))
             self.show(req, resp, session, 429, error=str(exc), field="password")
@@ -154,18 +168,33 @@ class UserListResource(AdminPage):
     def show(self, req, resp, session, code: int = 200, *, message: str = "", error: str = "", form=None):
         tz = timezone_of(session.principal)
         users = [(user, local_time(user.last_login_at, tz)) for user in list_users(self.sessions.db)]
-        self.page(req, resp, "users.html", session, code, users=users, roles=ROLES,
-                  timezones=timezone_names(), message=message, error=error, form=form or {})  # fmt: skip
+        self.page(
+            req,
+            resp,
+            "users.html",
+            session,
+            code,
+            users=users,
+            roles=ROLES,
+            timezones=timezone_names(),
+            message=message,
+            error=error,
+            form=form or {},
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         form = read_form(req)
         session = self.admin_session(req, form)
         try:
             add_user(
-                self.sessions.db, str(form.get("name", "")).strip(), str(form.get("role", "")),
-                str(form.get("password", "")), hides_money=is_checked(form, "hides_money"),
-                timezone=str(form.get("timezone", "")), actor=session.principal,
-            )  # fmt: skip
+                self.sessions.db,
+                str(form.get("name", "")).strip(),
+                str(form.get("role", "")),
+                str(form.get("password", "")),
+                hides_money=is_checked(form, "hides_money"),
+                timezone=str(form.get("timezone", "")),
+                actor=session.principal,
+            )
         except AccountError as exc:
             self.show(req, resp, session, 400, error=str(exc), form=form)
             return
@@ -196,16 +225,29 @@ class UserResource(AdminPage):
         campaigns = list_campaigns(db, include_archived=True)
         shares = user_shares(db, user.id)
         self.page(
-            req, resp, "user.html", session, code,
-            account=user, roles=ROLES, scopes=API_KEY_SCOPES, timezones=timezone_names(),
+            req,
+            resp,
+            "user.html",
+            session,
+            code,
+            account=user,
+            roles=ROLES,
+            scopes=API_KEY_SCOPES,
+            timezones=timezone_names(),
             owned=[c for c in campaigns if c.owner_id == user.id],
             shares=[(c, shares[c.id]) for c in campaigns if c.id in shares],
             shareable=[c for c in campaigns if c.id not in shares and c.owner_id != user.id],
-            keys=[(key, local_time(key.created_at, tz), local_time(key.last_used_at, tz))
-                  for key in list_api_keys(db) if key.user_id == user.id],
+            keys=[
+                (key, local_time(key.created_at, tz), local_time(key.last_used_at, tz))
+                for key in list_api_keys(db)
+                if key.user_id == user.id
+            ],
             last_login=local_time(user.last_login_at, tz),
-            new_key=new_key, message=message, error=error, error_field=field,
-        )  # fmt: skip
+            new_key=new_key,
+            message=message,
+            error=error,
+            error_field=field,
+        )
 
     def refused(self, req, resp, session, user, field: str, exc: Exception) -> None:
         self.show(req, resp, session, user, 400, error=str(exc), field=field)
@@ -216,10 +258,14 @@ class UserResource(AdminPage):
         user = self.user_of(user_id)
         try:
             after = update_user(
-                self.sessions.db, user.name, role=str(form.get("role", user.role)),
-                hides_money=is_checked(form, "hides_money"), is_disabled=is_checked(form, "is_disabled"),
-                timezone=str(form.get("timezone", user.timezone)), actor=session.principal,
-            )  # fmt: skip
+                self.sessions.db,
+                user.name,
+                role=str(form.get("role", user.role)),
+                hides_money=is_checked(form, "hides_money"),
+                is_disabled=is_checked(form, "is_disabled"),
+                timezone=str(form.get("timezone", user.timezone)),
+                actor=session.principal,
+            )
         except AccountError as exc:
             self.refused(req, resp, session, user, "edit", exc)
             return
@@ -235,8 +281,13 @@ class UserResource(AdminPage):
         try:
             if form.get("new_password") != form.get("confirm_password"):
                 raise AccountError("The new password and its confirmation differ.")
-            set_password(self.sessions.db, user.name, str(form.get("new_password", "")),
-                         actor=session.principal, keep_session=session.id)  # fmt: skip
+            set_password(
+                self.sessions.db,
+                user.name,
+                str(form.get("new_password", "")),
+                actor=session.principal,
+                keep_session=session.id,
+            )
         except AccountError as exc:
             self.refused(req, resp, session, user, "password", exc)
             return
@@ -265,8 +316,13 @@ class UserResource(AdminPage):
             self.refused(req, resp, session, user, "share", AccountError("Choose a campaign to share."))
             return
         try:
-            share_campaign(self.sessions.db, campaign, user.name, may_edit=is_checked(form, "may_edit"),
-                           actor=session.principal)  # fmt: skip
+            share_campaign(
+                self.sessions.db,
+                campaign,
+                user.name,
+                may_edit=is_checked(form, "may_edit"),
+                actor=session.principal,
+            )
         except (AccountError, AdminError) as exc:
             self.refused(req, resp, session, user, "share", exc)
             return
@@ -291,9 +347,12 @@ class UserResource(AdminPage):
         user = self.user_of(user_id)
         try:
             created, key = create_api_key(
-                self.sessions.db, user.name, str(form.get("scope", "")),
-                label=str(form.get("label", "")).strip(), actor=session.principal,
-            )  # fmt: skip
+                self.sessions.db,
+                user.name,
+                str(form.get("scope", "")),
+                label=str(form.get("label", "")).strip(),
+                actor=session.principal,
+            )
         except AccountError as exc:
             self.refused(req, resp, session, user, "keys", exc)
             return

@@ -75,16 +75,27 @@ class PostbackSetupResource(PanelResource):
             c for c in campaigns.values() if c.status != "archived" and (editable is None or c.id in editable)
         ]
         self.page(
-            req, resp, "postbacks.html", session, code,
+            req,
+            resp,
+            "postbacks.html",
+            session,
+            code,
             is_admin=is_admin,
             postback_url=f"{base}/{key}/postback?subid={{subid}}&status={{status}}&payout={{payout}}&tid={{tid}}",
             query_url=f"{base}/postback?key={key}&subid={{subid}}&status={{status}}&payout={{payout}}&tid={{tid}}",
-            pixel_url=f"{base}/px/conversion?key={key}&status=lead", parameters=PARAMETERS,
-            macros=TARGET_MACROS, targets=targets, campaign_choices=choices, statuses=STATUSES,
-            methods=POSTBACK_METHODS, status_maps=admin.list_status_maps(db),
+            pixel_url=f"{base}/px/conversion?key={key}&status=lead",
+            parameters=PARAMETERS,
+            macros=TARGET_MACROS,
+            targets=targets,
+            campaign_choices=choices,
+            statuses=STATUSES,
+            methods=POSTBACK_METHODS,
+            status_maps=admin.list_status_maps(db),
             form=form or {"campaign": "", "url": "", "statuses": ["sale"], "method": "GET"},
-            message=message, result=result, done=done,
-        )  # fmt: skip
+            message=message,
+            result=result,
+            done=done,
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -99,14 +110,22 @@ class PostbackSetupResource(PanelResource):
         if action in ("add", "test"):
             lists = read_form_lists(req)
             entered: dict[str, Any] = {
-                "campaign": str(form.get("campaign", "")), "url": str(form.get("url", "")).strip(),
-                "statuses": lists.get("statuses", []), "method": str(form.get("method", "GET")),
-            }  # fmt: skip
+                "campaign": str(form.get("campaign", "")),
+                "url": str(form.get("url", "")).strip(),
+                "statuses": lists.get("statuses", []),
+                "method": str(form.get("method", "GET")),
+            }
             self.require_campaign(principal, entered["campaign"])
             try:
                 if action == "add":
-                    admin.add_target(db, entered["campaign"], entered["url"], entered["statuses"],
-                                     method=entered["method"], actor=principal)  # fmt: skip
+                    admin.add_target(
+                        db,
+                        entered["campaign"],
+                        entered["url"],
+                        entered["statuses"],
+                        method=entered["method"],
+                        actor=principal,
+                    )
                     self.back(resp, "added")
                     return
                 status = entered["statuses"][0] if entered["statuses"] else "sale"
@@ -131,11 +150,17 @@ class PostbackSetupResource(PanelResource):
         if action in ("map", "unmap"):
             try:
                 if action == "map":
-                    admin.map_status(db, str(form.get("word", "")), str(form.get("status", "")),
-                                     network=str(form.get("network", "")), actor=principal)  # fmt: skip
+                    admin.map_status(
+                        db,
+                        str(form.get("word", "")),
+                        str(form.get("status", "")),
+                        network=str(form.get("network", "")),
+                        actor=principal,
+                    )
                 else:
-                    admin.unmap_status(db, str(form.get("word", "")), network=str(form.get("network", "")),
-                                       actor=principal)  # fmt: skip
+                    admin.unmap_status(
+                        db, str(form.get("word", "")), network=str(form.get("network", "")), actor=principal
+                    )
             except AdminError as exc:
                 self.show(req, resp, session, code=400, message=str(exc))
                 return

@@ -80,9 +80,16 @@ def serialize_errors_as_pages(render: Renderer, prefix: str, default, sessions=N
             default(req, resp, error)
             return
         session = error_session(req, sessions)
-        render(resp, "error.html", error.status_code, session=session, path=req.path,
-               user=session.principal if session is not None else None,
-               title=error.title or "Error", description=error.description or "")  # fmt: skip
+        render(
+            resp,
+            "error.html",
+            error.status_code,
+            session=session,
+            path=req.path,
+            user=session.principal if session is not None else None,
+            title=error.title or "Error",
+            description=error.description or "",
+        )
 
     return serialize
 

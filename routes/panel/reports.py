@@ -62,27 +62,64 @@ PERIOD_LABELS = {
 # The id groups a row with no id (none) drills into as 0.
 PARENT_GROUPS = ("stream", "offer", "network", "traffic_source", "lander")
 GROUP_LABELS = {
-    "day": "Day", "hour": "Hour", "campaign": "Campaign", "stream": "Stream", "offer": "Offer",
-    "network": "Network", "traffic_source": "Traffic source", "lander": "Lander",
-    "source": "Source", "country": "Country", "device": "Device", "os": "OS", "browser": "Browser",
-    "language": "Language", "referrer_domain": "Referrer domain", "domain": "Domain",
+    "day": "Day",
+    "hour": "Hour",
+    "campaign": "Campaign",
+    "stream": "Stream",
+    "offer": "Offer",
+    "network": "Network",
+    "traffic_source": "Traffic source",
+    "lander": "Lander",
+    "source": "Source",
+    "country": "Country",
+    "device": "Device",
+    "os": "OS",
+    "browser": "Browser",
+    "language": "Language",
+    "referrer_domain": "Referrer domain",
+    "domain": "Domain",
     **{name: name.replace("sub_id_", "Sub ID ") for name in GROUPS if name.startswith("sub_id_")},
-}  # fmt: skip
+}
 METRIC_LABELS = {
-    "clicks": "Clicks", "unique_clicks": "Unique", "unique_global": "Unique (global)",
-    "unique_stream": "Unique (stream)", "bots": "Bots", "conversions": "Conv.", "leads": "Leads",
-    "sales": "Sales", "rejected": "Rejected", "trash": "Trash", "rebills": "Rebills", "cr": "CR",
-    "revenue": "Revenue", "revenue_pending": "Pending revenue", "cost": "Cost", "profit": "Profit",
-    "roi": "ROI", "epc": "EPC", "cpc": "CPC", "cpa": "CPA", "lp_views": "LP views", "lp_clicks": "LP clicks",
+    "clicks": "Clicks",
+    "unique_clicks": "Unique",
+    "unique_global": "Unique (global)",
+    "unique_stream": "Unique (stream)",
+    "bots": "Bots",
+    "conversions": "Conv.",
+    "leads": "Leads",
+    "sales": "Sales",
+    "rejected": "Rejected",
+    "trash": "Trash",
+    "rebills": "Rebills",
+    "cr": "CR",
+    "revenue": "Revenue",
+    "revenue_pending": "Pending revenue",
+    "cost": "Cost",
+    "profit": "Profit",
+    "roi": "ROI",
+    "epc": "EPC",
+    "cpc": "CPC",
+    "cpa": "CPA",
+    "lp_views": "LP views",
+    "lp_clicks": "LP clicks",
     "lp_ctr": "LP CTR",
-}  # fmt: skip
+}
 PERCENT_METRICS = frozenset({"cr", "roi", "lp_ctr"})
 MONEY_METRICS = frozenset(name for name in REPORT_METRICS if name in MONEY_FIELDS)  # ROI too: it says profit.
 AMOUNTS = MONEY_METRICS - PERCENT_METRICS  # In the report currency.
 DEFAULT_COLUMNS = ("clicks", "unique_clicks", "conversions", "cr", "revenue", "cost", "profit", "roi", "epc")
-SINGLE_PARAMETERS = ("period", "from", "to", "sort", "order", "filter", "value",
-                     *(f"g{n}" for n in range(1, MAX_LEVELS + 1)),
-                     *(f"d{n}" for n in range(1, MAX_LEVELS)))  # fmt: skip
+SINGLE_PARAMETERS = (
+    "period",
+    "from",
+    "to",
+    "sort",
+    "order",
+    "filter",
+    "value",
+    *(f"g{n}" for n in range(1, MAX_LEVELS + 1)),
+    *(f"d{n}" for n in range(1, MAX_LEVELS)),
+)
 CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")  # A spreadsheet runs a cell starting so as a formula.
 GROUP_SORT = "group"
 RATIOS = frozenset({"cr", "roi", "epc", "cpc", "cpa", "lp_ctr"})
@@ -221,8 +258,17 @@ def parse_state(
         raise bad_request(f"Sort by the group or a column shown: {', '.join(columns_chosen)}.")
     if order not in ("", "asc", "desc"):
         raise bad_request("The order is asc or desc.")
-    state = BuilderState(period, since if period == "custom" else "", until if period == "custom" else "",
-                         groups, drill, tuple(filters.items()), columns_chosen, sort, order)  # fmt: skip
+    state = BuilderState(
+        period,
+        since if period == "custom" else "",
+        until if period == "custom" else "",
+        groups,
+        drill,
+        tuple(filters.items()),
+        columns_chosen,
+        sort,
+        order,
+    )
     added = None
     if given.get("filter"):
         added = (given["filter"], given.get("value", "").strip())
@@ -499,20 +545,33 @@ class ReportBuilderPage(PanelResource):
         currency = report.currency if report else self.builder.reports.report_currency
         is_last = state.level == len(state.groups) - 1
         self.page(
-            req, resp, "reports.html", session,
-            state=state, periods=PERIOD_LABELS, group_labels={**GROUP_LABELS, **{n: n for n in names}},
+            req,
+            resp,
+            "reports.html",
+            session,
+            state=state,
+            periods=PERIOD_LABELS,
+            group_labels={**GROUP_LABELS, **{n: n for n in names}},
             groups=(*GROUPS, *names),
-            metric_labels=METRIC_LABELS, choosable=metric_columns(principal), max_levels=MAX_LEVELS,
-            rows=rows[:SHOWN_ROWS], row_count=len(rows), shown_rows=SHOWN_ROWS,
-            total=report.total if report else EMPTY_TOTAL, currency=currency,
-            cell=cell, header=metric_header, is_last=is_last,
+            metric_labels=METRIC_LABELS,
+            choosable=metric_columns(principal),
+            max_levels=MAX_LEVELS,
+            rows=rows[:SHOWN_ROWS],
+            row_count=len(rows),
+            shown_rows=SHOWN_ROWS,
+            total=report.total if report else EMPTY_TOTAL,
+            currency=currency,
+            cell=cell,
+            header=metric_header,
+            is_last=is_last,
             breadcrumb=self.builder.breadcrumb(state, campaigns),
             chart=chart_data(state, rows, report, currency, zone(timezone_of(principal))),
             notes=[] if report is None or principal.hides_money else report.notes,
             raw_reason=report.raw_reason if report else None,
-            csv_url=state.url("/panel/reports.csv"), period_links=period_links(state),
+            csv_url=state.url("/panel/reports.csv"),
+            period_links=period_links(state),
             sort_links=sort_links(state),
-        )  # fmt: skip
+        )
 
 
 class ReportCsvResource(PanelResource):

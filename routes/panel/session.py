@@ -108,8 +108,15 @@ class PanelSessions:
     def clear_cookie(self, req: falcon.Request, resp: falcon.Response) -> None:
         # An Expires in 1970, not Falcon's unset_cookie (one second before the server's now): a browser
         # whose clock is behind the server's would keep that cookie until its clock got there.
-        resp.set_cookie(COOKIE, "", expires=COOKIE_CLEARED, path="/", secure=self.is_https(req),
-                        http_only=True, same_site="Lax")  # fmt: skip
+        resp.set_cookie(
+            COOKIE,
+            "",
+            expires=COOKIE_CLEARED,
+            path="/",
+            secure=self.is_https(req),
+            http_only=True,
+            same_site="Lax",
+        )
 
 
 def read_form(req: falcon.Request) -> dict:

@@ -26,8 +26,15 @@ from models.routing.sources import SourceError, parse_slots
 from routes.panel.common import FormError, PanelContext, PanelResource
 from routes.panel.session import read_form, read_form_lists
 
-BLANK_FORM = {"name": "", "template": "", "slots": "", "postback_url": "", "postback_statuses": ["sale"],
-              "postback_method": "GET", "status": "active"}  # fmt: skip
+BLANK_FORM = {
+    "name": "",
+    "template": "",
+    "slots": "",
+    "postback_url": "",
+    "postback_statuses": ["sale"],
+    "postback_method": "GET",
+    "status": "active",
+}
 
 
 def source_form(source, *, reveal: bool = True) -> dict:
@@ -37,10 +44,14 @@ def source_form(source, *, reveal: bool = True) -> dict:
     parameters = fields["parameters"]
     slots = [f"{p['name']}={p['field'][7:]}" for p in parameters if p["field"].startswith("sub_id_")]
     return {
-        "name": source.name, "template": fields["template"], "slots": ", ".join(slots),
-        "postback_url": fields["postback_url"], "postback_statuses": fields["postback_statuses"],
-        "postback_method": source.postback_method, "status": source.status,
-    }  # fmt: skip
+        "name": source.name,
+        "template": fields["template"],
+        "slots": ", ".join(slots),
+        "postback_url": fields["postback_url"],
+        "postback_statuses": fields["postback_statuses"],
+        "postback_method": source.postback_method,
+        "status": source.status,
+    }
 
 
 def submitted(req) -> dict:
@@ -63,10 +74,13 @@ def source_changes(values: dict) -> dict:
     except SourceError as exc:
         raise FormError(str(exc)) from None
     return {
-        "name": values["name"], "template": values["template"], "slots": slots or None,
-        "postback_url": values["postback_url"], "postback_statuses": values["postback_statuses"],
+        "name": values["name"],
+        "template": values["template"],
+        "slots": slots or None,
+        "postback_url": values["postback_url"],
+        "postback_statuses": values["postback_statuses"],
         "postback_method": values["postback_method"] or "GET",
-    }  # fmt: skip
+    }
 
 
 class SourcePages(PanelResource):
@@ -78,8 +92,11 @@ class SourcePages(PanelResource):
             )
 
     def context(self, session) -> dict:
-        return {"statuses": CONVERSION_STATUSES, "methods": POSTBACK_METHODS,
-                "may_edit": creates_campaigns(session.principal)}  # fmt: skip
+        return {
+            "statuses": CONVERSION_STATUSES,
+            "methods": POSTBACK_METHODS,
+            "may_edit": creates_campaigns(session.principal),
+        }
 
 
 class SourceListResource(SourcePages):
@@ -104,11 +121,21 @@ class SourceListResource(SourcePages):
         rows = [source_fields(s, counts.get(s.id, 0)) for s in listed]
         entries = catalogue()["sources"]
         self.page(
-            req, resp, "sources.html", session, code, rows=rows, form=form or BLANK_FORM, message=message,
+            req,
+            resp,
+            "sources.html",
+            session,
+            code,
+            rows=rows,
+            form=form or BLANK_FORM,
+            message=message,
             done=done,
-            catalogue=entries, about=catalogue()["about"], chosen=chosen,
-            note=next((e["note"] for e in entries if e["key"] == chosen), ""), **self.context(session),
-        )  # fmt: skip
+            catalogue=entries,
+            about=catalogue()["about"],
+            chosen=chosen,
+            note=next((e["note"] for e in entries if e["key"] == chosen), ""),
+            **self.context(session),
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -143,8 +170,19 @@ class SourceResource(SourcePages):
 
     def show(self, req, resp, session, source, form, *, code=200, message="", saved="") -> None:
         fields = source_fields(source, campaign_counts(self.sessions.db).get(source.id, 0))
-        self.page(req, resp, "source.html", session, code, source=fields, form=form, message=message,
-                  saved=saved, source_statuses=SOURCE_STATUSES, **self.context(session))  # fmt: skip
+        self.page(
+            req,
+            resp,
+            "source.html",
+            session,
+            code,
+            source=fields,
+            form=form,
+            message=message,
+            saved=saved,
+            source_statuses=SOURCE_STATUSES,
+            **self.context(session),
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, source_id: int) -> None:
         session = self.sessions.require(req)

@@ -80,9 +80,15 @@ class AuditResource(PanelResource):
         cursor = optional_id(req, "cursor")
         start, end = preset_range(period, zone(tz), time.time())
         entries = list_audit(
-            self.sessions.db, entity=entity, entity_id=entity_id, since_ms=start or 0, until_ms=end,
-            actor=actor, before_id=cursor, limit=AUDIT_PAGE_ROWS + 1,
-        )  # fmt: skip
+            self.sessions.db,
+            entity=entity,
+            entity_id=entity_id,
+            since_ms=start or 0,
+            until_ms=end,
+            actor=actor,
+            before_id=cursor,
+            limit=AUDIT_PAGE_ROWS + 1,
+        )
         filters = {
             "period": period,
             "entity": entity or "",
@@ -95,13 +101,21 @@ class AuditResource(PanelResource):
             entries = entries[:AUDIT_PAGE_ROWS]
             older = "?" + urllib.parse.urlencode({**filters, "cursor": entries[-1].id})
         self.page(
-            req, resp, "audit.html", session,
+            req,
+            resp,
+            "audit.html",
+            session,
             entries=[(entry, local_time(entry.created_at, tz), entry_fields(entry)) for entry in entries],
-            periods=AUDIT_PERIODS, period=period, entities=audit_entities(self.sessions.db),
+            periods=AUDIT_PERIODS,
+            period=period,
+            entities=audit_entities(self.sessions.db),
             entity=entity or "",
-            entity_id=entity_id or "", actor=actor or "", actors=audit_actors(self.sessions.db),
-            older=older, newest="?" + urllib.parse.urlencode(filters) if cursor else None,
-        )  # fmt: skip
+            entity_id=entity_id or "",
+            actor=actor or "",
+            actors=audit_actors(self.sessions.db),
+            older=older,
+            newest="?" + urllib.parse.urlencode(filters) if cursor else None,
+        )
 
 
 def section_rows(section: dict[str, Any]) -> list[tuple[str, str]]:
@@ -126,11 +140,18 @@ class StatusResource(PanelResource):
         warnings = [info["warning"] for info in (geo, *geo.get("network", {}).values()) if "warning" in info]
         sections = [(name, section_rows(status[name])) for name in STATUS_SECTIONS if name in status]
         self.page(
-            req, resp, "status.html", session,
-            web=status["web"], consumer=status["consumer"], spool=status["spool"],
-            database=status["database"], warnings=warnings, sections=sections,
+            req,
+            resp,
+            "status.html",
+            session,
+            web=status["web"],
+            consumer=status["consumer"],
+            spool=status["spool"],
+            database=status["database"],
+            warnings=warnings,
+            sections=sections,
             settings_rows=shown_settings(self.settings),
-        )  # fmt: skip
+        )
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:

@@ -52,7 +52,7 @@ def v1_routes(
         reports,
         sources,
         status,
-    )  # fmt: skip
+    )
 
     auth = Authenticator(db, find_principal)
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)

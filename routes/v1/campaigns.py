@@ -292,9 +292,14 @@ class StreamListResource:
         campaign = _campaign(self.db, req, ref)
         offers, landers, payload = _offers(body) or [], _landers(self.db, body) or [], _payload(body)
         stream = services.add_stream(
-            self.db, campaign.id, offers=offers, landers=landers, payload=payload or "",
-            actor=req.context.principal, **body,
-        )  # fmt: skip
+            self.db,
+            campaign.id,
+            offers=offers,
+            landers=landers,
+            payload=payload or "",
+            actor=req.context.principal,
+            **body,
+        )
         answer(req, resp, self.geo.with_warnings(self.db, stream), falcon.HTTP_201)
 
 
@@ -342,9 +347,14 @@ class StreamResource:
                 title="Refused", description="A stream's offers cannot be an empty list."
             )
         stream = services.update_stream(
-            self.db, stream_id, offers=offers, landers=_landers(self.db, body), payload=payload,
-            actor=req.context.principal, **body,
-        )  # fmt: skip
+            self.db,
+            stream_id,
+            offers=offers,
+            landers=_landers(self.db, body),
+            payload=payload,
+            actor=req.context.principal,
+            **body,
+        )
         shown = self.geo.with_warnings(self.db, stream) if "filters" in body else stream_json(self.db, stream)
         answer(req, resp, shown)
 

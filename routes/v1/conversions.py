@@ -108,6 +108,18 @@ class ConversionResource:
 
 
 CONVERSION_FIELDS = (
-    "id", "subid", "tid", "status", "original_status", "raw_status", "payout", "currency", "report_payout",
-    "cost", "campaign_id", "stream_id", "offer_id", "network",
-)  # fmt: skip
+    "id",
+    "subid",
+    "tid",
+    "status",
+    "original_status",
+    "raw_status",
+    "payout",
+    "currency",
+    "report_payout",
+    "cost",
+    "campaign_id",
+    "stream_id",
+    "offer_id",
+    "network",
+)

@@ -31,15 +31,17 @@ COST_SET = (
     Field("to", "string", "YYYY-MM-DD (the whole day) or YYYY-MM-DDTHH:MM, exclusive.", required=True),
     Field("amount", "number", "The total spend for the period.", required=True),
     Field(
-        "currency", "string",
+        "currency",
+        "string",
         "The amount's currency (default: the campaign's cost currency; for a source the report currency).",
-    ),  # fmt: skip
+    ),
     Field("timezone", "string", "IANA name for from/to (default UTC)."),
     Field(
-        "sub_ids", "labels",
-        'Only the clicks with these values, named as the traffic source names them or by slot: '
+        "sub_ids",
+        "labels",
+        "Only the clicks with these values, named as the traffic source names them or by slot: "
         '{"zoneid": "4417", "sub_id_3": "x"}.',
-    ),  # fmt: skip
+    ),
     Field("include_bots", "boolean", "Spread over bot clicks too (default false: bots get cost 0)."),
     Field("unique_only", "boolean", "Spread over unique clicks only (repeats get cost 0)."),
     Field("dimension", "string", "Older form of one sub id: source or sub_id_1 … sub_id_30, with `value`."),
@@ -78,10 +80,16 @@ def _request(req: falcon.Request, db, item: dict, what: str = "The body"):
                     f"{source.name!r}, so may not set the source's cost.",
                 )
         request = cost_request(
-            db, scope, body["from"], body["to"], body["amount"], currency=body.get("currency"),
-            timezone=body.get("timezone", "UTC"), include_bots=body.get("include_bots", False),
+            db,
+            scope,
+            body["from"],
+            body["to"],
+            body["amount"],
+            currency=body.get("currency"),
+            timezone=body.get("timezone", "UTC"),
+            include_bots=body.get("include_bots", False),
             unique_only=body.get("unique_only", False),
-        )  # fmt: skip
+        )
         check_clicks(db, request)
     except LannerError as exc:
         raise refused(exc) from None
@@ -153,12 +161,16 @@ class CostResource:
             except falcon.HTTPError as exc:
                 errors.append({"index": index, "status": exc.status_code, "description": exc.description})
         if errors:
-            answer(req, resp, {
-                "title": "Refused",
-                "description": f"{len(errors)} of the {len(items)} costs are refused; none was set.",
-                "errors": errors,
-            }, falcon.HTTP_400)  # fmt: skip
+            answer(
+                req,
+                resp,
+                {
+                    "title": "Refused",
+                    "description": f"{len(errors)} of the {len(items)} costs are refused; none was set.",
+                    "errors": errors,
+                },
+                falcon.HTTP_400,
+            )
             return
         spreads = [set_cost(self.db, request, actor=req.context.principal) for request in requests]
         answer(req, resp, {"items": [dataclasses.asdict(spread) for spread in spreads]})
-

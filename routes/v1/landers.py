@@ -66,8 +66,11 @@ class LanderListResource:
         found = [lander for lander in found if visible is None or lander.id in visible]
         uses = landers.lander_uses(self.db)
         items, following = page(req, found, lambda x: [x.id])
-        answer(req, resp, {"items": [landers.lander_fields(x, uses.get(x.id, [])) for x in items],
-                           "next": following})  # fmt: skip
+        answer(
+            req,
+            resp,
+            {"items": [landers.lander_fields(x, uses.get(x.id, [])) for x in items], "next": following},
+        )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_body(req, LANDER_CREATE)

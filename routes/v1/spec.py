@@ -24,10 +24,23 @@ MAX_BODY_BYTES = 1 << 20
 # Fields no principal with hides_money sees (README, Admin API).
 MONEY_FIELDS = frozenset(
     {
-        "cost", "revenue", "revenue_pending", "profit", "roi", "epc", "cpc", "cpa", "payout", "report_payout",
-        "cost_value", "amount", "report_amount", "per_click", "unconverted",
+        "cost",
+        "revenue",
+        "revenue_pending",
+        "profit",
+        "roi",
+        "epc",
+        "cpc",
+        "cpa",
+        "payout",
+        "report_payout",
+        "cost_value",
+        "amount",
+        "report_amount",
+        "per_click",
+        "unconverted",
     }
-)  # fmt: skip
+)
 
 TYPES = {
     "string": (str,),

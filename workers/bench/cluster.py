@@ -245,10 +245,20 @@ class Cluster:
         env = self.node_env(NODES[0])
         run_lanner(env, *site_args)
         run_lanner(
-            env, "nginx", "main", "--sites", str(prefix / "site.conf"), "--pid", str(prefix / "nginx.pid"),
-            "--error-log", str(prefix / "error.log"), "--temp-dir", str(prefix / "temp"),
-            "-o", str(prefix / "nginx.conf"),
-        )  # fmt: skip
+            env,
+            "nginx",
+            "main",
+            "--sites",
+            str(prefix / "site.conf"),
+            "--pid",
+            str(prefix / "nginx.pid"),
+            "--error-log",
+            str(prefix / "error.log"),
+            "--temp-dir",
+            str(prefix / "temp"),
+            "-o",
+            str(prefix / "nginx.conf"),
+        )
         args = [NGINX, "-c", str(prefix / "nginx.conf"), "-p", str(prefix), "-g", NGINX_DIRECTIVES]
         self.nginx = ManagedProcess("nginx", args, prefix / "run.log", {"PATH": os.environ.get("PATH", "")})
         self._stack.callback(self.nginx.stop, signal.SIGTERM, 10)
@@ -307,9 +317,18 @@ def measure_rate(
 
     scenario = SCENARIOS[options.scenario]
     run = run_k6_step(
-        k6, url, rate, options.step_seconds, work_dir, f"{target}-{rate}", pre_vus=pre_vus, max_vus=max_vus,
-        repeat_percent=scenario.repeat_percent, mode=scenario.mode, on_tick=tick,
-    )  # fmt: skip
+        k6,
+        url,
+        rate,
+        options.step_seconds,
+        work_dir,
+        f"{target}-{rate}",
+        pre_vus=pre_vus,
+        max_vus=max_vus,
+        repeat_percent=scenario.repeat_percent,
+        mode=scenario.mode,
+        on_tick=tick,
+    )
     host_after = host_cpu_ticks()
     apply_k6_summary(result, run)
     busy, total = host_after[0] - host_before[0], host_after[1] - host_before[1]
@@ -384,8 +403,16 @@ def check_caps(database: Path | str, campaign_id: int, offers: list[dict]) -> li
                 after = read(SQL_AFTER_LAST_SQLITE, SQL_AFTER_LAST_POSTGRES, params)[0][0]
             expected = offer["cap"] if after >= CAP_FULL_AFTER else None
             is_exact = clicks <= offer["cap"] and (expected is None or clicks == expected)
-            rows.append({**offer, "clicks": clicks, "stream_clicks": stream_clicks, "after_last": after,
-                         "expected": expected, "is_exact": is_exact})  # fmt: skip
+            rows.append(
+                {
+                    **offer,
+                    "clicks": clicks,
+                    "stream_clicks": stream_clicks,
+                    "after_last": after,
+                    "expected": expected,
+                    "is_exact": is_exact,
+                }
+            )
     return rows
 
 
@@ -551,10 +578,17 @@ def format_cluster_report(report: ClusterReport) -> list[str]:
         lines.extend(
             _aligned(
                 ["rate", "accepted cluster/sqlite", "p99 cluster/sqlite", "cpu per click cluster/sqlite"],
-                [[str(row["rate"]), _cell(row["accepted_ratio"]), _cell(row["p99_ratio"]),
-                  _cell(row["cpu_per_click_ratio"])] for row in comparison],
+                [
+                    [
+                        str(row["rate"]),
+                        _cell(row["accepted_ratio"]),
+                        _cell(row["p99_ratio"]),
+                        _cell(row["cpu_per_click_ratio"]),
+                    ]
+                    for row in comparison
+                ],
             )
-        )  # fmt: skip
+        )
     for side, rows in report.caps.items():
         for row in rows:
             expected = f", expected {row['expected']}" if row["expected"] is not None else ""

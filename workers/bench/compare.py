@@ -134,10 +134,24 @@ def run_compare(
                     pass  # A revision from before deferred steps has none to run.
                 reporter.message(f"Round {number}/{rounds}: {side} = {rev} ({shas[side][:10]}) ...")
                 _lanner(
-                    trees[side], env, "bench", "clicks", "--scenario", scenario,
-                    "--rates", ",".join(map(str, rates)), "--step-seconds", str(step_seconds),
-                    "--workers", str(workers), "--data-dir", str(run_dir), "--no-nginx", "--json", str(out),
-                )  # fmt: skip
+                    trees[side],
+                    env,
+                    "bench",
+                    "clicks",
+                    "--scenario",
+                    scenario,
+                    "--rates",
+                    ",".join(map(str, rates)),
+                    "--step-seconds",
+                    str(step_seconds),
+                    "--workers",
+                    str(workers),
+                    "--data-dir",
+                    str(run_dir),
+                    "--no-nginx",
+                    "--json",
+                    str(out),
+                )
                 report = json.loads(out.read_text())
                 result["runs"].append({"side": side, "revision": rev, "round": number, "report": report})
         result["ratios"] = ratios(result["runs"])

@@ -137,9 +137,14 @@ class FaultRun:
     """One fault's install: data dir, processes (restarted like systemd would), what k6 does not see."""
 
     def __init__(
-        self, work_dir: Path, data_dir: Path, env: dict[str, str], workers: int, quick: bool,
+        self,
+        work_dir: Path,
+        data_dir: Path,
+        env: dict[str, str],
+        workers: int,
+        quick: bool,
         serve_nofile: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.work_dir, self.data_dir, self.env, self.workers, self.quick = (
             work_dir,
             data_dir,
@@ -590,8 +595,11 @@ def mount_tmpfs(path: Path, size_mb: int) -> str | None:
     path.mkdir(parents=True, exist_ok=True)
     result = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", str(path)],
-        check=False, capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if result.returncode != 0:
         return f"mount -t tmpfs failed: {(result.stderr or result.stdout).strip()}"
     return None
@@ -609,9 +617,14 @@ def prepare_install(env: dict[str, str], geo_path: Path) -> None:
 
 
 def run_fault(
-    fault: Fault, work_dir: Path, *, quick: bool, workers: int = 2, rate: int | None = None,
+    fault: Fault,
+    work_dir: Path,
+    *,
+    quick: bool,
+    workers: int = 2,
+    rate: int | None = None,
     reporter: Reporter | None = None,
-) -> FaultRow:  # fmt: skip
+) -> FaultRow:
     """One row: a fresh install, traffic, the fault, recovery, the spool drained, subids reconciled."""
     reporter = reporter or Reporter()
     rate = rate or (QUICK_RATE if quick else RATE)
@@ -687,9 +700,16 @@ def _run_traffic(
     pre_vus, max_vus = vus_for_rate(rate)
     injector.start()
     k6 = run_k6_step(
-        k6_binary(), f"http://127.0.0.1:{run.port}/{BENCH_ALIAS}", rate, seconds, run.work_dir, "k6",
-        pre_vus=pre_vus, max_vus=max(max_vus, 200), on_tick=tick,
-    )  # fmt: skip
+        k6_binary(),
+        f"http://127.0.0.1:{run.port}/{BENCH_ALIAS}",
+        rate,
+        seconds,
+        run.work_dir,
+        "k6",
+        pre_vus=pre_vus,
+        max_vus=max(max_vus, 200),
+        on_tick=tick,
+    )
     injector.join(timeout=RECOVERY_DEADLINE_SECONDS + 120)
     if failure:
         raise BenchError(f"{fault.name}: the fault could not be injected: {failure[0]!r}")
@@ -749,9 +769,14 @@ def _wait_drained(run: FaultRun) -> None:
 
 
 def run_faults(
-    names: list[str], work_dir: Path, *, quick: bool, workers: int = 2, rate: int | None = None,
+    names: list[str],
+    work_dir: Path,
+    *,
+    quick: bool,
+    workers: int = 2,
+    rate: int | None = None,
     reporter: Reporter | None = None,
-) -> list[FaultRow]:  # fmt: skip
+) -> list[FaultRow]:
     table = faults(quick)
     unknown = [name for name in names if name not in table]
     if unknown:
@@ -808,11 +833,22 @@ def format_rows(rows: list[FaultRow]) -> list[str]:
             continue
         recovery = "-" if row.recovery_s is None else f"{row.recovery_s:.2f}"
         caught_up = "-" if row.caught_up_s is None else f"{row.caught_up_s:.2f}"
-        cells.append([
-            row.name, f"{row.requests:,}", f"{row.redirects:,}", str(row.lost), str(row.duplicated),
-            str(row.errors_500), str(row.errors_503), str(row.errors_other), recovery, caught_up,
-            f"{row.peak_rss_mb:.0f}", "met" if row.is_met else "MISS",
-        ])  # fmt: skip
+        cells.append(
+            [
+                row.name,
+                f"{row.requests:,}",
+                f"{row.redirects:,}",
+                str(row.lost),
+                str(row.duplicated),
+                str(row.errors_500),
+                str(row.errors_503),
+                str(row.errors_other),
+                recovery,
+                caught_up,
+                f"{row.peak_rss_mb:.0f}",
+                "met" if row.is_met else "MISS",
+            ]
+        )
     lines = list(_aligned(ROW_HEADER, cells))
     for row in rows:
         for note in row.problems:

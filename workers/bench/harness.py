@@ -713,9 +713,7 @@ def pending_in(database, spool_dir: Path) -> int:
     return spool_status(database, spool_dir).pending_clicks
 
 
-def wait_spool_drained(
-    env: dict[str, str], database: Path | str, spool_dir: Path, since: float
-) -> float:
+def wait_spool_drained(env: dict[str, str], database: Path | str, spool_dir: Path, since: float) -> float:
     """Seconds from `since` (the end of the load) until no click is pending; BenchError after 60 s.
 
     Polls in-process every 50 ms, then confirms with `lanner spool status --json`.
@@ -822,9 +820,13 @@ def ensure_lander_campaign(env: dict[str, str], database_path: Path) -> None:
         pass
     offers = [
         run_lanner(
-            env, "offer", "create", f"Bench lander offer {n}",
-            "--url", f"https://lp-offer{n}.example/?click={{subid}}",
-        ).strip()  # fmt: skip
+            env,
+            "offer",
+            "create",
+            f"Bench lander offer {n}",
+            "--url",
+            f"https://lp-offer{n}.example/?click={{subid}}",
+        ).strip()
         for n in range(2)
     ]
     run_lanner(env, "campaign", "create", "Bench lander", "--alias", LANDER_ALIAS, "--offer-id", offers[0])
@@ -864,14 +866,32 @@ def ensure_rotation_campaign(env: dict[str, str]) -> None:
     )
     streams = json.loads(run_lanner(env, "stream", "list", ROTATION_ALIAS, "--json"))
     run_lanner(
-        env, "stream", "update", str(streams[0]["id"]), *(f"--offer={o}" for o in regular),
-        "--offer-rotation", "unvisited", "--fallback-offer", spare,
-    )  # fmt: skip
+        env,
+        "stream",
+        "update",
+        str(streams[0]["id"]),
+        *(f"--offer={o}" for o in regular),
+        "--offer-rotation",
+        "unvisited",
+        "--fallback-offer",
+        spare,
+    )
     run_lanner(
-        env, "stream", "add", ROTATION_ALIAS, "--type", "intercepting", "--offer", f"{mobile[0]}:70",
-        "--offer", f"{mobile[1]}:30", "--filter", "country=US,GB,DE,FR,CA,AU",
-        "--filter", "device=mobile,tablet",
-    )  # fmt: skip
+        env,
+        "stream",
+        "add",
+        ROTATION_ALIAS,
+        "--type",
+        "intercepting",
+        "--offer",
+        f"{mobile[0]}:70",
+        "--offer",
+        f"{mobile[1]}:30",
+        "--filter",
+        "country=US,GB,DE,FR,CA,AU",
+        "--filter",
+        "device=mobile,tablet",
+    )
 
 
 class LannerStack:

@@ -331,9 +331,16 @@ def run_rehearsal(options: MigrationOptions, report: MigrationReport, reporter: 
 
                 load_started_ms = int(time.time() * 1000)
                 result, run = measure_step(
-                    "lanner", stack.url, options.rate, bench_options, work_dir, k6, stack.serve.pid,
-                    reporter, on_tick=start_worker_once,
-                )  # fmt: skip
+                    "lanner",
+                    stack.url,
+                    options.rate,
+                    bench_options,
+                    work_dir,
+                    k6,
+                    stack.serve.pid,
+                    reporter,
+                    on_tick=start_worker_once,
+                )
                 load_ended_ms = int(time.time() * 1000)
                 if stack.worker is None:
                     stack.start_worker()

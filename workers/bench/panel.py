@@ -200,8 +200,10 @@ def run_panel_pages(
         }
         with LannerStack(env, work_dir, workers, with_worker=False) as stack:
             pages = sum(len(pages_of(user)) for user in TIMED_USERS)
-            reporter.message(f"Timing {pages} pages of {len(TIMED_USERS)} users and {len(API_LISTS)} "
-                             f"API lists, {repeat} times each ...")  # fmt: skip
+            reporter.message(
+                f"Timing {pages} pages of {len(TIMED_USERS)} users and {len(API_LISTS)} "
+                f"API lists, {repeat} times each ..."
+            )
 
             def timed(page: PageTiming) -> None:
                 report.pages.append(page)
@@ -230,12 +232,20 @@ def format_pages(report: PanelPagesReport) -> list[str]:
     ]
     rows = [
         [
-            page.kind, page.user.removeprefix("bench-"), page.path, _cell(page.median_ms), _cell(page.max_ms),
-            _cell(page.first_ms), _cell(page.cpu_median_ms), _cell(page.client_median_ms),
-            f"{page.size / 1024:.1f}", f"<= {page.target_ms:g}", "met" if page.is_met else "MISS",
+            page.kind,
+            page.user.removeprefix("bench-"),
+            page.path,
+            _cell(page.median_ms),
+            _cell(page.max_ms),
+            _cell(page.first_ms),
+            _cell(page.cpu_median_ms),
+            _cell(page.client_median_ms),
+            f"{page.size / 1024:.1f}",
+            f"<= {page.target_ms:g}",
+            "met" if page.is_met else "MISS",
         ]
         for page in report.pages
-    ]  # fmt: skip
+    ]
     lines = list(_aligned(header, rows))
     facts = report.database
     if facts:

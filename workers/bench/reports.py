@@ -22,17 +22,25 @@ from models.reporting.reports import ReportQuery, run_report
 
 REPORTS: tuple[tuple[str, ReportQuery], ...] = (
     ("campaigns, last 30 days", ReportQuery(group_by=("campaign",), preset="last_30_days")),
-    ("campaigns, last 30 days, Berlin", ReportQuery(group_by=("campaign",), preset="last_30_days",
-                                                    timezone="Europe/Berlin")),
+    (
+        "campaigns, last 30 days, Berlin",
+        ReportQuery(group_by=("campaign",), preset="last_30_days", timezone="Europe/Berlin"),
+    ),
     ("day x campaign, last 30 days", ReportQuery(group_by=("day", "campaign"), preset="last_30_days")),
-    ("offers of campaign 1, yesterday", ReportQuery(group_by=("offer",), preset="yesterday",
-                                                    filters={"campaign": ("1",)})),
-    ("all history, 5 levels", ReportQuery(group_by=("campaign", "offer", "country", "device", "os"),
-                                          preset="all_time")),
+    (
+        "offers of campaign 1, yesterday",
+        ReportQuery(group_by=("offer",), preset="yesterday", filters={"campaign": ("1",)}),
+    ),
+    (
+        "all history, 5 levels",
+        ReportQuery(group_by=("campaign", "offer", "country", "device", "os"), preset="all_time"),
+    ),
     ("all history, by country", ReportQuery(group_by=("country",), preset="all_time")),
-    ("sub_id_1 of campaign 1, last 7 days (raw)", ReportQuery(group_by=("sub_id_1",), preset="last_7_days",
-                                                              filters={"campaign": ("1",)})),
-)  # fmt: skip
+    (
+        "sub_id_1 of campaign 1, last 7 days (raw)",
+        ReportQuery(group_by=("sub_id_1",), preset="last_7_days", filters={"campaign": ("1",)}),
+    ),
+)
 
 
 @dataclass

@@ -121,8 +121,21 @@ class PostgresServer:
 
     def start(self) -> PostgresServer:
         self.base = _owned_dir("lanner-pg-")
-        _run([str(self.bindir / "initdb"), "-D", str(self.data_dir), "-U", self.superuser, "--auth=trust",
-              "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"], self.base)  # fmt: skip
+        _run(
+            [
+                str(self.bindir / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "-U",
+                self.superuser,
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--locale=C",
+                "--no-sync",
+                "--no-instructions",
+            ],
+            self.base,
+        )
         self.socket_dir.mkdir()
         if (user := run_as()) is not None:
             os.chown(self.socket_dir, user.pw_uid, user.pw_gid)
@@ -157,8 +170,22 @@ class PostgresServer:
 
     def resume(self) -> None:
         """Start the server on its files, at its socket (after `start()` made them, or `pause()`)."""
-        _run([str(self.bindir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_path), "-o",
-              self._options, "-w", "-t", str(START_SECONDS), "start"], self.base)  # fmt: skip
+        _run(
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.data_dir),
+                "-l",
+                str(self.log_path),
+                "-o",
+                self._options,
+                "-w",
+                "-t",
+                str(START_SECONDS),
+                "start",
+            ],
+            self.base,
+        )
 
     def stop(self) -> None:
         """Stop the server and remove its files."""
@@ -223,8 +250,23 @@ class RedisServer:
         """Start redis-server at the socket (after `start()` made its directory, or `pause()`): empty, as
         a Redis without persistence restarts."""
         log = open(self.base / "redis.log", "ab")
-        args = [self.binary, "--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "777",
-                "--save", "", "--appendonly", "no", "--dir", str(self.base), "--daemonize", "no"]  # fmt: skip
+        args = [
+            self.binary,
+            "--port",
+            "0",
+            "--unixsocket",
+            str(self.socket_path),
+            "--unixsocketperm",
+            "777",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.base),
+            "--daemonize",
+            "no",
+        ]
         self.process = subprocess.Popen(
             args, cwd=self.base, stdout=log, stderr=subprocess.STDOUT, env=_server_env(), **_user_options()
         )

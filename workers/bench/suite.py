@@ -54,7 +54,9 @@ SUITE_SCENARIOS = {
     s.name: s
     for s in (
         SuiteScenario(
-            "unique", "a new visitor per click on a 3.2 M-click database", "unique",
+            "unique",
+            "a new visitor per click on a 3.2 M-click database",
+            "unique",
             (500, 1000, 2000, 3000, 4000),
         ),
         # Capacity (3,000/s accepted) needs a step offering more than that, as in `unique`.
@@ -68,15 +70,24 @@ SUITE_SCENARIOS = {
             "rotation", "filters, unvisited rotation of three offers, caps", "rotation", (1000, 1500, 2000)
         ),
         SuiteScenario(
-            "report-load", "clicks while another client requests heavy reports", "unique", (1000,),
+            "report-load",
+            "clicks while another client requests heavy reports",
+            "unique",
+            (1000,),
             report_load=True,
         ),
         SuiteScenario(
-            "postbacks", "4/16/32 concurrent identical postbacks with tids during traffic", "unique",
-            (1000,), postbacks=True,
+            "postbacks",
+            "4/16/32 concurrent identical postbacks with tids during traffic",
+            "unique",
+            (1000,),
+            postbacks=True,
         ),
         SuiteScenario(
-            "panel-load", "clicks while 5 panel users click through the panel's pages", "unique", (1000,),
+            "panel-load",
+            "clicks while 5 panel users click through the panel's pages",
+            "unique",
+            (1000,),
             panel_load=True,
         ),
         SuiteScenario(
@@ -86,11 +97,15 @@ SUITE_SCENARIOS = {
             "sustained", "300 s at the recommended rate, plain clicks", "unique", (2000,), 300, nginx=False
         ),
         SuiteScenario(
-            "sustained-rotation", "300 s at the recommended rate, routing workload", "rotation", (1500,),
-            300, nginx=False,
+            "sustained-rotation",
+            "300 s at the recommended rate, routing workload",
+            "rotation",
+            (1500,),
+            300,
+            nginx=False,
         ),
     )
-}  # fmt: skip
+}
 SUITE = (*SUITE_SCENARIOS, "panel-pages", "idle", "migration")
 
 
@@ -218,9 +233,13 @@ def judge_cluster(report) -> list[Verdict]:
         for row in rows:
             expected = row["expected"] if row["expected"] is not None else f"<= {row['cap']}"
             verdicts.append(
-                Verdict(f"{side} cap of {row['name']} exact ({expected})", f"{row['clicks']} clicks",
-                        row["is_exact"], "" if row["is_exact"] else f"{row['clicks']} clicks")
-            )  # fmt: skip
+                Verdict(
+                    f"{side} cap of {row['name']} exact ({expected})",
+                    f"{row['clicks']} clicks",
+                    row["is_exact"],
+                    "" if row["is_exact"] else f"{row['clicks']} clicks",
+                )
+            )
     return verdicts
 
 
@@ -341,9 +360,12 @@ def judge_migration(report: dict) -> list[Verdict]:
     ]
     timed = [step for step in report.get("steps", []) if step["name"] != "click_visitor_drop"]
     verdicts.append(
-        Verdict("deferred steps done under load", ", ".join(s["name"] for s in timed if s.get("under_load")),
-                all(s.get("under_load") for s in timed))
-    )  # fmt: skip
+        Verdict(
+            "deferred steps done under load",
+            ", ".join(s["name"] for s in timed if s.get("under_load")),
+            all(s.get("under_load") for s in timed),
+        )
+    )
     return verdicts
 
 
@@ -382,9 +404,13 @@ def run_suite(
 
                 pages = PanelPagesReport()
                 run_panel_pages(
-                    data_dir, pages, reporter, clicks=QUICK_PREFILL if quick else PREFILL,
-                    repeat=3 if quick else 7, workers=workers,
-                )  # fmt: skip
+                    data_dir,
+                    pages,
+                    reporter,
+                    clicks=QUICK_PREFILL if quick else PREFILL,
+                    repeat=3 if quick else 7,
+                    workers=workers,
+                )
                 result = ScenarioResult(name, quick, pages.to_json(), judge_pages(pages.to_json()["pages"]))
             elif name == "migration":
                 options = MigrationOptions(data_dir=data_dir / "migration", workers=workers)

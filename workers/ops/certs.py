@@ -43,10 +43,13 @@ class CertError(LannerError):
 def certbot_dirs(settings: Settings) -> list[str]:
     base = settings.certbot_path
     return [
-        "--config-dir", str(base / "config"),
-        "--work-dir", str(base / "work"),
-        "--logs-dir", str(base / "logs"),
-    ]  # fmt: skip
+        "--config-dir",
+        str(base / "config"),
+        "--work-dir",
+        str(base / "work"),
+        "--logs-dir",
+        str(base / "logs"),
+    ]
 
 
 def certificate_paths(settings: Settings, name: str) -> tuple[Path, Path]:
@@ -72,7 +75,7 @@ def certificate_expiry(path: Path) -> int | None:
         if result.returncode != 0 or not answer.startswith("notAfter="):
             raise ValueError
         # As openssl prints it: `notAfter=Jun 30 12:00:00 2026 GMT`.
-        expires = time.strptime(" ".join(answer[len("notAfter="):].split()), "%b %d %H:%M:%S %Y GMT")
+        expires = time.strptime(" ".join(answer[len("notAfter=") :].split()), "%b %d %H:%M:%S %Y GMT")
     except ValueError:
         said = (result.stderr.strip() or answer or f"exit {result.returncode}")[-300:]
         raise CertError(f"openssl could not read the expiry of the certificate {path}: {said}") from None
@@ -81,7 +84,12 @@ def certificate_expiry(path: Path) -> int | None:
 
 def _certbot(settings: Settings, args: list[str]) -> subprocess.CompletedProcess:
     command = [
-        "certbot", *args, *certbot_dirs(settings), "--non-interactive", "--server", settings.acme_server
+        "certbot",
+        *args,
+        *certbot_dirs(settings),
+        "--non-interactive",
+        "--server",
+        settings.acme_server,
     ]
     try:
         return subprocess.run(command, capture_output=True, text=True, timeout=CERTBOT_TIMEOUT, check=False)
@@ -104,9 +112,20 @@ def obtain_certificate(settings: Settings, name: str) -> int:
     email = ["--email", settings.acme_email] if settings.acme_email else ["--register-unsafely-without-email"]
     result = _certbot(
         settings,
-        ["certonly", "--webroot", "-w", str(webroot), "-d", name, "--cert-name", name,
-         "--agree-tos", "--keep-until-expiring", *email],
-    )  # fmt: skip
+        [
+            "certonly",
+            "--webroot",
+            "-w",
+            str(webroot),
+            "-d",
+            name,
+            "--cert-name",
+            name,
+            "--agree-tos",
+            "--keep-until-expiring",
+            *email,
+        ],
+    )
     if result.returncode != 0:
         raise CertError(f"certbot could not get a certificate for {name}: {_last_words(result)}")
     expires_at = certificate_expiry(certificate_paths(settings, name)[0])

@@ -70,9 +70,15 @@ class SiteOptions:
 # What `lanner nginx site -o` saves for `--saved` (the command line's options): the rest is this host's
 # settings, read again by whoever renders.
 SAVED_FIELDS = {
-    "upstream": tuple, "admin_upstream": tuple, "listen": str, "server_name": str,
-    "trusted_proxies": tuple, "real_ip_header": str, "admin_allow": tuple, "https_listen": str,
-}  # fmt: skip
+    "upstream": tuple,
+    "admin_upstream": tuple,
+    "listen": str,
+    "server_name": str,
+    "trusted_proxies": tuple,
+    "real_ip_header": str,
+    "admin_allow": tuple,
+    "https_listen": str,
+}
 
 
 def saved_options(fields: object, **settings_fields) -> SiteOptions:
@@ -134,12 +140,29 @@ def _server_lines(servers: list[str]) -> str:
 
 # The types a lander's files are served as (the main nginx.conf has no mime.types of its own).
 LANDER_TYPES = {
-    "text/html": "html htm", "text/css": "css", "application/javascript": "js mjs",
-    "application/json": "json", "text/plain": "txt", "application/xml": "xml", "image/png": "png",
-    "image/jpeg": "jpg jpeg", "image/gif": "gif", "image/svg+xml": "svg", "image/webp": "webp",
-    "image/avif": "avif", "image/x-icon": "ico", "font/woff": "woff", "font/woff2": "woff2",
-    "font/ttf": "ttf", "font/otf": "otf", "video/mp4": "mp4", "video/webm": "webm", "audio/mpeg": "mp3",
-}  # fmt: skip
+    "text/html": "html htm",
+    "text/css": "css",
+    "application/javascript": "js mjs",
+    "application/json": "json",
+    "text/plain": "txt",
+    "application/xml": "xml",
+    "image/png": "png",
+    "image/jpeg": "jpg jpeg",
+    "image/gif": "gif",
+    "image/svg+xml": "svg",
+    "image/webp": "webp",
+    "image/avif": "avif",
+    "image/x-icon": "ico",
+    "font/woff": "woff",
+    "font/woff2": "woff2",
+    "font/ttf": "ttf",
+    "font/otf": "otf",
+    "video/mp4": "mp4",
+    "video/webm": "webm",
+    "audio/mpeg": "mp3",
+}
+
+
 def _path(value: str, what: str) -> str:
     """An absolute path of letters, digits and `._/@+~-` only: nothing nginx would read as syntax."""
     if not _PATH.fullmatch(value):
