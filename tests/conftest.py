@@ -78,6 +78,11 @@ def env(data_dir: Path, request) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
     environ["LANNER_DATA_DIR"] = str(data_dir)
     environ["PYTHONPATH"] = str(ROOT)
+    # The run shares its machine with itself (xdist workers) and often with more: a process that yields the
+    # CPU to everything else (the admin worker at SCHED_IDLE, `lanner worker` at nice 10) would wait
+    # minutes for it there. Production keeps both; a test that is about them sets its own.
+    environ["LANNER_ADMIN_IDLE_PRIORITY"] = "off"
+    environ["LANNER_WORKER_NICE"] = "0"
     if backend_of(request) == "postgresql":
         environ["LANNER_DATABASE_URL"] = request.getfixturevalue("postgres_migrated_url")
     return environ
@@ -262,13 +267,18 @@ def start_process(args: list[str], env: dict[str, str], log_path: Path) -> LiveP
     return LiveProcess(process, log_path)
 
 
-def wait_healthy(live: LiveProcess, deadline_seconds: float = 20) -> None:
+# Deadlines for a condition a test waits on, generous for a busy box: a healthy run meets them in a fraction.
+START_SECONDS = 90  # a server process binding its ports, loading the app, answering /healthz
+
+
+def wait_healthy(live: LiveProcess, deadline_seconds: float = START_SECONDS, port: int | None = None) -> None:
+    """Poll `/healthz` (on `port`, by default the server's web port) until it answers 200."""
     deadline = time.monotonic() + deadline_seconds
     while time.monotonic() < deadline:
         if live.process.poll() is not None:
             raise AssertionError(f"server exited with {live.process.returncode}:\n{live.log}")
         try:
-            status, _, _ = request(live.port, "/healthz")
+            status, _, _ = request(live.port if port is None else port, "/healthz")
             if status == 200:
                 return
         except OSError:
@@ -312,7 +322,7 @@ def wait_until(predicate, timeout: float, what: str, log=lambda: ""):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{log()}")
 
 
-def bound_port(live: LiveProcess, pool: str = "web", deadline_seconds: float = 20) -> int:
+def bound_port(live: LiveProcess, pool: str = "web", deadline_seconds: float = START_SECONDS) -> int:
     """The port a server started on port 0 really bound, read back from its log."""
     pattern = re.compile(rf"{pool}: listening on 127\.0\.0\.1:(\d+) ")
     deadline = time.monotonic() + deadline_seconds
@@ -329,11 +339,16 @@ def bound_port(live: LiveProcess, pool: str = "web", deadline_seconds: float = 2
 
 @pytest.fixture
 def start_server(env, db, tmp_path):
-    """Start `lanner serve` on ports the kernel picks (extra env allowed); stopped at teardown."""
+    """Start `lanner serve` on ports the kernel picks (extra env allowed), once it answers; stopped at
+    teardown. With `admin=True` (a test of the admin API or the panel) its admin worker, which otherwise
+    starts on demand at the first request, is started at once and answers too."""
     started: list[LiveProcess] = []
 
-    def start(workers: int = 2, **extra_env: str) -> LiveProcess:
-        environ = {**env, "LANNER_LOG_LEVEL": "INFO", **{k: str(v) for k, v in extra_env.items()}}
+    def start(workers: int = 2, *, admin: bool = False, **extra_env: str) -> LiveProcess:
+        environ = {**env, "LANNER_LOG_LEVEL": "INFO"}
+        if admin:
+            environ["LANNER_ADMIN_IDLE_SECONDS"] = "0"
+        environ.update({k: str(v) for k, v in extra_env.items()})
         args = [*LANNER, "serve", "--workers", str(workers), "--bind", "127.0.0.1:0"]
         args += ["--admin-bind", "127.0.0.1:0"]
         live = start_process(args, environ, tmp_path / f"serve-{len(started)}.log")
@@ -341,6 +356,8 @@ def start_server(env, db, tmp_path):
         live.port = bound_port(live)
         live.extra["admin_port"] = bound_port(live, "admin")
         wait_healthy(live)
+        if admin:
+            wait_healthy(live, port=live.extra["admin_port"])
         return live
 
     yield start
@@ -369,6 +386,9 @@ def start_consumer(env, db, tmp_path):
         live.stop(signal.SIGINT, timeout=30)
 
 
+REQUEST_SECONDS = 60  # one answer of a live server: a hung one fails the test, a slow box does not
+
+
 def request(
     port: int | InProcessApp,
     path: str,
@@ -379,7 +399,7 @@ def request(
     """One request on a fresh connection (or a call of an in-process app); redirects are not followed."""
     if isinstance(port, InProcessApp):
         return port.request(path, headers, method, body)
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_SECONDS)
     try:
         connection.request(method, path, body=body, headers=headers or {})
         response = connection.getresponse()
@@ -391,7 +411,7 @@ def request(
 class UnixHTTPConnection(http.client.HTTPConnection):
     """http.client over a unix socket (the admin worker's default address)."""
 
-    def __init__(self, path: str, timeout: float = 10):
+    def __init__(self, path: str, timeout: float = REQUEST_SECONDS):
         super().__init__("localhost", timeout=timeout)
         self.unix_path = path
 
@@ -416,7 +436,7 @@ def unix_request(
 
 def raw_request(port: int, data: bytes) -> bytes:
     """Send raw bytes, return what came back (for requests http.client refuses to build)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as sock:
         sock.sendall(data)
         chunks = []
         while True:

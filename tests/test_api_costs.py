@@ -38,7 +38,7 @@ def costs_server(db, settings, make_tracker, start_server):
     add_user(db, "anna", "buyer", PASSWORD)
     update_campaign(db, "north", owner_id=1)
     anna = create_api_key(db, "anna", "write")[1]
-    return start_server(workers=1), read_secret(db, "api_key"), anna
+    return start_server(workers=1, admin=True), read_secret(db, "api_key"), anna
 
 
 def zone_costs(server, key) -> dict[str, float]:

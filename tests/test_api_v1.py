@@ -585,7 +585,8 @@ def test_every_route_is_in_the_openapi_document_and_every_documented_path_is_a_r
 # -- where it is served -------------------------------------------------------------------------
 
 
-def test_the_admin_worker_answers_the_api_on_its_socket_and_the_click_workers_do_not(server, key):
+def test_the_admin_worker_answers_the_api_on_its_socket_and_the_click_workers_do_not(start_server, key):
+    server = start_server(admin=True)
     admin_port = server.extra["admin_port"]
     status, offer = call(
         admin_port, "POST", "/offers", key, {"name": "O", "url": "https://example.com/?c={subid}"}

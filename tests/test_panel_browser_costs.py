@@ -23,7 +23,7 @@ def test_a_zone_spend_and_a_source_spend_are_set_from_the_form(
         "north": [("1", False)] * 3 + [("1", True), ("2", False)], "south": [("1", False)],
     })  # fmt: skip
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
     wait = WebDriverWait(browser, 20)
     browser.get(base + "/panel/login?next=/panel/campaigns/1/costs")

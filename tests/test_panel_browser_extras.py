@@ -19,7 +19,7 @@ def test_the_simulate_form_swaps_in_the_trace_without_leaving_the_page(browser, 
     create_campaign(db, "Geo", "geo", offer_url="https://main.example/?c={subid}")
     add_stream(db, "geo", type="intercepting", name="UK only", offers=[(1, 100)], filters=["country=GB"])
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
     browser.get(base + "/panel/login?next=/panel/campaigns/1/simulate")
     browser.find_element(By.ID, "name").send_keys("anna")

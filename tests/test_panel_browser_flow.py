@@ -34,7 +34,7 @@ def test_the_issue_s_flow_from_login_to_a_viewer_who_cannot_save(browser, start_
     from models.admin.services import get_campaign
 
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     start_consumer()
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
     wait = WebDriverWait(browser, 20)

@@ -22,7 +22,7 @@ def test_the_url_a_network_s_page_gives_records_conversions_with_its_words(brows
 
     create_campaign(db, "Summer", "summer", offer_url="https://shop.example/?sub1={subid}")
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
     wait = WebDriverWait(browser, 20)
     browser.get(base + "/panel/login?next=/panel/networks")
