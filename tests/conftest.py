@@ -618,7 +618,7 @@ def chromium():
         options.add_argument(argument)
     # A given driver path: Selenium Manager never looks for (or downloads) another.
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
+    driver.set_page_load_timeout(90)
     yield driver
     driver.quit()
 

@@ -24,7 +24,7 @@ def test_the_url_a_network_s_page_gives_records_conversions_with_its_words(brows
     add_user(db, "anna", "admin", PASSWORD)
     server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
     browser.get(base + "/panel/login?next=/panel/networks")
     browser.find_element(By.ID, "name").send_keys("anna")
     browser.find_element(By.ID, "password").send_keys(PASSWORD)

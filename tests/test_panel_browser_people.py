@@ -21,7 +21,7 @@ def test_the_chart_s_times_are_the_user_s_local_times(browser, start_server, db)
     add_user(db, "ravi", "admin", PASSWORD, timezone="Asia/Kolkata")
     server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
 
     browser.get(base + "/panel/login")
     wait.until(seen.presence_of_element_located((By.ID, "login")))
@@ -51,7 +51,7 @@ def test_a_new_api_key_is_shown_once_and_a_reload_neither_shows_it_nor_makes_ano
     bert = add_user(db, "bert", "buyer", PASSWORD)
     server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
 
     browser.get(base + f"/panel/users/{bert.id}")
     wait.until(seen.presence_of_element_located((By.ID, "login")))
