@@ -219,8 +219,49 @@ def db(store):
     return store
 
 
+# `lanner` calls through tests/cli_server.py (a process forked per call from one that imported the app
+# once) unless LANNER_TEST_CLI=subprocess; commands that choose their database drivers themselves always
+# run as `python -m cli`.
+_cli_servers: dict[str, object] = {}
+IS_CLI_FORKED = os.environ.get("LANNER_TEST_CLI", "fork") != "subprocess"
+
+
+def _cli_server(kind: str):
+    from cli_server import CliServer
+
+    server = _cli_servers.get(kind)
+    if server is None:
+        import atexit
+        import tempfile
+
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
+        environ["PYTHONPATH"] = str(ROOT)
+        server = CliServer(tempfile.mkdtemp(prefix="lanner-cli-"), kind, environ, str(ROOT))
+        atexit.register(server.stop)
+        _cli_servers[kind] = server
+        server.wait_ready(START_SECONDS)
+    return server
+
+
+def _run_forked(env: dict[str, str], args: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess:
+    import tempfile
+
+    kind = "postgresql" if env.get("LANNER_DATABASE_URL", "").startswith("postgres") else "sqlite"
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        code = _cli_server(kind).run(list(args), env, str(ROOT), timeout, out, err)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = (f.read().decode().replace("\r\n", "\n").replace("\r", "\n") for f in (out, err))
+    return subprocess.CompletedProcess([*LANNER, *args], code, stdout, stderr)
+
+
 def run_lanner(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if IS_CLI_FORKED and args[:2] != ("db", "copy") and args[:1] != ("bench",):
+        result = _run_forked(env, args, timeout=120)
+    else:
+        result = subprocess.run(
+            [*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
     if check and result.returncode != 0:
         raise AssertionError(
             f"lanner {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}"
