@@ -184,7 +184,8 @@ class CliServer:
         with open(os.devnull, "rb") as stdin, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(timeout)
             conn.connect(self.path)
-            socket.send_fds(conn, [HEADER.pack(len(body))], [stdin.fileno(), stdout.fileno(), stderr.fileno()])
+            fds = [stdin.fileno(), stdout.fileno(), stderr.fileno()]
+            socket.send_fds(conn, [HEADER.pack(len(body))], fds)
             conn.sendall(body)
             reader = conn.makefile("rb")
             pid = json.loads(reader.readline())["pid"]

@@ -7,7 +7,7 @@ import os
 import sqlite3
 
 import pytest
-from conftest import run_lanner
+from conftest import run_lanner, wait_until
 
 
 def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
@@ -275,8 +275,8 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=40)
     assert process.returncode == 0, log_path.read_text()
-    time.sleep(0.5)
-    assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")], "processes left behind"
+    # Reaped, by the master or (once reparented) by init: a process left behind would stay.
+    wait_until(lambda: not [pid for pid in children if os.path.exists(f"/proc/{pid}")], 30, "no process left")
     from models.accounts.passwords import verify_password
     from models.accounts.users import get_user
     from models.store.database import db as database
