@@ -13,10 +13,11 @@ run: venv
 	$(VENV)/bin/lanner run
 
 # Every test that touches the database runs on SQLite and on a throwaway PostgreSQL
-# (LANNER_TEST_BACKENDS, tests/conftest.py), in two pytest-xdist processes: the run waits on
-# servers and subprocesses more than it computes.
+# (LANNER_TEST_BACKENDS, tests/conftest.py), in four pytest-xdist processes on two cores: the run
+# waits on servers and subprocesses more than it computes (two processes left a third of the CPU
+# idle); worksteal hands a process that finished early the tests another has not started.
 test: venv test-deps
-	LANNER_TEST_BACKENDS=sqlite,postgresql $(VENV)/bin/pytest -q -n 2
+	LANNER_TEST_BACKENDS=sqlite,postgresql $(VENV)/bin/pytest -q -n 4 --dist worksteal
 
 # Every scenario of docs/PERFORMANCE.md (about 50 minutes; 3.2 M clicks prefilled once into
 # var/bench), one JSON per scenario in var/bench/results.
