@@ -200,10 +200,11 @@ class CliServer:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        for remove, path in ((os.unlink, self.path), (os.rmdir, os.path.dirname(self.path))):
+            try:
+                remove(path)
+            except OSError:
+                pass
 
 
 if __name__ == "__main__":
