@@ -272,6 +272,14 @@ SETTINGS: tuple[Setting, ...] = (
         "them. 0 keeps it running.",
     ),
     Setting(
+        "admin_idle_priority",
+        "on",
+        _switch,
+        "`on`: the admin worker runs at idle CPU priority (SCHED_IDLE), on CPU time nothing else "
+        "wants; `off`: at normal priority, for a machine kept busy by other work (a test run) where it "
+        "would wait minutes.",
+    ),
+    Setting(
         "panel_session_hours",
         "12",
         _positive,
@@ -551,6 +559,7 @@ class Settings:
     workers: int
     admin_bind: str
     admin_idle_seconds: float
+    admin_idle_priority: bool
     panel_session_hours: float
     max_requests: int
     graceful_timeout: float

@@ -18,7 +18,17 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LANNER, ROOT, LiveProcess, bound_port, free_port, request, run_lanner, start_process
+from conftest import (
+    LANNER,
+    ROOT,
+    START_SECONDS,
+    LiveProcess,
+    bound_port,
+    free_port,
+    request,
+    run_lanner,
+    start_process,
+)
 
 from workers.runtime.procfs import process_tree
 
@@ -61,7 +71,7 @@ def _start_nginx_on(port: int, directory: Path, env: dict[str, str], *site_args:
         [NGINX, "-c", str(main), "-p", str(prefix), "-g", directives], env, prefix / "run.log"
     )
     live.port = port
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + START_SECONDS
     while True:
         try:
             if request(port, "/healthz")[0] == 200:
@@ -126,7 +136,7 @@ class Node:
         log = self.directory / f"{self.name}-serve-{self.starts}.log"
         self.web = start_process(args, {**self.environ, "LANNER_LOG_LEVEL": "INFO"}, log)
 
-    def wait_listening(self, seconds: float = 20) -> LiveProcess:
+    def wait_listening(self, seconds: float = START_SECONDS) -> LiveProcess:
         """`lanner serve` once it has bound its ports (read back from its log)."""
         self.web.port = bound_port(self.web, deadline_seconds=seconds)
         self.web.extra["admin_port"] = bound_port(self.web, "admin", seconds)

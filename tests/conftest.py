@@ -78,6 +78,11 @@ def env(data_dir: Path, request) -> dict[str, str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
     environ["LANNER_DATA_DIR"] = str(data_dir)
     environ["PYTHONPATH"] = str(ROOT)
+    # The run shares its machine with itself (xdist workers) and often with more: a process that yields the
+    # CPU to everything else (the admin worker at SCHED_IDLE, `lanner worker` at nice 10) would wait
+    # minutes for it there. Production keeps both; a test that is about them sets its own.
+    environ["LANNER_ADMIN_IDLE_PRIORITY"] = "off"
+    environ["LANNER_WORKER_NICE"] = "0"
     if backend_of(request) == "postgresql":
         environ["LANNER_DATABASE_URL"] = request.getfixturevalue("postgres_migrated_url")
     return environ
@@ -214,8 +219,49 @@ def db(store):
     return store
 
 
+# `lanner` calls through tests/cli_server.py (a process forked per call from one that imported the app
+# once) unless LANNER_TEST_CLI=subprocess; commands that choose their database drivers themselves always
+# run as `python -m cli`.
+_cli_servers: dict[str, object] = {}
+IS_CLI_FORKED = os.environ.get("LANNER_TEST_CLI", "fork") != "subprocess"
+
+
+def _cli_server(kind: str):
+    from cli_server import CliServer
+
+    server = _cli_servers.get(kind)
+    if server is None:
+        import atexit
+        import tempfile
+
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
+        environ["PYTHONPATH"] = str(ROOT)
+        server = CliServer(tempfile.mkdtemp(prefix="lanner-cli-"), kind, environ, str(ROOT))
+        atexit.register(server.stop)
+        _cli_servers[kind] = server
+        server.wait_ready(START_SECONDS)
+    return server
+
+
+def _run_forked(env: dict[str, str], args: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess:
+    import tempfile
+
+    kind = "postgresql" if env.get("LANNER_DATABASE_URL", "").startswith("postgres") else "sqlite"
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        code = _cli_server(kind).run(list(args), env, str(ROOT), timeout, out, err)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = (f.read().decode().replace("\r\n", "\n").replace("\r", "\n") for f in (out, err))
+    return subprocess.CompletedProcess([*LANNER, *args], code, stdout, stderr)
+
+
 def run_lanner(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if IS_CLI_FORKED and args[:2] != ("db", "copy") and args[:1] != ("bench",):
+        result = _run_forked(env, args, timeout=120)
+    else:
+        result = subprocess.run(
+            [*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
     if check and result.returncode != 0:
         raise AssertionError(
             f"lanner {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}"
@@ -262,13 +308,18 @@ def start_process(args: list[str], env: dict[str, str], log_path: Path) -> LiveP
     return LiveProcess(process, log_path)
 
 
-def wait_healthy(live: LiveProcess, deadline_seconds: float = 20) -> None:
+# Deadlines for a condition a test waits on, generous for a busy box: a healthy run meets them in a fraction.
+START_SECONDS = 90  # a server process binding its ports, loading the app, answering /healthz
+
+
+def wait_healthy(live: LiveProcess, deadline_seconds: float = START_SECONDS, port: int | None = None) -> None:
+    """Poll `/healthz` (on `port`, by default the server's web port) until it answers 200."""
     deadline = time.monotonic() + deadline_seconds
     while time.monotonic() < deadline:
         if live.process.poll() is not None:
             raise AssertionError(f"server exited with {live.process.returncode}:\n{live.log}")
         try:
-            status, _, _ = request(live.port, "/healthz")
+            status, _, _ = request(live.port if port is None else port, "/healthz")
             if status == 200:
                 return
         except OSError:
@@ -312,7 +363,7 @@ def wait_until(predicate, timeout: float, what: str, log=lambda: ""):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{log()}")
 
 
-def bound_port(live: LiveProcess, pool: str = "web", deadline_seconds: float = 20) -> int:
+def bound_port(live: LiveProcess, pool: str = "web", deadline_seconds: float = START_SECONDS) -> int:
     """The port a server started on port 0 really bound, read back from its log."""
     pattern = re.compile(rf"{pool}: listening on 127\.0\.0\.1:(\d+) ")
     deadline = time.monotonic() + deadline_seconds
@@ -329,11 +380,16 @@ def bound_port(live: LiveProcess, pool: str = "web", deadline_seconds: float = 2
 
 @pytest.fixture
 def start_server(env, db, tmp_path):
-    """Start `lanner serve` on ports the kernel picks (extra env allowed); stopped at teardown."""
+    """Start `lanner serve` on ports the kernel picks (extra env allowed), once it answers; stopped at
+    teardown. With `admin=True` (a test of the admin API or the panel) its admin worker, which otherwise
+    starts on demand at the first request, is started at once and answers too."""
     started: list[LiveProcess] = []
 
-    def start(workers: int = 2, **extra_env: str) -> LiveProcess:
-        environ = {**env, "LANNER_LOG_LEVEL": "INFO", **{k: str(v) for k, v in extra_env.items()}}
+    def start(workers: int = 2, *, admin: bool = False, **extra_env: str) -> LiveProcess:
+        environ = {**env, "LANNER_LOG_LEVEL": "INFO"}
+        if admin:
+            environ["LANNER_ADMIN_IDLE_SECONDS"] = "0"
+        environ.update({k: str(v) for k, v in extra_env.items()})
         args = [*LANNER, "serve", "--workers", str(workers), "--bind", "127.0.0.1:0"]
         args += ["--admin-bind", "127.0.0.1:0"]
         live = start_process(args, environ, tmp_path / f"serve-{len(started)}.log")
@@ -341,6 +397,8 @@ def start_server(env, db, tmp_path):
         live.port = bound_port(live)
         live.extra["admin_port"] = bound_port(live, "admin")
         wait_healthy(live)
+        if admin:
+            wait_healthy(live, port=live.extra["admin_port"])
         return live
 
     yield start
@@ -369,6 +427,9 @@ def start_consumer(env, db, tmp_path):
         live.stop(signal.SIGINT, timeout=30)
 
 
+REQUEST_SECONDS = 60  # one answer of a live server: a hung one fails the test, a slow box does not
+
+
 def request(
     port: int | InProcessApp,
     path: str,
@@ -379,7 +440,7 @@ def request(
     """One request on a fresh connection (or a call of an in-process app); redirects are not followed."""
     if isinstance(port, InProcessApp):
         return port.request(path, headers, method, body)
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_SECONDS)
     try:
         connection.request(method, path, body=body, headers=headers or {})
         response = connection.getresponse()
@@ -391,7 +452,7 @@ def request(
 class UnixHTTPConnection(http.client.HTTPConnection):
     """http.client over a unix socket (the admin worker's default address)."""
 
-    def __init__(self, path: str, timeout: float = 10):
+    def __init__(self, path: str, timeout: float = REQUEST_SECONDS):
         super().__init__("localhost", timeout=timeout)
         self.unix_path = path
 
@@ -416,7 +477,7 @@ def unix_request(
 
 def raw_request(port: int, data: bytes) -> bytes:
     """Send raw bytes, return what came back (for requests http.client refuses to build)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_SECONDS) as sock:
         sock.sendall(data)
         chunks = []
         while True:
@@ -596,12 +657,19 @@ def chromium():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1280,900", "--no-first-run", "--disable-extensions"):  # fmt: skip
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,900",
+        "--no-first-run",
+        "--disable-extensions",
+    ):
         options.add_argument(argument)
     # A given driver path: Selenium Manager never looks for (or downloads) another.
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
+    driver.set_page_load_timeout(90)
     yield driver
     driver.quit()
 

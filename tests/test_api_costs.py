@@ -32,13 +32,19 @@ def costs_server(db, settings, make_tracker, start_server):
     Propeller (zoneid is sub_id_1), a buyer anna owning north only, and the server."""
     from models.conversions.postbacks import read_secret
 
-    zone_clicks(db, settings, make_tracker, {
-        "north": [("1", False)] * 3 + [("1", True), ("2", False)], "south": [("2", False)] * 2,
-    })  # fmt: skip
+    zone_clicks(
+        db,
+        settings,
+        make_tracker,
+        {
+            "north": [("1", False)] * 3 + [("1", True), ("2", False)],
+            "south": [("2", False)] * 2,
+        },
+    )
     add_user(db, "anna", "buyer", PASSWORD)
     update_campaign(db, "north", owner_id=1)
     anna = create_api_key(db, "anna", "write")[1]
-    return start_server(workers=1), read_secret(db, "api_key"), anna
+    return start_server(workers=1, admin=True), read_secret(db, "api_key"), anna
 
 
 def zone_costs(server, key) -> dict[str, float]:
@@ -53,15 +59,19 @@ def total_cost(server, key) -> float:
 
 def test_a_batch_sets_zone_and_source_costs_and_sending_it_twice_changes_nothing(costs_server):
     server, key, _ = costs_server
-    batch = {"costs": [
-        {"source": "Propeller", **RANGE, "amount": 70},  # 7 clicks, the bot at 0: 6 paid.
-        {"campaign": "north", **RANGE, "amount": 0.1, "sub_ids": {"zoneid": "1"}},
-        {"campaign": "south", **RANGE, "amount": 5, "sub_ids": {"sub_id_1": "2"}, "currency": "USD"},
-    ]}  # fmt: skip
+    batch = {
+        "costs": [
+            {"source": "Propeller", **RANGE, "amount": 70},  # 7 clicks, the bot at 0: 6 paid.
+            {"campaign": "north", **RANGE, "amount": 0.1, "sub_ids": {"zoneid": "1"}},
+            {"campaign": "south", **RANGE, "amount": 5, "sub_ids": {"sub_id_1": "2"}, "currency": "USD"},
+        ]
+    }
     status, answer = call(server, "POST", "/costs", key, batch)
     assert status == 200, answer
     assert [(s["clicks"], s["unpaid_clicks"], s["per_click"]) for s in answer["items"]] == [
-        (6, 1, pytest.approx(11.666667)), (3, 1, pytest.approx(0.033333)), (2, 0, 2.5)
+        (6, 1, pytest.approx(11.666667)),
+        (3, 1, pytest.approx(0.033333)),
+        (2, 0, 2.5),
     ]
     after = zone_costs(server, key)
     # Zone 1 got north's zone cost; zone 2 keeps north's share of the source cost plus south's own.
@@ -74,12 +84,15 @@ def test_a_batch_sets_zone_and_source_costs_and_sending_it_twice_changes_nothing
     assert status == 200 and again["items"] == [{**answer["items"][0], "replaced": 3}, *answer["items"][1:]]
     assert zone_costs(server, key) == after
     relisted = call(server, "GET", "/costs", key)[1]["items"]
+
     def strip(entries):
         return [{k: v for k, v in e.items() if k not in ("id", "created_at")} for e in entries]
 
     assert strip(relisted) == strip(listed) and len(listed) == 3
     assert [(e["scope"], e["filters"]) for e in relisted] == [
-        ("campaign 2", {"sub_id_1": "2"}), ("campaign 1", {"sub_id_1": "1"}), ("source 1", {})
+        ("campaign 2", {"sub_id_1": "2"}),
+        ("campaign 1", {"sub_id_1": "1"}),
+        ("source 1", {}),
     ]
 
 
@@ -115,7 +128,8 @@ def test_a_batch_with_bad_items_sets_nothing_and_names_each(costs_server):
     assert errors[2][1].startswith("'zone' is neither sub_id_1 … sub_id_30, source, nor")
     assert errors[3] == (400, "The amount must be a number from 0 to 1,000,000,000,000.")
     assert errors[4] == (
-        400, "The campaign has no clicks with zoneid=9 in that period; nothing to spread the cost over."
+        400,
+        "The campaign has no clicks with zoneid=9 in that period; nothing to spread the cost over.",
     )
     assert errors[5] == (400, "Give campaign or source (one of them).")
     assert errors[6][0] == 400 and errors[6][1].startswith("There is no exchange rate for GBP")
@@ -136,10 +150,19 @@ def test_a_batch_with_bad_items_sets_nothing_and_names_each(costs_server):
 def test_a_buyer_sets_costs_of_own_campaigns_only_and_no_key_sets_none(costs_server):
     server, _, anna = costs_server
     assert call(server, "POST", "/costs", None, {"costs": []})[0] == 401
-    status, answer = call(server, "POST", "/costs", anna, {"costs": [
-        {"campaign": "north", **RANGE, "amount": 3}, {"campaign": "south", **RANGE, "amount": 3},
-        {"source": "Propeller", **RANGE, "amount": 3},
-    ]})  # fmt: skip
+    status, answer = call(
+        server,
+        "POST",
+        "/costs",
+        anna,
+        {
+            "costs": [
+                {"campaign": "north", **RANGE, "amount": 3},
+                {"campaign": "south", **RANGE, "amount": 3},
+                {"source": "Propeller", **RANGE, "amount": 3},
+            ]
+        },
+    )
     assert status == 400
     assert [(e["index"], e["status"]) for e in answer["errors"]] == [(1, 404), (2, 403)]
     assert answer["errors"][1]["description"] == (
@@ -169,6 +192,7 @@ def test_a_key_that_hides_money_neither_sets_nor_lists_costs(costs_server, db):
     update_user(db, "anna", hides_money=True)
     batch = {"costs": [{"campaign": "north", **RANGE, "amount": 3}]}
     assert call(server, "POST", "/costs", anna, batch) == (
-        403, {"title": "Not allowed", "description": "anna sees no amounts, so may not set costs."}
+        403,
+        {"title": "Not allowed", "description": "anna sees no amounts, so may not set costs."},
     )
     assert call(server, "GET", "/costs", anna)[0] == 403

@@ -242,8 +242,14 @@ def test_a_body_over_the_cap_answers_413(admin, key):
         admin, "POST", "/offers", key, raw=huge, headers={"Content-Type": "application/json"}
     )
     assert status == 413 and answer["title"] == "Body too large"
-    status, answer = call(admin, "POST", "/conversions/import", key, raw=b"subid\n" + b"a" * MAX_BODY_BYTES,
-                          headers={"Content-Type": "text/csv"})  # fmt: skip
+    status, answer = call(
+        admin,
+        "POST",
+        "/conversions/import",
+        key,
+        raw=b"subid\n" + b"a" * MAX_BODY_BYTES,
+        headers={"Content-Type": "text/csv"},
+    )
     assert status == 413
 
 
@@ -278,9 +284,13 @@ def test_streams_take_filters_weighted_offers_and_a_new_order(admin, key):
     assert status == 400 and answer["description"].startswith(
         "List every stream of the campaign exactly once"
     )
-    status, changed = call(admin, "PATCH", f"/streams/{stream['id']}", key,
-                           {"offers": [{"offer_id": second["id"]}], "clear_filters": True,
-                            "clear_caps": True})  # fmt: skip
+    status, changed = call(
+        admin,
+        "PATCH",
+        f"/streams/{stream['id']}",
+        key,
+        {"offers": [{"offer_id": second["id"]}], "clear_filters": True, "clear_caps": True},
+    )
     assert status == 200, changed
     assert changed["filters"] == [] and changed["daily_cap"] is None
     assert changed["offers"] == [{"offer_id": second["id"], "weight": 100}]
@@ -426,8 +436,14 @@ def test_the_click_log_refuses_bad_limits_cursors_and_parameters(admin, key, cli
 
 def test_a_user_who_hides_money_corrects_a_status_but_sets_no_payout(admin, key, clicks, db):
     subid = walk(admin, key, "/clicks", limit=1)[0][0]["subid"]
-    call(admin, "POST", "/conversions/import", key, raw=f"subid,status,payout\n{subid},sale,3".encode(),
-         headers={"Content-Type": "text/csv"})  # fmt: skip
+    call(
+        admin,
+        "POST",
+        "/conversions/import",
+        key,
+        raw=f"subid,status,payout\n{subid},sale,3".encode(),
+        headers={"Content-Type": "text/csv"},
+    )
     conversion_id = call(admin, "GET", "/conversions", key)[1]["items"][0]["id"]
     for body in ({"payout": 0}, {"status": "rejected", "currency": "EUR"}):
         status, answer = call(admin, "PATCH", f"/conversions/{conversion_id}", FRUGAL_KEY, body)
@@ -440,13 +456,25 @@ def test_conversions_import_from_csv_list_by_cursor_and_correct_one(admin, key, 
     subids = [row["subid"] for p in walk(admin, key, "/clicks", limit=500) for row in p]
     lines = ["subid,tid,status,payout"] + [f"{s},t{n},sale,2.5" for n, s in enumerate(subids)]
     lines.append("not-a-subid,,sale,1")
-    status, imported = call(admin, "POST", "/conversions/import", key, raw="\n".join(lines).encode(),
-                            headers={"Content-Type": "text/csv"})  # fmt: skip
+    status, imported = call(
+        admin,
+        "POST",
+        "/conversions/import",
+        key,
+        raw="\n".join(lines).encode(),
+        headers={"Content-Type": "text/csv"},
+    )
     assert status == 200, imported
     assert imported["verdicts"] == {"created": 250, "invalid": 1}
     assert imported["rows"][-1]["line"] == 252 and "is not a Lanner subid" in imported["rows"][-1]["detail"]
-    again = call(admin, "POST", "/conversions/import", key, raw="\n".join(lines[:3]).encode(),
-                 headers={"Content-Type": "text/csv"})[1]  # fmt: skip
+    again = call(
+        admin,
+        "POST",
+        "/conversions/import",
+        key,
+        raw="\n".join(lines[:3]).encode(),
+        headers={"Content-Type": "text/csv"},
+    )[1]
     assert again["verdicts"] == {"duplicate": 2}
     pages = walk(admin, key, "/conversions")
     assert [len(p) for p in pages] == [100, 100, 50]
@@ -462,8 +490,14 @@ def test_conversions_import_from_csv_list_by_cursor_and_correct_one(admin, key, 
     status, answer = call(admin, "PATCH", f"/conversions/{first['id']}", key, {"status": "won"})
     assert status == 400 and answer["description"].startswith("Status must be one of")
     assert call(admin, "PATCH", "/conversions/999999", key, {"status": "sale"})[0] == 404
-    status, answer = call(admin, "POST", "/conversions/import", key, raw=b"subid,amount\nx,1",
-                          headers={"Content-Type": "text/csv"})  # fmt: skip
+    status, answer = call(
+        admin,
+        "POST",
+        "/conversions/import",
+        key,
+        raw=b"subid,amount\nx,1",
+        headers={"Content-Type": "text/csv"},
+    )
     assert status == 400 and answer["description"].startswith("Unknown CSV column 'amount'")
     status, answer = call(
         admin,
@@ -551,11 +585,22 @@ def test_status_is_what_lanner_status_shows(admin, key):
 
 
 def test_the_delivery_log_lists_outbound_postbacks(admin, key, clicks):
-    call(admin, "POST", "/postback-targets", key,
-         {"campaign": "1", "url": "https://source.example/pb?c={subid}", "statuses": ["sale"]})  # fmt: skip
+    call(
+        admin,
+        "POST",
+        "/postback-targets",
+        key,
+        {"campaign": "1", "url": "https://source.example/pb?c={subid}", "statuses": ["sale"]},
+    )
     subid = call(admin, "GET", "/clicks?campaign=1&limit=1", key)[1]["items"][0]["subid"]
-    call(admin, "POST", "/conversions/import", key, raw=f"subid,status\n{subid},sale".encode(),
-         headers={"Content-Type": "text/csv"})  # fmt: skip
+    call(
+        admin,
+        "POST",
+        "/conversions/import",
+        key,
+        raw=f"subid,status\n{subid},sale".encode(),
+        headers={"Content-Type": "text/csv"},
+    )
     status, log = call(admin, "GET", "/postback-deliveries?campaign=1", key)
     assert status == 200 and [row["state"] for row in log["items"]] == ["pending"]
     assert call(admin, "GET", "/postback-deliveries?state=sent", key)[1]["items"] == []
@@ -589,7 +634,8 @@ def test_every_route_is_in_the_openapi_document_and_every_documented_path_is_a_r
 # -- where it is served -------------------------------------------------------------------------
 
 
-def test_the_admin_worker_answers_the_api_on_its_socket_and_the_click_workers_do_not(server, key):
+def test_the_admin_worker_answers_the_api_on_its_socket_and_the_click_workers_do_not(start_server, key):
+    server = start_server(admin=True)
     admin_port = server.extra["admin_port"]
     status, offer = call(
         admin_port, "POST", "/offers", key, {"name": "O", "url": "https://example.com/?c={subid}"}
@@ -616,8 +662,13 @@ def test_without_an_admin_worker_the_web_app_serves_the_api(start_app, key):
 def test_a_stream_with_a_geo_filter_the_geo_files_cannot_answer_is_saved_with_a_warning(admin, key):
     # The test's install has no city database: a city filter can never match until one is configured.
     _, offer = make_campaign(admin, key)
-    status, stream = call(admin, "POST", "/campaigns/summer/streams", key,
-                          {"filters": ["city=Berlin"], "offers": [{"offer_id": offer["id"]}]})  # fmt: skip
+    status, stream = call(
+        admin,
+        "POST",
+        "/campaigns/summer/streams",
+        key,
+        {"filters": ["city=Berlin"], "offers": [{"offer_id": offer["id"]}]},
+    )
     assert status == 201, stream
     assert len(stream["warnings"]) == 1 and "LANNER_GEO_DATABASE" in stream["warnings"][0]
     status, changed = call(admin, "PATCH", f"/streams/{stream['id']}", key, {"filters": ["device=mobile"]})
@@ -762,11 +813,14 @@ def test_a_buyer_naming_another_buyer_s_offer_is_told_it_does_not_exist(accounts
     [stream] = call(app, "GET", "/campaigns/anna-a/streams", keys["anna"])[1]["items"]
     for method, path, body in (
         ("POST", "/campaigns/anna-a/streams", {"offers": [{"offer_id": berts["id"]}]}),
-        ("POST", "/campaigns/anna-a/streams", {"offers": [{"offer_id": annas["id"]}],
-                                               "fallback_offer_id": berts["id"]}),
+        (
+            "POST",
+            "/campaigns/anna-a/streams",
+            {"offers": [{"offer_id": annas["id"]}], "fallback_offer_id": berts["id"]},
+        ),
         ("PATCH", f"/streams/{stream['id']}", {"offers": [{"offer_id": berts["id"]}]}),
         ("PATCH", f"/streams/{stream['id']}", {"fallback_offer_id": berts["id"]}),
-    ):  # fmt: skip
+    ):
         status, answer = call(app, method, path, keys["anna"], body)
         assert (status, answer["description"]) == (404, refused), (method, path, body)
     # As for an offer that does not exist at all; nothing changed; her own and the admin's still work.
@@ -833,21 +887,56 @@ def test_postback_target_and_status_map_changes_are_in_the_audit_log_with_who_ma
     url = body["url"]
     campaign_id = target["campaign_id"]
     assert [row[1:] for row in seen] == [
-        ("anna", "postback_target", target["id"], "create", {},
-         {"campaign_id": campaign_id, "statuses": "sale", "url": url, "method": "GET", "status": "active"}),
+        (
+            "anna",
+            "postback_target",
+            target["id"],
+            "create",
+            {},
+            {"campaign_id": campaign_id, "statuses": "sale", "url": url, "method": "GET", "status": "active"},
+        ),
         ("anna", "postback_target", target["id"], "remove", {"status": "active"}, {"status": "removed"}),
-        ("install key", "status_map", None, "create", {},
-         {"network": "", "raw_status": "approved", "status": "lead"}),
-        ("install key", "status_map", None, "update", {"status": "lead"},
-         {"network": "", "raw_status": "approved", "status": "sale"}),
-        ("install key", "status_map", None, "delete",
-         {"network": "", "raw_status": "approved", "status": "sale"}, {}),
-        ("cli", "postback_target", by_cli.id, "create", {},
-         {"campaign_id": campaign_id, "statuses": "lead", "url": by_cli.url, "method": "GET",
-          "status": "active"}),
+        (
+            "install key",
+            "status_map",
+            None,
+            "create",
+            {},
+            {"network": "", "raw_status": "approved", "status": "lead"},
+        ),
+        (
+            "install key",
+            "status_map",
+            None,
+            "update",
+            {"status": "lead"},
+            {"network": "", "raw_status": "approved", "status": "sale"},
+        ),
+        (
+            "install key",
+            "status_map",
+            None,
+            "delete",
+            {"network": "", "raw_status": "approved", "status": "sale"},
+            {},
+        ),
+        (
+            "cli",
+            "postback_target",
+            by_cli.id,
+            "create",
+            {},
+            {
+                "campaign_id": campaign_id,
+                "statuses": "lead",
+                "url": by_cli.url,
+                "method": "GET",
+                "status": "active",
+            },
+        ),
         ("cli", "postback_target", by_cli.id, "remove", {"status": "active"}, {"status": "removed"}),
         ("cli", "status_map", None, "create", {}, {"network": "net", "raw_status": "ok", "status": "sale"}),
-    ]  # fmt: skip
+    ]
 
 
 def test_a_buyer_s_stream_cannot_send_visitors_to_a_campaign_it_may_not_see(accounts, key, db):

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import click, run_lanner, subid_of
+from conftest import click, run_lanner, subid_of, wait_until
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -53,7 +53,8 @@ def test_backup_while_serving_is_consistent_and_restores(
         target = tmp_path / "copy.db"
         out = lanner("backup", str(target)).stdout
         assert f"Backed up to {target}" in out
-        time.sleep(1.0)
+        backed_up = len(served)  # Some clicks served after the copy was taken: not in it.
+        wait_until(lambda: len(served) > backed_up + 10, 60, "clicks after the backup", lambda: server.log)
     finally:
         stop.set()
         thread.join()

@@ -7,15 +7,31 @@ import os
 import sqlite3
 
 import pytest
-from conftest import run_lanner
+from conftest import run_lanner, wait_until
 
 
 def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
-    names = ["0001_initial", "0002_routing", "0003_conversions", "0004_rollups", "0005_visitor_key",
-             "0006_postback_refusals", "0007_currencies", "0008_accounts", "0009_panel_sessions",
-             "0010_user_timezone", "0011_country_rollups", "0012_spool_nodes",
-             "0013_traffic_sources", "0014_networks", "0015_landers", "0016_lp_clicks",
-             "0017_cost_entries", "0018_domains", "0019_campaign_tokens"]  # fmt: skip
+    names = [
+        "0001_initial",
+        "0002_routing",
+        "0003_conversions",
+        "0004_rollups",
+        "0005_visitor_key",
+        "0006_postback_refusals",
+        "0007_currencies",
+        "0008_accounts",
+        "0009_panel_sessions",
+        "0010_user_timezone",
+        "0011_country_rollups",
+        "0012_spool_nodes",
+        "0013_traffic_sources",
+        "0014_networks",
+        "0015_landers",
+        "0016_lp_clicks",
+        "0017_cost_entries",
+        "0018_domains",
+        "0019_campaign_tokens",
+    ]
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr
     applied = run_lanner(env, "db", "migrate", "--to", "0004_rollups").stdout
@@ -171,8 +187,19 @@ def test_generated_uniqueness_flags_are_the_trackers_per_scope_and_window(env, d
     for campaign, streams in (("gen-0", 2), ("gen-1", 1)):
         for _ in range(streams):
             lanner("stream", "add", campaign, "--offer", "1")
-    run_lanner({**env, "LANNER_UNIQUENESS_HOURS": "12"}, "generate", "clicks", "--count", "8000",
-               "--days", "3", "--campaigns", "2", "--seed", "8")  # fmt: skip
+    run_lanner(
+        {**env, "LANNER_UNIQUENESS_HOURS": "12"},
+        "generate",
+        "clicks",
+        "--count",
+        "8000",
+        "--days",
+        "3",
+        "--campaigns",
+        "2",
+        "--seed",
+        "8",
+    )
     connection = db.connection()
     connection.execute("CREATE INDEX test_visitor ON click (ip, ua_hash, campaign_id, stream_id, created_at)")
     earlier = "SELECT 1 FROM click AS p WHERE p.ip = c.ip AND p.ua_hash = c.ua_hash AND p.id < c.id"
@@ -275,8 +302,8 @@ def test_lanner_run_serves_the_demo_campaign_and_lands_its_clicks(env, tmp_path,
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=40)
     assert process.returncode == 0, log_path.read_text()
-    time.sleep(0.5)
-    assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")], "processes left behind"
+    # Reaped, by the master or (once reparented) by init: a process left behind would stay.
+    wait_until(lambda: not [pid for pid in children if os.path.exists(f"/proc/{pid}")], 30, "no process left")
     from models.accounts.passwords import verify_password
     from models.accounts.users import get_user
     from models.store.database import db as database

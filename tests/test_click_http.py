@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import click, raw_request, request, run_lanner, subid_of
+from conftest import click, raw_request, request, run_lanner, subid_of, wait_until
 
 OFFER = "https://offer.example/lp?click={subid}&cid={campaign_id}&cn={campaign_name}&s1={sub_id_1}&s2={sub_id_2}&src={source}&ext={external_id}&cost={cost}&ip={ip}&ua={user_agent}"
 
@@ -247,7 +247,7 @@ def test_clicks_get_302_while_another_connection_holds_the_write_lock(campaign, 
 def test_huey_consumer_lands_spooled_clicks_within_seconds(campaign, server, start_consumer, settings):
     consumer = start_consumer(LANNER_FLUSH_INTERVAL="0.2")
     subids = {subid_of(click(server.port, campaign, ua=f"Consumer UA {n}")[1]["location"]) for n in range(50)}
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if {row["subid"] for row in rows(settings)} == subids:
             break
@@ -272,12 +272,18 @@ def test_flusher_outlasts_a_write_lock_held_past_the_busy_timeout(
         subids = {
             subid_of(click(app_client, campaign, ua=f"Locked UA {n}")[1]["location"]) for n in range(20)
         }
-        time.sleep(7)  # The flusher's BEGIN IMMEDIATE gives up after busy_timeout (5 s).
+        # The flusher's BEGIN IMMEDIATE gives up after busy_timeout (5 s), and says so.
+        wait_until(
+            lambda: "database is locked; trying again" in consumer.log,
+            60,
+            "the flusher to give up on the lock",
+            lambda: consumer.log,
+        )
     finally:
         holder.execute("ROLLBACK")
         holder.close()
     # Well before the once-a-minute keep-alive would restart a broken flusher chain.
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline and {row["subid"] for row in rows(settings)} != subids:
         time.sleep(0.2)
     assert {row["subid"] for row in rows(settings)} == subids, consumer.log

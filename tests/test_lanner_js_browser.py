@@ -62,15 +62,13 @@ def test_a_remote_lander_records_one_click_and_points_its_offer_links_at_the_tra
 ):
     from selenium.webdriver.common.by import By
 
-    lanner(
-        "campaign", "create", "Direct", "--alias", "kc", "--offer-url", "https://offer.example/?c={subid}"
-    )
+    lanner("campaign", "create", "Direct", "--alias", "kc", "--offer-url", "https://offer.example/?c={subid}")
     server = start_server(workers=1, LANNER_DEBOUNCE_SECONDS="3600")
     site, origin = lander_site
     (site / "lander.html").write_text(LANDER.format(port=server.port))
     (site / "came.html").write_text(LANDER.format(port=server.port))
     tracker = f"http://127.0.0.1:{server.port}"
-    browser.set_script_timeout(20)
+    browser.set_script_timeout(60)
 
     browser.get(origin + "/lander.html?sub1=zone-a&utm_source=push")
     subid = ready_subid(browser)
@@ -108,7 +106,7 @@ def test_an_unknown_campaign_leaves_the_page_as_it_is_and_still_resolves(
     server = start_server(workers=1)
     site, origin = lander_site
     (site / "lander.html").write_text(LANDER.format(port=server.port).replace('"kc"', '"nope"'))
-    browser.set_script_timeout(20)
+    browser.set_script_timeout(60)
     browser.get(origin + "/lander.html?sub1=x")
     assert ready_subid(browser) is None
     assert browser.find_element(By.ID, "offer").get_attribute("href") == origin + "/%7Boffer%7D"

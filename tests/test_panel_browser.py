@@ -36,9 +36,9 @@ def test_log_in_see_the_dashboard_chart_search_campaigns_and_log_out(browser, st
     generate_clicks(db, 300, 1, campaigns=2, seed=3)
     update_campaign(db, 1, name="<b>Spring</b> & sale")
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
 
     browser.get(base + "/panel/campaigns")
     wait.until(seen.presence_of_element_located((By.ID, "login")))  # Sent to the login page first.

@@ -19,13 +19,19 @@ def test_a_zone_spend_and_a_source_spend_are_set_from_the_form(
 
     from models.accounts.users import add_user
 
-    zone_clicks(db, settings, make_tracker, {
-        "north": [("1", False)] * 3 + [("1", True), ("2", False)], "south": [("1", False)],
-    })  # fmt: skip
+    zone_clicks(
+        db,
+        settings,
+        make_tracker,
+        {
+            "north": [("1", False)] * 3 + [("1", True), ("2", False)],
+            "south": [("1", False)],
+        },
+    )
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
     browser.get(base + "/panel/login?next=/panel/campaigns/1/costs")
     browser.find_element(By.ID, "name").send_keys("anna")
     browser.find_element(By.ID, "password").send_keys(PASSWORD)

@@ -24,10 +24,10 @@ def test_a_domain_added_in_the_panel_shows_the_worker_s_certificate_attempt(
 
     create_campaign(db, "Push", "push", offer_url="https://o.example/?s={subid}")
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     worker = start_consumer()
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
     browser.get(base + "/panel/login?next=/panel/status")
     browser.find_element(By.ID, "name").send_keys("anna")
     browser.find_element(By.ID, "password").send_keys(PASSWORD)

@@ -38,9 +38,9 @@ def test_drag_a_stream_above_another_and_add_a_filter_row_from_the_template(brow
     third = add_stream(db, 1, name="third", offers=[(1, 1)])
     first = list_streams(db, 1)[0]
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
 
     browser.get(base + "/panel/campaigns/1")
     wait.until(seen.presence_of_element_located((By.ID, "login")))

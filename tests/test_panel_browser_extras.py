@@ -19,20 +19,20 @@ def test_the_simulate_form_swaps_in_the_trace_without_leaving_the_page(browser, 
     create_campaign(db, "Geo", "geo", offer_url="https://main.example/?c={subid}")
     add_stream(db, "geo", type="intercepting", name="UK only", offers=[(1, 100)], filters=["country=GB"])
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
     browser.get(base + "/panel/login?next=/panel/campaigns/1/simulate")
     browser.find_element(By.ID, "name").send_keys("anna")
     browser.find_element(By.ID, "password").send_keys(PASSWORD)
     browser.find_element(By.ID, "login").click()
     # The login's answer sends the browser on: wait for the page, not a race with the cookie.
-    WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.NAME, "ua"))
+    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.NAME, "ua"))
     page = browser.current_url
     assert page == base + "/panel/campaigns/1/simulate"
     browser.execute_script("document.body.dataset.marker = 'same page'")  # Gone if the page reloads.
     browser.find_element(By.NAME, "ua").send_keys("Mozilla/5.0 (X11; Linux x86_64)")
     browser.find_element(By.ID, "run-simulation").click()
-    WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.CSS_SELECTOR, "section.simulate .trace"))
+    WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "section.simulate .trace"))
     assert (
         browser.current_url == page
         and browser.execute_script("return document.body.dataset.marker") == "same page"

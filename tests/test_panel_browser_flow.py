@@ -34,10 +34,10 @@ def test_the_issue_s_flow_from_login_to_a_viewer_who_cannot_save(browser, start_
     from models.admin.services import get_campaign
 
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     start_consumer()
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
     find, find_all = browser.find_element, browser.find_elements
 
     def log_in(name: str) -> None:
@@ -130,7 +130,7 @@ def test_the_issue_s_flow_from_login_to_a_viewer_who_cannot_save(browser, start_
         tile = find(By.CSS_SELECTOR, ".tiles .tile strong")
         return tile.text == f"{total:,}"
 
-    WebDriverWait(browser, 30, poll_frequency=0.5).until(dashboard_clicks)
+    WebDriverWait(browser, 60, poll_frequency=0.5).until(dashboard_clicks)
     wait.until(lambda _: painted_pixels(browser) > 100)
     top = find(By.CSS_SELECTOR, "table.campaigns tbody tr")
     assert cells(top)[0].startswith("Spring sale") and cells(top)[1] == str(total)

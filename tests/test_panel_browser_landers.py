@@ -32,9 +32,9 @@ def test_landers_are_made_uploaded_and_weighted_in_a_stream_and_the_preview_is_s
     add_user(db, "anna", "admin", PASSWORD)
     archive = tmp_path / "summer.zip"
     archive.write_bytes(make_zip({"summer/index.html": SCRIPT, "summer/app.js": APP_JS}))
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
     browser.get(base + "/panel/login?next=/panel/landers")
     browser.find_element(By.ID, "name").send_keys("anna")
     browser.find_element(By.ID, "password").send_keys(PASSWORD)

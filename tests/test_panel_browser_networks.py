@@ -22,9 +22,9 @@ def test_the_url_a_network_s_page_gives_records_conversions_with_its_words(brows
 
     create_campaign(db, "Summer", "summer", offer_url="https://shop.example/?sub1={subid}")
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
     browser.get(base + "/panel/login?next=/panel/networks")
     browser.find_element(By.ID, "name").send_keys("anna")
     browser.find_element(By.ID, "password").send_keys(PASSWORD)
@@ -59,8 +59,13 @@ def test_the_url_a_network_s_page_gives_records_conversions_with_its_words(brows
     verdicts = []
     for word, tid in (("2", "T-1"), ("1", "T-1"), ("paid_later", "T-2")):
         query = url.query
-        for macro, value in {"{sub1}": subid, "{sum}": "20", "{status}": word, "{transactionid}": tid,
-                             "{currency}": "USD"}.items():  # fmt: skip
+        for macro, value in {
+            "{sub1}": subid,
+            "{sum}": "20",
+            "{status}": word,
+            "{transactionid}": tid,
+            "{currency}": "USD",
+        }.items():
             query = query.replace(macro, value)
         status, _, body = request(server.port, f"{url.path}?{query}")
         assert status == 200, body
@@ -68,5 +73,6 @@ def test_the_url_a_network_s_page_gives_records_conversions_with_its_words(brows
     assert verdicts == ["created", "updated", "created"]
     listed = json.loads(lanner("conversion", "list", "--json").stdout)
     assert sorted((c["tid"], c["status"], c["raw_status"]) for c in listed) == [
-        ("T-1", "sale", "1"), ("T-2", "rebill", "paid_later"),
-    ]  # fmt: skip
+        ("T-1", "sale", "1"),
+        ("T-2", "rebill", "paid_later"),
+    ]

@@ -19,9 +19,9 @@ def test_the_chart_s_times_are_the_user_s_local_times(browser, start_server, db)
 
     # Half past in UTC: a chart drawn in UTC (or the browser's zone) would start its day at 18:30.
     add_user(db, "ravi", "admin", PASSWORD, timezone="Asia/Kolkata")
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
 
     browser.get(base + "/panel/login")
     wait.until(seen.presence_of_element_located((By.ID, "login")))
@@ -49,9 +49,9 @@ def test_a_new_api_key_is_shown_once_and_a_reload_neither_shows_it_nor_makes_ano
 
     add_user(db, "anna", "admin", PASSWORD)
     bert = add_user(db, "bert", "buyer", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
 
     browser.get(base + f"/panel/users/{bert.id}")
     wait.until(seen.presence_of_element_located((By.ID, "login")))

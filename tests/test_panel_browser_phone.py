@@ -33,9 +33,9 @@ def test_the_dashboard_and_the_campaign_list_fit_a_phone_and_the_campaigns_are_c
     generate_clicks(db, 300, 1, campaigns=2, seed=3)
     update_campaign(db, 1, name="Black Friday " + "x" * 60 + " (long name, no spaces to wrap at)")
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(phone, 20)
+    wait = WebDriverWait(phone, 60)
 
     phone.get(base + "/panel/login")
     wait.until(seen.presence_of_element_located((By.ID, "login")))

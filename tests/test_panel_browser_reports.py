@@ -35,9 +35,9 @@ def test_the_report_chart_is_drawn_and_a_row_drills_down(browser, start_server, 
 
     generate_clicks(db, 300, 2, campaigns=2, seed=3)
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
 
     browser.get(base + "/panel/reports?g1=campaign&g2=country")
     wait.until(seen.presence_of_element_located((By.ID, "login")))
@@ -89,9 +89,9 @@ def test_the_report_time_chart_s_axis_is_in_the_user_s_timezone(browser, start_s
     # draw the axis in it. Half past in UTC: an axis drawn in UTC would start the hours at 18:30.
     generate_clicks(db, 100, 1, campaigns=1, seed=3)
     add_user(db, "ravi", "admin", PASSWORD, timezone="Asia/Kolkata")
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
 
     browser.get(base + "/panel/reports?g1=hour&period=yesterday")
     wait.until(seen.presence_of_element_located((By.ID, "login")))

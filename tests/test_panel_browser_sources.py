@@ -19,9 +19,9 @@ def test_a_source_from_the_catalogue_is_saved_and_picked_for_a_campaign(browser,
 
     create_campaign(db, "Push", "push", offer_url="https://o.example/?s={subid}")
     add_user(db, "anna", "admin", PASSWORD)
-    server = start_server(workers=1)
+    server = start_server(workers=1, admin=True)
     base = f"http://127.0.0.1:{server.extra['admin_port']}"
-    wait = WebDriverWait(browser, 20)
+    wait = WebDriverWait(browser, 60)
     browser.get(base + "/panel/login?next=/panel/sources")
     browser.find_element(By.ID, "name").send_keys("anna")
     browser.find_element(By.ID, "password").send_keys(PASSWORD)

@@ -199,8 +199,9 @@ def test_click_pixel_and_conversion_pixel(demo, app_client, lanner):
 
 
 def test_the_report_api_has_its_own_worker_and_the_campaign_url_workers_do_not_answer_it(
-    demo, server, lanner
+    demo, start_server, lanner
 ):
+    server = start_server(admin=True)
     subid = landed_click(server.port, lanner)
     request(server.port, f"/{demo}/postback?subid={subid}&status=sale&payout=6")
     lanner("db", "run-deferred")

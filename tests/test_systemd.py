@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LANNER, ROOT, LiveProcess, start_process, unix_request
+from conftest import LANNER, ROOT, LiveProcess, start_process, unix_request, wait_until
 
 
 def read_unit(path) -> dict[str, str]:
@@ -125,7 +125,7 @@ def test_exec_start_lines_serve_flush_reload_and_stop(units, tmp_path):
     served = start_unit(web, tmp_path / "web.log")
     flusher = start_unit(worker, tmp_path / "worker.log")
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 90
         status = None
         while status != 302:
             assert time.monotonic() < deadline, served.log
@@ -143,9 +143,9 @@ def test_exec_start_lines_serve_flush_reload_and_stop(units, tmp_path):
         # ExecReload, with $MAINPID as systemd would substitute it.
         reload_command = shlex.split(web["ExecReload"].replace("$MAINPID", str(served.process.pid)))
         subprocess.run(reload_command, check=True)
-        time.sleep(1.5)
+        reloaded = "reloaded: generation 2 serving"
+        wait_until(lambda: reloaded in served.log, 60, "the reload", lambda: served.log)
         assert unix_request(socket_path, "/healthz")[0] == 200
-        assert "reloaded: generation 2 serving" in served.log
     finally:
         web_code = served.stop(getattr(signal, web["KillSignal"]), timeout=float(web["TimeoutStopSec"]))
         worker_code = flusher.stop(

@@ -161,7 +161,7 @@ def serve(
                 settings.admin_address,
                 1,
                 admin_loader,
-                is_idle_priority=True,
+                is_idle_priority=settings.admin_idle_priority,
                 idle_seconds=settings.admin_idle_seconds,
             )
         )
