@@ -15,7 +15,13 @@ def systemd() -> None:
 
 
 @systemd.command("render")
-@click.option("--venv", default=sys.prefix, show_default=True, help="Virtualenv holding bin/lanner.")
+# The venv's default is read when the command runs, so --help (and the reference) show no machine's path.
+@click.option(
+    "--venv",
+    default=lambda: sys.prefix,
+    show_default="the venv this lanner runs from",
+    help="Virtualenv holding bin/lanner.",
+)
 @click.option("--env-file", default="/etc/lanner/lanner.env", show_default=True)
 @click.option("--data-dir", default="/var/lib/lanner", show_default=True)
 @click.option("--user", default="lanner", show_default=True)

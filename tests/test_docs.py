@@ -43,6 +43,16 @@ def test_the_references_do_not_depend_on_the_environment(generated, monkeypatch,
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_references_name_no_path_of_this_machine(generated):
+    # A clone elsewhere (CI's) has another checkout and venv: a default read from either at import
+    # time (sys.prefix once was `lanner systemd render --venv`'s) would make the files stale there.
+    import sys
+
+    for path, text in generated.items():
+        for local in (str(ROOT), sys.prefix, str(Path.home())):
+            assert local not in text, f"{path} names {local}"
+
+
 def test_every_command_and_setting_is_in_the_references(generated):
     from settings import SETTINGS
 
