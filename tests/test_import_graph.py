@@ -15,11 +15,13 @@ import ast
 import functools
 from pathlib import Path
 
+from test_layout import source_files  # The same files the SQL guard reads.
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Who must never import whom. A prefix ending in "/" is a folder, one ending in "*" the files that start
-# so, else a file; "cli" is cli.py or the cli/ package. A file follows the rule of its longest matching
-# importer prefix. Each rule: (importer, what it must never import, why).
+# so, else a file. A file follows the rule of its longest matching importer prefix. Each rule:
+# (importer, what it must never import, why).
 DOMAIN = (
     "models/accounts/",
     "models/admin/",
@@ -32,7 +34,7 @@ DOMAIN = (
     "models/routing/",
 )
 STORE = ("models/store/", "models/tables/", "models/migrations/")
-EDGES = ("routes/", "workers/", "app.py", "cli")
+EDGES = ("routes/", "workers/", "app.py", "cli/")
 EVERYTHING = ("settings.py", "models/", *EDGES, "scripts/")
 LEAVES = "files that import nothing of ours"
 LAYER_RULES = (
@@ -50,28 +52,17 @@ LAYER_RULES = (
     ("models/", (*EDGES, "settings.py"), "the domain never imports an edge or settings"),
     # The runtime (tasks, heartbeats) and ops (status, renderers) run the domain's jobs: the app wires
     # them, routes enqueue tasks and show the status, `lanner serve` hands the app to the process manager.
-    ("workers/", ("routes/", "app.py", "cli", "workers/bench/"), "the workers stand below the app"),
+    ("workers/", ("routes/", "app.py", "cli/", "workers/bench/"), "the workers stand below the app"),
     # Resources are wired by the app and never reach back into it, the CLI or the bench that measures them.
-    ("routes/", ("app.py", "cli", "workers/bench/"), "routes stand below the app"),
+    ("routes/", ("app.py", "cli/", "workers/bench/"), "routes stand below the app"),
     # The app factory only wires; the CLI (and the bench, through `lanner serve`) call it.
-    ("app.py", ("cli", "workers/bench/"), "the app stands below the CLI"),
+    ("app.py", ("cli/", "workers/bench/"), "the app stands below the CLI"),
     # The bench drives the whole stack from outside, through processes it starts; the CLI runs it.
-    ("workers/bench/", ("cli",), "the CLI runs the bench"),
+    ("workers/bench/", ("cli/",), "the CLI runs the bench"),
     # The top floor: a command may call anything but a script.
-    ("cli", (), "the CLI is the top floor"),
+    ("cli/", (), "the CLI is the top floor"),
 )
 # And for every file but a script: scripts are entry points run by hand, imported by nothing.
-
-
-def source_files() -> list[str]:
-    files = [ROOT / "app.py", ROOT / "settings.py", *(ROOT / "scripts").glob("*.py")]
-    if (ROOT / "cli").is_dir():
-        files += (ROOT / "cli").rglob("*.py")
-    else:
-        files.append(ROOT / "cli.py")
-    for package in ("models", "routes", "workers"):
-        files += (ROOT / package).rglob("*.py")
-    return sorted(str(path.relative_to(ROOT)) for path in files)
 
 
 def module_files() -> dict[str, str]:
@@ -182,8 +173,6 @@ def describe_circle(graph: dict[str, list[tuple[str, int, str]]], component: lis
 
 
 def matches(path: str, prefix: str) -> bool:
-    if prefix == "cli":
-        return path == "cli.py" or path.startswith("cli/")
     if prefix.endswith("*"):
         return path.startswith(prefix[:-1])
     return path.startswith(prefix) if prefix.endswith("/") else path == prefix
