@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from conftest import LANNER, ROOT
+
+pytestmark = pytest.mark.long
 
 
 def test_bench_migration_upgrades_a_live_database_and_accounts_for_every_click(tmp_path, env):
@@ -146,7 +149,18 @@ def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, en
         "--json",
         str(out),
     ]
-    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # Its scratch directory (the two worktrees among it) in this test's own TMPDIR: another compare
+    # running on this repository meanwhile has worktrees of its own.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result = subprocess.run(
+        [*LANNER, *args],
+        env={**env, "TMPDIR": str(scratch)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     compared = json.loads(out.read_text())
     assert [(run["revision"], run["round"]) for run in compared["runs"]] == [("HEAD", 1), ("HEAD", 1)]
@@ -157,7 +171,8 @@ def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, en
     (row,) = compared["ratios"]
     assert row["rate"] == 40 and row["accepted_per_s"] is not None
     worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True)
-    assert "lanner-compare-" not in worktrees.stdout  # Removed afterwards.
+    assert str(scratch) not in worktrees.stdout  # Removed afterwards,
+    assert not list(scratch.glob("lanner-compare-*"))  # with their directory.
 
 
 # -- `--cluster` (workers/bench/cluster.py) --------------------------------------------------

@@ -8,7 +8,10 @@ import re
 import sqlite3
 import subprocess
 
+import pytest
 from conftest import LANNER, ROOT, Clock, InProcessApp, request
+
+pytestmark = pytest.mark.long
 
 
 def test_admin_answers_carry_server_timing_and_campaign_urls_do_not(env, db, start_app):

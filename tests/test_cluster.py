@@ -19,7 +19,7 @@ import pytest
 from cluster_nodes import Clicks, Node, nginx_required, start_nginx, upstream_args
 from conftest import ROOT, LiveProcess, request, wait_healthy, wait_until
 
-pytestmark = nginx_required
+pytestmark = [pytest.mark.xdist_group("cluster"), nginx_required]
 
 CAP = 20
 # Failure timeouts, wide for a box the rest of the run (or another job) keeps busy: the flushers land

@@ -76,6 +76,7 @@ def stored_subids() -> list[str]:
     return [subid for (subid,) in db.connection().execute("SELECT subid FROM click").fetchall()]
 
 
+@pytest.mark.long
 def test_ten_reloads_under_keep_alive_clients_fail_no_request_and_record_only_answered_clicks(
     campaign, start_server, lanner, settings
 ):
@@ -95,6 +96,7 @@ def test_ten_reloads_under_keep_alive_clients_fail_no_request_and_record_only_an
     assert "killing it" not in server.log and "graceful_timeout" not in server.log
 
 
+@pytest.mark.long
 @nginx_required
 def test_ten_reloads_behind_nginx_fail_no_request_of_keep_alive_clients(
     campaign, env, tmp_path, nginx_front, lanner, settings

@@ -23,7 +23,7 @@ from workers.bench.generate import generate_clicks
 
 # The copy's source is a SQLite file whatever the run's backend; its target is the run's PostgreSQL
 # (postgres_url / postgres_migrated_url: skipped without PostgreSQL locally, failing under CI=1).
-pytestmark = pytest.mark.sqlite_only
+pytestmark = [pytest.mark.xdist_group("db_copy"), pytest.mark.sqlite_only]
 
 END_MS = int(datetime(2026, 11, 20, 17, 41, tzinfo=UTC).timestamp() * 1000)
 RECEIVED = Received("GET", "127.0.0.1", "test")

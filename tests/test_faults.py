@@ -13,6 +13,8 @@ import pytest
 from workers.bench.faults import FaultRow, describe, faults, run_fault
 from workers.bench.harness import ROOT
 
+pytestmark = pytest.mark.long
+
 QUICK_FAULTS = faults(quick=True)
 # Run through the CLI below (its table and JSON), not a second time here: each fault costs ~25 s.
 CLI_FAULT = "kill-web-worker"

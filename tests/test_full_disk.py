@@ -107,6 +107,7 @@ def campaign(lanner):
     return "full"
 
 
+@pytest.mark.long
 def test_a_full_disk_answers_503_then_landing_resumes_by_itself(
     campaign, lanner, start_server, start_consumer, settings, data_dir
 ):

@@ -162,6 +162,7 @@ def test_truncated_file_raises(tmp_path):
         open_geo_database(path)
 
 
+@pytest.mark.long
 def test_build_country_database_from_bundled_data(tmp_path):
     geo_dir = tmp_path / "geo"
     geo_dir.mkdir()

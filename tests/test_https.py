@@ -26,10 +26,13 @@ from cluster_nodes import NGINX, start_nginx
 from conftest import LANNER, ROOT, LiveProcess, free_port, request, start_process, wait_until
 
 TOOLS = ("pebble", "pebble-challtestsrv", "certbot", "openssl")
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(NGINX) or not all(shutil.which(tool) for tool in TOOLS),
-    reason="nginx, pebble, certbot and openssl are installed by `make test-deps`",
-)
+pytestmark = [
+    pytest.mark.long,
+    pytest.mark.skipif(
+        not os.path.exists(NGINX) or not all(shutil.which(tool) for tool in TOOLS),
+        reason="nginx, pebble, certbot and openssl are installed by `make test-deps`",
+    ),
+]
 
 D1, D2 = "d1.lanner.test", "d2.lanner.test"  # .test: never a real name (RFC 2606).
 RENEW_DUE = 20 * 86400  # Pebble's certificates live 20 days: certbot renews at 30 days left.

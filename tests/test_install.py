@@ -19,7 +19,10 @@ from conftest import ROOT, LiveProcess, request, start_process
 from workers.bench.harness import free_port
 
 NGINX = "/usr/sbin/nginx"
-pytestmark = pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is installed by `make test`")
+pytestmark = [
+    pytest.mark.long,
+    pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is installed by `make test`"),
+]
 
 
 def install(root: Path, port: int, *extra: str) -> subprocess.CompletedProcess:

@@ -6,11 +6,12 @@ Everything the people do goes through the pages' forms; only the first admin and
 
 from __future__ import annotations
 
+import pytest
 from conftest import browser_required, click
 from test_panel_browser import painted_pixels
 
 PASSWORD = "correct horse battery"
-pytestmark = browser_required
+pytestmark = [pytest.mark.long, browser_required]
 
 # A POST the page's own forms never send, with the page's CSRF token: what a viewer's forged save would be.
 FORGED_SAVE = """

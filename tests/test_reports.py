@@ -18,6 +18,9 @@ from models.reporting.reports import ReportError, ReportQuery, plan_pieces, run_
 from models.tables.click import Click
 from workers.bench.generate import generate_clicks
 
+# The module's fixture builds one database: its tests run in one process.
+pytestmark = pytest.mark.xdist_group("reports")
+
 END_MS = int(datetime(2026, 11, 20, 17, 41, tzinfo=UTC).timestamp() * 1000)
 RECEIVED = Received("GET", "127.0.0.1", "test")
 GROUPINGS = [

@@ -6,6 +6,8 @@ import logging
 import random
 import tracemalloc
 
+import pytest
+
 from models.admin.services import create_campaign, create_offer, update_stream
 from models.clicks.record import encode_line, line_tail, new_subid, ua_hash
 from models.clicks.spool import flush_spool, read_position, segment_path
@@ -35,6 +37,7 @@ def flags(decision) -> tuple[bool, bool, bool]:
     return decision.is_unique_global, decision.is_unique_campaign, decision.is_unique_stream
 
 
+@pytest.mark.long
 def test_an_hour_of_unflushed_clicks_costs_a_starting_worker_no_memory_per_click(
     db, settings, make_tracker, clock
 ):

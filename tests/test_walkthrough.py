@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.long
+
 WALKTHROUGH = Path(__file__).resolve().parent.parent / "docs" / "walkthrough.md"
 HEADING = "## A buyer's walkthrough"
 
