@@ -13,11 +13,12 @@ run: venv
 	$(VENV)/bin/lanner run
 
 # Every test that touches the database runs on SQLite and on a throwaway PostgreSQL
-# (LANNER_TEST_BACKENDS, tests/conftest.py), in four pytest-xdist processes on two cores: the run
-# waits on servers and subprocesses more than it computes (two processes left a third of the CPU
-# idle); worksteal hands a process that finished early the tests another has not started.
+# (LANNER_TEST_BACKENDS, tests/conftest.py), in six pytest-xdist processes on two cores: the run
+# waits on servers and subprocesses more than it computes (four processes left a third of the CPU
+# idle). loadgroup hands tests out one at a time as processes come free, the long ones first
+# (marked `long`), and keeps a module that builds one fixture for all its tests in one process.
 test: venv test-deps lint
-	LANNER_TEST_BACKENDS=sqlite,postgresql $(VENV)/bin/pytest -q -n 4 --dist worksteal
+	LANNER_TEST_BACKENDS=sqlite,postgresql $(VENV)/bin/pytest -q -n 6 --dist loadgroup
 
 # docs/reference/ (the CLI, settings and admin API references) regenerated from the code
 # (scripts/reference.py); tests/test_docs.py fails while a committed reference is stale.
