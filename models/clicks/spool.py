@@ -442,6 +442,24 @@ class Journal:
             if opened:
                 os.close(fd)
 
+    def unlanded_head(self, flushed: tuple[int, int], size: int) -> bytes | None:
+        """The first `size` bytes past the flushed position, read on the descriptors this journal
+        holds, so no new one (/healthz near the open-file limit); b"" when nothing waits. None when
+        it would take a segment this worker does not hold: then ask the files (backlog_age)."""
+        held = {number: fd for number, (fd, _) in self._sealed.items()}
+        held[self.segment] = self._fd
+        number, offset = flushed
+        while number in held:
+            head = os.pread(held[number], size, offset)
+            if head:
+                return head
+            if number == self.segment:
+                # Drained. Unsealed, the next line goes here; sealed, it may be in a segment another
+                # worker has begun and this one has not opened yet.
+                return b"" if self.offset < self.segment_bytes else None
+            number, offset = number + 1, 0
+        return None
+
     def append(self, line: bytes) -> tuple[int, int]:
         """Append our line; return its position. Call holding the lock, after catch_up(is_locked=True).
 
