@@ -7,10 +7,12 @@ subject, a real `lanner serve` and the CLI where the redirect and `lanner spool 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
+from conftest import click, subid_of
 from test_spool_faults import OFFER, stored_subids
 
 from models.admin.services import create_campaign
@@ -174,3 +176,37 @@ def test_a_worker_starting_on_a_segment_cut_short_reports_it_and_appends_to_a_ne
     after = track(restarted, "198.51.100.1")
     flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
     assert_stored_once(db, (before if is_landed else before[:-1]) + [after])
+
+
+def test_spool_status_exits_1_naming_a_segment_cut_short_while_the_server_loses_no_click(
+    lanner, start_server, settings
+):
+    lanner("campaign", "create", "Cut", "--alias", "cut", "--offer-url", OFFER)
+    server = start_server(workers=2)
+
+    def clicks(label: str, count: int) -> list[str]:
+        subids = []
+        for n in range(count):
+            status, headers, _ = click(server.port, "cut", ip=f"203.0.113.{n + 1}", ua=f"{label} {n}")
+            assert status == 302, server.log
+            subids.append(subid_of(headers["location"]))
+        return subids
+
+    before = clicks("landed", 6)
+    lanner("spool", "flush")
+    unflushed = clicks("unflushed", 3)
+    path = segment_path(settings.spool_dir, 1)
+    cut_mid_line(path)  # Through the last unflushed click's line.
+    after = clicks("after", 10)
+    status = lanner("spool", "status", "--json", check=False)
+    assert status.returncode == 1 and json.loads(status.stdout)[0]["damaged_segments"] == [1]
+    assert f"Spool segment file(s) {path} are damaged (cut short, or ending in a torn line)" in status.stderr
+    assert f"details in {settings.spool_dir / DAMAGED_FILE}; remove it to acknowledge" in status.stderr
+    assert json.loads(lanner("status", "--json").stdout)["spool"]["damaged_segments"] == [1]
+    flushed = lanner("spool", "flush")
+    assert "Inserted 12, already present 0, rejected 1." in flushed.stdout
+    assert stored_subids() == {*before, *unflushed[:-1], *after}
+    assert "spool segment 1 " in server.log and f"noted in {settings.spool_dir / DAMAGED_FILE}" in server.log
+    assert lanner("spool", "status", check=False).returncode == 1  # Landed since, but not acknowledged.
+    (settings.spool_dir / DAMAGED_FILE).unlink()
+    assert lanner("spool", "status", check=False).returncode == 0
