@@ -169,11 +169,11 @@ def test_healthz_never_answers_500_at_a_workers_open_file_limit_while_clicks_are
     held: list[socket.socket] = []
 
     def hold_all_but_one() -> None:
-        """Connections until the worker has one descriptor left (one at a time: one accepted past the
-        limit would wait in the backlog ahead of the request). It sheds idle ones while it is out."""
+        """Connections until the worker has one descriptor left (one at a time: one past the limit would
+        wait in the backlog ahead of the request). Out of them, it shuts idle ones: counted again."""
         while (count := open_descriptors(worker)) < limit - 1:
             held.append(socket.create_connection(("127.0.0.1", server.port), timeout=REQUEST_SECONDS))
-            wait_until(lambda: open_descriptors(worker) > count, REQUEST_SECONDS, "the worker to accept")
+            wait_until(lambda: open_descriptors(worker) != count, REQUEST_SECONDS, "the worker to accept")
 
     answers = []
     try:
