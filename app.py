@@ -34,7 +34,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         PostbackDesk,
         PostbackResource,
     )
-    from workers.runtime.heartbeat import consumer_status
+    from workers.runtime.heartbeat import ConsumerWatch
 
     fallback_url = ""
     if settings.fallback_url:
@@ -61,12 +61,9 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     )
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
-    consumer = functools.partial(
-        consumer_status,
-        settings.data_dir,
-        tracker.db,
-        settings.spool_dir,
-        backlog_alert_seconds=settings.backlog_alert_seconds,
+    # /healthz's look at the consumer needs no new file descriptor (near the open-file limit).
+    consumer = ConsumerWatch(
+        settings.data_dir, tracker.backlog_age, backlog_alert_seconds=settings.backlog_alert_seconds
     )
     app.add_route("/healthz", HealthResource(tracker, consumer))
     if not settings.admin_address:  # No admin worker: ours.

@@ -42,8 +42,12 @@ def spool_dir_of(settings, data_dir: Path | None) -> Path:
 @format_option
 @pass_context
 def spool_status_command(ctx: Context, data_dir: Path | None, fmt: str) -> None:
-    """How many clicks are spooled and not yet in the database; exits 1 if a segment went missing."""
-    from models.clicks.spool import MISSING_FILE, spool_status
+    """How many clicks are spooled and not yet in the database; exits 1 if a segment is lost or damaged.
+
+    Lost: deleted before it landed (missing.log). Damaged: cut short, or ending in a torn line
+    (damaged.log). Either is reported until its file is removed to acknowledge it.
+    """
+    from models.clicks.spool import DAMAGED_FILE, MISSING_FILE, segment_path, spool_status
 
     spool_dir = spool_dir_of(ctx.settings, data_dir)
     status = spool_status(ctx.db, spool_dir)
@@ -54,15 +58,26 @@ def spool_status_command(ctx: Context, data_dir: Path | None, fmt: str) -> None:
         "pending_clicks": status.pending_clicks,
         "pending_bytes": status.pending_bytes,
         "missing_segments": status.missing_segments,
+        "damaged_segments": status.damaged_segments,
         "rejected_lines": status.rejected_lines,
     }
     echo_rows([row], list(row), fmt)
+    problems = []
     if status.missing_segments:
         segments = ", ".join(map(str, status.missing_segments))
-        raise click.ClickException(
+        problems.append(
             f"Spool segment(s) {segments} were deleted before their clicks reached the database; those "
             f"clicks are lost (details in {spool_dir / MISSING_FILE}; remove it to acknowledge)."
         )
+    if status.damaged_segments:
+        files = ", ".join(str(segment_path(spool_dir, number)) for number in status.damaged_segments)
+        problems.append(
+            f"Spool segment file(s) {files} are damaged (cut short, or ending in a torn line): the clicks "
+            f"they held past the damage that had not reached the database are lost, and no click is "
+            f"appended to them any more (details in {spool_dir / DAMAGED_FILE}; remove it to acknowledge)."
+        )
+    if problems:
+        raise click.ClickException(" ".join(problems))  # Exit code 1.
 
 
 @spool.command("flush")

@@ -4,17 +4,34 @@ A web worker also says whether clicks are landing: `status` is `degraded` (with 
 consumer is stopped or stuck or the oldest unflushed click is older than LANNER_BACKLOG_ALERT_SECONDS.
 That stays a 200, since the worker still takes every click and keeps it in the spool: a load
 balancer must not take it out. `?strict=1` answers 503 instead, for monitors that read only the code.
+
+Near the open-file limit the check opens nothing: the database is asked on the worker's open
+connection, the consumer through workers/runtime/heartbeat.py's ConsumerWatch (open descriptors,
+else its last look). A check that cannot run answers 503 with one sentence, never a 500.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import falcon
 
 from models.clicks.tracker import ClickTracker
+from models.store.database import STORE_ERRORS
 from models.store.maintenance import MaintenanceStore
+
+logger = logging.getLogger(__name__)
+
+
+def cannot_check(what: str, exc: Exception) -> falcon.HTTPServiceUnavailable:
+    """The 503 of a health check that could not run, with the reason in one sentence."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    logger.warning("/healthz: %s: %s", what, reason)
+    return falcon.HTTPServiceUnavailable(
+        title="Unhealthy", description=f"This worker's {what}: {reason}.", retry_after=5
+    )
 
 
 class DatabaseHealthResource:
@@ -24,7 +41,10 @@ class DatabaseHealthResource:
         self.db = db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        MaintenanceStore(self.db.connection()).ping()
+        try:
+            MaintenanceStore(self.db.connection()).ping()
+        except STORE_ERRORS + (OSError,) as exc:
+            raise cannot_check("database does not answer", exc) from None
         resp.cache_control = ("no-store",)
         resp.media = {"status": "ok", "role": "admin"}
 
@@ -32,12 +52,17 @@ class DatabaseHealthResource:
 class HealthResource:
     def __init__(self, tracker: ClickTracker, consumer_status: Callable[[], dict[str, Any]]) -> None:
         self.tracker = tracker
-        self.consumer_status = consumer_status  # workers/runtime/heartbeat.py
+        self.consumer_status = consumer_status  # workers/runtime/heartbeat.py ConsumerWatch
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         is_strict = req.get_param_as_bool("strict", default=False)
-        MaintenanceStore(self.tracker.conn).ping()
-        consumer = self.consumer_status()
+        try:
+            MaintenanceStore(self.tracker.conn).ping()  # The open connection: no new descriptor.
+            consumer = self.consumer_status()
+        except STORE_ERRORS as exc:
+            raise cannot_check("database does not answer", exc) from None
+        except OSError as exc:  # ConsumerWatch answers EMFILE itself: anything else that could not run.
+            raise cannot_check("health check could not run", exc) from None
         is_degraded = bool(consumer["problems"])
         resp.cache_control = ("no-store",)
         resp.media = {

@@ -1,23 +1,40 @@
 """Is anything landing? The flusher's heartbeat, `lanner status`'s consumer line, `/healthz` degraded.
 
 `/healthz` is asked of an in-process app (`start_app`: create_app() called here, no socket); the consumer it
-judges is a real `lanner worker` process, started and stopped.
+judges is a real `lanner worker` process, started and stopped. Near the open-file limit it is asked of a
+real `lanner serve` whose web worker has its limit lowered (prlimit) and its descriptors held by idle
+connections.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import socket
+import sqlite3
 import subprocess
 import sys
+from types import SimpleNamespace
 
-from conftest import click, request, wait_until
+import falcon
+from conftest import REQUEST_SECONDS, START_SECONDS, click, request, wait_until
+from falcon.testing import TestClient
+from test_click_http import web_workers
 
 from models.admin.services import create_campaign
 from models.clicks.spool import flush_spool
 from models.clicks.visit import Visit
-from workers.runtime.heartbeat import STALE_AFTER, Heartbeat, consumer_status, heartbeat_path, read_heartbeat
+from routes.health import DatabaseHealthResource, HealthResource
+from workers.runtime.heartbeat import (
+    STALE_AFTER,
+    ConsumerWatch,
+    Heartbeat,
+    consumer_status,
+    heartbeat_path,
+    read_heartbeat,
+)
 from workers.runtime.procfs import process_start_time
 
 
@@ -124,3 +141,111 @@ def test_an_old_unflushed_click_degrades_health_and_the_workers_warn(
     flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
     shown = consumer_status(settings.data_dir, db, settings.spool_dir, backlog_alert_seconds=60, now=clock())
     assert shown["lag_s"] == 0.0 and shown["problems"] == []
+
+
+def open_descriptors(pid: str) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_healthz_never_answers_500_at_a_workers_open_file_limit_while_clicks_are_fine(
+    lanner, start_server, start_consumer
+):
+    """Issue 32: idle connections hold every descriptor of the web worker but one, which the request for
+    /healthz takes, so opening any file fails with EMFILE. It opened the heartbeat, /proc and a spool
+    segment on each request, and the segment's EMFILE was a 500. It answers from open descriptors now."""
+    lanner("campaign", "create", "Fd", "--alias", "fd", "--offer-url", "https://offer.example/?c={subid}")
+    server = start_server(workers=1, LANNER_KEEPALIVE_TIMEOUT="600")
+    start_consumer(LANNER_FLUSH_INTERVAL="0.1")
+    assert click(server.port, "fd")[0] == 302
+
+    def consumer_ok() -> bool:
+        status, _, body = request(server.port, "/healthz?strict=1")
+        return status == 200 and json.loads(body)["status"] == "ok"
+
+    wait_until(consumer_ok, START_SECONDS, "/healthz to see the consumer landing", lambda: server.log)
+    [worker] = web_workers(server.process.pid)
+    limit = open_descriptors(worker) + 16
+    subprocess.run(["prlimit", "--pid", worker, f"--nofile={limit}:{limit}"], check=True)
+    held: list[socket.socket] = []
+
+    def hold_all_but_one() -> None:
+        """Connections until the worker has one descriptor left (one at a time: one past the limit would
+        wait in the backlog ahead of the request). Out of them, it shuts idle ones: counted again."""
+        while (count := open_descriptors(worker)) < limit - 1:
+            held.append(socket.create_connection(("127.0.0.1", server.port), timeout=REQUEST_SECONDS))
+            wait_until(lambda: open_descriptors(worker) != count, REQUEST_SECONDS, "the worker to accept")
+
+    answers = []
+    try:
+        for n in range(8):
+            for path in ("/healthz", "/healthz?strict=1"):
+                hold_all_but_one()
+                status, headers, body = request(server.port, path)
+                assert status == 200 and headers["cache-control"] == "no-store", (path, body, server.log)
+                answers.append(json.loads(body))
+            hold_all_but_one()
+            status, headers, _ = click(server.port, "fd", ua=f"Near the limit {n}")
+            assert status == 302 and "c=" in headers["location"], server.log
+    finally:
+        for sock in held:
+            sock.close()
+    for shown in answers:
+        assert shown["status"] == "ok" and shown["consumer"]["state"] == "ok", shown
+        assert "checked_s_ago" not in shown["consumer"], shown  # Looked at now, with no new descriptor.
+    assert "Traceback" not in server.log
+
+
+def test_an_emfile_once_answers_from_the_last_look_and_a_lasting_one_says_the_consumer_cannot_be_checked(
+    make_tracker, settings, clock
+):
+    Heartbeat(heartbeat_path(settings.data_dir), clock=clock).attempt()  # This process, beating now.
+    is_out = [False]
+
+    def lag(now: float) -> float:
+        if is_out[0]:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+        return 0.0
+
+    watch = ConsumerWatch(settings.data_dir, lag, backlog_alert_seconds=60, clock=clock)
+    app = falcon.App()
+    app.add_route("/healthz", HealthResource(make_tracker(), watch))
+    client = TestClient(app)
+    first = client.simulate_get("/healthz", params={"strict": "1"})
+    assert first.status_code == 200 and first.json["consumer"]["state"] == "ok"
+    is_out[0] = True
+    clock.advance(5)
+    again = client.simulate_get("/healthz", params={"strict": "1"})  # A load balancer's next poll.
+    assert again.status_code == 200
+    assert again.json["consumer"] == {**first.json["consumer"], "checked_s_ago": 5.0}
+    clock.advance(STALE_AFTER)
+    lasting = client.simulate_get("/healthz", params={"strict": "1"})
+    assert lasting.status_code == 503 and lasting.json["consumer"]["state"] == "unknown"
+    assert lasting.json["consumer"]["problems"] == [
+        "the consumer cannot be checked from this worker: Too many open files"
+    ]
+    assert client.simulate_get("/healthz").status_code == 200  # Still taking clicks: in rotation.
+    is_out[0] = False
+    Heartbeat(heartbeat_path(settings.data_dir), clock=clock).attempt()
+    assert client.simulate_get("/healthz", params={"strict": "1"}).json["consumer"]["state"] == "ok"
+
+
+def test_a_database_that_does_not_answer_is_a_503_in_one_sentence_never_a_500():
+    class Unreachable:  # A connection that cannot be (re)opened: EMFILE under SQLite's open().
+        def execute(self, *args):
+            raise sqlite3.OperationalError("unable to open database file")
+
+        def connection(self):
+            return self
+
+    tracker = SimpleNamespace(conn=Unreachable(), campaigns={}, index=[])
+    app = falcon.App()
+    app.add_route("/healthz", HealthResource(tracker, lambda: {"problems": []}))  # type: ignore[arg-type]
+    app.add_route("/admin/healthz", DatabaseHealthResource(Unreachable()))
+    client = TestClient(app)
+    for path in ("/healthz", "/admin/healthz"):
+        answer = client.simulate_get(path)
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "5"
+        assert answer.json == {
+            "title": "Unhealthy",
+            "description": "This worker's database does not answer: unable to open database file.",
+        }

@@ -29,6 +29,11 @@ def backlog_age(db: Database, spool_dir: Path, now: float) -> float | None:
                 head = _read_head(segment_path(spool_dir, number), 0)
                 if head:
                     break
+    return head_age(head, now)
+
+
+def head_age(head: bytes, now: float) -> float | None:
+    """The age of the line `head` starts (0.0 for none, None when it does not parse)."""
     if not head:
         return 0.0
     try:

@@ -8,7 +8,9 @@ batches (one transaction per batch, ~17 µs per row instead of ~230 µs per auto
 Layout under `<data_dir>/spool/`:
 - `clicks.<segment>.log`: tab-separated lines (models/clicks/record.py). A segment is sealed once it reaches
   `segment_bytes`; the next append goes to `<segment + 1>`. Writers switch segments only while
-  holding the lock, so every worker agrees on where the next line goes.
+  holding the lock, so every worker agrees on where the next line goes. A segment left behind has
+  its write bits cleared (Journal._mark_left): a worker that cannot tell by its size (a segment cut
+  short by hand) sees it in the stat it makes under the lock before each append, and follows.
 - `journal.lock`: the `flock` that serialises appends. Holding it, a worker first reads the lines
   other workers appended since its last look (`on_line`), so debounce and uniqueness see clicks
   that are not flushed yet, then appends its own line.
@@ -22,6 +24,14 @@ Layout under `<data_dir>/spool/`:
   segment open) still has the file open, its unlanded part is put back at its path
   (`restore_segment`, noted with 0 lost), else writers move on to a new segment, so no click is
   appended to a file nobody will read.
+- `damaged.log`: segments found cut short (by hand: `truncate`, `> file`, a restore) or ending in a
+  torn line (a power cut mid-write), one line each, by whichever process finds it first: the web
+  worker about to append (its segment ends mid-line, or before a position read in it or landed)
+  or starting, the flusher (its position past the end or not at a line start, a held segment
+  shrunk, a torn last line, which goes to rejected.log). The segment is left for a new one, never
+  appended to: a torn tail would swallow the next click's line, and lines written below a
+  position already read would never land. `lanner spool status` reports it (and any it sees
+  itself) and exits non-zero until the file is removed.
 
 Idempotency: the flusher stores its journal position in its node's `spool_node` row
 (models/clicks/node.py) in the same transaction as the inserted clicks (and their cap counters and
@@ -104,6 +114,7 @@ def list_segments(spool_dir: Path) -> list[int]:
 
 REJECTED_FILE = "rejected.log"
 MISSING_FILE = "missing.log"
+DAMAGED_FILE = "damaged.log"
 
 
 def read_position(db: Database, spool_dir: Path) -> tuple[int, int]:
@@ -157,9 +168,13 @@ class Journal:
         spool_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(spool_dir / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._fd = -1
-        self.segment: int  # These three set by _open_segment.
+        self.segment: int  # These four set by _open_segment.
         self.offset: int
         self._identity: tuple[int, int]
+        self._is_left: bool  # Its write bits cleared: no writer appends to it any more (_mark_left).
+        # The flushed position as last read (ClickTracker.refresh, about once a second): a segment
+        # whose file ends before it was cut short, even where our own offset does not show it.
+        self._landed = start
         # Sealed segments we left, still open until they land: one deleted by hand meanwhile (the
         # flusher paused or slow, and never saw it) is restored from here (keep_sealed_safe).
         self._sealed: dict[int, tuple[int, tuple[int, int]]] = {}
@@ -171,13 +186,11 @@ class Journal:
             later = [number for number in list_segments(spool_dir) if number >= segment]
             if later and later[0] != segment:
                 segment, offset = later[0], 0
-            elif offset > 0 and _file_size(segment_path(spool_dir, segment)) < offset:
-                # The segment the database says we are in is gone or shorter than its flushed part
-                # (deleted or replaced by hand, a restore): lines appended to it now would sit
-                # before the flushed position and never land. Start a new segment instead.
+            elif offset > 0 and not later:
+                # The segment the database says we are in is gone (deleted or moved by hand): lines
+                # appended to it now would sit before the flushed position and never land.
                 logger.error(
-                    "spool segment %s is missing or shorter than its flushed position %s; "
-                    "appending to segment %s",
+                    "spool segment %s is missing, its flushed position %s; appending to segment %s",
                     segment,
                     offset,
                     segment + 1,
@@ -185,6 +198,8 @@ class Journal:
                 segment, offset = segment + 1, 0
             self._open_segment(segment)
             self.offset = offset
+            # A segment shorter than its flushed part (cut short by hand, a restore) or ending in a
+            # torn line is found here, noted in damaged.log and left (_look_at_segment, catch_up).
             self.catch_up(is_locked=True)
             # Writers leave a segment early when it is replaced by hand (_leave_lost_segment): the
             # one they append to is the newest.
@@ -205,8 +220,13 @@ class Journal:
         path = segment_path(self.spool_dir, segment)
         # Opened before the old one is closed: creating it fails on a full disk, and the journal
         # must then stay on a segment it can read, not on a closed (later reused) descriptor.
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except PermissionError:  # Left (read-only, _mark_left): only read, never appended to.
+            fd = os.open(path, os.O_RDONLY)
         if self._fd >= 0:
+            if segment != self.segment:
+                self._mark_left()  # Only ever for a segment every writer is leaving (see catch_up).
             if keep_sealed and self.offset >= self.segment_bytes:
                 self._sealed[self.segment] = (self._fd, self._identity)
                 if len(self._sealed) > KEPT_SEALED_SEGMENTS:
@@ -218,6 +238,24 @@ class Journal:
         self._path = os.fspath(path)
         stat = os.fstat(self._fd)
         self._identity = (stat.st_dev, stat.st_ino)
+        self._is_left = not stat.st_mode & 0o200
+
+    def _mark_left(self) -> None:
+        """Clear our segment's write bits as we leave it, so that every writer leaves it too.
+
+        A writer knows a segment is sealed by reading it to segment_bytes; one cut short by hand
+        (or found damaged) may never get there, and a worker that read it only up to the cut
+        would go on appending to it after the others moved on, past where the flusher looks.
+        Each writer stats its segment under the lock before it appends (_look_at_segment): a
+        segment without write bits is one to leave. Sealed segments are marked too, as they are
+        left: cut short later, they are still left."""
+        if self._is_left:
+            return
+        self._is_left = True
+        try:
+            mark_left(self._fd)
+        except OSError as exc:  # Another user's file: the log says why the others may not follow.
+            logger.warning("could not mark spool segment %s read-only as it is left: %s", self.segment, exc)
 
     def lock(self) -> None:
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
@@ -230,19 +268,57 @@ class Journal:
 
         PERF: call it once without the lock (the bulk of other workers' lines, while they keep
         appending) and once holding it (the last few), so the lock is held for microseconds.
-        Holding it, one stat() (~1 µs) checks that our segment is still the file at its path.
+        Holding it, one stat() (~1 µs) checks that our segment is still the file at its path, as
+        long as we have read it, and not left by another writer (_look_at_segment).
+
+        Holding it, a segment found damaged is left for a new one, never appended to: one that
+        ends in a torn line (cut short mid-line by hand, or a power cut mid-write; our line would
+        be glued to it and refused with it) or that is shorter than a position already read in it
+        (cut short by hand: lines appended now would sit before the flushed position and never
+        land). It is noted in damaged.log, so `lanner spool status` reports it until acknowledged.
         """
-        if is_locked and self._is_gone():
-            self._leave_lost_segment()
+        if is_locked:
+            self._look_at_segment()
         while True:
-            self._read_to_end(is_locked)
-            if self.offset < self.segment_bytes:
+            torn_at = self._read_to_end(is_locked)
+            if is_locked:
+                landed_segment, landed = self._landed
+                if torn_at is not None:
+                    self._damaged(torn_at, f"ends in a torn line at byte {torn_at}")
+                elif landed_segment == self.segment and landed > self.offset:
+                    self._damaged(
+                        self.offset, f"was cut to {self.offset} bytes, below its landed position {landed}"
+                    )
+            if self.offset < self.segment_bytes and not self._is_left:
                 return
-            # Sealed: nobody appends to a segment once it holds segment_bytes (see module doc).
-            # A worker idle for a while may find the next ones landed and deleted already: go to
-            # the first one still there, never recreate one the flusher has passed.
+            # Sealed: nobody appends to a segment once it holds segment_bytes (see module doc), or
+            # left by a writer that found it damaged. A worker idle for a while may find the next
+            # ones landed and deleted already: go to the first one still there, never recreate one
+            # the flusher has passed.
             later = [number for number in list_segments(self.spool_dir) if number > self.segment]
             self._open_segment(later[0] if later else self.segment + 1, keep_sealed=True)
+
+    def _look_at_segment(self) -> None:
+        """Holding the lock, one stat(): our segment is still the file at its path (else
+        _leave_lost_segment), not shorter than what we have read of it, and not left by another writer."""
+        try:
+            found = os.stat(self._path)
+        except FileNotFoundError:
+            found = None
+        if found is None or (found.st_dev, found.st_ino) != self._identity:
+            self._leave_lost_segment()
+            return
+        if not found.st_mode & 0o200:
+            self._is_left = True  # Sealed, or found damaged, by another writer: follow it.
+        if found.st_size < self.offset:
+            self._damaged(
+                found.st_size, f"was cut to {found.st_size} bytes, below the {self.offset} read in it"
+            )
+
+    def _damaged(self, at: int, what: str) -> None:
+        """Note our segment as damaged (damaged.log, once) and leave it for a new one (catch_up)."""
+        note_damaged_segment(self.spool_dir, self.segment, at, what)
+        self._mark_left()
 
     def keep_sealed_safe(self, flushed: tuple[int, int]) -> None:
         """Close the sealed segments that have landed; restore any other one deleted by hand.
@@ -250,6 +326,7 @@ class Journal:
         Called about once a second (ClickTracker.refresh), with the flushed position: one stat per
         sealed segment not landed yet, usually none or one. A full disk is logged and retried.
         """
+        self._landed = flushed
         for number in sorted(self._sealed):
             fd, identity = self._sealed[number]
             if number >= flushed[0]:
@@ -283,14 +360,6 @@ class Journal:
             note_restored_segment(self.spool_dir, number, since, restored, "deleted before it landed")
         return True
 
-    def _is_gone(self) -> bool:
-        """Our segment file is no longer at its path: removed (by the flusher or by hand) or replaced."""
-        try:
-            stat = os.stat(self._path)
-        except FileNotFoundError:
-            return True
-        return (stat.st_dev, stat.st_ino) != self._identity
-
     def _leave_lost_segment(self) -> None:
         """Move on from a segment that is gone from its path, holding the lock.
 
@@ -303,7 +372,7 @@ class Journal:
         existing one and past the flushed position (or follow the worker that already did).
         """
         gone = self.segment
-        flushed_segment, flushed_offset = self.flushed()
+        flushed_segment, flushed_offset = self._landed = self.flushed()
         # Every line the old file holds: nobody appends to it once it is gone (we all check first).
         self._read_to_end(is_locked=True)
         if gone < flushed_segment and self.offset >= self.segment_bytes:
@@ -376,8 +445,11 @@ class Journal:
         finally:
             os.close(fd)
 
-    def _read_to_end(self, is_locked: bool) -> None:
+    def _read_to_end(self, is_locked: bool) -> int | None:
+        """Feed the complete lines past our offset to `on_line`; holding the lock, return where a
+        torn line at the end starts (None when the segment ends at a line boundary)."""
         fd, offset, on_line, segment = self._fd, self.offset, self.on_line, self.segment
+        torn_at = None
         while True:
             data = os.pread(fd, READ_CHUNK, offset)
             if not data:
@@ -394,21 +466,19 @@ class Journal:
                 offset += len(data)
                 continue
             if end != len(data) and len(data) < READ_CHUNK:
-                if not is_locked:
-                    data = data[:end]  # Another worker is mid-append; take the complete lines.
-                    if not data:
-                        break
-                else:
-                    # Holding the lock, nobody is mid-append: a writer died mid-line (a power cut
-                    # or a full disk). End the torn line so ours starts clean; the flusher
-                    # moves the torn one to rejected.log.
-                    logger.warning("spool segment %s has a torn line at %s", segment, offset + end)
-                    os.write(fd, b"\n")
-                    continue
+                # Unlocked, another worker may be mid-append: take the complete lines. Holding the
+                # lock nobody is: the segment was cut short mid-line by hand, or a writer died
+                # mid-line (a power cut). The caller leaves it; the flusher refuses the torn line.
+                if is_locked:
+                    torn_at = offset + end
+                data = data[:end]
+                if not data:
+                    break
             for line in data[:end].splitlines(keepends=True):
                 on_line((segment, offset), line)
                 offset += len(line)
         self.offset = offset
+        return torn_at
 
     def read_line(self, segment: int, offset: int) -> bytes | None:
         """The line starting at (segment, offset), or None if it cannot be read any more.
@@ -442,6 +512,24 @@ class Journal:
             if opened:
                 os.close(fd)
 
+    def unlanded_head(self, flushed: tuple[int, int], size: int) -> bytes | None:
+        """The first `size` bytes past the flushed position, read on the descriptors this journal
+        holds, so no new one (/healthz near the open-file limit); b"" when nothing waits. None when
+        it would take a segment this worker does not hold: then ask the files (backlog_age)."""
+        held = {number: fd for number, (fd, _) in self._sealed.items()}
+        held[self.segment] = self._fd
+        number, offset = flushed
+        while number in held:
+            head = os.pread(held[number], size, offset)
+            if head:
+                return head
+            if number == self.segment:
+                # Drained. Unsealed, the next line goes here; sealed, it may be in a segment another
+                # worker has begun and this one has not opened yet.
+                return b"" if self.offset < self.segment_bytes and not self._is_left else None
+            number, offset = number + 1, 0
+        return None
+
     def append(self, line: bytes) -> tuple[int, int]:
         """Append our line; return its position. Call holding the lock, after catch_up(is_locked=True).
 
@@ -460,6 +548,13 @@ class Journal:
             raise
         self.offset += len(line)
         return position
+
+
+def mark_left(fd: int) -> None:
+    """Clear the write bits of a segment's file: no writer appends to it any more (Journal._mark_left)."""
+    mode = os.fstat(fd).st_mode & 0o7777
+    if mode & 0o222:
+        os.fchmod(fd, mode & ~0o222)
 
 
 def restore_segment(spool_dir: Path, segment: int, fd: int, since: int, *, durable: bool) -> int:
@@ -483,6 +578,8 @@ def restore_segment(spool_dir: Path, segment: int, fd: int, since: int, *, durab
     out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
+            # Read-only if it was left (Journal._mark_left): no writer may take it up again.
+            os.fchmod(out, os.fstat(fd).st_mode & 0o7777)
             offset, last = since, b"\n"
             while offset < end and (data := os.pread(fd, min(READ_CHUNK, end - offset), offset)):
                 written = 0
@@ -517,11 +614,13 @@ class HeldSegments:
     A segment deleted by hand before it landed (while `lanner worker` was paused or slow, say) is
     then still readable here and restored (restore_segment) instead of lost. Usually one to three
     files; closed once their segment has landed. One stat per held segment per flush round keeps
-    them on the file at the path (a segment restored or replaced by hand is another file).
+    them on the file at the path (a segment restored or replaced by hand is another file), and
+    sees one cut short by hand, even at a line boundary no reader stands past (_watch_size).
     """
 
     def __init__(self, grace_seconds: float = 0.0) -> None:
         self._held: dict[int, tuple[int, tuple[int, int]]] = {}
+        self._sizes: dict[int, int] = {}  # Per held segment, the largest size seen at a line boundary.
         # The flusher thread's: a web worker may have the segment open and restore it meanwhile.
         self.grace_seconds = grace_seconds
         self._missing_since: dict[int, float] = {}
@@ -536,6 +635,7 @@ class HeldSegments:
     def hold(self, spool_dir: Path, position_segment: int, listed: list[int]) -> None:
         for number in [number for number in self._held if number < position_segment]:
             os.close(self._held.pop(number)[0])
+            self._sizes.pop(number, None)
         for number in [number for number in self._missing_since if number < position_segment]:
             del self._missing_since[number]
         for number in listed:
@@ -546,6 +646,7 @@ class HeldSegments:
             try:
                 stat = os.stat(path)
                 if held is not None and held[1] == (stat.st_dev, stat.st_ino):
+                    self._watch_size(spool_dir, number, held[0], stat.st_size)
                     continue
                 fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:
@@ -554,6 +655,24 @@ class HeldSegments:
             if held is not None:
                 os.close(held[0])
             self._held[number] = (fd, (stat.st_dev, stat.st_ino))
+            self._sizes.pop(number, None)  # Another file: its own sizes.
+            self._watch_size(spool_dir, number, fd, stat.st_size)
+
+    def _watch_size(self, spool_dir: Path, number: int, fd: int, size: int) -> None:
+        """A segment only grows (a line cut back on a full disk never ended in a newline, so its
+        size was never counted): smaller than a size seen at a line boundary, it was cut short by
+        hand. Noted, and marked left so that every writer leaves it (Journal._mark_left)."""
+        seen = self._sizes.get(number, 0)
+        if size < seen:
+            note_damaged_segment(spool_dir, number, size, f"was cut from {seen} to {size} bytes")
+            self._sizes[number] = size
+            try:
+                with journal_locked(spool_dir):
+                    mark_left(fd)
+            except OSError as exc:
+                logger.warning("could not mark damaged spool segment %s read-only: %s", number, exc)
+        elif size > seen and os.pread(fd, 1, size - 1) == b"\n":
+            self._sizes[number] = size
 
     def get(self, segment: int) -> int | None:
         held = self._held.get(segment)
@@ -686,18 +805,31 @@ def _flush_spool(
             _advance(db, spool_dir, segment, offset, result, to=to)
             continue
         try:
+            if offset > 0 and os.pread(fd, 1, offset - 1) not in (b"\n", b"\0", b""):
+                # Our position is not where a line starts (or a restored segment's hole ends): the
+                # file was cut short below it and written again. The line read there is refused.
+                note_damaged_segment(
+                    spool_dir,
+                    segment,
+                    offset,
+                    f"was cut short and written again below its landed position {offset}",
+                )
             lines = list(_complete_lines(fd, offset, batch_size))
             size = os.fstat(fd).st_size
+            torn = os.pread(fd, size - offset, offset) if later and not lines and size > offset else b""
         finally:
             os.close(fd)
         if not lines:
             if later:
-                if size < offset:  # Replaced by a shorter file: what it held past our position is lost.
-                    note_missing_segment(
-                        spool_dir, segment, offset, None, "shorter than the flushed position"
+                if size < offset:  # Cut short, or replaced by a shorter file: lost past our position.
+                    note_damaged_segment(
+                        spool_dir,
+                        segment,
+                        size,
+                        f"was cut to {size} bytes, below its landed position {offset}",
                     )
-                torn = path.read_bytes()[offset:]
                 if torn:
+                    note_damaged_segment(spool_dir, segment, offset, f"ends in a torn line at byte {offset}")
                     _keep_rejected(spool_dir, [torn], segment, "a torn line")
                     result.rejected += 1
                 _advance(db, spool_dir, segment, offset, result)
@@ -898,6 +1030,52 @@ def read_missing_segments(spool_dir: Path) -> list[MissingSegment]:
     return noted
 
 
+@dataclass(frozen=True)
+class DamagedSegment:
+    """A segment found cut short or ending in a torn line: what it held past `at` and had not landed
+    is lost (the torn line itself is in rejected.log)."""
+
+    segment: int
+    at: int
+    noted_at: str
+    what: str
+
+
+def note_damaged_segment(spool_dir: Path, segment: int, at: int, what: str) -> None:
+    """Record a damaged segment in damaged.log (once per segment) and log it, by whichever process
+    finds it first: a web worker about to append, one starting, the flusher, never `lanner spool status`."""
+    if any(damaged.segment == segment for damaged in read_damaged_segments(spool_dir)):
+        return
+    noted_at = datetime.now(UTC).isoformat(timespec="seconds")
+    try:
+        with open(spool_dir / DAMAGED_FILE, "a", encoding="utf-8") as damaged:
+            damaged.write(f"{segment}\t{at}\t{noted_at}\t{what}\n")
+    except OSError as exc:  # A full disk, EMFILE: the log line below must do; never stall on it.
+        logger.error("could not note damaged spool segment %s in %s: %s", segment, DAMAGED_FILE, exc)
+    logger.error(
+        "spool segment %s %s (cut short by hand, or a power cut mid-write): no click is appended to it "
+        "any more; what it held past byte %s and had not reached the database is lost; noted in %s",
+        segment,
+        what,
+        at,
+        spool_dir / DAMAGED_FILE,
+    )
+
+
+def read_damaged_segments(spool_dir: Path) -> list[DamagedSegment]:
+    """The damage noted in damaged.log, oldest first (lines that do not parse are skipped)."""
+    try:
+        text = (spool_dir / DAMAGED_FILE).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    noted = []
+    for line in text.splitlines():
+        fields = line.split("\t", 3)
+        if len(fields) == 4 and fields[0].isdigit() and fields[1].isdigit():
+            noted.append(DamagedSegment(int(fields[0]), int(fields[1]), fields[2], fields[3]))
+    return noted
+
+
 def sync_spool(db: Database, spool_dir: Path) -> None:
     """fsync every segment that holds clicks not yet in the database."""
     segment, _ = read_position(db, spool_dir)
@@ -946,6 +1124,8 @@ class SpoolStatus:
     # Segments gone before they landed (clicks lost): noted in missing.log, or not reached yet.
     missing_segments: list[int]
     rejected_lines: int  # Lines in rejected.log: refused by the flusher, kept for inspection.
+    # Segments cut short or ending in a torn line (clicks may be lost): noted in damaged.log, or seen now.
+    damaged_segments: list[int]
 
 
 def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
@@ -953,6 +1133,8 @@ def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
     segment, offset = read_position(db, spool_dir)
     segments = list_segments(spool_dir) if spool_dir.exists() else []
     pending_bytes = pending_clicks = 0
+    damaged = {noted.segment for noted in read_damaged_segments(spool_dir)}
+    torn = []
     for number in segments:
         if number < segment:
             continue
@@ -961,11 +1143,21 @@ def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
         except FileNotFoundError:
             continue  # Landed and removed by the flusher since we listed it.
         with journal:
-            if number == segment:
-                journal.seek(offset)
+            if number == segment and offset > 0:
+                journal.seek(offset - 1)  # Where the landed part ends: a newline (or a restore's hole).
+                if journal.read(1) not in (b"\n", b"\0"):
+                    damaged.add(number)  # Cut short below the landed position (and written again?).
+            last = b"\n"
             for chunk in iter(functools.partial(journal.read, READ_CHUNK), b""):
                 pending_bytes += len(chunk)
                 pending_clicks += chunk.count(b"\n")
+                last = chunk[-1:]
+            if last != b"\n":
+                torn.append(number)
+    if torn:
+        # Seen again holding the journal lock: a worker may have been mid-append to the last one.
+        with journal_locked(spool_dir):
+            damaged.update(number for number in torn if _ends_torn(segment_path(spool_dir, number)))
     return SpoolStatus(
         (segment, offset),
         segments,
@@ -973,7 +1165,17 @@ def spool_status(db: Database, spool_dir: Path) -> SpoolStatus:
         pending_clicks,
         _missing_segments(db, spool_dir, segments),
         _rejected_lines(spool_dir),
+        sorted(damaged),
     )
+
+
+def _ends_torn(path: Path) -> bool:
+    try:
+        with open(path, "rb") as segment:
+            size = segment.seek(0, os.SEEK_END)
+            return size > 0 and os.pread(segment.fileno(), 1, size - 1) != b"\n"
+    except FileNotFoundError:
+        return False
 
 
 def _missing_segments(db: Database, spool_dir: Path, segments: list[int]) -> list[int]:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from peewee import Database
 
-from models.clicks.backlog import backlog_age
+from models.clicks.backlog import HEAD_BYTES, backlog_age, head_age
 from models.clicks.decision import Decision, decide, render_location, repeat_decision, repeat_of
 from models.clicks.enrichment import Lookups, look_up, stored_lookups
 from models.clicks.funnels import FunnelIndex
@@ -321,7 +321,7 @@ class ClickTracker:
         """Say so in the log when the flusher is stopped, stuck or behind (one small read)."""
         self._next_backlog_check = now + BACKLOG_CHECK_EVERY
         try:
-            age = backlog_age(self.db, self.journal.spool_dir, now)
+            age = self.backlog_age(now)
         except STORE_ERRORS + (OSError,):
             return
         if age is not None and age > self.backlog_alert_seconds:
@@ -332,6 +332,16 @@ class ClickTracker:
                 age,
                 len(self.index),
             )
+
+    def backlog_age(self, now: float) -> float | None:
+        """backlog_age (models/clicks/backlog.py) read on the journal's open descriptors where it can:
+        /healthz asks it, and near the open-file limit opening a segment fails (EMFILE). Raises
+        OSError when it had to open one and could not, and the store's errors."""
+        flushed = read_position(self.db, self.journal.spool_dir)
+        head = self.journal.unlanded_head(flushed, HEAD_BYTES)
+        if head is None:  # A segment this worker holds no descriptor on: its file.
+            return backlog_age(self.db, self.journal.spool_dir, now)
+        return head_age(head, now)
 
     def _reload_if_changed(self) -> bool:
         """Reload the campaigns if config_version moved (one indexed read); True if it did."""

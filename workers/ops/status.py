@@ -121,6 +121,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
             "segments": len(spool.segments),
             "last_flush_s_ago": round(time.time() - flushed_at / 1000, 1) if flushed_at else None,
             "missing_segments": spool.missing_segments,
+            "damaged_segments": spool.damaged_segments,
             "rejected_lines": spool.rejected_lines,
             "refused_clicks": refused,
             "last_refused_s_ago": round(time.time() - refused_at / 1000, 1) if refused_at else None,

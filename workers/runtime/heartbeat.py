@@ -5,6 +5,11 @@
 the journal on. "Last landed" alone cannot tell an idle tracker from a dead flusher; the attempt
 time can. The file is overwritten in place at most once a second (256 bytes, never a new block:
 once it exists, a full disk does not stop it), and a write that fails is skipped.
+
+A web worker's `/healthz` judges the consumer through a ConsumerWatch: the heartbeat read on a
+descriptor it keeps and the backlog on the journal's, so near the open-file limit (EMFILE) the
+check needs no new descriptor; what still cannot be read is answered from the last look (at most
+STALE_AFTER old), so one EMFILE never turns a worker that takes clicks unhealthy.
 """
 
 from __future__ import annotations
@@ -93,13 +98,51 @@ def read_heartbeat(path: Path) -> dict[str, Any] | None:
             text = path.read_bytes()
         except OSError:
             return None
-        try:
-            beat = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(beat, dict) and isinstance(beat.get("pid"), int):
+        beat = _parse_beat(text)
+        if beat is not None:
             return beat
     return None
+
+
+def _parse_beat(text: bytes) -> dict[str, Any] | None:
+    try:
+        beat = json.loads(text)
+    except ValueError:
+        return None
+    return beat if isinstance(beat, dict) and isinstance(beat.get("pid"), int) else None
+
+
+class HeartbeatReader:
+    """The heartbeat file read on a descriptor kept open: the flusher overwrites it in place, so one
+    stat (no descriptor) says whether it is still the file at the path."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+        self._identity: tuple[int, int] | None = None
+
+    def read(self) -> dict[str, Any] | None:
+        """The last heartbeat written, or None if there is none. Raises OSError when the file has to
+        be opened and cannot be (EMFILE)."""
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            self.close()
+            return None
+        if self._fd < 0 or (stat.st_dev, stat.st_ino) != self._identity:
+            fd = os.open(self.path, os.O_RDONLY)
+            self.close()
+            self._fd, self._identity = fd, (stat.st_dev, stat.st_ino)
+        for _ in range(2):  # A read racing the in-place write may see half of each: read again.
+            beat = _parse_beat(os.pread(self._fd, HEARTBEAT_BYTES, 0))
+            if beat is not None:
+                return beat
+        return None
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._identity = -1, None
 
 
 def is_running(pid: int, start: int | None) -> bool:
@@ -125,6 +168,14 @@ def consumer_status(
     now = time.time() if now is None else now
     beat = read_heartbeat(heartbeat_path(data_dir))
     lag = backlog_age(db, spool_dir, now)
+    alive = beat is not None and is_running(beat["pid"], beat.get("start"))
+    return judge_consumer(beat, alive, lag, now, backlog_alert_seconds)
+
+
+def judge_consumer(
+    beat: dict[str, Any] | None, alive: bool, lag: float | None, now: float, backlog_alert_seconds: float
+) -> dict[str, Any]:
+    """consumer_status from what was read: the heartbeat, whether its process runs, the backlog's age."""
     status: dict[str, Any] = {"state": "missing", "pid": None, "alive": False}
     problems = []
     if beat is None:
@@ -134,7 +185,7 @@ def consumer_status(
         heartbeat_ago = _ago(now, beat.get("beat_at"))
         status.update(
             pid=pid,
-            alive=is_running(pid, beat.get("start")),
+            alive=alive,
             heartbeat_s_ago=heartbeat_ago,
             last_attempt_s_ago=_ago(now, beat.get("attempt_at")),
             last_landed_s_ago=_ago(now, beat.get("landed_at")),
@@ -152,3 +203,66 @@ def consumer_status(
         problems.append(f"the oldest click not in the database yet is {lag:.0f} s old")
     status["problems"] = problems
     return status
+
+
+class ConsumerWatch:
+    """consumer_status as a web worker's `/healthz` asks it, with no new file descriptor per request.
+
+    The heartbeat is read on a descriptor kept open (HeartbeatReader), the backlog by `lag` (the
+    tracker's, on the journal's descriptors), and a process whose /proc entry cannot be opened is
+    asked with signal 0. A look that still fails (EMFILE: the worker's connections hold every
+    descriptor) is answered from the last look while it is at most `keep_seconds` old, marked with
+    `checked_s_ago`: a load balancer that polls a worker taking clicks must not see it flap. Failing
+    longer, the answer says the consumer cannot be checked (a problem: `?strict=1` answers 503).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        lag: Callable[[float], float | None],
+        *,
+        backlog_alert_seconds: float,
+        keep_seconds: float = STALE_AFTER,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.beats = HeartbeatReader(heartbeat_path(data_dir))
+        self.lag = lag
+        self.backlog_alert_seconds = backlog_alert_seconds
+        self.keep_seconds = keep_seconds
+        self.clock = clock
+        self._last: dict[str, Any] | None = None
+        self._last_at = 0.0
+        self._next_failure_log = 0.0
+
+    def __call__(self) -> dict[str, Any]:
+        now = self.clock()
+        try:
+            beat = self.beats.read()
+            alive = beat is not None and self._is_running(beat)
+            lag = self.lag(now)
+        except OSError as exc:
+            return self._unchecked(now, exc)
+        self._last, self._last_at = judge_consumer(beat, alive, lag, now, self.backlog_alert_seconds), now
+        return self._last
+
+    @staticmethod
+    def _is_running(beat: dict[str, Any]) -> bool:
+        try:
+            return is_running(beat["pid"], beat.get("start"))
+        except OSError:  # /proc/<pid>/stat cannot be opened (EMFILE): signal 0 needs no descriptor.
+            return is_alive(beat["pid"])
+
+    def _unchecked(self, now: float, exc: OSError) -> dict[str, Any]:
+        reason = exc.strerror or str(exc)
+        if now >= self._next_failure_log:
+            self._next_failure_log = now + 60
+            logger.warning("/healthz cannot look at the consumer (%s); answering from its last look", reason)
+        if self._last is not None and now - self._last_at <= self.keep_seconds:
+            return {**self._last, "checked_s_ago": round(now - self._last_at, 1)}
+        return {
+            "state": "unknown",
+            "pid": None,
+            "alive": None,
+            "lag_s": None,
+            "problems": [f"the consumer cannot be checked from this worker: {reason}"],
+        }
