@@ -3,13 +3,16 @@
 An unknown name costs what a wrong password costs (a dummy hash is verified), so timing does not
 tell which names exist; a disabled user is refused with the same sentence as a wrong password.
 
-The throttle follows OWASP's Authentication Cheat Sheet, "Account Lockout": a threshold, an observation
-window and a lockout duration, the duration exponential rather than fixed, and the care that a lockout
-cannot be used to lock other users out. Its keys are those of OWASP's "Slow Down Online Guessing Attacks
-with Device Cookies": a trusted client is locked out on its own, and only untrusted clients share a
-lockout of the account. Here a trusted client is an address the user has logged in from (a success
-writes it; KNOWN_ADDRESSES per user, for KNOWN_FOR_MS), standing for the device cookie. Failures
-are counted over WINDOW_MS three ways:
+The throttle follows OWASP's Authentication Cheat Sheet, "Account Lockout" (cheatsheetseries.owasp.org/
+cheatsheets/Authentication_Cheat_Sheet.html#account-lockout): a threshold, an observation window and a
+lockout duration, the duration exponential rather than fixed, and the care that a lockout cannot be used
+to lock other users out. Its keys are those of OWASP's "Slow Down Online Guessing Attacks with Device
+Cookies" (owasp.org/www-community/Slow_Down_Online_Guessing_Attacks_with_Device_Cookies): a trusted
+client is locked out on its own, and only untrusted clients share a lockout of the account. Here a
+trusted client is an address the user has logged in from (a success writes it; KNOWN_ADDRESSES per
+user, for KNOWN_FOR_MS), standing for the device cookie: weaker than one (whoever shares the user's
+address, behind one NAT, shares its trust and its pair's backoff), but nothing for the browser to keep.
+Failures are counted over WINDOW_MS three ways:
 
 - per (address, name): PAIR_FREE failures wait for nothing (typing mistakes); after them an attempt
   waits PAIR_WAIT_MS after the newest failure, doubled with each further one, at most MAX_WAIT_MS.
@@ -23,8 +26,8 @@ are counted over WINDOW_MS three ways:
 
 An address is an IPv4 address or an IPv6 /64 (one host commonly holds a whole /64). Names are keyed as
 typed (lower-cased, NAME_KEY_LENGTH characters), whether a user has them or not, so a lockout does not
-tell either. Retry-After is the longest wait that applies. The failures are kept in the database, not
-in memory: there are several worker processes, and the admin worker is recycled (migration 0009).
+tell which names exist. Retry-After is the longest wait that applies. The failures are kept in the
+database, not in memory: there are several worker processes, and the admin worker is recycled (0009).
 
 Storage is bounded per address: a failure writes one row, a refused attempt writes nothing, and rows
 older than WINDOW_MS are deleted at each failure, so an address holds at most ADDRESS_LIMIT rows for
