@@ -2,8 +2,9 @@
 never a 500, a phantom click, or a report that is not valid JSON.
 
 The HTTP answers are the in-process tier (`start_app`: create_app() called here over the test's real
-database and spool, no socket; the report API served by that app, as with LANNER_ADMIN_BIND=off): nothing
-here needs a server process. Raw malformed HTTP against a real `lanner serve` is in test_click_http.py.
+database and spool, no socket; the report API served by that app, as with LANNER_ADMIN_BIND=off), but for
+one test that sends the worst bodies through a real `lanner serve` (bjoern and the admin worker) and sees
+it stay up. Raw malformed HTTP of campaign URLs against a real `lanner serve` is in test_click_http.py.
 """
 
 from __future__ import annotations
