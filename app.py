@@ -17,6 +17,10 @@ from workers.runtime.logs import configure_logging
 if TYPE_CHECKING:
     from peewee import Database
 
+# The admin routes' paths, whose query strings must be UTF-8 (routes/inputs.py StrictQuery); campaign
+# URLs, the Click API and postbacks decide for themselves.
+ADMIN_PREFIXES = ("/api/", "/panel")
+
 
 def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recorder=None) -> falcon.App:
     from models.conversions.postbacks import ConversionRecorder
@@ -27,6 +31,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     from routes.clickapi import ClickApiResource, KClientOfferResource, LpVisitResource, ScriptResource
     from routes.errors import handle_unexpected
     from routes.health import HealthResource
+    from routes.inputs import StrictQuery, install_media_handlers
     from routes.landers import add_lander_routes
     from routes.postback import (
         ClickPixelResource,
@@ -61,6 +66,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     )
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
+    install_media_handlers(app)
     # /healthz's look at the consumer needs no new file descriptor (near the open-file limit).
     consumer = ConsumerWatch(
         settings.data_dir, tracker.backlog_age, backlog_alert_seconds=settings.backlog_alert_seconds
@@ -74,6 +80,9 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         app.add_route("/api/currency/rates", ExchangeRateApiResource(tracker.db))
         add_v1_routes(app, v1_routes(tracker.db, settings))
         add_panel_routes(app, tracker.db, settings, build_tracker=build_tracker)
+        # PERF: only here, where the web workers serve the admin routes too (a small install): with an
+        # admin worker, campaign URLs run through no middleware at all.
+        app.add_middleware(StrictQuery(ADMIN_PREFIXES))
     app.add_route("/postback", PostbackResource(desk))
     # The key sits where a campaign alias would: Falcon wants one field name per path level.
     app.add_route("/{alias}/postback", PostbackResource(desk))
@@ -105,6 +114,7 @@ def create_admin_app(
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.errors import handle_unexpected
     from routes.health import DatabaseHealthResource
+    from routes.inputs import StrictQuery, install_media_handlers
     from routes.landers import add_lander_routes
     from routes.panel import add_panel_routes
     from routes.v1 import add_v1_routes, v1_routes
@@ -114,7 +124,9 @@ def create_admin_app(
         db = open_database(settings.database_location)
     require_current_schema(db, settings.database_shown)
     app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[ServerTiming()])
+    app.add_middleware(StrictQuery(ADMIN_PREFIXES))
     app.req_options.strip_url_path_trailing_slash = True
+    install_media_handlers(app)
     app.add_route("/healthz", DatabaseHealthResource(db))
     app.add_route("/api/report", ReportApiResource(db, settings.report_currency))
     app.add_route("/api/currency/rates", ExchangeRateApiResource(db))

@@ -32,9 +32,11 @@ from models.reporting.reports import (
     run_report,
 )
 from models.reporting.timerange import TimeRangeError
+from routes.inputs import Unreadable, load_json
 
 PARAMETERS = ("group", "preset", "from", "to", "timezone", "campaign", "format", "api_key")
 FORMATS = ("json", "csv")
+RATES_FORM = 'JSON of the form {"rates": {"EUR": 1.08}}'
 
 
 def check_report_parameters(params: dict[str, str], names: tuple[str, ...] = PARAMETERS) -> None:
@@ -143,14 +145,14 @@ class ExchangeRateApiResource:
         resp.set_header("Cache-Control", "no-store")
         self._check_key(req)
         try:
-            body = json.loads(req.bounded_stream.read(65536) or b"null")
-        except ValueError:
-            body = None
+            body = load_json(req.bounded_stream.read(65536) or b"null")
+        except Unreadable as exc:  # What was wrong, then what to send.
+            raise falcon.HTTPBadRequest(
+                title="Bad rates", description=f"{str(exc).rstrip('.')}; send {RATES_FORM}."
+            ) from None
         rates = body.get("rates") if isinstance(body, dict) else None
         if not isinstance(rates, dict) or not rates:
-            raise falcon.HTTPBadRequest(
-                title="Bad rates", description='Send JSON of the form {"rates": {"EUR": 1.08}}.'
-            )
+            raise falcon.HTTPBadRequest(title="Bad rates", description=f"Send {RATES_FORM}.")
         try:
             changes = set_rates(self.db, rates, source="api")
         except CurrencyError as exc:

@@ -33,7 +33,7 @@ import hashlib
 import math
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import quote, urlencode
 
 import falcon
 
@@ -54,6 +54,7 @@ from routes.click import (
     redirect_page,
     spool_unwritable,
 )
+from routes.inputs import Unreadable, form_pairs, utf8, wsgi_text
 
 MAX_QUERY = 16_384  # Bytes of a Click API call's query string or form body: nginx's header buffer.
 MAX_FIELDS = 200  # Parameters in one call; the visit keeps 50 (routes/click.py MAX_PARAMS).
@@ -108,19 +109,17 @@ class ClickApiError(falcon.HTTPError):
 def _utf8(raw: str, what: str) -> str:
     """A WSGI (latin-1) string as the UTF-8 text the client sent; ClickApiError 400 if it is not UTF-8."""
     try:
-        return raw.encode("latin-1").decode("utf-8")
-    except UnicodeError:
-        raise ClickApiError(falcon.HTTP_400, f"The {what} is not valid UTF-8.") from None
+        return wsgi_text(raw, f"The {what}")
+    except Unreadable as exc:
+        raise ClickApiError(falcon.HTTP_400, str(exc)) from None
 
 
 def _fields(text: str, what: str) -> dict[str, str]:
     """Form-encoded parameters (the first of a repeated name), refused with one sentence when unusable."""
     try:
-        pairs = parse_qsl(text, keep_blank_values=True, errors="strict", max_num_fields=MAX_FIELDS)
-    except UnicodeDecodeError:
-        raise ClickApiError(falcon.HTTP_400, f"The {what} has a value that is not valid UTF-8.") from None
-    except ValueError:
-        raise ClickApiError(falcon.HTTP_400, f"The {what} has more than {MAX_FIELDS} parameters.") from None
+        pairs = form_pairs(text, f"The {what}", MAX_FIELDS)
+    except Unreadable as exc:
+        raise ClickApiError(falcon.HTTP_400, str(exc)) from None
     fields: dict[str, str] = {}
     for name, value in pairs:
         fields.setdefault(name, value)
@@ -141,9 +140,9 @@ def call_params(req: falcon.Request) -> dict[str, str]:
             raise ClickApiError(falcon.HTTP_413, f"The form is longer than {MAX_QUERY:,} bytes.")
         if body and (req.content_type or "").startswith("application/x-www-form-urlencoded"):
             try:
-                text = body.decode("utf-8")
-            except UnicodeDecodeError:
-                raise ClickApiError(falcon.HTTP_400, "The form is not valid UTF-8.") from None
+                text = utf8(body, "The form")
+            except Unreadable as exc:
+                raise ClickApiError(falcon.HTTP_400, str(exc)) from None
             for name, value in _fields(text, "form").items():
                 params.setdefault(name, value)
     return params

@@ -13,10 +13,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
-from urllib.parse import unquote_to_bytes
 
 import falcon
 from falcon.uri import decode, parse_query_string
@@ -37,6 +35,7 @@ from models.conversions.postbacks import (
 from models.conversions.refusals import RefusalCounter
 from models.store.database import STORE_ERRORS
 from routes.click import SPOOL_FULL_RETRY_AFTER, ClientAddress, VisitParser, is_prefetch
+from routes.inputs import Unreadable, is_text, is_utf8_encoded, load_json, utf8
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +48,6 @@ PIXEL_GIF = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAA
 MASK = "…"
 WRONG_KEY = "The postback key is wrong."
 REFUSAL_WARNING_EVERY = 60.0  # Seconds: anonymous refusals must not grow the log line by line either.
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
 
 
 class BodyTooLarge(PostbackError):
@@ -70,34 +67,6 @@ def mask_key(text: str) -> str:
         if name == "key" or (("%" in name or "+" in name) and decode(name) == "key"):
             parts[i] = name + "=" + MASK
     return "&".join(parts)
-
-
-def _is_utf8(raw: bytes) -> bool:
-    """Whether percent-decoded `raw` is UTF-8 (Falcon would quietly replace what is not)."""
-    try:
-        unquote_to_bytes(raw).decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _is_text(value: str) -> bool:
-    """False for a lone surrogate (JSON's `\\ud800`): SQLite cannot store it as UTF-8."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _json_depth_ok(text: str) -> bool:
-    """Nesting within MAX_JSON_DEPTH, checked before json.loads (which recurses once per level)."""
-    depth = 0
-    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub("", text)):
-        depth += 1 if bracket.group() in "[{" else -1
-        if depth > MAX_JSON_DEPTH:
-            return False
-    return True
 
 
 def _params(text: str) -> dict[str, str]:
@@ -121,26 +90,19 @@ def _body_params(req: falcon.Request) -> tuple[dict[str, str], str]:
     if req.content_length > MAX_BODY:
         raise BodyTooLarge(f"The body is larger than {MAX_BODY // 1024} KB.")
     raw = req.bounded_stream.read(MAX_BODY)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise PostbackError("The body is not UTF-8.") from None
     content_type = (req.content_type or "").split(";")[0].strip().lower()
-    if content_type != "application/json":
-        if not _is_utf8(raw):
-            raise PostbackError("The body's parameters are not UTF-8.")
-        return _params(text), mask_key(text)
-    if not _json_depth_ok(text):
-        raise PostbackError(f"The JSON body is nested deeper than {MAX_JSON_DEPTH} levels.")
     try:
-        data = json.loads(text)
-    except ValueError:
-        raise PostbackError("The JSON body is not valid JSON.") from None
+        if content_type != "application/json":
+            text = utf8(raw, "The body")
+            if not is_utf8_encoded(raw):
+                raise PostbackError("The body's parameters are not UTF-8.")
+            return _params(text), mask_key(text)
+        data = load_json(raw, "The JSON body", max_depth=MAX_JSON_DEPTH)
+    except Unreadable as exc:
+        raise PostbackError(str(exc)) from None
     if not isinstance(data, dict):
         raise PostbackError("The JSON body must be an object of parameters.")
     params = {str(k)[:100]: "" if v is None else str(v) for k, v in list(data.items())[:MAX_PARAMS]}
-    if not all(_is_text(name) and _is_text(value) for name, value in params.items()):
-        raise PostbackError("The JSON body holds a lone surrogate, which is not text.")
     # Logged as parsed, so the key is masked whatever escapes spelled its name.
     if "key" in data:
         data["key"] = MASK
@@ -214,7 +176,7 @@ class PostbackDesk:
         if given_key:  # Anything else that holds the key (a network's misplaced macro) is masked too.
             received.request = received.request.replace(given_key, MASK)
         # WSGI strings are latin-1: the bytes as sent.
-        if (not query.isascii() or "%" in query) and not _is_utf8(query.encode("latin-1", "replace")):
+        if (not query.isascii() or "%" in query) and not is_utf8_encoded(query.encode("latin-1", "replace")):
             return self._reject(received, falcon.HTTP_400, "The query string is not UTF-8.", params)
         if fallback_subid:
             params.setdefault("subid", fallback_subid)
@@ -234,7 +196,7 @@ class PostbackDesk:
     def _reject(self, received: Received, status: str, detail: str, params: dict) -> tuple[str, dict]:
         """A malformed postback that carried the key: logged, so its network can see why."""
         subid = params.get("subid", "")
-        self.recorder.log_rejected(received, INVALID, detail, subid if _is_text(subid) else "")
+        self.recorder.log_rejected(received, INVALID, detail, subid if is_text(subid) else "")
         return _refusal(status, INVALID, detail)
 
     def _refuse(self, received: Received, status: str, verdict: str, detail: str) -> tuple[str, dict]:

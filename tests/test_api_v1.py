@@ -200,6 +200,11 @@ def test_bad_bodies_answer_4xx_never_500(admin, key):
         (b'{"payout": 1e999}', 400, "Wrong type"),
         (b"[" * 100_000 + b"]" * 100_000, 400, "Bad JSON"),
         (b"\xff\xfe", 400, "Bad JSON"),
+        # Lone surrogates, escaped or as raw bytes: no store can encode them (were 500s).
+        (b'{"name": "\\ud800"}', 400, "Bad JSON"),
+        (b'{"\\udfff": "x"}', 400, "Bad JSON"),
+        (b'{"name": "\xed\xa0\x80"}', 400, "Bad JSON"),
+        (b'{"daily_cap": ' + b"9" * 5_000 + b"}", 400, "Bad JSON"),
     ]
     for raw, code, title in cases:
         status, answer = call(

@@ -2,8 +2,9 @@
 never a 500, a phantom click, or a report that is not valid JSON.
 
 The HTTP answers are the in-process tier (`start_app`: create_app() called here over the test's real
-database and spool, no socket; the report API served by that app, as with LANNER_ADMIN_BIND=off): nothing
-here needs a server process. Raw malformed HTTP against a real `lanner serve` is in test_click_http.py.
+database and spool, no socket; the report API served by that app, as with LANNER_ADMIN_BIND=off), but for
+one test that sends the worst bodies through a real `lanner serve` (bjoern and the admin worker) and sees
+it stay up. Raw malformed HTTP of campaign URLs against a real `lanner serve` is in test_click_http.py.
 """
 
 from __future__ import annotations
@@ -325,3 +326,156 @@ def test_cost_set_while_the_rollup_backfill_runs_counts_each_click_once(poisoned
         raw = run_report(db, ReportQuery(group_by=group_by, preset="all_time", source="raw"))
         assert "raw" not in fast.sources
         assert rows_of(fast) == rows_of(raw), group_by
+
+
+# --- issue 32: bodies and query strings that are not text, or not JSON a store can keep ------------------
+
+# (what, a JSON value as sent, a form or query value as sent, the words a refusal of the JSON names,
+# whether a form or query string of it is unreadable too). A lone surrogate cannot be spelled in UTF-8:
+# in a form or a query string it comes as the bytes that would encode one, \xed\xa0\x80, percent-escaped
+# or raw, and is refused as what it is, bytes that are not UTF-8.
+HOSTILE = [
+    ("escaped lone surrogate", b'"\\ud800"', b"%ED%A0%80", "surrogate", True),
+    ("raw surrogate bytes", b'"\xed\xa0\x80"', b"\xed\xa0\x80", "UTF-8", True),
+    ("invalid UTF-8", b'"\xff\xfe"', b"%FF", "UTF-8", True),
+    ("deep nesting", b"[" * 100_000, b"%5B" * 100_000, "nested deeper", False),
+    ("huge number", b"9" * 5_000, b"9" * 5_000, "digits", False),
+]
+JSON_TYPE = {"Content-Type": "application/json"}
+FORM_TYPE = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+def answer_text(headers: dict[str, str], body: bytes) -> str:
+    """The refusal's sentence, from JSON (the APIs', the Click API's, a postback's) or an HTML page (the
+    panel's), which must parse as what it says it is."""
+    kind = headers.get("content-type", "")
+    if kind.startswith("application/json"):
+        answer = json.loads(body)
+        return " ".join(str(answer.get(field, "")) for field in ("title", "description", "error", "detail"))
+    assert kind.startswith("text/html"), headers
+    text = body.decode()
+    assert text.lstrip().lower().startswith("<!doctype html>"), text[:200]
+    return text
+
+
+@pytest.fixture
+def every_family(start_app, lanner, db, env):
+    """Each route family that reads a JSON body, a form or a query string, as (name, is_json, send):
+    `send(app, value)` puts the hostile value where that family reads it. Admin families run on the web
+    workers' app with LANNER_ADMIN_BIND=off (behind the path-scoped checks) and on the admin worker's."""
+    import time
+
+    from conftest import Clock, InProcessApp
+
+    from app import create_admin_app
+    from models.conversions.postbacks import read_secret
+    from settings import load_settings
+
+    lanner("campaign", "create", "Demo", "--alias", "demo", "--offer-url", "https://o.example/?s={subid}")
+    token = json.loads(lanner("campaign", "show", "demo", "--json").stdout)["token"]
+    api_key, postback_key = read_secret(db, "api_key"), read_secret(db, "postback_key")
+    web = start_app(LANNER_ADMIN_BIND="off")
+    admin = InProcessApp(create_admin_app(load_settings(env), db=db), Clock(time.time()))
+    keyed_json = {**JSON_TYPE, "X-Api-Key": api_key}
+
+    def post(path, headers, body):
+        return lambda app, value: request(app, path, headers, "POST", body(value))
+
+    def get(path, headers=None):
+        return lambda app, value: request(app, path + value.decode("latin-1"), headers or {})
+
+    offer = b'{"name": %s, "url": "https://o.example/"}'
+    postback = f"/{postback_key}/postback"
+    click_api = f"/click_api/v3?token={token}"
+    admin_families = [
+        ("admin API body", True, post("/api/v1/offers", keyed_json, lambda v: offer % v)),
+        ("admin API query", False, get("/api/v1/offers?cursor=", {"X-Api-Key": api_key})),
+        (
+            "rates API body",
+            True,
+            post("/api/currency/rates", keyed_json, lambda v: b'{"rates": {"EUR": %s}}' % v),
+        ),
+        ("report API query", False, get("/api/report?group=", {"X-Api-Key": api_key})),
+        (
+            "panel form",
+            False,
+            post("/panel/login", FORM_TYPE, lambda v: b"name=" + v + b"&password=0123456789"),
+        ),
+        ("panel query", False, get("/panel/login?next=")),
+    ]
+    web_families = [
+        ("postback JSON body", True, post(postback, JSON_TYPE, lambda v: b'{"subid": "x", "tid": %s}' % v)),
+        ("postback form", False, post(postback, FORM_TYPE, lambda v: b"subid=x&tid=" + v)),
+        ("postback query", False, get(postback + "?subid=x&tid=")),
+        ("Click API form", False, post(click_api, FORM_TYPE, lambda v: b"sub_id_1=" + v)),
+        ("Click API query", False, get(click_api + "&sub_id_1=")),
+    ]
+    return [(name, web, *rest) for name, *rest in admin_families + web_families] + [
+        (name, admin, *rest) for name, *rest in admin_families
+    ]
+
+
+@pytest.mark.parametrize(
+    "what, json_value, form_value, words, is_unreadable_text", HOSTILE, ids=[h[0] for h in HOSTILE]
+)
+def test_hostile_bodies_and_query_strings_get_a_4xx_in_one_sentence_from_every_family_never_a_500(
+    every_family, caplog, what, json_value, form_value, words, is_unreadable_text
+):
+    for name, app, is_json, send in every_family:
+        status, headers, body = send(app, json_value if is_json else form_value)
+        assert status < 500, (what, name, status, body[:300])
+        text = answer_text(headers, body) if status >= 400 else ""
+        if is_json:  # A JSON body that is not text, or not JSON a store can keep: 400, saying which
+            # (or 413 where the family's cap is under the 100 KB of nesting: postbacks take 64 KB).
+            is_refused = (status == 400 and words in text) or (status == 413 and "larger" in text)
+            assert is_refused, (what, name, status, text[:300])
+        elif is_unreadable_text:  # Bytes that are not UTF-8 in a form or query string: 400, saying so.
+            assert status == 400 and "UTF-8" in text, (what, name, status, text[:300])
+    for app in {id(app): app for _, app, _, _ in every_family}.values():  # Both apps still answer.
+        assert request(app, "/healthz")[0] == 200
+    assert "Traceback" not in caplog.text and "unhandled error" not in caplog.text, caplog.text[-3000:]
+
+
+def test_paired_surrogate_escapes_are_one_character_and_are_kept(start_app, lanner, db):
+    from models.conversions.postbacks import read_secret
+
+    app = start_app(LANNER_ADMIN_BIND="off")
+    headers = {**JSON_TYPE, "X-Api-Key": read_secret(db, "api_key")}
+    body = b'{"name": "Launch \\ud83d\\ude80", "url": "https://o.example/"}'
+    status, _, answer = request(app, "/api/v1/offers", headers, "POST", body)
+    assert status == 201 and json.loads(answer)["name"] == "Launch \U0001f680"
+
+
+def test_a_live_server_refuses_hostile_bodies_and_stays_up(start_server, db):
+    """Through bjoern and the admin worker, the raw bytes as a client sends them."""
+    from conftest import raw_request
+
+    from models.conversions.postbacks import read_secret
+
+    live = start_server(admin=True)
+    api_key, postback_key = read_secret(db, "api_key"), read_secret(db, "postback_key")
+    nested = b"[" * 100_000
+    admin_port = live.extra["admin_port"]
+    offers = f"POST /api/v1/offers HTTP/1.1\r\nX-Api-Key: {api_key}\r\n"
+    postback = f"POST /{postback_key}/postback HTTP/1.1\r\n"
+    sends = [
+        (admin_port, offers, b'{"name": "\xed\xa0\x80"}'),
+        (admin_port, offers, b'{"name": "\\udfff"}'),
+        (admin_port, offers, nested),
+        (live.port, postback, b'{"subid": "x", "tid": "\\ud800"}'),
+        (live.port, postback, nested[:60_000]),
+    ]
+    for port, head, body in sends:
+        raw = (
+            head.encode()
+            + b"Host: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+        answer = raw_request(port, raw)
+        assert answer.startswith(b"HTTP/1.1 400"), (head, answer[:300])
+    answer = raw_request(admin_port, b"GET /panel/login?next=%ED%A0%80 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:300]
+    for port in (live.port, admin_port):
+        assert request(port, "/healthz")[0] == 200
+    assert "Traceback" not in live.log, live.log[-3000:]

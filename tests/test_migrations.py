@@ -308,9 +308,41 @@ def test_0019_gives_every_existing_campaign_its_own_click_api_token(backend, env
         names = migration_names()
         migrate(database, up_to=names[names.index("0019_campaign_tokens") - 1])
         generate_clicks(database, 30, 1, campaigns=3, seed=4)
-        assert migrate(database) == ["0019_campaign_tokens"]
+        assert migrate(database, up_to="0019_campaign_tokens") == ["0019_campaign_tokens"]
         tokens = [campaign.token for campaign in Campaign.select().order_by(Campaign.id)]
         assert len(tokens) == 3 and len(set(tokens)) == 3
         assert all(len(token) == 32 and int(token, 16) >= 0 for token in tokens)
+    finally:
+        database.close()
+
+
+def test_0020_starts_the_new_login_throttle_empty_and_it_counts_from_there(backend, env, request):
+    from models.accounts.logins import LoginRefused, LoginThrottled, log_in
+    from models.accounts.users import add_user
+    from models.store.rows import fetch_one
+    from settings import load_settings
+
+    if backend == "postgresql":  # The env's own database is migrated already: take an empty one.
+        env = {**env, "LANNER_DATABASE_URL": request.getfixturevalue("postgres_url")}
+    open_database(load_settings(env).database_location, autocheckpoint=True)
+    try:
+        migrate(database, up_to="0019_campaign_tokens")
+        add_user(database, "anna", "admin", "correct horse battery")
+        # 0009's rows: a name locked from everywhere.
+        for n in range(5):
+            database.execute_sql(
+                f"INSERT INTO login_failure (subject, failed_at) VALUES ({database.param}, {database.param})",
+                ("user:anna", 1_800_000_000_000 + n),
+            ).close()
+        assert migrate(database) == ["0020_login_lockout"]
+        assert fetch_one(database.connection(), "SELECT COUNT(*) FROM login_failure")[0] == 0
+        clock = lambda: 1_800_000_001.0  # noqa: E731
+        assert log_in(database, "anna", "correct horse battery", "192.0.2.1", clock=clock).name == "anna"
+        for _ in range(5):
+            with pytest.raises(LoginRefused):
+                log_in(database, "anna", "wrong password!", "192.0.2.1", clock=clock)
+        with pytest.raises(LoginThrottled):
+            log_in(database, "anna", "correct horse battery", "192.0.2.1", clock=clock)
+        assert log_in(database, "anna", "correct horse battery", "192.0.2.2", clock=clock).name == "anna"
     finally:
         database.close()

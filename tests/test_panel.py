@@ -224,48 +224,163 @@ def test_an_unknown_name_costs_a_password_verification(panel, users, monkeypatch
     assert len(verified) == 1 and verified[0].password_hash.startswith("$argon2id$")
 
 
-def test_five_failures_from_one_ip_then_429_with_retry_after_until_the_window_passes(panel, users):
+def whole_seconds(app) -> None:
+    """The test's clock on a whole second: advancing it by a Retry-After lands exactly where it said."""
+    app.clock.now = float(int(app.clock.now))
+
+
+def try_login(app, name, password, address):
+    status, headers, body = post(app, "/panel/login", {"name": name, "password": password}, headers=address)
+    return status, int(headers.get("retry-after", 0)), body.decode()
+
+
+def test_an_address_spraying_many_names_is_refused_until_its_failures_age_out(panel, users):
+    from models.accounts.logins import ADDRESS_LIMIT, WINDOW_MS
+
     address = {"X-Real-IP": "198.51.100.7"}
-    for attempt in range(5):
-        status, _, _ = post(
-            panel, "/panel/login", {"name": f"guess{attempt}", "password": "x" * 10}, headers=address
-        )
-        assert status == 401
+    log_in(panel, "bert", headers=address)  # bert has logged in from here before.
+    for attempt in range(ADDRESS_LIMIT):
+        assert try_login(panel, f"guess{attempt}", "x" * 10, address)[0] == 401
     status, headers, body = post(
         panel, "/panel/login", {"name": "anna", "password": PASSWORD}, headers=address
     )
     assert status == 429 and "set-cookie" not in headers
-    assert 0 < int(headers["retry-after"]) <= 15 * 60 and "Too many failed logins" in body.decode()
-    # Another address is not throttled; this one is again after the window.
-    assert (
-        post(
-            panel,
-            "/panel/login",
-            {"name": "anna", "password": PASSWORD},
-            headers={"X-Real-IP": "198.51.100.8"},
-        )[0]
-        == 303
-    )
+    assert 0 < int(headers["retry-after"]) <= WINDOW_MS // 1000 and "Too many failed logins" in body.decode()
+    # A name that logged in from this address is not refused with it; another address is not refused.
+    assert try_login(panel, "bert", PASSWORD, address)[0] == 303
+    assert try_login(panel, "anna", PASSWORD, {"X-Real-IP": "198.51.100.8"})[0] == 303
     panel.clock.advance(int(headers["retry-after"]))
-    assert post(panel, "/panel/login", {"name": "anna", "password": PASSWORD}, headers=address)[0] == 303
+    assert try_login(panel, "anna", PASSWORD, address)[0] == 303
 
 
-def test_five_failures_for_one_name_from_many_ips_throttle_that_name(panel, users):
-    for attempt in range(5):
+def test_a_brute_force_from_one_address_waits_longer_after_each_failure(panel, users):
+    from models.accounts.logins import PAIR_FREE, PAIR_WAIT_MS
+
+    whole_seconds(panel)
+    address = {"X-Real-IP": "198.51.100.7"}
+    for _ in range(PAIR_FREE):
+        assert try_login(panel, "bert", "x" * 10, address)[0] == 401
+    waits = []
+    for _ in range(6):
+        status, wait, body = try_login(panel, "bert", PASSWORD, address)  # Refused untried: right or not.
+        assert status == 429 and "Too many failed logins" in body
+        waits.append(wait)
+        panel.clock.advance(wait)
+        assert try_login(panel, "bert", "x" * 10, address)[0] == 401
+    assert waits[0] == PAIR_WAIT_MS // 1000 and waits == sorted(set(waits)), waits
+    # The address tried one name: the others are not refused from it.
+    assert try_login(panel, "anna", PASSWORD, address)[0] == 303
+
+
+def test_the_backoff_of_one_address_and_name_doubles_up_to_its_cap(panel, users):
+    from models.accounts.logins import MAX_WAIT_MS, PAIR_FREE, PAIR_WAIT_MS
+
+    whole_seconds(panel)
+    home = {"X-Real-IP": "192.0.2.10"}
+    log_in(panel, "bert", headers=home)  # Only the pair's backoff applies to a known address.
+    for _ in range(PAIR_FREE):
+        assert try_login(panel, "bert", "x" * 10, home)[0] == 401
+    waits = []
+    for _ in range(8):
+        status, wait, _ = try_login(panel, "bert", "x" * 10, home)
+        assert status == 429
+        waits.append(wait)
+        panel.clock.advance(wait)
+        assert try_login(panel, "bert", "x" * 10, home)[0] == 401
+    first = PAIR_WAIT_MS // 1000
+    assert waits == [min(first << n, MAX_WAIT_MS // 1000) for n in range(8)], waits
+    assert waits[-1] == MAX_WAIT_MS // 1000
+    status, wait, _ = try_login(panel, "bert", PASSWORD, home)
+    assert status == 429
+    panel.clock.advance(wait)
+    assert try_login(panel, "bert", PASSWORD, home)[0] == 303  # And a success clears the pair's count.
+    assert try_login(panel, "bert", "x" * 10, home)[0] == 401
+    assert try_login(panel, "bert", PASSWORD, home)[0] == 303
+
+
+def test_a_stranger_s_failures_from_other_addresses_never_stop_the_user_at_a_known_address(panel, users):
+    """Issue 32: five wrong passwords for `anna` (an admin) from anywhere locked anna out everywhere."""
+    from models.accounts.logins import NAME_LIMIT, PAIR_FREE
+
+    whole_seconds(panel)
+    home = {"X-Real-IP": "192.0.2.10"}
+    log_in(panel, "anna", headers=home)
+    stranger = {"X-Real-IP": "203.0.113.66"}
+    for _ in range(PAIR_FREE):
+        assert try_login(panel, "anna", "x" * 10, stranger)[0] == 401
+    assert try_login(panel, "anna", PASSWORD, stranger)[0] == 429  # The stranger's own pair waits.
+    for n in range(NAME_LIMIT * 2):  # And a spread guess, each address once.
+        status = try_login(panel, "anna", "x" * 10, {"X-Real-IP": f"203.0.113.{n + 100}"})[0]
+        assert status in (401, 429)
+    assert try_login(panel, "anna", PASSWORD, {"X-Real-IP": "198.51.100.99"})[0] == 429
+    assert try_login(panel, "anna", PASSWORD, home)[0] == 303
+    assert try_login(panel, "anna", PASSWORD, {"X-Real-IP": "192.0.2.10"})[0] == 303
+
+
+def test_a_guess_spread_over_many_addresses_is_refused_to_addresses_the_user_never_logged_in_from(
+    panel, users, caplog
+):
+    from models.accounts.logins import NAME_LIMIT, WINDOW_MS
+
+    whole_seconds(panel)
+    home = {"X-Real-IP": "192.0.2.10"}
+    log_in(panel, "bert", headers=home)
+    for attempt in range(NAME_LIMIT):
         ip = {"X-Real-IP": f"203.0.113.{attempt + 1}"}
-        assert post(panel, "/panel/login", {"name": "Bert", "password": "x" * 10}, headers=ip)[0] == 401
-    ip = {"X-Real-IP": "203.0.113.50"}
-    assert post(panel, "/panel/login", {"name": "bert", "password": PASSWORD}, headers=ip)[0] == 429
-    assert post(panel, "/panel/login", {"name": "anna", "password": PASSWORD}, headers=ip)[0] == 303
+        assert try_login(panel, "Bert", "x" * 10, ip)[0] == 401
+    assert f"{NAME_LIMIT} failed logins as 'bert'" in caplog.text  # OWASP: a lockout is logged.
+    fresh = {"X-Real-IP": "203.0.113.50"}
+    status, wait, body = try_login(panel, "bert", PASSWORD, fresh)
+    assert status == 429 and WINDOW_MS // 1000 - 60 < wait <= WINDOW_MS // 1000
+    assert try_login(panel, "anna", PASSWORD, fresh)[0] == 303  # Other names are not refused.
+    assert try_login(panel, "bert", PASSWORD, home)[0] == 303  # Nor bert where he logged in before.
+    # A name nobody has is refused the same way: a lockout does not tell which names exist.
+    for attempt in range(NAME_LIMIT):
+        try_login(panel, "nobody", "x" * 10, {"X-Real-IP": f"198.51.100.{attempt + 1}"})
+    assert try_login(panel, "nobody", "x" * 10, fresh)[0] == 429
+    panel.clock.advance(wait)
+    assert try_login(panel, "bert", PASSWORD, fresh)[0] == 303
+
+
+def test_an_ipv6_client_s_whole_64_counts_as_one_address():
+    from models.accounts.logins import address_key
+
+    assert address_key("2001:db8:1:2:aaaa::1") == address_key("2001:db8:1:2:ffff::9") == "2001:db8:1:2::/64"
+    assert address_key("2001:db8:1:3::1") != address_key("2001:db8:1:2::1")
+    assert address_key("::ffff:198.51.100.7") == address_key("198.51.100.7") == "198.51.100.7"
+    assert address_key("not an address" * 10) == ("not an address" * 10)[:64]
+
+
+def test_failures_kept_stay_bounded_per_address_and_old_ones_are_deleted(panel, users, db):
+    from models.accounts.logins import ADDRESS_LIMIT, KNOWN_ADDRESSES, WINDOW_MS
+    from models.store.rows import fetch_one
+
+    def rows(sql, params=()):
+        return fetch_one(db.connection(), sql, params)[0]
+
+    address = {"X-Real-IP": "198.51.100.7"}
+    for attempt in range(ADDRESS_LIMIT * 3):  # Refused attempts write nothing.
+        try_login(panel, f"name{attempt}", "x" * 10, address)
+    assert rows("SELECT COUNT(*) FROM login_failure WHERE address = ?", ("198.51.100.7",)) == ADDRESS_LIMIT
+    panel.clock.advance(WINDOW_MS // 1000 + 1)
+    try_login(panel, "someone", "x" * 10, {"X-Real-IP": "198.51.100.8"})
+    assert rows("SELECT COUNT(*) FROM login_failure") == 1  # Each failure deletes those past the window.
+    # The addresses a user logged in from: written by a right password only, the newest few kept.
+    for n in range(KNOWN_ADDRESSES + 5):
+        panel.clock.advance(1)
+        log_in(panel, "anna", headers={"X-Real-IP": f"192.0.2.{n + 1}"})
+    assert rows("SELECT COUNT(*) FROM login_address") == KNOWN_ADDRESSES
+    kept = {row[0] for row in db.connection().execute("SELECT address FROM login_address").fetchall()}
+    assert kept == {f"192.0.2.{n + 1}" for n in range(5, KNOWN_ADDRESSES + 5)}
 
 
 def test_failures_outlive_the_app_that_counted_them(make_panel, users):
     """Kept in the database: the admin worker exits when idle, and a new one still knows."""
+    from models.accounts.logins import NAME_LIMIT
+
     first = make_panel()
-    for _ in range(5):
-        post(
-            first, "/panel/login", {"name": "anna", "password": "x" * 10}, headers={"X-Real-IP": "192.0.2.1"}
-        )
+    for attempt in range(NAME_LIMIT):
+        try_login(first, "anna", "x" * 10, {"X-Real-IP": f"192.0.2.{attempt + 1}"})
     assert post(make_panel(), "/panel/login", {"name": "anna", "password": PASSWORD})[0] == 429
 
 

@@ -18,6 +18,7 @@ import falcon
 from models.errors import ConflictError, LannerError, NotFoundError
 from models.reporting.reports import PrunedRangeError
 from models.store.database import StoreBusy
+from routes.inputs import Unreadable, bad_request, load_json
 
 # A campaign's JSON, a CSV of a few thousand conversions: a body beyond this is no one's mistake to accept.
 MAX_BODY_BYTES = 1 << 20
@@ -154,11 +155,10 @@ def read_raw(req: falcon.Request, max_bytes: int = MAX_BODY_BYTES, what: str = "
 
 def read_body(req: falcon.Request, fields: tuple[Field, ...]) -> dict[str, Any]:
     """The JSON object sent, checked against `fields`; 400 naming the first thing wrong."""
-    data = read_raw(req)
     try:
-        body = json.loads(data or b"{}", parse_constant=_refuse_constant)
-    except (ValueError, RecursionError):
-        raise falcon.HTTPBadRequest(title="Bad JSON", description="The body is not valid JSON.") from None
+        body = load_json(read_raw(req) or b"{}")
+    except Unreadable as exc:
+        raise bad_request(exc, "Bad JSON") from None
     return check_object(body, fields)
 
 
@@ -185,10 +185,6 @@ def check_object(body: Any, fields: tuple[Field, ...], what: str = "The body") -
                 title="Missing field", description=f"Field {spec.name!r} is required."
             )
     return body
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
 
 
 DESCRIBED = {
