@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from _pytest.nodeid import NodeId
 
 from workers.bench.harness import free_port  # noqa: F401 - shared with the tests that import it from here
 
@@ -47,12 +48,26 @@ def pytest_configure(config):
     share_bytecode(config)
 
 
+@pytest.hookimpl(trylast=True)  # After xdist's own, which this completes.
 def pytest_collection_modifyitems(config, items):
-    """The long tests first, in their own order, then the rest in theirs.
+    """The long tests first, in their own order, then the rest in theirs; under `--dist loadgroup`,
+    each test marked `xdist_group(name)` is sent to the process of its group.
 
-    `make test` hands tests out one at a time as processes come free (`--dist loadgroup`): a long
-    test met near the end of the run would keep one process busy while the others sit idle."""
+    `make test` hands tests out one at a time as processes come free: a long test met near the end of
+    the run would keep one process busy while the others sit idle. A module whose fixture builds
+    one cluster or database for all its tests is a group, so one process builds it once.
+
+    xdist 3.8 names the group in the node id by setting `item._nodeid`, an attribute pytest 9.2 no
+    longer reads (the id is `item._id` now): its groups were ignored, and the cluster fixture was
+    built once per test. The group suffix is set here as xdist means it to be."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
+    if not config.getoption("loadgroup", default=False):
+        return
+    for item in items:
+        marks = item.iter_markers("xdist_group")
+        groups = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name")) for mark in marks})
+        if groups and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 def share_bytecode(config) -> None:
