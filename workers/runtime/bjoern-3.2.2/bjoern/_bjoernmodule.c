@@ -22,7 +22,7 @@ run(PyObject* self, PyObject* args)
   char* statsd_ns;
   char* statsd_tags = NULL;
 
-  if(!PyArg_ParseTuple(args, "OOiziz|z:server_run", &socket, &info.wsgi_app,
+  if(!PyArg_ParseTuple(args, "OOLiziz|z:server_run", &socket, &info.wsgi_app, &info.max_body_size,
                        &statsd_enabled, &statsd_host, &statsd_port, &statsd_ns, &statsd_tags)) {
     return NULL;
   }
@@ -30,8 +30,9 @@ run(PyObject* self, PyObject* args)
   char* ignored_str = NULL;
   int ignored_int = 0;
 
-  if(!PyArg_ParseTuple(args, "OO|izizz:server_run", &socket, &info.wsgi_app, &ignored_int,
-                       &ignored_str, &ignored_int, &ignored_str, &ignored_str)) {
+  /* lanner: server_run(sock, wsgi_app, max_body_size), the third argument added */
+  if(!PyArg_ParseTuple(args, "OOL|izizz:server_run", &socket, &info.wsgi_app, &info.max_body_size,
+                       &ignored_int, &ignored_str, &ignored_int, &ignored_str, &ignored_str)) {
     return NULL;
   }
   if (ignored_str != NULL || ignored_int != 0) {
@@ -39,6 +40,11 @@ run(PyObject* self, PyObject* args)
     return NULL;
   }
 #endif
+
+  if (info.max_body_size < 0) {
+    PyErr_Format(PyExc_ValueError, "max_body_size must not be negative");
+    return NULL;
+  }
 
   info.sockfd = PyObject_AsFileDescriptor(socket);
   if (info.sockfd < 0) {
@@ -164,7 +170,8 @@ PyMODINIT_FUNC INIT_BJOERN(void)
 #endif
 
   PyModule_AddObject(bjoern_module, "features", features);
-  PyModule_AddObject(bjoern_module, "version", Py_BuildValue("(iii)", 3, 2, 2));
+  /* lanner: 3.2.2 with Lanner's patch (workers/runtime/bjoern-3.2.2/lanner.patch) */
+  PyModule_AddObject(bjoern_module, "version", Py_BuildValue("(iiis)", 3, 2, 2, "lanner"));
 
 #if PY_MAJOR_VERSION >= 3
   return bjoern_module;

@@ -18,7 +18,8 @@ enum http_status {
   HTTP_BAD_REQUEST = 1,
   HTTP_LENGTH_REQUIRED,
   HTTP_EXPECTATION_FAILED,
-  HTTP_SERVER_ERROR
+  HTTP_SERVER_ERROR,
+  HTTP_PAYLOAD_TOO_LARGE /* lanner: a body over ServerInfo.max_body_size */
 };
 
 size_t unquote_url_inplace(char* url, size_t len);

@@ -20,7 +20,8 @@ Request* Request_new(ServerInfo* server_info, int client_fd, const char* client_
   request->server_info = server_info;
   request->client_fd = client_fd;
   request->client_addr = _PEP3333_String_FromUTF8String(client_addr);
-  http_parser_init((http_parser*)&request->parser, HTTP_REQUEST);
+  request->pipelined = NULL;
+  request->pipelined_len = 0;
   request->parser.parser.data = request;
   Request_reset(request);
   return request;
@@ -32,6 +33,9 @@ Request* Request_new(ServerInfo* server_info, int client_fd, const char* client_
 void Request_reset(Request* request)
 {
   memset(&request->state, 0, sizeof(Request) - (size_t)&((Request*)NULL)->state);
+  /* lanner: a fresh parser for each request, as for the first: Request_parse stops it (in an error
+   * state) at the end of each request. http_parser_init keeps `data`. */
+  http_parser_init((http_parser*)&request->parser, HTTP_REQUEST);
   request->state.response_length_unknown = true;
   request->parser.last_call_was_header_value = true;
   request->parser.invalid_header = false;
@@ -42,6 +46,7 @@ void Request_free(Request* request)
 {
   Request_clean(request);
   Py_DECREF(request->client_addr);
+  free(request->pipelined);
   free(request);
 }
 
@@ -74,10 +79,28 @@ void Request_clean(Request* request)
 void Request_parse(Request* request, const char* data, const size_t data_len)
 {
   assert(data_len);
-  size_t nparsed = http_parser_execute((http_parser*)&request->parser,
-                                       &parser_settings, data, data_len);
-  if(nparsed != data_len)
-    request->state.error_code = HTTP_BAD_REQUEST;
+  http_parser* parser = (http_parser*)&request->parser;
+  size_t nparsed = http_parser_execute(parser, &parser_settings, data, data_len);
+  if(nparsed == data_len || request->state.error_code)
+    return; /* lanner: the request goes on in the next read, or is refused (413, 417) */
+  if(request->state.parse_finished && HTTP_PARSER_ERRNO(parser) == HPE_CB_message_complete) {
+    /* lanner: on_message_complete stopped the parser on the request's last byte, at `nparsed`.
+     * Whatever follows is the next request (pipelined), kept until this one is answered:
+     * upstream parsed it into this request's environ, so only the last one was answered. */
+    size_t rest = data_len - nparsed - 1;
+    assert(request->pipelined == NULL);
+    if(rest) {
+      request->pipelined = malloc(rest);
+      if(request->pipelined == NULL) {
+        request->state.error_code = HTTP_SERVER_ERROR;
+        return;
+      }
+      memcpy(request->pipelined, data + nparsed + 1, rest);
+      request->pipelined_len = rest;
+    }
+    return;
+  }
+  request->state.error_code = HTTP_BAD_REQUEST;
 }
 
 #define REQUEST ((Request*)parser->data)
@@ -228,9 +251,31 @@ on_header_value(http_parser* parser, const char* value, size_t len)
 }
 
 static int
+on_headers_complete(http_parser* parser)
+{
+  /* lanner: a body announced larger than the server reads is refused before any of it is read
+   * (upstream buffered all of it in memory before the app could look at Content-Length). */
+  if(parser->content_length > REQUEST->server_info->max_body_size) {
+    REQUEST->state.error_code = HTTP_PAYLOAD_TOO_LARGE;
+    return 2; /* Neither 0 (a body follows) nor 1 (no body): the parser stops here. */
+  }
+  return 0;
+}
+
+static int
 on_body(http_parser* parser, const char* data, const size_t len)
 {
   PyObject *body;
+
+  /* lanner: and a chunked body as it passes the limit. This parser ignores on_body's return
+   * value: it goes on to the end of the current read (64 KB at most), and nothing more is kept. */
+  if(REQUEST->state.error_code)
+    return 1;
+  REQUEST->body_length += len;
+  if(REQUEST->body_length > (unsigned long long)REQUEST->server_info->max_body_size) {
+    REQUEST->state.error_code = HTTP_PAYLOAD_TOO_LARGE;
+    return 1;
+  }
 
   /*
   ** If you're reading the body, you're not waiting for it, so
@@ -296,7 +341,8 @@ on_message_complete(http_parser* parser)
   PyDict_Update(REQUEST->headers, wsgi_base_dict);
 
   REQUEST->state.parse_finished = true;
-  return 0;
+  /* lanner: stop the parser at the end of this request (Request_parse keeps what follows). */
+  return 1;
 }
 
 static inline void
@@ -315,7 +361,7 @@ PyDict_ReplaceKey(PyObject* dict, PyObject* old_key, PyObject* new_key)
 static http_parser_settings
 parser_settings = {
   on_message_begin, on_path, on_query_string, NULL, NULL, on_header_field,
-  on_header_value, NULL, on_body, on_message_complete
+  on_header_value, on_headers_complete, on_body, on_message_complete
 };
 
 void _initialize_request_module(ServerInfo* server_info)

@@ -9,7 +9,7 @@
 void _initialize_request_module(ServerInfo* server_info);
 
 typedef struct {
-  unsigned error_code : 2;
+  unsigned error_code : 3; /* lanner: 3 bits, for HTTP_PAYLOAD_TOO_LARGE */
   unsigned parse_finished : 1;
   unsigned start_response_called : 1;
   unsigned wsgi_call_done : 1;
@@ -37,7 +37,13 @@ typedef struct {
   int client_fd;
   PyObject* client_addr;
 
+  /* lanner: bytes read after the end of the request being answered (the next, pipelined, request
+   * or requests), parsed once its answer is written; NULL if none. Kept by Request_reset. */
+  char* pipelined;
+  size_t pipelined_len;
+
   request_state state;
+  size_t body_length; /* lanner: body bytes received so far, checked against max_body_size */
 
   PyObject* status;
   PyObject* headers;

@@ -67,6 +67,9 @@ ev_timer timeout_watcher;
 static ev_io_callback ev_io_on_request;
 static ev_io_callback ev_io_on_read;
 static ev_io_callback ev_io_on_write;
+static read_state on_request_data(struct ev_loop*, Request*, const char*, size_t);
+static void parse_pipelined(struct ev_loop*, Request*);
+static PyObject* payload_too_large(long long max_body_size);
 static write_state on_write_sendfile(struct ev_loop*, Request*);
 static write_state on_write_chunk(struct ev_loop*, Request*);
 static bool do_send_chunk(Request*);
@@ -231,45 +234,7 @@ ev_io_on_read(struct ev_loop* mainloop, ev_io* watcher, const int events)
       STATSD_INCREMENT("req.error.read");
     }
   } else {
-    /* OK, either expect more data or done reading */
-    Request_parse(request, read_buf, (size_t)read_bytes);
-    if(request->state.error_code) {
-      /* HTTP parse error */
-      read_state = done;
-      DBG_REQ(request, "Parse error");
-      STATSD_INCREMENT("req.error.parse");
-      request->current_chunk = _PEP3333_Bytes_FromString(
-        http_error_messages[request->state.error_code]);
-      assert(request->iterator == NULL);
-    } else if(request->state.parse_finished) {
-      /* HTTP parse successful, meaning we have the entire
-       * request (the header _and_ the body). */
-      read_state = done;
-
-      STATSD_INCREMENT("req.success.read");
-
-      if (!wsgi_call_application(request)) {
-        /* Response is "HTTP 500 Internal Server Error" */
-        DBG_REQ(request, "WSGI app error");
-        assert(PyErr_Occurred());
-        PyErr_Print();
-        assert(!request->state.chunked_response);
-        Py_CLEAR(request->iterator);
-        request->current_chunk = _PEP3333_Bytes_FromString(
-          http_error_messages[HTTP_SERVER_ERROR]);
-        STATSD_INCREMENT("req.error.internal");
-      }
-    } else if (request->state.expect_continue) {
-      /*
-      ** Handle "Expect: 100-continue" header.
-      ** See https://tools.ietf.org/html/rfc2616#page-48 and `on_header_value`
-      ** in request.c for more details.
-      */
-      read_state = expect_continue;
-    } else {
-      /* Wait for more data */
-      read_state = not_yet_done;
-    }
+    read_state = on_request_data(mainloop, request, read_buf, (size_t)read_bytes);
   }
 
   switch (read_state) {
@@ -295,6 +260,100 @@ ev_io_on_read(struct ev_loop* mainloop, ev_io* watcher, const int events)
   }
 
   GIL_UNLOCK(0);
+}
+
+/* lanner: what ev_io_on_read did with the bytes it read, apart, so that parse_pipelined does the
+ * same with the bytes of pipelined requests. Called with the GIL held. */
+static read_state
+on_request_data(struct ev_loop* mainloop, Request* request, const char* data, size_t data_len)
+{
+  read_state read_state;
+
+  /* OK, either expect more data or done reading */
+  Request_parse(request, data, data_len);
+  if(request->state.error_code) {
+    /* HTTP parse error */
+    read_state = done;
+    DBG_REQ(request, "Parse error");
+    STATSD_INCREMENT("req.error.parse");
+    /* lanner: the error is the final answer. Upstream went back to reading after it when the
+     * request had `Expect: 100-continue` (ev_io_on_write), and answered every later read again. */
+    request->state.expect_continue = false;
+    if(request->state.error_code == HTTP_PAYLOAD_TOO_LARGE) {
+      request->current_chunk = payload_too_large(request->server_info->max_body_size);
+    } else {
+      request->current_chunk = _PEP3333_Bytes_FromString(
+        http_error_messages[request->state.error_code]);
+    }
+    assert(request->iterator == NULL);
+  } else if(request->state.parse_finished) {
+    /* HTTP parse successful, meaning we have the entire
+     * request (the header _and_ the body). */
+    read_state = done;
+
+    STATSD_INCREMENT("req.success.read");
+
+    if (!wsgi_call_application(request)) {
+      /* Response is "HTTP 500 Internal Server Error" */
+      DBG_REQ(request, "WSGI app error");
+      assert(PyErr_Occurred());
+      PyErr_Print();
+      assert(!request->state.chunked_response);
+      Py_CLEAR(request->iterator);
+      request->current_chunk = _PEP3333_Bytes_FromString(
+        http_error_messages[HTTP_SERVER_ERROR]);
+      STATSD_INCREMENT("req.error.internal");
+    }
+  } else if (request->state.expect_continue) {
+    /*
+    ** Handle "Expect: 100-continue" header.
+    ** See https://tools.ietf.org/html/rfc2616#page-48 and `on_header_value`
+    ** in request.c for more details.
+    */
+    read_state = expect_continue;
+  } else {
+    /* Wait for more data */
+    read_state = not_yet_done;
+  }
+  return read_state;
+}
+
+/* lanner: the answer to a body over max_body_size; the connection is closed after it, as after
+ * every error answer here. */
+static PyObject*
+payload_too_large(long long max_body_size)
+{
+  char body[128];
+  int length = snprintf(body, sizeof(body),
+    "The request body is larger than %lld bytes, the most this server reads.\n", max_body_size);
+  return PyBytes_FromFormat(
+    "HTTP/1.1 413 Payload Too Large\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+    "Connection: close\r\n\r\n%s", length, body);
+}
+
+/* lanner: the next request was read with the one just answered (pipelined): handle it as if it had
+ * just been read, then read on, or write its answer. */
+static void
+parse_pipelined(struct ev_loop* mainloop, Request* request)
+{
+  char* data = request->pipelined;
+  size_t data_len = request->pipelined_len;
+  request->pipelined = NULL;
+  request->pipelined_len = 0;
+  read_state read_state = on_request_data(mainloop, request, data, data_len);
+  free(data);
+  switch (read_state) {
+  case expect_continue:
+    request->current_chunk = _PEP3333_Bytes_FromString(CONTINUE);
+    start_writing(mainloop, request);
+    break;
+  case done:
+    start_writing(mainloop, request);
+    break;
+  default:
+    start_reading(mainloop, request);
+    break;
+  }
 }
 
 static void
@@ -345,7 +404,11 @@ ev_io_on_write(struct ev_loop* mainloop, ev_io* watcher, const int events)
       Request_clean(request);
       Request_reset(request);
 
-      start_reading(mainloop, request);
+      if(request->pipelined) {
+        parse_pipelined(mainloop, request);
+      } else {
+        start_reading(mainloop, request);
+      }
     } else {
       DBG_REQ(request, "done, close");
       STATSD_INCREMENT("resp.conn.close");

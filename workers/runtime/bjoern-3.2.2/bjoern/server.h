@@ -10,6 +10,8 @@ typedef struct {
   PyObject* wsgi_app;
   PyObject* host;
   PyObject* port;
+  /* lanner: the largest request body read; a bigger one is answered 413 and its connection closed */
+  long long max_body_size;
 #ifdef WANT_STATSD
   statsd_link* statsd;
 # ifdef WANT_STATSD_TAGS
