@@ -620,3 +620,11 @@ def test_pipelined_requests_are_each_answered_in_order(start_master):
         status, headers, body = read_answer(reader)
         assert (body, headers["connection"]) == (b"%d /body/7 0" % worker, "close")
         assert reader.read() == b""
+    with socket.create_connection(master.address, timeout=30) as client:
+        # An answer the app closes (a draining worker's): the requests after it are not served but
+        # closed unanswered, so that a client sends them again elsewhere (never twice).
+        reader = client.makefile("rb")
+        client.sendall(get_request % 9 + b"GET /body/close HTTP/1.1\r\nHost: test\r\n\r\n" + get_request % 10)
+        assert read_answer(reader)[2] == b"%d /body/9 0" % worker
+        assert read_answer(reader)[2] == b"%d /body/close 0" % worker
+        assert reader.read() == b""

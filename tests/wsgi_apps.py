@@ -1,7 +1,8 @@
 """Tiny WSGI apps for testing the process manager (workers/runtime/server.py) without the Lanner app.
 
 Every answer's body is the serving worker's pid, so tests can tell which process answered; `/body` answers
-`PID PATH BYTES`: the request body's length as the app read it.
+`PID PATH BYTES`: the request body's length as the app read it (`/body/close`: with `Connection: close`, as a
+draining worker answers).
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ def app(environ, start_response):
     if path == "/stream":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return (chunk for chunk in (body[:1], body[1:]))
-    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    headers = [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))]
+    if path == "/body/close":
+        headers.append(("Connection", "close"))
+    start_response("200 OK", headers)
     return [body]
 
 

@@ -45,7 +45,9 @@ with a patch for two holes (its README.md has the details). Stock bjoern reads a
 memory before the app runs, however large Content-Length says it is; ours answers 413 and closes the
 connection before reading a body announced larger than the LoadedApp's `max_body_bytes`, or as a chunked
 one passes it. And stock bjoern parses every request that arrives in one read into the same environ, so
-of requests pipelined in one packet only the last was answered; ours answers each in turn.
+of requests pipelined in one packet only the last was answered; ours answers each in turn, but closes the
+connection after a draining worker's `Connection: close` answer rather than serve what was pipelined after
+it (the client sends that again elsewhere).
 
 Workers live in their own process group, so a terminal's Ctrl-C reaches only the master, which
 drains them. They write (pid, event) records to a pipe the master reads: ready, recycling, draining.

@@ -17,6 +17,7 @@ typedef struct {
   unsigned response_length_unknown : 1;
   unsigned chunked_response : 1;
   unsigned expect_continue : 1;
+  unsigned app_says_close : 1; /* lanner: the app's answer has `Connection: close` */
 } request_state;
 
 typedef struct {

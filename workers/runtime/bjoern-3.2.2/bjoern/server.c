@@ -401,6 +401,13 @@ ev_io_on_write(struct ev_loop* mainloop, ev_io* watcher, const int events)
       STATSD_INCREMENT("resp.done.keepalive");
       ev_io_stop(mainloop, &request->ev_watcher);
 
+      if(request->pipelined && request->state.app_says_close) {
+        /* lanner: the requests pipelined after an answer the app closed the connection with are
+         * not served (RFC 9112, 9.6): closed unanswered, the client sends them again. */
+        close_connection(mainloop, request);
+        break;
+      }
+
       Request_clean(request);
       Request_reset(request);
 

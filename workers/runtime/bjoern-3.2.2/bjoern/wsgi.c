@@ -183,7 +183,7 @@ out:
 }
 
 static inline PyObject*
-clean_headers(PyObject* headers, bool* found_content_length)
+clean_headers(PyObject* headers, bool* found_content_length, bool* says_close)
 {
 
   if(!PyList_Check(headers)) {
@@ -228,6 +228,10 @@ clean_headers(PyObject* headers, bool* found_content_length)
 
     if(!strncasecmp(_PEP3333_Bytes_AS_DATA(bytes_field), "Content-Length", _PEP3333_Bytes_GET_SIZE(bytes_field)))
       *found_content_length = true;
+    /* lanner: exactly `Connection: close` (how workers/runtime/server.py says it while draining) */
+    if(!strcasecmp(_PEP3333_Bytes_AS_DATA(bytes_field), "Connection")
+       && !strcasecmp(_PEP3333_Bytes_AS_DATA(bytes_value), "close"))
+      *says_close = true;
 
     Py_DECREF(bytes_field);
     Py_DECREF(bytes_value);
@@ -382,12 +386,14 @@ start_response(PyObject* self, PyObject* args, PyObject* kwargs)
 
 
   bool found_content_length = false;
-  request->headers = clean_headers(headers, &found_content_length);
+  bool says_close = false;
+  request->headers = clean_headers(headers, &found_content_length, &says_close);
   if (request->headers == NULL) {
     return NULL;
   }
 
   request->state.response_length_unknown = !found_content_length;
+  request->state.app_says_close = says_close;
   request->state.start_response_called = true;
 
   Py_RETURN_NONE;
