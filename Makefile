@@ -37,7 +37,7 @@ lint: venv
 bench: venv
 	$(VENV)/bin/lanner bench all
 
-# System packages, installed only when missing: what bjoern needs to build, and for the tests
+# System packages, installed only when missing: what bjoern (setup.py) needs to build, and for the tests
 # a real nginx (tests/test_nginx.py runs it in front of Lanner), a headless chromium with its
 # driver (tests/test_panel_browser.py drives the web panel in it), PostgreSQL and Redis, whose
 # binaries the tests start as throwaway servers on unix sockets (workers/bench/servers.py; the packages'
@@ -61,7 +61,10 @@ apt:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml | deps
+# `pip install -e .` also builds Lanner's bjoern (setup.py, from workers/runtime/bjoern-3.2.2) in place:
+# installed again when its sources change.
+BJOERN_SOURCES := $(wildcard workers/runtime/bjoern-3.2.2/*/*.[ch])
+$(VENV)/.installed: pyproject.toml setup.py $(BJOERN_SOURCES) | deps
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test,bench,cluster]'

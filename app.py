@@ -17,6 +17,8 @@ from workers.runtime.logs import configure_logging
 if TYPE_CHECKING:
     from peewee import Database
 
+    from workers.runtime.server import LoadedApp
+
 # The admin routes' paths, whose query strings must be UTF-8 (routes/inputs.py StrictQuery); campaign
 # URLs, the Click API and postbacks decide for themselves.
 ADMIN_PREFIXES = ("/api/", "/panel")
@@ -155,10 +157,32 @@ class ServerTiming:
             resp.set_header("Server-Timing", f"app;dur={wall * 1000:.2f}, cpu;dur={cpu * 1000:.2f}")
 
 
-def load_admin_app(settings: Settings) -> falcon.App:
+def load_admin_app(settings: Settings) -> LoadedApp:
     """Called by the admin worker after fork (workers/runtime/server.py)."""
+    from workers.runtime.server import LoadedApp
+
     configure_logging(settings)
-    return create_admin_app(settings)
+    return LoadedApp(create_admin_app(settings), max_body_bytes(settings, is_admin=True))
+
+
+def max_body_bytes(settings: Settings, *, is_admin: bool = False) -> int:
+    """The largest request body a route of the web app (`is_admin`: of the admin app) reads. Its worker
+    answers a bigger one 413 before reading it (workers/runtime/server.py, LoadedApp), so a route that
+    reads a bigger body must be counted here; each route keeps its own limit, at most this."""
+    from routes.clickapi import MAX_QUERY
+    from routes.postback import MAX_BODY
+
+    largest = 0 if is_admin else max(MAX_BODY, MAX_QUERY)  # Postbacks; Click API forms.
+    if is_admin or not settings.admin_address:  # No admin worker: the web app has the admin routes too.
+        from routes.api import MAX_RATES_BYTES
+        from routes.panel.conversions import MAX_UPLOAD_BYTES
+        from routes.panel.landers import FORM_ROOM
+        from routes.v1.spec import MAX_BODY_BYTES
+
+        # The admin API's JSON and CSV, the panel's CSV import, a lander's zip with its form around it.
+        admin = (MAX_RATES_BYTES, MAX_BODY_BYTES, MAX_UPLOAD_BYTES, settings.lander_max_bytes + FORM_ROOM)
+        largest = max(largest, *admin)
+    return largest
 
 
 def delivery_queue(settings: Settings):
@@ -241,13 +265,15 @@ def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float
     )
 
 
-def load_worker_app(settings: Settings) -> falcon.App:
+def load_worker_app(settings: Settings) -> LoadedApp:
     """Called by each bjoern worker after fork (workers/runtime/server.py)."""
+    from workers.runtime.server import LoadedApp
+
     configure_logging(settings)
-    app = create_app(settings)
+    loaded = LoadedApp(create_app(settings), max_body_bytes(settings))
     # PERF: the code and config loaded so far live as long as the worker; keep the collector off
     # them, and collect the young generation less often (full collections showed up in profiles).
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 50, 100)
-    return app
+    return loaded

@@ -37,6 +37,7 @@ from routes.inputs import Unreadable, load_json
 PARAMETERS = ("group", "preset", "from", "to", "timezone", "campaign", "format", "api_key")
 FORMATS = ("json", "csv")
 RATES_FORM = 'JSON of the form {"rates": {"EUR": 1.08}}'
+MAX_RATES_BYTES = 65536  # A `POST /api/currency/rates` body: read up to this, the rest ignored.
 
 
 def check_report_parameters(params: dict[str, str], names: tuple[str, ...] = PARAMETERS) -> None:
@@ -145,7 +146,7 @@ class ExchangeRateApiResource:
         resp.set_header("Cache-Control", "no-store")
         self._check_key(req)
         try:
-            body = load_json(req.bounded_stream.read(65536) or b"null")
+            body = load_json(req.bounded_stream.read(MAX_RATES_BYTES) or b"null")
         except Unreadable as exc:  # What was wrong, then what to send.
             raise falcon.HTTPBadRequest(
                 title="Bad rates", description=f"{str(exc).rstrip('.')}; send {RATES_FORM}."

@@ -162,13 +162,22 @@ def test_lone_surrogates_bad_utf8_and_absurd_payouts_get_a_400(key, app_client, 
     assert_no_traceback(caplog.text)
 
 
-def test_a_body_over_64_kb_gets_a_413(key, server, lanner):
-    subid = landed_click(server.port, lanner)
+def test_a_body_over_64_kb_gets_a_413(key, app_client, server, lanner):
+    subid = landed_click(app_client, lanner)
     big = f"subid={subid}&note={'x' * 70_000}".encode()
-    status, _, answer = request(server.port, f"/{key}/postback", FORM, "POST", big)
+    # The postback's own limit, in process: the key is checked first.
+    status, _, answer = request(app_client, f"/{key}/postback", FORM, "POST", big)
     assert status == 413 and b"64 KB" in answer
-    assert request(server.port, f"/{'0' * 32}/postback", FORM, "POST", big)[0] == 403
-    assert request(server.port, "/postback", FORM, "POST", b"key=" + key.encode() + b"&" + big)[0] == 413
+    assert request(app_client, f"/{'0' * 32}/postback", FORM, "POST", big)[0] == 403
+    assert request(app_client, "/postback", FORM, "POST", b"key=" + key.encode() + b"&" + big)[0] == 413
+    # A worker refuses it before reading it (its largest body is the postback's), whatever the key.
+    for path, body in (
+        (f"/{key}/postback", big),
+        (f"/{'0' * 32}/postback", big),
+        ("/postback", b"key=" + key.encode() + b"&" + big),
+    ):
+        status, _, answer = request(server.port, path, FORM, "POST", body)
+        assert status == 413 and b"larger than 65536 bytes" in answer, path
 
 
 def test_a_key_sent_in_a_post_body_is_stored_masked(key, app_client, lanner):

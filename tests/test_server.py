@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -474,3 +475,156 @@ def test_a_client_ignoring_connection_close_is_cut_between_two_answers_at_gracef
     assert answers > 10 and closing > 0
     assert "still serving after graceful_timeout" in master.log
     assert "killing it" not in master.log
+
+
+# -- request bodies and pipelining: Lanner's bjoern (workers/runtime/bjoern-3.2.2) ------------------------
+
+MB = 1 << 20
+ATTACK_BYTES = 300 * MB  # what each attacking connection announces, and sends until it is cut off
+
+
+def vm_rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def read_answer(reader) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP answer from a connection's buffered reader (status, lower-case headers, body)."""
+    status_line = reader.readline()
+    assert status_line.startswith(b"HTTP/1.1 "), status_line
+    headers = {}
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = reader.read(int(headers["content-length"]))
+    return int(status_line.split()[1]), headers, body
+
+
+def push_body(address, head: bytes, is_chunked: bool) -> bytes:
+    """Announce a body of ATTACK_BYTES (or send it chunked) and send it 1 MB at a time until the server
+    cuts the connection off; return what it answered (b"" if nothing before the reset)."""
+    piece = b"x" * MB
+    if is_chunked:
+        piece = b"%x\r\n%s\r\n" % (len(piece), piece)
+    with socket.create_connection(address, timeout=30) as client:
+        try:
+            client.sendall(head)
+            for _ in range(ATTACK_BYTES // MB):
+                client.sendall(piece)
+        except OSError:
+            pass  # cut off: what the server answered before is still there to read
+        answer = b""
+        try:
+            while chunk := client.recv(65536):
+                answer += chunk
+        except OSError:
+            pass
+        return answer
+
+
+def test_the_patch_is_every_change_from_bjoern_3_2_2(tmp_path):
+    # lanner.patch undone leaves none of Lanner's changes, each marked `lanner:` (the README says how the
+    # patch is written again after a change).
+    source = ROOT / "workers/runtime/bjoern-3.2.2"
+    tree = tmp_path / "bjoern-3.2.2"
+    for part in ("bjoern", "http-parser"):
+        shutil.copytree(source / part, tree / part)
+    undone = subprocess.run(
+        ["git", "apply", "-R", str(source / "lanner.patch")], cwd=tree, capture_output=True, text=True
+    )
+    assert undone.returncode == 0, undone.stderr
+    marked = subprocess.run(["grep", "-rl", "lanner", "."], cwd=tree, capture_output=True, text=True)
+    assert marked.stdout == ""
+
+
+@pytest.mark.parametrize("is_chunked", [False, True], ids=["content-length", "chunked"])
+def test_four_300_mb_bodies_get_a_413_and_no_worker_holds_them(start_master, is_chunked):
+    master = start_master()
+    workers = master.wait_for_workers(2)
+    before = {pid: vm_rss_kb(pid) for pid in workers}
+    framing = b"Transfer-Encoding: chunked" if is_chunked else b"Content-Length: %d" % ATTACK_BYTES
+    head = b"POST /body HTTP/1.1\r\nHost: test\r\n%s\r\n\r\n" % framing
+    answers = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(push_body(master.address, head, is_chunked)))
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(answers) == 4
+    for answer in answers:  # Linux keeps the answer readable after the reset that cuts the sender off
+        assert answer.startswith(b"HTTP/1.1 413 Payload Too Large\r\n"), answer[:200]
+        assert answer.endswith(b"The request body is larger than 65536 bytes, the most this server reads.\n")
+    assert master.workers() == workers  # none died
+    growth = {pid: vm_rss_kb(pid) - before[pid] for pid in workers}
+    assert max(growth.values()) < 5 * 1024, growth  # kB: stock bjoern held every byte it was sent
+    assert get(master.address, "/body")[0] == 200
+
+
+def test_a_body_past_the_limit_is_refused_before_it_is_read_one_within_it_arrives_whole(start_master):
+    from wsgi_apps import MAX_BODY_BYTES
+
+    master = start_master(LANNER_WORKERS="1")
+    [worker] = master.wait_for_workers(1)
+    with socket.create_connection(master.address, timeout=30) as client:
+        client.sendall(b"POST /body HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n\r\nsome" % ATTACK_BYTES)
+        reader = client.makefile("rb")
+        status, headers, body = read_answer(reader)
+        assert (status, headers["connection"]) == (413, "close")
+        assert body == b"The request body is larger than 65536 bytes, the most this server reads.\n"
+        assert reader.read() == b""  # closed
+    for size, is_chunked in ((MAX_BODY_BYTES, False), (MAX_BODY_BYTES, True), (MAX_BODY_BYTES + 1, True)):
+        with socket.create_connection(master.address, timeout=30) as client:
+            if is_chunked:  # in three chunks
+                thirds = (size // 3, size // 3, size - 2 * (size // 3))
+                body = b"".join(b"%x\r\n%s\r\n" % (n, b"y" * n) for n in thirds) + b"0\r\n\r\n"
+                framing = b"Transfer-Encoding: chunked"
+            else:
+                body, framing = b"y" * size, b"Content-Length: %d" % size
+            client.sendall(b"POST /body HTTP/1.1\r\nHost: test\r\n%s\r\n\r\n%s" % (framing, body))
+            status, _, answer = read_answer(client.makefile("rb"))
+            if size <= MAX_BODY_BYTES:
+                assert (status, answer) == (200, b"%d /body %d" % (worker, size)), (size, is_chunked)
+            else:
+                assert status == 413, (size, is_chunked)
+
+
+def test_pipelined_requests_are_each_answered_in_order(start_master):
+    # Stock bjoern parsed everything one read brought into one environ: only the last request was
+    # answered, and one cut in half by the read reached the app without a method.
+    master = start_master(LANNER_WORKERS="1")
+    [worker] = master.wait_for_workers(1)
+    get_request = b"GET /body/%d HTTP/1.1\r\nHost: test\r\n\r\n"
+    with socket.create_connection(master.address, timeout=30) as client:
+        reader = client.makefile("rb")
+        client.sendall(b"".join(get_request % n for n in (1, 2, 3)))  # one write
+        assert [read_answer(reader)[2] for _ in range(3)] == [
+            b"%d /body/%d 0" % (worker, n) for n in (1, 2, 3)
+        ]
+        # A body, then a request cut in two, on the same connection.
+        client.sendall(b"POST /body/4 HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello" + b"GET /bo")
+        assert read_answer(reader)[2] == b"%d /body/4 5" % worker
+        client.sendall(b"dy/5 HTTP/1.1\r\nHost: test\r\n\r\n")
+        assert read_answer(reader)[2] == b"%d /body/5 0" % worker
+        # A request asking to close ends the connection: what was pipelined after it goes unanswered.
+        client.sendall(
+            get_request % 6
+            + b"GET /body/7 HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+            + get_request % 8
+        )
+        assert read_answer(reader)[2] == b"%d /body/6 0" % worker
+        status, headers, body = read_answer(reader)
+        assert (body, headers["connection"]) == (b"%d /body/7 0" % worker, "close")
+        assert reader.read() == b""
+    with socket.create_connection(master.address, timeout=30) as client:
+        # An answer the app closes (a draining worker's): the requests after it are not served but
+        # closed unanswered, so that a client sends them again elsewhere (never twice).
+        reader = client.makefile("rb")
+        client.sendall(get_request % 9 + b"GET /body/close HTTP/1.1\r\nHost: test\r\n\r\n" + get_request % 10)
+        assert read_answer(reader)[2] == b"%d /body/9 0" % worker
+        assert read_answer(reader)[2] == b"%d /body/close 0" % worker
+        assert reader.read() == b""

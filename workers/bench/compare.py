@@ -1,10 +1,11 @@
 """`lanner bench compare OLD NEW`: two git revisions, the same ladder, the same database, as ratios.
 
 Each revision is checked out into a temporary git worktree and runs its own `lanner bench clicks`
-(same Python and venv as this one). The database is prefilled once, by the older revision, and
-every run starts from a fresh copy of it, migrated and with its deferred steps done by the
-revision under test before the load, so neither pays for the other's leftovers. Runs alternate
-(OLD, NEW, OLD, NEW, ...) so the machine's drift hits both; the ratios are medians over rounds.
+(same Python and venv as this one; a revision with a setup.py builds its own bjoern there). The
+database is prefilled once, by the older revision, and every run starts from a fresh copy of it,
+migrated and with its deferred steps done by the revision under test before the load, so neither
+pays for the other's leftovers. Runs alternate (OLD, NEW, OLD, NEW, ...) so the machine's drift
+hits both; the ratios are medians over rounds.
 """
 
 from __future__ import annotations
@@ -52,6 +53,22 @@ def _lanner(worktree: Path, env: dict[str, str], *args: str, timeout: float = 36
             f"lanner {' '.join(args)} at {worktree.name} failed:\n{result.stdout}{result.stderr}"
         )
     return result.stdout
+
+
+def _build_extension(worktree: Path) -> None:
+    """Build the revision's own bjoern (setup.py, from workers/runtime/bjoern-3.2.2) in its tree. A revision
+    from before it has no setup.py and runs PyPI's bjoern, which must then be in this venv."""
+    if not (worktree / "setup.py").exists():
+        return
+    result = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=worktree,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if result.returncode != 0:
+        raise BenchError(f"cannot build bjoern at {worktree.name}:\n{result.stdout}{result.stderr}")
 
 
 def _copy_data(source: Path, target: Path) -> None:
@@ -115,6 +132,7 @@ def run_compare(
     try:
         for side, tree in trees.items():
             _git("worktree", "add", "--detach", str(tree), shas[side])
+            _build_extension(tree)
         if not (pristine / "lanner.db").exists():
             reporter.message(f"Prefilling {prefill:,} clicks with {old} into {pristine} ...")
             pristine.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,8 @@ It works like PHP-FPM's pools, static or on demand:
   a connection waits in the socket's backlog, and an idle keep-alive connection is closed the same
   way as on a reload;
 - each worker calls `app_loader(settings)` itself, after fork, so it opens its own database connection
-  and a reload imports the app code afresh; then it runs bjoern on the shared socket;
+  and a reload imports the app code afresh; the loader returns the app with the largest request body
+  its routes read (LoadedApp); then the worker runs bjoern on the shared socket;
 - SIGHUP starts a complete new generation and drains the old one once every new worker has loaded
   the app (an app that fails to load leaves the old generation serving);
 - SIGTERM or SIGINT drains every worker and returns once they are gone; a second one kills them now;
@@ -39,6 +40,15 @@ ends TCP connections idle for keepalive_timeout, sooner near the open-file limit
 when it stays near the limit with nothing idle to end (workers/runtime/connections.py says how, and what it
 cannot).
 
+The bjoern here is not PyPI's: it is built from workers/runtime/bjoern-3.2.2 (setup.py), 3.2.2's sources
+with a patch for two holes (its README.md has the details). Stock bjoern reads a request's whole body into
+memory before the app runs, however large Content-Length says it is; ours answers 413 and closes the
+connection before reading a body announced larger than the LoadedApp's `max_body_bytes`, or as a chunked
+one passes it. And stock bjoern parses every request that arrives in one read into the same environ, so
+of requests pipelined in one packet only the last was answered; ours answers each in turn, but closes the
+connection after a draining worker's `Connection: close` answer rather than serve what was pipelined after
+it (the client sends that again elsewhere).
+
 Workers live in their own process group, so a terminal's Ctrl-C reaches only the master, which
 drains them. They write (pid, event) records to a pipe the master reads: ready, recycling, draining.
 """
@@ -61,11 +71,17 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, NoReturn
 
-import bjoern
-
 from settings import Settings
 from workers.runtime import connections
 from workers.runtime.procfs import set_process_name
+
+try:
+    from workers.runtime import _bjoern
+except ImportError as exc:  # a checkout where `pip install -e .` has not run since the extension changed
+    raise ImportError(
+        f"Lanner's bjoern extension cannot be loaded ({exc}): build it with `make venv` or "
+        "`pip install -e .`, or in a work tree, `python setup.py build_ext --inplace`."
+    ) from exc
 
 try:
     from setproctitle import setproctitle as _setproctitle  # type: ignore[import-not-found]  # Not a dependency.
@@ -105,13 +121,23 @@ ADMIN_NICE = 19  # If SCHED_IDLE is refused: the admin worker still yields the C
 
 
 @dataclasses.dataclass(frozen=True)
+class LoadedApp:
+    """What a pool's loader returns in the worker: the app, and the largest request body any of its routes
+    reads. bjoern answers a bigger one 413 before reading it (by its Content-Length, or as a chunked one
+    passes the limit), so a worker never holds more of a request; each route keeps its own limit."""
+
+    app: WSGIApp
+    max_body_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Pool:
     """Workers running one app on one socket."""
 
     name: str
     bind: str
     workers: int
-    app_loader: Callable[[Settings], WSGIApp]
+    app_loader: Callable[[Settings], LoadedApp]
     is_idle_priority: bool = False  # SCHED_IDLE: it runs only on CPU time nothing else wants.
     idle_seconds: float = 0.0  # > 0: workers start on demand and stop after this long idle.
 
@@ -137,10 +163,10 @@ def parse_bind(bind: str) -> tuple[Literal["unix"], str] | tuple[Literal["tcp"],
 
 def serve(
     settings: Settings,
-    app_loader: Callable[[Settings], WSGIApp],
+    app_loader: Callable[[Settings], LoadedApp],
     *,
     on_ready: Callable[[dict[str, str]], None] | None = None,
-    admin_loader: Callable[[Settings], WSGIApp] | None = None,
+    admin_loader: Callable[[Settings], LoadedApp] | None = None,
 ) -> None:
     """Run the master until SIGTERM or SIGINT; return once every worker has stopped.
 
@@ -457,8 +483,15 @@ class _Master:
             set_process_name(f"lanner-{pool.name}")
             title = "worker" if pool.name == "web" else f"{pool.name} worker"
             _setproctitle(f"lanner: {title} {pool.bind} (generation {self.generation})")
-            app = pool.app_loader(self.settings)
-            worker = _Worker(self.settings, app, self.status_w, self.pid, idle_seconds=pool.idle_seconds)
+            loaded = pool.app_loader(self.settings)
+            worker = _Worker(
+                self.settings,
+                loaded.app,
+                self.status_w,
+                self.pid,
+                idle_seconds=pool.idle_seconds,
+                max_body_bytes=loaded.max_body_bytes,
+            )
             worker.serve(self.sockets[pool.name])
             code = 0
         except BaseException:
@@ -621,9 +654,17 @@ class _Worker:
     """Inside a worker: the WSGI wrapper that counts requests, and the thread that drains bjoern."""
 
     def __init__(
-        self, settings: Settings, app: WSGIApp, status_w: int, master_pid: int, idle_seconds: float = 0.0
+        self,
+        settings: Settings,
+        app: WSGIApp,
+        status_w: int,
+        master_pid: int,
+        *,
+        max_body_bytes: int,
+        idle_seconds: float = 0.0,
     ):
         self.app = app
+        self.max_body_bytes = max_body_bytes  # bjoern refuses a larger request body (LoadedApp)
         self.idle_seconds = idle_seconds  # > 0: drain after this long with no request (on demand)
         self.status_w = status_w
         self.master_pid = master_pid
@@ -649,7 +690,7 @@ class _Worker:
         self.listening = sock
         self._announce(_READY)
         threading.Thread(target=self._watch, name="lanner-drain", daemon=True).start()
-        bjoern.server_run(sock, self)
+        _bjoern.server_run(sock, self, self.max_body_bytes)
         # bjoern returns once it got SIGINT and its last connection is closed.
         if self.drain_started is None:
             self._announce(_DRAINING)
