@@ -7,7 +7,7 @@ TEST_PACKAGES := nginx chromium chromium-driver postgresql redis-server pebble c
 # PostgreSQL refuses to run as root: workers/bench/servers.py runs the test servers as this user when root.
 TEST_USER := lanner-test
 
-.PHONY: run test lint docs deps test-deps apt venv bench clean
+.PHONY: run test lint docs deps test-deps apt venv bjoern bench clean
 
 run: venv
 	$(VENV)/bin/lanner run
@@ -37,7 +37,7 @@ lint: venv
 bench: venv
 	$(VENV)/bin/lanner bench all
 
-# System packages, installed only when missing: what bjoern (setup.py) needs to build, and for the tests
+# System packages, installed only when missing: what bjoern (workers/runtime/bjoern-3.2.2) needs to build, and for the tests
 # a real nginx (tests/test_nginx.py runs it in front of Lanner), a headless chromium with its
 # driver (tests/test_panel_browser.py drives the web panel in it), PostgreSQL and Redis, whose
 # binaries the tests start as throwaway servers on unix sockets (workers/bench/servers.py; the packages'
@@ -61,14 +61,19 @@ apt:
 
 venv: $(VENV)/.installed
 
-# `pip install -e .` also builds Lanner's bjoern (setup.py, from workers/runtime/bjoern-3.2.2) in place:
-# installed again when its sources change.
+# `pip install -e .` also builds Lanner's bjoern (pyproject.toml's ext-modules, from
+# workers/runtime/bjoern-3.2.2) in place: installed again when its sources change. setuptools 74.1
+# reads ext-modules there; `make bjoern` builds it alone (a second work tree on this venv:
+# `make bjoern VENV=/path/to/.venv`).
 BJOERN_SOURCES := $(wildcard workers/runtime/bjoern-3.2.2/*/*.[ch])
-$(VENV)/.installed: pyproject.toml setup.py $(BJOERN_SOURCES) | deps
+$(VENV)/.installed: pyproject.toml $(BJOERN_SOURCES) | deps
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q --upgrade pip 'setuptools>=74.1'
 	$(VENV)/bin/pip install -q -e '.[test,bench,cluster]'
 	touch $@
+
+bjoern:
+	$(VENV)/bin/python -c "from setuptools import setup; setup()" -q build_ext --inplace
 
 clean:
 	rm -rf $(VENV) var

@@ -1,11 +1,11 @@
 """`lanner bench compare OLD NEW`: two git revisions, the same ladder, the same database, as ratios.
 
-Each revision is checked out into a temporary git worktree and runs its own `lanner bench clicks`
-(same Python and venv as this one; a revision with a setup.py builds its own bjoern there). The
-database is prefilled once, by the older revision, and every run starts from a fresh copy of it,
-migrated and with its deferred steps done by the revision under test before the load, so neither
-pays for the other's leftovers. Runs alternate (OLD, NEW, OLD, NEW, ...) so the machine's drift
-hits both; the ratios are medians over rounds.
+Each revision is checked out into a temporary git worktree and runs its own `lanner bench clicks` (same
+Python and venv as this one; a revision with workers/runtime/bjoern-3.2.2 builds its own bjoern there).
+The database is prefilled once, by the older revision, and every run starts from a fresh copy of it,
+migrated and with its deferred steps done by the revision under test before the load, so neither pays
+for the other's leftovers. Runs alternate (OLD, NEW, OLD, NEW, ...) so the machine's drift hits both;
+the ratios are medians over rounds.
 """
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ def _lanner(worktree: Path, env: dict[str, str], *args: str, timeout: float = 36
 
 
 def _build_extension(worktree: Path) -> None:
-    """Build the revision's own bjoern (setup.py, from workers/runtime/bjoern-3.2.2) in its tree. A revision
-    from before it has no setup.py and runs PyPI's bjoern, which must then be in this venv."""
-    if not (worktree / "setup.py").exists():
+    """Build the revision's own bjoern (from workers/runtime/bjoern-3.2.2, as pyproject.toml's ext-modules
+    say) in its tree. A revision from before it runs PyPI's bjoern, which must then be in this venv."""
+    if not (worktree / "workers/runtime/bjoern-3.2.2").is_dir():
         return
     result = subprocess.run(
-        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        [sys.executable, "-c", "from setuptools import setup; setup()", "-q", "build_ext", "--inplace"],
         cwd=worktree,
         capture_output=True,
         text=True,

@@ -40,14 +40,14 @@ ends TCP connections idle for keepalive_timeout, sooner near the open-file limit
 when it stays near the limit with nothing idle to end (workers/runtime/connections.py says how, and what it
 cannot).
 
-The bjoern here is not PyPI's: it is built from workers/runtime/bjoern-3.2.2 (setup.py), 3.2.2's sources
-with a patch for two holes (its README.md has the details). Stock bjoern reads a request's whole body into
-memory before the app runs, however large Content-Length says it is; ours answers 413 and closes the
-connection before reading a body announced larger than the LoadedApp's `max_body_bytes`, or as a chunked
-one passes it. And stock bjoern parses every request that arrives in one read into the same environ, so
-of requests pipelined in one packet only the last was answered; ours answers each in turn, but closes the
-connection after a draining worker's `Connection: close` answer rather than serve what was pipelined after
-it (the client sends that again elsewhere).
+The bjoern here is not PyPI's: it is built from workers/runtime/bjoern-3.2.2 (pyproject.toml's ext-
+modules), 3.2.2's sources with a patch for two holes (its README.md has the details). Stock bjoern reads
+a request's whole body into memory before the app runs, however large Content-Length says it is; ours
+answers 413 and closes the connection before reading a body announced larger than the LoadedApp's
+`max_body_bytes`, or as a chunked one passes it. And stock bjoern parses every request that arrives in
+one read into the same environ, so of requests pipelined in one packet only the last was answered; ours
+answers each in turn, but closes the connection after a draining worker's `Connection: close` answer
+rather than serve what was pipelined after it (the client sends that again elsewhere).
 
 Workers live in their own process group, so a terminal's Ctrl-C reaches only the master, which
 drains them. They write (pid, event) records to a pipe the master reads: ready, recycling, draining.
@@ -80,7 +80,7 @@ try:
 except ImportError as exc:  # a checkout where `pip install -e .` has not run since the extension changed
     raise ImportError(
         f"Lanner's bjoern extension cannot be loaded ({exc}): build it with `make venv` or "
-        "`pip install -e .`, or in a work tree, `python setup.py build_ext --inplace`."
+        "`pip install -e .`, or in a second work tree on the same venv, `make bjoern VENV=<the venv>`."
     ) from exc
 
 try:
