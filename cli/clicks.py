@@ -48,26 +48,20 @@ def echo_trace(data: dict[str, Any]) -> None:
 def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: bool, **visitor: str) -> None:
     """Show how a click on URL (a campaign URL, /alias?params) would be routed; stores nothing."""
     from app import build_tracker
-    from models.routing.trace import simulation_data
-    from routes.click import visit_from_url, with_source_slots
+    from routes.simulation import simulate_url
 
+    tracker = build_tracker(ctx.db, ctx.settings)  # ctx.db refuses an unmigrated database.
     try:
-        alias, visit = visit_from_url(
+        data = simulate_url(
+            tracker,
             url,
             headers=headers,
             sub_id_aliases=ctx.settings.sub_id_aliases,
             max_click_cost=ctx.settings.max_click_cost,
             **visitor,
         )
-    except ValueError as exc:
+    except ValueError as exc:  # The URL, IP, a header, or an alias with no active campaign.
         raise click.ClickException(str(exc)) from None
-    tracker = build_tracker(ctx.db, ctx.settings)  # ctx.db refuses an unmigrated database.
-    try:
-        campaign = tracker.campaign(alias)
-        if campaign is None:
-            raise click.ClickException(f"No active campaign has the alias {alias!r}.")
-        visit = with_source_slots(visit, campaign.source_slots)
-        data = simulation_data(tracker.simulate(campaign, visit))
     finally:
         tracker.close()
     if as_json:

@@ -2,8 +2,9 @@
 visitor described in a form (IP, User-Agent, referrer, language, query parameters such as sub ids).
 
 The fragment is what the campaign editor loads with htmx (an HX-Request gets the fragment alone);
-opened directly it is a page. It runs the click pipeline with dry_run (models/clicks/tracker.py), the
-same call as cli/clicks.py's simulate_command, so it stores nothing; a GET, then, with no CSRF token to carry.
+opened directly it is a page. It makes the call cli/clicks.py's simulate_command makes
+(routes/simulation.py): the click pipeline with dry_run, which stores nothing; a GET, then, with no
+CSRF token to carry.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ import falcon
 
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import AdminError, get_campaign, list_offers, list_streams
-from models.routing.trace import simulation_data
-from routes.click import visit_from_url, with_source_slots
 from routes.panel.common import PanelContext, PanelResource
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions
+from routes.simulation import NoActiveCampaign, simulate_url
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,8 @@ class SimulateResource(PanelResource):
         except ValueError:
             return None, "The query parameters must look like sub_id_1=zone7&keyword=shoes."
         try:
-            alias, visit = visit_from_url(
+            data = simulate_url(
+                self.tracker(),
                 f"/{campaign.alias}?{params}",
                 ip=form["ip"],
                 user_agent=form["ua"],
@@ -97,17 +98,14 @@ class SimulateResource(PanelResource):
                 sub_id_aliases=self.settings.sub_id_aliases,
                 max_click_cost=self.settings.max_click_cost,
             )
-        except ValueError as exc:
-            return None, str(exc)
-        tracker = self.tracker()
-        config = tracker.campaign(alias)
-        if config is None:
+        except NoActiveCampaign:
             return (
                 None,
                 f"Campaign {campaign.alias} is {campaign.status}: only an active campaign routes clicks.",
             )
-        visit = with_source_slots(visit, config.source_slots)
-        return simulation_data(tracker.simulate(config, visit)), ""
+        except ValueError as exc:
+            return None, str(exc)
+        return data, ""
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
