@@ -60,7 +60,7 @@ def simulate_command(ctx: Context, url: str, headers: tuple[str, ...], as_json: 
             max_click_cost=ctx.settings.max_click_cost,
             **visitor,
         )
-    except ValueError as exc:  # The URL, IP, a header, or an alias with no active campaign.
+    except ValueError as exc:  # The URL, the IP or a header (LannerGroup says NoActiveCampaign's sentence).
         raise click.ClickException(str(exc)) from None
     finally:
         tracker.close()

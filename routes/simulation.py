@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from models.errors import LannerError
 from models.routing.trace import simulation_data
 from routes.click import visit_from_url, with_source_slots
 
 
-class NoActiveCampaign(ValueError):
+class NoActiveCampaign(LannerError):
     """The URL's alias names no active campaign; `alias` is the one it names."""
 
     def __init__(self, alias: str) -> None:
@@ -49,6 +50,9 @@ def simulate_url(
         sub_id_aliases=sub_id_aliases,
         max_click_cost=max_click_cost,
     )
+    # The campaigns as the database has them now: the panel's tracker is kept between simulations,
+    # and a buyer simulates the campaign he has just edited (one indexed read when nothing changed).
+    tracker.refresh()
     campaign = tracker.campaign(alias)
     if campaign is None:
         raise NoActiveCampaign(alias)
