@@ -1,9 +1,11 @@
-"""`GET /healthz`: the worker is up and its database answers (web and admin workers).
+"""`GET /healthz`: the worker is up, and what it depends on (web and admin workers).
 
-A web worker also says whether clicks are landing: `status` is `degraded` (with `problems`) when the
-consumer is stopped or stuck or the oldest unflushed click is older than LANNER_BACKLOG_ALERT_SECONDS.
-That stays a 200, since the worker still takes every click and keeps it in the spool: a load
-balancer must not take it out. `?strict=1` answers 503 instead, for monitors that read only the code.
+A web worker says whether clicks are landing: `status` is `degraded` (with `problems`) when its
+database does not answer, when the consumer is stopped or stuck, or when the oldest unflushed click is
+older than LANNER_BACKLOG_ALERT_SECONDS. That stays a 200, since the worker still takes every click and
+keeps it in the spool: a load balancer must not take it out (in cluster mode a PostgreSQL outage would
+take every node out at once). `?strict=1` answers 503 instead, for monitors that read only the code.
+The admin worker, which cannot serve the panel or the API without its database, answers 503 then.
 
 Near the open-file limit the check opens nothing: the database is asked on the worker's open
 connection, the consumer through workers/runtime/heartbeat.py's ConsumerWatch (open descriptors,
@@ -58,15 +60,19 @@ class HealthResource:
         is_strict = req.get_param_as_bool("strict", default=False)
         try:
             MaintenanceStore(self.tracker.conn).ping()  # The open connection: no new descriptor.
-            consumer = self.consumer_status()
+            database = "ok"
         except STORE_ERRORS as exc:
-            raise cannot_check("database does not answer", exc) from None
+            database = f"does not answer: {exc}"
+            logger.warning("/healthz: the database %s", database)
+        try:
+            consumer = self.consumer_status()
         except OSError as exc:  # ConsumerWatch answers EMFILE itself: anything else that could not run.
             raise cannot_check("health check could not run", exc) from None
-        is_degraded = bool(consumer["problems"])
+        is_degraded = database != "ok" or bool(consumer["problems"])
         resp.cache_control = ("no-store",)
         resp.media = {
             "status": "degraded" if is_degraded else "ok",
+            "database": database,
             "campaigns": len(self.tracker.campaigns),
             "recent_visits": len(self.tracker.index),
             "consumer": consumer,

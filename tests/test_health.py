@@ -229,7 +229,7 @@ def test_an_emfile_once_answers_from_the_last_look_and_a_lasting_one_says_the_co
     assert client.simulate_get("/healthz", params={"strict": "1"}).json["consumer"]["state"] == "ok"
 
 
-def test_a_database_that_does_not_answer_is_a_503_in_one_sentence_never_a_500():
+def test_a_database_that_does_not_answer_degrades_a_web_worker_and_is_the_admin_worker_s_503():
     class Unreachable:  # A connection that cannot be (re)opened: EMFILE under SQLite's open().
         def execute(self, *args):
             raise sqlite3.OperationalError("unable to open database file")
@@ -242,10 +242,15 @@ def test_a_database_that_does_not_answer_is_a_503_in_one_sentence_never_a_500():
     app.add_route("/healthz", HealthResource(tracker, lambda: {"problems": []}))  # type: ignore[arg-type]
     app.add_route("/admin/healthz", DatabaseHealthResource(Unreachable()))
     client = TestClient(app)
-    for path in ("/healthz", "/admin/healthz"):
-        answer = client.simulate_get(path)
-        assert answer.status_code == 503 and answer.headers["retry-after"] == "5"
-        assert answer.json == {
-            "title": "Unhealthy",
-            "description": "This worker's database does not answer: unable to open database file.",
-        }
+    # The web worker still takes every click into its spool: in rotation, and it says why it is degraded.
+    web = client.simulate_get("/healthz")
+    assert web.status_code == 200 and web.json["status"] == "degraded"
+    assert web.json["database"] == "does not answer: unable to open database file"
+    strict = client.simulate_get("/healthz", params={"strict": "1"})
+    assert strict.status_code == 503 and strict.json["database"] == web.json["database"]
+    admin = client.simulate_get("/admin/healthz")
+    assert admin.status_code == 503 and admin.headers["retry-after"] == "5"
+    assert admin.json == {
+        "title": "Unhealthy",
+        "description": "This worker's database does not answer: unable to open database file.",
+    }
