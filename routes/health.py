@@ -66,6 +66,11 @@ class HealthResource:
             logger.warning("/healthz: the database %s", database)
         try:
             consumer = self.consumer_status()
+        except STORE_ERRORS:  # The backlog's age starts at the landed position, in the database.
+            consumer = {
+                "state": "unknown",
+                "problems": ["the spool's backlog cannot be measured while the database does not answer"],
+            }
         except OSError as exc:  # ConsumerWatch answers EMFILE itself: anything else that could not run.
             raise cannot_check("health check could not run", exc) from None
         is_degraded = database != "ok" or bool(consumer["problems"])

@@ -291,8 +291,17 @@ def test_while_postgresql_is_away_clicks_wait_in_the_spools_and_postbacks_get_50
         a.resume_worker()  # Its flusher now fails, and tries again.
         during = [visit(node.web.port, "pgdown", f"198.51.100.{60 + n}") for n, node in enumerate((a, b) * 5)]
         refused = [postback(node.web.port, key, before, tid="t2") for node in (a, b)]
+        # Both nodes take every click: in rotation (a 200 that says why it is degraded), 503 only
+        # for a monitor that asks strictly.
+        health = [request(node.web.port, "/healthz") for node in (a, b)]
+        strict = [request(node.web.port, "/healthz?strict=1")[0] for node in (a, b)]
     finally:
         cluster.postgres.resume()
+    for status, _, body in health:
+        answer = json.loads(body)
+        assert (status, answer.get("status")) == (200, "degraded"), body
+        assert answer["database"].startswith("does not answer: "), body
+    assert strict == [503, 503]
     assert {status for status, _ in during} == {302}, during
     assert [status for status, _ in refused] == [503, 503], refused
     cluster.wait_landed()

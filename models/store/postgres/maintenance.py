@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 
+import psycopg
+
 from models.store import maintenance as base
+from models.store.postgres.database import PostgresUnavailable
 from models.store.rows import fetch_single
 
 
@@ -18,6 +21,14 @@ class MaintenanceStore(base.MaintenanceStore):
     __slots__ = ()
     dialect = "postgres"
     SQL_DATABASE_BYTES = "SELECT pg_database_size(current_database())"
+
+    def ping(self) -> None:
+        """On the raw connection psycopg's own errors arrive, not peewee's: a server that stopped is
+        PostgresUnavailable (an OperationalError, as every refusal through peewee is)."""
+        try:
+            super().ping()
+        except psycopg.Error as error:
+            raise PostgresUnavailable(error) from error
 
     def checkpoint(self, *, truncate: bool, busy_timeout_ms: int) -> bool:
         """Nothing to checkpoint: every committed row is already in the database."""
