@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -284,6 +285,36 @@ def test_unknown_subid_is_parked_then_matched_when_the_click_lands(recorder, cam
     log = PostbackLog.get(PostbackLog.subid == subid)
     assert log.verdict == "created" and "parked" in log.detail
     assert recorder.settle_parked() == []  # Settled once.
+
+
+def test_a_postback_parked_just_after_its_click_landed_is_matched_by_the_idle_flusher(
+    recorder, campaign, clock, settings
+):
+    """On PostgreSQL a postback can look for its click while a flush (on another node) is landing it,
+    find none, and be parked once that flush's look for parked postbacks has passed. Found by the
+    conversion histories (tests/test_histories.py): with no click landing after it, it stayed parked."""
+    from workers.runtime.tasks import SETTLE_EVERY, SpoolFlusher
+
+    subid = new_subid(int(clock() * 1000))
+    assert post(recorder, subid=subid, status="sale", tid="r1").verdict == "parked"
+    Click.create(  # Landed by a flush whose look for parked postbacks came before the postback's commit.
+        subid=subid,
+        created_at=int(clock() * 1000),
+        campaign_id=campaign.id,
+        stream_id=1,
+        offer_id=1,
+        ip="203.0.113.7",
+        user_agent="x",
+        ua_hash=ua_hash("x"),
+    )
+    flusher = SpoolFlusher(settings)
+    flusher.last_settle = flusher.last_sync = time.monotonic()  # It has just looked.
+    assert flusher.run_once() == 0 and conversions(subid) == []  # Nothing landed: no look yet.
+    flusher.last_settle -= SETTLE_EVERY
+    assert flusher.run_once() == 0  # Still nothing to land, but time to look again.
+    [conversion] = conversions(subid)
+    assert (conversion.status, conversion.tid) == ("sale", "r1")
+    assert PostbackLog.get(PostbackLog.subid == subid).verdict == "created"
 
 
 def test_parked_postbacks_expire(recorder, campaign, clock):
