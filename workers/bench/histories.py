@@ -25,10 +25,11 @@ history, the final conversion rows and the report rows, and returns the anomalie
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from models.conversions.postbacks import ALLOWED_CHANGES, BUILTIN_ALIASES
@@ -159,13 +160,19 @@ def _unknown_subid(rng: random.Random) -> str:
     return "000000000" + "".join(rng.choice(alphabet) for _ in range(8))
 
 
-def generate_history(subids: list[str], operations: int, *, seed: int = 0) -> list[Operation]:
+def generate_history(
+    subids: list[str], operations: int, *, seed: int = 0, late: list[str] | None = None
+) -> list[Operation]:
     """A plan of `operations` postbacks over the clicks `subids` (unsent; the runner sends them in order,
     several at once). Leads that become sales, then rejected (or trash); sales straight away; rebills
     (each its own tid) sent close together for one subid; a tid reused for another status; exact repeats
     (a network's retry, or its duplicate); illegal orders (a rejected conversion approved, a sale sent
     back to lead, a lead become a rebill); postbacks for subids no click has; payouts in several
-    currencies; words mapped by the built-in aliases, by the network's status maps and in the URL."""
+    currencies; words mapped by the built-in aliases, by the network's status maps and in the URL; the
+    same postback several times in a row (sent at once, to different nodes); postbacks without a tid (a
+    lead sent without one, its sale with one: the same conversion). `late`: clicks made just before the
+    history, perhaps not landed yet, which its first tenth prefers (their postbacks may be parked, then
+    matched when they land)."""
     rng = random.Random(seed)
     plan: list[Operation] = []
     live: list[tuple[str, str, str]] = []  # (subid, tid, the last status asked for)
@@ -196,9 +203,22 @@ def generate_history(subids: list[str], operations: int, *, seed: int = 0) -> li
     def new_tid() -> str:
         return f"t{next(tids)}"
 
+    late = late or []
+    untagged: set[str] = set()  # Subids sent a postback without a tid.
     while len(plan) < operations:
         roll = rng.random()
-        subid = rng.choice(subids)
+        subid = rng.choice(late if late and len(plan) < operations // 10 else subids)
+        if rng.random() < 0.06 and subid not in untagged:  # A lead without a tid, then its sale with one.
+            untagged.add(subid)
+            add(subid, "", LEAD)
+            add(subid, new_tid(), rng.choice((SALE, SALE, REJECTED)))
+            continue
+        if rng.random() < 0.04 and plan:  # The same postback at once, a few times (to different nodes).
+            earlier = plan[-1]
+            for _ in range(rng.randrange(2, 5)):
+                plan.append(earlier.again(len(plan)))
+                plan[-1].is_retry, plan[-1].retry_of = False, None
+            continue
         if roll < 0.22 or not live:  # A new lead, or a sale straight away.
             status = LEAD if rng.random() < 0.6 else SALE
             tid = new_tid()
@@ -266,12 +286,36 @@ def check_history(
     reports: dict[str, list[dict[str, Any]]],
     *,
     clicks: Iterable[str] = (),
+    settled: Iterable[tuple[str, str, str, str, int | None]] = (),
 ) -> list[Anomaly]:
     """Every anomaly of a replayed `history` against the final conversion `rows` and the report rows
     (`reports["campaign"]`, `reports["offer"]`: run_report's rows, each with its id under the group's
-    name). `clicks`: the subids that have a click (a conversion of any other is a phantom)."""
+    name). `clicks`: the subids that have a click (a conversion of any other is a phantom). `settled`:
+    the postback log's parked postbacks matched since, as (subid, tid, status word, verdict, conversion
+    id): a postback answered `parked` whose click has landed is judged by the verdict it was settled with
+    (at some time after it was sent)."""
     anomalies: list[Anomaly] = []
     by_id = {row.id: row for row in rows}
+    clicked = set(clicks)
+    matched: dict[tuple[str, str, str], list[tuple[str, int | None]]] = defaultdict(list)
+    for subid, tid, word, verdict, conversion_id in settled:
+        matched[(subid, tid, word)].append((verdict, conversion_id))
+    history = list(history)
+    for at, op in enumerate(history):
+        if op.verdict == "parked" and op.subid in clicked:
+            found = matched.get((op.subid, op.tid, op.word.lower()))
+            if not found:
+                anomalies.append(
+                    Anomaly(
+                        "lost",
+                        f"{op.describe()}: its click landed, the postback was never matched",
+                        [op.index],
+                    )
+                )
+                continue
+            verdict, conversion_id = found.pop(0)
+            body = json.dumps({"verdict": verdict, "detail": "settled", "conversion_id": conversion_id})
+            history[at] = replace(op, body=body, answered_at=math.inf)
     sent: dict[tuple[str, str], list[Operation]] = defaultdict(list)
     accepted: dict[int, list[Operation]] = defaultdict(list)  # conversion id -> created/updated
     for op in history:
@@ -353,14 +397,13 @@ def check_history(
                     )
                 )
 
-    # Nothing accepted is missing; nothing refused that was allowed; parked only where no click is.
-    clicked = set(clicks)
+    # Nothing accepted is missing; nothing refused that was allowed.
     for op in history:
         if not op.is_2xx:
             continue
         row = by_id.get(op.conversion_id) if op.conversion_id is not None else None
         if op.verdict in ACCEPTING:
-            if row is None or (row.subid, row.tid) != (op.subid, op.tid):
+            if row is None or row.subid != op.subid or op.tid not in ("", row.tid):
                 anomalies.append(
                     Anomaly("lost", f"{op.describe()}: conversion {op.conversion_id} not stored", [op.index])
                 )
@@ -374,12 +417,10 @@ def check_history(
                     "wrongly refused", f"{op.describe()}: conversion {row.id} holds {row.status}", [op.index]
                 )
             )
-        elif op.verdict == "parked" and op.subid in clicked:
-            anomalies.append(Anomaly("lost", f"{op.describe()}: parked, but its click is stored", [op.index]))
 
     # No phantoms: every row was asked for by a postback sent (any answer: a 503 may follow a commit).
     for row in rows:
-        ops = sent.get((row.subid, row.tid), [])
+        ops = sent.get((row.subid, row.tid), []) + (sent.get((row.subid, ""), []) if row.tid else [])
         asked = {op.status for op in ops}
         if row.original_status not in asked or row.status not in asked:
             anomalies.append(
@@ -428,8 +469,10 @@ def summarise(history: list[Operation], anomalies: list[Anomaly]) -> dict[str, A
     kinds: dict[str, int] = defaultdict(int)
     for anomaly in anomalies:
         kinds[anomaly.kind] += 1
+    samples = sorted({f"{op.code} {op.body[:160]}" for op in history if not op.is_2xx})[:5]
     return {
         "operations": len(history),
+        "not_2xx_samples": samples,
         "retries": sum(op.is_retry for op in history),
         "try_again": sum(op.is_try_again for op in history),
         "verdicts": dict(sorted(verdicts.items())),

@@ -18,6 +18,7 @@ PostgreSQL and Redis.
 from __future__ import annotations
 
 import http.client
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +44,9 @@ SQL_CONVERSIONS = (
     "SELECT id, subid, tid, status, original_status, report_payout, campaign_id, offer_id FROM conversion"
 )
 SQL_CAMPAIGN_CLICKS = "SELECT subid FROM click WHERE campaign_id IN ({})"
+SQL_PARKED_SUBIDS = "SELECT subid FROM postback_log WHERE verdict = 'parked'"
+SQL_POSTBACK_LOG = "SELECT subid, tid, raw_status, verdict, conversion_id, detail FROM postback_log"
+SETTLED_DETAIL = re.compile(r"\(matched after [0-9.]+ s parked\)$")  # ConversionRecorder.settle_parked's
 RATES = {"EUR": 1.1, "GBP": 1.25}
 REQUEST_SECONDS = 60.0
 LAND_SECONDS = 120.0
@@ -145,6 +149,17 @@ def _fresh(db, read: Callable[[], Any]) -> Any:
 def landed(db, campaigns: list[int]) -> list[str]:
     sql = SQL_CAMPAIGN_CLICKS.format(", ".join(str(int(c)) for c in campaigns))
     return _fresh(db, lambda: [row[0] for row in db.execute_sql(sql).fetchall()])
+
+
+def parked(db) -> set[str]:
+    """The subids of the postbacks still parked."""
+    return _fresh(db, lambda: {row[0] for row in db.execute_sql(SQL_PARKED_SUBIDS).fetchall()})
+
+
+def settled(db) -> list[tuple[str, str, str, str, int | None]]:
+    """The postback log's parked postbacks matched since: (subid, tid, word, verdict, conversion id)."""
+    rows = _fresh(db, lambda: db.execute_sql(SQL_POSTBACK_LOG).fetchall())
+    return [tuple(row[:5]) for row in rows if SETTLED_DETAIL.search(row[5] or "")]
 
 
 def read_outcome(db) -> tuple[list[ConversionRow], dict[str, list[dict[str, Any]]]]:
@@ -290,6 +305,7 @@ def run_history(
     *,
     operations: int,
     clicks: int = 40,
+    late_clicks: int = 8,
     seed: int = 0,
     threads: int = 8,
     outage: Outage | None = None,
@@ -298,7 +314,9 @@ def run_history(
 ) -> HistoryResult:
     """Prepare, generate, replay (with `outage`, if any), read back and check one history."""
     setup = prepare_history(db, ports, clicks, prefix=prefix)
-    plan = generate_history(setup.subids, operations, seed=seed)
+    # Clicked just now: the first postbacks for them may come before their node's flusher lands them.
+    late = [click_subid(ports[n % len(ports)], f"{prefix}-one", clicks + n + 1) for n in range(late_clicks)]
+    plan = generate_history(setup.subids + late, operations, seed=seed, late=late)
     replay = Replay(ports, key, threads=threads)
     started = time.monotonic()
     if outage is not None:
@@ -307,6 +325,12 @@ def run_history(
     if outage is not None:
         outage.join()
     seconds = time.monotonic() - started
+    subids = set(setup.subids + late)
+    wait_for(lambda: subids <= set(landed(db, setup.campaigns)), LAND_SECONDS, "the late clicks to land")
+    try:  # One never matched is the checker's to report, with its operations.
+        wait_for(lambda: not parked(db) & subids, LAND_SECONDS, "the parked postbacks to be matched")
+    except TimeoutError:
+        pass
     rows, reports = read_outcome(db)
     mine = set(setup.campaigns)
     rows = [row for row in rows if row.campaign_id in mine]
@@ -318,8 +342,10 @@ def run_history(
         ]
         for group, report in reports.items()
     }
-    anomalies = check_history(history, rows, reports, clicks=setup.subids)
-    return HistoryResult(label, history, anomalies, seconds, summarise(history, anomalies))
+    anomalies = check_history(history, rows, reports, clicks=subids, settled=settled(db))
+    stats = summarise(history, anomalies)
+    stats["parked_then_matched"] = sum(op.verdict == "parked" and op.subid in subids for op in history)
+    return HistoryResult(label, history, anomalies, seconds, stats)
 
 
 # -- the bench ------------------------------------------------------------------------------------
@@ -352,13 +378,14 @@ def format_histories(report: HistoriesReport) -> list[str]:
     """One table row per history, a total line, and each anomaly under it."""
     from workers.bench.harness import _aligned
 
-    header = ["history", "operations", "retries", "try again", "seconds", "anomalies"]
+    header = ["history", "operations", "retries", "try again", "parked, matched", "seconds", "anomalies"]
     rows = [
         [
             r.label,
             str(r.stats["operations"]),
             str(r.stats["retries"]),
             str(r.stats["try_again"]),
+            str(r.stats.get("parked_then_matched", 0)),
             f"{r.seconds:.1f}",
             str(len(r.anomalies)),
         ]
