@@ -136,6 +136,11 @@ def test_a_report_total_one_cent_off_is_an_anomaly():
     anomalies = check_history(history, rows, reports, clicks=[SUBID])
     assert kinds(anomalies) == ["report total"]
     assert "revenue" in anomalies[0].detail and anomalies[0].operations
+    # Another report by the same group (read from the raw rows) is held to the same recount.
+    reports = {**reports_of(rows), "campaign:raw": reports_of(rows)["campaign"]}
+    reports["campaign:raw"][0]["leads"] -= 1
+    [anomaly] = check_history(history, rows, reports, clicks=[SUBID])
+    assert anomaly.kind == "report total" and anomaly.detail.startswith("campaign:raw 1: leads")
 
 
 def test_a_server_error_is_an_anomaly_and_try_again_is_not():

@@ -290,8 +290,9 @@ def check_history(
 ) -> list[Anomaly]:
     """Every anomaly of a replayed `history` against the final conversion `rows` and the report rows
     (`reports["campaign"]`, `reports["offer"]`: run_report's rows, each with its id under the group's
-    name). `clicks`: the subids that have a click (a conversion of any other is a phantom). `settled`:
-    the postback log's parked postbacks matched since, as (subid, tid, status word, verdict, conversion
+    name; `"campaign:raw"` and the like: another report by that group, e.g. read from the raw rows).
+    `clicks`: the subids that have a click (a conversion of any other is a phantom). `settled`: the
+    postback log's parked postbacks matched since, as (subid, tid, status word, verdict, conversion
     id): a postback answered `parked` whose click has landed is judged by the verdict it was settled with
     (at some time after it was sent)."""
     anomalies: list[Anomaly] = []
@@ -435,7 +436,8 @@ def check_history(
             anomalies.append(Anomaly("phantom", f"conversion {row.id}: {row.subid} has no click", []))
 
     # Every report total is the recount of the raw rows.
-    for group, report_rows in reports.items():
+    for name, report_rows in reports.items():
+        group = name.split(":")[0]  # "offer:raw": the report by offer read from the raw rows.
         expected = recount(rows, group)
         got = {row.get(group): row for row in report_rows}
         for key in sorted(set(expected) | set(got), key=str):
@@ -454,7 +456,7 @@ def check_history(
                     anomalies.append(
                         Anomaly(
                             "report total",
-                            f"{group} {key}: {metric} reported {have}, recounted {want:g}",
+                            f"{name} {key}: {metric} reported {have}, recounted {want:g}",
                             ops,
                         )
                     )

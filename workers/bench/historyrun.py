@@ -163,13 +163,16 @@ def settled(db) -> list[tuple[str, str, str, str, int | None]]:
 
 
 def read_outcome(db) -> tuple[list[ConversionRow], dict[str, list[dict[str, Any]]]]:
-    """The conversion rows and the all-time reports by campaign and by offer, as the checker takes them."""
+    """The conversion rows and the all-time reports by campaign and by offer (from the rollups, and from the
+    raw rows as `campaign:raw`, `offer:raw`), as the checker takes them."""
     from models.reporting.reports import ReportQuery, run_report
 
     def read() -> tuple[list[ConversionRow], dict[str, list[dict[str, Any]]]]:
         rows = [ConversionRow(*row) for row in db.execute_sql(SQL_CONVERSIONS).fetchall()]
         reports = {
-            group: run_report(db, ReportQuery(group_by=(group,))).rows for group in ("campaign", "offer")
+            f"{group}{suffix}": run_report(db, ReportQuery(group_by=(group,), source=source)).rows
+            for group in ("campaign", "offer")
+            for suffix, source in (("", "auto"), (":raw", "raw"))
         }
         return rows, reports
 
@@ -338,7 +341,7 @@ def run_history(
         group: [
             row
             for row in report
-            if (row["campaign"] in mine if group == "campaign" else row["offer"] in setup.offers)
+            if (row["campaign"] in mine if group.startswith("campaign") else row["offer"] in setup.offers)
         ]
         for group, report in reports.items()
     }
