@@ -247,11 +247,13 @@ class Replay:
 @dataclass
 class Outage:
     """Stop `server` (PostgresServer or RedisServer: pause/resume) once `after` postbacks were sent, and
-    start it again once `answers` of them were told to try again, or after `seconds` at most."""
+    start it again once `answers` of them were told to try again or `during` more were answered (a
+    server the postbacks do not need), or after `seconds` at most."""
 
     server: Any
     after: int
     answers: int = 8
+    during: int = 200
     seconds: float = 20.0
     timeline: list[tuple[str, float]] = field(default_factory=list)
     thread: threading.Thread | None = None
@@ -266,9 +268,13 @@ class Outage:
             wait_for(lambda: replay.sent >= self.after, GIVE_UP_SECONDS, f"{self.after} postbacks sent")
             self.server.pause()
             self.timeline.append(("stopped", time.monotonic()))
-            before = replay.try_again
+            before, sent = replay.try_again, replay.sent
             deadline = time.monotonic() + self.seconds
-            while replay.try_again - before < self.answers and time.monotonic() < deadline:
+            while (
+                replay.try_again - before < self.answers
+                and replay.sent - sent < self.during
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.02)
         except BaseException as exc:
             self.error = exc
