@@ -191,6 +191,7 @@ class Replay:
         self.lock = threading.Lock()
         self.try_again = 0
         self._next_index = 0
+        self.gate: Callable[[Operation], None] | None = None  # Called before each planned operation.
 
     @property
     def sent(self) -> int:
@@ -207,6 +208,8 @@ class Replay:
                     op = next(pending, None)
                 if op is None:
                     return
+                if self.gate is not None:
+                    self.gate(op)
                 self._send_until_answered(op)
 
         threads = [threading.Thread(target=client, daemon=True) for _ in range(self.threads)]
@@ -258,16 +261,25 @@ class Outage:
     timeline: list[tuple[str, float]] = field(default_factory=list)
     thread: threading.Thread | None = None
     error: BaseException | None = None
+    stopped: threading.Event = field(default_factory=threading.Event)
 
     def start(self, replay: Replay) -> None:
+        replay.gate = self.gate
         self.thread = threading.Thread(target=self._run, args=(replay,), daemon=True)
         self.thread.start()
+
+    def gate(self, op: Operation) -> None:
+        """Hold the operations planned well after `after` until the server is down: on a fast box the
+        rest of a short history would otherwise be answered before `pg_ctl stop` returns."""
+        if op.index >= self.after + 16:
+            self.stopped.wait(GIVE_UP_SECONDS)
 
     def _run(self, replay: Replay) -> None:
         try:
             wait_for(lambda: replay.sent >= self.after, GIVE_UP_SECONDS, f"{self.after} postbacks sent")
             self.server.pause()
             self.timeline.append(("stopped", time.monotonic()))
+            self.stopped.set()
             before, sent = replay.try_again, replay.sent
             deadline = time.monotonic() + self.seconds
             while (
@@ -279,6 +291,7 @@ class Outage:
         except BaseException as exc:
             self.error = exc
         finally:
+            self.stopped.set()  # Also when it failed: the history goes on.
             self.server.resume()
             self.timeline.append(("started", time.monotonic()))
 
