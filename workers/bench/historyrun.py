@@ -441,6 +441,7 @@ def run_histories(
     from models.conversions.postbacks import read_secret
     from models.migrations.runner import migrate
     from models.store.database import db, open_database
+    from settings import load_settings
     from workers.bench.harness import BenchError, Reporter, lanner_env, run_lanner
 
     reporter = reporter or Reporter()
@@ -466,15 +467,15 @@ def run_histories(
             for n, env in enumerate(envs):
                 env.update(LANNER_DATABASE_URL=url, LANNER_REDIS_URL=redis.url(), LANNER_NODE_ID=f"node-{n}")
         run_lanner(envs[0], "db", "migrate")
-        from settings import load_settings
-
         settings = load_settings(envs[0])
         location = settings.database_location if settings.uses_postgres else settings.database_path
         open_database(location, autocheckpoint=True)
         stack.callback(db.close)
         migrate(db)
         reporter.message(f"Starting {nodes} node(s) ...")
-        ports = [stack.enter_context(_node(env, work_dir / f"node-{n}")) for n, env in enumerate(envs)]
+        ports = [
+            stack.enter_context(NodeProcesses(env, work_dir / f"node-{n}")) for n, env in enumerate(envs)
+        ]
         key = read_secret(db, "postback_key")
         for n in range(histories):
             label = f"{nodes} node{'s' if nodes > 1 else ''}, {fault}, #{n + 1}"
@@ -496,7 +497,7 @@ def run_histories(
     return HistoriesReport(operations, nodes, fault, results)
 
 
-class _node:
+class NodeProcesses:
     """`lanner serve` (port 0, read back from its log) and `lanner worker` for one node, in a `with`."""
 
     def __init__(self, env: dict[str, str], directory: Path) -> None:
