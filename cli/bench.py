@@ -298,6 +298,71 @@ def bench_faults_command(
         raise SystemExit(1)
 
 
+@bench.command("histories")
+@click.option(
+    "--operations", type=click.IntRange(min=10), default=2000, show_default=True, help="Postbacks a history."
+)
+@click.option(
+    "--histories", type=click.IntRange(min=1), default=1, show_default=True, help="Histories to check."
+)
+@click.option(
+    "--nodes", type=click.IntRange(1, 2), default=1, show_default=True, help="1: one box; 2: a cluster."
+)
+@click.option(
+    "--fault",
+    type=click.Choice(["none", "postgres", "redis"]),
+    default="none",
+    show_default=True,
+    help="Stopped and started again a third into each history (needs PostgreSQL and Redis).",
+)
+@click.option("--threads", type=click.IntRange(min=1), default=8, show_default=True, help="Client threads.")
+@click.option("--seed", type=int, default=0, show_default=True, help="The first history's seed.")
+@click.option("--keep", is_flag=True, help="Keep the work dir (server and worker logs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_histories_command(
+    operations: int,
+    histories: int,
+    nodes: int,
+    fault: str,
+    threads: int,
+    seed: int,
+    keep: bool,
+    json_path: str | None,
+) -> None:
+    """Random postback histories replayed concurrently, then checked: each (subid, tid) once, only legal
+    transitions, nothing accepted lost, no phantom, report totals equal to a recount (docs/RELIABILITY.md).
+
+    One node without a fault runs on SQLite; otherwise on a throwaway PostgreSQL and Redis. Exits 1 on an
+    anomaly."""
+
+    if nodes > 1 or fault != "none":
+        from models.store.drivers import allow_postgres_drivers
+
+        if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
+            raise click.ClickException("PostgreSQL needs psycopg, which this process could not load.")
+    from workers.bench.harness import ConsoleReporter, run_work_dir
+    from workers.bench.historyrun import format_histories, run_histories
+    from workers.bench.suite import write_json
+
+    reporter = ConsoleReporter()
+    with run_work_dir("lanner-histories-", keep, reporter) as work_dir:
+        report = run_histories(
+            work_dir,
+            operations=operations,
+            nodes=nodes,
+            fault=fault,
+            histories=histories,
+            seed=seed,
+            threads=threads,
+            reporter=reporter,
+        )
+    if json_path:
+        write_json(Path(json_path), report.to_json())
+    click.echo("\n".join(format_histories(report)))
+    if report.anomalies:
+        raise SystemExit(1)
+
+
 @bench.command("compare")
 @click.argument("old")
 @click.argument("new", default="HEAD")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -284,6 +285,87 @@ def test_unknown_subid_is_parked_then_matched_when_the_click_lands(recorder, cam
     log = PostbackLog.get(PostbackLog.subid == subid)
     assert log.verdict == "created" and "parked" in log.detail
     assert recorder.settle_parked() == []  # Settled once.
+
+
+def test_a_postback_parked_just_after_its_click_landed_is_matched_by_the_idle_flusher(
+    recorder, campaign, clock, settings
+):
+    """On PostgreSQL a postback can look for its click while a flush (on another node) is landing it,
+    find none, and be parked once that flush's look for parked postbacks has passed. Found by the
+    conversion histories (tests/test_histories.py): with no click landing after it, it stayed parked."""
+    from workers.runtime.tasks import SETTLE_EVERY, SpoolFlusher
+
+    subid = new_subid(int(clock() * 1000))
+    assert post(recorder, subid=subid, status="sale", tid="r1").verdict == "parked"
+    Click.create(  # Landed by a flush whose look for parked postbacks came before the postback's commit.
+        subid=subid,
+        created_at=int(clock() * 1000),
+        campaign_id=campaign.id,
+        stream_id=1,
+        offer_id=1,
+        ip="203.0.113.7",
+        user_agent="x",
+        ua_hash=ua_hash("x"),
+    )
+    flusher = SpoolFlusher(settings)
+    flusher.last_settle = flusher.last_sync = time.monotonic()  # It has just looked.
+    assert flusher.run_once() == 0 and conversions(subid) == []  # Nothing landed: no look yet.
+    flusher.last_settle -= SETTLE_EVERY
+    assert flusher.run_once() == 0  # Still nothing to land, but time to look again.
+    [conversion] = conversions(subid)
+    assert (conversion.status, conversion.tid) == ("sale", "r1")
+    assert PostbackLog.get(PostbackLog.subid == subid).verdict == "created"
+
+
+def test_settling_parked_postbacks_locks_their_clicks_before_any_rollup_row(
+    recorder, campaign, clock, settings, backend
+):
+    """PostgreSQL: settling took each parked postback's click as it came to it, holding the rollup rows
+    the ones before had moved; a postback holding the next click and waiting for those rows deadlocked
+    with it (a 503, or parked postbacks left until the next click landed). Found by the conversion
+    histories (tests/test_histories.py) on two nodes. Now every click is locked first, in one order."""
+    if backend != "postgresql":
+        pytest.skip("row locks are PostgreSQL's (SQLite's BEGIN IMMEDIATE takes the whole database)")
+    import psycopg
+
+    post(recorder, subid=store_click(campaign, clock), status="lead", tid="r0")  # The rollup row exists.
+    first, second = new_subid(int(clock() * 1000)), new_subid(int(clock() * 1000) + 1)
+    for subid in (first, second):
+        assert post(recorder, subid=subid, status="sale", tid="r1").verdict == "parked"
+        Click.create(
+            subid=subid,
+            created_at=int(clock() * 1000),
+            campaign_id=campaign.id,
+            stream_id=1,
+            offer_id=1,
+            ip="203.0.113.7",
+            user_agent="x",
+            ua_hash=ua_hash("x"),
+        )
+    url = settings.database_location
+    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as other:
+        holder.execute("SELECT 1 FROM click WHERE subid = %s FOR NO KEY UPDATE", (second,))  # A postback's.
+        settled: list = []
+        thread = threading.Thread(target=lambda: settled.extend(recorder.settle_parked()))
+        thread.start()
+        try:
+            deadline = time.monotonic() + 60
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+            while not other.execute(waiting).fetchone()[0]:
+                assert time.monotonic() < deadline, "settle_parked never waited for the held click"
+                time.sleep(0.02)
+            other.execute("SET lock_timeout = '2s'")
+            # That postback goes on to the rollup rows: settling must not hold them while it waits.
+            other.execute(
+                "UPDATE rollup_campaign_hour SET leads = leads WHERE campaign_id = %s", (campaign.id,)
+            )
+        finally:
+            holder.rollback()
+            thread.join(timeout=60)
+    assert sorted(outcome.verdict for outcome in settled) == ["created", "created"]
 
 
 def test_parked_postbacks_expire(recorder, campaign, clock):

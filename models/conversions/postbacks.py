@@ -271,8 +271,18 @@ class ConversionRecorder:
             return []
         outcomes = []
         with write_tx(self.db):
-            for log_id, params, received_at in log.parked_landed():
-                outcome = self._apply(conversions, Postback.from_json(params))
+            parked = [
+                (log_id, Postback.from_json(params), received_at)
+                for log_id, params, received_at in log.parked_landed()
+            ]
+            # Every click first, in one order, before any rollup row: on PostgreSQL find_click locks the
+            # click's row, and a postback takes its click's, then rollup rows. Locking each click as its
+            # postback came up held the rollup rows of the ones before while waiting for a click a
+            # postback held, which waited for those rollup rows: a deadlock (tests/test_histories.py).
+            for subid in sorted({postback.subid for _, postback, _ in parked}):
+                conversions.find_click(subid)
+            for log_id, postback, received_at in parked:
+                outcome = self._apply(conversions, postback)
                 waited = (self._now() - received_at) / 1000
                 detail = f"{outcome.detail} (matched after {waited:.1f} s parked)"
                 log.settle_parked(log_id, outcome.verdict, detail, outcome.conversion_id)

@@ -51,6 +51,10 @@ CHECKPOINT_EVERY = 2.0  # Seconds between PASSIVE checkpoints while clicks are l
 TRUNCATE_EVERY = 30.0  # Seconds between TRUNCATE checkpoints.
 TRUNCATE_WAL_BYTES = 64 * 1024 * 1024  # ...or sooner, once the WAL is this big.
 NODE_BEAT_EVERY = 5.0  # Seconds between the node's heartbeats in the database (`lanner status`).
+# Seconds between looks for parked postbacks whose click has landed, besides the look after each flush
+# that lands clicks: on PostgreSQL a postback can miss its click landing on another node (or in this
+# node's flush) and be parked just after that flush's look; and a look the database refused is tried again.
+SETTLE_EVERY = 5.0
 
 
 class SpoolFlusher:
@@ -68,7 +72,7 @@ class SpoolFlusher:
             else settings.database_path.with_name(settings.database_path.name + "-wal")
         )
         self.last_truncate = self.last_checkpoint = self.last_sync = time.monotonic()
-        self.last_beat = 0.0
+        self.last_beat = self.last_settle = 0.0
         self.heartbeat = Heartbeat(heartbeat_path(settings.data_dir))  # For `lanner status`, /healthz.
         self.landing = SpoolLanding(
             db,
@@ -92,7 +96,8 @@ class SpoolFlusher:
             self.last_sync = now
             self.landing.sync()
         result = self.landing.flush(on_batch=self.heartbeat.on_batch)
-        if result.inserted:
+        if result.inserted or now - self.last_settle >= SETTLE_EVERY:
+            self.last_settle = now
             self.landing.settle_parked()  # Postbacks that arrived before their click, now landed.
         if now - self.last_truncate >= TRUNCATE_EVERY or (
             (result.inserted or result.segments_done) and now - self.last_checkpoint >= CHECKPOINT_EVERY
