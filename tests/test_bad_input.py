@@ -479,3 +479,32 @@ def test_a_live_server_refuses_hostile_bodies_and_stays_up(start_server, db):
     for port in (live.port, admin_port):
         assert request(port, "/healthz")[0] == 200
     assert "Traceback" not in live.log, live.log[-3000:]
+
+
+def test_a_nul_in_an_admin_body_query_or_form_is_a_400_on_either_store(start_app, db):
+    """Found by tests/test_fuzz_parsers.py (issue 32): PostgreSQL's text cannot hold a NUL, which SQLite
+    keeps, so `POST /api/v1/sources {"name": "\\u0000"}` (or a `%00` in a report filter, a login form)
+    was a 500 on PostgreSQL alone. routes/inputs.py refuses it for both."""
+    from models.conversions.postbacks import read_secret
+
+    app = start_app(LANNER_ADMIN_BIND="off")
+    keyed = {"X-Api-Key": read_secret(db, "api_key")}
+    sent = [
+        ("/api/v1/sources", "POST", b'{"name": "\\u0000"}'),
+        ("/api/v1/offers", "POST", b'{"name": "a\\u0000", "url": "https://o.example/"}'),
+        ("/api/v1/status-maps", "PUT", b'{"word": "a\\u0000", "status": "sale"}'),
+        ("/api/v1/clicks?campaign=%00", "GET", None),
+        ("/api/v1/conversions?subid=x%00", "GET", None),
+        ("/api/report?group=campaign&f.sub_id_1=%00", "GET", None),
+    ]
+    for path, method, body in sent:
+        headers = {**keyed, **(JSON_TYPE if body else {})}
+        status, _, answer = request(app, path, headers, method, body)
+        assert status == 400 and "NUL" in json.loads(answer)["description"], (path, status, answer)
+    form = b"name=a%00&password=0123456789"
+    assert request(app, "/panel/login", FORM_TYPE, "POST", form)[0] == 400
+    assert request(app, "/panel/login", FORM_TYPE, "POST", b"name=a\x00&password=0123456789")[0] == 400
+    # A postback's JSON keeps a NUL as U+FFFD (models/conversions/postbacks.py), as its query does.
+    postback = f"/{read_secret(db, 'postback_key')}/postback"
+    status, _, answer = request(app, postback, JSON_TYPE, "POST", b'{"subid": "x\\u0000"}')
+    assert status == 400 and "NUL" not in answer.decode()
