@@ -152,8 +152,8 @@ def test_send_to_campaign_routes_in_the_target(db, make_tracker):
 
 
 def test_a_double_click_sent_on_to_another_campaign_is_debounced(db, make_tracker, clock, settings):
-    """Found writing tests/test_routing_model.py's reference model (issue 32): the click is stored in the target
-    campaign, and debounce looked for it only in the campaign clicked, so a double click made two clicks."""
+    """Found writing tests/test_routing_model.py's reference model (issue 32): the click is stored in the
+    target campaign, and debounce looked for it only in the campaign clicked: a double click made two."""
     a, b = offers(db, 2)
     create_campaign(db, "Target", "target", offer_id=b)
     create_campaign(db, "Source", "source", offer_id=a)
