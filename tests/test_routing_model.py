@@ -1,16 +1,19 @@
 """Routing against a reference model: a Hypothesis state machine over a real database, journal and
 tracker(s), with a clock the test moves.
 
-The machine creates campaigns, streams (filters, click caps) and offers (caps, shared between
-streams), sends clicks from a small pool of visitors (IP, User-Agent, country from a geo file written
-here, query parameters) through one of two in-process workers, moves the clock (across debounce, the
-uniqueness windows and midnight), flushes the spool and restarts a worker. After every click the
+The machine creates campaigns, streams (filters, click caps; some sending the click on to an older
+campaign) and offers (caps, shared between streams), sends clicks from a small pool of visitors (IP,
+User-Agent, country from a geo file written here, query parameters) through one of two in-process
+workers, moves the clock (across debounce, the uniqueness windows and midnight), flushes the spool and
+restarts a worker. After every click the
 tracker's decision is compared with `Model`, a few dozen lines written from docs/campaigns.md and
 docs/clicks.md and sharing no code with models/routing/ or models/clicks/:
 
 - the stream is the first matching one (intercepting, regular by position, fallback; a stream that is
   capped, whose filters fail or whose offers are all capped does not match; none: the default);
-- a repeat of the same IP + UA on the campaign within debounce gets the earlier subid, records nothing;
+- a stream sending the click to another campaign routes it there, where it is stored;
+- a repeat of the same IP + UA on the campaign within debounce gets the earlier subid, records nothing
+  (the campaign clicked, or the one the click is stored in);
 - the uniqueness flags are "not seen within the window": global (LANNER_UNIQUENESS_HOURS), campaign and
   stream (the campaign's window);
 - a cap is never exceeded and is reached exactly (the stream or offer is skipped only once full).
@@ -40,7 +43,7 @@ from models.clicks.tracker import ClickTracker
 from models.clicks.visit import Visit
 from models.lookups.geo import GeoSource
 
-EXAMPLES = int(os.environ.get("LANNER_FUZZ_EXAMPLES", "0")) or 40
+EXAMPLES = int(os.environ.get("LANNER_FUZZ_EXAMPLES", "0")) or 100
 STEPS = 40
 GLOBAL_HOURS = 1.5
 DEBOUNCE_S = 2
@@ -82,11 +85,12 @@ class Stream:
     id: int
     campaign: int
     type: str
-    offer: int
+    offer: int | None  # None: it sends the click on to the campaign `target` (its `campaign` action).
     filters: list = field(default_factory=list)
     mode: str = "and"
     daily_cap: int | None = None
     total_cap: int | None = None
+    target: int | None = None
 
 
 @dataclass
@@ -144,24 +148,37 @@ class Model:
         verdicts = [self.passes(k, a, visitor, params, stream, now) != neg for _, k, a, neg in stream.filters]
         if verdicts and not (all(verdicts) if stream.mode == "and" else any(verdicts)):
             return False
+        if stream.offer is None:
+            return True
         daily, total = self.offer_caps[stream.offer]
         return not self.is_full(daily, total, [c for c in self.clicks if c.offer == stream.offer], now)
 
-    def click(self, campaign: int, visitor, params, now) -> Click | None:
-        """The click a new visit records, or None for a repeat within debounce (see `repeat_of`)."""
-        if self.repeat_of(campaign, visitor, now) is not None:
-            return None
-        ordered = sorted(
-            (s for s in self.streams if s.campaign == campaign), key=lambda s: TYPES.index(s.type)
-        )
-        stream = next((s for s in ordered if self.matches(s, visitor, params, now)), None)
+    def route(self, campaign: int, visitor, params, now) -> tuple[int, Stream | None]:
+        """(campaign, stream): the first matching stream; one that sends the click on to another campaign
+        routes there (the test's targets are older campaigns, so there is no loop)."""
+        while True:
+            ordered = sorted(
+                (s for s in self.streams if s.campaign == campaign), key=lambda s: TYPES.index(s.type)
+            )
+            stream = next((s for s in ordered if self.matches(s, visitor, params, now)), None)
+            if stream is None or stream.target is None:
+                return campaign, stream
+            campaign = stream.target
+
+    def click(self, entry: int, visitor, params, now) -> tuple[Click, bool]:
+        """The click a visit to `entry` records, or (True) the earlier click it repeats within debounce:
+        one in the campaign clicked, or in the one the click would be stored in."""
+        campaign, stream = self.route(entry, visitor, params, now)
+        earlier = self.repeat_of(entry, visitor, now) or self.repeat_of(campaign, visitor, now)
+        if earlier is not None:
+            return earlier, True
         window = self.windows[campaign]
         flags = (
             not self.seen(visitor, now, int(GLOBAL_HOURS * 3_600_000)),
             not self.seen(visitor, now, window, campaign=campaign),
             stream is not None and not self.seen(visitor, now, window, campaign=campaign, stream=stream.id),
         )
-        return Click(now, visitor, campaign, stream and stream.id, stream and stream.offer, "", flags)
+        return Click(now, visitor, campaign, stream and stream.id, stream and stream.offer, "", flags), False
 
     def repeat_of(self, campaign: int, visitor, now) -> Click | None:
         earlier = [c for c in self.clicks if c.campaign == campaign and c.visitor == visitor]
@@ -177,6 +194,7 @@ class RoutingMachine(RuleBasedStateMachine):
         clock.advance(40 * 86_400 + 0.123)  # Past every earlier example's windows and caps.
         self.model = Model()
         self.workers: list[ClickTracker | None] = [None, None]
+        self.aliases: dict[int, str] = {}
         self.last: tuple | None = None  # The last click's (campaign, ip, ua, p, sub1).
 
     def worker(self, n: int) -> ClickTracker:
@@ -218,6 +236,7 @@ class RoutingMachine(RuleBasedStateMachine):
             self.db, f"C{n}", f"c{n}", offer_id=offer, uniqueness_hours=hours, timezone="UTC"
         )
         self.model.windows[campaign.id] = int(hours * 3_600_000)
+        self.aliases[campaign.id] = f"c{n}"
         tracker = self.worker(0)
         tracker.refresh()
         stream = tracker.campaigns_by_id[campaign.id].regular[0]
@@ -232,9 +251,28 @@ class RoutingMachine(RuleBasedStateMachine):
         daily=st.sampled_from([None, None, 1, 2]),
         total=st.sampled_from([None, None, 1, 3]),
         new_offer=st.booleans(),
+        hop=st.integers(0, 2),
     )
-    def new_stream(self, data, type, filters, mode, daily, total, new_offer) -> None:
+    def new_stream(self, data, type, filters, mode, daily, total, new_offer, hop) -> None:
         campaign = data.draw(st.sampled_from(sorted(self.model.windows)))
+        older = [c for c in sorted(self.model.windows) if c < campaign]
+        if older and hop == 0:  # On to another campaign, where the click is stored.
+            target = data.draw(st.sampled_from(older))
+            stream = add_stream(
+                self.db,
+                campaign,
+                type=type,
+                action="campaign",
+                payload=self.aliases[target],
+                filters=[f[0] for f in filters],
+                filter_mode=mode,
+                daily_cap=daily,
+                total_cap=total,
+            )
+            self.model.streams.append(
+                Stream(stream.id, campaign, type, None, filters, mode, daily, total, target)
+            )
+            return
         if new_offer:
             cap = data.draw(st.sampled_from([(None, None), (1, None), (None, 2)]))
             offer = create_offer(
@@ -306,16 +344,19 @@ class RoutingMachine(RuleBasedStateMachine):
         now = self.now_ms()
         visitor = (ip, ua)
         decision = tracker.track(config, Visit(ip=ip, user_agent=ua, params=params, sub_ids=sub_ids))
-        repeat = self.model.repeat_of(campaign, visitor, now)
-        if repeat is not None:
-            assert decision.is_repeat and decision.subid == repeat.subid
-            assert (decision.stream_id, decision.offer_id) == (repeat.stream, repeat.offer)
+        expected, is_repeat = self.model.click(campaign, visitor, params, now)
+        if is_repeat:
+            assert decision.is_repeat and decision.subid == expected.subid, decision
+            assert (decision.campaign_id, decision.stream_id, decision.offer_id) == (
+                expected.campaign,
+                expected.stream,
+                expected.offer,
+            )
             return
-        expected = self.model.click(campaign, visitor, params, now)
-        assert expected is not None
-        assert not decision.is_repeat
+        assert not decision.is_repeat, (decision, self.model.clicks[-3:])
         got_flags = (decision.is_unique_global, decision.is_unique_campaign, decision.is_unique_stream)
-        assert (decision.stream_id, decision.offer_id, got_flags) == (
+        assert (decision.campaign_id, decision.stream_id, decision.offer_id, got_flags) == (
+            expected.campaign,
             expected.stream,
             expected.offer,
             expected.flags,
@@ -380,6 +421,7 @@ def geo_file(tmp_path):
     return path
 
 
+@pytest.mark.long
 def test_routing_caps_uniqueness_and_debounce_follow_the_model(db, settings, geo_file, clock):
     import itertools
 
