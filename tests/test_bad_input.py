@@ -508,3 +508,21 @@ def test_a_nul_in_an_admin_body_query_or_form_is_a_400_on_either_store(start_app
     postback = f"/{read_secret(db, 'postback_key')}/postback"
     status, _, answer = request(app, postback, JSON_TYPE, "POST", b'{"subid": "x\\u0000"}')
     assert status == 400 and "NUL" not in answer.decode()
+
+
+def test_a_visitor_nul_lands_on_either_store_and_blocks_no_other_click(start_app, lanner, db, settings):
+    """Found looking for the fuzzer's NUL elsewhere (issue 32): on PostgreSQL a `%00` in a sub id failed the
+    flusher's whole batch at every flush (no click behind it landed), and a NUL in a User-Agent made a
+    new worker's debounce probe a 500. It lands as U+FFFD there (SQLite keeps the NUL)."""
+    from models.clicks.spool import flush_spool
+
+    lanner("campaign", "create", "Demo", "--alias", "demo", "--offer-url", "https://o.example/?s={subid}")
+    app = start_app()
+    assert click(app, "demo", "sub1=a%00b", ip="203.0.113.1")[0] == 302
+    assert click(app, "demo", "", ip="203.0.113.2", ua="Mozilla\x00x")[0] == 302
+    assert click(app, "demo", "sub1=plain", ip="203.0.113.3")[0] == 302
+    assert flush_spool(db, settings.spool_dir, settings.spool_segment_bytes).inserted == 3
+    rows = {row[0]: row[1] for row in stored(db, "SELECT ip, sub_id_1 || '|' || user_agent FROM click")}
+    nul = "\ufffd" if settings.uses_postgres else "\x00"
+    assert rows["203.0.113.1"] == f"a{nul}b|Mozilla/5.0 test"
+    assert rows["203.0.113.2"] == f"|Mozilla{nul}x" and rows["203.0.113.3"] == "plain|Mozilla/5.0 test"
