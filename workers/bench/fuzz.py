@@ -361,7 +361,9 @@ def click_requests(draw, stack: Stack) -> tuple[bytes, bytes, dict[str, str]]:
     )
     query = draw(query_string(CLICK_NAMES))
     headers = {
-        "User-Agent": draw(st.sampled_from(["Mozilla/5.0 fuzz", "", "Googlebot/2.1", "\x7f\xff" * 8])),
+        "User-Agent": draw(
+            st.sampled_from(["Mozilla/5.0 fuzz", "", "Googlebot/2.1", "\x7f\xff" * 8, "Mozilla\x00fuzz"])
+        ),
         "X-Real-IP": draw(
             st.sampled_from(["203.0.113.9", "2001:db8::9", "not an address", "::ffff:1.2.3.4"])
         ),
@@ -711,7 +713,7 @@ def fuzz_admin(stack: Stack, request: tuple[str, bytes, bytes, bytes]) -> None:
 
 # name -> (strategy maker, check)
 PARSERS: dict[str, tuple[Callable[[Stack], st.SearchStrategy], Callable[[Stack, Any], None]]] = {
-    "click URL": (click_requests, fuzz_click),
+    "click URL": (click_requests, fuzz_click),  # then the spool flushed: every click lands
     "postback": (postback_requests, fuzz_postback),
     "Click API": (click_api_requests, fuzz_click_api),
     "admin API": (lambda stack: admin_requests(stack, admin_operations(stack)), fuzz_admin),
@@ -757,9 +759,23 @@ def fuzz(
 
         run = with_seed(seed)(run)
     run()
+    problems = []
+    if parser in ("click URL", "Click API"):  # Every click answered lands (a bad line blocks none).
+        from models.clicks.spool import flush_spool
+
+        try:
+            landed = flush_spool(stack.db, stack.spool_dir, 1 << 24)
+        except Exception as exc:
+            problems.append(f"the spool did not land: {type(exc).__name__}: {exc}")
+        else:
+            if landed.rejected:
+                problems.append(f"the flusher rejected {landed.rejected} journal lines")
     answer = stack.request(b"/healthz")
     if answer.status != 200:
-        outcome.failures.append(f"/healthz answered {answer.status} after the run")
+        problems.append(f"/healthz answered {answer.status} after the run")
+    if problems and not collect:
+        raise Broken("; ".join(problems))
+    outcome.failures += problems
     return outcome
 
 
