@@ -43,7 +43,7 @@ from models.clicks.tracker import ClickTracker
 from models.clicks.visit import Visit
 from models.lookups.geo import GeoSource
 
-EXAMPLES = int(os.environ.get("LANNER_FUZZ_EXAMPLES", "0")) or 100
+EXAMPLES = int(os.environ.get("LANNER_FUZZ_EXAMPLES", "0")) or 60
 STEPS = 40
 GLOBAL_HOURS = 1.5
 DEBOUNCE_S = 2
@@ -324,6 +324,15 @@ class RoutingMachine(RuleBasedStateMachine):
     )
     def click(self, data, ip, ua, p, sub1, worker) -> None:
         self.send(data.draw(st.sampled_from(sorted(self.model.windows))), ip, ua, p, sub1, worker)
+
+    @precondition(lambda self: self.model.windows)
+    @rule(data=st.data(), ip=st.sampled_from(sorted(COUNTRIES)), workers=st.sampled_from([(0, 0), (0, 1)]))
+    def double_click(self, data, ip, workers) -> None:
+        """A visitor's double click (on one worker or two): the second within debounce."""
+        campaign = data.draw(st.sampled_from(sorted(self.model.windows)))
+        self.send(campaign, ip, CHROME, "", "", workers[0])
+        self.clock.advance(0.3)
+        self.send(campaign, ip, CHROME, "", "", workers[1])
 
     @precondition(lambda self: self.last is not None)
     @rule(worker=st.sampled_from([0, 1]))
