@@ -363,6 +363,38 @@ def bench_histories_command(
         raise SystemExit(1)
 
 
+@bench.command("fuzz")
+@click.option(
+    "--examples", type=click.IntRange(min=1), default=10_000, show_default=True, help="Requests per parser."
+)
+@click.option("--only", help="Comma-separated parsers (click URL, postback, Click API, admin API).")
+@click.option("--seed", type=int, help="Another set of requests (default: the derandomized set CI runs).")
+@click.option("--keep", is_flag=True, help="Keep the work dir (its database and spool).")
+def bench_fuzz_command(examples: int, only: str | None, seed: int | None, keep: bool) -> None:
+    """Hostile requests to each parser at the edge, in process (needs the `test` extra: hypothesis):
+    never a 5xx or a logged traceback, the documented answer, no write by a refusal. One row per parser."""
+    try:
+        from workers.bench.fuzz import PARSERS, run_fuzz
+    except ImportError as exc:
+        raise click.ClickException(f"lanner bench fuzz needs the test extra ({exc}).") from None
+    from workers.bench.harness import ConsoleReporter, run_work_dir
+
+    names = [name.strip() for name in only.split(",")] if only else list(PARSERS)
+    unknown = [name for name in names if name not in PARSERS]
+    if unknown:
+        raise click.ClickException(f"Unknown parser {unknown[0]!r}; choose from {', '.join(PARSERS)}.")
+    reporter = ConsoleReporter()
+    with run_work_dir("lanner-fuzz-", keep, reporter) as work_dir:
+        outcomes = run_fuzz(work_dir, names, examples, seed=seed, report=click.echo)
+    rows = [{"parser": o.parser, "examples": o.examples, "failures": len(o.failures)} for o in outcomes]
+    echo_rows(rows, ["parser", "examples", "failures"], "table")
+    for outcome in outcomes:
+        for failure in outcome.failures[:3]:
+            click.echo(f"{outcome.parser}: {failure}", err=True)
+    if any(outcome.failures for outcome in outcomes):
+        raise SystemExit(1)
+
+
 @bench.command("compare")
 @click.argument("old")
 @click.argument("new", default="HEAD")

@@ -88,11 +88,14 @@ def json_depth_ok(text: str, max_depth: int) -> bool:
     return True
 
 
-def load_json(raw: bytes, what: str = "The body", *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def load_json(
+    raw: bytes, what: str = "The body", *, max_depth: int = MAX_JSON_DEPTH, is_nul_kept: bool = False
+) -> Any:
     """The JSON value `raw` holds, every string in it text a store can keep; Unreadable, in one sentence,
     for a body that is not UTF-8, nested deeper than `max_depth`, not JSON (NaN and Infinity are not),
-    holding an integer of more than MAX_JSON_DIGITS digits or a lone surrogate. A number too large for
-    a float reads as infinity, which the caller's type checks refuse by the field's name."""
+    holding an integer of more than MAX_JSON_DIGITS digits, a lone surrogate or (unless `is_nul_kept`:
+    the caller replaces it, as postbacks do) a NUL, which PostgreSQL's text cannot hold. A number too
+    large for a float reads as infinity, which the caller's type checks refuse by the field's name."""
     text = utf8(raw, what)
     if not json_depth_ok(text, max_depth):
         raise Unreadable(f"{what} is nested deeper than {max_depth} levels.")
@@ -104,6 +107,8 @@ def load_json(raw: bytes, what: str = "The body", *, max_depth: int = MAX_JSON_D
         raise Unreadable(f"{what} is not valid JSON.") from None
     if "\\u" in text and not _all_text(value):  # Only an escape makes a surrogate of UTF-8 text.
         raise Unreadable(f"{what} holds a lone surrogate (\\ud800 to \\udfff), which is not text.")
+    if not is_nul_kept and "\\u0000" in text and _holds_nul(value):  # JSON's strings hold no raw NUL.
+        raise Unreadable(f"{what} holds a NUL character (\\u0000), which is not text a store can keep.")
     return value
 
 
@@ -138,6 +143,31 @@ def _all_text(value: Any) -> bool:
     return True
 
 
+def _holds_nul(value: Any) -> bool:
+    """Whether a string or key in a parsed JSON value holds a NUL; iterative, as _all_text."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            if any("\x00" in key for key in item):
+                return True
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+def has_nul(raw: str) -> bool:
+    """Whether form-encoded text (or a query string) holds a NUL, as a byte or as `%00`."""
+    return "%00" in raw or "\x00" in raw
+
+
+NUL_REFUSED = "holds a NUL character (%00), which is not text a store can keep."
+
+
 def bad_request(exc: Unreadable, title: str) -> falcon.HTTPBadRequest:
     return falcon.HTTPBadRequest(title=title, description=str(exc))
 
@@ -169,6 +199,8 @@ class StrictFormHandler(BaseHandler):
             text = utf8(raw, "The form")
             if not is_utf8_encoded(raw):
                 raise Unreadable("The form has a value that is not valid UTF-8.")
+            if has_nul(text):
+                raise Unreadable(f"The form {NUL_REFUSED}")
         except Unreadable as exc:
             raise bad_request(exc, "Bad form") from None
         return parse_query_string(text, keep_blank=True, csv=False)
@@ -179,18 +211,24 @@ class StrictFormHandler(BaseHandler):
 
 class StrictQuery:
     """Middleware: 400 ("Bad query string") for a query string that is not UTF-8, percent-escapes
-    decoded, on the paths under `prefixes`, before any resource reads it (Falcon would read U+FFFD)."""
+    decoded, or holds a NUL, on the paths under `prefixes`, before any resource reads it (Falcon would
+    read U+FFFD; PostgreSQL refuses a NUL in any text it is asked to compare)."""
 
     def __init__(self, prefixes: tuple[str, ...]) -> None:
         self.prefixes = prefixes
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         query = req.query_string
-        if not query or (query.isascii() and "%" not in query) or not req.path.startswith(self.prefixes):
+        is_plain = query.isascii() and "%" not in query and "\x00" not in query
+        if not query or is_plain or not req.path.startswith(self.prefixes):
             return
         if not is_utf8_encoded(query.encode("latin-1", "replace")):
             raise falcon.HTTPBadRequest(
                 title="Bad query string", description="The query string is not valid UTF-8."
+            )
+        if has_nul(query):
+            raise falcon.HTTPBadRequest(
+                title="Bad query string", description=f"The query string {NUL_REFUSED}"
             )
 
 

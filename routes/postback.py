@@ -97,7 +97,7 @@ def _body_params(req: falcon.Request) -> tuple[dict[str, str], str]:
             if not is_utf8_encoded(raw):
                 raise PostbackError("The body's parameters are not UTF-8.")
             return _params(text), mask_key(text)
-        data = load_json(raw, "The JSON body", max_depth=MAX_JSON_DEPTH)
+        data = load_json(raw, "The JSON body", max_depth=MAX_JSON_DEPTH, is_nul_kept=True)  # As U+FFFD.
     except Unreadable as exc:
         raise PostbackError(str(exc)) from None
     if not isinstance(data, dict):

@@ -479,3 +479,50 @@ def test_a_live_server_refuses_hostile_bodies_and_stays_up(start_server, db):
     for port in (live.port, admin_port):
         assert request(port, "/healthz")[0] == 200
     assert "Traceback" not in live.log, live.log[-3000:]
+
+
+def test_a_nul_in_an_admin_body_query_or_form_is_a_400_on_either_store(start_app, db):
+    """Found by tests/test_fuzz_parsers.py (issue 32): PostgreSQL's text cannot hold a NUL, which SQLite
+    keeps, so `POST /api/v1/sources {"name": "\\u0000"}` (or a `%00` in a report filter, a login form)
+    was a 500 on PostgreSQL alone. routes/inputs.py refuses it for both."""
+    from models.conversions.postbacks import read_secret
+
+    app = start_app(LANNER_ADMIN_BIND="off")
+    keyed = {"X-Api-Key": read_secret(db, "api_key")}
+    sent = [
+        ("/api/v1/sources", "POST", b'{"name": "\\u0000"}'),
+        ("/api/v1/offers", "POST", b'{"name": "a\\u0000", "url": "https://o.example/"}'),
+        ("/api/v1/status-maps", "PUT", b'{"word": "a\\u0000", "status": "sale"}'),
+        ("/api/v1/clicks?campaign=%00", "GET", None),
+        ("/api/v1/conversions?subid=x%00", "GET", None),
+        ("/api/report?group=campaign&f.sub_id_1=%00", "GET", None),
+    ]
+    for path, method, body in sent:
+        headers = {**keyed, **(JSON_TYPE if body else {})}
+        status, _, answer = request(app, path, headers, method, body)
+        assert status == 400 and "NUL" in json.loads(answer)["description"], (path, status, answer)
+    form = b"name=a%00&password=0123456789"
+    assert request(app, "/panel/login", FORM_TYPE, "POST", form)[0] == 400
+    assert request(app, "/panel/login", FORM_TYPE, "POST", b"name=a\x00&password=0123456789")[0] == 400
+    # A postback's JSON keeps a NUL as U+FFFD (models/conversions/postbacks.py), as its query does.
+    postback = f"/{read_secret(db, 'postback_key')}/postback"
+    status, _, answer = request(app, postback, JSON_TYPE, "POST", b'{"subid": "x\\u0000"}')
+    assert status == 400 and "NUL" not in answer.decode()
+
+
+def test_a_visitor_nul_lands_on_either_store_and_blocks_no_other_click(start_app, lanner, db, settings):
+    """Found looking for the fuzzer's NUL elsewhere (issue 32): on PostgreSQL a `%00` in a sub id failed the
+    flusher's whole batch at every flush (no click behind it landed), and a NUL in a User-Agent made a
+    new worker's debounce probe a 500. It lands as U+FFFD there (SQLite keeps the NUL)."""
+    from models.clicks.spool import flush_spool
+
+    lanner("campaign", "create", "Demo", "--alias", "demo", "--offer-url", "https://o.example/?s={subid}")
+    app = start_app()
+    assert click(app, "demo", "sub1=a%00b", ip="203.0.113.1")[0] == 302
+    assert click(app, "demo", "", ip="203.0.113.2", ua="Mozilla\x00x")[0] == 302
+    assert click(app, "demo", "sub1=plain", ip="203.0.113.3")[0] == 302
+    assert flush_spool(db, settings.spool_dir, settings.spool_segment_bytes).inserted == 3
+    rows = {row[0]: row[1] for row in stored(db, "SELECT ip, sub_id_1 || '|' || user_agent FROM click")}
+    nul = "\ufffd" if settings.uses_postgres else "\x00"
+    assert rows["203.0.113.1"] == f"a{nul}b|Mozilla/5.0 test"
+    assert rows["203.0.113.2"] == f"|Mozilla{nul}x" and rows["203.0.113.3"] == "plain|Mozilla/5.0 test"

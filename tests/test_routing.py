@@ -151,6 +151,27 @@ def test_send_to_campaign_routes_in_the_target(db, make_tracker):
     assert decision.route.startswith(f"{hop.id}+ >target ")
 
 
+def test_a_double_click_sent_on_to_another_campaign_is_debounced(db, make_tracker, clock, settings):
+    """Found writing tests/test_routing_model.py's reference model (issue 32): the click is stored in the
+    target campaign, and debounce looked for it only in the campaign clicked: a double click made two."""
+    a, b = offers(db, 2)
+    create_campaign(db, "Target", "target", offer_id=b)
+    create_campaign(db, "Source", "source", offer_id=a)
+    add_stream(db, "source", type="intercepting", action="campaign", payload="target")
+    tracker = make_tracker()
+    first = track(tracker, "source", visit())
+    clock.advance(0.5)
+    again = track(tracker, "source", visit())
+    assert again.is_repeat and (again.subid, again.location) == (first.subid, first.location)
+    flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    clock.advance(0.5)  # A worker started now holds nothing of it: the database answers.
+    assert track(make_tracker(), "source", visit()).subid == first.subid
+    clock.advance(2)
+    assert not track(tracker, "source", visit()).is_repeat  # Past debounce: a new click.
+    flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    assert db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0] == 2
+
+
 def test_stream_to_a_missing_campaign_is_refused(db):
     create_campaign(db, "Source", "source", offer_url="https://o.example/")
     with pytest.raises(AdminError, match="no campaign 'elsewhere'"):

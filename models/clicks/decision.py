@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from models.clicks.record import LANDER_ID, LOCATION, OFFER_ID, STREAM_ID, SUBID, USER_AGENT
 from models.routing.router import Route
@@ -171,6 +171,9 @@ def answer_for(
     return stream.redirect_type, ""
 
 
+FROM_HISTORY = object()  # repeat_of's `stored`: the history's own stored repeat.
+
+
 def repeat_of(
     campaign: CampaignConfig,
     held: Sequence[RecentClick],
@@ -181,15 +184,17 @@ def repeat_of(
     visit: Visit,
     lookups: Lookups,
     now: float,
+    stored: tuple | None | object = FROM_HISTORY,
 ) -> Decision | None:
     """The earlier decision, when the same visitor clicked this campaign moments ago (debounce).
 
     `held`: the visitor's clicks the worker holds, oldest first, whose lines `read_record` reads
     back from the journal; `history.stored_repeat`: their click in the campaign that only the
     database has (models/clicks/history.py), asked of the database too when a held click's line
-    is gone (its segment landed and was removed).
+    is gone (its segment landed and was removed). `stored`: that click for a campaign other than
+    the one the history was read for (the campaign a stream sent the click on to).
     """
-    stored_repeat = history.stored_repeat
+    stored_repeat = history.stored_repeat if stored is FROM_HISTORY else cast("tuple | None", stored)
     unreadable = False
     for recent in reversed(held):
         if recent.created_at < debounce_since:

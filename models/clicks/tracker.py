@@ -506,6 +506,21 @@ class ClickTracker:
                     lookups,
                     now,
                 )
+                if repeat is None and route.campaign.id != campaign.id:
+                    # A stream sent the click on to another campaign (its `campaign` action), where it is
+                    # stored and held: a repeat is found there (a double click made two clicks).
+                    repeat = repeat_of(
+                        route.campaign,
+                        self.index.visits(visitor),
+                        self._held_record,
+                        history,
+                        user_agent,
+                        now_ms - self.debounce_ms,
+                        visit,
+                        lookups,
+                        now,
+                        self._landed_repeat(history, route.campaign.id, user_agent, now_ms),
+                    )
                 if repeat is not None:
                     return repeat, subject, lookups.bot_reason
             if self._is_over_cap(route, now_ms):
@@ -691,6 +706,19 @@ class ClickTracker:
         self.journal.catch_up(is_locked=False)
         return VisitorHistory(
             self.conn, self.probe, probed, rows, self.index.history(visitor), since, stored_repeat
+        )
+
+    def _landed_repeat(
+        self, history: VisitorHistory, campaign_id: int, user_agent: str, now_ms: int
+    ) -> tuple | None:
+        """The visitor's click in the campaign within debounce that only the database has, asked as
+        `_history` asks it for the click's own campaign: only while this worker is new (its memory
+        holds no click flushed before it started). PERF: under the journal lock, but only then and
+        only for a click sent on to another campaign."""
+        if now_ms >= self._memory_complete_ms:
+            return None
+        return self._database_answers(
+            now_ms / 1000, lambda: history.landed_repeat(now_ms - self.debounce_ms, campaign_id, user_agent)
         )
 
     @staticmethod

@@ -15,6 +15,9 @@ What differs from SQLite and why:
   An array per column through unnest (one statement, no staging table) cost ~110 µs a row in psycopg's
   Python text-array quoting, ~20 in binary: most of the flusher's CPU. Binary COPY wants each value
   of its column's Python type, hence the casts.
+- PostgreSQL's text cannot hold a NUL, which a visitor may send (`?sub1=%00`, a User-Agent) and SQLite
+  keeps: here it lands as U+FFFD, as a postback's does (models/conversions/postbacks.py). Refused, one
+  such line failed its whole batch, again at every flush: no click behind it landed (issue 32).
 """
 
 from __future__ import annotations
@@ -65,6 +68,17 @@ def landing_sql() -> tuple[str, str, str]:
     return create, copy, land
 
 
+def without_nul(text: str) -> str:
+    """`text` with each NUL as U+FFFD (PostgreSQL's text cannot hold a NUL)."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+@cache
+def text_positions() -> tuple[int, ...]:
+    """The positions of LANDED_COLUMNS' text columns."""
+    return tuple(n for n, column in enumerate(LANDED_COLUMNS) if column_kind(column) == "TEXT")
+
+
 @cache
 def copy_types() -> tuple[list[str], tuple[type, ...]]:
     """(binary COPY's type names, the Python types) of LANDED_COLUMNS."""
@@ -86,6 +100,7 @@ class ClickStore(base.ClickStore):
                 return self.insert(rows)
         create, copy, land = landing_sql()
         names, casts = copy_types()
+        texts = text_positions()
         self.conn.execute(create)
         cursor = self.conn.cursor()
         try:
@@ -98,6 +113,10 @@ class ClickStore(base.ClickStore):
                     ]
                     if values[-1] is None:  # The line's own key (an anonymised address's), else this.
                         values[-1] = visitor_key(row[IP], row[UA_HASH])
+                    for n in texts:  # PERF: ~1 µs a row; a NUL is rare, a replace rarer.
+                        text = values[n]
+                        if isinstance(text, str) and "\x00" in text:
+                            values[n] = without_nul(text)
                     copying.write_row(values)
         except psycopg.Error as error:
             if is_retryable(error):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import psycopg
 
 from models.store import hotpath as base
+from models.store.postgres.clicks import without_nul
 from models.store.postgres.database import PostgresUnavailable
 from models.store.postgres.params import qmark_to_pyformat
 
@@ -59,4 +60,5 @@ class VisitorProbe(base.VisitorProbe):
     def last_click(
         self, conn: psycopg.Connection, visitor: tuple, since: int, campaign_id: int, user_agent: str
     ) -> tuple | None:
+        user_agent = without_nul(user_agent)  # As the click was landed (models/store/postgres/clicks.py).
         return self._run(conn, self._last_click, (*visitor, since, campaign_id, user_agent)).fetchone()
