@@ -147,6 +147,19 @@ def open_descriptors(pid: str) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def accept_queue(port: int) -> int:
+    """Connections waiting for an accept() on 127.0.0.1:`port` (a listening socket's rx_queue in
+    /proc/net/tcp): 0 once the worker has taken every connection made."""
+    with open("/proc/net/tcp") as table:
+        lines = table.read().splitlines()[1:]
+    for line in lines:
+        fields = line.split()
+        local, state, queues = fields[1], fields[3], fields[4]
+        if state == "0A" and int(local.split(":")[1], 16) == port:  # 0A: LISTEN.
+            return int(queues.split(":")[1], 16)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
 def test_healthz_never_answers_500_at_a_workers_open_file_limit_while_clicks_are_fine(
     lanner, start_server, start_consumer
 ):
@@ -170,10 +183,13 @@ def test_healthz_never_answers_500_at_a_workers_open_file_limit_while_clicks_are
 
     def hold_all_but_one() -> None:
         """Connections until the worker has one descriptor left (one at a time: one past the limit would
-        wait in the backlog ahead of the request). Out of them, it shuts idle ones: counted again."""
-        while (count := open_descriptors(worker)) < limit - 1:
+        wait in the backlog ahead of the request). Out of them, it shuts idle ones: counted again.
+
+        Each is waited for until accepted, by the listening socket's queue: the worker's count of
+        descriptors may not move (it accepted one and shut an idle one between two looks)."""
+        while open_descriptors(worker) < limit - 1:
             held.append(socket.create_connection(("127.0.0.1", server.port), timeout=REQUEST_SECONDS))
-            wait_until(lambda: open_descriptors(worker) != count, REQUEST_SECONDS, "the worker to accept")
+            wait_until(lambda: accept_queue(server.port) == 0, REQUEST_SECONDS, "the worker to accept")
 
     answers = []
     try:
