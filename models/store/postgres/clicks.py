@@ -26,6 +26,7 @@ from peewee import FloatField, TextField
 
 from models.store import clicks as base
 from models.store.functions import visitor_key
+from models.store.history import HistoryStore
 from models.store.postgres.database import PostgresUnavailable, is_retryable
 from models.tables.click import IP, JOURNAL_COLUMNS, SUBID, UA_HASH, Click
 
@@ -86,6 +87,7 @@ class ClickStore(base.ClickStore):
                 return self.insert(rows)
         create, copy, land = landing_sql()
         names, casts = copy_types()
+        HistoryStore(self.conn).guard()  # Before any id is taken: the history's watermark stays closed.
         self.conn.execute(create)
         cursor = self.conn.cursor()
         try:
