@@ -35,7 +35,9 @@ from models.lookups.geoupdate import GeoUpdateError, due_editions, update_geo_da
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
+from models.reporting.history import HistoryFiles, append_history
 from models.store.database import STORE_ERRORS, STORE_ROLLBACK_ERRORS, StoreBusy, db, open_database
+from models.store.duckdb.connection import HistoryBusy
 from settings import Settings
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
 from workers.runtime.procfs import set_process_name
@@ -389,6 +391,19 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
                 logger.info("deferred step %s: %s", step.name, step.state)
         finally:
             deferred_lock.release()
+
+    if settings.keeps_history:  # One node in cluster mode (LANNER_HISTORY_NODE): the file is its own.
+        history_files = HistoryFiles(settings.history_path, settings.history_memory_limit)
+
+        @huey.periodic_task(crontab(minute="*"), name="append_history")
+        def append_history_task() -> None:
+            """The clicks landed and mutated since the last minute, into the columnar history."""
+            try:
+                result = append_history(db, history_files)
+            except HistoryBusy:  # `lanner analytics rebuild` (or a slow append) holds it: next minute.
+                return
+            if result.copied or result.recopied:
+                logger.info("history: %s clicks copied, %s copied again", result.copied, result.recopied)
 
     @huey.periodic_task(crontab(minute="23"), name="prune_postback_log")
     @once("prune_postback_log", HOURLY)
