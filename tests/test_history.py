@@ -4,6 +4,7 @@ or damaged file made again from the row store. Both backends, real files."""
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -216,6 +217,35 @@ def test_verify_catches_a_lost_row_and_repair_copies_its_hour_again(db, files):
     assert result.mismatches[0].history_clicks == result.mismatches[0].row_clicks - 1
     assert verify_history(db, files, repair=True).repaired == 1
     assert verify_history(db, files).mismatches == []
+    assert history_rows(files) == row_store_rows(db)
+
+
+def test_analytics_commands_status_verify_and_rebuild(db, lanner, files):
+    generate_clicks(db, 300, 1, campaigns=2, seed=12, end_ms=END_MS)
+    missing = json.loads(lanner("analytics", "status", "--json").stdout)
+    assert (missing["state"], missing["lag_clicks"]) == ("missing", 300)
+    append_history(db, files)
+    status = json.loads(lanner("analytics", "status", "--json").stdout)
+    assert status["state"] == "ok"
+    assert (status["lag_clicks"], status["history_clicks"], status["pending_changes"]) == (0, 300, 0)
+    assert status["bytes_per_click"] > 0
+    assert "lag_clicks" in lanner("analytics", "status", "--csv").stdout
+    assert "matches the row store" in lanner("analytics", "verify").stdout
+
+    with open_history(files.path, write=True, memory_limit=files.memory_limit) as conn:
+        conn.execute("DELETE FROM click WHERE id = (SELECT MAX(id) FROM click)")
+    failed = lanner("analytics", "verify", check=False)
+    assert failed.returncode == 1
+    assert "differs from the row store in 1 of" in failed.stderr
+
+    files.path.write_bytes(b"\0" * 100_000)  # A damaged file.
+    broken = lanner("analytics", "verify", check=False)
+    assert broken.returncode == 1
+    assert "cannot be read" in broken.stderr and "lanner analytics rebuild" in broken.stderr
+
+    rebuilt = lanner("analytics", "rebuild").stdout
+    assert "Rebuilt the history: 300 clicks from" in rebuilt
+    assert "matches the row store" in lanner("analytics", "verify").stdout
     assert history_rows(files) == row_store_rows(db)
 
 
