@@ -26,6 +26,7 @@ from models.store.costs import CostStore
 from models.store.database import connect, write_tx
 from models.store.duckdb.connection import open_history
 from models.store.duckdb.history import HISTORY_COLUMNS
+from models.store.generated import GeneratedStore
 from models.store.history import HistoryStore
 from models.store.meta import MetaStore
 from models.tables.click import CLICK_COLUMNS, SUBID
@@ -162,8 +163,6 @@ def test_postgres_an_inserter_open_past_the_watermark_read_is_not_skipped(db, fi
         slow_tx = slow.atomic()
         slow_tx.__enter__()  # A flusher's transaction: its click takes an id, then it waits.
         held = [*template[:SUBID], "held-open", *template[SUBID + 1 :]]
-        from models.store.generated import GeneratedStore
-
         GeneratedStore(slow.connection()).insert_clicks([tuple(held)], True)
         with write_tx(db):  # Another node's click: a higher id, committed first.
             later = [*template[:SUBID], "committed-later", *template[SUBID + 1 :]]
@@ -172,12 +171,17 @@ def test_postgres_an_inserter_open_past_the_watermark_read_is_not_skipped(db, fi
         appender = threading.Thread(target=lambda: results.append(append_history(db, files)))
         appender.start()
         waiting = "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        wait_until(lambda: db.connection().execute(waiting).fetchone()[0] == 1, 60, "the appender to wait")
+        wait_until(
+            lambda: not appender.is_alive() or db.connection().execute(waiting).fetchone()[0] == 1,
+            60,
+            "the appender to wait for the open transaction (or to finish without it)",
+        )
         slow_tx.__exit__(None, None, None)  # Commit.
         appender.join(60)
-        assert results and results[0].copied == 22
     finally:
         slow.close()
+    append_history(db, files)  # Without the lock the held click's id is below the position by now: lost.
+    assert results and results[0].copied == 22
     assert history_rows(files) == row_store_rows(db)
 
 
