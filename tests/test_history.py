@@ -304,3 +304,21 @@ def test_a_history_report_sums_duckdb_and_the_row_stores_tail_as_raw_does(db, fi
     append_history(db, files)
     assert HistoryStore(db.connection()).pending() == 0
     same()
+
+
+def test_the_worker_task_appends_and_makes_a_damaged_file_again_on_one_node_only(db, settings, files, caplog):
+    from workers.runtime.tasks import create_huey
+
+    generate_clicks(db, 200, 1, campaigns=1, seed=16, end_ms=END_MS)
+    huey = create_huey(settings, immediate=True)
+    huey.append_history()
+    assert history_rows(files) == row_store_rows(db)
+    files.path.write_bytes(b"damaged" * 5000)
+    with caplog.at_level(logging.WARNING):
+        huey.append_history()
+    assert "cannot be read" in caplog.text and "every click is still in the row store" in caplog.text
+    assert history_rows(files) == row_store_rows(db)
+    # Cluster mode: only LANNER_HISTORY_NODE's worker has the task.
+    cluster = settings.replace(redis_url="redis://127.0.0.1:1/0", node_id="b", history_node="a")
+    assert not cluster.keeps_history and cluster.replace(node_id="a").keeps_history
+    assert not cluster.replace(history_node="").keeps_history

@@ -405,6 +405,8 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
             if result.copied or result.recopied:
                 logger.info("history: %s clicks copied, %s copied again", result.copied, result.recopied)
 
+        huey.append_history = append_history_task
+
     @huey.periodic_task(crontab(minute="23"), name="prune_postback_log")
     @once("prune_postback_log", HOURLY)
     def prune_postback_log_task() -> None:
