@@ -322,3 +322,38 @@ def test_the_worker_task_appends_and_makes_a_damaged_file_again_on_one_node_only
     cluster = settings.replace(redis_url="redis://127.0.0.1:1/0", node_id="b", history_node="a")
     assert not cluster.keeps_history and cluster.replace(node_id="a").keeps_history
     assert not cluster.replace(history_node="").keeps_history
+
+
+def test_readers_in_other_processes_never_meet_the_appender_inside_duckdb(db, files, env):
+    """`lanner analytics verify` runs in its own processes while the appender writes chunk after chunk:
+    the flock protocol keeps DuckDB's own file lock from refusing either, and every verify, reading both
+    stores under the shared lock, finds them consistent."""
+    from conftest import run_lanner
+
+    generate_clicks(db, 300, 1, campaigns=2, seed=17, end_ms=END_MS)
+    append_history(db, files)
+    generate_clicks(db, 3_000, 1, campaigns=2, seed=18, end_ms=END_MS + 3_600_000)
+    outcomes: list[subprocess.CompletedProcess] = []
+    appending = threading.Event()
+
+    def read_meanwhile() -> None:
+        appending.wait(60)
+        while appending.is_set():
+            outcomes.append(run_lanner(env, "analytics", "verify", check=False))
+
+    reader = threading.Thread(target=read_meanwhile)
+    reader.start()
+
+    def slowly(copied: int, reached: int, watermark: int) -> None:
+        appending.set()
+        if copied < 3_000:
+            wait_until(lambda: len(outcomes) >= copied // 300, 60, "a verify between chunks")
+
+    try:
+        append_history(db, files, chunk=100, on_chunk=slowly)
+    finally:
+        appending.clear()
+        reader.join(120)
+    assert len(outcomes) >= 10
+    assert [(o.returncode, o.stderr) for o in outcomes if o.returncode != 0] == []
+    assert history_rows(files) == row_store_rows(db)
