@@ -11,7 +11,7 @@ import sys
 import threading
 
 import pytest
-from conftest import ROOT, wait_until
+from conftest import ROOT, run_lanner, wait_until
 
 from models.reporting.history import (
     HistoryFiles,
@@ -328,8 +328,6 @@ def test_readers_in_other_processes_never_meet_the_appender_inside_duckdb(db, fi
     """`lanner analytics verify` runs in its own processes while the appender writes chunk after chunk:
     the flock protocol keeps DuckDB's own file lock from refusing either, and every verify, reading both
     stores under the shared lock, finds them consistent."""
-    from conftest import run_lanner
-
     generate_clicks(db, 300, 1, campaigns=2, seed=17, end_ms=END_MS)
     append_history(db, files)
     generate_clicks(db, 3_000, 1, campaigns=2, seed=18, end_ms=END_MS + 3_600_000)
@@ -356,4 +354,16 @@ def test_readers_in_other_processes_never_meet_the_appender_inside_duckdb(db, fi
         reader.join(120)
     assert len(outcomes) >= 10
     assert [(o.returncode, o.stderr) for o in outcomes if o.returncode != 0] == []
+    assert history_rows(files) == row_store_rows(db)
+
+
+def test_a_real_worker_keeps_the_history(db, env, start_consumer, files):
+    generate_clicks(db, 500, 1, campaigns=2, seed=19, end_ms=END_MS)
+    worker = start_consumer()
+
+    def caught_up() -> bool:
+        status = json.loads(run_lanner(env, "analytics", "status", "--json").stdout)
+        return status["state"] == "ok" and status["lag_clicks"] == 0
+
+    wait_until(caught_up, 120, "the worker's first append", lambda: worker.log)
     assert history_rows(files) == row_store_rows(db)

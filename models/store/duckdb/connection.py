@@ -41,6 +41,25 @@ class HistoryUnreadable(LannerError):
         self.cause = cause
 
 
+class HistoryUnwritable(LannerError):
+    """The disk refused a write of the history (full): nothing is wrong with the file; try again later."""
+
+    def __init__(self, path: Path, cause: BaseException) -> None:
+        super().__init__(f"The click history {path} cannot be written now ({cause}).")
+        self.cause = cause
+
+
+# How DuckDB and the OS say the disk is full: not damage (the file must not be moved aside for it).
+DISK_FULL = ("No space left on device", "disk is full", "Disk full")
+
+
+def _refused(path: Path, error: BaseException) -> LannerError:
+    """What a DuckDB error opening or reading the file means: a full disk, or a damaged file."""
+    if any(words in str(error) for words in DISK_FULL):
+        return HistoryUnwritable(path, error)
+    return HistoryUnreadable(path, error)
+
+
 class HistoryMissing(LannerError):
     """No history file yet (the worker's first append makes it)."""
 
@@ -95,11 +114,16 @@ def open_history(path: Path, *, write: bool, memory_limit: str) -> Iterator[Any]
         except duckdb.Error as error:
             if "lock" in str(error).lower():  # Opened outside this protocol (a DuckDB shell): not damage.
                 raise HistoryBusy() from error
-            raise HistoryUnreadable(path, error) from error
+            raise _refused(path, error) from error
+        damage = (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException)
         try:
             yield conn
-        except (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException) as error:
-            raise HistoryUnreadable(path, error) from error  # What a damaged file reads as.
+        except duckdb.Error as error:
+            if any(words in str(error) for words in DISK_FULL):  # A failed commit's: TransactionException.
+                raise HistoryUnwritable(path, error) from error
+            if isinstance(error, damage):
+                raise HistoryUnreadable(path, error) from error  # What a damaged file reads as.
+            raise
         finally:
             conn.close()
 

@@ -15,6 +15,7 @@ in one transaction with the position it reaches, and the sums `lanner analytics 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import tempfile
@@ -126,7 +127,9 @@ class ColumnarHistory:
                     self.conn.execute(self.SQL_SET_POSITION, (position,))
                 self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                # A failed COMMIT (a full disk) has ended the transaction already: raise its error.
+                with contextlib.suppress(Exception):
+                    self.conn.execute("ROLLBACK")
                 raise
         finally:
             if scratch is not None:
