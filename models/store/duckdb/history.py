@@ -11,6 +11,8 @@ in one transaction with the position it reaches, and the sums `lanner analytics 
 - PERF: rows go in as a temporary CSV file read by read_csv with explicit types (~6 µs a click of
   six columns measured, ~2 µs per text column more); executemany was ~4 ms a row. `\\N` is NULL only
   in the integer columns (the text columns are NOT NULL in the row store: force_not_null).
+- PERF: a list of ids is matched as `id IN (SELECT unnest(?))`, a hash join; `list_contains(?, id)`
+  looked through the list for every row: 60 s against 0.15 s for 50,000 ids over a million rows.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class ColumnarHistory:
     )
     SQL_POSITION = "SELECT value FROM history_meta WHERE key = 'position'"
     SQL_SET_POSITION = "UPDATE history_meta SET value = ? WHERE key = 'position'"
-    SQL_DELETE = "DELETE FROM click WHERE list_contains(CAST(? AS BIGINT[]), id)"
+    SQL_DELETE = "DELETE FROM click WHERE id IN (SELECT unnest(CAST(? AS BIGINT[])))"
     SQL_DELETE_HOUR = "DELETE FROM click WHERE created_at >= ? AND created_at < ? AND id <= ?"
     SQL_INSERT = (
         f"INSERT INTO click ({_COLUMNS_SQL}) SELECT {_COLUMNS_SQL} FROM read_csv(?, header = false, "
@@ -81,7 +83,7 @@ class ColumnarHistory:
     # Per hour: clicks and their cost, of the clicks up to an id but those given.
     SQL_HOURS = (
         f"SELECT created_at - created_at % {HOUR_MS} AS hour, COUNT(*), COALESCE(SUM(cost), 0) FROM click "
-        "WHERE id <= ? AND NOT list_contains(CAST(? AS BIGINT[]), id) GROUP BY hour"
+        "WHERE id <= ? AND id NOT IN (SELECT unnest(CAST(? AS BIGINT[]))) GROUP BY hour"
     )
 
     __slots__ = ("conn", "scratch")

@@ -36,7 +36,7 @@ class PieceSql(base.PieceSql):
 
     def history_clicks(self, start: int, end: int, position: int, queued: list[int]) -> tuple[str, list]:
         where, params = self.where("c.", "c.created_at", start, end)
-        where += ["c.id <= ?", "NOT list_contains(CAST(? AS BIGINT[]), c.id)"]
+        where += ["c.id <= ?", "c.id NOT IN (SELECT unnest(CAST(? AS BIGINT[])))"]
         return self.clicks_select(where, [*params, position, queued])
 
 

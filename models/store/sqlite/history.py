@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from models.store import history as base
 
+IDS_PER_STATEMENT = 10_000
+
 
 class HistoryStore(base.HistoryStore):
     __slots__ = ()
@@ -16,10 +18,12 @@ class HistoryStore(base.HistoryStore):
     SQL_ROWS_OF = base._SELECT_ROWS + " WHERE id IN ({})"  # {}: one ? per id.
 
     def rows_of(self, click_ids: list[int]) -> list[tuple]:
-        if not click_ids:
-            return []
-        sql = self.SQL_ROWS_OF.format(",".join("?" * len(click_ids)))
-        return self.conn.execute(sql, click_ids).fetchall()
+        """In slices: a build of SQLite may bind no more than 32,766 parameters to a statement."""
+        rows: list[tuple] = []
+        for at in range(0, len(click_ids), IDS_PER_STATEMENT):
+            ids = click_ids[at : at + IDS_PER_STATEMENT]
+            rows += self.conn.execute(self.SQL_ROWS_OF.format(",".join("?" * len(ids))), ids).fetchall()
+        return rows
 
     def lock_watermark(self) -> None:
         pass
