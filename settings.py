@@ -547,6 +547,20 @@ SETTINGS: tuple[Setting, ...] = (
         "a zip bomb stops here.",
     ),
     Setting("lander_max_files", "2000", _count, "Most files a local lander's zip may hold."),
+    Setting(
+        "history_memory_limit",
+        "256MB",
+        str,
+        "DuckDB's memory limit for the columnar click history (DATA_DIR/history/clicks.duckdb) in each "
+        "process that opens it: a size such as 256MB or 1GB.",
+    ),
+    Setting(
+        "history_node",
+        "",
+        str,
+        "Cluster mode: the LANNER_NODE_ID of the one node whose worker keeps the columnar click history "
+        "(docs/analytics.md); empty: none in cluster mode. Without Redis the box keeps it.",
+    ),
 )
 
 
@@ -606,6 +620,8 @@ class Settings:
     lander_max_bytes: int
     lander_max_unpacked_bytes: int
     lander_max_files: int
+    history_memory_limit: str
+    history_node: str
 
     @property
     def uses_postgres(self) -> bool:
@@ -629,6 +645,17 @@ class Settings:
         if self.uses_postgres:
             raise ValueError("This install's database is PostgreSQL, not a SQLite file.")
         return Path(self.database_url[len(SQLITE_URL) :])
+
+    @property
+    def history_path(self) -> Path:
+        """The columnar click history (DuckDB), beside its lock file history.lock."""
+        return self.data_dir / "history" / "clicks.duckdb"
+
+    @property
+    def keeps_history(self) -> bool:
+        """Whether this node's worker appends to the columnar history: one box always; in cluster mode
+        only LANNER_HISTORY_NODE (its DuckDB file is this node's own, the row store's position is shared)."""
+        return not self.redis_url or (bool(self.history_node) and self.history_node == self.node_id)
 
     @property
     def queue_path(self) -> Path:

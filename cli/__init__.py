@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from cli import (
+    analytics,
     api,
     audit,
     backup,
@@ -94,6 +95,7 @@ COMMANDS = (
     audit.audit,
     reports.report_command,
     retention.prune_command,
+    analytics.analytics,
     retention.privacy,
     costs.cost,
     currency.currency,

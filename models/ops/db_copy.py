@@ -54,7 +54,9 @@ from models.store.database import (
 from models.tables.dimensions import MONEY_METRICS
 
 NOT_COPIED = ("migration_history", "deferred_step", "copy_progress")  # Each database's own.
-REPLACED = ("meta", "spool_node")  # A new database's baseline fills them; the source's replace them.
+# A new database's baseline fills them; the source's replace them. history_state: the box's columnar
+# history (DATA_DIR/history) goes on from the source's position, the click ids being copied as they are.
+REPLACED = ("meta", "spool_node", "history_state")
 BASELINE_META = {
     "config_version",
     "rollup_conversions",
@@ -222,7 +224,7 @@ def plan_tables(source, target) -> list[TableShape]:
 def check_target_is_new(target, shapes: list[TableShape], target_shown: str) -> None:
     """Refuse a target that holds anything of an install: rows beyond the baseline's own."""
     for shape in shapes:
-        if shape.name == "spool_node":
+        if shape.name in ("spool_node", "history_state"):
             continue
         if shape.name == "meta":
             at = shape.columns.index("key")

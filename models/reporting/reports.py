@@ -25,7 +25,9 @@ says so, rather than add them unconverted.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import math
 import time as time_module
 from collections.abc import Callable
@@ -41,10 +43,14 @@ from models.errors import LannerError, NotFoundError
 from models.migrations.deferred import rollups_ready
 from models.ops.retention import pruned_before
 from models.reporting.currency import CurrencyError, check_report_currency
+from models.reporting.history import HistoryFiles
 from models.reporting.rollups import add_metrics
 from models.reporting.sourcenames import SourceNameError, resolve_source_names
 from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.store.database import read_tx
+from models.store.duckdb.connection import open_history
+from models.store.duckdb.reports import history_click_rows
+from models.store.history import HistoryStore
 from models.store.reports import ReportStore
 from models.tables.dimensions import (
     CUBES,
@@ -129,7 +135,9 @@ class ReportQuery:
     since: str | None = None
     until: str | None = None
     timezone: str = "UTC"
-    source: str = "auto"  # auto, or raw (ignore the rollups; the tests compare both)
+    # auto; raw (ignore the rollups; the tests compare both); history (the raw clicks from the columnar
+    # history and the row store's tail, models/reporting/history.py: the tests compare it with raw).
+    source: str = "auto"
     currency: str = ""  # The report currency the settings ask for; "" takes the stored one.
 
 
@@ -305,11 +313,13 @@ def _check(query: ReportQuery) -> None:
             for value in query.filters.get(name, ())
         ):
             raise ReportError(f"A {name} filter takes ids.")
-    if query.source not in ("auto", "raw"):
-        raise ReportError("The source is auto or raw.")
+    if query.source not in ("auto", "raw", "history"):
+        raise ReportError("The source is auto, raw or history.")
 
 
-def run_report(db: Database, query: ReportQuery, *, now: float | None = None) -> Report:
+def run_report(
+    db: Database, query: ReportQuery, *, now: float | None = None, history: HistoryFiles | None = None
+) -> Report:
     """The report `query` asks for; ReportError (or TimeRangeError) names what is wrong with it.
 
     A traffic source's parameter name (`zoneid`) groups and filters as the sub_id slot it fills, over
@@ -325,7 +335,7 @@ def run_report(db: Database, query: ReportQuery, *, now: float | None = None) ->
         query, labels, notes = resolve_source_names(query, GROUPS, ids)
     except SourceNameError as exc:
         raise ReportError(str(exc)) from None
-    report = _run_report(db, query, now=now)
+    report = _run_report(db, query, now=now, history=history)
     if labels:
         report.columns = [labels.get(column, column) for column in report.columns]
         report.rows = [{labels.get(key, key): value for key, value in row.items()} for row in report.rows]
@@ -347,8 +357,12 @@ def _source_ids(store: ReportStore, refs: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -> Report:
+def _run_report(
+    db: Database, query: ReportQuery, *, now: float | None = None, history: HistoryFiles | None = None
+) -> Report:
     _check(query)
+    if query.source == "history" and history is None:
+        raise ReportError("This report cannot read the columnar history here; use auto or raw.")
     try:
         currency = check_report_currency(db.connection(), query.currency)
     except CurrencyError as exc:
@@ -369,6 +383,8 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
     why_raw = (  # Said when the raw clicks it needs were pruned.
         "it reads raw clicks only (--raw)"
         if query.source == "raw"
+        else "it reads the columnar history's clicks (with the row store's conversions)"
+        if query.source == "history"
         else f"the rollups do not keep {unkept[0]}"
         if unkept
         else "the rollup backfill has not finished"
@@ -391,7 +407,7 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
         if not raw_only and time_group == "day" and tz.key in UTC_ZONES:
             bucket = DAY_MS  # UTC days are the daily tables' periods: read those, not 24x the rows.
     if raw_only:
-        pieces = [("raw", *bounds)]
+        pieces = [("history" if query.source == "history" else "raw", *bounds)]
     else:
         tables = _cube_tables(query)
         pieces = [
@@ -408,7 +424,14 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
     }
     labels = _Labels(time_group, tz)
     sums: dict[tuple, list] = {}
-    with read_tx(db):  # One snapshot for every piece.
+    with contextlib.ExitStack() as reading:
+        columnar = None
+        if history is not None and query.source == "history":
+            # Before the row store's snapshot: no chunk commits in DuckDB while both are read.
+            columnar = reading.enter_context(
+                open_history(history.path, write=False, memory_limit=history.memory_limit)
+            )
+        reading.enter_context(read_tx(db))  # One snapshot for every piece.
         offset = 1 if bucket else 0
         by_network = ParentGroups("network", "offer", store.offer_networks, groups, filters, offset=offset)
         by_source = ParentGroups(
@@ -420,14 +443,21 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
             offset=offset,
         )
         for source, piece_start, piece_end in pieces:
-            for row in store.rows(
-                source,
-                piece_start,
-                piece_end,
-                groups=by_source.groups,
-                filters=by_source.filters,
-                bucket=bucket,
-            ):
+            piece_rows = (
+                _history_rows(
+                    conn, columnar, piece_start, piece_end, by_source.groups, by_source.filters, bucket
+                )
+                if source == "history"
+                else store.rows(
+                    source,
+                    piece_start,
+                    piece_end,
+                    groups=by_source.groups,
+                    filters=by_source.filters,
+                    bucket=bucket,
+                )
+            )
+            for row in piece_rows:
                 key = by_network.key(by_source.key(_group_key(row, bucket, labels)))
                 add_metrics(sums, key, row[-len(METRICS) :])
         filters = by_source.filters
@@ -461,6 +491,31 @@ def _run_report(db: Database, query: ReportQuery, *, now: float | None = None) -
         notes=notes,
         raw_reason=why_raw if raw_only else None,
     )
+
+
+def _history_rows(
+    conn,
+    columnar,
+    start: int,
+    end: int,
+    groups: tuple[str, ...],
+    filters: dict[str, tuple],
+    bucket: int | None,
+):
+    """A raw piece's rows with its clicks read from the columnar history where it answers for them
+    (ids up to the row store's position, not queued for a copy again) and from the row store for the
+    rest; its conversions from the row store, as raw. In the caller's snapshot, under the history's
+    shared lock."""
+    history_store = HistoryStore(conn)
+    position, _ = history_store.state()
+    queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
+    copied = history_click_rows(
+        columnar, groups, filters, bucket, start, end, position=position, queued=queued
+    )
+    rest = ReportStore(conn).rows(
+        "raw", start, end, groups=groups, filters=filters, bucket=bucket, after=position
+    )
+    return itertools.chain(copied, rest)
 
 
 def _currency_notes(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
+from models.store.history import HistoryStore
 from models.store.rows import Store, fetch_one, fetch_single
 from models.tables.click import CLICK_COLUMNS, JOURNAL_COLUMNS
 from models.tables.dimensions import DIMENSIONS
@@ -76,13 +77,15 @@ class ClickStore(Store):
         yet; return (clicked_at, offer_id, the click's rollup key, its metrics, its conversions
         (status, report_payout, cost)) of the ones that did. One
         whose click is not in the table yet is parked until it is (`land_parked_lp_clicks`)."""
-        landed = []
+        landed, changed = [], []
         for subid, clicked_at, offer_id in lp_clicks:
             row = fetch_one(self.conn, self.SQL_LAND_LP_CLICK, (offer_id, clicked_at, subid))
             if row is not None:
                 landed.append(self._landed_lp(clicked_at, offer_id, row))
+                changed.append(row[-1])
             elif fetch_one(self.conn, self.SQL_CLICK_EXISTS, (subid,)) is None:
                 self.conn.execute(self.SQL_PARK_LP_CLICK, (subid, offer_id, clicked_at, now_ms)).close()
+        HistoryStore(self.conn).record_changes(changed)
         return landed
 
     def _landed_lp(self, clicked_at: int, offer_id: int | None, row: tuple) -> tuple:
@@ -100,14 +103,16 @@ class ClickStore(Store):
     def land_parked_lp_clicks(self) -> list[tuple]:
         """Land the parked LP clicks whose clicks have landed since (as land_lp_clicks returns them)."""
         parked = self.conn.execute(self.SQL_PARKED_LP_CLICKS).fetchall()
-        landed = []
+        landed, changed = [], []
         for subid, clicked_at, offer_id in parked:
             row = fetch_one(self.conn, self.SQL_LAND_LP_CLICK, (offer_id, clicked_at, subid))
             if row is not None:
                 landed.append(self._landed_lp(clicked_at, offer_id, row))
+                changed.append(row[-1])
             elif fetch_one(self.conn, self.SQL_CLICK_EXISTS, (subid,)) is None:
                 continue  # Its click has still not landed.
             self.conn.execute(self.SQL_UNPARK_LP_CLICK, (subid,)).close()
+        HistoryStore(self.conn).record_changes(changed)
         return landed
 
     def lander_click(self, subid: str) -> tuple | None:

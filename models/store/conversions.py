@@ -14,6 +14,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from models.choices import SUB_ID_SLOTS
+from models.store.history import HistoryStore
 from models.store.rows import Store, fetch_one, fetch_single
 
 SELECT_CONVERSION = (
@@ -150,6 +151,7 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
     def set_sub_id(self, click_id: int, slot: int, value: str) -> None:
         """Set the click's sub_id_<slot> (1 to SUB_ID_SLOTS; any other slot is a KeyError)."""
         self.conn.execute(self.SQL_SET_SUB_ID[slot], (value, click_id)).close()
+        HistoryStore(self.conn).record_changes([click_id])  # The columnar history copies it again.
 
     # Each dialect's own (models/store/sqlite/, models/store/postgres/).
     SQL_CONVERSIONS_OF_CLICK: str

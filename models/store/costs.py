@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from models.choices import SUB_ID_SLOTS
+from models.store.history import HistoryStore
 from models.store.rows import Store, fetch_one
 from models.tables.dimensions import HOUR_MS
 
@@ -140,6 +141,11 @@ class CostStore(Store):
     def chunk(self, ids: list[int]) -> list[tuple]:
         """(id, cost, created_at, DIMENSIONS...) of these clicks."""
 
-    @abstractmethod
     def set_costs(self, updates: list[tuple[float, int]]) -> None:
+        """Each (cost, click id); the columnar history copies the clicks again."""
+        self._write_costs(updates)
+        HistoryStore(self.conn).record_changes([click_id for _, click_id in updates])
+
+    @abstractmethod
+    def _write_costs(self, updates: list[tuple[float, int]]) -> None:
         """Each (cost, click id)."""

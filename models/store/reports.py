@@ -136,8 +136,17 @@ class PieceSql(Dialectal):
         sql = f"SELECT {', '.join(select)} FROM {table} AS r WHERE {' AND '.join(where)}{self._group_by()}"
         return sql, params
 
-    def raw_clicks(self, start: int, end: int) -> tuple[str, list]:
+    def raw_clicks(self, start: int, end: int, after: int | None = None) -> tuple[str, list]:
+        """`after`: only the clicks the columnar history does not answer for (models/reporting/history.py):
+        past its position, or mutated since they were copied."""
         where, params = self.where("c.", "c.created_at", start, end)
+        if after is not None:
+            where.append("(c.id > ? OR c.id IN (SELECT click_id FROM history_change))")
+            params.append(after)
+        return self.clicks_select(where, params)
+
+    def clicks_select(self, where: list[str], params: list) -> tuple[str, list]:
+        """The click piece's SELECT with these conditions (ANDed)."""
         sums = self.CLICK_SUMS if self.lp else self.CLICK_SUMS_WITHOUT_LP
         select = self._select("c.", "c.created_at")
         sql = (
@@ -195,9 +204,11 @@ ORDER BY c.id
         groups: tuple[str, ...],
         filters: dict[str, tuple],
         bucket: int | None,
+        after: int | None = None,
     ) -> Iterator[tuple]:
         """The metric sums of [start, end) per group, read from `source`: a rollup table, or "raw"
-        (clicks, then conversions at their click's time).
+        (clicks, then conversions at their click's time; with `after`, the history's position, only the
+        clicks the columnar history does not answer for).
 
         Each row is (the time bucket, when `bucket` is a width in ms; the values of `groups`; the
         sums of METRICS). A filter's values are what its column holds (ints for ID_GROUPS). A group
@@ -206,7 +217,7 @@ ORDER BY c.id
         lp = RollupStore(self.conn).present_metrics() == METRICS
         sql = self.piece_sql(groups, filters, bucket, lp)
         if source == "raw":
-            statements = [sql.raw_clicks(start, end), sql.raw_conversions(start, end)]
+            statements = [sql.raw_clicks(start, end, after), sql.raw_conversions(start, end)]
         else:
             statements = [sql.rollup(source, start, end)]
         for statement, params in statements:

@@ -30,17 +30,31 @@ from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
 from models.clicks.throttledlog import ThrottledLog
 from models.conversions.outbound import due_deliveries, send_delivery
+from models.errors import LannerError
 from models.lookups.crawlerranges import is_update_due, update_ranges
 from models.lookups.geoupdate import GeoUpdateError, due_editions, update_geo_data
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
-from models.store.database import STORE_ERRORS, STORE_ROLLBACK_ERRORS, StoreBusy, db, open_database
+from models.reporting.history import HistoryFiles, append_history
+from models.store.database import (
+    DRIVER_ERRORS,
+    STORE_ERRORS,
+    STORE_ROLLBACK_ERRORS,
+    StoreBusy,
+    db,
+    open_database,
+)
+from models.store.duckdb.connection import HistoryBusy
 from settings import Settings
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
 from workers.runtime.procfs import set_process_name
 
 logger = logging.getLogger(__name__)
+
+# What an append of the history is refused with for now (a full disk, a held write lock): the next
+# minute tries again; a traceback would say nothing more.
+HISTORY_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, LannerError, OSError, *DRIVER_ERRORS)
 
 IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive.
 FAILED_ROUND_PAUSE = 1.0  # Pause after a round that failed (a full disk, a held write lock).
@@ -395,6 +409,24 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         finally:
             deferred_lock.release()
 
+    if settings.keeps_history:  # One node in cluster mode (LANNER_HISTORY_NODE): the file is its own.
+        history_files = HistoryFiles(settings.history_path, settings.history_memory_limit)
+
+        @huey.periodic_task(crontab(minute="*"), name="append_history")
+        def append_history_task() -> None:
+            """The clicks landed and mutated since the last minute, into the columnar history."""
+            try:
+                result = append_history(db, history_files)
+            except HistoryBusy:  # `lanner analytics rebuild` (or a slow append) holds it: next minute.
+                return
+            except HISTORY_RETRIED as exc:
+                logger.warning("history not appended now (%s); the next minute tries again", exc)
+                return
+            if result.copied or result.recopied:
+                logger.info("history: %s clicks copied, %s copied again", result.copied, result.recopied)
+
+        huey.append_history = append_history_task
+
     @huey.periodic_task(crontab(minute="23"), name="prune_postback_log")
     @once("prune_postback_log", HOURLY)
     def prune_postback_log_task() -> None:
@@ -484,6 +516,8 @@ def run_consumer(settings: Settings) -> None:
         try:
             huey.run_deferred_steps()  # At once, not at the next minute.
             huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
+            if settings.keeps_history:
+                huey.append_history()  # A history lost or damaged while the worker was down: made now.
             if node_sweeps is None:
                 huey.update_geo_data()  # A source just configured is used now, not at 04:41 (if data is due).
                 huey.update_bot_ranges()  # And the crawler ranges, if they are due, not at the next night.

@@ -29,6 +29,7 @@ from peewee import FloatField, TextField
 
 from models.store import clicks as base
 from models.store.functions import visitor_key
+from models.store.history import HistoryStore
 from models.store.postgres.database import PostgresUnavailable, is_retryable
 from models.tables.click import IP, JOURNAL_COLUMNS, SUBID, UA_HASH, Click
 
@@ -101,6 +102,7 @@ class ClickStore(base.ClickStore):
         create, copy, land = landing_sql()
         names, casts = copy_types()
         texts = text_positions()
+        HistoryStore(self.conn).guard()  # Before any id is taken: the history's watermark stays closed.
         self.conn.execute(create)
         cursor = self.conn.cursor()
         try:

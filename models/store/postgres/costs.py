@@ -39,6 +39,6 @@ class CostStore(base.CostStore):
     def chunk(self, ids: list[int]) -> list[tuple]:
         return self.conn.execute(self.SQL_CHUNK, (list(ids),)).fetchall()
 
-    def set_costs(self, updates: list[tuple[float, int]]) -> None:
+    def _write_costs(self, updates: list[tuple[float, int]]) -> None:
         costs, ids = zip(*updates, strict=True) if updates else ((), ())
         self.conn.execute(self.SQL_SET_COSTS, (list(costs), list(ids))).close()

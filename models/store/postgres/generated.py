@@ -14,6 +14,7 @@ import contextlib
 from models.store import generated as base
 from models.store.clicks import SQL_INSERT_CLICK_0004
 from models.store.functions import visitor_key
+from models.store.history import HistoryStore
 from models.tables.click import CLICK_COLUMNS, IP, UA_HASH
 
 SQL_INSERT_CLICK_WITH_KEY = "INSERT INTO click ({}, visitor_key) VALUES ({}) ON CONFLICT DO NOTHING".format(
@@ -34,6 +35,7 @@ class GeneratedStore(base.GeneratedStore):
         return self.conn.execute(sql + " RETURNING id", params).fetchone()[0]
 
     def insert_clicks(self, rows: list[tuple], with_visitor_key: bool) -> None:
+        HistoryStore(self.conn).guard()  # Before any id is taken: the history's watermark stays closed.
         if not with_visitor_key:
             self.conn.executemany(SQL_INSERT_CLICK_0004, rows).close()
             return

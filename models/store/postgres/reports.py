@@ -72,16 +72,22 @@ class ReportStore(base.ReportStore):
         groups: tuple[str, ...],
         filters: dict[str, tuple],
         bucket: int | None,
+        after: int | None = None,
     ) -> Iterator[tuple]:
         if REFERRER not in groups and REFERRER not in filters:
-            yield from super().rows(source, start, end, groups=groups, filters=filters, bucket=bucket)
+            yield from super().rows(
+                source, start, end, groups=groups, filters=filters, bucket=bucket, after=after
+            )
             return
         wanted = filters.get(REFERRER)
         sql_groups = groups if REFERRER in groups else (*groups, REFERRER)
         sql_filters = {name: values for name, values in filters.items() if name != REFERRER}
         at = (1 if bucket else 0) + sql_groups.index(REFERRER)
         is_grouped = REFERRER in groups
-        for row in super().rows(source, start, end, groups=sql_groups, filters=sql_filters, bucket=bucket):
+        rows = super().rows(
+            source, start, end, groups=sql_groups, filters=sql_filters, bucket=bucket, after=after
+        )
+        for row in rows:
             domain = referrer_domain(row[at])
             if wanted is not None and domain not in wanted:
                 continue

@@ -29,6 +29,6 @@ class CostStore(base.CostStore):
         """(id, cost, created_at, DIMENSIONS...) of these clicks."""
         return self.conn.execute(self.SQL_CHUNK.format(",".join("?" * len(ids))), ids).fetchall()
 
-    def set_costs(self, updates: list[tuple[float, int]]) -> None:
+    def _write_costs(self, updates: list[tuple[float, int]]) -> None:
         """Each (cost, click id)."""
         self.conn.executemany(self.SQL_SET_COST, updates).close()

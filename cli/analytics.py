@@ -1,0 +1,111 @@
+"""`lanner analytics`: the columnar click history reports read (docs/analytics.md): where it stands,
+its check against the row store, and its rebuild."""
+
+from __future__ import annotations
+
+import click
+
+from cli.context import Context, pass_context
+from cli.options import format_option
+from cli.output import echo_rows, json_text, progress_to_total
+
+STATUS_COLUMNS = (
+    "state",
+    "position",
+    "row_store_max_id",
+    "lag_clicks",
+    "lag_seconds",
+    "pending_changes",
+    "history_clicks",
+    "file_bytes",
+    "bytes_per_click",
+    "first_click_at",
+    "last_click_at",
+)
+MISMATCH_COLUMNS = ("hour", "history_clicks", "row_clicks", "history_cost", "row_cost")
+
+
+def _files(ctx: Context):
+    from models.reporting.history import HistoryFiles
+
+    return HistoryFiles(ctx.settings.history_path, ctx.settings.history_memory_limit)
+
+
+@click.group()
+def analytics() -> None:
+    """The columnar click history reports read (DATA_DIR/history/clicks.duckdb)."""
+
+
+@analytics.command("status")
+@format_option
+@pass_context
+def analytics_status(ctx: Context, fmt: str) -> None:
+    """The history's position against the row store: lag in clicks and seconds, file size, bytes per
+    click, mutated clicks still to copy again."""
+    from models.reporting.history import history_status
+
+    status = history_status(ctx.db, _files(ctx))
+    if fmt == "json":
+        click.echo(json_text(status))
+        return
+    echo_rows([status], STATUS_COLUMNS, fmt)
+    if status["error"] and fmt == "table":
+        click.echo(status["error"])
+
+
+@analytics.command("verify")
+@click.option("--repair", is_flag=True, help="Copy the mismatched hours again from the row store.")
+@pass_context
+def analytics_verify(ctx: Context, repair: bool) -> None:
+    """Compare clicks and cost per hour, history against the row store (the clicks up to the history's
+    position); exit 1 on a mismatch."""
+    from models.reporting.history import verify_history
+
+    result = verify_history(ctx.db, _files(ctx), repair=repair)
+    if result.mismatches:
+        echo_rows(
+            [
+                {
+                    "hour": m.hour_utc,
+                    "history_clicks": m.history_clicks,
+                    "row_clicks": m.row_clicks,
+                    "history_cost": m.history_cost,
+                    "row_cost": m.row_cost,
+                }
+                for m in result.mismatches
+            ],
+            MISMATCH_COLUMNS,
+            "table",
+        )
+    kept = f"; {result.pruned_hours:,} pruned hours only the history keeps" if result.pruned_hours else ""
+    if not result.mismatches:
+        click.echo(
+            f"The history matches the row store: {result.hours:,} hours up to click {result.position}{kept}."
+        )
+        return
+    if result.repaired:
+        click.echo(f"Copied {result.repaired:,} mismatched hours again from the row store{kept}.")
+        return
+    raise click.ClickException(
+        f"The history differs from the row store in {len(result.mismatches):,} of {result.hours:,} hours; "
+        "`lanner analytics verify --repair` copies them again."
+    )
+
+
+@analytics.command("rebuild")
+@pass_context
+def analytics_rebuild(ctx: Context) -> None:
+    """Make the history again from the row store, into a new file put in the old one's place when done."""
+    from models.reporting.history import rebuild_history
+
+    with progress_to_total("Copying clicks") as advance:
+        result = rebuild_history(
+            ctx.db, _files(ctx), on_chunk=lambda copied, reached, watermark: advance(reached, watermark)
+        )
+    period = f" from {result.first_click_at} to {result.last_click_at}" if result.clicks else ""
+    lost = (
+        f" Clicks before {result.pruned_before} were pruned from the row store: the new history has none."
+        if result.pruned_before
+        else ""
+    )
+    click.echo(f"Rebuilt the history: {result.clicks:,} clicks{period}, up to click {result.position}.{lost}")

@@ -1,0 +1,363 @@
+"""The columnar click history (issue 28, docs/analytics.md): every landed click copied from the row store
+into an embedded DuckDB file, closed and idempotent; its status, its check against the row store and
+the repair, and its rebuild.
+
+An append (`append_history`, the worker's task every minute):
+1. closes a watermark W in the row store (models/store/history.py: no click id at or below it can still
+   be uncommitted) and records it as the target, so every mutation from then on of a click up to W is
+   queued in history_change;
+2. copies the clicks with id in (P, W] (P: DuckDB's own position) in chunks, each chunk one DuckDB
+   transaction with the position it reaches; then moves the row store's `position` (what readers trust:
+   DuckDB may be ahead of it, never behind), so a kill at any instant neither loses nor duplicates;
+3. copies again the queued clicks up to the position (delete + insert in one DuckDB transaction), then
+   forgets exactly the (click_id, seq) pairs it read: a click mutated meanwhile stays queued.
+
+A history file that cannot be opened is moved aside and the history made again from the row store; one
+that was lost or replaced (behind the row store's position) is filled again from its own position. What
+the row store no longer holds (clicks before `lanner prune`'s cutoff) cannot come back: that is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from peewee import Database
+
+from models.store.database import read_tx, write_tx
+from models.store.duckdb.connection import (
+    HistoryMissing,
+    HistoryUnreadable,
+    appending,
+    move_aside,
+    open_history,
+    remove_history,
+    replace_history,
+)
+from models.store.duckdb.history import HOUR_MS, ColumnarHistory
+from models.store.history import ROW_COLUMNS, HistoryStore
+from models.store.meta import MetaStore
+from models.store.reports import referrer_domain
+
+logger = logging.getLogger(__name__)
+
+CHUNK = (
+    50_000  # Clicks a DuckDB transaction appends (and re-copies): ~0.5 s of work, a reader's longest wait.
+)
+REFERRER = ROW_COLUMNS.index("referrer")
+# The cost sums of an hour agree when they differ by no more than this share (float sums in another order).
+COST_TOLERANCE = 1e-9
+
+# (clicks copied so far, the position reached, the watermark): after each chunk's DuckDB commit.
+ChunkCallback = Callable[[int, int, int], None]
+
+
+@dataclass(frozen=True)
+class HistoryFiles:
+    """Where the history lives and what DuckDB may use (settings.py's history_path, history_memory_limit)."""
+
+    path: Path
+    memory_limit: str = "256MB"
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    copied: int  # New clicks.
+    recopied: int  # Clicks mutated since they were copied.
+    position: int
+    restarted_from: int | None = None  # The position a lost or damaged file was filled again from.
+
+
+def columnar(rows: list[tuple]) -> list[tuple]:
+    """Row-store rows (ROW_COLUMNS) as the history's (its referrer as referrer_domain)."""
+    return [(*row[:REFERRER], referrer_domain(row[REFERRER]), *row[REFERRER + 1 :]) for row in rows]
+
+
+def append_history(
+    db: Database, files: HistoryFiles, *, chunk: int = CHUNK, on_chunk: ChunkCallback | None = None
+) -> AppendResult:
+    """Copy the clicks landed and mutated since the last append; HistoryBusy if another process appends."""
+    with appending(files.path):
+        return _append(db, files, chunk, on_chunk)
+
+
+def _writing(files: HistoryFiles, path: Path | None = None):
+    return open_history(path or files.path, write=True, memory_limit=files.memory_limit)
+
+
+def _open_position(db: Database, files: HistoryFiles) -> tuple[int, int | None]:
+    """DuckDB's position (the file made if missing, moved aside and made again if damaged), and the
+    position it was filled again from if it was lost, replaced or damaged (None if not)."""
+    try:
+        with _writing(files) as conn:
+            history = ColumnarHistory(conn, files.path.parent)
+            history.create()
+            position = history.position()
+    except HistoryUnreadable as error:
+        aside = move_aside(files.path, f"damaged-{int(time.time())}")
+        logger.warning("%s Moved to %s; making the history again from the row store.", error, aside)
+        with _writing(files) as conn:
+            ColumnarHistory(conn, files.path.parent).create()
+        position = 0
+    store = HistoryStore(db.connection())
+    trusted, _ = store.state()
+    if position >= trusted:
+        return position, None
+    with write_tx(db):
+        store.set_position(position)  # Readers go to the row store until it is filled again.
+    pruned = MetaStore(db.connection()).pruned_before()
+    lost = (
+        f"clicks before {_utc(pruned)} were pruned from the row store and cannot be rebuilt"
+        if pruned
+        else "every click is still in the row store"
+    )
+    logger.warning(
+        "The click history is behind the row store (position %s, trusted %s: the file was lost, replaced or "
+        "damaged); copying again from click %s: %s.",
+        position,
+        trusted,
+        position,
+        lost,
+    )
+    return position, position
+
+
+def _append(db: Database, files: HistoryFiles, chunk: int, on_chunk: ChunkCallback | None) -> AppendResult:
+    position, restarted_from = _open_position(db, files)
+    store = HistoryStore(db.connection())
+    with write_tx(db):
+        watermark = store.close_watermark()
+    copied = 0
+    while position < watermark:
+        with read_tx(db):
+            rows = store.rows_after(position, watermark, chunk)
+        reached = rows[-1][0] if len(rows) == chunk else watermark
+        with _writing(files) as conn:
+            ColumnarHistory(conn, files.path.parent).append(columnar(rows), reached)
+        copied += len(rows)
+        if on_chunk is not None:
+            on_chunk(copied, reached, watermark)
+        with write_tx(db):
+            store.set_position(reached)
+        position = reached
+    with write_tx(db):
+        if store.state()[0] < position:  # A kill after DuckDB's last commit left it behind.
+            store.set_position(position)
+    recopied = _recopy_changes(db, files, position, chunk)
+    return AppendResult(copied, recopied, position, restarted_from)
+
+
+def _recopy_changes(db: Database, files: HistoryFiles, position: int, chunk: int) -> int:
+    """Copy again the queued clicks up to the position; forget the (click_id, seq) pairs read."""
+    store = HistoryStore(db.connection())
+    after, recopied = 0, 0
+    while True:
+        with read_tx(db):  # The queue and the rows in one snapshot: each row at least as new as its seq.
+            pairs = store.changes(after, position, chunk)
+            rows = store.rows_of([click_id for click_id, _ in pairs])
+        if not pairs:
+            return recopied
+        # A click no longer in the row store (pruned) keeps its copy.
+        with _writing(files) as conn:
+            ColumnarHistory(conn, files.path.parent).append(
+                columnar(rows), None, replace=[r[0] for r in rows]
+            )
+        with write_tx(db):
+            store.forget(pairs)
+        recopied += len(rows)
+        after = pairs[-1][0]
+
+
+# -- status ------------------------------------------------------------------------------------------
+
+
+def history_status(db: Database, files: HistoryFiles, now_ms: int | None = None) -> dict:
+    """Where the history stands against the row store: positions, lag (clicks and seconds), its file's
+    size and bytes per click, the mutations still queued; `state` ok, missing or unreadable."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    store = HistoryStore(db.connection())
+    with read_tx(db):
+        position, target = store.state()
+        max_id = store.max_id()
+        pending = store.pending()
+        behind = store.rows_after(position, max_id, 1)
+    status: dict = {
+        "state": "ok",
+        "position": position,
+        "row_store_max_id": max_id,
+        "lag_clicks": max_id - position,
+        "lag_seconds": round((now_ms - behind[0][1]) / 1000, 1) if behind else 0.0,
+        "pending_changes": pending,
+        "file": str(files.path),
+        "file_bytes": _file_bytes(files.path),
+        "history_position": None,
+        "history_clicks": None,
+        "bytes_per_click": None,
+        "first_click_at": None,
+        "last_click_at": None,
+        "error": "",
+    }
+    try:
+        with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
+            history = ColumnarHistory(conn, files.path.parent)
+            clicks, first, last = history.count()
+            status["history_position"] = history.position()
+    except HistoryMissing as error:
+        status.update(state="missing", error=str(error))
+        return status
+    except HistoryUnreadable as error:
+        status.update(state="unreadable", error=str(error))
+        return status
+    status.update(
+        history_clicks=clicks,
+        bytes_per_click=round(status["file_bytes"] / clicks, 1) if clicks else None,
+        first_click_at=_utc(first) if first is not None else None,
+        last_click_at=_utc(last) if last is not None else None,
+    )
+    return status
+
+
+def _file_bytes(path: Path) -> int:
+    wal = path.with_name(path.name + ".wal")
+    return sum(p.stat().st_size for p in (path, wal) if p.exists())
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+
+
+# -- verify and repair -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HourMismatch:
+    hour: int  # Unix ms of its start, UTC.
+    history_clicks: int
+    row_clicks: int
+    history_cost: float
+    row_cost: float
+
+    @property
+    def hour_utc(self) -> str:
+        return _utc(self.hour)
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    position: int
+    hours: int  # Hours compared.
+    mismatches: list[HourMismatch]
+    pruned_hours: int  # Hours before `lanner prune`'s cutoff: only the history holds them.
+    repaired: int = 0  # Hours copied again (--repair).
+
+    @property
+    def is_consistent(self) -> bool:
+        return not self.mismatches or self.repaired == len(self.mismatches)
+
+
+def verify_history(db: Database, files: HistoryFiles, *, repair: bool = False) -> VerifyResult:
+    """Compare clicks and cost per hour, history against row store, for the clicks up to the trusted
+    position but those queued (their copy is due); with `repair`, copy the mismatched hours again.
+    HistoryMissing / HistoryUnreadable if there is no file to compare, HistoryBusy (repair) if another
+    process is appending."""
+    if not repair:
+        return _verify(db, files)
+    with appending(files.path):
+        result = _verify(db, files)
+        for mismatch in result.mismatches:
+            _repair_hour(db, files, mismatch.hour, result.position)
+        return VerifyResult(
+            result.position, result.hours, result.mismatches, result.pruned_hours, len(result.mismatches)
+        )
+
+
+def _verify(db: Database, files: HistoryFiles) -> VerifyResult:
+    store = HistoryStore(db.connection())
+    # The shared lock held across both reads: no chunk commits in DuckDB meanwhile, and the row store's
+    # position and queue, read in one snapshot, can only be at or behind what DuckDB holds.
+    with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
+        with read_tx(db):
+            position, _ = store.state()
+            pending = [click_id for click_id, _ in store.changes(0, position, 2**62)]
+            row_hours = {hour: (clicks, cost) for hour, clicks, cost in store.hours(position)}
+            pruned = MetaStore(db.connection()).pruned_before()
+        history_hours = {
+            hour: (clicks, cost)
+            for hour, clicks, cost in ColumnarHistory(conn, files.path.parent).hours(position, pending)
+        }
+    # The hour holding the prune's cutoff is partly pruned: compared from the next one.
+    first_whole = -(-pruned // HOUR_MS) * HOUR_MS if pruned else None
+    mismatches, pruned_hours, compared = [], 0, 0
+    for hour in sorted(row_hours.keys() | history_hours.keys()):
+        if first_whole is not None and hour < first_whole:
+            pruned_hours += 1
+            continue
+        compared += 1
+        h_clicks, h_cost = history_hours.get(hour, (0, 0.0))
+        r_clicks, r_cost = row_hours.get(hour, (0, 0.0))
+        if h_clicks != r_clicks or abs(h_cost - r_cost) > COST_TOLERANCE * max(1.0, abs(r_cost)):
+            mismatches.append(HourMismatch(hour, h_clicks, r_clicks, h_cost, r_cost))
+    return VerifyResult(position, compared, mismatches, pruned_hours)
+
+
+def _repair_hour(db: Database, files: HistoryFiles, hour: int, position: int) -> None:
+    """Replace the history's clicks of an hour up to the position with the row store's."""
+    with read_tx(db):
+        rows = HistoryStore(db.connection()).hour_rows(hour, position)
+    with _writing(files) as conn:
+        ColumnarHistory(conn, files.path.parent).append(columnar(rows), None, hour=(hour, position))
+
+
+# -- rebuild ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RebuildResult:
+    clicks: int
+    position: int
+    first_click_at: str | None
+    last_click_at: str | None
+    pruned_before: str | None  # Clicks before this were pruned from the row store: not in the new history.
+
+
+def rebuild_history(
+    db: Database, files: HistoryFiles, *, chunk: int = CHUNK, on_chunk: ChunkCallback | None = None
+) -> RebuildResult:
+    """Make the history again from the row store into a new file, then put it in the old one's place
+    (an atomic rename); the old one is served until then. HistoryBusy if another process appends."""
+    fresh = files.path.with_name(files.path.name + ".rebuild")
+    store = HistoryStore(db.connection())
+    with appending(files.path):
+        remove_history(fresh)
+        with _writing(files, fresh) as conn:
+            ColumnarHistory(conn, files.path.parent).create()
+        with write_tx(db):
+            watermark = store.close_watermark()
+        position, copied = 0, 0
+        while position < watermark:
+            with read_tx(db):
+                rows = store.rows_after(position, watermark, chunk)
+            reached = rows[-1][0] if len(rows) == chunk else watermark
+            with _writing(files, fresh) as conn:
+                ColumnarHistory(conn, files.path.parent).append(columnar(rows), reached)
+            copied += len(rows)
+            position = reached
+            if on_chunk is not None:
+                on_chunk(copied, reached, watermark)
+        with read_tx(db):
+            first, last = store.period(watermark)
+        pruned = MetaStore(db.connection()).pruned_before()
+        replace_history(fresh, files.path)
+        with write_tx(db):
+            # The queue stays: a click mutated while it was copied is copied again by the next append.
+            store.set_position(watermark)
+    return RebuildResult(
+        copied,
+        watermark,
+        _utc(first) if first is not None else None,
+        _utc(last) if last is not None else None,
+        _utc(pruned) if pruned else None,
+    )

@@ -1,0 +1,157 @@
+"""Opening the columnar history's DuckDB file (DATA_DIR/history/clicks.duckdb), under its lock files.
+
+DuckDB lets one process open a file read-write, and then no other process may open it at all, even
+read-only; many read-only opens may coexist. Reports run in other processes than the appender (the
+admin worker, `lanner report`, web workers without an admin pool), so every open goes through
+`history.lock` beside the file: the writer takes an exclusive flock, opens read-write, writes, closes;
+a reader takes a shared flock, opens read-only, queries, closes. A writer and a reader never meet
+inside DuckDB; a reader waits at most one appended chunk.
+
+`append.lock` (exclusive, not waited for) makes one appender at a time: the periodic task, or
+`lanner analytics rebuild|verify --repair`.
+
+DuckDB is imported here on first open only. Nothing is ever downloaded: extension autoinstall and
+autoload are off (the history needs none beyond the built-in ones).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from models.errors import LannerError
+
+LOCK_NAME = "history.lock"
+APPEND_LOCK_NAME = "append.lock"
+THREADS = 2  # The box's cores are the click path's: reports over a compressed column scan are fast with two.
+
+
+class HistoryUnreadable(LannerError):
+    """The history file cannot be opened or read (damaged, or not DuckDB's)."""
+
+    def __init__(self, path: Path, cause: BaseException) -> None:
+        super().__init__(
+            f"The click history {path} cannot be read ({cause}); `lanner analytics rebuild` makes it again "
+            "from the row store."
+        )
+        self.cause = cause
+
+
+class HistoryUnwritable(LannerError):
+    """The disk refused a write of the history (full): nothing is wrong with the file; try again later."""
+
+    def __init__(self, path: Path, cause: BaseException) -> None:
+        super().__init__(f"The click history {path} cannot be written now ({cause}).")
+        self.cause = cause
+
+
+# How DuckDB and the OS say the disk is full: not damage (the file must not be moved aside for it).
+DISK_FULL = ("No space left on device", "disk is full", "Disk full")
+
+
+def _refused(path: Path, error: BaseException) -> LannerError:
+    """What a DuckDB error opening or reading the file means: a full disk, or a damaged file."""
+    if any(words in str(error) for words in DISK_FULL):
+        return HistoryUnwritable(path, error)
+    return HistoryUnreadable(path, error)
+
+
+class HistoryMissing(LannerError):
+    """No history file yet (the worker's first append makes it)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"There is no click history at {path} yet: the worker's first append makes it.")
+
+
+class HistoryBusy(LannerError):
+    """Another process is appending to (or rebuilding) the history."""
+
+    def __init__(self) -> None:
+        super().__init__("Another process is appending to the click history; try again in a minute.")
+
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, mode)
+        except BlockingIOError:
+            raise HistoryBusy() from None
+        yield
+    finally:
+        os.close(fd)  # Closing drops the flock; the kernel drops it too if the process dies.
+
+
+def appending(path: Path) -> contextlib.AbstractContextManager[None]:
+    """The one-appender lock of the history at `path`; HistoryBusy at once if another holds it."""
+    return _flock(path.with_name(APPEND_LOCK_NAME), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+@contextlib.contextmanager
+def open_history(path: Path, *, write: bool, memory_limit: str) -> Iterator[Any]:
+    """A DuckDB connection to the history file, closed (and its lock dropped) on leaving: read-write
+    under the exclusive lock (the file is made if missing), else read-only under the shared one
+    (HistoryMissing if there is no file). HistoryUnreadable if DuckDB cannot open it."""
+    with _flock(path.with_name(LOCK_NAME), fcntl.LOCK_EX if write else fcntl.LOCK_SH):
+        if not write and not path.exists():
+            raise HistoryMissing(path)
+        import duckdb
+
+        config: dict[str, str | bool | int | float | list[str]] = {
+            "memory_limit": memory_limit,
+            "threads": THREADS,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+        }
+        try:
+            conn = duckdb.connect(str(path), read_only=not write, config=config)
+        except duckdb.Error as error:
+            if "lock" in str(error).lower():  # Opened outside this protocol (a DuckDB shell): not damage.
+                raise HistoryBusy() from error
+            raise _refused(path, error) from error
+        damage = (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException)
+        try:
+            yield conn
+        except duckdb.Error as error:
+            if any(words in str(error) for words in DISK_FULL):  # A failed commit's: TransactionException.
+                raise HistoryUnwritable(path, error) from error
+            if isinstance(error, damage):
+                raise HistoryUnreadable(path, error) from error  # What a damaged file reads as.
+            raise
+        finally:
+            conn.close()
+
+
+def replace_history(fresh: Path, path: Path) -> None:
+    """Put a rebuilt history file in the place of the live one, atomically, under the exclusive lock
+    (no reader has either open meanwhile)."""
+    with _flock(path.with_name(LOCK_NAME), fcntl.LOCK_EX):
+        path.with_name(path.name + ".wal").unlink(missing_ok=True)  # The old file's, if it left one.
+        os.replace(fresh, path)
+
+
+def move_aside(path: Path, suffix: str) -> Path | None:
+    """Rename a damaged history file out of the way (kept for a look), under the exclusive lock;
+    where it went, None if there was none."""
+    with _flock(path.with_name(LOCK_NAME), fcntl.LOCK_EX):
+        if not path.exists():
+            return None
+        aside = path.with_name(f"{path.name}.{suffix}")
+        os.replace(path, aside)
+        wal = path.with_name(path.name + ".wal")
+        if wal.exists():
+            os.replace(wal, aside.with_name(aside.name + ".wal"))
+        return aside
+
+
+def remove_history(path: Path) -> None:
+    """Delete a history file and its WAL (a rebuild's leftover), under the exclusive lock."""
+    with _flock(path.with_name(LOCK_NAME), fcntl.LOCK_EX):
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".wal").unlink(missing_ok=True)
