@@ -273,13 +273,41 @@ def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, wo
 @click.option("--quick", is_flag=True, help="Short faults at 100 clicks/s (what `make test` runs).")
 @click.option("--only", help="Comma-separated faults to run (default: all of them, in order).")
 @click.option(
-    "--rate", type=click.IntRange(min=1), help="Clicks per second offered (default 500; --quick 100)."
+    "--rate",
+    type=click.IntRange(min=1),
+    help="Clicks per second offered (default 500; --quick 100; --crash-loop 100).",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option(
+    "--crash-loop",
+    is_flag=True,
+    help="Instead of the rows: --kills SIGKILLs of random Lanner processes at random instants under load, "
+    "systemd's restarts played, then every 302 reconciled, integrity_check and the rollups recounted.",
+)
+@click.option(
+    "--kills", type=click.IntRange(min=1), default=1000, show_default=True, help="--crash-loop: the kills."
+)
+@click.option("--seed", type=int, default=1, show_default=True, help="--crash-loop: the random seed.")
+@click.option(
+    "--kill-every",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="--crash-loop: mean seconds between kills (each gap uniform in 0 to twice this).",
+)
 @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server and worker logs).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the rows as JSON here.")
 def bench_faults_command(
-    quick: bool, only: str | None, rate: int | None, workers: int, keep: bool, json_path: str | None
+    quick: bool,
+    only: str | None,
+    rate: int | None,
+    workers: int,
+    crash_loop: bool,
+    kills: int,
+    seed: int,
+    kill_every: float,
+    keep: bool,
+    json_path: str | None,
 ) -> None:
     """Each fault of docs/RELIABILITY.md under traffic, every subid reconciled, one row per fault."""
 
@@ -287,8 +315,29 @@ def bench_faults_command(
     from workers.bench.harness import ConsoleReporter, run_work_dir
     from workers.bench.suite import write_json
 
-    names = [name.strip() for name in only.split(",")] if only else []
     reporter = ConsoleReporter()
+    if crash_loop:
+        if quick or only:
+            raise click.UsageError("--crash-loop runs alone: no --quick or --only with it.")
+        from workers.bench.crashloop import RATE, format_result, run_crash_loop
+
+        with run_work_dir("lanner-crash-loop-", keep, reporter) as work_dir:
+            result = run_crash_loop(
+                work_dir,
+                kills=kills,
+                seed=seed,
+                rate=rate or RATE,
+                kill_every=kill_every,
+                workers=workers,
+                reporter=reporter,
+            )
+        if json_path:
+            write_json(Path(json_path), {"crash_loop": result.to_json()})
+        click.echo("\n".join(format_result(result)))
+        if not result.is_met:
+            raise SystemExit(1)
+        return
+    names = [name.strip() for name in only.split(",")] if only else []
     with run_work_dir("lanner-faults-", keep, reporter) as work_dir:
         rows = run_faults(names, work_dir, quick=quick, workers=workers, rate=rate, reporter=reporter)
     if json_path:
