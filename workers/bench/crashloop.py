@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workers.bench.faults import FaultRun, prepare_install
+from workers.bench.faults import FaultRun, prepare_install, wait_drained
 from workers.bench.harness import (
     BENCH_ALIAS,
     BenchError,
@@ -49,7 +49,6 @@ from workers.bench.harness import (
     connect_read_only,
     lanner_env,
     run_lanner,
-    spool_pending_clicks,
     wait_http,
 )
 from workers.runtime.procfs import process_name, process_tree
@@ -372,7 +371,7 @@ def run_crash_loop(
         load.stop()
         admin.join(timeout=10)
     try:
-        _drain(run, supervisor)
+        wait_drained(run, supervisor.tick)
     except BenchError as exc:  # Still reconciled: what did land, and what is missing.
         result.problems.append(str(exc))
     run.stop()
@@ -398,21 +397,6 @@ def _settle(run: FaultRun, supervisor: Supervisor) -> None:
                 pass
         time.sleep(0.05)
     raise BenchError(f"the tracker did not come back within {SETTLE_DEADLINE_SECONDS:.0f} s of the last kill")
-
-
-def _drain(run: FaultRun, supervisor: Supervisor) -> None:
-    deadline = time.monotonic() + DRAIN_DEADLINE_SECONDS
-    while True:
-        supervisor.tick()
-        try:
-            pending = spool_pending_clicks(run.database_path, run.spool_dir)
-        except (sqlite3.Error, OSError):
-            pending = -1
-        if pending == 0:
-            return
-        if time.monotonic() > deadline:
-            raise BenchError(f"{pending} click(s) still spooled {DRAIN_DEADLINE_SECONDS:.0f} s after load")
-        time.sleep(0.1)
 
 
 def check(

@@ -716,7 +716,7 @@ def _run_traffic(
     row.recovery_s, row.caught_up_s = outcome.get("recovery"), outcome.get("caught_up")
     run.supervise()
     try:
-        _wait_drained(run)
+        wait_drained(run)
     except BenchError as exc:  # Still reconciled: what did land, and what is missing.
         run.problems.append(str(exc))
     step = StepResult("lanner", rate, seconds, pre_vus, max_vus)
@@ -750,10 +750,12 @@ def _k6_count(summary: dict, kind: str) -> int:
     return int(values.get("count", 0) or 0)
 
 
-def _wait_drained(run: FaultRun) -> None:
+def wait_drained(run: FaultRun, supervise: Callable[[], None] | None = None) -> None:
+    """Until every spooled click has landed, supervising the run's processes meanwhile (`supervise`,
+    by default the run's own) so a killed consumer comes back."""
     deadline = time.monotonic() + DRAIN_DEADLINE_SECONDS
     while True:
-        run.supervise()
+        (supervise or run.supervise)()
         try:
             pending = spool_pending_clicks(run.database_path, run.spool_dir)
         except (sqlite3.Error, OSError):
