@@ -371,7 +371,7 @@ def run_crash_loop(
         load.stop()
         admin.join(timeout=10)
     try:
-        wait_drained(run, supervisor.tick)
+        wait_drained(run, supervisor.tick, DRAIN_DEADLINE_SECONDS)
     except BenchError as exc:  # Still reconciled: what did land, and what is missing.
         result.problems.append(str(exc))
     run.stop()

@@ -750,10 +750,12 @@ def _k6_count(summary: dict, kind: str) -> int:
     return int(values.get("count", 0) or 0)
 
 
-def wait_drained(run: FaultRun, supervise: Callable[[], None] | None = None) -> None:
+def wait_drained(
+    run: FaultRun, supervise: Callable[[], None] | None = None, seconds: float = DRAIN_DEADLINE_SECONDS
+) -> None:
     """Until every spooled click has landed, supervising the run's processes meanwhile (`supervise`,
     by default the run's own) so a killed consumer comes back."""
-    deadline = time.monotonic() + DRAIN_DEADLINE_SECONDS
+    deadline = time.monotonic() + seconds
     while True:
         (supervise or run.supervise)()
         try:
@@ -764,8 +766,7 @@ def wait_drained(run: FaultRun, supervise: Callable[[], None] | None = None) -> 
             return
         if time.monotonic() > deadline:
             raise BenchError(
-                f"{pending} click(s) still spooled {DRAIN_DEADLINE_SECONDS:.0f} s after the run "
-                f"(logs: {run.work_dir})"
+                f"{pending} click(s) still spooled {seconds:.0f} s after the run (logs: {run.work_dir})"
             )
         time.sleep(0.1)
 
