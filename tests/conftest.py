@@ -208,10 +208,27 @@ def postgres_template(postgres_server) -> str:
     return name
 
 
+@pytest.fixture(scope="session")
+def postgres_reusable(postgres_server, postgres_template):
+    """This process's one migrated database, which each test gets back in the migrated state
+    (tests/reusable_database.py: a copy per test cost ~0.28 s of CPU)."""
+    from reusable_database import ReusableDatabase
+
+    database = ReusableDatabase(postgres_server, postgres_template)
+    yield database
+    database.drop()
+
+
 @pytest.fixture
-def postgres_migrated_url(postgres_server, postgres_template) -> str:
-    """A database of its own for one test, migrated (a copy of the run's template); dropped after it."""
-    yield from _database_of(postgres_server, postgres_template)
+def postgres_migrated_url(postgres_reusable) -> str:
+    """A migrated database for one test, as the migrations left it, whatever the test before did."""
+    postgres_reusable.reset()
+    url = postgres_reusable.url
+    yield url
+    from models.store.database import db as database
+
+    if database.obj is not None and not database.is_closed() and database.obj.database == url:
+        database.close()
 
 
 @pytest.fixture(scope="session")
