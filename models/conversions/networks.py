@@ -254,12 +254,13 @@ def postback_url(network: Network, base: str, key: str) -> str:
     return f"{base.rstrip('/')}/{key}/postback?{query}&from={network.alias}"
 
 
-def offer_counts(db: Database) -> dict[int, int]:
-    """Network id -> how many offers (not archived) belong to it."""
+def offer_counts(db: Database, offer_ids: set[int] | None = None) -> dict[int, int]:
+    """Network id -> how many offers (not archived) belong to it; of `offer_ids` only (None: every offer)."""
     counts: dict[int, int] = {}
-    query = Offer.select(Offer.network_id).where(
-        Offer.network_id.is_null(False) & (Offer.status != "archived")
-    )
+    where = Offer.network_id.is_null(False) & (Offer.status != "archived")
+    if offer_ids is not None:
+        where &= Offer.id.in_(sorted(offer_ids))
+    query = Offer.select(Offer.network_id).where(where)
     # .tuples(): peewee's stubs still say models.
     for (network_id,) in cast("Iterable[tuple[int]]", query.tuples()):
         counts[network_id] = counts.get(network_id, 0) + 1

@@ -3,9 +3,9 @@ network's own macros, and a network's page: the postback URL built for it, ready
 network, its settings, its status maps and its offers. Over models/conversions/networks.py, as `lanner
 network` and `/api/v1/networks` are.
 
-Everyone sees networks (offers name them); only an admin changes one and sees the install's postback key
-in its URL, as on the postbacks page (routes/panel/postbacks.py): a network's status maps are
-install-wide, as all status maps are.
+Everyone sees networks (offers name them), with the offers they see (models/accounts/access.py); only an
+admin changes one and sees the install's postback key in its URL, as on the postbacks page
+(routes/panel/postbacks.py): a network's status maps are install-wide, as all status maps are.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from urllib.parse import urlencode
 
 import falcon
 
-from models.admin.services import AdminError, list_offers
+from models.accounts.access import visible_offer_ids, visible_offers
+from models.admin.services import AdminError
 from models.choices import NETWORK_STATUSES
 from models.conversions import admin, networks
 from models.conversions.postbacks import STATUSES, read_secret
@@ -58,7 +59,7 @@ class NetworkListResource(PanelResource):
 
     def show(self, req, resp, session, *, code=200, form=None, message="", done="") -> None:
         db = self.sessions.db
-        counts = networks.offer_counts(db)
+        counts = networks.offer_counts(db, visible_offer_ids(db, session.principal))
         rows = [{"network": n, "offers": counts.get(n.id, 0)} for n in networks.list_networks(db)]
         self.page(
             req,
@@ -138,7 +139,9 @@ class NetworkResource(PanelResource):
             status_maps=networks.network_status_maps(self.sessions.db, network),
             statuses=STATUSES,
             network_statuses=NETWORK_STATUSES,
-            offers=[o for o in list_offers(self.sessions.db) if o.network_id == network.id],
+            offers=[
+                o for o in visible_offers(self.sessions.db, session.principal) if o.network_id == network.id
+            ],
         )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, network_id: int) -> None:
