@@ -68,7 +68,7 @@ def test_the_logs_name_streams_and_offers_with_their_ids_beside(panel, users, db
     assert cells(html, "stream") == [named_stream] and cells(html, "offer") == [named_offer]
     # The CSV names them too, the offer's name kept from running as a formula.
     _, _, rows = read_csv(panel, admin)
-    assert rows[1][8:12] == ["Main way", str(stream_id), "'=Blue Widget", str(offer_id)]
+    assert rows[1][9:13] == ["Main way", str(stream_id), "'=Blue Widget", str(offer_id)]
     # An offer gone from the database is named so, not left blank.
     from models.tables.offer import Offer
 
@@ -107,29 +107,21 @@ def test_the_conversion_csv_is_the_log_as_shown_with_its_filters_every_page_of_i
     assert headers["content-disposition"] == 'attachment; filename="lanner-conversions.csv"'
     assert "content-length" not in headers  # Streamed, not rendered whole first.
     header, *body = rows
-    assert header[:8] == [
-        "Time",
-        "Subid",
-        "Tid",
-        "Status",
-        "Was",
-        "Network's word",
-        "Campaign",
-        "Campaign id",
-    ]
+    assert header[:7] == ["Time", "Subid", "Tid", "Status", "Before", "First", "Network's word"]
+    assert header[7:14] == ["Campaign", "Campaign id", "Stream", "Stream id", "Offer", "Offer id", "Network"]
     assert header[-4:] == ["Payout", "Currency", "In report currency", "Cost"]
     # Every page of the log, in its order.
     pages = walk(panel, admin, "/panel/conversions?status=sale&campaign=1&period=today&limit=7")
     assert [row[1] for row in body] == [subid for page in pages for subid in page] and len(body) == 30
-    assert {(row[3], row[6], row[7], row[-4], row[-3]) for row in body} == {
-        ("sale", "Generated 0", "1", "2.50", "USD")
+    assert {(row[3], row[4], row[5], row[7], row[8], row[-4], row[-3]) for row in body} == {
+        ("sale", "", "sale", "Generated 0", "1", "2.50", "USD")
     }
-    assert all(row[8] and row[10] and row[9].isdigit() and row[11].isdigit() for row in body)
+    assert all(row[9] and row[11] and row[10].isdigit() and row[12].isdigit() for row in body)
     assert [row[3] for row in read_csv(panel, admin, "?status=rejected")[2][1:]] == ["rejected"] * 2
     # A user who hides money gets no amounts; a campaign they may not see is a 404, as on the page.
     frugal = log_in(panel, "frugal")
     status, _, rows = read_csv(panel, frugal)
-    assert status == 200 and "Payout" not in rows[0] and len(rows[0]) == 13
+    assert status == 200 and "Payout" not in rows[0] and len(rows[0]) == 14
     assert sorted(row[1] for row in rows[1:]) == sorted(twos[:5])
     assert read_csv(panel, frugal, "?campaign=1")[0] == 404
     assert read_csv(panel, admin, "?period=forever")[0] == 400

@@ -103,8 +103,19 @@ class ConversionLogResource(PanelResource):
 
 
 def csv_header(hides_money: bool) -> list[str]:
-    """The CSV's columns: the log's, each name and id apart, `Was` apart from the status."""
-    header = ["Time", "Subid", "Tid", "Status", "Was", "Network's word", "Campaign", "Campaign id"]
+    """The CSV's columns: the log's, each name and id apart, the status before its last change and its
+    first status apart from it."""
+    header = [
+        "Time",
+        "Subid",
+        "Tid",
+        "Status",
+        "Before",
+        "First",
+        "Network's word",
+        "Campaign",
+        "Campaign id",
+    ]
     header += ["Stream", "Stream id", "Offer", "Offer id", "Network"]
     return header if hides_money else [*header, "Payout", "Currency", "In report currency", "Cost"]
 
@@ -112,13 +123,13 @@ def csv_header(hides_money: bool) -> list[str]:
 def csv_row(row: dict[str, Any], campaigns: dict[int, Any], hides_money: bool) -> list[str]:
     """A conversion as the log shows it (names as text a spreadsheet will not run, amounts as numbers)."""
     campaign = campaigns.get(row["campaign_id"])
-    was = row["original_status"] if row["original_status"] != row["status"] else ""
     cells = [
         row["created_at"][:19].replace("T", " "),
         csv_text(row["subid"]),
         csv_text(row["tid"] or ""),
         row["status"],
-        was or "",
+        row["previous_status"],
+        row["original_status"],
         csv_text(row["raw_status"] or ""),
         csv_text(campaign.name if campaign else str(row["campaign_id"])),
         str(row["campaign_id"]),

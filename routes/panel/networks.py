@@ -16,7 +16,7 @@ import falcon
 
 from models.accounts.access import visible_offer_ids, visible_offers
 from models.admin.services import AdminError
-from models.choices import NETWORK_STATUSES
+from models.choices import NETWORK_REBILLS, NETWORK_STATUS_CHANGES, NETWORK_STATUSES
 from models.conversions import admin, networks
 from models.conversions.postbacks import STATUSES, read_secret
 from routes.panel.common import CampaignBase, PanelContext, PanelResource
@@ -25,8 +25,10 @@ from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form
 
 PATH = "/panel/networks"
-FIELDS = ("name", *networks.MACRO_FIELDS, "offer_params", "notes")
+RULES = ("status_changes", "rebills")  # Blank in a form: the default's (a new network), as it was (a save).
+FIELDS = ("name", *networks.MACRO_FIELDS, "offer_params", "notes", *RULES)
 BLANK_FORM = dict.fromkeys((*FIELDS, "alias", "template"), "")
+RULE_CHOICES = {"status_changes": NETWORK_STATUS_CHANGES, "rebills": NETWORK_REBILLS}
 DONE = {
     "created": "Network created: paste its postback URL into the network.",
     "saved": "Saved.",
@@ -74,6 +76,7 @@ class NetworkListResource(PanelResource):
             form=form or BLANK_FORM,
             message=message,
             is_admin=session.principal.role == "admin",
+            rule_choices=RULE_CHOICES,
         )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -86,6 +89,7 @@ class NetworkListResource(PanelResource):
         options = {name: values[name] for name in (*networks.MACRO_FIELDS, "offer_params", "notes")}
         if values["template"]:
             options = {name: value for name, value in options.items() if value}
+        options.update({name: values[name] for name in RULES if values[name]})
         try:
             network = networks.create_network(
                 self.sessions.db,
@@ -139,6 +143,7 @@ class NetworkResource(PanelResource):
             status_maps=networks.network_status_maps(self.sessions.db, network),
             statuses=STATUSES,
             network_statuses=NETWORK_STATUSES,
+            rule_choices=RULE_CHOICES,
             offers=[
                 o for o in visible_offers(self.sessions.db, session.principal) if o.network_id == network.id
             ],
@@ -153,6 +158,8 @@ class NetworkResource(PanelResource):
         db, actor, action = self.sessions.db, session.principal, form.get("do")
         values = submitted(form, (*FIELDS, "status"))
         values["status"] = values["status"] or network.status
+        for name in RULES:
+            values[name] = values[name] or getattr(network, name)
         try:
             if action == "save":
                 networks.update_network(db, network.id, actor=actor, **values)
