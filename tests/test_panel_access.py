@@ -100,7 +100,7 @@ class Leaks:
 def seed(db, port: int, lanner) -> dict:
     """Two campaigns of buyer `olga` sharing a lander, a traffic source and a network, with clicks
     (through the landers, some on to the offers), conversions, costs and postback targets; buyer `bert`
-    is shared the first (with edit) and not the second."""
+    is shared the first (with edit), viewer `vera` the first (to see), neither the second."""
     from models.accounts.sharing import share_campaign
     from models.accounts.users import add_user
     from models.admin.domains import create_domain
@@ -114,6 +114,7 @@ def seed(db, port: int, lanner) -> dict:
     from models.tables.campaign import Campaign, Stream
 
     bert = add_user(db, "bert", "buyer", PASSWORD)
+    add_user(db, "vera", "viewer", PASSWORD)
     olga = add_user(db, "olga", "buyer", PASSWORD)
     network = create_network(db, "Common Net", alias="commonnet", subid_macro="{sub1}")
     create_source(db, "Common Push", "zone={zoneid}")
@@ -146,6 +147,7 @@ def seed(db, port: int, lanner) -> dict:
         source="Common Push",
     )
     share_campaign(db, shared.id, "bert", may_edit=True)
+    share_campaign(db, shared.id, "vera")
     add_stream(
         db,
         secret.id,
@@ -222,7 +224,7 @@ def conversion_ids(db, campaign_id: int) -> list[int]:
     return [row.id for row in Conversion.select(Conversion.id).where(Conversion.campaign_id == campaign_id)]
 
 
-def test_a_buyer_crawling_every_page_and_api_list_sees_nothing_of_a_campaign_not_shared_with_them(
+def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_campaign_not_shared(
     start_server, settings, db, lanner
 ):
     from models.accounts.apikeys import create_api_key
@@ -232,7 +234,6 @@ def test_a_buyer_crawling_every_page_and_api_list_sees_nothing_of_a_campaign_not
     seeded = seed(db, live.port, lanner)
     admin_port = live.extra["admin_port"]
     shared, secret = seeded["shared"], seeded["secret"]
-    _, api_key = create_api_key(db, "bert", "write")
     source = TrafficSource.get(TrafficSource.name == "Common Push")
 
     # What the buyer may ask for, by the segment before the parameter; the unshared campaign's own are probes.
@@ -286,90 +287,99 @@ def test_a_buyer_crawling_every_page_and_api_list_sees_nothing_of_a_campaign_not
         *seeded["subids"]["zebracorn"],
     ]
     assert all(forbidden) and secret.token
-    leaks = Leaks(forbidden, patterns)
 
-    status, headers, body = post(admin_port, "/panel/login", {"name": "bert", "password": PASSWORD})
-    assert status == 303, body
-    cookie = cookie_of(headers)
+    # A buyer shared it to edit, a viewer shared it to see: each crawls it all, on the same server.
+    def crawl(name: str, scope: str) -> None:
+        _, api_key = create_api_key(db, name, scope)
+        leaks = Leaks(forbidden, patterns)
 
-    def get(url: str) -> tuple[int, str]:
-        auth = {"X-Api-Key": api_key} if url.startswith("/api") else {"Cookie": cookie}
-        status, _, body = request(admin_port, url, auth)
-        return status, body.decode("utf-8", "replace")
+        status, headers, body = post(admin_port, "/panel/login", {"name": name, "password": PASSWORD})
+        assert status == 303, body
+        cookie = cookie_of(headers)
 
-    templates = routes(settings, db)
-    assert "/panel/landers" in templates and "/api/v1/campaigns" in templates
-    queue: deque[str] = deque()
-    for template in templates:
-        queue.extend(fill(template, values))
-        # The unshared campaign's objects, asked for by their ids and names: refused, naming nothing.
-        for segment_before, part in _parts(template):
-            match = FIELD.fullmatch(part)
-            key = f"{segment_before}/{match.group(1)}" if match else ""
-            if key in probes and sum(1 for _, p in _parts(template) if FIELD.fullmatch(p)) == 1:
-                for value in probes[key]:
-                    url = template.replace(part, urllib.parse.quote(str(value)))
-                    status, body = get(url)
-                    assert status in (403, 404), f"{url}: {status}"
-                    leaks.check(url, status, body, asked=str(value))
-    # Lists filtered on the unshared campaign: empty (or refused), though they say back the filter asked.
-    for url in (
-        f"/api/v1/reports?group=campaign,offer&campaign={secret.alias}",
-        f"/api/v1/clicks?campaign={secret.id}",
-        f"/api/v1/conversions?campaign={secret.id}",
-        f"/panel/reports?g1=campaign&g2=stream&f.campaign={secret.id}",
-        f"/panel/reports.csv?g1=lander&f.campaign={secret.id}",
-        f"/panel/clicks?campaign={secret.id}",
-        f"/panel/conversions?campaign={secret.id}",
-    ):
-        status, body = get(url)
-        leaks.check(url, status, body, asked=url.rpartition("=")[2])
-    # Groupings that cross campaigns, beyond the links the pages carry.
-    queue.extend(
-        [
-            "/api/v1/reports?group=campaign,stream,offer,lander",
-            "/api/v1/reports?group=lander,campaign",
-            "/api/v1/reports?group=source,campaign",
-            "/api/v1/reports?group=offer,stream",
-            "/api/v1/clicks?limit=100",
-            "/api/v1/conversions?limit=100",
-            "/panel/reports?g1=lander&g2=campaign",
-            "/panel/reports?g1=offer&g2=stream",
-            "/panel/reports?g1=source&g2=campaign",
-            "/panel/reports.csv?g1=stream",
-        ]
-    )
-    seen: set[str] = set()
-    variants: dict[str, int] = {}
+        def get(url: str) -> tuple[int, str]:
+            auth = {"X-Api-Key": api_key} if url.startswith("/api") else {"Cookie": cookie}
+            status, _, body = request(admin_port, url, auth)
+            return status, body.decode("utf-8", "replace")
 
-    def wanted(url: str) -> bool:
-        if url in seen or url.startswith(("/panel/static", "/panel/logout")):
-            return False
-        path = url.split("?")[0]
-        return "?" not in url or variants.get(path, 0) < MAX_VARIANTS
+        templates = routes(settings, db)
+        assert "/panel/landers" in templates and "/api/v1/campaigns" in templates
+        queue: deque[str] = deque()
+        for template in templates:
+            queue.extend(fill(template, values))
+            # The unshared campaign's objects, asked for by their ids and names: refused, naming nothing.
+            for segment_before, part in _parts(template):
+                match = FIELD.fullmatch(part)
+                key = f"{segment_before}/{match.group(1)}" if match else ""
+                if key in probes and sum(1 for _, p in _parts(template) if FIELD.fullmatch(p)) == 1:
+                    for value in probes[key]:
+                        url = template.replace(part, urllib.parse.quote(str(value)))
+                        status, body = get(url)
+                        assert status in (403, 404), f"{url}: {status}"
+                        leaks.check(url, status, body, asked=str(value))
+        # Lists filtered on the unshared campaign: empty (or refused), though they say back the filter asked.
+        for url in (
+            f"/api/v1/reports?group=campaign,offer&campaign={secret.alias}",
+            f"/api/v1/clicks?campaign={secret.id}",
+            f"/api/v1/conversions?campaign={secret.id}",
+            f"/panel/reports?g1=campaign&g2=stream&f.campaign={secret.id}",
+            f"/panel/reports.csv?g1=lander&f.campaign={secret.id}",
+            f"/panel/clicks?campaign={secret.id}",
+            f"/panel/conversions?campaign={secret.id}",
+        ):
+            status, body = get(url)
+            leaks.check(url, status, body, asked=url.rpartition("=")[2])
+        # Groupings that cross campaigns, beyond the links the pages carry.
+        queue.extend(
+            [
+                "/api/v1/reports?group=campaign,stream,offer,lander",
+                "/api/v1/reports?group=lander,campaign",
+                "/api/v1/reports?group=source,campaign",
+                "/api/v1/reports?group=offer,stream",
+                "/api/v1/clicks?limit=100",
+                "/api/v1/conversions?limit=100",
+                "/panel/reports?g1=lander&g2=campaign",
+                "/panel/reports?g1=offer&g2=stream",
+                "/panel/reports?g1=source&g2=campaign",
+                "/panel/reports.csv?g1=stream",
+            ]
+        )
+        seen: set[str] = set()
+        variants: dict[str, int] = {}
 
-    while queue and len(seen) < MAX_REQUESTS:
-        url = queue.popleft()
-        if not wanted(url):
-            continue
-        if "?" in url:
-            variants[url.split("?")[0]] = variants.get(url.split("?")[0], 0) + 1
-        seen.add(url)
-        status, body = get(url)
-        leaks.check(url, status, body)
-        if status == 200 and url.startswith("/panel"):
-            queue.extend(links(body))
-        elif status == 400 and url.startswith("/api") and "?" not in url:
-            queue.append(f"{url}?campaign={shared.alias}")  # A list a buyer asks per campaign.
-    assert not [url for url in queue if wanted(url)], f"the crawl stopped at {MAX_REQUESTS} requests"
-    print(f"crawled {len(seen)} URLs:", *sorted({url.split("?")[0] for url in seen}), sep="\n")
-    assert not leaks.found, "\n\n".join(leaks.found[:20]) + f"\n\n({len(leaks.found)} in all)"
-    # The crawl saw the shared campaign's things, so it was looking where they are.
-    status, body = get(f"/panel/landers/{seeded['lander'].id}")
-    assert status == 200 and "opencamp" in body
-    status, body = get("/panel/clicks")
-    assert status == 200 and seeded["subids"]["opencamp"][0] in body
-    status, body = get(f"/api/v1/conversions?campaign={shared.alias}")
-    assert f"/api/v1/conversions?campaign={shared.alias}" in seen
-    assert status == 200 and seeded["subids"]["opencamp"][1] in body, body
-    assert json.loads(get("/api/v1/campaigns")[1])["items"][0]["alias"] == "opencamp"
+        def wanted(url: str) -> bool:
+            if url in seen or url.startswith(("/panel/static", "/panel/logout")):
+                return False
+            path = url.split("?")[0]
+            return "?" not in url or variants.get(path, 0) < MAX_VARIANTS
+
+        while queue and len(seen) < MAX_REQUESTS:
+            url = queue.popleft()
+            if not wanted(url):
+                continue
+            if "?" in url:
+                variants[url.split("?")[0]] = variants.get(url.split("?")[0], 0) + 1
+            seen.add(url)
+            status, body = get(url)
+            leaks.check(url, status, body)
+            if status == 200 and url.startswith("/panel"):
+                queue.extend(links(body))
+            elif status == 400 and url.startswith("/api") and "?" not in url:
+                queue.append(f"{url}?campaign={shared.alias}")  # A list a buyer asks per campaign.
+        assert not [url for url in queue if wanted(url)], f"the crawl stopped at {MAX_REQUESTS} requests"
+        print(f"{name} crawled {len(seen)} URLs:", *sorted({url.split("?")[0] for url in seen}), sep="\n")
+        assert not leaks.found, (
+            f"{name}:\n" + "\n\n".join(leaks.found[:20]) + f"\n\n({len(leaks.found)} in all)"
+        )
+        # The crawl saw the shared campaign's things, so it was looking where they are.
+        status, body = get(f"/panel/landers/{seeded['lander'].id}")
+        assert status == 200 and "opencamp" in body
+        status, body = get("/panel/clicks")
+        assert status == 200 and seeded["subids"]["opencamp"][0] in body
+        status, body = get(f"/api/v1/conversions?campaign={shared.alias}")
+        assert f"/api/v1/conversions?campaign={shared.alias}" in seen
+        assert status == 200 and seeded["subids"]["opencamp"][1] in body, body
+        assert json.loads(get("/api/v1/campaigns")[1])["items"][0]["alias"] == "opencamp"
+
+    crawl("bert", "write")
+    crawl("vera", "read")
