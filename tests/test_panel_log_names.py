@@ -66,6 +66,9 @@ def test_the_logs_name_streams_and_offers_with_their_ids_beside(panel, users, db
     imported(db, [seeded["through"]])
     html = get(panel, "/panel/conversions", admin)[2]
     assert cells(html, "stream") == [named_stream] and cells(html, "offer") == [named_offer]
+    conversion_id = re.search(r'href="/panel/conversions/(\d+)">Open', html).group(1)
+    page = get(panel, f"/panel/conversions/{conversion_id}", admin)[2]
+    assert f"<td>{named_stream}</td>" in page and f"<td>{named_offer}</td>" in page
     # The CSV names them too, the offer's name kept from running as a formula.
     _, _, rows = read_csv(panel, admin)
     assert rows[1][9:13] == ["Main way", str(stream_id), "'=Blue Widget", str(offer_id)]

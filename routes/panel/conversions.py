@@ -199,6 +199,7 @@ class ConversionResource(PanelResource):
             session,
             code,
             conversion=conversion,
+            names=name_ids([{"stream_id": conversion.stream_id, "offer_id": conversion.offer_id}])[0],
             created_at=local_iso(conversion.created_at, tz),
             campaign=campaigns.get(conversion.campaign_id),
             statuses=CONVERSION_STATUSES,
