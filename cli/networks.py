@@ -18,7 +18,8 @@ def network() -> None:
 
 
 def network_macro_options(function):
-    """The network's macro for each postback parameter, and what offer URLs add (None: unchanged)."""
+    """The network's macro for each postback parameter, what offer URLs add and how its statuses change
+    (None: unchanged)."""
     options = [
         click.option("--subid-macro", help="The network's macro for the subid it was sent, e.g. {sub1}."),
         click.option("--payout-macro", help="Its macro for the payout, e.g. {sum} ('' for none)."),
@@ -27,6 +28,18 @@ def network_macro_options(function):
         click.option("--currency-macro", help="Its macro for the payout's currency ('' for none)."),
         click.option("--offer-params", help="What its offer URLs add to send the subid, e.g. sub1={subid}."),
         click.option("--notes"),
+        click.option(
+            "--status-changes",
+            type=click.Choice(choices.NETWORK_STATUS_CHANGES),
+            help="Which status changes its postbacks may make: forward (lead → sale/rejected/trash, "
+            "sale → rejected) or any (it corrects itself either way: rejected → approved ...).",
+        ),
+        click.option(
+            "--rebills",
+            type=click.Choice(choices.NETWORK_REBILLS),
+            help="How it sends rebills: own_tid (a rebill status with a tid of its own) or repeat_sale "
+            "(another approved postback with a new tid: a click's second sale is a rebill).",
+        ),
     ]
     for option in reversed(options):
         function = option(function)

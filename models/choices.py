@@ -9,6 +9,10 @@ from __future__ import annotations
 CAMPAIGN_STATUSES = ("active", "paused", "archived")
 OFFER_STATUSES = ("active", "paused", "archived")
 NETWORK_STATUSES = ("active", "archived")  # An archived affiliate network's postbacks still count.
+# Which status changes a network's postbacks may make: the usual forward ones, or any (a network that
+# corrects itself either way); and how it sends rebills (models/conversions/postbacks.py).
+NETWORK_STATUS_CHANGES = ("forward", "any")
+NETWORK_REBILLS = ("own_tid", "repeat_sale")
 ROTATIONS = ("position", "weight")
 STREAM_TYPES = ("intercepting", "regular", "fallback")
 STREAM_ACTIONS = ("offers", "redirect", "html", "not_found", "campaign")

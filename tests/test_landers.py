@@ -355,6 +355,35 @@ def test_a_buyer_sees_and_changes_only_their_own_landers_and_those_their_streams
     assert status == 404 and refused["description"] == f"There is no lander {other.id}."
 
 
+def test_deleting_a_lander_another_s_campaign_uses_is_refused_without_naming_that_campaign(db):
+    import pytest
+
+    from models.accounts.access import visible_campaign_ids
+    from models.accounts.principal import user_principal
+    from models.accounts.users import add_user
+    from models.admin.errors import AdminConflict
+    from models.admin.landers import create_lander, delete_lander, lander_uses
+    from models.admin.services import create_campaign
+
+    bea = add_user(db, "bea", "buyer", "correct horse battery")
+    actor = user_principal(bea.id, "bea", "buyer", False)
+    own = create_lander(db, "Bea's", url="https://b.example/?go={offer}", actor=actor)
+    create_campaign(
+        db, "Hers", "hers", offer_url="https://o.example/", landers=[(own.id, 1)], owner_id=bea.id
+    )
+    create_campaign(db, "Secret Plan", "secretplan", offer_url="https://o.example/", landers=[(own.id, 1)])
+    with pytest.raises(AdminConflict) as refused:
+        delete_lander(db, own.id, actor=actor)
+    assert str(refused.value) == (
+        'Lander "Bea\'s" is in use by campaign hers stream 1 and 1 stream of campaigns not shared with you; '
+        "take it off those streams first (or archive it)."
+    )
+    with pytest.raises(AdminConflict, match="campaign hers stream 1 and campaign secretplan stream 2;"):
+        delete_lander(db, own.id)  # The CLI (an admin) is told every one.
+    assert [use["campaign"] for use in lander_uses(db, visible_campaign_ids(db, actor))[own.id]] == ["hers"]
+    assert lander_uses(db, set()) == {}
+
+
 # -- serving them ----------------------------------------------------------------------------------
 
 

@@ -119,6 +119,15 @@ def test_an_admin_edits_a_network_and_maps_and_unmaps_its_words(panel, users, db
     assert list_status_maps(db) == []
     assert post(panel, "/panel/networks/1", {"do": "drop", "csrf_token": token}, cookie=cookie)[0] == 400
     assert get(panel, "/panel/networks/9", cookie)[0] == 404
+    # How its statuses change: left as they were by a form without them, set by one with them.
+    assert (get_network(db, "adv").status_changes, get_network(db, "adv").rebills) == ("forward", "own_tid")
+    rules = {**fields, "status_changes": "any", "rebills": "repeat_sale"}
+    assert post(panel, "/panel/networks/1", rules, cookie=cookie)[0] == 303
+    assert (get_network(db, "adv").status_changes, get_network(db, "adv").rebills) == ("any", "repeat_sale")
+    page = get(panel, "/panel/networks/1", cookie)[2]
+    assert '<option value="any" selected>' in page and '<option value="repeat_sale" selected>' in page
+    status, _, body = post(panel, "/panel/networks/1", {**rules, "rebills": "often"}, cookie=cookie)
+    assert status == 400 and b"rebills is one of own_tid, repeat_sale, not &#39;often&#39;." in body
 
 
 def test_others_see_networks_without_the_key_and_may_not_change_them(panel, users, db):  # noqa: F811

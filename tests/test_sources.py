@@ -568,3 +568,22 @@ def test_who_may_not_change_sources_sees_only_the_host_of_a_postback_url(db, adm
     assert "S3CRET-KEY" in get(panel, "/panel/sources/1", log_in(panel, "bert"))[2]
     page = get(panel, "/panel/sources/1", log_in(panel, "vera"))[2]
     assert "S3CRET-KEY" not in page and "tsyndicate.example/… (hidden" in page
+
+
+def test_a_buyer_refused_a_source_s_delete_is_told_of_their_own_campaigns_by_name_only(db, users):  # noqa: F811
+    from models.accounts.principal import user_principal
+    from models.admin.services import AdminConflict, create_campaign
+    from models.admin.sources import create_source, delete_source
+
+    create_source(db, "Zones", "zoneid={zoneid}")
+    bert = users["bert"]
+    create_campaign(db, "Secret", "secretplan", offer_url="https://o.example/", source="Zones")
+    create_campaign(db, "B", "bees", offer_url="https://o.example/", source="Zones", owner_id=bert.id)
+    with pytest.raises(AdminConflict) as refused:
+        delete_source(db, "Zones", actor=user_principal(bert.id, "bert", "buyer", False))
+    assert str(refused.value) == (
+        "Traffic source 'Zones' is the source of campaign bees and 1 campaign not shared with you: give them "
+        "another source (or none) first, or archive it."
+    )
+    with pytest.raises(AdminConflict, match="is the source of campaigns bees, secretplan:"):
+        delete_source(db, "Zones")

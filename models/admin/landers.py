@@ -32,6 +32,7 @@ from typing import Any
 
 from peewee import Database, IntegrityError
 
+from models.accounts.access import visible_campaign_ids
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
 from models.admin.errors import AdminConflict, AdminError, AdminNotFound
@@ -265,14 +266,21 @@ def list_landers(db: Database, *, include_archived: bool = False) -> list[Lander
     return list(query)
 
 
-def lander_uses(db: Database) -> dict[int, list[dict[str, Any]]]:
-    """Lander id -> the streams (not removed) sending to it: campaign, stream and weight."""
+def lander_uses(db: Database, campaign_ids: set[int] | None = None) -> dict[int, list[dict[str, Any]]]:
+    """Lander id -> the streams (not removed) sending to it: campaign, stream and weight; only the
+    streams of `campaign_ids` (None: of every campaign). A lander is shared by campaigns people may not
+    all see: a user's list passes the campaigns they see (models/accounts/access.py), never None."""
     uses: dict[int, list[dict[str, Any]]] = {}
+    if campaign_ids is not None and not campaign_ids:
+        return uses
+    where = (StreamLander.status == "active") & (Stream.status != "deleted")
+    if campaign_ids is not None:
+        where &= Campaign.id.in_(sorted(campaign_ids))
     query = (
         StreamLander.select(StreamLander, Stream, Campaign)
         .join(Stream)
         .join(Campaign)
-        .where((StreamLander.status == "active") & (Stream.status != "deleted"))
+        .where(where)
         .order_by(Campaign.id, Stream.id)
     )
     for link in query:
@@ -443,10 +451,18 @@ def delete_lander(
         lander = get_lander(db, ref)
         uses = lander_uses(db).get(lander.id, [])
         if uses:
-            named = ", ".join(f"campaign {u['campaign']} stream {u['stream_id']}" for u in uses[:5])
-            more = f" and {len(uses) - 5} more" if len(uses) > 5 else ""
+            # Only the campaigns the actor sees are named: the others' names are not theirs to read.
+            visible = visible_campaign_ids(db, actor)
+            shown = [u for u in uses if visible is None or u["campaign_id"] in visible]
+            named = [f"campaign {u['campaign']} stream {u['stream_id']}" for u in shown[:5]]
+            if len(shown) > 5:
+                named.append(f"{len(shown) - 5} more")
+            if len(uses) > len(shown):
+                hidden = len(uses) - len(shown)
+                named.append(f"{hidden} stream{'s' if hidden > 1 else ''} of campaigns not shared with you")
+            listed = ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else named[0]
             raise AdminConflict(
-                f"Lander {lander.name!r} is in use by {named}{more}; take it off those streams first "
+                f"Lander {lander.name!r} is in use by {listed}; take it off those streams first "
                 "(or archive it)."
             )
         before = _audit_fields(lander)

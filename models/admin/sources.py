@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from peewee import Database, IntegrityError
 
+from models.accounts.access import visible_campaign_ids
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
 from models.admin.errors import AdminConflict, AdminError, AdminNotFound
@@ -360,10 +361,18 @@ def delete_source(db: Database, ref: str | int, *, actor: Principal = CLI) -> No
     postback targets keep their history without it."""
     with write_tx(db):
         source = get_source(db, ref)
-        users = [c.alias for c in Campaign.select(Campaign.alias).where(Campaign.source_id == source.id)]
+        users = list(Campaign.select(Campaign.id, Campaign.alias).where(Campaign.source_id == source.id))
         if users:
+            # Only the campaigns the actor sees are named: the others' aliases are not theirs to read.
+            visible = visible_campaign_ids(db, actor)
+            named = sorted(c.alias for c in users if visible is None or c.id in visible)
+            hidden = len(users) - len(named)
+            which = listed("campaign", named) if named else ""
+            if hidden:
+                others = f"{hidden} campaign{'s' if hidden > 1 else ''} not shared with you"
+                which = f"{which} and {others}" if which else others
             raise AdminConflict(
-                f"Traffic source {source.name!r} is the source of {listed('campaign', sorted(users))}: "
+                f"Traffic source {source.name!r} is the source of {which}: "
                 "give them another source (or none) first, or archive it."
             )
         before = _audit_fields(source)

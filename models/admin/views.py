@@ -81,4 +81,6 @@ def network_fields(network) -> dict[str, Any]:
         "currency_macro": network.currency_macro,
         "offer_params": network.offer_params,
         "notes": network.notes,
+        "status_changes": network.status_changes,
+        "rebills": network.rebills,
     }

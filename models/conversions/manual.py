@@ -186,6 +186,7 @@ def correct_conversion(
             new_payout,
             new_currency,
             report_payout,
+            stored.previous_status,
         )
         # Its outbound postbacks are sent by `lanner worker`'s periodic sweep within a minute.
         change_status(ConversionStore(conn), change, *campaign_cost(conn, stored.campaign_id, report), _now())

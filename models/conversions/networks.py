@@ -34,7 +34,7 @@ from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
 from models.admin.errors import AdminConflict, AdminError, AdminNotFound
 from models.admin.rows import find_by_name_or_id, listed
-from models.choices import NETWORK_STATUSES
+from models.choices import NETWORK_REBILLS, NETWORK_STATUS_CHANGES, NETWORK_STATUSES
 from models.conversions.admin import list_status_maps, map_status
 from models.store.database import write_tx
 from models.tables.network import Network
@@ -126,6 +126,12 @@ def _check_fields(fields: dict[str, Any]) -> None:
             raise AdminError(
                 f"The {PARAMETERS[name]} macro {value[:40]!r} must be 1-100 printable characters with no "
                 "space, '&' or '=' (the network's own macro, such as {sum})."
+            )
+    for name, choices in (("status_changes", NETWORK_STATUS_CHANGES), ("rebills", NETWORK_REBILLS)):
+        if name in fields and fields[name] not in choices:
+            given = str(fields[name])[:40]
+            raise AdminError(
+                f"A network's {name.replace('_', ' ')} is one of {', '.join(choices)}, not {given!r}."
             )
     if "status" in fields and fields["status"] not in NETWORK_STATUSES:
         raise AdminError(
@@ -254,12 +260,13 @@ def postback_url(network: Network, base: str, key: str) -> str:
     return f"{base.rstrip('/')}/{key}/postback?{query}&from={network.alias}"
 
 
-def offer_counts(db: Database) -> dict[int, int]:
-    """Network id -> how many offers (not archived) belong to it."""
+def offer_counts(db: Database, offer_ids: set[int] | None = None) -> dict[int, int]:
+    """Network id -> how many offers (not archived) belong to it; of `offer_ids` only (None: every offer)."""
     counts: dict[int, int] = {}
-    query = Offer.select(Offer.network_id).where(
-        Offer.network_id.is_null(False) & (Offer.status != "archived")
-    )
+    where = Offer.network_id.is_null(False) & (Offer.status != "archived")
+    if offer_ids is not None:
+        where &= Offer.id.in_(sorted(offer_ids))
+    query = Offer.select(Offer.network_id).where(where)
     # .tuples(): peewee's stubs still say models.
     for (network_id,) in cast("Iterable[tuple[int]]", query.tuples()):
         counts[network_id] = counts.get(network_id, 0) + 1

@@ -13,10 +13,19 @@ second one finds the first one's row and is a duplicate):
 - The conversion is found by (subid, tid). A postback with a tid adopts the click's one conversion
   without a tid (lead sent without, sale with); one without a tid updates the click's only
   conversion. A rebill is always a new conversion and needs a tid of its own.
-- Only these changes are allowed: lead → sale | rejected | trash, sale → rejected, rebill →
-  rejected (and any mapped status replaces an unmapped one). The first status is kept as
-  `original_status`. The same status again is a duplicate: answered 200, so the network stops
-  retrying, and logged.
+- The changes allowed are the network's (`network.status_changes`, the network the postback's `from=`
+  names, else the click's offer's): `forward` (the default) allows lead → sale | rejected | trash, sale
+  → rejected, rebill → rejected; `any` (a network that corrects itself either way) allows any of lead,
+  sale, rejected and trash to become any other, and a rebill to become lead, rejected or trash (a
+  rejected rebill approved again is a rebill again). Any mapped status replaces an unmapped one. The
+  first status is kept as `original_status`, the one before the last change as `previous_status`
+  (the conversion log's before → after); revenue, cost and the rollups move with the status. A
+  conversion approved again without a payout, stored with none (a network that zeroes a rejected
+  one's), gets its offer's payout, as a new conversion would. The same status again is a duplicate:
+  answered 200, so the network stops retrying, and logged.
+- Rebills (`network.rebills`): `own_tid` (the default): a `rebill` word with a tid of its own; `repeat_sale`:
+  the network sends each rebill as another approved postback with a new tid, so a sale for a click that
+  has a sale (or rebill) already, with a tid none of its conversions has, is recorded as a new rebill.
 - A subid not in the click table yet (its click may still be in the spool) is parked in the log and
   matched by the spool flusher when the click lands; it expires after `LANNER_POSTBACK_PARK_HOURS`.
 
@@ -57,6 +66,16 @@ ALLOWED_CHANGES: dict[str, frozenset[str]] = {
     REJECTED: frozenset(),
     TRASH: frozenset(),
 }
+# A network whose postbacks correct a status either way (`status_changes = any`).
+ANY_CHANGES: dict[str, frozenset[str]] = {
+    **{
+        status: frozenset({LEAD, SALE, REJECTED, TRASH} - {status})
+        for status in (LEAD, SALE, REJECTED, TRASH)
+    },
+    REBILL: frozenset({LEAD, REJECTED, TRASH}),
+}
+CHANGES = {"forward": ALLOWED_CHANGES, "any": ANY_CHANGES}  # By network.status_changes.
+DEFAULT_RULES = ("forward", "own_tid")  # A postback no network's settings apply to.
 BUILTIN_ALIASES: dict[str, str] = {
     **dict.fromkeys(("pending", "hold", "on_hold", "wait", "waiting", "processing", "new", "open"), LEAD),
     **dict.fromkeys(
@@ -338,9 +357,18 @@ class ConversionRecorder:
         click_id, campaign_id, stream_id, offer_id, click_created_at = click
         status = self.status_of(conversions, postback)
         is_mapped = status in ALLOWED_CHANGES
+        changes, rebills = conversions.network_rules(postback.network, offer_id) or DEFAULT_RULES
         existing = self._find_conversion(conversions, postback, status)
         if isinstance(existing, Outcome):
             return existing
+        is_repeat_sale = (
+            existing is None
+            and status == SALE
+            and rebills == "repeat_sale"
+            and conversions.has_sale(postback.subid)
+        )
+        if is_repeat_sale:
+            status = REBILL
         # Amounts the reports sum are in the report currency, converted now (models/reporting/currency.py).
         report = report_currency(conn)
         cost_model, cost_value = campaign_cost(conn, campaign_id, report)
@@ -372,6 +400,8 @@ class ConversionRecorder:
                 now,
             )
             outcome = Outcome(CREATED, f"Conversion recorded as {status}.", conversion_id, status)
+            if is_repeat_sale:
+                outcome.detail += " The network sends rebills as repeat sales: a new conversion."
             if report_payout is None:
                 outcome.detail += f" {currency} has no exchange rate yet: not in revenue until one is set."
             move_conversion_rollups(
@@ -381,15 +411,34 @@ class ConversionRecorder:
             conversion_id, tid, old_status, old_payout, old_cost, old_currency, old_report, original, raw = (
                 existing
             )
+            if changes == "any" and status == SALE and original == REBILL:
+                status = REBILL  # A rebill approved again stays a rebill (`forward` refuses the change).
             if old_status == status:
                 if postback.tid and tid != postback.tid:  # The lead came without a tid, this with one.
                     conversions.adopt_tid(conversion_id, postback.tid, now)
                 return Outcome(DUPLICATE, f"Already recorded as {status}.", conversion_id, status)
-            if old_status in ALLOWED_CHANGES and status not in ALLOWED_CHANGES[old_status]:
+            allowed = CHANGES.get(changes, ALLOWED_CHANGES)
+            target = SALE if status == REBILL and original == REBILL else status
+            if old_status in allowed and target not in allowed[old_status]:
+                hint = " (the network's status changes are `forward`)" if changes != "any" else ""
                 return Outcome(
-                    REFUSED, f"A {old_status} conversion cannot become {status}.", conversion_id, old_status
+                    REFUSED,
+                    f"A {old_status} conversion cannot become {status}{hint}.",
+                    conversion_id,
+                    old_status,
                 )
             payout, currency, report_payout = old_payout, old_currency, old_report
+            if (
+                status in (SALE, REBILL)
+                and old_status in (REJECTED, TRASH)
+                and postback.payout is None
+                and not old_payout
+                and offer_id
+            ):  # Zeroed when it was rejected: approved again, it pays what a new one would.
+                offer = conversions.offer_payout(offer_id)
+                if offer is not None and offer[0]:
+                    payout, currency = offer
+                    report_payout = convert(conn, payout, currency, report)
             if postback.payout is not None and (postback.payout, postback.currency or currency) != (
                 payout,
                 currency,
@@ -465,6 +514,7 @@ class StatusChange:
     payout: float
     currency: str
     report_payout: float | None
+    old_previous_status: str = ""  # Kept when the status stays (a payout corrected alone).
 
 
 def change_status(
@@ -484,11 +534,16 @@ def change_status(
         and change.old_original_status == change.old_status
     )
     original = change.status if is_remap else change.old_original_status
+    if is_remap:
+        previous = ""  # A remapped word was the mapped status from the start.
+    else:
+        previous = change.old_status if change.status != change.old_status else change.old_previous_status
     conversions.write_status(
         change.conversion_id,
         change.tid,
         change.status,
         original,
+        previous,
         change.raw_status,
         change.payout,
         change.currency,

@@ -21,6 +21,7 @@ CONVERSION_COLUMNS = (
     "tid",
     "status",
     "original_status",
+    "previous_status",
     "raw_status",
     "payout",
     "currency",

@@ -32,14 +32,19 @@ class ConversionStore(Store):
 SELECT status FROM status_map WHERE raw_status = ? AND network IN (?, '') ORDER BY network DESC LIMIT 1
 """
     SQL_CONVERSION_BY_TID = SELECT_CONVERSION + " WHERE subid = ? AND tid = ?"
+    SQL_NETWORK_RULES = "SELECT status_changes, rebills FROM network WHERE alias = ?"
+    SQL_OFFER_NETWORK_RULES = """
+SELECT n.status_changes, n.rebills FROM offer AS o JOIN network AS n ON n.id = o.network_id WHERE o.id = ?
+"""
+    SQL_HAS_SALE = "SELECT 1 FROM conversion WHERE subid = ? AND status IN ('sale', 'rebill') LIMIT 1"
     SQL_INSERT_CONVERSION = """
 INSERT INTO conversion (subid, tid, status, original_status, raw_status, network, payout, currency,
     report_payout, cost, click_id, campaign_id, stream_id, offer_id, click_created_at, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
     SQL_CHANGE_STATUS = """
-UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, payout = ?, currency = ?,
-    report_payout = ?, cost = ?, updated_at = ? WHERE id = ?
+UPDATE conversion SET tid = ?, status = ?, original_status = ?, previous_status = ?, raw_status = ?,
+    payout = ?, currency = ?, report_payout = ?, cost = ?, updated_at = ? WHERE id = ?
 """
     SQL_ADOPT_TID = "UPDATE conversion SET tid = ?, updated_at = ? WHERE id = ?"
     # One statement per slot, built once: a column name cannot be a parameter, and only the bounded
@@ -62,6 +67,18 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
         """The status a `lanner postback status map` gives this word: the network's own map first."""
         row = fetch_one(self.conn, self.SQL_MAPPED_STATUS, (raw_status, network))
         return row[0] if row else None
+
+    def network_rules(self, alias: str, offer_id: int | None) -> tuple[str, str] | None:
+        """(status_changes, rebills) of the network the postback names (`from=`), else of the click's
+        offer's network; None when neither names one."""
+        row = fetch_one(self.conn, self.SQL_NETWORK_RULES, (alias,)) if alias else None
+        if row is None and offer_id:
+            row = fetch_one(self.conn, self.SQL_OFFER_NETWORK_RULES, (offer_id,))
+        return row
+
+    def has_sale(self, subid: str) -> bool:
+        """Whether the click has a sale or a rebill already."""
+        return fetch_one(self.conn, self.SQL_HAS_SALE, (subid,)) is not None
 
     def conversion_by_tid(self, subid: str, tid: str) -> tuple | None:
         """(id, tid, status, payout, cost, currency, report payout, original status, raw status)."""
@@ -119,6 +136,7 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
         tid: str,
         status: str,
         original_status: str,
+        previous_status: str,
         raw_status: str,
         payout: float,
         currency: str,
@@ -134,6 +152,7 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
                 tid,
                 status,
                 original_status,
+                previous_status,
                 raw_status,
                 payout,
                 currency,

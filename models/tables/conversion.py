@@ -34,6 +34,7 @@ class Conversion(BaseModel):
     created_at = BigIntegerField()
     updated_at = BigIntegerField()
     report_payout = FloatField(null=True)  # The payout in the report currency; NULL: no rate yet.
+    previous_status = TextField(default="")  # The status its last change moved it from; '' if none yet.
 
 
 class PostbackLog(BaseModel):

@@ -23,6 +23,9 @@ class Network(BaseModel):
     currency_macro = TextField(default="")
     offer_params = TextField(default="")  # What each offer URL adds to send the subid, e.g. sub1={subid}.
     notes = TextField(default="")
+    # Which status changes its postbacks may make, and how it sends rebills (models/conversions/postbacks.py).
+    status_changes = TextField(default="forward")
+    rebills = TextField(default="own_tid")
     status = TextField(default="active")
     created_at = BigIntegerField(default=lambda: int(time.time() * 1000))
     updated_at = BigIntegerField(default=lambda: int(time.time() * 1000))

@@ -13,7 +13,13 @@ from typing import Any
 
 import falcon
 
-from models.accounts.access import creates_campaigns, edits_lander, visible_lander, visible_lander_ids
+from models.accounts.access import (
+    creates_campaigns,
+    edits_lander,
+    visible_campaign_ids,
+    visible_lander,
+    visible_lander_ids,
+)
 from models.admin.landers import (
     LANDER_STATUSES,
     LanderFiles,
@@ -89,7 +95,7 @@ class LanderListResource(LanderPages):
 
     def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
         visible = visible_lander_ids(self.db, session.principal)
-        uses = lander_uses(self.db)
+        uses = lander_uses(self.db, visible_campaign_ids(self.db, session.principal))
         rows = []
         for lander in list_landers(self.db, include_archived=True):
             if visible is None or lander.id in visible:
@@ -146,7 +152,8 @@ class LanderResource(LanderPages):
         self.show(req, resp, session, lander, form, done=DONE.get(req.get_param("done") or "", ""))
 
     def show(self, req, resp, session, lander, form, *, code=200, message="", done="") -> None:
-        fields = lander_fields(lander, lander_uses(self.db).get(lander.id, []))
+        uses = lander_uses(self.db, visible_campaign_ids(self.db, session.principal))
+        fields = lander_fields(lander, uses.get(lander.id, []))
         self.page(
             req,
             resp,

@@ -28,6 +28,7 @@ from models.reporting.conversionlog import (
     list_postbacks,
     list_refusals,
 )
+from models.reporting.lognames import name_ids
 from models.reporting.timerange import local_iso, zone
 from models.tables.click import SUB_ID_COLUMNS
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
@@ -189,6 +190,7 @@ class ClickLogResource(PanelResource):
             rows = [] if visible == set() else pager.rows(list_clicks(self.sessions.db, query))
         except LannerError as exc:
             raise refused(exc) from None
+        name_ids(rows)
         self.page(
             req,
             resp,
@@ -254,6 +256,7 @@ class ClickPageResource(PanelResource):
             "logs_click.html",
             session,
             click=found,
+            names=name_ids([{"stream_id": found["stream_id"], "offer_id": found["offer_id"]}])[0],
             facts=facts,
             sub_ids=sub_ids,
             streams=data["streams"],

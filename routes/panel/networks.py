@@ -3,9 +3,9 @@ network's own macros, and a network's page: the postback URL built for it, ready
 network, its settings, its status maps and its offers. Over models/conversions/networks.py, as `lanner
 network` and `/api/v1/networks` are.
 
-Everyone sees networks (offers name them); only an admin changes one and sees the install's postback key
-in its URL, as on the postbacks page (routes/panel/postbacks.py): a network's status maps are
-install-wide, as all status maps are.
+Everyone sees networks (offers name them), with the offers they see (models/accounts/access.py); only an
+admin changes one and sees the install's postback key in its URL, as on the postbacks page
+(routes/panel/postbacks.py): a network's status maps are install-wide, as all status maps are.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from urllib.parse import urlencode
 
 import falcon
 
-from models.admin.services import AdminError, list_offers
-from models.choices import NETWORK_STATUSES
+from models.accounts.access import visible_offer_ids, visible_offers
+from models.admin.services import AdminError
+from models.choices import NETWORK_REBILLS, NETWORK_STATUS_CHANGES, NETWORK_STATUSES
 from models.conversions import admin, networks
 from models.conversions.postbacks import STATUSES, read_secret
 from routes.panel.common import CampaignBase, PanelContext, PanelResource
@@ -24,8 +25,10 @@ from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form
 
 PATH = "/panel/networks"
-FIELDS = ("name", *networks.MACRO_FIELDS, "offer_params", "notes")
+RULES = ("status_changes", "rebills")  # Blank in a form: the default's (a new network), as it was (a save).
+FIELDS = ("name", *networks.MACRO_FIELDS, "offer_params", "notes", *RULES)
 BLANK_FORM = dict.fromkeys((*FIELDS, "alias", "template"), "")
+RULE_CHOICES = {"status_changes": NETWORK_STATUS_CHANGES, "rebills": NETWORK_REBILLS}
 DONE = {
     "created": "Network created: paste its postback URL into the network.",
     "saved": "Saved.",
@@ -58,7 +61,7 @@ class NetworkListResource(PanelResource):
 
     def show(self, req, resp, session, *, code=200, form=None, message="", done="") -> None:
         db = self.sessions.db
-        counts = networks.offer_counts(db)
+        counts = networks.offer_counts(db, visible_offer_ids(db, session.principal))
         rows = [{"network": n, "offers": counts.get(n.id, 0)} for n in networks.list_networks(db)]
         self.page(
             req,
@@ -73,6 +76,7 @@ class NetworkListResource(PanelResource):
             form=form or BLANK_FORM,
             message=message,
             is_admin=session.principal.role == "admin",
+            rule_choices=RULE_CHOICES,
         )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -85,6 +89,7 @@ class NetworkListResource(PanelResource):
         options = {name: values[name] for name in (*networks.MACRO_FIELDS, "offer_params", "notes")}
         if values["template"]:
             options = {name: value for name, value in options.items() if value}
+        options.update({name: values[name] for name in RULES if values[name]})
         try:
             network = networks.create_network(
                 self.sessions.db,
@@ -138,7 +143,10 @@ class NetworkResource(PanelResource):
             status_maps=networks.network_status_maps(self.sessions.db, network),
             statuses=STATUSES,
             network_statuses=NETWORK_STATUSES,
-            offers=[o for o in list_offers(self.sessions.db) if o.network_id == network.id],
+            rule_choices=RULE_CHOICES,
+            offers=[
+                o for o in visible_offers(self.sessions.db, session.principal) if o.network_id == network.id
+            ],
         )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, network_id: int) -> None:
@@ -150,6 +158,8 @@ class NetworkResource(PanelResource):
         db, actor, action = self.sessions.db, session.principal, form.get("do")
         values = submitted(form, (*FIELDS, "status"))
         values["status"] = values["status"] or network.status
+        for name in RULES:
+            values[name] = values[name] or getattr(network, name)
         try:
             if action == "save":
                 networks.update_network(db, network.id, actor=actor, **values)

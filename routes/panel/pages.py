@@ -4,6 +4,8 @@ API calls (the report as routes/v1/reports.py asks for it, access as models/acco
 
 from __future__ import annotations
 
+import csv
+import io
 import urllib.parse
 
 import falcon
@@ -33,7 +35,9 @@ from routes.panel.common import (
     totals,
 )
 from routes.panel.render import Renderer
+from routes.panel.reports import csv_number, csv_text
 from routes.panel.session import LOGIN_PATH, PanelSessions, read_form
+from routes.panel.sorting import Sort
 
 TOP_ROWS = 10
 
@@ -155,17 +159,43 @@ class DashboardResource(PanelResource):
         )
 
 
+# The campaign list's columns: (sort key, header, whether it is an amount a hide-money user is not shown).
+CAMPAIGN_COLUMNS = (
+    ("name", "Campaign", False),
+    ("status", "Status", False),
+    ("clicks", "Clicks", False),
+    ("unique_clicks", "Unique", False),
+    ("conversions", "Conv.", False),
+    ("cr", "CR", False),
+    ("revenue", "Revenue", True),
+    ("cost", "Cost", True),
+    ("profit", "Profit", True),
+    ("roi", "ROI", True),
+)
+TEXT_COLUMNS = ("name", "status")  # Sorted A to Z first; the numbers most first.
+
+
+def campaign_value(row: dict, column: str):
+    """What the list sorts a row by: a name case-blind, a number as shown (none: no value)."""
+    if column == "name":
+        return row["campaign"].name.lower()
+    if column == "status":
+        return row["campaign"].status
+    return row["stats"].get(column)
+
+
 class CampaignListResource(PanelResource):
     def __init__(self, sessions: PanelSessions, render: Renderer, reports: PanelReports, settings) -> None:
         super().__init__(sessions, render)
         self.reports = reports
         self.campaign_base = CampaignBase(sessions, settings)
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        session = self.sessions.require(req)
-        principal = session.principal
+    def listing(self, req: falcon.Request, principal) -> dict:
+        """The list as the page shows it (and its CSV): the period, filters and sort of the query."""
         period = period_of(req)
         listing = ListFilter(req, CAMPAIGN_STATUSES)
+        columns = [c for c in CAMPAIGN_COLUMNS if not (c[2] and principal.hides_money)]
+        sort = Sort.parse(req.get_param("sort"), [column for column, _, _ in columns])
         visible = visible_campaign_ids(self.sessions.db, principal)
         editable = editable_campaign_ids(self.sessions.db, principal)  # Once, not a query per row.
         report = self.reports(principal, "campaign", period)
@@ -184,24 +214,92 @@ class CampaignListResource(PanelResource):
                     "is_editable": editable is None or campaign.id in editable,
                 }
             )
+        rows = sort.apply(rows, campaign_value)
+        state = {"period": period, "status": listing.status, "q": listing.search, "sort": sort.text}
+        return {
+            "period": period,
+            "listing": listing,
+            "columns": columns,
+            "sort": sort,
+            "rows": rows,
+            "total": totals([row["stats"] for row in rows]),
+            "currency": report.currency if report else self.reports.report_currency,
+            "query": urllib.parse.urlencode(
+                {name: value for name, value in state.items() if value}, safe=","
+            ),
+        }
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        shown = self.listing(req, principal)
+        listing, sort = shown["listing"], shown["sort"]
+        state = {"period": shown["period"], "status": listing.status, "q": listing.search}
+        state = {name: value for name, value in state.items() if value}
         self.page(
             req,
             resp,
             "campaigns.html",
             session,
-            period=period,
+            period=shown["period"],
             periods=PERIODS,
             status=listing.status,
             statuses=listing.choices,
             search=listing.search,
-            rows=rows,
-            total=totals([row["stats"] for row in rows]),
-            currency=report.currency if report else self.reports.report_currency,
+            rows=shown["rows"],
+            total=shown["total"],
+            currency=shown["currency"],
             base_url=self.campaign_base(req),
             can_create=creates_campaigns(principal),
             source_queries=source_queries(self.sessions.db),
-            query=urllib.parse.urlencode({"period": period, "status": listing.status, "q": listing.search}),
+            query=shown["query"],
+            sort=sort,
+            sort_text=sort.text,
+            sort_links={
+                column: urllib.parse.urlencode(
+                    {**state, "sort": sort.clicked(column, is_descending_first=column not in TEXT_COLUMNS)},
+                    safe=",",
+                )
+                for column, _, _ in shown["columns"]
+            },
         )
+
+
+class CampaignCsvResource(CampaignListResource):
+    """`GET /panel/campaigns.csv`: the list as shown (period, search, status and sort), with its totals
+    row; the numbers without separators, names kept from running as formulas, as the reports' CSV."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        shown = self.listing(req, session.principal)
+        base, queries = self.campaign_base(req), source_queries(self.sessions.db)
+        columns = shown["columns"]
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["Campaign", "Alias", "Status", *(header for _, header, _ in columns[2:]), "URL"])
+        for row in shown["rows"]:
+            campaign = row["campaign"]
+            url = base + urllib.parse.quote(campaign.alias) + queries.get(campaign.source_id, "")
+            writer.writerow(
+                [
+                    csv_text(campaign.name),
+                    csv_text(campaign.alias),
+                    campaign.status,
+                    *(csv_number(column, row["stats"].get(column)) for column, _, _ in columns[2:]),
+                    url,
+                ]
+            )
+        total = shown["total"]
+        writer.writerow(
+            ["Total", "", "", *(csv_number(column, total.get(column)) for column, _, _ in columns[2:]), ""]
+        )
+        resp.content_type = "text/csv; charset=utf-8"
+        resp.set_header("Cache-Control", "no-store")
+        resp.set_header("X-Content-Type-Options", "nosniff")
+        resp.set_header(
+            "Content-Disposition", f'attachment; filename="lanner-campaigns-{shown["period"]}.csv"'
+        )
+        resp.text = out.getvalue()
 
 
 def source_queries(db) -> dict[int, str]:
@@ -254,6 +352,7 @@ def add_routes(app: falcon.App, panel: PanelContext) -> None:
     app.add_route("/panel/login", LoginResource(sessions, render))
     app.add_route("/panel/logout", LogoutResource(sessions, render))
     app.add_route("/panel/campaigns", CampaignListResource(sessions, render, reports, panel.settings))
+    app.add_route("/panel/campaigns.csv", CampaignCsvResource(sessions, render, reports, panel.settings))
     app.add_route(
         "/panel/campaigns/{campaign_id:int(min=1)}/status", CampaignStatusResource(sessions, render)
     )

@@ -113,6 +113,7 @@ CONVERSION_FIELDS = (
     "tid",
     "status",
     "original_status",
+    "previous_status",
     "raw_status",
     "payout",
     "currency",

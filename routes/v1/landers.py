@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import falcon
 
-from models.accounts.access import edits_lander, visible_lander, visible_lander_ids
+from models.accounts.access import edits_lander, visible_campaign_ids, visible_lander, visible_lander_ids
 from models.admin import landers
 from routes.v1.auth import require_creator
 from routes.v1.pagination import page
@@ -30,8 +30,10 @@ LANDER_UPDATE = (
 )
 
 
-def lander_answer(db, lander) -> dict:
-    return landers.lander_fields(lander, landers.lander_uses(db).get(lander.id, []))
+def lander_answer(req: falcon.Request, db, lander) -> dict:
+    """A lander with the streams sending to it of the campaigns the caller sees."""
+    uses = landers.lander_uses(db, visible_campaign_ids(db, req.context.principal))
+    return landers.lander_fields(lander, uses.get(lander.id, []))
 
 
 def require_editor(req: falcon.Request, lander) -> None:
@@ -64,7 +66,7 @@ class LanderListResource:
         found = landers.list_landers(self.db, include_archived=req.get_param_as_bool("all", default=False))
         visible = visible_lander_ids(self.db, req.context.principal)
         found = [lander for lander in found if visible is None or lander.id in visible]
-        uses = landers.lander_uses(self.db)
+        uses = landers.lander_uses(self.db, visible_campaign_ids(self.db, req.context.principal))
         items, following = page(req, found, lambda x: [x.id])
         answer(
             req,
@@ -82,7 +84,7 @@ class LanderListResource:
             notes=body.get("notes", ""),
             actor=req.context.principal,
         )
-        answer(req, resp, lander_answer(self.db, created), falcon.HTTP_201)
+        answer(req, resp, lander_answer(req, self.db, created), falcon.HTTP_201)
 
 
 @api_resource
@@ -99,7 +101,7 @@ class LanderResource:
         self.auth, self.db, self.files = auth, db, files
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
-        answer(req, resp, lander_answer(self.db, visible_lander(self.db, req.context.principal, ref)))
+        answer(req, resp, lander_answer(req, self.db, visible_lander(self.db, req.context.principal, ref)))
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, LANDER_UPDATE)
@@ -108,7 +110,7 @@ class LanderResource:
         changed = landers.update_lander(
             self.db, lander.id, files=self.files, actor=req.context.principal, **body
         )
-        answer(req, resp, lander_answer(self.db, changed))
+        answer(req, resp, lander_answer(req, self.db, changed))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         lander = visible_lander(self.db, req.context.principal, ref)
@@ -151,4 +153,4 @@ class LanderZipResource:
         changed = landers.update_lander(
             self.db, lander.id, zip_data=data, files=self.files, actor=req.context.principal
         )
-        answer(req, resp, lander_answer(self.db, changed))
+        answer(req, resp, lander_answer(req, self.db, changed))

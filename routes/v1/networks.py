@@ -7,7 +7,7 @@ from __future__ import annotations
 import falcon
 
 from models.admin.views import network_fields
-from models.choices import NETWORK_STATUSES
+from models.choices import NETWORK_REBILLS, NETWORK_STATUS_CHANGES, NETWORK_STATUSES
 from models.conversions import networks
 from routes.v1.auth import require_admin
 from routes.v1.pagination import page
@@ -21,6 +21,18 @@ MACROS = (
     Field("currency_macro", "string", "Its macro for the payout's currency; empty for none."),
     Field("offer_params", "string", "What its offer URLs add to send the subid, e.g. sub1={subid}."),
     Field("notes", "string"),
+    Field(
+        "status_changes",
+        "string",
+        f"{' or '.join(NETWORK_STATUS_CHANGES)}: which status changes its postbacks may make (any: "
+        "rejected → approved and back too).",
+    ),
+    Field(
+        "rebills",
+        "string",
+        f"{' or '.join(NETWORK_REBILLS)}: a rebill status with its own tid, or a click's second "
+        "approved postback (a new tid) is a rebill.",
+    ),
 )
 NETWORK_CREATE = (
     Field("name", "string", required=True),
