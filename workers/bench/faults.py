@@ -61,6 +61,7 @@ from workers.bench.harness import (
     vus_for_rate,
     wait_http,
 )
+from workers.bench.iofault import IoFaults, build_shim, fsyncs_retried_as_success
 from workers.runtime.procfs import process_name, process_tree
 
 RATE = 500
@@ -87,6 +88,10 @@ COST_CLICKS = 200
 IDLE_CONNECTIONS = 1000
 IDLE_NOFILE = 256  # Per web process: the 1,000 idle connections are more than both workers can hold.
 RELOADS = 10
+# The files the I/O fault rows fail (iofault.c's fnmatch: `*` crosses `/`): the click spool's segments,
+# and SQLite's database and WAL (not its -shm, which SQLite writes through a shared mapping).
+SPOOL_FILES = ("*/spool/clicks.*.log",)
+DATABASE_FILES = ("*/data/lanner.db", "*/data/lanner.db-wal")
 
 SQL_HAS_SUBID = "SELECT 1 FROM click WHERE subid = ?"
 SQL_NEWEST_CLICK = "SELECT max(id) FROM click"
@@ -164,6 +169,8 @@ class FaultRun:
         self.checks: list[str] = []
         self.problems: list[str] = []
         self.lock = threading.Lock()
+        self.io: IoFaults | None = None  # The LD_PRELOAD shim's switch, for the I/O fault rows.
+        self.landed_during_fault = 0
         self._starts = 0
         self._probe = 0
 
@@ -286,6 +293,7 @@ class Fault:
     serve_nofile: int | None = None  # The web processes' open-file limit, if the fault needs a low one.
     seal_seconds: float | None = None  # Spool segments sized to seal about this often at the rate.
     after: Callable[[FaultRun], None] | None = None  # Checks once the spool has drained.
+    io_files: tuple[str, ...] = ()  # Globs of the files the I/O fault shim (iofault.c) fails.
 
 
 def _kill(pids: list[int]) -> None:
@@ -533,6 +541,59 @@ def check_costs_finite(run: FaultRun) -> None:
         run.problems.append(f"report JSON is invalid: {exc}")
 
 
+def io_fault(*, write: str | None = None, fsync: str | None = None) -> Callable[[FaultRun, float], None]:
+    """A fault of the shim's: the matching files' writes and/or fsyncs fail for `seconds`, in every
+    Lanner process, at the syscall (the processes run on; only their calls on those files fail)."""
+
+    def inject(run: FaultRun, seconds: float) -> None:
+        landed = run.newest_click_id()
+        run.io.inject(write=write, fsync=fsync)
+        try:
+            time.sleep(seconds)
+        finally:
+            run.io.clear()
+        run.landed_during_fault = run.newest_click_id() - landed
+        run.checks.append(f"{run.landed_during_fault:,} clicks landed while the fault lasted")
+
+    return inject
+
+
+def check_io_injected(run: FaultRun) -> None:
+    """The shim failed calls (else the row proves nothing), and what it logged."""
+    injected = run.io.injected()
+    if not injected:
+        run.problems.append("the shim injected no failure: no process made a matching call")
+    else:
+        run.checks.append(
+            "failures injected: " + ", ".join(f"{count:,} {call}" for call, count in sorted(injected.items()))
+        )
+
+
+def check_spool_sync_failed(run: FaultRun) -> None:
+    """A failing spool fsync: clicks still landed meanwhile, and no later fsync's success was
+    taken for the bytes the failed one left undurable (fsyncgate)."""
+    check_io_injected(run)
+    if run.landed_during_fault <= 0:
+        run.problems.append("no click landed while the spool's fsync failed")
+    retried = fsyncs_retried_as_success([e for e in run.io.events() if e.path.endswith(".log")])
+    run.problems.extend(retried)
+    if not retried:
+        run.checks.append("every fsync after a failed one came after its bytes were written again")
+
+
+def check_database_io(run: FaultRun) -> None:
+    """The shim hit SQLite's files; and whether SQLite took a later fsync of its WAL for the bytes a
+    failed one left (its own fsyncgate, noted, not a problem of the row: the spool keeps the clicks
+    until a checkpoint has written them into the database file again and fsynced it)."""
+    check_io_injected(run)
+    retried = fsyncs_retried_as_success([e for e in run.io.events() if e.path.endswith("-wal")])
+    if retried:
+        run.checks.append(
+            f"SQLite took {len(retried)} later WAL fsync(s) for the bytes a failed one left "
+            "(its own fsyncgate: docs/RELIABILITY.md, I/O faults)"
+        )
+
+
 def faults(quick: bool) -> dict[str, Fault]:
     """Every fault, with how long it lasts (`--quick`: short enough for `make test`)."""
     long = 6.0 if quick else 30.0
@@ -580,6 +641,38 @@ def faults(quick: bool) -> dict[str, Fault]:
             Fault("postback-flood", f"{flood} wrong-key postbacks", postback_flood),
             Fault(
                 "huge-cost", f"{COST_CLICKS} clicks with ?cost=1e308", huge_costs, after=check_costs_finite
+            ),
+            Fault(
+                "spool-eio",
+                f"every write to the click spool fails with EIO for {long:.0f} s (LD_PRELOAD shim)",
+                io_fault(write="EIO"),
+                long,
+                after=check_io_injected,
+                io_files=SPOOL_FILES,
+            ),
+            Fault(
+                "spool-fsync-fail",
+                f"every fsync of the click spool fails with EIO for {long:.0f} s (LD_PRELOAD shim)",
+                io_fault(fsync="EIO"),
+                long,
+                after=check_spool_sync_failed,
+                io_files=SPOOL_FILES,
+            ),
+            Fault(
+                "db-eio",
+                f"every write and fsync of the SQLite database and WAL fails with EIO for {long:.0f} s",
+                io_fault(write="EIO", fsync="EIO"),
+                long,
+                after=check_database_io,
+                io_files=DATABASE_FILES,
+            ),
+            Fault(
+                "db-fsync-fail",
+                f"every fsync of the SQLite database and WAL fails with EIO for {long:.0f} s",
+                io_fault(fsync="EIO"),
+                long,
+                after=check_database_io,
+                io_files=DATABASE_FILES,
             ),
         )
     }
@@ -652,7 +745,13 @@ def run_fault(
             run_lanner(build_env, "geo", "build")
             os.replace(work_dir / "geo-build" / "geo" / "country.mmdb", geo_path)
         prepare_install(env, geo_path)
+        io = None
+        if fault.io_files:  # Built now, for this row: never at import.
+            io = IoFaults(build_shim(fault_dir / "iofault"), fault_dir, list(fault.io_files))
+            io.trace()
+            env = io.preload_env(env)
         run = FaultRun(fault_dir, data_dir, env, workers, quick, fault.serve_nofile)
+        run.io = io
         try:
             _run_traffic(run, fault, row, rate, quick, reporter)
         finally:
