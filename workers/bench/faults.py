@@ -163,6 +163,7 @@ class FaultRun:
         )
         self.serve_nofile = serve_nofile
         self.database_path = data_dir / "lanner.db"
+        self.database: Path | str = self.database_path  # What the spool lands in: a postgresql:// URL too.
         self.wal_path = data_dir / "lanner.db-wal"
         self.io_baseline: dict[str, int] = {}
         self.spool_dir = data_dir / "spool"
@@ -667,13 +668,13 @@ def power_cut(run: FaultRun) -> None:
 
 def _wait_gone(pids: list[int], seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
-    while any(_is_alive(pid) for pid in pids):
+    while any(is_alive(pid) for pid in pids):
         if time.monotonic() > deadline:
             raise BenchError(f"processes still alive {seconds:.0f} s after SIGKILL")
         time.sleep(0.05)
 
 
-def _is_alive(pid: int) -> bool:
+def is_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             return stat.read().rpartition(b")")[2].split()[0] != b"Z"
@@ -1029,8 +1030,8 @@ def wait_drained(
     while True:
         (supervise or run.supervise)()
         try:
-            pending = spool_pending_clicks(run.database_path, run.spool_dir)
-        except (sqlite3.Error, OSError):
+            pending = spool_pending_clicks(run.database, run.spool_dir)
+        except Exception:  # noqa: BLE001 (a locked SQLite file, a PostgreSQL killed and not back yet)
             pending = -1
         if pending == 0:
             return
