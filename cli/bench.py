@@ -327,6 +327,12 @@ def bench_faults_command(
             raise click.UsageError("--crash-loop runs alone: no --quick or --only with it.")
         from workers.bench.crashloop import RATE, format_result, run_crash_loop
 
+        if cluster:
+            from models.store.drivers import allow_postgres_drivers
+
+            if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
+                raise click.ClickException("--cluster needs psycopg, which this process could not load.")
+
         with run_work_dir("lanner-crash-loop-", keep, reporter) as work_dir:
             result = run_crash_loop(
                 work_dir,

@@ -113,3 +113,15 @@ def test_crash_loop_runs_alone():
         check=False,
     )
     assert result.returncode == 2 and "--crash-loop runs alone" in result.stderr, result.stderr
+
+
+def test_cluster_goes_with_the_crash_loop():
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "bench", "faults", "--cluster", "--only", "kill-all"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and "--cluster goes with --crash-loop" in result.stderr, result.stderr
