@@ -648,10 +648,13 @@ def power_cut(run: FaultRun) -> None:
             continue
         keep = min(size, durable.get(str(path), 0))
         if keep < size:
+            mode = path.stat().st_mode & 0o7777
+            path.chmod(mode | 0o200)  # A segment writers left is read-only (Journal._mark_left).
             with open(path, "r+b") as file:
                 file.seek(keep)
                 tail = file.read()
                 file.truncate(keep)
+            path.chmod(mode)
             cut.dropped_bytes[path.name] = size - keep
             if path.name.startswith("clicks."):
                 cut.dropped_subids.update(_subids_in(tail))
