@@ -551,13 +551,15 @@ def check_costs_finite(run: FaultRun) -> None:
         run.problems.append(f"report JSON is invalid: {exc}")
 
 
-def io_fault(*, write: str | None = None, fsync: str | None = None) -> Callable[[FaultRun, float], None]:
-    """A fault of the shim's: the matching files' writes and/or fsyncs fail for `seconds`, in every
-    Lanner process, at the syscall (the processes run on; only their calls on those files fail)."""
+def io_fault(
+    *, write: str | None = None, fsync: str | None = None, percent: int = 100
+) -> Callable[[FaultRun, float], None]:
+    """A fault of the shim's: the matching files' writes and/or fsyncs fail (`percent` of them) for
+    `seconds`, in every Lanner process, at the syscall (the processes run on; only those calls fail)."""
 
     def inject(run: FaultRun, seconds: float) -> None:
         landed = run.newest_click_id()
-        run.io.inject(write=write, fsync=fsync)
+        run.io.inject(write=write, fsync=fsync, percent=percent)
         try:
             time.sleep(seconds)
         finally:
@@ -817,6 +819,14 @@ def faults(quick: bool) -> dict[str, Fault]:
                 "spool-fsync-fail",
                 f"every fsync of the click spool fails with EIO for {long:.0f} s (LD_PRELOAD shim)",
                 io_fault(fsync="EIO"),
+                long,
+                after=check_spool_sync_failed,
+                io_files=SPOOL_FILES,
+            ),
+            Fault(
+                "spool-flaky",
+                f"1 in 10 writes and fsyncs of the click spool fails with EIO for {long:.0f} s",
+                io_fault(write="EIO", fsync="EIO", percent=10),
                 long,
                 after=check_spool_sync_failed,
                 io_files=SPOOL_FILES,
