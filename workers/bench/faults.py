@@ -102,6 +102,7 @@ SQL_POSTBACK_LOG_ROWS = "SELECT count(*) FROM postback_log"
 SQL_REFUSAL_ROWS = "SELECT count(*), total(refusals) FROM postback_refusal"
 SQL_SPOOL_SEGMENT = "SELECT segment FROM spool_node WHERE name = 'main'"  # The bench's one node.
 SQL_COST_TOTAL = "SELECT total(cost) FROM click"
+SQL_CLICK_ROWS = "SELECT count(*) FROM click"
 
 
 @dataclass
@@ -571,7 +572,8 @@ def io_fault(
 
 
 def check_io_injected(run: FaultRun) -> None:
-    """The shim failed calls (else the row proves nothing), and what it logged."""
+    """The shim failed calls (else the row proves nothing), and no click was stored that no 302
+    gave out (a refused click's line cut back, or written after all)."""
     injected = run.io.injected()
     if not injected:
         run.problems.append("the shim injected no failure: no process made a matching call")
@@ -579,6 +581,14 @@ def check_io_injected(run: FaultRun) -> None:
         run.checks.append(
             "failures injected: " + ", ".join(f"{count:,} {call}" for call, count in sorted(injected.items()))
         )
+    answered = {entry.partition("\t")[0] for entry in run.subids} - missing_subids(run, run.subids)
+    stored = _read_one(run, SQL_CLICK_ROWS)[0]
+    if stored != len(answered):
+        run.problems.append(
+            f"{stored:,} clicks stored for {len(answered):,} 302s: a refused click was stored"
+        )
+    else:
+        run.checks.append(f"{stored:,} clicks stored, each one a 302's")
 
 
 def check_spool_sync_failed(run: FaultRun) -> None:
@@ -825,8 +835,8 @@ def faults(quick: bool) -> dict[str, Fault]:
             ),
             Fault(
                 "spool-flaky",
-                f"1 in 10 writes and fsyncs of the click spool fails with EIO for {long:.0f} s",
-                io_fault(write="EIO", fsync="EIO", percent=10),
+                f"1 in 5 writes and fsyncs of the click spool fails with EIO for {long:.0f} s",
+                io_fault(write="EIO", fsync="EIO", percent=20),
                 long,
                 after=check_spool_sync_failed,
                 io_files=SPOOL_FILES,
