@@ -295,6 +295,11 @@ def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, wo
     show_default=True,
     help="--crash-loop: mean seconds between kills (each gap uniform in 0 to twice this).",
 )
+@click.option(
+    "--cluster",
+    is_flag=True,
+    help="--crash-loop: the node in cluster mode on its own PostgreSQL and Redis, both victims too.",
+)
 @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server and worker logs).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the rows as JSON here.")
 def bench_faults_command(
@@ -306,6 +311,7 @@ def bench_faults_command(
     kills: int,
     seed: int,
     kill_every: float,
+    cluster: bool,
     keep: bool,
     json_path: str | None,
 ) -> None:
@@ -321,6 +327,12 @@ def bench_faults_command(
             raise click.UsageError("--crash-loop runs alone: no --quick or --only with it.")
         from workers.bench.crashloop import RATE, format_result, run_crash_loop
 
+        if cluster:
+            from models.store.drivers import allow_postgres_drivers
+
+            if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
+                raise click.ClickException("--cluster needs psycopg, which this process could not load.")
+
         with run_work_dir("lanner-crash-loop-", keep, reporter) as work_dir:
             result = run_crash_loop(
                 work_dir,
@@ -329,6 +341,7 @@ def bench_faults_command(
                 rate=rate or RATE,
                 kill_every=kill_every,
                 workers=workers,
+                cluster=cluster,
                 reporter=reporter,
             )
         if json_path:
@@ -337,6 +350,8 @@ def bench_faults_command(
         if not result.is_met:
             raise SystemExit(1)
         return
+    if cluster:
+        raise click.UsageError("--cluster goes with --crash-loop.")
     names = [name.strip() for name in only.split(",")] if only else []
     with run_work_dir("lanner-faults-", keep, reporter) as work_dir:
         rows = run_faults(names, work_dir, quick=quick, workers=workers, rate=rate, reporter=reporter)

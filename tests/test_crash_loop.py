@@ -54,6 +54,24 @@ def test_twenty_kills_lose_nothing_duplicate_nothing_and_keep_the_rollups_exact(
     shutil.rmtree(tmp_path / "crash-loop", ignore_errors=True)
 
 
+@pytest.mark.long
+def test_kills_of_postgres_and_redis_in_cluster_mode_lose_nothing(tmp_path):
+    from workers.bench.servers import postgres_bindir
+
+    if postgres_bindir() is None or shutil.which("redis-server") is None:
+        pytest.skip("cluster mode needs PostgreSQL and redis-server (`make test-deps`)")
+    result = run_crash_loop(tmp_path, kills=24, seed=11, rate=40, kill_every=0.5, cluster=True)
+    summary = result.to_json()
+    assert sum(result.kills_by_kind.values()) == 24, summary
+    assert result.kills_by_kind["postgres"] > 0 and result.kills_by_kind["redis"] > 0, summary
+    assert result.redirects > 0, summary
+    assert result.lost == 0 and result.duplicated == 0 and result.phantom == 0, summary
+    assert result.stored == result.redirects + result.unanswered, summary
+    assert result.status_500 == 0 and result.problems == [], summary
+    assert result.integrity == "ok" and result.rollups == "ok", summary
+    assert result.is_met, summary
+
+
 def test_reconciliation_reports_a_lost_subid():
     found = reconcile([("1", "a"), ("2", "b")], [], [("a", "1")])
     assert found.lost == ["b"] and not found.is_clean
@@ -95,3 +113,15 @@ def test_crash_loop_runs_alone():
         check=False,
     )
     assert result.returncode == 2 and "--crash-loop runs alone" in result.stderr, result.stderr
+
+
+def test_cluster_goes_with_the_crash_loop():
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "bench", "faults", "--cluster", "--only", "kill-all"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2 and "--cluster goes with --crash-loop" in result.stderr, result.stderr

@@ -24,10 +24,10 @@ from models.clicks.node import spool_node
 from models.clicks.spool import (
     FlushResult,
     HeldSegments,
+    SpoolSync,
     flush_spool,
     flusher_bots,
     remove_flushed_segments,
-    sync_spool,
     unlanded_bytes,
 )
 from models.clicks.throttledlog import ThrottledLog
@@ -77,9 +77,16 @@ class SpoolLanding:
         self.on_delivery = on_delivery
         self.held = held
         self.queue_failures = ThrottledLog(logger, logging.WARNING)
+        self.syncer = SpoolSync()
 
     def sync(self) -> None:
-        sync_spool(self.db, self.spool_dir)
+        """fsync the unlanded segments; OSError if one failed (SpoolSync: never retried as is)."""
+        self.syncer.sync(self.db, self.spool_dir)
+
+    def close(self) -> None:
+        self.syncer.close()
+        if self.held is not None:
+            self.held.close()
 
     def flush(
         self, *, batch_size: int = 2000, on_batch: Callable[[FlushResult], None] | None = None

@@ -41,10 +41,11 @@ so a flush killed at any point and re-run lands every click exactly once. An LP 
 often it is replayed; its line follows its click's, and a batch lands its clicks before its LP clicks.
 
 fsync policy: workers never fsync (a process crash loses nothing: the data is in the page cache).
-The flusher fsyncs the unflushed segments once a second (`sync_spool`) and deletes sealed segments
+The flusher fsyncs the unflushed segments once a second (`SpoolSync`) and deletes sealed segments
 only after a checkpoint has made their rows durable, so a power cut costs at most about the last
 second of clicks, the same order as SQLite's `synchronous=NORMAL`. (fsync at every flush doubled
-the redirect's p95 latency: an ext4 journal commit stalls the workers' appends.)
+the redirect's p95 latency: an ext4 journal commit stalls the workers' appends.) A failed fsync is
+never taken back by a later one's success: what it left undurable is written again first (`SpoolSync`).
 """
 
 from __future__ import annotations
@@ -1076,20 +1077,105 @@ def read_damaged_segments(spool_dir: Path) -> list[DamagedSegment]:
     return noted
 
 
-def sync_spool(db: Database, spool_dir: Path) -> None:
-    """fsync every segment that holds clicks not yet in the database."""
-    segment, _ = read_position(db, spool_dir)
-    for number in list_segments(spool_dir):
-        if number < segment:
-            continue
+class SpoolSync:
+    """fsync of the segments that hold clicks not yet in the database, once a second (the flusher).
+
+    A failed fsync is never retried as it was (fsyncgate): once writeback of a file has failed, the
+    kernel may have marked the dirty pages clean without writing them, and reports the error once;
+    the next fsync of that file answers success although those bytes never reached the disk. So the
+    bytes a failed fsync leaves not known durable (from the segment's size at its last good fsync to
+    its end) are written again, in place, before every later fsync of it, and only the success of
+    such an fsync makes them durable. They are copied from what the file reads back (the page cache
+    keeps what it could not write back) at the same offsets: the same bytes, so a reader sees no
+    change; a line the kernel lost and cannot read back was lost before this could help.
+    Meanwhile the clicks still land (the flusher goes on: once in the database and checkpointed, they
+    no longer depend on the segment), and the failure is an ERROR in the log once a second.
+    """
+
+    def __init__(self) -> None:
+        # Per segment: (inode, size at its last good fsync) and (inode, first byte not durable).
+        self.durable: dict[int, tuple[int, int]] = {}
+        self.suspect: dict[int, tuple[int, int]] = {}
+        # A descriptor per unlanded segment, opened for writing while it still could be (a segment
+        # is made read-only as writers leave it) and kept, so its failed bytes can be written again.
+        self.fds: dict[int, tuple[int, int]] = {}  # segment -> (fd, inode)
+
+    def close(self) -> None:
+        for fd, _ in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+    def sync(self, db: Database, spool_dir: Path) -> None:
+        """fsync every unlanded segment, writing again first what an earlier failure left undurable.
+        Raises the first OSError after trying every segment."""
+        self.sync_from(read_position(db, spool_dir)[0], spool_dir)
+
+    def sync_from(self, segment: int, spool_dir: Path) -> None:
+        """`sync` with the flushed position's segment given: those before it have landed."""
+        for number in [n for n in self.fds if n < segment]:  # Landed: the database holds them now.
+            self._forget(number)
+        failure: OSError | None = None
+        for number in list_segments(spool_dir):
+            if number < segment:
+                continue
+            try:
+                fd, inode = self._descriptor(spool_dir, number)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                failure = failure or exc
+                continue
+            try:
+                self._sync_segment(number, fd, inode)
+            except OSError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _forget(self, number: int) -> None:
+        fd, _ = self.fds.pop(number, (-1, 0))
+        if fd >= 0:
+            os.close(fd)
+        self.durable.pop(number, None)
+        self.suspect.pop(number, None)
+
+    def _descriptor(self, spool_dir: Path, number: int) -> tuple[int, int]:
+        path = segment_path(spool_dir, number)
+        inode = os.stat(path).st_ino
+        kept = self.fds.get(number)
+        if kept is not None and kept[1] == inode:
+            return kept
+        self._forget(number)  # Another file at its path (a restored segment): start over with it.
         try:
-            fd = os.open(segment_path(spool_dir, number), os.O_RDONLY)
-        except FileNotFoundError:
-            continue
+            fd = os.open(path, os.O_RDWR)
+        except PermissionError:  # Left already: read-only to everyone (Journal._mark_left).
+            fd = os.open(path, os.O_RDONLY)
+        self.fds[number] = (fd, os.fstat(fd).st_ino)
+        return self.fds[number]
+
+    def _sync_segment(self, number: int, fd: int, inode: int) -> None:
+        size = os.fstat(fd).st_size
+        start = self.durable.get(number, (inode, 0))[1]
+        suspect = self.suspect.get(number)
+        if suspect is not None:
+            start = min(start, suspect[1])
+            self._write_again(fd, suspect[1], size)  # EBADF on a read-only one: it stays suspect.
         try:
             os.fsync(fd)
-        finally:
-            os.close(fd)
+        except OSError:
+            self.suspect[number] = (inode, start)
+            raise
+        self.suspect.pop(number, None)
+        self.durable[number] = (inode, size)
+
+    @staticmethod
+    def _write_again(fd: int, start: int, end: int) -> None:
+        offset = start
+        while offset < end and (data := os.pread(fd, min(READ_CHUNK, end - offset), offset)):
+            written = 0
+            while written < len(data):
+                written += os.pwrite(fd, data[written:], offset + written)
+            offset += len(data)
 
 
 def remove_flushed_segments(db: Database, spool_dir: Path) -> int:

@@ -8,6 +8,12 @@ its threads) or the admin worker (started on demand: a thread asks the admin soc
 now and then, so there is often one to kill). The instants do not wait for a restart, but the master
 is a victim only once it has forked its web workers (see `victims`); an instant with no victim passes.
 
+With `cluster=True` the node runs in cluster mode, on a PostgreSQL (fsync on) and a Redis of the
+run's own (workers/bench/servers.py), and both are victims too, taking half the kills: the
+PostgreSQL server with every backend (as systemd's control group dies), or redis-server, each started
+again RESTART_SECONDS later (PostgreSQL runs its crash recovery; Redis comes back empty, as it does
+without persistence).
+
 The harness plays systemd's part and nothing more: `lanner serve` and `lanner worker` are the two
 units (systemd/lanner-web.service, systemd/lanner-worker.service: `Restart=always`, `RestartSec=2`),
 so a dead master or consumer is started again RESTART_SECONDS after it died; web and admin workers
@@ -21,7 +27,8 @@ stop; then:
   click whose request got no 302 (its worker or master was killed between the journal line and the
   answer, or the client gave up). The promise is durable-before-302 (docs/clicks.md), so such a click
   is allowed, and reported, never folded into the others;
-- `PRAGMA integrity_check` must say ok;
+- `PRAGMA integrity_check` must say ok (on PostgreSQL: amcheck's `bt_index_check` of every index, with
+  `heapallindexed`);
 - each rollup table's click metrics, per period, must equal a recount from the raw clicks.
 """
 
@@ -32,21 +39,22 @@ import os
 import random
 import signal
 import socket
-import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workers.bench.faults import FaultRun, prepare_install, wait_drained
+from workers.bench.faults import FaultRun, is_alive, prepare_install, wait_drained
 from workers.bench.harness import (
     BENCH_ALIAS,
     BenchError,
     Reporter,
     _aligned,
     connect_read_only,
+    is_postgres,
     lanner_env,
     run_lanner,
     wait_http,
@@ -62,9 +70,20 @@ ADMIN_POKE_EVERY = 2.0
 SETTLE_DEADLINE_SECONDS = 120.0
 DRAIN_DEADLINE_SECONDS = 180.0
 KINDS = ("web worker", "master", "consumer", "admin worker")
+SERVER_KINDS = ("postgres", "redis")
+SERVER_SHARE = 0.5  # Cluster mode: the share of the kills that go to PostgreSQL or Redis.
 
 SQL_STORED = "SELECT subid, sub_id_1 FROM click"
 SQL_INTEGRITY = "PRAGMA integrity_check"
+# PostgreSQL has no integrity_check; amcheck (in Debian's postgresql package) checks each B-tree index
+# against its table (heapallindexed: every row has its index entry).
+SQL_AMCHECK = "CREATE EXTENSION IF NOT EXISTS amcheck"
+SQL_INDEXES_POSTGRES = (
+    "SELECT c.oid, c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    "JOIN pg_am a ON a.oid = c.relam JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE a.amname = 'btree' AND n.nspname = 'public'"
+)
+SQL_INDEX_CHECK = "SELECT bt_index_check(%s, true)"
 # The click metrics of a rollup row, and the same recounted from raw clicks, per period.
 SQL_ROLLUP_PERIODS = (
     "SELECT period, total(clicks), total(unique_global), total(unique_campaign), total(unique_stream), "
@@ -73,6 +92,14 @@ SQL_ROLLUP_PERIODS = (
 SQL_RECOUNT_PERIODS = (
     "SELECT created_at - created_at % {width}, count(*), total(is_unique_global), "
     "total(is_unique_campaign), total(is_unique_stream), total(is_bot) FROM click GROUP BY 1"
+)
+SQL_ROLLUP_PERIODS_POSTGRES = (
+    "SELECT period, sum(clicks), sum(unique_global), sum(unique_campaign), sum(unique_stream), "
+    "sum(bots) FROM {table} GROUP BY period"
+)
+SQL_RECOUNT_PERIODS_POSTGRES = (
+    "SELECT created_at - created_at % {width}, count(*), sum(is_unique_global), "
+    "sum(is_unique_campaign), sum(is_unique_stream), sum(is_bot) FROM click GROUP BY 1"
 )
 
 
@@ -127,6 +154,7 @@ class CrashLoopResult:
     seed: int
     rate: int
     kill_every: float
+    cluster: bool = False
     seconds: float = 0.0
     kills_by_kind: dict[str, int] = field(default_factory=dict)
     restarts: dict[str, int] = field(default_factory=dict)  # Units the harness (systemd) started again.
@@ -242,13 +270,23 @@ def poke_admin(socket_path: Path) -> None:
 class Supervisor:
     """systemd for the two units: a dead `lanner serve` or `lanner worker` starts again RestartSec later."""
 
-    def __init__(self, run: FaultRun) -> None:
+    def __init__(self, run: FaultRun, servers: Servers | None = None) -> None:
         self.run = run
+        self.servers = servers
         self.died_at: dict[str, float] = {}
         self.restarts: Counter = Counter()
 
     def tick(self) -> None:
         now = time.monotonic()
+        if self.servers is not None:
+            for kind in SERVER_KINDS:
+                if self.servers.is_up(kind):
+                    continue
+                died = self.died_at.setdefault(kind, now)
+                if now - died >= RESTART_SECONDS and self.servers.start(kind):
+                    self.restarts[kind] += 1
+                    del self.died_at[kind]
+                    now = time.monotonic()
         for name, start in (("serve", self.run.start_serve), ("worker", self.run.start_worker)):
             process = getattr(self.run, name)
             if process is not None and process.is_running():
@@ -260,7 +298,65 @@ class Supervisor:
                 del self.died_at[name]
 
     def both_running(self) -> bool:
-        return all(p is not None and p.is_running() for p in (self.run.serve, self.run.worker))
+        """Both units up (and, in cluster mode, both servers)."""
+        servers_up = self.servers is None or all(self.servers.is_up(kind) for kind in SERVER_KINDS)
+        return servers_up and all(p is not None and p.is_running() for p in (self.run.serve, self.run.worker))
+
+
+class Servers:
+    """The cluster's PostgreSQL and Redis, killed and started again like two more systemd units."""
+
+    def __init__(self, postgres, redis) -> None:
+        self.postgres, self.redis = postgres, redis
+        self.start_failures = 0  # Starts that failed (tried again at the next tick).
+
+    def is_up(self, kind: str) -> bool:
+        if kind == "postgres":
+            pid = self.postgres.pid
+            return pid is not None and is_alive(pid)
+        process = self.redis.process
+        return process is not None and process.poll() is None
+
+    def victims(self) -> dict[str, list[int]]:
+        found = {}
+        if self.is_up("postgres"):
+            found["postgres"] = [self.postgres.pid]
+        if self.is_up("redis"):
+            found["redis"] = [self.redis.process.pid]
+        return found
+
+    def start(self, kind: str) -> bool:
+        """Start a dead server again; False if it could not start yet (a backend of the killed
+        PostgreSQL still holding its shared memory, say)."""
+        server = self.postgres if kind == "postgres" else self.redis
+        try:
+            server.resume()
+        except RuntimeError:
+            self.start_failures += 1
+            return False
+        return True
+
+
+@contextmanager
+def cluster_servers(env: dict[str, str]) -> Iterator[Servers]:
+    """A PostgreSQL (fsync on, as the cluster bench) and a Redis of the run's own, named in `env`."""
+    from workers.bench.servers import PostgresServer, RedisServer, ServerMissing
+
+    with ExitStack() as stack:
+        try:
+            postgres, redis = PostgresServer(fsync=True, shared_buffers="32MB"), RedisServer()
+        except ServerMissing as exc:
+            raise BenchError(str(exc)) from None
+        stack.callback(postgres.stop)
+        postgres.start()
+        stack.callback(redis.stop)
+        redis.start()
+        env.update(
+            LANNER_DATABASE_URL=postgres.url(postgres.create_database()),
+            LANNER_REDIS_URL=redis.url(),
+            LANNER_NODE_ID="node-1",
+        )
+        yield Servers(postgres, redis)
 
 
 def victims(run: FaultRun) -> dict[str, list[int]]:
@@ -282,14 +378,21 @@ def victims(run: FaultRun) -> dict[str, list[int]]:
     return found
 
 
-def kill_one(run: FaultRun, rng: random.Random) -> str | None:
+def kill_one(run: FaultRun, rng: random.Random, servers: Servers | None = None) -> str | None:
     """SIGKILL one process drawn uniformly from every live one; its kind, or None when none is up."""
     found = victims(run)
+    if servers is not None:
+        # Half the kills go to the servers: drawn with the Lanner processes they would be one kill in
+        # six or seven, and a short run might never kill PostgreSQL.
+        others = servers.victims()
+        if others and (rng.random() < SERVER_SHARE or not found):
+            found = others
     if not found:
         return None
     kind, pid = rng.choice(sorted((kind, pid) for kind, pids in found.items() for pid in pids))
-    # The consumer with its threads and any child (as kill-consumer does); the others alone.
-    pids = process_tree(pid) if kind == "consumer" else [pid]
+    # The consumer with its threads and any child (as kill-consumer does), PostgreSQL with every
+    # backend (its unit's control group); the others alone.
+    pids = process_tree(pid) if kind in ("consumer", "postgres") else [pid]
     for target in pids or [pid]:
         try:
             os.kill(target, signal.SIGKILL)
@@ -306,12 +409,12 @@ def run_crash_loop(
     rate: int = RATE,
     kill_every: float = KILL_EVERY,
     workers: int = 2,
+    cluster: bool = False,
     reporter: Reporter | None = None,
 ) -> CrashLoopResult:
     """A fresh install, a steady load, `kills` SIGKILLs at random instants, then every check."""
     reporter = reporter or Reporter()
-    result = CrashLoopResult(kills=kills, seed=seed, rate=rate, kill_every=kill_every)
-    rng = random.Random(seed)
+    result = CrashLoopResult(kills=kills, seed=seed, rate=rate, kill_every=kill_every, cluster=cluster)
     data_dir = work_dir / "crash-loop" / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     env = lanner_env(data_dir)
@@ -324,20 +427,36 @@ def run_crash_loop(
         run_lanner(build_env, "db", "migrate")
         run_lanner(build_env, "geo", "build")
         os.replace(work_dir / "geo-build" / "geo" / "country.mmdb", geo_path)
-    prepare_install(env, geo_path)
-    run = FaultRun(data_dir.parent, data_dir, env, workers, quick=False)
-    supervisor = Supervisor(run)
-    load = ClickLoad(run.port, rate)
+    with ExitStack() as stack:
+        servers = stack.enter_context(cluster_servers(env)) if cluster else None
+        prepare_install(env, geo_path)
+        run = FaultRun(data_dir.parent, data_dir, env, workers, quick=False)
+        if cluster:
+            run.database = env["LANNER_DATABASE_URL"]
+        _crash_loop(run, result, random.Random(seed), servers, reporter)
+    return result
+
+
+def _crash_loop(
+    run: FaultRun,
+    result: CrashLoopResult,
+    rng: random.Random,
+    servers: Servers | None,
+    reporter: Reporter,
+) -> None:
+    kills, kill_every = result.kills, result.kill_every
+    supervisor = Supervisor(run, servers)
+    load = ClickLoad(run.port, result.rate)
     admin_stop = threading.Event()
+    rng_admin = random.Random(result.seed + 1)
 
     def admin_pokes() -> None:
         while not admin_stop.wait(ADMIN_POKE_EVERY * rng_admin.random() * 2):
             try:
-                poke_admin(data_dir / "admin.sock")
+                poke_admin(run.data_dir / "admin.sock")
             except OSError:
                 pass
 
-    rng_admin = random.Random(seed + 1)
     admin = threading.Thread(target=admin_pokes, name="admin-pokes", daemon=True)
     started = time.monotonic()
     try:
@@ -354,7 +473,7 @@ def run_crash_loop(
             if time.monotonic() < next_kill:
                 time.sleep(min(0.02, max(0.0, next_kill - time.monotonic())))
                 continue
-            kind = kill_one(run, rng)
+            kind = kill_one(run, rng, servers)
             next_kill = time.monotonic() + rng.uniform(0, 2 * kill_every)
             if kind is None:
                 skipped += 1  # Nothing up at this instant: it passes.
@@ -363,7 +482,8 @@ def run_crash_loop(
             done = sum(made.values())
             if done % 100 == 0 or done == kills:
                 reporter.message(f"crash loop: {done} of {kills} kills ({dict(made)})")
-        result.kills_by_kind = {kind: made.get(kind, 0) for kind in KINDS}
+        kinds = KINDS + SERVER_KINDS if servers is not None else KINDS
+        result.kills_by_kind = {kind: made.get(kind, 0) for kind in kinds}
         result.instants_passed = skipped
         _settle(run, supervisor)
     finally:
@@ -380,8 +500,10 @@ def run_crash_loop(
     statuses = load.status_counts()
     result.sent = sum(statuses.values())
     result.status_500 = statuses.get(500, 0)
-    check(result, run.database_path, load.all_answers(), load.all_failed())
-    return result
+    if servers is not None:
+        while not (servers.is_up("postgres") or servers.start("postgres")):
+            time.sleep(RESTART_SECONDS)  # wait_drained started it; a kill at the very end may not have.
+    check(result, run.database, load.all_answers(), load.all_failed())
 
 
 def _settle(run: FaultRun, supervisor: Supervisor) -> None:
@@ -400,16 +522,19 @@ def _settle(run: FaultRun, supervisor: Supervisor) -> None:
 
 
 def check(
-    result: CrashLoopResult, database_path: Path, answers: list[tuple[str, str]], failed: list[str]
+    result: CrashLoopResult, database: Path | str, answers: list[tuple[str, str]], failed: list[str]
 ) -> None:
-    """Reconcile, integrity_check and the rollups' recount, into `result`."""
-    connection = connect_read_only(database_path)
-    try:
-        rows = connection.execute(SQL_STORED).fetchall()
-        result.integrity = "; ".join(row[0] for row in connection.execute(SQL_INTEGRITY).fetchall())
-        mismatches = rollup_mismatches(connection)
-    finally:
-        connection.close()
+    """Reconcile, integrity_check (amcheck on PostgreSQL) and the rollups' recount, into `result`."""
+    if is_postgres(database):
+        rows, result.integrity, mismatches = _read_postgres(str(database))
+    else:
+        connection = connect_read_only(Path(database))
+        try:
+            rows = connection.execute(SQL_STORED).fetchall()
+            result.integrity = "; ".join(row[0] for row in connection.execute(SQL_INTEGRITY).fetchall())
+            mismatches = rollup_mismatches(connection)
+        finally:
+            connection.close()
     found = reconcile(answers, failed, rows)
     result.redirects, result.stored = found.answered, found.stored
     result.failed = len(failed)
@@ -429,20 +554,49 @@ def check(
     result.rollups = f"{len(mismatches)} mismatch(es): {shown}" if mismatches else "ok"
 
 
-def rollup_mismatches(connection: sqlite3.Connection) -> list[str]:
+def _read_postgres(url: str) -> tuple[list[tuple[str, str]], str, list[str]]:
+    """(stored rows, integrity verdict, rollup mismatches) from PostgreSQL."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        rows = [(subid, tag) for subid, tag in connection.execute(SQL_STORED).fetchall()]
+        try:
+            connection.execute(SQL_AMCHECK)
+            indexes = connection.execute(SQL_INDEXES_POSTGRES).fetchall()
+            failures = []
+            for oid, name in indexes:
+                try:
+                    connection.execute(SQL_INDEX_CHECK, (oid,))
+                except psycopg.Error as exc:
+                    failures.append(f"{name}: {str(exc).strip()}")
+            integrity = "; ".join(failures) if failures else "ok"
+        except psycopg.Error as exc:  # No amcheck in this PostgreSQL build.
+            integrity = f"not checked: {str(exc).strip()}"
+        mismatches = rollup_mismatches(connection, postgres=True)
+    return rows, integrity, mismatches
+
+
+def rollup_mismatches(connection, *, postgres: bool = False) -> list[str]:
     """Each rollup table's click metrics per period against a recount from the click table."""
     from models.tables.dimensions import TABLES
 
+    rollup_sql = SQL_ROLLUP_PERIODS_POSTGRES if postgres else SQL_ROLLUP_PERIODS
+    recount_sql = SQL_RECOUNT_PERIODS_POSTGRES if postgres else SQL_RECOUNT_PERIODS
     mismatches = []
     for table, width, _ in TABLES:
-        have = {row[0]: row[1:] for row in connection.execute(SQL_ROLLUP_PERIODS.format(table=table))}
-        want = {row[0]: row[1:] for row in connection.execute(SQL_RECOUNT_PERIODS.format(width=width))}
+        have = _by_period(connection.execute(rollup_sql.format(table=table)).fetchall())
+        want = _by_period(connection.execute(recount_sql.format(width=width)).fetchall())
         for period in sorted(set(have) | set(want)):
-            if have.get(period, (0,) * 5) != want.get(period, (0,) * 5):
+            if have.get(period, (0.0,) * 5) != want.get(period, (0.0,) * 5):
                 mismatches.append(
                     f"{table} period {period}: rollup {have.get(period)}, recount {want.get(period)}"
                 )
     return mismatches
+
+
+def _by_period(rows: list[tuple]) -> dict[int, tuple[float, ...]]:
+    """period -> its five counts as floats (SQLite's total() is a float, PostgreSQL's sum() a numeric)."""
+    return {int(row[0]): tuple(float(value or 0) for value in row[1:]) for row in rows}
 
 
 HEADER = ["kills", "web", "master", "consumer", "admin", "sent", "302s", "stored", "lost", "dup",
@@ -451,10 +605,12 @@ HEADER = ["kills", "web", "master", "consumer", "admin", "sent", "302s", "stored
 
 def format_result(result: CrashLoopResult) -> list[str]:
     kinds = result.kills_by_kind
+    shown = KINDS + SERVER_KINDS if result.cluster else KINDS
+    header = HEADER[:5] + list(SERVER_KINDS) + HEADER[5:] if result.cluster else HEADER
     cells = [
         [
             f"{sum(kinds.values()):,}",
-            *(f"{kinds.get(kind, 0):,}" for kind in KINDS),
+            *(f"{kinds.get(kind, 0):,}" for kind in shown),
             f"{result.sent:,}",
             f"{result.redirects:,}",
             f"{result.stored:,}",
@@ -467,7 +623,7 @@ def format_result(result: CrashLoopResult) -> list[str]:
             "met" if result.is_met else "MISS",
         ]
     ]
-    lines = list(_aligned(HEADER, cells))
+    lines = list(_aligned(header, cells))
     lines.append(
         f"  {result.seconds:.0f} s, {result.rate}/s offered, a kill every {result.kill_every:g} s on average "
         f"(seed {result.seed}); restarts by systemd's part: {result.restarts}; "

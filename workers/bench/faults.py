@@ -57,10 +57,12 @@ from workers.bench.harness import (
     run_k6_step,
     run_lanner,
     spool_pending_clicks,
+    subid_finder,
     tree_memory_mb,
     vus_for_rate,
     wait_http,
 )
+from workers.bench.iofault import IoFaults, build_shim, fsyncs_retried_as_success
 from workers.runtime.procfs import process_name, process_tree
 
 RATE = 500
@@ -87,6 +89,12 @@ COST_CLICKS = 200
 IDLE_CONNECTIONS = 1000
 IDLE_NOFILE = 256  # Per web process: the 1,000 idle connections are more than both workers can hold.
 RELOADS = 10
+POWER_CUTS = 5
+QUICK_POWER_CUTS = 1
+# The files the I/O fault rows fail (iofault.c's fnmatch: `*` crosses `/`): the click spool's segments,
+# and SQLite's database and WAL (not its -shm, which SQLite writes through a shared mapping).
+SPOOL_FILES = ("*/spool/clicks.*.log",)
+DATABASE_FILES = ("*/data/lanner.db", "*/data/lanner.db-wal")
 
 SQL_HAS_SUBID = "SELECT 1 FROM click WHERE subid = ?"
 SQL_NEWEST_CLICK = "SELECT max(id) FROM click"
@@ -94,6 +102,7 @@ SQL_POSTBACK_LOG_ROWS = "SELECT count(*) FROM postback_log"
 SQL_REFUSAL_ROWS = "SELECT count(*), total(refusals) FROM postback_refusal"
 SQL_SPOOL_SEGMENT = "SELECT segment FROM spool_node WHERE name = 'main'"  # The bench's one node.
 SQL_COST_TOTAL = "SELECT total(cost) FROM click"
+SQL_CLICK_ROWS = "SELECT count(*) FROM click"
 
 
 @dataclass
@@ -103,6 +112,7 @@ class FaultRow:
     requests: int = 0
     redirects: int = 0  # 302s with a subid (k6's and the fault's own).
     lost: int = 0
+    lost_allowed: int = 0  # Of `lost`: what the promise allows (a power cut: lines past the last fsync).
     duplicated: int = 0
     errors_500: int = 0
     errors_503: int = 0
@@ -120,7 +130,7 @@ class FaultRow:
         return (
             not self.skipped
             and not self.problems
-            and self.lost == 0
+            and self.lost == self.lost_allowed
             and self.duplicated == 0
             and (
                 self.errors_500 == 0
@@ -154,16 +164,24 @@ class FaultRun:
         )
         self.serve_nofile = serve_nofile
         self.database_path = data_dir / "lanner.db"
+        self.database: Path | str = self.database_path  # What the spool lands in: a postgresql:// URL too.
+        self.wal_path = data_dir / "lanner.db-wal"
+        self.io_baseline: dict[str, int] = {}
         self.spool_dir = data_dir / "spool"
         self.port = free_port()
         self.serve: ManagedProcess | None = None
         self.worker: ManagedProcess | None = None
         self.keep_down: set[str] = set()  # "serve"/"worker" a fault stopped on purpose.
         self.extra_subids: list[str] = []  # 302s the fault's own requests received.
+        self.subids: list[str] = []  # Every 302's subid, once the row is reconciled.
+        self.cuts: list[PowerCut] = []
         self.extra_errors = {"500": 0, "503": 0, "other": 0}
         self.checks: list[str] = []
         self.problems: list[str] = []
         self.lock = threading.Lock()
+        self.io: IoFaults | None = None  # The LD_PRELOAD shim's switch, for the I/O fault rows.
+        self.landed_during_fault = 0
+        self.lost_allowed = 0
         self._starts = 0
         self._probe = 0
 
@@ -286,6 +304,7 @@ class Fault:
     serve_nofile: int | None = None  # The web processes' open-file limit, if the fault needs a low one.
     seal_seconds: float | None = None  # Spool segments sized to seal about this often at the rate.
     after: Callable[[FaultRun], None] | None = None  # Checks once the spool has drained.
+    io_files: tuple[str, ...] = ()  # Globs of the files the I/O fault shim (iofault.c) fails.
 
 
 def _kill(pids: list[int]) -> None:
@@ -533,11 +552,228 @@ def check_costs_finite(run: FaultRun) -> None:
         run.problems.append(f"report JSON is invalid: {exc}")
 
 
+def io_fault(
+    *, write: str | None = None, fsync: str | None = None, percent: int = 100
+) -> Callable[[FaultRun, float], None]:
+    """A fault of the shim's: the matching files' writes and/or fsyncs fail (`percent` of them) for
+    `seconds`, in every Lanner process, at the syscall (the processes run on; only those calls fail)."""
+
+    def inject(run: FaultRun, seconds: float) -> None:
+        landed = run.newest_click_id()
+        run.io.inject(write=write, fsync=fsync, percent=percent)
+        try:
+            time.sleep(seconds)
+        finally:
+            run.io.clear()
+        run.landed_during_fault = run.newest_click_id() - landed
+        run.checks.append(f"{run.landed_during_fault:,} clicks landed while the fault lasted")
+
+    return inject
+
+
+def check_io_injected(run: FaultRun) -> None:
+    """The shim failed calls (else the row proves nothing), and no click was stored that no 302
+    gave out (a refused click's line cut back, or written after all)."""
+    injected = run.io.injected()
+    if not injected:
+        run.problems.append("the shim injected no failure: no process made a matching call")
+    else:
+        run.checks.append(
+            "failures injected: " + ", ".join(f"{count:,} {call}" for call, count in sorted(injected.items()))
+        )
+    answered = {entry.partition("\t")[0] for entry in run.subids} - missing_subids(run, run.subids)
+    stored = _read_one(run, SQL_CLICK_ROWS)[0]
+    if stored != len(answered):
+        run.problems.append(
+            f"{stored:,} clicks stored for {len(answered):,} 302s: a refused click was stored"
+        )
+    else:
+        run.checks.append(f"{stored:,} clicks stored, each one a 302's")
+
+
+def check_spool_sync_failed(run: FaultRun) -> None:
+    """A failing spool fsync: clicks still landed meanwhile, and no later fsync's success was
+    taken for the bytes the failed one left undurable (fsyncgate)."""
+    check_io_injected(run)
+    if run.landed_during_fault <= 0:
+        run.problems.append("no click landed while the spool's fsync failed")
+    retried = fsyncs_retried_as_success([e for e in run.io.events() if e.path.endswith(".log")])
+    run.problems.extend(retried)
+    if not retried:
+        run.checks.append("every fsync after a failed one came after its bytes were written again")
+
+
+def check_database_io(run: FaultRun) -> None:
+    """The shim hit SQLite's files; and whether SQLite took a later fsync of its WAL for the bytes a
+    failed one left (its own fsyncgate, noted, not a problem of the row: the spool keeps the clicks
+    until a checkpoint has written them into the database file again and fsynced it)."""
+    check_io_injected(run)
+    retried = fsyncs_retried_as_success([e for e in run.io.events() if e.path.endswith("-wal")])
+    if retried:
+        run.checks.append(
+            f"SQLite took {len(retried)} later WAL fsync(s) for the bytes a failed one left "
+            "(its own fsyncgate: docs/RELIABILITY.md, I/O faults)"
+        )
+
+
+@dataclass
+class PowerCut:
+    """What the power-cut model dropped: per file, the bytes past its last fsync."""
+
+    at_ms: int  # Wall-clock time of the cut (subids carry theirs).
+    dropped_bytes: dict[str, int] = field(default_factory=dict)
+    dropped_subids: set[str] = field(default_factory=set)  # In spool lines past a segment's last fsync.
+
+
+def power_cuts(count: int) -> Callable[[FaultRun, float], None]:
+    """`count` power cuts, each at a random instant 1-3 s after the tracker answers again."""
+
+    def inject(run: FaultRun, seconds: float) -> None:
+        for number in range(count):
+            if number:
+                time.sleep(random.uniform(1.0, 3.0))
+            power_cut(run)
+
+    return inject
+
+
+def power_cut(run: FaultRun) -> None:
+    """A power cut, modelled after LazyFS: every Lanner process killed at once, then each spool segment
+    and the SQLite WAL cut back to its size at its last fsync that succeeded (the shim's trace), the
+    -shm dropped; then systemd (the harness) starts both units again.
+
+    Appends not fsynced are all lost (the worst case; a real disk may keep some), so the clicks
+    lost are every click whose line was only in the page cache and had not landed durably in the
+    database. In-place writes below a file's last fsynced size are kept (SQLite writes its database
+    file only in a checkpoint, which fsyncs it): that part is a possible outcome, not the worst."""
+    run.keep_down.update(("serve", "worker"))
+    victims = [pid for root in run.pids() for pid in process_tree(root)]
+    cut = PowerCut(int(time.time() * 1000))
+    _kill(victims)
+    _wait_gone(victims)
+    run.cuts.append(cut)
+    durable = run.io_baseline | {e.path: e.a for e in run.io.events() if e.call == "synced"}
+    for path in [*run.segments(), run.wal_path]:
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        keep = min(size, durable.get(str(path), 0))
+        if keep < size:
+            mode = path.stat().st_mode & 0o7777
+            path.chmod(mode | 0o200)  # A segment writers left is read-only (Journal._mark_left).
+            with open(path, "r+b") as file:
+                file.seek(keep)
+                tail = file.read()
+                file.truncate(keep)
+            path.chmod(mode)
+            cut.dropped_bytes[path.name] = size - keep
+            if path.name.startswith("clicks."):
+                cut.dropped_subids.update(_subids_in(tail))
+        run.io_baseline[str(path)] = keep  # Its size now: a synced event of before is no longer its size.
+    run.wal_path.with_name(run.wal_path.name.replace("-wal", "-shm")).unlink(missing_ok=True)
+    dropped = ", ".join(f"{name} {size:,} B" for name, size in sorted(cut.dropped_bytes.items()))
+    run.checks.append(f"power cut {len(run.cuts)}: dropped past the last fsync: {dropped or 'nothing'}")
+    run.io.log.rename(run.io.log.with_name(f"iofault.{len(run.cuts)}.log"))  # The next cut's trace.
+    run.keep_down.clear()
+    run.start_worker()
+    run.start_serve()
+    wait_http(run.serve, run.port, "/healthz", 200, 60)
+
+
+def _wait_gone(pids: list[int], seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while any(is_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            raise BenchError(f"processes still alive {seconds:.0f} s after SIGKILL")
+        time.sleep(0.05)
+
+
+def is_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def _subids_in(tail: bytes) -> set[str]:
+    """The subids of the click lines in a spool tail (the 7th field; LP lines carry their click's)."""
+    found = set()
+    for line in tail.split(b"\n"):
+        fields = line.split(b"\t")
+        if len(fields) > 6 and not line.startswith(b"lp\t"):
+            found.add(fields[6].decode("ascii", "replace"))
+    return found
+
+
+SUBID_DIGITS = {c: n for n, c in enumerate("0123456789abcdefghjkmnpqrstvwxyz")}
+
+
+def subid_ms(subid: str) -> int:
+    """When a subid was made (models/clicks/record.py new_subid: milliseconds << 40 | 40 random bits)."""
+    value = 0
+    for char in subid:
+        value = value * 32 + SUBID_DIGITS[char]
+    return value >> 40
+
+
+def missing_subids(run: FaultRun, subids: list[str]) -> set[str]:
+    unique = sorted({entry.partition("\t")[0] for entry in subids})
+    found: set[str] = set()
+    with subid_finder(run.database_path) as find:
+        for start in range(0, len(unique), 500):
+            found.update(row[0] for row in find(unique[start : start + 500]))
+    return set(unique) - found
+
+
+def check_power_cut(run: FaultRun) -> None:
+    """Only clicks whose line was past its segment's last fsync may be lost (what the docs promise:
+    the spool is fsynced once a second); how old the lost ones were at the cut; and that the spool
+    says so afterwards."""
+    if not run.cuts:
+        run.problems.append("the power cut did not happen")
+        return
+    dropped = set().union(*(cut.dropped_subids for cut in run.cuts))
+    lost = missing_subids(run, run.subids)
+    allowed = lost & dropped
+    run.lost_allowed = len(allowed)
+    if lost - allowed:
+        run.problems.append(
+            f"{len(lost - allowed)} click(s) lost whose line was fsynced before the cut: "
+            + ", ".join(sorted(lost - allowed)[:5])
+        )
+    cut_times = sorted(cut.at_ms for cut in run.cuts)
+    ages = sorted(
+        min(t for t in cut_times if t >= made) - made for made in map(subid_ms, lost) if made <= cut_times[-1]
+    )
+    window = f"the oldest {ages[-1] / 1000:.2f} s before its cut" if ages else "none"
+    run.checks.append(
+        f"{len(run.cuts)} power cut(s): {len(lost)} answered click(s) lost, {window}; "
+        f"{len(dropped)} line(s) were past their segment's last fsync"
+    )
+    connection = connect_read_only(run.database_path)
+    try:
+        integrity = connection.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        connection.close()
+    if integrity != "ok":
+        run.problems.append(f"integrity_check after the cuts: {integrity}")
+    else:
+        run.checks.append("integrity_check after the cuts: ok")
+    try:
+        run_lanner(run.env, "spool", "status")
+        run.checks.append("`lanner spool status` after the cut: exit 0, nothing damaged")
+    except BenchError as exc:  # Exit 1: a segment noted damaged (a position past its end, say).
+        run.checks.append(f"`lanner spool status` after the cut: {' '.join(str(exc).split())[:400]}")
+
+
 def faults(quick: bool) -> dict[str, Fault]:
     """Every fault, with how long it lasts (`--quick`: short enough for `make test`)."""
     long = 6.0 if quick else 30.0
     outage = 20.0 if quick else 600.0
     flood = QUICK_POSTBACK_FLOOD if quick else POSTBACK_FLOOD
+    cuts = QUICK_POWER_CUTS if quick else POWER_CUTS
     return {
         fault.name: fault
         for fault in (
@@ -580,6 +816,53 @@ def faults(quick: bool) -> dict[str, Fault]:
             Fault("postback-flood", f"{flood} wrong-key postbacks", postback_flood),
             Fault(
                 "huge-cost", f"{COST_CLICKS} clicks with ?cost=1e308", huge_costs, after=check_costs_finite
+            ),
+            Fault(
+                "spool-eio",
+                f"every write to the click spool fails with EIO for {long:.0f} s (LD_PRELOAD shim)",
+                io_fault(write="EIO"),
+                long,
+                after=check_io_injected,
+                io_files=SPOOL_FILES,
+            ),
+            Fault(
+                "spool-fsync-fail",
+                f"every fsync of the click spool fails with EIO for {long:.0f} s (LD_PRELOAD shim)",
+                io_fault(fsync="EIO"),
+                long,
+                after=check_spool_sync_failed,
+                io_files=SPOOL_FILES,
+            ),
+            Fault(
+                "spool-flaky",
+                f"1 in 5 writes and fsyncs of the click spool fails with EIO for {long:.0f} s",
+                io_fault(write="EIO", fsync="EIO", percent=20),
+                long,
+                after=check_spool_sync_failed,
+                io_files=SPOOL_FILES,
+            ),
+            Fault(
+                "db-eio",
+                f"every write and fsync of the SQLite database and WAL fails with EIO for {long:.0f} s",
+                io_fault(write="EIO", fsync="EIO"),
+                long,
+                after=check_database_io,
+                io_files=DATABASE_FILES,
+            ),
+            Fault(
+                "power-cut",
+                f"{cuts} power cut(s): every process killed, unfsynced spool and WAL bytes dropped",
+                power_cuts(cuts),
+                after=check_power_cut,
+                io_files=SPOOL_FILES + DATABASE_FILES,
+            ),
+            Fault(
+                "db-fsync-fail",
+                f"every fsync of the SQLite database and WAL fails with EIO for {long:.0f} s",
+                io_fault(fsync="EIO"),
+                long,
+                after=check_database_io,
+                io_files=DATABASE_FILES,
             ),
         )
     }
@@ -652,7 +935,17 @@ def run_fault(
             run_lanner(build_env, "geo", "build")
             os.replace(work_dir / "geo-build" / "geo" / "country.mmdb", geo_path)
         prepare_install(env, geo_path)
+        io = None
+        if fault.io_files:  # Built now, for this row: never at import.
+            io = IoFaults(build_shim(fault_dir / "iofault"), fault_dir, list(fault.io_files))
+            io.trace()
+            env = io.preload_env(env)
         run = FaultRun(fault_dir, data_dir, env, workers, quick, fault.serve_nofile)
+        run.io = io
+        if io is not None:  # What is on disk before the processes start: durable as far as they know.
+            os.sync()
+            files = [path for path in [*run.segments(), run.wal_path] if path.exists()]
+            run.io_baseline = {str(path): path.stat().st_size for path in files}
         try:
             _run_traffic(run, fault, row, rate, quick, reporter)
         finally:
@@ -726,6 +1019,7 @@ def _run_traffic(
     row.requests = step.requests + len(run.extra_subids) + sum(run.extra_errors.values())
     row.redirects = step.accepted + len(run.extra_subids)
     row.lost, row.duplicated = reconcile_subids(run.database_path, subids)
+    run.subids = subids
     row.errors_500 = run.extra_errors["500"] + _k6_count(k6.summary, "500")
     row.errors_503 = (
         run.extra_errors["503"] + step.errors_by_kind.get("5xx", 0) - _k6_count(k6.summary, "500")
@@ -735,7 +1029,7 @@ def _run_traffic(
     )
     if fault.after is not None:
         fault.after(run)
-    row.checks, row.problems = run.checks, run.problems
+    row.checks, row.problems, row.lost_allowed = run.checks, run.problems, run.lost_allowed
     if row.recovery_s is None:
         row.problems.append(f"no click landed within {RECOVERY_DEADLINE_SECONDS:.0f} s of the fault's end")
     elif row.caught_up_s is None:
@@ -759,8 +1053,8 @@ def wait_drained(
     while True:
         (supervise or run.supervise)()
         try:
-            pending = spool_pending_clicks(run.database_path, run.spool_dir)
-        except (sqlite3.Error, OSError):
+            pending = spool_pending_clicks(run.database, run.spool_dir)
+        except Exception:  # noqa: BLE001 (a locked SQLite file, a PostgreSQL killed and not back yet)
             pending = -1
         if pending == 0:
             return
@@ -820,7 +1114,8 @@ def describe(row: FaultRow) -> str:
     caught_up = "never" if row.caught_up_s is None else f"{row.caught_up_s:.2f} s"
     verdict = "met" if row.is_met else "MISS: " + "; ".join(row.problems or ["see the row"])
     return (
-        f"{row.name}: {row.redirects:,} of {row.requests:,} requests got a subid, {row.lost} lost, "
+        f"{row.name}: {row.redirects:,} of {row.requests:,} requests got a subid, {row.lost} lost"
+        f"{f' ({row.lost_allowed} within the promised window)' if row.lost_allowed else ''}, "
         f"{row.duplicated} duplicated, {row.errors_500} x 500, recovered in {recovery}, "
         f"caught up in {caught_up}, "
         f"peak RSS {row.fault_peak_rss_mb:.0f} MB during the fault, {row.peak_rss_mb:.0f} MB in all; "

@@ -6,7 +6,9 @@ it single per data directory (a second `lanner worker` waits on standby). It dep
 the spool and the database: on a full disk it was a chain of Huey tasks whose lock release and
 successor both wrote the queue database, so one ENOSPC stopped landing until someone restarted
 the consumer. Now every failed round (a full disk, a held write lock) is logged at most once a
-second and tried again, and the spool is fsynced once a second meanwhile.
+second and tried again, and the spool is fsynced once a second meanwhile. A failed fsync of the spool
+does not stop the flush (before, it failed the round, and failing every second it kept any click from
+landing): the clicks are then durable only once in the database.
 WAL checkpoints run here, outside any visitor's request: PASSIVE every few seconds while clicks
 land, TRUNCATE now and then (PASSIVE alone lets the WAL grow without bound under constant readers).
 """
@@ -99,6 +101,7 @@ class SpoolFlusher:
             # Descriptors on the unlanded segments, kept across rounds: one deleted by hand is restored.
             held=HeldSegments(LOST_SEGMENT_GRACE),
         )
+        self.sync_failures = ThrottledLog(logger)
 
     def run_once(self) -> int:
         self.heartbeat.attempt()
@@ -108,7 +111,16 @@ class SpoolFlusher:
             # the spool is then all there is. Paced even when it fails, so a failing fsync
             # cannot keep the flush from being tried.
             self.last_sync = now
-            self.landing.sync()
+            try:
+                self.landing.sync()
+            except OSError as exc:
+                # Not a failed round: the flush below is what makes these clicks durable now (in the
+                # database, checkpointed), and SpoolSync writes the bytes again before the next fsync.
+                self.sync_failures(
+                    "spool flusher: fsync of the click spool failed (%s): its unlanded clicks are durable "
+                    "only once landed; the bytes are written again before the next fsync",
+                    exc.strerror or exc,
+                )
         result = self.landing.flush(on_batch=self.heartbeat.on_batch)
         if result.inserted or now - self.last_settle >= SETTLE_EVERY:
             self.last_settle = now
@@ -126,8 +138,7 @@ class SpoolFlusher:
         return result.inserted
 
     def close(self) -> None:
-        if self.landing.held is not None:  # Given above.
-            self.landing.held.close()
+        self.landing.close()
 
     def checkpoint(self) -> None:
         self.last_checkpoint = time.monotonic()
