@@ -48,8 +48,9 @@ from models.reporting.rollups import add_metrics
 from models.reporting.sourcenames import SourceNameError, resolve_source_names
 from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.store.database import read_tx
-from models.store.duckdb.connection import open_history
-from models.store.duckdb.reports import history_click_rows
+from models.store.duckdb.connection import HISTORY_UNAVAILABLE, HistoryBehind, open_history
+from models.store.duckdb.history import ColumnarHistory
+from models.store.duckdb.reports import history_click_rows, history_conversion_rows
 from models.store.history import HistoryStore
 from models.store.reports import ReportStore
 from models.tables.dimensions import (
@@ -112,6 +113,9 @@ REPORT_METRICS = (
     "lp_clicks",
     "lp_ctr",
 )
+# Seconds a report waits for the history's shared lock (an append holds it ~0.5 s a chunk) before it
+# counts the row store's clicks instead.
+HISTORY_WAIT = 5.0
 END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a whole number of days.
 
 
@@ -153,9 +157,12 @@ class Report:
     # Conversions in the range not in revenue for want of a rate: {currency, conversions, payout}.
     unconverted: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # Sentences on what the numbers leave out.
-    # Why every click of the range was read rather than the rollups ("the rollups do not keep
-    # sub_id_1"), or None: such a report costs time in proportion to the period's clicks.
+    # Why every click of the range was read from the row store rather than the rollups or the
+    # columnar history ("the rollups do not keep sub_id_1"), or None: such a report costs time in
+    # proportion to the period's clicks.
     raw_reason: str | None = None
+    # Why the columnar history did not answer the raw clicks it was asked for (a note too), or None.
+    fallback: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -264,8 +271,9 @@ def _check_not_pruned(
 ) -> None:
     """PrunedRangeError when a piece read from raw clicks reaches into time `lanner prune` emptied."""
     cutoff = pruned_before(conn)
-    if cutoff is None or not any(s == "raw" and start < min(end, cutoff) for s, start, end in pieces):
+    if not _reaches_pruned(cutoff, pieces):
         return
+    assert cutoff is not None
     if why_raw is None:  # The range's edges, cut inside UTC hours.
         minutes = _minutes_past_the_hour(tz, *bounds)
         why_raw = (
@@ -281,6 +289,11 @@ def _check_not_pruned(
         f"Clicks before {local:%Y-%m-%d %H:%M} ({tz.key}) were pruned (`lanner prune`), and this report "
         f"needs them: {why_raw}. Start the range at {day.isoformat()} or later."
     )
+
+
+def _reaches_pruned(cutoff: int | None, pieces: list[tuple[str, int, int]]) -> bool:
+    """Whether a piece read from raw clicks reaches into time whose clicks were deleted (`cutoff`)."""
+    return cutoff is not None and any(s == "raw" and start < min(end, cutoff) for s, start, end in pieces)
 
 
 def _cube_tables(query: ReportQuery) -> dict[str, str]:
@@ -406,66 +419,61 @@ def _run_report(
         bucket = HOUR_MS if not raw_only else 15 * 60_000
         if not raw_only and time_group == "day" and tz.key in UTC_ZONES:
             bucket = DAY_MS  # UTC days are the daily tables' periods: read those, not 24x the rows.
+    whole = False  # Whether the history answers the whole range sooner than the rollups.
     if raw_only:
-        pieces = [("history" if query.source == "history" else "raw", *bounds)]
+        pieces = [("raw", *bounds)]
     else:
         tables = _cube_tables(query)
+        # PERF: the detail cube holds nearly a row per click of a small install; the history reads a
+        # report on it 2-3x sooner (docs/analytics.md, measured), the smaller cubes 5-50x slower.
+        whole = tables == CUBES["detail"][1]
         pieces = [
             (tables.get(source.removeprefix("rollup_"), source), piece_start, piece_end)
             for source, piece_start, piece_end in plan_pieces(
                 *bounds, use_days=time_group is None or bucket == DAY_MS
             )
         ]
-    _check_not_pruned(conn, pieces, tz, bounds, why_raw)
     groups = tuple(name for name in query.group_by if name not in TIME_GROUPS)
     filters = {  # As the columns hold them.
         name: tuple(int(value) for value in values) if name in NAMED_GROUPS else values
         for name, values in query.filters.items()
     }
-    labels = _Labels(time_group, tz)
-    sums: dict[tuple, list] = {}
-    with contextlib.ExitStack() as reading:
-        columnar = None
-        if history is not None and query.source == "history":
-            # Before the row store's snapshot: no chunk commits in DuckDB while both are read.
-            columnar = reading.enter_context(
-                open_history(history.path, write=False, memory_limit=history.memory_limit)
-            )
-        reading.enter_context(read_tx(db))  # One snapshot for every piece.
-        offset = 1 if bucket else 0
-        by_network = ParentGroups("network", "offer", store.offer_networks, groups, filters, offset=offset)
-        by_source = ParentGroups(
-            "traffic_source",
-            "campaign",
-            store.campaign_sources,
-            by_network.groups,
-            by_network.filters,
-            offset=offset,
-        )
-        for source, piece_start, piece_end in pieces:
-            piece_rows = (
-                _history_rows(
-                    conn, columnar, piece_start, piece_end, by_source.groups, by_source.filters, bucket
-                )
-                if source == "history"
-                else store.rows(
-                    source,
-                    piece_start,
-                    piece_end,
-                    groups=by_source.groups,
-                    filters=by_source.filters,
-                    bucket=bucket,
-                )
-            )
-            for row in piece_rows:
-                key = by_network.key(by_source.key(_group_key(row, bucket, labels)))
-                add_metrics(sums, key, row[-len(METRICS) :])
-        filters = by_source.filters
-        unconverted = [
-            {"currency": code, "conversions": count, "payout": round(payout, 6)}
-            for code, count, payout in store.unconverted(*bounds, filters)
-        ]
-        notes = _currency_notes(store, query, currency, unconverted)
+    shape = _Shape(groups, filters, bucket, time_group, tz)
+    read = None
+    fallback = None  # Why the history did not answer the raw pieces it was asked to.
+    from_history = None
+    if history is not None and query.source != "raw":
+        if whole:
+            from_history = [("history", *bounds)]
+        elif raw_only or _reaches_pruned(pruned_before(conn), pieces):
+            # PERF: a rollup report's edges inside an hour read the row store while it holds their
+            # clicks (an index range of minutes: ~1 ms, where opening the history costs ~25 ms).
+            from_history = [("history" if s == "raw" else s, a, b) for s, a, b in pieces]
+    if from_history is not None:
+        try:
+            read = _read(db, store, from_history, shape, bounds, history)
+        except HISTORY_UNAVAILABLE as error:
+            if query.source == "history":
+                raise ReportError(str(error)) from None
+            fallback = str(error)
+        else:
+            pieces, why_raw, raw_only = from_history, None, False
+    if read is None:
+        try:
+            _check_not_pruned(conn, pieces, tz, bounds, why_raw)
+        except PrunedRangeError as error:
+            if fallback is None:
+                raise
+            raise PrunedRangeError(
+                f"{error} The columnar history, which holds them, did not answer: {fallback}"
+            ) from None
+        read = _read(db, store, pieces, shape, bounds, None)
+    sums, labels, unconverted = read
+    notes = _currency_notes(store, query, currency, unconverted)
+    if not raw_only:
+        fallback = None  # The rollups answered but for edges inside an hour: not the slow way.
+    if fallback is not None:
+        notes.append(f"{FALLBACK_NOTE} {fallback}")
     columns = list(query.group_by)
     time_index = columns.index(time_group) if time_group else None
     ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
@@ -490,7 +498,91 @@ def _run_report(
         unconverted=unconverted,
         notes=notes,
         raw_reason=why_raw if raw_only else None,
+        fallback=fallback,
     )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What every piece of a report is read by: its groups, filters (as the columns hold them), time
+    bucket and labels."""
+
+    groups: tuple[str, ...]
+    filters: dict[str, tuple]
+    bucket: int | None
+    time_group: str | None
+    tz: ZoneInfo
+
+
+def _read(
+    db: Database,
+    store: ReportStore,
+    pieces: list[tuple[str, int, int]],
+    shape: _Shape,
+    bounds: tuple[int, int],
+    history: HistoryFiles | None,
+) -> tuple[dict[tuple, list], _Labels, list[dict[str, Any]]]:
+    """The metric sums per group key of every piece, the labels that made their keys, and the
+    conversions left out of revenue for want of a rate. With `history`, the "history" pieces read the
+    columnar history: HISTORY_UNAVAILABLE if it cannot answer (missing, damaged, behind the row store,
+    locked past HISTORY_WAIT)."""
+    conn = db.connection()
+    labels = _Labels(shape.time_group, shape.tz)
+    sums: dict[tuple, list] = {}
+    with contextlib.ExitStack() as reading:
+        columnar = None
+        if history is not None:
+            # Before the row store's snapshot: no chunk commits in DuckDB while both are read.
+            columnar = reading.enter_context(
+                open_history(history.path, write=False, memory_limit=history.memory_limit, wait=HISTORY_WAIT)
+            )
+        reading.enter_context(read_tx(db))  # One snapshot for every piece.
+        if history is not None:
+            _check_not_behind(conn, columnar, history)
+        offset = 1 if shape.bucket else 0
+        by_network = ParentGroups(
+            "network", "offer", store.offer_networks, shape.groups, shape.filters, offset=offset
+        )
+        by_source = ParentGroups(
+            "traffic_source",
+            "campaign",
+            store.campaign_sources,
+            by_network.groups,
+            by_network.filters,
+            offset=offset,
+        )
+        for source, piece_start, piece_end in pieces:
+            piece_rows = (
+                _history_rows(
+                    conn, columnar, piece_start, piece_end, by_source.groups, by_source.filters, shape.bucket
+                )
+                if source == "history"
+                else store.rows(
+                    source,
+                    piece_start,
+                    piece_end,
+                    groups=by_source.groups,
+                    filters=by_source.filters,
+                    bucket=shape.bucket,
+                )
+            )
+            for row in piece_rows:
+                key = by_network.key(by_source.key(_group_key(row, shape.bucket, labels)))
+                add_metrics(sums, key, row[-len(METRICS) :])
+        unconverted = [
+            {"currency": code, "conversions": count, "payout": round(payout, 6)}
+            for code, count, payout in store.unconverted(*bounds, by_source.filters)
+        ]
+    return sums, labels, unconverted
+
+
+def _check_not_behind(conn, columnar, history: HistoryFiles) -> None:
+    """HistoryBehind if the history file holds fewer clicks than the row store trusts it with (a file
+    replaced by an older copy, until the next append fills it again)."""
+    trusted, _ = HistoryStore(conn).state()
+    held = ColumnarHistory(columnar, history.path.parent).position()
+    if held < trusted:
+        raise HistoryBehind(history.path, held, trusted)
 
 
 def _history_rows(
@@ -504,18 +596,21 @@ def _history_rows(
 ):
     """A raw piece's rows with its clicks read from the columnar history where it answers for them
     (ids up to the row store's position, not queued for a copy again) and from the row store for the
-    rest; its conversions from the row store, as raw. In the caller's snapshot, under the history's
-    shared lock."""
+    rest; its conversions from the row store, as raw, grouped by their click's dimensions: those whose
+    click only the history holds (deleted from the row store once copied) by the history's copy. In the
+    caller's snapshot, under the history's shared lock."""
     history_store = HistoryStore(conn)
     position, _ = history_store.state()
     queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
     copied = history_click_rows(
         columnar, groups, filters, bucket, start, end, position=position, queued=queued
     )
-    rest = ReportStore(conn).rows(
-        "raw", start, end, groups=groups, filters=filters, bucket=bucket, after=position
+    store = ReportStore(conn)
+    rest = store.rows("raw", start, end, groups=groups, filters=filters, bucket=bucket, after=position)
+    orphans = history_conversion_rows(
+        columnar, groups, filters, bucket, store.orphan_conversions(start, end, filters)
     )
-    return itertools.chain(copied, rest)
+    return itertools.chain(copied, rest, orphans)
 
 
 def _currency_notes(
@@ -538,6 +633,9 @@ def _currency_notes(
     return notes
 
 
+FALLBACK_NOTE = (
+    "The columnar history did not answer: this report counted the row store's clicks (exact, slower)."
+)
 NOT_FINITE_NOTE = (
     "Some costs or revenues are not finite numbers and are left empty: a click URL's cost= stored "
     "before costs were bounded; `lanner cost set` over the campaign's period repairs them."

@@ -1,6 +1,11 @@
 """reports on the columnar history (DuckDB): the raw click piece's SELECT over its `click` table, the
 third sibling of models/store/sqlite/reports.py and models/store/postgres/reports.py.
 
+A conversion stays in the row store; one whose click the row store no longer holds (deleted once the
+history held it) is summed per click there (models/store/reports.py `orphan_conversions`) and those
+sums are joined here to the history's copy of the click, which gives its groups and the filters on
+what the conversion does not carry (country, sub_id_N ...).
+
 What differs: referrer_domain is a column (computed at copy by the reports' own function), so it is
 grouped and filtered as it is; a money sum is DuckDB's SUM of a DOUBLE; and the piece reads only the
 clicks the history answers for (id up to the row store's position, none of those queued for a copy
@@ -13,6 +18,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from models.store import reports as base
+from models.tables.dimensions import CLICK_METRICS, CONVERSION_METRICS, ID_GROUPS, MONEY_METRICS
+
+_ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
+
+# The per-click conversion sums as DuckDB takes them: one list a metric, unnested side by side.
+_ORPHAN_LISTS = ", ".join(
+    f"unnest(CAST(? AS {'DOUBLE' if metric in MONEY_METRICS else 'BIGINT'}[])) AS {metric}"
+    for metric in CONVERSION_METRICS
+)
 
 
 def float_sum(expression: str) -> str:
@@ -39,6 +53,29 @@ class PieceSql(base.PieceSql):
         where += ["c.id <= ?", "c.id NOT IN (SELECT unnest(CAST(? AS BIGINT[])))"]
         return self.clicks_select(where, [*params, position, queued])
 
+    def orphan_conversions_joined(self, click_ids: list[int], sums: list[list]) -> tuple[str, list]:
+        """The conversion sums given per click id (`sums`: one list a CONVERSION_METRICS), grouped by
+        their clicks' copies and filtered on what the conversion does not carry."""
+        where, params = self.where("c.", "c.created_at", 0, 0)
+        # The time bounds (the first two) and the ids were the row store's to apply, on the conversion.
+        kept = [
+            (condition, values)
+            for (name, values), condition in zip(self.filters.items(), where[2:], strict=True)
+            if name not in ID_GROUPS
+        ]
+        conditions = [condition for condition, _ in kept]
+        bound = [value for _, values in kept for value in values]
+        select = self._select("c.", "c.created_at")
+        sql = (
+            f"SELECT {', '.join(select)}{', ' if select else ''}{_ZERO_CLICKS}, "
+            + ", ".join(f"SUM(v.{metric})" for metric in CONVERSION_METRICS)
+            + f" FROM click AS c JOIN (SELECT unnest(CAST(? AS BIGINT[])) AS click_id, {_ORPHAN_LISTS}) AS v"
+            " ON c.id = v.click_id"
+            + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
+            + self._group_by()
+        )
+        return sql, [click_ids, *sums, *bound]
+
 
 def history_click_rows(
     conn: Any,
@@ -54,4 +91,24 @@ def history_click_rows(
     """The click sums of [start, end) per group, as ReportStore.rows gives a raw piece's, from the
     clicks the history answers for."""
     sql, params = PieceSql(groups, filters, bucket).history_clicks(start, end, position, queued)
+    yield from conn.execute(sql, params).fetchall()
+
+
+def history_conversion_rows(
+    conn: Any,
+    groups: tuple[str, ...],
+    filters: dict[str, tuple],
+    bucket: int | None,
+    orphans: list[tuple],
+) -> Iterator[tuple]:
+    """The sums of conversions whose click only the history holds (`orphans`: (click id, the sums of
+    CONVERSION_METRICS) each, from the row store) per group of their clicks, as a raw piece's rows."""
+    if not orphans:
+        return
+    columns = list(zip(*orphans, strict=True))
+    sums = [
+        [float(v or 0) for v in column] if metric in MONEY_METRICS else [int(v or 0) for v in column]
+        for metric, column in zip(CONVERSION_METRICS, columns[1:], strict=True)
+    ]
+    sql, params = PieceSql(groups, filters, bucket).orphan_conversions_joined(list(columns[0]), sums)
     yield from conn.execute(sql, params).fetchall()
