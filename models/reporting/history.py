@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from peewee import Database
 
@@ -41,6 +42,9 @@ from models.store.duckdb.history import HOUR_MS, ColumnarHistory
 from models.store.history import ROW_COLUMNS, HistoryStore
 from models.store.meta import MetaStore
 from models.store.reports import referrer_domain
+
+if TYPE_CHECKING:
+    from settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +65,10 @@ class HistoryFiles:
 
     path: Path
     memory_limit: str = "256MB"
+
+    @classmethod
+    def of(cls, settings: Settings) -> HistoryFiles:
+        return cls(settings.history_path, settings.history_memory_limit)
 
 
 @dataclass(frozen=True)
