@@ -65,6 +65,9 @@ class HistoryFiles:
 
     path: Path
     memory_limit: str = "256MB"
+    # Seconds a report waits for the shared lock (an append holds it ~0.5 s a chunk) before it counts
+    # the row store's clicks instead.
+    read_wait: float = 5.0
 
     @classmethod
     def of(cls, settings: Settings) -> HistoryFiles:

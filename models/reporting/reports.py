@@ -113,9 +113,6 @@ REPORT_METRICS = (
     "lp_clicks",
     "lp_ctr",
 )
-# Seconds a report waits for the history's shared lock (an append holds it ~0.5 s a chunk) before it
-# counts the row store's clicks instead.
-HISTORY_WAIT = 5.0
 END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a whole number of days.
 
 
@@ -525,7 +522,7 @@ def _read(
     """The metric sums per group key of every piece, the labels that made their keys, and the
     conversions left out of revenue for want of a rate. With `history`, the "history" pieces read the
     columnar history: HISTORY_UNAVAILABLE if it cannot answer (missing, damaged, behind the row store,
-    locked past HISTORY_WAIT)."""
+    locked past its read_wait, out of memory)."""
     conn = db.connection()
     labels = _Labels(shape.time_group, shape.tz)
     sums: dict[tuple, list] = {}
@@ -534,7 +531,9 @@ def _read(
         if history is not None:
             # Before the row store's snapshot: no chunk commits in DuckDB while both are read.
             columnar = reading.enter_context(
-                open_history(history.path, write=False, memory_limit=history.memory_limit, wait=HISTORY_WAIT)
+                open_history(
+                    history.path, write=False, memory_limit=history.memory_limit, wait=history.read_wait
+                )
             )
         reading.enter_context(read_tx(db))  # One snapshot for every piece.
         if history is not None:

@@ -89,8 +89,25 @@ class HistoryBehind(LannerError):
         )
 
 
+class HistoryOutOfMemory(LannerError):
+    """A query needed more memory than LANNER_HISTORY_MEMORY_LIMIT lets DuckDB use."""
+
+    def __init__(self, memory_limit: str) -> None:
+        super().__init__(
+            f"The click history needed more than its memory limit ({memory_limit}, "
+            "LANNER_HISTORY_MEMORY_LIMIT) for this report."
+        )
+
+
 # What keeps a reader from the history for now: a report reads the row store's clicks instead.
-HISTORY_UNAVAILABLE = (HistoryMissing, HistoryUnreadable, HistoryUnwritable, HistoryBusy, HistoryBehind)
+HISTORY_UNAVAILABLE = (
+    HistoryMissing,
+    HistoryUnreadable,
+    HistoryUnwritable,
+    HistoryBusy,
+    HistoryBehind,
+    HistoryOutOfMemory,
+)
 
 
 @contextlib.contextmanager
@@ -149,6 +166,8 @@ def open_history(path: Path, *, write: bool, memory_limit: str, wait: float | No
                 raise HistoryUnwritable(path, error) from error
             if isinstance(error, damage):
                 raise HistoryUnreadable(path, error) from error  # What a damaged file reads as.
+            if isinstance(error, duckdb.OutOfMemoryException):
+                raise HistoryOutOfMemory(memory_limit) from error
             raise
         finally:
             conn.close()
