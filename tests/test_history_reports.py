@@ -1,0 +1,118 @@
+"""Reports read the columnar history through every surface (`lanner report`, /api/report; the panel's
+is tests/test_panel_reports.py's), and a conversion whose click only the history holds keeps its
+click's dimensions. On both backends."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import falcon.testing
+import pytest
+
+from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
+from models.migrations.deferred import run_deferred
+from models.reporting.history import HistoryFiles, append_history
+from models.reporting.reports import ReportQuery, run_report
+from workers.bench.generate import generate_clicks
+
+RECEIVED = Received("GET", "127.0.0.1", "test")
+SHAPES = [
+    dict(group_by=("sub_id_1",)),
+    dict(group_by=("day", "sub_id_2"), timezone="America/New_York"),
+    dict(group_by=("country", "os")),
+    dict(group_by=("offer",), filters={"sub_id_1": ("1", "2", "3", "4")}),
+    dict(group_by=("referrer_domain",), filters={"campaign": ("1",), "country": ("US", "DE", "GB")}),
+]
+
+
+def rows_of(report) -> list[dict]:
+    return [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()} for row in report.rows]
+
+
+@pytest.fixture
+def converted(db, settings) -> HistoryFiles:
+    """600 clicks over three days in two campaigns, 120 of them converted (some twice), all copied
+    into the history."""
+    generate_clicks(db, 600, 3, campaigns=2, seed=7)
+    run_deferred(db)
+    rng = random.Random(3)
+    recorder = ConversionRecorder(db, park_ms=3_600_000)
+    subids = [row[0] for row in db.execute_sql("SELECT subid FROM click ORDER BY id").fetchall()]
+    for subid in rng.sample(subids, 120):
+        params = {
+            "subid": subid,
+            "status": rng.choice(["lead", "sale"]),
+            "payout": f"{rng.uniform(1, 30):.2f}",
+        }
+        recorder.record(parse_postback(params), RECEIVED)
+        if rng.random() < 0.3:
+            recorder.record(parse_postback({**params, "status": "sale", "payout": "9.5"}), RECEIVED)
+    files = HistoryFiles.of(settings)
+    append_history(db, files)
+    return files
+
+
+def test_conversions_of_clicks_only_the_history_holds_keep_their_click_dimensions(db, converted):
+    """As LANNER_RAW_RETENTION leaves them: campaign 1's clicks gone from the row store once copied,
+    their conversions kept. A report by what only the click knows (sub ids, country, referrer) counts
+    them on the history's copy of their click."""
+    from models.store.database import write_tx
+    from models.store.retention import RetentionStore
+
+    before = [run_report(db, ReportQuery(preset="all_time", source="raw", **shape)) for shape in SHAPES]
+    assert before[0].total["conversions"] >= 120
+    with write_tx(db):
+        deleted = RetentionStore(db.connection()).delete_clicks_before(1, 2**62, 10**6)
+    assert deleted > 100
+    raw_after = run_report(db, ReportQuery(preset="all_time", source="raw", **SHAPES[0]))
+    assert raw_after.total["conversions"] < before[0].total["conversions"]  # The row store alone lost them.
+    for shape, expected in zip(SHAPES, before, strict=True):
+        for source in ("history", "auto"):
+            report = run_report(db, ReportQuery(preset="all_time", source=source, **shape), history=converted)
+            assert "history" in report.sources, (shape, source)
+            assert rows_of(report) == rows_of(expected), (shape, source)
+            assert report.total == pytest.approx(expected.total)
+
+
+def test_lanner_report_reads_the_history_and_raw_reads_the_row_store(db, converted, lanner):
+    def report(*args: str) -> dict:
+        return json.loads(lanner("report", "-g", "sub_id_1", "--preset", "all_time", "--json", *args).stdout)
+
+    answered, raw = report(), report("--raw")
+    assert answered["sources"] == ["history"] and raw["sources"] == ["raw"]
+    assert answered["rows"] == raw["rows"] and answered["total"] == raw["total"]
+    assert not any("did not answer" in note for note in answered["notes"])
+    converted.path.write_bytes(b"not a DuckDB file" * 1000)
+    fell_back = lanner("report", "-g", "sub_id_1", "--preset", "all_time")
+    assert "Note: The columnar history did not answer" in fell_back.stdout
+    assert "cannot be read" in fell_back.stdout
+
+
+def test_the_report_api_reads_the_history_and_refuses_bad_queries_with_400(db, settings, converted):
+    from app import create_admin_app
+    from models.conversions.postbacks import read_secret
+
+    client = falcon.testing.TestClient(create_admin_app(settings, db=db))
+    key = {"X-Api-Key": read_secret(db, "api_key")}
+
+    def get(**params: str) -> falcon.testing.Result:
+        return client.simulate_get("/api/report", params={"preset": "all_time", **params}, headers=key)
+
+    answer = get(group="sub_id_1")
+    assert answer.status_code == 200 and answer.json["sources"] == ["history"]
+    expected = run_report(db, ReportQuery(group_by=("sub_id_1",), preset="all_time", source="raw"))
+    assert answer.json["total"] == pytest.approx(expected.total)
+    assert not any("did not answer" in note for note in answer.json["notes"])
+    for params, words in (
+        (dict(group="sub_id_99"), "Cannot group or filter by 'sub_id_99'"),
+        (dict(group="planet,sub_id_1"), "Cannot group or filter by 'planet'"),
+        (dict(preset="", **{"from": "0001-01-01", "to": "9999-12-31"}), "out of range"),
+        (dict(preset="", **{"from": "2026-01-01T25:00"}), "is not a date"),
+        (dict(group="day,hour"), "not both"),
+        (dict(timezone="Mars/Base"), "Unknown timezone"),
+        (dict(**{"f.lander": "x"}), "takes ids"),
+    ):
+        refused = get(**params)
+        assert refused.status_code == 400, (params, refused.text)
+        assert words in refused.json["description"], (params, refused.json)
