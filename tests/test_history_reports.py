@@ -32,8 +32,8 @@ def rows_of(report) -> list[dict]:
 
 @pytest.fixture
 def converted(db, settings) -> HistoryFiles:
-    """600 clicks over three days in two campaigns, 120 of them converted (some twice), all copied
-    into the history."""
+    """600 clicks over three days in two campaigns, 120 of them converted (some twice, some in a
+    currency without a rate), all copied into the history."""
     generate_clicks(db, 600, 3, campaigns=2, seed=7)
     run_deferred(db)
     rng = random.Random(3)
@@ -44,6 +44,7 @@ def converted(db, settings) -> HistoryFiles:
             "subid": subid,
             "status": rng.choice(["lead", "sale"]),
             "payout": f"{rng.uniform(1, 30):.2f}",
+            "currency": rng.choice(["", "", "JPY"]),  # JPY has no exchange rate: not in revenue.
         }
         recorder.record(parse_postback(params), RECEIVED)
         if rng.random() < 0.3:
@@ -61,7 +62,7 @@ def test_conversions_of_clicks_only_the_history_holds_keep_their_click_dimension
     from models.store.retention import RetentionStore
 
     before = [run_report(db, ReportQuery(preset="all_time", source="raw", **shape)) for shape in SHAPES]
-    assert before[0].total["conversions"] >= 120
+    assert before[0].total["conversions"] >= 120 and before[0].unconverted
     with write_tx(db):
         deleted = RetentionStore(db.connection()).delete_clicks_before(1, 2**62, 10**6)
     assert deleted > 100
@@ -73,6 +74,7 @@ def test_conversions_of_clicks_only_the_history_holds_keep_their_click_dimension
             assert "history" in report.sources, (shape, source)
             assert rows_of(report) == rows_of(expected), (shape, source)
             assert report.total == pytest.approx(expected.total)
+            assert report.unconverted == expected.unconverted, (shape, source)
 
 
 def test_lanner_report_reads_the_history_and_raw_reads_the_row_store(db, converted, lanner):

@@ -50,7 +50,7 @@ from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.store.database import read_tx
 from models.store.duckdb.connection import HISTORY_UNAVAILABLE, HistoryBehind, open_history
 from models.store.duckdb.history import ColumnarHistory
-from models.store.duckdb.reports import history_click_rows, history_conversion_rows
+from models.store.duckdb.reports import history_click_rows, history_conversion_rows, history_unconverted
 from models.store.history import HistoryStore
 from models.store.reports import ReportStore
 from models.tables.dimensions import (
@@ -568,10 +568,19 @@ def _read(
             for row in piece_rows:
                 key = by_network.key(by_source.key(_group_key(row, shape.bucket, labels)))
                 add_metrics(sums, key, row[-len(METRICS) :])
-        unconverted = [
-            {"currency": code, "conversions": count, "payout": round(payout, 6)}
-            for code, count, payout in store.unconverted(*bounds, by_source.filters)
-        ]
+        by_currency: dict[str, list] = {}
+        unconverted_rows = store.unconverted(*bounds, by_source.filters)
+        if columnar is not None:
+            orphans = store.orphan_unconverted(*bounds, by_source.filters)
+            unconverted_rows += history_unconverted(columnar, by_source.filters, orphans)
+        for code, count, payout in unconverted_rows:
+            counted = by_currency.setdefault(code, [0, 0.0])
+            counted[0] += count
+            counted[1] += payout
+    unconverted = [
+        {"currency": code, "conversions": count, "payout": round(payout, 6)}
+        for code, (count, payout) in sorted(by_currency.items())
+    ]
     return sums, labels, unconverted
 
 

@@ -53,18 +53,32 @@ class PieceSql(base.PieceSql):
         where += ["c.id <= ?", "c.id NOT IN (SELECT unnest(CAST(? AS BIGINT[])))"]
         return self.clicks_select(where, [*params, position, queued])
 
-    def orphan_conversions_joined(self, click_ids: list[int], sums: list[list]) -> tuple[str, list]:
-        """The conversion sums given per click id (`sums`: one list a CONVERSION_METRICS), grouped by
-        their clicks' copies and filtered on what the conversion does not carry."""
-        where, params = self.where("c.", "c.created_at", 0, 0)
+    def _click_filters(self) -> tuple[list[str], list]:
+        """The conditions and values of the filters a conversion does not carry, on the click's copy."""
+        where, _ = self.where("c.", "c.created_at", 0, 0)
         # The time bounds (the first two) and the ids were the row store's to apply, on the conversion.
         kept = [
             (condition, values)
             for (name, values), condition in zip(self.filters.items(), where[2:], strict=True)
             if name not in ID_GROUPS
         ]
-        conditions = [condition for condition, _ in kept]
-        bound = [value for _, values in kept for value in values]
+        return [condition for condition, _ in kept], [value for _, values in kept for value in values]
+
+    def orphan_unconverted_joined(self, click_ids: list[int], currencies: list[str], payouts: list[float]):
+        conditions, bound = self._click_filters()
+        sql = (
+            "SELECT v.currency, COUNT(*), SUM(v.payout) FROM click AS c JOIN (SELECT "
+            "unnest(CAST(? AS BIGINT[])) AS click_id, unnest(CAST(? AS VARCHAR[])) AS currency, "
+            "unnest(CAST(? AS DOUBLE[])) AS payout) AS v ON c.id = v.click_id"
+            + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
+            + " GROUP BY 1"
+        )
+        return sql, [click_ids, currencies, payouts, *bound]
+
+    def orphan_conversions_joined(self, click_ids: list[int], sums: list[list]) -> tuple[str, list]:
+        """The conversion sums given per click id (`sums`: one list a CONVERSION_METRICS), grouped by
+        their clicks' copies and filtered on what the conversion does not carry."""
+        conditions, bound = self._click_filters()
         select = self._select("c.", "c.created_at")
         sql = (
             f"SELECT {', '.join(select)}{', ' if select else ''}{_ZERO_CLICKS}, "
@@ -112,3 +126,17 @@ def history_conversion_rows(
     ]
     sql, params = PieceSql(groups, filters, bucket).orphan_conversions_joined(list(columns[0]), sums)
     yield from conn.execute(sql, params).fetchall()
+
+
+def history_unconverted(
+    conn: Any, filters: dict[str, tuple], orphans: list[tuple]
+) -> list[tuple[str, int, float]]:
+    """(currency, conversions, payout) of the unconverted conversions whose click only the history
+    holds (`orphans`: (click id, currency, payout) each, from the row store), filtered on their clicks."""
+    if not orphans:
+        return []
+    click_ids, currencies, payouts = (list(column) for column in zip(*orphans, strict=True))
+    sql, params = PieceSql((), filters, None).orphan_unconverted_joined(
+        click_ids, currencies, [float(payout or 0) for payout in payouts]
+    )
+    return conn.execute(sql, params).fetchall()
