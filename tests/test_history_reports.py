@@ -91,21 +91,23 @@ def test_lanner_report_reads_the_history_and_raw_reads_the_row_store(db, convert
     assert "cannot be read" in fell_back.stdout
 
 
-def test_the_report_api_reads_the_history_and_refuses_bad_queries_with_400(db, settings, converted):
+def test_the_report_apis_read_the_history_and_refuse_bad_queries_with_400(db, settings, converted):
     from app import create_admin_app
     from models.conversions.postbacks import read_secret
 
     client = falcon.testing.TestClient(create_admin_app(settings, db=db))
     key = {"X-Api-Key": read_secret(db, "api_key")}
 
-    def get(**params: str) -> falcon.testing.Result:
-        return client.simulate_get("/api/report", params={"preset": "all_time", **params}, headers=key)
+    def get(path: str = "/api/report", **params: str) -> falcon.testing.Result:
+        return client.simulate_get(path, params={"preset": "all_time", **params}, headers=key)
 
-    answer = get(group="sub_id_1")
-    assert answer.status_code == 200 and answer.json["sources"] == ["history"]
     expected = run_report(db, ReportQuery(group_by=("sub_id_1",), preset="all_time", source="raw"))
-    assert answer.json["total"] == pytest.approx(expected.total)
-    assert not any("did not answer" in note for note in answer.json["notes"])
+    for path in ("/api/report", "/api/v1/reports"):
+        answer = get(path, group="sub_id_1")
+        assert answer.status_code == 200, answer.text
+        assert answer.json["sources"] == ["history"], path
+        assert answer.json["total"] == pytest.approx(expected.total)
+        assert not any("did not answer" in note for note in answer.json["notes"])
     for params, words in (
         (dict(group="sub_id_99"), "Cannot group or filter by 'sub_id_99'"),
         (dict(group="planet,sub_id_1"), "Cannot group or filter by 'planet'"),
@@ -115,6 +117,7 @@ def test_the_report_api_reads_the_history_and_refuses_bad_queries_with_400(db, s
         (dict(timezone="Mars/Base"), "Unknown timezone"),
         (dict(**{"f.lander": "x"}), "takes ids"),
     ):
-        refused = get(**params)
-        assert refused.status_code == 400, (params, refused.text)
-        assert words in refused.json["description"], (params, refused.json)
+        for path in ("/api/report", "/api/v1/reports"):
+            refused = get(path, **params)
+            assert refused.status_code == 400, (path, params, refused.text)
+            assert words in refused.json["description"], (path, params, refused.json)
