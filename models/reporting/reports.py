@@ -113,6 +113,8 @@ REPORT_METRICS = (
     "lp_clicks",
     "lp_ctr",
 )
+# A detail-cube report over a longer range reads the columnar history instead (measured).
+HISTORY_DETAIL_MS = 7 * DAY_MS
 END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a whole number of days.
 
 
@@ -421,9 +423,10 @@ def _run_report(
         pieces = [("raw", *bounds)]
     else:
         tables = _cube_tables(query)
-        # PERF: the detail cube holds nearly a row per click of a small install; the history reads a
-        # report on it 2-3x sooner (docs/analytics.md, measured), the smaller cubes 5-50x slower.
-        whole = tables == CUBES["detail"][1]
+        # PERF (docs/analytics.md, measured): over weeks the detail cube has about as many rows as
+        # there were clicks and the history reads it ~2x sooner; over days the cube is sooner (the
+        # history's open costs ~25 ms), and the smaller cubes are always 5-100x sooner.
+        whole = tables == CUBES["detail"][1] and bounds[1] - bounds[0] > HISTORY_DETAIL_MS
         pieces = [
             (tables.get(source.removeprefix("rollup_"), source), piece_start, piece_end)
             for source, piece_start, piece_end in plan_pieces(
@@ -464,7 +467,11 @@ def _run_report(
             raise PrunedRangeError(
                 f"{error} The columnar history, which holds them, did not answer: {fallback}"
             ) from None
-        read = _read(db, store, pieces, shape, bounds, None)
+        # The history still names the clicks of unconverted conversions the row store lost (a rollup
+        # report's), unless it just failed to answer.
+        read = _read(
+            db, store, pieces, shape, bounds, None, None if fallback or query.source == "raw" else history
+        )
     sums, labels, unconverted = read
     notes = _currency_notes(store, query, currency, unconverted)
     if not raw_only:
@@ -518,11 +525,13 @@ def _read(
     shape: _Shape,
     bounds: tuple[int, int],
     history: HistoryFiles | None,
+    orphans_history: HistoryFiles | None = None,
 ) -> tuple[dict[tuple, list], _Labels, list[dict[str, Any]]]:
     """The metric sums per group key of every piece, the labels that made their keys, and the
     conversions left out of revenue for want of a rate. With `history`, the "history" pieces read the
     columnar history: HISTORY_UNAVAILABLE if it cannot answer (missing, damaged, behind the row store,
-    locked past its read_wait, out of memory)."""
+    locked past its read_wait, out of memory). `orphans_history`, without `history`: where to look up
+    the clicks of unconverted conversions the row store no longer holds (left out if it cannot answer)."""
     conn = db.connection()
     labels = _Labels(shape.time_group, shape.tz)
     sums: dict[tuple, list] = {}
@@ -570,9 +579,12 @@ def _read(
                 add_metrics(sums, key, row[-len(METRICS) :])
         by_currency: dict[str, list] = {}
         unconverted_rows = store.unconverted(*bounds, by_source.filters)
-        if columnar is not None:
+        if columnar is not None or orphans_history is not None:
             orphans = store.orphan_unconverted(*bounds, by_source.filters)
-            unconverted_rows += history_unconverted(columnar, by_source.filters, orphans)
+            if columnar is not None:
+                unconverted_rows += history_unconverted(columnar, by_source.filters, orphans)
+            elif orphans and orphans_history is not None:
+                unconverted_rows += _looked_up_unconverted(orphans_history, by_source.filters, orphans)
         for code, count, payout in unconverted_rows:
             counted = by_currency.setdefault(code, [0, 0.0])
             counted[0] += count
@@ -582,6 +594,20 @@ def _read(
         for code, (count, payout) in sorted(by_currency.items())
     ]
     return sums, labels, unconverted
+
+
+def _looked_up_unconverted(
+    history: HistoryFiles, filters: dict[str, tuple], orphans: list[tuple]
+) -> list[tuple[str, int, float]]:
+    """history_unconverted in a history opened for it (PERF: only when such conversions exist); none
+    if the history cannot answer (their revenue is left out all the same: only the listing is short)."""
+    try:
+        with open_history(
+            history.path, write=False, memory_limit=history.memory_limit, wait=history.read_wait
+        ) as conn:
+            return history_unconverted(conn, filters, orphans)
+    except HISTORY_UNAVAILABLE:
+        return []
 
 
 def _check_not_behind(conn, columnar, history: HistoryFiles) -> None:
