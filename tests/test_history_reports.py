@@ -125,3 +125,35 @@ def test_the_report_apis_read_the_history_and_refuse_bad_queries_with_400(db, se
             refused = get(path, **params)
             assert refused.status_code == 400, (path, params, refused.text)
             assert words in refused.json["description"], (path, params, refused.json)
+
+
+def test_pruned_time_is_answered_by_a_history_that_held_it_and_refused_by_one_made_again(db, converted):
+    """`lanner prune` leaves the history its copies: a sub id report over pruned time is the one from
+    before the prune. A history rebuilt after the prune lacks that time: the report refuses, naming both."""
+    import time
+
+    from models.ops.retention import prune_clicks
+    from models.reporting.history import rebuild_history
+    from models.reporting.reports import PrunedRangeError
+
+    day = 86_400_000
+    shape = dict(group_by=("sub_id_1",), preset="all_time")
+    before = run_report(db, ReportQuery(source="raw", **shape))
+    now_ms = int(time.time() * 1000)
+    assert prune_clicks(db, 2 * day, global_uniqueness_hours=24, now_ms=now_ms + day) > 100
+    with pytest.raises(PrunedRangeError, match="were pruned"):
+        run_report(db, ReportQuery(**shape))  # The row store alone.
+    answered = run_report(db, ReportQuery(**shape), history=converted)
+    assert answered.sources == ["history"] and answered.fallback is None
+    assert rows_of(answered) == rows_of(before) and answered.unconverted == before.unconverted
+    rebuild_history(db, converted)
+    with pytest.raises(PrunedRangeError, match="were pruned.*made again after a prune"):
+        run_report(db, ReportQuery(**shape), history=converted)
+    later = run_report(db, ReportQuery(group_by=("sub_id_1",), since=_local(now_ms)), history=converted)
+    assert later.sources == ["history"]  # Time after the cutoff: the rebuilt history answers.
+
+
+def _local(ms: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M")

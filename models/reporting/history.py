@@ -115,11 +115,15 @@ def _open_position(db: Database, files: HistoryFiles) -> tuple[int, int | None]:
         position = 0
     store = HistoryStore(db.connection())
     trusted, _ = store.state()
+    pruned = MetaStore(db.connection()).pruned_before()
+    if pruned and (position == 0 or position < trusted):
+        # Filled (again) from a row store that lacks what was pruned: reports must not read that time here.
+        with _writing(files) as conn:
+            ColumnarHistory(conn, files.path.parent).mark_complete_from(pruned)
     if position >= trusted:
         return position, None
     with write_tx(db):
         store.set_position(position)  # Readers go to the row store until it is filled again.
-    pruned = MetaStore(db.connection()).pruned_before()
     lost = (
         f"clicks before {_utc(pruned)} were pruned from the row store and cannot be rebuilt"
         if pruned
@@ -360,7 +364,10 @@ def rebuild_history(
                 on_chunk(copied, reached, watermark)
         with read_tx(db):
             first, last = store.period(watermark)
-        pruned = MetaStore(db.connection()).pruned_before()
+        pruned = MetaStore(db.connection()).pruned_before()  # Only moves forward: the rebuild's latest.
+        if pruned:  # Copied from a row store that lacks what was pruned: reports must not read it here.
+            with _writing(files, fresh) as conn:
+                ColumnarHistory(conn, files.path.parent).mark_complete_from(pruned)
         replace_history(fresh, files.path)
         with write_tx(db):
             # The queue stays: a click mutated while it was copied is copied again by the next append.

@@ -32,7 +32,7 @@ import math
 import time as time_module
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -48,7 +48,7 @@ from models.reporting.rollups import add_metrics
 from models.reporting.sourcenames import SourceNameError, resolve_source_names
 from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.store.database import read_tx
-from models.store.duckdb.connection import HISTORY_UNAVAILABLE, HistoryBehind, open_history
+from models.store.duckdb.connection import HISTORY_UNAVAILABLE, HistoryBehind, HistoryIncomplete, open_history
 from models.store.duckdb.history import ColumnarHistory
 from models.store.duckdb.reports import history_click_rows, history_conversion_rows, history_unconverted
 from models.store.history import HistoryStore
@@ -546,7 +546,7 @@ def _read(
             )
         reading.enter_context(read_tx(db))  # One snapshot for every piece.
         if history is not None:
-            _check_not_behind(conn, columnar, history)
+            _check_not_behind(conn, columnar, history, pieces)
         offset = 1 if shape.bucket else 0
         by_network = ParentGroups(
             "network", "offer", store.offer_networks, shape.groups, shape.filters, offset=offset
@@ -610,13 +610,19 @@ def _looked_up_unconverted(
         return []
 
 
-def _check_not_behind(conn, columnar, history: HistoryFiles) -> None:
+def _check_not_behind(conn, columnar, history: HistoryFiles, pieces: list[tuple[str, int, int]]) -> None:
     """HistoryBehind if the history file holds fewer clicks than the row store trusts it with (a file
-    replaced by an older copy, until the next append fills it again)."""
+    replaced by an older copy, until the next append fills it again); HistoryIncomplete if a piece read
+    from it reaches into time it was made again without (after a prune)."""
     trusted, _ = HistoryStore(conn).state()
-    held = ColumnarHistory(columnar, history.path.parent).position()
+    columnar_history = ColumnarHistory(columnar, history.path.parent)
+    held = columnar_history.position()
     if held < trusted:
         raise HistoryBehind(history.path, held, trusted)
+    complete_from = columnar_history.complete_from()
+    if any(source == "history" and start < complete_from for source, start, _ in pieces):
+        moment = datetime.fromtimestamp(complete_from / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        raise HistoryIncomplete(history.path, moment)
 
 
 def _history_rows(

@@ -99,6 +99,16 @@ class HistoryOutOfMemory(LannerError):
         )
 
 
+class HistoryIncomplete(LannerError):
+    """The history was made again from a row store `lanner prune` had emptied: it lacks that time."""
+
+    def __init__(self, path: Path, complete_from: str) -> None:
+        super().__init__(
+            f"The click history {path} was made again after a prune and lacks the clicks before "
+            f"{complete_from}, which this report needs."
+        )
+
+
 # What keeps a reader from the history for now: a report reads the row store's clicks instead.
 HISTORY_UNAVAILABLE = (
     HistoryMissing,
@@ -107,6 +117,7 @@ HISTORY_UNAVAILABLE = (
     HistoryBusy,
     HistoryBehind,
     HistoryOutOfMemory,
+    HistoryIncomplete,
 )
 
 
