@@ -579,8 +579,9 @@ def _read(
                 add_metrics(sums, key, row[-len(METRICS) :])
         by_currency: dict[str, list] = {}
         unconverted_rows = store.unconverted(*bounds, by_source.filters)
-        if columnar is not None or orphans_history is not None:
-            orphans = store.orphan_unconverted(*bounds, by_source.filters)
+        deleted_before = pruned_before(conn)
+        if deleted_before is not None and bounds[0] < deleted_before and (columnar or orphans_history):
+            orphans = store.orphan_unconverted(bounds[0], min(bounds[1], deleted_before), by_source.filters)
             if columnar is not None:
                 unconverted_rows += history_unconverted(columnar, by_source.filters, orphans)
             elif orphans and orphans_history is not None:
@@ -647,8 +648,13 @@ def _history_rows(
     )
     store = ReportStore(conn)
     rest = store.rows("raw", start, end, groups=groups, filters=filters, bucket=bucket, after=position)
+    # PERF: a click leaves the row store only before the recorded cutoff (`lanner prune`, and
+    # LANNER_RAW_RETENTION as docs/analytics.md asks): later conversions need no look for theirs.
+    deleted_before = pruned_before(conn)
+    if deleted_before is None or start >= deleted_before:
+        return itertools.chain(copied, rest)
     orphans = history_conversion_rows(
-        columnar, groups, filters, bucket, store.orphan_conversions(start, end, filters)
+        columnar, groups, filters, bucket, store.orphan_conversions(start, min(end, deleted_before), filters)
     )
     return itertools.chain(copied, rest, orphans)
 
