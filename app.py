@@ -81,7 +81,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
 
         app.add_route(
             "/api/report",
-            ReportApiResource(tracker.db, settings.report_currency, HistoryFiles.of(settings)),
+            ReportApiResource(tracker.db, settings.report_currency, HistoryFiles.for_reports(settings)),
         )
         app.add_route("/api/currency/rates", ExchangeRateApiResource(tracker.db))
         add_v1_routes(app, v1_routes(tracker.db, settings))
@@ -135,7 +135,9 @@ def create_admin_app(
     app.req_options.strip_url_path_trailing_slash = True
     install_media_handlers(app)
     app.add_route("/healthz", DatabaseHealthResource(db))
-    app.add_route("/api/report", ReportApiResource(db, settings.report_currency, HistoryFiles.of(settings)))
+    app.add_route(
+        "/api/report", ReportApiResource(db, settings.report_currency, HistoryFiles.for_reports(settings))
+    )
     app.add_route("/api/currency/rates", ExchangeRateApiResource(db))
     add_v1_routes(app, v1_routes(db, settings, find_principal=find_principal or principal_for))
     add_panel_routes(app, db, settings, build_tracker=build_tracker, clock=clock)

@@ -67,7 +67,7 @@ def report_command(
         currency=ctx.settings.report_currency,
         **options,
     )
-    report = run_report(ctx.db, query, history=HistoryFiles.of(ctx.settings))
+    report = run_report(ctx.db, query, history=HistoryFiles.for_reports(ctx.settings))
     if fmt == "json":
         click.echo(json_text(report.as_json()))
         return

@@ -163,3 +163,13 @@ def _local(ms: int) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M")
+
+
+def test_reports_read_the_history_only_on_the_node_that_keeps_it(env):
+    from settings import load_settings
+
+    cluster = {**env, "LANNER_REDIS_URL": "redis://127.0.0.1:1/0", "LANNER_NODE_ID": "b"}
+    assert HistoryFiles.for_reports(load_settings(env)) == HistoryFiles.of(load_settings(env))  # One box.
+    assert HistoryFiles.for_reports(load_settings({**cluster, "LANNER_HISTORY_NODE": "b"})) is not None
+    assert HistoryFiles.for_reports(load_settings({**cluster, "LANNER_HISTORY_NODE": "a"})) is None
+    assert HistoryFiles.for_reports(load_settings(cluster)) is None

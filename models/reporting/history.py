@@ -73,6 +73,12 @@ class HistoryFiles:
     def of(cls, settings: Settings) -> HistoryFiles:
         return cls(settings.history_path, settings.history_memory_limit)
 
+    @classmethod
+    def for_reports(cls, settings: Settings) -> HistoryFiles | None:
+        """What reports read, or None on a cluster node that keeps no history (its file is another
+        node's: reports there read the rollups and the row store, as without one)."""
+        return cls.of(settings) if settings.keeps_history else None
+
 
 @dataclass(frozen=True)
 class AppendResult:

@@ -61,7 +61,7 @@ def add_panel_routes(
     )
     sessions = PanelSessions(db, client_address, settings.panel_session_hours, clock=clock)
     render = Renderer()
-    panel_reports = PanelReports(db, settings.report_currency, HistoryFiles.of(settings))
+    panel_reports = PanelReports(db, settings.report_currency, HistoryFiles.for_reports(settings))
     panel = PanelContext(db, settings, sessions, render, panel_reports, build_tracker)
     # One module per area of the panel, each adding its own pages.
     for module in (

@@ -93,7 +93,10 @@ def v1_routes(
         (f"/conversions/{id_field('conversion_id')}", conversions.ConversionResource(auth, db)),
         ("/clicks", clicks.ClickLogResource(auth, db)),
         ("/clicks/{subid}", clicks.ClickResource(auth, db, settings)),
-        ("/reports", reports.ReportResource(auth, db, settings.report_currency, HistoryFiles.of(settings))),
+        (
+            "/reports",
+            reports.ReportResource(auth, db, settings.report_currency, HistoryFiles.for_reports(settings)),
+        ),
         ("/status", status.StatusResource(auth, db, settings)),
     ]
     routes = [(PREFIX + path, resource) for path, resource in routes]
