@@ -18,15 +18,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from models.store import reports as base
-from models.tables.dimensions import CLICK_METRICS, CONVERSION_METRICS, ID_GROUPS, MONEY_METRICS
+from models.tables.dimensions import CLICK_METRICS, ID_GROUPS
 
 _ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
-
-# The per-click conversion sums as DuckDB takes them: one list a metric, unnested side by side.
-_ORPHAN_LISTS = ", ".join(
-    f"unnest(CAST(? AS {'DOUBLE' if metric in MONEY_METRICS else 'BIGINT'}[])) AS {metric}"
-    for metric in CONVERSION_METRICS
-)
+_NO_CLICKS = (0,) * len(CLICK_METRICS)
 
 
 def float_sum(expression: str) -> str:
@@ -75,20 +70,13 @@ class PieceSql(base.PieceSql):
         )
         return sql, [click_ids, currencies, payouts, *bound]
 
-    def orphan_conversions_joined(self, click_ids: list[int], sums: list[list]) -> tuple[str, list]:
-        """The conversion sums given per click id (`sums`: one list a CONVERSION_METRICS), grouped by
-        their clicks' copies and filtered on what the conversion does not carry."""
+    def clicks_groups(self, click_ids: list[int]) -> tuple[str, list]:
+        """Each of these clicks' id and its group values (the time bucket first), of those that pass the
+        filters a conversion does not carry."""
         conditions, bound = self._click_filters()
-        select = self._select("c.", "c.created_at")
-        sql = (
-            f"SELECT {', '.join(select)}{', ' if select else ''}{_ZERO_CLICKS}, "
-            + ", ".join(f"SUM(v.{metric})" for metric in CONVERSION_METRICS)
-            + f" FROM click AS c JOIN (SELECT unnest(CAST(? AS BIGINT[])) AS click_id, {_ORPHAN_LISTS}) AS v"
-            " ON c.id = v.click_id"
-            + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
-            + self._group_by()
-        )
-        return sql, [click_ids, *sums, *bound]
+        select = ["c.id", *self._select("c.", "c.created_at")]
+        where = ["c.id IN (SELECT unnest(CAST(? AS BIGINT[])))", *conditions]
+        return f"SELECT {', '.join(select)} FROM click AS c WHERE {' AND '.join(where)}", [click_ids, *bound]
 
 
 def history_click_rows(
@@ -119,13 +107,12 @@ def history_conversion_rows(
     CONVERSION_METRICS) each, from the row store) per group of their clicks, as a raw piece's rows."""
     if not orphans:
         return
-    columns = list(zip(*orphans, strict=True))
-    sums = [
-        [float(v or 0) for v in column] if metric in MONEY_METRICS else [int(v or 0) for v in column]
-        for metric, column in zip(CONVERSION_METRICS, columns[1:], strict=True)
-    ]
-    sql, params = PieceSql(groups, filters, bucket).orphan_conversions_joined(list(columns[0]), sums)
-    yield from conn.execute(sql, params).fetchall()
+    # PERF: DuckDB binds a Python list at ~3 µs a value: the ids go in, the clicks' groups come out and
+    # meet the sums here (nine lists of sums in took 3x as long).
+    sums = {row[0]: row[1:] for row in orphans}
+    sql, params = PieceSql(groups, filters, bucket).clicks_groups(list(sums))
+    for click_id, *key in conn.execute(sql, params).fetchall():
+        yield (*key, *_NO_CLICKS, *sums[click_id])
 
 
 def history_unconverted(
