@@ -371,7 +371,9 @@ def rebuild_history(
         with read_tx(db):
             first, last = store.period(watermark)
         pruned = MetaStore(db.connection()).pruned_before()  # Only moves forward: the rebuild's latest.
-        if pruned:  # Copied from a row store that lacks what was pruned: reports must not read it here.
+        # Copied from a row store that lacks what was pruned: reports must not read that time here.
+        # (A rebuild that carries the old file's pruned clicks over keeps that file's mark instead.)
+        if pruned:
             with _writing(files, fresh) as conn:
                 ColumnarHistory(conn, files.path.parent).mark_complete_from(pruned)
         replace_history(fresh, files.path)
