@@ -425,7 +425,7 @@ def _run_report(
         tables = _cube_tables(query)
         # PERF (docs/analytics.md, measured): over weeks the detail cube has about as many rows as
         # there were clicks and the history reads it ~2x sooner; over days the cube is sooner (the
-        # history's open costs ~25 ms), and the smaller cubes are always 5-100x sooner.
+        # history's open costs ~25 ms), and the smaller cubes are always 4-70x sooner.
         whole = tables == CUBES["detail"][1] and bounds[1] - bounds[0] > HISTORY_DETAIL_MS
         pieces = [
             (tables.get(source.removeprefix("rollup_"), source), piece_start, piece_end)
