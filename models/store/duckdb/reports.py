@@ -107,8 +107,8 @@ def history_conversion_rows(
     CONVERSION_METRICS) each, from the row store) per group of their clicks, as a raw piece's rows."""
     if not orphans:
         return
-    # PERF: DuckDB binds a Python list at ~3 µs a value: the ids go in, the clicks' groups come out and
-    # meet the sums here (nine lists of sums in took 3x as long).
+    # PERF: DuckDB binds a Python list value by value: the ids go in, the clicks' groups come out and
+    # meet the sums here (200,000 clicks: 0.40 s; nine lists of sums in, grouped by DuckDB: 0.83 s).
     sums = {row[0]: row[1:] for row in orphans}
     sql, params = PieceSql(groups, filters, bucket).clicks_groups(list(sums))
     for click_id, *key in conn.execute(sql, params).fetchall():
