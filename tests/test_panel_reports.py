@@ -587,3 +587,22 @@ def test_a_report_the_history_answers_says_nothing_of_every_click(panel, users, 
     assert "the rollups do not keep sub_id_1" in note
     assert "The columnar history, which answers this sooner, could not" in note and "cannot be read" in note
     assert number(table(html)["total"][1]) == clicks
+
+
+def test_the_dashboard_says_once_why_the_history_did_not_answer(panel, users, clicks, db, settings):
+    """In Asia/Kolkata the dashboard's day chart cannot come from the rollups: the history answers it,
+    or, damaged, the row store does and the page says why (once, however many reports fell back)."""
+    from models.accounts.users import update_user
+    from models.migrations.deferred import run_deferred
+    from models.reporting.history import HistoryFiles, append_history
+
+    run_deferred(db)
+    update_user(db, "anna", timezone="Asia/Kolkata")
+    files = HistoryFiles.of(settings)
+    append_history(db, files)
+    cookie = log_in(panel)
+    assert "did not answer" not in ok(panel, "/panel?period=last_7_days", cookie)
+    files.path.write_bytes(b"not a DuckDB file" * 1000)
+    notes = re.findall(r'<p class="note">(.*?)</p>', ok(panel, "/panel?period=last_7_days", cookie), re.S)
+    fell_back = [text(note) for note in notes if "did not answer" in note]
+    assert len(fell_back) == 1 and "cannot be read" in fell_back[0], notes
