@@ -138,8 +138,9 @@ class ReportQuery:
     since: str | None = None
     until: str | None = None
     timezone: str = "UTC"
-    # auto; raw (ignore the rollups; the tests compare both); history (the raw clicks from the columnar
-    # history and the row store's tail, models/reporting/history.py: the tests compare it with raw).
+    # auto (the rollups, and the columnar history given to run_report for what they cannot answer, the
+    # row store if it cannot); raw (the row store's clicks only: the tests compare the others with it);
+    # history (the whole range from the columnar history and the row store's tail; no fallback).
     source: str = "auto"
     currency: str = ""  # The report currency the settings ask for; "" takes the stored one.
 
@@ -546,7 +547,7 @@ def _read(
             )
         reading.enter_context(read_tx(db))  # One snapshot for every piece.
         if history is not None:
-            _check_not_behind(conn, columnar, history, pieces)
+            _check_answers(conn, columnar, history, pieces)
         offset = 1 if shape.bucket else 0
         by_network = ParentGroups(
             "network", "offer", store.offer_networks, shape.groups, shape.filters, offset=offset
@@ -580,7 +581,11 @@ def _read(
         by_currency: dict[str, list] = {}
         unconverted_rows = store.unconverted(*bounds, by_source.filters)
         deleted_before = pruned_before(conn)
-        if deleted_before is not None and bounds[0] < deleted_before and (columnar or orphans_history):
+        if (
+            deleted_before is not None
+            and bounds[0] < deleted_before
+            and (columnar is not None or orphans_history is not None)
+        ):
             orphans = store.orphan_unconverted(bounds[0], min(bounds[1], deleted_before), by_source.filters)
             if columnar is not None:
                 unconverted_rows += history_unconverted(columnar, by_source.filters, orphans)
@@ -611,7 +616,7 @@ def _looked_up_unconverted(
         return []
 
 
-def _check_not_behind(conn, columnar, history: HistoryFiles, pieces: list[tuple[str, int, int]]) -> None:
+def _check_answers(conn, columnar, history: HistoryFiles, pieces: list[tuple[str, int, int]]) -> None:
     """HistoryBehind if the history file holds fewer clicks than the row store trusts it with (a file
     replaced by an older copy, until the next append fills it again); HistoryIncomplete if a piece read
     from it reaches into time it was made again without (after a prune)."""
