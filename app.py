@@ -27,6 +27,7 @@ ADMIN_PREFIXES = ("/api/", "/panel")
 def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recorder=None) -> falcon.App:
     from models.conversions.postbacks import ConversionRecorder
     from models.conversions.refusals import RefusalCounter
+    from models.reporting.history import HistoryFiles
     from models.routing.macros import compile_url
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.click import ClickResource, ClientAddress
@@ -78,7 +79,10 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         from routes.panel import add_panel_routes
         from routes.v1 import add_v1_routes, v1_routes
 
-        app.add_route("/api/report", ReportApiResource(tracker.db, settings.report_currency))
+        app.add_route(
+            "/api/report",
+            ReportApiResource(tracker.db, settings.report_currency, HistoryFiles.for_reports(settings)),
+        )
         app.add_route("/api/currency/rates", ExchangeRateApiResource(tracker.db))
         add_v1_routes(app, v1_routes(tracker.db, settings))
         add_panel_routes(app, tracker.db, settings, build_tracker=build_tracker)
@@ -112,6 +116,7 @@ def create_admin_app(
     """The admin worker's app: the report API, the admin API (/api/v1) and the web panel (/panel), on its
     own connection (tests: theirs, their key lookup and their clock); never campaign URLs."""
     from models.migrations.runner import require_current_schema
+    from models.reporting.history import HistoryFiles
     from models.store.database import open_database
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.errors import handle_unexpected
@@ -130,7 +135,9 @@ def create_admin_app(
     app.req_options.strip_url_path_trailing_slash = True
     install_media_handlers(app)
     app.add_route("/healthz", DatabaseHealthResource(db))
-    app.add_route("/api/report", ReportApiResource(db, settings.report_currency))
+    app.add_route(
+        "/api/report", ReportApiResource(db, settings.report_currency, HistoryFiles.for_reports(settings))
+    )
     app.add_route("/api/currency/rates", ExchangeRateApiResource(db))
     add_v1_routes(app, v1_routes(db, settings, find_principal=find_principal or principal_for))
     add_panel_routes(app, db, settings, build_tracker=build_tracker, clock=clock)

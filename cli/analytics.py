@@ -28,7 +28,7 @@ MISMATCH_COLUMNS = ("hour", "history_clicks", "row_clicks", "history_cost", "row
 def _files(ctx: Context):
     from models.reporting.history import HistoryFiles
 
-    return HistoryFiles(ctx.settings.history_path, ctx.settings.history_memory_limit)
+    return HistoryFiles.of(ctx.settings)
 
 
 @click.group()

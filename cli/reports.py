@@ -32,7 +32,11 @@ from models import choices
     help="A date range in --timezone.",
 )
 @range_options()
-@click.option("--raw", is_flag=True, help="Read raw clicks even where rollups would do (a check; slower).")
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Read the row store's raw clicks only, never the rollups or the columnar history (a check; slower).",
+)
 @format_option
 @pass_context
 def report_command(
@@ -45,7 +49,10 @@ def report_command(
     **options: Any,
 ) -> None:
     """Clicks, conversions, revenue, cost, profit and ROI, LP views, LP clicks and LP CTR, grouped and
-    filtered (default: last 30 days)."""
+    filtered (default: last 30 days). Read from the rollups, or the columnar history for what they do
+    not keep (sub_id_N, referrer_domain ...); from the row store's clicks if the history cannot answer,
+    with a note saying why."""
+    from models.reporting.history import HistoryFiles
     from models.reporting.reports import ReportQuery, parse_filters, run_report
 
     parsed = parse_filters(filters)
@@ -60,7 +67,7 @@ def report_command(
         currency=ctx.settings.report_currency,
         **options,
     )
-    report = run_report(ctx.db, query)
+    report = run_report(ctx.db, query, history=HistoryFiles.for_reports(ctx.settings))
     if fmt == "json":
         click.echo(json_text(report.as_json()))
         return

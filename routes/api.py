@@ -23,6 +23,7 @@ import falcon
 
 from models.conversions.postbacks import keys_match, read_secret
 from models.reporting.currency import CurrencyError, list_rates, report_currency, set_rates
+from models.reporting.history import HistoryFiles
 from models.reporting.reports import (
     PrunedRangeError,
     Report,
@@ -55,9 +56,11 @@ def check_report_parameters(params: dict[str, str], names: tuple[str, ...] = PAR
         )
 
 
-def report_from_parameters(db, params: dict[str, str], report_currency: str = "") -> Report:
+def report_from_parameters(
+    db, params: dict[str, str], report_currency: str = "", history: HistoryFiles | None = None
+) -> Report:
     """The report `params` ask for (checked by check_report_parameters), or the HTTP error saying why not."""
-    return run_report_query(db, report_query(params, report_currency))
+    return run_report_query(db, report_query(params, report_currency), history)
 
 
 def report_query(params: dict[str, str], report_currency: str = "") -> ReportQuery:
@@ -82,10 +85,11 @@ def report_query(params: dict[str, str], report_currency: str = "") -> ReportQue
     )
 
 
-def run_report_query(db, query: ReportQuery) -> Report:
-    """The report, or 422 (clicks pruned) / 400 (a bad query) with the report's sentence."""
+def run_report_query(db, query: ReportQuery, history: HistoryFiles | None = None) -> Report:
+    """The report (from the columnar history where it answers), or 422 (clicks pruned) / 400 (a bad
+    query) with the report's sentence."""
     try:
-        return run_report(db, query)
+        return run_report(db, query, history=history)
     except PrunedRangeError as exc:  # A fine query over data that is gone: not a bad request.
         raise falcon.HTTPUnprocessableEntity(title="Clicks pruned", description=str(exc)) from None
     except (ReportError, TimeRangeError) as exc:
@@ -105,9 +109,10 @@ def send_report_csv(resp: falcon.Response, report: Report, columns: list[str]) -
 
 
 class ReportApiResource:
-    def __init__(self, db, report_currency: str = "") -> None:
+    def __init__(self, db, report_currency: str = "", history: HistoryFiles | None = None) -> None:
         self.db = db
         self.report_currency = report_currency  # The settings'; a report refuses other stored amounts.
+        self.history = history  # The columnar history's files (None: the rollups and row store only).
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.set_header("Cache-Control", "no-store")
@@ -116,7 +121,7 @@ class ReportApiResource:
             raise falcon.HTTPForbidden(title="Wrong API key", description="Send the key in X-Api-Key.")
         params = {name: value if isinstance(value, str) else value[0] for name, value in req.params.items()}
         check_report_parameters(params)
-        report = report_from_parameters(self.db, params, self.report_currency)
+        report = report_from_parameters(self.db, params, self.report_currency, self.history)
         if params.get("format") == "csv":
             send_report_csv(resp, report, report.columns)
             return

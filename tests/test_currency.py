@@ -27,7 +27,7 @@ from models.reporting.currency import (
     rates_from_feed,
     set_rates,
 )
-from models.reporting.reports import ReportError, ReportQuery, run_report
+from models.reporting.reports import FALLBACK_NOTE, ReportError, ReportQuery, run_report
 from models.tables.click import Click
 
 RECEIVED = Received("GET", "198.51.100.9", "test")
@@ -312,7 +312,9 @@ def test_currency_commands_set_and_list_rates(lanner, env, feed):
     )
     assert refused.returncode != 0 and "no exchange rate for CHF" in refused.stderr
     report = json.loads(lanner("report", "--preset", "all_time", "--json").stdout)
-    assert (report["currency"], report["unconverted"], report["notes"]) == ("USD", [], [])
+    # No worker has made the columnar history here: the report says it counted the row store instead.
+    notes = [note for note in report["notes"] if not note.startswith(FALLBACK_NOTE)]
+    assert (report["currency"], report["unconverted"], notes) == ("USD", [], [])
     assert lanner("report", "--preset", "all_time").stdout.startswith("Amounts in USD.")
     lanner("generate", "clicks", "--count", "100", "--days", "1", "--campaigns", "1", "--seed", "2")
     lanner("db", "run-deferred")
@@ -411,7 +413,9 @@ def test_the_rate_api_sets_and_lists_rates_with_the_key_and_the_report_api_names
         status, _, body = request(app, path, {"X-Api-Key": key}, method="POST", body=bad)
         assert status == 400 and message in body, body
     report = json.loads(request(app, "/api/report?preset=today", {"X-Api-Key": key})[2])
-    assert (report["currency"], report["unconverted"], report["notes"]) == ("USD", [], [])
+    # No worker has made the columnar history here: the report says it counted the row store instead.
+    notes = [note for note in report["notes"] if not note.startswith(FALLBACK_NOTE)]
+    assert (report["currency"], report["unconverted"], notes) == ("USD", [], [])
     csv_headers = request(app, "/api/report?preset=today&format=csv", {"X-Api-Key": key})[1]
     assert csv_headers["x-lanner-currency"] == "USD"
     # A postback with a currency that is not a code is refused at the edge.

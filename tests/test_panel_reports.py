@@ -562,3 +562,47 @@ def test_a_report_the_rollups_cannot_answer_says_it_counts_every_click(panel, us
     note = re.search(r'<p class="note" id="raw-note">(.*?)</p>', html)
     assert note and "the rollups do not keep sub_id_1" in note.group(1)
     assert 'id="raw-note"' not in ok(panel, WEEK + "&g1=country&g2=offer", cookie)  # The country cube's.
+
+
+def test_a_report_the_history_answers_says_nothing_of_every_click(panel, users, clicks, db, settings):
+    """With the columnar history copied, a sub_id report has no raw note, and counts what raw does;
+    with the file damaged, the note comes back and says why the history did not answer."""
+    from models.migrations.deferred import run_deferred
+    from models.reporting.history import HistoryFiles, append_history
+    from models.reporting.reports import ReportQuery, run_report
+
+    run_deferred(db)
+    files = HistoryFiles.of(settings)
+    append_history(db, files)
+    cookie = log_in(panel)
+    path = WEEK + "&g1=sub_id_1"
+    html = ok(panel, path, cookie)
+    assert 'id="raw-note"' not in html
+    raw = run_report(db, ReportQuery(group_by=("sub_id_1",), preset="last_7_days", source="raw"))
+    shown = table(html)
+    assert len(shown["rows"]) == len(raw.rows) and number(shown["total"][1]) == raw.total["clicks"] == clicks
+    files.path.write_bytes(b"not a DuckDB file" * 1000)
+    html = ok(panel, path, cookie)
+    note = text(re.search(r'<p class="note" id="raw-note">(.*?)</p>', html, re.S).group(1))
+    assert "the rollups do not keep sub_id_1" in note
+    assert "The columnar history, which answers this sooner, could not" in note and "cannot be read" in note
+    assert number(table(html)["total"][1]) == clicks
+
+
+def test_the_dashboard_says_once_why_the_history_did_not_answer(panel, users, clicks, db, settings):
+    """In Asia/Kolkata the dashboard's day chart cannot come from the rollups: the history answers it,
+    or, damaged, the row store does and the page says why (once, however many reports fell back)."""
+    from models.accounts.users import update_user
+    from models.migrations.deferred import run_deferred
+    from models.reporting.history import HistoryFiles, append_history
+
+    run_deferred(db)
+    update_user(db, "anna", timezone="Asia/Kolkata")
+    files = HistoryFiles.of(settings)
+    append_history(db, files)
+    cookie = log_in(panel)
+    assert "did not answer" not in ok(panel, "/panel?period=last_7_days", cookie)
+    files.path.write_bytes(b"not a DuckDB file" * 1000)
+    notes = re.findall(r'<p class="note">(.*?)</p>', ok(panel, "/panel?period=last_7_days", cookie), re.S)
+    fell_back = [text(note) for note in notes if "did not answer" in note]
+    assert len(fell_back) == 1 and "cannot be read" in fell_back[0], notes

@@ -15,7 +15,7 @@ from models.migrations.deferred import ROLLUP_BACKFILL, rollups_ready, run_defer
 from models.reporting.costs import spread_cost
 from models.reporting.currency import set_rates
 from models.reporting.history import HistoryFiles, append_history
-from models.reporting.reports import ReportError, ReportQuery, plan_pieces, run_report
+from models.reporting.reports import FALLBACK_NOTE, ReportError, ReportQuery, plan_pieces, run_report
 from models.tables.click import Click
 from workers.bench.generate import generate_clicks
 
@@ -159,6 +159,72 @@ def test_history_filters_agree_with_raw(tracked, history_files, zone):
     ):
         for group_by in (("offer",), ("day", "country"), ("referrer_domain",)):
             assert_history_equals_raw(tracked, history_files, group_by, zone, filters)
+
+
+AUTO_GROUPINGS = [*GROUPINGS, ("lander",), ("sub_id_7", "country"), ("day", "referrer_domain")]
+
+
+@pytest.mark.parametrize("group_by", AUTO_GROUPINGS, ids="-".join)
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata"])
+def test_auto_reports_with_the_history_equal_raw_reports(tracked, history_files, group_by, zone):
+    """auto reads the history for whatever the rollups cannot answer (and the detail cube's reports
+    over weeks), and says nothing of counting every click then."""
+    for date_range in RANGES:
+        shape = dict(group_by=group_by, timezone=zone, **date_range)
+        auto = run_report(tracked, ReportQuery(**shape), history=history_files)
+        raw = run_report(tracked, ReportQuery(source="raw", **shape))
+        assert rows_of(auto) == rows_of(raw), (group_by, zone, date_range)
+        assert auto.total == pytest.approx(raw.total)
+        assert auto.unconverted == raw.unconverted
+        assert auto.raw_reason is None and auto.fallback is None
+        assert "raw" not in auto.sources or len(auto.sources) > 1  # Edges inside an hour only.
+        if run_report(tracked, ReportQuery(**shape)).raw_reason:  # Without it: every click of the range.
+            assert "history" in auto.sources, (group_by, zone, date_range)
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        ("missing", "There is no click history"),
+        ("garbage", "cannot be read"),
+        ("empty", "is behind the row store"),
+        ("locked", "Another process is appending"),
+    ],
+)
+def test_auto_reports_count_the_row_store_when_the_history_cannot_answer(tracked, tmp_path, damage, reason):
+    """Exact all the same, and saying why it took the slow way."""
+    import fcntl
+    import os
+
+    from models.store.duckdb.connection import open_history
+    from models.store.duckdb.history import ColumnarHistory
+
+    files = HistoryFiles(tmp_path / "clicks.duckdb", read_wait=0.2)
+    if damage == "garbage":
+        files.path.write_bytes(os.urandom(3) * 100_000)
+    if damage in ("empty", "locked"):  # A file with nothing copied: the row store trusts it with more.
+        with open_history(files.path, write=True, memory_limit="64MB") as conn:
+            ColumnarHistory(conn, tmp_path).create()
+    lock = os.open(tmp_path / "history.lock", os.O_RDWR | os.O_CREAT)
+    if damage == "locked":
+        fcntl.flock(lock, fcntl.LOCK_EX)  # As an appender writing a chunk that never ends.
+    try:
+        for group_by in (("sub_id_1",), ("day", "country", "os")):
+            shape = dict(group_by=group_by, since="2026-11-02T10:17", until="2026-11-19T05:45")
+            auto = run_report(tracked, ReportQuery(**shape), history=files)
+            raw = run_report(tracked, ReportQuery(source="raw", **shape))
+            assert rows_of(auto) == rows_of(raw)
+            assert "history" not in auto.sources
+            if group_by == ("sub_id_1",):
+                assert auto.sources == ["raw"] and auto.raw_reason == "the rollups do not keep sub_id_1"
+                assert reason in auto.fallback
+                assert [note for note in auto.notes if "did not answer" in note] == [
+                    f"{FALLBACK_NOTE} {auto.fallback}"
+                ]
+            else:  # The rollups answer it without the history: nothing slow to explain.
+                assert auto.fallback is None and auto.raw_reason is None
+    finally:
+        os.close(lock)
 
 
 def test_the_data_exercises_every_metric(tracked):

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from peewee import Database
 
@@ -41,6 +42,9 @@ from models.store.duckdb.history import HOUR_MS, ColumnarHistory
 from models.store.history import ROW_COLUMNS, HistoryStore
 from models.store.meta import MetaStore
 from models.store.reports import referrer_domain
+
+if TYPE_CHECKING:
+    from settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +65,19 @@ class HistoryFiles:
 
     path: Path
     memory_limit: str = "256MB"
+    # Seconds a report waits for the shared lock (an append holds it ~0.5 s a chunk) before it counts
+    # the row store's clicks instead.
+    read_wait: float = 5.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> HistoryFiles:
+        return cls(settings.history_path, settings.history_memory_limit)
+
+    @classmethod
+    def for_reports(cls, settings: Settings) -> HistoryFiles | None:
+        """What reports read, or None on a cluster node that keeps no history (its file is another
+        node's: reports there read the rollups and the row store, as without one)."""
+        return cls.of(settings) if settings.keeps_history else None
 
 
 @dataclass(frozen=True)
@@ -104,11 +121,15 @@ def _open_position(db: Database, files: HistoryFiles) -> tuple[int, int | None]:
         position = 0
     store = HistoryStore(db.connection())
     trusted, _ = store.state()
+    pruned = MetaStore(db.connection()).pruned_before()
+    if pruned and (position == 0 or position < trusted):
+        # Filled (again) from a row store that lacks what was pruned: reports must not read that time here.
+        with _writing(files) as conn:
+            ColumnarHistory(conn, files.path.parent).mark_complete_from(pruned)
     if position >= trusted:
         return position, None
     with write_tx(db):
         store.set_position(position)  # Readers go to the row store until it is filled again.
-    pruned = MetaStore(db.connection()).pruned_before()
     lost = (
         f"clicks before {_utc(pruned)} were pruned from the row store and cannot be rebuilt"
         if pruned
@@ -349,7 +370,12 @@ def rebuild_history(
                 on_chunk(copied, reached, watermark)
         with read_tx(db):
             first, last = store.period(watermark)
-        pruned = MetaStore(db.connection()).pruned_before()
+        pruned = MetaStore(db.connection()).pruned_before()  # Only moves forward: the rebuild's latest.
+        # Copied from a row store that lacks what was pruned: reports must not read that time here.
+        # (A rebuild that carries the old file's pruned clicks over keeps that file's mark instead.)
+        if pruned:
+            with _writing(files, fresh) as conn:
+                ColumnarHistory(conn, files.path.parent).mark_complete_from(pruned)
         replace_history(fresh, files.path)
         with write_tx(db):
             # The queue stays: a click mutated while it was copied is copied again by the next append.

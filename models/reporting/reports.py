@@ -32,7 +32,7 @@ import math
 import time as time_module
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -48,8 +48,9 @@ from models.reporting.rollups import add_metrics
 from models.reporting.sourcenames import SourceNameError, resolve_source_names
 from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.store.database import read_tx
-from models.store.duckdb.connection import open_history
-from models.store.duckdb.reports import history_click_rows
+from models.store.duckdb.connection import HISTORY_UNAVAILABLE, HistoryBehind, HistoryIncomplete, open_history
+from models.store.duckdb.history import ColumnarHistory
+from models.store.duckdb.reports import history_click_rows, history_conversion_rows, history_unconverted
 from models.store.history import HistoryStore
 from models.store.reports import ReportStore
 from models.tables.dimensions import (
@@ -112,6 +113,8 @@ REPORT_METRICS = (
     "lp_clicks",
     "lp_ctr",
 )
+# A detail-cube report over a longer range reads the columnar history instead (measured).
+HISTORY_DETAIL_MS = 7 * DAY_MS
 END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a whole number of days.
 
 
@@ -135,8 +138,9 @@ class ReportQuery:
     since: str | None = None
     until: str | None = None
     timezone: str = "UTC"
-    # auto; raw (ignore the rollups; the tests compare both); history (the raw clicks from the columnar
-    # history and the row store's tail, models/reporting/history.py: the tests compare it with raw).
+    # auto (the rollups, and the columnar history given to run_report for what they cannot answer, the
+    # row store if it cannot); raw (the row store's clicks only: the tests compare the others with it);
+    # history (the whole range from the columnar history and the row store's tail; no fallback).
     source: str = "auto"
     currency: str = ""  # The report currency the settings ask for; "" takes the stored one.
 
@@ -153,9 +157,12 @@ class Report:
     # Conversions in the range not in revenue for want of a rate: {currency, conversions, payout}.
     unconverted: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # Sentences on what the numbers leave out.
-    # Why every click of the range was read rather than the rollups ("the rollups do not keep
-    # sub_id_1"), or None: such a report costs time in proportion to the period's clicks.
+    # Why every click of the range was read from the row store rather than the rollups or the
+    # columnar history ("the rollups do not keep sub_id_1"), or None: such a report costs time in
+    # proportion to the period's clicks.
     raw_reason: str | None = None
+    # Why the columnar history did not answer the raw clicks it was asked for (a note too), or None.
+    fallback: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -264,8 +271,9 @@ def _check_not_pruned(
 ) -> None:
     """PrunedRangeError when a piece read from raw clicks reaches into time `lanner prune` emptied."""
     cutoff = pruned_before(conn)
-    if cutoff is None or not any(s == "raw" and start < min(end, cutoff) for s, start, end in pieces):
+    if not _reaches_pruned(cutoff, pieces):
         return
+    assert cutoff is not None
     if why_raw is None:  # The range's edges, cut inside UTC hours.
         minutes = _minutes_past_the_hour(tz, *bounds)
         why_raw = (
@@ -281,6 +289,11 @@ def _check_not_pruned(
         f"Clicks before {local:%Y-%m-%d %H:%M} ({tz.key}) were pruned (`lanner prune`), and this report "
         f"needs them: {why_raw}. Start the range at {day.isoformat()} or later."
     )
+
+
+def _reaches_pruned(cutoff: int | None, pieces: list[tuple[str, int, int]]) -> bool:
+    """Whether a piece read from raw clicks reaches into time whose clicks were deleted (`cutoff`)."""
+    return cutoff is not None and any(s == "raw" and start < min(end, cutoff) for s, start, end in pieces)
 
 
 def _cube_tables(query: ReportQuery) -> dict[str, str]:
@@ -406,66 +419,66 @@ def _run_report(
         bucket = HOUR_MS if not raw_only else 15 * 60_000
         if not raw_only and time_group == "day" and tz.key in UTC_ZONES:
             bucket = DAY_MS  # UTC days are the daily tables' periods: read those, not 24x the rows.
+    whole = False  # Whether the history answers the whole range sooner than the rollups.
     if raw_only:
-        pieces = [("history" if query.source == "history" else "raw", *bounds)]
+        pieces = [("raw", *bounds)]
     else:
         tables = _cube_tables(query)
+        # PERF (docs/analytics.md, measured): over weeks the detail cube has about as many rows as
+        # there were clicks and the history reads it ~2x sooner; over days the cube is sooner (the
+        # history's open costs ~25 ms), and the smaller cubes are always 4-70x sooner.
+        whole = tables == CUBES["detail"][1] and bounds[1] - bounds[0] > HISTORY_DETAIL_MS
         pieces = [
             (tables.get(source.removeprefix("rollup_"), source), piece_start, piece_end)
             for source, piece_start, piece_end in plan_pieces(
                 *bounds, use_days=time_group is None or bucket == DAY_MS
             )
         ]
-    _check_not_pruned(conn, pieces, tz, bounds, why_raw)
     groups = tuple(name for name in query.group_by if name not in TIME_GROUPS)
     filters = {  # As the columns hold them.
         name: tuple(int(value) for value in values) if name in NAMED_GROUPS else values
         for name, values in query.filters.items()
     }
-    labels = _Labels(time_group, tz)
-    sums: dict[tuple, list] = {}
-    with contextlib.ExitStack() as reading:
-        columnar = None
-        if history is not None and query.source == "history":
-            # Before the row store's snapshot: no chunk commits in DuckDB while both are read.
-            columnar = reading.enter_context(
-                open_history(history.path, write=False, memory_limit=history.memory_limit)
-            )
-        reading.enter_context(read_tx(db))  # One snapshot for every piece.
-        offset = 1 if bucket else 0
-        by_network = ParentGroups("network", "offer", store.offer_networks, groups, filters, offset=offset)
-        by_source = ParentGroups(
-            "traffic_source",
-            "campaign",
-            store.campaign_sources,
-            by_network.groups,
-            by_network.filters,
-            offset=offset,
+    shape = _Shape(groups, filters, bucket, time_group, tz)
+    read = None
+    fallback = None  # Why the history did not answer the raw pieces it was asked to.
+    from_history = None
+    if history is not None and query.source != "raw":
+        if whole:
+            from_history = [("history", *bounds)]
+        elif raw_only or _reaches_pruned(pruned_before(conn), pieces):
+            # PERF: a rollup report's edges inside an hour read the row store while it holds their
+            # clicks (an index range of minutes: ~1 ms, where opening the history costs ~25 ms).
+            from_history = [("history" if s == "raw" else s, a, b) for s, a, b in pieces]
+    if from_history is not None:
+        try:
+            read = _read(db, store, from_history, shape, bounds, history)
+        except HISTORY_UNAVAILABLE as error:
+            if query.source == "history":
+                raise ReportError(str(error)) from None
+            fallback = str(error)
+        else:
+            pieces, why_raw, raw_only = from_history, None, False
+    if read is None:
+        try:
+            _check_not_pruned(conn, pieces, tz, bounds, why_raw)
+        except PrunedRangeError as error:
+            if fallback is None:
+                raise
+            raise PrunedRangeError(
+                f"{error} The columnar history, which holds them, did not answer: {fallback}"
+            ) from None
+        # The history still names the clicks of unconverted conversions the row store lost (a rollup
+        # report's), unless it just failed to answer.
+        read = _read(
+            db, store, pieces, shape, bounds, None, None if fallback or query.source == "raw" else history
         )
-        for source, piece_start, piece_end in pieces:
-            piece_rows = (
-                _history_rows(
-                    conn, columnar, piece_start, piece_end, by_source.groups, by_source.filters, bucket
-                )
-                if source == "history"
-                else store.rows(
-                    source,
-                    piece_start,
-                    piece_end,
-                    groups=by_source.groups,
-                    filters=by_source.filters,
-                    bucket=bucket,
-                )
-            )
-            for row in piece_rows:
-                key = by_network.key(by_source.key(_group_key(row, bucket, labels)))
-                add_metrics(sums, key, row[-len(METRICS) :])
-        filters = by_source.filters
-        unconverted = [
-            {"currency": code, "conversions": count, "payout": round(payout, 6)}
-            for code, count, payout in store.unconverted(*bounds, filters)
-        ]
-        notes = _currency_notes(store, query, currency, unconverted)
+    sums, labels, unconverted = read
+    notes = _currency_notes(store, query, currency, unconverted)
+    if not raw_only:
+        fallback = None  # The rollups answered but for edges inside an hour: not the slow way.
+    if fallback is not None:
+        notes.append(f"{FALLBACK_NOTE} {fallback}")
     columns = list(query.group_by)
     time_index = columns.index(time_group) if time_group else None
     ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
@@ -490,7 +503,132 @@ def _run_report(
         unconverted=unconverted,
         notes=notes,
         raw_reason=why_raw if raw_only else None,
+        fallback=fallback,
     )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What every piece of a report is read by: its groups, filters (as the columns hold them), time
+    bucket and labels."""
+
+    groups: tuple[str, ...]
+    filters: dict[str, tuple]
+    bucket: int | None
+    time_group: str | None
+    tz: ZoneInfo
+
+
+def _read(
+    db: Database,
+    store: ReportStore,
+    pieces: list[tuple[str, int, int]],
+    shape: _Shape,
+    bounds: tuple[int, int],
+    history: HistoryFiles | None,
+    orphans_history: HistoryFiles | None = None,
+) -> tuple[dict[tuple, list], _Labels, list[dict[str, Any]]]:
+    """The metric sums per group key of every piece, the labels that made their keys, and the
+    conversions left out of revenue for want of a rate. With `history`, the "history" pieces read the
+    columnar history: HISTORY_UNAVAILABLE if it cannot answer (missing, damaged, behind the row store,
+    locked past its read_wait, out of memory). `orphans_history`, without `history`: where to look up
+    the clicks of unconverted conversions the row store no longer holds (left out if it cannot answer)."""
+    conn = db.connection()
+    labels = _Labels(shape.time_group, shape.tz)
+    sums: dict[tuple, list] = {}
+    with contextlib.ExitStack() as reading:
+        columnar = None
+        if history is not None:
+            # Before the row store's snapshot: no chunk commits in DuckDB while both are read.
+            columnar = reading.enter_context(
+                open_history(
+                    history.path, write=False, memory_limit=history.memory_limit, wait=history.read_wait
+                )
+            )
+        reading.enter_context(read_tx(db))  # One snapshot for every piece.
+        if history is not None:
+            _check_answers(conn, columnar, history, pieces)
+        offset = 1 if shape.bucket else 0
+        by_network = ParentGroups(
+            "network", "offer", store.offer_networks, shape.groups, shape.filters, offset=offset
+        )
+        by_source = ParentGroups(
+            "traffic_source",
+            "campaign",
+            store.campaign_sources,
+            by_network.groups,
+            by_network.filters,
+            offset=offset,
+        )
+        for source, piece_start, piece_end in pieces:
+            piece_rows = (
+                _history_rows(
+                    conn, columnar, piece_start, piece_end, by_source.groups, by_source.filters, shape.bucket
+                )
+                if source == "history"
+                else store.rows(
+                    source,
+                    piece_start,
+                    piece_end,
+                    groups=by_source.groups,
+                    filters=by_source.filters,
+                    bucket=shape.bucket,
+                )
+            )
+            for row in piece_rows:
+                key = by_network.key(by_source.key(_group_key(row, shape.bucket, labels)))
+                add_metrics(sums, key, row[-len(METRICS) :])
+        by_currency: dict[str, list] = {}
+        unconverted_rows = store.unconverted(*bounds, by_source.filters)
+        deleted_before = pruned_before(conn)
+        if (
+            deleted_before is not None
+            and bounds[0] < deleted_before
+            and (columnar is not None or orphans_history is not None)
+        ):
+            orphans = store.orphan_unconverted(bounds[0], min(bounds[1], deleted_before), by_source.filters)
+            if columnar is not None:
+                unconverted_rows += history_unconverted(columnar, by_source.filters, orphans)
+            elif orphans and orphans_history is not None:
+                unconverted_rows += _looked_up_unconverted(orphans_history, by_source.filters, orphans)
+        for code, count, payout in unconverted_rows:
+            counted = by_currency.setdefault(code, [0, 0.0])
+            counted[0] += count
+            counted[1] += payout
+    unconverted = [
+        {"currency": code, "conversions": count, "payout": round(payout, 6)}
+        for code, (count, payout) in sorted(by_currency.items())
+    ]
+    return sums, labels, unconverted
+
+
+def _looked_up_unconverted(
+    history: HistoryFiles, filters: dict[str, tuple], orphans: list[tuple]
+) -> list[tuple[str, int, float]]:
+    """history_unconverted in a history opened for it (PERF: only when such conversions exist); none
+    if the history cannot answer (their revenue is left out all the same: only the listing is short)."""
+    try:
+        with open_history(
+            history.path, write=False, memory_limit=history.memory_limit, wait=history.read_wait
+        ) as conn:
+            return history_unconverted(conn, filters, orphans)
+    except HISTORY_UNAVAILABLE:
+        return []
+
+
+def _check_answers(conn, columnar, history: HistoryFiles, pieces: list[tuple[str, int, int]]) -> None:
+    """HistoryBehind if the history file holds fewer clicks than the row store trusts it with (a file
+    replaced by an older copy, until the next append fills it again); HistoryIncomplete if a piece read
+    from it reaches into time it was made again without (after a prune)."""
+    trusted, _ = HistoryStore(conn).state()
+    columnar_history = ColumnarHistory(columnar, history.path.parent)
+    held = columnar_history.position()
+    if held < trusted:
+        raise HistoryBehind(history.path, held, trusted)
+    complete_from = columnar_history.complete_from()
+    if any(source == "history" and start < complete_from for source, start, _ in pieces):
+        moment = datetime.fromtimestamp(complete_from / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        raise HistoryIncomplete(history.path, moment)
 
 
 def _history_rows(
@@ -504,18 +642,26 @@ def _history_rows(
 ):
     """A raw piece's rows with its clicks read from the columnar history where it answers for them
     (ids up to the row store's position, not queued for a copy again) and from the row store for the
-    rest; its conversions from the row store, as raw. In the caller's snapshot, under the history's
-    shared lock."""
+    rest; its conversions from the row store, as raw, grouped by their click's dimensions: those whose
+    click only the history holds (deleted from the row store once copied) by the history's copy. In the
+    caller's snapshot, under the history's shared lock."""
     history_store = HistoryStore(conn)
     position, _ = history_store.state()
     queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
     copied = history_click_rows(
         columnar, groups, filters, bucket, start, end, position=position, queued=queued
     )
-    rest = ReportStore(conn).rows(
-        "raw", start, end, groups=groups, filters=filters, bucket=bucket, after=position
+    store = ReportStore(conn)
+    rest = store.rows("raw", start, end, groups=groups, filters=filters, bucket=bucket, after=position)
+    # PERF: a click leaves the row store only before the recorded cutoff (`lanner prune`, and
+    # LANNER_RAW_RETENTION as docs/analytics.md asks): later conversions need no look for theirs.
+    deleted_before = pruned_before(conn)
+    if deleted_before is None or start >= deleted_before:
+        return itertools.chain(copied, rest)
+    orphans = history_conversion_rows(
+        columnar, groups, filters, bucket, store.orphan_conversions(start, min(end, deleted_before), filters)
     )
-    return itertools.chain(copied, rest)
+    return itertools.chain(copied, rest, orphans)
 
 
 def _currency_notes(
@@ -538,6 +684,9 @@ def _currency_notes(
     return notes
 
 
+FALLBACK_NOTE = (
+    "The columnar history did not answer: this report counted the row store's clicks (exact, slower)."
+)
 NOT_FINITE_NOTE = (
     "Some costs or revenues are not finite numbers and are left empty: a click URL's cost= stored "
     "before costs were bounded; `lanner cost set` over the campaign's period repairs them."

@@ -165,6 +165,33 @@ class PieceSql(Dialectal):
         )
         return sql, params
 
+    def orphan_conversions(self, start: int, end: int) -> tuple[str, list]:
+        """Per click id, the conversion sums (CONVERSION_METRICS) of [start, end) (their click's time)
+        whose click the row store no longer holds, only the columnar history (models/reporting/reports.py
+        groups them by the history's copy). Filtered here by the ids a conversion carries; this
+        PieceSql's filters must be ID_GROUPS ones (the rest are the history's to apply)."""
+        where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
+        where.append("NOT EXISTS (SELECT 1 FROM click AS c WHERE c.id = cv.click_id)")
+        sql = (
+            f"SELECT cv.click_id, {self.CONVERSION_SUMS} FROM conversion AS cv "
+            f"WHERE {' AND '.join(where)} GROUP BY cv.click_id"
+        )
+        return sql, params
+
+    def orphan_unconverted(self, start: int, end: int) -> tuple[str, list]:
+        """(click id, currency, payout) of each conversion of [start, end) with revenue that has no
+        exchange rate yet, whose click the row store no longer holds; filtered as orphan_conversions."""
+        where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
+        where += [
+            "cv.report_payout IS NULL",
+            "cv.status IN ('lead', 'sale', 'rebill')",
+            "NOT EXISTS (SELECT 1 FROM click AS c WHERE c.id = cv.click_id)",
+        ]
+        return (
+            f"SELECT cv.click_id, cv.currency, cv.payout FROM conversion AS cv WHERE {' AND '.join(where)}",
+            params,
+        )
+
     # Each dialect's own (models/store/sqlite/, models/store/postgres/).
     money_sum: Callable[[str], str]
     CLICK_SUMS: str
@@ -222,6 +249,21 @@ ORDER BY c.id
             statements = [sql.rollup(source, start, end)]
         for statement, params in statements:
             yield from self.conn.execute(statement, params)
+
+    def orphan_conversions(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple]:
+        """(click id, the sums of CONVERSION_METRICS) of the conversions in [start, end) (their click's
+        time) whose click is no longer in the row store (deleted once the columnar history held it),
+        filtered by `filters`' ID_GROUPS (the others are the click's: the history applies them)."""
+        id_filters = {name: values for name, values in filters.items() if name in ID_GROUPS}
+        sql, params = self.piece_sql((), id_filters, None).orphan_conversions(start, end)
+        return self.conn.execute(sql, params).fetchall()
+
+    def orphan_unconverted(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple]:
+        """(click id, currency, payout) of the conversions unconverted() would count but for their click,
+        which is no longer in the row store (filtered by `filters`' ID_GROUPS, as orphan_conversions)."""
+        id_filters = {name: values for name, values in filters.items() if name in ID_GROUPS}
+        sql, params = self.piece_sql((), id_filters, None).orphan_unconverted(start, end)
+        return self.conn.execute(sql, params).fetchall()
 
     def unconverted(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple[str, int, float]]:
         """(currency, conversions, payout) of the conversions in [start, end) (their click's time)

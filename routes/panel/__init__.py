@@ -31,6 +31,7 @@ def add_panel_routes(
     wires it in, routes never import the app)."""
     from falcon.app_helpers import default_serialize_error
 
+    from models.reporting.history import HistoryFiles
     from routes.click import ClientAddress
     from routes.panel import (
         bulk,
@@ -60,7 +61,7 @@ def add_panel_routes(
     )
     sessions = PanelSessions(db, client_address, settings.panel_session_hours, clock=clock)
     render = Renderer()
-    panel_reports = PanelReports(db, settings.report_currency)
+    panel_reports = PanelReports(db, settings.report_currency, HistoryFiles.for_reports(settings))
     panel = PanelContext(db, settings, sessions, render, panel_reports, build_tracker)
     # One module per area of the panel, each adding its own pages.
     for module in (

@@ -13,6 +13,7 @@ import falcon
 from models.accounts.access import visible_campaign_ids
 from models.admin.services import list_campaigns
 from models.errors import LannerError
+from models.reporting.history import HistoryFiles
 from routes.api import report_query, run_report_query
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions
@@ -75,9 +76,10 @@ class ListFilter:
 class PanelReports:
     """The reports a principal may see: the admin API's report, limited to their visible campaigns."""
 
-    def __init__(self, db, report_currency: str) -> None:
+    def __init__(self, db, report_currency: str, history: HistoryFiles | None = None) -> None:
         self.db = db
         self.report_currency = report_currency
+        self.history = history  # The columnar history's files (None: the rollups and row store only).
 
     def __call__(self, principal, group: str, period: str):
         """The report, or None when the principal sees no campaign at all."""
@@ -104,7 +106,23 @@ class PanelReports:
             if not allowed:
                 return None
             filters["campaign"] = tuple(str(campaign_id) for campaign_id in sorted(allowed))
-        return run_report_query(self.db, dataclasses.replace(query, filters=filters))
+        return run_report_query(self.db, dataclasses.replace(query, filters=filters), self.history)
+
+
+def money_notes(report) -> list[str]:
+    """The report's notes but the one on the history's fallback (the page says that itself)."""
+    return [note for note in report.notes if not report.fallback or not note.endswith(report.fallback)]
+
+
+def fallback_notes(*reports) -> list[str]:
+    """The note on the history's fallback of each report that has one, once (a page of several reports)."""
+    notes: list[str] = []
+    for report in reports:
+        if report is not None and report.fallback:
+            note = next(note for note in report.notes if note.endswith(report.fallback))
+            if note not in notes:
+                notes.append(note)
+    return notes
 
 
 def totals(rows: list[dict]) -> dict:

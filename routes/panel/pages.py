@@ -30,6 +30,8 @@ from routes.panel.common import (
     PanelContext,
     PanelReports,
     PanelResource,
+    fallback_notes,
+    money_notes,
     period_of,
     timezone_of,
     totals,
@@ -152,7 +154,8 @@ class DashboardResource(PanelResource):
             total=report.total if report else totals([]),
             currency=(report or series).currency if (report or series) else self.reports.report_currency,
             campaigns=top_rows(report),
-            notes=[] if report is None or principal.hides_money else report.notes,
+            notes=([] if report is None or principal.hides_money else money_notes(report))
+            + fallback_notes(series, report),
             campaign_names={c.id: c.name for c in list_campaigns(self.sessions.db, include_archived=True)},
             offers=top_rows(self.reports(principal, "offer", period)),
             countries=top_rows(self.reports(principal, "country", period)),

@@ -36,7 +36,14 @@ from models.reporting.sourcenames import source_parameter_names
 from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.tables.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
 from routes.api import report_query
-from routes.panel.common import PERIODS, PanelContext, PanelReports, PanelResource, timezone_of
+from routes.panel.common import (
+    PERIODS,
+    PanelContext,
+    PanelReports,
+    PanelResource,
+    money_notes,
+    timezone_of,
+)
 from routes.panel.render import Renderer, money, percent, whole
 from routes.panel.session import PanelSessions
 from routes.v1.spec import MONEY_FIELDS
@@ -566,8 +573,9 @@ class ReportBuilderPage(PanelResource):
             is_last=is_last,
             breadcrumb=self.builder.breadcrumb(state, campaigns),
             chart=chart_data(state, rows, report, currency, zone(timezone_of(principal))),
-            notes=[] if report is None or principal.hides_money else report.notes,
+            notes=[] if report is None or principal.hides_money else money_notes(report),
             raw_reason=report.raw_reason if report else None,
+            fallback=report.fallback if report else None,
             csv_url=state.url("/panel/reports.csv"),
             period_links=period_links(state),
             sort_links=sort_links(state),

@@ -38,6 +38,7 @@ def v1_routes(
     """(path, resource) of every admin API route, the OpenAPI document's last."""
     from models.admin.landers import LanderFiles
     from models.conversions.postbacks import ConversionRecorder
+    from models.reporting.history import HistoryFiles
     from routes.v1 import (
         campaigns,
         clicks,
@@ -92,7 +93,10 @@ def v1_routes(
         (f"/conversions/{id_field('conversion_id')}", conversions.ConversionResource(auth, db)),
         ("/clicks", clicks.ClickLogResource(auth, db)),
         ("/clicks/{subid}", clicks.ClickResource(auth, db, settings)),
-        ("/reports", reports.ReportResource(auth, db, settings.report_currency)),
+        (
+            "/reports",
+            reports.ReportResource(auth, db, settings.report_currency, HistoryFiles.for_reports(settings)),
+        ),
         ("/status", status.StatusResource(auth, db, settings)),
     ]
     routes = [(PREFIX + path, resource) for path, resource in routes]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import falcon
 
 from models.admin.services import get_campaign
+from models.reporting.history import HistoryFiles
 from routes.api import FORMATS, check_report_parameters, report_from_parameters, send_report_csv
 from routes.v1.auth import visible_campaigns
 from routes.v1.spec import MONEY_FIELDS, Operation, Param, answer, api_resource
@@ -34,8 +35,9 @@ class ReportResource:
         )
     }
 
-    def __init__(self, auth, db, report_currency: str) -> None:
+    def __init__(self, auth, db, report_currency: str, history: HistoryFiles | None = None) -> None:
         self.auth, self.db, self.report_currency = auth, db, report_currency
+        self.history = history  # The columnar history's files (None: the rollups and row store only).
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         params = {}
@@ -52,7 +54,7 @@ class ReportResource:
                 raise falcon.HTTPBadRequest(
                     title="Name a campaign", description="Name one of your campaigns."
                 )
-        report = report_from_parameters(self.db, params, self.report_currency)
+        report = report_from_parameters(self.db, params, self.report_currency, self.history)
         hides_money = req.context.principal.hides_money
         if params.get("format") == "csv":
             columns = [c for c in report.columns if not (hides_money and c in MONEY_FIELDS)]

@@ -421,7 +421,7 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
             deferred_lock.release()
 
     if settings.keeps_history:  # One node in cluster mode (LANNER_HISTORY_NODE): the file is its own.
-        history_files = HistoryFiles(settings.history_path, settings.history_memory_limit)
+        history_files = HistoryFiles.of(settings)
 
         @huey.periodic_task(crontab(minute="*"), name="append_history")
         def append_history_task() -> None:

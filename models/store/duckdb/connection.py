@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,15 +75,67 @@ class HistoryBusy(LannerError):
         super().__init__("Another process is appending to the click history; try again in a minute.")
 
 
+LOCK_POLL = 0.05  # Seconds between tries at a lock waited for with a deadline.
+
+
+class HistoryBehind(LannerError):
+    """The history file holds fewer clicks than the row store trusts it with (replaced by an older copy)."""
+
+    def __init__(self, path: Path, held: int, trusted: int) -> None:
+        super().__init__(
+            f"The click history {path} is behind the row store (it holds clicks up to id {held}, the row "
+            f"store trusts it up to {trusted}: replaced or restored); the worker's next append fills it "
+            "again."
+        )
+
+
+class HistoryOutOfMemory(LannerError):
+    """A query needed more memory than LANNER_HISTORY_MEMORY_LIMIT lets DuckDB use."""
+
+    def __init__(self, memory_limit: str) -> None:
+        super().__init__(
+            f"The click history needed more than its memory limit ({memory_limit}, "
+            "LANNER_HISTORY_MEMORY_LIMIT) for this report."
+        )
+
+
+class HistoryIncomplete(LannerError):
+    """The history was made again from a row store `lanner prune` had emptied: it lacks that time."""
+
+    def __init__(self, path: Path, complete_from: str) -> None:
+        super().__init__(
+            f"The click history {path} was made again after a prune and lacks the clicks before "
+            f"{complete_from}, which this report needs."
+        )
+
+
+# What keeps a reader from the history for now: a report reads the row store's clicks instead.
+HISTORY_UNAVAILABLE = (
+    HistoryMissing,
+    HistoryUnreadable,
+    HistoryUnwritable,
+    HistoryBusy,
+    HistoryBehind,
+    HistoryOutOfMemory,
+    HistoryIncomplete,
+)
+
+
 @contextlib.contextmanager
-def _flock(path: Path, mode: int) -> Iterator[None]:
+def _flock(path: Path, mode: int, wait: float | None = None) -> Iterator[None]:
+    """`wait`: seconds to wait for the lock before HistoryBusy (None: as long as it takes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, mode)
-        except BlockingIOError:
-            raise HistoryBusy() from None
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, mode if deadline is None else mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is None or time.monotonic() >= deadline:
+                    raise HistoryBusy() from None
+                time.sleep(LOCK_POLL)
         yield
     finally:
         os.close(fd)  # Closing drops the flock; the kernel drops it too if the process dies.
@@ -94,11 +147,12 @@ def appending(path: Path) -> contextlib.AbstractContextManager[None]:
 
 
 @contextlib.contextmanager
-def open_history(path: Path, *, write: bool, memory_limit: str) -> Iterator[Any]:
+def open_history(path: Path, *, write: bool, memory_limit: str, wait: float | None = None) -> Iterator[Any]:
     """A DuckDB connection to the history file, closed (and its lock dropped) on leaving: read-write
     under the exclusive lock (the file is made if missing), else read-only under the shared one
-    (HistoryMissing if there is no file). HistoryUnreadable if DuckDB cannot open it."""
-    with _flock(path.with_name(LOCK_NAME), fcntl.LOCK_EX if write else fcntl.LOCK_SH):
+    (HistoryMissing if there is no file). HistoryUnreadable if DuckDB cannot open it; HistoryBusy if
+    the lock is not had within `wait` seconds (None: waited for)."""
+    with _flock(path.with_name(LOCK_NAME), fcntl.LOCK_EX if write else fcntl.LOCK_SH, wait):
         if not write and not path.exists():
             raise HistoryMissing(path)
         import duckdb
@@ -123,6 +177,8 @@ def open_history(path: Path, *, write: bool, memory_limit: str) -> Iterator[Any]
                 raise HistoryUnwritable(path, error) from error
             if isinstance(error, damage):
                 raise HistoryUnreadable(path, error) from error  # What a damaged file reads as.
+            if isinstance(error, duckdb.OutOfMemoryException):
+                raise HistoryOutOfMemory(memory_limit) from error
             raise
         finally:
             conn.close()

@@ -7,7 +7,9 @@ in one transaction with the position it reaches, and the sums `lanner analytics 
   Each appended chunk is sorted by (campaign_id, created_at), so DuckDB's zone maps skip row groups
   outside a campaign's range.
 - `history_meta (key, value)`: `position`, the highest click id copied (moved in the same transaction
-  as the rows: a kill at any instant neither loses nor duplicates one).
+  as the rows: a kill at any instant neither loses nor duplicates one); `complete_from` (Unix ms,
+  absent: 0), before which the file may lack clicks: made or filled again from a row store that
+  `lanner prune` had emptied before then, it could not copy them.
 - PERF: rows go in as a temporary CSV file read by read_csv with explicit types (~6 µs a click of
   six columns measured, ~2 µs per text column more); executemany was ~4 ms a row. `\\N` is NULL only
   in the integer columns (the text columns are NOT NULL in the row store: force_not_null).
@@ -70,6 +72,11 @@ class ColumnarHistory:
         "INSERT INTO history_meta (key, value) VALUES ('position', 0) ON CONFLICT (key) DO NOTHING",
     )
     SQL_POSITION = "SELECT value FROM history_meta WHERE key = 'position'"
+    SQL_COMPLETE_FROM = "SELECT COALESCE(MAX(value), 0) FROM history_meta WHERE key = 'complete_from'"
+    SQL_SET_COMPLETE_FROM = (
+        "INSERT INTO history_meta (key, value) VALUES ('complete_from', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = greatest(history_meta.value, excluded.value)"
+    )
     SQL_SET_POSITION = "UPDATE history_meta SET value = ? WHERE key = 'position'"
     SQL_DELETE = "DELETE FROM click WHERE id IN (SELECT unnest(CAST(? AS BIGINT[])))"
     SQL_DELETE_HOUR = "DELETE FROM click WHERE created_at >= ? AND created_at < ? AND id <= ?"
@@ -99,6 +106,14 @@ class ColumnarHistory:
 
     def position(self) -> int:
         return self.conn.execute(self.SQL_POSITION).fetchone()[0]
+
+    def complete_from(self) -> int:
+        """Unix ms before which the file may lack clicks (0: it lacks none)."""
+        return self.conn.execute(self.SQL_COMPLETE_FROM).fetchone()[0]
+
+    def mark_complete_from(self, cutoff_ms: int) -> None:
+        """Record that clicks before `cutoff_ms` may be missing (it only moves forward)."""
+        self.conn.execute(self.SQL_SET_COMPLETE_FROM, (cutoff_ms,))
 
     def count(self) -> tuple[int, int | None, int | None]:
         """(clicks, first created_at, last created_at)."""
