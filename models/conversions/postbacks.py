@@ -19,6 +19,11 @@ second one finds the first one's row and is a duplicate):
   retrying, and logged.
 - A subid not in the click table yet (its click may still be in the spool) is parked in the log and
   matched by the spool flusher when the click lands; it expires after `LANNER_POSTBACK_PARK_HOURS`.
+- A subid made before `pruned_before` (LANNER_RAW_RETENTION or `lanner prune` deleted raw clicks that
+  old) whose click the row store no longer has is looked up in the columnar history, before the write
+  transaction (DuckDB is never opened while the row store's write lock is held), and the click is put
+  back in the row store from it (`revive_click`): the conversion, its rollup key and every later status
+  change find it there as for any click, and retention keeps a converted click.
 
 Every postback is logged as received, with its verdict, in the same transaction as its effect.
 """
@@ -40,10 +45,12 @@ from models.choices import POSTBACK_VERDICTS, SUB_ID_SLOTS
 from models.clicks.record import SUBID_PATTERN
 from models.errors import LannerError
 from models.reporting.currency import CODE, campaign_cost, conversion_cost, convert, report_currency
+from models.reporting.historyclicks import ClickHistory, may_be_pruned, row_store_values
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
 from models.store.conversions import ConversionStore, PostbackLogStore
 from models.store.database import write_tx
 from models.store.deliveries import DeliveryStore
+from models.store.duckdb.connection import HistoryBusy, HistoryUnreadable
 from models.store.meta import MetaStore
 from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
 
@@ -232,10 +239,14 @@ def keys_match(given: str, expected: str) -> bool:
 class ConversionRecorder:
     """Applies postbacks to the conversion table; one per process, on that process's connection."""
 
-    def __init__(self, db: Database, *, park_ms: int, clock=time.time) -> None:
+    def __init__(
+        self, db: Database, *, park_ms: int, clock=time.time, history: ClickHistory | None = None
+    ) -> None:
+        """`history`: where a click the row store no longer has is looked up (None: nowhere)."""
         self.db = db
         self.park_ms = park_ms
         self.clock = clock
+        self.history = history
         self._stores: tuple[ConversionStore, PostbackLogStore] | None = None
 
     def _connection_stores(self) -> tuple[ConversionStore, PostbackLogStore]:
@@ -257,9 +268,10 @@ class ConversionRecorder:
 
     def record(self, postback: Postback, received: Received) -> Outcome:
         """Apply `postback` and log it, in one transaction."""
+        historic = self._historic(postback.subid)
         with write_tx(self.db):
             conversions, log = self._connection_stores()
-            outcome = self._apply(conversions, postback)
+            outcome = self._apply(conversions, postback, historic)
             expires_at = self._now() + self.park_ms if outcome.verdict == PARKED else None
             self._log(log, received, postback, outcome, expires_at)
         return outcome
@@ -292,6 +304,22 @@ class ConversionRecorder:
 
     def _now(self) -> int:
         return int(self.clock() * 1000)
+
+    def _historic(self, subid: str) -> dict | None:
+        """The history's copy of the click, if the row store may no longer have it (made before the prune
+        cutoff). PERF: one `meta` read for any other postback; DuckDB (~20-30 ms, a wait of at most
+        LOOKUP_WAIT for an append's chunk) only for those."""
+        if self.history is None:
+            return None
+        if not may_be_pruned(subid, MetaStore(self.db.connection()).pruned_before()):
+            return None
+        try:
+            return self.history.by_subid(subid)
+        except HistoryBusy:  # An append's chunk outlasted the wait: parked, as a click not landed yet.
+            logger.warning("postback for %s: the click history was busy; parked", subid)
+        except HistoryUnreadable as error:
+            logger.warning("postback for %s: %s", subid, error)
+        return None
 
     def _log(
         self,
@@ -330,9 +358,14 @@ class ConversionRecorder:
             return word
         return BUILTIN_ALIASES.get(word, word)
 
-    def _apply(self, conversions: ConversionStore, postback: Postback) -> Outcome:
+    def _apply(
+        self, conversions: ConversionStore, postback: Postback, historic: dict | None = None
+    ) -> Outcome:
         conn = conversions.conn
         click = conversions.find_click(postback.subid)
+        if click is None and historic is not None:  # Pruned from the row store: back from the history.
+            conversions.revive_click(row_store_values(historic))
+            click = conversions.find_click(postback.subid)
         if click is None:
             return Outcome(PARKED, "No click with this subid yet; waiting for it to land.")
         click_id, campaign_id, stream_id, offer_id, click_created_at = click

@@ -220,6 +220,15 @@ def history_status(db: Database, files: HistoryFiles, now_ms: int | None = None)
     return status
 
 
+def history_count_up_to(files: HistoryFiles, position: int) -> int | None:
+    """How many clicks the history holds up to an id; None without a readable file."""
+    try:
+        with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
+            return ColumnarHistory(conn, files.path.parent).count_up_to(position)
+    except (HistoryMissing, HistoryUnreadable):
+        return None
+
+
 def _file_bytes(path: Path) -> int:
     wal = path.with_name(path.name + ".wal")
     return sum(p.stat().st_size for p in (path, wal) if p.exists())

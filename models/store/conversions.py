@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from models.choices import SUB_ID_SLOTS
-from models.store.history import HistoryStore
+from models.store.history import ROW_COLUMNS, HistoryStore
 from models.store.rows import Store, fetch_one, fetch_single
 
 SELECT_CONVERSION = (
@@ -48,11 +48,23 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
         slot: f"UPDATE click SET sub_id_{slot} = ? WHERE id = ?" for slot in range(1, SUB_ID_SLOTS + 1)
     }
 
+    # A click only the columnar history holds, back in the row store with its own id (ip and user agent
+    # are not in the history: empty). Its copy in the history stays the one readers trust (its id is at
+    # or below the position); a concurrent identical postback's insert is a no-op.
+    SQL_REVIVE_CLICK = (
+        f"INSERT INTO click ({', '.join(ROW_COLUMNS)}, ip, user_agent, ua_hash) "
+        f"VALUES ({', '.join('?' * len(ROW_COLUMNS))}, '', '', 0) ON CONFLICT DO NOTHING"
+    )
+
     __slots__ = ()
 
     def find_click(self, subid: str) -> tuple | None:
         """(id, campaign id, stream id, offer id, created_at) of the stored click, None if not landed."""
         return fetch_one(self.conn, self.SQL_FIND_CLICK, (subid,))
+
+    def revive_click(self, values: tuple) -> None:
+        """Put a click the history holds (ROW_COLUMNS, `referrer` its domain) back in the row store."""
+        self.conn.execute(self.SQL_REVIVE_CLICK, values).close()
 
     def offer_payout(self, offer_id: int) -> tuple[float, str] | None:
         """(payout, currency) of the offer."""

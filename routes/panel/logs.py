@@ -28,6 +28,7 @@ from models.reporting.conversionlog import (
     list_postbacks,
     list_refusals,
 )
+from models.reporting.historyclicks import click_history
 from models.reporting.timerange import local_iso, zone
 from models.tables.click import SUB_ID_COLUMNS
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
@@ -162,6 +163,7 @@ class ClickLogResource(PanelResource):
     def __init__(self, sessions, render, settings) -> None:
         super().__init__(sessions, render)
         self.anonymize_ip = settings.anonymize_ip
+        self.history = click_history(settings)  # Clicks LANNER_RAW_RETENTION took from the row store.
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -186,7 +188,7 @@ class ClickLogResource(PanelResource):
             **log_range(req, tz_name, time.time()),
         )
         try:
-            rows = [] if visible == set() else pager.rows(list_clicks(self.sessions.db, query))
+            rows = [] if visible == set() else pager.rows(list_clicks(self.sessions.db, query, self.history))
         except LannerError as exc:
             raise refused(exc) from None
         self.page(
@@ -236,6 +238,7 @@ class ClickPageResource(PanelResource):
                 subid,
                 geo_path=self.settings.geo_path,
                 geo_network_paths=self.settings.geo_network_paths,
+                history=click_history(self.settings),
             )
         except StoredClickError:
             data = None

@@ -38,6 +38,7 @@ def v1_routes(
     """(path, resource) of every admin API route, the OpenAPI document's last."""
     from models.admin.landers import LanderFiles
     from models.conversions.postbacks import ConversionRecorder
+    from models.reporting.historyclicks import click_history
     from routes.v1 import (
         campaigns,
         clicks,
@@ -55,7 +56,7 @@ def v1_routes(
     )
 
     auth = Authenticator(db, find_principal)
-    recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
+    recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms, history=click_history(settings))
     geo = campaigns.GeoWarnings(settings.geo_path, settings.geo_network_paths)
     files = LanderFiles.from_settings(settings)
     certificates = enqueue_certificate or domains.certificate_queue(settings)
@@ -90,7 +91,7 @@ def v1_routes(
         ("/conversions", conversions.ConversionListResource(auth, db)),
         ("/conversions/import", conversions.ConversionImportResource(auth, db, recorder)),
         (f"/conversions/{id_field('conversion_id')}", conversions.ConversionResource(auth, db)),
-        ("/clicks", clicks.ClickLogResource(auth, db)),
+        ("/clicks", clicks.ClickLogResource(auth, db, settings)),
         ("/clicks/{subid}", clicks.ClickResource(auth, db, settings)),
         ("/reports", reports.ReportResource(auth, db, settings.report_currency)),
         ("/status", status.StatusResource(auth, db, settings)),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,15 +75,24 @@ class HistoryBusy(LannerError):
         super().__init__("Another process is appending to the click history; try again in a minute.")
 
 
+WAIT_STEP = 0.01  # Seconds between tries of a lock waited for with a deadline.
+
+
 @contextlib.contextmanager
-def _flock(path: Path, mode: int) -> Iterator[None]:
+def _flock(path: Path, mode: int, wait: float | None = None) -> Iterator[None]:
+    """`wait`: at most this many seconds, then HistoryBusy (None: as long as it takes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, mode)
-        except BlockingIOError:
-            raise HistoryBusy() from None
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, mode if deadline is None else mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is None or time.monotonic() >= deadline:
+                    raise HistoryBusy() from None
+                time.sleep(WAIT_STEP)
         yield
     finally:
         os.close(fd)  # Closing drops the flock; the kernel drops it too if the process dies.
@@ -94,11 +104,12 @@ def appending(path: Path) -> contextlib.AbstractContextManager[None]:
 
 
 @contextlib.contextmanager
-def open_history(path: Path, *, write: bool, memory_limit: str) -> Iterator[Any]:
+def open_history(path: Path, *, write: bool, memory_limit: str, wait: float | None = None) -> Iterator[Any]:
     """A DuckDB connection to the history file, closed (and its lock dropped) on leaving: read-write
     under the exclusive lock (the file is made if missing), else read-only under the shared one
-    (HistoryMissing if there is no file). HistoryUnreadable if DuckDB cannot open it."""
-    with _flock(path.with_name(LOCK_NAME), fcntl.LOCK_EX if write else fcntl.LOCK_SH):
+    (HistoryMissing if there is no file). HistoryUnreadable if DuckDB cannot open it; HistoryBusy if
+    the lock is not had within `wait` seconds (None: wait as long as it takes)."""
+    with _flock(path.with_name(LOCK_NAME), fcntl.LOCK_EX if write else fcntl.LOCK_SH, wait):
         if not write and not path.exists():
             raise HistoryMissing(path)
         import duckdb
