@@ -136,9 +136,13 @@ def analytics_rebuild(ctx: Context) -> None:
             ctx.db, _files(ctx), on_chunk=lambda copied, reached, watermark: advance(reached, watermark)
         )
     period = f" from {result.first_click_at} to {result.last_click_at}" if result.clicks else ""
-    lost = (
-        f" Clicks before {result.pruned_before} were pruned from the row store: the new history has none."
-        if result.pruned_before
-        else ""
-    )
+    lost = ""
+    if result.carried:
+        lost = f" Kept {result.carried:,} clicks only the old file held (pruned from the row store)."
+    elif result.pruned_before:
+        lost = (
+            f" Clicks before {result.pruned_before} were pruned from the row store"
+            + (f" and the old file could not be read ({result.carry_error})" if result.carry_error else "")
+            + ": the new history has only those the row store still holds."
+        )
     click.echo(f"Rebuilt the history: {result.clicks:,} clicks{period}, up to click {result.position}.{lost}")

@@ -26,7 +26,7 @@ from models.conversions.postbacks import (
 )
 from models.migrations.deferred import run_deferred
 from models.reporting.clicklog import ClickFilter, list_clicks, stored_click
-from models.reporting.history import HistoryFiles, append_history, verify_history
+from models.reporting.history import HistoryFiles, append_history, rebuild_history, verify_history
 from models.reporting.historyclicks import ClickHistory
 from models.reporting.rawretention import (
     BEHIND,
@@ -127,6 +127,18 @@ def test_nothing_is_deleted_while_the_history_is_behind_missing_or_short(db, fil
     assert old_clicks(db, cutoff) == {max(row_ids(db))}
     off = prune_held_clicks(db, files, 0, global_uniqueness_hours=24)
     assert off.plan.state == OFF and "off" in off.plan.reason
+
+
+def test_a_rebuild_keeps_the_clicks_only_the_history_holds(db, files, now, held):
+    old = old_clicks(db, now - RETENTION)
+    prune(db, files, now)
+    result = rebuild_history(db, files, chunk=400)
+    assert result.carried == len(old) and not result.carry_error
+    assert history_ids(files) == held and verify_history(db, files).is_consistent
+    assert rebuild_history(db, files).carried == len(old)  # Again: the same, nothing twice.
+    assert history_ids(files) == held
+    with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM click").fetchone()[0] == len(held)
 
 
 def test_a_retention_shorter_than_a_uniqueness_window_is_raised_to_it(db, now):

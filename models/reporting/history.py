@@ -329,14 +329,17 @@ class RebuildResult:
     position: int
     first_click_at: str | None
     last_click_at: str | None
-    pruned_before: str | None  # Clicks before this were pruned from the row store: not in the new history.
+    pruned_before: str | None  # Clicks before this were pruned from the row store.
+    carried: int = 0  # Of those, the ones the old file held, kept in the new one.
+    carry_error: str = ""  # Why the old file's could not be kept (it could not be read), if so.
 
 
 def rebuild_history(
     db: Database, files: HistoryFiles, *, chunk: int = CHUNK, on_chunk: ChunkCallback | None = None
 ) -> RebuildResult:
     """Make the history again from the row store into a new file, then put it in the old one's place
-    (an atomic rename); the old one is served until then. HistoryBusy if another process appends."""
+    (an atomic rename); the old one is served until then. The clicks the row store no longer has are
+    carried over from the old file if it can be read. HistoryBusy if another process appends."""
     fresh = files.path.with_name(files.path.name + ".rebuild")
     store = HistoryStore(db.connection())
     with appending(files.path):
@@ -359,6 +362,14 @@ def rebuild_history(
         with read_tx(db):
             first, last = store.period(watermark)
         pruned = MetaStore(db.connection()).pruned_before()
+        carried, carry_error = 0, ""
+        if files.path.exists():  # The clicks only the old file holds (LANNER_RAW_RETENTION) stay.
+            try:
+                with _writing(files, fresh) as conn:
+                    carried = ColumnarHistory(conn, files.path.parent).carry_over(files.path, watermark)
+            except HistoryUnreadable as error:
+                carry_error = str(error)
+                logger.warning("%s The rebuilt history has only what the row store holds.", error)
         replace_history(fresh, files.path)
         with write_tx(db):
             # The queue stays: a click mutated while it was copied is copied again by the next append.
@@ -369,4 +380,6 @@ def rebuild_history(
         _utc(first) if first is not None else None,
         _utc(last) if last is not None else None,
         _utc(pruned) if pruned else None,
+        carried,
+        carry_error,
     )

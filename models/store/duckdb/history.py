@@ -85,6 +85,9 @@ class ColumnarHistory:
     )
     SQL_COUNT = "SELECT COUNT(*), MIN(created_at), MAX(created_at) FROM click"
     SQL_COUNT_UP_TO = "SELECT COUNT(*) FROM click WHERE id <= ?"
+    SQL_KEPT_COLUMNS = (
+        "SELECT column_name FROM duckdb_columns() WHERE database_name = 'kept' AND table_name = 'click'"
+    )
     # Per hour: clicks and their cost, of the clicks up to an id but those given.
     SQL_HOURS = (
         f"SELECT created_at - created_at % {HOUR_MS} AS hour, COUNT(*), COALESCE(SUM(cost), 0) FROM click "
@@ -160,6 +163,37 @@ class ColumnarHistory:
             writer = csv.writer(handle, lineterminator="\n")
             writer.writerows([NULL if value is None else value for value in row] for row in rows)
         return Path(name)
+
+    def carry_over(self, old: Path, up_to: int) -> int:
+        """Copy in, in one transaction, the clicks up to an id that another history file (the one a
+        rebuild replaces) holds and this one lacks: those only it had (pruned from the row store). A
+        file made before the subid was copied gives them none. HistoryUnreadable if it cannot be read."""
+        import duckdb
+
+        from models.store.duckdb.connection import HistoryUnreadable
+
+        literal = str(old).replace("'", "''")  # ATTACH takes no parameter.
+        try:
+            self.conn.execute(f"ATTACH '{literal}' AS kept (READ_ONLY)")
+        except duckdb.Error as error:
+            raise HistoryUnreadable(old, error) from error
+        try:
+            present = {row[0] for row in self.conn.execute(self.SQL_KEPT_COLUMNS).fetchall()}
+            select = ", ".join(c if c in present else f"NULL AS {c}" for c in HISTORY_COLUMNS)
+            self.conn.execute("BEGIN TRANSACTION")
+            carried = self.conn.execute(
+                f"INSERT INTO click ({_COLUMNS_SQL}) SELECT {select} FROM kept.click "
+                "WHERE id <= ? AND id NOT IN (SELECT id FROM click) ORDER BY campaign_id, created_at",
+                (up_to,),
+            ).fetchone()[0]
+            self.conn.execute("COMMIT")
+        except duckdb.Error as error:
+            with contextlib.suppress(Exception):
+                self.conn.execute("ROLLBACK")
+            raise HistoryUnreadable(old, error) from error
+        finally:
+            self.conn.execute("DETACH kept")
+        return carried
 
     def count_up_to(self, position: int) -> int:
         return self.conn.execute(self.SQL_COUNT_UP_TO, (position,)).fetchone()[0]
