@@ -229,6 +229,40 @@ def test_a_postback_for_a_pruned_click_attributes_to_its_campaign(db, files, now
     assert click_id in history_ids(files) and HistoryStore(db.connection()).state()[0] >= click_id
 
 
+def test_a_postback_parked_on_a_node_without_the_history_is_matched_by_the_history_nodes_flusher(
+    db, files, now, held, tmp_path
+):
+    from models.clicks.record import new_subid
+
+    click_id, subid, campaign_id = (
+        db.connection()
+        .execute(
+            "SELECT id, subid, campaign_id FROM click WHERE created_at < ? ORDER BY id LIMIT 1",
+            (now - RETENTION,),
+        )
+        .fetchone()
+    )
+    prune(db, files, now)
+    elsewhere = ClickHistory(HistoryFiles(tmp_path / "other-node" / "clicks.duckdb"))
+    web = ConversionRecorder(db, park_ms=3_600_000, history=elsewhere)
+    made_up = new_subid(now - 40 * DAY_MS)  # Old, well formed, and no click's.
+    for each in (subid, made_up):
+        assert (
+            web.record(parse_postback({"subid": each, "status": "sale", "payout": "3"}), RECEIVED).verdict
+            == PARKED
+        )
+    flusher = ConversionRecorder(db, park_ms=3_600_000, history=ClickHistory(files))
+    outcomes = flusher.settle_parked()
+    assert [outcome.verdict for outcome in outcomes] == [CREATED]
+    stored = (
+        db.connection()
+        .execute("SELECT click_id, campaign_id FROM conversion WHERE id = ?", (outcomes[0].conversion_id,))
+        .fetchone()
+    )
+    assert stored == (click_id, campaign_id)
+    assert flusher._missed == {made_up} and flusher.settle_parked() == []  # Not asked again.
+
+
 def test_click_show_and_the_click_log_find_pruned_clicks(db, files, now, held, settings, lanner):
     cutoff = now - RETENTION
     newest_old = (

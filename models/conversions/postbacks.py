@@ -247,6 +247,7 @@ class ConversionRecorder:
         self.park_ms = park_ms
         self.clock = clock
         self.history = history
+        self._missed: set[str] = set()  # Parked subids the history was asked about and does not hold.
         self._stores: tuple[ConversionStore, PostbackLogStore] | None = None
 
     def _connection_stores(self) -> tuple[ConversionStore, PostbackLogStore]:
@@ -282,7 +283,10 @@ class ConversionRecorder:
         if not log.any_parked():
             return []
         outcomes = []
+        pruned = self._parked_history(log)
         with write_tx(self.db):
+            for click in pruned:  # Back in the row store: their postbacks are matched as landed ones.
+                conversions.revive_click(row_store_values(click))
             parked = [
                 (log_id, Postback.from_json(params), received_at)
                 for log_id, params, received_at in log.parked_landed()
@@ -304,6 +308,29 @@ class ConversionRecorder:
 
     def _now(self) -> int:
         return int(self.clock() * 1000)
+
+    def _parked_history(self, log: PostbackLogStore) -> list[dict]:
+        """The clicks of parked postbacks that only the history holds (a web worker that could not look
+        them up in time, or a cluster node without the file: the history node's flusher matches them).
+        Asked once per subid it lacks, not every round."""
+        if self.history is None:
+            return []
+        subids = log.parked_subids()
+        self._missed &= set(subids)
+        cutoff = MetaStore(self.db.connection()).pruned_before()
+        found: list[dict] = []
+        for subid in subids:
+            if subid in self._missed or not may_be_pruned(subid, cutoff):
+                continue
+            try:
+                click = self.history.by_subid(subid)
+            except (HistoryBusy, HistoryUnreadable):
+                return found  # The next round asks again.
+            if click is None:
+                self._missed.add(subid)
+            else:
+                found.append(click)
+        return found
 
     def _historic(self, subid: str) -> dict | None:
         """The history's copy of the click, if the row store may no longer have it (made before the prune

@@ -182,6 +182,7 @@ INSERT INTO postback_log (received_at, method, remote_ip, request, subid, tid, r
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
     SQL_SETTLE_PARKED = "UPDATE postback_log SET verdict = ?, detail = ?, conversion_id = ? WHERE id = ?"
+    SQL_PARKED_SUBIDS = "SELECT DISTINCT subid FROM postback_log WHERE verdict = 'parked' LIMIT 1000"
     SQL_EXPIRE_PARKED = """
 UPDATE postback_log SET verdict = 'expired', detail = 'No click with this subid arrived in time.'
 WHERE verdict = 'parked' AND expires_at <= ?
@@ -229,6 +230,10 @@ WHERE verdict = 'parked' AND expires_at <= ?
 
     def any_parked(self) -> bool:
         return fetch_one(self.conn, self.SQL_PARKED_ANY) is not None
+
+    def parked_subids(self) -> list[str]:
+        """The subids of up to 1,000 parked postbacks."""
+        return [row[0] for row in self.conn.execute(self.SQL_PARKED_SUBIDS).fetchall()]
 
     def parked_landed(self) -> list[tuple[int, str, int]]:
         """(log id, params, received_at) of up to 500 parked postbacks whose click has landed, oldest

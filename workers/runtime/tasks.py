@@ -37,6 +37,7 @@ from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
 from models.reporting.history import HistoryFiles, append_history
+from models.reporting.historyclicks import click_history
 from models.reporting.rawretention import INCOMPLETE, MISSING, UNREADABLE, prune_held_clicks
 from models.store.database import (
     DRIVER_ERRORS,
@@ -99,6 +100,8 @@ class SpoolFlusher:
             on_delivery=on_delivery,
             # Descriptors on the unlanded segments, kept across rounds: one deleted by hand is restored.
             held=HeldSegments(LOST_SEGMENT_GRACE),
+            # The node that keeps the history matches parked postbacks of clicks only it holds.
+            history=click_history(settings) if settings.keeps_history else None,
         )
 
     def run_once(self) -> int:
