@@ -333,13 +333,15 @@ class ConversionRecorder:
         return found
 
     def _historic(self, subid: str) -> dict | None:
-        """The history's copy of the click, if the row store may no longer have it (made before the prune
-        cutoff). PERF: one `meta` read for any other postback; DuckDB (~20-30 ms, a wait of at most
-        LOOKUP_WAIT for an append's chunk) only for those."""
+        """The history's copy of the click, if the row store no longer has it (made before the prune cutoff,
+        and not in the row store). PERF: one `meta` read for any other postback; DuckDB (an open and a
+        lookup, ~20-30 ms, after a wait of at most LOOKUP_WAIT for an append's chunk) only for those."""
         if self.history is None:
             return None
         if not may_be_pruned(subid, MetaStore(self.db.connection()).pruned_before()):
             return None
+        if self._connection_stores()[0].has_click(subid):  # Converted before, or not deleted yet.
+            return None  # Deleted from here on, the postback parks and the history node's flusher matches it.
         try:
             return self.history.by_subid(subid)
         except HistoryBusy:  # An append's chunk outlasted the wait: parked, as a click not landed yet.

@@ -27,6 +27,7 @@ class ConversionStore(Store):
     """The conversions of one connection, and the clicks and offers they are recorded against."""
 
     SQL_FIND_CLICK = "SELECT id, campaign_id, stream_id, offer_id, created_at FROM click WHERE subid = ?"
+    SQL_HAS_CLICK = "SELECT 1 FROM click WHERE subid = ?"
     SQL_OFFER_PAYOUT = "SELECT payout, currency FROM offer WHERE id = ?"
     SQL_MAPPED_STATUS = """
 SELECT status FROM status_map WHERE raw_status = ? AND network IN (?, '') ORDER BY network DESC LIMIT 1
@@ -61,6 +62,10 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, raw_status = ?, 
     def find_click(self, subid: str) -> tuple | None:
         """(id, campaign id, stream id, offer id, created_at) of the stored click, None if not landed."""
         return fetch_one(self.conn, self.SQL_FIND_CLICK, (subid,))
+
+    def has_click(self, subid: str) -> bool:
+        """Whether the row store has the click (a plain read: no lock, outside any write transaction)."""
+        return fetch_one(self.conn, self.SQL_HAS_CLICK, (subid,)) is not None
 
     def revive_click(self, values: tuple) -> None:
         """Put a click the history holds (ROW_COLUMNS, `referrer` its domain) back in the row store."""
