@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (test_panel's fixtures, imported, are redefined by each test's arguments)
 """A bounded row store (models/reporting/rawretention.py, docs/analytics.md): raw clicks older than
 LANNER_RAW_RETENTION leave the row store only once the DuckDB history holds them, and old clicks keep
 working from the history — a postback attributes to the right campaign, `lanner click show` and the
@@ -15,6 +16,7 @@ import time
 
 import pytest
 from conftest import ROOT
+from test_panel import get, log_in, make_panel, panel, users  # noqa: F401
 
 from models.conversions.postbacks import (
     CREATED,
@@ -314,3 +316,19 @@ def test_status_shows_the_retention_the_oldest_raw_click_and_history_only_clicks
     assert status["history_only_clicks"] == len(old)
     oldest = db.connection().execute("SELECT MIN(created_at) FROM click").fetchone()[0]
     assert status["oldest_raw_click_at"] == time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(oldest / 1000))
+
+
+def test_the_panel_shows_a_pruned_click_and_lists_it(db, files, now, held, panel, users):
+    subid, campaign_id = (
+        db.connection()
+        .execute(
+            "SELECT subid, campaign_id FROM click WHERE created_at < ? ORDER BY created_at DESC LIMIT 1",
+            (now - RETENTION,),
+        )
+        .fetchone()
+    )
+    prune(db, files, now)
+    admin = log_in(panel)
+    status, _, html = get(panel, f"/panel/clicks/{subid}", admin)
+    assert status == 200 and subid in html
+    assert subid in get(panel, f"/panel/clicks?campaign={campaign_id}&limit=500", admin)[2]

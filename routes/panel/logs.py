@@ -247,7 +247,8 @@ class ClickPageResource(PanelResource):
                 title="Not found", description=f"There is no stored click {subid[:40]!r}."
             )
         found = data["click"]
-        facts = [(name, found[name]) for name in CLICK_FACTS]
+        # A click only the history holds has no IP address or user agent: shown as none.
+        facts = [(name, found.get(name, "")) for name in CLICK_FACTS]
         facts[0] = ("created_at", local_iso(found["created_at"], tz))
         sub_ids = [(name, found[name]) for name in SUB_ID_COLUMNS if found.get(name)]
         conversions = list_conversions(self.sessions.db, LogFilter(subid=subid, timezone=tz.key, limit=100))
