@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, wait_until
 from test_panel import get, log_in, make_panel, panel, users  # noqa: F401
 
 from models.conversions.postbacks import (
@@ -332,3 +332,21 @@ def test_the_panel_shows_a_pruned_click_and_lists_it(db, files, now, held, panel
     status, _, html = get(panel, f"/panel/clicks/{subid}", admin)
     assert status == 200 and subid in html
     assert subid in get(panel, f"/panel/clicks?campaign={campaign_id}&limit=500", admin)[2]
+
+
+@pytest.mark.long
+def test_a_real_worker_deletes_old_clicks_once_its_history_holds_them(db, files, env, now, start_consumer):
+    """The default LANNER_RAW_RETENTION (30 days): the worker's first append, then the deletion."""
+    generate_clicks(db, 600, 60, campaigns=2, seed=8, end_ms=now)
+    run_deferred(db)
+    everything = row_ids(db)
+    old = old_clicks(db, now - RETENTION)
+    worker = start_consumer()
+    wait_until(
+        lambda: not old_clicks(db, now - RETENTION) - {max(everything)},
+        120,
+        "the deletion",
+        lambda: worker.log,
+    )
+    assert row_ids(db) == everything - old | ({max(everything)} & old)
+    assert history_ids(files) == everything
