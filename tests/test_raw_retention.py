@@ -143,6 +143,24 @@ def test_a_rebuild_keeps_the_clicks_only_the_history_holds(db, files, now, held)
         assert conn.execute("SELECT COUNT(*) FROM click").fetchone()[0] == len(held)
 
 
+def test_postgresql_skips_a_click_a_postback_holds_and_never_waits_for_it(
+    db, files, now, held, settings, backend
+):
+    """A mutation in flight (a postback's row lock) keeps its click for the next run; the run goes on."""
+    if backend != "postgresql":
+        pytest.skip("row locks are PostgreSQL's (SQLite's BEGIN IMMEDIATE takes the whole database)")
+    import psycopg
+
+    old = old_clicks(db, now - RETENTION)
+    held_one = min(old)
+    with psycopg.connect(settings.database_location) as holder:
+        holder.execute("SELECT 1 FROM click WHERE id = %s FOR NO KEY UPDATE", (held_one,))
+        assert prune(db, files, now).deleted == len(old) - 1  # Returned: it did not wait for the holder.
+        holder.rollback()
+    assert row_ids(db) == held - old | {held_one}
+    assert prune(db, files, now).deleted == 1 and row_ids(db) == held - old
+
+
 def test_a_retention_shorter_than_a_uniqueness_window_is_raised_to_it(db, now):
     run_deferred(db)
     plan = plan_retention(db, DAY_MS, global_uniqueness_hours=72, now_ms=now)
