@@ -28,6 +28,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     from models.conversions.postbacks import ConversionRecorder
     from models.conversions.refusals import RefusalCounter
     from models.reporting.history import HistoryFiles
+    from models.reporting.historyclicks import click_history
     from models.routing.macros import compile_url
     from routes.api import ExchangeRateApiResource, ReportApiResource
     from routes.click import ClickResource, ClientAddress
@@ -56,7 +57,9 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     if enqueue_delivery is None:
         enqueue_delivery = delivery_queue(settings)
     if recorder is None:
-        recorder = ConversionRecorder(tracker.db, park_ms=settings.postback_park_ms)
+        recorder = ConversionRecorder(
+            tracker.db, park_ms=settings.postback_park_ms, history=click_history(settings)
+        )
     desk = PostbackDesk(recorder, RefusalCounter(tracker.db), client_address, enqueue_delivery)
     clicks = ClickResource(
         tracker,

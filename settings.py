@@ -160,6 +160,20 @@ def _days(value: str) -> int:
     return days
 
 
+_AGE_UNITS_MS = {"h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
+
+
+def _retention(value: str) -> int:
+    """`30d`, `4w`, `720h` or a bare number of days, as milliseconds; `off` or 0 is 0 (off)."""
+    text = value.strip().lower()
+    if text in ("off", "0", "0d", "0h", "0w"):
+        return 0
+    match = re.fullmatch(r"(\d+)\s*([hdw]?)", text)
+    if not match:
+        raise ValueError("an age such as 30d, 4w or 720h, or `off`")
+    return int(match.group(1)) * _AGE_UNITS_MS[match.group(2) or "d"]
+
+
 def _currency(value: str) -> str:
     code = value.strip().upper()
     if len(code) != 3 or not code.isalpha() or not code.isascii():
@@ -555,6 +569,14 @@ SETTINGS: tuple[Setting, ...] = (
         "process that opens it: a size such as 256MB or 1GB.",
     ),
     Setting(
+        "raw_retention",
+        "30d",
+        _retention,
+        "How long raw clicks stay in the row store (SQLite or PostgreSQL) once the columnar history holds "
+        "them: 30d, 4w, 720h; `off` (or 0) keeps them until `lanner prune`. Never less than the largest "
+        "uniqueness window plus a day; older clicks are read from the history (docs/analytics.md).",
+    ),
+    Setting(
         "history_node",
         "",
         str,
@@ -621,6 +643,7 @@ class Settings:
     lander_max_unpacked_bytes: int
     lander_max_files: int
     history_memory_limit: str
+    raw_retention: int  # Milliseconds; 0: off.
     history_node: str
 
     @property

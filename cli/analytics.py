@@ -21,6 +21,10 @@ STATUS_COLUMNS = (
     "bytes_per_click",
     "first_click_at",
     "last_click_at",
+    "retention",
+    "retention_state",
+    "oldest_raw_click_at",
+    "history_only_clicks",
 )
 MISMATCH_COLUMNS = ("hour", "history_clicks", "row_clicks", "history_cost", "row_cost")
 
@@ -41,16 +45,45 @@ def analytics() -> None:
 @pass_context
 def analytics_status(ctx: Context, fmt: str) -> None:
     """The history's position against the row store: lag in clicks and seconds, file size, bytes per
-    click, mutated clicks still to copy again."""
-    from models.reporting.history import history_status
+    click, mutated clicks still to copy again; the raw click retention (LANNER_RAW_RETENTION), the oldest
+    raw click and how many clicks only the history holds."""
+    from functools import partial
 
-    status = history_status(ctx.db, _files(ctx))
+    from models.reporting.history import history_count_up_to, history_status
+    from models.reporting.rawretention import days, retention_status
+
+    settings = ctx.settings
+    files = _files(ctx)
+    status = history_status(ctx.db, files)
+    retention = retention_status(
+        ctx.db,
+        settings.raw_retention,
+        global_uniqueness_hours=settings.uniqueness_hours,
+        keeps_history=settings.keeps_history,
+        history_clicks_up_to=partial(history_count_up_to, files),
+    )
+    plan = retention.plan
+    status.update(
+        retention=days(plan.retention_ms) if plan.retention_ms else "off",
+        retention_state=plan.state,
+        retention_note=plan.reason,
+        oldest_raw_click_at=_utc(retention.oldest_raw_click),
+        history_only_clicks=retention.history_only,
+    )
     if fmt == "json":
         click.echo(json_text(status))
         return
     echo_rows([status], STATUS_COLUMNS, fmt)
-    if status["error"] and fmt == "table":
-        click.echo(status["error"])
+    if fmt == "table":
+        if status["error"]:
+            click.echo(status["error"])
+        click.echo(plan.reason)
+
+
+def _utc(ms: int | None) -> str | None:
+    import time
+
+    return None if ms is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
 @analytics.command("verify")
@@ -103,9 +136,13 @@ def analytics_rebuild(ctx: Context) -> None:
             ctx.db, _files(ctx), on_chunk=lambda copied, reached, watermark: advance(reached, watermark)
         )
     period = f" from {result.first_click_at} to {result.last_click_at}" if result.clicks else ""
-    lost = (
-        f" Clicks before {result.pruned_before} were pruned from the row store: the new history has none."
-        if result.pruned_before
-        else ""
-    )
+    lost = ""
+    if result.carried:
+        lost = f" Kept {result.carried:,} clicks only the old file held (pruned from the row store)."
+    elif result.pruned_before:
+        lost = (
+            f" Clicks before {result.pruned_before} were pruned from the row store"
+            + (f" and the old file could not be read ({result.carry_error})" if result.carry_error else "")
+            + ": the new history has only those the row store still holds."
+        )
     click.echo(f"Rebuilt the history: {result.clicks:,} clicks{period}, up to click {result.position}.{lost}")

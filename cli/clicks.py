@@ -101,9 +101,10 @@ def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any)
     """The newest stored clicks, newest first, with filters."""
     from models.admin.services import get_campaign
     from models.reporting.clicklog import LOG_COLUMNS, ClickFilter, list_clicks
+    from models.reporting.historyclicks import click_history
 
     campaign_id = get_campaign(ctx.db, campaign_ref).id if campaign_ref else None
-    rows = list_clicks(ctx.db, ClickFilter(campaign_id=campaign_id, **options))
+    rows = list_clicks(ctx.db, ClickFilter(campaign_id=campaign_id, **options), click_history(ctx.settings))
     echo_rows(rows, LOG_COLUMNS, fmt)
 
 
@@ -114,10 +115,15 @@ def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any)
 def click_show(ctx: Context, subid: str, as_json: bool) -> None:
     """A stored click with its routing trace (filters re-evaluated on the stored values)."""
     from models.reporting.clicklog import stored_click
+    from models.reporting.historyclicks import click_history
 
     settings = ctx.settings
     data = stored_click(
-        ctx.db, subid, geo_path=settings.geo_path, geo_network_paths=settings.geo_network_paths
+        ctx.db,
+        subid,
+        geo_path=settings.geo_path,
+        geo_network_paths=settings.geo_network_paths,
+        history=click_history(settings),
     )
     found = data["click"]
     if as_json:
@@ -126,5 +132,8 @@ def click_show(ctx: Context, subid: str, as_json: bool) -> None:
     for key, value in found.items():
         if value not in ("", None) or key in ("stream_id", "offer_id"):
             click.echo(f"{key}: {value}")
+    if "kept" in data:
+        click.echo(f"kept: {data['kept']}")
+        return
     click.echo("streams (current filters, stored values):")
     echo_trace(data)

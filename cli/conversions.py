@@ -40,12 +40,15 @@ def conversion_import(ctx: Context, file, as_json: bool) -> None:
     status, payout, currency, from (subid required), then one conversion a line; each line's verdict."""
     from models.conversions.manual import import_conversions, verdict_counts
     from models.conversions.postbacks import ConversionRecorder
+    from models.reporting.historyclicks import click_history
 
     try:
         text = file.read().decode("utf-8-sig")
     except UnicodeDecodeError:
         raise click.ClickException("The CSV is not UTF-8 text.") from None
-    recorder = ConversionRecorder(ctx.db, park_ms=ctx.settings.postback_park_ms)
+    recorder = ConversionRecorder(
+        ctx.db, park_ms=ctx.settings.postback_park_ms, history=click_history(ctx.settings)
+    )
     rows = import_conversions(recorder, text)
     counts = verdict_counts(rows)
     if as_json:

@@ -32,6 +32,7 @@ from models.clicks.spool import (
 )
 from models.clicks.throttledlog import ThrottledLog
 from models.conversions.postbacks import ConversionRecorder
+from models.reporting.historyclicks import ClickHistory
 from models.store.clicks import ClickStore
 from models.store.database import BUSY_TIMEOUT_MS, write_tx
 from models.store.maintenance import MaintenanceStore
@@ -68,12 +69,14 @@ class SpoolLanding:
         bot_ranges: Path | None = None,
         on_delivery: Callable[[int], None] | None = None,
         held: HeldSegments | None = None,
+        history: ClickHistory | None = None,
     ) -> None:
+        """`history`: where parked postbacks of clicks pruned from the row store are looked up."""
         self.db = db
         self.spool_dir = spool_dir
         self.segment_bytes = segment_bytes
         self.bots = flusher_bots(bot_ips, bot_ranges)
-        self.recorder = ConversionRecorder(db, park_ms=park_ms)
+        self.recorder = ConversionRecorder(db, park_ms=park_ms, history=history)
         self.on_delivery = on_delivery
         self.held = held
         self.queue_failures = ThrottledLog(logger, logging.WARNING)

@@ -172,6 +172,19 @@ def new_subid(now_ms: int | None = None) -> str:
     )
 
 
+_SUBID_VALUES = {char: value for value, char in enumerate(_SUBID_ALPHABET)}
+
+
+def subid_ms(subid: str) -> int | None:
+    """The Unix ms new_subid made a subid at (the click's created_at), None if it is not one of its."""
+    if not SUBID_PATTERN.match(subid):
+        return None
+    value = 0
+    for char in subid:
+        value = value << 5 | _SUBID_VALUES[char]
+    return value >> 40
+
+
 def host_domain(host: str) -> str:
     """The domain of a Host header as a click stores it: lowercased, without its port, at most 253
     characters; "" when absent or not a host name or address (it is never escaped in the line)."""

@@ -28,6 +28,11 @@ second one finds the first one's row and is a duplicate):
   has a sale (or rebill) already, with a tid none of its conversions has, is recorded as a new rebill.
 - A subid not in the click table yet (its click may still be in the spool) is parked in the log and
   matched by the spool flusher when the click lands; it expires after `LANNER_POSTBACK_PARK_HOURS`.
+- A subid made before `pruned_before` (LANNER_RAW_RETENTION or `lanner prune` deleted raw clicks that
+  old) whose click the row store no longer has is looked up in the columnar history, before the write
+  transaction (DuckDB is never opened while the row store's write lock is held), and the click is put
+  back in the row store from it (`revive_click`): the conversion, its rollup key and every later status
+  change find it there as for any click, and retention keeps a converted click.
 
 Every postback is logged as received, with its verdict, in the same transaction as its effect.
 """
@@ -49,10 +54,12 @@ from models.choices import POSTBACK_VERDICTS, SUB_ID_SLOTS
 from models.clicks.record import SUBID_PATTERN
 from models.errors import LannerError
 from models.reporting.currency import CODE, campaign_cost, conversion_cost, convert, report_currency
+from models.reporting.historyclicks import ClickHistory, may_be_pruned, row_store_values
 from models.reporting.rollups import RollupDelta, click_key, conversion_metrics
 from models.store.conversions import ConversionStore, PostbackLogStore
 from models.store.database import write_tx
 from models.store.deliveries import DeliveryStore
+from models.store.duckdb.connection import HistoryBusy, HistoryUnreadable
 from models.store.meta import MetaStore
 from models.tables.conversion import LEAD, REBILL, REJECTED, SALE, STATUSES, TRASH
 
@@ -251,10 +258,15 @@ def keys_match(given: str, expected: str) -> bool:
 class ConversionRecorder:
     """Applies postbacks to the conversion table; one per process, on that process's connection."""
 
-    def __init__(self, db: Database, *, park_ms: int, clock=time.time) -> None:
+    def __init__(
+        self, db: Database, *, park_ms: int, clock=time.time, history: ClickHistory | None = None
+    ) -> None:
+        """`history`: where a click the row store no longer has is looked up (None: nowhere)."""
         self.db = db
         self.park_ms = park_ms
         self.clock = clock
+        self.history = history
+        self._missed: set[str] = set()  # Parked subids the history was asked about and does not hold.
         self._stores: tuple[ConversionStore, PostbackLogStore] | None = None
 
     def _connection_stores(self) -> tuple[ConversionStore, PostbackLogStore]:
@@ -276,9 +288,10 @@ class ConversionRecorder:
 
     def record(self, postback: Postback, received: Received) -> Outcome:
         """Apply `postback` and log it, in one transaction."""
+        historic = self._historic(postback.subid)
         with write_tx(self.db):
             conversions, log = self._connection_stores()
-            outcome = self._apply(conversions, postback)
+            outcome = self._apply(conversions, postback, historic)
             expires_at = self._now() + self.park_ms if outcome.verdict == PARKED else None
             self._log(log, received, postback, outcome, expires_at)
         return outcome
@@ -289,7 +302,10 @@ class ConversionRecorder:
         if not log.any_parked():
             return []
         outcomes = []
+        pruned = self._parked_history(log)
         with write_tx(self.db):
+            for click in pruned:  # Back in the row store: their postbacks are matched as landed ones.
+                conversions.revive_click(row_store_values(click))
             parked = [
                 (log_id, Postback.from_json(params), received_at)
                 for log_id, params, received_at in log.parked_landed()
@@ -311,6 +327,47 @@ class ConversionRecorder:
 
     def _now(self) -> int:
         return int(self.clock() * 1000)
+
+    def _parked_history(self, log: PostbackLogStore) -> list[dict]:
+        """The clicks of parked postbacks that only the history holds (a web worker that could not look
+        them up in time, or a cluster node without the file: the history node's flusher matches them).
+        Asked once per subid it lacks, not every round."""
+        if self.history is None:
+            return []
+        subids = log.parked_subids()
+        self._missed &= set(subids)
+        cutoff = MetaStore(self.db.connection()).pruned_before()
+        found: list[dict] = []
+        for subid in subids:
+            if subid in self._missed or not may_be_pruned(subid, cutoff):
+                continue
+            try:
+                click = self.history.by_subid(subid)
+            except (HistoryBusy, HistoryUnreadable):
+                return found  # The next round asks again.
+            if click is None:
+                self._missed.add(subid)
+            else:
+                found.append(click)
+        return found
+
+    def _historic(self, subid: str) -> dict | None:
+        """The history's copy of the click, if the row store no longer has it (made before the prune cutoff,
+        and not in the row store). PERF: one `meta` read for any other postback; DuckDB (an open and a
+        lookup, ~20-30 ms, after a wait of at most LOOKUP_WAIT for an append's chunk) only for those."""
+        if self.history is None:
+            return None
+        if not may_be_pruned(subid, MetaStore(self.db.connection()).pruned_before()):
+            return None
+        if self._connection_stores()[0].has_click(subid):  # Converted before, or not deleted yet.
+            return None  # Deleted from here on, the postback parks and the history node's flusher matches it.
+        try:
+            return self.history.by_subid(subid)
+        except HistoryBusy:  # An append's chunk outlasted the wait: parked, as a click not landed yet.
+            logger.warning("postback for %s: the click history was busy; parked", subid)
+        except HistoryUnreadable as error:
+            logger.warning("postback for %s: %s", subid, error)
+        return None
 
     def _log(
         self,
@@ -349,9 +406,14 @@ class ConversionRecorder:
             return word
         return BUILTIN_ALIASES.get(word, word)
 
-    def _apply(self, conversions: ConversionStore, postback: Postback) -> Outcome:
+    def _apply(
+        self, conversions: ConversionStore, postback: Postback, historic: dict | None = None
+    ) -> Outcome:
         conn = conversions.conn
         click = conversions.find_click(postback.subid)
+        if click is None and historic is not None:  # Pruned from the row store: back from the history.
+            conversions.revive_click(row_store_values(historic))
+            click = conversions.find_click(postback.subid)
         if click is None:
             return Outcome(PARKED, "No click with this subid yet; waiting for it to land.")
         click_id, campaign_id, stream_id, offer_id, click_created_at = click

@@ -1,5 +1,10 @@
 """The click log: recent stored clicks with filters, for `lanner click list` (admin path, not the hot path).
 
+Clicks LANNER_RAW_RETENTION (or `lanner prune`) deleted from the row store come from the columnar
+history when one is given (models/reporting/historyclicks.py): those created before `pruned_before`,
+less any the row store still has, merged into the page in the log's order. The history keeps no IP
+address, user agent or full referrer: an old click shows none, and an IP filter reads the row store only.
+
 Date bounds are given in the user's timezone and converted to UTC milliseconds on the indexed
 `created_at` column (never a function on the column), so a campaign's range uses
 `click_campaign_created_at`; without a campaign the newest rows are read backwards by id.
@@ -16,7 +21,9 @@ from peewee import Database
 
 from models.choices import SUB_ID_SLOTS
 from models.errors import LannerError, NotFoundError
-from models.reporting.timerange import before, localise_times, time_bounded, zone
+from models.ops.retention import pruned_before
+from models.reporting.historyclicks import ClickHistory
+from models.reporting.timerange import before, local_instant, localise_times, time_bounded, zone
 from models.tables.click import Click
 
 LOG_COLUMNS = (
@@ -58,21 +65,76 @@ class ClickFilter:
     before_id: int | None = None  # Only clicks after this one in the log's order (the API's cursor).
 
 
-def list_clicks(db: Database, query: ClickFilter) -> list[dict[str, Any]]:
+def list_clicks(
+    db: Database, query: ClickFilter, history: ClickHistory | None = None
+) -> list[dict[str, Any]]:
     """The newest clicks matching `query`, newest first (with their `id`), `created_at` as ISO text in its
-    timezone."""
+    timezone; with `history`, the pruned ones too."""
     tz = zone(query.timezone)
+    cutoff = pruned_before(db.connection()) if history is not None and query.ip is None else None
     if query.campaign_ids is not None and query.campaign_id is None:
         # PERF: one read per campaign on click_campaign_created_at, merged here: `campaign_id IN (...)`
         # with a time range made SQLite sort every click of those campaigns in the range (285 ms for
         # 60,000 clicks) to keep the newest few; each campaign's newest `limit` cost about 0.3 ms.
         rows = []
         for campaign_id in sorted(query.campaign_ids):
-            rows += _clicks(replace(query, campaign_id=campaign_id, campaign_ids=None), tz)
+            one = replace(query, campaign_id=campaign_id, campaign_ids=None)
+            rows += _with_history(one, tz, _clicks(one, tz), history, cutoff)
         rows = sorted(rows, key=lambda row: (row["created_at"], row["id"]), reverse=True)[: query.limit]
     else:
-        rows = _clicks(query, tz)
+        rows = _with_history(query, tz, _clicks(query, tz), history, cutoff)
     return localise_times(rows, ("created_at",), tz)
+
+
+def _with_history(
+    query: ClickFilter, tz, rows: list[dict[str, Any]], history: ClickHistory | None, cutoff: int | None
+) -> list[dict[str, Any]]:
+    """The row store's page merged with the history's clicks created before the cutoff that the row store
+    no longer has, in the log's order, `limit` rows."""
+    if history is None or cutoff is None:
+        return rows
+    by_time = query.campaign_id is not None
+    cursor: tuple[int, int] | int | None = query.before_id
+    if by_time and query.before_id is not None:
+        at = Click.select(Click.created_at).where(Click.id == query.before_id).scalar()
+        if at is None:  # The cursor's click is an old one.
+            at = (history.by_ids([query.before_id]).get(query.before_id) or {}).get("created_at")
+        cursor = (at, query.before_id) if at is not None else None
+    equal: dict[str, Any] = {
+        column: value
+        for column, value in (
+            ("campaign_id", query.campaign_id),
+            ("stream_id", query.stream_id),
+            ("offer_id", query.offer_id),
+            ("is_bot", None if query.is_bot is None else int(query.is_bot)),
+            ("subid", query.subid),
+        )
+        if value is not None
+    }
+    if query.country is not None:
+        equal["country"] = "" if query.country.lower() == "unknown" else query.country.upper()
+    if query.sub_id is not None:
+        equal[f"sub_id_{query.sub_id[0]}"] = query.sub_id[1]
+    # Twice the page: the few old clicks the row store still has (converted, or not yet deleted) drop out.
+    old = history.log(
+        equal,
+        before_ms=cutoff,
+        since_ms=local_instant(query.since, tz, is_end=False) if query.since else None,
+        until_ms=local_instant(query.until, tz, is_end=True) if query.until else None,
+        cursor=cursor,
+        by_time=by_time,
+        limit=2 * query.limit,
+    )
+    kept = {row["id"] for row in rows}
+    still = Click.select(Click.id).where(Click.id.in_([r["id"] for r in old]))
+    present = kept | {click.id for click in still}
+    merged = rows + [
+        {"id": click["id"], **{c: click.get(c, "") for c in LOG_COLUMNS}}
+        for click in old
+        if click["id"] not in present
+    ]
+    key = (lambda row: (row["created_at"], row["id"])) if by_time else (lambda row: row["id"])
+    return sorted(merged, key=key, reverse=True)[: query.limit]
 
 
 def _clicks(query: ClickFilter, tz) -> list[dict[str, Any]]:
@@ -120,20 +182,37 @@ def _clicks(query: ClickFilter, tz) -> list[dict[str, Any]]:
     return list(select.dicts())
 
 
+HISTORY_ONLY = (
+    "in the columnar history only (LANNER_RAW_RETENTION): no IP address or user agent, the referrer's domain"
+)
+
+
 class StoredClickError(NotFoundError, LookupError):
     """No stored click with that subid; the message is one sentence for the user."""
 
 
 def stored_click(
-    db: Database, subid: str, *, geo_path: Path, geo_network_paths: tuple[Path, ...] = ()
+    db: Database,
+    subid: str,
+    *,
+    geo_path: Path,
+    geo_network_paths: tuple[Path, ...] = (),
+    history: ClickHistory | None = None,
 ) -> dict[str, Any]:
     """A stored click with its routing trace (filters re-evaluated on the stored values), for `lanner
-    click show` and the admin API: {"click": its row, "streams": the trace rows}."""
+    click show` and the admin API: {"click": its row, "streams": the trace rows}. With `history`, a
+    click the row store no longer has comes from it, without a trace (the history keeps neither the IP
+    address nor the user agent the filters read): {"click": its row, "streams": [], "kept": ...}."""
     from models.lookups.geo import GeoSource
     from models.routing.config import load_campaigns
     from models.routing.trace import stored_trace, trace_rows
 
     found = Click.select().where(Click.subid == subid).dicts().first()
+    if found is None and history is not None:
+        old = history.by_subid(subid)
+        if old is not None:
+            old["referrer"] = old.pop("referrer_domain")  # Only its domain was kept.
+            return {"click": old, "streams": [], "kept": HISTORY_ONLY}
     if found is None:
         raise StoredClickError(
             f"There is no stored click {subid!r} (clicks land within a second; see `lanner spool status`)."

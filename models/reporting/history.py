@@ -241,6 +241,15 @@ def history_status(db: Database, files: HistoryFiles, now_ms: int | None = None)
     return status
 
 
+def history_count_up_to(files: HistoryFiles, position: int) -> int | None:
+    """How many clicks the history holds up to an id; None without a readable file."""
+    try:
+        with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
+            return ColumnarHistory(conn, files.path.parent).count_up_to(position)
+    except (HistoryMissing, HistoryUnreadable):
+        return None
+
+
 def _file_bytes(path: Path) -> int:
     wal = path.with_name(path.name + ".wal")
     return sum(p.stat().st_size for p in (path, wal) if p.exists())
@@ -341,14 +350,17 @@ class RebuildResult:
     position: int
     first_click_at: str | None
     last_click_at: str | None
-    pruned_before: str | None  # Clicks before this were pruned from the row store: not in the new history.
+    pruned_before: str | None  # Clicks before this were pruned from the row store.
+    carried: int = 0  # Of those, the ones the old file held, kept in the new one.
+    carry_error: str = ""  # Why the old file's could not be kept (it could not be read), if so.
 
 
 def rebuild_history(
     db: Database, files: HistoryFiles, *, chunk: int = CHUNK, on_chunk: ChunkCallback | None = None
 ) -> RebuildResult:
     """Make the history again from the row store into a new file, then put it in the old one's place
-    (an atomic rename); the old one is served until then. HistoryBusy if another process appends."""
+    (an atomic rename); the old one is served until then. The clicks the row store no longer has are
+    carried over from the old file if it can be read. HistoryBusy if another process appends."""
     fresh = files.path.with_name(files.path.name + ".rebuild")
     store = HistoryStore(db.connection())
     with appending(files.path):
@@ -371,9 +383,17 @@ def rebuild_history(
         with read_tx(db):
             first, last = store.period(watermark)
         pruned = MetaStore(db.connection()).pruned_before()  # Only moves forward: the rebuild's latest.
-        # Copied from a row store that lacks what was pruned: reports must not read that time here.
-        # (A rebuild that carries the old file's pruned clicks over keeps that file's mark instead.)
-        if pruned:
+        carried, carry_error = 0, ""
+        if files.path.exists():  # The clicks only the old file holds (LANNER_RAW_RETENTION) stay.
+            try:
+                with _writing(files, fresh) as conn:
+                    carried = ColumnarHistory(conn, files.path.parent).carry_over(files.path, watermark)
+            except HistoryUnreadable as error:
+                carry_error = str(error)
+                logger.warning("%s The rebuilt history has only what the row store holds.", error)
+        if pruned and (carry_error or not files.path.exists()):
+            # Copied from a row store that lacks what was pruned: reports must not read that time here.
+            # (Carried over, the old file's clicks came with its own mark.)
             with _writing(files, fresh) as conn:
                 ColumnarHistory(conn, files.path.parent).mark_complete_from(pruned)
         replace_history(fresh, files.path)
@@ -386,4 +406,6 @@ def rebuild_history(
         _utc(first) if first is not None else None,
         _utc(last) if last is not None else None,
         _utc(pruned) if pruned else None,
+        carried,
+        carry_error,
     )

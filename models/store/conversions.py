@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import abstractmethod
 
 from models.choices import SUB_ID_SLOTS
-from models.store.history import HistoryStore
+from models.store.history import ROW_COLUMNS, HistoryStore
 from models.store.rows import Store, fetch_one, fetch_single
 
 SELECT_CONVERSION = (
@@ -27,6 +27,7 @@ class ConversionStore(Store):
     """The conversions of one connection, and the clicks and offers they are recorded against."""
 
     SQL_FIND_CLICK = "SELECT id, campaign_id, stream_id, offer_id, created_at FROM click WHERE subid = ?"
+    SQL_HAS_CLICK = "SELECT 1 FROM click WHERE subid = ?"
     SQL_OFFER_PAYOUT = "SELECT payout, currency FROM offer WHERE id = ?"
     SQL_MAPPED_STATUS = """
 SELECT status FROM status_map WHERE raw_status = ? AND network IN (?, '') ORDER BY network DESC LIMIT 1
@@ -53,11 +54,27 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, previous_status 
         slot: f"UPDATE click SET sub_id_{slot} = ? WHERE id = ?" for slot in range(1, SUB_ID_SLOTS + 1)
     }
 
+    # A click only the columnar history holds, back in the row store with its own id (ip and user agent
+    # are not in the history: empty). Its copy in the history stays the one readers trust (its id is at
+    # or below the position); a concurrent identical postback's insert is a no-op.
+    SQL_REVIVE_CLICK = (
+        f"INSERT INTO click ({', '.join(ROW_COLUMNS)}, ip, user_agent, ua_hash) "
+        f"VALUES ({', '.join('?' * len(ROW_COLUMNS))}, '', '', 0) ON CONFLICT DO NOTHING"
+    )
+
     __slots__ = ()
 
     def find_click(self, subid: str) -> tuple | None:
         """(id, campaign id, stream id, offer id, created_at) of the stored click, None if not landed."""
         return fetch_one(self.conn, self.SQL_FIND_CLICK, (subid,))
+
+    def has_click(self, subid: str) -> bool:
+        """Whether the row store has the click (a plain read: no lock, outside any write transaction)."""
+        return fetch_one(self.conn, self.SQL_HAS_CLICK, (subid,)) is not None
+
+    def revive_click(self, values: tuple) -> None:
+        """Put a click the history holds (ROW_COLUMNS, `referrer` its domain) back in the row store."""
+        self.conn.execute(self.SQL_REVIVE_CLICK, values).close()
 
     def offer_payout(self, offer_id: int) -> tuple[float, str] | None:
         """(payout, currency) of the offer."""
@@ -189,6 +206,7 @@ INSERT INTO postback_log (received_at, method, remote_ip, request, subid, tid, r
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
     SQL_SETTLE_PARKED = "UPDATE postback_log SET verdict = ?, detail = ?, conversion_id = ? WHERE id = ?"
+    SQL_PARKED_SUBIDS = "SELECT DISTINCT subid FROM postback_log WHERE verdict = 'parked' LIMIT 1000"
     SQL_EXPIRE_PARKED = """
 UPDATE postback_log SET verdict = 'expired', detail = 'No click with this subid arrived in time.'
 WHERE verdict = 'parked' AND expires_at <= ?
@@ -236,6 +254,10 @@ WHERE verdict = 'parked' AND expires_at <= ?
 
     def any_parked(self) -> bool:
         return fetch_one(self.conn, self.SQL_PARKED_ANY) is not None
+
+    def parked_subids(self) -> list[str]:
+        """The subids of up to 1,000 parked postbacks."""
+        return [row[0] for row in self.conn.execute(self.SQL_PARKED_SUBIDS).fetchall()]
 
     def parked_landed(self) -> list[tuple[int, str, int]]:
         """(log id, params, received_at) of up to 500 parked postbacks whose click has landed, oldest

@@ -46,6 +46,7 @@ ROW_COLUMNS: tuple[str, ...] = (
     "visitor_key",
     *SUB_ID_COLUMNS,
     *ROUTING_COLUMNS,
+    "subid",  # What a postback, `lanner click show` and the click log find a pruned click by.
 )
 _SELECT_ROWS = f"SELECT {', '.join(ROW_COLUMNS)} FROM click"
 HOUR_MS = 3_600_000

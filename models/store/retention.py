@@ -1,10 +1,22 @@
-"""Deleting old rows in chunks: raw clicks (`lanner prune`), the postback log and refusal counters.
+"""Deleting old rows in chunks: raw clicks (`lanner prune`, and LANNER_RAW_RETENTION's deletion of the
+clicks the columnar history holds), the postback log and refusal counters.
 
-How old, how many per chunk and the pauses between chunks are models/ops/retention.py's; each call
-here is one chunk, run in the caller's transaction so the spool flusher gets the lock in between.
+How old, how many per chunk and the pauses between chunks are models/ops/retention.py's and
+models/reporting/rawretention.py's; each call here is one chunk, run in the caller's transaction so
+the spool flusher gets the lock in between.
+
+A held click (LANNER_RAW_RETENTION) is one the history may answer for: its id at or below
+history_state.position and not queued in history_change (a queued click's copy is stale). The delete
+states both conditions again in its own statement. On PostgreSQL it first locks the rows, skipping any
+a mutation (an LP click, a cost spread, a postback's sub_id) holds, and the DELETE, a later statement
+under READ COMMITTED, sees every queue row committed before: a click mutated while its batch is
+deleted is either skipped or waits and finds no row; the deleter never waits for a mutation, so the
+two cannot deadlock, and click inserts are never held back.
 """
 
 from __future__ import annotations
+
+from abc import abstractmethod
 
 from models.store.rows import Store, fetch_single
 
@@ -12,6 +24,19 @@ from models.store.rows import Store, fetch_single
 class RetentionStore(Store):
     SQL_CAMPAIGN_WINDOWS = "SELECT id, uniqueness_hours FROM campaign"
     SQL_DELETE_REFUSALS = "DELETE FROM postback_refusal WHERE day < ?"
+    SQL_OLDEST_CLICK = "SELECT MIN(created_at) FROM click WHERE campaign_id = ?"
+    # The oldest click the history does not hold yet (a primary key range: the appender's lag).
+    SQL_OLDEST_UNHELD = "SELECT MIN(created_at) FROM click WHERE id > ?"
+    SQL_COUNT_UP_TO = "SELECT COUNT(*) FROM click WHERE id <= ?"
+    # Held by the history and not converted (a conversion's status changes read its click's rollup key);
+    # never the newest click: SQLite gives a new click max(id) + 1, and an id the history already holds
+    # would never be copied.
+    _HELD = (
+        "id <= (SELECT position FROM history_state WHERE id = 1) "
+        "AND id NOT IN (SELECT click_id FROM history_change) "
+        "AND NOT EXISTS (SELECT 1 FROM conversion AS cv WHERE cv.subid = click.subid) "
+        "AND id < (SELECT MAX(id) FROM click)"
+    )
 
     __slots__ = ()
 
@@ -33,7 +58,34 @@ class RetentionStore(Store):
         """Refusal counters of UTC days (YYYYMMDD) before `day`."""
         return self.conn.execute(self.SQL_DELETE_REFUSALS, (day,)).rowcount
 
+    def oldest_click(self, campaign_ids: list[int]) -> int | None:
+        """created_at of the oldest raw click of these campaigns (one index probe each), None if none."""
+        found = [fetch_single(self.conn, self.SQL_OLDEST_CLICK, (i,))[0] for i in campaign_ids]
+        return min((at for at in found if at is not None), default=None)
+
+    def oldest_unheld(self, position: int) -> int | None:
+        """created_at of the oldest click past the history's position (None: it holds every click)."""
+        return fetch_single(self.conn, self.SQL_OLDEST_UNHELD, (position,))[0]
+
+    def count_up_to(self, position: int) -> int:
+        return fetch_single(self.conn, self.SQL_COUNT_UP_TO, (position,))[0]
+
+    def held_before(self, campaign_id: int, cutoff_ms: int, limit: int) -> list[int]:
+        """Ids of up to `limit` of the campaign's clicks created before the cutoff that the history
+        holds, oldest first."""
+        return [row[0] for row in self.conn.execute(self.SQL_HELD_BEFORE, (campaign_id, cutoff_ms, limit))]
+
+    def delete_held(self, click_ids: list[int]) -> int:
+        """Delete these clicks, but any the history does not hold now (or, on PostgreSQL, a mutation
+        holds); how many went. In a write transaction."""
+        return self._delete_held(click_ids) if click_ids else 0
+
     # Each dialect's own (models/store/sqlite/, models/store/postgres/).
+    SQL_HELD_BEFORE: str
+
+    @abstractmethod
+    def _delete_held(self, click_ids: list[int]) -> int: ...
+
     SQL_COUNT_OLDER: str
     SQL_DELETE_CLICKS: str
     SQL_DELETE_POSTBACK_LOG: str

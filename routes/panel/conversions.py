@@ -32,6 +32,7 @@ from models.conversions.manual import (
 from models.conversions.postbacks import ConversionRecorder
 from models.errors import LannerError
 from models.reporting.conversionlog import LogFilter, list_conversions
+from models.reporting.historyclicks import click_history
 from models.reporting.lognames import name_ids
 from models.reporting.timerange import local_iso, zone
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
@@ -333,7 +334,9 @@ class ConversionImportResource(PanelResource):
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
     sessions, render = panel.sessions, panel.render
-    recorder = ConversionRecorder(panel.db, park_ms=panel.settings.postback_park_ms)
+    recorder = ConversionRecorder(
+        panel.db, park_ms=panel.settings.postback_park_ms, history=click_history(panel.settings)
+    )
     app.add_route("/panel/conversions", ConversionLogResource(sessions, render))
     app.add_route("/panel/conversions.csv", ConversionCsvResource(sessions, render))
     app.add_route(IMPORT_PATH, ConversionImportResource(sessions, render, recorder))

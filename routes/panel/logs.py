@@ -28,6 +28,7 @@ from models.reporting.conversionlog import (
     list_postbacks,
     list_refusals,
 )
+from models.reporting.historyclicks import click_history
 from models.reporting.lognames import name_ids
 from models.reporting.timerange import local_iso, zone
 from models.tables.click import SUB_ID_COLUMNS
@@ -163,6 +164,7 @@ class ClickLogResource(PanelResource):
     def __init__(self, sessions, render, settings) -> None:
         super().__init__(sessions, render)
         self.anonymize_ip = settings.anonymize_ip
+        self.history = click_history(settings)  # Clicks LANNER_RAW_RETENTION took from the row store.
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -187,7 +189,7 @@ class ClickLogResource(PanelResource):
             **log_range(req, tz_name, time.time()),
         )
         try:
-            rows = [] if visible == set() else pager.rows(list_clicks(self.sessions.db, query))
+            rows = [] if visible == set() else pager.rows(list_clicks(self.sessions.db, query, self.history))
         except LannerError as exc:
             raise refused(exc) from None
         name_ids(rows)
@@ -238,6 +240,7 @@ class ClickPageResource(PanelResource):
                 subid,
                 geo_path=self.settings.geo_path,
                 geo_network_paths=self.settings.geo_network_paths,
+                history=click_history(self.settings),
             )
         except StoredClickError:
             data = None
@@ -246,7 +249,8 @@ class ClickPageResource(PanelResource):
                 title="Not found", description=f"There is no stored click {subid[:40]!r}."
             )
         found = data["click"]
-        facts = [(name, found[name]) for name in CLICK_FACTS]
+        # A click only the history holds has no IP address or user agent: shown as none.
+        facts = [(name, found.get(name, "")) for name in CLICK_FACTS]
         facts[0] = ("created_at", local_iso(found["created_at"], tz))
         sub_ids = [(name, found[name]) for name in SUB_ID_COLUMNS if found.get(name)]
         conversions = list_conversions(self.sessions.db, LogFilter(subid=subid, timezone=tz.key, limit=100))

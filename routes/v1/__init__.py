@@ -39,6 +39,7 @@ def v1_routes(
     from models.admin.landers import LanderFiles
     from models.conversions.postbacks import ConversionRecorder
     from models.reporting.history import HistoryFiles
+    from models.reporting.historyclicks import click_history
     from routes.v1 import (
         campaigns,
         clicks,
@@ -56,7 +57,7 @@ def v1_routes(
     )
 
     auth = Authenticator(db, find_principal)
-    recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
+    recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms, history=click_history(settings))
     geo = campaigns.GeoWarnings(settings.geo_path, settings.geo_network_paths)
     files = LanderFiles.from_settings(settings)
     certificates = enqueue_certificate or domains.certificate_queue(settings)
@@ -91,7 +92,7 @@ def v1_routes(
         ("/conversions", conversions.ConversionListResource(auth, db)),
         ("/conversions/import", conversions.ConversionImportResource(auth, db, recorder)),
         (f"/conversions/{id_field('conversion_id')}", conversions.ConversionResource(auth, db)),
-        ("/clicks", clicks.ClickLogResource(auth, db)),
+        ("/clicks", clicks.ClickLogResource(auth, db, settings)),
         ("/clicks/{subid}", clicks.ClickResource(auth, db, settings)),
         (
             "/reports",

@@ -6,6 +6,7 @@ import falcon
 
 from models.clicks.record import MAX_ID
 from models.reporting.clicklog import ClickFilter, list_clicks, stored_click
+from models.reporting.historyclicks import click_history
 from routes.v1.auth import require_campaign
 from routes.v1.logs import CAMPAIGN_PARAM, LOG_PARAMS, campaign_id, log_options
 from routes.v1.pagination import log_page
@@ -25,7 +26,9 @@ CLICK_LOG_PARAMS = (
 class ClickLogResource:
     operations = {"GET": Operation("Stored clicks, newest first.", params=CLICK_LOG_PARAMS, paginated=True)}
 
-    def __init__(self, auth, db) -> None:
+    def __init__(self, auth, db, settings=None) -> None:
+        # Clicks LANNER_RAW_RETENTION took from the row store come from the history.
+        self.history = click_history(settings) if settings is not None else None
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -40,7 +43,7 @@ class ClickLogResource:
             is_bot=req.get_param_as_bool("bots"),
             **options,
         )
-        items, following = log_page(list_clicks(self.db, query), options["limit"] - 1)
+        items, following = log_page(list_clicks(self.db, query, self.history), options["limit"] - 1)
         answer(req, resp, {"items": items, "next": following})
 
 
@@ -57,7 +60,11 @@ class ClickResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, subid: str) -> None:
         data = stored_click(
-            self.db, subid, geo_path=self.settings.geo_path, geo_network_paths=self.settings.geo_network_paths
+            self.db,
+            subid,
+            geo_path=self.settings.geo_path,
+            geo_network_paths=self.settings.geo_network_paths,
+            history=click_history(self.settings),
         )
         require_campaign(req, data["click"]["campaign_id"])
         answer(req, resp, data)

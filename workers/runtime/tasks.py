@@ -39,6 +39,8 @@ from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.currency import CurrencyError, refresh_rates
 from models.reporting.history import HistoryFiles, append_history
+from models.reporting.historyclicks import click_history
+from models.reporting.rawretention import INCOMPLETE, MISSING, UNREADABLE, prune_held_clicks
 from models.store.database import (
     DRIVER_ERRORS,
     STORE_ERRORS,
@@ -100,6 +102,8 @@ class SpoolFlusher:
             on_delivery=on_delivery,
             # Descriptors on the unlanded segments, kept across rounds: one deleted by hand is restored.
             held=HeldSegments(LOST_SEGMENT_GRACE),
+            # The node that keeps the history matches parked postbacks of clicks only it holds.
+            history=click_history(settings) if settings.keeps_history else None,
         )
         self.sync_failures = ThrottledLog(logger)
 
@@ -435,6 +439,24 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
                 return
             if result.copied or result.recopied:
                 logger.info("history: %s clicks copied, %s copied again", result.copied, result.recopied)
+            if settings.raw_retention:
+                prune_held(history_files)
+
+        def prune_held(files: HistoryFiles) -> None:
+            """Right after the append: raw clicks past LANNER_RAW_RETENTION that the history now holds."""
+            try:
+                run = prune_held_clicks(
+                    db, files, settings.raw_retention, global_uniqueness_hours=settings.uniqueness_hours
+                )
+            except HistoryBusy:
+                return
+            except HISTORY_RETRIED as exc:
+                logger.warning("raw clicks not pruned now (%s); the next minute tries again", exc)
+                return
+            if run.deleted:
+                logger.info("retention: %s raw clicks the history holds deleted", run.deleted)
+            elif run.plan.state in (INCOMPLETE, MISSING, UNREADABLE):  # Waiting or behind: it passes.
+                logger.warning("retention: %s", run.plan.reason)
 
         huey.append_history = append_history_task
 

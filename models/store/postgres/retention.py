@@ -15,7 +15,7 @@ class RetentionStore(base.RetentionStore):
     SQL_COUNT_OLDER = "SELECT COUNT(*) FROM click WHERE campaign_id = ? AND created_at < ?"
     SQL_DELETE_CLICKS = """
 DELETE FROM click WHERE id IN (
-    SELECT id FROM click WHERE campaign_id = ? AND created_at < ? LIMIT ?
+    SELECT id FROM click WHERE campaign_id = ? AND created_at < ? AND id < (SELECT MAX(id) FROM click) LIMIT ?
 )
 """
     SQL_DELETE_POSTBACK_LOG = """
@@ -23,3 +23,18 @@ DELETE FROM postback_log WHERE id IN (
     SELECT id FROM postback_log WHERE received_at < ? AND verdict != 'parked' LIMIT ?
 )
 """
+    SQL_HELD_BEFORE = (
+        "SELECT id FROM click WHERE campaign_id = ? AND created_at < ? AND "
+        + base.RetentionStore._HELD
+        + " ORDER BY created_at LIMIT ?"
+    )
+    SQL_DELETE_HELD = "DELETE FROM click WHERE id = ANY(CAST(? AS BIGINT[])) AND " + base.RetentionStore._HELD
+    # Rows a mutation holds are left for the next run: the deleter never waits, so never deadlocks.
+    SQL_LOCK_ROWS = "SELECT id FROM click WHERE id = ANY(CAST(? AS BIGINT[])) FOR UPDATE SKIP LOCKED"
+
+    def _delete_held(self, click_ids: list[int]) -> int:
+        locked = [row[0] for row in self.conn.execute(self.SQL_LOCK_ROWS, (click_ids,)).fetchall()]
+        if not locked:
+            return 0
+        # A statement of its own: under READ COMMITTED it sees the queue rows committed meanwhile.
+        return self.conn.execute(self.SQL_DELETE_HELD, (locked,)).rowcount

@@ -7,6 +7,9 @@ from models.store import retention as base
 
 
 class RetentionStore(base.RetentionStore):
+    """Neither delete takes the newest click: a new one gets max(id) + 1 (no AUTOINCREMENT), and an id
+    reused below the history's position would never be copied."""
+
     __slots__ = ()
     dialect = "sqlite"
     SQL_COUNT_OLDER = (
@@ -16,7 +19,7 @@ class RetentionStore(base.RetentionStore):
     SQL_DELETE_CLICKS = """
 DELETE FROM click WHERE id IN (
     SELECT id FROM click INDEXED BY click_campaign_created_at
-    WHERE campaign_id = ? AND created_at < ? LIMIT ?
+    WHERE campaign_id = ? AND created_at < ? AND id < (SELECT MAX(id) FROM click) LIMIT ?
 )
 """
     # Parked postbacks stay until they expire, however old.
@@ -26,3 +29,14 @@ DELETE FROM postback_log WHERE id IN (
     WHERE received_at < ? AND verdict != 'parked' LIMIT ?
 )
 """
+    SQL_HELD_BEFORE = (
+        "SELECT id FROM click INDEXED BY click_campaign_created_at WHERE campaign_id = ? AND created_at < ? "
+        "AND " + base.RetentionStore._HELD + " ORDER BY created_at LIMIT ?"
+    )
+    SQL_DELETE_HELD = "DELETE FROM click WHERE id IN ({}) AND " + base.RetentionStore._HELD  # {}: a ? per id.
+
+    def _delete_held(self, click_ids: list[int]) -> int:
+        """One writer at a time (BEGIN IMMEDIATE): no mutation can be in flight. The ids as parameters:
+        a batch is far below SQLite's 32,766 a statement."""
+        sql = self.SQL_DELETE_HELD.format(",".join("?" * len(click_ids)))
+        return self.conn.execute(sql, click_ids).rowcount
