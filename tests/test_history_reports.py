@@ -135,7 +135,8 @@ def test_the_report_apis_read_the_history_and_refuse_bad_queries_with_400(db, se
 
 def test_pruned_time_is_answered_by_a_history_that_held_it_and_refused_by_one_made_again(db, converted):
     """`lanner prune` leaves the history its copies: a sub id report over pruned time is the one from
-    before the prune. A history rebuilt after the prune lacks that time: the report refuses, naming both."""
+    before the prune, also after a rebuild (which carries them over). A history made again without
+    the old file lacks that time: the report refuses, naming both."""
     import time
 
     from models.ops.retention import prune_clicks
@@ -152,6 +153,11 @@ def test_pruned_time_is_answered_by_a_history_that_held_it_and_refused_by_one_ma
     answered = run_report(db, ReportQuery(**shape), history=converted)
     assert answered.sources == ["history"] and answered.fallback is None
     assert rows_of(answered) == rows_of(before) and answered.unconverted == before.unconverted
+    # A rebuild carries the pruned clicks over from the file it replaces: the report still answers.
+    assert rebuild_history(db, converted).carried > 100
+    assert rows_of(run_report(db, ReportQuery(**shape), history=converted)) == rows_of(before)
+    # Made again without that file, the history lacks the pruned time and says so.
+    converted.path.unlink()
     rebuild_history(db, converted)
     with pytest.raises(PrunedRangeError, match="were pruned.*made again after a prune"):
         run_report(db, ReportQuery(**shape), history=converted)
