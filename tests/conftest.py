@@ -34,13 +34,19 @@ def data_dir(tmp_path: Path) -> Path:
 
 # The store backends every test that uses `db` (or `store`) runs against, each a parameter `backend`:
 # LANNER_TEST_BACKENDS=sqlite,postgresql (make test sets both; a throwaway PostgreSQL per run). A test
-# about what only SQLite has (its files, its locks) is marked sqlite_only.
+# about what only SQLite has (its files, its locks) is marked sqlite_only; one about what the store does
+# not change (the process model, nginx, TLS, the browser) store_agnostic.
 STORE_BACKENDS = tuple(os.environ.get("LANNER_TEST_BACKENDS", "sqlite").split(","))
 
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "sqlite_only: runs on the SQLite backend only (its files, locks, pragmas)"
+    )
+    config.addinivalue_line(
+        "markers",
+        "store_agnostic: about what does not vary with the store (the process model, nginx, TLS); "
+        "runs on SQLite only, what it stores being tested on both backends elsewhere",
     )
     config.addinivalue_line(
         "markers", "long: takes about ten seconds or more; collected first so it starts first"
@@ -87,8 +93,12 @@ def share_bytecode(config) -> None:
 
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
-        sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
-        metafunc.parametrize("backend", ("sqlite",) if sqlite_only else STORE_BACKENDS)
+        # A browser test is about the panel in the browser: the pages' data is tested on both backends
+        # over HTTP (tests/test_panel*.py), and a second backend under Chromium cost ~40 s of CPU a run.
+        one = "browser" in metafunc.fixturenames or any(
+            metafunc.definition.get_closest_marker(name) for name in ("sqlite_only", "store_agnostic")
+        )
+        metafunc.parametrize("backend", ("sqlite",) if one else STORE_BACKENDS)
 
 
 def backend_of(request) -> str:

@@ -17,6 +17,8 @@ from conftest import ClientThreads, click, subid_of, wait_until
 
 from workers.runtime.procfs import children, process_name
 
+# Connections, reloads and descriptors are the web tier's: the same over either store.
+pytestmark = pytest.mark.store_agnostic
 CLIENT_ERRORS = (OSError, http.client.HTTPException)
 nginx_front = test_nginx.start_nginx  # a fixture: a real nginx in front of a unix socket
 

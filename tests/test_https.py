@@ -28,6 +28,7 @@ from conftest import LANNER, ROOT, LiveProcess, free_port, request, start_proces
 TOOLS = ("pebble", "pebble-challtestsrv", "certbot", "openssl")
 pytestmark = [
     pytest.mark.long,
+    pytest.mark.store_agnostic,  # Certificates and TLS in front of the same store code.
     pytest.mark.skipif(
         not os.path.exists(NGINX) or not all(shutil.which(tool) for tool in TOOLS),
         reason="nginx, pebble, certbot and openssl are installed by `make test-deps`",

@@ -14,7 +14,8 @@ from conftest import LANNER, ROOT, LiveProcess, request, start_process
 
 from workers.runtime.procfs import process_tree
 
-pytestmark = nginx_required
+# What nginx passes, refuses and spreads: the same whatever store is behind it.
+pytestmark = [nginx_required, pytest.mark.store_agnostic]
 
 
 @pytest.fixture
