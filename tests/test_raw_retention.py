@@ -7,6 +7,7 @@ click log find them. Both backends, a real DuckDB file."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -141,6 +142,25 @@ def test_a_rebuild_keeps_the_clicks_only_the_history_holds(db, files, now, held)
     assert history_ids(files) == held
     with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
         assert conn.execute("SELECT COUNT(*) FROM click").fetchone()[0] == len(held)
+
+
+def test_a_lost_history_names_the_pruned_clicks_it_cannot_bring_back_and_their_period(
+    db, files, now, held, caplog
+):
+    old = old_clicks(db, now - RETENTION)
+    prune(db, files, now)
+    pruned = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime((now - RETENTION) / 1000))
+    said = f"up to {len(old):,} clicks created before {pruned} were pruned from the row store"
+    files.path.unlink()  # Deleted: made again from the row store by the next append, without them.
+    with caplog.at_level(logging.WARNING):
+        result = append_history(db, files)
+    assert (result.restarted_from, result.lost) == (0, len(old))
+    assert said in caplog.text and "cannot be rebuilt" in caplog.text
+    assert history_ids(files) == held - old
+    assert verify_history(db, files).is_consistent  # Nothing else is missing.
+    files.path.write_bytes(b"\0" * 100_000)  # Damaged: a rebuild cannot read it; it says the same.
+    result = rebuild_history(db, files)
+    assert (result.lost, result.carried) == (len(old), 0) and "cannot be read" in result.carry_error
 
 
 def test_postgresql_skips_a_click_a_postback_holds_and_never_waits_for_it(
