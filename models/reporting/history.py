@@ -109,6 +109,8 @@ def _open_position(db: Database, files: HistoryFiles) -> tuple[int, int | None, 
         position = 0
     store = HistoryStore(db.connection())
     trusted, _ = store.state()
+    if position > trusted:
+        position = _check_ahead(db, files, position, trusted)
     if position >= trusted:
         return position, None, 0
     with write_tx(db):
@@ -125,6 +127,34 @@ def _open_position(db: Database, files: HistoryFiles) -> tuple[int, int | None, 
         lost_clicks(lost, pruned, last_click),
     )
     return position, position, lost if pruned else 0
+
+
+def _check_ahead(db: Database, files: HistoryFiles, position: int, trusted: int) -> int:
+    """DuckDB ahead of what the row store trusts: normally a kill between DuckDB's commit and the row
+    store's (the same clicks). But a file that went on past the database it now serves — a live install
+    copied by `lanner db copy`, a database restored by hand — holds clicks the row store never got, under
+    ids it hands out again: its click at the position is missing (the row store ends before it) or has
+    another subid. Then the file is cut back to the trusted position and the rest copied again."""
+    with read_tx(db):
+        store = HistoryStore(db.connection())
+        max_id = store.max_id()
+        row = store.rows_of([position])
+    with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
+        held = ColumnarHistory(conn, files.path.parent).clicks_by_ids([position])
+    if max_id >= position and (not row or not held or row[0][-1] == held[0][-1]):
+        return position  # The same clicks (or one `lanner prune` deleted since): go on from DuckDB's.
+    with _writing(files) as conn:
+        gone = ColumnarHistory(conn, files.path.parent).cut_back(trusted)
+    logger.warning(
+        "The click history went on past this database (to click %s; the database ends at click %s or has "
+        "other clicks under those ids): its %s clicks after click %s were taken out and are copied again "
+        "from the row store.",
+        position,
+        max_id,
+        gone,
+        trusted,
+    )
+    return trusted
 
 
 def lost_clicks(lost: int, pruned: int | None, after: int | None = None) -> str:
