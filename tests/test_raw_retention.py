@@ -28,6 +28,7 @@ from models.conversions.postbacks import (
     parse_postback,
 )
 from models.migrations.deferred import run_deferred
+from models.ops.retention import count_unheld
 from models.reporting.clicklog import ClickFilter, list_clicks, stored_click
 from models.reporting.history import HistoryFiles, append_history, rebuild_history, verify_history
 from models.reporting.historyclicks import ClickHistory
@@ -107,7 +108,9 @@ def test_retention_deletes_only_old_clicks_the_history_holds_and_keeps_queued_on
 def test_nothing_is_deleted_while_the_history_is_behind_missing_or_short(db, files, now, held):
     cutoff = now - RETENTION
     # Old clicks landed after the last append (a late node, `lanner generate`): not held yet.
+    assert count_unheld(db, RETENTION, now_ms=now) == 0  # What `lanner prune` would lose for good.
     generate_clicks(db, 50, 1, campaigns=3, seed=6, end_ms=now - 40 * DAY_MS)
+    assert count_unheld(db, RETENTION, now_ms=now) == 50
     plan = plan_retention(db, RETENTION, global_uniqueness_hours=24, now_ms=now)
     assert plan.state == BEHIND and "behind" in plan.reason
     before = row_ids(db)
