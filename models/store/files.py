@@ -7,6 +7,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.store.sqlite.meta import MetaStore
+
 # A file that is not an SQLite database, or one that is damaged.
 FILE_ERRORS: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
 
@@ -64,11 +66,6 @@ def start_spool_after(path: Path, now_ms: int) -> None:
 SQL_COPY_POSITION = "SELECT position FROM history_state WHERE id = 1"
 SQL_COPY_MAX_ID = "SELECT COALESCE(MAX(id), 0) FROM click"
 SQL_COPY_HELD = "SELECT COUNT(*) FROM click WHERE id > ? AND id <= ?"
-SQL_COPY_META = "SELECT value FROM meta WHERE key = ?"
-SQL_COPY_PUT_META = (
-    "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-)
-SQL_COPY_FORGET_META = "DELETE FROM meta WHERE key = ?"
 SQL_COPY_SET_POSITION = "UPDATE history_state SET position = ? WHERE id = 1"
 # "<history position> <history clicks>" of the history file a backup was taken with.
 BACKUP_HISTORY_KEY = "backup_history"
@@ -104,21 +101,19 @@ def history_of_copy(path: Path) -> CopyHistory | None:
         except sqlite3.OperationalError:  # No history_state table.
             return None
         (max_id,) = connection.execute(SQL_COPY_MAX_ID).fetchone()
-        pruned = connection.execute(SQL_COPY_META, ("pruned_before",)).fetchone()
-        taken = connection.execute(SQL_COPY_META, (BACKUP_HISTORY_KEY,)).fetchone()
+        meta = MetaStore(connection)
+        pruned, taken = meta.pruned_before(), meta.get(BACKUP_HISTORY_KEY)
     finally:
         connection.close()
-    backup_position, backup_clicks = (int(n) for n in taken[0].split()) if taken else (None, None)
-    return CopyHistory(
-        position, max_id, int(pruned[0]) if pruned and pruned[0] else None, backup_position, backup_clicks
-    )
+    backup_position, backup_clicks = (int(n) for n in taken.split()) if taken else (None, None)
+    return CopyHistory(position, max_id, pruned, backup_position, backup_clicks)
 
 
 def record_backup_history(path: Path, position: int, clicks: int) -> None:
     """Write into a backup copy which history file goes with it (its position and clicks)."""
     connection = sqlite3.connect(path)
     try:
-        connection.execute(SQL_COPY_PUT_META, (BACKUP_HISTORY_KEY, f"{position} {clicks}")).close()
+        MetaStore(connection).put(BACKUP_HISTORY_KEY, f"{position} {clicks}")
         connection.commit()
     finally:
         connection.close()
@@ -129,7 +124,7 @@ def settle_restored_history(path: Path, position: int | None) -> None:
     history only up to it (the next append copies the clicks after it again)."""
     connection = sqlite3.connect(path)
     try:
-        connection.execute(SQL_COPY_FORGET_META, (BACKUP_HISTORY_KEY,)).close()
+        MetaStore(connection).forget(BACKUP_HISTORY_KEY)
         if position is not None:
             connection.execute(SQL_COPY_SET_POSITION, (position,)).close()
         connection.commit()
