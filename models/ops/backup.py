@@ -190,6 +190,9 @@ def restore_database(
             raise BackupError(
                 "Another process is writing the click history: stop lanner worker first."
             ) from None
+        except BaseException:
+            incoming.unlink(missing_ok=True)  # The database stays as it was.
+            raise
     for suffix in ("-wal", "-shm"):
         database_path.with_name(database_path.name + suffix).unlink(missing_ok=True)
     os.replace(incoming, database_path)
