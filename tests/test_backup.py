@@ -231,3 +231,27 @@ def test_a_restore_without_the_history_copy_makes_the_box_history_consistent_and
     append_history(db, files)  # The gap copied again from the restored database.
     assert verify_history(db, files).is_consistent
     assert not later_old & history_subids(files.path, files.memory_limit)
+
+
+def test_a_history_that_cannot_be_read_or_is_not_the_backups_own_is_named(
+    db, lanner, settings, files, tmp_path
+):
+    generate_clicks(db, 200, 2, campaigns=2, seed=8)
+    append_history(db, files)
+    target = tmp_path / "copy.db"
+    lanner("backup", str(target))
+    generate_clicks(db, 20, 1, campaigns=2, seed=9)
+    append_history(db, files)
+    # Another history put beside the backup (the box's, newer): refused before anything is replaced.
+    history_copy_path(target).write_bytes(files.path.read_bytes())
+    db.close()
+    refused = lanner("restore", "--yes", str(target), check=False)
+    assert refused.returncode == 1
+    assert f"{history_copy_path(target)} is not the click history taken with this backup" in refused.stderr
+    assert count(settings.database_path) == 220  # The database was not replaced.
+    # A damaged history: the database is backed up all the same, and the output says why it alone.
+    files.path.write_bytes(b"\0" * 50_000)
+    damaged = tmp_path / "damaged.db"
+    out = lanner("backup", str(damaged)).stdout
+    assert "The click history was not backed up: The click history" in out and "cannot be read" in out
+    assert damaged.exists() and not history_copy_path(damaged).exists()
