@@ -139,10 +139,17 @@ def analytics_rebuild(ctx: Context) -> None:
     lost = ""
     if result.carried:
         lost = f" Kept {result.carried:,} clicks only the old file held (pruned from the row store)."
-    elif result.pruned_before:
-        lost = (
-            f" Clicks before {result.pruned_before} were pruned from the row store"
-            + (f" and the old file could not be read ({result.carry_error})" if result.carry_error else "")
-            + ": the new history has only those the row store still holds."
+    if result.lost:
+        lost += (
+            f" Up to {result.lost:,} clicks created before {result.pruned_before} were pruned from the row "
+            "store and "
+            + (
+                f"the old file could not be read ({result.carry_error})"
+                if result.carry_error
+                else "no file held them"
+            )
+            + ": they could not be rebuilt."
         )
+    elif result.pruned_before and not result.carried:
+        lost = f" Clicks before {result.pruned_before} were pruned from the row store; no history was lost."
     click.echo(f"Rebuilt the history: {result.clicks:,} clicks{period}, up to click {result.position}.{lost}")

@@ -14,8 +14,11 @@ from cli.output import progress_to_total
 @pass_context
 def prune_command(ctx: Context, older_than: str | None, yes: bool) -> None:
     """Delete raw clicks older than an age, in chunks (report totals stay), and the postback log and
-    refusal counters older than LANNER_POSTBACK_LOG_DAYS."""
-    from models.ops.retention import parse_age, prune_clicks, prune_postback_log
+    refusal counters older than LANNER_POSTBACK_LOG_DAYS. LANNER_RAW_RETENTION already deletes raw
+    clicks older than it once the columnar history holds them; --older-than deletes by age alone,
+    held or not (it says how many the history does not hold: those are gone for good)."""
+    from models.ops.retention import count_unheld, parse_age, prune_clicks, prune_postback_log
+    from models.reporting.rawretention import days
 
     pruned = prune_postback_log(ctx.db, ctx.settings.postback_log_days)
     click.echo(
@@ -24,18 +27,34 @@ def prune_command(ctx: Context, older_than: str | None, yes: bool) -> None:
         if ctx.settings.postback_log_days
         else "The postback log is kept forever (LANNER_POSTBACK_LOG_DAYS=0)."
     )
+    retention = ctx.settings.raw_retention
+    click.echo(
+        f"LANNER_RAW_RETENTION is {days(retention)}: the worker deletes raw clicks older than that once the "
+        "click history holds them (`lanner analytics status`)."
+        if retention
+        else "LANNER_RAW_RETENTION is off: raw clicks stay until `lanner prune --older-than`."
+    )
     if older_than is None:
         return
     age_ms = parse_age(older_than)
+    unheld = count_unheld(ctx.db, age_ms)
+    lost = (
+        f" {unheld:,} of them are not in the click history yet: they would be gone for good."
+        if unheld
+        else " The click history holds them all."
+    )
     if not yes:
         click.confirm(
-            f"Delete every click older than {older_than} (the click log for that time)?", abort=True
+            f"Delete every click older than {older_than} (the click log for that time)?{lost}", abort=True
         )
     with progress_to_total("Pruning") as advance:
         deleted = prune_clicks(
             ctx.db, age_ms, global_uniqueness_hours=ctx.settings.uniqueness_hours, on_progress=advance
         )
-    click.echo(f"Deleted {deleted:,} clicks older than {older_than}.")
+    held = (
+        f"; {unheld:,} of them were not in the click history" if unheld else ", all held by the click history"
+    )
+    click.echo(f"Deleted {deleted:,} clicks older than {older_than}{held}.")
 
 
 @click.group()

@@ -19,7 +19,8 @@
 #
 # What it does, in order (each step is safe to repeat):
 #   1. system packages (python3-venv, python3-dev, gcc, libev-dev, nginx), only the missing ones;
-#   2. the `lanner` system user, /opt/lanner (code + venv), /var/lib/lanner (database, spool, queue),
+#   2. the `lanner` system user, /opt/lanner (code + venv), /var/lib/lanner (database, spool, queue,
+#      history/: the columnar click history, the only copy of clicks older than LANNER_RAW_RETENTION),
 #      /etc/lanner/lanner.env (kept on upgrade: your edits stay);
 #   3. the code into /opt/lanner/app (swapped in whole), the venv and its packages;
 #   4. migrations (light steps now; heavy ones run by the worker in the background), the geo file;
@@ -190,6 +191,12 @@ if [ -d "$DATA/landers" ]; then chmod -R go+rX "$DATA/landers"; fi
 mkdir -p "$DATA/acme" "$DATA/nginx"
 chown "$RUN_USER:$RUN_GROUP" "$DATA/acme" "$DATA/nginx"
 chmod 0755 "$DATA/acme"
+# The columnar click history (docs/analytics.md): kept on upgrade (it alone holds the clicks retention
+# pruned); owned again by the service user, since a `lanner analytics rebuild` or `lanner restore` run
+# as root leaves root's files the worker could not open.
+mkdir -p "$DATA/history"
+chown -R "$RUN_USER:$RUN_GROUP" "$DATA/history"
+chmod 0700 "$DATA/history"
 
 say "Code into $APP"
 rm -rf "$APP.new"

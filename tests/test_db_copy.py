@@ -369,3 +369,75 @@ def test_two_copies_into_one_database_at_once_are_refused(install, postgres_migr
         with pytest.raises(CopyRefused, match="Another `lanner db copy` is writing into"):
             copy_database(str(install), postgres_migrated_url, lock_wait=0.3)
     assert pg(postgres_migrated_url, "SELECT to_regclass('copy_progress')") == [(None,)]  # Nothing begun.
+
+
+def subids_by_id_open(db, after: int = 0) -> dict[int, str]:
+    return dict(db.execute_sql(f"SELECT id, subid FROM click WHERE id > {int(after)}").fetchall())
+
+
+def subids_by_id(location, after: int) -> dict[int, str]:
+    from models.store.database import db, open_database
+
+    open_database(location)
+    try:
+        return subids_by_id_open(db, after)
+    finally:
+        db.close()
+
+
+def test_the_box_history_goes_on_over_the_copy_and_one_that_went_past_it_is_cut_back(
+    install, data_dir, postgres_migrated_url
+):
+    """The columnar history stays the box's file: click ids are copied as they are, so after the copy it
+    goes on from its position, clicks only it holds (pruned from SQLite) still found; a file that kept
+    appending from SQLite after the copy began is cut back instead of keeping clicks PostgreSQL reuses
+    the ids of."""
+    from models.ops.db_copy import copy_database
+    from models.reporting.history import HistoryFiles, append_history, verify_history
+    from models.reporting.historyclicks import history_click
+    from models.reporting.rawretention import prune_held_clicks
+    from models.store.database import db, open_database
+    from models.store.duckdb.connection import open_history
+    from models.store.history import HistoryStore
+
+    files = HistoryFiles(data_dir / "history" / "clicks.duckdb")
+
+    def history_subids(after: int) -> dict[int, str]:
+        with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
+            return dict(conn.execute("SELECT id, subid FROM click WHERE id > ?", (after,)).fetchall())
+
+    open_database(install)
+    try:
+        append_history(db, files)
+        run = prune_held_clicks(db, files, 5 * 86_400_000, global_uniqueness_hours=24, now_ms=END_MS, pause=0)
+        kept = set(subids_by_id_open(db).values())
+    finally:
+        db.close()
+    only_history = set(history_subids(0).values()) - kept
+    assert run.deleted > 300 and len(only_history) == run.deleted
+    assert copy_database(str(install), postgres_migrated_url).differences == []
+    (position,) = pg(postgres_migrated_url, "SELECT position FROM history_state")[0]
+
+    # The SQLite install went on after the copy began (a rehearsal copy, then switched to anyway): its
+    # history took clicks PostgreSQL never got.
+    open_database(install)
+    try:
+        generate_clicks(db, 30, 1, campaigns=3, seed=8, end_ms=END_MS + 3_600_000)
+        assert append_history(db, files).copied == 30
+    finally:
+        db.close()
+    open_database(postgres_migrated_url)
+    try:
+        assert HistoryStore(db.connection()).state()[0] == position
+        generate_clicks(db, 40, 1, campaigns=3, seed=9, end_ms=END_MS + 7_200_000)  # Those ids again.
+        result = append_history(db, files)
+        assert (result.copied, result.restarted_from) == (40, None)
+        assert verify_history(db, files).is_consistent  # The pruned hours counted apart.
+    finally:
+        db.close()
+    assert history_subids(position) == subids_by_id(postgres_migrated_url, position)
+    assert only_history <= set(history_subids(0).values())
+    assert not only_history & set(subids_by_id(postgres_migrated_url, 0).values())
+    old_subid = min(only_history)
+    old = history_click(files, old_subid)  # Found by its subid: what a postback for it revives.
+    assert old is not None and old["subid"] == old_subid

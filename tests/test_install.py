@@ -123,6 +123,9 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     assert "LANNER_ACME_EMAIL=ops@lanner.test" in env_text and f"LANNER_ACME_WEBROOT={data}/acme" in env_text
     # --no-systemd: no nginx runs yet, so the domain waits for `lanner domain cert`.
     assert "Domain track.lanner.test added" in first.stdout
+    # The columnar history's directory: the service user's own, closed to others.
+    assert (data / "history").stat().st_uid == os.getuid()
+    assert (data / "history").stat().st_mode & 0o777 == 0o700
     # The installed code is a copy: nothing points back into the source tree.
     assert not (root / "opt/lanner/app/.venv").exists() and (root / "opt/lanner/app/cli/__init__.py").exists()
 
@@ -189,11 +192,16 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
         cookie = headers["set-cookie"].split(";")[0]
         status, _, page = request(port, "/panel", {"Cookie": cookie})
         assert status == 200 and b"Live" in page  # The dashboard, with the campaign's click.
+        history = data / "history/clicks.duckdb"
+        while not history.exists():  # The installed worker appends once as it starts.
+            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
+            time.sleep(0.2)
     finally:
         for service in reversed(services):
             service.stop()
 
-    # Upgrade: the same command again keeps the configuration and the data.
+    # Upgrade: the same command again keeps the configuration and the data, the history included.
+    held = history.read_bytes()
     env_file = root / "etc/lanner/lanner.env"
     env_file.write_text(env_file.read_text() + "LANNER_LOG_LEVEL=WARNING\n")
     second = install(root, port, "--domain", "track.lanner.test")
@@ -204,6 +212,7 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     assert "First admin" not in second.stdout  # Printed once, on the first install.
     with sqlite3.connect(root / "var/lib/lanner/lanner.db") as connection:
         assert connection.execute("SELECT COUNT(*) FROM click").fetchone()[0] == 2  # Both clicks kept.
+    assert history.read_bytes() == held and (data / "history").stat().st_mode & 0o777 == 0o700
 
 
 # -- cluster mode: --cluster on the first host, --join on the others ------------------------------

@@ -7,6 +7,7 @@ click log find them. Both backends, a real DuckDB file."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -27,6 +28,7 @@ from models.conversions.postbacks import (
     parse_postback,
 )
 from models.migrations.deferred import run_deferred
+from models.ops.retention import count_unheld
 from models.reporting.clicklog import ClickFilter, list_clicks, stored_click
 from models.reporting.history import HistoryFiles, append_history, rebuild_history, verify_history
 from models.reporting.historyclicks import ClickHistory
@@ -106,7 +108,9 @@ def test_retention_deletes_only_old_clicks_the_history_holds_and_keeps_queued_on
 def test_nothing_is_deleted_while_the_history_is_behind_missing_or_short(db, files, now, held):
     cutoff = now - RETENTION
     # Old clicks landed after the last append (a late node, `lanner generate`): not held yet.
+    assert count_unheld(db, RETENTION, now_ms=now) == 0  # What `lanner prune` would lose for good.
     generate_clicks(db, 50, 1, campaigns=3, seed=6, end_ms=now - 40 * DAY_MS)
+    assert count_unheld(db, RETENTION, now_ms=now) == 50
     plan = plan_retention(db, RETENTION, global_uniqueness_hours=24, now_ms=now)
     assert plan.state == BEHIND and "behind" in plan.reason
     before = row_ids(db)
@@ -141,6 +145,31 @@ def test_a_rebuild_keeps_the_clicks_only_the_history_holds(db, files, now, held)
     assert history_ids(files) == held
     with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
         assert conn.execute("SELECT COUNT(*) FROM click").fetchone()[0] == len(held)
+
+
+def test_a_lost_history_names_the_pruned_clicks_it_cannot_bring_back_and_their_period(
+    db, files, now, held, caplog, lanner
+):
+    old = old_clicks(db, now - RETENTION)
+    prune(db, files, now)
+    pruned = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime((now - RETENTION) / 1000))
+    said = f"up to {len(old):,} clicks created before {pruned} were pruned from the row store"
+    files.path.unlink()  # Deleted: made again from the row store by the next append, without them.
+    with caplog.at_level(logging.WARNING):
+        result = append_history(db, files)
+    assert (result.restarted_from, result.lost) == (0, len(old))
+    assert said in caplog.text and "cannot be rebuilt" in caplog.text
+    assert history_ids(files) == held - old
+    assert verify_history(db, files).is_consistent  # Nothing else is missing.
+    files.path.write_bytes(b"\0" * 100_000)  # Damaged: a rebuild cannot read it; it says the same.
+    rebuilt = lanner("analytics", "rebuild").stdout
+    assert (
+        f"Up to {len(old):,} clicks created before {pruned} were pruned from the row store and the old file "
+        "could not be read ("
+        in rebuilt
+        and "they could not be rebuilt." in rebuilt
+    )
+    assert history_ids(files) == held - old
 
 
 def test_postgresql_skips_a_click_a_postback_holds_and_never_waits_for_it(

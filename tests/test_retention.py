@@ -64,7 +64,11 @@ def test_prune_command(db, lanner):
     refused = lanner("prune", "--older-than", "10d", "--yes", check=False)
     assert refused.returncode != 0 and "run-deferred" in refused.stderr
     lanner("db", "run-deferred")
-    assert "Deleted" in lanner("prune", "--older-than", "10d", "--yes").stdout
+    out = lanner("prune", "--older-than", "10d", "--yes").stdout
+    assert "LANNER_RAW_RETENTION is 30 days: the worker deletes raw clicks older than that once" in out
+    # No history yet: every deleted click is gone for good, and it says so.
+    deleted = int(out.split("Deleted ")[-1].split(" clicks")[0].replace(",", ""))
+    assert deleted > 0 and f"; {deleted:,} of them were not in the click history" in out
 
 
 def test_a_report_that_needs_pruned_raw_clicks_says_why_instead_of_an_empty_table(db, lanner):

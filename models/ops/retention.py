@@ -25,7 +25,7 @@ from peewee import Database
 from models.conversions.refusals import utc_day
 from models.errors import LannerError
 from models.migrations.deferred import rollups_ready
-from models.store.database import write_tx
+from models.store.database import read_tx, write_tx
 from models.store.meta import MetaStore
 from models.store.retention import RetentionStore
 
@@ -50,6 +50,14 @@ def parse_age(text: str) -> int:
         raise RetentionError(f"{text!r} is not an age such as 90d, 12w or 48h.")
     number, unit = int(match.group(1)), match.group(2)
     return number * {"h": 3_600_000, "d": DAY_MS, "w": 7 * DAY_MS}[unit]
+
+
+def count_unheld(db: Database, older_than_ms: int, *, now_ms: int | None = None) -> int:
+    """Of the clicks `prune_clicks` would delete, those the columnar history does not hold yet: gone
+    for good once pruned (LANNER_RAW_RETENTION's deletion waits for the history; `lanner prune` does not)."""
+    cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - older_than_ms
+    with read_tx(db):
+        return RetentionStore(db.connection()).count_unheld_before(cutoff)
 
 
 def prune_clicks(

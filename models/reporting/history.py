@@ -86,6 +86,7 @@ class AppendResult:
     recopied: int  # Clicks mutated since they were copied.
     position: int
     restarted_from: int | None = None  # The position a lost or damaged file was filled again from.
+    lost: int = 0  # Of the clicks after it, those pruned from the row store: no file has them now.
 
 
 def columnar(rows: list[tuple]) -> list[tuple]:
@@ -105,14 +106,18 @@ def _writing(files: HistoryFiles, path: Path | None = None):
     return open_history(path or files.path, write=True, memory_limit=files.memory_limit)
 
 
-def _open_position(db: Database, files: HistoryFiles) -> tuple[int, int | None]:
-    """DuckDB's position (the file made if missing, moved aside and made again if damaged), and the
-    position it was filled again from if it was lost, replaced or damaged (None if not)."""
+def _open_position(db: Database, files: HistoryFiles) -> tuple[int, int | None, int]:
+    """DuckDB's position (the file made if missing, moved aside and made again if damaged), the
+    position it was filled again from if it was lost, replaced or damaged (None if not), and how many
+    clicks after that position the row store no longer holds: only the lost file had them."""
+    last_click = None
     try:
         with _writing(files) as conn:
             history = ColumnarHistory(conn, files.path.parent)
             history.create()
             position = history.position()
+            if position < HistoryStore(db.connection()).state()[0]:
+                last_click = history.count()[2]  # Where an older copy's clicks end.
     except HistoryUnreadable as error:
         aside = move_aside(files.path, f"damaged-{int(time.time())}")
         logger.warning("%s Moved to %s; making the history again from the row store.", error, aside)
@@ -121,33 +126,77 @@ def _open_position(db: Database, files: HistoryFiles) -> tuple[int, int | None]:
         position = 0
     store = HistoryStore(db.connection())
     trusted, _ = store.state()
+    if position > trusted:
+        position = _check_ahead(db, files, position, trusted)
     pruned = MetaStore(db.connection()).pruned_before()
     if pruned and (position == 0 or position < trusted):
         # Filled (again) from a row store that lacks what was pruned: reports must not read that time here.
         with _writing(files) as conn:
             ColumnarHistory(conn, files.path.parent).mark_complete_from(pruned)
     if position >= trusted:
-        return position, None
+        return position, None, 0
     with write_tx(db):
         store.set_position(position)  # Readers go to the row store until it is filled again.
-    lost = (
-        f"clicks before {_utc(pruned)} were pruned from the row store and cannot be rebuilt"
-        if pruned
-        else "every click is still in the row store"
-    )
+        held = store.held_between(position, trusted)
+    lost = max(0, trusted - position - held)
     logger.warning(
         "The click history is behind the row store (position %s, trusted %s: the file was lost, replaced or "
         "damaged); copying again from click %s: %s.",
         position,
         trusted,
         position,
-        lost,
+        lost_clicks(lost, pruned, last_click),
     )
-    return position, position
+    return position, position, lost if pruned else 0
+
+
+def _check_ahead(db: Database, files: HistoryFiles, position: int, trusted: int) -> int:
+    """DuckDB ahead of what the row store trusts: normally a kill between DuckDB's commit and the row
+    store's (the same clicks). But a file that went on past the database it now serves — a live install
+    copied by `lanner db copy`, a database restored by hand — holds clicks the row store never got, under
+    ids it hands out again: its click at the position is missing (the row store ends before it) or has
+    another subid. Then the file is cut back to the trusted position and the rest copied again."""
+    with read_tx(db):
+        store = HistoryStore(db.connection())
+        max_id = store.max_id()
+        row = store.rows_of([position])
+    with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
+        held = ColumnarHistory(conn, files.path.parent).clicks_by_ids([position])
+    if max_id >= position and (not row or not held or row[0][-1] == held[0][-1]):
+        return position  # The same clicks (or one `lanner prune` deleted since): go on from DuckDB's.
+    with _writing(files) as conn:
+        gone = ColumnarHistory(conn, files.path.parent).cut_back(trusted)
+    logger.warning(
+        "The click history went on past this database (to click %s; the database ends at click %s or has "
+        "other clicks under those ids): its %s clicks after click %s were taken out and are copied again "
+        "from the row store.",
+        position,
+        max_id,
+        gone,
+        trusted,
+    )
+    return trusted
+
+
+def lost_clicks(lost: int, pruned: int | None, after: int | None = None) -> str:
+    """The sentence naming the clicks no history file can give back: `lost` click ids the row store no
+    longer holds (pruned before `pruned`, Unix ms), created after `after` (the last click a surviving
+    older file holds) if known. On PostgreSQL ids a sequence skipped count too: "up to"."""
+    if not pruned:
+        return "every click is still in the row store"
+    if not lost:
+        return (
+            f"clicks before {_utc(pruned)} were pruned from the row store, but none after the file's position"
+        )
+    since = f"after {_utc(after)} and " if after is not None else ""
+    return (
+        f"up to {lost:,} clicks created {since}before {_utc(pruned)} were pruned from the row store and only "
+        "the lost file held them: they cannot be rebuilt"
+    )
 
 
 def _append(db: Database, files: HistoryFiles, chunk: int, on_chunk: ChunkCallback | None) -> AppendResult:
-    position, restarted_from = _open_position(db, files)
+    position, restarted_from, lost = _open_position(db, files)
     store = HistoryStore(db.connection())
     with write_tx(db):
         watermark = store.close_watermark()
@@ -168,7 +217,7 @@ def _append(db: Database, files: HistoryFiles, chunk: int, on_chunk: ChunkCallba
         if store.state()[0] < position:  # A kill after DuckDB's last commit left it behind.
             store.set_position(position)
     recopied = _recopy_changes(db, files, position, chunk)
-    return AppendResult(copied, recopied, position, restarted_from)
+    return AppendResult(copied, recopied, position, restarted_from, lost)
 
 
 def _recopy_changes(db: Database, files: HistoryFiles, position: int, chunk: int) -> int:
@@ -353,6 +402,7 @@ class RebuildResult:
     pruned_before: str | None  # Clicks before this were pruned from the row store.
     carried: int = 0  # Of those, the ones the old file held, kept in the new one.
     carry_error: str = ""  # Why the old file's could not be kept (it could not be read), if so.
+    lost: int = 0  # Clicks pruned from the row store that no file held (the old one missing or unreadable).
 
 
 def rebuild_history(
@@ -408,4 +458,5 @@ def rebuild_history(
         _utc(pruned) if pruned else None,
         carried,
         carry_error,
+        max(0, watermark - copied - carried) if pruned else 0,
     )

@@ -59,6 +59,7 @@ class HistoryStore(Store):
     SQL_SET_POSITION = "UPDATE history_state SET position = ? WHERE id = 1"
     SQL_SET_TARGET = "UPDATE history_state SET target = ? WHERE id = 1"
     SQL_MAX_ID = "SELECT COALESCE(MAX(id), 0) FROM click"
+    SQL_HELD_BETWEEN = "SELECT COUNT(*) FROM click WHERE id > ? AND id <= ?"
     SQL_MIN_CREATED = "SELECT MIN(created_at), MAX(created_at) FROM click WHERE id <= ?"
     # A click up to the target is queued; one already queued gets a new seq (a newer mutation).
     SQL_RECORD_CHANGE = (
@@ -100,6 +101,11 @@ class HistoryStore(Store):
 
     def max_id(self) -> int:
         return fetch_single(self.conn, self.SQL_MAX_ID)[0]
+
+    def held_between(self, after: int, up_to: int) -> int:
+        """How many clicks with after < id <= up_to the row store holds (the others were pruned, or on
+        PostgreSQL are ids a sequence never handed out)."""
+        return fetch_single(self.conn, self.SQL_HELD_BETWEEN, (after, up_to))[0]
 
     def period(self, up_to: int) -> tuple[int | None, int | None]:
         """(first, last created_at) of the clicks up to an id."""

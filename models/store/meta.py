@@ -9,6 +9,8 @@ Keys (created by the migrations; a key a migration has not made yet reads as Non
   rollups, then 'live' (conversions recorded before that are left to the backfill).
 - `report_currency`: the currency stored report amounts are in.
 - `pruned_before`: Unix ms before which `lanner prune` deleted raw clicks; it only moves forward.
+- `backup_history`: in a backup copy only, "<position> <clicks>" of the history file taken with it
+  (models/store/files.py writes it, a restore reads and forgets it).
 - `postback_key`, `api_key`: the secrets (models/conversions/postbacks.py reads and rotates them).
 
 Statements are class constants over the raw connection, like the hot path's: a web worker asks for
@@ -28,6 +30,7 @@ class MetaStore(Store):
     SQL_PUT = (
         "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
     )
+    SQL_FORGET = "DELETE FROM meta WHERE key = ?"
     SQL_CONFIG_VERSION = "SELECT value FROM meta WHERE key = 'config_version'"
     SQL_ROLLUPS_LIVE = "SELECT value = 'live' FROM meta WHERE key = 'rollup_conversions'"
 
@@ -44,6 +47,9 @@ class MetaStore(Store):
     def put(self, key: str, value: str) -> None:
         """Create or change a key."""
         self.conn.execute(self.SQL_PUT, (key, value)).close()
+
+    def forget(self, key: str) -> None:
+        self.conn.execute(self.SQL_FORGET, (key,)).close()
 
     def config_version(self) -> str:
         row = fetch_one(self.conn, self.SQL_CONFIG_VERSION)

@@ -28,6 +28,12 @@ class RetentionStore(Store):
     # The oldest click the history does not hold yet (a primary key range: the appender's lag).
     SQL_OLDEST_UNHELD = "SELECT MIN(created_at) FROM click WHERE id > ?"
     SQL_COUNT_UP_TO = "SELECT COUNT(*) FROM click WHERE id <= ?"
+    # Clicks created before a cutoff that the history does not hold yet (past its position: a primary
+    # key range, the appender's lag, filtered by time).
+    SQL_COUNT_UNHELD_BEFORE = (
+        "SELECT COUNT(*) FROM click WHERE id > (SELECT position FROM history_state WHERE id = 1) "
+        "AND created_at < ?"
+    )
     # Held by the history and not converted (a conversion's status changes read its click's rollup key);
     # never the newest click: SQLite gives a new click max(id) + 1, and an id the history already holds
     # would never be copied.
@@ -43,6 +49,9 @@ class RetentionStore(Store):
     def campaign_windows(self) -> list[tuple[int, float]]:
         """(campaign id, its uniqueness window in hours) of every campaign."""
         return self.conn.execute(self.SQL_CAMPAIGN_WINDOWS).fetchall()
+
+    def count_unheld_before(self, cutoff_ms: int) -> int:
+        return fetch_single(self.conn, self.SQL_COUNT_UNHELD_BEFORE, (cutoff_ms,))[0]
 
     def count_clicks_before(self, campaign_id: int, cutoff_ms: int) -> int:
         return fetch_single(self.conn, self.SQL_COUNT_OLDER, (campaign_id, cutoff_ms))[0]

@@ -8,7 +8,8 @@ a reader takes a shared flock, opens read-only, queries, closes. A writer and a 
 inside DuckDB; a reader waits at most one appended chunk.
 
 `append.lock` (exclusive, not waited for) makes one appender at a time: the periodic task, or
-`lanner analytics rebuild|verify --repair`.
+`lanner analytics rebuild|verify --repair`. `lanner backup` and `lanner restore` wait for it (with a
+deadline) and hold it while they copy: every writer of the file holds it, so the file cannot change.
 
 DuckDB is imported here on first open only. Nothing is ever downloaded: extension autoinstall and
 autoload are off (the history needs none beyond the built-in ones).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,6 +146,72 @@ def _flock(path: Path, mode: int, wait: float | None = None) -> Iterator[None]:
 def appending(path: Path) -> contextlib.AbstractContextManager[None]:
     """The one-appender lock of the history at `path`; HistoryBusy at once if another holds it."""
     return _flock(path.with_name(APPEND_LOCK_NAME), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def holding_writers(path: Path, wait: float) -> contextlib.AbstractContextManager[None]:
+    """The one-appender lock of the history at `path`, waited for at most `wait` seconds (then
+    HistoryBusy): while it is held no process writes the file (appends, retention, rebuild, repair)."""
+    return _flock(path.with_name(APPEND_LOCK_NAME), fcntl.LOCK_EX, wait)
+
+
+@contextlib.contextmanager
+def open_copy(path: Path, *, memory_limit: str) -> Iterator[Any]:
+    """A read-only DuckDB connection to a copy of the history no Lanner process uses (a backup's):
+    no lock file is made beside it. HistoryUnreadable if DuckDB cannot open it."""
+    import duckdb
+
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "memory_limit": memory_limit,
+        "threads": THREADS,
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    }
+    try:
+        conn = duckdb.connect(str(path), read_only=True, config=config)
+    except duckdb.Error as error:
+        raise HistoryUnreadable(path, error) from error
+    try:
+        yield conn
+    except duckdb.Error as error:
+        raise HistoryUnreadable(path, error) from error
+    finally:
+        conn.close()
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")
+
+
+def copy_history(path: Path, target: Path) -> None:
+    """Copy the history file (and its WAL, left by a writer that was killed) to `target`, under the
+    shared lock: no writer has the file open meanwhile, so the copy is a closed DuckDB file."""
+    with _flock(path.with_name(LOCK_NAME), fcntl.LOCK_SH):
+        shutil.copyfile(path, target)
+        if _wal(path).exists():
+            shutil.copyfile(_wal(path), _wal(target))
+
+
+def install_history(copy: Path, path: Path, aside_suffix: str) -> Path | None:
+    """Put a copy of the history (a backup's) in the place of the live file, under the exclusive lock;
+    the live one (if any) is moved aside with `aside_suffix`, never deleted: it may hold clicks no other
+    file has. Where the old one went, None if there was none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    incoming = path.with_name(path.name + ".restoring")
+    shutil.copyfile(copy, incoming)
+    if _wal(copy).exists():
+        shutil.copyfile(_wal(copy), _wal(incoming))
+    aside = None
+    with _flock(path.with_name(LOCK_NAME), fcntl.LOCK_EX):
+        if path.exists():
+            aside = path.with_name(f"{path.name}.{aside_suffix}")
+            os.replace(path, aside)
+            if _wal(path).exists():
+                os.replace(_wal(path), _wal(aside))
+        _wal(path).unlink(missing_ok=True)
+        if _wal(incoming).exists():
+            os.replace(_wal(incoming), _wal(path))
+        os.replace(incoming, path)
+    return aside
 
 
 @contextlib.contextmanager

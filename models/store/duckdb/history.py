@@ -92,6 +92,7 @@ class ColumnarHistory:
     )
     SQL_COUNT = "SELECT COUNT(*), MIN(created_at), MAX(created_at) FROM click"
     SQL_COUNT_UP_TO = "SELECT COUNT(*) FROM click WHERE id <= ?"
+    SQL_DELETE_AFTER = "DELETE FROM click WHERE id > ?"
     SQL_KEPT_COLUMNS = (
         "SELECT column_name FROM duckdb_columns() WHERE database_name = 'kept' AND table_name = 'click'"
     )
@@ -216,6 +217,20 @@ class ColumnarHistory:
         finally:
             self.conn.execute("DETACH kept")
         return carried
+
+    def cut_back(self, position: int) -> int:
+        """Forget the clicks past an id and set the position to it, in one transaction (a restored
+        database that ends before them hands their ids out again); how many went."""
+        self.conn.execute("BEGIN TRANSACTION")
+        try:
+            gone = self.conn.execute(self.SQL_DELETE_AFTER, (position,)).fetchone()[0]
+            self.conn.execute(self.SQL_SET_POSITION, (position,))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.conn.execute("ROLLBACK")
+            raise
+        return gone
 
     def count_up_to(self, position: int) -> int:
         return self.conn.execute(self.SQL_COUNT_UP_TO, (position,)).fetchone()[0]
