@@ -207,7 +207,8 @@ def postgres_url(postgres_server) -> str:
 
 @pytest.fixture(scope="session")
 def postgres_template(postgres_server) -> str:
-    """A database migrated once per run, which each test's database copies (a file copy, ~20 ms)."""
+    """A database migrated once per test process, copied into the process's reusable database
+    (postgres_reusable) and by the tests that make databases of their own."""
     from models.migrations.runner import migrate
     from models.store.database import db as database
     from models.store.database import open_database

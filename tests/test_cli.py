@@ -33,6 +33,7 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
         "0019_campaign_tokens",
         "0020_login_lockout",
         "0021_history",
+        "0022_status_changes",
     ]
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr

@@ -14,9 +14,13 @@ import pytest
 from workers.bench.crashloop import CrashLoopResult, check, reconcile, rollup_mismatches, run_crash_loop
 from workers.bench.harness import ROOT
 
+# Where run_crash_loop looks for the country database it built: `lanner geo build` costs ~3.5 s of CPU.
+TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "GeoIP2-Country-Test.mmdb"
+
 
 @pytest.mark.long
 def test_twenty_kills_lose_nothing_duplicate_nothing_and_keep_the_rollups_exact(tmp_path):
+    shutil.copyfile(TEST_COUNTRY_DATABASE, tmp_path / "country.mmdb")
     result = run_crash_loop(tmp_path, kills=20, seed=7, rate=60, kill_every=0.4)
     summary = result.to_json()
     assert sum(result.kills_by_kind.values()) == 20, summary
@@ -60,6 +64,7 @@ def test_kills_of_postgres_and_redis_in_cluster_mode_lose_nothing(tmp_path):
 
     if postgres_bindir() is None or shutil.which("redis-server") is None:
         pytest.skip("cluster mode needs PostgreSQL and redis-server (`make test-deps`)")
+    shutil.copyfile(TEST_COUNTRY_DATABASE, tmp_path / "country.mmdb")
     result = run_crash_loop(tmp_path, kills=24, seed=11, rate=40, kill_every=0.5, cluster=True)
     summary = result.to_json()
     assert sum(result.kills_by_kind.values()) == 24, summary

@@ -5,6 +5,7 @@ subid that got a 302 reconciled against the click table."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -12,6 +13,8 @@ import pytest
 
 from workers.bench.faults import FaultRow, describe, faults, run_fault
 from workers.bench.harness import ROOT
+
+TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "GeoIP2-Country-Test.mmdb"
 
 pytestmark = pytest.mark.long
 
@@ -22,7 +25,11 @@ CLI_FAULT = "kill-web-worker"
 
 @pytest.fixture(scope="module")
 def work_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("faults")
+    """The rows' shared directory, with the tests' small country database where run_fault looks for
+    one it built: `lanner geo build` cost ~3.5 s of CPU in every test process (the traffic is local)."""
+    work_dir = tmp_path_factory.mktemp("faults")
+    shutil.copyfile(TEST_COUNTRY_DATABASE, work_dir / "country.mmdb")
+    return work_dir
 
 
 @pytest.mark.parametrize("name", [name for name in QUICK_FAULTS if name != CLI_FAULT])
