@@ -191,7 +191,9 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
     except ServerMissing as error:
         _server_missing(error)
     # The tests' small country database instead of `lanner geo build` (10 s): the nodes get it too.
-    monkeypatch.setenv("LANNER_GEO_DATABASE", str(ROOT / "tests" / "fixtures" / "GeoIP2-Country-Test.mmdb"))
+    monkeypatch.setenv(
+        "LANNER_GEO_DATABASE", str(ROOT / "tests" / "fixtures" / "maxmind" / "GeoIP2-Country-Test.mmdb")
+    )
     report = ClusterReport()
     options = BenchOptions(rates=[40], step_seconds=2, prefill=0, is_nginx_baseline=False)
     run_cluster_bench(options, report)

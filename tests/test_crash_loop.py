@@ -15,7 +15,7 @@ from workers.bench.crashloop import CrashLoopResult, check, reconcile, rollup_mi
 from workers.bench.harness import ROOT
 
 # Where run_crash_loop looks for the country database it built: `lanner geo build` costs ~3.5 s of CPU.
-TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "GeoIP2-Country-Test.mmdb"
+TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "maxmind" / "GeoIP2-Country-Test.mmdb"
 
 
 @pytest.mark.long

@@ -14,7 +14,7 @@ import pytest
 from workers.bench.faults import FaultRow, describe, faults, run_fault
 from workers.bench.harness import ROOT
 
-TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "GeoIP2-Country-Test.mmdb"
+TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "maxmind" / "GeoIP2-Country-Test.mmdb"
 
 pytestmark = pytest.mark.long
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from peewee import Database
 
@@ -43,8 +43,17 @@ from models.store.history import ROW_COLUMNS, HistoryStore
 from models.store.meta import MetaStore
 from models.store.reports import referrer_domain
 
-if TYPE_CHECKING:
-    from settings import Settings
+
+class HistorySettings(Protocol):
+    """What of settings.py's Settings the history reads (the domain does not import settings)."""
+
+    @property
+    def history_path(self) -> Path: ...
+    @property
+    def history_memory_limit(self) -> str: ...
+    @property
+    def keeps_history(self) -> bool: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +79,11 @@ class HistoryFiles:
     read_wait: float = 5.0
 
     @classmethod
-    def of(cls, settings: Settings) -> HistoryFiles:
+    def of(cls, settings: HistorySettings) -> HistoryFiles:
         return cls(settings.history_path, settings.history_memory_limit)
 
     @classmethod
-    def for_reports(cls, settings: Settings) -> HistoryFiles | None:
+    def for_reports(cls, settings: HistorySettings) -> HistoryFiles | None:
         """What reports read, or None on a cluster node that keeps no history (its file is another
         node's: reports there read the rollups and the row store, as without one)."""
         return cls.of(settings) if settings.keeps_history else None

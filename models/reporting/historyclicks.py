@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.clicks.record import subid_ms
-from models.reporting.history import HistoryFiles
+from models.reporting.history import HistoryFiles, HistorySettings
 from models.store.duckdb.connection import HistoryMissing, open_history
 from models.store.duckdb.history import HISTORY_COLUMNS, ColumnarHistory
 from models.store.history import ROW_COLUMNS
@@ -111,7 +111,7 @@ class ClickHistory:
         return history_log(self.files, equal, wait=self.wait, **bounds)
 
 
-def click_history(settings: Any) -> ClickHistory:
+def click_history(settings: HistorySettings) -> ClickHistory:
     """The lookups over the history file settings name (settings.py's history_path, history_memory_limit);
     on a node that keeps none (cluster mode), the file is missing and every lookup finds nothing."""
-    return ClickHistory(HistoryFiles(settings.history_path, settings.history_memory_limit))
+    return ClickHistory(HistoryFiles.of(settings))
