@@ -9,6 +9,7 @@ written into its configuration, takes a free one and another if it was taken fir
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -28,6 +29,7 @@ from conftest import (
     request,
     run_lanner,
     start_process,
+    wait_healthy,
 )
 
 from workers.runtime.procfs import process_tree
@@ -101,6 +103,42 @@ def start_node(env, settings, tmp_path, name: str) -> tuple[LiveProcess, dict[st
     database = settings.database_location if settings.uses_postgres else f"sqlite:///{settings.database_path}"
     node = Node(tmp_path, name, {**env, "LANNER_DATABASE_URL": database})
     return node.start_web(), node.environ
+
+
+@contextlib.contextmanager
+def two_nodes(directory: Path, postgres_server, template: str, redis_server):
+    """(nodes, env): `node-a` and `node-b` on a database of their own (a copy of `template`) in
+    `postgres_server` and on `redis_server` (emptied first), each answering /healthz; killed, and the
+    database dropped, on leaving. The database is this process's `models.store.database.db` meanwhile."""
+    import redis
+
+    from models.store.database import db, open_database
+
+    database = postgres_server.create_database(template)
+    url = postgres_server.url(database)
+    open_database(url)
+    client = redis.Redis.from_url(redis_server.url())
+    client.flushall()
+    client.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
+    env.update(PYTHONPATH=str(ROOT), LANNER_DATABASE_URL=url, LANNER_REDIS_URL=redis_server.url())
+    # `lanner worker` yields the CPU (nice 10) to the web workers, and on a box the rest of the run keeps
+    # busy it would to every test process too: its start and landing would take tens of seconds.
+    env["LANNER_WORKER_NICE"] = "0"
+    nodes = [Node(directory, name, env) for name in ("node-a", "node-b")]
+    try:
+        for node in nodes:
+            node.start()
+        for node in nodes:
+            node.wait_listening(START_SECONDS)
+        for node in nodes:
+            wait_healthy(node.web, START_SECONDS)
+        yield nodes, env
+    finally:
+        for node in nodes:
+            node.kill()  # Quicker than stopping, and nothing of theirs is looked at any more.
+        db.close()
+        postgres_server.drop_database(database)
 
 
 class Node:

@@ -9,15 +9,14 @@ PostgreSQL or Redis (tests/servers.py: this pytest process's own) and start it a
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from cluster_nodes import Clicks, Node, nginx_required, start_nginx, upstream_args
-from conftest import ROOT, LiveProcess, request, wait_healthy, wait_until
+from cluster_nodes import Clicks, Node, nginx_required, start_nginx, two_nodes, upstream_args
+from conftest import LiveProcess, request, wait_healthy, wait_until
 
 pytestmark = [pytest.mark.xdist_group("cluster"), nginx_required]
 
@@ -96,40 +95,15 @@ def cluster(postgres_server, postgres_template, redis_server, tmp_path_factory):
 
     The outage tests stop and start those servers: they are this pytest process's own (one per xdist
     worker), and no other test runs in it meanwhile."""
-    import redis
-
-    from models.store.database import db, open_database
-
     directory = tmp_path_factory.mktemp("cluster")
-    database = postgres_server.create_database(postgres_template)
-    url = postgres_server.url(database)
-    open_database(url)
-    client = redis.Redis.from_url(redis_server.url())
-    client.flushall()
-    client.close()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
-    env.update(PYTHONPATH=str(ROOT), LANNER_DATABASE_URL=url, LANNER_REDIS_URL=redis_server.url())
-    # `lanner worker` yields the CPU (nice 10) to the web workers, and on a box the rest of the run keeps
-    # busy it would to every test process too: its start and landing would take tens of seconds.
-    env["LANNER_WORKER_NICE"] = "0"
-    nodes = [Node(directory, name, env) for name in ("node-a", "node-b")]
-    cluster = Cluster(nodes, postgres_server, redis_server, env, directory)
-    try:
-        for node in nodes:
-            node.start()
-        for node in nodes:
-            node.wait_listening(START_SECONDS)
-        for node in nodes:
-            wait_healthy(node.web, START_SECONDS)
-        cluster.start_front()
-        yield cluster
-    finally:
-        if cluster.front is not None:
-            cluster.front.stop()
-        for node in nodes:
-            node.kill()  # Quicker than stopping, and nothing of theirs is looked at any more.
-        db.close()
-        postgres_server.drop_database(database)
+    with two_nodes(directory, postgres_server, postgres_template, redis_server) as (nodes, env):
+        cluster = Cluster(nodes, postgres_server, redis_server, env, directory)
+        try:
+            cluster.start_front()
+            yield cluster
+        finally:
+            if cluster.front is not None:
+                cluster.front.stop()
 
 
 def offer_campaign(alias: str, *, cap: int | None = None) -> tuple[int, int, int]:

@@ -10,10 +10,8 @@ stopped and started again; each must check clean.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
-from conftest import ROOT, wait_healthy
 
 from workers.bench.histories import (
     ConversionRow,
@@ -225,28 +223,12 @@ def test_a_history_on_one_box_checks_clean(backend, db, start_server, start_cons
 def test_a_history_on_two_nodes_checks_clean_across_a_postgresql_restart(
     postgres_server, postgres_template, redis_server, tmp_path
 ):
-    import redis
-    from cluster_nodes import Node
+    from cluster_nodes import two_nodes
 
-    from models.store.database import db, open_database
+    from models.store.database import db
     from workers.bench.historyrun import Outage
 
-    database = postgres_server.create_database(postgres_template)
-    url = postgres_server.url(database)
-    open_database(url)
-    client = redis.Redis.from_url(redis_server.url())
-    client.flushall()
-    client.close()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
-    env.update(PYTHONPATH=str(ROOT), LANNER_DATABASE_URL=url, LANNER_REDIS_URL=redis_server.url())
-    env["LANNER_WORKER_NICE"] = "0"
-    nodes = [Node(tmp_path, name, env) for name in ("node-a", "node-b")]
-    try:
-        for node in nodes:
-            node.start()
-        for node in nodes:
-            node.wait_listening()
-            wait_healthy(node.web)
+    with two_nodes(tmp_path, postgres_server, postgres_template, redis_server) as (nodes, _):
         outage = Outage(postgres_server, after=100)
         result = _run(db, [node.web.port for node in nodes], outage=outage)
         assert [event for event, _ in outage.timeline] == ["stopped", "started"]
@@ -254,8 +236,3 @@ def test_a_history_on_two_nodes_checks_clean_across_a_postgresql_restart(
         assert result.anomalies == [], "\n".join(
             f"{a.kind}: {a.detail}" for a in result.anomalies
         ) + "\n".join(node.logs for node in nodes)
-    finally:
-        for node in nodes:
-            node.kill()
-        db.close()
-        postgres_server.drop_database(database)
