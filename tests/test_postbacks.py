@@ -36,8 +36,9 @@ def recorder(db, clock):
     return ConversionRecorder(db, park_ms=3_600_000, clock=clock)
 
 
-def store_click(campaign, clock, offer_id: int | None = 1) -> str:
-    subid = new_subid(int(clock() * 1000))
+def store_click(campaign, clock, offer_id: int | None = 1, subid: str | None = None) -> str:
+    """A landed click (`subid`: one a postback named before it landed); its subid."""
+    subid = subid or new_subid(int(clock() * 1000))
     Click.create(
         subid=subid,
         created_at=int(clock() * 1000),
@@ -267,16 +268,7 @@ def test_unknown_subid_is_parked_then_matched_when_the_click_lands(recorder, cam
     assert outcome.verdict == "parked"
     assert conversions(subid) == []
     assert recorder.settle_parked() == []  # The click has not landed yet.
-    Click.create(
-        subid=subid,
-        created_at=int(clock() * 1000),
-        campaign_id=campaign.id,
-        stream_id=1,
-        offer_id=1,
-        ip="203.0.113.7",
-        user_agent="x",
-        ua_hash=ua_hash("x"),
-    )
+    store_click(campaign, clock, subid=subid)
     [settled] = recorder.settle_parked()
     assert settled.verdict == "created"
     [conversion] = conversions(subid)
@@ -297,16 +289,8 @@ def test_a_postback_parked_just_after_its_click_landed_is_matched_by_the_idle_fl
 
     subid = new_subid(int(clock() * 1000))
     assert post(recorder, subid=subid, status="sale", tid="r1").verdict == "parked"
-    Click.create(  # Landed by a flush whose look for parked postbacks came before the postback's commit.
-        subid=subid,
-        created_at=int(clock() * 1000),
-        campaign_id=campaign.id,
-        stream_id=1,
-        offer_id=1,
-        ip="203.0.113.7",
-        user_agent="x",
-        ua_hash=ua_hash("x"),
-    )
+    # Landed by a flush whose look for parked postbacks came before the postback's commit.
+    store_click(campaign, clock, subid=subid)
     flusher = SpoolFlusher(settings)
     flusher.last_settle = flusher.last_sync = time.monotonic()  # It has just looked.
     assert flusher.run_once() == 0 and conversions(subid) == []  # Nothing landed: no look yet.
@@ -332,16 +316,7 @@ def test_settling_parked_postbacks_locks_their_clicks_before_any_rollup_row(
     first, second = new_subid(int(clock() * 1000)), new_subid(int(clock() * 1000) + 1)
     for subid in (first, second):
         assert post(recorder, subid=subid, status="sale", tid="r1").verdict == "parked"
-        Click.create(
-            subid=subid,
-            created_at=int(clock() * 1000),
-            campaign_id=campaign.id,
-            stream_id=1,
-            offer_id=1,
-            ip="203.0.113.7",
-            user_agent="x",
-            ua_hash=ua_hash("x"),
-        )
+        store_click(campaign, clock, subid=subid)
     url = settings.database_location
     with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as other:
         holder.execute("SELECT 1 FROM click WHERE subid = %s FOR NO KEY UPDATE", (second,))  # A postback's.
