@@ -189,13 +189,18 @@ def postgres_server():
     server.stop()
 
 
+def _close_if_on(url: str) -> None:
+    """Close this process's `models.store.database.db` if a test left it open on `url`."""
+    from models.store.database import db as database
+
+    if database.obj is not None and not database.is_closed() and database.obj.database == url:
+        database.close()
+
+
 def _database_of(server, template: str = "template0"):
     name = server.create_database(template)
     yield server.url(name)
-    from models.store.database import db as database
-
-    if database.obj is not None and not database.is_closed() and database.obj.database == server.url(name):
-        database.close()
+    _close_if_on(server.url(name))
     server.drop_database(name)
 
 
@@ -236,10 +241,7 @@ def postgres_migrated_url(postgres_reusable) -> str:
     postgres_reusable.reset()
     url = postgres_reusable.url
     yield url
-    from models.store.database import db as database
-
-    if database.obj is not None and not database.is_closed() and database.obj.database == url:
-        database.close()
+    _close_if_on(url)
 
 
 @pytest.fixture(scope="session")
