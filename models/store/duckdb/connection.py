@@ -154,20 +154,24 @@ def holding_writers(path: Path, wait: float) -> contextlib.AbstractContextManage
     return _flock(path.with_name(APPEND_LOCK_NAME), fcntl.LOCK_EX, wait)
 
 
+def _config(memory_limit: str) -> dict[str, str | bool | int | float | list[str]]:
+    """Every connection's: bounded memory and threads, and no extension ever downloaded or loaded."""
+    return {
+        "memory_limit": memory_limit,
+        "threads": THREADS,
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    }
+
+
 @contextlib.contextmanager
 def open_copy(path: Path, *, memory_limit: str) -> Iterator[Any]:
     """A read-only DuckDB connection to a copy of the history no Lanner process uses (a backup's):
     no lock file is made beside it. HistoryUnreadable if DuckDB cannot open it."""
     import duckdb
 
-    config: dict[str, str | bool | int | float | list[str]] = {
-        "memory_limit": memory_limit,
-        "threads": THREADS,
-        "autoinstall_known_extensions": False,
-        "autoload_known_extensions": False,
-    }
     try:
-        conn = duckdb.connect(str(path), read_only=True, config=config)
+        conn = duckdb.connect(str(path), read_only=True, config=_config(memory_limit))
     except duckdb.Error as error:
         raise HistoryUnreadable(path, error) from error
     try:
@@ -225,14 +229,8 @@ def open_history(path: Path, *, write: bool, memory_limit: str, wait: float | No
             raise HistoryMissing(path)
         import duckdb
 
-        config: dict[str, str | bool | int | float | list[str]] = {
-            "memory_limit": memory_limit,
-            "threads": THREADS,
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-        }
         try:
-            conn = duckdb.connect(str(path), read_only=not write, config=config)
+            conn = duckdb.connect(str(path), read_only=not write, config=_config(memory_limit))
         except duckdb.Error as error:
             if "lock" in str(error).lower():  # Opened outside this protocol (a DuckDB shell): not damage.
                 raise HistoryBusy() from error

@@ -23,6 +23,7 @@ import contextlib
 import csv
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +154,7 @@ class ColumnarHistory:
         try:
             if rows:
                 scratch = self._write_csv(rows)
-            self.conn.execute("BEGIN TRANSACTION")
-            try:
+            with self._transaction():
                 if replace:
                     self.conn.execute(self.SQL_DELETE, (list(replace),))
                 if hour is not None:
@@ -163,15 +163,22 @@ class ColumnarHistory:
                     self.conn.execute(self.SQL_INSERT, (str(scratch),))
                 if position is not None:
                     self.conn.execute(self.SQL_SET_POSITION, (position,))
-                self.conn.execute("COMMIT")
-            except BaseException:
-                # A failed COMMIT (a full disk) has ended the transaction already: raise its error.
-                with contextlib.suppress(Exception):
-                    self.conn.execute("ROLLBACK")
-                raise
         finally:
             if scratch is not None:
                 scratch.unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN … COMMIT; ROLLBACK on any error, which goes on up."""
+        self.conn.execute("BEGIN TRANSACTION")
+        try:
+            yield
+            self.conn.execute("COMMIT")
+        except BaseException:
+            # A failed COMMIT (a full disk) has ended the transaction already: raise its error.
+            with contextlib.suppress(Exception):
+                self.conn.execute("ROLLBACK")
+            raise
 
     def _write_csv(self, rows: list[tuple]) -> Path:
         fd, name = tempfile.mkstemp(prefix="append-", suffix=".csv", dir=self.scratch)
@@ -197,22 +204,19 @@ class ColumnarHistory:
         try:
             present = {row[0] for row in self.conn.execute(self.SQL_KEPT_COLUMNS).fetchall()}
             select = ", ".join(c if c in present else f"NULL AS {c}" for c in HISTORY_COLUMNS)
-            self.conn.execute("BEGIN TRANSACTION")
-            carried = self.conn.execute(
-                f"INSERT INTO click ({_COLUMNS_SQL}) SELECT {select} FROM kept.click "
-                "WHERE id <= ? AND id NOT IN (SELECT id FROM click) ORDER BY campaign_id, created_at",
-                (up_to,),
-            ).fetchone()[0]
-            # What the old file lacked (made again after a prune), this one lacks too.
-            kept_from = self.conn.execute(
-                "SELECT COALESCE(MAX(value), 0) FROM kept.history_meta WHERE key = 'complete_from'"
-            ).fetchone()[0]
-            if kept_from:
-                self.mark_complete_from(kept_from)
-            self.conn.execute("COMMIT")
+            with self._transaction():
+                carried = self.conn.execute(
+                    f"INSERT INTO click ({_COLUMNS_SQL}) SELECT {select} FROM kept.click "
+                    "WHERE id <= ? AND id NOT IN (SELECT id FROM click) ORDER BY campaign_id, created_at",
+                    (up_to,),
+                ).fetchone()[0]
+                # What the old file lacked (made again after a prune), this one lacks too.
+                kept_from = self.conn.execute(
+                    "SELECT COALESCE(MAX(value), 0) FROM kept.history_meta WHERE key = 'complete_from'"
+                ).fetchone()[0]
+                if kept_from:
+                    self.mark_complete_from(kept_from)
         except duckdb.Error as error:
-            with contextlib.suppress(Exception):
-                self.conn.execute("ROLLBACK")
             raise HistoryUnreadable(old, error) from error
         finally:
             self.conn.execute("DETACH kept")
@@ -221,15 +225,9 @@ class ColumnarHistory:
     def cut_back(self, position: int) -> int:
         """Forget the clicks past an id and set the position to it, in one transaction (a restored
         database that ends before them hands their ids out again); how many went."""
-        self.conn.execute("BEGIN TRANSACTION")
-        try:
+        with self._transaction():
             gone = self.conn.execute(self.SQL_DELETE_AFTER, (position,)).fetchone()[0]
             self.conn.execute(self.SQL_SET_POSITION, (position,))
-            self.conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self.conn.execute("ROLLBACK")
-            raise
         return gone
 
     def count_up_to(self, position: int) -> int:
