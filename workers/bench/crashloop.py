@@ -340,17 +340,10 @@ class Servers:
 @contextmanager
 def cluster_servers(env: dict[str, str]) -> Iterator[Servers]:
     """A PostgreSQL (fsync on, as the cluster bench) and a Redis of the run's own, named in `env`."""
-    from workers.bench.servers import PostgresServer, RedisServer, ServerMissing
+    from workers.bench.servers import start_both
 
     with ExitStack() as stack:
-        try:
-            postgres, redis = PostgresServer(fsync=True, shared_buffers="32MB"), RedisServer()
-        except ServerMissing as exc:
-            raise BenchError(str(exc)) from None
-        stack.callback(postgres.stop)
-        postgres.start()
-        stack.callback(redis.stop)
-        redis.start()
+        postgres, redis = start_both(stack, shared_buffers="32MB")
         env.update(
             LANNER_DATABASE_URL=postgres.url(postgres.create_database()),
             LANNER_REDIS_URL=redis.url(),

@@ -452,17 +452,10 @@ def run_histories(
         postgres = redis = None
         envs = [lanner_env(work_dir / f"node-{n}") for n in range(nodes)]
         if nodes > 1 or fault != "none":
-            from workers.bench.servers import PostgresServer, RedisServer, ServerMissing
+            from workers.bench.servers import start_both
 
             reporter.message("Starting PostgreSQL and Redis ...")
-            try:
-                postgres, redis = PostgresServer(fsync=True), RedisServer()
-            except ServerMissing as exc:
-                raise BenchError(str(exc)) from None
-            stack.callback(postgres.stop)
-            postgres.start()
-            stack.callback(redis.stop)
-            redis.start()
+            postgres, redis = start_both(stack)
             url = postgres.url(postgres.create_database())
             for n, env in enumerate(envs):
                 env.update(LANNER_DATABASE_URL=url, LANNER_REDIS_URL=redis.url(), LANNER_NODE_ID=f"node-{n}")

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from models.errors import LannerError
@@ -313,3 +314,19 @@ class RedisServer:
             return (self.base / "redis.log").read_text(errors="replace")
         except (OSError, TypeError):
             return ""
+
+
+def start_both(stack: ExitStack, *, shared_buffers: str = "16MB") -> tuple[PostgresServer, RedisServer]:
+    """A PostgreSQL with fsync on (durability is part of what a bench measures) and a Redis, each
+    stopped when `stack` closes; BenchError if either is not installed."""
+    from workers.bench.errors import BenchError
+
+    try:
+        postgres, redis = PostgresServer(fsync=True, shared_buffers=shared_buffers), RedisServer()
+    except ServerMissing as exc:
+        raise BenchError(str(exc)) from None
+    stack.callback(postgres.stop)
+    postgres.start()
+    stack.callback(redis.stop)
+    redis.start()
+    return postgres, redis
