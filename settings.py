@@ -181,6 +181,9 @@ def _currency(value: str) -> str:
     return code
 
 
+ECB_DAILY_URL = "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"
+
+
 def _feed_url(value: str) -> str:
     if value and not value.startswith(("http://", "https://")):
         raise ValueError("the rate feed is an http:// or https:// URL")
@@ -477,10 +480,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "exchange_rate_url",
-        "",
+        ECB_DAILY_URL,
         _feed_url,
-        'A JSON rate feed ({"base": "EUR", "rates": {"USD": 1.08, ...}}) `lanner worker` reads every hour; '
-        "empty: rates only from `lanner currency rate set` and the API.",
+        "The rate feed `lanner worker` reads when it starts and daily at 16:07 UTC: the ECB's reference "
+        'rates (XML) or a JSON feed ({"base": "EUR", "rates": {"USD": 1.08, ...}, "date": "2026-12-04"}); '
+        "rates are crossed into the report currency, which the feed must quote. Empty: rates only from "
+        "`lanner currency rate set`, the API and the panel.",
     ),
     Setting(
         "tracker_hosts",

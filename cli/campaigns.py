@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from cli.context import Context, pass_context
+from cli.currency import echo_rate_warnings
 from cli.options import format_option
 from cli.output import echo_rows, json_text
 from cli.streams import STREAM_COLUMNS, stream_landers, stream_row
@@ -90,6 +91,7 @@ def campaign_create(ctx: Context, name: str, alias: str, landers: tuple[str, ...
     owner_id(ctx, options)
     created = create_campaign(ctx.db, name, alias, landers=stream_landers(ctx, landers) or (), **options)
     click.echo(campaign_fields(created)["source_url"])
+    echo_rate_warnings(ctx, created.cost_currency)
 
 
 @campaign.command("list")
@@ -148,6 +150,8 @@ def campaign_update(ctx: Context, ref: str, **changes: Any) -> None:
     owner_id(ctx, changes)
     updated = update_campaign(ctx.db, ref, **changes)
     click.echo(f"Campaign {updated.id} updated: /{updated.alias}")
+    if changes.get("cost_currency"):
+        echo_rate_warnings(ctx, updated.cost_currency)
 
 
 @campaign.command("archive")

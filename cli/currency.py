@@ -36,18 +36,18 @@ def currency_rate() -> None:
 @currency_rate.command("set")
 @click.argument("code")
 @click.argument("rate")
+@click.option("--day", help="The UTC day (YYYY-MM-DD) it applies from; default today. No fetch replaces it.")
 @pass_context
-def currency_rate_set(ctx: Context, code: str, rate: str) -> None:
-    """Set CODE's rate from now on (e.g. `EUR 1.08`: 1 EUR = 1.08 in the report currency)."""
-    from models.reporting.currency import report_currency, set_rates
+def currency_rate_set(ctx: Context, code: str, rate: str, day: str | None) -> None:
+    """Set CODE's rate by hand (e.g. `EUR 1.08`: 1 EUR = 1.08 in the report currency) for a day and the
+    days after it up to the next stored rate."""
+    from models.reporting.currency import parse_day, report_currency, set_rates
 
-    (change,) = set_rates(ctx.db, {code: rate})
+    (change,) = set_rates(ctx.db, {code: rate}, day=parse_day(day) if day else None)
     report = report_currency(ctx.db.connection())
-    click.echo(f"1 {change.currency} = {change.rate:g} {report}.")
+    click.echo(f"1 {change.currency} = {change.rate:g} {report} from {change.day}.")
     if change.converted:
-        click.echo(
-            f"Converted {change.converted:,} conversion(s) that were waiting for a {change.currency} rate."
-        )
+        click.echo(f"Converted {change.converted:,} {change.currency} conversion(s) at it.")
 
 
 @currency_rate.command("list")
@@ -63,17 +63,32 @@ def currency_rate_list(ctx: Context, history: bool, fmt: str) -> None:
     if fmt == "table":
         click.echo(f"Report currency: {report_currency(ctx.db.connection())}")
         rows = [{**row, "valid_from": local_iso(row["valid_from"], zone("UTC"))} for row in rows]
-    echo_rows(rows, ["currency", "rate", "report_currency", "valid_from", "source"], fmt)
+    echo_rows(rows, ["currency", "rate", "report_currency", "day", "source", "is_manual"], fmt)
 
 
-@currency_rate.command("refresh")
+@currency_rate.command("fetch")
+@click.option("--url", help="Read this feed instead of LANNER_EXCHANGE_RATE_URL (the ECB's XML or JSON).")
 @pass_context
-def currency_rate_refresh(ctx: Context) -> None:
-    """Read LANNER_EXCHANGE_RATE_URL now and store the rates that changed (the worker does it hourly)."""
+def currency_rate_fetch(ctx: Context, url: str | None) -> None:
+    """Read the rate feed now and store each day's rates that are new or changed (`lanner worker` does
+    it daily); rates set by hand stay."""
     from models.reporting.currency import refresh_rates
 
-    if not ctx.settings.exchange_rate_url:
-        raise click.ClickException("LANNER_EXCHANGE_RATE_URL is not set.")
-    changes = refresh_rates(ctx.db, ctx.settings.exchange_rate_url)
-    converted = sum(change.converted for change in changes)
-    click.echo(f"{len(changes)} rate(s) changed; {converted:,} waiting conversion(s) converted.")
+    url = url or ctx.settings.exchange_rate_url
+    if not url:
+        raise click.ClickException("LANNER_EXCHANGE_RATE_URL is empty; give the feed with --url.")
+    result = refresh_rates(ctx.db, url)
+    converted = sum(change.converted for change in result.stored)
+    days = f"{result.days[0]}" if len(result.days) == 1 else f"{result.days[0]} to {result.days[-1]}"
+    click.echo(
+        f"Rates for {days}: {len(result.stored)} new or changed, {result.kept_manual} kept as set by hand; "
+        f"{converted:,} conversion(s) converted at them."
+    )
+
+
+def echo_rate_warnings(ctx: Context, *currencies: str | None) -> None:
+    """A warning on stderr for each currency just set that has no exchange rate (it is accepted)."""
+    from models.admin.services import rate_warnings
+
+    for warning in rate_warnings(ctx.db, *currencies):
+        click.echo(f"Warning: {warning}", err=True)

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from cli.context import Context, pass_context
+from cli.currency import echo_rate_warnings
 from cli.options import cap_options, format_option
 from cli.output import echo_rows
 from models import choices
@@ -34,6 +35,7 @@ def offer_create(ctx: Context, name: str, url: str, **options: Any) -> None:
     network_option(ctx, options)
     created = create_offer(ctx.db, name, url, **options)
     click.echo(created.id)
+    echo_rate_warnings(ctx, created.currency)
 
 
 def network_option(ctx: Context, options: dict[str, Any]) -> None:
@@ -89,3 +91,5 @@ def offer_update(ctx: Context, offer_id: int, **changes: Any) -> None:
     network_option(ctx, changes)
     updated = update_offer(ctx.db, offer_id, **changes)
     click.echo(f"Offer {updated.id} updated.")
+    if changes.get("currency"):
+        echo_rate_warnings(ctx, updated.currency)

@@ -125,6 +125,7 @@ def two_nodes(directory: Path, postgres_server, template: str, redis_server):
     # `lanner worker` yields the CPU (nice 10) to the web workers, and on a box the rest of the run keeps
     # busy it would to every test process too: its start and landing would take tens of seconds.
     env["LANNER_WORKER_NICE"] = "0"
+    env["LANNER_EXCHANGE_RATE_URL"] = ""  # No machine here reaches the ECB.
     nodes = [Node(directory, name, env) for name in ("node-a", "node-b")]
     try:
         for node in nodes:

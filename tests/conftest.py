@@ -119,6 +119,8 @@ def env(data_dir: Path, request) -> dict[str, str]:
     # minutes for it there. Production keeps both; a test that is about them sets its own.
     environ["LANNER_ADMIN_IDLE_PRIORITY"] = "off"
     environ["LANNER_WORKER_NICE"] = "0"
+    # No machine here reaches the ECB: a test that reads rates serves its own feed (tests/test_rates.py).
+    environ["LANNER_EXCHANGE_RATE_URL"] = ""
     if backend_of(request) == "postgresql":
         environ["LANNER_DATABASE_URL"] = request.getfixturevalue("postgres_migrated_url")
     return environ

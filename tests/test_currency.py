@@ -117,23 +117,42 @@ def test_a_payout_in_a_currency_without_a_rate_is_listed_not_summed_until_one_is
     assert (report.unconverted, report.notes) == ([], [])
 
 
-def test_a_status_change_keeps_the_rate_the_payout_was_converted_at(db, campaign, recorder, clock):
-    set_rates(db, {"EUR": 1.1})
+def test_a_conversion_keeps_the_rate_of_its_day_through_status_changes_and_later_days_rates(
+    db, campaign, recorder, clock
+):
+    from datetime import timedelta
+
+    from models.reporting.currency import day_of
+
+    day = day_of(int(clock() * 1000))
+    set_rates(db, {"EUR": 1.1}, day=day)
     subid = store_click(db, campaign, clock)
     post(recorder, subid, payout="10", currency="EUR", status="lead")
-    set_rates(db, {"EUR": 1.2}, now_ms=int(clock() * 1000) + 1)
+    (later,) = set_rates(db, {"EUR": 1.2}, day=day + timedelta(days=1))
+    assert later.converted == 0  # The conversion's day keeps its own rate.
     post(recorder, subid, payout="10", currency="EUR", status="sale")  # Same amount: same conversion.
     assert both_reports(db).total["revenue"] == pytest.approx(11.0)
-    post(recorder, subid, payout="20", currency="EUR", status="rejected")  # A new amount: today's rate.
-    assert db.execute_sql("SELECT report_payout FROM conversion").fetchone()[0] == pytest.approx(24.0)
+    (corrected,) = set_rates(db, {"EUR": 1.3}, day=day)  # The day's rate corrected: converted again.
+    assert corrected.converted == 1
+    assert both_reports(db).total["revenue"] == pytest.approx(13.0)
+    post(recorder, subid, payout="20", currency="EUR", status="rejected")  # A new amount: its day's rate.
+    assert db.execute_sql("SELECT report_payout FROM conversion").fetchone()[0] == pytest.approx(26.0)
     assert both_reports(db).total["revenue"] == 0
 
 
-def test_campaign_costs_in_eur_are_converted_and_need_a_rate(db, settings, make_tracker, clock, recorder):
+def test_campaign_costs_in_eur_are_converted_and_warned_of_without_a_rate(
+    db, settings, make_tracker, clock, recorder
+):
+    from models.admin.services import rate_warnings
+
     create_campaign(db, "Paid", "paid", offer_url="https://o.example/?s={subid}")
-    with pytest.raises(AdminError, match="no exchange rate for EUR.*lanner currency rate set EUR"):
-        update_campaign(db, "paid", cost_model="cpc", cost_value=0.5, cost_currency="EUR")
+    # Accepted...
+    campaign = update_campaign(db, "paid", cost_model="cpc", cost_value=0.5, cost_currency="EUR")
+    (warning,) = rate_warnings(db, campaign.cost_currency)  # ...and told.
+    assert "EUR has no exchange rate into the report currency USD" in warning
+    assert "`lanner currency rate set EUR RATE`" in warning
     set_rates(db, {"EUR": 1.1})
+    assert rate_warnings(db, "EUR", "USD") == []
     update_campaign(db, "paid", cost_model="cpc", cost_value=0.5, cost_currency="eur")
     run_deferred(db)
     tracker = make_tracker(debounce_seconds=0)
@@ -286,7 +305,11 @@ def test_the_refresh_task_stores_changed_rates_from_the_feed_and_converts_waitin
 def test_currency_commands_set_and_list_rates(lanner, env, feed):
     from conftest import run_lanner
 
-    assert lanner("currency", "rate", "set", "EUR", "1.08").stdout.strip() == "1 EUR = 1.08 USD."
+    from models.reporting.currency import day_of, now_ms
+
+    today = day_of(now_ms()).isoformat()
+    set_eur = lanner("currency", "rate", "set", "EUR", "1.08")
+    assert set_eur.stdout.strip() == f"1 EUR = 1.08 USD from {today}."
     refused = lanner("currency", "rate", "set", "EUR", "cheap", check=False)
     assert refused.returncode != 0 and "Rate 'cheap' is not a number" in refused.stderr
     listed = json.loads(lanner("currency", "rate", "list", "--json").stdout)
@@ -294,23 +317,19 @@ def test_currency_commands_set_and_list_rates(lanner, env, feed):
         ("EUR", 1.08, "USD")
     ]
     csv_lines = lanner("currency", "rate", "list", "--csv").stdout.splitlines()
-    assert csv_lines[0] == "currency,rate,report_currency,valid_from,source" and csv_lines[1].startswith(
-        "EUR,1.08"
-    )
+    assert csv_lines[0] == "currency,rate,report_currency,day,source,is_manual"
+    assert csv_lines[1] == f"EUR,1.08,USD,{today},manual,True"
     assert "Report currency: USD" in lanner("currency", "rate", "list").stdout
     feed.body = json.dumps({"base": "USD", "rates": {"GBP": 0.8}}).encode()
-    refreshed = run_lanner({**env, "LANNER_EXCHANGE_RATE_URL": feed.url}, "currency", "rate", "refresh")
-    assert "1 rate(s) changed" in refreshed.stdout
+    refreshed = run_lanner({**env, "LANNER_EXCHANGE_RATE_URL": feed.url}, "currency", "rate", "fetch")
+    assert f"Rates for {today}: 1 new or changed, 0 kept as set by hand" in refreshed.stdout
     assert len(json.loads(lanner("currency", "rate", "list", "--history", "--json").stdout)) == 2
     offer_id = lanner("offer", "create", "EU", "--url", "https://o.example/?s={subid}", "--currency", "eur")
+    assert offer_id.stderr == ""  # EUR has a rate: nothing to warn of.
     offers = json.loads(lanner("offer", "list", "--json").stdout)
     assert [(o["id"], o["currency"]) for o in offers] == [(int(offer_id.stdout), "EUR")]
     lanner("offer", "update", offer_id.stdout.strip(), "--currency", "GBP")
     assert json.loads(lanner("offer", "list", "--json").stdout)[0]["currency"] == "GBP"
-    refused = lanner(
-        "campaign", "create", "C", "--alias", "c", "--offer-id", "1", "--cost-currency", "CHF", check=False
-    )
-    assert refused.returncode != 0 and "no exchange rate for CHF" in refused.stderr
     report = json.loads(lanner("report", "--preset", "all_time", "--json").stdout)
     # No worker has made the columnar history here: the report says it counted the row store instead.
     notes = [note for note in report["notes"] if not note.startswith(FALLBACK_NOTE)]
@@ -324,6 +343,13 @@ def test_currency_commands_set_and_list_rates(lanner, env, feed):
     assert json.loads(lanner("report", "--preset", "all_time", "--json").stdout)["total"]["cost"] == 54.0
     refused = lanner(*spread, "--currency", "CHF", check=False)
     assert refused.returncode != 0 and "no exchange rate for CHF" in refused.stderr
+    offer_ref = offer_id.stdout.strip()
+    warned = lanner("campaign", "create", "C", "--alias", "c", "--offer-id", offer_ref, "--cost-currency=CHF")
+    assert warned.stderr.startswith("Warning: CHF has no exchange rate into the report currency USD")
+    warned = lanner("offer", "update", offer_id.stdout.strip(), "--currency", "JPY")
+    assert "Warning: JPY has no exchange rate" in warned.stderr
+    lanner("offer", "update", offer_id.stdout.strip(), "--currency", "GBP")
+    assert lanner("campaign", "update", "c", "--cost-currency", "USD").stderr == ""
     mismatch = run_lanner({**env, "LANNER_REPORT_CURRENCY": "EUR"}, "report", check=False)
     assert mismatch.returncode != 0 and "stored amounts are in USD" in mismatch.stderr
 

@@ -41,7 +41,7 @@ from models.choices import (
     STREAM_STATUSES,
     STREAM_TYPES,
 )
-from models.reporting.currency import CurrencyError, check_code, report_currency, require_rate
+from models.reporting.currency import CurrencyError, check_code, missing_rate, report_currency
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
 from models.routing.sources import slot_filter
@@ -121,18 +121,26 @@ def _check_cap(value: int | None, what: str) -> None:
         raise AdminError(f"{what} cannot be negative.")
 
 
-def _check_currency(code: str, *, needs_rate: bool) -> str:
-    """An offer's payout may wait for a rate (its conversions are then reported as unconverted);
-    a campaign's costs may not: clicks land with their cost converted."""
+def _check_currency(code: str) -> str:
+    """A three-letter code. One without an exchange rate is accepted (an offer's conversions, a
+    campaign's clicks wait for one, and reports say so); rate_warnings() tells whoever set it."""
     try:
-        return require_rate(Offer._meta.database.connection(), code) if needs_rate else check_code(code)
+        return check_code(code)
     except CurrencyError as exc:
         raise AdminError(str(exc)) from None
 
 
+def rate_warnings(db: Database, *currencies: str | None) -> list[str]:
+    """One sentence per currency (an offer's payout, a campaign's costs) with no exchange rate into the
+    report currency: accepted, but its amounts stay out of revenue and cost until a rate comes."""
+    conn = db.connection()
+    seen = dict.fromkeys(code for code in currencies if code)
+    return [warning for code in seen if (warning := missing_rate(conn, code)) is not None]
+
+
 def _check_offer_fields(fields: dict[str, Any]) -> None:
     if fields.get("currency") is not None:
-        fields["currency"] = _check_currency(fields["currency"], needs_rate=False)
+        fields["currency"] = _check_currency(fields["currency"])
     if "url" in fields:
         fields["url"] = _check_url(fields["url"])
     if not 0 <= fields.get("payout", 0) <= MAX_COST_VALUE:  # NaN and Infinity too
@@ -392,7 +400,7 @@ def _check_campaign_fields(fields: dict[str, Any]) -> None:
     if fields.get("cost_model") == "revshare" and fields.get("cost_value", 0) > 100:
         raise AdminError("A revshare cost is a percentage of revenue, from 0 to 100.")
     if "cost_currency" in fields:
-        fields["cost_currency"] = _check_currency(fields["cost_currency"], needs_rate=True)
+        fields["cost_currency"] = _check_currency(fields["cost_currency"])
     if fields.get("owner_id") is not None:
         if AccountStore(Campaign._meta.database.connection()).user_by_id(fields["owner_id"]) is None:
             raise AdminNotFound(f"There is no user with id {fields['owner_id']} to own the campaign.")

@@ -170,7 +170,7 @@ def correct_conversion(
         new_currency = currency or stored.currency
         report_payout = stored.report_payout
         if (new_payout, new_currency) != (stored.payout, stored.currency):
-            report_payout = convert(conn, new_payout, new_currency, report)
+            report_payout = convert(conn, new_payout, new_currency, report, stored.created_at)
         change = StatusChange(
             stored.id,
             stored.click_id,

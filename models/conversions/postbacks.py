@@ -442,7 +442,8 @@ class ConversionRecorder:
                 offer_payout, offer_currency = offer or (0.0, report)
                 payout = offer_payout if payout is None else payout
                 currency = currency or offer_currency
-            report_payout = convert(conn, payout, currency, report)  # None: no rate yet, reports say so.
+            # The rate of the day it is recorded on (`now`); None: no rate yet, reports say so.
+            report_payout = convert(conn, payout, currency, report, now)
             cost = conversion_cost(cost_model, cost_value, status, report_payout or 0.0)
             conversion_id = conversions.insert(
                 postback.subid,
@@ -470,9 +471,18 @@ class ConversionRecorder:
                 conn, click_id, None, conversion_metrics(status, report_payout or 0.0, cost)
             )
         else:
-            conversion_id, tid, old_status, old_payout, old_cost, old_currency, old_report, original, raw = (
-                existing
-            )
+            (
+                conversion_id,
+                tid,
+                old_status,
+                old_payout,
+                old_cost,
+                old_currency,
+                old_report,
+                original,
+                raw,
+                recorded_at,
+            ) = existing
             if changes == "any" and status == SALE and original == REBILL:
                 status = REBILL  # A rebill approved again stays a rebill (`forward` refuses the change).
             if old_status == status:
@@ -500,13 +510,13 @@ class ConversionRecorder:
                 offer = conversions.offer_payout(offer_id)
                 if offer is not None and offer[0]:
                     payout, currency = offer
-                    report_payout = convert(conn, payout, currency, report)
+                    report_payout = convert(conn, payout, currency, report, recorded_at)
             if postback.payout is not None and (postback.payout, postback.currency or currency) != (
                 payout,
                 currency,
-            ):  # A new amount converts at today's rate; an unchanged one keeps its conversion.
+            ):  # A new amount converts at the rate of the day the conversion was recorded, as its first did.
                 payout, currency = postback.payout, postback.currency or currency
-                report_payout = convert(conn, payout, currency, report)
+                report_payout = convert(conn, payout, currency, report, recorded_at)
             change = StatusChange(
                 conversion_id,
                 click_id,

@@ -18,8 +18,8 @@ from models.store.history import ROW_COLUMNS, HistoryStore
 from models.store.rows import Store, fetch_one, fetch_single
 
 SELECT_CONVERSION = (
-    "SELECT id, tid, status, payout, cost, currency, report_payout, original_status, raw_status "
-    "FROM conversion"
+    "SELECT id, tid, status, payout, cost, currency, report_payout, original_status, raw_status, "
+    "created_at FROM conversion"
 )
 
 
@@ -98,7 +98,8 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, previous_status 
         return fetch_one(self.conn, self.SQL_HAS_SALE, (subid,)) is not None
 
     def conversion_by_tid(self, subid: str, tid: str) -> tuple | None:
-        """(id, tid, status, payout, cost, currency, report payout, original status, raw status)."""
+        """(id, tid, status, payout, cost, currency, report payout, original status, raw status, created
+        at)."""
         return fetch_one(self.conn, self.SQL_CONVERSION_BY_TID, (subid, tid))
 
     def conversions_of_click(self, subid: str) -> list[tuple]:

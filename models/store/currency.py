@@ -9,11 +9,21 @@ from __future__ import annotations
 
 from models.store.rows import Store, fetch_one, fetch_single
 
+# The sources of rates set by hand; a fetched rate's source is the feed's host.
+MANUAL_SOURCES = ("manual", "api", "panel")
+_MANUAL_LIST = ", ".join(f"'{source}'" for source in MANUAL_SOURCES)
+
 
 class CurrencyStore(Store):
     """The rates and currency labels of one connection; writes join the caller's transaction."""
 
-    SQL_LATEST_RATE = "SELECT rate FROM exchange_rate WHERE currency = ? ORDER BY valid_from DESC LIMIT 1"
+    SQL_RATE_AT = """
+SELECT rate FROM exchange_rate WHERE currency = ? AND valid_from <= ? ORDER BY valid_from DESC LIMIT 1
+"""
+    SQL_FIRST_RATE = "SELECT rate FROM exchange_rate WHERE currency = ? ORDER BY valid_from LIMIT 1"
+    SQL_RATE_ON = "SELECT rate, source FROM exchange_rate WHERE currency = ? AND valid_from = ?"
+    SQL_HAS_EARLIER = "SELECT EXISTS (SELECT 1 FROM exchange_rate WHERE currency = ? AND valid_from < ?)"
+    SQL_NEXT_FROM = "SELECT MIN(valid_from) FROM exchange_rate WHERE currency = ? AND valid_from > ?"
     SQL_LATEST_RATES = """
 SELECT r.currency, r.rate, r.valid_from, r.source FROM exchange_rate AS r
 WHERE r.valid_from = (SELECT MAX(valid_from) FROM exchange_rate WHERE currency = r.currency)
@@ -25,6 +35,17 @@ ORDER BY r.currency
     SQL_INSERT_RATE = """
 INSERT INTO exchange_rate (currency, valid_from, rate, source) VALUES (?, ?, ?, ?)
 ON CONFLICT (currency, valid_from) DO UPDATE SET rate = excluded.rate, source = excluded.source
+"""
+    # A fetched rate never replaces one set by hand (the CLI, the API, the panel) for the same day.
+    SQL_INSERT_FETCHED_RATE = f"""
+INSERT INTO exchange_rate (currency, valid_from, rate, source) VALUES (?, ?, ?, ?)
+ON CONFLICT (currency, valid_from) DO UPDATE SET rate = excluded.rate, source = excluded.source
+WHERE exchange_rate.source NOT IN ({_MANUAL_LIST})
+"""
+    # PERF: by conversion_created_at; a day of conversions, or all of one currency's for its first rate.
+    SQL_CONVERSIONS_BETWEEN = """
+SELECT id, click_id, campaign_id, status, payout, cost, report_payout FROM conversion
+WHERE currency = ? AND created_at >= ? AND created_at < ?
 """
     SQL_HAS_RATES = "SELECT EXISTS (SELECT 1 FROM exchange_rate)"
     SQL_CONVERT = "UPDATE conversion SET report_payout = ?, cost = ? WHERE id = ?"
@@ -39,10 +60,39 @@ SELECT EXISTS (SELECT 1 FROM click) OR EXISTS (SELECT 1 FROM conversion)
 
     __slots__ = ()
 
-    def latest_rate(self, currency: str) -> float | None:
-        """The rate stored last for `currency` (one unit in the report currency); None if none is."""
-        row = fetch_one(self.conn, self.SQL_LATEST_RATE, (currency,))
+    def rate_at(self, currency: str, at_ms: int) -> float | None:
+        """The rate in force at `at_ms` (the latest from at or before it; the first one stored for a time
+        before any); None if `currency` has none."""
+        row = fetch_one(self.conn, self.SQL_RATE_AT, (currency, at_ms))
+        if row is None:
+            row = fetch_one(self.conn, self.SQL_FIRST_RATE, (currency,))
         return row[0] if row else None
+
+    def rate_on(self, currency: str, valid_from: int) -> tuple[float, str] | None:
+        """(rate, source) stored for exactly `valid_from`; None if none is."""
+        return fetch_one(self.conn, self.SQL_RATE_ON, (currency, valid_from))
+
+    def rate_span(self, currency: str, valid_from: int) -> tuple[int | None, int | None]:
+        """The times the rate from `valid_from` applies to: [start, end), None for no bound (a rate
+        before any other also applies to the time before it; the last one, from then on)."""
+        has_earlier = fetch_single(self.conn, self.SQL_HAS_EARLIER, (currency, valid_from))[0]
+        following = fetch_single(self.conn, self.SQL_NEXT_FROM, (currency, valid_from))[0]
+        return (valid_from if has_earlier else None), following
+
+    def insert_fetched_rate(self, currency: str, valid_from: int, rate: float, source: str) -> bool:
+        """As insert_rate, unless a rate set by hand is stored for that moment; whether it was stored."""
+        cursor = self.conn.execute(self.SQL_INSERT_FETCHED_RATE, (currency, valid_from, rate, source))
+        stored = cursor.rowcount > 0
+        cursor.close()
+        return stored
+
+    def conversions_between(
+        self, currency: str, start: int | None, end: int | None
+    ) -> list[tuple[int, int, int, str, float, float, float | None]]:
+        """(id, click id, campaign id, status, payout, cost, report payout) of the conversions received
+        in `currency` and recorded in [start, end) (None: no bound)."""
+        bounds = (-(1 << 62) if start is None else start, (1 << 62) if end is None else end)
+        return self.conn.execute(self.SQL_CONVERSIONS_BETWEEN, (currency, *bounds)).fetchall()
 
     def rates(self, *, history: bool = False) -> list[tuple[str, float, int, str]]:
         """(currency, rate, valid_from, source): each currency's latest, or every rate (`history`)."""

@@ -51,6 +51,7 @@ def v1_routes(
         offers,
         openapi,
         postbacks,
+        rates,
         reports,
         sources,
         status,
@@ -99,6 +100,8 @@ def v1_routes(
             reports.ReportResource(auth, db, settings.report_currency, HistoryFiles.for_reports(settings)),
         ),
         ("/status", status.StatusResource(auth, db, settings)),
+        ("/currency/rates", rates.RateListResource(auth, db)),
+        ("/currency/rates/fetch", rates.RateFetchResource(auth, db, settings.exchange_rate_url)),
     ]
     routes = [(PREFIX + path, resource) for path, resource in routes]
     routes.append((PREFIX + "/openapi.json", openapi.OpenApiResource(routes)))

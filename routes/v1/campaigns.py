@@ -24,7 +24,11 @@ CAMPAIGN_OPTIONS = (
     Field("default_url", "string", "URL template for the redirect default action."),
     Field("cost_model", "string", "cpc, cpuc, cpm, cpa, cps or revshare."),
     Field("cost_value", "number", "The price per unit of the cost model (revshare: percent)."),
-    Field("cost_currency", "string", "The cost's currency; it needs an exchange rate."),
+    Field(
+        "cost_currency",
+        "string",
+        "The cost's currency; without an exchange rate it is accepted with a warning (`warnings`).",
+    ),
     Field("source", "string", "Its traffic source (name or id): its URL's parameters and its postback."),
 )
 CAMPAIGN_CREATE = (
@@ -201,7 +205,8 @@ class CampaignListResource:
         require_creator(req, "campaigns")
         actor = req.context.principal
         campaign = services.create_campaign(self.db, body.pop("name"), body.pop("alias"), actor=actor, **body)
-        answer(req, resp, campaign_fields(campaign), falcon.HTTP_201)
+        warnings = services.rate_warnings(self.db, campaign.cost_currency)
+        answer(req, resp, {**campaign_fields(campaign), "warnings": warnings}, falcon.HTTP_201)
 
 
 @api_resource
@@ -224,13 +229,11 @@ class CampaignResource:
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = _campaign_changes(read_body(req, CAMPAIGN_UPDATE))
         campaign = _campaign(self.db, req, ref)
-        answer(
-            req,
-            resp,
-            campaign_fields(
-                services.update_campaign(self.db, campaign.id, actor=req.context.principal, **body)
-            ),
-        )
+        updated = services.update_campaign(self.db, campaign.id, actor=req.context.principal, **body)
+        shown = campaign_fields(updated)
+        if "cost_currency" in body:  # Accepted without a rate, but told.
+            shown["warnings"] = services.rate_warnings(self.db, updated.cost_currency)
+        answer(req, resp, shown)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         campaign = _campaign(self.db, req, ref)

@@ -30,6 +30,11 @@ OFFER_UPDATE = (
 )
 
 
+def _with_warnings(db, offer) -> dict:
+    """The offer with `warnings`: its currency's missing exchange rate, if it has none (accepted)."""
+    return {**offer_fields(offer), "warnings": services.rate_warnings(db, offer.currency)}
+
+
 @api_resource
 class OfferListResource:
     operations = {
@@ -38,7 +43,11 @@ class OfferListResource:
             params=PAGE_PARAMS,
             paginated=True,
         ),
-        "POST": Operation("Create an offer.", body=OFFER_CREATE, answers={201: "Created."}),
+        "POST": Operation(
+            "Create an offer; `warnings` says if its currency has no exchange rate (it is accepted).",
+            body=OFFER_CREATE,
+            answers={201: "Created."},
+        ),
     }
 
     def __init__(self, auth, db) -> None:
@@ -55,7 +64,7 @@ class OfferListResource:
         offer = services.create_offer(
             self.db, body.pop("name"), body.pop("url"), actor=req.context.principal, **body
         )
-        answer(req, resp, offer_fields(offer), falcon.HTTP_201)
+        answer(req, resp, _with_warnings(self.db, offer), falcon.HTTP_201)
 
 
 @api_resource
@@ -78,4 +87,4 @@ class OfferResource:
         visible_offer(self.db, req.context.principal, offer_id)
         require_creator(req, "or change offers")
         offer = services.update_offer(self.db, offer_id, actor=req.context.principal, **body)
-        answer(req, resp, offer_fields(offer))
+        answer(req, resp, _with_warnings(self.db, offer) if "currency" in body else offer_fields(offer))

@@ -29,6 +29,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
     },
     "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+    "numbers": {"type": "object", "additionalProperties": {"type": "number"}},
     "objects": {"type": "array", "items": {"type": "object"}},
     "landers": {
         "type": "array",

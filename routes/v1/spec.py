@@ -55,8 +55,8 @@ TYPES = {
 class Field:
     name: str
     type: str  # string, integer, number, boolean, strings, integers (lists), offers ([{offer_id, weight}]),
-    # labels ({name: string}), objects (a list of objects, each with the fields of `items`),
-    # landers ([{lander_id or name, weight}])
+    # labels ({name: string}), numbers ({name: number}), objects (a list of objects, each with the fields
+    # of `items`), landers ([{lander_id or name, weight}])
     about: str = ""
     required: bool = False
     items: tuple[Field, ...] = ()
@@ -118,6 +118,8 @@ def _type_ok(value: Any, kind: str) -> bool:
         )
     if kind == "labels":
         return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
+    if kind == "numbers":
+        return isinstance(value, dict) and all(_type_ok(item, "number") for item in value.values())
     if kind == "objects":  # Each item is checked on its own (check_object), to be refused by its index.
         return isinstance(value, list)
     if kind == "landers":
@@ -196,6 +198,7 @@ DESCRIBED = {
     "integers": "a list of whole numbers",
     "offers": 'a list of {"offer_id": N, "weight": N} objects',
     "labels": 'an object of strings ({"zoneid": "123"})',
+    "numbers": 'an object of numbers ({"EUR": 1.08})',
     "objects": "a list (of objects)",
     "landers": 'a list of {"lander_id": N, "weight": N} (or {"name": "...", "weight": N}) objects',
 }

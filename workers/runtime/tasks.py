@@ -60,6 +60,9 @@ logger = logging.getLogger(__name__)
 # minute tries again; a traceback would say nothing more.
 HISTORY_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, LannerError, OSError, *DRIVER_ERRORS)
 
+# What keeps fetched rates from being stored now (a held write lock, the database away): the next run.
+RATES_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, *DRIVER_ERRORS)
+
 IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive.
 FAILED_ROUND_PAUSE = 1.0  # Pause after a round that failed (a full disk, a held write lock).
 STANDBY_PAUSE = 1.0  # Seconds between looks at the flusher lock another `lanner worker` holds.
@@ -335,6 +338,9 @@ def cluster_wide(huey: Huey, settings: Settings) -> Callable[[str, float], Calla
     return once
 
 
+# The ECB publishes the day's reference rates at about 16:00 CET (15:00 UTC in winter, 14:00 in summer).
+RATES_SCHEDULE = crontab(hour="16", minute="7")
+
 # The sweeps of the node's own files (DATA_DIR/geo, the crawler ranges): on every node, not once.
 GEO_SCHEDULE = crontab(hour="4", minute="41")
 BOT_RANGES_SCHEDULE = crontab(hour="4", minute="53")
@@ -466,19 +472,25 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         """Hourly, so each run deletes about an hour's rows (LANNER_POSTBACK_LOG_DAYS)."""
         prune_postback_log(db, settings.postback_log_days)
 
-    @huey.periodic_task(crontab(minute="7"), name="refresh_exchange_rates")
-    @once("refresh_exchange_rates", HOURLY)
+    @huey.periodic_task(RATES_SCHEDULE, name="refresh_exchange_rates")
+    @once("refresh_exchange_rates", HOURLY)  # Daily ticks: an hour's window tells one from the next.
     def refresh_exchange_rates() -> None:
-        """Rates from LANNER_EXCHANGE_RATE_URL, if set; a feed that fails keeps the stored rates."""
+        """The day's rates from LANNER_EXCHANGE_RATE_URL (the ECB's by default), if set; a feed that
+        fails keeps the stored rates, logs one sentence, and is read again at the next run."""
         if not settings.exchange_rate_url:
             return
         try:
-            changes = refresh_rates(db, settings.exchange_rate_url)
+            result = refresh_rates(db, settings.exchange_rate_url)
         except CurrencyError as exc:
             logger.warning("exchange rates not refreshed: %s", exc)
             return
-        if changes:
-            logger.info("exchange rates refreshed: %s changed", len(changes))
+        except RATES_RETRIED as exc:
+            logger.warning("exchange rates not stored now (%s); the next run reads them again", exc)
+            return
+        if result.stored:
+            logger.info(
+                "exchange rates refreshed: %s new or changed (%s)", len(result.stored), ", ".join(result.days)
+            )
 
     if not settings.redis_url:  # In cluster mode each node runs these itself (workers/runtime/nodesweeps.py).
 
@@ -548,7 +560,7 @@ def run_consumer(settings: Settings) -> None:
     try:
         try:
             huey.run_deferred_steps()  # At once, not at the next minute.
-            huey.refresh_exchange_rates()  # Likewise: a restart does not wait up to an hour for rates.
+            huey.refresh_exchange_rates()  # Likewise: a restart does not wait for the next day's run.
             if settings.keeps_history:
                 huey.append_history()  # A history lost or damaged while the worker was down: made now.
             if node_sweeps is None:
