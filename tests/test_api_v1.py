@@ -860,11 +860,14 @@ def test_refusals_are_answered_by_their_type_not_their_wording():
     )
 
 
-def test_a_cost_currency_without_a_rate_is_a_bad_request_not_a_missing_thing(admin, key):
+def test_a_cost_currency_without_a_rate_is_accepted_with_a_warning(admin, key):
     make_campaign(admin, key)
     fields = {"cost_model": "cpc", "cost_value": 0.5, "cost_currency": "EUR"}
     status, answer = call(admin, "PATCH", "/campaigns/summer", key, fields)
-    assert status == 400 and answer["description"].startswith("There is no exchange rate for EUR")
+    assert status == 200 and answer["cost_currency"] == "EUR"
+    assert answer["warnings"][0].startswith("EUR has no exchange rate into the report currency USD")
+    status, answer = call(admin, "PATCH", "/campaigns/summer", key, {"cost_value": 0.6})
+    assert status == 200 and "warnings" not in answer  # Only a change of currency is warned of.
 
 
 def test_postback_target_and_status_map_changes_are_in_the_audit_log_with_who_made_them(accounts, key, db):

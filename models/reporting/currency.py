@@ -116,18 +116,6 @@ def missing_rate(conn, currency: str | None) -> str | None:
     )
 
 
-def require_rate(conn, currency: str) -> str:
-    """`currency` checked and upper-cased; CurrencyError unless it can be converted now."""
-    code = check_code(currency)
-    report = report_currency(conn)
-    if rate_of(conn, code, report) is None:
-        raise CurrencyError(
-            f"There is no exchange rate for {code} into the report currency {report}; "
-            f"set one first with `lanner currency rate set {code} RATE`."
-        )
-    return code
-
-
 def check_report_currency(conn, wanted: str) -> str:
     """The stored report currency, or CurrencyError when it is not the one the settings ask for."""
     stored = report_currency(conn)
