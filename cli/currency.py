@@ -44,10 +44,7 @@ def currency_rate_set(ctx: Context, code: str, rate: str, day: str | None) -> No
     from models.reporting.currency import parse_day, report_currency, set_rates
 
     (change,) = set_rates(ctx.db, {code: rate}, day=parse_day(day) if day else None)
-    report = report_currency(ctx.db.connection())
-    click.echo(f"1 {change.currency} = {change.rate:g} {report} from {change.day}.")
-    if change.converted:
-        click.echo(f"Converted {change.converted:,} {change.currency} conversion(s) at it.")
+    click.echo(change.summary(report_currency(ctx.db.connection())))
 
 
 @currency_rate.command("list")
@@ -55,14 +52,12 @@ def currency_rate_set(ctx: Context, code: str, rate: str, day: str | None) -> No
 @format_option
 @pass_context
 def currency_rate_list(ctx: Context, history: bool, fmt: str) -> None:
-    """List the exchange rates (the latest per currency)."""
+    """List the exchange rates (the latest per currency) with the UTC day each applies from."""
     from models.reporting.currency import list_rates, report_currency
-    from models.reporting.timerange import local_iso, zone
 
     rows = list_rates(ctx.db, history=history)
     if fmt == "table":
         click.echo(f"Report currency: {report_currency(ctx.db.connection())}")
-        rows = [{**row, "valid_from": local_iso(row["valid_from"], zone("UTC"))} for row in rows]
     echo_rows(rows, ["currency", "rate", "report_currency", "day", "source", "is_manual"], fmt)
 
 
@@ -77,13 +72,7 @@ def currency_rate_fetch(ctx: Context, url: str | None) -> None:
     url = url or ctx.settings.exchange_rate_url
     if not url:
         raise click.ClickException("LANNER_EXCHANGE_RATE_URL is empty; give the feed with --url.")
-    result = refresh_rates(ctx.db, url)
-    converted = sum(change.converted for change in result.stored)
-    days = f"{result.days[0]}" if len(result.days) == 1 else f"{result.days[0]} to {result.days[-1]}"
-    click.echo(
-        f"Rates for {days}: {len(result.stored)} new or changed, {result.kept_manual} kept as set by hand; "
-        f"{converted:,} conversion(s) converted at them."
-    )
+    click.echo(refresh_rates(ctx.db, url).summary())
 
 
 def echo_rate_warnings(ctx: Context, *currencies: str | None) -> None:

@@ -187,7 +187,7 @@ def test_settings_are_saved_through_update_campaign_and_its_errors_shown_next_to
         ),
         ({"timezone": "Mars/Olympus"}, "Unknown timezone &#39;Mars/Olympus&#39;"),
         ({"default_action": "redirect"}, "A redirect default action needs"),
-        ({"cost_currency": "XXX"}, "XXX"),
+        ({"cost_currency": "EURO"}, "is not a three-letter code"),  # One without a rate is warned of only.
     ):
         status, _, body = post(panel, "/panel/campaigns/1", settings_form(token, **changes), cookie=cookie)
         page = body.decode()

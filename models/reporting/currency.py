@@ -178,6 +178,13 @@ class RateChange:
     converted: int  # Stored conversions whose report payout this rate set or changed.
     day: str = ""  # YYYY-MM-DD, UTC: the day it applies from.
 
+    def summary(self, report: str) -> str:
+        """One sentence on the rate set (the CLI's, the panel's)."""
+        said = f"1 {self.currency} = {self.rate:g} {report} from {self.day}."
+        if self.converted:
+            said += f" Converted {self.converted:,} {self.currency} conversion(s) at it."
+        return said
+
 
 def check_rate(value: Any) -> float:
     try:
@@ -431,6 +438,15 @@ class FetchResult:
     days: list[str]  # The days the feed had rates for, oldest first.
     stored: list[RateChange] = field(default_factory=list)  # New or changed rates.
     kept_manual: int = 0  # Rates the feed had for a currency and day set by hand, which stay.
+
+    def summary(self) -> str:
+        """One sentence on what the fetch stored (the CLI's, the panel's)."""
+        days = self.days[0] if len(self.days) == 1 else f"{self.days[0]} to {self.days[-1]}"
+        converted = sum(change.converted for change in self.stored)
+        return (
+            f"Rates for {days}: {len(self.stored)} new or changed, {self.kept_manual} kept as set by hand; "
+            f"{converted:,} conversion(s) converted at them."
+        )
 
 
 def refresh_rates(db: Database, url: str, *, today: date | None = None) -> FetchResult:

@@ -35,6 +35,7 @@ from models.admin.services import (
     get_stream,
     list_offers,
     list_streams,
+    rate_warnings,
     remove_stream,
     reorder_streams,
     stream_geo_warnings,
@@ -597,7 +598,8 @@ class CampaignEditorResource(EditorResource):
             order=",".join(str(summary["stream"].id) for summary in streams),
             owners=self.owners(principal),
             timezones=timezone_names(),
-            warnings=warnings,
+            # The cost currency's missing rate, if it has none, until one is stored (accepted, but told).
+            warnings=[*warnings, *rate_warnings(self.db, campaign.cost_currency)],
             notice=notice,
             **CHOICES,
         )

@@ -8,7 +8,7 @@ import math
 import falcon
 
 from models.accounts.access import creates_campaigns, visible_offer, visible_offer_ids
-from models.admin.services import AdminError, create_offer, list_offers, update_offer
+from models.admin.services import AdminError, create_offer, list_offers, rate_warnings, update_offer
 from models.choices import OFFER_STATUSES
 from models.conversions.networks import list_networks
 from routes.panel.common import (
@@ -209,6 +209,8 @@ class OfferResource(OfferPages):
             form=form,
             message=message,
             saved=saved,
+            # Accepted without a rate, but told (as the CLI and the API tell), until one is stored.
+            warnings=rate_warnings(self.sessions.db, offer.currency),
             statuses=OFFER_STATUSES,
             may_edit=creates_campaigns(session.principal),
             networks=list_networks(self.sessions.db),
