@@ -121,6 +121,7 @@ def seed(data_dir: Path) -> dict[str, int]:
     create_api_key(db, "ben", "read", label="Looker dashboard")
     convert_generated_clicks(db, settings)
     spend_the_week(db)
+    seed_rates(db)
     db.close()
     return {
         "stream": filtered.id,
@@ -179,6 +180,22 @@ def convert_generated_clicks(db, settings) -> None:
                 lines.append(f"{click['subid']},{'lead' if n % 4 == 3 else 'sale'},{2 + campaign_id + n % 3}")
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms)
     import_conversions(recorder, "\n".join(lines) + "\n")
+
+
+def seed_rates(db) -> None:
+    """A week of the ECB's rates as the worker stores them, and one GBP rate set by hand."""
+    from datetime import date, timedelta
+
+    from models.reporting.currency import set_rates, store_fetched
+
+    today = date.today()
+    days = {
+        today - timedelta(days=n): {"EUR": 1.05 + n / 500, "GBP": 1.26 - n / 400, "CHF": 1.12 + n / 800}
+        for n in range(6, -1, -1)
+        if (today - timedelta(days=n)).weekday() < 5  # The ECB publishes on working days.
+    }
+    store_fetched(db, days, "www.ecb.europa.eu")
+    set_rates(db, {"GBP": 1.255}, source="panel", day=today)
 
 
 def spend_the_week(db) -> None:
@@ -273,6 +290,7 @@ def pages(ids: dict[str, int], subid: str) -> list[tuple[str, str]]:
         ("costs", "/panel/campaigns/1/costs"),
         ("offers", f"/panel/offers?{week}"),
         ("offer", f"/panel/offers/{offer}"),
+        ("rates", "/panel/rates"),
         ("landers", "/panel/landers"),
         ("lander", f"/panel/landers/{ids['lander']}"),
         ("sources", "/panel/sources"),
