@@ -195,8 +195,8 @@ def test_two_nodes_run_a_cluster_wide_sweep_once_per_tick(
     node_b = second_node(cluster_env, settings, tmp_path)
     # Both nodes queue the rate refresh as they start: two copies of one tick, in one queue, two consumers.
     workers = [
-        start_consumer(**cluster_env, LANNER_EXCHANGE_RATE_URL=feed.url),
-        start_consumer(**node_b, LANNER_EXCHANGE_RATE_URL=feed.url),
+        start_consumer(**{**cluster_env, "LANNER_EXCHANGE_RATE_URL": feed.url}),
+        start_consumer(**{**node_b, "LANNER_EXCHANGE_RATE_URL": feed.url}),
     ]
     url = cluster_env["LANNER_REDIS_URL"]
 
