@@ -5,11 +5,15 @@ the amount and currency as received: a click's cost (the flusher converts its ca
 a conversion's `report_payout` and `cost`. The rollups sum only those, so they stay additive and
 exact, and no report ever adds two currencies.
 
-The rule: an amount converts at the latest rate stored for its currency when it is recorded
-(Keitaro converts at the time of the event); a later rate does not change it. A conversion whose
-currency has no rate yet is stored with `report_payout` NULL: it counts as a conversion but not in
-revenue, and reports say how many there are. Setting a rate for that currency converts them at
-that rate and moves the rollups with them, in the same transaction.
+The rule: a rate is stored for the UTC day it applies from, and an amount converts at the rate of
+the day it is recorded on: the latest rate at or before that moment (the first one stored, for a time
+before any). A conversion whose currency has no rate at all is stored with `report_payout` NULL: it
+counts as a conversion but not in revenue, and reports say how many there are. Storing a rate for a
+day (by hand, or fetched: the ECB publishes the day's rates in its afternoon) converts again the
+conversions of that currency recorded in the days it covers, those waiting included, and moves the
+rollups with them, in the same transaction; so each day's revenue is its payouts at its rate. A
+click's cost and a spread spend keep the rate they were converted at. A rate set by hand (sources
+MANUAL_SOURCES) is never replaced by a fetched one for the same currency and day.
 
 The report currency the stored amounts are in is kept in meta `report_currency` (USD for data from
 before currencies existed: every default said USD). `lanner db migrate` adopts
