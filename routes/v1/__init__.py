@@ -53,6 +53,7 @@ def v1_routes(
         postbacks,
         reports,
         sources,
+        splittests,
         status,
     )
 
@@ -68,6 +69,7 @@ def v1_routes(
         ("/campaigns/{ref}/streams", campaigns.StreamListResource(auth, db, geo)),
         ("/campaigns/{ref}/streams/order", campaigns.StreamOrderResource(auth, db)),
         (f"/streams/{id_field('stream_id')}", campaigns.StreamResource(auth, db, geo)),
+        (f"/streams/{id_field('stream_id')}/split-test", splittests.SplitTestResource(auth, db)),
         ("/offers", offers.OfferListResource(auth, db)),
         (f"/offers/{id_field('offer_id')}", offers.OfferResource(auth, db)),
         ("/sources", sources.SourceListResource(auth, db)),
