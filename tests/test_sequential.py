@@ -56,7 +56,7 @@ def test_without_evidence_the_mixture_ratio_says_none():
 
 
 def test_the_mixture_ratio_is_the_normal_mixture_of_the_pooled_z():
-    clicks_a, conversions_a, clicks_b, conversions_b, phi = 4000, 200, 4000, 260, 0.001
+    clicks_a, conversions_a, clicks_b, conversions_b, phi = 4000, 200, 4000, 260, 0.0025
     z = naive_z(clicks_a, conversions_a, clicks_b, conversions_b)
     nu = 2 / 4000
     expected = math.sqrt(nu / (nu + phi)) * math.exp(phi * z * z / (2 * (nu + phi)))

@@ -87,7 +87,7 @@ def split_test(
 ) -> SplitTest:
     """The stream's split test over [since, until) (local dates in `timezone`; all its clicks by default)."""
     if arm_kind not in ARM_KINDS:
-        raise SplitTestError(f"A split test compares {' or '.join(ARM_KINDS)}s, not {arm_kind!r}.")
+        raise SplitTestError(f"A split test compares offers or landers, not {arm_kind!r}.")
     stream = Stream.get_or_none(Stream.id == stream_id)
     if stream is None or stream.status == "deleted":
         raise SplitTestNotFound(f"There is no stream {stream_id}.")
