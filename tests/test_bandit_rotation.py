@@ -11,7 +11,9 @@ from urllib.parse import urlsplit
 
 import pytest
 from conftest import Clock, InProcessApp, click, request
+from test_panel import PASSWORD, get, log_in
 
+from models.accounts.users import add_user
 from models.clicks.spool import flush_spool
 from models.conversions.postbacks import ConversionRecorder, Received, parse_postback, read_secret
 from models.reporting.bandits import refresh_bandits, stream_shares
@@ -170,6 +172,14 @@ def test_the_split_test_says_no_winner_yet_then_names_the_winner_in_the_cli_and_
     assert (
         answer["verdict"] == WINNER and answer["arms"][0]["id"] == 1 and answer["offer_rotation"] == "weight"
     )
+    # The panel's stream editor shows the same verdict and numbers.
+    add_user(db, "anna", "admin", PASSWORD)
+    cookie = log_in(admin)
+    status, _, page = get(admin, "/panel/campaigns/1/streams/1", cookie)
+    assert status == 200
+    assert 'id="verdict-offer"' in page and "<strong>Winner</strong>" in page and "Winner: offer 1" in page
+    table = page.split('id="split-test-offer"', 1)[1].split("</table>", 1)[0]
+    assert f">{leader.clicks:,}<" in table and f">{other.conversions:,}<" in table and ">behind<" in table
     for path, expected in (
         ("/api/v1/streams/1/split-test?arms=zone", 400),
         ("/api/v1/streams/1/split-test?from=yesterday", 400),

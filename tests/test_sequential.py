@@ -16,7 +16,7 @@ from models.reporting.sequential import (
     p_value,
 )
 from models.routing.bandit import BANDIT_CR, BANDIT_EPC, ArmStats, best_probabilities, shares
-from workers.bench.rotation import binomial, simulate_bandit, simulate_peeking
+from workers.bench.rotationsim import binomial, simulate_bandit, simulate_peeking
 
 
 def test_aa_tests_read_every_100_clicks_name_a_false_winner_at_most_5_percent_of_the_time_unlike_naive_z():

@@ -54,6 +54,7 @@ from models.choices import (
     STREAM_ACTIONS,
     STREAM_TYPES,
 )
+from models.reporting.sequential import ALPHA
 from models.routing.filters import DEVICE_TYPES, FILTER_NAMES, describe_filter
 from routes.panel.common import CampaignBase, FormError, PanelContext, PanelResource
 from routes.panel.session import read_form, read_form_lists
@@ -414,6 +415,24 @@ def stream_summary(db, stream, offer_names: dict[int, str]) -> dict:
     }
 
 
+def split_tests(db, stream, *, has_landers: bool) -> tuple[list[tuple[str, object]], list[dict]]:
+    """An existing stream's split tests over all its clicks, (arm kind, SplitTest or the sentence why there
+    is none), offers first and landers when it has some; and its bandit shares (models/reporting/)."""
+    from models.errors import LannerError
+    from models.reporting.bandits import stream_shares
+    from models.reporting.splittest import split_test
+
+    if stream is None:
+        return [], []
+    tests: list[tuple[str, object]] = []
+    for kind in ("offer", "lander") if has_landers else ("offer",):
+        try:
+            tests.append((kind, split_test(db, stream.id, arm_kind=kind)))
+        except LannerError as exc:  # A range `lanner prune` emptied: say so, the editor still works.
+            tests.append((kind, str(exc)))
+    return tests, stream_shares(db, stream.id)
+
+
 def stream_groups(streams: list) -> list[dict]:
     """The streams by type in evaluation order, each with the order its up and down buttons post."""
     by_type = {kind: [s for s in streams if s.type == kind] for kind in STREAM_TYPES}
@@ -658,6 +677,7 @@ class StreamFormResource(EditorResource):
         offers = visible_offers(self.db, session.principal)  # Those it may use; another buyer's are not.
         landers = visible_landers(self.db, session.principal)
         rows = filters + [blank_filter_row() for _ in range(BLANK_FILTER_ROWS)]
+        tests, bandit = split_tests(self.db, stream, has_landers=any(lander_weights.values()))
         self.page(
             req,
             resp,
@@ -677,6 +697,9 @@ class StreamFormResource(EditorResource):
             operators=OPERATORS,
             filter_names=FILTER_NAMES,
             filter_labels=FILTER_LABELS,
+            split_tests=tests,
+            split_alpha=ALPHA,
+            bandit=bandit,
             **CHOICES,
         )
 

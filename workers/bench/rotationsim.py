@@ -1,4 +1,4 @@
-"""Simulations of smart rotation and split tests, with known true rates (`lanner bench rotation-sim`).
+"""Simulations of smart rotation and split tests, with known true rates (`lanner bench smart-rotation`).
 
 (a) Bandit against weighted rotation: offers with known conversion rates, clicks sent one by one, the
     bandit's shares recomputed every `refresh_every` clicks (the minutely refresh) with the code the
