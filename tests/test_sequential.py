@@ -3,6 +3,7 @@ versions of docs/optimisation-rotation.md's figures), asserted with margin: no d
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -124,3 +125,15 @@ def test_an_arm_without_clicks_gets_explored():
     rng = random.Random(13)
     arms = [ArmStats(1, 2000, 40, 0.0), ArmStats(2, 0, 0, 0.0)]
     assert best_probabilities(arms, BANDIT_CR, rng)[2] > 0.5  # Beta(1, 1) against ~2 %.
+
+
+def test_lanner_bench_smart_rotation_prints_and_writes_its_figures(env, tmp_path):
+    from conftest import run_lanner
+
+    out = tmp_path / "sim.json"
+    printed = run_lanner(env, "bench", "smart-rotation", "--quick", "--json", str(out)).stdout
+    assert "regret_bandit" in printed and "sequential_rate" in printed
+    figures = json.loads(out.read_text())
+    assert [row["tests"] for row in figures["aa"]] == [1000, 1000, 1000]
+    assert all(row["sequential_rate"] <= ALPHA < row["naive_rate"] for row in figures["aa"])
+    assert all(row["regret_bandit"] < row["regret_weighted"] for row in figures["bandit"])
