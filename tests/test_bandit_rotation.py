@@ -197,3 +197,43 @@ def test_the_split_test_says_no_winner_yet_then_names_the_winner_in_the_cli_and_
 def test_a_split_test_refuses_an_unknown_arm_kind(db):
     with pytest.raises(SplitTestError, match="compares offers or landers, not 'zone'"):
         split_test(db, 1, arm_kind="zone")
+
+
+def test_a_real_server_follows_the_refreshed_shares_and_stops_a_capped_best_offer_at_its_cap(
+    lanner, offers, start_server, start_consumer, db
+):
+    from conftest import wait_until
+
+    cap = 400
+    lanner("offer", "update", "2", "--total-cap", str(cap))
+    lanner("campaign", "create", "Smart", "--alias", "smart", "--offer-id", "1")
+    lanner("stream", "update", "1", "--offer", "1", "--offer", "2", "--offer-rotation", "bandit_cr")
+    server = start_server(workers=2, LANNER_DEBOUNCE_SECONDS="0")
+    consumer = start_consumer(LANNER_FLUSH_INTERVAL="0.2")
+    sent = send(server.port, "smart", 200, 0)
+    got = Counter(offer for _, offer in sent)
+    assert got[1] >= 60 and got[2] >= 60  # Even shares before any refresh.
+    wait_until(
+        lambda: db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0] == 200,
+        60,
+        "clicks landed",
+        lambda: consumer.log,
+    )
+    convert(db, sent, {1: 50, 2: 4})  # 2 % against 25 %.
+    assert refresh_bandits(db) == 1
+    # The workers look at bandit_version every 2 s: wait until 15 of the last 20 clicks went to offer 2.
+    recent: list[int] = []
+
+    def follows() -> bool:
+        recent.append(send(server.port, "smart", 1, len(sent) + len(recent))[0][1])
+        return recent[-20:].count(2) >= 15
+
+    wait_until(follows, 60, "the workers following the shares", lambda: server.log)
+    got += Counter(recent)
+    window = Counter(offer for _, offer in send(server.port, "smart", 100, 1000))
+    assert window[2] >= 80, window  # ~96 % expected (of two offers, 5 % each explores).
+    got += window
+    # Offer 2 goes on getting its share until its cap, and not one click past it.
+    rest = Counter(offer for _, offer in send(server.port, "smart", (cap - got[2]) * 2 + 50, 2000))
+    got += rest
+    assert got[2] == cap, got
