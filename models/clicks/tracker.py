@@ -129,7 +129,6 @@ DATABASE_RETRY_EVERY = 1.0
 # Seconds between looks at `bandit_version` (one indexed read): the shares of smart rotation move once a
 # minute (models/reporting/bandits.py), so a worker follows within seconds without a read per refresh.
 BANDIT_CHECK_EVERY = 2.0
-BANDIT_VERSION = "bandit_version"
 
 
 @dataclass
@@ -316,7 +315,7 @@ class ClickTracker:
         if now < self._next_bandit_check:
             return
         self._next_bandit_check = now + BANDIT_CHECK_EVERY
-        version = self.meta.get(BANDIT_VERSION)
+        version = self.meta.bandit_version()
         if version != self.bandit.version:
             self.bandit.load(BanditStore(self.conn).shares(), version)
 

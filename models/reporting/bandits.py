@@ -27,7 +27,6 @@ from models.tables.campaign import Stream, StreamOffer
 from models.tables.offer import Offer
 
 WINDOW_DAYS = 14  # Long enough for late postbacks; short enough that an offer gone stale is noticed.
-BANDIT_VERSION = "bandit_version"
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ def refresh_bandits(db: Database, *, now: float | None = None, rng: random.Rando
     with write_tx(db):
         conn = db.connection()
         BanditStore(conn).replace(rows)
-        MetaStore(conn).put(BANDIT_VERSION, str(now_ms))
+        MetaStore(conn).move_bandit_version(str(now_ms))
     return len(computed)
 
 
