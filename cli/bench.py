@@ -111,6 +111,8 @@ def bench_smart_rotation_command(quick: bool, json_path: str | None) -> None:
         ],
         "table",
     )
+    click.echo("A/B/n tests of equal arms read after every 100 clicks, judged as the split test report does:")
+    echo_rows(results["many_arms"], ["arms", "rate", "tests", "horizon", "false_rate"], "table")
     if json_path:
         Path(json_path).write_text(json.dumps(results, indent=2))
 

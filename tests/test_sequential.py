@@ -12,12 +12,13 @@ from models.reporting.sequential import (
     compare,
     confidence_sequence,
     is_decided,
+    judge,
     mixture_ratio,
     naive_z,
     p_value,
 )
 from models.routing.bandit import BANDIT_CR, BANDIT_EPC, ArmStats, best_probabilities, shares
-from workers.bench.rotationsim import binomial, simulate_bandit, simulate_peeking
+from workers.bench.rotationsim import binomial, simulate_bandit, simulate_many_arms, simulate_peeking
 
 
 def test_aa_tests_read_every_100_clicks_name_a_false_winner_at_most_5_percent_of_the_time_unlike_naive_z():
@@ -27,6 +28,21 @@ def test_aa_tests_read_every_100_clicks_name_a_false_winner_at_most_5_percent_of
     assert result.sequential_rate <= ALPHA
     assert result.naive_rate >= 0.20
     assert result.naive_winners > 5 * result.sequential_winners
+
+
+def test_an_a_b_c_test_of_equal_arms_judged_as_the_report_judges_names_a_false_winner_rarely():
+    assert simulate_many_arms(3, 0.05, tests=1_000, seed=14).false_rate <= ALPHA
+
+
+def test_the_judgement_puts_the_leader_first_and_names_it_only_once_it_beats_every_arm():
+    decided = judge([(5000, 100), (5000, 300), (5000, 120)])
+    assert decided.order[0] == 1 and decided.is_winner and decided.pair_alpha == ALPHA / 3
+    assert all(pair.difference > 0 for pair in decided.pairs)
+    # The leader beats the worst arm but not the runner-up: no winner yet.
+    close = judge([(5000, 100), (5000, 300), (5000, 290)])
+    assert close.order[:2] == [1, 2] and not close.is_winner
+    assert not close.pairs[0].is_decided and close.pairs[1].is_decided
+    assert not judge([(100, 5)]).is_winner
 
 
 def test_aa_tests_at_a_low_rate_hold_the_bound_too():

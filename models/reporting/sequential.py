@@ -24,6 +24,7 @@ reported beside the p-value: an interval that covers the true difference at ever
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 ALPHA = 0.05
@@ -130,6 +131,31 @@ def is_decided(
         _has_enough(conversions_a, conversions_b)
         and mixture_ratio(clicks_a, conversions_a, clicks_b, conversions_b, phi) >= 1.0 / alpha
     )
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """An A/B/n test's verdict: the leader against every other arm."""
+
+    order: list[int]  # Arm indices, the leader (best rate, then most clicks) first.
+    pair_alpha: float  # alpha over the number of pairs of the test.
+    pairs: list[Pair]  # The leader against order[1], order[2]...: the leader's rate minus the arm's.
+    is_winner: bool  # The leader beats every other arm.
+
+
+def judge(arms: Sequence[tuple[int, int]], alpha: float = ALPHA, phi: float = PHI) -> Judgement:
+    """The verdict over arms given as (clicks, conversions), each with clicks.
+
+    Each pair is tested at alpha / (number of pairs), Bonferroni: the leader is chosen from the same
+    numbers, so the chance that ANY pair of equal arms is ever decided stays within alpha."""
+    order = sorted(range(len(arms)), key=lambda i: (-(arms[i][1] / arms[i][0]), -arms[i][0], i))
+    count = len(arms) * (len(arms) - 1) // 2
+    pair_alpha = alpha / count if count else alpha
+    if len(arms) < 2:
+        return Judgement(order, pair_alpha, [], False)
+    leader_clicks, leader_conversions = arms[order[0]]
+    pairs = [compare(*arms[i], leader_clicks, leader_conversions, pair_alpha, phi) for i in order[1:]]
+    return Judgement(order, pair_alpha, pairs, all(p.is_decided and p.difference > 0 for p in pairs))
 
 
 def naive_z(clicks_a: int, conversions_a: int, clicks_b: int, conversions_b: int) -> float:

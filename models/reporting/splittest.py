@@ -22,7 +22,7 @@ from peewee import Database
 
 from models.errors import LannerError, NotFoundError
 from models.reporting.reports import ReportQuery, run_report
-from models.reporting.sequential import ALPHA, compare
+from models.reporting.sequential import ALPHA, judge
 from models.tables.campaign import Stream
 
 ARM_KINDS = ("offer", "lander")
@@ -116,9 +116,9 @@ def split_test(
                 round(conversions / row["clicks"] * 100, 4),
             )
         )
-    arms.sort(key=lambda arm: (-(arm.conversions / arm.clicks), -arm.clicks, arm.id))
-    pairs = len(arms) * (len(arms) - 1) // 2
-    pair_alpha = alpha / pairs if pairs else alpha
+    judgement = judge([(arm.clicks, arm.conversions) for arm in arms], alpha)
+    arms = [arms[i] for i in judgement.order]
+    pair_alpha = judgement.pair_alpha
     test = SplitTest(stream.id, stream.name, arm_kind, NO_WINNER_YET, "", alpha, pair_alpha, None, None, arms)
     if len(arms) < 2:
         test.sentence = (
@@ -128,14 +128,13 @@ def split_test(
         return test
     leader = arms[0]
     test.leader = leader.id
-    for arm in arms[1:]:
-        pair = compare(arm.clicks, arm.conversions, leader.clicks, leader.conversions, pair_alpha)
+    for arm, pair in zip(arms[1:], judgement.pairs, strict=True):
         arm.difference = _points(pair.difference)
         arm.p_value = round(pair.p_value, 6)
         arm.low, arm.high = _points(pair.low), _points(pair.high)
         arm.is_behind = pair.is_decided and pair.difference > 0
     behind = [arm for arm in arms[1:] if arm.is_behind]
-    if len(behind) == len(arms) - 1:
+    if judgement.is_winner:
         test.verdict, test.winner = WINNER, leader.id
         test.sentence = (
             f"Winner: {arm_kind} {leader.id} ({leader.cr:g} % CR) beats every other arm "

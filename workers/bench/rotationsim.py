@@ -19,7 +19,7 @@ import random
 import statistics
 from dataclasses import asdict, dataclass
 
-from models.reporting.sequential import is_decided, naive_z
+from models.reporting.sequential import is_decided, judge, naive_z
 from models.routing.bandit import BANDIT_CR, EXPLORATION, ArmStats, best_probabilities, shares
 
 NAIVE_Z = 1.959964  # Two-sided 5 %.
@@ -187,6 +187,39 @@ def simulate_peeking(
     )
 
 
+@dataclass
+class ManyArmsResult:
+    arms: int
+    rate: float
+    tests: int
+    horizon: int
+    false_winners: (
+        int  # Tests in which the split test's verdict (models/reporting/sequential.judge) ever named one.
+    )
+    false_rate: float
+
+
+def simulate_many_arms(
+    arms: int, rate: float, *, tests: int = 2_000, peek_every: int = 100, horizon: int = 10_000, seed: int = 3
+) -> ManyArmsResult:
+    """A/A/... tests of `arms` equal arms read after every `peek_every` clicks (split evenly), judged as the
+    split test report judges them: the leader against every other arm at alpha / pairs."""
+    rng = random.Random(seed)
+    share = peek_every // arms
+    found = 0
+    for _ in range(tests):
+        conversions = [0] * arms
+        clicks = 0
+        while clicks < horizon:
+            clicks += share * arms
+            for arm in range(arms):
+                conversions[arm] += binomial(rng, share, rate)
+            if judge([(clicks // arms, c) for c in conversions]).is_winner:
+                found += 1
+                break
+    return ManyArmsResult(arms, rate, tests, horizon, found, round(found / tests, 4))
+
+
 def standard_error(rate: float, runs: int) -> float:
     return math.sqrt(rate * (1 - rate) / runs)
 
@@ -202,6 +235,9 @@ def run_all(*, quick: bool = False) -> dict:
         "aa": [
             asdict(simulate_peeking(rate, rate, tests=10_000 // scale, seed=seed))
             for seed, rate in enumerate((0.02, 0.05, 0.10), start=10)
+        ],
+        "many_arms": [
+            asdict(simulate_many_arms(arms, 0.05, tests=2_000 // scale, seed=30 + arms)) for arms in (3, 4)
         ],
         "ab": [
             asdict(simulate_peeking(0.05, 0.06, tests=2_000 // scale, horizon=20_000, seed=20)),
