@@ -237,3 +237,32 @@ def test_a_real_server_follows_the_refreshed_shares_and_stops_a_capped_best_offe
     rest = Counter(offer for _, offer in send(server.port, "smart", (cap - got[2]) * 2 + 50, 2000))
     got += rest
     assert got[2] == cap, got
+
+
+def test_the_panel_compares_a_stream_s_landers_on_demand(db, make_tracker, settings, env):
+    from landers import lander_campaign
+
+    from models.clicks.visit import Visit
+
+    made = lander_campaign(
+        db, "lands", [{"url": "https://lp.example/a?s={subid}"}, {"url": "https://lp.example/b"}]
+    )
+    tracker = make_tracker()
+    campaign = tracker.campaign("lands")
+    for n in range(40):
+        tracker.track(campaign, Visit(ip=f"10.3.0.{n}", user_agent=f"Mozilla/5.0 visitor {n}"))
+    land(settings)
+    from app import create_admin_app
+    from settings import load_settings
+
+    admin = InProcessApp(create_admin_app(load_settings(env), db=db), Clock(time.time()))
+    add_user(db, "anna", "admin", PASSWORD)
+    cookie = log_in(admin)
+    path = f"/panel/campaigns/{made['campaign_id']}/streams/{made['stream_id']}"
+    page = get(admin, path, cookie)[2]
+    assert 'id="verdict-offer"' in page and 'id="split-landers"' in page and 'id="verdict-lander"' not in page
+    page = get(admin, path + "?split=landers", cookie)[2]
+    assert 'id="verdict-lander"' in page and 'id="split-landers"' not in page
+    table = page.split('id="split-test-lander"', 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr>") == 3 and "No winner yet" in page  # Two landers, no conversion.
+    assert sum(arm.clicks for arm in split_test(db, made["stream_id"], arm_kind="lander").arms) == 40

@@ -415,9 +415,12 @@ def stream_summary(db, stream, offer_names: dict[int, str]) -> dict:
     }
 
 
-def split_tests(db, stream, *, has_landers: bool) -> tuple[list[tuple[str, object]], list[dict]]:
+def split_tests(db, stream, *, with_landers: bool) -> tuple[list[tuple[str, object]], list[dict]]:
     """An existing stream's split tests over all its clicks, (arm kind, SplitTest or the sentence why there
-    is none), offers first and landers when it has some; and its bandit shares (models/reporting/)."""
+    is none), its offers' and, when asked, its landers'; and its bandit shares (models/reporting/).
+
+    PERF: offers are read from the rollups; no rollup keeps the lander, so its test reads the raw clicks
+    of the whole period, which on a large install is a report's wait, not a page's: on demand only."""
     from models.errors import LannerError
     from models.reporting.bandits import stream_shares
     from models.reporting.splittest import split_test
@@ -425,7 +428,7 @@ def split_tests(db, stream, *, has_landers: bool) -> tuple[list[tuple[str, objec
     if stream is None:
         return [], []
     tests: list[tuple[str, object]] = []
-    for kind in ("offer", "lander") if has_landers else ("offer",):
+    for kind in ("offer", "lander") if with_landers else ("offer",):
         try:
             tests.append((kind, split_test(db, stream.id, arm_kind=kind)))
         except LannerError as exc:  # A range `lanner prune` emptied: say so, the editor still works.
@@ -677,7 +680,8 @@ class StreamFormResource(EditorResource):
         offers = visible_offers(self.db, session.principal)  # Those it may use; another buyer's are not.
         landers = visible_landers(self.db, session.principal)
         rows = filters + [blank_filter_row() for _ in range(BLANK_FILTER_ROWS)]
-        tests, bandit = split_tests(self.db, stream, has_landers=any(lander_weights.values()))
+        with_landers = req.method == "GET" and req.get_param("split") == "landers"
+        tests, bandit = split_tests(self.db, stream, with_landers=with_landers)
         self.page(
             req,
             resp,
@@ -699,6 +703,7 @@ class StreamFormResource(EditorResource):
             filter_labels=FILTER_LABELS,
             split_tests=tests,
             split_alpha=ALPHA,
+            has_landers=any(lander_weights.values()),
             bandit=bandit,
             **CHOICES,
         )
