@@ -8,6 +8,9 @@
    shares refreshed from real numbers, over the same visitors in alternating rounds: the ratio of
    their clicks per CPU second is the bench ratio's in-process share (HTTP and bjoern come on top and
    are the same for both).
+3. The web app (`create_app(...)` called as a WSGI server calls it: Falcon, the click resource, the
+   pipeline, the 302; no socket) for the same two campaigns, alternating: the click bench's ratio
+   without bjoern and the network, which cost the same for both.
 
     .venv/bin/python scripts/bandit_cost.py [--clicks 20000] [--rounds 5]
 """
@@ -139,6 +142,38 @@ def pipeline_cost(tracker, clicks: int, rounds: int) -> dict[str, float]:
     return {alias: statistics.median(values) for alias, values in results.items()}
 
 
+def app_cost(settings, tracker, clicks: int, rounds: int) -> dict[str, float]:
+    from falcon.testing import create_environ
+
+    from app import create_app
+
+    app = create_app(settings, tracker=tracker)
+
+    def start_response(status, headers, exc_info=None):
+        assert status.startswith("302"), status
+
+    results: dict[str, list[float]] = {}
+    for round_ in range(rounds):
+        environs = [
+            create_environ(
+                path="/ALIAS",
+                headers={
+                    "X-Real-IP": f"23.{round_}.{n // 256 % 256}.{n % 256}",
+                    "User-Agent": f"{AGENT} w{n % 300}",
+                },
+                remote_addr="127.0.0.1",
+            )
+            for n in range(clicks)
+        ]
+        for alias in ("weighted", "bandit") if round_ % 2 == 0 else ("bandit", "weighted"):
+            batch = [{**environ, "PATH_INFO": f"/{alias}"} for environ in environs]
+            started = time.process_time()
+            for environ in batch:
+                b"".join(app(environ, start_response))
+            results.setdefault(alias, []).append((time.process_time() - started) / clicks * 1e6)
+    return {alias: statistics.median(values) for alias, values in results.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clicks", type=int, default=20_000)
@@ -153,6 +188,10 @@ def main() -> None:
         for alias, micros in costs.items():
             print(f"pipeline  {alias:<42} {micros:6.1f} µs/click")
         print(f"pipeline  bandit / weighted clicks per CPU second: {costs['weighted'] / costs['bandit']:.3f}")
+        costs = app_cost(settings, tracker, args.clicks, args.rounds)
+        for alias, micros in costs.items():
+            print(f"web app   {alias:<42} {micros:6.1f} µs/click")
+        print(f"web app   bandit / weighted clicks per CPU second: {costs['weighted'] / costs['bandit']:.3f}")
         tracker.close()
 
 
