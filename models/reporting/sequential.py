@@ -10,12 +10,12 @@ difference", so by Ville's inequality the chance that it EVER reaches 1/alpha is
 
 Here the two rates' difference is standardised by the pooled rate's spread (the two-proportion z of the
 pooled test), so the one tuning constant, PHI, is the prior variance of the effect in units of that
-spread (Cohen's h, squared), chosen by simulation (docs/optimisation-rotation.md): 0.0025 is the squared
-effect of a 50 % lift on a 2 % rate (or 25 % on 5 %). A larger one finds big lifts sooner and holds
-the false-winner rate less far under alpha (~3 % at 0.01), a smaller one the other way round (~1 % at
-0.001, a 50 % lift on 2 % found after ~9,400 clicks instead of ~7,900). The normal approximation wants
-a few conversions: below MIN_CONVERSIONS in both arms (and twice that in neither) the answer is "no
-winner yet" whatever the numbers.
+spread (a standardised effect, squared), chosen by simulation (docs/optimisation-rotation.md): 0.0025
+is the squared effect of a 50 % lift on a 2 % rate (or 25 % on 5 %). A larger one finds big lifts
+sooner and holds the false-winner rate less far under alpha (~3 % at 0.01), a smaller one the other way
+round (~1 % at 0.001, a 50 % lift on 2 % found after ~9,400 clicks instead of ~7,900). The normal
+approximation wants a few conversions: below MIN_CONVERSIONS in both arms (and twice that in neither)
+the answer is "no winner yet" whatever the numbers.
 
 The confidence sequence of the difference (the same mixture, inverted, with each arm's own variance) is
 reported beside the p-value: an interval that covers the true difference at every look at once.
@@ -55,7 +55,7 @@ def mixture_ratio(
         return 1.0
     nu = 1.0 / clicks_a + 1.0 / clicks_b
     z2 = (conversions_b / clicks_b - conversions_a / clicks_a) ** 2 / (spread * nu)
-    # PERF: in logs, so a decisive test (z in the hundreds) does not overflow.
+    # In logs: a decisive test (z in the hundreds) would overflow exp().
     log_ratio = 0.5 * math.log(nu / (nu + phi)) + phi * z2 / (2.0 * (nu + phi))
     return math.exp(min(log_ratio, 700.0))
 

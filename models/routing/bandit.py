@@ -12,7 +12,9 @@ see the same state and pick with the same probabilities, at ~2 µs a Beta draw p
 
 Cap-aware: the router offers only the stream's active offers with a weight above 0 that are not capped
 now; the shares of the open ones are renormalised among them, so a capped or paused offer is never
-picked and its share goes to the others in proportion.
+picked and its share goes to the others in proportion. (Exact Thompson sampling over the open offers
+would give each its probability of being the best of them; the renormalised shares come close, and
+differ only while a capped offer held much of the share.)
 """
 
 from __future__ import annotations
