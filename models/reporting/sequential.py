@@ -11,7 +11,7 @@ difference", so by Ville's inequality the chance that it EVER reaches 1/alpha is
 Here the two rates' difference is standardised by the pooled rate's spread (the two-proportion z of the
 pooled test), so the one tuning constant, PHI, is the prior variance of the effect in units of that
 spread (a standardised effect, squared), chosen by simulation (docs/optimisation-rotation.md): 0.0025
-is the squared effect of a 50 % lift on a 2 % rate (or 25 % on 5 %). A larger one finds big lifts
+is about the squared effect of a 50 % lift on a 1 % rate (or 25 % on 4 %). A larger one finds big lifts
 sooner and holds the false-winner rate less far under alpha (~3 % at 0.01), a smaller one the other way
 round (~1 % at 0.001, a 50 % lift on 2 % found after ~9,400 clicks instead of ~7,900). The normal
 approximation wants a few conversions: below MIN_CONVERSIONS in both arms (and twice that in neither)
