@@ -80,7 +80,7 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
 
 
 @bench.command("smart-rotation")
-@click.option("--quick", is_flag=True, help="A tenth of the runs (seconds instead of a minute or two).")
+@click.option("--quick", is_flag=True, help="A twentieth of the runs (seconds instead of a minute or two).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_smart_rotation_command(quick: bool, json_path: str | None) -> None:
     """Simulations with known true rates: the bandit's regret against weighted rotation, and A/A tests

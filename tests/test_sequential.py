@@ -150,6 +150,6 @@ def test_lanner_bench_smart_rotation_prints_and_writes_its_figures(env, tmp_path
     printed = run_lanner(env, "bench", "smart-rotation", "--quick", "--json", str(out)).stdout
     assert "regret_bandit" in printed and "sequential_rate" in printed
     figures = json.loads(out.read_text())
-    assert [row["tests"] for row in figures["aa"]] == [1000, 1000, 1000]
+    assert [row["tests"] for row in figures["aa"]] == [500, 500, 500]
     assert all(row["sequential_rate"] <= ALPHA < row["naive_rate"] for row in figures["aa"])
     assert all(row["regret_bandit"] < row["regret_weighted"] for row in figures["bandit"])
