@@ -79,6 +79,44 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
         )
 
 
+@bench.command("smart-rotation")
+@click.option("--quick", is_flag=True, help="A twentieth of the runs (seconds instead of a minute or two).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_smart_rotation_command(quick: bool, json_path: str | None) -> None:
+    """Simulations with known true rates: the bandit's regret against weighted rotation, and A/A tests
+    read after every 100 clicks (the sequential test's false winners against the naive z-test's)."""
+    from workers.bench.rotationsim import run_all
+
+    results = run_all(quick=quick)
+    click.echo(
+        "Bandit (bandit_cr) against even weighted rotation, 20,000 clicks, shares refreshed every 1,000:"
+    )
+    echo_rows(
+        results["bandit"],
+        ["rates", "runs", "regret_bandit", "regret_weighted", "best_share_last_fifth", "best_share_final"],
+        "table",
+    )
+    click.echo("Split tests read after every 100 clicks (A/A: any winner is false):")
+    echo_rows(
+        results["aa"] + results["ab"],
+        [
+            "rate_a",
+            "rate_b",
+            "tests",
+            "horizon",
+            "sequential_rate",
+            "naive_rate",
+            "right_winners",
+            "median_clicks_to_winner",
+        ],
+        "table",
+    )
+    click.echo("A/B/n tests of equal arms read after every 100 clicks, judged as the split test report does:")
+    echo_rows(results["many_arms"], ["arms", "rate", "tests", "horizon", "false_rate"], "table")
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=2))
+
+
 @bench.command("panel-pages")
 @click.option(
     "--data-dir",

@@ -81,12 +81,14 @@ from models.clicks.visitors import RecentClick, VisitorIndex
 from models.lookups.bots import BotDetector
 from models.lookups.geo import GeoSource
 from models.lookups.useragent import UserAgentParser
+from models.routing.bandit import BanditShares
 from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.routing.config import CampaignConfig, LanderChoice, OfferChoice, StreamConfig, load_campaigns
 from models.routing.domains import DomainMap, load_domains
 from models.routing.filters import FilterSubject
 from models.routing.router import History, Route, Router, TraceEntry
 from models.store import hotpath
+from models.store.bandit import BanditStore
 from models.store.clicks import ClickStore
 from models.store.counters import CounterStore
 from models.store.database import STORE_ERRORS, read_tx
@@ -124,6 +126,9 @@ SHARED_REROUTES = 16
 # Seconds between looks at a database that could not be read (cluster mode's PostgreSQL away): meanwhile
 # clicks are routed from the campaigns the worker holds, with the visitor's history from the journal alone.
 DATABASE_RETRY_EVERY = 1.0
+# Seconds between looks at `bandit_version` (one indexed read): the shares of smart rotation move once a
+# minute (models/reporting/bandits.py), so a worker follows within seconds without a read per refresh.
+BANDIT_CHECK_EVERY = 2.0
 
 
 @dataclass
@@ -203,7 +208,10 @@ class ClickTracker:
             from models.cluster.counters import SharedCounters
 
             self.counters = SharedCounters(shared)
-        self.router = Router(self.counters, rng or random.Random())
+        self.bandit = BanditShares()
+        self._next_bandit_check = 0.0
+        self._load_bandit(clock())
+        self.router = Router(self.counters, rng or random.Random(), self.bandit)
         now = clock()
         # Replayed lines older than debounce go straight to disk (models/clicks/visitors.py).
         self.index = VisitorIndex(spool_dir, self._hot_after_ms(now), clock)
@@ -298,7 +306,18 @@ class ClickTracker:
         if conn is not self.conn:
             self.conn, self.meta = conn, MetaStore(conn)
         self._reload_if_changed()
+        self._load_bandit(self.clock())
         return read_position(self.db, self.journal.spool_dir)
+
+    def _load_bandit(self, now: float) -> None:
+        """The bandit streams' shares, reloaded when the refresh has moved them (at most every
+        BANDIT_CHECK_EVERY)."""
+        if now < self._next_bandit_check:
+            return
+        self._next_bandit_check = now + BANDIT_CHECK_EVERY
+        version = self.meta.bandit_version()
+        if version != self.bandit.version:
+            self.bandit.load(BanditStore(self.conn).shares(), version)
 
     def _database_answers(self, now: float, read: Callable[[], Result]) -> Result | None:
         """`read()`, or None while the database cannot be read (then it is asked again after

@@ -16,7 +16,8 @@ stored with the click as the `route` column), one space-separated step each:
 `12-` stream 12 did not match, `12c` stream 12 is capped, `12o` its offers are all capped,
 `13+` stream 13 chosen, `b13` bound visitor, `>alias` sent to another campaign; the offer:
 `o5` offer 5 chosen, after `u` (chosen among offers the visitor has not seen: unvisited rotation)
-or `f` (the stream's fallback offer, its other offers all capped); `l7` lander 7 chosen: a stream
+or `f` (the stream's fallback offer, its other offers all capped) or `t` (by the shares of a bandit
+rotation, models/routing/bandit.py: the open offers' shares, renormalised); `l7` lander 7 chosen: a stream
 with landers sends the click to one of them (by weight) and chooses no offer now: the offer is
 chosen at the LP click (`Router.choose_offer`, models/clicks/tracker.py `lp_click`), where its
 rotation and caps apply.
@@ -31,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from models.routing.bandit import BANDIT_ROTATIONS, BanditShares
 from models.routing.caps import ClickCounters
 from models.routing.config import CampaignConfig, LanderChoice, OfferChoice, StreamConfig
 from models.routing.filters import FilterSubject
@@ -79,11 +81,14 @@ class TraceEntry:
 
 
 class Router:
-    """Routes with one worker's config, counters and random source."""
+    """Routes with one worker's config, counters, bandit shares and random source."""
 
-    def __init__(self, counters: ClickCounters, rng: random.Random) -> None:
+    def __init__(
+        self, counters: ClickCounters, rng: random.Random, bandit: BanditShares | None = None
+    ) -> None:
         self.counters = counters
         self.rng = rng
+        self.bandit = bandit if bandit is not None else BanditShares()
 
     def route(
         self,
@@ -287,9 +292,13 @@ class Router:
                     offers = fresh
         if len(offers) == 1:
             return offers[0]
+        if stream.offer_rotation in BANDIT_ROTATIONS:
+            steps.append("t")
+            shares = self.bandit.weights(stream.id, [offer.offer_id for offer in offers], len(stream.offers))
+            return self._weighted(offers, shares)
         return self._weighted(offers, [offer.weight for offer in offers])
 
-    def _weighted(self, items: Sequence, weights: list[int]):
+    def _weighted(self, items: Sequence, weights: Sequence[float]):
         cumulative = list(itertools.accumulate(max(weight, 0) for weight in weights))
         if cumulative[-1] <= 0:
             return items[0]

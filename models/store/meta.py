@@ -8,6 +8,8 @@ Keys (created by the migrations; a key a migration has not made yet reads as Non
 - `rollup_conversions`: 'backfill' until the deferred step has put every conversion in the
   rollups, then 'live' (conversions recorded before that are left to the backfill).
 - `report_currency`: the currency stored report amounts are in.
+- `bandit_version`: moved by each refresh of smart rotation's shares (models/reporting/bandits.py); a
+  web worker reloads them when it sees a new value. Missing until the first refresh.
 - `pruned_before`: Unix ms before which `lanner prune` deleted raw clicks; it only moves forward.
 - `backup_history`: in a backup copy only, "<position> <clicks>" of the history file taken with it
   (models/store/files.py writes it, a restore reads and forgets it).
@@ -58,6 +60,13 @@ class MetaStore(Store):
     def bump_config_version(self) -> None:
         """Tell every web worker to reload its configuration: inside the change's own transaction."""
         self.conn.execute(self.SQL_BUMP_CONFIG_VERSION).close()
+
+    def bandit_version(self) -> str | None:
+        return self.get("bandit_version")
+
+    def move_bandit_version(self, version: str) -> None:
+        """Tell every web worker to reload the bandit shares: inside the refresh's own transaction."""
+        self.put("bandit_version", version)
 
     def rollups_live(self) -> bool:
         """Whether a conversion recorded now must move the rollups itself (the backfill is done)."""

@@ -55,6 +55,7 @@ from models.choices import (
     STREAM_ACTIONS,
     STREAM_TYPES,
 )
+from models.reporting.sequential import ALPHA
 from models.routing.filters import DEVICE_TYPES, FILTER_NAMES, describe_filter
 from routes.panel.common import CampaignBase, FormError, PanelContext, PanelResource
 from routes.panel.session import read_form, read_form_lists
@@ -415,6 +416,27 @@ def stream_summary(db, stream, offer_names: dict[int, str]) -> dict:
     }
 
 
+def split_tests(db, stream, *, with_landers: bool) -> tuple[list[tuple[str, object]], list[dict]]:
+    """An existing stream's split tests over all its clicks, (arm kind, SplitTest or the sentence why there
+    is none), its offers' and, when asked, its landers'; and its bandit shares (models/reporting/).
+
+    PERF: offers are read from the rollups; no rollup keeps the lander, so its test reads the raw clicks
+    of the whole period, which on a large install is a report's wait, not a page's: on demand only."""
+    from models.errors import LannerError
+    from models.reporting.bandits import stream_shares
+    from models.reporting.splittest import split_test
+
+    if stream is None:
+        return [], []
+    tests: list[tuple[str, object]] = []
+    for kind in ("offer", "lander") if with_landers else ("offer",):
+        try:
+            tests.append((kind, split_test(db, stream.id, arm_kind=kind)))
+        except LannerError as exc:  # A range `lanner prune` emptied: say so, the editor still works.
+            tests.append((kind, str(exc)))
+    return tests, stream_shares(db, stream.id)
+
+
 def stream_groups(streams: list) -> list[dict]:
     """The streams by type in evaluation order, each with the order its up and down buttons post."""
     by_type = {kind: [s for s in streams if s.type == kind] for kind in STREAM_TYPES}
@@ -660,6 +682,8 @@ class StreamFormResource(EditorResource):
         offers = visible_offers(self.db, session.principal)  # Those it may use; another buyer's are not.
         landers = visible_landers(self.db, session.principal)
         rows = filters + [blank_filter_row() for _ in range(BLANK_FILTER_ROWS)]
+        with_landers = req.method == "GET" and req.get_param("split") == "landers"
+        tests, bandit = split_tests(self.db, stream, with_landers=with_landers)
         self.page(
             req,
             resp,
@@ -679,6 +703,10 @@ class StreamFormResource(EditorResource):
             operators=OPERATORS,
             filter_names=FILTER_NAMES,
             filter_labels=FILTER_LABELS,
+            split_tests=tests,
+            split_alpha=ALPHA,
+            has_landers=any(lander_weights.values()),
+            bandit=bandit,
             **CHOICES,
         )
 

@@ -54,6 +54,7 @@ def v1_routes(
         rates,
         reports,
         sources,
+        splittests,
         status,
     )
 
@@ -69,6 +70,7 @@ def v1_routes(
         ("/campaigns/{ref}/streams", campaigns.StreamListResource(auth, db, geo)),
         ("/campaigns/{ref}/streams/order", campaigns.StreamOrderResource(auth, db)),
         (f"/streams/{id_field('stream_id')}", campaigns.StreamResource(auth, db, geo)),
+        (f"/streams/{id_field('stream_id')}/split-test", splittests.SplitTestResource(auth, db)),
         ("/offers", offers.OfferListResource(auth, db)),
         (f"/offers/{id_field('offer_id')}", offers.OfferResource(auth, db)),
         ("/sources", sources.SourceListResource(auth, db)),

@@ -37,6 +37,7 @@ from models.lookups.crawlerranges import is_update_due, update_ranges
 from models.lookups.geoupdate import GeoUpdateError, due_editions, update_geo_data
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
+from models.reporting.bandits import refresh_bandits
 from models.reporting.currency import CurrencyError, refresh_rates
 from models.reporting.history import HistoryFiles, append_history
 from models.reporting.historyclicks import click_history
@@ -59,6 +60,8 @@ logger = logging.getLogger(__name__)
 # What an append of the history is refused with for now (a full disk, a held write lock): the next
 # minute tries again; a traceback would say nothing more.
 HISTORY_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, LannerError, OSError, *DRIVER_ERRORS)
+# What a bandit refresh is refused with for now (a held write lock, PostgreSQL away, a report refused).
+BANDIT_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, LannerError, *DRIVER_ERRORS)
 
 # What keeps fetched rates from being stored now (a held write lock, the database away): the next run.
 RATES_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, *DRIVER_ERRORS)
@@ -492,6 +495,16 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
                 "exchange rates refreshed: %s new or changed (%s)", len(result.stored), ", ".join(result.days)
             )
 
+    @huey.periodic_task(crontab(minute="*"), name="refresh_bandits")
+    @once("refresh_bandits", MINUTELY)
+    def refresh_bandits_task() -> None:
+        """Smart rotation's shares from each bandit stream's numbers (models/reporting/bandits.py); web
+        workers follow within seconds. A refused round keeps the shares they have until the next minute."""
+        try:
+            refresh_bandits(db)
+        except BANDIT_RETRIED as exc:
+            logger.warning("bandit shares not refreshed now (%s); the next minute tries again", exc)
+
     if not settings.redis_url:  # In cluster mode each node runs these itself (workers/runtime/nodesweeps.py).
 
         @huey.periodic_task(GEO_SCHEDULE, name="update_geo_data")
@@ -538,6 +551,7 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
     huey.run_deferred_steps = run_deferred_steps
     huey.prune_postback_log = prune_postback_log_task
     huey.refresh_exchange_rates = refresh_exchange_rates
+    huey.refresh_bandits = refresh_bandits_task
     huey.get_certificate = get_certificate
     huey.renew_certificates = renew_certificates_task
 

@@ -1,0 +1,55 @@
+"""A stream's split test (its offers or landers side by side, with a verdict that peeking cannot fool)
+and, for a stream in a bandit rotation, the shares its clicks go by: over models/reporting/splittest.py
+and models/reporting/bandits.py."""
+
+from __future__ import annotations
+
+import falcon
+
+from models.admin import services
+from models.reporting.bandits import stream_shares
+from models.reporting.splittest import ARM_KINDS, split_test
+from routes.v1.auth import require_campaign
+from routes.v1.spec import Operation, Param, answer, api_resource
+
+SPLIT_TEST_PARAMS = (
+    Param("arms", f"{' or '.join(ARM_KINDS)} (default offer): what the test compares."),
+    Param("from", "Local date or date-time, inclusive (default: the stream's first click)."),
+    Param("to", "Local date or date-time, exclusive."),
+    Param("timezone", "IANA name (default UTC)."),
+)
+
+
+@api_resource
+class SplitTestResource:
+    operations = {
+        "GET": Operation(
+            "The stream's split test: each arm's clicks, conversions and CR, the verdict (winner or "
+            "no_winner_yet) of a sequential test valid however often it is read, and a bandit "
+            "rotation's current shares.",
+            params=SPLIT_TEST_PARAMS,
+        )
+    }
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
+        stream = services.get_stream(self.db, stream_id)
+        require_campaign(req, stream.campaign_id)
+        test = split_test(
+            self.db,
+            stream_id,
+            arm_kind=req.get_param("arms") or "offer",
+            since=req.get_param("from"),
+            until=req.get_param("to"),
+            timezone=req.get_param("timezone") or "UTC",
+        )
+        bandit = stream_shares(self.db, stream_id)
+        if req.context.principal.hides_money:
+            bandit = [{key: value for key, value in row.items() if key != "revenue"} for row in bandit]
+        answer(
+            req,
+            resp,
+            {**test.as_json(), "offer_rotation": stream.offer_rotation, "bandit": bandit},
+        )
