@@ -73,16 +73,19 @@ def status_command(ctx: Context, as_json: bool) -> None:
 
 
 def echo_unreachable_database(settings: Settings, error: str, as_json: bool) -> None:
-    """`lanner status` when PostgreSQL does not answer: that, and Redis's health, which needs no database."""
+    """`lanner status` when PostgreSQL does not answer: that, the spool's backlog and Redis's health,
+    which need no database."""
     from workers.ops.clusterstatus import postgres_unreachable, redis_status
+    from workers.ops.status import outage_spool_status
 
-    status = {"postgresql": postgres_unreachable(error)}
+    status = {"postgresql": postgres_unreachable(error), "spool": outage_spool_status(settings)}
     if settings.redis_url:
         status["redis"] = redis_status(settings)
     if as_json:
         click.echo(json_text(status))
         return
     click.echo(f"postgresql: unreachable, error {status['postgresql']['error']}")
+    click.echo("spool: " + ", ".join(f"{k} {v}" for k, v in status["spool"].items()))
     if "redis" in status:
         echo_redis_status(status["redis"])
 

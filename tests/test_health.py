@@ -253,7 +253,7 @@ def test_a_database_that_does_not_answer_degrades_a_web_worker_and_is_the_admin_
         def connection(self):
             return self
 
-    tracker = SimpleNamespace(conn=Unreachable(), campaigns={}, index=[])
+    tracker = SimpleNamespace(conn=Unreachable(), campaigns={}, index=[], shared=None)
     app = falcon.App()
     app.add_route("/healthz", HealthResource(tracker, lambda: {"problems": []}))  # type: ignore[arg-type]
     app.add_route("/admin/healthz", DatabaseHealthResource(Unreachable()))

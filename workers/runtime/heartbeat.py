@@ -49,6 +49,7 @@ class Heartbeat:
         self.start = process_start_time(self.pid)
         self.attempt_at: float | None = None
         self.landed_at: float | None = None
+        self.position: tuple[int, int] | None = None  # Landed up to (FlushResult.position).
         self._moved = 0  # Lines the current round has moved past so far.
         self._written_at = 0.0
         self._next_failure_log = 0.0
@@ -61,6 +62,9 @@ class Heartbeat:
     def on_batch(self, result) -> None:
         """flush_spool's progress callback (a FlushResult so far in this round)."""
         moved = result.inserted + result.duplicates + result.rejected
+        position = getattr(result, "position", None)
+        if position is not None:
+            self.position = position
         if moved > self._moved:
             self._moved = moved
             self.landed_at = self.clock()
@@ -77,6 +81,7 @@ class Heartbeat:
             "beat_at": now,
             "attempt_at": self.attempt_at,
             "landed_at": self.landed_at,
+            "position": self.position,
         }
         data = json.dumps(beat).encode().ljust(HEARTBEAT_BYTES - 1) + b"\n"
         try:
@@ -266,3 +271,11 @@ class ConsumerWatch:
             "lag_s": None,
             "problems": [f"the consumer cannot be checked from this worker: {reason}"],
         }
+
+
+def beat_position(beat: dict[str, Any] | None) -> tuple[int, int] | None:
+    """Where the flusher had landed up to when it last wrote its heartbeat (None if it never said)."""
+    position = None if beat is None else beat.get("position")
+    if isinstance(position, list) and len(position) == 2 and all(isinstance(n, int) for n in position):
+        return (position[0], position[1])
+    return None
