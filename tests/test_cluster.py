@@ -316,8 +316,16 @@ def test_while_redis_is_away_clicks_land_and_a_capped_offer_gets_none(cluster):
     cluster.redis.pause()
     try:
         during = [visit(node.web.port, "redisdown", f"198.51.101.{n}") for n, node in enumerate((a, b) * 5)]
+        # Each node's one web worker has found Redis away: ready, and its dependency view says so.
+        ready = [request(node.web.port, "/readyz")[0] for node in (a, b)]
+        health = [json.loads(request(node.web.port, "/healthz")[2]) for node in (a, b)]
     finally:
         cluster.redis.resume()  # Empty, as a Redis without persistence comes back.
+    assert ready == [200, 200]
+    for answer in health:
+        redis = answer["dependencies"]["redis"]
+        assert answer["status"] == "degraded" and redis["state"] == "down", answer
+        assert redis["clicks_alone"] >= 5 and answer["dependencies"]["database"]["state"] == "up", answer
     assert {status for status, _ in during} == {302}, during
     # Never over the cap: without Redis's count every capped offer counts as full.
     assert all(location.startswith("https://spare-redisdown.") for _, location in during), during

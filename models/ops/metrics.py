@@ -139,12 +139,12 @@ CATALOGUE = (*SLOT_METRICS, *GAUGES)
 
 
 def _layout() -> tuple[dict[str, int], int]:
-    """Each slot word's index (by "name|label value", the histogram's by "name|bucket N", "|sum",
-    "|count") and the number of words."""
+    """Each slot word's index (by "name|label value", the histogram's by "name|bucket N" and "|sum";
+    its count is the buckets' sum) and the number of words."""
     index: dict[str, int] = {}
     for metric in SLOT_METRICS:
         if metric.kind == "histogram":
-            keys = [f"bucket {n}" for n in range(len(LATENCY_BOUNDS) + 1)] + ["sum", "count"]
+            keys = [f"bucket {n}" for n in range(len(LATENCY_BOUNDS) + 1)] + ["sum"]
         else:
             keys = list(metric.values)
         for key in keys:
@@ -168,7 +168,6 @@ REDIRECT_CLICK, REDIRECT_REPEAT, REDIRECT_FALLBACK, REDIRECT_LP_CLICK = (
 STATUS_WORDS = {cls[0]: WORDS[f"{RESPONSES.name}|{cls}"] for cls in STATUS_CLASSES}
 LATENCY_FIRST_BUCKET = WORDS[f"{LATENCY.name}|bucket 0"]
 LATENCY_SUM_US = WORDS[f"{LATENCY.name}|sum"]  # Microseconds: the words are integers.
-LATENCY_COUNT = WORDS[f"{LATENCY.name}|count"]
 
 
 def unshared_counts() -> memoryview:

@@ -63,13 +63,13 @@ def counter_samples(totals: list[int]) -> dict[str, list[tuple[str, dict[str, st
     samples: dict[str, list[tuple[str, dict[str, str], float]]] = {}
     for metric in SLOT_METRICS:
         if metric is LATENCY:
-            running = 0
+            running = 0  # The buckets are counted each on its own: made cumulative here.
             rows: list[tuple[str, dict[str, str], float]] = []
             for n, bound in enumerate([*LATENCY_BOUNDS, math.inf]):
                 running += totals[WORDS[f"{metric.name}|bucket {n}"]]
                 rows.append(("_bucket", {"le": "+Inf" if math.isinf(bound) else repr(bound)}, running))
             rows.append(("_sum", {}, totals[WORDS[f"{metric.name}|sum"]] / 1e6))
-            rows.append(("_count", {}, totals[WORDS[f"{metric.name}|count"]]))
+            rows.append(("_count", {}, running))
             samples[metric.name] = rows
         else:
             samples[metric.name] = [
