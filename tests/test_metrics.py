@@ -22,7 +22,13 @@ from test_click_http import web_workers
 
 from models.admin.services import create_campaign
 from models.clicks.backlog import SpoolBacklog
-from models.clicks.spool import flush_spool, read_position, spool_status
+from models.clicks.spool import (
+    flush_spool,
+    list_segments,
+    read_position,
+    remove_flushed_segments,
+    spool_status,
+)
 from models.clicks.visit import Visit
 from models.ops.metrics import CATALOGUE, SLOT_SUFFIX, slot_dir
 from routes.health import LivezResource, ReadyzResource
@@ -241,6 +247,24 @@ def test_the_backlog_counts_what_the_database_has_not_landed_as_the_journal_grow
     flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
     track(2, 20)
     assert pending() == 2
+
+
+def test_the_backlog_is_counted_again_when_landed_segments_are_removed_between_looks(
+    db, settings, make_tracker, clock
+):
+    create_campaign(db, "S", "s", offer_url="https://offer.example/?c={subid}")
+    tracker = make_tracker(segment_bytes=600)  # Two or three lines a segment.
+    backlog = SpoolBacklog(settings.spool_dir)
+    for n in range(9):
+        tracker.track(tracker.campaign("s"), Visit(ip=f"198.51.100.{n}", user_agent=f"UA {n}"))
+    assert len(list_segments(settings.spool_dir)) >= 3
+    assert backlog.measure(read_position(db, settings.spool_dir), clock()).clicks == 9
+    flush_spool(db, settings.spool_dir, 600)
+    remove_flushed_segments(db, settings.spool_dir)
+    for n in range(9, 12):
+        tracker.track(tracker.campaign("s"), Visit(ip=f"198.51.100.{n}", user_agent=f"UA {n}"))
+    counted = backlog.measure(read_position(db, settings.spool_dir), clock()).clicks
+    assert counted == spool_status(db, settings.spool_dir).pending_clicks == 3
 
 
 def test_an_admin_worker_started_in_an_outage_serves_metrics_and_drains_once_the_database_is_back(

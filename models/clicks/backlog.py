@@ -92,11 +92,16 @@ class SpoolBacklog:
 
     def measure(self, landed: tuple[int, int], now: float) -> Backlog:
         segments = list_segments(self.spool_dir) if self.spool_dir.exists() else []
-        if self.base is None or landed < self.base or landed > self.end:
-            self.base, self.end, self.lines = landed, landed, 0  # Start again (first look, a reset spool).
-        elif landed > self.base:
-            self.lines -= self._count(self.base, landed, segments)
+        landed_lines = None
+        if self.base is not None and self.base < landed <= self.end:
+            landed_lines = self._count(self.base, landed, segments)
+        if landed_lines is not None:
+            self.lines -= landed_lines
             self.base = landed
+        elif landed != self.base:
+            # Start again from the landed position: the first look, a reset spool, or lines that landed
+            # past what was counted or in a segment removed since (then they cannot be taken off).
+            self.base, self.end, self.lines = landed, landed, 0
         for number in segments:
             if number < self.end[0]:
                 continue
@@ -116,17 +121,23 @@ class SpoolBacklog:
                 pending += max(0, size - (landed[1] if number == landed[0] else 0))
         return Backlog(self.lines, pending, backlog_age_from(self.spool_dir, landed, now))
 
-    def _count(self, start: tuple[int, int], stop: tuple[int, int], segments: list[int]) -> int:
-        """Lines from `start` up to `stop` (both counted positions)."""
+    def _count(self, start: tuple[int, int], stop: tuple[int, int], segments: list[int]) -> int | None:
+        """Lines from `start` up to `stop` (both counted positions); None when a segment between them
+        is gone (the flusher removes landed ones)."""
         total = 0
-        for number in segments:
-            if number < start[0] or number > stop[0]:
-                continue
-            lines, _ = _count_from(
+        present = set(segments)
+        for number in range(start[0], stop[0] + 1):
+            if stop == (number, 0):
+                break  # Nothing of the last segment is wanted (it may not exist yet).
+            if number not in present:
+                return None
+            lines, end = _count_from(
                 segment_path(self.spool_dir, number),
                 start[1] if number == start[0] else 0,
                 stop[1] if number == stop[0] else None,
             )
+            if end is None:
+                return None
             total += lines
         return total
 
