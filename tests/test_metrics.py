@@ -295,3 +295,16 @@ def test_an_admin_worker_started_in_an_outage_serves_metrics_and_drains_once_the
     back.process_request(None, None)  # type: ignore[arg-type]
     back.process_request(None, None)  # type: ignore[arg-type]
     assert drained == [1] and back.is_back
+
+
+def test_without_an_admin_worker_the_web_workers_answer_metrics(start_app, lanner):
+    lanner("campaign", "create", "W", "--alias", "w", "--offer-url", "https://offer.example/?c={subid}")
+    app = start_app(LANNER_ADMIN_BIND="off")
+    assert click(app, "w")[0] == 302
+    status, headers, body = request(app, "/metrics")
+    assert status == 200 and headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    families = parse_exposition(body.decode())
+    assert value(families, "lanner_dependency_up", dependency="database") == 1
+    assert value(families, "lanner_spool_pending_clicks") == 1
+    with_admin = start_app()  # The admin worker's then, and its socket's only.
+    assert request(with_admin, "/metrics")[0] == 404
