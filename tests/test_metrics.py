@@ -58,6 +58,8 @@ def parse_exposition(text: str) -> dict[str, dict]:
             family = families.setdefault(name, {"type": None, "help": None, "samples": {}})
             assert not family["samples"], f"{where}: after the family's samples"
             key = "help" if keyword == "HELP" else "type"
+            if key == "help":  # Only \\ and \n are escapes in HELP text.
+                assert re.fullmatch(r"(?:[^\\]|\\[\\n])*", rest[0] if rest else ""), f"{where}: a bad escape"
             assert family[key] is None, f"{where}: a second {keyword}"
             family[key] = rest[0] if rest else ""
             if key == "type":
@@ -115,6 +117,7 @@ def test_the_parser_refuses_what_prometheus_would():
         good + 'a_total{x="1"} 3\n',  # The series again.
         good.replace("2\n", "two\n"),
         good.replace('x="1"', "x=1"),
+        good.replace("A.", 'A \\"quoted\\".'),  # Quotes are not escaped in HELP.
         good + "# TYPE b gauge\nb 1\n" + 'a_total{x="2"} 1\n',  # A family split in two.
         "# TYPE h histogram\n" + 'h_bucket{le="1.0"} 2\nh_bucket{le="+Inf"} 1\nh_sum 1\nh_count 1\n',
     ):

@@ -44,13 +44,19 @@ def _number(value: float) -> str:
     return repr(round(value, 6))
 
 
+def _escape_help(text: str) -> str:
+    """HELP text: a backslash and a line feed escaped (a quote is itself there)."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
 def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    """A label value: a backslash, a line feed and a double quote escaped."""
+    return _escape_help(value).replace('"', '\\"')
 
 
 def _family(metric: Metric, samples: list[tuple[str, dict[str, str], float]]) -> list[str]:
     """One family's # HELP, # TYPE and samples (suffix, labels, value)."""
-    lines = [f"# HELP {metric.name} {_escape(metric.help)}", f"# TYPE {metric.name} {metric.kind}"]
+    lines = [f"# HELP {metric.name} {_escape_help(metric.help)}", f"# TYPE {metric.name} {metric.kind}"]
     for suffix, labels, value in samples:
         shown = ",".join(f'{name}="{_escape(text)}"' for name, text in labels.items())
         braces = f"{{{shown}}}" if shown else ""
