@@ -56,9 +56,9 @@ CLICKS = Metric(
     "lanner_clicks_total",
     "counter",
     "Campaign URL requests by outcome: stored (a new click journaled), repeat (within debounce: the "
-    "earlier click's answer), refused (the spool could not be written), unknown_campaign, prefetch "
-    "(a browser prefetch or subresource: not counted as a click). The Click API and pixels count "
-    "their stored, repeated and refused clicks here too.",
+    "earlier click's answer), refused (the spool could not be written: an LP click's too), "
+    "unknown_campaign, prefetch (a browser prefetch or subresource: not counted as a click). The "
+    "Click API and pixels count their stored, repeated and refused clicks here too.",
     "outcome",
     CLICK_OUTCOMES,
 )
