@@ -27,7 +27,8 @@ def settings_command(ctx: Context, fmt: str) -> None:
 @pass_context
 def status_command(ctx: Context, as_json: bool) -> None:
     """Web master and workers, spool depth and last flush, queue depth, database size, geo file, the
-    crawler ranges' date; in cluster mode Redis's and PostgreSQL's health."""
+    crawler ranges' date; in cluster mode Redis's and PostgreSQL's health, and while PostgreSQL does
+    not answer, the clicks waiting in this node's spool and the oldest one's age."""
     from workers.ops.status import collect_status
 
     unreachable: tuple[type[Exception], ...] = ()
