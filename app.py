@@ -82,11 +82,14 @@ def create_app(
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     install_media_handlers(app)
+    spool = SpoolWatch(settings.spool_dir, settings.data_dir)
     # /healthz's look at the consumer needs no new file descriptor (near the open-file limit).
     consumer = ConsumerWatch(
-        settings.data_dir, tracker.backlog_age, backlog_alert_seconds=settings.backlog_alert_seconds
+        settings.data_dir,
+        tracker.backlog_age,
+        backlog_alert_seconds=settings.backlog_alert_seconds,
+        outage_lag=spool.heartbeat_lag,  # While the database does not answer.
     )
-    spool = SpoolWatch(settings.spool_dir, settings.data_dir)
     app.add_route("/healthz", HealthResource(tracker, consumer, spool))
     app.add_route("/livez", LivezResource())
     app.add_route("/readyz", ReadyzResource(tracker, spool))

@@ -287,6 +287,10 @@ def test_while_postgresql_is_away_clicks_wait_in_the_spools_and_postbacks_get_50
         assert spool["state"] == "up" and spool["counted_from"] == "flusher heartbeat", body
         # Counted from the flusher's last heartbeat: at least the clicks the node took since it landed.
         assert spool["pending_clicks"] >= node_clicks and spool["oldest_s"] >= 0, body
+        # The consumer judged by its heartbeat, the backlog's age from it too (node a's was stopped a while).
+        assert dependencies["consumer"]["state"] != "unknown", body
+        assert answer["consumer"]["lag_s"] is not None, body
+    assert json.loads(health[1][2])["dependencies"]["consumer"]["state"] == "up"
     assert strict == [503, 503]
     for status, _, body in metrics:
         text = body.decode()

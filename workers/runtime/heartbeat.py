@@ -25,6 +25,7 @@ from typing import Any
 from peewee import Database
 
 from models.clicks.backlog import backlog_age
+from models.store.database import STORE_ERRORS
 from workers.runtime.procfs import is_alive, process_start_time
 
 logger = logging.getLogger(__name__)
@@ -219,6 +220,10 @@ class ConsumerWatch:
     descriptor) is answered from the last look while it is at most `keep_seconds` old, marked with
     `checked_s_ago`: a load balancer that polls a worker taking clicks must not see it flap. Failing
     longer, the answer says the consumer cannot be checked (a problem: `?strict=1` answers 503).
+
+    While the database does not answer, `lag` cannot read the landed position: `outage_lag` (the
+    backlog's age from the flusher's last heartbeat, workers/runtime/spoolwatch.py) stands in, so the
+    consumer is still judged by its heartbeat; without one the store's error is raised.
     """
 
     def __init__(
@@ -229,9 +234,11 @@ class ConsumerWatch:
         backlog_alert_seconds: float,
         keep_seconds: float = STALE_AFTER,
         clock: Callable[[], float] = time.time,
+        outage_lag: Callable[[float], float | None] | None = None,
     ) -> None:
         self.beats = HeartbeatReader(heartbeat_path(data_dir))
         self.lag = lag
+        self.outage_lag = outage_lag
         self.backlog_alert_seconds = backlog_alert_seconds
         self.keep_seconds = keep_seconds
         self.clock = clock
@@ -244,7 +251,12 @@ class ConsumerWatch:
         try:
             beat = self.beats.read()
             alive = beat is not None and self._is_running(beat)
-            lag = self.lag(now)
+            try:
+                lag = self.lag(now)
+            except STORE_ERRORS:
+                if self.outage_lag is None:
+                    raise
+                lag = self.outage_lag(now)
         except OSError as exc:
             return self._unchecked(now, exc)
         self._last, self._last_at = judge_consumer(beat, alive, lag, now, self.backlog_alert_seconds), now

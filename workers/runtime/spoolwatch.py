@@ -21,7 +21,7 @@ from typing import Any
 
 from peewee import Database
 
-from models.clicks.backlog import SpoolBacklog
+from models.clicks.backlog import SpoolBacklog, backlog_age_from
 from models.clicks.spool import read_position
 from models.store.database import STORE_ERRORS
 from workers.runtime.heartbeat import HeartbeatReader, beat_position, heartbeat_path
@@ -74,6 +74,12 @@ class SpoolWatch:
             except STORE_ERRORS:
                 pass
         return beat_position(self.beats.read()), "flusher heartbeat"
+
+    def heartbeat_lag(self, now: float) -> float | None:
+        """The backlog's age from the flusher's last heartbeat (None if it never said where it was):
+        ConsumerWatch's `outage_lag`. Raises OSError (EMFILE) as the heartbeat's and a segment's reads do."""
+        landed = beat_position(self.beats.read())
+        return None if landed is None else backlog_age_from(self.spool_dir, landed, now)
 
     def status(self, db: Database | None, refused_at: float = 0.0) -> dict[str, Any]:
         """The spool's entry of a dependency view: state (up: clicks can be journaled), why not, and
