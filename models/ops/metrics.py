@@ -13,7 +13,9 @@ worker that takes it: Prometheus reads the drop as a counter reset, which it han
 
 A slot's bytes are written as zeros when it is made, never left as a hole: on a full disk a write
 through a mapping into a hole would kill the worker with SIGBUS; overwriting allocated bytes needs no
-space (ext4, xfs, tmpfs).
+space (ext4, xfs, tmpfs). On a copy-on-write file system (btrfs, ZFS) an overwrite needs space too,
+and a full disk could stop a worker at its next count: keep DATA_DIR off one (the spool's refusal
+count, models/clicks/refusals.py, has the same caveat, but a failed write there is only skipped).
 
 Gauges (the spool's depth and age, queue depths, each dependency's state) are not counted: the server
 of `/metrics` looks at them when asked (workers/ops/metrics.py).
