@@ -24,7 +24,15 @@ if TYPE_CHECKING:
 ADMIN_PREFIXES = ("/api/", "/panel")
 
 
-def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recorder=None) -> falcon.App:
+def create_app(
+    settings: Settings,
+    *,
+    tracker=None,
+    enqueue_delivery=None,
+    recorder=None,
+    counts: memoryview | None = None,
+) -> falcon.App:
+    """The web workers' app. `counts`: the worker's metrics slot (models/ops/metrics.py), else its own."""
     from models.conversions.postbacks import ConversionRecorder
     from models.conversions.refusals import RefusalCounter
     from models.reporting.history import HistoryFiles
@@ -34,7 +42,7 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     from routes.click import ClickResource, ClientAddress
     from routes.clickapi import ClickApiResource, KClientOfferResource, LpVisitResource, ScriptResource
     from routes.errors import handle_unexpected
-    from routes.health import HealthResource
+    from routes.health import HealthResource, LivezResource, ReadyzResource
     from routes.inputs import StrictQuery, install_media_handlers
     from routes.landers import add_lander_routes
     from routes.postback import (
@@ -44,13 +52,14 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
         PostbackResource,
     )
     from workers.runtime.heartbeat import ConsumerWatch
+    from workers.runtime.spoolwatch import SpoolWatch
 
     fallback_url = ""
     if settings.fallback_url:
         # The same rules as an offer URL (raises MacroError), rewritten as printable ASCII.
         fallback_url = compile_url(settings.fallback_url).source
     if tracker is None:
-        tracker = create_tracker(settings)
+        tracker = create_tracker(settings, counts=counts)
     client_address = ClientAddress(
         settings.trusted_proxies, settings.real_ip_header, is_unix_socket=settings.bind.startswith("unix:")
     )
@@ -73,14 +82,24 @@ def create_app(settings: Settings, *, tracker=None, enqueue_delivery=None, recor
     app = falcon.App(media_type=falcon.MEDIA_JSON)
     app.req_options.strip_url_path_trailing_slash = True
     install_media_handlers(app)
+    spool = SpoolWatch(settings.spool_dir, settings.data_dir)
     # /healthz's look at the consumer needs no new file descriptor (near the open-file limit).
     consumer = ConsumerWatch(
-        settings.data_dir, tracker.backlog_age, backlog_alert_seconds=settings.backlog_alert_seconds
+        settings.data_dir,
+        tracker.backlog_age,
+        backlog_alert_seconds=settings.backlog_alert_seconds,
+        outage_lag=spool.heartbeat_lag,  # While the database does not answer.
     )
-    app.add_route("/healthz", HealthResource(tracker, consumer))
+    app.add_route("/healthz", HealthResource(tracker, consumer, spool))
+    app.add_route("/livez", LivezResource())
+    app.add_route("/readyz", ReadyzResource(tracker, spool))
     if not settings.admin_address:  # No admin worker: ours.
+        from routes.metrics import MetricsResource
         from routes.panel import add_panel_routes
         from routes.v1 import add_v1_routes, v1_routes
+        from workers.ops.metrics import MetricsSource
+
+        app.add_route("/metrics", MetricsResource(MetricsSource(settings, tracker.db)))
 
         app.add_route(
             "/api/report",
@@ -126,9 +145,11 @@ def create_admin_app(
     from routes.health import DatabaseHealthResource
     from routes.inputs import StrictQuery, install_media_handlers
     from routes.landers import add_lander_routes
+    from routes.metrics import MetricsResource
     from routes.panel import add_panel_routes
     from routes.v1 import add_v1_routes, v1_routes
     from routes.v1.auth import principal_for
+    from workers.ops.metrics import MetricsSource
 
     if db is None:
         db = open_database(settings.database_location)
@@ -138,6 +159,7 @@ def create_admin_app(
     app.req_options.strip_url_path_trailing_slash = True
     install_media_handlers(app)
     app.add_route("/healthz", DatabaseHealthResource(db))
+    app.add_route("/metrics", MetricsResource(MetricsSource(settings, db)))
     app.add_route(
         "/api/report", ReportApiResource(db, settings.report_currency, HistoryFiles.for_reports(settings))
     )
@@ -167,12 +189,35 @@ class ServerTiming:
             resp.set_header("Server-Timing", f"app;dur={wall * 1000:.2f}, cpu;dur={cpu * 1000:.2f}")
 
 
+def create_outage_admin_app(settings: Settings) -> falcon.App:
+    """The admin worker's app while its database cannot be reached at its start (cluster mode's
+    PostgreSQL away): `/metrics` still answers, with the database down (the outage is when it matters),
+    and everything else 503 with one sentence. The worker drains itself once the database answers
+    again, and the master starts one with the whole app (routes/metrics.py OutageAdmin)."""
+    from routes.errors import handle_unexpected
+    from routes.metrics import MetricsResource, OutageAdmin
+    from workers.ops.metrics import MetricsSource
+
+    outage = OutageAdmin(settings.database_location)
+    app = falcon.App(media_type=falcon.MEDIA_JSON, middleware=[outage])
+    app.add_route("/metrics", MetricsResource(MetricsSource(settings, None)))
+    app.add_sink(outage.unavailable, "/")
+    app.add_error_handler(Exception, handle_unexpected)
+    return app
+
+
 def load_admin_app(settings: Settings) -> LoadedApp:
     """Called by the admin worker after fork (workers/runtime/server.py)."""
+    from models.store.database import PostgresUnreachable
     from workers.runtime.server import LoadedApp
 
     configure_logging(settings)
-    return LoadedApp(create_admin_app(settings), max_body_bytes(settings, is_admin=True))
+    try:
+        app = create_admin_app(settings)
+    except PostgresUnreachable as exc:
+        logging.getLogger(__name__).warning("admin worker: %s; only /metrics answers until it is back", exc)
+        app = create_outage_admin_app(settings)
+    return LoadedApp(app, max_body_bytes(settings, is_admin=True))
 
 
 def max_body_bytes(settings: Settings, *, is_admin: bool = False) -> int:
@@ -218,17 +263,23 @@ def delivery_queue(settings: Settings):
     return enqueue
 
 
-def create_tracker(settings: Settings):
+def create_tracker(settings: Settings, *, counts: memoryview | None = None):
     """Open this process's database connection and the click pipeline; refuse an old schema."""
     from models.migrations.runner import require_current_schema
     from models.store.database import open_database
 
     db = open_database(settings.database_location)
     require_current_schema(db, settings.database_shown)
-    return build_tracker(db, settings)
+    return build_tracker(db, settings, counts=counts)
 
 
-def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float] = time.time):
+def build_tracker(
+    db: Database,
+    settings: Settings,
+    *,
+    clock: Callable[[], float] = time.time,
+    counts: memoryview | None = None,
+):
     """The click pipeline a web worker runs, over an open database (tests: theirs, with their clock)."""
     from models.clicks.tracker import ClickTracker
     from models.lookups.bots import BotDetector
@@ -272,15 +323,21 @@ def build_tracker(db: Database, settings: Settings, *, clock: Callable[[], float
         anonymize_ip=settings.anonymize_ip,
         clock=clock,
         shared=shared,
+        counts=counts,
     )
 
 
 def load_worker_app(settings: Settings) -> LoadedApp:
     """Called by each bjoern worker after fork (workers/runtime/server.py)."""
+    from models.ops.metrics import CounterSlot
+    from routes.metrics import RequestMeter
     from workers.runtime.server import LoadedApp
 
     configure_logging(settings)
-    loaded = LoadedApp(create_app(settings), max_body_bytes(settings))
+    slot = CounterSlot(settings.data_dir)  # After fork: the worker's own, for as long as it runs.
+    loaded = LoadedApp(
+        RequestMeter(create_app(settings, counts=slot.counts), slot.counts), max_body_bytes(settings)
+    )
     # PERF: the code and config loaded so far live as long as the worker; keep the collector off
     # them, and collect the young generation less often (full collections showed up in profiles).
     gc.collect()

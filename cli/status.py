@@ -27,7 +27,8 @@ def settings_command(ctx: Context, fmt: str) -> None:
 @pass_context
 def status_command(ctx: Context, as_json: bool) -> None:
     """Web master and workers, spool depth and last flush, queue depth, database size, geo file, the
-    crawler ranges' date; in cluster mode Redis's and PostgreSQL's health."""
+    crawler ranges' date; in cluster mode Redis's and PostgreSQL's health, and while PostgreSQL does
+    not answer, the clicks waiting in this node's spool and the oldest one's age."""
     from workers.ops.status import collect_status
 
     unreachable: tuple[type[Exception], ...] = ()
@@ -73,16 +74,19 @@ def status_command(ctx: Context, as_json: bool) -> None:
 
 
 def echo_unreachable_database(settings: Settings, error: str, as_json: bool) -> None:
-    """`lanner status` when PostgreSQL does not answer: that, and Redis's health, which needs no database."""
+    """`lanner status` when PostgreSQL does not answer: that, the spool's backlog and Redis's health,
+    which need no database."""
     from workers.ops.clusterstatus import postgres_unreachable, redis_status
+    from workers.ops.status import outage_spool_status
 
-    status = {"postgresql": postgres_unreachable(error)}
+    status = {"postgresql": postgres_unreachable(error), "spool": outage_spool_status(settings)}
     if settings.redis_url:
         status["redis"] = redis_status(settings)
     if as_json:
         click.echo(json_text(status))
         return
     click.echo(f"postgresql: unreachable, error {status['postgresql']['error']}")
+    click.echo("spool: " + ", ".join(f"{k} {v}" for k, v in status["spool"].items()))
     if "redis" in status:
         echo_redis_status(status["redis"])
 

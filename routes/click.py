@@ -32,6 +32,14 @@ from models.clicks.tracker import ClickTracker
 from models.clicks.visit import Visit
 from models.lookups.bots import request_signals
 from models.lookups.iplist import IpList
+from models.ops.metrics import (
+    CLICK_PREFETCH,
+    CLICK_UNKNOWN,
+    REDIRECT_CLICK,
+    REDIRECT_FALLBACK,
+    REDIRECT_LP_CLICK,
+    REDIRECT_REPEAT,
+)
 from models.routing.domains import host_of
 
 MAX_VALUE = 500  # sub_id and source values; longer ones are cut, not rejected.
@@ -200,8 +208,11 @@ class ClickResource:
         self._click(req, resp, campaign)
 
     def _click(self, req: falcon.Request, resp: falcon.Response, campaign) -> None:
+        counts = self.tracker.counts  # The worker's metrics (models/ops/metrics.py).
         if campaign is None:
+            counts[CLICK_UNKNOWN] += 1
             if self.fallback_url:
+                counts[REDIRECT_FALLBACK] += 1
                 resp.status = falcon.HTTP_302
                 resp.set_header("Location", self.fallback_url)
                 return
@@ -210,6 +221,7 @@ class ClickResource:
             )
         if is_prefetch(req.env):
             # Counting it would make a click nobody made; the real navigation comes next.
+            counts[CLICK_PREFETCH] += 1
             resp.status = falcon.HTTP_204
             return
         try:
@@ -218,9 +230,12 @@ class ClickResource:
             # Refused (and counted, logged) by the tracker: no subid that would never land.
             if not self.is_spool_full_fallback:
                 raise spool_unwritable() from None
+            counts[REDIRECT_FALLBACK] += 1
             resp.status = falcon.HTTP_302
             resp.set_header("Location", self.fallback_url)
             return
+        if decision.answer == "http":
+            counts[REDIRECT_REPEAT if decision.is_repeat else REDIRECT_CLICK] += 1
         if decision.lander_id is not None:
             # A local lander on the tracker's domain reads no parameter: its LP click has the cookie.
             resp.append_header(
@@ -282,6 +297,7 @@ class LpClickResource:
             lp = None
         if lp is None or lp.location is None:
             if self.fallback_url:
+                self.tracker.counts[REDIRECT_FALLBACK] += 1
                 resp.status = falcon.HTTP_302
                 resp.set_header("Location", self.fallback_url)
                 return
@@ -290,6 +306,7 @@ class LpClickResource:
                     title="Unknown click", description="No click sent to a lander has this subid."
                 )
             raise falcon.HTTPNotFound(title="No offer", description="This campaign has nothing to show here.")
+        self.tracker.counts[REDIRECT_LP_CLICK] += 1
         resp.status = falcon.HTTP_302
         location = lp.location
         if not location.isascii():

@@ -1,5 +1,6 @@
 """The references in docs/reference/, generated from the code: the CLI (the `lanner` click group), the
-settings (settings.SETTINGS) and the admin API (its OpenAPI document). `make docs` writes them:
+settings (settings.SETTINGS), the admin API (its OpenAPI document) and the metrics (models/ops/metrics.py
+CATALOGUE). `make docs` writes them:
 
     .venv/bin/python scripts/reference.py
 
@@ -240,6 +241,45 @@ def _cell(text: str) -> str:
     return _text(text).replace("|", "\\|").replace("\n", " ")
 
 
+# -- Metrics --------------------------------------------------------------------------------------
+
+
+def metrics_reference() -> str:
+    from models.ops.metrics import CATALOGUE, LATENCY_BOUNDS
+
+    lines = [
+        "# Metrics reference",
+        "",
+        GENERATED.format(source="scripts/reference.py, from `models/ops/metrics.py` CATALOGUE"),
+        "",
+        "`GET /metrics` on each node's admin side answers these in Prometheus' text format (version",
+        "0.0.4); [operations](../operations.md#metrics) says where and how to scrape it. Counters are the",
+        "node's web workers' counts added up: they only grow, across worker and server restarts. Gauges",
+        "are looked at when asked; one whose source does not answer is left out, never shown as 0.",
+        "",
+        "| Metric | Type | Label |",
+        "|---|---|---|",
+    ]
+    for metric in CATALOGUE:
+        label = f"`{metric.label}`" if metric.label else ""
+        lines.append(f"| [`{metric.name}`](#{slug(metric.name)}) | {metric.kind} | {label} |")
+    for metric in CATALOGUE:
+        lines += ["", f"## {metric.name}", "", f"Type: {metric.kind}.", "", _text(metric.help)]
+        if metric.values:
+            values = ", ".join(f"`{value}`" for value in metric.values)
+            lines += ["", f"Label `{metric.label}`: {values}."]
+        elif metric.label:
+            lines += ["", f"Label `{metric.label}`."]
+        if metric.kind == "histogram":
+            bounds = ", ".join(f"{bound:g}" for bound in LATENCY_BOUNDS)
+            lines += [
+                "",
+                f"Samples: `{metric.name}_bucket{{le=...}}` (seconds: {bounds}, `+Inf`), "
+                f"`{metric.name}_sum`, `{metric.name}_count`.",
+            ]
+    return "\n".join(lines) + "\n"
+
+
 # -- All of them ----------------------------------------------------------------------------------
 
 
@@ -249,6 +289,7 @@ def references() -> dict[str, str]:
         str(REFERENCE_DIR / "cli.md"): cli_reference(),
         str(REFERENCE_DIR / "settings.md"): settings_reference(),
         str(REFERENCE_DIR / "api.md"): api_reference(),
+        str(REFERENCE_DIR / "metrics.md"): metrics_reference(),
         str(REFERENCE_DIR / "openapi.json"): openapi_json(),
     }
 

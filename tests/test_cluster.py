@@ -9,6 +9,7 @@ PostgreSQL or Redis (tests/servers.py: this pytest process's own) and start it a
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from cluster_nodes import Clicks, Node, nginx_required, start_nginx, two_nodes, upstream_args
-from conftest import LiveProcess, request, wait_healthy, wait_until
+from conftest import LiveProcess, request, run_lanner, wait_healthy, wait_until
 
 pytestmark = [pytest.mark.xdist_group("cluster"), nginx_required]
 
@@ -269,13 +270,38 @@ def test_while_postgresql_is_away_clicks_wait_in_the_spools_and_postbacks_get_50
         # for a monitor that asks strictly.
         health = [request(node.web.port, "/healthz") for node in (a, b)]
         strict = [request(node.web.port, "/healthz?strict=1")[0] for node in (a, b)]
+        # Alive and ready (they journal every click); the dependency view and the metrics say why not ok.
+        probes = [request(node.web.port, path)[0] for node in (a, b) for path in ("/livez", "/readyz")]
+        metrics = [request(node.web.extra["admin_port"], "/metrics") for node in (a, b)]
+        outage_status = run_lanner(a.environ, "status", "--json", check=False)
     finally:
         cluster.postgres.resume()
-    for status, _, body in health:
+    assert probes == [200, 200, 200, 200]
+    for node_clicks, (status, _, body) in zip((6, 5), health, strict=True):
         answer = json.loads(body)
         assert (status, answer.get("status")) == (200, "degraded"), body
         assert answer["database"].startswith("does not answer: "), body
+        dependencies = answer["dependencies"]
+        assert dependencies["database"]["state"] == "down" and dependencies["redis"]["state"] == "up", body
+        spool = dependencies["spool"]
+        assert spool["state"] == "up" and spool["counted_from"] == "flusher heartbeat", body
+        # Counted from the flusher's last heartbeat: at least the clicks the node took since it landed.
+        assert spool["pending_clicks"] >= node_clicks and spool["oldest_s"] >= 0, body
+        # The consumer judged by its heartbeat, the backlog's age from it too (node a's was stopped a while).
+        assert dependencies["consumer"]["state"] != "unknown", body
+        assert answer["consumer"]["lag_s"] is not None, body
+    assert json.loads(health[1][2])["dependencies"]["consumer"]["state"] == "up"
     assert strict == [503, 503]
+    for status, _, body in metrics:
+        text = body.decode()
+        assert status == 200 and 'lanner_dependency_up{dependency="database"} 0' in text, text
+        assert 'lanner_dependency_up{dependency="spool"} 1' in text, text
+        pending = re.search(r"^lanner_spool_pending_clicks (\d+)$", text, re.MULTILINE)
+        assert pending and int(pending.group(1)) >= 5, text
+        assert "lanner_postbacks_parked" not in text.replace("# HELP lanner_postbacks_parked", ""), text
+    shown = json.loads(outage_status.stdout)
+    assert outage_status.returncode == 1 and shown["postgresql"]["state"] == "unreachable", shown
+    assert shown["spool"]["pending_clicks"] >= 6 and shown["spool"]["oldest_s"] >= 0, shown
     assert {status for status, _ in during} == {302}, during
     assert [status for status, _ in refused] == [503, 503], refused
     cluster.wait_landed()
@@ -294,8 +320,16 @@ def test_while_redis_is_away_clicks_land_and_a_capped_offer_gets_none(cluster):
     cluster.redis.pause()
     try:
         during = [visit(node.web.port, "redisdown", f"198.51.101.{n}") for n, node in enumerate((a, b) * 5)]
+        # Each node's one web worker has found Redis away: ready, and its dependency view says so.
+        ready = [request(node.web.port, "/readyz")[0] for node in (a, b)]
+        health = [json.loads(request(node.web.port, "/healthz")[2]) for node in (a, b)]
     finally:
         cluster.redis.resume()  # Empty, as a Redis without persistence comes back.
+    assert ready == [200, 200]
+    for answer in health:
+        redis = answer["dependencies"]["redis"]
+        assert answer["status"] == "degraded" and redis["state"] == "down", answer
+        assert redis["clicks_alone"] >= 5 and answer["dependencies"]["database"]["state"] == "up", answer
     assert {status for status, _ in during} == {302}, during
     # Never over the cap: without Redis's count every capped offer counts as full.
     assert all(location.startswith("https://spare-redisdown.") for _, location in during), during

@@ -26,7 +26,7 @@ def generated() -> dict[str, str]:
     return reference.references()
 
 
-@pytest.mark.parametrize("name", ["cli.md", "settings.md", "api.md", "openapi.json"])
+@pytest.mark.parametrize("name", ["cli.md", "settings.md", "api.md", "metrics.md", "openapi.json"])
 def test_each_reference_is_current(generated, name):
     path = str(reference.REFERENCE_DIR / name)
     committed = (ROOT / path).read_text() if (ROOT / path).exists() else ""
@@ -61,6 +61,13 @@ def test_every_command_and_setting_is_in_the_references(generated):
     assert [path for path in reference.command_paths() if f"\n## {path}\n" not in cli] == []
     assert [s.env for s in SETTINGS if f"\n## {s.env}\n" not in settings] == []
     assert "lanner bench unique" in reference.command_paths()  # The lazily added scenarios too.
+
+
+def test_every_metric_is_in_the_reference(generated):
+    from models.ops.metrics import CATALOGUE
+
+    metrics = generated[str(reference.REFERENCE_DIR / "metrics.md")]
+    assert [m.name for m in CATALOGUE if f"\n## {m.name}\n" not in metrics] == []
 
 
 def test_the_readme_is_a_front_page():

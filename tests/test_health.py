@@ -19,6 +19,7 @@ import sys
 from types import SimpleNamespace
 
 import falcon
+import pytest
 from conftest import REQUEST_SECONDS, START_SECONDS, click, request, wait_until
 from falcon.testing import TestClient
 from test_click_http import web_workers
@@ -253,7 +254,7 @@ def test_a_database_that_does_not_answer_degrades_a_web_worker_and_is_the_admin_
         def connection(self):
             return self
 
-    tracker = SimpleNamespace(conn=Unreachable(), campaigns={}, index=[])
+    tracker = SimpleNamespace(conn=Unreachable(), campaigns={}, index=[], shared=None)
     app = falcon.App()
     app.add_route("/healthz", HealthResource(tracker, lambda: {"problems": []}))  # type: ignore[arg-type]
     app.add_route("/admin/healthz", DatabaseHealthResource(Unreachable()))
@@ -270,3 +271,20 @@ def test_a_database_that_does_not_answer_degrades_a_web_worker_and_is_the_admin_
         "title": "Unhealthy",
         "description": "This worker's database does not answer: unable to open database file.",
     }
+
+
+def test_while_the_database_does_not_answer_the_consumer_is_judged_by_its_heartbeat(settings, clock):
+    Heartbeat(heartbeat_path(settings.data_dir), clock=clock).attempt()  # This process, beating now.
+
+    def lag(now: float) -> float:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    watch = ConsumerWatch(
+        settings.data_dir, lag, backlog_alert_seconds=60, clock=clock, outage_lag=lambda now: 75.0
+    )
+    shown = watch()
+    assert (shown["state"], shown["lag_s"]) == ("ok", 75.0)
+    assert shown["problems"] == ["the oldest click not in the database yet is 75 s old"]
+    without = ConsumerWatch(settings.data_dir, lag, backlog_alert_seconds=60, clock=clock)
+    with pytest.raises(sqlite3.OperationalError):  # The caller's then (HealthResource: unknown).
+        without()

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
+import threading
 import time
 
 import pytest
 from cluster_nodes import Clicks, landed, nginx_required, start_node, upstream_args
 from cluster_nodes import start_nginx as start_nginx_in
-from conftest import LANNER, ROOT, LiveProcess, request, start_process
+from conftest import LANNER, ROOT, LiveProcess, click, request, start_process
 
 from workers.runtime.procfs import process_tree
 
@@ -184,6 +186,97 @@ def test_one_upstream_spreads_clicks_over_two_nodes_and_a_killed_node_loses_none
     assert len(stored - set(subids)) <= len(clicks.threads)
     nodes_landed = {row[0] for row in db.execute_sql("SELECT name FROM spool_node").fetchall()}
     assert {"node-a", "node-b"} <= nodes_landed
+
+
+class Gate:
+    """A TCP forwarder nginx sees as a node, in front of a real one: shut, it closes every connection
+    it has and every new one at once (a node failing every request, as an overloaded one does)."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.is_open = True
+        self.open_sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # Closed.
+            with self.lock:
+                if not self.is_open:
+                    client.close()
+                    continue
+                node = socket.create_connection(("127.0.0.1", self.target))
+                self.open_sockets += [client, node]
+            for source, sink in ((client, node), (node, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def shut(self) -> None:
+        with self.lock:
+            self.is_open = False
+            for sock in self.open_sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.open_sockets = []
+
+    def open(self) -> None:
+        with self.lock:
+            self.is_open = True
+
+    def close(self) -> None:
+        self.shut()
+        self.listener.close()
+
+
+def test_nodes_that_all_failed_take_clicks_again_at_once_never_no_live_upstreams(
+    env, db, lanner, settings, tmp_path, start_nginx
+):
+    """Issue 33: nginx's passive check took every overloaded node out (max_fails) and answered 502 "no
+    live upstreams" for fail_timeout, nodes or not. Now no node is ever taken out: the first click after
+    the failures is served."""
+    lanner("campaign", "create", "Up", "--alias", "up", "--offer-url", "https://offer.example/?c={subid}")
+    live, _ = start_node(env, settings, tmp_path, "node-a")
+    gates = [Gate(live.port), Gate(live.port)]
+    try:
+        args = ["--admin-upstream", f"127.0.0.1:{live.extra['admin_port']}"]
+        for gate in gates:
+            args += ["--upstream", f"127.0.0.1:{gate.port}"]
+        port = start_nginx(None, *args)
+        assert click(port, "up", ua="Before")[0] == 302
+        for gate in gates:
+            gate.shut()
+        failed = [click(port, "up", ua=f"Failing {n}")[0] for n in range(6)]  # Each tried on both.
+        for gate in gates:
+            gate.open()
+        status, headers, _ = click(port, "up", ua="After")
+    finally:
+        for gate in gates:
+            gate.close()
+        live.stop()
+    assert failed == [502] * 6
+    assert status == 302 and headers["location"].startswith("https://offer.example/?c="), status
+    errors = (tmp_path / f"nginx-{port}" / "error.log").read_text()
+    assert "no live upstreams" not in errors, errors
 
 
 def test_nginx_serves_local_landers_sandboxed_from_the_data_dir_and_404s_traversal(

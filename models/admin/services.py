@@ -57,7 +57,10 @@ ALIAS_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 # panel: /panel/; landers: local landers' files (/landers/); lp: /lp/click, /lp/visit;
 # click_api: /click_api/v3
 RESERVED_ALIASES = frozenset(
-    {"healthz", "postback", "api", "px", "admin", "static", "panel", "landers", "lp", "click_api"}
+    {
+        *("healthz", "livez", "readyz", "metrics"),  # routes/health.py, routes/metrics.py
+        *("postback", "api", "px", "admin", "static", "panel", "landers", "lp", "click_api"),
+    }
 )
 MAX_UNIQUENESS_HOURS = 10 * 366 * 24  # Ten years; Infinity would break every worker's config load.
 MAX_COST_VALUE = 1e9  # A cost or payout per unit: the bound postback payouts have too.

@@ -717,6 +717,9 @@ class FlushResult:
     lp_clicks: int = 0  # LP clicks landed on their clicks (models/clicks/tracker.py lp_click).
     rejected: int = 0
     segments_done: int = 0
+    # Where the node has landed up to, as last read or written: the heartbeat keeps it for a look at
+    # the backlog while the database does not answer (workers/runtime/heartbeat.py).
+    position: tuple[int, int] | None = None
 
 
 def _complete_lines(fd: int, offset: int, max_lines: int) -> Iterator[bytes]:
@@ -777,6 +780,7 @@ def _flush_spool(
     rollups = RollupDelta()
     while True:
         segment, offset = read_position(db, spool_dir)
+        result.position = (segment, offset)
         path = segment_path(spool_dir, segment)
         # Looked at before reading: writers open a later segment only once they have left this one
         # (it is sealed, or it was deleted or replaced by hand, see Journal), so if one exists now,
@@ -883,8 +887,11 @@ def _flush_spool(
         result.inserted += inserted
         result.duplicates += len(rows) - inserted
         result.rejected += len(rejected)
+        result.position = (segment, new_offset)
         if on_batch:
             on_batch(result)
+    if on_batch:  # The position an idle round found, too.
+        on_batch(result)
     return result
 
 

@@ -81,6 +81,7 @@ from models.clicks.visitors import RecentClick, VisitorIndex
 from models.lookups.bots import BotDetector
 from models.lookups.geo import GeoSource
 from models.lookups.useragent import UserAgentParser
+from models.ops.metrics import CLICK_REFUSED, CLICK_REPEAT, CLICK_STORED, unshared_counts
 from models.routing.bandit import BanditShares
 from models.routing.caps import OFFER, STREAM, ClickCounters, CounterZones
 from models.routing.config import CampaignConfig, LanderChoice, OfferChoice, StreamConfig, load_campaigns
@@ -186,8 +187,11 @@ class ClickTracker:
         clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
         shared: SharedState | None = None,
+        counts: memoryview | None = None,
     ) -> None:
         self.db = db
+        # The worker's metric counts (models/ops/metrics.py): its shared slot under `lanner serve`.
+        self.counts = unshared_counts() if counts is None else counts
         self.shared = shared  # Cluster mode's Redis; None on a single box.
         self.anonymize_ip = anonymize_ip
         self.conn: sqlite3.Connection = db.connection()
@@ -227,6 +231,7 @@ class ClickTracker:
             spool_dir, segment_bytes, start, self._remember_line, lambda: read_position(db, spool_dir)
         )
         self.refusals = RefusedClicks(spool_dir)
+        self.refused_at = 0.0  # When a click last found the journal unwritable (`/readyz`).
         self._refusal_log = ThrottledLog(logger)
         self._database_log = ThrottledLog(logger, logging.WARNING, interval=60.0)
         self._database_retry_at = 0.0  # While the clock is before it, the database is not asked.
@@ -447,10 +452,12 @@ class ClickTracker:
         self, campaign: CampaignConfig, visit: Visit, dry_run: bool, trace: list[TraceEntry] | None
     ) -> tuple[Decision, FilterSubject, str | None]:
         try:
-            return self._track(campaign, visit, dry_run=dry_run, trace=trace)
+            tracked = self._track(campaign, visit, dry_run=dry_run, trace=trace)
         except OSError as exc:  # Only the journal does I/O in the pipeline (SQLite raises its own).
             if self.shared is not None:
                 self.shared.forget_last()
+            self.counts[CLICK_REFUSED] += 1
+            self.refused_at = self.clock()
             self.refusals.add(int(self.clock() * 1000))
             self._refusal_log(
                 "the click spool %s cannot be written (%s): clicks are refused until it can",
@@ -458,6 +465,9 @@ class ClickTracker:
                 exc.strerror or exc,
             )
             raise SpoolUnwritable(str(exc)) from None
+        if not dry_run:
+            self.counts[CLICK_REPEAT if tracked[0].is_repeat else CLICK_STORED] += 1
+        return tracked
 
     def simulate(self, campaign: CampaignConfig, visit: Visit) -> Simulation:
         """The decision for `visit` with a trace of every stream and filter; nothing is stored."""
@@ -792,6 +802,8 @@ class ClickTracker:
         try:
             return self._lp_click(subid)
         except OSError as exc:  # Only the journal does I/O here.
+            self.counts[CLICK_REFUSED] += 1
+            self.refused_at = self.clock()
             self.refusals.add(int(self.clock() * 1000))
             self._refusal_log(
                 "the click spool %s cannot be written (%s): clicks are refused until it can",

@@ -34,10 +34,17 @@ class NginxConfigError(LannerError, ValueError):
     """A value that cannot go into an nginx config; the message says which and why."""
 
 
-# Passive health of a node in cluster mode: after this many failed requests within the time, nginx
-# sends it nothing for that time, then one request to try it again.
-MAX_FAILS = 2
-FAIL_TIMEOUT = "5s"
+# Passive health of a node in cluster mode: none. nginx's passive check takes a node out for
+# fail_timeout after max_fails failed requests, and once every node is out it answers 502 "no live
+# upstreams" without asking any; under overload every node fails at once (timeouts), so the check
+# turned overload into errors (issue 33: 6,753 of them at 1,000 clicks/s on two nodes), and kept
+# answering 502 for fail_timeout after the nodes had caught up. With max_fails=0 no node is ever
+# taken out: an overloaded node's request waits in its listen backlog (LISTEN_BACKLOG), which is
+# latency, and a dead node costs a refused connection (microseconds) and the retry on the next node
+# (proxy_next_upstream in nginx/lanner-server.conf). Only a host that drops packets costs more: the
+# connect timeout (1 s) for each request sent to it, until it is removed from the upstream or its
+# balancer's active check (`/readyz`) takes it out.
+MAX_FAILS = 0
 
 
 @dataclass(frozen=True)
@@ -133,8 +140,9 @@ def _servers(binds: str | tuple[str, ...]) -> list[str]:
 
 
 def _server_lines(servers: list[str]) -> str:
-    """One box: its socket. Several nodes: each with passive health (no stickiness: any node answers)."""
-    health = f" max_fails={MAX_FAILS} fail_timeout={FAIL_TIMEOUT}" if len(servers) > 1 else ""
+    """One box: its socket. Several nodes: each never taken out (MAX_FAILS; no stickiness: any node
+    answers)."""
+    health = f" max_fails={MAX_FAILS}" if len(servers) > 1 else ""
     return "\n".join(f"    server {server}{health};" for server in servers)
 
 

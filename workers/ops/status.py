@@ -152,6 +152,23 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     return status
 
 
+def outage_spool_status(settings: Settings) -> dict[str, Any]:
+    """The spool while the database does not answer: the clicks waiting in it and the oldest one's age,
+    counted from where the flusher last said it had landed (workers/runtime/spoolwatch.py), and the
+    clicks refused ever (a full disk)."""
+    from models.clicks.refusals import read_refused
+    from workers.runtime.spoolwatch import SpoolWatch
+
+    watch = SpoolWatch(settings.spool_dir, settings.data_dir)
+    try:
+        refused, refused_at = read_refused(settings.spool_dir)
+        shown = watch.status(None, refused_at / 1000)
+    finally:
+        watch.close()
+    shown["refused_clicks"] = refused
+    return shown
+
+
 def node_rows(nodes: list[tuple], now: float) -> list[dict[str, Any]]:
     """Every node's row (cluster mode has one per host): its last heartbeat and how far it has landed."""
     rows = []

@@ -25,6 +25,7 @@ from typing import Any
 from peewee import Database
 
 from models.clicks.backlog import backlog_age
+from models.store.database import STORE_ERRORS
 from workers.runtime.procfs import is_alive, process_start_time
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class Heartbeat:
         self.start = process_start_time(self.pid)
         self.attempt_at: float | None = None
         self.landed_at: float | None = None
+        self.position: tuple[int, int] | None = None  # Landed up to (FlushResult.position).
         self._moved = 0  # Lines the current round has moved past so far.
         self._written_at = 0.0
         self._next_failure_log = 0.0
@@ -61,6 +63,9 @@ class Heartbeat:
     def on_batch(self, result) -> None:
         """flush_spool's progress callback (a FlushResult so far in this round)."""
         moved = result.inserted + result.duplicates + result.rejected
+        position = getattr(result, "position", None)
+        if position is not None:
+            self.position = position
         if moved > self._moved:
             self._moved = moved
             self.landed_at = self.clock()
@@ -77,6 +82,7 @@ class Heartbeat:
             "beat_at": now,
             "attempt_at": self.attempt_at,
             "landed_at": self.landed_at,
+            "position": self.position,
         }
         data = json.dumps(beat).encode().ljust(HEARTBEAT_BYTES - 1) + b"\n"
         try:
@@ -214,6 +220,10 @@ class ConsumerWatch:
     descriptor) is answered from the last look while it is at most `keep_seconds` old, marked with
     `checked_s_ago`: a load balancer that polls a worker taking clicks must not see it flap. Failing
     longer, the answer says the consumer cannot be checked (a problem: `?strict=1` answers 503).
+
+    While the database does not answer, `lag` cannot read the landed position: `outage_lag` (the
+    backlog's age from the flusher's last heartbeat, workers/runtime/spoolwatch.py) stands in, so the
+    consumer is still judged by its heartbeat; without one the store's error is raised.
     """
 
     def __init__(
@@ -224,9 +234,11 @@ class ConsumerWatch:
         backlog_alert_seconds: float,
         keep_seconds: float = STALE_AFTER,
         clock: Callable[[], float] = time.time,
+        outage_lag: Callable[[float], float | None] | None = None,
     ) -> None:
         self.beats = HeartbeatReader(heartbeat_path(data_dir))
         self.lag = lag
+        self.outage_lag = outage_lag
         self.backlog_alert_seconds = backlog_alert_seconds
         self.keep_seconds = keep_seconds
         self.clock = clock
@@ -239,7 +251,12 @@ class ConsumerWatch:
         try:
             beat = self.beats.read()
             alive = beat is not None and self._is_running(beat)
-            lag = self.lag(now)
+            try:
+                lag = self.lag(now)
+            except STORE_ERRORS:
+                if self.outage_lag is None:
+                    raise
+                lag = self.outage_lag(now)
         except OSError as exc:
             return self._unchecked(now, exc)
         self._last, self._last_at = judge_consumer(beat, alive, lag, now, self.backlog_alert_seconds), now
@@ -266,3 +283,11 @@ class ConsumerWatch:
             "lag_s": None,
             "problems": [f"the consumer cannot be checked from this worker: {reason}"],
         }
+
+
+def beat_position(beat: dict[str, Any] | None) -> tuple[int, int] | None:
+    """Where the flusher had landed up to when it last wrote its heartbeat (None if it never said)."""
+    position = None if beat is None else beat.get("position")
+    if isinstance(position, list) and len(position) == 2 and all(isinstance(n, int) for n in position):
+        return (position[0], position[1])
+    return None
