@@ -55,7 +55,8 @@ from models.choices import (
     STREAM_TYPES,
 )
 from models.routing.filters import DEVICE_TYPES, FILTER_NAMES, describe_filter
-from routes.panel.common import CampaignBase, FormError, PanelContext, PanelResource
+from routes.panel.common import PERIODS, CampaignBase, FormError, PanelContext, PanelResource, period_of
+from routes.panel.editornumbers import EditorNumbers
 from routes.panel.session import read_form, read_form_lists
 
 WHOLE_NUMBER = re.compile(r"-?[0-9]{1,12}")  # Negative ones get the services' sentence.
@@ -561,14 +562,23 @@ def script_tag(base: str, alias: str) -> str:
 
 
 class CampaignEditorResource(EditorResource):
-    """/panel/campaigns/{id}: the campaign's URL and settings, and its streams in evaluation order."""
+    """/panel/campaigns/{id}: the campaign's URL and settings, and its streams in evaluation order with
+    their numbers, today's and the period's (`?period=`, routes/panel/editornumbers.py)."""
+
+    def __init__(self, panel: PanelContext, campaign_base: CampaignBase | None) -> None:
+        super().__init__(panel, campaign_base)
+        self.numbers = EditorNumbers(panel.db, panel.reports)
 
     def show(self, req, resp, session, campaign, values=None, message="", code=200, warnings=(), notice=""):
         principal = session.principal
+        period = period_of(req)
         offers = list_offers(self.db)
         names = {offer.id: offer.name for offer in offers}
         streams = [stream_summary(self.db, stream, names) for stream in list_streams(self.db, campaign.id)]
         by_id = {summary["stream"].id: summary for summary in streams}
+        numbers, currency = self.numbers(
+            principal, campaign, streams, {offer.id: offer for offer in offers}, period
+        )
         assert self.campaign_base is not None  # The campaign editor's (the cost pages pass none).
         base = self.campaign_base(req)
         self.page(
@@ -595,6 +605,10 @@ class CampaignEditorResource(EditorResource):
                 for group in stream_groups([summary["stream"] for summary in streams])
             ],
             order=",".join(str(summary["stream"].id) for summary in streams),
+            numbers=numbers,
+            currency=currency,
+            period=period,
+            periods=PERIODS,
             owners=self.owners(principal),
             timezones=timezone_names(),
             warnings=warnings,
