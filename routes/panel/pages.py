@@ -199,6 +199,7 @@ class CampaignListResource(PanelResource):
         listing = ListFilter(req, CAMPAIGN_STATUSES)
         columns = [c for c in CAMPAIGN_COLUMNS if not (c[2] and principal.hides_money)]
         sort = Sort.parse(req.get_param("sort"), [column for column, _, _ in columns])
+        with_traffic = req.get_param("traffic") in ("1", "on")  # Only campaigns with clicks in the period.
         visible = visible_campaign_ids(self.sessions.db, principal)
         editable = editable_campaign_ids(self.sessions.db, principal)  # Once, not a query per row.
         report = self.reports(principal, "campaign", period)
@@ -210,6 +211,8 @@ class CampaignListResource(PanelResource):
             if not listing.keeps(campaign.status, campaign.name, campaign.alias):
                 continue
             row = {name: 0 for name in SUMMED} | {"cr": None, "roi": None} | stats.get(campaign.id, {})
+            if with_traffic and not row["clicks"]:
+                continue
             rows.append(
                 {
                     "campaign": campaign,
@@ -218,9 +221,16 @@ class CampaignListResource(PanelResource):
                 }
             )
         rows = sort.apply(rows, campaign_value)
-        state = {"period": period, "status": listing.status, "q": listing.search, "sort": sort.text}
+        state = {
+            "period": period,
+            "status": listing.status,
+            "q": listing.search,
+            "traffic": "1" if with_traffic else "",
+            "sort": sort.text,
+        }
         return {
             "period": period,
+            "with_traffic": with_traffic,
             "listing": listing,
             "columns": columns,
             "sort": sort,
@@ -237,7 +247,12 @@ class CampaignListResource(PanelResource):
         principal = session.principal
         shown = self.listing(req, principal)
         listing, sort = shown["listing"], shown["sort"]
-        state = {"period": shown["period"], "status": listing.status, "q": listing.search}
+        state = {
+            "period": shown["period"],
+            "status": listing.status,
+            "q": listing.search,
+            "traffic": "1" if shown["with_traffic"] else "",
+        }
         state = {name: value for name, value in state.items() if value}
         self.page(
             req,
@@ -249,6 +264,7 @@ class CampaignListResource(PanelResource):
             status=listing.status,
             statuses=listing.choices,
             search=listing.search,
+            traffic=shown["with_traffic"],
             rows=shown["rows"],
             total=shown["total"],
             currency=shown["currency"],
@@ -345,7 +361,9 @@ class CampaignStatusResource(PanelResource):
             raise falcon.HTTPBadRequest(title="Not changed", description=str(exc)) from None
         resp.status = falcon.HTTP_303
         back = urllib.parse.parse_qs(str(form.get("back") or ""))
-        kept: dict[str, str] = {name: back[name][0] for name in ("period", "status", "q") if name in back}
+        kept: dict[str, str] = {
+            name: back[name][0] for name in ("period", "status", "q", "traffic", "sort") if name in back
+        }
         resp.location = "/panel/campaigns?" + urllib.parse.urlencode(kept)
 
 

@@ -1,0 +1,254 @@
+"""The offers, traffic sources, networks and landers lists (routes/panel/listtable.py) in process on a real
+migrated database: each sorted by any column with two keys (rows without a value last), filtered, its
+period's numbers as SQL counts them, and its CSV exactly the rows, order and columns the page shows,
+without money for a user who hides it; the campaign list's "with traffic" filter and report links."""
+
+# ruff: noqa: F811  (test_panel's fixtures, imported, are redefined by each test's arguments)
+from __future__ import annotations
+
+import csv
+import html as htmllib
+import io
+import re
+
+import pytest
+from conftest import request
+from test_panel import clicks, get, log_in, make_panel, own, panel, users  # noqa: F401
+
+
+@pytest.fixture
+def listed(db, clicks):
+    """Over the 250 generated clicks of gen-0 and gen-1 (offers 1, 2): two more offers without clicks,
+    sources Push (gen-0) and Pop (gen-1) and an unused archived one, network Net A with offer 1 and an
+    archived network, landers used by gen-0 and by nothing, sales on 7 clicks of gen-0."""
+    from test_panel_logs import imported, stored_subids
+
+    from models.admin.landers import create_lander, update_lander
+    from models.admin.services import add_stream, create_offer, update_campaign, update_offer
+    from models.admin.sources import create_source, update_source
+    from models.conversions.networks import create_network, update_network
+
+    create_offer(db, "zulu offer", "https://zulu.example/", payout=9, daily_cap=100)
+    create_offer(db, "Alpha offer", "https://alpha.example/", payout=1)
+    create_source(db, "Push", "zone={zoneid}")
+    create_source(db, "Pop", "")
+    old = create_source(db, "Old source", "")
+    update_source(db, old.id, status="archived")
+    update_campaign(db, 1, source="Push")
+    update_campaign(db, 2, source="Pop")
+    net = create_network(db, "Net A", alias="neta", subid_macro="{sub1}")
+    archived = create_network(db, "Net Old", alias="netold", subid_macro="{clickid}")
+    update_network(db, archived.id, status="archived")
+    update_offer(db, 1, network_id=net.id)
+    used = create_lander(db, "Used LP", url="https://lp.example/?s={subid}")
+    create_lander(db, "Idle LP", url="https://idle.example/")
+    gone = create_lander(db, "Gone LP", url="https://gone.example/")
+    update_lander(db, gone.id, status="archived")
+    add_stream(db, 1, name="via lp", offers=[(1, 100)], landers=[(used.id, 100)], filters=["keyword=lp"])
+    imported(db, stored_subids(db, 1)[:7])
+
+
+def sql(db, statement: str, params: tuple = ()) -> list[tuple]:
+    cursor = db.connection().execute(statement, params)
+    try:
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
+def names(html: str, path: str) -> list[str]:
+    """The names in the list's rows, in order (each row's first link to one of `path`'s pages)."""
+    found = re.findall(rf'<td class="name"><a href="{path}/\d+">([^<]*)</a>', html)
+    return [htmllib.unescape(name) for name in found]
+
+
+def sort_link(html: str, column: str) -> str:
+    return htmllib.unescape(
+        re.search(rf'<a href="\?([^"]*)" class="sort" data-sort="{column}">', html).group(1)
+    )
+
+
+def read_csv(panel, cookie, path: str) -> list[list[str]]:
+    status, headers, body = request(panel, path, {"Cookie": cookie})
+    assert status == 200 and headers["content-type"] == "text/csv; charset=utf-8", body
+    assert headers["content-disposition"].startswith("attachment;")
+    return list(csv.reader(io.StringIO(body.decode())))
+
+
+def test_offers_sort_by_two_keys_and_the_csv_is_the_list_as_shown(panel, users, listed, db):
+    admin = log_in(panel)
+    html = get(panel, "/panel/offers?period=last_7_days", admin)[2]
+    assert names(html, "/panel/offers") == [
+        "Generated offer 0",
+        "Generated offer 1",
+        "zulu offer",
+        "Alpha offer",
+    ]
+    link = sort_link(html, "clicks")
+    assert link == "period=last_7_days&status=current&sort=-clicks"
+    html = get(panel, f"/panel/offers?{link}", admin)[2]
+    by_sql = dict(sql(db, "SELECT offer_id, COUNT(*) FROM click GROUP BY offer_id"))
+    first_two = sorted(((by_sql[1], "Generated offer 0"), (by_sql[2], "Generated offer 1")), reverse=True)
+    assert names(html, "/panel/offers")[:2] == [name for _, name in first_two]
+    # Then by name: name first, clicks second; the two without clicks tie on clicks, and A comes before z.
+    link = sort_link(html, "name")
+    assert link.endswith("sort=name,-clicks")
+    html = get(panel, f"/panel/offers?{link}", admin)[2]
+    assert names(html, "/panel/offers") == [
+        "Alpha offer",
+        "Generated offer 0",
+        "Generated offer 1",
+        "zulu offer",
+    ]
+    assert 'title="sort key 2">▼2</span>' in html
+    html = get(panel, "/panel/offers?period=last_7_days&sort=clicks,-name", admin)[2]
+    assert names(html, "/panel/offers")[:2] == ["zulu offer", "Alpha offer"]
+    # No EPC without clicks: last whichever the direction; the network named, not numbered.
+    for sort in ("epc", "-epc"):
+        assert names(get(panel, f"/panel/offers?period=last_7_days&sort={sort}", admin)[2], "/panel/offers")[
+            2:
+        ] == [
+            "zulu offer",
+            "Alpha offer",
+        ]
+    assert '<a href="/panel/networks/1">Net A</a>' in html
+    assert names(get(panel, "/panel/offers?q=net+a", admin)[2], "/panel/offers") == ["Generated offer 0"]
+
+    query = "period=last_7_days&status=current&sort=-conversions,name"
+    html = get(panel, f"/panel/offers?{query}", admin)[2]
+    assert f'href="/panel/offers.csv?{query.replace("&", "&amp;")}"' in html
+    rows = read_csv(panel, admin, f"/panel/offers.csv?{query}")
+    assert rows[0] == [
+        "Offer",
+        "URL",
+        "Status",
+        "Network",
+        "Payout",
+        "Payout currency",
+        "Daily cap",
+        "Total cap",
+        "Clicks",
+        "Conv.",
+        "CR",
+        "Revenue",
+        "EPC",
+    ]
+    assert [row[0] for row in rows[1:]] == names(html, "/panel/offers")
+    assert rows[1][:4] == ["Generated offer 0", "https://offer0.example/?click={subid}", "active", "Net A"]
+    assert int(rows[1][8]) == by_sql[1] and rows[1][9] == "7" and rows[1][11] == "17.50"
+    assert rows[4][0] == "zulu offer" and rows[4][6] == "100" and rows[4][4] == "9.00"
+    # A user who hides money: no amount in the page's headers, its sort or its CSV.
+    own(db, 2, users["frugal"])
+    frugal = log_in(panel, "frugal")
+    assert get(panel, "/panel/offers?sort=-epc", frugal)[0] == 400
+    rows = read_csv(panel, frugal, "/panel/offers.csv?sort=name")
+    assert rows[0] == [
+        "Offer",
+        "URL",
+        "Status",
+        "Network",
+        "Daily cap",
+        "Total cap",
+        "Clicks",
+        "Conv.",
+        "CR",
+    ]
+    assert "Generated offer 0" not in [row[0] for row in rows]  # Campaign 1's, not theirs.
+
+
+def test_sources_and_networks_show_the_period_s_numbers_sorted_filtered_and_as_csv(panel, users, listed, db):
+    admin = log_in(panel)
+    per_campaign = dict(sql(db, "SELECT campaign_id, COUNT(*) FROM click GROUP BY campaign_id"))
+    html = get(panel, "/panel/sources?period=last_7_days&sort=-clicks", admin)[2]
+    expected = sorted(((per_campaign[1], "Push"), (per_campaign[2], "Pop")), reverse=True)
+    assert names(html, "/panel/sources") == [name for _, name in expected]  # The archived one: not current.
+    rows = read_csv(panel, admin, "/panel/sources.csv?period=last_7_days&sort=-clicks")
+    assert rows[0] == [
+        "Source",
+        "Parameters",
+        "Status",
+        "Campaigns",
+        "Postback",
+        "Clicks",
+        "Conv.",
+        "CR",
+        "Cost",
+        "Revenue",
+        "Profit",
+        "ROI",
+        "CPC",
+    ]
+    by_name = {row[0]: row for row in rows[1:]}
+    assert int(by_name["Push"][5]) == per_campaign[1] and by_name["Push"][6] == "7"
+    assert by_name["Push"][1] == "zone={zoneid}" and by_name["Push"][9] == "17.50"
+    assert by_name["Pop"][6] == "0" and by_name["Pop"][7] == "0.0"
+    everything = read_csv(panel, admin, "/panel/sources.csv?status=all&sort=name")
+    assert [row[0] for row in everything[1:]] == ["Old source", "Pop", "Push"]
+    assert [row[0] for row in read_csv(panel, admin, "/panel/sources.csv?status=archived")[1:]] == [
+        "Old source"
+    ]
+
+    html = get(panel, "/panel/networks?period=last_7_days&status=all&sort=-name", admin)[2]
+    assert names(html, "/panel/networks") == ["Net Old", "Net A"]
+    rows = read_csv(panel, admin, "/panel/networks.csv?period=last_7_days")
+    assert rows[0][:9] == ["Network", "Alias", "Status", "Offers", "Clicks", "Conv.", "CR", "Revenue", "EPC"]
+    assert rows[1][:4] == ["Net A", "neta", "active", "1"] and len(rows) == 2
+    assert int(rows[1][4]) == per_campaign[1] and rows[1][5] == "7" and rows[1][7] == "17.50"
+    assert rows[1][9] == "{sub1}"
+    frugal = log_in(panel, "frugal")
+    for path in ("/panel/sources.csv", "/panel/networks.csv"):
+        header = read_csv(panel, frugal, path)[0]
+        assert not {"Cost", "Revenue", "Profit", "ROI", "EPC", "CPC"} & set(header), ",".join(header)
+    html = get(panel, "/panel/sources?period=last_7_days", frugal)[2]
+    assert "Revenue" not in html and "USD" not in html
+
+
+def test_landers_sort_filter_and_export_the_streams_a_user_sees(panel, users, listed, db):
+    admin = log_in(panel)
+    html = get(panel, "/panel/landers?sort=-streams,name", admin)[2]
+    assert names(html, "/panel/landers") == ["Used LP", "Idle LP"]
+    assert names(get(panel, "/panel/landers?status=all&sort=name", admin)[2], "/panel/landers") == [
+        "Gone LP",
+        "Idle LP",
+        "Used LP",
+    ]
+    assert names(get(panel, "/panel/landers?q=idle.example", admin)[2], "/panel/landers") == ["Idle LP"]
+    rows = read_csv(panel, admin, "/panel/landers.csv?sort=-streams,name")
+    assert rows[0] == ["Lander", "URL or path", "Kind", "Status", "Streams", "Used by"]
+    stream = sql(db, "SELECT id FROM stream WHERE name = 'via lp'")[0][0]
+    assert rows[1] == [
+        "Used LP",
+        "https://lp.example/?s={subid}",
+        "remote",
+        "active",
+        "1",
+        f"gen-0 #{stream} (100)",
+    ]
+    assert rows[2][0] == "Idle LP" and rows[2][4:] == ["0", ""]
+    assert get(panel, "/panel/landers?sort=bogus", admin)[0] == 400
+    assert get(panel, "/panel/landers?status=gone", admin)[0] == 400
+
+
+def test_the_campaign_list_keeps_only_campaigns_with_traffic_and_links_each_to_its_report(
+    panel, users, listed, db
+):
+    from models.admin.services import create_campaign
+
+    create_campaign(db, "Quiet", "quiet", offer_url="https://q.example/")
+    admin = log_in(panel)
+    html = get(panel, "/panel/campaigns?period=last_7_days", admin)[2]
+    assert "Quiet" in html and 'id="traffic"' in html
+    html = get(panel, "/panel/campaigns?period=last_7_days&traffic=1&sort=-clicks", admin)[2]
+    assert "Quiet" not in html and "Generated 0" in html and "Generated 1" in html
+    assert 'href="?period=yesterday&amp;status=current&amp;q=&amp;traffic=1&amp;sort=-clicks"' in html
+    assert (
+        'href="/panel/campaigns.csv?period=last_7_days&amp;status=current&amp;traffic=1&amp;sort=-clicks"'
+        in html
+    )
+    rows = read_csv(panel, admin, "/panel/campaigns.csv?period=last_7_days&traffic=1")
+    assert [row[0] for row in rows[1:]] == ["Generated 0", "Generated 1", "Total"]
+    report = re.search(r'<a href="(/panel/reports\?[^"]*f.campaign=1)" class="report-link">', html).group(1)
+    status, _, page = get(panel, htmllib.unescape(report), admin)
+    assert status == 200 and '<span class="chip">Campaign = 1 ' in page
+    total = re.search(r'<tfoot>.*?<td class="n">([\d,]+)</td>', page, re.S).group(1)
+    assert int(total.replace(",", "")) == sql(db, "SELECT COUNT(*) FROM click WHERE campaign_id = 1")[0][0]
