@@ -80,7 +80,7 @@ NETWORK_TABLE = ListTable(
         Column("offers", "Offers", lambda row: row["offers"]),
         *metric_columns(("clicks", "conversions", "cr", "revenue", "epc")),
         Column("subid_macro", "Subid", lambda row: row["network"].subid_macro, "text"),
-        Column("payout_macro", "Payout", lambda row: row["network"].payout_macro, "text"),
+        Column("payout_macro", "Payout macro", lambda row: row["network"].payout_macro, "text"),
         Column("status_macro", "Status word", lambda row: row["network"].status_macro, "text"),
         Column("tid_macro", "Transaction id", lambda row: row["network"].tid_macro, "text"),
     )
