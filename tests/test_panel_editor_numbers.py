@@ -112,6 +112,14 @@ def test_today_alone_shows_no_period_columns_and_hide_money_no_revenue(panel, us
     assert "Revenue" not in html and "USD" not in html
     stream = cells(html, 'class="stream-total"')
     assert [whole(stream[n]) for n in (3, 4, 5, 6)] == [30, 4, 42, 4]
+    # A custom range: the day two days ago alone holds the first 12 clicks.
+    import datetime
+
+    day = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=2)).date()
+    html = get(panel, f"/panel/campaigns/{cid}?period=custom&from={day}&to={day}", log_in(panel))[2]
+    assert f"Clicks {day} to {day}" in html
+    stream = cells(html, 'class="stream-total"')
+    assert [whole(stream[n]) for n in (3, 6)] == [30, 12]
     # Another buyer's campaign is no campaign, numbers or not.
     assert get(panel, f"/panel/campaigns/{cid}?period=last_7_days", log_in(panel, "bert"))[0] == 404
     assert get(panel, f"/panel/campaigns/{cid}?period=forever", log_in(panel))[0] == 400

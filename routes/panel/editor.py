@@ -55,7 +55,7 @@ from models.choices import (
     STREAM_TYPES,
 )
 from models.routing.filters import DEVICE_TYPES, FILTER_NAMES, describe_filter
-from routes.panel.common import PERIODS, CampaignBase, FormError, PanelContext, PanelResource, period_of
+from routes.panel.common import PERIODS, CampaignBase, FormError, PanelContext, PanelResource, chosen_period
 from routes.panel.editornumbers import EditorNumbers
 from routes.panel.session import read_form, read_form_lists
 
@@ -571,7 +571,7 @@ class CampaignEditorResource(EditorResource):
 
     def show(self, req, resp, session, campaign, values=None, message="", code=200, warnings=(), notice=""):
         principal = session.principal
-        period = period_of(req)
+        period = chosen_period(req)
         offers = list_offers(self.db)
         names = {offer.id: offer.name for offer in offers}
         streams = [stream_summary(self.db, stream, names) for stream in list_streams(self.db, campaign.id)]
@@ -607,7 +607,9 @@ class CampaignEditorResource(EditorResource):
             order=",".join(str(summary["stream"].id) for summary in streams),
             numbers=numbers,
             currency=currency,
-            period=period,
+            period=period.key,
+            range_period=period,
+            range_state={},
             periods=PERIODS,
             owners=self.owners(principal),
             timezones=timezone_names(),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.routing.caps import OFFER, STREAM, cap_usage
-from routes.panel.common import PanelReports
+from routes.panel.common import PanelReports, Period
 
 COUNTED = ("clicks", "conversions", "revenue")
 
@@ -65,27 +65,26 @@ class EditorNumbers:
         self.reports = reports
         self.clock = clock
 
-    def __call__(self, principal, campaign, summaries: list[dict], offers: dict[int, Any], period: str):
+    def __call__(self, principal, campaign, summaries: list[dict], offers: dict[int, Any], period: Period):
         """{stream id: {"numbers", "cap", "offers": {offer id: {"numbers", "cap", "served"}}}} for the
         editor's stream `summaries` (routes/panel/editor.py stream_summary), plus the report currency."""
         numbers: dict[int, Numbers] = {}
         offer_numbers: dict[tuple[int, int], Numbers] = {}
         currency = self.reports.report_currency
-        for which, preset in (("today", "today"), ("period", period)):
+        for which, params in (("today", {"preset": "today"}), ("period", period.report_params)):
             report = self.reports.report(
-                principal, {"group": "stream,offer", "preset": preset}, {"campaign": str(campaign.id)}
+                principal, {"group": "stream,offer", **params}, {"campaign": str(campaign.id)}
             )
-            if report is None:
-                continue
-            currency = report.currency
-            for row in report.rows:
-                stream_id = row.get("stream")
-                if stream_id is None:  # A default-action click: no stream to show it under.
-                    continue
-                numbers.setdefault(stream_id, Numbers()).add(which, row)
-                if row.get("offer") is not None:
-                    offer_numbers.setdefault((stream_id, row["offer"]), Numbers()).add(which, row)
-            if preset == period and which == "today":  # Period today: the same report twice.
+            if report is not None:
+                currency = report.currency
+                for row in report.rows:
+                    stream_id = row.get("stream")
+                    if stream_id is None:  # A default-action click: no stream to show it under.
+                        continue
+                    numbers.setdefault(stream_id, Numbers()).add(which, row)
+                    if row.get("offer") is not None:
+                        offer_numbers.setdefault((stream_id, row["offer"]), Numbers()).add(which, row)
+            if period.key == "today":  # The period is today: the same report, not read twice.
                 numbers = {sid: _both(n) for sid, n in numbers.items()}
                 offer_numbers = {key: _both(n) for key, n in offer_numbers.items()}
                 break

@@ -26,7 +26,8 @@ from routes.panel.common import (
     PanelContext,
     PanelReports,
     PanelResource,
-    period_of,
+    Period,
+    chosen_period,
 )
 from routes.panel.listtable import (
     Column,
@@ -96,10 +97,10 @@ class NetworkListResource(PanelResource):
         deleted = req.get_param("deleted")
         self.show(req, resp, self.sessions.require(req), done=DELETED.format(deleted) if deleted else "")
 
-    def listing(self, req: falcon.Request, principal) -> tuple[ListView, str]:
+    def listing(self, req: falcon.Request, principal) -> tuple[ListView, str, Period]:
         """The list as the page shows it (and its CSV): the period, filters and sort of the query."""
         db = self.sessions.db
-        period = period_of(req)
+        period = chosen_period(req)
         listing = ListFilter(req, NETWORK_STATUSES)
         counts = networks.offer_counts(db, visible_offer_ids(db, principal))
         report = self.reports(principal, "network", period)
@@ -109,12 +110,12 @@ class NetworkListResource(PanelResource):
             for n in networks.list_networks(db)
             if listing.keeps(n.status, n.name, n.alias)
         ]
-        state = {"period": period, "status": listing.status, "q": listing.search}
+        state = {**period.query, "status": listing.status, "q": listing.search}
         currency = report.currency if report else self.reports.report_currency
-        return NETWORK_TABLE.view(req, principal, rows, state), currency
+        return NETWORK_TABLE.view(req, principal, rows, state), currency, period
 
     def show(self, req, resp, session, *, code=200, form=None, message="", done="") -> None:
-        view, currency = self.listing(req, session.principal)
+        view, currency, period = self.listing(req, session.principal)
         self.page(
             req,
             resp,
@@ -124,7 +125,9 @@ class NetworkListResource(PanelResource):
             view=view,
             rows=view.rows,
             currency=currency,
-            period=view.state["period"],
+            period=period.key,
+            range_period=period,
+            range_state={**view.state, "sort": view.sort.text},
             periods=PERIODS,
             status=view.state["status"],
             list_statuses=("current", *NETWORK_STATUSES, "all"),
@@ -171,8 +174,8 @@ class NetworkCsvResource(NetworkListResource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
-        view, _ = self.listing(req, session.principal)
-        send_csv(resp, view, f"lanner-networks-{view.state['period']}.csv")
+        view, _, period = self.listing(req, session.principal)
+        send_csv(resp, view, f"lanner-networks-{period.slug}.csv")
 
 
 class NetworkResource(PanelResource):

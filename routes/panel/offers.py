@@ -18,7 +18,8 @@ from routes.panel.common import (
     PanelContext,
     PanelReports,
     PanelResource,
-    period_of,
+    Period,
+    chosen_period,
 )
 from routes.panel.listtable import Column, ListTable, ListView, send_csv
 from routes.panel.render import Renderer
@@ -152,10 +153,10 @@ class OfferListResource(OfferPages):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.show(req, resp, self.sessions.require(req))
 
-    def listing(self, req: falcon.Request, principal) -> tuple[ListView, str]:
+    def listing(self, req: falcon.Request, principal) -> tuple[ListView, str, Period]:
         """The list as the page shows it (and its CSV): the period, filters and sort of the query; and
         the report currency of its amounts."""
-        period = period_of(req)
+        period = chosen_period(req)
         listing = ListFilter(req, OFFER_STATUSES)
         visible = visible_offer_ids(self.sessions.db, principal)
         report = self.reports(principal, "offer", period)
@@ -185,20 +186,22 @@ class OfferListResource(OfferPages):
                     "epc": revenue / clicks if clicks else None,
                 }
             )
-        state = {"period": period, "status": listing.status, "q": listing.search}
+        state = {**period.query, "status": listing.status, "q": listing.search}
         currency = report.currency if report else self.reports.report_currency
-        return OFFER_TABLE.view(req, principal, rows, state), currency
+        return OFFER_TABLE.view(req, principal, rows, state), currency, period
 
     def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
         principal = session.principal
-        view, currency = self.listing(req, principal)
+        view, currency, period = self.listing(req, principal)
         self.page(
             req,
             resp,
             "offers.html",
             session,
             code,
-            period=view.state["period"],
+            period=period.key,
+            range_period=period,
+            range_state={**view.state, "sort": view.sort.text},
             periods=PERIODS,
             status=view.state["status"],
             statuses=("current", *OFFER_STATUSES, "all"),
@@ -238,8 +241,8 @@ class OfferCsvResource(OfferListResource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
-        view, _ = self.listing(req, session.principal)
-        send_csv(resp, view, f"lanner-offers-{view.state['period']}.csv")
+        view, _, period = self.listing(req, session.principal)
+        send_csv(resp, view, f"lanner-offers-{period.slug}.csv")
 
 
 class OfferResource(OfferPages):

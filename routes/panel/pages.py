@@ -30,6 +30,7 @@ from routes.panel.common import (
     PanelContext,
     PanelReports,
     PanelResource,
+    chosen_period,
     fallback_notes,
     money_notes,
     period_of,
@@ -195,7 +196,7 @@ class CampaignListResource(PanelResource):
 
     def listing(self, req: falcon.Request, principal) -> dict:
         """The list as the page shows it (and its CSV): the period, filters and sort of the query."""
-        period = period_of(req)
+        period = chosen_period(req)
         listing = ListFilter(req, CAMPAIGN_STATUSES)
         columns = [c for c in CAMPAIGN_COLUMNS if not (c[2] and principal.hides_money)]
         sort = Sort.parse(req.get_param("sort"), [column for column, _, _ in columns])
@@ -222,7 +223,7 @@ class CampaignListResource(PanelResource):
             )
         rows = sort.apply(rows, campaign_value)
         state = {
-            "period": period,
+            **period.query,
             "status": listing.status,
             "q": listing.search,
             "traffic": "1" if with_traffic else "",
@@ -248,7 +249,7 @@ class CampaignListResource(PanelResource):
         shown = self.listing(req, principal)
         listing, sort = shown["listing"], shown["sort"]
         state = {
-            "period": shown["period"],
+            **shown["period"].query,
             "status": listing.status,
             "q": listing.search,
             "traffic": "1" if shown["with_traffic"] else "",
@@ -259,7 +260,9 @@ class CampaignListResource(PanelResource):
             resp,
             "campaigns.html",
             session,
-            period=shown["period"],
+            period=shown["period"].key,
+            range_period=shown["period"],
+            range_state={**state, "sort": sort.text},
             periods=PERIODS,
             status=listing.status,
             statuses=listing.choices,
@@ -316,7 +319,7 @@ class CampaignCsvResource(CampaignListResource):
         resp.set_header("Cache-Control", "no-store")
         resp.set_header("X-Content-Type-Options", "nosniff")
         resp.set_header(
-            "Content-Disposition", f'attachment; filename="lanner-campaigns-{shown["period"]}.csv"'
+            "Content-Disposition", f'attachment; filename="lanner-campaigns-{shown["period"].slug}.csv"'
         )
         resp.text = out.getvalue()
 
@@ -362,7 +365,9 @@ class CampaignStatusResource(PanelResource):
         resp.status = falcon.HTTP_303
         back = urllib.parse.parse_qs(str(form.get("back") or ""))
         kept: dict[str, str] = {
-            name: back[name][0] for name in ("period", "status", "q", "traffic", "sort") if name in back
+            name: back[name][0]
+            for name in ("period", "from", "to", "status", "q", "traffic", "sort")
+            if name in back
         }
         resp.location = "/panel/campaigns?" + urllib.parse.urlencode(kept)
 

@@ -30,7 +30,8 @@ from routes.panel.common import (
     PanelContext,
     PanelReports,
     PanelResource,
-    period_of,
+    Period,
+    chosen_period,
 )
 from routes.panel.listtable import (
     Column,
@@ -134,9 +135,9 @@ class SourceListResource(SourcePages):
         super().__init__(sessions, render)
         self.reports = reports
 
-    def listing(self, req: falcon.Request, principal) -> tuple[ListView, str]:
+    def listing(self, req: falcon.Request, principal) -> tuple[ListView, str, Period]:
         """The list as the page shows it (and its CSV): the period, filters and sort of the query."""
-        period = period_of(req)
+        period = chosen_period(req)
         listing = ListFilter(req, SOURCE_STATUSES)
         report = self.reports(principal, "traffic_source", period)
         stats = period_stats(report, "traffic_source")
@@ -146,9 +147,9 @@ class SourceListResource(SourcePages):
             for s in list_sources(self.sessions.db, include_archived=True)
             if listing.keeps(s.status, s.name)
         ]
-        state = {"period": period, "status": listing.status, "q": listing.search}
+        state = {**period.query, "status": listing.status, "q": listing.search}
         currency = report.currency if report else self.reports.report_currency
-        return SOURCE_TABLE.view(req, principal, rows, state), currency
+        return SOURCE_TABLE.view(req, principal, rows, state), currency, period
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -166,7 +167,7 @@ class SourceListResource(SourcePages):
         self.show(req, resp, session, form=form, message=message, chosen=key or "", done=done)
 
     def show(self, req, resp, session, *, code=200, form=None, message="", chosen="", done="") -> None:
-        view, currency = self.listing(req, session.principal)
+        view, currency, period = self.listing(req, session.principal)
         entries = catalogue()["sources"]
         self.page(
             req,
@@ -177,7 +178,9 @@ class SourceListResource(SourcePages):
             view=view,
             rows=view.rows,
             currency=currency,
-            period=view.state["period"],
+            period=period.key,
+            range_period=period,
+            range_state={**view.state, "sort": view.sort.text},
             periods=PERIODS,
             status=view.state["status"],
             list_statuses=("current", *SOURCE_STATUSES, "all"),
@@ -215,8 +218,8 @@ class SourceCsvResource(SourceListResource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
-        view, _ = self.listing(req, session.principal)
-        send_csv(resp, view, f"lanner-sources-{view.state['period']}.csv")
+        view, _, period = self.listing(req, session.principal)
+        send_csv(resp, view, f"lanner-sources-{period.slug}.csv")
 
 
 class SourceResource(SourcePages):
