@@ -280,3 +280,60 @@ def test_a_custom_range_counts_its_days_and_every_link_keeps_it(panel, users, li
     for bad in ("from=2020-13-01x", "from=yesterday", "period=custom", "from=2020-02-01&to=2020-01-01"):
         status, _, page = get(panel, f"/panel/networks?{bad}", admin)
         assert status == 400 and ("YYYY-MM-DD" in page or "from" in page), bad
+
+
+def test_tags_set_in_the_editor_group_the_campaign_list_for_those_who_see_the_campaigns(
+    panel, users, listed, db
+):
+    from test_panel import csrf_token, post
+
+    from models.accounts.audit import list_audit
+    from models.admin.tags import campaign_tags
+
+    admin = log_in(panel)
+
+    def save(campaign_id: int, alias: str, tags: str, cookie=admin):
+        page = get(panel, f"/panel/campaigns/{campaign_id}", cookie)[2]
+        fields = {
+            "csrf_token": csrf_token(page),
+            "name": f"Generated {campaign_id - 1}",
+            "alias": alias,
+            "status": "active",
+            "rotation": "position",
+            "uniqueness_hours": "24",
+            "timezone": "UTC",
+            "default_action": "not_found",
+            "cost_model": "cpc",
+            "cost_value": "0",
+            "tags": tags,
+        }
+        return post(panel, f"/panel/campaigns/{campaign_id}", fields, cookie=cookie)
+
+    assert save(1, "gen-0", " Push ,tier  1, push,")[0] == 303
+    assert save(2, "gen-1", "Pop, tier 1")[0] == 303
+    assert campaign_tags(db) == {1: ["Push", "tier 1"], 2: ["Pop", "tier 1"]}
+    assert 'id="campaign-tags" value="Push, tier 1"' in get(panel, "/panel/campaigns/1", admin)[2]
+    entry = next(e for e in list_audit(db, entity="campaign", entity_id=1) if "tags" in e.new_values)
+    assert entry.actor == "anna" and entry.new_values["tags"] == ["Push", "tier 1"]
+    status, _, page = save(1, "gen-0", "x" * 41)
+    assert status == 400 and "A tag is at most 40 characters" in page.decode()
+    assert campaign_tags(db)[1] == ["Push", "tier 1"]  # Refused whole: the settings neither.
+
+    html = get(panel, "/panel/campaigns?period=last_7_days&tag=TIER+1&sort=name", admin)[2]
+    assert names(html, "/panel/campaigns") == ["Generated 0", "Generated 1"]
+    assert "<option selected>tier 1</option>" in html and "<option>Pop</option>" in html
+    html = get(panel, "/panel/campaigns?period=last_7_days&tag=push", admin)[2]
+    assert names(html, "/panel/campaigns") == ["Generated 0"]
+    assert '<a class="tag" href="?period=last_7_days&amp;tag=Pop">Pop</a>' not in html
+    assert '<a class="tag" href="?period=last_7_days&amp;tag=Push">Push</a>' in html
+    assert 'href="?period=yesterday&amp;status=current&amp;q=&amp;tag=push"' in html
+    rows = read_csv(panel, admin, "/panel/campaigns.csv?period=last_7_days&tag=tier+1&sort=-name")
+    assert [(row[0], row[3]) for row in rows[1:-1]] == [
+        ("Generated 1", "Pop, tier 1"),
+        ("Generated 0", "Push, tier 1"),
+    ]
+    # A buyer sees the tags of their campaigns only, in the choices and the rows alike.
+    own(db, 2, users["bert"])
+    html = get(panel, "/panel/campaigns", log_in(panel, "bert"))[2]
+    assert "Push" not in html and "<option>Pop</option>" in html
+    assert names(get(panel, "/panel/campaigns?tag=push", log_in(panel, "bert"))[2], "/panel/campaigns") == []

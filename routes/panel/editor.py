@@ -43,6 +43,7 @@ from models.admin.services import (
     update_stream,
 )
 from models.admin.sources import campaign_source_url, list_sources, source_of
+from models.admin.tags import campaign_tags, parse_tags, set_campaign_tags
 from models.choices import (
     CAMPAIGN_STATUSES,
     COST_MODELS,
@@ -126,6 +127,7 @@ CAMPAIGN_FIELDS = (
     "cost_currency",
     "owner_id",
     "source_id",
+    "tags",
 )
 
 
@@ -503,6 +505,7 @@ NEW_CAMPAIGN = {
     "offer": "new",
     "offer_url": "",
     "source_id": "",
+    "tags": "",
 }
 
 
@@ -549,7 +552,9 @@ class CampaignNewResource(EditorResource):
                 changes["offer_id"] = _int(form, "offer", "The offer")
             changes = {key: value for key, value in changes.items() if value is not None}
             name, alias = changes.pop("name"), changes.pop("alias")
+            tags = parse_tags(_text(form, "tags"))
             campaign = create_campaign(self.db, name, alias, actor=principal, **changes)
+            set_campaign_tags(self.db, campaign, tags, actor=principal)
         except (FormError, AdminError) as exc:
             self.show(req, resp, session, {**NEW_CAMPAIGN, **form}, str(exc), 400)
             return
@@ -588,7 +593,11 @@ class CampaignEditorResource(EditorResource):
             session,
             code,
             campaign=campaign,
-            values=values or campaign_values(campaign),
+            values=values
+            or {
+                **campaign_values(campaign),
+                "tags": ", ".join(campaign_tags(self.db, [campaign.id]).get(campaign.id, [])),
+            },
             message=message,
             is_editable=edits_campaign(self.db, principal, campaign.id),
             campaign_url=shown_campaign_url(base, campaign),
@@ -642,7 +651,9 @@ class CampaignEditorResource(EditorResource):
         campaign = self.campaign(principal, campaign_id, write=True)
         try:
             changes = campaign_changes(form, principal, is_new=False)
+            tags = parse_tags(_text(form, "tags"))
             update_campaign(self.db, campaign.id, actor=principal, **changes)
+            set_campaign_tags(self.db, campaign, tags, actor=principal)
         except (FormError, AdminError) as exc:
             values = {
                 **campaign_values(campaign),
