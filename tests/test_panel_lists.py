@@ -337,3 +337,43 @@ def test_tags_set_in_the_editor_group_the_campaign_list_for_those_who_see_the_ca
     html = get(panel, "/panel/campaigns", log_in(panel, "bert"))[2]
     assert "Push" not in html and "<option>Pop</option>" in html
     assert names(get(panel, "/panel/campaigns?tag=push", log_in(panel, "bert"))[2], "/panel/campaigns") == []
+
+
+def test_the_click_log_csv_streams_every_click_its_filters_select_over_many_chunks(panel, users, db):
+    from routes.panel.logs import CSV_CHUNK
+    from workers.bench.generate import generate_clicks
+
+    wanted = CSV_CHUNK * 2 + 17
+    assert generate_clicks(db, wanted, 1, campaigns=2, seed=3) == wanted
+    admin = log_in(panel)
+    html = get(panel, "/panel/clicks?campaign=2&bots=humans&period=last_7_days&limit=20", admin)[2]
+    assert 'href="/panel/clicks.csv?campaign=2&amp;bots=humans&amp;period=last_7_days"' in html
+    rows = read_csv(panel, admin, "/panel/clicks.csv?period=last_7_days")
+    assert rows[0][:8] == [
+        "Time",
+        "Subid",
+        "Campaign",
+        "Campaign id",
+        "Stream",
+        "Stream id",
+        "Offer",
+        "Offer id",
+    ]
+    newest_first = [s for (s,) in sql(db, "SELECT subid FROM click ORDER BY created_at DESC, id DESC")]
+    assert [row[1] for row in rows[1:]] == newest_first and len(newest_first) == wanted
+    assert {row[2] for row in rows[1:]} == {"Generated 0", "Generated 1"} and rows[1][6].startswith(
+        "Generated offer"
+    )
+    humans = read_csv(panel, admin, "/panel/clicks.csv?campaign=2&bots=humans")
+    expected = sql(db, "SELECT COUNT(*) FROM click WHERE campaign_id = 2 AND is_bot = 0")[0][0]
+    assert (
+        len(humans) - 1 == expected
+        and {row[3] for row in humans[1:]} == {"2"}
+        and {r[14] for r in humans[1:]} == {"0"}
+    )
+    # A buyer's CSV holds their campaigns' clicks only; another's campaign is no campaign.
+    own(db, 2, users["bert"])
+    bert = log_in(panel, "bert")
+    theirs = read_csv(panel, bert, "/panel/clicks.csv")
+    assert len(theirs) - 1 == sql(db, "SELECT COUNT(*) FROM click WHERE campaign_id = 2")[0][0]
+    assert request(panel, "/panel/clicks.csv?campaign=1", {"Cookie": bert})[0] == 404
