@@ -377,3 +377,24 @@ def test_the_click_log_csv_streams_every_click_its_filters_select_over_many_chun
     theirs = read_csv(panel, bert, "/panel/clicks.csv")
     assert len(theirs) - 1 == sql(db, "SELECT COUNT(*) FROM click WHERE campaign_id = 2")[0][0]
     assert request(panel, "/panel/clicks.csv?campaign=1", {"Cookie": bert})[0] == 404
+
+
+def test_the_audit_log_csv_is_every_change_its_filters_select_a_line_per_field(panel, users, listed, db):
+    from models.accounts.audit import list_audit
+
+    admin = log_in(panel)
+    html = get(panel, "/panel/audit?entity=offer", admin)[2]
+    assert 'href="/panel/audit.csv?period=all_time&amp;entity=offer"' in html
+    rows = read_csv(panel, admin, "/panel/audit.csv?period=all_time&entity=offer")
+    assert rows[0] == ["Time", "Who", "Action", "Entity", "Entity id", "Field", "Old", "New"]
+    entries = list_audit(db, entity="offer", limit=1000)
+    lines = [
+        (str(e.entity_id), name) for e in entries for name in sorted({*e.old_values, *e.new_values}) or [""]
+    ]
+    assert [(row[4], row[5]) for row in rows[1:]] == lines and {row[3] for row in rows[1:]} == {"offer"}
+    update = next(row for row in rows[1:] if row[2] == "update" and row[5] == "network_id")
+    assert update[4] == "1" and update[6] == "null" and update[7] == "1"
+    every = list_audit(db, limit=100_000)
+    assert len(read_csv(panel, admin, "/panel/audit.csv")) - 1 >= len(every) > len(entries)
+    assert request(panel, "/panel/audit.csv", {"Cookie": log_in(panel, "bert")})[0] == 403
+    assert request(panel, "/panel/audit.csv?period=forever", {"Cookie": admin})[0] == 400

@@ -72,6 +72,7 @@ ADMIN_PAGES: tuple[str, ...] = (
     "/panel/users",
     "/panel/audit",
     "/panel/audit?period=last_30_days",
+    "/panel/audit.csv?period=last_30_days",
     "/panel/status",
     "/panel/domains",
 )
