@@ -398,3 +398,40 @@ def test_the_audit_log_csv_is_every_change_its_filters_select_a_line_per_field(p
     assert len(read_csv(panel, admin, "/panel/audit.csv")) - 1 >= len(every) > len(entries)
     assert request(panel, "/panel/audit.csv", {"Cookie": log_in(panel, "bert")})[0] == 403
     assert request(panel, "/panel/audit.csv?period=forever", {"Cookie": admin})[0] == 400
+
+
+def test_the_postback_log_csv_is_each_tab_as_its_filters_select_for_who_may_open_it(panel, users, clicks, db):
+    from test_panel_logs import stored_subids
+
+    from models.conversions.admin import add_target
+    from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
+
+    add_target(db, "1", "https://source.example/cb?c={subid}&p={payout}", ["sale"])
+    recorder = ConversionRecorder(db, park_ms=3_600_000)
+    subids = stored_subids(db, 1)[:12]
+    for n, subid in enumerate(subids):
+        status = "sale" if n % 3 else "lead"
+        recorder.record(
+            parse_postback({"subid": subid, "status": status, "payout": "5", "tid": f"t{n}"}),
+            Received("GET", "203.0.113.9", f"/postback?subid={subid}&status={status}&tid=t{n}"),
+        )
+    admin = log_in(panel)
+    html = get(panel, "/panel/postback-log?log=postbacks&verdict=created", admin)[2]
+    assert 'href="/panel/postback-log.csv?log=postbacks&amp;verdict=created"' in html
+    rows = read_csv(panel, admin, "/panel/postback-log.csv?log=postbacks")
+    assert rows[0][:4] == ["Received", "Verdict", "Subid", "Tid"]
+    newest_first = [s for (s,) in sql(db, "SELECT subid FROM postback_log ORDER BY id DESC")]
+    assert [row[2] for row in rows[1:]] == newest_first and set(newest_first) == set(subids)
+    assert rows[1][7].startswith("/postback?subid=")
+    rows = read_csv(panel, admin, "/panel/postback-log.csv?log=deliveries&state=pending")
+    assert rows[0] == ["Created", "State", "Status", "Attempts", "Answer", "Error", "Conversion", "URL"]
+    wanted = sql(db, "SELECT COUNT(*) FROM postback_delivery WHERE state = 'pending'")[0][0]
+    conversions = {str(c) for (c,) in sql(db, "SELECT conversion_id FROM postback_delivery")}
+    assert len(rows) - 1 == wanted == 8 and {row[6] for row in rows[1:]} == conversions
+    # A buyer: the deliveries of their campaigns only, no incoming; money hidden: nothing at all.
+    own(db, 2, users["bert"])
+    bert = log_in(panel, "bert")
+    assert len(read_csv(panel, bert, "/panel/postback-log.csv")) == 1
+    assert request(panel, "/panel/postback-log.csv?log=postbacks", {"Cookie": bert})[0] == 403
+    own(db, 1, users["frugal"])
+    assert request(panel, "/panel/postback-log.csv", {"Cookie": log_in(panel, "frugal")})[0] == 403

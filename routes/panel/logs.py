@@ -362,9 +362,9 @@ class PostbackLogResource(PanelResource):
     raw requests and URLs carry payouts under any name); incoming postbacks and refusals are an
     admin's (parked ones belong to no campaign yet); deliveries are shown for the visible campaigns."""
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        session = self.sessions.require(req)
-        principal = session.principal
+    def tab_query(self, req: falcon.Request, principal, limit: int, before_id: int | None):
+        """(tab, the log's reader of one page after `before_id` (None: an empty log), the tabs the user
+        may open) as the query asks; 403 / 400 in one sentence for what it may not ask."""
         if principal.hides_money:
             raise falcon.HTTPForbidden(
                 title="Money hidden",
@@ -380,7 +380,6 @@ class PostbackLogResource(PanelResource):
             )
         if tab != "deliveries" and not is_admin:
             raise falcon.HTTPForbidden(title="Admins only", description="Incoming postbacks are for admins.")
-        tz_name = timezone_of(principal)
         visible, campaigns = visible_campaigns(self.sessions.db, principal)
         chosen = campaign_choice(req, visible) if tab == "deliveries" else None
         status = param(req, "verdict" if tab == "postbacks" else "state") or None
@@ -388,23 +387,39 @@ class PostbackLogResource(PanelResource):
             raise falcon.HTTPBadRequest(
                 title="Bad filter", description=f"There is no such state as {status[:20]!r}."
             )
-        pager = Pager(req)
-        options = {"limit": pager.limit + 1, **log_range(req, tz_name, time.time())}
-        try:
-            if tab == "postbacks":
-                orphans = param(req, "orphans") == "1"
-                query = LogFilter(
-                    subid=param(req, "subid") or None, status=status, before_id=pager.before_id, **options
-                )
-                rows = pager.rows(list_postbacks(self.sessions.db, query, orphans=orphans))
-            elif tab == "refusals":
+        options = {"limit": limit, **log_range(req, timezone_of(principal), time.time())}
+        db = self.sessions.db
+        if tab == "postbacks":
+            orphans = param(req, "orphans") == "1"
+            query = LogFilter(
+                subid=param(req, "subid") or None, status=status, before_id=before_id, **options
+            )
+
+            def read(after: int | None) -> list[dict[str, Any]]:
+                return list_postbacks(db, replace(query, before_id=after), orphans=orphans)
+
+        elif tab == "refusals":
+
+            def read(after: int | None) -> list[dict[str, Any]]:
                 # Counters per day: no pages.
-                rows = list_refusals(self.sessions.db, LogFilter(**options))[: pager.limit]
-            else:
-                query = LogFilter(
-                    status=status, before_id=pager.before_id, **scope(visible, chosen), **options
-                )
-                rows = [] if visible == set() else pager.rows(list_deliveries(self.sessions.db, query))
+                return [] if after is not None else list_refusals(db, LogFilter(**options))[:limit]
+
+        else:
+            query = LogFilter(status=status, before_id=before_id, **scope(visible, chosen), **options)
+
+            def read(after: int | None) -> list[dict[str, Any]]:
+                return [] if visible == set() else list_deliveries(db, replace(query, before_id=after))
+
+        tabs = POSTBACK_TABS if is_admin else {"deliveries": POSTBACK_TABS["deliveries"]}
+        return tab, read, tabs, campaigns
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        pager = Pager(req)
+        tab, read, tabs, campaigns = self.tab_query(req, session.principal, pager.limit + 1, pager.before_id)
+        try:
+            rows = read(pager.before_id)
+            rows = rows[: pager.limit] if tab == "refusals" else pager.rows(rows)
         except LannerError as exc:
             raise refused(exc) from None
         self.page(
@@ -413,9 +428,10 @@ class PostbackLogResource(PanelResource):
             "logs_postbacks.html",
             session,
             tab=tab,
-            tabs=POSTBACK_TABS if is_admin else {"deliveries": POSTBACK_TABS["deliveries"]},
+            tabs=tabs,
             rows=rows,
             pager=pager,
+            csv_query=pager.query(cursor=None, back=None, limit=None),
             campaigns=campaigns,
             periods=PERIODS,
             verdicts=POSTBACK_VERDICTS,
@@ -427,9 +443,87 @@ class PostbackLogResource(PanelResource):
         )
 
 
+# Each tab's CSV columns: (header, the row's field), as the tab's table shows them.
+POSTBACK_CSV_COLUMNS = {
+    "postbacks": (
+        ("Received", "received_at"),
+        ("Verdict", "verdict"),
+        ("Subid", "subid"),
+        ("Tid", "tid"),
+        ("Network's word", "raw_status"),
+        ("From", "remote_ip"),
+        ("Detail", "detail"),
+        ("Request", "request"),
+        ("Expires", "expires_at"),
+    ),
+    "refusals": (
+        ("Day (UTC)", "day"),
+        ("From", "remote_ip"),
+        ("Refusals", "refusals"),
+        ("First", "first_at"),
+        ("Last", "last_at"),
+        ("Sample (key masked)", "sample"),
+    ),
+    "deliveries": (
+        ("Created", "created_at"),
+        ("State", "state"),
+        ("Status", "status"),
+        ("Attempts", "attempts"),
+        ("Answer", "response_code"),
+        ("Error", "error"),
+        ("Conversion", "conversion_id"),
+        ("URL", "url"),
+    ),
+}
+
+
+def csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return csv_text(
+            value[:19].replace("T", " ") if value[:4].isdigit() and value[10:11] == "T" else value
+        )
+    return str(value)
+
+
+class PostbackCsvResource(PostbackLogResource):
+    """`GET /panel/postback-log.csv`: every row of the tab its filters select (all pages, newest first),
+    its columns, streamed CSV_CHUNK rows a query; who may open the tab may download it."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        tab, read, _, _ = self.tab_query(req, session.principal, CSV_CHUNK, None)
+        try:  # The first chunk before the answer starts: a bad filter is a 400, not a cut CSV.
+            first = read(None)
+        except LannerError as exc:
+            raise refused(exc) from None
+        resp.content_type = "text/csv; charset=utf-8"
+        resp.set_header("Cache-Control", "no-store")
+        resp.set_header("X-Content-Type-Options", "nosniff")
+        resp.set_header("Content-Disposition", f'attachment; filename="lanner-postback-log-{tab}.csv"')
+        resp.stream = self.lines(POSTBACK_CSV_COLUMNS[tab], read, first)
+
+    @staticmethod
+    def lines(columns, read, rows: list[dict[str, Any]]) -> Iterator[bytes]:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow([header for header, _ in columns])
+        while True:
+            for row in rows:
+                writer.writerow([csv_cell(row.get(name)) for _, name in columns])
+            yield out.getvalue().encode()
+            out.seek(0)
+            out.truncate()
+            if len(rows) < CSV_CHUNK or "id" not in rows[-1]:
+                return
+            rows = read(rows[-1]["id"])
+
+
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
     sessions, render = panel.sessions, panel.render
     app.add_route("/panel/clicks", ClickLogResource(sessions, render, panel.settings))
     app.add_route("/panel/clicks.csv", ClickCsvResource(sessions, render, panel.settings))
     app.add_route("/panel/clicks/{subid}", ClickPageResource(sessions, render, panel.settings))
     app.add_route("/panel/postback-log", PostbackLogResource(sessions, render))
+    app.add_route("/panel/postback-log.csv", PostbackCsvResource(sessions, render))
