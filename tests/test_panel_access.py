@@ -351,6 +351,10 @@ def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_ca
             f"/panel/reports.csv?g1=lander&f.campaign={secret.id}",
             f"/panel/clicks?campaign={secret.id}",
             f"/panel/conversions?campaign={secret.id}",
+            f"/panel/clicks.csv?campaign={secret.id}",
+            # A drill step is the URL's: one naming the unshared campaign's offer or lander names nothing.
+            f"/panel/reports?g1=offer&g2=campaign&d1={seeded['secret_offer'].id}",
+            f"/panel/reports?g1=lander&g2=campaign&d1={seeded['secret_lander'].id}",
         ):
             status, body = get(url)
             leaks.check(url, status, body, asked=url.rpartition("=")[2])
