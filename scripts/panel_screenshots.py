@@ -57,6 +57,7 @@ def seed(data_dir: Path) -> dict[str, int]:
     from models.admin.services import (
         add_stream,
         create_offer,
+        get_campaign,
         list_streams,
         reorder_streams,
         update_campaign,
@@ -64,6 +65,7 @@ def seed(data_dir: Path) -> dict[str, int]:
         update_stream,
     )
     from models.admin.sources import create_source
+    from models.admin.tags import set_campaign_tags
     from models.conversions.admin import add_target, map_status
     from models.conversions.networks import create_network
     from models.migrations.runner import migrate
@@ -79,6 +81,8 @@ def seed(data_dir: Path) -> dict[str, int]:
         update_campaign(db, campaign_id, name=name, cost_value=0.02 * campaign_id)
         update_offer(db, campaign_id, name=f"{name.split(' – ')[0]} landing A", payout=2.0 + campaign_id)
     update_campaign(db, 5, status="paused")
+    for campaign_id, tags in ((1, ["push", "tier 1"]), (2, ["pop"]), (3, ["push"])):
+        set_campaign_tags(db, get_campaign(db, campaign_id), tags)
     everyone = list_streams(db, 1)[0]
     update_stream(db, everyone.id, name="Everyone else")
     second = create_offer(db, "Spring sale – landing B", "https://lp-b.example/?click={subid}", payout=4.5)
@@ -284,18 +288,18 @@ def pages(ids: dict[str, int], subid: str) -> list[tuple[str, str]]:
         ("dashboard", f"/panel?{week}"),
         ("campaigns", f"/panel/campaigns?{week}"),
         ("campaign-new", "/panel/campaigns/new"),
-        ("campaign", "/panel/campaigns/1"),
+        ("campaign", f"/panel/campaigns/1?{week}"),
         ("stream", f"/panel/campaigns/1/streams/{stream}"),
         ("simulate", f"/panel/campaigns/1/simulate?{simulate}"),
         ("costs", "/panel/campaigns/1/costs"),
-        ("offers", f"/panel/offers?{week}"),
+        ("offers", f"/panel/offers?{week}&sort=-clicks,name"),
         ("offer", f"/panel/offers/{offer}"),
         ("rates", "/panel/rates"),
         ("landers", "/panel/landers"),
         ("lander", f"/panel/landers/{ids['lander']}"),
-        ("sources", "/panel/sources"),
+        ("sources", f"/panel/sources?{week}&sort=-clicks"),
         ("source", f"/panel/sources/{ids['source']}"),
-        ("networks", "/panel/networks"),
+        ("networks", f"/panel/networks?{week}"),
         ("network", f"/panel/networks/{ids['network']}"),
         ("postbacks", "/panel/postbacks"),
         ("reports", f"/panel/reports?{week}&g1=campaign&g2=offer"),

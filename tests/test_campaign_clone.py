@@ -44,10 +44,13 @@ def stream_shapes(db, ref):
 def test_a_clone_copies_streams_filters_and_offer_weights_under_a_free_alias(db):
     from models.accounts.audit import list_audit
     from models.admin.services import clone_campaign, get_campaign
+    from models.admin.tags import campaign_tags, set_campaign_tags
 
     original = summer_with_streams(db)
+    set_campaign_tags(db, original, ["push", "tier 1"])
     copy = clone_campaign(db, "summer")
     assert (copy.name, copy.alias, copy.status) == ("Summer (copy)", "summer-copy", "active")
+    assert campaign_tags(db, [copy.id]) == {copy.id: ["push", "tier 1"]}
     assert (copy.cost_model, copy.cost_value, copy.rotation) == ("cpc", 0.05, original.rotation)
     assert stream_shapes(db, copy.id) == stream_shapes(db, "summer")
     assert [shape[0] for shape in stream_shapes(db, copy.id)] == ["US mobile", "Default", "Paused one"]

@@ -97,6 +97,28 @@ class Leaks:
                 )
 
 
+class Amounts:
+    """What of money a page or CSV shows a user who hides it: an amount in the report currency, or a
+    CSV column of amounts."""
+
+    AMOUNT = re.compile(r"[0-9]\.[0-9]{2} USD")
+    HEADERS = {"Revenue", "Cost", "Profit", "ROI", "EPC", "CPC", "Payout", "Payout currency"}
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    def check(self, url: str, body: str) -> None:
+        if url.split("?")[0].endswith(".csv"):
+            shown = self.HEADERS & set(body.partition("\n")[0].strip().split(","))
+            if shown:
+                self.found.append(f"{url} has the columns {sorted(shown)}")
+            return
+        match = self.AMOUNT.search(body)
+        if match:
+            at = match.start()
+            self.found.append(f"{url} shows {match.group(0)!r}: …{body[max(0, at - 150) : at + 40]}…")
+
+
 def seed(db, port: int, lanner) -> dict:
     """Two campaigns of buyer `olga` sharing a lander, a traffic source and a network, with clicks
     (through the landers, some on to the offers), conversions, costs and postback targets; buyer `bert`
@@ -115,6 +137,7 @@ def seed(db, port: int, lanner) -> dict:
 
     bert = add_user(db, "bert", "buyer", PASSWORD)
     add_user(db, "vera", "viewer", PASSWORD)
+    add_user(db, "hugo", "viewer", PASSWORD, hides_money=True)
     olga = add_user(db, "olga", "buyer", PASSWORD)
     network = create_network(db, "Common Net", alias="commonnet", subid_macro="{sub1}")
     create_source(db, "Common Push", "zone={zoneid}")
@@ -148,6 +171,7 @@ def seed(db, port: int, lanner) -> dict:
     )
     share_campaign(db, shared.id, "bert", may_edit=True)
     share_campaign(db, shared.id, "vera")
+    share_campaign(db, shared.id, "hugo")
     add_stream(
         db,
         secret.id,
@@ -289,9 +313,10 @@ def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_ca
     assert all(forbidden) and secret.token
 
     # A buyer shared it to edit, a viewer shared it to see: each crawls it all, on the same server.
-    def crawl(name: str, scope: str) -> None:
+    def crawl(name: str, scope: str, *, hides_money: bool = False) -> None:
         _, api_key = create_api_key(db, name, scope)
         leaks = Leaks(forbidden, patterns)
+        money = Amounts()
 
         status, headers, body = post(admin_port, "/panel/login", {"name": name, "password": PASSWORD})
         assert status == 303, body
@@ -326,6 +351,10 @@ def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_ca
             f"/panel/reports.csv?g1=lander&f.campaign={secret.id}",
             f"/panel/clicks?campaign={secret.id}",
             f"/panel/conversions?campaign={secret.id}",
+            f"/panel/clicks.csv?campaign={secret.id}",
+            # A drill step is the URL's: one naming the unshared campaign's offer or lander names nothing.
+            f"/panel/reports?g1=offer&g2=campaign&d1={seeded['secret_offer'].id}",
+            f"/panel/reports?g1=lander&g2=campaign&d1={seeded['secret_lander'].id}",
         ):
             status, body = get(url)
             leaks.check(url, status, body, asked=url.rpartition("=")[2])
@@ -362,12 +391,19 @@ def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_ca
             seen.add(url)
             status, body = get(url)
             leaks.check(url, status, body)
+            if hides_money and status == 200 and url.startswith("/panel"):
+                money.check(url, body)
             if status == 200 and url.startswith("/panel"):
                 queue.extend(links(body))
             elif status == 400 and url.startswith("/api") and "?" not in url:
                 queue.append(f"{url}?campaign={shared.alias}")  # A list a buyer asks per campaign.
         assert not [url for url in queue if wanted(url)], f"the crawl stopped at {MAX_REQUESTS} requests"
         print(f"{name} crawled {len(seen)} URLs:", *sorted({url.split("?")[0] for url in seen}), sep="\n")
+        assert not money.found, f"{name} hides money:\n" + "\n".join(money.found[:20])
+        if hides_money:  # The crawl met every list's CSV, where the amounts' columns would be.
+            assert {"/panel/offers.csv", "/panel/sources.csv", "/panel/campaigns.csv"} <= {
+                url.split("?")[0] for url in seen
+            }
         assert not leaks.found, (
             f"{name}:\n" + "\n\n".join(leaks.found[:20]) + f"\n\n({len(leaks.found)} in all)"
         )
@@ -383,3 +419,4 @@ def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_ca
 
     crawl("bert", "write")
     crawl("vera", "read")
+    crawl("hugo", "read", hides_money=True)

@@ -107,17 +107,17 @@ def test_the_csv_is_the_list_as_shown_its_filters_sort_and_totals(panel, users, 
     html = get(panel, f"/panel/campaigns?{query}", admin)[2]
     assert f'href="/panel/campaigns.csv?{query.replace("&", "&amp;")}"' in html
     rows = read_csv(panel, admin, query)
-    assert rows[0][:7] == ["Campaign", "Alias", "Status", "Clicks", "Unique", "Conv.", "CR"]
-    assert rows[0][7:] == ["Revenue", "Cost", "Profit", "ROI", "URL"]
+    assert rows[0][:8] == ["Campaign", "Alias", "Status", "Tags", "Clicks", "Unique", "Conv.", "CR"]
+    assert rows[0][8:] == ["Revenue", "Cost", "Profit", "ROI", "URL"]
     shown = rows_of(html)
-    assert [(row[0], int(row[3])) for row in rows[1:-1]] == [(name, clicks) for name, clicks, _ in shown]
-    assert [row[6] for row in rows[1:-1]] == [cr.rstrip("%") for _, _, cr in shown]
-    assert [int(row[5]) for row in rows[1:-1]] == [9, 2, 0]
-    assert rows[1][11] == "http://127.0.0.1/gen-0"
+    assert [(row[0], int(row[4])) for row in rows[1:-1]] == [(name, clicks) for name, clicks, _ in shown]
+    assert [row[7] for row in rows[1:-1]] == [cr.rstrip("%") for _, _, cr in shown]
+    assert [int(row[6]) for row in rows[1:-1]] == [9, 2, 0]
+    assert rows[1][12] == "http://127.0.0.1/gen-0"
     total = rows[-1]
-    assert total[:3] == ["Total", "", ""] and int(total[3]) == 300 and int(total[5]) == 11
+    assert total[:4] == ["Total", "", "", ""] and int(total[4]) == 300 and int(total[6]) == 11
     # A user who hides money: no amounts; only their campaigns.
     own(db, 2, users["frugal"])
     rows = read_csv(panel, log_in(panel, "frugal"), "sort=name")
-    assert rows[0] == ["Campaign", "Alias", "Status", "Clicks", "Unique", "Conv.", "CR", "URL"]
+    assert rows[0] == ["Campaign", "Alias", "Status", "Tags", "Clicks", "Unique", "Conv.", "CR", "URL"]
     assert [row[0] for row in rows[1:]] == ["Generated 1", "Total"]

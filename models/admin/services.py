@@ -48,7 +48,7 @@ from models.routing.sources import slot_filter
 from models.store.accounts import AccountStore
 from models.store.database import write_tx
 from models.store.meta import MetaStore
-from models.tables.campaign import Campaign, Stream, StreamOffer
+from models.tables.campaign import Campaign, CampaignTag, Stream, StreamOffer
 from models.tables.campaign import new_token as new_campaign_token
 from models.tables.network import Network
 from models.tables.offer import Offer
@@ -515,7 +515,7 @@ def clone_campaign(
     original's status, but a copy of an archived campaign is paused. An admin's copy (the CLI's, the
     install key's) keeps the original's owner; anyone else's is their own, as a campaign they create
     would be. Shares, postback targets and costs are not copied: they belong to the original's traffic.
-    Its traffic source is, with the source's postback.
+    Its traffic source is, with the source's postback, and so are its tags (models/admin/tags.py).
     """
     from models.admin.landers import stream_landers
     from models.admin.sources import source_of, sync_postback_target
@@ -545,6 +545,8 @@ def clone_campaign(
             for lander_id, weight in stream_landers(original.id):
                 StreamLander.create(stream=stream, lander=lander_id, weight=weight)
             record_change(db, actor, "stream", stream.id, "create", None, _fields(db, stream))
+        for link in CampaignTag.select().where(CampaignTag.campaign_id == source.id):
+            CampaignTag.create(campaign=campaign, tag=link.tag)
         # The source's own postback comes with the source: it is the network's, not the traffic's.
         sync_postback_target(db, campaign, source_of(campaign), actor)
         MetaStore(db.connection()).bump_config_version()

@@ -123,6 +123,12 @@ class CounterZones:
         return [(scope, ref, day, clicks) for (scope, ref, day), clicks in counts.items()]
 
 
+def cap_usage(conn, scope: str, ref: int, zone: str, now_ms: int) -> tuple[int, int]:
+    """(clicks today, clicks in all) a stream's or offer's caps are checked against, today being the
+    local day in `zone` (the campaign's for a stream, the offer's own for an offer), as landed so far."""
+    return CounterStore(conn).usage(scope, ref, local_days(zone).day(now_ms))
+
+
 def add_to_counters(conn: sqlite3.Connection, increments: Iterable[tuple[str, int, int, int]]) -> None:
     """Add (scope, id, day, clicks) to `click_counter`; call inside the flush transaction."""
     CounterStore(conn).add(increments)

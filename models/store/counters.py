@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from models.store.rows import Store
+from models.store.rows import Store, fetch_single
 
 
 class CounterStore(Store):
@@ -19,6 +19,11 @@ class CounterStore(Store):
     SQL_ADD = """
 INSERT INTO click_counter (scope, ref_id, day, clicks) VALUES (?, ?, ?, ?)
 ON CONFLICT (scope, ref_id, day) DO UPDATE SET clicks = click_counter.clicks + excluded.clicks
+"""
+    # One stream's or offer's clicks over all days and on one day (the primary key's prefix: no scan).
+    SQL_USAGE = """
+SELECT COALESCE(SUM(clicks), 0), COALESCE(SUM(CASE WHEN day = ? THEN clicks ELSE 0 END), 0)
+FROM click_counter WHERE scope = ? AND ref_id = ?
 """
     SQL_STREAM_ZONES = (
         "SELECT stream.id, campaign.timezone FROM stream JOIN campaign ON campaign.id = stream.campaign_id"
@@ -34,6 +39,11 @@ ON CONFLICT (scope, ref_id, day) DO UPDATE SET clicks = click_counter.clicks + e
     def days_since(self, day: int) -> Iterable[tuple[str, int, int, int]]:
         """(scope, id, day, clicks) of the days from `day` (YYYYMMDD) on."""
         return self.conn.execute(self.SQL_DAYS, (day,)).fetchall()
+
+    def usage(self, scope: str, ref: int, day: int) -> tuple[int, int]:
+        """(clicks on `day`, clicks over all days) of one stream or offer."""
+        total, on_day = fetch_single(self.conn, self.SQL_USAGE, (day, scope, ref))
+        return int(on_day), int(total)
 
     def add(self, increments: Iterable[tuple[str, int, int, int]]) -> None:
         """Add (scope, id, day, clicks) to the counters."""

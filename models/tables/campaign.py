@@ -86,3 +86,16 @@ class StreamOffer(BaseModel):
 
     class Meta:
         indexes = ((("stream", "offer"), True),)
+
+
+class CampaignTag(BaseModel):
+    """A tag on a campaign (migration 0027): the campaign list's groups (models/admin/tags.py)."""
+
+    id = AutoField()
+    campaign = ForeignKeyField(Campaign, backref="tag_links", column_name="campaign_id")
+    campaign_id: ObjectIdAccessor  # The column's value, which peewee adds for the foreign key.
+    tag = TextField()
+
+    class Meta:
+        table_name = "campaign_tag"
+        indexes = ((("campaign", "tag"), True),)

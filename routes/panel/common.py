@@ -4,6 +4,7 @@ see, the page context and the routes' wiring (`PanelContext`)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -48,6 +49,64 @@ def period_of(req: falcon.Request) -> str:
     return period
 
 
+DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+@dataclass(frozen=True)
+class Period:
+    """A list's period: a preset (PERIODS) or `custom`, local dates `since` to `until` (inclusive; either
+    may be open) in the user's timezone, as the reports page takes them."""
+
+    key: str
+    since: str = ""
+    until: str = ""
+
+    @property
+    def report_params(self) -> dict[str, str]:
+        if self.key != "custom":
+            return {"preset": self.key}
+        return {name: value for name, value in (("from", self.since), ("to", self.until)) if value}
+
+    @property
+    def query(self) -> dict[str, str]:
+        """The query parameters that ask for it again (a link keeps the period)."""
+        if self.key != "custom":
+            return {"period": self.key}
+        return {"period": "custom", **{name: value for name, value in self.report_params.items()}}
+
+    @property
+    def label(self) -> str:
+        if self.key != "custom":
+            return PERIODS[self.key]
+        return f"{self.since or '…'} to {self.until or '…'}"
+
+    @property
+    def slug(self) -> str:
+        """The period in a file name."""
+        return self.key if self.key != "custom" else f"{self.since or 'start'}-to-{self.until or 'now'}"
+
+
+def chosen_period(req: falcon.Request) -> Period:
+    """The period a list page asks for: `?period=` a preset, or `custom` with `from` and/or `to` dates
+    (YYYY-MM-DD; `from`/`to` alone mean custom); 400 in one sentence for anything else."""
+    since, until = (req.get_param("from") or "").strip(), (req.get_param("to") or "").strip()
+    key = req.get_param("period") or ("custom" if since or until else "today")
+    if key != "custom":
+        return Period(period_of(req))
+    for value in (since, until):
+        if value and not DATE.fullmatch(value):
+            raise falcon.HTTPBadRequest(title="Bad date", description="Give dates as YYYY-MM-DD.")
+    if not since and not until:
+        raise falcon.HTTPBadRequest(
+            title="Bad period", description="A custom period needs a from or a to date."
+        )
+    if since and until and since > until:
+        raise falcon.HTTPBadRequest(
+            title="Bad period", description="The from date must not be after the to date."
+        )
+    return Period("custom", since, until)
+
+
 class FormError(LannerError, ValueError):
     """A field a form cannot be saved with; the message is one sentence shown next to the form."""
 
@@ -81,9 +140,10 @@ class PanelReports:
         self.report_currency = report_currency
         self.history = history  # The columnar history's files (None: the rollups and row store only).
 
-    def __call__(self, principal, group: str, period: str):
+    def __call__(self, principal, group: str, period: str | Period):
         """The report, or None when the principal sees no campaign at all."""
-        return self.report(principal, {"group": group, "preset": period})
+        params = period.report_params if isinstance(period, Period) else {"preset": period}
+        return self.report(principal, {"group": group, **params})
 
     def report(self, principal, params: dict[str, str], exact: dict[str, str] | None = None):
         """The report `params` ask for (the report language: group, preset or from/to, f.<name>) in the

@@ -44,6 +44,7 @@ from models.admin.services import (
     update_stream,
 )
 from models.admin.sources import campaign_source_url, list_sources, source_of
+from models.admin.tags import campaign_tags, parse_tags, set_campaign_tags
 from models.choices import (
     CAMPAIGN_STATUSES,
     COST_MODELS,
@@ -57,7 +58,8 @@ from models.choices import (
 )
 from models.reporting.sequential import ALPHA
 from models.routing.filters import DEVICE_TYPES, FILTER_NAMES, describe_filter
-from routes.panel.common import CampaignBase, FormError, PanelContext, PanelResource
+from routes.panel.common import PERIODS, CampaignBase, FormError, PanelContext, PanelResource, chosen_period
+from routes.panel.editornumbers import EditorNumbers
 from routes.panel.session import read_form, read_form_lists
 
 WHOLE_NUMBER = re.compile(r"-?[0-9]{1,12}")  # Negative ones get the services' sentence.
@@ -127,6 +129,7 @@ CAMPAIGN_FIELDS = (
     "cost_currency",
     "owner_id",
     "source_id",
+    "tags",
 )
 
 
@@ -525,6 +528,7 @@ NEW_CAMPAIGN = {
     "offer": "new",
     "offer_url": "",
     "source_id": "",
+    "tags": "",
 }
 
 
@@ -571,7 +575,9 @@ class CampaignNewResource(EditorResource):
                 changes["offer_id"] = _int(form, "offer", "The offer")
             changes = {key: value for key, value in changes.items() if value is not None}
             name, alias = changes.pop("name"), changes.pop("alias")
+            tags = parse_tags(_text(form, "tags"))
             campaign = create_campaign(self.db, name, alias, actor=principal, **changes)
+            set_campaign_tags(self.db, campaign, tags, actor=principal)
         except (FormError, AdminError) as exc:
             self.show(req, resp, session, {**NEW_CAMPAIGN, **form}, str(exc), 400)
             return
@@ -584,14 +590,23 @@ def script_tag(base: str, alias: str) -> str:
 
 
 class CampaignEditorResource(EditorResource):
-    """/panel/campaigns/{id}: the campaign's URL and settings, and its streams in evaluation order."""
+    """/panel/campaigns/{id}: the campaign's URL and settings, and its streams in evaluation order with
+    their numbers, today's and the period's (`?period=`, routes/panel/editornumbers.py)."""
+
+    def __init__(self, panel: PanelContext, campaign_base: CampaignBase | None) -> None:
+        super().__init__(panel, campaign_base)
+        self.numbers = EditorNumbers(panel.db, panel.reports)
 
     def show(self, req, resp, session, campaign, values=None, message="", code=200, warnings=(), notice=""):
         principal = session.principal
+        period = chosen_period(req)
         offers = list_offers(self.db)
         names = {offer.id: offer.name for offer in offers}
         streams = [stream_summary(self.db, stream, names) for stream in list_streams(self.db, campaign.id)]
         by_id = {summary["stream"].id: summary for summary in streams}
+        numbers, currency = self.numbers(
+            principal, campaign, streams, {offer.id: offer for offer in offers}, period
+        )
         assert self.campaign_base is not None  # The campaign editor's (the cost pages pass none).
         base = self.campaign_base(req)
         self.page(
@@ -601,7 +616,11 @@ class CampaignEditorResource(EditorResource):
             session,
             code,
             campaign=campaign,
-            values=values or campaign_values(campaign),
+            values=values
+            or {
+                **campaign_values(campaign),
+                "tags": ", ".join(campaign_tags(self.db, [campaign.id]).get(campaign.id, [])),
+            },
             message=message,
             is_editable=edits_campaign(self.db, principal, campaign.id),
             campaign_url=shown_campaign_url(base, campaign),
@@ -618,6 +637,12 @@ class CampaignEditorResource(EditorResource):
                 for group in stream_groups([summary["stream"] for summary in streams])
             ],
             order=",".join(str(summary["stream"].id) for summary in streams),
+            numbers=numbers,
+            currency=currency,
+            period=period.key,
+            range_period=period,
+            range_state={},
+            periods=PERIODS,
             owners=self.owners(principal),
             timezones=timezone_names(),
             # The cost currency's missing rate, if it has none, until one is stored (accepted, but told).
@@ -650,7 +675,9 @@ class CampaignEditorResource(EditorResource):
         campaign = self.campaign(principal, campaign_id, write=True)
         try:
             changes = campaign_changes(form, principal, is_new=False)
+            tags = parse_tags(_text(form, "tags"))
             update_campaign(self.db, campaign.id, actor=principal, **changes)
+            set_campaign_tags(self.db, campaign, tags, actor=principal)
         except (FormError, AdminError) as exc:
             values = {
                 **campaign_values(campaign),

@@ -31,7 +31,8 @@ from models.admin.landers import (
     update_lander,
 )
 from models.admin.services import AdminError
-from routes.panel.common import FormError, PanelContext, PanelResource
+from routes.panel.common import FormError, ListFilter, PanelContext, PanelResource
+from routes.panel.listtable import Column, ListTable, ListView, send_csv
 from routes.panel.session import read_form
 
 PATH = "/panel/landers"
@@ -89,25 +90,54 @@ class LanderPages(PanelResource):
         return {name: values.get(name, "").strip() for name in (*BLANK_FORM, "do")}, data
 
 
+# The list's columns: "Used by" names the streams of the campaigns the user sees (alias #stream).
+LANDER_TABLE = ListTable(
+    (
+        Column("name", "Lander", lambda row: row["name"], "text"),
+        Column("address", "URL or path", lambda row: row["url"] or row["path"], "text", is_csv_only=True),
+        Column("kind", "Kind", lambda row: row["kind"], "text"),
+        Column("status", "Status", lambda row: row["status"], "text"),
+        Column("streams", "Streams", lambda row: row["streams"]),
+        Column("uses", "Used by", lambda row: used_by(row["uses"]), "text"),
+    )
+)
+
+
+def used_by(uses: list[dict]) -> str:
+    return ", ".join(f"{use['campaign']} #{use['stream_id']} ({use['weight']})" for use in uses)
+
+
 class LanderListResource(LanderPages):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.show(req, resp, self.sessions.require(req))
 
-    def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
-        visible = visible_lander_ids(self.db, session.principal)
-        uses = lander_uses(self.db, visible_campaign_ids(self.db, session.principal))
+    def listing(self, req: falcon.Request, principal) -> ListView:
+        """The list as the page shows it (and its CSV): the filters and sort of the query."""
+        listing = ListFilter(req, LANDER_STATUSES)
+        visible = visible_lander_ids(self.db, principal)
+        uses = lander_uses(self.db, visible_campaign_ids(self.db, principal))
         rows = []
         for lander in list_landers(self.db, include_archived=True):
             if visible is None or lander.id in visible:
                 fields = lander_fields(lander, uses.get(lander.id, []))
-                rows.append({**fields, "preview": self.preview(req, fields)})
+                if listing.keeps(lander.status, lander.name, fields["url"] or "", fields["path"] or ""):
+                    rows.append({**fields, "preview": self.preview(req, fields)})
+        return LANDER_TABLE.view(req, principal, rows, {"status": listing.status, "q": listing.search})
+
+    def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
+        view = self.listing(req, session.principal)
         self.page(
             req,
             resp,
             "landers.html",
             session,
             code,
-            rows=rows,
+            view=view,
+            rows=view.rows,
+            status=view.state["status"],
+            list_statuses=("current", *LANDER_STATUSES, "all"),
+            search=view.state["q"],
+            sort_text=view.sort.text,
             form=form or BLANK_FORM,
             message=message,
             may_create=creates_campaigns(session.principal),
@@ -136,6 +166,14 @@ class LanderListResource(LanderPages):
             self.show(req, resp, session, code=400, form=values, message=str(exc))
             return
         raise falcon.HTTPSeeOther(f"{PATH}/{lander.id}?done=created")
+
+
+class LanderCsvResource(LanderListResource):
+    """`GET /panel/landers.csv`: the list as shown (search, status and sort)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        send_csv(resp, self.listing(req, session.principal), "lanner-landers.csv")
 
 
 class LanderResource(LanderPages):
@@ -203,4 +241,5 @@ class LanderResource(LanderPages):
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
     app.add_route(PATH, LanderListResource(panel))
+    app.add_route(PATH + ".csv", LanderCsvResource(panel))
     app.add_route(PATH + "/{lander_id:int(min=1, max=9223372036854775807)}", LanderResource(panel))

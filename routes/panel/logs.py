@@ -8,8 +8,12 @@ the pages already walked ride along in `back`, so "Newer" is one link, with no q
 
 from __future__ import annotations
 
+import csv
+import io
 import time
 import urllib.parse
+from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,9 +37,11 @@ from models.reporting.lognames import name_ids
 from models.reporting.timerange import local_iso, zone
 from models.tables.click import SUB_ID_COLUMNS
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
+from routes.panel.reports import csv_text
 from routes.v1.pagination import id_cursor, log_page, page_limit
 from routes.v1.spec import refused
 
+CSV_CHUNK = 1000  # Clicks read per query while the CSV streams: its memory is one chunk.
 MAX_BACK = 50  # Pages remembered for "Newer"; past that, it goes back to the newest.
 BOT_CHOICES = {"": "Bots and humans", "humans": "Humans only", "bots": "Bots only"}
 DELIVERY_STATES = ("pending", "sent", "failed")
@@ -166,28 +172,31 @@ class ClickLogResource(PanelResource):
         self.anonymize_ip = settings.anonymize_ip
         self.history = click_history(settings)  # Clicks LANNER_RAW_RETENTION took from the row store.
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        session = self.sessions.require(req)
-        principal = session.principal
-        tz_name = timezone_of(principal)
-        visible, campaigns = visible_campaigns(self.sessions.db, principal)
+    def click_filter(self, req: falcon.Request, principal, visible: set[int] | None, limit: int, before_id):
+        """The log's filters as the query gives them, `limit` rows after `before_id`."""
         chosen = campaign_choice(req, visible)
         bots = param(req, "bots")
         if bots not in BOT_CHOICES:
             raise falcon.HTTPBadRequest(title="Bad filter", description="Bots are `bots`, `humans` or none.")
-        pager = Pager(req)
-        query = ClickFilter(
+        return ClickFilter(
             country=param(req, "country") or None,
             is_bot={"": None, "bots": True, "humans": False}[bots],
             subid=param(req, "subid") or None,
             # Clicks keep the address as anonymised, if the install does: a full one finds them too.
             ip=(anonymized_ip(param(req, "ip")) if self.anonymize_ip else param(req, "ip")) or None,
             sub_id=sub_id_filter(req),
-            limit=pager.limit + 1,
-            before_id=pager.before_id,
+            limit=limit,
+            before_id=before_id,
             **scope(visible, chosen),
-            **log_range(req, tz_name, time.time()),
+            **log_range(req, timezone_of(principal), time.time()),
         )
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        visible, campaigns = visible_campaigns(self.sessions.db, principal)
+        pager = Pager(req)
+        query = self.click_filter(req, principal, visible, pager.limit + 1, pager.before_id)
         try:
             rows = [] if visible == set() else pager.rows(list_clicks(self.sessions.db, query, self.history))
         except LannerError as exc:
@@ -200,6 +209,7 @@ class ClickLogResource(PanelResource):
             session,
             rows=rows,
             pager=pager,
+            csv_query=pager.query(cursor=None, back=None, limit=None),
             campaigns=campaigns,
             periods=PERIODS,
             bot_choices=BOT_CHOICES,
@@ -220,6 +230,83 @@ class ClickLogResource(PanelResource):
                 )
             },
         )
+
+
+CLICK_CSV_HEADER = [
+    "Time",
+    "Subid",
+    "Campaign",
+    "Campaign id",
+    "Stream",
+    "Stream id",
+    "Offer",
+    "Offer id",
+    "IP",
+    "Country",
+    "Device",
+    "OS",
+    "Browser",
+    "Unique",
+    "Bot",
+]
+
+
+def click_csv_row(row: dict[str, Any], campaigns: dict[int, Any]) -> list[str]:
+    """A click as the log shows it, each name and id apart (text a spreadsheet will not run)."""
+    campaign = campaigns.get(row["campaign_id"])
+    return [
+        row["created_at"][:19].replace("T", " "),
+        csv_text(row["subid"]),
+        csv_text(campaign.name if campaign else str(row["campaign_id"])),
+        str(row["campaign_id"]),
+        csv_text(row["stream_name"]),
+        "" if row["stream_id"] is None else str(row["stream_id"]),
+        csv_text(row["offer_name"]),
+        "" if row["offer_id"] is None else str(row["offer_id"]),
+        csv_text(row.get("ip") or ""),
+        row.get("country") or "",
+        row.get("device_type") or "",
+        csv_text(row.get("os") or ""),
+        csv_text(row.get("browser") or ""),
+        "1" if row.get("is_unique_campaign") else "0",
+        "1" if row.get("is_bot") == 1 else "0",
+    ]
+
+
+class ClickCsvResource(ClickLogResource):
+    """`GET /panel/clicks.csv`: every click the log's filters select (all its pages, newest first), the
+    columns it shows. Streamed: read CSV_CHUNK rows at a time by the log's own cursor, so a million
+    clicks never sit in memory at once."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        db = self.sessions.db
+        visible, campaigns = visible_campaigns(db, principal)
+        query = self.click_filter(req, principal, visible, CSV_CHUNK, None)
+        try:  # The first chunk before the answer starts: a bad filter is a 400, not a cut CSV.
+            first = [] if visible == set() else list_clicks(db, query, self.history)
+        except LannerError as exc:
+            raise refused(exc) from None
+        resp.content_type = "text/csv; charset=utf-8"
+        resp.set_header("Cache-Control", "no-store")
+        resp.set_header("X-Content-Type-Options", "nosniff")
+        resp.set_header("Content-Disposition", 'attachment; filename="lanner-clicks.csv"')
+        resp.stream = self.lines(db, query, first, campaigns)
+
+    def lines(self, db, query: ClickFilter, rows: list[dict], campaigns) -> Iterator[bytes]:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(CLICK_CSV_HEADER)
+        while True:
+            for row in name_ids(rows):
+                writer.writerow(click_csv_row(row, campaigns))
+            yield out.getvalue().encode()
+            out.seek(0)
+            out.truncate()
+            if len(rows) < query.limit:
+                return
+            rows = list_clicks(db, replace(query, before_id=rows[-1]["id"]), self.history)
 
 
 class ClickPageResource(PanelResource):
@@ -275,9 +362,9 @@ class PostbackLogResource(PanelResource):
     raw requests and URLs carry payouts under any name); incoming postbacks and refusals are an
     admin's (parked ones belong to no campaign yet); deliveries are shown for the visible campaigns."""
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        session = self.sessions.require(req)
-        principal = session.principal
+    def tab_query(self, req: falcon.Request, principal, limit: int, before_id: int | None):
+        """(tab, the log's reader of one page after `before_id` (None: an empty log), the tabs the user
+        may open) as the query asks; 403 / 400 in one sentence for what it may not ask."""
         if principal.hides_money:
             raise falcon.HTTPForbidden(
                 title="Money hidden",
@@ -293,7 +380,6 @@ class PostbackLogResource(PanelResource):
             )
         if tab != "deliveries" and not is_admin:
             raise falcon.HTTPForbidden(title="Admins only", description="Incoming postbacks are for admins.")
-        tz_name = timezone_of(principal)
         visible, campaigns = visible_campaigns(self.sessions.db, principal)
         chosen = campaign_choice(req, visible) if tab == "deliveries" else None
         status = param(req, "verdict" if tab == "postbacks" else "state") or None
@@ -301,23 +387,39 @@ class PostbackLogResource(PanelResource):
             raise falcon.HTTPBadRequest(
                 title="Bad filter", description=f"There is no such state as {status[:20]!r}."
             )
-        pager = Pager(req)
-        options = {"limit": pager.limit + 1, **log_range(req, tz_name, time.time())}
-        try:
-            if tab == "postbacks":
-                orphans = param(req, "orphans") == "1"
-                query = LogFilter(
-                    subid=param(req, "subid") or None, status=status, before_id=pager.before_id, **options
-                )
-                rows = pager.rows(list_postbacks(self.sessions.db, query, orphans=orphans))
-            elif tab == "refusals":
+        options = {"limit": limit, **log_range(req, timezone_of(principal), time.time())}
+        db = self.sessions.db
+        if tab == "postbacks":
+            orphans = param(req, "orphans") == "1"
+            query = LogFilter(
+                subid=param(req, "subid") or None, status=status, before_id=before_id, **options
+            )
+
+            def read(after: int | None) -> list[dict[str, Any]]:
+                return list_postbacks(db, replace(query, before_id=after), orphans=orphans)
+
+        elif tab == "refusals":
+
+            def read(after: int | None) -> list[dict[str, Any]]:
                 # Counters per day: no pages.
-                rows = list_refusals(self.sessions.db, LogFilter(**options))[: pager.limit]
-            else:
-                query = LogFilter(
-                    status=status, before_id=pager.before_id, **scope(visible, chosen), **options
-                )
-                rows = [] if visible == set() else pager.rows(list_deliveries(self.sessions.db, query))
+                return [] if after is not None else list_refusals(db, LogFilter(**options))[:limit]
+
+        else:
+            query = LogFilter(status=status, before_id=before_id, **scope(visible, chosen), **options)
+
+            def read(after: int | None) -> list[dict[str, Any]]:
+                return [] if visible == set() else list_deliveries(db, replace(query, before_id=after))
+
+        tabs = POSTBACK_TABS if is_admin else {"deliveries": POSTBACK_TABS["deliveries"]}
+        return tab, read, tabs, campaigns
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        pager = Pager(req)
+        tab, read, tabs, campaigns = self.tab_query(req, session.principal, pager.limit + 1, pager.before_id)
+        try:
+            rows = read(pager.before_id)
+            rows = rows[: pager.limit] if tab == "refusals" else pager.rows(rows)
         except LannerError as exc:
             raise refused(exc) from None
         self.page(
@@ -326,9 +428,10 @@ class PostbackLogResource(PanelResource):
             "logs_postbacks.html",
             session,
             tab=tab,
-            tabs=POSTBACK_TABS if is_admin else {"deliveries": POSTBACK_TABS["deliveries"]},
+            tabs=tabs,
             rows=rows,
             pager=pager,
+            csv_query=pager.query(cursor=None, back=None, limit=None),
             campaigns=campaigns,
             periods=PERIODS,
             verdicts=POSTBACK_VERDICTS,
@@ -340,8 +443,87 @@ class PostbackLogResource(PanelResource):
         )
 
 
+# Each tab's CSV columns: (header, the row's field), as the tab's table shows them.
+POSTBACK_CSV_COLUMNS = {
+    "postbacks": (
+        ("Received", "received_at"),
+        ("Verdict", "verdict"),
+        ("Subid", "subid"),
+        ("Tid", "tid"),
+        ("Network's word", "raw_status"),
+        ("From", "remote_ip"),
+        ("Detail", "detail"),
+        ("Request", "request"),
+        ("Expires", "expires_at"),
+    ),
+    "refusals": (
+        ("Day (UTC)", "day"),
+        ("From", "remote_ip"),
+        ("Refusals", "refusals"),
+        ("First", "first_at"),
+        ("Last", "last_at"),
+        ("Sample (key masked)", "sample"),
+    ),
+    "deliveries": (
+        ("Created", "created_at"),
+        ("State", "state"),
+        ("Status", "status"),
+        ("Attempts", "attempts"),
+        ("Answer", "response_code"),
+        ("Error", "error"),
+        ("Conversion", "conversion_id"),
+        ("URL", "url"),
+    ),
+}
+
+
+def csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return csv_text(
+            value[:19].replace("T", " ") if value[:4].isdigit() and value[10:11] == "T" else value
+        )
+    return str(value)
+
+
+class PostbackCsvResource(PostbackLogResource):
+    """`GET /panel/postback-log.csv`: every row of the tab its filters select (all pages, newest first),
+    its columns, streamed CSV_CHUNK rows a query; who may open the tab may download it."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        tab, read, _, _ = self.tab_query(req, session.principal, CSV_CHUNK, None)
+        try:  # The first chunk before the answer starts: a bad filter is a 400, not a cut CSV.
+            first = read(None)
+        except LannerError as exc:
+            raise refused(exc) from None
+        resp.content_type = "text/csv; charset=utf-8"
+        resp.set_header("Cache-Control", "no-store")
+        resp.set_header("X-Content-Type-Options", "nosniff")
+        resp.set_header("Content-Disposition", f'attachment; filename="lanner-postback-log-{tab}.csv"')
+        resp.stream = self.lines(POSTBACK_CSV_COLUMNS[tab], read, first)
+
+    @staticmethod
+    def lines(columns, read, rows: list[dict[str, Any]]) -> Iterator[bytes]:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow([header for header, _ in columns])
+        while True:
+            for row in rows:
+                writer.writerow([csv_cell(row.get(name)) for _, name in columns])
+            yield out.getvalue().encode()
+            out.seek(0)
+            out.truncate()
+            if len(rows) < CSV_CHUNK or "id" not in rows[-1]:
+                return
+            rows = read(rows[-1]["id"])
+
+
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
     sessions, render = panel.sessions, panel.render
     app.add_route("/panel/clicks", ClickLogResource(sessions, render, panel.settings))
+    app.add_route("/panel/clicks.csv", ClickCsvResource(sessions, render, panel.settings))
     app.add_route("/panel/clicks/{subid}", ClickPageResource(sessions, render, panel.settings))
     app.add_route("/panel/postback-log", PostbackLogResource(sessions, render))
+    app.add_route("/panel/postback-log.csv", PostbackCsvResource(sessions, render))

@@ -19,7 +19,25 @@ from models.admin.services import AdminError
 from models.choices import NETWORK_REBILLS, NETWORK_STATUS_CHANGES, NETWORK_STATUSES
 from models.conversions import admin, networks
 from models.conversions.postbacks import STATUSES, read_secret
-from routes.panel.common import CampaignBase, PanelContext, PanelResource
+from routes.panel.common import (
+    PERIODS,
+    CampaignBase,
+    ListFilter,
+    PanelContext,
+    PanelReports,
+    PanelResource,
+    Period,
+    chosen_period,
+)
+from routes.panel.listtable import (
+    Column,
+    ListTable,
+    ListView,
+    metric_columns,
+    period_stats,
+    send_csv,
+    stats_of,
+)
 from routes.panel.postbacks import KEY_PLACEHOLDER
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form
@@ -54,22 +72,67 @@ def require_admin(principal) -> None:
         raise falcon.HTTPForbidden(title="Not allowed", description="Only an admin may change networks.")
 
 
+# The list's columns: the network, the period's numbers of its offers the user sees, its macros.
+NETWORK_TABLE = ListTable(
+    (
+        Column("name", "Network", lambda row: row["network"].name, "text"),
+        Column("alias", "Alias", lambda row: row["network"].alias, "text"),
+        Column("status", "Status", lambda row: row["network"].status, "text"),
+        Column("offers", "Offers", lambda row: row["offers"]),
+        *metric_columns(("clicks", "conversions", "cr", "revenue", "epc")),
+        Column("subid_macro", "Subid", lambda row: row["network"].subid_macro, "text"),
+        Column("payout_macro", "Payout macro", lambda row: row["network"].payout_macro, "text"),
+        Column("status_macro", "Status word", lambda row: row["network"].status_macro, "text"),
+        Column("tid_macro", "Transaction id", lambda row: row["network"].tid_macro, "text"),
+    )
+)
+
+
 class NetworkListResource(PanelResource):
+    def __init__(self, sessions: PanelSessions, render: Renderer, reports: PanelReports) -> None:
+        super().__init__(sessions, render)
+        self.reports = reports
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         deleted = req.get_param("deleted")
         self.show(req, resp, self.sessions.require(req), done=DELETED.format(deleted) if deleted else "")
 
-    def show(self, req, resp, session, *, code=200, form=None, message="", done="") -> None:
+    def listing(self, req: falcon.Request, principal) -> tuple[ListView, str, Period]:
+        """The list as the page shows it (and its CSV): the period, filters and sort of the query."""
         db = self.sessions.db
-        counts = networks.offer_counts(db, visible_offer_ids(db, session.principal))
-        rows = [{"network": n, "offers": counts.get(n.id, 0)} for n in networks.list_networks(db)]
+        period = chosen_period(req)
+        listing = ListFilter(req, NETWORK_STATUSES)
+        counts = networks.offer_counts(db, visible_offer_ids(db, principal))
+        report = self.reports(principal, "network", period)
+        stats = period_stats(report, "network")
+        rows = [
+            {"network": n, "offers": counts.get(n.id, 0), "stats": stats_of(stats, n.id)}
+            for n in networks.list_networks(db)
+            if listing.keeps(n.status, n.name, n.alias)
+        ]
+        state = {**period.query, "status": listing.status, "q": listing.search}
+        currency = report.currency if report else self.reports.report_currency
+        return NETWORK_TABLE.view(req, principal, rows, state), currency, period
+
+    def show(self, req, resp, session, *, code=200, form=None, message="", done="") -> None:
+        view, currency, period = self.listing(req, session.principal)
         self.page(
             req,
             resp,
             "networks.html",
             session,
             code,
-            rows=rows,
+            view=view,
+            rows=view.rows,
+            currency=currency,
+            period=period.key,
+            range_period=period,
+            range_state={**view.state, "sort": view.sort.text},
+            periods=PERIODS,
+            status=view.state["status"],
+            list_statuses=("current", *NETWORK_STATUSES, "all"),
+            search=view.state["q"],
+            sort_text=view.sort.text,
             done=done,
             templates=list(networks.catalogue().values()),
             catalogue_note=networks.catalogue_note(),
@@ -104,6 +167,15 @@ class NetworkListResource(PanelResource):
             return
         resp.status = falcon.HTTP_303
         resp.location = f"{PATH}/{network.id}?done=created"
+
+
+class NetworkCsvResource(NetworkListResource):
+    """`GET /panel/networks.csv`: the list as shown (period, search, status and sort)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        view, _, period = self.listing(req, session.principal)
+        send_csv(resp, view, f"lanner-networks-{period.slug}.csv")
 
 
 class NetworkResource(PanelResource):
@@ -189,7 +261,8 @@ class NetworkResource(PanelResource):
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
-    app.add_route(PATH, NetworkListResource(panel.sessions, panel.render))
+    app.add_route(PATH, NetworkListResource(panel.sessions, panel.render, panel.reports))
+    app.add_route(PATH + ".csv", NetworkCsvResource(panel.sessions, panel.render, panel.reports))
     app.add_route(
         PATH + "/{network_id:int(min=1, max=9223372036854775807)}",
         NetworkResource(panel.sessions, panel.render, panel.settings),

@@ -18,8 +18,10 @@ from routes.panel.common import (
     PanelContext,
     PanelReports,
     PanelResource,
-    period_of,
+    Period,
+    chosen_period,
 )
+from routes.panel.listtable import Column, ListTable, ListView, send_csv
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form
 
@@ -120,22 +122,52 @@ class OfferPages(PanelResource):
             )
 
 
+# The list's columns; the payout is in the offer's own currency, the period's amounts in the report's.
+OFFER_TABLE = ListTable(
+    (
+        Column("name", "Offer", lambda row: row["offer"].name, "text"),
+        Column("url", "URL", lambda row: row["offer"].url, "text", is_csv_only=True),
+        Column("status", "Status", lambda row: row["offer"].status, "text"),
+        Column("network", "Network", lambda row: row["network"], "text"),
+        Column("payout", "Payout", lambda row: row["offer"].payout, "money"),
+        Column(
+            "currency",
+            "Payout currency",
+            lambda row: row["offer"].currency,
+            "text",
+            is_csv_only=True,
+            is_about_money=True,
+        ),
+        Column("daily_cap", "Daily cap", lambda row: row["offer"].daily_cap),
+        Column("total_cap", "Total cap", lambda row: row["offer"].total_cap),
+        Column("clicks", "Clicks", lambda row: row["clicks"]),
+        Column("conversions", "Conv.", lambda row: row["conversions"]),
+        Column("cr", "CR", lambda row: row["cr"], "percent"),
+        Column("revenue", "Revenue", lambda row: row["revenue"], "money"),
+        Column("epc", "EPC", lambda row: row["epc"], "money"),
+    )
+)
+
+
 class OfferListResource(OfferPages):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         self.show(req, resp, self.sessions.require(req))
 
-    def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
-        principal = session.principal
-        period = period_of(req)
+    def listing(self, req: falcon.Request, principal) -> tuple[ListView, str, Period]:
+        """The list as the page shows it (and its CSV): the period, filters and sort of the query; and
+        the report currency of its amounts."""
+        period = chosen_period(req)
         listing = ListFilter(req, OFFER_STATUSES)
         visible = visible_offer_ids(self.sessions.db, principal)
         report = self.reports(principal, "offer", period)
         stats = {row["offer"]: row for row in report.rows} if report else {}
+        network_names = {n.id: n.name for n in list_networks(self.sessions.db)}
         rows = []
         for offer in list_offers(self.sessions.db):
             if visible is not None and offer.id not in visible:
                 continue
-            if not listing.keeps(offer.status, offer.name, offer.url):
+            network = network_names.get(offer.network_id, "") if offer.network_id else ""
+            if not listing.keeps(offer.status, offer.name, offer.url, network):
                 continue
             row = stats.get(offer.id, {})
             clicks, conversions, revenue = (
@@ -146,6 +178,7 @@ class OfferListResource(OfferPages):
             rows.append(
                 {
                     "offer": offer,
+                    "network": network,
                     "clicks": clicks,
                     "conversions": conversions,
                     "revenue": revenue,
@@ -153,19 +186,30 @@ class OfferListResource(OfferPages):
                     "epc": revenue / clicks if clicks else None,
                 }
             )
+        state = {**period.query, "status": listing.status, "q": listing.search}
+        currency = report.currency if report else self.reports.report_currency
+        return OFFER_TABLE.view(req, principal, rows, state), currency, period
+
+    def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
+        principal = session.principal
+        view, currency, period = self.listing(req, principal)
         self.page(
             req,
             resp,
             "offers.html",
             session,
             code,
-            period=period,
+            period=period.key,
+            range_period=period,
+            range_state={**view.state, "sort": view.sort.text},
             periods=PERIODS,
-            status=listing.status,
-            statuses=listing.choices,
-            search=listing.search,
-            rows=rows,
-            currency=report.currency if report else self.reports.report_currency,
+            status=view.state["status"],
+            statuses=("current", *OFFER_STATUSES, "all"),
+            search=view.state["q"],
+            sort_text=view.sort.text,
+            view=view,
+            rows=view.rows,
+            currency=currency,
             may_create=creates_campaigns(principal),
             form=form or BLANK_FORM,
             message=message,
@@ -189,6 +233,16 @@ class OfferListResource(OfferPages):
             return
         resp.status = falcon.HTTP_303
         resp.location = f"/panel/offers/{offer.id}?created=1"
+
+
+class OfferCsvResource(OfferListResource):
+    """`GET /panel/offers.csv`: the list as shown (period, search, status and sort), with each offer's URL
+    and payout currency."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        view, _, period = self.listing(req, session.principal)
+        send_csv(resp, view, f"lanner-offers-{period.slug}.csv")
 
 
 class OfferResource(OfferPages):
@@ -249,6 +303,7 @@ class OfferResource(OfferPages):
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
     app.add_route("/panel/offers", OfferListResource(panel.sessions, panel.render, panel.reports))
+    app.add_route("/panel/offers.csv", OfferCsvResource(panel.sessions, panel.render, panel.reports))
     app.add_route(
         "/panel/offers/{offer_id:int(min=1, max=9223372036854775807)}",
         OfferResource(panel.sessions, panel.render, panel.reports),

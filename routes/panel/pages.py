@@ -19,6 +19,7 @@ from models.accounts.access import (
 from models.accounts.logins import LoginRefused, LoginThrottled, log_in
 from models.accounts.sessions import end_session, open_session
 from models.admin.services import AdminError, get_campaign, list_campaigns, update_campaign
+from models.admin.tags import campaign_tags
 from models.choices import CAMPAIGN_STATUSES
 from models.reporting.reports import time_buckets
 from models.reporting.timerange import zone
@@ -30,6 +31,7 @@ from routes.panel.common import (
     PanelContext,
     PanelReports,
     PanelResource,
+    chosen_period,
     fallback_notes,
     money_notes,
     period_of,
@@ -195,14 +197,17 @@ class CampaignListResource(PanelResource):
 
     def listing(self, req: falcon.Request, principal) -> dict:
         """The list as the page shows it (and its CSV): the period, filters and sort of the query."""
-        period = period_of(req)
+        period = chosen_period(req)
         listing = ListFilter(req, CAMPAIGN_STATUSES)
         columns = [c for c in CAMPAIGN_COLUMNS if not (c[2] and principal.hides_money)]
         sort = Sort.parse(req.get_param("sort"), [column for column, _, _ in columns])
+        with_traffic = req.get_param("traffic") in ("1", "on")  # Only campaigns with clicks in the period.
+        tag = " ".join((req.get_param("tag") or "").split())  # Only campaigns with this tag (case-blind).
         visible = visible_campaign_ids(self.sessions.db, principal)
         editable = editable_campaign_ids(self.sessions.db, principal)  # Once, not a query per row.
         report = self.reports(principal, "campaign", period)
         stats = {row["campaign"]: row for row in report.rows} if report else {}
+        tags = campaign_tags(self.sessions.db, visible)
         rows = []
         for campaign in list_campaigns(self.sessions.db, include_archived=True):
             if visible is not None and campaign.id not in visible:
@@ -210,17 +215,32 @@ class CampaignListResource(PanelResource):
             if not listing.keeps(campaign.status, campaign.name, campaign.alias):
                 continue
             row = {name: 0 for name in SUMMED} | {"cr": None, "roi": None} | stats.get(campaign.id, {})
+            if with_traffic and not row["clicks"]:
+                continue
+            if tag and tag.lower() not in (name.lower() for name in tags.get(campaign.id, [])):
+                continue
             rows.append(
                 {
                     "campaign": campaign,
                     "stats": row,
+                    "tags": tags.get(campaign.id, []),
                     "is_editable": editable is None or campaign.id in editable,
                 }
             )
         rows = sort.apply(rows, campaign_value)
-        state = {"period": period, "status": listing.status, "q": listing.search, "sort": sort.text}
+        state = {
+            **period.query,
+            "status": listing.status,
+            "q": listing.search,
+            "traffic": "1" if with_traffic else "",
+            "tag": tag,
+            "sort": sort.text,
+        }
         return {
             "period": period,
+            "with_traffic": with_traffic,
+            "tag": tag,
+            "tags": sorted({name for names in tags.values() for name in names}, key=str.lower),
             "listing": listing,
             "columns": columns,
             "sort": sort,
@@ -237,18 +257,29 @@ class CampaignListResource(PanelResource):
         principal = session.principal
         shown = self.listing(req, principal)
         listing, sort = shown["listing"], shown["sort"]
-        state = {"period": shown["period"], "status": listing.status, "q": listing.search}
+        state = {
+            **shown["period"].query,
+            "status": listing.status,
+            "q": listing.search,
+            "traffic": "1" if shown["with_traffic"] else "",
+            "tag": shown["tag"],
+        }
         state = {name: value for name, value in state.items() if value}
         self.page(
             req,
             resp,
             "campaigns.html",
             session,
-            period=shown["period"],
+            period=shown["period"].key,
+            range_period=shown["period"],
+            range_state={**state, "sort": sort.text},
             periods=PERIODS,
             status=listing.status,
             statuses=listing.choices,
             search=listing.search,
+            traffic=shown["with_traffic"],
+            tag=shown["tag"],
+            tag_choices=shown["tags"],
             rows=shown["rows"],
             total=shown["total"],
             currency=shown["currency"],
@@ -279,7 +310,9 @@ class CampaignCsvResource(CampaignListResource):
         columns = shown["columns"]
         out = io.StringIO()
         writer = csv.writer(out)
-        writer.writerow(["Campaign", "Alias", "Status", *(header for _, header, _ in columns[2:]), "URL"])
+        writer.writerow(
+            ["Campaign", "Alias", "Status", "Tags", *(header for _, header, _ in columns[2:]), "URL"]
+        )
         for row in shown["rows"]:
             campaign = row["campaign"]
             url = base + urllib.parse.quote(campaign.alias) + queries.get(campaign.source_id, "")
@@ -288,19 +321,27 @@ class CampaignCsvResource(CampaignListResource):
                     csv_text(campaign.name),
                     csv_text(campaign.alias),
                     campaign.status,
+                    csv_text(", ".join(row["tags"])),
                     *(csv_number(column, row["stats"].get(column)) for column, _, _ in columns[2:]),
                     url,
                 ]
             )
         total = shown["total"]
         writer.writerow(
-            ["Total", "", "", *(csv_number(column, total.get(column)) for column, _, _ in columns[2:]), ""]
+            [
+                "Total",
+                "",
+                "",
+                "",
+                *(csv_number(column, total.get(column)) for column, _, _ in columns[2:]),
+                "",
+            ]
         )
         resp.content_type = "text/csv; charset=utf-8"
         resp.set_header("Cache-Control", "no-store")
         resp.set_header("X-Content-Type-Options", "nosniff")
         resp.set_header(
-            "Content-Disposition", f'attachment; filename="lanner-campaigns-{shown["period"]}.csv"'
+            "Content-Disposition", f'attachment; filename="lanner-campaigns-{shown["period"].slug}.csv"'
         )
         resp.text = out.getvalue()
 
@@ -345,7 +386,11 @@ class CampaignStatusResource(PanelResource):
             raise falcon.HTTPBadRequest(title="Not changed", description=str(exc)) from None
         resp.status = falcon.HTTP_303
         back = urllib.parse.parse_qs(str(form.get("back") or ""))
-        kept: dict[str, str] = {name: back[name][0] for name in ("period", "status", "q") if name in back}
+        kept: dict[str, str] = {
+            name: back[name][0]
+            for name in ("period", "from", "to", "status", "q", "traffic", "tag", "sort")
+            if name in back
+        }
         resp.location = "/panel/campaigns?" + urllib.parse.urlencode(kept)
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import falcon
 
-from models.accounts.access import visible_campaign_ids
+from models.accounts.access import visible_campaign_ids, visible_lander_ids, visible_offer_ids
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
 from models.admin.sources import get_source
 from models.conversions.networks import get_network
@@ -370,20 +370,26 @@ class ReportBuilder:
             rows = present + [r for r in rows if r["stats"].get(key) is None]  # Empty ones last either way.
         return rows
 
-    def breadcrumb(self, state: BuilderState, campaigns: dict) -> list[dict]:
+    def breadcrumb(self, state: BuilderState, campaigns: dict, principal: Principal) -> list[dict]:
         steps = [{"label": "All", "href": state.url(drill=())}]
         for index, value in enumerate(state.drill):
             group = state.groups[index]
+            label = self.drill_label(group, value, campaigns, principal)
             steps.append(
                 {
-                    "label": f"{GROUP_LABELS.get(group, group)}: {self.drill_label(group, value, campaigns)}",
+                    "label": f"{GROUP_LABELS.get(group, group)}: {label}",
                     "href": state.url(drill=state.drill[: index + 1]),
                 }
             )
         return steps
 
-    def drill_label(self, group: str, value: str, campaigns: dict) -> str:
-        """A drill step's value as the row showed it; an id's name only where the user may see it."""
+    def drill_label(self, group: str, value: str, campaigns: dict, principal: Principal) -> str:
+        """A drill step's value as the row showed it; an id's name only where the user may see it (a
+        drill step is the URL's: one naming another buyer's offer or lander gets its id, not its name)."""
+        if group in ("offer", "lander") and value.isdigit() and value != "0":
+            seen = (visible_offer_ids if group == "offer" else visible_lander_ids)(self.db, principal)
+            if seen is not None and int(value) not in seen:
+                return f"#{value}"
         if group == "campaign":
             return campaigns[int(value)][0] if value.isdigit() and int(value) in campaigns else f"#{value}"
         if group in PARENT_GROUPS:
@@ -571,7 +577,7 @@ class ReportBuilderPage(PanelResource):
             cell=cell,
             header=metric_header,
             is_last=is_last,
-            breadcrumb=self.builder.breadcrumb(state, campaigns),
+            breadcrumb=self.builder.breadcrumb(state, campaigns, principal),
             chart=chart_data(state, rows, report, currency, zone(timezone_of(principal))),
             notes=[] if report is None or principal.hides_money else money_notes(report),
             raw_reason=report.raw_reason if report else None,

@@ -23,7 +23,25 @@ from models.admin.sources import (
 )
 from models.choices import CONVERSION_STATUSES, POSTBACK_METHODS, SOURCE_STATUSES
 from models.routing.sources import SourceError, parse_slots
-from routes.panel.common import FormError, PanelContext, PanelResource
+from routes.panel.common import (
+    PERIODS,
+    FormError,
+    ListFilter,
+    PanelContext,
+    PanelReports,
+    PanelResource,
+    Period,
+    chosen_period,
+)
+from routes.panel.listtable import (
+    Column,
+    ListTable,
+    ListView,
+    metric_columns,
+    period_stats,
+    send_csv,
+    stats_of,
+)
 from routes.panel.session import read_form, read_form_lists
 
 BLANK_FORM = {
@@ -99,7 +117,40 @@ class SourcePages(PanelResource):
         }
 
 
+# The list's columns: the source, then the period's numbers of its campaigns the user sees.
+SOURCE_TABLE = ListTable(
+    (
+        Column("name", "Source", lambda row: row["name"], "text"),
+        Column("template", "Parameters", lambda row: row["template"], "text", is_csv_only=True),
+        Column("status", "Status", lambda row: row["status"], "text"),
+        Column("campaigns", "Campaigns", lambda row: row["campaigns"]),
+        Column("postback", "Postback", lambda row: ",".join(row["postback_statuses"]), "text"),
+        *metric_columns(("clicks", "conversions", "cr", "cost", "revenue", "profit", "roi", "cpc")),
+    )
+)
+
+
 class SourceListResource(SourcePages):
+    def __init__(self, sessions, render, reports: PanelReports) -> None:
+        super().__init__(sessions, render)
+        self.reports = reports
+
+    def listing(self, req: falcon.Request, principal) -> tuple[ListView, str, Period]:
+        """The list as the page shows it (and its CSV): the period, filters and sort of the query."""
+        period = chosen_period(req)
+        listing = ListFilter(req, SOURCE_STATUSES)
+        report = self.reports(principal, "traffic_source", period)
+        stats = period_stats(report, "traffic_source")
+        counts = campaign_counts(self.sessions.db)
+        rows = [
+            {**source_fields(s, counts.get(s.id, 0)), "stats": stats_of(stats, s.id)}
+            for s in list_sources(self.sessions.db, include_archived=True)
+            if listing.keeps(s.status, s.name)
+        ]
+        state = {**period.query, "status": listing.status, "q": listing.search}
+        currency = report.currency if report else self.reports.report_currency
+        return SOURCE_TABLE.view(req, principal, rows, state), currency, period
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         form, message = dict(BLANK_FORM), ""
@@ -116,9 +167,7 @@ class SourceListResource(SourcePages):
         self.show(req, resp, session, form=form, message=message, chosen=key or "", done=done)
 
     def show(self, req, resp, session, *, code=200, form=None, message="", chosen="", done="") -> None:
-        counts = campaign_counts(self.sessions.db)
-        listed = list_sources(self.sessions.db, include_archived=True)
-        rows = [source_fields(s, counts.get(s.id, 0)) for s in listed]
+        view, currency, period = self.listing(req, session.principal)
         entries = catalogue()["sources"]
         self.page(
             req,
@@ -126,7 +175,17 @@ class SourceListResource(SourcePages):
             "sources.html",
             session,
             code,
-            rows=rows,
+            view=view,
+            rows=view.rows,
+            currency=currency,
+            period=period.key,
+            range_period=period,
+            range_state={**view.state, "sort": view.sort.text},
+            periods=PERIODS,
+            status=view.state["status"],
+            list_statuses=("current", *SOURCE_STATUSES, "all"),
+            search=view.state["q"],
+            sort_text=view.sort.text,
             form=form or BLANK_FORM,
             message=message,
             done=done,
@@ -152,6 +211,15 @@ class SourceListResource(SourcePages):
             self.show(req, resp, session, code=400, form=values, message=str(exc))
             return
         raise falcon.HTTPSeeOther(f"/panel/sources/{source.id}?created=1")
+
+
+class SourceCsvResource(SourceListResource):
+    """`GET /panel/sources.csv`: the list as shown (period, search, status and sort)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        view, _, period = self.listing(req, session.principal)
+        send_csv(resp, view, f"lanner-sources-{period.slug}.csv")
 
 
 class SourceResource(SourcePages):
@@ -210,7 +278,8 @@ class SourceResource(SourcePages):
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
-    app.add_route("/panel/sources", SourceListResource(panel.sessions, panel.render))
+    app.add_route("/panel/sources", SourceListResource(panel.sessions, panel.render, panel.reports))
+    app.add_route("/panel/sources.csv", SourceCsvResource(panel.sessions, panel.render, panel.reports))
     app.add_route(
         "/panel/sources/{source_id:int(min=1, max=9223372036854775807)}",
         SourceResource(panel.sessions, panel.render),

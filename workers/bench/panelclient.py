@@ -39,6 +39,7 @@ PANEL_PAGES: tuple[str, ...] = (
     "/panel/campaigns?period=last_30_days&sort=-clicks,name",
     "/panel/campaigns.csv?period=last_30_days&sort=-clicks,name",
     "/panel/campaigns/{campaign}",
+    "/panel/campaigns/{campaign}?period=last_30_days",
     "/panel/reports?period=last_30_days",
     "/panel/reports?g1=day&period=last_30_days",
     "/panel/reports?g1=country&g2=offer&period=last_30_days",
@@ -49,10 +50,16 @@ PANEL_PAGES: tuple[str, ...] = (
     "/panel/conversions",
     "/panel/conversions?campaign={campaign}",
     "/panel/offers",
+    "/panel/offers?period=last_30_days&sort=-clicks,name",
+    "/panel/offers.csv?period=last_30_days&sort=-clicks,name",
     "/panel/offers/{offer}",
     "/panel/sources",
+    "/panel/sources?period=last_30_days&sort=-clicks",
+    "/panel/sources.csv?period=last_30_days&sort=-clicks",
     "/panel/networks",
+    "/panel/networks.csv?period=last_30_days",
     "/panel/landers",
+    "/panel/landers.csv?sort=-streams",
     "/panel/postbacks",
     "/panel/account",
 )
@@ -65,12 +72,13 @@ ADMIN_PAGES: tuple[str, ...] = (
     "/panel/users",
     "/panel/audit",
     "/panel/audit?period=last_30_days",
+    "/panel/audit.csv?period=last_30_days",
     "/panel/status",
     "/panel/domains",
 )
-# No session yet (the login), or no page: the conversion log's CSV streams every conversion of its filters
-# (a million rows in about 40 s, its memory flat), an export's time is its size's, not a page's.
-NOT_TIMED = ("/panel/login", "/panel/conversions.csv")
+# No session yet (the login), or no page: the logs' CSVs stream every row of their
+# filters (a million rows in about 40 s, its memory flat), an export's time is its size's, not a page's.
+NOT_TIMED = ("/panel/login", "/panel/conversions.csv", "/panel/clicks.csv", "/panel/postback-log.csv")
 # Every GET of /api/v1 that answers a collection (tests/test_bench_panel.py checks none is missing).
 API_LISTS: tuple[str, ...] = (
     "/api/v1/campaigns",
