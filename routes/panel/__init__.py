@@ -36,6 +36,7 @@ def add_panel_routes(
     from routes.panel import (
         bulk,
         conversions,
+        costpaste,
         costs,
         domains,
         editor,
@@ -68,6 +69,7 @@ def add_panel_routes(
         pages,
         editor,
         costs,
+        costpaste,
         bulk,
         offers,
         landers,
