@@ -38,6 +38,7 @@ def add_panel_routes(
         conversions,
         costpaste,
         costs,
+        dashboard,
         domains,
         editor,
         landers,
@@ -67,6 +68,7 @@ def add_panel_routes(
     # One module per area of the panel, each adding its own pages.
     for module in (
         pages,
+        dashboard,
         editor,
         costs,
         costpaste,
