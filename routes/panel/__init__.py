@@ -35,6 +35,7 @@ def add_panel_routes(
     from routes.click import ClientAddress
     from routes.panel import (
         bulk,
+        bulkedit,
         conversions,
         costpaste,
         costs,
@@ -73,6 +74,7 @@ def add_panel_routes(
         costs,
         costpaste,
         bulk,
+        bulkedit,
         offers,
         landers,
         sources,
