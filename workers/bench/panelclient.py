@@ -67,6 +67,9 @@ ADMIN_PAGES: tuple[str, ...] = (
     "/panel/audit?period=last_30_days",
     "/panel/status",
     "/panel/domains",
+    "/panel/offers/bulk",
+    "/panel/campaigns/{campaign}/costs/paste",
+    "/panel/campaigns/{campaign}/streams/bulk",
 )
 # No session yet (the login), or no page: the conversion log's CSV streams every conversion of its filters
 # (a million rows in about 40 s, its memory flat), an export's time is its size's, not a page's.
