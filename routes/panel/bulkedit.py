@@ -123,9 +123,17 @@ class BulkPage(PanelResource):
         except (FormError, AdminError) as exc:
             self.show(req, resp, session, rows, form=form, ticked=ids, message=str(exc), code=400, **extra)
             return
-        fresh = {row.id: row for row in self.rows(session, **extra)}
+        # The rows as they are now, for the next change.
         self.show(
-            req, resp, session, list(fresh.values()), form=form, ticked=ids, items=items, done=True, **extra
+            req,
+            resp,
+            session,
+            self.rows(session, **extra),
+            form=form,
+            ticked=ids,
+            items=items,
+            done=True,
+            **extra,
         )
 
     def rows(self, session, **extra) -> list:
