@@ -282,11 +282,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "admin_idle_seconds",
-        "60",
+        "1800",
         _seconds,
         "Seconds the admin worker may sit idle before it exits; the next request to its socket starts it "
         "again (PHP-FPM's `ondemand` pool), so an install nobody is reading reports on keeps no process for "
-        "them. 0 keeps it running.",
+        "them. Half an hour keeps it warm through a working session's pauses (a cold start is 0.1-1.5 s, "
+        "a warm page tens of ms); 0 keeps it running.",
     ),
     Setting(
         "admin_idle_priority",

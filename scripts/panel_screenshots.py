@@ -366,6 +366,56 @@ def import_conversions(driver, base: str, subids: list[str]) -> None:
     )
 
 
+def previews(driver, base: str, out: Path) -> list[Path]:
+    """The bulk forms' previews, filled as a buyer would (nothing is applied): a zone cost paste with a
+    header line and zones the week has no clicks for, a URL find-and-replace over every offer, and a
+    network from a catalogue template."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as seen
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    def fill(element_id: str, value: str) -> None:
+        field = WebDriverWait(driver, 20).until(seen.presence_of_element_located((By.ID, element_id)))
+        driver.execute_script("arguments[0].value = arguments[1]", field, value)
+
+    saved = []
+    # The week's busiest zones of campaign 1, as its report by sub_id_1 lists them.
+    driver.get(base + "/panel/reports?period=last_7_days&g1=sub_id_1&f.campaign=1&sort=clicks&order=desc")
+    names = WebDriverWait(driver, 20).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "table.report tbody td.name")
+    )
+    busiest = [name.text.split()[0] for name in names[:8] if name.text.split()[0].isdigit()]
+    driver.get(base + "/panel/campaigns/1/costs/paste")
+    fill("paste-from", time.strftime("%Y-%m-%d", time.gmtime(time.time() - 6 * 86400)))
+    fill("paste-to", time.strftime("%Y-%m-%d", time.gmtime()))
+    Select(driver.find_element(By.ID, "paste-parameter")).select_by_value("sub_id_1")
+    zones = "\n".join(f"{zone}\t{(int(zone) % 7) * 1.75 + 2:.2f}" for zone in busiest)
+    fill("paste-text", f"zone\tspend\n{zones}\n99999\t3.10\n{busiest[0]};$1,250.50\n4417 12\n")
+    driver.find_element(By.ID, "paste-preview").click()
+    WebDriverWait(driver, 20).until(seen.presence_of_element_located((By.ID, "paste-lines")))
+    saved.append(save(driver, out / "costs-paste.png", *DESKTOP))
+    driver.get(base + "/panel/offers/bulk")
+    for box in WebDriverWait(driver, 20).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#bulk-rows input[name=ids]")
+    ):
+        box.click()
+    Select(driver.find_element(By.ID, "bulk-status")).select_by_value("paused")
+    fill("bulk-find", "?")
+    fill("bulk-replace", "?utm_source=lanner&")
+    driver.find_element(By.ID, "bulk-preview").click()
+    WebDriverWait(driver, 20).until(seen.presence_of_element_located((By.ID, "bulk-items")))
+    saved.append(save(driver, out / "offers-bulk.png", *DESKTOP))
+    driver.get(base + "/panel/networks")
+    driver.find_element(By.CSS_SELECTOR, "details.new-network summary").click()
+    driver.find_element(By.NAME, "name").send_keys("Leadbit")
+    Select(driver.find_element(By.ID, "network-template")).select_by_value("leadbit")
+    driver.find_element(By.ID, "preview-network").click()
+    WebDriverWait(driver, 20).until(seen.presence_of_element_located((By.ID, "network-preview")))
+    driver.execute_script("document.getElementById('network-preview').scrollIntoView()")
+    saved.append(save(driver, out / "network-preview.png", *DESKTOP))
+    return saved
+
+
 def shoot(base: str, out: Path, ids: dict[str, int], subids: list[str]) -> list[Path]:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -383,6 +433,7 @@ def shoot(base: str, out: Path, ids: dict[str, int], subids: list[str]) -> list[
             if name == "campaign":  # The editor loads its simulate form by htmx.
                 WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#simulate form"))
             saved.append(save(driver, out / f"{name}.png", *DESKTOP))
+        saved.extend(previews(driver, base, out))
     finally:
         driver.quit()
     driver = browser(*PHONE)

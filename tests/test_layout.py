@@ -148,7 +148,7 @@ def test_the_domain_never_imports_the_edges():
 
 # Raised to steer a request, not to tell a user anything: the click path and the postback body check.
 # ClickApiError is a falcon HTTPError: the edge's answer, never the CLI's.
-INTERNAL_ERRORS = {"SpoolUnwritable", "BodyTooLarge", "ClickApiError"}
+INTERNAL_ERRORS = {"SpoolUnwritable", "BodyTooLarge", "ClickApiError", "_DryRun"}
 
 
 def test_every_error_a_user_can_act_on_is_a_lanner_error():

@@ -204,6 +204,28 @@ def test_a_real_server_takes_a_postback_built_from_the_network_s_template(db, la
     )
 
 
+def test_every_catalogue_template_makes_a_network_whose_url_carries_its_macros_and_maps_its_words(db):
+    from models.conversions.networks import catalogue, create_network, network_status_maps, postback_url
+
+    templates = catalogue()
+    named = [t for t in templates.values() if not t.name.endswith("-based network")]
+    assert len(named) >= 15  # Networks by name, besides the platforms many run on.
+    for template in templates.values():
+        assert template.source.startswith("https://"), template.key
+        network = create_network(db, template.name, from_template=template.key)
+        query = urlsplit(postback_url(network, "https://t.example", "k")).query
+        sent = {name: values[0] for name, values in parse_qs(query).items()}
+        assert sent["subid"] == template.subid_macro and sent["from"] == network.alias
+        for field, parameter in (
+            ("payout_macro", "payout"),
+            ("status_macro", "status"),
+            ("tid_macro", "tid"),
+        ):
+            assert sent.get(parameter, "") == getattr(template, field), (template.key, parameter)
+        maps = {m["raw_status"]: m["status"] for m in network_status_maps(db, network)}
+        assert maps == template.statuses, template.key
+
+
 # The CLI's options and output; the services it calls run on both backends above (a PostgreSQL process
 # start costs each of these commands a second more).
 @pytest.mark.sqlite_only

@@ -397,6 +397,28 @@ def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_ca
                 queue.extend(links(body))
             elif status == 400 and url.startswith("/api") and "?" not in url:
                 queue.append(f"{url}?campaign={shared.alias}")  # A list a buyer asks per campaign.
+        # The bulk forms' previews, asked about the unshared campaign's zone and offer: nothing of them.
+        token = re.search(r'name="csrf_token" value="([^"]+)"', get("/panel")[1]).group(1)
+        period = [("from", "2000-01-01"), ("to", "2099-12-31")]
+        may_edit = scope == "write"
+        for path, pairs, expected in (
+            (
+                f"/panel/campaigns/{shared.id}/costs/paste",
+                [("paste", "7\t1\n8\t2"), ("parameter", "zone"), *period],
+                200 if may_edit else 403,
+            ),
+            ("/panel/offers/bulk", [("ids", str(seeded["secret_offer"].id)), ("status", "paused")], 404),
+            (
+                "/panel/offers/bulk",
+                [("ids", str(seeded["shared_offer"].id)), ("find", "open"), ("replace", "x")],
+                200 if may_edit else 403,
+            ),
+        ):
+            body = urllib.parse.urlencode([("csrf_token", token), ("do", "preview"), *pairs]).encode()
+            headers = {"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded"}
+            status, _, answer = request(admin_port, path, headers, "POST", body)
+            assert status == expected or (expected == 404 and not may_edit and status == 403), (path, status)
+            leaks.check(path, status, answer.decode("utf-8", "replace"))
         assert not [url for url in queue if wanted(url)], f"the crawl stopped at {MAX_REQUESTS} requests"
         print(f"{name} crawled {len(seen)} URLs:", *sorted({url.split("?")[0] for url in seen}), sep="\n")
         assert not money.found, f"{name} hides money:\n" + "\n".join(money.found[:20])

@@ -239,3 +239,36 @@ def test_a_network_no_offer_belongs_to_is_deleted_and_its_status_words_stay(pane
         get_network(db, "rocket")
     assert {m["network"] for m in list_status_maps(db)} == {"rocket"}  # The alias's words are kept.
     assert [entry.action for entry in list_audit(db, entity="network")][0] == "delete"
+
+
+def test_a_template_s_settings_are_previewed_with_the_typed_changes_before_anything_is_saved(
+    panel,  # noqa: F811
+    users,  # noqa: F811
+    db,  # noqa: F811
+):
+    from models.conversions.admin import list_status_maps, map_status
+    from models.conversions.networks import list_networks
+    from models.conversions.postbacks import read_secret
+
+    map_status(db, "3", "trash", network="rocket")  # Its alias has a word mapped already: kept.
+    cookie = log_in(panel)
+    form = {**NEW, "payout_macro": "{payout}", "do": "preview"}
+    form["csrf_token"] = csrf_token(get(panel, "/panel/networks", cookie)[2])
+    status, _, body = post(panel, "/panel/networks", form, cookie=cookie)
+    page = body.decode()
+    assert status == 200, page
+    key = read_secret(db, "postback_key")
+    assert copy_value(page, "preview-postback-url") == (
+        f"http://127.0.0.1/{key}/postback?subid={{sub1}}&payout={{payout}}&status={{status}}"
+        "&tid={transactionid}&currency={currency}&from=rocket"
+    )
+    assert "from the template Affise-based network" in page and "<td>forward</td><td>own_tid</td>" in page
+    maps = re.search(r'<p id="preview-maps">(.*?)</p>', page, re.S).group(1)
+    assert "<code>1</code>→sale, <code>2</code>→lead, <code>5</code>→lead." in maps
+    assert "kept as they are: <code>3</code>→trash." in maps
+    assert 'value="{payout}"' in page and '<details class="card new-network" open>' in page  # As typed.
+    assert list_networks(db) == [] and len(list_status_maps(db)) == 1  # Nothing saved.
+    form["alias"] = "Bad Alias"
+    status, _, body = post(panel, "/panel/networks", form, cookie=cookie)
+    assert status == 400 and "must be 1-64 lowercase letters" in body.decode()
+    assert 'id="network-preview"' not in body.decode()

@@ -165,6 +165,46 @@ def list_networks(db: Database, *, include_archived: bool = True) -> list[Networ
     return list(query)
 
 
+@dataclass(frozen=True)
+class NetworkPlan:
+    """A network as create_network would make it, checked but not saved: its fields, its alias, the
+    template it comes from, and the template's status words it would map (`maps`) or find mapped for
+    its alias already, kept as they are (`kept`: word -> the status mapped now)."""
+
+    network: Network
+    template: Template | None
+    maps: dict[str, str]
+    kept: dict[str, str]
+
+
+def plan_network(
+    db: Database,
+    name: str,
+    *,
+    alias: str | None = None,
+    from_template: str | None = None,
+    **options: Any,
+) -> NetworkPlan:
+    """The network `create_network` would make with these arguments (AdminError as it would), unsaved:
+    what the panel previews before the network is created."""
+    chosen = template(from_template) if from_template else None
+    fields = {key: value for key, value in options.items() if value is not None}
+    if chosen is not None:
+        fields = chosen.fields() | fields
+    fields["name"] = name
+    fields.setdefault("subid_macro", "")
+    _check_fields(fields)
+    alias = _check_alias(alias if alias else alias_from(name))
+    mapped = {m["raw_status"]: m["status"] for m in list_status_maps(db) if m["network"] == alias}
+    words = chosen.statuses if chosen else {}
+    return NetworkPlan(
+        Network(alias=alias, **fields),
+        chosen,
+        {word: status for word, status in words.items() if word not in mapped},
+        {word: mapped[word] for word in words if word in mapped},
+    )
+
+
 def create_network(
     db: Database,
     name: str,
@@ -177,25 +217,17 @@ def create_network(
     """A network; `options` are its macros, offer_params and notes (see Network), None for the
     template's (or none). `from_template` (a catalogue key) fills what is not given and maps the
     template's status words the network has no map for yet (existing maps stay as they are)."""
-    chosen = template(from_template) if from_template else None
-    fields = {key: value for key, value in options.items() if value is not None}
-    if chosen is not None:
-        fields = chosen.fields() | fields
-    fields["name"] = name
-    fields.setdefault("subid_macro", "")
-    _check_fields(fields)
-    alias = _check_alias(alias if alias else alias_from(name))
     with write_tx(db):
+        plan = plan_network(db, name, alias=alias, from_template=from_template, **options)
+        network = plan.network
         try:
-            network = Network.create(alias=alias, **fields)
+            network.save(force_insert=True)
         except IntegrityError:
-            raise AdminConflict(f"A network with alias {alias!r} already exists.") from None
-        created = _fields(network) | ({"template": chosen.key} if chosen else {})
+            raise AdminConflict(f"A network with alias {network.alias!r} already exists.") from None
+        created = _fields(network) | ({"template": plan.template.key} if plan.template else {})
         record_change(db, actor, "network", network.id, "create", None, created)
-        mapped = {m["raw_status"] for m in list_status_maps(db) if m["network"] == alias}
-        for word, status in (chosen.statuses if chosen else {}).items():
-            if word not in mapped:
-                map_status(db, word, status, network=alias, actor=actor)
+        for word, status in plan.maps.items():
+            map_status(db, word, status, network=network.alias, actor=actor)
     return network
 
 

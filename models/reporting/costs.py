@@ -296,10 +296,12 @@ def cost_request(
     return CostRequest(scope, since, until, timezone, start, end, amount, currency, include_bots, unique_only)
 
 
-def check_clicks(db: Database, request: CostRequest) -> int:
+def check_clicks(db: Database, request: CostRequest, rows: list[tuple] | None = None) -> int:
     """The clicks the cost would be spread over; CostError if there are none (a batch checks every item
-    before it sets any)."""
-    rows = _scope_rows(CostStore(db.connection()), request.scope, request.start_ms, request.end_ms)
+    before it sets any). `rows`: the scope's clicks as CostStore.scope_clicks gives them, read already
+    (a paste reads many zones' in one scan)."""
+    if rows is None:
+        rows = _scope_rows(CostStore(db.connection()), request.scope, request.start_ms, request.end_ms)
     return _paid_count(rows, request.scope, request.include_bots, request.unique_only)
 
 
@@ -310,6 +312,8 @@ def set_cost(
     on_progress: Callable[[int, int], None] | None = None,
     actor: Principal = CLI,
     chunk_size: int = SPREAD_CHUNK,
+    rows: list[tuple] | None = None,
+    earlier: list[dict] | None = None,
 ) -> SpreadCost:
     """`lanner cost set`, `/api/v1/costs` and the panel's cost form: replace the costs of the request's
     clicks with its amount spread evenly over them; bots (and, with `unique_only`, repeat clicks) in the
@@ -317,7 +321,11 @@ def set_cost(
 
     Recorded (cost_entry) and audited once, after the spread: a long one writes in many transactions,
     so its entry says what was set when it is all set. The entries of earlier sets whose range and
-    scope this one covers are dropped: their clicks' costs are this one's now."""
+    scope this one covers are dropped: their clicks' costs are this one's now.
+
+    `rows` and `earlier`, for a caller setting many in one transaction (a paste of zone costs): the
+    scope's clicks (as CostStore.scope_clicks gives them) and the recorded entries within the range
+    that it may cover, read already, so that each set does not read them again."""
     scope, start, end, amount, currency = (
         request.scope,
         request.start_ms,
@@ -336,13 +344,15 @@ def set_cost(
         unique_only=request.unique_only,
         on_progress=on_progress,
         chunk_size=chunk_size,
+        rows=rows,
     )
     conn = db.connection()
     report = report_currency(conn)
     rate = 1.0 if currency == report else rate_of(conn, currency, report) or 0.0
     store = CostStore(conn)
     with write_tx(db):
-        covered = [e["id"] for e in store.entries(start, end) if _covers(scope, e)]
+        candidates = store.entries(start, end) if earlier is None else earlier
+        covered = [e["id"] for e in candidates if _covers(scope, e)]
         store.drop_entries(covered)
         store.add_entry(
             {
@@ -495,6 +505,7 @@ def _spread(
     unique_only: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
     chunk_size: int = SPREAD_CHUNK,
+    rows: list[tuple] | None = None,
 ) -> tuple[int, float, int]:
     """Spread `amount` over the scope's clicks in [start_ms, end_ms); (paid clicks, per click in the
     report currency, unpaid clicks set to 0).
@@ -516,7 +527,8 @@ def _spread(
             )
         amount = round(amount * rate, 6)
     store = CostStore(conn)
-    rows = _scope_rows(store, scope, start_ms, end_ms)
+    if rows is None:  # Else read already, in the caller's transaction (a paste's zones, in one scan).
+        rows = _scope_rows(store, scope, start_ms, end_ms)
     paid = _paid_count(rows, scope, include_bots, unique_only)
     micros = round(amount * 1_000_000)
     base, extra = divmod(micros, paid)

@@ -95,6 +95,20 @@ class CostStore(Store):
         args = (campaign_id, start_ms, end_ms, *(value for _, value in filters))
         return self.conn.execute(sql, args).fetchall()
 
+    def scope_clicks_by(
+        self, campaign_id: int, start_ms: int, end_ms: int, column: str
+    ) -> dict[str, list[tuple[int, int, int, int]]]:
+        """scope_clicks's rows of the campaign's clicks in [start_ms, end_ms) grouped by their value of
+        `column` (in COST_COLUMNS), each group oldest first: one scan for many zones' costs."""
+        if column not in COST_COLUMNS:
+            raise ValueError(f"not a cost column: {column}")
+        head = self.SQL_SCOPE_HEAD.replace(" FROM click", f", {column} FROM click", 1)
+        groups: dict[str, list[tuple[int, int, int, int]]] = {}
+        cursor = self.conn.execute(scope_sql(head, (), self.SQL_SCOPE_ORDER), (campaign_id, start_ms, end_ms))
+        for click_id, created_at, is_bot, is_unique, value in cursor.fetchall():
+            groups.setdefault(value, []).append((click_id, created_at, is_bot, is_unique))
+        return groups
+
     def add_entry(self, entry: dict) -> None:
         """Record one cost set (migration 0017's columns)."""
         self.conn.execute(self.SQL_ADD_ENTRY, [entry[name] for name in _ENTRY_COLUMNS]).close()

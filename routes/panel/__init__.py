@@ -35,8 +35,11 @@ def add_panel_routes(
     from routes.click import ClientAddress
     from routes.panel import (
         bulk,
+        bulkedit,
         conversions,
+        costpaste,
         costs,
+        dashboard,
         domains,
         editor,
         landers,
@@ -67,9 +70,12 @@ def add_panel_routes(
     # One module per area of the panel, each adding its own pages.
     for module in (
         pages,
+        dashboard,
         editor,
         costs,
+        costpaste,
         bulk,
+        bulkedit,
         offers,
         rates,
         landers,

@@ -89,9 +89,13 @@ NETWORK_TABLE = ListTable(
 
 
 class NetworkListResource(PanelResource):
-    def __init__(self, sessions: PanelSessions, render: Renderer, reports: PanelReports) -> None:
+    """The list and the new-network form, which posts `do=preview` (what would be made, nothing saved)
+    or creates the network."""
+
+    def __init__(self, sessions: PanelSessions, render: Renderer, reports: PanelReports, settings) -> None:
         super().__init__(sessions, render)
         self.reports = reports
+        self.tracker_base = CampaignBase(sessions, settings)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         deleted = req.get_param("deleted")
@@ -114,7 +118,7 @@ class NetworkListResource(PanelResource):
         currency = report.currency if report else self.reports.report_currency
         return NETWORK_TABLE.view(req, principal, rows, state), currency, period
 
-    def show(self, req, resp, session, *, code=200, form=None, message="", done="") -> None:
+    def show(self, req, resp, session, *, code=200, form=None, message="", done="", preview=None) -> None:
         view, currency, period = self.listing(req, session.principal)
         self.page(
             req,
@@ -140,7 +144,17 @@ class NetworkListResource(PanelResource):
             message=message,
             is_admin=session.principal.role == "admin",
             rule_choices=RULE_CHOICES,
+            preview=preview,
         )
+
+    def preview(self, req, plan) -> dict:
+        """What the preview shows of a planned network: its postback URL as its page would give it."""
+        key = read_secret(self.sessions.db, "postback_key")
+        return {
+            "plan": plan,
+            "network": plan.network,
+            "postback_url": networks.postback_url(plan.network, self.tracker_base(req), key),
+        }
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
@@ -153,6 +167,20 @@ class NetworkListResource(PanelResource):
         if values["template"]:
             options = {name: value for name, value in options.items() if value}
         options.update({name: values[name] for name in RULES if values[name]})
+        if form.get("do") == "preview":
+            try:
+                plan = networks.plan_network(
+                    self.sessions.db,
+                    values["name"],
+                    alias=values["alias"] or None,
+                    from_template=values["template"] or None,
+                    **options,
+                )
+            except AdminError as exc:
+                self.show(req, resp, session, code=400, form=values, message=str(exc))
+                return
+            self.show(req, resp, session, form=values, preview=self.preview(req, plan))
+            return
         try:
             network = networks.create_network(
                 self.sessions.db,
@@ -261,8 +289,10 @@ class NetworkResource(PanelResource):
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
-    app.add_route(PATH, NetworkListResource(panel.sessions, panel.render, panel.reports))
-    app.add_route(PATH + ".csv", NetworkCsvResource(panel.sessions, panel.render, panel.reports))
+    app.add_route(PATH, NetworkListResource(panel.sessions, panel.render, panel.reports, panel.settings))
+    app.add_route(
+        PATH + ".csv", NetworkCsvResource(panel.sessions, panel.render, panel.reports, panel.settings)
+    )
     app.add_route(
         PATH + "/{network_id:int(min=1, max=9223372036854775807)}",
         NetworkResource(panel.sessions, panel.render, panel.settings),

@@ -1,5 +1,6 @@
-"""The panel's pages: login, logout, the dashboard and the campaign list, over the services the admin
-API calls (the report as routes/v1/reports.py asks for it, access as models/accounts/access.py says).
+"""The panel's pages: login, logout and the campaign list (the dashboard is routes/panel/dashboard.py),
+over the services the admin API calls (the report as routes/v1/reports.py asks for it, access as
+models/accounts/access.py says).
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from models.accounts.sessions import end_session, open_session
 from models.admin.services import AdminError, get_campaign, list_campaigns, update_campaign
 from models.admin.tags import campaign_tags
 from models.choices import CAMPAIGN_STATUSES
-from models.reporting.reports import time_buckets
-from models.reporting.timerange import zone
 from routes.panel.common import (
     PERIODS,
     SUMMED,
@@ -32,18 +31,12 @@ from routes.panel.common import (
     PanelReports,
     PanelResource,
     chosen_period,
-    fallback_notes,
-    money_notes,
-    period_of,
-    timezone_of,
     totals,
 )
 from routes.panel.render import Renderer
 from routes.panel.reports import csv_number, csv_text
 from routes.panel.session import LOGIN_PATH, PanelSessions, read_form
 from routes.panel.sorting import Sort
-
-TOP_ROWS = 10
 
 
 def safe_next(target: str | None) -> str:
@@ -56,32 +49,6 @@ def safe_next(target: str | None) -> str:
     ):
         return target
     return "/panel"
-
-
-def chart_data(report, group: str, principal) -> dict:
-    """The time series the dashboard draws: every bucket of the period in the user's timezone, empty
-    ones as zeros, x as each bucket's first instant (panel.js labels the axis in `timezone`)."""
-    series = ["clicks", "conversions"] + ([] if principal.hides_money else ["revenue", "cost", "profit"])
-    by_label = {row[group]: row for row in report.rows} if report else {}
-    name = timezone_of(principal)
-    buckets = []
-    if report and report.start_ms is not None:
-        buckets = time_buckets(group, zone(name), report.start_ms, report.end_ms)
-    return {
-        "x": [start_ms // 1000 for _, start_ms in buckets],
-        "series": {
-            column: [round(by_label.get(label, {}).get(column) or 0, 2) for label, _ in buckets]
-            for column in series
-        },
-        "currency": report.currency if report else "",
-        "timezone": name,
-    }
-
-
-def top_rows(report, rows: int = TOP_ROWS) -> list[dict]:
-    if report is None:
-        return []
-    return sorted(report.rows, key=lambda row: (-row["clicks"], str(row)))[:rows]
 
 
 class LoginResource(PanelResource):
@@ -131,37 +98,6 @@ class LogoutResource(PanelResource):
         self.sessions.clear_cookie(req, resp)
         resp.status = falcon.HTTP_303
         resp.location = LOGIN_PATH
-
-
-class DashboardResource(PanelResource):
-    def __init__(self, sessions: PanelSessions, render: Renderer, reports: PanelReports) -> None:
-        super().__init__(sessions, render)
-        self.reports = reports
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        session = self.sessions.require(req)
-        principal = session.principal
-        period = period_of(req)
-        group = "hour" if period in ("today", "yesterday") else "day"
-        series = self.reports(principal, group, period)
-        report = self.reports(principal, "campaign", period)
-        self.page(
-            req,
-            resp,
-            "dashboard.html",
-            session,
-            period=period,
-            periods=PERIODS,
-            chart=chart_data(series, group, principal),
-            total=report.total if report else totals([]),
-            currency=(report or series).currency if (report or series) else self.reports.report_currency,
-            campaigns=top_rows(report),
-            notes=([] if report is None or principal.hides_money else money_notes(report))
-            + fallback_notes(series, report),
-            campaign_names={c.id: c.name for c in list_campaigns(self.sessions.db, include_archived=True)},
-            offers=top_rows(self.reports(principal, "offer", period)),
-            countries=top_rows(self.reports(principal, "country", period)),
-        )
 
 
 # The campaign list's columns: (sort key, header, whether it is an amount a hide-money user is not shown).
@@ -396,7 +332,6 @@ class CampaignStatusResource(PanelResource):
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
     sessions, render, reports = panel.sessions, panel.render, panel.reports
-    app.add_route("/panel", DashboardResource(sessions, render, reports))
     app.add_route("/panel/login", LoginResource(sessions, render))
     app.add_route("/panel/logout", LogoutResource(sessions, render))
     app.add_route("/panel/campaigns", CampaignListResource(sessions, render, reports, panel.settings))

@@ -75,6 +75,9 @@ ADMIN_PAGES: tuple[str, ...] = (
     "/panel/audit.csv?period=last_30_days",
     "/panel/status",
     "/panel/domains",
+    "/panel/offers/bulk",
+    "/panel/campaigns/{campaign}/costs/paste",
+    "/panel/campaigns/{campaign}/streams/bulk",
 )
 # No session yet (the login), or no page: the logs' CSVs stream every row of their
 # filters (a million rows in about 40 s, its memory flat), an export's time is its size's, not a page's.

@@ -3,20 +3,25 @@
 (function () {
   "use strict";
 
-  var COLOURS = { clicks: "#2563eb", conversions: "#16a34a", revenue: "#0891b2", cost: "#dc2626", profit: "#9333ea" };
+  var COLOURS = { clicks: "#2563eb", unique_clicks: "#0d9488", conversions: "#16a34a", revenue: "#0891b2", cost: "#dc2626", profit: "#9333ea" };
   var MONEY = { revenue: true, cost: true, profit: true };
+  var dashboardChart = null;
 
+  function chartSize(box) { return { width: Math.max(box.clientWidth, 260), height: box.clientWidth < 500 ? 220 : 300 }; }
+
+  // Drawn at load and again after htmx swaps a refreshed #dashboard in (a new, empty #chart).
   function drawChart() {
     var box = document.getElementById("chart");
     var source = document.getElementById("chart-data");
-    if (!box || !source || typeof uPlot === "undefined") return;
+    if (!box || !source || typeof uPlot === "undefined" || box.childElementCount) return;
+    if (dashboardChart) dashboardChart.destroy();
     var data = JSON.parse(source.textContent);
-    var names = Object.keys(data.series);
+    var names = data.metrics || Object.keys(data.series);
     var series = [{}];
     var columns = [data.x];
     names.forEach(function (name) {
       series.push({
-        label: name.charAt(0).toUpperCase() + name.slice(1) + (MONEY[name] ? " (" + data.currency + ")" : ""),
+        label: (data.labels ? data.labels[name] : name) + (MONEY[name] ? " (" + data.currency + ")" : ""),
         stroke: COLOURS[name] || "#555",
         width: 2,
         scale: MONEY[name] ? "money" : "count",
@@ -24,19 +29,23 @@
       });
       columns.push(data.series[name]);
     });
-    var axes = [{}, { scale: "count" }];
-    if (names.some(function (n) { return MONEY[n]; })) axes.push({ scale: "money", side: 1, grid: { show: false } });
-    function size() { return { width: Math.max(box.clientWidth, 260), height: box.clientWidth < 500 ? 220 : 300 }; }
-    var options = Object.assign(size(), {
+    var axes = [{}];
+    if (names.some(function (n) { return !MONEY[n]; })) axes.push({ scale: "count" });
+    if (names.some(function (n) { return MONEY[n]; })) axes.push({ scale: "money", side: axes.length > 1 ? 1 : 3, grid: { show: axes.length === 1 } });
+    var options = Object.assign(chartSize(box), {
       series: series,
       axes: axes,
       scales: { x: { time: true }, count: { range: function (u, min, max) { return [0, Math.max(max, 1)]; } } },
       // The user's timezone, as the buckets are: x is each bucket's first instant.
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), data.timezone === "UTC" ? "Etc/UTC" : data.timezone); },
     });
-    var chart = new uPlot(options, columns, box);
-    window.addEventListener("resize", function () { chart.setSize(size()); });
+    dashboardChart = new uPlot(options, columns, box);
   }
+
+  window.addEventListener("resize", function () {
+    var box = document.getElementById("chart");
+    if (dashboardChart && box) dashboardChart.setSize(chartSize(box));
+  });
 
   function wireCopyButtons(root) {
     root.querySelectorAll("button.copy").forEach(function (button) {
@@ -55,6 +64,7 @@
     drawChart();
     wireCopyButtons(document);
     document.body.addEventListener("htmx:afterSwap", function (event) { wireCopyButtons(event.target); });
+    document.body.addEventListener("htmx:afterSettle", drawChart);
   });
 })();
 
