@@ -475,11 +475,13 @@ def bound_port(live: LiveProcess, pool: str = "web", deadline_seconds: float = S
 @pytest.fixture
 def start_server(env, db, tmp_path):
     """Start `lanner serve` on ports the kernel picks (extra env allowed), once it answers; stopped at
-    teardown. With `admin=True` (a test of the admin API or the panel) its admin worker, which otherwise
-    starts on demand at the first request, is started at once and answers too."""
+    teardown. One web worker unless a test asks for more (a test about several workers): each one
+    loading the app costs ~0.2 s of CPU, ~70 s a run. With `admin=True` (a test of the admin API or
+    the panel) its admin worker, which otherwise starts on demand at the first request, is started at
+    once and answers too."""
     started: list[LiveProcess] = []
 
-    def start(workers: int = 2, *, admin: bool = False, **extra_env: str) -> LiveProcess:
+    def start(workers: int = 1, *, admin: bool = False, **extra_env: str) -> LiveProcess:
         environ = {**env, "LANNER_LOG_LEVEL": "INFO"}
         if admin:
             environ["LANNER_ADMIN_IDLE_SECONDS"] = "0"
