@@ -52,6 +52,7 @@ def pytest_configure(config):
         "markers", "long: takes about ten seconds or more; collected first so it starts first"
     )
     share_bytecode(config)
+    warm_bytecode(config)
 
 
 @pytest.hookimpl(trylast=True)  # After xdist's own, which this completes.
@@ -89,6 +90,43 @@ def share_bytecode(config) -> None:
         return
     os.environ["PYTHONPYCACHEPREFIX"] = str(cache.mkdir("pycache"))
     del os.environ["PYTHONDONTWRITEBYTECODE"]
+    # And this process (warm_bytecode's children are forked from it): set at start-up from the
+    # environment, these two are read at each import.
+    sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+    sys.dont_write_bytecode = False
+
+
+WARMING_PROCESSES = 2  # The box's cores.
+
+
+def warm_bytecode(config) -> None:
+    """Before xdist starts its processes, compile once what each of them would compile at collection.
+
+    Each xdist process collects every test module: on a clean clone (no bytecode yet) all six compiled
+    and assertion-rewrote all of them, and the app and libraries they import, at the same moment
+    (~9 s of CPU each, ~2 s with the bytecode there). Importing the test modules here, in two forked
+    children, writes that bytecode (the rewritten tests' included) where the processes look for it."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", default=None):
+        return
+    if sys.dont_write_bytecode:  # Nowhere to keep it: share_bytecode had no cache directory.
+        return
+    modules = sorted(path.stem for path in Path(__file__).parent.glob("test_*.py"))
+    children = []
+    for share in range(WARMING_PROCESSES):
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                for name in modules[share::WARMING_PROCESSES]:
+                    try:
+                        __import__(name)
+                    except BaseException:  # noqa: BLE001 - the processes' collection reports it.
+                        code = 1
+            finally:
+                os._exit(code)
+        children.append(pid)
+    for pid in children:
+        os.waitpid(pid, 0)
 
 
 def pytest_generate_tests(metafunc):
@@ -439,11 +477,13 @@ def bound_port(live: LiveProcess, pool: str = "web", deadline_seconds: float = S
 @pytest.fixture
 def start_server(env, db, tmp_path):
     """Start `lanner serve` on ports the kernel picks (extra env allowed), once it answers; stopped at
-    teardown. With `admin=True` (a test of the admin API or the panel) its admin worker, which otherwise
-    starts on demand at the first request, is started at once and answers too."""
+    teardown. One web worker unless a test asks for more (a test about several workers): each one
+    loading the app costs ~0.2 s of CPU, ~70 s a run. With `admin=True` (a test of the admin API or
+    the panel) its admin worker, which otherwise starts on demand at the first request, is started at
+    once and answers too."""
     started: list[LiveProcess] = []
 
-    def start(workers: int = 2, *, admin: bool = False, **extra_env: str) -> LiveProcess:
+    def start(workers: int = 1, *, admin: bool = False, **extra_env: str) -> LiveProcess:
         environ = {**env, "LANNER_LOG_LEVEL": "INFO"}
         if admin:
             environ["LANNER_ADMIN_IDLE_SECONDS"] = "0"

@@ -297,7 +297,8 @@ def web_workers(master_pid: int) -> list[str]:
     return [str(pid) for pid in children(master_pid) if process_name(pid) == "lanner-web"]
 
 
-def test_killed_worker_is_replaced_and_other_workers_keep_serving(campaign, server, lanner, settings):
+def test_killed_worker_is_replaced_and_other_workers_keep_serving(campaign, start_server, lanner, settings):
+    server = start_server(workers=2)
     children = web_workers(server.process.pid)
     assert len(children) == 2
     stop = threading.Event()

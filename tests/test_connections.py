@@ -82,7 +82,7 @@ def stored_subids() -> list[str]:
 def test_ten_reloads_under_keep_alive_clients_fail_no_request_and_record_only_answered_clicks(
     campaign, start_server, lanner, settings
 ):
-    server = start_server(LANNER_GRACEFUL_TIMEOUT="30")
+    server = start_server(workers=2, LANNER_GRACEFUL_TIMEOUT="30")
     with KeepAliveClients(server.port, campaign) as clients:
         wait_until(lambda: len(clients.answered) > 50, 20, "the clients to get going")
         reload_ten_times(server)  # the old workers leave once their clients moved
