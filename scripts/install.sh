@@ -224,7 +224,7 @@ extras=""
 "$VENV/bin/pip" install -q -e "$APP$extras"
 # The services cannot write next to the code (ProtectSystem=strict), so without this every worker start
 # (the on-demand admin worker's too) compiles the app's modules again: about a second of its cold start.
-"$VENV/bin/python" -m compileall -q "$APP" >/dev/null
+(cd "$APP" && "$VENV/bin/python" -m compileall -q app.py settings.py cli models routes workers >/dev/null)
 
 say "Configuration $ENV_FILE"
 units=$(mktemp -d)
