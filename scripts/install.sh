@@ -201,11 +201,12 @@ chmod 0700 "$DATA/history"
 say "Code into $APP"
 rm -rf "$APP.new"
 mkdir "$APP.new"
-if [ -d "$SOURCE/.git" ] && command -v git >/dev/null 2>&1; then
+if [ -e "$SOURCE/.git" ] && command -v git >/dev/null 2>&1; then  # A file in a git worktree.
     (cd "$SOURCE" && git ls-files -z --cached --others --exclude-standard) |
         (cd "$SOURCE" && xargs -0 tar -cf - --no-recursion --ignore-failed-read) | tar -xf - -C "$APP.new"
 else
-    tar -cf - -C "$SOURCE" --exclude=.venv --exclude=var --exclude=.git --exclude='__pycache__' . |
+    tar -cf - -C "$SOURCE" --exclude=.venv --exclude=var --exclude=.git --exclude='__pycache__' \
+        --exclude=.pytest_cache --exclude=.mypy_cache --exclude=.ruff_cache . |
         tar -xf - -C "$APP.new"
 fi
 # Swap the whole tree at once; running workers keep the modules they imported until reloaded.

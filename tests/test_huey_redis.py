@@ -364,7 +364,7 @@ def test_status_shows_each_web_worker_alone_while_its_redis_is_away_then_ok(
     own = RedisServer().start()
     try:
         env = {**cluster_env, "LANNER_REDIS_URL": own.url()}
-        server = start_server(**{k: v for k, v in env.items() if k.startswith("LANNER_")})
+        server = start_server(workers=2, **{k: v for k, v in env.items() if k.startswith("LANNER_")})
         # Each web worker writes its view as it starts: both are there, ok.
         wait_until(lambda: len(read_views(settings.data_dir)) == 2, 10, "both web workers' views")
         assert {view["state"] for view in read_views(settings.data_dir)} == {"ok"}

@@ -65,7 +65,7 @@ def running(start_server, lanner):
     """A campaign `summer`, then a server with its admin worker started, and their worker pids by pool."""
     offer = "https://offer.example/?s={subid}"
     lanner("campaign", "create", "Summer", "--alias", "summer", "--offer-url", offer)
-    server = start_server(admin=True, LANNER_LANDER_MAX_BYTES=str(LANDER_MAX_BYTES))
+    server = start_server(workers=2, admin=True, LANNER_LANDER_MAX_BYTES=str(LANDER_MAX_BYTES))
     pools = wait_until(
         lambda: (p := workers_of(server)) and len(p.get("web", ())) == 2 and "admin" in p and p,
         30,
