@@ -7,6 +7,7 @@ import io
 import time
 
 import pytest
+from test_api_v1 import VIEWER_KEY, admin, call, key  # noqa: F401, F811 (fixtures)
 
 from models.admin.services import create_campaign
 from models.admin.sources import create_source
@@ -178,3 +179,36 @@ def test_the_cli_sets_lists_exports_and_removes_labels(lanner, zones, tmp_path):
         ("222", ""),
         ("333", "blacklist"),
     }
+
+
+def test_the_api_sets_lists_exports_and_removes_labels_and_refuses_bad_input(admin, key, zones):  # noqa: F811
+    body = {"source": "PropellerAds", "param": "zoneid", "values": ["111", "9"], "label": "blacklist"}
+    assert call(admin, "PUT", "/labels", key, body) == (
+        200,
+        {"changed": 2, "scope": "source", "slot": "sub_id_1"},
+    )
+    status, listed = call(admin, "GET", "/labels?campaign=pop", key)
+    assert status == 200 and [(i["scope"], i["value"]) for i in listed["items"]] == [
+        ("source", "111"),
+        ("source", "9"),
+    ]
+    status, text = call(admin, "GET", "/labels/export?source=PropellerAds&param=zoneid&format=comma", key)
+    assert (status, text) == (200, "111,9\n")
+    status, error = call(admin, "PUT", "/labels", key, {**body, "label": "green"})
+    assert status == 400 and "whitelist or blacklist" in error["description"]
+    status, error = call(admin, "PUT", "/labels", key, {**body, "values": "111"})
+    assert status == 400
+    status, error = call(admin, "GET", "/labels/export?campaign=push&param=zoneid&format=xml", key)
+    assert status == 400 and "plain, comma, csv" in error["description"]
+    assert call(admin, "PUT", "/labels", VIEWER_KEY, body)[0] == 403
+    remove = {"campaign": "push", "param": "zoneid", "values": ["111"]}
+    assert call(admin, "POST", "/labels/remove", key, remove)[0] == 404  # The source's label, not push's own.
+    assert (
+        call(admin, "POST", "/labels/remove", key, {**remove, "source": "PropellerAds", "campaign": None})[0]
+        == 400
+    )
+    del remove["campaign"]
+    assert call(admin, "POST", "/labels/remove", key, {**remove, "source": "PropellerAds"}) == (
+        200,
+        {"removed": 1},
+    )
