@@ -127,11 +127,10 @@ class LabelExportResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if not req.get_param("param"):
+        parameter = req.get_param("param")
+        if not parameter:
             raise falcon.HTTPBadRequest(title="Refused", description="Give param (zoneid, or sub_id_N).")
-        scope = _scope(
-            req, self.db, req.get_param("campaign"), req.get_param("source"), req.get_param("param")
-        )
+        scope = _scope(req, self.db, req.get_param("campaign"), req.get_param("source"), parameter)
         fmt = req.get_param("format") or "plain"
         resp.text = export_labels(self.db, scope, req.get_param("label") or "blacklist", fmt)
         resp.content_type = "text/csv; charset=utf-8" if fmt == "csv" else "text/plain; charset=utf-8"
