@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import time
 
 import pytest
-from test_api_v1 import VIEWER_KEY, admin, call, key  # noqa: F401, F811 (fixtures)
+from test_api_v1 import VIEWER_KEY, admin, call, key  # noqa: F401 (fixtures)
+from test_panel import csrf_token, get, log_in, make_panel, post, users  # noqa: F401 (fixtures)
 
 from models.admin.services import create_campaign
 from models.admin.sources import create_source
@@ -25,6 +27,8 @@ from models.optimisation.labels import (
 from models.reporting.reports import ReportError, ReportQuery, run_report
 from models.reporting.rollups import RollupDelta
 from models.tables.click import Click
+
+# ruff: noqa: F811 (the fixtures imported above, taken as arguments)
 
 
 def land_clicks(db, rows: list[dict]) -> None:
@@ -67,7 +71,7 @@ def zones(db):
 
 
 def report(db, group_by, **filters) -> list[dict]:
-    query = ReportQuery(group_by=group_by, filters=filters, preset="today")
+    query = ReportQuery(group_by=group_by, filters=filters, preset="last_7_days")
     return run_report(db, query).rows
 
 
@@ -94,7 +98,7 @@ def test_a_campaigns_own_label_wins_over_its_sources_and_reports_group_and_filte
     }
     # Filtering by label alone keeps the rows grouped as asked, and the totals follow.
     blacklisted = run_report(
-        db, ReportQuery(group_by=("zoneid",), filters={"label": ("blacklist",)}, preset="today")
+        db, ReportQuery(group_by=("zoneid",), filters={"label": ("blacklist",)}, preset="last_7_days")
     )
     assert [(row["zoneid"], row["clicks"], row["cost"]) for row in blacklisted.rows] == [("111", 7, 5.0)]
     assert blacklisted.total["clicks"] == 7
@@ -171,7 +175,7 @@ def test_the_cli_sets_lists_exports_and_removes_labels(lanner, zones, tmp_path):
         in lanner("label", "remove", "--campaign", "push", "--param", "zoneid", "222").stdout
     )
     report_out = lanner(
-        "report", "-g", "zoneid", "-g", "label", "--campaign", "push", "--preset", "today", "--csv"
+        "report", "-g", "zoneid", "-g", "label", "--campaign", "push", "--preset", "last_7_days", "--csv"
     ).stdout
     rows = list(csv.DictReader(io.StringIO(report_out)))
     assert {(row["zoneid"], row["label"]) for row in rows} == {
@@ -181,7 +185,7 @@ def test_the_cli_sets_lists_exports_and_removes_labels(lanner, zones, tmp_path):
     }
 
 
-def test_the_api_sets_lists_exports_and_removes_labels_and_refuses_bad_input(admin, key, zones):  # noqa: F811
+def test_the_api_sets_lists_exports_and_removes_labels_and_refuses_bad_input(admin, key, zones):
     body = {"source": "PropellerAds", "param": "zoneid", "values": ["111", "9"], "label": "blacklist"}
     assert call(admin, "PUT", "/labels", key, body) == (
         200,
@@ -212,3 +216,44 @@ def test_the_api_sets_lists_exports_and_removes_labels_and_refuses_bad_input(adm
         200,
         {"removed": 1},
     )
+
+
+def test_the_panel_ticks_rows_of_a_campaigns_zones_blacklists_them_and_exports_the_list(
+    make_panel,
+    users,
+    zones,
+):
+    panel = make_panel()
+    anna = log_in(panel, "anna")
+    level = "/panel/reports?g1=zoneid&f.campaign=push"
+    status, _, html = get(panel, level, anna)
+    assert status == 200 and "<th>Label</th>" in html
+    assert re.findall(r'name="values" value="([^"]+)"', html) == ["111", "222", "333"]  # By clicks.
+    fields = [
+        ("csrf_token", csrf_token(html)),
+        ("campaign", str(zones[1].id)),
+        ("param", "zoneid"),
+        ("back", level),
+        ("values", "111"),
+        ("values", "333"),
+        ("label", "blacklist"),
+    ]
+    status, headers, _ = post(panel, "/panel/labels", fields, cookie=anna)
+    assert status == 303 and headers["location"].endswith(level)
+    html = get(panel, level, anna)[2]
+    assert re.findall(r'<td class="label ([a-z]*)">', html) == ["blacklist", "", "blacklist"]
+    export = re.search(r'href="(/panel/labels.txt\?[^"]*format=plain)"', html).group(1)
+    status, headers, body = get(panel, export.replace("&amp;", "&"), anna)
+    assert (status, body) == (200, "111\n333\n") and "attachment" in headers["content-disposition"]
+    # A buyer who may not see the campaign gets no label column, and may not label its values.
+    bert = log_in(panel, "bert")
+    html = get(panel, level, bert)[2]
+    assert "<th>Label</th>" not in html and 'name="values"' not in html
+    theirs = [(k, csrf_token(html) if k == "csrf_token" else v) for k, v in fields]
+    assert post(panel, "/panel/labels", theirs, cookie=bert)[0] == 404
+    assert "<th>Label</th>" not in get(panel, "/panel/reports?g1=zoneid", anna)[2]
+    green = [(k, "green" if k == "label" else v) for k, v in fields]
+    assert post(panel, "/panel/labels", green, cookie=anna)[0] == 400
+    unticked = [(k, v) for k, v in fields if k != "values"]
+    status, _, body = post(panel, "/panel/labels", unticked, cookie=anna)
+    assert status == 400 and "Tick the rows" in body.decode()
