@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 from conftest import wait_until
+from test_api_v1 import VIEWER_KEY, admin, call, key  # noqa: F401 (fixtures)
 
 from models.admin.services import create_campaign, create_offer, update_stream
 from models.admin.sources import create_source
@@ -32,6 +33,8 @@ from models.reporting.rollups import RollupDelta
 from models.tables.campaign import Stream, StreamOffer
 from models.tables.click import Click
 from models.tables.optimisation import RuleAction
+
+# ruff: noqa: F811 (the fixtures imported above, taken as arguments)
 
 RECEIVED = Received("GET", "127.0.0.1", "test")
 CLICKED_AT = datetime(2026, 11, 20, 10, 0, tzinfo=UTC).timestamp()  # A Friday morning, UTC.
@@ -284,3 +287,34 @@ def test_lanner_worker_runs_the_rules_as_it_starts(db, push, start_consumer):
         "the worker's rule run",
         lambda: consumer.log,
     )
+
+
+def test_the_api_makes_tries_runs_and_undoes_a_rule_and_only_an_admin_changes_rules(admin, key, db, push):
+    land(db, push.id, 8, 9.0, at=time.time() - HOUR, sub_id_1="55")
+    body = {
+        "name": "cut",
+        "campaigns": ["push"],
+        "dimension": "zoneid",
+        "window": "6h",
+        "conditions": ["cost >= 5", "conversions = 0"],
+        "action": "blacklist",
+    }
+    status, error = call(admin, "POST", "/rules", key, {**body, "conditions": ["roi < -150"]})
+    assert status == 400 and "roi is never below -100" in error["description"]
+    assert call(admin, "POST", "/rules", VIEWER_KEY, body)[0] == 403
+    status, made = call(admin, "POST", "/rules", key, body)
+    assert status == 201 and made["conditions"] == ["cost >= 5", "conversions = 0"]
+    assert call(admin, "POST", "/rules", key, body)[0] == 409
+    status, dry = call(admin, "GET", "/rules/cut/run", key)
+    assert status == 200 and [a["target"] for a in dry["actions"]] == ["55"]
+    assert RuleAction.select().count() == 0
+    status, ran = call(admin, "POST", "/rules/cut/run", key)
+    assert status == 200 and [a["target"] for a in ran["actions"]] == ["55"] and ran["skipped"] == []
+    status, log = call(admin, "GET", "/rule-actions?rule=cut", key)
+    assert [(row["target"], row["numbers"]["clicks"]) for row in log["items"]] == [("55", 8)]
+    assert call(admin, "POST", f"/rule-actions/{log['items'][0]['id']}/undo", key)[0] == 200
+    assert call(admin, "POST", f"/rule-actions/{log['items'][0]['id']}/undo", key)[0] == 409
+    assert call(admin, "POST", "/rule-actions/999/undo", key)[0] == 404
+    assert call(admin, "PATCH", "/rules/cut", key, {"enabled": False})[1]["enabled"] is False
+    assert call(admin, "GET", "/rules/nope", key)[0] == 404
+    assert call(admin, "DELETE", "/rules/cut", key)[0] == 200
