@@ -9,6 +9,7 @@ conditions that no row could meet (`conversions = 0` and `cr > 1`, `roi < -150`,
 from __future__ import annotations
 
 import math
+import operator
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,14 @@ DENOMINATORS = {
 }
 _PATTERN = re.compile(r"\s*([a-z_]+)\s*(>=|<=|!=|==|=|>|<)\s*([-+]?[0-9]+(?:\.[0-9]+)?)\s*%?\s*")
 MAX_CONDITIONS = 10
+_COMPARE = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+    "=": operator.eq,
+    "!=": operator.ne,
+}
 
 
 class ConditionError(LannerError, ValueError):
@@ -44,20 +53,10 @@ class Condition:
     value: float
 
     def holds(self, row: dict[str, Any]) -> bool:
+        # PERF: 100 rules over 50,000 zones ask this millions of times a run. A report's non-finite
+        # amounts are None already (models/reporting/reports.py).
         number = row.get(self.metric)
-        if number is None or (isinstance(number, float) and not math.isfinite(number)):
-            return False
-        if self.operator == ">=":
-            return number >= self.value
-        if self.operator == "<=":
-            return number <= self.value
-        if self.operator == ">":
-            return number > self.value
-        if self.operator == "<":
-            return number < self.value
-        if self.operator == "=":
-            return number == self.value
-        return number != self.value
+        return number is not None and _COMPARE[self.operator](number, self.value)
 
     @property
     def text(self) -> str:
