@@ -318,3 +318,20 @@ def test_the_api_makes_tries_runs_and_undoes_a_rule_and_only_an_admin_changes_ru
     assert call(admin, "PATCH", "/rules/cut", key, {"enabled": False})[1]["enabled"] is False
     assert call(admin, "GET", "/rules/nope", key)[0] == 404
     assert call(admin, "DELETE", "/rules/cut", key)[0] == 200
+
+
+def test_one_rule_judges_a_parameter_its_campaigns_sources_keep_in_different_slots(db, push):
+    rich = create_source(db, "RichAds", "site={site}&zoneid={zoneid}")  # zoneid is sub_id_2 here.
+    other = create_campaign(db, "Rich", "rich", offer_url="https://o.example/?s={subid}", source=rich.name)
+    land(db, other.id, 12, 9.0, sub_id_1="site-a", sub_id_2="88")
+    zone_rule(db, campaigns=["push", "rich"], max_actions=5)
+    (plan,) = plan_rules(db, now=CLICKED_AT + HOUR)
+    assert plan.error is None
+    assert [(a.campaign_id, a.target) for a in plan.actions] == [
+        (push.id, "10"),
+        (other.id, "88"),
+        (push.id, "6"),
+    ]
+    run_rules(db, now=CLICKED_AT + HOUR)
+    assert export_labels(db, scope_of(db, "rich", None, "zoneid"), "blacklist", "plain") == "88\n"
+    assert export_labels(db, scope_of(db, "rich", None, "sub_id_1"), "blacklist", "plain") == ""

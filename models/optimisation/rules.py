@@ -356,41 +356,69 @@ def plan_rules(
     now = time.time() if now is None else now
     specs = [spec for spec in list_rules(db) if spec.is_enabled] if rules is None else list(rules)
     plans = {spec.id: RulePlan(spec) for spec in specs}
-    shared: dict[tuple, list[RuleSpec]] = {}
+    # Each rule's report column per campaign: a source's parameter name is the sub_id slot its
+    # campaign's source stores it in, which two campaigns' sources may not agree on.
+    columns: dict[int, dict[int, str]] = {}
+    wanted: dict[tuple[str, str, str], set[int]] = {}
     for spec in specs:
-        shared.setdefault((spec.dimension, *_bounds(spec, now)), []).append(spec)
-    for (dimension, since, until), group in shared.items():
-        # PERF: one report for every rule of the same dimension and window.
         try:
-            rows, notes = _report_rows(
-                db, dimension, since, until, {i for s in group for i in s.campaign_ids}, history
-            )
+            columns[spec.id] = _columns(spec)
+        except RuleError as exc:
+            plans[spec.id].error = str(exc)
+            continue
+        bounds = _bounds(spec, now)
+        for campaign_id, column in columns[spec.id].items():
+            wanted.setdefault((column, *bounds), set()).add(campaign_id)
+    reports: dict[tuple[str, str, str], dict[int, list[dict[str, Any]]] | str] = {}
+    notes: dict[tuple[str, str, str], list[str]] = {}
+    for key, campaign_ids in wanted.items():
+        # PERF: one report for every rule of the same column and window.
+        try:
+            rows, notes[key] = _report_rows(db, *key, campaign_ids, history)
         except ReportError as exc:
-            for spec in group:
-                plans[spec.id].error = str(exc)
+            reports[key] = str(exc)
             continue
         by_campaign: dict[int, list[dict[str, Any]]] = {}
         for row in rows:
             by_campaign.setdefault(row["campaign"], []).append(row)
-        for spec in group:
-            plans[spec.id].notes = notes
-            _plan_rule(db, plans[spec.id], by_campaign)
+        reports[key] = by_campaign
+    for spec in specs:
+        if spec.id not in columns:
+            continue
+        bounds = _bounds(spec, now)
+        candidates: list[tuple[Any, dict[str, Any]]] = []
+        for campaign_id, column in columns[spec.id].items():
+            found = reports[(column, *bounds)]
+            if isinstance(found, str):
+                plans[spec.id].error = found
+                break
+            plans[spec.id].notes = list(dict.fromkeys([*plans[spec.id].notes, *notes[(column, *bounds)]]))
+            candidates += [(row[column], row) for row in found.get(campaign_id, ())]
+        else:
+            _plan_rule(db, plans[spec.id], candidates)
     return [plans[spec.id] for spec in specs]
 
 
-def _plan_rule(db: Database, plan: RulePlan, by_campaign: dict[int, list[dict[str, Any]]]) -> None:
+def _columns(spec: RuleSpec) -> dict[int, str]:
+    """Campaign id -> the report group that holds the rule's dimension for it."""
+    if spec.dimension in PAUSED_DIMENSIONS:
+        return dict.fromkeys(spec.campaign_ids, spec.dimension)
+    campaigns = Campaign.select().where(Campaign.id.in_(list(spec.campaign_ids)))
+    return {campaign_id: f"sub_id_{slot}" for campaign_id, slot in _slots(spec.dimension, campaigns).items()}
+
+
+def _plan_rule(db: Database, plan: RulePlan, rows: list[tuple[Any, dict[str, Any]]]) -> None:
+    """`rows`: (the dimension's value, the report row) of each of the rule's campaigns' rows."""
     spec = plan.rule
+    conditions = spec.conditions
     matches = [
-        row
-        for campaign_id in spec.campaign_ids
-        for row in by_campaign.get(campaign_id, ())
-        if row.get(spec.dimension) not in (None, "") and all(c.holds(row) for c in spec.conditions)
+        (value, row)
+        for value, row in rows
+        if value not in (None, "") and all(c.holds(row) for c in conditions)
     ]
     if not matches:
         return
-    matches.sort(
-        key=lambda row: (-(row.get("cost") or 0), -(row.get("clicks") or 0), str(row[spec.dimension]))
-    )
+    matches.sort(key=lambda item: (-(item[1].get("cost") or 0), -(item[1].get("clicks") or 0), str(item[0])))
     done = {
         (action.campaign_id, action.target)
         for action in RuleAction.select(RuleAction.campaign_id, RuleAction.target).where(
@@ -398,8 +426,8 @@ def _plan_rule(db: Database, plan: RulePlan, by_campaign: dict[int, list[dict[st
         )
     }
     is_settled = _settled(db, spec)
-    for row in matches:
-        target = str(row[spec.dimension])
+    for value, row in matches:
+        target = str(value)
         if (row["campaign"], target) in done:
             plan.done_before += 1
         elif is_settled(row["campaign"], target):
