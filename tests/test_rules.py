@@ -302,6 +302,7 @@ def test_the_api_makes_tries_runs_and_undoes_a_rule_and_only_an_admin_changes_ru
     status, error = call(admin, "POST", "/rules", key, {**body, "conditions": ["roi < -150"]})
     assert status == 400 and "roi is never below -100" in error["description"]
     assert call(admin, "POST", "/rules", VIEWER_KEY, body)[0] == 403
+    assert call(admin, "GET", "/rules", VIEWER_KEY)[0] == 403
     status, made = call(admin, "POST", "/rules", key, body)
     assert status == 201 and made["conditions"] == ["cost >= 5", "conversions = 0"]
     assert call(admin, "POST", "/rules", key, body)[0] == 409

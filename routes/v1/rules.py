@@ -1,6 +1,6 @@
 """Automation rules (models/optimisation/rules.py, as `lanner rule`): made, listed, tried (a dry run),
-run, enabled or disabled, and their log with an undo per action. Rules act on any campaign they name,
-so only an admin makes, runs or undoes them; anyone may read them.
+run, enabled or disabled, and their log with an undo per action. Rules act on any campaign they name
+and their log names those campaigns' zones and numbers: they are an admin's, to read as to change.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ class RuleListResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        require_admin(req, "rules")
         answer(req, resp, {"items": [spec.as_json() for spec in list_rules(self.db)], "next": None})
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -115,6 +116,7 @@ class RuleResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        require_admin(req, "rules")
         answer(req, resp, RuleSpec.of(get_rule(self.db, ref)).as_json())
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
@@ -141,6 +143,7 @@ class RuleRunResource:
         self.auth, self.db, self.history = auth, db, history
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        require_admin(req, "rules")
         spec = RuleSpec.of(get_rule(self.db, ref))
         answer(req, resp, _plans_json(plan_rules(self.db, [spec], history=self.history))[0])
 
@@ -169,6 +172,7 @@ class RuleLogResource:
         self.auth, self.db = auth, db
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        require_admin(req, "rules")
         limit = req.get_param_as_int("limit", min_value=1, max_value=1000) or 100
         answer(
             req, resp, {"items": rule_log(self.db, rule_ref=req.get_param("rule"), limit=limit), "next": None}
