@@ -32,7 +32,7 @@ DENOMINATORS = {
 }
 _PATTERN = re.compile(r"\s*([a-z_]+)\s*(>=|<=|!=|==|=|>|<)\s*([-+]?[0-9]+(?:\.[0-9]+)?)\s*%?\s*")
 MAX_CONDITIONS = 10
-_COMPARE = {
+COMPARE = {
     ">=": operator.ge,
     "<=": operator.le,
     ">": operator.gt,
@@ -56,7 +56,7 @@ class Condition:
         # PERF: 100 rules over 50,000 zones ask this millions of times a run. A report's non-finite
         # amounts are None already (models/reporting/reports.py).
         number = row.get(self.metric)
-        return number is not None and _COMPARE[self.operator](number, self.value)
+        return number is not None and COMPARE[self.operator](number, self.value)
 
     @property
     def text(self) -> str:

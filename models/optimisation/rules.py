@@ -34,7 +34,13 @@ from models.accounts.principal import CLI, Principal
 from models.admin.rows import get_campaign
 from models.admin.services import check_timezone
 from models.errors import ConflictError, LannerError, NotFoundError
-from models.optimisation.conditions import Condition, ConditionError, conditions_from_json, parse_conditions
+from models.optimisation.conditions import (
+    COMPARE,
+    Condition,
+    ConditionError,
+    conditions_from_json,
+    parse_conditions,
+)
 from models.optimisation.labels import LABELS, label_lookup, label_scope, set_labels
 from models.reporting.history import HistoryFiles
 from models.reporting.reports import ReportError, ReportQuery, run_report
@@ -386,14 +392,14 @@ def plan_rules(
         if spec.id not in columns:
             continue
         bounds = _bounds(spec, now)
-        candidates: list[tuple[Any, dict[str, Any]]] = []
+        candidates: list[tuple[str, list[dict[str, Any]]]] = []
         for campaign_id, column in columns[spec.id].items():
             found = reports[(column, *bounds)]
             if isinstance(found, str):
                 plans[spec.id].error = found
                 break
             plans[spec.id].notes = list(dict.fromkeys([*plans[spec.id].notes, *notes[(column, *bounds)]]))
-            candidates += [(row[column], row) for row in found.get(campaign_id, ())]
+            candidates.append((column, found.get(campaign_id, [])))
         else:
             _plan_rule(db, plans[spec.id], candidates)
     return [plans[spec.id] for spec in specs]
@@ -407,15 +413,21 @@ def _columns(spec: RuleSpec) -> dict[int, str]:
     return {campaign_id: f"sub_id_{slot}" for campaign_id, slot in _slots(spec.dimension, campaigns).items()}
 
 
-def _plan_rule(db: Database, plan: RulePlan, rows: list[tuple[Any, dict[str, Any]]]) -> None:
-    """`rows`: (the dimension's value, the report row) of each of the rule's campaigns' rows."""
+def _plan_rule(db: Database, plan: RulePlan, candidates: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    """`candidates`: (the report column holding the rule's dimension, its rows) of each campaign."""
     spec = plan.rule
-    conditions = spec.conditions
-    matches = [
-        (value, row)
-        for value, row in rows
-        if value not in (None, "") and all(c.holds(row) for c in conditions)
-    ]
+    # PERF: 100 rules over 50,000 zones test 5 million rows a run; most fail the first condition.
+    checks = [(c.metric, COMPARE[c.operator], c.value) for c in spec.conditions]
+    matches = []
+    for column, rows in candidates:
+        for row in rows:
+            for metric, compare, limit in checks:
+                number = row[metric]
+                if number is None or not compare(number, limit):
+                    break
+            else:
+                if row[column] not in (None, ""):
+                    matches.append((row[column], row))
     if not matches:
         return
     matches.sort(key=lambda item: (-(item[1].get("cost") or 0), -(item[1].get("clicks") or 0), str(item[0])))
