@@ -160,6 +160,13 @@ def _days(value: str) -> int:
     return days
 
 
+def _rules_interval(value: str) -> int:
+    minutes = int(value)
+    if minutes and (minutes < 0 or 60 % minutes):
+        raise ValueError("must be 0 or a divisor of 60 (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60)")
+    return minutes
+
+
 _AGE_UNITS_MS = {"h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
 
 
@@ -467,6 +474,14 @@ SETTINGS: tuple[Setting, ...] = (
         "worker` and by `lanner prune`); 0 keeps them forever. Parked postbacks stay until they expire.",
     ),
     Setting(
+        "rules_interval_minutes",
+        "5",
+        _rules_interval,
+        "Minutes between runs of the automation rules (`lanner rule`) by `lanner worker`: 1 to 60, a "
+        "divisor of 60 (5 runs them at :00, :05 ...); 0 never runs them (a dry run and `lanner rule run` "
+        "still do).",
+    ),
+    Setting(
         "postback_retry_seconds",
         "30",
         float,
@@ -633,6 +648,7 @@ class Settings:
     bot_ranges_update_days: int
     postback_park_hours: float
     postback_log_days: int
+    rules_interval_minutes: int
     postback_retry_seconds: float
     report_currency: str
     exchange_rate_url: str

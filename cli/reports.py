@@ -20,7 +20,8 @@ from models import choices
     multiple=True,
     help="day, hour, campaign, stream, offer, network, traffic_source, lander, source, country, device, "
     "os, browser, language, sub_id_N, referrer_domain, or a traffic source's parameter name (zoneid) "
-    "(repeatable: nested levels). Default: campaign.",
+    "(repeatable: nested levels); label, beside one sub id, for its values' whitelist/blacklist label "
+    "(filter: label=whitelist,blacklist,none). Default: campaign.",
 )
 @click.option(
     "--filter", "-f", "filters", multiple=True, help="NAME=V1,V2 on the same names, e.g. country=US,GB."

@@ -121,6 +121,7 @@ def test_migrated_schema_matches_the_models(db):
     from models.tables.lander import Lander, StreamLander
     from models.tables.network import Network
     from models.tables.offer import Offer
+    from models.tables.optimisation import Label, Rule, RuleAction
     from models.tables.source import TrafficSource
 
     models = (Campaign, Stream, StreamOffer, Offer, Click, Conversion, PostbackLog, StatusMap, PostbackTarget)
@@ -128,6 +129,7 @@ def test_migrated_schema_matches_the_models(db):
     models += (TrafficSource,)
     models += (Lander, StreamLander)
     models += (Domain, CampaignDomain)
+    models += (Label, Rule, RuleAction)
     for model in models:
         table = model._meta.table_name
         columns = {column.name for column in db.get_columns(table)}

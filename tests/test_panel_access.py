@@ -277,6 +277,8 @@ def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_ca
         "clicks/subid": seeded["subids"]["opencamp"][:2],
         "conversions/conversion_id": conversion_ids(db, shared.id)[:2],
         "users/user_id": [seeded["bert"].id],
+        "rules/ref": ["cut zones"],  # An admin's: refused.
+        "rule-actions/action_id": [1],
     }
     probes = {
         "campaigns/campaign_id": [secret.id],

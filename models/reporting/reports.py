@@ -42,6 +42,7 @@ from models.choices import REPORT_PRESETS
 from models.errors import LannerError, NotFoundError
 from models.migrations.deferred import rollups_ready
 from models.ops.retention import pruned_before
+from models.optimisation.labels import LABELS, NO_LABEL, label_lookup, parse_slot
 from models.reporting.currency import CurrencyError, check_report_currency
 from models.reporting.history import HistoryFiles
 from models.reporting.rollups import add_metrics
@@ -87,7 +88,9 @@ UTC_ZONES = frozenset(
 # The groups both rollup cubes can answer (their dimensions), in the order messages list them.
 ROLLUP_GROUPS_ORDER = tuple(name for name, column in DIMENSION_COLUMNS.items() if column in DIMENSIONS)
 ROLLUP_GROUPS = frozenset(ROLLUP_GROUPS_ORDER)
-GROUPS = (*TIME_GROUPS, *DIMENSION_COLUMNS)
+# A value's label (models/optimisation/labels.py): with the one sub_id slot the report groups by.
+LABEL_GROUP = "label"
+GROUPS = (*TIME_GROUPS, *DIMENSION_COLUMNS, LABEL_GROUP)
 REPORT_METRICS = (
     "clicks",
     "unique_clicks",
@@ -313,8 +316,15 @@ def _check(query: ReportQuery) -> None:
         names = ", ".join((*TIME_GROUPS, *ROLLUP_GROUPS_ORDER))
         raise ReportError(
             f"Cannot group or filter by {unknown[0]!r}; use {names}, sub_id_1 to sub_id_30, referrer_domain, "
-            "lander, domain."
+            "lander, domain, label."
         )
+    if LABEL_GROUP in (*query.group_by, *query.filters):
+        _labelled_slot(query)
+        wrong = [value for value in query.filters.get(LABEL_GROUP, ()) if value not in (*LABELS, NO_LABEL)]
+        if wrong:
+            raise ReportError(
+                f"A label filter takes {', '.join((*LABELS, NO_LABEL))}, not {wrong[0][:40]!r}."
+            )
     if any(name in TIME_GROUPS for name in query.filters):
         raise ReportError("Filter time with --from/--to or a preset, not a day or hour filter.")
     if sum(name in TIME_GROUPS for name in query.group_by) > 1:
@@ -328,6 +338,58 @@ def _check(query: ReportQuery) -> None:
             raise ReportError(f"A {name} filter takes ids.")
     if query.source not in ("auto", "raw", "history"):
         raise ReportError("The source is auto, raw or history.")
+
+
+def _labelled_slot(query: ReportQuery) -> int:
+    """The sub_id slot whose values a report's label column or filter is about: the one it groups by."""
+    slots = [slot for name in query.group_by if (slot := parse_slot(name)) is not None]
+    if len(slots) != 1:
+        raise ReportError(
+            "A label is a sub id value's: group the report by one sub id (sub_id_N, or a source's "
+            "parameter such as zoneid) to group or filter it by label."
+        )
+    return slots[0]
+
+
+class LabelGroups:
+    """The label column and filter: a value's label depends on its campaign (a campaign's own label, else
+    its source's), so the store groups by campaign where the report asks for the label (and at the end,
+    dropped again, where it only filters by it), and each key's campaign becomes the value's label."""
+
+    def __init__(
+        self, groups: tuple[str, ...], filters: dict, slot: int | None, lookup, *, offset: int
+    ) -> None:
+        self.groups, self.filters = groups, filters
+        self.lookup = lookup
+        if slot is None:
+            self.positions: list[int] = []
+            self.wanted = None
+            return
+        self.wanted = frozenset(
+            "" if value == NO_LABEL else value for value in filters.get(LABEL_GROUP, (*LABELS, NO_LABEL))
+        )
+        self.filters = {name: values for name, values in filters.items() if name != LABEL_GROUP}
+        self.is_extra = LABEL_GROUP not in groups  # Filtered by label only: campaign is added, then dropped.
+        self.groups = tuple("campaign" if g == LABEL_GROUP else g for g in groups)
+        self.positions = [offset + i for i, g in enumerate(groups) if g == LABEL_GROUP]
+        if self.is_extra:
+            self.groups += ("campaign",)
+        self.campaign_position = offset + len(self.groups) - 1 if self.is_extra else self.positions[0]
+        self.value_position = offset + groups.index(f"sub_id_{slot}")
+
+    def key(self, key: tuple) -> tuple | None:
+        """The report's key, its campaign made the value's label; None for a label filtered out."""
+        if self.wanted is None:
+            return key
+        label = self.lookup(key[self.campaign_position], key[self.value_position])
+        if label not in self.wanted:
+            return None
+        if self.is_extra:
+            return key[:-1]
+        values = list(key)
+        for position in self.positions:
+            values[position] = label
+        return tuple(values)
 
 
 def run_report(
@@ -439,7 +501,8 @@ def _run_report(
         name: tuple(int(value) for value in values) if name in NAMED_GROUPS else values
         for name, values in query.filters.items()
     }
-    shape = _Shape(groups, filters, bucket, time_group, tz)
+    label_slot = _labelled_slot(query) if LABEL_GROUP in (*query.group_by, *query.filters) else None
+    shape = _Shape(groups, filters, bucket, time_group, tz, label_slot)
     read = None
     fallback = None  # Why the history did not answer the raw pieces it was asked to.
     from_history = None
@@ -517,6 +580,7 @@ class _Shape:
     bucket: int | None
     time_group: str | None
     tz: ZoneInfo
+    label_slot: int | None = None  # The sub_id slot a label column or filter is about.
 
 
 def _read(
@@ -549,8 +613,15 @@ def _read(
         if history is not None:
             _check_answers(conn, columnar, history, pieces)
         offset = 1 if shape.bucket else 0
+        by_label = LabelGroups(
+            shape.groups,
+            shape.filters,
+            shape.label_slot,
+            label_lookup(shape.label_slot, store.campaign_sources()) if shape.label_slot else None,
+            offset=offset,
+        )
         by_network = ParentGroups(
-            "network", "offer", store.offer_networks, shape.groups, shape.filters, offset=offset
+            "network", "offer", store.offer_networks, by_label.groups, by_label.filters, offset=offset
         )
         by_source = ParentGroups(
             "traffic_source",
@@ -576,8 +647,9 @@ def _read(
                 )
             )
             for row in piece_rows:
-                key = by_network.key(by_source.key(_group_key(row, shape.bucket, labels)))
-                add_metrics(sums, key, row[-len(METRICS) :])
+                key = by_label.key(by_network.key(by_source.key(_group_key(row, shape.bucket, labels))))
+                if key is not None:
+                    add_metrics(sums, key, row[-len(METRICS) :])
         by_currency: dict[str, list] = {}
         unconverted_rows = store.unconverted(*bounds, by_source.filters)
         deleted_before = pruned_before(conn)
@@ -693,9 +765,17 @@ NOT_FINITE_NOTE = (
 )
 
 
+# The metrics an amount flows into: the only values of a row that can be Infinity or NaN (the rest are
+# counts, ratios of counts, and group values).
+AMOUNT_METRICS = ("revenue", "revenue_pending", "cost", "profit", "roi", "epc", "cpc", "cpa")
+
+
 def _drop_non_finite(row: dict[str, Any]) -> bool:
     """Replace Infinity and NaN (which no JSON can carry) with None; whether there were any."""
-    bad = [name for name, value in row.items() if isinstance(value, float) and not math.isfinite(value)]
+    # PERF: only the amounts (a rules run builds 50,000-row reports: 18 -> 4 µs a row).
+    bad = [
+        name for name in AMOUNT_METRICS if (value := row.get(name)) is not None and not math.isfinite(value)
+    ]
     for name in bad:
         row[name] = None
     return bool(bad)

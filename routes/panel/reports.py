@@ -26,6 +26,7 @@ from models.admin.sources import get_source
 from models.conversions.networks import get_network
 from models.reporting.reports import (
     GROUPS,
+    LABEL_GROUP,
     REPORT_METRICS,
     TIME_GROUPS,
     ReportError,
@@ -44,6 +45,7 @@ from routes.panel.common import (
     money_notes,
     timezone_of,
 )
+from routes.panel.labels import label_column
 from routes.panel.render import Renderer, money, percent, whole
 from routes.panel.session import PanelSessions
 from routes.v1.spec import MONEY_FIELDS
@@ -557,6 +559,16 @@ class ReportBuilderPage(PanelResource):
         rows = self.builder.rows(state, report, campaigns)
         currency = report.currency if report else self.builder.reports.report_currency
         is_last = state.level == len(state.groups) - 1
+        shown = rows[:SHOWN_ROWS]
+        labelling = label_column(
+            self.builder.db,
+            principal,
+            state.group,
+            state.groups,
+            state.drill,
+            state.filters,
+            [row["value"] for row in shown if row["value"]],
+        )
         self.page(
             req,
             resp,
@@ -565,11 +577,12 @@ class ReportBuilderPage(PanelResource):
             state=state,
             periods=PERIOD_LABELS,
             group_labels={**GROUP_LABELS, **{n: n for n in names}},
-            groups=(*GROUPS, *names),
+            groups=tuple(name for name in (*GROUPS, *names) if name != LABEL_GROUP),
             metric_labels=METRIC_LABELS,
             choosable=metric_columns(principal),
             max_levels=MAX_LEVELS,
-            rows=rows[:SHOWN_ROWS],
+            rows=shown,
+            labelling=labelling,
             row_count=len(rows),
             shown_rows=SHOWN_ROWS,
             total=report.total if report else EMPTY_TOTAL,

@@ -109,6 +109,7 @@ def _click_rows(
     mean_gap: float,
     windows: dict[int, int],
     global_window: int,
+    zone_count: int = 9000,
 ) -> Iterator[list[tuple]]:
     """Chunks of click rows in time order, with exact uniqueness flags (`windows`: campaign id -> ms)."""
     nat_ips = [_public_ip(rng) for _ in range(60)]
@@ -120,7 +121,7 @@ def _click_rows(
     horizon = max([global_window, *windows.values()])
     tail = ("", rng.choice(SOURCES), "", 0.0)
     empty_subs = ("",) * 28
-    zones = [str(zone) for zone in range(1000, 10000)]
+    zones = [str(zone) for zone in range(1000, 1000 + zone_count)]
     creatives = [f"cr{n}" for n in range(1, 41)]
     uniform = rng.random
     produced = 0
@@ -169,7 +170,7 @@ def _click_rows(
                     is_unique_campaign,
                     is_unique_stream,
                     0,
-                    zones[int(uniform() * 9000)],
+                    zones[int(uniform() * zone_count)],
                     creatives[int(uniform() * 40)],
                     *empty_subs,
                     country,
@@ -200,10 +201,12 @@ def generate_clicks(
     end_ms: int | None = None,
     global_uniqueness_hours: float = 24.0,
     on_progress: Callable[[int], None] | None = None,
+    zone_count: int = 9000,
 ) -> int:
     """Insert `count` clicks spread over the `days` before `end_ms` (default: now). Returns rows added.
 
-    `global_uniqueness_hours`: the global uniqueness window (LANNER_UNIQUENESS_HOURS).
+    `global_uniqueness_hours`: the global uniqueness window (LANNER_UNIQUENESS_HOURS); `zone_count`: how
+    many sub_id_1 values (zone ids from 1000 up) the clicks spread over.
     """
     rng = random.Random(seed)
     targets = ensure_campaigns(db, campaigns)
@@ -225,7 +228,7 @@ def generate_clicks(
         switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(0.0002)  # Hand the GIL back promptly when SQLite is done stepping.
         global_window = int(global_uniqueness_hours * 3_600_000)
-        clicks = _click_rows(rng, targets, count, start_ms, mean_gap, windows, global_window)
+        clicks = _click_rows(rng, targets, count, start_ms, mean_gap, windows, global_window, zone_count)
         try:
             for rows in _prefetched(clicks):
                 with db.atomic():

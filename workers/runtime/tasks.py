@@ -397,6 +397,30 @@ def update_crawler_ranges(settings: Settings) -> None:
         logger.info("crawler ranges updated: %s networks", report.data.network_count)
 
 
+def run_due_rules(settings: Settings) -> None:
+    """One run of every enabled rule; a rule that cannot be evaluated now (its report refused) is
+    logged and tried at the next run."""
+    from models.optimisation.rules import run_rules
+
+    try:
+        result = run_rules(db, history=HistoryFiles.for_reports(settings))
+    except HISTORY_RETRIED as exc:
+        logger.warning("rules not run now (%s); the next run tries again", exc)
+        return
+    for plan in result.plans:
+        if plan.error:
+            logger.warning("rule %s not evaluated: %s", plan.rule.name, plan.error)
+    for planned in result.acted:
+        logger.info(
+            "rule %s: %s %s in campaign %s (%s)",
+            planned.rule,
+            planned.action,
+            planned.target,
+            planned.campaign_id,
+            planned.reason,
+        )
+
+
 def register_tasks(huey: Huey, settings: Settings) -> None:
     once = cluster_wide(huey, settings)
 
@@ -468,6 +492,18 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
                 logger.warning("retention: %s", run.plan.reason)
 
         huey.append_history = append_history_task
+
+    if settings.rules_interval_minutes:
+        every = settings.rules_interval_minutes
+        schedule = crontab(minute="0" if every == 60 else f"*/{every}")
+
+        @huey.periodic_task(schedule, name="evaluate_rules")
+        @once("evaluate_rules", every * 30.0)
+        def evaluate_rules() -> None:
+            """The automation rules (models/optimisation/rules.py): each acts within its limit, logged."""
+            run_due_rules(settings)
+
+        huey.evaluate_rules = evaluate_rules
 
     @huey.periodic_task(crontab(minute="23"), name="prune_postback_log")
     @once("prune_postback_log", HOURLY)
@@ -575,6 +611,8 @@ def run_consumer(settings: Settings) -> None:
         try:
             huey.run_deferred_steps()  # At once, not at the next minute.
             huey.refresh_exchange_rates()  # Likewise: a restart does not wait for the next day's run.
+            if settings.rules_interval_minutes:
+                huey.evaluate_rules()  # And the rules: a restart does not skip a run.
             if settings.keeps_history:
                 huey.append_history()  # A history lost or damaged while the worker was down: made now.
             if node_sweeps is None:

@@ -1,0 +1,189 @@
+"""Labels in the panel: the report builder's rows of a sub id level ticked and blacklisted or whitelisted
+(`POST /panel/labels`), and a campaign's list exported as its source takes it (`/panel/labels.txt`).
+
+The report page shows a level's labels, and the ticks, where the rows are one campaign's values of
+one parameter: the level groups by a sub id (or a source's parameter name) and a filter or a drill
+step names a single campaign. The labels are that campaign's (its source's show through).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass
+
+import falcon
+
+from models.accounts.access import edits_campaign, visible_campaign_ids
+from models.admin.rows import get_campaign
+from models.errors import LannerError
+from models.optimisation.labels import (
+    EXPORT_FORMATS,
+    LABELS,
+    LabelScope,
+    export_labels,
+    label_lookup,
+    label_scope,
+    remove_labels,
+    set_labels,
+)
+from routes.panel.common import PanelContext, PanelResource
+from routes.panel.session import read_form_lists
+
+REMOVE = "none"  # The form's button that takes labels off.
+
+
+@dataclass(frozen=True)
+class LabelColumn:
+    """What the report page needs to show a level's labels and offer the ticks."""
+
+    scope: LabelScope
+    labels: dict[str, str]  # value -> label, "" for none
+    can_write: bool
+    export_urls: dict[str, str]  # format -> the blacklist's export URL
+
+
+def _campaign_of(groups: tuple[str, ...], drill: tuple[str, ...], filters: tuple[tuple[str, str], ...]):
+    """The one campaign a report level is about (a drill step on campaign, else a one-value filter)."""
+    for group, value in zip(groups, drill, strict=False):
+        if group == "campaign":
+            return value
+    for name, values in filters:
+        if name == "campaign" and "," not in values:
+            return values.strip()
+    return None
+
+
+def label_column(db, principal, group: str, groups, drill, filters, values: list[str]) -> LabelColumn | None:
+    """The label column of a report level grouped by `group` whose rows have `values`; None where the
+    rows are not one campaign's values of one sub id parameter, or the user may not see the campaign."""
+    if group in _NOT_SUB_IDS:
+        return None
+    ref = _campaign_of(tuple(groups), tuple(drill), tuple(filters))
+    if ref is None:
+        return None
+    try:
+        campaign = get_campaign(db, ref)
+        scope = label_scope(campaign=campaign, parameter=group)
+    except LannerError:
+        return None
+    visible = visible_campaign_ids(db, principal)
+    if visible is not None and campaign.id not in visible:
+        return None
+    lookup = label_lookup(scope.slot, {campaign.id: campaign.source_id})
+    query = {"campaign": str(campaign.id), "param": group, "label": "blacklist"}
+    return LabelColumn(
+        scope,
+        {value: lookup(campaign.id, value) for value in values},
+        principal.can_write and edits_campaign(db, principal, campaign.id),
+        {
+            fmt: "/panel/labels.txt?" + urllib.parse.urlencode({**query, "format": fmt})
+            for fmt in EXPORT_FORMATS
+        },
+    )
+
+
+# The report's groups that are no sub id (a source's parameter name is any other).
+_NOT_SUB_IDS = frozenset(
+    (
+        "campaign",
+        "stream",
+        "offer",
+        "network",
+        "traffic_source",
+        "lander",
+        "source",
+        "country",
+        "device",
+        "os",
+        "browser",
+        "language",
+        "referrer_domain",
+        "domain",
+        "label",
+        "day",
+        "hour",
+    )
+)
+
+
+class LabelResource(PanelResource):
+    """`POST /panel/labels`: the ticked values blacklisted, whitelisted or unlabelled; back to the report."""
+
+    def __init__(self, panel: PanelContext) -> None:
+        super().__init__(panel.sessions, panel.render)
+        self.db = panel.db
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        lists = read_form_lists(req)
+        form = {name: values[0] for name, values in lists.items() if values}
+        self.sessions.check_write(req, session, form)
+        principal = session.principal
+        campaign_ref, parameter = form.get("campaign", ""), form.get("param", "")
+        label, back = form.get("label", ""), form.get("back", "")
+        values = [value for value in lists.get("values", []) if value.strip()]
+        if not back.startswith("/panel/reports?"):
+            back = "/panel/reports"
+        if label not in (*LABELS, REMOVE):
+            raise falcon.HTTPBadRequest(
+                title="Refused", description="Blacklist, whitelist or unlabel the values."
+            )
+        if not values:
+            raise falcon.HTTPBadRequest(title="Refused", description="Tick the rows to label first.")
+        try:
+            campaign = get_campaign(self.db, campaign_ref)
+        except LannerError as exc:
+            raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
+        visible = visible_campaign_ids(self.db, principal)
+        if visible is not None and campaign.id not in visible:
+            raise falcon.HTTPNotFound(
+                title="Not found", description=f"There is no campaign {campaign_ref!r}."
+            )
+        if not (principal.can_write and edits_campaign(self.db, principal, campaign.id)):
+            raise falcon.HTTPForbidden(
+                title="Read-only", description=f"{principal.name} may not change this campaign."
+            )
+        try:
+            scope = label_scope(campaign=campaign, parameter=parameter)
+            if label == REMOVE:
+                remove_labels(self.db, scope, values, actor=principal)
+            else:
+                set_labels(self.db, scope, values, label, actor=principal)
+        except LannerError as exc:
+            raise falcon.HTTPBadRequest(title="Refused", description=str(exc)) from None
+        raise falcon.HTTPSeeOther(back)
+
+
+class LabelExportResource(PanelResource):
+    """`GET /panel/labels.txt`: a campaign's black or white list of a parameter, as a download."""
+
+    def __init__(self, panel: PanelContext) -> None:
+        super().__init__(panel.sessions, panel.render)
+        self.db = panel.db
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = self.sessions.require(req)
+        principal = session.principal
+        fmt = req.get_param("format") or "plain"
+        try:
+            campaign = get_campaign(self.db, req.get_param("campaign") or "")
+            visible = visible_campaign_ids(self.db, principal)
+            if visible is not None and campaign.id not in visible:
+                raise falcon.HTTPNotFound(title="Not found", description="There is no such campaign.")
+            scope = label_scope(campaign=campaign, parameter=req.get_param("param") or "")
+            text = export_labels(self.db, scope, req.get_param("label") or "blacklist", fmt)
+        except LannerError as exc:
+            raise falcon.HTTPBadRequest(title="Refused", description=str(exc)) from None
+        resp.content_type = "text/csv; charset=utf-8" if fmt == "csv" else "text/plain; charset=utf-8"
+        resp.set_header("Cache-Control", "no-store")
+        resp.set_header("X-Content-Type-Options", "nosniff")
+        name = f"{campaign.alias}-{scope.parameter}-{req.get_param('label') or 'blacklist'}"
+        resp.set_header(
+            "Content-Disposition", f'attachment; filename="{name}.{"csv" if fmt == "csv" else "txt"}"'
+        )
+        resp.text = text
+
+
+def add_routes(app: falcon.App, panel: PanelContext) -> None:
+    app.add_route("/panel/labels", LabelResource(panel))
+    app.add_route("/panel/labels.txt", LabelExportResource(panel))
