@@ -34,6 +34,7 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
         "0020_login_lockout",
         "0021_history",
         "0022_status_changes",
+        "0024_platform_connections",
     ]
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr

@@ -21,11 +21,12 @@ class DeliveryStore(base.DeliveryStore):
     dialect = "postgres"
 
     SQL_QUEUE = base.DeliveryStore.SQL_QUEUE.rstrip() + " RETURNING id"
+    SQL_QUEUE_EVENT = base.DeliveryStore.SQL_QUEUE_EVENT.rstrip() + " RETURNING id"
     SQL_DUE = """
 SELECT id FROM postback_delivery
 WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?
 """
 
-    def _queued_id(self, params: tuple) -> int | None:
-        row = fetch_one(self.conn, self.SQL_QUEUE, params)
+    def _queued_id(self, sql: str, params: tuple) -> int | None:
+        row = fetch_one(self.conn, sql, params)
         return row[0] if row else None

@@ -14,7 +14,7 @@ SELECT id FROM postback_delivery INDEXED BY postback_delivery_due
 WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?
 """
 
-    def _queued_id(self, params: tuple) -> int | None:
-        """Run SQL_QUEUE; the new delivery's id, None if it was queued before."""
-        cursor = self.conn.execute(self.SQL_QUEUE, params)
+    def _queued_id(self, sql: str, params: tuple) -> int | None:
+        """Run SQL_QUEUE or SQL_QUEUE_EVENT; the new delivery's id, None if it was queued before."""
+        cursor = self.conn.execute(sql, params)
         return cursor.lastrowid if cursor.rowcount else None
