@@ -1,0 +1,145 @@
+"""Ad platform connections end to end: `lanner platform` against a real database, `lanner serve`
+recording the click and the postback, `lanner worker` (the Huey consumer) sending the event to a local
+fake of Meta's Conversions API (tests/platform_fakes.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from conftest import click, request, run_lanner, wait_until
+from platform_fakes import META_PIXEL, META_TOKEN, PlatformFake
+
+FBCLID = "IwAR-live-fbclid"
+
+
+@pytest.fixture
+def fake():
+    server = PlatformFake()
+    yield server
+    server.close()
+
+
+def platform_log(lanner, name: str) -> list[dict]:
+    return json.loads(lanner("platform", "log", name, "--json").stdout)
+
+
+def test_a_sale_reaches_meta_through_the_server_and_the_worker_and_the_cli_shows_it(
+    env, lanner, start_server, start_consumer, fake
+):
+    environ = {
+        "LANNER_META_API_URL": fake.base,
+        "LANNER_SUB_ID_ALIASES": "fbclid=20,fbp=21",  # Meta appends fbclid to the ad's URL itself.
+        "LANNER_POSTBACK_RETRY_SECONDS": "0.5",
+        "LANNER_FLUSH_INTERVAL": "0.1",
+    }
+    lanner("campaign", "create", "Demo", "--alias", "demo", "--offer-url", "https://o.example/?s={subid}")
+    created = lanner(
+        "platform",
+        "create",
+        "fb",
+        "--platform",
+        "meta",
+        "--campaign",
+        "demo",
+        "--pixel-id",
+        META_PIXEL,
+        "--access-token",
+        META_TOKEN,
+        "--event",
+        "sale=Purchase",
+    )
+    assert META_TOKEN not in created.stdout + created.stderr
+    assert "access_token: ****" + META_TOKEN[-4:] in created.stdout
+    shown = json.loads(lanner("platform", "show", "fb", "--json").stdout)
+    assert shown["credentials"] == {"pixel_id": META_PIXEL, "access_token": "****" + META_TOKEN[-4:]}
+    assert shown["events"] == {"sale": "Purchase"} and shown["status"] == "active"
+    key = lanner("postback", "key", "show").stdout.splitlines()[0].removeprefix("key: ")
+
+    server = start_server(workers=2, **environ)
+    start_consumer(**environ)
+    status, headers, _ = click(server.port, "demo", f"fbclid={FBCLID}&fbp=fb.1.1.2")
+    assert status == 302
+    subid = parse_qs(urlsplit(headers["location"]).query)["s"][0]
+    status, _, body = request(server.port, f"/{key}/postback?subid={subid}&status=sale&payout=9.5")
+    assert status == 200 and json.loads(body)["verdict"] in ("created", "parked")
+    posted = time.monotonic()
+    (event,) = fake.wait_for_events("meta", 1, deadline_seconds=60).values()
+    print(f"postback to Meta event: {time.monotonic() - posted:.2f} s")
+    assert event["event_name"] == "Purchase" and event["custom_data"] == {"value": 9.5, "currency": "USD"}
+    assert event["user_data"]["fbc"].startswith("fb.1.") and event["user_data"]["fbc"].endswith("." + FBCLID)
+    assert event["user_data"]["fbp"] == "fb.1.1.2"
+
+    wait_until(lambda: platform_log(lanner, "fb")[0]["state"] == "sent", 30, "the event logged as sent")
+    (row,) = platform_log(lanner, "fb")
+    assert row["event_id"] == event["event_id"] and row["attempts"] == 1 and row["response_code"] == 200
+
+    tested = run_lanner(env | environ, "platform", "test", "fb")
+    assert "accepted the test event" in tested.stdout
+    assert len(fake.events("meta")) == 2
+
+    # Paused: a new sale queues nothing; resumed: the next one is sent.
+    lanner("platform", "pause", "fb")
+    assert json.loads(lanner("platform", "list", "--json").stdout)[0]["status"] == "paused"
+    status, headers, _ = click(server.port, "demo", "fbclid=second", ip="203.0.113.8")
+    second = parse_qs(urlsplit(headers["location"]).query)["s"][0]
+    status, _, body = request(server.port, f"/{key}/postback?subid={second}&status=sale&payout=1")
+    assert status == 200 and json.loads(body)["verdict"] in ("created", "parked")
+    wait_until(
+        lambda: json.loads(lanner("conversion", "list", "--subid", second, "--json").stdout),
+        30,
+        "the second sale recorded",
+    )
+    lanner("platform", "resume", "fb")
+    assert len(platform_log(lanner, "fb")) == 1
+    assert fake.repeats == []
+
+
+def test_platform_commands_refuse_bad_input_with_one_sentence(lanner):
+    lanner("campaign", "create", "Demo", "--alias", "demo", "--offer-url", "https://o.example/?s={subid}")
+    cases = [
+        (("--platform", "meta", "--campaign", "demo", "--pixel-id", "1"), "needs its access_token"),
+        (
+            ("--platform", "meta", "--pixel-id", "1", "--access-token", "t"),
+            "one campaign or one traffic source",
+        ),
+        (
+            (
+                "--platform",
+                "meta",
+                "--campaign",
+                "demo",
+                "--pixel-id",
+                "1",
+                "--access-token",
+                "t",
+                "--event",
+                "trash=X",
+            ),
+            "never sent",
+        ),
+        (
+            (
+                "--platform",
+                "google_ads",
+                "--campaign",
+                "demo",
+                "--customer-id",
+                "abc",
+                "--conversion-action",
+                "1",
+                "--developer-token",
+                "d",
+                "--oauth-token",
+                "o",
+            ),
+            "customer_id is the account's number",
+        ),
+    ]
+    for options, message in cases:
+        result = lanner("platform", "create", "x", *options, check=False)
+        assert result.returncode == 1 and message in result.stderr and "Traceback" not in result.stderr
+    missing = lanner("platform", "show", "nope", check=False)
+    assert missing.returncode == 1 and "There is no platform connection 'nope'" in missing.stderr
