@@ -253,6 +253,8 @@ def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_ca
         "clicks/subid": seeded["subids"]["opencamp"][:2],
         "conversions/conversion_id": conversion_ids(db, shared.id)[:2],
         "users/user_id": [seeded["bert"].id],
+        "platforms/connection_id": [1],  # An admin's page: refused to a buyer before any lookup.
+        "platform-connections/ref": [1],
     }
     probes = {
         "campaigns/campaign_id": [secret.id],

@@ -104,6 +104,11 @@ class ConnectionResource:
         _admin(req)
         actor = req.context.principal
         view = connections.get_connection(self.db, ref)
+        if body.get("status", "active") not in CONNECTION_STATUSES:  # Refused before anything changes.
+            raise falcon.HTTPBadRequest(
+                title="Refused",
+                description=f"A connection's status is one of {', '.join(CONNECTION_STATUSES)}.",
+            )
         if {"credentials", "events", "test_event_code"} & set(body):
             view = connections.change_connection(
                 self.db,

@@ -26,6 +26,7 @@ from models.choices import CONNECTION_STATUSES, PLATFORMS
 from models.conversions.platforms.events import Answer, Connection, event_id
 from models.conversions.platforms.sending import PLATFORMS as CLIENTS
 from models.conversions.platforms.sending import PlatformConfig, send_test_event
+from models.reporting.timerange import localise_times, zone
 from models.store.database import write_tx
 from models.store.deliveries import DeliveryStore
 from models.tables.campaign import Campaign
@@ -292,9 +293,10 @@ LOG_COLUMNS = (
 
 
 def connection_log(
-    db: Database, ref: str | int, *, state: str | None = None, limit: int = 100
+    db: Database, ref: str | int, *, state: str | None = None, limit: int = 100, timezone: str = "UTC"
 ) -> list[dict[str, Any]]:
-    """The connection's events, newest first: each one's event id, state and the platform's last answer."""
+    """The connection's events, newest first: each one's event id, state and the platform's last answer;
+    times as ISO text in `timezone`."""
     row = _row(ref)
     query = PostbackDelivery.select(*(getattr(PostbackDelivery, c) for c in LOG_COLUMNS)).where(
         PostbackDelivery.connection_id == row.id
@@ -304,4 +306,5 @@ def connection_log(
     rows: list[dict[str, Any]] = list(
         query.order_by(PostbackDelivery.id.desc()).limit(limit).dicts()  # type: ignore[arg-type]  # peewee's stubs.
     )
-    return [item | {"event_id": event_id(item["conversion_id"], item["status"])} for item in rows]
+    rows = [item | {"event_id": event_id(item["conversion_id"], item["status"])} for item in rows]
+    return localise_times(rows, ("created_at", "updated_at"), zone(timezone))
