@@ -69,6 +69,7 @@ class PlatformFake:
         self.repeats: list[tuple[str, str]] = []  # (platform, event id) accepted a second time.
         self.queued: list[Scripted] = []
         self.unknown_gclids: set[str] = set()
+        self.gclid_known: Callable[[str], bool] = lambda gclid: gclid not in self.unknown_gclids
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -313,7 +314,7 @@ class PlatformFake:
                     "INVALID_STRING_DATE_TIME",
                     "conversionDateTime is not yyyy-mm-dd hh:mm:ss+|-hh:mm.",
                 )
-            elif not row.get("gclid") or row["gclid"] in self.unknown_gclids:
+            elif not row.get("gclid") or not self.gclid_known(row["gclid"]):
                 problem = (
                     "conversionUploadErrorCode",
                     "UNPARSEABLE_GCLID",
@@ -336,7 +337,8 @@ class PlatformFake:
                 )
                 results.append({})
                 continue
-            self._accept("google_ads", str(row.get("orderId", "")), row)
+            if body.get("validateOnly") is not True:  # Validated only: checked, nothing recorded.
+                self._accept("google_ads", str(row.get("orderId", "")), row)
             results.append(
                 {
                     "gclid": row["gclid"],

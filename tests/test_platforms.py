@@ -182,7 +182,7 @@ def test_a_sale_reaches_meta_once_with_fbc_from_the_clicks_fbclid_and_only_pii_h
 def test_the_fake_refuses_what_meta_refuses(fake, clock):
     """The fake is only worth its tests if it refuses what Meta documents it refuses."""
     from models.conversions.platforms import meta
-    from models.conversions.platforms.events import Connection, Event
+    from models.conversions.platforms.events import Connection, Event, Request
     from models.conversions.platforms.sending import http_post
 
     connection = Connection(
@@ -221,12 +221,9 @@ def test_the_fake_refuses_what_meta_refuses(fake, clock):
     assert answer([event(event_id="e4")], bad_token)[1]["error"]["code"] == 190
     unhashed = meta.event_data(event(event_id="e5"))
     unhashed["user_data"]["country"] = ["de"]
+    unhashed_body = json.dumps({"data": [unhashed], "access_token": META_TOKEN}).encode()
     reply = http_post(
-        meta.request(connection, [event()], fake.base).__class__(
-            f"{fake.base}/v21.0/{META_PIXEL}/events",
-            {"Content-Type": "application/json"},
-            json.dumps({"data": [unhashed], "access_token": META_TOKEN}).encode(),
-        )
+        Request(f"{fake.base}/v21.0/{META_PIXEL}/events", {"Content-Type": "application/json"}, unhashed_body)
     )
     assert reply.code == 400 and json.loads(reply.body)["error"]["error_subcode"] == 2804015
 
@@ -249,6 +246,32 @@ def test_an_event_older_than_seven_days_is_marked_expired_and_never_sent_and_its
     assert row_of(new)["state"] == "sent"  # Its batch-mate, sent in the same request.
     assert list(fake.events("meta")) == [f"Purchase:lanner-{new_outcome.conversion_id}-sale"]
     assert deliver(old).state == "expired"
+
+
+def test_a_click_without_a_user_agent_fails_its_event_alone_and_its_batch_goes(
+    db, campaign, make_click, postback, fake, deliver
+):
+    from models.clicks.record import new_subid
+    from models.tables.click import Click
+
+    meta_connection(db)
+    bare = new_subid()
+    Click.create(
+        subid=bare,
+        created_at=1_800_000_000_000,
+        campaign_id=campaign.id,
+        ip="203.0.113.9",
+        user_agent="",
+        ua_hash=0,
+    )
+    (without,) = postback(subid=bare, status="sale", payout="1").deliveries
+    subid, _ = make_click(fbclid=FBCLID)
+    (with_agent,) = postback(subid=subid, status="sale", payout="1").deliveries
+
+    result = deliver(without)
+
+    assert result.state == "failed" and "no user agent" in result.error
+    assert row_of(with_agent)["state"] == "sent" and len(fake.events("meta")) == 1
 
 
 def test_rejected_and_trash_are_never_sent_and_rejected_then_approved_is_sent_once(
@@ -590,6 +613,24 @@ def test_google_partial_failure_fails_the_refused_row_and_uploads_the_others(
     assert request.path == f"/v17/customers/{GOOGLE_CUSTOMER}:uploadClickConversions"
     clock.advance(3600)
     assert deliver(ids[1]).state == "failed" and len(fake.seen("google_ads")) == 1
+
+
+def test_a_google_test_event_is_validated_only_and_its_made_up_gclid_means_the_rest_was_accepted(
+    db, campaign, fake, config
+):
+    from models.conversions.platforms.connections import change_connection, test_connection
+
+    google_connection(db)
+    fake.gclid_known = lambda gclid: False  # The account issued no gclid the test could name.
+
+    answer = test_connection(db, "gads", config)
+    assert answer.ok, answer.text
+    assert fake.events("google_ads") == {}  # validateOnly: nothing recorded.
+    (request,) = fake.seen("google_ads")
+    assert request.body["validateOnly"] is True
+    change_connection(db, "gads", credentials={"developer_token": GOOGLE_DEVELOPER + "-wrong"})
+    refused = test_connection(db, "gads", config)
+    assert not refused.ok and "developer token" in refused.text
 
 
 def test_a_google_upload_repeated_after_a_lost_answer_is_refused_as_a_duplicate_not_counted_twice(

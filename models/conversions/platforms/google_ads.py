@@ -50,7 +50,8 @@ def unusable(event: Event) -> str:
     return ""
 
 
-def request(connection: Connection, events: list[Event], base_url: str) -> Request:
+def request(connection: Connection, events: list[Event], base_url: str, *, is_test: bool = False) -> Request:
+    """The upload of a batch; a test is `validateOnly`: Google checks it and records nothing."""
     action = conversion_action(connection)
     body = {
         "conversions": [
@@ -66,6 +67,8 @@ def request(connection: Connection, events: list[Event], base_url: str) -> Reque
         ],
         "partialFailure": True,
     }
+    if is_test:
+        body["validateOnly"] = True
     headers = {
         "Content-Type": "application/json",
         "Authorization": "Bearer " + connection.credentials["oauth_token"],
@@ -87,7 +90,9 @@ def _row_errors(failure: dict, events: list[Event]) -> dict[int, str]:
             index = next((p.get("index") for p in path if p.get("fieldName") == "conversions"), None)
             if isinstance(index, int) and 0 <= index < len(events):
                 delivery_id = events[index].delivery_id
-                rows[delivery_id] = (rows.get(delivery_id, "") + " " + str(error.get("message", ""))).strip()
+                codes = "/".join(str(code) for code in ((error or {}).get("errorCode") or {}).values())
+                text = f"{error.get('message', '')} ({codes})" if codes else str(error.get("message", ""))
+                rows[delivery_id] = (rows.get(delivery_id, "") + " " + text).strip()
     return rows
 
 
@@ -108,3 +113,13 @@ def read_answer(code: int, body: bytes, events: list[Event]) -> Answer:
             False, f"Google Ads answered {code}: {error.get('message', '')} ({error.get('status', '')})."
         )
     return Answer(False, f"Google Ads answered {code} with an unexpected body: {answer_text(body, 200)}")
+
+
+def test_verdict(row_error: str) -> Answer:
+    """A test's made-up gclid is refused by a real account: that refusal, and only that, means the
+    account, the conversion action and the tokens were all accepted."""
+    if "GCLID" in row_error.upper() and "CONVERSION_ACTION" not in row_error.upper():
+        return Answer(
+            True, f"Account, conversion action and tokens accepted (the made-up gclid was not: {row_error})"
+        )
+    return Answer(False, row_error)

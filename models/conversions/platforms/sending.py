@@ -254,7 +254,7 @@ def _events(
             },
         )
         if platform.MAX_AGE_SECONDS and now_ms // 1000 - event.event_time > platform.MAX_AGE_SECONDS:
-            days = platform.MAX_AGE_SECONDS // 86400
+            days = round(platform.MAX_AGE_SECONDS / 86400)
             skipped[claimed] = (
                 "expired",
                 f"Older than {days} days: the platform refuses such an event (and its whole batch with it), "
@@ -289,10 +289,10 @@ def send_test_event(
         subid="lanner-test",
         click_ids={platform.CLICK_ID: f"lanner-test-{now}"},
     )
-    reply = post(platform.request(connection, [event], config.urls[connection.platform]))
+    reply = post(platform.request(connection, [event], config.urls[connection.platform], is_test=True))
     if reply.code is None:
         return Answer(False, reply.error)
     answer = platform.read_answer(reply.code, reply.body, [event])
-    if answer.ok and answer.failed_rows:
-        return Answer(False, answer.failed_rows[0])
+    if answer.ok and answer.failed_rows:  # Only Google answers per row.
+        return google_ads.test_verdict(answer.failed_rows[0])
     return answer

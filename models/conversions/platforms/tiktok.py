@@ -45,7 +45,8 @@ def unusable(event: Event) -> str:
     return ""
 
 
-def request(connection: Connection, events: list[Event], base_url: str) -> Request:
+def request(connection: Connection, events: list[Event], base_url: str, *, is_test: bool = False) -> Request:
+    """The request for a batch (a test event is an event like another: the test code decides)."""
     body: dict[str, object] = {
         "event_source": "web",
         "event_source_id": connection.credentials["pixel_code"],
