@@ -143,3 +143,83 @@ def test_platform_commands_refuse_bad_input_with_one_sentence(lanner):
         assert result.returncode == 1 and message in result.stderr and "Traceback" not in result.stderr
     missing = lanner("platform", "show", "nope", check=False)
     assert missing.returncode == 1 and "There is no platform connection 'nope'" in missing.stderr
+
+
+@pytest.mark.long
+def test_ten_thousand_sales_queued_while_meta_is_down_are_all_sent_once_when_it_returns(
+    env, db, start_consumer, fake
+):
+    """The target: conversions queued while the platform is down are all delivered once after it returns,
+    exactly once per event id, in batches within Meta's 1,000."""
+    from platform_fakes import Scripted
+
+    from models.admin.services import create_campaign
+    from models.clicks.record import new_subid
+    from models.conversions.platforms.connections import create_connection
+    from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
+    from models.store.database import write_tx
+    from models.tables.click import Click
+    from models.tables.conversion import PostbackDelivery
+    from settings import load_settings
+    from workers.runtime.tasks import create_huey
+
+    count = 10_000
+    campaign = create_campaign(db, "Demo", "demo", offer_url="https://o.example/?s={subid}")
+    create_connection(
+        db, "fb", "meta", campaign="demo", credentials={"pixel_id": META_PIXEL, "access_token": META_TOKEN}
+    )
+    subids = [new_subid() for _ in range(count)]
+    now_ms = int(time.time() * 1000)
+    rows = [
+        dict(
+            subid=subid,
+            created_at=now_ms,
+            campaign_id=campaign.id,
+            ip="203.0.113.7",
+            user_agent="UA",
+            ua_hash=1,
+            sub_id_20=f"fbclid-{n}",
+        )
+        for n, subid in enumerate(subids)
+    ]
+    with write_tx(db):
+        for start in range(0, count, 500):
+            Click.insert_many(rows[start : start + 500]).execute()
+    recorder = ConversionRecorder(db, park_ms=3_600_000)
+    deliveries = []
+    for subid in subids:
+        outcome = recorder.record(
+            parse_postback({"subid": subid, "payout": "2"}), Received("GET", "127.0.0.1", "t")
+        )
+        deliveries.extend(outcome.deliveries)
+    assert len(deliveries) == count
+    environ = {
+        "LANNER_META_API_URL": fake.base,
+        "LANNER_SUB_ID_ALIASES": "fbclid=20",
+        "LANNER_POSTBACK_RETRY_SECONDS": "0.5",
+    }
+    huey = create_huey(load_settings(env | environ))
+    for delivery_id in deliveries:  # What `lanner serve` queues for each postback.
+        huey.send_postback(delivery_id)
+    # Meta is down: its first 30 requests are answered 503, then 429 with Retry-After, then it is back.
+    fake.script(*[Scripted(503, b"Service Unavailable")] * 30, Scripted(429, b"{}", {"Retry-After": "1"}))
+
+    started = time.monotonic()
+    start_consumer(**environ)
+    fake.wait_for_events("meta", 1, deadline_seconds=300)
+    back = time.monotonic() - started
+    fake.wait_for_events("meta", count, deadline_seconds=300)
+    took = time.monotonic() - started
+    wait_until(
+        lambda: PostbackDelivery.select().where(PostbackDelivery.state == "sent").count() == count,
+        60,
+        "every event marked sent",
+    )
+    sizes = [len(r.body["data"]) for r in fake.seen("meta") if r.code == 200]
+    print(
+        f"{count} events after {len(fake.seen('meta')) - len(sizes)} refused requests: the first accepted "
+        f"{back:.1f} s after the worker started, all {took:.1f} s, "
+        f"{len(sizes)} accepted requests, largest {max(sizes)}"
+    )
+    assert fake.repeats == [] and len(fake.events("meta")) == count and sum(sizes) == count
+    assert max(sizes) <= 1_000

@@ -37,7 +37,7 @@ UPDATE postback_delivery SET next_attempt_at = ?, attempts = attempts + 1, updat
 WHERE id = ? AND state = 'pending' AND next_attempt_at <= ?
 """
     SQL_STATE = "SELECT state FROM postback_delivery WHERE id = ?"
-    SQL_CONNECTION_OF = "SELECT connection_id FROM postback_delivery WHERE id = ?"
+    SQL_CONNECTION_OF = "SELECT connection_id, state FROM postback_delivery WHERE id = ?"
     SQL_DELIVERY = """
 SELECT d.status, d.attempts, t.status, t.url, t.method, cv.id, cv.tid, cv.payout, cv.currency, cv.click_id,
     c.name
@@ -110,10 +110,11 @@ WHERE connection_id = ? AND state = 'pending'
         """Take a pending, due delivery for one attempt (until `until_ms`); False if it is not."""
         return bool(self.conn.execute(self.SQL_CLAIM, (until_ms, now_ms, delivery_id, now_ms)).rowcount)
 
-    def connection_of(self, delivery_id: int) -> int | None:
-        """The platform connection a delivery is an event of; None for a postback target's (or none)."""
+    def connection_of(self, delivery_id: int) -> tuple[int | None, str | None]:
+        """(The platform connection a delivery is an event of, None for a postback target's; its state),
+        (None, None) for no delivery."""
         row = fetch_one(self.conn, self.SQL_CONNECTION_OF, (delivery_id,))
-        return row[0] if row else None
+        return (row[0], row[1]) if row else (None, None)
 
     def connection(self, connection_id: int) -> tuple | None:
         """(id, name, platform, campaign id, source id, credentials JSON, events JSON, test event code,
