@@ -160,6 +160,17 @@ def platform_resume(ctx: Context, ref: str) -> None:
     click.echo(f"Connection {view.name} resumed.")
 
 
+@platform.command("remove")
+@click.argument("ref")
+@pass_context
+def platform_remove(ctx: Context, ref: str) -> None:
+    """Stop for good: its queued events fail; it stays, as removed, with its event log."""
+    from models.conversions.platforms.connections import remove_connection
+
+    view = remove_connection(ctx.db, ref)
+    click.echo(f"Connection {view.name} removed.")
+
+
 @platform.command("test")
 @click.argument("ref")
 @pass_context

@@ -100,6 +100,11 @@ def test_a_connection_is_created_shown_masked_paused_tested_and_logged(admin, ke
     status, log = call(admin, "GET", "/platform-connections/fb/log?state=sent&limit=10", key)
     assert status == 200 and log == {"items": []}  # A test event is not a conversion's.
 
+    status, removed = call(admin, "DELETE", "/platform-connections/fb", key)
+    assert status == 200 and removed["status"] == "removed"
+    status, refused = call(admin, "PATCH", "/platform-connections/fb", key, {"status": "active"})
+    assert status == 400 and "removed" in refused["description"]
+
 
 def test_a_refused_test_event_answers_the_platforms_message(admin, key, fake):
     body = {

@@ -85,6 +85,12 @@ def test_an_admin_creates_a_connection_sees_it_masked_tests_pauses_and_reads_its
     page = get(panel, "/panel/platforms/1", cookie)[2]
     assert 'id="platform-status">active<' in page and "none: live events" in page
     assert "****" + META_TOKEN[-4:] in page  # An empty secret field kept the token.
+    status, headers, _ = post(
+        panel, "/panel/platforms/1", {"do": "remove", "csrf_token": token}, cookie=cookie
+    )
+    assert status == 303 and headers["location"].endswith("done=removed")
+    page = get(panel, "/panel/platforms/1", cookie)[2]
+    assert 'id="platform-status">removed<' in page and 'id="test-platform"' not in page
 
 
 def test_a_refused_connection_keeps_what_was_typed_but_no_secret_and_says_why(panel, users, db):  # noqa: F811

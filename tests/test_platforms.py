@@ -655,3 +655,41 @@ def test_a_google_upload_repeated_after_a_lost_answer_is_refused_as_a_duplicate_
     again = deliver(delivery_id)
     assert again.state == "failed" and "order id" in again.error
     assert len(fake.events("google_ads")) == 1
+
+
+def test_a_removed_connection_fails_its_queued_events_queues_nothing_and_lets_its_source_go(
+    db, make_click, postback, fake, deliver
+):
+    from models.admin.errors import AdminConflict, AdminError
+    from models.admin.services import update_campaign
+    from models.admin.sources import delete_source
+    from models.conversions.platforms.connections import (
+        create_connection,
+        remove_connection,
+        set_connection_status,
+        test_connection,
+    )
+
+    create_connection(
+        db,
+        "fb-source",
+        "meta",
+        source="Ads",
+        credentials={"pixel_id": META_PIXEL, "access_token": META_TOKEN},
+    )
+    subid, _ = make_click(fbclid=FBCLID)
+    (queued,) = postback(subid=subid, status="sale", payout="2").deliveries
+    update_campaign(db, "demo", clear_source=True)
+    with pytest.raises(AdminConflict, match="sends conversions through ad platform connection fb-source"):
+        delete_source(db, "Ads")
+
+    assert remove_connection(db, "fb-source").status == "removed"
+    result = deliver(queued)
+    assert result.state == "failed" and "removed" in result.error
+    assert fake.seen() == []
+    with pytest.raises(AdminError, match="removed"):
+        set_connection_status(db, "fb-source", "active")
+    with pytest.raises(AdminError, match="removed"):
+        test_connection(db, "fb-source", None)
+    delete_source(db, "Ads")  # The removed connection let go of it; its log stays.
+    assert row_of(queued)["state"] == "failed"

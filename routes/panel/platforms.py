@@ -39,6 +39,7 @@ DONE = {
     "saved": "Saved.",
     "paused": "Paused: new conversions queue nothing; queued events wait.",
     "resumed": "Resumed: the events it held are sent within a minute.",
+    "removed": "Removed: nothing more is sent; its log stays.",
 }
 
 
@@ -181,6 +182,9 @@ class PlatformResource(PanelResource):
                     db, view.id, "paused" if action == "pause" else "active", actor=actor
                 )
                 done = "paused" if action == "pause" else "resumed"
+            elif action == "remove":
+                connections.remove_connection(db, view.id, actor=actor)
+                done = "removed"
             elif action == "test":
                 answer = connections.test_connection(db, view.id, self.config)
                 result = {"ok": answer.ok, "text": answer.text}

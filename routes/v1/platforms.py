@@ -86,6 +86,7 @@ class ConnectionListResource:
 class ConnectionResource:
     operations = {
         "GET": Operation("A connection (by name or id), credentials masked (admins)."),
+        "DELETE": Operation("Remove it for good: its queued events fail; it stays with its log (admins)."),
         "PATCH": Operation(
             "Change its credentials, events or test code, or pause / resume it (admins).",
             body=CONNECTION_UPDATE,
@@ -98,6 +99,10 @@ class ConnectionResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         _admin(req)
         answer(req, resp, connections.get_connection(self.db, ref).fields())
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        _admin(req)
+        answer(req, resp, connections.remove_connection(self.db, ref, actor=req.context.principal).fields())
 
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = read_body(req, CONNECTION_UPDATE)

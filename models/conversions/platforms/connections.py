@@ -36,6 +36,7 @@ from models.tables.source import TrafficSource
 MAX_NAME = 100
 MAX_VALUE = 4000
 MAX_EVENT_NAME = 100
+REMOVED = "removed"  # Beside CONNECTION_STATUSES: set by remove_connection only, never undone.
 NEVER_SENT = ("rejected", "trash")  # A refusal is no event an ad platform should optimise on.
 SENDABLE = ("lead", "sale", "rebill")
 _EVENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_ ]*")
@@ -151,6 +152,13 @@ def _row(ref: str | int) -> PlatformConnection:
     return find_by_name_or_id(PlatformConnection, PlatformConnection.name, ref, "platform connection")
 
 
+def _live_row(ref: str | int) -> PlatformConnection:
+    row = _row(ref)
+    if row.status == REMOVED:
+        raise AdminError(f"The connection {row.name!r} is removed: create a new one.")
+    return row
+
+
 def create_connection(
     db: Database,
     name: str,
@@ -215,7 +223,7 @@ def change_connection(
 ) -> ConnectionView:
     """New credentials (an empty value removes an optional one), events or test event code."""
     with write_tx(db):
-        row = _row(ref)
+        row = _live_row(ref)
         before = _view(row)
         if credentials:
             row.credentials = json.dumps(_credentials(row.platform, credentials, json.loads(row.credentials)))
@@ -237,7 +245,7 @@ def set_connection_status(
     if status not in CONNECTION_STATUSES:
         raise AdminError(f"A connection's status is one of {', '.join(CONNECTION_STATUSES)}, not {status!r}.")
     with write_tx(db):
-        row = _row(ref)
+        row = _live_row(ref)
         before = row.status
         now = _now()
         if before != status:
@@ -251,6 +259,35 @@ def set_connection_status(
     return _view(row)
 
 
+def remove_connection(db: Database, ref: str | int, *, actor: Principal = CLI) -> ConnectionView:
+    """Stop for good: nothing new is queued, queued events fail at their next attempt; the connection
+    stays as `removed` with its event log, and lets go of its traffic source (which may then be deleted)."""
+    with write_tx(db):
+        row = _row(ref)
+        if row.status == REMOVED:
+            raise AdminError(f"The connection {row.name!r} is removed already.")
+        before = row.status
+        row.status, row.updated_at = REMOVED, _now()
+        row.save()
+        record_change(
+            db, actor, "platform_connection", row.id, "delete", {"status": before}, {"status": REMOVED}
+        )
+    return _view(row)
+
+
+def connections_of_source(db: Database, source_id: int) -> list[str]:
+    """The names of the connections (not removed) that send the source's conversions."""
+    query = PlatformConnection.select(PlatformConnection.name).where(
+        (PlatformConnection.source_id == source_id) & (PlatformConnection.status != REMOVED)
+    )
+    return [row.name for row in query.order_by(PlatformConnection.name)]
+
+
+def release_source(db: Database, source_id: int) -> None:
+    """Removed connections let go of a source being deleted (in the caller's transaction)."""
+    PlatformConnection.update(source_id=None).where(PlatformConnection.source_id == source_id).execute()
+
+
 def get_connection(db: Database, ref: str | int) -> ConnectionView:
     return _view(_row(ref))
 
@@ -261,7 +298,7 @@ def list_connections(db: Database) -> list[ConnectionView]:
 
 def test_connection(db: Database, ref: str | int, config: PlatformConfig) -> Answer:
     """Send one made-up event now (Meta's goes to Test Events when the connection has a test code)."""
-    row = _row(ref)
+    row = _live_row(ref)
     connection = Connection.from_row(
         (
             row.id,

@@ -155,6 +155,13 @@ def send_events(
                 and store.claim(other, now_ms, now_ms + lease_ms)
             ):
                 batch.append(other)
+    if connection.status == "removed":
+        error = "The connection was removed."
+        done_ms = int(clock() * 1000)
+        with write_tx(db):
+            for claimed in batch:
+                store.mark_not_sent(claimed, "failed", "", None, error, done_ms, done_ms)
+        return DeliveryResult("failed", error=error)
     if connection.status != "active":
         with write_tx(db):
             for claimed in batch:
