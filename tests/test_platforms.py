@@ -693,3 +693,26 @@ def test_a_removed_connection_fails_its_queued_events_queues_nothing_and_lets_it
         test_connection(db, "fb-source", None)
     delete_source(db, "Ads")  # The removed connection let go of it; its log stays.
     assert row_of(queued)["state"] == "failed"
+
+
+def test_events_a_dead_sender_claimed_are_sent_once_by_the_next_after_the_claim_runs_out(
+    db, make_click, postback, fake, deliver, clock
+):
+    from models.conversions.outbound import due_deliveries
+    from models.store.database import write_tx
+    from models.store.deliveries import DeliveryStore
+
+    meta_connection(db)
+    ids = []
+    for _ in range(3):
+        subid, _ = make_click(fbclid=FBCLID)
+        ids.extend(postback(subid=subid, status="sale", payout="1").deliveries)
+    now_ms = int(clock() * 1000)
+    with write_tx(db):  # A consumer claimed them, then died before it sent anything.
+        assert all(DeliveryStore(db.connection()).claim(i, now_ms, now_ms + 40_000) for i in ids)
+    assert due_deliveries(db, clock=clock) == [] and deliver(ids[0]).state == "busy"
+    clock.advance(40)
+    assert due_deliveries(db, clock=clock) == ids  # The minute's sweep queues them again.
+    assert deliver(ids[0]).state == "sent"
+    assert [deliver(i).state for i in ids[1:]] == ["sent", "sent"]  # Sent in the first one's request.
+    assert len(fake.seen("meta")) == 1 and len(fake.events("meta")) == 3 and fake.repeats == []

@@ -399,8 +399,8 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         result = deliver(db, delivery_id, retry_base=settings.postback_retry_seconds, config=platforms)
         if result.state == "pending":
             send_postback_task.schedule((delivery_id,), delay=result.retry_in)
-        elif result.state == "failed":
-            logger.warning("outbound postback %s failed for good: %s", delivery_id, result.error)
+        elif result.state in ("failed", "expired"):
+            logger.warning("outbound postback %s %s for good: %s", delivery_id, result.state, result.error)
 
     @huey.periodic_task(crontab(minute="*"), name="send_due_postbacks")
     @once("send_due_postbacks", MINUTELY)
