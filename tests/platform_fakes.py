@@ -105,6 +105,8 @@ class PlatformFake:
                 except OSError:
                     pass  # The client gave up waiting (a slow-platform test).
 
+            do_GET = do_POST  # Recorded too: a client that followed a redirect as a GET.
+
             def log_message(self, *args) -> None:
                 pass
 

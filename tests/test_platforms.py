@@ -716,3 +716,21 @@ def test_events_a_dead_sender_claimed_are_sent_once_by_the_next_after_the_claim_
     assert deliver(ids[0]).state == "sent"
     assert [deliver(i).state for i in ids[1:]] == ["sent", "sent"]  # Sent in the first one's request.
     assert len(fake.seen("meta")) == 1 and len(fake.events("meta")) == 3 and fake.repeats == []
+
+
+def test_a_redirect_is_not_followed_so_the_token_goes_nowhere_else(
+    db, make_click, postback, fake, deliver, clock
+):
+    meta_connection(db)
+    elsewhere = PlatformFake(clock)
+    try:
+        subid, _ = make_click(fbclid=FBCLID)
+        (delivery_id,) = postback(subid=subid, status="sale", payout="1").deliveries
+        fake.script(Scripted(302, b"", {"Location": f"{elsewhere.base}/v21.0/{META_PIXEL}/events"}))
+        moved = deliver(delivery_id)
+        assert (moved.state, moved.response_code) == ("pending", 302)
+        assert elsewhere.seen() == []
+        clock.advance(30)
+        assert deliver(delivery_id).state == "sent" and len(fake.events("meta")) == 1
+    finally:
+        elsewhere.close()

@@ -89,12 +89,23 @@ def retry_after_seconds(value: str | None) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A platform API never redirects a POST; following one would carry the credential headers to
+    whatever host it names. The 3xx is the answer (an HTTPError), retried like any other."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirect)
+
+
 def http_post(request: Request, timeout: float = REQUEST_TIMEOUT) -> Reply:
-    """POST the request; never raises for network trouble."""
+    """POST the request, redirects not followed; never raises for network trouble."""
     headers = {"User-Agent": USER_AGENT, **request.headers}
     http_request = urllib.request.Request(request.url, data=request.body, method="POST", headers=headers)
     try:
-        with urllib.request.urlopen(http_request, timeout=timeout) as response:
+        with _opener.open(http_request, timeout=timeout) as response:
             return Reply(response.status, response.read(1 << 20))
     except urllib.error.HTTPError as exc:
         body = exc.read(1 << 20) if exc.fp is not None else b""
