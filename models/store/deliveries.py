@@ -122,7 +122,7 @@ WHERE connection_id = ? AND state = 'pending'
         return fetch_one(self.conn, self.SQL_CONNECTION, (connection_id,))
 
     def connection_due(self, connection_id: int, now_ms: int, limit: int) -> list[int]:
-        """The connection's pending events whose attempt is due, oldest first: one request's batch."""
+        """The connection's pending events whose attempt is due, oldest first."""
         rows = self.conn.execute(self.SQL_CONNECTION_DUE, (connection_id, now_ms, limit)).fetchall()
         return [row[0] for row in rows]
 
@@ -182,6 +182,11 @@ WHERE connection_id = ? AND state = 'pending'
 
     # Each dialect's own (models/store/sqlite/, models/store/postgres/).
     SQL_DUE: str
+
+    @abstractmethod
+    def claim_due_events(self, connection_id: int, now_ms: int, until_ms: int, limit: int) -> list[int]:
+        """Claim up to `limit` of the connection's due events for one attempt (until `until_ms`), oldest
+        first, in the caller's transaction: a request's batch-mates. Their ids."""
 
     @abstractmethod
     def _queued_id(self, sql: str, params: tuple) -> int | None:

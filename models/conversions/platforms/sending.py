@@ -158,14 +158,9 @@ def send_events(
         if not store.claim(delivery_id, now_ms, now_ms + lease_ms):
             state = store.state(delivery_id)
             return DeliveryResult("busy" if state == "pending" else (state or "missing"))
-        batch = [delivery_id]
-        for other in store.connection_due(connection_id, now_ms, platform.BATCH_LIMIT):
-            if (
-                other != delivery_id
-                and len(batch) < platform.BATCH_LIMIT
-                and store.claim(other, now_ms, now_ms + lease_ms)
-            ):
-                batch.append(other)
+        # Its own, claimed just above, is no longer due: the others fill the batch.
+        mates = store.claim_due_events(connection_id, now_ms, now_ms + lease_ms, platform.BATCH_LIMIT - 1)
+        batch = [delivery_id, *mates]
     if connection.status == "removed":
         error = "The connection was removed."
         done_ms = int(clock() * 1000)
