@@ -173,6 +173,11 @@ def test_a_sale_reaches_meta_once_with_fbc_from_the_clicks_fbclid_and_only_pii_h
     assert (row["state"], row["attempts"], row["response_code"], row["error"]) == ("sent", 1, 200, "")
     assert META_TOKEN not in row["url"]
 
+    from models.reporting.conversionlog import LogFilter, list_deliveries
+
+    (logged,) = list_deliveries(db, LogFilter())  # The outbound log names the connection.
+    assert (logged["target_id"], logged["connection_id"], logged["state"]) == (None, 1, "sent")
+
     # Sent is final: another attempt, much later, sends nothing.
     clock.advance(3600)
     assert deliver(delivery_id).state == "sent"
