@@ -69,6 +69,8 @@ class PlatformFake:
         self.repeats: list[tuple[str, str]] = []  # (platform, event id) accepted a second time.
         self.queued: list[Scripted] = []
         self.unknown_gclids: set[str] = set()
+        # Events refused for a reason of the platform's own (an invalid parameter), and their requests whole.
+        self.refused_event_ids: set[str] = set()
         self.gclid_known: Callable[[str], bool] = lambda gclid: gclid not in self.unknown_gclids
         owner = self
 
@@ -198,6 +200,8 @@ class PlatformFake:
             return error("Invalid parameter: data must hold 1 to 1000 events")
         now = self.clock()
         for event in data:  # Any bad event refuses the whole request: nothing of it is kept.
+            if event.get("event_id") in self.refused_event_ids:
+                return error(f"Invalid parameter: event {event['event_id']} is not valid", 100, 2804999)
             for name in ("event_name", "event_time", "action_source", "user_data"):
                 if name not in event:
                     return error(f"Invalid parameter: {name} is required")
@@ -261,6 +265,8 @@ class PlatformFake:
         if not isinstance(data, list) or not 1 <= len(data) <= 1000:
             return error(40002, "data must hold 1 to 1000 events.")
         for event in data:
+            if event.get("event_id") in self.refused_event_ids:
+                return error(40002, f"Invalid parameter: event {event['event_id']} is not valid.")
             for name in ("event", "event_time"):
                 if name not in event:
                     return error(40002, f"{name} is required.")

@@ -328,6 +328,33 @@ def test_a_batch_holds_at_most_a_thousand_events_and_each_is_sent_once(
     assert len(fake.events("meta")) == 1_050 and fake.repeats == []
 
 
+@pytest.mark.parametrize("platform", ["meta", "tiktok"])
+def test_an_event_the_platform_refuses_fails_alone_and_its_batch_mates_are_sent(
+    db, make_click, postback, fake, deliver, platform
+):
+    """Meta and TikTok refuse a whole request for one invalid event: the sender splits the batch
+    down to that event, which fails with the platform's message, and sends the others once."""
+    if platform == "meta":
+        meta_connection(db)
+    else:
+        tiktok_connection(db)
+    ids, conversions = [], []
+    for _ in range(10):
+        subid, _ = make_click(fbclid=FBCLID, ttclid="tt-1")
+        outcome = postback(subid=subid, status="sale", payout="1")
+        ids.extend(outcome.deliveries)
+        conversions.append(outcome.conversion_id)
+    fake.refused_event_ids.add(f"lanner-{conversions[6]}-sale")
+
+    deliver(ids[0])
+
+    states = [row_of(i)["state"] for i in ids]
+    assert states == ["sent"] * 6 + ["failed"] + ["sent"] * 3
+    assert "is not valid" in row_of(ids[6])["error"]
+    assert len(fake.events(platform)) == 9 and fake.repeats == []
+    assert len(fake.seen(platform)) <= 1 + 2 * 4  # Halves down to the one event: log2(10) levels.
+
+
 def test_500_garbage_and_429_are_logged_and_retried_with_backoff_or_retry_after_then_sent_once(
     db, make_click, postback, fake, deliver, clock
 ):

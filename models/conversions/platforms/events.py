@@ -80,6 +80,9 @@ class Answer:
     text: str  # What the log shows: the platform's message, trimmed.
     retry_after: float | None = None  # Seconds, from a rate-limit answer.
     failed_rows: dict[int, str] = field(default_factory=dict)  # Delivery id -> the platform's error for it.
+    # The platform refused what the request holds (an invalid parameter), not who sent it: one event of
+    # a batch may be the cause, so the sender splits the batch to find it.
+    refused_content: bool = False
 
 
 def event_id(conversion_id: int, status: str) -> str:

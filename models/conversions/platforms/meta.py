@@ -33,6 +33,7 @@ REQUIRED = CREDENTIALS
 SECRETS = ("access_token",)
 DEFAULT_EVENTS = {"lead": "Lead", "sale": "Purchase"}
 CLICK_ID = "fbclid"
+INVALID_PARAMETER = 100
 
 
 def fbc(click_time_ms: int, fbclid: str) -> str:
@@ -94,7 +95,7 @@ def read_answer(code: int, body: bytes, events: list[Event]) -> Answer:
         return Answer(True, f"events_received {len(events)}")
     if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
         error = payload["error"]
-        return Answer(
-            False, f"Meta answered {code}: {error.get('message', '')} (code {error.get('code', '?')})."
-        )
+        text = f"Meta answered {code}: {error.get('message', '')} (code {error.get('code', '?')})."
+        # Code 100 is an invalid parameter; 190 a bad token, 4, 17, 32 and 613 rate limits.
+        return Answer(False, text, refused_content=code == 400 and error.get("code") == INVALID_PARAMETER)
     return Answer(False, f"Meta answered {code} with an unexpected body: {answer_text(body, 200)}")

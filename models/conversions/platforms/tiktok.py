@@ -22,6 +22,7 @@ REQUIRED = CREDENTIALS
 SECRETS = ("access_token",)
 DEFAULT_EVENTS = {"lead": "SubmitForm", "sale": "CompletePayment"}
 CLICK_ID = "ttclid"
+INVALID_PARAMETER = 40002  # Its other codes: a bad token (40105), permissions, rate limits.
 
 
 def event_data(event: Event) -> dict:
@@ -67,4 +68,5 @@ def read_answer(code: int, body: bytes, events: list[Event]) -> Answer:
         return Answer(False, f"TikTok answered {code} with an unexpected body: {answer_text(body, 200)}")
     if code == 200 and payload["code"] == 0:
         return Answer(True, f"OK ({len(events)} events)")
-    return Answer(False, f"TikTok answered {code}, code {payload['code']}: {payload.get('message', '')}")
+    text = f"TikTok answered {code}, code {payload['code']}: {payload.get('message', '')}"
+    return Answer(False, text, refused_content=payload["code"] == INVALID_PARAMETER)
