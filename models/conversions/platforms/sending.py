@@ -177,7 +177,9 @@ def send_events(
     events, attempts, skipped = _events(store, connection, platform, batch, config, now_ms)
     base_url = config.urls[connection.platform]
     url = platform.request(connection, events[:1], base_url).url if events else ""
-    answers = _send(platform, connection, events, base_url, post) if events else []
+    # Splitting stops halfway through the claim: a batch still refused then waits for its next attempt.
+    split_until = time.monotonic() + lease_ms / 2000
+    answers = _send(platform, connection, events, base_url, post, split_until) if events else []
     done_ms = int(clock() * 1000)
     results: dict[int, DeliveryResult] = {}
     with write_tx(db):
@@ -210,7 +212,12 @@ def send_events(
 
 
 def _send(
-    platform: ModuleType, connection: Connection, events: list[Event], base_url: str, post: Post
+    platform: ModuleType,
+    connection: Connection,
+    events: list[Event],
+    base_url: str,
+    post: Post,
+    split_until: float,
 ) -> list[tuple[Event, Answer, int | None]]:
     """Each event with the platform's answer to the request that carried it. A batch Meta or TikTok
     refuses for its content is split in halves and each sent again, down to the one event at fault,
@@ -223,10 +230,13 @@ def _send(
     if reply.code == 429:
         answer = Answer(False, f"Rate limited (429): {answer_text(reply.body, 200)}", reply.retry_after)
     if answer.refused_content and len(events) > 1:
+        if time.monotonic() > split_until:  # No time left in the claim: all of them later.
+            answer.refused_content = False
+            return [(event, answer, reply.code) for event in events]
         half = len(events) // 2
         return [
-            *_send(platform, connection, events[:half], base_url, post),
-            *_send(platform, connection, events[half:], base_url, post),
+            *_send(platform, connection, events[:half], base_url, post, split_until),
+            *_send(platform, connection, events[half:], base_url, post, split_until),
         ]
     return [(event, answer, reply.code) for event in events]
 
