@@ -766,3 +766,79 @@ def test_a_redirect_is_not_followed_so_the_token_goes_nowhere_else(
         assert deliver(delivery_id).state == "sent" and len(fake.events("meta")) == 1
     finally:
         elsewhere.close()
+
+
+def test_the_fake_refuses_what_tiktok_and_google_refuse_and_our_batches_stay_within_their_limits(fake, clock):
+    from models.conversions.platforms import google_ads, tiktok
+    from models.conversions.platforms.events import Connection, Event, Request
+    from models.conversions.platforms.sending import http_post
+
+    now = int(clock())
+
+    def events(count: int) -> list[Event]:
+        return [
+            Event(
+                delivery_id=n,
+                event_id=f"e{n}",
+                event_name="Purchase",
+                event_time=now,
+                value=1.0,
+                currency="USD",
+                click_time_ms=now * 1000,
+                ip="203.0.113.1",
+                user_agent="UA",
+                click_ids={"ttclid": "t", "gclid": "g"},
+            )
+            for n in range(count)
+        ]
+
+    def send(request: Request) -> tuple[int | None, dict]:
+        reply = http_post(request)
+        return reply.code, json.loads(reply.body)
+
+    tt = Connection(
+        1,
+        "tt",
+        "tiktok",
+        1,
+        None,
+        {"pixel_code": TIKTOK_PIXEL, "access_token": TIKTOK_TOKEN},
+        {},
+        "",
+        "active",
+    )
+    assert send(tiktok.request(tt, events(tiktok.BATCH_LIMIT), fake.base)) == (
+        200,
+        {"code": 0, "message": "OK", "request_id": "req-1", "data": {}},
+    )
+    code, body = send(tiktok.request(tt, events(tiktok.BATCH_LIMIT + 1), fake.base))
+    assert (code, body["code"]) == (200, 40002)  # An error in an HTTP 200.
+    wrong = Connection(
+        1, "tt", "tiktok", 1, None, {"pixel_code": TIKTOK_PIXEL, "access_token": "nope"}, {}, "", "active"
+    )
+    assert send(tiktok.request(wrong, events(1), fake.base))[1]["code"] == 40105
+    assert not tiktok.read_answer(200, b'{"code": 40105, "message": "revoked"}', events(1)).ok
+
+    credentials = {
+        "customer_id": GOOGLE_CUSTOMER,
+        "conversion_action": GOOGLE_ACTION,
+        "developer_token": GOOGLE_DEVELOPER,
+        "oauth_token": GOOGLE_OAUTH,
+    }
+    gads = Connection(1, "g", "google_ads", 1, None, credentials, {}, "", "active")
+    code, body = send(google_ads.request(gads, events(google_ads.BATCH_LIMIT), fake.base))
+    assert code == 200 and "partialFailureError" not in body and len(body["results"]) == 2000
+    assert send(google_ads.request(gads, events(google_ads.BATCH_LIMIT + 1), fake.base))[0] == 400
+    request = google_ads.request(gads, events(1), fake.base)
+    whole = json.loads(request.body) | {"partialFailure": False}
+    assert (
+        send(Request(request.url, request.headers, json.dumps(whole).encode()))[1]["error"]["status"]
+        == "INVALID_ARGUMENT"
+    )
+    bad_date = json.loads(request.body)
+    bad_date["conversions"][0]["conversionDateTime"] = "2027-01-15T08:00:00Z"
+    body = send(Request(request.url, request.headers, json.dumps(bad_date).encode()))[1]
+    assert "INVALID_STRING_DATE_TIME" in json.dumps(body["partialFailureError"])
+    unauthorised = Request(request.url, request.headers | {"Authorization": "Bearer expired"}, request.body)
+    assert send(unauthorised)[0] == 401
+    assert google_ads.date_time(now) == "2027-01-15 08:00:00+00:00"
