@@ -4,7 +4,7 @@ One ThreadingHTTPServer on 127.0.0.1:0 answers all three platforms' paths. It ch
 platform checks (the docs are cited at each handler), keeps the events it accepted by event id, and
 counts any it had already accepted (a platform would deduplicate them; a test asserts there are none).
 `script` queues answers for the next requests (a 500, a 429 with Retry-After, garbage, a hang) before
-the platform's own handling resumes.
+the platform's own handling resumes; `down` answers every request alike until it is cleared.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class PlatformFake:
         self.accepted: dict[str, dict[str, dict]] = {"meta": {}, "tiktok": {}, "google_ads": {}}
         self.repeats: list[tuple[str, str]] = []  # (platform, event id) accepted a second time.
         self.queued: list[Scripted] = []
+        self.down: Scripted | None = None  # While set, every request gets this answer.
         self.unknown_gclids: set[str] = set()
         # Events refused for a reason of the platform's own (an invalid parameter), and their requests whole.
         self.refused_event_ids: set[str] = set()
@@ -87,7 +88,7 @@ class PlatformFake:
                 seen = Received(platform, self.path, headers, body if isinstance(body, dict) else None)
                 with owner.lock:
                     owner.requests.append(seen)
-                    scripted = owner.queued.pop(0) if owner.queued else None
+                    scripted = owner.queued.pop(0) if owner.queued else owner.down
                 if scripted is not None:
                     if scripted.hang:
                         time.sleep(scripted.hang)

@@ -5,6 +5,7 @@ fake of Meta's Conversions API (tests/platform_fakes.py)."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from urllib.parse import parse_qs, urlsplit
 
@@ -146,11 +147,10 @@ def test_platform_commands_refuse_bad_input_with_one_sentence(lanner):
 
 
 @pytest.mark.long
-def test_ten_thousand_sales_queued_while_meta_is_down_are_all_sent_once_when_it_returns(
-    env, db, start_consumer, fake
-):
-    """The target: conversions queued while the platform is down are all delivered once after it returns,
-    exactly once per event id, in batches within Meta's 1,000."""
+def test_sales_queued_while_meta_is_down_are_all_sent_once_when_it_returns(env, db, start_consumer, fake):
+    """Conversions queued while the platform is down are all delivered once after it returns, exactly once
+    per event id, in batches within Meta's 1,000. The suite sends 2,500 (two full batches and a part);
+    LANNER_TEST_PLATFORM_EVENTS=10000 checks issue 30's target (docs/platforms.md has the numbers)."""
     from platform_fakes import Scripted
 
     from models.admin.services import create_campaign
@@ -163,7 +163,7 @@ def test_ten_thousand_sales_queued_while_meta_is_down_are_all_sent_once_when_it_
     from settings import load_settings
     from workers.runtime.tasks import create_huey
 
-    count = 10_000
+    count = int(os.environ.get("LANNER_TEST_PLATFORM_EVENTS", "2500"))
     campaign = create_campaign(db, "Demo", "demo", offer_url="https://o.example/?s={subid}")
     create_connection(
         db, "fb", "meta", campaign="demo", credentials={"pixel_id": META_PIXEL, "access_token": META_TOKEN}
@@ -201,12 +201,16 @@ def test_ten_thousand_sales_queued_while_meta_is_down_are_all_sent_once_when_it_
     huey = create_huey(load_settings(env | environ))
     for delivery_id in deliveries:  # What `lanner serve` queues for each postback.
         huey.send_postback(delivery_id)
-    # Meta is down: its first 30 requests are answered 503, then 429 with Retry-After, then it is back.
-    fake.script(*[Scripted(503, b"Service Unavailable")] * 30, Scripted(429, b"{}", {"Retry-After": "1"}))
+    # Meta is down until every batch has been refused at least once, then answers a 429 with
+    # Retry-After, then is back.
+    fake.down = Scripted(503, b"Service Unavailable")
+    batches = -(-count // 1_000)
 
     started = time.monotonic()
     start_consumer(**environ)
-    fake.wait_for_events("meta", 1, deadline_seconds=300)
+    wait_until(lambda: len(fake.seen("meta")) >= batches + 2, 120, "every batch refused once")
+    fake.script(Scripted(429, b"{}", {"Retry-After": "1"}))
+    fake.down = None
     back = time.monotonic() - started
     fake.wait_for_events("meta", count, deadline_seconds=300)
     took = time.monotonic() - started
@@ -217,8 +221,8 @@ def test_ten_thousand_sales_queued_while_meta_is_down_are_all_sent_once_when_it_
     )
     sizes = [len(r.body["data"]) for r in fake.seen("meta") if r.code == 200]
     print(
-        f"{count} events after {len(fake.seen('meta')) - len(sizes)} refused requests: the first accepted "
-        f"{back:.1f} s after the worker started, all {took:.1f} s, "
+        f"{count} events after {len(fake.seen('meta')) - len(sizes)} refused requests: back up "
+        f"{back:.1f} s after the worker started, all sent {took:.1f} s after, "
         f"{len(sizes)} accepted requests, largest {max(sizes)}"
     )
     assert fake.repeats == [] and len(fake.events("meta")) == count and sum(sizes) == count

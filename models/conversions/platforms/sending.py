@@ -198,11 +198,13 @@ def send_events(
                 store.mark_not_sent(claimed, "failed", url, code, error, done_ms, done_ms)
                 results[claimed] = DeliveryResult("failed", url, code, error)
             else:
+                # The whole batch waits as long as the event whose task sent it: that task comes back
+                # for them all then (a batch-mate's own task found it claimed, and ended).
                 gave_up = attempts[claimed] >= MAX_ATTEMPTS
                 retry_in = (
                     None
                     if gave_up
-                    else max(backoff_seconds(attempts[claimed], retry_base), answer.retry_after or 0)
+                    else max(backoff_seconds(attempts[delivery_id], retry_base), answer.retry_after or 0)
                 )
                 state = "failed" if gave_up else "pending"
                 next_ms = done_ms + int((retry_in or 0) * 1000)
