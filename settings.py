@@ -197,6 +197,12 @@ def _feed_url(value: str) -> str:
     return value
 
 
+def _api_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("an ad platform's API is an http:// or https:// URL")
+    return value.rstrip("/")
+
+
 def _range_sources(value: str) -> tuple[tuple[str, str], ...]:
     """`name=URL,name=URL`: the published crawler lists `lanner bots update` fetches (a name may repeat)."""
     sources = []
@@ -504,6 +510,24 @@ SETTINGS: tuple[Setting, ...] = (
         "`lanner currency rate set`, the API and the panel.",
     ),
     Setting(
+        "meta_api_url",
+        "https://graph.facebook.com",
+        _api_url,
+        "Where Meta's Conversions API is (its Graph API host); a test points it at a local fake.",
+    ),
+    Setting(
+        "tiktok_api_url",
+        "https://business-api.tiktok.com",
+        _api_url,
+        "Where TikTok's Events API is; a test points it at a local fake.",
+    ),
+    Setting(
+        "google_ads_api_url",
+        "https://googleads.googleapis.com",
+        _api_url,
+        "Where the Google Ads API is (offline click conversions); a test points it at a local fake.",
+    ),
+    Setting(
         "tracker_hosts",
         "localhost,127.0.0.1,[::1]",
         _hosts,
@@ -652,6 +676,9 @@ class Settings:
     postback_retry_seconds: float
     report_currency: str
     exchange_rate_url: str
+    meta_api_url: str
+    tiktok_api_url: str
+    google_ads_api_url: str
     tracker_hosts: tuple[str, ...]
     acme_server: str
     acme_email: str

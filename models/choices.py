@@ -27,6 +27,10 @@ COST_MODELS = ("cpc", "cpuc", "cpm", "cpa", "cps", "revshare")
 SUB_ID_SLOTS = 30  # sub_id_1 .. sub_id_30 on every click.
 # A conversion's status; a network's other words are mapped to these (README, "Statuses").
 CONVERSION_STATUSES = ("lead", "sale", "rejected", "rebill", "trash")
+# The ad platforms whose conversion APIs a connection sends to (models/conversions/platforms/), and a
+# connection's states: a paused one queues nothing new and holds what it had queued until resumed.
+PLATFORMS = ("meta", "tiktok", "google_ads")
+CONNECTION_STATUSES = ("active", "paused")
 POSTBACK_METHODS = ("GET", "POST")  # How an outbound postback is sent.
 SOURCE_STATUSES = ("active", "archived")  # An archived traffic source stays on its campaigns; none picks it.
 DOMAIN_STATUSES = ("active", "archived")  # An archived domain answers as an unknown host; its cert stays.

@@ -34,6 +34,7 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
         "0020_login_lockout",
         "0021_history",
         "0022_status_changes",
+        "0024_platform_connections",
         "0025_labels_rules",
         "0026_bandit_shares",
         "0027_campaign_tags",

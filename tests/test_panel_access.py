@@ -279,6 +279,8 @@ def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_ca
         "users/user_id": [seeded["bert"].id],
         "rules/ref": ["cut zones"],  # An admin's: refused.
         "rule-actions/action_id": [1],
+        "platforms/connection_id": [1],  # An admin's page: refused to a buyer before any lookup.
+        "platform-connections/ref": [1],
     }
     probes = {
         "campaigns/campaign_id": [secret.id],

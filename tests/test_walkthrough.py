@@ -50,6 +50,8 @@ def test_the_walkthrough_runs_as_written_and_reports_the_zone(env, start_server,
     subid = re.search(r"https://lp\.example/quiz/\?s=([0-9a-z]{17})&go=", out).group(1)
     assert f"go=http%3A%2F%2F127.0.0.1%3A{server.port}%2Flp%2Fclick%3Fsubid%3D{subid}" in out
     assert f"https://shop.example/?aff=7&sub1={subid}" in out
+    # The sale's Purchase event is queued for Meta (no worker runs here to send it).
+    assert re.search(r"lanner-\d+-sale\s+sale\s+pending\s+0", out), out
     report = subprocess.run(
         [
             sys.executable,

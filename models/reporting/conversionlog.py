@@ -49,6 +49,7 @@ DELIVERY_COLUMNS = (
     "created_at",
     "conversion_id",
     "target_id",
+    "connection_id",  # An ad platform connection's event (models/conversions/platforms/) instead.
     "status",
     "state",
     "attempts",

@@ -92,9 +92,9 @@ class PostbackTarget(BaseModel):
 class PostbackDelivery(BaseModel):
     id = AutoField()
     conversion_id = IntegerField()
-    target_id = IntegerField()
+    target_id = IntegerField(null=True)  # A postback target's delivery; NULL for a platform's.
     status = TextField()
-    state = TextField(default="pending")  # pending, sent, failed
+    state = TextField(default="pending")  # pending, sent, failed, expired (a platform's time limit)
     attempts = IntegerField(default=0)
     next_attempt_at = BigIntegerField()
     url = TextField(default="")
@@ -102,3 +102,23 @@ class PostbackDelivery(BaseModel):
     error = TextField(default="")
     created_at = BigIntegerField()
     updated_at = BigIntegerField()
+    connection_id = IntegerField(null=True)  # A platform connection's event (migration 0024).
+
+
+class PlatformConnection(BaseModel):
+    """Conversions sent to an ad platform's conversion API (models/conversions/platforms/)."""
+
+    id = AutoField()
+    name = TextField(unique=True)
+    platform = TextField()  # meta, tiktok, google_ads
+    campaign_id = IntegerField(null=True)  # One campaign's conversions, or
+    source_id = IntegerField(null=True)  # those of every campaign of a traffic source.
+    credentials = TextField(default="{}")  # JSON; never logged, shown back masked.
+    events = TextField(default="{}")  # JSON: conversion status -> the platform's event name.
+    test_event_code = TextField(default="")  # Meta's: events go to Test Events, not to the ads.
+    status = TextField(default="active")  # active, paused, removed
+    created_at = BigIntegerField()
+    updated_at = BigIntegerField()
+
+    class Meta:
+        table_name = "platform_connection"

@@ -51,6 +51,7 @@ def v1_routes(
         networks,
         offers,
         openapi,
+        platforms,
         postbacks,
         rates,
         reports,
@@ -65,6 +66,7 @@ def v1_routes(
     geo = campaigns.GeoWarnings(settings.geo_path, settings.geo_network_paths)
     files = LanderFiles.from_settings(settings)
     certificates = enqueue_certificate or domains.certificate_queue(settings)
+    platform_config = platforms.PlatformConfig.from_settings(settings)
     routes = [
         ("/campaigns", campaigns.CampaignListResource(auth, db)),
         ("/campaigns/{ref}", campaigns.CampaignResource(auth, db)),
@@ -93,6 +95,10 @@ def v1_routes(
         ("/status-maps/{word}", postbacks.StatusMapResource(auth, db)),
         ("/postbacks", postbacks.PostbackLogResource(auth, db)),
         ("/postback-deliveries", postbacks.DeliveryLogResource(auth, db)),
+        ("/platform-connections", platforms.ConnectionListResource(auth, db)),
+        ("/platform-connections/{ref}", platforms.ConnectionResource(auth, db)),
+        ("/platform-connections/{ref}/test", platforms.ConnectionTestResource(auth, db, platform_config)),
+        ("/platform-connections/{ref}/log", platforms.ConnectionLogResource(auth, db)),
         ("/costs", costs.CostResource(auth, db)),
         ("/labels", labels.LabelListResource(auth, db)),
         ("/labels/remove", labels.LabelRemoveResource(auth, db)),

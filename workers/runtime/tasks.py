@@ -31,7 +31,8 @@ from huey import Huey, SqliteHuey, crontab
 from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
 from models.clicks.throttledlog import ThrottledLog
-from models.conversions.outbound import due_deliveries, send_delivery
+from models.conversions.outbound import due_deliveries
+from models.conversions.platforms.sending import PlatformConfig, deliver
 from models.errors import LannerError
 from models.lookups.crawlerranges import is_update_due, update_ranges
 from models.lookups.geoupdate import GeoUpdateError, due_editions, update_geo_data
@@ -423,14 +424,16 @@ def run_due_rules(settings: Settings) -> None:
 
 def register_tasks(huey: Huey, settings: Settings) -> None:
     once = cluster_wide(huey, settings)
+    platforms = PlatformConfig.from_settings(settings)
 
     @huey.task(name="send_postback")
     def send_postback_task(delivery_id: int) -> None:
-        result = send_delivery(db, delivery_id, retry_base=settings.postback_retry_seconds)
+        """A postback target's delivery, or an ad platform connection's event with its batch-mates."""
+        result = deliver(db, delivery_id, retry_base=settings.postback_retry_seconds, config=platforms)
         if result.state == "pending":
             send_postback_task.schedule((delivery_id,), delay=result.retry_in)
-        elif result.state == "failed":
-            logger.warning("outbound postback %s failed for good: %s", delivery_id, result.error)
+        elif result.state in ("failed", "expired"):
+            logger.warning("outbound postback %s %s for good: %s", delivery_id, result.state, result.error)
 
     @huey.periodic_task(crontab(minute="*"), name="send_due_postbacks")
     @once("send_due_postbacks", MINUTELY)

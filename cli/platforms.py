@@ -1,0 +1,202 @@
+"""`lanner platform`: connections that send conversions to Meta, TikTok and Google Ads (docs/platforms.md)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from cli.context import Context, pass_context
+from cli.options import format_option
+from cli.output import echo_rows, json_text
+from models import choices
+
+# Each credential's option; a secret given as `-` is read from standard input, so it stays out of the
+# shell's history and the process list.
+CREDENTIAL_OPTIONS = (
+    ("pixel_id", "Meta: the pixel (dataset) id."),
+    ("access_token", "Meta or TikTok: the access token (secret; `-` reads it from standard input)."),
+    ("pixel_code", "TikTok: the pixel code."),
+    ("customer_id", "Google Ads: the account's customer id (123-456-7890)."),
+    ("conversion_action", "Google Ads: the conversion action's id (or resource name)."),
+    ("developer_token", "Google Ads: the developer token (secret; `-` reads standard input)."),
+    ("oauth_token", "Google Ads: an OAuth access token (secret; `-` reads standard input)."),
+    ("login_customer_id", "Google Ads: the manager account's customer id, when reached through one."),
+)
+
+
+def credential_options(function):
+    for name, text in reversed(CREDENTIAL_OPTIONS):
+        function = click.option("--" + name.replace("_", "-"), name, help=text)(function)
+    function = click.option(
+        "--event",
+        "events",
+        multiple=True,
+        help="status=EventName, e.g. sale=Purchase (repeat; lead, sale, rebill).",
+    )(function)
+    return click.option("--test-event-code", help="Meta's or TikTok's test event code ('' to stop testing).")(
+        function
+    )
+
+
+def credentials_given(options: dict[str, Any]) -> dict[str, str]:
+    given = {}
+    for name, _ in CREDENTIAL_OPTIONS:
+        value = options.pop(name, None)
+        if value is None:
+            continue
+        given[name] = sys.stdin.readline().strip() if value == "-" else value
+    return given
+
+
+def echo_view(view, fmt: str = "table") -> None:
+    data = view.fields()
+    if fmt == "json":
+        click.echo(json_text(data))
+        return
+    for key in ("id", "name", "platform", "campaign", "source", "status", "test_event_code"):
+        click.echo(f"{key}: {data[key]}")
+    for key, value in data["credentials"].items():
+        click.echo(f"{key}: {value}")
+    click.echo("events: " + ", ".join(f"{status}={name}" for status, name in data["events"].items()))
+
+
+@click.group()
+def platform() -> None:
+    """Send conversions to ad platforms' conversion APIs (Meta, TikTok, Google Ads)."""
+
+
+@platform.command("create")
+@click.argument("name")
+@click.option("--platform", "kind", type=click.Choice(choices.PLATFORMS), required=True)
+@click.option("--campaign", help="The campaign (alias or id) whose conversions it sends.")
+@click.option("--source", help="Or the traffic source (name or id): every campaign of it.")
+@credential_options
+@pass_context
+def platform_create(
+    ctx: Context, name: str, kind: str, campaign: str | None, source: str | None, **options
+) -> None:
+    """Create a connection; its credentials are shown back masked."""
+    from models.conversions.platforms.connections import create_connection
+
+    credentials = credentials_given(options)
+    view = create_connection(
+        ctx.db,
+        name,
+        kind,
+        campaign=campaign,
+        source=source,
+        credentials=credentials,
+        events=list(options["events"]) or None,
+        test_event_code=options["test_event_code"] or "",
+    )
+    click.echo(f"Connection {view.id} ({view.name}) created.", err=True)
+    echo_view(view)
+
+
+@platform.command("set")
+@click.argument("ref")
+@credential_options
+@pass_context
+def platform_set(ctx: Context, ref: str, **options) -> None:
+    """Change a connection's credentials, events or test event code ('' removes an optional one)."""
+    from models.conversions.platforms.connections import change_connection
+
+    view = change_connection(
+        ctx.db,
+        ref,
+        credentials=credentials_given(options),
+        events=list(options["events"]) or None,
+        test_event_code=options["test_event_code"],
+    )
+    echo_view(view)
+
+
+@platform.command("list")
+@format_option
+@pass_context
+def platform_list(ctx: Context, fmt: str) -> None:
+    """List connections."""
+    from models.conversions.platforms.connections import list_connections
+
+    rows = [
+        view.fields() | {"events": ",".join(f"{s}={n}" for s, n in view.events.items())}
+        for view in list_connections(ctx.db)
+    ]
+    echo_rows(rows, ["id", "name", "platform", "campaign", "source", "status", "events"], fmt)
+
+
+@platform.command("show")
+@click.argument("ref")
+@format_option
+@pass_context
+def platform_show(ctx: Context, ref: str, fmt: str) -> None:
+    """Show a connection (by name or id), its secrets masked to their last 4 characters."""
+    from models.conversions.platforms.connections import get_connection
+
+    echo_view(get_connection(ctx.db, ref), fmt)
+
+
+@platform.command("pause")
+@click.argument("ref")
+@pass_context
+def platform_pause(ctx: Context, ref: str) -> None:
+    """Stop sending: new conversions queue nothing; queued events wait until `resume`."""
+    from models.conversions.platforms.connections import set_connection_status
+
+    view = set_connection_status(ctx.db, ref, "paused")
+    click.echo(f"Connection {view.name} paused.")
+
+
+@platform.command("resume")
+@click.argument("ref")
+@pass_context
+def platform_resume(ctx: Context, ref: str) -> None:
+    """Send again; the events it held are sent by `lanner worker` within a minute."""
+    from models.conversions.platforms.connections import set_connection_status
+
+    view = set_connection_status(ctx.db, ref, "active")
+    click.echo(f"Connection {view.name} resumed.")
+
+
+@platform.command("remove")
+@click.argument("ref")
+@pass_context
+def platform_remove(ctx: Context, ref: str) -> None:
+    """Stop for good: its queued events fail; it stays, as removed, with its event log."""
+    from models.conversions.platforms.connections import remove_connection
+
+    view = remove_connection(ctx.db, ref)
+    click.echo(f"Connection {view.name} removed.")
+
+
+@platform.command("test")
+@click.argument("ref")
+@pass_context
+def platform_test(ctx: Context, ref: str) -> None:
+    """Send one made-up event now and print the platform's answer (exit 1 if it refused it)."""
+    from models.conversions.platforms.connections import test_connection
+    from models.conversions.platforms.sending import PlatformConfig
+
+    answer = test_connection(ctx.db, ref, PlatformConfig.from_settings(ctx.settings))
+    if not answer.ok:
+        raise click.ClickException(f"The platform refused the test event: {answer.text}")
+    click.echo(f"The platform accepted the test event: {answer.text}")
+
+
+@platform.command("log")
+@click.argument("ref")
+@click.option(
+    "--state", type=click.Choice(("pending", "sent", "failed", "expired")), help="Only events in this state."
+)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@format_option
+@pass_context
+def platform_log(ctx: Context, ref: str, state: str | None, limit: int, fmt: str) -> None:
+    """The connection's events, newest first: state, attempts and the platform's last answer."""
+    from models.conversions.platforms.connections import connection_log
+
+    rows = connection_log(ctx.db, ref, state=state, limit=limit)
+    columns = ["id", "event_id", "status", "state", "attempts", "response_code", "error", "updated_at"]
+    echo_rows(rows, columns, fmt)
