@@ -61,6 +61,7 @@ PANEL_PAGES: tuple[str, ...] = (
     "/panel/landers",
     "/panel/landers.csv?sort=-streams",
     "/panel/postbacks",
+    "/panel/rates",
     "/panel/account",
 )
 # Pages some roles may not open (users, the audit log, imports): timed as the admin, left out for the
@@ -75,13 +76,20 @@ ADMIN_PAGES: tuple[str, ...] = (
     "/panel/audit.csv?period=last_30_days",
     "/panel/status",
     "/panel/domains",
+    "/panel/platforms",
     "/panel/offers/bulk",
     "/panel/campaigns/{campaign}/costs/paste",
     "/panel/campaigns/{campaign}/streams/bulk",
 )
 # No session yet (the login), or no page: the logs' CSVs stream every row of their
 # filters (a million rows in about 40 s, its memory flat), an export's time is its size's, not a page's.
-NOT_TIMED = ("/panel/login", "/panel/conversions.csv", "/panel/clicks.csv", "/panel/postback-log.csv")
+NOT_TIMED = (
+    "/panel/login",
+    "/panel/conversions.csv",
+    "/panel/clicks.csv",
+    "/panel/postback-log.csv",
+    "/panel/labels.txt",
+)
 # Every GET of /api/v1 that answers a collection (tests/test_bench_panel.py checks none is missing).
 API_LISTS: tuple[str, ...] = (
     "/api/v1/campaigns",
@@ -106,6 +114,20 @@ API_LISTS: tuple[str, ...] = (
     "/api/v1/clicks?campaign={campaign}&country=DE",
     "/api/v1/reports?group=campaign&preset=last_30_days",
     "/api/v1/status",
+    "/api/v1/currency/rates",
+    "/api/v1/currency/rates?history=1",
+    "/api/v1/streams/{stream}/split-test",
+    "/api/v1/labels",
+    "/api/v1/rules",
+    "/api/v1/rule-actions",
+    "/api/v1/platform-connections",
+)
+# Collections under an object the bench's database has none of (a rule, a platform connection, a
+# label): a rule's dry run is an evaluation, timed by scripts/bench_rules.py, not a list.
+API_NOT_TIMED: tuple[str, ...] = (
+    "/api/v1/rules/{rule}/run",
+    "/api/v1/platform-connections/{connection}/log",
+    "/api/v1/labels/export",
 )
 CONVERSION_SHARE = 0.02
 TIMEOUT = 60.0
@@ -193,20 +215,20 @@ def prepare_panel(
 
 
 SQL_BUSIEST_CAMPAIGN = (
-    "SELECT campaign_id, offer_id FROM click WHERE id > (SELECT MAX(id) FROM click) - 100000 "
+    "SELECT campaign_id, offer_id, stream_id FROM click WHERE id > (SELECT MAX(id) FROM click) - 100000 "
     "GROUP BY campaign_id ORDER BY COUNT(*) DESC LIMIT 1"
 )
 SQL_NEWEST_SUBID = "SELECT subid FROM click WHERE campaign_id = ? ORDER BY id DESC LIMIT 1"
 
 
 def path_ids(db) -> dict[str, str]:
-    """What `{campaign}`, `{offer}` and `{subid}` stand for: the campaign with the most of the last
-    100,000 clicks (the biggest a buyer opens), an offer of it, its newest click."""
+    """What `{campaign}`, `{offer}`, `{stream}` and `{subid}` stand for: the campaign with the most of
+    the last 100,000 clicks (the biggest a buyer opens), an offer and a stream of it, its newest click."""
     row = db.execute_sql(SQL_BUSIEST_CAMPAIGN).fetchone()
     if row is None:
         raise BenchError("The database has no clicks to open pages on.")
     subid = db.execute_sql(SQL_NEWEST_SUBID, (row[0],)).fetchone()
-    return {"campaign": str(row[0]), "offer": str(row[1]), "subid": subid[0]}
+    return {"campaign": str(row[0]), "offer": str(row[1]), "stream": str(row[2]), "subid": subid[0]}
 
 
 # -- HTTP -------------------------------------------------------------------------------------
