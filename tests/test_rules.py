@@ -72,14 +72,18 @@ def land(
 
 
 @pytest.fixture
-def push(db):
-    """Campaign push (zoneid is sub_id_1): zone 10 spent 10.00 on 20 clicks and 6 spent 6.00, neither
-    converting; 7 spent 6.00 and made a sale; 3 spent 1.00."""
+def push_campaign(db):
+    """Campaign push from the source PropellerAds (zoneid is sub_id_1), no clicks yet."""
     run_deferred(db)
     source = create_source(db, "PropellerAds", "zoneid={zoneid}")
-    campaign = create_campaign(
-        db, "Push", "push", offer_url="https://o.example/?s={subid}", source=source.name
-    )
+    return create_campaign(db, "Push", "push", offer_url="https://o.example/?s={subid}", source=source.name)
+
+
+@pytest.fixture
+def push(db, push_campaign):
+    """Campaign push (zoneid is sub_id_1): zone 10 spent 10.00 on 20 clicks and 6 spent 6.00, neither
+    converting; 7 spent 6.00 and made a sale; 3 spent 1.00."""
+    campaign = push_campaign
     stream_id = Stream.get(Stream.campaign == campaign.id).id
     offer_id = StreamOffer.get(StreamOffer.stream == stream_id).offer_id
     for zone, clicks, cost, sales in (
@@ -209,7 +213,7 @@ def test_a_pause_rule_sets_an_offers_weight_to_0_but_never_a_streams_last_and_un
         ({"timezone": "Mars/Olympus"}, "Unknown timezone"),
     ],
 )
-def test_a_rule_that_cannot_work_is_refused_at_creation_in_one_sentence(db, push, changes, message):
+def test_a_rule_that_cannot_work_is_refused_at_creation_in_one_sentence(db, push_campaign, changes, message):
     with pytest.raises(LannerError, match=message):  # RuleError, or the campaign lookup's own.
         zone_rule(db, **changes)
     assert list(RuleAction.select()) == [] and plan_rules(db) == []
