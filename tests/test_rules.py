@@ -49,21 +49,22 @@ def land(
     delta = RollupDelta()
     subids = []
     columns = {"stream_id": 1, "offer_id": 1, **columns}
-    for n in range(clicks):
-        created = int(at * 1000) + n
-        click = Click.create(
-            subid=new_subid(created),
-            created_at=created,
-            campaign_id=campaign_id,
-            ip="203.0.113.7",
-            user_agent="ua",
-            ua_hash=ua_hash("ua"),
-            cost=round(cost / clicks, 6),
-            **columns,
-        )
-        subids.append(click.subid)
-        delta.add_clicks([[getattr(Click.get_by_id(click.id), column) for column in CLICK_COLUMNS]])
-    delta.apply(db.connection())
+    with db.atomic():  # One commit for them all, as a flush lands them.
+        for n in range(clicks):
+            created = int(at * 1000) + n
+            click = Click.create(
+                subid=new_subid(created),
+                created_at=created,
+                campaign_id=campaign_id,
+                ip="203.0.113.7",
+                user_agent="ua",
+                ua_hash=ua_hash("ua"),
+                cost=round(cost / clicks, 6),
+                **columns,
+            )
+            subids.append(click.subid)
+            delta.add_clicks([[getattr(Click.get_by_id(click.id), column) for column in CLICK_COLUMNS]])
+        delta.apply(db.connection())
     recorder = ConversionRecorder(db, park_ms=3_600_000)
     for subid in subids[:sales]:
         recorder.record(
