@@ -35,20 +35,21 @@ def land_clicks(db, rows: list[dict]) -> None:
     """Clicks as the flusher lands them (rollups included): each row's campaign_id, sub_id_1, cost."""
     now = int(time.time() * 1000) - 3_600_000
     delta = RollupDelta()
-    for n, row in enumerate(rows):
-        created = now + n
-        click = Click.create(
-            subid=new_subid(created),
-            created_at=created,
-            stream_id=row.get("stream_id", 1),
-            offer_id=row.get("offer_id", 1),
-            ip="203.0.113.7",
-            user_agent="ua",
-            ua_hash=ua_hash("ua"),
-            **{k: v for k, v in row.items() if k not in ("stream_id", "offer_id")},
-        )
-        delta.add_clicks([[getattr(Click.get_by_id(click.id), column) for column in CLICK_COLUMNS]])
-    delta.apply(db.connection())
+    with db.atomic():  # One commit for them all, as a flush lands them.
+        for n, row in enumerate(rows):
+            created = now + n
+            click = Click.create(
+                subid=new_subid(created),
+                created_at=created,
+                stream_id=row.get("stream_id", 1),
+                offer_id=row.get("offer_id", 1),
+                ip="203.0.113.7",
+                user_agent="ua",
+                ua_hash=ua_hash("ua"),
+                **{k: v for k, v in row.items() if k not in ("stream_id", "offer_id")},
+            )
+            delta.add_clicks([[getattr(Click.get_by_id(click.id), column) for column in CLICK_COLUMNS]])
+        delta.apply(db.connection())
 
 
 @pytest.fixture
