@@ -45,6 +45,24 @@ PRELOAD = (
     "workers.runtime.tasks",
     "workers.ops.status",
     "app",
+    # What `lanner serve` (its master, web and admin workers) and `lanner worker` import as they start:
+    # the tests start a few hundred servers and consumers (ForkedProcess).
+    "workers.runtime.server",
+    "workers.runtime.heartbeat",
+    "workers.runtime.spoolwatch",
+    "workers.ops.metrics",
+    "routes.click",
+    "routes.clickapi",
+    "routes.api",
+    "routes.postback",
+    "routes.landers",
+    "routes.health",
+    "routes.metrics",
+    "routes.panel",
+    "routes.v1",
+    "models.reporting.history",
+    "models.reporting.historyclicks",
+    "huey.consumer",
 )
 HEADER = struct.Struct("!I")
 
@@ -180,21 +198,30 @@ class CliServer:
         subprocess.TimeoutExpired (the command killed) after `timeout` seconds."""
         import subprocess
 
+        process = self.spawn(args, env, cwd, stdout, stderr)
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+
+    def spawn(self, args: list[str], env: dict[str, str], cwd: str, stdout, stderr) -> ForkedProcess:
+        """Start `lanner ARGS` (a command, a server, a consumer); return at once a handle like a Popen."""
         body = json.dumps({"args": list(args), "env": env, "cwd": cwd}).encode()
-        with open(os.devnull, "rb") as stdin, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(timeout)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
             conn.connect(self.path)
-            fds = [stdin.fileno(), stdout.fileno(), stderr.fileno()]
-            socket.send_fds(conn, [HEADER.pack(len(body))], fds)
+            with open(os.devnull, "rb") as stdin:
+                fds = [stdin.fileno(), stdout.fileno(), stderr.fileno()]
+                socket.send_fds(conn, [HEADER.pack(len(body))], fds)
             conn.sendall(body)
             reader = conn.makefile("rb")
             pid = json.loads(reader.readline())["pid"]
-            try:
-                line = reader.readline()
-            except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                raise subprocess.TimeoutExpired(["lanner", *args], timeout) from None
-            return json.loads(line)["code"]
+        except BaseException:
+            conn.close()
+            raise
+        return ForkedProcess(["lanner", *args], pid, conn, reader)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -205,6 +232,49 @@ class CliServer:
                 remove(path)
             except OSError:
                 pass
+
+
+class ForkedProcess:
+    """A command the fork server runs, seen as a `subprocess.Popen` is (pid, poll, wait, signals): its
+    exit code arrives on the connection, from the server's child that waits for it."""
+
+    def __init__(self, args: list[str], pid: int, conn: socket.socket, reader) -> None:
+        self.args, self.pid, self.returncode = args, pid, None
+        self._conn, self._reader = conn, reader
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._conn], [], [], 0)[0]:
+            self._read_code()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import subprocess
+
+        if self.returncode is None:
+            if not select.select([self._conn], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self._read_code()
+        return self.returncode
+
+    def _read_code(self) -> None:
+        line = self._reader.readline()
+        # No line: the server's child died before telling (never seen); say it as a kill would.
+        self.returncode = json.loads(line)["code"] if line else -signal.SIGKILL
+        self._reader.close()
+        self._conn.close()
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:  # Exited; its code is on the way.
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 if __name__ == "__main__":

@@ -339,12 +339,15 @@ def _cli_server(kind: str):
     return server
 
 
+def _server_kind(env: dict[str, str]) -> str:
+    return "postgresql" if env.get("LANNER_DATABASE_URL", "").startswith("postgres") else "sqlite"
+
+
 def _run_forked(env: dict[str, str], args: tuple[str, ...], timeout: float) -> subprocess.CompletedProcess:
     import tempfile
 
-    kind = "postgresql" if env.get("LANNER_DATABASE_URL", "").startswith("postgres") else "sqlite"
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        code = _cli_server(kind).run(list(args), env, str(ROOT), timeout, out, err)
+        code = _cli_server(_server_kind(env)).run(list(args), env, str(ROOT), timeout, out, err)
         out.seek(0)
         err.seek(0)
         stdout, stderr = (f.read().decode().replace("\r\n", "\n").replace("\r", "\n") for f in (out, err))
@@ -398,9 +401,14 @@ class LiveProcess:
 
 
 def start_process(args: list[str], env: dict[str, str], log_path: Path) -> LiveProcess:
-    log = open(log_path, "wb")
-    process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    log.close()
+    """A long-running process (a server, a consumer, nginx). `lanner` ones are forked from the tests'
+    fork server like a `lanner` call (run_lanner): Python's start and the app's imports cost ~0.3 s of
+    CPU a process, and a run starts a few hundred."""
+    with open(log_path, "wb") as log:
+        if IS_CLI_FORKED and args[:3] == LANNER and args[3:4] not in (["db"], ["bench"]):
+            process = _cli_server(_server_kind(env)).spawn(args[3:], env, str(ROOT), log, log)
+        else:
+            process = subprocess.Popen(args, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     return LiveProcess(process, log_path)
 
 
