@@ -6,6 +6,7 @@ from __future__ import annotations
 import getpass
 import os
 import shlex
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -19,6 +20,7 @@ from conftest import ROOT, LiveProcess, request, start_process
 from workers.bench.harness import free_port
 
 NGINX = "/usr/sbin/nginx"
+TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "maxmind" / "GeoIP2-Country-Test.mmdb"
 pytestmark = [
     pytest.mark.long,
     pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is installed by `make test`"),
@@ -209,6 +211,10 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     assert "track.lanner.test: kept" in second.stdout
     assert "LANNER_LOG_LEVEL=WARNING" in env_file.read_text()
     assert "up to date" in second.stdout
+    # The same packages and C extension: pip is not run again, and the extension came along.
+    assert "packages and the C extension unchanged: kept" in second.stdout
+    venv_python = str(root / "opt/lanner/venv/bin/python")
+    subprocess.run([venv_python, "-c", "import workers.runtime._bjoern"], cwd="/", check=True, timeout=60)
     assert "First admin" not in second.stdout  # Printed once, on the first install.
     with sqlite3.connect(root / "var/lib/lanner/lanner.db") as connection:
         assert connection.execute("SELECT COUNT(*) FROM click").fetchone()[0] == 2  # Both clicks kept.
@@ -286,6 +292,9 @@ def test_cluster_first_host_makes_postgres_and_redis_and_a_further_host_joins_th
     debian_conf = f'port {redis_port}\nbind 127.0.0.1 -::1\nsave ""\nappendonly no\ndir {tmp_path}\n'
     (first / "etc/redis/redis.conf").write_text(debian_conf)
 
+    for host in (first, further):  # Not `lanner geo build` (~3 s of CPU each): the first test builds it.
+        (host / "var/lib/lanner/geo").mkdir(parents=True)
+        shutil.copyfile(TEST_COUNTRY_DATABASE, host / "var/lib/lanner/geo/country.mmdb")
     installed = install_cluster(
         first, environ, "--cluster", "--cluster-listen", "127.0.0.2", "--node-id", "first"
     )
@@ -334,13 +343,15 @@ def test_cluster_first_host_makes_postgres_and_redis_and_a_further_host_joins_th
         path: path.read_text() for path in (first / "etc/lanner/lanner.env", first / "etc/redis/lanner.conf")
     }
     hba_before = hba.read_text()
+    # As after a release that changed the packages: the upgrade installs them again.
+    (first / "opt/lanner/venv/.lanner-packages").write_text("an older release's\n")
     again = install_cluster(
         first, environ, "--cluster", "--cluster-listen", "127.0.0.2", "--node-id", "first"
     )
     assert {path: path.read_text() for path in before} == before and hba.read_text() == hba_before
     assert hba_before.count("host lanner lanner samenet scram-sha-256") == 1
     assert not any(word in again.stdout for word in (" created", " set\n", " changed", " written"))
-    assert "upgraded in place" in again.stdout
+    assert "upgraded in place" in again.stdout and "unchanged: kept" not in again.stdout
 
     # Redis as its service would run it, from the installed configuration.
     redis = start_process(
