@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo
 
 from peewee import Database, IntegrityError
 
@@ -41,6 +41,7 @@ from models.choices import (
     STREAM_STATUSES,
     STREAM_TYPES,
 )
+from models.lookups.timezones import timezone_set
 from models.reporting.currency import CurrencyError, check_code, missing_rate, report_currency
 from models.routing.filters import FilterError, describe_filter, parse_filter
 from models.routing.macros import MacroError, saved_url
@@ -113,7 +114,7 @@ def _check_alias(alias: str) -> str:
 
 def check_timezone(name: str) -> str:
     """An IANA timezone name, or one sentence saying it is none (campaigns' and users' timezones)."""
-    if name not in available_timezones() and name != "UTC":
+    if name not in timezone_set():
         raise AdminError(f"Unknown timezone {name!r}; use an IANA name such as Europe/Berlin or UTC.")
     ZoneInfo(name)
     return name

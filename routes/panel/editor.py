@@ -8,10 +8,8 @@ same parser (models/routing/filters.py) validates them and its sentence is shown
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-from zoneinfo import available_timezones
 
 import falcon
 
@@ -56,6 +54,7 @@ from models.choices import (
     STREAM_ACTIONS,
     STREAM_TYPES,
 )
+from models.lookups.timezones import timezone_names
 from models.reporting.sequential import ALPHA
 from models.routing.filters import DEVICE_TYPES, FILTER_NAMES, describe_filter
 from routes.panel.common import PERIODS, CampaignBase, FormError, PanelContext, PanelResource, chosen_period
@@ -131,13 +130,6 @@ CAMPAIGN_FIELDS = (
     "source_id",
     "tags",
 )
-
-
-@functools.cache
-def timezone_names() -> list[str]:
-    """The timezone field's suggestions; read from the tz database once, when a form first needs them
-    (~50 ms: not when the admin worker starts)."""
-    return sorted(available_timezones() | {"UTC"})
 
 
 def _float(form: dict, name: str, what: str) -> float | None:

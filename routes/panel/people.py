@@ -4,9 +4,7 @@
 
 from __future__ import annotations
 
-import functools
 from datetime import datetime
-from zoneinfo import available_timezones
 
 import falcon
 
@@ -24,6 +22,7 @@ from models.accounts.users import (
 )
 from models.admin.services import AdminError, list_campaigns
 from models.choices import API_KEY_SCOPES, ROLES
+from models.lookups.timezones import timezone_names
 from models.reporting.timerange import zone
 from routes.panel.common import PanelContext, PanelResource, timezone_of
 from routes.panel.flash import Flash
@@ -43,12 +42,6 @@ DONE = {
     "unshared": "The campaign is no longer shared.",
     "revoked": "The key is revoked.",
 }
-
-
-@functools.cache
-def timezone_names() -> list[str]:
-    """Every IANA name the timezone check accepts, sorted (read once: it walks the tz database)."""
-    return sorted(available_timezones() | {"UTC"})
 
 
 def local_time(ms: int | None, timezone: str) -> str:
