@@ -352,13 +352,22 @@ def stop_cluster(directory: Path, say: Callable[[str], None] = print) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(state["redis_pid"], signal.SIGTERM)
     if state.get("postgres_data") and Path(state["postgres_data"], "postmaster.pid").exists():
+        from workers.bench.servers import run_as
+
         pg_ctl = Path(state["postgres_bindir"]) / "pg_ctl"
-        subprocess.run(
+        user = run_as()  # pg_ctl refuses root, as the server does: its user.
+        as_user = {} if user is None else {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+        stopped = subprocess.run(
             [str(pg_ctl), "-D", state["postgres_data"], "-m", "fast", "-w", "stop"],
             capture_output=True,
+            text=True,
             check=False,
             timeout=STOP_SECONDS,
+            cwd="/",
+            **as_user,
         )
+        if stopped.returncode != 0:
+            raise BenchError(f"pg_ctl could not stop the cluster's PostgreSQL: {stopped.stderr.strip()}")
     for server_dir in (
         state.get("postgres_data") and str(Path(state["postgres_data"]).parent),
         state.get("redis_dir"),
