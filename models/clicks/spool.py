@@ -864,7 +864,10 @@ def _flush_spool(
             rollups.add_clicks(landed)
             lp_landed = []
             if lp_clicks:
-                # After the batch's clicks: a click's line precedes its LP click's in the journal.
+                # After the batch's clicks: a click's line precedes its LP click's in the journal. By
+                # subid (a stable sort: the first LP line of a click still wins), as the parked ones
+                # are taken: two nodes' flushers landing LP clicks on the same clicks lock them in order.
+                lp_clicks.sort(key=lambda lp_click: lp_click[0])
                 lp_landed = store.land_lp_clicks(lp_clicks, int(time.time() * 1000))
             if landed:  # Cluster mode: an LP click parked on another node's click that may be here now.
                 lp_landed += store.land_parked_lp_clicks()
