@@ -116,3 +116,22 @@ def test_four_flushers_of_one_campaign_never_deadlock_and_land_exact_totals(post
     waits = WAITED.findall(log)
     print(f"{len(waits)} lock waits past 1 ms in {NODES * CLICKS // BATCH} flush transactions: {set(waits)}")
     assert set(waits) <= {"transaction", "tuple", "extension"}, waits
+
+
+def test_rows_in_lock_order_are_sorted_by_their_key_with_null_first_and_values_kept():
+    from models.store.rows import in_lock_order
+
+    rows = [
+        (3600, 2, "US", 5),
+        (3600, 1, None, 7),
+        (0, 2, "", 1),
+        (3600, 1, "DE", 2),
+        (3600, 1, None, 3),  # The same key as the second row: kept after it.
+    ]
+    assert in_lock_order(rows, 3) == [
+        (0, 2, "", 1),
+        (3600, 1, None, 7),
+        (3600, 1, None, 3),
+        (3600, 1, "DE", 2),
+        (3600, 2, "US", 5),
+    ]
