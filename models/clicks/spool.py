@@ -860,25 +860,26 @@ def _flush_spool(
             store = ClickStore(connection)
             landed = store.insert(rows)
             inserted = len(landed)
-            add_to_counters(
-                connection,
-                zones.increments(connection, ((r[STREAM_ID], r[OFFER_ID], r[CREATED_AT]) for r in landed)),
-            )
+            counted = [(r[STREAM_ID], r[OFFER_ID], r[CREATED_AT]) for r in landed]
             rollups.add_clicks(landed)
             lp_landed = []
             if lp_clicks:
-                # After the batch's clicks: a click's line precedes its LP click's in the journal.
+                # After the batch's clicks: a click's line precedes its LP click's in the journal. By
+                # subid (a stable sort: the first LP line of a click still wins), as the parked ones
+                # are taken: two nodes' flushers landing LP clicks on the same clicks lock them in order.
+                lp_clicks.sort(key=lambda lp_click: lp_click[0])
                 lp_landed = store.land_lp_clicks(lp_clicks, int(time.time() * 1000))
             if landed:  # Cluster mode: an LP click parked on another node's click that may be here now.
                 lp_landed += store.land_parked_lp_clicks()
             if lp_landed:
-                add_to_counters(
-                    connection,
-                    zones.increments(connection, ((None, offer, at) for at, offer, *_ in lp_landed)),
-                )
+                counted += [(None, offer, at) for at, offer, *_ in lp_landed]
                 for _, offer_id, key, metrics, conversions in lp_landed:
                     rollups.add_lp_click(key, metrics, offer_id, conversions)
                 result.lp_clicks += len(lp_landed)
+            # The rows every node's flusher adds onto (the cap counters, the rollups) last, each in key
+            # order (models/store/rows.py in_lock_order): their locks are held from here to the commit
+            # only, and taken by every flusher in one order, so flushers of one campaign never deadlock.
+            add_to_counters(connection, zones.increments(connection, counted))
             rollups.apply(connection)
             new_offset = offset + sum(len(line) for line in lines)
             store.set_position(node, segment, new_offset, int(time.time() * 1000))

@@ -117,7 +117,8 @@ class HistoryStore(Store):
         if not click_ids:
             return
         self.guard()
-        self.conn.executemany(self.SQL_RECORD_CHANGE, [(i, i) for i in click_ids]).close()
+        # In click id order: two flushers queueing the same clicks lock their rows in one order.
+        self.conn.executemany(self.SQL_RECORD_CHANGE, [(i, i) for i in sorted(click_ids)]).close()
 
     def changes(self, after: int, up_to: int, limit: int) -> list[tuple[int, int]]:
         """(click_id, seq) of queued clicks with after < click_id <= up_to, lowest first."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from models.store.rows import Store, fetch_one
+from models.store.rows import Store, fetch_one, in_lock_order
 from models.tables.dimensions import CONVERSION_METRICS, DIMENSIONS, LP_METRICS, METRICS, TABLES
 
 # A click's LP view and LP click (migration 0016) summed over raw clicks (`{c}`: the table's prefix),
@@ -66,12 +66,14 @@ FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
     __slots__ = ()
 
     def add(self, changes: Iterable[tuple[str, list[tuple]]], metrics: tuple[str, ...] = METRICS) -> None:
-        """Add each (table, rows of (period, its dimensions, `metrics`)) onto the table's rows."""
+        """Add each (table, rows of (period, its dimensions, `metrics`)) onto the table's rows, the
+        tables in the order given (always TABLES' order) and each one's rows in key order (in_lock_order)."""
         for table, rows in changes:
             if metrics == METRICS:
                 sql = self.SQL_UPSERT[table]
             else:  # A database not migrated to the end (present_metrics).
                 sql = _upsert_sql(table, _TABLE_DIMENSIONS[table], metrics)
+            rows = in_lock_order(rows, 1 + len(_TABLE_DIMENSIONS[table]))
             self.conn.executemany(sql, rows).close()
 
     def present_metrics(self) -> tuple[str, ...]:
@@ -99,7 +101,7 @@ FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
                 select = select_click_rollup(width, positions, self.MONEY_SUM, lp=False)
                 upsert = _upsert_sql(table, _TABLE_DIMENSIONS[table], metrics)
             rows = self.conn.execute(select, (first_id, last_id)).fetchall()
-            self.conn.executemany(upsert, rows).close()
+            self.conn.executemany(upsert, in_lock_order(rows, 1 + len(positions))).close()
 
     def conversions_with_keys(self) -> list[tuple]:
         """(status, payout in the report currency, cost, its click's created_at, DIMENSIONS...) of every

@@ -32,6 +32,21 @@ def fetch_single(conn, sql: str, params: tuple = ()) -> tuple:
     return row
 
 
+def in_lock_order(rows, key_width: int) -> list:
+    """`rows` sorted by their first `key_width` values (the upsert's conflict key), NULL first.
+
+    Every writer that upserts several shared rows in one transaction (the flushers of all nodes, a
+    postback) passes them through this, table by table in one fixed order: all of them then take
+    their row locks in one global order, so two can wait on each other's rows but never deadlock.
+    """
+    return sorted(rows, key=lambda row: tuple(_ordered(value) for value in row[:key_width]))
+
+
+def _ordered(value) -> tuple:
+    """NULL before any value of the column (which holds one type), never compared with one."""
+    return (False, 0) if value is None else (True, value)
+
+
 def dialect_of_connection(conn) -> str:
     """The package of models/store/ whose statements run on a raw connection: 'sqlite' or 'postgres'."""
     return "sqlite" if isinstance(conn, sqlite3.Connection) else "postgres"

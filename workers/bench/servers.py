@@ -268,8 +268,16 @@ class RedisServer:
             "--daemonize",
             "no",
         ]
+        # A session of its own: a Ctrl-C meant for `lanner cluster up` or the bench reaches them only,
+        # and they stop Redis last.
         self.process = subprocess.Popen(
-            args, cwd=self.base, stdout=log, stderr=subprocess.STDOUT, env=_server_env(), **_user_options()
+            args,
+            cwd=self.base,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=_server_env(),
+            start_new_session=True,
+            **_user_options(),
         )
         log.close()
         deadline = time.monotonic() + START_SECONDS
