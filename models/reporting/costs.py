@@ -314,6 +314,8 @@ def set_cost(
     chunk_size: int = SPREAD_CHUNK,
     rows: list[tuple] | None = None,
     earlier: list[dict] | None = None,
+    spend_connection_id: int | None = None,
+    is_audited: bool = True,
 ) -> SpreadCost:
     """`lanner cost set`, `/api/v1/costs` and the panel's cost form: replace the costs of the request's
     clicks with its amount spread evenly over them; bots (and, with `unique_only`, repeat clicks) in the
@@ -325,7 +327,10 @@ def set_cost(
 
     `rows` and `earlier`, for a caller setting many in one transaction (a paste of zone costs): the
     scope's clicks (as CostStore.scope_clicks gives them) and the recorded entries within the range
-    that it may cover, read already, so that each set does not read them again."""
+    that it may cover, read already, so that each set does not read them again.
+
+    `spend_connection_id`: the spend connection whose sync sets it (models/reporting/spend/sync.py), which
+    audits its run once rather than each of its many sets (`is_audited` False)."""
     scope, start, end, amount, currency = (
         request.scope,
         request.start_ms,
@@ -375,32 +380,34 @@ def set_cost(
                 "is_unique_only": int(request.unique_only),
                 "actor": actor.name,
                 "created_at": int(time.time() * 1000),
+                "spend_connection_id": spend_connection_id,
             }
         )
-        entity: tuple[str, int | None]
-        if scope.campaign_id is not None:
-            entity = ("campaign", scope.campaign_id)
-        else:
-            entity = ("source", scope.source_id)
-        record_change(
-            db,
-            actor,
-            *entity,
-            "cost",
-            None,
-            {
-                "from": request.since,
-                "to": request.until,
-                "timezone": request.timezone,
-                "amount": amount,
-                "currency": currency,
-                "clicks": clicks,
-                "unpaid_clicks": unpaid,
-                **dict(scope.filters),
-                **({"include_bots": True} if request.include_bots else {}),
-                **({"unique_only": True} if request.unique_only else {}),
-            },
-        )
+        if is_audited:
+            entity: tuple[str, int | None]
+            if scope.campaign_id is not None:
+                entity = ("campaign", scope.campaign_id)
+            else:
+                entity = ("source", scope.source_id)
+            record_change(
+                db,
+                actor,
+                *entity,
+                "cost",
+                None,
+                {
+                    "from": request.since,
+                    "to": request.until,
+                    "timezone": request.timezone,
+                    "amount": amount,
+                    "currency": currency,
+                    "clicks": clicks,
+                    "unpaid_clicks": unpaid,
+                    **dict(scope.filters),
+                    **({"include_bots": True} if request.include_bots else {}),
+                    **({"unique_only": True} if request.unique_only else {}),
+                },
+            )
     return SpreadCost(
         scope.campaign_id,
         scope.source_id,
