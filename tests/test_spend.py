@@ -322,3 +322,56 @@ def test_bad_spend_connections_are_refused_with_one_sentence(db, campaign):
     assert refused(parameter="nope").startswith("'nope' is neither a parameter of traffic source 'FB'")
     assert refused(source="nope") == "There is no traffic source 'nope'."
     assert refused(timezone="Mars/Base").startswith("Unknown timezone 'Mars/Base'")
+
+
+def test_a_source_with_a_live_spend_connection_is_not_deleted_and_a_removed_one_lets_go(db, campaign):
+    from models.admin.errors import AdminConflict
+    from models.admin.sources import create_source, delete_source
+    from models.reporting.spend.connections import (
+        create_spend_connection,
+        get_spend_connection,
+        remove_spend_connection,
+    )
+
+    create_source(db, "Push", "zone={zoneid}")
+    given = {"api_token": PROPELLER_TOKEN}
+    create_spend_connection(db, "pa", "propellerads", source="Push", credentials=given, parameter="zone")
+    with pytest.raises(AdminConflict) as refused:
+        delete_source(db, "Push")
+    assert str(refused.value) == (
+        "Traffic source 'Push' has its spend pulled by spend connection pa: remove it first "
+        "(`lanner platform spend remove`)."
+    )
+    remove_spend_connection(db, "pa")
+    delete_source(db, "Push")
+    assert get_spend_connection(db, "pa").source == ""
+
+
+def test_the_workers_round_syncs_each_active_connection_and_logs_a_failure_in_one_line(
+    db, env, campaign, spend_fake, caplog
+):
+    import time
+
+    from models.reporting.spend.connections import create_spend_connection, set_spend_status, sync_log
+    from settings import load_settings
+    from workers.runtime.tasks import sync_spend
+
+    today = datetime.fromtimestamp(time.time() - 60, UTC).date().isoformat()
+    ids = add_clicks(campaign, today, "A1", 2)
+    meta_connection(db)
+    given = {"api_token": PROPELLER_TOKEN}
+    create_spend_connection(db, "pa", "propellerads", source="FB", credentials=given, parameter="zone")
+    set_spend_status(db, "pa", "paused")
+    create_spend_connection(
+        db, "pa2", "propellerads", source="FB", credentials=given | {"api_token": "x" * 20}
+    )
+    spend_fake.rows["meta"] = [meta_row("A1", "1.00", day=today)]
+    sync_spend(
+        load_settings(
+            env | {"LANNER_META_API_URL": spend_fake.base, "LANNER_PROPELLERADS_API_URL": spend_fake.base}
+        )
+    )
+    assert [row["state"] for row in sync_log(db, "fb-spend")] == ["done"] and costs(ids) == [0.5, 0.5]
+    assert sync_log(db, "pa") == []
+    assert [row["error"] for row in sync_log(db, "pa2")] == ["PropellerAds answered 401: Unauthenticated."]
+    assert "spend of pa2 not synced: PropellerAds answered 401: Unauthenticated." in caplog.text

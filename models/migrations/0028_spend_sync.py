@@ -12,7 +12,7 @@ CREATE TABLE spend_connection (
     id {id},
     name TEXT NOT NULL UNIQUE,
     platform TEXT NOT NULL,
-    source_id {int} NOT NULL REFERENCES traffic_source (id),
+    source_id {int} REFERENCES traffic_source (id),
     parameter TEXT NOT NULL DEFAULT '',
     credentials TEXT NOT NULL DEFAULT '{{}}',
     currency TEXT NOT NULL DEFAULT '',

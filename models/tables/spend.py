@@ -14,7 +14,8 @@ class SpendConnection(BaseModel):
     id = AutoField()
     name = TextField(unique=True)
     platform = TextField()  # meta, tiktok, propellerads
-    source_id = IntegerField()  # The traffic source whose click parameter `parameter` is.
+    # The traffic source whose click parameter `parameter` is; NULL once a removed connection let go of it.
+    source_id = IntegerField(null=True)
     parameter = TextField(default="")  # The click parameter holding the row's ad / zone id; '' per campaign.
     credentials = TextField(default="{}")  # JSON; never logged, shown back masked.
     currency = TextField(default="")  # The spend's currency when the platform does not say it.

@@ -350,6 +350,19 @@ def remove_spend_connection(db: Database, ref: str | int, *, actor: Principal = 
     return _view(row)
 
 
+def spend_connections_of_source(db: Database, source_id: int) -> list[str]:
+    """The names of the spend connections (not removed) that cost the source's campaigns."""
+    query = SpendConnection.select(SpendConnection.name).where(
+        (SpendConnection.source_id == source_id) & (SpendConnection.status != REMOVED)
+    )
+    return [row.name for row in query.order_by(SpendConnection.name)]
+
+
+def release_spend_source(db: Database, source_id: int) -> None:
+    """Removed spend connections let go of a source being deleted (in the caller's transaction)."""
+    SpendConnection.update(source_id=None).where(SpendConnection.source_id == source_id).execute()
+
+
 def get_spend_connection(db: Database, ref: str | int) -> SpendView:
     return _view(_row(ref))
 
