@@ -735,3 +735,29 @@ def bench_clicks_command(
             click.echo("\n".join(format_report(report)))
     if any(step.lost or step.duplicated for step in report.lanner):
         raise click.ClickException("Some 302 subids are missing from the database or were answered twice.")
+
+
+@bench.command("spend-sync")
+@click.option("--rows", type=click.IntRange(1, 1_000_000), default=50_000, show_default=True)
+@click.option("--clicks", type=click.IntRange(1), default=200_000, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_spend_sync_command(rows: int, clicks: int, json_path: str | None) -> None:
+    """A spend sync of ROWS zone-day rows from a local PropellerAds stand-in, on a throwaway SQLite
+    database of generated clicks: the first run, the same answer again, and a tenth of the rows changed."""
+    from workers.bench.spendsync import measure_spend_sync
+
+    result = measure_spend_sync(rows=rows, clicks=clicks)
+    click.echo(
+        f"{result['clicks']:,} clicks, {result['zone_day_rows']:,} zone-day rows; "
+        f"spend {result['spend']:,.2f}, of it written {result['spend_written']:,.2f}, click costs "
+        f"{result['click_costs']:,.2f}"
+    )
+    if result["runs"][0]["note"]:
+        click.echo(result["runs"][0]["note"])
+    echo_rows(
+        result["runs"],
+        ["run", "seconds", "state", "rows", "written", "unchanged", "removed", "skipped"],
+        "table",
+    )
+    if json_path:
+        Path(json_path).write_text(json.dumps(result, indent=2))

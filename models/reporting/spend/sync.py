@@ -34,7 +34,17 @@ from peewee import Database
 from models.accounts.audit import record_change
 from models.accounts.principal import Principal
 from models.admin.errors import AdminConflict
-from models.reporting.costs import CostError, check_clicks, cost_request, cost_scope, set_cost, spread_cost
+from models.reporting.costs import (
+    MAX_AMOUNT,
+    CostError,
+    CostRequest,
+    CostScope,
+    check_clicks,
+    cost_scope,
+    set_costs_together,
+    spread_cost,
+)
+from models.reporting.currency import rate_of, report_currency
 from models.reporting.spend import meta, propellerads, tiktok
 from models.reporting.spend.fetch import Get, SpendError, SpendRow, http_get
 from models.reporting.timerange import local_instant, zone
@@ -251,12 +261,15 @@ def apply_rows(
         filters = json.loads(entry["filters"] or "{}")
         column, value = next(iter(filters.items())) if filters else ("", "")
         earlier.setdefault((entry["campaign_id"], column, value, entry["since"]), []).append(entry)
+    rates = Rates(db)
     by_day: dict[tuple[int, str, str], list[Target]] = {}
     for target, (_, _, n) in targets.items():
         if n > 0:
             by_day.setdefault((target.campaign_id, target.column, target.day), []).append(target)
     for (campaign_id, column, day), group in sorted(by_day.items()):
-        _write_day(db, connection, campaigns[campaign_id], column, day, group, targets, earlier, counts)
+        _write_day(
+            db, connection, campaigns[campaign_id], column, day, group, targets, earlier, counts, rates
+        )
     reported = {(t.campaign_id, t.column, t.value, t.day) for t in targets}
     for key, entries in earlier.items():
         if key not in reported:
@@ -274,21 +287,24 @@ def _write_day(
     targets: dict[Target, list],
     earlier: dict[tuple, list[dict]],
     counts: SyncCounts,
+    rates: Rates,
 ) -> None:
+    """One campaign's day: its clicks by the parameter's value read in one scan, each target compared with
+    the set written before, the changed ones set together in one transaction."""
     store = CostStore(db.connection())
     actor = Principal(None, f"spend:{connection.name}", "admin", True, False)
     tz = zone(connection.timezone)
     start_ms, end_ms = local_instant(day, tz, is_end=False), local_instant(day, tz, is_end=True)
     with write_tx(db):
-        # The campaign's clicks of the day by the parameter's value, in one scan (PERF: a scan per zone
-        # walks the whole day each time).
+        # PERF: one scan of the day by the parameter's value; a scan per zone walks the whole day each time.
         if column:
             clicks = store.scope_clicks_by(campaign.id, start_ms, end_ms, column)
         else:
             clicks = {"": store.scope_clicks(campaign.id, start_ms, end_ms)}
+        items = []
         for target in group:
             amount, currency, n = targets[target]
-            amount = round(amount, 6)
+            amount, currency = round(amount, 6), currency or campaign.cost_currency
             key = (campaign.id, target.column, target.value, day)
             rows = clicks.get(target.value, [])
             old = earlier.get(key, [])
@@ -299,28 +315,41 @@ def _write_day(
             ):
                 counts.unchanged += 1
                 continue
+            # The scope and request as cost_scope and cost_request make them, without their lookups per zone.
+            filters = ((column, target.value),) if column else ()
+            label = f"{connection.parameter}={target.value}" if column else ""
+            scope = CostScope((campaign.id,), campaign.id, None, "", filters, label)
+            request = CostRequest(scope, day, day, connection.timezone, start_ms, end_ms, amount, currency)
             try:
-                named = [(connection.parameter, target.value)] if column else []
-                scope = cost_scope(db, campaign=campaign, sub_ids=named)
-                request = cost_request(
-                    db, scope, day, day, amount, currency=currency or None, timezone=connection.timezone
-                )
+                if not 0 <= amount <= MAX_AMOUNT:
+                    raise CostError(f"The amount must be a number from 0 to {MAX_AMOUNT:,.0f}.")
+                rates.check(currency)
                 check_clicks(db, request, rows)
             except CostError as exc:
                 counts.skip(_reason(str(exc), column), n)
                 continue
-            set_cost(
-                db,
-                request,
-                actor=actor,
-                chunk_size=1 << 30,
-                rows=rows,
-                earlier=old,
-                spend_connection_id=connection.id,
-                is_audited=False,
-            )
+            items.append((request, rows, old))
             earlier.pop(key, None)
-            counts.written += 1
+        set_costs_together(db, items, actor=actor, spend_connection_id=connection.id)
+        counts.written += len(items)
+
+
+class Rates:
+    """Whether a currency has a rate into the report currency, looked up once a run."""
+
+    def __init__(self, db: Database) -> None:
+        self.conn = db.connection()
+        self.report = report_currency(self.conn)
+        self.known: dict[str, bool] = {self.report: True}
+
+    def check(self, currency: str) -> None:
+        if currency not in self.known:
+            self.known[currency] = rate_of(self.conn, currency, self.report) is not None
+        if not self.known[currency]:
+            raise CostError(
+                f"There is no exchange rate for {currency} into the report currency {self.report}; "
+                f"set one first with `lanner currency rate set {currency} RATE`."
+            )
 
 
 def _reason(message: str, column: str) -> str:
