@@ -171,15 +171,18 @@ def test_rows_of_unknown_campaigns_or_ads_are_skipped_and_counted_in_one_sentenc
     db, campaign, spend_fake, config
 ):
     add_clicks(campaign, DAY, "A1", 2)
+    add_clicks(campaign, "2026-12-02", "A3", 1)
     view = meta_connection(db)
     # 1,200 rows of a campaign mapped to none: three pages of 500, each read.
     spend_fake.rows["meta"] = [meta_row(f"X{n}", "0.10", campaign="999") for n in range(1200)]
     spend_fake.rows["meta"] += [meta_row("A1", "2.00"), meta_row("A-none", "1.00")]
+    spend_fake.rows["meta"] += [meta_row("A3", "1.00", day="2026-12-02", currency="EUR")]
     run = sync(db, config, view)
-    assert (run.state, run.rows, run.written, run.skipped) == ("done", 1202, 1, 1201)
+    assert (run.state, run.rows, run.written, run.skipped) == ("done", 1203, 1, 1202)
     assert len(spend_fake.paths) == 3
     assert run.note == (
         "Skipped 1,200 rows (120.00 of spend) of campaigns mapped to none of Lanner's (999); "
+        "1 row in a currency without an exchange rate (EUR); "
         "1 row with no clicks with their ad or zone id in Lanner that day."
     )
 
