@@ -152,7 +152,7 @@ def test_the_panel_creates_a_spend_connection_syncs_it_now_and_shows_its_log(
     spend_fake.rows["meta"] = [clicks]
     cookie = log_in(panel)
     listing = get(panel, "/panel/platforms", cookie)[2]
-    assert "No spend connections yet." in listing
+    assert listing.index("<main") < listing.index("No spend connections yet.")
     form = {
         "do": "spend",
         "name": "fb <spend>",
