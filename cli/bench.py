@@ -740,13 +740,23 @@ def bench_clicks_command(
 @bench.command("spend-sync")
 @click.option("--rows", type=click.IntRange(1, 1_000_000), default=50_000, show_default=True)
 @click.option("--clicks", type=click.IntRange(1), default=200_000, show_default=True)
+@click.option("--postgres", is_flag=True, help="On a throwaway PostgreSQL server (fsync on), not SQLite.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
-def bench_spend_sync_command(rows: int, clicks: int, json_path: str | None) -> None:
+def bench_spend_sync_command(rows: int, clicks: int, postgres: bool, json_path: str | None) -> None:
     """A spend sync of ROWS zone-day rows from a local PropellerAds stand-in, on a throwaway SQLite
     database of generated clicks: the first run, the same answer again, and a tenth of the rows changed."""
+    from workers.bench.servers import ServerMissing
+    if postgres:
+        from models.store.drivers import allow_postgres_drivers
+
+        if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
+            raise click.ClickException("PostgreSQL needs psycopg, which this process could not load.")
     from workers.bench.spendsync import measure_spend_sync
 
-    result = measure_spend_sync(rows=rows, clicks=clicks)
+    try:
+        result = measure_spend_sync(rows=rows, clicks=clicks, postgres=postgres)
+    except ServerMissing as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(
         f"{result['clicks']:,} clicks, {result['zone_day_rows']:,} zone-day rows; "
         f"spend {result['spend']:,.2f}, of it written {result['spend_written']:,.2f}, click costs "

@@ -16,6 +16,7 @@ import random
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -28,7 +29,9 @@ from models.migrations.runner import migrate
 from models.reporting.spend.connections import create_spend_connection, map_ids
 from models.reporting.spend.sync import SpendConfig, sync_connection
 from models.store.database import db, open_database
+from models.tables.campaign import Campaign
 from workers.bench.generate import generate_clicks
+from workers.bench.servers import PostgresServer
 
 TOKEN = "bench-propeller-token-0000"
 SQL_ZONE_DAYS = (
@@ -71,17 +74,23 @@ class _Statistics:
 
 
 def measure_spend_sync(
-    rows: int = 50_000, clicks: int = 200_000, campaigns: int = 10, seed: int = 30
+    rows: int = 50_000, clicks: int = 200_000, campaigns: int = 10, seed: int = 30, *, postgres: bool = False
 ) -> dict:
-    """The timings of three syncs over generated data, in seconds, with their counts."""
-    with tempfile.TemporaryDirectory(prefix="lanner-spend-bench-") as folder:
-        open_database(Path(folder) / "lanner.db", autocheckpoint=True)
-        server = _Statistics()
-        try:
-            return _measure(server, rows, clicks, campaigns, seed)
-        finally:
-            server.close()
-            db.close()
+    """The timings of three syncs over generated data, in seconds, with their counts; on a throwaway
+    SQLite file, or with `postgres` a throwaway PostgreSQL server (fsync on)."""
+    with tempfile.TemporaryDirectory(prefix="lanner-spend-bench-") as folder, ExitStack() as stack:
+        if postgres:
+            server = PostgresServer(fsync=True)
+            stack.callback(server.stop)
+            server.start()
+            open_database(server.url(server.create_database()))
+        else:
+            open_database(Path(folder) / "lanner.db", autocheckpoint=True)
+        stack.callback(db.close)
+        statistics = _Statistics()
+        stack.callback(statistics.close)
+        result = _measure(statistics, rows, clicks, campaigns, seed)
+        return result | {"backend": "postgresql" if postgres else "sqlite"}
 
 
 def _measure(server: _Statistics, rows: int, clicks: int, campaigns: int, seed: int) -> dict[str, Any]:
@@ -95,7 +104,7 @@ def _measure(server: _Statistics, rows: int, clicks: int, campaigns: int, seed: 
     generate_clicks(db, clicks, days, campaigns=campaigns, seed=seed, zone_count=max(rows // 20, 100))
     generated = time.perf_counter() - started
     source = create_source(db, "Propeller", "zone={zoneid}")
-    db.execute_sql("UPDATE campaign SET source_id = ?", (source.id,))
+    Campaign.update(source_id=source.id).execute()
     connection = create_spend_connection(
         db, "bench", "propellerads", source="Propeller", credentials={"api_token": TOKEN}, parameter="zone"
     )
