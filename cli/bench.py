@@ -746,6 +746,7 @@ def bench_spend_sync_command(rows: int, clicks: int, postgres: bool, json_path: 
     """A spend sync of ROWS zone-day rows from a local PropellerAds stand-in, on a throwaway SQLite
     database of generated clicks: the first run, the same answer again, and a tenth of the rows changed."""
     from workers.bench.servers import ServerMissing
+
     if postgres:
         from models.store.drivers import allow_postgres_drivers
 
