@@ -632,10 +632,12 @@ def set_costs_together(
             hours.update(store.poisoned_hours(campaign_id, start - start % HOUR_MS, end, EXACT_LIMIT))
             if hours:
                 rebuild_click_costs(conn, campaign_id, hours)
+        covered: list[int] = []
+        entries: list[dict] = []
         for (request, paid, unpaid, rate), (_, _, earlier) in zip(spread, items, strict=True):
             scope = request.scope
-            store.drop_entries([e["id"] for e in earlier if _covers(scope, e)])
-            store.add_entry(
+            covered.extend(e["id"] for e in earlier if _covers(scope, e))
+            entries.append(
                 {
                     "campaign_id": scope.campaign_id,
                     "source_id": scope.source_id,
@@ -659,6 +661,8 @@ def set_costs_together(
                     "spend_connection_id": spend_connection_id,
                 }
             )
+        store.drop_entries(covered)
+        store.add_entries(entries)
 
 
 def _scope_rows(store: CostStore, scope: CostScope, start_ms: int, end_ms: int) -> list[tuple]:

@@ -115,6 +115,12 @@ class CostStore(Store):
         """Record one cost set (migration 0017's columns)."""
         self.conn.execute(self.SQL_ADD_ENTRY, [entry.get(name) for name in _ENTRY_COLUMNS]).close()
 
+    def add_entries(self, entries: list[dict]) -> None:
+        """Record many cost sets in one statement batch (a spend sync's campaign-day)."""
+        rows = [[entry.get(name) for name in _ENTRY_COLUMNS] for entry in entries]
+        if rows:
+            self.conn.executemany(self.SQL_ADD_ENTRY, rows).close()
+
     def entries(self, start_ms: int | None = None, end_ms: int | None = None) -> list[dict]:
         """The cost sets recorded, oldest first; with bounds, those whose range lies within them."""
         if start_ms is None:
@@ -129,6 +135,8 @@ class CostStore(Store):
         return [dict(zip(("id", *_ENTRY_COLUMNS), row, strict=True)) for row in rows.fetchall()]
 
     def drop_entries(self, ids: list[int]) -> None:
+        if not ids:
+            return
         self.conn.executemany(self.SQL_DROP_ENTRY, [(i,) for i in ids]).close()
 
     def poisoned_hours(self, campaign_id: int, start_ms: int, end_ms: int, limit: float) -> list[int]:
