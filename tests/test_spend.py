@@ -350,14 +350,14 @@ def test_a_source_with_a_live_spend_connection_is_not_deleted_and_a_removed_one_
     assert get_spend_connection(db, "pa").source == ""
 
 
-def test_the_workers_round_syncs_each_active_connection_and_logs_a_failure_in_one_line(
+def test_the_periodic_task_syncs_each_active_connection_and_logs_a_failure_in_one_line(
     db, env, campaign, spend_fake, caplog
 ):
     import time
 
     from models.reporting.spend.connections import create_spend_connection, set_spend_status, sync_log
     from settings import load_settings
-    from workers.runtime.tasks import sync_spend
+    from workers.runtime.tasks import create_huey
 
     today = datetime.fromtimestamp(time.time() - 60, UTC).date().isoformat()
     ids = add_clicks(campaign, today, "A1", 2)
@@ -369,11 +369,13 @@ def test_the_workers_round_syncs_each_active_connection_and_logs_a_failure_in_on
         db, "pa2", "propellerads", source="FB", credentials=given | {"api_token": "x" * 20}
     )
     spend_fake.rows["meta"] = [meta_row("A1", "1.00", day=today)]
-    sync_spend(
-        load_settings(
-            env | {"LANNER_META_API_URL": spend_fake.base, "LANNER_PROPELLERADS_API_URL": spend_fake.base}
-        )
+    urls = {"LANNER_META_API_URL": spend_fake.base, "LANNER_PROPELLERADS_API_URL": spend_fake.base}
+    assert not hasattr(
+        create_huey(load_settings(env | urls | {"LANNER_SPEND_SYNC_MINUTES": "0"})), "sync_spend"
     )
+    create_huey(
+        load_settings(env | urls), immediate=True
+    ).sync_spend()  # The periodic task, as the consumer runs it.
     assert [row["state"] for row in sync_log(db, "fb-spend")] == ["done"] and costs(ids) == [0.5, 0.5]
     assert sync_log(db, "pa") == []
     assert [row["error"] for row in sync_log(db, "pa2")] == ["PropellerAds answered 401: Unauthenticated."]
