@@ -380,3 +380,20 @@ def test_the_periodic_task_syncs_each_active_connection_and_logs_a_failure_in_on
     assert sync_log(db, "pa") == []
     assert [row["error"] for row in sync_log(db, "pa2")] == ["PropellerAds answered 401: Unauthenticated."]
     assert "spend of pa2 not synced: PropellerAds answered 401: Unauthenticated." in caplog.text
+
+
+def test_an_ads_day_in_two_currencies_is_skipped_whole_and_the_rest_is_written(
+    db, campaign, spend_fake, config
+):
+    ids = add_clicks(campaign, DAY, "A1", 2)
+    other = add_clicks(campaign, DAY, "A2", 1)
+    view = meta_connection(db)
+    spend_fake.rows["meta"] = [
+        meta_row("A1", "1.00"),
+        meta_row("A1", "2.00", currency="EUR"),
+        meta_row("A1", "3.00"),
+        meta_row("A2", "0.40"),
+    ]
+    run = sync(db, config, view)
+    assert (run.written, run.skipped) == (1, 3) and costs(ids) == [0.0, 0.0] and costs(other) == [0.4]
+    assert run.note == "Skipped 3 rows of one ad or zone and day in two currencies."

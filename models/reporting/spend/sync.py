@@ -245,13 +245,13 @@ def apply_rows(
         currency = row.currency or connection.currency
         if target not in targets:
             targets[target] = [0.0, currency, 0]
-        elif targets[target][1] != currency:
-            counts.skip("of one scope and day in two currencies", targets[target][2] + 1)
-            targets[target][2] = -1
+        total = targets[target]
+        if total[2] < 0 or total[1] != currency:  # Summed in two currencies, it would be neither.
+            counts.skip("of one ad or zone and day in two currencies", 1 if total[2] < 0 else total[2] + 1)
+            total[2] = -1
             continue
-        if targets[target][2] >= 0:
-            targets[target][0] += row.spend
-            targets[target][2] += 1
+        total[0] += row.spend
+        total[2] += 1
     tz = zone(connection.timezone)
     store = CostStore(db.connection())
     start_ms = local_instant(since, tz, is_end=False)
