@@ -397,3 +397,39 @@ def test_an_ads_day_in_two_currencies_is_skipped_whole_and_the_rest_is_written(
     run = sync(db, config, view)
     assert (run.written, run.skipped) == (1, 3) and costs(ids) == [0.0, 0.0] and costs(other) == [0.4]
     assert run.note == "Skipped 3 rows of one ad or zone and day in two currencies."
+
+
+def test_the_fake_refuses_what_each_platform_refuses(spend_fake):
+    """The fake is no stand-in that takes anything: each documented refusal, asked for directly."""
+    from models.reporting.spend import meta, propellerads, tiktok
+    from models.reporting.spend.fetch import http_get
+
+    good = {"ad_account_id": META_ACCOUNT, "access_token": META_SPEND_TOKEN}
+    bearer = {"Authorization": f"Bearer {META_SPEND_TOKEN}"}
+    url = meta.url(good, "2026-12-01", "2026-12-03", spend_fake.base)
+    assert http_get(url, bearer).code == 200
+    for broken, code in [
+        (url.replace("time_increment=1", "time_increment=7"), 100),
+        (url.replace("ad_id%2C", ""), 100),
+        (url + f"&access_token={META_SPEND_TOKEN}", 100),
+        (url.replace("2026-12-03", "2026-11-03"), 100),
+    ]:
+        reply = http_get(broken, bearer)
+        assert (reply.code, json.loads(reply.body)["error"]["code"]) == (400, code), broken
+    assert json.loads(http_get(url, {"Authorization": "Bearer nope"}).body)["error"]["code"] == 190
+
+    tt = {"advertiser_id": TIKTOK_ADVERTISER, "access_token": TIKTOK_SPEND_TOKEN}
+    page = tiktok.url(tt, "2026-12-01", "2026-12-03", spend_fake.base, 1)
+    token = {"Access-Token": TIKTOK_SPEND_TOKEN}
+    assert json.loads(http_get(page, token).body)["code"] == 0
+    for broken in (page.replace("page_size=1000", "page_size=1001"), page.replace("BASIC", "AUDIENCE")):
+        reply = http_get(broken, token)
+        assert (reply.code, json.loads(reply.body)["code"]) == (200, 40002)
+    assert json.loads(http_get(page, {"Access-Token": "nope"}).body)["code"] == 40105
+
+    stats = propellerads.url("2026-12-01", "2026-12-03", spend_fake.base)
+    auth = {"Authorization": f"Bearer {PROPELLER_TOKEN}"}
+    assert http_get(stats, auth).code == 200
+    assert http_get(stats.replace("group_by%5B%5D=zone_id&", ""), auth).code == 422
+    assert http_get(stats.replace("+00%3A00%3A00", ""), auth).code == 422
+    assert http_get(stats, {"Authorization": "Bearer nope"}).code == 401
