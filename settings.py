@@ -197,6 +197,13 @@ def _feed_url(value: str) -> str:
     return value
 
 
+def _spend_window(value: str) -> int:
+    days = int(value)
+    if not 1 <= days <= 90:
+        raise ValueError("from 1 to 90 days")
+    return days
+
+
 def _api_url(value: str) -> str:
     if not value.startswith(("http://", "https://")):
         raise ValueError("an ad platform's API is an http:// or https:// URL")
@@ -528,6 +535,26 @@ SETTINGS: tuple[Setting, ...] = (
         "Where the Google Ads API is (offline click conversions); a test points it at a local fake.",
     ),
     Setting(
+        "propellerads_api_url",
+        "https://ssp-api.propellerads.com",
+        _api_url,
+        "Where PropellerAds' advertiser API (v5) is, for spend; a test points it at a local fake.",
+    ),
+    Setting(
+        "spend_sync_minutes",
+        "60",
+        _rules_interval,
+        "Minutes between the spend syncs (`lanner platform spend`) by `lanner worker`: 1 to 60, a divisor "
+        "of 60; 0 never runs them (`lanner platform spend sync` still does).",
+    ),
+    Setting(
+        "spend_window_days",
+        "5",
+        _spend_window,
+        "Days of spend each sync reads again, today included (1 to 90): what a platform corrects within "
+        "them replaces what the sync wrote before.",
+    ),
+    Setting(
         "tracker_hosts",
         "localhost,127.0.0.1,[::1]",
         _hosts,
@@ -679,6 +706,9 @@ class Settings:
     meta_api_url: str
     tiktok_api_url: str
     google_ads_api_url: str
+    propellerads_api_url: str
+    spend_sync_minutes: int
+    spend_window_days: int
     tracker_hosts: tuple[str, ...]
     acme_server: str
     acme_email: str

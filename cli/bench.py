@@ -735,3 +735,40 @@ def bench_clicks_command(
             click.echo("\n".join(format_report(report)))
     if any(step.lost or step.duplicated for step in report.lanner):
         raise click.ClickException("Some 302 subids are missing from the database or were answered twice.")
+
+
+@bench.command("spend-sync")
+@click.option("--rows", type=click.IntRange(1, 1_000_000), default=50_000, show_default=True)
+@click.option("--clicks", type=click.IntRange(1), default=200_000, show_default=True)
+@click.option("--postgres", is_flag=True, help="On a throwaway PostgreSQL server (fsync on), not SQLite.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_spend_sync_command(rows: int, clicks: int, postgres: bool, json_path: str | None) -> None:
+    """A spend sync of ROWS zone-day rows from a local PropellerAds stand-in, on a throwaway SQLite
+    database of generated clicks: the first run, the same answer again, and a tenth of the rows changed."""
+    from workers.bench.servers import ServerMissing
+
+    if postgres:
+        from models.store.drivers import allow_postgres_drivers
+
+        if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
+            raise click.ClickException("PostgreSQL needs psycopg, which this process could not load.")
+    from workers.bench.spendsync import measure_spend_sync
+
+    try:
+        result = measure_spend_sync(rows=rows, clicks=clicks, postgres=postgres)
+    except ServerMissing as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"{result['clicks']:,} clicks, {result['zone_day_rows']:,} zone-day rows; "
+        f"spend {result['spend']:,.2f}, of it written {result['spend_written']:,.2f}, click costs "
+        f"{result['click_costs']:,.2f}"
+    )
+    if result["runs"][0]["note"]:
+        click.echo(result["runs"][0]["note"])
+    echo_rows(
+        result["runs"],
+        ["run", "seconds", "state", "rows", "written", "unchanged", "removed", "skipped"],
+        "table",
+    )
+    if json_path:
+        Path(json_path).write_text(json.dumps(result, indent=2))

@@ -31,6 +31,8 @@ CONVERSION_STATUSES = ("lead", "sale", "rejected", "rebill", "trash")
 # connection's states: a paused one queues nothing new and holds what it had queued until resumed.
 PLATFORMS = ("meta", "tiktok", "google_ads")
 CONNECTION_STATUSES = ("active", "paused")
+SPEND_PLATFORMS = ("meta", "propellerads", "tiktok")  # Spend pulled from (models/reporting/spend/).
+SPEND_SYNC_STATES = ("running", "done", "failed")
 POSTBACK_METHODS = ("GET", "POST")  # How an outbound postback is sent.
 SOURCE_STATUSES = ("active", "archived")  # An archived traffic source stays on its campaigns; none picks it.
 DOMAIN_STATUSES = ("active", "archived")  # An archived domain answers as an unknown host; its cert stays.

@@ -1,27 +1,35 @@
 """An ad platform connection made in a real headless Chromium against a real `lanner serve`, its test
-event answered by a local fake of Meta's Conversions API, then paused from its page."""
+event answered by a local fake of Meta's Conversions API, then paused from its page; then a spend
+connection made on the same page, synced now from its page against a local fake of PropellerAds."""
 
 from __future__ import annotations
 
 from conftest import browser_required
 from platform_fakes import META_PIXEL, META_TOKEN, PlatformFake
+from spend_fakes import PROPELLER_TOKEN, SpendFake
 
 PASSWORD = "correct horse battery"
 pytestmark = browser_required
 
 
-def test_a_connection_made_on_the_page_sends_its_test_event_and_pauses(browser, start_server, db):
+def test_a_connection_made_on_the_page_sends_its_test_event_and_pauses_and_spend_syncs_now(
+    browser, start_server, db
+):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
     from models.accounts.users import add_user
     from models.admin.services import create_campaign
+    from models.admin.sources import create_source
 
-    fake = PlatformFake()
+    fake, spend_fake = PlatformFake(), SpendFake()
     try:
-        create_campaign(db, "Summer", "summer", offer_url="https://shop.example/?sub1={subid}")
+        create_source(db, "Push", "zone={zoneid}")
+        create_campaign(db, "Summer", "summer", offer_url="https://shop.example/?sub1={subid}", source="Push")
         add_user(db, "anna", "admin", PASSWORD)
-        server = start_server(workers=1, admin=True, LANNER_META_API_URL=fake.base)
+        server = start_server(
+            workers=1, admin=True, LANNER_META_API_URL=fake.base, LANNER_PROPELLERADS_API_URL=spend_fake.base
+        )
         base = f"http://127.0.0.1:{server.extra['admin_port']}"
         wait = WebDriverWait(browser, 60)
         browser.get(base + "/panel/login?next=/panel/postbacks")
@@ -53,5 +61,50 @@ def test_a_connection_made_on_the_page_sends_its_test_event_and_pauses(browser, 
         wait.until(lambda b: b.current_url.endswith("done=paused"))
         assert browser.find_element(By.ID, "platform-status").text == "paused"
         assert browser.find_elements(By.ID, "resume-platform")
+
+        day = add_zone_click(db, "4417")
+        spend_fake.rows["propellerads"] = [{"date": day, "campaign_id": 7001, "zone_id": 4417, "money": 0.42}]
+        browser.get(base + "/panel/platforms")
+        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "details.new-spend summary"))
+        browser.find_element(By.CSS_SELECTOR, "details.new-spend summary").click()
+        browser.find_element(By.ID, "spend-name").send_keys("pa")
+        Select(browser.find_element(By.ID, "spend-kind")).select_by_visible_text("propellerads")
+        browser.find_element(By.ID, "spend-parameter").send_keys("zone")
+        browser.find_element(By.ID, "spend-api_token").send_keys(PROPELLER_TOKEN)
+        browser.find_element(By.ID, "spend-new-mappings").send_keys("7001=summer")
+        browser.find_element(By.ID, "create-spend").click()
+        wait.until(lambda b: b.current_url.endswith("/panel/platforms/spend/1?done=created"))
+        assert PROPELLER_TOKEN not in browser.page_source
+        browser.find_element(By.ID, "sync-spend").click()
+        wait.until(lambda b: b.find_elements(By.ID, "sync-result"))
+        assert "1 costs written" in browser.find_element(By.ID, "sync-result").text
+        assert "done" in browser.find_element(By.ID, "spend-log").text
     finally:
         fake.close()
+        spend_fake.close()
+
+
+def add_zone_click(db, zone: str) -> str:
+    """A click of campaign summer in `zone` a minute ago; its UTC day."""
+    import time
+    import zlib
+    from datetime import UTC, datetime
+
+    from models.clicks.record import new_subid
+    from models.tables.campaign import Campaign
+    from models.tables.click import Click
+
+    created_at = int(time.time() * 1000) - 60_000
+    Click.create(
+        subid=new_subid(),
+        created_at=created_at,
+        campaign_id=Campaign.get(Campaign.alias == "summer").id,
+        stream_id=None,
+        offer_id=None,
+        ip="203.0.113.7",
+        user_agent="Mozilla/5.0",
+        ua_hash=zlib.crc32(b"Mozilla/5.0"),
+        country="DE",
+        sub_id_1=zone,
+    )
+    return datetime.fromtimestamp(created_at / 1000, UTC).date().isoformat()

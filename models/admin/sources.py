@@ -29,6 +29,7 @@ from models.admin.rows import find_by_name_or_id, listed
 from models.choices import CONVERSION_STATUSES, POSTBACK_METHODS, SOURCE_STATUSES
 from models.conversions.outbound import OutboundError, compile_target_url
 from models.conversions.platforms.connections import connections_of_source, release_source
+from models.reporting.spend.connections import release_spend_source, spend_connections_of_source
 from models.routing.macros import MacroError, compile_url, rename_macros
 from models.routing.sources import (
     SourceError,
@@ -382,7 +383,14 @@ def delete_source(db: Database, ref: str | int, *, actor: Principal = CLI) -> No
                 f"Traffic source {source.name!r} sends conversions through "
                 f"{listed('ad platform connection', senders)}: remove it first (`lanner platform remove`)."
             )
+        spenders = spend_connections_of_source(db, source.id)
+        if spenders:
+            raise AdminConflict(
+                f"Traffic source {source.name!r} has its spend pulled by "
+                f"{listed('spend connection', spenders)}: remove it first (`lanner platform spend remove`)."
+            )
         release_source(db, source.id)
+        release_spend_source(db, source.id)
         before = _audit_fields(source)
         PostbackTarget.update(source_id=None).where(PostbackTarget.source_id == source.id).execute()
         source.delete_instance()

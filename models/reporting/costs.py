@@ -530,39 +530,13 @@ def _spread(
     if rows is None:  # Else read already, in the caller's transaction (a paste's zones, in one scan).
         rows = _scope_rows(store, scope, start_ms, end_ms)
     paid = _paid_count(rows, scope, include_bots, unique_only)
-    micros = round(amount * 1_000_000)
-    base, extra = divmod(micros, paid)
     per_click = round(amount / paid, 6)
-    done = paying = 0
+    costs = spread_micros(rows, paid, amount, include_bots, unique_only)
+    done = 0
     poisoned: dict[int, set[int]] = {}
     for offset in range(0, len(rows), chunk_size):
         chunk = rows[offset : offset + chunk_size]
-        costs = {}
-        for row in chunk:
-            click_id = row[0]
-            if _pays(row, include_bots, unique_only):
-                costs[click_id] = (base + (paying >= paid - extra)) / 1_000_000
-                paying += 1
-            else:
-                costs[click_id] = 0.0
-        with write_tx(db):
-            delta = RollupDelta()
-            position, target = _backfilled(store)
-            updates = []
-            for click_id, old_cost, *key in store.chunk(list(costs)):
-                new_cost = costs[click_id]
-                if new_cost == old_cost:
-                    continue  # The same set again: nothing to write.
-                updates.append((new_cost, click_id))
-                if position < click_id <= target:
-                    continue  # Not in the rollups yet: the backfill adds it at its new cost.
-                if is_exact(old_cost):
-                    delta.add_click_cost(tuple(key), new_cost - old_cost)
-                else:
-                    poisoned.setdefault(key[1], set()).add(key[0] - key[0] % HOUR_MS)
-            if updates:
-                store.set_costs(updates)
-                delta.apply(conn)
+        write_click_costs(db, store, {row[0]: costs[row[0]] for row in chunk}, poisoned)
         done += len(chunk)
         if on_progress:
             on_progress(done, len(rows))
@@ -575,6 +549,120 @@ def _spread(
             if hours:
                 rebuild_click_costs(conn, campaign_id, hours)
     return paid, per_click, len(rows) - paid
+
+
+def spread_micros(
+    rows: list[tuple], paid: int, amount: float, include_bots: bool, unique_only: bool
+) -> dict[int, float]:
+    """Each of `rows`' click's cost for `amount` (report currency) over its `paid` paying clicks, in
+    micro-units: amount // paid each, one more for the last (amount % paid) of them, the rest 0."""
+    base, extra = divmod(round(amount * 1_000_000), paid)
+    costs: dict[int, float] = {}
+    paying = 0
+    for row in rows:
+        if _pays(row, include_bots, unique_only):
+            costs[row[0]] = (base + (paying >= paid - extra)) / 1_000_000
+            paying += 1
+        else:
+            costs[row[0]] = 0.0
+    return costs
+
+
+def write_click_costs(db: Database, store: CostStore, costs: dict[int, float], poisoned: dict) -> None:
+    """Set these clicks' costs in one transaction, moving the rollups by the differences; a click whose
+    old cost cannot be moved by a difference goes into `poisoned` (campaign -> hours) for a rebuild."""
+    conn = db.connection()
+    with write_tx(db):
+        delta = RollupDelta()
+        position, target = _backfilled(store)
+        updates = []
+        for click_id, old_cost, *key in store.chunk(list(costs)):
+            new_cost = costs[click_id]
+            if new_cost == old_cost:
+                continue  # The same set again: nothing to write.
+            updates.append((new_cost, click_id))
+            if position < click_id <= target:
+                continue  # Not in the rollups yet: the backfill adds it at its new cost.
+            if is_exact(old_cost):
+                delta.add_click_cost(tuple(key), new_cost - old_cost)
+            else:
+                poisoned.setdefault(key[1], set()).add(key[0] - key[0] % HOUR_MS)
+        if updates:
+            store.set_costs(updates)
+            delta.apply(conn)
+
+
+def set_costs_together(
+    db: Database,
+    items: list[tuple[CostRequest, list[tuple], list[dict]]],
+    *,
+    actor: Principal,
+    spend_connection_id: int | None = None,
+) -> None:
+    """Many cost sets of one campaign in one transaction, each as set_cost would (not audited: the caller
+    audits the whole): `items` are (request, its scope's clicks as CostStore.scope_clicks gives them,
+    the recorded entries it may cover). Every request's clicks must have been checked (check_clicks).
+
+    PERF: one read of the clicks' old costs, one rollup delta and one poisoned-hours look for all of them:
+    a spend sync's day of a campaign is thousands of zones (docs/platforms.md has the figures)."""
+    conn = db.connection()
+    store = CostStore(conn)
+    report = report_currency(conn)
+    rates: dict[str, float] = {report: 1.0}
+    costs: dict[int, float] = {}
+    spread: list[tuple[CostRequest, int, int, float]] = []
+    for request, rows, _ in items:
+        if request.currency not in rates:
+            rates[request.currency] = rate_of(conn, request.currency, report) or 0.0
+        rate = rates[request.currency]
+        paid = _paid_count(rows, request.scope, request.include_bots, request.unique_only)
+        amount = round(request.amount * rate, 6)
+        costs.update(spread_micros(rows, paid, amount, request.include_bots, request.unique_only))
+        spread.append((request, paid, len(rows) - paid, rate))
+    if not items:
+        return
+    poisoned: dict[int, set[int]] = {}
+    now = int(time.time() * 1000)
+    with write_tx(db):
+        write_click_costs(db, store, costs, poisoned)
+        start = min(request.start_ms for request, *_ in items)
+        end = max(request.end_ms for request, *_ in items)
+        for campaign_id in {c for request, *_ in items for c in request.scope.campaign_ids}:
+            hours = poisoned.get(campaign_id, set())
+            hours.update(store.poisoned_hours(campaign_id, start - start % HOUR_MS, end, EXACT_LIMIT))
+            if hours:
+                rebuild_click_costs(conn, campaign_id, hours)
+        covered: list[int] = []
+        entries: list[dict] = []
+        for (request, paid, unpaid, rate), (_, _, earlier) in zip(spread, items, strict=True):
+            scope = request.scope
+            covered.extend(e["id"] for e in earlier if _covers(scope, e))
+            entries.append(
+                {
+                    "campaign_id": scope.campaign_id,
+                    "source_id": scope.source_id,
+                    "filters": json.dumps(dict(scope.filters), sort_keys=True),
+                    "label": scope.label,
+                    "start_at": request.start_ms,
+                    "end_at": request.end_ms,
+                    "since": request.since,
+                    "until": request.until,
+                    "timezone": request.timezone,
+                    "amount": request.amount,
+                    "currency": request.currency,
+                    "report_amount": round(request.amount * rate, 6),
+                    "report_currency": report,
+                    "clicks": paid,
+                    "unpaid_clicks": unpaid,
+                    "is_bots_included": int(request.include_bots),
+                    "is_unique_only": int(request.unique_only),
+                    "actor": actor.name,
+                    "created_at": now,
+                    "spend_connection_id": spend_connection_id,
+                }
+            )
+        store.drop_entries(covered)
+        store.add_entries(entries)
 
 
 def _scope_rows(store: CostStore, scope: CostScope, start_ms: int, end_ms: int) -> list[tuple]:

@@ -60,6 +60,7 @@ _ENTRY_COLUMNS = (
     "is_unique_only",
     "actor",
     "created_at",
+    "spend_connection_id",
 )
 
 
@@ -74,6 +75,7 @@ class CostStore(Store):
     SQL_ENTRIES = f"SELECT id, {', '.join(_ENTRY_COLUMNS)} FROM cost_entry"
     SQL_ENTRIES_WITHIN = SQL_ENTRIES + " WHERE start_at >= ? AND end_at <= ?"
     SQL_DROP_ENTRY = "DELETE FROM cost_entry WHERE id = ?"
+    SQL_SPEND_ENTRIES = SQL_ENTRIES + " WHERE spend_connection_id = ? AND start_at >= ? AND start_at < ?"
     SQL_POISONED_HOURS = (
         "SELECT period FROM rollup_campaign_hour WHERE campaign_id = ? AND period >= ? AND period < ? "
         "AND NOT abs(click_cost) <= ?"  # Infinity too
@@ -111,7 +113,13 @@ class CostStore(Store):
 
     def add_entry(self, entry: dict) -> None:
         """Record one cost set (migration 0017's columns)."""
-        self.conn.execute(self.SQL_ADD_ENTRY, [entry[name] for name in _ENTRY_COLUMNS]).close()
+        self.conn.execute(self.SQL_ADD_ENTRY, [entry.get(name) for name in _ENTRY_COLUMNS]).close()
+
+    def add_entries(self, entries: list[dict]) -> None:
+        """Record many cost sets in one statement batch (a spend sync's campaign-day)."""
+        rows = [[entry.get(name) for name in _ENTRY_COLUMNS] for entry in entries]
+        if rows:
+            self.conn.executemany(self.SQL_ADD_ENTRY, rows).close()
 
     def entries(self, start_ms: int | None = None, end_ms: int | None = None) -> list[dict]:
         """The cost sets recorded, oldest first; with bounds, those whose range lies within them."""
@@ -121,7 +129,14 @@ class CostStore(Store):
             rows = self.conn.execute(self.SQL_ENTRIES_WITHIN + " ORDER BY id", (start_ms, end_ms)).fetchall()
         return [dict(zip(("id", *_ENTRY_COLUMNS), row, strict=True)) for row in rows]
 
+    def spend_entries(self, connection_id: int, start_ms: int, end_ms: int) -> list[dict]:
+        """The cost sets a spend connection wrote that start in [start_ms, end_ms), oldest first."""
+        rows = self.conn.execute(self.SQL_SPEND_ENTRIES + " ORDER BY id", (connection_id, start_ms, end_ms))
+        return [dict(zip(("id", *_ENTRY_COLUMNS), row, strict=True)) for row in rows.fetchall()]
+
     def drop_entries(self, ids: list[int]) -> None:
+        if not ids:
+            return
         self.conn.executemany(self.SQL_DROP_ENTRY, [(i,) for i in ids]).close()
 
     def poisoned_hours(self, campaign_id: int, start_ms: int, end_ms: int, limit: float) -> list[int]:

@@ -55,6 +55,7 @@ def add_panel_routes(
         reports,
         simulate,
         sources,
+        spend,
         system,
     )
     from routes.panel.common import PanelContext, PanelReports
@@ -86,6 +87,7 @@ def add_panel_routes(
         domains,
         postbacks,
         platforms,
+        spend,
         simulate,
         reports,
         labels,

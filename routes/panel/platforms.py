@@ -11,10 +11,12 @@ import falcon
 
 from models.admin.services import AdminError, list_campaigns
 from models.admin.sources import list_sources
-from models.choices import PLATFORMS
+from models.choices import PLATFORMS, SPEND_PLATFORMS
 from models.conversions.platforms import connections
 from models.conversions.platforms.sending import PLATFORMS as CLIENTS
 from models.conversions.platforms.sending import PlatformConfig
+from models.reporting.spend.connections import list_spend_connections
+from routes.panel import spend
 from routes.panel.common import PanelContext, PanelResource, timezone_of
 from routes.panel.flash import Flash
 from routes.panel.render import Renderer
@@ -73,7 +75,9 @@ class PlatformListResource(PanelResource):
         require_admin(session.principal)
         self.show(req, resp, session)
 
-    def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
+    def show(
+        self, req, resp, session, *, code=200, form=None, message="", spend_form=None, spend_message=""
+    ) -> None:
         db = self.sessions.db
         self.page(
             req,
@@ -90,6 +94,12 @@ class PlatformListResource(PanelResource):
             defaults={name: client.DEFAULT_EVENTS for name, client in CLIENTS.items()},
             form=form or BLANK_FORM,
             message=message,
+            spend_rows=list_spend_connections(db),
+            spend_platforms=SPEND_PLATFORMS,
+            spend_credentials=spend.CREDENTIALS,
+            spend_secrets=spend.SECRETS,
+            spend_form=spend_form or spend.BLANK_FORM,
+            spend_message=spend_message,
         )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -97,6 +107,16 @@ class PlatformListResource(PanelResource):
         form = read_form(req)
         self.sessions.check_write(req, session, form)
         require_admin(session.principal)
+        if form.get("do") == "spend":
+            try:
+                created = spend.create_from_form(self.sessions.db, form, session.principal)
+            except AdminError as exc:
+                kept = spend.kept_form(form)
+                self.show(req, resp, session, code=400, spend_form=kept, spend_message=str(exc))
+                return
+            resp.status = falcon.HTTP_303
+            resp.location = f"{spend.PATH}/{created.id}?done=created"
+            return
         scope = str(form.get("scope", ""))
         kind, _, ref = scope.partition(":")
         try:

@@ -57,6 +57,7 @@ def v1_routes(
         reports,
         rules,
         sources,
+        spend,
         splittests,
         status,
     )
@@ -67,6 +68,7 @@ def v1_routes(
     files = LanderFiles.from_settings(settings)
     certificates = enqueue_certificate or domains.certificate_queue(settings)
     platform_config = platforms.PlatformConfig.from_settings(settings)
+    spend_config = spend.SpendConfig.from_settings(settings)
     routes = [
         ("/campaigns", campaigns.CampaignListResource(auth, db)),
         ("/campaigns/{ref}", campaigns.CampaignResource(auth, db)),
@@ -99,6 +101,10 @@ def v1_routes(
         ("/platform-connections/{ref}", platforms.ConnectionResource(auth, db)),
         ("/platform-connections/{ref}/test", platforms.ConnectionTestResource(auth, db, platform_config)),
         ("/platform-connections/{ref}/log", platforms.ConnectionLogResource(auth, db)),
+        ("/spend-connections", spend.SpendListResource(auth, db)),
+        ("/spend-connections/{ref}", spend.SpendResource(auth, db)),
+        ("/spend-connections/{ref}/sync", spend.SpendSyncResource(auth, db, spend_config)),
+        ("/spend-connections/{ref}/log", spend.SpendLogResource(auth, db)),
         ("/costs", costs.CostResource(auth, db)),
         ("/labels", labels.LabelListResource(auth, db)),
         ("/labels/remove", labels.LabelRemoveResource(auth, db)),

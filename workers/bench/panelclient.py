@@ -121,12 +121,14 @@ API_LISTS: tuple[str, ...] = (
     "/api/v1/rules",
     "/api/v1/rule-actions",
     "/api/v1/platform-connections",
+    "/api/v1/spend-connections",
 )
 # Collections under an object the bench's database has none of (a rule, a platform connection, a
 # label): a rule's dry run is an evaluation, timed by scripts/bench_rules.py, not a list.
 API_NOT_TIMED: tuple[str, ...] = (
     "/api/v1/rules/{rule}/run",
     "/api/v1/platform-connections/{connection}/log",
+    "/api/v1/spend-connections/{connection}/log",
     "/api/v1/labels/export",
 )
 CONVERSION_SHARE = 0.02

@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from huey import Huey, SqliteHuey, crontab
 
+from models.accounts.principal import Principal
 from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
 from models.clicks.throttledlog import ThrottledLog
@@ -398,6 +399,26 @@ def update_crawler_ranges(settings: Settings) -> None:
         logger.info("crawler ranges updated: %s networks", report.data.network_count)
 
 
+# The periodic spend sync's actor in the audit log.
+SPEND_WORKER = Principal(None, "worker", "admin", True, False)
+
+
+def sync_spend(settings: Settings) -> None:
+    """One round of the spend connections' syncs (models/reporting/spend/): a platform's failure is that
+    run's error in its sync log, retried at the next round; a refused write waits for the next round too."""
+    from models.reporting.spend.connections import sync_active
+    from models.reporting.spend.sync import SpendConfig
+
+    try:
+        runs = sync_active(db, SpendConfig.from_settings(settings), actor=SPEND_WORKER)
+    except RATES_RETRIED as exc:
+        logger.warning("spend not synced now (%s); the next run tries again", exc)
+        return
+    for run in runs:
+        if run["error"]:
+            logger.warning("spend of %s not synced: %s", run["name"], run["error"])
+
+
 def run_due_rules(settings: Settings) -> None:
     """One run of every enabled rule; a rule that cannot be evaluated now (its report refused) is
     logged and tried at the next run."""
@@ -507,6 +528,19 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
             run_due_rules(settings)
 
         huey.evaluate_rules = evaluate_rules
+
+    if settings.spend_sync_minutes:
+        every = settings.spend_sync_minutes
+        # At :11 past (not :00): the platforms' reports are busiest on the hour.
+        spend_schedule = crontab(minute="11" if every == 60 else f"*/{every}")
+
+        @huey.periodic_task(spend_schedule, name="sync_spend")
+        @once("sync_spend", every * 30.0)
+        def sync_spend_task() -> None:
+            """Each active spend connection's window of spend, read again and written as costs."""
+            sync_spend(settings)
+
+        huey.sync_spend = sync_spend_task
 
     @huey.periodic_task(crontab(minute="23"), name="prune_postback_log")
     @once("prune_postback_log", HOURLY)

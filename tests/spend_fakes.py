@@ -1,0 +1,221 @@
+"""Local fakes of the traffic sources' reporting APIs spend is pulled from, each enforcing its contract.
+
+One ThreadingHTTPServer on 127.0.0.1:0 answers Meta's ad insights, TikTok's reporting and PropellerAds'
+advertiser statistics, from the rows a test gives it (`rows[platform]`, as the platform prints them). It
+checks what the platform checks (the docs are cited at each handler), pages as the platform pages, and
+answers errors in the platform's shape. `script` queues answers for the next requests (a 500, a 429 with
+Retry-After, garbage, a hang) before the platform's own handling resumes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from platform_fakes import Scripted
+
+META_SPEND_TOKEN = "EAAB-insights-token-0123456789"
+META_ACCOUNT = "1122334455"
+TIKTOK_SPEND_TOKEN = "tt-report-token-abcdef123456"
+TIKTOK_ADVERTISER = "7012345678901234567"
+PROPELLER_TOKEN = "propeller-api-token-0123456789"
+DAY = re.compile(r"\d{4}-\d\d-\d\d")
+
+
+class SpendFake:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.rows: dict[str, list[dict]] = {"meta": [], "tiktok": [], "propellerads": []}
+        self.queued: list[Scripted] = []
+        self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with owner.lock:
+                    owner.paths.append(self.path)
+                    owner.headers.append(headers)
+                    scripted = owner.queued.pop(0) if owner.queued else None
+                if scripted is not None:
+                    if scripted.hang:
+                        time.sleep(scripted.hang)
+                    code, payload, extra = scripted.code, scripted.body, scripted.headers
+                else:
+                    url = urllib.parse.urlsplit(self.path)
+                    query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+                    code, answer = owner.handle(url.path, query, headers)
+                    payload, extra = json.dumps(answer).encode(), {}
+                try:
+                    self.send_response(code)
+                    for name, value in extra.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except OSError:
+                    pass  # The client gave up waiting (a slow-platform test).
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def script(self, *answers: Scripted) -> None:
+        with self.lock:
+            self.queued.extend(answers)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.rows = {"meta": [], "tiktok": [], "propellerads": []}
+            self.queued.clear()
+            self.paths.clear()
+            self.headers.clear()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+    def handle(self, path: str, query: dict[str, list[str]], headers: dict[str, str]) -> tuple[int, object]:
+        if path.startswith("/open_api/"):
+            return self.tiktok(path, query, headers)
+        if path.startswith("/v5/"):
+            return self.propellerads(path, query, headers)
+        return self.meta(path, query, headers)
+
+    # https://developers.facebook.com/docs/marketing-api/insights/ and
+    # https://developers.facebook.com/docs/marketing-api/reference/ad-account/insights/ (fields, level,
+    # time_increment, time_range); https://developers.facebook.com/docs/graph-api/results (cursor paging:
+    # `after`, `paging.next` only while a next page exists); .../graph-api/guides/error-handling (shape).
+    def meta(self, path: str, query: dict[str, list[str]], headers: dict[str, str]) -> tuple[int, object]:
+        def error(message: str, code: int = 100, status: int = 400) -> tuple[int, object]:
+            return status, {
+                "error": {"message": message, "type": "OAuthException", "code": code, "fbtrace_id": "Ab"}
+            }
+
+        match = re.fullmatch(r"/v\d+\.\d+/act_(\d+)/insights", path)
+        if not match:
+            return error("Unknown path components", 2500)
+        if "access_token" in query:
+            return error("The test expects the token in the Authorization header, never in the URL.")
+        if headers.get("authorization") != f"Bearer {META_SPEND_TOKEN}":
+            return error("Invalid OAuth access token - Cannot parse access token", 190)
+        if match.group(1) != META_ACCOUNT:
+            return error(
+                f"Unsupported get request. Object with ID 'act_{match.group(1)}' does not exist", 100
+            )
+        one = {key: values[-1] for key, values in query.items()}
+        if one.get("level") not in ("account", "campaign", "adset", "ad"):
+            return error("(#100) level must be one of account, campaign, adset, ad")
+        if one.get("time_increment") != "1":
+            return error("The test expects time_increment=1 (a row a day).")
+        fields = set(one.get("fields", "").split(","))
+        needed = {"spend", "campaign_id", "date_start", "account_currency"}
+        needed |= {"adset_id"} | ({"ad_id"} if one["level"] == "ad" else set())
+        if not needed <= fields:
+            return error(f"The test expects the fields {', '.join(sorted(needed))}.")
+        try:
+            period = json.loads(one.get("time_range", ""))
+            since, until = period["since"], period["until"]
+            assert DAY.fullmatch(since) and DAY.fullmatch(until) and since <= until
+        except (ValueError, KeyError, TypeError, AssertionError):
+            return error("(#100) time_range must be {'since':'YYYY-MM-DD','until':'YYYY-MM-DD'}")
+        limit = int(one.get("limit", "25"))
+        offset = int(base64.b64decode(one["after"]).decode()) if one.get("after") else 0
+        rows = [
+            {k: v for k, v in row.items() if k in fields or k in ("date_start", "date_stop")}
+            for row in self.rows["meta"]
+            if since <= row["date_start"] <= until and (one["level"] == "ad" or "ad_id" not in fields)
+        ]
+        page = rows[offset : offset + limit]
+        paging: dict = {}
+        if page:
+            paging["cursors"] = {
+                "before": base64.b64encode(str(offset).encode()).decode(),
+                "after": base64.b64encode(str(offset + len(page)).encode()).decode(),
+            }
+        if offset + limit < len(rows):
+            paging["next"] = f"https://graph.facebook.com/v21.0/act_{META_ACCOUNT}/insights?after=..."
+        return 200, {"data": page, "paging": paging}
+
+    # https://business-api.tiktok.com/portal/docs?id=1740302848100353 (synchronous report: report_type,
+    # data_level, dimensions, metrics, start_date/end_date, page, page_size ≤ 1000; HTTP 200 with a
+    # non-zero `code` for every error).
+    def tiktok(self, path: str, query: dict[str, list[str]], headers: dict[str, str]) -> tuple[int, object]:
+        def error(code: int, message: str) -> tuple[int, object]:
+            return 200, {"code": code, "message": message, "request_id": "req-1", "data": {}}
+
+        if path != "/open_api/v1.3/report/integrated/get/":
+            return 404, {"code": 40400, "message": "Not found"}
+        if headers.get("access-token") != TIKTOK_SPEND_TOKEN:
+            return error(40105, "The access token is invalid or has been revoked.")
+        one = {key: values[-1] for key, values in query.items()}
+        if one.get("advertiser_id") != TIKTOK_ADVERTISER:
+            return error(40002, "advertiser_id: no permission for this advertiser.")
+        if one.get("report_type") != "BASIC" or one.get("data_level") not in (
+            "AUCTION_AD",
+            "AUCTION_ADGROUP",
+        ):
+            return error(40002, "report_type / data_level: invalid value.")
+        try:
+            dimensions, metrics = json.loads(one["dimensions"]), json.loads(one["metrics"])
+            page, size = int(one.get("page", "1")), int(one.get("page_size", "10"))
+            since, until = one["start_date"], one["end_date"]
+        except (KeyError, ValueError):
+            return error(40002, "dimensions, metrics, start_date and end_date are required.")
+        if "stat_time_day" not in dimensions or "spend" not in metrics or not 1 <= size <= 1000 or page < 1:
+            return error(40002, "dimensions need stat_time_day, metrics spend; page_size is 1 to 1000.")
+        rows = [r for r in self.rows["tiktok"] if since <= r["dimensions"]["stat_time_day"][:10] <= until]
+        total_pages = max(1, -(-len(rows) // size))
+        listed = [
+            {
+                "dimensions": r["dimensions"],
+                "metrics": {k: v for k, v in r["metrics"].items() if k in metrics},
+            }
+            for r in rows[(page - 1) * size : page * size]
+        ]
+        info = {"page": page, "page_size": size, "total_number": len(rows), "total_page": total_pages}
+        return 200, {
+            "code": 0,
+            "message": "OK",
+            "request_id": "req-1",
+            "data": {"list": listed, "page_info": info},
+        }
+
+    # https://ssp-api.propellerads.com/v5/docs/ (advertiser statistics: Bearer token, group_by[],
+    # day_from / day_to as "YYYY-MM-DD hh:mm:ss"; 401 {"message"} for a bad token, 422 {"errors"}).
+    def propellerads(
+        self, path: str, query: dict[str, list[str]], headers: dict[str, str]
+    ) -> tuple[int, object]:
+        if path != "/v5/adv/statistics":
+            return 404, {"message": "Not Found"}
+        if headers.get("authorization") != f"Bearer {PROPELLER_TOKEN}":
+            return 401, {"message": "Unauthenticated."}
+        group_by = query.get("group_by[]", [])
+        stamp = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+        day_from, day_to = query.get("day_from", [""])[-1], query.get("day_to", [""])[-1]
+        if not {"date", "campaign_id", "zone_id"} <= set(group_by):
+            return 422, {
+                "message": "The given data was invalid.",
+                "errors": {"group_by": ["date, campaign_id, zone_id"]},
+            }
+        if not stamp.fullmatch(day_from) or not stamp.fullmatch(day_to):
+            return 422, {"message": "The given data was invalid.", "errors": {"day_from": ["Y-m-d H:i:s"]}}
+        return 200, [r for r in self.rows["propellerads"] if day_from[:10] <= r["date"] <= day_to[:10]]
