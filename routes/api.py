@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable
 
 import falcon
 
@@ -85,11 +86,11 @@ def report_query(params: dict[str, str], report_currency: str = "") -> ReportQue
     )
 
 
-def run_report_query(db, query: ReportQuery, history: HistoryFiles | None = None) -> Report:
+def run_report_query(db, query: ReportQuery, history: HistoryFiles | None = None, run: Callable = run_report):
     """The report (from the columnar history where it answers), or 422 (clicks pruned) / 400 (a bad
-    query) with the report's sentence."""
+    query) with the report's sentence. `run`: what makes it (run_report; run_series with its rows)."""
     try:
-        return run_report(db, query, history=history)
+        return run(db, query, history=history)
     except PrunedRangeError as exc:  # A fine query over data that is gone: not a bad request.
         raise falcon.HTTPUnprocessableEntity(title="Clicks pruned", description=str(exc)) from None
     except (ReportError, TimeRangeError) as exc:
@@ -105,6 +106,20 @@ def send_report_csv(resp: falcon.Response, report: Report, columns: list[str]) -
     resp.set_header("X-Lanner-Currency", report.currency)
     if report.notes:
         resp.set_header("X-Lanner-Notes", json.dumps(report.notes))
+    resp.text = out.getvalue()
+
+
+def send_rows_csv(
+    resp: falcon.Response, rows: list[dict], columns: list[str], currency: str, notes: list[str]
+) -> None:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    resp.content_type = "text/csv"
+    resp.set_header("X-Lanner-Currency", currency)
+    if notes:
+        resp.set_header("X-Lanner-Notes", json.dumps(notes))
     resp.text = out.getvalue()
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import urllib.parse
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -33,8 +32,9 @@ from models.reporting.reports import (
     report_range,
     time_buckets,
 )
+from models.reporting.series import time_bounds
 from models.reporting.sourcenames import source_parameter_names
-from models.reporting.timerange import TimeRangeError, local_instant, zone
+from models.reporting.timerange import TimeRangeError, zone
 from models.tables.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
 from routes.api import report_query
 from routes.panel.common import (
@@ -284,19 +284,6 @@ def parse_state(
         if added[0] not in known or added[0] in TIME_GROUPS:
             raise bad_request(f"Cannot filter by {added[0]!r}; filter time with the period.")
     return state, added
-
-
-def time_bounds(group: str, label: str, tz: ZoneInfo) -> tuple[int, int]:
-    """The UTC bounds [start, end) of a day or hour row's label ("2026-12-01", "2026-12-01 13:00",
-    "2026-10-25 02:00+01:00" for the second of a repeated hour)."""
-    if group == "day":
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", label):
-            raise TimeRangeError(f"{label!r} is not a day (YYYY-MM-DD).")
-        return local_instant(label, tz, is_end=False), local_instant(label, tz, is_end=True)
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:00([+-]\d{2}:\d{2})?", label):
-        raise TimeRangeError(f"{label!r} is not an hour (YYYY-MM-DD HH:00).")
-    start = local_instant(label, tz, is_end=False)
-    return start, start + HOUR_MS
 
 
 def iso(ms: int, tz: ZoneInfo) -> str:
