@@ -606,3 +606,49 @@ def test_the_dashboard_says_once_why_the_history_did_not_answer(panel, users, cl
     notes = re.findall(r'<p class="note">(.*?)</p>', ok(panel, "/panel?period=last_7_days", cookie), re.S)
     fell_back = [text(note) for note in notes if "did not answer" in note]
     assert len(fell_back) == 1 and "cannot be read" in fell_back[0], notes
+
+
+# -- the ticked rows' time series ---------------------------------------------------------------
+
+
+def series_of(html: str) -> dict:
+    return json.loads(re.search(r'id="series-chart-data">(.*?)</script>', html, re.S).group(1))
+
+
+def test_ticked_rows_are_charted_by_day_each_adding_up_to_its_row(panel, users, clicks, db):
+    cookie = log_in(panel)
+    level = WEEK + "&g1=campaign&g2=country&d1=1"
+    html = ok(panel, level, cookie)
+    assert 'id="series-form"' in html and "series-chart-data" not in html
+    tab = table(html)
+    values = re.findall(r'name="row" value="([^"]*)" form="series-form"', html)
+    assert len(values) == len(tab["rows"]) >= 2
+    ticked = values[:2]
+    query = urllib.parse.urlencode([("row", value) for value in ticked])
+    html = ok(panel, f"{level}&{query}", cookie)
+    series = series_of(html)
+    assert series["time_group"] == "day" and len(series["x"]) == 7  # Every day of the week, empty too.
+    assert [m["name"] for m in series["metrics"]] == [
+        "clicks",
+        "conversions",
+        "cost",
+        "revenue",
+        "profit",
+        "roi",
+    ]
+    shown = {row[0]: number(row[1]) for row in tab["rows"]}
+    for value, line in zip(ticked, series["lines"], strict=True):
+        assert line["label"] == (value or "unknown")
+        assert sum(line["values"]["clicks"]) == line["total"]["clicks"] == shown[line["label"]] > 0
+    expected = api_report(db, group="day", **{"f.campaign": "1", "f.country": ticked[0] or "unknown"})
+    by_day = {row["day"]: row["clicks"] for row in expected.rows}
+    days = [datetime.fromtimestamp(x, UTC).date().isoformat() for x in series["x"]]
+    assert series["lines"][0]["values"]["clicks"] == [by_day.get(day, 0) for day in days]
+    assert len(re.findall(r'class="chart-row"[^>]* checked>', html)) == 2  # The ticked rows stay ticked.
+    # A drill-down or the first level is another level's rows: the ticks stay behind.
+    assert "row=" not in breadcrumb(html)[0][1]
+    # A day level is a time already; more rows than a chart tells apart are refused.
+    status, body = page(panel, WEEK + "&g1=day&row=2026-01-01", cookie)
+    assert status == 400 and "is a time already" in body
+    status, body = page(panel, level + "&" + "&".join(f"row=R{n}" for n in range(21)), cookie)
+    assert status == 400 and "at most 20 rows" in body
