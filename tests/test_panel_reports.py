@@ -263,11 +263,13 @@ def test_the_csv_is_the_table_shown_with_formulas_defused(panel, users, costs, d
     assert lines[0] == ["Sub ID 1", "Clicks", "Cost (USD)", "Profit (USD)", "ROI"]
     assert [h.rstrip(" ▲▼") for h in tab["headers"]] == ["Sub ID 1", "Clicks", "Cost", "Profit", "ROI"]
     assert len(lines) == len(tab["rows"]) + 2 and lines[-1][0] == "Total"
-    for shown, written in zip(tab["rows"] + [tab["total"]], lines[1:], strict=True):
+    # Streamed in the groups' order, not the page's sort: each row by its label.
+    written_by_label = {line[0]: line[1:] for line in lines[1:]}
+    for shown in tab["rows"] + [tab["total"]]:
         label = shown[0]
-        assert written[0] == ("'" + label if label[0] in "=+-@" else label)
+        written = written_by_label["'" + label if label[0] in "=+-@" else label]
         assert [number(v) if v != "–" else None for v in shown[1:]] == [
-            float(v) if v else None for v in written[1:]
+            float(v) if v else None for v in written
         ]
     texts = [line[0] for line in lines]
     assert '\'=HYPERLINK("http://evil.example")' in texts and "'@SUM(A1)" in texts and "'-2+3" in texts
@@ -652,3 +654,21 @@ def test_ticked_rows_are_charted_by_day_each_adding_up_to_its_row(panel, users, 
     assert status == 400 and "is a time already" in body
     status, body = page(panel, level + "&" + "&".join(f"row=R{n}" for n in range(21)), cookie)
     assert status == 400 and "at most 20 rows" in body
+
+
+def test_a_drilled_down_csv_keeps_its_filter_and_says_so_in_its_columns(panel, users, clicks, db):
+    cookie = log_in(panel)
+    level = "/panel/reports.csv?period=last_7_days&g1=campaign&g2=country&d1=1&f.os=Windows,Android"
+    status, headers, body = request(panel, level, {"Cookie": cookie})
+    assert status == 200 and headers["content-type"].startswith("text/csv")
+    lines = list(csv.reader(io.StringIO(body.decode())))
+    assert lines[0][:3] == ["Campaign", "OS filter", "Country"]
+    expected = api_report(db, group="country", **{"f.campaign": "1", "f.os": "Windows,Android"})
+    assert 0 < expected.total["clicks"] < api_report(db, group="campaign").total["clicks"]
+    rows = lines[1:-1]
+    assert {tuple(row[:2]) for row in rows} == {("Generated 0", "Windows,Android")}
+    assert sorted((row[2], int(row[3])) for row in rows) == sorted(
+        (row["country"] or "unknown", row["clicks"]) for row in expected.rows
+    )
+    assert lines[-1][:3] == ["Generated 0", "Windows,Android", "Total"]
+    assert int(lines[-1][3]) == expected.total["clicks"]

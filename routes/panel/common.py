@@ -15,6 +15,7 @@ from models.accounts.access import visible_campaign_ids
 from models.admin.services import list_campaigns
 from models.errors import LannerError
 from models.reporting.history import HistoryFiles
+from models.reporting.reportstream import stream_report
 from models.reporting.series import run_series
 from routes.api import report_query, run_report_query
 from routes.panel.render import Renderer
@@ -166,6 +167,11 @@ class PanelReports:
         return run_report_query(
             self.db, query, self.history, run=lambda db, q, history: run_series(db, q, rows, history=history)
         )
+
+    def stream(self, principal, params: dict[str, str], exact: dict[str, str] | None = None):
+        """The report as report() makes it, its rows read as they are iterated (a CSV's), or None."""
+        query = self._visible_query(principal, params, exact)
+        return None if query is None else run_report_query(self.db, query, self.history, run=stream_report)
 
     def _visible_query(self, principal, params: dict[str, str], exact: dict[str, str] | None):
         query = report_query({**params, "timezone": timezone_of(principal)}, self.report_currency)

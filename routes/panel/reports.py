@@ -36,7 +36,7 @@ from models.reporting.series import MAX_SERIES_ROWS, MONEY_SERIES_METRICS, SERIE
 from models.reporting.sourcenames import source_parameter_names
 from models.reporting.timerange import TimeRangeError, zone
 from models.tables.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
-from routes.api import report_query
+from routes.api import CSV_CHUNK_ROWS, report_query
 from routes.panel.common import (
     PERIODS,
     PanelContext,
@@ -314,6 +314,10 @@ class ReportBuilder:
 
     def level_report(self, state: BuilderState, principal: Principal) -> Report | None:
         return self.reports.report(principal, *self.level_params(state, principal))
+
+    def level_stream(self, state: BuilderState, principal: Principal):
+        """The current level's report as a stream of rows (a CSV's), or None."""
+        return self.reports.stream(principal, *self.level_params(state, principal))
 
     def level_series(self, state: BuilderState, principal: Principal) -> Series | None:
         """The time series of the level's ticked rows (None: none ticked, or no campaign to count)."""
@@ -662,7 +666,10 @@ class ReportBuilderPage(PanelResource):
 
 
 class ReportCsvResource(PanelResource):
-    """`GET /panel/reports.csv`: the level the page shows, every row, the same columns and a totals row."""
+    """`GET /panel/reports.csv`: the level the page shows, every row, the same columns and a totals row,
+    streamed as it is read (models/reporting/reportstream.py: rows in the groups' order, not the page's
+    sort). Each drill step and filter is a column of its own before the level's, so a drilled-down
+    file says what it counts."""
 
     def __init__(self, sessions: PanelSessions, render: Renderer, builder: ReportBuilder) -> None:
         super().__init__(sessions, render)
@@ -672,25 +679,39 @@ class ReportCsvResource(PanelResource):
         session = self.sessions.require(req)
         principal = session.principal
         state, _ = parse_state(req.query_string, principal, tuple(source_parameter_names()))
-        report = self.builder.level_report(state, principal)
-        rows = self.builder.rows(state, report, self.builder.campaign_names(principal))
-        currency = report.currency if report else self.builder.reports.report_currency
-        total = report.total if report else EMPTY_TOTAL
-        out = io.StringIO()
-        writer = csv.writer(out)
-        label = GROUP_LABELS.get(state.group, state.group)
-        writer.writerow([label, *(metric_header(m, currency) for m in state.columns)])
-        for row in rows:
-            writer.writerow(
-                [csv_text(row["label"]), *(csv_number(m, row["stats"].get(m)) for m in state.columns)]
-            )
-        writer.writerow(["Total", *(csv_number(m, total.get(m)) for m in state.columns)])
+        campaigns = self.builder.campaign_names(principal)
+        scope = [
+            (GROUP_LABELS.get(group, group), self.builder.drill_label(group, value, campaigns, principal))
+            for group, value in zip(state.groups, state.drill, strict=False)
+        ] + [(f"{GROUP_LABELS.get(name, name)} filter", values) for name, values in state.filters]
+        stream = self.builder.level_stream(state, principal)
         resp.content_type = "text/csv; charset=utf-8"
         resp.set_header("Cache-Control", "no-store")
         resp.set_header("X-Content-Type-Options", "nosniff")
         name = "-".join(["lanner-report", *state.groups[: state.level + 1], state.period])
         resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
-        resp.text = out.getvalue()
+        currency = stream.currency if stream else self.builder.reports.report_currency
+        resp.stream = self.lines(state, stream, campaigns, scope, currency)
+
+    @staticmethod
+    def lines(state: BuilderState, stream, campaigns: dict, scope: list[tuple[str, str]], currency: str):
+        out = io.StringIO()
+        writer = csv.writer(out)
+        fixed = [csv_text(value) for _, value in scope]
+        label = GROUP_LABELS.get(state.group, state.group)
+        writer.writerow(
+            [*(name for name, _ in scope), label, *(metric_header(m, currency) for m in state.columns)]
+        )
+        for count, row in enumerate(stream.rows if stream else (), 1):
+            shown, _ = display(state.group, row[state.group], row, campaigns)
+            writer.writerow([*fixed, csv_text(shown), *(csv_number(m, row.get(m)) for m in state.columns)])
+            if count % CSV_CHUNK_ROWS == 0:
+                yield out.getvalue().encode()
+                out.seek(0)
+                out.truncate()
+        total = (stream.total if stream else None) or EMPTY_TOTAL
+        writer.writerow([*fixed, "Total", *(csv_number(m, total.get(m)) for m in state.columns)])
+        yield out.getvalue().encode()
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:

@@ -8,6 +8,7 @@ import falcon
 from models.admin.services import get_campaign
 from models.reporting.history import HistoryFiles
 from models.reporting.reports import ReportError
+from models.reporting.reportstream import stream_report
 from models.reporting.series import MAX_SERIES_ROWS, parse_rows, run_series
 from routes.api import (
     FORMATS,
@@ -54,12 +55,14 @@ class ReportResource:
         params = single_params(req)
         check_report_parameters(params, NAMES)
         check_visible(req, self.db, params)
-        report = report_from_parameters(self.db, params, self.report_currency, self.history)
         hides_money = req.context.principal.hides_money
         if wants_csv(req, params):
-            columns = [c for c in report.columns if not (hides_money and c in MONEY_FIELDS)]
-            send_report_csv(resp, report, columns)
+            query = report_query(params, self.report_currency)
+            stream = run_report_query(self.db, query, self.history, run=stream_report)
+            columns = [c for c in stream.columns if not (hides_money and c in MONEY_FIELDS)]
+            send_report_csv(resp, stream, columns)
             return
+        report = report_from_parameters(self.db, params, self.report_currency, self.history)
         answer(req, resp, report.as_json())
 
 
