@@ -309,7 +309,7 @@ def test_a_buyer_sees_only_their_campaigns_even_when_filtering_or_drilling_into_
     tab = table(ok(panel, WEEK + "&f.campaign=1,gen-1", cookie))
     assert [row[0] for row in tab["rows"]] == ["Generated 1"] and number(tab["total"][1]) == theirs
     _, _, body = request(panel, "/panel/reports.csv?period=last_7_days&f.campaign=1", {"Cookie": cookie})
-    assert body.decode().splitlines()[1:] == ["Total,0,0,0,,0.00,0.00,0.00,,"]
+    assert body.decode().splitlines()[1:] == ["1,Total,0,0,0,,0.00,0.00,0.00,,"]  # Its filter, then nothing.
     # A stream of another's campaign drilled into keeps its name to itself.
     stream = db.connection().execute("SELECT id, name FROM stream WHERE campaign_id = 1 LIMIT 1").fetchone()
     html = ok(panel, f"{WEEK}&g1=stream&g2=country&d1={stream[0]}", cookie)

@@ -6,6 +6,7 @@ memory does not grow with its rows. On both backends."""
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import random
@@ -86,6 +87,22 @@ def test_a_streamed_report_has_the_report_s_rows_and_totals_in_every_shape(db, h
         assert stream.total == pytest.approx(expected.total), shape
         assert stream.unconverted == expected.unconverted and stream.notes == expected.notes, shape
     assert expected.total["clicks"] == 560 and expected.unconverted
+    assert lock_is_free(history)  # Read to the end: the history's lock is let go.
+    unread = stream_report(db, ReportQuery(group_by=("sub_id_1",), preset="all_time"), history=history)
+    assert unread.streamed and not lock_is_free(history)
+    del unread  # A response never sent (its rows never read) lets it go too.
+    assert lock_is_free(history)
+
+
+def lock_is_free(files: HistoryFiles) -> bool:
+    """Whether an appender could take the history's lock now."""
+    with open(files.path.with_name("history.lock"), "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        return True
 
 
 def test_the_apis_stream_any_report_as_csv(db, settings, history):

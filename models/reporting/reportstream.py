@@ -73,8 +73,14 @@ class ReportStream:
     notes: list[str]
     rows: Iterator[dict[str, Any]]
     streamed: bool  # Summed by DuckDB and fetched in chunks (False: run_report's, in memory).
-    total: dict[str, Any] | None = None
     unconverted: list[dict[str, Any]] = field(default_factory=list)
+    # The totals row, there once `rows` is read to its end (a list the rows fill: they hold no
+    # reference to the stream, so a stream dropped unread is freed at once, and its history let go).
+    totals: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def total(self) -> dict[str, Any] | None:
+        return self.totals[0] if self.totals else None
 
 
 def stream_report(
@@ -185,12 +191,35 @@ def stream_report(
         streamed=True,
         unconverted=unconverted,
     )
-    stream.rows = _rows(stream, reading, rows, shown, names)
+    stream.rows = ClosingRows(_rows(stream.totals, reading, rows, shown, names), reading)
     return stream
 
 
+class ClosingRows:
+    """A streamed report's rows that let the history go when done, closed, or dropped unread (a
+    response never sent): a generator not yet started runs no `finally` when it is closed."""
+
+    def __init__(self, rows: Iterator[dict[str, Any]], reading: contextlib.ExitStack) -> None:
+        self.rows, self.reading = rows, reading
+
+    def __iter__(self) -> ClosingRows:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self.rows)
+
+    def close(self) -> None:
+        close = getattr(self.rows, "close", None)
+        if close is not None:
+            close()
+        self.reading.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
 def _rows(
-    stream: ReportStream,
+    totals_out: list[dict[str, Any]],
     reading: contextlib.ExitStack,
     rows: Iterator[tuple],
     columns: list[str],
@@ -216,7 +245,7 @@ def _rows(
             yield out
     total = _row({}, totals)
     _drop_non_finite(total)
-    stream.total = total
+    totals_out.append(total)
 
 
 def _unconverted(rows: list[tuple[str, int, float]]) -> list[dict[str, Any]]:
@@ -241,7 +270,7 @@ def _in_memory(
         notes=report.notes,
         rows=iter(report.rows),
         streamed=False,
-        total=report.total,
+        totals=[report.total],
         unconverted=report.unconverted,
     )
 

@@ -679,12 +679,12 @@ class ReportCsvResource(PanelResource):
         session = self.sessions.require(req)
         principal = session.principal
         state, _ = parse_state(req.query_string, principal, tuple(source_parameter_names()))
+        stream = self.builder.level_stream(state, principal)  # First: a bad drill step is its 400.
         campaigns = self.builder.campaign_names(principal)
         scope = [
             (GROUP_LABELS.get(group, group), self.builder.drill_label(group, value, campaigns, principal))
             for group, value in zip(state.groups, state.drill, strict=False)
         ] + [(f"{GROUP_LABELS.get(name, name)} filter", values) for name, values in state.filters]
-        stream = self.builder.level_stream(state, principal)
         resp.content_type = "text/csv; charset=utf-8"
         resp.set_header("Cache-Control", "no-store")
         resp.set_header("X-Content-Type-Options", "nosniff")
