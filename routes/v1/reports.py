@@ -32,7 +32,7 @@ REPORT_PARAMS = (
     Param("to", "Local date or date-time, exclusive."),
     Param("timezone", "IANA name (default UTC)."),
     Param("campaign", "Campaign ids or aliases, comma-separated (as f.campaign=)."),
-    Param("format", " or ".join(FORMATS)),
+    Param("format", " or ".join(FORMATS) + " (CSV also for Accept: text/csv; streamed as it is read)"),
 )
 NAMES = tuple(p.name for p in REPORT_PARAMS)
 
