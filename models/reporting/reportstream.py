@@ -61,7 +61,9 @@ from models.store.duckdb.reports import (
 )
 from models.store.history import HistoryStore
 from models.store.reports import ReportStore
-from models.tables.dimensions import METRICS, NAMED_GROUPS
+from models.tables.dimensions import METRICS, MONEY_METRICS, NAMED_GROUPS
+
+MONEY_POSITIONS = tuple(metric in MONEY_METRICS for metric in METRICS)  # DuckDB sums all as DOUBLE.
 
 
 @dataclass
@@ -230,7 +232,10 @@ def _rows(
     totals = [0] * len(METRICS)
     with reading:
         for row in rows:
-            metrics = [value or 0 for value in row[width:]]
+            metrics = [
+                (value or 0) if is_money else int(value or 0)  # 0, not 0.0, as run_report's none
+                for value, is_money in zip(row[width:], MONEY_POSITIONS, strict=True)
+            ]
             if not width and not any(row[width:]):
                 continue  # No group: DuckDB's one row of no clicks.
             for index, value in enumerate(metrics):
