@@ -38,6 +38,15 @@ from models import choices
     is_flag=True,
     help="Read the row store's raw clicks only, never the rollups or the columnar history (a check; slower).",
 )
+@click.option(
+    "--series",
+    "series_rows",
+    multiple=True,
+    metavar="ROW",
+    help="Instead of the report, this row's clicks, conversions, cost, revenue, profit and ROI by day "
+    "(by hour over two days or less), in --timezone (repeatable, up to 20 rows): its value, or for "
+    'several --group levels a JSON array of its values in their order (\'["US", "1234"]\').',
+)
 @format_option
 @pass_context
 def report_command(
@@ -46,6 +55,7 @@ def report_command(
     filters: tuple[str, ...],
     campaign_ref: str | None,
     raw: bool,
+    series_rows: tuple[str, ...],
     fmt: str,
     **options: Any,
 ) -> None:
@@ -68,7 +78,11 @@ def report_command(
         currency=ctx.settings.report_currency,
         **options,
     )
-    report = run_report(ctx.db, query, history=HistoryFiles.for_reports(ctx.settings))
+    history = HistoryFiles.for_reports(ctx.settings)
+    if series_rows:
+        _echo_series(ctx, query, series_rows, history, fmt)
+        return
+    report = run_report(ctx.db, query, history=history)
     if fmt == "json":
         click.echo(json_text(report.as_json()))
         return
@@ -79,4 +93,18 @@ def report_command(
         click.echo(f"Amounts in {report.currency}.")
     echo_rows(rows, report.columns, fmt)
     for note in report.notes:  # CSV: on stderr, so the file stays CSV.
+        click.echo(f"Note: {note}", err=fmt == "csv")
+
+
+def _echo_series(ctx: Context, query, texts: tuple[str, ...], history, fmt: str) -> None:
+    from models.reporting.series import parse_rows, run_series
+
+    series = run_series(ctx.db, query, parse_rows(texts, query.group_by), history=history)
+    if fmt == "json":
+        click.echo(json_text(series.as_json()))
+        return
+    if fmt == "table":
+        click.echo(f"By {series.time_group} in {series.timezone}; amounts in {series.currency}.")
+    echo_rows(series.flat_rows(), series.columns, fmt)
+    for note in series.notes:
         click.echo(f"Note: {note}", err=fmt == "csv")

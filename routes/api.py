@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Callable, Iterable, Iterator
 
 import falcon
 
@@ -32,6 +33,7 @@ from models.reporting.reports import (
     parse_filters,
     run_report,
 )
+from models.reporting.reportstream import ReportStream, stream_report
 from models.reporting.timerange import TimeRangeError
 from routes.inputs import Unreadable, load_json
 
@@ -85,26 +87,55 @@ def report_query(params: dict[str, str], report_currency: str = "") -> ReportQue
     )
 
 
-def run_report_query(db, query: ReportQuery, history: HistoryFiles | None = None) -> Report:
+def run_report_query(db, query: ReportQuery, history: HistoryFiles | None = None, run: Callable = run_report):
     """The report (from the columnar history where it answers), or 422 (clicks pruned) / 400 (a bad
-    query) with the report's sentence."""
+    query) with the report's sentence. `run`: what makes it (run_report; run_series with its rows)."""
     try:
-        return run_report(db, query, history=history)
+        return run(db, query, history=history)
     except PrunedRangeError as exc:  # A fine query over data that is gone: not a bad request.
         raise falcon.HTTPUnprocessableEntity(title="Clicks pruned", description=str(exc)) from None
     except (ReportError, TimeRangeError) as exc:
         raise falcon.HTTPBadRequest(title="Bad report query", description=str(exc)) from None
 
 
-def send_report_csv(resp: falcon.Response, report: Report, columns: list[str]) -> None:
+CSV_CHUNK_ROWS = 1000  # Rows a streamed CSV writes per chunk it hands the server.
+
+
+def csv_chunks(rows: Iterable[dict], columns: list[str]) -> Iterator[bytes]:
+    """`rows` as CSV (a header of `columns` first), a chunk of CSV_CHUNK_ROWS rows at a time."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(report.rows)
+    for count, row in enumerate(rows, 1):
+        writer.writerow(row)
+        if count % CSV_CHUNK_ROWS == 0:
+            yield out.getvalue().encode()
+            out.seek(0)
+            out.truncate()
+    yield out.getvalue().encode()
+
+
+def send_report_csv(resp: falcon.Response, report: Report | ReportStream, columns: list[str]) -> None:
+    """The report's rows as CSV, streamed as they are read (a ReportStream's never all in memory); the
+    currency in X-Lanner-Currency, the notes in X-Lanner-Notes."""
     resp.content_type = "text/csv"
     resp.set_header("X-Lanner-Currency", report.currency)
     if report.notes:
         resp.set_header("X-Lanner-Notes", json.dumps(report.notes))
+    resp.stream = csv_chunks(report.rows, columns)
+
+
+def send_rows_csv(
+    resp: falcon.Response, rows: list[dict], columns: list[str], currency: str, notes: list[str]
+) -> None:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    resp.content_type = "text/csv"
+    resp.set_header("X-Lanner-Currency", currency)
+    if notes:
+        resp.set_header("X-Lanner-Notes", json.dumps(notes))
     resp.text = out.getvalue()
 
 
@@ -121,10 +152,12 @@ class ReportApiResource:
             raise falcon.HTTPForbidden(title="Wrong API key", description="Send the key in X-Api-Key.")
         params = {name: value if isinstance(value, str) else value[0] for name, value in req.params.items()}
         check_report_parameters(params)
-        report = report_from_parameters(self.db, params, self.report_currency, self.history)
         if params.get("format") == "csv":
-            send_report_csv(resp, report, report.columns)
+            query = report_query(params, self.report_currency)
+            stream = run_report_query(self.db, query, self.history, run=stream_report)
+            send_report_csv(resp, stream, stream.columns)
             return
+        report = report_from_parameters(self.db, params, self.report_currency, self.history)
         resp.content_type = falcon.MEDIA_JSON
         # allow_nan=False: the report has no Infinity or NaN (models/reporting/reports.py), and none may leak
         # out as the invalid JSON tokens Python would print for them.

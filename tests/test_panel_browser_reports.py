@@ -10,17 +10,18 @@ PASSWORD = "correct horse battery"
 pytestmark = browser_required
 
 
-def painted_pixels(browser) -> int:
-    """How many pixels of the report chart's canvas are not transparent."""
+def painted_pixels(browser, chart: str = "#report-chart") -> int:
+    """How many pixels of the report chart's (or `chart`'s) canvas are not transparent."""
     return browser.execute_script(
         """
-        const canvas = document.querySelector('#report-chart canvas');
+        const canvas = document.querySelector(arguments[0] + ' canvas');
         if (!canvas || !canvas.width || !canvas.height) return 0;
         const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
         let painted = 0;
         for (let i = 3; i < pixels.length; i += 4) if (pixels[i]) painted++;
         return painted;
-        """
+        """,
+        chart,
     )
 
 
@@ -28,7 +29,7 @@ def test_the_report_chart_is_drawn_and_a_row_drills_down(browser, start_server, 
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as seen
-    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     from models.accounts.users import add_user
     from workers.bench.generate import generate_clicks
@@ -74,6 +75,21 @@ def test_the_report_chart_is_drawn_and_a_row_drills_down(browser, start_server, 
     browser.get(base + "/panel/reports?g1=day")
     wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "#report-chart canvas")))
     wait.until(lambda _: painted_pixels(browser) > 100)
+
+    # Two ticked countries: their series, one line each, of the metric chosen.
+    browser.get(base + "/panel/reports?g1=country")
+    ticks = wait.until(lambda _: browser.find_elements(By.CSS_SELECTOR, "input.chart-row")[:2])
+    for tick in ticks:
+        tick.click()
+    browser.find_element(By.ID, "chart-rows").click()
+    wait.until(lambda _: browser.current_url.count("row=") == 2)
+    wait.until(lambda _: painted_pixels(browser, "#series-chart") > 100)
+    legend = browser.find_element(By.CSS_SELECTOR, "#series-chart .u-legend").text
+    assert all(row.text in legend for row in browser.find_elements(By.CSS_SELECTOR, "#series-totals td.name"))
+    Select(browser.find_element(By.ID, "series-metric")).select_by_value("conversions")
+    wait.until(
+        lambda _: browser.find_element(By.ID, "series-chart").get_attribute("data-metric") == "conversions"
+    )
 
 
 def test_the_report_time_chart_s_axis_is_in_the_user_s_timezone(browser, start_server, db):

@@ -263,11 +263,13 @@ def test_the_csv_is_the_table_shown_with_formulas_defused(panel, users, costs, d
     assert lines[0] == ["Sub ID 1", "Clicks", "Cost (USD)", "Profit (USD)", "ROI"]
     assert [h.rstrip(" ▲▼") for h in tab["headers"]] == ["Sub ID 1", "Clicks", "Cost", "Profit", "ROI"]
     assert len(lines) == len(tab["rows"]) + 2 and lines[-1][0] == "Total"
-    for shown, written in zip(tab["rows"] + [tab["total"]], lines[1:], strict=True):
+    # Streamed in the groups' order, not the page's sort: each row by its label.
+    written_by_label = {line[0]: line[1:] for line in lines[1:]}
+    for shown in tab["rows"] + [tab["total"]]:
         label = shown[0]
-        assert written[0] == ("'" + label if label[0] in "=+-@" else label)
+        written = written_by_label["'" + label if label[0] in "=+-@" else label]
         assert [number(v) if v != "–" else None for v in shown[1:]] == [
-            float(v) if v else None for v in written[1:]
+            float(v) if v else None for v in written
         ]
     texts = [line[0] for line in lines]
     assert '\'=HYPERLINK("http://evil.example")' in texts and "'@SUM(A1)" in texts and "'-2+3" in texts
@@ -307,7 +309,7 @@ def test_a_buyer_sees_only_their_campaigns_even_when_filtering_or_drilling_into_
     tab = table(ok(panel, WEEK + "&f.campaign=1,gen-1", cookie))
     assert [row[0] for row in tab["rows"]] == ["Generated 1"] and number(tab["total"][1]) == theirs
     _, _, body = request(panel, "/panel/reports.csv?period=last_7_days&f.campaign=1", {"Cookie": cookie})
-    assert body.decode().splitlines()[1:] == ["Total,0,0,0,,0.00,0.00,0.00,,"]
+    assert body.decode().splitlines()[1:] == ["1,Total,0,0,0,,0.00,0.00,0.00,,"]  # Its filter, then nothing.
     # A stream of another's campaign drilled into keeps its name to itself.
     stream = db.connection().execute("SELECT id, name FROM stream WHERE campaign_id = 1 LIMIT 1").fetchone()
     html = ok(panel, f"{WEEK}&g1=stream&g2=country&d1={stream[0]}", cookie)
@@ -606,3 +608,67 @@ def test_the_dashboard_says_once_why_the_history_did_not_answer(panel, users, cl
     notes = re.findall(r'<p class="note">(.*?)</p>', ok(panel, "/panel?period=last_7_days", cookie), re.S)
     fell_back = [text(note) for note in notes if "did not answer" in note]
     assert len(fell_back) == 1 and "cannot be read" in fell_back[0], notes
+
+
+# -- the ticked rows' time series ---------------------------------------------------------------
+
+
+def series_of(html: str) -> dict:
+    return json.loads(re.search(r'id="series-chart-data">(.*?)</script>', html, re.S).group(1))
+
+
+def test_ticked_rows_are_charted_by_day_each_adding_up_to_its_row(panel, users, clicks, db):
+    cookie = log_in(panel)
+    level = WEEK + "&g1=campaign&g2=country&d1=1"
+    html = ok(panel, level, cookie)
+    assert 'id="series-form"' in html and "series-chart-data" not in html
+    tab = table(html)
+    values = re.findall(r'name="row" value="([^"]*)" form="series-form"', html)
+    assert len(values) == len(tab["rows"]) >= 2
+    ticked = values[:2]
+    query = urllib.parse.urlencode([("row", value) for value in ticked])
+    html = ok(panel, f"{level}&{query}", cookie)
+    series = series_of(html)
+    assert series["time_group"] == "day" and len(series["x"]) == 7  # Every day of the week, empty too.
+    assert [m["name"] for m in series["metrics"]] == [
+        "clicks",
+        "conversions",
+        "cost",
+        "revenue",
+        "profit",
+        "roi",
+    ]
+    shown = {row[0]: number(row[1]) for row in tab["rows"]}
+    for value, line in zip(ticked, series["lines"], strict=True):
+        assert line["label"] == (value or "unknown")
+        assert sum(line["values"]["clicks"]) == line["total"]["clicks"] == shown[line["label"]] > 0
+    expected = api_report(db, group="day", **{"f.campaign": "1", "f.country": ticked[0] or "unknown"})
+    by_day = {row["day"]: row["clicks"] for row in expected.rows}
+    days = [datetime.fromtimestamp(x, UTC).date().isoformat() for x in series["x"]]
+    assert series["lines"][0]["values"]["clicks"] == [by_day.get(day, 0) for day in days]
+    assert len(re.findall(r'class="chart-row"[^>]* checked>', html)) == 2  # The ticked rows stay ticked.
+    # A drill-down or the first level is another level's rows: the ticks stay behind.
+    assert "row=" not in breadcrumb(html)[0][1]
+    # A day level is a time already; more rows than a chart tells apart are refused.
+    status, body = page(panel, WEEK + "&g1=day&row=2026-01-01", cookie)
+    assert status == 400 and "is a time already" in body
+    status, body = page(panel, level + "&" + "&".join(f"row=R{n}" for n in range(21)), cookie)
+    assert status == 400 and "at most 20 rows" in body
+
+
+def test_a_drilled_down_csv_keeps_its_filter_and_says_so_in_its_columns(panel, users, clicks, db):
+    cookie = log_in(panel)
+    level = "/panel/reports.csv?period=last_7_days&g1=campaign&g2=country&d1=1&f.os=Windows,Android"
+    status, headers, body = request(panel, level, {"Cookie": cookie})
+    assert status == 200 and headers["content-type"].startswith("text/csv")
+    lines = list(csv.reader(io.StringIO(body.decode())))
+    assert lines[0][:3] == ["Campaign", "OS filter", "Country"]
+    expected = api_report(db, group="country", **{"f.campaign": "1", "f.os": "Windows,Android"})
+    assert 0 < expected.total["clicks"] < api_report(db, group="campaign").total["clicks"]
+    rows = lines[1:-1]
+    assert {tuple(row[:2]) for row in rows} == {("Generated 0", "Windows,Android")}
+    assert sorted((row[2], int(row[3])) for row in rows) == sorted(
+        (row["country"] or "unknown", row["clicks"]) for row in expected.rows
+    )
+    assert lines[-1][:3] == ["Generated 0", "Windows,Android", "Total"]
+    assert int(lines[-1][3]) == expected.total["clicks"]

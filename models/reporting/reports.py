@@ -399,6 +399,18 @@ def run_report(
 
     A traffic source's parameter name (`zoneid`) groups and filters as the sub_id slot it fills, over
     the campaigns whose source defines it (models/reporting/sourcenames.py); its column keeps the name."""
+    query, labels, notes = resolve_names(db, query)
+    report = _run_report(db, query, now=now, history=history)
+    if labels:
+        report.columns = [labels.get(column, column) for column in report.columns]
+        report.rows = [{labels.get(key, key): value for key, value in row.items()} for row in report.rows]
+        report.notes = notes + report.notes
+    return report
+
+
+def resolve_names(db: Database, query: ReportQuery) -> tuple[ReportQuery, dict[str, str], list[str]]:
+    """(`query` with traffic source names as ids and source parameter names as their sub_id_N, the
+    sub_id_N -> name its columns are labelled with, notes on it); ReportError for a name that is none."""
     store = ReportStore(db.connection())
     ids = campaign_ids(store, query.filters["campaign"]) if "campaign" in query.filters else None
     if "traffic_source" in query.filters:
@@ -407,15 +419,9 @@ def run_report(
             filters={**query.filters, "traffic_source": _source_ids(store, query.filters["traffic_source"])},
         )
     try:
-        query, labels, notes = resolve_source_names(query, GROUPS, ids)
+        return resolve_source_names(query, GROUPS, ids)
     except SourceNameError as exc:
         raise ReportError(str(exc)) from None
-    report = _run_report(db, query, now=now, history=history)
-    if labels:
-        report.columns = [labels.get(column, column) for column in report.columns]
-        report.rows = [{labels.get(key, key): value for key, value in row.items()} for row in report.rows]
-        report.notes = notes + report.notes
-    return report
 
 
 def _source_ids(store: ReportStore, refs: tuple[str, ...]) -> tuple[str, ...]:

@@ -15,6 +15,8 @@ from models.accounts.access import visible_campaign_ids
 from models.admin.services import list_campaigns
 from models.errors import LannerError
 from models.reporting.history import HistoryFiles
+from models.reporting.reportstream import stream_report
+from models.reporting.series import run_series
 from routes.api import report_query, run_report_query
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions
@@ -152,6 +154,26 @@ class PanelReports:
         `exact`: filters on one value each, taken as written (a drill-down step's: a sub id may hold a
         comma); each replaces a filter on the same name. A campaign filter is intersected with the
         visible campaigns, so naming another user's campaign counts nothing."""
+        query = self._visible_query(principal, params, exact)
+        return None if query is None else run_report_query(self.db, query, self.history)
+
+    def series(
+        self, principal, params: dict[str, str], exact: dict[str, str] | None, rows: list[tuple[str, ...]]
+    ):
+        """The time series of `rows` of the report `params` and `exact` ask for (as report()), or None."""
+        query = self._visible_query(principal, params, exact)
+        if query is None:
+            return None
+        return run_report_query(
+            self.db, query, self.history, run=lambda db, q, history: run_series(db, q, rows, history=history)
+        )
+
+    def stream(self, principal, params: dict[str, str], exact: dict[str, str] | None = None):
+        """The report as report() makes it, its rows read as they are iterated (a CSV's), or None."""
+        query = self._visible_query(principal, params, exact)
+        return None if query is None else run_report_query(self.db, query, self.history, run=stream_report)
+
+    def _visible_query(self, principal, params: dict[str, str], exact: dict[str, str] | None):
         query = report_query({**params, "timezone": timezone_of(principal)}, self.report_currency)
         filters = {**query.filters, **{name: (value,) for name, value in (exact or {}).items()}}
         visible = visible_campaign_ids(self.db, principal)
@@ -166,7 +188,7 @@ class PanelReports:
             if not allowed:
                 return None
             filters["campaign"] = tuple(str(campaign_id) for campaign_id in sorted(allowed))
-        return run_report_query(self.db, dataclasses.replace(query, filters=filters), self.history)
+        return dataclasses.replace(query, filters=filters)
 
 
 def money_notes(report) -> list[str]:

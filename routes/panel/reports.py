@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import urllib.parse
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -33,10 +32,11 @@ from models.reporting.reports import (
     report_range,
     time_buckets,
 )
+from models.reporting.series import MAX_SERIES_ROWS, MONEY_SERIES_METRICS, SERIES_METRICS, time_bounds
 from models.reporting.sourcenames import source_parameter_names
-from models.reporting.timerange import TimeRangeError, local_instant, zone
+from models.reporting.timerange import TimeRangeError, zone
 from models.tables.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
-from routes.api import report_query
+from routes.api import CSV_CHUNK_ROWS, report_query
 from routes.panel.common import (
     PERIODS,
     PanelContext,
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
     from models.accounts.principal import Principal
     from models.reporting.reports import Report
+    from models.reporting.series import Series
 
 MAX_LEVELS = 3
 SHOWN_ROWS = 1000  # A level of sub ids can have a row per visitor: the page shows this many, the CSV all.
@@ -157,6 +158,7 @@ class BuilderState:
     columns: tuple[str, ...] = DEFAULT_COLUMNS
     sort: str = ""  # A metric, GROUP_SORT, or "": the group's time order, else clicks.
     order: str = ""  # asc or desc; "": desc for a metric, asc for the group.
+    selected: tuple[str, ...] = ()  # Rows of the current level whose time series is charted (`row`).
 
     @property
     def level(self) -> int:
@@ -188,9 +190,12 @@ class BuilderState:
         if self.columns != DEFAULT_COLUMNS:
             pairs += [("col", name) for name in self.columns]
         pairs += [(name, value) for name, value in (("sort", self.sort), ("order", self.order)) if value]
+        pairs += [("row", value) for value in self.selected]
         return pairs
 
     def url(self, path: str = "/panel/reports", **changes) -> str:
+        if ("drill" in changes or "groups" in changes) and "selected" not in changes:
+            changes["selected"] = ()  # The rows ticked are of this level only.
         return path + "?" + urllib.parse.urlencode(replace(self, **changes).pairs())
 
     def report_params(self) -> dict[str, str]:
@@ -215,10 +220,13 @@ def parse_state(
     given: dict[str, str] = {}
     filters: dict[str, str] = {}
     columns: list[str] = []
+    selected: list[str] = []
     # parse_qsl, not Falcon's params: a drill step may be an empty value (a visitor without a country).
     for name, value in urllib.parse.parse_qsl(query_string, keep_blank_values=True):
         if name == "col":
             columns += [part for part in value.split(",") if part]
+        elif name == "row":
+            selected.append(value)
         elif name.startswith("f.") and len(name) > 2:
             if name[2:] in filters:
                 raise bad_request(f"Give {name!r} once.")
@@ -229,7 +237,8 @@ def parse_state(
             given[name] = value
         else:
             raise bad_request(
-                f"Unknown parameter {name!r}; use {', '.join(SINGLE_PARAMETERS)}, col or f.<name> filters."
+                f"Unknown parameter {name!r}; use {', '.join(SINGLE_PARAMETERS)}, col, row or f.<name> "
+                "filters."
             )
     since, until = given.get("from", "").strip(), given.get("to", "").strip()
     period = given.get("period") or ("custom" if since or until else DEFAULT_PERIOD)
@@ -277,26 +286,18 @@ def parse_state(
         columns_chosen,
         sort,
         order,
+        tuple(dict.fromkeys(selected)),
     )
+    if state.selected and state.group in TIME_GROUPS:
+        raise bad_request("A day or hour row is a time already: chart rows of another grouping.")
+    if len(state.selected) > MAX_SERIES_ROWS:
+        raise bad_request(f"Chart at most {MAX_SERIES_ROWS} rows at once, not {len(state.selected)}.")
     added = None
     if given.get("filter"):
         added = (given["filter"], given.get("value", "").strip())
         if added[0] not in known or added[0] in TIME_GROUPS:
             raise bad_request(f"Cannot filter by {added[0]!r}; filter time with the period.")
     return state, added
-
-
-def time_bounds(group: str, label: str, tz: ZoneInfo) -> tuple[int, int]:
-    """The UTC bounds [start, end) of a day or hour row's label ("2026-12-01", "2026-12-01 13:00",
-    "2026-10-25 02:00+01:00" for the second of a repeated hour)."""
-    if group == "day":
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", label):
-            raise TimeRangeError(f"{label!r} is not a day (YYYY-MM-DD).")
-        return local_instant(label, tz, is_end=False), local_instant(label, tz, is_end=True)
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:00([+-]\d{2}:\d{2})?", label):
-        raise TimeRangeError(f"{label!r} is not an hour (YYYY-MM-DD HH:00).")
-    start = local_instant(label, tz, is_end=False)
-    return start, start + HOUR_MS
 
 
 def iso(ms: int, tz: ZoneInfo) -> str:
@@ -312,6 +313,24 @@ class ReportBuilder:
         self.reports = reports
 
     def level_report(self, state: BuilderState, principal: Principal) -> Report | None:
+        return self.reports.report(principal, *self.level_params(state, principal))
+
+    def level_stream(self, state: BuilderState, principal: Principal):
+        """The current level's report as a stream of rows (a CSV's), or None."""
+        return self.reports.stream(principal, *self.level_params(state, principal))
+
+    def level_series(self, state: BuilderState, principal: Principal) -> Series | None:
+        """The time series of the level's ticked rows (None: none ticked, or no campaign to count)."""
+        if not state.selected:
+            return None
+        params, exact = self.level_params(state, principal)
+        return self.reports.series(principal, params, exact, [(value,) for value in state.selected])
+
+    def level_params(
+        self, state: BuilderState, principal: Principal
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """The report language's parameters of the current level, and its drill steps as exact filters
+        (a day or hour drilled into narrows the range instead)."""
         params = state.report_params()
         exact: dict[str, str] = {}
         time_drills = [
@@ -336,7 +355,7 @@ class ReportBuilder:
                 raise bad_request("The drill-down's day or hour is outside the period.")
             params = {name: value for name, value in params.items() if name != "preset"}
             params.update({"from": iso(start, tz), "to": iso(end, tz)})
-        return self.reports.report(principal, params, exact)
+        return params, exact
 
     def campaign_names(self, principal: Principal) -> dict[int, tuple[str, str]]:
         """Id -> (name, alias) of the campaigns `principal` may see."""
@@ -512,6 +531,47 @@ def chart_data(
     }
 
 
+def series_data(
+    state: BuilderState, series: Series | None, principal: Principal, campaigns: dict[int, tuple[str, str]]
+) -> dict | None:
+    """What panel.js draws under the level's chart for its ticked rows: one line a row, of the metric
+    chosen in #series-metric (amounts left out for a user who hides money), and each row's totals."""
+    if series is None:
+        return None
+    metrics = [m for m in SERIES_METRICS if not (principal.hides_money and m in MONEY_SERIES_METRICS)]
+    group = state.group
+    lines = []
+    for line in series.lines:
+        value = line.key[group]
+        shown = int(value) if group in NAMED_GROUPS and value.isdigit() else value
+        label, _ = display(
+            group, None if shown in (0, "0") and group in NAMED_GROUPS else shown, line.key, campaigns
+        )
+        lines.append(
+            {
+                "label": label,
+                "values": {m: line.values[m] for m in metrics},
+                "total": {m: line.total[m] for m in metrics},
+            }
+        )
+    return {
+        "time_group": series.time_group,
+        "x": [start_ms // 1000 for _, start_ms in series.buckets],
+        "timezone": series.timezone,
+        "currency": series.currency,
+        "metrics": [
+            {
+                "name": m,
+                "label": metric_header(m, series.currency),
+                "is_money": m in AMOUNTS,
+                "is_percent": m in PERCENT_METRICS,
+            }
+            for m in metrics
+        ],
+        "lines": lines,
+    }
+
+
 def period_links(state: BuilderState) -> list[tuple[str, str, str]]:
     """(period, label, URL) of each preset: the same report over that period; a drill step into a day
     or hour is left, since it may lie outside it."""
@@ -555,6 +615,7 @@ class ReportBuilderPage(PanelResource):
             kept = tuple((name, values) for name, values in state.filters if name != added[0])
             raise falcon.HTTPSeeOther(state.url(filters=(*kept, added)))
         report = self.builder.level_report(state, principal)
+        series = self.builder.level_series(state, principal)
         campaigns = self.builder.campaign_names(principal)
         rows = self.builder.rows(state, report, campaigns)
         currency = report.currency if report else self.builder.reports.report_currency
@@ -592,6 +653,9 @@ class ReportBuilderPage(PanelResource):
             is_last=is_last,
             breadcrumb=self.builder.breadcrumb(state, campaigns, principal),
             chart=chart_data(state, rows, report, currency, zone(timezone_of(principal))),
+            series=series_data(state, series, principal, campaigns),
+            can_chart_rows=state.group not in TIME_GROUPS,
+            max_series_rows=MAX_SERIES_ROWS,
             notes=[] if report is None or principal.hides_money else money_notes(report),
             raw_reason=report.raw_reason if report else None,
             fallback=report.fallback if report else None,
@@ -602,7 +666,10 @@ class ReportBuilderPage(PanelResource):
 
 
 class ReportCsvResource(PanelResource):
-    """`GET /panel/reports.csv`: the level the page shows, every row, the same columns and a totals row."""
+    """`GET /panel/reports.csv`: the level the page shows, every row, the same columns and a totals row,
+    streamed as it is read (models/reporting/reportstream.py: rows in the groups' order, not the page's
+    sort). Each drill step and filter is a column of its own before the level's, so a drilled-down
+    file says what it counts."""
 
     def __init__(self, sessions: PanelSessions, render: Renderer, builder: ReportBuilder) -> None:
         super().__init__(sessions, render)
@@ -612,25 +679,39 @@ class ReportCsvResource(PanelResource):
         session = self.sessions.require(req)
         principal = session.principal
         state, _ = parse_state(req.query_string, principal, tuple(source_parameter_names()))
-        report = self.builder.level_report(state, principal)
-        rows = self.builder.rows(state, report, self.builder.campaign_names(principal))
-        currency = report.currency if report else self.builder.reports.report_currency
-        total = report.total if report else EMPTY_TOTAL
-        out = io.StringIO()
-        writer = csv.writer(out)
-        label = GROUP_LABELS.get(state.group, state.group)
-        writer.writerow([label, *(metric_header(m, currency) for m in state.columns)])
-        for row in rows:
-            writer.writerow(
-                [csv_text(row["label"]), *(csv_number(m, row["stats"].get(m)) for m in state.columns)]
-            )
-        writer.writerow(["Total", *(csv_number(m, total.get(m)) for m in state.columns)])
+        stream = self.builder.level_stream(state, principal)  # First: a bad drill step is its 400.
+        campaigns = self.builder.campaign_names(principal)
+        scope = [
+            (GROUP_LABELS.get(group, group), self.builder.drill_label(group, value, campaigns, principal))
+            for group, value in zip(state.groups, state.drill, strict=False)
+        ] + [(f"{GROUP_LABELS.get(name, name)} filter", values) for name, values in state.filters]
         resp.content_type = "text/csv; charset=utf-8"
         resp.set_header("Cache-Control", "no-store")
         resp.set_header("X-Content-Type-Options", "nosniff")
         name = "-".join(["lanner-report", *state.groups[: state.level + 1], state.period])
         resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
-        resp.text = out.getvalue()
+        currency = stream.currency if stream else self.builder.reports.report_currency
+        resp.stream = self.lines(state, stream, campaigns, scope, currency)
+
+    @staticmethod
+    def lines(state: BuilderState, stream, campaigns: dict, scope: list[tuple[str, str]], currency: str):
+        out = io.StringIO()
+        writer = csv.writer(out)
+        fixed = [csv_text(value) for _, value in scope]
+        label = GROUP_LABELS.get(state.group, state.group)
+        writer.writerow(
+            [*(name for name, _ in scope), label, *(metric_header(m, currency) for m in state.columns)]
+        )
+        for count, row in enumerate(stream.rows if stream else (), 1):
+            shown, _ = display(state.group, row[state.group], row, campaigns)
+            writer.writerow([*fixed, csv_text(shown), *(csv_number(m, row.get(m)) for m in state.columns)])
+            if count % CSV_CHUNK_ROWS == 0:
+                yield out.getvalue().encode()
+                out.seek(0)
+                out.truncate()
+        total = (stream.total if stream else None) or EMPTY_TOTAL
+        writer.writerow([*fixed, "Total", *(csv_number(m, total.get(m)) for m in state.columns)])
+        yield out.getvalue().encode()
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:

@@ -123,6 +123,12 @@ def v1_routes(
             "/reports",
             reports.ReportResource(auth, db, settings.report_currency, HistoryFiles.for_reports(settings)),
         ),
+        (
+            "/reports/series",
+            reports.ReportSeriesResource(
+                auth, db, settings.report_currency, HistoryFiles.for_reports(settings)
+            ),
+        ),
         ("/status", status.StatusResource(auth, db, settings)),
         ("/currency/rates", rates.RateListResource(auth, db)),
         ("/currency/rates/fetch", rates.RateFetchResource(auth, db, settings.exchange_rate_url)),

@@ -1,4 +1,5 @@
-"""Reports: the grouping, filter and metric language of `lanner report` and /api/report (routes/api.py)."""
+"""Reports: the grouping, filter and metric language of `lanner report` and /api/report (routes/api.py),
+and a time series per selected row of one (models/reporting/series.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,18 @@ import falcon
 
 from models.admin.services import get_campaign
 from models.reporting.history import HistoryFiles
-from routes.api import FORMATS, check_report_parameters, report_from_parameters, send_report_csv
+from models.reporting.reports import ReportError
+from models.reporting.reportstream import stream_report
+from models.reporting.series import MAX_SERIES_ROWS, parse_rows, run_series
+from routes.api import (
+    FORMATS,
+    check_report_parameters,
+    report_from_parameters,
+    report_query,
+    run_report_query,
+    send_report_csv,
+    send_rows_csv,
+)
 from routes.v1.auth import visible_campaigns
 from routes.v1.spec import MONEY_FIELDS, Operation, Param, answer, api_resource
 
@@ -20,7 +32,7 @@ REPORT_PARAMS = (
     Param("to", "Local date or date-time, exclusive."),
     Param("timezone", "IANA name (default UTC)."),
     Param("campaign", "Campaign ids or aliases, comma-separated (as f.campaign=)."),
-    Param("format", " or ".join(FORMATS)),
+    Param("format", " or ".join(FORMATS) + " (CSV also for Accept: text/csv; streamed as it is read)"),
 )
 NAMES = tuple(p.name for p in REPORT_PARAMS)
 
@@ -40,24 +52,89 @@ class ReportResource:
         self.history = history  # The columnar history's files (None: the rollups and row store only).
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        params = {}
-        for name, value in req.params.items():
-            if not isinstance(value, str):
-                raise falcon.HTTPBadRequest(title="Repeated parameter", description=f"Give {name!r} once.")
-            params[name] = value
+        params = single_params(req)
         check_report_parameters(params, NAMES)
-        visible = visible_campaigns(req)
-        if visible is not None:
-            refs = (params.get("campaign") or params.get("f.campaign") or "").split(",")
-            ids = {get_campaign(self.db, ref.strip()).id for ref in refs if ref.strip()}
-            if not ids or not ids <= visible:
-                raise falcon.HTTPBadRequest(
-                    title="Name a campaign", description="Name one of your campaigns."
-                )
-        report = report_from_parameters(self.db, params, self.report_currency, self.history)
+        check_visible(req, self.db, params)
         hides_money = req.context.principal.hides_money
-        if params.get("format") == "csv":
-            columns = [c for c in report.columns if not (hides_money and c in MONEY_FIELDS)]
-            send_report_csv(resp, report, columns)
+        if wants_csv(req, params):
+            query = report_query(params, self.report_currency)
+            stream = run_report_query(self.db, query, self.history, run=stream_report)
+            columns = [c for c in stream.columns if not (hides_money and c in MONEY_FIELDS)]
+            send_report_csv(resp, stream, columns)
             return
+        report = report_from_parameters(self.db, params, self.report_currency, self.history)
         answer(req, resp, report.as_json())
+
+
+def single_params(req: falcon.Request, repeatable: tuple[str, ...] = ()) -> dict[str, str]:
+    """The query's parameters, each given once but for `repeatable` ones (left out: req.get_param_as_list)."""
+    params = {}
+    for name, value in req.params.items():
+        if name in repeatable:
+            continue
+        if not isinstance(value, str):
+            raise falcon.HTTPBadRequest(title="Repeated parameter", description=f"Give {name!r} once.")
+        params[name] = value
+    return params
+
+
+def check_visible(req: falcon.Request, db, params: dict[str, str]) -> None:
+    """400 unless a principal limited to some campaigns names only those (a report of all would count
+    campaigns it may not see)."""
+    visible = visible_campaigns(req)
+    if visible is not None:
+        refs = (params.get("campaign") or params.get("f.campaign") or "").split(",")
+        ids = {get_campaign(db, ref.strip()).id for ref in refs if ref.strip()}
+        if not ids or not ids <= visible:
+            raise falcon.HTTPBadRequest(title="Name a campaign", description="Name one of your campaigns.")
+
+
+@api_resource
+class ReportSeriesResource:
+    operations = {
+        "GET": Operation(
+            "Clicks, conversions, cost, revenue, profit and ROI by local day (by hour over two days or less) "
+            "of each selected row of a report; filters as f.<name>=v1,v2.",
+            params=(
+                *REPORT_PARAMS,
+                Param(
+                    "row",
+                    f"A row to chart (repeatable, up to {MAX_SERIES_ROWS}): its value, or for several "
+                    'grouping levels a JSON array of its values in their order (["US", "1234"]).',
+                ),
+                Param("f.<name>", "A filter on a grouping name."),
+            ),
+            open_query=True,
+        )
+    }
+
+    def __init__(self, auth, db, report_currency: str, history: HistoryFiles | None = None) -> None:
+        self.auth, self.db, self.report_currency = auth, db, report_currency
+        self.history = history
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        params = single_params(req, ("row",))
+        check_report_parameters(params, (*NAMES, "row"))
+        check_visible(req, self.db, params)
+        query = report_query(params, self.report_currency)
+        try:
+            rows = parse_rows(req.get_param_as_list("row") or [], query.group_by)
+        except ReportError as exc:
+            raise falcon.HTTPBadRequest(title="Bad report query", description=str(exc)) from None
+        series = run_report_query(
+            self.db, query, self.history, run=lambda db, q, history: run_series(db, q, rows, history=history)
+        )
+        hides_money = req.context.principal.hides_money
+        if wants_csv(req, params):
+            columns = [c for c in series.columns if not (hides_money and c in MONEY_FIELDS)]
+            send_rows_csv(resp, series.flat_rows(), columns, series.currency, series.notes)
+            return
+        answer(req, resp, series.as_json())
+
+
+def wants_csv(req: falcon.Request, params: dict[str, str]) -> bool:
+    """format=csv, or no format and an Accept header preferring CSV to JSON."""
+    if "format" in params:
+        return params["format"] == "csv"
+    accept = req.get_header("Accept") or ""
+    return req.client_prefers(["application/json", "text/csv"]) == "text/csv" and "text/csv" in accept

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from models.store import reports as base
-from models.tables.dimensions import CLICK_METRICS, ID_GROUPS
+from models.tables.dimensions import CLICK_METRICS, ID_GROUPS, MONEY_METRICS
 
 _ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
 _NO_CLICKS = (0,) * len(CLICK_METRICS)
@@ -127,3 +127,98 @@ def history_unconverted(
         click_ids, currencies, [float(payout or 0) for payout in payouts]
     )
     return conn.execute(sql, params).fetchall()
+
+
+# -- a report streamed in chunks (models/reporting/reportstream.py) -------------------------------------
+
+QUARTER_HOUR_MS = 15 * 60_000
+
+
+def _load(conn: Any, table: str, rows: list[tuple]) -> None:
+    """Append `rows` to the temporary `table`, a list a column (DuckDB binds a list value as one)."""
+    if not rows:
+        return
+    types = [row[1] for row in conn.execute(f"DESCRIBE {table}").fetchall()]
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    select = ", ".join(f"unnest(CAST(? AS {kind}[]))" for kind in types)
+    conn.execute(f"INSERT INTO {table} SELECT {select}", columns)
+
+
+def stream_groups(
+    conn: Any,
+    groups: tuple[str, ...],
+    filters: dict[str, tuple],
+    bucket: int | None,
+    start: int,
+    end: int,
+    *,
+    position: int,
+    queued: list[int],
+    rest: list[tuple],
+    label_of: Any,
+    parents: dict[int, dict[int, int | None]],
+    chunk: int = 10_000,
+) -> Iterator[tuple]:
+    """The report's rows, summed by DuckDB and fetched `chunk` at a time: the history's clicks it answers
+    for, plus `rest` (the row store's rows of the same piece: its clicks the history does not answer for,
+    its conversions, those of clicks only the history holds), each (group values, the sums of METRICS).
+
+    With `bucket`, the first value is a time bucket that `label_of` (called with each bucket of the
+    range) names; `parents` maps a value at a key position to its parent's id (offer -> network), so
+    the key is the report's before the sums are taken: DuckDB groups once, the result stays in it."""
+    sql, params = PieceSql(groups, filters, bucket).history_clicks(start, end, position, queued)
+    width = len(groups) + (1 if bucket else 0)
+    names = [f"k{n}" for n in range(width)] + [f"m{n}" for n in range(len(base.METRICS))]
+    # The metrics typed as the row store's sums are (the history's conversion sums are the literal 0).
+    typed = [f"k{n}" for n in range(width)] + [
+        f"CAST(m{n} AS {'DOUBLE' if metric in MONEY_METRICS else 'BIGINT'}) AS m{n}"
+        for n, metric in enumerate(base.METRICS)
+    ]
+    piece = f"SELECT {', '.join(typed)} FROM ({sql}) AS h({', '.join(names)})"
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE report_rest AS {piece} LIMIT 0", params)
+    for offset in range(0, len(rest), 50_000):
+        _load(conn, "report_rest", rest[offset : offset + 50_000])
+    joins, keys, order = [], [f"u.k{n}" for n in range(width)], [f"u.k{n}" for n in range(width)]
+    if bucket:
+        conn.execute(
+            "CREATE OR REPLACE TEMP TABLE report_bucket (bucket BIGINT, label VARCHAR, first BIGINT)"
+        )
+        buckets = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT DISTINCT created_at - created_at % {int(bucket)} FROM click "
+                "WHERE created_at >= ? AND created_at < ?",
+                [start, end],
+            ).fetchall()
+        } | {row[0] for row in rest}
+        labels = [(moment, label_of(moment)) for moment in sorted(buckets)]
+        firsts: dict[str, int] = {}
+        for moment, label in labels:
+            firsts.setdefault(label, moment)
+        _load(conn, "report_bucket", [(moment, label, firsts[label]) for moment, label in labels])
+        joins.append("JOIN report_bucket AS b ON b.bucket = u.k0")
+        keys[0], order[0] = "b.label", "MIN(b.first)"
+    for position_, parent_of in parents.items():
+        table = f"report_parent_{position_}"
+        conn.execute(f"CREATE OR REPLACE TEMP TABLE {table} (child BIGINT, parent BIGINT)")
+        _load(conn, table, list(parent_of.items()))
+        joins.append(f"LEFT JOIN {table} AS p{position_} ON p{position_}.child = u.k{position_}")
+        keys[position_] = order[position_] = f"p{position_}.parent"
+    # PERF: a count summed as a DOUBLE (exact below 2**53), not DuckDB's 128-bit integer sum: half the
+    # state per group of a million-group report. The caller makes counts integers again.
+    sums = ", ".join(f"SUM(CAST(u.m{n} AS DOUBLE))" for n in range(len(base.METRICS)))
+    group_by = f" GROUP BY {', '.join(keys)}" if keys else ""
+    order_by = f" ORDER BY {', '.join(f'{o} NULLS FIRST' for o in order)}" if order else ""
+    # Run now (DuckDB sums and sorts here, within its memory_limit, spilling past it): a failure is
+    # the caller's to answer before the first row goes out.
+    cursor = conn.execute(
+        f"SELECT {', '.join([*keys, sums])} FROM ({piece} UNION ALL SELECT * FROM report_rest) AS u "
+        f"{' '.join(joins)}{group_by}{order_by}",
+        params,
+    )
+    return _fetched(cursor, chunk)
+
+
+def _fetched(cursor: Any, chunk: int) -> Iterator[tuple]:
+    while batch := cursor.fetchmany(chunk):
+        yield from batch

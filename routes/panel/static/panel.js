@@ -240,8 +240,47 @@
     });
   }
 
+  // The ticked rows' time series (#series-chart-data): one line a row, of the metric #series-metric names.
+  var SERIES_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#db2777", "#65a30d", "#4f46e5", "#854d0e"];
+  function drawSeriesChart() {
+    var box = document.getElementById("series-chart");
+    var source = document.getElementById("series-chart-data");
+    var choice = document.getElementById("series-metric");
+    if (!box || !source || !choice || typeof uPlot === "undefined") return;
+    var data = JSON.parse(source.textContent);
+    var chart = null;
+    function size() { return { width: Math.max(box.clientWidth, 260), height: box.clientWidth < 500 ? 220 : 280 }; }
+    function draw() {
+      var metric = data.metrics.filter(function (m) { return m.name === choice.value; })[0] || data.metrics[0];
+      var series = [{}];
+      var columns = [data.x];
+      data.lines.forEach(function (line, i) {
+        series.push({
+          label: line.label,
+          stroke: SERIES_COLOURS[i % SERIES_COLOURS.length],
+          width: 2,
+          value: function (u, v) { return v == null ? "–" : metric.is_money ? v.toFixed(2) : metric.is_percent ? v.toFixed(1) + " %" : Math.round(v).toLocaleString(); },
+        });
+        columns.push(line.values[metric.name]);
+      });
+      if (chart) chart.destroy();
+      box.dataset.metric = metric.name;
+      chart = new uPlot(Object.assign(size(), {
+        series: series,
+        axes: [{}, { label: metric.label }],
+        scales: { x: { time: true } },
+        // The user's timezone, as the buckets are: x is each bucket's first instant.
+        tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), data.timezone === "UTC" ? "Etc/UTC" : data.timezone); },
+      }), columns, box);
+    }
+    choice.addEventListener("change", draw);
+    window.addEventListener("resize", function () { if (chart) chart.setSize(size()); });
+    draw();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     drawReportChart();
+    drawSeriesChart();
     customOnDate();
   });
 })();

@@ -1,0 +1,283 @@
+"""A report as a stream of rows for a CSV export: summed by DuckDB over the columnar history and the row
+store's rows it does not hold yet, fetched a chunk at a time, so a million-row report never sits in
+memory (models/store/duckdb/reports.py `stream_groups`).
+
+The numbers are run_report's (models/reporting/reports.py): the same pieces (the history's clicks up to
+the row store's position, the row store's clicks after it and those queued for a copy again, every
+conversion of the range by its click's dimensions, those whose click only the history holds by its
+copy), grouped by the same keys (a day or hour from quarter-hour buckets in the report's timezone, an
+offer's network, a campaign's traffic source). What the row store contributes (minutes of clicks not
+yet copied, and the range's conversions) is read in one snapshot first, and handed to DuckDB; the
+snapshot is closed before the first row is sent, so a slow download holds no row-store transaction,
+only the history's shared lock (an append waits for it).
+
+Rows come in the groups' order (DuckDB's: NULL first, text by code point), not the page's sort. A
+report the history cannot answer (no history on this node, missing, damaged, behind, locked), one
+read from raw clicks only, or one grouped or filtered by label, is run_report's, held in memory and
+then streamed: those say so in `streamed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time as time_module
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from peewee import Database
+
+from models.ops.retention import pruned_before
+from models.reporting.currency import CurrencyError, check_report_currency
+from models.reporting.history import HistoryFiles
+from models.reporting.reports import (
+    END_OF_TIME,
+    LABEL_GROUP,
+    REPORT_METRICS,
+    TIME_GROUPS,
+    ParentGroups,
+    ReportError,
+    ReportQuery,
+    _check,
+    _check_answers,
+    _currency_notes,
+    _drop_non_finite,
+    _Labels,
+    _range,
+    _row,
+    campaign_ids,
+    resolve_names,
+    run_report,
+)
+from models.reporting.timerange import zone
+from models.store.database import read_tx
+from models.store.duckdb.connection import HISTORY_UNAVAILABLE, open_history
+from models.store.duckdb.reports import (
+    QUARTER_HOUR_MS,
+    history_conversion_rows,
+    history_unconverted,
+    stream_groups,
+)
+from models.store.history import HistoryStore
+from models.store.reports import ReportStore
+from models.tables.dimensions import METRICS, MONEY_METRICS, NAMED_GROUPS
+
+MONEY_POSITIONS = tuple(metric in MONEY_METRICS for metric in METRICS)  # DuckDB sums all as DOUBLE.
+
+
+@dataclass
+class ReportStream:
+    """A report whose rows are read as they are iterated (`rows`, once); `total` is there after."""
+
+    columns: list[str]
+    currency: str
+    notes: list[str]
+    rows: Iterator[dict[str, Any]]
+    streamed: bool  # Summed by DuckDB and fetched in chunks (False: run_report's, in memory).
+    unconverted: list[dict[str, Any]] = field(default_factory=list)
+    # The totals row, there once `rows` is read to its end (a list the rows fill: they hold no
+    # reference to the stream, so a stream dropped unread is freed at once, and its history let go).
+    totals: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def total(self) -> dict[str, Any] | None:
+        return self.totals[0] if self.totals else None
+
+
+def stream_report(
+    db: Database,
+    query: ReportQuery,
+    *,
+    now: float | None = None,
+    history: HistoryFiles | None = None,
+    chunk: int = 10_000,
+) -> ReportStream:
+    """The report `query` asks for, its rows to iterate; ReportError (or TimeRangeError) as run_report."""
+    if history is None or query.source == "raw" or LABEL_GROUP in (*query.group_by, *query.filters):
+        return _in_memory(db, query, now, history)
+    resolved, renames, name_notes = resolve_names(db, query)
+    _check(resolved)
+    try:
+        currency = check_report_currency(db.connection(), resolved.currency)
+    except CurrencyError as exc:
+        raise ReportError(str(exc)) from None
+    conn = db.connection()
+    store = ReportStore(conn)
+    if "campaign" in resolved.filters:
+        resolved = dataclasses.replace(
+            resolved,
+            filters={**resolved.filters, "campaign": campaign_ids(store, resolved.filters["campaign"])},
+        )
+    tz = zone(resolved.timezone)
+    start, end = _range(resolved, tz, time_module.time() if now is None else now)
+    bounds = (0 if start is None else start, END_OF_TIME if end is None else end)
+    time_group = next((name for name in resolved.group_by if name in TIME_GROUPS), None)
+    bucket = QUARTER_HOUR_MS if time_group else None  # Local hours begin on quarter hours everywhere.
+    groups = tuple(name for name in resolved.group_by if name not in TIME_GROUPS)
+    filters = {
+        name: tuple(int(value) for value in values) if name in NAMED_GROUPS else values
+        for name, values in resolved.filters.items()
+    }
+    reading = contextlib.ExitStack()
+    try:
+        columnar = reading.enter_context(
+            open_history(history.path, write=False, memory_limit=history.memory_limit, wait=history.read_wait)
+        )
+        with read_tx(db):
+            _check_answers(conn, columnar, history, [("history", *bounds)])
+            offset = 1 if bucket else 0
+            by_network = ParentGroups(
+                "network", "offer", store.offer_networks, groups, filters, offset=offset
+            )
+            by_source = ParentGroups(
+                "traffic_source",
+                "campaign",
+                store.campaign_sources,
+                by_network.groups,
+                by_network.filters,
+                offset=offset,
+            )
+            history_store = HistoryStore(conn)
+            position, _ = history_store.state()
+            queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
+            piece = (by_source.groups, by_source.filters, bucket)
+            rest = list(
+                store.rows("raw", *bounds, groups=piece[0], filters=piece[1], bucket=bucket, after=position)
+            )
+            unconverted_rows = store.unconverted(*bounds, by_source.filters)
+            deleted_before = pruned_before(conn)
+            if deleted_before is not None and bounds[0] < deleted_before:
+                orphan_end = min(bounds[1], deleted_before)
+                orphans = store.orphan_conversions(bounds[0], orphan_end, by_source.filters)
+                rest += history_conversion_rows(columnar, *piece, orphans)
+                unconverted_rows += history_unconverted(
+                    columnar,
+                    by_source.filters,
+                    store.orphan_unconverted(bounds[0], orphan_end, by_source.filters),
+                )
+            unconverted = _unconverted(unconverted_rows)
+            notes = name_notes + _currency_notes(store, resolved, currency, unconverted)
+            names = {group: store.names(group) for group in resolved.group_by if group in NAMED_GROUPS}
+        parents = {
+            position_: grouping.parent_of
+            for grouping in (by_network, by_source)
+            for position_ in grouping.positions
+        }
+        rows = stream_groups(
+            columnar,
+            by_source.groups,
+            by_source.filters,
+            bucket,
+            *bounds,
+            position=position,
+            queued=queued,
+            rest=rest,
+            label_of=_Labels(time_group, tz),
+            parents=parents,
+            chunk=chunk,
+        )
+    except HISTORY_UNAVAILABLE:
+        reading.close()
+        return _in_memory(db, query, now, history)  # It says why in a note, as every report does.
+    except BaseException:
+        reading.close()
+        raise
+    columns = list(resolved.group_by)
+    shown = [renames.get(column, column) for column in columns]
+    stream = ReportStream(
+        columns=shown + [f"{g}_name" for g in resolved.group_by if g in NAMED_GROUPS] + list(REPORT_METRICS),
+        currency=currency,
+        notes=notes,
+        rows=iter(()),
+        streamed=True,
+        unconverted=unconverted,
+    )
+    stream.rows = ClosingRows(_rows(stream.totals, reading, rows, shown, names), reading)
+    return stream
+
+
+class ClosingRows:
+    """A streamed report's rows that let the history go when done, closed, or dropped unread (a
+    response never sent): a generator not yet started runs no `finally` when it is closed."""
+
+    def __init__(self, rows: Iterator[dict[str, Any]], reading: contextlib.ExitStack) -> None:
+        self.rows, self.reading = rows, reading
+
+    def __iter__(self) -> ClosingRows:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        return next(self.rows)
+
+    def close(self) -> None:
+        close = getattr(self.rows, "close", None)
+        if close is not None:
+            close()
+        self.reading.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _rows(
+    totals_out: list[dict[str, Any]],
+    reading: contextlib.ExitStack,
+    rows: Iterator[tuple],
+    columns: list[str],
+    names: dict[str, dict[int, str]],
+) -> Iterator[dict[str, Any]]:
+    """Each summed row as run_report's rows are, the history closed at the end (or when abandoned)."""
+    width = len(columns)
+    totals = [0] * len(METRICS)
+    with reading:
+        for row in rows:
+            metrics = [
+                (value or 0) if is_money else int(value or 0)  # 0, not 0.0, as run_report's none
+                for value, is_money in zip(row[width:], MONEY_POSITIONS, strict=True)
+            ]
+            if not width and not any(row[width:]):
+                continue  # No group: DuckDB's one row of no clicks.
+            for index, value in enumerate(metrics):
+                totals[index] += value
+            out = _row(dict(zip(columns, row[:width], strict=True)), metrics)
+            for group, by_id in names.items():  # An id group is never renamed (sub_id_N are).
+                value = out[group]
+                out[f"{group}_name"] = by_id.get(value, "") if value else ""
+                if value == 0:
+                    out[group] = None
+            _drop_non_finite(out)
+            yield out
+    total = _row({}, totals)
+    _drop_non_finite(total)
+    totals_out.append(total)
+
+
+def _unconverted(rows: list[tuple[str, int, float]]) -> list[dict[str, Any]]:
+    by_currency: dict[str, list] = {}
+    for code, count, payout in rows:
+        counted = by_currency.setdefault(code, [0, 0.0])
+        counted[0] += count
+        counted[1] += payout
+    return [
+        {"currency": code, "conversions": count, "payout": round(payout, 6)}
+        for code, (count, payout) in sorted(by_currency.items())
+    ]
+
+
+def _in_memory(
+    db: Database, query: ReportQuery, now: float | None, history: HistoryFiles | None
+) -> ReportStream:
+    report = run_report(db, query, now=now, history=history)
+    return ReportStream(
+        columns=report.columns,
+        currency=report.currency,
+        notes=report.notes,
+        rows=iter(report.rows),
+        streamed=False,
+        totals=[report.total],
+        unconverted=report.unconverted,
+    )
+
+
+__all__ = ["ReportStream", "stream_report"]
