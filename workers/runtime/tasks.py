@@ -28,6 +28,8 @@ from typing import TypeVar
 
 from huey import Huey, SqliteHuey, crontab
 
+from models.alerts.delivery import due_alerts, send_alert
+from models.alerts.senders import AlertConfig
 from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
 from models.clicks.throttledlog import ThrottledLog
@@ -53,6 +55,7 @@ from models.store.database import (
 )
 from models.store.duckdb.connection import HistoryBusy
 from settings import Settings
+from workers.runtime.alerting import run_ops_checks
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
 from workers.runtime.procfs import set_process_name
 
@@ -398,9 +401,10 @@ def update_crawler_ranges(settings: Settings) -> None:
         logger.info("crawler ranges updated: %s networks", report.data.network_count)
 
 
-def run_due_rules(settings: Settings) -> None:
+def run_due_rules(settings: Settings, send_alert: Callable[[int], object] | None = None) -> None:
     """One run of every enabled rule; a rule that cannot be evaluated now (its report refused) is
-    logged and tried at the next run."""
+    logged and tried at the next run. `send_alert` is given the id of each message queued to a rule's
+    channel."""
     from models.optimisation.rules import run_rules
 
     try:
@@ -420,11 +424,56 @@ def run_due_rules(settings: Settings) -> None:
             planned.campaign_id,
             planned.reason,
         )
+    for alert_id in result.alert_ids:
+        if send_alert is not None:
+            send_alert(alert_id)
 
 
 def register_tasks(huey: Huey, settings: Settings) -> None:
     once = cluster_wide(huey, settings)
     platforms = PlatformConfig.from_settings(settings)
+    alert_config = AlertConfig.from_settings(settings)
+
+    @huey.task(name="send_alert")
+    def send_alert_task(alert_id: int) -> None:
+        """One alert to its channel (models/alerts/delivery.py); a failure is retried after its backoff."""
+        result = send_alert(db, alert_id, config=alert_config, retry_base=settings.alert_retry_seconds)
+        if result.state == "pending":
+            logger.warning(
+                "alert %s not sent (%s); retried in %.0f s", alert_id, result.error, result.retry_in
+            )
+            send_alert_task.schedule((alert_id,), delay=result.retry_in)
+        elif result.state == "failed":
+            logger.warning("alert %s failed for good: %s", alert_id, result.error)
+
+    @huey.periodic_task(crontab(minute="*"), name="send_due_alerts")
+    @once("send_due_alerts", MINUTELY)
+    def send_due_alerts() -> None:
+        """Alerts whose task was lost (a consumer restart) or whose retry is due."""
+        for alert_id in due_alerts(db):
+            send_alert_task(alert_id)
+
+    if settings.alert_check_minutes:
+        every_check = settings.alert_check_minutes
+        check_schedule = crontab(minute="0" if every_check == 60 else f"*/{every_check}")
+
+        @huey.periodic_task(check_schedule, name="check_operations")
+        def check_operations() -> None:
+            """The operations alerts (workers/runtime/alerting.py): on every node, each checks its own spool
+            and disk; the shared conditions' state is shared, so each start or clear is told once."""
+            try:
+                changes = run_ops_checks(settings, db)
+            except BANDIT_RETRIED as exc:
+                logger.warning("operations not checked now (%s); the next run checks again", exc)
+                return
+            for change in changes:
+                for alert_id in change.alert_ids:
+                    send_alert_task(alert_id)
+
+        huey.check_operations = check_operations
+
+    huey.send_alert = send_alert_task
+    huey.send_due_alerts = send_due_alerts
 
     @huey.task(name="send_postback")
     def send_postback_task(delivery_id: int) -> None:
@@ -504,7 +553,7 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         @once("evaluate_rules", every * 30.0)
         def evaluate_rules() -> None:
             """The automation rules (models/optimisation/rules.py): each acts within its limit, logged."""
-            run_due_rules(settings)
+            run_due_rules(settings, send_alert_task)
 
         huey.evaluate_rules = evaluate_rules
 
@@ -616,6 +665,9 @@ def run_consumer(settings: Settings) -> None:
             huey.refresh_exchange_rates()  # Likewise: a restart does not wait for the next day's run.
             if settings.rules_interval_minutes:
                 huey.evaluate_rules()  # And the rules: a restart does not skip a run.
+            huey.send_due_alerts()  # Alerts queued while it was down go now, not at the next minute.
+            if settings.alert_check_minutes:
+                huey.check_operations()
             if settings.keeps_history:
                 huey.append_history()  # A history lost or damaged while the worker was down: made now.
             if node_sweeps is None:
