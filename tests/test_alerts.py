@@ -11,6 +11,7 @@ import time
 import pytest
 from alert_fakes import BOT_TOKEN, CHAT_ID, SIGNING_SECRET, SLACK_PATH, AlertFake, Scripted
 from conftest import wait_until
+from test_api_v1 import VIEWER_KEY, admin, call, key  # noqa: F401 (fixtures)
 from test_rules import CLICKED_AT, HOUR, push, push_campaign  # noqa: F401 (fixtures)
 
 from models.admin.errors import AdminConflict, AdminError
@@ -307,3 +308,54 @@ def test_the_worker_delivers_operations_alerts_through_failures_once_each(lanner
     log = json.loads(lanner("alert", "log", "--json").stdout)
     assert [(row["state"], row["attempts"]) for row in log] == [("sent", 3)] and fake.repeats == []
     assert [code for _, code in fake.requests] == [500, 200, 200]
+
+
+@pytest.fixture
+def alert_admin(env, fake, request):
+    """The admin app with Telegram at the fake."""
+    fake.reset()
+    env["LANNER_TELEGRAM_API_URL"] = fake.base
+    return request.getfixturevalue("admin")
+
+
+def test_the_api_adds_masks_tests_pauses_and_logs_channels_and_sets_a_rules_channel(
+    db, alert_admin, key, push, fake
+):
+    admin = alert_admin
+    body = {"name": "tg", "kind": "telegram", "bot_token": BOT_TOKEN, "chat_id": CHAT_ID, "ops": True}
+    assert call(admin, "POST", "/alert-channels", VIEWER_KEY, body)[0] == 403
+    status, made = call(admin, "POST", "/alert-channels", key, body)
+    assert status == 201 and made["secrets"] == {"bot_token": "****" + BOT_TOKEN[-4:]} and made["ops"] is True
+    assert BOT_TOKEN not in json.dumps(call(admin, "GET", "/alert-channels", key)[1])
+    status, error = call(admin, "POST", "/alert-channels", key, {**body, "name": "x", "chat_id": "two words"})
+    assert status == 400 and "chat id is a number" in error["description"]
+    assert call(admin, "POST", "/alert-channels", key, body)[0] == 409
+    status, hook = call(
+        admin, "POST", "/alert-channels", key, {"name": "wh", "kind": "webhook", "url": "https://x.example"}
+    )
+    assert status == 201 and len(hook["signing_secret"]) == 64  # Made, and answered this once.
+    assert "signing_secret" not in call(admin, "GET", "/alert-channels/wh", key)[1]
+    status, tested = call(admin, "POST", "/alert-channels/tg/test", key)
+    assert status == 200 and tested["state"] == "sent" and len(fake.messages("telegram")) == 1
+    assert call(admin, "PATCH", "/alert-channels/tg", key, {"status": "paused"})[1]["status"] == "paused"
+    assert call(admin, "POST", "/alert-channels/tg/test", key)[1]["state"] == "held"
+    assert call(admin, "PATCH", "/alert-channels/tg", key, {"status": "off"})[0] == 400
+    status, log = call(admin, "GET", "/alerts?channel=tg", key)
+    assert [(row["state"], row["attempts"]) for row in log["items"]] == [("pending", 0), ("sent", 1)]
+    assert call(admin, "GET", "/alerts?limit=0", key)[0] == 400
+    assert call(admin, "GET", "/alert-channels/nope", key)[0] == 404
+    assert call(admin, "GET", "/ops-checks", key) == (200, {"items": [], "next": None})
+    rule = {
+        "name": "cut",
+        "campaigns": ["push"],
+        "dimension": "zoneid",
+        "window": "6h",
+        "conditions": ["cost >= 5"],
+        "action": "notify",
+    }
+    status, error = call(admin, "POST", "/rules", key, rule)
+    assert status == 400 and "needs the alert channel" in error["description"]
+    assert call(admin, "POST", "/rules", key, {**rule, "notify": "tg"})[1]["notify"] == "tg"
+    status, error = call(admin, "PATCH", "/rules/cut", key, {"notify": ""})
+    assert status == 400 and "only notifies" in error["description"]
+    assert call(admin, "PATCH", "/rules/cut", key, {"notify": "wh"})[1]["notify"] == "wh"
