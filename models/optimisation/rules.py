@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from peewee import Database, IntegrityError
+from peewee import Database, IntegrityError, fn
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
@@ -110,6 +110,7 @@ class RuleSpec:
     max_actions: int
     is_enabled: bool
     channel_id: int | None = None  # The alert channel told of what it does.
+    last_run_at: int | None = None  # UTC ms.
 
     @classmethod
     def of(cls, row: Rule) -> RuleSpec:
@@ -126,6 +127,7 @@ class RuleSpec:
             row.max_actions,
             bool(row.is_enabled),
             row.channel_id,
+            row.last_run_at,
         )
 
     @property
@@ -149,6 +151,7 @@ class RuleSpec:
             "max_actions": self.max_actions,
             "enabled": self.is_enabled,
             "notify": _channel_name(self.channel_id),
+            "last_run_at": self.last_run_at,
         }
 
 
@@ -311,6 +314,56 @@ def set_rule_enabled(db: Database, ref: str | int, is_enabled: bool, *, actor: P
         spec = RuleSpec.of(row)
         record_change(db, actor, "rule", row.id, "update", before, spec.as_json())
     return spec
+
+
+def update_rule(
+    db: Database,
+    ref: str | int,
+    *,
+    window: str,
+    conditions: Iterable[str],
+    max_actions: int,
+    exclude_today: bool,
+    timezone: str,
+    notify: str | None,
+    actor: Principal = CLI,
+) -> RuleSpec:
+    """A rule's window, conditions, limit and channel changed, checked as at creation. Its campaigns,
+    dimension and action stay: its log is about them (a rule for others is a new rule). What it did
+    stays done and is still never done again."""
+    hours = parse_window(window)
+    try:
+        checked = parse_conditions(list(conditions))
+    except ConditionError as exc:
+        raise RuleError(str(exc)) from None
+    if not 1 <= max_actions <= MAX_ACTIONS_PER_RUN:
+        raise RuleError(f"A rule acts 1 to {MAX_ACTIONS_PER_RUN} times a run at most.")
+    timezone = check_timezone(timezone)
+    with write_tx(db):
+        row = get_rule(db, ref)
+        channel_id = _channel_id(notify)
+        if channel_id is None and row.action == NOTIFY:
+            raise RuleError("A rule whose action is notify needs the alert channel it notifies.")
+        before = RuleSpec.of(row).as_json()
+        row.window_hours, row.conditions = hours, json.dumps([c.as_json() for c in checked])
+        row.max_actions, row.is_today_excluded, row.timezone = max_actions, int(exclude_today), timezone
+        row.channel_id, row.updated_at = channel_id, int(time.time() * 1000)
+        row.save()
+        spec = RuleSpec.of(row)
+        record_change(db, actor, "rule", row.id, "update", before, spec.as_json())
+    return spec
+
+
+def rule_counts(db: Database) -> dict[int, tuple[int, int]]:
+    """Rule id -> (actions it took, how many of them were undone)."""
+    counts: dict[int, tuple[int, int]] = {}
+    query = RuleAction.select(
+        RuleAction.rule_id, fn.COUNT(RuleAction.id), fn.COUNT(RuleAction.undone_at)
+    ).group_by(RuleAction.rule_id)
+    rows: list[Any] = list(query.tuples())  # peewee's stubs type it as models.
+    for rule_id, taken, undone in rows:
+        counts[rule_id] = (taken, undone)
+    return counts
 
 
 def set_rule_channel(
@@ -756,6 +809,12 @@ def rule_log(db: Database, *, rule_ref: str | None = None, limit: int = 100) -> 
         }
         for row in query
     ]
+
+
+def rule_of_action(db: Database, action_id: int) -> int | None:
+    """The id of the rule that took action `action_id` (None for no such action)."""
+    row = RuleAction.get_or_none(RuleAction.id == action_id)
+    return None if row is None else row.rule_id
 
 
 def undo_action(db: Database, action_id: int, *, actor: Principal = CLI) -> dict[str, Any]:
