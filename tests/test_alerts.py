@@ -12,7 +12,7 @@ import pytest
 from alert_fakes import BOT_TOKEN, CHAT_ID, SIGNING_SECRET, SLACK_PATH, AlertFake, Scripted
 from conftest import wait_until
 from test_api_v1 import VIEWER_KEY, admin, call, key  # noqa: F401 (fixtures)
-from test_rules import CLICKED_AT, HOUR, push, push_campaign  # noqa: F401 (fixtures)
+from test_rules import CLICKED_AT, HOUR, land, push_campaign  # noqa: F401 (fixtures)
 
 from models.admin.errors import AdminConflict, AdminError
 from models.alerts.channels import create_channel, list_channels, set_channel_status
@@ -24,6 +24,33 @@ from models.tables.alerts import Alert
 from models.tables.domain import Domain
 
 # ruff: noqa: F811 (the fixtures imported above, taken as arguments)
+
+
+@pytest.fixture
+def zones(db, push_campaign):
+    """Campaign push (zoneid is sub_id_1) with few clicks: zone 10 spent 10.00 on 2 clicks and 6 spent 6.00
+    on 1, neither converting; 7 spent 6.00 on 1 and made a sale; 3 spent 1.00."""
+    from models.tables.campaign import Stream, StreamOffer
+
+    stream_id = Stream.get(Stream.campaign == push_campaign.id).id
+    offer_id = StreamOffer.get(StreamOffer.stream == stream_id).offer_id
+    for zone, clicks, cost, sales in (
+        ("10", 2, 10.0, 0),
+        ("6", 1, 6.0, 0),
+        ("7", 1, 6.0, 1),
+        ("3", 1, 1.0, 0),
+    ):
+        land(
+            db,
+            push_campaign.id,
+            clicks,
+            cost,
+            sales=sales,
+            sub_id_1=zone,
+            stream_id=stream_id,
+            offer_id=offer_id,
+        )
+    return push_campaign
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +199,7 @@ def test_a_paused_channel_holds_its_alerts_and_resumed_sends_them(db, config, fa
 
 
 def test_a_rule_tells_its_channel_once_a_run_of_all_it_did_and_never_twice_of_one_zone(
-    db, push, config, fake
+    db, zones, config, fake
 ):
     ids = channels(db, config)
     now = CLICKED_AT + 2 * HOUR
@@ -193,7 +220,7 @@ def test_a_rule_tells_its_channel_once_a_run_of_all_it_did_and_never_twice_of_on
         campaigns=["push"],
         dimension="zoneid",
         window="6h",
-        conditions=["clicks >= 10"],
+        conditions=["cost >= 5"],
         action="notify",
         max_actions=10,
         notify="wh",
@@ -232,14 +259,14 @@ def test_a_rule_tells_its_channel_once_a_run_of_all_it_did_and_never_twice_of_on
     assert cut.channel_id == ids["telegram"] and cut.title == "Rule cut zones: 2 zoneid blacklisted"
     assert cut.body.splitlines() == [
         "When cost >= 5 and conversions = 0 over 6h:",
-        "- push: zoneid 10 blacklisted (clicks 20, conversions 0, cost 10.00, revenue 0.00, roi -100.0%)",
-        "- push: zoneid 6 blacklisted (clicks 10, conversions 0, cost 6.00, revenue 0.00, roi -100.0%)",
+        "- push: zoneid 10 blacklisted (clicks 2, conversions 0, cost 10.00, revenue 0.00, roi -100.0%)",
+        "- push: zoneid 6 blacklisted (clicks 1, conversions 0, cost 6.00, revenue 0.00, roi -100.0%)",
     ]
     data = json.loads(watch.data)
     assert [(a["target"], a["numbers"]["clicks"]) for a in data["actions"]] == [
-        ("10", 20),
-        ("6", 10),
-        ("7", 10),
+        ("10", 2),
+        ("6", 1),
+        ("7", 1),
     ]
     assert run_rules(db, now=now + 300).alert_ids == []  # Nothing new: no message.
     for alert_id in result.alert_ids:
@@ -319,7 +346,7 @@ def alert_admin(env, fake, request):
 
 
 def test_the_api_adds_masks_tests_pauses_and_logs_channels_and_sets_a_rules_channel(
-    db, alert_admin, key, push, fake
+    db, alert_admin, key, push_campaign, fake
 ):
     admin = alert_admin
     body = {"name": "tg", "kind": "telegram", "bot_token": BOT_TOKEN, "chat_id": CHAT_ID, "ops": True}

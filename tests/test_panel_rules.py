@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 from alert_fakes import BOT_TOKEN, CHAT_ID, AlertFake
+from test_alerts import zones  # noqa: F401
 from test_panel import csrf_token, get, log_in, make_panel, users  # noqa: F401
 from test_panel import post as post_bytes
-from test_rules import CLICKED_AT, push, push_campaign  # noqa: F401
+from test_rules import CLICKED_AT, land, push_campaign  # noqa: F401
 
 from models.tables.optimisation import RuleAction
 
@@ -41,7 +42,7 @@ def fake():
 
 
 def test_an_admin_makes_a_rule_sees_its_dry_run_edits_pauses_and_undoes_what_it_did(
-    make_panel, users, db, push, fake
+    make_panel, users, db, zones, fake
 ):
     from models.optimisation.rules import run_rules
 
