@@ -17,10 +17,11 @@ from test_rules import CLICKED_AT, HOUR, land, push_campaign  # noqa: F401 (fixt
 from models.admin.errors import AdminConflict, AdminError
 from models.alerts.channels import create_channel, list_channels, set_channel_status
 from models.alerts.delivery import MAX_ATTEMPTS, alert_log, due_alerts, queue_alert, send_alert
-from models.alerts.ops import Verdict, check_certificates, check_disk, record_verdicts
+from models.alerts.ops import Verdict, check_certificates, check_disk, check_platforms, record_verdicts
 from models.alerts.senders import AlertConfig
 from models.optimisation.rules import RuleError, create_rule, run_rules
 from models.tables.alerts import Alert
+from models.tables.conversion import PlatformConnection
 from models.tables.domain import Domain
 
 # ruff: noqa: F811 (the fixtures imported above, taken as arguments)
@@ -302,6 +303,10 @@ def test_operations_alerts_tell_once_when_a_condition_starts_and_once_when_it_cl
     assert record_verdicts(db, [cleared], now=now + 1500) == []
     (again,) = record_verdicts(db, [near], now=now + 1800)  # Starting again is a new alert.
     assert len(again.alert_ids) == len(ids)
+    (gone,) = record_verdicts(db, [roomy], now=now + 2100)  # The domain removed: its alert clears.
+    assert gone.verdict.name == near.name and not gone.verdict.is_firing
+    assert "no longer checked" in Alert.get_by_id(gone.alert_ids[0]).body
+    assert record_verdicts(db, [roomy], now=now + 2400) == []
     for alert_id in due_alerts(db):
         assert send_alert(db, alert_id, config=config, retry_base=1).state in ("sent", "pending")
 
@@ -386,3 +391,41 @@ def test_the_api_adds_masks_tests_pauses_and_logs_channels_and_sets_a_rules_chan
     status, error = call(admin, "PATCH", "/rules/cut", key, {"notify": ""})
     assert status == 400 and "only notifies" in error["description"]
     assert call(admin, "PATCH", "/rules/cut", key, {"notify": "wh"})[1]["notify"] == "wh"
+
+
+def test_a_conversion_api_failing_fires_at_its_threshold_and_clears_once_an_event_is_sent(db, zones):
+    from models.conversions.platforms.connections import create_connection
+    from models.tables.conversion import Conversion, PostbackDelivery
+
+    create_connection(
+        db,
+        "fb",
+        "meta",
+        campaign="push",
+        credentials={"pixel_id": "1", "access_token": "EAAB-token-0123456789"},
+    )
+    connection_id = PlatformConnection.get(PlatformConnection.name == "fb").id
+    conversion = Conversion.get()
+    now = time.time()
+    at = int(now * 1000) - 60_000
+    failing = PostbackDelivery.create(
+        conversion_id=conversion.id,
+        connection_id=connection_id,
+        status="sale",
+        attempts=2,
+        error="Meta answered 500.",
+        next_attempt_at=at,
+        created_at=at,
+        updated_at=at,
+    )
+    (verdict,) = check_platforms(db, 3, now)
+    assert verdict.name == "platform:fb" and not verdict.is_firing  # 2 failed attempts: under 3.
+    PostbackDelivery.update(attempts=3).where(PostbackDelivery.id == failing.id).execute()
+    (verdict,) = check_platforms(db, 3, now)
+    assert verdict.is_firing and "3 failed attempt(s) within the hour" in verdict.detail
+    assert "Meta answered 500." in verdict.detail
+    PostbackDelivery.update(state="sent", error="", updated_at=at + 1000).where(
+        PostbackDelivery.id == failing.id
+    ).execute()
+    (verdict,) = check_platforms(db, 3, now)
+    assert not verdict.is_firing

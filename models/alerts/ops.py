@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from peewee import Database, fn
+from peewee import Database, IntegrityError, fn
 
 from models.alerts.delivery import ops_channel_ids, queue_alert
 from models.clicks.backlog import backlog_age
@@ -156,6 +156,12 @@ class Change:
     alert_ids: list[int]
 
 
+# Checks whose every subject each run names (all domains, connections, nodes' heartbeats): one firing
+# that a run no longer names (a domain removed) clears. A node's own checks (its spool, its disk) are
+# named by that node's runs only.
+ENUMERATED = ("certificate", "platform", "consumer")
+
+
 def record_verdicts(db: Database, verdicts: list[Verdict], *, now: float | None = None) -> list[Change]:
     """Store each condition's state; for each that started or cleared, queue one message to every
     operations channel. A condition first seen clear says nothing."""
@@ -164,17 +170,27 @@ def record_verdicts(db: Database, verdicts: list[Verdict], *, now: float | None 
     with write_tx(db):
         states = {row.name: row for row in OpsAlertState.select()}
         channels = ops_channel_ids(db)
-        for verdict in verdicts:
+        named = {verdict.name for verdict in verdicts}
+        gone = [
+            Verdict(name, False, _title_of(name), "it is no longer checked (removed)")
+            for name, row in states.items()
+            if row.is_firing and name not in named and name.split(":")[0] in ENUMERATED
+        ]
+        for verdict in [*verdicts, *gone]:
             state = states.get(verdict.name)
             was_firing = bool(state and state.is_firing)
             if state is None:
-                state = OpsAlertState.create(
-                    name=verdict.name,
-                    is_firing=int(verdict.is_firing),
-                    since=now_ms,
-                    detail=verdict.detail,
-                    checked_at=now_ms,
-                )
+                try:
+                    with db.atomic():  # A savepoint: another node's check may have stored it meanwhile.
+                        state = OpsAlertState.create(
+                            name=verdict.name,
+                            is_firing=int(verdict.is_firing),
+                            since=now_ms,
+                            detail=verdict.detail,
+                            checked_at=now_ms,
+                        )
+                except IntegrityError:
+                    continue  # That node told of it.
                 if not verdict.is_firing:
                     continue
             elif was_firing == verdict.is_firing:
@@ -208,6 +224,15 @@ def record_verdicts(db: Database, verdicts: list[Verdict], *, now: float | None 
                     ids.append(alert_id)
             changes.append(Change(verdict, started, ids))
     return changes
+
+
+def _title_of(name: str) -> str:
+    family, _, subject = name.partition(":")
+    return {
+        "certificate": f"Certificate of {subject} expiring",
+        "platform": f"Conversion API failing: connection {subject}",
+        "consumer": f"Consumer down on node {subject}",
+    }.get(family, name)
 
 
 def ops_states(db: Database) -> list[dict]:
