@@ -379,8 +379,9 @@ SETTINGS: tuple[Setting, ...] = (
         "backlog_alert_seconds",
         "60",
         float,
-        "Age of the oldest click not in the database yet at which `/healthz` reports degraded and the "
-        "web workers log a warning (the flusher is stopped, stuck or behind).",
+        "Age of the oldest click not in the database yet at which `/healthz` reports degraded, the "
+        "web workers log a warning and the operations alert spool_backlog fires (the flusher is stopped, "
+        "stuck or behind).",
     ),
     Setting("log_level", "INFO", str, "Python logging level for every Lanner process."),
     Setting(

@@ -18,7 +18,7 @@ from models.admin.errors import AdminConflict, AdminError
 from models.alerts.channels import create_channel, list_channels, set_channel_status
 from models.alerts.delivery import MAX_ATTEMPTS, alert_log, due_alerts, queue_alert, send_alert
 from models.alerts.ops import Verdict, check_certificates, check_disk, check_platforms, record_verdicts
-from models.alerts.senders import AlertConfig
+from models.alerts.senders import TELEGRAM_MAX_TEXT, AlertConfig, telegram_text
 from models.optimisation.rules import RuleError, create_rule, run_rules
 from models.tables.alerts import Alert
 from models.tables.conversion import PlatformConnection
@@ -429,3 +429,10 @@ def test_a_conversion_api_failing_fires_at_its_threshold_and_clears_once_an_even
     ).execute()
     (verdict,) = check_platforms(db, 3, now)
     assert not verdict.is_firing
+
+
+def test_a_long_telegram_message_is_cut_where_no_entity_is_split():
+    for filler in range(8):  # Every alignment of an entity across the cut.
+        text = telegram_text("T", "x" * filler + "&" * 2000)
+        assert len(text) <= TELEGRAM_MAX_TEXT and text.endswith(" …")
+        assert text.removesuffix(" …").endswith(("&amp;", "x")), text[-12:]

@@ -111,13 +111,23 @@ def html_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def telegram_text(title: str, body: str) -> str:
+    """The message as Telegram's HTML: the title bold, the rest escaped, cut to 4096 characters where no
+    entity (&amp; ...) is split (Telegram refuses a message it cannot parse)."""
+    text = f"<b>{html_escape(title[:300])}</b>\n{html_escape(body)}"
+    if len(text) <= TELEGRAM_MAX_TEXT:
+        return text
+    text = text[: TELEGRAM_MAX_TEXT - 2]
+    if text.rfind("&") > text.rfind(";"):
+        text = text[: text.rfind("&")]
+    return text + " …"
+
+
 def send_telegram(
     secrets: dict[str, str], options: dict[str, str], message: Message, config: AlertConfig
 ) -> SendResult:
     token = secrets["bot_token"]
-    text = f"<b>{html_escape(message.title)}</b>\n{html_escape(message.body)}"
-    if len(text) > TELEGRAM_MAX_TEXT:
-        text = text[: TELEGRAM_MAX_TEXT - 2] + " …"
+    text = telegram_text(message.title, message.body)
     payload = {"chat_id": options["chat_id"], "text": text, "parse_mode": "HTML"}
     url = f"{config.telegram_api_url}/bot{token}/sendMessage"
     code, answer, headers, error = _post(url, json.dumps(payload).encode(), {}, config.timeout)
