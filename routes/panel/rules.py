@@ -47,7 +47,13 @@ FIELDS = (
     "timezone",
     "notify",
 )
-BLANK_FORM = {**dict.fromkeys(FIELDS, ""), "max_actions": "10", "timezone": "UTC", "window": "6h"}
+BLANK_FORM = {
+    **dict.fromkeys(FIELDS, ""),
+    "action": "blacklist",
+    "max_actions": "10",
+    "timezone": "UTC",
+    "window": "6h",
+}
 DONE = {
     "created": "Rule created: its dry run below is what it would do at its next run.",
     "saved": "Saved: the dry run below is the rule as it is now.",
