@@ -340,6 +340,8 @@ def test_the_worker_delivers_operations_alerts_through_failures_once_each(lanner
     log = json.loads(lanner("alert", "log", "--json").stdout)
     assert [(row["state"], row["attempts"]) for row in log] == [("sent", 3)] and fake.repeats == []
     assert [code for _, code in fake.requests] == [500, 200, 200]
+    status = json.loads(lanner("status", "--json").stdout)
+    assert status["alerts"] == {"firing": f"disk:{status['nodes'][0]['node']}", "pending": 0, "failed": 0}
 
 
 @pytest.fixture
