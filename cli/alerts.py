@@ -191,3 +191,17 @@ def alert_check(ctx: Context, fmt: str) -> None:
         click.echo(
             f"{change.verdict.name} {word}: {len(change.alert_ids)} alert(s) queued.", err=fmt != "table"
         )
+
+
+@channel.command("set")
+@click.argument("name")
+@_field_options
+@format_option
+@pass_context
+def channel_set(ctx: Context, name: str, fmt: str, **fields) -> None:
+    """Change channel NAME's token, chat, URL or secret; alerts waiting for a retry go at once."""
+    from models.alerts.channels import change_channel
+    from models.alerts.senders import AlertConfig
+
+    given = {key: sys.stdin.readline().strip() if value == "-" else value for key, value in fields.items()}
+    _echo_channel(change_channel(ctx.db, name, given, config=AlertConfig.from_settings(ctx.settings)), fmt)

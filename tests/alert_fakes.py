@@ -50,6 +50,7 @@ class AlertFake:
         self.requests: list[tuple[str, int]] = []  # (service, code answered)
         self.queued: list[Scripted] = []
         self.seen_keys: set[tuple[str, str]] = set()
+        self.generation = 0
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -65,6 +66,7 @@ class AlertFake:
                 )
                 with owner.lock:
                     scripted = owner.queued.pop(0) if owner.queued else None
+                    generation = owner.generation
                 if scripted is not None:
                     if scripted.hang:
                         time.sleep(scripted.hang)
@@ -72,7 +74,8 @@ class AlertFake:
                 else:
                     code, body, headers = owner.handle(service, self.path, dict(self.headers), raw)
                 with owner.lock:
-                    owner.requests.append((service, code))
+                    if generation == owner.generation:  # Not a hung request of a test before reset().
+                        owner.requests.append((service, code))
                 try:
                     self.send_response(code)
                     for name, value in headers.items():
@@ -109,6 +112,7 @@ class AlertFake:
             self.accepted = {"telegram": [], "slack": [], "webhook": []}
             self.repeats, self.requests, self.queued = [], [], []
             self.seen_keys = set()
+            self.generation += 1
 
     def close(self) -> None:
         self.server.shutdown()

@@ -15,7 +15,7 @@ from test_api_v1 import VIEWER_KEY, admin, call, key  # noqa: F401 (fixtures)
 from test_rules import CLICKED_AT, HOUR, land, push_campaign  # noqa: F401 (fixtures)
 
 from models.admin.errors import AdminConflict, AdminError
-from models.alerts.channels import create_channel, list_channels, set_channel_status
+from models.alerts.channels import change_channel, create_channel, list_channels, set_channel_status
 from models.alerts.delivery import MAX_ATTEMPTS, alert_log, due_alerts, queue_alert, send_alert
 from models.alerts.ops import Verdict, check_certificates, check_disk, check_platforms, record_verdicts
 from models.alerts.senders import TELEGRAM_MAX_TEXT, AlertConfig, telegram_text
@@ -185,6 +185,18 @@ def test_failures_are_logged_and_retried_until_sent_and_a_bad_token_is_never_sho
         assert result.error == "Telegram answered 401: Unauthorized" and wrong not in result.error
         now[0] += result.retry_in or 0
     assert Alert.get_by_id(bad_id).attempts == MAX_ATTEMPTS and fake.repeats == []
+
+    # The token fixed: what waits for a retry goes at once.
+    with db.atomic():
+        held_id = queue_alert(db, bad.id, "k2", "ops", "Disk", "still full", {}, now_ms=int(now[0] * 1000))
+    assert send_alert(db, held_id, config=config, retry_base=600, clock=clock).state == "pending"
+    assert held_id not in due_alerts(db, clock=clock)
+    fixed = change_channel(db, "tg-bad", {"bot_token": BOT_TOKEN}, config=config)
+    assert fixed.secrets == {"bot_token": "****" + BOT_TOKEN[-4:]} and fixed.options == {"chat_id": CHAT_ID}
+    assert held_id in due_alerts(db, clock=clock)
+    assert send_alert(db, held_id, config=config, retry_base=600, clock=clock).state == "sent"
+    with pytest.raises(AdminError, match="chat id is a number"):
+        change_channel(db, "tg-bad", {"chat_id": "two words"}, config=config)
 
 
 def test_a_paused_channel_holds_its_alerts_and_resumed_sends_them(db, config, fake):
@@ -374,6 +386,10 @@ def test_the_api_adds_masks_tests_pauses_and_logs_channels_and_sets_a_rules_chan
     assert call(admin, "PATCH", "/alert-channels/tg", key, {"status": "paused"})[1]["status"] == "paused"
     assert call(admin, "POST", "/alert-channels/tg/test", key)[1]["state"] == "held"
     assert call(admin, "PATCH", "/alert-channels/tg", key, {"status": "off"})[0] == 400
+    status, error = call(admin, "PATCH", "/alert-channels/tg", key, {"chat_id": "two words"})
+    assert status == 400 and "chat id is a number" in error["description"]
+    status, changed = call(admin, "PATCH", "/alert-channels/tg", key, {"chat_id": "@lanner_ops"})
+    assert status == 200 and changed["options"] == {"chat_id": "@lanner_ops"}
     status, log = call(admin, "GET", "/alerts?channel=tg", key)
     assert [(row["state"], row["attempts"]) for row in log["items"]] == [("pending", 0), ("sent", 1)]
     assert call(admin, "GET", "/alerts?limit=0", key)[0] == 400

@@ -106,7 +106,7 @@ def v1_routes(
         ("/labels/remove", labels.LabelRemoveResource(auth, db)),
         ("/labels/export", labels.LabelExportResource(auth, db)),
         ("/alert-channels", alerts.ChannelListResource(auth, db, alert_config)),
-        ("/alert-channels/{ref}", alerts.ChannelResource(auth, db)),
+        ("/alert-channels/{ref}", alerts.ChannelResource(auth, db, alert_config)),
         (
             "/alert-channels/{ref}/test",
             alerts.ChannelTestResource(auth, db, alert_config, settings.alert_retry_seconds),

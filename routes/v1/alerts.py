@@ -24,9 +24,15 @@ CHANNEL_CREATE = (
     Field("ops", "boolean", "It gets the operations alerts too."),
 )
 CHANNEL_CHANGE = (
+    Field("bot_token", "string", "Telegram: a new token (secret)."),
+    Field("chat_id", "string", "Telegram: another chat."),
+    Field("webhook_url", "string", "Slack: a new webhook URL (secret)."),
+    Field("url", "string", "Webhook: another URL."),
+    Field("signing_secret", "string", "Webhook: a new signing secret (secret)."),
     Field("status", "string", "active or paused: resume or pause."),
     Field("ops", "boolean", "Whether it gets the operations alerts."),
 )
+FIELD_NAMES = ("bot_token", "chat_id", "webhook_url", "url", "signing_secret")
 LOG_PARAMS = (
     Param("channel", "Only this channel's (id or name)."),
     Param("state", "pending, sent or failed."),
@@ -86,12 +92,14 @@ class ChannelResource:
     operations = {
         "GET": Operation("A channel (by name or id), secrets masked (admins)."),
         "PATCH": Operation(
-            "Pause or resume it, or send it the operations alerts or not (admins).", body=CHANNEL_CHANGE
+            "Change its token, chat, URL or secret (what waits for a retry goes at once), pause or "
+            "resume it, or send it the operations alerts or not (admins).",
+            body=CHANNEL_CHANGE,
         ),
     }
 
-    def __init__(self, auth, db) -> None:
-        self.auth, self.db = auth, db
+    def __init__(self, auth, db, config: AlertConfig) -> None:
+        self.auth, self.db, self.config = auth, db, config
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         _admin(req)
@@ -105,6 +113,11 @@ class ChannelResource:
                 title="Refused", description="A channel's status is active or paused."
             )
         view = channels.get_channel(self.db, ref)
+        given = {key: body[key] for key in FIELD_NAMES if key in body}
+        if given:
+            view = channels.change_channel(
+                self.db, ref, given, config=self.config, actor=req.context.principal
+            )
         if "ops" in body:
             view = channels.set_channel_ops(self.db, ref, body["ops"], actor=req.context.principal)
         if "status" in body:
