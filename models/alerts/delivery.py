@@ -165,18 +165,6 @@ def queue_test(db: Database, ref: str | int) -> int:
     return alert_id
 
 
-def alert_summary(db: Database) -> dict[str, Any]:
-    """What `lanner status` shows: the operations checks firing, the alerts waiting and given up."""
-    from models.alerts.ops import ops_states  # ops.py queues through this module.
-
-    firing = [row["check"] for row in ops_states(db) if row["firing"]]
-    return {
-        "firing": ", ".join(firing) or "none",
-        "pending": Alert.select().where(Alert.state == "pending").count(),
-        "failed": Alert.select().where(Alert.state == "failed").count(),
-    }
-
-
 LOG_COLUMNS = (
     "id",
     "channel",

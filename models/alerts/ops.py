@@ -22,6 +22,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from peewee import Database, IntegrityError, fn
 
@@ -29,7 +30,7 @@ from models.alerts.delivery import ops_channel_ids, queue_alert
 from models.clicks.backlog import backlog_age
 from models.store.clicks import ClickStore
 from models.store.database import write_tx
-from models.tables.alerts import OpsAlertState
+from models.tables.alerts import Alert, OpsAlertState
 from models.tables.conversion import PlatformConnection, PostbackDelivery
 from models.tables.domain import Domain
 
@@ -255,3 +256,13 @@ def check_all(
         *check_certificates(db, thresholds.cert_days, now),
         *check_platforms(db, thresholds.platform_failures, now),
     ]
+
+
+def alert_summary(db: Database) -> dict[str, Any]:
+    """What `lanner status` shows: the operations checks firing, the alerts waiting and given up."""
+    firing = [row["check"] for row in ops_states(db) if row["firing"]]
+    return {
+        "firing": ", ".join(firing) or "none",
+        "pending": Alert.select().where(Alert.state == "pending").count(),
+        "failed": Alert.select().where(Alert.state == "failed").count(),
+    }

@@ -95,7 +95,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Web processes, the consumer (heartbeat, lag), spool depth and last flush, queue depth, database
     size, the geo file, the crawler ranges, deferred migration steps, parked postbacks and outbound postbacks
     waiting."""
-    from models.alerts.delivery import alert_summary
+    from models.alerts.ops import alert_summary
     from models.clicks.node import spool_node
     from models.clicks.refusals import read_refused
     from models.clicks.spool import spool_status
