@@ -64,7 +64,7 @@ def fake():
 @pytest.fixture
 def config(fake) -> AlertConfig:
     fake.reset()
-    return AlertConfig(fake.base, fake.base, timeout=1.0)
+    return AlertConfig(fake.base, fake.base, timeout=5.0)  # Generous: a busy box answers late.
 
 
 def channels(db, config, *, token: str = BOT_TOKEN, ops: bool = False) -> dict[str, int]:
@@ -156,7 +156,7 @@ def test_failures_are_logged_and_retried_until_sent_and_a_bad_token_is_never_sho
         Scripted(
             429, json.dumps({"ok": False, "error_code": 429, "parameters": {"retry_after": 7}}).encode()
         ),
-        Scripted(200, b'{"ok": true}', hang=2.0),  # Slower than the sender's timeout.
+        Scripted(200, b'{"ok": true}', hang=8.0),  # Slower than the sender's timeout.
     )
     errors = []
     for _ in range(4):
