@@ -246,16 +246,31 @@ def ops_states(db: Database) -> list[dict]:
 
 
 def check_all(
-    db: Database, *, spool_dir: Path, data_dir: Path, node: str, thresholds: Thresholds, now: float
+    db: Database,
+    *,
+    spool_dir: Path,
+    data_dir: Path,
+    node: str,
+    thresholds: Thresholds,
+    now: float,
+    is_local: bool = True,
+    is_shared: bool = True,
 ) -> list[Verdict]:
-    """Every operations check's verdict now."""
-    return [
-        check_backlog(db, spool_dir, node, thresholds.backlog_seconds, now),
-        *check_consumers(db, thresholds.consumer_seconds, now),
-        check_disk(data_dir, node, thresholds.disk_free_percent),
-        *check_certificates(db, thresholds.cert_days, now),
-        *check_platforms(db, thresholds.platform_failures, now),
-    ]
+    """The operations checks' verdicts now: this node's own (its spool, its disk) if `is_local`, the
+    install's (heartbeats, certificates, conversion APIs) if `is_shared`."""
+    verdicts = []
+    if is_local:
+        verdicts += [
+            check_backlog(db, spool_dir, node, thresholds.backlog_seconds, now),
+            check_disk(data_dir, node, thresholds.disk_free_percent),
+        ]
+    if is_shared:
+        verdicts += [
+            *check_consumers(db, thresholds.consumer_seconds, now),
+            *check_certificates(db, thresholds.cert_days, now),
+            *check_platforms(db, thresholds.platform_failures, now),
+        ]
+    return verdicts
 
 
 def alert_summary(db: Database) -> dict[str, Any]:

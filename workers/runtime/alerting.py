@@ -26,8 +26,16 @@ def thresholds_of(settings: Settings) -> Thresholds:
     )
 
 
-def run_ops_checks(settings: Settings, db: Database, *, now: float | None = None) -> list[Change]:
-    """Check everything now; the conditions that started or cleared (their alerts queued)."""
+def run_ops_checks(
+    settings: Settings,
+    db: Database,
+    *,
+    now: float | None = None,
+    is_local: bool = True,
+    is_shared: bool = True,
+) -> list[Change]:
+    """Check now (this node's spool and disk if `is_local`, the install's shared conditions if
+    `is_shared`); the conditions that started or cleared (their alerts queued)."""
     now = time.time() if now is None else now
     verdicts = check_all(
         db,
@@ -36,6 +44,8 @@ def run_ops_checks(settings: Settings, db: Database, *, now: float | None = None
         node=spool_node(settings.spool_dir).name,
         thresholds=thresholds_of(settings),
         now=now,
+        is_local=is_local,
+        is_shared=is_shared,
     )
     changes = record_verdicts(db, verdicts, now=now)
     for change in changes:

@@ -365,11 +365,22 @@ def node_jobs(settings: Settings) -> list[tuple]:
     and the node's web workers' views of Redis published for the other nodes (runtime/redisview.py)."""
     from workers.runtime.redisview import publish_node_view
 
-    return [
+    jobs = []
+    if settings.alert_check_minutes:  # This node's spool and disk: its alerts go out with the minute's sweep.
+        every = settings.alert_check_minutes
+        schedule = crontab(minute="0" if every == 60 else f"*/{every}")
+        jobs.append(("check_node_operations", schedule, lambda: check_node_operations(settings)))
+    return jobs + [
         ("update_geo_data", GEO_SCHEDULE, lambda: update_geo_files(settings)),
         ("update_bot_ranges", BOT_RANGES_SCHEDULE, lambda: update_crawler_ranges(settings)),
         ("publish_node_view", lambda at: True, lambda: publish_node_view(settings)),  # Every minute.
     ]
+
+
+def check_node_operations(settings: Settings) -> None:
+    """Cluster mode, in the node sweeps' thread: this node's own operations checks (its spool, its disk)."""
+    db.connect(reuse_if_open=True)  # The thread's own connection.
+    run_ops_checks(settings, db, is_shared=False)
 
 
 def update_geo_files(settings: Settings) -> None:
@@ -458,11 +469,12 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         check_schedule = crontab(minute="0" if every_check == 60 else f"*/{every_check}")
 
         @huey.periodic_task(check_schedule, name="check_operations")
+        @once("check_operations", every_check * 30.0)
         def check_operations() -> None:
-            """The operations alerts (workers/runtime/alerting.py): on every node, each checks its own spool
-            and disk; the shared conditions' state is shared, so each start or clear is told once."""
+            """The operations alerts (workers/runtime/alerting.py). In cluster mode this is the install's
+            checks, on one node a tick; each node checks its own spool and disk in its node sweeps."""
             try:
-                changes = run_ops_checks(settings, db)
+                changes = run_ops_checks(settings, db, is_local=not settings.redis_url)
             except BANDIT_RETRIED as exc:
                 logger.warning("operations not checked now (%s); the next run checks again", exc)
                 return
