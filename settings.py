@@ -386,8 +386,9 @@ SETTINGS: tuple[Setting, ...] = (
         "backlog_alert_seconds",
         "60",
         float,
-        "Age of the oldest click not in the database yet at which `/healthz` reports degraded and the "
-        "web workers log a warning (the flusher is stopped, stuck or behind).",
+        "Age of the oldest click not in the database yet at which `/healthz` reports degraded, the "
+        "web workers log a warning and the operations alert spool_backlog fires (the flusher is stopped, "
+        "stuck or behind).",
     ),
     Setting("log_level", "INFO", str, "Python logging level for every Lanner process."),
     Setting(
@@ -555,6 +556,62 @@ SETTINGS: tuple[Setting, ...] = (
         "them replaces what the sync wrote before.",
     ),
     Setting(
+        "telegram_api_url",
+        "https://api.telegram.org",
+        _api_url,
+        "Where Telegram's Bot API is (alert channels post to BASE/bot<token>/sendMessage); a test points it "
+        "at a local fake.",
+    ),
+    Setting(
+        "slack_webhook_url",
+        "https://hooks.slack.com",
+        _api_url,
+        "Where Slack's incoming webhooks are: a Slack alert channel's webhook URL must start with it; a test "
+        "points it at a local fake.",
+    ),
+    Setting(
+        "alert_retry_seconds",
+        "30",
+        _positive,
+        "First wait before an alert that could not be sent is sent again; it doubles each time (max 6 h), "
+        "or follows the channel's Retry-After.",
+    ),
+    Setting(
+        "alert_check_minutes",
+        "5",
+        _rules_interval,
+        "Minutes between the operations checks by `lanner worker` (spool backlog, consumer, disk, "
+        "certificates, conversion APIs): a divisor of 60; 0 never runs them (`lanner alert check` does).",
+    ),
+    Setting(
+        "alert_consumer_seconds",
+        "120",
+        _positive,
+        "Seconds without a flusher heartbeat (this box's, or any node's in the database) after which an "
+        "operations alert says the consumer is down.",
+    ),
+    Setting(
+        "alert_disk_free_percent",
+        "10",
+        _positive,
+        "Free space (percent of the data directory's file system) under which an operations alert says the "
+        "disk is nearly full.",
+    ),
+    Setting(
+        "alert_cert_days",
+        "14",
+        _positive,
+        "Days before a domain's certificate expires at which an operations alert says so (certbot renews "
+        "at 30: this one means renewal is failing).",
+    ),
+    Setting(
+        "alert_platform_failures",
+        "3",
+        _count,
+        "Failed attempts within the last hour, with none sent since, after which an operations alert says a "
+        "conversion API (a platform connection) is failing.",
+    ),
+    Setting(
         "tracker_hosts",
         "localhost,127.0.0.1,[::1]",
         _hosts,
@@ -709,6 +766,14 @@ class Settings:
     propellerads_api_url: str
     spend_sync_minutes: int
     spend_window_days: int
+    telegram_api_url: str
+    slack_webhook_url: str
+    alert_retry_seconds: float
+    alert_check_minutes: int
+    alert_consumer_seconds: float
+    alert_disk_free_percent: float
+    alert_cert_days: float
+    alert_platform_failures: int
     tracker_hosts: tuple[str, ...]
     acme_server: str
     acme_email: str

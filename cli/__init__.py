@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from cli import (
+    alerts,
     analytics,
     api,
     audit,
@@ -104,6 +105,7 @@ COMMANDS = (
     costs.cost,
     labels.label,
     rules.rule,
+    alerts.alert,
     currency.currency,
     bots.bots,
     geo.geo,

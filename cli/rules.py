@@ -18,6 +18,7 @@ RULE_COLUMNS = [
     "action",
     "max_actions",
     "enabled",
+    "notify",
 ]
 PLAN_COLUMNS = [
     "rule",
@@ -64,9 +65,13 @@ def rule() -> None:
 @click.option(
     "--then",
     "action",
-    type=click.Choice(["blacklist", "whitelist", "pause"]),
+    type=click.Choice(["blacklist", "whitelist", "pause", "notify"]),
     required=True,
-    help="blacklist/whitelist a sub id value; pause an offer, lander (weight 0) or stream (disabled).",
+    help="blacklist/whitelist a sub id value; pause an offer, lander (weight 0) or stream (disabled); "
+    "notify: change nothing, tell --notify's channel what matched.",
+)
+@click.option(
+    "--notify", help="An alert channel (`lanner alert channel`) told of what it does, one message a run."
 )
 @click.option(
     "--max-actions", type=int, default=10, show_default=True, help="At most this many actions a run."
@@ -83,6 +88,7 @@ def rule_add(
     conditions,
     action,
     max_actions,
+    notify,
 ) -> None:
     """Make a rule NAME (checked whole first: an impossible condition or a rule that would undo another
     is refused)."""
@@ -99,6 +105,7 @@ def rule_add(
         max_actions=max_actions,
         exclude_today=exclude_today,
         timezone=timezone,
+        notify=notify,
     )
     click.echo(f"Rule {spec.id} {spec.name!r}: {spec.action} each {spec.dimension} where {spec.reason}.")
 
@@ -237,6 +244,22 @@ def rule_disable(ctx: Context, name: str) -> None:
     from models.optimisation.rules import set_rule_enabled
 
     click.echo(f"Rule {set_rule_enabled(ctx.db, name, False).name} disabled.")
+
+
+@rule.command("notify")
+@click.argument("name")
+@click.option("--channel", help="The alert channel told of what rule NAME does.")
+@click.option("--none", "is_none", is_flag=True, help="Tell no channel any more.")
+@pass_context
+def rule_notify(ctx: Context, name: str, channel: str | None, is_none: bool) -> None:
+    """Set the alert channel rule NAME tells of what it does (one message a run)."""
+    from models.optimisation.rules import set_rule_channel
+
+    if bool(channel) == is_none:
+        raise click.ClickException("Name one --channel, or give --none.")
+    spec = set_rule_channel(ctx.db, name, None if is_none else channel)
+    said = f"notifies {spec.as_json()['notify']}" if spec.channel_id else "notifies no channel"
+    click.echo(f"Rule {spec.name} {said}.")
 
 
 @rule.command("delete")

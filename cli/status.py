@@ -64,6 +64,7 @@ def status_command(ctx: Context, as_json: bool) -> None:
         "bot_ranges",
         "deferred",
         "postbacks",
+        "alerts",
     ):
         if section == "geo":
             echo_geo_status(status["geo"])

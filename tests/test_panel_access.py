@@ -283,6 +283,8 @@ def test_a_buyer_or_viewer_crawling_every_page_and_api_list_sees_nothing_of_a_ca
         "platform-connections/ref": [1],
         "spend/spend_id": [1],  # An admin's page: refused to a buyer before any lookup.
         "spend-connections/ref": [1],
+        "rules/rule_id": [1],  # An admin's page: refused to a buyer before any lookup.
+        "alert-channels/ref": [1],
     }
     probes = {
         "campaigns/campaign_id": [secret.id],

@@ -1,6 +1,10 @@
 """Automation rules: "over the last N hours (optionally before today), for each zone (sub id value),
-offer, lander or stream of these campaigns where the conditions hold, blacklist or whitelist it, or
-pause it in Lanner".
+offer, lander or stream of these campaigns where the conditions hold, blacklist or whitelist it, pause
+it in Lanner, or only notify".
+
+Notifying: a rule with an alert channel (models/alerts/) tells it of what it did, one message a run
+for all its actions (never one per zone), each action in one message only (`rule_action.alert_id`);
+a `notify` rule changes nothing and tells what matched, once per thing like any action.
 
 A rule reads the same reports as everyone (models/reporting/reports.py: the rollups, the columnar
 history when it exists), one report per window and dimension for every rule that shares them, grouped
@@ -27,12 +31,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from peewee import Database, IntegrityError
+from peewee import Database, IntegrityError, fn
 
 from models.accounts.audit import record_change
 from models.accounts.principal import CLI, Principal
+from models.admin.errors import AdminNotFound
 from models.admin.rows import get_campaign
 from models.admin.services import check_timezone
+from models.alerts.channels import get_channel_row
+from models.alerts.delivery import queue_alert
 from models.errors import ConflictError, LannerError, NotFoundError
 from models.optimisation.conditions import (
     COMPARE,
@@ -46,12 +53,14 @@ from models.reporting.history import HistoryFiles
 from models.reporting.reports import ReportError, ReportQuery, run_report
 from models.store.database import write_tx
 from models.store.meta import MetaStore
+from models.tables.alerts import AlertChannel
 from models.tables.campaign import Campaign, Stream, StreamOffer
 from models.tables.lander import StreamLander
 from models.tables.optimisation import Label, Rule, RuleAction
 
 PAUSED_DIMENSIONS = ("stream", "offer", "lander")
-ACTIONS = (*LABELS, "pause")
+NOTIFY = "notify"  # Changes nothing: its channel is told what matched (once per thing, like any action).
+ACTIONS = (*LABELS, "pause", NOTIFY)
 MAX_WINDOW_HOURS = 90 * 24
 MAX_ACTIONS_PER_RUN = 1000
 NUMBERS = ("clicks", "conversions", "cost", "revenue", "profit", "roi", "cr", "epc", "cpa")
@@ -100,6 +109,8 @@ class RuleSpec:
     action: str
     max_actions: int
     is_enabled: bool
+    channel_id: int | None = None  # The alert channel told of what it does.
+    last_run_at: int | None = None  # UTC ms.
 
     @classmethod
     def of(cls, row: Rule) -> RuleSpec:
@@ -115,6 +126,8 @@ class RuleSpec:
             row.action,
             row.max_actions,
             bool(row.is_enabled),
+            row.channel_id,
+            row.last_run_at,
         )
 
     @property
@@ -137,7 +150,26 @@ class RuleSpec:
             "action": self.action,
             "max_actions": self.max_actions,
             "enabled": self.is_enabled,
+            "notify": _channel_name(self.channel_id),
+            "last_run_at": self.last_run_at,
         }
+
+
+def _channel_name(channel_id: int | None) -> str | None:
+    if channel_id is None:
+        return None
+    row = AlertChannel.get_or_none(AlertChannel.id == channel_id)
+    return row.name if row else None
+
+
+def _channel_id(ref: str | None) -> int | None:
+    """The alert channel a rule notifies, by name or id (None for none); RuleError when there is none."""
+    if ref is None or not str(ref).strip():
+        return None
+    try:
+        return get_channel_row(ref).id
+    except AdminNotFound as exc:
+        raise RuleError(str(exc)) from None
 
 
 def _slots(dimension: str, campaigns: Iterable[Campaign]) -> dict[int, int]:
@@ -166,6 +198,7 @@ def create_rule(
     max_actions: int = 10,
     exclude_today: bool = False,
     timezone: str = "UTC",
+    notify: str | None = None,
     actor: Principal = CLI,
 ) -> RuleSpec:
     """A rule, checked whole before it is stored: RuleError (or ConditionError) for anything wrong with
@@ -180,7 +213,12 @@ def create_rule(
     dimension = dimension.strip()
     if action not in ACTIONS:
         raise RuleError(f"A rule's action is {', '.join(ACTIONS)}, not {action[:20]!r}.")
-    if dimension in PAUSED_DIMENSIONS:
+    if action == NOTIFY:
+        if notify is None:
+            raise RuleError("A rule whose action is notify needs the alert channel it notifies.")
+        if dimension not in PAUSED_DIMENSIONS:
+            _slots(dimension, found.values())
+    elif dimension in PAUSED_DIMENSIONS:
         if action != "pause":
             raise RuleError(
                 f"A rule over {dimension}s pauses them; blacklists and whitelists are of sub id values."
@@ -201,6 +239,7 @@ def create_rule(
         raise RuleError(f"A rule acts 1 to {MAX_ACTIONS_PER_RUN} times a run at most.")
     timezone = check_timezone(timezone)
     with write_tx(db):
+        channel_id = _channel_id(notify)
         if Rule.get_or_none(Rule.name == name) is not None:
             raise RuleConflict(f"There is a rule named {name!r} already.")
         if action in LABELS:
@@ -216,6 +255,7 @@ def create_rule(
             conditions=json.dumps([c.as_json() for c in checked]),
             action=action,
             max_actions=max_actions,
+            channel_id=channel_id,
             created_at=now,
             updated_at=now,
         )
@@ -270,6 +310,73 @@ def set_rule_enabled(db: Database, ref: str | int, is_enabled: bool, *, actor: P
             _refuse_loops(row.name, row.dimension, row.action, campaigns)
         before = RuleSpec.of(row).as_json()
         row.is_enabled, row.updated_at = int(is_enabled), int(time.time() * 1000)
+        row.save()
+        spec = RuleSpec.of(row)
+        record_change(db, actor, "rule", row.id, "update", before, spec.as_json())
+    return spec
+
+
+def update_rule(
+    db: Database,
+    ref: str | int,
+    *,
+    window: str,
+    conditions: Iterable[str],
+    max_actions: int,
+    exclude_today: bool,
+    timezone: str,
+    notify: str | None,
+    actor: Principal = CLI,
+) -> RuleSpec:
+    """A rule's window, conditions, limit and channel changed, checked as at creation. Its campaigns,
+    dimension and action stay: its log is about them (a rule for others is a new rule). What it did
+    stays done and is still never done again."""
+    hours = parse_window(window)
+    try:
+        checked = parse_conditions(list(conditions))
+    except ConditionError as exc:
+        raise RuleError(str(exc)) from None
+    if not 1 <= max_actions <= MAX_ACTIONS_PER_RUN:
+        raise RuleError(f"A rule acts 1 to {MAX_ACTIONS_PER_RUN} times a run at most.")
+    timezone = check_timezone(timezone)
+    with write_tx(db):
+        row = get_rule(db, ref)
+        channel_id = _channel_id(notify)
+        if channel_id is None and row.action == NOTIFY:
+            raise RuleError("A rule whose action is notify needs the alert channel it notifies.")
+        before = RuleSpec.of(row).as_json()
+        row.window_hours, row.conditions = hours, json.dumps([c.as_json() for c in checked])
+        row.max_actions, row.is_today_excluded, row.timezone = max_actions, int(exclude_today), timezone
+        row.channel_id, row.updated_at = channel_id, int(time.time() * 1000)
+        row.save()
+        spec = RuleSpec.of(row)
+        record_change(db, actor, "rule", row.id, "update", before, spec.as_json())
+    return spec
+
+
+def rule_counts(db: Database) -> dict[int, tuple[int, int]]:
+    """Rule id -> (actions it took, how many of them were undone)."""
+    counts: dict[int, tuple[int, int]] = {}
+    query = RuleAction.select(
+        RuleAction.rule_id, fn.COUNT(RuleAction.id), fn.COUNT(RuleAction.undone_at)
+    ).group_by(RuleAction.rule_id)
+    rows: list[Any] = list(query.tuples())  # peewee's stubs type it as models.
+    for rule_id, taken, undone in rows:
+        counts[rule_id] = (taken, undone)
+    return counts
+
+
+def set_rule_channel(
+    db: Database, ref: str | int, channel: str | None, *, actor: Principal = CLI
+) -> RuleSpec:
+    """The alert channel the rule tells of what it does from now on (None: none; a notify rule needs one)."""
+    with write_tx(db):
+        row = get_rule(db, ref)
+        channel_id = _channel_id(channel)
+        if channel_id is None and row.action == NOTIFY:
+            raise RuleError(f"Rule {row.name!r} only notifies: it needs a channel (disable it instead).")
+        before = RuleSpec.of(row).as_json()
+        row.channel_id, row.updated_at = channel_id, int(time.time() * 1000)
         row.save()
         spec = RuleSpec.of(row)
         record_change(db, actor, "rule", row.id, "update", before, spec.as_json())
@@ -469,6 +576,8 @@ def _plan_rule(db: Database, plan: RulePlan, candidates: list[tuple[str, list[di
 def _settled(db: Database, spec: RuleSpec):
     """(campaign id, target) -> whether acting would change nothing or must not: a value labelled
     already (by hand, by another rule), a target paused already or one the pause must leave alone."""
+    if spec.action == NOTIFY:
+        return lambda campaign_id, target: False  # Telling changes nothing: only "once" holds it back.
     if spec.action in LABELS:
         campaigns = list(Campaign.select().where(Campaign.id.in_(list(spec.campaign_ids))))
         slots = _slots(spec.dimension, campaigns)
@@ -525,6 +634,7 @@ class RunResult:
     plans: list[RulePlan]
     acted: list[Planned]
     skipped: list[tuple[Planned, str]]  # Changed under the run (acted by another node, labelled meanwhile).
+    alert_ids: list[int] = field(default_factory=list)  # The messages queued to the rules' channels.
 
 
 def run_rules(
@@ -540,6 +650,7 @@ def run_rules(
     plans = plan_rules(db, rules, now=now, history=history)
     acted: list[Planned] = []
     skipped: list[tuple[Planned, str]] = []
+    alert_ids: list[int] = []
     for plan in plans:
         for planned in plan.actions:
             try:
@@ -552,13 +663,20 @@ def run_rules(
                 skipped.append((planned, reason))
         if plan.error is None:
             Rule.update(last_run_at=int(now * 1000)).where(Rule.id == plan.rule.id).execute()
-    return RunResult(plans, acted, skipped)
+        if plan.rule.channel_id is not None:
+            names = {(p.campaign_id, p.target): p.name for p in plan.actions}
+            alert_id = notify_actions(db, plan.rule, names, int(now * 1000))
+            if alert_id is not None:
+                alert_ids.append(alert_id)
+    return RunResult(plans, acted, skipped, alert_ids)
 
 
 def _act(db: Database, planned: Planned, spec: RuleSpec, actor: Principal, now_ms: int) -> str | None:
     """One action and its log row, together; why it was not done (None: done)."""
     with write_tx(db):
-        if spec.action in LABELS:
+        if spec.action == NOTIFY:
+            undo: dict[str, Any] = {}
+        elif spec.action in LABELS:
             campaign = Campaign.get_by_id(planned.campaign_id)
             scope = label_scope(campaign=campaign, parameter=spec.dimension)
             if _settled(db, spec)(planned.campaign_id, planned.target):
@@ -570,7 +688,7 @@ def _act(db: Database, planned: Planned, spec: RuleSpec, actor: Principal, now_m
                 & (Label.slot == scope.slot)
                 & (Label.value == planned.target)
             )
-            undo: dict[str, Any] = {"label_id": label.id, "label": spec.action}
+            undo = {"label_id": label.id, "label": spec.action}
         else:
             changes = _pause_changes(spec.dimension, planned.campaign_id, int(planned.target))
             if not changes:
@@ -590,8 +708,84 @@ def _act(db: Database, planned: Planned, spec: RuleSpec, actor: Principal, now_m
             numbers=json.dumps(planned.numbers, default=str),
             undo=json.dumps(undo),
             created_at=now_ms,
+            alert_id=None if spec.channel_id is not None else 0,  # NULL: its channel is yet to be told.
         )
     return None
+
+
+NOTIFIED_NUMBERS = ("clicks", "conversions", "cost", "revenue", "roi")
+MAX_NOTIFIED_LINES = 50
+
+
+def _number_text(name: str, value: Any) -> str:
+    if name in ("cost", "revenue"):
+        return f"{name} {float(value):.2f}"
+    if name == "roi":
+        return f"roi {float(value):.1f}%"
+    return f"{name} {value}"
+
+
+def notify_actions(
+    db: Database, spec: RuleSpec, names: dict[tuple[int, str], str], now_ms: int
+) -> int | None:
+    """One message to the rule's channel of every action of it no message told of yet (this run's, and any
+    a crash kept from the last one's), queued with them marked in one transaction; its id, None for none."""
+    with write_tx(db):
+        actions = list(
+            RuleAction.select()
+            .where((RuleAction.rule_id == spec.id) & RuleAction.alert_id.is_null())
+            .order_by(RuleAction.id)
+        )
+        if not actions or spec.channel_id is None:
+            return None
+        aliases = {
+            c.id: c.alias
+            for c in Campaign.select(Campaign.id, Campaign.alias).where(
+                Campaign.id.in_(list({a.campaign_id for a in actions}))
+            )
+        }
+        verb = {"blacklist": "blacklisted", "whitelist": "whitelisted", "pause": "paused", NOTIFY: "matched"}
+        items = []
+        lines: list[str] = []
+        for action in actions:
+            numbers = json.loads(action.numbers)
+            name = names.get((action.campaign_id, action.target), action.target)
+            campaign = aliases.get(action.campaign_id, str(action.campaign_id))
+            items.append(
+                {
+                    "campaign": action.campaign_id,
+                    "campaign_alias": campaign,
+                    "target": action.target,
+                    "name": name,
+                    "action": action.action,
+                    "reason": action.reason,
+                    "numbers": numbers,
+                    "rule_action_id": action.id,
+                }
+            )
+            if len(lines) < MAX_NOTIFIED_LINES:
+                shown = ", ".join(
+                    _number_text(key, numbers[key])
+                    for key in NOTIFIED_NUMBERS
+                    if numbers.get(key) is not None
+                )
+                lines.append(f"- {campaign}: {spec.dimension} {name} {verb[action.action]} ({shown})")
+        if len(actions) > len(lines):
+            lines.append(f"… and {len(actions) - len(lines)} more (`lanner rule log --rule {spec.name}`).")
+        title = f"Rule {spec.name}: {len(actions)} {spec.dimension} {verb[spec.action]}"
+        body = f"When {spec.reason}:\n" + "\n".join(lines)
+        alert_id = queue_alert(
+            db,
+            spec.channel_id,
+            f"rule:{spec.id}:{actions[0].id}",
+            "rule",
+            title,
+            body,
+            {"rule": spec.name, "rule_id": spec.id, "dimension": spec.dimension, "actions": items},
+            now_ms=now_ms,
+        )
+        RuleAction.update(alert_id=alert_id or 0).where(RuleAction.id.in_([a.id for a in actions])).execute()
+    return alert_id
 
 
 def rule_log(db: Database, *, rule_ref: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
@@ -617,6 +811,12 @@ def rule_log(db: Database, *, rule_ref: str | None = None, limit: int = 100) -> 
     ]
 
 
+def rule_of_action(db: Database, action_id: int) -> int | None:
+    """The id of the rule that took action `action_id` (None for no such action)."""
+    row = RuleAction.get_or_none(RuleAction.id == action_id)
+    return None if row is None else row.rule_id
+
+
 def undo_action(db: Database, action_id: int, *, actor: Principal = CLI) -> dict[str, Any]:
     """Put back what a rule's action changed; the rule will not act on it again. RuleError if it was
     undone already, or changed by someone since (their change stands)."""
@@ -627,7 +827,9 @@ def undo_action(db: Database, action_id: int, *, actor: Principal = CLI) -> dict
         if row.undone_at is not None:
             raise RuleConflict(f"Rule action {action_id} was undone already.")
         undo = json.loads(row.undo)
-        if row.action in LABELS:
+        if row.action == NOTIFY:
+            pass  # It changed nothing: the undo only marks it (its rule still leaves it be).
+        elif row.action in LABELS:
             label = Label.get_or_none(Label.id == undo["label_id"])
             if label is None or label.label != undo["label"]:
                 raise RuleConflict(

@@ -36,10 +36,11 @@ class Rule(BaseModel):
     is_today_excluded = IntegerField(default=0)  # The window ends at today's midnight in `timezone`.
     timezone = TextField(default="UTC")
     conditions = TextField()  # JSON list of [metric, operator, number].
-    action = TextField()  # blacklist, whitelist, pause
+    action = TextField()  # blacklist, whitelist, pause, notify
     max_actions = IntegerField()  # At most this many actions a run.
     is_enabled = IntegerField(default=1)
     last_run_at = BigIntegerField(null=True)
+    channel_id = BigIntegerField(null=True)  # The alert channel told of what it did (migration 0029).
     created_at = BigIntegerField(default=_now_ms)
     updated_at = BigIntegerField(default=_now_ms)
 
@@ -56,6 +57,8 @@ class RuleAction(BaseModel):
     created_at = BigIntegerField(default=_now_ms)
     undone_at = BigIntegerField(null=True)
     undone_by = TextField(default="")
+    # The alert that told of it; NULL: one is due (its rule has a channel); 0: none is.
+    alert_id = BigIntegerField(null=True)
 
     class Meta:
         table_name = "rule_action"

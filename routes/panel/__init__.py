@@ -34,6 +34,7 @@ def add_panel_routes(
     from models.reporting.history import HistoryFiles
     from routes.click import ClientAddress
     from routes.panel import (
+        alerts,
         bulk,
         bulkedit,
         conversions,
@@ -53,6 +54,7 @@ def add_panel_routes(
         postbacks,
         rates,
         reports,
+        rules,
         simulate,
         sources,
         spend,
@@ -91,6 +93,8 @@ def add_panel_routes(
         simulate,
         reports,
         labels,
+        rules,
+        alerts,
         logs,
         conversions,
         people,

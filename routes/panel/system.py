@@ -27,7 +27,17 @@ AUDIT_PAGE_ROWS = 50
 AUDIT_CSV_CHUNK = 1000  # Entries read per query while the CSV streams.
 AUDIT_PERIODS = {"all_time": "All time", **PERIODS}
 ENTITY_PATTERN = re.compile(r"^[a-z_]{1,40}$")  # What the services name entities (record_change).
-STATUS_SECTIONS = ("consumer", "spool", "queue", "database", "geo", "bot_ranges", "deferred", "postbacks")
+STATUS_SECTIONS = (
+    "consumer",
+    "spool",
+    "queue",
+    "database",
+    "geo",
+    "bot_ranges",
+    "deferred",
+    "postbacks",
+    "alerts",
+)
 
 
 def require_admin(sessions, req: falcon.Request, what: str):

@@ -41,6 +41,7 @@ def v1_routes(
     from models.reporting.history import HistoryFiles
     from models.reporting.historyclicks import click_history
     from routes.v1 import (
+        alerts,
         campaigns,
         clicks,
         conversions,
@@ -69,6 +70,7 @@ def v1_routes(
     certificates = enqueue_certificate or domains.certificate_queue(settings)
     platform_config = platforms.PlatformConfig.from_settings(settings)
     spend_config = spend.SpendConfig.from_settings(settings)
+    alert_config = alerts.AlertConfig.from_settings(settings)
     routes = [
         ("/campaigns", campaigns.CampaignListResource(auth, db)),
         ("/campaigns/{ref}", campaigns.CampaignResource(auth, db)),
@@ -109,6 +111,14 @@ def v1_routes(
         ("/labels", labels.LabelListResource(auth, db)),
         ("/labels/remove", labels.LabelRemoveResource(auth, db)),
         ("/labels/export", labels.LabelExportResource(auth, db)),
+        ("/alert-channels", alerts.ChannelListResource(auth, db, alert_config)),
+        ("/alert-channels/{ref}", alerts.ChannelResource(auth, db, alert_config)),
+        (
+            "/alert-channels/{ref}/test",
+            alerts.ChannelTestResource(auth, db, alert_config, settings.alert_retry_seconds),
+        ),
+        ("/alerts", alerts.AlertLogResource(auth, db)),
+        ("/ops-checks", alerts.OpsCheckResource(auth, db)),
         ("/rules", rules.RuleListResource(auth, db)),
         ("/rules/{ref}", rules.RuleResource(auth, db)),
         ("/rules/{ref}/run", rules.RuleRunResource(auth, db, HistoryFiles.for_reports(settings))),

@@ -16,6 +16,7 @@ from models.optimisation.rules import (
     plan_rules,
     rule_log,
     run_rules,
+    set_rule_channel,
     set_rule_enabled,
     undo_action,
 )
@@ -42,14 +43,19 @@ RULE_FIELDS = (
     Field(
         "action",
         "string",
-        "blacklist or whitelist (sub id values), pause (offer, lander, stream).",
+        "blacklist or whitelist (sub id values), pause (offer, lander, stream), or notify (changes "
+        "nothing: tells `notify` what matched).",
         required=True,
     ),
+    Field("notify", "string", "The alert channel (name or id) told of what it does, one message a run."),
     Field("max_actions", "integer", "At most this many actions a run (default 10)."),
     Field("exclude_today", "boolean", "The window ends at today's midnight in `timezone`."),
     Field("timezone", "string", "IANA name (default UTC)."),
 )
-RULE_CHANGE = (Field("enabled", "boolean", "Run it (true) or not.", required=True),)
+RULE_CHANGE = (
+    Field("enabled", "boolean", "Run it (true) or not."),
+    Field("notify", "string", "The alert channel told of what it does; '' for none."),
+)
 
 
 def _plans_json(plans) -> list[dict]:
@@ -99,6 +105,7 @@ class RuleListResource:
             max_actions=body.get("max_actions", 10),
             exclude_today=body.get("exclude_today", False),
             timezone=body.get("timezone", "UTC"),
+            notify=body.get("notify"),
             actor=req.context.principal,
         )
         answer(req, resp, spec.as_json(), falcon.HTTP_201)
@@ -108,7 +115,7 @@ class RuleListResource:
 class RuleResource:
     operations = {
         "GET": Operation("A rule, by id or name."),
-        "PATCH": Operation("Enable or disable a rule.", body=RULE_CHANGE),
+        "PATCH": Operation("Enable or disable a rule, or set the channel it notifies.", body=RULE_CHANGE),
         "DELETE": Operation("Delete a rule and its log (what it did stays)."),
     }
 
@@ -122,9 +129,13 @@ class RuleResource:
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         require_admin(req, "rules")
         body = read_body(req, RULE_CHANGE)
-        answer(
-            req, resp, set_rule_enabled(self.db, ref, body["enabled"], actor=req.context.principal).as_json()
-        )
+        actor = req.context.principal
+        spec = RuleSpec.of(get_rule(self.db, ref))
+        if "notify" in body:
+            spec = set_rule_channel(self.db, ref, body["notify"] or None, actor=actor)
+        if "enabled" in body:
+            spec = set_rule_enabled(self.db, ref, body["enabled"], actor=actor)
+        answer(req, resp, spec.as_json())
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         require_admin(req, "rules")

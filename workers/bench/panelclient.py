@@ -78,6 +78,8 @@ ADMIN_PAGES: tuple[str, ...] = (
     "/panel/status",
     "/panel/domains",
     "/panel/platforms",
+    "/panel/rules",
+    "/panel/alerts",
     "/panel/offers/bulk",
     "/panel/campaigns/{campaign}/costs/paste",
     "/panel/campaigns/{campaign}/streams/bulk",
@@ -124,6 +126,9 @@ API_LISTS: tuple[str, ...] = (
     "/api/v1/rule-actions",
     "/api/v1/platform-connections",
     "/api/v1/spend-connections",
+    "/api/v1/alert-channels",
+    "/api/v1/alerts",
+    "/api/v1/ops-checks",
 )
 # Collections under an object the bench's database has none of (a rule, a platform connection, a
 # label): a rule's dry run is an evaluation, timed by scripts/bench_rules.py, not a list.

@@ -95,6 +95,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     """Web processes, the consumer (heartbeat, lag), spool depth and last flush, queue depth, database
     size, the geo file, the crawler ranges, deferred migration steps, parked postbacks and outbound postbacks
     waiting."""
+    from models.alerts.ops import alert_summary
     from models.clicks.node import spool_node
     from models.clicks.refusals import read_refused
     from models.clicks.spool import spool_status
@@ -148,6 +149,7 @@ def collect_status(settings: Settings, db: Database) -> dict[str, Any]:
     parked = PostbackLogStore(db.connection()).count_parked()
     pending_deliveries = DeliveryStore(db.connection()).pending_count()
     status["postbacks"] = {"parked": parked, "outbound_pending": pending_deliveries}
+    status["alerts"] = alert_summary(db)  # docs/alerts.md
     status["nodes"] = node_rows(clicks.nodes(), time.time())
     return status
 

@@ -29,6 +29,8 @@ from typing import TypeVar
 from huey import Huey, SqliteHuey, crontab
 
 from models.accounts.principal import Principal
+from models.alerts.delivery import due_alerts, send_alert
+from models.alerts.senders import AlertConfig
 from models.clicks.landing import SpoolLanding
 from models.clicks.spool import LOST_SEGMENT_GRACE, HeldSegments
 from models.clicks.throttledlog import ThrottledLog
@@ -54,6 +56,7 @@ from models.store.database import (
 )
 from models.store.duckdb.connection import HistoryBusy
 from settings import Settings
+from workers.runtime.alerting import run_ops_checks
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
 from workers.runtime.procfs import set_process_name
 
@@ -363,11 +366,22 @@ def node_jobs(settings: Settings) -> list[tuple]:
     and the node's web workers' views of Redis published for the other nodes (runtime/redisview.py)."""
     from workers.runtime.redisview import publish_node_view
 
-    return [
+    jobs = []
+    if settings.alert_check_minutes:  # This node's spool and disk: its alerts go out with the minute's sweep.
+        every = settings.alert_check_minutes
+        schedule = crontab(minute="0" if every == 60 else f"*/{every}")
+        jobs.append(("check_node_operations", schedule, lambda: check_node_operations(settings)))
+    return jobs + [
         ("update_geo_data", GEO_SCHEDULE, lambda: update_geo_files(settings)),
         ("update_bot_ranges", BOT_RANGES_SCHEDULE, lambda: update_crawler_ranges(settings)),
         ("publish_node_view", lambda at: True, lambda: publish_node_view(settings)),  # Every minute.
     ]
+
+
+def check_node_operations(settings: Settings) -> None:
+    """Cluster mode, in the node sweeps' thread: this node's own operations checks (its spool, its disk)."""
+    db.connect(reuse_if_open=True)  # The thread's own connection.
+    run_ops_checks(settings, db, is_shared=False)
 
 
 def update_geo_files(settings: Settings) -> None:
@@ -419,9 +433,10 @@ def sync_spend(settings: Settings) -> None:
             logger.warning("spend of %s not synced: %s", run["name"], run["error"])
 
 
-def run_due_rules(settings: Settings) -> None:
+def run_due_rules(settings: Settings, send_alert: Callable[[int], object] | None = None) -> None:
     """One run of every enabled rule; a rule that cannot be evaluated now (its report refused) is
-    logged and tried at the next run."""
+    logged and tried at the next run. `send_alert` is given the id of each message queued to a rule's
+    channel."""
     from models.optimisation.rules import run_rules
 
     try:
@@ -441,11 +456,57 @@ def run_due_rules(settings: Settings) -> None:
             planned.campaign_id,
             planned.reason,
         )
+    for alert_id in result.alert_ids:
+        if send_alert is not None:
+            send_alert(alert_id)
 
 
 def register_tasks(huey: Huey, settings: Settings) -> None:
     once = cluster_wide(huey, settings)
     platforms = PlatformConfig.from_settings(settings)
+    alert_config = AlertConfig.from_settings(settings)
+
+    @huey.task(name="send_alert")
+    def send_alert_task(alert_id: int) -> None:
+        """One alert to its channel (models/alerts/delivery.py); a failure is retried after its backoff."""
+        result = send_alert(db, alert_id, config=alert_config, retry_base=settings.alert_retry_seconds)
+        if result.state == "pending":
+            logger.warning(
+                "alert %s not sent (%s); retried in %.0f s", alert_id, result.error, result.retry_in
+            )
+            send_alert_task.schedule((alert_id,), delay=result.retry_in)
+        elif result.state == "failed":
+            logger.warning("alert %s failed for good: %s", alert_id, result.error)
+
+    @huey.periodic_task(crontab(minute="*"), name="send_due_alerts")
+    @once("send_due_alerts", MINUTELY)
+    def send_due_alerts() -> None:
+        """Alerts whose task was lost (a consumer restart) or whose retry is due."""
+        for alert_id in due_alerts(db):
+            send_alert_task(alert_id)
+
+    if settings.alert_check_minutes:
+        every_check = settings.alert_check_minutes
+        check_schedule = crontab(minute="0" if every_check == 60 else f"*/{every_check}")
+
+        @huey.periodic_task(check_schedule, name="check_operations")
+        @once("check_operations", every_check * 30.0)
+        def check_operations() -> None:
+            """The operations alerts (workers/runtime/alerting.py). In cluster mode this is the install's
+            checks, on one node a tick; each node checks its own spool and disk in its node sweeps."""
+            try:
+                changes = run_ops_checks(settings, db, is_local=not settings.redis_url)
+            except BANDIT_RETRIED as exc:
+                logger.warning("operations not checked now (%s); the next run checks again", exc)
+                return
+            for change in changes:
+                for alert_id in change.alert_ids:
+                    send_alert_task(alert_id)
+
+        huey.check_operations = check_operations
+
+    huey.send_alert = send_alert_task
+    huey.send_due_alerts = send_due_alerts
 
     @huey.task(name="send_postback")
     def send_postback_task(delivery_id: int) -> None:
@@ -525,7 +586,7 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         @once("evaluate_rules", every * 30.0)
         def evaluate_rules() -> None:
             """The automation rules (models/optimisation/rules.py): each acts within its limit, logged."""
-            run_due_rules(settings)
+            run_due_rules(settings, send_alert_task)
 
         huey.evaluate_rules = evaluate_rules
 
@@ -650,6 +711,9 @@ def run_consumer(settings: Settings) -> None:
             huey.refresh_exchange_rates()  # Likewise: a restart does not wait for the next day's run.
             if settings.rules_interval_minutes:
                 huey.evaluate_rules()  # And the rules: a restart does not skip a run.
+            huey.send_due_alerts()  # Alerts queued while it was down go now, not at the next minute.
+            if settings.alert_check_minutes:
+                huey.check_operations()
             if settings.keeps_history:
                 huey.append_history()  # A history lost or damaged while the worker was down: made now.
             if node_sweeps is None:
