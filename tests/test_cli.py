@@ -38,6 +38,7 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
         "0025_labels_rules",
         "0026_bandit_shares",
         "0027_campaign_tags",
+        "0030_column_sets",
     ]
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr
