@@ -36,6 +36,7 @@ def add_panel_routes(
     from routes.panel import (
         bulk,
         bulkedit,
+        columnsets,
         conversions,
         costpaste,
         costs,
@@ -88,6 +89,7 @@ def add_panel_routes(
         platforms,
         simulate,
         reports,
+        columnsets,
         labels,
         logs,
         conversions,
