@@ -1,0 +1,278 @@
+"""Column sets over HTTP (in process): chosen, reordered and saved on the report builder and the campaign
+list, restored at a new login, the grouping remembered, another user's set not there, bad input a 4xx;
+and the summary row without ticked rows against numbers counted independently from the stored clicks."""
+
+# ruff: noqa: F811  (test_panel's fixtures, imported, are redefined by each test's arguments)
+from __future__ import annotations
+
+import html as htmlib
+import re
+import urllib.parse
+
+import pytest
+from conftest import request
+from test_panel import FORM, clicks, csrf_token, get, log_in, make_panel, own, panel, post, users  # noqa: F401
+
+WEEK = "/panel/reports?period=last_7_days"
+
+
+def ok(panel, path: str, cookie: str) -> str:
+    status, _, html = get(panel, path, cookie)
+    assert status == 200, html
+    return html
+
+
+def redirect(panel, path: str, cookie: str) -> str:
+    status, headers, html = get(panel, path, cookie)
+    assert status == 303, html
+    return headers["location"]
+
+
+def query(location: str) -> list[tuple[str, str]]:
+    return urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query, keep_blank_values=True)
+
+
+def chooser_columns(html: str) -> list[str]:
+    return re.findall(r'<li data-column="(\w+)">', html)
+
+
+def report_headers(html: str) -> list[str]:
+    head = re.search(r'<table class="report">.*?<thead>(.*?)</thead>', html, re.S).group(1)
+    return [
+        htmlib.unescape(re.sub(r"<[^>]+>", "", th)).strip()
+        for th in re.findall(r"<th[^>]*>(.*?)</th>", head, re.S)
+    ]
+
+
+def save(panel, cookie: str, html: str, **fields) -> tuple[int, dict, str]:
+    body = urllib.parse.urlencode({"csrf_token": csrf_token(html), **fields}, doseq=True).encode()
+    status, headers, out = request(panel, "/panel/column-sets", {**FORM, "Cookie": cookie}, "POST", body)
+    return status, headers, out.decode()
+
+
+def test_a_set_is_chosen_reordered_saved_and_restored_at_a_new_login(panel, users, clicks):
+    anna = log_in(panel)
+    html = ok(panel, WEEK + "&col=clicks&col=profit&col=roi", anna)
+    assert chooser_columns(html) == ["clicks", "profit", "roi"]
+    # The chooser's buttons: a redirect to the columns they make (no script needed).
+    moved = redirect(panel, WEEK + "&col=clicks&col=profit&col=roi&move=up:profit", anna)
+    assert [v for n, v in query(moved) if n == "col"] == ["profit", "clicks", "roi"]
+    added = redirect(panel, moved + "&add=epc&move=add", anna)
+    assert [v for n, v in query(added) if n == "col"] == ["profit", "clicks", "roi", "epc"]
+    dropped = redirect(panel, added + "&move=drop:roi", anna)
+    assert [v for n, v in query(dropped) if n == "col"] == ["profit", "clicks", "epc"]
+    html = ok(panel, dropped, anna)
+    status, headers, body = save(
+        panel,
+        anna,
+        html,
+        page="reports",
+        name="Buyer day",
+        col=["profit", "clicks", "epc"],
+        sort="-profit,clicks",
+        groups="campaign,offer",
+        default="1",
+        back=dropped,
+    )
+    assert status == 303, body
+    ref = dict(query(headers["location"]))["set"]
+    applied = dict(query(redirect(panel, headers["location"], anna)))
+    assert applied["g1"] == "campaign" and applied["g2"] == "offer"
+    assert (applied["sort"], applied["order"], applied["sort2"], applied["order2"]) == (
+        "profit",
+        "desc",
+        "clicks",
+        "asc",
+    )
+    # A new login (another browser): the page opens with the default set, its sort and the set listed.
+    again = log_in(panel)
+    html = ok(panel, WEEK, again)
+    assert report_headers(html) == ["Campaign", "Profit ▼", "Clicks ▲2", "EPC"]
+    assert f'<option value="{ref}" selected>Buyer day — default</option>' in html
+    # The last grouping is restored on a bare visit.
+    ok(panel, WEEK + "&g1=offer&g2=country", again)
+    assert report_headers(ok(panel, "/panel/reports", again))[0] == "Offer"
+    # The campaign list: a preset picked, then saved as the default.
+    location = redirect(panel, "/panel/campaigns?period=today&q=gen&set=preset:money", again)
+    assert dict(query(location))["q"] == "gen" and dict(query(location))["sort"] == "-profit,-clicks"
+    html = ok(panel, location, again)
+    assert chooser_columns(html)[:3] == ["status", "clicks", "conversions"] and 'data-label="CPA"' in html
+    status, headers, body = save(
+        panel,
+        again,
+        html,
+        page="campaigns",
+        name="Money mine",
+        col=chooser_columns(html),
+        sort="-profit",
+        default="1",
+        back=location,
+    )
+    assert status == 303, body
+    html = ok(panel, "/panel/campaigns", log_in(panel))
+    assert chooser_columns(html) == [
+        "status",
+        "clicks",
+        "conversions",
+        "cr",
+        "revenue",
+        "cost",
+        "profit",
+        "roi",
+        "epc",
+        "cpc",
+        "cpa",
+    ]
+    assert 'aria-sort="descending"><a href="?' in html and 'data-sort="profit">Profit' in html
+
+
+def test_another_user_s_set_and_bad_input_are_a_clear_4xx(panel, users, clicks, db):
+    anna = log_in(panel)
+    html = ok(panel, WEEK, anna)
+    status, headers, _ = save(
+        panel, anna, html, page="reports", name="Anna's", col=["clicks", "revenue"], back=WEEK
+    )
+    ref = dict(query(headers["location"]))["set"]
+    bert = log_in(panel, "bert")
+    bert_html = ok(panel, "/panel/campaigns", bert)
+    token = csrf_token(bert_html)
+    assert get(panel, f"{WEEK}&set={ref}", bert)[0] == 404
+    for action in ("default", "delete", "undefault"):
+        status, _, body = post(
+            panel,
+            f"/panel/column-sets/{ref}",
+            {"csrf_token": token, "page": "reports", "action": action},
+            bert,
+        )
+        assert status == 404 and b"no column set" in body, action
+    assert "col=revenue" in redirect(panel, f"{WEEK}&set={ref}", anna)  # Still anna's.
+    cases = [
+        ({"page": "reports", "name": "x", "col": "planet"}, 400, b"&#39;planet&#39; is no column here"),
+        ({"page": "nowhere", "name": "x", "col": "clicks"}, 400, b"The page is one of"),
+        ({"page": "reports", "name": "", "col": "clicks"}, 400, b"Give the set a name."),
+        ({"page": "reports", "name": "x", "col": "clicks", "sort": "-cost"}, 400, b"Sort by up to 2"),
+        (
+            {"page": "campaigns", "name": "x", "col": "clicks", "groups": "offer"},
+            303,
+            b"",
+        ),  # Ignored off the builder.
+        ({"page": "reports", "name": "x", "col": "clicks", "action": "nope"}, 303, b""),
+    ]
+    for fields, code, message in cases:
+        status, _, body = post(panel, "/panel/column-sets", {"csrf_token": token, **fields}, bert)
+        assert status == code and message in body, (fields, body[:300])
+    status, _, body = post(
+        panel, "/panel/column-sets/1", {"csrf_token": token, "page": "reports", "action": "rename"}, bert
+    )
+    assert status in (400, 404) and b"500" not in body
+    huge = urllib.parse.urlencode(
+        {"csrf_token": token, "page": "reports", "name": "x", "col": "clicks," * 20_000}
+    ).encode()
+    status, _, _ = request(panel, "/panel/column-sets", {**FORM, "Cookie": bert}, "POST", huge)
+    assert status == 413
+    status, _, _ = request(
+        panel,
+        "/panel/column-sets",
+        {"Content-Type": "application/json", "Cookie": bert},
+        "POST",
+        b'{"col": {"a": {"b": [1]}}}',
+    )
+    assert status == 415
+    assert (
+        post(panel, "/panel/column-sets", {"page": "reports", "name": "x", "col": "clicks"}, bert)[0] == 403
+    )  # No token.
+    assert get(panel, "/panel/column-sets/99999999999999999999999", bert)[0] in (404, 405)
+    for path, code in (
+        (f"{WEEK}&set=preset:nope", 404),
+        (f"{WEEK}&set=1%20OR%201", 404),
+        (f"{WEEK}&move=up:planet", 400),
+        (f"{WEEK}&move=sideways:clicks", 400),
+        (f"{WEEK}&add=planet", 400),
+        (f"{WEEK}&sort2=planet", 400),
+        (f"{WEEK}&sort=clicks&sort2=clicks", 400),
+        ("/panel/campaigns?col=planet", 400),
+        ("/panel/campaigns?set=12345", 404),
+        ("/panel/campaigns?move=up:nothing", 400),
+    ):
+        assert get(panel, path, bert)[0] == code, path
+    # Money: a user who hides it picks the money preset and sees none of it, and may not save it.
+    frugal = log_in(panel, "frugal")
+    own(db, 1, users["frugal"])
+    html = ok(panel, redirect(panel, f"{WEEK}&set=preset:money", frugal), frugal)
+    assert report_headers(html) == ["Campaign", "Clicks ▼", "Conv.", "CR"]  # Sorted by clicks: no profit.
+    status, _, body = save(
+        panel, frugal, html, page="campaigns", name="x", col=["clicks", "profit"], back="/panel/campaigns"
+    )
+    assert status == 400 and "&#39;profit&#39; is no column here" in body
+    assert get(panel, "/panel/campaigns?col=clicks,roi", frugal)[0] == 400
+
+
+def number(text: str) -> float | None:
+    text = htmlib.unescape(re.sub(r"<[^>]+>", "", text)).strip()
+    if text == "–":
+        return None
+    return float(text.split()[0].rstrip("%").replace(",", ""))
+
+
+def less_row(html: str) -> dict[str, float | None]:
+    row = re.search(r'<tr id="total-less" class="total">(.*?)</tr>', html, re.S) or re.search(
+        r'<tr class="total less" id="total-less">(.*?)</tr>', html, re.S
+    )
+    assert row, "no total without the ticked rows"
+    return {
+        key: number(cell)
+        for key, cell in re.findall(
+            r'<td class="n"[^>]*data-column="(\w+)"[^>]*>(.*?)</td>', row.group(1), re.S
+        )
+    }
+
+
+@pytest.fixture
+def money_clicks(db, clicks):
+    """Clicks over two campaigns: campaign 1 with 9 sales of 2.50 and 100.00 of cost, campaign 2 with 2."""
+    from test_panel_logs import imported, stored_subids
+
+    from models.reporting.costs import spread_cost
+
+    imported(db, stored_subids(db, 1)[:9] + stored_subids(db, 2)[:2])
+    spread_cost(db, 1, 0, 2**42, 100.0)
+
+
+def test_the_total_without_ticked_rows_equals_an_independent_count(panel, users, money_clicks, db):
+    from models.store.rows import fetch_single
+
+    def clicks_of(campaign: int) -> int:
+        return fetch_single(db.connection(), "SELECT COUNT(*) FROM click WHERE campaign_id = ?", (campaign,))[
+            0
+        ]
+
+    sales = {1: (9, 22.5, 100.0), 2: (2, 5.0, 0.0)}  # conversions, revenue, cost
+    cookie = log_in(panel)
+    columns = ("clicks", "conversions", "cr", "revenue", "cost", "profit", "roi", "epc", "cpc", "cpa")
+    report = WEEK + "".join(f"&col={c}" for c in columns)
+    for ticked, kept in ((1, 2), (2, 1)):
+        clicks = clicks_of(kept)
+        conversions, revenue, cost = sales[kept]
+        profit = revenue - cost
+        expected = {
+            "clicks": clicks,
+            "conversions": conversions,
+            "cr": round(conversions / clicks * 100, 1),
+            "revenue": revenue,
+            "cost": cost,
+            "profit": profit,
+            "roi": round(profit / cost * 100, 1) if cost else None,
+            "epc": round(revenue / clicks, 2),
+            "cpc": round(cost / clicks, 2),
+            "cpa": round(cost / conversions, 2),
+        }
+        assert less_row(ok(panel, f"{report}&without={ticked}", cookie)) == expected
+        shown = ok(
+            panel, f"/panel/campaigns?period=last_7_days&col={','.join(columns)}&without={ticked}", cookie
+        )
+        assert less_row(shown) == expected
+        assert f'value="{ticked}" form="subtract-form" class="subtract-row"' in shown
+    # Nothing ticked: no second row; everything ticked: zeros and no ratios.
+    assert 'id="total-less"' not in ok(panel, report, cookie)
+    both = less_row(ok(panel, f"{report}&without=1&without=2", cookie))
+    assert both["clicks"] == 0 and both["cr"] is None and both["epc"] is None
