@@ -15,7 +15,7 @@ CREATE TABLE column_set (
     columns TEXT NOT NULL,
     sort TEXT NOT NULL DEFAULT '',
     groups TEXT NOT NULL DEFAULT '',
-    is_default INTEGER NOT NULL DEFAULT 0,
+    is_default {int} NOT NULL DEFAULT 0,
     created_at {int} NOT NULL
 )""",
     "CREATE UNIQUE INDEX column_set_user_page_name ON column_set (user_id, page, name)",
