@@ -142,3 +142,26 @@ def test_the_summary_less_ticked_rows_is_the_rest_s_sums_and_their_ratios(db):
         {name: report.total[name] for name in REPORT_METRICS}
     )
     assert total_without(report.total, report.rows)["cr"] is None
+
+
+def test_each_list_s_columns_are_the_ones_its_page_chooses_from():
+    from models.reporting.columnpages import LANDERS_PAGE, NETWORKS, OFFERS, SOURCES
+    from routes.panel.landers import LANDER_TABLE
+    from routes.panel.networks import NETWORK_TABLE
+    from routes.panel.offers import OFFER_TABLE
+    from routes.panel.sources import SOURCE_TABLE
+
+    for page, table in (
+        (OFFERS, OFFER_TABLE),
+        (SOURCES, SOURCE_TABLE),
+        (NETWORKS, NETWORK_TABLE),
+        (LANDERS_PAGE, LANDER_TABLE),
+    ):
+        keys = [column.key for column in table.columns if not column.is_csv_only]
+        assert (page.first, *page.columns) == (keys[0], *keys[1:]) and page.defaults == page.columns, (
+            page.name
+        )
+        money = {column.key for column in table.columns if column.is_money and not column.is_csv_only}
+        assert page.money & set(page.columns) == money, page.name
+        for preset in page.presets:
+            assert set(preset.columns) <= set(page.columns) and preset.columns, (page.name, preset.name)

@@ -276,3 +276,35 @@ def test_the_total_without_ticked_rows_equals_an_independent_count(panel, users,
     assert 'id="total-less"' not in ok(panel, report, cookie)
     both = less_row(ok(panel, f"{report}&without=1&without=2", cookie))
     assert both["clicks"] == 0 and both["cr"] is None and both["epc"] is None
+
+
+def test_every_list_shows_its_chosen_columns_in_order_on_the_page_and_in_its_csv(panel, users, clicks):
+    anna = log_in(panel)
+    frugal = log_in(panel, "frugal")
+    for path, preset, first in (
+        ("/panel/offers", "money", "name"),
+        ("/panel/sources", "money", "name"),
+        ("/panel/networks", "macros", "name"),
+        ("/panel/landers", "usage", "name"),
+    ):
+        location = redirect(panel, f"{path}?status=all&set=preset:{preset}", anna)
+        columns = dict(query(location))["col"].split(",")
+        html = ok(panel, location, anna)
+        assert re.findall(r'data-sort="(\w+)"', html) == [first, *columns], path
+        assert chooser_columns(html) == columns
+        # The filter form and the CSV link keep the columns; the CSV has them, in order.
+        assert f'name="col" value="{",".join(columns)}"' in html
+        csv_link = htmlib.unescape(re.search(r'href="([^"]+\.csv\?[^"]*)"', html).group(1))
+        status, _, body = request(panel, csv_link, {"Cookie": anna})
+        header = body.decode().splitlines()[0]
+        labels = [htmlib.unescape(t).strip() for t in re.findall(r'data-sort="\w+">([^<]+)', html)]
+        assert status == 200 and [h for h in header.split(",") if h in labels] == labels, (path, header)
+        # Reordered with a button, and a column the list lacks is a 400.
+        moved = redirect(panel, f"{location}&move=down:{columns[0]}", anna)
+        assert dict(query(moved))["col"].split(",")[:2] == [columns[1], columns[0]]
+        assert get(panel, f"{path}?col=planet", anna)[0] == 400
+        # A user who hides money: a money preset's amounts are not there.
+        html = ok(panel, redirect(panel, f"{path}?set=preset:{preset}", frugal), frugal)
+        assert not {"revenue", "payout", "cost", "profit", "roi", "epc", "cpc"} & set(
+            re.findall(r'data-sort="(\w+)"', html)
+        )

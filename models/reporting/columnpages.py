@@ -73,7 +73,55 @@ CAMPAIGNS = ColumnPage(
         Preset("Landers", ("status", *LANDERS), "-lp_ctr,-clicks"),
     ),
 )
-PAGES = {page.name: page for page in (REPORTS, CAMPAIGNS)}
+# The lists of routes/panel/listtable.py: their columns as the pages' ListTables name them (the first,
+# the object's name, apart; what only the CSV carries rides with the column before it).
+OFFER_COLUMNS = ("status", "network", "payout", "daily_cap", "total_cap", "clicks", "conversions", "cr")
+OFFERS = ColumnPage(
+    "offers",
+    (*OFFER_COLUMNS, "revenue", "epc"),
+    (*OFFER_COLUMNS, "revenue", "epc"),
+    "name",
+    (
+        Preset("Traffic", ("status", "network", "clicks", "conversions", "cr"), "-clicks"),
+        Preset(
+            "Money", ("status", "network", "payout", "clicks", "conversions", "revenue", "epc"), "-revenue"
+        ),
+        Preset("Caps", ("status", "daily_cap", "total_cap", "clicks"), "-clicks"),
+    ),
+    frozenset({"payout", "revenue", "epc"}),
+)
+SOURCE_NUMBERS = ("clicks", "conversions", "cr", "cost", "revenue", "profit", "roi", "cpc")
+SOURCES = ColumnPage(
+    "sources",
+    ("status", "campaigns", "postback", *SOURCE_NUMBERS),
+    ("status", "campaigns", "postback", *SOURCE_NUMBERS),
+    "name",
+    (
+        Preset("Traffic", ("status", "campaigns", "clicks", "conversions", "cr"), "-clicks"),
+        Preset("Money", ("clicks", "conversions", "cost", "revenue", "profit", "roi", "cpc"), "-profit"),
+    ),
+)
+NETWORK_MACROS = ("subid_macro", "payout_macro", "status_macro", "tid_macro")
+NETWORKS = ColumnPage(
+    "networks",
+    ("alias", "status", "offers", "clicks", "conversions", "cr", "revenue", "epc", *NETWORK_MACROS),
+    ("alias", "status", "offers", "clicks", "conversions", "cr", "revenue", "epc", *NETWORK_MACROS),
+    "name",
+    (
+        Preset("Traffic", ("status", "offers", "clicks", "conversions", "cr"), "-clicks"),
+        Preset("Money", ("offers", "clicks", "conversions", "revenue", "epc"), "-revenue"),
+        Preset("Macros", ("alias", *NETWORK_MACROS)),
+    ),
+)
+LANDERS_PAGE = ColumnPage(
+    "landers",
+    ("kind", "status", "streams", "uses"),
+    ("kind", "status", "streams", "uses"),
+    "name",
+    (Preset("Usage", ("status", "streams", "uses"), "-streams"), Preset("Compact", ("kind", "status"))),
+    frozenset(),
+)
+PAGES = {page.name: page for page in (REPORTS, CAMPAIGNS, OFFERS, SOURCES, NETWORKS, LANDERS_PAGE)}
 
 
 def page_of(name: str) -> ColumnPage | None:

@@ -148,6 +148,64 @@ class ColumnSets:
         )
 
 
+@dataclass(frozen=True)
+class ColumnChoice:
+    """The columns a list shows, in order (its first apart), those it shows without `col=` (`base`),
+    and the sort without `sort=` (the default set's; None: the list's own order)."""
+
+    columns: tuple[str, ...]
+    base: tuple[str, ...]
+    sort: str | None = None
+
+
+def requested_columns(
+    req: falcon.Request, choosable: tuple[str, ...], base: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The columns `?col=` names in order (repeated or comma-separated), else `base`; 400 for one the
+    user may not choose."""
+    pairs = urllib.parse.parse_qsl(req.query_string, keep_blank_values=True)
+    named = [part for name, value in pairs if name == "col" for part in value.split(",") if part]
+    for name in named:
+        if name not in choosable:
+            raise falcon.HTTPBadRequest(
+                title="Bad column",
+                description=f"{name[:40]!r} is no column here; choose from {', '.join(choosable)}.",
+            )
+    return tuple(dict.fromkeys(named)) or base
+
+
+class ListSets(ColumnSets):
+    """A list page's sets (the lists of routes/panel/listtable.py): its columns, its chooser's redirects."""
+
+    def choice(self, req: falcon.Request, principal) -> ColumnChoice:
+        default = self.default(principal)
+        base = self.base_columns(principal)
+        columns = requested_columns(req, self.page.choosable(principal.hides_money), base)
+        return ColumnChoice(columns, base, default.sort if default is not None and columns == base else None)
+
+    def redirect_for_controls(self, req: falcon.Request, principal) -> None:
+        """`?set=` and the chooser's buttons: a redirect to the list with the columns (and the set's
+        sort) they make, its filters kept."""
+        pairs = urllib.parse.parse_qsl(req.query_string, keep_blank_values=True)
+        controls = {name: value for name, value in pairs if name in CONTROLS}
+        if not (controls.get("set") or controls.get("move") or controls.get("add")):
+            return
+        shown = self.choice(req, principal)
+        kept = [(n, v) for n, v in pairs if n not in (*CONTROLS, "col", "sort", "without") and v]
+        if controls.get("set"):
+            picked = self.picked(principal, controls["set"])
+            columns, sort = picked.columns or shown.columns, picked.sort
+        else:
+            choosable = self.page.choosable(principal.hides_money)
+            columns = moved(shown.columns, controls.get("move", ""), controls.get("add", ""), choosable)
+            given = [part for part in (req.get_param("sort") or shown.sort or "").split(",") if part]
+            sort = ",".join(p for p in given if p.removeprefix("-") in (self.page.first, *columns))
+        extra = [("col", ",".join(columns))] + ([("sort", sort)] if sort else [])
+        raise falcon.HTTPSeeOther(
+            f"/panel/{self.page.name}?" + urllib.parse.urlencode(kept + extra, safe=",")
+        )
+
+
 def form_text(form: dict[str, list[str]], name: str) -> str:
     values = form.get(name) or [""]
     return str(values[0]).strip()

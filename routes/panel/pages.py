@@ -24,7 +24,7 @@ from models.admin.tags import campaign_tags
 from models.choices import CAMPAIGN_STATUSES
 from models.reporting.columnpages import CAMPAIGNS
 from models.reporting.summary import total_of, total_without, with_ratios
-from routes.panel.columnsets import CONTROLS, ColumnSets, moved
+from routes.panel.columnsets import CONTROLS, ColumnSets, moved, requested_columns
 from routes.panel.common import (
     PERIODS,
     CampaignBase,
@@ -116,20 +116,6 @@ def campaign_value(row: dict, column: str):
     return row["stats"].get(column)
 
 
-def chosen_columns(req: falcon.Request, choosable: tuple[str, ...], base: tuple[str, ...]) -> tuple[str, ...]:
-    """The columns `?col=` names in order (repeated or comma-separated), else `base`; 400 for one the
-    user may not choose."""
-    pairs = urllib.parse.parse_qsl(req.query_string, keep_blank_values=True)
-    named = [part for name, value in pairs if name == "col" for part in value.split(",") if part]
-    for name in named:
-        if name not in choosable:
-            raise falcon.HTTPBadRequest(
-                title="Bad column",
-                description=f"{name[:40]!r} is no column here; choose from {', '.join(choosable)}.",
-            )
-    return tuple(dict.fromkeys(named)) or base
-
-
 class CampaignListResource(PanelResource):
     def __init__(self, sessions: PanelSessions, render: Renderer, reports: PanelReports, settings) -> None:
         super().__init__(sessions, render)
@@ -146,7 +132,7 @@ class CampaignListResource(PanelResource):
         base = (default.columns if default else ()) or CAMPAIGNS.shown(
             CAMPAIGNS.defaults, principal.hides_money
         )
-        chosen = chosen_columns(req, CAMPAIGNS.choosable(principal.hides_money), base)
+        chosen = requested_columns(req, CAMPAIGNS.choosable(principal.hides_money), base)
         columns = [("name", CAMPAIGN_LABELS["name"])] + [(key, CAMPAIGN_LABELS[key]) for key in chosen]
         sort_text = req.get_param("sort")
         if sort_text is None and default is not None and chosen == base:
