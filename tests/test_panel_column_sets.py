@@ -308,3 +308,56 @@ def test_every_list_shows_its_chosen_columns_in_order_on_the_page_and_in_its_csv
         assert not {"revenue", "payout", "cost", "profit", "roi", "epc", "cpc"} & set(
             re.findall(r'data-sort="(\w+)"', html)
         )
+
+
+def test_the_api_keeps_a_user_s_sets_as_the_panel_does(panel, users, db):
+    import json
+
+    from models.accounts.apikeys import create_api_key
+
+    _, anna = create_api_key(db, "anna", "write")
+    _, bert = create_api_key(db, "bert", "write")
+
+    def call(method: str, path: str, key: str, body=None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"X-Api-Key": key, "Content-Type": "application/json"}
+        status, _, out = request(panel, "/api/v1/column-sets" + path, headers, method, data)
+        return status, json.loads(out)
+
+    status, saved = call(
+        "POST",
+        "",
+        anna,
+        {
+            "page": "campaigns",
+            "name": "API",
+            "columns": ["clicks", "roi"],
+            "sort": "-roi",
+            "is_default": True,
+        },
+    )
+    assert status == 201 and saved["columns"] == ["clicks", "roi"] and saved["is_default"]
+    # The panel opens the campaign list with it: the set is the same store.
+    assert re.findall(r'<li data-column="(\w+)">', ok(panel, "/panel/campaigns", log_in(panel))) == [
+        "clicks",
+        "roi",
+    ]
+    status, listed = call("GET", "?page=campaigns", anna)
+    assert [item["name"] for item in listed["items"]] == ["Traffic", "Money", "Landers", "API"]
+    assert call("GET", "", bert)[1] == {"items": []}
+    for method, body in (("GET", None), ("PATCH", {"is_default": False}), ("DELETE", None)):
+        assert call(method, f"/{saved['id']}", bert, body)[0] == 404, method
+    assert call("PATCH", f"/{saved['id']}", anna, {"is_default": False})[1]["is_default"] is False
+    for body, message in (
+        ({"page": "campaigns", "name": "x", "columns": ["planet"]}, "'planet' is no column here"),
+        ({"page": "moon", "name": "x", "columns": ["clicks"]}, "The page is one of"),
+        (
+            {"page": "campaigns", "name": "x", "columns": {"a": {"b": ["clicks"]}}},
+            "must be a list of strings",
+        ),
+        ({"page": "campaigns", "name": "x", "columns": ["clicks"], "extra": 1}, "Unknown field"),
+    ):
+        status, answer = call("POST", "", anna, body)
+        assert status == 400 and message in answer["description"], answer
+    assert call("DELETE", f"/{saved['id']}", anna)[0] == 200
+    assert call("GET", f"/{saved['id']}", anna)[0] == 404

@@ -234,3 +234,11 @@ def remember_groups(db: Database, user_id: int, groups: tuple[str, ...], clock=t
         )
         if not updated:
             ReportMemory.insert(user_id=user_id, groups=text, updated_at=now).execute()
+
+
+def page_of_set(db: Database, user_id: int, set_id: int) -> str:
+    """The page of the user's set `set_id`; ColumnSetNotFound for none of theirs."""
+    row = ColumnSet.get_or_none((ColumnSet.id == set_id) & (ColumnSet.user_id == user_id))
+    if row is None:
+        raise ColumnSetNotFound(f"There is no column set {set_id} of yours.")
+    return row.page

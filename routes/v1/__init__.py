@@ -43,6 +43,7 @@ def v1_routes(
     from routes.v1 import (
         campaigns,
         clicks,
+        columnsets,
         conversions,
         costs,
         domains,
@@ -118,6 +119,8 @@ def v1_routes(
             reports.ReportResource(auth, db, settings.report_currency, HistoryFiles.for_reports(settings)),
         ),
         ("/status", status.StatusResource(auth, db, settings)),
+        ("/column-sets", columnsets.ColumnSetListResource(auth, db)),
+        (f"/column-sets/{id_field('set_id')}", columnsets.ColumnSetResource(auth, db)),
         ("/currency/rates", rates.RateListResource(auth, db)),
         ("/currency/rates/fetch", rates.RateFetchResource(auth, db, settings.exchange_rate_url)),
     ]
