@@ -361,3 +361,18 @@ def test_the_api_keeps_a_user_s_sets_as_the_panel_does(panel, users, db):
         assert status == 400 and message in answer["description"], answer
     assert call("DELETE", f"/{saved['id']}", anna)[0] == 200
     assert call("GET", f"/{saved['id']}", anna)[0] == 404
+
+
+def test_the_logs_show_their_chosen_columns_and_keep_them_in_their_filter(panel, users, clicks):
+    anna, frugal = log_in(panel), log_in(panel, "frugal")
+    for path, preset in (("/panel/clicks", "visitor"), ("/panel/conversions", "money")):
+        location = redirect(panel, f"{path}?period=last_7_days&set=preset:{preset}", anna)
+        columns = dict(query(location))["col"].split(",")
+        html = ok(panel, location, anna)
+        assert re.findall(r'<th[^>]*data-column="(\w+)"', html) == columns, path
+        assert f'<input type="hidden" name="col" value="{",".join(columns)}">' in html
+        hidden = ok(panel, redirect(panel, f"{path}?set=preset:{preset}", frugal), frugal)
+        assert not {"payout", "report_payout", "cost"} & set(
+            re.findall(r'<th[^>]*data-column="(\w+)"', hidden)
+        )
+    assert get(panel, "/panel/clicks?col=payout", anna)[0] == 400

@@ -121,7 +121,47 @@ LANDERS_PAGE = ColumnPage(
     (Preset("Usage", ("status", "streams", "uses"), "-streams"), Preset("Compact", ("kind", "status"))),
     frozenset(),
 )
-PAGES = {page.name: page for page in (REPORTS, CAMPAIGNS, OFFERS, SOURCES, NETWORKS, LANDERS_PAGE)}
+# The logs: a click's or conversion's time first, always.
+CLICK_COLUMNS = (
+    "subid",
+    "campaign",
+    "stream",
+    "offer",
+    "ip",
+    "country",
+    "device",
+    "os",
+    "browser",
+    "unique",
+    "bot",
+)
+CLICKS = ColumnPage(
+    "clicks",
+    CLICK_COLUMNS,
+    CLICK_COLUMNS,
+    "time",
+    (
+        Preset("Routing", ("subid", "campaign", "stream", "offer", "bot")),
+        Preset("Visitor", ("subid", "ip", "country", "device", "os", "browser", "unique", "bot")),
+    ),
+    frozenset(),
+)
+CONVERSION_COLUMNS = ("subid", "tid", "status", "raw_status", "campaign", "stream", "offer", "network")
+CONVERSIONS = ColumnPage(
+    "conversions",
+    (*CONVERSION_COLUMNS, "payout", "report_payout", "cost"),
+    (*CONVERSION_COLUMNS, "payout", "report_payout", "cost"),
+    "time",
+    (
+        Preset("Status", ("subid", "tid", "status", "raw_status", "campaign", "network")),
+        Preset("Money", ("subid", "status", "campaign", "offer", "payout", "report_payout", "cost")),
+    ),
+    frozenset({"payout", "report_payout", "cost"}),
+)
+PAGES = {
+    page.name: page
+    for page in (REPORTS, CAMPAIGNS, OFFERS, SOURCES, NETWORKS, LANDERS_PAGE, CLICKS, CONVERSIONS)
+}
 
 
 def page_of(name: str) -> ColumnPage | None:
