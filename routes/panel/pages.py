@@ -24,7 +24,7 @@ from models.admin.tags import campaign_tags
 from models.choices import CAMPAIGN_STATUSES
 from models.reporting.columnpages import CAMPAIGNS
 from models.reporting.summary import total_of, total_without, with_ratios
-from routes.panel.columnsets import CONTROLS, ColumnSets, moved, requested_columns
+from routes.panel.columnsets import ListSets
 from routes.panel.common import (
     PERIODS,
     CampaignBase,
@@ -121,22 +121,19 @@ class CampaignListResource(PanelResource):
         super().__init__(sessions, render)
         self.reports = reports
         self.campaign_base = CampaignBase(sessions, settings)
-        self.sets = ColumnSets(sessions.db, CAMPAIGNS)
+        self.sets = ListSets(sessions.db, CAMPAIGNS)
 
     def listing(self, req: falcon.Request, principal) -> dict:
         """The list as the page shows it (and its CSV): the period, filters, columns and sort of the
         query (without columns: the user's default set's, and its sort without a sort)."""
         period = chosen_period(req)
         listing = ListFilter(req, CAMPAIGN_STATUSES)
-        default = self.sets.default(principal)
-        base = (default.columns if default else ()) or CAMPAIGNS.shown(
-            CAMPAIGNS.defaults, principal.hides_money
-        )
-        chosen = requested_columns(req, CAMPAIGNS.choosable(principal.hides_money), base)
+        choice = self.sets.choice(req, principal)
+        chosen, base = choice.columns, choice.base
         columns = [("name", CAMPAIGN_LABELS["name"])] + [(key, CAMPAIGN_LABELS[key]) for key in chosen]
         sort_text = req.get_param("sort")
-        if sort_text is None and default is not None and chosen == base:
-            sort_text = default.sort
+        if sort_text is None:
+            sort_text = choice.sort
         sort = Sort.parse(sort_text, [column for column, _ in columns])
         with_traffic = req.get_param("traffic") in ("1", "on")  # Only campaigns with clicks in the period.
         tag = " ".join((req.get_param("tag") or "").split())  # Only campaigns with this tag (case-blind).
@@ -200,30 +197,10 @@ class CampaignListResource(PanelResource):
             ),
         }
 
-    def redirect_for_controls(self, req: falcon.Request, principal) -> None:
-        """`?set=` and the column chooser's buttons: a redirect to the list with the columns (and the
-        set's sort) they make, the list's filters kept."""
-        pairs = urllib.parse.parse_qsl(req.query_string, keep_blank_values=True)
-        controls = {name: value for name, value in pairs if name in CONTROLS}
-        if not (controls.get("set") or controls.get("move") or controls.get("add")):
-            return
-        shown = self.listing(req, principal)
-        kept = [(n, v) for n, v in pairs if n not in (*CONTROLS, "col", "sort", "without") and v]
-        sort = shown["sort"].text
-        if controls.get("set"):
-            picked = self.sets.picked(principal, controls["set"])
-            columns, sort = picked.columns or shown["chosen"], picked.sort
-        else:
-            choosable = CAMPAIGNS.choosable(principal.hides_money)
-            columns = moved(shown["chosen"], controls.get("move", ""), controls.get("add", ""), choosable)
-            sort = ",".join(k.text for k in shown["sort"].keys if k.column in ("name", *columns))
-        extra = [("col", ",".join(columns))] + ([("sort", sort)] if sort else [])
-        raise falcon.HTTPSeeOther("/panel/campaigns?" + urllib.parse.urlencode(kept + extra, safe=","))
-
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         principal = session.principal
-        self.redirect_for_controls(req, principal)
+        self.sets.redirect_for_controls(req, principal)
         shown = self.listing(req, principal)
         listing, sort = shown["listing"], shown["sort"]
         state = {
