@@ -301,7 +301,8 @@ def parse_state(
         c for c in DEFAULT_COLUMNS if c in choosable
     )
     columns_chosen = tuple(dict.fromkeys(columns)) or base_columns
-    if not any(name in given for name in ("sort", "order", "sort2", "order2")) and base.sort:
+    is_unsorted = not any(name in given for name in ("sort", "order", "sort2", "order2"))
+    if not columns and is_unsorted and base.sort:  # The default set's columns, with its sort.
         keys = [
             (key, "desc" if is_descending else "asc")
             for key, is_descending in sort_keys(base.sort)
