@@ -305,6 +305,11 @@ def pages(ids: dict[str, int], subid: str) -> list[tuple[str, str]]:
         ("reports", f"/panel/reports?{week}&g1=campaign&g2=offer"),
         ("reports-drilled", f"/panel/reports?{week}&g1=campaign&g2=offer&d1=1"),
         ("reports-by-day", f"/panel/reports?{week}&g1=day"),
+        (
+            "campaigns-column-sets",  # A chosen set, sorted by two keys, the total without a ticked row.
+            f"/panel/campaigns?{week}&col=status,clicks,conversions,cr,revenue,cost,profit,roi,epc"
+            "&sort=-profit,-clicks&without=1",
+        ),
         ("clicks", "/panel/clicks"),
         ("click", f"/panel/clicks/{subid}"),
         ("conversions", "/panel/conversions"),
@@ -407,7 +412,7 @@ def previews(driver, base: str, out: Path) -> list[Path]:
     saved.append(save(driver, out / "offers-bulk.png", *DESKTOP))
     driver.get(base + "/panel/networks")
     driver.find_element(By.CSS_SELECTOR, "details.new-network summary").click()
-    driver.find_element(By.NAME, "name").send_keys("Leadbit")
+    driver.find_element(By.CSS_SELECTOR, "details.new-network input[name=name]").send_keys("Leadbit")
     Select(driver.find_element(By.ID, "network-template")).select_by_value("leadbit")
     driver.find_element(By.ID, "preview-network").click()
     WebDriverWait(driver, 20).until(seen.presence_of_element_located((By.ID, "network-preview")))

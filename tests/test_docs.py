@@ -109,6 +109,7 @@ def test_migrated_schema_matches_the_models(db):
     from models.tables.account import ApiKey, AuditEntry, CampaignShare, User
     from models.tables.campaign import Campaign, Stream, StreamOffer
     from models.tables.click import Click
+    from models.tables.columnset import ColumnSet, ReportMemory
     from models.tables.conversion import (
         Conversion,
         PostbackDelivery,
@@ -130,6 +131,7 @@ def test_migrated_schema_matches_the_models(db):
     models += (Lander, StreamLander)
     models += (Domain, CampaignDomain)
     models += (Label, Rule, RuleAction)
+    models += (ColumnSet, ReportMemory)
     for model in models:
         table = model._meta.table_name
         columns = {column.name for column in db.get_columns(table)}

@@ -241,7 +241,9 @@ def test_the_column_chooser_shows_the_chosen_metrics_and_the_chart_charts_the_so
     data = chart(html)
     assert data["kind"] == "bars" and data["metric"] == "cost" and data["label"] == "Cost (USD)"
     assert data["labels"] == [row[0] for row in tab["rows"]] and data["values"][0] == 100.0
-    assert 'value="cost" checked' in html and 'value="cr">' in html
+    # The chooser: the shown columns in order, the others to add.
+    assert re.findall(r'<li data-column="(\w+)">', html) == ["clicks", "cost", "bots"]
+    assert '<option value="cr">' in html and '<option value="cost">' not in html
 
 
 # -- CSV -------------------------------------------------------------------------------------------

@@ -31,12 +31,23 @@ from models.conversions.manual import (
 )
 from models.conversions.postbacks import ConversionRecorder
 from models.errors import LannerError
+from models.reporting.columnpages import CONVERSIONS
 from models.reporting.conversionlog import LogFilter, list_conversions
 from models.reporting.historyclicks import click_history
 from models.reporting.lognames import name_ids
 from models.reporting.timerange import local_iso, zone
+from routes.panel.columnsets import ListSets
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
-from routes.panel.logs import Pager, campaign_choice, log_range, param, scope, visible_campaigns
+from routes.panel.logs import (
+    LOG_LABELS,
+    Pager,
+    campaign_choice,
+    log_chooser,
+    log_range,
+    param,
+    scope,
+    visible_campaigns,
+)
 from routes.panel.reports import csv_text
 from routes.panel.session import read_form
 from routes.v1.spec import refused
@@ -78,6 +89,9 @@ class ConversionLogResource(PanelResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         principal = session.principal
+        sets = ListSets(self.sessions.db, CONVERSIONS)
+        sets.redirect_for_controls(req, principal)
+        choice = sets.choice(req, principal)
         visible, campaigns = visible_campaigns(self.sessions.db, principal)
         pager = Pager(req)
         query = log_filter(req, visible, principal, limit=pager.limit + 1, before_id=pager.before_id)
@@ -94,6 +108,7 @@ class ConversionLogResource(PanelResource):
             session,
             rows=rows,
             pager=pager,
+            **log_chooser(sets, principal, choice, LOG_LABELS, pager),
             campaigns=campaigns,
             periods=PERIODS,
             statuses=CONVERSION_STATUSES,

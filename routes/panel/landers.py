@@ -31,8 +31,10 @@ from models.admin.landers import (
     update_lander,
 )
 from models.admin.services import AdminError
+from models.reporting.columnpages import LANDERS_PAGE
+from routes.panel.columnsets import ListSets
 from routes.panel.common import FormError, ListFilter, PanelContext, PanelResource
-from routes.panel.listtable import Column, ListTable, ListView, send_csv
+from routes.panel.listtable import Column, ListTable, ListView, chooser_context, send_csv
 from routes.panel.session import read_form
 
 PATH = "/panel/landers"
@@ -108,8 +110,14 @@ def used_by(uses: list[dict]) -> str:
 
 
 class LanderListResource(LanderPages):
+    @property
+    def sets(self) -> ListSets:
+        return ListSets(self.db, LANDERS_PAGE)
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.show(req, resp, self.sessions.require(req))
+        session = self.sessions.require(req)
+        self.sets.redirect_for_controls(req, session.principal)
+        self.show(req, resp, session)
 
     def listing(self, req: falcon.Request, principal) -> ListView:
         """The list as the page shows it (and its CSV): the filters and sort of the query."""
@@ -122,7 +130,8 @@ class LanderListResource(LanderPages):
                 fields = lander_fields(lander, uses.get(lander.id, []))
                 if listing.keeps(lander.status, lander.name, fields["url"] or "", fields["path"] or ""):
                     rows.append({**fields, "preview": self.preview(req, fields)})
-        return LANDER_TABLE.view(req, principal, rows, {"status": listing.status, "q": listing.search})
+        state = {"status": listing.status, "q": listing.search}
+        return LANDER_TABLE.view(req, principal, rows, state, self.sets.choice(req, principal))
 
     def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
         view = self.listing(req, session.principal)
@@ -134,6 +143,7 @@ class LanderListResource(LanderPages):
             code,
             view=view,
             rows=view.rows,
+            **chooser_context(LANDER_TABLE, self.sets, session.principal, view),
             status=view.state["status"],
             list_statuses=("current", *LANDER_STATUSES, "all"),
             search=view.state["q"],

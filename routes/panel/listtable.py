@@ -17,6 +17,7 @@ from typing import Any
 
 import falcon
 
+from routes.panel.columnsets import ColumnChoice, ListSets
 from routes.panel.reports import csv_text
 from routes.panel.sorting import Sort
 
@@ -128,6 +129,19 @@ class ListView:
         return any(c.key == column for c in self.columns)
 
 
+def chosen(columns: tuple[Column, ...], keys: tuple[str, ...]) -> tuple[Column, ...]:
+    """The first column, then `keys`' columns in that order; a column only the CSV carries rides with
+    the column before it (an offer's URL with its name, the payout's currency with the payout)."""
+    groups: list[list[Column]] = []
+    for column in columns:
+        if column.is_csv_only and groups:
+            groups[-1].append(column)
+        else:
+            groups.append([column])
+    by_key = {group[0].key: group for group in groups[1:]}
+    return tuple([*groups[0], *(column for key in keys if key in by_key for column in by_key[key])])
+
+
 def encode(params: dict[str, str]) -> str:
     return urllib.parse.urlencode({name: value for name, value in params.items() if value}, safe=",")
 
@@ -139,14 +153,42 @@ class ListTable:
         self.columns = tuple(columns)
         assert all(column.kind in KINDS for column in self.columns)
 
-    def view(self, req: falcon.Request, principal, rows: list, state: dict[str, str]) -> ListView:
+    def view(
+        self,
+        req: falcon.Request,
+        principal,
+        rows: list,
+        state: dict[str, str],
+        choice: ColumnChoice | None = None,
+    ) -> ListView:
         """`rows` sorted as `?sort=` asks (400 for a column the user is not shown), with the columns they
-        are shown; `state`: the page's filters, which its sort links keep."""
+        are shown; `state`: the page's filters, which its sort links keep; `choice`: the columns the
+        user chose (a column set), the first always shown."""
         columns = tuple(c for c in self.columns if not (c.is_money and principal.hides_money))
+        sort_text = req.get_param("sort")
+        if choice is not None:
+            columns = chosen(columns, choice.columns)
+            if choice.columns != choice.base:
+                state = {**state, "col": ",".join(choice.columns)}
+            if sort_text is None:
+                sort_text = choice.sort
         by_key = {column.key: column for column in columns if not column.is_csv_only}
-        sort = Sort.parse(req.get_param("sort"), by_key)
+        sort = Sort.parse(sort_text, by_key)
         ordered = sort.apply(rows, lambda row, key: by_key[key].sort_value(row))
         return ListView(columns, sort, ordered, state)
+
+
+def chooser_context(table: ListTable, sets: ListSets, principal, view: ListView) -> dict[str, Any]:
+    """What a list page's template needs for its column chooser and sets (templates/_columns.html) and
+    its filter's links (the chosen columns ride along as `col=`)."""
+    labels = {column.key: column.header for column in table.columns}
+    shown = tuple(column.key for column in view.headers[1:])
+    back = f"/panel/{sets.page.name}?{view.query}"
+    return {
+        "chooser": sets.chooser(principal, labels, shown, view.sort.text, back),
+        "set_keep": [(name, value) for name, value in view.state.items() if value and name != "col"],
+        "cols_text": view.state.get("col", ""),
+    }
 
 
 def send_csv(resp: falcon.Response, view: ListView, filename: str, total: list[str] | None = None) -> None:

@@ -25,6 +25,7 @@ from models.choices import POSTBACK_VERDICTS, SUB_ID_SLOTS
 from models.clicks.privacy import anonymized_ip
 from models.errors import LannerError
 from models.reporting.clicklog import ClickFilter, StoredClickError, list_clicks, stored_click
+from models.reporting.columnpages import CLICKS
 from models.reporting.conversionlog import (
     LogFilter,
     list_conversions,
@@ -36,6 +37,7 @@ from models.reporting.historyclicks import click_history
 from models.reporting.lognames import name_ids
 from models.reporting.timerange import local_iso, zone
 from models.tables.click import SUB_ID_COLUMNS
+from routes.panel.columnsets import ColumnChoice, ListSets
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
 from routes.panel.reports import csv_text
 from routes.v1.pagination import id_cursor, log_page, page_limit
@@ -132,6 +134,45 @@ class Pager:
         return self.query(cursor=None if previous == self.FIRST else previous, back=",".join(self.back[:-1]))
 
 
+# The logs' column headers (column sets: models/reporting/columnpages.py CLICKS and CONVERSIONS).
+LOG_LABELS = {
+    "subid": "Subid",
+    "campaign": "Campaign",
+    "stream": "Stream",
+    "offer": "Offer",
+    "ip": "IP",
+    "country": "Country",
+    "device": "Device",
+    "os": "OS",
+    "browser": "Browser",
+    "unique": "Unique",
+    "bot": "Bot",
+    "tid": "Tid",
+    "status": "Status",
+    "raw_status": "Network's word",
+    "network": "Network",
+    "payout": "Payout",
+    "report_payout": "In report currency",
+    "cost": "Cost",
+}
+
+
+def log_chooser(
+    sets: ListSets, principal, choice: ColumnChoice, labels: dict[str, str], pager: Pager
+) -> dict:
+    """A log's column chooser (templates/_list_columns.html): its filters kept, its pages' cursor not."""
+    cols_text = ",".join(choice.columns) if choice.columns != choice.base else ""
+    keep = [(n, v) for n, v in urllib.parse.parse_qsl(pager.query(cursor=None, back=None)) if n != "col"]
+    back = f"/panel/{sets.page.name}?" + urllib.parse.urlencode(
+        keep + ([("col", cols_text)] if cols_text else [])
+    )
+    return {
+        "chooser": sets.chooser(principal, labels, choice.columns, "", back),
+        "set_keep": keep,
+        "cols_text": cols_text,
+    }
+
+
 def campaign_choice(req: falcon.Request, visible: set[int] | None) -> int | None:
     """The `campaign` filter's id; 404 for one the user may not see (as for one that does not exist)."""
     text = param(req, "campaign")
@@ -194,6 +235,9 @@ class ClickLogResource(PanelResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         principal = session.principal
+        sets = ListSets(self.sessions.db, CLICKS)
+        sets.redirect_for_controls(req, principal)
+        choice = sets.choice(req, principal)
         visible, campaigns = visible_campaigns(self.sessions.db, principal)
         pager = Pager(req)
         query = self.click_filter(req, principal, visible, pager.limit + 1, pager.before_id)
@@ -209,6 +253,7 @@ class ClickLogResource(PanelResource):
             session,
             rows=rows,
             pager=pager,
+            **log_chooser(sets, principal, choice, LOG_LABELS, pager),
             csv_query=pager.query(cursor=None, back=None, limit=None),
             campaigns=campaigns,
             periods=PERIODS,

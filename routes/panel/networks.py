@@ -19,6 +19,8 @@ from models.admin.services import AdminError
 from models.choices import NETWORK_REBILLS, NETWORK_STATUS_CHANGES, NETWORK_STATUSES
 from models.conversions import admin, networks
 from models.conversions.postbacks import STATUSES, read_secret
+from models.reporting.columnpages import NETWORKS
+from routes.panel.columnsets import ListSets
 from routes.panel.common import (
     PERIODS,
     CampaignBase,
@@ -33,6 +35,7 @@ from routes.panel.listtable import (
     Column,
     ListTable,
     ListView,
+    chooser_context,
     metric_columns,
     period_stats,
     send_csv,
@@ -97,9 +100,15 @@ class NetworkListResource(PanelResource):
         self.reports = reports
         self.tracker_base = CampaignBase(sessions, settings)
 
+    @property
+    def sets(self) -> ListSets:
+        return ListSets(self.sessions.db, NETWORKS)
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         deleted = req.get_param("deleted")
-        self.show(req, resp, self.sessions.require(req), done=DELETED.format(deleted) if deleted else "")
+        session = self.sessions.require(req)
+        self.sets.redirect_for_controls(req, session.principal)
+        self.show(req, resp, session, done=DELETED.format(deleted) if deleted else "")
 
     def listing(self, req: falcon.Request, principal) -> tuple[ListView, str, Period]:
         """The list as the page shows it (and its CSV): the period, filters and sort of the query."""
@@ -116,7 +125,8 @@ class NetworkListResource(PanelResource):
         ]
         state = {**period.query, "status": listing.status, "q": listing.search}
         currency = report.currency if report else self.reports.report_currency
-        return NETWORK_TABLE.view(req, principal, rows, state), currency, period
+        choice = self.sets.choice(req, principal)
+        return NETWORK_TABLE.view(req, principal, rows, state, choice), currency, period
 
     def show(self, req, resp, session, *, code=200, form=None, message="", done="", preview=None) -> None:
         view, currency, period = self.listing(req, session.principal)
@@ -129,6 +139,7 @@ class NetworkListResource(PanelResource):
             view=view,
             rows=view.rows,
             currency=currency,
+            **chooser_context(NETWORK_TABLE, self.sets, session.principal, view),
             period=period.key,
             range_period=period,
             range_state={**view.state, "sort": view.sort.text},

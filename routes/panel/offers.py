@@ -11,6 +11,8 @@ from models.accounts.access import creates_campaigns, visible_offer, visible_off
 from models.admin.services import AdminError, create_offer, list_offers, rate_warnings, update_offer
 from models.choices import OFFER_STATUSES
 from models.conversions.networks import list_networks
+from models.reporting.columnpages import OFFERS
+from routes.panel.columnsets import ListSets
 from routes.panel.common import (
     PERIODS,
     FormError,
@@ -21,7 +23,7 @@ from routes.panel.common import (
     Period,
     chosen_period,
 )
-from routes.panel.listtable import Column, ListTable, ListView, send_csv
+from routes.panel.listtable import Column, ListTable, ListView, chooser_context, send_csv
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form
 
@@ -150,8 +152,14 @@ OFFER_TABLE = ListTable(
 
 
 class OfferListResource(OfferPages):
+    @property
+    def sets(self) -> ListSets:
+        return ListSets(self.sessions.db, OFFERS)
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        self.show(req, resp, self.sessions.require(req))
+        session = self.sessions.require(req)
+        self.sets.redirect_for_controls(req, session.principal)
+        self.show(req, resp, session)
 
     def listing(self, req: falcon.Request, principal) -> tuple[ListView, str, Period]:
         """The list as the page shows it (and its CSV): the period, filters and sort of the query; and
@@ -188,7 +196,8 @@ class OfferListResource(OfferPages):
             )
         state = {**period.query, "status": listing.status, "q": listing.search}
         currency = report.currency if report else self.reports.report_currency
-        return OFFER_TABLE.view(req, principal, rows, state), currency, period
+        choice = self.sets.choice(req, principal)
+        return OFFER_TABLE.view(req, principal, rows, state, choice), currency, period
 
     def show(self, req, resp, session, *, code=200, form=None, message="") -> None:
         principal = session.principal
@@ -210,6 +219,7 @@ class OfferListResource(OfferPages):
             view=view,
             rows=view.rows,
             currency=currency,
+            **chooser_context(OFFER_TABLE, self.sets, principal, view),
             may_create=creates_campaigns(principal),
             form=form or BLANK_FORM,
             message=message,

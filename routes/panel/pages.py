@@ -22,19 +22,20 @@ from models.accounts.sessions import end_session, open_session
 from models.admin.services import AdminError, get_campaign, list_campaigns, update_campaign
 from models.admin.tags import campaign_tags
 from models.choices import CAMPAIGN_STATUSES
+from models.reporting.columnpages import CAMPAIGNS
+from models.reporting.summary import total_of, total_without, with_ratios
+from routes.panel.columnsets import ListSets
 from routes.panel.common import (
     PERIODS,
-    SUMMED,
     CampaignBase,
     ListFilter,
     PanelContext,
     PanelReports,
     PanelResource,
     chosen_period,
-    totals,
 )
 from routes.panel.render import Renderer
-from routes.panel.reports import csv_number, csv_text
+from routes.panel.reports import METRIC_LABELS, cell, csv_number, csv_text
 from routes.panel.session import LOGIN_PATH, PanelSessions, read_form
 from routes.panel.sorting import Sort
 
@@ -100,19 +101,9 @@ class LogoutResource(PanelResource):
         resp.location = LOGIN_PATH
 
 
-# The campaign list's columns: (sort key, header, whether it is an amount a hide-money user is not shown).
-CAMPAIGN_COLUMNS = (
-    ("name", "Campaign", False),
-    ("status", "Status", False),
-    ("clicks", "Clicks", False),
-    ("unique_clicks", "Unique", False),
-    ("conversions", "Conv.", False),
-    ("cr", "CR", False),
-    ("revenue", "Revenue", True),
-    ("cost", "Cost", True),
-    ("profit", "Profit", True),
-    ("roi", "ROI", True),
-)
+# The campaign list's headers: the name, always first, then the columns a user chooses (column sets,
+# models/reporting/columnpages.py CAMPAIGNS), the period's numbers of the report.
+CAMPAIGN_LABELS = {"name": "Campaign", "status": "Status", **METRIC_LABELS}
 TEXT_COLUMNS = ("name", "status")  # Sorted A to Z first; the numbers most first.
 
 
@@ -130,13 +121,20 @@ class CampaignListResource(PanelResource):
         super().__init__(sessions, render)
         self.reports = reports
         self.campaign_base = CampaignBase(sessions, settings)
+        self.sets = ListSets(sessions.db, CAMPAIGNS)
 
     def listing(self, req: falcon.Request, principal) -> dict:
-        """The list as the page shows it (and its CSV): the period, filters and sort of the query."""
+        """The list as the page shows it (and its CSV): the period, filters, columns and sort of the
+        query (without columns: the user's default set's, and its sort without a sort)."""
         period = chosen_period(req)
         listing = ListFilter(req, CAMPAIGN_STATUSES)
-        columns = [c for c in CAMPAIGN_COLUMNS if not (c[2] and principal.hides_money)]
-        sort = Sort.parse(req.get_param("sort"), [column for column, _, _ in columns])
+        choice = self.sets.choice(req, principal)
+        chosen, base = choice.columns, choice.base
+        columns = [("name", CAMPAIGN_LABELS["name"])] + [(key, CAMPAIGN_LABELS[key]) for key in chosen]
+        sort_text = req.get_param("sort")
+        if sort_text is None:
+            sort_text = choice.sort
+        sort = Sort.parse(sort_text, [column for column, _ in columns])
         with_traffic = req.get_param("traffic") in ("1", "on")  # Only campaigns with clicks in the period.
         tag = " ".join((req.get_param("tag") or "").split())  # Only campaigns with this tag (case-blind).
         visible = visible_campaign_ids(self.sessions.db, principal)
@@ -150,7 +148,7 @@ class CampaignListResource(PanelResource):
                 continue
             if not listing.keeps(campaign.status, campaign.name, campaign.alias):
                 continue
-            row = {name: 0 for name in SUMMED} | {"cr": None, "roi": None} | stats.get(campaign.id, {})
+            row = with_ratios({}) | stats.get(campaign.id, {})
             if with_traffic and not row["clicks"]:
                 continue
             if tag and tag.lower() not in (name.lower() for name in tags.get(campaign.id, [])):
@@ -164,15 +162,26 @@ class CampaignListResource(PanelResource):
                 }
             )
         rows = sort.apply(rows, campaign_value)
+        without = {value for name, value in urllib.parse.parse_qsl(req.query_string) if name == "without"}
+        ticked = [row for row in rows if str(row["campaign"].id) in without]
         state = {
             **period.query,
             "status": listing.status,
             "q": listing.search,
             "traffic": "1" if with_traffic else "",
             "tag": tag,
+            "col": ",".join(chosen) if chosen != base else "",
             "sort": sort.text,
         }
         return {
+            "chosen": chosen,
+            "col_text": state["col"],
+            "ticked": {row["campaign"].id for row in ticked},
+            "total_less": total_without(
+                total_of(row["stats"] for row in rows), [row["stats"] for row in ticked]
+            )
+            if ticked
+            else None,
             "period": period,
             "with_traffic": with_traffic,
             "tag": tag,
@@ -181,7 +190,7 @@ class CampaignListResource(PanelResource):
             "columns": columns,
             "sort": sort,
             "rows": rows,
-            "total": totals([row["stats"] for row in rows]),
+            "total": total_of(row["stats"] for row in rows),
             "currency": report.currency if report else self.reports.report_currency,
             "query": urllib.parse.urlencode(
                 {name: value for name, value in state.items() if value}, safe=","
@@ -191,6 +200,7 @@ class CampaignListResource(PanelResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         principal = session.principal
+        self.sets.redirect_for_controls(req, principal)
         shown = self.listing(req, principal)
         listing, sort = shown["listing"], shown["sort"]
         state = {
@@ -199,8 +209,10 @@ class CampaignListResource(PanelResource):
             "q": listing.search,
             "traffic": "1" if shown["with_traffic"] else "",
             "tag": shown["tag"],
+            "col": shown["col_text"],
         }
         state = {name: value for name, value in state.items() if value}
+        back = "/panel/campaigns?" + urllib.parse.urlencode({**state, "sort": sort.text}, safe=",")
         self.page(
             req,
             resp,
@@ -218,6 +230,13 @@ class CampaignListResource(PanelResource):
             tag_choices=shown["tags"],
             rows=shown["rows"],
             total=shown["total"],
+            columns=shown["columns"][1:],
+            cell=cell,
+            ticked=shown["ticked"],
+            total_less=shown["total_less"],
+            cols_text=state.get("col", ""),
+            chooser=self.sets.chooser(principal, CAMPAIGN_LABELS, shown["chosen"], sort.text, back),
+            set_keep=[(n, v) for n, v in state.items() if n != "col"],
             currency=shown["currency"],
             base_url=self.campaign_base(req),
             can_create=creates_campaigns(principal),
@@ -230,7 +249,7 @@ class CampaignListResource(PanelResource):
                     {**state, "sort": sort.clicked(column, is_descending_first=column not in TEXT_COLUMNS)},
                     safe=",",
                 )
-                for column, _, _ in shown["columns"]
+                for column, _ in shown["columns"]
             },
         )
 
@@ -243,11 +262,19 @@ class CampaignCsvResource(CampaignListResource):
         session = self.sessions.require(req)
         shown = self.listing(req, session.principal)
         base, queries = self.campaign_base(req), source_queries(self.sessions.db)
-        columns = shown["columns"]
+        has_status = "status" in shown["chosen"]
+        columns = [(key, header) for key, header in shown["columns"][1:] if key != "status"]
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(
-            ["Campaign", "Alias", "Status", "Tags", *(header for _, header, _ in columns[2:]), "URL"]
+            [
+                "Campaign",
+                "Alias",
+                *(["Status"] if has_status else []),
+                "Tags",
+                *(h for _, h in columns),
+                "URL",
+            ]
         )
         for row in shown["rows"]:
             campaign = row["campaign"]
@@ -256,9 +283,9 @@ class CampaignCsvResource(CampaignListResource):
                 [
                     csv_text(campaign.name),
                     csv_text(campaign.alias),
-                    campaign.status,
+                    *([campaign.status] if has_status else []),
                     csv_text(", ".join(row["tags"])),
-                    *(csv_number(column, row["stats"].get(column)) for column, _, _ in columns[2:]),
+                    *(csv_number(column, row["stats"].get(column)) for column, _ in columns),
                     url,
                 ]
             )
@@ -267,9 +294,9 @@ class CampaignCsvResource(CampaignListResource):
             [
                 "Total",
                 "",
+                *([""] if has_status else []),
                 "",
-                "",
-                *(csv_number(column, total.get(column)) for column, _, _ in columns[2:]),
+                *(csv_number(column, total.get(column)) for column, _ in columns),
                 "",
             ]
         )

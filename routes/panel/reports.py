@@ -23,6 +23,8 @@ from models.accounts.access import visible_campaign_ids, visible_lander_ids, vis
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
 from models.admin.sources import get_source
 from models.conversions.networks import get_network
+from models.reporting.columnpages import REPORTS
+from models.reporting.columnsets import remember_groups, remembered_groups
 from models.reporting.reports import (
     GROUPS,
     LABEL_GROUP,
@@ -34,9 +36,11 @@ from models.reporting.reports import (
 )
 from models.reporting.series import MAX_SERIES_ROWS, MONEY_SERIES_METRICS, SERIES_METRICS, time_bounds
 from models.reporting.sourcenames import source_parameter_names
+from models.reporting.summary import total_without
 from models.reporting.timerange import TimeRangeError, zone
 from models.tables.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
 from routes.api import CSV_CHUNK_ROWS, report_query
+from routes.panel.columnsets import CONTROLS, ColumnSets, moved, sort_keys
 from routes.panel.common import (
     PERIODS,
     PanelContext,
@@ -118,13 +122,15 @@ METRIC_LABELS = {
 PERCENT_METRICS = frozenset({"cr", "roi", "lp_ctr"})
 MONEY_METRICS = frozenset(name for name in REPORT_METRICS if name in MONEY_FIELDS)  # ROI too: it says profit.
 AMOUNTS = MONEY_METRICS - PERCENT_METRICS  # In the report currency.
-DEFAULT_COLUMNS = ("clicks", "unique_clicks", "conversions", "cr", "revenue", "cost", "profit", "roi", "epc")
+DEFAULT_COLUMNS = REPORTS.defaults
 SINGLE_PARAMETERS = (
     "period",
     "from",
     "to",
     "sort",
     "order",
+    "sort2",
+    "order2",
     "filter",
     "value",
     *(f"g{n}" for n in range(1, MAX_LEVELS + 1)),
@@ -159,6 +165,9 @@ class BuilderState:
     sort: str = ""  # A metric, GROUP_SORT, or "": the group's time order, else clicks.
     order: str = ""  # asc or desc; "": desc for a metric, asc for the group.
     selected: tuple[str, ...] = ()  # Rows of the current level whose time series is charted (`row`).
+    sort2: str = ""  # The second key: rows equal on the first in its order ("": as they come).
+    order2: str = ""
+    base_columns: tuple[str, ...] = DEFAULT_COLUMNS  # What no `col` shows (the user's default set's).
 
     @property
     def level(self) -> int:
@@ -180,6 +189,16 @@ class BuilderState:
     def sort_order(self) -> str:
         return self.order or ("asc" if self.sort_key == GROUP_SORT else "desc")
 
+    @property
+    def sort2_order(self) -> str:
+        return self.order2 or ("asc" if self.sort2 == GROUP_SORT else "desc")
+
+    @property
+    def sort_text(self) -> str:
+        """The sort as a column set keeps it: `-profit,group`."""
+        keys = [(self.sort_key, self.sort_order)] + ([(self.sort2, self.sort2_order)] if self.sort2 else [])
+        return ",".join(("-" if order == "desc" else "") + key for key, order in keys)
+
     def pairs(self) -> list[tuple[str, str]]:
         pairs = [("period", self.period)] if self.period != DEFAULT_PERIOD else []
         if self.period == "custom":
@@ -187,9 +206,10 @@ class BuilderState:
         pairs += [(f"g{n}", group) for n, group in enumerate(self.groups, 1)]
         pairs += [(f"d{n}", value) for n, value in enumerate(self.drill, 1)]
         pairs += [(f"f.{name}", values) for name, values in self.filters]
-        if self.columns != DEFAULT_COLUMNS:
+        if self.columns != self.base_columns:
             pairs += [("col", name) for name in self.columns]
-        pairs += [(name, value) for name, value in (("sort", self.sort), ("order", self.order)) if value]
+        sorts = (("sort", self.sort), ("order", self.order), ("sort2", self.sort2), ("order2", self.order2))
+        pairs += [(name, value) for name, value in sorts if value]
         pairs += [("row", value) for value in self.selected]
         return pairs
 
@@ -210,12 +230,26 @@ class BuilderState:
         return params
 
 
+@dataclass(frozen=True)
+class BuilderBase:
+    """What a URL without them shows: the user's default set's columns and sort; and on a bare visit
+    (no query at all), the grouping the user last showed (or the default set's)."""
+
+    columns: tuple[str, ...] = ()
+    sort: str = ""  # A set's sort text.
+    groups: tuple[str, ...] = ()
+
+
 def parse_state(
-    query_string: str, principal: Principal, source_names: tuple[str, ...] = ()
+    query_string: str,
+    principal: Principal,
+    source_names: tuple[str, ...] = (),
+    base: BuilderBase = BuilderBase(),
 ) -> tuple[BuilderState, tuple[str, str] | None]:
     """The builder's state from a query string, and a filter to add ((name, values) from the form's
     `filter`/`value` fields: the caller redirects to the state with it); 400 for anything else.
-    `source_names`: the traffic sources' parameter names, groups besides GROUPS (zoneid)."""
+    `source_names`: the traffic sources' parameter names, groups besides GROUPS (zoneid); `base`: what
+    a query without columns, sort or groups shows."""
     known = (*GROUPS, *source_names)
     given: dict[str, str] = {}
     filters: dict[str, str] = {}
@@ -246,6 +280,8 @@ def parse_state(
         raise bad_request(f"The period is one of {', '.join(PERIOD_LABELS)}.")
     if period == "custom" and not since:
         raise bad_request("A custom period needs a from date.")
+    if not query_string and base.groups and all(g in known for g in base.groups):  # A bare visit.
+        given.update({f"g{n}": group for n, group in enumerate(base.groups[:MAX_LEVELS], 1)})
     groups = (
         given.get("g1") or "campaign",
         *(given[f"g{n}"] for n in range(2, MAX_LEVELS + 1) if given.get(f"g{n}")),
@@ -270,11 +306,27 @@ def parse_state(
     for name in columns:
         if name not in choosable:
             raise bad_request(f"{name!r} is no column here; choose from {', '.join(choosable)}.")
-    columns_chosen = tuple(dict.fromkeys(columns)) or tuple(c for c in DEFAULT_COLUMNS if c in choosable)
+    base_columns = tuple(c for c in base.columns if c in choosable) or tuple(
+        c for c in DEFAULT_COLUMNS if c in choosable
+    )
+    columns_chosen = tuple(dict.fromkeys(columns)) or base_columns
+    is_unsorted = not any(name in given for name in ("sort", "order", "sort2", "order2"))
+    if not columns and is_unsorted and base.sort:  # The default set's columns, with its sort.
+        keys = [
+            (key, "desc" if is_descending else "asc")
+            for key, is_descending in sort_keys(base.sort)
+            if key == GROUP_SORT or key in columns_chosen
+        ][:2]
+        for n, (key, order) in enumerate(keys):
+            given.update({("sort", "sort2")[n]: key, ("order", "order2")[n]: order})
     sort, order = given.get("sort", ""), given.get("order", "")
-    if sort and sort != GROUP_SORT and sort not in columns_chosen:
-        raise bad_request(f"Sort by the group or a column shown: {', '.join(columns_chosen)}.")
-    if order not in ("", "asc", "desc"):
+    sort2, order2 = given.get("sort2", ""), given.get("order2", "")
+    for key in (sort, sort2):
+        if key and key != GROUP_SORT and key not in columns_chosen:
+            raise bad_request(f"Sort by the group or a column shown: {', '.join(columns_chosen)}.")
+    if sort2 and sort2 == (sort or "clicks"):
+        raise bad_request("The second sort key is another column than the first.")
+    if order not in ("", "asc", "desc") or order2 not in ("", "asc", "desc"):
         raise bad_request("The order is asc or desc.")
     state = BuilderState(
         period,
@@ -287,6 +339,9 @@ def parse_state(
         sort,
         order,
         tuple(dict.fromkeys(selected)),
+        sort2,
+        order2,
+        base_columns,
     )
     if state.selected and state.group in TIME_GROUPS:
         raise bad_request("A day or hour row is a time already: chart rows of another grouping.")
@@ -379,17 +434,9 @@ class ReportBuilder:
             else:
                 drill_value = str(value)
             rows.append({"label": label, "sub": sub, "value": drill_value, "stats": row})
-        key, order = state.sort_key, state.sort_order
-        if key == GROUP_SORT:
-            if group not in TIME_GROUPS:  # Time rows come in time order (a repeated hour's two in turn).
-                rows.sort(key=lambda r: (r["label"].casefold(), r["label"]))
-            if order == "desc":
-                rows.reverse()
-        else:
-            present = [r for r in rows if r["stats"].get(key) is not None]
-            present.sort(key=lambda r: r["stats"][key], reverse=order == "desc")
-            rows = present + [r for r in rows if r["stats"].get(key) is None]  # Empty ones last either way.
-        return rows
+        if state.sort2:  # First by the second key: the first's sort below keeps equal rows in its order.
+            rows = sorted_rows(rows, group, state.sort2, state.sort2_order)
+        return sorted_rows(rows, group, state.sort_key, state.sort_order)
 
     def breadcrumb(self, state: BuilderState, campaigns: dict, principal: Principal) -> list[dict]:
         steps = [{"label": "All", "href": state.url(drill=())}]
@@ -433,6 +480,18 @@ class ReportBuilder:
                 return f"#{value}"
             return stream.name if stream.campaign_id in campaigns else f"#{value}"
         return display(group, value, {}, campaigns)[0]
+
+
+def sorted_rows(rows: list[dict], group: str, key: str, order: str) -> list[dict]:
+    """`rows` by one key, stably (rows equal on it keep their order): the group's label (time rows in
+    time order), or a metric with the rows without a value last either way."""
+    if key == GROUP_SORT:
+        if group in TIME_GROUPS:  # Time rows come in time order (a repeated hour's two in turn).
+            return list(reversed(rows)) if order == "desc" else list(rows)
+        return sorted(rows, key=lambda r: (r["label"].casefold(), r["label"]), reverse=order == "desc")
+    present = [r for r in rows if r["stats"].get(key) is not None]
+    present.sort(key=lambda r: r["stats"][key], reverse=order == "desc")
+    return present + [r for r in rows if r["stats"].get(key) is None]  # Empty ones last either way.
 
 
 def display(group: str, value, row: dict, campaigns: dict[int, tuple[str, str]]) -> tuple[str, str]:
@@ -589,28 +648,87 @@ def period_links(state: BuilderState) -> list[tuple[str, str, str]]:
 
 def sort_links(state: BuilderState) -> dict[str, str]:
     """Column -> the URL sorting by it: descending first for a metric, ascending for the group; again
-    to flip."""
+    to flip. Another column's click makes the first key so far the second (as the lists' headers)."""
     links = {}
     for name in (GROUP_SORT, *state.columns):
         first = "asc" if name == GROUP_SORT else "desc"
         flipped = "desc" if first == "asc" else "asc"
-        order = flipped if state.sort_key == name and state.sort_order == first else first
-        links[name] = state.url(sort=name, order=order)
+        if state.sort_key == name:
+            order = flipped if state.sort_order == first else first
+            links[name] = state.url(sort=name, order=order)
+        else:
+            links[name] = state.url(sort=name, order=first, sort2=state.sort_key, order2=state.sort_order)
     return links
+
+
+def read_builder(
+    req: falcon.Request, principal: Principal, sets: ColumnSets, names: tuple[str, ...], *, is_page: bool
+) -> tuple[BuilderState, tuple[str, str] | None, set[str]]:
+    """The state a builder request asks for (its base: the user's default set and last grouping), the
+    filter it adds, and the values of the rows ticked to leave out of the summary (`without`). On the
+    page, `?set=` and the column chooser's buttons answer a redirect to the state they make."""
+    pairs = urllib.parse.parse_qsl(req.query_string, keep_blank_values=True)
+    controls = {name: value for name, value in pairs if name in CONTROLS}
+    without = {value for name, value in pairs if name == "without"}
+    if len(without) > SHOWN_ROWS:
+        raise bad_request(f"Tick at most {SHOWN_ROWS} rows to leave out of the total.")
+    rest = [(name, value) for name, value in pairs if name not in CONTROLS and name != "without"]
+    chosen = sets.default(principal)
+    remembered = remembered_groups(sets.db, principal.user_id) if principal.user_id is not None else ()
+    base = BuilderBase(
+        chosen.columns if chosen else (),
+        chosen.sort if chosen else "",
+        remembered or (chosen.groups if chosen else ()),
+    )
+    state, added = parse_state(urllib.parse.urlencode(rest), principal, names, base)
+    if not is_page:
+        return state, added, without
+    if controls.get("set"):
+        picked = sets.picked(principal, controls["set"])
+        changed = replace(
+            state, columns=picked.columns or state.columns, sort="", order="", sort2="", order2=""
+        )
+        keys = [k for k in sort_keys(picked.sort) if k[0] == GROUP_SORT or k[0] in changed.columns][:2]
+        sorting = {"sort": changed.sort_key}
+        for n, (key, is_descending) in enumerate(keys):
+            sorting |= {("sort", "sort2")[n]: key, ("order", "order2")[n]: "desc" if is_descending else "asc"}
+        known = (*GROUPS, *names)
+        groups = picked.groups if picked.groups and all(g in known for g in picked.groups) else state.groups
+        drill = state.drill if groups == state.groups else ()
+        raise falcon.HTTPSeeOther(changed.url(groups=groups, drill=drill, **sorting))
+    if controls.get("move") or controls.get("add"):
+        columns = moved(
+            state.columns, controls.get("move", ""), controls.get("add", ""), metric_columns(principal)
+        )
+        kept = {
+            "sort": state.sort if state.sort in (GROUP_SORT, *columns) else "",
+            "sort2": state.sort2 if state.sort2 in (GROUP_SORT, *columns) else "",
+        }
+        kept |= {
+            "order": state.order if kept["sort"] else "",
+            "order2": state.order2 if kept["sort2"] else "",
+        }
+        raise falcon.HTTPSeeOther(state.url(columns=columns, **kept))
+    if principal.user_id is not None:
+        remember_groups(sets.db, principal.user_id, state.groups)
+    return state, added, without
 
 
 class ReportBuilderPage(PanelResource):
     """`GET /panel/reports`: the builder's form, the drill path, the chart and the level's table."""
 
-    def __init__(self, sessions: PanelSessions, render: Renderer, builder: ReportBuilder) -> None:
+    def __init__(
+        self, sessions: PanelSessions, render: Renderer, builder: ReportBuilder, sets: ColumnSets
+    ) -> None:
         super().__init__(sessions, render)
         self.builder = builder
+        self.sets = sets
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         principal = session.principal
         names = tuple(source_parameter_names())
-        state, added = parse_state(req.query_string, principal, names)
+        state, added, without = read_builder(req, principal, self.sets, names, is_page=True)
         if added is not None:  # The form's "add a filter": the same state with it, as a URL of its own.
             kept = tuple((name, values) for name, values in state.filters if name != added[0])
             raise falcon.HTTPSeeOther(state.url(filters=(*kept, added)))
@@ -630,6 +748,8 @@ class ReportBuilderPage(PanelResource):
             state.filters,
             [row["value"] for row in shown if row["value"]],
         )
+        total = report.total if report else EMPTY_TOTAL
+        ticked = [row for row in rows if row["value"] is not None and row["value"] in without]
         self.page(
             req,
             resp,
@@ -646,7 +766,12 @@ class ReportBuilderPage(PanelResource):
             labelling=labelling,
             row_count=len(rows),
             shown_rows=SHOWN_ROWS,
-            total=report.total if report else EMPTY_TOTAL,
+            total=total,
+            ticked={row["value"] for row in ticked},
+            total_less=total_without(total, [row["stats"] for row in ticked]) if ticked else None,
+            chooser=self.sets.chooser(
+                principal, METRIC_LABELS, state.columns, state.sort_text, state.url(), state.groups
+            ),
             currency=currency,
             cell=cell,
             header=metric_header,
@@ -671,14 +796,17 @@ class ReportCsvResource(PanelResource):
     sort). Each drill step and filter is a column of its own before the level's, so a drilled-down
     file says what it counts."""
 
-    def __init__(self, sessions: PanelSessions, render: Renderer, builder: ReportBuilder) -> None:
+    def __init__(
+        self, sessions: PanelSessions, render: Renderer, builder: ReportBuilder, sets: ColumnSets
+    ) -> None:
         super().__init__(sessions, render)
         self.builder = builder
+        self.sets = sets
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         principal = session.principal
-        state, _ = parse_state(req.query_string, principal, tuple(source_parameter_names()))
+        state, _, _ = read_builder(req, principal, self.sets, tuple(source_parameter_names()), is_page=False)
         stream = self.builder.level_stream(state, principal)  # First: a bad drill step is its 400.
         campaigns = self.builder.campaign_names(principal)
         scope = [
@@ -716,5 +844,6 @@ class ReportCsvResource(PanelResource):
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
     builder = ReportBuilder(panel.db, panel.reports)
-    app.add_route("/panel/reports", ReportBuilderPage(panel.sessions, panel.render, builder))
-    app.add_route("/panel/reports.csv", ReportCsvResource(panel.sessions, panel.render, builder))
+    sets = ColumnSets(panel.db, REPORTS)
+    app.add_route("/panel/reports", ReportBuilderPage(panel.sessions, panel.render, builder, sets))
+    app.add_route("/panel/reports.csv", ReportCsvResource(panel.sessions, panel.render, builder, sets))

@@ -22,7 +22,9 @@ from models.admin.sources import (
     update_source,
 )
 from models.choices import CONVERSION_STATUSES, POSTBACK_METHODS, SOURCE_STATUSES
+from models.reporting.columnpages import SOURCES
 from models.routing.sources import SourceError, parse_slots
+from routes.panel.columnsets import ListSets
 from routes.panel.common import (
     PERIODS,
     FormError,
@@ -37,6 +39,7 @@ from routes.panel.listtable import (
     Column,
     ListTable,
     ListView,
+    chooser_context,
     metric_columns,
     period_stats,
     send_csv,
@@ -149,10 +152,16 @@ class SourceListResource(SourcePages):
         ]
         state = {**period.query, "status": listing.status, "q": listing.search}
         currency = report.currency if report else self.reports.report_currency
-        return SOURCE_TABLE.view(req, principal, rows, state), currency, period
+        choice = self.sets.choice(req, principal)
+        return SOURCE_TABLE.view(req, principal, rows, state, choice), currency, period
+
+    @property
+    def sets(self) -> ListSets:
+        return ListSets(self.sessions.db, SOURCES)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
+        self.sets.redirect_for_controls(req, session.principal)
         form, message = dict(BLANK_FORM), ""
         key = req.get_param("catalogue")
         if key:  # "Start from": the entry fills the new-source form, to check and save.
@@ -178,6 +187,7 @@ class SourceListResource(SourcePages):
             view=view,
             rows=view.rows,
             currency=currency,
+            **chooser_context(SOURCE_TABLE, self.sets, session.principal, view),
             period=period.key,
             range_period=period,
             range_state={**view.state, "sort": view.sort.text},

@@ -44,6 +44,7 @@ def v1_routes(
         alerts,
         campaigns,
         clicks,
+        columnsets,
         conversions,
         costs,
         domains,
@@ -140,6 +141,8 @@ def v1_routes(
             ),
         ),
         ("/status", status.StatusResource(auth, db, settings)),
+        ("/column-sets", columnsets.ColumnSetListResource(auth, db)),
+        (f"/column-sets/{id_field('set_id')}", columnsets.ColumnSetResource(auth, db)),
         ("/currency/rates", rates.RateListResource(auth, db)),
         ("/currency/rates/fetch", rates.RateFetchResource(auth, db, settings.exchange_rate_url)),
     ]

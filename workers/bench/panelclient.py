@@ -122,6 +122,7 @@ API_LISTS: tuple[str, ...] = (
     "/api/v1/currency/rates?history=1",
     "/api/v1/streams/{stream}/split-test",
     "/api/v1/labels",
+    "/api/v1/column-sets",
     "/api/v1/rules",
     "/api/v1/rule-actions",
     "/api/v1/platform-connections",

@@ -306,3 +306,18 @@
     nav.scrollLeft = current.offsetLeft - nav.offsetLeft - (nav.clientWidth - current.offsetWidth) / 2;
   });
 })();
+
+// -- column sets: ticking a row (or unticking it) asks for the total without the ticked rows at once;
+// without a script the form's button does. The set picker uses its set as soon as one is chosen.
+(function () {
+  "use strict";
+  document.addEventListener("change", function (event) {
+    var target = event.target;
+    if (target.classList && target.classList.contains("subtract-row")) {
+      var form = document.getElementById("subtract-form");
+      if (form) form.requestSubmit();
+    } else if (target.id === "column-set" && target.value) {
+      target.form.requestSubmit();
+    }
+  });
+})();
