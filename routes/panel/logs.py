@@ -25,6 +25,7 @@ from models.choices import POSTBACK_VERDICTS, SUB_ID_SLOTS
 from models.clicks.privacy import anonymized_ip
 from models.errors import LannerError
 from models.reporting.clicklog import ClickFilter, StoredClickError, list_clicks, stored_click
+from models.reporting.clickpath import NOT_RECORDED
 from models.reporting.conversionlog import (
     LogFilter,
     list_conversions,
@@ -208,6 +209,7 @@ class ClickLogResource(PanelResource):
             "logs_clicks.html",
             session,
             rows=rows,
+            not_recorded=NOT_RECORDED,
             pager=pager,
             csv_query=pager.query(cursor=None, back=None, limit=None),
             campaigns=campaigns,
@@ -248,6 +250,7 @@ CLICK_CSV_HEADER = [
     "Browser",
     "Unique",
     "Bot",
+    "Path",
 ]
 
 
@@ -270,6 +273,7 @@ def click_csv_row(row: dict[str, Any], campaigns: dict[int, Any]) -> list[str]:
         csv_text(row.get("browser") or ""),
         "1" if row.get("is_unique_campaign") else "0",
         "1" if row.get("is_bot") == 1 else "0",
+        csv_text(row.get("path") or ""),
     ]
 
 
@@ -350,6 +354,8 @@ class ClickPageResource(PanelResource):
             names=name_ids([{"stream_id": found["stream_id"], "offer_id": found["offer_id"]}])[0],
             facts=facts,
             sub_ids=sub_ids,
+            path=data["path"],
+            not_recorded=NOT_RECORDED,
             streams=data["streams"],
             conversions=conversions,
             campaign=campaigns.get(found["campaign_id"]),
@@ -430,6 +436,7 @@ class PostbackLogResource(PanelResource):
             tab=tab,
             tabs=tabs,
             rows=rows,
+            not_recorded=NOT_RECORDED,
             pager=pager,
             csv_query=pager.query(cursor=None, back=None, limit=None),
             campaigns=campaigns,
