@@ -354,7 +354,7 @@ class ClickPageResource(PanelResource):
             names=name_ids([{"stream_id": found["stream_id"], "offer_id": found["offer_id"]}])[0],
             facts=facts,
             sub_ids=sub_ids,
-            path=data["path"],
+            decision_path=data["path"],
             not_recorded=NOT_RECORDED,
             streams=data["streams"],
             conversions=conversions,
