@@ -163,11 +163,13 @@ def test_the_origin_keeps_only_scheme_and_host(location, origin):
 
 
 def test_the_flusher_adds_origin_and_bot_reason_only_to_a_recorded_path():
+    # A stream's own URL (or a default action's) keeps its origin; an offer's is named by its step.
     assert (
-        with_flushed_steps("3+ o1 =h", "https://x.example/a", "ip list")
-        == "3+ o1 =h @https://x.example !ip%20list"
+        with_flushed_steps("3+ =h", "https://x.example/a", "ip list") == "3+ =h @https://x.example !ip%20list"
     )
-    assert with_flushed_steps("3+ o1", "https://x.example/a", "ip list") == "3+ o1"
+    assert with_flushed_steps("3+ o1 =h", "https://x.example/a", None) == "3+ o1 =h"
+    assert with_flushed_steps("3+ l2 =h", "https://lp.example/a", None) == "3+ l2 =h"
+    assert with_flushed_steps("3+ o1", "https://x.example/a", "ip list") == "3+ o1"  # An old release's.
     assert with_flushed_steps("=n", "", None) == "=n"
     assert read_path("3+ o1") is None
     assert read_path("4-1 w 3+2 t o1 =j @https://x.example !crawler:%20Bing") == [

@@ -145,7 +145,7 @@ def test_click_show_traces_a_stored_click(routed, geo_env, start_app, db):
     routed("spool", "flush")
     shown = routed("click", "show", subid).stdout
     assert f"subid: {subid}" in shown and "country: GB" in shown
-    assert "route: 2-1 1+ o1 =h @https://main.example" in shown
+    assert "route: 2-1 1+ o1 =h\n" in shown
     assert "did not match (filters: country=GB ✓, device=mobile,tablet ✗) → stream 'Default'" in shown
     assert "→ 302 https://main.example/…\n" in shown
     assert "FAIL  device=mobile,tablet  (saw desktop)" in shown

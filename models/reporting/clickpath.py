@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.routing.filters import describe_filter
-from models.routing.path import Step, read_path
+from models.routing.path import Step, origin_of, read_path
 from models.tables.campaign import Campaign, Stream
 from models.tables.lander import Lander
 from models.tables.offer import Offer
@@ -42,6 +42,8 @@ class PathNames:
     streams: dict[int, StreamWords] = field(default_factory=dict)
     offers: dict[int, str] = field(default_factory=dict)
     landers: dict[int, str] = field(default_factory=dict)
+    # Where an offer's or a remote lander's URL goes today: a click keeps no origin of its own for them.
+    origins: dict[tuple[str, int], str] = field(default_factory=dict)
     campaigns: dict[str, str] = field(default_factory=dict)
 
 
@@ -78,11 +80,15 @@ def path_names(clicks: Iterable[dict[str, Any]]) -> PathNames:
                 _stream_name(row.id, row.name, row.type), _filter_words(row.filters), _cap_words(row)
             )
     if offers:
-        offer_rows = Offer.select(Offer.id, Offer.name).where(Offer.id.in_(sorted(offers)))
-        names.offers = {row.id: row.name or f"#{row.id}" for row in offer_rows}
+        offer_rows = Offer.select(Offer.id, Offer.name, Offer.url).where(Offer.id.in_(sorted(offers)))
+        for offer in offer_rows:
+            names.offers[offer.id] = offer.name or f"#{offer.id}"
+            names.origins["offer", offer.id] = origin_of(offer.url or "")
     if landers:
-        lander_rows = Lander.select(Lander.id, Lander.name).where(Lander.id.in_(sorted(landers)))
-        names.landers = {row.id: row.name or f"#{row.id}" for row in lander_rows}
+        lander_rows = Lander.select(Lander.id, Lander.name, Lander.url).where(Lander.id.in_(sorted(landers)))
+        for lander in lander_rows:
+            names.landers[lander.id] = lander.name or f"#{lander.id}"
+            names.origins["lander", lander.id] = origin_of(lander.url or "")  # A local one's: ''.
     if aliases:
         campaign_rows = Campaign.select(Campaign.alias, Campaign.name).where(
             Campaign.alias.in_(sorted(aliases))
@@ -106,9 +112,12 @@ def describe_path(click: dict[str, Any], names: PathNames) -> str:
         return NOT_RECORDED
     words = [f"bot: {step.text}" for step in steps if step.kind == "bot"]
     chosen = False  # A stream (or the bound one) taken in the campaign the click is in.
+    target = ""  # The origin of the offer's or lander's URL, today's.
     origin = next((step.text for step in steps if step.kind == "origin"), "")
     for step in steps:
         kind = step.kind
+        if kind in ("offer", "lander") and not origin:
+            target = names.origins.get((kind, step.number or 0), "")
         if kind == "stream":
             words.append(_stream_step(step, names))
             chosen = chosen or step.verdict in ("matched", "bound")
@@ -123,7 +132,7 @@ def describe_path(click: dict[str, Any], names: PathNames) -> str:
             lander = names.landers.get(step.number or 0, f"#{step.number} (deleted)")
             words.append(f"lander {_quoted(lander)}")
         elif kind == "answer":
-            answer = _answer_words(step.text, origin)
+            answer = _answer_words(step.text, origin or target)
             if step.text == "html" or chosen:
                 words.append(answer)
             else:

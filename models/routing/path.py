@@ -1,11 +1,13 @@
 """A click's decision path: the route summary (models/routing/router.py) read back step by step.
 
-The router writes the summary; `decide` (models/clicks/decision.py) ends it with what the visitor got
-(`=h` a 302, `=m` a meta refresh, `=j` a JS redirect, `=p` the stream's page, `=b` a blank page, `=n`
-a 404), a bot's reason when the click path checked it (`!` and the reason, percent-quoted so it has no
-space); the spool flusher adds the origin a redirect went to (`@https://offer.example`) and the bot
-reason of a click it checked itself. That last step is the mark of a recorded path: a summary without
-it was stored before the path was kept, and is "not recorded" rather than guessed from today's config.
+The router writes the summary; `decide` (models/clicks/decision.py) ends it with a bot's reason when
+the click path checked it (`!` and the reason, percent-quoted so it has no space) and what the visitor
+got (`=h` a 302, `=m` a meta refresh, `=j` a JS redirect, `=p` the stream's page, `=b` a blank page,
+`=n` a 404). The spool flusher adds the origin a redirect went to (`@https://safe.example`: a default
+action's or a stream's own URL; an offer's or a lander's is theirs, named by its step, and not kept
+per click: ~24 bytes a click) and the reason of a bot it checked itself. The answer step marks a
+recorded path: a summary without it was stored before the path was kept, and is "not recorded"
+rather than guessed from today's config.
 
 PERF: the steps cost the click path two string joins; the origin and most bot reasons are added by
 the flusher, off the request.
@@ -25,6 +27,8 @@ MAX_ORIGIN = 100
 MAX_REASON = 120
 
 _STREAM_STEP = re.compile(r"(\d+)([-+co])(\d*)")
+# An offer or lander step: the URL is theirs, named by them; its origin is not kept per click.
+_NAMED_TARGET = re.compile(r"(?:^| )[ol]\d")
 
 
 def answer_step(answer: str) -> str:
@@ -46,7 +50,7 @@ def with_flushed_steps(summary: str, location: str, bot_reason: str | None) -> s
     of a bot the click path did not check. A summary without the path (an old release's line) is kept."""
     if not is_recorded(summary):
         return summary
-    if location and summary.endswith(_REDIRECT_STEPS):
+    if location and summary.endswith(_REDIRECT_STEPS) and _NAMED_TARGET.search(summary) is None:
         origin = origin_of(location)
         if origin:
             summary = f"{summary} @{origin}"
