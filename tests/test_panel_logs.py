@@ -263,7 +263,11 @@ def test_a_click_s_trace_says_not_stored_for_a_query_parameter_it_was_routed_by(
 ):
     _, subid = param_routed_click(db, settings, make_tracker)
     html = get(panel, f"/panel/clicks/{subid}", log_in(panel))[2]
-    trace = re.sub(r"\s+", " ", html.split("Routing trace")[1].split("<h2>Conversions")[0])
+    # What re-evaluation cannot know, the recorded path does: the parameter's filter passed.
+    path = unescape(html.split('id="click-path">')[1].split("</p>")[0])
+    assert path.endswith("→ intercepting stream 'Facebook' (filters: param.src=fb ✓) → 404"), path
+    assert "intercepting stream 'Again' did not match (filters: unique!=stream ✗)" in path, path
+    trace = re.sub(r"\s+", " ", html.split("Today's filters")[1].split("<h2>Conversions")[0])
     assert "Facebook" in trace and "matched" in trace and "FAIL" not in trace, trace
     assert '<tr class="unstored"><td class="mark">?</td><td>param.src=fb</td>' in trace
     assert '<td>unique!=stream</td><td class="saw">not stored: ' in trace
