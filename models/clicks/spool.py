@@ -924,7 +924,7 @@ def fill_lookups(rows: list[list], devices: UserAgentParser, bots: BotDetector) 
         if row[IS_BOT] == NOT_CHECKED:
             reason = bots.reason(row[USER_AGENT], row[IP])
             row[IS_BOT] = int(reason is not None)
-            if reason is not None:  # The decision path keeps why (the click path's own check, its own).
+            if reason is not None:  # The decision path keeps why: the click path left this check here.
                 row[ROUTE] = with_flushed_steps(row[ROUTE], "", reason)
         if not row[DEVICE_TYPE]:
             device = devices.parse(row[USER_AGENT]) if row[USER_AGENT] else UNKNOWN_DEVICE
