@@ -100,12 +100,12 @@ def click_group() -> None:
 def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any) -> None:
     """The newest stored clicks, newest first, with filters."""
     from models.admin.services import get_campaign
-    from models.reporting.clicklog import LOG_COLUMNS, ClickFilter, list_clicks
+    from models.reporting.clicklog import SHOWN_COLUMNS, ClickFilter, list_clicks
     from models.reporting.historyclicks import click_history
 
     campaign_id = get_campaign(ctx.db, campaign_ref).id if campaign_ref else None
     rows = list_clicks(ctx.db, ClickFilter(campaign_id=campaign_id, **options), click_history(ctx.settings))
-    echo_rows(rows, LOG_COLUMNS, fmt)
+    echo_rows(rows, SHOWN_COLUMNS, fmt)
 
 
 @click_group.command("show")
@@ -113,7 +113,7 @@ def click_list(ctx: Context, campaign_ref: str | None, fmt: str, **options: Any)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_context
 def click_show(ctx: Context, subid: str, as_json: bool) -> None:
-    """A stored click with its routing trace (filters re-evaluated on the stored values)."""
+    """A stored click with its decision path as it happened, and today's filters re-evaluated on it."""
     from models.reporting.clicklog import stored_click
     from models.reporting.historyclicks import click_history
 
@@ -132,8 +132,9 @@ def click_show(ctx: Context, subid: str, as_json: bool) -> None:
     for key, value in found.items():
         if value not in ("", None) or key in ("stream_id", "offer_id"):
             click.echo(f"{key}: {value}")
+    click.echo(f"path: {data['path']}")
     if "kept" in data:
         click.echo(f"kept: {data['kept']}")
         return
-    click.echo("streams (current filters, stored values):")
+    click.echo("streams (today's filters re-evaluated on the stored values):")
     echo_trace(data)

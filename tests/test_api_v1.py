@@ -9,6 +9,8 @@ import time
 import pytest
 from conftest import Clock, InProcessApp, click, request, wait_until
 
+from models.reporting.clickpath import NOT_RECORDED
+
 V1 = "/api/v1"
 VIEWER_KEY = "viewer-key-0123456789"
 FRUGAL_KEY = "frugal-key-0123456789"
@@ -418,6 +420,8 @@ def test_a_click_is_shown_with_its_routing_trace(admin, key, clicks):
     assert status == 200, shown
     assert shown["click"]["id"] == row["id"] and shown["streams"]
     assert {"stream", "verdict", "filters"} <= set(shown["streams"][0])
+    # Generated clicks carry no decision path, as clicks stored before it was kept: said, not guessed.
+    assert row["path"] == shown["path"] == NOT_RECORDED
     status, answer = call(admin, "GET", "/clicks/nosuchsubid", key)
     assert status == 404 and answer["description"].startswith("There is no stored click 'nosuchsubid'")
     assert "cost" not in call(admin, "GET", f"/clicks/{row['subid']}", FRUGAL_KEY)[1]["click"]

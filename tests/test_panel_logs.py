@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from html import unescape
 
 import pytest
 from conftest import request
@@ -186,8 +187,16 @@ def test_a_click_s_page_shows_what_was_stored_its_trace_and_conversions_escaped(
     assert "<script>alert" not in html and "<img src=x" not in html
     assert html.count(ESCAPED) == 3  # The UA, the referrer, sub_id_5.
     assert "198.51.100.7" in html and "sub_id_5" in html and "<th>cost</th>" in html
-    # The trace: the Germans stream's filter failed on what it saw; the regular stream matched.
-    trace = re.sub(r"\s+", " ", html.split("Routing trace")[1].split("<h2>Conversions")[0])
+    # The path as it happened, in words: the Germans stream's filter failed, the regular stream took it.
+    path = unescape(html.split('id="click-path">')[1].split("</p>")[0])
+    assert path == (
+        "intercepting stream 'Germans' did not match (filters: country=DE ✗)"
+        " → stream 'Default' (no filters) → offer 'Traced' → 302 https://o.example/…"
+    ), path
+    listed = unescape(get(panel, f"/panel/clicks?subid={subid}", admin)[2])
+    assert path in listed
+    # Today's filters on the stored values, beside it: what each filter saw.
+    trace = re.sub(r"\s+", " ", html.split("Today's filters")[1].split("<h2>Conversions")[0])
     assert "Germans" in trace and "no match" in trace and "matched" in trace
     assert re.search(r'<tr class="fail"><td class="mark">FAIL</td><td>country[^<]*DE[^<]*</td>', trace), trace
     # Its conversions, once it has one; the hide-money owner sees the click but no amount.
@@ -254,7 +263,11 @@ def test_a_click_s_trace_says_not_stored_for_a_query_parameter_it_was_routed_by(
 ):
     _, subid = param_routed_click(db, settings, make_tracker)
     html = get(panel, f"/panel/clicks/{subid}", log_in(panel))[2]
-    trace = re.sub(r"\s+", " ", html.split("Routing trace")[1].split("<h2>Conversions")[0])
+    # What re-evaluation cannot know, the recorded path does: the parameter's filter passed.
+    path = unescape(html.split('id="click-path">')[1].split("</p>")[0])
+    assert path.endswith("→ intercepting stream 'Facebook' (filters: param.src=fb ✓) → 404"), path
+    assert "intercepting stream 'Again' did not match (filters: unique!=stream ✗)" in path, path
+    trace = re.sub(r"\s+", " ", html.split("Today's filters")[1].split("<h2>Conversions")[0])
     assert "Facebook" in trace and "matched" in trace and "FAIL" not in trace, trace
     assert '<tr class="unstored"><td class="mark">?</td><td>param.src=fb</td>' in trace
     assert '<td>unique!=stream</td><td class="saw">not stored: ' in trace

@@ -61,7 +61,8 @@ def test_intercepting_before_regular_before_fallback(db, make_tracker):
     update_stream(db, regular.id, filters=["keyword=shoes"])
     decision = track(tracker, "order", visit(ip="198.51.100.3"))
     assert decision.stream_id == fallback.id and decision.offer_id == third
-    assert decision.route == f"{intercepting.id}- {regular.id}- {fallback.id}+ o{third}"
+    # Each stream's first (here only) filter failed; the fallback matched; a 302 answered.
+    assert decision.route == f"{intercepting.id}-0 {regular.id}-0 {fallback.id}+ o{third} =h"
 
 
 def test_no_stream_matches_uses_the_default_action_and_still_records(db, make_tracker, settings):
@@ -83,7 +84,12 @@ def test_no_stream_matches_uses_the_default_action_and_still_records(db, make_tr
     rows = db.connection().execute(
         "SELECT stream_id, route FROM click WHERE campaign_id = ? ORDER BY id", (campaign.id,)
     )
-    assert [row for row in rows.fetchall()][1:] == [(None, f"{stream}-")] * 3
+    # The path says where each went: a 404, a blank page, a 302 to the default's origin.
+    assert [row for row in rows.fetchall()][1:] == [
+        (None, f"{stream}-0 =n"),
+        (None, f"{stream}-0 =b"),
+        (None, f"{stream}-0 =h @https://safe.example"),
+    ]
 
 
 def test_weight_rotation_only_among_matching_streams(db, make_tracker):

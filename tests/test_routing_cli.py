@@ -144,7 +144,10 @@ def test_click_show_traces_a_stored_click(routed, geo_env, start_app, db):
     subid = subid_of(headers["location"].replace("c=", "click=", 1))
     routed("spool", "flush")
     shown = routed("click", "show", subid).stdout
-    assert f"subid: {subid}" in shown and "country: GB" in shown and "route: 2- 1+ o1" in shown
+    assert f"subid: {subid}" in shown and "country: GB" in shown
+    assert "route: 2-1 1+ o1 =h\n" in shown
+    assert "did not match (filters: country=GB ✓, device=mobile,tablet ✗) → stream 'Default'" in shown
+    assert "→ 302 https://main.example/…\n" in shown
     assert "FAIL  device=mobile,tablet  (saw desktop)" in shown
     data = json.loads(routed("click", "show", subid, "--json").stdout)
     assert data["click"]["city"] == "London" and [s["verdict"] for s in data["streams"]] == [

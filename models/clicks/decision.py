@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
 
 from models.clicks.record import LANDER_ID, LOCATION, OFFER_ID, STREAM_ID, SUBID, USER_AGENT
+from models.routing.path import ANSWER_STEPS, bot_step
 from models.routing.router import Route
 from models.tables.click import SUB_ID_COLUMNS
 
@@ -119,6 +120,11 @@ def decide(route: Route, subid: str, visit: Visit, lookups: Lookups, now: float)
     campaign, stream, offer = route.campaign, route.stream, route.offer
     answer, body = answer_for(campaign, stream, location)
     lander = route.lander
+    # The decision path (models/routing/path.py): the route, a bot the click path checked, the answer.
+    path = route.summary
+    if lookups.bot_reason is not None:
+        path = f"{path} {bot_step(lookups.bot_reason)}" if path else bot_step(lookups.bot_reason)
+    path = f"{path} {ANSWER_STEPS[answer]}" if path else ANSWER_STEPS[answer]
     return Decision(
         subid,
         answer,
@@ -132,7 +138,7 @@ def decide(route: Route, subid: str, visit: Visit, lookups: Lookups, now: float)
         False,
         False,
         lookups.subject.is_bot,
-        route.summary,
+        path,
         lander.lander_id if lander else None,
     )
 

@@ -34,6 +34,7 @@ import socket
 import time
 import zlib
 
+from models.routing.path import with_flushed_steps
 from models.store.functions import visitor_key as visitor_key  # The store computes it too.
 
 # Positions in a decoded record (the hot path reads them from here).
@@ -54,6 +55,7 @@ from models.tables.click import USER_AGENT as USER_AGENT
 
 COLUMN_COUNT = len(CLICK_COLUMNS)
 IS_BOT = CLICK_COLUMNS.index("is_bot")
+ROUTE = CLICK_COLUMNS.index("route")  # The decision path (models/routing/path.py).
 NOT_CHECKED = -1  # is_bot of a line whose bot check the web worker left to the spool flusher.
 DEVICE_TYPE, OS, BROWSER = (CLICK_COLUMNS.index(column) for column in ("device_type", "os", "browser"))
 LANDER_ID, DOMAIN = COLUMN_COUNT, COLUMN_COUNT + 1
@@ -393,7 +395,9 @@ def decode_row(line: bytes) -> list:
     """A journal line as the click table's row: JOURNAL_COLUMNS values, then the visitor key to store
     (None: the store computes it from ip and ua_hash). ValueError if broken."""
     record = decode_line(line)
-    del record[LOCATION]  # Answered to the visitor, not stored.
+    # Answered to the visitor, not stored: only a redirect's origin, in the decision path.
+    location = record.pop(LOCATION)
+    record[ROUTE] = with_flushed_steps(record[ROUTE], location, None)
     return record
 
 

@@ -73,6 +73,7 @@ from models.clicks.record import (
     NOT_CHECKED,
     OFFER_ID,
     OS,
+    ROUTE,
     STREAM_ID,
     USER_AGENT,
     decode_lp_line,
@@ -85,6 +86,7 @@ from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_typ
 from models.reporting.costs import ClickCosts
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
+from models.routing.path import with_flushed_steps
 from models.store.clicks import ClickStore
 from models.store.database import write_tx
 
@@ -921,7 +923,10 @@ def fill_lookups(rows: list[list], devices: UserAgentParser, bots: BotDetector) 
     bots.refresh()  # A ranges file `lanner bots update` replaced: used from this batch on.
     for row in rows:
         if row[IS_BOT] == NOT_CHECKED:
-            row[IS_BOT] = int(bots.reason(row[USER_AGENT], row[IP]) is not None)
+            reason = bots.reason(row[USER_AGENT], row[IP])
+            row[IS_BOT] = int(reason is not None)
+            if reason is not None:  # The decision path keeps why: the click path left this check here.
+                row[ROUTE] = with_flushed_steps(row[ROUTE], "", reason)
         if not row[DEVICE_TYPE]:
             device = devices.parse(row[USER_AGENT]) if row[USER_AGENT] else UNKNOWN_DEVICE
             row[DEVICE_TYPE] = device_type(device, bool(row[IS_BOT]))

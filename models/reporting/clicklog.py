@@ -22,6 +22,7 @@ from peewee import Database
 from models.choices import SUB_ID_SLOTS
 from models.errors import LannerError, NotFoundError
 from models.ops.retention import pruned_before
+from models.reporting.clickpath import describe_path, path_names, with_paths
 from models.reporting.historyclicks import ClickHistory
 from models.reporting.timerange import before, local_instant, localise_times, time_bounded, zone
 from models.tables.click import Click
@@ -40,7 +41,12 @@ LOG_COLUMNS = (
     "is_unique_campaign",
     "is_bot",
     "route",
+    "lander_id",
+    "lp_clicked_at",
 )
+
+# What `lanner click list` shows of a row: the log's columns and the decision path in words.
+SHOWN_COLUMNS = (*(c for c in LOG_COLUMNS if c not in ("lander_id", "lp_clicked_at")), "path")
 
 
 class ClickLogError(LannerError, ValueError):
@@ -83,7 +89,7 @@ def list_clicks(
         rows = sorted(rows, key=lambda row: (row["created_at"], row["id"]), reverse=True)[: query.limit]
     else:
         rows = _with_history(query, tz, _clicks(query, tz), history, cutoff)
-    return localise_times(rows, ("created_at",), tz)
+    return with_paths(localise_times(rows, ("created_at",), tz))
 
 
 def _with_history(
@@ -199,10 +205,12 @@ def stored_click(
     geo_network_paths: tuple[Path, ...] = (),
     history: ClickHistory | None = None,
 ) -> dict[str, Any]:
-    """A stored click with its routing trace (filters re-evaluated on the stored values), for `lanner
-    click show` and the admin API: {"click": its row, "streams": the trace rows}. With `history`, a
-    click the row store no longer has comes from it, without a trace (the history keeps neither the IP
-    address nor the user agent the filters read): {"click": its row, "streams": [], "kept": ...}."""
+    """A stored click with its decision path as it happened (models/reporting/clickpath.py) and, beside
+    it, today's filters re-evaluated on its stored values, for `lanner click show` and the admin API:
+    {"click": its row, "path": the path in words, "streams": the re-evaluated trace rows}. With
+    `history`, a click the row store no longer has comes from it, with its path but no re-evaluation
+    (the history keeps neither the IP address nor the user agent the filters read):
+    {"click": its row, "path": ..., "streams": [], "kept": ...}."""
     from models.lookups.geo import GeoSource
     from models.routing.config import load_campaigns
     from models.routing.trace import stored_trace, trace_rows
@@ -212,7 +220,8 @@ def stored_click(
         old = history.by_subid(subid)
         if old is not None:
             old["referrer"] = old.pop("referrer_domain")  # Only its domain was kept.
-            return {"click": old, "streams": [], "kept": HISTORY_ONLY}
+            path = describe_path(old, path_names([old]))
+            return {"click": old, "path": path, "streams": [], "kept": HISTORY_ONLY}
     if found is None:
         raise StoredClickError(
             f"There is no stored click {subid!r} (clicks land within a second; see `lanner spool status`)."
@@ -232,4 +241,8 @@ def stored_click(
     source = GeoSource(geo_path, geo_network_paths)
     network = source.lookup_network(found["ip"])
     source.close()
-    return {"click": found, "streams": trace_rows(stored_trace(found, campaigns, network))}
+    return {
+        "click": found,
+        "path": describe_path(found, path_names([found])),
+        "streams": trace_rows(stored_trace(found, campaigns, network)),
+    }

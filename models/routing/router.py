@@ -13,14 +13,18 @@ does not match either, so routing goes on to the next stream.
 
 The route summary (this module writes it in `Route.steps` and reads it back in `read_summary`;
 stored with the click as the `route` column), one space-separated step each:
-`12-` stream 12 did not match, `12c` stream 12 is capped, `12o` its offers are all capped,
-`13+` stream 13 chosen, `b13` bound visitor, `>alias` sent to another campaign; the offer:
-`o5` offer 5 chosen, after `u` (chosen among offers the visitor has not seen: unvisited rotation)
-or `f` (the stream's fallback offer, its other offers all capped) or `t` (by the shares of a bandit
-rotation, models/routing/bandit.py: the open offers' shares, renormalised); `l7` lander 7 chosen: a stream
-with landers sends the click to one of them (by weight) and chooses no offer now: the offer is
-chosen at the LP click (`Router.choose_offer`, models/clicks/tracker.py `lp_click`), where its
-rotation and caps apply.
+`12-1` stream 12 did not match: its filter 1 (counted from 0) failed, the ones before it passed (all
+of its filters must pass), `12-` none of its filters passed (any one must), `12c` stream 12 is capped,
+`12o` its offers are all capped, `13+` stream 13 chosen, all its filters passed (or it has none), `13+2`
+chosen on its filter 2 (any one must pass), `w 13+` chosen by weight among the matching streams,
+`b13` bound visitor, `>alias` sent to another campaign; the offer, after its stream: `o5` offer 5
+chosen, after `w` (by weight among several), `u` (among offers the visitor has not seen: unvisited
+rotation), `f` (the stream's fallback offer, its other offers all capped) or `t` (by the shares of a
+bandit rotation, models/routing/bandit.py: the open offers' shares, renormalised); `l7` lander 7
+chosen: a stream with landers sends the click to one of them (by weight) and chooses no offer now: the
+offer is chosen at the LP click (`Router.choose_offer`, models/clicks/tracker.py `lp_click`), where its
+rotation and caps apply. The click's answer, origin and bot reason end the summary
+(models/routing/path.py); a summary of a release before them has no such step and no filter places.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -138,20 +143,25 @@ class Router:
             if offer is not False:
                 return self._routed(campaign, stream, offer, steps)
         if campaign.rotation == "weight" and len(campaign.regular) > 1:
-            matching = []
+            matching, passed = [], []
             for stream in campaign.regular:
-                offer = self._try(campaign, stream, subject, history, now_ms, steps, trace, choose=False)
-                if offer is not False:
+                step = self._passes(campaign, stream, subject, now_ms, steps, trace)
+                if step is not None:
                     matching.append(stream)
+                    passed.append(step)
             if matching:
-                stream = self._weighted(matching, [s.weight for s in matching])
+                pick = self._weighted(range(len(matching)), [s.weight for s in matching])
+                stream = matching[pick]
+                if len(matching) > 1:
+                    steps.append("w")
+                steps.append(passed[pick])
                 if stream.landers and stream.action == "offers":
-                    steps.append(f"{stream.id}+")
                     return self._to_lander(campaign, stream, steps)
+                if stream.action != "offers":
+                    return Route(campaign, stream, None, steps)
                 offer = self._choose_offer(stream, history, now_ms, steps)
-                steps.append(f"{stream.id}+")
                 self._record(steps, offer)
-                return Route(campaign, stream, offer if offer is not False else None, steps)
+                return Route(campaign, stream, offer, steps)
         else:
             for stream in campaign.regular:
                 offer = self._try(campaign, stream, subject, history, now_ms, steps, trace)
@@ -172,10 +182,28 @@ class Router:
         now_ms: int,
         steps: list[str],
         trace: list[TraceEntry] | None,
-        *,
-        choose: bool = True,
     ) -> OfferChoice | None | Literal[False]:
-        """The stream's offer (None for a stream without offers) if it matches, else False."""
+        """The stream's offer (None for one without offers, or with landers) if it matches, else False."""
+        step = self._passes(campaign, stream, subject, now_ms, steps, trace)
+        if step is None:
+            return False
+        steps.append(step)
+        if stream.action != "offers" or stream.landers:  # With landers, the offer comes at the LP click.
+            return None
+        offer = self._choose_offer(stream, history, now_ms, steps)
+        self._record(steps, offer)
+        return offer
+
+    def _passes(
+        self,
+        campaign: CampaignConfig,
+        stream: StreamConfig,
+        subject: FilterSubject,
+        now_ms: int,
+        steps: list[str],
+        trace: list[TraceEntry] | None,
+    ) -> str | None:
+        """The stream's step if it matches (`13+`, `13+2`), else None with its failing step taken."""
         entry = None
         if trace is not None:
             entry = TraceEntry(campaign.alias, stream, "matched")
@@ -184,30 +212,19 @@ class Router:
             steps.append(f"{stream.id}c")
             if entry is not None:
                 entry.verdict = "capped"
-            return False
-        if not stream.filters.matches(subject, stream.id, entry.filters if entry is not None else None):
-            steps.append(f"{stream.id}-")
+            return None
+        outcome = stream.filters.outcome(subject, stream.id, entry.filters if entry is not None else None)
+        if outcome[0] == "-":
+            steps.append(f"{stream.id}{outcome}")
             if entry is not None:
                 entry.verdict = "no match"
-            return False
-        if stream.action != "offers":
-            if choose:
-                steps.append(f"{stream.id}+")
             return None
-        if not self._has_open_offer(stream, now_ms):
+        if stream.action == "offers" and not self._has_open_offer(stream, now_ms):
             steps.append(f"{stream.id}o")
             if entry is not None:
                 entry.verdict = "offers capped"
-            return False
-        if not choose:
             return None
-        if stream.landers:  # The offer is chosen at the LP click.
-            steps.append(f"{stream.id}+")
-            return None
-        offer = self._choose_offer(stream, history, now_ms, steps)
-        steps.append(f"{stream.id}+")
-        self._record(steps, offer)
-        return offer
+        return f"{stream.id}{outcome}"
 
     def _bound(
         self,
@@ -296,6 +313,7 @@ class Router:
             steps.append("t")
             shares = self.bandit.weights(stream.id, [offer.offer_id for offer in offers], len(stream.offers))
             return self._weighted(offers, shares)
+        steps.append("w")
         return self._weighted(offers, [offer.weight for offer in offers])
 
     def _weighted(self, items: Sequence, weights: Sequence[float]):
@@ -310,23 +328,23 @@ class Router:
             steps.append(f"o{offer.offer_id}")
 
 
-# The route summary read back: a stream step's last character, as a trace verdict.
+# The route summary read back: a stream step's sign, as a trace verdict.
 STEP_VERDICTS = {"-": "no match", "c": "capped", "o": "offers capped", "+": "matched"}
+_STREAM_STEP = re.compile(r"(\d+)([-+co])\d*")
 
 
 def read_summary(summary: str) -> list[tuple[int, str]]:
     """(stream id, verdict) of each stream step in a stored route summary, in order ("bound" for `b13`).
 
-    Offer steps (`o5`, `u`, `f`) and campaign hops (`>alias`) name no stream considered; they are skipped.
+    Offer steps (`o5`, `u`, `f`, `w`), campaign hops (`>alias`), landers and the path's answer, origin
+    and bot steps (models/routing/path.py) name no stream considered; they are skipped.
     """
     steps = []
     for step in summary.split():
-        if step.startswith("l") and step[1:].isdigit():
-            continue  # The lander chosen.
         if step.startswith("b") and step[1:].isdigit():
             steps.append((int(step[1:]), "bound"))
             continue
-        number, verdict = step[:-1], STEP_VERDICTS.get(step[-1:])
-        if number.isdigit() and verdict is not None:
-            steps.append((int(number), verdict))
+        found = _STREAM_STEP.fullmatch(step)
+        if found is not None:
+            steps.append((int(found[1]), STEP_VERDICTS[found[2]]))
     return steps

@@ -26,6 +26,7 @@ from models.clicks.privacy import anonymized_ip
 from models.errors import LannerError
 from models.reporting.clicklog import ClickFilter, StoredClickError, list_clicks, stored_click
 from models.reporting.columnpages import CLICKS
+from models.reporting.clickpath import NOT_RECORDED
 from models.reporting.conversionlog import (
     LogFilter,
     list_conversions,
@@ -252,6 +253,7 @@ class ClickLogResource(PanelResource):
             "logs_clicks.html",
             session,
             rows=rows,
+            not_recorded=NOT_RECORDED,
             pager=pager,
             **log_chooser(sets, principal, choice, LOG_LABELS, pager),
             csv_query=pager.query(cursor=None, back=None, limit=None),
@@ -293,6 +295,7 @@ CLICK_CSV_HEADER = [
     "Browser",
     "Unique",
     "Bot",
+    "Path",
 ]
 
 
@@ -315,6 +318,7 @@ def click_csv_row(row: dict[str, Any], campaigns: dict[int, Any]) -> list[str]:
         csv_text(row.get("browser") or ""),
         "1" if row.get("is_unique_campaign") else "0",
         "1" if row.get("is_bot") == 1 else "0",
+        csv_text(row.get("path") or ""),
     ]
 
 
@@ -395,6 +399,8 @@ class ClickPageResource(PanelResource):
             names=name_ids([{"stream_id": found["stream_id"], "offer_id": found["offer_id"]}])[0],
             facts=facts,
             sub_ids=sub_ids,
+            decision_path=data["path"],
+            not_recorded=NOT_RECORDED,
             streams=data["streams"],
             conversions=conversions,
             campaign=campaigns.get(found["campaign_id"]),
@@ -475,6 +481,7 @@ class PostbackLogResource(PanelResource):
             tab=tab,
             tabs=tabs,
             rows=rows,
+            not_recorded=NOT_RECORDED,
             pager=pager,
             csv_query=pager.query(cursor=None, back=None, limit=None),
             campaigns=campaigns,

@@ -24,7 +24,13 @@ CLICK_LOG_PARAMS = (
 
 @api_resource
 class ClickLogResource:
-    operations = {"GET": Operation("Stored clicks, newest first.", params=CLICK_LOG_PARAMS, paginated=True)}
+    operations = {
+        "GET": Operation(
+            "Stored clicks, newest first, each with its decision path in words (`path`).",
+            params=CLICK_LOG_PARAMS,
+            paginated=True,
+        )
+    }
 
     def __init__(self, auth, db, settings=None) -> None:
         # Clicks LANNER_RAW_RETENTION took from the row store come from the history.
@@ -51,7 +57,8 @@ class ClickLogResource:
 class ClickResource:
     operations = {
         "GET": Operation(
-            "A stored click with its routing trace: each stream's filters re-evaluated on the stored values."
+            "A stored click with its decision path as it happened (`path`, in words) and, beside it,"
+            " each stream's filters as they are today re-evaluated on the stored values (`streams`)."
         )
     }
 
