@@ -25,8 +25,8 @@ from models.choices import POSTBACK_VERDICTS, SUB_ID_SLOTS
 from models.clicks.privacy import anonymized_ip
 from models.errors import LannerError
 from models.reporting.clicklog import ClickFilter, StoredClickError, list_clicks, stored_click
-from models.reporting.columnpages import CLICKS
 from models.reporting.clickpath import NOT_RECORDED
+from models.reporting.columnpages import CLICKS
 from models.reporting.conversionlog import (
     LogFilter,
     list_conversions,
