@@ -188,6 +188,8 @@ def test_the_issue_s_flow_from_login_to_a_viewer_who_cannot_save(browser, start_
         form = open_page("/panel/users", (By.CSS_SELECTOR, "form[action='/panel/users']"))
         fill(form, name=name, role=role, password=PASSWORD)
         form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        # The next page first: a lookup while it loads is "aborted by navigation", not "not found yet".
+        wait.until(seen.staleness_of(form))
         wait.until(seen.presence_of_element_located((By.LINK_TEXT, name)))
     find(By.LINK_TEXT, "vera").click()
     form = wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "form[action$='/share']")))

@@ -30,18 +30,22 @@ SELECT id FROM postback_delivery
 WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?
 """
 
+    # The limit is read once, in a materialized CTE: `WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP
+    # LOCKED)` may be run again for each outer row by a semi-join plan, each run skipping the rows the
+    # last one locked, and claimed every pending event (1,050 for a limit of 1,000, seen under load).
     SQL_CLAIM_DUE_EVENTS = """
-UPDATE postback_delivery SET next_attempt_at = ?, attempts = attempts + 1, updated_at = ?
-WHERE id IN (
+WITH due AS MATERIALIZED (
     SELECT id FROM postback_delivery
     WHERE connection_id = ? AND state = 'pending' AND next_attempt_at <= ?
     ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED
 )
-RETURNING id
+UPDATE postback_delivery SET next_attempt_at = ?, attempts = attempts + 1, updated_at = ?
+FROM due WHERE postback_delivery.id = due.id
+RETURNING postback_delivery.id
 """
 
     def claim_due_events(self, connection_id: int, now_ms: int, until_ms: int, limit: int) -> list[int]:
-        params = (until_ms, now_ms, connection_id, now_ms, limit)
+        params = (connection_id, now_ms, limit, until_ms, now_ms)
         return sorted(row[0] for row in self.conn.execute(self.SQL_CLAIM_DUE_EVENTS, params).fetchall())
 
     def _queued_id(self, sql: str, params: tuple) -> int | None:
