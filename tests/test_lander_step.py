@@ -321,7 +321,6 @@ def lp_lines(settings) -> list[bytes]:
     ]
 
 
-@pytest.mark.long
 def test_a_stopped_flusher_leaves_lander_clicks_bounded_in_memory_and_every_lp_click_answered(
     db, make_tracker, settings, clock
 ):
