@@ -24,8 +24,12 @@ OFFER = "https://offer.example/lp?click={subid}&cid={campaign_id}&cn={campaign_n
 
 
 @pytest.fixture
-def campaign(lanner):
-    lanner("campaign", "create", "Summer Sale", "--alias", "summer", "--offer-url", OFFER)
+def campaign(db):
+    """Campaign `summer`, made by the service the CLI calls (no CLI process a test: the clicks are the
+    subject)."""
+    from models.admin.services import create_campaign
+
+    create_campaign(db, "Summer Sale", "summer", offer_url=OFFER)
     return "summer"
 
 
