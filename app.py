@@ -133,10 +133,16 @@ def create_app(
 
 
 def create_admin_app(
-    settings: Settings, *, db: Database | None = None, find_principal=None, clock=None
+    settings: Settings,
+    *,
+    db: Database | None = None,
+    find_principal=None,
+    clock=None,
+    conversion_csv_chunk: int | None = None,
 ) -> falcon.App:
     """The admin worker's app: the report API, the admin API (/api/v1) and the web panel (/panel), on its
-    own connection (tests: theirs, their key lookup and their clock); never campaign URLs."""
+    own connection (tests: theirs, their key lookup and their clock, a conversion CSV's chunk that a few
+    rows cross); never campaign URLs."""
     from models.migrations.runner import require_current_schema
     from models.reporting.history import HistoryFiles
     from models.store.database import open_database
@@ -165,7 +171,9 @@ def create_admin_app(
     )
     app.add_route("/api/currency/rates", ExchangeRateApiResource(db))
     add_v1_routes(app, v1_routes(db, settings, find_principal=find_principal or principal_for))
-    add_panel_routes(app, db, settings, build_tracker=build_tracker, clock=clock)
+    add_panel_routes(
+        app, db, settings, build_tracker=build_tracker, clock=clock, conversion_csv_chunk=conversion_csv_chunk
+    )
     add_lander_routes(app, settings.landers_dir)  # The panel's preview, where no nginx is in front.
     app.add_error_handler(Exception, handle_unexpected)
     return app

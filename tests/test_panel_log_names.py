@@ -9,9 +9,10 @@ from __future__ import annotations
 import csv
 import io
 import re
+import time
 import urllib.parse
 
-from conftest import click, request
+from conftest import Clock, InProcessApp, click, request
 from test_panel import clicks, get, log_in, make_panel, own, panel, users  # noqa: F401
 from test_panel_logs import imported, stored_subids, subids, walk
 
@@ -131,15 +132,35 @@ def test_the_conversion_csv_is_the_log_as_shown_with_its_filters_every_page_of_i
     assert subids(get(panel, "/panel/conversions?campaign=2", frugal)[2]) == [row[1] for row in rows[1:]]
 
 
-def test_a_conversion_csv_longer_than_a_chunk_streams_every_row_once(panel, users, clicks, db):
+def streamed(app, path: str, cookie: str) -> list[bytes]:
+    """A 200 answer's body as the WSGI app hands it out, piece by piece."""
+    from falcon.testing import StartResponseMock, create_environ
+
+    answer = StartResponseMock()
+    environ = create_environ(path=path, headers={"Cookie": cookie}, remote_addr="127.0.0.1")
+    pieces = [piece for piece in app(environ, answer) if piece]
+    assert answer.status.startswith("200"), answer.status
+    return pieces
+
+
+def test_a_conversion_csv_longer_than_a_chunk_streams_every_row_once(env, users, clicks, db):
+    from app import create_admin_app
     from models.conversions.manual import import_conversions
     from models.conversions.postbacks import ConversionRecorder
-    from routes.panel.conversions import CSV_CHUNK
+    from settings import load_settings
 
+    # A chunk of 50 rows, not CSV_CHUNK's 1,000: 117 conversions cross it twice as 2,017 cross 1,000, and
+    # each one imported is a postback's worth of statements (the import is not what is tested).
+    chunk = 50
+    clock = Clock(time.time())
+    app = create_admin_app(load_settings(env), db=db, clock=clock, conversion_csv_chunk=chunk)
+    panel = InProcessApp(app, clock)
     every = stored_subids(db)
-    wanted = CSV_CHUNK * 2 + 17
+    wanted = chunk * 2 + 17
     lines = ["subid,tid,status,payout"] + [f"{every[n % len(every)]},t{n},lead,1" for n in range(wanted)]
     import_conversions(ConversionRecorder(db, park_ms=3_600_000), "\n".join(lines))
-    _, _, rows = read_csv(panel, log_in(panel))
+    pieces = streamed(app, "/panel/conversions.csv", log_in(panel))
+    assert len(pieces) == 3  # One piece per chunk read: 50, 50, then 17 rows.
+    rows = list(csv.reader(io.StringIO(b"".join(pieces).decode())))
     tids = [row[2] for row in rows[1:]]
     assert len(tids) == wanted and len(set(tids)) == wanted

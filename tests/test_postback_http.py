@@ -18,10 +18,16 @@ from conftest import click, raw_request, request
 
 
 @pytest.fixture
-def demo(lanner):
-    lanner("offer", "create", "Offer", "--url", "https://o.example/?s={subid}", "--payout", "4")
-    lanner("campaign", "create", "Demo", "--alias", "demo", "--offer-id", "1")
-    return lanner("postback", "key", "show").stdout.splitlines()[0].removeprefix("key: ")
+def demo(db):
+    """Offer 1 and campaign `demo`, made by the services the CLI calls (three CLI processes a test saved:
+    the postbacks are the subject); the postback key."""
+    from models.admin.services import create_campaign, create_offer
+    from models.conversions.postbacks import read_secret
+
+    offer = create_offer(db, "Offer", "https://o.example/?s={subid}", payout=4)
+    assert offer.id == 1
+    create_campaign(db, "Demo", "demo", offer_id=offer.id)
+    return read_secret(db, "postback_key")
 
 
 def landed_click(to, lanner, alias: str = "demo", **visitor: str) -> str:

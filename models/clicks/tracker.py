@@ -48,7 +48,7 @@ from peewee import Database
 from models.clicks.backlog import HEAD_BYTES, backlog_age, head_age
 from models.clicks.decision import Decision, decide, render_location, repeat_decision, repeat_of
 from models.clicks.enrichment import Lookups, look_up, stored_lookups
-from models.clicks.funnels import FunnelIndex
+from models.clicks.funnels import FUNNELS_IN_MEMORY, FunnelIndex
 from models.clicks.history import VisitorHistory
 from models.clicks.privacy import anonymized_ip
 from models.clicks.record import (
@@ -188,6 +188,7 @@ class ClickTracker:
         rng: random.Random | None = None,
         shared: SharedState | None = None,
         counts: memoryview | None = None,
+        funnels_in_memory: int = FUNNELS_IN_MEMORY,
     ) -> None:
         self.db = db
         # The worker's metric counts (models/ops/metrics.py): its shared slot under `lanner serve`.
@@ -225,8 +226,9 @@ class ClickTracker:
             start = read_position(db, spool_dir)
         # Unflushed clicks sent to a lander and LP clicks, every worker's, in journal order: pruned as
         # they land, the older ones on disk (models/clicks/funnels.py). Made before the journal, which
-        # fills it as it reads the lines.
-        self.funnels = FunnelIndex(spool_dir, clock)
+        # fills it as it reads the lines. (`funnels_in_memory` is the bound's count: a test crosses a
+        # smaller one with fewer clicks.)
+        self.funnels = FunnelIndex(spool_dir, clock, funnels_in_memory)
         self.journal = Journal(
             spool_dir, segment_bytes, start, self._remember_line, lambda: read_position(db, spool_dir)
         )

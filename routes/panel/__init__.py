@@ -24,8 +24,10 @@ def add_panel_routes(
     *,
     build_tracker: Callable[[Database, Settings], ClickTracker],
     clock=None,
+    conversion_csv_chunk: int | None = None,
 ) -> None:
-    """Route the panel's pages and static files on `app` (tests: `clock` moves the sessions' time).
+    """Route the panel's pages and static files on `app` (tests: `clock` moves the sessions' time,
+    `conversion_csv_chunk` replaces the conversion CSV's CSV_CHUNK).
 
     `build_tracker(db, settings)` builds the click pipeline the simulate page runs (app.py's: the app
     wires it in, routes never import the app)."""
@@ -72,7 +74,7 @@ def add_panel_routes(
     sessions = PanelSessions(db, client_address, settings.panel_session_hours, clock=clock)
     render = Renderer()
     panel_reports = PanelReports(db, settings.report_currency, HistoryFiles.for_reports(settings))
-    panel = PanelContext(db, settings, sessions, render, panel_reports, build_tracker)
+    panel = PanelContext(db, settings, sessions, render, panel_reports, build_tracker, conversion_csv_chunk)
     # One module per area of the panel, each adding its own pages.
     for module in (
         pages,

@@ -266,3 +266,4 @@ class PanelContext:
     render: Renderer
     reports: PanelReports
     build_tracker: Callable[[Database, Settings], ClickTracker]  # The simulate page's pipeline (app.py).
+    conversion_csv_chunk: int | None = None  # None: routes/panel/conversions.py's CSV_CHUNK.

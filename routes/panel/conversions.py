@@ -164,15 +164,19 @@ def csv_row(row: dict[str, Any], campaigns: dict[int, Any], hides_money: bool) -
 
 class ConversionCsvResource(PanelResource):
     """`GET /panel/conversions.csv`: every conversion the log's filters select (all its pages), the
-    columns it shows. Streamed: read CSV_CHUNK rows at a time by the log's own cursor, so a million rows
-    never sit in memory at once."""
+    columns it shows. Streamed: read `chunk` rows (CSV_CHUNK) at a time by the log's own cursor, so a
+    million rows never sit in memory at once."""
+
+    def __init__(self, sessions, render, chunk: int = CSV_CHUNK) -> None:
+        super().__init__(sessions, render)
+        self.chunk = chunk
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         principal = session.principal
         db = self.sessions.db
         visible, campaigns = visible_campaigns(db, principal)
-        query = log_filter(req, visible, principal, limit=CSV_CHUNK)
+        query = log_filter(req, visible, principal, limit=self.chunk)
         try:
             first = (
                 [] if visible == set() else list_conversions(db, query)
@@ -353,7 +357,10 @@ def add_routes(app: falcon.App, panel: PanelContext) -> None:
         panel.db, park_ms=panel.settings.postback_park_ms, history=click_history(panel.settings)
     )
     app.add_route("/panel/conversions", ConversionLogResource(sessions, render))
-    app.add_route("/panel/conversions.csv", ConversionCsvResource(sessions, render))
+    app.add_route(
+        "/panel/conversions.csv",
+        ConversionCsvResource(sessions, render, panel.conversion_csv_chunk or CSV_CHUNK),
+    )
     app.add_route(IMPORT_PATH, ConversionImportResource(sessions, render, recorder))
     app.add_route(
         f"/panel/conversions/{{conversion_id:int(min=1, max={MAX_ID})}}", ConversionResource(sessions, render)
