@@ -48,7 +48,8 @@ def land_clicks(db, rows: list[dict]) -> None:
                 ua_hash=ua_hash("ua"),
                 **{k: v for k, v in row.items() if k not in ("stream_id", "offer_id")},
             )
-            delta.add_clicks([[getattr(Click.get_by_id(click.id), column) for column in CLICK_COLUMNS]])
+            stored = Click.get_by_id(click.id)  # Once: not once per column.
+            delta.add_clicks([[getattr(stored, column) for column in CLICK_COLUMNS]])
         delta.apply(db.connection())
 
 

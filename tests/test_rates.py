@@ -124,7 +124,8 @@ def store_click(db, campaign, offer, created_ms: int) -> str:
         ua_hash=ua_hash("ua"),
     )
     delta = RollupDelta()
-    delta.add_clicks([[getattr(Click.get_by_id(click.id), column) for column in CLICK_COLUMNS]])
+    stored = Click.get_by_id(click.id)  # Once: not once per column.
+    delta.add_clicks([[getattr(stored, column) for column in CLICK_COLUMNS]])
     delta.apply(db.connection())
     return subid
 

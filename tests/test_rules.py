@@ -63,7 +63,8 @@ def land(
                 **columns,
             )
             subids.append(click.subid)
-            delta.add_clicks([[getattr(Click.get_by_id(click.id), column) for column in CLICK_COLUMNS]])
+            stored = Click.get_by_id(click.id)  # Once: not once per column.
+            delta.add_clicks([[getattr(stored, column) for column in CLICK_COLUMNS]])
         delta.apply(db.connection())
     recorder = ConversionRecorder(db, park_ms=3_600_000)
     for subid in subids[:sales]:
