@@ -96,14 +96,26 @@ def campaign_create(ctx: Context, name: str, alias: str, landers: tuple[str, ...
 
 @campaign.command("list")
 @click.option("--all", "include_archived", is_flag=True, help="Include archived campaigns.")
+@click.option("--tag", help="Only campaigns with this tag (case-blind).")
 @format_option
 @pass_context
-def campaign_list(ctx: Context, include_archived: bool, fmt: str) -> None:
-    """List campaigns."""
+def campaign_list(ctx: Context, include_archived: bool, tag: str | None, fmt: str) -> None:
+    """List campaigns, with their tags."""
     from models.admin.services import list_campaigns
+    from models.admin.tags import campaign_tags, has_tag, tag_text
 
-    rows = [campaign_fields(c) for c in list_campaigns(ctx.db, include_archived=include_archived)]
-    echo_rows(rows, ["id", "alias", "name", "status", "rotation", "uniqueness_hours", "source", "url"], fmt)
+    campaigns = list_campaigns(ctx.db, include_archived=include_archived)
+    tags = campaign_tags(ctx.db, [c.id for c in campaigns])
+    wanted = tag_text(tag)
+    rows = [
+        campaign_fields(c, tags.get(c.id, []))
+        for c in campaigns
+        if not wanted or has_tag(tags.get(c.id, []), wanted)
+    ]
+    if fmt != "json":  # One cell: the tags as the editor takes them.
+        rows = [{**row, "tags": ", ".join(row["tags"])} for row in rows]
+    columns = ["id", "alias", "name", "status", "rotation", "uniqueness_hours", "source", "tags", "url"]
+    echo_rows(rows, columns, fmt)
 
 
 @campaign.command("show")
@@ -121,7 +133,9 @@ def campaign_show(ctx: Context, ref: str, fmt: str) -> None:
         click.echo(json_text(data))
         return
     for key, value in data.items():
-        if key != "streams":
+        if key == "tags":
+            click.echo(f"tags: {', '.join(value)}")
+        elif key != "streams":
             click.echo(f"{key}: {value}")
     click.echo("streams:")
     echo_rows(data["streams"], STREAM_COLUMNS, "table")
@@ -176,3 +190,51 @@ def campaign_clone(ctx: Context, ref: str, name: str | None, alias: str | None) 
 
     copy = clone_campaign(ctx.db, ref, name=name, alias=alias)
     click.echo(f"/{copy.alias}")
+
+
+@campaign.group("tag")
+def campaign_tag() -> None:
+    """A campaign's tags: free names grouping campaigns ("push", "tier 1"), as the panel's list filters by."""
+
+
+@campaign_tag.command("add")
+@click.argument("ref")
+@click.argument("tags", nargs=-1, required=True)
+@pass_context
+def campaign_tag_add(ctx: Context, ref: str, tags: tuple[str, ...]) -> None:
+    """Tag a campaign (by id or alias) with TAGS (quote one with spaces); prints its tags."""
+    from models.admin.services import get_campaign
+    from models.admin.tags import add_campaign_tags
+
+    click.echo(", ".join(add_campaign_tags(ctx.db, get_campaign(ctx.db, ref), tags)))
+
+
+@campaign_tag.command("remove")
+@click.argument("ref")
+@click.argument("tags", nargs=-1, required=True)
+@pass_context
+def campaign_tag_remove(ctx: Context, ref: str, tags: tuple[str, ...]) -> None:
+    """Take TAGS off a campaign (case-blind; one it lacks is no error); prints the tags left."""
+    from models.admin.services import get_campaign
+    from models.admin.tags import remove_campaign_tags
+
+    click.echo(", ".join(remove_campaign_tags(ctx.db, get_campaign(ctx.db, ref), tags)))
+
+
+@campaign_tag.command("list")
+@click.argument("ref", required=False)
+@format_option
+@pass_context
+def campaign_tag_list(ctx: Context, ref: str | None, fmt: str) -> None:
+    """Every tag with how many campaigns carry it (archived ones too); with REF, that campaign's tags."""
+    from models.admin.services import get_campaign
+    from models.admin.tags import campaign_tags, tag_counts
+
+    if ref is not None:
+        found = get_campaign(ctx.db, ref)
+        mine = [{"tag": tag} for tag in campaign_tags(ctx.db, [found.id]).get(found.id, [])]
+        echo_rows(mine, ["tag"], fmt)
+        return
+    counts = tag_counts(campaign_tags(ctx.db))
+    rows: list[dict[str, Any]] = [{"tag": tag, "campaigns": count} for tag, count in counts]
+    echo_rows(rows, ["tag", "campaigns"], fmt)

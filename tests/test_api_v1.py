@@ -181,7 +181,8 @@ def test_campaign_refusals_are_the_services_sentences_as_400_404_409(admin, key)
         status == 400 and answer["description"] == "Give exactly one of an offer URL or an existing offer id."
     )
     status, answer = call(admin, "GET", "/campaigns?archived=1", key)
-    assert status == 400 and answer["description"] == "Unknown parameter 'archived'; use all, limit, cursor."
+    unknown = "Unknown parameter 'archived'; use all, tag, limit, cursor."
+    assert status == 400 and answer["description"] == unknown
     status, answer = call(admin, "GET", "/campaigns/nowhere", key)
     assert status == 404 and answer["description"] == "There is no campaign 'nowhere'."
     status, answer = call(admin, "PATCH", "/campaigns/summer", key, {"rotation": "sideways"})

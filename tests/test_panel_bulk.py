@@ -22,6 +22,10 @@ def test_the_list_offers_checkboxes_and_archives_and_clones_the_ticked_campaigns
     assert 'name="ids" value="1" form="campaign-bulk"' in html and 'value="clone">Clone' in html
     status, headers, _ = bulk(panel, cookie, csrf_token(html), "clone", [1, 2])
     assert status == 303 and headers["location"] == "/panel/campaigns?period=last_7_days&status=all"
+    # The list comes back as it was left: its tag, traffic, custom range, columns and sort too.
+    shown = "period=custom&from=2026-11-01&to=2026-11-30&traffic=1&tag=push&col=clicks,cr&sort=-clicks,name"
+    status, headers, _ = bulk(panel, cookie, csrf_token(html), "clone", [3], back=shown)
+    assert status == 303 and headers["location"] == f"/panel/campaigns?{shown}"
     copies = {c.alias: c for c in list_campaigns(db)}
     assert {"gen-0-copy", "gen-1-copy"} <= set(copies) and copies["gen-0-copy"].name == "Generated 0 (copy)"
     assert len(list_streams(db, "gen-0-copy")) == len(list_streams(db, "gen-0"))

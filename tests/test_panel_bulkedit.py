@@ -4,6 +4,7 @@ row in one transaction and audits each, a refused row stopping the whole apply, 
 
 from __future__ import annotations
 
+import html
 import re
 import urllib.parse
 
@@ -170,3 +171,33 @@ def test_bad_bulk_input_and_rows_not_one_s_own_get_a_clear_4xx(panel, catalogue,
     vera = log_in(panel, "vera")  # A viewer changes nothing.
     assert request(panel, OFFERS, {"Cookie": vera})[0] == 403
     assert request(panel, f"/panel/campaigns/{catalogue.id}/streams/bulk", {"Cookie": vera})[0] in (403, 404)
+
+
+def back_link(page: str) -> str:
+    return html.unescape(re.search(r'<p><a href="([^"]*)">←', page).group(1))
+
+
+def test_the_link_back_from_a_bulk_edit_shows_the_list_as_it_was_left(panel, catalogue, db):
+    cookie = log_in(panel)
+    shown = "period=last_7_days&status=all&q=old&sort=-name,status"
+    offers = request(panel, f"/panel/offers?{shown}", {"Cookie": cookie})[2].decode()
+    link = html.unescape(re.search(r'<a href="([^"]*)" id="bulk-offers">', offers).group(1))
+    assert link == f"{OFFERS}?{shown}"
+    assert back_link(request(panel, link, {"Cookie": cookie})[2].decode()) == f"/panel/offers?{shown}"
+    # The form posts to the page's own URL: after a preview and an apply the way back is still the list's.
+    status, page = send(panel, cookie, link, [2], do="preview", status="paused")
+    assert status == 200 and back_link(page) == f"/panel/offers?{shown}"
+    status, page = send(panel, cookie, link, [2], do="apply", status="paused")
+    assert status == 200 and "1 offers changed" in page and back_link(page) == f"/panel/offers?{shown}"
+    # The query is the list's only: it cannot lead the link anywhere but to the list.
+    sneaky = request(panel, f"{OFFERS}?%2F%2Fevil.example%2F=1", {"Cookie": cookie})[2].decode()
+    assert back_link(sneaky) == "/panel/offers?%2F%2Fevil.example%2F=1"
+    assert back_link(request(panel, OFFERS, {"Cookie": cookie})[2].decode()) == "/panel/offers"
+
+    editor = f"/panel/campaigns/{catalogue.id}"
+    period = "period=custom&from=2026-11-01&to=2026-11-30"
+    page = request(panel, f"{editor}?{period}", {"Cookie": cookie})[2].decode()
+    link = html.unescape(re.search(r'<a href="([^"]*)" id="bulk-streams">', page).group(1))
+    assert link == f"{editor}/streams/bulk?{period}"
+    status, page = send(panel, cookie, link, [1], do="apply", weight="7")
+    assert status == 200 and back_link(page) == f"{editor}?{period}"

@@ -435,6 +435,68 @@ def test_the_audit_log_is_admins_only_newest_first_filtered_paged_and_escaped(pa
         system.AUDIT_PAGE_ROWS = old_rows
 
 
+def test_the_audit_log_sorts_by_two_of_its_columns_pages_steadily_and_downloads_as_shown(panel, users, db):
+    import csv
+    import io
+
+    from models.accounts.principal import user_principal
+    from models.admin.services import create_campaign, update_campaign
+    from routes.panel import system
+
+    create_campaign(db, "First", "first", offer_url="https://o.example/")
+    update_campaign(
+        db, "first", name="Renamed", actor=user_principal(users["bert"].id, "bert", "buyer", False)
+    )
+    update_campaign(db, "first", name="Again", actor=user_principal(users["anna"].id, "Anna", "admin", False))
+    admin = log_in(panel, "anna")
+    entries = audit_entries(db)
+
+    def shown(html: str) -> list[tuple[str, str, str]]:
+        return re.findall(r'<td class="when">.*?</td>\s*<td>(.*?)</td>\s*<td>(\w+) <a[^>]*>(\w+)', html, re.S)
+
+    def what(entry) -> tuple[str, str, str]:
+        return (entry.actor, entry.action, entry.entity)
+
+    # Who A to Z (case-blind), then newest first; what (action, then entity and id), equal ones newest first.
+    by_who = sorted(entries, key=lambda e: (e.actor.lower(), e.actor, -e.created_at, -e.id))
+    assert shown(get(panel, "/panel/audit?sort=who,-when", admin)[2]) == [what(e) for e in by_who]
+    by_what = sorted(entries, key=lambda e: (e.action, e.entity, e.entity_id or 0, -e.id))
+    assert shown(get(panel, "/panel/audit?sort=what", admin)[2]) == [what(e) for e in by_what]
+    html = get(panel, "/panel/audit?entity=campaign&sort=-what", admin)[2]
+    assert [action for _, action, _ in shown(html)] == ["update", "update", "create"]
+    # A header click makes its column the first key, the first so far the second; the filters stay.
+    assert 'href="?period=all_time&amp;entity=campaign&amp;sort=who,-what" class="sort"' in html
+    assert 'aria-sort="descending"><a href="?period=all_time&amp;entity=campaign&amp;sort=what"' in html
+    assert 'name="sort" value="-what"' in html  # The filter form keeps the sort.
+    for bad in ("sort=changes", "sort=who,who", "sort=who&page=0", "sort=who&page=x", "sort=who&below=-1"):
+        assert get(panel, f"/panel/audit?{bad}", admin)[0] == 400, bad
+
+    old_rows = system.AUDIT_PAGE_ROWS
+    system.AUDIT_PAGE_ROWS = 3
+    try:
+        html = get(panel, "/panel/audit?sort=who,-when", admin)[2]
+        assert shown(html) == [what(e) for e in by_who[:3]]
+        older = re.search(r'<a href="\?([^"]+)" rel="next">', html).group(1).replace("&amp;", "&")
+        # An entry added meanwhile (by "aaron": it would sort first) pushes nothing onto the next page.
+        update_campaign(db, "first", name="Later", actor=user_principal(None, "aaron", "admin", False))
+        second = get(panel, "/panel/audit?" + older, admin)[2]
+        assert shown(second) == [what(e) for e in by_who[3:6]] and "Newest" in second
+    finally:
+        system.AUDIT_PAGE_ROWS = old_rows
+
+    # The CSV: every entry in the page's order (a line per changed field).
+    html = get(panel, "/panel/audit?sort=who,-when", admin)[2]
+    csv_path = (
+        re.search(r'href="(/panel/audit.csv[^"]*)" id="audit-csv"', html).group(1).replace("&amp;", "&")
+    )
+    assert csv_path == "/panel/audit.csv?period=all_time&sort=who,-when"
+    lines = list(csv.DictReader(io.StringIO(get(panel, csv_path, admin)[2])))
+    ids = [(line["Who"], line["Action"], line["Entity"], line["Entity id"]) for line in lines]
+    ids = [line for index, line in enumerate(ids) if index == 0 or ids[index - 1] != line]
+    expected = sorted(audit_entries(db), key=lambda e: (e.actor.lower(), e.actor, -e.created_at, -e.id))
+    assert [line[:3] for line in ids] == [what(e) for e in expected]
+
+
 # -- /panel/status -----------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +110,35 @@ def list_audit(
         AuditEntry(*row[:7], json.loads(row[7]), json.loads(row[8]))  # type: ignore[call-arg]  # mypy cannot count a row's slice.
         for row in rows
     ]
+
+
+def list_audit_sorted(
+    db: Database,
+    order: Sequence[tuple[str, bool]],
+    *,
+    offset: int = 0,
+    limit: int = 50,
+    **filters: Any,
+) -> list[AuditEntry]:
+    """As list_audit (its filters), sorted by `order` ((when, who or what; is descending), two at most;
+    equal entries newest first), `limit` of them from the `offset`-th."""
+    rows = AuditStore(db.connection()).sorted_entries(
+        filters.pop("entity", None),
+        filters.pop("entity_id", None),
+        filters.pop("since_ms", 0),
+        limit,
+        order=order,
+        offset=offset,
+        **filters,
+    )
+    return [
+        AuditEntry(*row[:7], json.loads(row[7]), json.loads(row[8]))  # type: ignore[call-arg]  # mypy cannot count a row's slice.
+        for row in rows
+    ]
+
+
+def newest_audit_id(db: Database) -> int | None:
+    return AuditStore(db.connection()).newest_id()
 
 
 def audit_actors(db: Database) -> list[str]:

@@ -25,17 +25,36 @@ MAX_TAGS = 20  # On one campaign.
 def parse_tags(text: str) -> list[str]:
     """The tags a comma-separated text names, in order, each once (spaces inside one collapsed);
     AdminError in one sentence for one too long or too many."""
+    return clean_tags(text.split(","))
+
+
+def clean_tags(names: Iterable[str]) -> list[str]:
+    """`names` as tags, in order, each once case-blind (spaces inside one collapsed, blank ones
+    dropped); AdminError in one sentence for one too long, one with a comma (the editor's text could
+    never say it back), or too many."""
     tags: list[str] = []
-    for part in text.split(","):
-        tag = " ".join(part.split())
+    for name in names:
+        tag = tag_text(name)
         if not tag or tag.lower() in (t.lower() for t in tags):
             continue
+        if "," in tag:
+            raise AdminError(f"A tag cannot hold a comma; {tag!r} does.")
         if len(tag) > MAX_TAG:
             raise AdminError(f"A tag is at most {MAX_TAG} characters; {tag[:MAX_TAG]!r}… is longer.")
         tags.append(tag)
     if len(tags) > MAX_TAGS:
         raise AdminError(f"A campaign takes at most {MAX_TAGS} tags.")
     return tags
+
+
+def tag_text(text: str | None) -> str:
+    """A tag as typed, its spaces collapsed ("" for none): what a filter by tag compares."""
+    return " ".join((text or "").split())
+
+
+def has_tag(tags: Iterable[str], tag: str) -> bool:
+    """Whether `tags` hold `tag` (tag_text's), case-blind: the one test of every list's tag filter."""
+    return tag.lower() in (name.lower() for name in tags)
 
 
 def campaign_tags(db: Database, campaign_ids: Iterable[int] | None = None) -> dict[int, list[str]]:
@@ -66,3 +85,38 @@ def set_campaign_tags(db: Database, campaign: Campaign, tags: list[str], *, acto
             CampaignTag.create(campaign=campaign.id, tag=tag)
         record_change(db, actor, "campaign", campaign.id, "update", {"tags": before}, {"tags": after})
     return True
+
+
+def add_campaign_tags(
+    db: Database, campaign: Campaign, names: Iterable[str], *, actor: Principal = CLI
+) -> list[str]:
+    """Add `names` to the campaign's tags (one it has already, in any case, stays as spelled); returns
+    its tags A to Z."""
+    with write_tx(db):
+        before = campaign_tags(db, [campaign.id]).get(campaign.id, [])
+        tags = clean_tags([*before, *names])
+        set_campaign_tags(db, campaign, tags, actor=actor)
+    return sorted(tags, key=str.lower)
+
+
+def remove_campaign_tags(
+    db: Database, campaign: Campaign, names: Iterable[str], *, actor: Principal = CLI
+) -> list[str]:
+    """Take `names` (case-blind) off the campaign's tags; one it does not have is no error. Returns its
+    tags A to Z."""
+    gone = {tag_text(name).lower() for name in names}
+    with write_tx(db):
+        before = campaign_tags(db, [campaign.id]).get(campaign.id, [])
+        tags = [tag for tag in before if tag.lower() not in gone]
+        set_campaign_tags(db, campaign, tags, actor=actor)
+    return tags
+
+
+def tag_counts(tags: dict[int, list[str]]) -> list[tuple[str, int]]:
+    """(tag, how many of the campaigns in `tags` carry it) A to Z; spellings differing in case are one
+    tag, named as the first campaign spells it."""
+    counts: dict[str, list] = {}
+    for campaign_id in sorted(tags):
+        for tag in tags[campaign_id]:
+            counts.setdefault(tag.lower(), [tag, 0])[1] += 1
+    return sorted(((name, count) for name, count in counts.values()), key=lambda item: item[0].lower())

@@ -6,7 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 
-def campaign_fields(campaign) -> dict[str, Any]:
+def campaign_fields(campaign, tags: list[str] | None = None) -> dict[str, Any]:
+    """A campaign as the CLI and the API show it; `tags`: its tags when the caller fetched a list's
+    at once (models/admin/tags.py), else they are looked up."""
+    if tags is None:
+        from models.admin.tags import campaign_tags
+
+        tags = (
+            campaign_tags(campaign._meta.database, [campaign.id]).get(campaign.id, []) if campaign.id else []
+        )
     return {
         "id": campaign.id,
         "alias": campaign.alias,
@@ -23,6 +31,7 @@ def campaign_fields(campaign) -> dict[str, Any]:
         "cost_currency": campaign.cost_currency,
         "owner_id": campaign.owner_id,  # The user who owns it (models/accounts/access.py); None: admins'.
         "token": campaign.token,  # Its Click API token (/click_api/v3); `--new-token` rotates it.
+        "tags": tags,  # Its groups, A to Z (models/admin/tags.py).
         **_urls(campaign),
     }
 

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import urllib.parse
-
 import falcon
 
 from models.accounts.access import creates_campaigns, editable_campaign_ids, visible_campaign_ids
 from models.admin.services import AdminError, archive_campaign, clone_campaign, get_campaign
-from routes.panel.common import PanelContext, PanelResource
+from routes.panel.common import PanelContext, PanelResource, back_to
 from routes.panel.session import read_form, read_form_lists
 
 ACTIONS = ("archive", "clone")
@@ -71,10 +69,9 @@ class CampaignBulkResource(PanelResource):
                     archive_campaign(db, campaign_id, actor=principal)
         except AdminError as exc:
             raise falcon.HTTPBadRequest(title="Not done", description=str(exc)) from None
-        back = urllib.parse.parse_qs(str(form.get("back") or ""))
-        kept: dict[str, str] = {name: back[name][0] for name in ("period", "status", "q") if name in back}
         resp.status = falcon.HTTP_303
-        resp.location = "/panel/campaigns?" + urllib.parse.urlencode(kept)
+        # The list as it was shown: every filter, the sort, the columns and the period.
+        resp.location = back_to("/panel/campaigns", str(form.get("back") or ""))
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:

@@ -22,7 +22,7 @@ from models.admin.bulkedit import (
 from models.admin.errors import AdminError
 from models.admin.services import list_offers, list_streams
 from models.choices import OFFER_STATUSES
-from routes.panel.common import FormError, PanelContext, PanelResource
+from routes.panel.common import FormError, PanelContext, PanelResource, back_to
 from routes.panel.editor import EditorResource
 from routes.panel.session import read_form_lists
 
@@ -57,7 +57,9 @@ def first_values(lists: dict[str, list[str]]) -> dict[str, str]:
 
 
 class BulkPage(PanelResource):
-    """The page both bulk edits share: the rows to tick, the change, the preview or the result."""
+    """The page both bulk edits share: the rows to tick, the change, the preview or the result. Its
+    query is the list's it came from (filters, sort, period): the form posts back to the same URL, so
+    the link back shows that list as it was through every preview and apply."""
 
     kind = ""
     statuses: tuple[str, ...] = ()
@@ -157,13 +159,14 @@ class OfferBulkResource(BulkPage):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         self.require_editor(session.principal)
-        self.show(req, resp, session, self.rows(session), back="/panel/offers")
+        self.show(req, resp, session, self.rows(session), back=back_to("/panel/offers", req.query_string))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
         self.require_editor(session.principal)
         rows = self.rows(session)
-        self.handle(req, resp, session, rows, apply_offer_edits, plan_offer_edits, back="/panel/offers")
+        back = back_to("/panel/offers", req.query_string)
+        self.handle(req, resp, session, rows, apply_offer_edits, plan_offer_edits, back=back)
 
 
 class StreamBulkResource(BulkPage, EditorResource):
@@ -180,13 +183,13 @@ class StreamBulkResource(BulkPage, EditorResource):
     def on_get(self, req: falcon.Request, resp: falcon.Response, campaign_id: int) -> None:
         session = self.sessions.require(req)
         campaign = self.campaign(session.principal, campaign_id, write=True)
-        extra = {"campaign": campaign, "back": f"/panel/campaigns/{campaign.id}"}
+        extra = {"campaign": campaign, "back": back_to(f"/panel/campaigns/{campaign.id}", req.query_string)}
         self.show(req, resp, session, self.rows(session, **extra), **extra)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, campaign_id: int) -> None:
         session = self.sessions.require(req)
         campaign = self.campaign(session.principal, campaign_id, write=True)
-        extra = {"campaign": campaign, "back": f"/panel/campaigns/{campaign.id}"}
+        extra = {"campaign": campaign, "back": back_to(f"/panel/campaigns/{campaign.id}", req.query_string)}
         rows = self.rows(session, **extra)
         self.handle(req, resp, session, rows, apply_stream_edits, plan_stream_edits, **extra)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -107,6 +108,18 @@ def chosen_period(req: falcon.Request) -> Period:
             title="Bad period", description="The from date must not be after the to date."
         )
     return Period("custom", since, until)
+
+
+MAX_BACK = 2000  # A list's state (filters, sort, columns, period) is far shorter; more is no one's link.
+
+
+def back_to(path: str, query: str) -> str:
+    """A link back to the list at `path` as `query` (the list's own query, carried through a page such
+    as a bulk edit) showed it: its filters, sort, columns and period. Only the query is taken from the
+    request, re-encoded pair by pair, so the link cannot lead off `path`."""
+    pairs = urllib.parse.parse_qsl(query[:MAX_BACK])
+    kept = urllib.parse.urlencode(pairs, safe=",")
+    return f"{path}?{kept}" if kept else path
 
 
 class FormError(LannerError, ValueError):

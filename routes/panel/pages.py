@@ -20,7 +20,7 @@ from models.accounts.access import (
 from models.accounts.logins import LoginRefused, LoginThrottled, log_in
 from models.accounts.sessions import end_session, open_session
 from models.admin.services import AdminError, get_campaign, list_campaigns, update_campaign
-from models.admin.tags import campaign_tags
+from models.admin.tags import campaign_tags, has_tag, tag_text
 from models.choices import CAMPAIGN_STATUSES
 from models.reporting.columnpages import CAMPAIGNS
 from models.reporting.summary import total_of, total_without, with_ratios
@@ -136,7 +136,7 @@ class CampaignListResource(PanelResource):
             sort_text = choice.sort
         sort = Sort.parse(sort_text, [column for column, _ in columns])
         with_traffic = req.get_param("traffic") in ("1", "on")  # Only campaigns with clicks in the period.
-        tag = " ".join((req.get_param("tag") or "").split())  # Only campaigns with this tag (case-blind).
+        tag = tag_text(req.get_param("tag"))  # Only campaigns with this tag (case-blind).
         visible = visible_campaign_ids(self.sessions.db, principal)
         editable = editable_campaign_ids(self.sessions.db, principal)  # Once, not a query per row.
         report = self.reports(principal, "campaign", period)
@@ -151,7 +151,7 @@ class CampaignListResource(PanelResource):
             row = with_ratios({}) | stats.get(campaign.id, {})
             if with_traffic and not row["clicks"]:
                 continue
-            if tag and tag.lower() not in (name.lower() for name in tags.get(campaign.id, [])):
+            if tag and not has_tag(tags.get(campaign.id, []), tag):
                 continue
             rows.append(
                 {

@@ -15,17 +15,20 @@ from typing import Any
 
 import falcon
 
-from models.accounts.audit import audit_actors, audit_entities, list_audit
+from models.accounts.audit import audit_actors, audit_entities, list_audit, list_audit_sorted, newest_audit_id
 from models.reporting.reports import preset_range
 from models.reporting.timerange import zone
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
 from routes.panel.people import local_time
 from routes.panel.reports import csv_text
+from routes.panel.sorting import Sort
 from settings import shown_settings
 
 AUDIT_PAGE_ROWS = 50
 AUDIT_CSV_CHUNK = 1000  # Entries read per query while the CSV streams.
 AUDIT_PERIODS = {"all_time": "All time", **PERIODS}
+AUDIT_SORTS = ("when", "who", "what")  # The columns shown but the changes (a list of fields each).
+MAX_AUDIT_PAGE = 1_000_000
 ENTITY_PATTERN = re.compile(r"^[a-z_]{1,40}$")  # What the services name entities (record_change).
 STATUS_SECTIONS = (
     "consumer",
@@ -102,17 +105,57 @@ def audit_query(req: falcon.Request, tz: str) -> tuple[dict[str, Any], dict[str,
     return query, {name: value for name, value in filters.items() if value}
 
 
+def audit_sort(req: falcon.Request) -> Sort:
+    """`?sort=` over AUDIT_SORTS, two keys (routes/panel/sorting.py); none: newest first."""
+    return Sort.parse(req.get_param("sort"), AUDIT_SORTS)
+
+
+def sorted_page(req: falcon.Request) -> int:
+    page = optional_id(req, "page") or 1
+    if page > MAX_AUDIT_PAGE:
+        raise falcon.HTTPBadRequest(title="Bad page", description=f"The page is 1 to {MAX_AUDIT_PAGE:,}.")
+    return page
+
+
+def sort_order(sort: Sort) -> list[tuple[str, bool]]:
+    return [(key.column, key.is_descending) for key in sort.keys]
+
+
 class AuditResource(PanelResource):
+    """Newest first, paged by the last entry's id; or sorted by up to two of its columns (`sort=`),
+    paged by number below the newest entry of the first page (`below`), so entries added meanwhile
+    neither repeat nor push others onto the next page."""
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = require_admin(self.sessions, req, "the audit log")
         tz = timezone_of(session.principal)
         query, filters = audit_query(req, tz)
-        cursor = optional_id(req, "cursor")
-        entries = list_audit(self.sessions.db, **query, before_id=cursor, limit=AUDIT_PAGE_ROWS + 1)
+        sort = audit_sort(req)
+        if sort.text:
+            filters = {**filters, "sort": sort.text}
         older = None
-        if len(entries) > AUDIT_PAGE_ROWS:
-            entries = entries[:AUDIT_PAGE_ROWS]
-            older = "?" + urllib.parse.urlencode({**filters, "cursor": entries[-1].id})
+        if sort.keys:
+            page = sorted_page(req)
+            below = optional_id(req, "below") or (newest_audit_id(self.sessions.db) or 0) + 1
+            entries = list_audit_sorted(
+                self.sessions.db,
+                sort_order(sort),
+                offset=(page - 1) * AUDIT_PAGE_ROWS,
+                limit=AUDIT_PAGE_ROWS + 1,
+                before_id=below,
+                **query,
+            )
+            cursor = page if page > 1 else None
+            if len(entries) > AUDIT_PAGE_ROWS:
+                entries = entries[:AUDIT_PAGE_ROWS]
+                older = "?" + urllib.parse.urlencode({**filters, "below": below, "page": page + 1})
+        else:
+            cursor = optional_id(req, "cursor")
+            entries = list_audit(self.sessions.db, **query, before_id=cursor, limit=AUDIT_PAGE_ROWS + 1)
+            if len(entries) > AUDIT_PAGE_ROWS:
+                entries = entries[:AUDIT_PAGE_ROWS]
+                older = "?" + urllib.parse.urlencode({**filters, "cursor": entries[-1].id})
+        plain = {name: value for name, value in filters.items() if name != "sort"}
         self.page(
             req,
             resp,
@@ -128,7 +171,14 @@ class AuditResource(PanelResource):
             actors=audit_actors(self.sessions.db),
             older=older,
             newest="?" + urllib.parse.urlencode(filters) if cursor else None,
-            csv_query=urllib.parse.urlencode(filters),
+            csv_query=urllib.parse.urlencode(filters, safe=","),
+            sort=sort,
+            sort_links={
+                column: urllib.parse.urlencode(
+                    {**plain, "sort": sort.clicked(column, is_descending_first=column == "when")}, safe=","
+                )
+                for column in AUDIT_SORTS
+            },
         )
 
 
@@ -141,19 +191,39 @@ class AuditCsvResource(PanelResource):
         session = require_admin(self.sessions, req, "the audit log")
         tz = timezone_of(session.principal)
         query, _ = audit_query(req, tz)
+        sort = audit_sort(req)
         resp.content_type = "text/csv; charset=utf-8"
         resp.set_header("Cache-Control", "no-store")
         resp.set_header("X-Content-Type-Options", "nosniff")
         resp.set_header("Content-Disposition", 'attachment; filename="lanner-audit.csv"')
-        resp.stream = self.lines(query, tz)
+        resp.stream = self.lines(query, tz, sort)
 
-    def lines(self, query: dict[str, Any], tz: str) -> Iterator[bytes]:
+    def chunks(self, query: dict[str, Any], sort: Sort) -> Iterator[list]:
+        """The entries in the page's order, AUDIT_CSV_CHUNK a query."""
+        db = self.sessions.db
+        if not sort.keys:
+            before_id = None
+            while True:
+                entries = list_audit(db, **query, before_id=before_id, limit=AUDIT_CSV_CHUNK)
+                yield entries
+                if len(entries) < AUDIT_CSV_CHUNK:
+                    return
+                before_id = entries[-1].id
+        below, offset = (newest_audit_id(db) or 0) + 1, 0  # Entries added while it streams stay out.
+        while True:
+            entries = list_audit_sorted(
+                db, sort_order(sort), offset=offset, limit=AUDIT_CSV_CHUNK, before_id=below, **query
+            )
+            yield entries
+            if len(entries) < AUDIT_CSV_CHUNK:
+                return
+            offset += AUDIT_CSV_CHUNK
+
+    def lines(self, query: dict[str, Any], tz: str, sort: Sort) -> Iterator[bytes]:
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(["Time", "Who", "Action", "Entity", "Entity id", "Field", "Old", "New"])
-        before_id = None
-        while True:
-            entries = list_audit(self.sessions.db, **query, before_id=before_id, limit=AUDIT_CSV_CHUNK)
+        for entries in self.chunks(query, sort):
             for entry in entries:
                 head = [
                     local_time(entry.created_at, tz),
@@ -167,9 +237,6 @@ class AuditCsvResource(PanelResource):
             yield out.getvalue().encode()
             out.seek(0)
             out.truncate()
-            if len(entries) < AUDIT_CSV_CHUNK:
-                return
-            before_id = entries[-1].id
 
 
 def section_rows(section: dict[str, Any]) -> list[tuple[str, str]]:

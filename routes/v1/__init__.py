@@ -76,6 +76,7 @@ def v1_routes(
         ("/campaigns", campaigns.CampaignListResource(auth, db)),
         ("/campaigns/{ref}", campaigns.CampaignResource(auth, db)),
         ("/campaigns/{ref}/clone", campaigns.CampaignCloneResource(auth, db)),
+        ("/campaigns/{ref}/tags", campaigns.CampaignTagsResource(auth, db)),
         ("/campaigns/{ref}/streams", campaigns.StreamListResource(auth, db, geo)),
         ("/campaigns/{ref}/streams/order", campaigns.StreamOrderResource(auth, db)),
         (f"/streams/{id_field('stream_id')}", campaigns.StreamResource(auth, db, geo)),

@@ -11,6 +11,7 @@ import falcon
 from models.accounts.access import editable_campaign_ids
 from models.admin import services
 from models.admin.landers import get_lander, stream_lander_rows
+from models.admin.tags import campaign_tags, clean_tags, has_tag, set_campaign_tags, tag_text
 from models.admin.views import campaign_fields
 from models.choices import CAMPAIGN_STATUSES, STREAM_TYPES
 from routes.v1.auth import require_campaign, require_creator, visible_campaigns
@@ -49,7 +50,9 @@ CAMPAIGN_UPDATE = (
     *CAMPAIGN_OPTIONS,
     Field("clear_source", "boolean", "No traffic source any more (its postback target goes too)."),
     Field("new_token", "boolean", "true: a new Click API token (/click_api/v3); the old one stops working."),
+    Field("tags", "strings", "Its tags, replacing the old ones ([]: none); case-blind, each once."),
 )
+CAMPAIGN_TAGS = (Field("tags", "strings", "Its tags, replacing the old ones ([]: none).", required=True),)
 STREAM_FIELDS = (
     Field("name", "string"),
     Field("type", "string", "intercepting, regular or fallback."),
@@ -136,9 +139,10 @@ def _shown(req: falcon.Request, campaigns: list) -> list[dict[str, Any]]:
     """campaign_fields, with the Click API token only for those who may change the campaign: the token
     records clicks (routes/clickapi.py), a read-only share must not."""
     editable = editable_campaign_ids(req.context.db, req.context.principal)
+    tags = campaign_tags(req.context.db, [c.id for c in campaigns])  # One query for the page.
     shown = []
     for campaign in campaigns:
-        data = campaign_fields(campaign)
+        data = campaign_fields(campaign, tags.get(campaign.id, []))
         if editable is not None and campaign.id not in editable:
             data["token"] = None
         shown.append(data)
@@ -180,7 +184,11 @@ class CampaignListResource:
     operations = {
         "GET": Operation(
             "Campaigns, by id.",
-            params=(Param("all", "true: archived ones too.", "boolean"), *PAGE_PARAMS),
+            params=(
+                Param("all", "true: archived ones too.", "boolean"),
+                Param("tag", "Only campaigns with this tag (case-blind)."),
+                *PAGE_PARAMS,
+            ),
             paginated=True,
         ),
         "POST": Operation(
@@ -197,6 +205,10 @@ class CampaignListResource:
         visible = visible_campaigns(req)
         if visible is not None:
             campaigns = [c for c in campaigns if c.id in visible]
+        tag = tag_text(req.get_param("tag"))
+        if tag:
+            tags = campaign_tags(self.db, [c.id for c in campaigns])
+            campaigns = [c for c in campaigns if has_tag(tags.get(c.id, []), tag)]
         items, following = page(req, campaigns, lambda c: [c.id])
         answer(req, resp, {"items": _shown(req, items), "next": following})
 
@@ -229,7 +241,13 @@ class CampaignResource:
     def on_patch(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         body = _campaign_changes(read_body(req, CAMPAIGN_UPDATE))
         campaign = _campaign(self.db, req, ref)
-        updated = services.update_campaign(self.db, campaign.id, actor=req.context.principal, **body)
+        # Checked before any change, so a bad tag leaves the other fields as they were too.
+        tags = clean_tags(body.pop("tags")) if "tags" in body else None
+        updated = campaign
+        if body or tags is None:
+            updated = services.update_campaign(self.db, campaign.id, actor=req.context.principal, **body)
+        if tags is not None:
+            set_campaign_tags(self.db, updated, tags, actor=req.context.principal)
         shown = campaign_fields(updated)
         if "cost_currency" in body:  # Accepted without a rate, but told.
             shown["warnings"] = services.rate_warnings(self.db, updated.cost_currency)
@@ -242,6 +260,29 @@ class CampaignResource:
             resp,
             campaign_fields(services.archive_campaign(self.db, campaign.id, actor=req.context.principal)),
         )
+
+
+@api_resource
+class CampaignTagsResource:
+    operations = {
+        "GET": Operation("A campaign's tags, A to Z."),
+        "PUT": Operation(
+            "Set a campaign's tags (case-blind, each once; [] takes them all off).", body=CAMPAIGN_TAGS
+        ),
+    }
+
+    def __init__(self, auth, db) -> None:
+        self.auth, self.db = auth, db
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        campaign = _campaign(self.db, req, ref)
+        answer(req, resp, {"tags": campaign_tags(self.db, [campaign.id]).get(campaign.id, [])})
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
+        body = read_body(req, CAMPAIGN_TAGS)
+        campaign = _campaign(self.db, req, ref)
+        set_campaign_tags(self.db, campaign, clean_tags(body["tags"]), actor=req.context.principal)
+        answer(req, resp, {"tags": campaign_tags(self.db, [campaign.id]).get(campaign.id, [])})
 
 
 CAMPAIGN_CLONE = (

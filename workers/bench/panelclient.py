@@ -98,6 +98,7 @@ API_LISTS: tuple[str, ...] = (
     "/api/v1/campaigns",
     "/api/v1/campaigns/{campaign}/streams",
     "/api/v1/campaigns/{campaign}/domains",
+    "/api/v1/campaigns/{campaign}/tags",
     "/api/v1/offers",
     "/api/v1/landers",
     "/api/v1/domains",

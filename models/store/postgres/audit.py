@@ -28,6 +28,15 @@ class AuditStore(base.AuditStore):
         'AND (CAST(?6 AS TEXT) IS NULL OR lower(actor COLLATE "C") = lower(CAST(?6 AS TEXT) COLLATE "C")) '
         "AND (CAST(?7 AS BIGINT) IS NULL OR id < ?7) ORDER BY id DESC LIMIT ?4"
     )
+    SQL_SORTED_ENTRIES = SQL_ENTRIES.replace(
+        "ORDER BY id DESC LIMIT ?4", "ORDER BY {order} LIMIT ?4 OFFSET ?8"
+    )
+    # Bytes, and ASCII folded for actors, as SQLite's BINARY and NOCASE (above).
+    SQL_SORT_TERMS = {
+        "when": ("created_at", "id"),
+        "who": ('lower(actor COLLATE "C")', 'actor COLLATE "C"'),
+        "what": ('action COLLATE "C"', 'entity COLLATE "C"', "entity_id"),
+    }
     # DISTINCT wants its ORDER BY in the select list: sort the distinct names outside it, bytes as
     # SQLite's BINARY.
     SQL_ACTORS = (
