@@ -20,7 +20,9 @@ conversion rate of a day are those of the same clicks.
 
 Money is in the report currency (models/reporting/currency.py), named in the report. Conversions whose
 currency has no exchange rate yet are not in revenue: the report lists them per currency, and
-says so, rather than add them unconverted.
+says so, rather than add them unconverted; and each row says how many of its own conversions wait
+for a rate (`unconverted`) and in which currencies and days (`unconverted_note`), so a row's revenue
+is either whole or marked as leaving those out.
 """
 
 from __future__ import annotations
@@ -116,6 +118,11 @@ REPORT_METRICS = (
     "lp_clicks",
     "lp_ctr",
 )
+# Per row: its conversions with revenue not in it for want of a rate, and a sentence naming their
+# currencies and the days they wait a rate for ("" when none).
+GAP_COLUMNS = ("unconverted", "unconverted_note")
+# A row's conversions waiting for a rate: (currency, UTC day start ms) -> [count, payout].
+Gaps = dict[tuple[str, int], list]
 # A detail-cube report over a longer range reads the columnar history instead (measured).
 HISTORY_DETAIL_MS = 7 * DAY_MS
 END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a whole number of days.
@@ -542,7 +549,7 @@ def _run_report(
         read = _read(
             db, store, pieces, shape, bounds, None, None if fallback or query.source == "raw" else history
         )
-    sums, labels, unconverted = read
+    sums, labels, unconverted, gaps = read
     notes = _currency_notes(store, query, currency, unconverted)
     if not raw_only:
         fallback = None  # The rollups answered but for edges inside an hour: not the slow way.
@@ -551,18 +558,21 @@ def _run_report(
     columns = list(query.group_by)
     time_index = columns.index(time_group) if time_group else None
     ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
-    rows = [_row(dict(zip(columns, key, strict=True)), metrics) for key, metrics in ordered]
+    rows = [
+        _row(dict(zip(columns, key, strict=True)), metrics, gaps.get(key), currency)
+        for key, metrics in ordered
+    ]
     totals = [0] * len(METRICS)
     for metrics in sums.values():
         for index, value in enumerate(metrics):
             totals[index] += value
     _name_ids(store, rows, query.group_by)
     names = [f"{g}_name" for g in query.group_by if g in NAMED_GROUPS]
-    total = _row({}, totals)
+    total = _row({}, totals, all_gaps(gaps), currency)
     if [row for row in (*rows, total) if _drop_non_finite(row)]:
         notes.append(NOT_FINITE_NOTE)
     return Report(
-        columns=columns + names + list(REPORT_METRICS),
+        columns=columns + names + list(REPORT_METRICS) + list(GAP_COLUMNS),
         rows=rows,
         total=total,
         start_ms=start,
@@ -597,12 +607,14 @@ def _read(
     bounds: tuple[int, int],
     history: HistoryFiles | None,
     orphans_history: HistoryFiles | None = None,
-) -> tuple[dict[tuple, list], _Labels, list[dict[str, Any]]]:
-    """The metric sums per group key of every piece, the labels that made their keys, and the
-    conversions left out of revenue for want of a rate. With `history`, the "history" pieces read the
-    columnar history: HISTORY_UNAVAILABLE if it cannot answer (missing, damaged, behind the row store,
-    locked past its read_wait, out of memory). `orphans_history`, without `history`: where to look up
-    the clicks of unconverted conversions the row store no longer holds (left out if it cannot answer)."""
+) -> tuple[dict[tuple, list], _Labels, list[dict[str, Any]], dict[tuple, Gaps]]:
+    """The metric sums per group key of every piece, the labels that made their keys, the
+    conversions left out of revenue for want of a rate, and those per group key (by currency and
+    day; those whose click only the history holds are in the list, not per key). With `history`, the
+    "history" pieces read the columnar history: HISTORY_UNAVAILABLE if it cannot answer (missing,
+    damaged, behind the row store, locked past its read_wait, out of memory). `orphans_history`,
+    without `history`: where to look up the clicks of unconverted conversions the row store no longer
+    holds (left out if it cannot answer)."""
     conn = db.connection()
     labels = _Labels(shape.time_group, shape.tz)
     sums: dict[tuple, list] = {}
@@ -658,6 +670,15 @@ def _read(
                     add_metrics(sums, key, row[-len(METRICS) :])
         by_currency: dict[str, list] = {}
         unconverted_rows = store.unconverted(*bounds, by_source.filters)
+        gaps: dict[tuple, Gaps] = {}
+        if unconverted_rows:  # PERF: a second look only when some conversion waits for a rate.
+            gaps = read_gaps(
+                store,
+                bounds,
+                (by_source.groups, by_source.filters, shape.bucket),
+                labels,
+                lambda key: by_label.key(by_network.key(by_source.key(key))),
+            )
         deleted_before = pruned_before(conn)
         if (
             deleted_before is not None
@@ -677,7 +698,61 @@ def _read(
         {"currency": code, "conversions": count, "payout": round(payout, 6)}
         for code, (count, payout) in sorted(by_currency.items())
     ]
-    return sums, labels, unconverted
+    return sums, labels, unconverted, gaps
+
+
+def read_gaps(
+    store: ReportStore,
+    bounds: tuple[int, int],
+    piece: tuple[tuple[str, ...], dict[str, tuple], int | None],
+    labels: _Labels,
+    key_of: Callable[[tuple], tuple | None],
+) -> dict[tuple, Gaps]:
+    """The conversions of `bounds` waiting for a rate per report key (`key_of` the store's group
+    values, a time bucket labelled first), by currency and day; `piece`: groups, filters, bucket."""
+    groups, filters, bucket = piece
+    gaps: dict[tuple, Gaps] = {}
+    for row in store.rows("unconverted", *bounds, groups=groups, filters=filters, bucket=bucket):
+        head, code, day_ms, count, payout = row[:-4], row[-4], row[-3], row[-2], row[-1]
+        key = key_of(tuple(head) if not bucket else (labels(head[0]), *head[1:]))
+        if key is not None:
+            counted = gaps.setdefault(key, {}).setdefault((code, int(day_ms)), [0, 0.0])
+            counted[0] += count
+            counted[1] += payout or 0.0
+    return gaps
+
+
+def all_gaps(gaps: dict[tuple, Gaps]) -> Gaps:
+    """Every row's gaps together: the total row's."""
+    summed: Gaps = {}
+    for by_day in gaps.values():
+        for day_key, (count, payout) in by_day.items():
+            counted = summed.setdefault(day_key, [0, 0.0])
+            counted[0] += count
+            counted[1] += payout
+    return summed
+
+
+def gap_note(gaps: Gaps | None, currency: str) -> str:
+    """One sentence naming a row's conversions that have no rate, per currency with their UTC days;
+    "" for none."""
+    if not gaps:
+        return ""
+    by_code: dict[str, list] = {}
+    for (code, day_ms), (count, payout) in sorted(gaps.items()):
+        item = by_code.setdefault(code, [0, 0.0, []])
+        item[0] += count
+        item[1] += payout
+        item[2].append(datetime.fromtimestamp(day_ms / 1000, UTC).date().isoformat())
+    parts = [
+        f"{count} in {code} (payout {round(payout, 6):g} {code}) on {', '.join(days)}"
+        for code, (count, payout, days) in by_code.items()
+    ]
+    total = sum(item[0] for item in by_code.values())
+    return (
+        f"{total} conversion{'s' if total != 1 else ''} without an exchange rate into {currency}, not in "
+        f"revenue, profit or ROI: {'; '.join(parts)} (UTC days)."
+    )
 
 
 def _looked_up_unconverted(
@@ -929,7 +1004,9 @@ def _ratio(numerator: float, denominator: float, scale: float = 1.0) -> float | 
     return round(numerator / denominator * scale, 4) if denominator else None
 
 
-def _row(groups: dict[str, Any], metrics: list) -> dict[str, Any]:
+def _row(
+    groups: dict[str, Any], metrics: list, gaps: Gaps | None = None, currency: str = ""
+) -> dict[str, Any]:
     values = dict(zip(METRICS, metrics, strict=True))
     conversions = values["leads"] + values["sales"] + values["rebills"]
     revenue = round(values["revenue"], 6)
@@ -962,6 +1039,8 @@ def _row(groups: dict[str, Any], metrics: list) -> dict[str, Any]:
         "lp_views": values["lp_views"],
         "lp_clicks": values["lp_clicks"],
         "lp_ctr": _ratio(values["lp_clicks"], values["lp_views"], 100),
+        "unconverted": sum(count for count, _ in gaps.values()) if gaps else 0,
+        "unconverted_note": gap_note(gaps, currency),
     }
 
 
