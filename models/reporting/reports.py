@@ -32,7 +32,7 @@ import dataclasses
 import itertools
 import math
 import time as time_module
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -53,7 +53,12 @@ from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.store.database import read_tx
 from models.store.duckdb.connection import HISTORY_UNAVAILABLE, HistoryBehind, HistoryIncomplete, open_history
 from models.store.duckdb.history import ColumnarHistory
-from models.store.duckdb.reports import history_click_rows, history_conversion_rows, history_unconverted
+from models.store.duckdb.reports import (
+    history_click_rows,
+    history_conversion_rows,
+    history_unconverted,
+    history_unconverted_rows,
+)
 from models.store.history import HistoryStore
 from models.store.reports import ReportStore
 from models.tables.dimensions import (
@@ -670,15 +675,8 @@ def _read(
                     add_metrics(sums, key, row[-len(METRICS) :])
         by_currency: dict[str, list] = {}
         unconverted_rows = store.unconverted(*bounds, by_source.filters)
-        gaps: dict[tuple, Gaps] = {}
-        if unconverted_rows:  # PERF: a second look only when some conversion waits for a rate.
-            gaps = read_gaps(
-                store,
-                bounds,
-                (by_source.groups, by_source.filters, shape.bucket),
-                labels,
-                lambda key: by_label.key(by_network.key(by_source.key(key))),
-            )
+        piece = (by_source.groups, by_source.filters, shape.bucket)
+        gap_rows: list[tuple] = []  # ReportStore.rows("unconverted")'s, of the clicks only the history holds.
         deleted_before = pruned_before(conn)
         if (
             deleted_before is not None
@@ -688,8 +686,21 @@ def _read(
             orphans = store.orphan_unconverted(bounds[0], min(bounds[1], deleted_before), by_source.filters)
             if columnar is not None:
                 unconverted_rows += history_unconverted(columnar, by_source.filters, orphans)
+                gap_rows = list(history_unconverted_rows(columnar, *piece, orphans))
             elif orphans and orphans_history is not None:
-                unconverted_rows += _looked_up_unconverted(orphans_history, by_source.filters, orphans)
+                listed, gap_rows = _looked_up_unconverted(orphans_history, piece, orphans)
+                unconverted_rows += listed
+        gaps: dict[tuple, Gaps] = {}
+        if unconverted_rows:  # PERF: a second look only when some conversion waits for a rate.
+            gaps = read_gaps(
+                itertools.chain(
+                    store.rows("unconverted", *bounds, groups=piece[0], filters=piece[1], bucket=piece[2]),
+                    gap_rows,
+                ),
+                shape.bucket,
+                labels,
+                lambda key: by_label.key(by_network.key(by_source.key(key))),
+            )
         for code, count, payout in unconverted_rows:
             counted = by_currency.setdefault(code, [0, 0.0])
             counted[0] += count
@@ -702,17 +713,12 @@ def _read(
 
 
 def read_gaps(
-    store: ReportStore,
-    bounds: tuple[int, int],
-    piece: tuple[tuple[str, ...], dict[str, tuple], int | None],
-    labels: _Labels,
-    key_of: Callable[[tuple], tuple | None],
+    rows: Iterable[tuple], bucket: int | None, labels: _Labels, key_of: Callable[[tuple], tuple | None]
 ) -> dict[tuple, Gaps]:
-    """The conversions of `bounds` waiting for a rate per report key (`key_of` the store's group
-    values, a time bucket labelled first), by currency and day; `piece`: groups, filters, bucket."""
-    groups, filters, bucket = piece
+    """The conversions waiting for a rate per report key, by currency and day, from ReportStore.rows
+    ("unconverted")'s `rows` (`key_of` their group values, a time bucket labelled first)."""
     gaps: dict[tuple, Gaps] = {}
-    for row in store.rows("unconverted", *bounds, groups=groups, filters=filters, bucket=bucket):
+    for row in rows:
         head, code, day_ms, count, payout = row[:-4], row[-4], row[-3], row[-2], row[-1]
         key = key_of(tuple(head) if not bucket else (labels(head[0]), *head[1:]))
         if key is not None:
@@ -756,17 +762,20 @@ def gap_note(gaps: Gaps | None, currency: str) -> str:
 
 
 def _looked_up_unconverted(
-    history: HistoryFiles, filters: dict[str, tuple], orphans: list[tuple]
-) -> list[tuple[str, int, float]]:
-    """history_unconverted in a history opened for it (PERF: only when such conversions exist); none
-    if the history cannot answer (their revenue is left out all the same: only the listing is short)."""
+    history: HistoryFiles, piece: tuple[tuple[str, ...], dict[str, tuple], int | None], orphans: list[tuple]
+) -> tuple[list[tuple[str, int, float]], list[tuple]]:
+    """history_unconverted and history_unconverted_rows in a history opened for them (PERF: only when
+    such conversions exist); none if the history cannot answer (their revenue is left out all the
+    same: only the listing is short)."""
     try:
         with open_history(
             history.path, write=False, memory_limit=history.memory_limit, wait=history.read_wait
         ) as conn:
-            return history_unconverted(conn, filters, orphans)
+            return history_unconverted(conn, piece[1], orphans), list(
+                history_unconverted_rows(conn, *piece, orphans)
+            )
     except HISTORY_UNAVAILABLE:
-        return []
+        return [], []
 
 
 def _check_answers(conn, columnar, history: HistoryFiles, pieces: list[tuple[str, int, int]]) -> None:

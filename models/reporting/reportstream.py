@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import time as time_module
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -61,6 +62,7 @@ from models.store.duckdb.reports import (
     QUARTER_HOUR_MS,
     history_conversion_rows,
     history_unconverted,
+    history_unconverted_rows,
     stream_groups,
 )
 from models.store.history import HistoryStore
@@ -150,20 +152,27 @@ def stream_report(
                 store.rows("raw", *bounds, groups=piece[0], filters=piece[1], bucket=bucket, after=position)
             )
             unconverted_rows = store.unconverted(*bounds, by_source.filters)
+            gap_rows: list[tuple] = []  # Of the conversions whose click only the history holds.
             deleted_before = pruned_before(conn)
             if deleted_before is not None and bounds[0] < deleted_before:
                 orphan_end = min(bounds[1], deleted_before)
                 orphans = store.orphan_conversions(bounds[0], orphan_end, by_source.filters)
                 rest += history_conversion_rows(columnar, *piece, orphans)
-                unconverted_rows += history_unconverted(
-                    columnar,
-                    by_source.filters,
-                    store.orphan_unconverted(bounds[0], orphan_end, by_source.filters),
-                )
+                unconverted_orphans = store.orphan_unconverted(bounds[0], orphan_end, by_source.filters)
+                unconverted_rows += history_unconverted(columnar, by_source.filters, unconverted_orphans)
+                gap_rows = list(history_unconverted_rows(columnar, *piece, unconverted_orphans))
             unconverted = _unconverted(unconverted_rows)
             label_of = _Labels(time_group, tz)
             gaps = (
-                read_gaps(store, bounds, piece, label_of, lambda key: by_network.key(by_source.key(key)))
+                read_gaps(
+                    itertools.chain(
+                        store.rows("unconverted", *bounds, groups=piece[0], filters=piece[1], bucket=bucket),
+                        gap_rows,
+                    ),
+                    bucket,
+                    label_of,
+                    lambda key: by_network.key(by_source.key(key)),
+                )
                 if unconverted  # PERF: a second look only when some conversion waits for a rate.
                 else {}
             )

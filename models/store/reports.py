@@ -179,8 +179,9 @@ class PieceSql(Dialectal):
         return sql, params
 
     def orphan_unconverted(self, start: int, end: int) -> tuple[str, list]:
-        """(click id, currency, payout) of each conversion of [start, end) with revenue that has no
-        exchange rate yet, whose click the row store no longer holds; filtered as orphan_conversions."""
+        """(click id, currency, payout, the UTC day it was recorded on as its start in ms) of each
+        conversion of [start, end) with revenue that has no exchange rate yet, whose click the row store
+        no longer holds; filtered as orphan_conversions."""
         where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
         where += [
             "cv.report_payout IS NULL",
@@ -188,7 +189,8 @@ class PieceSql(Dialectal):
             "NOT EXISTS (SELECT 1 FROM click AS c WHERE c.id = cv.click_id)",
         ]
         return (
-            f"SELECT cv.click_id, cv.currency, cv.payout FROM conversion AS cv WHERE {' AND '.join(where)}",
+            "SELECT cv.click_id, cv.currency, cv.payout, "
+            f"cv.created_at - cv.created_at % {DAY_MS} FROM conversion AS cv WHERE {' AND '.join(where)}",
             params,
         )
 
@@ -278,7 +280,7 @@ ORDER BY c.id
         return self.conn.execute(sql, params).fetchall()
 
     def orphan_unconverted(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple]:
-        """(click id, currency, payout) of the conversions unconverted() would count but for their click,
+        """(click id, currency, payout, day) of the conversions unconverted() would count but for their click,
         which is no longer in the row store (filtered by `filters`' ID_GROUPS, as orphan_conversions)."""
         id_filters = {name: values for name, values in filters.items() if name in ID_GROUPS}
         sql, params = self.piece_sql((), id_filters, None).orphan_unconverted(start, end)
