@@ -523,13 +523,18 @@ def test_each_report_row_names_its_sales_without_a_rate_by_currency_and_day_in_e
     status, _, body = request(app, f"/api/v1/reports?{query}&format=csv", {"X-Api-Key": frugal})
     assert status == 200 and b"unconverted" not in body and b"payout" not in body, body
 
-    # The CLI.
-    listed = lanner("report", "--preset", "all_time", "--group", "offer", "--csv").stdout
-    rows = {
-        int(row["offer"]): (int(row["unconverted"]), row["unconverted_note"])
-        for row in csv.DictReader(io.StringIO(listed))
-    }
-    assert rows == {offer: gaps[1:] for offer, gaps in by_offer.items()}
+    # The CLI's table: the count in a column, each row's sentence below it.
+    shown = lanner("report", "--preset", "all_time", "--group", "offer").stdout.splitlines()
+    header = shown[1].split()
+    assert header[-1] == "unconverted"
+    counts = {int(line.split()[0]): int(line.split()[-1]) for line in shown[2:5]}
+    assert counts == {offer: gaps[1] for offer, gaps in by_offer.items()}
+    notes = [line for line in shown if line.startswith("Note: ")]
+    assert notes[:2] == [
+        f"Note: {shop.offers['GBP'].id}: {gap(2, [DAY_1, DAY_3])}",
+        f"Note: total: {gap(2, [DAY_1, DAY_3])}",
+    ]
+    assert len(notes) == 3 and notes[2].startswith("Note: 2 conversions in GBP (payout 40 GBP) have no")
 
     # GBP's rate set for day 1: its day 3 sale takes it too (the latest at or before); no row has a gap.
     set_rates(db, {"GBP": 1.5}, day=DAY_1)
