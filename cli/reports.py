@@ -89,9 +89,19 @@ def report_command(
     rows = report.rows + (
         [{**report.total, report.columns[0]: "total"}] if fmt == "table" and report.rows else []
     )
+    columns = report.columns
     if fmt == "table":
         click.echo(f"Amounts in {report.currency}.")
-    echo_rows(rows, report.columns, fmt)
+        # The count where a row has conversions waiting for a rate, its sentence below the table.
+        columns = [
+            c for c in columns if c != "unconverted_note" and (c != "unconverted" or report.unconverted)
+        ]
+    echo_rows(rows, columns, fmt)
+    if fmt == "table":
+        for row in rows:
+            if row.get("unconverted_note"):
+                label = ", ".join(str(row.get(group)) for group in report.columns[: len(query.group_by)])
+                click.echo(f"Note: {label}: {row['unconverted_note']}")
     for note in report.notes:  # CSV: on stderr, so the file stays CSV.
         click.echo(f"Note: {note}", err=fmt == "csv")
 

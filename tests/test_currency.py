@@ -481,3 +481,21 @@ def test_a_real_worker_reads_the_rate_feed_when_it_starts(db, start_consumer, fe
         assert worker.process.poll() is None, worker.log
         time.sleep(0.1)
     assert [(row["currency"], row["rate"]) for row in list_rates(db)] == [("EUR", 1.25)], worker.log
+
+
+def test_a_revshare_percentage_is_not_scaled_by_its_campaigns_cost_currency_rate(
+    db, campaign, recorder, clock
+):
+    """50 % of each sale's payout, in a campaign whose cost currency is EUR: the share is a share at any
+    EUR rate (it was once multiplied by it, 62.5 % at 1.25), and without one (it was 0 %)."""
+    update_campaign(db, "mixed", cost_model="revshare", cost_value=50, cost_currency="EUR")
+    post(recorder, store_click(db, campaign, clock), payout="8", currency="GBP")  # Waits for GBP's rate.
+    post(recorder, store_click(db, campaign, clock), payout="7")  # USD: no EUR rate yet.
+    assert both_reports(db).total["cost"] == pytest.approx(7 * 0.5)
+    set_rates(db, {"EUR": 1.25})
+    post(recorder, store_click(db, campaign, clock), payout="10", currency="EUR")
+    assert both_reports(db).total["cost"] == pytest.approx(7 * 0.5 + 10 * 1.25 * 0.5)
+    set_rates(db, {"GBP": 1.5})  # The waiting sale converted, its share with it.
+    report = both_reports(db)
+    assert report.total["revenue"] == pytest.approx(8 * 1.5 + 7 + 10 * 1.25)
+    assert report.total["cost"] == pytest.approx((8 * 1.5 + 7 + 10 * 1.25) * 0.5)

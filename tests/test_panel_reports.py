@@ -674,3 +674,56 @@ def test_a_drilled_down_csv_keeps_its_filter_and_says_so_in_its_columns(panel, u
     )
     assert lines[-1][:3] == ["Generated 0", "Windows,Android", "Total"]
     assert int(lines[-1][3]) == expected.total["clicks"]
+
+
+def test_a_row_with_sales_without_a_rate_says_so_on_the_page_and_in_the_csv(
+    panel, users, db, settings, make_tracker, clock
+):
+    from datetime import UTC, datetime, timedelta
+
+    from models.admin.services import create_campaign, update_campaign
+    from models.clicks.spool import flush_spool
+    from models.clicks.visit import Visit
+    from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
+    from models.migrations.deferred import run_deferred
+
+    create_campaign(db, "Pounds", "pounds", offer_url="https://o.example/?s={subid}")
+    create_campaign(db, "Dollars", "dollars", offer_url="https://o.example/?s={subid}")
+    run_deferred(db)
+    tracker = make_tracker()
+    tracker.refresh()
+    subids = {
+        alias: tracker.track(tracker.campaign(alias), Visit(ip=f"198.51.100.{n}", user_agent="UA")).subid
+        for n, alias in enumerate(("pounds", "dollars"), 1)
+    }
+    flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    recorder = ConversionRecorder(db, park_ms=3_600_000, clock=clock)
+    for alias, currency in (("pounds", "GBP"), ("dollars", "USD")):
+        postback = parse_postback({"subid": subids[alias], "payout": "20", "currency": currency})
+        assert recorder.record(postback, Received("GET", "198.51.100.9", "test")).verdict == "created"
+    day = datetime.fromtimestamp(clock(), UTC).date()  # The tracker's and the recorder's.
+    days = f"period=custom&from={day - timedelta(days=1)}&to={day + timedelta(days=2)}"
+    html = ok(panel, f"/panel/reports?{days}&col=conversions&col=revenue", log_in(panel))
+    gaps = {}
+    for first in re.findall(r'<tr>\s*<td class="name">(.*?)</td>', html, re.S):
+        gap = re.search(r'<small class="rate-gap">(.*?)</small>', first, re.S)
+        if gap:
+            gaps[text(first[: gap.start()])] = text(gap.group(1))
+    sentence = (
+        "1 conversion without an exchange rate into USD, not in revenue, profit or ROI: 1 in GBP "
+        f"(payout 20 GBP) on {day} (UTC days)."
+    )
+    assert gaps == {"Pounds pounds": sentence}  # The name, the alias in small print.
+    assert table(html)["total"][0] == f"Total {sentence}"
+    _, _, body = request(
+        panel, f"/panel/reports.csv?{days}&col=conversions&col=revenue", {"Cookie": log_in(panel)}
+    )
+    lines = {line[0]: line[1:] for line in csv.reader(io.StringIO(body.decode()))}
+    assert lines["Campaign"][-2:] == ["Conversions without a rate", "Without a rate"]
+    assert lines["Pounds"] == ["1", "0.00", "1", sentence] and lines["Dollars"] == ["1", "20.00", "0", ""]
+    assert lines["Total"] == ["2", "20.00", "1", sentence]
+    update_campaign(db, "pounds", owner_id=users["frugal"].id)
+    cookie = log_in(panel, "frugal")
+    assert "GBP" not in ok(panel, f"/panel/reports?{days}", cookie)
+    _, _, body = request(panel, f"/panel/reports.csv?{days}", {"Cookie": cookie})
+    assert b"GBP" not in body and b"rate" not in body

@@ -426,3 +426,123 @@ def test_the_api_lists_rates_for_everyone_and_lets_only_admins_set_or_fetch_them
 def test_day_of_and_its_start_agree_at_the_edges_of_a_utc_day():
     start = day_start_ms(DAY_2)
     assert (day_of(start - 1), day_of(start), day_of(start + 86_399_999)) == (DAY_1, DAY_2, DAY_2)
+
+
+def test_each_report_row_names_its_sales_without_a_rate_by_currency_and_day_in_every_report(
+    db, env, clock, lanner
+):
+    """EUR has rates for days 1 and 3 (day 2, with none of its own, takes day 1's: the rule); GBP has
+    none. Each day's and each offer's revenue is the calculation at each day's rate, worked out here,
+    and a row holding GBP sales says how many and on which days, in run_report, both APIs (JSON and
+    CSV) and the CLI; from one not shown money, the note (it names payouts) is hidden with the rest.
+    """
+    import csv
+    import io
+    import json
+
+    from conftest import Clock, InProcessApp, request
+
+    from app import create_admin_app
+    from models.conversions.postbacks import read_secret
+    from routes.v1.auth import Principal, principal_for
+    from settings import load_settings
+
+    shop = Shop(db, clock)
+    set_rates(db, {"EUR": 1.25}, day=DAY_1)
+    set_rates(db, {"EUR": 1.2}, day=DAY_3)
+    for code, day in (("EUR", DAY_1), ("GBP", DAY_1), ("USD", DAY_1), ("EUR", DAY_2), ("USD", DAY_2)):
+        shop.sell(code, day, 9)
+    shop.sell("EUR", DAY_3, 9)
+    shop.sell("GBP", DAY_3, 10)
+
+    def gap(count: int, days: list[date]) -> str:
+        return (
+            f"{count} conversion{'s' if count != 1 else ''} without an exchange rate into USD, not in "
+            f"revenue, profit or ROI: {count} in GBP (payout {20 * count} GBP) on "
+            f"{', '.join(day.isoformat() for day in days)} (UTC days)."
+        )
+
+    by_day = {
+        source: run_report(db, ReportQuery(preset="all_time", group_by=("day",), source=source))
+        for source in ("auto", "raw")
+    }
+    assert by_day["auto"].rows == by_day["raw"].rows and by_day["auto"].total == by_day["raw"].total
+    assert {
+        row["day"]: (row["sales"], row["revenue"], row["unconverted"], row["unconverted_note"])
+        for row in by_day["auto"].rows
+    } == {
+        DAY_1.isoformat(): (3, pytest.approx(10 * 1.25 + 7), 1, gap(1, [DAY_1])),
+        DAY_2.isoformat(): (2, pytest.approx(10 * 1.25 + 7), 0, ""),
+        DAY_3.isoformat(): (2, pytest.approx(10 * 1.2), 1, gap(1, [DAY_3])),
+    }
+    total = by_day["auto"].total
+    assert (total["unconverted"], total["unconverted_note"]) == (2, gap(2, [DAY_1, DAY_3]))
+    assert by_day["auto"].unconverted == [{"currency": "GBP", "conversions": 2, "payout": 40.0}]
+    by_offer = {
+        row["offer"]: (row["revenue"], row["unconverted"], row["unconverted_note"])
+        for row in run_report(db, ReportQuery(preset="all_time", group_by=("offer",))).rows
+    }
+    assert by_offer == {
+        shop.offers["EUR"].id: (pytest.approx(10 * 1.25 * 2 + 10 * 1.2), 0, ""),
+        shop.offers["GBP"].id: (0, 2, gap(2, [DAY_1, DAY_3])),
+        shop.offers["USD"].id: (pytest.approx(7 * 2), 0, ""),
+    }
+
+    # The APIs, JSON and CSV (the CSV is the streamed report's).
+    frugal = "frugal-key-0123456789"  # An admin who is not shown money.
+
+    def find_principal(database, key):
+        if key == frugal:
+            return Principal(user_id=8, name="admin 8", role="admin", can_write=True, hides_money=True)
+        return principal_for(database, key)
+
+    app = InProcessApp(
+        create_admin_app(load_settings(env), db=db, find_principal=find_principal), Clock(time.time())
+    )
+    admin = read_secret(db, "api_key")
+    query = "preset=all_time&group=offer"
+    for path, key in ((f"/api/v1/reports?{query}", admin), (f"/api/report?{query}", admin)):
+        status, _, body = request(app, path, {"X-Api-Key": key})
+        assert status == 200, body
+        rows = {
+            row["offer"]: (row["unconverted"], row["unconverted_note"]) for row in json.loads(body)["rows"]
+        }
+        assert rows == {offer: gaps[1:] for offer, gaps in by_offer.items()}, path
+        status, _, body = request(app, f"{path}&format=csv", {"X-Api-Key": key})
+        assert status == 200, body
+        rows = {
+            int(row["offer"]): (int(row["unconverted"]), row["unconverted_note"])
+            for row in csv.DictReader(io.StringIO(body.decode()))
+        }
+        assert rows == {offer: gaps[1:] for offer, gaps in by_offer.items()}, path
+    status, _, body = request(app, f"/api/v1/reports?{query}", {"X-Api-Key": frugal})
+    shown = json.loads(body)
+    assert status == 200 and shown["rows"] and "unconverted" not in shown, body
+    assert not [
+        row for row in (*shown["rows"], shown["total"]) if {"unconverted", "unconverted_note"} & set(row)
+    ]
+    status, _, body = request(app, f"/api/v1/reports?{query}&format=csv", {"X-Api-Key": frugal})
+    assert status == 200 and b"unconverted" not in body and b"payout" not in body, body
+
+    # The CLI's table: the count in a column, each row's sentence below it.
+    shown = lanner("report", "--preset", "all_time", "--group", "offer").stdout.splitlines()
+    header = shown[1].split()
+    assert header[-1] == "unconverted"
+    counts = {int(line.split()[0]): int(line.split()[-1]) for line in shown[2:5]}
+    assert counts == {offer: gaps[1] for offer, gaps in by_offer.items()}
+    notes = [line for line in shown if line.startswith("Note: ")]
+    assert notes[:2] == [
+        f"Note: {shop.offers['GBP'].id}: {gap(2, [DAY_1, DAY_3])}",
+        f"Note: total: {gap(2, [DAY_1, DAY_3])}",
+    ]
+    assert len(notes) == 3 and notes[2].startswith("Note: 2 conversions in GBP (payout 40 GBP) have no")
+
+    # GBP's rate set for day 1: its day 3 sale takes it too (the latest at or before); no row has a gap.
+    set_rates(db, {"GBP": 1.5}, day=DAY_1)
+    report = run_report(db, ReportQuery(preset="all_time", group_by=("day",)))
+    assert [(row["revenue"], row["unconverted"], row["unconverted_note"]) for row in report.rows] == [
+        (pytest.approx(10 * 1.25 + 20 * 1.5 + 7), 0, ""),
+        (pytest.approx(10 * 1.25 + 7), 0, ""),
+        (pytest.approx(10 * 1.2 + 20 * 1.5), 0, ""),
+    ]
+    assert (report.total["unconverted"], report.total["unconverted_note"], report.notes) == (0, "", [])

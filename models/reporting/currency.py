@@ -279,11 +279,13 @@ def _move_conversions(conn, rows: list[tuple], rate: float, report: str) -> int:
 
 def campaign_cost(conn, campaign_id: int, report: str) -> tuple[str, float]:
     """The campaign's cost model and value in the report currency (value 0 while its currency has no
-    rate: reports say so)."""
+    rate: reports say so); a revshare value is a percentage of the payout, which no rate scales."""
     row = CurrencyStore(conn).campaign_cost(campaign_id)
     if row is None:
         return "cpc", 0.0
     model, value, currency = row
+    if model == "revshare":
+        return model, value
     rate = rate_of(conn, currency, report)
     return model, (value * rate if rate is not None else 0.0)
 

@@ -20,7 +20,9 @@ conversion rate of a day are those of the same clicks.
 
 Money is in the report currency (models/reporting/currency.py), named in the report. Conversions whose
 currency has no exchange rate yet are not in revenue: the report lists them per currency, and
-says so, rather than add them unconverted.
+says so, rather than add them unconverted; and each row says how many of its own conversions wait
+for a rate (`unconverted`) and in which currencies and days (`unconverted_note`), so a row's revenue
+is either whole or marked as leaving those out.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import dataclasses
 import itertools
 import math
 import time as time_module
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -51,7 +53,12 @@ from models.reporting.timerange import TimeRangeError, local_instant, zone
 from models.store.database import read_tx
 from models.store.duckdb.connection import HISTORY_UNAVAILABLE, HistoryBehind, HistoryIncomplete, open_history
 from models.store.duckdb.history import ColumnarHistory
-from models.store.duckdb.reports import history_click_rows, history_conversion_rows, history_unconverted
+from models.store.duckdb.reports import (
+    history_click_rows,
+    history_conversion_rows,
+    history_unconverted,
+    history_unconverted_rows,
+)
 from models.store.history import HistoryStore
 from models.store.reports import ReportStore
 from models.tables.dimensions import (
@@ -116,6 +123,11 @@ REPORT_METRICS = (
     "lp_clicks",
     "lp_ctr",
 )
+# Per row: its conversions with revenue not in it for want of a rate, and a sentence naming their
+# currencies and the days they wait a rate for ("" when none).
+GAP_COLUMNS = ("unconverted", "unconverted_note")
+# A row's conversions waiting for a rate: (currency, UTC day start ms) -> [count, payout].
+Gaps = dict[tuple[str, int], list]
 # A detail-cube report over a longer range reads the columnar history instead (measured).
 HISTORY_DETAIL_MS = 7 * DAY_MS
 END_OF_TIME = (1 << 52) // DAY_MS * DAY_MS  # Unix ms far beyond any click; a whole number of days.
@@ -542,7 +554,7 @@ def _run_report(
         read = _read(
             db, store, pieces, shape, bounds, None, None if fallback or query.source == "raw" else history
         )
-    sums, labels, unconverted = read
+    sums, labels, unconverted, gaps = read
     notes = _currency_notes(store, query, currency, unconverted)
     if not raw_only:
         fallback = None  # The rollups answered but for edges inside an hour: not the slow way.
@@ -551,18 +563,21 @@ def _run_report(
     columns = list(query.group_by)
     time_index = columns.index(time_group) if time_group else None
     ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
-    rows = [_row(dict(zip(columns, key, strict=True)), metrics) for key, metrics in ordered]
+    rows = [
+        _row(dict(zip(columns, key, strict=True)), metrics, gaps.get(key), currency)
+        for key, metrics in ordered
+    ]
     totals = [0] * len(METRICS)
     for metrics in sums.values():
         for index, value in enumerate(metrics):
             totals[index] += value
     _name_ids(store, rows, query.group_by)
     names = [f"{g}_name" for g in query.group_by if g in NAMED_GROUPS]
-    total = _row({}, totals)
+    total = _row({}, totals, all_gaps(gaps), currency)
     if [row for row in (*rows, total) if _drop_non_finite(row)]:
         notes.append(NOT_FINITE_NOTE)
     return Report(
-        columns=columns + names + list(REPORT_METRICS),
+        columns=columns + names + list(REPORT_METRICS) + list(GAP_COLUMNS),
         rows=rows,
         total=total,
         start_ms=start,
@@ -597,12 +612,14 @@ def _read(
     bounds: tuple[int, int],
     history: HistoryFiles | None,
     orphans_history: HistoryFiles | None = None,
-) -> tuple[dict[tuple, list], _Labels, list[dict[str, Any]]]:
-    """The metric sums per group key of every piece, the labels that made their keys, and the
-    conversions left out of revenue for want of a rate. With `history`, the "history" pieces read the
-    columnar history: HISTORY_UNAVAILABLE if it cannot answer (missing, damaged, behind the row store,
-    locked past its read_wait, out of memory). `orphans_history`, without `history`: where to look up
-    the clicks of unconverted conversions the row store no longer holds (left out if it cannot answer)."""
+) -> tuple[dict[tuple, list], _Labels, list[dict[str, Any]], dict[tuple, Gaps]]:
+    """The metric sums per group key of every piece, the labels that made their keys, the
+    conversions left out of revenue for want of a rate, and those per group key (by currency and
+    day; those whose click only the history holds are in the list, not per key). With `history`, the
+    "history" pieces read the columnar history: HISTORY_UNAVAILABLE if it cannot answer (missing,
+    damaged, behind the row store, locked past its read_wait, out of memory). `orphans_history`,
+    without `history`: where to look up the clicks of unconverted conversions the row store no longer
+    holds (left out if it cannot answer)."""
     conn = db.connection()
     labels = _Labels(shape.time_group, shape.tz)
     sums: dict[tuple, list] = {}
@@ -658,6 +675,8 @@ def _read(
                     add_metrics(sums, key, row[-len(METRICS) :])
         by_currency: dict[str, list] = {}
         unconverted_rows = store.unconverted(*bounds, by_source.filters)
+        piece = (by_source.groups, by_source.filters, shape.bucket)
+        gap_rows: list[tuple] = []  # ReportStore.rows("unconverted")'s, of the clicks only the history holds.
         deleted_before = pruned_before(conn)
         if (
             deleted_before is not None
@@ -667,8 +686,21 @@ def _read(
             orphans = store.orphan_unconverted(bounds[0], min(bounds[1], deleted_before), by_source.filters)
             if columnar is not None:
                 unconverted_rows += history_unconverted(columnar, by_source.filters, orphans)
+                gap_rows = list(history_unconverted_rows(columnar, *piece, orphans))
             elif orphans and orphans_history is not None:
-                unconverted_rows += _looked_up_unconverted(orphans_history, by_source.filters, orphans)
+                listed, gap_rows = _looked_up_unconverted(orphans_history, piece, orphans)
+                unconverted_rows += listed
+        gaps: dict[tuple, Gaps] = {}
+        if unconverted_rows:  # PERF: a second look only when some conversion waits for a rate.
+            gaps = read_gaps(
+                itertools.chain(
+                    store.rows("unconverted", *bounds, groups=piece[0], filters=piece[1], bucket=piece[2]),
+                    gap_rows,
+                ),
+                shape.bucket,
+                labels,
+                lambda key: by_label.key(by_network.key(by_source.key(key))),
+            )
         for code, count, payout in unconverted_rows:
             counted = by_currency.setdefault(code, [0, 0.0])
             counted[0] += count
@@ -677,21 +709,73 @@ def _read(
         {"currency": code, "conversions": count, "payout": round(payout, 6)}
         for code, (count, payout) in sorted(by_currency.items())
     ]
-    return sums, labels, unconverted
+    return sums, labels, unconverted, gaps
+
+
+def read_gaps(
+    rows: Iterable[tuple], bucket: int | None, labels: _Labels, key_of: Callable[[tuple], tuple | None]
+) -> dict[tuple, Gaps]:
+    """The conversions waiting for a rate per report key, by currency and day, from ReportStore.rows
+    ("unconverted")'s `rows` (`key_of` their group values, a time bucket labelled first)."""
+    gaps: dict[tuple, Gaps] = {}
+    for row in rows:
+        head, code, day_ms, count, payout = row[:-4], row[-4], row[-3], row[-2], row[-1]
+        key = key_of(tuple(head) if not bucket else (labels(head[0]), *head[1:]))
+        if key is not None:
+            counted = gaps.setdefault(key, {}).setdefault((code, int(day_ms)), [0, 0.0])
+            counted[0] += count
+            counted[1] += payout or 0.0
+    return gaps
+
+
+def all_gaps(gaps: dict[tuple, Gaps]) -> Gaps:
+    """Every row's gaps together: the total row's."""
+    summed: Gaps = {}
+    for by_day in gaps.values():
+        for day_key, (count, payout) in by_day.items():
+            counted = summed.setdefault(day_key, [0, 0.0])
+            counted[0] += count
+            counted[1] += payout
+    return summed
+
+
+def gap_note(gaps: Gaps | None, currency: str) -> str:
+    """One sentence naming a row's conversions that have no rate, per currency with their UTC days;
+    "" for none."""
+    if not gaps:
+        return ""
+    by_code: dict[str, list] = {}
+    for (code, day_ms), (count, payout) in sorted(gaps.items()):
+        item = by_code.setdefault(code, [0, 0.0, []])
+        item[0] += count
+        item[1] += payout
+        item[2].append(datetime.fromtimestamp(day_ms / 1000, UTC).date().isoformat())
+    parts = [
+        f"{count} in {code} (payout {round(payout, 6):g} {code}) on {', '.join(days)}"
+        for code, (count, payout, days) in by_code.items()
+    ]
+    total = sum(item[0] for item in by_code.values())
+    return (
+        f"{total} conversion{'s' if total != 1 else ''} without an exchange rate into {currency}, not in "
+        f"revenue, profit or ROI: {'; '.join(parts)} (UTC days)."
+    )
 
 
 def _looked_up_unconverted(
-    history: HistoryFiles, filters: dict[str, tuple], orphans: list[tuple]
-) -> list[tuple[str, int, float]]:
-    """history_unconverted in a history opened for it (PERF: only when such conversions exist); none
-    if the history cannot answer (their revenue is left out all the same: only the listing is short)."""
+    history: HistoryFiles, piece: tuple[tuple[str, ...], dict[str, tuple], int | None], orphans: list[tuple]
+) -> tuple[list[tuple[str, int, float]], list[tuple]]:
+    """history_unconverted and history_unconverted_rows in a history opened for them (PERF: only when
+    such conversions exist); none if the history cannot answer (their revenue is left out all the
+    same: only the listing is short)."""
     try:
         with open_history(
             history.path, write=False, memory_limit=history.memory_limit, wait=history.read_wait
         ) as conn:
-            return history_unconverted(conn, filters, orphans)
+            return history_unconverted(conn, piece[1], orphans), list(
+                history_unconverted_rows(conn, *piece, orphans)
+            )
     except HISTORY_UNAVAILABLE:
-        return []
+        return [], []
 
 
 def _check_answers(conn, columnar, history: HistoryFiles, pieces: list[tuple[str, int, int]]) -> None:
@@ -929,7 +1013,9 @@ def _ratio(numerator: float, denominator: float, scale: float = 1.0) -> float | 
     return round(numerator / denominator * scale, 4) if denominator else None
 
 
-def _row(groups: dict[str, Any], metrics: list) -> dict[str, Any]:
+def _row(
+    groups: dict[str, Any], metrics: list, gaps: Gaps | None = None, currency: str = ""
+) -> dict[str, Any]:
     values = dict(zip(METRICS, metrics, strict=True))
     conversions = values["leads"] + values["sales"] + values["rebills"]
     revenue = round(values["revenue"], 6)
@@ -962,6 +1048,8 @@ def _row(groups: dict[str, Any], metrics: list) -> dict[str, Any]:
         "lp_views": values["lp_views"],
         "lp_clicks": values["lp_clicks"],
         "lp_ctr": _ratio(values["lp_clicks"], values["lp_views"], 100),
+        "unconverted": sum(count for count, _ in gaps.values()) if gaps else 0,
+        "unconverted_note": gap_note(gaps, currency),
     }
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import time as time_module
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,9 +34,11 @@ from models.reporting.currency import CurrencyError, check_report_currency
 from models.reporting.history import HistoryFiles
 from models.reporting.reports import (
     END_OF_TIME,
+    GAP_COLUMNS,
     LABEL_GROUP,
     REPORT_METRICS,
     TIME_GROUPS,
+    Gaps,
     ParentGroups,
     ReportError,
     ReportQuery,
@@ -46,7 +49,9 @@ from models.reporting.reports import (
     _Labels,
     _range,
     _row,
+    all_gaps,
     campaign_ids,
+    read_gaps,
     resolve_names,
     run_report,
 )
@@ -57,6 +62,7 @@ from models.store.duckdb.reports import (
     QUARTER_HOUR_MS,
     history_conversion_rows,
     history_unconverted,
+    history_unconverted_rows,
     stream_groups,
 )
 from models.store.history import HistoryStore
@@ -146,17 +152,30 @@ def stream_report(
                 store.rows("raw", *bounds, groups=piece[0], filters=piece[1], bucket=bucket, after=position)
             )
             unconverted_rows = store.unconverted(*bounds, by_source.filters)
+            gap_rows: list[tuple] = []  # Of the conversions whose click only the history holds.
             deleted_before = pruned_before(conn)
             if deleted_before is not None and bounds[0] < deleted_before:
                 orphan_end = min(bounds[1], deleted_before)
                 orphans = store.orphan_conversions(bounds[0], orphan_end, by_source.filters)
                 rest += history_conversion_rows(columnar, *piece, orphans)
-                unconverted_rows += history_unconverted(
-                    columnar,
-                    by_source.filters,
-                    store.orphan_unconverted(bounds[0], orphan_end, by_source.filters),
-                )
+                unconverted_orphans = store.orphan_unconverted(bounds[0], orphan_end, by_source.filters)
+                unconverted_rows += history_unconverted(columnar, by_source.filters, unconverted_orphans)
+                gap_rows = list(history_unconverted_rows(columnar, *piece, unconverted_orphans))
             unconverted = _unconverted(unconverted_rows)
+            label_of = _Labels(time_group, tz)
+            gaps = (
+                read_gaps(
+                    itertools.chain(
+                        store.rows("unconverted", *bounds, groups=piece[0], filters=piece[1], bucket=bucket),
+                        gap_rows,
+                    ),
+                    bucket,
+                    label_of,
+                    lambda key: by_network.key(by_source.key(key)),
+                )
+                if unconverted  # PERF: a second look only when some conversion waits for a rate.
+                else {}
+            )
             notes = name_notes + _currency_notes(store, resolved, currency, unconverted)
             names = {group: store.names(group) for group in resolved.group_by if group in NAMED_GROUPS}
         parents = {
@@ -173,27 +192,31 @@ def stream_report(
             position=position,
             queued=queued,
             rest=rest,
-            label_of=_Labels(time_group, tz),
+            label_of=label_of,
             parents=parents,
             chunk=chunk,
         )
     except HISTORY_UNAVAILABLE:
         reading.close()
         return _in_memory(db, query, now, history)  # It says why in a note, as every report does.
+
     except BaseException:
         reading.close()
         raise
     columns = list(resolved.group_by)
     shown = [renames.get(column, column) for column in columns]
     stream = ReportStream(
-        columns=shown + [f"{g}_name" for g in resolved.group_by if g in NAMED_GROUPS] + list(REPORT_METRICS),
+        columns=shown
+        + [f"{g}_name" for g in resolved.group_by if g in NAMED_GROUPS]
+        + list(REPORT_METRICS)
+        + list(GAP_COLUMNS),
         currency=currency,
         notes=notes,
         rows=iter(()),
         streamed=True,
         unconverted=unconverted,
     )
-    stream.rows = ClosingRows(_rows(stream.totals, reading, rows, shown, names), reading)
+    stream.rows = ClosingRows(_rows(stream.totals, reading, rows, shown, names, (gaps, currency)), reading)
     return stream
 
 
@@ -226,6 +249,7 @@ def _rows(
     rows: Iterator[tuple],
     columns: list[str],
     names: dict[str, dict[int, str]],
+    gaps: tuple[dict[tuple, Gaps], str],
 ) -> Iterator[dict[str, Any]]:
     """Each summed row as run_report's rows are, the history closed at the end (or when abandoned)."""
     width = len(columns)
@@ -240,7 +264,12 @@ def _rows(
                 continue  # No group: DuckDB's one row of no clicks.
             for index, value in enumerate(metrics):
                 totals[index] += value
-            out = _row(dict(zip(columns, row[:width], strict=True)), metrics)
+            out = _row(
+                dict(zip(columns, row[:width], strict=True)),
+                metrics,
+                gaps[0].get(tuple(row[:width])),
+                gaps[1],
+            )
             for group, by_id in names.items():  # An id group is never renamed (sub_id_N are).
                 value = out[group]
                 out[f"{group}_name"] = by_id.get(value, "") if value else ""
@@ -248,7 +277,7 @@ def _rows(
                     out[group] = None
             _drop_non_finite(out)
             yield out
-    total = _row({}, totals)
+    total = _row({}, totals, all_gaps(gaps[0]), gaps[1])
     _drop_non_finite(total)
     totals_out.append(total)
 

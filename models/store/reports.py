@@ -179,8 +179,9 @@ class PieceSql(Dialectal):
         return sql, params
 
     def orphan_unconverted(self, start: int, end: int) -> tuple[str, list]:
-        """(click id, currency, payout) of each conversion of [start, end) with revenue that has no
-        exchange rate yet, whose click the row store no longer holds; filtered as orphan_conversions."""
+        """(click id, currency, payout, the UTC day it was recorded on as its start in ms) of each
+        conversion of [start, end) with revenue that has no exchange rate yet, whose click the row store
+        no longer holds; filtered as orphan_conversions."""
         where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
         where += [
             "cv.report_payout IS NULL",
@@ -188,9 +189,26 @@ class PieceSql(Dialectal):
             "NOT EXISTS (SELECT 1 FROM click AS c WHERE c.id = cv.click_id)",
         ]
         return (
-            f"SELECT cv.click_id, cv.currency, cv.payout FROM conversion AS cv WHERE {' AND '.join(where)}",
+            "SELECT cv.click_id, cv.currency, cv.payout, "
+            f"cv.created_at - cv.created_at % {DAY_MS} FROM conversion AS cv WHERE {' AND '.join(where)}",
             params,
         )
+
+    def raw_unconverted(self, start: int, end: int) -> tuple[str, list]:
+        """Per group (at the click's time and dimensions), currency and UTC day the conversion was
+        recorded on (the day whose rate it waits for): (count, payout) of the conversions with revenue,
+        pending or not, that have no exchange rate yet."""
+        where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
+        where += ["cv.report_payout IS NULL", "cv.status IN ('lead', 'sale', 'rebill')"]
+        select = self._select("c.", "c.created_at")
+        select += ["cv.currency", f"cv.created_at - cv.created_at % {DAY_MS}"]
+        keys = ", ".join(str(n) for n in range(1, len(select) + 1))
+        select += ["COUNT(*)", self.money_sum("cv.payout")]
+        sql = (
+            f"SELECT {', '.join(select)} FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id "
+            f"WHERE {' AND '.join(where)} GROUP BY {keys}"
+        )
+        return sql, params
 
     # Each dialect's own (models/store/sqlite/, models/store/postgres/).
     money_sum: Callable[[str], str]
@@ -235,7 +253,8 @@ ORDER BY c.id
     ) -> Iterator[tuple]:
         """The metric sums of [start, end) per group, read from `source`: a rollup table, or "raw"
         (clicks, then conversions at their click's time; with `after`, the history's position, only the
-        clicks the columnar history does not answer for).
+        clicks the columnar history does not answer for), or "unconverted" (raw_unconverted's rows:
+        the conversions without a rate per group, currency and day, ending in count and payout).
 
         Each row is (the time bucket, when `bucket` is a width in ms; the values of `groups`; the
         sums of METRICS). A filter's values are what its column holds (ints for ID_GROUPS). A group
@@ -243,7 +262,9 @@ ORDER BY c.id
         """
         lp = RollupStore(self.conn).present_metrics() == METRICS
         sql = self.piece_sql(groups, filters, bucket, lp)
-        if source == "raw":
+        if source == "unconverted":
+            statements = [sql.raw_unconverted(start, end)]
+        elif source == "raw":
             statements = [sql.raw_clicks(start, end, after), sql.raw_conversions(start, end)]
         else:
             statements = [sql.rollup(source, start, end)]
@@ -259,7 +280,7 @@ ORDER BY c.id
         return self.conn.execute(sql, params).fetchall()
 
     def orphan_unconverted(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple]:
-        """(click id, currency, payout) of the conversions unconverted() would count but for their click,
+        """(click id, currency, payout, day) of the conversions unconverted() would count but for their click,
         which is no longer in the row store (filtered by `filters`' ID_GROUPS, as orphan_conversions)."""
         id_filters = {name: values for name, values in filters.items() if name in ID_GROUPS}
         sql, params = self.piece_sql((), id_filters, None).orphan_unconverted(start, end)

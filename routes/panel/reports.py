@@ -782,6 +782,7 @@ class ReportBuilderPage(PanelResource):
             can_chart_rows=state.group not in TIME_GROUPS,
             max_series_rows=MAX_SERIES_ROWS,
             notes=[] if report is None or principal.hides_money else money_notes(report),
+            shows_gaps=not principal.hides_money,  # A gap's note names payouts.
             raw_reason=report.raw_reason if report else None,
             fallback=report.fallback if report else None,
             csv_url=state.url("/panel/reports.csv"),
@@ -819,27 +820,51 @@ class ReportCsvResource(PanelResource):
         name = "-".join(["lanner-report", *state.groups[: state.level + 1], state.period])
         resp.set_header("Content-Disposition", f'attachment; filename="{name}.csv"')
         currency = stream.currency if stream else self.builder.reports.report_currency
-        resp.stream = self.lines(state, stream, campaigns, scope, currency)
+        # Only a report with conversions waiting for a rate has the two columns saying which, per row.
+        gaps = bool(stream and stream.unconverted) and not principal.hides_money
+        resp.stream = self.lines(state, stream, campaigns, scope, currency, gaps)
 
     @staticmethod
-    def lines(state: BuilderState, stream, campaigns: dict, scope: list[tuple[str, str]], currency: str):
+    def lines(
+        state: BuilderState,
+        stream,
+        campaigns: dict,
+        scope: list[tuple[str, str]],
+        currency: str,
+        gaps: bool = False,
+    ):
         out = io.StringIO()
         writer = csv.writer(out)
         fixed = [csv_text(value) for _, value in scope]
         label = GROUP_LABELS.get(state.group, state.group)
         writer.writerow(
             [*(name for name, _ in scope), label, *(metric_header(m, currency) for m in state.columns)]
+            + (list(GAP_HEADERS) if gaps else [])
         )
         for count, row in enumerate(stream.rows if stream else (), 1):
             shown, _ = display(state.group, row[state.group], row, campaigns)
-            writer.writerow([*fixed, csv_text(shown), *(csv_number(m, row.get(m)) for m in state.columns)])
+            writer.writerow(
+                [*fixed, csv_text(shown), *(csv_number(m, row.get(m)) for m in state.columns)]
+                + (gap_cells(row) if gaps else [])
+            )
             if count % CSV_CHUNK_ROWS == 0:
                 yield out.getvalue().encode()
                 out.seek(0)
                 out.truncate()
         total = (stream.total if stream else None) or EMPTY_TOTAL
-        writer.writerow([*fixed, "Total", *(csv_number(m, total.get(m)) for m in state.columns)])
+        writer.writerow(
+            [*fixed, "Total", *(csv_number(m, total.get(m)) for m in state.columns)]
+            + (gap_cells(total) if gaps else [])
+        )
         yield out.getvalue().encode()
+
+
+GAP_HEADERS = ("Conversions without a rate", "Without a rate")
+
+
+def gap_cells(row: dict) -> list:
+    """A CSV row's count of conversions waiting for a rate and the sentence naming them."""
+    return [row.get("unconverted") or 0, csv_text(row.get("unconverted_note") or "")]
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:

@@ -40,6 +40,7 @@ MONEY_FIELDS = frozenset(
         "report_amount",
         "per_click",
         "unconverted",
+        "unconverted_note",
     }
 )
 

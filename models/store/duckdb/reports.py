@@ -119,10 +119,13 @@ def history_unconverted(
     conn: Any, filters: dict[str, tuple], orphans: list[tuple]
 ) -> list[tuple[str, int, float]]:
     """(currency, conversions, payout) of the unconverted conversions whose click only the history
-    holds (`orphans`: (click id, currency, payout) each, from the row store), filtered on their clicks."""
+    holds (`orphans`: (click id, currency, payout, day) each, from the row store), filtered on their
+    clicks."""
     if not orphans:
         return []
-    click_ids, currencies, payouts = (list(column) for column in zip(*orphans, strict=True))
+    click_ids, currencies, payouts = (
+        list(column) for column in zip(*(row[:3] for row in orphans), strict=True)
+    )
     sql, params = PieceSql((), filters, None).orphan_unconverted_joined(
         click_ids, currencies, [float(payout or 0) for payout in payouts]
     )
@@ -222,3 +225,24 @@ def stream_groups(
 def _fetched(cursor: Any, chunk: int) -> Iterator[tuple]:
     while batch := cursor.fetchmany(chunk):
         yield from batch
+
+
+def history_unconverted_rows(
+    conn: Any,
+    groups: tuple[str, ...],
+    filters: dict[str, tuple],
+    bucket: int | None,
+    orphans: list[tuple],
+) -> Iterator[tuple]:
+    """ReportStore.rows("unconverted")'s rows for the unconverted conversions whose click only the
+    history holds (`orphans`: (click id, currency, payout, day) each, from the row store), grouped by
+    the history's copy of their click: one row per conversion (the caller sums them)."""
+    if not orphans:
+        return
+    by_click: dict[int, list[tuple]] = {}
+    for click_id, currency, payout, day_ms in orphans:
+        by_click.setdefault(click_id, []).append((currency, day_ms, 1, float(payout or 0)))
+    sql, params = PieceSql(groups, filters, bucket).clicks_groups(list(by_click))
+    for click_id, *key in conn.execute(sql, params).fetchall():
+        for conversion in by_click[click_id]:
+            yield (*key, *conversion)
