@@ -43,13 +43,15 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _opener = urllib.request.build_opener(_NoRedirect)
 
 
-def http_send(method: str, url: str, headers: dict[str, str], body: bytes | None) -> Reply:
+def http_send(
+    method: str, url: str, headers: dict[str, str], body: bytes | None, timeout: float = REQUEST_TIMEOUT
+) -> Reply:
     """One request (the URL holds no credential), redirects not followed; never raises."""
     request = urllib.request.Request(
         url, data=body, method=method, headers={"User-Agent": USER_AGENT, **headers}
     )
     try:
-        with _opener.open(request, timeout=REQUEST_TIMEOUT) as response:
+        with _opener.open(request, timeout=timeout) as response:
             return Reply(response.status, response.read(16 << 20))
     except urllib.error.HTTPError as exc:
         said = exc.read(1 << 20) if exc.fp is not None else b""
