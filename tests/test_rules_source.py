@@ -5,7 +5,6 @@ client code; refusals, a missing connection, undo, the limit, and the CLI and AP
 from __future__ import annotations
 
 import functools
-import json
 import time
 
 import pytest
@@ -17,6 +16,7 @@ from test_rules import CLICKED_AT, HOUR, land, push, push_campaign  # noqa: F401
 
 from models.optimisation.rules import (
     RuleConflict,
+    RuleError,
     create_rule,
     rule_log,
     run_rules,
@@ -78,14 +78,27 @@ def states() -> list[tuple[str, str]]:
     return [(a.target, a.state) for a in RuleAction.select().order_by(RuleAction.target)]
 
 
-def test_a_zone_is_excluded_at_the_source_once_within_the_limit_and_undo_takes_it_back(
+def test_a_zone_is_skipped_until_a_connection_maps_its_campaign_then_excluded_once_and_undone(
     db, push, propeller, access
 ):
-    connect(db)
+    with pytest.raises(RuleError, match="pause_at_source is for zones"):
+        source_rule(db, dimension="offer")
     rule = source_rule(db)
-    assert rule.warnings == ()
+    assert len(rule.warnings) == 1 and "no active PropellerAds spend connection" in rule.warnings[0]
+    skipped = run_rules(db, now=NOW, sources=access)
+    assert skipped.acted == [] and "no active PropellerAds spend connection" in skipped.skipped[0][1]
+    assert states() == [("10", "skipped")]
+    connect(db, mapped=False)
+    assert "maps a platform campaign onto 'push'" in run_rules(db, now=NOW, sources=access).skipped[0][1]
+    map_ids(db, "propeller", {PLATFORM_CAMPAIGN: "push"})
+    set_spend_status(db, "propeller", "paused")
+    assert run_rules(db, now=NOW, sources=access).acted == [] and propeller.paths == []
+    set_spend_status(db, "propeller", "active")
+
     first = run_rules(db, now=NOW, sources=access)
     assert [a.target for a in first.acted] == ["10"] and first.plans[0].held_back == 1
+    assert states() == [("10", "done")]
+    assert propeller.paths[0] == f"/v5/adv/campaigns/{PLATFORM_CAMPAIGN}/targeting/exclude/zone"
     assert propeller.excluded[PLATFORM_CAMPAIGN] == [10, 99]  # The union: the hand-made 99 stays.
     second = run_rules(db, now=NOW, sources=access)
     assert [a.target for a in second.acted] == ["6"]
@@ -140,30 +153,6 @@ def test_a_refusing_slow_or_garbled_source_leaves_a_failed_row_and_the_next_run_
     assert RuleAction.get().undone_at is None and propeller.excluded[PLATFORM_CAMPAIGN] == [10, 99]
 
 
-def test_no_connection_or_no_mapping_is_skipped_with_one_sentence_and_warned_of_at_creation(
-    db, push, propeller, access
-):
-    rule = source_rule(db)
-    assert len(rule.warnings) == 1 and "no active PropellerAds spend connection" in rule.warnings[0]
-    result = run_rules(db, now=NOW, sources=access)
-    assert result.acted == [] and "no active PropellerAds spend connection" in result.skipped[0][1]
-    assert states() == [("10", "skipped")]
-    connect(db, mapped=False)
-    assert "maps a platform campaign onto 'push'" in run_rules(db, now=NOW, sources=access).skipped[0][1]
-    map_ids(db, "propeller", {PLATFORM_CAMPAIGN: "push"})
-    set_spend_status(db, "propeller", "paused")
-    assert run_rules(db, now=NOW, sources=access).acted == []
-    set_spend_status(db, "propeller", "active")
-    assert [a.target for a in run_rules(db, now=NOW, sources=access).acted] == ["10"]
-    assert states() == [("10", "done")] and propeller.excluded[PLATFORM_CAMPAIGN] == [10, 99]
-    assert propeller.paths[0] == f"/v5/adv/campaigns/{PLATFORM_CAMPAIGN}/targeting/exclude/zone"
-
-
-def test_pause_at_source_is_refused_for_offers_landers_and_streams(db, push_campaign):
-    with pytest.raises(Exception, match="pause_at_source is for zones"):
-        source_rule(db, dimension="offer")
-
-
 def test_the_cli_and_the_api_make_run_and_undo_a_rule_that_pauses_at_the_source(
     lanner, env, db, push, propeller
 ):
@@ -180,7 +169,7 @@ def test_the_cli_and_the_api_make_run_and_undo_a_rule_that_pauses_at_the_source(
     connect(db)
     assert "1 action(s)" in lanner("rule", "run").stdout
     assert propeller.excluded[PLATFORM_CAMPAIGN] == [42, 99]
-    log = json.loads(lanner("rule", "log", "--json").stdout)
+    log = rule_log(db)
     assert [(row["target"], row["state"]) for row in log] == [("42", "done")]
     undone = lanner("rule", "undo", str(log[0]["id"])).stdout
     assert "Undone: pause_at_source of 42 (the source answered: campaign 5001: 200" in undone
