@@ -14,6 +14,7 @@ from spend_fakes import PROPELLER_TOKEN, SpendFake
 from test_api_v1 import call, key  # noqa: F401 (fixtures)
 from test_rules import CLICKED_AT, HOUR, land, push, push_campaign  # noqa: F401 (fixtures)
 
+from models.optimisation.labels import scope_of, set_labels
 from models.optimisation.rules import (
     RuleConflict,
     RuleError,
@@ -198,3 +199,21 @@ def test_the_cli_and_the_api_make_run_and_undo_a_rule_that_pauses_at_the_source(
     assert status == 409 and "answered 502" in refused["description"]
     assert call(admin, "POST", f"/rule-actions/{log['items'][0]['id']}/undo", api_key)[0] == 200
     assert propeller.excluded[PLATFORM_CAMPAIGN] == [99]
+
+    # A blacklist pushed to the source: its zone ids, in a union with what the campaign excludes.
+    set_labels(db, scope_of(db, "push", None, "zoneid"), ["43", "7", "site-x"], "blacklist")
+    pushed = lanner("label", "export", "--campaign", "push", "--param", "zoneid", "--push")
+    assert f"Campaign {PLATFORM_CAMPAIGN}: 2 zone(s) added: 200" in pushed.stdout
+    assert "Not zone ids, not sent: site-x" in pushed.stderr
+    assert propeller.excluded[PLATFORM_CAMPAIGN] == [7, 43, 99]
+    push_body = {"campaign": "push", "param": "zoneid"}
+    status, again = call(admin, "POST", "/labels/push", api_key, push_body)
+    assert status == 200 and again["campaigns"] == {PLATFORM_CAMPAIGN: "excluded all of them already"}
+    propeller.script(Scripted(429, b'{"message": "Too Many Attempts."}', {"Retry-After": "60"}))
+    status, refused = call(admin, "POST", "/labels/push", api_key, push_body)
+    assert status == 409 and "answered 429 for campaign 5001: Too Many Attempts." in refused["description"]
+    status, refused = call(
+        admin, "POST", "/labels/push", api_key, {"source": "PropellerAds", "param": "sub_id_2"}
+    )
+    assert status == 409 and "nothing to push the blacklist to" in refused["description"]
+    assert len(propeller.puts) == 5  # Two rule actions, two undos, one push: a push again sent nothing.

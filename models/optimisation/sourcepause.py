@@ -14,7 +14,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from models.optimisation.labels import parse_slot
+from models.errors import ConflictError
+from models.optimisation.labels import LabelError, LabelScope, parse_slot
 from models.optimisation.sourcezones import (
     Send,
     SourceRefused,
@@ -25,6 +26,7 @@ from models.optimisation.sourcezones import (
 )
 from models.routing.sources import loads, slot_of
 from models.tables.campaign import Campaign
+from models.tables.optimisation import Label
 from models.tables.source import TrafficSource
 from models.tables.spend import SpendConnection, SpendMapping
 
@@ -140,3 +142,86 @@ def include_zone(connection_id: int, campaigns: list[str], zone: str, access: So
             f"campaign {campaign_id}: {set_excluded_zones(base, token, campaign_id, left, access.send)}"
         )
     return "; ".join(answers)
+
+
+class PushRefused(LabelError, ConflictError):
+    """A blacklist the source refused or could not take: one sentence; what it took stays taken."""
+
+
+def _scope_targets(scope: LabelScope) -> list[SourceTarget]:
+    """The connections and platform campaigns a scope's blacklist goes to (LabelError for none)."""
+    if scope.scope == "campaign":
+        found = source_target(Campaign.get_by_id(scope.scope_id), scope.slot)
+        if isinstance(found, str):
+            raise PushRefused(found.removesuffix("; skipped.") + ": nothing to push the blacklist to.")
+        return [found]
+    source = TrafficSource.get_by_id(scope.scope_id)
+    targets = []
+    for connection in SpendConnection.select().where(
+        (SpendConnection.source_id == source.id)
+        & (SpendConnection.status == "active")
+        & SpendConnection.platform.in_(PLATFORMS)
+    ):
+        if _connection_slot(connection, source) != scope.slot:
+            continue
+        ids = tuple(
+            row.external_id
+            for row in SpendMapping.select(SpendMapping.external_id)
+            .where(SpendMapping.connection_id == connection.id)
+            .order_by(SpendMapping.external_id)
+        )
+        if ids:
+            targets.append(SourceTarget(connection.id, connection.name, connection.platform, ids))
+    if not targets:
+        raise PushRefused(
+            f"No active PropellerAds spend connection of {source.name!r} with {scope.parameter!r} as its "
+            "zone maps a platform campaign: nothing to push the blacklist to."
+        )
+    return targets
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """What a push sent: how many zones, the blacklisted values that are no zone id, and per platform
+    campaign what it answered."""
+
+    zones: int
+    not_zone_ids: list[str]
+    campaigns: dict[str, str]
+
+
+def push_blacklist(scope: LabelScope, access: SourceAccess) -> Pushed:
+    """Exclude every blacklisted zone of `scope` in the platform campaigns its connection maps onto it
+    (a source's: every campaign any of its connections maps): the union with what each excludes already
+    is sent, so pushing again changes nothing. What was sent, per platform campaign; PushRefused when
+    the source refuses (the campaigns before it took theirs: a push again finishes the rest)."""
+    values = [
+        row.value
+        for row in Label.select(Label.value)
+        .where(
+            (Label.scope == scope.scope)
+            & (Label.scope_id == scope.scope_id)
+            & (Label.slot == scope.slot)
+            & (Label.label == "blacklist")
+        )
+        .order_by(Label.value)
+    ]
+    zones = sorted({v for v in values if is_zone_id(v)}, key=int)
+    not_zones = [v for v in values if not is_zone_id(v)]
+    pushed: dict[str, str] = {}
+    for target in _scope_targets(scope):
+        platform, token = _token(target.connection_id)
+        base = access.urls[platform]
+        for campaign_id in target.platform_campaigns:
+            try:
+                excluded = excluded_zones(base, token, campaign_id, access.send)
+                new = [zone for zone in zones if zone not in excluded]
+                if new:
+                    merged = sorted({*excluded, *new}, key=int)
+                    said = set_excluded_zones(base, token, campaign_id, merged, access.send)
+                    pushed[campaign_id] = f"{len(new)} zone(s) added: {said}"
+                else:
+                    pushed[campaign_id] = "excluded all of them already"
+            except SourceRefused as exc:
+                raise PushRefused(f"{exc} Pushed before it: {pushed or 'none'}.") from None
+    return Pushed(len(zones), not_zones, pushed)

@@ -113,6 +113,7 @@ def v1_routes(
         ("/labels", labels.LabelListResource(auth, db)),
         ("/labels/remove", labels.LabelRemoveResource(auth, db)),
         ("/labels/export", labels.LabelExportResource(auth, db)),
+        ("/labels/push", labels.LabelPushResource(auth, db, SourceAccess.from_settings(settings))),
         ("/alert-channels", alerts.ChannelListResource(auth, db, alert_config)),
         ("/alert-channels/{ref}", alerts.ChannelResource(auth, db, alert_config)),
         (
