@@ -56,7 +56,7 @@ from models.optimisation.conditions import (
 )
 from models.optimisation.labels import LABELS, label_lookup, label_scope, set_labels
 from models.optimisation.sourcepause import SourceAccess, exclude_zone, include_zone, source_target
-from models.optimisation.sourcezones import SourceRefused
+from models.optimisation.sourcezones import SourceRefused, is_zone_id
 from models.reporting.history import HistoryFiles
 from models.reporting.reports import ReportError, ReportQuery, run_report
 from models.store.database import write_tx
@@ -775,6 +775,8 @@ def _act_at_source(
     state, answer, undo = SKIPPED, "", {}
     if isinstance(found, str):
         answer = found
+    elif not is_zone_id(planned.target):
+        answer = f"{planned.target[:40]!r} is not a PropellerAds zone id (a whole number); skipped."
     elif sources is None:
         answer = "This run cannot reach the traffic sources' APIs; skipped."
     else:
