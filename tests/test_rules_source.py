@@ -12,6 +12,8 @@ from conftest import Clock, InProcessApp
 from platform_fakes import Scripted
 from spend_fakes import PROPELLER_TOKEN, SpendFake
 from test_api_v1 import call, key  # noqa: F401 (fixtures)
+from test_panel import PASSWORD, csrf_token, get, log_in
+from test_panel import post as post_bytes
 from test_rules import CLICKED_AT, HOUR, land, push, push_campaign  # noqa: F401 (fixtures)
 
 from models.optimisation.labels import scope_of, set_labels
@@ -154,7 +156,7 @@ def test_a_refusing_slow_or_garbled_source_leaves_a_failed_row_and_the_next_run_
     assert RuleAction.get().undone_at is None and propeller.excluded[PLATFORM_CAMPAIGN] == [10, 99]
 
 
-def test_the_cli_and_the_api_make_run_and_undo_a_rule_that_pauses_at_the_source(
+def test_the_cli_the_api_and_the_panel_make_run_and_undo_source_pauses_and_push_a_blacklist(
     lanner, env, db, push, propeller
 ):
     from app import create_admin_app
@@ -217,3 +219,45 @@ def test_the_cli_and_the_api_make_run_and_undo_a_rule_that_pauses_at_the_source(
     )
     assert status == 409 and "nothing to push the blacklist to" in refused["description"]
     assert len(propeller.puts) == 5  # Two rule actions, two undos, one push: a push again sent nothing.
+
+    # The panel: the action in the form, the warning on the rule's page, the answer in its log, undo.
+    from models.accounts.users import add_user
+
+    add_user(db, "anna", "admin", PASSWORD)
+    cookie = log_in(admin)
+    form = get(admin, "/panel/rules", cookie)[2]
+    assert "<option>pause_at_source</option>" in form
+    set_spend_status(db, "propeller", "paused")
+    fields = {
+        "name": "panel cut",
+        "campaigns": "push",
+        "dimension": "zoneid",
+        "window": "6h",
+        "conditions": "cost >= 25",
+        "action": "pause_at_source",
+        "max_actions": "1",
+        "timezone": "UTC",
+        "notify": "",
+        "csrf_token": csrf_token(form),
+    }
+    status, headers, _ = post_bytes(admin, "/panel/rules", fields, cookie=cookie)
+    assert status == 303
+    page = get(admin, headers["location"], cookie)[2]
+    assert "no active PropellerAds spend connection to pause zones through" in page
+    set_spend_status(db, "propeller", "active")
+    land(db, push.id, 8, 30.0, at=time.time() - HOUR, sub_id_1="44")
+    assert [a.target for a in run_one_rule(db, "panel cut", propeller).acted] == ["44"]
+    page = get(admin, headers["location"].partition("?")[0], cookie)[2]
+    assert "no active PropellerAds" not in page and f"campaign {PLATFORM_CAMPAIGN}: 200" in page
+    action_id = RuleAction.get(RuleAction.target == "44").id
+    undo = {"do": "undo", "action_id": str(action_id), "csrf_token": csrf_token(page)}
+    status, _, _ = post_bytes(admin, headers["location"].partition("?")[0], undo, cookie=cookie)
+    assert status == 303 and propeller.excluded[PLATFORM_CAMPAIGN] == [7, 43, 99]
+
+
+def run_one_rule(db, name: str, propeller: SpendFake):
+    from models.optimisation.rules import RuleSpec, get_rule
+
+    return run_rules(
+        db, [RuleSpec.of(get_rule(db, name))], sources=SourceAccess({"propellerads": propeller.base})
+    )
