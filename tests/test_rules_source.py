@@ -146,14 +146,23 @@ def test_a_refusing_slow_or_garbled_source_leaves_a_failed_row_and_the_next_run_
     assert states() == [("10", "failed")] and "answered 422" in RuleAction.get().answer
     with pytest.raises(RuleConflict, match="was failed, not done: nothing to undo"):
         undo_action(db, RuleAction.get().id, sources=access)
+    # Two platform campaigns; the second refuses after the first took the zone: the undo knows both.
+    map_ids(db, "propeller", {"5002": "push"})
+    propeller.excluded.pop("5002", None)
+    assert "answered 404 for campaign 5002" in run_rules(db, now=NOW, sources=access).skipped[0][1]
+    assert states() == [("10", "failed")] and propeller.excluded[PLATFORM_CAMPAIGN] == [10, 99]
+    propeller.excluded["5002"] = []
     done = run_rules(db, now=NOW, sources=access)
     assert [a.target for a in done.acted] == ["10"] and states() == [("10", "done")]
-    assert propeller.excluded[PLATFORM_CAMPAIGN] == [10, 99]
+    assert propeller.excluded == {PLATFORM_CAMPAIGN: [10, 99], "5002": [10]}
+    assert "campaign 5001: excluded already; campaign 5002: 200" in RuleAction.get().answer
     propeller.script(Scripted(503, b"down"))
     action_id = RuleAction.get().id
     with pytest.raises(RuleConflict, match="answered 503.*Nothing undone"):
         undo_action(db, action_id, sources=access)
-    assert RuleAction.get().undone_at is None and propeller.excluded[PLATFORM_CAMPAIGN] == [10, 99]
+    assert RuleAction.get().undone_at is None and propeller.excluded["5002"] == [10]
+    undo_action(db, action_id, sources=access)
+    assert propeller.excluded == {PLATFORM_CAMPAIGN: [99], "5002": []}
 
 
 def test_the_cli_the_api_and_the_panel_make_run_and_undo_source_pauses_and_push_a_blacklist(

@@ -780,18 +780,19 @@ def _act_at_source(
     elif sources is None:
         answer = "This run cannot reach the traffic sources' APIs; skipped."
     else:
+        # What an earlier try added before the source refused it half-way: the undo takes that back too.
+        earlier = _earlier_try(spec.id, planned)
+        added = (
+            list(earlier.get("campaigns", [])) if earlier.get("connection_id") == found.connection_id else []
+        )
         try:
-            added, answer = exclude_zone(found, planned.target, sources)
+            answer = exclude_zone(found, planned.target, sources, added)
             state = DONE
-            undo = {"connection_id": found.connection_id, "connection": found.connection, "campaigns": added}
         except SourceRefused as exc:
             state, answer = FAILED, str(exc)
+        undo = {"connection_id": found.connection_id, "connection": found.connection, "campaigns": added}
     with write_tx(db):
-        before = RuleAction.get_or_none(
-            (RuleAction.rule_id == spec.id)
-            & (RuleAction.campaign_id == planned.campaign_id)
-            & (RuleAction.target == planned.target)
-        )
+        before = _try_row(spec.id, planned)
         if before is not None and before.state == DONE:
             return "another run acted on it first"
         fields = {
@@ -812,6 +813,19 @@ def _act_at_source(
         else:
             RuleAction.update(**fields).where(RuleAction.id == before.id).execute()
     return None if state == DONE else answer
+
+
+def _try_row(rule_id: int, planned: Planned) -> RuleAction | None:
+    return RuleAction.get_or_none(
+        (RuleAction.rule_id == rule_id)
+        & (RuleAction.campaign_id == planned.campaign_id)
+        & (RuleAction.target == planned.target)
+    )
+
+
+def _earlier_try(rule_id: int, planned: Planned) -> dict[str, Any]:
+    row = _try_row(rule_id, planned)
+    return json.loads(row.undo) if row is not None and row.state == FAILED else {}
 
 
 NOTIFIED_NUMBERS = ("clicks", "conversions", "cost", "revenue", "roi")

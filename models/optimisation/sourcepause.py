@@ -107,15 +107,15 @@ def _token(connection_id: int) -> tuple[str, str]:
     return row.platform, json.loads(row.credentials).get("api_token", "")
 
 
-def exclude_zone(target: SourceTarget, zone: str, access: SourceAccess) -> tuple[list[str], str]:
-    """Exclude `zone` in each of the target's platform campaigns where it is not excluded yet: (the
-    campaigns it was added to, the platform's answers). Sending the union again changes nothing, so a
-    retry after a half-done run is safe."""
+def exclude_zone(target: SourceTarget, zone: str, access: SourceAccess, added: list[str]) -> str:
+    """Exclude `zone` in each of the target's platform campaigns where it is not excluded yet, each
+    campaign it was added to appended to `added` as it is (so that a refusal half-way still says which
+    took it); the platform's answers. Sending the union again changes nothing, so a retry is safe."""
     if not is_zone_id(zone):
         raise SourceRefused(f"{zone[:40]!r} is not a PropellerAds zone id (a whole number); skipped.")
     platform, token = _token(target.connection_id)
     base = access.urls[platform]
-    added, answers = [], []
+    answers = []
     for campaign_id in target.platform_campaigns:
         zones = excluded_zones(base, token, campaign_id, access.send)
         if zone in zones:
@@ -124,7 +124,7 @@ def exclude_zone(target: SourceTarget, zone: str, access: SourceAccess) -> tuple
         said = set_excluded_zones(base, token, campaign_id, sorted({*zones, zone}, key=int), access.send)
         added.append(campaign_id)
         answers.append(f"campaign {campaign_id}: {said}")
-    return added, "; ".join(answers)
+    return "; ".join(answers)
 
 
 def include_zone(connection_id: int, campaigns: list[str], zone: str, access: SourceAccess) -> str:
