@@ -117,12 +117,37 @@ def label_list(ctx: Context, campaign_ref: str | None, label_name: str | None, f
     show_default=True,
     help="plain: one value a line; comma: one comma-separated line; csv: with a header.",
 )
+@click.option(
+    "--push",
+    is_flag=True,
+    help="Send the blacklist to the source instead: exclude its zones in the platform campaigns the "
+    "source's PropellerAds spend connection maps (onto the campaign).",
+)
 @pass_context
 def label_export(
-    ctx: Context, campaign_ref: str | None, source_ref: str | None, parameter: str, label_name: str, fmt: str
+    ctx: Context,
+    campaign_ref: str | None,
+    source_ref: str | None,
+    parameter: str,
+    label_name: str,
+    fmt: str,
+    push: bool,
 ) -> None:
-    """The values labelled so, as an ad network's black or white list takes them."""
+    """The values labelled so, as an ad network's black or white list takes them (or, with --push, the
+    blacklist sent to the source by its API)."""
     from models.optimisation.labels import export_labels, scope_of
+    from models.optimisation.sourcepause import SourceAccess, push_blacklist
 
     scope = scope_of(ctx.db, campaign_ref, source_ref, parameter)
-    click.echo(export_labels(ctx.db, scope, label_name, fmt), nl=False)
+    if not push:
+        click.echo(export_labels(ctx.db, scope, label_name, fmt), nl=False)
+        return
+    if label_name != "blacklist":
+        raise click.ClickException(
+            "Only a blacklist is pushed: a source's whitelist would stop every other zone."
+        )
+    pushed = push_blacklist(scope, SourceAccess.from_settings(ctx.settings))
+    for campaign_id, said in pushed.campaigns.items():
+        click.echo(f"Campaign {campaign_id}: {said}")
+    if pushed.not_zone_ids:
+        click.echo(f"Not zone ids, not sent: {', '.join(pushed.not_zone_ids)}", err=True)

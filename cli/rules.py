@@ -32,7 +32,19 @@ PLAN_COLUMNS = [
     "cost",
     "roi",
 ]
-LOG_COLUMNS = ["id", "rule", "campaign", "target", "action", "reason", "numbers", "created_at", "undone_at"]
+LOG_COLUMNS = [
+    "id",
+    "rule",
+    "campaign",
+    "target",
+    "action",
+    "state",
+    "reason",
+    "numbers",
+    "answer",
+    "created_at",
+    "undone_at",
+]
 
 
 @click.group()
@@ -65,10 +77,11 @@ def rule() -> None:
 @click.option(
     "--then",
     "action",
-    type=click.Choice(["blacklist", "whitelist", "pause", "notify"]),
+    type=click.Choice(["blacklist", "whitelist", "pause", "pause_at_source", "notify"]),
     required=True,
     help="blacklist/whitelist a sub id value; pause an offer, lander (weight 0) or stream (disabled); "
-    "notify: change nothing, tell --notify's channel what matched.",
+    "pause_at_source: exclude the zone in the platform campaigns a PropellerAds spend connection maps onto "
+    "the campaign; notify: change nothing, tell --notify's channel what matched.",
 )
 @click.option(
     "--notify", help="An alert channel (`lanner alert channel`) told of what it does, one message a run."
@@ -108,6 +121,8 @@ def rule_add(
         notify=notify,
     )
     click.echo(f"Rule {spec.id} {spec.name!r}: {spec.action} each {spec.dimension} where {spec.reason}.")
+    for warning in spec.warnings:
+        click.echo(f"Warning: {warning}", err=True)
 
 
 @rule.command("list")
@@ -183,10 +198,16 @@ def rule_dry_run(ctx: Context, names: tuple[str, ...], fmt: str) -> None:
 def rule_run(ctx: Context, names: tuple[str, ...], fmt: str) -> None:
     """Run the rules NAMES (default: every enabled one) now, as `lanner worker` does."""
     from models.optimisation.rules import RuleSpec, get_rule, run_rules
+    from models.optimisation.sourcepause import SourceAccess
     from models.reporting.history import HistoryFiles
 
     specs = [RuleSpec.of(get_rule(ctx.db, name)) for name in names] if names else None
-    result = run_rules(ctx.db, specs, history=HistoryFiles.for_reports(ctx.settings))
+    result = run_rules(
+        ctx.db,
+        specs,
+        history=HistoryFiles.for_reports(ctx.settings),
+        sources=SourceAccess.from_settings(ctx.settings),
+    )
     _echo_plans(result.plans, fmt)
     for planned, why in result.skipped:
         click.echo(f"Skipped {planned.target} of campaign {planned.campaign_id}: {why}.", err=True)
@@ -221,9 +242,11 @@ def rule_log_command(ctx: Context, rule_ref: str | None, limit: int, fmt: str) -
 def rule_undo(ctx: Context, action_id: int) -> None:
     """Put back what rule action ACTION_ID (from `lanner rule log`) changed; its rule leaves it be."""
     from models.optimisation.rules import undo_action
+    from models.optimisation.sourcepause import SourceAccess
 
-    undone = undo_action(ctx.db, action_id)
-    click.echo(f"Undone: {undone['action']} of {undone['target']}.")
+    undone = undo_action(ctx.db, action_id, sources=SourceAccess.from_settings(ctx.settings))
+    said = f" (the source answered: {undone['answer']})" if undone.get("answer") else ""
+    click.echo(f"Undone: {undone['action']} of {undone['target']}{said}.")
 
 
 @rule.command("enable")

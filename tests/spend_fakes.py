@@ -1,7 +1,8 @@
 """Local fakes of the traffic sources' reporting APIs spend is pulled from, each enforcing its contract.
 
 One ThreadingHTTPServer on 127.0.0.1:0 answers Meta's ad insights, TikTok's reporting and PropellerAds'
-advertiser statistics, from the rows a test gives it (`rows[platform]`, as the platform prints them). It
+advertiser statistics, from the rows a test gives it (`rows[platform]`, as the platform prints them), and
+PropellerAds' excluded zones of the campaigns a test gives it (`excluded[campaign id]`, read and set). It
 checks what the platform checks (the docs are cited at each handler), pages as the platform pages, and
 answers errors in the platform's shape. `script` queues answers for the next requests (a 500, a 429 with
 Retry-After, garbage, a hang) before the platform's own handling resumes.
@@ -34,13 +35,23 @@ class SpendFake:
         self.queued: list[Scripted] = []
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
+        self.excluded: dict[str, list[int]] = {}  # PropellerAds campaign id -> its excluded zones.
+        self.puts: list[tuple[str, list[int]]] = []  # (campaign id, the list) of each accepted PUT.
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                self.answer("GET")
+
+            def do_PUT(self) -> None:
+                self.answer("PUT")
+
+            def answer(self, method: str) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                length = int(headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
                 with owner.lock:
-                    owner.paths.append(self.path)
+                    owner.paths.append(f"{method} {self.path}" if method != "GET" else self.path)
                     owner.headers.append(headers)
                     scripted = owner.queued.pop(0) if owner.queued else None
                 if scripted is not None:
@@ -50,7 +61,10 @@ class SpendFake:
                 else:
                     url = urllib.parse.urlsplit(self.path)
                     query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
-                    code, answer = owner.handle(url.path, query, headers)
+                    if method == "GET":
+                        code, answer = owner.handle(url.path, query, headers)
+                    else:
+                        code, answer = owner.exclusion(method, url.path, headers, body)
                     payload, extra = json.dumps(answer).encode(), {}
                 try:
                     self.send_response(code)
@@ -87,6 +101,8 @@ class SpendFake:
             self.queued.clear()
             self.paths.clear()
             self.headers.clear()
+            self.excluded.clear()
+            self.puts.clear()
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -96,6 +112,8 @@ class SpendFake:
     def handle(self, path: str, query: dict[str, list[str]], headers: dict[str, str]) -> tuple[int, object]:
         if path.startswith("/open_api/"):
             return self.tiktok(path, query, headers)
+        if path.startswith("/v5/adv/campaigns/"):
+            return self.exclusion("GET", path, headers, b"")
         if path.startswith("/v5/"):
             return self.propellerads(path, query, headers)
         return self.meta(path, query, headers)
@@ -219,3 +237,41 @@ class SpendFake:
         if not stamp.fullmatch(day_from) or not stamp.fullmatch(day_to):
             return 422, {"message": "The given data was invalid.", "errors": {"day_from": ["Y-m-d H:i:s"]}}
         return 200, [r for r in self.rows["propellerads"] if day_from[:10] <= r["date"] <= day_to[:10]]
+
+    # https://ssp-api.propellerads.com/v5/docs/ (campaigns → targeting: PUT
+    # /v5/adv/campaigns/{id}/targeting/exclude/zone with {"zone": [ids]} replaces the campaign's excluded
+    # zones and answers {"result": true}; GET of the path answers {"zone": [ids]}; 401 {"message"} for a bad
+    # token, 404 for a campaign not of the account, 422 {"errors"} for a bad list).
+    def exclusion(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, object]:
+        match = re.fullmatch(r"/v5/adv/campaigns/(\d+)/targeting/exclude/zone", path)
+        if match is None:
+            return 404, {"message": "Not Found"}
+        if headers.get("authorization") != f"Bearer {PROPELLER_TOKEN}":
+            return 401, {"message": "Unauthenticated."}
+        campaign = match.group(1)
+        with self.lock:
+            if campaign not in self.excluded:
+                return 404, {"message": f"Campaign {campaign} not found."}
+            if method == "GET":
+                return 200, {"zone": list(self.excluded[campaign])}
+        if not headers.get("content-type", "").startswith("application/json"):
+            return 415, {"message": "The request body must be application/json."}
+        try:
+            given = json.loads(body)
+        except ValueError:
+            return 400, {"message": "The request body is not JSON."}
+        zones = given.get("zone") if isinstance(given, dict) else None
+        if (
+            not isinstance(zones, list)
+            or set(given) != {"zone"}
+            or not all(type(z) is int and z > 0 for z in zones)
+            or len(set(zones)) != len(zones)
+        ):
+            return 422, {
+                "message": "The given data was invalid.",
+                "errors": {"zone": ["zone must be a list of distinct zone ids (integers)."]},
+            }
+        with self.lock:
+            self.excluded[campaign] = list(zones)
+            self.puts.append((campaign, list(zones)))
+        return 200, {"result": True}

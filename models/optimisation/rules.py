@@ -19,6 +19,12 @@ Pausing: a stream is disabled; an offer or a lander gets weight 0 in the campaig
 where it is a stream's last one with a weight (the stream would send nowhere). Loops: two enabled rules
 that would label the same campaign's same slot one black and one white are refused (each would undo
 the other); no rule un-pauses, and none overrides a label, so no rule can undo another's action.
+
+Pausing at the source (`pause_at_source`): a zone is excluded in the platform campaigns a PropellerAds
+spend connection of the campaign's traffic source maps onto it (models/optimisation/sourcepause.py). The
+call is made outside any transaction and its row written after the source said yes: a refusal leaves a
+`failed` row with the answer (the next run tries again), no connection or mapping a `skipped` one; only a
+`done` action is never repeated, and each counts against the rule's limit.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import json
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -49,6 +55,8 @@ from models.optimisation.conditions import (
     parse_conditions,
 )
 from models.optimisation.labels import LABELS, label_lookup, label_scope, set_labels
+from models.optimisation.sourcepause import SourceAccess, exclude_zone, include_zone, source_target
+from models.optimisation.sourcezones import SourceRefused, is_zone_id
 from models.reporting.history import HistoryFiles
 from models.reporting.reports import ReportError, ReportQuery, run_report
 from models.store.database import write_tx
@@ -60,7 +68,9 @@ from models.tables.optimisation import Label, Rule, RuleAction
 
 PAUSED_DIMENSIONS = ("stream", "offer", "lander")
 NOTIFY = "notify"  # Changes nothing: its channel is told what matched (once per thing, like any action).
-ACTIONS = (*LABELS, "pause", NOTIFY)
+PAUSE_AT_SOURCE = "pause_at_source"  # The zone excluded at the traffic source, by its API.
+ACTIONS = (*LABELS, "pause", PAUSE_AT_SOURCE, NOTIFY)
+DONE, FAILED, SKIPPED = "done", "failed", "skipped"
 MAX_WINDOW_HOURS = 90 * 24
 MAX_ACTIONS_PER_RUN = 1000
 NUMBERS = ("clicks", "conversions", "cost", "revenue", "profit", "roi", "cr", "epc", "cpa")
@@ -77,6 +87,10 @@ class RuleNotFound(RuleError, NotFoundError):
 
 class RuleConflict(RuleError, ConflictError):
     """A rule whose name is taken, or that would undo another's actions."""
+
+
+class RuleSourceRefused(RuleConflict):
+    """An undo at the source that the source refused: nothing was undone."""
 
 
 def parse_window(text: str) -> int:
@@ -111,6 +125,7 @@ class RuleSpec:
     is_enabled: bool
     channel_id: int | None = None  # The alert channel told of what it does.
     last_run_at: int | None = None  # UTC ms.
+    warnings: tuple[str, ...] = ()  # Said at creation: what keeps it from acting (no source connection).
 
     @classmethod
     def of(cls, row: Rule) -> RuleSpec:
@@ -152,7 +167,7 @@ class RuleSpec:
             "enabled": self.is_enabled,
             "notify": _channel_name(self.channel_id),
             "last_run_at": self.last_run_at,
-        }
+        } | ({"warnings": list(self.warnings)} if self.warnings else {})
 
 
 def _channel_name(channel_id: int | None) -> str | None:
@@ -219,6 +234,11 @@ def create_rule(
         if dimension not in PAUSED_DIMENSIONS:
             _slots(dimension, found.values())
     elif dimension in PAUSED_DIMENSIONS:
+        if action == PAUSE_AT_SOURCE:
+            raise RuleError(
+                f"A rule over {dimension}s pauses them in Lanner; pause_at_source is for zones (the "
+                "parameter a source's spend connection maps zones to)."
+            )
         if action != "pause":
             raise RuleError(
                 f"A rule over {dimension}s pauses them; blacklists and whitelists are of sub id values."
@@ -261,7 +281,31 @@ def create_rule(
         )
         spec = RuleSpec.of(row)
         record_change(db, actor, "rule", row.id, "create", None, spec.as_json())
+    if action == PAUSE_AT_SOURCE:
+        spec = replace(spec, warnings=tuple(source_warnings(spec, found.values())))
     return spec
+
+
+def rule_warnings(db: Database, spec: RuleSpec) -> list[str]:
+    """What keeps the rule from acting now: for pause_at_source, campaigns with nothing to act through."""
+    if spec.action != PAUSE_AT_SOURCE:
+        return []
+    try:
+        return source_warnings(spec, Campaign.select().where(Campaign.id.in_(list(spec.campaign_ids))))
+    except RuleError as exc:
+        return [str(exc)]
+
+
+def source_warnings(spec: RuleSpec, campaigns: Iterable[Campaign]) -> list[str]:
+    """Why a pause_at_source rule could not act on some of its campaigns now (one sentence each)."""
+    campaigns = list(campaigns)
+    slots = _slots(spec.dimension, campaigns)
+    warnings = []
+    for campaign in campaigns:
+        found = source_target(campaign, slots[campaign.id])
+        if isinstance(found, str):
+            warnings.append(f"{found.removesuffix('; skipped.')}: its zones are skipped until one does.")
+    return warnings
 
 
 def _refuse_loops(name: str, dimension: str, action: str, campaigns: dict[int, Campaign]) -> None:
@@ -357,9 +401,11 @@ def update_rule(
 def rule_counts(db: Database) -> dict[int, tuple[int, int]]:
     """Rule id -> (actions it took, how many of them were undone)."""
     counts: dict[int, tuple[int, int]] = {}
-    query = RuleAction.select(
-        RuleAction.rule_id, fn.COUNT(RuleAction.id), fn.COUNT(RuleAction.undone_at)
-    ).group_by(RuleAction.rule_id)
+    query = (
+        RuleAction.select(RuleAction.rule_id, fn.COUNT(RuleAction.id), fn.COUNT(RuleAction.undone_at))
+        .where(RuleAction.state == DONE)
+        .group_by(RuleAction.rule_id)
+    )
     rows: list[Any] = list(query.tuples())  # peewee's stubs type it as models.
     for rule_id, taken, undone in rows:
         counts[rule_id] = (taken, undone)
@@ -541,7 +587,7 @@ def _plan_rule(db: Database, plan: RulePlan, candidates: list[tuple[str, list[di
     done = {
         (action.campaign_id, action.target)
         for action in RuleAction.select(RuleAction.campaign_id, RuleAction.target).where(
-            RuleAction.rule_id == spec.id
+            (RuleAction.rule_id == spec.id) & (RuleAction.state == DONE)
         )
     }
     is_settled = _settled(db, spec)
@@ -576,8 +622,9 @@ def _plan_rule(db: Database, plan: RulePlan, candidates: list[tuple[str, list[di
 def _settled(db: Database, spec: RuleSpec):
     """(campaign id, target) -> whether acting would change nothing or must not: a value labelled
     already (by hand, by another rule), a target paused already or one the pause must leave alone."""
-    if spec.action == NOTIFY:
-        return lambda campaign_id, target: False  # Telling changes nothing: only "once" holds it back.
+    if spec.action in (NOTIFY, PAUSE_AT_SOURCE):
+        # Telling changes nothing; what the source excludes is known only by asking it, when acting.
+        return lambda campaign_id, target: False
     if spec.action in LABELS:
         campaigns = list(Campaign.select().where(Campaign.id.in_(list(spec.campaign_ids))))
         slots = _slots(spec.dimension, campaigns)
@@ -644,8 +691,10 @@ def run_rules(
     now: float | None = None,
     history: HistoryFiles | None = None,
     actor: Principal = CLI,
+    sources: SourceAccess | None = None,
 ) -> RunResult:
-    """Do what plan_rules says, each action with its log row in one transaction."""
+    """Do what plan_rules says, each action with its log row in one transaction; `sources` reaches the
+    traffic sources' APIs for pause_at_source (None: those actions are skipped)."""
     now = time.time() if now is None else now
     plans = plan_rules(db, rules, now=now, history=history)
     acted: list[Planned] = []
@@ -654,7 +703,10 @@ def run_rules(
     for plan in plans:
         for planned in plan.actions:
             try:
-                reason = _act(db, planned, plan.rule, actor, int(now * 1000))
+                if plan.rule.action == PAUSE_AT_SOURCE:
+                    reason = _act_at_source(db, planned, plan.rule, int(now * 1000), sources)
+                else:
+                    reason = _act(db, planned, plan.rule, actor, int(now * 1000))
             except IntegrityError:
                 reason = "another run acted on it first"
             if reason is None:
@@ -713,6 +765,69 @@ def _act(db: Database, planned: Planned, spec: RuleSpec, actor: Principal, now_m
     return None
 
 
+def _act_at_source(
+    db: Database, planned: Planned, spec: RuleSpec, now_ms: int, sources: SourceAccess | None
+) -> str | None:
+    """Exclude the zone at the source, then log it: done, failed (retried next run) or skipped; why it
+    was not done (None: done). PERF: the source is called outside any transaction."""
+    campaign = Campaign.get_by_id(planned.campaign_id)
+    found = source_target(campaign, _slots(spec.dimension, [campaign])[campaign.id])
+    state, answer, undo = SKIPPED, "", {}
+    if isinstance(found, str):
+        answer = found
+    elif not is_zone_id(planned.target):
+        answer = f"{planned.target[:40]!r} is not a PropellerAds zone id (a whole number); skipped."
+    elif sources is None:
+        answer = "This run cannot reach the traffic sources' APIs; skipped."
+    else:
+        # What an earlier try added before the source refused it half-way: the undo takes that back too.
+        earlier = _earlier_try(spec.id, planned)
+        added = (
+            list(earlier.get("campaigns", [])) if earlier.get("connection_id") == found.connection_id else []
+        )
+        try:
+            answer = exclude_zone(found, planned.target, sources, added)
+            state = DONE
+        except SourceRefused as exc:
+            state, answer = FAILED, str(exc)
+        undo = {"connection_id": found.connection_id, "connection": found.connection, "campaigns": added}
+    with write_tx(db):
+        before = _try_row(spec.id, planned)
+        if before is not None and before.state == DONE:
+            return "another run acted on it first"
+        fields = {
+            "action": spec.action,
+            "reason": planned.reason,
+            "numbers": json.dumps(planned.numbers, default=str),
+            "undo": json.dumps(undo),
+            "created_at": now_ms,
+            "state": state,
+            "answer": answer[:2000],
+            # NULL: its channel is yet to be told; only what was done is told.
+            "alert_id": None if spec.channel_id is not None and state == DONE else 0,
+        }
+        if before is None:
+            RuleAction.create(
+                rule_id=spec.id, campaign_id=planned.campaign_id, target=planned.target, **fields
+            )
+        else:
+            RuleAction.update(**fields).where(RuleAction.id == before.id).execute()
+    return None if state == DONE else answer
+
+
+def _try_row(rule_id: int, planned: Planned) -> RuleAction | None:
+    return RuleAction.get_or_none(
+        (RuleAction.rule_id == rule_id)
+        & (RuleAction.campaign_id == planned.campaign_id)
+        & (RuleAction.target == planned.target)
+    )
+
+
+def _earlier_try(rule_id: int, planned: Planned) -> dict[str, Any]:
+    row = _try_row(rule_id, planned)
+    return json.loads(row.undo) if row is not None and row.state == FAILED else {}
+
+
 NOTIFIED_NUMBERS = ("clicks", "conversions", "cost", "revenue", "roi")
 MAX_NOTIFIED_LINES = 50
 
@@ -744,7 +859,13 @@ def notify_actions(
                 Campaign.id.in_(list({a.campaign_id for a in actions}))
             )
         }
-        verb = {"blacklist": "blacklisted", "whitelist": "whitelisted", "pause": "paused", NOTIFY: "matched"}
+        verb = {
+            "blacklist": "blacklisted",
+            "whitelist": "whitelisted",
+            "pause": "paused",
+            PAUSE_AT_SOURCE: "paused at the source",
+            NOTIFY: "matched",
+        }
         items = []
         lines: list[str] = []
         for action in actions:
@@ -806,6 +927,8 @@ def rule_log(db: Database, *, rule_ref: str | None = None, limit: int = 100) -> 
             "created_at": row.created_at,
             "undone_at": row.undone_at,
             "undone_by": row.undone_by,
+            "state": row.state,
+            "answer": row.answer,
         }
         for row in query
     ]
@@ -817,9 +940,15 @@ def rule_of_action(db: Database, action_id: int) -> int | None:
     return None if row is None else row.rule_id
 
 
-def undo_action(db: Database, action_id: int, *, actor: Principal = CLI) -> dict[str, Any]:
+def undo_action(
+    db: Database, action_id: int, *, actor: Principal = CLI, sources: SourceAccess | None = None
+) -> dict[str, Any]:
     """Put back what a rule's action changed; the rule will not act on it again. RuleError if it was
-    undone already, or changed by someone since (their change stands)."""
+    undone already, or changed by someone since (their change stands); RuleSourceRefused if the source
+    refused to take a zone back (nothing undone)."""
+    found = RuleAction.get_or_none(RuleAction.id == action_id)
+    if found is not None and found.action == PAUSE_AT_SOURCE:
+        return _undo_at_source(db, found, actor, sources)
     with write_tx(db):
         row = RuleAction.get_or_none(RuleAction.id == action_id)
         if row is None:
@@ -862,3 +991,36 @@ def undo_action(db: Database, action_id: int, *, actor: Principal = CLI) -> dict
         row.undone_at, row.undone_by = int(time.time() * 1000), actor.name
         row.save()
     return {"id": row.id, "target": row.target, "action": row.action, "undone_by": actor.name}
+
+
+def _undo_at_source(
+    db: Database, row: RuleAction, actor: Principal, sources: SourceAccess | None
+) -> dict[str, Any]:
+    """Take the zone out of the exclusion lists the action added it to, then mark the action undone."""
+    if row.undone_at is not None:
+        raise RuleConflict(f"Rule action {row.id} was undone already.")
+    if row.state != DONE:
+        raise RuleConflict(f"Rule action {row.id} was {row.state}, not done: nothing to undo.")
+    undo = json.loads(row.undo)
+    answer = "nothing was added at the source"
+    if undo["campaigns"]:
+        if sources is None:
+            raise RuleSourceRefused("This process cannot reach the traffic sources' APIs; nothing undone.")
+        try:
+            answer = include_zone(undo["connection_id"], undo["campaigns"], row.target, sources)
+        except SourceRefused as exc:
+            raise RuleSourceRefused(f"{exc} Nothing undone; try again.") from None
+    with write_tx(db):
+        current = RuleAction.get_by_id(row.id)
+        if current.undone_at is not None:
+            raise RuleConflict(f"Rule action {row.id} was undone already.")
+        current.undone_at, current.undone_by = int(time.time() * 1000), actor.name
+        current.answer = f"{current.answer} | undone: {answer}"[:4000]
+        current.save()
+    return {
+        "id": row.id,
+        "target": row.target,
+        "action": row.action,
+        "undone_by": actor.name,
+        "answer": answer,
+    }

@@ -36,7 +36,7 @@ class Rule(BaseModel):
     is_today_excluded = IntegerField(default=0)  # The window ends at today's midnight in `timezone`.
     timezone = TextField(default="UTC")
     conditions = TextField()  # JSON list of [metric, operator, number].
-    action = TextField()  # blacklist, whitelist, pause, notify
+    action = TextField()  # blacklist, whitelist, pause, pause_at_source, notify
     max_actions = IntegerField()  # At most this many actions a run.
     is_enabled = IntegerField(default=1)
     last_run_at = BigIntegerField(null=True)
@@ -59,6 +59,9 @@ class RuleAction(BaseModel):
     undone_by = TextField(default="")
     # The alert that told of it; NULL: one is due (its rule has a channel); 0: none is.
     alert_id = BigIntegerField(null=True)
+    # done; failed (the source refused: retried next run) or skipped (nothing to act through) (0031).
+    state = TextField(default="done")
+    answer = TextField(default="")  # What the source answered, or why it was not done.
 
     class Meta:
         table_name = "rule_action"

@@ -23,10 +23,12 @@ from models.optimisation.rules import (
     rule_counts,
     rule_log,
     rule_of_action,
+    rule_warnings,
     set_rule_enabled,
     undo_action,
     update_rule,
 )
+from models.optimisation.sourcepause import SourceAccess
 from models.reporting.history import HistoryFiles
 from models.reporting.timerange import local_iso, zone
 from models.tables.campaign import Campaign
@@ -173,9 +175,15 @@ class RuleListResource(PanelResource):
 class RuleResource(PanelResource):
     """A rule's page and its forms' posts: `do` says which (save, pause, resume, undo)."""
 
-    def __init__(self, sessions: PanelSessions, render: Renderer, history: HistoryFiles | None) -> None:
+    def __init__(
+        self,
+        sessions: PanelSessions,
+        render: Renderer,
+        history: HistoryFiles | None,
+        sources: SourceAccess,
+    ) -> None:
         super().__init__(sessions, render)
-        self.history = history
+        self.history, self.sources = history, sources
 
     def spec(self, rule_id: int) -> RuleSpec:
         try:
@@ -210,6 +218,7 @@ class RuleResource(PanelResource):
             last_run=_when(spec.last_run_at, tz),
             plan=plan,
             log=log,
+            warnings=rule_warnings(db, spec),
             channels=list_channels(db),
             form=form or _form_of(spec),
             message=message,
@@ -249,7 +258,7 @@ class RuleResource(PanelResource):
                     raise falcon.HTTPNotFound(
                         title="Not found", description=f"Rule {spec.name!r} has no action {action_id}."
                     )
-                undo_action(db, int(action_id), actor=actor)
+                undo_action(db, int(action_id), actor=actor, sources=self.sources)
                 done = "undone"
             else:
                 raise falcon.HTTPBadRequest(
@@ -272,5 +281,10 @@ def add_routes(app: falcon.App, panel: PanelContext) -> None:
     app.add_route(PATH, RuleListResource(panel.sessions, panel.render))
     app.add_route(
         PATH + "/{rule_id:int(min=1, max=9223372036854775807)}",
-        RuleResource(panel.sessions, panel.render, HistoryFiles.for_reports(panel.settings)),
+        RuleResource(
+            panel.sessions,
+            panel.render,
+            HistoryFiles.for_reports(panel.settings),
+            SourceAccess.from_settings(panel.settings),
+        ),
     )

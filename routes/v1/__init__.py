@@ -38,6 +38,7 @@ def v1_routes(
     """(path, resource) of every admin API route, the OpenAPI document's last."""
     from models.admin.landers import LanderFiles
     from models.conversions.postbacks import ConversionRecorder
+    from models.optimisation.sourcepause import SourceAccess
     from models.reporting.history import HistoryFiles
     from models.reporting.historyclicks import click_history
     from routes.v1 import (
@@ -113,6 +114,7 @@ def v1_routes(
         ("/labels", labels.LabelListResource(auth, db)),
         ("/labels/remove", labels.LabelRemoveResource(auth, db)),
         ("/labels/export", labels.LabelExportResource(auth, db)),
+        ("/labels/push", labels.LabelPushResource(auth, db, SourceAccess.from_settings(settings))),
         ("/alert-channels", alerts.ChannelListResource(auth, db, alert_config)),
         ("/alert-channels/{ref}", alerts.ChannelResource(auth, db, alert_config)),
         (
@@ -123,9 +125,17 @@ def v1_routes(
         ("/ops-checks", alerts.OpsCheckResource(auth, db)),
         ("/rules", rules.RuleListResource(auth, db)),
         ("/rules/{ref}", rules.RuleResource(auth, db)),
-        ("/rules/{ref}/run", rules.RuleRunResource(auth, db, HistoryFiles.for_reports(settings))),
+        (
+            "/rules/{ref}/run",
+            rules.RuleRunResource(
+                auth, db, HistoryFiles.for_reports(settings), SourceAccess.from_settings(settings)
+            ),
+        ),
         ("/rule-actions", rules.RuleLogResource(auth, db)),
-        (f"/rule-actions/{id_field('action_id')}/undo", rules.RuleUndoResource(auth, db)),
+        (
+            f"/rule-actions/{id_field('action_id')}/undo",
+            rules.RuleUndoResource(auth, db, SourceAccess.from_settings(settings)),
+        ),
         ("/conversions", conversions.ConversionListResource(auth, db)),
         ("/conversions/import", conversions.ConversionImportResource(auth, db, recorder)),
         (f"/conversions/{id_field('conversion_id')}", conversions.ConversionResource(auth, db)),

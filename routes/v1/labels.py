@@ -21,6 +21,7 @@ from models.optimisation.labels import (
     scope_of,
     set_labels,
 )
+from models.optimisation.sourcepause import SourceAccess, push_blacklist
 from models.tables.campaign import Campaign
 from routes.v1.auth import require_campaign, visible_campaigns
 from routes.v1.spec import Field, Operation, Param, answer, api_resource, read_body
@@ -32,6 +33,7 @@ SCOPE_FIELDS = (
     Field("values", "strings", "The values, at most 10,000.", required=True),
 )
 LABEL_SET = (*SCOPE_FIELDS, Field("label", "string", " or ".join(LABELS), required=True))
+PUSH_FIELDS = SCOPE_FIELDS[:3]
 SCOPE_PARAMS = (
     Param("campaign", "Campaign id or alias (or give source)."),
     Param("source", "Traffic source id or name."),
@@ -134,3 +136,28 @@ class LabelExportResource:
         fmt = req.get_param("format") or "plain"
         resp.text = export_labels(self.db, scope, req.get_param("label") or "blacklist", fmt)
         resp.content_type = "text/csv; charset=utf-8" if fmt == "csv" else "text/plain; charset=utf-8"
+
+
+@api_resource
+class LabelPushResource:
+    operations = {
+        "POST": Operation(
+            "Send the scope's blacklist to its traffic source: its zones excluded in the platform campaigns "
+            "the source's PropellerAds spend connection maps (409 with the source's answer if it refuses, or "
+            "if no connection maps any).",
+            body=PUSH_FIELDS,
+        )
+    }
+
+    def __init__(self, auth, db, sources: SourceAccess) -> None:
+        self.auth, self.db, self.sources = auth, db, sources
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_body(req, PUSH_FIELDS)
+        scope = _scope(req, self.db, body.get("campaign"), body.get("source"), body["param"])
+        pushed = push_blacklist(scope, self.sources)
+        answer(
+            req,
+            resp,
+            {"zones": pushed.zones, "not_zone_ids": pushed.not_zone_ids, "campaigns": pushed.campaigns},
+        )

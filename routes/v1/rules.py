@@ -20,6 +20,7 @@ from models.optimisation.rules import (
     set_rule_enabled,
     undo_action,
 )
+from models.optimisation.sourcepause import SourceAccess
 from models.reporting.history import HistoryFiles
 from routes.v1.auth import require_admin
 from routes.v1.spec import Field, Operation, Param, answer, api_resource, read_body
@@ -150,8 +151,8 @@ class RuleRunResource:
         "POST": Operation("Run a rule now, as `lanner worker` does every LANNER_RULES_INTERVAL_MINUTES."),
     }
 
-    def __init__(self, auth, db, history: HistoryFiles | None) -> None:
-        self.auth, self.db, self.history = auth, db, history
+    def __init__(self, auth, db, history: HistoryFiles | None, sources: SourceAccess) -> None:
+        self.auth, self.db, self.history, self.sources = auth, db, history, sources
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         require_admin(req, "rules")
@@ -161,7 +162,9 @@ class RuleRunResource:
     def on_post(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         require_admin(req, "rules")
         spec = RuleSpec.of(get_rule(self.db, ref))
-        result = run_rules(self.db, [spec], history=self.history, actor=req.context.principal)
+        result = run_rules(
+            self.db, [spec], history=self.history, actor=req.context.principal, sources=self.sources
+        )
         shown = _plans_json(result.plans)[0]
         shown["skipped"] = [{**planned.as_json(), "why": why} for planned, why in result.skipped]
         answer(req, resp, shown)
@@ -192,11 +195,15 @@ class RuleLogResource:
 
 @api_resource
 class RuleUndoResource:
-    operations = {"POST": Operation("Undo a rule's action (409 if undone already or changed since).")}
+    operations = {
+        "POST": Operation(
+            "Undo a rule's action (409 if undone already, changed since, or the source refused)."
+        )
+    }
 
-    def __init__(self, auth, db) -> None:
-        self.auth, self.db = auth, db
+    def __init__(self, auth, db, sources: SourceAccess) -> None:
+        self.auth, self.db, self.sources = auth, db, sources
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, action_id: int) -> None:
         require_admin(req, "rules")
-        answer(req, resp, undo_action(self.db, action_id, actor=req.context.principal))
+        answer(req, resp, undo_action(self.db, action_id, actor=req.context.principal, sources=self.sources))

@@ -438,15 +438,26 @@ def run_due_rules(settings: Settings, send_alert: Callable[[int], object] | None
     logged and tried at the next run. `send_alert` is given the id of each message queued to a rule's
     channel."""
     from models.optimisation.rules import run_rules
+    from models.optimisation.sourcepause import SourceAccess
 
     try:
-        result = run_rules(db, history=HistoryFiles.for_reports(settings))
+        result = run_rules(
+            db, history=HistoryFiles.for_reports(settings), sources=SourceAccess.from_settings(settings)
+        )
     except HISTORY_RETRIED as exc:
         logger.warning("rules not run now (%s); the next run tries again", exc)
         return
     for plan in result.plans:
         if plan.error:
             logger.warning("rule %s not evaluated: %s", plan.rule.name, plan.error)
+    for planned, why in result.skipped:
+        logger.warning(
+            "rule %s: %s of campaign %s not done now: %s",
+            planned.rule,
+            planned.target,
+            planned.campaign_id,
+            why,
+        )
     for planned in result.acted:
         logger.info(
             "rule %s: %s %s in campaign %s (%s)",
