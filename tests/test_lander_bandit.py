@@ -1,6 +1,7 @@
 """Smart rotation of a stream's landers on a real migrated store (both backends): clicks through the
 in-process pipeline, LP clicks at rates the test chooses, landed by the flusher's code; the minutely
-refresh; then the click path by the landers' shares, and the shares in the CLI and the admin API."""
+refresh; then the click path by the landers' shares, and the shares in the CLI, the admin API and
+the panel."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 from conftest import Clock, InProcessApp, request
 from landers import lander_campaign
 from test_lander_step import land, visit
+from test_panel import PASSWORD, get, log_in
 
+from models.accounts.users import add_user
 from models.admin.services import AdminError, update_stream
 from models.conversions.postbacks import read_secret
 from models.reporting.bandits import refresh_bandits, stream_shares
@@ -116,3 +119,9 @@ def test_the_cli_and_the_api_set_the_lander_rotation_and_show_its_shares(db, lan
         assert status == expected, answered
     status, _, body = request(admin, f"/api/v1/streams/{stream_id}", key)
     assert status == 200 and json.loads(body)["lander_rotation"] == "bandit_epc"
+    # The panel's stream editor: the rotation chosen, the landers' shares as stored.
+    add_user(db, "anna", "admin", PASSWORD)
+    status, _, page = get(admin, f"/panel/campaigns/{made['campaign_id']}/streams/{stream_id}", log_in(admin))
+    assert status == 200 and "<option selected>bandit_epc</option>" in page
+    table = page.split('id="lander-bandit-shares"', 1)[1].split("</table>", 1)[0]
+    assert all(f"<td>#{lander}</td>" in table for lander in made["lander_ids"])
