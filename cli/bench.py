@@ -640,12 +640,13 @@ def bench_migration_command(
 @bench.command("clicks")
 @click.option(
     "--scenario",
-    type=click.Choice(["unique", "repeat", "nat", "rotation", "lander"]),
+    type=click.Choice(["unique", "repeat", "nat", "rotation", "lander", "weighted", "bandit"]),
     default="unique",
     show_default=True,
     help="unique: a new visitor per click; repeat: 50 fixed visitors; nat: 30% from 5 shared IPs; "
     "rotation: filters, unvisited rotation, caps; lander: click, lander, LP click, offer (rates in "
-    "funnels/s).",
+    "funnels/s); weighted / bandit: a new visitor per click, a stream of 3 offers by weight / by "
+    "bandit_cr shares.",
 )
 @click.option(
     "--rates", default="500,1000,2000,3000,4000", show_default=True, help="Offered clicks/s per step."
@@ -734,6 +735,63 @@ def bench_clicks_command(
         if report.lanner:
             click.echo("\n".join(format_report(report)))
     if any(step.lost or step.duplicated for step in report.lanner):
+        raise click.ClickException("Some 302 subids are missing from the database or were answered twice.")
+
+
+@bench.command("bandit-clicks")
+@click.option("--rates", default="1000,2000,3000", show_default=True, help="Offered clicks/s per step.")
+@click.option("--step-seconds", type=click.IntRange(min=1), default=30, show_default=True)
+@click.option(
+    "--rounds", type=click.IntRange(min=1), default=3, show_default=True, help="Weighted+bandit pairs."
+)
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
+@click.option(
+    "--prefill",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Top the click table up to this many rows first (`lanner generate clicks`).",
+)
+@click.option("--data-dir", type=click.Path(file_okay=False), help="Reuse this data dir (and its prefill).")
+@click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server logs).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_bandit_clicks_command(
+    rates: str,
+    step_seconds: int,
+    rounds: int,
+    workers: int,
+    prefill: int,
+    data_dir: str | None,
+    keep: bool,
+    json_path: str | None,
+) -> None:
+    """The click ladder on a stream of three offers by bandit_cr shares against the same by weight, in
+    alternating rounds on one database: bandit / weighted accepted rate, CPU per click and latency."""
+    from workers.bench.harness import BenchOptions, ConsoleReporter
+    from workers.bench.rotationpair import format_pair, run_rotation_pair
+
+    try:
+        ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
+        ) from None
+    if not ladder or min(ladder) <= 0:
+        raise click.BadParameter("every rate must be a positive integer.", param_hint="--rates")
+    options = BenchOptions(
+        rates=ladder,
+        step_seconds=step_seconds,
+        workers=workers,
+        prefill=prefill,
+        data_dir=Path(data_dir) if data_dir else None,
+        keep_files=keep,
+    )
+    result = run_rotation_pair(options, rounds, ConsoleReporter())
+    if json_path:
+        Path(json_path).write_text(json.dumps(result, indent=2) + "\n")
+    click.echo("\n".join(format_pair(result)))
+    steps = [step for run in result["runs"] for step in run["steps"]]
+    if any(step["lost"] or step["duplicated"] for step in steps):
         raise click.ClickException("Some 302 subids are missing from the database or were answered twice.")
 
 

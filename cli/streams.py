@@ -53,6 +53,7 @@ def stream_row(ctx: Context, stream) -> dict[str, Any]:
             f"{row['name']}:{row['weight']}" for row in stream_lander_rows(ctx.db, stream.id)
         ),
         "offer_rotation": stream.offer_rotation,
+        "lander_rotation": stream.lander_rotation,
         "fallback_offer": stream.fallback_offer_id,
         "redirect_type": stream.redirect_type,
         "filters": f" {stream.filter_mode.upper()} ".join(describe_filters(stream)),
@@ -84,6 +85,12 @@ def stream_options(function):
             help="unvisited: a returning visitor gets an offer of this stream they have not seen yet; "
             "bandit_cr / bandit_epc: Thompson sampling on conversion rate / earnings per click, refreshed "
             "every minute, 10 % of clicks spread evenly (docs/optimisation-rotation.md).",
+        ),
+        click.option(
+            "--lander-rotation",
+            type=click.Choice(choices.LANDER_ROTATIONS),
+            help="bandit_cr / bandit_epc: Thompson sampling on the landers' click-through to the offer / "
+            "earnings per click, refreshed every minute, 10 % of clicks spread evenly; weight by default.",
         ),
         click.option(
             "--redirect-type",
@@ -273,7 +280,7 @@ SPLIT_TEST_COLUMNS = [
     "high",
     "is_behind",
 ]
-BANDIT_COLUMNS = ["offer", "clicks", "conversions", "best_probability", "share"]
+BANDIT_COLUMNS = ["clicks", "conversions", "best_probability", "share"]  # After the arm's id.
 
 
 @stream.command("split-test")
@@ -286,20 +293,22 @@ def stream_split_test(
     ctx: Context, stream_id: int, landers: bool, since: str | None, until: str | None, timezone: str, fmt: str
 ) -> None:
     """A stream's split test: each arm's clicks, conversions and CR against the leader's, and a verdict
-    (winner / no winner yet) that stays valid however often it is read; with a bandit rotation, the
-    shares its clicks go by now."""
+    (winner / no winner yet) that stays valid however often it is read; with a bandit rotation of its
+    offers (or, with --landers, of its landers), the shares its clicks go by now (a lander's
+    conversions there are, for bandit_cr, its clicks on to the offer)."""
     from models.reporting.bandits import stream_shares
     from models.reporting.splittest import split_test
 
+    arm_kind = "lander" if landers else "offer"
     test = split_test(
         ctx.db,
         stream_id,
-        arm_kind="lander" if landers else "offer",
+        arm_kind=arm_kind,
         since=since,
         until=until,
         timezone=timezone,
     )
-    bandit = stream_shares(ctx.db, stream_id)
+    bandit = stream_shares(ctx.db, stream_id, arm_kind)
     if fmt == "json":
         click.echo(json_text({**test.as_json(), "bandit": bandit}))
         return
@@ -315,4 +324,4 @@ def stream_split_test(
     )
     if bandit:
         click.echo("Bandit shares (refreshed every minute):")
-        echo_rows(bandit, BANDIT_COLUMNS, fmt)
+        echo_rows(bandit, [arm_kind, *BANDIT_COLUMNS], fmt)

@@ -18,6 +18,8 @@ STREAM_TYPES = ("intercepting", "regular", "fallback")
 STREAM_ACTIONS = ("offers", "redirect", "html", "not_found", "campaign")
 STREAM_STATUSES = ("active", "disabled", "deleted")
 OFFER_ROTATIONS = ("weight", "unvisited", "bandit_cr", "bandit_epc")
+# A lander's bandit_cr is its click-through to the offer (LP CTR); bandit_epc its earnings per click.
+LANDER_ROTATIONS = ("weight", "bandit_cr", "bandit_epc")
 REDIRECT_TYPES = ("http", "meta", "js")  # A 302, or a 200 page with a meta refresh / a script.
 DEFAULT_ACTIONS = ("not_found", "redirect", "blank")  # When no stream matches.
 FILTER_MODES = ("and", "or")

@@ -2,7 +2,8 @@
 
 1. The decision (`Router._choose_offer` on a stream of three offers): weighted rotation, bandit_cr by the
    refreshed shares (what the click path runs), and a per-click Thompson draw (three
-   random.betavariate calls and a max: what the shares replace) for comparison.
+   random.betavariate calls and a max: what the shares replace) for comparison; and the lander decision
+   (`Router._to_lander`, three landers) by weight and by lander shares.
 2. The pipeline (`ClickTracker.track`: routing, uniqueness probe, journal append; no HTTP) for a campaign
    whose stream rotates three offers by weight and one whose stream rotates them by bandit_cr, with
    shares refreshed from real numbers, over the same visitors in alternating rounds: the ratio of
@@ -18,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import random
 import statistics
@@ -57,6 +59,7 @@ def build(data_dir: Path):
 
 def decision_cost(tracker, rounds: int) -> dict[str, float]:
     """CPU µs per decision, median over rounds of 100,000."""
+    from models.routing.config import LanderChoice
     from models.routing.router import History
 
     class NoHistory(History):
@@ -78,7 +81,16 @@ def decision_cost(tracker, rounds: int) -> dict[str, float]:
                 best, pick = draw, index
         return pick
 
+    campaign = tracker.campaign("weighted")
+    landers = tuple(LanderChoice(n, f"l{n}", "remote", None, "", 100) for n in (1, 2, 3))
+    by_weight = dataclasses.replace(weighted, landers=landers)
+    by_shares = dataclasses.replace(bandit, landers=landers, lander_rotation="bandit_cr")
+    # The shares a refresh would store for the stream's landers (no lander clicks to compute them from).
+    router.bandit.landers_by_stream[by_shares.id] = {1: 0.2, 2: 0.7, 3: 0.1}
+
     runs = {
+        "lander: weighted (weights)": lambda: router._to_lander(campaign, by_weight, []),
+        "lander: bandit_cr (shares)": lambda: router._to_lander(campaign, by_shares, []),
         "weighted (weights)": lambda: router._choose_offer(weighted, history, now_ms, []),
         "bandit_cr (shares)": lambda: router._choose_offer(bandit, history, now_ms, []),
         "per-click Thompson draw (3 betavariate)": thompson,

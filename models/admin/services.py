@@ -33,6 +33,7 @@ from models.choices import (
     COST_MODELS,
     DEFAULT_ACTIONS,
     FILTER_MODES,
+    LANDER_ROTATIONS,
     OFFER_ROTATIONS,
     OFFER_STATUSES,
     REDIRECT_TYPES,
@@ -470,6 +471,7 @@ COPIED_STREAM_FIELDS = (
     "daily_cap",
     "total_cap",
     "offer_rotation",
+    "lander_rotation",
     "redirect_type",
     "fallback_offer_id",
     "status",
@@ -640,6 +642,8 @@ def _check_stream_fields(db: Database, fields: dict[str, Any], action: str) -> N
         _check_choice(fields["status"], STREAM_STATUSES, "Stream status")
     if "offer_rotation" in fields:
         _check_choice(fields["offer_rotation"], OFFER_ROTATIONS, "Offer rotation")
+    if "lander_rotation" in fields:
+        _check_choice(fields["lander_rotation"], LANDER_ROTATIONS, "Lander rotation")
     if "redirect_type" in fields:
         _check_choice(fields["redirect_type"], REDIRECT_TYPES, "Redirect type")
     if "filter_mode" in fields:
@@ -678,7 +682,7 @@ def add_stream(
     actor: Principal = CLI,
     **options: Any,
 ) -> Stream:
-    """A stream; `options`: filter_mode, daily_cap, total_cap, offer_rotation, redirect_type,
+    """A stream; `options`: filter_mode, daily_cap, total_cap, offer_rotation, lander_rotation, redirect_type,
     fallback_offer_id. `filters` are expressions such as `country=US,GB` (models/routing/filters.py).
     `landers` [(lander_id, weight)]: the pages its visitors see before the offer (models/admin/landers.py)."""
     options = {key: value for key, value in options.items() if value is not None}

@@ -324,7 +324,8 @@ class ClickTracker:
         self._next_bandit_check = now + BANDIT_CHECK_EVERY
         version = self.meta.bandit_version()
         if version != self.bandit.version:
-            self.bandit.load(BanditStore(self.conn).shares(), version)
+            store = BanditStore(self.conn)
+            self.bandit.load(store.shares(), version, store.lander_shares())
 
     def _database_answers(self, now: float, read: Callable[[], Result]) -> Result | None:
         """`read()`, or None while the database cannot be read (then it is asked again after

@@ -1,4 +1,5 @@
-"""The background half of smart rotation: each bandit stream's numbers per offer, its shares, stored.
+"""The background half of smart rotation: each bandit stream's numbers per offer (or lander), its
+shares, stored.
 
 A minutely Huey task (workers/runtime/tasks.py `refresh_bandits`) reads, for every active stream whose
 offer rotation is bandit_cr or bandit_epc, the clicks, conversions (leads and sales: a rebill is not a
@@ -7,6 +8,12 @@ over the rollups, grouped by stream and offer), turns them into shares (models/r
 replaces the `bandit_share` rows with them in one transaction that moves `bandit_version`; each web
 worker reloads the shares within BANDIT_CHECK_EVERY (models/clicks/tracker.py). The click path never
 asks the database for them.
+
+A stream whose lander_rotation is bandit_cr or bandit_epc gets the same for its open landers (active,
+weight above 0), into `bandit_lander_share` in the same transaction: its numbers per lander from the same
+report (grouped by stream and lander: the raw clicks, as no rollup keeps the lander, over the window
+only), where bandit_cr's "conversion" is the click going on from the lander to the offer (lp_clicks:
+its LP CTR), and bandit_epc's the lead or sale and its revenue.
 """
 
 from __future__ import annotations
@@ -19,11 +26,19 @@ from datetime import UTC, datetime, timedelta
 from peewee import Database
 
 from models.reporting.reports import ReportQuery, run_report
-from models.routing.bandit import BANDIT_ROTATIONS, ArmStats, best_probabilities, shares
+from models.routing.bandit import (
+    BANDIT_CR,
+    BANDIT_EPC,
+    BANDIT_ROTATIONS,
+    ArmStats,
+    best_probabilities,
+    shares,
+)
 from models.store.bandit import BanditStore
 from models.store.database import write_tx
 from models.store.meta import MetaStore
 from models.tables.campaign import Stream, StreamOffer
+from models.tables.lander import Lander, StreamLander
 from models.tables.offer import Offer
 
 WINDOW_DAYS = 14  # Long enough for late postbacks; short enough that an offer gone stale is noticed.
@@ -62,43 +77,86 @@ def bandit_streams(db: Database) -> dict[int, tuple[str, list[int]]]:
     return streams
 
 
+def lander_bandit_streams(db: Database) -> dict[int, tuple[str, list[int]]]:
+    """stream id -> (its lander rotation, its open landers) of every stream rotating landers by a bandit."""
+    streams: dict[int, tuple[str, list[int]]] = {
+        stream.id: (stream.lander_rotation, [])
+        for stream in Stream.select(Stream.id, Stream.lander_rotation).where(
+            Stream.status == "active", Stream.lander_rotation.in_(sorted(BANDIT_ROTATIONS))
+        )
+    }
+    if not streams:
+        return {}
+    links = (
+        StreamLander.select(StreamLander.stream, StreamLander.lander)
+        .join(Lander)
+        .where(
+            StreamLander.stream.in_(list(streams)),
+            StreamLander.status == "active",
+            StreamLander.weight > 0,
+            Lander.status == "active",
+        )
+        .order_by(StreamLander.id)
+    )
+    for link in links:
+        streams[link.stream_id][1].append(link.lander_id)
+    return {stream_id: value for stream_id, value in streams.items() if value[1]}
+
+
 def arm_numbers(
     db: Database, stream_ids: list[int], since: str, *, now: float
 ) -> dict[tuple[int, int], ArmStats]:
     """(stream id, offer id) -> its clicks, conversions and revenue from `since` (a UTC date) on."""
+    return {
+        key: ArmStats(key[1], row["clicks"], row["leads"] + row["sales"], row["revenue"])
+        for key, row in _report_rows(db, "offer", stream_ids, since, now=now).items()
+    }
+
+
+def lander_numbers(
+    db: Database, stream_ids: list[int], since: str, *, now: float
+) -> dict[str, dict[tuple[int, int], ArmStats]]:
+    """metric -> (stream id, lander id) -> its numbers from `since` on: for bandit_cr the clicks that
+    went on to the offer as its conversions (its LP CTR), for bandit_epc its leads and sales and revenue."""
+    by_ctr, by_sale = {}, {}
+    for key, row in _report_rows(db, "lander", stream_ids, since, now=now).items():
+        by_ctr[key] = ArmStats(key[1], row["clicks"], min(row["lp_clicks"], row["clicks"]), 0.0)
+        by_sale[key] = ArmStats(key[1], row["clicks"], row["leads"] + row["sales"], row["revenue"])
+    return {BANDIT_CR: by_ctr, BANDIT_EPC: by_sale}
+
+
+def _report_rows(
+    db: Database, arm_kind: str, stream_ids: list[int], since: str, *, now: float
+) -> dict[tuple[int, int], dict]:
     report = run_report(
         db,
         ReportQuery(
-            group_by=("stream", "offer"),
+            group_by=("stream", arm_kind),
             filters={"stream": tuple(str(stream_id) for stream_id in stream_ids)},
             since=since,
         ),
         now=now,
     )
-    numbers = {}
-    for row in report.rows:
-        if row["stream"] is None or row["offer"] is None:
-            continue
-        numbers[row["stream"], row["offer"]] = ArmStats(
-            row["offer"], row["clicks"], row["leads"] + row["sales"], row["revenue"]
-        )
-    return numbers
+    return {
+        (row["stream"], row[arm_kind]): row
+        for row in report.rows
+        if row["stream"] is not None and row[arm_kind] is not None
+    }
 
 
-def compute_shares(
-    db: Database, *, now: float | None = None, rng: random.Random | None = None
+def _since(now: float) -> str:
+    return (datetime.fromtimestamp(now, UTC).date() - timedelta(days=WINDOW_DAYS - 1)).isoformat()
+
+
+def _stream_shares(
+    streams: dict[int, tuple[str, list[int]]],
+    numbers: dict[str, dict[tuple[int, int], ArmStats]],
+    rng: random.Random,
 ) -> list[StreamShares]:
-    """Every bandit stream's shares from its numbers now (nothing written)."""
-    now = time.time() if now is None else now
-    rng = rng or random.Random()
-    streams = bandit_streams(db)
-    if not streams:
-        return []
-    since = (datetime.fromtimestamp(now, UTC).date() - timedelta(days=WINDOW_DAYS - 1)).isoformat()
-    numbers = arm_numbers(db, sorted(streams), since, now=now)
     result = []
-    for stream_id, (metric, offer_ids) in sorted(streams.items()):
-        arms = [numbers.get((stream_id, offer_id)) or ArmStats(offer_id, 0, 0, 0.0) for offer_id in offer_ids]
+    for stream_id, (metric, arm_ids) in sorted(streams.items()):
+        known = numbers[metric]
+        arms = [known.get((stream_id, arm_id)) or ArmStats(arm_id, 0, 0, 0.0) for arm_id in arm_ids]
         probabilities = best_probabilities(arms, metric, rng)
         arm_shares = shares(probabilities)
         result.append(
@@ -109,30 +167,67 @@ def compute_shares(
     return result
 
 
-def refresh_bandits(db: Database, *, now: float | None = None, rng: random.Random | None = None) -> int:
-    """Recompute and store every bandit stream's shares; the number of streams refreshed."""
+def compute_shares(
+    db: Database, *, now: float | None = None, rng: random.Random | None = None
+) -> list[StreamShares]:
+    """Every offer bandit stream's shares from its numbers now (nothing written)."""
     now = time.time() if now is None else now
-    computed = compute_shares(db, now=now, rng=rng)
-    if not computed and not BanditStore(db.connection()).shares():
-        return 0  # No bandit stream, none to forget: no write a minute for nothing.
-    now_ms = int(now * 1000)
-    rows = [
+    streams = bandit_streams(db)
+    if not streams:
+        return []
+    numbers = arm_numbers(db, sorted(streams), _since(now), now=now)
+    return _stream_shares(streams, {BANDIT_CR: numbers, BANDIT_EPC: numbers}, rng or random.Random())
+
+
+def compute_lander_shares(
+    db: Database, *, now: float | None = None, rng: random.Random | None = None
+) -> list[StreamShares]:
+    """Every lander bandit stream's shares from its numbers now (nothing written)."""
+    now = time.time() if now is None else now
+    streams = lander_bandit_streams(db)
+    if not streams:
+        return []
+    numbers = lander_numbers(db, sorted(streams), _since(now), now=now)
+    return _stream_shares(streams, numbers, rng or random.Random())
+
+
+def _rows(computed: list[StreamShares], now_ms: int) -> list[tuple]:
+    return [
         (s.stream_id, arm.arm_id, arm.clicks, arm.conversions, arm.revenue, probability, share, now_ms)
         for s in computed
         for arm, probability, share in s.arms
     ]
+
+
+def refresh_bandits(db: Database, *, now: float | None = None, rng: random.Random | None = None) -> int:
+    """Recompute and store every bandit stream's shares (offers and landers); the number of streams
+    refreshed (a stream rotating both counts twice)."""
+    now = time.time() if now is None else now
+    rng = rng or random.Random()
+    computed = compute_shares(db, now=now, rng=rng)
+    computed_landers = compute_lander_shares(db, now=now, rng=rng)
+    if not computed and not computed_landers:
+        store = BanditStore(db.connection())
+        if not store.shares() and not store.lander_shares():
+            return 0  # No bandit stream, none to forget: no write a minute for nothing.
+    now_ms = int(now * 1000)
     with write_tx(db):
         conn = db.connection()
-        BanditStore(conn).replace(rows)
+        store = BanditStore(conn)
+        store.replace(_rows(computed, now_ms))
+        store.replace_landers(_rows(computed_landers, now_ms))
         MetaStore(conn).move_bandit_version(str(now_ms))
-    return len(computed)
+    return len(computed) + len(computed_landers)
 
 
-def stream_shares(db: Database, stream_id: int) -> list[dict]:
-    """The stored state of one stream (empty until a refresh has seen it in a bandit rotation)."""
+def stream_shares(db: Database, stream_id: int, arm_kind: str = "offer") -> list[dict]:
+    """The stored state of one stream's offers (or landers): empty until a refresh has seen it in a
+    bandit rotation."""
+    store = BanditStore(db.connection())
+    stored = store.lander_stream(stream_id) if arm_kind == "lander" else store.stream(stream_id)
     return [
         {
-            "offer": offer_id,
+            arm_kind: arm_id,
             "clicks": clicks,
             "conversions": conversions,
             "revenue": round(revenue, 6),
@@ -140,7 +235,5 @@ def stream_shares(db: Database, stream_id: int) -> list[dict]:
             "share": round(share, 4),
             "updated_at": updated_at,
         }
-        for offer_id, clicks, conversions, revenue, best, share, updated_at in BanditStore(
-            db.connection()
-        ).stream(stream_id)
+        for arm_id, clicks, conversions, revenue, best, share, updated_at in stored
     ]

@@ -1,4 +1,5 @@
-"""Smart offer rotation: Thompson sampling, decided on the click path from shares the background computes.
+"""Smart offer and lander rotation: Thompson sampling, decided on the click path from shares the
+background computes.
 
 Thompson sampling draws each arm's rate from its posterior (Beta(1 + conversions, 1 + clicks -
 conversions) for CR; that draw times the arm's mean payout for EPC) and sends the click to the arm
@@ -9,6 +10,10 @@ them as the stream's shares; a web worker reloads them when they move (models/cl
 the router picks by them as it picks by weight. Between two refreshes a per-click Thompson draw would
 see the same state and pick with the same probabilities, at ~2 µs a Beta draw per arm and click
 (docs/optimisation-rotation.md measures both).
+
+Landers (`stream.lander_rotation`): the same draws with a lander's clicks and, for bandit_cr, the
+clicks that went on from it to the offer (its LP CTR; for bandit_epc its conversions and revenue), the
+same exploration share; a lander has no cap, so its shares are used as they are.
 
 Cap-aware: the router offers only the stream's active offers with a weight above 0 that are not capped
 now; the shares of the open ones are renormalised among them, so a capped or paused offer is never
@@ -73,26 +78,45 @@ def shares(probabilities: dict[int, float], exploration: float = EXPLORATION) ->
 
 
 class BanditShares:
-    """A worker's shares per stream and offer, as the last refresh stored them (empty until one has)."""
+    """A worker's shares per stream and offer (and per stream and lander), as the last refresh stored
+    them (empty until one has)."""
 
-    __slots__ = ("by_stream", "version")
+    __slots__ = ("by_stream", "landers_by_stream", "version")
 
     def __init__(self) -> None:
         self.by_stream: dict[int, dict[int, float]] = {}
+        self.landers_by_stream: dict[int, dict[int, float]] = {}
         self.version: str | None = None
 
-    def load(self, rows: Sequence[tuple[int, int, float]], version: str | None) -> None:
-        """(stream id, offer id, share) rows, replacing what was held."""
-        by_stream: dict[int, dict[int, float]] = {}
-        for stream_id, offer_id, share in rows:
-            by_stream.setdefault(stream_id, {})[offer_id] = share
-        self.by_stream, self.version = by_stream, version
+    def load(
+        self,
+        rows: Sequence[tuple[int, int, float]],
+        version: str | None,
+        lander_rows: Sequence[tuple[int, int, float]] = (),
+    ) -> None:
+        """(stream id, offer id, share) and (stream id, lander id, share) rows, replacing what was held."""
+        self.by_stream, self.landers_by_stream = _by_stream(rows), _by_stream(lander_rows)
+        self.version = version
 
     def weights(self, stream_id: int, offer_ids: Sequence[int], arm_count: int) -> list[float]:
         """The shares of these (open) offers; an offer the refresh has not seen yet (added since) gets
         an even share of the stream's arms until it has."""
-        known = self.by_stream.get(stream_id)
-        even = 1.0 / arm_count
-        if known is None:
-            return [even] * len(offer_ids)
-        return [known.get(offer_id, even) for offer_id in offer_ids]
+        return _weights(self.by_stream.get(stream_id), offer_ids, arm_count)
+
+    def lander_weights(self, stream_id: int, lander_ids: Sequence[int]) -> list[float]:
+        """The shares of the stream's landers, as `weights` gives the offers'."""
+        return _weights(self.landers_by_stream.get(stream_id), lander_ids, len(lander_ids))
+
+
+def _by_stream(rows: Sequence[tuple[int, int, float]]) -> dict[int, dict[int, float]]:
+    by_stream: dict[int, dict[int, float]] = {}
+    for stream_id, arm_id, share in rows:
+        by_stream.setdefault(stream_id, {})[arm_id] = share
+    return by_stream
+
+
+def _weights(known: dict[int, float] | None, arm_ids: Sequence[int], arm_count: int) -> list[float]:
+    even = 1.0 / arm_count
+    if known is None:
+        return [even] * len(arm_ids)
+    return [known.get(arm_id, even) for arm_id in arm_ids]

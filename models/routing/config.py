@@ -86,6 +86,7 @@ class StreamConfig:
     has_offer_caps: bool = False  # PERF: most streams have none; skip the per-offer checks then.
     # A click routed here goes to one of them (by weight); its offer is chosen at the LP click.
     landers: tuple[LanderChoice, ...] = ()
+    lander_rotation: str = "weight"  # weight, bandit_cr, bandit_epc (by the shares of a refresh)
 
     def is_capped(self, counters: ClickCounters, now_ms: int) -> bool:
         if self.daily_cap is None and self.total_cap is None:
@@ -240,6 +241,7 @@ def _stream_config(
             for o in (*offers, *([fallback] if fallback else []))
         ),
         landers=tuple(landers),
+        lander_rotation=stream.lander_rotation,
     )
 
 

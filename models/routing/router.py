@@ -21,7 +21,8 @@ chosen on its filter 2 (any one must pass), `w 13+` chosen by weight among the m
 chosen, after `w` (by weight among several), `u` (among offers the visitor has not seen: unvisited
 rotation), `f` (the stream's fallback offer, its other offers all capped) or `t` (by the shares of a
 bandit rotation, models/routing/bandit.py: the open offers' shares, renormalised); `l7` lander 7
-chosen: a stream with landers sends the click to one of them (by weight) and chooses no offer now: the
+chosen: a stream with landers sends the click to one of them (by weight, or after `t` by the shares
+of a lander bandit rotation) and chooses no offer now: the
 offer is chosen at the LP click (`Router.choose_offer`, models/clicks/tracker.py `lp_click`), where its
 rotation and caps apply. The click's answer, origin and bot reason end the summary
 (models/routing/path.py); a summary of a release before them has no such step and no filter places.
@@ -266,7 +267,14 @@ class Router:
 
     def _to_lander(self, campaign: CampaignConfig, stream: StreamConfig, steps: list[str]) -> Route:
         landers = stream.landers
-        lander = landers[0] if len(landers) == 1 else self._weighted(landers, [x.weight for x in landers])
+        if len(landers) == 1:
+            lander = landers[0]
+        elif stream.lander_rotation in BANDIT_ROTATIONS:
+            steps.append("t")
+            shares = self.bandit.lander_weights(stream.id, [x.lander_id for x in landers])
+            lander = self._weighted(landers, shares)
+        else:
+            lander = self._weighted(landers, [x.weight for x in landers])
         steps.append(f"l{lander.lander_id}")
         return Route(campaign, stream, None, steps, lander)
 

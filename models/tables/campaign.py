@@ -68,6 +68,7 @@ class Stream(BaseModel):
     daily_cap = IntegerField(null=True)
     total_cap = IntegerField(null=True)
     offer_rotation = TextField(default="weight")
+    lander_rotation = TextField(default="weight")  # weight, bandit_cr (its LP CTR), bandit_epc (0033).
     redirect_type = TextField(default="http")
     fallback_offer_id = IntegerField(null=True)  # Used when every offer of the stream is capped.
     status = TextField(default="active")

@@ -48,6 +48,7 @@ from models.choices import (
     COST_MODELS,
     DEFAULT_ACTIONS,
     FILTER_MODES,
+    LANDER_ROTATIONS,
     OFFER_ROTATIONS,
     REDIRECT_TYPES,
     ROTATIONS,
@@ -349,6 +350,7 @@ def stream_values(stream) -> dict[str, str]:
         "payload": stream.action_payload,
         "filter_mode": stream.filter_mode,
         "offer_rotation": stream.offer_rotation,
+        "lander_rotation": stream.lander_rotation,
         "redirect_type": stream.redirect_type,
         "fallback_offer_id": "" if stream.fallback_offer_id is None else str(stream.fallback_offer_id),
         "daily_cap": "" if stream.daily_cap is None else str(stream.daily_cap),
@@ -365,6 +367,7 @@ NEW_STREAM = {
     "payload": "",
     "filter_mode": "and",
     "offer_rotation": "weight",
+    "lander_rotation": "weight",
     "redirect_type": "http",
     "fallback_offer_id": "",
     "daily_cap": "",
@@ -384,6 +387,7 @@ def stream_changes(form: dict) -> dict:
         "payload": str(form.get("payload", "")).strip() if action in ("redirect", "html", "campaign") else "",
         "filter_mode": _text(form, "filter_mode") or "and",
         "offer_rotation": _text(form, "offer_rotation") or "weight",
+        "lander_rotation": _text(form, "lander_rotation") or "weight",
         "redirect_type": _text(form, "redirect_type") or "http",
         "fallback_offer_id": _int(form, "fallback_offer_id", "The fallback offer"),
         "daily_cap": _int(form, "daily_cap", "The daily cap"),
@@ -411,9 +415,10 @@ def stream_summary(db, stream, offer_names: dict[int, str]) -> dict:
     }
 
 
-def split_tests(db, stream, *, with_landers: bool) -> tuple[list[tuple[str, object]], list[dict]]:
+def split_tests(db, stream, *, with_landers: bool) -> tuple[list[tuple[str, object]], list[dict], list[dict]]:
     """An existing stream's split tests over all its clicks, (arm kind, SplitTest or the sentence why there
-    is none), its offers' and, when asked, its landers'; and its bandit shares (models/reporting/).
+    is none), its offers' and, when asked, its landers'; and its offers' and landers' bandit shares as
+    the last refresh stored them (models/reporting/).
 
     PERF: offers are read from the rollups; no rollup keeps the lander, so its test reads the raw clicks
     of the whole period, which on a large install is a report's wait, not a page's: on demand only."""
@@ -422,14 +427,14 @@ def split_tests(db, stream, *, with_landers: bool) -> tuple[list[tuple[str, obje
     from models.reporting.splittest import split_test
 
     if stream is None:
-        return [], []
+        return [], [], []
     tests: list[tuple[str, object]] = []
     for kind in ("offer", "lander") if with_landers else ("offer",):
         try:
             tests.append((kind, split_test(db, stream.id, arm_kind=kind)))
         except LannerError as exc:  # A range `lanner prune` emptied: say so, the editor still works.
             tests.append((kind, str(exc)))
-    return tests, stream_shares(db, stream.id)
+    return tests, stream_shares(db, stream.id), stream_shares(db, stream.id, "lander")
 
 
 def stream_groups(streams: list) -> list[dict]:
@@ -702,7 +707,7 @@ class StreamFormResource(EditorResource):
         landers = visible_landers(self.db, session.principal)
         rows = filters + [blank_filter_row() for _ in range(BLANK_FILTER_ROWS)]
         with_landers = req.method == "GET" and req.get_param("split") == "landers"
-        tests, bandit = split_tests(self.db, stream, with_landers=with_landers)
+        tests, bandit, lander_bandit = split_tests(self.db, stream, with_landers=with_landers)
         self.page(
             req,
             resp,
@@ -726,6 +731,7 @@ class StreamFormResource(EditorResource):
             split_alpha=ALPHA,
             has_landers=any(lander_weights.values()),
             bandit=bandit,
+            lander_bandit=lander_bandit,
             **CHOICES,
         )
 
@@ -834,6 +840,7 @@ CHOICES = {
     "stream_actions": STREAM_ACTIONS,
     "filter_modes": FILTER_MODES,
     "offer_rotations": OFFER_ROTATIONS,
+    "lander_rotations": LANDER_ROTATIONS,
     "redirect_types": REDIRECT_TYPES,
 }
 

@@ -37,19 +37,25 @@ class SplitTestResource:
     def on_get(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
         stream = services.get_stream(self.db, stream_id)
         require_campaign(req, stream.campaign_id)
+        arm_kind = req.get_param("arms") or "offer"
         test = split_test(
             self.db,
             stream_id,
-            arm_kind=req.get_param("arms") or "offer",
+            arm_kind=arm_kind,
             since=req.get_param("from"),
             until=req.get_param("to"),
             timezone=req.get_param("timezone") or "UTC",
         )
-        bandit = stream_shares(self.db, stream_id)
+        bandit = stream_shares(self.db, stream_id, arm_kind)
         if req.context.principal.hides_money:
             bandit = [{key: value for key, value in row.items() if key != "revenue"} for row in bandit]
         answer(
             req,
             resp,
-            {**test.as_json(), "offer_rotation": stream.offer_rotation, "bandit": bandit},
+            {
+                **test.as_json(),
+                "offer_rotation": stream.offer_rotation,
+                "lander_rotation": stream.lander_rotation,
+                "bandit": bandit,
+            },
         )

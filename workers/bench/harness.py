@@ -58,6 +58,9 @@ BENCH_ALIAS = "bench"
 BENCH_OFFER_URL = "https://offer.example/?click={subid}"
 ROTATION_ALIAS = "bench-rotation"
 LANDER_ALIAS = "bench-lander"
+# The `weighted` and `bandit` scenarios (workers/bench/rotationpair.py compares them): one stream of
+# three offers, rotated by weight or by bandit_cr shares.
+ROTATION_PAIR = {"weighted": ("bench-weighted", "weight"), "bandit": ("bench-bandit", "bandit_cr")}
 # The `lander` scenario's remote lander: k6 reads the subid from it and makes the LP click itself.
 LANDER_URL = "https://lp.example/quiz?click={subid}&go={offer}"
 
@@ -98,6 +101,15 @@ SCENARIOS = {
         "a new visitor per funnel: the click's 302 to a remote lander, then its LP click's 302 to one of "
         "2 offers (two requests a funnel; the rate counts funnels)",
         mode="lander",
+    ),
+    "weighted": Scenario(
+        ROTATION_PAIR["weighted"][0], 0, "a new visitor per click, one stream of 3 offers rotated by weight"
+    ),
+    "bandit": Scenario(
+        ROTATION_PAIR["bandit"][0],
+        0,
+        "a new visitor per click, one stream of 3 offers rotated by bandit_cr (shares refreshed every "
+        "minute by the worker)",
     ),
 }
 NGINX_LOCATION = "https://offer.example/?click=static"
@@ -807,7 +819,54 @@ def prepare_database(
         ensure_rotation_campaign(env)
     if scenario == "lander":
         ensure_lander_campaign(env, database_path)
+    if scenario in ROTATION_PAIR:
+        ensure_rotation_pair_campaign(env, database_path, *ROTATION_PAIR[scenario])
     return clicks
+
+
+def ensure_rotation_pair_campaign(
+    env: dict[str, str], database_path: Path, alias: str, rotation: str
+) -> None:
+    """A `weighted` or `bandit` scenario's campaign: one stream, three offers, `rotation`. A bandit's
+    shares are refreshed once here, so the web workers pick by stored shares from the first click (the
+    worker's minutely task keeps them fresh after)."""
+    try:
+        run_lanner(env, "campaign", "show", alias, "--json")
+        return
+    except BenchError:
+        pass
+    offers = [
+        run_lanner(
+            env,
+            "offer",
+            "create",
+            f"{alias} offer {n}",
+            "--url",
+            f"https://{alias}-{n}.example/?click={{subid}}",
+        ).strip()
+        for n in range(3)
+    ]
+    run_lanner(env, "campaign", "create", alias.title(), "--alias", alias, "--offer-id", offers[0])
+    stream_id = json.loads(run_lanner(env, "stream", "list", alias, "--json"))[0]["id"]
+    run_lanner(
+        env,
+        "stream",
+        "update",
+        str(stream_id),
+        *(f"--offer={o}" for o in offers),
+        "--offer-rotation",
+        rotation,
+    )
+    if rotation == "weight":
+        return
+    from models.reporting.bandits import refresh_bandits
+    from models.store.database import open_database
+
+    db = open_database(database_path)
+    try:
+        refresh_bandits(db)
+    finally:
+        db.close()
 
 
 def ensure_lander_campaign(env: dict[str, str], database_path: Path) -> None:
