@@ -550,6 +550,8 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         try:
             for step in run_deferred(db):
                 logger.info("deferred step %s: %s", step.name, step.state)
+        except STORE_ERRORS as exc:  # A full disk, a held write lock: the chunk rolled back whole.
+            logger.warning("deferred steps wait (%s); the next run goes on where they stopped", exc)
         finally:
             deferred_lock.release()
 
