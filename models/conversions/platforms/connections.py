@@ -68,7 +68,11 @@ def mask(value: str) -> str:
 
 
 def masked(platform: str, credentials: dict[str, str]) -> dict[str, str]:
-    secrets = CLIENTS[platform].SECRETS
+    return masked_secrets(CLIENTS[platform].SECRETS, credentials)
+
+
+def masked_secrets(secrets, credentials: dict[str, str]) -> dict[str, str]:
+    """Credentials as shown: the secrets among them masked (platform and spend connections alike)."""
     return {key: mask(value) if key in secrets else value for key, value in credentials.items()}
 
 
@@ -106,13 +110,23 @@ def parse_events(expressions: list[str] | dict[str, str]) -> dict[str, str]:
 def _credentials(
     platform: str, given: dict[str, str], before: dict[str, str] | None = None
 ) -> dict[str, str]:
-    client = CLIENTS[platform]
+    credentials = checked_credentials(CLIENTS[platform], f"A {platform} connection", given, before)
+    if platform == "google_ads":
+        for key in ("customer_id", "login_customer_id"):
+            if credentials.get(key) and not credentials[key].replace("-", "").isdigit():
+                raise AdminError(f"The Google Ads {key} is the account's number, such as 123-456-7890.")
+    return credentials
+
+
+def checked_credentials(
+    client: Any, what: str, given: dict[str, str], before: dict[str, str] | None = None
+) -> dict[str, str]:
+    """`before` with `given` applied (an empty value removes a key), each checked against the client's
+    CREDENTIALS and REQUIRED; `what` names the connection in the refusals ("A meta connection")."""
     credentials = dict(before or {})
     for key, value in given.items():
         if key not in client.CREDENTIALS:
-            raise AdminError(
-                f"A {platform} connection has no credential {key!r} ({', '.join(client.CREDENTIALS)})."
-            )
+            raise AdminError(f"{what} has no credential {key!r} ({', '.join(client.CREDENTIALS)}).")
         value = (value or "").strip()
         if len(value) > MAX_VALUE or any(ord(c) < 32 for c in value):
             raise AdminError(f"The {key} is not usable: at most {MAX_VALUE} printable characters.")
@@ -122,11 +136,7 @@ def _credentials(
             credentials.pop(key, None)
     missing = [key for key in client.REQUIRED if not credentials.get(key)]
     if missing:
-        raise AdminError(f"A {platform} connection needs its {', '.join(missing)}.")
-    if platform == "google_ads":
-        for key in ("customer_id", "login_customer_id"):
-            if credentials.get(key) and not credentials[key].replace("-", "").isdigit():
-                raise AdminError(f"The Google Ads {key} is the account's number, such as 123-456-7890.")
+        raise AdminError(f"{what} needs its {', '.join(missing)}.")
     return credentials
 
 

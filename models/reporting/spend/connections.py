@@ -24,7 +24,7 @@ from models.accounts.principal import CLI, Principal
 from models.admin.errors import AdminConflict, AdminError
 from models.admin.rows import find_by_name_or_id, get_campaign
 from models.choices import CONNECTION_STATUSES, SPEND_PLATFORMS
-from models.conversions.platforms.connections import mask
+from models.conversions.platforms.connections import checked_credentials, masked_secrets
 from models.reporting.currency import CurrencyError, check_code
 from models.reporting.spend.sync import CLIENTS, SpendConfig, sync_connection
 from models.reporting.timerange import TimeRangeError, localise_times, zone
@@ -35,7 +35,6 @@ from models.tables.source import TrafficSource
 from models.tables.spend import SpendConnection, SpendMapping, SpendSync
 
 MAX_NAME = 100
-MAX_VALUE = 4000
 MAX_ID = 200
 REMOVED = "removed"
 
@@ -67,8 +66,7 @@ def _now() -> int:
 
 
 def _masked(platform: str, credentials: dict[str, str]) -> dict[str, str]:
-    secrets = CLIENTS[platform].SECRETS
-    return {key: mask(value) if key in secrets else value for key, value in credentials.items()}
+    return masked_secrets(CLIENTS[platform].SECRETS, credentials)
 
 
 def _mappings(connection_id: int) -> dict[str, str]:
@@ -135,22 +133,7 @@ def _credentials(
     platform: str, given: dict[str, str], before: dict[str, str] | None = None
 ) -> dict[str, str]:
     client = CLIENTS[platform]
-    credentials = dict(before or {})
-    for key, value in given.items():
-        if key not in client.CREDENTIALS:
-            raise AdminError(
-                f"A {platform} spend connection has no credential {key!r} ({', '.join(client.CREDENTIALS)})."
-            )
-        value = (value or "").strip()
-        if len(value) > MAX_VALUE or any(ord(c) < 32 for c in value):
-            raise AdminError(f"The {key} is not usable: at most {MAX_VALUE} printable characters.")
-        if value:
-            credentials[key] = value
-        else:
-            credentials.pop(key, None)
-    missing = [key for key in client.REQUIRED if not credentials.get(key)]
-    if missing:
-        raise AdminError(f"A {platform} spend connection needs its {', '.join(missing)}.")
+    credentials = checked_credentials(client, f"A {platform} spend connection", given, before)
     problem = client.check(credentials)
     if problem:
         raise AdminError(problem)
