@@ -25,6 +25,7 @@ import falcon
 from models.conversions.postbacks import keys_match, read_secret
 from models.reporting.currency import CurrencyError, list_rates, report_currency, set_rates
 from models.reporting.history import HistoryFiles
+from models.reporting.notes import without_money_notes
 from models.reporting.reports import (
     PrunedRangeError,
     Report,
@@ -115,13 +116,16 @@ def csv_chunks(rows: Iterable[dict], columns: list[str]) -> Iterator[bytes]:
     yield out.getvalue().encode()
 
 
-def send_report_csv(resp: falcon.Response, report: Report | ReportStream, columns: list[str]) -> None:
+def send_report_csv(
+    resp: falcon.Response, report: Report | ReportStream, columns: list[str], hides_money: bool = False
+) -> None:
     """The report's rows as CSV, streamed as they are read (a ReportStream's never all in memory); the
-    currency in X-Lanner-Currency, the notes in X-Lanner-Notes."""
+    currency in X-Lanner-Currency, the notes in X-Lanner-Notes (none naming money where it is hidden)."""
     resp.content_type = "text/csv"
     resp.set_header("X-Lanner-Currency", report.currency)
-    if report.notes:
-        resp.set_header("X-Lanner-Notes", json.dumps(report.notes))
+    notes = without_money_notes(report.notes) if hides_money else report.notes
+    if notes:
+        resp.set_header("X-Lanner-Notes", json.dumps(notes))
     resp.stream = csv_chunks(report.rows, columns)
 
 

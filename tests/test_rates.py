@@ -515,14 +515,26 @@ def test_each_report_row_names_its_sales_without_a_rate_by_currency_and_day_in_e
             for row in csv.DictReader(io.StringIO(body.decode()))
         }
         assert rows == {offer: gaps[1:] for offer, gaps in by_offer.items()}, path
+    # The report-wide notes name payouts too: the admin shown money reads them, the frugal one neither in
+    # JSON nor in the CSV's X-Lanner-Notes header.
+    money_note = "2 conversions in GBP (payout 40 GBP) have no exchange rate into USD"
+    status, headers, body = request(app, f"/api/v1/reports?{query}&format=csv", {"X-Api-Key": admin})
+    assert money_note in {k.lower(): v for k, v in headers.items()}["x-lanner-notes"], headers
+    assert [
+        note
+        for note in json.loads(request(app, f"/api/v1/reports?{query}", {"X-Api-Key": admin})[2])["notes"]
+        if note.startswith(money_note)
+    ]
     status, _, body = request(app, f"/api/v1/reports?{query}", {"X-Api-Key": frugal})
     shown = json.loads(body)
     assert status == 200 and shown["rows"] and "unconverted" not in shown, body
     assert not [
         row for row in (*shown["rows"], shown["total"]) if {"unconverted", "unconverted_note"} & set(row)
     ]
-    status, _, body = request(app, f"/api/v1/reports?{query}&format=csv", {"X-Api-Key": frugal})
+    assert not [note for note in shown["notes"] if "payout" in note or "GBP" in note], shown["notes"]
+    status, headers, body = request(app, f"/api/v1/reports?{query}&format=csv", {"X-Api-Key": frugal})
     assert status == 200 and b"unconverted" not in body and b"payout" not in body, body
+    assert "payout" not in {k.lower(): v for k, v in headers.items()}.get("x-lanner-notes", ""), headers
 
     # The CLI's table: the count in a column, each row's sentence below it.
     shown = lanner("report", "--preset", "all_time", "--group", "offer").stdout.splitlines()

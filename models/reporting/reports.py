@@ -47,6 +47,7 @@ from models.ops.retention import pruned_before
 from models.optimisation.labels import LABELS, NO_LABEL, label_lookup, parse_slot
 from models.reporting.currency import CurrencyError, check_report_currency
 from models.reporting.history import HistoryFiles
+from models.reporting.notes import MoneyNote
 from models.reporting.rollups import add_metrics
 from models.reporting.sourcenames import SourceNameError, resolve_source_names
 from models.reporting.timerange import TimeRangeError, local_instant, zone
@@ -829,19 +830,24 @@ def _history_rows(
 def _currency_notes(
     store: ReportStore, query: ReportQuery, currency: str, unconverted: list[dict[str, Any]]
 ) -> list[str]:
-    notes = [
-        f"{item['conversions']} conversion{'s' if item['conversions'] != 1 else ''} in {item['currency']} "
-        f"(payout {item['payout']:g} {item['currency']}) have no exchange rate into {currency} and are not "
-        f"in revenue; set one with `lanner currency rate set {item['currency']} RATE`."
+    notes: list[str] = [
+        MoneyNote(
+            f"{item['conversions']} conversion{'s' if item['conversions'] != 1 else ''} in "
+            f"{item['currency']} (payout {item['payout']:g} {item['currency']}) have no exchange rate into "
+            f"{currency} and are not in revenue; set one with `lanner currency rate set {item['currency']} "
+            "RATE`."
+        )
         for item in unconverted
     ]
     wanted = set(query.filters.get("campaign", ()))
     for campaign_id, alias, cost_currency in store.unrated_cost_campaigns(currency):
         if not wanted or str(campaign_id) in wanted:
             notes.append(
-                f"Campaign {alias}'s costs are in {cost_currency}, which has no exchange rate into "
-                f"{currency}: its clicks land without a cost until `lanner currency rate set "
-                f"{cost_currency} RATE`."
+                MoneyNote(
+                    f"Campaign {alias}'s costs are in {cost_currency}, which has no exchange rate into "
+                    f"{currency}: its clicks land without a cost until `lanner currency rate set "
+                    f"{cost_currency} RATE`."
+                )
             )
     return notes
 
@@ -849,7 +855,7 @@ def _currency_notes(
 FALLBACK_NOTE = (
     "The columnar history did not answer: this report counted the row store's clicks (exact, slower)."
 )
-NOT_FINITE_NOTE = (
+NOT_FINITE_NOTE = MoneyNote(
     "Some costs or revenues are not finite numbers and are left empty: a click URL's cost= stored "
     "before costs were bounded; `lanner cost set` over the campaign's period repairs them."
 )

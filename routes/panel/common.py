@@ -16,6 +16,7 @@ from models.accounts.access import visible_campaign_ids
 from models.admin.services import list_campaigns
 from models.errors import LannerError
 from models.reporting.history import HistoryFiles
+from models.reporting.notes import without_money_notes
 from models.reporting.reportstream import stream_report
 from models.reporting.series import run_series
 from routes.api import report_query, run_report_query
@@ -204,9 +205,11 @@ class PanelReports:
         return dataclasses.replace(query, filters=filters)
 
 
-def money_notes(report) -> list[str]:
-    """The report's notes but the one on the history's fallback (the page says that itself)."""
-    return [note for note in report.notes if not report.fallback or not note.endswith(report.fallback)]
+def report_notes(report, hides_money: bool) -> list[str]:
+    """The report's notes but the one on the history's fallback (the page says that itself), and but
+    those naming payouts or costs for a user who hides money."""
+    notes = without_money_notes(report.notes) if hides_money else report.notes
+    return [note for note in notes if not report.fallback or not note.endswith(report.fallback)]
 
 
 def fallback_notes(*reports) -> list[str]:

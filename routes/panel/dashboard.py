@@ -24,7 +24,7 @@ from routes.panel.common import (
     PanelReports,
     PanelResource,
     fallback_notes,
-    money_notes,
+    report_notes,
     timezone_of,
     totals,
 )
@@ -164,8 +164,9 @@ class DashboardResource(PanelResource):
             if (by_campaign or series)
             else self.reports.report_currency,
             campaigns=top_rows(by_campaign),
-            notes=([] if by_campaign is None or principal.hides_money else money_notes(by_campaign))
-            + fallback_notes(series, by_campaign),
+            notes=[]
+            if by_campaign is None
+            else report_notes(by_campaign, principal.hides_money) + fallback_notes(series, by_campaign),
             campaign_names={c.id: c.name for c in list_campaigns(self.sessions.db, include_archived=True)},
             offers=top_rows(report("offer")),
             countries=top_rows(report("country")),

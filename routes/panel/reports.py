@@ -46,7 +46,7 @@ from routes.panel.common import (
     PanelContext,
     PanelReports,
     PanelResource,
-    money_notes,
+    report_notes,
     timezone_of,
 )
 from routes.panel.labels import label_column
@@ -781,7 +781,7 @@ class ReportBuilderPage(PanelResource):
             series=series_data(state, series, principal, campaigns),
             can_chart_rows=state.group not in TIME_GROUPS,
             max_series_rows=MAX_SERIES_ROWS,
-            notes=[] if report is None or principal.hides_money else money_notes(report),
+            notes=[] if report is None else report_notes(report, principal.hides_money),
             shows_gaps=not principal.hides_money,  # A gap's note names payouts.
             raw_reason=report.raw_reason if report else None,
             fallback=report.fallback if report else None,

@@ -7,6 +7,7 @@ import falcon
 
 from models.admin.services import get_campaign
 from models.reporting.history import HistoryFiles
+from models.reporting.notes import without_money_notes
 from models.reporting.reports import ReportError
 from models.reporting.reportstream import stream_report
 from models.reporting.series import MAX_SERIES_ROWS, parse_rows, run_series
@@ -60,7 +61,7 @@ class ReportResource:
             query = report_query(params, self.report_currency)
             stream = run_report_query(self.db, query, self.history, run=stream_report)
             columns = [c for c in stream.columns if not (hides_money and c in MONEY_FIELDS)]
-            send_report_csv(resp, stream, columns)
+            send_report_csv(resp, stream, columns, hides_money)
             return
         report = report_from_parameters(self.db, params, self.report_currency, self.history)
         answer(req, resp, report.as_json())
@@ -127,7 +128,8 @@ class ReportSeriesResource:
         hides_money = req.context.principal.hides_money
         if wants_csv(req, params):
             columns = [c for c in series.columns if not (hides_money and c in MONEY_FIELDS)]
-            send_rows_csv(resp, series.flat_rows(), columns, series.currency, series.notes)
+            notes = without_money_notes(series.notes) if hides_money else series.notes
+            send_rows_csv(resp, series.flat_rows(), columns, series.currency, notes)
             return
         answer(req, resp, series.as_json())
 

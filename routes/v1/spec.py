@@ -16,6 +16,7 @@ from typing import Any
 import falcon
 
 from models.errors import ConflictError, LannerError, NotFoundError
+from models.reporting.notes import MoneyNote
 from models.reporting.reports import PrunedRangeError
 from models.store.database import StoreBusy
 from routes.inputs import Unreadable, bad_request, load_json
@@ -218,8 +219,8 @@ def _finite(value: Any) -> Any:
 def _without_money(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _without_money(item) for key, item in value.items() if key not in MONEY_FIELDS}
-    if isinstance(value, list):
-        return [_without_money(item) for item in value]
+    if isinstance(value, list):  # A report's notes too: those that name payouts or costs go.
+        return [_without_money(item) for item in value if not isinstance(item, MoneyNote)]
     return value
 
 
