@@ -67,6 +67,7 @@ def _start_nginx_on(port: int, directory: Path, env: dict[str, str], *site_args:
         [NGINX, "-t", "-c", str(main), "-p", str(prefix)], capture_output=True, text=True
     )
     assert checked.returncode == 0, checked.stderr
+    assert "[warn]" not in checked.stderr, checked.stderr  # The rendered site is what operators install.
     # As root, nginx's workers would run as nobody, who cannot reach pytest's private tmp dir.
     directives = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
     live = start_process(
