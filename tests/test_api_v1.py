@@ -421,8 +421,13 @@ def test_a_click_is_shown_with_its_routing_trace(admin, key, clicks):
     assert status == 200, shown
     assert shown["click"]["id"] == row["id"] and shown["streams"]
     assert {"stream", "verdict", "filters"} <= set(shown["streams"][0])
-    # Generated clicks carry no decision path, as clicks stored before it was kept: said, not guessed.
-    assert row["path"] == shown["path"] == NOT_RECORDED
+    # A generated click's recorded path: its stream, its offer and the 302, in words, in the log and
+    # on the click alike (a click stored before the path was kept: tests/test_click_path.py).
+    from models.tables.offer import Offer
+
+    offer = Offer.get_by_id(row["offer_id"]).name
+    assert row["path"] == shown["path"] != NOT_RECORDED
+    assert offer in shown["path"] and "302" in shown["path"], shown["path"]
     status, answer = call(admin, "GET", "/clicks/nosuchsubid", key)
     assert status == 404 and answer["description"].startswith("There is no stored click 'nosuchsubid'")
     assert "cost" not in call(admin, "GET", f"/clicks/{row['subid']}", FRUGAL_KEY)[1]["click"]

@@ -178,6 +178,11 @@ def test_generate_clicks_fills_realistic_rows_with_consistent_flags(db, lanner):
     ).fetchone()[0]
     assert shared > 20  # Carrier NAT: one address, many browsers.
     assert 0 < unique_global < total
+    # Each click's decision path is recorded (a 302 to its stream's offer), never "not recorded".
+    from models.routing.path import is_recorded
+
+    routes = [row[0] for row in connection.execute("SELECT route FROM click LIMIT 100").fetchall()]
+    assert routes and all(is_recorded(route) and route.endswith(" =h") for route in routes), routes[:3]
     # Recompute the global flag from the rows themselves: the generator's flags must agree.
     rows = connection.execute(
         "SELECT ip, ua_hash, created_at, is_unique_global FROM click ORDER BY created_at"

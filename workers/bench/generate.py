@@ -179,7 +179,7 @@ def _click_rows(
                     *device,
                     LANGUAGES.get(country, ""),
                     "",
-                    f"{streams[pick]}+ o{offers[pick]}",
+                    f"{streams[pick]}+ o{offers[pick]} =h",  # A 302 to the offer: a recorded path.
                 )
             )
         produced += len(rows)
