@@ -67,7 +67,7 @@ def test_the_cli_tags_lists_and_filters_campaigns_by_tag(lanner, db):
     assert "There is no campaign" in lanner("campaign", "tag", "add", "autumn", "x", check=False).stderr
 
 
-def test_the_api_shows_filters_and_sets_tags_by_patch_and_put(admin, key, db):  # noqa: F811
+def test_the_api_shows_filters_and_sets_tags_by_patch_and_put(admin, key, db, monkeypatch):  # noqa: F811
     from models.accounts.apikeys import create_api_key
     from models.accounts.sharing import share_campaign
     from models.accounts.users import add_user
@@ -97,6 +97,17 @@ def test_the_api_shows_filters_and_sets_tags_by_patch_and_put(admin, key, db):  
     # A bad tag changes nothing, the other fields of its PATCH neither.
     status, answer = call(admin, "PATCH", "/campaigns/winter", key, {"name": "Lost", "tags": ["a,b"]})
     assert status == 400 and "cannot hold a comma" in answer["description"]
+    assert call(admin, "GET", "/campaigns/winter", key)[1]["name"] == "Cold"
+    # Nor does a PATCH whose tags the database refuses (busy): its name and tags are one transaction.
+    from models.store.database import StoreBusy
+    from models.tables.campaign import CampaignTag
+
+    def busy(*args, **kwargs):
+        raise StoreBusy("The database is busy.")
+
+    monkeypatch.setattr(CampaignTag, "create", busy)
+    assert call(admin, "PATCH", "/campaigns/winter", key, {"name": "Torn", "tags": ["pop"]})[0] == 503
+    monkeypatch.undo()
     assert call(admin, "GET", "/campaigns/winter", key)[1]["name"] == "Cold"
     status, answer = call(admin, "PUT", "/campaigns/winter/tags", key, {"tags": [f"t{n}" for n in range(21)]})
     assert status == 400 and "at most 20 tags" in answer["description"]

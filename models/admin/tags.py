@@ -87,6 +87,23 @@ def set_campaign_tags(db: Database, campaign: Campaign, tags: list[str], *, acto
     return True
 
 
+def update_campaign_and_tags(
+    db: Database, ref: str | int, tags: list[str] | None, *, actor: Principal = CLI, **changes
+) -> Campaign:
+    """update_campaign's `changes` and, unless None, `tags` (clean_tags's) in one transaction: a
+    refusal of either leaves both as they were."""
+    from models.admin.services import get_campaign, update_campaign
+
+    with write_tx(db):
+        if changes or tags is None:
+            campaign = update_campaign(db, ref, actor=actor, **changes)
+        else:
+            campaign = get_campaign(db, ref)
+        if tags is not None:
+            set_campaign_tags(db, campaign, tags, actor=actor)
+    return campaign
+
+
 def add_campaign_tags(
     db: Database, campaign: Campaign, names: Iterable[str], *, actor: Principal = CLI
 ) -> list[str]:

@@ -11,7 +11,14 @@ import falcon
 from models.accounts.access import editable_campaign_ids
 from models.admin import services
 from models.admin.landers import get_lander, stream_lander_rows
-from models.admin.tags import campaign_tags, clean_tags, has_tag, set_campaign_tags, tag_text
+from models.admin.tags import (
+    campaign_tags,
+    clean_tags,
+    has_tag,
+    set_campaign_tags,
+    tag_text,
+    update_campaign_and_tags,
+)
 from models.admin.views import campaign_fields
 from models.choices import CAMPAIGN_STATUSES, STREAM_TYPES
 from routes.v1.auth import require_campaign, require_creator, visible_campaigns
@@ -245,11 +252,7 @@ class CampaignResource:
         campaign = _campaign(self.db, req, ref)
         # Checked before any change, so a bad tag leaves the other fields as they were too.
         tags = clean_tags(body.pop("tags")) if "tags" in body else None
-        updated = campaign
-        if body or tags is None:
-            updated = services.update_campaign(self.db, campaign.id, actor=req.context.principal, **body)
-        if tags is not None:
-            set_campaign_tags(self.db, updated, tags, actor=req.context.principal)
+        updated = update_campaign_and_tags(self.db, campaign.id, tags, actor=req.context.principal, **body)
         shown = campaign_fields(updated)
         if "cost_currency" in body:  # Accepted without a rate, but told.
             shown["warnings"] = services.rate_warnings(self.db, updated.cost_currency)
