@@ -42,7 +42,7 @@ def click_through(tracker, decisions, every: dict[int, int]) -> Counter:
 
 
 def test_a_lander_bandit_sends_most_clicks_to_the_lander_that_clicks_through_best_once_refreshed(
-    db, make_tracker, settings, clock
+    db, make_tracker, settings, clock, monkeypatch
 ):
     made = lander_campaign(db, "lpb", [{"url": REMOTE.format(n=n)} for n in range(3)])
     one, two, three = made["lander_ids"]
@@ -62,6 +62,29 @@ def test_a_lander_bandit_sends_most_clicks_to_the_lander_that_clicks_through_bes
     }
     assert sum(row["clicks"] for row in state.values()) == 300
     assert state[two]["best_probability"] > 0.99 and state[two]["share"] > 0.9
+    # The worker's refresh reads the landers' numbers from the columnar history (no rollup keeps the
+    # lander): the same numbers, from the history, not the row store's clicks.
+    from models.reporting import bandits
+    from models.reporting.history import HistoryFiles, append_history
+
+    files = HistoryFiles.of(settings)
+    append_history(db, files)
+    read: list[list[str]] = []
+
+    def spied(*args, **kwargs):
+        report = run_report(*args, **kwargs)
+        read.append(report.sources)
+        return report
+
+    run_report = bandits.run_report
+    monkeypatch.setattr(bandits, "run_report", spied)
+    assert refresh_bandits(db, history=files) == 1
+    again = {row["lander"]: row for row in stream_shares(db, stream_id, "lander")}
+    assert {lander: (row["clicks"], row["conversions"]) for lander, row in again.items()} == {
+        lander: (row["clicks"], row["conversions"]) for lander, row in state.items()
+    }
+    assert any("history" in sources for sources in read), read
+    monkeypatch.undo()
     assert min(row["share"] for row in state.values()) >= round(EXPLORATION / 3, 4)  # The floor.
     assert stream_shares(db, stream_id) == []  # Its offers rotate by weight: no offer state.
     clock.advance(5)  # The worker looks at bandit_version every 2 s: no restart, no config change.

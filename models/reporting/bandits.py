@@ -11,9 +11,10 @@ asks the database for them.
 
 A stream whose lander_rotation is bandit_cr or bandit_epc gets the same for its open landers (active,
 weight above 0), into `bandit_lander_share` in the same transaction: its numbers per lander from the same
-report (grouped by stream and lander: the raw clicks, as no rollup keeps the lander, over the window
-only), where bandit_cr's "conversion" is the click going on from the lander to the offer (lp_clicks:
-its LP CTR), and bandit_epc's the lead or sale and its revenue.
+report (grouped by stream and lander: no rollup keeps the lander, so the columnar history where this
+node keeps one, else the row store's clicks of the window), where bandit_cr's "conversion" is the click
+going on from the lander to the offer (lp_clicks: its LP CTR), and bandit_epc's the lead or sale and its
+revenue.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 
 from peewee import Database
 
+from models.reporting.history import HistoryFiles
 from models.reporting.reports import ReportQuery, run_report
 from models.routing.bandit import (
     BANDIT_CR,
@@ -104,29 +106,35 @@ def lander_bandit_streams(db: Database) -> dict[int, tuple[str, list[int]]]:
 
 
 def arm_numbers(
-    db: Database, stream_ids: list[int], since: str, *, now: float
+    db: Database, stream_ids: list[int], since: str, *, now: float, history: HistoryFiles | None = None
 ) -> dict[tuple[int, int], ArmStats]:
     """(stream id, offer id) -> its clicks, conversions and revenue from `since` (a UTC date) on."""
     return {
         key: ArmStats(key[1], row["clicks"], row["leads"] + row["sales"], row["revenue"])
-        for key, row in _report_rows(db, "offer", stream_ids, since, now=now).items()
+        for key, row in _report_rows(db, "offer", stream_ids, since, now=now, history=history).items()
     }
 
 
 def lander_numbers(
-    db: Database, stream_ids: list[int], since: str, *, now: float
+    db: Database, stream_ids: list[int], since: str, *, now: float, history: HistoryFiles | None = None
 ) -> dict[str, dict[tuple[int, int], ArmStats]]:
     """metric -> (stream id, lander id) -> its numbers from `since` on: for bandit_cr the clicks that
     went on to the offer as its conversions (its LP CTR), for bandit_epc its leads and sales and revenue."""
     by_ctr, by_sale = {}, {}
-    for key, row in _report_rows(db, "lander", stream_ids, since, now=now).items():
+    for key, row in _report_rows(db, "lander", stream_ids, since, now=now, history=history).items():
         by_ctr[key] = ArmStats(key[1], row["clicks"], min(row["lp_clicks"], row["clicks"]), 0.0)
         by_sale[key] = ArmStats(key[1], row["clicks"], row["leads"] + row["sales"], row["revenue"])
     return {BANDIT_CR: by_ctr, BANDIT_EPC: by_sale}
 
 
 def _report_rows(
-    db: Database, arm_kind: str, stream_ids: list[int], since: str, *, now: float
+    db: Database,
+    arm_kind: str,
+    stream_ids: list[int],
+    since: str,
+    *,
+    now: float,
+    history: HistoryFiles | None = None,
 ) -> dict[tuple[int, int], dict]:
     report = run_report(
         db,
@@ -136,6 +144,7 @@ def _report_rows(
             since=since,
         ),
         now=now,
+        history=history,
     )
     return {
         (row["stream"], row[arm_kind]): row
@@ -168,26 +177,34 @@ def _stream_shares(
 
 
 def compute_shares(
-    db: Database, *, now: float | None = None, rng: random.Random | None = None
+    db: Database,
+    *,
+    now: float | None = None,
+    rng: random.Random | None = None,
+    history: HistoryFiles | None = None,
 ) -> list[StreamShares]:
     """Every offer bandit stream's shares from its numbers now (nothing written)."""
     now = time.time() if now is None else now
     streams = bandit_streams(db)
     if not streams:
         return []
-    numbers = arm_numbers(db, sorted(streams), _since(now), now=now)
+    numbers = arm_numbers(db, sorted(streams), _since(now), now=now, history=history)
     return _stream_shares(streams, {BANDIT_CR: numbers, BANDIT_EPC: numbers}, rng or random.Random())
 
 
 def compute_lander_shares(
-    db: Database, *, now: float | None = None, rng: random.Random | None = None
+    db: Database,
+    *,
+    now: float | None = None,
+    rng: random.Random | None = None,
+    history: HistoryFiles | None = None,
 ) -> list[StreamShares]:
     """Every lander bandit stream's shares from its numbers now (nothing written)."""
     now = time.time() if now is None else now
     streams = lander_bandit_streams(db)
     if not streams:
         return []
-    numbers = lander_numbers(db, sorted(streams), _since(now), now=now)
+    numbers = lander_numbers(db, sorted(streams), _since(now), now=now, history=history)
     return _stream_shares(streams, numbers, rng or random.Random())
 
 
@@ -199,13 +216,20 @@ def _rows(computed: list[StreamShares], now_ms: int) -> list[tuple]:
     ]
 
 
-def refresh_bandits(db: Database, *, now: float | None = None, rng: random.Random | None = None) -> int:
+def refresh_bandits(
+    db: Database,
+    *,
+    now: float | None = None,
+    rng: random.Random | None = None,
+    history: HistoryFiles | None = None,
+) -> int:
     """Recompute and store every bandit stream's shares (offers and landers); the number of streams
-    refreshed (a stream rotating both counts twice)."""
+    refreshed (a stream rotating both counts twice). `history`: the columnar history's files, which
+    the landers' numbers are read from (no rollup keeps the lander); None reads the row store."""
     now = time.time() if now is None else now
     rng = rng or random.Random()
-    computed = compute_shares(db, now=now, rng=rng)
-    computed_landers = compute_lander_shares(db, now=now, rng=rng)
+    computed = compute_shares(db, now=now, rng=rng, history=history)
+    computed_landers = compute_lander_shares(db, now=now, rng=rng, history=history)
     if not computed and not computed_landers:
         store = BanditStore(db.connection())
         if not store.shares() and not store.lander_shares():

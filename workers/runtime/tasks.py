@@ -648,7 +648,7 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         """Smart rotation's shares from each bandit stream's numbers (models/reporting/bandits.py); web
         workers follow within seconds. A refused round keeps the shares they have until the next minute."""
         try:
-            refresh_bandits(db)
+            refresh_bandits(db, history=HistoryFiles.for_reports(settings))
         except BANDIT_RETRIED as exc:
             logger.warning("bandit shares not refreshed now (%s); the next minute tries again", exc)
 
