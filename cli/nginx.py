@@ -41,6 +41,12 @@ def _write_or_echo(text: str, output: str | None) -> None:
     "several nodes, the nodes' --upstream); repeat, one a node.",
 )
 @click.option(
+    "--report-upstream",
+    default="",
+    help="Cluster mode: the admin worker of the node that keeps the columnar history "
+    "(LANNER_HISTORY_NODE), which the panel and reports go to; the other --admin-upstream stand by.",
+)
+@click.option(
     "--trusted-proxy", "trusted_proxies", multiple=True, help="CIDR of a CDN/proxy in front; repeat."
 )
 @click.option(

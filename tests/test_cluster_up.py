@@ -106,6 +106,15 @@ def test_cluster_up_serves_clicks_through_nginx_stores_each_once_and_down_leaves
                 "SELECT name FROM spool_node WHERE segment > 1 OR byte_offset > 0"
             ).fetchall()
         assert {row[0] for row in landed_by} == {"node-1", "node-2"}  # nginx spread them over both.
+        # node-1 keeps the columnar history and answers the panel and reports; node-2's admin worker
+        # stands by.
+        history = directory / "node-1" / "history" / "clicks.duckdb"
+        wait_until(history.exists, 60, "node-1's worker to make the history", output)
+        assert not (directory / "node-2" / "history" / "clicks.duckdb").exists()
+        site = (directory / "nginx" / "site.conf").read_text()
+        admin = site[site.index("upstream lanner_admin") :].split("}")[0]
+        assert re.search(r"server 127\.0\.0\.1:\d+ max_fails=1 fail_timeout=10s;", admin), admin
+        assert admin.count(" backup;") == 1, admin
     finally:
         if up.poll() is None:
             run_lanner(env, "cluster", "down", "--dir", str(directory), check=False)

@@ -256,6 +256,8 @@ def test_the_saved_site_options_are_checked_again_and_a_smuggled_directive_write
         ("upstream", ["unix:/run/x.sock" + SMUGGLED]),
         ("upstream", ["evil" + SMUGGLED + ":80"]),
         ("admin_upstream", ['unix:/run/a"b.sock']),
+        ("report_upstream", "127.0.0.1:8081" + SMUGGLED),
+        ("report_upstream", ["127.0.0.1:8081"]),
         ("server_name", "track.example.com" + SMUGGLED),
         ("server_name", "track\\"),
         ("real_ip_header", "X-Real-IP" + SMUGGLED),

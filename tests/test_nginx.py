@@ -198,6 +198,7 @@ class Gate:
         self.port = self.listener.getsockname()[1]
         self.is_open = True
         self.open_sockets: list[socket.socket] = []
+        self.forwarded = 0  # Connections passed on to the node.
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -213,6 +214,7 @@ class Gate:
                     continue
                 node = socket.create_connection(("127.0.0.1", self.target))
                 self.open_sockets += [client, node]
+                self.forwarded += 1
             for source, sink in ((client, node), (node, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
@@ -277,6 +279,38 @@ def test_nodes_that_all_failed_take_clicks_again_at_once_never_no_live_upstreams
     assert status == 302 and headers["location"].startswith("https://offer.example/?c="), status
     errors = (tmp_path / f"nginx-{port}" / "error.log").read_text()
     assert "no live upstreams" not in errors, errors
+
+
+def test_the_panel_and_reports_go_to_the_report_node_and_to_the_others_only_while_it_refuses(
+    env, db, lanner, settings, tmp_path, start_nginx
+):
+    """Issue 28: the node keeping the columnar history answers reports, so PostgreSQL runs no report's
+    scan; the other nodes' admin workers stand by (`backup`) so the panel stays up without it."""
+    live, _ = start_node(env, settings, tmp_path, "node-a")
+    report, standby = Gate(live.extra["admin_port"]), Gate(live.extra["admin_port"])
+    try:
+        port = start_nginx(
+            None,
+            "--upstream",
+            f"127.0.0.1:{live.port}",
+            *(
+                "--admin-upstream",
+                f"127.0.0.1:{standby.port}",
+                "--admin-upstream",
+                f"127.0.0.1:{report.port}",
+            ),
+            *("--report-upstream", f"127.0.0.1:{report.port}"),
+        )
+        served = [request(port, "/panel/login", {"Connection": "close"})[0] for _ in range(6)]
+        assert served == [200] * 6 and report.forwarded >= 1, served
+        assert standby.forwarded == 0  # Round robin would have sent it half of them.
+        report.shut()
+        while_down = [request(port, "/panel/login", {"Connection": "close"})[0] for _ in range(3)]
+        assert while_down == [200] * 3 and standby.forwarded >= 1, while_down
+    finally:
+        for gate in (report, standby):
+            gate.close()
+        live.stop()
 
 
 def test_nginx_serves_local_landers_sandboxed_from_the_data_dir_and_404s_traversal(

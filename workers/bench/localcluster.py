@@ -5,9 +5,11 @@ What `up` starts, in order, each shown as it comes (the `say` callback):
   own (workers/bench/servers.py, the tests' and the bench's: as an unprivileged user under root);
 - the migrations, the report currency, a demo campaign and the first admin, as `lanner run` makes them;
 - N nodes, each a real `lanner serve` (one web worker, ports the kernel picks) and `lanner worker`,
-  with its own data directory (`DIR/node-K`: spool, logs) and LANNER_NODE_ID `node-K`;
-- nginx in front, `lanner nginx site` with one upstream and one admin upstream a node, as
-  docs/cluster.md has it for real hosts (max_fails=0, keepalive, the real-IP header the nodes trust).
+  with its own data directory (`DIR/node-K`: spool, logs) and LANNER_NODE_ID `node-K`; node-1 keeps
+  the columnar history (LANNER_HISTORY_NODE);
+- nginx in front, `lanner nginx site` with one upstream and one admin upstream a node, node-1's the
+  report upstream, as docs/cluster.md has it for real hosts (max_fails=0, keepalive, the real-IP
+  header the nodes trust).
 
 It lives in the bench because it drives the whole stack from outside through processes it starts,
 as the bench does, and reuses its process handling: every child is in a session of its own (Ctrl-C
@@ -54,6 +56,7 @@ START_SECONDS = 60.0  # A node binding its ports and answering /healthz on a bus
 STOP_SECONDS = 120.0  # `down` waiting for `up` to have stopped everything.
 NGINX_TRIES = 5  # Free ports tried for nginx when --port 0 (another process may take one first).
 DEMO_QUERY = "?source=test&sub1=hello"
+HISTORY_NODE = "node-1"  # Keeps the columnar history; nginx sends the panel and reports to it.
 NGINX_DIRECTIVES = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
 LISTENING = "{pool}: listening on 127\\.0\\.0\\.1:(\\d+) "
 
@@ -135,6 +138,7 @@ class LocalCluster:
             LANNER_DATABASE_URL=self.database_url,
             LANNER_REDIS_URL=self.redis_url,
             LANNER_NODE_ID=name,
+            LANNER_HISTORY_NODE=HISTORY_NODE,
             LANNER_LOG_LEVEL="INFO",  # Where each pool listens, read back from the log.
         )
         return env
@@ -277,6 +281,7 @@ def write_nginx_config(prefix: Path, port: int, nodes: list[Node], env: dict[str
     site = SiteOptions(
         upstream=tuple(f"127.0.0.1:{node.port}" for node in nodes),
         admin_upstream=tuple(f"127.0.0.1:{node.admin_port}" for node in nodes),
+        report_upstream=next(f"127.0.0.1:{node.admin_port}" for node in nodes if node.name == HISTORY_NODE),
         listen=f"127.0.0.1:{port}",
         **site_settings(load_settings(env)),
     )

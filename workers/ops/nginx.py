@@ -61,6 +61,9 @@ class SiteDomain:
 class SiteOptions:
     upstream: str | tuple[str, ...]  # Lanner's bind (HOST:PORT or unix:/PATH), or one a node.
     admin_upstream: str | tuple[str, ...] = ""  # The admin worker's (one a node); empty: the web workers'.
+    # The admin worker of the node keeping the columnar history (LANNER_HISTORY_NODE): the panel and the
+    # report APIs go there, the other admin upstreams standing by. Empty: the admin upstreams alike.
+    report_upstream: str = ""
     listen: str = "80"
     server_name: str = "_"
     trusted_proxies: tuple[str, ...] = ()  # CIDRs whose `real_ip_header` is believed (a CDN).
@@ -79,6 +82,7 @@ class SiteOptions:
 SAVED_FIELDS = {
     "upstream": tuple,
     "admin_upstream": tuple,
+    "report_upstream": str,
     "listen": str,
     "server_name": str,
     "trusted_proxies": tuple,
@@ -144,6 +148,20 @@ def _server_lines(servers: list[str]) -> str:
     answers)."""
     health = f" max_fails={MAX_FAILS}" if len(servers) > 1 else ""
     return "\n".join(f"    server {server}{health};" for server in servers)
+
+
+# How long nginx sends the panel and reports to the standby admin workers once the report node refused
+# a connection (then it tries the report node again).
+REPORT_NODE_RETRY = "10s"
+
+
+def _report_server_lines(report: str, admins: list[str]) -> str:
+    """The report node first; the other nodes' admin workers as backups, used only while it refuses
+    connections, so reports read the columnar history and PostgreSQL runs no report's scan; a panel
+    that stays up without it (its reports then read PostgreSQL, and say so)."""
+    lines = [f"    server {report} max_fails=1 fail_timeout={REPORT_NODE_RETRY};"]
+    lines += [f"    server {server} max_fails={MAX_FAILS} backup;" for server in admins if server != report]
+    return "\n".join(lines)
 
 
 # The types a lander's files are served as (the main nginx.conf has no mime.types of its own).
@@ -219,6 +237,7 @@ def render_site(options: SiteOptions) -> str:
     if len(set(upstreams)) < len(upstreams):
         raise NginxConfigError("An upstream is listed twice.")
     admin_upstreams = _servers(options.admin_upstream) or upstreams
+    report_upstreams = _servers(options.report_upstream)
     if not _LISTEN.fullmatch(options.listen):
         raise NginxConfigError(f"listen {options.listen!r} must be PORT or ADDRESS:PORT.")
     if not _SERVER_NAME.fullmatch(options.server_name):
@@ -233,7 +252,11 @@ def render_site(options: SiteOptions) -> str:
     admin = _cidrs(options.admin_allow, "Admin address")
     values = {
         "ACME_WEBROOT": _path(options.acme_webroot, "ACME webroot"),
-        "ADMIN_UPSTREAM_SERVERS": _server_lines(admin_upstreams),
+        "ADMIN_UPSTREAM_SERVERS": (
+            _report_server_lines(report_upstreams[0], admin_upstreams)
+            if report_upstreams
+            else _server_lines(admin_upstreams)
+        ),
         "CONNECT_TIMEOUT": "1s" if len(upstreams) > 1 else "5s",
         "REAL_IP_HEADER": options.real_ip_header,
         "SET_REAL_IP_FROM": "\n".join(f"    set_real_ip_from {cidr};" for cidr in trusted)
