@@ -765,7 +765,7 @@ class ReportBuilderPage(PanelResource):
             max_levels=MAX_LEVELS,
             rows=shown,
             labelling=labelling,
-            pushed=Flash(self.sessions).take(req, resp, session) if labelling else None,
+            pushed=Flash(self.sessions).take(req, resp, session),  # A blacklist push's answer.
             row_count=len(rows),
             shown_rows=SHOWN_ROWS,
             total=total,
