@@ -154,4 +154,21 @@ def test_only_who_may_change_the_campaign_gets_the_button_and_without_a_connecti
     assert 'id="label-export"' in page and 'id="push-form"' not in page and "push-unavailable" not in page
     status, _, body = post(admin, "/panel/labels/push", {**form, "csrf_token": csrf_token(page)}, cookie=vera)
     assert status == 403 and b"vera may not change this campaign." in body
-    assert fake.puts == []
+    # A buyer: the button once the campaign is shared with the right to change it, as the API allows.
+    add_user(db, "bruno", "buyer", PASSWORD)
+    share_campaign(db, "push", "bruno")
+    bruno = log_in(admin, "bruno")
+    page = get(admin, report(zones), bruno)[2]
+    assert 'id="label-export"' in page and 'id="push-form"' not in page
+    status, _, _ = post(admin, "/panel/labels/push", {**form, "csrf_token": csrf_token(page)}, cookie=bruno)
+    assert status == 403 and fake.puts == []
+    share_campaign(db, "push", "bruno", may_edit=True)
+    page = get(admin, report(zones), bruno)[2]
+    assert (
+        'id="push-blacklist"' in page
+        and f"campaign(s) {PLATFORM_CAMPAIGN} through connection propeller" in page
+    )
+    status, headers, _ = post(
+        admin, "/panel/labels/push", {**form, "csrf_token": csrf_token(page)}, cookie=bruno
+    )
+    assert status == 303 and fake.excluded[PLATFORM_CAMPAIGN] == [99, 1001]
