@@ -84,7 +84,8 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_smart_rotation_command(quick: bool, json_path: str | None) -> None:
     """Simulations with known true rates: the bandit's regret against weighted rotation, and A/A tests
-    read after every 100 clicks (the sequential test's false winners against the naive z-test's)."""
+    read after every 100 clicks (the sequential test's false winners against the naive z-test's), and
+    the same for landers' LP CTR read after every 100 lander views."""
     from workers.bench.rotationsim import run_all
 
     results = run_all(quick=quick)
@@ -113,6 +114,21 @@ def bench_smart_rotation_command(quick: bool, json_path: str | None) -> None:
     )
     click.echo("A/B/n tests of equal arms read after every 100 clicks, judged as the split test report does:")
     echo_rows(results["many_arms"], ["arms", "rate", "tests", "horizon", "false_rate"], "table")
+    click.echo("Lander tests on LP CTR read after every 100 lander views (rates: LP CTRs; clicks: views):")
+    echo_rows(
+        results["aa_lp_ctr"] + results["ab_lp_ctr"],
+        [
+            "rate_a",
+            "rate_b",
+            "tests",
+            "horizon",
+            "sequential_rate",
+            "naive_rate",
+            "right_winners",
+            "median_clicks_to_winner",
+        ],
+        "table",
+    )
     if json_path:
         Path(json_path).write_text(json.dumps(results, indent=2))
 

@@ -280,22 +280,37 @@ SPLIT_TEST_COLUMNS = [
     "high",
     "is_behind",
 ]
+LANDER_COLUMNS = ["lp_views", "lp_clicks", "lp_ctr"]  # A lander test's, after its cr.
 BANDIT_COLUMNS = ["clicks", "conversions", "best_probability", "share"]  # After the arm's id.
 
 
 @stream.command("split-test")
 @click.argument("stream_id", type=int)
 @click.option("--landers", is_flag=True, help="Compare the stream's landers instead of its offers.")
+@click.option(
+    "--metric",
+    type=click.Choice(choices.SPLIT_TEST_METRICS),
+    help="The rate the verdict judges: cr, or lp_ctr (landers only). Default: an offer's cr, a "
+    "lander's lp_ctr.",
+)
 @range_options()
 @format_option
 @pass_context
 def stream_split_test(
-    ctx: Context, stream_id: int, landers: bool, since: str | None, until: str | None, timezone: str, fmt: str
+    ctx: Context,
+    stream_id: int,
+    landers: bool,
+    metric: str | None,
+    since: str | None,
+    until: str | None,
+    timezone: str,
+    fmt: str,
 ) -> None:
-    """A stream's split test: each arm's clicks, conversions and CR against the leader's, and a verdict
-    (winner / no winner yet) that stays valid however often it is read; with a bandit rotation of its
-    offers (or, with --landers, of its landers), the shares its clicks go by now (a lander's
-    conversions there are, for bandit_cr, its clicks on to the offer)."""
+    """A stream's split test: each arm's clicks, conversions and CR (a lander's also its views, LP clicks
+    and LP CTR) against the leader's, and a verdict (winner / no winner yet) on CR, or a lander's on LP
+    CTR, that stays valid however often it is read; with a bandit rotation of its offers (or, with
+    --landers, of its landers), the shares its clicks go by now (a lander's conversions there are, for
+    bandit_cr, its clicks on to the offer)."""
     from models.reporting.bandits import stream_shares
     from models.reporting.splittest import split_test
 
@@ -304,6 +319,7 @@ def stream_split_test(
         ctx.db,
         stream_id,
         arm_kind=arm_kind,
+        metric=metric,
         since=since,
         until=until,
         timezone=timezone,
@@ -313,13 +329,17 @@ def stream_split_test(
         click.echo(json_text({**test.as_json(), "bandit": bandit}))
         return
     rows = [dataclasses.asdict(arm) for arm in test.arms]
-    echo_rows(rows, SPLIT_TEST_COLUMNS, fmt)
+    columns = SPLIT_TEST_COLUMNS
+    if arm_kind == "lander":
+        columns = [*columns[:5], *LANDER_COLUMNS, *columns[5:]]
+    echo_rows(rows, columns, fmt)
     if fmt != "table":
         return
     click.echo(test.sentence)
+    rate = "LP CTR" if test.metric == "lp_ctr" else "CR"
     click.echo(
-        "difference, low, high: the leader's CR minus the arm's, in points, with its confidence sequence "
-        f"at {1 - test.alpha:.0%} over the whole test; p_value: always valid, compared with "
+        f"difference, low, high: the leader's {rate} minus the arm's, in points, with its confidence "
+        f"sequence at {1 - test.alpha:.0%} over the whole test; p_value: always valid, compared with "
         f"{test.pair_alpha:g}."
     )
     if bandit:

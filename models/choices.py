@@ -20,6 +20,9 @@ STREAM_STATUSES = ("active", "disabled", "deleted")
 OFFER_ROTATIONS = ("weight", "unvisited", "bandit_cr", "bandit_epc")
 # A lander's bandit_cr is its click-through to the offer (LP CTR); bandit_epc its earnings per click.
 LANDER_ROTATIONS = ("weight", "bandit_cr", "bandit_epc")
+# The rate a split test's verdict judges: CR (conversions / clicks), or a lander's LP CTR (LP clicks /
+# lander views).
+SPLIT_TEST_METRICS = ("cr", "lp_ctr")
 REDIRECT_TYPES = ("http", "meta", "js")  # A 302, or a 200 page with a meta refresh / a script.
 DEFAULT_ACTIONS = ("not_found", "redirect", "blank")  # When no stream matches.
 FILTER_MODES = ("and", "or")

@@ -152,4 +152,8 @@ def test_lanner_bench_smart_rotation_prints_and_writes_its_figures(env, tmp_path
     figures = json.loads(out.read_text())
     assert [row["tests"] for row in figures["aa"]] == [500, 500, 500]
     assert all(row["sequential_rate"] <= ALPHA < row["naive_rate"] for row in figures["aa"])
+    # Landers' LP CTR (10-40 %): the same bound, the same naive failure.
+    assert [row["rate_a"] for row in figures["aa_lp_ctr"]] == [0.10, 0.25, 0.40]
+    assert all(row["sequential_rate"] <= ALPHA < row["naive_rate"] for row in figures["aa_lp_ctr"])
+    assert figures["ab_lp_ctr"][0]["right_winners"] == figures["ab_lp_ctr"][0]["sequential_winners"] > 0
     assert all(row["regret_bandit"] < row["regret_weighted"] for row in figures["bandit"])

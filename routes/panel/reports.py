@@ -49,6 +49,7 @@ from routes.panel.common import (
     report_notes,
     timezone_of,
 )
+from routes.panel.flash import Flash
 from routes.panel.labels import label_column
 from routes.panel.render import Renderer, money, percent, whole
 from routes.panel.session import PanelSessions
@@ -764,6 +765,7 @@ class ReportBuilderPage(PanelResource):
             max_levels=MAX_LEVELS,
             rows=shown,
             labelling=labelling,
+            pushed=Flash(self.sessions).take(req, resp, session),  # A blacklist push's answer.
             row_count=len(rows),
             shown_rows=SHOWN_ROWS,
             total=total,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import falcon
 
 from models.admin import services
+from models.choices import SPLIT_TEST_METRICS
 from models.reporting.bandits import stream_shares
 from models.reporting.splittest import ARM_KINDS, split_test
 from routes.v1.auth import require_campaign
@@ -14,6 +15,11 @@ from routes.v1.spec import Operation, Param, answer, api_resource
 
 SPLIT_TEST_PARAMS = (
     Param("arms", f"{' or '.join(ARM_KINDS)} (default offer): what the test compares."),
+    Param(
+        "metric",
+        f"{' or '.join(SPLIT_TEST_METRICS)}: the rate the verdict judges (default: an offer's cr, a "
+        "lander's lp_ctr, LP clicks / lander views; lp_ctr only for landers).",
+    ),
     Param("from", "Local date or date-time, inclusive (default: the stream's first click)."),
     Param("to", "Local date or date-time, exclusive."),
     Param("timezone", "IANA name (default UTC)."),
@@ -24,9 +30,9 @@ SPLIT_TEST_PARAMS = (
 class SplitTestResource:
     operations = {
         "GET": Operation(
-            "The stream's split test: each arm's clicks, conversions and CR, the verdict (winner or "
-            "no_winner_yet) of a sequential test valid however often it is read, and a bandit "
-            "rotation's current shares.",
+            "The stream's split test: each arm's clicks, conversions and CR (a lander's also lp_views, "
+            "lp_clicks and lp_ctr), the verdict (winner or no_winner_yet) on `metric` of a sequential "
+            "test valid however often it is read, and a bandit rotation's current shares.",
             params=SPLIT_TEST_PARAMS,
         )
     }
@@ -42,6 +48,7 @@ class SplitTestResource:
             self.db,
             stream_id,
             arm_kind=arm_kind,
+            metric=req.get_param("metric"),
             since=req.get_param("from"),
             until=req.get_param("to"),
             timezone=req.get_param("timezone") or "UTC",

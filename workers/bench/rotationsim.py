@@ -8,6 +8,9 @@
     a false winner is a test in which any read names one. The sequential test
     (models/reporting/sequential.py) against the naive fixed-horizon z-test (|z| > 1.96) read the same way.
 (c) A/B tests with a real lift: how often and how soon the sequential test finds the better arm.
+(d) The same A/A and A/B tests at landers' LP CTRs (LP clicks / lander views, 10-40 %), read after
+    every 100 lander views: a lander test's verdict is the same test on those two counts, at rates an
+    offer's CR never reaches, so its guarantee is measured there too.
 
 Pure Python (numpy is no dependency): binomial counts by inversion, seeded, so a run is repeatable.
 """
@@ -242,5 +245,13 @@ def run_all(*, quick: bool = False) -> dict:
         "ab": [
             asdict(simulate_peeking(0.05, 0.06, tests=2_000 // scale, horizon=20_000, seed=20)),
             asdict(simulate_peeking(0.02, 0.03, tests=2_000 // scale, horizon=20_000, seed=21)),
+        ],
+        # Landers' LP CTR: lander views for clicks, LP clicks for conversions.
+        "aa_lp_ctr": [
+            asdict(simulate_peeking(rate, rate, tests=10_000 // scale, seed=seed))
+            for seed, rate in enumerate((0.10, 0.25, 0.40), start=40)
+        ],
+        "ab_lp_ctr": [
+            asdict(simulate_peeking(0.20, 0.24, tests=2_000 // scale, horizon=20_000, seed=50)),
         ],
     }
