@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, cast
 
-from models.tables.campaign import Stream
+from models.tables.campaign import Campaign, Stream
 from models.tables.offer import Offer
 
 KINDS = {"stream": Stream, "offer": Offer}
+RANKED = {"campaign": Campaign, **KINDS}
 
 
 def names_of(kind: str, ids: Iterable[int | None]) -> dict[int, str]:
@@ -33,3 +34,12 @@ def name_ids(rows: list[dict[str, Any]], kinds: Iterable[str] = ("stream", "offe
         for row in rows:
             row[f"{kind}_name"] = names.get(row.get(f"{kind}_id") or 0, "")
     return rows
+
+
+def name_ranks(kind: str) -> dict[int, int]:
+    """Id -> its place among the names of every `kind` (campaign, stream or offer), by name regardless of
+    case then id: what a log sorted by that column sorts by (models/reporting/logorder.py)."""
+    model = cast("Any", RANKED[kind])
+    named = [(row.name or f"#{row.id}", row.id) for row in model.select(model.id, model.name)]
+    ordered = sorted(named, key=lambda pair: (pair[0].lower(), pair[1]))
+    return {row_id: place for place, (_, row_id) in enumerate(ordered)}
