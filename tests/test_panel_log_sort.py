@@ -8,8 +8,10 @@ from __future__ import annotations
 import csv
 import io
 import re
+import time
 import urllib.parse
 
+from conftest import Clock, InProcessApp
 from test_panel import clicks, get, log_in, make_panel, own, panel, users  # noqa: F401
 from test_panel_logs import imported, link, stored_subids, subids, walk
 
@@ -37,6 +39,19 @@ def csv_column(app, path: str, cookie: str, header: str) -> list[str]:
     assert status == 200, text
     rows = list(csv.DictReader(io.StringIO(text)))
     return [row[header].lstrip("'") for row in rows]
+
+
+def streamed(app, path: str, cookie: str, query: str) -> list[bytes]:
+    """A 200 answer's body as the WSGI app hands it out, piece by piece."""
+    from falcon.testing import StartResponseMock, create_environ
+
+    answer = StartResponseMock()
+    environ = create_environ(
+        path=path, query_string=query, headers={"Cookie": cookie}, remote_addr="127.0.0.1"
+    )
+    pieces = [piece for piece in app(environ, answer) if piece]
+    assert answer.status.startswith("200"), answer.status
+    return pieces
 
 
 def cells(html: str, column: int) -> list[str]:
@@ -92,7 +107,7 @@ def test_the_click_log_sorts_by_two_columns_names_not_ids_and_its_csv_follows(pa
         assert get(panel, f"/panel/clicks?{query}", admin)[0] == 400, cursor
 
 
-def test_the_conversion_log_sorts_by_two_columns_and_its_csv_follows(panel, users, clicks, db):
+def test_the_conversion_log_sorts_by_two_columns_and_its_csv_follows(env, panel, users, clicks, db):
     every = stored_subids(db)
     imported(db, every[:30], status="sale", payout=2.5)
     imported(db, every[30:50], status="lead", payout=0.75)
@@ -103,6 +118,19 @@ def test_the_conversion_log_sorts_by_two_columns_and_its_csv_follows(panel, user
     pages = walk(panel, admin, "/panel/conversions?sort=status,-payout&limit=25")
     assert [s for page in pages for s in page] == expected and len(pages) == 3
     assert csv_column(panel, "/panel/conversions.csv?sort=status,-payout", admin, "Subid") == expected
+    # Streamed a keyset chunk at a time: chunks of 2 (sorted: 20 rows a query) make three pieces.
+    from app import create_admin_app
+    from settings import load_settings
+
+    clock = Clock(time.time())
+    small = create_admin_app(load_settings(env), db=db, clock=clock, conversion_csv_chunk=2)
+    pieces = streamed(
+        small, "/panel/conversions.csv", log_in(InProcessApp(small, clock)), "sort=status,-payout"
+    )
+    assert len(pieces) == 3
+    assert [
+        row["Subid"].lstrip("'") for row in csv.DictReader(io.StringIO(b"".join(pieces).decode()))
+    ] == expected
     by_campaign = ordered(rows, [("payout", False), ("subid", True)])
     csv_rows = csv_column(panel, "/panel/conversions.csv?sort=payout,-subid&campaign=1", admin, "Subid")
     assert csv_rows == [row["subid"] for row in by_campaign if row["campaign_id"] == 1]

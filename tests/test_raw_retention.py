@@ -413,6 +413,6 @@ def test_the_sorted_click_log_merges_the_history_s_clicks_into_its_order(db, fil
     by_country = [row["subid"] for row in ordered(rows, [("country", False), ("created_at", True)])]
     pages = walk(panel, admin, "/panel/clicks?sort=country,-time&limit=500")
     assert [s for page in pages for s in page] == by_country and len(pages) == 3
-    # The CSV, two chunks of a keyset each from both stores: a campaign by its name, newest last.
+    # The CSV, by keyset from both stores: a campaign by its name (Z to A), the oldest first within one.
     by_campaign = [row["subid"] for row in ordered(rows, [("campaign", True), ("created_at", False)])]
     assert csv_column(panel, "/panel/clicks.csv?sort=-campaign,time", admin, "Subid") == by_campaign

@@ -50,7 +50,7 @@ from routes.panel.logs import (
     scope,
     visible_campaigns,
 )
-from routes.panel.logsort import LogSort
+from routes.panel.logsort import SORTED_CHUNK_FACTOR, LogSort
 from routes.panel.reports import csv_text
 from routes.panel.session import read_form
 from routes.v1.spec import refused
@@ -197,7 +197,8 @@ class ConversionCsvResource(PanelResource):
             if visible == set():
                 chunks: Iterator[list[dict]] = iter([[]])
             elif sorting.is_sorted:
-                chunks = self.sorted_chunks(db, query, sorting.order())
+                sorted_query = replace(query, limit=self.chunk * SORTED_CHUNK_FACTOR)
+                chunks = self.sorted_chunks(db, sorted_query, sorting.order())
             else:
                 chunks = self.chunks(db, query)
             first = next(chunks)

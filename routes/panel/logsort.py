@@ -16,6 +16,10 @@ from routes.panel.sorting import Sort
 from routes.v1.pagination import decode_cursor, encode_cursor
 
 BAD_CURSOR = "The cursor is not one this log gave; start again without it."
+# PERF: a sorted chunk is one top-N sort of every row the filters select (about 1 s over a million
+# clicks), a time-ordered one a walk down an index: a sorted CSV reads ten times the rows per query
+# (10,000 rows: about 2 minutes a million clicks rather than 20), its memory still one chunk.
+SORTED_CHUNK_FACTOR = 10
 
 
 class LogSort:
