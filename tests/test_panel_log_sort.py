@@ -102,7 +102,8 @@ def test_the_click_log_sorts_by_two_columns_names_not_ids_and_its_csv_follows(pa
         status, _, html = get(panel, f"/panel/clicks?{query}", admin)
         assert status == 400 and "Sort by" in html, query
     assert get(panel, "/panel/clicks.csv?sort=nope", admin)[0] == 400
-    for cursor in (encode_cursor(5), encode_cursor(["US", "x"]), encode_cursor([1, 2, 3]), "%%%"):
+    odd = (["US", 2**70, 5], ["US\x00", 1, 5], ["US", 1, None], ["US", True, 5], ["US", 1.5, "x"])
+    for cursor in (encode_cursor(5), encode_cursor(["US", "x"]), "%%%", *map(encode_cursor, odd)):
         query = urllib.parse.urlencode({"sort": "country,-time", "cursor": cursor})
         assert get(panel, f"/panel/clicks?{query}", admin)[0] == 400, cursor
 

@@ -17,6 +17,7 @@ period on a large install; the unsorted log stays the cheap walk backwards on th
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,6 +53,16 @@ class OrderKey:
 
 
 ID_KEY = OrderKey("id", is_descending=True)
+INT64 = 2**63
+
+
+def _is_number(value: Any) -> bool:
+    """A value a number column can be compared with on every database (a 64-bit int, a finite float)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -INT64 <= value < INT64
+    return isinstance(value, float) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -75,9 +86,9 @@ class LogOrder:
         for key, value in zip(self.all_keys, values, strict=True):
             if value is None:
                 continue
-            if key.is_text and not isinstance(value, str):
-                return False
-            if not key.is_text and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            if key.is_text and (not isinstance(value, str) or "\x00" in value):
+                return False  # PostgreSQL's text holds no NUL.
+            if not key.is_text and not _is_number(value):
                 return False
         return all(value is not None for value in values[len(self.keys) :])
 

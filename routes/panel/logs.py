@@ -58,7 +58,7 @@ from models.reporting.timerange import local_iso, zone
 from models.tables.click import SUB_ID_COLUMNS
 from routes.panel.columnsets import ColumnChoice, ListSets
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
-from routes.panel.logsort import SORTED_CHUNK_FACTOR, LogSort
+from routes.panel.logsort import SORTED_CHUNK_FACTOR, LogSort, asks_sort
 from routes.panel.reports import csv_text
 from routes.v1.pagination import id_cursor, log_page, page_limit
 from routes.v1.spec import refused
@@ -567,8 +567,7 @@ class PostbackLogResource(PanelResource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
-        is_sorted = bool(req.get_param("sort"))
-        pager = Pager(req, is_sorted=is_sorted)
+        pager = Pager(req, is_sorted=asks_sort(req))
         found = self.tab_query(req, session.principal, pager.limit + 1, pager.before_id)
         tab, sorting = found.tab, found.sorting
         try:
@@ -654,7 +653,7 @@ class PostbackCsvResource(PostbackLogResource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
-        chunk = CSV_CHUNK * (SORTED_CHUNK_FACTOR if req.get_param("sort") else 1)
+        chunk = CSV_CHUNK * (SORTED_CHUNK_FACTOR if asks_sort(req) else 1)
         found = self.tab_query(req, session.principal, chunk + 1, None)
         tab = found.tab
         try:  # The first chunk before the answer starts: a bad filter is a 400, not a cut CSV.

@@ -22,6 +22,11 @@ BAD_CURSOR = "The cursor is not one this log gave; start again without it."
 SORTED_CHUNK_FACTOR = 10
 
 
+def asks_sort(req: falcon.Request) -> bool:
+    """Whether the query names a sort key (a log without a saved sort is sorted just then)."""
+    return any(part.strip() for part in (req.get_param("sort") or "").split(","))
+
+
 class LogSort:
     """The sort one request asks of a log: `columns` (key -> (stored column, is text)) limited to those
     `shown`; `saved`: a column set's sort, used when the query has none; `tie`: what makes the order
