@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 from models.tables.campaign import Campaign, Stream
+from models.tables.conversion import Conversion
 from models.tables.offer import Offer
 
 KINDS = {"stream": Stream, "offer": Offer}
@@ -43,3 +44,12 @@ def name_ranks(kind: str) -> dict[int, int]:
     named = [(row.name or f"#{row.id}", row.id) for row in model.select(model.id, model.name)]
     ordered = sorted(named, key=lambda pair: (pair[0].lower(), pair[1]))
     return {row_id: place for place, (_, row_id) in enumerate(ordered)}
+
+
+def campaigns_of_conversions(ids: Iterable[int | None]) -> dict[int, int]:
+    """Conversion id -> its campaign's id, for the ids on a page (an outbound postback's conversion)."""
+    wanted = sorted({i for i in ids if i})
+    if not wanted:
+        return {}
+    rows = Conversion.select(Conversion.id, Conversion.campaign_id).where(Conversion.id.in_(wanted))
+    return {row.id: row.campaign_id for row in rows}

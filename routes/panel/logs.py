@@ -52,7 +52,7 @@ from models.reporting.conversionlog import (
     sorted_refusals,
 )
 from models.reporting.historyclicks import click_history
-from models.reporting.lognames import name_ids
+from models.reporting.lognames import campaigns_of_conversions, name_ids
 from models.reporting.logorder import ID_KEY, LogOrder, SortedPage
 from models.reporting.timerange import local_iso, zone
 from models.tables.click import SUB_ID_COLUMNS
@@ -473,6 +473,15 @@ class ClickPageResource(PanelResource):
         )
 
 
+def named_deliveries(rows: list[dict[str, Any]], campaigns: dict[int, Any]) -> list[dict[str, Any]]:
+    """Outbound postbacks with their conversion's campaign by name (`campaign`, '' for none shown)."""
+    of = campaigns_of_conversions(row["conversion_id"] for row in rows)
+    for row in rows:
+        campaign = campaigns.get(of.get(row["conversion_id"], 0))
+        row["campaign"] = campaign.name if campaign else ""
+    return rows
+
+
 TAB_SORT = {
     "postbacks": POSTBACK_SORT,
     "refusals": REFUSAL_SORT,
@@ -555,12 +564,15 @@ class PostbackLogResource(PanelResource):
             query = LogFilter(status=status, before_id=before_id, **scope(visible, chosen), **options)
 
             def read(after: int | None) -> list[dict[str, Any]]:
-                return [] if visible == set() else list_deliveries(db, replace(query, before_id=after))
+                if visible == set():
+                    return []
+                return named_deliveries(list_deliveries(db, replace(query, before_id=after)), campaigns)
 
             def read_sorted(order: LogOrder) -> SortedPage:
                 if visible == set():
                     return SortedPage([], None)
-                return sorted_deliveries(db, replace(query, limit=limit - 1), order)
+                page = sorted_deliveries(db, replace(query, limit=limit - 1), order)
+                return SortedPage(named_deliveries(page.rows, campaigns), page.after)
 
         tabs = POSTBACK_TABS if is_admin else {"deliveries": POSTBACK_TABS["deliveries"]}
         return TabQuery(tab, read, read_sorted, sorting, tabs, campaigns)
@@ -632,6 +644,7 @@ POSTBACK_CSV_COLUMNS = {
         ("Answer", "response_code"),
         ("Error", "error"),
         ("Conversion", "conversion_id"),
+        ("Campaign", "campaign"),
         ("URL", "url"),
     ),
 }
