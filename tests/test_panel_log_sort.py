@@ -97,6 +97,12 @@ def test_the_click_log_sorts_by_two_columns_names_not_ids_and_its_csv_follows(pa
         s for page in walk(panel, buyer, "/panel/clicks?sort=-browser,time&limit=60") for s in page
     ] == expected
     assert csv_column(panel, "/panel/clicks.csv?sort=-browser,time", buyer, "Subid") == expected
+    # Sorted by names when there are none (no offer yet): every row has none, so the newest first.
+    from models.reporting.clicklog import ClickFilter, sorted_clicks
+    from models.reporting.logorder import LogOrder, OrderKey
+
+    page = sorted_clicks(db, ClickFilter(limit=5), LogOrder((OrderKey("offer_id", False, {}),)))
+    assert [row["id"] for row in page.rows] == sorted((row["id"] for row in rows), reverse=True)[:5]
     # Bad sorts and cursors: one sentence, never a 500.
     for query in ("sort=nope", "sort=country,os,browser", "sort=country,country"):
         status, _, html = get(panel, f"/panel/clicks?{query}", admin)

@@ -120,7 +120,8 @@ class LogOrder:
         if key.ranks is None:
             return bytewise(column) if key.is_text else column
         # PERF: a CASE of every id's place; a log of thousands of offers pays for it on each row sorted.
-        return Case(column, sorted(key.ranks.items()), None)
+        # No names at all (no offers yet): one WHEN no id matches, as a CASE needs one.
+        return Case(column, sorted(key.ranks.items()) or [(0, 0)], None)
 
     def order_by(self, model, bytewise: Callable[[Any], Any]) -> list:
         """Peewee orderings for a row-store model."""

@@ -325,13 +325,10 @@ class ColumnarHistory:
                 exprs.append(("''", [], is_descending))
             elif ranks is None:
                 exprs.append((column, [], is_descending))
-            elif ranks:
-                whens = " ".join("WHEN ? THEN ?" for _ in ranks)
-                exprs.append(
-                    (f"(CASE {column} {whens} END)", [v for p in ranks.items() for v in p], is_descending)
-                )
-            else:
-                exprs.append(("NULL", [], is_descending))
+            else:  # No names at all (no offers yet): one WHEN no id matches, as a CASE needs one.
+                pairs = sorted(ranks.items()) or [(0, 0)]
+                whens = " ".join("WHEN ? THEN ?" for _ in pairs)
+                exprs.append((f"(CASE {column} {whens} END)", [v for p in pairs for v in p], is_descending))
         if after is not None:
             ways, way_params = [], []
             for index, value in enumerate(after):
