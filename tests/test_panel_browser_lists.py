@@ -120,3 +120,8 @@ def test_two_key_sorting_and_the_editor_s_numbers_in_a_browser(browser, start_se
     assert shown == [[country or "–", name or "–"] for country, name in stored.fetchall()]
     href = browser.find_element(By.ID, "clicks-csv").get_attribute("href")
     assert "sort=browser%2Ccountry" in href or "sort=browser,country" in href
+    # The first click's trace: its page says the decision path its row in the log says.
+    path = browser.find_element(By.CSS_SELECTOR, "table.clicks-log tr.log-path-row td").text
+    browser.find_element(By.CSS_SELECTOR, "table.clicks-log tbody td a[href^='/panel/clicks/']").click()
+    wait.until(seen.presence_of_element_located((By.ID, "click-path")))
+    assert browser.find_element(By.ID, "click-path").text == path and path
