@@ -126,6 +126,7 @@ def seed(data_dir: Path) -> dict[str, int]:
     convert_generated_clicks(db, settings)
     spend_the_week(db)
     seed_rates(db)
+    automation = seed_automation(db, push.name)
     db.close()
     return {
         "stream": filtered.id,
@@ -134,7 +135,43 @@ def seed(data_dir: Path) -> dict[str, int]:
         "network": adnet.id,
         "source": push.id,
         "lander": lander,
+        **automation,
     }
+
+
+def seed_automation(db, source: str) -> dict[str, int]:
+    """A rule over the first campaign's offers, a conversion API connection for it and a spend connection
+    for a traffic source (made, never synced: the pages show them as set up); their ids."""
+    from models.conversions.platforms.connections import create_connection
+    from models.optimisation.rules import create_rule
+    from models.reporting.spend.connections import create_spend_connection
+
+    rule = create_rule(
+        db,
+        "Pause offers without sales",
+        campaigns=["gen-0"],
+        dimension="offer",
+        window="3d",
+        conditions=["clicks >= 300 and conversions = 0"],
+        action="pause",
+        max_actions=2,
+    )
+    platform = create_connection(
+        db,
+        "Spring sale pixel",
+        "meta",
+        campaign="gen-0",
+        credentials={"pixel_id": "1234567890", "access_token": "EAAB-screenshot-token-0123456789"},
+    )
+    spend = create_spend_connection(
+        db,
+        "RichAds spend",
+        "propellerads",
+        source=source,
+        credentials={"api_token": "screenshot-api-token-0123456789"},
+        parameter="sub_id_2",
+    )
+    return {"rule": rule.id, "platform": platform.id, "spend": spend.id}
 
 
 def seed_landers(db, settings, stream_id: int) -> int:
@@ -311,9 +348,18 @@ def pages(ids: dict[str, int], subid: str) -> list[tuple[str, str]]:
             "&sort=-profit,-clicks&without=1",
         ),
         ("clicks", "/panel/clicks"),
+        # Sorted by two keys: country (Z to A), then the newest first within one (the headers: ▼1 ▼2).
+        ("clicks-sorted", f"/panel/clicks?{week}&sort=-country,-time"),
         ("click", f"/panel/clicks/{subid}"),
         ("conversions", "/panel/conversions"),
+        ("conversions-sorted", f"/panel/conversions?{week}&sort=status,-payout"),
         ("postback-log", "/panel/postback-log"),
+        ("rules", "/panel/rules"),
+        ("rule", f"/panel/rules/{ids['rule']}"),
+        ("alerts", "/panel/alerts"),
+        ("platforms", "/panel/platforms"),
+        ("platform", f"/panel/platforms/{ids['platform']}"),
+        ("spend", f"/panel/platforms/spend/{ids['spend']}"),
         ("users", "/panel/users"),
         ("user", f"/panel/users/{user}"),
         ("audit", "/panel/audit"),

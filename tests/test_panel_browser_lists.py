@@ -98,3 +98,30 @@ def test_two_key_sorting_and_the_editor_s_numbers_in_a_browser(browser, start_se
     wait.until(lambda b: "period=today" in b.current_url)
     headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "table.stream-numbers thead th")]
     assert "Clicks today" in headers and not [h for h in headers if "7 days" in h]
+
+    # The click log: Country, then Browser: by browser, equal ones by country, the newest first among
+    # equals (the marks say which key is which); its CSV link carries the sort with the filters.
+    browser.get(base + "/panel/clicks?limit=500")
+    wait.until(seen.presence_of_element_located((By.CSS_SELECTOR, "table.clicks-log")))
+    browser.find_element(By.CSS_SELECTOR, 'a.sort[data-sort="country"]').click()
+    wait.until(lambda b: "sort=country" in b.current_url)
+    browser.find_element(By.CSS_SELECTOR, 'a.sort[data-sort="browser"]').click()
+    wait.until(lambda b: "sort=browser%2Ccountry" in b.current_url or "sort=browser,country" in b.current_url)
+    marks = browser.find_elements(By.CSS_SELECTOR, "th .sort-mark")  # Country's header comes first.
+    assert [mark.text for mark in marks] == ["▲2", "▲1"]
+    shown = browser.execute_script(
+        """const heads = [...document.querySelectorAll('table.clicks-log thead th')]
+               .map(th => th.dataset.column || '');
+           return [...document.querySelectorAll('table.clicks-log tbody tr:not(.log-path-row)')].map(
+               tr => [...tr.children].filter((_, i) => heads[i] === 'browser' || heads[i] === 'country')
+                                     .map(td => td.textContent.trim()));"""
+    )
+    stored = db.connection().execute("SELECT country, browser FROM click ORDER BY browser, country, id DESC")
+    assert shown == [[country or "–", name or "–"] for country, name in stored.fetchall()]
+    href = browser.find_element(By.ID, "clicks-csv").get_attribute("href")
+    assert "sort=browser%2Ccountry" in href or "sort=browser,country" in href
+    # The first click's trace: its page says the decision path its row in the log says.
+    path = browser.find_element(By.CSS_SELECTOR, "table.clicks-log tr.log-path-row td").text
+    browser.find_element(By.CSS_SELECTOR, "table.clicks-log tbody td a[href^='/panel/clicks/']").click()
+    wait.until(seen.presence_of_element_located((By.ID, "click-path")))
+    assert browser.find_element(By.ID, "click-path").text == path and path

@@ -424,7 +424,19 @@ def test_the_postback_log_csv_is_each_tab_as_its_filters_select_for_who_may_open
     assert [row[2] for row in rows[1:]] == newest_first and set(newest_first) == set(subids)
     assert rows[1][7].startswith("/postback?subid=")
     rows = read_csv(panel, admin, "/panel/postback-log.csv?log=deliveries&state=pending")
-    assert rows[0] == ["Created", "State", "Status", "Attempts", "Answer", "Error", "Conversion", "URL"]
+    assert rows[0] == [
+        "Created",
+        "State",
+        "Status",
+        "Attempts",
+        "Answer",
+        "Error",
+        "Conversion",
+        "Campaign",
+        "URL",
+    ]
+    named = {name for (name,) in sql(db, "SELECT name FROM campaign WHERE id = 1")}
+    assert {row[7] for row in rows[1:]} == named  # The conversions' campaign by its name.
     wanted = sql(db, "SELECT COUNT(*) FROM postback_delivery WHERE state = 'pending'")[0][0]
     conversions = {str(c) for (c,) in sql(db, "SELECT conversion_id FROM postback_delivery")}
     assert len(rows) - 1 == wanted == 8 and {row[6] for row in rows[1:]} == conversions

@@ -420,6 +420,18 @@ def test_the_audit_log_is_admins_only_newest_first_filtered_paged_and_escaped(pa
     assert len(re.findall(r'<td class="when">', html)) == len(users)
     assert get(panel, "/panel/audit?cursor=x", admin)[0] == 400
     assert len(re.findall(r'<td class="when">', get(panel, "/panel/audit?period=yesterday", admin)[2])) == 0
+    # A custom range (the admin's timezone, the end date inclusive) wins over the period; its CSV alike.
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    html = get(panel, f"/panel/audit?period=yesterday&from={today}&to={today}", admin)[2]
+    assert len(re.findall(r'<td class="when">', html)) == len(audit_entries(db))
+    assert f'value="{today}"' in html and f"from={today}" in html  # Kept by the form and its links.
+    html = get(panel, f"/panel/audit?to={today[:8]}01&from={today[:8]}01", admin)[2]
+    assert len(re.findall(r'<td class="when">', html)) == (
+        len(audit_entries(db)) if today.endswith("01") else 0
+    )
+    assert get(panel, "/panel/audit?from=tomorrow", admin)[0] == 400
+    status, _, text = get(panel, f"/panel/audit.csv?from={today}", admin)
+    assert status == 200 and len(text.strip().splitlines()) > len(audit_entries(db))
 
     old_rows = system.AUDIT_PAGE_ROWS
     system.AUDIT_PAGE_ROWS = 3

@@ -397,3 +397,22 @@ def test_a_real_worker_deletes_old_clicks_once_its_history_holds_them(db, files,
     )
     assert row_ids(db) == everything - old | ({max(everything)} & old)
     assert history_ids(files) == everything
+
+
+def test_the_sorted_click_log_merges_the_history_s_clicks_into_its_order(db, files, now, held, panel, users):
+    from test_panel_log_sort import csv_column, ordered, table
+    from test_panel_logs import walk
+
+    rows = table(db, "SELECT id, subid, created_at, campaign_id, country FROM click")
+    names = {row["id"]: row["name"].lower() for row in table(db, "SELECT id, name FROM campaign")}
+    for row in rows:
+        row["campaign"] = (names[row["campaign_id"]], row["campaign_id"])
+    prune(db, files, now)
+    assert len(row_ids(db)) < len(rows) - 500  # Most clicks are in the history only.
+    admin = log_in(panel)
+    by_country = [row["subid"] for row in ordered(rows, [("country", False), ("created_at", True)])]
+    pages = walk(panel, admin, "/panel/clicks?sort=country,-time&limit=500")
+    assert [s for page in pages for s in page] == by_country and len(pages) == 3
+    # The CSV, by keyset from both stores: a campaign by its name (Z to A), the oldest first within one.
+    by_campaign = [row["subid"] for row in ordered(rows, [("campaign", True), ("created_at", False)])]
+    assert csv_column(panel, "/panel/clicks.csv?sort=-campaign,time", admin, "Subid") == by_campaign

@@ -12,6 +12,9 @@ Date bounds are given in the user's timezone and converted to UTC milliseconds o
 
 from __future__ import annotations
 
+import heapq
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +27,9 @@ from models.errors import LannerError, NotFoundError
 from models.ops.retention import pruned_before
 from models.reporting.clickpath import describe_path, path_names, with_paths
 from models.reporting.historyclicks import ClickHistory
+from models.reporting.logorder import LogOrder, SortedPage
 from models.reporting.timerange import before, local_instant, localise_times, time_bounded, zone
+from models.store.logorder import spelling_for
 from models.tables.click import Click
 
 LOG_COLUMNS = (
@@ -106,21 +111,7 @@ def _with_history(
         if at is None:  # The cursor's click is an old one.
             at = (history.by_ids([query.before_id]).get(query.before_id) or {}).get("created_at")
         cursor = (at, query.before_id) if at is not None else None
-    equal: dict[str, Any] = {
-        column: value
-        for column, value in (
-            ("campaign_id", query.campaign_id),
-            ("stream_id", query.stream_id),
-            ("offer_id", query.offer_id),
-            ("is_bot", None if query.is_bot is None else int(query.is_bot)),
-            ("subid", query.subid),
-        )
-        if value is not None
-    }
-    if query.country is not None:
-        equal["country"] = "" if query.country.lower() == "unknown" else query.country.upper()
-    if query.sub_id is not None:
-        equal[f"sub_id_{query.sub_id[0]}"] = query.sub_id[1]
+    equal = _history_equal(query)
     # Twice the page: the few old clicks the row store still has (converted, or not yet deleted) drop out.
     old = history.log(
         equal,
@@ -143,12 +134,13 @@ def _with_history(
     return sorted(merged, key=key, reverse=True)[: query.limit]
 
 
-def _clicks(query: ClickFilter, tz) -> list[dict[str, Any]]:
-    """list_clicks' rows of one campaign or of all, `created_at` in UTC ms."""
-    select = Click.select(Click.id, *(getattr(Click, column) for column in LOG_COLUMNS))
+def _conditions(query: ClickFilter) -> list:
+    """The row store's conditions for `query`'s filters (not its range, order or cursor)."""
     conditions = []
     if query.campaign_id is not None:
         conditions.append(Click.campaign_id == query.campaign_id)
+    elif query.campaign_ids is not None:
+        conditions.append(Click.campaign_id.in_(sorted(query.campaign_ids)))
     if query.stream_id is not None:
         conditions.append(Click.stream_id == query.stream_id)
     if query.offer_id is not None:
@@ -168,7 +160,13 @@ def _clicks(query: ClickFilter, tz) -> list[dict[str, Any]]:
         if not 1 <= slot <= SUB_ID_SLOTS:
             raise ClickLogError(f"A sub id slot is 1 to {SUB_ID_SLOTS}, not {slot}.")
         conditions.append(getattr(Click, f"sub_id_{slot}") == value)
-    for condition in conditions:
+    return conditions
+
+
+def _clicks(query: ClickFilter, tz) -> list[dict[str, Any]]:
+    """list_clicks' rows of one campaign or of all, `created_at` in UTC ms."""
+    select = Click.select(Click.id, *(getattr(Click, column) for column in LOG_COLUMNS))
+    for condition in _conditions(query):
         select = select.where(condition)
     if query.campaign_id is not None:
         # click_campaign_created_at, backwards; the id orders clicks of one millisecond.
@@ -186,6 +184,107 @@ def _clicks(query: ClickFilter, tz) -> list[dict[str, Any]]:
         select, Click.created_at, since=query.since, until=query.until, tz=tz, limit=query.limit
     )
     return list(select.dicts())
+
+
+# The click log's columns a user may sort by: the log's key -> (the stored column, whether it is text).
+# Campaign, stream and offer hold ids and sort by their names (models/reporting/logorder.py).
+SORT_COLUMNS = {
+    "time": ("created_at", False),
+    "subid": ("subid", True),
+    "campaign": ("campaign_id", False),
+    "stream": ("stream_id", False),
+    "offer": ("offer_id", False),
+    "ip": ("ip", True),
+    "country": ("country", True),
+    "device": ("device_type", True),
+    "os": ("os", True),
+    "browser": ("browser", True),
+    "unique": ("is_unique_campaign", False),
+    "bot": ("is_bot", False),
+}
+
+
+def sorted_clicks(
+    db: Database, query: ClickFilter, order: LogOrder, history: ClickHistory | None = None
+) -> SortedPage:
+    """`query.limit` clicks matching `query` in `order` after its cursor, `created_at` as ISO text in its
+    timezone; with `history`, the pruned ones too, merged in: each source read sorted and keyset-paged,
+    so neither a page nor a CSV's chunk holds more than its own rows and the history's chunk."""
+    tz = zone(query.timezone)
+    select = Click.select(Click.id, *(getattr(Click, column) for column in LOG_COLUMNS))
+    for condition in _conditions(query):
+        select = select.where(condition)
+    bytewise = spelling_for(db.connection()).bytewise
+    after = order.after_condition(Click, bytewise)
+    if after is not None:
+        select = select.where(after)
+    select = time_bounded(
+        select.order_by(*order.order_by(Click, bytewise)),
+        Click.created_at,
+        since=query.since,
+        until=query.until,
+        tz=tz,
+        limit=query.limit + 1,
+    )
+    rows = list(select.dicts())
+    cutoff = pruned_before(db.connection()) if history is not None and query.ip is None else None
+    if history is not None and cutoff is not None:
+        old = _sorted_history(query, tz, order, history, cutoff)
+        rows = list(itertools.islice(heapq.merge(rows, old, key=order.merge_key), query.limit + 1))
+    page = rows[: query.limit]
+    cursor = order.key_of(page[-1]) if len(rows) > query.limit else None
+    return SortedPage(with_paths(localise_times(page, ("created_at",), tz)), cursor)
+
+
+def _history_equal(query: ClickFilter) -> dict[str, Any]:
+    """The history's equality filters for `query` (its columns as the row store's)."""
+    equal: dict[str, Any] = {
+        column: value
+        for column, value in (
+            ("campaign_id", query.campaign_id),
+            ("stream_id", query.stream_id),
+            ("offer_id", query.offer_id),
+            ("is_bot", None if query.is_bot is None else int(query.is_bot)),
+            ("subid", query.subid),
+        )
+        if value is not None
+    }
+    if query.country is not None:
+        equal["country"] = "" if query.country.lower() == "unknown" else query.country.upper()
+    if query.sub_id is not None:
+        equal[f"sub_id_{query.sub_id[0]}"] = query.sub_id[1]
+    return equal
+
+
+def _sorted_history(
+    query: ClickFilter, tz, order: LogOrder, history: ClickHistory, cutoff: int
+) -> Iterator[dict[str, Any]]:
+    """The history's clicks created before the cutoff that the row store no longer has, in `order` after
+    its cursor, read a page's worth at a time for as long as the merge takes them."""
+    after = None if order.after is None else list(order.after)
+    chunk = query.limit + 1
+    keys = [
+        (key.column, key.is_descending, None if key.ranks is None else dict(key.ranks)) for key in order.keys
+    ]
+    while True:
+        old = history.sorted_log(
+            _history_equal(query),
+            campaign_ids=None
+            if query.campaign_id is not None or query.campaign_ids is None
+            else sorted(query.campaign_ids),
+            before_ms=cutoff,
+            since_ms=local_instant(query.since, tz, is_end=False) if query.since else None,
+            until_ms=local_instant(query.until, tz, is_end=True) if query.until else None,
+            keys=keys,
+            after=after,
+            limit=chunk,
+        )
+        rows = [{"id": click["id"], **{c: click.get(c, "") for c in LOG_COLUMNS}} for click in old]
+        still = {c.id for c in Click.select(Click.id).where(Click.id.in_([row["id"] for row in rows]))}
+        yield from (row for row in rows if row["id"] not in still)
+        if len(old) < chunk:
+            return
+        after = order.key_of(rows[-1])
 
 
 HISTORY_ONLY = (

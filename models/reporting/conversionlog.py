@@ -11,6 +11,7 @@ from typing import Any
 from peewee import Database
 
 from models.conversions.postbacks import PARKED
+from models.reporting.logorder import LogOrder, OrderKey, SortedPage, sorted_page
 from models.reporting.timerange import before, localise_times, time_bounded, zone
 from models.tables.conversion import Conversion, PostbackDelivery, PostbackLog, PostbackRefusal
 
@@ -72,9 +73,8 @@ class LogFilter:
     before_id: int | None = None  # Only rows after this one in the log's order (the API's cursor).
 
 
-def list_conversions(db: Database, query: LogFilter) -> list[dict[str, Any]]:
-    """The newest conversions (by the time they were first recorded), newest first."""
-    tz = zone(query.timezone)
+def _conversions(query: LogFilter):
+    """The conversions `query`'s filters select (not its range, order or cursor)."""
     select = Conversion.select(*(getattr(Conversion, c) for c in CONVERSION_COLUMNS))
     if query.campaign_id is not None:
         select = select.where(Conversion.campaign_id == query.campaign_id)
@@ -84,6 +84,20 @@ def list_conversions(db: Database, query: LogFilter) -> list[dict[str, Any]]:
         select = select.where(Conversion.subid == query.subid)
     if query.status:
         select = select.where(Conversion.status == query.status.lower())
+    return select
+
+
+def sorted_conversions(db: Database, query: LogFilter, order: LogOrder) -> SortedPage:
+    """A page of the conversions `query` selects in `order` (models/reporting/logorder.py)."""
+    return sorted_page(
+        db, _conversions(query), Conversion, Conversion.created_at, query, order, ("created_at",)
+    )
+
+
+def list_conversions(db: Database, query: LogFilter) -> list[dict[str, Any]]:
+    """The newest conversions (by the time they were first recorded), newest first."""
+    tz = zone(query.timezone)
+    select = _conversions(query)
     if query.before_id is not None:
         select = select.where(before(Conversion, Conversion.created_at, query.before_id))
     select = time_bounded(
@@ -97,9 +111,7 @@ def list_conversions(db: Database, query: LogFilter) -> list[dict[str, Any]]:
     return localise_times(list(select.dicts()), ("created_at",), tz)
 
 
-def list_postbacks(db: Database, query: LogFilter, *, orphans: bool = False) -> list[dict[str, Any]]:
-    """The newest incoming postbacks as received, with their verdicts; `orphans`: the parked ones."""
-    tz = zone(query.timezone)
+def _postbacks(query: LogFilter, orphans: bool):
     select = PostbackLog.select(*(getattr(PostbackLog, c) for c in POSTBACK_COLUMNS), PostbackLog.expires_at)
     if orphans:
         select = select.where(PostbackLog.verdict == PARKED)
@@ -107,6 +119,21 @@ def list_postbacks(db: Database, query: LogFilter, *, orphans: bool = False) -> 
         select = select.where(PostbackLog.verdict == query.status.lower())
     if query.subid:
         select = select.where(PostbackLog.subid == query.subid)
+    return select
+
+
+def sorted_postbacks(db: Database, query: LogFilter, order: LogOrder, *, orphans: bool = False) -> SortedPage:
+    """A page of the incoming postbacks `query` selects in `order`."""
+    select = _postbacks(query, orphans)
+    return sorted_page(
+        db, select, PostbackLog, PostbackLog.received_at, query, order, ("received_at", "expires_at")
+    )
+
+
+def list_postbacks(db: Database, query: LogFilter, *, orphans: bool = False) -> list[dict[str, Any]]:
+    """The newest incoming postbacks as received, with their verdicts; `orphans`: the parked ones."""
+    tz = zone(query.timezone)
+    select = _postbacks(query, orphans)
     if query.before_id is not None:
         select = select.where(PostbackLog.id < query.before_id)
     select = time_bounded(
@@ -118,6 +145,14 @@ def list_postbacks(db: Database, query: LogFilter, *, orphans: bool = False) -> 
         limit=query.limit,
     )
     return localise_times(list(select.dicts()), ("received_at", "expires_at"), tz)
+
+
+def sorted_refusals(db: Database, query: LogFilter, order: LogOrder) -> SortedPage:
+    """A page of the refusal counters in `order` (its tie: the day, then the address)."""
+    select = PostbackRefusal.select(*(getattr(PostbackRefusal, c) for c in REFUSAL_COLUMNS))
+    return sorted_page(
+        db, select, PostbackRefusal, PostbackRefusal.last_at, query, order, ("first_at", "last_at")
+    )
 
 
 def list_refusals(db: Database, query: LogFilter) -> list[dict[str, Any]]:
@@ -135,14 +170,10 @@ def list_refusals(db: Database, query: LogFilter) -> list[dict[str, Any]]:
     return localise_times(list(select.dicts()), ("first_at", "last_at"), tz)
 
 
-def list_deliveries(db: Database, query: LogFilter) -> list[dict[str, Any]]:
-    """Outbound postbacks, newest first, with their state and the last answer."""
-    tz = zone(query.timezone)
+def _deliveries(query: LogFilter):
     select = PostbackDelivery.select(*(getattr(PostbackDelivery, c) for c in DELIVERY_COLUMNS))
     if query.status:
         select = select.where(PostbackDelivery.state == query.status.lower())
-    if query.before_id is not None:
-        select = select.where(PostbackDelivery.id < query.before_id)
     if query.campaign_id is not None:
         select = select.where(
             PostbackDelivery.conversion_id.in_(
@@ -155,6 +186,22 @@ def list_deliveries(db: Database, query: LogFilter) -> list[dict[str, Any]]:
                 Conversion.select(Conversion.id).where(Conversion.campaign_id.in_(sorted(query.campaign_ids)))
             )
         )
+    return select
+
+
+def sorted_deliveries(db: Database, query: LogFilter, order: LogOrder) -> SortedPage:
+    """A page of the outbound postbacks `query` selects in `order`."""
+    return sorted_page(
+        db, _deliveries(query), PostbackDelivery, PostbackDelivery.created_at, query, order, ("created_at",)
+    )
+
+
+def list_deliveries(db: Database, query: LogFilter) -> list[dict[str, Any]]:
+    """Outbound postbacks, newest first, with their state and the last answer."""
+    tz = zone(query.timezone)
+    select = _deliveries(query)
+    if query.before_id is not None:
+        select = select.where(PostbackDelivery.id < query.before_id)
     select = time_bounded(
         select.order_by(PostbackDelivery.id.desc()),
         PostbackDelivery.created_at,
@@ -164,3 +211,47 @@ def list_deliveries(db: Database, query: LogFilter) -> list[dict[str, Any]]:
         limit=query.limit,
     )
     return localise_times(list(select.dicts()), ("created_at",), tz)
+
+
+# Each log's columns a user may sort by: its key -> (the stored column, whether it is text); campaign,
+# stream and offer hold ids and sort by their names (models/reporting/logorder.py).
+CONVERSION_SORT = {
+    "time": ("created_at", False),
+    "subid": ("subid", True),
+    "tid": ("tid", True),
+    "status": ("status", True),
+    "raw_status": ("raw_status", True),
+    "campaign": ("campaign_id", False),
+    "stream": ("stream_id", False),
+    "offer": ("offer_id", False),
+    "network": ("network", True),
+    "payout": ("payout", False),
+    "report_payout": ("report_payout", False),
+    "cost": ("cost", False),
+}
+POSTBACK_SORT = {
+    "time": ("received_at", False),
+    "verdict": ("verdict", True),
+    "subid": ("subid", True),
+    "tid": ("tid", True),
+    "raw_status": ("raw_status", True),
+    "from": ("remote_ip", True),
+    "detail": ("detail", True),
+}
+REFUSAL_SORT = {
+    "day": ("day", False),
+    "from": ("remote_ip", True),
+    "refusals": ("refusals", False),
+    "first": ("first_at", False),
+    "last": ("last_at", False),
+}
+REFUSAL_TIE = (OrderKey("day", True), OrderKey("remote_ip", False, is_text=True))
+DELIVERY_SORT = {
+    "time": ("created_at", False),
+    "state": ("state", True),
+    "status": ("status", True),
+    "attempts": ("attempts", False),
+    "answer": ("response_code", False),
+    "error": ("error", True),
+    "conversion": ("conversion_id", False),
+}

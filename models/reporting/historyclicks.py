@@ -89,6 +89,18 @@ def history_log(
     return [dict(zip(HISTORY_COLUMNS, row, strict=True)) for row in rows]
 
 
+def history_sorted_log(
+    files: HistoryFiles, equal: dict[str, Any], *, wait: float | None = LOOKUP_WAIT, **bounds: Any
+) -> list[dict[str, Any]]:
+    """The sorted click log's clicks the history holds (ColumnarHistory.sorted_log)."""
+    try:
+        with open_history(files.path, write=False, memory_limit=files.memory_limit, wait=wait) as conn:
+            rows = ColumnarHistory(conn, files.path.parent).sorted_log(equal, **bounds)
+    except HistoryMissing:
+        return []
+    return [dict(zip(HISTORY_COLUMNS, row, strict=True)) for row in rows]
+
+
 def row_store_values(click: dict[str, Any]) -> tuple:
     """A history click as the row store's ROW_COLUMNS (its referrer is the domain the history kept)."""
     return tuple(click["referrer_domain" if column == "referrer" else column] for column in ROW_COLUMNS)
@@ -109,6 +121,9 @@ class ClickHistory:
 
     def log(self, equal: dict[str, Any], **bounds: Any) -> list[dict[str, Any]]:
         return history_log(self.files, equal, wait=self.wait, **bounds)
+
+    def sorted_log(self, equal: dict[str, Any], **bounds: Any) -> list[dict[str, Any]]:
+        return history_sorted_log(self.files, equal, wait=self.wait, **bounds)
 
 
 def click_history(settings: HistorySettings) -> ClickHistory:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, cast
 
-from models.tables.campaign import Stream
+from models.tables.campaign import Campaign, Stream
+from models.tables.conversion import Conversion
 from models.tables.offer import Offer
 
 KINDS = {"stream": Stream, "offer": Offer}
+RANKED = {"campaign": Campaign, **KINDS}
 
 
 def names_of(kind: str, ids: Iterable[int | None]) -> dict[int, str]:
@@ -33,3 +35,21 @@ def name_ids(rows: list[dict[str, Any]], kinds: Iterable[str] = ("stream", "offe
         for row in rows:
             row[f"{kind}_name"] = names.get(row.get(f"{kind}_id") or 0, "")
     return rows
+
+
+def name_ranks(kind: str) -> dict[int, int]:
+    """Id -> its place among the names of every `kind` (campaign, stream or offer), by name regardless of
+    case then id: what a log sorted by that column sorts by (models/reporting/logorder.py)."""
+    model = cast("Any", RANKED[kind])
+    named = [(row.name or f"#{row.id}", row.id) for row in model.select(model.id, model.name)]
+    ordered = sorted(named, key=lambda pair: (pair[0].lower(), pair[1]))
+    return {row_id: place for place, (_, row_id) in enumerate(ordered)}
+
+
+def campaigns_of_conversions(ids: Iterable[int | None]) -> dict[int, int]:
+    """Conversion id -> its campaign's id, for the ids on a page (an outbound postback's conversion)."""
+    wanted = sorted({i for i in ids if i})
+    if not wanted:
+        return {}
+    rows = Conversion.select(Conversion.id, Conversion.campaign_id).where(Conversion.id.in_(wanted))
+    return {row.id: row.campaign_id for row in rows}

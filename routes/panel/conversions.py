@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import math
 import time
 import urllib.parse
@@ -32,9 +33,10 @@ from models.conversions.manual import (
 from models.conversions.postbacks import ConversionRecorder
 from models.errors import LannerError
 from models.reporting.columnpages import CONVERSIONS
-from models.reporting.conversionlog import LogFilter, list_conversions
+from models.reporting.conversionlog import CONVERSION_SORT, LogFilter, list_conversions, sorted_conversions
 from models.reporting.historyclicks import click_history
 from models.reporting.lognames import name_ids
+from models.reporting.logorder import LogOrder
 from models.reporting.timerange import local_iso, zone
 from routes.panel.columnsets import ListSets
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
@@ -48,6 +50,7 @@ from routes.panel.logs import (
     scope,
     visible_campaigns,
 )
+from routes.panel.logsort import SORTED_CHUNK_FACTOR, LogSort
 from routes.panel.reports import csv_text
 from routes.panel.session import read_form
 from routes.v1.spec import refused
@@ -93,14 +96,24 @@ class ConversionLogResource(PanelResource):
         sets.redirect_for_controls(req, principal)
         choice = sets.choice(req, principal)
         visible, campaigns = visible_campaigns(self.sessions.db, principal)
-        pager = Pager(req)
+        sorting = LogSort(req, CONVERSION_SORT, ("time", *choice.columns), choice.sort)
+        pager = Pager(req, is_sorted=sorting.is_sorted)
         query = log_filter(req, visible, principal, limit=pager.limit + 1, before_id=pager.before_id)
         try:
-            rows = [] if visible == set() else pager.rows(list_conversions(self.sessions.db, query))
+            if visible == set():
+                rows = []
+            elif sorting.is_sorted:
+                page = sorted_conversions(
+                    self.sessions.db, replace(query, limit=pager.limit), sorting.order()
+                )
+                rows = pager.sorted_rows(page.rows, sorting.cursor(page.after))
+            else:
+                rows = pager.rows(list_conversions(self.sessions.db, query))
         except LannerError as exc:
             raise refused(exc) from None
         name_ids(rows)
         form = {name: req.get_param(name) or "" for name in FILTERS}
+        csv_form = {**form, "sort": sorting.text}
         self.page(
             req,
             resp,
@@ -108,13 +121,13 @@ class ConversionLogResource(PanelResource):
             session,
             rows=rows,
             pager=pager,
-            **log_chooser(sets, principal, choice, LOG_LABELS, pager),
+            **log_chooser(sets, principal, choice, LOG_LABELS, pager, sorting),
             campaigns=campaigns,
             periods=PERIODS,
             statuses=CONVERSION_STATUSES,
             is_importer=principal.role == "admin" and principal.can_write,
             form=form,
-            csv_query=urllib.parse.urlencode({name: value for name, value in form.items() if value}),
+            csv_query=urllib.parse.urlencode({name: value for name, value in csv_form.items() if value}),
         )
 
 
@@ -176,33 +189,58 @@ class ConversionCsvResource(PanelResource):
         principal = session.principal
         db = self.sessions.db
         visible, campaigns = visible_campaigns(db, principal)
+        # The CSV carries every column the user may see: it sorts by any of them.
+        shown = [key for key in CONVERSION_SORT if not (principal.hides_money and key in CONVERSIONS.money)]
+        sorting = LogSort(req, CONVERSION_SORT, shown)
         query = log_filter(req, visible, principal, limit=self.chunk)
-        try:
-            first = (
-                [] if visible == set() else list_conversions(db, query)
-            )  # A bad filter: 400, not a cut CSV.
+        try:  # The first chunk before the answer starts: a bad filter is a 400, not a cut CSV.
+            if visible == set():
+                chunks: Iterator[list[dict]] = iter([[]])
+            elif sorting.is_sorted:
+                sorted_query = replace(query, limit=self.chunk * SORTED_CHUNK_FACTOR)
+                chunks = self.sorted_chunks(db, sorted_query, sorting.order())
+            else:
+                chunks = self.chunks(db, query)
+            first = next(chunks)
         except LannerError as exc:
             raise refused(exc) from None
         resp.content_type = "text/csv; charset=utf-8"
         resp.set_header("Cache-Control", "no-store")
         resp.set_header("X-Content-Type-Options", "nosniff")
         resp.set_header("Content-Disposition", 'attachment; filename="lanner-conversions.csv"')
-        resp.stream = self.lines(db, query, first, campaigns, principal.hides_money)
+        resp.stream = self.lines(itertools.chain([first], chunks), campaigns, principal.hides_money)
 
     @staticmethod
-    def lines(db, query: LogFilter, rows: list[dict], campaigns, hides_money: bool) -> Iterator[bytes]:
+    def chunks(db, query: LogFilter) -> Iterator[list[dict]]:
+        """The log's conversions newest first, a chunk at a time by its own cursor."""
+        while True:
+            rows = list_conversions(db, query)
+            yield rows
+            if len(rows) < query.limit:
+                return
+            query = replace(query, before_id=rows[-1]["id"])
+
+    @staticmethod
+    def sorted_chunks(db, query: LogFilter, order: LogOrder) -> Iterator[list[dict]]:
+        """The log's conversions in the sort's order, a chunk at a time by its keyset cursor."""
+        while True:
+            page = sorted_conversions(db, query, order)
+            yield page.rows
+            if page.after is None:
+                return
+            order = order.with_after(page.after)
+
+    @staticmethod
+    def lines(chunks: Iterator[list[dict]], campaigns, hides_money: bool) -> Iterator[bytes]:
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(csv_header(hides_money))
-        while True:
+        for rows in chunks:
             for row in name_ids(rows):
                 writer.writerow(csv_row(row, campaigns, hides_money))
             yield out.getvalue().encode()
             out.seek(0)
             out.truncate()
-            if len(rows) < query.limit:
-                return
-            rows = list_conversions(db, replace(query, before_id=rows[-1]["id"]))
 
 
 class ConversionResource(PanelResource):

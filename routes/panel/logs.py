@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import time
 import urllib.parse
-from collections.abc import Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,22 +25,40 @@ from models.admin.services import list_campaigns
 from models.choices import POSTBACK_VERDICTS, SUB_ID_SLOTS
 from models.clicks.privacy import anonymized_ip
 from models.errors import LannerError
-from models.reporting.clicklog import ClickFilter, StoredClickError, list_clicks, stored_click
+from models.reporting.clicklog import (
+    SORT_COLUMNS as CLICK_SORT,
+)
+from models.reporting.clicklog import (
+    ClickFilter,
+    StoredClickError,
+    list_clicks,
+    sorted_clicks,
+    stored_click,
+)
 from models.reporting.clickpath import NOT_RECORDED
 from models.reporting.columnpages import CLICKS
 from models.reporting.conversionlog import (
+    DELIVERY_SORT,
+    POSTBACK_SORT,
+    REFUSAL_SORT,
+    REFUSAL_TIE,
     LogFilter,
     list_conversions,
     list_deliveries,
     list_postbacks,
     list_refusals,
+    sorted_deliveries,
+    sorted_postbacks,
+    sorted_refusals,
 )
 from models.reporting.historyclicks import click_history
-from models.reporting.lognames import name_ids
+from models.reporting.lognames import campaigns_of_conversions, name_ids
+from models.reporting.logorder import ID_KEY, LogOrder, SortedPage
 from models.reporting.timerange import local_iso, zone
 from models.tables.click import SUB_ID_COLUMNS
 from routes.panel.columnsets import ColumnChoice, ListSets
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
+from routes.panel.logsort import SORTED_CHUNK_FACTOR, LogSort, asks_sort
 from routes.panel.reports import csv_text
 from routes.v1.pagination import id_cursor, log_page, page_limit
 from routes.v1.spec import refused
@@ -98,10 +117,11 @@ class Pager:
 
     FIRST = "-"
 
-    def __init__(self, req: falcon.Request) -> None:
+    def __init__(self, req: falcon.Request, *, is_sorted: bool = False) -> None:
         self.req = req
         self.limit = page_limit(req)
-        self.before_id = id_cursor(req)
+        # A sorted log's cursor is the last row's sort values (routes/panel/logsort.py reads it).
+        self.before_id = None if is_sorted else id_cursor(req)
         self.cursor = param(req, "cursor")
         self.back = [c for c in param(req, "back").split(",") if c][-MAX_BACK:]
         self.next: str | None = None
@@ -110,6 +130,11 @@ class Pager:
         """The page of a log read with `limit + 1` rows."""
         chosen, self.next = log_page(rows, self.limit)
         return chosen
+
+    def sorted_rows(self, rows: list[dict[str, Any]], next_cursor: str | None) -> list[dict[str, Any]]:
+        """The page of a sorted log, with the cursor of the page after it."""
+        self.next = next_cursor
+        return rows
 
     def query(self, **changes: str | None) -> str:
         kept: dict[str, str | None] = {
@@ -159,18 +184,24 @@ LOG_LABELS = {
 
 
 def log_chooser(
-    sets: ListSets, principal, choice: ColumnChoice, labels: dict[str, str], pager: Pager
+    sets: ListSets, principal, choice: ColumnChoice, labels: dict[str, str], pager: Pager, sorting: LogSort
 ) -> dict:
-    """A log's column chooser (templates/_list_columns.html): its filters kept, its pages' cursor not."""
+    """A log's column chooser (templates/_list_columns.html): its filters kept, its pages' cursor not;
+    its sort kept by the chooser and saved with a set."""
     cols_text = ",".join(choice.columns) if choice.columns != choice.base else ""
-    keep = [(n, v) for n, v in urllib.parse.parse_qsl(pager.query(cursor=None, back=None)) if n != "col"]
+    pairs = urllib.parse.parse_qsl(pager.query(cursor=None, back=None))
+    keep = [(n, v) for n, v in pairs if n not in ("col", "sort")]
     back = f"/panel/{sets.page.name}?" + urllib.parse.urlencode(
-        keep + ([("col", cols_text)] if cols_text else [])
+        keep
+        + ([("col", cols_text)] if cols_text else [])
+        + ([("sort", sorting.text)] if sorting.text else [])
     )
     return {
-        "chooser": sets.chooser(principal, labels, choice.columns, "", back),
+        "chooser": sets.chooser(principal, labels, choice.columns, sorting.text, back),
         "set_keep": keep,
         "cols_text": cols_text,
+        "sort_text": sorting.text,
+        "sorting": sorting,
     }
 
 
@@ -240,10 +271,19 @@ class ClickLogResource(PanelResource):
         sets.redirect_for_controls(req, principal)
         choice = sets.choice(req, principal)
         visible, campaigns = visible_campaigns(self.sessions.db, principal)
-        pager = Pager(req)
+        sorting = LogSort(req, CLICK_SORT, ("time", *choice.columns), choice.sort)
+        pager = Pager(req, is_sorted=sorting.is_sorted)
         query = self.click_filter(req, principal, visible, pager.limit + 1, pager.before_id)
         try:
-            rows = [] if visible == set() else pager.rows(list_clicks(self.sessions.db, query, self.history))
+            if visible == set():
+                rows = []
+            elif sorting.is_sorted:
+                page = sorted_clicks(
+                    self.sessions.db, replace(query, limit=pager.limit), sorting.order(), self.history
+                )
+                rows = pager.sorted_rows(page.rows, sorting.cursor(page.after))
+            else:
+                rows = pager.rows(list_clicks(self.sessions.db, query, self.history))
         except LannerError as exc:
             raise refused(exc) from None
         name_ids(rows)
@@ -255,8 +295,8 @@ class ClickLogResource(PanelResource):
             rows=rows,
             not_recorded=NOT_RECORDED,
             pager=pager,
-            **log_chooser(sets, principal, choice, LOG_LABELS, pager),
-            csv_query=pager.query(cursor=None, back=None, limit=None),
+            **log_chooser(sets, principal, choice, LOG_LABELS, pager, sorting),
+            csv_query=pager.query(cursor=None, back=None, limit=None, sort=sorting.text or None),
             campaigns=campaigns,
             periods=PERIODS,
             bot_choices=BOT_CHOICES,
@@ -332,30 +372,55 @@ class ClickCsvResource(ClickLogResource):
         principal = session.principal
         db = self.sessions.db
         visible, campaigns = visible_campaigns(db, principal)
+        # The CSV carries every column: it sorts by any of the log's.
+        sorting = LogSort(req, CLICK_SORT, CLICK_SORT)
         query = self.click_filter(req, principal, visible, CSV_CHUNK, None)
         try:  # The first chunk before the answer starts: a bad filter is a 400, not a cut CSV.
-            first = [] if visible == set() else list_clicks(db, query, self.history)
+            if visible == set():
+                chunks: Iterator[list[dict]] = iter([[]])
+            elif sorting.is_sorted:
+                chunk = CSV_CHUNK * SORTED_CHUNK_FACTOR
+                chunks = self.sorted_chunks(db, replace(query, limit=chunk), sorting.order())
+            else:
+                chunks = self.chunks(db, query)
+            first = next(chunks)
         except LannerError as exc:
             raise refused(exc) from None
         resp.content_type = "text/csv; charset=utf-8"
         resp.set_header("Cache-Control", "no-store")
         resp.set_header("X-Content-Type-Options", "nosniff")
         resp.set_header("Content-Disposition", 'attachment; filename="lanner-clicks.csv"')
-        resp.stream = self.lines(db, query, first, campaigns)
+        resp.stream = self.lines(itertools.chain([first], chunks), campaigns)
 
-    def lines(self, db, query: ClickFilter, rows: list[dict], campaigns) -> Iterator[bytes]:
+    def chunks(self, db, query: ClickFilter) -> Iterator[list[dict]]:
+        """The log's clicks newest first, CSV_CHUNK at a time by its own cursor."""
+        while True:
+            rows = list_clicks(db, query, self.history)
+            yield rows
+            if len(rows) < query.limit:
+                return
+            query = replace(query, before_id=rows[-1]["id"])
+
+    def sorted_chunks(self, db, query: ClickFilter, order: LogOrder) -> Iterator[list[dict]]:
+        """The log's clicks in the sort's order, `query.limit` at a time by its keyset cursor."""
+        while True:
+            page = sorted_clicks(db, query, order, self.history)
+            yield page.rows
+            if page.after is None:
+                return
+            order = order.with_after(page.after)
+
+    @staticmethod
+    def lines(chunks: Iterator[list[dict]], campaigns) -> Iterator[bytes]:
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(CLICK_CSV_HEADER)
-        while True:
+        for rows in chunks:
             for row in name_ids(rows):
                 writer.writerow(click_csv_row(row, campaigns))
             yield out.getvalue().encode()
             out.seek(0)
             out.truncate()
-            if len(rows) < query.limit:
-                return
-            rows = list_clicks(db, replace(query, before_id=rows[-1]["id"]), self.history)
 
 
 class ClickPageResource(PanelResource):
@@ -408,14 +473,44 @@ class ClickPageResource(PanelResource):
         )
 
 
+def named_deliveries(rows: list[dict[str, Any]], campaigns: dict[int, Any]) -> list[dict[str, Any]]:
+    """Outbound postbacks with their conversion's campaign by name (`campaign`, '' for none shown)."""
+    of = campaigns_of_conversions(row["conversion_id"] for row in rows)
+    for row in rows:
+        campaign = campaigns.get(of.get(row["conversion_id"], 0))
+        row["campaign"] = campaign.name if campaign else ""
+    return rows
+
+
+TAB_SORT = {
+    "postbacks": POSTBACK_SORT,
+    "refusals": REFUSAL_SORT,
+    "deliveries": DELIVERY_SORT,
+}
+ID_KEY_TIE = (ID_KEY,)
+
+
+@dataclass(frozen=True)
+class TabQuery:
+    """A postback log tab as one request asks for it: its readers (by id after a row; sorted after a
+    cursor), its sort, the tabs the user may open and the campaigns they see."""
+
+    tab: str
+    read: Callable[[int | None], list[dict[str, Any]]]
+    read_sorted: Callable[[LogOrder], SortedPage]
+    sorting: LogSort
+    tabs: dict[str, str]
+    campaigns: dict[int, Any]
+
+
 class PostbackLogResource(PanelResource):
     """The postback log's three tabs. As the admin API: a user who hides money gets none of them (the
     raw requests and URLs carry payouts under any name); incoming postbacks and refusals are an
     admin's (parked ones belong to no campaign yet); deliveries are shown for the visible campaigns."""
 
-    def tab_query(self, req: falcon.Request, principal, limit: int, before_id: int | None):
-        """(tab, the log's reader of one page after `before_id` (None: an empty log), the tabs the user
-        may open) as the query asks; 403 / 400 in one sentence for what it may not ask."""
+    def tab_query(self, req: falcon.Request, principal, limit: int, before_id: int | None) -> TabQuery:
+        """The tab the query asks for, its readers of `limit` rows (`limit - 1` and the cursor after them,
+        sorted) and the tabs the user may open; 403 / 400 in one sentence for what it may not ask."""
         if principal.hides_money:
             raise falcon.HTTPForbidden(
                 title="Money hidden",
@@ -440,6 +535,9 @@ class PostbackLogResource(PanelResource):
             )
         options = {"limit": limit, **log_range(req, timezone_of(principal), time.time())}
         db = self.sessions.db
+        sorting = LogSort(
+            req, TAB_SORT[tab], TAB_SORT[tab], tie=REFUSAL_TIE if tab == "refusals" else ID_KEY_TIE
+        )
         if tab == "postbacks":
             orphans = param(req, "orphans") == "1"
             query = LogFilter(
@@ -449,30 +547,51 @@ class PostbackLogResource(PanelResource):
             def read(after: int | None) -> list[dict[str, Any]]:
                 return list_postbacks(db, replace(query, before_id=after), orphans=orphans)
 
+            def read_sorted(order: LogOrder) -> SortedPage:
+                return sorted_postbacks(db, replace(query, limit=limit - 1), order, orphans=orphans)
+
         elif tab == "refusals":
+            query = LogFilter(**options)
 
             def read(after: int | None) -> list[dict[str, Any]]:
                 # Counters per day: no pages.
-                return [] if after is not None else list_refusals(db, LogFilter(**options))[:limit]
+                return [] if after is not None else list_refusals(db, query)[:limit]
+
+            def read_sorted(order: LogOrder) -> SortedPage:
+                return sorted_refusals(db, replace(query, limit=limit - 1), order)
 
         else:
             query = LogFilter(status=status, before_id=before_id, **scope(visible, chosen), **options)
 
             def read(after: int | None) -> list[dict[str, Any]]:
-                return [] if visible == set() else list_deliveries(db, replace(query, before_id=after))
+                if visible == set():
+                    return []
+                return named_deliveries(list_deliveries(db, replace(query, before_id=after)), campaigns)
+
+            def read_sorted(order: LogOrder) -> SortedPage:
+                if visible == set():
+                    return SortedPage([], None)
+                page = sorted_deliveries(db, replace(query, limit=limit - 1), order)
+                return SortedPage(named_deliveries(page.rows, campaigns), page.after)
 
         tabs = POSTBACK_TABS if is_admin else {"deliveries": POSTBACK_TABS["deliveries"]}
-        return tab, read, tabs, campaigns
+        return TabQuery(tab, read, read_sorted, sorting, tabs, campaigns)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
-        pager = Pager(req)
-        tab, read, tabs, campaigns = self.tab_query(req, session.principal, pager.limit + 1, pager.before_id)
+        pager = Pager(req, is_sorted=asks_sort(req))
+        found = self.tab_query(req, session.principal, pager.limit + 1, pager.before_id)
+        tab, sorting = found.tab, found.sorting
         try:
-            rows = read(pager.before_id)
-            rows = rows[: pager.limit] if tab == "refusals" else pager.rows(rows)
+            if sorting.is_sorted:
+                page = found.read_sorted(sorting.order())
+                rows = pager.sorted_rows(page.rows, sorting.cursor(page.after))
+            else:
+                rows = found.read(pager.before_id)
+                rows = rows[: pager.limit] if tab == "refusals" else pager.rows(rows)
         except LannerError as exc:
             raise refused(exc) from None
+        tabs, campaigns = found.tabs, found.campaigns
         self.page(
             req,
             resp,
@@ -483,6 +602,7 @@ class PostbackLogResource(PanelResource):
             rows=rows,
             not_recorded=NOT_RECORDED,
             pager=pager,
+            sorting=sorting,
             csv_query=pager.query(cursor=None, back=None, limit=None),
             campaigns=campaigns,
             periods=PERIODS,
@@ -524,6 +644,7 @@ POSTBACK_CSV_COLUMNS = {
         ("Answer", "response_code"),
         ("Error", "error"),
         ("Conversion", "conversion_id"),
+        ("Campaign", "campaign"),
         ("URL", "url"),
     ),
 }
@@ -545,31 +666,50 @@ class PostbackCsvResource(PostbackLogResource):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         session = self.sessions.require(req)
-        tab, read, _, _ = self.tab_query(req, session.principal, CSV_CHUNK, None)
+        chunk = CSV_CHUNK * (SORTED_CHUNK_FACTOR if asks_sort(req) else 1)
+        found = self.tab_query(req, session.principal, chunk + 1, None)
+        tab = found.tab
         try:  # The first chunk before the answer starts: a bad filter is a 400, not a cut CSV.
-            first = read(None)
+            chunks = self.chunks(found)
+            first = next(chunks)
         except LannerError as exc:
             raise refused(exc) from None
         resp.content_type = "text/csv; charset=utf-8"
         resp.set_header("Cache-Control", "no-store")
         resp.set_header("X-Content-Type-Options", "nosniff")
         resp.set_header("Content-Disposition", f'attachment; filename="lanner-postback-log-{tab}.csv"')
-        resp.stream = self.lines(POSTBACK_CSV_COLUMNS[tab], read, first)
+        resp.stream = self.lines(POSTBACK_CSV_COLUMNS[tab], itertools.chain([first], chunks))
 
     @staticmethod
-    def lines(columns, read, rows: list[dict[str, Any]]) -> Iterator[bytes]:
+    def chunks(found: TabQuery) -> Iterator[list[dict[str, Any]]]:
+        """The tab's rows CSV_CHUNK at a time newest first by id, or in the sort's order by its keyset
+        (CSV_CHUNK * SORTED_CHUNK_FACTOR a query)."""
+        if found.sorting.is_sorted:
+            order = found.sorting.order()
+            while True:
+                page = found.read_sorted(order)
+                yield page.rows
+                if page.after is None:
+                    return
+                order = order.with_after(page.after)
+        rows = found.read(None)[:CSV_CHUNK]
+        while True:
+            yield rows
+            if len(rows) < CSV_CHUNK or "id" not in rows[-1]:
+                return
+            rows = found.read(rows[-1]["id"])[:CSV_CHUNK]
+
+    @staticmethod
+    def lines(columns, chunks: Iterator[list[dict[str, Any]]]) -> Iterator[bytes]:
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow([header for header, _ in columns])
-        while True:
+        for rows in chunks:
             for row in rows:
                 writer.writerow([csv_cell(row.get(name)) for _, name in columns])
             yield out.getvalue().encode()
             out.seek(0)
             out.truncate()
-            if len(rows) < CSV_CHUNK or "id" not in rows[-1]:
-                return
-            rows = read(rows[-1]["id"])
 
 
 def add_routes(app: falcon.App, panel: PanelContext) -> None:

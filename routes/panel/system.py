@@ -17,7 +17,7 @@ import falcon
 
 from models.accounts.audit import audit_actors, audit_entities, list_audit, list_audit_sorted, newest_audit_id
 from models.reporting.reports import preset_range
-from models.reporting.timerange import zone
+from models.reporting.timerange import TimeRangeError, local_instant, zone
 from routes.panel.common import PERIODS, PanelContext, PanelResource, timezone_of
 from routes.panel.people import local_time
 from routes.panel.reports import csv_text
@@ -93,7 +93,15 @@ def audit_query(req: falcon.Request, tz: str) -> tuple[dict[str, Any], dict[str,
         )
     entity_id = optional_id(req, "entity_id") if entity else None
     actor = (req.get_param("actor") or "").strip() or None
-    start, end = preset_range(period, zone(tz), time.time())
+    since, until = (req.get_param("from") or "").strip(), (req.get_param("to") or "").strip()
+    if since or until:  # A custom range (dates in the user's timezone, the end inclusive) wins.
+        try:
+            start = local_instant(since, zone(tz), is_end=False) if since else None
+            end = local_instant(until, zone(tz), is_end=True) if until else None
+        except TimeRangeError as exc:
+            raise falcon.HTTPBadRequest(title="Bad date", description=str(exc)) from None
+    else:
+        start, end = preset_range(period, zone(tz), time.time())
     query = {
         "entity": entity,
         "entity_id": entity_id,
@@ -101,7 +109,14 @@ def audit_query(req: falcon.Request, tz: str) -> tuple[dict[str, Any], dict[str,
         "until_ms": end,
         "actor": actor,
     }
-    filters = {"period": period, "entity": entity or "", "entity_id": entity_id or "", "actor": actor or ""}
+    filters = {
+        "period": period,
+        "from": since,
+        "to": until,
+        "entity": entity or "",
+        "entity_id": entity_id or "",
+        "actor": actor or "",
+    }
     return query, {name: value for name, value in filters.items() if value}
 
 
@@ -164,6 +179,8 @@ class AuditResource(PanelResource):
             entries=[(entry, local_time(entry.created_at, tz), entry_fields(entry)) for entry in entries],
             periods=AUDIT_PERIODS,
             period=filters["period"],
+            range_from=filters.get("from", ""),
+            range_to=filters.get("to", ""),
             entities=audit_entities(self.sessions.db),
             entity=filters.get("entity", ""),
             entity_id=filters.get("entity_id", ""),

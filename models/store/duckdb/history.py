@@ -287,6 +287,69 @@ class ColumnarHistory:
         sql = f"SELECT {_COLUMNS_SQL} FROM click WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
         return self.conn.execute(sql, [*params, limit]).fetchall()
 
+    def sorted_log(
+        self,
+        equal: dict[str, Any],
+        *,
+        campaign_ids: list[int] | None,
+        before_ms: int,
+        since_ms: int | None,
+        until_ms: int | None,
+        keys: list[tuple[str, bool, dict[int, int] | None]],
+        after: list[Any] | None,
+        limit: int,
+    ) -> list[tuple]:
+        """The clicks created before `before_ms` with these column values, in the sorted click log's order
+        (models/reporting/logorder.py: `keys` as (column, descending, an id column's name places), then id
+        newest first, NULLs last), after the row whose key values are `after`; `limit` of them. A column
+        the history does not keep (the IP address) is the empty text, as the log shows it."""
+        where: list[str] = ["created_at < ?"]
+        params: list[Any] = [before_ms]
+        for column, value in equal.items():
+            assert column in COLUMN_TYPES, column  # A column name cannot be a parameter: only ours.
+            where.append(f"{column} = ?")
+            params.append(value)
+        if campaign_ids is not None:
+            where.append("campaign_id IN (SELECT unnest(?))")
+            params.append(list(campaign_ids))
+        if since_ms is not None:
+            where.append("created_at >= ?")
+            params.append(since_ms)
+        if until_ms is not None:
+            where.append("created_at < ?")
+            params.append(until_ms)
+        exprs: list[tuple[str, list[Any], bool]] = []
+        for column, is_descending, ranks in [*keys, ("id", True, None)]:
+            assert column in COLUMN_TYPES or column == "ip", column
+            if column == "ip":
+                exprs.append(("''", [], is_descending))
+            elif ranks is None:
+                exprs.append((column, [], is_descending))
+            else:  # No names at all (no offers yet): one WHEN no id matches, as a CASE needs one.
+                pairs = sorted(ranks.items()) or [(0, 0)]
+                whens = " ".join("WHEN ? THEN ?" for _ in pairs)
+                exprs.append((f"(CASE {column} {whens} END)", [v for p in pairs for v in p], is_descending))
+        if after is not None:
+            ways, way_params = [], []
+            for index, value in enumerate(after):
+                if value is None:  # Nothing sorts after a NULL on its key but other NULLs.
+                    continue
+                parts, part_params = [], []
+                for (expr, expr_params, _), earlier in zip(exprs[:index], after[:index], strict=True):
+                    parts.append(f"{expr} IS NULL" if earlier is None else f"{expr} = ?")
+                    part_params += expr_params if earlier is None else [*expr_params, earlier]
+                expr, expr_params, is_descending = exprs[index]
+                parts.append(f"({expr} {'<' if is_descending else '>'} ? OR {expr} IS NULL)")
+                part_params += [*expr_params, value, *expr_params]
+                ways.append("(" + " AND ".join(parts) + ")")
+                way_params += part_params
+            where.append("(" + " OR ".join(ways) + ")")
+            params += way_params
+        order = ", ".join(f"{expr} {'DESC' if desc else 'ASC'} NULLS LAST" for expr, _, desc in exprs)
+        order_params = [v for _, expr_params, _ in exprs for v in expr_params]
+        sql = f"SELECT {_COLUMNS_SQL} FROM click WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
+        return self.conn.execute(sql, [*params, *order_params, limit]).fetchall()
+
     def hours(self, up_to: int, leave_out: list[int]) -> list[tuple[int, int, float]]:
         """(hour, clicks, cost) of the clicks up to an id, but those in `leave_out`."""
         return self.conn.execute(self.SQL_HOURS, (up_to, list(leave_out))).fetchall()
