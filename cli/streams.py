@@ -312,12 +312,14 @@ def stream_split_test(
     --landers, of its landers), the shares its clicks go by now (a lander's conversions there are, for
     bandit_cr, its clicks on to the offer)."""
     from models.reporting.bandits import stream_shares
+    from models.reporting.history import HistoryFiles
     from models.reporting.splittest import split_test
 
     arm_kind = "lander" if landers else "offer"
     test = split_test(
         ctx.db,
         stream_id,
+        history=HistoryFiles.for_reports(ctx.settings),
         arm_kind=arm_kind,
         metric=metric,
         since=since,

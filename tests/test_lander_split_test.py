@@ -85,7 +85,7 @@ def lander_test(db, make_tracker, settings):
 
 
 def test_a_lander_test_is_judged_on_lp_ctr_no_winner_yet_at_first_then_the_lander_that_clicks_through(
-    db, lander_test
+    db, lander_test, settings, monkeypatch
 ):
     one, two, seen = lander_test["one"], lander_test["two"], lander_test["seen"]
     early = lander_test["early"]
@@ -108,6 +108,26 @@ def test_a_lander_test_is_judged_on_lp_ctr_no_winner_yet_at_first_then_the_lande
     assert other.difference == pytest.approx(leader.lp_ctr - other.lp_ctr, abs=1e-3)
     assert 0 < other.low < other.difference < other.high and other.is_behind
     assert test.sentence.startswith(f"Winner: lander {one} ({leader.lp_ctr:g} % LP CTR)")
+
+    # Read from the columnar history (no rollup keeps the lander), as every surface does: the same test.
+    from models.reporting import splittest
+    from models.reporting.history import HistoryFiles, append_history
+
+    files = HistoryFiles.of(settings)
+    append_history(db, files)
+    read: list[list[str]] = []
+
+    def spied(*args, **kwargs):
+        report = run_report(*args, **kwargs)
+        read.append(report.sources)
+        return report
+
+    run_report = splittest.run_report
+    monkeypatch.setattr(splittest, "run_report", spied)
+    from_history = split_test(db, lander_test["stream_id"], arm_kind="lander", history=files)
+    monkeypatch.undo()
+    assert read and "history" in read[0], read
+    assert (from_history.arms, from_history.verdict, from_history.winner) == (test.arms, test.verdict, one)
 
     # On CR the same landers rank the other way round: the metric decides the verdict.
     assert other.cr > leader.cr

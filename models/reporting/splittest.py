@@ -24,6 +24,7 @@ from typing import Any
 from peewee import Database
 
 from models.errors import LannerError, NotFoundError
+from models.reporting.history import HistoryFiles
 from models.reporting.reports import ReportQuery, run_report
 from models.reporting.sequential import ALPHA, judge
 from models.tables.campaign import Stream
@@ -99,9 +100,12 @@ def split_test(
     timezone: str = "UTC",
     alpha: float = ALPHA,
     now: float | None = None,
+    history: HistoryFiles | None = None,
 ) -> SplitTest:
     """The stream's split test over [since, until) (local dates in `timezone`; all its clicks by default),
-    judged on `metric` (the arm kind's default: an offer's CR, a lander's LP CTR)."""
+    judged on `metric` (the arm kind's default: an offer's CR, a lander's LP CTR). `history`: the
+    columnar history's files, which a lander test reads (no rollup keeps the lander); None: the row
+    store's clicks."""
     if arm_kind not in ARM_KINDS:
         raise SplitTestError(f"A split test compares offers or landers, not {arm_kind!r}.")
     metric = metric or DEFAULT_METRIC[arm_kind]
@@ -124,6 +128,7 @@ def split_test(
             timezone=timezone,
         ),
         now=now,
+        history=history,
     )
     arms = []
     for row in report.rows:

@@ -415,13 +415,16 @@ def stream_summary(db, stream, offer_names: dict[int, str]) -> dict:
     }
 
 
-def split_tests(db, stream, *, with_landers: bool) -> tuple[list[tuple[str, object]], list[dict], list[dict]]:
+def split_tests(
+    db, stream, *, with_landers: bool, history=None
+) -> tuple[list[tuple[str, object]], list[dict], list[dict]]:
     """An existing stream's split tests over all its clicks, (arm kind, SplitTest or the sentence why there
     is none), its offers' and, when asked, its landers'; and its offers' and landers' bandit shares as
     the last refresh stored them (models/reporting/).
 
-    PERF: offers are read from the rollups; no rollup keeps the lander, so its test reads the raw clicks
-    of the whole period, which on a large install is a report's wait, not a page's: on demand only."""
+    PERF: offers are read from the rollups; no rollup keeps the lander, so its test reads the columnar
+    history (`history`; without one, the raw clicks of the whole period, a report's wait on a large
+    install): on demand only."""
     from models.errors import LannerError
     from models.reporting.bandits import stream_shares
     from models.reporting.splittest import split_test
@@ -431,7 +434,7 @@ def split_tests(db, stream, *, with_landers: bool) -> tuple[list[tuple[str, obje
     tests: list[tuple[str, object]] = []
     for kind in ("offer", "lander") if with_landers else ("offer",):
         try:
-            tests.append((kind, split_test(db, stream.id, arm_kind=kind)))
+            tests.append((kind, split_test(db, stream.id, arm_kind=kind, history=history)))
         except LannerError as exc:  # A range `lanner prune` emptied: say so, the editor still works.
             tests.append((kind, str(exc)))
     return tests, stream_shares(db, stream.id), stream_shares(db, stream.id, "lander")
@@ -475,6 +478,7 @@ class EditorResource(PanelResource):
         super().__init__(panel.sessions, panel.render)
         self.db = panel.db
         self.settings = panel.settings
+        self.history = panel.reports.history  # The columnar history's files (a lander split test's).
         self.campaign_base = campaign_base
 
     def campaign(self, principal, campaign_id: int, *, write: bool = False):
@@ -707,7 +711,9 @@ class StreamFormResource(EditorResource):
         landers = visible_landers(self.db, session.principal)
         rows = filters + [blank_filter_row() for _ in range(BLANK_FILTER_ROWS)]
         with_landers = req.method == "GET" and req.get_param("split") == "landers"
-        tests, bandit, lander_bandit = split_tests(self.db, stream, with_landers=with_landers)
+        tests, bandit, lander_bandit = split_tests(
+            self.db, stream, with_landers=with_landers, history=self.history
+        )
         self.page(
             req,
             resp,

@@ -68,6 +68,7 @@ def v1_routes(
     auth = Authenticator(db, find_principal)
     recorder = ConversionRecorder(db, park_ms=settings.postback_park_ms, history=click_history(settings))
     geo = campaigns.GeoWarnings(settings.geo_path, settings.geo_network_paths)
+    history = HistoryFiles.for_reports(settings)
     files = LanderFiles.from_settings(settings)
     certificates = enqueue_certificate or domains.certificate_queue(settings)
     platform_config = platforms.PlatformConfig.from_settings(settings)
@@ -81,7 +82,10 @@ def v1_routes(
         ("/campaigns/{ref}/streams", campaigns.StreamListResource(auth, db, geo)),
         ("/campaigns/{ref}/streams/order", campaigns.StreamOrderResource(auth, db)),
         (f"/streams/{id_field('stream_id')}", campaigns.StreamResource(auth, db, geo)),
-        (f"/streams/{id_field('stream_id')}/split-test", splittests.SplitTestResource(auth, db)),
+        (
+            f"/streams/{id_field('stream_id')}/split-test",
+            splittests.SplitTestResource(auth, db, history),
+        ),
         ("/offers", offers.OfferListResource(auth, db)),
         (f"/offers/{id_field('offer_id')}", offers.OfferResource(auth, db)),
         ("/sources", sources.SourceListResource(auth, db)),
@@ -127,9 +131,7 @@ def v1_routes(
         ("/rules/{ref}", rules.RuleResource(auth, db)),
         (
             "/rules/{ref}/run",
-            rules.RuleRunResource(
-                auth, db, HistoryFiles.for_reports(settings), SourceAccess.from_settings(settings)
-            ),
+            rules.RuleRunResource(auth, db, history, SourceAccess.from_settings(settings)),
         ),
         ("/rule-actions", rules.RuleLogResource(auth, db)),
         (
@@ -143,13 +145,11 @@ def v1_routes(
         ("/clicks/{subid}", clicks.ClickResource(auth, db, settings)),
         (
             "/reports",
-            reports.ReportResource(auth, db, settings.report_currency, HistoryFiles.for_reports(settings)),
+            reports.ReportResource(auth, db, settings.report_currency, history),
         ),
         (
             "/reports/series",
-            reports.ReportSeriesResource(
-                auth, db, settings.report_currency, HistoryFiles.for_reports(settings)
-            ),
+            reports.ReportSeriesResource(auth, db, settings.report_currency, history),
         ),
         ("/status", status.StatusResource(auth, db, settings)),
         ("/column-sets", columnsets.ColumnSetListResource(auth, db)),

@@ -9,6 +9,7 @@ import falcon
 from models.admin import services
 from models.choices import SPLIT_TEST_METRICS
 from models.reporting.bandits import stream_shares
+from models.reporting.history import HistoryFiles
 from models.reporting.splittest import ARM_KINDS, split_test
 from routes.v1.auth import require_campaign
 from routes.v1.spec import Operation, Param, answer, api_resource
@@ -37,8 +38,9 @@ class SplitTestResource:
         )
     }
 
-    def __init__(self, auth, db) -> None:
+    def __init__(self, auth, db, history: HistoryFiles | None = None) -> None:
         self.auth, self.db = auth, db
+        self.history = history  # The columnar history's files (a lander test reads it).
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, stream_id: int) -> None:
         stream = services.get_stream(self.db, stream_id)
@@ -52,6 +54,7 @@ class SplitTestResource:
             since=req.get_param("from"),
             until=req.get_param("to"),
             timezone=req.get_param("timezone") or "UTC",
+            history=self.history,
         )
         bandit = stream_shares(self.db, stream_id, arm_kind)
         if req.context.principal.hides_money:
