@@ -324,12 +324,12 @@ def bench_all_command(quick: bool, only: str | None, data_dir: str, out: str, wo
 
 
 @bench.command("faults")
-@click.option("--quick", is_flag=True, help="Short faults at 100 clicks/s (what `make test` runs).")
+@click.option("--quick", is_flag=True, help="Short faults at 50 clicks/s (what `make test` runs).")
 @click.option("--only", help="Comma-separated faults to run (default: all of them, in order).")
 @click.option(
     "--rate",
     type=click.IntRange(min=1),
-    help="Clicks per second offered (default 500; --quick 100; --crash-loop 100).",
+    help="Clicks per second offered (default 500; --quick 50; --crash-loop 100).",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
 @click.option(

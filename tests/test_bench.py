@@ -10,8 +10,17 @@ from conftest import LANNER, ROOT
 
 pytestmark = pytest.mark.long
 
+TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "maxmind" / "GeoIP2-Country-Test.mmdb"
 
-def test_bench_migration_upgrades_a_live_database_and_accounts_for_every_click(tmp_path, env):
+
+@pytest.fixture
+def bench_env(env):
+    """The tests' small country database instead of `lanner geo build` (~3.4 CPU-s each run): the
+    harness builds none where LANNER_GEO_DATABASE names one, and the traffic here is local."""
+    return {**env, "LANNER_GEO_DATABASE": str(TEST_COUNTRY_DATABASE)}
+
+
+def test_bench_migration_upgrades_a_live_database_and_accounts_for_every_click(tmp_path, bench_env):
     out = tmp_path / "rehearsal.json"
     args = [
         "bench",
@@ -29,7 +38,9 @@ def test_bench_migration_upgrades_a_live_database_and_accounts_for_every_click(t
         "--json",
         str(out),
     ]
-    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [*LANNER, *args], env=bench_env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(out.read_text())
     assert report["is_complete"] and report["migration"] == "0005_visitor_key"
@@ -49,7 +60,9 @@ def test_bench_migration_upgrades_a_live_database_and_accounts_for_every_click(t
     assert "Upgrade to 0005_visitor_key on 6,000 clicks" in result.stdout
 
     # A second run reuses the pre-upgrade database: the same clicks, upgraded again from a copy.
-    again = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        [*LANNER, *args], env=bench_env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert "Building the pre-upgrade database" not in again.stderr
     assert json.loads(out.read_text())["database"]["clicks"] == 6000
@@ -89,10 +102,12 @@ def test_judge_says_which_targets_a_run_missed_and_by_how_much():
     assert holds.is_met and holds.target == "holds 2000/s for 60 s (99 %)"
 
 
-def test_bench_idle_measures_every_lanner_process_at_rest(tmp_path, env):
+def test_bench_idle_measures_every_lanner_process_at_rest(tmp_path, bench_env):
     out = tmp_path / "idle.json"
     args = ["bench", "idle", "--seconds", "3", "--data-dir", str(tmp_path / "idle"), "--json", str(out)]
-    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [*LANNER, *args], env=bench_env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     idle = json.loads(out.read_text())["report"]
     # Master, two web workers and the Huey consumer (the admin worker starts on demand).
@@ -102,7 +117,7 @@ def test_bench_idle_measures_every_lanner_process_at_rest(tmp_path, env):
     assert f"idle CPU <= 1 % of one core: {idle['cpu_percent_of_one_core']:g} %" in result.stdout
 
 
-def test_bench_lander_reconciles_every_funnel_and_its_lp_click(tmp_path, env):
+def test_bench_lander_reconciles_every_funnel_and_its_lp_click(tmp_path, bench_env):
     out = tmp_path / "lander.json"
     args = [
         "bench",
@@ -119,7 +134,9 @@ def test_bench_lander_reconciles_every_funnel_and_its_lp_click(tmp_path, env):
         "--json",
         str(out),
     ]
-    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [*LANNER, *args], env=bench_env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     (step,) = json.loads(out.read_text())["lanner"]
     assert step["accepted"] > 0 and (step["lost"], step["duplicated"], step["errors"]) == (0, 0, 0)
@@ -129,7 +146,7 @@ def test_bench_lander_reconciles_every_funnel_and_its_lp_click(tmp_path, env):
     )
 
 
-def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, env):
+def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, bench_env):
     out = tmp_path / "compare.json"
     args = [
         "bench",
@@ -149,13 +166,13 @@ def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, en
         "--json",
         str(out),
     ]
-    # Its scratch directory (the two worktrees among it) in this test's own TMPDIR: another compare
-    # running on this repository meanwhile has worktrees of its own.
+    # Its scratch directory (HEAD's worktree among it: one for both sides) in this test's own TMPDIR:
+    # another compare running on this repository meanwhile has worktrees of its own.
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     result = subprocess.run(
         [*LANNER, *args],
-        env={**env, "TMPDIR": str(scratch)},
+        env={**bench_env, "TMPDIR": str(scratch)},
         cwd=ROOT,
         capture_output=True,
         text=True,

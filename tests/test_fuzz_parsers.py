@@ -3,7 +3,9 @@ click URL, postbacks, the Click API and the admin API, through the real WSGI app
 
 For every request: no 5xx and no traceback logged, the endpoint's documented answer, no write by a
 refusal (row counts, journal bytes) and a bounded one by an accepted request; /healthz answers after.
-Derandomized (the same requests every run); `lanner bench fuzz --examples N` runs longer.
+Derandomized (the same requests every run); `lanner bench fuzz --examples N` runs longer. The requests
+are drawn once per process and sent to each backend's stack (`generated`): one group, so that the
+backends' tests share one process under `--dist loadgroup`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import pytest
 from workers.bench.fuzz import PARSERS, close, fuzz, prepare
 
 EXAMPLES = int(os.environ.get("LANNER_FUZZ_EXAMPLES", "0")) or 1000
+
+pytestmark = pytest.mark.xdist_group("fuzz_parsers")
 
 
 @pytest.fixture

@@ -120,7 +120,8 @@ def run_compare(
     revisions = {"old": old, "new": new}  # By side: OLD and NEW may name the same commit.
     shas = {side: _git("rev-parse", "--verify", f"{rev}^{{commit}}") for side, rev in revisions.items()}
     work = Path(tempfile.mkdtemp(prefix="lanner-compare-"))
-    trees = {side: work / f"tree-{side}" for side in revisions}
+    # One worktree (and one bjoern build) for a commit both sides name: the same code, built the same.
+    trees = {side: work / f"tree-{shas[side][:12]}" for side in revisions}
     pristine = data_dir / "pristine"
     result: dict = {
         "revisions": {side: {"revision": revisions[side], "commit": shas[side]} for side in revisions},
@@ -131,15 +132,17 @@ def run_compare(
     }
     try:
         for side, tree in trees.items():
-            _git("worktree", "add", "--detach", str(tree), shas[side])
-            _build_extension(tree)
+            if not tree.exists():
+                _git("worktree", "add", "--detach", str(tree), shas[side])
+                _build_extension(tree)
         if not (pristine / "lanner.db").exists():
             reporter.message(f"Prefilling {prefill:,} clicks with {old} into {pristine} ...")
             pristine.mkdir(parents=True, exist_ok=True)
             env = lanner_env(pristine)
             _lanner(trees["old"], env, "db", "migrate")
             _lanner(trees["old"], env, "generate", "clicks", "--count", str(prefill), "--seed", "1")
-            _lanner(trees["old"], env, "geo", "build")
+            if "LANNER_GEO_DATABASE" not in env:  # As prepare_database: a country database of the user's.
+                _lanner(trees["old"], env, "geo", "build")
         for number in range(1, rounds + 1):
             for side, rev in revisions.items():
                 run_dir, out = work / "run", work / f"{number}-{side}.json"

@@ -27,6 +27,7 @@ import math
 import os
 import random
 import resource
+import shutil
 import signal
 import socket
 import sqlite3
@@ -66,10 +67,18 @@ from workers.bench.iofault import IoFaults, build_shim, fsyncs_retried_as_succes
 from workers.runtime.procfs import process_name, process_tree
 
 RATE = 500
-QUICK_RATE = 100
-WARMUP_SECONDS = 4.0  # Traffic before the fault: the stack is warm and the spool has lines.
-TAIL_SECONDS = 16.0  # Traffic after the fault ends: recovery is measured under load.
-QUICK_TAIL_SECONDS = 12.0
+QUICK_RATE = 50  # PERF: 100 cost ~0.4 CPU-s more a row in `make test`, for no fault a 50/s row misses.
+# Traffic before the fault: it begins once WARMUP_CLICK_SECONDS of k6's clicks (at the rate) have
+# landed (the stack is warm, the flusher landing, the spool has lines), within WARMUP_DEADLINE_SECONDS.
+# k6's duration counts WARMUP_SECONDS for it (about what it takes, k6's start included), then the
+# fault's own seconds and the tail: traffic after the fault ends, recovery measured under load.
+# PERF: the quick rows' windows were 4 s and 12 s, fixed; a row's CPU grows with its traffic's seconds.
+WARMUP_CLICK_SECONDS = 1.0
+WARMUP_SECONDS = 4.0
+QUICK_WARMUP_SECONDS = 3.0
+WARMUP_DEADLINE_SECONDS = 60.0
+TAIL_SECONDS = 16.0
+QUICK_TAIL_SECONDS = 6.0
 RECOVERY_TARGET_SECONDS = 10.0
 RECOVERY_DEADLINE_SECONDS = 60.0
 RESTART_SECONDS = 1.0  # systemd's RestartSec in the units is 2; 1 keeps the rows short.
@@ -899,6 +908,19 @@ def prepare_install(env: dict[str, str], geo_path: Path) -> None:
         run_lanner(env, "geo", "build")
 
 
+def copy_install(env: dict[str, str], geo_path: Path, work_dir: Path, data_dir: Path) -> None:
+    """`prepare_install` into `data_dir`, as a copy of the install the first row of `work_dir` made
+    (migrated, the campaign created, no process running on it). PERF: its two `lanner` processes
+    cost ~0.6 CPU-s a row; the rows change their own copy, never the template."""
+    template = work_dir / "install"
+    if not template.exists():
+        building = work_dir / "install.tmp"
+        shutil.rmtree(building, ignore_errors=True)
+        prepare_install({**env, "LANNER_DATA_DIR": str(building)}, geo_path)
+        os.replace(building, template)
+    shutil.copytree(template, data_dir, dirs_exist_ok=True)  # data_dir may be a tmpfs mounted for the row.
+
+
 def run_fault(
     fault: Fault,
     work_dir: Path,
@@ -922,7 +944,9 @@ def run_fault(
             return row
     try:
         env = lanner_env(data_dir)
-        geo_path = work_dir / "country.mmdb"
+        # A country database of the user's (LANNER_GEO_DATABASE) if there is one, else one built once.
+        own_geo = env.get("LANNER_GEO_DATABASE", "")
+        geo_path = Path(own_geo) if own_geo and Path(own_geo).is_file() else work_dir / "country.mmdb"
         env["LANNER_GEO_DATABASE"] = str(geo_path)
         env["LANNER_LOG_LEVEL"] = env.get("LANNER_LOG_LEVEL", "WARNING")
         env.update(fault.env)
@@ -934,7 +958,7 @@ def run_fault(
             run_lanner(build_env, "db", "migrate")
             run_lanner(build_env, "geo", "build")
             os.replace(work_dir / "geo-build" / "geo" / "country.mmdb", geo_path)
-        prepare_install(env, geo_path)
+        copy_install(env, geo_path, work_dir, data_dir)
         io = None
         if fault.io_files:  # Built now, for this row: never at import.
             io = IoFaults(build_shim(fault_dir / "iofault"), fault_dir, list(fault.io_files))
@@ -965,12 +989,14 @@ def _run_traffic(
     first = run.click()
     if first is None:
         raise BenchError(f"the first click got no subid:\n{run.serve.log_tail()}")
+    warmup_clicks = math.ceil(rate * WARMUP_CLICK_SECONDS)
+    landed_before = run.newest_click_id()
     outcome: dict[str, float | bool | None] = {}
     failure: list[BaseException] = []
 
     def schedule() -> None:
         try:
-            time.sleep(WARMUP_SECONDS)
+            wait_landed(run, landed_before + warmup_clicks)
             reporter.message(f"{fault.name}: {fault.about}")
             outcome["active"] = True
             fault.inject(run, fault.seconds)
@@ -989,7 +1015,8 @@ def _run_traffic(
             run.supervise()
 
     injector = threading.Thread(target=schedule, name=f"fault-{fault.name}", daemon=True)
-    seconds = int(WARMUP_SECONDS + fault.seconds + (QUICK_TAIL_SECONDS if quick else TAIL_SECONDS))
+    warmup, tail = (QUICK_WARMUP_SECONDS, QUICK_TAIL_SECONDS) if quick else (WARMUP_SECONDS, TAIL_SECONDS)
+    seconds = math.ceil(warmup + fault.seconds + tail)
     pre_vus, max_vus = vus_for_rate(rate)
     injector.start()
     k6 = run_k6_step(
@@ -1037,6 +1064,18 @@ def _run_traffic(
             f"clicks were landing again, but not yet one made after the fault's end "
             f"{RECOVERY_DEADLINE_SECONDS:.0f} s later"
         )
+
+
+def wait_landed(run: FaultRun, click_id: int) -> None:
+    """Until the click table reaches `click_id` (k6's clicks landing)."""
+    deadline = time.monotonic() + WARMUP_DEADLINE_SECONDS
+    while run.newest_click_id() < click_id:
+        if time.monotonic() > deadline:
+            raise BenchError(
+                f"the click table short of id {click_id} by {click_id - run.newest_click_id()} "
+                f"{WARMUP_DEADLINE_SECONDS:.0f} s into the traffic (logs: {run.work_dir})"
+            )
+        time.sleep(0.1)
 
 
 def _k6_count(summary: dict, kind: str) -> int:

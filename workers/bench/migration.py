@@ -294,7 +294,7 @@ def run_rehearsal(options: MigrationOptions, report: MigrationReport, reporter: 
             shutil.rmtree(data_dir / "spool", ignore_errors=True)
             reporter.message(f"Copying {pristine.name} to {live.name} ...")
             shutil.copyfile(pristine, live)
-            if not (data_dir / "geo" / "country.mmdb").exists():
+            if not (data_dir / "geo" / "country.mmdb").exists() and "LANNER_GEO_DATABASE" not in env:
                 run_lanner(env, "geo", "build")
             report.database = describe_database(live)
             report.settings = {
