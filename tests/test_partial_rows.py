@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from test_reports import cube_differences
 
 from models.admin.services import create_campaign, create_offer, update_offer
 from models.clicks.node import ensure_spool_node, partial_number
@@ -62,6 +63,7 @@ def test_two_nodes_partials_add_up_in_reports_caps_and_a_cost_rebuild(
     for spool in (settings.spool_dir, other_spool):
         flush_spool(db, spool, settings.spool_segment_bytes)
 
+    assert all(rows == [] for rows in cube_differences(db).values())
     parts = dict(
         db.execute_sql(
             "SELECT node, SUM(clicks) FROM rollup_campaign_hour "
