@@ -1,6 +1,6 @@
 """What summing the nodes' partials costs a report over the rollups: workers/bench/partialreport.py.
 
-.venv/bin/python scripts/partial_report_cost.py [--clicks 100000] [--days 7] [--nodes 4] [--runs 9]
+.venv/bin/python scripts/partial_report_cost.py [--clicks 100000] [--days 7] [--nodes 4] [--runs 9] [--sparse]
 """
 
 from __future__ import annotations

@@ -4,12 +4,14 @@ Starts a throwaway PostgreSQL (workers/bench/servers.py), generates --clicks cli
 into one database (their rollups in one partial, as a single box or a single node lands them), copies
 it as a second database and there spreads every rollup row over --nodes partials (each count split in
 equal parts, the remainder kept on partial 0, money likewise: the same sums, as when every node lands
-some clicks of every key, the most rows the partials can make), then runs the same reports on both,
-alternating, --runs times each, and prints each one's median wall ms on both and the rows of the
-tables it reads. Refuses to print if the two answer differently. In the bench because it rewrites the
-rollups with SQL of its own.
+some clicks of every key: the most rows the partials can make; with --sparse, a row of c clicks over
+min(c, --nodes) partials only, as a key with one click in a period has one node's row). Then runs the
+same reports on both, alternating, --runs times each, and prints each one's median wall ms on both
+and the rows of the tables it reads; refuses to print if the two answer differently. In the bench
+because it rewrites the rollups with SQL of its own.
 
     .venv/bin/python scripts/partial_report_cost.py [--clicks 100000] [--days 7] [--nodes 4] [--runs 9]
+        [--sparse]
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import time
 from datetime import UTC, datetime, timedelta
 
 
-def spread_over_partials(database, nodes: int) -> None:
-    """Every rollup row of partial 0 spread over partials 0..nodes-1, its sums kept."""
-    from models.tables.dimensions import DIMENSIONS, METRICS, MONEY_METRICS, TABLES
+def spread_over_partials(database, nodes: int, *, is_sparse: bool = False) -> None:
+    """Every rollup row of partial 0 spread over partials 0..nodes-1, its sums kept; `is_sparse`: a
+    row of c clicks over min(c, nodes) partials only (a key with one click has one node's row)."""
+    from models.tables.dimensions import DIMENSIONS, METRICS, TABLES
 
     with database.atomic():
         for table, _, positions in TABLES:
@@ -32,13 +35,11 @@ def spread_over_partials(database, nodes: int) -> None:
                 database.execute_sql(
                     f"INSERT INTO {table} ({key}, {', '.join(METRICS)}, node) "
                     f"SELECT {key}, {parts}, {node} FROM {table} WHERE node = 0"
+                    + (f" AND clicks > {node}" if is_sparse else "")
                 )
-            kept = ", ".join(
-                f"{metric} = {metric} - {nodes - 1} * ({metric} / {nodes})"
-                if metric not in MONEY_METRICS
-                else f"{metric} = {metric} / {nodes}"
-                for metric in METRICS
-            )
+            extra = f"LEAST(clicks - 1, {nodes - 1})" if is_sparse else str(nodes - 1)
+            # SET's expressions read the row as it was: `clicks` in `extra` is the old count.
+            kept = ", ".join(f"{metric} = {metric} - {extra} * ({metric} / {nodes})" for metric in METRICS)
             database.execute_sql(f"UPDATE {table} SET {kept} WHERE node = 0")
         database.execute_sql("ANALYZE")
 
@@ -49,6 +50,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--days", type=int, default=7)
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument(
+        "--sparse", action="store_true", help="A row of c clicks in min(c, --nodes) partials."
+    )
     args = parser.parse_args(argv)
 
     from models.migrations.deferred import run_deferred
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         one.close()
         spread = connect(server.url(server.create_database(template=name)))
         databases.append(spread)
-        spread_over_partials(spread, args.nodes)
+        spread_over_partials(spread, args.nodes, is_sparse=args.sparse)
         one = connect(server.url(name))
         databases[0] = one
 
