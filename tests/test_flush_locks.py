@@ -139,10 +139,12 @@ def test_four_flushers_of_one_campaign_never_wait_on_each_other_s_rows_and_land_
     assert nodes == dict.fromkeys(nodes, {partial_number(f"node-{n}") for n in range(NODES)})
     # What they waited on, for the record (docs/SCALING.md): at most a table file's extension (a page
     # added); never a row of the cap counters or the rollups (before 0036: 80-108 waits past 1 ms in
-    # these 48 transactions, every one on those rows).
+    # these 48 transactions).
     waits = lock_waits(log)
     print(f"{len(waits)} lock waits past 1 ms in {NODES * CLICKS // BATCH} flush transactions: {set(waits)}")
-    assert not [wait for wait in waits if wait[1].startswith(SHARED_TABLES)], waits
+    # A row lock is a transaction's or a tuple's; an extension is the table file's (a page added by
+    # one inserter while another waits to add its own), no row of anyone's.
+    assert not [wait for wait in waits if wait[0] != "extension" and wait[1].startswith(SHARED_TABLES)], waits
     assert {kind for kind, _ in waits} <= {"extension"}, waits
 
     # A report over the rollups (the nodes' partials summed) says what the raw clicks say.
