@@ -346,3 +346,50 @@ def test_0020_starts_the_new_login_throttle_empty_and_it_counts_from_there(backe
         assert log_in(database, "anna", "correct horse battery", "192.0.2.2", clock=clock).name == "anna"
     finally:
         database.close()
+
+
+def test_0036_keeps_every_rollup_and_counter_row_as_partial_0_and_reports_their_numbers(
+    backend, env, request
+):
+    """The rows before 0036 become the partial 0 of their keys: the same sums, the same reports, and the
+    tables' other indexes built again on SQLite (which rebuilds the tables)."""
+    from test_reports import cube_differences, rows_of
+
+    from models.migrations.deferred import run_deferred
+    from models.migrations.runner import migration_names
+    from models.reporting.reports import ReportQuery, run_report
+    from settings import load_settings
+    from workers.bench.generate import generate_clicks
+
+    if backend == "postgresql":  # The env's own database is migrated already: take an empty one.
+        env = {**env, "LANNER_DATABASE_URL": request.getfixturevalue("postgres_url")}
+    open_database(load_settings(env).database_location, autocheckpoint=True)
+    try:
+        names = migration_names()
+        migrate(database, up_to=names[names.index("0036_partial_rollups") - 1])
+        generate_clicks(database, 400, 3, campaigns=2, seed=6, end_ms=1_800_000_000_000)
+        run_deferred(database, pause=0)
+        tables = ("click_counter", "rollup_hour", "rollup_day", "rollup_campaign_day")
+        sums = {
+            table: database.execute_sql(f"SELECT COUNT(*), SUM(clicks) FROM {table}").fetchone()
+            for table in tables
+        }
+        queries = [
+            ReportQuery(group_by=group_by, preset="all_time") for group_by in (("day", "offer"), ("os",))
+        ]
+        before = [rows_of(run_report(database, query)) for query in queries]
+        assert sums["rollup_hour"][1] == 400 and all(before)
+
+        assert migrate(database, up_to="0036_partial_rollups") == ["0036_partial_rollups"]
+        for table in tables:
+            assert (
+                database.execute_sql(f"SELECT COUNT(*), SUM(clicks) FROM {table}").fetchone() == sums[table]
+            )
+            assert database.execute_sql(f"SELECT DISTINCT node FROM {table}").fetchall() == [(0,)]
+        assert all(rows == [] for rows in cube_differences(database).values())
+        assert [rows_of(run_report(database, query)) for query in queries] == before
+        if backend == "sqlite":
+            indexes = database.execute_sql("SELECT name FROM sqlite_master WHERE type = 'index'").fetchall()
+            assert {("rollup_hour_campaign_period",), ("rollup_day_campaign_period",)} <= set(indexes)
+    finally:
+        database.close()

@@ -305,9 +305,8 @@ def cube_differences(db) -> dict[str, list]:
             key = ", ".join(("period", *dimensions))
             # NUMERIC: PostgreSQL rounds no double to 6 places (SQLite takes either).
             sums = ", ".join(f"ROUND(CAST(SUM({metric}) AS NUMERIC), 6)" for metric in metrics)
-            own = ", ".join(f"ROUND(CAST({metric} AS NUMERIC), 6)" for metric in metrics)
             detail = f"SELECT {key}, {sums} FROM rollup_{granularity} GROUP BY {key}"
-            kept = f"SELECT {key}, {own} FROM {table}"
+            kept = f"SELECT {key}, {sums} FROM {table} GROUP BY {key}"  # Its nodes' partials summed (0036).
             missing = db.execute_sql(f"{detail} EXCEPT {kept}").fetchall()
             extra = db.execute_sql(f"{kept} EXCEPT {detail}").fetchall()
             differences[table] = missing + extra + [("empty",)] * (not db.execute_sql(kept).fetchone())

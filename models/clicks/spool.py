@@ -63,7 +63,7 @@ from pathlib import Path
 
 from peewee import Database
 
-from models.clicks.node import spool_node
+from models.clicks.node import partial_number, spool_node
 from models.clicks.record import (
     BROWSER,
     CREATED_AT,
@@ -773,13 +773,16 @@ def _flush_spool(
     spool_dir.mkdir(parents=True, exist_ok=True)
     claim_position(db, spool_dir)
     node = spool_node(spool_dir).name
+    # The node's own partial of the rows every flusher adds onto (migration 0036): no other node's
+    # flusher adds onto these rows, so flushers of one campaign never wait on each other's locks.
+    partial = partial_number(node)
     devices = devices or flusher_devices()
     bots = bots or flusher_bots(())
     zones = CounterZones()
     zones.load(db.connection())
     costs = ClickCosts()
     costs.load(db.connection())
-    rollups = RollupDelta()
+    rollups = RollupDelta(node=partial)
     while True:
         segment, offset = read_position(db, spool_dir)
         result.position = (segment, offset)
@@ -878,10 +881,11 @@ def _flush_spool(
                 for _, offer_id, key, metrics, conversions in lp_landed:
                     rollups.add_lp_click(key, metrics, offer_id, conversions)
                 result.lp_clicks += len(lp_landed)
-            # The rows every node's flusher adds onto (the cap counters, the rollups) last, each in key
-            # order (models/store/rows.py in_lock_order): their locks are held from here to the commit
-            # only, and taken by every flusher in one order, so flushers of one campaign never deadlock.
-            add_to_counters(connection, zones.increments(connection, counted))
+            # The cap counters and the rollups last, each in key order (models/store/rows.py
+            # in_lock_order), onto this node's partial: their locks are held from here to the commit only,
+            # taken in one order, and only this node's flusher (and, on partial 0, a postback or a cost
+            # set) ever wants them.
+            add_to_counters(connection, zones.increments(connection, counted), partial)
             rollups.apply(connection)
             new_offset = offset + sum(len(line) for line in lines)
             store.set_position(node, segment, new_offset, int(time.time() * 1000))

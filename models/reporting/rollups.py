@@ -10,14 +10,17 @@ Three cubes, each an hourly and a daily table (period = the UTC hour or day it s
 A report reads the smallest cube that has its dimensions: whole days from the daily table, its edge
 hours from the hourly one; only a range cut inside an hour reads raw rows (models/reporting/reports.py).
 
-Writers, each in the same transaction as the rows it aggregates:
-- the spool flusher adds every landed click (models/clicks/spool.py);
+Writers, each in the same transaction as the rows it aggregates, each onto its partial of a key
+(migration 0036's `node`: readers sum the partials):
+- the spool flusher adds every landed click (models/clicks/spool.py), onto its node's own partial,
+  so the flushers of several nodes never add onto one row;
 - the postback path adds a new conversion and moves a changed one from its old status to its new
   one (models/conversions/postbacks.py), on the keys of its click (conversions count at their click's time);
 - `lanner cost set`, `lanner postback status map` and a new exchange rate (the conversions that
   waited for it, models/reporting/currency.py) apply their changes as deltas.
 Money is summed in the report currency only: a click's cost and a conversion's `report_payout`
 and cost, converted when recorded; a payout with no rate yet counts as 0 until its rate is set.
+Every writer but a flusher adds onto partial 0 (the single box's flusher's too).
 Clicks stored before the rollups existed are added by the deferred step `rollup_backfill`
 (models/migrations/deferred.py); until it is done, reports read raw rows.
 The tables' layout is models/tables/dimensions.py's, the statements models/store/rollups.py's.
@@ -90,12 +93,16 @@ class RollupDelta:
     period and dimensions, so six tables cost little more than one.
     """
 
-    def __init__(self, tables: tuple = TABLES) -> None:
+    def __init__(self, tables: tuple = TABLES, node: int = 0) -> None:
         """`tables`: a part of TABLES, for a database not migrated to the end yet (present_tables);
-        its rollup tables may then lack the later metrics too (migration 0016's), asked at `apply`."""
+        its rollup tables may then lack the later metrics too (migration 0016's) and the partials
+        (0036's), asked at `apply`. `node`: the partial added onto (models/clicks/node.py
+        partial_number: a flusher's own; 0 for every other writer)."""
         self.tables = tables
+        self.node = node
         self.changes: dict[tuple, list] = {}
         self.metrics: tuple[str, ...] | None = None if tables is not TABLES else METRICS
+        self.is_partial: bool | None = None if tables is not TABLES else True
 
     def _add(self, created_at: int, key: tuple, metrics: tuple) -> None:
         add_metrics(self.changes, (created_at - created_at % HOUR_MS, key), metrics)
@@ -156,6 +163,8 @@ class RollupDelta:
         store = RollupStore(conn)
         if self.metrics is None:
             self.metrics = store.present_metrics()
+        if self.is_partial is None:
+            self.is_partial = store.is_partial()
         kept = None if self.metrics == METRICS else [METRICS.index(metric) for metric in self.metrics]
         changes = []
         for table, width, positions in self.tables:
@@ -165,7 +174,7 @@ class RollupDelta:
                     metrics = [metrics[i] for i in kept]
                 add_metrics(folded, (hour - hour % width, *(key[i] for i in positions)), metrics)
             changes.append((table, [(*key, *metrics) for key, metrics in folded.items()]))
-        store.add(changes, self.metrics)
+        store.add(changes, self.metrics, self.node if self.is_partial else None)
         self.changes.clear()
 
 
@@ -178,6 +187,11 @@ def present_tables(conn) -> tuple:
     """The entries of TABLES whose table the database has: all of them once it is migrated to the
     end; fewer in a migration, or after `lanner db migrate --to` an earlier one (a rehearsal)."""
     return RollupStore(conn).present_tables()
+
+
+def is_partial(conn) -> bool:
+    """The rollups and cap counters have their per-node partials (migration 0036 gave both at once)."""
+    return RollupStore(conn).is_partial()
 
 
 def backfill_conversions(conn) -> None:

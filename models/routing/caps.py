@@ -129,6 +129,10 @@ def cap_usage(conn, scope: str, ref: int, zone: str, now_ms: int) -> tuple[int, 
     return CounterStore(conn).usage(scope, ref, local_days(zone).day(now_ms))
 
 
-def add_to_counters(conn: sqlite3.Connection, increments: Iterable[tuple[str, int, int, int]]) -> None:
-    """Add (scope, id, day, clicks) to `click_counter`; call inside the flush transaction."""
-    CounterStore(conn).add(increments)
+def add_to_counters(
+    conn: sqlite3.Connection, increments: Iterable[tuple[str, int, int, int]], node: int | None = 0
+) -> None:
+    """Add (scope, id, day, clicks) to `click_counter`'s partial `node` (the flushing node's:
+    models/clicks/node.py partial_number; None before migration 0036); call inside the flush
+    transaction."""
+    CounterStore(conn).add(increments, node)

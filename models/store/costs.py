@@ -19,15 +19,21 @@ COST_COLUMNS = ("source", *(f"sub_id_{n}" for n in range(1, SUB_ID_SLOTS + 1)))
 
 
 def rebuild_sql(table: str, width: int, dimensions: tuple[str, ...], money_sum) -> str:
-    """`money_sum`: the dialect's sum of a money expression (its sums.py's float_sum)."""
+    """`money_sum`: the dialect's sum of a money expression (its sums.py's float_sum).
+
+    A key's partials (migration 0036's `node`) sum to its raw clicks' cost: the lowest partial of the
+    key takes the whole sum, the others 0."""
     match = " AND ".join(
         f"COALESCE(c.{name}, 0) = r.{name}" if name in ("stream_id", "offer_id") else f"c.{name} = r.{name}"
         for name in dimensions
     )
+    same_key = " AND ".join(f"o.{name} = r.{name}" for name in ("period", *dimensions))
     return (
-        f"UPDATE {table} AS r SET click_cost = COALESCE((SELECT {money_sum('c.cost')} FROM click AS c "
+        f"UPDATE {table} AS r SET click_cost = CASE WHEN EXISTS (SELECT 1 FROM {table} AS o "
+        f"WHERE {same_key} AND o.node < r.node) THEN 0 "
+        f"ELSE COALESCE((SELECT {money_sum('c.cost')} FROM click AS c "
         f"WHERE c.created_at >= r.period AND c.created_at < r.period + {width} AND {match} "
-        f"AND (c.id <= ? OR c.id > ?)), 0) WHERE r.campaign_id = ? AND r.period = ?"
+        f"AND (c.id <= ? OR c.id > ?)), 0) END WHERE r.campaign_id = ? AND r.period = ?"
     )
 
 
@@ -153,7 +159,8 @@ class CostStore(Store):
         self, campaign_id: int, hours: list[int], days: list[int], position: int, target: int
     ) -> None:
         """Set the click cost of the campaign's rollup rows of these hours (hourly tables) and days
-        (daily tables) to their raw clicks' sum, leaving out the ids in (position, target]."""
+        (daily tables) to their raw clicks' sum, leaving out the ids in (position, target]: on one
+        partial of each key, the others' to 0 (rebuild_sql)."""
         for width, sql in self.SQL_REBUILD.values():
             periods = hours if width == HOUR_MS else days
             self.conn.executemany(

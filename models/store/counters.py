@@ -11,12 +11,23 @@ from models.store.rows import Store, fetch_single, in_lock_order
 
 
 class CounterStore(Store):
-    """The cap counters of one connection; `add` joins the flush's transaction."""
+    """The cap counters of one connection; `add` joins the flush's transaction.
+
+    Since migration 0036 a row is one node's partial of its (scope, id, day) (`node`, the last column
+    of the key: models/clicks/node.py partial_number), added onto by that node's flusher only; every
+    read sums the partials."""
 
     SQL_TOTALS = "SELECT scope, ref_id, SUM(clicks) FROM click_counter GROUP BY scope, ref_id"
-    SQL_DAYS = "SELECT scope, ref_id, day, clicks FROM click_counter WHERE day >= ?"
+    SQL_DAYS = (
+        "SELECT scope, ref_id, day, SUM(clicks) FROM click_counter WHERE day >= ? GROUP BY scope, ref_id, day"
+    )
     # The stored row's column qualified: PostgreSQL finds a bare `clicks` ambiguous beside `excluded`.
     SQL_ADD = """
+INSERT INTO click_counter (scope, ref_id, day, clicks, node) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (scope, ref_id, day, node) DO UPDATE SET clicks = click_counter.clicks + excluded.clicks
+"""
+    # Before migration 0036 (a database `lanner db migrate --to` an earlier one): one row per key.
+    SQL_ADD_WHOLE = """
 INSERT INTO click_counter (scope, ref_id, day, clicks) VALUES (?, ?, ?, ?)
 ON CONFLICT (scope, ref_id, day) DO UPDATE SET clicks = click_counter.clicks + excluded.clicks
 """
@@ -37,7 +48,7 @@ FROM click_counter WHERE scope = ? AND ref_id = ?
         return self.conn.execute(self.SQL_TOTALS).fetchall()
 
     def days_since(self, day: int) -> Iterable[tuple[str, int, int, int]]:
-        """(scope, id, day, clicks) of the days from `day` (YYYYMMDD) on."""
+        """(scope, id, day, clicks) of the days from `day` (YYYYMMDD) on, the nodes' partials summed."""
         return self.conn.execute(self.SQL_DAYS, (day,)).fetchall()
 
     def usage(self, scope: str, ref: int, day: int) -> tuple[int, int]:
@@ -45,10 +56,15 @@ FROM click_counter WHERE scope = ? AND ref_id = ?
         total, on_day = fetch_single(self.conn, self.SQL_USAGE, (day, scope, ref))
         return int(on_day), int(total)
 
-    def add(self, increments: Iterable[tuple[str, int, int, int]]) -> None:
-        """Add (scope, id, day, clicks) to the counters, in key order (in_lock_order: the flushers of
-        every node add onto the same rows)."""
-        self.conn.executemany(self.SQL_ADD, in_lock_order(increments, 3)).close()
+    def add(self, increments: Iterable[tuple[str, int, int, int]], node: int | None = 0) -> None:
+        """Add (scope, id, day, clicks) to the counters' partial `node` (the flusher's own; None: a
+        database before migration 0036), in key order (in_lock_order: a node's flusher and any other
+        writer of its partial lock in one order)."""
+        rows = in_lock_order(increments, 3)
+        if node is None:
+            self.conn.executemany(self.SQL_ADD_WHOLE, rows).close()
+        else:
+            self.conn.executemany(self.SQL_ADD, [(*row, node) for row in rows]).close()
 
     def stream_zones(self) -> list[tuple[int, str]]:
         """(stream id, its campaign's timezone)."""

@@ -21,13 +21,17 @@ LP_SUMS = (
 )
 
 
-def _upsert_sql(table: str, dimensions: tuple[str, ...], metrics: tuple[str, ...] = METRICS) -> str:
-    columns = ("period", *dimensions, *metrics)
+def _upsert_sql(
+    table: str, dimensions: tuple[str, ...], metrics: tuple[str, ...] = METRICS, *, is_partial: bool = True
+) -> str:
+    """`is_partial`: the table has migration 0036's `node` (the writer's partial, bound last, in its key)."""
+    node = ("node",) if is_partial else ()
+    columns = ("period", *dimensions, *metrics, *node)
     # The stored row's column qualified: PostgreSQL finds a bare one ambiguous beside `excluded`.
     updates = ", ".join(f"{metric} = {table}.{metric} + excluded.{metric}" for metric in metrics)
     return (
         f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-        f"ON CONFLICT (period, {', '.join(dimensions)}) DO UPDATE SET {updates}"
+        f"ON CONFLICT (period, {', '.join((*dimensions, *node))}) DO UPDATE SET {updates}"
     )
 
 
@@ -50,9 +54,15 @@ _TABLE_DIMENSIONS = {table: tuple(DIMENSIONS[i] for i in positions) for table, _
 
 
 class RollupStore(Store):
-    """The rollups of one connection; writes join the caller's transaction (a flush's, a postback's)."""
+    """The rollups of one connection; writes join the caller's transaction (a flush's, a postback's).
 
-    # table -> its upsert of one row of (period, its dimensions, METRICS): added onto the row there.
+    Since migration 0036 a row is one writer's partial of its key (`node`, the last column of every
+    table's key: models/clicks/node.py partial_number): each node's flusher adds onto its own, so
+    flushers of one campaign never wait on each other's rows; readers sum the partials (a report
+    groups by dimensions, never by `node`)."""
+
+    # table -> its upsert of one row of (period, its dimensions, METRICS, node): added onto the row of
+    # that key in partial `node`.
     SQL_UPSERT = {
         table: _upsert_sql(table, tuple(DIMENSIONS[i] for i in positions)) for table, _, positions in TABLES
     }
@@ -65,21 +75,33 @@ FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
 
     __slots__ = ()
 
-    def add(self, changes: Iterable[tuple[str, list[tuple]]], metrics: tuple[str, ...] = METRICS) -> None:
-        """Add each (table, rows of (period, its dimensions, `metrics`)) onto the table's rows, the
-        tables in the order given (always TABLES' order) and each one's rows in key order (in_lock_order)."""
+    def add(
+        self,
+        changes: Iterable[tuple[str, list[tuple]]],
+        metrics: tuple[str, ...] = METRICS,
+        node: int | None = 0,
+    ) -> None:
+        """Add each (table, rows of (period, its dimensions, `metrics`)) onto the table's rows of the
+        partial `node` (None: a database before migration 0036, which has none), the tables in the
+        order given (always TABLES' order) and each one's rows in key order (in_lock_order)."""
         for table, rows in changes:
-            if metrics == METRICS:
+            if metrics == METRICS and node is not None:
                 sql = self.SQL_UPSERT[table]
-            else:  # A database not migrated to the end (present_metrics).
-                sql = _upsert_sql(table, _TABLE_DIMENSIONS[table], metrics)
+            else:  # A database not migrated to the end (present_metrics, is_partial).
+                sql = _upsert_sql(table, _TABLE_DIMENSIONS[table], metrics, is_partial=node is not None)
             rows = in_lock_order(rows, 1 + len(_TABLE_DIMENSIONS[table]))
+            if node is not None:
+                rows = [(*row, node) for row in rows]
             self.conn.executemany(sql, rows).close()
 
     def present_metrics(self) -> tuple[str, ...]:
         """METRICS, without migration 0016's LP metrics on a database not migrated to it yet."""
         columns = {row[1] for row in self.conn.execute(self.SQL_ROLLUP_COLUMNS).fetchall()}
         return tuple(metric for metric in METRICS if metric in columns or metric not in LP_METRICS)
+
+    def is_partial(self) -> bool:
+        """The rollup tables have migration 0036's `node` in their key."""
+        return any(row[1] == "node" for row in self.conn.execute(self.SQL_ROLLUP_COLUMNS).fetchall())
 
     def click_key(self, click_id: int) -> tuple | None:
         """(created_at, DIMENSIONS...) of the click; None if it is not stored."""
@@ -92,16 +114,18 @@ FROM conversion AS cv JOIN click AS c ON c.id = cv.click_id
 
     def backfill_clicks(self, first_id: int, last_id: int, tables: tuple = TABLES) -> None:
         """Add the clicks with first_id < id <= last_id to every table of `tables` (the deferred
-        backfill's chunk)."""
-        metrics = self.present_metrics()
+        backfill's chunk), onto partial 0 (the one every writer but a flusher adds onto)."""
+        metrics, is_partial = self.present_metrics(), self.is_partial()
         for table, width, positions in tables:
-            if metrics == METRICS:
+            if metrics == METRICS and is_partial:
                 select, upsert = self.SQL_CLICK_ROLLUPS[table], self.SQL_UPSERT[table]
-            else:  # Before migration 0016 (and 0015's columns).
-                select = select_click_rollup(width, positions, self.MONEY_SUM, lp=False)
-                upsert = _upsert_sql(table, _TABLE_DIMENSIONS[table], metrics)
+            else:  # Before migration 0036 (and 0016, and 0015's columns).
+                lp = metrics == METRICS
+                select = select_click_rollup(width, positions, self.MONEY_SUM, lp=lp)
+                upsert = _upsert_sql(table, _TABLE_DIMENSIONS[table], metrics, is_partial=is_partial)
             rows = self.conn.execute(select, (first_id, last_id)).fetchall()
-            self.conn.executemany(upsert, in_lock_order(rows, 1 + len(positions))).close()
+            rows = in_lock_order(rows, 1 + len(positions))
+            self.conn.executemany(upsert, [(*row, 0) for row in rows] if is_partial else rows).close()
 
     def conversions_with_keys(self) -> list[tuple]:
         """(status, payout in the report currency, cost, its click's created_at, DIMENSIONS...) of every

@@ -7,7 +7,9 @@ the same cap counter and rollup rows), then lands the spools with one flusher th
 in batches of --batch. PostgreSQL's CPU is the postmaster's and its children's utime + stime
 (/proc, reaped backends included: every connection is closed before the second reading), over the
 landing only. Prints µs per click, the wall time, and the lock waits the server logged past a
-1 ms deadlock_timeout. Run it a few times: the box's other work shows in the spread. In the bench
+1 ms deadlock_timeout; then the wall time of a report over the rollups the landing made (the day
+by offer, browser and OS: whole days, read from `rollup_day`; median of --reports runs) and how many
+rollup_day rows it summed. Run it a few times: the box's other work shows in the spread. In the bench
 because it sets the sessions' lock logging itself (SQL the store has no reason to hold).
 
     .venv/bin/python scripts/flush_pg_cost.py [--nodes 4] [--clicks 5000] [--batch 2000]
@@ -19,6 +21,7 @@ import argparse
 import os
 import random
 import re
+import statistics
 import tempfile
 import threading
 import time
@@ -36,11 +39,32 @@ def tree_cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def time_report(db, now: float, runs: int) -> tuple[float, int]:
+    """The median wall ms of a report of the landing's UTC day by offer, browser and OS (whole days:
+    `rollup_day`), and that table's row count."""
+    from datetime import UTC, datetime, timedelta
+
+    from models.reporting.reports import ReportQuery, run_report
+
+    day = datetime.fromtimestamp(now, UTC).date()
+    until = (day + timedelta(days=1)).isoformat()
+    query = ReportQuery(group_by=("offer", "browser", "os"), since=day.isoformat(), until=until)
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        report = run_report(db, query, now=now)
+        times.append((time.perf_counter() - started) * 1000)
+    assert report.sources == ["rollup_day"], report.sources
+    (rows,) = db.execute_sql("SELECT COUNT(*) FROM rollup_day").fetchone()
+    return statistics.median(times), rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--clicks", type=int, default=5000, help="Per node.")
     parser.add_argument("--batch", type=int, default=2000)
+    parser.add_argument("--reports", type=int, default=21, help="Timed report runs (the median is printed).")
     args = parser.parse_args(argv)
 
     from models.admin.services import add_stream, create_campaign, create_offer, update_stream
@@ -120,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{args.nodes} flushers, {clicks} clicks, batch {args.batch}: PostgreSQL {per_click:.0f} µs CPU "
             f"per click, landed in {wall:.2f} s; {len(waits)} lock waits past 1 ms ({sorted(set(waits))})"
         )
+        report_ms, rows = time_report(db, now, args.reports)
+        print(f"report over rollup_day ({rows} rows): median {report_ms:.2f} ms of {args.reports} runs")
     finally:
         db.close()
         server.stop()

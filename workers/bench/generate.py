@@ -22,7 +22,7 @@ from peewee import Database
 
 from models.clicks.record import new_subid, ua_hash
 from models.reporting.currency import report_currency
-from models.reporting.rollups import RollupDelta, present_tables
+from models.reporting.rollups import RollupDelta, is_partial, present_tables
 from models.routing.caps import CounterZones, add_to_counters
 from models.store.database import write_tx
 from models.store.generated import GeneratedStore
@@ -217,6 +217,7 @@ def generate_clicks(
     zones = CounterZones()
     zones.load(db.connection())
     rollups = RollupDelta(present_tables(db.connection()))  # `--to` an earlier migration has fewer.
+    node = 0 if is_partial(db.connection()) else None  # Nor partials, before 0036.
     end_ms = end_ms if end_ms is not None else int(time.time() * 1000)
     start_ms = end_ms - int(days * 86_400_000)
     mean_gap = (end_ms - start_ms) / max(count, 1)
@@ -236,7 +237,7 @@ def generate_clicks(
                     GeneratedStore(connection).insert_clicks(rows, with_visitor_key)
                     # Generated campaigns and offers count days in UTC (their default timezone).
                     add_to_counters(
-                        connection, zones.increments(connection, ((r[3], r[4], r[1]) for r in rows))
+                        connection, zones.increments(connection, ((r[3], r[4], r[1]) for r in rows)), node
                     )
                     rollups.add_clicks(rows)
                     rollups.apply(connection)
