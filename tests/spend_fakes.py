@@ -217,8 +217,14 @@ class SpendFake:
             "data": {"list": listed, "page_info": info},
         }
 
-    # https://ssp-api.propellerads.com/v5/docs/ (advertiser statistics: Bearer token, group_by[],
-    # day_from / day_to as "YYYY-MM-DD hh:mm:ss"; 401 {"message"} for a bad token, 422 {"errors"}).
+    # PropellerAds' own documentation (https://ssp-api.propellerads.com/v5/docs/, a Swagger page) is in no
+    # stored source; this follows the only citable material, third-party (docs/platforms.md, "The
+    # PropellerAds contract"): the server, Bearer token and /adv/statistics path from PropellerAds' OpenAPI
+    # file's top as copied in github.com/pavelraiden/propellerads-api-encyclopedia data/api_specs.yaml;
+    # GET with group_by[] (date_time, campaign_id, ...), day_from / day_to "YYYY-MM-DD hh:mm:ss", answered
+    # {"items": [...]} with rows keyed date_time and `spent`, from a script using it; `spent` summed by a
+    # Chrome extension too. The refusals' bodies (401 {"message"}, 422 {"errors"}) are not from any source:
+    # the client only says the status and any "message".
     def propellerads(
         self, path: str, query: dict[str, list[str]], headers: dict[str, str]
     ) -> tuple[int, object]:
@@ -229,19 +235,20 @@ class SpendFake:
         group_by = query.get("group_by[]", [])
         stamp = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
         day_from, day_to = query.get("day_from", [""])[-1], query.get("day_to", [""])[-1]
-        if not {"date", "campaign_id", "zone_id"} <= set(group_by):
+        if not {"date_time", "campaign_id", "zone_id"} <= set(group_by):
             return 422, {
                 "message": "The given data was invalid.",
-                "errors": {"group_by": ["date, campaign_id, zone_id"]},
+                "errors": {"group_by": ["date_time, campaign_id, zone_id"]},
             }
         if not stamp.fullmatch(day_from) or not stamp.fullmatch(day_to):
             return 422, {"message": "The given data was invalid.", "errors": {"day_from": ["Y-m-d H:i:s"]}}
-        return 200, [r for r in self.rows["propellerads"] if day_from[:10] <= r["date"] <= day_to[:10]]
+        rows = self.rows["propellerads"]
+        return 200, {"items": [r for r in rows if day_from[:10] <= r["date_time"][:10] <= day_to[:10]]}
 
-    # https://ssp-api.propellerads.com/v5/docs/ (campaigns → targeting: PUT
-    # /v5/adv/campaigns/{id}/targeting/exclude/zone with {"zone": [ids]} replaces the campaign's excluded
-    # zones and answers {"result": true}; GET of the path answers {"zone": [ids]}; 401 {"message"} for a bad
-    # token, 404 for a campaign not of the account, 422 {"errors"} for a bad list).
+    # The path /adv/campaigns/{campaignId}/targeting/exclude/zone is in PropellerAds' OpenAPI file's list of
+    # paths (data/api_specs.yaml above), and GET of it is used by the same repository's
+    # docs/api-reference.md; its bodies (GET's {"zone": [ids]}, PUT's {"zone": [ids]} replacing the list,
+    # {"result": true}) and refusals are in no stored source: they are this fake's assumption, unverified.
     def exclusion(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, object]:
         match = re.fullmatch(r"/v5/adv/campaigns/(\d+)/targeting/exclude/zone", path)
         if match is None:

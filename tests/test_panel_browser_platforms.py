@@ -64,7 +64,9 @@ def test_a_connection_made_on_the_page_sends_its_test_event_and_pauses_and_spend
         assert browser.find_elements(By.ID, "resume-platform")
 
         day = add_zone_click(db, "4417")
-        spend_fake.rows["propellerads"] = [{"date": day, "campaign_id": 7001, "zone_id": 4417, "money": 0.42}]
+        spend_fake.rows["propellerads"] = [
+            {"date_time": day, "campaign_id": 7001, "zone_id": 4417, "spent": 0.42}
+        ]
         browser.get(base + "/panel/platforms")
         wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "details.new-spend summary"))
         browser.find_element(By.CSS_SELECTOR, "details.new-spend summary").click()

@@ -259,9 +259,9 @@ def test_propellerads_zone_spend_lands_on_each_zones_clicks(db, campaign, spend_
     )
     map_ids(db, "pa", {"7001": "demo"})
     spend_fake.rows["propellerads"] = [
-        {"date": DAY, "campaign_id": 7001, "zone_id": 4417, "money": 2.0, "impressions": 900},
-        {"date": DAY, "campaign_id": 7001, "zone_id": 5520, "money": "0.35", "impressions": 90},
-        {"date": DAY, "campaign_id": 7001, "zone_id": 6000, "money": 1.0, "impressions": 9},
+        {"date_time": DAY, "campaign_id": 7001, "zone_id": 4417, "spent": 2.0, "impressions": 900},
+        {"date_time": DAY, "campaign_id": 7001, "zone_id": 5520, "spent": "0.35", "impressions": 90},
+        {"date_time": DAY, "campaign_id": 7001, "zone_id": 6000, "spent": 1.0, "impressions": 9},
     ]
     run = sync(db, config, view)
     assert (run.written, run.skipped) == (2, 1) and costs(z1) == [0.5] * 4 and costs(z2) == [0.35]
