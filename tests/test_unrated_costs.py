@@ -16,6 +16,7 @@ from models.reporting.currency import day_of, set_rates, store_fetched
 from models.reporting.history import HistoryFiles, append_history
 from models.reporting.reports import ReportQuery, run_report
 from models.store.costs import CostStore
+from models.store.database import write_tx
 from models.tables.dimensions import DAY_MS
 
 DAY_S = 86_400
@@ -144,6 +145,21 @@ def test_a_spend_in_a_currency_without_a_rate_waits_is_replaced_by_a_later_set_a
     )
     after = reports(db, settings)["total"]
     assert (after["cost"], after["uncosted"], waiting(db)) == (pytest.approx(13.0), 0, [])
+    # A click whose cost was stored waiting by a flusher that read the rates before GBP had one (its
+    # click 0, its 2 GBP waiting): the flusher's next round converts it at its day's rate.
+    click_id = rows[0][0]
+    with write_tx(db):
+        set_click_cost(db, click_id, 0.0)
+        store.add_unrated([(click_id, rows[0][1], "GBP", 2.0)])
+    flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    assert waiting(db) == [] and reports(db, settings)["total"]["cost"] == pytest.approx(13.0 - 3.25 + 2.6)
+
+
+def set_click_cost(db, click_id: int, cost: float) -> None:
+    """The click's cost, the rollups moved with it (as a flusher that landed it at that cost left them)."""
+    from models.reporting.clickcosts import write_click_costs
+
+    write_click_costs(db, CostStore(db.connection()), {click_id: cost}, {})
 
 
 def tracker_actor():
