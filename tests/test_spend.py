@@ -43,8 +43,8 @@ def config(spend_fake):
     from models.reporting.spend.fetch import http_get
     from models.reporting.spend.sync import SpendConfig
 
-    def get(url, headers):
-        return http_get(url, headers, timeout=2.0)
+    def get(url, headers, **request):
+        return http_get(url, headers, timeout=2.0, **request)
 
     base = spend_fake.base
     return SpendConfig({"meta": base, "tiktok": base, "propellerads": base}, 5, get)
@@ -467,3 +467,31 @@ def test_a_429s_retry_after_keeps_the_periodic_sync_off_that_connection_until_th
     # Then it runs again, and a run that ends otherwise waits for nothing any more.
     assert periodic(NOON + 120) == ["done"] and costs(ids) == [1.0, 1.0]
     assert SpendConnection.get_by_id(view.id).retry_after_at is None
+
+
+def test_a_long_window_is_read_through_a_meta_report_job_and_a_failed_job_writes_nothing(
+    db, campaign, spend_fake, config
+):
+    import dataclasses
+
+    from models.reporting.spend import meta
+
+    ids = add_clicks(campaign, DAY, "A1", 2)
+    view = meta_connection(db)
+    spend_fake.rows["meta"] = [meta_row("A1", "2.00")]
+    backfill = dataclasses.replace(config, window_days=meta.ASYNC_AFTER_DAYS + 3)
+    run = sync(db, backfill, view)
+    assert (run.state, run.written, run.error) == ("done", 1, "") and costs(ids) == [1.0, 1.0]
+    # One job, asked about until it completed (twice running), then its rows read from its /insights edge.
+    job = next(iter(spend_fake.jobs))
+    assert spend_fake.paths[0] == f"POST /{meta.API_VERSION}/act_{META_ACCOUNT}/insights"
+    assert spend_fake.paths[1:4] == [f"/{meta.API_VERSION}/{job}"] * 3
+    assert spend_fake.paths[4].startswith(f"/{meta.API_VERSION}/{job}/insights?")
+    assert sync(db, config, view).unchanged == 1  # The usual window: one synchronous request, no job.
+    assert len(spend_fake.jobs) == 1
+
+    spend_fake.rows["meta"] = [meta_row("A1", "9.00")]
+    spend_fake.job_end = "Job Failed"
+    failed = sync(db, backfill, view)
+    assert failed.state == "failed" and "ended 'Job Failed'; the next run asks again." in failed.error
+    assert costs(ids) == [1.0, 1.0]
