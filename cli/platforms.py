@@ -248,6 +248,10 @@ def echo_spend(view, fmt: str = "table") -> None:
     last = data["last_sync"]
     if last:
         click.echo(f"last sync: {last['state']} {last['error'] or last['note'] or ''}".rstrip())
+    if data["waits_until"]:
+        click.echo(
+            f"waits until: {data['waits_until']} (the platform's Retry-After; no periodic sync before)"
+        )
 
 
 @platform.group("spend")
@@ -334,7 +338,18 @@ def spend_list(ctx: Context, fmt: str) -> None:
         )
     echo_rows(
         rows,
-        ["id", "name", "platform", "source", "parameter", "status", "mappings", "last_sync", "error"],
+        [
+            "id",
+            "name",
+            "platform",
+            "source",
+            "parameter",
+            "status",
+            "mappings",
+            "last_sync",
+            "error",
+            "waits_until",
+        ],
         fmt,
     )
 

@@ -92,16 +92,22 @@ def report_command(
     columns = report.columns
     if fmt == "table":
         click.echo(f"Amounts in {report.currency}.")
-        # The count where a row has conversions waiting for a rate, its sentence below the table.
+        # The count where a row has conversions (or click costs) waiting for a rate, its sentence below.
+        is_uncosted = bool(report.total.get("uncosted"))
         columns = [
-            c for c in columns if c != "unconverted_note" and (c != "unconverted" or report.unconverted)
+            c
+            for c in columns
+            if c not in ("unconverted_note", "uncosted_note")
+            and (c != "unconverted" or report.unconverted)
+            and (c != "uncosted" or is_uncosted)
         ]
     echo_rows(rows, columns, fmt)
     if fmt == "table":
         for row in rows:
-            if row.get("unconverted_note"):
-                label = ", ".join(str(row.get(group)) for group in report.columns[: len(query.group_by)])
-                click.echo(f"Note: {label}: {row['unconverted_note']}")
+            label = ", ".join(str(row.get(group)) for group in report.columns[: len(query.group_by)])
+            for gap in ("unconverted_note", "uncosted_note"):
+                if row.get(gap):
+                    click.echo(f"Note: {label}: {row[gap]}")
     for note in report.notes:  # CSV: on stderr, so the file stays CSV.
         click.echo(f"Note: {note}", err=fmt == "csv")
 

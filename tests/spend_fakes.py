@@ -37,6 +37,10 @@ class SpendFake:
         self.headers: list[dict[str, str]] = []
         self.excluded: dict[str, list[int]] = {}  # PropellerAds campaign id -> its excluded zones.
         self.puts: list[tuple[str, list[int]]] = []  # (campaign id, the list) of each accepted PUT.
+        # Meta's report jobs: report_run_id -> [the looks left before it completes, its rows, its end].
+        self.jobs: dict[str, list] = {}
+        self.job_looks = 2  # A job answers "Job Running" this many times, then its end.
+        self.job_end = "Job Completed"
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -45,6 +49,9 @@ class SpendFake:
 
             def do_PUT(self) -> None:
                 self.answer("PUT")
+
+            def do_POST(self) -> None:
+                self.answer("POST")
 
             def answer(self, method: str) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
@@ -63,6 +70,9 @@ class SpendFake:
                     query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
                     if method == "GET":
                         code, answer = owner.handle(url.path, query, headers)
+                    elif method == "POST":
+                        form = urllib.parse.parse_qs(body.decode(), keep_blank_values=True)
+                        code, answer = owner.meta_job(url.path, query, form, headers)
                     else:
                         code, answer = owner.exclusion(method, url.path, headers, body)
                     payload, extra = json.dumps(answer).encode(), {}
@@ -103,6 +113,8 @@ class SpendFake:
             self.headers.clear()
             self.excluded.clear()
             self.puts.clear()
+            self.jobs.clear()
+            self.job_looks, self.job_end = 2, "Job Completed"
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -122,19 +134,61 @@ class SpendFake:
     # https://developers.facebook.com/docs/marketing-api/reference/ad-account/insights/ (fields, level,
     # time_increment, time_range); https://developers.facebook.com/docs/graph-api/results (cursor paging:
     # `after`, `paging.next` only while a next page exists); .../graph-api/guides/error-handling (shape).
-    def meta(self, path: str, query: dict[str, list[str]], headers: dict[str, str]) -> tuple[int, object]:
-        def error(message: str, code: int = 100, status: int = 400) -> tuple[int, object]:
-            return status, {
-                "error": {"message": message, "type": "OAuthException", "code": code, "fbtrace_id": "Ab"}
-            }
+    @staticmethod
+    def meta_error(message: str, code: int = 100, status: int = 400) -> tuple[int, object]:
+        return status, {
+            "error": {"message": message, "type": "OAuthException", "code": code, "fbtrace_id": "Ab"}
+        }
 
+    # Report jobs: https://developers.facebook.com/docs/marketing-api/insights/best-practices/ (async
+    # /insights); the job's fields (async_status, async_percent_completion) and its /insights edge as Meta's
+    # own SDK has them (facebook-nodejs-business-sdk src/objects/ad-report-run.js); a POST of the insights
+    # parameters answers {"report_run_id"}; the job answers "Job Running" `job_looks` times, then `job_end`.
+    def meta_job(
+        self, path: str, query: dict[str, list[str]], form: dict[str, list[str]], headers: dict[str, str]
+    ) -> tuple[int, object]:
+        if "access_token" in query or "access_token" in form:
+            return self.meta_error("The test expects the token in the Authorization header, never sent.")
+        if not headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+            return self.meta_error("The test expects the job's parameters as a form.")
+        answer = self.meta(path, form, headers, whole=True)
+        if answer[0] != 200:
+            return answer
+        with self.lock:
+            run_id = str(900_000 + len(self.jobs) + 1)
+            self.jobs[run_id] = [self.job_looks, answer[1], self.job_end]
+        return 200, {"report_run_id": run_id}
+
+    def meta_run(self, run_id: str, rest: str, query: dict[str, list[str]]) -> tuple[int, object]:
+        with self.lock:
+            job = self.jobs.get(run_id)
+            if job is None:
+                return self.meta_error(f"Unsupported get request. Object with ID '{run_id}' does not exist")
+            if not rest:
+                if job[0] > 0:
+                    job[0] -= 1
+                    return 200, {"id": run_id, "async_status": "Job Running", "async_percent_completion": 50}
+                return 200, {"id": run_id, "async_status": job[2], "async_percent_completion": 100}
+            if job[0] > 0 or job[2] != "Job Completed":
+                return self.meta_error("(#100) The report is not ready; ask for it once it is completed.")
+            rows = job[1]
+        one = {key: values[-1] for key, values in query.items()}
+        return 200, self.meta_page(rows, one, f"https://graph.facebook.com/v21.0/{run_id}/insights?after=...")
+
+    def meta(
+        self, path: str, query: dict[str, list[str]], headers: dict[str, str], whole: bool = False
+    ) -> tuple[int, object]:
+        error = self.meta_error
+        if headers.get("authorization") != f"Bearer {META_SPEND_TOKEN}":
+            return error("Invalid OAuth access token - Cannot parse access token", 190)
+        job = re.fullmatch(r"/v\d+\.\d+/(\d+)(/insights)?", path)
+        if job and not whole:
+            return self.meta_run(job.group(1), job.group(2) or "", query)
         match = re.fullmatch(r"/v\d+\.\d+/act_(\d+)/insights", path)
         if not match:
             return error("Unknown path components", 2500)
         if "access_token" in query:
             return error("The test expects the token in the Authorization header, never in the URL.")
-        if headers.get("authorization") != f"Bearer {META_SPEND_TOKEN}":
-            return error("Invalid OAuth access token - Cannot parse access token", 190)
         if match.group(1) != META_ACCOUNT:
             return error(
                 f"Unsupported get request. Object with ID 'act_{match.group(1)}' does not exist", 100
@@ -155,13 +209,22 @@ class SpendFake:
             assert DAY.fullmatch(since) and DAY.fullmatch(until) and since <= until
         except (ValueError, KeyError, TypeError, AssertionError):
             return error("(#100) time_range must be {'since':'YYYY-MM-DD','until':'YYYY-MM-DD'}")
-        limit = int(one.get("limit", "25"))
-        offset = int(base64.b64decode(one["after"]).decode()) if one.get("after") else 0
         rows = [
             {k: v for k, v in row.items() if k in fields or k in ("date_start", "date_stop")}
             for row in self.rows["meta"]
             if since <= row["date_start"] <= until and (one["level"] == "ad" or "ad_id" not in fields)
         ]
+        if whole:
+            return 200, rows
+        return 200, self.meta_page(
+            rows, one, f"https://graph.facebook.com/v21.0/act_{META_ACCOUNT}/insights?after=..."
+        )
+
+    @staticmethod
+    def meta_page(rows: list[dict], one: dict[str, str], next_url: str) -> dict:
+        """A page of `rows` as the Graph API pages them: `limit`, the `after` cursor, `next` while more."""
+        limit = int(one.get("limit", "25"))
+        offset = int(base64.b64decode(one["after"]).decode()) if one.get("after") else 0
         page = rows[offset : offset + limit]
         paging: dict = {}
         if page:
@@ -170,8 +233,8 @@ class SpendFake:
                 "after": base64.b64encode(str(offset + len(page)).encode()).decode(),
             }
         if offset + limit < len(rows):
-            paging["next"] = f"https://graph.facebook.com/v21.0/act_{META_ACCOUNT}/insights?after=..."
-        return 200, {"data": page, "paging": paging}
+            paging["next"] = next_url
+        return {"data": page, "paging": paging}
 
     # https://business-api.tiktok.com/portal/docs?id=1740302848100353 (synchronous report: report_type,
     # data_level, dimensions, metrics, start_date/end_date, page, page_size ≤ 1000; HTTP 200 with a
@@ -217,8 +280,14 @@ class SpendFake:
             "data": {"list": listed, "page_info": info},
         }
 
-    # https://ssp-api.propellerads.com/v5/docs/ (advertiser statistics: Bearer token, group_by[],
-    # day_from / day_to as "YYYY-MM-DD hh:mm:ss"; 401 {"message"} for a bad token, 422 {"errors"}).
+    # PropellerAds' own documentation (https://ssp-api.propellerads.com/v5/docs/, a Swagger page) is in no
+    # stored source; this follows the only citable material, third-party (docs/platforms.md, "The
+    # PropellerAds contract"): the server, Bearer token and /adv/statistics path from PropellerAds' OpenAPI
+    # file's top as copied in github.com/pavelraiden/propellerads-api-encyclopedia data/api_specs.yaml;
+    # GET with group_by[] (date_time, campaign_id, ...), day_from / day_to "YYYY-MM-DD hh:mm:ss", answered
+    # {"items": [...]} with rows keyed date_time and `spent`, from a script using it; `spent` summed by a
+    # Chrome extension too. The refusals' bodies (401 {"message"}, 422 {"errors"}) are not from any source:
+    # the client only says the status and any "message".
     def propellerads(
         self, path: str, query: dict[str, list[str]], headers: dict[str, str]
     ) -> tuple[int, object]:
@@ -229,19 +298,20 @@ class SpendFake:
         group_by = query.get("group_by[]", [])
         stamp = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
         day_from, day_to = query.get("day_from", [""])[-1], query.get("day_to", [""])[-1]
-        if not {"date", "campaign_id", "zone_id"} <= set(group_by):
+        if not {"date_time", "campaign_id", "zone_id"} <= set(group_by):
             return 422, {
                 "message": "The given data was invalid.",
-                "errors": {"group_by": ["date, campaign_id, zone_id"]},
+                "errors": {"group_by": ["date_time, campaign_id, zone_id"]},
             }
         if not stamp.fullmatch(day_from) or not stamp.fullmatch(day_to):
             return 422, {"message": "The given data was invalid.", "errors": {"day_from": ["Y-m-d H:i:s"]}}
-        return 200, [r for r in self.rows["propellerads"] if day_from[:10] <= r["date"] <= day_to[:10]]
+        rows = self.rows["propellerads"]
+        return 200, {"items": [r for r in rows if day_from[:10] <= r["date_time"][:10] <= day_to[:10]]}
 
-    # https://ssp-api.propellerads.com/v5/docs/ (campaigns → targeting: PUT
-    # /v5/adv/campaigns/{id}/targeting/exclude/zone with {"zone": [ids]} replaces the campaign's excluded
-    # zones and answers {"result": true}; GET of the path answers {"zone": [ids]}; 401 {"message"} for a bad
-    # token, 404 for a campaign not of the account, 422 {"errors"} for a bad list).
+    # The path /adv/campaigns/{campaignId}/targeting/exclude/zone is in PropellerAds' OpenAPI file's list of
+    # paths (data/api_specs.yaml above), and GET of it is used by the same repository's
+    # docs/api-reference.md; its bodies (GET's {"zone": [ids]}, PUT's {"zone": [ids]} replacing the list,
+    # {"result": true}) and refusals are in no stored source: they are this fake's assumption, unverified.
     def exclusion(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, object]:
         match = re.fullmatch(r"/v5/adv/campaigns/(\d+)/targeting/exclude/zone", path)
         if match is None:

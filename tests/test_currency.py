@@ -178,7 +178,7 @@ def test_campaign_costs_in_eur_are_converted_and_warned_of_without_a_rate(
     assert both_reports(db).total["cost"] == pytest.approx(33.0 + 3.3)
 
 
-def test_a_campaign_whose_cost_currency_has_no_rate_lands_no_cost_and_the_report_says_so(
+def test_a_campaign_whose_cost_currency_has_no_rate_lands_its_cost_waiting_and_the_report_says_so(
     db, settings, make_tracker
 ):
     create_campaign(db, "Old", "old", offer_url="https://o.example/?s={subid}")
@@ -190,11 +190,11 @@ def test_a_campaign_whose_cost_currency_has_no_rate_lands_no_cost_and_the_report
     tracker.track(tracker.campaign("old"), Visit(ip="198.51.100.1", user_agent="UA"))
     flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
     report = both_reports(db)
-    assert report.total["clicks"] == 1 and report.total["cost"] == 0
+    assert report.total["clicks"] == 1 and report.total["cost"] == 0 and report.total["uncosted"] == 1
     assert report.notes == [
         (
-            "Campaign old's costs are in CHF, which has no exchange rate into USD: its clicks land without "
-            "a cost until `lanner currency rate set CHF RATE`."
+            "Campaign old's costs are in CHF, which has no exchange rate into USD: its clicks' costs wait "
+            "in CHF, out of cost, until `lanner currency rate set CHF RATE`."
         )
     ]
 

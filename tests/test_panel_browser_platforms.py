@@ -1,6 +1,7 @@
 """An ad platform connection made in a real headless Chromium against a real `lanner serve`, its test
 event answered by a local fake of Meta's Conversions API, then paused from its page; then a spend
-connection made on the same page, synced now from its page against a local fake of PropellerAds."""
+connection made on the same page, its "Sync now" queued from its page and run by a real `lanner worker`
+against a local fake of PropellerAds, the page's log showing the run when it lands."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ pytestmark = browser_required
 
 
 def test_a_connection_made_on_the_page_sends_its_test_event_and_pauses_and_spend_syncs_now(
-    browser, start_server, db
+    browser, start_server, start_consumer, db
 ):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -63,7 +64,9 @@ def test_a_connection_made_on_the_page_sends_its_test_event_and_pauses_and_spend
         assert browser.find_elements(By.ID, "resume-platform")
 
         day = add_zone_click(db, "4417")
-        spend_fake.rows["propellerads"] = [{"date": day, "campaign_id": 7001, "zone_id": 4417, "money": 0.42}]
+        spend_fake.rows["propellerads"] = [
+            {"date_time": day, "campaign_id": 7001, "zone_id": 4417, "spent": 0.42}
+        ]
         browser.get(base + "/panel/platforms")
         wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "details.new-spend summary"))
         browser.find_element(By.CSS_SELECTOR, "details.new-spend summary").click()
@@ -76,9 +79,13 @@ def test_a_connection_made_on_the_page_sends_its_test_event_and_pauses_and_spend
         wait.until(lambda b: b.current_url.endswith("/panel/platforms/spend/1?done=created"))
         assert PROPELLER_TOKEN not in browser.page_source
         browser.find_element(By.ID, "sync-spend").click()
-        wait.until(lambda b: b.find_elements(By.ID, "sync-result"))
-        assert "1 costs written" in browser.find_element(By.ID, "sync-result").text
-        assert "done" in browser.find_element(By.ID, "spend-log").text
+        wait.until(lambda b: "done=queued" in b.current_url)
+        assert "Queued" in browser.find_element(By.TAG_NAME, "main").text
+        assert "No syncs yet." in browser.find_element(By.ID, "spend-log").text  # Nothing ran in the request.
+        start_consumer(LANNER_PROPELLERADS_API_URL=spend_fake.base)
+        # The page's log looks again by itself until the worker's run lands.
+        wait.until(lambda b: "done" in b.find_element(By.ID, "spend-log").text)
+        assert " 1 " in f" {browser.find_element(By.ID, 'spend-log').text} "  # 1 row read, 1 cost written.
     finally:
         fake.close()
         spend_fake.close()

@@ -43,8 +43,8 @@ def config(spend_fake):
     from models.reporting.spend.fetch import http_get
     from models.reporting.spend.sync import SpendConfig
 
-    def get(url, headers):
-        return http_get(url, headers, timeout=2.0)
+    def get(url, headers, **request):
+        return http_get(url, headers, timeout=2.0, **request)
 
     base = spend_fake.base
     return SpendConfig({"meta": base, "tiktok": base, "propellerads": base}, 5, get)
@@ -178,12 +178,12 @@ def test_rows_of_unknown_campaigns_or_ads_are_skipped_and_counted_in_one_sentenc
     spend_fake.rows["meta"] += [meta_row("A1", "2.00"), meta_row("A-none", "1.00")]
     spend_fake.rows["meta"] += [meta_row("A3", "1.00", day="2026-12-02", currency="EUR")]
     run = sync(db, config, view)
-    assert (run.state, run.rows, run.written, run.skipped) == ("done", 1203, 1, 1202)
+    assert (run.state, run.rows, run.written, run.skipped) == ("done", 1203, 2, 1201)
     assert len(spend_fake.paths) == 3
     assert run.note == (
         "Skipped 1,200 rows (120.00 of spend) of campaigns mapped to none of Lanner's (999); "
-        "1 row in a currency without an exchange rate (EUR); "
-        "1 row with no clicks with their ad or zone id in Lanner that day."
+        "1 row with no clicks with their ad or zone id in Lanner that day. "
+        "Written waiting for an exchange rate, their cost left out of reports until one is set: 1 row in EUR."
     )
 
 
@@ -259,9 +259,9 @@ def test_propellerads_zone_spend_lands_on_each_zones_clicks(db, campaign, spend_
     )
     map_ids(db, "pa", {"7001": "demo"})
     spend_fake.rows["propellerads"] = [
-        {"date": DAY, "campaign_id": 7001, "zone_id": 4417, "money": 2.0, "impressions": 900},
-        {"date": DAY, "campaign_id": 7001, "zone_id": 5520, "money": "0.35", "impressions": 90},
-        {"date": DAY, "campaign_id": 7001, "zone_id": 6000, "money": 1.0, "impressions": 9},
+        {"date_time": DAY, "campaign_id": 7001, "zone_id": 4417, "spent": 2.0, "impressions": 900},
+        {"date_time": DAY, "campaign_id": 7001, "zone_id": 5520, "spent": "0.35", "impressions": 90},
+        {"date_time": DAY, "campaign_id": 7001, "zone_id": 6000, "spent": 1.0, "impressions": 9},
     ]
     run = sync(db, config, view)
     assert (run.written, run.skipped) == (2, 1) and costs(z1) == [0.5] * 4 and costs(z2) == [0.35]
@@ -433,3 +433,65 @@ def test_the_fake_refuses_what_each_platform_refuses(spend_fake):
     assert http_get(stats.replace("group_by%5B%5D=zone_id&", ""), auth).code == 422
     assert http_get(stats.replace("+00%3A00%3A00", ""), auth).code == 422
     assert http_get(stats, {"Authorization": "Bearer nope"}).code == 401
+
+
+def test_a_429s_retry_after_keeps_the_periodic_sync_off_that_connection_until_then(
+    db, campaign, spend_fake, config
+):
+    from models.accounts.principal import CLI
+    from models.reporting.spend.connections import sync_active
+    from models.tables.spend import SpendConnection, SpendSync
+
+    ids = add_clicks(campaign, DAY, "A1", 2)
+    view = meta_connection(db)
+    spend_fake.rows["meta"] = [meta_row("A1", "2.00")]
+    spend_fake.script(
+        Scripted(
+            429, b'{"error": {"message": "User request limit reached", "code": 17}}', {"Retry-After": "120"}
+        )
+    )
+
+    def periodic(at: float) -> list[str]:
+        return [run["state"] for run in sync_active(db, config, actor=CLI, clock=lambda: at)]
+
+    assert periodic(NOON) == ["failed"]
+    waits = SpendConnection.get_by_id(view.id).retry_after_at
+    assert waits == int(NOON * 1000) + 120_000
+    until = datetime.fromtimestamp(NOON + 120, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert SpendSync.select().count() == 1 and f"the periodic sync waits until {until}" in (
+        SpendSync.get().error
+    )
+    asked = len(spend_fake.paths)
+    # A round before then leaves it alone: no run, no request to the platform.
+    assert periodic(NOON + 119) == [] and len(spend_fake.paths) == asked and SpendSync.select().count() == 1
+    # Then it runs again, and a run that ends otherwise waits for nothing any more.
+    assert periodic(NOON + 120) == ["done"] and costs(ids) == [1.0, 1.0]
+    assert SpendConnection.get_by_id(view.id).retry_after_at is None
+
+
+def test_a_long_window_is_read_through_a_meta_report_job_and_a_failed_job_writes_nothing(
+    db, campaign, spend_fake, config
+):
+    import dataclasses
+
+    from models.reporting.spend import meta
+
+    ids = add_clicks(campaign, DAY, "A1", 2)
+    view = meta_connection(db)
+    spend_fake.rows["meta"] = [meta_row("A1", "2.00")]
+    backfill = dataclasses.replace(config, window_days=meta.ASYNC_AFTER_DAYS + 3)
+    run = sync(db, backfill, view)
+    assert (run.state, run.written, run.error) == ("done", 1, "") and costs(ids) == [1.0, 1.0]
+    # One job, asked about until it completed (twice running), then its rows read from its /insights edge.
+    job = next(iter(spend_fake.jobs))
+    assert spend_fake.paths[0] == f"POST /{meta.API_VERSION}/act_{META_ACCOUNT}/insights"
+    assert spend_fake.paths[1:4] == [f"/{meta.API_VERSION}/{job}"] * 3
+    assert spend_fake.paths[4].startswith(f"/{meta.API_VERSION}/{job}/insights?")
+    assert sync(db, config, view).unchanged == 1  # The usual window: one synchronous request, no job.
+    assert len(spend_fake.jobs) == 1
+
+    spend_fake.rows["meta"] = [meta_row("A1", "9.00")]
+    spend_fake.job_end = "Job Failed"
+    failed = sync(db, backfill, view)
+    assert failed.state == "failed" and "ended 'Job Failed'; the next run asks again." in failed.error
+    assert costs(ids) == [1.0, 1.0]

@@ -83,11 +83,14 @@ from models.clicks.record import (
 from models.errors import LannerError
 from models.lookups.bots import BotDetector
 from models.lookups.useragent import UNKNOWN_DEVICE, UserAgentParser, device_type
+from models.reporting.clickcosts import convert_unrated_costs
 from models.reporting.costs import ClickCosts
+from models.reporting.currency import report_currency
 from models.reporting.rollups import RollupDelta
 from models.routing.caps import CounterZones, add_to_counters
 from models.routing.path import with_flushed_steps
 from models.store.clicks import ClickStore
+from models.store.costs import CostStore
 from models.store.database import write_tx
 
 logger = logging.getLogger(__name__)
@@ -782,6 +785,8 @@ def _flush_spool(
     zones.load(db.connection())
     costs = ClickCosts()
     costs.load(db.connection())
+    # Costs that landed waiting for a rate stored since (while an earlier flush held the old rates).
+    convert_unrated_costs(db, report_currency(db.connection()))
     rollups = RollupDelta(node=partial)
     while True:
         segment, offset = read_position(db, spool_dir)
@@ -857,7 +862,7 @@ def _flush_spool(
                 rejected.append(line)
                 reason = reason or str(exc)
         fill_lookups(rows, devices, bots)
-        costs.fill(rows)
+        unrated = costs.fill(rows)
         with write_tx(db):
             if read_position(db, spool_dir) != (segment, offset):
                 continue  # Another flusher moved on; start again from its position.
@@ -867,6 +872,9 @@ def _flush_spool(
             inserted = len(landed)
             counted = [(r[STREAM_ID], r[OFFER_ID], r[CREATED_AT]) for r in landed]
             rollups.add_clicks(landed)
+            if unrated:  # Costs in a currency with no rate yet, of the clicks that landed now.
+                new_subids = {row[0] for row in landed}
+                CostStore(connection).add_unrated_by_subid([u for u in unrated if u[2] in new_subids])
             lp_landed = []
             if lp_clicks:
                 # After the batch's clicks: a click's line precedes its LP click's in the journal. By

@@ -1,12 +1,13 @@
 """PropellerAds' advertiser API v5: a campaign's excluded zones, read and replaced.
 
-Based on https://ssp-api.propellerads.com/v5/docs/ (Advertiser API v5, "campaigns" → targeting), with the
-Bearer token of the account's profile as for the statistics (models/reporting/spend/propellerads.py):
-`PUT /v5/adv/campaigns/{id}/targeting/exclude/zone` with {"zone": [zone ids as numbers]} sets the
-campaign's excluded zones to that list (it replaces the list, it does not add to it: hence a read first
-and the union sent), answering {"result": true}; `GET` of the same path answers {"zone": [ids]}. A refusal
-is 401/403 with {"message": ...}, 404 for a campaign not of the account, 422 with {"errors": ...} for a bad
-list, 429 with Retry-After when called too often.
+With the Bearer token of the account's profile as for the statistics (models/reporting/spend/propellerads.py).
+PropellerAds' documentation (https://ssp-api.propellerads.com/v5/docs/) is in no stored source: only the path
+/adv/campaigns/{campaignId}/targeting/exclude/zone is citable (PropellerAds' OpenAPI file's list of paths, as
+copied by a third party: docs/platforms.md, "The PropellerAds contract"). The bodies below are assumed,
+unverified: `PUT /v5/adv/campaigns/{id}/targeting/exclude/zone` with {"zone": [zone ids as numbers]} sets
+the campaign's excluded zones to that list (taken to replace the list, not add to it: hence a read first
+and the union sent), answering {"result": true}; `GET` of the same path answers {"zone": [ids]}. Any other
+answer is refused with its status and {"message": ...} if it has one.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ short chunks, moving the rollups by the difference in the same transactions. Eac
 (cost_entry), and a later set covering an earlier one's range and scope drops it from that list.
 
 A campaign's costs are in its cost currency; clicks store them converted into the report currency
-at the rate of the moment they land (models/reporting/currency.py), which is why a campaign cannot take a
-cost currency that has no rate.
+at the rate of the moment they land (models/reporting/currency.py). A cost in a currency with no rate
+yet (a campaign's, a synced spend's) waits in it until one comes (models/reporting/clickcosts.py); a
+cost typed with `lanner cost set` in one is refused instead.
 
 It is also the repair for costs poisoned before click URL costs were bounded (a visitor's
 `cost=1e308`): a difference cannot move a rollup holding Infinity (Infinity - Infinity is NaN), so
@@ -41,22 +42,20 @@ from models.accounts.principal import CLI, Principal
 from models.choices import SUB_ID_SLOTS
 from models.clicks.record import CAMPAIGN_ID, CLICK_COLUMNS
 from models.errors import LannerError
+from models.reporting.clickcosts import EXACT_LIMIT, rebuild_click_costs, write_click_costs
 from models.reporting.currency import check_code, rate_of, report_currency
-from models.reporting.rollups import RollupDelta
 from models.reporting.timerange import local_instant, zone
 from models.store.costs import COST_COLUMNS, CostStore
 from models.store.database import write_tx
-from models.tables.dimensions import DAY_MS, HOUR_MS
+from models.tables.dimensions import HOUR_MS
 
 COST_DIMENSIONS = COST_COLUMNS  # What a cost may be set per, besides the whole campaign.
 
 SPREAD_CHUNK = 5000
-# No spend is this large: a cost or a rollup beyond it came from a click URL before costs were bounded
-# (a float sum of such values loses every cent), and is rebuilt from raw clicks, not moved by a difference.
-EXACT_LIMIT = 1e12
 MAX_AMOUNT = 1e12
 
 _COST = CLICK_COLUMNS.index("cost")
+_SUBID = CLICK_COLUMNS.index("subid")
 _UNIQUE_CAMPAIGN = CLICK_COLUMNS.index("is_unique_campaign")
 
 
@@ -79,34 +78,46 @@ class ClickCosts:
     handful of rows)."""
 
     def __init__(self) -> None:
-        self.models: dict[int, tuple[str, float, float]] = {}  # campaign -> (model, value, rate)
+        # campaign -> (model, value, rate or None for none, cost currency)
+        self.models: dict[int, tuple[str, float, float | None, str]] = {}
 
     def load(self, conn) -> None:
         report = report_currency(conn)
-        rates: dict[str, float] = {}
+        rates: dict[str, float | None] = {}
         self.models = {}
         for campaign_id, model, value, currency in CostStore(conn).campaign_costs():
             if currency not in rates:
-                # No rate (a cost currency set before currencies were converted): no cost rather
-                # than a cost in another currency; reports name the campaign.
-                rates[currency] = rate_of(conn, currency, report) or 0.0
-            self.models[campaign_id] = (model, value, rates[currency])
+                rates[currency] = rate_of(conn, currency, report)
+            self.models[campaign_id] = (model, value, rates[currency], currency)
 
-    def fill(self, rows: list[list]) -> None:
+    def fill(self, rows: list[list]) -> list[tuple[str, float, str]]:
         """Set each record's cost in the report currency: the click URL's `cost=` (in the campaign's
         cost currency) converted, or the campaign's per-click model. A non-finite cost, which only a
-        corrupt journal line could hold (it would sum into Infinity), counts as none."""
+        corrupt journal line could hold (it would sum into Infinity), counts as none.
+
+        A cost in a currency with no rate yet is set to 0 and returned, (currency, amount, subid), to
+        wait for one in `unrated_cost` (models/reporting/clickcosts.py) rather than be lost."""
+        unrated = []
         for row in rows:
             if row[_COST] and not math.isfinite(row[_COST]):
                 row[_COST] = 0.0
             model = self.models.get(row[CAMPAIGN_ID])
             if model is None:
                 continue
+            kind, value, rate, currency = model
             if row[_COST]:
-                if model[2] != 1.0:
-                    row[_COST] = round(row[_COST] * model[2], 6)
-            elif model[1]:
-                row[_COST] = round(click_cost(model[0], model[1], row[_UNIQUE_CAMPAIGN]) * model[2], 6)
+                amount = row[_COST]
+            elif value:
+                amount = click_cost(kind, value, row[_UNIQUE_CAMPAIGN])
+            else:
+                continue
+            if rate is None:
+                row[_COST] = 0.0
+                if amount:
+                    unrated.append((currency, round(amount, 6), row[_SUBID]))
+            elif rate != 1.0 or not row[_COST]:
+                row[_COST] = round(amount * rate, 6)
+        return unrated
 
 
 MAX_FILTER_VALUE = 500  # A sub id value is at most this long on a click (models/clicks/visit.py bounds them).
@@ -568,30 +579,6 @@ def spread_micros(
     return costs
 
 
-def write_click_costs(db: Database, store: CostStore, costs: dict[int, float], poisoned: dict) -> None:
-    """Set these clicks' costs in one transaction, moving the rollups by the differences; a click whose
-    old cost cannot be moved by a difference goes into `poisoned` (campaign -> hours) for a rebuild."""
-    conn = db.connection()
-    with write_tx(db):
-        delta = RollupDelta()
-        position, target = _backfilled(store)
-        updates = []
-        for click_id, old_cost, *key in store.chunk(list(costs)):
-            new_cost = costs[click_id]
-            if new_cost == old_cost:
-                continue  # The same set again: nothing to write.
-            updates.append((new_cost, click_id))
-            if position < click_id <= target:
-                continue  # Not in the rollups yet: the backfill adds it at its new cost.
-            if is_exact(old_cost):
-                delta.add_click_cost(tuple(key), new_cost - old_cost)
-            else:
-                poisoned.setdefault(key[1], set()).add(key[0] - key[0] % HOUR_MS)
-        if updates:
-            store.set_costs(updates)
-            delta.apply(conn)
-
-
 def set_costs_together(
     db: Database,
     items: list[tuple[CostRequest, list[tuple], list[dict]]],
@@ -608,23 +595,30 @@ def set_costs_together(
     conn = db.connection()
     store = CostStore(conn)
     report = report_currency(conn)
-    rates: dict[str, float] = {report: 1.0}
+    rates: dict[str, float | None] = {report: 1.0}
     costs: dict[int, float] = {}
+    unrated: dict[int, tuple[str, float]] = {}
     spread: list[tuple[CostRequest, int, int, float]] = []
     for request, rows, _ in items:
         if request.currency not in rates:
-            rates[request.currency] = rate_of(conn, request.currency, report) or 0.0
+            rates[request.currency] = rate_of(conn, request.currency, report)
         rate = rates[request.currency]
         paid = _paid_count(rows, request.scope, request.include_bots, request.unique_only)
-        amount = round(request.amount * rate, 6)
-        costs.update(spread_micros(rows, paid, amount, request.include_bots, request.unique_only))
-        spread.append((request, paid, len(rows) - paid, rate))
+        if rate is None:
+            # Spread in its own currency, to wait for a rate (models/reporting/clickcosts.py); 0 meanwhile.
+            amounts = spread_micros(rows, paid, request.amount, request.include_bots, request.unique_only)
+            unrated.update((i, (request.currency, amount)) for i, amount in amounts.items() if amount)
+            costs.update(dict.fromkeys(amounts, 0.0))
+        else:
+            amount = round(request.amount * rate, 6)
+            costs.update(spread_micros(rows, paid, amount, request.include_bots, request.unique_only))
+        spread.append((request, paid, len(rows) - paid, rate or 0.0))
     if not items:
         return
     poisoned: dict[int, set[int]] = {}
     now = int(time.time() * 1000)
     with write_tx(db):
-        write_click_costs(db, store, costs, poisoned)
+        write_click_costs(db, store, costs, poisoned, unrated)
         start = min(request.start_ms for request, *_ in items)
         end = max(request.end_ms for request, *_ in items)
         for campaign_id in {c for request, *_ in items for c in request.scope.campaign_ids}:
@@ -694,25 +688,3 @@ def _paid_count(rows: list[tuple], scope: CostScope, include_bots: bool, unique_
             + ("." if unique_only else " unless bots are included.")
         )
     return paid
-
-
-def _backfilled(store: CostStore) -> tuple[int, int]:
-    """(position, target) of the rollup backfill: while it runs, the rollups hold the clicks up to
-    its position and those landed after it started (above its target); it adds the rest later."""
-    state = store.backfill_state()
-    return (state[1], state[2]) if state and state[0] != "done" else (2**62, 2**62)
-
-
-def is_exact(cost: float) -> bool:
-    """Whether a stored cost can be moved by a difference (not Infinity, NaN or absurdly large)."""
-    return math.isfinite(cost) and abs(cost) <= EXACT_LIMIT
-
-
-def rebuild_click_costs(conn, campaign_id: int, hours: set[int]) -> None:
-    """Set the click costs of the campaign's rollup rows for these UTC hours (and their days) to the
-    sums of their raw clicks' costs. A row's clicks pruned since lose their cost: it held no number
-    a report could show anyway."""
-    store = CostStore(conn)
-    position, target = _backfilled(store)
-    days = {hour - hour % DAY_MS for hour in hours}
-    store.rebuild_click_costs(campaign_id, sorted(hours), sorted(days), position, target)

@@ -12,7 +12,9 @@ counts as a conversion but not in revenue, and reports say how many there are. S
 day (by hand, or fetched: the ECB publishes the day's rates in its afternoon) converts again the
 conversions of that currency recorded in the days it covers, those waiting included, and moves the
 rollups with them, in the same transaction; so each day's revenue is its payouts at its rate. A
-click's cost and a spread spend keep the rate they were converted at. A rate set by hand (sources
+click's cost and a spread spend keep the rate they were converted at; one that had no rate waited in
+its own currency (models/reporting/clickcosts.py) and is converted, in that transaction too, at the
+rate of its click's day. A rate set by hand (sources
 MANUAL_SOURCES) is never replaced by a fetched one for the same currency and day.
 
 The report currency the stored amounts are in is kept in meta `report_currency` (USD for data from
@@ -39,6 +41,7 @@ from urllib.parse import urlparse
 from peewee import Database
 
 from models.errors import LannerError
+from models.reporting.clickcosts import convert_unrated_costs
 from models.reporting.rollups import RollupDelta, conversion_metrics
 from models.store.currency import MANUAL_SOURCES, CurrencyStore
 from models.store.database import write_tx
@@ -172,6 +175,7 @@ def relabel_report_currency(db: Database, new: str) -> int:
         currencies.relabel_offers_and_campaigns(old, new)
         relabelled = currencies.relabel_conversions(old, new)
         relabelled += _convert_waiting(conn, new, 1.0, new)
+        convert_unrated_costs(db, new, currency=new)
     return relabelled
 
 
@@ -181,12 +185,15 @@ class RateChange:
     rate: float
     converted: int  # Stored conversions whose report payout this rate set or changed.
     day: str = ""  # YYYY-MM-DD, UTC: the day it applies from.
+    costs: int = 0  # Clicks whose cost waited for a rate of this currency and has it now.
 
     def summary(self, report: str) -> str:
         """One sentence on the rate set (the CLI's, the panel's)."""
         said = f"1 {self.currency} = {self.rate:g} {report} from {self.day}."
         if self.converted:
             said += f" Converted {self.converted:,} {self.currency} conversion(s) at it."
+        if self.costs:
+            said += f" {self.costs:,} click cost(s) in {self.currency} that waited for a rate have one."
         return said
 
 
@@ -231,6 +238,8 @@ def set_rates(
             changes.append(
                 RateChange(code, rate, _reconvert(conn, code, valid_from, rate, report), day.isoformat())
             )
+        for change in changes:  # Once all are stored: each waiting cost takes its own day's rate.
+            change.costs = convert_unrated_costs(db, report, currency=change.currency)
     return changes
 
 
@@ -444,14 +453,16 @@ class FetchResult:
     days: list[str]  # The days the feed had rates for, oldest first.
     stored: list[RateChange] = field(default_factory=list)  # New or changed rates.
     kept_manual: int = 0  # Rates the feed had for a currency and day set by hand, which stay.
+    costs: int = 0  # Clicks whose cost waited for a rate and has one now.
 
     def summary(self) -> str:
         """One sentence on what the fetch stored (the CLI's, the panel's)."""
         days = self.days[0] if len(self.days) == 1 else f"{self.days[0]} to {self.days[-1]}"
         converted = sum(change.converted for change in self.stored)
+        costs = f"; {self.costs:,} click cost(s) that waited for a rate have one" if self.costs else ""
         return (
             f"Rates for {days}: {len(self.stored)} new or changed, {self.kept_manual} kept as set by hand; "
-            f"{converted:,} conversion(s) converted at them."
+            f"{converted:,} conversion(s) converted at them{costs}."
         )
 
 
@@ -486,4 +497,5 @@ def store_fetched(db: Database, days: dict[date, dict[str, float]], source: str)
                     result.stored.append(RateChange(code, rate, converted, day.isoformat()))
                 else:  # Set by hand between the look and the write.
                     result.kept_manual += 1
+        result.costs = convert_unrated_costs(db, report)
     return result

@@ -22,7 +22,9 @@ Money is in the report currency (models/reporting/currency.py), named in the rep
 currency has no exchange rate yet are not in revenue: the report lists them per currency, and
 says so, rather than add them unconverted; and each row says how many of its own conversions wait
 for a rate (`unconverted`) and in which currencies and days (`unconverted_note`), so a row's revenue
-is either whole or marked as leaving those out.
+is either whole or marked as leaving those out. Clicks whose cost waits for a rate (its currency had
+none when it was set: models/reporting/clickcosts.py) are named the same way (`uncosted`,
+`uncosted_note`): their cost is not in the row's until a rate comes, then it is, at the click day's rate.
 """
 
 from __future__ import annotations
@@ -126,7 +128,7 @@ REPORT_METRICS = (
 )
 # Per row: its conversions with revenue not in it for want of a rate, and a sentence naming their
 # currencies and the days they wait a rate for ("" when none).
-GAP_COLUMNS = ("unconverted", "unconverted_note")
+GAP_COLUMNS = ("unconverted", "unconverted_note", "uncosted", "uncosted_note")
 # A row's conversions waiting for a rate: (currency, UTC day start ms) -> [count, payout].
 Gaps = dict[tuple[str, int], list]
 # A detail-cube report over a longer range reads the columnar history instead (measured).
@@ -555,7 +557,7 @@ def _run_report(
         read = _read(
             db, store, pieces, shape, bounds, None, None if fallback or query.source == "raw" else history
         )
-    sums, labels, unconverted, gaps = read
+    sums, labels, unconverted, gaps, cost_gaps = read
     notes = _currency_notes(store, query, currency, unconverted)
     if not raw_only:
         fallback = None  # The rollups answered but for edges inside an hour: not the slow way.
@@ -565,7 +567,7 @@ def _run_report(
     time_index = columns.index(time_group) if time_group else None
     ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
     rows = [
-        _row(dict(zip(columns, key, strict=True)), metrics, gaps.get(key), currency)
+        _row(dict(zip(columns, key, strict=True)), metrics, gaps.get(key), currency, cost_gaps.get(key))
         for key, metrics in ordered
     ]
     totals = [0] * len(METRICS)
@@ -574,7 +576,7 @@ def _run_report(
             totals[index] += value
     _name_ids(store, rows, query.group_by)
     names = [f"{g}_name" for g in query.group_by if g in NAMED_GROUPS]
-    total = _row({}, totals, all_gaps(gaps), currency)
+    total = _row({}, totals, all_gaps(gaps), currency, all_gaps(cost_gaps))
     if [row for row in (*rows, total) if _drop_non_finite(row)]:
         notes.append(NOT_FINITE_NOTE)
     return Report(
@@ -613,10 +615,11 @@ def _read(
     bounds: tuple[int, int],
     history: HistoryFiles | None,
     orphans_history: HistoryFiles | None = None,
-) -> tuple[dict[tuple, list], _Labels, list[dict[str, Any]], dict[tuple, Gaps]]:
+) -> tuple[dict[tuple, list], _Labels, list[dict[str, Any]], dict[tuple, Gaps], dict[tuple, Gaps]]:
     """The metric sums per group key of every piece, the labels that made their keys, the
     conversions left out of revenue for want of a rate, and those per group key (by currency and
-    day; those whose click only the history holds are in the list, not per key). With `history`, the
+    day; those whose click only the history holds are in the list, not per key), and the clicks whose
+    cost waits for a rate per group key (by currency and day). With `history`, the
     "history" pieces read the columnar history: HISTORY_UNAVAILABLE if it cannot answer (missing,
     damaged, behind the row store, locked past its read_wait, out of memory). `orphans_history`,
     without `history`: where to look up the clicks of unconverted conversions the row store no longer
@@ -706,11 +709,29 @@ def _read(
             counted = by_currency.setdefault(code, [0, 0.0])
             counted[0] += count
             counted[1] += payout
+        cost_gaps = read_cost_gaps(
+            store, bounds, piece, labels, lambda key: by_label.key(by_network.key(by_source.key(key)))
+        )
     unconverted = [
         {"currency": code, "conversions": count, "payout": round(payout, 6)}
         for code, (count, payout) in sorted(by_currency.items())
     ]
-    return sums, labels, unconverted, gaps
+    return sums, labels, unconverted, gaps, cost_gaps
+
+
+def read_cost_gaps(
+    store: ReportStore,
+    bounds: tuple[int, int],
+    piece: tuple[tuple[str, ...], dict[str, tuple], int | None],
+    labels: _Labels,
+    key_of: Callable[[tuple], tuple | None],
+) -> dict[tuple, Gaps]:
+    """The clicks whose cost waits for a rate per report key, by currency and UTC day (read_gaps's
+    shape, amounts for payouts); none read when no cost waits (PERF: one look at an empty table)."""
+    if not store.has_uncosted():
+        return {}
+    rows = store.rows("uncosted", *bounds, groups=piece[0], filters=piece[1], bucket=piece[2])
+    return read_gaps(rows, piece[2], labels, key_of)
 
 
 def read_gaps(
@@ -759,6 +780,28 @@ def gap_note(gaps: Gaps | None, currency: str) -> str:
     return (
         f"{total} conversion{'s' if total != 1 else ''} without an exchange rate into {currency}, not in "
         f"revenue, profit or ROI: {'; '.join(parts)} (UTC days)."
+    )
+
+
+def cost_gap_note(gaps: Gaps | None, currency: str) -> str:
+    """One sentence naming a row's clicks whose cost has no rate, per currency with their UTC days; ""
+    for none."""
+    if not gaps:
+        return ""
+    by_code: dict[str, list] = {}
+    for (code, day_ms), (count, amount) in sorted(gaps.items()):
+        item = by_code.setdefault(code, [0, 0.0, []])
+        item[0] += count
+        item[1] += amount
+        item[2].append(datetime.fromtimestamp(day_ms / 1000, UTC).date().isoformat())
+    parts = [
+        f"{count} in {code} (cost {round(amount, 6):g} {code}) on {', '.join(days)}"
+        for code, (count, amount, days) in by_code.items()
+    ]
+    total = sum(item[0] for item in by_code.values())
+    return (
+        f"{total} click{'s' if total != 1 else ''} with a cost without an exchange rate into {currency}, "
+        f"not in cost, profit or ROI until one is set: {'; '.join(parts)} (UTC days)."
     )
 
 
@@ -845,8 +888,8 @@ def _currency_notes(
             notes.append(
                 MoneyNote(
                     f"Campaign {alias}'s costs are in {cost_currency}, which has no exchange rate into "
-                    f"{currency}: its clicks land without a cost until `lanner currency rate set "
-                    f"{cost_currency} RATE`."
+                    f"{currency}: its clicks' costs wait in {cost_currency}, out of cost, until `lanner "
+                    f"currency rate set {cost_currency} RATE`."
                 )
             )
     return notes
@@ -1020,7 +1063,11 @@ def _ratio(numerator: float, denominator: float, scale: float = 1.0) -> float | 
 
 
 def _row(
-    groups: dict[str, Any], metrics: list, gaps: Gaps | None = None, currency: str = ""
+    groups: dict[str, Any],
+    metrics: list,
+    gaps: Gaps | None = None,
+    currency: str = "",
+    cost_gaps: Gaps | None = None,
 ) -> dict[str, Any]:
     values = dict(zip(METRICS, metrics, strict=True))
     conversions = values["leads"] + values["sales"] + values["rebills"]
@@ -1056,6 +1103,8 @@ def _row(
         "lp_ctr": _ratio(values["lp_clicks"], values["lp_views"], 100),
         "unconverted": sum(count for count, _ in gaps.values()) if gaps else 0,
         "unconverted_note": gap_note(gaps, currency),
+        "uncosted": sum(count for count, _ in cost_gaps.values()) if cost_gaps else 0,
+        "uncosted_note": cost_gap_note(cost_gaps, currency),
     }
 
 

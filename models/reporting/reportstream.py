@@ -51,6 +51,7 @@ from models.reporting.reports import (
     _row,
     all_gaps,
     campaign_ids,
+    read_cost_gaps,
     read_gaps,
     resolve_names,
     run_report,
@@ -176,6 +177,9 @@ def stream_report(
                 if unconverted  # PERF: a second look only when some conversion waits for a rate.
                 else {}
             )
+            cost_gaps = read_cost_gaps(
+                store, bounds, piece, label_of, lambda key: by_network.key(by_source.key(key))
+            )
             notes = name_notes + _currency_notes(store, resolved, currency, unconverted)
             names = {group: store.names(group) for group in resolved.group_by if group in NAMED_GROUPS}
         parents = {
@@ -216,7 +220,9 @@ def stream_report(
         streamed=True,
         unconverted=unconverted,
     )
-    stream.rows = ClosingRows(_rows(stream.totals, reading, rows, shown, names, (gaps, currency)), reading)
+    stream.rows = ClosingRows(
+        _rows(stream.totals, reading, rows, shown, names, (gaps, currency, cost_gaps)), reading
+    )
     return stream
 
 
@@ -249,7 +255,7 @@ def _rows(
     rows: Iterator[tuple],
     columns: list[str],
     names: dict[str, dict[int, str]],
-    gaps: tuple[dict[tuple, Gaps], str],
+    gaps: tuple[dict[tuple, Gaps], str, dict[tuple, Gaps]],
 ) -> Iterator[dict[str, Any]]:
     """Each summed row as run_report's rows are, the history closed at the end (or when abandoned)."""
     width = len(columns)
@@ -269,6 +275,7 @@ def _rows(
                 metrics,
                 gaps[0].get(tuple(row[:width])),
                 gaps[1],
+                gaps[2].get(tuple(row[:width])),
             )
             for group, by_id in names.items():  # An id group is never renamed (sub_id_N are).
                 value = out[group]
@@ -277,7 +284,7 @@ def _rows(
                     out[group] = None
             _drop_non_finite(out)
             yield out
-    total = _row({}, totals, all_gaps(gaps[0]), gaps[1])
+    total = _row({}, totals, all_gaps(gaps[0]), gaps[1], all_gaps(gaps[2]))
     _drop_non_finite(total)
     totals_out.append(total)
 

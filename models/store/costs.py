@@ -87,6 +87,27 @@ class CostStore(Store):
         "AND NOT abs(click_cost) <= ?"  # Infinity too
     )
     SQL_BACKFILL_STATE = "SELECT state, position, target FROM deferred_step WHERE name = 'rollup_backfill'"
+    # Costs waiting for an exchange rate (migration 0034): the click's cost 0 meanwhile.
+    _UNRATED_UPSERT = (
+        " ON CONFLICT (click_id) DO UPDATE SET currency = excluded.currency, amount = excluded.amount"
+    )
+    SQL_ADD_UNRATED = (
+        "INSERT INTO unrated_cost (click_id, created_at, currency, amount) VALUES (?, ?, ?, ?)"
+        + _UNRATED_UPSERT
+    )
+    SQL_ADD_UNRATED_BY_SUBID = (
+        "INSERT INTO unrated_cost (click_id, created_at, currency, amount) "
+        "SELECT id, created_at, ?, ? FROM click WHERE subid = ?" + _UNRATED_UPSERT
+    )
+    SQL_ANY_UNRATED = "SELECT 1 FROM unrated_cost LIMIT 1"
+    # A database migrated only up to before it (a rehearsal, an old test copy) has no unrated_cost.
+    SQL_UNRATED_PRESENT = "SELECT 1 FROM migration_history WHERE name = '0034_cost_waits'"
+    SQL_UNRATED_CURRENCIES = "SELECT DISTINCT currency FROM unrated_cost ORDER BY currency"
+    SQL_DROP_UNRATED = "DELETE FROM unrated_cost WHERE click_id = ?"
+    SQL_UNRATED_BETWEEN = (
+        "SELECT click_id, created_at, amount FROM unrated_cost "
+        "WHERE currency = ? AND created_at >= ? AND created_at < ? ORDER BY click_id"
+    )
 
     __slots__ = ()
 
@@ -150,6 +171,42 @@ class CostStore(Store):
         (or Infinity)."""
         rows = self.conn.execute(self.SQL_POISONED_HOURS, (campaign_id, start_ms, end_ms, limit)).fetchall()
         return [row[0] for row in rows]
+
+    def add_unrated(self, rows: list[tuple[int, int, str, float]]) -> None:
+        """Each (click id, its created_at, currency, amount): the click's cost, waiting for a rate."""
+        if rows and self.is_unrated_present():
+            self.conn.executemany(self.SQL_ADD_UNRATED, rows).close()
+
+    def add_unrated_by_subid(self, rows: list[tuple[str, float, str]]) -> None:
+        """Each (currency, amount, subid): the cost of a click just landed, waiting for a rate."""
+        if rows and self.is_unrated_present():
+            self.conn.executemany(self.SQL_ADD_UNRATED_BY_SUBID, rows).close()
+
+    def is_unrated_present(self) -> bool:
+        """Whether the database has migration 0034's table of costs waiting for a rate."""
+        return fetch_one(self.conn, self.SQL_UNRATED_PRESENT) is not None
+
+    def has_unrated(self) -> bool:
+        """Whether any click's cost waits for a rate."""
+        return self.is_unrated_present() and fetch_one(self.conn, self.SQL_ANY_UNRATED) is not None
+
+    def unrated_currencies(self) -> list[str]:
+        return [row[0] for row in self.conn.execute(self.SQL_UNRATED_CURRENCIES).fetchall()]
+
+    def drop_unrated(self, click_ids: list[int]) -> None:
+        """These clicks' costs wait for a rate no more (they were set again, or converted).
+
+        PERF: one look at the (nearly always empty) table spares a spread its deletes."""
+        if click_ids and self.has_unrated():
+            self.conn.executemany(self.SQL_DROP_UNRATED, [(i,) for i in click_ids]).close()
+
+    def unrated_between(
+        self, currency: str, start: int | None, end: int | None
+    ) -> list[tuple[int, int, float]]:
+        """(click id, created_at, amount) of the costs in `currency` waiting for a rate, of clicks
+        created in [start, end) (None: no bound)."""
+        bounds = (-(1 << 62) if start is None else start, (1 << 62) if end is None else end)
+        return self.conn.execute(self.SQL_UNRATED_BETWEEN, (currency, *bounds)).fetchall()
 
     def backfill_state(self) -> tuple[str, int, int] | None:
         """(state, position, target) of the rollup backfill's deferred step; None if there is none."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
+from models.store.costs import CostStore
 from models.store.rollups import LP_SUMS, RollupStore
 from models.store.rows import Dialectal, Store
 from models.tables.dimensions import (
@@ -210,6 +211,23 @@ class PieceSql(Dialectal):
         )
         return sql, params
 
+    def raw_uncosted(self, start: int, end: int) -> tuple[str, list]:
+        """Per group, currency and UTC day of the click (the day whose rate it waits for): (count,
+        amount) of the clicks of [start, end) whose cost waits for an exchange rate (migration 0034).
+        Read from the waiting costs (a handful of rows), each joined to its click for its groups."""
+        where, params = self.where("c.", "u.created_at", start, end)
+        select = self._select("c.", "c.created_at")
+        select += ["u.currency", f"u.created_at - u.created_at % {DAY_MS}"]
+        keys = ", ".join(str(n) for n in range(1, len(select) + 1))
+        select += ["COUNT(*)", self.money_sum("u.amount")]
+        sql = (
+            f"SELECT {', '.join(select)} FROM unrated_cost AS u {self.UNCOSTED_JOIN} click AS c "
+            f"ON c.id = u.click_id WHERE {' AND '.join(where)} GROUP BY {keys}"
+        )
+        return sql, params
+
+    UNCOSTED_JOIN = "JOIN"
+
     # Each dialect's own (models/store/sqlite/, models/store/postgres/).
     money_sum: Callable[[str], str]
     CLICK_SUMS: str
@@ -254,7 +272,8 @@ ORDER BY c.id
         """The metric sums of [start, end) per group, read from `source`: a rollup table, or "raw"
         (clicks, then conversions at their click's time; with `after`, the history's position, only the
         clicks the columnar history does not answer for), or "unconverted" (raw_unconverted's rows:
-        the conversions without a rate per group, currency and day, ending in count and payout).
+        the conversions without a rate per group, currency and day, ending in count and payout), or
+        "uncosted" (raw_uncosted's: the clicks whose cost waits for a rate, ending in count and amount).
 
         Each row is (the time bucket, when `bucket` is a width in ms; the values of `groups`; the
         sums of METRICS). A filter's values are what its column holds (ints for ID_GROUPS). A group
@@ -264,6 +283,8 @@ ORDER BY c.id
         sql = self.piece_sql(groups, filters, bucket, lp)
         if source == "unconverted":
             statements = [sql.raw_unconverted(start, end)]
+        elif source == "uncosted":
+            statements = [sql.raw_uncosted(start, end)]
         elif source == "raw":
             statements = [sql.raw_clicks(start, end, after), sql.raw_conversions(start, end)]
         else:
@@ -294,6 +315,10 @@ ORDER BY c.id
         )
         sql = self.SQL_UNCONVERTED.format(where=" AND ".join(where))
         return self.conn.execute(sql, params).fetchall()
+
+    def has_uncosted(self) -> bool:
+        """Whether any click's cost waits for an exchange rate (PERF: the look per group only then)."""
+        return CostStore(self.conn).has_unrated()
 
     def unrated_cost_campaigns(self, currency: str) -> list[tuple[int, str, str]]:
         """(id, alias, cost currency) of the campaigns with a cost in a currency that has no exchange

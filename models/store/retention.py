@@ -41,6 +41,8 @@ class RetentionStore(Store):
         "id <= (SELECT position FROM history_state WHERE id = 1) "
         "AND id NOT IN (SELECT click_id FROM history_change) "
         "AND NOT EXISTS (SELECT 1 FROM conversion AS cv WHERE cv.subid = click.subid) "
+        # A cost waiting for a rate is written to its click (and copied again) when the rate comes.
+        "AND NOT EXISTS (SELECT 1 FROM unrated_cost AS u WHERE u.click_id = click.id) "
         "AND id < (SELECT MAX(id) FROM click)"
     )
 

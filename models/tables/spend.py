@@ -21,6 +21,8 @@ class SpendConnection(BaseModel):
     currency = TextField(default="")  # The spend's currency when the platform does not say it.
     timezone = TextField(default="UTC")  # The ad account's: its days are days there.
     status = TextField(default="active")  # active, paused, removed
+    # Unix ms before which the periodic sync leaves it alone: the platform's Retry-After (migration 0034).
+    retry_after_at = BigIntegerField(null=True)
     created_at = BigIntegerField()
     updated_at = BigIntegerField()
 

@@ -9,15 +9,17 @@ PERF: "Sync now" runs the sync in the request, as the CLI does (docs/platforms.m
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import falcon
 
 from models.admin.services import AdminError
 from models.reporting.spend import connections
-from models.reporting.spend.sync import CLIENTS, SpendConfig
+from models.reporting.spend.sync import CLIENTS
 from routes.panel.common import PanelContext, PanelResource, timezone_of
-from routes.panel.flash import Flash
 from routes.panel.render import Renderer
 from routes.panel.session import PanelSessions, read_form
+from routes.v1.spend import spend_sync_queue
 
 PATH = "/panel/platforms/spend"
 CREDENTIALS = (
@@ -45,7 +47,9 @@ DONE = {
     "paused": "Paused: no sync runs; the costs it wrote stay.",
     "resumed": "Resumed: it syncs at the next run of the worker.",
     "removed": "Removed: no sync runs; its costs and log stay.",
+    "queued": "Queued: the worker syncs it now; its run shows in the log below when it lands.",
 }
+POLL_SECONDS = 2  # How often the log looks again for a queued run (htmx), until it has landed.
 
 
 def require_admin(principal) -> None:
@@ -95,9 +99,11 @@ class SpendResource(PanelResource):
     """A spend connection's page and its forms' posts: `do` says which (save, map, pause, resume,
     remove, sync)."""
 
-    def __init__(self, sessions: PanelSessions, render: Renderer, config: SpendConfig) -> None:
+    def __init__(
+        self, sessions: PanelSessions, render: Renderer, enqueue: Callable[[int, str], None]
+    ) -> None:
         super().__init__(sessions, render)
-        self.config = config
+        self.enqueue = enqueue
 
     def connection(self, spend_id: int):
         try:
@@ -109,10 +115,18 @@ class SpendResource(PanelResource):
         session = self.sessions.require(req)
         require_admin(session.principal)
         view = self.connection(spend_id)
-        result = Flash(self.sessions).take(req, resp, session)
-        self.show(req, resp, session, view, done=DONE.get(req.get_param("done") or "", ""), result=result)
+        after = req.get_param_as_int("after", min_value=0) if req.get_param("done") == "queued" else None
+        self.show(req, resp, session, view, done=DONE.get(req.get_param("done") or "", ""), after=after)
 
-    def show(self, req, resp, session, view, *, code=200, message="", done="", result=None) -> None:
+    def show(self, req, resp, session, view, *, code=200, message="", done="", after=None) -> None:
+        log = connections.sync_log(
+            self.sessions.db, view.id, limit=50, timezone=timezone_of(session.principal)
+        )
+        # A queued run not landed yet (none newer than the newest when it was queued, or it still runs):
+        # the log looks again every POLL_SECONDS, and stops once it shows.
+        landed = (
+            any(row["id"] > after and row["state"] != "running" for row in log) if after is not None else True
+        )
         self.page(
             req,
             resp,
@@ -123,12 +137,10 @@ class SpendResource(PanelResource):
             mappings_text="\n".join(f"{k}={v}" for k, v in view.mappings.items()),
             credentials=[(n, label) for n, label in CREDENTIALS if n in CLIENTS[view.platform].CREDENTIALS],
             secrets=SECRETS,
-            log=connections.sync_log(
-                self.sessions.db, view.id, limit=50, timezone=timezone_of(session.principal)
-            ),
+            log=log,
+            poll=None if landed else (f"{PATH}/{view.id}?done=queued&after={after}", POLL_SECONDS),
             message=message,
             done=done,
-            result=result,
         )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, spend_id: int) -> None:
@@ -164,10 +176,10 @@ class SpendResource(PanelResource):
                 connections.remove_spend_connection(db, view.id, actor=actor)
                 done = "removed"
             elif action == "sync":
-                run = connections.sync_now(db, view.id, self.config, actor=actor)
-                result = {"ok": run["state"] == "done", "text": run["error"] or _summary(run)}
-                if not Flash(self.sessions).put(req, resp, session, f"{PATH}/{view.id}", result):
-                    self.show(req, resp, session, view, result=result)
+                newest = connections.sync_log(db, view.id, limit=1)
+                connections.queue_sync(db, view.id, self.enqueue, actor=actor)
+                resp.status = falcon.HTTP_303
+                resp.location = f"{PATH}/{view.id}?done=queued&after={newest[0]['id'] if newest else 0}"
                 return
             else:
                 raise falcon.HTTPBadRequest(
@@ -180,16 +192,8 @@ class SpendResource(PanelResource):
         resp.location = f"{PATH}/{view.id}?done={done}"
 
 
-def _summary(run: dict) -> str:
-    text = (
-        f"{run['since']} … {run['until']}: {run['rows']:,} rows, {run['written']:,} costs written, "
-        f"{run['unchanged']:,} unchanged, {run['removed']:,} removed, {run['skipped']:,} rows skipped."
-    )
-    return f"{text} {run['note']}" if run["note"] else text
-
-
 def add_routes(app: falcon.App, panel: PanelContext) -> None:
     app.add_route(
         PATH + "/{spend_id:int(min=1, max=9223372036854775807)}",
-        SpendResource(panel.sessions, panel.render, SpendConfig.from_settings(panel.settings)),
+        SpendResource(panel.sessions, panel.render, spend_sync_queue(panel.settings)),
     )

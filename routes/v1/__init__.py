@@ -34,6 +34,7 @@ def v1_routes(
     *,
     find_principal: Callable[[Database, str], Principal | None] = principal_for,
     enqueue_certificate: Callable[[int], None] | None = None,
+    enqueue_spend_sync: Callable[[int, str], None] | None = None,
 ) -> list[tuple[str, object]]:
     """(path, resource) of every admin API route, the OpenAPI document's last."""
     from models.admin.landers import LanderFiles
@@ -72,7 +73,7 @@ def v1_routes(
     files = LanderFiles.from_settings(settings)
     certificates = enqueue_certificate or domains.certificate_queue(settings)
     platform_config = platforms.PlatformConfig.from_settings(settings)
-    spend_config = spend.SpendConfig.from_settings(settings)
+    spend_syncs = enqueue_spend_sync or spend.spend_sync_queue(settings)
     alert_config = alerts.AlertConfig.from_settings(settings)
     routes = [
         ("/campaigns", campaigns.CampaignListResource(auth, db)),
@@ -112,7 +113,7 @@ def v1_routes(
         ("/platform-connections/{ref}/log", platforms.ConnectionLogResource(auth, db)),
         ("/spend-connections", spend.SpendListResource(auth, db)),
         ("/spend-connections/{ref}", spend.SpendResource(auth, db)),
-        ("/spend-connections/{ref}/sync", spend.SpendSyncResource(auth, db, spend_config)),
+        ("/spend-connections/{ref}/sync", spend.SpendSyncResource(auth, db, spend_syncs)),
         ("/spend-connections/{ref}/log", spend.SpendLogResource(auth, db)),
         ("/costs", costs.CostResource(auth, db)),
         ("/labels", labels.LabelListResource(auth, db)),

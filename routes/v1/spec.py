@@ -42,6 +42,8 @@ MONEY_FIELDS = frozenset(
         "per_click",
         "unconverted",
         "unconverted_note",
+        "uncosted",
+        "uncosted_note",
     }
 )
 

@@ -8,11 +8,14 @@ account's spend is seconds (50,000 zone-day rows well under a minute: docs/platf
 
 from __future__ import annotations
 
+import functools
+import logging
+from collections.abc import Callable
+
 import falcon
 
 from models.choices import CONNECTION_STATUSES, SPEND_PLATFORMS
 from models.reporting.spend import connections
-from models.reporting.spend.sync import SpendConfig
 from models.store.database import write_tx
 from routes.v1.auth import require_admin
 from routes.v1.pagination import page
@@ -42,6 +45,8 @@ SPEND_CREATE = (
 )
 SPEND_UPDATE = (*CHANGES, Field("status", "string", f"{' or '.join(CONNECTION_STATUSES)}: pause or resume."))
 LOG_PARAMS = (Param("limit", "Runs, newest first, 1 to 1000 (default 20).", "integer"),)
+
+logger = logging.getLogger(__name__)
 
 
 def _admin(req: falcon.Request) -> None:
@@ -144,22 +149,51 @@ class SpendResource:
         answer(req, resp, view.fields())
 
 
+def spend_sync_queue(settings) -> Callable[[int, str], None]:
+    """Queue a connection's `sync_spend_connection` task (the worker runs it); Huey is loaded at the first
+    use (app.py's delivery_queue). A queue that cannot be reached is a 503: nothing was queued."""
+
+    @functools.cache
+    def queue():
+        from workers.runtime.tasks import create_huey
+
+        return create_huey(settings)
+
+    def enqueue(connection_id: int, actor_name: str) -> None:
+        try:
+            queue().sync_spend_connection(connection_id, actor_name)
+        except Exception:
+            logger.warning("could not queue the sync of spend connection %s", connection_id, exc_info=True)
+            raise falcon.HTTPServiceUnavailable(
+                title="Not queued",
+                description="The task queue could not be reached; try again, or run "
+                "`lanner platform spend sync` on the server.",
+            ) from None
+
+    return enqueue
+
+
 @api_resource
 class SpendSyncResource:
     operations = {
         "POST": Operation(
-            "Sync now: read the window's spend and write it as costs; the run's log row (a platform's "
-            "failure is a `failed` run with its error) (admins).",
-            answers={409: "Paused, removed, or a sync of it is running."},
+            "Sync now: queue a run of the connection (the worker reads the window's spend and writes it as "
+            'costs); answers 202 `{"state": "queued"}` at once, and the run shows in its log when it lands '
+            "(a platform's failure is a `failed` run with its error) (admins).",
+            answers={
+                409: "Paused, removed, or a sync of it is running.",
+                503: "The task queue is unreachable.",
+            },
         )
     }
 
-    def __init__(self, auth, db, config: SpendConfig) -> None:
-        self.auth, self.db, self.config = auth, db, config
+    def __init__(self, auth, db, enqueue: Callable[[int, str], None]) -> None:
+        self.auth, self.db, self.enqueue = auth, db, enqueue
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, ref: str) -> None:
         _admin(req)
-        answer(req, resp, connections.sync_now(self.db, ref, self.config, actor=req.context.principal))
+        queued = connections.queue_sync(self.db, ref, self.enqueue, actor=req.context.principal)
+        answer(req, resp, queued, falcon.HTTP_202)
 
 
 @api_resource

@@ -114,21 +114,21 @@ def _measure(server: _Statistics, rows: int, clicks: int, campaigns: int, seed: 
     rng = random.Random(seed)
     answer = [
         {
-            "date": datetime.fromtimestamp(day * 86400, UTC).date().isoformat(),
+            "date_time": datetime.fromtimestamp(day * 86400, UTC).date().isoformat(),
             "campaign_id": int(f"9{campaign_id}"),
             "zone_id": zone,
-            "money": round(count * rng.uniform(0.001, 0.05), 4),
+            "spent": round(count * rng.uniform(0.001, 0.05), 4),
         }
         for campaign_id, zone, day, count in zone_days
     ]
-    server.body = json.dumps(answer).encode()
+    server.body = json.dumps({"items": answer}).encode()
     config = SpendConfig({"propellerads": server.base}, 5)
     runs = []
     for step in ("first", "again", "a tenth changed"):
         if step == "a tenth changed":
             for row in answer[::10]:
-                row["money"] = round(row["money"] * 1.5 + 0.01, 4)
-            server.body = json.dumps(answer).encode()
+                row["spent"] = round(row["spent"] * 1.5 + 0.01, 4)
+            server.body = json.dumps({"items": answer}).encode()
         began = time.perf_counter()
         run = sync_connection(db, connection.id, config, actor=CLI)
         seconds = time.perf_counter() - began
@@ -146,7 +146,7 @@ def _measure(server: _Statistics, rows: int, clicks: int, campaigns: int, seed: 
                 "note": run.note,
             }
         )
-    spend = round(sum(row["money"] for row in answer), 2)
+    spend = round(sum(row["spent"] for row in answer), 2)
     cost = round(db.execute_sql(SQL_TOTAL_COST).fetchone()[0] or 0.0, 2)
     written = round(db.execute_sql(SQL_SET_SPEND).fetchone()[0] or 0.0, 2)
     return {

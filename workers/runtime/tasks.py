@@ -665,6 +665,23 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         huey.update_geo_data = update_geo_data_task
         huey.update_bot_ranges = update_bot_ranges
 
+    @huey.task(name="sync_spend_connection")
+    def sync_spend_connection(connection_id: int, actor_name: str) -> None:
+        """ "Sync now" from the panel or the API (models/reporting/spend/connections.py queue_sync): one
+        connection's run, its log row the page and the API show; a platform's failure is that run's error."""
+        from models.reporting.spend.connections import sync_queued
+        from models.reporting.spend.sync import SpendConfig
+
+        try:
+            run = sync_queued(db, connection_id, actor_name, SpendConfig.from_settings(settings))
+        except RATES_RETRIED as exc:
+            logger.warning("spend connection %s not synced now (%s); sync it again", connection_id, exc)
+            return
+        if run is None:
+            logger.info("spend connection %s: the queued sync was not needed (paused, or ran)", connection_id)
+        elif run["error"]:
+            logger.warning("spend connection %s not synced: %s", connection_id, run["error"])
+
     @huey.task(name="get_certificate")
     def get_certificate(domain_id: int) -> None:
         """A domain added or changed in the panel or the API: its certificate (certbot, minutes at worst)."""
@@ -700,6 +717,7 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
     huey.refresh_exchange_rates = refresh_exchange_rates
     huey.refresh_bandits = refresh_bandits_task
     huey.get_certificate = get_certificate
+    huey.sync_spend_connection = sync_spend_connection
     huey.renew_certificates = renew_certificates_task
 
 

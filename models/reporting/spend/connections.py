@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from peewee import Database
@@ -26,7 +28,7 @@ from models.admin.rows import find_by_name_or_id, get_campaign
 from models.choices import CONNECTION_STATUSES, SPEND_PLATFORMS
 from models.conversions.platforms.connections import checked_credentials, masked_secrets
 from models.reporting.currency import CurrencyError, check_code
-from models.reporting.spend.sync import CLIENTS, SpendConfig, sync_connection
+from models.reporting.spend.sync import CLIENTS, SpendConfig, check_may_sync, sync_connection
 from models.reporting.timerange import TimeRangeError, localise_times, zone
 from models.routing.sources import loads, slot_of
 from models.store.database import write_tx
@@ -56,6 +58,8 @@ class SpendView:
     last_sync: dict[str, Any] | None
     created_at: int
     updated_at: int
+    # The platform's Retry-After: the periodic sync leaves it alone until then (ISO, UTC); None for no wait.
+    waits_until: str | None = None
 
     def fields(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -119,7 +123,15 @@ def _view(row: SpendConnection) -> SpendView:
         {key: last[key] for key in LOG_COLUMNS} if last else None,
         row.created_at,
         row.updated_at,
+        _waits_until(row.retry_after_at),
     )
+
+
+def _waits_until(retry_after_at: int | None, now_ms: int | None = None) -> str | None:
+    """The time a platform's Retry-After keeps the periodic sync off, if it is still to come."""
+    if retry_after_at is None or retry_after_at <= (_now() if now_ms is None else now_ms):
+        return None
+    return datetime.fromtimestamp(retry_after_at / 1000, UTC).isoformat(timespec="seconds")
 
 
 def _platform(value: str) -> str:
@@ -361,13 +373,46 @@ def sync_now(db: Database, ref: str | int, config: SpendConfig, *, actor: Princi
     return {key: getattr(run, key) for key in LOG_COLUMNS}
 
 
-def sync_active(db: Database, config: SpendConfig, *, actor: Principal) -> list[dict[str, Any]]:
-    """The periodic task's round: every active connection's sync, one after the other."""
-    ids = [r.id for r in SpendConnection.select(SpendConnection.id).where(SpendConnection.status == "active")]
+def queue_sync(
+    db: Database, ref: str | int, enqueue: Callable[[int, str], None], *, actor: Principal = CLI
+) -> dict[str, Any]:
+    """ "Sync now" from the panel or the API: the worker's `sync_spend_connection` task runs it (a platform
+    may take its 30 s to answer; no request waits for it), and its run shows in the log when it lands.
+    Refused at once (AdminConflict) when the connection is paused or removed or a run of it is under way,
+    as the run itself would be."""
+    row = _live_row(ref)
+    check_may_sync(row, int(time.time() * 1000))
+    enqueue(row.id, actor.name)
+    return {"state": "queued", "id": row.id, "name": row.name}
+
+
+def sync_queued(
+    db: Database, connection_id: int, actor_name: str, config: SpendConfig
+) -> dict[str, Any] | None:
+    """The `sync_spend_connection` task's work: the queued sync, as `actor_name`; its log row, or None
+    when it may not run any more (paused, removed or running since it was queued: nothing to do)."""
+    actor = Principal(None, actor_name, "admin", True, False)
+    try:
+        run = sync_connection(db, connection_id, config, actor=actor)
+    except AdminError:
+        return None
+    return {key: getattr(run, key) for key in LOG_COLUMNS}
+
+
+def sync_active(
+    db: Database, config: SpendConfig, *, actor: Principal, clock=time.time
+) -> list[dict[str, Any]]:
+    """The periodic task's round: every active connection's sync, one after the other, but those whose
+    platform asked to wait (Retry-After) until a time not come yet: they have no run this round."""
+    now_ms = int(clock() * 1000)
+    due = (SpendConnection.status == "active") & (
+        SpendConnection.retry_after_at.is_null() | (SpendConnection.retry_after_at <= now_ms)
+    )
+    ids = [r.id for r in SpendConnection.select(SpendConnection.id).where(due)]
     runs = []
     for connection_id in ids:
         try:
-            run = sync_connection(db, connection_id, config, actor=actor)
+            run = sync_connection(db, connection_id, config, actor=actor, clock=clock)
         except AdminError:
             continue  # Paused since, or a "sync now" of it is running: its own run counts.
         runs.append(

@@ -1,5 +1,5 @@
 """What the spend clients share: the row a platform's report is read into, the error a sync logs, and a
-GET that never raises for network trouble."""
+request (a GET, or a POST of a form: Meta's report jobs) that never raises for network trouble."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ class SpendError(LannerError):
         self.retry_after = retry_after
 
 
-Get = Callable[[str, dict[str, str]], Reply]
+# (url, headers) -> Reply; with `method="POST", body=...` a POST of that body (the clients that need one).
+Get = Callable[..., Reply]
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -56,9 +57,19 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _opener = urllib.request.build_opener(_NoRedirect)
 
 
-def http_get(url: str, headers: dict[str, str], timeout: float = REQUEST_TIMEOUT) -> Reply:
-    """GET `url` (which holds no credential: it is logged), redirects not followed; never raises."""
-    request = urllib.request.Request(url, method="GET", headers={"User-Agent": USER_AGENT, **headers})
+def http_get(
+    url: str,
+    headers: dict[str, str],
+    timeout: float = REQUEST_TIMEOUT,
+    *,
+    method: str = "GET",
+    body: bytes | None = None,
+) -> Reply:
+    """GET `url` (which holds no credential: it is logged), or `method` it with `body`; redirects not
+    followed; never raises."""
+    request = urllib.request.Request(
+        url, data=body, method=method, headers={"User-Agent": USER_AGENT, **headers}
+    )
     try:
         with _opener.open(request, timeout=timeout) as response:
             return Reply(response.status, response.read(MAX_BODY))

@@ -9,12 +9,28 @@ is a decimal string in the account's currency. An error is {"error": {"message",
 "fbtrace_id"}}: code 190 a bad or expired token, 100 an invalid parameter, 4, 17, 80000 rate limits.
 The token goes in the Authorization header (the Graph API takes an OAuth bearer token), not the URL,
 so the URL can be logged.
+
+A window longer than ASYNC_AFTER_DAYS (a backfill) is asked for as an asynchronous report job, as Meta
+advises for large requests (https://developers.facebook.com/docs/marketing-api/insights/best-practices/,
+"async /insights"): POST {graph}/{version}/act_{id}/insights with the same parameters as a form answers
+{"report_run_id": id}; GET {graph}/{version}/{report_run_id} answers the job (an AdReportRun: `async_status`
+"Job Not Started", "Job Started", "Job Running", "Job Completed", "Job Failed" or "Job Skipped", and
+`async_percent_completion`; the fields of Meta's own SDK's AdReportRun, facebook-nodejs-business-sdk
+src/objects/ad-report-run.js, whose `getInsights` reads the `/insights` edge; Meta's changelog of
+2026-01-08, "Enhanced Error Messaging for Ads Insights Async API", adds error_message to a failed one), and
+GET {graph}/{version}/{report_run_id}/insights pages its rows as the synchronous call does. The job is
+asked after waits growing from POLL_WAITS[0] to POLL_WAITS[-1] seconds, for POLL_SECONDS in all; a job
+that fails, is skipped or is not done by then fails the run (the next run asks again).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
 import urllib.parse
+from collections.abc import Callable
+from datetime import date
 
 from models.conversions.platforms.events import answer_text
 from models.reporting.spend.fetch import (
@@ -37,6 +53,11 @@ SECRETS = ("access_token",)
 LEVELS = ("ad", "adset")  # What a row is of, and so what a click's parameter holds.
 PAGE_SIZE = 500
 FIELDS = "spend,campaign_id,adset_id,ad_id,date_start,account_currency"
+ASYNC_AFTER_DAYS = 7  # A longer window (a backfill) is read through a report job, not one request.
+POLL_WAITS = (0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)  # Seconds between looks at a job, the last repeated.
+POLL_SECONDS = 900.0  # A job not done in this fails the run; the next run asks again.
+JOB_DONE = "Job Completed"
+JOB_ENDED = ("Job Failed", "Job Skipped")
 
 
 def check(credentials: dict[str, str]) -> str:
@@ -49,28 +70,102 @@ def check(credentials: dict[str, str]) -> str:
     return ""
 
 
-def url(credentials: dict[str, str], since: str, until: str, base_url: str, after: str = "") -> str:
-    account = credentials["ad_account_id"].removeprefix("act_")
-    query = {
+def params(credentials: dict[str, str], since: str, until: str) -> dict[str, str]:
+    return {
         "level": credentials.get("level") or "ad",
         "time_increment": "1",
         "time_range": json.dumps({"since": since, "until": until}, separators=(",", ":")),
         "fields": FIELDS,
         "limit": str(PAGE_SIZE),
     }
+
+
+def insights_path(credentials: dict[str, str], base_url: str) -> str:
+    return f"{base_url}/{API_VERSION}/act_{credentials['ad_account_id'].removeprefix('act_')}/insights"
+
+
+def url(credentials: dict[str, str], since: str, until: str, base_url: str, after: str = "") -> str:
+    query = params(credentials, since, until)
     if after:
         query["after"] = after
-    return f"{base_url}/{API_VERSION}/act_{account}/insights?{urllib.parse.urlencode(query)}"
+    return f"{insights_path(credentials, base_url)}?{urllib.parse.urlencode(query)}"
 
 
-def fetch(credentials: dict[str, str], since: str, until: str, base_url: str, get: Get) -> list[SpendRow]:
-    """Every row from `since` to `until` (the account's days, inclusive); SpendError if any page fails."""
+def fetch(
+    credentials: dict[str, str],
+    since: str,
+    until: str,
+    base_url: str,
+    get: Get,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[SpendRow]:
+    """Every row from `since` to `until` (the account's days, inclusive); SpendError if any page fails.
+    A window longer than ASYNC_AFTER_DAYS is read through a report job."""
     headers = {"Authorization": f"Bearer {credentials['access_token']}"}
     level = credentials.get("level") or "ad"
+    days = (date.fromisoformat(until) - date.fromisoformat(since)).days + 1
+    if days > ASYNC_AFTER_DAYS:
+        run_id = _run_job(credentials, since, until, base_url, get, headers, sleep)
+
+        def job_page(after: str) -> str:
+            query = {"limit": str(PAGE_SIZE), **({"after": after} if after else {})}
+            return f"{base_url}/{API_VERSION}/{run_id}/insights?{urllib.parse.urlencode(query)}"
+
+        return _pages(job_page, headers, level, get)
+    return _pages(lambda after: url(credentials, since, until, base_url, after), headers, level, get)
+
+
+def _run_job(
+    credentials: dict[str, str],
+    since: str,
+    until: str,
+    base_url: str,
+    get: Get,
+    headers: dict[str, str],
+    sleep: Callable[[float], None],
+) -> str:
+    """Start the window's report job and wait for it to complete; its report_run_id."""
+    form = urllib.parse.urlencode(params(credentials, since, until)).encode()
+    posted = headers | {"Content-Type": "application/x-www-form-urlencoded"}
+    reply = get(insights_path(credentials, base_url), posted, method="POST", body=form)
+    if reply.code is None:
+        raise no_answer(LABEL, reply)
+    payload = _json(reply.body)
+    run_id = text_id(payload.get("report_run_id")) if isinstance(payload, dict) else ""
+    if reply.code != 200 or not run_id.isdigit():
+        raise _refusal(reply.code, payload, reply.body, reply.retry_after)
+    waited = 0.0
+    for wait in itertools.chain(POLL_WAITS, itertools.repeat(POLL_WAITS[-1])):
+        reply = get(f"{base_url}/{API_VERSION}/{run_id}", headers)
+        if reply.code is None:
+            raise no_answer(LABEL, reply)
+        payload = _json(reply.body)
+        if reply.code != 200 or not isinstance(payload, dict) or "async_status" not in payload:
+            raise _refusal(reply.code, payload, reply.body, reply.retry_after)
+        status = payload["async_status"]
+        if status == JOB_DONE:
+            return run_id
+        if status in JOB_ENDED:
+            why = payload.get("error_message")
+            said = f": {str(why)[:200]}" if why else ""
+            raise SpendError(f"Meta's report job {run_id} ended {status!r}{said}; the next run asks again.")
+        if waited + wait > POLL_SECONDS:
+            done = payload.get("async_percent_completion", "?")
+            raise SpendError(
+                f"Meta's report job {run_id} was not done after {POLL_SECONDS / 60:.0f} min ({done} %); "
+                "the next run asks again."
+            )
+        sleep(wait)
+        waited += wait
+    raise AssertionError("unreachable: the waits repeat")
+
+
+def _pages(page_url: Callable[[str], str], headers: dict[str, str], level: str, get: Get) -> list[SpendRow]:
+    """Every row of the pages `page_url(after)` names, cursor after cursor."""
     rows: list[SpendRow] = []
     after = ""
     for _ in range(MAX_PAGES):
-        reply = get(url(credentials, since, until, base_url, after), headers)
+        reply = get(page_url(after), headers)
         if reply.code is None:
             raise no_answer(LABEL, reply)
         payload = _json(reply.body)

@@ -1,11 +1,19 @@
 """PropellerAds' advertiser statistics (SSP API v5): the spend of each campaign in each zone each day.
 
-https://ssp-api.propellerads.com/v5/docs/ (Advertiser API v5, "statistics"): GET /v5/adv/statistics with
-a Bearer token (the API token of the account's profile), `group_by[]` = date, campaign_id, zone_id and
-the period as day_from / day_to ("YYYY-MM-DD hh:mm:ss"). The answer is a JSON list of rows, one per
-group, each with its date, campaign_id, zone_id and `money` (what was spent, in the account's currency:
-USD, PropellerAds bills in dollars). A refusal is 401 (a bad token) or 403 with {"message": ...}, 422
-with {"errors": ...} for a bad parameter, 429 with Retry-After when called too often.
+PropellerAds documents its API only on a Swagger page (https://ssp-api.propellerads.com/v5/docs/) that no
+stored source holds: the request and answer below are what third-party code shows, not a citable
+document (docs/platforms.md, "The PropellerAds contract", names each source):
+- the server https://ssp-api.propellerads.com/v5, a Bearer token from the account's Profile page, and the
+  path /adv/statistics: the top of PropellerAds' own OpenAPI file (SSP API 5.0), copied in
+  github.com/pavelraiden/propellerads-api-encyclopedia data/api_specs.yaml;
+- GET with `group_by[]` (`date_time`, `campaign_id`, ...) and day_from / day_to as "YYYY-MM-DD hh:mm:ss",
+  answered {"items": [rows]}, each row keyed by its groups (`date_time`) with `spent`: a script reading
+  it (found by the code search; it names no repository);
+- `spent` as a row's spend: a Chrome extension summing `item.spent` over the answer (idem).
+So a row's spend is read from `spent` (not `money`, which no source shows) and its day from `date_time`,
+and the rows are taken from `items` or from a bare list (the extension's POST answer). The spend is in
+USD (PropellerAds bills in dollars). A refusal is any other status, its {"message": ...} said; a 429 or
+503 with Retry-After is waited out (models/reporting/spend/sync.py).
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ def check(credentials: dict[str, str]) -> str:
 
 def url(since: str, until: str, base_url: str) -> str:
     query = [
-        ("group_by[]", "date"),
+        ("group_by[]", "date_time"),
         ("group_by[]", "campaign_id"),
         ("group_by[]", "zone_id"),
         ("day_from", f"{since} 00:00:00"),
@@ -47,19 +55,22 @@ def fetch(credentials: dict[str, str], since: str, until: str, base_url: str, ge
         payload = json.loads(reply.body)
     except ValueError:
         payload = None
-    if reply.code != 200 or not isinstance(payload, list):
+    items = payload.get("items") if isinstance(payload, dict) and reply.code == 200 else payload
+    if reply.code != 200 or not isinstance(items, list):
         message = payload.get("message") if isinstance(payload, dict) else None
         said = str(message)[:300] if message else f"an unexpected body: {answer_text(reply.body, 200)}"
         raise SpendError(f"PropellerAds answered {reply.code}: {said}", reply.retry_after)
-    return [_row(item) for item in payload]
+    return [_row(item) for item in items]
 
 
 def _row(item: object) -> SpendRow:
     if not isinstance(item, dict):
         raise SpendError("PropellerAds answered a row that is not an object; the next run tries again.")
-    day, spend = day_of(item.get("date")), amount(item.get("money"))
+    day, spend = day_of(item.get("date_time")), amount(item.get("spent"))
     campaign, zone = text_id(item.get("campaign_id")), text_id(item.get("zone_id"))
     if not day or spend is None or not campaign or not zone:
         shown = answer_text(json.dumps(item).encode(), 160)
-        raise SpendError(f"PropellerAds answered a row without its date, money, campaign or zone: {shown}")
+        raise SpendError(
+            f"PropellerAds answered a row without its date_time, spent, campaign or zone: {shown}"
+        )
     return SpendRow(day, (campaign,), zone, spend, CURRENCY)

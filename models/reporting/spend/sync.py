@@ -15,8 +15,10 @@ the synced one, as after any later `lanner cost set`).
 
 The whole report is read before anything is written: a platform that fails, refuses or answers garbage
 on any page leaves every cost as it was; the error is the run's one sentence in the sync log and the
-next run reads the window again. A row whose ids map to no campaign, whose zone has no clicks that day,
-or whose currency has no rate is skipped and counted in the run's note. Each (campaign, day) is written
+next run reads the window again. A row whose ids map to no campaign or whose zone has no clicks that day
+is skipped and counted in the run's note. A row in a currency with no exchange rate is written all the
+same, its clicks' costs waiting in that currency for a rate (models/reporting/clickcosts.py), and the
+note counts it. Each (campaign, day) is written
 in one transaction, reading its clicks by zone in one scan (PERF: as a cost paste does).
 """
 
@@ -26,7 +28,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import ModuleType
 
 from peewee import Database
@@ -85,6 +87,7 @@ class SyncCounts:
     skipped: int = 0
     unmapped: dict[str, float] = field(default_factory=dict)  # The platform's campaign id -> spend.
     reasons: dict[str, int] = field(default_factory=dict)  # Why rows of mapped campaigns were skipped.
+    waiting: dict[str, int] = field(default_factory=dict)  # Currency -> rows written waiting for its rate.
 
     def skip(self, reason: str, rows: int) -> None:
         self.skipped += rows
@@ -102,7 +105,14 @@ class SyncCounts:
                 f"of Lanner's ({named})"
             )
         parts.extend(f"{_rows(n)} {reason}" for reason, n in sorted(self.reasons.items()))
-        return ("Skipped " + "; ".join(parts) + ".") if parts else ""
+        said = ("Skipped " + "; ".join(parts) + ".") if parts else ""
+        if self.waiting:
+            waiting = "; ".join(f"{_rows(n)} in {code}" for code, n in sorted(self.waiting.items()))
+            said += (" " if said else "") + (
+                f"Written waiting for an exchange rate, their cost left out of reports until one is set: "
+                f"{waiting}."
+            )
+        return said
 
 
 def _rows(count: int) -> str:
@@ -141,23 +151,7 @@ def sync_connection(
     now_ms = int(clock() * 1000)
     with write_tx(db):
         connection = SpendConnection.get_by_id(connection_id)
-        if connection.status != "active":
-            raise SyncRefused(
-                f"The spend connection {connection.name!r} is {connection.status}: resume it first."
-            )
-        running = (
-            SpendSync.select()
-            .where(
-                (SpendSync.connection_id == connection_id)
-                & (SpendSync.state == "running")
-                & (SpendSync.started_at > now_ms - RUNNING_FOR_MS)
-            )
-            .first()
-        )
-        if running is not None:
-            raise SyncRefused(
-                f"A sync of {connection.name!r} is running already; its log shows when it ends."
-            )
+        check_may_sync(connection, now_ms)
         since, until = window(connection.timezone, config.window_days, now_ms / 1000)
         log = SpendSync.create(connection_id=connection_id, started_at=now_ms, since=since, until=until)
     counts = SyncCounts()
@@ -169,10 +163,11 @@ def sync_connection(
         counts.rows = len(rows)
         apply_rows(db, connection, rows, since, until, counts)
     except SpendError as exc:
-        wait = (
-            f" It asked to wait {exc.retry_after:.0f} s; the next run tries again." if exc.retry_after else ""
-        )
-        return _finish(db, log, counts, "failed", str(exc) + wait, clock)
+        wait = ""
+        if exc.retry_after:
+            until = datetime.fromtimestamp(clock() + exc.retry_after, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            wait = f" It asked to wait {exc.retry_after:.0f} s; the periodic sync waits until {until}."
+        return _finish(db, log, counts, "failed", str(exc) + wait, clock, exc.retry_after)
     except BaseException:
         _finish(
             db, log, counts, "failed", "The sync stopped on an internal error; see the worker's log.", clock
@@ -192,12 +187,46 @@ def sync_connection(
     return done
 
 
-def _finish(db: Database, log: SpendSync, counts: SyncCounts, state: str, error: str, clock) -> SpendSync:
-    log.state, log.error, log.finished_at = state, error, int(clock() * 1000)
+def check_may_sync(connection: SpendConnection, now_ms: int) -> None:
+    """SyncRefused if the connection is not active or a run of it is under way."""
+    if connection.status != "active":
+        raise SyncRefused(
+            f"The spend connection {connection.name!r} is {connection.status}: resume it first."
+        )
+    running = (
+        SpendSync.select()
+        .where(
+            (SpendSync.connection_id == connection.id)
+            & (SpendSync.state == "running")
+            & (SpendSync.started_at > now_ms - RUNNING_FOR_MS)
+        )
+        .first()
+    )
+    if running is not None:
+        raise SyncRefused(f"A sync of {connection.name!r} is running already; its log shows when it ends.")
+
+
+def _finish(
+    db: Database,
+    log: SpendSync,
+    counts: SyncCounts,
+    state: str,
+    error: str,
+    clock,
+    retry_after: float | None = None,
+) -> SpendSync:
+    """Close the run's log row; the connection waits out the platform's Retry-After (`retry_after`
+    seconds from now) before its next periodic run, or waits no more (any other end)."""
+    now_ms = int(clock() * 1000)
+    log.state, log.error, log.finished_at = state, error, now_ms
     log.rows, log.written, log.unchanged = counts.rows, counts.written, counts.unchanged
     log.removed, log.skipped, log.note = counts.removed, counts.skipped, counts.note()
+    retry_at = now_ms + int(retry_after * 1000) if retry_after else None
     with write_tx(db):
         log.save()
+        SpendConnection.update(retry_after_at=retry_at).where(
+            SpendConnection.id == log.connection_id
+        ).execute()
     return log
 
 
@@ -323,11 +352,12 @@ def _write_day(
             try:
                 if not 0 <= amount <= MAX_AMOUNT:
                     raise CostError(f"The amount must be a number from 0 to {MAX_AMOUNT:,.0f}.")
-                rates.check(currency)
                 check_clicks(db, request, rows)
             except CostError as exc:
                 counts.skip(_reason(str(exc), column), n)
                 continue
+            if not rates.has(currency):
+                counts.waiting[currency] = counts.waiting.get(currency, 0) + n
             items.append((request, rows, old))
             earlier.pop(key, None)
         set_costs_together(db, items, actor=actor, spend_connection_id=connection.id)
@@ -342,22 +372,14 @@ class Rates:
         self.report = report_currency(self.conn)
         self.known: dict[str, bool] = {self.report: True}
 
-    def check(self, currency: str) -> None:
+    def has(self, currency: str) -> bool:
         if currency not in self.known:
             self.known[currency] = rate_of(self.conn, currency, self.report) is not None
-        if not self.known[currency]:
-            raise CostError(
-                f"There is no exchange rate for {currency} into the report currency {self.report}; "
-                f"set one first with `lanner currency rate set {currency} RATE`."
-            )
+        return self.known[currency]
 
 
 def _reason(message: str, column: str) -> str:
     """A CostError's sentence as the note's reason for skipping rows (they repeat: counted, not listed)."""
-    if "exchange rate" in message:
-        return (
-            "in a currency without an exchange rate (" + message.split(" for ", 1)[1].split(" into")[0] + ")"
-        )
     if "no clicks" in message or "are bots" in message:
         what = "with their ad or zone id" if column else ""
         return f"with no clicks {what} in Lanner that day".replace("  ", " ")
