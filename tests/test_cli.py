@@ -43,6 +43,7 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
         "0030_column_sets",
         "0031_rule_action_state",
         "0033_lander_bandit",
+        "0035_history_conversions",
     ]
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)
     assert unknown.returncode == 1 and "No migration is named '0099_nope'" in unknown.stderr

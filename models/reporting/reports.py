@@ -56,6 +56,7 @@ from models.store.duckdb.history import ColumnarHistory
 from models.store.duckdb.reports import (
     history_click_rows,
     history_conversion_rows,
+    history_converted_rows,
     history_unconverted,
     history_unconverted_rows,
 )
@@ -810,20 +811,45 @@ def _history_rows(
     history_store = HistoryStore(conn)
     position, _ = history_store.state()
     queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
+    conversion_position, _ = history_store.conversion_state()
+    queued_conversions = [
+        conversion_id for conversion_id, _ in history_store.conversion_changes(0, conversion_position, 2**62)
+    ]
     copied = history_click_rows(
         columnar, groups, filters, bucket, start, end, position=position, queued=queued
     )
+    converted = history_converted_rows(
+        columnar,
+        groups,
+        filters,
+        bucket,
+        start,
+        end,
+        clicks=(position, queued),
+        conversions=(conversion_position, queued_conversions),
+    )
     store = ReportStore(conn)
-    rest = store.rows("raw", start, end, groups=groups, filters=filters, bucket=bucket, after=position)
+    rest = store.rows(
+        "raw",
+        start,
+        end,
+        groups=groups,
+        filters=filters,
+        bucket=bucket,
+        after=position,
+        conversions_after=conversion_position,
+    )
     # PERF: a click leaves the row store only before the recorded cutoff (`lanner prune`, and
     # LANNER_RAW_RETENTION as docs/analytics.md asks): later conversions need no look for theirs.
     deleted_before = pruned_before(conn)
     if deleted_before is None or start >= deleted_before:
-        return itertools.chain(copied, rest)
-    orphans = history_conversion_rows(
-        columnar, groups, filters, bucket, store.orphan_conversions(start, min(end, deleted_before), filters)
+        return itertools.chain(copied, converted, rest)
+    # Only the conversions not yet copied (or queued) whose click only the history holds: minutes' worth.
+    unanswered = store.orphan_conversions(
+        start, min(end, deleted_before), filters, after=(position, conversion_position)
     )
-    return itertools.chain(copied, rest, orphans)
+    orphans = history_conversion_rows(columnar, groups, filters, bucket, unanswered)
+    return itertools.chain(copied, converted, rest, orphans)
 
 
 def _currency_notes(

@@ -125,6 +125,7 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, previous_status 
         now_ms: int,
     ) -> int:
         """A new conversion, its first status also its original one; its id."""
+        HistoryStore(self.conn).guard()  # PostgreSQL: no id below the history's watermark uncommitted.
         return self._inserted_id(
             self.SQL_INSERT_CONVERSION,
             (
@@ -164,6 +165,7 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, previous_status 
     ) -> None:
         """Store a conversion's new status and amounts: for models/conversions/postbacks.change_status only,
         the one place a status changes."""
+        HistoryStore(self.conn).record_conversion_changes([conversion_id])  # Copied again.
         self.conn.execute(
             self.SQL_CHANGE_STATUS,
             (

@@ -37,6 +37,12 @@ _TABLE_WIDTHS = {
 # What raw rows sum to, in METRICS order: a click adds no conversion metrics, a conversion no click ones.
 _ZERO_CONVERSIONS = ", ".join("0" for _ in CONVERSION_METRICS)
 _ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
+# A conversion the columnar history does not answer for (its copy, or its click's, is not yet copied or
+# is queued for a copy again): the row store's. Bound: the conversion position, then the click position.
+UNANSWERED_CONVERSION = (
+    "(cv.id > ? OR cv.id IN (SELECT conversion_id FROM history_conversion_change) "
+    "OR cv.click_id > ? OR cv.click_id IN (SELECT click_id FROM history_change))"
+)
 
 
 def click_sums(money_sum, *, lp: bool = True) -> str:
@@ -155,8 +161,17 @@ class PieceSql(Dialectal):
         )
         return sql, params
 
-    def raw_conversions(self, start: int, end: int) -> tuple[str, list]:
+    def raw_conversions(self, start: int, end: int, after: tuple[int, int] | None = None) -> tuple[str, list]:
+        """`after` (the history's click and conversion positions): only the conversions the columnar
+        history does not answer for (models/store/duckdb/reports.py `history_conversions` the others)."""
         where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
+        if after is not None:
+            where.append(UNANSWERED_CONVERSION)
+            params += [after[1], after[0]]
+        return self.conversions_select(where, params)
+
+    def conversions_select(self, where: list[str], params: list) -> tuple[str, list]:
+        """The conversion piece's SELECT with these conditions (ANDed), grouped by its click's values."""
         select = self._select("c.", "c.created_at")
         sql = (
             f"SELECT {', '.join(select + [_ZERO_CLICKS, self.CONVERSION_SUMS])} "
@@ -165,13 +180,19 @@ class PieceSql(Dialectal):
         )
         return sql, params
 
-    def orphan_conversions(self, start: int, end: int) -> tuple[str, list]:
+    def orphan_conversions(
+        self, start: int, end: int, after: tuple[int, int] | None = None
+    ) -> tuple[str, list]:
         """Per click id, the conversion sums (CONVERSION_METRICS) of [start, end) (their click's time)
         whose click the row store no longer holds, only the columnar history (models/reporting/reports.py
         groups them by the history's copy). Filtered here by the ids a conversion carries; this
-        PieceSql's filters must be ID_GROUPS ones (the rest are the history's to apply)."""
+        PieceSql's filters must be ID_GROUPS ones (the rest are the history's to apply). `after` (the
+        history's click and conversion positions): only those the history's own copies do not answer."""
         where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
         where.append("NOT EXISTS (SELECT 1 FROM click AS c WHERE c.id = cv.click_id)")
+        if after is not None:
+            where.append(UNANSWERED_CONVERSION)
+            params += [after[1], after[0]]
         sql = (
             f"SELECT cv.click_id, {self.CONVERSION_SUMS} FROM conversion AS cv "
             f"WHERE {' AND '.join(where)} GROUP BY cv.click_id"
@@ -250,10 +271,12 @@ ORDER BY c.id
         filters: dict[str, tuple],
         bucket: int | None,
         after: int | None = None,
+        conversions_after: int | None = None,
     ) -> Iterator[tuple]:
         """The metric sums of [start, end) per group, read from `source`: a rollup table, or "raw"
         (clicks, then conversions at their click's time; with `after`, the history's position, only the
-        clicks the columnar history does not answer for), or "unconverted" (raw_unconverted's rows:
+        clicks the columnar history does not answer for; with `conversions_after` too, the history's
+        conversion position, only such conversions), or "unconverted" (raw_unconverted's rows:
         the conversions without a rate per group, currency and day, ending in count and payout).
 
         Each row is (the time bucket, when `bucket` is a width in ms; the values of `groups`; the
@@ -265,18 +288,22 @@ ORDER BY c.id
         if source == "unconverted":
             statements = [sql.raw_unconverted(start, end)]
         elif source == "raw":
-            statements = [sql.raw_clicks(start, end, after), sql.raw_conversions(start, end)]
+            positions = None if after is None or conversions_after is None else (after, conversions_after)
+            statements = [sql.raw_clicks(start, end, after), sql.raw_conversions(start, end, positions)]
         else:
             statements = [sql.rollup(source, start, end)]
         for statement, params in statements:
             yield from self.conn.execute(statement, params)
 
-    def orphan_conversions(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple]:
+    def orphan_conversions(
+        self, start: int, end: int, filters: dict[str, tuple], after: tuple[int, int] | None = None
+    ) -> list[tuple]:
         """(click id, the sums of CONVERSION_METRICS) of the conversions in [start, end) (their click's
         time) whose click is no longer in the row store (deleted once the columnar history held it),
-        filtered by `filters`' ID_GROUPS (the others are the click's: the history applies them)."""
+        filtered by `filters`' ID_GROUPS (the others are the click's: the history applies them); with
+        `after` (the history's click and conversion positions), only those its copies do not answer."""
         id_filters = {name: values for name, values in filters.items() if name in ID_GROUPS}
-        sql, params = self.piece_sql((), id_filters, None).orphan_conversions(start, end)
+        sql, params = self.piece_sql((), id_filters, None).orphan_conversions(start, end, after)
         return self.conn.execute(sql, params).fetchall()
 
     def orphan_unconverted(self, start: int, end: int, filters: dict[str, tuple]) -> list[tuple]:
