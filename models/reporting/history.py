@@ -173,7 +173,7 @@ def _open_conversion_position(db: Database, files: HistoryFiles) -> int:
         trusted, _ = store.conversion_state()
     with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
         history = ColumnarHistory(conn, files.path.parent)
-        position = history.conversion_position()
+        position = history.conversion_position() or 0  # `_open_position` made the table if missing.
         held = history.conversion_at(position) if position > trusted else None
     if position < trusted:
         with write_tx(db):

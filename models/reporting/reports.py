@@ -780,14 +780,21 @@ def _looked_up_unconverted(
 
 
 def _check_answers(conn, columnar, history: HistoryFiles, pieces: list[tuple[str, int, int]]) -> None:
-    """HistoryBehind if the history file holds fewer clicks than the row store trusts it with (a file
+    """HistoryBehind if the history file holds fewer clicks or conversions than the row store trusts it
+    with (a file
     replaced by an older copy, until the next append fills it again); HistoryIncomplete if a piece read
     from it reaches into time it was made again without (after a prune)."""
-    trusted, _ = HistoryStore(conn).state()
+    store = HistoryStore(conn)
+    trusted, _ = store.state()
     columnar_history = ColumnarHistory(columnar, history.path.parent)
     held = columnar_history.position()
     if held < trusted:
         raise HistoryBehind(history.path, held, trusted)
+    trusted_conversions, _ = store.conversion_state()
+    held_conversions = columnar_history.conversion_position()
+    if held_conversions is None or held_conversions < trusted_conversions:
+        # (None: a file from before conversions were copied, until the next append adds them.)
+        raise HistoryBehind(history.path, held_conversions or 0, trusted_conversions, "conversions")
     complete_from = columnar_history.complete_from()
     if any(source == "history" and start < complete_from for source, start, _ in pieces):
         moment = datetime.fromtimestamp(complete_from / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")

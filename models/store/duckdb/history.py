@@ -114,7 +114,8 @@ class ColumnarHistory:
         "INSERT INTO history_meta (key, value) VALUES ('conversion_position', 0) "
         "ON CONFLICT (key) DO NOTHING",
     )
-    SQL_CONVERSION_POSITION = "SELECT value FROM history_meta WHERE key = 'conversion_position'"
+    # NULL in a file no append has opened since conversions were copied (its row and table come together).
+    SQL_CONVERSION_POSITION = "SELECT MAX(value) FROM history_meta WHERE key = 'conversion_position'"
     SQL_SET_CONVERSION_POSITION = "UPDATE history_meta SET value = ? WHERE key = 'conversion_position'"
     SQL_INSERT_CONVERSIONS = (
         f"INSERT INTO conversion ({_CONVERSION_COLUMNS_SQL}) SELECT {_CONVERSION_COLUMNS_SQL} FROM "
@@ -195,10 +196,14 @@ class ColumnarHistory:
         """Record that clicks before `cutoff_ms` may be missing (it only moves forward)."""
         self.conn.execute(self.SQL_SET_COMPLETE_FROM, (cutoff_ms,))
 
-    def conversion_position(self) -> int:
+    def conversion_position(self) -> int | None:
+        """The highest conversion id copied; None if the file has no conversions yet (made before they
+        were copied, and not appended to since)."""
         return self.conn.execute(self.SQL_CONVERSION_POSITION).fetchone()[0]
 
-    def conversion_count(self) -> int:
+    def conversion_count(self) -> int | None:
+        if self.conversion_position() is None:
+            return None
         return self.conn.execute(self.SQL_CONVERSION_COUNT).fetchone()[0]
 
     def conversion_at(self, conversion_id: int) -> tuple[int, int] | None:
