@@ -9,8 +9,14 @@
   relabelled, a delete); the appender copies them again (or deletes its copy) and forgets exactly the
   (conversion_id, seq) pairs it saw.
 
-Two columns with a constant default and a new table: instant on any size. Position 0: the next append
-copies every conversion the row store holds.
+- `conversion_click_id`, an index on `conversion (click_id)`: a history report reads from the row store
+  only the conversions the history does not answer for (past its positions, or queued, or of a click
+  past its position or queued), as index ranges and lookups instead of a look at every conversion of
+  the range (models/store/reports.py `UNANSWERED_CONVERSION`).
+
+Two columns with a constant default and a new table are instant on any size; the index is built over
+the conversions (few beside the clicks: 0.44 s for 200,000 on the loaded two-core box). Position 0:
+the next append copies every conversion the row store holds.
 """
 
 
@@ -23,6 +29,7 @@ def _apply(db, *, int_type: str, without_rowid: str) -> None:
         f"    seq {int_type} NOT NULL\n"
         f"){without_rowid}"
     )
+    db.execute_sql("CREATE INDEX conversion_click_id ON conversion (click_id)")
 
 
 def apply(db):
