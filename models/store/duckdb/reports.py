@@ -200,22 +200,29 @@ def stream_groups(
     *,
     position: int,
     queued: list[int],
+    conversions: tuple[int, list[int]],
     rest: list[tuple],
     label_of: Any,
     parents: dict[int, dict[int, int | None]],
     chunk: int = 10_000,
 ) -> Iterator[tuple]:
-    """The report's rows, summed by DuckDB and fetched `chunk` at a time: the history's clicks it answers
-    for, plus `rest` (the row store's rows of the same piece: its clicks the history does not answer for,
-    its conversions, those of clicks only the history holds), each (group values, the sums of METRICS).
+    """The report's rows, summed by DuckDB and fetched `chunk` at a time: the history's clicks and
+    conversions it answers for (`conversions`: its conversion position and queue), plus `rest` (the row
+    store's rows of the same piece: its clicks and conversions the history does not answer for, and of
+    those the ones whose click only the history holds), each (group values, the sums of METRICS).
 
     With `bucket`, the first value is a time bucket that `label_of` (called with each bucket of the
     range) names; `parents` maps a value at a key position to its parent's id (offer -> network), so
     the key is the report's before the sums are taken: DuckDB groups once, the result stays in it."""
-    sql, params = PieceSql(groups, filters, bucket).history_clicks(start, end, position, queued)
+    piece_sql = PieceSql(groups, filters, bucket)
+    clicks_sql, params = piece_sql.history_clicks(start, end, position, queued)
+    converted_sql, converted_params = piece_sql.history_conversions(
+        start, end, (position, queued), conversions
+    )
+    sql, params = f"{clicks_sql} UNION ALL {converted_sql}", [*params, *converted_params]
     width = len(groups) + (1 if bucket else 0)
     names = [f"k{n}" for n in range(width)] + [f"m{n}" for n in range(len(base.METRICS))]
-    # The metrics typed as the row store's sums are (the history's conversion sums are the literal 0).
+    # The metrics typed as the row store's sums are (a piece's sums of the other kind are the literal 0).
     typed = [f"k{n}" for n in range(width)] + [
         f"CAST(m{n} AS {'DOUBLE' if metric in MONEY_METRICS else 'BIGINT'}) AS m{n}"
         for n, metric in enumerate(base.METRICS)
