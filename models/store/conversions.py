@@ -165,7 +165,6 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, previous_status 
     ) -> None:
         """Store a conversion's new status and amounts: for models/conversions/postbacks.change_status only,
         the one place a status changes."""
-        HistoryStore(self.conn).record_conversion_changes([conversion_id])  # Copied again.
         self.conn.execute(
             self.SQL_CHANGE_STATUS,
             (
@@ -182,6 +181,9 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, previous_status 
                 conversion_id,
             ),
         ).close()
+        # Copied again. After the row's own lock, as every change of a conversion queues it: two
+        # writers never hold the queue's row and the conversion's in opposite orders (PostgreSQL).
+        HistoryStore(self.conn).record_conversion_changes([conversion_id])
 
     def adopt_tid(self, conversion_id: int, tid: str, now_ms: int) -> None:
         """Give a conversion stored without a tid the one its next postback brought."""

@@ -130,8 +130,11 @@ SELECT EXISTS (SELECT 1 FROM click) OR EXISTS (SELECT 1 FROM conversion)
 
     def relabel_conversions(self, old: str, new: str) -> int:
         """Conversions received in `old` are said to be in `new`; how many."""
-        HistoryStore(self.conn).record_currency_changes(old)  # Their copies are copied again.
-        return self.conn.execute(self.SQL_RELABEL_CONVERSIONS, (new, old)).rowcount
+        changed = self.conn.execute(self.SQL_RELABEL_CONVERSIONS, (new, old)).rowcount
+        # Their copies are copied again (with those received in `new` already: a few more, harmless),
+        # queued after the rows' own locks as every conversion change is.
+        HistoryStore(self.conn).record_currency_changes(new)
+        return changed
 
     # Each dialect's own (models/store/sqlite/, models/store/postgres/).
     SQL_UNCONVERTED_OF: str

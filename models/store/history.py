@@ -179,7 +179,7 @@ class HistoryStore(Store):
         self.conn.executemany(self.SQL_RECORD_CONVERSION_CHANGE, pairs).close()
 
     def record_currency_changes(self, currency: str) -> None:
-        """Queue every copied conversion received in `currency` (its label is about to change)."""
+        """Queue every copied conversion received in `currency` (its label just changed to it)."""
         self.guard()
         self.conn.execute(self.SQL_RECORD_CURRENCY_CHANGES, (currency,)).close()
 
