@@ -22,6 +22,7 @@ from models.reporting.history import (
     verify_history,
 )
 from models.reporting.reports import ReportQuery, run_report
+from models.store.clicks import ClickStore
 from models.store.conversions import ConversionStore
 from models.store.database import connect, write_tx
 from models.store.duckdb.connection import open_history
@@ -84,6 +85,9 @@ def rows_of(report) -> list[dict]:
 
 def test_conversions_are_copied_once_and_copied_again_as_they_change(db, files):
     generate_clicks(db, 300, 2, campaigns=2, seed=21)
+    lander = subids(db)[1]
+    with write_tx(db):  # A click sent to a lander, converted before its LP click lands.
+        db.connection().execute("UPDATE click SET lander_id = 1 WHERE subid = ?", (lander,)).close()
     convert(db, subids(db)[:80], seed=1)
     result = append_history(db, files, chunk=30)
     assert (result.conversions, result.reconverted) == (80, 0)
@@ -106,6 +110,9 @@ def test_conversions_are_copied_once_and_copied_again_as_they_change(db, files):
     recorder.record(parse_postback({"subid": first, "status": "rejected"}), RECEIVED)  # A status change.
     set_rates(db, {"JPY": 0.0067})  # The JPY conversions get their report payout.
     assert HistoryStore(conn).pending_conversions() > relabelled
+    with write_tx(db):  # The LP click moves the click's conversion to the offer it chose.
+        assert ClickStore(conn).land_lp_clicks([(lander, 1_000, 77)], 1_000)
+    moved = conn.execute("SELECT id FROM conversion WHERE subid = ?", (lander,)).fetchone()[0]
     gone = row_store_conversions(db)[-1][0]
     with write_tx(db):  # A delete (no command deletes one yet): queued as a change, its copy deleted.
         HistoryStore(conn).record_conversion_changes([gone])
@@ -116,6 +123,8 @@ def test_conversions_are_copied_once_and_copied_again_as_they_change(db, files):
     assert HistoryStore(conn).pending_conversions() == 0
     assert history_conversions(files) == row_store_conversions(db)
     assert gone not in {row[0] for row in history_conversions(files)}
+    offer = CONVERSION_COLUMNS.index("offer_id")
+    assert {row[0]: row[offer] for row in history_conversions(files)}[moved] == 77
 
     files.path.unlink()  # A lost file: made again, its conversions with it.
     assert append_history(db, files).conversions == len(row_store_conversions(db))
