@@ -17,6 +17,8 @@ STATUS_COLUMNS = (
     "lag_seconds",
     "pending_changes",
     "history_clicks",
+    "conversion_lag",
+    "history_conversions",
     "file_bytes",
     "bytes_per_click",
     "first_click_at",
@@ -27,6 +29,16 @@ STATUS_COLUMNS = (
     "history_only_clicks",
 )
 MISMATCH_COLUMNS = ("hour", "history_clicks", "row_clicks", "history_cost", "row_cost")
+CONVERSION_MISMATCH_COLUMNS = (
+    "hour",
+    "currency",
+    "history_conversions",
+    "row_conversions",
+    "history_payout",
+    "row_payout",
+    "history_report_payout",
+    "row_report_payout",
+)
 
 
 def _files(ctx: Context):
@@ -90,8 +102,8 @@ def _utc(ms: int | None) -> str | None:
 @click.option("--repair", is_flag=True, help="Copy the mismatched hours again from the row store.")
 @pass_context
 def analytics_verify(ctx: Context, repair: bool) -> None:
-    """Compare clicks and cost per hour, history against the row store (the clicks up to the history's
-    position); exit 1 on a mismatch."""
+    """Compare clicks and cost per hour, and conversions, payout and report payout per hour and currency,
+    history against the row store (up to the history's positions); exit 1 on a mismatch."""
     from models.reporting.history import verify_history
 
     result = verify_history(ctx.db, _files(ctx), repair=repair)
@@ -110,18 +122,33 @@ def analytics_verify(ctx: Context, repair: bool) -> None:
             MISMATCH_COLUMNS,
             "table",
         )
+    if result.conversion_mismatches:
+        echo_rows(
+            [{**vars(m), "hour": m.hour_utc} for m in result.conversion_mismatches],
+            CONVERSION_MISMATCH_COLUMNS,
+            "table",
+        )
     kept = f"; {result.pruned_hours:,} pruned hours only the history keeps" if result.pruned_hours else ""
-    if not result.mismatches:
+    conversions = (
+        f"; conversions in {result.conversion_hours:,} hours and currencies up to conversion "
+        f"{result.conversion_position}"
+    )
+    if not result.mismatches and not result.conversion_mismatches:
         click.echo(
-            f"The history matches the row store: {result.hours:,} hours up to click {result.position}{kept}."
+            f"The history matches the row store: {result.hours:,} hours up to click {result.position}"
+            f"{conversions}{kept}."
         )
         return
-    if result.repaired:
-        click.echo(f"Copied {result.repaired:,} mismatched hours again from the row store{kept}.")
+    if result.is_consistent:
+        click.echo(
+            f"Copied {result.repaired:,} hours of clicks and {result.conversions_repaired:,} hours of "
+            f"conversions again from the row store{kept}."
+        )
         return
     raise click.ClickException(
-        f"The history differs from the row store in {len(result.mismatches):,} of {result.hours:,} hours; "
-        "`lanner analytics verify --repair` copies them again."
+        f"The history differs from the row store in {len(result.mismatches):,} of {result.hours:,} hours of "
+        f"clicks and {len(result.conversion_mismatches):,} of {result.conversion_hours:,} hours and "
+        "currencies of conversions; `lanner analytics verify --repair` copies them again."
     )
 
 
@@ -152,4 +179,7 @@ def analytics_rebuild(ctx: Context) -> None:
         )
     elif result.pruned_before and not result.carried:
         lost = f" Clicks before {result.pruned_before} were pruned from the row store; no history was lost."
-    click.echo(f"Rebuilt the history: {result.clicks:,} clicks{period}, up to click {result.position}.{lost}")
+    click.echo(
+        f"Rebuilt the history: {result.clicks:,} clicks{period}, up to click {result.position}, and "
+        f"{result.conversions:,} conversions.{lost}"
+    )

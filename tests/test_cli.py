@@ -44,6 +44,7 @@ def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
         "0031_rule_action_state",
         "0033_lander_bandit",
         "0034_cost_waits",
+        "0035_history_conversions",
         "0036_partial_rollups",
     ]
     unknown = run_lanner(env, "db", "migrate", "--to", "0099_nope", check=False)

@@ -10,7 +10,9 @@ An append (`append_history`, the worker's task every minute):
    transaction with the position it reaches; then moves the row store's `position` (what readers trust:
    DuckDB may be ahead of it, never behind), so a kill at any instant neither loses nor duplicates;
 3. copies again the queued clicks up to the position (delete + insert in one DuckDB transaction), then
-   forgets exactly the (click_id, seq) pairs it read: a click mutated meanwhile stays queued.
+   forgets exactly the (click_id, seq) pairs it read: a click mutated meanwhile stays queued;
+4. does 2 and 3 for the conversions (their own position, watermark and queue, closed with the clicks'
+   in step 1): a changed conversion's copy is replaced, a deleted one's deleted.
 
 A history file that cannot be opened is moved aside and the history made again from the row store; one
 that was lost or replaced (behind the row store's position) is filled again from its own position. What
@@ -22,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -96,6 +98,8 @@ class AppendResult:
     position: int
     restarted_from: int | None = None  # The position a lost or damaged file was filled again from.
     lost: int = 0  # Of the clicks after it, those pruned from the row store: no file has them now.
+    conversions: int = 0  # New conversions.
+    reconverted: int = 0  # Conversions changed (or deleted) since they were copied.
 
 
 def columnar(rows: list[tuple]) -> list[tuple]:
@@ -157,6 +161,45 @@ def _open_position(db: Database, files: HistoryFiles) -> tuple[int, int | None, 
         lost_clicks(lost, pruned, last_click),
     )
     return position, position, lost if pruned else 0
+
+
+def _open_conversion_position(db: Database, files: HistoryFiles) -> int:
+    """DuckDB's conversion position to go on from. Behind the row store's (a file lost, replaced or made
+    again): the row store's goes back to it (every conversion is still there to copy). Ahead: a kill
+    between the two commits (the same conversions), unless its conversion at that id differs from the
+    row store's (a file that went on past this database): then cut back to what the row store trusts."""
+    store = HistoryStore(db.connection())
+    with read_tx(db):
+        trusted, _ = store.conversion_state()
+    with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
+        history = ColumnarHistory(conn, files.path.parent)
+        position = history.conversion_position() or 0  # `_open_position` made the table if missing.
+        held = history.conversion_at(position) if position > trusted else None
+    if position < trusted:
+        with write_tx(db):
+            store.set_conversion_position(position)  # Readers go to the row store until it is filled again.
+        logger.warning(
+            "The click history's conversions are behind the row store (position %s, trusted %s); "
+            "copying them again from conversion %s.",
+            position,
+            trusted,
+            position,
+        )
+    elif position > trusted:
+        with read_tx(db):
+            row = store.conversion_rows_of([position])
+        if not row or held is None or (row[0][1], row[0][3]) != tuple(held):
+            with _writing(files) as conn:
+                gone = ColumnarHistory(conn, files.path.parent).cut_back_conversions(trusted)
+            logger.warning(
+                "The click history's conversions went on past this database (to conversion %s): its %s "
+                "conversions after conversion %s were taken out and are copied again from the row store.",
+                position,
+                gone,
+                trusted,
+            )
+            return trusted
+    return position
 
 
 def _check_ahead(db: Database, files: HistoryFiles, position: int, trusted: int) -> int:
@@ -226,7 +269,53 @@ def _append(db: Database, files: HistoryFiles, chunk: int, on_chunk: ChunkCallba
         if store.state()[0] < position:  # A kill after DuckDB's last commit left it behind.
             store.set_position(position)
     recopied = _recopy_changes(db, files, position, chunk)
-    return AppendResult(copied, recopied, position, restarted_from, lost)
+    conversions, reconverted = _append_conversions(db, files, chunk)
+    return AppendResult(copied, recopied, position, restarted_from, lost, conversions, reconverted)
+
+
+def _append_conversions(db: Database, files: HistoryFiles, chunk: int) -> tuple[int, int]:
+    """Copy the conversions up to the watermark `_append` closed, then the changed ones again: (copied,
+    copied again). As the clicks': DuckDB commits first, the row store's position follows."""
+    position = _open_conversion_position(db, files)
+    store = HistoryStore(db.connection())
+    with read_tx(db):
+        _, watermark = store.conversion_state()
+    copied = 0
+    while position < watermark:
+        with read_tx(db):
+            rows = store.conversion_rows_after(position, watermark, chunk)
+        reached = rows[-1][0] if len(rows) == chunk else watermark
+        with _writing(files) as conn:
+            ColumnarHistory(conn, files.path.parent).append_conversions(rows, reached)
+        copied += len(rows)
+        with write_tx(db):
+            store.set_conversion_position(reached)
+        position = reached
+    with write_tx(db):
+        if store.conversion_state()[0] < position:  # A kill after DuckDB's last commit left it behind.
+            store.set_conversion_position(position)
+    return copied, _recopy_conversion_changes(db, files, position, chunk)
+
+
+def _recopy_conversion_changes(db: Database, files: HistoryFiles, position: int, chunk: int) -> int:
+    """Copy again the queued conversions up to the position (one the row store no longer has is only
+    deleted); forget the (conversion_id, seq) pairs read."""
+    store = HistoryStore(db.connection())
+    after, recopied = 0, 0
+    while True:
+        with read_tx(db):  # The queue and the rows in one snapshot: each row at least as new as its seq.
+            pairs = store.conversion_changes(after, position, chunk)
+            rows = store.conversion_rows_of([conversion_id for conversion_id, _ in pairs])
+        if not pairs:
+            return recopied
+        with _writing(files) as conn:
+            ColumnarHistory(conn, files.path.parent).append_conversions(
+                rows, None, replace=[conversion_id for conversion_id, _ in pairs]
+            )
+        with write_tx(db):
+            store.forget_conversions(pairs)
+        recopied += len(pairs)
+        after = pairs[-1][0]
 
 
 def _recopy_changes(db: Database, files: HistoryFiles, position: int, chunk: int) -> int:
@@ -263,6 +352,9 @@ def history_status(db: Database, files: HistoryFiles, now_ms: int | None = None)
         max_id = store.max_id()
         pending = store.pending()
         behind = store.rows_after(position, max_id, 1)
+        conversion_position, _ = store.conversion_state()
+        max_conversion_id = store.max_conversion_id()
+        pending_conversions = store.pending_conversions()
     status: dict = {
         "state": "ok",
         "position": position,
@@ -270,10 +362,14 @@ def history_status(db: Database, files: HistoryFiles, now_ms: int | None = None)
         "lag_clicks": max_id - position,
         "lag_seconds": round((now_ms - behind[0][1]) / 1000, 1) if behind else 0.0,
         "pending_changes": pending,
+        "conversion_position": conversion_position,
+        "conversion_lag": max_conversion_id - conversion_position,
+        "pending_conversion_changes": pending_conversions,
         "file": str(files.path),
         "file_bytes": _file_bytes(files.path),
         "history_position": None,
         "history_clicks": None,
+        "history_conversions": None,
         "bytes_per_click": None,
         "first_click_at": None,
         "last_click_at": None,
@@ -284,6 +380,7 @@ def history_status(db: Database, files: HistoryFiles, now_ms: int | None = None)
             history = ColumnarHistory(conn, files.path.parent)
             clicks, first, last = history.count()
             status["history_position"] = history.position()
+            status["history_conversions"] = history.conversion_count()
     except HistoryMissing as error:
         status.update(state="missing", error=str(error))
         return status
@@ -334,16 +431,41 @@ class HourMismatch:
 
 
 @dataclass(frozen=True)
+class ConversionMismatch:
+    """An hour (of the conversions' clicks) and currency whose conversions differ between the stores."""
+
+    hour: int  # Unix ms of its start, UTC.
+    currency: str
+    history_conversions: int
+    row_conversions: int
+    history_payout: float
+    row_payout: float
+    history_report_payout: float
+    row_report_payout: float
+
+    @property
+    def hour_utc(self) -> str:
+        return _utc(self.hour)
+
+
+@dataclass(frozen=True)
 class VerifyResult:
     position: int
     hours: int  # Hours compared.
     mismatches: list[HourMismatch]
     pruned_hours: int  # Hours before `lanner prune`'s cutoff: only the history holds them.
     repaired: int = 0  # Hours copied again (--repair).
+    conversion_position: int = 0
+    conversion_hours: int = 0  # (Hour, currency) pairs of conversions compared.
+    conversion_mismatches: list[ConversionMismatch] = field(default_factory=list)
+    conversions_repaired: int = 0  # Hours whose conversions were copied again (--repair).
 
     @property
     def is_consistent(self) -> bool:
-        return not self.mismatches or self.repaired == len(self.mismatches)
+        return (not self.mismatches or self.repaired == len(self.mismatches)) and (
+            not self.conversion_mismatches
+            or self.conversions_repaired == len({m.hour for m in self.conversion_mismatches})
+        )
 
 
 def verify_history(db: Database, files: HistoryFiles, *, repair: bool = False) -> VerifyResult:
@@ -357,9 +479,10 @@ def verify_history(db: Database, files: HistoryFiles, *, repair: bool = False) -
         result = _verify(db, files)
         for mismatch in result.mismatches:
             _repair_hour(db, files, mismatch.hour, result.position)
-        return VerifyResult(
-            result.position, result.hours, result.mismatches, result.pruned_hours, len(result.mismatches)
-        )
+        hours = sorted({mismatch.hour for mismatch in result.conversion_mismatches})
+        for hour in hours:
+            _repair_conversion_hour(db, files, hour, result.conversion_position)
+        return replace(result, repaired=len(result.mismatches), conversions_repaired=len(hours))
 
 
 def _verify(db: Database, files: HistoryFiles) -> VerifyResult:
@@ -372,9 +495,18 @@ def _verify(db: Database, files: HistoryFiles) -> VerifyResult:
             pending = [click_id for click_id, _ in store.changes(0, position, 2**62)]
             row_hours = {hour: (clicks, cost) for hour, clicks, cost in store.hours(position)}
             pruned = MetaStore(db.connection()).pruned_before()
-        history_hours = {
-            hour: (clicks, cost)
-            for hour, clicks, cost in ColumnarHistory(conn, files.path.parent).hours(position, pending)
+            conversion_position, _ = store.conversion_state()
+            pending_conversions = [
+                conversion_id for conversion_id, _ in store.conversion_changes(0, conversion_position, 2**62)
+            ]
+            row_conversions = {
+                (hour, code): sums for hour, code, *sums in store.conversion_hours(conversion_position)
+            }
+        history = ColumnarHistory(conn, files.path.parent)
+        history_hours = {hour: (clicks, cost) for hour, clicks, cost in history.hours(position, pending)}
+        history_conversions = {
+            (hour, code): sums
+            for hour, code, *sums in history.conversion_hours(conversion_position, pending_conversions)
         }
     # The hour holding the prune's cutoff is partly pruned: compared from the next one.
     first_whole = -(-pruned // HOUR_MS) * HOUR_MS if pruned else None
@@ -386,9 +518,33 @@ def _verify(db: Database, files: HistoryFiles) -> VerifyResult:
         compared += 1
         h_clicks, h_cost = history_hours.get(hour, (0, 0.0))
         r_clicks, r_cost = row_hours.get(hour, (0, 0.0))
-        if h_clicks != r_clicks or abs(h_cost - r_cost) > COST_TOLERANCE * max(1.0, abs(r_cost)):
+        if h_clicks != r_clicks or not _same_money(h_cost, r_cost):
             mismatches.append(HourMismatch(hour, h_clicks, r_clicks, h_cost, r_cost))
-    return VerifyResult(position, compared, mismatches, pruned_hours)
+    # Conversions never leave the row store (a converted click stays): every hour is compared.
+    conversion_mismatches = []
+    for hour, code in sorted(row_conversions.keys() | history_conversions.keys()):
+        h_count, h_payout, h_report = history_conversions.get((hour, code), [0, 0.0, 0.0])
+        r_count, r_payout, r_report = row_conversions.get((hour, code), [0, 0.0, 0.0])
+        if h_count != r_count or not _same_money(h_payout, r_payout) or not _same_money(h_report, r_report):
+            conversion_mismatches.append(
+                ConversionMismatch(
+                    hour, code, int(h_count), int(r_count), h_payout, r_payout, h_report, r_report
+                )
+            )
+    return VerifyResult(
+        position,
+        compared,
+        mismatches,
+        pruned_hours,
+        conversion_position=conversion_position,
+        conversion_hours=len(row_conversions.keys() | history_conversions.keys()),
+        conversion_mismatches=conversion_mismatches,
+    )
+
+
+def _same_money(history: float, row: float) -> bool:
+    """Float sums taken in another order agree within COST_TOLERANCE of their size."""
+    return abs(history - row) <= COST_TOLERANCE * max(1.0, abs(row))
 
 
 def _repair_hour(db: Database, files: HistoryFiles, hour: int, position: int) -> None:
@@ -397,6 +553,14 @@ def _repair_hour(db: Database, files: HistoryFiles, hour: int, position: int) ->
         rows = HistoryStore(db.connection()).hour_rows(hour, position)
     with _writing(files) as conn:
         ColumnarHistory(conn, files.path.parent).append(columnar(rows), None, hour=(hour, position))
+
+
+def _repair_conversion_hour(db: Database, files: HistoryFiles, hour: int, position: int) -> None:
+    """Replace the history's conversions of an hour's clicks up to the position with the row store's."""
+    with read_tx(db):
+        rows = HistoryStore(db.connection()).conversion_hour_rows(hour, position)
+    with _writing(files) as conn:
+        ColumnarHistory(conn, files.path.parent).append_conversions(rows, None, hour=(hour, position))
 
 
 # -- rebuild ----------------------------------------------------------------------------------------
@@ -412,6 +576,7 @@ class RebuildResult:
     carried: int = 0  # Of those, the ones the old file held, kept in the new one.
     carry_error: str = ""  # Why the old file's could not be kept (it could not be read), if so.
     lost: int = 0  # Clicks pruned from the row store that no file held (the old one missing or unreadable).
+    conversions: int = 0  # Conversions copied (every one the row store holds up to the watermark).
 
 
 def rebuild_history(
@@ -440,6 +605,16 @@ def rebuild_history(
             if on_chunk is not None:
                 on_chunk(copied, reached, watermark)
         with read_tx(db):
+            _, conversion_watermark = store.conversion_state()
+        conversions, at = 0, 0
+        while at < conversion_watermark:  # Every conversion is in the row store: all come from there.
+            with read_tx(db):
+                rows = store.conversion_rows_after(at, conversion_watermark, chunk)
+            at = rows[-1][0] if len(rows) == chunk else conversion_watermark
+            with _writing(files, fresh) as conn:
+                ColumnarHistory(conn, files.path.parent).append_conversions(rows, at)
+            conversions += len(rows)
+        with read_tx(db):
             first, last = store.period(watermark)
         pruned = MetaStore(db.connection()).pruned_before()  # Only moves forward: the rebuild's latest.
         carried, carry_error = 0, ""
@@ -457,8 +632,10 @@ def rebuild_history(
                 ColumnarHistory(conn, files.path.parent).mark_complete_from(pruned)
         replace_history(fresh, files.path)
         with write_tx(db):
-            # The queue stays: a click mutated while it was copied is copied again by the next append.
+            # The queues stay: a click or conversion changed while it was copied is copied again by
+            # the next append.
             store.set_position(watermark)
+            store.set_conversion_position(conversion_watermark)
     return RebuildResult(
         copied,
         watermark,
@@ -468,4 +645,5 @@ def rebuild_history(
         carried,
         carry_error,
         max(0, watermark - copied - carried) if pruned else 0,
+        conversions,
     )

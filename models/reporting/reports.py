@@ -59,6 +59,7 @@ from models.store.duckdb.history import ColumnarHistory
 from models.store.duckdb.reports import (
     history_click_rows,
     history_conversion_rows,
+    history_converted_rows,
     history_unconverted,
     history_unconverted_rows,
 )
@@ -823,14 +824,21 @@ def _looked_up_unconverted(
 
 
 def _check_answers(conn, columnar, history: HistoryFiles, pieces: list[tuple[str, int, int]]) -> None:
-    """HistoryBehind if the history file holds fewer clicks than the row store trusts it with (a file
+    """HistoryBehind if the history file holds fewer clicks or conversions than the row store trusts it
+    with (a file
     replaced by an older copy, until the next append fills it again); HistoryIncomplete if a piece read
     from it reaches into time it was made again without (after a prune)."""
-    trusted, _ = HistoryStore(conn).state()
+    store = HistoryStore(conn)
+    trusted, _ = store.state()
     columnar_history = ColumnarHistory(columnar, history.path.parent)
     held = columnar_history.position()
     if held < trusted:
         raise HistoryBehind(history.path, held, trusted)
+    trusted_conversions, _ = store.conversion_state()
+    held_conversions = columnar_history.conversion_position()
+    if held_conversions is None or held_conversions < trusted_conversions:
+        # (None: a file from before conversions were copied, until the next append adds them.)
+        raise HistoryBehind(history.path, held_conversions or 0, trusted_conversions, "conversions")
     complete_from = columnar_history.complete_from()
     if any(source == "history" and start < complete_from for source, start, _ in pieces):
         moment = datetime.fromtimestamp(complete_from / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -854,20 +862,45 @@ def _history_rows(
     history_store = HistoryStore(conn)
     position, _ = history_store.state()
     queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
+    conversion_position, _ = history_store.conversion_state()
+    queued_conversions = [
+        conversion_id for conversion_id, _ in history_store.conversion_changes(0, conversion_position, 2**62)
+    ]
     copied = history_click_rows(
         columnar, groups, filters, bucket, start, end, position=position, queued=queued
     )
+    converted = history_converted_rows(
+        columnar,
+        groups,
+        filters,
+        bucket,
+        start,
+        end,
+        clicks=(position, queued),
+        conversions=(conversion_position, queued_conversions),
+    )
     store = ReportStore(conn)
-    rest = store.rows("raw", start, end, groups=groups, filters=filters, bucket=bucket, after=position)
+    rest = store.rows(
+        "raw",
+        start,
+        end,
+        groups=groups,
+        filters=filters,
+        bucket=bucket,
+        after=position,
+        conversions_after=conversion_position,
+    )
     # PERF: a click leaves the row store only before the recorded cutoff (`lanner prune`, and
     # LANNER_RAW_RETENTION as docs/analytics.md asks): later conversions need no look for theirs.
     deleted_before = pruned_before(conn)
     if deleted_before is None or start >= deleted_before:
-        return itertools.chain(copied, rest)
-    orphans = history_conversion_rows(
-        columnar, groups, filters, bucket, store.orphan_conversions(start, min(end, deleted_before), filters)
+        return itertools.chain(copied, converted, rest)
+    # Only the conversions not yet copied (or queued) whose click only the history holds: minutes' worth.
+    unanswered = store.orphan_conversions(
+        start, min(end, deleted_before), filters, after=(position, conversion_position)
     )
-    return itertools.chain(copied, rest, orphans)
+    orphans = history_conversion_rows(columnar, groups, filters, bucket, unanswered)
+    return itertools.chain(copied, converted, rest, orphans)
 
 
 def _currency_notes(

@@ -148,16 +148,31 @@ def stream_report(
             history_store = HistoryStore(conn)
             position, _ = history_store.state()
             queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
+            conversion_position, _ = history_store.conversion_state()
+            queued_conversions = [
+                conversion_id
+                for conversion_id, _ in history_store.conversion_changes(0, conversion_position, 2**62)
+            ]
             piece = (by_source.groups, by_source.filters, bucket)
             rest = list(
-                store.rows("raw", *bounds, groups=piece[0], filters=piece[1], bucket=bucket, after=position)
+                store.rows(
+                    "raw",
+                    *bounds,
+                    groups=piece[0],
+                    filters=piece[1],
+                    bucket=bucket,
+                    after=position,
+                    conversions_after=conversion_position,
+                )
             )
             unconverted_rows = store.unconverted(*bounds, by_source.filters)
             gap_rows: list[tuple] = []  # Of the conversions whose click only the history holds.
             deleted_before = pruned_before(conn)
             if deleted_before is not None and bounds[0] < deleted_before:
                 orphan_end = min(bounds[1], deleted_before)
-                orphans = store.orphan_conversions(bounds[0], orphan_end, by_source.filters)
+                orphans = store.orphan_conversions(
+                    bounds[0], orphan_end, by_source.filters, after=(position, conversion_position)
+                )
                 rest += history_conversion_rows(columnar, *piece, orphans)
                 unconverted_orphans = store.orphan_unconverted(bounds[0], orphan_end, by_source.filters)
                 unconverted_rows += history_unconverted(columnar, by_source.filters, unconverted_orphans)
@@ -195,6 +210,7 @@ def stream_report(
             *bounds,
             position=position,
             queued=queued,
+            conversions=(conversion_position, queued_conversions),
             rest=rest,
             label_of=label_of,
             parents=parents,

@@ -54,7 +54,7 @@ class ClickStore(Store):
     # (campaign_id, click_created_at) index, a conversion keeping its own copy of its click's offer.
     SQL_MOVE_CONVERSIONS = (
         "UPDATE conversion SET offer_id = ? WHERE campaign_id = ? AND click_created_at = ? AND click_id = ? "
-        "RETURNING status, report_payout, cost"
+        "RETURNING status, report_payout, cost, id"
     )
     # A click as the LP click reads it (models/clicks/tracker.py lp_click): the journal's record, its
     # visitor key, then when its LP click landed; by the unique subid index.
@@ -95,9 +95,11 @@ class ClickStore(Store):
         key = tuple(values[:width])
         cursor = self.conn.execute(self.SQL_MOVE_CONVERSIONS, (offer_id, key[1], key[0], click_id))
         try:
-            conversions = cursor.fetchall()
+            moved = cursor.fetchall()
         finally:
             cursor.close()
+        HistoryStore(self.conn).record_conversion_changes([row[-1] for row in moved])  # Copied again.
+        conversions = [tuple(row[:-1]) for row in moved]
         return clicked_at, offer_id, key, tuple(values[width:]), conversions
 
     def land_parked_lp_clicks(self) -> list[tuple]:

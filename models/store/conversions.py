@@ -125,6 +125,7 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, previous_status 
         now_ms: int,
     ) -> int:
         """A new conversion, its first status also its original one; its id."""
+        HistoryStore(self.conn).guard()  # PostgreSQL: no id below the history's watermark uncommitted.
         return self._inserted_id(
             self.SQL_INSERT_CONVERSION,
             (
@@ -180,6 +181,9 @@ UPDATE conversion SET tid = ?, status = ?, original_status = ?, previous_status 
                 conversion_id,
             ),
         ).close()
+        # Copied again. After the row's own lock, as every change of a conversion queues it: two
+        # writers never hold the queue's row and the conversion's in opposite orders (PostgreSQL).
+        HistoryStore(self.conn).record_conversion_changes([conversion_id])
 
     def adopt_tid(self, conversion_id: int, tid: str, now_ms: int) -> None:
         """Give a conversion stored without a tid the one its next postback brought."""

@@ -7,6 +7,7 @@ means) are models/reporting/currency.py's.
 
 from __future__ import annotations
 
+from models.store.history import HistoryStore
 from models.store.rows import Store, fetch_one, fetch_single
 
 # The sources of rates set by hand; a fetched rate's source is the feed's host.
@@ -112,6 +113,7 @@ SELECT EXISTS (SELECT 1 FROM click) OR EXISTS (SELECT 1 FROM conversion)
 
     def convert(self, conversion_id: int, report_payout: float, cost: float) -> None:
         self.conn.execute(self.SQL_CONVERT, (report_payout, cost, conversion_id)).close()
+        HistoryStore(self.conn).record_conversion_changes([conversion_id])  # Copied again.
 
     def campaign_cost(self, campaign_id: int) -> tuple[str, float, str] | None:
         """(cost model, cost value, cost currency) of the campaign; None if there is none."""
@@ -128,7 +130,11 @@ SELECT EXISTS (SELECT 1 FROM click) OR EXISTS (SELECT 1 FROM conversion)
 
     def relabel_conversions(self, old: str, new: str) -> int:
         """Conversions received in `old` are said to be in `new`; how many."""
-        return self.conn.execute(self.SQL_RELABEL_CONVERSIONS, (new, old)).rowcount
+        changed = self.conn.execute(self.SQL_RELABEL_CONVERSIONS, (new, old)).rowcount
+        # Their copies are copied again (with those received in `new` already: a few more, harmless),
+        # queued after the rows' own locks as every conversion change is.
+        HistoryStore(self.conn).record_currency_changes(new)
+        return changed
 
     # Each dialect's own (models/store/sqlite/, models/store/postgres/).
     SQL_UNCONVERTED_OF: str

@@ -83,9 +83,9 @@ LOCK_POLL = 0.05  # Seconds between tries at a lock waited for with a deadline.
 class HistoryBehind(LannerError):
     """The history file holds fewer clicks than the row store trusts it with (replaced by an older copy)."""
 
-    def __init__(self, path: Path, held: int, trusted: int) -> None:
+    def __init__(self, path: Path, held: int, trusted: int, what: str = "clicks") -> None:
         super().__init__(
-            f"The click history {path} is behind the row store (it holds clicks up to id {held}, the row "
+            f"The click history {path} is behind the row store (it holds {what} up to id {held}, the row "
             f"store trusts it up to {trusted}: replaced or restored); the worker's next append fills it "
             "again."
         )

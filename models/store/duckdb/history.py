@@ -10,6 +10,10 @@ in one transaction with the position it reaches, and the sums `lanner analytics 
   as the rows: a kill at any instant neither loses nor duplicates one); `complete_from` (Unix ms,
   absent: 0), before which the file may lack clicks: made or filled again from a row store that
   `lanner prune` had emptied before then, it could not copy them.
+- `conversion` (issue 28 point 1): one row a conversion (CONVERSION_COLUMNS: what a report sums, with
+  its click's id and time; the click's other dimensions are the `click` table's), appended and copied
+  again as clicks are, keyed by id: `history_meta.conversion_position` moves in the same transaction as
+  its rows, a changed conversion is deleted and inserted again (a deleted one only deleted).
 - PERF: rows go in as a temporary CSV file read by read_csv with explicit types (~6 µs a click of
   six columns measured, ~2 µs per text column more); executemany was ~4 ms a row. `\\N` is NULL only
   in the integer columns (the text columns are NOT NULL in the row store: force_not_null).
@@ -27,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from models.store.history import ROW_COLUMNS
+from models.store.history import CONVERSION_COLUMNS, ROW_COLUMNS
 from models.tables.click import ROUTING_COLUMNS, SUB_ID_COLUMNS
 
 # Each history column with its DuckDB type.
@@ -52,6 +56,21 @@ COLUMN_TYPES: dict[str, str] = {
     **dict.fromkeys(ROUTING_COLUMNS, "VARCHAR"),
     "subid": "VARCHAR",
 }
+CONVERSION_TYPES: dict[str, str] = {
+    "id": "BIGINT",
+    "click_id": "BIGINT",
+    "click_created_at": "BIGINT",
+    "created_at": "BIGINT",
+    "campaign_id": "INTEGER",
+    "stream_id": "INTEGER",
+    "offer_id": "INTEGER",
+    "status": "VARCHAR",
+    "payout": "DOUBLE",
+    "currency": "VARCHAR",
+    "report_payout": "DOUBLE",
+    "cost": "DOUBLE",
+}
+assert tuple(CONVERSION_TYPES) == CONVERSION_COLUMNS
 HISTORY_COLUMNS = tuple(COLUMN_TYPES)
 assert HISTORY_COLUMNS == tuple("referrer_domain" if c == "referrer" else c for c in ROW_COLUMNS)
 TEXT_COLUMNS = tuple(c for c, kind in COLUMN_TYPES.items() if kind == "VARCHAR")
@@ -61,6 +80,19 @@ HOUR_MS = 3_600_000
 _COLUMNS_SQL = ", ".join(HISTORY_COLUMNS)
 _CSV_TYPES = "{" + ", ".join(f"'{c}': '{t}'" for c, t in COLUMN_TYPES.items()) + "}"
 _NOT_NULL = "[" + ", ".join(f"'{c}'" for c in TEXT_COLUMNS) + "]"
+
+
+def _read_csv(types: dict[str, str]) -> str:
+    """DuckDB's read_csv of a file written by `_write_csv` with these columns (its text ones NOT NULL)."""
+    columns = "{" + ", ".join(f"'{c}': '{t}'" for c, t in types.items()) + "}"
+    not_null = "[" + ", ".join(f"'{c}'" for c, t in types.items() if t == "VARCHAR") + "]"
+    return (
+        "read_csv(?, header = false, auto_detect = false, delim = ',', quote = '\"', escape = '\"', "
+        f"new_line = '\\n', nullstr = '{NULL}', force_not_null = {not_null}, columns = {columns})"
+    )
+
+
+_CONVERSION_COLUMNS_SQL = ", ".join(CONVERSION_COLUMNS)
 
 
 class ColumnarHistory:
@@ -75,6 +107,33 @@ class ColumnarHistory:
         # A file made before the subid was copied: its rows have none (NULL), so `prune_held_clicks`
         # refuses them until `lanner analytics rebuild` makes the file again.
         "ALTER TABLE click ADD COLUMN IF NOT EXISTS subid VARCHAR",
+        # A file made before conversions were copied gets them from the next append (position 0).
+        "CREATE TABLE IF NOT EXISTS conversion ("
+        + ", ".join(f"{column} {kind}" for column, kind in CONVERSION_TYPES.items())
+        + ")",
+        "INSERT INTO history_meta (key, value) VALUES ('conversion_position', 0) "
+        "ON CONFLICT (key) DO NOTHING",
+    )
+    # NULL in a file no append has opened since conversions were copied (its row and table come together).
+    SQL_CONVERSION_POSITION = "SELECT MAX(value) FROM history_meta WHERE key = 'conversion_position'"
+    SQL_SET_CONVERSION_POSITION = "UPDATE history_meta SET value = ? WHERE key = 'conversion_position'"
+    SQL_INSERT_CONVERSIONS = (
+        f"INSERT INTO conversion ({_CONVERSION_COLUMNS_SQL}) SELECT {_CONVERSION_COLUMNS_SQL} FROM "
+        f"{_read_csv(CONVERSION_TYPES)} ORDER BY campaign_id, click_created_at"
+    )
+    SQL_DELETE_CONVERSIONS = "DELETE FROM conversion WHERE id IN (SELECT unnest(CAST(? AS BIGINT[])))"
+    SQL_DELETE_CONVERSION_HOUR = (
+        "DELETE FROM conversion WHERE click_created_at >= ? AND click_created_at < ? AND id <= ?"
+    )
+    SQL_DELETE_CONVERSIONS_AFTER = "DELETE FROM conversion WHERE id > ?"
+    SQL_CONVERSION_BY_ID = "SELECT click_id, created_at FROM conversion WHERE id = ?"
+    SQL_CONVERSION_COUNT = "SELECT COUNT(*) FROM conversion"
+    # Per hour of the click and currency: conversions, payout and report payout, of the conversions up
+    # to an id but those given.
+    SQL_CONVERSION_HOURS = (
+        f"SELECT click_created_at - click_created_at % {HOUR_MS} AS hour, currency, COUNT(*), "
+        "COALESCE(SUM(payout), 0), COALESCE(SUM(report_payout), 0) FROM conversion "
+        "WHERE id <= ? AND id NOT IN (SELECT unnest(CAST(? AS BIGINT[]))) GROUP BY hour, currency"
     )
     SQL_POSITION = "SELECT value FROM history_meta WHERE key = 'position'"
     SQL_COMPLETE_FROM = "SELECT COALESCE(MAX(value), 0) FROM history_meta WHERE key = 'complete_from'"
@@ -136,6 +195,59 @@ class ColumnarHistory:
     def mark_complete_from(self, cutoff_ms: int) -> None:
         """Record that clicks before `cutoff_ms` may be missing (it only moves forward)."""
         self.conn.execute(self.SQL_SET_COMPLETE_FROM, (cutoff_ms,))
+
+    def conversion_position(self) -> int | None:
+        """The highest conversion id copied; None if the file has no conversions yet (made before they
+        were copied, and not appended to since)."""
+        return self.conn.execute(self.SQL_CONVERSION_POSITION).fetchone()[0]
+
+    def conversion_count(self) -> int | None:
+        if self.conversion_position() is None:
+            return None
+        return self.conn.execute(self.SQL_CONVERSION_COUNT).fetchone()[0]
+
+    def conversion_at(self, conversion_id: int) -> tuple[int, int] | None:
+        """(click id, created_at) of the conversion with this id, None if the history has none."""
+        return self.conn.execute(self.SQL_CONVERSION_BY_ID, (conversion_id,)).fetchone()
+
+    def append_conversions(
+        self,
+        rows: list[tuple],
+        position: int | None,
+        replace: list[int] | None = None,
+        hour: tuple[int, int] | None = None,
+    ) -> None:
+        """In one transaction: drop the conversions `replace` names (those the row store no longer has
+        stay dropped), or with `hour` (start, up to id) those of that hour's clicks, insert `rows`
+        (CONVERSION_COLUMNS) and set the conversion position."""
+        scratch = None
+        try:
+            if rows:
+                scratch = self._write_csv(rows)
+            with self._transaction():
+                if replace:
+                    self.conn.execute(self.SQL_DELETE_CONVERSIONS, (list(replace),))
+                if hour is not None:
+                    self.conn.execute(self.SQL_DELETE_CONVERSION_HOUR, (hour[0], hour[0] + HOUR_MS, hour[1]))
+                if scratch is not None:
+                    self.conn.execute(self.SQL_INSERT_CONVERSIONS, (str(scratch),))
+                if position is not None:
+                    self.conn.execute(self.SQL_SET_CONVERSION_POSITION, (position,))
+        finally:
+            if scratch is not None:
+                scratch.unlink(missing_ok=True)
+
+    def cut_back_conversions(self, position: int) -> int:
+        """Forget the conversions past an id and set the conversion position to it, in one transaction."""
+        with self._transaction():
+            gone = self.conn.execute(self.SQL_DELETE_CONVERSIONS_AFTER, (position,)).fetchone()[0]
+            self.conn.execute(self.SQL_SET_CONVERSION_POSITION, (position,))
+        return gone
+
+    def conversion_hours(self, up_to: int, leave_out: list[int]) -> list[tuple[int, str, int, float, float]]:
+        """(hour of the click, currency, conversions, payout, report payout) of the conversions up to an
+        id, but those in `leave_out`."""
+        return self.conn.execute(self.SQL_CONVERSION_HOURS, (up_to, list(leave_out))).fetchall()
 
     def count(self) -> tuple[int, int | None, int | None]:
         """(clicks, first created_at, last created_at)."""

@@ -1,10 +1,12 @@
 """reports on the columnar history (DuckDB): the raw click piece's SELECT over its `click` table, the
 third sibling of models/store/sqlite/reports.py and models/store/postgres/reports.py.
 
-A conversion stays in the row store; one whose click the row store no longer holds (deleted once the
-history held it) is summed per click there (models/store/reports.py `orphan_conversions`) and those
-sums are joined here to the history's copy of the click, which gives its groups and the filters on
-what the conversion does not carry (country, sub_id_N ...).
+The history holds conversions too (`conversion`): those it answers for (copied and not queued, and
+their click likewise) are joined here to the history's copy of their click (`history_converted_rows`),
+which gives their groups and the filters on what a conversion does not carry (country, sub_id_N ...).
+The rest come from the row store; of those, one whose click the row store no longer holds (deleted
+once the history held it) is summed per click there (models/store/reports.py `orphan_conversions`) and
+those sums are joined here to the history's copy of the click.
 
 What differs: referrer_domain is a column (computed at copy by the reports' own function), so it is
 grouped and filtered as it is; a money sum is DuckDB's SUM of a DOUBLE; and the piece reads only the
@@ -47,6 +49,29 @@ class PieceSql(base.PieceSql):
         where, params = self.where("c.", "c.created_at", start, end)
         where += ["c.id <= ?", "c.id NOT IN (SELECT unnest(CAST(? AS BIGINT[])))"]
         return self.clicks_select(where, [*params, position, queued])
+
+    def history_conversions(
+        self,
+        start: int,
+        end: int,
+        clicks: tuple[int, list[int]],
+        conversions: tuple[int, list[int]],
+    ) -> tuple[str, list]:
+        """The conversion piece over the history's own copies: the conversions it answers for (id up to
+        `conversions`' position, not queued) whose click it answers for too (`clicks`' position and
+        queue), grouped and filtered by that click's copy as the row store's raw piece is by the click."""
+        where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
+        where += [
+            # The click's own time too: zone maps skip the click table's row groups outside the range.
+            "c.created_at >= ?",
+            "c.created_at < ?",
+            "cv.id <= ?",
+            "cv.id NOT IN (SELECT unnest(CAST(? AS BIGINT[])))",
+            "cv.click_id <= ?",
+            "cv.click_id NOT IN (SELECT unnest(CAST(? AS BIGINT[])))",
+        ]
+        params += [start, end, conversions[0], conversions[1], clicks[0], clicks[1]]
+        return self.conversions_select(where, params)
 
     def _click_filters(self) -> tuple[list[str], list]:
         """The conditions and values of the filters a conversion does not carry, on the click's copy."""
@@ -93,6 +118,24 @@ def history_click_rows(
     """The click sums of [start, end) per group, as ReportStore.rows gives a raw piece's, from the
     clicks the history answers for."""
     sql, params = PieceSql(groups, filters, bucket).history_clicks(start, end, position, queued)
+    yield from conn.execute(sql, params).fetchall()
+
+
+def history_converted_rows(
+    conn: Any,
+    groups: tuple[str, ...],
+    filters: dict[str, tuple],
+    bucket: int | None,
+    start: int,
+    end: int,
+    *,
+    clicks: tuple[int, list[int]],
+    conversions: tuple[int, list[int]],
+) -> Iterator[tuple]:
+    """The conversion sums of [start, end) (their click's time) per group, as ReportStore.rows gives a
+    raw piece's, from the conversions (position, queued) and clicks (position, queued) the history
+    answers for, joined inside DuckDB."""
+    sql, params = PieceSql(groups, filters, bucket).history_conversions(start, end, clicks, conversions)
     yield from conn.execute(sql, params).fetchall()
 
 
@@ -157,22 +200,29 @@ def stream_groups(
     *,
     position: int,
     queued: list[int],
+    conversions: tuple[int, list[int]],
     rest: list[tuple],
     label_of: Any,
     parents: dict[int, dict[int, int | None]],
     chunk: int = 10_000,
 ) -> Iterator[tuple]:
-    """The report's rows, summed by DuckDB and fetched `chunk` at a time: the history's clicks it answers
-    for, plus `rest` (the row store's rows of the same piece: its clicks the history does not answer for,
-    its conversions, those of clicks only the history holds), each (group values, the sums of METRICS).
+    """The report's rows, summed by DuckDB and fetched `chunk` at a time: the history's clicks and
+    conversions it answers for (`conversions`: its conversion position and queue), plus `rest` (the row
+    store's rows of the same piece: its clicks and conversions the history does not answer for, and of
+    those the ones whose click only the history holds), each (group values, the sums of METRICS).
 
     With `bucket`, the first value is a time bucket that `label_of` (called with each bucket of the
     range) names; `parents` maps a value at a key position to its parent's id (offer -> network), so
     the key is the report's before the sums are taken: DuckDB groups once, the result stays in it."""
-    sql, params = PieceSql(groups, filters, bucket).history_clicks(start, end, position, queued)
+    piece_sql = PieceSql(groups, filters, bucket)
+    clicks_sql, params = piece_sql.history_clicks(start, end, position, queued)
+    converted_sql, converted_params = piece_sql.history_conversions(
+        start, end, (position, queued), conversions
+    )
+    sql, params = f"{clicks_sql} UNION ALL {converted_sql}", [*params, *converted_params]
     width = len(groups) + (1 if bucket else 0)
     names = [f"k{n}" for n in range(width)] + [f"m{n}" for n in range(len(base.METRICS))]
-    # The metrics typed as the row store's sums are (the history's conversion sums are the literal 0).
+    # The metrics typed as the row store's sums are (a piece's sums of the other kind are the literal 0).
     typed = [f"k{n}" for n in range(width)] + [
         f"CAST(m{n} AS {'DOUBLE' if metric in MONEY_METRICS else 'BIGINT'}) AS m{n}"
         for n, metric in enumerate(base.METRICS)

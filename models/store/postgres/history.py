@@ -15,6 +15,7 @@ class HistoryStore(base.HistoryStore):
     __slots__ = ()
     dialect = "postgres"
     SQL_ROWS_OF = base._SELECT_ROWS + " WHERE id = ANY(CAST(? AS BIGINT[]))"
+    SQL_CONVERSION_ROWS_OF = base._SELECT_CONVERSIONS + " WHERE id = ANY(CAST(? AS BIGINT[]))"
     SQL_LOCK = f"SELECT pg_advisory_xact_lock({base.HISTORY_LOCK})"
     SQL_GUARD = f"SELECT pg_advisory_xact_lock_shared({base.HISTORY_LOCK})"
 
@@ -22,6 +23,11 @@ class HistoryStore(base.HistoryStore):
         if not click_ids:
             return []
         return self.conn.execute(self.SQL_ROWS_OF, (click_ids,)).fetchall()
+
+    def conversion_rows_of(self, conversion_ids: list[int]) -> list[tuple]:
+        if not conversion_ids:
+            return []
+        return self.conn.execute(self.SQL_CONVERSION_ROWS_OF, (conversion_ids,)).fetchall()
 
     def lock_watermark(self) -> None:
         self.conn.execute(self.SQL_LOCK).close()

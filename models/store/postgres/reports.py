@@ -73,10 +73,12 @@ class ReportStore(base.ReportStore):
         filters: dict[str, tuple],
         bucket: int | None,
         after: int | None = None,
+        conversions_after: int | None = None,
     ) -> Iterator[tuple]:
+        positions = {"after": after, "conversions_after": conversions_after}
         if REFERRER not in groups and REFERRER not in filters:
             yield from super().rows(
-                source, start, end, groups=groups, filters=filters, bucket=bucket, after=after
+                source, start, end, groups=groups, filters=filters, bucket=bucket, **positions
             )
             return
         wanted = filters.get(REFERRER)
@@ -85,7 +87,7 @@ class ReportStore(base.ReportStore):
         at = (1 if bucket else 0) + sql_groups.index(REFERRER)
         is_grouped = REFERRER in groups
         rows = super().rows(
-            source, start, end, groups=sql_groups, filters=sql_filters, bucket=bucket, after=after
+            source, start, end, groups=sql_groups, filters=sql_filters, bucket=bucket, **positions
         )
         for row in rows:
             domain = referrer_domain(row[at])

@@ -16,6 +16,7 @@ class HistoryStore(base.HistoryStore):
     __slots__ = ()
     dialect = "sqlite"
     SQL_ROWS_OF = base._SELECT_ROWS + " WHERE id IN ({})"  # {}: one ? per id.
+    SQL_CONVERSION_ROWS_OF = base._SELECT_CONVERSIONS + " WHERE id IN ({})"
 
     def rows_of(self, click_ids: list[int]) -> list[tuple]:
         """In slices: a build of SQLite may bind no more than 32,766 parameters to a statement."""
@@ -23,6 +24,14 @@ class HistoryStore(base.HistoryStore):
         for at in range(0, len(click_ids), IDS_PER_STATEMENT):
             ids = click_ids[at : at + IDS_PER_STATEMENT]
             rows += self.conn.execute(self.SQL_ROWS_OF.format(",".join("?" * len(ids))), ids).fetchall()
+        return rows
+
+    def conversion_rows_of(self, conversion_ids: list[int]) -> list[tuple]:
+        rows: list[tuple] = []
+        for at in range(0, len(conversion_ids), IDS_PER_STATEMENT):
+            ids = conversion_ids[at : at + IDS_PER_STATEMENT]
+            sql = self.SQL_CONVERSION_ROWS_OF.format(",".join("?" * len(ids)))
+            rows += self.conn.execute(sql, ids).fetchall()
         return rows
 
     def lock_watermark(self) -> None:
