@@ -173,6 +173,8 @@ def log_order(
 class SortedPage:
     rows: list[dict[str, Any]]
     after: list[Any] | None  # The cursor of the next page; None on the last.
+    # Why the columnar history, asked to answer, did not (the page says so); None if it did or was not asked.
+    fallback: str | None = None
 
 
 def sorted_page(
