@@ -31,6 +31,7 @@ from models.reporting.logorder import LogOrder, SortedPage
 from models.reporting.timerange import before, local_instant, localise_times, time_bounded, zone
 from models.store.duckdb.connection import HISTORY_UNAVAILABLE
 from models.store.duckdb.history import HISTORY_COLUMNS
+from models.store.history import queued_clicks
 from models.store.logorder import spelling_for
 from models.tables.click import Click
 
@@ -289,7 +290,8 @@ def _sorted_from_history(
         # PERF: the tail past the position is a range of the primary key; the queued clicks are few.
         sources = [old, _sorted_rows(db, query, tz, order, Click.id > answering.position)]
         if answering.queued:
-            sources.append(_sorted_rows(db, query, tz, order, Click.id.in_(answering.queued)))
+            held = Click.id <= answering.position  # A click past it, queued too, is in the tail.
+            sources.append(_sorted_rows(db, query, tz, order, held, Click.id.in_(queued_clicks())))
         rows = list(itertools.islice(heapq.merge(*sources, key=order.merge_key), limit))
         page = rows[: query.limit]
         missing = [row["id"] for row in page if "ip" not in row]
