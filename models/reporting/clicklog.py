@@ -290,8 +290,8 @@ def _sorted_from_history(
         # PERF: the tail past the position is a range of the primary key; the queued clicks are few.
         sources = [old, _sorted_rows(db, query, tz, order, Click.id > answering.position)]
         if answering.queued:
-            held = Click.id <= answering.position  # A click past it, queued too, is in the tail.
-            sources.append(_sorted_rows(db, query, tz, order, held, Click.id.in_(queued_clicks())))
+            copied = Click.id <= answering.position  # A click past it, queued too, is in the tail.
+            sources.append(_sorted_rows(db, query, tz, order, copied, Click.id.in_(queued_clicks())))
         rows = list(itertools.islice(heapq.merge(*sources, key=order.merge_key), limit))
         page = rows[: query.limit]
         missing = [row["id"] for row in page if "ip" not in row]
