@@ -30,7 +30,6 @@ from models.reporting.historyclicks import ClickHistory, answering_history
 from models.reporting.logorder import LogOrder, SortedPage
 from models.reporting.timerange import before, local_instant, localise_times, time_bounded, zone
 from models.store.duckdb.connection import HISTORY_UNAVAILABLE
-from models.store.duckdb.history import HISTORY_COLUMNS
 from models.store.history import queued_clicks
 from models.store.logorder import spelling_for
 from models.tables.click import Click
@@ -256,6 +255,11 @@ def _sorted_rows(db: Database, query: ClickFilter, tz, order: LogOrder, *only) -
     return list(select.dicts())
 
 
+# What the sorted log reads of a click the history answers for: the log's columns but the IP address
+# (read from the row store for the page's rows).
+HELD_COLUMNS = ("id", *(column for column in LOG_COLUMNS if column != "ip"))
+
+
 def _sorted_from_history(
     db: Database, query: ClickFilter, tz, order: LogOrder, history: ClickHistory
 ) -> SortedPage:
@@ -282,11 +286,9 @@ def _sorted_from_history(
             limit=limit,
             up_to=answering.position,
             leave_out=answering.queued,
+            columns=HELD_COLUMNS,
         )
-        old = [
-            {"id": click[0], **{c: click[HISTORY_COLUMNS.index(c)] for c in LOG_COLUMNS if c != "ip"}}
-            for click in held
-        ]
+        old = [dict(zip(HELD_COLUMNS, click, strict=True)) for click in held]
         # PERF: the tail past the position is a range of the primary key; the queued clicks are few.
         sources = [old, _sorted_rows(db, query, tz, order, Click.id > answering.position)]
         if answering.queued:
@@ -297,8 +299,7 @@ def _sorted_from_history(
         missing = [row["id"] for row in page if "ip" not in row]
         ips: dict[int, str] = {}
         if missing:
-            found = Click.select(Click.id, Click.ip).where(Click.id.in_(missing))
-            ips = {click.id: click.ip for click in found}
+            ips = dict(Click.select(Click.id, Click.ip).where(Click.id.in_(missing)).tuples().iterator())
     for row in page:
         if "ip" not in row:
             row["ip"] = ips.get(row["id"], "")
