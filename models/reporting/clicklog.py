@@ -5,6 +5,9 @@ history when one is given (models/reporting/historyclicks.py): those created bef
 less any the row store still has, merged into the page in the log's order. The history keeps no IP
 address, user agent or full referrer: an old click shows none, and an IP filter reads the row store only.
 
+The sorted log (`sorted_clicks`) on a node that keeps the history reads the clicks the history answers
+for from it, as reports do, and only the rest from the row store (`_sorted_from_history`).
+
 Date bounds are given in the user's timezone and converted to UTC milliseconds on the indexed
 `created_at` column (never a function on the column), so a campaign's range uses
 `click_campaign_created_at`; without a campaign the newest rows are read backwards by id.
