@@ -187,3 +187,75 @@ def test_the_postback_log_sorts_each_tab_and_its_csv_follows(panel, users, click
     got = csv_column(panel, "/panel/postback-log.csv?log=deliveries&sort=state,time", admin, "Conversion")
     assert got == expected
     assert get(panel, "/panel/postback-log?log=deliveries&sort=verdict", admin)[0] == 400
+
+
+def test_the_sorted_click_log_reads_the_history_where_it_answers_and_the_row_store_the_rest(
+    panel, users, clicks, db, settings, monkeypatch
+):
+    from models.reporting.clicklog import SORT_COLUMNS, ClickFilter, sorted_clicks
+    from models.reporting.history import HistoryFiles, append_history
+    from models.reporting.historyclicks import click_history
+    from models.reporting.logorder import log_order
+    from models.store.database import write_tx
+    from models.store.duckdb.history import ColumnarHistory
+    from models.store.history import HistoryStore
+    from workers.bench.generate import generate_clicks
+
+    files = HistoryFiles(settings.history_path, settings.history_memory_limit)
+    admin = log_in(panel)
+    # No history yet: the row store sorts every click, and the page says why.
+    html = get(panel, "/panel/clicks?sort=country,-time&limit=5", admin)[2]
+    assert 'id="history-note"' in html and "There is no click history" in html
+    append_history(db, files)  # The 250 clicks, copied: the history answers for them.
+    assert generate_clicks(db, 40, 1, campaigns=2, seed=9) == 40  # Past its position: the row store's.
+    ids = [row["id"] for row in table(db, "SELECT id FROM click ORDER BY id")]
+    # Changed since they were copied: the history's copy is stale, queued; and one past its position,
+    # queued as an append that has closed its watermark but not copied yet queues it.
+    queued = [*ids[:120:7], ids[-1]]
+    with write_tx(db):
+        HistoryStore(db.connection()).close_watermark()
+        marks = ", ".join("?" * len(queued))
+        db.connection().execute(f"UPDATE click SET country = 'ZZ' WHERE id IN ({marks})", queued)
+        HistoryStore(db.connection()).record_changes(queued)
+    asked: list[int] = []
+    sorted_log = ColumnarHistory.sorted_log
+
+    def spied(self, equal, **bounds):
+        asked.append(bounds["up_to"])
+        return sorted_log(self, equal, **bounds)
+
+    monkeypatch.setattr(ColumnarHistory, "sorted_log", spied)
+    rows = table(db, "SELECT id, subid, ip, created_at, campaign_id, offer_id, country FROM click")
+    named(db, rows, "offer")
+    by_country = ordered(rows, [("country", False), ("created_at", True)])
+    pages = walk(panel, admin, "/panel/clicks?sort=country,-time&limit=70")
+    assert [s for page in pages for s in page] == [row["subid"] for row in by_country]
+    assert len(pages) == 5 and asked and set(asked) == {ids[249]}
+    html = get(panel, "/panel/clicks?sort=country,-time&limit=70", admin)[2]
+    assert 'id="history-note"' not in html
+    # The CSV follows the same path; each click's IP is the row store's, read for the rows shown.
+    asked.clear()
+    by_offer = ordered(rows, [("offer", True), ("created_at", False)])
+    path = "/panel/clicks.csv?sort=-offer,time"
+    assert csv_column(panel, path, admin, "Subid") == [row["subid"] for row in by_offer]
+    assert csv_column(panel, path, admin, "IP") == [row["ip"] for row in by_offer] and asked
+    # One campaign from a minute on (the UTC timezone), straight from the model, page by page.
+    since = min(row["created_at"] for row in rows) + 6 * 3_600_000
+    start = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(since // 1000 + 60))
+    theirs = [
+        row for row in rows if row["campaign_id"] == 2 and row["created_at"] >= (since // 60_000 + 1) * 60_000
+    ]
+    expected = [row["subid"] for row in ordered(theirs, [("offer", False), ("country", True)])]
+    order = log_order([("offer", False), ("country", True)], None, SORT_COLUMNS)
+    seen, history = [], click_history(settings)
+    while True:
+        page = sorted_clicks(db, ClickFilter(campaign_id=2, since=start, limit=16), order, history)
+        seen += [row["subid"] for row in page.rows]
+        if page.after is None:
+            break
+        order = order.with_after(page.after)
+    assert seen == expected and len(expected) > 16 and page.fallback is None
+    # A damaged history: the row store answers, in the same order, and the page says why.
+    files.path.write_bytes(b"not a DuckDB file" * 100)
+    html = get(panel, "/panel/clicks?sort=country,-time&limit=500", admin)[2]
+    assert subids(html) == [row["subid"] for row in by_country] and 'id="history-note"' in html

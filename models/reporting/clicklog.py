@@ -5,6 +5,9 @@ history when one is given (models/reporting/historyclicks.py): those created bef
 less any the row store still has, merged into the page in the log's order. The history keeps no IP
 address, user agent or full referrer: an old click shows none, and an IP filter reads the row store only.
 
+The sorted log (`sorted_clicks`) on a node that keeps the history reads the clicks the history answers
+for from it, as reports do, and only the rest from the row store (`_sorted_from_history`).
+
 Date bounds are given in the user's timezone and converted to UTC milliseconds on the indexed
 `created_at` column (never a function on the column), so a campaign's range uses
 `click_campaign_created_at`; without a campaign the newest rows are read backwards by id.
@@ -26,9 +29,11 @@ from models.choices import SUB_ID_SLOTS
 from models.errors import LannerError, NotFoundError
 from models.ops.retention import pruned_before
 from models.reporting.clickpath import describe_path, path_names, with_paths
-from models.reporting.historyclicks import ClickHistory
+from models.reporting.historyclicks import ClickHistory, answering_history
 from models.reporting.logorder import LogOrder, SortedPage
 from models.reporting.timerange import before, local_instant, localise_times, time_bounded, zone
+from models.store.duckdb.connection import HISTORY_UNAVAILABLE
+from models.store.history import queued_clicks
 from models.store.logorder import spelling_for
 from models.tables.click import Click
 
@@ -208,11 +213,35 @@ def sorted_clicks(
     db: Database, query: ClickFilter, order: LogOrder, history: ClickHistory | None = None
 ) -> SortedPage:
     """`query.limit` clicks matching `query` in `order` after its cursor, `created_at` as ISO text in its
-    timezone; with `history`, the pruned ones too, merged in: each source read sorted and keyset-paged,
-    so neither a page nor a CSV's chunk holds more than its own rows and the history's chunk."""
+    timezone. With a `history` this node keeps, the clicks it answers for come from it (a columnar top-N
+    sort, ~tens of ms over millions of clicks) and only the rest from the row store, as reports read it;
+    if it cannot answer (missing, damaged, locked, behind), or for the IP address it does not keep (a
+    filter or a key), every click comes from the row store, with the pruned ones from the history merged
+    in, and the page's `fallback` says why when the history was asked. Each source is read sorted and
+    keyset-paged, so neither a page nor a CSV's chunk holds more than its own rows and each source's."""
     tz = zone(query.timezone)
+    fallback = None
+    needs_ip = query.ip is not None or any(key.column == "ip" for key in order.keys)
+    if history is not None and history.answers and not needs_ip:
+        try:
+            return _sorted_from_history(db, query, tz, order, history)
+        except HISTORY_UNAVAILABLE as error:
+            fallback = str(error)
+    rows = _sorted_rows(db, query, tz, order)
+    cutoff = pruned_before(db.connection()) if history is not None and query.ip is None else None
+    if history is not None and cutoff is not None:
+        old = _sorted_history(query, tz, order, history, cutoff)
+        rows = list(itertools.islice(heapq.merge(rows, old, key=order.merge_key), query.limit + 1))
+    page = rows[: query.limit]
+    cursor = order.key_of(page[-1]) if len(rows) > query.limit else None
+    return SortedPage(with_paths(localise_times(page, ("created_at",), tz)), cursor, fallback)
+
+
+def _sorted_rows(db: Database, query: ClickFilter, tz, order: LogOrder, *only) -> list[dict[str, Any]]:
+    """The row store's `query.limit + 1` clicks matching `query` (and the conditions `only`) in `order`
+    after its cursor."""
     select = Click.select(Click.id, *(getattr(Click, column) for column in LOG_COLUMNS))
-    for condition in _conditions(query):
+    for condition in [*_conditions(query), *only]:
         select = select.where(condition)
     bytewise = spelling_for(db.connection()).bytewise
     after = order.after_condition(Click, bytewise)
@@ -226,12 +255,57 @@ def sorted_clicks(
         tz=tz,
         limit=query.limit + 1,
     )
-    rows = list(select.dicts())
-    cutoff = pruned_before(db.connection()) if history is not None and query.ip is None else None
-    if history is not None and cutoff is not None:
-        old = _sorted_history(query, tz, order, history, cutoff)
-        rows = list(itertools.islice(heapq.merge(rows, old, key=order.merge_key), query.limit + 1))
-    page = rows[: query.limit]
+    return list(select.dicts())
+
+
+# What the sorted log reads of a click the history answers for: the log's columns but the IP address
+# (read from the row store for the page's rows).
+HELD_COLUMNS = ("id", *(column for column in LOG_COLUMNS if column != "ip"))
+
+
+def _sorted_from_history(
+    db: Database, query: ClickFilter, tz, order: LogOrder, history: ClickHistory
+) -> SortedPage:
+    """sorted_clicks' page with the clicks the history answers for (ids up to the row store's position,
+    not queued for a copy again) read from it, the rest (ids past the position, queued) from the row
+    store, merged; the IP address of the page's clicks from the row store by id (a pruned one has none).
+    HISTORY_UNAVAILABLE if the history cannot answer."""
+    since_ms = local_instant(query.since, tz, is_end=False) if query.since else None
+    limit = query.limit + 1
+    with answering_history(history.files, db, since_ms=since_ms, wait=history.wait) as answering:
+        held = answering.columnar.sorted_log(
+            _history_equal(query),
+            campaign_ids=None
+            if query.campaign_id is not None or query.campaign_ids is None
+            else sorted(query.campaign_ids),
+            before_ms=None,
+            since_ms=since_ms,
+            until_ms=local_instant(query.until, tz, is_end=True) if query.until else None,
+            keys=[
+                (key.column, key.is_descending, None if key.ranks is None else dict(key.ranks))
+                for key in order.keys
+            ],
+            after=None if order.after is None else list(order.after),
+            limit=limit,
+            up_to=answering.position,
+            leave_out=answering.queued,
+            columns=HELD_COLUMNS,
+        )
+        old = [dict(zip(HELD_COLUMNS, click, strict=True)) for click in held]
+        # PERF: the tail past the position is a range of the primary key; the queued clicks are few.
+        sources = [old, _sorted_rows(db, query, tz, order, Click.id > answering.position)]
+        if answering.queued:
+            copied = Click.id <= answering.position  # A click past it, queued too, is in the tail.
+            sources.append(_sorted_rows(db, query, tz, order, copied, Click.id.in_(queued_clicks())))
+        rows = list(itertools.islice(heapq.merge(*sources, key=order.merge_key), limit))
+        page = rows[: query.limit]
+        missing = [row["id"] for row in page if "ip" not in row]
+        ips: dict[int, str] = {}
+        if missing:
+            ips = dict(Click.select(Click.id, Click.ip).where(Click.id.in_(missing)).tuples().iterator())
+    for row in page:
+        if "ip" not in row:
+            row["ip"] = ips.get(row["id"], "")
     cursor = order.key_of(page[-1]) if len(rows) > query.limit else None
     return SortedPage(with_paths(localise_times(page, ("created_at",), tz)), cursor)
 

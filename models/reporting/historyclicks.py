@@ -15,14 +15,25 @@ from the subid alone, so a miss on a recent or made-up subid never opens DuckDB.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+
+from peewee import Database
 
 from models.clicks.record import subid_ms
 from models.reporting.history import HistoryFiles, HistorySettings
-from models.store.duckdb.connection import HistoryMissing, open_history
+from models.store.database import read_tx
+from models.store.duckdb.connection import (
+    HistoryBehind,
+    HistoryIncomplete,
+    HistoryMissing,
+    open_history,
+)
 from models.store.duckdb.history import HISTORY_COLUMNS, ColumnarHistory
-from models.store.history import ROW_COLUMNS
+from models.store.history import ROW_COLUMNS, HistoryStore
 
 LOOKUP_WAIT = 0.5  # Seconds a lookup waits for the shared lock: an append's chunk holds it ~0.5 s at most.
 
@@ -101,6 +112,44 @@ def history_sorted_log(
     return [dict(zip(HISTORY_COLUMNS, row, strict=True)) for row in rows]
 
 
+@dataclass(frozen=True)
+class Answering:
+    """The history open beside the row store's snapshot: it answers for the clicks with ids up to
+    `position` but those `queued`; the row store for the rest."""
+
+    columnar: ColumnarHistory
+    position: int
+    queued: list[int]
+
+
+@contextlib.contextmanager
+def answering_history(
+    files: HistoryFiles, db: Database, *, since_ms: int | None, wait: float | None
+) -> Iterator[Answering]:
+    """The history under its shared lock, then one row-store snapshot, as reports read them
+    (docs/analytics.md, "How a report reads it": no chunk commits in DuckDB meanwhile, so the row
+    store's position and queue are at or behind what DuckDB holds). Raises what reports fall back on
+    (models/store/duckdb/connection.py HISTORY_UNAVAILABLE): missing, damaged, locked past `wait`, out
+    of memory, behind the row store, or made again after a prune and read from before it (`since_ms`
+    None: from the start)."""
+    with (
+        open_history(files.path, write=False, memory_limit=files.memory_limit, wait=wait) as conn,
+        read_tx(db),
+    ):
+        store = HistoryStore(db.connection())
+        position, _ = store.state()
+        columnar = ColumnarHistory(conn, files.path.parent)
+        held = columnar.position()
+        if held < position:
+            raise HistoryBehind(files.path, held, position)
+        complete_from = columnar.complete_from()
+        if complete_from and (since_ms is None or since_ms < complete_from):
+            moment = datetime.fromtimestamp(complete_from / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+            raise HistoryIncomplete(files.path, moment)
+        queued = [click_id for click_id, _ in store.changes(0, position, 2**62)]
+        yield Answering(columnar, position, queued)
+
+
 def row_store_values(click: dict[str, Any]) -> tuple:
     """A history click as the row store's ROW_COLUMNS (its referrer is the domain the history kept)."""
     return tuple(click["referrer_domain" if column == "referrer" else column] for column in ROW_COLUMNS)
@@ -112,6 +161,9 @@ class ClickHistory:
 
     files: HistoryFiles
     wait: float | None = LOOKUP_WAIT
+    # Whether this node keeps the history (settings.py keeps_history): then the sorted click log reads
+    # from it the clicks it holds, not only those the row store no longer has.
+    answers: bool = False
 
     def by_subid(self, subid: str) -> dict[str, Any] | None:
         return history_click(self.files, subid, wait=self.wait)
@@ -129,4 +181,4 @@ class ClickHistory:
 def click_history(settings: HistorySettings) -> ClickHistory:
     """The lookups over the history file settings name (settings.py's history_path, history_memory_limit);
     on a node that keeps none (cluster mode), the file is missing and every lookup finds nothing."""
-    return ClickHistory(HistoryFiles.of(settings))
+    return ClickHistory(HistoryFiles.of(settings), answers=settings.keeps_history)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
+from peewee import SQL
+
 from models.store.rows import Store, fetch_single
 from models.tables.click import ROUTING_COLUMNS, SUB_ID_COLUMNS
 
@@ -268,3 +270,9 @@ class HistoryStore(Store):
     @abstractmethod
     def guard(self) -> None:
         """In a click inserter's or mutation's transaction, before it takes an id or reads the target."""
+
+
+def queued_clicks() -> SQL:
+    """The ids queued in history_change as a subquery a row-store select tests a click id against
+    (`Click.id.in_(queued_clicks())`): the queue may hold more ids than a statement takes parameters."""
+    return SQL("(SELECT click_id FROM history_change)")

@@ -274,6 +274,7 @@ class ClickLogResource(PanelResource):
         sorting = LogSort(req, CLICK_SORT, ("time", *choice.columns), choice.sort)
         pager = Pager(req, is_sorted=sorting.is_sorted)
         query = self.click_filter(req, principal, visible, pager.limit + 1, pager.before_id)
+        fallback = None  # Why the columnar history did not answer a sorted page (said on the page).
         try:
             if visible == set():
                 rows = []
@@ -282,6 +283,7 @@ class ClickLogResource(PanelResource):
                     self.sessions.db, replace(query, limit=pager.limit), sorting.order(), self.history
                 )
                 rows = pager.sorted_rows(page.rows, sorting.cursor(page.after))
+                fallback = page.fallback
             else:
                 rows = pager.rows(list_clicks(self.sessions.db, query, self.history))
         except LannerError as exc:
@@ -293,6 +295,7 @@ class ClickLogResource(PanelResource):
             "logs_clicks.html",
             session,
             rows=rows,
+            fallback=fallback,
             not_recorded=NOT_RECORDED,
             pager=pager,
             **log_chooser(sets, principal, choice, LOG_LABELS, pager, sorting),

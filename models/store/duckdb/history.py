@@ -404,19 +404,34 @@ class ColumnarHistory:
         equal: dict[str, Any],
         *,
         campaign_ids: list[int] | None,
-        before_ms: int,
+        before_ms: int | None,
         since_ms: int | None,
         until_ms: int | None,
         keys: list[tuple[str, bool, dict[int, int] | None]],
         after: list[Any] | None,
         limit: int,
+        up_to: int | None = None,
+        leave_out: list[int] | None = None,
+        columns: tuple[str, ...] = HISTORY_COLUMNS,
     ) -> list[tuple]:
-        """The clicks created before `before_ms` with these column values, in the sorted click log's order
-        (models/reporting/logorder.py: `keys` as (column, descending, an id column's name places), then id
-        newest first, NULLs last), after the row whose key values are `after`; `limit` of them. A column
-        the history does not keep (the IP address) is the empty text, as the log shows it."""
-        where: list[str] = ["created_at < ?"]
-        params: list[Any] = [before_ms]
+        """The clicks created before `before_ms` (None: any) with these column values, in the sorted click
+        log's order (models/reporting/logorder.py: `keys` as (column, descending, an id column's name
+        places), then id newest first, NULLs last), after the row whose key values are `after`; `limit` of
+        them, each as its values of `columns` (the id first). With `up_to`, only ids up to it, less those in
+        `leave_out` (the part the row store trusts the history with). A column the history does not keep
+        (the IP address) is the empty text, as the log shows it."""
+        assert columns[0] == "id" and set(columns) <= set(COLUMN_TYPES), columns  # Only ours, in SQL.
+        where: list[str] = []
+        params: list[Any] = []
+        if before_ms is not None:
+            where.append("created_at < ?")
+            params.append(before_ms)
+        if up_to is not None:
+            where.append("id <= ?")
+            params.append(up_to)
+        if leave_out:
+            where.append("id NOT IN (SELECT unnest(CAST(? AS BIGINT[])))")
+            params.append(list(leave_out))
         for column, value in equal.items():
             assert column in COLUMN_TYPES, column  # A column name cannot be a parameter: only ours.
             where.append(f"{column} = ?")
@@ -459,8 +474,20 @@ class ColumnarHistory:
             params += way_params
         order = ", ".join(f"{expr} {'DESC' if desc else 'ASC'} NULLS LAST" for expr, _, desc in exprs)
         order_params = [v for _, expr_params, _ in exprs for v in expr_params]
-        sql = f"SELECT {_COLUMNS_SQL} FROM click WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
-        return self.conn.execute(sql, [*params, *order_params, limit]).fetchall()
+        # PERF: the sort carries the id alone, then the page's rows are read by id: a top-N sort carrying
+        # every column (thirty sub ids) read them all for every row, ~3-5x slower over a million clicks.
+        sql = f"SELECT id FROM click WHERE {' AND '.join(where) or 'true'} ORDER BY {order} LIMIT ?"
+        ids = [row[0] for row in self.conn.execute(sql, [*params, *order_params, limit]).fetchall()]
+        if not ids:
+            return []
+        # PERF: only the columns asked for: a CSV chunk's 10,000 rows of every column cost ~0.3 s more.
+        rows = self.conn.execute(
+            f"SELECT {', '.join(columns)} FROM click WHERE id BETWEEN ? AND ? "
+            "AND id IN (SELECT unnest(CAST(? AS BIGINT[])))",
+            (min(ids), max(ids), ids),
+        ).fetchall()
+        by_id = {row[0]: row for row in rows}
+        return [by_id[click_id] for click_id in ids]
 
     def hours(self, up_to: int, leave_out: list[int]) -> list[tuple[int, int, float]]:
         """(hour, clicks, cost) of the clicks up to an id, but those in `leave_out`."""
