@@ -4,11 +4,14 @@ Builds, in a fresh data directory, what a single box looks like after months of 
 LANNER_RAW_RETENTION doing its work, then times the issue's reports through the real report code:
 
 - the old clicks (all but the recent window) are written **straight into the DuckDB history** by DuckDB
-  SQL over `range()`, with hash-based values: 20 campaigns (skewed), ~50,000 zones (`sub_id_1`, skewed),
-  30 values of `sub_id_2`, 2,000 creatives (`sub_id_3`), 200 countries (skewed) with regions and cities,
-  devices, OS, browsers, languages, sources, referrers, a cost per click by zone, uniqueness and bot flags,
-  repeat visitors, and a subid in Lanner's own format (its time prefix, which the zone maps use). They
-  are laid out as the appender lays them: in id (time) order, each 50,000 sorted by (campaign, time);
+  SQL over `range()`, with hash-based values: 20 campaigns (~30% of the clicks the biggest), each
+  buying one geo (98% of its clicks from its country, the rest from any of 200, mostly the big ones)
+  from one of 7 sources, each source with its own ~7,000 of the ~50,000 zones (`sub_id_1`, a few
+  zones with most clicks), 40 creatives (`sub_id_2`), 2,000 placements (`sub_id_3`), regions and
+  cities in the 40 biggest countries, devices, OS, browsers, languages, referrers, a cost per click by
+  zone, uniqueness and bot flags, repeat visitors, and a subid in Lanner's own format (its time
+  prefix, which the zone maps use). They are laid out as the appender lays them: in id (time) order,
+  each 50,000 sorted by (campaign, time);
 - the rollups' campaign cube and the country cube's days get those clicks' sums (what the flusher
   would have added as they landed; the detail cube and the country cube's hours are left without
   them, and no timed report reads them: each run checks);
@@ -16,8 +19,9 @@ LANNER_RAW_RETENTION doing its work, then times the issue's reports through the 
   (`history_state.position`), the time before the window is pruned (`pruned_before`), and it keeps the
   newest old click (retention never deletes the newest click, so new ids follow the history's);
 - the recent window lands in the row store through `lanner generate clicks`' code (ids after the
-  history's, rollups, exact uniqueness), is copied by the real appender, and a last minute of clicks
-  stays past the position (the tail every report reads from the row store);
+  history's, rollups, exact uniqueness; its own model: 13 countries, zones drawn evenly from one
+  source's 7,142), is copied by the real appender, and a last minute of clicks stays past the position
+  (the tail every report reads from the row store);
 - conversions arrive through the real postback path: a share of the window's clicks, and a few late
   ones for clicks only the history holds (which puts the click back in the row store first).
 
@@ -57,6 +61,8 @@ from workers.bench.generate import ensure_campaigns, generate_clicks
 
 CAMPAIGNS = 20
 ZONES = 50_000
+SOURCES = 7  # Traffic sources, one of them none (direct): each with its own zones.
+STRAY_GEO = 0.02  # Of a campaign's clicks, those from outside the country it buys.
 COUNTRIES = 200
 APPEND_CHUNK = 50_000  # models/reporting/history.py CHUNK: how the appender sorts what it writes.
 FILL_CHUNK = 2_000_000  # Rows a DuckDB statement generates: bounded memory, a progress step.
@@ -121,7 +127,16 @@ def fill_sql(targets: list[tuple[int, int, int]]) -> str:
     campaigns = "[" + ", ".join(str(c) for c, _, _ in targets) + "]"
     streams = "[" + ", ".join(str(s) for _, s, _ in targets) + "]"
     offers = "[" + ", ".join(str(o) for _, _, o in targets) + "]"
-    country = f"CAST(floor({COUNTRIES} * pow({_u(3)}, 3)) AS INTEGER)"
+    # A campaign buys one geo: 98% of its clicks are from it (its own of the 16 big countries), the rest
+    # from anywhere, mostly the big ones (GeoIP and the network disagreeing, VPNs).
+    country = (
+        f"CASE WHEN {_u(3)} < {1 - STRAY_GEO} THEN c % {len(_BIG)} "
+        f"ELSE CAST(floor({COUNTRIES} * pow({_u(22)}, 6)) AS INTEGER) END"
+    )
+    # A campaign buys from one source (of SOURCES), and a zone is one source's: each source has its
+    # own ZONES / SOURCES of them, the busiest few with most of the clicks.
+    source = f"CAST(hash(c, 7) % {SOURCES} AS INTEGER)"
+    zone = f"{source} * {ZONES // SOURCES} + CAST(floor({ZONES // SOURCES} * pow({_u(2)}, 3)) AS INTEGER)"
     os_list = _text_list(("Android", "Android", "Android", "iOS", "iOS", "Windows", "macOS", "Linux"))
     browsers = _text_list(
         ("Chrome", "Chrome", "Chrome", "Safari", "Samsung Internet", "Firefox", "Edge", "Opera")
@@ -149,7 +164,7 @@ def fill_sql(targets: list[tuple[int, int, int]]) -> str:
         # Most push and pop clicks carry no referrer; the rest come from a few hundred sites.
         "referrer_domain": f"CASE WHEN {_u(5)} < 0.7 THEN '' "
         "ELSE 'site' || CAST(hash(i, 6) % 300 AS VARCHAR) || '.example' END",
-        "source": f"{sources}[CAST(hash(c, 7) % 7 AS INTEGER) + 1]",  # A campaign buys from one source.
+        "source": f"{sources}[{source} + 1]",
         "cost": "CAST(1 + hash(z, 8) % 40 AS DOUBLE) / 10000",  # A zone's CPC, $0.0001-0.004.
         "is_unique_global": f"CAST({_u(9)} < 0.55 AS TINYINT)",
         "is_unique_campaign": f"CAST({_u(9)} < 0.65 AS TINYINT)",
@@ -180,7 +195,7 @@ def fill_sql(targets: list[tuple[int, int, int]]) -> str:
     return (
         f"INSERT INTO click ({', '.join(columns)}) "
         f"SELECT {', '.join(columns.values())} FROM ("
-        f"SELECT i, c, CAST(floor({ZONES} * pow({_u(2)}, 3)) AS INTEGER) AS z, {country} AS k, "
+        f"SELECT i, c, {zone} AS z, {country} AS k, "
         f"{created} AS created_at FROM (SELECT i, {campaign} AS c FROM range(?, ?) AS t(i)))"
     )
 
@@ -359,7 +374,7 @@ def build(
         campaigns=CAMPAIGNS,
         seed=plan.seed,
         end_ms=tail_ms,
-        zone_count=ZONES,
+        zone_count=ZONES // SOURCES,
         on_progress=bar("Recent window (row store)", window),
     )
     seconds["window"] = round(time.monotonic() - began, 1)
@@ -373,7 +388,7 @@ def build(
         campaigns=CAMPAIGNS,
         seed=plan.seed + 1,
         end_ms=now_ms,
-        zone_count=ZONES,
+        zone_count=ZONES // SOURCES,
     )
 
     began = time.monotonic()
