@@ -105,6 +105,7 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
 @click.option(
     "--repeat", type=click.IntRange(min=1), default=5, show_default=True, help="Warm runs a report."
 )
+@click.option("--only", default="", help="Time only the reports whose name has this in it.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 @pass_context
 def bench_history_reports_command(
@@ -116,6 +117,7 @@ def bench_history_reports_command(
     conversions: float,
     old_conversions: int,
     repeat: int,
+    only: str,
     json_path: str | None,
 ) -> None:
     """Issue 28's report targets over a big columnar history, written straight into DuckDB in
@@ -184,6 +186,7 @@ def bench_history_reports_command(
         files,
         repeat,
         campaign,
+        only=only,
         on_report=lambda t: click.echo(f"  {t.name}: {t.median_ms} ms, CPU {t.cpu_ms} ms", err=True),
     )
     columns = [
