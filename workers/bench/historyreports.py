@@ -46,6 +46,7 @@ from peewee import Database
 
 from models.clicks.record import _SUBID_ALPHABET
 from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
+from models.reporting.history import CHUNK as APPEND_CHUNK  # How the appender sorts what it writes.
 from models.reporting.history import HistoryFiles, append_history
 from models.reporting.historyclicks import ClickHistory
 from models.reporting.reports import ReportQuery, run_report
@@ -64,8 +65,7 @@ ZONES = 50_000
 SOURCES = 7  # Traffic sources, one of them none (direct): each with its own zones.
 STRAY_GEO = 0.02  # Of a campaign's clicks, those from outside the country it buys.
 COUNTRIES = 200
-APPEND_CHUNK = 50_000  # models/reporting/history.py CHUNK: how the appender sorts what it writes.
-FILL_CHUNK = 2_000_000  # Rows a DuckDB statement generates: bounded memory, a progress step.
+FILL_CHUNK = 40 * APPEND_CHUNK  # Rows a DuckDB statement generates: bounded memory, a progress step.
 BUILT = "bench-history.json"  # In the data directory once it is built: what it holds.
 MINUTE_MS = 60_000
 
