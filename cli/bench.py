@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
+from cli.context import Context, pass_context, refuse_on_postgres
 from cli.output import echo_rows
 
 
@@ -76,6 +78,146 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
     if json_path:
         Path(json_path).write_text(
             json.dumps({"clicks": clicks, "repeat": repeat, "reports": timings_json(timings)}, indent=2)
+        )
+
+
+@bench.command("history-reports")
+@click.option(
+    "--clicks", type=click.IntRange(min=1000), default=10_000_000, show_default=True, help="Clicks in all."
+)
+@click.option("--days", type=float, default=60, show_default=True, help="The history spans this many days.")
+@click.option(
+    "--recent-hours", type=float, default=24, show_default=True, help="The row store's window (retention)."
+)
+@click.option(
+    "--recent-clicks",
+    type=click.IntRange(min=100),
+    default=200_000,
+    show_default=True,
+    help="Of --clicks, landed in the window through the row store.",
+)
+@click.option(
+    "--conversions", type=float, default=0.02, show_default=True, help="Share of the window converted."
+)
+@click.option(
+    "--old-conversions", type=click.IntRange(min=0), default=100, show_default=True, help="Late postbacks."
+)
+@click.option(
+    "--repeat", type=click.IntRange(min=1), default=5, show_default=True, help="Warm runs a report."
+)
+@click.option("--only", default="", help="Time only the reports whose name has this in it.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+@pass_context
+def bench_history_reports_command(
+    ctx: Context,
+    clicks: int,
+    days: float,
+    recent_hours: float,
+    recent_clicks: int,
+    conversions: float,
+    old_conversions: int,
+    repeat: int,
+    only: str,
+    json_path: str | None,
+) -> None:
+    """Issue 28's report targets over a big columnar history, written straight into DuckDB in
+    LANNER_DATA_DIR (a fresh one; a directory it built is reused), with a recent row-store window."""
+    import os
+    import time
+
+    from models.migrations.deferred import pending_steps, run_deferred
+    from models.migrations.runner import migrate
+    from models.reporting.history import HistoryFiles
+    from models.store.database import open_database
+    from workers.bench.historyreports import (
+        BuildPlan,
+        biggest_campaign,
+        build,
+        read_built,
+        row_store_clicks,
+        sizes,
+        time_reports,
+        write_built,
+    )
+
+    refuse_on_postgres(ctx.settings, "writes its clicks into a SQLite file's ids")
+    if not 0 <= conversions <= 1 or days <= 0 or recent_hours <= 0 or recent_hours >= days * 24:
+        raise click.ClickException("--conversions is a share (0-1), and --recent-hours less than --days.")
+    if recent_clicks >= clicks:
+        raise click.ClickException("--recent-clicks must be fewer than --clicks.")
+    data_dir = ctx.settings.data_dir
+    files = HistoryFiles.of(ctx.settings)
+    db = open_database(ctx.settings.database_location, autocheckpoint=True)
+    migrate(db)
+    if pending_steps(db):
+        run_deferred(db, pause=0)
+    built = read_built(data_dir)
+    if built is None:
+        if row_store_clicks(db) or files.path.exists():
+            raise click.ClickException(
+                f"{data_dir} has clicks the bench did not write: give it an empty one."
+            )
+        plan = BuildPlan(clicks, days, recent_hours, recent_clicks, conversions, old_conversions)
+        bars: list = []
+
+        def progress(label: str, total: int):
+            for bar in bars:
+                bar.render_finish()
+            bar = click.progressbar(length=max(total, 1), label=label, file=sys.stderr)
+            bars[:] = [bar]
+            return bar.update
+
+        built = build(db, files, plan, progress=progress)
+        for bar in bars:
+            bar.render_finish()
+        write_built(data_dir, built)
+        click.echo(f"Built in {built.seconds}", err=True)
+    elif built.clicks != clicks:
+        click.echo(f"Reusing {data_dir}: {built.clicks:,} clicks (not {clicks:,}).", err=True)
+    campaign = biggest_campaign(files)
+    click.echo(
+        f"{built.clicks:,} clicks ({built.history_clicks:,} in the history, "
+        f"{built.tail:,} past its position), "
+        f"{built.conversions:,} converted; built {time.strftime('%H:%M', time.gmtime(built.end_ms / 1000))} "
+        f"UTC; memory limit {files.memory_limit}; load {os.getloadavg()[0]:.2f}"
+    )
+    timings = time_reports(
+        db,
+        files,
+        repeat,
+        campaign,
+        only=only,
+        on_report=lambda t: click.echo(f"  {t.name}: {t.median_ms} ms, CPU {t.cpu_ms} ms", err=True),
+    )
+    columns = [
+        "name",
+        "target_ms",
+        "cold_ms",
+        "median_ms",
+        "max_ms",
+        "cpu_ms",
+        "rows",
+        "clicks",
+        "sources",
+        "load",
+    ]
+    results = [asdict(timing) for timing in timings]
+    echo_rows(results, columns, "table")
+    disk = sizes(data_dir, files, built.history_clicks)
+    disk["row_store_clicks"] = row_store_clicks(db)
+    click.echo(", ".join(f"{key} {value:,}" for key, value in disk.items()))
+    if json_path:
+        Path(json_path).write_text(
+            json.dumps(
+                {
+                    "built": asdict(built),
+                    "repeat": repeat,
+                    "campaign": campaign,
+                    "disk": disk,
+                    "reports": results,
+                },
+                indent=2,
+            )
         )
 
 
