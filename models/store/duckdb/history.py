@@ -220,22 +220,18 @@ class ColumnarHistory:
         """In one transaction: drop the conversions `replace` names (those the row store no longer has
         stay dropped), or with `hour` (start, up to id) those of that hour's clicks, insert `rows`
         (CONVERSION_COLUMNS) and set the conversion position."""
-        scratch = None
-        try:
-            if rows:
-                scratch = self._write_csv(rows)
-            with self._transaction():
-                if replace:
-                    self.conn.execute(self.SQL_DELETE_CONVERSIONS, (list(replace),))
-                if hour is not None:
-                    self.conn.execute(self.SQL_DELETE_CONVERSION_HOUR, (hour[0], hour[0] + HOUR_MS, hour[1]))
-                if scratch is not None:
-                    self.conn.execute(self.SQL_INSERT_CONVERSIONS, (str(scratch),))
-                if position is not None:
-                    self.conn.execute(self.SQL_SET_CONVERSION_POSITION, (position,))
-        finally:
-            if scratch is not None:
-                scratch.unlink(missing_ok=True)
+        self._replace_rows(
+            (
+                self.SQL_DELETE_CONVERSIONS,
+                self.SQL_DELETE_CONVERSION_HOUR,
+                self.SQL_INSERT_CONVERSIONS,
+                self.SQL_SET_CONVERSION_POSITION,
+            ),
+            rows,
+            position,
+            replace,
+            hour,
+        )
 
     def cut_back_conversions(self, position: int) -> int:
         """Forget the conversions past an id and set the conversion position to it, in one transaction."""
@@ -262,19 +258,33 @@ class ColumnarHistory:
     ) -> None:
         """In one transaction: drop the clicks `replace` names (or, with `hour` (start, up to id), that
         hour's), insert `rows` (HISTORY_COLUMNS), and set the position."""
+        statements = (self.SQL_DELETE, self.SQL_DELETE_HOUR, self.SQL_INSERT, self.SQL_SET_POSITION)
+        self._replace_rows(statements, rows, position, replace, hour)
+
+    def _replace_rows(
+        self,
+        statements: tuple[str, str, str, str],
+        rows: list[tuple],
+        position: int | None,
+        replace: list[int] | None,
+        hour: tuple[int, int] | None,
+    ) -> None:
+        """One table's append: its (delete by ids, delete an hour, insert from a CSV file, set the
+        position) statements in one transaction."""
+        delete, delete_hour, insert, set_position = statements
         scratch = None
         try:
             if rows:
                 scratch = self._write_csv(rows)
             with self._transaction():
                 if replace:
-                    self.conn.execute(self.SQL_DELETE, (list(replace),))
+                    self.conn.execute(delete, (list(replace),))
                 if hour is not None:
-                    self.conn.execute(self.SQL_DELETE_HOUR, (hour[0], hour[0] + HOUR_MS, hour[1]))
+                    self.conn.execute(delete_hour, (hour[0], hour[0] + HOUR_MS, hour[1]))
                 if scratch is not None:
-                    self.conn.execute(self.SQL_INSERT, (str(scratch),))
+                    self.conn.execute(insert, (str(scratch),))
                 if position is not None:
-                    self.conn.execute(self.SQL_SET_POSITION, (position,))
+                    self.conn.execute(set_position, (position,))
         finally:
             if scratch is not None:
                 scratch.unlink(missing_ok=True)
