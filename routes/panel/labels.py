@@ -40,6 +40,23 @@ REPORTS = "/panel/reports"  # Where a push's answer is shown (the flash cookie's
 SHORT_ANSWER = 200
 
 
+def changeable_campaign(db, principal, campaign_ref: str):
+    """The campaign `campaign_ref` names, if the principal sees it (else 404) and may change it (else
+    403): labelling its values or pushing its blacklist changes what it buys."""
+    try:
+        campaign = get_campaign(db, campaign_ref)
+    except LannerError as exc:
+        raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
+    visible = visible_campaign_ids(db, principal)
+    if visible is not None and campaign.id not in visible:
+        raise falcon.HTTPNotFound(title="Not found", description=f"There is no campaign {campaign_ref!r}.")
+    if not (principal.can_write and edits_campaign(db, principal, campaign.id)):
+        raise falcon.HTTPForbidden(
+            title="Read-only", description=f"{principal.name} may not change this campaign."
+        )
+    return campaign
+
+
 @dataclass(frozen=True)
 class LabelColumn:
     """What the report page needs to show a level's labels and offer the ticks."""
@@ -149,19 +166,7 @@ class LabelResource(PanelResource):
             )
         if not values:
             raise falcon.HTTPBadRequest(title="Refused", description="Tick the rows to label first.")
-        try:
-            campaign = get_campaign(self.db, campaign_ref)
-        except LannerError as exc:
-            raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
-        visible = visible_campaign_ids(self.db, principal)
-        if visible is not None and campaign.id not in visible:
-            raise falcon.HTTPNotFound(
-                title="Not found", description=f"There is no campaign {campaign_ref!r}."
-            )
-        if not (principal.can_write and edits_campaign(self.db, principal, campaign.id)):
-            raise falcon.HTTPForbidden(
-                title="Read-only", description=f"{principal.name} may not change this campaign."
-            )
+        campaign = changeable_campaign(self.db, principal, campaign_ref)
         try:
             scope = label_scope(campaign=campaign, parameter=parameter)
             if label == REMOVE:
@@ -221,20 +226,8 @@ class LabelPushResource(PanelResource):
         campaign_ref, back = form.get("campaign", ""), form.get("back", "")
         if not back.startswith(REPORTS + "?"):
             back = REPORTS
-        try:
-            campaign = get_campaign(self.db, campaign_ref)
-        except LannerError as exc:
-            raise falcon.HTTPNotFound(title="Not found", description=str(exc)) from None
-        visible = visible_campaign_ids(self.db, principal)
-        if visible is not None and campaign.id not in visible:
-            raise falcon.HTTPNotFound(
-                title="Not found", description=f"There is no campaign {campaign_ref!r}."
-            )
         # The API's rule: pushing changes what the campaign buys, so it takes the right to change it.
-        if not (principal.can_write and edits_campaign(self.db, principal, campaign.id)):
-            raise falcon.HTTPForbidden(
-                title="Read-only", description=f"{principal.name} may not change this campaign."
-            )
+        campaign = changeable_campaign(self.db, principal, campaign_ref)
         try:
             scope = label_scope(campaign=campaign, parameter=form.get("param", ""))
         except LannerError as exc:
