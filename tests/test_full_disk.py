@@ -327,10 +327,13 @@ def test_an_lp_click_on_a_full_disk_is_refused_like_a_click_then_lands_once(
 
     lander_campaign(db, "fulllp", [{"url": "https://lp.example/?click={subid}"}], offers=[{"url": OFFER}])
     server = start_server(workers=1)
-    subids = [subid_of(click(server.port, "fulllp", ua=f"lp {n}")[1]["location"]) for n in range(40)]
+    # The segment's last 4,096-byte block may still hold as many short LP lines as fit in what the clicks
+    # left of it: enough subids that more LP lines than a block holds can be tried (each line is over
+    # 26 bytes), and go on until one is refused.
+    subids = [subid_of(click(server.port, "fulllp", ua=f"lp {n}")[1]["location"]) for n in range(160)]
     ballast = Ballast(data_dir.parent / "ballast")
     refused = None
-    for subid in subids:  # The segment's last block may still hold a short line or two: go on until refused.
+    for subid in subids:
         ballast.fill()
         status, headers, body = request(server.port, f"/lp/click?subid={subid}")
         assert status in (302, 503), (status, body, server.log)

@@ -148,6 +148,22 @@ def test_a_server_error_is_an_anomaly_and_try_again_is_not():
     assert kinds(anomalies) == ["unexpected answer"]
 
 
+def test_a_change_stored_though_answered_try_again_checks_clean_once_its_retry_is_a_duplicate():
+    """The database went away during the commit: the change was stored, its answer lost (503). The
+    retry is answered `duplicate`: the change counts as accepted. A `duplicate` of a first sending
+    accepts nothing: a status no postback was answered `updated` for is still an anomaly."""
+    history, rows = good_history()
+    rows[0] = row(1, "t1", "rejected", "lead")
+    lost = Operation(7, SUBID, "t1", "rejected", sent_at=9, answered_at=9.5, code=503, body="{}")
+    retry = sent(8, "t1", "rejected", "duplicate", 1, at=10)
+    retry.is_retry, retry.retry_of = True, 7
+    assert check_history([*history, lost, retry], rows, reports_of(rows), clicks=[SUBID]) == []
+    plain = sent(7, "t1", "rejected", "duplicate", 1, at=10)
+    assert kinds(check_history([*history, plain], rows, reports_of(rows), clicks=[SUBID])) == [
+        "illegal transition"
+    ]
+
+
 def test_a_lead_without_a_tid_adopted_by_its_sale_with_one_checks_clean():
     history = [sent(0, "", "lead", "created", 1, at=0), sent(1, "t7", "sale", "updated", 1, at=1)]
     rows = [row(1, "t7", "sale", "lead")]

@@ -280,6 +280,23 @@ def recount(rows: Iterable[ConversionRow], group: str) -> dict[int | None, dict[
     return totals
 
 
+def _accept_indeterminate(history: list[Operation], accepted: dict[int, list[Operation]]) -> None:
+    """A postback answered "try again" because its database went away during the commit may have been
+    stored all the same (the commit's answer was lost, not the commit): its retry is then answered
+    `duplicate`. Such a retry's status counts as accepted, from the first attempt's sending on, unless
+    another postback already was for that conversion."""
+    by_index = {op.index: op for op in history}
+    for op in history:
+        if op.verdict != "duplicate" or not op.is_retry or op.conversion_id is None:
+            continue
+        first = op
+        while first.retry_of is not None and first.retry_of in by_index:
+            first = by_index[first.retry_of]
+        if first is op or any(other.status == op.status for other in accepted[op.conversion_id]):
+            continue
+        accepted[op.conversion_id].append(replace(op, sent_at=first.sent_at))
+
+
 def check_history(
     history: list[Operation],
     rows: list[ConversionRow],
@@ -332,6 +349,7 @@ def check_history(
                 )
             else:
                 accepted[op.conversion_id].append(op)
+    _accept_indeterminate(history, accepted)
 
     # Each (subid, tid) counted once.
     keyed: dict[tuple[str, str], list[ConversionRow]] = defaultdict(list)
