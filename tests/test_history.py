@@ -319,10 +319,18 @@ def test_the_worker_task_appends_and_makes_a_damaged_file_again_on_one_node_only
         huey.append_history()
     assert "cannot be read" in caplog.text and "every click is still in the row store" in caplog.text
     assert history_rows(files) == row_store_rows(db)
-    # Cluster mode: only LANNER_HISTORY_NODE's worker has the task.
+    # Cluster mode: only LANNER_HISTORY_NODE's worker appends, in its own sweeps' thread: a task on the
+    # cluster's shared queue could be taken by another node's consumer, which has no such file.
+    from workers.runtime.tasks import node_jobs
+
     cluster = settings.replace(redis_url="redis://127.0.0.1:1/0", node_id="b", history_node="a")
     assert not cluster.keeps_history and cluster.replace(node_id="a").keeps_history
     assert not cluster.replace(history_node="").keeps_history
+    assert "append_history" not in {name for name, _, _ in node_jobs(cluster)}
+    jobs = {name: job for name, _, job in node_jobs(cluster.replace(node_id="a"))}
+    generate_clicks(db, 50, 1, campaigns=1, seed=19, end_ms=END_MS + 60_000)
+    jobs["append_history"]()
+    assert history_rows(files) == row_store_rows(db)
 
 
 def test_readers_in_other_processes_never_meet_the_appender_inside_duckdb(db, files, env):

@@ -1,10 +1,11 @@
 """The sweeps of a node's own files, on their crontab, in a thread of `lanner worker` (cluster mode).
 
 On one box they are Huey periodic tasks. With Huey on Redis a task queued by one node may run on any
-node's consumer, but the geo files and the crawler ranges are in each node's data directory: every node
-must update its own. So in cluster mode they are not queued at all: this thread runs each job once at
-start (as `lanner worker` queues them on one box) and then at every minute its crontab matches (UTC,
-as Huey's schedule with utc=True). A job that fails is logged; its next tick tries again.
+node's consumer, but the geo files, the crawler ranges and the columnar history (LANNER_HISTORY_NODE's)
+are in each node's data directory: every node must keep its own. So in cluster mode they are not
+queued at all: this thread runs each job once at start (as `lanner worker` queues them on one box) and
+then at every minute its crontab matches (UTC, as Huey's schedule with utc=True). A job that fails is
+logged; its next tick tries again.
 """
 
 from __future__ import annotations

@@ -361,12 +361,52 @@ def renew_schedule(settings: Settings) -> Callable:
     return crontab(hour=str(2 + spread % 3), minute=str(spread // 3 % 60))
 
 
+def keep_history(settings: Settings) -> None:
+    """The minute's append of the columnar history (the clicks and conversions landed and changed since),
+    then the raw clicks past LANNER_RAW_RETENTION it now holds pruned. A refusal waits for the next
+    minute."""
+    files = HistoryFiles.of(settings)
+    try:
+        result = append_history(db, files)
+    except HistoryBusy:  # `lanner analytics rebuild` (or a slow append) holds it: next minute.
+        return
+    except HISTORY_RETRIED as exc:
+        logger.warning("history not appended now (%s); the next minute tries again", exc)
+        return
+    if result.copied or result.recopied:
+        logger.info("history: %s clicks copied, %s copied again", result.copied, result.recopied)
+    if not settings.raw_retention:
+        return
+    try:
+        run = prune_held_clicks(
+            db, files, settings.raw_retention, global_uniqueness_hours=settings.uniqueness_hours
+        )
+    except HistoryBusy:
+        return
+    except HISTORY_RETRIED as exc:
+        logger.warning("raw clicks not pruned now (%s); the next minute tries again", exc)
+        return
+    if run.deleted:
+        logger.info("retention: %s raw clicks the history holds deleted", run.deleted)
+    elif run.plan.state in (INCOMPLETE, MISSING, UNREADABLE):  # Waiting or behind: it passes.
+        logger.warning("retention: %s", run.plan.reason)
+
+
+def keep_node_history(settings: Settings) -> None:
+    """Cluster mode, in the node sweeps' thread of LANNER_HISTORY_NODE: the file is this node's, so its
+    append is never queued where another node's consumer could take it."""
+    db.connect(reuse_if_open=True)  # The thread's own connection.
+    keep_history(settings)
+
+
 def node_jobs(settings: Settings) -> list[tuple]:
     """What workers/runtime/nodesweeps.py runs on each node in cluster mode (Huey's tasks on one box),
     and the node's web workers' views of Redis published for the other nodes (runtime/redisview.py)."""
     from workers.runtime.redisview import publish_node_view
 
     jobs = []
+    if settings.keeps_history:  # Every minute, and once at start: a history lost while it was down.
+        jobs.append(("append_history", lambda at: True, lambda: keep_node_history(settings)))
     if settings.alert_check_minutes:  # This node's spool and disk: its alerts go out with the minute's sweep.
         every = settings.alert_check_minutes
         schedule = crontab(minute="0" if every == 60 else f"*/{every}")
@@ -555,39 +595,12 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
         finally:
             deferred_lock.release()
 
-    if settings.keeps_history:  # One node in cluster mode (LANNER_HISTORY_NODE): the file is its own.
-        history_files = HistoryFiles.of(settings)
+    if settings.keeps_history and not settings.redis_url:  # In cluster mode the node's own thread does.
 
         @huey.periodic_task(crontab(minute="*"), name="append_history")
         def append_history_task() -> None:
             """The clicks landed and mutated since the last minute, into the columnar history."""
-            try:
-                result = append_history(db, history_files)
-            except HistoryBusy:  # `lanner analytics rebuild` (or a slow append) holds it: next minute.
-                return
-            except HISTORY_RETRIED as exc:
-                logger.warning("history not appended now (%s); the next minute tries again", exc)
-                return
-            if result.copied or result.recopied:
-                logger.info("history: %s clicks copied, %s copied again", result.copied, result.recopied)
-            if settings.raw_retention:
-                prune_held(history_files)
-
-        def prune_held(files: HistoryFiles) -> None:
-            """Right after the append: raw clicks past LANNER_RAW_RETENTION that the history now holds."""
-            try:
-                run = prune_held_clicks(
-                    db, files, settings.raw_retention, global_uniqueness_hours=settings.uniqueness_hours
-                )
-            except HistoryBusy:
-                return
-            except HISTORY_RETRIED as exc:
-                logger.warning("raw clicks not pruned now (%s); the next minute tries again", exc)
-                return
-            if run.deleted:
-                logger.info("retention: %s raw clicks the history holds deleted", run.deleted)
-            elif run.plan.state in (INCOMPLETE, MISSING, UNREADABLE):  # Waiting or behind: it passes.
-                logger.warning("retention: %s", run.plan.reason)
+            keep_history(settings)
 
         huey.append_history = append_history_task
 
@@ -745,7 +758,7 @@ def run_consumer(settings: Settings) -> None:
             huey.send_due_alerts()  # Alerts queued while it was down go now, not at the next minute.
             if settings.alert_check_minutes:
                 huey.check_operations()
-            if settings.keeps_history:
+            if settings.keeps_history and node_sweeps is None:
                 huey.append_history()  # A history lost or damaged while the worker was down: made now.
             if node_sweeps is None:
                 huey.update_geo_data()  # A source just configured is used now, not at 04:41 (if data is due).
