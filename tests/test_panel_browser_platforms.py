@@ -16,6 +16,7 @@ pytestmark = browser_required
 def test_a_connection_made_on_the_page_sends_its_test_event_and_pauses_and_spend_syncs_now(
     browser, start_server, start_consumer, db
 ):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -83,9 +84,17 @@ def test_a_connection_made_on_the_page_sends_its_test_event_and_pauses_and_spend
         assert "Queued" in browser.find_element(By.TAG_NAME, "main").text
         assert "No syncs yet." in browser.find_element(By.ID, "spend-log").text  # Nothing ran in the request.
         start_consumer(LANNER_PROPELLERADS_API_URL=spend_fake.base)
-        # The page's log looks again by itself until the worker's run lands.
-        wait.until(lambda b: "done" in b.find_element(By.ID, "spend-log").text)
-        assert " 1 " in f" {browser.find_element(By.ID, 'spend-log').text} "  # 1 row read, 1 cost written.
+
+        # The page's log looks again by itself until the worker's run lands (each look swaps the element:
+        # one read between its find and its text is stale, and read again).
+        def log_text(b) -> str:
+            try:
+                return b.find_element(By.ID, "spend-log").text
+            except StaleElementReferenceException:
+                return ""
+
+        wait.until(lambda b: "done" in log_text(b))
+        wait.until(lambda b: " 1 " in f" {log_text(b)} ")  # 1 row read, 1 cost written.
     finally:
         fake.close()
         spend_fake.close()
