@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from peewee import Database
 
@@ -55,54 +57,44 @@ class StreamShares:
 
 def bandit_streams(db: Database) -> dict[int, tuple[str, list[int]]]:
     """stream id -> (its rotation, its open offers: active, weight above 0) of every bandit stream."""
-    streams: dict[int, tuple[str, list[int]]] = {
-        stream.id: (stream.offer_rotation, [])
-        for stream in Stream.select(Stream.id, Stream.offer_rotation).where(
-            Stream.status == "active", Stream.offer_rotation.in_(sorted(BANDIT_ROTATIONS))
-        )
-    }
-    if not streams:
-        return {}
-    links = (
-        StreamOffer.select(StreamOffer.stream, StreamOffer.offer)
-        .join(Offer)
-        .where(
-            StreamOffer.stream.in_(list(streams)),
-            StreamOffer.status == "active",
-            StreamOffer.weight > 0,
-            Offer.status == "active",
-        )
-        .order_by(StreamOffer.id)
-    )
-    for link in links:
-        streams[link.stream_id][1].append(link.offer_id)
-    return streams
+    return _open_arms(Stream.offer_rotation, StreamOffer, Offer)
 
 
 def lander_bandit_streams(db: Database) -> dict[int, tuple[str, list[int]]]:
-    """stream id -> (its lander rotation, its open landers) of every stream rotating landers by a bandit."""
+    """stream id -> (its lander rotation, its open landers) of every stream rotating landers by a
+    bandit and having one open lander at least (a stream without any has no lander share to keep)."""
+    streams = _open_arms(Stream.lander_rotation, StreamLander, Lander)
+    return {stream_id: value for stream_id, value in streams.items() if value[1]}
+
+
+def _open_arms(rotation, link_model, arm_model) -> dict[int, tuple[str, list[int]]]:
+    """stream id -> (its `rotation`, its arms open in `link_model`: the link and the arm active, the
+    weight above 0) of every active stream whose `rotation` is a bandit."""
+    bandits = Stream.select(Stream.id, rotation).where(
+        Stream.status == "active", rotation.in_(sorted(BANDIT_ROTATIONS))
+    )
     streams: dict[int, tuple[str, list[int]]] = {
-        stream.id: (stream.lander_rotation, [])
-        for stream in Stream.select(Stream.id, Stream.lander_rotation).where(
-            Stream.status == "active", Stream.lander_rotation.in_(sorted(BANDIT_ROTATIONS))
-        )
+        stream_id: (rotation_name, [])
+        for stream_id, rotation_name in cast("Iterable[tuple[int, str]]", bandits.tuples())
     }
     if not streams:
         return {}
+    arm_column = getattr(link_model, arm_model.__name__.lower())
     links = (
-        StreamLander.select(StreamLander.stream, StreamLander.lander)
-        .join(Lander)
+        link_model.select(link_model.stream, arm_column)
+        .join(arm_model)
         .where(
-            StreamLander.stream.in_(list(streams)),
-            StreamLander.status == "active",
-            StreamLander.weight > 0,
-            Lander.status == "active",
+            link_model.stream.in_(list(streams)),
+            link_model.status == "active",
+            link_model.weight > 0,
+            arm_model.status == "active",
         )
-        .order_by(StreamLander.id)
+        .order_by(link_model.id)
+        .tuples()
     )
-    for link in links:
-        streams[link.stream_id][1].append(link.lander_id)
-    return {stream_id: value for stream_id, value in streams.items() if value[1]}
+    for stream_id, arm_id in links:
+        streams[stream_id][1].append(arm_id)
+    return streams
 
 
 def arm_numbers(
