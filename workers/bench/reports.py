@@ -58,14 +58,16 @@ def add_conversions(
 ) -> int:
     """Give `share` of the clicks a conversion (lead, some then sale or rejected) via the postback path."""
     have = db.execute_sql("SELECT COUNT(*) FROM conversion").fetchone()[0]
-    clicks, last_id = db.execute_sql("SELECT COUNT(*), MAX(id) FROM click").fetchone()
+    # From the oldest click the row store still holds: with a retention window the ids below it are
+    # gone, and sampling from 1 would convert far fewer clicks than asked.
+    clicks, first_id, last_id = db.execute_sql("SELECT COUNT(*), MIN(id), MAX(id) FROM click").fetchone()
     wanted = int(clicks * share) - have
     if wanted <= 0 or not last_id:
         return 0
     rng = random.Random(seed)
     recorder = ConversionRecorder(db, park_ms=60_000)
     received = Received("GET", "127.0.0.1", "bench")
-    ids = rng.sample(range(1, last_id + 1), min(wanted, last_id))
+    ids = rng.sample(range(first_id, last_id + 1), min(wanted, last_id - first_id + 1))
     done = 0
     for chunk_start in range(0, len(ids), 2000):
         chunk = ids[chunk_start : chunk_start + 2000]
