@@ -139,12 +139,18 @@ def test_a_spend_in_a_currency_without_a_rate_waits_is_replaced_by_a_later_set_a
     # GBP again, then its rate: 10 GBP at 1.3.
     spend(10.0, "GBP")
     assert reports(db, settings)["total"]["uncosted"] == 4
+    logged = [(e["amount"], e["currency"], e["report_amount"]) for e in store.entries()]
+    # The cost sets' log (the test passes no earlier sets to replace, so all three stay): no rate, no
+    # report amount yet.
+    assert logged == [(10.0, "GBP", 0.0), (8.0, "USD", 8.0), (10.0, "GBP", 0.0)]
     changes = set_rates(db, {"GBP": 1.3}, day=day_of(start))
     assert changes[0].costs == 4 and "4 click cost(s) in GBP that waited for a rate have one" in (
         changes[0].summary("USD")
     )
     after = reports(db, settings)["total"]
     assert (after["cost"], after["uncosted"], waiting(db)) == (pytest.approx(13.0), 0, [])
+    logged = [(e["amount"], e["currency"], e["report_amount"]) for e in store.entries()]
+    assert logged == [(10.0, "GBP", 13.0), (8.0, "USD", 8.0), (10.0, "GBP", 13.0)]  # ... and now one.
     # A click whose cost was stored waiting by a flusher that read the rates before GBP had one (its
     # click 0, its 2 GBP waiting): the flusher's next round converts it at its day's rate.
     click_id = rows[0][0]

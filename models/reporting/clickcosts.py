@@ -101,11 +101,25 @@ def convert_unrated_costs(
                 if rate is None:
                     break  # None for one day is none for all: the currency has no rate at all.
                 costs[click_id] = round(amount * rate, 6)
+            if by_day and None not in by_day.values():
+                _rate_entries(store, rates, code, report)
         ids = list(costs)
         for offset in range(0, len(ids), chunk_size):
             chunk = ids[offset : offset + chunk_size]
             write_click_costs(db, store, {click_id: costs[click_id] for click_id in chunk}, {})
     return len(costs)
+
+
+def _rate_entries(store: CostStore, rates: CurrencyStore, code: str, report: str) -> None:
+    """The cost sets in `code` recorded while it had no rate get their report amount, at the rate in
+    force on their first day (a set over days whose rates differ: its clicks' costs, each at its own
+    day's rate, are what reports sum; the set's log shows the first day's)."""
+    amounts = []
+    for entry_id, start_at, amount in store.unrated_entries(code, report):
+        rate = rates.rate_at(code, start_at - start_at % DAY_MS)
+        if rate is not None:
+            amounts.append((round(amount * rate, 6), entry_id))
+    store.set_report_amounts(amounts)
 
 
 def backfilled(store: CostStore) -> tuple[int, int]:

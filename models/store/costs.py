@@ -86,6 +86,12 @@ class CostStore(Store):
         "SELECT period FROM rollup_campaign_hour WHERE campaign_id = ? AND period >= ? AND period < ? "
         "AND NOT abs(click_cost) <= ?"  # Infinity too
     )
+    # A cost set recorded while its currency had no rate: its report amount 0 until one is stored.
+    SQL_UNRATED_ENTRIES = (
+        "SELECT id, start_at, amount FROM cost_entry "
+        "WHERE currency = ? AND report_currency = ? AND report_amount = 0 AND amount <> 0"
+    )
+    SQL_SET_REPORT_AMOUNT = "UPDATE cost_entry SET report_amount = ? WHERE id = ?"
     SQL_BACKFILL_STATE = "SELECT state, position, target FROM deferred_step WHERE name = 'rollup_backfill'"
     # Costs waiting for an exchange rate (migration 0034): the click's cost 0 meanwhile.
     _UNRATED_UPSERT = (
@@ -165,6 +171,15 @@ class CostStore(Store):
         if not ids:
             return
         self.conn.executemany(self.SQL_DROP_ENTRY, [(i,) for i in ids]).close()
+
+    def unrated_entries(self, currency: str, report: str) -> list[tuple[int, int, float]]:
+        """(id, start, amount) of the cost sets in `currency` recorded with no rate into `report`."""
+        return self.conn.execute(self.SQL_UNRATED_ENTRIES, (currency, report)).fetchall()
+
+    def set_report_amounts(self, amounts: list[tuple[float, int]]) -> None:
+        """(report amount, cost set id) of cost sets whose currency has a rate now."""
+        if amounts:
+            self.conn.executemany(self.SQL_SET_REPORT_AMOUNT, amounts).close()
 
     def poisoned_hours(self, campaign_id: int, start_ms: int, end_ms: int, limit: float) -> list[int]:
         """The hours from start_ms to end_ms whose campaign rollup holds a click cost beyond `limit`
