@@ -45,6 +45,7 @@ from models.reporting.bandits import refresh_bandits
 from models.reporting.currency import CurrencyError, refresh_rates
 from models.reporting.history import HistoryFiles, append_history
 from models.reporting.historyclicks import click_history
+from models.reporting.partials import fold_partials
 from models.reporting.rawretention import INCOMPLETE, MISSING, UNREADABLE, prune_held_clicks
 from models.store.database import (
     DRIVER_ERRORS,
@@ -349,6 +350,9 @@ def cluster_wide(huey: Huey, settings: Settings) -> Callable[[str, float], Calla
 # The ECB publishes the day's reference rates at about 16:00 CET (15:00 UTC in winter, 14:00 in summer).
 RATES_SCHEDULE = crontab(hour="16", minute="7")
 
+# Four times a day: a day is folded within six hours of its margin's end (models/reporting/partials.py).
+FOLD_SCHEDULE = crontab(hour="*/6", minute="17")
+
 # The sweeps of the node's own files (DATA_DIR/geo, the crawler ranges): on every node, not once.
 GEO_SCHEDULE = crontab(hour="4", minute="41")
 BOT_RANGES_SCHEDULE = crontab(hour="4", minute="53")
@@ -594,6 +598,26 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
             logger.warning("deferred steps wait (%s); the next run goes on where they stopped", exc)
         finally:
             deferred_lock.release()
+
+    @huey.periodic_task(FOLD_SCHEDULE, name="fold_partials")
+    @once("fold_partials", HOURLY)
+    def fold_partials_task() -> None:
+        """The nodes' partial rollup and cap-counter rows of the closed days summed into one row per key
+        (models/reporting/partials.py); a chunk refused rolls back whole and the next run goes on."""
+        try:
+            result = fold_partials(db, time.time())
+        except STORE_ERRORS as exc:
+            logger.warning("partials not folded now (%s); the next run folds them", exc)
+            return
+        if result.chunks:
+            logger.info(
+                "folded %s partial rows of %s day(s) through %s",
+                result.rows,
+                len(result.days),
+                result.through,
+            )
+
+    huey.fold_partials = fold_partials_task
 
     if settings.keeps_history and not settings.redis_url:  # In cluster mode the node's own thread does.
 
