@@ -30,9 +30,13 @@ class PartialStore(base.PartialStore):
     __slots__ = ()
     dialect = "postgres"
 
+    # Every row of the day's keys that have a partial other than 0 (a day folded before and met by a
+    # late click locks that key's rows only), in the global order.
     SQL_LOCK = {
         table: (
             f"SELECT ctid::text, node FROM {table} WHERE {base.IN_RANGE.format(column=folded.day_column)} "
+            f"AND ({', '.join(folded.key)}) IN (SELECT {', '.join(folded.key)} FROM {table} "
+            f"WHERE {base.IN_RANGE.format(column=folded.day_column)} AND node <> 0) "
             f"ORDER BY {_ordered(folded.key)}, node FOR UPDATE"
         )
         for table, folded in base.FOLDED.items()
@@ -57,7 +61,7 @@ class PartialStore(base.PartialStore):
     }
 
     def fold(self, table: str, start: int, end: int) -> int:
-        locked = self.conn.execute(self.SQL_LOCK[table], (start, end)).fetchall()
+        locked = self.conn.execute(self.SQL_LOCK[table], (start, end, start, end)).fetchall()
         gone = [ctid for ctid, node in locked if node != 0]
         if gone:
             self.conn.execute(self.SQL_MERGE[table], (gone,)).close()
