@@ -96,6 +96,9 @@ from models.store.database import write_tx
 logger = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 20
+# Bytes the flusher reads a line it wants to land (a journal line is ~200-600 bytes): a batch short of
+# its lines only lands fewer, the next batch reads on.
+LINE_GUESS = 1024
 # Sealed segments a web worker keeps open until they land (Journal.keep_sealed_safe). Few: an idle
 # worker closes them only at its next click, and meanwhile a landed, removed one still takes space.
 KEPT_SEALED_SEGMENTS = 2
@@ -728,8 +731,14 @@ class FlushResult:
 
 
 def _complete_lines(fd: int, offset: int, max_lines: int) -> Iterator[bytes]:
-    data = os.pread(fd, READ_CHUNK, offset)
+    # PERF: read about what the batch needs, not always READ_CHUNK: reading and splitting 1 MiB to
+    # keep 100 lines cost ~1.4 ms a batch (14 µs a click at the small batches a node lands under load).
+    want = min(READ_CHUNK, max_lines * LINE_GUESS)
+    data = os.pread(fd, want, offset)
     end = data.rfind(b"\n") + 1
+    if not end and len(data) == want < READ_CHUNK:  # A line longer than the guess: the whole chunk.
+        data = os.pread(fd, READ_CHUNK, offset)
+        end = data.rfind(b"\n") + 1
     if not end and len(data) == READ_CHUNK:
         return iter([data])  # Garbage longer than any line (see Journal._read_to_end): refused.
     lines = data[:end].splitlines(keepends=True)
