@@ -1,6 +1,7 @@
-"""How big a batch the flusher lands (issue 33, point 3): a round under load waits for about
-FLUSH_BATCH_TARGET clicks, never past the spool's next fsync; a batch reads about what it needs of
-the journal, and a line longer than that guess is still read whole."""
+"""How big a batch the flusher lands (issue 33, point 3): a round stops once it has caught up with
+what the journal held (it used to chase the clicks arriving meanwhile, in batches of a dozen); a round
+under load waits for about FLUSH_BATCH_TARGET clicks, never past the spool's next fsync; a batch reads
+about what it needs of the journal, and a line longer than that guess is still read whole."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import os
 
 import pytest
 
-from models.clicks.spool import LINE_GUESS, READ_CHUNK, _complete_lines
+from models.admin.services import create_campaign, create_offer
+from models.clicks.spool import LINE_GUESS, READ_CHUNK, _complete_lines, flush_spool
+from models.clicks.visit import Visit
 from workers.runtime.tasks import FLUSH_BATCH_TARGET, FLUSH_STRETCH, flush_pause
 
 
@@ -47,3 +50,28 @@ def test_a_batch_reads_about_its_lines_and_a_longer_line_whole(tmp_path):
         assert list(_complete_lines(fd, 0, 1)) == [b"g" * READ_CHUNK]  # Longer than any line: refused.
     finally:
         os.close(fd)
+
+
+def test_a_flush_lands_what_the_journal_held_and_leaves_the_clicks_written_meanwhile_to_the_next(
+    db, settings, make_tracker
+):
+    offer = create_offer(db, "Offer", "https://o.example/?s={subid}")
+    create_campaign(db, "Batches", "batches", offer_id=offer.id)
+    tracker = make_tracker()
+    config = tracker.campaign("batches")
+    for i in range(5):
+        tracker.track(config, Visit(ip=f"198.51.100.{i + 1}", user_agent="Mozilla/5.0 (X11) Batch"))
+    batches: list[int] = []
+
+    def more_arrive(result) -> None:
+        # Clicks journalled while the first batch landed, as under load.
+        if not batches:
+            for i in range(3):
+                tracker.track(config, Visit(ip=f"203.0.113.{i + 1}", user_agent="Mozilla/5.0 (X11) Batch"))
+        batches.append(result.inserted)
+
+    first = flush_spool(db, settings.spool_dir, settings.spool_segment_bytes, on_batch=more_arrive)
+    assert first.inserted == 5 and batches[0] == 5
+    second = flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
+    assert second.inserted == 3
+    assert db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0] == 8

@@ -756,7 +756,9 @@ def flush_spool(
     bots: BotDetector | None = None,
     held: HeldSegments | None = None,
 ) -> FlushResult:
-    """Land every complete journal line in the click table, one transaction per batch.
+    """Land every complete journal line in the click table, one transaction per batch: what the
+    journal holds when it gets to each segment (lines written meanwhile to the last one wait for the
+    next call).
 
     Safe to run from several processes at once (the position row is re-read inside each write
     transaction) and safe to kill at any point. `held`: the flusher's descriptors, kept across
@@ -914,6 +916,12 @@ def _flush_spool(
         result.position = (segment, new_offset)
         if on_batch:
             on_batch(result)
+        if not later and new_offset >= size:
+            # Caught up with what the journal held when this batch was read: the lines written since
+            # wait for the next round. PERF: chasing them at once landed batches of what arrived during
+            # the last one's landing: ~10-13 clicks a batch at 400 clicks/s (docs/SCALING.md "The
+            # flusher's batch size"), each paying a batch's whole fixed cost.
+            break
     if on_batch:  # The position an idle round found, too.
         on_batch(result)
     return result

@@ -74,8 +74,9 @@ RATES_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, *DRIVER_ERRORS)
 
 IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive.
 # PERF: a batch's fixed cost (its transaction and commit, the counter and rollup upserts, on PostgreSQL
-# the staging COPY and its INSERT) is paid per round, and under load a round lands what arrived during
-# the pause: at flush_interval's 0.25 s a node at 400 clicks/s landed ~100 a batch. Measured on
+# the staging COPY and its INSERT) is paid per batch, and under load a round lands what arrived during
+# the pause (it stops once caught up: models/clicks/spool.py): at flush_interval's 0.25 s a node at 400
+# clicks/s would land ~100 a batch. Measured on
 # PostgreSQL (docs/SCALING.md "The flusher's batch size"): flusher and server CPU ~115-155 µs a click
 # at 100 a batch, ~65 at 500, ~55 at 2,000. So a round that lands clicks waits long enough for the next
 # to hold about FLUSH_BATCH_TARGET, at most FLUSH_STRETCH flush intervals and never past the next
