@@ -77,17 +77,6 @@ class PartialStore(Store):
         a partial other than 0, in order."""
         return sorted(row[0] for row in self.conn.execute(self.SQL_PARTIAL_DAYS[table], (start, end)))
 
-    def count_partials(self, table: str, start: int, end: int) -> int:
-        """Rows of a partial other than 0 in [start, end)."""
-        folded = FOLDED[table]
-        where = IN_RANGE.format(column=folded.day_column)
-        sql = f"SELECT COUNT(*) FROM {table} WHERE {where} AND node <> 0"
-        cursor = self.conn.execute(sql, (start, end))
-        try:
-            return int(cursor.fetchone()[0])
-        finally:
-            cursor.close()
-
     @abstractmethod
     def fold(self, table: str, start: int, end: int) -> int:
         """Sum the partials of each key of `table` in [start, end) into partial 0 and delete the others;
