@@ -160,3 +160,44 @@ def db_run_deferred(ctx: Context) -> None:
 
             run_deferred(ctx.db, on_progress=advance, pause=0)
     click.echo(f"Done: {', '.join(step.name for step in steps)}.")
+
+
+@db.command("fold-partials")
+@click.option(
+    "--days",
+    type=click.IntRange(min=1),
+    default=7,
+    show_default=True,
+    help="How many closed days, back from the newest, to look at for partials.",
+)
+@click.option(
+    "--margin-hours",
+    type=click.IntRange(min=0),
+    default=12,
+    show_default=True,
+    help="Hours past a day's end in the last timezone (UTC-12) before it is folded.",
+)
+@pass_context
+def db_fold_partials(ctx: Context, days: int, margin_hours: int) -> None:
+    """Sum the nodes' partial rollup and cap-counter rows of closed days into one row per key (`lanner
+    worker` does so every six hours); reports read fewer rows after, with the same numbers."""
+    import time
+
+    from models.reporting.partials import fold_partials
+
+    with contextlib.ExitStack() as stack:
+        bar: list = []  # Opened at the first chunk: nothing to fold prints no bar.
+
+        def advance(done: int, total: int) -> None:
+            if not bar:
+                bar.append(stack.enter_context(progress_to_total("Folding")))
+            bar[0](done, total)
+
+        result = fold_partials(ctx.db, time.time(), margin_hours=margin_hours, days=days, on_chunk=advance)
+    if not result.chunks:
+        click.echo(f"No partials to fold in the {days} day(s) through {result.through.isoformat()}.")
+        return
+    click.echo(
+        f"Folded {result.rows:,} partial row(s) of {len(result.days)} day(s) into one row per key, "
+        f"in {result.chunks} transaction(s), through {result.through.isoformat()}."
+    )

@@ -7,7 +7,9 @@ equal parts, the remainder kept on partial 0, money likewise: the same sums, as 
 some clicks of every key: the most rows the partials can make; with --sparse, a row of c clicks over
 min(c, --nodes) partials only, as a key with one click in a period has one node's row). Then runs the
 same reports on both, alternating, --runs times each, and prints each one's median wall ms on both
-and the rows of the tables it reads; refuses to print if the two answer differently. In the bench
+and the rows of the tables it reads; refuses to print if they answer differently. A third copy is
+the spread one folded (models/reporting/partials.py, as `lanner db fold-partials` once the days are
+closed): the same reports on it too, and the fold's own time. In the bench
 because it rewrites the rollups with SQL of its own.
 
     .venv/bin/python scripts/partial_report_cost.py [--clicks 100000] [--days 7] [--nodes 4] [--runs 9]
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from models.migrations.deferred import run_deferred
     from models.migrations.runner import migrate
+    from models.reporting.partials import fold_partials
     from models.reporting.reports import ReportQuery, run_report
     from models.store.database import connect
     from workers.bench.generate import generate_clicks
@@ -74,11 +77,25 @@ def main(argv: list[str] | None = None) -> None:
         run_deferred(one, pause=0)
         one.execute_sql("ANALYZE")
         one.close()
-        spread = connect(server.url(server.create_database(template=name)))
+        spread_name = server.create_database(template=name)
+        spread = connect(server.url(spread_name))
         databases.append(spread)
         spread_over_partials(spread, args.nodes, is_sparse=args.sparse)
+        spread.close()
+        # The spread copy again, its partials folded as `lanner db fold-partials` does once the days close.
+        folded = connect(server.url(server.create_database(template=spread_name)))
+        databases.append(folded)
+        started = time.perf_counter()
+        fold = fold_partials(folded, end.timestamp() + 3 * 86_400, days=args.days + 7)
+        fold_seconds = time.perf_counter() - started
+        folded.execute_sql("VACUUM ANALYZE")
+        print(
+            f"fold: {fold.rows} partial rows of {len(fold.days)} days folded in {fold.chunks} transactions, "
+            f"{fold_seconds:.1f} s"
+        )
         one = connect(server.url(name))
         databases[0] = one
+        databases[1] = connect(server.url(spread_name))
 
         first = (end - timedelta(days=args.days)).date()
         days = dict(since=first.isoformat(), until=end.date().isoformat())
@@ -96,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
             ),
         }
         for label, query in queries.items():
-            times: dict[int, list[float]] = {0: [], 1: []}
+            times: dict[int, list[float]] = {0: [], 1: [], 2: []}
             answers = {}
             for _ in range(args.runs):
                 for n, database in enumerate(databases):
@@ -107,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
                         {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
                         for row in report.rows
                     ]
-            if answers[0] != answers[1]:
+            if not answers[0] == answers[1] == answers[2]:
                 raise SystemExit(f"{label}: the partials answer differently")
             rows = [
                 sum(
@@ -118,7 +135,8 @@ def main(argv: list[str] | None = None) -> None:
             ]
             print(
                 f"{label}: 1 partial {statistics.median(times[0]):.1f} ms ({rows[0]} rows), "
-                f"{args.nodes} partials {statistics.median(times[1]):.1f} ms ({rows[1]} rows); "
+                f"{args.nodes} partials {statistics.median(times[1]):.1f} ms ({rows[1]} rows), "
+                f"folded {statistics.median(times[2]):.1f} ms ({rows[2]} rows); "
                 f"{len(report.rows)} report rows"
             )
     finally:

@@ -45,6 +45,7 @@ from models.reporting.bandits import refresh_bandits
 from models.reporting.currency import CurrencyError, refresh_rates
 from models.reporting.history import HistoryFiles, append_history
 from models.reporting.historyclicks import click_history
+from models.reporting.partials import fold_partials
 from models.reporting.rawretention import INCOMPLETE, MISSING, UNREADABLE, prune_held_clicks
 from models.store.database import (
     DRIVER_ERRORS,
@@ -72,6 +73,16 @@ BANDIT_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, LannerError, *DRIV
 RATES_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, *DRIVER_ERRORS)
 
 IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive.
+# PERF: a batch's fixed cost (its transaction and commit, the counter and rollup upserts, on PostgreSQL
+# the staging COPY and its INSERT) is paid per batch, and under load a round lands what arrived during
+# the pause (it stops once caught up: models/clicks/spool.py): at flush_interval's 0.25 s a node at 400
+# clicks/s would land ~100 a batch. Measured on
+# PostgreSQL (docs/SCALING.md "The flusher's batch size"): flusher and server CPU ~115-155 µs a click
+# at 100 a batch, ~65 at 500, ~55 at 2,000. So a round that lands clicks waits long enough for the next
+# to hold about FLUSH_BATCH_TARGET, at most FLUSH_STRETCH flush intervals and never past the next
+# fsync of the spool (SYNC_EVERY: what a power cut may cost stays the same).
+FLUSH_BATCH_TARGET = 500
+FLUSH_STRETCH = 4
 FAILED_ROUND_PAUSE = 1.0  # Pause after a round that failed (a full disk, a held write lock).
 STANDBY_PAUSE = 1.0  # Seconds between looks at the flusher lock another `lanner worker` holds.
 FLUSHER_STOP_SECONDS = 10.0  # How long `lanner worker` waits for a flush in progress when it stops.
@@ -84,6 +95,14 @@ NODE_BEAT_EVERY = 5.0  # Seconds between the node's heartbeats in the database (
 # that lands clicks: on PostgreSQL a postback can miss its click landing on another node (or in this
 # node's flush) and be parked just after that flush's look; and a look the database refused is tried again.
 SETTLE_EVERY = 5.0
+
+
+def flush_pause(landed: int, since: float, interval: float, until_sync: float) -> float:
+    """The pause after a round that landed `landed` clicks `since` seconds after the round before: long
+    enough for the next to hold about FLUSH_BATCH_TARGET at this rate, between `interval` and
+    FLUSH_STRETCH intervals, and no later than the next fsync of the spool (`until_sync` from now)."""
+    rate = landed / max(since, interval)
+    return max(interval, min(FLUSH_BATCH_TARGET / rate, interval * FLUSH_STRETCH, until_sync))
 
 
 class SpoolFlusher:
@@ -231,15 +250,20 @@ class FlusherThread(threading.Thread):
             self.stopping.wait(FAILED_ROUND_PAUSE)
             return
         self.attempt(flusher.landing.settle_parked)  # Also expires the ones that waited too long.
-        pause = self.settings.flush_interval
+        interval = self.settings.flush_interval
+        pause, started = interval, time.monotonic()
         while not self.stopping.is_set():
+            since, started = time.monotonic() - started, time.monotonic()
             landed = self.attempt(flusher.run_once)
             if landed is None:
                 pause = FAILED_ROUND_PAUSE
+            elif landed:
+                until_sync = flusher.last_sync + SYNC_EVERY - time.monotonic()
+                pause = flush_pause(landed, since, interval, until_sync)
             else:
                 # Idle: look less and less often (up to IDLE_FLUSH_PAUSE) so a quiet tracker
                 # costs ~no CPU; the first clicks after a lull still land within seconds.
-                pause = self.settings.flush_interval if landed else min(pause * 2, IDLE_FLUSH_PAUSE)
+                pause = min(pause * 2, IDLE_FLUSH_PAUSE)
             self.stopping.wait(pause)
         flusher.close()
 
@@ -348,6 +372,9 @@ def cluster_wide(huey: Huey, settings: Settings) -> Callable[[str, float], Calla
 
 # The ECB publishes the day's reference rates at about 16:00 CET (15:00 UTC in winter, 14:00 in summer).
 RATES_SCHEDULE = crontab(hour="16", minute="7")
+
+# Four times a day: a day is folded within six hours of its margin's end (models/reporting/partials.py).
+FOLD_SCHEDULE = crontab(hour="*/6", minute="17")
 
 # The sweeps of the node's own files (DATA_DIR/geo, the crawler ranges): on every node, not once.
 GEO_SCHEDULE = crontab(hour="4", minute="41")
@@ -594,6 +621,26 @@ def register_tasks(huey: Huey, settings: Settings) -> None:
             logger.warning("deferred steps wait (%s); the next run goes on where they stopped", exc)
         finally:
             deferred_lock.release()
+
+    @huey.periodic_task(FOLD_SCHEDULE, name="fold_partials")
+    @once("fold_partials", HOURLY)
+    def fold_partials_task() -> None:
+        """The nodes' partial rollup and cap-counter rows of the closed days summed into one row per key
+        (models/reporting/partials.py); a chunk refused rolls back whole and the next run goes on."""
+        try:
+            result = fold_partials(db, time.time())
+        except STORE_ERRORS as exc:
+            logger.warning("partials not folded now (%s); the next run folds them", exc)
+            return
+        if result.chunks:
+            logger.info(
+                "folded %s partial rows of %s day(s) through %s",
+                result.rows,
+                len(result.days),
+                result.through,
+            )
+
+    huey.fold_partials = fold_partials_task
 
     if settings.keeps_history and not settings.redis_url:  # In cluster mode the node's own thread does.
 
