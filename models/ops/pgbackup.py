@@ -24,6 +24,10 @@ twice, none skipped. The clicks landed after the backup are not in the restored 
 goes back to the backup), and the output says how far each node had gone. A node the replaced
 database does not know (a restore into an empty database, after losing the old one) keeps the dump's
 position: the lines of its spool after it land again into the restored database, which lacks them.
+The positions are written in a transaction of their own right after pg_restore's: a restore stopped
+between the two leaves the dump's positions, as a restore into an empty database does: the nodes then
+land again only lines the restored database lacks (and note as missing the segments deleted since),
+never a click twice.
 The history taken with the dump is put in place on this node (the file here moved aside), or, without
 one, this node's history is cut back or trusted less, as on SQLite (models/ops/backup.py).
 """
@@ -159,13 +163,13 @@ class PgRestoreResult:
 class _RestoredPostgres:
     """The restored database as the history's reconciliation sees it (models/ops/backup.py Restored)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, has_history_state: bool) -> None:
         self.db = db
         conn = db.connection()
-        position, max_id = DumpStore(conn).history_facts()
-        self.facts: CopyHistory | None = CopyHistory(
-            position, max_id, MetaStore(conn).pruned_before(), None, None
-        )
+        self.facts: CopyHistory | None = None  # A dump from before the history (migration 0021).
+        if has_history_state:
+            position, max_id = DumpStore(conn).history_facts()
+            self.facts = CopyHistory(position, max_id, MetaStore(conn).pruned_before(), None, None)
 
     def settle(self, position: int | None) -> None:
         if position is not None:
@@ -204,7 +208,7 @@ def restore_postgres(url: str, backup: Path, history: HistoryFiles | None) -> Pg
                 nodes = _keep_positions(db, replaced)
                 notes: list[str] = []
                 if history is not None:
-                    restored = _RestoredPostgres(db)
+                    restored = _RestoredPostgres(db, "history_state" in tables)
                     if taken is not None:
                         notes = install_taken(companion, taken, restored, history, stamp)
                     else:
