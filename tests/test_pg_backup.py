@@ -143,6 +143,10 @@ def _lines(campaign_id: int, count: int, at_ms: int) -> bytes:
 def test_a_restore_keeps_each_node_where_it_stopped_landing_its_spool(
     db, env, settings, tmp_path, postgres_url
 ):
+    bogus = tmp_path / "bogus.pgdump"
+    bogus.write_bytes(b"not an archive" * 100)
+    refused = run_lanner(env, "restore", "--yes", str(bogus), check=False)
+    assert refused.returncode == 1 and "is not a pg_dump archive" in refused.stderr
     create_campaign(db, "Spooled", "spooled", offer_url="https://offer.example/?s={subid}")
     spool, segment_bytes = settings.spool_dir, settings.spool_segment_bytes
 
