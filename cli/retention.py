@@ -17,7 +17,7 @@ def prune_command(ctx: Context, older_than: str | None, yes: bool) -> None:
     refusal counters older than LANNER_POSTBACK_LOG_DAYS. LANNER_RAW_RETENTION already deletes raw
     clicks older than it once the columnar history holds them; --older-than deletes by age alone,
     held or not (it says how many the history does not hold: those are gone for good)."""
-    from models.ops.retention import count_unheld, parse_age, prune_clicks, prune_postback_log
+    from models.ops.retention import count_queued, count_unheld, parse_age, prune_clicks, prune_postback_log
     from models.reporting.rawretention import days
 
     pruned = prune_postback_log(ctx.db, ctx.settings.postback_log_days)
@@ -55,6 +55,12 @@ def prune_command(ctx: Context, older_than: str | None, yes: bool) -> None:
         f"; {unheld:,} of them were not in the click history" if unheld else ", all held by the click history"
     )
     click.echo(f"Deleted {deleted:,} clicks older than {older_than}{held}.")
+    queued = count_queued(ctx.db, age_ms)
+    if queued:
+        click.echo(
+            f"Kept {queued:,} of them changed since the click history copied them (an LP click, a cost, a "
+            "sub id): the worker copies them again within a minute, and the next prune deletes them."
+        )
 
 
 @click.group()

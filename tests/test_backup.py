@@ -1,5 +1,5 @@
 """`lanner backup` while clicks flow, and `lanner restore` of what it wrote: SQLite's files with the
-columnar click history beside them (on PostgreSQL both refuse, pointing at pg_dump and pg_restore).
+columnar click history beside them (PostgreSQL's pg_dump and pg_restore: tests/test_pg_backup.py).
 Clicks only the history holds (pruned by LANNER_RAW_RETENTION) survive a backup and restore; a restore
 without the history's copy makes the box's consistent (cut back, or trusted less) and says so."""
 
@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from conftest import click, run_lanner, subid_of, wait_until
+from conftest import click, subid_of, wait_until
 
 from models.migrations.deferred import run_deferred
 from models.ops.backup import history_copy_path
@@ -162,24 +162,6 @@ def test_backup_refuses_to_overwrite(lanner, tmp_path):
     target.write_text("x")
     result = lanner("backup", str(target), check=False)
     assert result.returncode != 0 and "already exists" in result.stderr
-
-
-def test_backup_and_restore_refuse_on_postgresql_in_one_sentence(env, postgres_url, tmp_path):
-    on_postgres = {**env, "LANNER_DATABASE_URL": postgres_url}
-    backup = run_lanner(on_postgres, "backup", str(tmp_path / "copy.db"), check=False)
-    assert backup.returncode == 1 and not (tmp_path / "copy.db").exists()
-    assert backup.stderr.strip() == (
-        "Error: This install's database is PostgreSQL: this command backs up a SQLite file; "
-        "back up PostgreSQL with pg_dump."
-    )
-    copy = tmp_path / "old.db"
-    copy.write_bytes(b"")
-    restore = run_lanner(on_postgres, "restore", "--yes", str(copy), check=False)
-    assert restore.returncode == 1
-    assert restore.stderr.strip() == (
-        "Error: This install's database is PostgreSQL: this command restores a SQLite file; "
-        "restore PostgreSQL with pg_restore."
-    )
 
 
 def test_a_restore_without_the_history_copy_makes_the_box_history_consistent_and_says_so(

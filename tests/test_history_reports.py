@@ -179,3 +179,45 @@ def test_reports_read_the_history_only_on_the_node_that_keeps_it(env):
     assert HistoryFiles.for_reports(load_settings({**cluster, "LANNER_HISTORY_NODE": "b"})) is not None
     assert HistoryFiles.for_reports(load_settings({**cluster, "LANNER_HISTORY_NODE": "a"})) is None
     assert HistoryFiles.for_reports(load_settings(cluster)) is None
+
+
+def test_lanner_prune_keeps_a_click_queued_for_a_fresh_copy_so_it_counts_once(db, settings):
+    """A click changed after its copy (here its cost) is read from the row store, its copy being stale:
+    a prune that deleted it would leave it counted nowhere. The prune keeps it until the next append
+    has copied it again; then the next prune takes it and the history answers for it."""
+    import time
+
+    from models.ops.retention import count_queued, prune_clicks
+    from models.store.costs import CostStore
+    from models.store.database import write_tx
+    from models.store.history import ROW_COLUMNS, HistoryStore
+
+    day = 86_400_000
+    now_ms = int(time.time() * 1000)
+    generate_clicks(db, 150, 3, campaigns=1, seed=11, end_ms=now_ms)
+    run_deferred(db)
+    files = HistoryFiles.of(settings)
+    append_history(db, files)
+    conn = db.connection()
+    rows = HistoryStore(conn).rows_after(0, 10**12, 10**6)
+    at = ROW_COLUMNS.index("created_at")
+    old = [row[0] for row in rows if row[at] < now_ms - day]
+    changed = old[:3]
+    with write_tx(db):
+        CostStore(conn).set_costs([(2.5, click_id) for click_id in changed])
+    assert HistoryStore(conn).pending() == 3
+    shape = dict(group_by=("sub_id_1",), preset="all_time")
+    before = run_report(db, ReportQuery(source="raw", **shape))
+    assert before.total["cost"] == pytest.approx(7.5)
+
+    assert count_queued(db, 2 * day, now_ms=now_ms + day) == 3
+    assert prune_clicks(db, 2 * day, global_uniqueness_hours=24, now_ms=now_ms + day) == len(old) - 3
+    answered = run_report(db, ReportQuery(**shape), history=files)
+    assert answered.sources == ["history"]
+    assert rows_of(answered) == rows_of(before) and answered.total == pytest.approx(before.total)
+
+    append_history(db, files)  # Copies the three again; the next prune takes them.
+    assert count_queued(db, 2 * day, now_ms=now_ms + day) == 0
+    assert prune_clicks(db, 2 * day, global_uniqueness_hours=24, now_ms=now_ms + day) == 3
+    again = run_report(db, ReportQuery(**shape), history=files)
+    assert rows_of(again) == rows_of(before) and again.total == pytest.approx(before.total)

@@ -30,6 +30,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from models.errors import LannerError
 from models.reporting.history import HistoryFiles
@@ -162,7 +163,7 @@ def restore_database(
         raise BackupError(f"{backup} is damaged: {verdict}.")
     facts = history_of_copy(backup)
     companion = history_copy_path(backup)
-    taken = _taken_history(companion, facts, history) if history and companion.exists() else None
+    taken = taken_history(companion, facts, history) if history and companion.exists() else None
     users = processes_using(database_path)
     if users:
         raise BackupError(
@@ -179,12 +180,13 @@ def restore_database(
     start_spool_after(incoming, int(time.time() * 1000))
     notes: list[str] = []
     if history is not None:
+        restored = _SqliteCopy(incoming, facts)
         try:
             with holding_writers(history.path, WRITER_WAIT):
                 if taken is not None:
-                    notes = _install(companion, taken, facts, incoming, history, stamp)
+                    notes = install_taken(companion, taken, restored, history, stamp)
                 else:
-                    notes = _reconcile(backup, facts, incoming, history, stamp)
+                    notes = reconcile_history(history_copy_path(backup).name, restored, history, stamp)
         except HistoryBusy:
             incoming.unlink()
             raise BackupError(
@@ -199,7 +201,7 @@ def restore_database(
     return RestoreResult(moved, notes)
 
 
-def _taken_history(companion: Path, facts: CopyHistory | None, history: HistoryFiles) -> tuple[int, int]:
+def taken_history(companion: Path, facts: CopyHistory | None, history: HistoryFiles) -> tuple[int, int]:
     """(position, clicks) of the history copy beside a backup, checked against what the backup recorded."""
     try:
         with open_copy(companion, memory_limit=history.memory_limit) as conn:
@@ -220,35 +222,62 @@ def _taken_history(companion: Path, facts: CopyHistory | None, history: HistoryF
     return position, clicks
 
 
-def _install(
-    companion: Path,
-    taken: tuple[int, int],
-    facts: CopyHistory | None,
-    incoming: Path,
-    history: HistoryFiles,
-    stamp: str,
+class Restored(Protocol):
+    """The database a restore puts in place, as the history's reconciliation sees it (a SQLite copy
+    here; a restored PostgreSQL database in models/ops/pgbackup.py)."""
+
+    @property
+    def facts(self) -> CopyHistory | None: ...
+
+    def settle(self, position: int | None) -> None:
+        """Forget which history its backup went with; with `position`, trust the history only up to it."""
+
+    def pruned_between(self, after: int, up_to: int) -> int:
+        """Click ids in (after, up_to] it no longer holds (pruned: only a history had them)."""
+        ...
+
+
+class _SqliteCopy:
+    def __init__(self, path: Path, facts: CopyHistory | None) -> None:
+        self.path = path
+        self.facts = facts
+
+    def settle(self, position: int | None) -> None:
+        settle_restored_history(self.path, position)
+
+    def pruned_between(self, after: int, up_to: int) -> int:
+        assert self.facts is not None
+        return self.facts.pruned_between(self.path, after, up_to)
+
+
+def install_taken(
+    companion: Path, taken: tuple[int, int], restored: Restored, history: HistoryFiles, stamp: str
 ) -> list[str]:
+    """Put the history taken with the backup in place (the box's moved aside), consistent with the
+    restored database; say what was done."""
+    facts = restored.facts
     position, clicks = taken
     aside = install_history(companion, history.path, f"before-restore-{stamp}")
     notes = [f"Restored the click history taken with the backup: {clicks:,} clicks, up to click {position}."]
     if aside is not None:
         notes.append(f"The click history that was here was moved to {aside}.")
     if facts is None:
-        settle_restored_history(incoming, None)
+        restored.settle(None)
         return notes
     # A pair taken by `lanner backup` matches (the history at or ahead of what the database trusts, never
     # past its clicks); a file put beside a backup by hand is aligned as the box's own would be.
     if facts.position <= position <= facts.max_click_id:
-        settle_restored_history(incoming, None)
+        restored.settle(None)
         return notes
-    return notes + _align(incoming, facts, taken, history)
+    return notes + _align(restored, facts, taken, history)
 
 
-def _reconcile(
-    backup: Path, facts: CopyHistory | None, incoming: Path, history: HistoryFiles, stamp: str
+def reconcile_history(
+    companion_name: str, restored: Restored, history: HistoryFiles, stamp: str
 ) -> list[str]:
     """No history taken with the backup: make the box's consistent with the restored database."""
-    notes = [f"The backup has no click history beside it ({history_copy_path(backup).name})."]
+    facts = restored.facts
+    notes = [f"The backup has no click history beside it ({companion_name})."]
     live: tuple[int, int] | None = None
     error = ""
     try:
@@ -269,14 +298,14 @@ def _reconcile(
         notes.append("The worker makes the click history again from the restored database.")
         return notes
     if live is None:
-        settle_restored_history(incoming, 0)
+        restored.settle(0)
         notes.append(f"{error}: the worker makes it again from the restored database.")
-        notes.extend(_lost(incoming, facts, 0))
+        notes.extend(_lost(restored, facts, 0))
         return notes
-    return notes + _align(incoming, facts, live, history)
+    return notes + _align(restored, facts, live, history)
 
 
-def _align(incoming: Path, facts: CopyHistory, live: tuple[int, int], history: HistoryFiles) -> list[str]:
+def _align(restored: Restored, facts: CopyHistory, live: tuple[int, int], history: HistoryFiles) -> list[str]:
     """Make the history at `history.path` (its position and clicks `live`) consistent with the restored
     database: cut back if ahead of what the database trusts, trusted less if behind."""
     notes: list[str] = []
@@ -284,29 +313,29 @@ def _align(incoming: Path, facts: CopyHistory, live: tuple[int, int], history: H
     if position > facts.position:
         with open_history(history.path, write=True, memory_limit=history.memory_limit) as conn:
             gone = ColumnarHistory(conn, history.path.parent).cut_back(facts.position)
-        settle_restored_history(incoming, None)
+        restored.settle(None)
         notes.append(
             f"The click history here was ahead of the backup (up to click {position}; the restored database "
             f"trusts it up to click {facts.position}): the {gone:,} clicks after that were taken out of it, "
             "and the worker copies the restored database's clicks after it again."
         )
     elif position < facts.position:
-        settle_restored_history(incoming, position)
+        restored.settle(position)
         notes.append(
             f"The click history here is older than the backup (up to click {position}; the restored database "
             f"trusted it up to click {facts.position}): kept, and the worker copies the clicks after it "
             "again from the restored database."
         )
-        notes.extend(_lost(incoming, facts, position))
+        notes.extend(_lost(restored, facts, position))
     else:
-        settle_restored_history(incoming, None)
+        restored.settle(None)
         notes.append(f"The click history here matches the backup (up to click {position}): kept.")
     return notes
 
 
-def _lost(restored: Path, facts: CopyHistory, position: int) -> list[str]:
+def _lost(restored: Restored, facts: CopyHistory, position: int) -> list[str]:
     """The sentence naming the clicks after `position` only a lost history held (pruned from the backup)."""
-    lost = facts.pruned_between(restored, position, facts.position)
+    lost = restored.pruned_between(position, facts.position)
     if not lost or facts.pruned_before is None:
         return []
     return [

@@ -60,6 +60,14 @@ def count_unheld(db: Database, older_than_ms: int, *, now_ms: int | None = None)
         return RetentionStore(db.connection()).count_unheld_before(cutoff)
 
 
+def count_queued(db: Database, older_than_ms: int, *, now_ms: int | None = None) -> int:
+    """Of the clicks older than the age, those changed since the history copied them: `prune_clicks`
+    keeps them (the history reads them from the row store) until an append copies them again."""
+    cutoff = (int(time.time() * 1000) if now_ms is None else now_ms) - older_than_ms
+    with read_tx(db):
+        return RetentionStore(db.connection()).count_queued_before(cutoff)
+
+
 def prune_clicks(
     db: Database,
     older_than_ms: int,
@@ -68,7 +76,8 @@ def prune_clicks(
     now_ms: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> int:
-    """Delete clicks created before now - older_than_ms; return how many went."""
+    """Delete clicks created before now - older_than_ms but those queued for a fresh copy in the
+    history (count_queued); return how many went."""
     conn = db.connection()
     store = RetentionStore(conn)
     campaigns = store.campaign_windows()

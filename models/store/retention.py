@@ -34,6 +34,13 @@ class RetentionStore(Store):
         "SELECT COUNT(*) FROM click WHERE id > (SELECT position FROM history_state WHERE id = 1) "
         "AND created_at < ?"
     )
+    # A click queued for a fresh copy (mutated since the history copied it) is never pruned: the history
+    # skips its stale copy and reads it from the row store, so deleted now it would count nowhere; once
+    # the next append copies it again, the next prune takes it.
+    _NOT_QUEUED = "id NOT IN (SELECT click_id FROM history_change)"
+    SQL_COUNT_QUEUED_BEFORE = (
+        "SELECT COUNT(*) FROM click WHERE id IN (SELECT click_id FROM history_change) AND created_at < ?"
+    )
     # Held by the history and not converted (a conversion's status changes read its click's rollup key);
     # never the newest click: SQLite gives a new click max(id) + 1, and an id the history already holds
     # would never be copied.
@@ -55,11 +62,16 @@ class RetentionStore(Store):
     def count_unheld_before(self, cutoff_ms: int) -> int:
         return fetch_single(self.conn, self.SQL_COUNT_UNHELD_BEFORE, (cutoff_ms,))[0]
 
+    def count_queued_before(self, cutoff_ms: int) -> int:
+        """Clicks created before a cutoff that wait for a fresh copy in the history: a prune keeps them."""
+        return fetch_single(self.conn, self.SQL_COUNT_QUEUED_BEFORE, (cutoff_ms,))[0]
+
     def count_clicks_before(self, campaign_id: int, cutoff_ms: int) -> int:
         return fetch_single(self.conn, self.SQL_COUNT_OLDER, (campaign_id, cutoff_ms))[0]
 
     def delete_clicks_before(self, campaign_id: int, cutoff_ms: int, chunk: int) -> int:
-        """Delete up to `chunk` of the campaign's clicks created before `cutoff_ms`; how many went."""
+        """Delete up to `chunk` of the campaign's clicks created before `cutoff_ms`, never one queued for
+        a fresh copy in the history; how many went."""
         return self.conn.execute(self.SQL_DELETE_CLICKS, (campaign_id, cutoff_ms, chunk)).rowcount
 
     def delete_postback_log_before(self, cutoff_ms: int, chunk: int) -> int:

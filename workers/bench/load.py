@@ -23,6 +23,10 @@ HEAVY_REPORTS = (
     "/api/report?group=campaign,offer,country,device,os&preset=all_time",
     "/api/report?group=day,campaign&preset=last_30_days",
     "/api/report?group=campaign&preset=last_30_days&timezone=Europe/Berlin",
+    # What only the columnar history answers (issue 28): a source parameter, a referrer, two levels.
+    "/api/report?group=sub_id_1&preset=all_time",
+    "/api/report?group=referrer_domain&preset=all_time",
+    "/api/report?group=country,sub_id_2&preset=last_30_days",
 )
 BATCH_SIZES = (4, 16, 32)
 TIMEOUT = 60.0

@@ -16,12 +16,17 @@ class RetentionStore(base.RetentionStore):
         "SELECT COUNT(*) FROM click INDEXED BY click_campaign_created_at "
         "WHERE campaign_id = ? AND created_at < ?"
     )
-    SQL_DELETE_CLICKS = """
+    SQL_DELETE_CLICKS = (
+        """
 DELETE FROM click WHERE id IN (
     SELECT id FROM click INDEXED BY click_campaign_created_at
-    WHERE campaign_id = ? AND created_at < ? AND id < (SELECT MAX(id) FROM click) LIMIT ?
+    WHERE campaign_id = ? AND created_at < ? AND id < (SELECT MAX(id) FROM click)
+    AND """
+        + base.RetentionStore._NOT_QUEUED
+        + """ LIMIT ?
 )
 """
+    )
     # Parked postbacks stay until they expire, however old.
     SQL_DELETE_POSTBACK_LOG = """
 DELETE FROM postback_log WHERE id IN (
