@@ -327,7 +327,7 @@ def bench_panel_pages_command(
         )
     finally:
         pages = report.to_json()
-        result = ScenarioResult("panel-pages", False, pages, judge_pages(pages["pages"]))
+        result = ScenarioResult("panel-pages", False, pages, judge_pages(pages["pages"], pages["exports"]))
         if json_path and report.settings:
             write_json(Path(json_path), result.to_json())
         if report.pages:
