@@ -264,6 +264,7 @@ def run_panel_pages(
     repeat: int = REPEAT,
     workers: int = 2,
     keep: bool = False,
+    exports: tuple[str, ...] = EXPORTS,
 ) -> PanelPagesReport:
     """Prepare the data dir, start `lanner serve`, time every page; fills `report` as it goes."""
     from workers.bench.harness import (
@@ -305,7 +306,7 @@ def run_panel_pages(
                 reporter.message(f"  {page.kind} {page.user} {page.path}: {page.median_ms} ms")
 
             time_pages(stack.admin_port, fixture, repeat, on_page=timed)
-            reporter.message(f"Streaming {len(EXPORTS)} exports whole ...")
+            reporter.message(f"Streaming {len(exports)} exports whole ...")
 
             def exported(export: ExportTiming) -> None:
                 report.exports.append(export)
@@ -315,7 +316,9 @@ def run_panel_pages(
                 )
 
             assert stack.serve is not None
-            time_exports(stack.admin_port, stack.serve.process.pid, fixture, on_export=exported)
+            time_exports(
+                stack.admin_port, stack.serve.process.pid, fixture, exports=exports, on_export=exported
+            )
         report.settings["load_average_at_end"] = [round(load, 2) for load in os.getloadavg()]
         report.is_complete = True
     return report
