@@ -9,8 +9,10 @@ a few lines here, and k6's one process stays the clicks' alone, so its latencies
 Below the harness (harness.py runs the side load in its ladder) and below `lanner bench panel-pages`
 (panel.py times the same pages with the same client); it imports neither.
 
-The page lists are data: a page another area adds is one line here. `{campaign}`, `{offer}` and
-`{subid}` in a path are the busiest campaign, its first offer and the newest click.
+The page lists are data: a page another area adds is one line here. `{campaign}`, `{offer}`, `{stream}`,
+`{subid}` and `{conversion}` in a path are the busiest campaign, an offer and a stream of it, its newest
+click and conversion; `{user}` a buyer; `{lander}`, `{rule}`, `{platform}` ... the objects panelobjects.py
+makes (path_ids, make_panel_objects).
 """
 
 from __future__ import annotations
