@@ -296,6 +296,12 @@ def bench_smart_rotation_command(quick: bool, json_path: str | None) -> None:
 )
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")
 @click.option("--keep", is_flag=True, help="Keep the work dir (server log).")
+@click.option(
+    "--exports/--no-exports",
+    default=True,
+    show_default=True,
+    help="Stream the logs' CSV exports whole after the pages (minutes at a million rows).",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_panel_pages_command(
     data_dir: str,
@@ -304,13 +310,14 @@ def bench_panel_pages_command(
     repeat: int,
     workers: int,
     keep: bool,
+    exports: bool,
     json_path: str | None,
 ) -> None:
     """Server-side time of every panel page and API list on a big database (targets: <= 150 ms;
     the 30-day dashboard <= 100 ms)."""
 
     from workers.bench.harness import ConsoleReporter
-    from workers.bench.panel import PanelPagesReport, format_pages, run_panel_pages
+    from workers.bench.panel import EXPORTS, PanelPagesReport, format_pages, run_panel_pages
     from workers.bench.suite import ScenarioResult, format_verdicts, judge_pages, write_json
 
     report = PanelPagesReport()
@@ -324,10 +331,11 @@ def bench_panel_pages_command(
             repeat=repeat,
             workers=workers,
             keep=keep,
+            exports=EXPORTS if exports else (),
         )
     finally:
         pages = report.to_json()
-        result = ScenarioResult("panel-pages", False, pages, judge_pages(pages["pages"]))
+        result = ScenarioResult("panel-pages", False, pages, judge_pages(pages["pages"], pages["exports"]))
         if json_path and report.settings:
             write_json(Path(json_path), result.to_json())
         if report.pages:

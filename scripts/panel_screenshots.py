@@ -49,7 +49,7 @@ DESKTOP_UA = (
 )
 
 
-def seed(data_dir: Path) -> dict[str, int]:
+def seed(data_dir: Path) -> dict:
     """The install the pages show; returns the ids the page URLs need."""
     from models.accounts.apikeys import create_api_key
     from models.accounts.sharing import share_campaign
@@ -139,12 +139,17 @@ def seed(data_dir: Path) -> dict[str, int]:
     }
 
 
-def seed_automation(db, source: str) -> dict[str, int]:
+def seed_automation(db, source: str) -> dict:
     """A rule over the first campaign's offers, a conversion API connection for it and a spend connection
-    for a traffic source (made, never synced: the pages show them as set up); their ids."""
+    for a traffic source (made, never synced: the pages show them as set up) mapping a campaign whose
+    zones are labelled; their ids, and the zones."""
+    from peewee import fn
+
     from models.conversions.platforms.connections import create_connection
+    from models.optimisation.labels import scope_of, set_labels
     from models.optimisation.rules import create_rule
-    from models.reporting.spend.connections import create_spend_connection
+    from models.reporting.spend.connections import create_spend_connection, map_ids
+    from models.tables.click import Click
 
     rule = create_rule(
         db,
@@ -169,9 +174,18 @@ def seed_automation(db, source: str) -> dict[str, int]:
         "propellerads",
         source=source,
         credentials={"api_token": "screenshot-api-token-0123456789"},
-        parameter="sub_id_2",
+        parameter="sub_id_1",
     )
-    return {"rule": rule.id, "platform": platform.id, "spend": spend.id}
+    # Campaign 3 (gen-2, the RichAds one) is platform campaign 7001 there, and a buyer labelled the
+    # week's busiest of its zones (sub_id_1): its report by zone shows the labels and the push button.
+    map_ids(db, spend.id, {"7001": "gen-2"})
+    zone, clicks = Click._meta.fields["sub_id_1"], fn.COUNT(Click.id)
+    busiest = Click.select(zone).where(Click.campaign_id == 3).group_by(zone).order_by(clicks.desc(), zone)
+    zones = [row.sub_id_1 for row in busiest.limit(8)]
+    scope = scope_of(db, "gen-2", None, "sub_id_1")
+    set_labels(db, scope, zones[:3], "blacklist")
+    set_labels(db, scope, zones[3:4], "whitelist")
+    return {"rule": rule.id, "platform": platform.id, "spend": spend.id, "zones": ",".join(zones)}
 
 
 def seed_landers(db, settings, stream_id: int) -> int:
@@ -314,7 +328,7 @@ def browser(width: int, height: int):
     return webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
 
 
-def pages(ids: dict[str, int], subid: str) -> list[tuple[str, str]]:
+def pages(ids: dict, subid: str) -> list[tuple[str, str]]:
     """(file name, path) of each desktop page, after the login and the conversion import."""
     stream, offer, user = ids["stream"], ids["offer"], ids["user"]
     simulate = (
@@ -467,7 +481,7 @@ def previews(driver, base: str, out: Path) -> list[Path]:
     return saved
 
 
-def shoot(base: str, out: Path, ids: dict[str, int], subids: list[str]) -> list[Path]:
+def shoot(base: str, out: Path, ids: dict, subids: list[str]) -> list[Path]:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -485,6 +499,13 @@ def shoot(base: str, out: Path, ids: dict[str, int], subids: list[str]) -> list[
                 WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#simulate form"))
             saved.append(save(driver, out / f"{name}.png", *DESKTOP))
         saved.extend(previews(driver, base, out))
+        # The zones of campaign 3 with their labels, the blacklist's downloads and the push button.
+        driver.get(
+            base + f"/panel/reports?period=last_7_days&g1=sub_id_1&f.campaign=3&f.sub_id_1={ids['zones']}"
+        )
+        WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.ID, "push-form"))
+        driver.execute_script("document.getElementById('push-form').scrollIntoView({block: 'end'})")
+        saved.append(save(driver, out / "labels-push.png", *DESKTOP))
     finally:
         driver.quit()
     driver = browser(*PHONE)

@@ -223,3 +223,40 @@ def test_huge_pastes_wrong_fields_and_no_right_to_costs_get_a_clear_4xx(panel, z
         {"csrf_token": token_of(request(panel, "/panel", {"Cookie": vera})[2].decode())}
     )
     assert request(panel, PASTE, {**FORM, "Cookie": vera}, "POST", (body + "&paste=1%095").encode())[0] == 403
+
+
+def test_a_preview_reads_only_the_pasted_zones_and_counts_what_a_cost_set_per_zone_would(db):
+    """The preview's one scan returns only the pasted zones' clicks (a busy campaign's week holds
+    thousands of zones); each line's clicks and cost are what setting that zone alone would use."""
+    from models.admin.rows import get_campaign
+    from models.reporting.costpaste import plan_paste, zone_clicks
+    from models.reporting.costs import check_clicks, cost_request, cost_scope
+    from models.store.costs import CostStore
+    from workers.bench.generate import generate_clicks
+
+    generate_clicks(db, 2_000, 2, campaigns=1, seed=29, zone_count=300)
+    campaign = get_campaign(db, 1)
+    pasted = ["1000", "1001", "1002", "1150", "1299", "nowhere"]
+    text = "\n".join(f"{zone}\t{n + 1.25}" for n, zone in enumerate(pasted)) + "\n1003\t-1"
+    plan = plan_paste(db, campaign, text, "sub_id_1", "2000-01-01", "2099-12-31", include_bots=True)
+    request = plan.lines[0].request
+    assert request is not None
+    every = CostStore(db.connection()).scope_clicks_by(1, request.start_ms, request.end_ms, "sub_id_1")
+    assert len(every) > 250 and {"1000", "1299"} <= set(every)
+    assert zone_clicks(db, request, pasted) == {zone: every[zone] for zone in pasted if zone in every}
+    assert zone_clicks(db, request, []) == {}
+    for line, zone in zip(plan.lines, pasted, strict=False):
+        alone = cost_request(
+            db,
+            cost_scope(db, campaign=campaign, sub_ids=[("sub_id_1", zone)]),
+            "2000-01-01",
+            "2099-12-31",
+            line.amount or 0.0,
+            include_bots=True,
+        )
+        if zone == "nowhere":
+            assert line.status == "unknown" and line.request is None
+            continue
+        assert line.status == "new" and line.request == alone, zone
+        assert line.clicks == check_clicks(db, alone) == len(every[zone]) > 0, zone
+    assert plan.lines[-1].status == "bad" and "amount" in plan.lines[-1].detail

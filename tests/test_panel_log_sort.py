@@ -255,6 +255,19 @@ def test_the_sorted_click_log_reads_the_history_where_it_answers_and_the_row_sto
             break
         order = order.with_after(page.after)
     assert seen == expected and len(expected) > 16 and page.fallback is None
+    # A buyer's campaigns, every click: the tail past the position read by id (not by the campaign
+    # index), merged in the same order.
+    theirs = [row for row in rows if row["campaign_id"] in (2, 7)]
+    expected = [row["subid"] for row in ordered(theirs, [("country", False), ("created_at", True)])]
+    order = log_order([("country", False), ("time", True)], None, SORT_COLUMNS)
+    seen = []
+    while True:
+        page = sorted_clicks(db, ClickFilter(campaign_ids=(2, 7), limit=16), order, history)
+        seen += [row["subid"] for row in page.rows]
+        if page.after is None:
+            break
+        order = order.with_after(page.after)
+    assert seen == expected and any(row["id"] > ids[249] for row in theirs) and page.fallback is None
     # A damaged history: the row store answers, in the same order, and the page says why.
     files.path.write_bytes(b"not a DuckDB file" * 100)
     html = get(panel, "/panel/clicks?sort=country,-time&limit=500", admin)[2]

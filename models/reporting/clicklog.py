@@ -139,13 +139,18 @@ def _with_history(
     return sorted(merged, key=key, reverse=True)[: query.limit]
 
 
-def _conditions(query: ClickFilter) -> list:
-    """The row store's conditions for `query`'s filters (not its range, order or cursor)."""
+def _conditions(query: ClickFilter, *, is_tail: bool = False) -> list:
+    """The row store's conditions for `query`'s filters (not its range, order or cursor). `is_tail`: for
+    the clicks past the history's position, a range of the primary key the campaign index must not be
+    chosen over."""
     conditions = []
+    # PERF: `campaign_id + 0` is no indexed column: on the tail SQLite walked a buyer's campaigns' every
+    # click by click_campaign_created_at (190 ms over 1.6 M clicks) to find the minute past the position.
+    campaign = Click.campaign_id + 0 if is_tail else Click.campaign_id
     if query.campaign_id is not None:
-        conditions.append(Click.campaign_id == query.campaign_id)
+        conditions.append(campaign == query.campaign_id)
     elif query.campaign_ids is not None:
-        conditions.append(Click.campaign_id.in_(sorted(query.campaign_ids)))
+        conditions.append(campaign.in_(sorted(query.campaign_ids)))
     if query.stream_id is not None:
         conditions.append(Click.stream_id == query.stream_id)
     if query.offer_id is not None:
@@ -237,11 +242,13 @@ def sorted_clicks(
     return SortedPage(with_paths(localise_times(page, ("created_at",), tz)), cursor, fallback)
 
 
-def _sorted_rows(db: Database, query: ClickFilter, tz, order: LogOrder, *only) -> list[dict[str, Any]]:
+def _sorted_rows(
+    db: Database, query: ClickFilter, tz, order: LogOrder, *only, is_tail: bool = False
+) -> list[dict[str, Any]]:
     """The row store's `query.limit + 1` clicks matching `query` (and the conditions `only`) in `order`
-    after its cursor."""
+    after its cursor (`is_tail`: `only` is a range of ids past the history's position)."""
     select = Click.select(Click.id, *(getattr(Click, column) for column in LOG_COLUMNS))
-    for condition in [*_conditions(query), *only]:
+    for condition in [*_conditions(query, is_tail=is_tail), *only]:
         select = select.where(condition)
     bytewise = spelling_for(db.connection()).bytewise
     after = order.after_condition(Click, bytewise)
@@ -293,7 +300,7 @@ def _sorted_from_history(
         )
         old = [dict(zip(HELD_COLUMNS, click, strict=True)) for click in held]
         # PERF: the tail past the position is a range of the primary key; the queued clicks are few.
-        sources = [old, _sorted_rows(db, query, tz, order, Click.id > answering.position)]
+        sources = [old, _sorted_rows(db, query, tz, order, Click.id > answering.position, is_tail=True)]
         if answering.queued:
             copied = Click.id <= answering.position  # A click past it, queued too, is in the tail.
             sources.append(_sorted_rows(db, query, tz, order, copied, Click.id.in_(queued_clicks())))

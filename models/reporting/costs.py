@@ -268,6 +268,12 @@ class CostRequest:
     unique_only: bool = False
 
 
+def check_amount(amount: float) -> None:
+    """CostError for an amount a cost cannot have."""
+    if not 0 <= amount <= MAX_AMOUNT:  # NaN too
+        raise CostError(f"The amount must be a number from 0 to {MAX_AMOUNT:,.0f}.")
+
+
 def cost_request(
     db: Database,
     scope: CostScope,
@@ -283,8 +289,7 @@ def cost_request(
     """A cost for `scope` from `since` to `until` (local dates in `timezone`) of `amount` in `currency`
     (default the campaign's cost currency, or the report currency for a source); CostError for an amount,
     currency or period that cannot be set."""
-    if not 0 <= amount <= MAX_AMOUNT:  # NaN too
-        raise CostError(f"The amount must be a number from 0 to {MAX_AMOUNT:,.0f}.")
+    check_amount(amount)
     conn = db.connection()
     report = report_currency(conn)
     if currency:
@@ -525,8 +530,7 @@ def _spread(
     click gets amount // n, and the last (amount % n) of them, by time then id, one micro-unit more.
     Written in `chunk_size`-click transactions, each moving the rollups by the differences, so the
     spool flusher's click writes wait for one chunk at most, never the whole spread."""
-    if not 0 <= amount <= MAX_AMOUNT:  # NaN too
-        raise CostError(f"The amount must be a number from 0 to {MAX_AMOUNT:,.0f}.")
+    check_amount(amount)
     conn = db.connection()
     if currency is not None:
         report = report_currency(conn)

@@ -8,6 +8,7 @@ moving by a difference) are models/reporting/costs.py's.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Collection
 
 from models.choices import SUB_ID_SLOTS
 from models.store.history import HistoryStore
@@ -131,15 +132,27 @@ class CostStore(Store):
         return self.conn.execute(sql, args).fetchall()
 
     def scope_clicks_by(
-        self, campaign_id: int, start_ms: int, end_ms: int, column: str
+        self, campaign_id: int, start_ms: int, end_ms: int, column: str, values: Collection[str] | None = None
     ) -> dict[str, list[tuple[int, int, int, int]]]:
         """scope_clicks's rows of the campaign's clicks in [start_ms, end_ms) grouped by their value of
-        `column` (in COST_COLUMNS), each group oldest first: one scan for many zones' costs."""
+        `column` (in COST_COLUMNS), each group oldest first: one scan for many zones' costs. With
+        `values`, only the clicks with one of them (a paste's zones: the scan still walks the period,
+        the zone column has no index, but returns only their rows)."""
         if column not in COST_COLUMNS:
             raise ValueError(f"not a cost column: {column}")
         head = self.SQL_SCOPE_HEAD.replace(" FROM click", f", {column} FROM click", 1)
         groups: dict[str, list[tuple[int, int, int, int]]] = {}
-        cursor = self.conn.execute(scope_sql(head, (), self.SQL_SCOPE_ORDER), (campaign_id, start_ms, end_ms))
+        args: tuple = (campaign_id, start_ms, end_ms)
+        sql = scope_sql(head, (), self.SQL_SCOPE_ORDER)
+        if values is not None:
+            if not values:
+                return groups
+            wanted = sorted(set(values))
+            sql = scope_sql(
+                head, (), f" AND {column} IN ({', '.join('?' * len(wanted))}){self.SQL_SCOPE_ORDER}"
+            )
+            args += tuple(wanted)
+        cursor = self.conn.execute(sql, args)
         for click_id, created_at, is_bot, is_unique, value in cursor.fetchall():
             groups.setdefault(value, []).append((click_id, created_at, is_bot, is_unique))
         return groups

@@ -9,12 +9,15 @@ a few lines here, and k6's one process stays the clicks' alone, so its latencies
 Below the harness (harness.py runs the side load in its ladder) and below `lanner bench panel-pages`
 (panel.py times the same pages with the same client); it imports neither.
 
-The page lists are data: a page another area adds is one line here. `{campaign}`, `{offer}` and
-`{subid}` in a path are the busiest campaign, its first offer and the newest click.
+The page lists are data: a page another area adds is one line here. `{campaign}`, `{offer}`, `{stream}`,
+`{subid}` and `{conversion}` in a path are the busiest campaign, an offer and a stream of it, its newest
+click and conversion; `{user}` a buyer; `{lander}`, `{rule}`, `{platform}` ... the objects panelobjects.py
+makes (path_ids, make_panel_objects).
 """
 
 from __future__ import annotations
 
+import datetime
 import http.client
 import math
 import re
@@ -48,11 +51,16 @@ PANEL_PAGES: tuple[str, ...] = (
     "/panel/clicks",
     "/panel/clicks?campaign={campaign}",
     "/panel/clicks/{subid}",
-    # Sorted logs: a top-N sort of what the filters select (docs/panel.md, "Sorted logs").
+    # Sorted logs: a top-N sort of what the filters select (docs/panel.md, "Sorted logs"), from the
+    # columnar history the bench appends (prepare_panel) as an install's worker would have; DEEP_PAGES
+    # times a page far down the same orders.
     "/panel/clicks?campaign={campaign}&period=yesterday&sort=country,-time",
+    "/panel/clicks?sort=country,-time",
+    "/panel/clicks?period=last_30_days&sort=-campaign,os",
     "/panel/conversions",
     "/panel/conversions?campaign={campaign}",
     "/panel/conversions?period=last_30_days&sort=status,-time",
+    "/panel/conversions/{conversion}",
     "/panel/offers",
     "/panel/offers?period=last_30_days&sort=-clicks,name",
     "/panel/offers.csv?period=last_30_days&sort=-clicks,name",
@@ -64,6 +72,9 @@ PANEL_PAGES: tuple[str, ...] = (
     "/panel/networks.csv?period=last_30_days",
     "/panel/landers",
     "/panel/landers.csv?sort=-streams",
+    # The zones of a campaign with their labels (the push-to-source button's page), and a label list.
+    "/panel/reports?g1=sub_id_1&f.campaign={campaign}&period=last_7_days",
+    "/panel/labels.txt?campaign={campaign}&param=sub_id_1&label=blacklist",
     "/panel/postbacks",
     "/panel/rates",
     "/panel/account",
@@ -86,17 +97,38 @@ ADMIN_PAGES: tuple[str, ...] = (
     "/panel/alerts",
     "/panel/offers/bulk",
     "/panel/campaigns/{campaign}/costs/paste",
+    "/panel/campaigns/{campaign}/costs",
     "/panel/campaigns/{campaign}/streams/bulk",
+    "/panel/campaigns/{campaign}/streams/new",
+    "/panel/campaigns/{campaign}/streams/{stream}",
+    "/panel/campaigns/{campaign}/simulate",
+    # The bench's own lander, source and network (panelobjects.py) are on no campaign a buyer shares.
+    "/panel/landers/{lander}",
+    "/panel/sources/{source}",
+    "/panel/networks/{network}",
+    "/panel/domains/{domain}",
+    "/panel/platforms/{platform}",
+    "/panel/platforms/spend/{spend}",
+    "/panel/rules/{rule}",
+    "/panel/users/{user}",
 )
-# No session yet (the login), or no page: the logs' CSVs stream every row of their
-# filters (a million rows in about 40 s, its memory flat), an export's time is its size's, not a page's.
-NOT_TIMED = (
-    "/panel/login",
-    "/panel/conversions.csv",
-    "/panel/clicks.csv",
+# A page far down a sorted log: `panel-pages` follows its "Older" link this many times (as the
+# admin and as a buyer), then times the page it reached (keyset: it should cost what the first does).
+DEEP_PAGES: tuple[tuple[str, int], ...] = (
+    ("/panel/clicks?sort=country,-time", 20),
+    ("/panel/conversions?period=last_30_days&sort=status,-time", 20),
+)
+# The logs' CSVs stream every row of their filters: `panel-pages` times each once as the admin, whole,
+# with the rows, bytes and the admin worker's peak RSS meanwhile (panelexport.py). `{export_from}` to
+# `{export_to}`: the 10 days before yesterday, about a million clicks of the 3.2 M over 30 days.
+EXPORTS: tuple[str, ...] = (
+    "/panel/clicks.csv?from={export_from}&to={export_to}",
+    "/panel/clicks.csv?from={export_from}&to={export_to}&sort=country,-time",
+    "/panel/conversions.csv?period=last_30_days",
     "/panel/postback-log.csv",
-    "/panel/labels.txt",
 )
+# No session yet (the login); the exports are EXPORTS's, timed whole rather than as pages.
+NOT_TIMED = ("/panel/login", *(path.partition("?")[0] for path in EXPORTS))
 # Every GET of /api/v1 that answers a collection (tests/test_bench_panel.py checks none is missing).
 API_LISTS: tuple[str, ...] = (
     "/api/v1/campaigns",
@@ -176,17 +208,23 @@ class PanelFixture:
 def prepare_panel(
     database_path: Path, *, conversions: float, on_progress: Callable[[str, int, int], None] | None = None
 ) -> PanelFixture:
-    """Conversions for `conversions` of the clicks, the deferred steps done, the panel users (with a
-    new password each run) and a read key for the admin; on the database `lanner db migrate` made."""
+    """Conversions for `conversions` of the clicks, the deferred steps done, the columnar history
+    appended, the panel users (with a new password each run), the objects the later pages show
+    (panelobjects.py) and a read key for the admin; on the database `lanner db migrate` made."""
     from models.accounts.apikeys import create_api_key, list_api_keys, revoke_api_key
     from models.accounts.sharing import campaign_shares, share_campaign
     from models.accounts.users import add_user, find_user, set_password
     from models.admin.services import list_campaigns
     from models.migrations.deferred import run_deferred
+    from models.reporting.history import HistoryFiles, append_history
     from models.store.database import open_database
+    from settings import load_settings
+    from workers.bench.harness import lanner_env
+    from workers.bench.panelobjects import make_panel_objects
     from workers.bench.reports import add_conversions, row_count
 
     progress = on_progress or (lambda label, done, total: None)
+    settings = load_settings(lanner_env(database_path.parent))
     db = open_database(database_path, autocheckpoint=True)
     try:
         # The rollup backfill of a database generated just now: reports read rollups, not raw clicks.
@@ -200,6 +238,13 @@ def prepare_panel(
             progress("Conversions", done[0], wanted)
 
         add_conversions(db, conversions, on_progress=converted)
+        # The worker's minutely append, all at once (the real appender, chunk by chunk): the sorted logs
+        # and the reports by sub id read the history an install that ran a while has.
+        append_history(
+            db,
+            HistoryFiles.of(settings),
+            on_chunk=lambda copied, position, mark: progress("History", position, mark),
+        )
         password = secrets.token_urlsafe(18)
         for name, role, hides_money in PANEL_USERS:
             if find_user(db, name) is None:
@@ -207,6 +252,7 @@ def prepare_panel(
             else:
                 set_password(db, name, password)
         ids = path_ids(db)
+        ids |= make_panel_objects(db, settings, int(ids["campaign"]), find_user(db, "bench-admin").id)
         campaigns = [campaign.id for campaign in list_campaigns(db, include_archived=True)]
         # bench-buyer sees every other campaign (and may edit them), the others every third; all of
         # them the one the paths name, so that every user's pages open it.
@@ -234,16 +280,34 @@ SQL_BUSIEST_CAMPAIGN = (
     "GROUP BY campaign_id ORDER BY COUNT(*) DESC LIMIT 1"
 )
 SQL_NEWEST_SUBID = "SELECT subid FROM click WHERE campaign_id = ? ORDER BY id DESC LIMIT 1"
+SQL_NEWEST_CONVERSION = "SELECT MAX(id) FROM conversion WHERE campaign_id = ?"
+SQL_USER = "SELECT id FROM app_user WHERE name = ?"
+EXPORT_DAYS = 10
 
 
 def path_ids(db) -> dict[str, str]:
-    """What `{campaign}`, `{offer}`, `{stream}` and `{subid}` stand for: the campaign with the most of
-    the last 100,000 clicks (the biggest a buyer opens), an offer and a stream of it, its newest click."""
+    """What `{campaign}`, `{offer}`, `{stream}`, `{subid}`, `{conversion}` and `{user}` stand for: the
+    campaign with the most of the last 100,000 clicks (the biggest a buyer opens), an offer and a stream
+    of it, its newest click and conversion, a buyer; `{export_from}`/`{export_to}`: EXPORTS's days."""
     row = db.execute_sql(SQL_BUSIEST_CAMPAIGN).fetchone()
     if row is None:
         raise BenchError("The database has no clicks to open pages on.")
     subid = db.execute_sql(SQL_NEWEST_SUBID, (row[0],)).fetchone()
-    return {"campaign": str(row[0]), "offer": str(row[1]), "stream": str(row[2]), "subid": subid[0]}
+    conversion = db.execute_sql(SQL_NEWEST_CONVERSION, (row[0],)).fetchone()
+    user = db.execute_sql(SQL_USER, ("bench-buyer",)).fetchone()
+    if conversion[0] is None or user is None:
+        raise BenchError("The busiest campaign has no conversion, or there is no bench-buyer.")
+    today = datetime.datetime.now(datetime.UTC).date()  # The admin and buyers see UTC days.
+    return {
+        "campaign": str(row[0]),
+        "offer": str(row[1]),
+        "stream": str(row[2]),
+        "subid": subid[0],
+        "conversion": str(conversion[0]),
+        "user": str(user[0]),
+        "export_from": (today - datetime.timedelta(days=EXPORT_DAYS + 1)).isoformat(),
+        "export_to": (today - datetime.timedelta(days=2)).isoformat(),
+    }
 
 
 # -- HTTP -------------------------------------------------------------------------------------
@@ -256,6 +320,7 @@ class Answer:
     cpu_ms: float | None
     client_ms: float
     size: int
+    body: bytes = b""
 
 
 class PanelClient:
@@ -298,7 +363,15 @@ class PanelClient:
         self.headers["Cookie"] = cookie
 
     def get(self, path: str) -> Answer:
-        response, data, elapsed = self.request("GET", path)
+        return self._answer(*self.request("GET", path))
+
+    def post_form(self, path: str, fields: dict[str, str]) -> Answer:
+        """A form posted as the panel's pages post it (urlencoded, with the session's cookie)."""
+        body = urllib.parse.urlencode(fields).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        return self._answer(*self.request("POST", path, body, headers))
+
+    def _answer(self, response, data: bytes, elapsed: float) -> Answer:
         timing = response.getheader("Server-Timing") or ""
         wall, cpu = SERVER_TIMING.search(timing), SERVER_CPU.search(timing)
         return Answer(
@@ -307,6 +380,7 @@ class PanelClient:
             float(cpu.group(1)) if cpu else None,
             elapsed,
             len(data),
+            data,
         )
 
     def close(self) -> None:
