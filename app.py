@@ -343,8 +343,11 @@ def load_worker_app(settings: Settings) -> LoadedApp:
 
     configure_logging(settings)
     slot = CounterSlot(settings.data_dir)  # After fork: the worker's own, for as long as it runs.
+    tracker = create_tracker(settings, counts=slot.counts)
     loaded = LoadedApp(
-        RequestMeter(create_app(settings, counts=slot.counts), slot.counts), max_body_bytes(settings)
+        RequestMeter(create_app(settings, tracker=tracker, counts=slot.counts), slot.counts),
+        max_body_bytes(settings),
+        on_exit=tracker.stop,  # A clean stop gives cluster mode's cap leases back.
     )
     # PERF: the code and config loaded so far live as long as the worker; keep the collector off
     # them, and collect the young generation less often (full collections showed up in profiles).

@@ -594,11 +594,12 @@ class ClickTracker:
         finally:
             journal.unlock()
         if tail is not None:
-            # Only now, its line written, may other nodes answer its subid.
-            if shared_flags is not None and self.shared is not None:
+            # Only now, its line written, may other nodes answer its subid (and the lease units it
+            # spent are spent for good).
+            if self.shared is not None:
                 self.shared.publish()
-                if decision.lander_id is not None:  # Its LP click may come in on another node.
-                    self.shared.share_click_line(decision.subid, line)
+                if shared_flags is not None and decision.lander_id is not None:
+                    self.shared.share_click_line(decision.subid, line)  # Its LP click may come elsewhere.
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
             if decision.lander_id is not None:
                 self.funnels.add_click(decision.subid, position)
@@ -624,8 +625,9 @@ class ClickTracker:
         now: float,
     ) -> Decision | tuple[Route, Decision, bytes, tuple[int, int, int] | None]:
         """Ask Redis about the click (models/cluster/shared_state.py): another node's decision within
-        debounce, or (route, decision, tail, Redis's uniqueness flags or None without Redis)."""
-        from models.cluster.shared_state import Counted, Refused, Repeat
+        debounce, or (route, decision, tail, Redis's uniqueness flags or None without Redis). The
+        route's caps are spent from the worker's leases, asked for only when they hold no unit."""
+        from models.cluster.shared_state import Alone, Counted, Refused, Repeat
 
         shared, counters = self.shared, cast("SharedCounters", self.counters)  # Cluster mode only.
         assert shared is not None
@@ -647,27 +649,25 @@ class ClickTracker:
                 now_ms,
             )
             if isinstance(answer, Counted):
-                for cap, count in zip(caps, answer.counts, strict=True):
-                    counters.learn(cap.scope, cap.ref, cap.day, count)
+                _learn(counters, caps, answer.counts)
                 return route, decision, tail, answer.flags
             if isinstance(answer, Repeat):
                 return repeat_decision(
                     campaign, answer.subid, answer.stream_id, answer.offer_id, answer.location
                 )
-            if isinstance(answer, Refused):
-                for cap, count in zip(caps, answer.counts, strict=True):
-                    if count >= 0:
-                        counters.learn(cap.scope, cap.ref, cap.day, count)
-            elif not caps:  # Redis is away and the route has no cap: nothing changes.
+            if isinstance(answer, Alone):  # Redis is away; the leases hold the route's caps (if any).
                 return route, decision, tail, None
-            # A cap is full across nodes (or Redis is away, and the counters now refuse every cap).
+            if isinstance(answer, Refused):
+                _learn(counters, caps, answer.counts)
+            # A cap is full across nodes (or Redis is away, and the counters now refuse every cap the
+            # leases do not hold).
             route = self.router.route(
                 campaign, subject, history, now_ms, self.campaigns, None, lookups.prepare
             )
             decision = decide(route, decision.subid, visit, lookups, now)
             tail = self._tail(decision, route, visit, lookups)
-            if answer is None:
-                return route, decision, tail, None
+            if answer is None and shared.spend_leased(self._caps_of(route, now_ms)):
+                return route, decision, tail, None  # Redis away: routed where the leases (or no cap) allow.
         route = Route(campaign, None, None, [])  # Refused every time: no stream, no cap.
         decision = decide(route, decision.subid, visit, lookups, now)
         return route, decision, self._tail(decision, route, visit, lookups), None
@@ -922,7 +922,7 @@ class ClickTracker:
         LP click of the subid, or (offer_id, location) to write. A cap full across nodes marks the offer
         capped and the offer is chosen again; with Redis away, as at a click (`_share`): an offer without
         a cap goes on, a capped one is chosen again from the counters, which then refuse every cap."""
-        from models.cluster.shared_state import Claimed, Refused
+        from models.cluster.shared_state import Alone, Claimed, Refused
 
         shared, counters = self.shared, cast("SharedCounters", self.counters)  # Cluster mode only.
         assert shared is not None
@@ -937,22 +937,25 @@ class ClickTracker:
             caps = self._caps_of(Route(campaign, None, offer), now_ms)
             answer = shared.claim_lp(subid, offer_id, location, caps, self._seed_count)
             if isinstance(answer, Claimed):
-                for cap, count in zip(caps, answer.counts, strict=True):
-                    counters.learn(cap.scope, cap.ref, cap.day, count)
+                _learn(counters, caps, answer.counts)
                 return offer_id, location
             if isinstance(answer, tuple):  # Another node's LP click of the subid was first.
                 return LpClick(subid, campaign.id, answer[0], answer[1] or None, True)
-            if isinstance(answer, Refused):
-                for cap, count in zip(caps, answer.counts, strict=True):
-                    if count >= 0:
-                        counters.learn(cap.scope, cap.ref, cap.day, count)
-            elif not caps:  # Redis is away and the offer has no cap: nothing changes.
+            if isinstance(answer, Alone):  # Redis is away; the leases hold the offer's caps (if any).
                 return offer_id, location
+            if isinstance(answer, Refused):
+                _learn(counters, caps, answer.counts)
             offer = self._lp_offer(stream, seen, now_ms)
-            if answer is None:  # Redis is away: the counters now refuse every capped offer.
+            if answer is None:  # Redis away: the counters refuse every capped offer the leases do not hold.
                 offer_id = offer.offer_id if offer is not None else None
-                return offer_id, self._offer_location(campaign, record, offer_id, now)
+                if shared.spend_leased(self._caps_of(Route(campaign, None, offer), now_ms), is_lp=True):
+                    return offer_id, self._offer_location(campaign, record, offer_id, now)
         raise AssertionError("unreachable: the last attempt has no cap to refuse")
+
+    def stop(self) -> None:
+        """A clean stop of the worker: cluster mode gives its unspent cap lease units back."""
+        if self.shared is not None:
+            self.shared.give_back()
 
     def _held_lander_record(self, subid: str, position: tuple[int, int]) -> list | None:
         line = self.journal.read_line(*position)
@@ -998,3 +1001,10 @@ class ClickTracker:
         route = Route(campaign, stream, offer) if offer is not None else Route(campaign, None, None)
         visit, lookups = stored_lookups(record, self.devices, self.bots, now)
         return render_location(route, record[0], visit, lookups, now)
+
+
+def _learn(counters: SharedCounters, caps: list[Cap], counts: tuple[int, ...]) -> None:
+    """Note what Redis counts as taken of the caps it was asked about (-1: not asked)."""
+    for cap, count in zip(caps, counts, strict=True):
+        if count >= 0:
+            counters.learn(cap.scope, cap.ref, cap.day, count, cap.cap)

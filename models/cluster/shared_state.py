@@ -54,9 +54,12 @@ RETRY_AFTER seconds, and the degradation is logged once a minute.
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 try:
     import redis
@@ -68,6 +71,7 @@ except ImportError as error:  # Only a process with LANNER_REDIS_URL set imports
     ) from error
 
 from models.clicks.throttledlog import ThrottledLog
+from models.cluster.leases import HOLDER_TTL_MS, MAX_BLOCK, CapLeases, LeaseKey
 
 logger = logging.getLogger(__name__)
 
@@ -141,18 +145,64 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {0, counts}
 """
 )
-# A failed append gives its cap increments back; a counter gone meanwhile stays gone (to be seeded).
-UNCOUNT = """
-for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECR', KEYS[i]) end
+# A lease of cap units (models/cluster/leases.py): the worker registers as a live holder, and if no
+# counter is at its cap (2) or missing (3) each gets the same block: the rest of the tightest over twice
+# the live holders, 1 to ARGV[4]. Never past a cap: a block is at most the rest of every counter.
+# The epoch names this Redis's counters: a Redis that lost them gets a new one, and units leased from
+# the old one are dropped by their holders and never given back to the new counters.
+# KEYS: the holders (a sorted set by last lease), the epoch, then the counters.
+# ARGV: holder, its unix ms, holder ttl ms, max block, a new epoch (set if none), number of counters,
+#       then each counter's cap.
+# Returns {2, counts} / {3, counts} as COUNT_CAPS, {0, counts after, block, epoch}.
+LEASE_SCRIPT = """
+local now = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local epoch = redis.call('GET', KEYS[2])
+if not epoch then
+  epoch = ARGV[5]
+  redis.call('SET', KEYS[2], epoch)
 end
+local n = tonumber(ARGV[6])
+local counts = {}
+local refused, missing = false, false
+for i = 1, n do
+  local count = redis.call('GET', KEYS[2 + i])
+  if count then
+    count = tonumber(count)
+    if count >= tonumber(ARGV[6 + i]) then refused = true end
+  else
+    count = -1
+    missing = true
+  end
+  counts[i] = count
+end
+if refused then return {2, counts} end
+if missing then return {3, counts} end
+local holders = redis.call('ZCARD', KEYS[1])
+local block = tonumber(ARGV[4])
+for i = 1, n do
+  local rest = math.floor((tonumber(ARGV[6 + i]) - counts[i]) / (2 * holders))
+  if rest < block then block = rest end
+end
+if block < 1 then block = 1 end
+for i = 1, n do counts[i] = redis.call('INCRBY', KEYS[2 + i], block) end
+return {0, counts, block, epoch}
 """
-# A claimed LP click whose line cannot be written: KEYS[1] the claim (deleted), then its cap counters.
+# A clean stop gives its unspent units back, to the counters of the epoch they were leased from only.
+# KEYS: the holders, the epoch, then the counters. ARGV: holder, its epoch, then each counter's units.
+GIVE_BACK = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+for i = 3, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECRBY', KEYS[i], ARGV[i]) end
+end
+return 1
+"""
+# A claimed LP click whose line cannot be written: its claim is deleted (its units go back to the lease).
 UNCLAIM = """
 redis.call('DEL', KEYS[1])
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECR', KEYS[i]) end
-end
 """
 
 
@@ -184,15 +234,23 @@ class Refused:
 
 
 @dataclass(frozen=True, slots=True)
+class Alone:
+    """Redis cannot answer now, and the route's caps (if any) are served from the worker's leases: the
+    click goes on with this node's own debounce and uniqueness."""
+
+
+@dataclass(frozen=True, slots=True)
 class Claimed:
-    """The LP click is the subid's first across the nodes, its offer's caps counted: their new counts."""
+    """The LP click is the subid's first across the nodes, its offer's caps spent from the worker's
+    leases: what Redis counts as taken where a lease was asked for (-1 where none was)."""
 
     counts: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Counted:
-    """The click is counted: its uniqueness flags (1 = unique across nodes) and the caps' new counts."""
+    """The click is counted: its uniqueness flags (1 = unique across nodes) and what Redis counts as taken
+    of the caps where a lease was asked for (-1 where the lease held a unit already)."""
 
     flags: tuple[int, int, int]
     counts: tuple[int, ...]
@@ -228,19 +286,44 @@ class SharedState:
         self.alone_clicks = 0  # Clicks answered without Redis since it was last reachable.
         self.last_outage: dict | None = None  # The last outage that ended: when, how long, its clicks.
         # The last click counted, until its line is written: its decision's key and value (`publish`),
-        # its cap counters (`forget_last`).
+        # the lease units it spent (`forget_last`).
         self.unpublished: tuple[str, str, int] | None = None
-        self.counted_caps: list[str] = []
-        self.lp_claim: list[str] | None = None  # The last LP click claimed: its claim and cap keys.
+        self.counted_caps: list[LeaseKey] = []
+        self.lp_claim: str | None = None  # The last LP click claimed...
+        self.lp_spent: list[LeaseKey] = []  # ...and the lease units it spent.
         self._lp_script = self.client.register_script(LP_SCRIPT)  # Loaded on first use (EVALSHA after).
+        self._lease_script = self.client.register_script(LEASE_SCRIPT)
+        self._give_back_script = self.client.register_script(GIVE_BACK)
+        self.leases = CapLeases()  # Cap units this worker reserved and has not spent (leases.py).
+        self.holder = f"{os.getpid()}-{secrets.token_hex(6)}"  # This worker among the lease holders.
+        self.epoch: bytes | None = None  # The epoch of the Redis counters its leases came from.
         self.unread = 0  # Replies of published decisions still on the connection, read before the next.
         self._log = ThrottledLog(logger, logging.WARNING, interval=60.0, clock=clock)
         self.on_change = on_change
         self._changed()
 
     def close(self) -> None:
+        """A clean stop: unspent lease units go back to the counters (`give_back`)."""
+        self.give_back()
         self._disconnect()
         self.client.close()
+
+    def give_back(self) -> None:
+        """Give every unspent lease unit back to Redis and leave the holders (a worker stopping). Units
+        of an epoch Redis no longer has are dropped; if Redis cannot be reached they are lost: the cap
+        stops short by them, never over."""
+        held = self.leases.drain()
+        if self.epoch is None:
+            return  # Never leased: not a holder.
+        keys = [self._holders_key, self._epoch_key, *(self._lease_key(key) for key in held)]
+        try:
+            self._give_back_script(keys=keys, args=[self.holder, self.epoch, *held.values()])
+        except redis.RedisError as error:
+            logger.warning(
+                "cannot give %d cap units back to Redis (%s): those caps stop short by them",
+                sum(held.values()),
+                error,
+            )
 
     @property
     def should_ask(self) -> bool:
@@ -249,7 +332,7 @@ class SharedState:
 
     @property
     def is_alone(self) -> bool:
-        """Redis failed and is not to be asked yet: the node decides alone (caps: all full)."""
+        """Redis failed and is not to be asked yet: the node decides alone (caps: what its leases hold)."""
         return self.is_degraded and self.clock() < self.retry_at
 
     def click(
@@ -266,7 +349,7 @@ class SharedState:
         caps: Sequence[Cap],
         seed: Callable[[Cap], int],
         now_ms: int,
-    ) -> Repeat | Refused | Counted | None:
+    ) -> Repeat | Refused | Counted | Alone | None:
         """Ask Redis for one click (see the module docstring); None when Redis cannot answer now.
 
         `campaign_id`: the campaign clicked (debounce); `route_campaign_id`: the one routed to (another
@@ -278,46 +361,88 @@ class SharedState:
         self.counted_caps = []
         if not self.should_ask:
             self.alone_clicks += 1
-            return None
+            return self._alone(caps)
         p = self.prefix
         keys = [
             f"{p}debounce:{campaign_id}:{visitor}:{ua_hash}",
             f"{p}unique:g:{visitor}",
             f"{p}unique:campaign:{route_campaign_id}:{visitor}",
             f"{p}unique:stream:{stream_id}:{visitor}",
-            *(self._cap_key(cap) for cap in caps),
         ]
-        args = [
-            debounce_ms,
-            max(global_ms, 1),
-            max(campaign_ms, 1),
-            0 if stream_id is None else 1,
-            now_ms,
-            len(caps),
-            *(cap.cap for cap in caps),
-        ]
+        # The caps are the leases' (`_lease`): the script counts none of them (0 caps).
+        args = [debounce_ms, max(global_ms, 1), max(campaign_ms, 1), 0 if stream_id is None else 1, now_ms, 0]
         try:
-            answer = self._seeded(lambda: self._run(keys, args), caps, seed)
+            counts = self._lease(caps, seed, now_ms)
+            if isinstance(counts, Refused):
+                if self.is_degraded:
+                    self._recover()
+                return counts
+            answer = self._run(keys, args)
             kind = answer[0]
         except redis.RedisError as error:
             if not isinstance(error, redis.ResponseError):  # A reply may still be on its way: start over.
                 self._disconnect()
             self._fail(error)
-            return None
+            return self._alone(caps)
         if self.is_degraded:
             self._recover()
         if kind == 1:
             return _repeat(answer[1])
-        if kind == 2:
-            return Refused(tuple(answer[1]))
         if debounce_ms > 0:
             value = SEPARATOR.join(
                 ("" if v is None else str(v))
                 for v in (now_ms, stored.subid, stored.stream_id, stored.offer_id, stored.location)
             )
             self.unpublished = (keys[0], value, debounce_ms + DEBOUNCE_MARGIN_MS)
-        self.counted_caps = keys[4:]
-        return Counted((answer[1], answer[2], answer[3]), tuple(answer[4]))
+        self.counted_caps = self.leases.spend(_lease_keys(caps))
+        return Counted((answer[1], answer[2], answer[3]), counts)
+
+    def _lease(
+        self, caps: Sequence[Cap], seed: Callable[[Cap], int] | None, now_ms: int
+    ) -> tuple[int, ...] | Refused:
+        """Lease units of the caps this worker holds none of, in one script: Refused (one is at its cap,
+        Redis's counts of the caps asked, -1 for the others) or what Redis counts as taken after the
+        lease (-1 for the caps the leases held a unit of already). A Redis of a new epoch (it lost its
+        counters) voids every unit held, and the lease is asked again for all of the caps."""
+        counts = [-1] * len(caps)
+        lease_keys = _lease_keys(caps)
+        for _ in range(2):
+            lacking = self.leases.lacking(lease_keys)
+            if not lacking:
+                return tuple(counts)
+            asked = [caps[i] for i in lacking]
+            keys = [self._holders_key, self._epoch_key, *(self._cap_key(cap) for cap in asked)]
+            args: list[str | int] = [self.holder, now_ms, HOLDER_TTL_MS, MAX_BLOCK, secrets.token_hex(8)]
+            args.append(len(asked))
+            args += [cap.cap for cap in asked]
+            answer = self._seeded(partial(self._lease_script, keys=keys, args=args), asked, seed)
+            for i, count in zip(lacking, answer[1], strict=True):
+                counts[i] = count
+            if answer[0] == 2:
+                return Refused(tuple(counts))
+            block, epoch = answer[2], answer[3]
+            if self.epoch is not None and epoch != self.epoch and self.leases.held:
+                # Leased from counters Redis lost: their units are in no counter now. The units just
+                # granted were counted in the new ones: only they are kept, the rest asked again.
+                self.leases.drain()
+                self.epoch = epoch
+                for i in lacking:
+                    self.leases.grant(lease_keys[i], block)
+                continue
+            self.epoch = epoch
+            for i in lacking:
+                self.leases.grant(lease_keys[i], block)
+            return tuple(counts)
+        raise redis.RedisError("the cap counters' epoch changed twice during one lease")
+
+    def _alone(self, caps: Sequence[Cap]) -> Alone | None:
+        """Redis cannot answer now: Alone if the leases hold a unit of each cap (one of each spent),
+        None if not (the click must go elsewhere: a capped stream or offer gets none meanwhile)."""
+        lease_keys = _lease_keys(caps)
+        if not self.leases.covers(lease_keys):
+            return None
+        self.counted_caps = self.leases.spend(lease_keys)
+        return Alone()
 
     def publish(self) -> None:
         """The last click counted has its line in the journal: make its decision the visitor's, for
@@ -339,16 +464,12 @@ class SharedState:
 
     def forget_last(self) -> None:
         """The last click counted got no line after all (its spool cannot be written): its decision is
-        never published, and its cap increments are given back (a full disk's refused clicks would
-        else fill every cap of the cluster). Its uniqueness keys stay: the visitor's next click within
-        the windows counts as seen, as after a click that landed."""
+        never published, and the lease units it spent are put back, for the next click (a full disk's
+        refused clicks would else use up every cap of the cluster). Its uniqueness keys stay: the
+        visitor's next click within the windows counts as seen, as after a click that landed."""
         self.unpublished = None
-        caps, self.counted_caps = self.counted_caps, []
-        if caps and not self.is_degraded:
-            try:
-                self.client.eval(UNCOUNT, len(caps), *caps)
-            except redis.RedisError:
-                pass  # Redis left meanwhile: the counters stay one high, under their caps, never over.
+        spent, self.counted_caps = self.counted_caps, []
+        self.leases.put_back(spent)
 
     def claim_lp(
         self,
@@ -357,34 +478,48 @@ class SharedState:
         location: str,
         caps: Sequence[Cap] = (),
         seed: Callable[[Cap], int] | None = None,
-    ) -> Claimed | Refused | tuple[int | None, str] | None:
+    ) -> Claimed | Refused | Alone | tuple[int | None, str] | None:
         """Make this the first LP click of `subid` across the nodes and count its offer's `caps`, in one
         step (see the module docstring): Claimed (write its line), Refused (a cap is full: nothing
         claimed, choose again), (offer_id, location) of the first when another node's was (nothing
-        counted), None when Redis cannot answer now (the node decides alone, as a click does)."""
+        counted), Alone when Redis cannot answer now and the leases cover the caps (the node decides
+        alone, as a click does), None when they do not."""
         self.lp_claim = None
+        self.lp_spent = []
         if not self.should_ask:
             self.alone_clicks += 1
-            return None
+            return self._alone_lp(caps)
         claim = f"{self.prefix}lp:{subid}"
-        keys = [claim, *(self._cap_key(cap) for cap in caps)]
         value = f"{'' if offer_id is None else offer_id}{SEPARATOR}{location}"
-        args: list[str | int] = [value, LP_CLAIM_MS, len(caps), *(cap.cap for cap in caps)]
         try:
-            answer = self._seeded(lambda: self._lp_script(keys=keys, args=args), caps, seed)
+            counts = self._lease(caps, seed, int(time.time() * 1000))
+            if isinstance(counts, Refused):
+                if self.is_degraded:
+                    self._recover()
+                return counts
+            answer = self._lp_script(keys=[claim], args=[value, LP_CLAIM_MS, 0])  # Its caps: the leases'.
         except redis.RedisError as error:
             self._fail(error)
-            return None
+            return self._alone_lp(caps)
         if self.is_degraded:
             self._recover()
-        kind = answer[0]
-        if kind == 1:
+        if answer[0] == 1:
             offer, _, location = answer[1].decode("utf-8", "replace").partition(SEPARATOR)
             return (int(offer) if offer.isdigit() else None), location
-        if kind == 2:
-            return Refused(tuple(answer[1]))
-        self.lp_claim = keys
-        return Claimed(tuple(answer[1]))
+        self.lp_claim = claim
+        self.lp_spent = self.leases.spend(_lease_keys(caps))
+        return Claimed(counts)
+
+    def spend_leased(self, caps: Sequence[Cap], *, is_lp: bool = False) -> bool:
+        """Redis is away and the click was routed again: spend a unit of each of the new route's caps
+        from the leases (True), or False if they do not hold them all."""
+        answer = self._alone_lp(caps) if is_lp else self._alone(caps)
+        return answer is not None
+
+    def _alone_lp(self, caps: Sequence[Cap]) -> Alone | None:
+        answer = self._alone(caps)
+        self.lp_spent, self.counted_caps = self.counted_caps, []
+        return answer
 
     def share_click_line(self, subid: str, line: bytes) -> None:
         """A click sent to a lander has its line in the journal: leave it for the other nodes' LP clicks
@@ -409,15 +544,17 @@ class SharedState:
             return None
 
     def release_lp(self) -> None:
-        """The LP click last claimed got no line after all (a full disk): the next one may be the first,
-        and its cap increments are given back (as `forget_last` gives a click's)."""
-        keys, self.lp_claim = self.lp_claim, None
-        if keys is None:
+        """The LP click last claimed (or decided alone) got no line after all (a full disk): the next
+        one may be the first, and its lease units are put back (as `forget_last` puts a click's)."""
+        claim, self.lp_claim = self.lp_claim, None
+        spent, self.lp_spent = self.lp_spent, []
+        self.leases.put_back(spent)
+        if claim is None:
             return
         try:
-            self.client.eval(UNCLAIM, len(keys), *keys)
+            self.client.eval(UNCLAIM, 1, claim)
         except redis.RedisError:
-            pass  # Its answer stays until it expires: a retry gets that offer, unrecorded, one high.
+            pass  # Its answer stays until it expires: a retry gets that offer, unrecorded.
 
     def _seeded(
         self, run: Callable[[], list], caps: Sequence[Cap], seed: Callable[[Cap], int] | None
@@ -431,7 +568,19 @@ class SharedState:
         raise redis.RedisError("a cap counter went missing again after it was seeded")
 
     def _cap_key(self, cap: Cap) -> str:
-        return f"{self.prefix}cap:{cap.scope}:{cap.ref}:{'total' if cap.day is None else cap.day}"
+        return self._lease_key((cap.scope, cap.ref, cap.day))
+
+    def _lease_key(self, key: LeaseKey) -> str:
+        scope, ref, day = key
+        return f"{self.prefix}cap:{scope}:{ref}:{'total' if day is None else day}"
+
+    @property
+    def _holders_key(self) -> str:
+        return f"{self.prefix}cap-holders"
+
+    @property
+    def _epoch_key(self) -> str:
+        return f"{self.prefix}cap-epoch"
 
     def _run(self, keys: list[str], args: list) -> list:
         connection = self.connection
@@ -545,6 +694,10 @@ class SharedState:
             return bool(self.client.ping())
         except redis.RedisError:
             return False
+
+
+def _lease_keys(caps: Sequence[Cap]) -> list[LeaseKey]:
+    return [(cap.scope, cap.ref, cap.day) for cap in caps]
 
 
 def _repeat(value: bytes) -> Repeat:

@@ -128,6 +128,9 @@ class LoadedApp:
 
     app: WSGIApp
     max_body_bytes: int
+    # Run once as the worker exits after a clean drain (no request in progress): cluster mode gives its
+    # cap lease units back (models/cluster/leases.py). Not run when the worker is killed.
+    on_exit: Callable[[], None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -491,6 +494,7 @@ class _Master:
                 self.pid,
                 idle_seconds=pool.idle_seconds,
                 max_body_bytes=loaded.max_body_bytes,
+                on_exit=loaded.on_exit,
             )
             worker.serve(self.sockets[pool.name])
             code = 0
@@ -662,8 +666,10 @@ class _Worker:
         *,
         max_body_bytes: int,
         idle_seconds: float = 0.0,
+        on_exit: Callable[[], None] | None = None,
     ):
         self.app = app
+        self.on_exit = on_exit
         self.max_body_bytes = max_body_bytes  # bjoern refuses a larger request body (LoadedApp)
         self.idle_seconds = idle_seconds  # > 0: drain after this long with no request (on demand)
         self.status_w = status_w
@@ -844,6 +850,11 @@ class _Worker:
         return 0
 
     def _exit(self) -> NoReturn:
+        if self.on_exit is not None:
+            try:
+                self.on_exit()
+            except Exception:  # The exit goes on: what it would have given back is only lost.
+                logger.exception("worker %s: its exit hook failed", self.pid)
         _flush_logs()
         os._exit(0)
 
