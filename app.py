@@ -301,7 +301,7 @@ def build_tracker(
             "No geo database at %s: countries are unknown until it appears (`lanner geo build`).",
             settings.geo_path,
         )
-    shared = None
+    shared = landed = None
     if settings.redis_url:  # Cluster mode: only then is redis imported (models/cluster/).
         from models.cluster.shared_state import SharedState
         from workers.ops.clusterstatus import masked, redis_secret
@@ -315,6 +315,10 @@ def build_tracker(
             # For `lanner status`.
             on_change=WorkerView(settings.data_dir, lambda text: masked(text, secret)),
         )
+        from models.store.nodevisitors import LandedVisitors, landed_visitors_path
+
+        # The node's own visitor history, written by its flusher: no PostgreSQL probe per click.
+        landed = LandedVisitors(landed_visitors_path(settings.spool_dir))
     return ClickTracker(
         db,
         spool_dir=settings.spool_dir,
@@ -332,6 +336,7 @@ def build_tracker(
         clock=clock,
         shared=shared,
         counts=counts,
+        landed=landed,
     )
 
 

@@ -42,10 +42,12 @@ class Cluster:
         """nginx's: one upstream over every node."""
         return self.front.port
 
-    def start_front(self) -> None:
+    def start_front(self, nodes: list[Node] | None = None) -> None:
+        """nginx over `nodes` (all by default), in place of the one before."""
         if self.front is not None:
             self.front.stop()
-        self.front = start_nginx(self.directory, self.env, *upstream_args([node.web for node in self.nodes]))
+        webs = [node.web for node in (self.nodes if nodes is None else nodes)]
+        self.front = start_nginx(self.directory, self.env, *upstream_args(webs))
 
     def logs(self) -> str:
         return "\n".join(node.logs for node in self.nodes)
@@ -153,6 +155,64 @@ def test_a_capped_offer_stops_at_exactly_its_cap_over_both_nodes(cluster):
     assert offers.count(offer) == CAP and offers.count(spare) == len(subids) - CAP
     # Both nodes took clicks (nginx has no stickiness) and landed them into their own rows.
     assert all(after > earlier for after, earlier in zip(cluster.positions(), before, strict=True))
+
+
+def test_through_nginx_a_visitor_stays_on_one_node_and_a_node_taken_out_moves_its_visitors_safely(cluster):
+    """Issue 33: nginx hashes the visitor (address and User-Agent) over the nodes, so a visitor's clicks
+    reach one node, whose flusher keeps them in the node's own visitor file (asked instead of PostgreSQL
+    for the visitor's landed history). A node taken out of the upstream moves its visitors to the other:
+    each click still lands once, and their uniqueness stays exact across the move (Redis)."""
+    import sqlite3
+
+    from models.store.database import db
+    from models.store.nodevisitors import landed_visitors_path
+
+    for alias in ("affa", "affb", "affc"):
+        offer_campaign(alias)
+    visitors = [f"Affinity {n}" for n in range(16)]
+
+    def click(alias: str, ua: str) -> str:
+        status, headers, _ = request(cluster.port, f"/{alias}", {"User-Agent": ua})
+        assert status == 302, (status, cluster.logs())
+        return subid_of(headers["location"])
+
+    def held() -> list[set[str]]:
+        """The subids in each node's visitor file."""
+        subids = []
+        for node in cluster.nodes:
+            conn = sqlite3.connect(landed_visitors_path(node.spool_dir))
+            try:
+                subids.append({row[0] for row in conn.execute("SELECT subid FROM landed").fetchall()})
+            finally:
+                conn.close()
+        return subids
+
+    first = {ua: [click("affa", ua), click("affb", ua)] for ua in visitors}
+    cluster.wait_landed()
+    files = held()
+    node_of = {}
+    for ua, subids in first.items():
+        nodes = [n for n, subids_held in enumerate(files) if set(subids) <= subids_held]
+        assert len(nodes) == 1 and not any(set(subids) & files[1 - nodes[0]]), (ua, subids)
+        node_of[ua] = nodes[0]
+    assert set(node_of.values()) == {0, 1}  # 16 visitors hashed over both nodes.
+
+    cluster.start_front(cluster.nodes[:1])  # node-b taken out of the upstream.
+    try:
+        moved = [ua for ua in visitors if node_of[ua] == 1]
+        after = {ua: click("affc", ua) for ua in visitors}
+        cluster.wait_landed()
+    finally:
+        cluster.start_front()
+    files = held()
+    assert set(after.values()) <= files[0] and not set(after.values()) & files[1]  # All on node-a now.
+    placeholders = ", ".join(["%s"] * len(after))
+    rows = db.execute_sql(
+        f"SELECT subid, is_unique_global FROM click WHERE subid IN ({placeholders})", list(after.values())
+    ).fetchall()
+    assert sorted(row[0] for row in rows) == sorted(after.values())  # Each once.
+    assert {row[1] for row in rows} == {0}  # Seen before, moved ones included (their first clicks: node-b).
+    assert moved
 
 
 def test_a_visitor_alternating_nodes_within_debounce_gets_one_subid_and_one_click(cluster):

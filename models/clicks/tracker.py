@@ -100,6 +100,7 @@ if TYPE_CHECKING:
 
     from models.cluster.counters import SharedCounters
     from models.cluster.shared_state import Cap, SharedState
+    from models.store.nodevisitors import LandedVisitors
 
 logger = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -189,8 +190,13 @@ class ClickTracker:
         shared: SharedState | None = None,
         counts: memoryview | None = None,
         funnels_in_memory: int = FUNNELS_IN_MEMORY,
+        landed: LandedVisitors | None = None,
     ) -> None:
         self.db = db
+        # Cluster mode: the visitors this node landed, in its own file (models/store/nodevisitors.py),
+        # asked instead of the database for a visitor's landed clicks. None: the database is asked.
+        self.landed = landed
+        self._landed_log = ThrottledLog(logger, logging.WARNING, interval=60.0)
         # The worker's metric counts (models/ops/metrics.py): its shared slot under `lanner serve`.
         self.counts = unshared_counts() if counts is None else counts
         self.shared = shared  # Cluster mode's Redis; None on a single box.
@@ -255,6 +261,8 @@ class ClickTracker:
             self.geo.close()
         if self.shared is not None:
             self.shared.close()
+        if self.landed is not None:
+            self.landed.close()
 
     def campaign(self, alias: str) -> CampaignConfig | None:
         return self._find("campaigns", alias)
@@ -719,26 +727,43 @@ class ClickTracker:
             config = campaigns_by_id.get(campaign_id)
             return now_ms - (config.uniqueness_ms if config is not None else campaign.uniqueness_ms)
 
-        probed = self.probe.visitor(ip, visitor_hash, visitor)
+        # Cluster mode: the node's own file of the visitors it landed (nginx sends one visitor to one
+        # node); else the database's click table.
+        conn, probe = self.conn, self.probe
+        if self.landed is not None:
+            conn, probe = self.landed.conn, self.landed.probe
+        probed = probe.visitor(ip, visitor_hash, visitor)
 
         def landed() -> tuple[list[tuple], tuple | None]:
-            rows = self.probe.history(
-                self.conn, probed, min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
-            )
+            since_ms = min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
+            rows = probe.history(conn, probed, since_ms)
             if self.debounce_ms > 0 and now_ms < self._memory_complete_ms:
                 # A worker that started moments ago holds no click flushed before it did: ask the database.
-                return rows, self.probe.last_click(
-                    self.conn, probed, now_ms - self.debounce_ms, campaign.id, user_agent
-                )
+                repeat_since = now_ms - self.debounce_ms
+                return rows, probe.last_click(conn, probed, repeat_since, campaign.id, user_agent)
             return rows, None
 
-        # Without the database, the journal's clicks alone: a visitor's landed clicks count as unseen.
-        rows, stored_repeat = self._database_answers(now_ms / 1000, landed) or ([], None)
+        if self.landed is not None:
+            rows, stored_repeat = self._node_file_answers(landed)
+        else:
+            # Without the database, the journal's clicks alone: a visitor's landed clicks count as unseen.
+            rows, stored_repeat = self._database_answers(now_ms / 1000, landed) or ([], None)
         # Clicks not in the database yet (any worker's), as far as the journal has been read.
         self.journal.catch_up(is_locked=False)
-        return VisitorHistory(
-            self.conn, self.probe, probed, rows, self.index.history(visitor), since, stored_repeat
-        )
+        return VisitorHistory(conn, probe, probed, rows, self.index.history(visitor), since, stored_repeat)
+
+    def _node_file_answers(
+        self, read: Callable[[], tuple[list[tuple], tuple | None]]
+    ) -> tuple[list[tuple], tuple | None]:
+        """`read()` of the node's visitor file; no landed click if it cannot be read (a damaged file):
+        the visitor counts as unseen on this node, Redis still has them for their windows."""
+        from models.store.nodevisitors import NODE_VISITOR_ERRORS
+
+        try:
+            return read()
+        except NODE_VISITOR_ERRORS as error:
+            self._landed_log("the node's visitor file cannot be read (%s): visitors count as unseen", error)
+            return [], None
 
     def _landed_repeat(
         self, history: VisitorHistory, campaign_id: int, user_agent: str, now_ms: int
@@ -749,9 +774,10 @@ class ClickTracker:
         only for a click sent on to another campaign."""
         if now_ms >= self._memory_complete_ms:
             return None
-        return self._database_answers(
-            now_ms / 1000, lambda: history.landed_repeat(now_ms - self.debounce_ms, campaign_id, user_agent)
-        )
+        read = lambda: history.landed_repeat(now_ms - self.debounce_ms, campaign_id, user_agent)  # noqa: E731
+        if self.landed is not None:
+            return self._node_file_answers(lambda: ([], read()))[1]
+        return self._database_answers(now_ms / 1000, read)
 
     @staticmethod
     def _tail(decision: Decision, route: Route, visit: Visit, lookups: Lookups) -> bytes:
