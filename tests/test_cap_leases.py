@@ -195,3 +195,24 @@ def test_a_day_counters_units_die_with_its_day():
     spent = leases.spend([("offer", 1, 20261205), ("offer", 1, None)])
     leases.put_back(spent)  # Its line could not be written: the units serve the next click.
     assert leases.drain() == {("offer", 1, None): 5, ("offer", 1, 20261205): 2} and leases.held == {}
+
+
+def test_a_served_worker_that_stops_cleanly_gives_its_units_back(db, start_server, redis_url, settings):
+    """Through a real `lanner serve` in cluster mode: its web worker leases a block at its first capped
+    click, and its drained exit (SIGTERM) gives the unspent units back and leaves the holders."""
+    import redis
+    from conftest import request
+
+    offer, _ = capped_offer(db, "served", 10)
+    server = start_server(LANNER_REDIS_URL=redis_url, LANNER_REDIS_PREFIX="t:", LANNER_NODE_ID="a")
+    status, headers, _ = request(server.port, "/served", {"X-Real-IP": "203.0.113.9", "User-Agent": "UA"})
+    assert status == 302 and headers["location"].startswith("https://capped.example/"), server.log
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        assert cap_count(redis_url, offer) == 5  # A lease of 10 // (2 x 1 holder); one spent.
+        assert admin.zcard("t:cap-holders") == 1
+        assert server.stop() in (0, -15)
+        assert cap_count(redis_url, offer) == 1, server.log  # The four unspent units given back.
+        assert admin.zcard("t:cap-holders") == 0
+    finally:
+        admin.close()

@@ -497,6 +497,7 @@ class _Master:
                 on_exit=loaded.on_exit,
             )
             worker.serve(self.sockets[pool.name])
+            worker.run_exit_hook()  # bjoern returned (its last connection closed): a clean stop too.
             code = 0
         except BaseException:
             logger.exception("worker %s failed", os.getpid())
@@ -670,6 +671,7 @@ class _Worker:
     ):
         self.app = app
         self.on_exit = on_exit
+        self.exit_hook_lock = threading.Lock()  # The drain thread and the main thread may both exit.
         self.max_body_bytes = max_body_bytes  # bjoern refuses a larger request body (LoadedApp)
         self.idle_seconds = idle_seconds  # > 0: drain after this long with no request (on demand)
         self.status_w = status_w
@@ -849,12 +851,19 @@ class _Worker:
             time.sleep(OVERDUE_WATCH_SECONDS)
         return 0
 
-    def _exit(self) -> NoReturn:
-        if self.on_exit is not None:
+    def run_exit_hook(self) -> None:
+        """`on_exit`, once, whichever thread ends the worker first."""
+        with self.exit_hook_lock:
+            hook, self.on_exit = self.on_exit, None
+            if hook is None:
+                return
             try:
-                self.on_exit()
+                hook()
             except Exception:  # The exit goes on: what it would have given back is only lost.
                 logger.exception("worker %s: its exit hook failed", self.pid)
+
+    def _exit(self) -> NoReturn:
+        self.run_exit_hook()
         _flush_logs()
         os._exit(0)
 
