@@ -74,7 +74,7 @@ class NodeVisitorFile:
     """The flusher's side of the node's own visitor file (models/store/nodevisitors.py): each batch's
     clicks before it lands, pruned past the longest uniqueness window once a minute. It never stops
     the landing: a file that cannot be written (a full disk) is logged, and those clicks' visitors
-    count as unseen on this node (Redis still has them for their windows)."""
+    count as unseen on this node later (unique again once)."""
 
     def __init__(self, db: Database, spool_dir: Path, window_ms: int) -> None:
         self.db, self.spool_dir, self.window_ms = db, spool_dir, window_ms
@@ -105,7 +105,7 @@ class NodeVisitorFile:
         except NODE_VISITOR_ERRORS as error:
             self.failures(
                 "the node's visitor file in %s cannot be written (%s): its visitors of these clicks count "
-                "as unseen on this node (Redis still has them)",
+                "as unseen on this node later",
                 self.spool_dir,
                 error,
             )

@@ -7,17 +7,19 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
 2. lookups   geo now, device and bot when routing or a macro needs them (models/clicks/enrichment.py);
              with LANNER_ANONYMIZE_IP the bot check now, then the visit keeps only the truncated
              address (models/clicks/privacy.py): macros, the line and its row never see the full one;
-3. history   the visitor's recent clicks: one indexed database probe and the journal's unflushed lines
+3. history   the visitor's recent clicks: one indexed probe of the landed ones (the database's click
+             table; in cluster mode the node's own visitor file, models/store/nodevisitors.py, since
+             nginx sends one visitor to one node) and the journal's unflushed lines
              (models/clicks/history.py over visitors.py); the journal's alone while the database cannot
-             be read (cluster mode's PostgreSQL away: the campaigns are the ones the worker holds);
+             be read (a single PostgreSQL node's outage: the campaigns are the ones the worker holds);
 4. route     the router picks the stream and the offer (models/routing/router.py);
 5. decide    a new subid, the visitor's URL and answer (models/clicks/decision.py);
 6. append    the line's tail built, then under the journal lock for a few µs: catch up, a repeat
              within debounce gets its earlier decision, a cap reached since routing routes again,
              the uniqueness flags (history.py), the line (record.py, spool.py). In cluster mode
-             (LANNER_REDIS_URL) Redis is asked next, in one round trip, for what the other nodes
-             know: their debounce, the caps' shared counts, uniqueness (models/cluster/shared_state.py);
-             the click's decision is published to them only once its line is written.
+             (LANNER_REDIS_URL) the route's caps are spent from the worker's leases before the line,
+             Redis asked only for a new lease (models/cluster/shared_state.py); debounce and
+             uniqueness are the node's own.
 
 `lanner simulate` runs the same pipeline with `dry_run`, so what it prints is what a click would get.
 
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from peewee import Database
 
 from models.clicks.backlog import HEAD_BYTES, backlog_age, head_age
-from models.clicks.decision import Decision, decide, render_location, repeat_decision, repeat_of
+from models.clicks.decision import Decision, decide, render_location, repeat_of
 from models.clicks.enrichment import Lookups, look_up, stored_lookups
 from models.clicks.funnels import FUNNELS_IN_MEMORY, FunnelIndex
 from models.clicks.history import VisitorHistory
@@ -300,6 +302,8 @@ class ClickTracker:
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
         self.bots.refresh()  # Likewise the crawler ranges `lanner bots update` replaces.
+        if self.shared is not None:
+            self.shared.check()  # A ping a second: clicks no longer tell the worker that Redis went away.
         flushed = self._database_answers(now, self._read_flushed)
         if flushed is None:
             return  # Every click is kept (the index spills to disk) until the position can be read.
@@ -571,43 +575,24 @@ class ClickTracker:
                 )
                 decision = decide(route, decision.subid, visit, lookups, now)
                 tail = None if dry_run else self._tail(decision, route, visit, lookups)
-            shared_flags = None
             if self.shared is not None and tail is not None:
-                # What the other nodes know: one Redis round trip (after the node's own checks above).
-                answer = self._share(
-                    campaign,
-                    route,
-                    decision,
-                    tail,
-                    subject,
-                    history,
-                    visit,
-                    lookups,
-                    visitor,
-                    visitor_hash,
-                    now,
-                )
-                if isinstance(answer, Decision):
-                    return answer, subject, lookups.bot_reason
-                route, decision, tail, shared_flags = answer
+                # Cluster mode: the route's caps spent from this worker's leases (Redis only for a lease).
+                shared = self._share(campaign, route, decision, tail, subject, history, visit, lookups, now)
+                route, decision, tail = shared
             stream_id, offer_id = decision.stream_id, decision.offer_id
             flags = history.uniqueness(
                 self.index, visitor, now_ms - self.global_window_ms, route.campaign, now_ms, stream_id
             )
-            if shared_flags is not None:  # Unique only if neither this node nor Redis saw the visitor.
-                flags = (flags[0] & shared_flags[0], flags[1] & shared_flags[1], flags[2] & shared_flags[2])
             if tail is not None:
                 line = encode_line(visit.ip, visitor_hash, now_ms, flags, tail, key_in_line)
                 position = journal.append(line)
         finally:
             journal.unlock()
         if tail is not None:
-            # Only now, its line written, may other nodes answer its subid (and the lease units it
-            # spent are spent for good).
-            if self.shared is not None:
-                self.shared.publish()
-                if shared_flags is not None and decision.lander_id is not None:
-                    self.shared.share_click_line(decision.subid, line)  # Its LP click may come elsewhere.
+            if self.shared is not None:  # Its line written: the lease units it spent are spent for good.
+                self.shared.settle()
+                if decision.lander_id is not None:  # Its LP click may come in on another node.
+                    self.shared.share_click_line(decision.subid, line)
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
             if decision.lander_id is not None:
                 self.funnels.add_click(decision.subid, position)
@@ -628,43 +613,24 @@ class ClickTracker:
         history: VisitorHistory,
         visit: Visit,
         lookups: Lookups,
-        visitor: int,
-        visitor_hash: int,
         now: float,
-    ) -> Decision | tuple[Route, Decision, bytes, tuple[int, int, int] | None]:
-        """Ask Redis about the click (models/cluster/shared_state.py): another node's decision within
-        debounce, or (route, decision, tail, Redis's uniqueness flags or None without Redis). The
-        route's caps are spent from the worker's leases, asked for only when they hold no unit."""
-        from models.cluster.shared_state import Alone, Counted, Refused, Repeat
+    ) -> tuple[Route, Decision, bytes]:
+        """The route's caps spent from this worker's leases (models/cluster/shared_state.py `count`):
+        Redis is asked only for a lease; a cap full across the nodes (or one the leases do not hold
+        while Redis is away) marks it capped and the click is routed again. (route, decision, tail)."""
+        from models.cluster.shared_state import Alone, Counted, Refused
 
         shared, counters = self.shared, cast("SharedCounters", self.counters)  # Cluster mode only.
         assert shared is not None
         now_ms = int(now * 1000)
         for _ in range(SHARED_REROUTES):
             caps = self._caps_of(route, now_ms)
-            answer = shared.click(
-                campaign.id,
-                visitor,
-                visitor_hash,
-                Repeat(decision.subid, decision.stream_id, decision.offer_id, decision.location),
-                self.debounce_ms,
-                self.global_window_ms,
-                route.campaign.id,
-                route.campaign.uniqueness_ms,
-                decision.stream_id,
-                caps,
-                self._seed_count,
-                now_ms,
-            )
+            answer = shared.count(caps, self._seed_count, now_ms)
             if isinstance(answer, Counted):
                 _learn(counters, caps, answer.counts)
-                return route, decision, tail, answer.flags
-            if isinstance(answer, Repeat):
-                return repeat_decision(
-                    campaign, answer.subid, answer.stream_id, answer.offer_id, answer.location
-                )
+                return route, decision, tail
             if isinstance(answer, Alone):  # Redis is away; the leases hold the route's caps (if any).
-                return route, decision, tail, None
+                return route, decision, tail
             if isinstance(answer, Refused):
                 _learn(counters, caps, answer.counts)
             # A cap is full across nodes (or Redis is away, and the counters now refuse every cap the
@@ -675,10 +641,10 @@ class ClickTracker:
             decision = decide(route, decision.subid, visit, lookups, now)
             tail = self._tail(decision, route, visit, lookups)
             if answer is None and shared.spend_leased(self._caps_of(route, now_ms)):
-                return route, decision, tail, None  # Redis away: routed where the leases (or no cap) allow.
+                return route, decision, tail
         route = Route(campaign, None, None, [])  # Refused every time: no stream, no cap.
         decision = decide(route, decision.subid, visit, lookups, now)
-        return route, decision, self._tail(decision, route, visit, lookups), None
+        return route, decision, self._tail(decision, route, visit, lookups)
 
     @staticmethod
     def _caps_of(route: Route, now_ms: int) -> list[Cap]:
@@ -756,7 +722,7 @@ class ClickTracker:
         self, read: Callable[[], tuple[list[tuple], tuple | None]]
     ) -> tuple[list[tuple], tuple | None]:
         """`read()` of the node's visitor file; no landed click if it cannot be read (a damaged file):
-        the visitor counts as unseen on this node, Redis still has them for their windows."""
+        the visitor's landed clicks count as unseen (the journal's still count)."""
         from models.store.nodevisitors import NODE_VISITOR_ERRORS
 
         try:

@@ -6,8 +6,9 @@ probe over the shared click table): a network round trip and a shared index for 
 node, the largest part of PostgreSQL's CPU per click (docs/SCALING.md, "The node's own visitor
 history"). nginx sends one visitor to one node (`hash … consistent` on the visitor's address and User-
 Agent, workers/ops/nginx.py), so a node asks its own file instead: one indexed read (a few µs, no
-network). The node's unflushed clicks stay in its workers' journal index (models/clicks/visitors.py);
-other nodes' clicks within the windows stay in Redis (debounce and uniqueness, models/cluster/).
+network). The node's unflushed clicks stay in its workers' journal index (models/clicks/visitors.py).
+Together they are the node's answer for debounce and uniqueness: nothing of either is shared with the
+other nodes (a visitor the ring moves counts unique on their new node once, docs/SCALING.md).
 
 Written by the node's flusher only, before each batch's database transaction (INSERT OR IGNORE on the
 subid: a batch landed again after a failed commit adds nothing), so a click the database has is in the

@@ -155,7 +155,8 @@ def _server_lines(servers: list[str]) -> str:
 # visitor as the tracker keys it (models/clicks/record.py visitor_key: the address, after the realip
 # module has believed a trusted proxy's header, and the User-Agent). `consistent` (ketama): a node added
 # or removed moves only ~1/N of the visitors; a dead node's visitors go to the next one
-# (proxy_next_upstream), where Redis still holds their debounce and uniqueness (docs/SCALING.md).
+# (proxy_next_upstream), where they count unique once and a click within debounce of one the dead node
+# answered gets a subid of its own (both land: docs/SCALING.md, "Visitor affinity").
 VISITOR_HASH = "hash $remote_addr$http_user_agent consistent;"
 
 
