@@ -136,7 +136,9 @@ def test_a_cap_hit_by_four_nodes_at_once_stops_at_exactly_the_cap(nodes, db, red
     units = [u for _, u in nodes.grants]
     assert sum(units) == cap and max(units) <= MAX_BLOCK
     assert len({name for name, _ in nodes.grants}) == NODES  # Every node leased...
-    assert units[-1] == 1  # ...and near the cap one unit a lease: per click, exact.
+    # ...and near the cap one unit a lease: per click, exact. (Not "the last one recorded": two threads
+    # may record their grants in the other order than Redis made them.)
+    assert min(units) == 1
     assert len(units) < cap // 4  # Far fewer round trips for caps than clicks.
 
 
