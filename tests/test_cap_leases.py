@@ -190,13 +190,53 @@ def test_a_lease_block_shrinks_as_the_cap_nears_down_to_one():
 
 def test_a_day_counters_units_die_with_its_day():
     leases = CapLeases()
-    leases.grant(("offer", 1, 20261204), 5)
-    leases.grant(("offer", 1, None), 5)
-    leases.grant(("offer", 1, 20261205), 2)
-    assert leases.held == {("offer", 1, None): 5, ("offer", 1, 20261205): 2}
-    spent = leases.spend([("offer", 1, 20261205), ("offer", 1, None)])
+    leases.grant(("offer", 1, 20261204, 50), 5)
+    leases.grant(("offer", 1, None, 90), 5)
+    leases.grant(("offer", 1, 20261205, 50), 2)
+    assert leases.held == {("offer", 1, None, 90): 5, ("offer", 1, 20261205, 50): 2}
+    spent = leases.spend([("offer", 1, 20261205, 50), ("offer", 1, None, 90)])
     leases.put_back(spent)  # Its line could not be written: the units serve the next click.
-    assert leases.drain() == {("offer", 1, None): 5, ("offer", 1, 20261205): 2} and leases.held == {}
+    assert leases.drain() == {("offer", 1, None, 90): 5, ("offer", 1, 20261205, 50): 2} and leases.held == {}
+
+
+def test_units_leased_under_a_cap_since_changed_are_superseded():
+    leases = CapLeases()
+    leases.grant(("offer", 1, None, 90), 5)
+    leases.grant(("stream", 2, None, 30), 3)
+    # The offer's cap is now 10: its units under 90 are handed over to be given back, the stream's kept.
+    assert leases.superseded([("offer", 1, None, 10), ("stream", 2, None, 30)]) == {("offer", 1, None, 90): 5}
+    assert leases.held == {("stream", 2, None, 30): 3}
+
+
+def test_a_lowered_cap_is_not_passed_by_units_leased_under_the_old_one(nodes, db, redis_url):
+    """Each node leases under a cap of 2,000 and holds units; the cap is lowered to 40. Their next
+    clicks give the old units back and lease under the new cap: the offer stops at exactly 40."""
+    from models.admin.services import update_offer
+
+    offer, _ = capped_offer(db, "lowered", 2000)
+    leased, returned, lowered = threading.Barrier(NODES), threading.Barrier(NODES), threading.Event()
+
+    def work(name: str, tracker) -> list[int]:
+        campaign = tracker.campaign("lowered")
+        first = int(name[1:]) * 2000
+        offers = [tracker.track(campaign, visit(first + n)).offer_id for n in range(3)]
+        assert sum(tracker.shared.leases.held.values()) > 0
+        if leased.wait(timeout=30) == 0:  # One node lowers the cap once all hold units.
+            update_offer(db, offer, total_cap=40)
+            lowered.set()
+        assert lowered.wait(timeout=30)
+        tracker.refresh()  # The changed offer is loaded (a worker's next click does it by itself).
+        # Its next click gives the units leased under 2,000 back; it is refused while other nodes still
+        # hold theirs (Redis counts them as taken), and a refusal is believed for FULL_RECHECK.
+        offers.append(tracker.track(campaign, visit(first + 3)).offer_id)
+        returned.wait(timeout=30)
+        tracker.counters.full_at.clear()  # A second later: a refusal is no longer believed.
+        return offers + click_until_full(tracker, "lowered", first + 4, offer)
+
+    results = nodes.run(work)
+    taken = sum(offers.count(offer) for offers in results.values())  # type: ignore[attr-defined]
+    assert taken == 40 and nodes.landed_on(offer) == 40
+    assert cap_count(redis_url, offer) == 40
 
 
 def test_a_served_worker_that_stops_cleanly_gives_its_units_back(db, start_server, redis_url, settings):

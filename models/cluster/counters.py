@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 MAX_BUCKETS = 240  # A minute of refreshes; beyond it (a stalled flusher) the oldest two merge.
 FULL_RECHECK = 1.0  # Seconds a cap Redis said is full counts as full before a lease is asked for again.
+# When a key Redis never said was full was found full: never. Its count (learnt under the cap then, which
+# may have been changed since: units leased under a higher one) is not a refusal; Redis is asked.
+NEVER = float("-inf")
 MAX_SHARED_DAYS = 4096  # Redis's day counts remembered (YYYYMMDD - 3 across a month start keeps fewer).
 
 
@@ -53,8 +56,8 @@ class SharedCounters(ClickCounters):
         if super().is_capped(scope, ref, daily_cap, total_cap, day):
             return True
         leases = self.shared.leases
-        has_day = daily_cap is None or leases.units((scope, ref, day)) > 0
-        has_total = total_cap is None or leases.units((scope, ref, None)) > 0
+        has_day = daily_cap is None or leases.units((scope, ref, day, daily_cap)) > 0
+        has_total = total_cap is None or leases.units((scope, ref, None, total_cap)) > 0
         if has_day and has_total:
             return False  # Reserved for this worker: no need to ask.
         if self.shared.is_alone:
@@ -64,14 +67,14 @@ class SharedCounters(ClickCounters):
             not has_total
             and total_cap is not None
             and self.shared_totals.get((scope, ref), 0) >= total_cap
-            and now - self.full_at.get((scope, ref, None), now) < FULL_RECHECK
+            and now - self.full_at.get((scope, ref, None), NEVER) < FULL_RECHECK
         ):
             return True
         return (
             not has_day
             and daily_cap is not None
             and self.shared_days.get((scope, ref, day), 0) >= daily_cap
-            and now - self.full_at.get((scope, ref, day), now) < FULL_RECHECK
+            and now - self.full_at.get((scope, ref, day), NEVER) < FULL_RECHECK
         )
 
     def learn(self, scope: str, ref: int, day: int | None, count: int, cap: int | None = None) -> None:

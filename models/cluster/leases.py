@@ -12,6 +12,8 @@ What a holder keeps is counted as taken in Redis: a worker killed with units lef
 by those (at most its last block), never over. A clean stop gives them back (`SharedState.give_back`).
 
 A day counter's units die with its day: a lease of a new day drops the old day's of the same key.
+A lease is of a counter under its cap: units leased under a cap since changed are given back at the
+next click needing the counter (`superseded`), so a lowered cap is not passed by units leased before.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from collections.abc import Iterable
 MAX_BLOCK = 100  # Units a lease holds at most: what a killed worker can leave unused.
 HOLDER_TTL_MS = 60_000  # A holder that asked for no lease this long no longer shares the cap's rest.
 
-LeaseKey = tuple[str, int, int | None]  # (scope, id, day YYYYMMDD or None for the total cap).
+# (scope, id, day YYYYMMDD or None for the total cap, the cap the units were leased under).
+LeaseKey = tuple[str, int, int | None, int]
 
 
 def block_size(cap: int, taken: int, holders: int, max_block: int = MAX_BLOCK) -> int:
@@ -50,8 +53,17 @@ class CapLeases:
         held = self.held
         return [i for i, key in enumerate(keys) if held.get(key, 0) <= 0]
 
+    def superseded(self, keys: Iterable[LeaseKey]) -> dict[LeaseKey, int]:
+        """The units held of the same counters as `keys` but under another cap (it was changed since
+        they were leased), forgotten here: to be given back, or a lowered cap would be passed by them."""
+        caps = {key[:3]: key[3] for key in keys}
+        stale = {key: units for key, units in self.held.items() if caps.get(key[:3], key[3]) != key[3]}
+        for key in stale:
+            del self.held[key]
+        return {key: units for key, units in stale.items() if units > 0}
+
     def grant(self, key: LeaseKey, units: int) -> None:
-        scope, ref, day = key
+        scope, ref, day, _ = key
         if day is not None:  # Yesterday's units of the same counter are worth nothing now.
             old = [k for k in self.held if k[:2] == (scope, ref) and k[2] is not None and k[2] < day]
             for stale in old:

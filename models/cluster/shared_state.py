@@ -125,6 +125,15 @@ for i = 3, #KEYS do
 end
 return 1
 """
+# Units leased under a cap since changed go back, to the counters of the epoch they were leased from.
+# KEYS: the epoch, then the counters. ARGV: its epoch, then each counter's units.
+RETURN_UNITS = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+for i = 2, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECRBY', KEYS[i], ARGV[i]) end
+end
+return 1
+"""
 # A claimed LP click whose line cannot be written: its claim is deleted (its units go back to the lease).
 UNCLAIM = """
 redis.call('DEL', KEYS[1])
@@ -205,6 +214,7 @@ class SharedState:
         self._lp_script = self.client.register_script(LP_SCRIPT)  # Loaded on first use (EVALSHA after).
         self._lease_script = self.client.register_script(LEASE_SCRIPT)
         self._give_back_script = self.client.register_script(GIVE_BACK)
+        self._return_units_script = self.client.register_script(RETURN_UNITS)
         self.leases = CapLeases()  # Cap units this worker reserved and has not spent (leases.py).
         self.holder = f"{os.getpid()}-{secrets.token_hex(6)}"  # This worker among the lease holders.
         self.epoch: bytes | None = None  # The epoch of the Redis counters its leases came from.
@@ -307,6 +317,10 @@ class SharedState:
         counters) voids every unit held, and the lease is asked again for all of the caps."""
         counts = [-1] * len(caps)
         lease_keys = _lease_keys(caps)
+        stale = self.leases.superseded(lease_keys)
+        if stale and self.epoch is not None:  # Leased under a cap changed since: given back first.
+            keys = [self._epoch_key, *(self._lease_key(key) for key in stale)]
+            self._return_units_script(keys=keys, args=[self.epoch, *stale.values()])
         for _ in range(2):
             lacking = self.leases.lacking(lease_keys)
             if not lacking:
@@ -455,10 +469,11 @@ class SharedState:
         raise redis.RedisError("a cap counter went missing again after it was seeded")
 
     def _cap_key(self, cap: Cap) -> str:
-        return self._lease_key((cap.scope, cap.ref, cap.day))
+        return self._lease_key((cap.scope, cap.ref, cap.day, cap.cap))
 
     def _lease_key(self, key: LeaseKey) -> str:
-        scope, ref, day = key
+        """The Redis counter a lease's units are of (the cap they were leased under is not part of it)."""
+        scope, ref, day, _ = key
         return f"{self.prefix}cap:{scope}:{ref}:{'total' if day is None else day}"
 
     @property
@@ -564,7 +579,7 @@ class SharedState:
 
 
 def _lease_keys(caps: Sequence[Cap]) -> list[LeaseKey]:
-    return [(cap.scope, cap.ref, cap.day) for cap in caps]
+    return [(cap.scope, cap.ref, cap.day, cap.cap) for cap in caps]
 
 
 def shown_url(url: str) -> str:
