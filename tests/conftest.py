@@ -49,6 +49,11 @@ def pytest_configure(config):
         "runs on SQLite only, what it stores being tested on both backends elsewhere",
     )
     config.addinivalue_line(
+        "markers",
+        "postgresql_only: about what only PostgreSQL has (pg_dump, its locks); runs where the "
+        "postgresql backend is tested",
+    )
+    config.addinivalue_line(
         "markers", "long: takes about ten seconds or more; collected first so it starts first"
     )
     share_bytecode(config)
@@ -136,6 +141,9 @@ def pytest_generate_tests(metafunc):
         one = "browser" in metafunc.fixturenames or any(
             metafunc.definition.get_closest_marker(name) for name in ("sqlite_only", "store_agnostic")
         )
+        if metafunc.definition.get_closest_marker("postgresql_only"):
+            metafunc.parametrize("backend", [b for b in STORE_BACKENDS if b == "postgresql"])
+            return
         metafunc.parametrize("backend", ("sqlite",) if one else STORE_BACKENDS)
 
 

@@ -151,9 +151,9 @@ def test_a_mutation_during_an_append_is_copied_again(db, files):
     assert HistoryStore(db.connection()).pending() == 0
 
 
+# PostgreSQL's ids are not in commit order; SQLite has one writer.
+@pytest.mark.postgresql_only
 def test_postgres_an_inserter_open_past_the_watermark_read_is_not_skipped(db, files, settings, backend):
-    if backend != "postgresql":
-        pytest.skip("PostgreSQL's ids are not in commit order; SQLite has one writer.")
     generate_clicks(db, 20, 1, campaigns=1, seed=8, end_ms=END_MS)
     template = list(
         db.connection().execute(f"SELECT {', '.join(CLICK_COLUMNS)} FROM click LIMIT 1").fetchone()

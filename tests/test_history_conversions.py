@@ -206,11 +206,11 @@ def test_history_reports_join_conversions_in_duckdb_and_agree_with_raw(db, files
     agree(raw)
 
 
+# PostgreSQL's ids are not in commit order; SQLite has one writer.
+@pytest.mark.postgresql_only
 def test_postgres_a_conversion_inserter_open_past_the_watermark_read_is_not_skipped(
     db, files, settings, backend
 ):
-    if backend != "postgresql":
-        pytest.skip("PostgreSQL's ids are not in commit order; SQLite has one writer.")
     generate_clicks(db, 20, 1, campaigns=1, seed=24)
     first, second = subids(db)[:2]
     slow = connect(settings.database_url)

@@ -30,10 +30,8 @@ DAY_MS = 86_400_000
 UA = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
 
 
-@pytest.fixture(autouse=True)
-def postgres_only(backend):
-    if backend != "postgresql":
-        pytest.skip("pg_dump and pg_restore are PostgreSQL's (tests/test_backup.py backs up SQLite)")
+# pg_dump and pg_restore are PostgreSQL's (tests/test_backup.py backs up SQLite).
+pytestmark = pytest.mark.postgresql_only
 
 
 def row_subids(db) -> dict[str, int]:

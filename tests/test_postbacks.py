@@ -301,6 +301,8 @@ def test_a_postback_parked_just_after_its_click_landed_is_matched_by_the_idle_fl
     assert PostbackLog.get(PostbackLog.subid == subid).verdict == "created"
 
 
+# Row locks are PostgreSQL's (SQLite's BEGIN IMMEDIATE takes the whole database)
+@pytest.mark.postgresql_only
 def test_settling_parked_postbacks_locks_their_clicks_before_any_rollup_row(
     recorder, campaign, clock, settings, backend
 ):
@@ -308,8 +310,6 @@ def test_settling_parked_postbacks_locks_their_clicks_before_any_rollup_row(
     the ones before had moved; a postback holding the next click and waiting for those rows deadlocked
     with it (a 503, or parked postbacks left until the next click landed). Found by the conversion
     histories (tests/test_histories.py) on two nodes. Now every click is locked first, in one order."""
-    if backend != "postgresql":
-        pytest.skip("row locks are PostgreSQL's (SQLite's BEGIN IMMEDIATE takes the whole database)")
     import psycopg
 
     post(recorder, subid=store_click(campaign, clock), status="lead", tid="r0")  # The rollup row exists.

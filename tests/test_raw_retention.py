@@ -172,12 +172,12 @@ def test_a_lost_history_names_the_pruned_clicks_it_cannot_bring_back_and_their_p
     assert history_ids(files) == held - old
 
 
+# Row locks are PostgreSQL's (SQLite's BEGIN IMMEDIATE takes the whole database)
+@pytest.mark.postgresql_only
 def test_postgresql_skips_a_click_a_postback_holds_and_never_waits_for_it(
     db, files, now, held, settings, backend
 ):
     """A mutation in flight (a postback's row lock) keeps its click for the next run; the run goes on."""
-    if backend != "postgresql":
-        pytest.skip("row locks are PostgreSQL's (SQLite's BEGIN IMMEDIATE takes the whole database)")
     import psycopg
 
     old = old_clicks(db, now - RETENTION)
