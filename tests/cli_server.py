@@ -187,19 +187,27 @@ class CliServer:
         import subprocess
 
         self.path = os.path.join(directory, f"cli-{kind}.sock")
-        self.process = subprocess.Popen(
+        self.process: subprocess.Popen | None = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), self.path, kind],
             env=environ,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
         )
 
+    @classmethod
+    def attach(cls, path: str) -> CliServer:
+        """The caller's side of a server another process started (and stops): pytest's controlling
+        process under xdist starts one per kind for all its workers (conftest.share_cli_servers)."""
+        server = cls.__new__(cls)
+        server.path, server.process = path, None
+        return server
+
     def wait_ready(self, timeout: float) -> None:
         import time
 
         deadline = time.monotonic() + timeout
         while not os.path.exists(self.path):
-            if self.process.poll() is not None:
+            if self.process is not None and self.process.poll() is not None:
                 raise RuntimeError(f"the lanner fork server exited with {self.process.returncode}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the lanner fork server did not start within {timeout} s")
@@ -236,6 +244,8 @@ class CliServer:
         return ForkedProcess(["lanner", *args], pid, conn, reader)
 
     def stop(self) -> None:
+        if self.process is None:  # Attached: its starter stops it.
+            return
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
