@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from cli.context import Context, pass_context, refuse_on_postgres
+from cli.options import ladder_options
 from cli.output import echo_rows
 
 
@@ -672,8 +673,7 @@ def bench_fuzz_command(examples: int, only: str | None, seed: int | None, keep: 
     default="unique",
     show_default=True,
 )
-@click.option("--rates", default="2000,3000", show_default=True, help="Offered clicks/s per step.")
-@click.option("--step-seconds", type=click.IntRange(min=1), default=30, show_default=True)
+@ladder_options(rates="2000,3000", step_seconds=30)
 @click.option(
     "--rounds", type=click.IntRange(min=1), default=2, show_default=True, help="OLD, NEW alternations."
 )
@@ -693,7 +693,7 @@ def bench_compare_command(
     old: str,
     new: str,
     scenario: str,
-    rates: str,
+    rates: list[int],
     step_seconds: int,
     rounds: int,
     prefill: int,
@@ -706,17 +706,11 @@ def bench_compare_command(
     from workers.bench.compare import format_compare, run_compare
     from workers.bench.harness import ConsoleReporter
 
-    try:
-        ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
-    except ValueError:
-        raise click.BadParameter(
-            f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
-        ) from None
     result = run_compare(
         old,
         new,
         scenario=scenario,
-        rates=ladder,
+        rates=rates,
         step_seconds=step_seconds,
         rounds=rounds,
         prefill=prefill,
@@ -814,10 +808,7 @@ def bench_migration_command(
     "funnels/s); weighted / bandit: a new visitor per click, a stream of 3 offers by weight / by "
     "bandit_cr shares.",
 )
-@click.option(
-    "--rates", default="500,1000,2000,3000,4000", show_default=True, help="Offered clicks/s per step."
-)
-@click.option("--step-seconds", type=click.IntRange(min=1), default=60, show_default=True)
+@ladder_options(rates="500,1000,2000,3000,4000", step_seconds=60)
 @click.option(
     "--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers (and nginx's)."
 )
@@ -846,7 +837,7 @@ def bench_migration_command(
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_clicks_command(
     scenario: str,
-    rates: str,
+    rates: list[int],
     step_seconds: int,
     workers: int,
     prefill: int,
@@ -870,16 +861,8 @@ def bench_clicks_command(
         write_report_json,
     )
 
-    try:
-        ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
-    except ValueError:
-        raise click.BadParameter(
-            f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
-        ) from None
-    if not ladder or min(ladder) <= 0:
-        raise click.BadParameter("every rate must be a positive integer.", param_hint="--rates")
     options = BenchOptions(
-        rates=ladder,
+        rates=rates,
         scenario=scenario,
         step_seconds=step_seconds,
         workers=workers,
@@ -905,8 +888,7 @@ def bench_clicks_command(
 
 
 @bench.command("bandit-clicks")
-@click.option("--rates", default="1000,2000,3000", show_default=True, help="Offered clicks/s per step.")
-@click.option("--step-seconds", type=click.IntRange(min=1), default=30, show_default=True)
+@ladder_options(rates="1000,2000,3000", step_seconds=30)
 @click.option(
     "--rounds", type=click.IntRange(min=1), default=3, show_default=True, help="Weighted+bandit pairs."
 )
@@ -922,7 +904,7 @@ def bench_clicks_command(
 @click.option("--keep", is_flag=True, help="Keep the work dir (k6 logs, server logs).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_bandit_clicks_command(
-    rates: str,
+    rates: list[int],
     step_seconds: int,
     rounds: int,
     workers: int,
@@ -936,16 +918,8 @@ def bench_bandit_clicks_command(
     from workers.bench.harness import BenchOptions, ConsoleReporter
     from workers.bench.rotationpair import format_pair, run_rotation_pair
 
-    try:
-        ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
-    except ValueError:
-        raise click.BadParameter(
-            f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
-        ) from None
-    if not ladder or min(ladder) <= 0:
-        raise click.BadParameter("every rate must be a positive integer.", param_hint="--rates")
     options = BenchOptions(
-        rates=ladder,
+        rates=rates,
         step_seconds=step_seconds,
         workers=workers,
         prefill=prefill,

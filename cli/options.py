@@ -64,3 +64,33 @@ def cap_options(function):
     return click.option(
         "--daily-cap", type=click.IntRange(min=0), help="Clicks per day (local midnight rollover)."
     )(function)
+
+
+def parse_ladder(_ctx: click.Context, _param: click.Parameter, value: str) -> list[int]:
+    """--rates as the bench commands take it: comma-separated clicks/s, each a positive integer."""
+    try:
+        ladder = [int(rate) for rate in value.split(",") if rate.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers.") from None
+    if not ladder or min(ladder) <= 0:
+        raise click.BadParameter("every rate must be a positive integer.")
+    return ladder
+
+
+def ladder_options(*, rates: str, step_seconds: int):
+    """--rates/--step-seconds: the click ladder a bench command offers, its steps' rates parsed into a
+    list of positive clicks/s."""
+
+    def decorate(function):
+        function = click.option(
+            "--step-seconds", type=click.IntRange(min=1), default=step_seconds, show_default=True
+        )(function)
+        return click.option(
+            "--rates",
+            default=rates,
+            show_default=True,
+            callback=parse_ladder,
+            help="Offered clicks/s per step.",
+        )(function)
+
+    return decorate

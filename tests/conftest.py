@@ -58,6 +58,7 @@ def pytest_configure(config):
     )
     share_bytecode(config)
     warm_bytecode(config)
+    share_cli_servers(config)
 
 
 @pytest.hookimpl(trylast=True)  # After xdist's own, which this completes.
@@ -330,21 +331,50 @@ _cli_servers: dict[str, object] = {}
 IS_CLI_FORKED = os.environ.get("LANNER_TEST_CLI", "fork") != "subprocess"
 
 
+# Where a server started by pytest's controlling process listens (share_cli_servers), per kind.
+SHARED_CLI_SERVER = "LANNER_TEST_CLI_SERVER_{kind}"
+
+
+def _start_cli_server(kind: str):
+    import atexit
+    import tempfile
+
+    from cli_server import CliServer
+
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
+    environ["PYTHONPATH"] = str(ROOT)
+    server = CliServer(tempfile.mkdtemp(prefix="lanner-cli-"), kind, environ, str(ROOT))
+    atexit.register(server.stop)
+    return server
+
+
 def _cli_server(kind: str):
     from cli_server import CliServer
 
     server = _cli_servers.get(kind)
     if server is None:
-        import atexit
-        import tempfile
-
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
-        environ["PYTHONPATH"] = str(ROOT)
-        server = CliServer(tempfile.mkdtemp(prefix="lanner-cli-"), kind, environ, str(ROOT))
-        atexit.register(server.stop)
+        shared = os.environ.get(SHARED_CLI_SERVER.format(kind=kind.upper()))
+        server = CliServer.attach(shared) if shared else _start_cli_server(kind)
         _cli_servers[kind] = server
         server.wait_ready(START_SECONDS)
     return server
+
+
+def share_cli_servers(config) -> None:
+    """Under xdist, one fork server per backend for the whole run, started here in the controlling
+    process (which runs no test) before it starts its workers, which inherit where they listen.
+
+    Each of `make test`'s six processes started its own for each backend: twelve servers importing
+    the app (~1 s of CPU each) where two serve every call; a server forks a child per connection, so
+    the workers' calls do not wait on each other."""
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", default=None):
+        return
+    if not IS_CLI_FORKED:
+        return
+    for kind in STORE_BACKENDS:
+        server = _start_cli_server(kind)  # Not waited for: the workers wait, once they need it.
+        _cli_servers[kind] = server
+        os.environ[SHARED_CLI_SERVER.format(kind=kind.upper())] = server.path
 
 
 def _server_kind(env: dict[str, str]) -> str:

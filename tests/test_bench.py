@@ -68,6 +68,28 @@ def test_bench_migration_upgrades_a_live_database_and_accounts_for_every_click(t
     assert json.loads(out.read_text())["database"]["clicks"] == 6000
 
 
+@pytest.mark.parametrize("command", [["clicks"], ["compare", "HEAD"], ["bandit-clicks"]])
+@pytest.mark.parametrize(
+    ("rates", "sentence"),
+    [
+        ("500,fast", "'500,fast' is not a comma-separated list of integers."),
+        ("500,0", "every rate must be a positive integer."),
+        (",", "every rate must be a positive integer."),
+    ],
+)
+def test_every_ladder_command_refuses_a_bad_ladder_before_it_starts(command, rates, sentence):
+    """The commands share their --rates (cli/options.py ladder_options): `compare` ran a ladder of 0/s.
+    The `bench` group is invoked in this process, not `lanner` (whose group sets the umask and may hide
+    the PostgreSQL driver from the process it runs in)."""
+    from click.testing import CliRunner
+
+    from cli.bench import bench
+
+    result = CliRunner().invoke(bench, [*command, "--rates", rates])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '--rates': {sentence}" in result.output
+
+
 def test_judge_says_which_targets_a_run_missed_and_by_how_much():
     from workers.bench.harness import BenchReport, StepResult
     from workers.bench.suite import SUITE_SCENARIOS, judge
