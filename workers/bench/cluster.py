@@ -85,6 +85,10 @@ CLUSTER_SCENARIOS = ("unique", "rotation")
 NODES = 2
 CAPACITY_OFFER = 1.25  # The capacity step offers this much more than the projection: it must saturate.
 OVERLOAD_FACTOR = 2  # The overload step: this many times the best rate the cluster accepted.
+# The overload step's k6 may keep this many seconds of its offer in flight (the ladder's rate / 5
+# would drop most iterations at k6 once latency passes 200 ms, so twice the capacity would never
+# reach nginx): up to 2 s a request, nginx's proxy_next_upstream_timeout, are really sent.
+OVERLOAD_VU_SECONDS = 2
 RATE_ROUNDING = 50
 # nginx's error log, per step: what it said about its upstreams (counted, not parsed further).
 NGINX_UPSTREAM_ERRORS = {
@@ -364,9 +368,10 @@ def measure_rate(
     k6: str,
     groups: dict[str, list[int]],
     reporter: Reporter,
+    max_vus: int | None = None,
 ) -> tuple[StepResult, list[str], ComponentMeter]:
     """One step of k6 against `url`, with each group's CPU and memory; the subids of its 302s."""
-    pre_vus, max_vus = vus_for_rate(rate, options.max_vus)
+    pre_vus, max_vus = vus_for_rate(rate, max_vus or options.max_vus)
     result = StepResult(target, rate, options.step_seconds, pre_vus, max_vus)
     reporter.step_started(target, rate, options.step_seconds)
     meter = ComponentMeter(groups)
@@ -650,11 +655,11 @@ def run_cluster_bench(
                 "load_average_at_start": os.getloadavg(),
             }
 
-            def cluster_step(rate: int) -> StepResult:
+            def cluster_step(rate: int, max_vus: int | None = None) -> StepResult:
                 cluster.check_alive()
                 log_offset = cluster.nginx_log_size()
                 result, subids, meter = measure_rate(
-                    "cluster", cluster.url, rate, options, work_dir, k6, cluster.groups(), reporter
+                    "cluster", cluster.url, rate, options, work_dir, k6, cluster.groups(), reporter, max_vus
                 )
                 cluster.check_alive()
                 result.components["nginx"]["log"] = cluster.nginx_errors_since(log_offset)
@@ -681,7 +686,7 @@ def run_cluster_bench(
                 best = max(report.cluster_steps(), key=lambda step: step.accepted_per_s)
                 offer = max(1, round(OVERLOAD_FACTOR * best.accepted_per_s))
                 reporter.message(f"Overload step: {offer}/s, {OVERLOAD_FACTOR}x the best accepted ...")
-                report.overload = cluster_step(offer)
+                report.overload = cluster_step(offer, OVERLOAD_VU_SECONDS * offer)
             if offers:
                 report.caps = {
                     "sqlite": check_caps(database, campaign_id, offers),

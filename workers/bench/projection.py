@@ -22,24 +22,22 @@ NODE_VCPUS = 2
 SHARED_TARGET_US = 100  # PostgreSQL + Redis CPU a click.
 TARGET_CLICKS_PER_S = 40_000
 BOX_TOLERANCE = 0.10  # The 4-node run's accepted rate within 10 % of the projection.
-# A step that accepted this share of what it offered was not saturated: its CPU a click is the cost
-# of a click, not of queueing (timeouts, retries, VUs piling up). Past saturation it grows.
-UNSATURATED = 0.98
+# The basis: the steps that accepted at least this share of the best step's rate. A click's CPU falls
+# as the rate rises (a flusher's batch, PostgreSQL's commit, every idle poll shared by more clicks:
+# a node's 1,417 µs a click at 422/s against 1,040 at 492/s in the baseline run), so the cost measured below
+# capacity overstates it there; the projection is about capacity.
+NEAR_BEST = 0.90
 NODE_PARTS = ("serve", "flusher")
 SHARED_PARTS = ("postgresql", "redis")
 PARTS = (*NODE_PARTS, *SHARED_PARTS, "nginx", "k6")
 
 
-def is_unsaturated(step: StepResult) -> bool:
-    return step.accepted >= UNSATURATED * step.rate * step.seconds
-
-
 def basis_steps(steps: Sequence[StepResult]) -> tuple[list[StepResult], str]:
-    """The steps whose CPU a click is the projection's basis, and why those."""
-    unsaturated = [step for step in steps if is_unsaturated(step)]
-    if unsaturated:
-        return unsaturated, f"the unsaturated steps (accepted >= {UNSATURATED:.0%} of offered)"
-    return list(steps), "every step (none was unsaturated: the figures include queueing)"
+    """The steps whose CPU a click is the projection's basis (those near the best accepted rate), and
+    why those."""
+    best = max(step.accepted_per_s for step in steps)
+    near = [step for step in steps if step.accepted_per_s >= NEAR_BEST * best]
+    return near, f"the steps that accepted >= {NEAR_BEST:.0%} of the best rate ({best:,.1f}/s)"
 
 
 def us_per_click(steps: Sequence[StepResult]) -> dict[str, float]:
