@@ -225,7 +225,8 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
     assert capacity.rate == 60
     best = max(cluster.accepted_per_s, capacity.accepted_per_s)
     assert overload.rate == round(2 * best)
-    assert overload.max_vus == 2 * overload.rate  # Twice the capacity really sent, not dropped at k6.
+    # Twice the capacity really sent (VUs for 2 s of it, all allocated first), not dropped at k6.
+    assert overload.pre_vus == overload.max_vus == 2 * overload.rate
     for step in (single, cluster, capacity, overload):
         assert step.accepted > 0 and step.logged == step.accepted, step
         assert (step.lost, step.duplicated) == (0, 0)

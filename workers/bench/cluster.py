@@ -87,7 +87,7 @@ CAPACITY_OFFER = 1.25  # The capacity step offers this much more than the projec
 OVERLOAD_FACTOR = 2  # The overload step: this many times the best rate the cluster accepted.
 # The overload step's k6 may keep this many seconds of its offer in flight (the ladder's rate / 5
 # would drop most iterations at k6 once latency passes 200 ms, so twice the capacity would never
-# reach nginx): up to 2 s a request, nginx's proxy_next_upstream_timeout, are really sent.
+# reach nginx): up to 2 s a request, nginx's proxy_next_upstream_timeout, all allocated up front.
 OVERLOAD_VU_SECONDS = 2
 RATE_ROUNDING = 50
 # nginx's error log, per step: what it said about its upstreams (counted, not parsed further).
@@ -368,10 +368,12 @@ def measure_rate(
     k6: str,
     groups: dict[str, list[int]],
     reporter: Reporter,
-    max_vus: int | None = None,
+    vus: int | None = None,
 ) -> tuple[StepResult, list[str], ComponentMeter]:
-    """One step of k6 against `url`, with each group's CPU and memory; the subids of its 302s."""
-    pre_vus, max_vus = vus_for_rate(rate, max_vus or options.max_vus)
+    """One step of k6 against `url`, with each group's CPU and memory; the subids of its 302s. With
+    `vus`, that many VUs, all allocated before the step: allocating them as the queue grows lags on
+    a saturated box, and k6 drops what it has no VU for."""
+    pre_vus, max_vus = (vus, vus) if vus else vus_for_rate(rate, options.max_vus)
     result = StepResult(target, rate, options.step_seconds, pre_vus, max_vus)
     reporter.step_started(target, rate, options.step_seconds)
     meter = ComponentMeter(groups)
@@ -655,11 +657,11 @@ def run_cluster_bench(
                 "load_average_at_start": os.getloadavg(),
             }
 
-            def cluster_step(rate: int, max_vus: int | None = None) -> StepResult:
+            def cluster_step(rate: int, vus: int | None = None) -> StepResult:
                 cluster.check_alive()
                 log_offset = cluster.nginx_log_size()
                 result, subids, meter = measure_rate(
-                    "cluster", cluster.url, rate, options, work_dir, k6, cluster.groups(), reporter, max_vus
+                    "cluster", cluster.url, rate, options, work_dir, k6, cluster.groups(), reporter, vus
                 )
                 cluster.check_alive()
                 result.components["nginx"]["log"] = cluster.nginx_errors_since(log_offset)
