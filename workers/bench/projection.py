@@ -24,7 +24,7 @@ TARGET_CLICKS_PER_S = 40_000
 BOX_TOLERANCE = 0.10  # The 4-node run's accepted rate within 10 % of the projection.
 # The basis: the steps that accepted at least this share of the best step's rate. A click's CPU falls
 # as the rate rises (a flusher's batch, PostgreSQL's commit, every idle poll shared by more clicks:
-# a node's 1,417 µs a click at 422/s against 1,040 at 492/s in the baseline run), so the cost measured below
+# the nodes' 1,179 µs a click at 484/s against 799 at 711/s in the baseline run), so the cost measured below
 # capacity overstates it there; the projection is about capacity.
 NEAR_BEST = 0.90
 NODE_PARTS = ("serve", "flusher")
