@@ -382,6 +382,7 @@ def _suite_command(name: str, about: str):
                 "--step-seconds go with --cluster."
             )
         if more.get("cluster"):
+            rates = _parse_rates(more["rates"]) if more["rates"] else None
             from models.store.drivers import allow_postgres_drivers
 
             if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
@@ -401,7 +402,7 @@ def _suite_command(name: str, about: str):
                 keep=keep,
                 reporter=ConsoleReporter(),
                 shape=shape,
-                rates=_parse_rates(more["rates"]) if more["rates"] else None,
+                rates=rates,
                 step_seconds=more["step_seconds"],
             )
             assert isinstance(result.ladder, ClusterReport)

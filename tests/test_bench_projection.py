@@ -85,3 +85,18 @@ def test_issue_33_verdicts_read_the_ratio_projection_and_overload():
     assert verdicts["no 502/503 at twice capacity"].is_met  # A 504 is latency past nginx's wait.
     report.overload.errors_by_code = {"502": 3}
     assert not report.overload_summary()["is_met"]
+
+
+def test_the_cluster_shape_options_need_cluster_and_rates_are_checked_before_anything_starts():
+    from click.testing import CliRunner
+
+    from cli.bench import bench
+
+    runner = CliRunner()
+    result = runner.invoke(bench, ["unique", "--nodes", "4", "--web-workers", "1"])
+    assert result.exit_code == 2 and "go with --cluster" in result.output, result.output
+    result = runner.invoke(bench, ["unique", "--cluster", "--rates", "500,0"])
+    assert result.exit_code == 2 and "every rate must be a positive integer" in result.output, result.output
+    assert ClusterOptions(nodes=4, web_workers=1).node_names() == ["node-1", "node-2", "node-3", "node-4"]
+    assert ClusterOptions(nodes=4).workers_per_node(2) == 1  # --workers split, at least one a node.
+    assert ClusterOptions(nodes=2, web_workers=3).workers_per_node(2) == 3
