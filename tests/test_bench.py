@@ -248,7 +248,9 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
     projection = data["projection"]
     us = projection["us_per_click"]
     assert us["shared"] == pytest.approx(us["postgresql"] + us["redis"], abs=0.15)
-    assert projection["redis_clicks_per_s"] == pytest.approx(1e6 / us["redis"], rel=0.01)
+    # Redis's share may be under the kernel's tick (a click that asks Redis nothing): unbounded then.
+    redis_carries = pytest.approx(1e6 / us["redis"], rel=0.01) if us["redis"] else None
+    assert projection["redis_clicks_per_s"] == redis_carries
     box = projection["box"]
     assert box["measured_per_s"] == best and box["projected_per_s"] > 0
     summary = data["overload_summary"]
