@@ -60,6 +60,10 @@ def test_a_projection_needs_postgresql_and_redis_measured():
     assert projection["us_per_click"]["redis"] == 25.0
     assert project([step(500, 500.0, {"serve": 1.0})], cpus=2) is None  # No PostgreSQL measured.
     assert project([], cpus=2) is None
+    # A click that asks Redis nothing: Redis is no limit, PostgreSQL is.
+    unbounded = project([step(1000, 900.0, {**COSTS, "redis": 0.0})], cpus=2)
+    assert unbounded["redis_clicks_per_s"] is None and unbounded["shared_limit"] == "postgresql"
+    assert unbounded["shared_clicks_per_s"] == 200_000.0  # 8 vCPU / 40 µs.
 
 
 def test_issue_33_verdicts_read_the_ratio_projection_and_overload():
