@@ -301,7 +301,7 @@ def build_tracker(
             "No geo database at %s: countries are unknown until it appears (`lanner geo build`).",
             settings.geo_path,
         )
-    shared = None
+    shared = landed = None
     if settings.redis_url:  # Cluster mode: only then is redis imported (models/cluster/).
         from models.cluster.shared_state import SharedState
         from workers.ops.clusterstatus import masked, redis_secret
@@ -315,6 +315,10 @@ def build_tracker(
             # For `lanner status`.
             on_change=WorkerView(settings.data_dir, lambda text: masked(text, secret)),
         )
+        from models.store.nodevisitors import LandedVisitors, landed_visitors_path
+
+        # The node's own visitor history, written by its flusher: no PostgreSQL probe per click.
+        landed = LandedVisitors(landed_visitors_path(settings.spool_dir))
     return ClickTracker(
         db,
         spool_dir=settings.spool_dir,
@@ -332,6 +336,7 @@ def build_tracker(
         clock=clock,
         shared=shared,
         counts=counts,
+        landed=landed,
     )
 
 
@@ -343,8 +348,11 @@ def load_worker_app(settings: Settings) -> LoadedApp:
 
     configure_logging(settings)
     slot = CounterSlot(settings.data_dir)  # After fork: the worker's own, for as long as it runs.
+    tracker = create_tracker(settings, counts=slot.counts)
     loaded = LoadedApp(
-        RequestMeter(create_app(settings, counts=slot.counts), slot.counts), max_body_bytes(settings)
+        RequestMeter(create_app(settings, tracker=tracker, counts=slot.counts), slot.counts),
+        max_body_bytes(settings),
+        on_exit=tracker.stop,  # A clean stop gives cluster mode's cap leases back.
     )
     # PERF: the code and config loaded so far live as long as the worker; keep the collector off
     # them, and collect the young generation less often (full collections showed up in profiles).

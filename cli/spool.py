@@ -102,6 +102,8 @@ def spool_flush_command(ctx: Context, batch_size: int, data_dir: Path | None) ->
         bot_ranges=settings.bot_ranges_path,
         park_ms=settings.postback_park_ms,
         on_delivery=create_huey(settings).send_postback,  # `lanner worker` sends them.
+        # Cluster mode: the node's own visitor file too, as its flusher keeps it.
+        visitor_window_ms=int(settings.uniqueness_hours * 3_600_000) if settings.redis_url else None,
     )
     with click.progressbar(length=pending, label="Flushing", file=sys.stderr) as bar:
         seen = [0]

@@ -232,12 +232,14 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
         assert (step.lost, step.duplicated) == (0, 0)
         assert step.server_cpu_us_per_click > 0 and step.flusher_cpu_us_per_click > 0
     # Every component of the cluster was measured while it served: CPU and memory.
-    # nginx's share of 80 requests (~90 µs each) is under the kernel's 10 ms CPU tick as often as not:
-    # measured means read, for it (its CPU counts in the real run's ratios).
+    # nginx's share of 80 requests (~90 µs each) is under the kernel's 10 ms CPU tick as often as not,
+    # and so is Redis's since a click asks it nothing (issue 33: a cap lease per block, Huey's polls):
+    # measured means read, for them (their CPU counts in the real run's ratios).
     for name in ("serve", "flusher", "postgresql", "redis", "nginx"):
         part = cluster.components[name]
         assert part["peak_pss_mb"] > 0, (name, part)
-        assert part["cpu_seconds"] > 0 if name != "nginx" else part["cpu_seconds"] >= 0, (name, part)
+        is_ticked = name not in ("nginx", "redis")
+        assert part["cpu_seconds"] > 0 if is_ticked else part["cpu_seconds"] >= 0, (name, part)
     assert report.settings["cluster"]["nodes"] == ["node-1", "node-2"]
     assert report.settings["cluster"]["web_workers_per_node"] == 1
     (row,) = report.comparison()

@@ -149,6 +149,25 @@ def test_unsafe_values_are_refused(env, args, message):
 # -- cluster mode: one upstream over several nodes ------------------------------------------------
 
 
+def test_several_nodes_hash_the_visitor_consistently_and_one_box_has_no_hash(env):
+    """Issue 33: one visitor (the address nginx believes and the User-Agent, as the tracker keys it) to
+    one node, ketama so a node added or removed moves ~1/N of them; the admin upstream needs none."""
+
+    def site(*upstreams: str) -> str:
+        args = [a for upstream in upstreams for a in ("--upstream", upstream)]
+        return subprocess.run(
+            [*LANNER, "nginx", "site", *args], env=env, cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+
+    def block(text: str, name: str) -> str:
+        return text.split(f"\nupstream {name} {{")[1].split("}")[0]
+
+    two = site("10.0.0.1:8080", "10.0.0.2:8080")
+    assert block(two, "lanner_web").splitlines()[1] == "    hash $remote_addr$http_user_agent consistent;"
+    assert "hash" not in block(two, "lanner_admin")
+    assert "hash" not in block(site("10.0.0.1:8080"), "lanner_web")
+
+
 def test_one_upstream_spreads_clicks_over_two_nodes_and_a_killed_node_loses_none(
     env, db, lanner, settings, tmp_path, start_nginx
 ):
@@ -175,7 +194,7 @@ def test_one_upstream_spreads_clicks_over_two_nodes_and_a_killed_node_loses_none
     assert not refused, refused[:5]  # The click a dead node held, and every one after, went to the other.
     subids = [location.split("c=")[1] for _, location in clicks.answers]
     assert len(set(subids)) == len(subids)
-    # Both nodes took clicks (no stickiness), each lands its own spool under its own name, and the
+    # Both nodes took clicks (the visitors hash over both), each lands its own spool under its name, and the
     # killed node took none after its death.
     per_node = [landed(environ) for _, environ in nodes]
     assert 0 < per_node[0] <= killed_at and per_node[1] >= len(subids) - killed_at, (per_node, killed_at)

@@ -21,6 +21,17 @@ from peewee import Database
 
 from models.clicks.backlog import backlog_age
 from models.clicks.node import spool_node
+from models.clicks.record import (
+    CAMPAIGN_ID,
+    CREATED_AT,
+    IP,
+    LANDER_ID,
+    OFFER_ID,
+    STREAM_ID,
+    SUBID,
+    UA_HASH,
+    visitor_key,
+)
 from models.clicks.spool import (
     FlushResult,
     HeldSegments,
@@ -34,8 +45,14 @@ from models.clicks.throttledlog import ThrottledLog
 from models.conversions.postbacks import ConversionRecorder
 from models.reporting.historyclicks import ClickHistory
 from models.store.clicks import ClickStore
-from models.store.database import BUSY_TIMEOUT_MS, write_tx
+from models.store.database import BUSY_TIMEOUT_MS, read_tx, write_tx
 from models.store.maintenance import MaintenanceStore
+from models.store.nodevisitors import (
+    NODE_VISITOR_ERRORS,
+    LandedVisitorsWriter,
+    landed_visitors_path,
+)
+from models.store.retention import RetentionStore
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +65,59 @@ class Landed:
     settled: int = 0  # Parked postbacks matched to their clicks.
     queued: list[int] = field(default_factory=list)  # Outbound deliveries handed to `on_delivery`.
     segments_removed: bool = False  # The WAL was checkpointed whole and landed segments deleted.
+
+
+PRUNE_EVERY = 60.0  # Seconds between prunes of the node's visitor file.
+
+
+class NodeVisitorFile:
+    """The flusher's side of the node's own visitor file (models/store/nodevisitors.py): each batch's
+    clicks before it lands, pruned past the longest uniqueness window once a minute. It never stops
+    the landing: a file that cannot be written (a full disk) is logged, and those clicks' visitors
+    count as unseen on this node later (unique again once)."""
+
+    def __init__(self, db: Database, spool_dir: Path, window_ms: int) -> None:
+        self.db, self.spool_dir, self.window_ms = db, spool_dir, window_ms
+        self.writer: LandedVisitorsWriter | None = None
+        self.next_prune = 0.0
+        self.failures = ThrottledLog(logger, logging.WARNING, interval=60.0)
+
+    def add(self, rows: list[list]) -> None:
+        visitors = [
+            (
+                row[-1] if row[-1] is not None else visitor_key(row[IP], row[UA_HASH]),
+                row[CREATED_AT],
+                row[SUBID],
+                row[CAMPAIGN_ID],
+                row[STREAM_ID],
+                row[OFFER_ID],
+                row[LANDER_ID],
+            )
+            for row in rows
+        ]
+        try:
+            if self.writer is None:
+                self.writer = LandedVisitorsWriter(landed_visitors_path(self.spool_dir))
+            self.writer.add(visitors)
+            if time.monotonic() >= self.next_prune:
+                self.next_prune = time.monotonic() + PRUNE_EVERY
+                self.writer.prune(int(time.time() * 1000) - self._longest_window_ms())
+        except NODE_VISITOR_ERRORS as error:
+            self.failures(
+                "the node's visitor file in %s cannot be written (%s): its visitors of these clicks count "
+                "as unseen on this node later",
+                self.spool_dir,
+                error,
+            )
+
+    def _longest_window_ms(self) -> int:
+        with read_tx(self.db):
+            windows = RetentionStore(self.db.connection()).campaign_windows()
+        return max([self.window_ms, *(int(hours * 3_600_000) for _, hours in windows)])
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 class SpoolLanding:
@@ -70,8 +140,11 @@ class SpoolLanding:
         on_delivery: Callable[[int], None] | None = None,
         held: HeldSegments | None = None,
         history: ClickHistory | None = None,
+        visitor_window_ms: int | None = None,
     ) -> None:
-        """`history`: where parked postbacks of clicks pruned from the row store are looked up."""
+        """`history`: where parked postbacks of clicks pruned from the row store are looked up.
+        `visitor_window_ms` (cluster mode): keep the node's own visitor file (models/store/
+        nodevisitors.py) for at least this long, or a campaign's longer uniqueness window."""
         self.db = db
         self.spool_dir = spool_dir
         self.segment_bytes = segment_bytes
@@ -81,6 +154,9 @@ class SpoolLanding:
         self.held = held
         self.queue_failures = ThrottledLog(logger, logging.WARNING)
         self.syncer = SpoolSync()
+        self.visitors: NodeVisitorFile | None = None
+        if visitor_window_ms is not None:
+            self.visitors = NodeVisitorFile(db, spool_dir, visitor_window_ms)
 
     def sync(self) -> None:
         """fsync the unlanded segments; OSError if one failed (SpoolSync: never retried as is)."""
@@ -90,6 +166,8 @@ class SpoolLanding:
         self.syncer.close()
         if self.held is not None:
             self.held.close()
+        if self.visitors is not None:
+            self.visitors.close()
 
     def flush(
         self, *, batch_size: int = 2000, on_batch: Callable[[FlushResult], None] | None = None
@@ -102,6 +180,7 @@ class SpoolLanding:
             bots=self.bots,
             on_batch=on_batch,
             held=self.held,
+            before_landing=self.visitors.add if self.visitors is not None else None,
         )
 
     def beat(self) -> None:

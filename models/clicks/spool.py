@@ -746,18 +746,22 @@ def flush_spool(
     devices: UserAgentParser | None = None,
     bots: BotDetector | None = None,
     held: HeldSegments | None = None,
+    before_landing: Callable[[list[list]], None] | None = None,
 ) -> FlushResult:
     """Land every complete journal line in the click table, one transaction per batch.
 
     Safe to run from several processes at once (the position row is re-read inside each write
     transaction) and safe to kill at any point. `held`: the flusher's descriptors, kept across
-    calls (by default only for this one).
+    calls (by default only for this one). `before_landing(rows)`: each batch's decoded click rows,
+    just before its transaction (cluster mode: the node's own visitor file, models/clicks/landing.py);
+    it may see a batch again if that transaction fails.
     """
+    args = (db, spool_dir, segment_bytes, batch_size, on_batch, devices, bots)
     if held is not None:
-        return _flush_spool(db, spool_dir, segment_bytes, batch_size, on_batch, devices, bots, held)
+        return _flush_spool(*args, held, before_landing)
     held = HeldSegments()
     try:
-        return _flush_spool(db, spool_dir, segment_bytes, batch_size, on_batch, devices, bots, held)
+        return _flush_spool(*args, held, before_landing)
     finally:
         held.close()
 
@@ -771,6 +775,7 @@ def _flush_spool(
     devices: UserAgentParser | None,
     bots: BotDetector | None,
     held: HeldSegments,
+    before_landing: Callable[[list[list]], None] | None = None,
 ) -> FlushResult:
     result = FlushResult()
     spool_dir.mkdir(parents=True, exist_ok=True)
@@ -863,6 +868,8 @@ def _flush_spool(
                 reason = reason or str(exc)
         fill_lookups(rows, devices, bots)
         unrated = costs.fill(rows)
+        if before_landing is not None and rows:
+            before_landing(rows)
         with write_tx(db):
             if read_position(db, spool_dir) != (segment, offset):
                 continue  # Another flusher moved on; start again from its position.

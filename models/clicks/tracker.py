@@ -7,17 +7,19 @@ writes a click (to the journal; the flusher lands it). `_track` reads top to bot
 2. lookups   geo now, device and bot when routing or a macro needs them (models/clicks/enrichment.py);
              with LANNER_ANONYMIZE_IP the bot check now, then the visit keeps only the truncated
              address (models/clicks/privacy.py): macros, the line and its row never see the full one;
-3. history   the visitor's recent clicks: one indexed database probe and the journal's unflushed lines
+3. history   the visitor's recent clicks: one indexed probe of the landed ones (the database's click
+             table; in cluster mode the node's own visitor file, models/store/nodevisitors.py, since
+             nginx sends one visitor to one node) and the journal's unflushed lines
              (models/clicks/history.py over visitors.py); the journal's alone while the database cannot
-             be read (cluster mode's PostgreSQL away: the campaigns are the ones the worker holds);
+             be read (a single PostgreSQL node's outage: the campaigns are the ones the worker holds);
 4. route     the router picks the stream and the offer (models/routing/router.py);
 5. decide    a new subid, the visitor's URL and answer (models/clicks/decision.py);
 6. append    the line's tail built, then under the journal lock for a few µs: catch up, a repeat
              within debounce gets its earlier decision, a cap reached since routing routes again,
              the uniqueness flags (history.py), the line (record.py, spool.py). In cluster mode
-             (LANNER_REDIS_URL) Redis is asked next, in one round trip, for what the other nodes
-             know: their debounce, the caps' shared counts, uniqueness (models/cluster/shared_state.py);
-             the click's decision is published to them only once its line is written.
+             (LANNER_REDIS_URL) the route's caps are spent from the worker's leases before the line,
+             Redis asked only for a new lease (models/cluster/shared_state.py); debounce and
+             uniqueness are the node's own.
 
 `lanner simulate` runs the same pipeline with `dry_run`, so what it prints is what a click would get.
 
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from peewee import Database
 
 from models.clicks.backlog import HEAD_BYTES, backlog_age, head_age
-from models.clicks.decision import Decision, decide, render_location, repeat_decision, repeat_of
+from models.clicks.decision import Decision, decide, render_location, repeat_of
 from models.clicks.enrichment import Lookups, look_up, stored_lookups
 from models.clicks.funnels import FUNNELS_IN_MEMORY, FunnelIndex
 from models.clicks.history import VisitorHistory
@@ -100,6 +102,7 @@ if TYPE_CHECKING:
 
     from models.cluster.counters import SharedCounters
     from models.cluster.shared_state import Cap, SharedState
+    from models.store.nodevisitors import LandedVisitors
 
 logger = logging.getLogger(__name__)
 Result = TypeVar("Result")
@@ -189,8 +192,13 @@ class ClickTracker:
         shared: SharedState | None = None,
         counts: memoryview | None = None,
         funnels_in_memory: int = FUNNELS_IN_MEMORY,
+        landed: LandedVisitors | None = None,
     ) -> None:
         self.db = db
+        # Cluster mode: the visitors this node landed, in its own file (models/store/nodevisitors.py),
+        # asked instead of the database for a visitor's landed clicks. None: the database is asked.
+        self.landed = landed
+        self._landed_log = ThrottledLog(logger, logging.WARNING, interval=60.0)
         # The worker's metric counts (models/ops/metrics.py): its shared slot under `lanner serve`.
         self.counts = unshared_counts() if counts is None else counts
         self.shared = shared  # Cluster mode's Redis; None on a single box.
@@ -255,6 +263,8 @@ class ClickTracker:
             self.geo.close()
         if self.shared is not None:
             self.shared.close()
+        if self.landed is not None:
+            self.landed.close()
 
     def campaign(self, alias: str) -> CampaignConfig | None:
         return self._find("campaigns", alias)
@@ -292,6 +302,8 @@ class ClickTracker:
         if self.geo is not None:
             self.geo.refresh()  # One stat(): a replaced geo file is used within a second.
         self.bots.refresh()  # Likewise the crawler ranges `lanner bots update` replaces.
+        if self.shared is not None:
+            self.shared.check()  # A ping a second: clicks no longer tell the worker that Redis went away.
         flushed = self._database_answers(now, self._read_flushed)
         if flushed is None:
             return  # Every click is kept (the index spills to disk) until the position can be read.
@@ -563,40 +575,22 @@ class ClickTracker:
                 )
                 decision = decide(route, decision.subid, visit, lookups, now)
                 tail = None if dry_run else self._tail(decision, route, visit, lookups)
-            shared_flags = None
             if self.shared is not None and tail is not None:
-                # What the other nodes know: one Redis round trip (after the node's own checks above).
-                answer = self._share(
-                    campaign,
-                    route,
-                    decision,
-                    tail,
-                    subject,
-                    history,
-                    visit,
-                    lookups,
-                    visitor,
-                    visitor_hash,
-                    now,
-                )
-                if isinstance(answer, Decision):
-                    return answer, subject, lookups.bot_reason
-                route, decision, tail, shared_flags = answer
+                # Cluster mode: the route's caps spent from this worker's leases (Redis only for a lease).
+                shared = self._share(campaign, route, decision, tail, subject, history, visit, lookups, now)
+                route, decision, tail = shared
             stream_id, offer_id = decision.stream_id, decision.offer_id
             flags = history.uniqueness(
                 self.index, visitor, now_ms - self.global_window_ms, route.campaign, now_ms, stream_id
             )
-            if shared_flags is not None:  # Unique only if neither this node nor Redis saw the visitor.
-                flags = (flags[0] & shared_flags[0], flags[1] & shared_flags[1], flags[2] & shared_flags[2])
             if tail is not None:
                 line = encode_line(visit.ip, visitor_hash, now_ms, flags, tail, key_in_line)
                 position = journal.append(line)
         finally:
             journal.unlock()
         if tail is not None:
-            # Only now, its line written, may other nodes answer its subid.
-            if shared_flags is not None and self.shared is not None:
-                self.shared.publish()
+            if self.shared is not None:  # Its line written: the lease units it spent are spent for good.
+                self.shared.settle()
                 if decision.lander_id is not None:  # Its LP click may come in on another node.
                     self.shared.share_click_line(decision.subid, line)
             self._count(stream_id, offer_id, now_ms)  # Ours; other workers count it from the journal.
@@ -619,58 +613,38 @@ class ClickTracker:
         history: VisitorHistory,
         visit: Visit,
         lookups: Lookups,
-        visitor: int,
-        visitor_hash: int,
         now: float,
-    ) -> Decision | tuple[Route, Decision, bytes, tuple[int, int, int] | None]:
-        """Ask Redis about the click (models/cluster/shared_state.py): another node's decision within
-        debounce, or (route, decision, tail, Redis's uniqueness flags or None without Redis)."""
-        from models.cluster.shared_state import Counted, Refused, Repeat
+    ) -> tuple[Route, Decision, bytes]:
+        """The route's caps spent from this worker's leases (models/cluster/shared_state.py `count`):
+        Redis is asked only for a lease; a cap full across the nodes (or one the leases do not hold
+        while Redis is away) marks it capped and the click is routed again. (route, decision, tail)."""
+        from models.cluster.shared_state import Alone, Counted, Refused
 
         shared, counters = self.shared, cast("SharedCounters", self.counters)  # Cluster mode only.
         assert shared is not None
         now_ms = int(now * 1000)
         for _ in range(SHARED_REROUTES):
             caps = self._caps_of(route, now_ms)
-            answer = shared.click(
-                campaign.id,
-                visitor,
-                visitor_hash,
-                Repeat(decision.subid, decision.stream_id, decision.offer_id, decision.location),
-                self.debounce_ms,
-                self.global_window_ms,
-                route.campaign.id,
-                route.campaign.uniqueness_ms,
-                decision.stream_id,
-                caps,
-                self._seed_count,
-                now_ms,
-            )
+            answer = shared.count(caps, self._seed_count, now_ms)
             if isinstance(answer, Counted):
-                for cap, count in zip(caps, answer.counts, strict=True):
-                    counters.learn(cap.scope, cap.ref, cap.day, count)
-                return route, decision, tail, answer.flags
-            if isinstance(answer, Repeat):
-                return repeat_decision(
-                    campaign, answer.subid, answer.stream_id, answer.offer_id, answer.location
-                )
+                _learn(counters, caps, answer.counts)
+                return route, decision, tail
+            if isinstance(answer, Alone):  # Redis is away; the leases hold the route's caps (if any).
+                return route, decision, tail
             if isinstance(answer, Refused):
-                for cap, count in zip(caps, answer.counts, strict=True):
-                    if count >= 0:
-                        counters.learn(cap.scope, cap.ref, cap.day, count)
-            elif not caps:  # Redis is away and the route has no cap: nothing changes.
-                return route, decision, tail, None
-            # A cap is full across nodes (or Redis is away, and the counters now refuse every cap).
+                _learn(counters, caps, answer.counts)
+            # A cap is full across nodes (or Redis is away, and the counters now refuse every cap the
+            # leases do not hold).
             route = self.router.route(
                 campaign, subject, history, now_ms, self.campaigns, None, lookups.prepare
             )
             decision = decide(route, decision.subid, visit, lookups, now)
             tail = self._tail(decision, route, visit, lookups)
-            if answer is None:
-                return route, decision, tail, None
+            if answer is None and shared.spend_leased(self._caps_of(route, now_ms)):
+                return route, decision, tail
         route = Route(campaign, None, None, [])  # Refused every time: no stream, no cap.
         decision = decide(route, decision.subid, visit, lookups, now)
-        return route, decision, self._tail(decision, route, visit, lookups), None
+        return route, decision, self._tail(decision, route, visit, lookups)
 
     @staticmethod
     def _caps_of(route: Route, now_ms: int) -> list[Cap]:
@@ -719,26 +693,43 @@ class ClickTracker:
             config = campaigns_by_id.get(campaign_id)
             return now_ms - (config.uniqueness_ms if config is not None else campaign.uniqueness_ms)
 
-        probed = self.probe.visitor(ip, visitor_hash, visitor)
+        # Cluster mode: the node's own file of the visitors it landed (nginx sends one visitor to one
+        # node); else the database's click table.
+        conn, probe = self.conn, self.probe
+        if self.landed is not None:
+            conn, probe = self.landed.conn, self.landed.probe
+        probed = probe.visitor(ip, visitor_hash, visitor)
 
         def landed() -> tuple[list[tuple], tuple | None]:
-            rows = self.probe.history(
-                self.conn, probed, min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
-            )
+            since_ms = min(now_ms - self.global_window_ms, now_ms - campaign.uniqueness_ms)
+            rows = probe.history(conn, probed, since_ms)
             if self.debounce_ms > 0 and now_ms < self._memory_complete_ms:
                 # A worker that started moments ago holds no click flushed before it did: ask the database.
-                return rows, self.probe.last_click(
-                    self.conn, probed, now_ms - self.debounce_ms, campaign.id, user_agent
-                )
+                repeat_since = now_ms - self.debounce_ms
+                return rows, probe.last_click(conn, probed, repeat_since, campaign.id, user_agent)
             return rows, None
 
-        # Without the database, the journal's clicks alone: a visitor's landed clicks count as unseen.
-        rows, stored_repeat = self._database_answers(now_ms / 1000, landed) or ([], None)
+        if self.landed is not None:
+            rows, stored_repeat = self._node_file_answers(landed)
+        else:
+            # Without the database, the journal's clicks alone: a visitor's landed clicks count as unseen.
+            rows, stored_repeat = self._database_answers(now_ms / 1000, landed) or ([], None)
         # Clicks not in the database yet (any worker's), as far as the journal has been read.
         self.journal.catch_up(is_locked=False)
-        return VisitorHistory(
-            self.conn, self.probe, probed, rows, self.index.history(visitor), since, stored_repeat
-        )
+        return VisitorHistory(conn, probe, probed, rows, self.index.history(visitor), since, stored_repeat)
+
+    def _node_file_answers(
+        self, read: Callable[[], tuple[list[tuple], tuple | None]]
+    ) -> tuple[list[tuple], tuple | None]:
+        """`read()` of the node's visitor file; no landed click if it cannot be read (a damaged file):
+        the visitor's landed clicks count as unseen (the journal's still count)."""
+        from models.store.nodevisitors import NODE_VISITOR_ERRORS
+
+        try:
+            return read()
+        except NODE_VISITOR_ERRORS as error:
+            self._landed_log("the node's visitor file cannot be read (%s): visitors count as unseen", error)
+            return [], None
 
     def _landed_repeat(
         self, history: VisitorHistory, campaign_id: int, user_agent: str, now_ms: int
@@ -749,9 +740,10 @@ class ClickTracker:
         only for a click sent on to another campaign."""
         if now_ms >= self._memory_complete_ms:
             return None
-        return self._database_answers(
-            now_ms / 1000, lambda: history.landed_repeat(now_ms - self.debounce_ms, campaign_id, user_agent)
-        )
+        read = lambda: history.landed_repeat(now_ms - self.debounce_ms, campaign_id, user_agent)  # noqa: E731
+        if self.landed is not None:
+            return self._node_file_answers(lambda: ([], read()))[1]
+        return self._database_answers(now_ms / 1000, read)
 
     @staticmethod
     def _tail(decision: Decision, route: Route, visit: Visit, lookups: Lookups) -> bytes:
@@ -922,7 +914,7 @@ class ClickTracker:
         LP click of the subid, or (offer_id, location) to write. A cap full across nodes marks the offer
         capped and the offer is chosen again; with Redis away, as at a click (`_share`): an offer without
         a cap goes on, a capped one is chosen again from the counters, which then refuse every cap."""
-        from models.cluster.shared_state import Claimed, Refused
+        from models.cluster.shared_state import Alone, Claimed, Refused
 
         shared, counters = self.shared, cast("SharedCounters", self.counters)  # Cluster mode only.
         assert shared is not None
@@ -937,22 +929,25 @@ class ClickTracker:
             caps = self._caps_of(Route(campaign, None, offer), now_ms)
             answer = shared.claim_lp(subid, offer_id, location, caps, self._seed_count)
             if isinstance(answer, Claimed):
-                for cap, count in zip(caps, answer.counts, strict=True):
-                    counters.learn(cap.scope, cap.ref, cap.day, count)
+                _learn(counters, caps, answer.counts)
                 return offer_id, location
             if isinstance(answer, tuple):  # Another node's LP click of the subid was first.
                 return LpClick(subid, campaign.id, answer[0], answer[1] or None, True)
-            if isinstance(answer, Refused):
-                for cap, count in zip(caps, answer.counts, strict=True):
-                    if count >= 0:
-                        counters.learn(cap.scope, cap.ref, cap.day, count)
-            elif not caps:  # Redis is away and the offer has no cap: nothing changes.
+            if isinstance(answer, Alone):  # Redis is away; the leases hold the offer's caps (if any).
                 return offer_id, location
+            if isinstance(answer, Refused):
+                _learn(counters, caps, answer.counts)
             offer = self._lp_offer(stream, seen, now_ms)
-            if answer is None:  # Redis is away: the counters now refuse every capped offer.
+            if answer is None:  # Redis away: the counters refuse every capped offer the leases do not hold.
                 offer_id = offer.offer_id if offer is not None else None
-                return offer_id, self._offer_location(campaign, record, offer_id, now)
+                if shared.spend_leased(self._caps_of(Route(campaign, None, offer), now_ms), is_lp=True):
+                    return offer_id, self._offer_location(campaign, record, offer_id, now)
         raise AssertionError("unreachable: the last attempt has no cap to refuse")
+
+    def stop(self) -> None:
+        """A clean stop of the worker: cluster mode gives its unspent cap lease units back."""
+        if self.shared is not None:
+            self.shared.give_back()
 
     def _held_lander_record(self, subid: str, position: tuple[int, int]) -> list | None:
         line = self.journal.read_line(*position)
@@ -998,3 +993,10 @@ class ClickTracker:
         route = Route(campaign, stream, offer) if offer is not None else Route(campaign, None, None)
         visit, lookups = stored_lookups(record, self.devices, self.bots, now)
         return render_location(route, record[0], visit, lookups, now)
+
+
+def _learn(counters: SharedCounters, caps: list[Cap], counts: tuple[int, ...]) -> None:
+    """Note what Redis counts as taken of the caps it was asked about (-1: not asked)."""
+    for cap, count in zip(caps, counts, strict=True):
+        if count >= 0:
+            counters.learn(cap.scope, cap.ref, cap.day, count, cap.cap)

@@ -2,11 +2,13 @@
 
 The single box's ClickCounters (models/routing/caps.py) are exact because every click of the box is in
 its journal. Several nodes each see only their own journal, so a count here is a lower bound of the
-cluster's; what Redis last answered for a cap key (models/cluster/shared_state.py) is another. A stream
-or offer is capped when either reaches the cap, so the router avoids what Redis refused without asking
-again. While Redis cannot be reached (until it is asked again, a second later), every capped stream and
-offer counts as capped: a node alone cannot know how much of a cap the others have used, so it sends
-none of it (never over a cap; under it meanwhile).
+cluster's. A stream or offer whose caps the worker holds lease units of (models/cluster/leases.py) is
+open: those clicks are reserved for it. Without units, it is capped when this node's count reaches the
+cap, or when Redis last answered that every unit of a cap is taken (leased or spent), which the router
+then avoids without asking again for FULL_RECHECK seconds (a clean stop may give units back meanwhile).
+While Redis cannot be reached (until it is asked again, a second later), a capped stream or offer is
+open only as far as the worker's leases go: a node alone cannot know how much of a cap the others have
+used, so it sends none of it beyond its own units (never over a cap; under it meanwhile).
 
 It also keeps this node's clicks not landed yet, per key, to seed a cap key Redis lost
 (`unlanded`): in buckets of one refresh (~0.25 s) each, dropped once the flushed position passes the
@@ -23,17 +25,21 @@ if TYPE_CHECKING:
     from models.cluster.shared_state import SharedState
 
 MAX_BUCKETS = 240  # A minute of refreshes; beyond it (a stalled flusher) the oldest two merge.
+FULL_RECHECK = 1.0  # Seconds a cap Redis said is full counts as full before a lease is asked for again.
 MAX_SHARED_DAYS = 4096  # Redis's day counts remembered (YYYYMMDD - 3 across a month start keeps fewer).
 
 
 class SharedCounters(ClickCounters):
-    """ClickCounters that also believe Redis's counts and refuse every cap while Redis is away."""
+    """ClickCounters that also believe the worker's leases and Redis's counts, and refuse every cap the
+    leases do not cover while Redis is away."""
 
     def __init__(self, shared: SharedState) -> None:
         super().__init__()
         self.shared = shared
         self.shared_totals: dict[tuple[str, int], int] = {}
         self.shared_days: dict[tuple[str, int, int], int] = {}
+        # When (shared.clock) Redis last said a key is full: a full key is believed for FULL_RECHECK.
+        self.full_at: dict[tuple[str, int, int | None], float] = {}
         # [(journal end when closed, {(scope, id, day): clicks})], oldest first; the last one is open.
         self.buckets: list[tuple[tuple[int, int] | None, dict[tuple[str, int, int], int]]] = [(None, {})]
 
@@ -44,16 +50,37 @@ class SharedCounters(ClickCounters):
         counts[key] = counts.get(key, 0) + 1
 
     def is_capped(self, scope: str, ref: int, daily_cap: int | None, total_cap: int | None, day: int) -> bool:
-        if self.shared.is_alone:
-            return True
         if super().is_capped(scope, ref, daily_cap, total_cap, day):
             return True
-        if total_cap is not None and self.shared_totals.get((scope, ref), 0) >= total_cap:
+        leases = self.shared.leases
+        has_day = daily_cap is None or leases.units((scope, ref, day)) > 0
+        has_total = total_cap is None or leases.units((scope, ref, None)) > 0
+        if has_day and has_total:
+            return False  # Reserved for this worker: no need to ask.
+        if self.shared.is_alone:
             return True
-        return daily_cap is not None and self.shared_days.get((scope, ref, day), 0) >= daily_cap
+        now = self.shared.clock()
+        if (
+            not has_total
+            and total_cap is not None
+            and self.shared_totals.get((scope, ref), 0) >= total_cap
+            and now - self.full_at.get((scope, ref, None), now) < FULL_RECHECK
+        ):
+            return True
+        return (
+            not has_day
+            and daily_cap is not None
+            and self.shared_days.get((scope, ref, day), 0) >= daily_cap
+            and now - self.full_at.get((scope, ref, day), now) < FULL_RECHECK
+        )
 
-    def learn(self, scope: str, ref: int, day: int | None, count: int) -> None:
-        """What Redis counts for a key (day None: the total)."""
+    def learn(self, scope: str, ref: int, day: int | None, count: int, cap: int | None = None) -> None:
+        """What Redis counts as taken of a key (day None: the total); `cap`: the key's, to note when it
+        was found full."""
+        if cap is not None and count >= cap:
+            if len(self.full_at) >= MAX_SHARED_DAYS:
+                self.full_at.clear()  # Only re-learnt at the next lease.
+            self.full_at[(scope, ref, day)] = self.shared.clock()
         if day is None:
             self.shared_totals[(scope, ref)] = count
             return

@@ -1,62 +1,45 @@
-"""What every click node must share at click speed, in Redis: debounce, cap counters, uniqueness.
+"""What the cluster's nodes share at click speed, in Redis: cap leases and the LP click's first-wins claim.
 
-One Lua script, loaded once (SCRIPT LOAD; EVALSHA after, loaded again on NOSCRIPT), answers one click
-atomically in one round trip (docs/SCALING.md, "One Redis round trip per click"):
+A click asks Redis nothing in the usual case (docs/SCALING.md, "Visitor affinity"): nginx sends one
+visitor to one node, which answers debounce and uniqueness from what it saw itself (its journal and its
+own visitor file, models/store/nodevisitors.py), and caps from the units its web worker leased in
+advance (models/cluster/leases.py). What is left here:
 
-1. debounce   `debounce:{campaign}:{visitor}:{ua_hash}` holds the decision of the visitor's last click in
-              the campaign and its time: if that is within debounce of this click (by the nodes' clocks,
-              as on one box), the script returns it (the same subid: one click, no line) and changes
-              nothing else. The script only reads it: see "published after the line" below;
-2. caps       for each cap of the route's stream and offer, `cap:{scope}:{id}:{day}` and
-              `cap:{scope}:{id}:total`: if any is at its cap the click is refused (nothing is written;
-              the node routes again without it); if any is missing (first use, Redis restarted) the
-              node seeds it (SET NX, so concurrent seeders agree) and asks again; else every one is
-              incremented: all or nothing;
-3. uniqueness `unique:g:{visitor}`, `unique:campaign:{id}:{visitor}`, `unique:stream:{id}:{visitor}`:
-              `SET … PX window GET`, so each holds the visitor's latest click for its window; the flag is
-              whether there was none.
+1. cap leases  `cap:{scope}:{id}:{day}` and `cap:{scope}:{id}:total` count the units taken of a cap
+               (spent by clicks or held in leases). A worker that holds no unit of a cap its route needs
+               runs LEASE_SCRIPT once for all it lacks: refused if one is at its cap (the node routes
+               again without it), seeded if one is missing (SET NX from the database and the node's
+               unlanded clicks), else a block of each. A click spends one unit of each cap after its
+               route is final; a click whose line cannot be written puts them back (`forget_last`).
+               Redis away, a worker spends only the units it holds. A clean stop gives them back.
+2. the LP click's first wins (models/clicks/tracker.py `lp_click`): `lp:{subid}` holds the answer of
+               the click's first LP click (its offer and Location), claimed before its line is written; a
+               node that finds it there answers the same and writes nothing. One script per LP click (not
+               per click); the offer's caps are spent from the worker's leases once it is claimed. A
+               node killed between the claim and its line leaves an answer no line backs, and the
+               visitor's retry gets that offer with the LP click unrecorded (the rarer loss, against two
+               offers for one click). A line that cannot be written (a full disk) gives the claim back
+               and puts the units back (`release_lp`). It expires after LP_CLAIM_MS. A click sent to a
+               lander also leaves its journal line at `lpclick:{subid}` (sent without waiting for the
+               reply), so a node whose visitor's LP click comes in before the click's node landed it
+               finds the click there (models/clicks/spool.py parks that LP line until its click lands).
 
-**The decision is published after the line.** A 302 carrying a subid means that click is in a journal,
-whatever fails: so a counted click's decision reaches its debounce key only once its line is written
-(`publish`, called by the tracker after `journal.append`). Were it set by the script, a node killed
-between the script and the append would leave a decision no line backs, and the visitor's retry on
-another node (a load balancer retries a failed request on the next one) would get a subid that never lands.
-`publish` sends `SET … PX` down the script's connection and does not wait: its reply is read before
-the next script's: still one wait per click (a second round trip measured ~20 µs more, SCALING.md).
-The trade: two nodes handling the same visitor's two clicks at the very same moment (both scripts
-before either publish, a sub-millisecond window) both count and journal them: two subids, both
-landed, the visitor counted twice in that race. No lost click beats an exact debounce in a race.
-Caps and uniqueness stay in the script: a cap must refuse before the line exists. A click whose line
-then cannot be written (`forget_last`: a full disk) gives back its cap increments (DECR of those that
-still exist); a node killed between the two leaves them one high, under the cap, never over.
-
-**The LP click's first wins** (models/clicks/tracker.py `lp_click`): `lp:{subid}` holds the answer of the
-click's first LP click (its offer and Location), claimed before its line is written; a node that finds
-it there answers the same and writes nothing. The claim also counts the chosen offer's caps, in one
-script (`LP_SCRIPT`, with the click's cap check): a claimed subid counts nothing again, and a full cap
-claims nothing (the node chooses another offer). It is claimed before the line, unlike a click's
-decision: a node killed in between leaves an answer no line backs, and the visitor's retry gets that
-offer with the LP click unrecorded (the rarer loss, against two offers for one click). A line that
-then cannot be written (a full disk) gives the claim and its cap increments back (`release_lp`). It
-expires after LP_CLAIM_MS: by then the LP click has landed on its row, which every node reads. A click
-sent to a lander also leaves its journal line at `lpclick:{subid}` (sent with its decision, after the
-line), so a node whose visitor's LP click comes in before the click's node has landed it finds the
-click there; that LP line may then land first, and waits in `lp_click_parked` for its click
-(models/clicks/spool.py).
-
-Every key carries the prefix (LANNER_REDIS_PREFIX) and all but the total cap counters expire (debounce
-after debounce, uniqueness after its window, a day's counter two days after it), so memory is bounded by
-the visitors of a window. When Redis cannot be reached or answers late (LANNER_REDIS_TIMEOUT), `click`
-returns None and the node goes on alone (models/clicks/tracker.py); Redis is asked again after
-RETRY_AFTER seconds, and the degradation is logged once a minute.
+Every key carries the prefix (LANNER_REDIS_PREFIX); the day cap counters expire three days after they
+are seeded, the claims after LP_CLAIM_MS. When Redis cannot be reached or answers late
+(LANNER_REDIS_TIMEOUT) the node goes on alone (`Alone`); Redis is asked again after RETRY_AFTER seconds,
+and the degradation is logged once a minute. A worker that asks Redis nothing for its clicks still
+notices it go away and come back: `check()`, paced by the tracker's refresh, pings it once a second.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 try:
     import redis
@@ -68,91 +51,83 @@ except ImportError as error:  # Only a process with LANNER_REDIS_URL set imports
     ) from error
 
 from models.clicks.throttledlog import ThrottledLog
+from models.cluster.leases import HOLDER_TTL_MS, MAX_BLOCK, CapLeases, LeaseKey
 
 logger = logging.getLogger(__name__)
 
 RETRY_AFTER = 1.0  # Seconds a node goes on alone after Redis failed, before the next click asks again.
-# The nodes' clocks say when a click is a repeat (its time is in the stored decision); Redis's own expiry
-# only frees the key, this much later, so a clock a little ahead of Redis's still finds it.
-DEBOUNCE_MARGIN_MS = 1000
+CHECK_EVERY = 1.0  # Seconds between a worker's liveness pings of Redis (`check`).
 DAY_KEY_MS = 3 * 86_400_000  # A day's cap counter outlives its day (any timezone) and a late seeder.
 SEPARATOR = "\x1f"  # Between a stored decision's fields: never in a subid, an id or a URL.
 LP_CLAIM_MS = 3_600_000  # How long the first LP click's answer is kept (its line lands within seconds).
 
-# The cap counters' check, shared by both scripts: the `caps` counters from KEYS[first_key + 1] with
-# their caps from ARGV[first_cap + 1]. Returns 2 (one is at its cap: refused) or 3 (one is missing: seed
-# it) with the counts (-1 for a missing one), or 0 with every one incremented: all or nothing.
-COUNT_CAPS = """
-local function count_caps(first_key, first_cap, caps)
-  local counts = {}
-  local refused, missing = false, false
-  for i = 1, caps do
-    local count = redis.call('GET', KEYS[first_key + i])
-    if count then
-      count = tonumber(count)
-      if count >= tonumber(ARGV[first_cap + i]) then refused = true end
-    else
-      count = -1
-      missing = true
-    end
-    counts[i] = count
-  end
-  if refused then return 2, counts end
-  if missing then return 3, counts end
-  for i = 1, caps do counts[i] = redis.call('INCR', KEYS[first_key + i]) end
-  return 0, counts
-end
-"""
-# KEYS: debounce, unique global, unique campaign, unique stream, then the cap counters.
-# ARGV: debounce ms, global window ms, campaign window ms, has stream (0/1),
-#       the click's unix ms, number of caps, then each cap counter's cap.
-# Returns {1, decision} (a repeat), {2, counts} (refused: a count per cap, -1 for a missing counter),
-#         {3, counts} (a counter is missing: seed it), {0, global, campaign, stream, counts...}.
-SCRIPT = (
-    COUNT_CAPS
-    + """
-local debounce_ms = tonumber(ARGV[1])
-if debounce_ms > 0 then
-  local earlier = redis.call('GET', KEYS[1])
-  local at = earlier and tonumber(string.match(earlier, '^%d+'))
-  if at and at >= tonumber(ARGV[5]) - debounce_ms then return {1, earlier} end
-end
-local kind, counts = count_caps(4, 6, tonumber(ARGV[6]))
-if kind ~= 0 then return {kind, counts} end
-local g = redis.call('SET', KEYS[2], 1, 'PX', ARGV[2], 'GET') and 0 or 1
-local c = redis.call('SET', KEYS[3], 1, 'PX', ARGV[3], 'GET') and 0 or 1
-local s = 0
-if ARGV[4] == '1' then s = redis.call('SET', KEYS[4], 1, 'PX', ARGV[3], 'GET') and 0 or 1 end
-return {0, g, c, s, counts}
-"""
-)
-# The LP click's first-wins claim and its offer's caps in one step, so a repeat never counts twice.
-# KEYS: lp:{subid}, then the offer's cap counters. ARGV: the claim (offer, Location), its PX, number of
-# caps, then each counter's cap. Returns {1, claim} (another LP click of the subid was first: nothing
-# counted), {2, counts} / {3, counts} as SCRIPT, {0, counts} (claimed and counted).
-LP_SCRIPT = (
-    COUNT_CAPS
-    + """
+# The LP click's first-wins claim. KEYS: lp:{subid}. ARGV: the claim (offer, Location), its PX.
+# Returns {1, claim} (another LP click of the subid was first) or {0} (claimed).
+LP_SCRIPT = """
 local first = redis.call('GET', KEYS[1])
 if first then return {1, first} end
-local kind, counts = count_caps(1, 3, tonumber(ARGV[3]))
-if kind ~= 0 then return {kind, counts} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return {0, counts}
+return {0}
 """
-)
-# A failed append gives its cap increments back; a counter gone meanwhile stays gone (to be seeded).
-UNCOUNT = """
-for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECR', KEYS[i]) end
+# A lease of cap units (models/cluster/leases.py): the worker registers as a live holder, and if no
+# counter is at its cap (2) or missing (3) each gets the same block: the rest of the tightest over twice
+# the live holders, 1 to ARGV[4]. Never past a cap: a block is at most the rest of every counter.
+# The epoch names this Redis's counters: a Redis that lost them gets a new one, and units leased from
+# the old one are dropped by their holders and never given back to the new counters.
+# KEYS: the holders (a sorted set by last lease), the epoch, then the counters.
+# ARGV: holder, its unix ms, holder ttl ms, max block, a new epoch (set if none), number of counters,
+#       then each counter's cap.
+# Returns {2, counts} (one is at its cap), {3, counts} (one is missing: seed it; -1 for a missing one),
+# {0, counts after, block, epoch}.
+LEASE_SCRIPT = """
+local now = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local epoch = redis.call('GET', KEYS[2])
+if not epoch then
+  epoch = ARGV[5]
+  redis.call('SET', KEYS[2], epoch)
 end
+local n = tonumber(ARGV[6])
+local counts = {}
+local refused, missing = false, false
+for i = 1, n do
+  local count = redis.call('GET', KEYS[2 + i])
+  if count then
+    count = tonumber(count)
+    if count >= tonumber(ARGV[6 + i]) then refused = true end
+  else
+    count = -1
+    missing = true
+  end
+  counts[i] = count
+end
+if refused then return {2, counts} end
+if missing then return {3, counts} end
+local holders = redis.call('ZCARD', KEYS[1])
+local block = tonumber(ARGV[4])
+for i = 1, n do
+  local rest = math.floor((tonumber(ARGV[6 + i]) - counts[i]) / (2 * holders))
+  if rest < block then block = rest end
+end
+if block < 1 then block = 1 end
+for i = 1, n do counts[i] = redis.call('INCRBY', KEYS[2 + i], block) end
+return {0, counts, block, epoch}
 """
-# A claimed LP click whose line cannot be written: KEYS[1] the claim (deleted), then its cap counters.
+# A clean stop gives its unspent units back, to the counters of the epoch they were leased from only.
+# KEYS: the holders, the epoch, then the counters. ARGV: holder, its epoch, then each counter's units.
+GIVE_BACK = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+for i = 3, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECRBY', KEYS[i], ARGV[i]) end
+end
+return 1
+"""
+# A claimed LP click whose line cannot be written: its claim is deleted (its units go back to the lease).
 UNCLAIM = """
 redis.call('DEL', KEYS[1])
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECR', KEYS[i]) end
-end
 """
 
 
@@ -167,16 +142,6 @@ class Cap:
 
 
 @dataclass(frozen=True, slots=True)
-class Repeat:
-    """Another node's click of the visitor in the campaign within debounce: its decision."""
-
-    subid: str
-    stream_id: int | None
-    offer_id: int | None
-    location: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class Refused:
     """A cap is reached: the counts of the route's caps as Redis has them."""
 
@@ -184,22 +149,29 @@ class Refused:
 
 
 @dataclass(frozen=True, slots=True)
+class Alone:
+    """Redis cannot answer now, and the route's caps (if any) are served from the worker's leases: the
+    click goes on with this node's own debounce and uniqueness."""
+
+
+@dataclass(frozen=True, slots=True)
 class Claimed:
-    """The LP click is the subid's first across the nodes, its offer's caps counted: their new counts."""
+    """The LP click is the subid's first across the nodes, its offer's caps spent from the worker's
+    leases: what Redis counts as taken where a lease was asked for (-1 where none was)."""
 
     counts: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Counted:
-    """The click is counted: its uniqueness flags (1 = unique across nodes) and the caps' new counts."""
+    """The click's caps are spent from the worker's leases: what Redis counts as taken of them where a
+    lease was asked for (-1 where the lease held a unit already)."""
 
-    flags: tuple[int, int, int]
     counts: tuple[int, ...]
 
 
 class SharedState:
-    """One per web worker: its Redis connection, the script's digest, and whether Redis answers."""
+    """One per web worker: its Redis connection, its cap leases, and whether Redis answers."""
 
     def __init__(
         self,
@@ -217,30 +189,53 @@ class SharedState:
         self.client = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
         )
-        # PERF: the click's script goes straight down one connection of the client's pool: redis-py's
-        # command machinery (pool, retries) around it cost ~10 µs a click. Connected on first use.
+        # PERF: a lander click's line goes straight down one connection of the client's pool, its reply
+        # read before the next one's (`share_click_line`). Connected on first use.
         self.connection = self.client.connection_pool.make_connection()
-        self.digest: bytes | None = None
         self.is_degraded = False  # Redis failed and has not answered since: the node is alone.
         self.degraded_since: float | None = None  # time.time() of the failure that began it.
         self.retry_at = 0.0
         self.last_error = ""
-        self.alone_clicks = 0  # Clicks answered without Redis since it was last reachable.
+        self.alone_clicks = 0  # Clicks answered while Redis could not be reached, since it last could.
         self.last_outage: dict | None = None  # The last outage that ended: when, how long, its clicks.
-        # The last click counted, until its line is written: its decision's key and value (`publish`),
-        # its cap counters (`forget_last`).
-        self.unpublished: tuple[str, str, int] | None = None
-        self.counted_caps: list[str] = []
-        self.lp_claim: list[str] | None = None  # The last LP click claimed: its claim and cap keys.
+        # The lease units the last click spent, until its line is written (`settle`, `forget_last`).
+        self.counted_caps: list[LeaseKey] = []
+        self.lp_claim: str | None = None  # The last LP click claimed...
+        self.lp_spent: list[LeaseKey] = []  # ...and the lease units it spent.
         self._lp_script = self.client.register_script(LP_SCRIPT)  # Loaded on first use (EVALSHA after).
-        self.unread = 0  # Replies of published decisions still on the connection, read before the next.
+        self._lease_script = self.client.register_script(LEASE_SCRIPT)
+        self._give_back_script = self.client.register_script(GIVE_BACK)
+        self.leases = CapLeases()  # Cap units this worker reserved and has not spent (leases.py).
+        self.holder = f"{os.getpid()}-{secrets.token_hex(6)}"  # This worker among the lease holders.
+        self.epoch: bytes | None = None  # The epoch of the Redis counters its leases came from.
+        self.unread = 0  # Replies of shared lander lines still on the connection, read before the next.
+        self.next_check = 0.0  # When `check` pings Redis next (self.clock).
         self._log = ThrottledLog(logger, logging.WARNING, interval=60.0, clock=clock)
         self.on_change = on_change
         self._changed()
 
     def close(self) -> None:
+        """A clean stop: unspent lease units go back to the counters (`give_back`)."""
+        self.give_back()
         self._disconnect()
         self.client.close()
+
+    def give_back(self) -> None:
+        """Give every unspent lease unit back to Redis and leave the holders (a worker stopping). Units
+        of an epoch Redis no longer has are dropped; if Redis cannot be reached they are lost: the cap
+        stops short by them, never over."""
+        held = self.leases.drain()
+        if self.epoch is None:
+            return  # Never leased: not a holder.
+        keys = [self._holders_key, self._epoch_key, *(self._lease_key(key) for key in held)]
+        try:
+            self._give_back_script(keys=keys, args=[self.holder, self.epoch, *held.values()])
+        except redis.RedisError as error:
+            logger.warning(
+                "cannot give %d cap units back to Redis (%s): those caps stop short by them",
+                sum(held.values()),
+                error,
+            )
 
     @property
     def should_ask(self) -> bool:
@@ -249,106 +244,117 @@ class SharedState:
 
     @property
     def is_alone(self) -> bool:
-        """Redis failed and is not to be asked yet: the node decides alone (caps: all full)."""
+        """Redis failed and is not to be asked yet: the node decides alone (caps: what its leases hold)."""
         return self.is_degraded and self.clock() < self.retry_at
 
-    def click(
-        self,
-        campaign_id: int,
-        visitor: int,
-        ua_hash: int,
-        stored: Repeat,
-        debounce_ms: int,
-        global_ms: int,
-        route_campaign_id: int,
-        campaign_ms: int,
-        stream_id: int | None,
-        caps: Sequence[Cap],
-        seed: Callable[[Cap], int],
-        now_ms: int,
-    ) -> Repeat | Refused | Counted | None:
-        """Ask Redis for one click (see the module docstring); None when Redis cannot answer now.
-
-        `campaign_id`: the campaign clicked (debounce); `route_campaign_id`: the one routed to (another
-        campaign's stream may send the click on), whose window `campaign_ms` is for campaign and stream
-        uniqueness; `stored`: what a repeat of this click within debounce is answered; `seed(cap)`: the
-        count a missing counter starts from.
-        """
-        self.unpublished = None
+    def count(
+        self, caps: Sequence[Cap], seed: Callable[[Cap], int] | None, now_ms: int
+    ) -> Counted | Refused | Alone | None:
+        """Spend a unit of each of the click's caps from the worker's leases, asking Redis for a lease
+        only for the caps it holds none of (`seed(cap)`: the count a missing counter starts from):
+        Counted, Refused (a cap is full across the nodes: route again), Alone (Redis cannot answer now,
+        the leases hold the caps, or there is none), None (Redis cannot answer and the leases do not
+        hold them: the click must go elsewhere)."""
         self.counted_caps = []
-        if not self.should_ask:
+        if self.is_degraded and self.should_ask:
+            self.check()  # Past the backoff: does Redis answer again? (A ping, once a RETRY_AFTER.)
+        if self.is_degraded and not self.should_ask:
             self.alone_clicks += 1
-            return None
-        p = self.prefix
-        keys = [
-            f"{p}debounce:{campaign_id}:{visitor}:{ua_hash}",
-            f"{p}unique:g:{visitor}",
-            f"{p}unique:campaign:{route_campaign_id}:{visitor}",
-            f"{p}unique:stream:{stream_id}:{visitor}",
-            *(self._cap_key(cap) for cap in caps),
-        ]
-        args = [
-            debounce_ms,
-            max(global_ms, 1),
-            max(campaign_ms, 1),
-            0 if stream_id is None else 1,
-            now_ms,
-            len(caps),
-            *(cap.cap for cap in caps),
-        ]
+            return self._alone(caps)
+        lease_keys = _lease_keys(caps)
+        if self.leases.covers(lease_keys):  # The usual click: nothing to ask.
+            if self.is_degraded:
+                self.alone_clicks += 1
+                return self._alone(caps)
+            self.counted_caps = self.leases.spend(lease_keys)
+            return Counted((-1,) * len(caps))
         try:
-            answer = self._seeded(lambda: self._run(keys, args), caps, seed)
-            kind = answer[0]
+            counts = self._lease(caps, seed, now_ms)
         except redis.RedisError as error:
             if not isinstance(error, redis.ResponseError):  # A reply may still be on its way: start over.
                 self._disconnect()
             self._fail(error)
-            return None
+            self.alone_clicks += 1
+            return self._alone(caps)
         if self.is_degraded:
             self._recover()
-        if kind == 1:
-            return _repeat(answer[1])
-        if kind == 2:
-            return Refused(tuple(answer[1]))
-        if debounce_ms > 0:
-            value = SEPARATOR.join(
-                ("" if v is None else str(v))
-                for v in (now_ms, stored.subid, stored.stream_id, stored.offer_id, stored.location)
-            )
-            self.unpublished = (keys[0], value, debounce_ms + DEBOUNCE_MARGIN_MS)
-        self.counted_caps = keys[4:]
-        return Counted((answer[1], answer[2], answer[3]), tuple(answer[4]))
+        if isinstance(counts, Refused):
+            return counts
+        self.counted_caps = self.leases.spend(lease_keys)
+        return Counted(counts)
 
-    def publish(self) -> None:
-        """The last click counted has its line in the journal: make its decision the visitor's, for
-        other nodes' repeats within debounce. Sent without waiting (the reply is read before the next
-        script's); if it cannot be sent, other nodes count a repeat as a click of its own (both land).
-
-        A plain SET, not NX: an earlier decision past debounce by the nodes' clocks may still be in
-        Redis (it expires DEBOUNCE_MARGIN_MS later), and NX would keep that one."""
-        pending, self.unpublished = self.unpublished, None
-        self.counted_caps = []
-        if pending is None:
+    def check(self) -> None:
+        """At most once a CHECK_EVERY (the tracker's refresh calls it): ping Redis, so a worker whose clicks
+        ask it nothing still sees it go away (and come back) for `/healthz` and `lanner status`."""
+        now = self.clock()
+        if now < self.next_check or (self.is_degraded and now < self.retry_at):
             return
-        key, value, ttl_ms = pending
+        self.next_check = now + CHECK_EVERY
         try:
-            self.connection.send_command("SET", key, value, "PX", ttl_ms)
-            self.unread += 1
-        except redis.RedisError:  # Redis left since the script: the next click finds out and goes alone.
-            self._disconnect()
+            self.client.ping()
+        except redis.RedisError as error:
+            self._fail(error)
+            return
+        if self.is_degraded:
+            self._recover()
+
+    def _lease(
+        self, caps: Sequence[Cap], seed: Callable[[Cap], int] | None, now_ms: int
+    ) -> tuple[int, ...] | Refused:
+        """Lease units of the caps this worker holds none of, in one script: Refused (one is at its cap,
+        Redis's counts of the caps asked, -1 for the others) or what Redis counts as taken after the
+        lease (-1 for the caps the leases held a unit of already). A Redis of a new epoch (it lost its
+        counters) voids every unit held, and the lease is asked again for all of the caps."""
+        counts = [-1] * len(caps)
+        lease_keys = _lease_keys(caps)
+        for _ in range(2):
+            lacking = self.leases.lacking(lease_keys)
+            if not lacking:
+                return tuple(counts)
+            asked = [caps[i] for i in lacking]
+            keys = [self._holders_key, self._epoch_key, *(self._cap_key(cap) for cap in asked)]
+            args: list[str | int] = [self.holder, now_ms, HOLDER_TTL_MS, MAX_BLOCK, secrets.token_hex(8)]
+            args.append(len(asked))
+            args += [cap.cap for cap in asked]
+            answer = self._seeded(partial(self._lease_script, keys=keys, args=args), asked, seed)
+            for i, count in zip(lacking, answer[1], strict=True):
+                counts[i] = count
+            if answer[0] == 2:
+                return Refused(tuple(counts))
+            block, epoch = answer[2], answer[3]
+            if self.epoch is not None and epoch != self.epoch and self.leases.held:
+                # Leased from counters Redis lost: their units are in no counter now. The units just
+                # granted were counted in the new ones: only they are kept, the rest asked again.
+                self.leases.drain()
+                self.epoch = epoch
+                for i in lacking:
+                    self.leases.grant(lease_keys[i], block)
+                continue
+            self.epoch = epoch
+            for i in lacking:
+                self.leases.grant(lease_keys[i], block)
+            return tuple(counts)
+        raise redis.RedisError("the cap counters' epoch changed twice during one lease")
+
+    def _alone(self, caps: Sequence[Cap]) -> Alone | None:
+        """Redis cannot answer now: Alone if the leases hold a unit of each cap (one of each spent),
+        None if not (the click must go elsewhere: a capped stream or offer gets none meanwhile)."""
+        lease_keys = _lease_keys(caps)
+        if not self.leases.covers(lease_keys):
+            return None
+        self.counted_caps = self.leases.spend(lease_keys)
+        return Alone()
+
+    def settle(self) -> None:
+        """The last click's line is in the journal: the units it spent are spent for good."""
+        self.counted_caps = []
 
     def forget_last(self) -> None:
-        """The last click counted got no line after all (its spool cannot be written): its decision is
-        never published, and its cap increments are given back (a full disk's refused clicks would
-        else fill every cap of the cluster). Its uniqueness keys stay: the visitor's next click within
-        the windows counts as seen, as after a click that landed."""
-        self.unpublished = None
-        caps, self.counted_caps = self.counted_caps, []
-        if caps and not self.is_degraded:
-            try:
-                self.client.eval(UNCOUNT, len(caps), *caps)
-            except redis.RedisError:
-                pass  # Redis left meanwhile: the counters stay one high, under their caps, never over.
+        """The last click counted got no line after all (its spool cannot be written): the lease units it
+        spent are put back, for the next click (a full disk's refused clicks would else use up every cap
+        of the cluster)."""
+        spent, self.counted_caps = self.counted_caps, []
+        self.leases.put_back(spent)
 
     def claim_lp(
         self,
@@ -357,41 +363,57 @@ class SharedState:
         location: str,
         caps: Sequence[Cap] = (),
         seed: Callable[[Cap], int] | None = None,
-    ) -> Claimed | Refused | tuple[int | None, str] | None:
+    ) -> Claimed | Refused | Alone | tuple[int | None, str] | None:
         """Make this the first LP click of `subid` across the nodes and count its offer's `caps`, in one
         step (see the module docstring): Claimed (write its line), Refused (a cap is full: nothing
         claimed, choose again), (offer_id, location) of the first when another node's was (nothing
-        counted), None when Redis cannot answer now (the node decides alone, as a click does)."""
+        counted), Alone when Redis cannot answer now and the leases cover the caps (the node decides
+        alone, as a click does), None when they do not."""
         self.lp_claim = None
+        self.lp_spent = []
         if not self.should_ask:
             self.alone_clicks += 1
-            return None
+            return self._alone_lp(caps)
         claim = f"{self.prefix}lp:{subid}"
-        keys = [claim, *(self._cap_key(cap) for cap in caps)]
         value = f"{'' if offer_id is None else offer_id}{SEPARATOR}{location}"
-        args: list[str | int] = [value, LP_CLAIM_MS, len(caps), *(cap.cap for cap in caps)]
         try:
-            answer = self._seeded(lambda: self._lp_script(keys=keys, args=args), caps, seed)
+            counts = self._lease(caps, seed, int(time.time() * 1000))
+            if isinstance(counts, Refused):
+                if self.is_degraded:
+                    self._recover()
+                return counts
+            answer = self._lp_script(keys=[claim], args=[value, LP_CLAIM_MS])  # Its caps: the leases'.
         except redis.RedisError as error:
             self._fail(error)
-            return None
+            self.alone_clicks += 1
+            return self._alone_lp(caps)
         if self.is_degraded:
             self._recover()
-        kind = answer[0]
-        if kind == 1:
+        if answer[0] == 1:
             offer, _, location = answer[1].decode("utf-8", "replace").partition(SEPARATOR)
             return (int(offer) if offer.isdigit() else None), location
-        if kind == 2:
-            return Refused(tuple(answer[1]))
-        self.lp_claim = keys
-        return Claimed(tuple(answer[1]))
+        self.lp_claim = claim
+        self.lp_spent = self.leases.spend(_lease_keys(caps))
+        return Claimed(counts)
+
+    def spend_leased(self, caps: Sequence[Cap], *, is_lp: bool = False) -> bool:
+        """Redis is away and the click was routed again: spend a unit of each of the new route's caps
+        from the leases (True), or False if they do not hold them all."""
+        answer = self._alone_lp(caps) if is_lp else self._alone(caps)
+        return answer is not None
+
+    def _alone_lp(self, caps: Sequence[Cap]) -> Alone | None:
+        answer = self._alone(caps)
+        self.lp_spent, self.counted_caps = self.counted_caps, []
+        return answer
 
     def share_click_line(self, subid: str, line: bytes) -> None:
         """A click sent to a lander has its line in the journal: leave it for the other nodes' LP clicks
-        (sent without waiting, like `publish`, right after it)."""
+        (sent without waiting for the reply, which is read before the next one is sent)."""
         if self.is_degraded:
             return
         try:
+            self._read_published()  # The last one's reply, long arrived: one reply at most waits.
             self.connection.send_command("SET", f"{self.prefix}lpclick:{subid}", line, "PX", LP_CLAIM_MS)
             self.unread += 1
         except redis.RedisError:
@@ -409,15 +431,17 @@ class SharedState:
             return None
 
     def release_lp(self) -> None:
-        """The LP click last claimed got no line after all (a full disk): the next one may be the first,
-        and its cap increments are given back (as `forget_last` gives a click's)."""
-        keys, self.lp_claim = self.lp_claim, None
-        if keys is None:
+        """The LP click last claimed (or decided alone) got no line after all (a full disk): the next
+        one may be the first, and its lease units are put back (as `forget_last` puts a click's)."""
+        claim, self.lp_claim = self.lp_claim, None
+        spent, self.lp_spent = self.lp_spent, []
+        self.leases.put_back(spent)
+        if claim is None:
             return
         try:
-            self.client.eval(UNCLAIM, len(keys), *keys)
+            self.client.eval(UNCLAIM, 1, claim)
         except redis.RedisError:
-            pass  # Its answer stays until it expires: a retry gets that offer, unrecorded, one high.
+            pass  # Its answer stays until it expires: a retry gets that offer, unrecorded.
 
     def _seeded(
         self, run: Callable[[], list], caps: Sequence[Cap], seed: Callable[[Cap], int] | None
@@ -431,38 +455,32 @@ class SharedState:
         raise redis.RedisError("a cap counter went missing again after it was seeded")
 
     def _cap_key(self, cap: Cap) -> str:
-        return f"{self.prefix}cap:{cap.scope}:{cap.ref}:{'total' if cap.day is None else cap.day}"
+        return self._lease_key((cap.scope, cap.ref, cap.day))
 
-    def _run(self, keys: list[str], args: list) -> list:
-        connection = self.connection
-        if self.digest is None:
-            self.digest = self._load(connection)
-        try:
-            connection.send_command("EVALSHA", self.digest, len(keys), *keys, *args)
-            self._read_published()
-            return connection.read_response()
-        except redis.exceptions.NoScriptError:  # Redis restarted (or SCRIPT FLUSH): load it again.
-            self.digest = self._load(connection)
-            connection.send_command("EVALSHA", self.digest, len(keys), *keys, *args)
-            return connection.read_response()
+    def _lease_key(self, key: LeaseKey) -> str:
+        scope, ref, day = key
+        return f"{self.prefix}cap:{scope}:{ref}:{'total' if day is None else day}"
+
+    @property
+    def _holders_key(self) -> str:
+        return f"{self.prefix}cap-holders"
+
+    @property
+    def _epoch_key(self) -> str:
+        return f"{self.prefix}cap-epoch"
 
     def _read_published(self) -> None:
-        """Read the replies of the decisions published since the last script, which come before its."""
+        """Read the replies of the lander lines shared since the last one."""
         while self.unread:
             self.unread -= 1
             try:
                 self.connection.read_response()
-            except redis.ResponseError:  # That decision was refused (OOM): a repeat of it counts anew.
+            except redis.ResponseError:  # That line was refused (OOM): its LP click waits for it to land.
                 pass
 
     def _disconnect(self) -> None:
         self.connection.disconnect()
         self.unread = 0
-
-    def _load(self, connection) -> bytes:
-        connection.send_command("SCRIPT", "LOAD", SCRIPT)
-        self._read_published()
-        return connection.read_response()
 
     def _seed(self, caps: list[Cap], seed: Callable[[Cap], int] | None) -> None:
         """Start missing counters from the database and this node's unlanded clicks; SET NX: the first
@@ -481,16 +499,14 @@ class SharedState:
         pipe.execute()
 
     def _fail(self, error: Exception) -> None:
-        self.alone_clicks += 1
         self.retry_at = self.clock() + RETRY_AFTER
         self.last_error = str(error) or type(error).__name__
         if not self.is_degraded:
             self.is_degraded = True
             self.degraded_since = time.time()
-            self.digest = None  # A Redis that comes back may be a fresh one.
         self._log(
-            "Redis (%s) cannot be reached (%s): clicks go on with this node's own debounce and uniqueness, "
-            "and capped streams and offers get no clicks until it answers (%d clicks so far)",
+            "Redis (%s) cannot be reached (%s): clicks go on, and capped streams and offers get only the "
+            "units this worker holds until it answers (%d clicks so far)",
             self.shown_url,
             self.last_error,
             self.alone_clicks,
@@ -547,12 +563,8 @@ class SharedState:
             return False
 
 
-def _repeat(value: bytes) -> Repeat:
-    # At most 4 splits: a Location may carry anything a macro put in it.
-    _, subid, stream_id, offer_id, location = value.decode("utf-8", "surrogateescape").split(SEPARATOR, 4)
-    return Repeat(
-        subid, int(stream_id) if stream_id else None, int(offer_id) if offer_id else None, location or None
-    )
+def _lease_keys(caps: Sequence[Cap]) -> list[LeaseKey]:
+    return [(cap.scope, cap.ref, cap.day) for cap in caps]
 
 
 def shown_url(url: str) -> str:

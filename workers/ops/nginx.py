@@ -150,6 +150,22 @@ def _server_lines(servers: list[str]) -> str:
     return "\n".join(f"    server {server}{health};" for server in servers)
 
 
+# Visitor affinity over several nodes: one visitor's clicks to one node, so the node answers the visitor's
+# landed history from its own file (models/store/nodevisitors.py) and not PostgreSQL. The key is the
+# visitor as the tracker keys it (models/clicks/record.py visitor_key: the address, after the realip
+# module has believed a trusted proxy's header, and the User-Agent). `consistent` (ketama): a node added
+# or removed moves only ~1/N of the visitors; a dead node's visitors go to the next one
+# (proxy_next_upstream), where they count unique once and a click within debounce of one the dead node
+# answered gets a subid of its own (both land: docs/SCALING.md, "Visitor affinity").
+VISITOR_HASH = "hash $remote_addr$http_user_agent consistent;"
+
+
+def _web_server_lines(servers: list[str]) -> str:
+    """The click upstream: several nodes hash the visitor (VISITOR_HASH)."""
+    lines = _server_lines(servers)
+    return f"    {VISITOR_HASH}\n{lines}" if len(servers) > 1 else lines
+
+
 # How long nginx sends the panel and reports to the standby admin workers once the report node refused
 # a connection (then it tries the report node again).
 REPORT_NODE_RETRY = "10s"
@@ -271,7 +287,7 @@ def render_site(options: SiteOptions) -> str:
     head = f"    listen {options.listen} backlog={LISTEN_BACKLOG};\n    server_name {options.server_name};"
     servers = [render_template("nginx/lanner-server.conf", {**values, "SERVER_HEAD": head})]
     servers += _domain_servers(options, values)
-    site = {**values, "UPSTREAM_SERVERS": _server_lines(upstreams), "SERVERS": "\n".join(servers)}
+    site = {**values, "UPSTREAM_SERVERS": _web_server_lines(upstreams), "SERVERS": "\n".join(servers)}
     return render_template("nginx/lanner-site.conf", site)
 
 

@@ -128,6 +128,9 @@ class LoadedApp:
 
     app: WSGIApp
     max_body_bytes: int
+    # Run once as the worker exits after a clean drain (no request in progress): cluster mode gives its
+    # cap lease units back (models/cluster/leases.py). Not run when the worker is killed.
+    on_exit: Callable[[], None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -491,8 +494,10 @@ class _Master:
                 self.pid,
                 idle_seconds=pool.idle_seconds,
                 max_body_bytes=loaded.max_body_bytes,
+                on_exit=loaded.on_exit,
             )
             worker.serve(self.sockets[pool.name])
+            worker.run_exit_hook()  # bjoern returned (its last connection closed): a clean stop too.
             code = 0
         except BaseException:
             logger.exception("worker %s failed", os.getpid())
@@ -662,8 +667,11 @@ class _Worker:
         *,
         max_body_bytes: int,
         idle_seconds: float = 0.0,
+        on_exit: Callable[[], None] | None = None,
     ):
         self.app = app
+        self.on_exit = on_exit
+        self.exit_hook_lock = threading.Lock()  # The drain thread and the main thread may both exit.
         self.max_body_bytes = max_body_bytes  # bjoern refuses a larger request body (LoadedApp)
         self.idle_seconds = idle_seconds  # > 0: drain after this long with no request (on demand)
         self.status_w = status_w
@@ -843,7 +851,19 @@ class _Worker:
             time.sleep(OVERDUE_WATCH_SECONDS)
         return 0
 
+    def run_exit_hook(self) -> None:
+        """`on_exit`, once, whichever thread ends the worker first."""
+        with self.exit_hook_lock:
+            hook, self.on_exit = self.on_exit, None
+            if hook is None:
+                return
+            try:
+                hook()
+            except Exception:  # The exit goes on: what it would have given back is only lost.
+                logger.exception("worker %s: its exit hook failed", self.pid)
+
     def _exit(self) -> NoReturn:
+        self.run_exit_hook()
         _flush_logs()
         os._exit(0)
 

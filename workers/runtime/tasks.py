@@ -115,6 +115,9 @@ class SpoolFlusher:
             held=HeldSegments(LOST_SEGMENT_GRACE),
             # The node that keeps the history matches parked postbacks of clicks only it holds.
             history=click_history(settings) if settings.keeps_history else None,
+            # Cluster mode: the node's own visitor history, which its web workers read instead of
+            # asking PostgreSQL per click (models/store/nodevisitors.py).
+            visitor_window_ms=int(settings.uniqueness_hours * 3_600_000) if settings.redis_url else None,
         )
         self.sync_failures = ThrottledLog(logger)
 
