@@ -445,7 +445,7 @@ def _suite_command(name: str, about: str):
                 "--overload",
                 "is_overload",
                 is_flag=True,
-                help="--cluster: after the ladder, a capacity step (a quarter past the projected rate) and "
+                help="--cluster: after the ladder, a capacity step (twice the projected rate) and "
                 "an overload step at twice the best accepted rate, counting nginx's 502/503s.",
             ),
             click.option(
