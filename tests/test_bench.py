@@ -254,7 +254,8 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
     redis_carries = pytest.approx(1e6 / us["redis"], rel=0.01) if us["redis"] else None
     assert projection["redis_clicks_per_s"] == redis_carries
     box = projection["box"]
-    assert box["measured_per_s"] == best and box["projected_per_s"] > 0
+    # The overload step counts in the projection too (the most accepted may be there).
+    assert box["measured_per_s"] == max(best, overload.accepted_per_s) and box["projected_per_s"] > 0
     summary = data["overload_summary"]
     assert summary["rate"] == overload.rate and summary["capacity_per_s"] == best
     # nginx never took the two nodes out: none of its answers was "no live upstreams".
