@@ -344,6 +344,19 @@ def bench_panel_pages_command(
             click.echo("\n".join(format_verdicts([result])))
 
 
+def _parse_rates(rates: str) -> list[int]:
+    """`--rates`: comma-separated positive integers, or a UsageError saying so."""
+    try:
+        ladder = [int(rate) for rate in rates.split(",") if rate.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{rates!r} is not a comma-separated list of integers.", param_hint="--rates"
+        ) from None
+    if not ladder or min(ladder) <= 0:
+        raise click.BadParameter("every rate must be a positive integer.", param_hint="--rates")
+    return ladder
+
+
 def _suite_command(name: str, about: str):
     """`lanner bench NAME`: one scenario of the suite with its rates, steps and targets."""
 
@@ -371,15 +384,35 @@ def _suite_command(name: str, about: str):
             write_json,
         )
 
+        cluster_only = ("nodes", "web_workers", "is_overload", "capacity_rate", "rates", "step_seconds")
+        if not more.get("cluster") and any(more.get(key) for key in cluster_only):
+            raise click.UsageError(
+                "--nodes, --web-workers, --overload, --capacity-rate, --rates and "
+                "--step-seconds go with --cluster."
+            )
         if more.get("cluster"):
+            rates = _parse_rates(more["rates"]) if more["rates"] else None
             from models.store.drivers import allow_postgres_drivers
 
             if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
                 raise click.ClickException("--cluster needs psycopg, which this process could not load.")
-            from workers.bench.cluster import ClusterReport, format_cluster_report
+            from workers.bench.cluster import ClusterOptions, ClusterReport, format_cluster_report
 
+            shape = ClusterOptions(
+                nodes=more["nodes"] or 2,
+                web_workers=more["web_workers"],
+                is_overload=more["is_overload"],
+                capacity_rate=more["capacity_rate"],
+            )
             result = run_cluster_scenario(
-                SUITE_SCENARIOS[name], quick=quick, workers=workers, keep=keep, reporter=ConsoleReporter()
+                SUITE_SCENARIOS[name],
+                quick=quick,
+                workers=workers,
+                keep=keep,
+                reporter=ConsoleReporter(),
+                shape=shape,
+                rates=rates,
+                step_seconds=more["step_seconds"],
             )
             assert isinstance(result.ladder, ClusterReport)
             lines = format_cluster_report(result.ladder)
@@ -400,16 +433,45 @@ def _suite_command(name: str, about: str):
         click.echo("\n".join(format_verdicts([result])))
 
     if name in CLUSTER_SCENARIOS:
-        command = click.option(
-            "--cluster",
-            is_flag=True,
-            help="Two nodes on a throwaway PostgreSQL (fsync on) and Redis behind nginx, beside the SQLite "
-            "single box, rate by rate in one run (a fresh 250,000-click prefill on both; --data-dir "
-            "unused; --workers is the total, split over the two nodes).",
-        )(command)
+        cluster_options = [
+            click.option(
+                "--cluster",
+                is_flag=True,
+                help="N nodes (--nodes) on a throwaway PostgreSQL (fsync on) and Redis behind nginx, beside "
+                "the SQLite single box, rate by rate in one run (a fresh 250,000-click prefill on both; "
+                "--data-dir unused; --workers is the single box's, and split over the nodes unless "
+                "--web-workers).",
+            ),
+            click.option(
+                "--nodes", type=click.IntRange(min=1), help="--cluster: how many nodes.  [default: 2]"
+            ),
+            click.option(
+                "--web-workers",
+                type=click.IntRange(min=1),
+                help="--cluster: web workers a node (default: --workers split over the nodes).",
+            ),
+            click.option(
+                "--overload",
+                "is_overload",
+                is_flag=True,
+                help="--cluster: after the ladder, a capacity step (twice the projected rate) and "
+                "an overload step at twice the best accepted rate, counting nginx's 502/503s.",
+            ),
+            click.option(
+                "--capacity-rate",
+                type=click.IntRange(min=1),
+                help="--overload: the capacity step's offer in clicks/s (default: from the projection).",
+            ),
+            click.option("--rates", help="--cluster: offered clicks/s per step, instead of the scenario's."),
+            click.option(
+                "--step-seconds", type=click.IntRange(min=1), help="--cluster: seconds a step, instead of 60."
+            ),
+        ]
+        for option in reversed(cluster_options):
+            command = option(command)
     command.__doc__ = f"Scenario: {about}."
     if name in CLUSTER_SCENARIOS:
-        command.__doc__ += " --cluster: the same on two nodes over PostgreSQL and Redis, compared."
+        command.__doc__ += " --cluster: the same on N nodes over PostgreSQL and Redis, compared."
     return command
 
 

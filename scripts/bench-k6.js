@@ -69,6 +69,9 @@ export const options = {
     'bench_errors{kind:5xx}': ['count>=0'],
     'bench_errors{kind:other}': ['count>=0'],
     'bench_errors{code:500}': ['count>=0'],
+    'bench_errors{code:502}': ['count>=0'],
+    'bench_errors{code:503}': ['count>=0'],
+    'bench_errors{code:504}': ['count>=0'],
   },
 };
 

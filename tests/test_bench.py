@@ -220,7 +220,7 @@ def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, be
 def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_both(monkeypatch):
     from conftest import _server_missing
 
-    from workers.bench.cluster import ClusterReport, format_cluster_report, run_cluster_bench
+    from workers.bench.cluster import ClusterOptions, ClusterReport, format_cluster_report, run_cluster_bench
     from workers.bench.harness import BenchOptions
     from workers.bench.servers import PostgresServer, RedisServer, ServerMissing
     from workers.bench.suite import judge_cluster
@@ -235,11 +235,21 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
     )
     report = ClusterReport()
     options = BenchOptions(rates=[40], step_seconds=2, prefill=0, is_nginx_baseline=False)
-    run_cluster_bench(options, report)
+    # The capacity step offered a set rate (the projection's would be hundreds a second here), then
+    # the overload step twice what was accepted.
+    shape = ClusterOptions(nodes=2, web_workers=1, is_overload=True, capacity_rate=60)
+    run_cluster_bench(options, report, shape=shape)
 
     assert report.is_complete
     (single,), (cluster,) = report.sqlite, report.cluster
-    for step in (single, cluster):
+    capacity, overload = report.capacity, report.overload
+    assert capacity is not None and overload is not None
+    assert capacity.rate == 60
+    best = max(cluster.accepted_per_s, capacity.accepted_per_s)
+    assert overload.rate == round(2 * best)
+    # Twice the capacity really sent (VUs for 2 s of it, all allocated first), not dropped at k6.
+    assert overload.pre_vus == overload.max_vus == 2 * overload.rate
+    for step in (single, cluster, capacity, overload):
         assert step.accepted > 0 and step.logged == step.accepted, step
         assert (step.lost, step.duplicated) == (0, 0)
         assert step.server_cpu_us_per_click > 0 and step.flusher_cpu_us_per_click > 0
@@ -252,13 +262,34 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
         assert part["peak_pss_mb"] > 0, (name, part)
         is_ticked = name not in ("nginx", "redis")
         assert part["cpu_seconds"] > 0 if is_ticked else part["cpu_seconds"] >= 0, (name, part)
-    assert report.settings["cluster"]["nodes"] == ["node-a", "node-b"]
+    assert report.settings["cluster"]["nodes"] == ["node-1", "node-2"]
+    assert report.settings["cluster"]["web_workers_per_node"] == 1
     (row,) = report.comparison()
     assert row["rate"] == 40 and row["cpu_per_click_ratio"] > 0
+    assert row["cpu_per_click_ratio_all"] >= row["cpu_per_click_ratio"]  # nginx's CPU on top.
+    # The projection is made of this run's figures: the shared part is PostgreSQL's plus Redis's.
+    data = json.loads(json.dumps(report.to_json()))
+    projection = data["projection"]
+    us = projection["us_per_click"]
+    assert us["shared"] == pytest.approx(us["postgresql"] + us["redis"], abs=0.15)
+    # Redis's share may be under the kernel's tick (a click that asks Redis nothing): unbounded then.
+    redis_carries = pytest.approx(1e6 / us["redis"], rel=0.01) if us["redis"] else None
+    assert projection["redis_clicks_per_s"] == redis_carries
+    box = projection["box"]
+    # The overload step counts in the projection too (the most accepted may be there).
+    assert box["measured_per_s"] == max(best, overload.accepted_per_s) and box["projected_per_s"] > 0
+    summary = data["overload_summary"]
+    assert summary["rate"] == overload.rate and summary["capacity_per_s"] == best
+    # nginx never took the two nodes out: none of its answers was "no live upstreams".
+    assert summary["no_live_upstreams"] == 0 and summary["is_met"], summary
+    assert set(data["overload"]["components"]["nginx"]["log"]) >= {"no_live_upstreams", "timed_out"}
     verdicts = {verdict.target: verdict for verdict in judge_cluster(report)}
     assert verdicts["no lost click (both sides)"].is_met
     assert verdicts["no duplicated click (both sides)"].is_met
-    assert any(line.startswith("cluster") for line in format_cluster_report(report))
+    assert verdicts["no 'no live upstreams' at twice capacity"].is_met
+    lines = format_cluster_report(report)
+    assert any(line.startswith("cluster") for line in lines)
+    assert any(line.startswith("overload: ") for line in lines)
 
 
 def test_cluster_reconciliation_and_caps_read_postgresql(postgres_migrated_url):

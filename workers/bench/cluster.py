@@ -1,5 +1,6 @@
-"""`lanner bench unique|rotation --cluster`: two nodes on PostgreSQL and Redis behind nginx, beside
-the SQLite single box, with the same k6 ladder in the same run (issue 15, docs/SCALING.md).
+"""`lanner bench unique|rotation --cluster`: N nodes (two by default) on PostgreSQL and Redis behind
+nginx, beside the SQLite single box, with the same k6 ladder in the same run (issues 15 and 33,
+docs/SCALING.md).
 
 The run builds, in a temporary directory:
 
@@ -10,9 +11,10 @@ The run builds, in a temporary directory:
   durability is part of what is measured) and Redis (no persistence) from Debian's binaries on
   unix sockets (workers/bench/servers.py, as an unprivileged user when root), migrated, then
   `lanner db copy` of the single box's database made just before: both sides start from the same
-  clicks and the same campaigns (same ids). Two node trees (`lanner serve` + `lanner worker`, each
-  with its own data dir, spool and LANNER_NODE_ID) and nginx (`lanner nginx site` with one upstream
-  over both, trusting 127.0.0.1's X-Real-IP, where k6 puts the visitor's address).
+  clicks and the same campaigns (same ids). N node trees (`lanner serve` with --web-workers each +
+  `lanner worker`, each with its own data dir, spool and LANNER_NODE_ID) and nginx (`lanner nginx
+  site` with one upstream over all of them, trusting 127.0.0.1's X-Real-IP, where k6 puts the
+  visitor's address).
 
 Each rate runs on the single box, then on the cluster (interleaved: a load change on the shared box
 hits both sides of a ratio alike). After each step the bench waits for the spool(s) to drain and
@@ -20,8 +22,14 @@ looks every subid k6 got in a 302 up in that side's database: lost, duplicated. 
 the capped offers' clicks are counted: never over the cap, and exactly the cap where the offer was
 full (its stream went on taking clicks, CAP_FULL_AFTER of them, after the offer's last).
 
-Per cluster step: CPU per accepted click and peak RSS/PSS of the two node trees, of PostgreSQL (the
-postmaster and every backend), of Redis and of nginx, from /proc.
+Per cluster step: CPU per accepted click and peak RSS/PSS of the nodes' web workers and flushers, of
+PostgreSQL (the postmaster and every backend), of Redis and of nginx, from /proc; k6's CPU; the cores
+other processes of the box took meanwhile; nginx's upstream errors from its log.
+
+With `overload` (ClusterOptions), two more cluster steps after the ladder: the **capacity** step,
+offered twice what the projection says this box carries (workers/bench/projection.py), and
+the **overload** step at twice the best rate the cluster accepted, where nginx must answer no 502/503
+for want of a live upstream: latency rises instead.
 """
 
 from __future__ import annotations
@@ -74,7 +82,25 @@ from workers.bench.harness import (
 from workers.runtime.procfs import pss_kb
 
 CLUSTER_SCENARIOS = ("unique", "rotation")
-NODES = ("node-a", "node-b")
+NODES = 2
+# The capacity step offers this many times the projection: it must saturate, and a click's CPU falls
+# as the rate rises (the first run after issue 33's design offered 1.25x, 1,250/s, and was not
+# saturated: 1,231/s accepted at p99 102 ms, 1,734/s in the overload step). Its VUs (rate / 5) bound
+# the queue, so over-offering raises latency, not timeouts.
+CAPACITY_OFFER = 2.0
+OVERLOAD_FACTOR = 2  # The overload step: this many times the best rate the cluster accepted.
+# The overload step's k6 may keep this many seconds of its offer in flight (the ladder's rate / 5
+# would drop most iterations at k6 once latency passes 200 ms, so twice the capacity would never
+# reach nginx): up to 2 s a request, nginx's proxy_next_upstream_timeout, all allocated up front.
+OVERLOAD_VU_SECONDS = 2
+RATE_ROUNDING = 50
+# nginx's error log, per step: what it said about its upstreams (counted, not parsed further).
+NGINX_UPSTREAM_ERRORS = {
+    "no_live_upstreams": "no live upstreams",
+    "timed_out": "upstream timed out",
+    "connect_failed": "connect() failed",
+    "closed": "upstream prematurely closed",
+}
 # Both sides start from this many clicks: generated into SQLite (~5,000/s here), then `lanner db
 # copy` into PostgreSQL (~20-30 k rows/s, 2.2 rows a click). The suite's 3.2 M would take ~25 min.
 CLUSTER_PREFILL = 250_000
@@ -132,14 +158,37 @@ class ComponentMeter:
 
 # -- the cluster -----------------------------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    nodes: int = NODES
+    web_workers: int | None = None  # A node's; None: BenchOptions.workers split over the nodes.
+    is_overload: bool = False  # The capacity and overload steps after the ladder.
+    capacity_rate: int | None = None  # The capacity step's offer; None: from the projection.
+
+    def node_names(self) -> list[str]:
+        return [f"node-{number}" for number in range(1, self.nodes + 1)]
+
+    def workers_per_node(self, total: int) -> int:
+        return self.web_workers or max(1, total // self.nodes)
+
+
 NGINX_DIRECTIVES = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
 
 
 class Cluster:
-    """PostgreSQL, Redis, two node trees and nginx over them, for the length of a `with`."""
+    """PostgreSQL, Redis, N node trees and nginx over them, for the length of a `with`."""
 
-    def __init__(self, options: BenchOptions, work_dir: Path, sqlite_dir: Path, reporter: Reporter) -> None:
+    def __init__(
+        self,
+        options: BenchOptions,
+        work_dir: Path,
+        sqlite_dir: Path,
+        reporter: Reporter,
+        shape: ClusterOptions | None = None,
+    ) -> None:
         self.options = options
+        self.shape = shape or ClusterOptions()
         self.work_dir = work_dir
         self.sqlite_dir = sqlite_dir
         self.reporter = reporter
@@ -159,7 +208,7 @@ class Cluster:
         try:
             self.start_servers()
             self.copy_database()
-            self.reporter.message("Starting two nodes and nginx in front of them ...")
+            self.reporter.message(f"Starting {self.shape.nodes} nodes and nginx in front of them ...")
             self.start_nodes()
             self.start_nginx()
         except BaseException:
@@ -203,7 +252,7 @@ class Cluster:
         """Migrate PostgreSQL, then copy the single box's database into it (clicks and campaigns)."""
         # A copy needs a source with no deferred step left (a fresh database's rollup backfill).
         run_lanner(lanner_env(self.sqlite_dir), "db", "run-deferred", timeout=3600)
-        env = self.node_env(NODES[0])
+        env = self.node_env(self.shape.node_names()[0])
         run_lanner(env, "db", "migrate")
         self.reporter.message("Copying the SQLite database into PostgreSQL (`lanner db copy`) ...")
         started = time.monotonic()
@@ -214,8 +263,8 @@ class Cluster:
         self.copy_output = output.strip().splitlines()[-1:] if output.strip() else []
 
     def start_nodes(self) -> None:
-        per_node = max(1, self.options.workers // len(NODES))
-        for name in NODES:
+        per_node = self.shape.workers_per_node(self.options.workers)
+        for name in self.shape.node_names():
             env = self.node_env(name)
             data_dir = Path(env["LANNER_DATA_DIR"])
             data_dir.mkdir(parents=True)
@@ -242,7 +291,7 @@ class Cluster:
         for node in self.nodes:
             site_args += ["--upstream", f"127.0.0.1:{node.port}"]
             site_args += ["--admin-upstream", f"127.0.0.1:{node.admin_port}"]
-        env = self.node_env(NODES[0])
+        env = self.node_env(self.shape.node_names()[0])
         run_lanner(env, *site_args)
         run_lanner(
             env,
@@ -283,8 +332,28 @@ class Cluster:
             "nginx": [self.nginx.pid],
         }
 
+    @property
+    def nginx_error_log(self) -> Path:
+        return self.work_dir / "nginx" / "error.log"
+
+    def nginx_log_size(self) -> int:
+        try:
+            return self.nginx_error_log.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def nginx_errors_since(self, offset: int) -> dict[str, int]:
+        """What nginx's error log said about its upstreams after `offset`, counted by kind."""
+        try:
+            with self.nginx_error_log.open("rb") as file:
+                file.seek(offset)
+                text = file.read().decode(errors="replace")
+        except FileNotFoundError:
+            text = ""
+        return {kind: text.count(words) for kind, words in NGINX_UPSTREAM_ERRORS.items()}
+
     def wait_drained(self) -> float:
-        """Both spools landed; the longer of the two catch-ups."""
+        """Every spool landed; the longest of the catch-ups."""
         since = time.monotonic()
         for node in self.nodes:
             node.wait_drained(self.database_url, Path(node.env["LANNER_DATA_DIR"]) / "spool")
@@ -303,9 +372,12 @@ def measure_rate(
     k6: str,
     groups: dict[str, list[int]],
     reporter: Reporter,
+    vus: int | None = None,
 ) -> tuple[StepResult, list[str], ComponentMeter]:
-    """One step of k6 against `url`, with each group's CPU and memory; the subids of its 302s."""
-    pre_vus, max_vus = vus_for_rate(rate, options.max_vus)
+    """One step of k6 against `url`, with each group's CPU and memory; the subids of its 302s. With
+    `vus`, that many VUs, all allocated before the step: allocating them as the queue grows lags on
+    a saturated box, and k6 drops what it has no VU for."""
+    pre_vus, max_vus = (vus, vus) if vus else vus_for_rate(rate, options.max_vus)
     result = StepResult(target, rate, options.step_seconds, pre_vus, max_vus)
     reporter.step_started(target, rate, options.step_seconds)
     meter = ComponentMeter(groups)
@@ -334,6 +406,14 @@ def measure_rate(
     busy, total = host_after[0] - host_before[0], host_after[1] - host_before[1]
     result.host_cpu_percent = round(100 * busy / total, 1) if total else None
     result.components = components = meter.finish(result.accepted)
+    components["k6"] = {
+        "cpu_us_per_click": round(run.cpu_seconds * 1e6 / result.accepted, 1) if result.accepted else None,
+        "cpu_seconds": round(run.cpu_seconds, 2),
+    }
+    if total and run.wall_seconds:
+        cpus = os.cpu_count() or 1
+        ours = sum(part["cpu_seconds"] for part in components.values()) / run.wall_seconds
+        result.other_cores = round(max(cpus * busy / total - ours, 0.0), 2)
     result.server_cpu_us_per_click = components["serve"]["cpu_us_per_click"]
     result.peak_rss_mb = round(sum(components[name]["peak_rss_mb"] for name in ("serve", "flusher")), 1)
     result.peak_pss_mb = round(sum(components[name]["peak_pss_mb"] for name in ("serve", "flusher")), 1)
@@ -425,11 +505,17 @@ class ClusterReport:
     sqlite: list[StepResult] = field(default_factory=list)
     cluster: list[StepResult] = field(default_factory=list)
     caps: dict[str, list[dict]] = field(default_factory=dict)  # "sqlite"/"cluster": check_caps rows.
+    # After the ladder (ClusterOptions.is_overload): the cluster just past its projected capacity, then
+    # at twice the best rate it accepted.
+    capacity: StepResult | None = None
+    overload: StepResult | None = None
+    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
     is_complete: bool = False
 
     def comparison(self) -> list[dict]:
-        """Per rate, cluster / single box: accepted, p99, and the CPU per click of the whole stack
-        (the nodes, PostgreSQL and Redis; nginx apart, since the single box is measured without it)."""
+        """Per rate, cluster / single box: accepted, p99, and the CPU per click of the whole stack:
+        without nginx (the single box is measured without it) and with it (every process the cluster
+        adds, the issue's measure)."""
         single = {step.rate: step for step in self.sqlite}
         rows = []
         for step in self.cluster:
@@ -442,9 +528,45 @@ class ClusterReport:
                     "accepted_ratio": ratio(step.accepted, base.accepted, 3),
                     "p99_ratio": ratio(step.p99_ms, base.p99_ms, 2),
                     "cpu_per_click_ratio": ratio(stack_cpu(step), stack_cpu(base), 2),
+                    "cpu_per_click_ratio_all": ratio(stack_cpu(step, nginx=True), stack_cpu(base), 2),
                 }
             )
         return rows
+
+    def cluster_steps(self) -> list[StepResult]:
+        """The ladder's cluster steps and the capacity step: the best of them sets the overload's offer."""
+        return self.cluster + ([self.capacity] if self.capacity else [])
+
+    def projection(self) -> dict | None:
+        """From every cluster step, the overload step's too: where the capacity step did not saturate
+        (a click's CPU falls as the rate rises, so the projection from below capacity is short of it),
+        the overload step is where the cluster accepted the most; where timeouts wasted its work, it
+        accepted less and is not in the projection's basis."""
+        from workers.bench.projection import project
+
+        return project(self.cluster_steps() + ([self.overload] if self.overload else []), cpus=self.cpus)
+
+    def overload_summary(self) -> dict | None:
+        """The overload step against the best accepted rate: its offer, nginx's upstream errors (must
+        be none for want of a live upstream), and latency instead."""
+        if self.overload is None:
+            return None
+        best = max(self.cluster_steps(), key=lambda step: step.accepted_per_s)
+        step = self.overload
+        nginx = step.components.get("nginx", {}).get("log", {})
+        no_upstream = nginx.get("no_live_upstreams", 0)
+        return {
+            "capacity_per_s": best.accepted_per_s,
+            "capacity_at_rate": best.rate,
+            "rate": step.rate,
+            "accepted_per_s": step.accepted_per_s,
+            "p99_ms": step.p99_ms,
+            "capacity_p99_ms": best.p99_ms,
+            "errors_by_code": step.errors_by_code,
+            "nginx_log": nginx,
+            "no_live_upstreams": no_upstream,
+            "is_met": no_upstream == 0 and not any(step.errors_by_code.get(code) for code in ("502", "503")),
+        }
 
     def to_json(self) -> dict:
         return {
@@ -452,28 +574,56 @@ class ClusterReport:
             "is_complete": self.is_complete,
             "sqlite": [asdict(step) for step in self.sqlite],
             "cluster": [asdict(step) for step in self.cluster],
+            "capacity": asdict(self.capacity) if self.capacity else None,
+            "overload": asdict(self.overload) if self.overload else None,
             "caps": self.caps,
             "comparison": self.comparison(),
+            "projection": self.projection(),
+            "overload_summary": self.overload_summary(),
         }
 
 
-def stack_cpu(step: StepResult) -> float | None:
-    """CPU µs per click of everything but nginx and k6: web workers, flushers, PostgreSQL, Redis."""
-    parts = [step.components.get(name, {}).get("cpu_us_per_click") for name in ("serve", "flusher")]
-    servers = [name for name in ("postgresql", "redis") if name in step.components]
-    parts += [step.components[name]["cpu_us_per_click"] for name in servers]
+def stack_cpu(step: StepResult, *, nginx: bool = False) -> float | None:
+    """CPU µs per click of everything but k6 (and nginx, unless `nginx`): web workers, flushers,
+    PostgreSQL, Redis."""
+    names = ["serve", "flusher", *(name for name in ("postgresql", "redis") if name in step.components)]
+    if nginx and "nginx" in step.components:
+        names.append("nginx")
+    parts = [step.components.get(name, {}).get("cpu_us_per_click") for name in names]
     if any(part is None for part in parts):
         return None
     return round(sum(parts), 1)
 
 
+def capacity_offer(report: ClusterReport, shape: ClusterOptions) -> int:
+    """The capacity step's offer: given, or CAPACITY_OFFER times what the projection says this box
+    carries (times the ladder's top rate where there is no projection)."""
+    if shape.capacity_rate:
+        return shape.capacity_rate
+    projection = report.projection()
+    top = max(step.rate for step in report.cluster)
+    expected = projection["box"]["projected_per_s"] if projection else top
+    return _rounded(CAPACITY_OFFER * expected)
+
+
+def _rounded(rate: float) -> int:
+    return max(RATE_ROUNDING, round(rate / RATE_ROUNDING) * RATE_ROUNDING)
+
+
 def run_cluster_bench(
-    options: BenchOptions, report: ClusterReport, reporter: Reporter | None = None
+    options: BenchOptions,
+    report: ClusterReport,
+    reporter: Reporter | None = None,
+    shape: ClusterOptions | None = None,
 ) -> ClusterReport:
-    """The single box and the cluster, rate by rate, filling `report` step by step."""
+    """The single box and the cluster, rate by rate, filling `report` step by step; then, with
+    `shape.is_overload`, the cluster's capacity and overload steps."""
     reporter = reporter or Reporter()
+    shape = shape or ClusterOptions()
     if options.scenario not in CLUSTER_SCENARIOS:
         raise BenchError(f"--cluster runs {' and '.join(CLUSTER_SCENARIOS)}, not {options.scenario}.")
+    if shape.nodes < 1:
+        raise BenchError("--nodes must be at least 1.")
     k6 = k6_binary()
     alias = SCENARIOS[options.scenario].alias
     with (
@@ -493,7 +643,7 @@ def run_cluster_bench(
             single = LannerStack(env, work_dir / "sqlite", options.workers, alias)
             stacks.callback(single.stop)
             single.start()  # Starts while the cluster is built.
-            cluster = stacks.enter_context(Cluster(options, work_dir, sqlite_dir, reporter))
+            cluster = stacks.enter_context(Cluster(options, work_dir, sqlite_dir, reporter, shape))
             single.wait_ready()
             database = sqlite_dir / "lanner.db"
             single.wait_drained(database, sqlite_dir / "spool")
@@ -501,17 +651,33 @@ def run_cluster_bench(
             report.settings = {
                 **bench_settings(options, k6, sqlite_dir, work_dir, clicks_before),
                 "cluster": {
-                    "nodes": list(NODES),
+                    "nodes": shape.node_names(),
                     "web_workers_per_node": cluster.nodes[0].workers,
                     "postgresql": "fsync, synchronous_commit and full_page_writes on; shared_buffers "
                     f"{PG_SHARED_BUFFERS}; unix socket",
                     "redis": "no persistence; unix socket",
-                    "front": "nginx (`lanner nginx site`, one upstream over both nodes)",
+                    "front": "nginx (`lanner nginx site`, one upstream over every node)",
                     "copy_seconds": cluster.copy_seconds,
                     "copy": cluster.copy_output,
+                    "overload": shape.is_overload,
                 },
+                "cpus": report.cpus,
                 "load_average_at_start": os.getloadavg(),
             }
+
+            def cluster_step(rate: int, vus: int | None = None) -> StepResult:
+                cluster.check_alive()
+                log_offset = cluster.nginx_log_size()
+                result, subids, meter = measure_rate(
+                    "cluster", cluster.url, rate, options, work_dir, k6, cluster.groups(), reporter, vus
+                )
+                cluster.check_alive()
+                result.components["nginx"]["log"] = cluster.nginx_errors_since(log_offset)
+                result.catch_up_s = round(cluster.wait_drained(), 2)
+                finish_step(result, subids, cluster.database_url, meter)
+                reporter.step_finished(result)
+                return result
+
             for rate in options.rates:
                 groups = {"serve": [single.serve.pid], "flusher": [single.worker.pid]}
                 result, subids, meter = measure_rate(
@@ -522,16 +688,15 @@ def run_cluster_bench(
                 finish_step(result, subids, database, meter)
                 report.sqlite.append(result)
                 reporter.step_finished(result)
-
-                cluster.check_alive()
-                result, subids, meter = measure_rate(
-                    "cluster", cluster.url, rate, options, work_dir, k6, cluster.groups(), reporter
-                )
-                cluster.check_alive()
-                result.catch_up_s = round(cluster.wait_drained(), 2)
-                finish_step(result, subids, cluster.database_url, meter)
-                report.cluster.append(result)
-                reporter.step_finished(result)
+                report.cluster.append(cluster_step(rate))
+            if shape.is_overload and report.cluster:
+                offer = capacity_offer(report, shape)
+                reporter.message(f"Capacity step: {offer}/s offered to the cluster ...")
+                report.capacity = cluster_step(offer)
+                best = max(report.cluster_steps(), key=lambda step: step.accepted_per_s)
+                offer = max(1, round(OVERLOAD_FACTOR * best.accepted_per_s))
+                reporter.message(f"Overload step: {offer}/s, {OVERLOAD_FACTOR}x the best accepted ...")
+                report.overload = cluster_step(offer, OVERLOAD_VU_SECONDS * offer)
             if offers:
                 report.caps = {
                     "sqlite": check_caps(database, campaign_id, offers),
@@ -551,43 +716,71 @@ COMPONENT_COLUMNS = (
     ("postgresql µs", "postgresql"),
     ("redis µs", "redis"),
     ("nginx µs", "nginx"),
+    ("k6 µs", "k6"),
 )
 
 
 def format_cluster_report(report: ClusterReport) -> list[str]:
-    """The steps of both sides, the cluster's cost per component, the ratios and the caps."""
+    """The steps of both sides, the cluster's cost per component, the ratios, the projection, the
+    overload step and the caps."""
     header = [title for title, _ in TABLE_COLUMNS]
     steps = [step for pair in zip(report.sqlite, report.cluster, strict=False) for step in pair]
     steps += report.sqlite[len(report.cluster) :]
+    steps += [step for step in (report.capacity, report.overload) if step is not None]
     cells = [[_cell(getattr(step, key)) for _, key in TABLE_COLUMNS] for step in steps]
     lines = list(_aligned(header, cells))
-    if report.cluster:
+    cluster_steps = report.cluster_steps() + ([report.overload] if report.overload else [])
+    if cluster_steps:
         lines.append("")
-        lines.append("cluster, per component: CPU µs per accepted click, peak PSS MB")
+        lines.append("cluster, per component: CPU µs per accepted click / peak PSS MB; cores others took")
         rows = []
-        for step in report.cluster:
+        for step in cluster_steps:
             row = [str(step.rate)]
             for _, name in COMPONENT_COLUMNS[1:]:
                 part = step.components.get(name, {})
                 row.append(f"{_cell(part.get('cpu_us_per_click'))} / {_cell(part.get('peak_pss_mb'))}")
+            row.append(_cell(step.other_cores))
             rows.append(row)
-        lines.extend(_aligned([title for title, _ in COMPONENT_COLUMNS], rows))
+        lines.extend(_aligned([title for title, _ in COMPONENT_COLUMNS] + ["others' cores"], rows))
     comparison = report.comparison()
     if comparison:
         lines.append("")
         lines.extend(
             _aligned(
-                ["rate", "accepted cluster/sqlite", "p99 cluster/sqlite", "cpu per click cluster/sqlite"],
+                [
+                    "rate",
+                    "accepted cluster/sqlite",
+                    "p99 cluster/sqlite",
+                    "cpu/click (no nginx)",
+                    "cpu/click (all)",
+                ],
                 [
                     [
                         str(row["rate"]),
                         _cell(row["accepted_ratio"]),
                         _cell(row["p99_ratio"]),
                         _cell(row["cpu_per_click_ratio"]),
+                        _cell(row["cpu_per_click_ratio_all"]),
                     ]
                     for row in comparison
                 ],
             )
+        )
+    projection = report.projection()
+    if projection:
+        lines.append("")
+        lines.append("projection (workers/bench/projection.py):")
+        lines.extend(f"  {line}" for line in projection["arithmetic"])
+    overload = report.overload_summary()
+    if overload:
+        codes = ", ".join(f"{code}: {count}" for code, count in sorted(overload["errors_by_code"].items()))
+        lines.append("")
+        lines.append(
+            f"overload: {overload['rate']}/s offered ({OVERLOAD_FACTOR}x the best accepted, "
+            f"{overload['capacity_per_s']:,.1f}/s at {overload['capacity_at_rate']}/s): accepted "
+            f"{overload['accepted_per_s']:,.1f}/s, p99 {overload['p99_ms']:,.0f} ms (at capacity "
+            f"{overload['capacity_p99_ms']:,.0f} ms); 5xx by code: {codes or 'none'}; nginx 'no live "
+            f"upstreams': {overload['no_live_upstreams']}{'' if overload['is_met'] else ' TARGET MISSED'}"
         )
     for side, rows in report.caps.items():
         for row in rows:

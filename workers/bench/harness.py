@@ -116,6 +116,7 @@ NGINX_LOCATION = "https://offer.example/?click=static"
 
 K6_GOGC = "400"
 HTTP_TIMEOUT = "5s"
+ERROR_CODES = ("500", "502", "503", "504")  # Counted apart (scripts/bench-k6.js's thresholds name them).
 GRACEFUL_STOP_SECONDS = 6  # In-flight requests may finish this long after a step (> HTTP_TIMEOUT).
 K6_FLAGS = (
     "--quiet",
@@ -182,6 +183,8 @@ class StepResult:
     accepted_per_s: float = 0.0
     errors: int = 0  # Anything else: network errors/timeouts, 4xx, 5xx, a 302 without subid.
     errors_by_kind: dict[str, int] = field(default_factory=dict)
+    # 500, 502 (nginx: no live upstream, or one failed), 503 and 504 (nginx: the upstream timed out).
+    errors_by_code: dict[str, int] = field(default_factory=dict)
     dropped: int = 0  # Iterations k6 could not start: every VU was busy (latency > maxVUs / rate).
     vus_peak: int = 0
     p50_ms: float = 0.0
@@ -192,6 +195,8 @@ class StepResult:
     flusher_cpu_us_per_click: float | None = None
     k6_cpu_percent: float | None = None
     host_cpu_percent: float | None = None  # All cores busy = 100.
+    # --cluster: cores that processes outside the run (other users of the box) kept busy during the step.
+    other_cores: float | None = None
     # Sum of VmRSS over the target's processes (Lanner: serve tree + worker), sampled every 0.5 s.
     # Conservative: pages the forked workers share are counted once per process.
     peak_rss_mb: float | None = None
@@ -573,6 +578,9 @@ def apply_k6_summary(result: StepResult, run: K6Run) -> None:
         count = int(_metric(summary, f"bench_errors{{kind:{kind}}}", "count"))
         if count:
             result.errors_by_kind[kind] = count
+    for code in ERROR_CODES:
+        if count := int(_metric(summary, f"bench_errors{{code:{code}}}", "count")):
+            result.errors_by_code[code] = count
     result.dropped = int(_metric(summary, "dropped_iterations", "count"))
     result.vus_peak = int(_metric(summary, "vus_max", "max"))
     result.p50_ms = round(_metric(summary, "http_req_duration", "med"), 2)

@@ -13,6 +13,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workers.bench.harness import (
     BenchOptions,
@@ -28,6 +29,9 @@ from workers.bench.harness import (
     tree_memory_mb,
 )
 from workers.runtime.procfs import process_tree, pss_kb, stat_fields
+
+if TYPE_CHECKING:
+    from workers.bench.cluster import ClusterOptions
 
 PREFILL = 3_200_000
 QUICK_PREFILL = 200_000
@@ -229,6 +233,7 @@ def judge_cluster(report) -> list[Verdict]:
     if step := next((step for step in report.cluster if step.rate == 2000), None):
         verdicts.append(_at_least("cluster accepts 2,000/s (99 %)", step.accepted_per_s, 1980, "/s"))
         verdicts.append(_at_most("cluster p99 at 2,000/s <= 100 ms", step.p99_ms, 100, "ms"))
+    verdicts += judge_scale_out(report)
     for side, rows in report.caps.items():
         for row in rows:
             expected = row["expected"] if row["expected"] is not None else f"<= {row['cap']}"
@@ -243,19 +248,83 @@ def judge_cluster(report) -> list[Verdict]:
     return verdicts
 
 
+CLUSTER_RATIO_RATES = (500, 1000)  # Issue 33: the cluster's CPU a click <= 1.5x the single box's there.
+CLUSTER_RATIO_TARGET = 1.5
+
+
+def judge_scale_out(report) -> list[Verdict]:
+    """Issue 33's targets, where the run measured them: CPU a click (every process) <= 1.5x the single
+    box at 500 and 1,000/s; PostgreSQL + Redis <= 100 µs a click and the projection to 40,000/s; this
+    box's accepted rate within 10 % of its projection; no 'no live upstreams' at twice capacity."""
+    verdicts = []
+    for row in report.comparison():
+        if row["rate"] in CLUSTER_RATIO_RATES and row["cpu_per_click_ratio_all"] is not None:
+            verdicts.append(
+                _at_most(
+                    f"cluster CPU a click at {row['rate']}/s <= {CLUSTER_RATIO_TARGET}x the single box",
+                    row["cpu_per_click_ratio_all"],
+                    CLUSTER_RATIO_TARGET,
+                    "x",
+                )
+            )
+    projection = report.projection()
+    if projection:
+        us = projection["us_per_click"]
+        verdicts.append(
+            _at_most("PostgreSQL + Redis CPU a click", us["shared"], projection["shared_target_us"], "µs")
+        )
+        shared = projection["shared_clicks_per_s"]
+        if shared is not None:
+            verdicts.append(
+                _at_least(
+                    f"one {projection['postgresql_vcpus']}-vCPU PostgreSQL and one Redis carry",
+                    round(shared),
+                    projection["target_clicks_per_s"],
+                    "clicks/s",
+                )
+            )
+        box = projection["box"]
+        if report.capacity is not None:
+            met = box["is_within_tolerance"]
+            value = f"{box['measured_per_s']:g}/s of {box['projected_per_s']:g}/s projected"
+            miss = "" if met or box["ratio"] is None else f"{box['ratio']:.0%} of the projection"
+            verdicts.append(Verdict("accepted within 10 % of this box's projection", value, met, miss))
+    overload = report.overload_summary()
+    if overload:
+        verdicts.append(
+            _at_most("no 'no live upstreams' at twice capacity", overload["no_live_upstreams"], 0, "answers")
+        )
+        bad = sum(overload["errors_by_code"].get(code, 0) for code in ("502", "503"))
+        verdicts.append(_at_most("no 502/503 at twice capacity", bad, 0, "answers"))
+    return verdicts
+
+
 def run_cluster_scenario(
-    scenario: SuiteScenario, *, quick: bool, workers: int, keep: bool, reporter: Reporter
+    scenario: SuiteScenario,
+    *,
+    quick: bool,
+    workers: int,
+    keep: bool,
+    reporter: Reporter,
+    shape: ClusterOptions | None = None,
+    rates: list[int] | None = None,
+    step_seconds: int | None = None,
 ) -> ScenarioResult:
-    """`lanner bench unique|rotation --cluster`: the scenario's ladder on two nodes (PostgreSQL,
-    Redis, nginx) and on the SQLite single box, rate by rate, in one run."""
+    """`lanner bench unique|rotation --cluster`: the scenario's ladder (or `rates`) on N nodes
+    (PostgreSQL, Redis, nginx; `shape`, a workers/bench/cluster.py ClusterOptions) and on the SQLite
+    single box, rate by rate, in one run."""
     from workers.bench.cluster import CLUSTER_PREFILL, QUICK_CLUSTER_PREFILL, ClusterReport, run_cluster_bench
 
     options = options_for(scenario, quick=quick, data_dir=None, workers=workers, keep=keep)
     options.prefill = QUICK_CLUSTER_PREFILL if quick else CLUSTER_PREFILL
+    if rates:
+        options.rates = list(rates)
+    if step_seconds:
+        options.step_seconds = step_seconds
     report = ClusterReport()
     result = ScenarioResult(f"{scenario.name}-cluster", quick, ladder=report)
     try:
-        run_cluster_bench(options, report, reporter)
+        run_cluster_bench(options, report, reporter, shape)
     finally:
         result.report = report.to_json()
         result.verdicts = judge_cluster(report)
