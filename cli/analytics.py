@@ -195,7 +195,7 @@ def analytics_rebuild(ctx: Context) -> None:
     "limit",
     type=click.IntRange(min=1),
     default=None,
-    help="Clicks one transaction moves at most (a report waits for it) [default: 250,000].",
+    help="Clicks one transaction moves at most (a report waits for it) [default: 125,000].",
 )
 @pass_context
 def analytics_compact(ctx: Context, limit: int | None) -> None:

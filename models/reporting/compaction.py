@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from models.reporting.history import HistoryFiles
 
 CLOSE_MARGIN_MS = 3_600_000
-SLICE = 250_000  # Clicks a transaction moves at most (a campaign's day more, in time slices): ~1 s.
+# Clicks a transaction moves at most (a campaign's day more, in time slices): just over a row group, so
+# DuckDB writes them straight to the file's blocks, not through the WAL; ~1-1.5 s at 100 M clicks.
+SLICE = 125_000
 RUN_SECONDS = 20.0  # The worker's share of each minute.
 SESSION_SECONDS = 1.0  # Slices moved in one read-write open: about a reader's longest wait.
 
@@ -100,6 +102,7 @@ def _compact(
         with open_history(files.path, write=True, memory_limit=files.memory_limit) as conn:
             compaction = Compaction(conn)
             while True:
+                began = time.monotonic()
                 step = compaction.step(closed, limit)
                 if step is None:
                     is_done = True
@@ -108,7 +111,8 @@ def _compact(
                 if step.cursor.day != cursor.day and cursor.day:
                     days += 1
                 cursor = step.cursor
-                if time.monotonic() >= session_end:
+                # No slice begun that would likely end past the session (as long as the last one took).
+                if 2 * time.monotonic() - began >= session_end:
                     break
         if on_step is not None:
             on_step(min(days, total), total)
