@@ -1,7 +1,9 @@
 """`lanner analytics`: the columnar click history reports read (docs/analytics.md): where it stands,
-its check against the row store, and its rebuild."""
+its check against the row store, its compaction and its rebuild."""
 
 from __future__ import annotations
+
+import time
 
 import click
 
@@ -23,6 +25,8 @@ STATUS_COLUMNS = (
     "bytes_per_click",
     "first_click_at",
     "last_click_at",
+    "compacted_before",
+    "compaction_days_left",
     "retention",
     "retention_state",
     "oldest_raw_click_at",
@@ -183,3 +187,30 @@ def analytics_rebuild(ctx: Context) -> None:
         f"Rebuilt the history: {result.clicks:,} clicks{period}, up to click {result.position}, and "
         f"{result.conversions:,} conversions.{lost}"
     )
+
+
+@analytics.command("compact")
+@click.option(
+    "--slice",
+    "limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Clicks one transaction moves at most (a report waits for it) [default: 125,000].",
+)
+@pass_context
+def analytics_compact(ctx: Context, limit: int | None) -> None:
+    """Rewrite every closed day of the history campaign by campaign in time order now (the worker does
+    it a little each minute), so a report of one campaign reads only its row groups."""
+    from models.reporting.compaction import SLICE, compact_history
+
+    with progress_to_total("Compacting days") as advance:
+        result = compact_history(
+            _files(ctx), limit=limit or SLICE, on_step=lambda done, total: advance(done, total)
+        )
+    before = (
+        f"; every day before {time.strftime('%Y-%m-%d', time.gmtime(result.compacted_before / 1000))} "
+        "is compacted"
+        if result.compacted_before
+        else ""
+    )
+    click.echo(f"Compacted {result.days:,} days ({result.moved:,} clicks rewritten){before}.")

@@ -30,6 +30,7 @@ from typing import Protocol
 
 from peewee import Database
 
+from models.reporting.compaction import compaction_status
 from models.store.database import read_tx, write_tx
 from models.store.duckdb.connection import (
     HistoryMissing,
@@ -373,6 +374,8 @@ def history_status(db: Database, files: HistoryFiles, now_ms: int | None = None)
         "bytes_per_click": None,
         "first_click_at": None,
         "last_click_at": None,
+        "compacted_before": None,
+        "compaction_days_left": None,
         "error": "",
     }
     try:
@@ -381,6 +384,7 @@ def history_status(db: Database, files: HistoryFiles, now_ms: int | None = None)
             clicks, first, last = history.count()
             status["history_position"] = history.position()
             status["history_conversions"] = history.conversion_count()
+            status.update(compaction_status(conn))
     except HistoryMissing as error:
         status.update(state="missing", error=str(error))
         return status

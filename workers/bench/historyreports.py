@@ -22,6 +22,7 @@ LANNER_RAW_RETENTION doing its work, then times the issue's reports through the 
   history's, rollups, exact uniqueness; its own model: 13 countries, zones drawn evenly from one
   source's 7,142), is copied by the real appender, and a last minute of clicks stays past the position
   (the tail every report reads from the row store);
+- the closed days are compacted (models/reporting/compaction.py), as the worker does after its appends;
 - conversions arrive through the real postback path: a share of the window's clicks, and a few late
   ones for clicks only the history holds (which puts the click back in the row store first).
 
@@ -46,6 +47,7 @@ from peewee import Database
 
 from models.clicks.record import _SUBID_ALPHABET
 from models.conversions.postbacks import ConversionRecorder, Received, parse_postback
+from models.reporting.compaction import compact_history
 from models.reporting.history import CHUNK as APPEND_CHUNK  # How the appender sorts what it writes.
 from models.reporting.history import HistoryFiles, append_history
 from models.reporting.historyclicks import ClickHistory
@@ -305,6 +307,23 @@ def old_subids(files: HistoryFiles, below: int, count: int, seed: int) -> list[s
         ]
 
 
+def compact(files: HistoryFiles, progress: Callable[[str, int], Callable[[int], None]] | None = None) -> int:
+    """Compact the history's closed days, as the worker does a little each minute after its append (a
+    history built straight into DuckDB is laid out as the appender's chunks); the clicks rewritten."""
+    advance: list[Callable[[int], None]] = []
+    done = [0]
+
+    def on_step(days: int, total: int) -> None:
+        if progress is None:
+            return
+        if not advance:
+            advance.append(progress("Compaction (closed days)", total))
+        advance[0](days - done[0])
+        done[0] = days
+
+    return compact_history(files, on_step=on_step).moved
+
+
 @dataclass
 class BuildPlan:
     clicks: int  # In all: the history's old part, the recent window and its tail.
@@ -381,6 +400,9 @@ def build(
     began = time.monotonic()
     appended = append_history(db, files)
     seconds["append"] = round(time.monotonic() - began, 1)
+    began = time.monotonic()
+    compact(files, progress)
+    seconds["compaction"] = round(time.monotonic() - began, 1)
     generate_clicks(
         db,
         tail,

@@ -42,6 +42,8 @@ from models.lookups.geoupdate import GeoUpdateError, due_editions, update_geo_da
 from models.migrations.deferred import pending_steps, run_deferred
 from models.ops.retention import prune_postback_log
 from models.reporting.bandits import refresh_bandits
+from models.reporting.compaction import RUN_SECONDS as COMPACTION_SECONDS
+from models.reporting.compaction import compact_history
 from models.reporting.currency import CurrencyError, refresh_rates
 from models.reporting.history import HistoryFiles, append_history
 from models.reporting.historyclicks import click_history
@@ -405,6 +407,7 @@ def keep_history(settings: Settings) -> None:
         return
     if result.copied or result.recopied:
         logger.info("history: %s clicks copied, %s copied again", result.copied, result.recopied)
+    compact_closed_days(files)
     if not settings.raw_retention:
         return
     try:
@@ -420,6 +423,20 @@ def keep_history(settings: Settings) -> None:
         logger.info("retention: %s raw clicks the history holds deleted", run.deleted)
     elif run.plan.state in (INCOMPLETE, MISSING, UNREADABLE):  # Waiting or behind: it passes.
         logger.warning("retention: %s", run.plan.reason)
+
+
+def compact_closed_days(files: HistoryFiles) -> None:
+    """The minute's share of the history's compaction (models/reporting/compaction.py): closed days
+    rewritten campaign by campaign, for at most RUN_SECONDS. A refusal waits for the next minute."""
+    try:
+        run = compact_history(files, seconds=COMPACTION_SECONDS)
+    except HistoryBusy:
+        return
+    except HISTORY_RETRIED as exc:
+        logger.warning("history not compacted now (%s); the next minute tries again", exc)
+        return
+    if run.moved:
+        logger.info("history: %s clicks compacted, %s closed days left", run.moved, run.days_left)
 
 
 def keep_node_history(settings: Settings) -> None:
