@@ -327,6 +327,21 @@ def test_the_smaller_cubes_are_the_detail_cube_summed(tracked):
     }
 
 
+@pytest.mark.parametrize("source", ["auto", "raw", "history"])
+def test_a_time_group_after_another_group_keys_and_sorts_rows_in_the_query_order(
+    tracked, history_files, source
+):
+    """group_by ("campaign", "day"): each row's campaign and day are its own (the day was first in the
+    sums' keys, which labelled a row's day as its campaign, or failed), sorted campaign first."""
+    day_first = run_report(tracked, ReportQuery(group_by=("day", "campaign"), preset="all_time"))
+    query = ReportQuery(group_by=("campaign", "day"), preset="all_time", source=source)
+    report = run_report(tracked, query, history=history_files if source == "history" else None)
+    assert sorted(rows_of(report), key=lambda row: (row["day"], row["campaign"])) == rows_of(day_first)
+    days = [row["day"] for row in day_first.rows]
+    order = [(row["campaign"], days.index(row["day"])) for row in report.rows]
+    assert order == sorted(order) and len(order) > 4
+
+
 def test_pieces_read_raw_rows_only_inside_an_hour():
     hour, day = 3_600_000, 86_400_000
     start, end = 10 * day + 90 * 60_000, 15 * day + 2 * hour + 60_000

@@ -566,10 +566,16 @@ def _run_report(
         notes.append(f"{FALLBACK_NOTE} {fallback}")
     columns = list(query.group_by)
     time_index = columns.index(time_group) if time_group else None
-    ordered = sorted(sums.items(), key=lambda item: _sort_key(item, time_index, labels.starts))
+    # The sums' keys hold the time bucket first (_group_key); a row shows and sorts in the query's order.
+    key_columns = [time_group, *groups] if time_group else list(groups)
+    shown = [key_columns.index(name) for name in columns]
+    ordered = sorted(
+        ((tuple(key[i] for i in shown), key, metrics) for key, metrics in sums.items()),
+        key=lambda item: _sort_key(item, time_index, labels.starts),
+    )
     rows = [
-        _row(dict(zip(columns, key, strict=True)), metrics, gaps.get(key), currency, cost_gaps.get(key))
-        for key, metrics in ordered
+        _row(dict(zip(columns, values, strict=True)), metrics, gaps.get(key), currency, cost_gaps.get(key))
+        for values, key, metrics in ordered
     ]
     totals = [0] * len(METRICS)
     for metrics in sums.values():

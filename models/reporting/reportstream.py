@@ -233,6 +233,8 @@ def stream_report(
         raise
     columns = list(resolved.group_by)
     shown = [renames.get(column, column) for column in columns]
+    # A row's group values come time bucket first (as run_report's sums' keys); shown in the query's order.
+    key_shown = [renames.get(column, column) for column in ([time_group, *groups] if time_group else groups)]
     stream = ReportStream(
         columns=shown
         + [f"{g}_name" for g in resolved.group_by if g in NAMED_GROUPS]
@@ -245,7 +247,7 @@ def stream_report(
         unconverted=unconverted,
     )
     stream.rows = ClosingRows(
-        _rows(stream.totals, reading, rows, shown, names, (gaps, currency, cost_gaps)), reading
+        _rows(stream.totals, reading, rows, (shown, key_shown), names, (gaps, currency, cost_gaps)), reading
     )
     return stream
 
@@ -277,12 +279,14 @@ def _rows(
     totals_out: list[dict[str, Any]],
     reading: contextlib.ExitStack,
     rows: Iterator[tuple],
-    columns: list[str],
+    columns: tuple[list[str], list[str]],
     names: dict[str, dict[int, str]],
     gaps: tuple[dict[tuple, Gaps], str, dict[tuple, Gaps]],
 ) -> Iterator[dict[str, Any]]:
-    """Each summed row as run_report's rows are, the history closed at the end (or when abandoned)."""
-    width = len(columns)
+    """Each summed row as run_report's rows are, the history closed at the end (or when abandoned).
+    `columns`: the groups in the query's order and in the order a row holds their values."""
+    shown, key_columns = columns
+    width = len(shown)
     totals = [0] * len(METRICS)
     with reading:
         for row in rows:
@@ -294,8 +298,9 @@ def _rows(
                 continue  # No group: DuckDB's one row of no clicks.
             for index, value in enumerate(metrics):
                 totals[index] += value
+            values = dict(zip(key_columns, row[:width], strict=True))
             out = _row(
-                dict(zip(columns, row[:width], strict=True)),
+                {name: values[name] for name in shown},
                 metrics,
                 gaps[0].get(tuple(row[:width])),
                 gaps[1],
