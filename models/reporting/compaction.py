@@ -19,13 +19,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from models.store.duckdb.compaction import DAY_MS, Compaction, Cursor
 from models.store.duckdb.connection import LOCK_POLL, appending, open_history
 
-if TYPE_CHECKING:
-    from models.reporting.history import HistoryFiles
+
+class HistoryFiles(Protocol):
+    """What compaction needs of models/reporting/history.py's HistoryFiles (which imports this module
+    for `lanner analytics status`: named here, not imported back)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def memory_limit(self) -> str: ...
+
 
 CLOSE_MARGIN_MS = 3_600_000
 # Clicks a transaction moves at most (a campaign's day more, in time slices): just over a row group, so

@@ -1349,7 +1349,7 @@ def run_bench(options: BenchOptions, report: BenchReport, reporter: Reporter | N
 
                 reporter.message("Preparing conversions and the panel's users ...")
                 panel_fixture = prepare_panel(
-                    data_dir / "lanner.db", conversions=CONVERSION_SHARE, on_progress=reporter.progress
+                    data_dir / "lanner.db", env, conversions=CONVERSION_SHARE, on_progress=reporter.progress
                 )
             report.settings = bench_settings(options, k6, data_dir, work_dir, clicks_before)
             run_lanner_ladder(options, env, data_dir, work_dir, k6, report, reporter, panel_fixture)

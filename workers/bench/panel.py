@@ -282,7 +282,7 @@ def run_panel_pages(
     with sigterm_as_interrupt(), run_work_dir("lanner-panel-", keep, reporter) as work_dir:
         prepare_database(env, database_path, clicks, "unique", reporter)
         reporter.message("Preparing conversions, users and an API key ...")
-        fixture = prepare_panel(database_path, conversions=conversions, on_progress=reporter.progress)
+        fixture = prepare_panel(database_path, env, conversions=conversions, on_progress=reporter.progress)
         report.database = database_facts(database_path)
         report.settings = {
             "repeat": repeat,

@@ -206,11 +206,16 @@ class PanelFixture:
 
 
 def prepare_panel(
-    database_path: Path, *, conversions: float, on_progress: Callable[[str, int, int], None] | None = None
+    database_path: Path,
+    env: dict[str, str],
+    *,
+    conversions: float,
+    on_progress: Callable[[str, int, int], None] | None = None,
 ) -> PanelFixture:
     """Conversions for `conversions` of the clicks, the deferred steps done, the columnar history
     appended, the panel users (with a new password each run), the objects the later pages show
-    (panelobjects.py) and a read key for the admin; on the database `lanner db migrate` made."""
+    (panelobjects.py) and a read key for the admin; on the database `lanner db migrate` made. `env`:
+    the bench's Lanner environment (harness.py `lanner_env`), whose settings say where the history is."""
     from models.accounts.apikeys import create_api_key, list_api_keys, revoke_api_key
     from models.accounts.sharing import campaign_shares, share_campaign
     from models.accounts.users import add_user, find_user, set_password
@@ -219,12 +224,11 @@ def prepare_panel(
     from models.reporting.history import HistoryFiles, append_history
     from models.store.database import open_database
     from settings import load_settings
-    from workers.bench.harness import lanner_env
     from workers.bench.panelobjects import make_panel_objects
     from workers.bench.reports import add_conversions, row_count
 
     progress = on_progress or (lambda label, done, total: None)
-    settings = load_settings(lanner_env(database_path.parent))
+    settings = load_settings(env)
     db = open_database(database_path, autocheckpoint=True)
     try:
         # The rollup backfill of a database generated just now: reports read rollups, not raw clicks.
