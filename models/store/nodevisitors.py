@@ -26,6 +26,7 @@ from pathlib import Path
 
 from models.store import hotpath
 from models.store.rows import fetch_one, fetch_single
+from models.store.sqlite import hotpath as sqlite_hotpath
 
 FILE_NAME = "landed-visitors.sqlite"
 NODE_VISITOR_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, OSError)
@@ -120,9 +121,10 @@ class LandedVisitorsWriter:
         self.conn.close()
 
 
-class LandedVisitorProbe(hotpath.VisitorProbe):
-    """The probes of models/store/hotpath.py over the node's file: a web worker's history of the
-    visitors its node landed. The `conn` its methods take is the file's (`LandedVisitors.conn`)."""
+class LandedVisitorProbe(sqlite_hotpath.VisitorProbe):
+    """The probes of models/store/hotpath.py over the node's file (always SQLite, so SQLite's probe
+    but for this file's statements): a web worker's history of the visitors its node landed. The
+    `conn` its methods take is the file's (`LandedVisitors.conn`)."""
 
     __slots__ = ()
     dialect = "node-file"  # Always SQLite, whatever the database: the node's own file.
@@ -131,21 +133,6 @@ class LandedVisitorProbe(hotpath.VisitorProbe):
     def __init__(self) -> None:  # Not the click table's probes: this file's own statements.
         self.by_key = True
         self._history, self._seen, self._last_click = SQL_HISTORY, SQL_SEEN, SQL_LAST_CLICK
-
-    def history(self, conn: sqlite3.Connection, visitor: tuple, since: int) -> list[tuple]:
-        return conn.execute(self._history, (*visitor, since)).fetchall()
-
-    def seen(
-        self,
-        conn: sqlite3.Connection,
-        visitor: tuple,
-        global_since: int,
-        campaign_since: int,
-        campaign_id: int,
-        stream_id: int | None,
-    ) -> tuple[int, int, int]:
-        params = (*visitor, global_since, campaign_since, campaign_id, stream_id)
-        return fetch_single(conn, self._seen, params)
 
     def last_click(
         self, conn: sqlite3.Connection, visitor: tuple, since: int, campaign_id: int, user_agent: str

@@ -24,9 +24,10 @@ goes to the table's end as any append does: exact, only not in its campaign's ru
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from models.store.duckdb.connection import transaction
 
 DAY_MS = 86_400_000
 _META_KEYS = ("compacted_before", "compacting_campaign", "compacting_from")
@@ -182,16 +183,8 @@ class Compaction:
         for key, value in zip(_META_KEYS, (cursor.day, cursor.campaign, cursor.moment), strict=True):
             self.conn.execute(self.SQL_SET, (key, value))
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self.conn.execute("BEGIN TRANSACTION")
-        try:
-            yield
-            self.conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self.conn.execute("ROLLBACK")
-            raise
+    def _transaction(self) -> contextlib.AbstractContextManager[None]:
+        return transaction(self.conn)
 
 
 def _min_max(stats: Any) -> tuple[int | None, int | None]:

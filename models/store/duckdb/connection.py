@@ -219,6 +219,20 @@ def install_history(copy: Path, path: Path, aside_suffix: str) -> Path | None:
 
 
 @contextlib.contextmanager
+def transaction(conn: Any) -> Iterator[None]:
+    """BEGIN … COMMIT on a DuckDB connection; ROLLBACK on any error, which goes on up."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        # A failed COMMIT (a full disk) has ended the transaction already: raise its error.
+        with contextlib.suppress(Exception):
+            conn.execute("ROLLBACK")
+        raise
+
+
+@contextlib.contextmanager
 def open_history(path: Path, *, write: bool, memory_limit: str, wait: float | None = None) -> Iterator[Any]:
     """A DuckDB connection to the history file, closed (and its lock dropped) on leaving: read-write
     under the exclusive lock (the file is made if missing), else read-only under the shared one

@@ -27,10 +27,10 @@ import contextlib
 import csv
 import os
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from models.store.duckdb.connection import transaction
 from models.store.history import CONVERSION_COLUMNS, ROW_COLUMNS
 from models.tables.click import ROUTING_COLUMNS, SUB_ID_COLUMNS
 
@@ -289,18 +289,8 @@ class ColumnarHistory:
             if scratch is not None:
                 scratch.unlink(missing_ok=True)
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """BEGIN … COMMIT; ROLLBACK on any error, which goes on up."""
-        self.conn.execute("BEGIN TRANSACTION")
-        try:
-            yield
-            self.conn.execute("COMMIT")
-        except BaseException:
-            # A failed COMMIT (a full disk) has ended the transaction already: raise its error.
-            with contextlib.suppress(Exception):
-                self.conn.execute("ROLLBACK")
-            raise
+    def _transaction(self) -> contextlib.AbstractContextManager[None]:
+        return transaction(self.conn)
 
     def _write_csv(self, rows: list[tuple]) -> Path:
         fd, name = tempfile.mkstemp(prefix="append-", suffix=".csv", dir=self.scratch)
