@@ -60,6 +60,10 @@ from models.store.files import (
 HISTORY_SUFFIX = ".history.duckdb"
 # How long a backup or restore waits for an append (or retention run, rebuild, repair) to finish.
 WRITER_WAIT = 120.0
+HISTORY_BUSY = (
+    f"The click history has been busy (an append, retention run or rebuild) for {WRITER_WAIT:.0f} s; "
+    "try the backup again in a few minutes."
+)
 
 
 class BackupError(LannerError, RuntimeError):
@@ -107,23 +111,26 @@ def backup_database(database_path: Path, target: Path, history: HistoryFiles | N
             copy_history(history.path, history_partial)
             copy_database(database_path, partial)
     except HistoryBusy:
-        raise BackupError(
-            f"The click history has been busy (an append, retention run or rebuild) for {WRITER_WAIT:.0f} s; "
-            "try the backup again in a few minutes."
-        ) from None
+        raise BackupError(HISTORY_BUSY) from None
     except (HistoryMissing, HistoryUnreadable) as error:
         # The database is backed up all the same: it is the system of record.
         copy_database(database_path, partial)
         os.replace(partial, target)
         return BackupResult(target.stat().st_size, None, note=f"The click history was not backed up: {error}")
     record_backup_history(partial, position, clicks)
+    size = place_backup(partial, target, history_partial, history_target)
+    return BackupResult(size, history_target, clicks, position)
+
+
+def place_backup(partial: Path, target: Path, history_partial: Path, history_target: Path) -> int:
+    """Move a finished backup's history copy (and its WAL) into place, then its database copy, the
+    one a restore looks for first; their bytes together."""
     os.replace(history_partial, history_target)
     wal = history_partial.with_name(history_partial.name + ".wal")
     if wal.exists():
         os.replace(wal, history_target.with_name(history_target.name + ".wal"))
     os.replace(partial, target)
-    size = sum(p.stat().st_size for p in (target, history_target))
-    return BackupResult(size, history_target, clicks, position)
+    return sum(p.stat().st_size for p in (target, history_target))
 
 
 def processes_using(path: Path) -> list[int]:

@@ -43,11 +43,13 @@ from pathlib import Path
 from peewee import Database
 
 from models.ops.backup import (
+    HISTORY_BUSY,
     WRITER_WAIT,
     BackupError,
     BackupResult,
     history_copy_path,
     install_taken,
+    place_backup,
     reconcile_history,
     taken_history,
 )
@@ -107,10 +109,7 @@ def backup_postgres(
                         copy_history(history.path, history_partial)
                         snapshot, facts = _snapshot(db)
                 except HistoryBusy:
-                    raise BackupError(
-                        f"The click history has been busy (an append, retention run or rebuild) for "
-                        f"{WRITER_WAIT:.0f} s; try the backup again in a few minutes."
-                    ) from None
+                    raise BackupError(HISTORY_BUSY) from None
                 except (HistoryMissing, HistoryUnreadable) as error:
                     # The database is backed up all the same: it is the system of record.
                     taken, note = None, f"The click history was not backed up: {error}"
@@ -128,12 +127,7 @@ def backup_postgres(
     if taken is None:
         os.replace(partial, target)
         return BackupResult(target.stat().st_size, None, note=note), facts
-    os.replace(history_partial, history_target)
-    wal = history_partial.with_name(history_partial.name + ".wal")
-    if wal.exists():
-        os.replace(wal, history_target.with_name(history_target.name + ".wal"))
-    os.replace(partial, target)
-    size = sum(p.stat().st_size for p in (target, history_target))
+    size = place_backup(partial, target, history_partial, history_target)
     return BackupResult(size, history_target, taken[1], taken[0]), facts
 
 
