@@ -115,25 +115,29 @@ if block < 1 then block = 1 end
 for i = 1, n do counts[i] = redis.call('INCRBY', KEYS[2 + i], block) end
 return {0, counts, block, epoch}
 """
-# A clean stop gives its unspent units back, to the counters of the epoch they were leased from only.
+# Units go back to the counters of the epoch they were leased from only: KEYS[first] the epoch and
+# ARGV[first] the holder's, then from first + 1 on the counters and each one's units. 1 if given back.
+RETURN_TO_EPOCH = """
+local function return_units(first)
+  if redis.call('GET', KEYS[first]) ~= ARGV[first] then return 0 end
+  for i = first + 1, #KEYS do
+    if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECRBY', KEYS[i], ARGV[i]) end
+  end
+  return 1
+end
+"""
+# A clean stop gives its unspent units back and leaves the holders.
 # KEYS: the holders, the epoch, then the counters. ARGV: holder, its epoch, then each counter's units.
-GIVE_BACK = """
+GIVE_BACK = (
+    RETURN_TO_EPOCH
+    + """
 redis.call('ZREM', KEYS[1], ARGV[1])
-if redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
-for i = 3, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECRBY', KEYS[i], ARGV[i]) end
-end
-return 1
+return return_units(2)
 """
-# Units leased under a cap since changed go back, to the counters of the epoch they were leased from.
+)
+# Units leased under a cap since changed go back.
 # KEYS: the epoch, then the counters. ARGV: its epoch, then each counter's units.
-RETURN_UNITS = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('DECRBY', KEYS[i], ARGV[i]) end
-end
-return 1
-"""
+RETURN_UNITS = RETURN_TO_EPOCH + "return return_units(1)\n"
 # A claimed LP click whose line cannot be written: its claim is deleted (its units go back to the lease).
 UNCLAIM = """
 redis.call('DEL', KEYS[1])
