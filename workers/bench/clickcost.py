@@ -17,23 +17,11 @@ measured by scripts/flush_pg_cost.py). Prints µs per click for each mode and --
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import tempfile
 import time
 from pathlib import Path
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    from workers.runtime.procfs import process_tree, stat_fields
-
-    ticks = 0
-    for member in process_tree(pid):
-        fields = stat_fields(member)
-        if fields:
-            ticks += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime.
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -52,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     from models.migrations.runner import migrate
     from models.store.database import db, open_database
     from models.store.nodevisitors import LandedVisitors, landed_visitors_path
+    from workers.bench.harness import process_cpu_seconds
     from workers.bench.servers import PostgresServer, RedisServer
 
     postgres = PostgresServer(fsync=True, shared_buffers="128MB").start()
@@ -100,11 +89,12 @@ def main(argv: list[str] | None = None) -> None:
                 clicker = tracker(mode == "node file")
                 config = clicker.campaign("cost")
                 clicker.track(config, visit(0))  # Connected, loaded, leased: not measured.
-                pg, rd, own = tree_cpu_seconds(postgres.pid), tree_cpu_seconds(redis_pid), time.thread_time()
+                pg, rd = process_cpu_seconds(postgres.pid), process_cpu_seconds(redis_pid)
+                own = time.thread_time()
                 for n in range(args.clicks):
                     clicker.track(config, visit(n % args.visitors))
                 own = time.thread_time() - own
-                pg, rd = tree_cpu_seconds(postgres.pid) - pg, tree_cpu_seconds(redis_pid) - rd
+                pg, rd = process_cpu_seconds(postgres.pid) - pg, process_cpu_seconds(redis_pid) - rd
                 clicker.close()
                 landing.flush()  # Lands them (not measured): the next round's visitors have these too.
                 per = 1e6 / args.clicks

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     from models.migrations.runner import migrate
     from models.store.database import db, open_database
     from settings import load_settings
-    from workers.bench.flushcost import tree_cpu_seconds
+    from workers.bench.harness import process_cpu_seconds
     from workers.bench.servers import PostgresServer
 
     server = PostgresServer(fsync=True, shared_buffers="128MB").start()
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
             time.sleep(0.2)  # The worker's flusher has started.
         time.sleep(2)
         (batches_before,) = db.execute_sql(SQL_BATCHES).fetchone()
-        worker_before, server_before = tree_cpu_seconds(worker.pid), tree_cpu_seconds(server.pid)
+        worker_before, server_before = process_cpu_seconds(worker.pid), process_cpu_seconds(server.pid)
         started, sent = time.monotonic(), 0
         while (elapsed := time.monotonic() - started) < args.seconds:
             for _ in range(int(elapsed * args.rate) - sent):
@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> None:
         deadline = time.monotonic() + 120
         while db.execute_sql(SQL_CLICKS).fetchone()[0] < sent and time.monotonic() < deadline:
             time.sleep(0.2)
-        worker_cpu = tree_cpu_seconds(worker.pid) - worker_before
-        server_cpu = tree_cpu_seconds(server.pid) - server_before
+        worker_cpu = process_cpu_seconds(worker.pid) - worker_before
+        server_cpu = process_cpu_seconds(server.pid) - server_before
         time.sleep(1)  # The statistics collector's report of the last transactions.
         batches = db.execute_sql(SQL_BATCHES).fetchone()[0] - batches_before
         landed = db.execute_sql(SQL_CLICKS).fetchone()[0]

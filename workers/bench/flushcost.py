@@ -19,7 +19,6 @@ because it sets the sessions' lock logging itself (SQL the store has no reason t
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import resource
@@ -28,17 +27,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    from workers.runtime.procfs import process_tree, stat_fields
-
-    ticks = 0
-    for member in process_tree(pid):
-        fields = stat_fields(member)
-        if fields:
-            ticks += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime.
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def time_report(db, now: float, runs: int) -> tuple[float, int]:
@@ -76,6 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     from models.clicks.visit import Visit
     from models.migrations.runner import migrate
     from models.store.database import db, open_database
+    from workers.bench.harness import process_cpu_seconds
     from workers.bench.servers import PostgresServer
 
     server = PostgresServer(fsync=True, shared_buffers="128MB").start()
@@ -130,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
 
         threads = [threading.Thread(target=land, args=(spool,)) for spool in spools]
         own_before = resource.getrusage(resource.RUSAGE_SELF)
-        cpu_before, wall_before = tree_cpu_seconds(server.pid), time.monotonic()
+        cpu_before, wall_before = process_cpu_seconds(server.pid), time.monotonic()
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -140,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
         # This process does nothing else meanwhile: its CPU over the landing is the flushers'.
         flushers_cpu = (own_after.ru_utime - own_before.ru_utime) + (own_after.ru_stime - own_before.ru_stime)
         time.sleep(0.5)  # The backends' exit, reaped by the postmaster: their CPU moves to its cutime.
-        cpu = tree_cpu_seconds(server.pid) - cpu_before
+        cpu = process_cpu_seconds(server.pid) - cpu_before
         if errors:
             raise SystemExit(f"a flusher failed: {errors[0]!r}")
         waits = re.findall(r"still waiting for \w+ on (\w+)", server.log()[log_before:])
