@@ -182,9 +182,15 @@ class Report:
     raw_reason: str | None = None
     # Why the columnar history did not answer the raw clicks it was asked for (a note too), or None.
     fallback: str | None = None
+    # One page of the report (models/reporting/reportpage.py): `rows` are the page's, `row_count` the
+    # report's every row, `total` theirs; None for the whole report.
+    row_count: int | None = None
+    total_less: dict[str, Any] | None = None  # The total without the rows a page asked to leave out.
 
     def as_json(self) -> dict[str, Any]:
+        paged = {} if self.row_count is None else {"row_count": self.row_count}
         return {
+            **paged,
             "currency": self.currency,
             "rows": self.rows,
             "total": self.total,

@@ -104,13 +104,81 @@ def stream_report(
     chunk: int = 10_000,
 ) -> ReportStream:
     """The report `query` asks for, its rows to iterate; ReportError (or TimeRangeError) as run_report."""
-    if (
+    if not sums_in_history(db, query, history):
+        return _in_memory(db, query, now, history)
+    assert history is not None
+    prepared = prepare_history(db, query, now, history)
+    if prepared is None:
+        return _in_memory(db, query, now, history)  # It says why in a note, as every report does.
+    try:
+        rows = stream_groups(prepared.columnar, *prepared.piece, **prepared.sums, chunk=chunk)
+    except HISTORY_UNAVAILABLE:
+        prepared.reading.close()
+        return _in_memory(db, query, now, history)
+    except BaseException:
+        prepared.reading.close()
+        raise
+    stream = ReportStream(
+        columns=prepared.columns,
+        currency=prepared.currency,
+        notes=prepared.notes,
+        rows=iter(()),
+        streamed=True,
+        unconverted=prepared.unconverted,
+    )
+    stream.rows = ClosingRows(
+        _rows(
+            stream.totals,
+            prepared.reading,
+            rows,
+            (prepared.shown, prepared.key_shown),
+            prepared.names,
+            (prepared.gaps, prepared.currency, prepared.cost_gaps),
+        ),
+        prepared.reading,
+    )
+    return stream
+
+
+def sums_in_history(db: Database, query: ReportQuery, history: HistoryFiles | None) -> bool:
+    """Whether DuckDB may sum `query`'s rows (the history there, not a raw or label report, not one the
+    rollups answer sooner): else run_report makes it."""
+    return not (
         history is None
         or query.source == "raw"
         or LABEL_GROUP in (*query.group_by, *query.filters)
         or rollups_answer(db, query)
-    ):
-        return _in_memory(db, query, now, history)
+    )
+
+
+@dataclass
+class HistorySums:
+    """A report made ready for DuckDB to sum (stream_groups, page_groups): the history open (`reading`
+    closes it), what the row store adds read in its snapshot, and what makes a summed row a report's."""
+
+    reading: contextlib.ExitStack
+    columnar: Any
+    piece: tuple  # groups, filters, bucket, start, end: the first arguments of stream_groups.
+    sums: dict[str, Any]  # The keyword arguments of stream_groups but chunk.
+    columns: list[str]
+    shown: list[str]  # The groups in the query's order, as named in the rows.
+    key_shown: list[str]  # The same in the order a summed row holds their values (time first).
+    time_group: str | None
+    names: dict[str, dict[int, str]]
+    gaps: dict[tuple, Gaps]
+    cost_gaps: dict[tuple, Gaps]
+    currency: str
+    notes: list[str]
+    unconverted: list[dict[str, Any]]
+    start_ms: int | None
+    end_ms: int | None
+
+
+def prepare_history(
+    db: Database, query: ReportQuery, now: float | None, history: HistoryFiles
+) -> HistorySums | None:
+    """`query` made ready for DuckDB to sum, or None when the history cannot answer (run_report's then,
+    which says why); ReportError (or TimeRangeError) as run_report."""
     resolved, renames, name_notes = resolve_names(db, query)
     _check(resolved)
     try:
@@ -205,51 +273,50 @@ def stream_report(
             )
             notes = name_notes + _currency_notes(store, resolved, currency, unconverted)
             names = {group: store.names(group) for group in resolved.group_by if group in NAMED_GROUPS}
-        parents = {
-            position_: grouping.parent_of
-            for grouping in (by_network, by_source)
-            for position_ in grouping.positions
-        }
-        rows = stream_groups(
-            columnar,
-            by_source.groups,
-            by_source.filters,
-            bucket,
-            *bounds,
-            position=position,
-            queued=queued,
-            conversions=(conversion_position, queued_conversions),
-            rest=rest,
-            label_of=label_of,
-            parents=parents,
-            chunk=chunk,
-        )
     except HISTORY_UNAVAILABLE:
         reading.close()
-        return _in_memory(db, query, now, history)  # It says why in a note, as every report does.
-
+        return None
     except BaseException:
         reading.close()
         raise
+    parents = {
+        position_: grouping.parent_of
+        for grouping in (by_network, by_source)
+        for position_ in grouping.positions
+    }
     columns = list(resolved.group_by)
     shown = [renames.get(column, column) for column in columns]
-    # A row's group values come time bucket first (as run_report's sums' keys); shown in the query's order.
-    key_shown = [renames.get(column, column) for column in ([time_group, *groups] if time_group else groups)]
-    stream = ReportStream(
+    return HistorySums(
+        reading=reading,
+        columnar=columnar,
+        piece=(by_source.groups, by_source.filters, bucket, *bounds),
+        sums={
+            "position": position,
+            "queued": queued,
+            "conversions": (conversion_position, queued_conversions),
+            "rest": rest,
+            "label_of": label_of,
+            "parents": parents,
+        },
         columns=shown
         + [f"{g}_name" for g in resolved.group_by if g in NAMED_GROUPS]
         + list(REPORT_METRICS)
         + list(GAP_COLUMNS),
+        shown=shown,
+        # A row's group values come time bucket first (as run_report's sums' keys).
+        key_shown=[
+            renames.get(column, column) for column in ([time_group, *groups] if time_group else groups)
+        ],
+        time_group=time_group,
+        names=names,
+        gaps=gaps,
+        cost_gaps=cost_gaps,
         currency=currency,
         notes=notes,
-        rows=iter(()),
-        streamed=True,
         unconverted=unconverted,
+        start_ms=start,
+        end_ms=end,
     )
-    stream.rows = ClosingRows(
-        _rows(stream.totals, reading, rows, (shown, key_shown), names, (gaps, currency, cost_gaps)), reading
-    )
-    return stream
 
 
 class ClosingRows:

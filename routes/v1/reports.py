@@ -8,6 +8,7 @@ import falcon
 from models.admin.services import get_campaign
 from models.reporting.history import HistoryFiles
 from models.reporting.notes import without_money_notes
+from models.reporting.reportpage import MAX_PAGE_ROWS, PageQuery, page_report
 from models.reporting.reports import ReportError
 from models.reporting.reportstream import stream_report
 from models.reporting.series import MAX_SERIES_ROWS, parse_rows, run_series
@@ -36,14 +37,27 @@ REPORT_PARAMS = (
     Param("format", " or ".join(FORMATS) + " (CSV also for Accept: text/csv; streamed as it is read)"),
 )
 NAMES = tuple(p.name for p in REPORT_PARAMS)
+PAGE_PARAMS = (
+    Param(
+        "sort",
+        "Sort keys, comma-separated, at most two: a metric (clicks, roi ...) or `group` (one grouping "
+        "level), `-` before one for descending (`-clicks,roi`); ties keep the report's order.",
+    ),
+    Param("limit", f"Rows of one page, 1 to {MAX_PAGE_ROWS}: the answer adds `row_count`, every row's."),
+    Param("offset", "Rows to skip before the page (default 0)."),
+)
+PAGE_NAMES = tuple(p.name for p in PAGE_PARAMS)
 
 
 @api_resource
 class ReportResource:
     operations = {
         "GET": Operation(
-            "A report; filters as f.<name>=v1,v2 (e.g. f.country=US,GB). Any other parameter is refused.",
-            params=(*REPORT_PARAMS, Param("f.<name>", "A filter on a grouping name.")),
+            "A report; filters as f.<name>=v1,v2 (e.g. f.country=US,GB). Any other parameter is refused. "
+            "With sort, limit or offset, one page of it: its rows in that order, `row_count` (every "
+            "row's) and the totals over every row (summed, sorted and cut by DuckDB where the columnar "
+            "history answers).",
+            params=(*REPORT_PARAMS, *PAGE_PARAMS, Param("f.<name>", "A filter on a grouping name.")),
             open_query=True,
         )
     }
@@ -54,9 +68,27 @@ class ReportResource:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         params = single_params(req)
-        check_report_parameters(params, NAMES)
+        check_report_parameters(params, (*NAMES, *PAGE_NAMES))
         check_visible(req, self.db, params)
         hides_money = req.context.principal.hides_money
+        page = page_of({name: params.pop(name) for name in PAGE_NAMES if name in params})
+        if page is not None and hides_money and any(key in MONEY_FIELDS for key, _ in page.sort):
+            raise falcon.HTTPBadRequest(title="Bad report page", description="Sort by a column you may see.")
+        if page is not None:
+            if wants_csv(req, params):
+                raise falcon.HTTPBadRequest(
+                    title="Bad report query",
+                    description="A CSV holds every row: give no sort, limit or offset.",
+                )
+            query = report_query(params, self.report_currency)
+            paged = run_report_query(
+                self.db,
+                query,
+                self.history,
+                run=lambda db, q, history: page_report(db, q, page, history=history),
+            )
+            answer(req, resp, paged.as_json())
+            return
         if wants_csv(req, params):
             query = report_query(params, self.report_currency)
             stream = run_report_query(self.db, query, self.history, run=stream_report)
@@ -65,6 +97,24 @@ class ReportResource:
             return
         report = report_from_parameters(self.db, params, self.report_currency, self.history)
         answer(req, resp, report.as_json())
+
+
+def page_of(given: dict[str, str]) -> PageQuery | None:
+    """The page `sort`, `limit` and `offset` ask for (None: none given, the whole report); 400 for a
+    malformed one (run_report_query answers 400 for keys it does not know)."""
+    if not given:
+        return None
+    numbers = {}
+    for name, default in (("limit", 1000), ("offset", 0)):
+        text = given.get(name, str(default)).strip()
+        if not (text.isascii() and text.isdigit()) or len(text) > 18:
+            raise falcon.HTTPBadRequest(
+                title="Bad report page", description=f"The {name} is a whole number, not {text[:20]!r}."
+            )
+        numbers[name] = int(text)
+    keys = [part.strip() for part in given.get("sort", "").split(",") if part.strip()]
+    sort = tuple((key.removeprefix("-"), key.startswith("-")) for key in keys)
+    return PageQuery(sort=sort, limit=numbers["limit"], offset=numbers["offset"])
 
 
 def single_params(req: falcon.Request, repeatable: tuple[str, ...] = ()) -> dict[str, str]:

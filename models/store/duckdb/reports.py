@@ -17,6 +17,7 @@ again), the row store the rest (models/reporting/reports.py sums both).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from models.store import reports as base
@@ -214,6 +215,61 @@ def stream_groups(
     With `bucket`, the first value is a time bucket that `label_of` (called with each bucket of the
     range) names; `parents` maps a value at a key position to its parent's id (offer -> network), so
     the key is the report's before the sums are taken: DuckDB groups once, the result stays in it."""
+    summed = _summed(
+        conn,
+        groups,
+        filters,
+        bucket,
+        start,
+        end,
+        position=position,
+        queued=queued,
+        conversions=conversions,
+        rest=rest,
+        label_of=label_of,
+        parents=parents,
+    )
+    # PERF: a count summed as a DOUBLE (exact below 2**53), not DuckDB's 128-bit integer sum: half the
+    # state per group of a million-group report. The caller makes counts integers again.
+    sums = ", ".join(f"SUM(CAST(u.m{n} AS DOUBLE))" for n in range(len(base.METRICS)))
+    group_by = f" GROUP BY {', '.join(summed.keys)}" if summed.keys else ""
+    order_by = f" ORDER BY {', '.join(f'{o} NULLS FIRST' for o in summed.order)}" if summed.order else ""
+    # Run now (DuckDB sums and sorts here, within its memory_limit, spilling past it): a failure is
+    # the caller's to answer before the first row goes out.
+    cursor = conn.execute(
+        f"SELECT {', '.join([*summed.keys, sums])} FROM {summed.source}{group_by}{order_by}", summed.params
+    )
+    return _fetched(cursor, chunk)
+
+
+@dataclass(frozen=True)
+class _Summed:
+    """What a report's rows are summed from inside DuckDB: `source`, the history's piece and the row
+    store's rest (temporary tables loaded) with the joins that make the report's keys; `keys`, the
+    expressions grouped by (a time label, a parent's id); `order`, each key's order (a label by its
+    first bucket)."""
+
+    source: str
+    params: list
+    keys: list[str]
+    order: list[str]
+
+
+def _summed(
+    conn: Any,
+    groups: tuple[str, ...],
+    filters: dict[str, tuple],
+    bucket: int | None,
+    start: int,
+    end: int,
+    *,
+    position: int,
+    queued: list[int],
+    conversions: tuple[int, list[int]],
+    rest: list[tuple],
+    label_of: Any,
+    parents: dict[int, dict[int, int | None]],
+) -> _Summed:
     piece_sql = PieceSql(groups, filters, bucket)
     clicks_sql, params = piece_sql.history_clicks(start, end, position, queued)
     converted_sql, converted_params = piece_sql.history_conversions(
@@ -257,19 +313,8 @@ def stream_groups(
         _load(conn, table, list(parent_of.items()))
         joins.append(f"LEFT JOIN {table} AS p{position_} ON p{position_}.child = u.k{position_}")
         keys[position_] = order[position_] = f"p{position_}.parent"
-    # PERF: a count summed as a DOUBLE (exact below 2**53), not DuckDB's 128-bit integer sum: half the
-    # state per group of a million-group report. The caller makes counts integers again.
-    sums = ", ".join(f"SUM(CAST(u.m{n} AS DOUBLE))" for n in range(len(base.METRICS)))
-    group_by = f" GROUP BY {', '.join(keys)}" if keys else ""
-    order_by = f" ORDER BY {', '.join(f'{o} NULLS FIRST' for o in order)}" if order else ""
-    # Run now (DuckDB sums and sorts here, within its memory_limit, spilling past it): a failure is
-    # the caller's to answer before the first row goes out.
-    cursor = conn.execute(
-        f"SELECT {', '.join([*keys, sums])} FROM ({piece} UNION ALL SELECT * FROM report_rest) AS u "
-        f"{' '.join(joins)}{group_by}{order_by}",
-        params,
-    )
-    return _fetched(cursor, chunk)
+    source = f"({piece} UNION ALL SELECT * FROM report_rest) AS u {' '.join(joins)}"
+    return _Summed(source, params, keys, order)
 
 
 def _fetched(cursor: Any, chunk: int) -> Iterator[tuple]:
@@ -296,3 +341,201 @@ def history_unconverted_rows(
     for click_id, *key in conn.execute(sql, params).fetchall():
         for conversion in by_click[click_id]:
             yield (*key, *conversion)
+
+
+# -- one page of a report, sorted and cut inside DuckDB (models/reporting/reportpage.py) ----------------
+
+GROUP_KEY = "group"
+# A report row's metrics as models/reporting/reports.py `_row` computes them, over the summed columns
+# (named as METRICS): rounded alike, a ratio NULL where its denominator is 0, so DuckDB sorts by the
+# values the page shows. An amount that is not finite is NULL, as the row's None (sorted last).
+_CONVERSIONS = "(leads + sales + rebills)"
+_REVENUE = "ROUND(revenue, 6)"
+_COST = "ROUND(click_cost + conversion_cost, 6)"
+_PROFIT = f"ROUND({_REVENUE} - {_COST}, 6)"
+
+
+def _ratio_sql(numerator: str, denominator: str, scale: float = 1.0) -> str:
+    return f"CASE WHEN {denominator} <> 0 THEN ROUND({numerator} / {denominator} * {scale}, 4) END"
+
+
+ROW_SQL = {
+    "clicks": "clicks",
+    "unique_clicks": "unique_campaign",
+    "unique_global": "unique_global",
+    "unique_stream": "unique_stream",
+    "bots": "bots",
+    "conversions": _CONVERSIONS,
+    "leads": "leads",
+    "sales": "sales",
+    "rejected": "rejected",
+    "trash": "trash",
+    "rebills": "rebills",
+    "cr": _ratio_sql(_CONVERSIONS, "clicks", 100.0),
+    "revenue": _REVENUE,
+    "revenue_pending": "ROUND(revenue_pending, 6)",
+    "cost": _COST,
+    "profit": _PROFIT,
+    "roi": _ratio_sql(_PROFIT, _COST, 100.0),
+    "epc": _ratio_sql(_REVENUE, "clicks"),
+    "cpc": _ratio_sql(_COST, "clicks"),
+    "cpa": _ratio_sql(_COST, _CONVERSIONS),
+    "lp_views": "lp_views",
+    "lp_clicks": "lp_clicks",
+    "lp_ctr": _ratio_sql("lp_clicks", "lp_views", 100.0),
+}
+ROW_AMOUNTS = ("revenue", "revenue_pending", "cost", "profit", "roi", "epc", "cpc", "cpa")
+PAGE_SORTS = (*ROW_SQL, GROUP_KEY)
+# A text value is its own label but for these (the caller's label function names them): none, empty,
+# and any with a letter outside ASCII, where lower() and Python's casefold() may differ.
+_ODD_TEXT = "k{n} IS NULL OR k{n} = '' OR NOT regexp_full_match(k{n}, '[\\x00-\\x7F]*')"
+
+
+@dataclass(frozen=True)
+class PageAsk:
+    """What a page is: `sort`, (a ROW_SQL metric or GROUP_KEY, descending) keys in turn, ties in the
+    report's own order (`base`: key positions in the query's column order); the rows from `offset`,
+    `limit` of them; `kinds`: per key position "time" (a label), "id" or "text"; `label`: a key value's
+    label for GROUP_KEY (one group only); `without`: keys (every position) of rows to sum apart."""
+
+    sort: tuple[tuple[str, bool], ...]
+    limit: int
+    offset: int
+    kinds: tuple[str, ...]
+    base: tuple[int, ...]
+    label: Any = None
+    without: tuple[tuple, ...] = ()
+
+
+@dataclass
+class PageFound:
+    """The page's rows (key values, then the sums of METRICS), the number of rows, the sums over them
+    all, whether a row has an amount that is not finite, and the `without` rows found (as `rows`)."""
+
+    rows: list[tuple]
+    count: int
+    totals: list[float]
+    has_non_finite: bool
+    without: list[tuple]
+
+
+def page_groups(
+    conn: Any,
+    groups: tuple[str, ...],
+    filters: dict[str, tuple],
+    bucket: int | None,
+    start: int,
+    end: int,
+    *,
+    position: int,
+    queued: list[int],
+    conversions: tuple[int, list[int]],
+    rest: list[tuple],
+    label_of: Any,
+    parents: dict[int, dict[int, int | None]],
+    ask: PageAsk,
+) -> PageFound:
+    """One page of the report stream_groups sums (the same pieces, keys and sums), its rows in the order
+    `ask` gives, with the count of every row and their sums: DuckDB sums, sorts and cuts, so the
+    caller makes only the rows shown."""
+    summed = _summed(
+        conn,
+        groups,
+        filters,
+        bucket,
+        start,
+        end,
+        position=position,
+        queued=queued,
+        conversions=conversions,
+        rest=rest,
+        label_of=label_of,
+        parents=parents,
+    )
+    width = len(summed.keys)
+    metric_names = list(base.METRICS)
+    sums = ", ".join(f"SUM(CAST(u.m{n} AS DOUBLE)) AS {name}" for n, name in enumerate(metric_names))
+    keys = ", ".join(f"{key} AS k{n}" for n, key in enumerate(summed.keys))
+    first = f"{summed.order[0]} AS t, " if bucket else ""
+    group_by = f" GROUP BY {', '.join(summed.keys)}" if summed.keys else ""
+    conn.execute(
+        f"CREATE OR REPLACE TEMP TABLE report_page AS SELECT {keys + ', ' if keys else ''}{first}{sums} "
+        f"FROM {summed.source}{group_by}",
+        summed.params,
+    )
+    if not width:  # No group: DuckDB's one row, of no clicks when there were none (run_report has none).
+        conn.execute(
+            f"DELETE FROM report_page WHERE {' AND '.join(f'COALESCE({m}, 0) = 0' for m in metric_names)}"
+        )
+    joins, labelled, label_position = "", "", 0
+    if any(key == GROUP_KEY for key, _ in ask.sort):
+        label_position = _load_labels(conn, ask)
+        joins = f" LEFT JOIN report_label AS l ON l.value IS NOT DISTINCT FROM p.k{label_position}"
+        labelled = "l.label, l.folded, "
+    derived = ", ".join(
+        f"CASE WHEN isfinite({sql}) THEN {sql} END AS r_{name}"
+        if name in ROW_AMOUNTS
+        else f"{sql} AS r_{name}"
+        for name, sql in ROW_SQL.items()
+    )
+    finite = " AND ".join(f"COALESCE(isfinite({ROW_SQL[name]}), true)" for name in ROW_AMOUNTS)
+    rows = f"(SELECT p.*, {labelled}{derived}, NOT ({finite}) AS r_bad FROM report_page AS p{joins}) AS r"
+    order = []
+    for key, is_descending in ask.sort:
+        direction = "DESC" if is_descending else "ASC"
+        if key != GROUP_KEY:
+            order += [f"r.r_{key} IS NULL", f"r.r_{key} {direction}"]
+        elif ask.kinds[label_position] == "time":
+            order.append(f"r.t {direction}")
+        else:
+            shown = f"COALESCE(r.label, CAST(r.k{label_position} AS VARCHAR))"
+            order += [f"COALESCE(r.folded, lower({shown})) {direction}", f"{shown} {direction}"]
+    for position_ in ask.base:  # run_report's order: numbers before text, None as the text 'None'.
+        kind = ask.kinds[position_]
+        if kind == "time":
+            order.append("r.t")
+        elif kind == "id":
+            order += [f"r.k{position_} IS NULL", f"r.k{position_}"]
+        else:
+            order.append(f"COALESCE(r.k{position_}, 'None')")
+    columns = ", ".join([*(f"r.k{n}" for n in range(width)), *(f"r.{name}" for name in metric_names)])
+    found = conn.execute(
+        f"SELECT {columns} FROM {rows} ORDER BY {', '.join(order) or '1'} LIMIT ? OFFSET ?",
+        [ask.limit, ask.offset],
+    ).fetchall()
+    count, bad, *totals = conn.execute(
+        f"SELECT COUNT(*), COALESCE(bool_or(r.r_bad), false), "
+        f"{', '.join(f'COALESCE(SUM(r.{name}), 0)' for name in metric_names)} FROM {rows}"
+    ).fetchone()
+    without: list[tuple] = []
+    if ask.without:
+        conn.execute(
+            "CREATE OR REPLACE TEMP TABLE report_without AS SELECT "
+            f"{', '.join(f'k{n}' for n in range(width))} FROM report_page LIMIT 0"
+        )
+        _load(conn, "report_without", list(ask.without))
+        matched = " AND ".join(f"w.k{n} IS NOT DISTINCT FROM p.k{n}" for n in range(width))
+        without = conn.execute(
+            f"SELECT {', '.join([*(f'p.k{n}' for n in range(width)), *(f'p.{m}' for m in metric_names)])} "
+            f"FROM report_page AS p WHERE EXISTS (SELECT 1 FROM report_without AS w WHERE {matched})"
+        ).fetchall()
+    return PageFound(found, int(count), list(totals), bool(bad), without)
+
+
+def _load_labels(conn: Any, ask: PageAsk) -> int:
+    """The labels of the one key sorted by its label (`ask.label` of its values: an id key's every
+    value, a text key's odd ones), with their casefold(), in `report_label`; the key's position."""
+    if len(ask.kinds) != 1:
+        raise ValueError("a page sorts by the group's label with one group only")
+    kind = ask.kinds[0]
+    conn.execute(
+        "CREATE OR REPLACE TEMP TABLE report_label AS SELECT k0 AS value, "
+        "CAST(NULL AS VARCHAR) AS label, CAST(NULL AS VARCHAR) AS folded FROM report_page LIMIT 0"
+    )
+    if kind == "time":
+        return 0
+    odd = "true" if kind == "id" else _ODD_TEXT.format(n=0)
+    values = [row[0] for row in conn.execute(f"SELECT DISTINCT k0 FROM report_page WHERE {odd}").fetchall()]
+    labelled = [(value, label, label.casefold()) for value in values for label in (ask.label(value),)]
+    _load(conn, "report_label", labelled)
+    return 0
