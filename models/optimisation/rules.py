@@ -58,6 +58,7 @@ from models.optimisation.labels import LABELS, label_lookup, label_scope, set_la
 from models.optimisation.sourcepause import SourceAccess, exclude_zone, include_zone, source_target
 from models.optimisation.sourcezones import SourceRefused, is_zone_id
 from models.reporting.history import HistoryFiles
+from models.reporting.reportpage import PageQuery, page_report
 from models.reporting.reports import ReportError, ReportQuery, run_report
 from models.store.database import write_tx
 from models.store.meta import MetaStore
@@ -491,8 +492,17 @@ def _bounds(spec: RuleSpec, now: float) -> tuple[str, str]:
 
 
 def _report_rows(
-    db: Database, dimension: str, since: str, until: str, campaign_ids: set[int], history: HistoryFiles | None
+    db: Database,
+    dimension: str,
+    since: str,
+    until: str,
+    campaign_ids: set[int],
+    history: HistoryFiles | None,
+    conditions: tuple[Condition, ...] = (),
 ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The report's rows, or with `conditions` (the one rule asking for this report's) only those that
+    may meet them (models/reporting/reportpage.py: DuckDB keeps them where the history answers, so
+    Python makes no row of the thousands of zones that cannot; _plan_rule checks them exactly)."""
     query = ReportQuery(
         group_by=("campaign", dimension),
         filters={"campaign": tuple(str(i) for i in sorted(campaign_ids))},
@@ -500,7 +510,11 @@ def _report_rows(
         until=until,
         timezone="UTC",
     )
-    report = run_report(db, query, history=history)
+    if not conditions:
+        report = run_report(db, query, history=history)
+        return report.rows, report.notes
+    where = tuple((c.metric, c.operator, c.value) for c in conditions)
+    report = page_report(db, query, PageQuery(limit=2**62, where=where), history=history)
     return report.rows, report.notes
 
 
@@ -519,6 +533,7 @@ def plan_rules(
     # campaign's source stores it in, which two campaigns' sources may not agree on.
     columns: dict[int, dict[int, str]] = {}
     wanted: dict[tuple[str, str, str], set[int]] = {}
+    asking: dict[tuple[str, str, str], dict[int, tuple[Condition, ...]]] = {}  # Each rule's conditions.
     for spec in specs:
         try:
             columns[spec.id] = _columns(spec)
@@ -528,12 +543,15 @@ def plan_rules(
         bounds = _bounds(spec, now)
         for campaign_id, column in columns[spec.id].items():
             wanted.setdefault((column, *bounds), set()).add(campaign_id)
+            asking.setdefault((column, *bounds), {})[spec.id] = spec.conditions
     reports: dict[tuple[str, str, str], dict[int, list[dict[str, Any]]] | str] = {}
     notes: dict[tuple[str, str, str], list[str]] = {}
     for key, campaign_ids in wanted.items():
         # PERF: one report for every rule of the same column and window.
         try:
-            rows, notes[key] = _report_rows(db, *key, campaign_ids, history)
+            # The rows that may meet the conditions only, where one rule asks for the report (its page).
+            conditions = next(iter(asking[key].values())) if len(asking[key]) == 1 else ()
+            rows, notes[key] = _report_rows(db, *key, campaign_ids, history, tuple(conditions))
         except ReportError as exc:
             reports[key] = str(exc)
             continue

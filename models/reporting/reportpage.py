@@ -37,11 +37,12 @@ from models.reporting.reports import (
 from models.reporting.reportstream import MONEY_POSITIONS, prepare_history, sums_in_history
 from models.reporting.summary import total_without
 from models.store.duckdb.connection import HISTORY_UNAVAILABLE
-from models.store.duckdb.reports import GROUP_KEY, PageAsk, page_groups
+from models.store.duckdb.reports import GROUP_KEY, PageAsk, may_pass, page_groups
 from models.tables.dimensions import NAMED_GROUPS
 
 MAX_PAGE_ROWS = 10_000
 MAX_SORT_KEYS = 2
+WHERE_OPERATORS = (">=", "<=", ">", "<", "=", "!=")
 NONE_VALUE = "0"  # A named group's row without one (no offer, no network), as `without` names it.
 
 
@@ -57,6 +58,10 @@ class PageQuery:
     offset: int = 0
     without: tuple[str, ...] = ()
     label: Callable[[Any, str], str] | None = None
+    # Only the rows that may pass each (metric, operator, value) (a rule's conditions; a little wider
+    # than exact: models/store/duckdb/reports.py `may_pass`, the caller checks); the count and totals
+    # stay every row's.
+    where: tuple[tuple[str, str, float], ...] = ()
 
 
 def check_page(query: ReportQuery, page: PageQuery) -> None:
@@ -67,12 +72,15 @@ def check_page(query: ReportQuery, page: PageQuery) -> None:
             raise ReportError(
                 f"Sort by {GROUP_KEY} or a metric: {', '.join(REPORT_METRICS)}; not {key[:40]!r}."
             )
+    for metric, operator, _ in page.where:
+        if metric not in REPORT_METRICS or operator not in WHERE_OPERATORS:
+            raise ReportError(f"A page keeps rows by a metric and one of {', '.join(WHERE_OPERATORS)}.")
     if len(keys) > MAX_SORT_KEYS or len(set(keys)) < len(keys):
         raise ReportError("Sort by one key, or two different ones.")
     if (GROUP_KEY in keys or page.without) and len(query.group_by) != 1:
         raise ReportError("Sort by the group, or leave rows out of the total, in a report of one group.")
-    if not 1 <= page.limit <= MAX_PAGE_ROWS:
-        raise ReportError(f"A page holds 1 to {MAX_PAGE_ROWS:,} rows.")
+    if page.limit < 1:
+        raise ReportError("A page holds 1 row or more.")
     if page.offset < 0:
         raise ReportError("The offset is 0 or more.")
 
@@ -86,7 +94,7 @@ def page_report(
     history: HistoryFiles | None = None,
 ) -> Report:
     """The page of the report `query` asks for: a Report whose rows are the page's, with `row_count`,
-    the totals over every row, and `total_less` when `page.without` names rows; ReportError (or
+    the totals over every row, and `total_less` when `page.without` names some; ReportError (or
     TimeRangeError) as run_report."""
     check_page(query, page)
     if sums_in_history(db, query, history):
@@ -125,6 +133,7 @@ def _summed_page(
             base=tuple(position[name] for name in prepared.shown),
             label=key_label,
             without=tuple(_without_keys(page.without, kinds[0] if kinds else "text")),
+            where=page.where,
         )
         try:
             found = page_groups(prepared.columnar, *prepared.piece, **prepared.sums, ask=ask)
@@ -173,7 +182,7 @@ def _summed_page(
         unconverted=prepared.unconverted,
         notes=notes,
         row_count=found.count,
-        total_less=total_without(total, [make(row) for row in found.without]) if page.without else None,
+        total_less=total_without(total, [make(row) for row in found.without]) if found.without else None,
     )
 
 
@@ -211,7 +220,10 @@ def cut_page(report: Report, query: ReportQuery, page: PageQuery) -> Report:
         rows = sort_rows(rows, column, key, is_descending, in_time, page.label)
     left_out = [row for row in report.rows if written(group or "", row.get(column)) in set(page.without)]
     report.row_count = len(report.rows)
-    report.total_less = total_without(report.total, left_out) if page.without else None
+    report.total_less = total_without(report.total, left_out) if left_out else None
+    for metric, operator, value in page.where:
+        low, high = may_pass(operator, value)
+        rows = [row for row in rows if row.get(metric) is not None and low <= row[metric] <= high]
     report.rows = rows[page.offset : page.offset + page.limit]
     return report
 

@@ -17,6 +17,7 @@ from models.admin.services import list_campaigns
 from models.errors import LannerError
 from models.reporting.history import HistoryFiles
 from models.reporting.notes import without_money_notes
+from models.reporting.reportpage import page_report
 from models.reporting.reportstream import stream_report
 from models.reporting.series import run_series
 from routes.api import report_query, run_report_query
@@ -170,6 +171,16 @@ class PanelReports:
         visible campaigns, so naming another user's campaign counts nothing."""
         query = self._visible_query(principal, params, exact)
         return None if query is None else run_report_query(self.db, query, self.history)
+
+    def page(self, principal, params: dict[str, str], exact: dict[str, str] | None, page):
+        """One page of the report report() makes (models/reporting/reportpage.py: `page` a PageQuery),
+        with its row count and totals over every row, or None."""
+        query = self._visible_query(principal, params, exact)
+        if query is None:
+            return None
+        return run_report_query(
+            self.db, query, self.history, run=lambda db, q, history: page_report(db, q, page, history=history)
+        )
 
     def series(
         self, principal, params: dict[str, str], exact: dict[str, str] | None, rows: list[tuple[str, ...]]

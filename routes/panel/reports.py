@@ -25,6 +25,7 @@ from models.admin.sources import get_source
 from models.conversions.networks import get_network
 from models.reporting.columnpages import REPORTS
 from models.reporting.columnsets import remember_groups, remembered_groups
+from models.reporting.reportpage import PageQuery, cut_page
 from models.reporting.reports import (
     GROUPS,
     LABEL_GROUP,
@@ -36,7 +37,6 @@ from models.reporting.reports import (
 )
 from models.reporting.series import MAX_SERIES_ROWS, MONEY_SERIES_METRICS, SERIES_METRICS, time_bounds
 from models.reporting.sourcenames import source_parameter_names
-from models.reporting.summary import total_without
 from models.reporting.timerange import TimeRangeError, zone
 from models.tables.dimensions import DAY_MS, HOUR_MS, NAMED_GROUPS
 from routes.api import CSV_CHUNK_ROWS, report_query
@@ -371,6 +371,36 @@ class ReportBuilder:
     def level_report(self, state: BuilderState, principal: Principal) -> Report | None:
         return self.reports.report(principal, *self.level_params(state, principal))
 
+    def level_page(
+        self,
+        state: BuilderState,
+        principal: Principal,
+        campaigns: dict[int, tuple[str, str]],
+        without: set[str],
+    ) -> Report | None:
+        """The rows of the current level the page shows, in its order, with the count of every row, the
+        totals and the total less the ticked rows (`without`): summed, sorted and cut by DuckDB where the
+        columnar history answers (models/reporting/reportpage.py). A day or hour level is the whole
+        report (its chart draws every row), sorted here by the same rule."""
+        group = state.group
+        sort = ((state.sort_key, state.sort_order == "desc"),) + (
+            ((state.sort2, state.sort2_order == "desc"),) if state.sort2 else ()
+        )
+        page = PageQuery(
+            sort=sort,
+            limit=SHOWN_ROWS,
+            without=tuple(sorted(without)),
+            label=lambda value, name: display(group, value, {f"{group}_name": name}, campaigns)[0],
+        )
+        if group in TIME_GROUPS:
+            report = self.level_report(state, principal)
+            if report is None:
+                return None
+            params, _ = self.level_params(state, principal)
+            query = report_query({**params, "timezone": timezone_of(principal)})
+            return cut_page(report, query, replace(page, limit=max(len(report.rows), 1)))
+        return self.reports.page(principal, *self.level_params(state, principal), page)
+
     def level_stream(self, state: BuilderState, principal: Principal):
         """The current level's report as a stream of rows (a CSV's), or None."""
         return self.reports.stream(principal, *self.level_params(state, principal))
@@ -425,6 +455,7 @@ class ReportBuilder:
     def rows(
         self, state: BuilderState, report: Report | None, campaigns: dict[int, tuple[str, str]]
     ) -> list[dict]:
+        """The report's rows as the table shows them, in its order (a page's, level_page's, as it came)."""
         group = state.group
         rows: list[dict[str, Any]] = []
         for row in report.rows if report else []:
@@ -435,6 +466,8 @@ class ReportBuilder:
             else:
                 drill_value = str(value)
             rows.append({"label": label, "sub": sub, "value": drill_value, "stats": row})
+        if report is not None and report.row_count is not None:
+            return rows
         if state.sort2:  # First by the second key: the first's sort below keeps equal rows in its order.
             rows = sorted_rows(rows, group, state.sort2, state.sort2_order)
         return sorted_rows(rows, group, state.sort_key, state.sort_order)
@@ -733,9 +766,9 @@ class ReportBuilderPage(PanelResource):
         if added is not None:  # The form's "add a filter": the same state with it, as a URL of its own.
             kept = tuple((name, values) for name, values in state.filters if name != added[0])
             raise falcon.HTTPSeeOther(state.url(filters=(*kept, added)))
-        report = self.builder.level_report(state, principal)
-        series = self.builder.level_series(state, principal)
         campaigns = self.builder.campaign_names(principal)
+        report = self.builder.level_page(state, principal, campaigns, without)
+        series = self.builder.level_series(state, principal)
         rows = self.builder.rows(state, report, campaigns)
         currency = report.currency if report else self.builder.reports.report_currency
         is_last = state.level == len(state.groups) - 1
@@ -750,7 +783,7 @@ class ReportBuilderPage(PanelResource):
             [row["value"] for row in shown if row["value"]],
         )
         total = report.total if report else EMPTY_TOTAL
-        ticked = [row for row in rows if row["value"] is not None and row["value"] in without]
+        ticked = [row for row in shown if row["value"] is not None and row["value"] in without]
         self.page(
             req,
             resp,
@@ -766,11 +799,11 @@ class ReportBuilderPage(PanelResource):
             rows=shown,
             labelling=labelling,
             pushed=Flash(self.sessions).take(req, resp, session),  # A blacklist push's answer.
-            row_count=len(rows),
+            row_count=report.row_count if report and report.row_count is not None else len(rows),
             shown_rows=SHOWN_ROWS,
             total=total,
             ticked={row["value"] for row in ticked},
-            total_less=total_without(total, [row["stats"] for row in ticked]) if ticked else None,
+            total_less=report.total_less if report else None,
             chooser=self.sets.chooser(
                 principal, METRIC_LABELS, state.columns, state.sort_text, state.url(), state.groups
             ),

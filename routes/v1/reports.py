@@ -112,6 +112,10 @@ def page_of(given: dict[str, str]) -> PageQuery | None:
                 title="Bad report page", description=f"The {name} is a whole number, not {text[:20]!r}."
             )
         numbers[name] = int(text)
+    if not 1 <= numbers["limit"] <= MAX_PAGE_ROWS:
+        raise falcon.HTTPBadRequest(
+            title="Bad report page", description=f"The limit is 1 to {MAX_PAGE_ROWS:,} rows."
+        )
     keys = [part.strip() for part in given.get("sort", "").split(",") if part.strip()]
     sort = tuple((key.removeprefix("-"), key.startswith("-")) for key in keys)
     return PageQuery(sort=sort, limit=numbers["limit"], offset=numbers["offset"])

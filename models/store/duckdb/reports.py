@@ -16,6 +16,7 @@ again), the row store the rest (models/reporting/reports.py sums both).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -396,7 +397,8 @@ class PageAsk:
     """What a page is: `sort`, (a ROW_SQL metric or GROUP_KEY, descending) keys in turn, ties in the
     report's own order (`base`: key positions in the query's column order); the rows from `offset`,
     `limit` of them; `kinds`: per key position "time" (a label), "id" or "text"; `label`: a key value's
-    label for GROUP_KEY (one group only); `without`: keys (every position) of rows to sum apart."""
+    label for GROUP_KEY (one group only); `without`: keys (every position) of rows to sum apart;
+    `where`: only the rows that may pass these comparisons (the count and totals are every row's)."""
 
     sort: tuple[tuple[str, bool], ...]
     limit: int
@@ -405,6 +407,7 @@ class PageAsk:
     base: tuple[int, ...]
     label: Any = None
     without: tuple[tuple, ...] = ()
+    where: tuple[tuple[str, str, float], ...] = ()  # (metric, operator, value): MAY_PASS's superset.
 
 
 @dataclass
@@ -499,9 +502,15 @@ def page_groups(
         else:
             order.append(f"COALESCE(r.k{position_}, 'None')")
     columns = ", ".join([*(f"r.k{n}" for n in range(width)), *(f"r.{name}" for name in metric_names)])
+    where, bound = [], []
+    for metric, operator, value in ask.where:
+        low, high = may_pass(operator, value)
+        where.append(f"r.r_{metric} BETWEEN ? AND ?")
+        bound += [low, high]
     found = conn.execute(
-        f"SELECT {columns} FROM {rows} ORDER BY {', '.join(order) or '1'} LIMIT ? OFFSET ?",
-        [ask.limit, ask.offset],
+        f"SELECT {columns} FROM {rows}{' WHERE ' + ' AND '.join(where) if where else ''} "
+        f"ORDER BY {', '.join(order) or '1'} LIMIT ? OFFSET ?",
+        [*bound, ask.limit, ask.offset],
     ).fetchall()
     count, bad, *totals = conn.execute(
         f"SELECT COUNT(*), COALESCE(bool_or(r.r_bad), false), "
@@ -520,6 +529,16 @@ def page_groups(
             f"FROM report_page AS p WHERE EXISTS (SELECT 1 FROM report_without AS w WHERE {matched})"
         ).fetchall()
     return PageFound(found, int(count), list(totals), bool(bad), without)
+
+
+def may_pass(operator: str, value: float) -> tuple[float, float]:
+    """The range a row's value (rounded as shown) is in if it may pass `operator` `value`: a little
+    wider than exact (DuckDB's ROUND and Python's round() can part in the last digit), so a caller that
+    checks the rows it gets misses none."""
+    slack = 1e-6 * max(1.0, abs(value))
+    low = value - slack if operator in (">=", ">", "=") else -math.inf
+    high = value + slack if operator in ("<=", "<", "=") else math.inf
+    return low, high
 
 
 def _load_labels(conn: Any, ask: PageAsk) -> int:
