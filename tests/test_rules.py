@@ -342,3 +342,21 @@ def test_one_rule_judges_a_parameter_its_campaigns_sources_keep_in_different_slo
     run_rules(db, now=CLICKED_AT + HOUR)
     assert export_labels(db, scope_of(db, "rich", None, "zoneid"), "blacklist", "plain") == "88\n"
     assert export_labels(db, scope_of(db, "rich", None, "sub_id_1"), "blacklist", "plain") == ""
+
+
+def test_a_rule_alone_reads_only_the_rows_that_may_meet_it_and_plans_as_when_it_shares_a_report(
+    db, settings, push
+):
+    """A rule whose report no other rule shares keeps, inside DuckDB, only the zones that may meet its
+    conditions (models/reporting/reportpage.py `where`); its plan is the one made from every row (the
+    report two rules share), with a condition right on the zones' cost (6.00 >= 6)."""
+    from models.reporting.history import HistoryFiles, append_history
+
+    files = HistoryFiles.of(settings)
+    append_history(db, files)
+    spec = zone_rule(db, conditions=["cost >= 6 and conversions = 0"], max_actions=5)
+    other = zone_rule(db, name="other", conditions=["clicks > 1"])
+    (alone,) = plan_rules(db, [spec], history=files, now=CLICKED_AT + HOUR)
+    shared, _ = plan_rules(db, [spec, other], history=files, now=CLICKED_AT + HOUR)
+    assert [(p.target, p.numbers) for p in alone.actions] == [(p.target, p.numbers) for p in shared.actions]
+    assert sorted(p.target for p in alone.actions) == ["10", "6"] and alone.error is None
