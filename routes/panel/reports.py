@@ -25,7 +25,7 @@ from models.admin.sources import get_source
 from models.conversions.networks import get_network
 from models.reporting.columnpages import REPORTS
 from models.reporting.columnsets import remember_groups, remembered_groups
-from models.reporting.reportpage import PageQuery, cut_page
+from models.reporting.reportpage import GROUP_KEY, PageQuery, cut_page
 from models.reporting.reports import (
     GROUPS,
     LABEL_GROUP,
@@ -138,7 +138,7 @@ SINGLE_PARAMETERS = (
     *(f"d{n}" for n in range(1, MAX_LEVELS)),
 )
 CSV_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")  # A spreadsheet runs a cell starting so as a formula.
-GROUP_SORT = "group"
+GROUP_SORT = GROUP_KEY  # models/reporting/reportpage.py sorts by it, as by a metric.
 RATIOS = frozenset({"cr", "roi", "epc", "cpc", "cpa", "lp_ctr"})
 EMPTY_TOTAL = {name: None if name in RATIOS else 0 for name in REPORT_METRICS}  # No campaign to count.
 
@@ -455,7 +455,7 @@ class ReportBuilder:
     def rows(
         self, state: BuilderState, report: Report | None, campaigns: dict[int, tuple[str, str]]
     ) -> list[dict]:
-        """The report's rows as the table shows them, in its order (a page's, level_page's, as it came)."""
+        """The report's rows as the table shows them, in its order (level_page's: sorted already)."""
         group = state.group
         rows: list[dict[str, Any]] = []
         for row in report.rows if report else []:
@@ -466,11 +466,7 @@ class ReportBuilder:
             else:
                 drill_value = str(value)
             rows.append({"label": label, "sub": sub, "value": drill_value, "stats": row})
-        if report is not None and report.row_count is not None:
-            return rows
-        if state.sort2:  # First by the second key: the first's sort below keeps equal rows in its order.
-            rows = sorted_rows(rows, group, state.sort2, state.sort2_order)
-        return sorted_rows(rows, group, state.sort_key, state.sort_order)
+        return rows
 
     def breadcrumb(self, state: BuilderState, campaigns: dict, principal: Principal) -> list[dict]:
         steps = [{"label": "All", "href": state.url(drill=())}]
@@ -514,18 +510,6 @@ class ReportBuilder:
                 return f"#{value}"
             return stream.name if stream.campaign_id in campaigns else f"#{value}"
         return display(group, value, {}, campaigns)[0]
-
-
-def sorted_rows(rows: list[dict], group: str, key: str, order: str) -> list[dict]:
-    """`rows` by one key, stably (rows equal on it keep their order): the group's label (time rows in
-    time order), or a metric with the rows without a value last either way."""
-    if key == GROUP_SORT:
-        if group in TIME_GROUPS:  # Time rows come in time order (a repeated hour's two in turn).
-            return list(reversed(rows)) if order == "desc" else list(rows)
-        return sorted(rows, key=lambda r: (r["label"].casefold(), r["label"]), reverse=order == "desc")
-    present = [r for r in rows if r["stats"].get(key) is not None]
-    present.sort(key=lambda r: r["stats"][key], reverse=order == "desc")
-    return present + [r for r in rows if r["stats"].get(key) is None]  # Empty ones last either way.
 
 
 def display(group: str, value, row: dict, campaigns: dict[int, tuple[str, str]]) -> tuple[str, str]:
