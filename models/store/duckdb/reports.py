@@ -441,6 +441,9 @@ def page_groups(
     """One page of the report stream_groups sums (the same pieces, keys and sums), its rows in the order
     `ask` gives, with the count of every row and their sums: DuckDB sums, sorts and cuts, so the
     caller makes only the rows shown."""
+    named = [key for key, _ in ask.sort] + [metric for metric, _, _ in ask.where]
+    if any(name not in PAGE_SORTS for name in named):  # They name SQL columns: only known ones.
+        raise ValueError(f"a page sorts and keeps rows by {', '.join(PAGE_SORTS)}, not {named}")
     summed = _summed(
         conn,
         groups,
