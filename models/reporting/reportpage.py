@@ -111,34 +111,34 @@ def _summed_page(
     prepared = prepare_history(db, query, now, history)
     if prepared is None:
         return None
-    with prepared.reading:
-        position = {name: index for index, name in enumerate(prepared.key_shown)}
-        kinds = tuple(
-            "time" if name == prepared.time_group else "id" if name in NAMED_GROUPS else "text"
-            for name in prepared.key_shown
-        )
-        group = prepared.shown[0] if len(prepared.shown) == 1 else None
-        names = prepared.names.get(group or "", {})
-        label = page.label or _default_label
+    try:  # Out here: open_history makes DuckDB's errors (out of memory ...) the history's own.
+        with prepared.reading:
+            position = {name: index for index, name in enumerate(prepared.key_shown)}
+            kinds = tuple(
+                "time" if name == prepared.time_group else "id" if name in NAMED_GROUPS else "text"
+                for name in prepared.key_shown
+            )
+            group = prepared.shown[0] if len(prepared.shown) == 1 else None
+            names = prepared.names.get(group or "", {})
+            label = page.label or _default_label
 
-        def key_label(value: Any) -> str:
-            shown = None if group in NAMED_GROUPS and value == 0 else value
-            return label(shown, names.get(shown, "") if shown is not None else "")
+            def key_label(value: Any) -> str:
+                shown = None if group in NAMED_GROUPS and value == 0 else value
+                return label(shown, names.get(shown, "") if shown is not None else "")
 
-        ask = PageAsk(
-            sort=page.sort,
-            limit=page.limit,
-            offset=page.offset,
-            kinds=kinds,
-            base=tuple(position[name] for name in prepared.shown),
-            label=key_label,
-            without=tuple(_without_keys(page.without, kinds[0] if kinds else "text")),
-            where=page.where,
-        )
-        try:
+            ask = PageAsk(
+                sort=page.sort,
+                limit=page.limit,
+                offset=page.offset,
+                kinds=kinds,
+                base=tuple(position[name] for name in prepared.shown),
+                label=key_label,
+                without=tuple(_without_keys(page.without, kinds[0] if kinds else "text")),
+                where=page.where,
+            )
             found = page_groups(prepared.columnar, *prepared.piece, **prepared.sums, ask=ask)
-        except HISTORY_UNAVAILABLE:
-            return None
+    except HISTORY_UNAVAILABLE:
+        return None
 
     def make(row: tuple) -> dict[str, Any]:
         width = len(prepared.key_shown)
