@@ -581,8 +581,8 @@ def test_reports_speak_the_report_language_and_name_the_valid_parameters(admin, 
     status, answer = call(admin, "GET", "/reports?grop=campaign", key)
     assert status == 400
     assert answer["description"] == (
-        "Unknown parameter 'grop'; use group, preset, from, to, timezone, campaign, format "
-        "or f.<name> filters."
+        "Unknown parameter 'grop'; use group, preset, from, to, timezone, campaign, format, sort, limit, "
+        "offset or f.<name> filters."
     )
     status, answer = call(admin, "GET", "/reports?group=planet", key)
     assert status == 400 and answer["title"] == "Bad report query"
