@@ -61,7 +61,7 @@ from models.store.duckdb.connection import HistoryBusy
 from settings import Settings
 from workers.runtime.alerting import run_ops_checks
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
-from workers.runtime.procfs import set_process_name
+from workers.runtime.procfs import FLUSHER_THREAD, set_process_name, set_thread_name
 
 logger = logging.getLogger(__name__)
 
@@ -239,6 +239,7 @@ class FlusherThread(threading.Thread):
         self.join(timeout)
 
     def run(self) -> None:
+        set_thread_name(FLUSHER_THREAD)
         while not self.stopping.is_set():
             is_mine = self.attempt(self.lock.acquire)
             if not is_mine:
