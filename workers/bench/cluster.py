@@ -6,7 +6,8 @@ The run builds, in a temporary directory:
 
 - **the single box**: a fresh SQLite data dir, prefilled with `lanner generate clicks`, with the
   scenario's campaigns (prepare_database, as `lanner bench clicks`), served by `lanner serve` and
-  `lanner worker` on 127.0.0.1, no nginx (the existing path);
+  `lanner worker` on 127.0.0.1, behind nginx as deployed (`lanner nginx site`, its one upstream;
+  ClusterOptions.is_single_nginx, `--single-without-nginx` for k6 straight to its web workers);
 - **the cluster**: a throwaway PostgreSQL (fsync, synchronous_commit and full_page_writes ON:
   durability is part of what is measured) and Redis (no persistence) from Debian's binaries on
   unix sockets (workers/bench/servers.py, as an unprivileged user when root), migrated, then
@@ -15,6 +16,10 @@ The run builds, in a temporary directory:
   `lanner worker`, each with its own data dir, spool and LANNER_NODE_ID) and nginx (`lanner nginx
   site` with one upstream over all of them, trusting 127.0.0.1's X-Real-IP, where k6 puts the
   visitor's address).
+
+Before the ladder, the **idle step** (workers/bench/idlecost.py): both sides with no traffic for
+ClusterOptions.idle_seconds, CPU a second of every kind of process, so that the fixed cost (what wakes
+up on a timer) is visible apart from the clicks' own.
 
 Each rate runs on the single box, then on the cluster (interleaved: a load change on the shared box
 hits both sides of a ratio alike). After each step the bench waits for the spool(s) to drain and
