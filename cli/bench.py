@@ -388,11 +388,20 @@ def _suite_command(name: str, about: str):
             write_json,
         )
 
-        cluster_only = ("nodes", "web_workers", "is_overload", "capacity_rate", "rates", "step_seconds")
-        if not more.get("cluster") and any(more.get(key) for key in cluster_only):
+        cluster_only = (
+            "nodes",
+            "web_workers",
+            "is_overload",
+            "capacity_rate",
+            "rates",
+            "step_seconds",
+            "is_single_direct",
+            "idle_seconds",
+        )
+        if not more.get("cluster") and any(more.get(key) not in (None, False) for key in cluster_only):
             raise click.UsageError(
-                "--nodes, --web-workers, --overload, --capacity-rate, --rates and "
-                "--step-seconds go with --cluster."
+                "--nodes, --web-workers, --overload, --capacity-rate, --rates, --step-seconds, "
+                "--single-without-nginx and --idle-seconds go with --cluster."
             )
         if more.get("cluster"):
             rates = _parse_rates(more["rates"]) if more["rates"] else None
@@ -400,13 +409,24 @@ def _suite_command(name: str, about: str):
 
             if not allow_postgres_drivers():  # The bench reads its PostgreSQL, whatever the settings say.
                 raise click.ClickException("--cluster needs psycopg, which this process could not load.")
-            from workers.bench.cluster import ClusterOptions, ClusterReport, format_cluster_report
+            from workers.bench.cluster import (
+                IDLE_SECONDS,
+                QUICK_IDLE_SECONDS,
+                ClusterOptions,
+                ClusterReport,
+                format_cluster_report,
+            )
 
+            idle_seconds = more["idle_seconds"]
+            if idle_seconds is None:
+                idle_seconds = QUICK_IDLE_SECONDS if quick else IDLE_SECONDS
             shape = ClusterOptions(
                 nodes=more["nodes"] or 2,
                 web_workers=more["web_workers"],
                 is_overload=more["is_overload"],
                 capacity_rate=more["capacity_rate"],
+                is_single_nginx=not more["is_single_direct"],
+                idle_seconds=idle_seconds,
             )
             result = run_cluster_scenario(
                 SUITE_SCENARIOS[name],
@@ -465,6 +485,20 @@ def _suite_command(name: str, about: str):
                 "--capacity-rate",
                 type=click.IntRange(min=1),
                 help="--overload: the capacity step's offer in clicks/s (default: from the projection).",
+            ),
+            click.option(
+                "--single-without-nginx",
+                "is_single_direct",
+                is_flag=True,
+                help="--cluster: k6 straight to the single box's web workers, as the bench did before; "
+                "by default the single box is behind nginx (`lanner nginx site`, one upstream), as "
+                "deployed, like the nodes.",
+            ),
+            click.option(
+                "--idle-seconds",
+                type=click.IntRange(min=0),
+                help="--cluster: the idle step before the ladder, both sides with no traffic; 0: none.  "
+                "[default: 60; 5 with --quick]",
             ),
             click.option("--rates", help="--cluster: offered clicks/s per step, instead of the scenario's."),
             click.option(

@@ -237,7 +237,8 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
     options = BenchOptions(rates=[40], step_seconds=2, prefill=0, is_nginx_baseline=False)
     # The capacity step offered a set rate (the projection's would be hundreds a second here), then
     # the overload step twice what was accepted.
-    shape = ClusterOptions(nodes=2, web_workers=1, is_overload=True, capacity_rate=60)
+    # A short idle step: what it reads, not what it measures (the single box behind nginx, by default).
+    shape = ClusterOptions(nodes=2, web_workers=1, is_overload=True, capacity_rate=60, idle_seconds=2)
     run_cluster_bench(options, report, shape=shape)
 
     assert report.is_complete
@@ -265,8 +266,18 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
     assert report.settings["cluster"]["nodes"] == ["node-1", "node-2"]
     assert report.settings["cluster"]["web_workers_per_node"] == 1
     (row,) = report.comparison()
-    assert row["rate"] == 40 and row["cpu_per_click_ratio"] > 0
-    assert row["cpu_per_click_ratio_all"] >= row["cpu_per_click_ratio"]  # nginx's CPU on top.
+    assert row["rate"] == 40 and row["cpu_per_click_ratio"] > 0 and row["cpu_per_click_ratio_all"] > 0
+    # The single box was measured behind its own nginx; against it without nginx, the cluster's all is more.
+    assert row["is_single_nginx"] and "nginx" in single.components
+    assert row["cpu_per_click_ratio_all_vs_direct"] >= row["cpu_per_click_ratio"]
+    # The idle step read every kind of process on both sides: the flusher's thread apart from the consumer's.
+    idle = report.idle
+    assert idle is not None and idle["cluster"]["nodes"] == 2
+    assert {"web", "flusher", "consumer", "postgresql", "redis", "nginx"} <= set(idle["cluster"]["kinds"])
+    assert {"web", "flusher", "consumer", "nginx"} <= set(idle["sqlite"]["kinds"])
+    assert idle["cluster"]["kinds"]["flusher"]["units"] == 2  # One thread a node.
+    assert idle["cluster"]["kinds"]["sweeps"]["units"] == 2 and "sweeps" not in idle["sqlite"]["kinds"]
+    assert row["idle_us_per_click_all"]["cluster"] is not None
     # The projection is made of this run's figures: the shared part is PostgreSQL's plus Redis's.
     data = json.loads(json.dumps(report.to_json()))
     projection = data["projection"]
@@ -288,6 +299,7 @@ def test_bench_cluster_measures_two_nodes_beside_the_single_box_and_reconciles_b
     assert verdicts["no duplicated click (both sides)"].is_met
     assert verdicts["no 'no live upstreams' at twice capacity"].is_met
     lines = format_cluster_report(report)
+    assert any(line.startswith("idle (") for line in lines)
     assert any(line.startswith("cluster") for line in lines)
     assert any(line.startswith("overload: ") for line in lines)
 

@@ -104,3 +104,45 @@ def test_the_cluster_shape_options_need_cluster_and_rates_are_checked_before_any
     assert ClusterOptions(nodes=4, web_workers=1).node_names() == ["node-1", "node-2", "node-3", "node-4"]
     assert ClusterOptions(nodes=4).workers_per_node(2) == 1  # --workers split, at least one a node.
     assert ClusterOptions(nodes=2, web_workers=3).workers_per_node(2) == 3
+
+
+def test_with_the_single_box_behind_nginx_both_ratios_are_like_for_like_and_the_idle_cost_is_separated():
+    from workers.bench.cluster import format_cluster_report
+
+    report = ClusterReport(cpus=2)
+    report.sqlite = [step(500, 500.0, {"serve": 200.0, "flusher": 100.0, "nginx": 40.0})]
+    report.cluster = [step(500, 500.0, COSTS)]
+    # The idle step: ms of CPU a second per kind, the whole cluster (4 nodes) and the single box.
+    kinds = {"web": 4.0, "flusher": 2.0, "consumer": 6.0, "postgresql": 1.0, "redis": 2.0, "nginx": 0.5}
+    report.idle = {
+        "seconds": 60.0,
+        "sqlite": {
+            "kinds": {"web": {"ms_per_s": 1.0}, "consumer": {"ms_per_s": 1.5}},
+            "ms_per_s": 2.5,
+            "nodes": 1,
+        },
+        "cluster": {
+            "kinds": {
+                kind: {"ms_per_s": value, "ms_per_s_per_node": value / 4} for kind, value in kinds.items()
+            },
+            "ms_per_s": 15.5,
+            "nodes": 4,
+        },
+    }
+    (row,) = report.comparison()
+    assert row["is_single_nginx"]
+    assert row["cpu_per_click_ratio"] == round((300 + 100 + 40 + 20) / 300, 2)  # No nginx on either side.
+    assert row["cpu_per_click_ratio_all"] == round(510 / 340, 2)  # nginx on both sides.
+    assert row["cpu_per_click_ratio_all_vs_direct"] == 1.7  # The bench's measure before: 510 / 300.
+    # 15.5 ms a second over 500 clicks a second is 31 µs a click; 15 without the cluster's nginx.
+    assert row["idle_us_per_click_all"] == {"cluster": 31.0, "sqlite": 5.0}
+    assert row["idle_us_per_click_no_nginx"] == {"cluster": 30.0, "sqlite": 5.0}
+    assert row["cpu_per_click_ratio_all_net_of_idle"] == round((510 - 31) / (340 - 5), 2)
+    assert row["cpu_per_click_ratio_no_nginx_net_of_idle"] == round((460 - 30) / (300 - 5), 2)
+    # The verdict reads the like-for-like ratio: 1.5, met.
+    verdicts = {verdict.target: verdict for verdict in judge_scale_out(report)}
+    assert verdicts["cluster CPU a click at 500/s <= 1.5x the single box"].is_met
+    lines = format_cluster_report(report)
+    assert any(line.startswith("idle (60 s, no traffic)") for line in lines)
+    consumer = next(line for line in lines if line.strip().startswith("consumer"))
+    assert consumer.split() == ["consumer", "1.50", "6.00", "1.50", "12.0"]  # 6 ms/s at 500/s: 12 µs.

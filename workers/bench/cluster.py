@@ -6,7 +6,8 @@ The run builds, in a temporary directory:
 
 - **the single box**: a fresh SQLite data dir, prefilled with `lanner generate clicks`, with the
   scenario's campaigns (prepare_database, as `lanner bench clicks`), served by `lanner serve` and
-  `lanner worker` on 127.0.0.1, no nginx (the existing path);
+  `lanner worker` on 127.0.0.1, behind nginx as deployed (`lanner nginx site`, its one upstream;
+  ClusterOptions.is_single_nginx, `--single-without-nginx` for k6 straight to its web workers);
 - **the cluster**: a throwaway PostgreSQL (fsync, synchronous_commit and full_page_writes ON:
   durability is part of what is measured) and Redis (no persistence) from Debian's binaries on
   unix sockets (workers/bench/servers.py, as an unprivileged user when root), migrated, then
@@ -15,6 +16,10 @@ The run builds, in a temporary directory:
   `lanner worker`, each with its own data dir, spool and LANNER_NODE_ID) and nginx (`lanner nginx
   site` with one upstream over all of them, trusting 127.0.0.1's X-Real-IP, where k6 puts the
   visitor's address).
+
+Before the ladder, the **idle step** (workers/bench/idlecost.py): both sides with no traffic for
+ClusterOptions.idle_seconds, CPU a second of every kind of process, so that the fixed cost (what wakes
+up on a timer) is visible apart from the clicks' own.
 
 Each rate runs on the single box, then on the cluster (interleaved: a load change on the shared box
 hits both sides of a ratio alike). After each step the bench waits for the spool(s) to drain and
@@ -79,6 +84,15 @@ from workers.bench.harness import (
     vus_for_rate,
     wait_http,
 )
+from workers.bench.idlecost import (
+    IDLE_KINDS,
+    Unit,
+    idle_us_per_click,
+    measure_idle,
+    serve_units,
+    tree_units,
+    worker_units,
+)
 from workers.runtime.procfs import pss_kb
 
 CLUSTER_SCENARIOS = ("unique", "rotation")
@@ -110,6 +124,10 @@ PG_SHARED_BUFFERS = "128MB"  # Debian's default.
 # them its own, was full: at the bench's shares (70 %, a third) that many misses by chance is
 # 0.3^50 or (2/3)^50, nil.
 CAP_FULL_AFTER = 50
+# The idle step: both sides with no traffic for this long, before the ladder (a whole minute, so that
+# the minute's periodic tasks are in it once).
+IDLE_SECONDS = 60
+QUICK_IDLE_SECONDS = 5
 
 SQL_ROUTES_SQLITE = "SELECT stream_id, offer_id, count(*) FROM click WHERE campaign_id = ? GROUP BY 1, 2"
 SQL_ROUTES_POSTGRES = "SELECT stream_id, offer_id, count(*) FROM click WHERE campaign_id = %s GROUP BY 1, 2"
@@ -165,6 +183,11 @@ class ClusterOptions:
     web_workers: int | None = None  # A node's; None: BenchOptions.workers split over the nodes.
     is_overload: bool = False  # The capacity and overload steps after the ladder.
     capacity_rate: int | None = None  # The capacity step's offer; None: from the projection.
+    # The single box behind nginx too (`lanner nginx site`, its one upstream), as deployed: a like-for-
+    # like comparison. False: the single box on 127.0.0.1 without nginx (the bench before issue 33's
+    # idle work); the ratios without nginx on either side are reported both ways.
+    is_single_nginx: bool = True
+    idle_seconds: int = IDLE_SECONDS  # The idle step before the ladder; 0: none.
 
     def node_names(self) -> list[str]:
         return [f"node-{number}" for number in range(1, self.nodes + 1)]
@@ -281,37 +304,17 @@ class Cluster:
 
     def start_nginx(self) -> None:
         """`lanner nginx site` with one upstream a node and `lanner nginx main`, in the foreground."""
-        if not Path(NGINX).exists():
-            raise BenchError(f"{NGINX} is missing: the cluster is measured through nginx.")
-        prefix = self.work_dir / "nginx"
-        (prefix / "temp").mkdir(parents=True)
-        self.port = free_port()
-        site_args = ["nginx", "site", "--listen", f"127.0.0.1:{self.port}", "-o", str(prefix / "site.conf")]
-        site_args += ["--trusted-proxy", "127.0.0.1/32", "--real-ip-header", "X-Real-IP"]
-        for node in self.nodes:
-            site_args += ["--upstream", f"127.0.0.1:{node.port}"]
-            site_args += ["--admin-upstream", f"127.0.0.1:{node.admin_port}"]
-        env = self.node_env(self.shape.node_names()[0])
-        run_lanner(env, *site_args)
-        run_lanner(
-            env,
-            "nginx",
-            "main",
-            "--sites",
-            str(prefix / "site.conf"),
-            "--pid",
-            str(prefix / "nginx.pid"),
-            "--error-log",
-            str(prefix / "error.log"),
-            "--temp-dir",
-            str(prefix / "temp"),
-            "-o",
-            str(prefix / "nginx.conf"),
+        self.nginx, self.port = start_front(
+            self.work_dir / "nginx", self.nodes, self.node_env(self.shape.node_names()[0]), self._stack
         )
-        args = [NGINX, "-c", str(prefix / "nginx.conf"), "-p", str(prefix), "-g", NGINX_DIRECTIVES]
-        self.nginx = ManagedProcess("nginx", args, prefix / "run.log", {"PATH": os.environ.get("PATH", "")})
-        self._stack.callback(self.nginx.stop, signal.SIGTERM, 10)
-        wait_http(self.nginx, self.port, "/healthz", 200, HEALTH_DEADLINE)
+
+    def idle_units(self) -> list[Unit]:
+        """What the idle step reads: every node's web workers (admin worker apart), flusher and
+        consumer threads; PostgreSQL, Redis, nginx."""
+        units = [unit for node in self.nodes for unit in stack_units(node)]
+        units += tree_units("postgresql", self.postgres.pid)
+        units += tree_units("redis", self.redis.process.pid)
+        return units + tree_units("nginx", self.nginx.pid)
 
     def check_alive(self) -> None:
         for node in self.nodes:
@@ -358,6 +361,47 @@ class Cluster:
         for node in self.nodes:
             node.wait_drained(self.database_url, Path(node.env["LANNER_DATA_DIR"]) / "spool")
         return time.monotonic() - since
+
+
+def start_front(prefix: Path, stacks: list[LannerStack], env: dict[str, str], exits: ExitStack):
+    """nginx in front of `stacks`, as deployed: `lanner nginx site` with one upstream (and admin
+    upstream) a stack, trusting 127.0.0.1's X-Real-IP (where k6 puts the visitor's address), and
+    `lanner nginx main`, in the foreground; stopped by `exits`. Returns it and its port."""
+    if not Path(NGINX).exists():
+        raise BenchError(f"{NGINX} is missing: the cluster is measured through nginx.")
+    (prefix / "temp").mkdir(parents=True)
+    port = free_port()
+    site_args = ["nginx", "site", "--listen", f"127.0.0.1:{port}", "-o", str(prefix / "site.conf")]
+    site_args += ["--trusted-proxy", "127.0.0.1/32", "--real-ip-header", "X-Real-IP"]
+    for stack in stacks:
+        site_args += ["--upstream", f"127.0.0.1:{stack.port}"]
+        site_args += ["--admin-upstream", f"127.0.0.1:{stack.admin_port}"]
+    run_lanner(env, *site_args)
+    run_lanner(
+        env,
+        "nginx",
+        "main",
+        "--sites",
+        str(prefix / "site.conf"),
+        "--pid",
+        str(prefix / "nginx.pid"),
+        "--error-log",
+        str(prefix / "error.log"),
+        "--temp-dir",
+        str(prefix / "temp"),
+        "-o",
+        str(prefix / "nginx.conf"),
+    )
+    args = [NGINX, "-c", str(prefix / "nginx.conf"), "-p", str(prefix), "-g", NGINX_DIRECTIVES]
+    nginx = ManagedProcess("nginx", args, prefix / "run.log", {"PATH": os.environ.get("PATH", "")})
+    exits.callback(nginx.stop, signal.SIGTERM, 10)
+    wait_http(nginx, port, "/healthz", 200, HEALTH_DEADLINE)
+    return nginx, port
+
+
+def stack_units(stack: LannerStack) -> list[Unit]:
+    """One node's (or the single box's) `lanner serve` and `lanner worker`, for the idle step."""
+    return serve_units(stack.serve.pid) + worker_units(stack.worker.pid)
 
 
 # -- one step on each side --------------------------------------------------------------------
@@ -509,28 +553,47 @@ class ClusterReport:
     # at twice the best rate it accepted.
     capacity: StepResult | None = None
     overload: StepResult | None = None
+    # The idle step (workers/bench/idlecost.py): per side, per kind of process, CPU ms a second.
+    idle: dict | None = None
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
     is_complete: bool = False
 
     def comparison(self) -> list[dict]:
         """Per rate, cluster / single box: accepted, p99, and the CPU per click of the whole stack:
-        without nginx (the single box is measured without it) and with it (every process the cluster
-        adds, the issue's measure)."""
+        without nginx on either side, and with every process (nginx on both sides when the single box
+        had it: like for like; the issue's measure). Where the single box had nginx, also every process
+        of the cluster against the single box without its nginx (the bench's measure before). With the
+        idle step: each side's fixed cost as µs a click at that rate, and the ratios net of it."""
         single = {step.rate: step for step in self.sqlite}
         rows = []
         for step in self.cluster:
             base = single.get(step.rate)
             if base is None:
                 continue
-            rows.append(
-                {
-                    "rate": step.rate,
-                    "accepted_ratio": ratio(step.accepted, base.accepted, 3),
-                    "p99_ratio": ratio(step.p99_ms, base.p99_ms, 2),
-                    "cpu_per_click_ratio": ratio(stack_cpu(step), stack_cpu(base), 2),
-                    "cpu_per_click_ratio_all": ratio(stack_cpu(step, nginx=True), stack_cpu(base), 2),
-                }
-            )
+            row = {
+                "rate": step.rate,
+                "accepted_ratio": ratio(step.accepted, base.accepted, 3),
+                "p99_ratio": ratio(step.p99_ms, base.p99_ms, 2),
+                "cpu_per_click_ratio": ratio(stack_cpu(step), stack_cpu(base), 2),
+                "cpu_per_click_ratio_all": ratio(stack_cpu(step, nginx=True), stack_cpu(base, nginx=True), 2),
+                "is_single_nginx": "nginx" in base.components,
+            }
+            if row["is_single_nginx"]:
+                all_cpu = stack_cpu(step, nginx=True)
+                row["cpu_per_click_ratio_all_vs_direct"] = ratio(all_cpu, stack_cpu(base), 2)
+            if self.idle:
+                kinds = {"no_nginx": [kind for kind in IDLE_KINDS if kind != "nginx"], "all": None}
+                for name, chosen in kinds.items():
+                    cluster_idle = idle_us_per_click(self.idle, "cluster", step.rate, chosen)
+                    single_idle = idle_us_per_click(self.idle, "sqlite", step.rate, chosen)
+                    row[f"idle_us_per_click_{name}"] = {"cluster": cluster_idle, "sqlite": single_idle}
+                    nginx = name == "all"
+                    cluster_cpu, single_cpu = stack_cpu(step, nginx=nginx), stack_cpu(base, nginx=nginx)
+                    if None not in (cluster_cpu, single_cpu, cluster_idle, single_idle):
+                        row[f"cpu_per_click_ratio_{name}_net_of_idle"] = ratio(
+                            cluster_cpu - cluster_idle, single_cpu - single_idle, 2
+                        )
+            rows.append(row)
         return rows
 
     def cluster_steps(self) -> list[StepResult]:
@@ -576,6 +639,7 @@ class ClusterReport:
             "cluster": [asdict(step) for step in self.cluster],
             "capacity": asdict(self.capacity) if self.capacity else None,
             "overload": asdict(self.overload) if self.overload else None,
+            "idle": self.idle,
             "caps": self.caps,
             "comparison": self.comparison(),
             "projection": self.projection(),
@@ -645,6 +709,14 @@ def run_cluster_bench(
             single.start()  # Starts while the cluster is built.
             cluster = stacks.enter_context(Cluster(options, work_dir, sqlite_dir, reporter, shape))
             single.wait_ready()
+            single_url = single.url
+            single_groups = {"serve": [single.serve.pid], "flusher": [single.worker.pid]}
+            single_units = stack_units(single)
+            if shape.is_single_nginx:
+                single_nginx, single_port = start_front(work_dir / "sqlite" / "nginx", [single], env, stacks)
+                single_url = f"http://127.0.0.1:{single_port}/{alias}"
+                single_groups["nginx"] = [single_nginx.pid]
+                single_units += tree_units("nginx", single_nginx.pid)
             database = sqlite_dir / "lanner.db"
             single.wait_drained(database, sqlite_dir / "spool")
             cluster.wait_drained()
@@ -657,6 +729,10 @@ def run_cluster_bench(
                     f"{PG_SHARED_BUFFERS}; unix socket",
                     "redis": "no persistence; unix socket",
                     "front": "nginx (`lanner nginx site`, one upstream over every node)",
+                    "single_front": "nginx (`lanner nginx site`, its one upstream)"
+                    if shape.is_single_nginx
+                    else "none: k6 to the web workers on 127.0.0.1",
+                    "idle_seconds": shape.idle_seconds,
                     "copy_seconds": cluster.copy_seconds,
                     "copy": cluster.copy_output,
                     "overload": shape.is_overload,
@@ -664,6 +740,16 @@ def run_cluster_bench(
                 "cpus": report.cpus,
                 "load_average_at_start": os.getloadavg(),
             }
+
+            if shape.idle_seconds:
+                reporter.message(f"Idle step: both sides with no traffic for {shape.idle_seconds} s ...")
+                report.idle = measure_idle(
+                    {"sqlite": single_units, "cluster": cluster.idle_units()},
+                    shape.idle_seconds,
+                    nodes={"sqlite": 1, "cluster": shape.nodes},
+                )
+                single.check_alive()
+                cluster.check_alive()
 
             def cluster_step(rate: int, vus: int | None = None) -> StepResult:
                 cluster.check_alive()
@@ -679,9 +765,8 @@ def run_cluster_bench(
                 return result
 
             for rate in options.rates:
-                groups = {"serve": [single.serve.pid], "flusher": [single.worker.pid]}
                 result, subids, meter = measure_rate(
-                    "sqlite", single.url, rate, options, work_dir, k6, groups, reporter
+                    "sqlite", single_url, rate, options, work_dir, k6, single_groups, reporter
                 )
                 single.check_alive()
                 result.catch_up_s = round(single.wait_drained(database, sqlite_dir / "spool"), 2)
@@ -742,30 +827,32 @@ def format_cluster_report(report: ClusterReport) -> list[str]:
             row.append(_cell(step.other_cores))
             rows.append(row)
         lines.extend(_aligned([title for title, _ in COMPONENT_COLUMNS] + ["others' cores"], rows))
+    if report.idle:
+        lines.append("")
+        lines.extend(format_idle(report))
     comparison = report.comparison()
     if comparison:
         lines.append("")
-        lines.extend(
-            _aligned(
-                [
-                    "rate",
-                    "accepted cluster/sqlite",
-                    "p99 cluster/sqlite",
-                    "cpu/click (no nginx)",
-                    "cpu/click (all)",
-                ],
-                [
-                    [
-                        str(row["rate"]),
-                        _cell(row["accepted_ratio"]),
-                        _cell(row["p99_ratio"]),
-                        _cell(row["cpu_per_click_ratio"]),
-                        _cell(row["cpu_per_click_ratio_all"]),
-                    ]
-                    for row in comparison
-                ],
-            )
-        )
+        single_nginx = any(row["is_single_nginx"] for row in comparison)
+        header = ["rate", "accepted cluster/sqlite", "p99 cluster/sqlite", "cpu/click (no nginx)"]
+        header += ["cpu/click (all, both behind nginx)" if single_nginx else "cpu/click (all)"]
+        if single_nginx:
+            header.append("cpu/click (all vs single without nginx)")
+        if report.idle:
+            header += ["idle µs/click cluster/sqlite", "no nginx, net of idle", "all, net of idle"]
+        rows = []
+        for row in comparison:
+            cells = [str(row["rate"]), _cell(row["accepted_ratio"]), _cell(row["p99_ratio"])]
+            cells += [_cell(row["cpu_per_click_ratio"]), _cell(row["cpu_per_click_ratio_all"])]
+            if single_nginx:
+                cells.append(_cell(row.get("cpu_per_click_ratio_all_vs_direct")))
+            if report.idle:
+                idle = row.get("idle_us_per_click_all") or {}
+                cells.append(f"{_cell(idle.get('cluster'))} / {_cell(idle.get('sqlite'))}")
+                cells.append(_cell(row.get("cpu_per_click_ratio_no_nginx_net_of_idle")))
+                cells.append(_cell(row.get("cpu_per_click_ratio_all_net_of_idle")))
+            rows.append(cells)
+        lines.extend(_aligned(header, rows))
     projection = report.projection()
     if projection:
         lines.append("")
@@ -791,3 +878,29 @@ def format_cluster_report(report: ClusterReport) -> list[str]:
                 f"{'' if row['is_exact'] else ' NOT EXACT'}"
             )
     return lines
+
+
+def format_idle(report: ClusterReport) -> list[str]:
+    """The idle step: per kind of process, CPU ms a second on each side (and a node's share), and what
+    that fixed cost is a click at each rate of the ladder."""
+    idle = report.idle or {}
+    nodes = idle["cluster"]["nodes"]
+    rates = [step.rate for step in report.cluster]
+    lines = [
+        f"idle ({idle['seconds']:g} s, no traffic): CPU ms a second; cluster of {nodes} "
+        "(a node's share); the cluster's fixed cost as µs a click at each rate"
+    ]
+    header = ["process", "sqlite ms/s", "cluster ms/s", "a node's ms/s"]
+    header += [f"µs/click at {rate}/s" for rate in rates]
+    rows = []
+    for kind in [*IDLE_KINDS, None]:
+        single = idle["sqlite"]["kinds"].get(kind, {}) if kind else {"ms_per_s": idle["sqlite"]["ms_per_s"]}
+        cluster = idle["cluster"]["kinds"].get(kind) if kind else {"ms_per_s": idle["cluster"]["ms_per_s"]}
+        if cluster is None and not single:
+            continue
+        cluster = cluster or {}
+        row = [kind or "all", _cell(single.get("ms_per_s")), _cell(cluster.get("ms_per_s"))]
+        row.append(_cell(cluster.get("ms_per_s_per_node", round(cluster.get("ms_per_s", 0) / nodes, 2))))
+        row += [_cell(idle_us_per_click(idle, "cluster", rate, [kind] if kind else None)) for rate in rates]
+        rows.append(row)
+    return lines + list(_aligned(header, rows))

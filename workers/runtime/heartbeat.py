@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 
 HEARTBEAT_BYTES = 256
 WRITE_EVERY = 1.0  # Seconds between writes of the heartbeat file.
-# A flusher that has not tried to flush for this long is stuck (it looks every 2 s when idle).
+# A flusher that has not tried to flush for this long is stuck (it looks every 5 s when idle:
+# workers/runtime/tasks.py IDLE_WAIT).
 STALE_AFTER = 30.0
 
 

@@ -16,6 +16,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from workers.runtime.procfs import SWEEPS_THREAD, set_thread_name
+
 logger = logging.getLogger(__name__)
 
 # A job: its name, Huey's crontab (a function of a naive UTC datetime), and what it runs.
@@ -33,6 +35,7 @@ class NodeSweepThread(threading.Thread):
         self.join(timeout)
 
     def run(self) -> None:
+        set_thread_name(SWEEPS_THREAD)
         for name, _, job in self.jobs:
             self.attempt(name, job)
         minute = int(time.time() // 60)

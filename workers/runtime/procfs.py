@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import os
 
+# Thread names (/proc/<pid>/task/<tid>/comm) of `lanner worker`'s own threads, set by each as it
+# starts: the bench's idle step tells their CPU from the Huey consumer's around them.
+FLUSHER_THREAD = "lanner-flusher"
+SWEEPS_THREAD = "lanner-sweeps"
+
 
 def children(pid: int) -> list[int]:
     found: list[int] = []
@@ -110,3 +115,25 @@ def set_process_name(name: str) -> None:
             file.write(name[:15])
     except OSError:
         pass
+
+
+def set_thread_name(name: str) -> None:
+    """Name the calling thread in /proc/thread-self/comm, so that /proc/<pid>/task/<tid>/comm tells a
+    process's threads apart (the bench's idle step splits `lanner worker` into flusher and consumer)."""
+    try:
+        with open("/proc/thread-self/comm", "w") as file:
+            file.write(name[:15])
+    except OSError:
+        pass
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """`pid`'s threads: thread id -> name (/proc/<pid>/task/<tid>/comm); empty once it is gone."""
+    names = {}
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/comm") as file:
+                names[int(task)] = file.read().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return names

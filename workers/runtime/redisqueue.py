@@ -7,7 +7,8 @@ installs sharing one Redis stay apart and an ACL can limit Lanner's user to `~la
 
 Timeouts: a web worker queues a delivery inside a postback's request, so a Redis that does not answer
 costs it CONNECT_TIMEOUT (the delivery row is stored; the minute's sweep sends it), never the OS's
-minutes-long TCP connect. The consumer's BRPOP waits READ_TIMEOUT, under SOCKET_TIMEOUT.
+minutes-long TCP connect. The consumer's BRPOP waits READ_TIMEOUT (a task pushed meanwhile returns it
+at once), and its connections' SOCKET_TIMEOUT counts from the end of that wait.
 
 Scheduled tasks (a delivery's retry) are a sorted set scored by the due time as a Unix time, read by
 every node: the score is taken as UTC, whatever each node's timezone (see convert_ts).
@@ -27,7 +28,10 @@ from settings import Settings
 
 CONNECT_TIMEOUT = 1.0
 SOCKET_TIMEOUT = 5.0
-READ_TIMEOUT = 1  # Huey's BRPOP timeout: how soon a stopping consumer notices.
+# Huey's BRPOP timeout: how soon a consumer stopping gracefully (SIGINT) notices; SIGTERM does not
+# wait for it. Each of the consumer's 4 threads asks Redis again this often while the queue is empty,
+# on every node (issue 33: 1 s was 16 BRPOPs a second on 4 idle nodes).
+READ_TIMEOUT = 5
 
 
 class PrefixedRedisStorage(RedisStorage):
@@ -56,11 +60,13 @@ class LannerRedisHuey(RedisHuey):
     storage_class = PrefixedRedisStorage
 
 
-def create_redis_huey(settings: Settings) -> LannerRedisHuey:
+def create_redis_huey(settings: Settings, *, is_consumer: bool = False) -> LannerRedisHuey:
+    """Huey on the cluster's Redis; `is_consumer`: for `lanner worker`'s consumer, whose BRPOP
+    holds a connection READ_TIMEOUT before Redis answers."""
     pool = redis.ConnectionPool.from_url(
         settings.redis_url,
         socket_connect_timeout=CONNECT_TIMEOUT,
-        socket_timeout=SOCKET_TIMEOUT,
+        socket_timeout=SOCKET_TIMEOUT + (READ_TIMEOUT if is_consumer else 0),
         retry=Retry(NoBackoff(), 1),  # One retry: a connection Redis dropped (a restart) is made again.
     )
     return LannerRedisHuey(

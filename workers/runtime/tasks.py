@@ -61,7 +61,8 @@ from models.store.duckdb.connection import HistoryBusy
 from settings import Settings
 from workers.runtime.alerting import run_ops_checks
 from workers.runtime.heartbeat import Heartbeat, heartbeat_path
-from workers.runtime.procfs import set_process_name
+from workers.runtime.procfs import FLUSHER_THREAD, set_process_name, set_thread_name
+from workers.runtime.spoolwake import SpoolWake
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,11 @@ BANDIT_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, LannerError, *DRIV
 # What keeps fetched rates from being stored now (a held write lock, the database away): the next run.
 RATES_RETRIED: tuple[type[BaseException], ...] = (StoreBusy, *DRIVER_ERRORS)
 
-IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive.
+IDLE_FLUSH_PAUSE = 2.0  # Longest pause between flushes while no clicks arrive (no inotify).
+# With inotify on the spool (workers/runtime/spoolwake.py) an idle flusher sleeps this long: a click
+# appended wakes it at once, so only what it does on a timer is left, at this pace: the heartbeat (
+# STALE_AFTER 30 s), the node's beat and the look for parked postbacks (both every 5 s when busy).
+IDLE_WAIT = 5.0
 # PERF: a batch's fixed cost (its transaction and commit, the counter and rollup upserts, on PostgreSQL
 # the staging COPY and its INSERT) is paid per batch, and under load a round lands what arrived during
 # the pause (it stops once caught up: models/clicks/spool.py): at flush_interval's 0.25 s a node at 400
@@ -88,6 +93,11 @@ FLUSH_STRETCH = 4
 FAILED_ROUND_PAUSE = 1.0  # Pause after a round that failed (a full disk, a held write lock).
 STANDBY_PAUSE = 1.0  # Seconds between looks at the flusher lock another `lanner worker` holds.
 FLUSHER_STOP_SECONDS = 10.0  # How long `lanner worker` waits for a flush in progress when it stops.
+# Huey's scheduler reads the schedule (a delivery's or an alert's retry) this often, and the periodic
+# tasks each minute as before: a retry runs up to this late; 1 s (Huey's default) was a read of Redis
+# or the queue database a second on every node, idle or not.
+SCHEDULER_SECONDS = 5
+CONSUMER_SIGNAL_SECONDS = 1.0  # How soon Huey's main thread notices SIGTERM/SIGINT (Huey's: 0.1 s).
 SYNC_EVERY = 1.0  # Seconds between fsyncs of the spool: a power cut may cost about this much.
 CHECKPOINT_EVERY = 2.0  # Seconds between PASSIVE checkpoints while clicks are landing.
 TRUNCATE_EVERY = 30.0  # Seconds between TRUNCATE checkpoints.
@@ -225,29 +235,39 @@ Result = TypeVar("Result")
 class FlusherThread(threading.Thread):
     """The spool flusher's loop, in its own thread of `lanner worker`, until `stop()`."""
 
-    def __init__(self, settings: Settings, on_delivery: Callable[[int], None]) -> None:
+    def __init__(
+        self, settings: Settings, on_delivery: Callable[[int], None], *, idle_wait: float = IDLE_WAIT
+    ) -> None:
         super().__init__(name="lanner-flusher", daemon=True)
         self.settings = settings
         self.on_delivery = on_delivery
+        self.idle_wait = idle_wait
         self.stopping = threading.Event()
+        self.spool_wake = SpoolWake(settings.spool_dir)
+        self.is_idle = threading.Event()  # Set while it waits for a click (tests wait for it).
         self.lock = FileLock(settings.data_dir / "flusher.lock")
         self.failures = ThrottledLog(logger, logging.WARNING)
         self.failed_rounds = 0
 
     def stop(self, timeout: float = FLUSHER_STOP_SECONDS) -> None:
         self.stopping.set()
+        self.spool_wake.wake()
         self.join(timeout)
 
     def run(self) -> None:
-        while not self.stopping.is_set():
-            is_mine = self.attempt(self.lock.acquire)
-            if not is_mine:
-                self.stopping.wait(STANDBY_PAUSE)  # Another `lanner worker` flushes this data dir.
-                continue
-            try:
-                self.flush_until_stopped()
-            finally:
-                self.lock.release()
+        set_thread_name(FLUSHER_THREAD)
+        try:
+            while not self.stopping.is_set():
+                is_mine = self.attempt(self.lock.acquire)
+                if not is_mine:
+                    self.stopping.wait(STANDBY_PAUSE)  # Another `lanner worker` flushes this data dir.
+                    continue
+                try:
+                    self.flush_until_stopped()
+                finally:
+                    self.lock.release()
+        finally:
+            self.spool_wake.close()
 
     def flush_until_stopped(self) -> None:
         flusher = self.attempt(self.new_flusher)
@@ -257,19 +277,31 @@ class FlusherThread(threading.Thread):
         self.attempt(flusher.landing.settle_parked)  # Also expires the ones that waited too long.
         interval = self.settings.flush_interval
         pause, started = interval, time.monotonic()
+        wake = self.spool_wake
         while not self.stopping.is_set():
             since, started = time.monotonic() - started, time.monotonic()
             landed = self.attempt(flusher.run_once)
+            is_waiting = False
             if landed is None:
                 pause = FAILED_ROUND_PAUSE
             elif landed:
+                wake.disarm()  # Paced by time under load: no inotify event per appended click.
                 until_sync = flusher.last_sync + SYNC_EVERY - time.monotonic()
                 pause = flush_pause(landed, since, interval, until_sync)
+            elif wake.is_armed:
+                # Idle, and was already before this round looked: a click appended since wakes it.
+                pause, is_waiting = self.idle_wait, True
+            elif wake.arm():
+                pause = interval  # One more look, now that a click appended after it wakes the wait.
             else:
-                # Idle: look less and less often (up to IDLE_FLUSH_PAUSE) so a quiet tracker
-                # costs ~no CPU; the first clicks after a lull still land within seconds.
+                # Idle without inotify: look less and less often (up to IDLE_FLUSH_PAUSE) so a quiet
+                # tracker costs ~no CPU; the first clicks after a lull still land within seconds.
                 pause = min(pause * 2, IDLE_FLUSH_PAUSE)
-            self.stopping.wait(pause)
+            if is_waiting:
+                self.is_idle.set()
+            wake.wait(pause)
+            self.is_idle.clear()
+        wake.disarm()
         flusher.close()
 
     def new_flusher(self) -> SpoolFlusher:
@@ -310,13 +342,14 @@ class FlusherThread(threading.Thread):
             pass  # Nothing to undo after all; the next round starts its own transaction.
 
 
-def create_huey(settings: Settings, *, immediate: bool = False) -> Huey:
+def create_huey(settings: Settings, *, immediate: bool = False, is_consumer: bool = False) -> Huey:
     """SqliteHuey in the data directory on one box; with LANNER_REDIS_URL, the cluster's queue on Redis
-    (workers/runtime/redisqueue.py), which every node's consumer serves."""
+    (workers/runtime/redisqueue.py), which every node's consumer serves (`is_consumer`: the consumer's
+    own, whose reads block)."""
     if settings.redis_url:
         from workers.runtime.redisqueue import create_redis_huey
 
-        huey = create_redis_huey(settings)
+        huey = create_redis_huey(settings, is_consumer=is_consumer)
     else:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         huey = SqliteHuey(name="lanner", filename=str(settings.queue_path), results=False, utc=True)
@@ -807,7 +840,7 @@ def run_consumer(settings: Settings) -> None:
     os.nice(settings.worker_nice)
     set_process_name("lanner-worker")  # How `lanner status` tells it from the web workers under `lanner run`.
     open_database(settings.database_location)
-    huey = create_huey(settings)
+    huey = create_huey(settings, is_consumer=True)
     flusher = FlusherThread(settings, huey.send_postback)
     flusher.start()
     node_sweeps = None
@@ -832,7 +865,12 @@ def run_consumer(settings: Settings) -> None:
                 huey.update_bot_ranges()  # And the crawler ranges, if they are due, not at the next night.
         except Exception as exc:  # The queue cannot be written (a full disk, Redis away).
             logger.warning("could not queue the deferred steps now (%s); they run within a minute", exc)
-        consumer = huey.create_consumer(workers=4, worker_type="thread", periodic=True)
+        consumer = huey.create_consumer(
+            workers=4, worker_type="thread", periodic=True, scheduler_interval=SCHEDULER_SECONDS
+        )
+        # Huey's main thread looks for a signal every 0.1 s: ten wake-ups a second on every node for
+        # a stop that may wait a second (the worker threads' health is checked every 10 s anyway).
+        consumer._stop_flag_timeout = CONSUMER_SIGNAL_SECONDS
         consumer.run()
     finally:
         flusher.stop()
