@@ -17,6 +17,7 @@ Run as `python tests/cli_server.py SOCKET sqlite|postgresql`; it exits when its 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -27,7 +28,7 @@ import sys
 
 PRELOAD = (
     "settings",
-    # The `lanner` group and its 30 command modules: ~60 ms of CPU each call paid importing them.
+    # The `lanner` group; its 30 command modules, which it imports when a command is named, below.
     "cli",
     "peewee",
     "click",
@@ -90,6 +91,11 @@ def _preload(kind: str) -> None:
     for package in PRELOAD_PACKAGES:
         for module in pkgutil.walk_packages(importlib.import_module(package).__path__, f"{package}."):
             importlib.import_module(module.name)
+    # Every command module `lanner` would import for its command: ~60 ms of CPU a call paid importing them.
+    import cli
+
+    for command in cli.COMMANDS:
+        cli.main.add_command(cli.load_command(command))
 
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
@@ -162,6 +168,9 @@ def serve(path: str, kind: str) -> None:
     parent = os.getppid()
     sys.path[0] = os.getcwd()  # As under `python -m cli`, not this file's directory.
     _preload(kind)
+    # What the imports made, out of the collector's reach: a forked child's collection walks them and so
+    # writes to (and copies) the server's pages (a fork that only exits: 2.6 -> 1.9 ms; two a call).
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".tmp")
     listener.listen(64)

@@ -54,6 +54,11 @@ def pytest_configure(config):
         "postgresql backend is tested",
     )
     config.addinivalue_line(
+        "markers",
+        "alone_on_database: on PostgreSQL, no session of the test run's own stays on the test's database "
+        "(lanner restore refuses beside other clients): the reset's kept session is closed first",
+    )
+    config.addinivalue_line(
         "markers", "long: takes about ten seconds or more; collected first so it starts first"
     )
     share_bytecode(config)
@@ -285,9 +290,11 @@ def postgres_reusable(postgres_server, postgres_template):
 
 
 @pytest.fixture
-def postgres_migrated_url(postgres_reusable) -> str:
+def postgres_migrated_url(postgres_reusable, request) -> str:
     """A migrated database for one test, as the migrations left it, whatever the test before did."""
     postgres_reusable.reset()
+    if request.node.get_closest_marker("alone_on_database"):
+        postgres_reusable.release()
     url = postgres_reusable.url
     yield url
     _close_if_on(url)

@@ -7,7 +7,7 @@ import os
 import sqlite3
 
 import pytest
-from conftest import run_lanner, wait_until
+from conftest import ROOT, run_lanner, wait_until
 
 
 def test_db_migrate_is_idempotent_and_status_lists_migrations(env):
@@ -158,6 +158,35 @@ def test_offer_update_and_list(lanner):
     lanner("offer", "update", offer, "--status", "paused", "--url", "https://o2.example/?c={subid}")
     (row,) = json.loads(lanner("offer", "list", "--json").stdout)
     assert (row["status"], row["url"], row["payout"]) == ("paused", "https://o2.example/?c={subid}", 2.5)
+
+
+def test_lanner_imports_only_the_named_commands_module_and_help_lists_every_command():
+    """`lanner X` as a process of its own imports X's module alone (cli.COMMANDS, loaded when named),
+    and `lanner --help` still lists every command, each the one its entry names."""
+    import subprocess
+    import sys
+
+    import click
+
+    import cli
+
+    script = (
+        "import sys, cli\n"
+        "try:\n    cli.main(['spool', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(name for name in sys.modules if name.startswith('cli.')))\n"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    loaded = shown.stdout.splitlines()[-1]
+    assert "'cli.spool'" in loaded and "'cli.bench'" not in loaded and "'cli.campaigns'" not in loaded, shown
+    ctx = click.Context(cli.main, info_name="lanner")
+    assert cli.main.list_commands(ctx) == sorted(cli.COMMANDS)
+    help_text = cli.main.get_help(ctx)
+    for name in cli.COMMANDS:
+        assert cli.main.get_command(ctx, name) is cli.load_command(name)
+        assert f"\n  {name} " in help_text, name
+    assert cli.main.get_command(ctx, "no-such-command") is None
 
 
 def test_settings_lists_every_variable(lanner):

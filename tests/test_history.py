@@ -339,7 +339,9 @@ def test_readers_in_other_processes_never_meet_the_appender_inside_duckdb(db, fi
     stores under the shared lock, finds them consistent."""
     generate_clicks(db, 300, 1, campaigns=2, seed=17, end_ms=END_MS)
     append_history(db, files)
-    generate_clicks(db, 3_000, 1, campaigns=2, seed=18, end_ms=END_MS + 3_600_000)
+    # Eleven chunks of 100, a verify finished between each two (3,000 in chunks of 100, one verify each
+    # three chunks, only made each verify read more).
+    generate_clicks(db, 1_100, 1, campaigns=2, seed=18, end_ms=END_MS + 3_600_000)
     outcomes: list[subprocess.CompletedProcess] = []
     appending = threading.Event()
 
@@ -353,8 +355,8 @@ def test_readers_in_other_processes_never_meet_the_appender_inside_duckdb(db, fi
 
     def slowly(copied: int, reached: int, watermark: int) -> None:
         appending.set()
-        if copied < 3_000:
-            wait_until(lambda: len(outcomes) >= copied // 300, 60, "a verify between chunks")
+        if copied < 1_100:
+            wait_until(lambda: len(outcomes) >= copied // 100, 60, "a verify between chunks")
 
     try:
         append_history(db, files, chunk=100, on_chunk=slowly)

@@ -27,10 +27,44 @@ pytestmark = [
 ]
 
 
-def install(root: Path, port: int, *extra: str) -> subprocess.CompletedProcess:
+@pytest.fixture(scope="module")
+def pip_env(tmp_path_factory) -> dict[str, str]:
+    """What makes the installer's pip take Lanner's dependencies from a wheelhouse made once per run
+    (with what building Lanner itself needs), not from the package index: the installer still creates
+    its venv and installs every package into it, and the index's pages cost ~2.7 s of CPU an install
+    (four in this module). Under xdist the run's processes share one, made by the first to get here."""
+    import fcntl
+    import sys
+    import tomllib
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # The run's directory, above each xdist process's own.
+    wheelhouse = shared / "install-wheelhouse"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    build = project["build-system"]["requires"] + ["wheel"]  # pip's isolated build of the editable
+    wanted = (
+        build + project["project"]["dependencies"] + project["project"]["optional-dependencies"]["cluster"]
+    )
+    with open(shared / "install-wheelhouse.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (wheelhouse / "done").exists():
+            made = subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "-q", "-w", str(wheelhouse), *wanted],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert made.returncode == 0, made.stdout + made.stderr
+            (wheelhouse / "done").touch()
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse)}
+
+
+def install(root: Path, port: int, pip_env: dict[str, str], *extra: str) -> subprocess.CompletedProcess:
     args = ["bash", str(ROOT / "scripts" / "install.sh"), "--root", str(root), "--user", getpass.getuser()]
     args += ["--no-packages", "--no-systemd", "--listen", f"127.0.0.1:{port}", *extra]
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "VIRTUAL_ENV"))}
+    environ.update(pip_env)
     result = subprocess.run(args, capture_output=True, text=True, timeout=600, env=environ)
     assert result.returncode == 0, result.stdout + result.stderr
     return result
@@ -85,9 +119,9 @@ def installed_lanner(root: Path, *args: str) -> str:
     return result.stdout
 
 
-def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(tmp_path):
+def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(tmp_path, pip_env):
     root, port = tmp_path / "root", free_port()
-    first = install(root, port, "--domain", "Track.lanner.test", "--email", "ops@lanner.test")
+    first = install(root, port, pip_env, "--domain", "Track.lanner.test", "--email", "ops@lanner.test")
     assert "installed" in first.stdout.splitlines()[-1]
     assert "key: " in first.stdout and "report API key: " in first.stdout
     assert "First admin: admin, password: " in first.stdout
@@ -206,7 +240,7 @@ def test_install_into_a_root_serves_a_click_through_nginx_and_upgrades_in_place(
     held = history.read_bytes()
     env_file = root / "etc/lanner/lanner.env"
     env_file.write_text(env_file.read_text() + "LANNER_LOG_LEVEL=WARNING\n")
-    second = install(root, port, "--domain", "track.lanner.test")
+    second = install(root, port, pip_env, "--domain", "track.lanner.test")
     assert "upgraded in place" in second.stdout and "kept" in second.stdout
     assert "track.lanner.test: kept" in second.stdout
     assert "LANNER_LOG_LEVEL=WARNING" in env_file.read_text()
@@ -248,7 +282,7 @@ def first_postgres():
     server.stop()
 
 
-def stubbed_environment(tmp_path: Path, server) -> dict[str, str]:
+def stubbed_environment(tmp_path: Path, server, pip_env: dict[str, str]) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name, body in STUBS.items():
@@ -256,7 +290,7 @@ def stubbed_environment(tmp_path: Path, server) -> dict[str, str]:
         (bin_dir / name).chmod(0o755)
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("LANNER_", "VIRTUAL_ENV"))}
     environ.update(PATH=f"{bin_dir}:{os.environ['PATH']}", STUB_LOG=str(tmp_path / "stubs.log"))
-    environ.update(PGHOST=str(server.socket_dir), PGUSER="postgres")
+    environ.update(PGHOST=str(server.socket_dir), PGUSER="postgres", **pip_env)
     return environ
 
 
@@ -284,8 +318,10 @@ def cluster_check(root: Path, **overrides: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_cluster_first_host_makes_postgres_and_redis_and_a_further_host_joins_them(tmp_path, first_postgres):
-    environ = stubbed_environment(tmp_path, first_postgres)
+def test_cluster_first_host_makes_postgres_and_redis_and_a_further_host_joins_them(
+    tmp_path, first_postgres, pip_env
+):
+    environ = stubbed_environment(tmp_path, first_postgres, pip_env)
     first, further = tmp_path / "first", tmp_path / "further"
     redis_port = free_port()
     (first / "etc/redis").mkdir(parents=True)

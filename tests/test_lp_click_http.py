@@ -7,7 +7,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, urlsplit
 
-import pytest
 from conftest import click, request
 from landers import lander_campaign
 
@@ -141,37 +140,37 @@ def test_offer_cap_counts_at_the_lp_click_not_at_the_click(db, start_server, lan
     ]
 
 
-@pytest.mark.parametrize(
-    "path, headers, status",
-    [
-        ("/lp/click", {}, 400),
-        ("/lp/click?subid=", {}, 400),
-        ("/lp/click?subid=not-a-subid", {}, 404),
-        ("/lp/click?subid=" + "x" * 5000, {}, 404),
-        ("/lp/click?subid=0000000000zzzzzzz", {}, 404),  # The form of one; no such click.
-        ("/lp/click", {"Cookie": "lanner_subid=%00%ff"}, 404),
-        ("/lp/click", {"Referer": "http://x.example/?subid=%ff%fe"}, 404),
-        ("/plain?_lp=1&_subid={plain}", {}, 404),  # A click sent straight to its offer.
-    ],
-)
-def test_bad_subids_get_a_clear_answer_and_nothing_is_written(
-    db, start_server, lanner, settings, path, headers, status
-):
+BAD_SUBIDS = [
+    ("/lp/click", {}, 400),
+    ("/lp/click?subid=", {}, 400),
+    ("/lp/click?subid=not-a-subid", {}, 404),
+    ("/lp/click?subid=" + "x" * 5000, {}, 404),
+    ("/lp/click?subid=0000000000zzzzzzz", {}, 404),  # The form of one; no such click.
+    ("/lp/click", {"Cookie": "lanner_subid=%00%ff"}, 404),
+    ("/lp/click", {"Referer": "http://x.example/?subid=%ff%fe"}, 404),
+    ("/plain?_lp=1&_subid={plain}", {}, 404),  # A click sent straight to its offer.
+]
+
+
+def test_bad_subids_get_a_clear_answer_and_nothing_is_written(db, start_server, lanner, settings):
+    """Every row against the same two servers (without and with a fallback URL), each row's answer
+    and unchanged spool checked on its own: two server starts a row cost ~0.45 s of CPU."""
     from models.admin.services import create_campaign
 
     create_campaign(db, "Plain", "plain", offer_url="https://offer.example/?s={subid}")
     server = start_server(workers=1)
-    plain = parse_qs(urlsplit(click(server.port, "plain")[1]["location"]).query)["s"][0]
-    before = sorted((p.name, p.stat().st_size) for p in settings.spool_dir.glob("clicks.*.log"))
-    answer = request(server.port, path.format(plain=plain), headers)
-    assert answer[0] == status, answer
-    assert sorted((p.name, p.stat().st_size) for p in settings.spool_dir.glob("clicks.*.log")) == before
     fallback = start_server(workers=1, LANNER_FALLBACK_URL="https://fallback.example/")
-    if status == 404:
-        assert (
-            request(fallback.port, path.format(plain=plain), headers)[1]["location"]
-            == "https://fallback.example/"
-        )
+    plain = parse_qs(urlsplit(click(server.port, "plain")[1]["location"]).query)["s"][0]
+    for path, headers, status in BAD_SUBIDS:
+        row = (path[:60], headers, status)
+        before = sorted((p.name, p.stat().st_size) for p in settings.spool_dir.glob("clicks.*.log"))
+        answer = request(server.port, path.format(plain=plain), headers)
+        assert answer[0] == status, (row, answer)
+        if status == 404:
+            location = request(fallback.port, path.format(plain=plain), headers)[1]["location"]
+            assert location == "https://fallback.example/", (row, location)
+        after = sorted((p.name, p.stat().st_size) for p in settings.spool_dir.glob("clicks.*.log"))
+        assert after == before, row
     lanner("spool", "flush")
     assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL") == [(0,)]
 

@@ -12,7 +12,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import Clock, InProcessApp
-from test_panel import PASSWORD, chart_of, csrf_token, get, log_in, post
+from test_panel import PASSWORD, chart_of, csrf_token, get, log_in, post, users  # noqa: F401 (a fixture)
+
+# ruff: noqa: F811 (the fixture imported above, taken as an argument)
 
 NEW_YORK = ZoneInfo("America/New_York")
 
@@ -32,16 +34,6 @@ def make_panel(env, db):
 @pytest.fixture
 def panel(make_panel):
     return make_panel()
-
-
-@pytest.fixture
-def users(db):
-    from models.accounts.users import add_user
-
-    return {
-        name: add_user(db, name, role, PASSWORD, hides_money=name == "frugal")
-        for name, role in (("anna", "admin"), ("bert", "buyer"), ("vera", "viewer"), ("frugal", "buyer"))
-    }
 
 
 def audit_entries(db, entity=None):

@@ -31,7 +31,8 @@ UA = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
 
 
 # pg_dump and pg_restore are PostgreSQL's (tests/test_backup.py backs up SQLite).
-pytestmark = pytest.mark.postgresql_only
+# A restore refuses while another client is on the database, the test run's reset session among them.
+pytestmark = [pytest.mark.postgresql_only, pytest.mark.alone_on_database]
 
 
 def row_subids(db) -> dict[str, int]:
