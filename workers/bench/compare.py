@@ -4,9 +4,8 @@ Each revision is checked out into a temporary git worktree and runs its own `lan
 Python and venv as this one; a revision with workers/runtime/bjoern-3.2.2 builds its own bjoern there).
 The database is prefilled once, by the older revision (its columnar history made from it then, so that
 no run's worker copies the prefill into the history during its step), and every run starts from a fresh
-copy of both,
-migrated and with its deferred steps done by the revision under test before the load, so neither pays
-for the other's leftovers. Runs alternate (OLD, NEW, OLD, NEW, ...) so the machine's drift hits both;
+copy of both, migrated and with its deferred steps done by the revision under test before the load, so
+neither pays for the other's leftovers. Runs alternate (OLD, NEW, OLD, NEW, ...) so the machine's drift hits both;
 the ratios are medians over rounds.
 """
 
