@@ -5,8 +5,8 @@ Python and venv as this one; a revision with workers/runtime/bjoern-3.2.2 builds
 The database is prefilled once, by the older revision (its columnar history made from it then, so that
 no run's worker copies the prefill into the history during its step), and every run starts from a fresh
 copy of both, migrated and with its deferred steps done by the revision under test before the load, so
-neither pays for the other's leftovers. Runs alternate (OLD, NEW, OLD, NEW, ...) so the machine's drift hits both;
-the ratios are medians over rounds.
+neither pays for the other's leftovers. Runs alternate (OLD, NEW, OLD, NEW, ...) so the machine's drift
+hits both; the ratios are medians over rounds.
 """
 
 from __future__ import annotations
