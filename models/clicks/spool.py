@@ -467,9 +467,10 @@ class Journal:
             data = os.pread(fd, READ_CHUNK, offset)
             if not data:
                 break
-            # PERF: a short read is the end of the file as it was then: no second pread to find it
-            # empty (lines appended since are read by the next call, or under the lock).
-            is_end = len(data) < READ_CHUNK
+            # PERF: unlocked, a short read is as far as this look needs to go: no second pread to find
+            # the file empty (lines appended since are read under the lock). Holding the lock, read on
+            # to an empty read, as our offset must be the file's end before we append.
+            is_end = not is_locked and len(data) < READ_CHUNK
             if data[0] == 0 and (lines := data.lstrip(b"\0")):
                 # The hole before a restored segment's unlanded part (restore_segment): landed
                 # clicks, in the database. (All zeros to the end is a torn line: handled below.)
