@@ -209,6 +209,8 @@ def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, be
         assert run["report"]["settings"]["db_clicks_before"] >= 2000  # The copy of the prefilled database.
     (row,) = compared["ratios"]
     assert row["rate"] == 40 and row["accepted_per_s"] is not None
+    # The prefill in the columnar history each run copies: no run's worker copies it during its step.
+    assert (tmp_path / "compare" / "pristine" / "history" / "clicks.duckdb").exists()
     worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True)
     assert str(scratch) not in worktrees.stdout  # Removed afterwards,
     assert not list(scratch.glob("lanner-compare-*"))  # with their directory.

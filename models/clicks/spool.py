@@ -286,10 +286,12 @@ class Journal:
         (cut short by hand: lines appended now would sit before the flushed position and never
         land). It is noted in damaged.log, so `lanner spool status` reports it until acknowledged.
         """
-        if is_locked:
-            self._look_at_segment()
+        # PERF: holding the lock nobody appends, so the stat's size says whether there is anything to
+        # read; most clicks find nothing new there, and skip the pread.
+        size = self._look_at_segment() if is_locked else None
         while True:
-            torn_at = self._read_to_end(is_locked)
+            torn_at = None if size == self.offset else self._read_to_end(is_locked)
+            size = None  # A segment opened below is read as it is found.
             if is_locked:
                 landed_segment, landed = self._landed
                 if torn_at is not None:
@@ -307,22 +309,24 @@ class Journal:
             later = [number for number in list_segments(self.spool_dir) if number > self.segment]
             self._open_segment(later[0] if later else self.segment + 1, keep_sealed=True)
 
-    def _look_at_segment(self) -> None:
+    def _look_at_segment(self) -> int | None:
         """Holding the lock, one stat(): our segment is still the file at its path (else
-        _leave_lost_segment), not shorter than what we have read of it, and not left by another writer."""
+        _leave_lost_segment), not shorter than what we have read of it, and not left by another writer.
+        Returns its size when it is still ours (None when it was left for another one)."""
         try:
             found = os.stat(self._path)
         except FileNotFoundError:
             found = None
         if found is None or (found.st_dev, found.st_ino) != self._identity:
             self._leave_lost_segment()
-            return
+            return None
         if not found.st_mode & 0o200:
             self._is_left = True  # Sealed, or found damaged, by another writer: follow it.
         if found.st_size < self.offset:
             self._damaged(
                 found.st_size, f"was cut to {found.st_size} bytes, below the {self.offset} read in it"
             )
+        return found.st_size
 
     def _damaged(self, at: int, what: str) -> None:
         """Note our segment as damaged (damaged.log, once) and leave it for a new one (catch_up)."""
@@ -463,6 +467,10 @@ class Journal:
             data = os.pread(fd, READ_CHUNK, offset)
             if not data:
                 break
+            # PERF: unlocked, a short read is as far as this look needs to go: no second pread to find
+            # the file empty (lines appended since are read under the lock). Holding the lock, read on
+            # to an empty read, as our offset must be the file's end before we append.
+            is_end = not is_locked and len(data) < READ_CHUNK
             if data[0] == 0 and (lines := data.lstrip(b"\0")):
                 # The hole before a restored segment's unlanded part (restore_segment): landed
                 # clicks, in the database. (All zeros to the end is a torn line: handled below.)
@@ -486,6 +494,8 @@ class Journal:
             for line in data[:end].splitlines(keepends=True):
                 on_line((segment, offset), line)
                 offset += len(line)
+            if is_end:
+                break
         self.offset = offset
         return torn_at
 
