@@ -83,9 +83,10 @@ def build_cube_unlocked(
     if not files.path.exists():
         return CubeResult(0, 0, 0)
     deadline = None if seconds is None else time.monotonic() + seconds
-    with open_history(files.path, write=True, memory_limit=files.memory_limit) as conn:
+    # Read-only first: nothing to build opens nothing for writing (a reader outside the lock protocol,
+    # a DuckDB shell, is not refused for nothing).
+    with open_history(files.path, write=False, memory_limit=files.memory_limit) as conn:
         cube = SubidCube(conn)
-        cube.create()
         closed = closed_before(cube)
         days = cube.days_to_build(closed) if closed else []
     built, rows = 0, 0
@@ -94,8 +95,10 @@ def build_cube_unlocked(
             break
         # A day an open: a reader waits for one day's build at most (~1 s at 1.7 M clicks a day).
         with open_history(files.path, write=True, memory_limit=files.memory_limit) as conn:
+            cube = SubidCube(conn)
+            cube.create()  # A file made before the cube (made here, empty, if the day's build is killed).
             with transaction(conn):
-                rows += SubidCube(conn).build_day(day)
+                rows += cube.build_day(day)
         built += 1
         if on_day is not None:
             on_day(built, len(days))

@@ -174,10 +174,12 @@ class SubidCube:
 
     def days_to_build(self, closed_before: int) -> list[int]:
         """The days before `closed_before` to build: those marked stale, and those with clicks after the
-        last one built."""
-        last = self.conn.execute(self.SQL_LAST_DAY).fetchone()[0]
+        last one built (a file without the cube: every day with clicks)."""
+        is_made = self.exists()
+        last = self.last_day() if is_made else None
         since = 0 if last is None else last + DAY_MS
-        days = [row[0] for row in self.conn.execute(self.SQL_STALE_DAYS).fetchall() if row[0] < closed_before]
+        stale = self.conn.execute(self.SQL_STALE_DAYS).fetchall() if is_made else []
+        days = [row[0] for row in stale if row[0] < closed_before]
         if since < closed_before:
             days += [
                 row[0] for row in self.conn.execute(self.SQL_CLICK_DAYS, (since, closed_before)).fetchall()
@@ -188,7 +190,8 @@ class SubidCube:
         return self.conn.execute(self.SQL_NEWEST_FROM, (moment,)).fetchone()[0]
 
     def last_day(self) -> int | None:
-        return self.conn.execute(self.SQL_LAST_DAY).fetchone()[0]
+        """The last day built (None: none, or no cube in the file)."""
+        return self.conn.execute(self.SQL_LAST_DAY).fetchone()[0] if self.exists() else None
 
     def days(self, start: int, end: int) -> list[tuple[int, int, int]]:
         """(day, kept mask, empty mask) of the days built and not stale in [start, end)."""
