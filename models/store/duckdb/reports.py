@@ -79,8 +79,7 @@ class PieceSql(base.PieceSql):
             parts.append(self._click_sums(where, [*params, position, queued]))
         # The clicks of the cube's days it summed but the history does not answer for, taken off.
         where, params = self.where("c.", "c.created_at", days[0], days[-1] + DAY_MS)
-        where.append(f"c.created_at - c.created_at % {DAY_MS} IN (SELECT unnest(CAST(? AS BIGINT[])))")
-        params.append(days)
+        where += _only_days(f"c.created_at - c.created_at % {DAY_MS}", days)
         parts.append(self._click_sums(where + ["c.id > ?"], [*params, position], negated=True))
         if queued:
             parts.append(
@@ -125,8 +124,8 @@ class PieceSql(base.PieceSql):
             return _CUBE_COLUMNS.get(name, "q.value")
 
         select = (["q.day"] if self.bucket else []) + [column(name) for name in self.groups]
-        where = ["q.slot = ?", "q.day >= ?", "q.day <= ?", "q.day IN (SELECT unnest(CAST(? AS BIGINT[])))"]
-        params: list[Any] = [source, days[0], days[-1], days]
+        where = ["q.slot = ?", "q.day >= ?", "q.day <= ?", *_only_days("q.day", days)]
+        params: list[Any] = [source, days[0], days[-1]]
         for name, values in self.filters.items():
             where.append(f"{column(name)} IN ({', '.join('?' * len(values))})")
             params.extend(values)
@@ -223,6 +222,15 @@ def _cube_sources(
         elif empty >> slot & 1:
             answered.append((day, 0))
     return answered
+
+
+def _only_days(expression: str, days: list[int]) -> list[str]:
+    """The condition that a day (`expression`, a UTC day's start) is one of these (sorted) days, within
+    their first and last: none if they follow each other. PERF: the days as literals (integers of ours),
+    which DuckDB filters as constants; a bound list was a hash join on every row (~25 % more CPU)."""
+    if days[-1] - days[0] == (len(days) - 1) * DAY_MS:
+        return []
+    return [f"{expression} IN ({', '.join(str(int(day)) for day in days)})"]
 
 
 def _uncovered(start: int, end: int, days: list[int]) -> list[tuple[int, int]]:

@@ -45,7 +45,7 @@ _SUMS = (
 )
 # A slot is kept for a day only if its rows are at most this share of the day's clicks (or few): a row
 # must pre-sum several clicks to be worth reading instead of them.
-KEEP_ROWS_PER_CLICKS = 0.25
+KEEP_ROWS_PER_CLICKS = 0.5
 KEEP_ROWS_ANYWAY = 5_000
 
 
