@@ -20,9 +20,11 @@ from models.reporting.costs import spread_cost
 from models.reporting.history import HistoryFiles, append_history, history_status, verify_history
 from models.reporting.reports import ReportQuery, run_report
 from models.reporting.subidcube import build_cube
+from models.store.database import write_tx
 from models.store.duckdb.connection import open_history
 from models.store.duckdb.reports import PieceSql
 from models.store.duckdb.subidcube import DAY_MS, SubidCube
+from models.store.history import HistoryStore
 from workers.bench.generate import generate_clicks
 
 # Five days to 2026-11-03 12:00 UTC: New York's clocks go back on 2026-11-01 (a 25-hour local day).
@@ -119,8 +121,9 @@ def test_cube_answered_reports_equal_raw_across_timezones_and_others_read_the_cl
 def test_queued_recopied_late_and_compacted_clicks_of_built_days_count_once(db, cubed):
     """A cost spread queues campaign 1's clicks for a fresh copy (the cube still holds their old
     copies: taken off); their copy again marks their days stale in the same transaction (read from
-    the clicks) until built again; a click landing late into a built day does too; compaction moves
-    the clicks and leaves the cube right; verify finds a wrong day and its repair builds it again."""
+    the clicks) until built again, unless it is copied as it was; a click landing late into a built
+    day marks it too; compaction moves the clicks and leaves the cube right; verify finds a wrong day
+    and its repair builds it again."""
     spread_cost(db, 1, END_MS - 5 * DAY_MS, END_MS, 77.0)
     for shape in SHAPES[:3]:
         same(db, cubed, shape, "Asia/Kolkata")
@@ -130,6 +133,13 @@ def test_queued_recopied_late_and_compacted_clicks_of_built_days_count_once(db, 
     same(db, cubed, SHAPES[0])
     assert build_cube(cubed).days == len(days)
     assert built_days(cubed) == days and check(cubed) == []
+    # Queued and copied again as it was (a click put back for a late postback): its day stays built.
+    with write_tx(db):
+        HistoryStore(db.connection()).record_changes(
+            [db.execute_sql("SELECT MIN(id) FROM click").fetchone()[0]]
+        )
+    assert append_history(db, cubed).recopied == 1
+    assert built_days(cubed) == days
     generate_clicks(db, 3, 0.01, campaigns=2, seed=12, end_ms=END_MS - 3 * DAY_MS)  # Late, into a built day.
     append_history(db, cubed)
     assert len(built_days(cubed)) == len(days) - 1

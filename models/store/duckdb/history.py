@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from models.store.duckdb.connection import transaction
-from models.store.duckdb.subidcube import DAY_MS, SubidCube
+from models.store.duckdb.subidcube import DAY_MS, SUMMED_COLUMNS, SubidCube
 from models.store.history import CONVERSION_COLUMNS, ROW_COLUMNS
 from models.tables.click import ROUTING_COLUMNS, SUB_ID_COLUMNS
 
@@ -264,11 +264,15 @@ class ColumnarHistory:
         change are marked stale in it (models/store/duckdb/subidcube.py)."""
         statements = (self.SQL_DELETE, self.SQL_DELETE_HOUR, self.SQL_INSERT, self.SQL_SET_POSITION)
         created = HISTORY_COLUMNS.index("created_at")
+        summed = [HISTORY_COLUMNS.index(column) for column in SUMMED_COLUMNS]
 
         def mark_cube() -> None:
             cube = SubidCube(self.conn)
-            cube.mark_ids(replace or [])
-            days = {row[created] - row[created] % DAY_MS for row in rows}
+            replaced = set(replace or [])
+            # A copy again marks its day only if what the cube sums of it changed; a new click always.
+            new = {row[0]: tuple(row[i] for i in summed) for row in rows if row[0] in replaced}
+            cube.mark_changed(sorted(replaced), new)
+            days = {row[created] - row[created] % DAY_MS for row in rows if row[0] not in replaced}
             if hour is not None:
                 days.add(hour[0] - hour[0] % DAY_MS)
             cube.mark_days(sorted(days))

@@ -49,6 +49,23 @@ KEEP_ROWS_PER_CLICKS = 0.5
 KEEP_ROWS_ANYWAY = 5_000
 
 
+# The click columns the cube's sums depend on: a copy again that changes none of them (a click put back
+# in the row store for a late postback, copied again as it was) leaves its day's sums as they were.
+SUMMED_COLUMNS = (
+    "created_at",
+    "campaign_id",
+    "country",
+    *SUB_ID_COLUMNS,
+    "is_unique_global",
+    "is_unique_campaign",
+    "is_unique_stream",
+    "is_bot",
+    "cost",
+    "lander_id",
+    "lp_clicked_at",
+)
+
+
 def mask(slots: set[int] | list[int]) -> int:
     bits = 0
     for slot in slots:
@@ -111,11 +128,6 @@ class SubidCube:
     SQL_MARK_DAYS = (
         "UPDATE subid_cube_day SET stale = true WHERE NOT stale "
         "AND day IN (SELECT unnest(CAST(? AS BIGINT[])))"
-    )
-    SQL_MARK_IDS = (
-        "UPDATE subid_cube_day SET stale = true WHERE NOT stale AND day IN ("
-        f"SELECT DISTINCT created_at - created_at % {DAY_MS} FROM click WHERE id BETWEEN ? AND ? "
-        "AND id IN (SELECT unnest(CAST(? AS BIGINT[]))))"
     )
     SQL_MARK_AFTER = (
         "UPDATE subid_cube_day SET stale = true WHERE NOT stale AND day IN ("
@@ -202,9 +214,28 @@ class SubidCube:
         if days:
             self.conn.execute(self.SQL_MARK_DAYS, (sorted(set(days)),))
 
-    def mark_ids(self, click_ids: list[int]) -> None:
-        if click_ids:
-            self.conn.execute(self.SQL_MARK_IDS, (min(click_ids), max(click_ids), list(click_ids)))
+    SQL_ANY_BUILT = "SELECT COUNT(*) FROM subid_cube_day WHERE NOT stale"
+    SQL_SUMMED = (
+        f"SELECT id, {', '.join(SUMMED_COLUMNS)} FROM click WHERE id BETWEEN ? AND ? "
+        "AND id IN (SELECT unnest(CAST(? AS BIGINT[])))"
+    )
+
+    def mark_changed(self, click_ids: list[int], rows: dict[int, tuple]) -> None:
+        """Mark stale the days of the clicks `click_ids` whose copy is replaced by `rows` (click id -> its
+        SUMMED_COLUMNS values; a click missing there is only deleted): the old copy's day, and the new
+        one's, of each click whose summed values change. PERF: a copy again as it was marks nothing."""
+        if not click_ids or not self.conn.execute(self.SQL_ANY_BUILT).fetchone()[0]:
+            return
+        bounds = (min(click_ids), max(click_ids), list(click_ids))
+        held = self.conn.execute(self.SQL_SUMMED, bounds).fetchall()
+        days = set()
+        for click_id, *old in held:
+            new = rows.get(click_id)
+            if new is None or tuple(old) != tuple(new):
+                days.add(old[0] - old[0] % DAY_MS)
+                if new is not None:
+                    days.add(new[0] - new[0] % DAY_MS)
+        self.mark_days(sorted(days))
 
     def mark_after(self, position: int) -> None:
         self.conn.execute(self.SQL_MARK_AFTER, (position,))
