@@ -19,6 +19,7 @@ from models.reporting.compaction import compact_history
 from models.reporting.costs import spread_cost
 from models.reporting.history import HistoryFiles, append_history, history_status, verify_history
 from models.reporting.reports import ReportQuery, run_report
+from models.reporting.reportstream import stream_report
 from models.reporting.subidcube import build_cube
 from models.store.database import write_tx
 from models.store.duckdb.connection import open_history
@@ -48,6 +49,10 @@ ZONES = ("UTC", "Asia/Kolkata", "America/New_York")
 
 def rows_of(report) -> list[dict]:
     return [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()} for row in report.rows]
+
+
+def rows_of_dicts(rows: list[dict]) -> list[dict]:
+    return [{k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()} for row in rows]
 
 
 def same(db, files, shape: dict, timezone: str = "UTC") -> None:
@@ -110,6 +115,12 @@ def test_cube_answered_reports_equal_raw_across_timezones_and_others_read_the_cl
     assert PieceSql(("sub_id_1",), {"campaign": (1,)}, None).cube_slot() == 1
     same(db, cubed, dict(group_by=("sub_id_1",), filters={"device": ("mobile", "desktop")}))
     same(db, cubed, dict(group_by=("day", "sub_id_1"), filters={"sub_id_2": ("1", "2")}), "Asia/Kolkata")
+    # The streamed CSV's DuckDB sums read the same piece (reportstream's stream_groups).
+    query = ReportQuery(group_by=("country", "sub_id_1"), preset="all_time")
+    stream = stream_report(db, query, history=cubed, chunk=50)
+    assert stream.streamed and rows_of_dicts(list(stream.rows)) == rows_of(
+        run_report(db, query, history=cubed)
+    )
     with open_history(cubed.path, write=True, memory_limit=cubed.memory_limit) as conn:
         spoiled = conn.execute("UPDATE subid_cube SET clicks = clicks + 1000 WHERE slot = 1").fetchone()[0]
     report = run_report(db, ReportQuery(group_by=("sub_id_1",), source="history"), history=cubed)
