@@ -160,11 +160,17 @@ class PieceSql(base.PieceSql):
         end: int,
         clicks: tuple[int, list[int]],
         conversions: tuple[int, list[int]],
+        click_ids: list[int] | None = None,
     ) -> tuple[str, list]:
         """The conversion piece over the history's own copies: the conversions it answers for (id up to
         `conversions`' position, not queued) whose click it answers for too (`clicks`' position and
-        queue), grouped and filtered by that click's copy as the row store's raw piece is by the click."""
+        queue), grouped and filtered by that click's copy as the row store's raw piece is by the click.
+        `click_ids` (converted_click_ids'): their clicks' ids, as constants DuckDB skips row groups by."""
         where, params = self.where("c.", "cv.click_created_at", start, end, id_prefix="cv.")
+        if click_ids is not None:
+            # PERF: the join alone reads the click table over the whole range (its filter is only the
+            # ids' min and max): 1.2 s at 100 M clicks for all time, 0.22 s with the ids' row groups.
+            where.append(f"c.id IN ({', '.join(str(int(i)) for i in click_ids)})" if click_ids else "false")
         where += [
             # The click's own time too: zone maps skip the click table's row groups outside the range.
             "c.created_at >= ?",
@@ -176,6 +182,32 @@ class PieceSql(base.PieceSql):
         ]
         params += [start, end, conversions[0], conversions[1], clicks[0], clicks[1]]
         return self.conversions_select(where, params)
+
+    def history_conversion_clicks(
+        self,
+        start: int,
+        end: int,
+        clicks: tuple[int, list[int]],
+        conversions: tuple[int, list[int]],
+        limit: int,
+    ) -> tuple[str, list]:
+        """The distinct click ids of the conversions history_conversions reads (by the filters a
+        conversion carries; the click's own are the join's), at most `limit` of them."""
+        carried = {name: values for name, values in self.filters.items() if name in ID_GROUPS}
+        where, params = PieceSql((), carried, None).where(
+            "c.", "cv.click_created_at", start, end, id_prefix="cv."
+        )
+        where += [
+            "cv.id <= ?",
+            "cv.id NOT IN (SELECT unnest(CAST(? AS BIGINT[])))",
+            "cv.click_id <= ?",
+            "cv.click_id NOT IN (SELECT unnest(CAST(? AS BIGINT[])))",
+        ]
+        params += [conversions[0], conversions[1], clicks[0], clicks[1], limit]
+        return (
+            f"SELECT DISTINCT cv.click_id FROM conversion AS cv WHERE {' AND '.join(where)} LIMIT ?",
+            params,
+        )
 
     def _click_filters(self) -> tuple[list[str], list]:
         """The conditions and values of the filters a conversion does not carry, on the click's copy."""
@@ -255,6 +287,24 @@ def cube_days(conn: Any, piece_sql: PieceSql, start: int, end: int) -> list[tupl
     return cube.days(start, end)
 
 
+# Converted clicks a conversion piece names as constants at most (more: the join as it is).
+CLICK_ID_LIST = 10_000
+
+
+def converted_click_ids(
+    conn: Any,
+    piece_sql: PieceSql,
+    start: int,
+    end: int,
+    clicks: tuple[int, list[int]],
+    conversions: tuple[int, list[int]],
+) -> list[int] | None:
+    """The ids of the clicks the piece's conversions join, if few enough to name (else None)."""
+    sql, params = piece_sql.history_conversion_clicks(start, end, clicks, conversions, CLICK_ID_LIST + 1)
+    ids = sorted(row[0] for row in conn.execute(sql, params).fetchall())
+    return ids if len(ids) <= CLICK_ID_LIST else None
+
+
 def history_click_rows(
     conn: Any,
     groups: tuple[str, ...],
@@ -288,7 +338,9 @@ def history_converted_rows(
     """The conversion sums of [start, end) (their click's time) per group, as ReportStore.rows gives a
     raw piece's, from the conversions (position, queued) and clicks (position, queued) the history
     answers for, joined inside DuckDB."""
-    sql, params = PieceSql(groups, filters, bucket).history_conversions(start, end, clicks, conversions)
+    piece_sql = PieceSql(groups, filters, bucket)
+    click_ids = converted_click_ids(conn, piece_sql, start, end, clicks, conversions)
+    sql, params = piece_sql.history_conversions(start, end, clicks, conversions, click_ids)
     yield from conn.execute(sql, params).fetchall()
 
 
@@ -371,8 +423,9 @@ def stream_groups(
     clicks_sql, params = piece_sql.history_clicks(
         start, end, position, queued, cube_days(conn, piece_sql, start, end)
     )
+    click_ids = converted_click_ids(conn, piece_sql, start, end, (position, queued), conversions)
     converted_sql, converted_params = piece_sql.history_conversions(
-        start, end, (position, queued), conversions
+        start, end, (position, queued), conversions, click_ids
     )
     sql, params = f"{clicks_sql} UNION ALL {converted_sql}", [*params, *converted_params]
     width = len(groups) + (1 if bucket else 0)
