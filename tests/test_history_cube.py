@@ -21,9 +21,9 @@ from models.reporting.history import HistoryFiles, append_history, history_statu
 from models.reporting.reports import ReportQuery, run_report
 from models.reporting.reportstream import stream_report
 from models.reporting.subidcube import build_cube
-from models.store.database import write_tx
+from models.store.database import read_tx, write_tx
 from models.store.duckdb.connection import open_history
-from models.store.duckdb.reports import PieceSql
+from models.store.duckdb.reports import PieceSql, converted_click_ids
 from models.store.duckdb.subidcube import DAY_MS, SubidCube
 from models.store.history import HistoryStore
 from workers.bench.generate import generate_clicks
@@ -115,6 +115,16 @@ def test_cube_answered_reports_equal_raw_across_timezones_and_others_read_the_cl
     assert PieceSql(("sub_id_1",), {"campaign": (1,)}, None).cube_slot() == 1
     same(db, cubed, dict(group_by=("sub_id_1",), filters={"device": ("mobile", "desktop")}))
     same(db, cubed, dict(group_by=("day", "sub_id_1"), filters={"sub_id_2": ("1", "2")}), "Asia/Kolkata")
+    # The conversion piece with its clicks' ids named (up to CLICK_ID_LIST) and joined as before.
+    piece = PieceSql(("country", "sub_id_1"), {"campaign": (1, 2)}, None)
+    with read_tx(db):
+        store = HistoryStore(db.connection())
+        answered = ((store.state()[0], []), (store.conversion_state()[0], []))
+    with cube(cubed) as conn:
+        ids = converted_click_ids(conn, piece, 0, END_MS, *answered)
+        named = conn.execute(*piece.history_conversions(0, END_MS, *answered, ids)).fetchall()
+        joined = conn.execute(*piece.history_conversions(0, END_MS, *answered)).fetchall()
+    assert ids and len(ids) == 45 and sorted(named) == sorted(joined) and named
     # The streamed CSV's DuckDB sums read the same piece (reportstream's stream_groups).
     query = ReportQuery(group_by=("country", "sub_id_1"), preset="all_time")
     stream = stream_report(db, query, history=cubed, chunk=50)
