@@ -1,5 +1,5 @@
 """`lanner analytics`: the columnar click history reports read (docs/analytics.md): where it stands,
-its check against the row store, its compaction and its rebuild."""
+its check against the row store, its compaction, its sub id cube and its rebuild."""
 
 from __future__ import annotations
 
@@ -27,12 +27,17 @@ STATUS_COLUMNS = (
     "last_click_at",
     "compacted_before",
     "compaction_days_left",
+    "cube_days",
+    "cube_stale_days",
+    "cube_days_left",
+    "cube_rows",
     "retention",
     "retention_state",
     "oldest_raw_click_at",
     "history_only_clicks",
 )
 MISMATCH_COLUMNS = ("hour", "history_clicks", "row_clicks", "history_cost", "row_cost")
+CUBE_MISMATCH_COLUMNS = ("day", "cube_clicks", "history_clicks", "cube_cost", "history_cost")
 CONVERSION_MISMATCH_COLUMNS = (
     "hour",
     "currency",
@@ -132,12 +137,16 @@ def analytics_verify(ctx: Context, repair: bool) -> None:
             CONVERSION_MISMATCH_COLUMNS,
             "table",
         )
+    if result.cube_mismatches:
+        echo_rows(
+            [{**vars(m), "day": m.day_utc} for m in result.cube_mismatches], CUBE_MISMATCH_COLUMNS, "table"
+        )
     kept = f"; {result.pruned_hours:,} pruned hours only the history keeps" if result.pruned_hours else ""
     conversions = (
         f"; conversions in {result.conversion_hours:,} hours and currencies up to conversion "
-        f"{result.conversion_position}"
+        f"{result.conversion_position}; the sub id cube's {result.cube_days:,} days"
     )
-    if not result.mismatches and not result.conversion_mismatches:
+    if not result.mismatches and not result.conversion_mismatches and not result.cube_mismatches:
         click.echo(
             f"The history matches the row store: {result.hours:,} hours up to click {result.position}"
             f"{conversions}{kept}."
@@ -146,13 +155,15 @@ def analytics_verify(ctx: Context, repair: bool) -> None:
     if result.is_consistent:
         click.echo(
             f"Copied {result.repaired:,} hours of clicks and {result.conversions_repaired:,} hours of "
-            f"conversions again from the row store{kept}."
+            f"conversions again from the row store, and built {result.cube_repaired:,} days of the sub id "
+            f"cube again{kept}."
         )
         return
     raise click.ClickException(
         f"The history differs from the row store in {len(result.mismatches):,} of {result.hours:,} hours of "
         f"clicks and {len(result.conversion_mismatches):,} of {result.conversion_hours:,} hours and "
-        "currencies of conversions; `lanner analytics verify --repair` copies them again."
+        f"currencies of conversions, and its sub id cube from its clicks in {len(result.cube_mismatches):,} "
+        f"of {result.cube_days:,} days; `lanner analytics verify --repair` copies and builds them again."
     )
 
 
@@ -187,6 +198,18 @@ def analytics_rebuild(ctx: Context) -> None:
         f"Rebuilt the history: {result.clicks:,} clicks{period}, up to click {result.position}, and "
         f"{result.conversions:,} conversions.{lost}"
     )
+
+
+@analytics.command("cube")
+@pass_context
+def analytics_cube(ctx: Context) -> None:
+    """Build the sub id cube of every closed day not built yet (or changed since) now (the worker does it
+    a little each minute), so reports by zone, campaign and country read its pre-summed days."""
+    from models.reporting.subidcube import build_cube
+
+    with progress_to_total("Building the sub id cube") as advance:
+        result = build_cube(_files(ctx), on_day=advance)
+    click.echo(f"Built the sub id cube of {result.days:,} days ({result.rows:,} rows).")
 
 
 @analytics.command("compact")

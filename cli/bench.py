@@ -107,6 +107,12 @@ def bench_reports_command(data_dir: str, conversions: float, repeat: int, json_p
     "--repeat", type=click.IntRange(min=1), default=5, show_default=True, help="Warm runs a report."
 )
 @click.option("--only", default="", help="Time only the reports whose name has this in it.")
+@click.option(
+    "--compact/--no-compact",
+    default=True,
+    show_default=True,
+    help="Compact the history's closed days before the reports (as the worker would have).",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 @pass_context
 def bench_history_reports_command(
@@ -119,6 +125,7 @@ def bench_history_reports_command(
     old_conversions: int,
     repeat: int,
     only: str,
+    compact: bool,
     json_path: str | None,
 ) -> None:
     """Issue 28's report targets over a big columnar history, written straight into DuckDB in
@@ -134,12 +141,15 @@ def bench_history_reports_command(
         BuildPlan,
         biggest_campaign,
         build,
-        compact,
+        cube,
         read_built,
         row_store_clicks,
         sizes,
         time_reports,
         write_built,
+    )
+    from workers.bench.historyreports import (
+        compact as compact_days,
     )
 
     refuse_on_postgres(ctx.settings, "writes its clicks into a SQLite file's ids")
@@ -159,7 +169,9 @@ def bench_history_reports_command(
             raise click.ClickException(
                 f"{data_dir} has clicks the bench did not write: give it an empty one."
             )
-        plan = BuildPlan(clicks, days, recent_hours, recent_clicks, conversions, old_conversions)
+        plan = BuildPlan(
+            clicks, days, recent_hours, recent_clicks, conversions, old_conversions, compact=compact
+        )
         bars: list = []
 
         def progress(label: str, total: int):
@@ -176,9 +188,13 @@ def bench_history_reports_command(
         click.echo(f"Built in {built.seconds}", err=True)
     elif built.clicks != clicks:
         click.echo(f"Reusing {data_dir}: {built.clicks:,} clicks (not {clicks:,}).", err=True)
-    compacted = compact(files)  # A directory built before compaction was (the worker would by now).
+    # A directory built before compaction was, or without it (the worker would have by now).
+    compacted = compact_days(files) if compact else 0
     if compacted:
         click.echo(f"Compacted the closed days: {compacted:,} clicks rewritten.", err=True)
+    cubed = cube(files)  # Likewise the sub id cube.
+    if cubed:
+        click.echo(f"Built the sub id cube of {cubed:,} closed days.", err=True)
     campaign = biggest_campaign(files)
     click.echo(
         f"{built.clicks:,} clicks ({built.history_clicks:,} in the history, "

@@ -189,7 +189,7 @@ def test_reports_during_a_compaction_stay_exact_and_status_shows_its_progress(co
 # SQLite only: what the task adds (the compaction) reads and writes DuckDB alone; its append is tested
 # on both backends in tests/test_history.py, and reports during a compaction above.
 @pytest.mark.sqlite_only
-def test_the_worker_compacts_after_its_append_and_the_cli_says_where_it_stands(
+def test_the_worker_compacts_and_cubes_after_its_append_and_the_cli_says_where_it_stands(
     compacting_store, settings, files, lanner
 ):
     from workers.runtime.tasks import create_huey
@@ -199,6 +199,8 @@ def test_the_worker_compacts_after_its_append_and_the_cli_says_where_it_stands(
     create_huey(settings, immediate=True).append_history()
     status = json.loads(lanner("analytics", "status", "--json").stdout)
     assert (status["compaction_days_left"], status["compacted_before"]) == (0, "2027-01-15")
+    # Then it built the sub id cube of the same closed days (models/reporting/subidcube.py).
+    assert (status["cube_days"], status["cube_days_left"], status["cube_stale_days"]) == (3, 0, 0)
     assert status["lag_clicks"] == 0
     assert fingerprint(files)[:2] == (before[0] + 100, before[1] + 100)  # The tail copied, none twice.
     assert lanner("analytics", "compact").stdout == (

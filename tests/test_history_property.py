@@ -1,10 +1,10 @@
-"""A property: whatever the clicks, conversions and costs, and whatever the report's shape, a report
-read from the columnar history (source history, and auto with the history) equals the row store's raw
-report, exactly. Each example is a fresh SQLite database (a copy of the run's migrated one) with its
-history appended, then changed the ways the history has to follow: cost spreads and LP clicks queue
-copied clicks again, new clicks land past its position, and clicks it holds leave the row store (as
-LANNER_RAW_RETENTION deletes them, their cutoff recorded as `lanner prune` records its own) with
-their conversions kept."""
+"""A property: whatever the clicks, conversions and costs, and whatever the report's shape, a report read
+from the columnar history (source history, and auto with the history) equals the row store's raw report,
+exactly (with the sub id cube of its closed days built, or not). Each example is a fresh SQLite database
+(a copy of the run's migrated one) with its history appended, then changed the ways the history has to
+follow: cost spreads and LP clicks queue copied clicks again, new clicks land past its position, and
+clicks it holds leave the row store (as LANNER_RAW_RETENTION deletes them, their cutoff recorded as
+`lanner prune` records its own) with their conversions kept."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from models.reporting.costs import spread_cost
 from models.reporting.currency import set_rates
 from models.reporting.history import HistoryFiles, append_history
 from models.reporting.reports import ReportQuery, run_report
+from models.reporting.subidcube import build_cube
 from workers.bench.generate import generate_clicks
 
 pytestmark = pytest.mark.long
@@ -96,6 +97,7 @@ def rows_of(report) -> list[dict]:
     spread=st.one_of(st.none(), st.floats(0.01, 500)),
     landed_after=st.integers(0, 80),
     deleted=st.booleans(),
+    cubed=st.sampled_from((None, "once", "again")),
     shapes=st.lists(report_shapes(), min_size=3, max_size=3),
     data=st.data(),
 )
@@ -111,6 +113,7 @@ def test_history_reports_equal_raw_reports_whatever_the_data(
     spread,
     landed_after,
     deleted,
+    cubed,
     shapes,
     data,
 ):
@@ -138,6 +141,8 @@ def test_history_reports_equal_raw_reports_whatever_the_data(
             recorder.record(parse_postback(params), RECEIVED)
         files = HistoryFiles(folder / "history" / "clicks.duckdb")
         append_history(db, files)
+        if cubed:  # The sub id cube of the closed days: the changes below must keep it exact.
+            build_cube(files)
         if spread is not None:  # Queues the copied clicks it costs: the row store answers for them.
             spread_cost(db, 1, END_MS - days * DAY_MS, END_MS, spread)
         if landed_after:  # Past the history's position: the row store's tail.
@@ -151,6 +156,8 @@ def test_history_reports_equal_raw_reports_whatever_the_data(
             with write_tx(db):
                 RetentionStore(db.connection()).delete_clicks_before(1, cutoff, 10**6)
                 MetaStore(db.connection()).move_pruned_before(cutoff)
+            if cubed == "again":  # The days the second append copied clicks into, built again.
+                build_cube(files)
         for shape, expected in zip(shapes, raw, strict=True):
             for source in ("history", "auto"):
                 report = run_report(db, ReportQuery(source=source, **shape), history=files)

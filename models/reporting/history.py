@@ -31,6 +31,7 @@ from typing import Protocol
 from peewee import Database
 
 from models.reporting.compaction import compaction_status
+from models.reporting.subidcube import build_cube_unlocked, cube_status
 from models.store.database import read_tx, write_tx
 from models.store.duckdb.connection import (
     HistoryMissing,
@@ -40,8 +41,10 @@ from models.store.duckdb.connection import (
     open_history,
     remove_history,
     replace_history,
+    transaction,
 )
 from models.store.duckdb.history import HOUR_MS, ColumnarHistory
+from models.store.duckdb.subidcube import SubidCube
 from models.store.history import ROW_COLUMNS, HistoryStore
 from models.store.meta import MetaStore
 from models.store.reports import referrer_domain
@@ -376,6 +379,11 @@ def history_status(db: Database, files: HistoryFiles, now_ms: int | None = None)
         "last_click_at": None,
         "compacted_before": None,
         "compaction_days_left": None,
+        "cube_days": None,
+        "cube_stale_days": None,
+        "cube_last_day": None,
+        "cube_rows": None,
+        "cube_days_left": None,
         "error": "",
     }
     try:
@@ -385,6 +393,7 @@ def history_status(db: Database, files: HistoryFiles, now_ms: int | None = None)
             status["history_position"] = history.position()
             status["history_conversions"] = history.conversion_count()
             status.update(compaction_status(conn))
+            status.update(cube_status(conn))
     except HistoryMissing as error:
         status.update(state="missing", error=str(error))
         return status
@@ -453,6 +462,21 @@ class ConversionMismatch:
 
 
 @dataclass(frozen=True)
+class CubeMismatch:
+    """A UTC day whose sub id cube differs from the history's clicks of that day (it should never)."""
+
+    day: int  # Unix ms of its start.
+    cube_clicks: int
+    history_clicks: int
+    cube_cost: float
+    history_cost: float
+
+    @property
+    def day_utc(self) -> str:
+        return _utc(self.day)[:10]
+
+
+@dataclass(frozen=True)
 class VerifyResult:
     position: int
     hours: int  # Hours compared.
@@ -463,12 +487,19 @@ class VerifyResult:
     conversion_hours: int = 0  # (Hour, currency) pairs of conversions compared.
     conversion_mismatches: list[ConversionMismatch] = field(default_factory=list)
     conversions_repaired: int = 0  # Hours whose conversions were copied again (--repair).
+    cube_days: int = 0  # Days of the sub id cube compared with the history's clicks.
+    cube_mismatches: list[CubeMismatch] = field(default_factory=list)
+    cube_repaired: int = 0  # Days of the cube built again (--repair).
 
     @property
     def is_consistent(self) -> bool:
-        return (not self.mismatches or self.repaired == len(self.mismatches)) and (
-            not self.conversion_mismatches
-            or self.conversions_repaired == len({m.hour for m in self.conversion_mismatches})
+        return (
+            (not self.mismatches or self.repaired == len(self.mismatches))
+            and (
+                not self.conversion_mismatches
+                or self.conversions_repaired == len({m.hour for m in self.conversion_mismatches})
+            )
+            and self.cube_repaired == len(self.cube_mismatches)
         )
 
 
@@ -486,7 +517,16 @@ def verify_history(db: Database, files: HistoryFiles, *, repair: bool = False) -
         hours = sorted({mismatch.hour for mismatch in result.conversion_mismatches})
         for hour in hours:
             _repair_conversion_hour(db, files, hour, result.conversion_position)
-        return replace(result, repaired=len(result.mismatches), conversions_repaired=len(hours))
+        # After the hours' repairs (which mark their days stale), the days found wrong built again.
+        for wrong in result.cube_mismatches:
+            with _writing(files) as conn, transaction(conn):
+                SubidCube(conn).build_day(wrong.day)
+        return replace(
+            result,
+            repaired=len(result.mismatches),
+            conversions_repaired=len(hours),
+            cube_repaired=len(result.cube_mismatches),
+        )
 
 
 def _verify(db: Database, files: HistoryFiles) -> VerifyResult:
@@ -512,6 +552,9 @@ def _verify(db: Database, files: HistoryFiles) -> VerifyResult:
             (hour, code): sums
             for hour, code, *sums in history.conversion_hours(conversion_position, pending_conversions)
         }
+        cube = SubidCube(conn)
+        # The cube against the file's own clicks (all of them, as it sums them).
+        cube_days = cube.check() if cube.exists() else []
     # The hour holding the prune's cutoff is partly pruned: compared from the next one.
     first_whole = -(-pruned // HOUR_MS) * HOUR_MS if pruned else None
     mismatches, pruned_hours, compared = [], 0, 0
@@ -543,6 +586,12 @@ def _verify(db: Database, files: HistoryFiles) -> VerifyResult:
         conversion_position=conversion_position,
         conversion_hours=len(row_conversions.keys() | history_conversions.keys()),
         conversion_mismatches=conversion_mismatches,
+        cube_days=len(cube_days),
+        cube_mismatches=[
+            CubeMismatch(day, cube_clicks, clicks, cube_cost, cost)
+            for day, day_clicks, cube_clicks, cube_cost, clicks, cost in cube_days
+            if not day_clicks == cube_clicks == clicks or not _same_money(cube_cost, cost)
+        ],
     )
 
 
@@ -634,6 +683,8 @@ def rebuild_history(
             # (Carried over, the old file's clicks came with its own mark.)
             with _writing(files, fresh) as conn:
                 ColumnarHistory(conn, files.path.parent).mark_complete_from(pruned)
+        # The sub id cube of the closed days, before the file is served: reports of them stay quick.
+        build_cube_unlocked(replace(files, path=fresh))
         replace_history(fresh, files.path)
         with write_tx(db):
             # The queues stay: a click or conversion changed while it was copied is copied again by

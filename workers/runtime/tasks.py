@@ -49,6 +49,8 @@ from models.reporting.history import HistoryFiles, append_history
 from models.reporting.historyclicks import click_history
 from models.reporting.partials import fold_partials
 from models.reporting.rawretention import INCOMPLETE, MISSING, UNREADABLE, prune_held_clicks
+from models.reporting.subidcube import RUN_SECONDS as CUBE_SECONDS
+from models.reporting.subidcube import build_cube
 from models.store.database import (
     DRIVER_ERRORS,
     STORE_ERRORS,
@@ -441,6 +443,7 @@ def keep_history(settings: Settings) -> None:
     if result.copied or result.recopied:
         logger.info("history: %s clicks copied, %s copied again", result.copied, result.recopied)
     compact_closed_days(files)
+    cube_closed_days(files)
     if not settings.raw_retention:
         return
     try:
@@ -470,6 +473,20 @@ def compact_closed_days(files: HistoryFiles) -> None:
         return
     if run.moved:
         logger.info("history: %s clicks compacted, %s closed days left", run.moved, run.days_left)
+
+
+def cube_closed_days(files: HistoryFiles) -> None:
+    """The minute's share of building the history's sub id cube (models/reporting/subidcube.py): closed
+    days (and those changed since) summed, for at most CUBE_SECONDS. A refusal waits for the next minute."""
+    try:
+        run = build_cube(files, seconds=CUBE_SECONDS)
+    except HistoryBusy:
+        return
+    except HISTORY_RETRIED as exc:
+        logger.warning("history's sub id cube not built now (%s); the next minute tries again", exc)
+        return
+    if run.days:
+        logger.info("history: the sub id cube of %s days built, %s closed days left", run.days, run.days_left)
 
 
 def keep_node_history(settings: Settings) -> None:

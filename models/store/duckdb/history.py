@@ -27,10 +27,12 @@ import contextlib
 import csv
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from models.store.duckdb.connection import transaction
+from models.store.duckdb.subidcube import DAY_MS, SUMMED_COLUMNS, SubidCube
 from models.store.history import CONVERSION_COLUMNS, ROW_COLUMNS
 from models.tables.click import ROUTING_COLUMNS, SUB_ID_COLUMNS
 
@@ -184,6 +186,7 @@ class ColumnarHistory:
     def create(self) -> None:
         for statement in self.SQL_SCHEMA:
             self.conn.execute(statement)
+        SubidCube(self.conn).create()
 
     def position(self) -> int:
         return self.conn.execute(self.SQL_POSITION).fetchone()[0]
@@ -257,9 +260,24 @@ class ColumnarHistory:
         hour: tuple[int, int] | None = None,
     ) -> None:
         """In one transaction: drop the clicks `replace` names (or, with `hour` (start, up to id), that
-        hour's), insert `rows` (HISTORY_COLUMNS), and set the position."""
+        hour's), insert `rows` (HISTORY_COLUMNS), and set the position; the sub id cube's days these
+        change are marked stale in it (models/store/duckdb/subidcube.py)."""
         statements = (self.SQL_DELETE, self.SQL_DELETE_HOUR, self.SQL_INSERT, self.SQL_SET_POSITION)
-        self._replace_rows(statements, rows, position, replace, hour)
+        created = HISTORY_COLUMNS.index("created_at")
+        summed = [HISTORY_COLUMNS.index(column) for column in SUMMED_COLUMNS]
+
+        def mark_cube() -> None:
+            cube = SubidCube(self.conn)
+            replaced = set(replace or [])
+            # A copy again marks its day only if what the cube sums of it changed; a new click always.
+            new = {row[0]: tuple(row[i] for i in summed) for row in rows if row[0] in replaced}
+            cube.mark_changed(sorted(replaced), new)
+            days = {row[created] - row[created] % DAY_MS for row in rows if row[0] not in replaced}
+            if hour is not None:
+                days.add(hour[0] - hour[0] % DAY_MS)
+            cube.mark_days(sorted(days))
+
+        self._replace_rows(statements, rows, position, replace, hour, mark_cube)
 
     def _replace_rows(
         self,
@@ -268,15 +286,18 @@ class ColumnarHistory:
         position: int | None,
         replace: list[int] | None,
         hour: tuple[int, int] | None,
+        before: Callable[[], None] | None = None,
     ) -> None:
         """One table's append: its (delete by ids, delete an hour, insert from a CSV file, set the
-        position) statements in one transaction."""
+        position) statements in one transaction, after `before` (in it)."""
         delete, delete_hour, insert, set_position = statements
         scratch = None
         try:
             if rows:
                 scratch = self._write_csv(rows)
             with self._transaction():
+                if before is not None:
+                    before()
                 if replace:
                     self.conn.execute(delete, (list(replace),))
                 if hour is not None:
@@ -322,6 +343,8 @@ class ColumnarHistory:
                     "WHERE id <= ? AND id NOT IN (SELECT id FROM click) ORDER BY campaign_id, created_at",
                     (up_to,),
                 ).fetchone()[0]
+                if carried:  # Into days the cube may hold (a rebuild builds it after): all of them stale.
+                    SubidCube(self.conn).mark_all()
                 # What the old file lacked (made again after a prune), this one lacks too.
                 kept_from = self.conn.execute(
                     "SELECT COALESCE(MAX(value), 0) FROM kept.history_meta WHERE key = 'complete_from'"
@@ -338,6 +361,7 @@ class ColumnarHistory:
         """Forget the clicks past an id and set the position to it, in one transaction (a restored
         database that ends before them hands their ids out again); how many went."""
         with self._transaction():
+            SubidCube(self.conn).mark_after(position)
             gone = self.conn.execute(self.SQL_DELETE_AFTER, (position,)).fetchone()[0]
             self.conn.execute(self.SQL_SET_POSITION, (position,))
         return gone
