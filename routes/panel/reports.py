@@ -52,6 +52,7 @@ from routes.panel.common import (
 from routes.panel.flash import Flash
 from routes.panel.labels import label_column
 from routes.panel.render import Renderer, money, percent, whole
+from routes.panel.reportrows import table_rows
 from routes.panel.session import PanelSessions
 from routes.v1.spec import MONEY_FIELDS
 
@@ -767,7 +768,9 @@ class ReportBuilderPage(PanelResource):
             [row["value"] for row in shown if row["value"]],
         )
         total = report.total if report else EMPTY_TOTAL
-        ticked = [row for row in shown if row["value"] is not None and row["value"] in without]
+        ticked = {row["value"] for row in shown if row["value"] is not None and row["value"] in without}
+        can_chart_rows = state.group not in TIME_GROUPS
+        shows_gaps = not principal.hides_money  # A gap's note names payouts.
         self.page(
             req,
             resp,
@@ -781,12 +784,24 @@ class ReportBuilderPage(PanelResource):
             choosable=metric_columns(principal),
             max_levels=MAX_LEVELS,
             rows=shown,
+            row_html=table_rows(
+                shown,
+                state=state,
+                currency=currency,
+                percents=PERCENT_METRICS,
+                amounts=AMOUNTS,
+                ticked=ticked,
+                labelling=labelling,
+                can_chart_rows=can_chart_rows,
+                is_last=is_last,
+                shows_gaps=shows_gaps,
+            ),
             labelling=labelling,
             pushed=Flash(self.sessions).take(req, resp, session),  # A blacklist push's answer.
             row_count=report.row_count if report and report.row_count is not None else len(rows),
             shown_rows=SHOWN_ROWS,
             total=total,
-            ticked={row["value"] for row in ticked},
+            ticked=ticked,
             total_less=report.total_less if report else None,
             chooser=self.sets.chooser(
                 principal, METRIC_LABELS, state.columns, state.sort_text, state.url(), state.groups
@@ -798,10 +813,10 @@ class ReportBuilderPage(PanelResource):
             breadcrumb=self.builder.breadcrumb(state, campaigns, principal),
             chart=chart_data(state, rows, report, currency, zone(timezone_of(principal))),
             series=series_data(state, series, principal, campaigns),
-            can_chart_rows=state.group not in TIME_GROUPS,
+            can_chart_rows=can_chart_rows,
             max_series_rows=MAX_SERIES_ROWS,
             notes=[] if report is None else report_notes(report, principal.hides_money),
-            shows_gaps=not principal.hides_money,  # A gap's note names payouts.
+            shows_gaps=shows_gaps,
             raw_reason=report.raw_reason if report else None,
             fallback=report.fallback if report else None,
             csv_url=state.url("/panel/reports.csv"),
