@@ -38,11 +38,13 @@ def old_rows(context: dict) -> str:
 
 def new_rows(context: dict) -> str:
     from routes.panel.reportrows import table_rows
-    from routes.panel.reports import AMOUNTS, PERCENT_METRICS
+    from routes.panel.reports import AMOUNTS, PERCENT_METRICS, drill_parts
 
     html = table_rows(
         context["rows"],
-        state=context["state"],
+        columns=context["state"].columns,
+        selected=context["state"].selected,
+        drill=drill_parts(context["state"]),
         currency=context["currency"],
         percents=PERCENT_METRICS,
         amounts=AMOUNTS,

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import math
 import urllib.parse
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup, escape
 
 if TYPE_CHECKING:
     from routes.panel.labels import LabelColumn
-    from routes.panel.reports import BuilderState
 
 DASH = "–"  # What render.py's filters show for no value.
 
@@ -58,21 +56,12 @@ def formatter(metric: str, currency: str, percents: frozenset[str], amounts: fro
     return whole_text
 
 
-def drill_parts(state: BuilderState, path: str = "/panel/reports") -> tuple[str, str]:
-    """The escaped drill URL of a row around its value (before it, after it): the value goes between
-    them URL-quoted, as state.url(drill=state.drill + (value,)) would put it."""
-    pairs = replace(state, drill=(*state.drill, ""), selected=()).pairs()
-    name = f"d{len(state.drill) + 1}"
-    index = next(n for n, (key, _) in enumerate(pairs) if key == name)
-    before = urllib.parse.urlencode(pairs[:index])
-    after = urllib.parse.urlencode(pairs[index + 1 :])
-    return str(escape(path + "?" + before + "&" + name + "=")), str(escape("&" + after)) if after else ""
-
-
 def table_rows(
     rows: Iterable[dict[str, Any]],
     *,
-    state: BuilderState,
+    columns: Sequence[str],
+    selected: Iterable[str],
+    drill: tuple[str, str],
     currency: str,
     percents: frozenset[str],
     amounts: frozenset[str],
@@ -82,11 +71,12 @@ def table_rows(
     is_last: bool,
     shows_gaps: bool,
 ) -> Markup:
-    """The <tr> of each row of the level's table, as reports.html's loop rendered them."""
-    formats = [(name, formatter(name, currency, percents, amounts)) for name in state.columns]
-    before, after = drill_parts(state)
+    """The <tr> of each row of the level's table, as reports.html's loop rendered them; `drill` is the
+    escaped drill URL around a row's value (reports.py drill_parts)."""
+    formats = [(name, formatter(name, currency, percents, amounts)) for name in columns]
+    before, after = drill
     quote = urllib.parse.quote_plus
-    selected = set(state.selected)
+    selected = set(selected)
     can_label = bool(labelling and labelling.can_write)
     labels = labelling.labels if labelling else {}
     out: list[str] = []

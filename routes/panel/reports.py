@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import falcon
+from markupsafe import escape
 
 from models.accounts.access import visible_campaign_ids, visible_lander_ids, visible_offer_ids
 from models.admin.services import AdminError, get_offer, get_stream, list_campaigns
@@ -786,7 +787,9 @@ class ReportBuilderPage(PanelResource):
             rows=shown,
             row_html=table_rows(
                 shown,
-                state=state,
+                columns=state.columns,
+                selected=state.selected,
+                drill=drill_parts(state),
                 currency=currency,
                 percents=PERCENT_METRICS,
                 amounts=AMOUNTS,
@@ -906,3 +909,14 @@ def add_routes(app: falcon.App, panel: PanelContext) -> None:
     sets = ColumnSets(panel.db, REPORTS)
     app.add_route("/panel/reports", ReportBuilderPage(panel.sessions, panel.render, builder, sets))
     app.add_route("/panel/reports.csv", ReportCsvResource(panel.sessions, panel.render, builder, sets))
+
+
+def drill_parts(state: BuilderState, path: str = "/panel/reports") -> tuple[str, str]:
+    """The escaped drill URL of a row around its value (before it, after it): the value goes between
+    them URL-quoted, as state.url(drill=state.drill + (value,)) would put it."""
+    pairs = replace(state, drill=(*state.drill, ""), selected=()).pairs()
+    name = f"d{len(state.drill) + 1}"
+    index = next(n for n, (key, _) in enumerate(pairs) if key == name)
+    before = urllib.parse.urlencode(pairs[:index])
+    after = urllib.parse.urlencode(pairs[index + 1 :])
+    return str(escape(path + "?" + before + "&" + name + "=")), str(escape("&" + after)) if after else ""
