@@ -234,10 +234,11 @@ def test_html_not_found_and_redirect_streams_answer_as_keitaro_shapes_them(kc, s
     ]
 
 
-def test_a_meta_redirect_stream_answers_its_page_as_the_body(campaign, start_server, lanner):
-    _, token, _ = campaign
-    lanner("stream", "update", str(streams_by_name(lanner)["Else"]), "--redirect-type", "meta")
-    status, answer = api(start_server().port, token, **visitor(keyword="else"))
+def test_a_meta_redirect_stream_answers_its_page_as_the_body(kc, shared_server):
+    lanner = shared_server.lanner
+    # Before the campaign's first call: the workers load it, meta stream and all, at that call.
+    lanner("stream", "update", str(streams_by_name(lanner, kc.alias)["Else"]), "--redirect-type", "meta")
+    status, answer = api(shared_server.port, kc.token, **visitor(keyword="else"))
     subid = answer["info"]["sub_id"]
     assert (status, answer["status"], answer["headers"], answer["info"]["type"]) == (200, 200, [], "meta")
     assert f'<meta http-equiv="refresh" content="0;url=https://else.example/?c={subid}">' in answer["body"]
