@@ -591,6 +591,19 @@ class SharedServer:
     def log(self) -> str:
         return self.live.log
 
+    @property
+    def settings(self):
+        from settings import load_settings
+
+        return load_settings(self.env)
+
+    @property
+    def db(self):
+        """`models.store.database.db`, which `shared_server` opens on this server's database for a test."""
+        from models.store.database import db
+
+        return db
+
     def lanner(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return run_lanner(self.env, *args, check=check)
 
