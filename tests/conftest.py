@@ -163,6 +163,14 @@ def backend_of(request) -> str:
 def env(data_dir: Path, request) -> dict[str, str]:
     """The environment every process of one test shares: its own data directory (and on the
     postgresql backend, its own migrated database)."""
+    environ = base_environ(data_dir)
+    if backend_of(request) == "postgresql":
+        environ["LANNER_DATABASE_URL"] = request.getfixturevalue("postgres_migrated_url")
+    return environ
+
+
+def base_environ(data_dir: Path) -> dict[str, str]:
+    """The environment of a test's processes on the SQLite database in `data_dir`."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LANNER_")}
     environ["LANNER_DATA_DIR"] = str(data_dir)
     environ["PYTHONPATH"] = str(ROOT)
@@ -173,8 +181,6 @@ def env(data_dir: Path, request) -> dict[str, str]:
     environ["LANNER_WORKER_NICE"] = "0"
     # No machine here reaches the ECB: a test that reads rates serves its own feed (tests/test_rates.py).
     environ["LANNER_EXCHANGE_RATE_URL"] = ""
-    if backend_of(request) == "postgresql":
-        environ["LANNER_DATABASE_URL"] = request.getfixturevalue("postgres_migrated_url")
     return environ
 
 
@@ -537,25 +543,118 @@ def start_server(env, db, tmp_path):
     started: list[LiveProcess] = []
 
     def start(workers: int = 1, *, admin: bool = False, **extra_env: str) -> LiveProcess:
-        environ = {**env, "LANNER_LOG_LEVEL": "INFO"}
-        if admin:
-            environ["LANNER_ADMIN_IDLE_SECONDS"] = "0"
-        environ.update({k: str(v) for k, v in extra_env.items()})
-        args = [*LANNER, "serve", "--workers", str(workers), "--bind", "127.0.0.1:0"]
-        args += ["--admin-bind", "127.0.0.1:0"]
-        live = start_process(args, environ, tmp_path / f"serve-{len(started)}.log")
-        started.append(live)
-        live.port = bound_port(live)
-        live.extra["admin_port"] = bound_port(live, "admin")
-        wait_healthy(live)
-        if admin:
-            wait_healthy(live, port=live.extra["admin_port"])
-        return live
+        environ = {**env, **{k: str(v) for k, v in extra_env.items()}}
+        return serve(environ, tmp_path / f"serve-{len(started)}.log", started, workers, admin=admin)
 
     yield start
+    stop_servers(started)
+
+
+def serve(
+    env: dict[str, str], log_path: Path, started: list[LiveProcess], workers: int = 1, *, admin: bool = False
+) -> LiveProcess:
+    """`lanner serve` with `env` on ports the kernel picks, once it answers (appended to `started`
+    before it does, for the caller to stop)."""
+    environ = {"LANNER_LOG_LEVEL": "INFO", **({"LANNER_ADMIN_IDLE_SECONDS": "0"} if admin else {}), **env}
+    args = [*LANNER, "serve", "--workers", str(workers), "--bind", "127.0.0.1:0"]
+    args += ["--admin-bind", "127.0.0.1:0"]
+    live = start_process(args, environ, log_path)
+    started.append(live)
+    live.port = bound_port(live)
+    live.extra["admin_port"] = bound_port(live, "admin")
+    wait_healthy(live)
+    if admin:
+        wait_healthy(live, port=live.extra["admin_port"])
+    return live
+
+
+def stop_servers(started: list[LiveProcess]) -> None:
     for live in started:
         if live.stop() not in (0, -signal.SIGTERM):
             print(live.log)
+
+
+@dataclass
+class SharedServer:
+    """A module's `lanner serve` on a database of its own, shared by the module's tests that keep their
+    data apart (each its own campaign, its rows read by its campaign id)."""
+
+    live: LiveProcess
+    env: dict[str, str]
+    location: Path | str
+
+    @property
+    def port(self) -> int:
+        return self.live.port
+
+    @property
+    def log(self) -> str:
+        return self.live.log
+
+    @property
+    def settings(self):
+        from settings import load_settings
+
+        return load_settings(self.env)
+
+    @property
+    def db(self):
+        """`models.store.database.db`, which `shared_server` opens on this server's database for a test."""
+        from models.store.database import db
+
+        return db
+
+    def lanner(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return run_lanner(self.env, *args, check=check)
+
+
+@pytest.fixture(scope="module")
+def module_servers(tmp_path_factory):
+    """The module's shared servers, one per backend, each started when a test first asks for it
+    (`shared_server`); stopped, and a PostgreSQL one's database dropped, after the module."""
+    servers: dict[str, SharedServer] = {}
+    started: list[LiveProcess] = []
+    dropped: list = []
+
+    def get(backend: str, request) -> SharedServer:
+        if backend in servers:
+            return servers[backend]
+        base = tmp_path_factory.mktemp(f"shared-{backend}")
+        data_dir = base / "var"
+        data_dir.mkdir()
+        environ = base_environ(data_dir)
+        if backend == "postgresql":
+            postgres = request.getfixturevalue("postgres_server")
+            name = postgres.create_database(request.getfixturevalue("postgres_template"))
+            dropped.append(lambda: postgres.drop_database(name))
+            environ["LANNER_DATABASE_URL"] = postgres.url(name)
+        from settings import load_settings
+
+        location = load_settings(environ).database_location
+        if backend != "postgresql":
+            Path(location).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(request.getfixturevalue("sqlite_template"), location)
+        live = serve(environ, base / "serve.log", started)
+        servers[backend] = SharedServer(live, environ, location)
+        return servers[backend]
+
+    yield get
+    stop_servers(started)
+    for drop in dropped:
+        drop()
+
+
+@pytest.fixture
+def shared_server(backend, module_servers, request):
+    """The module's server of the test's backend, with `models.store.database.db` open on its database
+    for the test; the test must keep to its own data (no `db`, `store` or `lanner` of its own)."""
+    from models.store.database import db as database
+    from models.store.database import open_database
+
+    shared = module_servers(backend, request)
+    open_database(shared.location, autocheckpoint=True)
+    yield shared
+    database.close()
 
 
 @pytest.fixture

@@ -7,11 +7,16 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from conftest import click, request
 from landers import lander_campaign
 
 REMOTE = "https://lp.example/quiz?sid={subid}&c={country}&s1={sub_id_1}&go={offer}"
 OFFER = "https://offer.example/o?click={subid}&s1={sub_id_1}&cid={campaign_id}"
+
+# Four tests share one server per backend (shared_server), each with a campaign of its own: one
+# process builds it for all of them.
+pytestmark = pytest.mark.xdist_group("lp_click_http")
 
 
 def rows(sql: str, params=()) -> list[tuple]:
@@ -24,12 +29,14 @@ def rows(sql: str, params=()) -> list[tuple]:
         cursor.close()
 
 
-def lp_lines(settings) -> list[bytes]:
+def lp_lines(settings, subid: str | None = None) -> list[bytes]:
+    """The spool's LP click lines (only `subid`'s, on a server the module's tests share)."""
+    prefix = b"lp\t" + (f"{subid}\t".encode() if subid is not None else b"")
     return [
         line
         for path in sorted(settings.spool_dir.glob("clicks.*.log"))
         for line in path.read_bytes().splitlines()
-        if line.startswith(b"lp\t")
+        if line.startswith(prefix)
     ]
 
 
@@ -37,11 +44,9 @@ def cookie_of(headers: dict) -> str:
     return headers["set-cookie"]
 
 
-def test_remote_lander_gets_macros_and_offer_link_then_lp_click_lands_once(
-    db, start_server, lanner, settings
-):
-    made = lander_campaign(db, "quiz", [{"url": REMOTE}], offers=[{"url": OFFER}], uniqueness_hours=2)
-    server = start_server()
+def test_remote_lander_gets_macros_and_offer_link_then_lp_click_lands_once(shared_server):
+    server, lanner, settings = shared_server, shared_server.lanner, shared_server.settings
+    made = lander_campaign(server.db, "quiz", [{"url": REMOTE}], offers=[{"url": OFFER}], uniqueness_hours=2)
     status, headers, _ = click(server.port, "quiz", "sub1=zone%207")
     assert status == 302
     lander = urlsplit(headers["location"])
@@ -65,17 +70,20 @@ def test_remote_lander_gets_macros_and_offer_link_then_lp_click_lands_once(
         {"click": [subid], "s1": ["zone 7"], "cid": [str(made["campaign_id"])]},
     )
     lanner("spool", "flush")
-    assert rows("SELECT lander_id, offer_id, domain, lp_clicked_at IS NOT NULL FROM click") == [
-        (made["lander_ids"][0], made["offer_ids"][0], "127.0.0.1", True)
-    ]
+    assert rows(
+        "SELECT lander_id, offer_id, domain, lp_clicked_at IS NOT NULL FROM click WHERE campaign_id = ?",
+        (made["campaign_id"],),
+    ) == [(made["lander_ids"][0], made["offer_ids"][0], "127.0.0.1", True)]
     # After it landed: the same offer, nothing new.
     assert request(server.port, f"/lp/click?subid={subid}")[1]["location"] == headers["location"]
-    assert len(lp_lines(settings)) == 1
+    assert len(lp_lines(settings, subid)) == 1
 
 
-def test_local_lander_and_lp_click_by_cookie_referer_and_keitaro_form(db, start_server, lanner, settings):
-    lander_campaign(db, "local", [{"kind": "local", "folder": "shoes"}], offers=[{"url": OFFER}])
-    server = start_server()
+def test_local_lander_and_lp_click_by_cookie_referer_and_keitaro_form(shared_server):
+    server, lanner = shared_server, shared_server.lanner
+    made = lander_campaign(
+        server.db, "local", [{"kind": "local", "folder": "shoes"}], offers=[{"url": OFFER}]
+    )
     subids = []
     for n in range(4):
         status, headers, _ = click(server.port, "local", ip=f"203.0.113.{n + 20}")
@@ -93,9 +101,11 @@ def test_local_lander_and_lp_click_by_cookie_referer_and_keitaro_form(db, start_
     for subid, (status, headers, _) in zip(subids, answers, strict=True):
         assert status == 302 and parse_qs(urlsplit(headers["location"]).query)["click"] == [subid]
     lanner("spool", "flush")
-    assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL AND offer_id IS NOT NULL") == [
-        (4,)
-    ]
+    assert rows(
+        "SELECT COUNT(*) FROM click"
+        " WHERE lp_clicked_at IS NOT NULL AND offer_id IS NOT NULL AND campaign_id = ?",
+        (made["campaign_id"],),
+    ) == [(4,)]
 
 
 def test_sixteen_concurrent_lp_clicks_for_one_subid_choose_one_offer(db, start_server, lanner, settings):
@@ -175,12 +185,12 @@ def test_bad_subids_get_a_clear_answer_and_nothing_is_written(db, start_server, 
     assert rows("SELECT COUNT(*) FROM click WHERE lp_clicked_at IS NOT NULL") == [(0,)]
 
 
-def test_simulate_and_click_show_tell_the_lander_step(db, start_server, lanner, settings):
-    made = lander_campaign(db, "told", [{"url": REMOTE, "name": "Quiz page"}])
+def test_simulate_and_click_show_tell_the_lander_step(shared_server):
+    server, lanner = shared_server, shared_server.lanner
+    made = lander_campaign(server.db, "told", [{"url": REMOTE, "name": "Quiz page"}])
     simulated = lanner("simulate", "/told?sub1=a", "--ip", "203.0.113.5").stdout
     assert f"lander: Quiz page (remote, id {made['lander_ids'][0]})" in simulated
     assert "offer None" in simulated and "location: https://lp.example/quiz?sid=" in simulated
-    server = start_server(workers=1)
     subid = parse_qs(urlsplit(click(server.port, "told")[1]["location"]).query)["sid"][0]
     lanner("spool", "flush")
     shown = lanner("click", "show", subid).stdout
@@ -222,16 +232,16 @@ def test_report_shows_lp_views_clicks_and_ctr_by_lander(db, start_server, lanner
     ]
 
 
-def test_a_prefetch_or_a_head_of_the_lp_link_records_nothing(db, start_server, lanner, settings):
-    lander_campaign(db, "pre", [{"url": REMOTE}])
-    server = start_server(workers=1)
+def test_a_prefetch_or_a_head_of_the_lp_link_records_nothing(shared_server):
+    server, settings = shared_server, shared_server.settings
+    lander_campaign(server.db, "pre", [{"url": REMOTE}])
     subid = parse_qs(urlsplit(click(server.port, "pre")[1]["location"]).query)["sid"][0]
     assert request(server.port, f"/lp/click?subid={subid}", {"Sec-Purpose": "prefetch"})[0] == 204
     assert request(server.port, f"/pre?_lp=1&_subid={subid}", method="HEAD")[0] == 405
     assert request(server.port, f"/lp/click?subid={subid}", method="HEAD")[0] == 405
-    assert lp_lines(settings) == []
+    assert lp_lines(settings, subid) == []
     assert request(server.port, f"/lp/click?subid={subid}")[0] == 302
-    assert len(lp_lines(settings)) == 1
+    assert len(lp_lines(settings, subid)) == 1
 
 
 def test_unvisited_rotation_at_the_lp_click_gives_a_returning_visitor_another_offer(
