@@ -157,3 +157,23 @@ def test_a_streamed_report_s_memory_does_not_grow_with_its_rows(db, settings, en
     assert measured["rows"] == 40_000 and measured["streamed"]
     growth = measured["rss_peak_kb"] - measured["rss_warm_kb"]
     assert growth < 12_000, measured  # KB
+
+
+def test_a_report_duckdb_cannot_sum_is_read_the_slow_way_not_an_error(db, history, monkeypatch):
+    """DuckDB out of memory while it sums (as on a big report under LANNER_HISTORY_MEMORY_LIMIT) is the
+    history's own HistoryOutOfMemory, as everywhere else: the stream falls back to run_report's rows,
+    where before the raw DuckDB error reached the CSV route as a 500."""
+    import duckdb
+
+    import models.reporting.reportstream as reportstream
+
+    def out_of_memory(*args, **kwargs):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block of 262144 bytes")
+
+    query = ReportQuery(group_by=("sub_id_1",), preset="all_time")
+    expected = run_report(db, query, history=history)
+    monkeypatch.setattr(reportstream, "stream_groups", out_of_memory)
+    stream = stream_report(db, query, history=history)
+    assert not stream.streamed
+    assert rounded(stream.rows) == rounded(expected.rows) and expected.rows
+    assert lock_is_free(history)  # The history's reading was closed on the way out.

@@ -26,7 +26,7 @@ import itertools
 import time as time_module
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from peewee import Database
 
@@ -112,12 +112,11 @@ def stream_report(
         return _in_memory(db, query, now, history)  # It says why in a note, as every report does.
     try:
         rows = stream_groups(prepared.columnar, *prepared.piece, **prepared.sums, chunk=chunk)
-    except HISTORY_UNAVAILABLE:
-        prepared.reading.close()
-        return _in_memory(db, query, now, history)
-    except BaseException:
-        prepared.reading.close()
-        raise
+    except BaseException as error:
+        try:
+            _close_with(prepared.reading, error)
+        except HISTORY_UNAVAILABLE:
+            return _in_memory(db, query, now, history)
     stream = ReportStream(
         columns=prepared.columns,
         currency=prepared.currency,
@@ -172,6 +171,14 @@ class HistorySums:
     unconverted: list[dict[str, Any]]
     start_ms: int | None
     end_ms: int | None
+
+
+def _close_with(reading: contextlib.ExitStack, error: BaseException) -> NoReturn:
+    """Close `reading` with `error` going through its exits, so that open_history makes DuckDB's errors
+    (out of memory, a damaged file ...) the history's own (HISTORY_UNAVAILABLE), as a `with` would;
+    raise what it became."""
+    reading.__exit__(type(error), error, error.__traceback__)
+    raise error
 
 
 def prepare_history(
@@ -273,12 +280,11 @@ def prepare_history(
             )
             notes = name_notes + _currency_notes(store, resolved, currency, unconverted)
             names = {group: store.names(group) for group in resolved.group_by if group in NAMED_GROUPS}
-    except HISTORY_UNAVAILABLE:
-        reading.close()
-        return None
-    except BaseException:
-        reading.close()
-        raise
+    except BaseException as error:
+        try:
+            _close_with(reading, error)
+        except HISTORY_UNAVAILABLE:
+            return None
     parents = {
         position_: grouping.parent_of
         for grouping in (by_network, by_source)
