@@ -34,7 +34,7 @@ from models.reporting.reports import (
     all_gaps,
     run_report,
 )
-from models.reporting.reportstream import MONEY_POSITIONS, prepare_history, sums_in_history
+from models.reporting.reportstream import MONEY_POSITIONS, name_ids, prepare_history, sums_in_history
 from models.reporting.summary import total_without
 from models.store.duckdb.connection import HISTORY_UNAVAILABLE
 from models.store.duckdb.reports import GROUP_KEY, PageAsk, may_pass, page_groups
@@ -154,11 +154,7 @@ def _summed_page(
             prepared.currency,
             prepared.cost_gaps.get(tuple(row[:width])),
         )
-        for name, by_id in prepared.names.items():  # An id group is never renamed (sub_id_N are).
-            value = out[name]
-            out[f"{name}_name"] = by_id.get(value, "") if value else ""
-            if value == 0:
-                out[name] = None
+        name_ids(out, prepared.names)
         _drop_non_finite(out)
         return out
 

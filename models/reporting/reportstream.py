@@ -379,16 +379,21 @@ def _rows(
                 gaps[1],
                 gaps[2].get(tuple(row[:width])),
             )
-            for group, by_id in names.items():  # An id group is never renamed (sub_id_N are).
-                value = out[group]
-                out[f"{group}_name"] = by_id.get(value, "") if value else ""
-                if value == 0:
-                    out[group] = None
+            name_ids(out, names)
             _drop_non_finite(out)
             yield out
     total = _row({}, totals, all_gaps(gaps[0]), gaps[1], all_gaps(gaps[2]))
     _drop_non_finite(total)
     totals_out.append(total)
+
+
+def name_ids(row: dict[str, Any], names: dict[str, dict]) -> None:
+    """`row`'s id groups named (`<group>_name`), an id 0 (none) shown as None."""
+    for group, by_id in names.items():  # An id group is never renamed (sub_id_N are).
+        value = row[group]
+        row[f"{group}_name"] = by_id.get(value, "") if value else ""
+        if value == 0:
+            row[group] = None
 
 
 def _unconverted(rows: list[tuple[str, int, float]]) -> list[dict[str, Any]]:

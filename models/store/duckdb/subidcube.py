@@ -25,20 +25,12 @@ from typing import Any
 
 from models.store.rollups import LP_SUMS
 from models.tables.click import SUB_ID_COLUMNS
+from models.tables.dimensions import CLICK_METRICS
 
 DAY_MS = 86_400_000
 SLOTS = len(SUB_ID_COLUMNS)
-# The click sums it keeps, in models/store/reports.py `click_sums`' order (CLICK_METRICS).
-CUBE_METRICS = (
-    "clicks",
-    "unique_global",
-    "unique_campaign",
-    "unique_stream",
-    "bots",
-    "click_cost",
-    "lp_views",
-    "lp_clicks",
-)
+# The click sums it keeps: the rollups' click metrics, in models/store/reports.py `click_sums`' order.
+CUBE_METRICS = CLICK_METRICS
 _SUMS = (
     "COUNT(*), SUM(is_unique_global), SUM(is_unique_campaign), SUM(is_unique_stream), SUM(is_bot), "
     f"SUM(cost), {LP_SUMS.format(c='')}"
