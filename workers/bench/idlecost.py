@@ -43,20 +43,8 @@ class Unit:
 
     def ticks(self) -> int:
         """utime + stime so far; 0 once it is gone."""
-        if self.tid is None:
-            fields = stat_fields(self.pid)
-        else:
-            fields = _task_stat_fields(self.pid, self.tid)
+        fields = stat_fields(self.pid, self.tid)
         return int(fields[11]) + int(fields[12]) if fields else 0
-
-
-def _task_stat_fields(pid: int, tid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/task/{tid}/stat") as file:
-            stat = file.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return stat[stat.rindex(")") + 2 :].split()
 
 
 def serve_units(pid: int) -> list[Unit]:

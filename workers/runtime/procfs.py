@@ -34,10 +34,12 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
-def stat_fields(pid: int) -> list[str] | None:
-    """/proc/<pid>/stat from field 3 (state) on, or None once the process is gone."""
+def stat_fields(pid: int, tid: int | None = None) -> list[str] | None:
+    """/proc/<pid>/stat (with `tid`, its thread's /proc/<pid>/task/<tid>/stat) from field 3 (state) on,
+    or None once the process (or thread) is gone."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
-        with open(f"/proc/{pid}/stat") as file:
+        with open(path) as file:
             stat = file.read()
     except (FileNotFoundError, ProcessLookupError):
         return None
