@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.store.duckdb.connection import transaction
+from models.tables.dimensions import DAY_MS
 
-DAY_MS = 86_400_000
 _META_KEYS = ("compacted_before", "compacting_campaign", "compacting_from")
 
 

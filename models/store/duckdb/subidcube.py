@@ -25,9 +25,8 @@ from typing import Any
 
 from models.store.rollups import LP_SUMS
 from models.tables.click import SUB_ID_COLUMNS
-from models.tables.dimensions import CLICK_METRICS
+from models.tables.dimensions import CLICK_METRICS, DAY_MS
 
-DAY_MS = 86_400_000
 SLOTS = len(SUB_ID_COLUMNS)
 # The click sums it keeps: the rollups' click metrics, in models/store/reports.py `click_sums`' order.
 CUBE_METRICS = CLICK_METRICS
