@@ -221,3 +221,32 @@ def test_lanner_prune_keeps_a_click_queued_for_a_fresh_copy_so_it_counts_once(db
     assert prune_clicks(db, 2 * day, global_uniqueness_hours=24, now_ms=now_ms + day) == 3
     again = run_report(db, ReportQuery(**shape), history=files)
     assert rows_of(again) == rows_of(before) and again.total == pytest.approx(before.total)
+
+
+def test_a_history_report_holds_no_row_store_snapshot_while_duckdb_sums(db, converted, settings, monkeypatch):
+    """Issue 28: the row store's snapshot is held while the row store is read, not while DuckDB sums
+    (under the history's shared lock): reports back to back kept the flusher's WAL checkpoints from
+    finishing. A checkpoint made while the report reads DuckDB finishes, and the report is as raw."""
+    import models.reporting.reports as reports
+    from models.store.database import connect
+    from models.store.maintenance import MaintenanceStore
+
+    generate_clicks(db, 40, 0.01, campaigns=2, seed=8)  # A tail the history has not copied: WAL frames too.
+    query = dict(preset="all_time", group_by=("sub_id_1",))
+    expected = run_report(db, ReportQuery(source="raw", **query))
+    other = connect(settings.database_location)  # The flusher's connection.
+    seen: list[tuple[bool, bool]] = []
+    real = reports.history_click_rows
+
+    def read_from_history(*args, **kwargs):
+        checkpointed = MaintenanceStore(other.connection()).checkpoint(truncate=True, busy_timeout_ms=0)
+        seen.append((db.in_transaction(), checkpointed))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(reports, "history_click_rows", read_from_history)
+    try:
+        report = run_report(db, ReportQuery(source="history", **query), history=converted)
+    finally:
+        other.close()
+    assert seen == [(False, True)]
+    assert rows_of(report) == rows_of(expected) and report.total == expected.total

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import math
 import time as time_module
@@ -651,7 +652,12 @@ def _read(
                     history.path, write=False, memory_limit=history.memory_limit, wait=history.read_wait
                 )
             )
-        reading.enter_context(read_tx(db))  # One snapshot for every piece.
+        # One snapshot for every piece. PERF (issue 28, docs/PERFORMANCE.md): with the history open it is
+        # held only while the row store is read (its rows kept), not while DuckDB sums, which the shared
+        # lock keeps still: a snapshot held through back-to-back reports kept the flusher's checkpoints
+        # from ever finishing, and SQLite's WAL grew by every click landed meanwhile.
+        snapshot = reading.enter_context(contextlib.ExitStack())
+        snapshot.enter_context(read_tx(db))
         if history is not None:
             _check_answers(conn, columnar, history, pieces)
         offset = 1 if shape.bucket else 0
@@ -673,13 +679,15 @@ def _read(
             by_network.filters,
             offset=offset,
         )
+        piece = (by_source.groups, by_source.filters, shape.bucket)
+        # Each piece's rows, in the pieces' order (the sums add in it): a history piece's DuckDB part
+        # read later, from what the snapshot said it answers for.
+        parts: list[Callable[[], Iterable[tuple]]] = []
         for source, piece_start, piece_end in pieces:
-            piece_rows = (
-                _history_rows(
-                    conn, columnar, piece_start, piece_end, by_source.groups, by_source.filters, shape.bucket
-                )
-                if source == "history"
-                else store.rows(
+            if source == "history":
+                parts.append(_HistoryPiece.read(conn, piece_start, piece_end, *piece).rows_from(columnar))
+            else:
+                rows = store.rows(
                     source,
                     piece_start,
                     piece_end,
@@ -687,15 +695,12 @@ def _read(
                     filters=by_source.filters,
                     bucket=shape.bucket,
                 )
-            )
-            for row in piece_rows:
-                key = by_label.key(by_network.key(by_source.key(_group_key(row, shape.bucket, labels))))
-                if key is not None:
-                    add_metrics(sums, key, row[-len(METRICS) :])
+                kept: Iterable[tuple] = list(rows) if columnar is not None else rows
+                parts.append(functools.partial(iter, kept))
         by_currency: dict[str, list] = {}
         unconverted_rows = store.unconverted(*bounds, by_source.filters)
-        piece = (by_source.groups, by_source.filters, shape.bucket)
         gap_rows: list[tuple] = []  # ReportStore.rows("unconverted")'s, of the clicks only the history holds.
+        orphans: list[tuple] = []  # Unconverted conversions whose click only the history holds.
         deleted_before = pruned_before(conn)
         if (
             deleted_before is not None
@@ -703,19 +708,32 @@ def _read(
             and (columnar is not None or orphans_history is not None)
         ):
             orphans = store.orphan_unconverted(bounds[0], min(bounds[1], deleted_before), by_source.filters)
-            if columnar is not None:
-                unconverted_rows += history_unconverted(columnar, by_source.filters, orphans)
-                gap_rows = list(history_unconverted_rows(columnar, *piece, orphans))
-            elif orphans and orphans_history is not None:
+            if columnar is None and orphans and orphans_history is not None:
                 listed, gap_rows = _looked_up_unconverted(orphans_history, piece, orphans)
                 unconverted_rows += listed
+        # PERF: a second look only when some conversion waits for a rate (or may: the history's orphans).
+        raw_gaps: Iterable[tuple] = ()
+        if unconverted_rows or (columnar is not None and orphans):
+            raw_gaps = store.rows("unconverted", *bounds, groups=piece[0], filters=piece[1], bucket=piece[2])
+            if columnar is not None:
+                raw_gaps = list(raw_gaps)
+        cost_gaps = read_cost_gaps(
+            store, bounds, piece, labels, lambda key: by_label.key(by_network.key(by_source.key(key)))
+        )
+        if columnar is not None:
+            snapshot.close()  # The row store is read; the rest is DuckDB's.
+        for part in parts:
+            for row in part():
+                key = by_label.key(by_network.key(by_source.key(_group_key(row, shape.bucket, labels))))
+                if key is not None:
+                    add_metrics(sums, key, row[-len(METRICS) :])
+        if columnar is not None and orphans:
+            unconverted_rows += history_unconverted(columnar, by_source.filters, orphans)
+            gap_rows = list(history_unconverted_rows(columnar, *piece, orphans))
         gaps: dict[tuple, Gaps] = {}
-        if unconverted_rows:  # PERF: a second look only when some conversion waits for a rate.
+        if unconverted_rows:
             gaps = read_gaps(
-                itertools.chain(
-                    store.rows("unconverted", *bounds, groups=piece[0], filters=piece[1], bucket=piece[2]),
-                    gap_rows,
-                ),
+                itertools.chain(raw_gaps, gap_rows),
                 shape.bucket,
                 labels,
                 lambda key: by_label.key(by_network.key(by_source.key(key))),
@@ -724,9 +742,6 @@ def _read(
             counted = by_currency.setdefault(code, [0, 0.0])
             counted[0] += count
             counted[1] += payout
-        cost_gaps = read_cost_gaps(
-            store, bounds, piece, labels, lambda key: by_label.key(by_network.key(by_source.key(key)))
-        )
     unconverted = [
         {"currency": code, "conversions": count, "payout": round(payout, 6)}
         for code, (count, payout) in sorted(by_currency.items())
@@ -859,62 +874,94 @@ def _check_answers(conn, columnar, history: HistoryFiles, pieces: list[tuple[str
         raise HistoryIncomplete(history.path, moment)
 
 
-def _history_rows(
-    conn,
-    columnar,
-    start: int,
-    end: int,
-    groups: tuple[str, ...],
-    filters: dict[str, tuple],
-    bucket: int | None,
-):
-    """A raw piece's rows with its clicks read from the columnar history where it answers for them
-    (ids up to the row store's position, not queued for a copy again) and from the row store for the
-    rest; its conversions from the row store, as raw, grouped by their click's dimensions: those whose
-    click only the history holds (deleted from the row store once copied) by the history's copy. In the
-    caller's snapshot, under the history's shared lock."""
-    history_store = HistoryStore(conn)
-    position, _ = history_store.state()
-    queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
-    conversion_position, _ = history_store.conversion_state()
-    queued_conversions = [
-        conversion_id for conversion_id, _ in history_store.conversion_changes(0, conversion_position, 2**62)
-    ]
-    copied = history_click_rows(
-        columnar, groups, filters, bucket, start, end, position=position, queued=queued
-    )
-    converted = history_converted_rows(
-        columnar,
-        groups,
-        filters,
-        bucket,
-        start,
-        end,
-        clicks=(position, queued),
-        conversions=(conversion_position, queued_conversions),
-    )
-    store = ReportStore(conn)
-    rest = store.rows(
-        "raw",
-        start,
-        end,
-        groups=groups,
-        filters=filters,
-        bucket=bucket,
-        after=position,
-        conversions_after=conversion_position,
-    )
-    # PERF: a click leaves the row store only before the recorded cutoff (`lanner prune`, and
-    # LANNER_RAW_RETENTION as docs/analytics.md asks): later conversions need no look for theirs.
-    deleted_before = pruned_before(conn)
-    if deleted_before is None or start >= deleted_before:
-        return itertools.chain(copied, converted, rest)
-    # Only the conversions not yet copied (or queued) whose click only the history holds: minutes' worth.
-    unanswered = store.orphan_conversions(
-        start, min(end, deleted_before), filters, after=(position, conversion_position)
-    )
-    orphans = history_conversion_rows(columnar, groups, filters, bucket, unanswered)
-    return itertools.chain(copied, converted, rest, orphans)
+@dataclass(frozen=True)
+class _HistoryPiece:
+    """A raw piece answered from the columnar history where it answers for its clicks (ids up to the row
+    store's position, not queued for a copy again) and from the row store for the rest; its conversions
+    from the row store, as raw, grouped by their click's dimensions: those whose click only the history
+    holds (deleted from the row store once copied) by the history's copy.
+
+    `read` takes the row store's part in the caller's snapshot; `rows_from` the history's, under its
+    shared lock (held since before the snapshot), after the snapshot may have ended."""
+
+    start: int
+    end: int
+    groups: tuple[str, ...]
+    filters: dict[str, tuple]
+    bucket: int | None
+    clicks: tuple[int, list[int]]  # The history's position, and the clicks queued for a copy again.
+    conversions: tuple[int, list[int]]  # The same of the conversions.
+    rest: list[tuple]  # The row store's rows of what the history does not answer for.
+    unanswered: list[tuple] | None  # Conversions not yet copied whose click only the history holds.
+
+    @classmethod
+    def read(
+        cls,
+        conn,
+        start: int,
+        end: int,
+        groups: tuple[str, ...],
+        filters: dict[str, tuple],
+        bucket: int | None,
+    ) -> _HistoryPiece:
+        history_store = HistoryStore(conn)
+        position, _ = history_store.state()
+        queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
+        conversion_position, _ = history_store.conversion_state()
+        queued_conversions = [
+            conversion_id
+            for conversion_id, _ in history_store.conversion_changes(0, conversion_position, 2**62)
+        ]
+        store = ReportStore(conn)
+        rest = store.rows(
+            "raw",
+            start,
+            end,
+            groups=groups,
+            filters=filters,
+            bucket=bucket,
+            after=position,
+            conversions_after=conversion_position,
+        )
+        # PERF: a click leaves the row store only before the recorded cutoff (`lanner prune`, and
+        # LANNER_RAW_RETENTION as docs/analytics.md asks): later conversions need no look for theirs.
+        deleted_before = pruned_before(conn)
+        unanswered = None
+        if deleted_before is not None and start < deleted_before:
+            # Only the conversions not yet copied (or queued) whose click only the history holds:
+            # minutes' worth.
+            unanswered = store.orphan_conversions(
+                start, min(end, deleted_before), filters, after=(position, conversion_position)
+            )
+        return cls(
+            start,
+            end,
+            groups,
+            filters,
+            bucket,
+            (position, queued),
+            (conversion_position, queued_conversions),
+            list(rest),
+            unanswered,
+        )
+
+    def rows_from(self, columnar) -> Callable[[], Iterable[tuple]]:
+        """The piece's rows, the history's read from `columnar` when called."""
+
+        def rows() -> Iterable[tuple]:
+            shape = (self.groups, self.filters, self.bucket)
+            copied = history_click_rows(
+                columnar, *shape, self.start, self.end, position=self.clicks[0], queued=self.clicks[1]
+            )
+            converted = history_converted_rows(
+                columnar, *shape, self.start, self.end, clicks=self.clicks, conversions=self.conversions
+            )
+            if self.unanswered is None:
+                return itertools.chain(copied, converted, self.rest)
+            orphans = history_conversion_rows(columnar, *shape, self.unanswered)
+            return itertools.chain(copied, converted, self.rest, orphans)
+
+        return rows
 
 
 def _currency_notes(

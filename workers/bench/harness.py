@@ -126,6 +126,8 @@ K6_FLAGS = (
     "--log-format=raw",
 )
 CATCH_UP_DEADLINE = 60.0
+# Seconds the worker's first append of the history may take (~30 µs of CPU a click: 1 M clicks ~30 s).
+HISTORY_DEADLINE = 300.0
 HEALTH_DEADLINE = 30.0
 RECONCILE_CHUNK = 500  # Bound parameters per `IN (...)`; far below SQLITE_MAX_VARIABLE_NUMBER.
 SUBID_SHAPE = re.compile(r"[0-9a-z]{17}")  # models.clicks.record.new_subid; other log lines are k6's own.
@@ -756,6 +758,39 @@ def wait_spool_drained(env: dict[str, str], database: Path | str, spool_dir: Pat
     return now - since
 
 
+def landed_click_id(database: Path | str) -> int:
+    """The highest click id in the database (0 for none): what the worker's first history append copies."""
+    from models.store.history import HistoryStore
+
+    with status_database(database) as handle:
+        return HistoryStore(handle.connection()).max_id()
+
+
+def wait_history_caught_up(
+    database: Path | str, click_id: int, deadline_seconds: float = HISTORY_DEADLINE
+) -> float:
+    """Seconds until the columnar history holds every click up to `click_id` (the append `lanner worker`
+    makes as it starts); BenchError after `deadline_seconds`.
+
+    A data directory reused from run to run holds the clicks an earlier run's worker was stopped before
+    appending (it appends a minute after it starts); waited for here, that append is not paid for by the
+    first step's clicks (issue 28: it read as twice the worker's CPU a click at 1,000/s)."""
+    started = time.monotonic()
+    from models.store.history import HistoryStore
+
+    with status_database(database) as handle:
+        while True:
+            position = HistoryStore(handle.connection()).state()[0]
+            if position >= click_id:
+                return time.monotonic() - started
+            if time.monotonic() - started > deadline_seconds:
+                raise BenchError(
+                    f"The click history holds clicks up to id {position} {deadline_seconds:.0f} s after the "
+                    f"worker started, not up to {click_id}: is `lanner worker` appending?"
+                )
+            time.sleep(0.2)
+
+
 # -- the targets -----------------------------------------------------------------------------
 
 
@@ -1174,8 +1209,14 @@ def run_lanner_ladder(
     from workers.bench.panelclient import PanelLoad
 
     database_path, spool_dir = data_dir / "lanner.db", data_dir / "spool"
+    landed = landed_click_id(database_path)
     with LannerStack(env, work_dir, options.workers, SCENARIOS[options.scenario].alias) as stack:
         stack.wait_drained(database_path, spool_dir)  # The preflight click: is the flusher working?
+        waited = wait_history_caught_up(database_path, landed)
+        if waited >= 1.0:
+            reporter.message(
+                f"The worker's first history append took {waited:.1f} s (before the first step)."
+            )
         for rate in options.rates:
             stack.check_alive()
             flusher_before = process_cpu_seconds(stack.worker.pid)
