@@ -17,7 +17,7 @@ again), the row store the rest (models/reporting/reports.py sums both).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -397,44 +397,34 @@ def _load(conn: Any, table: str, rows: list[tuple]) -> None:
     conn.execute(f"INSERT INTO {table} SELECT {select}", columns)
 
 
-def stream_groups(
-    conn: Any,
-    groups: tuple[str, ...],
-    filters: dict[str, tuple],
-    bucket: int | None,
-    start: int,
-    end: int,
-    *,
-    position: int,
-    queued: list[int],
-    conversions: tuple[int, list[int]],
-    rest: list[tuple],
-    label_of: Any,
-    parents: dict[int, dict[int, int | None]],
-    chunk: int = 10_000,
-) -> Iterator[tuple]:
-    """The report's rows, summed by DuckDB and fetched `chunk` at a time: the history's clicks and
-    conversions it answers for (`conversions`: its conversion position and queue), plus `rest` (the row
-    store's rows of the same piece: its clicks and conversions the history does not answer for, and of
-    those the ones whose click only the history holds), each (group values, the sums of METRICS).
+@dataclass(frozen=True)
+class HistoryPiece:
+    """What a report summed by DuckDB reads (stream_groups, page_groups): its `groups`, `filters`, time
+    `bucket` and range [`start`, `end`); the clicks the history answers for (ids up to `position`, none
+    of `queued`) and its conversions likewise (`conversions`: the conversion position and queue);
+    `rest`, the row store's rows of the same piece (its clicks and conversions the history does not
+    answer for, and of those the ones whose click only the history holds), each (group values, the
+    sums of METRICS); `label_of`, a time bucket's label (with `bucket`); `parents`, per key position a
+    value's parent's id (offer -> network), so the key is the report's before the sums are taken."""
 
-    With `bucket`, the first value is a time bucket that `label_of` (called with each bucket of the
-    range) names; `parents` maps a value at a key position to its parent's id (offer -> network), so
-    the key is the report's before the sums are taken: DuckDB groups once, the result stays in it."""
-    summed = _summed(
-        conn,
-        groups,
-        filters,
-        bucket,
-        start,
-        end,
-        position=position,
-        queued=queued,
-        conversions=conversions,
-        rest=rest,
-        label_of=label_of,
-        parents=parents,
-    )
+    groups: tuple[str, ...]
+    filters: dict[str, tuple]
+    bucket: int | None
+    start: int
+    end: int
+    position: int
+    queued: list[int]
+    conversions: tuple[int, list[int]]
+    rest: list[tuple]
+    label_of: Callable[[int], str]
+    parents: dict[int, dict[int, int | None]]
+
+
+def stream_groups(conn: Any, piece: HistoryPiece, *, chunk: int = 10_000) -> Iterator[tuple]:
+    """The report's rows, summed by DuckDB and fetched `chunk` at a time: the history's clicks and
+    conversions it answers for plus the row store's rest (`piece`). With a time bucket, the first value
+    is its label; a key with parents is the parent's id: DuckDB groups once, the result stays in it."""
+    summed = _summed(conn, piece)
     # PERF: a count summed as a DOUBLE (exact below 2**53), not DuckDB's 128-bit integer sum: half the
     # state per group of a million-group report. The caller makes counts integers again.
     sums = ", ".join(f"SUM(CAST(u.m{n} AS DOUBLE))" for n in range(len(base.METRICS)))
@@ -461,28 +451,14 @@ class _Summed:
     order: list[str]
 
 
-def _summed(
-    conn: Any,
-    groups: tuple[str, ...],
-    filters: dict[str, tuple],
-    bucket: int | None,
-    start: int,
-    end: int,
-    *,
-    position: int,
-    queued: list[int],
-    conversions: tuple[int, list[int]],
-    rest: list[tuple],
-    label_of: Any,
-    parents: dict[int, dict[int, int | None]],
-) -> _Summed:
-    piece_sql = PieceSql(groups, filters, bucket)
-    clicks_sql, params = piece_sql.history_clicks(
-        start, end, position, queued, cube_days(conn, piece_sql, start, end)
-    )
-    click_ids = converted_click_ids(conn, piece_sql, start, end, (position, queued), conversions)
+def _summed(conn: Any, piece: HistoryPiece) -> _Summed:
+    groups, bucket, start, end = piece.groups, piece.bucket, piece.start, piece.end
+    clicks = (piece.position, piece.queued)
+    piece_sql = PieceSql(groups, piece.filters, bucket)
+    clicks_sql, params = piece_sql.history_clicks(start, end, *clicks, cube_days(conn, piece_sql, start, end))
+    click_ids = converted_click_ids(conn, piece_sql, start, end, clicks, piece.conversions)
     converted_sql, converted_params = piece_sql.history_conversions(
-        start, end, (position, queued), conversions, click_ids
+        start, end, clicks, piece.conversions, click_ids
     )
     sql, params = f"{clicks_sql} UNION ALL {converted_sql}", [*params, *converted_params]
     width = len(groups) + (1 if bucket else 0)
@@ -492,10 +468,10 @@ def _summed(
         f"CAST(m{n} AS {'DOUBLE' if metric in MONEY_METRICS else 'BIGINT'}) AS m{n}"
         for n, metric in enumerate(base.METRICS)
     ]
-    piece = f"SELECT {', '.join(typed)} FROM ({sql}) AS h({', '.join(names)})"
-    conn.execute(f"CREATE OR REPLACE TEMP TABLE report_rest AS {piece} LIMIT 0", params)
-    for offset in range(0, len(rest), 50_000):
-        _load(conn, "report_rest", rest[offset : offset + 50_000])
+    history = f"SELECT {', '.join(typed)} FROM ({sql}) AS h({', '.join(names)})"
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE report_rest AS {history} LIMIT 0", params)
+    for offset in range(0, len(piece.rest), 50_000):
+        _load(conn, "report_rest", piece.rest[offset : offset + 50_000])
     joins, keys, order = [], [f"u.k{n}" for n in range(width)], [f"u.k{n}" for n in range(width)]
     if bucket:
         conn.execute(
@@ -508,21 +484,21 @@ def _summed(
                 "WHERE created_at >= ? AND created_at < ?",
                 [start, end],
             ).fetchall()
-        } | {row[0] for row in rest}
-        labels = [(moment, label_of(moment)) for moment in sorted(buckets)]
+        } | {row[0] for row in piece.rest}
+        labels = [(moment, piece.label_of(moment)) for moment in sorted(buckets)]
         firsts: dict[str, int] = {}
         for moment, label in labels:
             firsts.setdefault(label, moment)
         _load(conn, "report_bucket", [(moment, label, firsts[label]) for moment, label in labels])
         joins.append("JOIN report_bucket AS b ON b.bucket = u.k0")
         keys[0], order[0] = "b.label", "MIN(b.first)"
-    for position_, parent_of in parents.items():
+    for position_, parent_of in piece.parents.items():
         table = f"report_parent_{position_}"
         conn.execute(f"CREATE OR REPLACE TEMP TABLE {table} (child BIGINT, parent BIGINT)")
         _load(conn, table, list(parent_of.items()))
         joins.append(f"LEFT JOIN {table} AS p{position_} ON p{position_}.child = u.k{position_}")
         keys[position_] = order[position_] = f"p{position_}.parent"
-    source = f"({piece} UNION ALL SELECT * FROM report_rest) AS u {' '.join(joins)}"
+    source = f"({history} UNION ALL SELECT * FROM report_rest) AS u {' '.join(joins)}"
     return _Summed(source, params, keys, order)
 
 
@@ -630,47 +606,19 @@ class PageFound:
     without: list[tuple]
 
 
-def page_groups(
-    conn: Any,
-    groups: tuple[str, ...],
-    filters: dict[str, tuple],
-    bucket: int | None,
-    start: int,
-    end: int,
-    *,
-    position: int,
-    queued: list[int],
-    conversions: tuple[int, list[int]],
-    rest: list[tuple],
-    label_of: Any,
-    parents: dict[int, dict[int, int | None]],
-    ask: PageAsk,
-) -> PageFound:
+def page_groups(conn: Any, piece: HistoryPiece, ask: PageAsk) -> PageFound:
     """One page of the report stream_groups sums (the same pieces, keys and sums), its rows in the order
     `ask` gives, with the count of every row and their sums: DuckDB sums, sorts and cuts, so the
     caller makes only the rows shown."""
     named = [key for key, _ in ask.sort] + [metric for metric, _, _ in ask.where]
     if any(name not in PAGE_SORTS for name in named):  # They name SQL columns: only known ones.
         raise ValueError(f"a page sorts and keeps rows by {', '.join(PAGE_SORTS)}, not {named}")
-    summed = _summed(
-        conn,
-        groups,
-        filters,
-        bucket,
-        start,
-        end,
-        position=position,
-        queued=queued,
-        conversions=conversions,
-        rest=rest,
-        label_of=label_of,
-        parents=parents,
-    )
+    summed = _summed(conn, piece)
     width = len(summed.keys)
     metric_names = list(base.METRICS)
     sums = ", ".join(f"SUM(CAST(u.m{n} AS DOUBLE)) AS {name}" for n, name in enumerate(metric_names))
     keys = ", ".join(f"{key} AS k{n}" for n, key in enumerate(summed.keys))
-    first = f"{summed.order[0]} AS t, " if bucket else ""
+    first = f"{summed.order[0]} AS t, " if piece.bucket else ""
     group_by = f" GROUP BY {', '.join(summed.keys)}" if summed.keys else ""
     conn.execute(
         f"CREATE OR REPLACE TEMP TABLE report_page AS SELECT {keys + ', ' if keys else ''}{first}{sums} "
