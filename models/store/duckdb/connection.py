@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import itertools
 import os
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -245,9 +243,8 @@ def open_history(path: Path, *, write: bool, memory_limit: str, wait: float | No
             raise HistoryMissing(path)
         import duckdb
 
-        opened = _connected(path, memory_limit) if write else _attached(path, memory_limit)
         try:
-            conn = opened.__enter__()
+            conn = duckdb.connect(str(path), read_only=not write, config=_config(memory_limit))
         except duckdb.Error as error:
             if "lock" in str(error).lower():  # Opened outside this protocol (a DuckDB shell): not damage.
                 raise HistoryBusy() from error
@@ -264,70 +261,7 @@ def open_history(path: Path, *, write: bool, memory_limit: str, wait: float | No
                 raise HistoryOutOfMemory(memory_limit) from error
             raise
         finally:
-            opened.__exit__(None, None, None)
-
-
-@contextlib.contextmanager
-def _connected(path: Path, memory_limit: str) -> Iterator[Any]:
-    """A DuckDB instance of its own on the file, read-write (the writer's)."""
-    import duckdb
-
-    conn = duckdb.connect(str(path), config=_config(memory_limit))
-    try:
-        yield conn
-    finally:
-        conn.close()
-
-
-# A reader's DuckDB instance (in memory, holding no file) per process, thread and memory limit, kept
-# between reads: each read attaches the history file read-only and detaches it when done, so between
-# reads no file is open and a writer waits for nothing more than before. PERF: making a DuckDB instance
-# costs ~15 ms of CPU (its catalog of functions: `:memory:` alone costs it), attaching a file ~1.2 ms.
-_readers = threading.local()
-_aliases = itertools.count(1)
-
-
-def _reader(memory_limit: str) -> Any:
-    """This thread's reader instance with `memory_limit`; a new one in a forked child (a parent's
-    instance is not safe to use there, nor to close: it is left alone)."""
-    import duckdb
-
-    key = (os.getpid(), memory_limit)
-    instances = getattr(_readers, "instances", None)
-    if instances is None:
-        instances = _readers.instances = {}
-    if key not in instances:
-        instances[key] = duckdb.connect(":memory:", config=_config(memory_limit))
-    return instances[key]
-
-
-@contextlib.contextmanager
-def _attached(path: Path, memory_limit: str) -> Iterator[Any]:
-    """A connection of the thread's reader instance with the file attached read-only as its default
-    database (its temporary tables its own), detached on leaving. Should a detach fail, the instance is
-    closed (closing every file it holds) and the next read makes another: a file left attached would
-    keep a writer out."""
-    instance = _reader(memory_limit)
-    alias = f"history_{next(_aliases)}"
-    conn = instance.cursor()
-    try:
-        quoted = str(path).replace("'", "''")
-        conn.execute(f"ATTACH '{quoted}' AS {alias} (READ_ONLY)")
-    except BaseException:
-        conn.close()
-        raise
-    try:
-        conn.execute(f"USE {alias}")
-        yield conn
-    finally:
-        try:
-            conn.execute("USE memory")
-            conn.execute(f"DETACH {alias}")
             conn.close()
-        except BaseException:
-            _readers.instances.pop((os.getpid(), memory_limit), None)
-            instance.close()
-            raise
 
 
 def replace_history(fresh: Path, path: Path) -> None:
