@@ -29,6 +29,7 @@ SHAPES = [
     dict(group_by=("sub_id_1",), filters={"campaign": ("1",)}),
     dict(group_by=("day", "sub_id_1"), timezone="Asia/Kolkata"),
     dict(group_by=("network",), filters={"sub_id_1": tuple(str(zone) for zone in range(1000, 1010))}),
+    dict(group_by=("campaign", "sub_id_1"), filters={"campaign": ("2",)}),  # A rule's.
 ]
 
 

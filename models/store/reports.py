@@ -49,8 +49,10 @@ _ZERO_CLICKS = ", ".join("0" for _ in CLICK_METRICS)
 UNINDEXED = "+cv."
 # The clicks the columnar history does not answer for: those past its position (an id range) and those
 # queued for a copy again (ids), two selects, with no OR between them. PERF: `+c.` keeps SQLite off the
-# (campaign, time) index for the range's other conditions, so it reads ids, not the range: a campaign's
-# 7 days (a fresh history: no click past the position) 45 ms of CPU through the index, ~0.1 ms by id.
+# (campaign, time) index for the range's other conditions and groups (grouped by campaign, SQLite
+# walked the whole index for its order), so it reads ids, not the range: a campaign's 7 days (a fresh
+# history: no click past the position) 45 ms of CPU through the index, 200 ms grouped by campaign too
+# (a rule's report), ~0.1 ms by id.
 # Only while few clicks are past the position (NEARBY_CLICKS): a history far behind (the worker
 # stopped) has more clicks past it than a narrow report's range holds, which the index reads faster.
 UNINDEXED_CLICK = "+c."
@@ -131,16 +133,22 @@ class PieceSql(Dialectal):
             return f"COALESCE({prefix}{column}, 0)"
         return prefix + column
 
-    def _select(self, prefix: str, time_column: str, is_bucketed: bool = False) -> list[str]:
+    def _select(
+        self, prefix: str, time_column: str, is_bucketed: bool = False, id_prefix: str | None = None
+    ) -> list[str]:
         """`is_bucketed`: the time column holds buckets already (rollup_hour): grouping by the bare
-        column follows the primary key's order, with no temporary B-tree (PERF: 270 -> 60 ms)."""
+        column follows the primary key's order, with no temporary B-tree (PERF: 270 -> 60 ms).
+        `id_prefix`: where campaign/stream/offer groups read (as `where`'s)."""
         if not self.bucket:
             parts = []
         elif is_bucketed:
             parts = [time_column]
         else:
             parts = [f"{time_column} - {time_column} % {self.bucket}"]
-        return parts + [self._expression(name, prefix) for name in self.groups]
+        return parts + [
+            self._expression(name, id_prefix if id_prefix and name in ID_GROUPS else prefix)
+            for name in self.groups
+        ]
 
     def _group_by(self) -> str:
         count = len(self.groups) + (1 if self.bucket else 0)
@@ -173,16 +181,18 @@ class PieceSql(Dialectal):
             where.append("(c.id > ? OR c.id IN (SELECT click_id FROM history_change))")
             return self.clicks_select(where, [*params, after])
         where, params = self.where("c.", "+c.created_at", start, end, id_prefix=UNINDEXED_CLICK)
-        past, past_params = self.clicks_select([*where, "c.id > ?"], [*params, after])
+        past, past_params = self.clicks_select([*where, "c.id > ?"], [*params, after], UNINDEXED_CLICK)
         queued, queued_params = self.clicks_select(
-            [*where, "c.id IN (SELECT click_id FROM history_change)", "c.id <= ?"], [*params, after]
+            [*where, "c.id IN (SELECT click_id FROM history_change)", "c.id <= ?"],
+            [*params, after],
+            UNINDEXED_CLICK,
         )
         return f"{past} UNION ALL {queued}", [*past_params, *queued_params]
 
-    def clicks_select(self, where: list[str], params: list) -> tuple[str, list]:
-        """The click piece's SELECT with these conditions (ANDed)."""
+    def clicks_select(self, where: list[str], params: list, id_prefix: str | None = None) -> tuple[str, list]:
+        """The click piece's SELECT with these conditions (ANDed); `id_prefix` as _select's."""
         sums = self.CLICK_SUMS if self.lp else self.CLICK_SUMS_WITHOUT_LP
-        select = self._select("c.", "c.created_at")
+        select = self._select("c.", "c.created_at", id_prefix=id_prefix)
         sql = (
             f"SELECT {', '.join(select + [sums, _ZERO_CONVERSIONS])} FROM click AS c "
             f"WHERE {' AND '.join(where)}{self._group_by()}"
