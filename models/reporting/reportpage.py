@@ -136,7 +136,7 @@ def _summed_page(
                 without=tuple(_without_keys(page.without, kinds[0] if kinds else "text")),
                 where=page.where,
             )
-            found = page_groups(prepared.columnar, *prepared.piece, **prepared.sums, ask=ask)
+            found = page_groups(prepared.columnar, prepared.piece, ask)
     except HISTORY_UNAVAILABLE:
         return None
 

@@ -64,6 +64,7 @@ from models.store.database import read_tx
 from models.store.duckdb.connection import HISTORY_UNAVAILABLE, open_history
 from models.store.duckdb.reports import (
     QUARTER_HOUR_MS,
+    HistoryPiece,
     history_conversion_rows,
     history_unconverted,
     history_unconverted_rows,
@@ -111,7 +112,7 @@ def stream_report(
     if prepared is None:
         return _in_memory(db, query, now, history)  # It says why in a note, as every report does.
     try:
-        rows = stream_groups(prepared.columnar, *prepared.piece, **prepared.sums, chunk=chunk)
+        rows = stream_groups(prepared.columnar, prepared.piece, chunk=chunk)
     except BaseException as error:
         try:
             _close_with(prepared.reading, error)
@@ -157,8 +158,7 @@ class HistorySums:
 
     reading: contextlib.ExitStack
     columnar: Any
-    piece: tuple  # groups, filters, bucket, start, end: the first arguments of stream_groups.
-    sums: dict[str, Any]  # The keyword arguments of stream_groups but chunk.
+    piece: HistoryPiece
     columns: list[str]
     shown: list[str]  # The groups in the query's order, as named in the rows.
     key_shown: list[str]  # The same in the order a summed row holds their values (time first).
@@ -236,13 +236,13 @@ def prepare_history(
                 conversion_id
                 for conversion_id, _ in history_store.conversion_changes(0, conversion_position, 2**62)
             ]
-            piece = (by_source.groups, by_source.filters, bucket)
+            shape = (by_source.groups, by_source.filters, bucket)
             rest = list(
                 store.rows(
                     "raw",
                     *bounds,
-                    groups=piece[0],
-                    filters=piece[1],
+                    groups=shape[0],
+                    filters=shape[1],
                     bucket=bucket,
                     after=position,
                     conversions_after=conversion_position,
@@ -256,16 +256,16 @@ def prepare_history(
                 orphans = store.orphan_conversions(
                     bounds[0], orphan_end, by_source.filters, after=(position, conversion_position)
                 )
-                rest += history_conversion_rows(columnar, *piece, orphans)
+                rest += history_conversion_rows(columnar, *shape, orphans)
                 unconverted_orphans = store.orphan_unconverted(bounds[0], orphan_end, by_source.filters)
                 unconverted_rows += history_unconverted(columnar, by_source.filters, unconverted_orphans)
-                gap_rows = list(history_unconverted_rows(columnar, *piece, unconverted_orphans))
+                gap_rows = list(history_unconverted_rows(columnar, *shape, unconverted_orphans))
             unconverted = _unconverted(unconverted_rows)
             label_of = _Labels(time_group, tz)
             gaps = (
                 read_gaps(
                     itertools.chain(
-                        store.rows("unconverted", *bounds, groups=piece[0], filters=piece[1], bucket=bucket),
+                        store.rows("unconverted", *bounds, groups=shape[0], filters=shape[1], bucket=bucket),
                         gap_rows,
                     ),
                     bucket,
@@ -276,7 +276,7 @@ def prepare_history(
                 else {}
             )
             cost_gaps = read_cost_gaps(
-                store, bounds, piece, label_of, lambda key: by_network.key(by_source.key(key))
+                store, bounds, shape, label_of, lambda key: by_network.key(by_source.key(key))
             )
             notes = name_notes + _currency_notes(store, resolved, currency, unconverted)
             names = {group: store.names(group) for group in resolved.group_by if group in NAMED_GROUPS}
@@ -295,15 +295,18 @@ def prepare_history(
     return HistorySums(
         reading=reading,
         columnar=columnar,
-        piece=(by_source.groups, by_source.filters, bucket, *bounds),
-        sums={
-            "position": position,
-            "queued": queued,
-            "conversions": (conversion_position, queued_conversions),
-            "rest": rest,
-            "label_of": label_of,
-            "parents": parents,
-        },
+        piece=HistoryPiece(
+            by_source.groups,
+            by_source.filters,
+            bucket,
+            *bounds,
+            position=position,
+            queued=queued,
+            conversions=(conversion_position, queued_conversions),
+            rest=rest,
+            label_of=label_of,
+            parents=parents,
+        ),
         columns=shown
         + [f"{g}_name" for g in resolved.group_by if g in NAMED_GROUPS]
         + list(REPORT_METRICS)
