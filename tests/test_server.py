@@ -645,8 +645,8 @@ def read_chunked(reader) -> tuple[int, bytes]:
 
 
 def test_answers_the_socket_cannot_take_at_once_arrive_whole_and_the_connection_reads_on(start_master):
-    # bjoern writes an answer from the read callback and keeps the connection's read watcher (the
-    # lanner.patch's third change); an answer the socket does not take in one write, or a streamed one,
+    # bjoern writes a loop turn's answers before it next waits and keeps the connections' read watchers
+    # (lanner.patch's third change); an answer the socket does not take in one write, or a streamed one,
     # goes on through a write watcher, and the connection reads its next request after it.
     from wsgi_apps import BIG_BODY_BYTES
 
