@@ -628,3 +628,47 @@ def test_pipelined_requests_are_each_answered_in_order(start_master):
         assert read_answer(reader)[2] == b"%d /body/9 0" % worker
         assert read_answer(reader)[2] == b"%d /body/close 0" % worker
         assert reader.read() == b""
+
+
+def read_chunked(reader) -> tuple[int, bytes]:
+    """One chunked HTTP answer from a connection's buffered reader (status, body)."""
+    status_line = reader.readline()
+    assert status_line.startswith(b"HTTP/1.1 "), status_line
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        assert not line.lower().startswith(b"content-length:"), line
+    body = b""
+    while size := int(reader.readline().strip(), 16):
+        body += reader.read(size)
+        assert reader.read(2) == b"\r\n"
+    assert reader.read(2) == b"\r\n"
+    return int(status_line.split()[1]), body
+
+
+def test_answers_the_socket_cannot_take_at_once_arrive_whole_and_the_connection_reads_on(start_master):
+    # bjoern writes a loop turn's answers before it next waits and keeps the connections' read watchers
+    # (lanner.patch's third change); an answer the socket does not take in one write, or a streamed one,
+    # goes on through a write watcher, and the connection reads its next request after it.
+    from wsgi_apps import BIG_BODY_BYTES
+
+    master = start_master(LANNER_WORKERS="1")
+    [worker] = master.wait_for_workers(1)
+    pid = str(worker).encode()
+    with socket.create_connection(master.address, timeout=30) as client:
+        reader = client.makefile("rb")  # 16 MB: more than both sockets' buffers hold, a partial write.
+        client.sendall(b"GET /big HTTP/1.1\r\nHost: test\r\n\r\n")
+        status, headers, body = read_answer(reader)
+        assert (status, len(body), body[: len(pid)], body[-1:]) == (200, BIG_BODY_BYTES, pid, b".")
+        client.sendall(b"GET /stream HTTP/1.1\r\nHost: test\r\n\r\n")
+        assert read_chunked(reader) == (200, pid)
+        # Pipelined behind a big answer and a streamed one: each answered, in order.
+        client.sendall(
+            b"GET /big HTTP/1.1\r\nHost: test\r\n\r\n"
+            b"GET /stream HTTP/1.1\r\nHost: test\r\n\r\n"
+            b"GET /body/1 HTTP/1.1\r\nHost: test\r\n\r\n"
+        )
+        assert len(read_answer(reader)[2]) == BIG_BODY_BYTES
+        assert read_chunked(reader) == (200, pid)
+        assert read_answer(reader)[2] == b"%d /body/1 0" % worker
+        client.sendall(b"GET /body/2 HTTP/1.1\r\nHost: test\r\n\r\n")
+        assert read_answer(reader)[2] == b"%d /body/2 0" % worker
+    assert master.workers() == {worker}

@@ -2,7 +2,7 @@
 
 Every answer's body is the serving worker's pid, so tests can tell which process answered; `/body` answers
 `PID PATH BYTES`: the request body's length as the app read it (`/body/close`: with `Connection: close`, as a
-draining worker answers).
+draining worker answers); `/big` pads the pid to BIG_BODY_BYTES, `/stream` sends it in two chunks.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from urllib.parse import parse_qs
 from workers.runtime.server import LoadedApp
 
 MAX_BODY_BYTES = 64 * 1024  # bjoern refuses a larger request body before the app sees it
+BIG_BODY_BYTES = 16 * 1024 * 1024
 
 
 def app(environ, start_response):
@@ -24,6 +25,8 @@ def app(environ, start_response):
     body = str(os.getpid()).encode()
     if path.startswith("/body"):
         body += f" {path} {len(environ['wsgi.input'].read())}".encode()
+    if path == "/big":  # More than a socket takes in one write: bjoern writes the rest as it drains.
+        body = body.ljust(BIG_BODY_BYTES, b".")
     if path == "/stream":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return (chunk for chunk in (body[:1], body[1:]))
