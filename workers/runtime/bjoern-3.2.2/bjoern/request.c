@@ -22,7 +22,6 @@ Request* Request_new(ServerInfo* server_info, int client_fd, const char* client_
   request->client_addr = _PEP3333_String_FromUTF8String(client_addr);
   request->pipelined = NULL;
   request->pipelined_len = 0;
-  request->next_answer = NULL; /* lanner */
   request->parser.parser.data = request;
   Request_reset(request);
   return request;

@@ -42,8 +42,6 @@ typedef struct {
    * or requests), parsed once its answer is written; NULL if none. Kept by Request_reset. */
   char* pipelined;
   size_t pipelined_len;
-  /* lanner: the next request whose answer waits to be written (server.c queue_answer). */
-  void* next_answer;
 
   request_state state;
   size_t body_length; /* lanner: body bytes received so far, checked against max_body_size */

@@ -49,9 +49,6 @@ typedef enum _rw_state write_state;
 typedef struct {
   ServerInfo* server_info;
   ev_io accept_watcher;
-  /* lanner: the requests whose answers are written before the loop next waits (queue_answer). */
-  ev_prepare answer_watcher;
-  Request* answers;
 } ThreadInfo;
 
 typedef void ev_io_callback(struct ev_loop*, ev_io*, const int);
@@ -79,11 +76,6 @@ static bool do_send_chunk(Request*);
 static bool do_sendfile(Request*);
 static bool handle_nonzero_errno(Request*);
 static void close_connection(struct ev_loop*, Request*);
-static write_state write_answer(struct ev_loop*, Request*);
-static void after_answer(struct ev_loop*, Request*, write_state, bool);
-static void answer_now(struct ev_loop*, Request*);
-static void queue_answer(struct ev_loop*, Request*);
-static void ev_prepare_on_answers(struct ev_loop*, ev_prepare*, const int);
 
 
 void server_run(ServerInfo* server_info)
@@ -97,12 +89,6 @@ void server_run(ServerInfo* server_info)
 
   ev_io_init(&thread_info.accept_watcher, ev_io_on_request, server_info->sockfd, EV_READ);
   ev_io_start(mainloop, &thread_info.accept_watcher);
-
-  /* lanner: not counted as keeping the loop running; a queued answer's read watcher does. */
-  thread_info.answers = NULL;
-  ev_prepare_init(&thread_info.answer_watcher, ev_prepare_on_answers);
-  ev_prepare_start(mainloop, &thread_info.answer_watcher);
-  ev_unref(mainloop);
 
 #ifdef WANT_SIGINT_HANDLING
   ev_signal sigint_watcher;
@@ -262,10 +248,10 @@ ev_io_on_read(struct ev_loop* mainloop, ev_io* watcher, const int events)
     start_writing(mainloop, request);
     break;
   case done:
-    /* lanner: written before the loop next waits (queue_answer); upstream stopped the read watcher
-     * and started a write watcher here for every answer. */
+    DBG_REQ(request, "Stop read watcher, start write watcher");
+    ev_io_stop(mainloop, &request->ev_watcher);
+    start_writing(mainloop, request);
     STATSD_INCREMENT("req.done");
-    queue_answer(mainloop, request);
     break;
   case aborted:
     close_connection(mainloop, request);
@@ -370,74 +356,8 @@ parse_pipelined(struct ev_loop* mainloop, Request* request)
   }
 }
 
-/* lanner: an answer is written by the loop itself just before it next waits (an ev_prepare watcher),
- * with the connection's read watcher left running: most answers fit the socket's buffer in one
- * write(), and the connection then reads its next request with no change to its epoll interest.
- * Upstream stopped the read watcher and started a write watcher for every answer, and the reverse
- * once it was written: two epoll_ctl() a request. The answers of every request one wait brought are
- * still written together after all of them were served, as upstream's write watchers wrote them on
- * the loop's next turn: written as each is made, under load, woke the clients once per answer instead
- * of once per turn (more of their CPU and ours, measured: docs/PERFORMANCE.md "third pass"). Only an
- * answer the socket does not take at once, one the app streams (its next chunk is fetched after the
- * first is written), or a sendfile() one moves to a write watcher, as upstream did. */
-static void
-queue_answer(struct ev_loop* mainloop, Request* request)
-{
-  ThreadInfo* thread_info = (ThreadInfo*)ev_userdata(mainloop);
-  request->next_answer = thread_info->answers;
-  thread_info->answers = request;
-}
-
-static void
-ev_prepare_on_answers(struct ev_loop* mainloop, ev_prepare* watcher, const int events)
-{
-  ThreadInfo* thread_info = (ThreadInfo*)ev_userdata(mainloop);
-  if(thread_info->answers == NULL)
-    return;
-  GIL_LOCK(0);
-  while(thread_info->answers != NULL) {
-    Request* request = thread_info->answers;
-    thread_info->answers = request->next_answer;
-    request->next_answer = NULL;
-    answer_now(mainloop, request);
-  }
-  GIL_UNLOCK(0);
-}
-
-/* Write a queued answer; called with the GIL held. */
-static void
-answer_now(struct ev_loop* mainloop, Request* request)
-{
-  write_state write_state = write_answer(mainloop, request);
-  if(write_state == not_yet_done) {
-    DBG_REQ(request, "Stop read watcher, start write watcher");
-    ev_io_stop(mainloop, &request->ev_watcher);
-    start_writing(mainloop, request);
-  } else {
-    after_answer(mainloop, request, write_state, true);
-  }
-}
-
 static void
 ev_io_on_write(struct ev_loop* mainloop, ev_io* watcher, const int events)
-{
-  Request* request = REQUEST_FROM_WATCHER(watcher);
-
-  GIL_LOCK(0);
-
-  write_state write_state = write_answer(mainloop, request);
-  if(write_state == not_yet_done) {
-    STATSD_INCREMENT("resp.active");
-  } else {
-    after_answer(mainloop, request, write_state, false);
-  }
-
-  GIL_UNLOCK(0);
-}
-
-/* Write what the socket takes of the answer. Called with the GIL held. */
-static write_state
-write_answer(struct ev_loop* mainloop, Request* request)
 {
   /* Since the response writing code is fairly complex, I'll try to give a short
    * overview of the different control flow paths etc.:
@@ -455,6 +375,10 @@ write_answer(struct ev_loop* mainloop, Request* request)
    * When the 'do_*' routines return false, the 'on_write_*' routines have to
    * figure out if there's a next chunk to send (e.g. in the case of a response iterator).
    */
+  Request* request = REQUEST_FROM_WATCHER(watcher);
+
+  GIL_LOCK(0);
+
   write_state write_state;
   if(request->iterable && FileWrapper_CheckExact(request->iterable) && FileWrapper_GetFd(request->iterable) != -1) {
     write_state = on_write_sendfile(mainloop, request);
@@ -462,26 +386,20 @@ write_answer(struct ev_loop* mainloop, Request* request)
     write_state = on_write_chunk(mainloop, request);
   }
 
-  return request->state.expect_continue
+  write_state = request->state.expect_continue
     ? expect_continue
     : write_state;
-}
 
-/* lanner: what upstream's ev_io_on_write did once an answer was written (or could not be), for an
- * answer written by the read watcher's callback too (`is_reading`: that watcher is still running; the
- * connection reads on as it is). Called with the GIL held. */
-static void
-after_answer(struct ev_loop* mainloop, Request* request, write_state write_state, bool is_reading)
-{
   switch(write_state) {
   case not_yet_done:
-    assert(0); /* The caller keeps writing. */
+    STATSD_INCREMENT("resp.active");
     break;
   case done:
     STATSD_INCREMENT("resp.done");
     if(request->state.keep_alive) {
       DBG_REQ(request, "done, keep-alive");
       STATSD_INCREMENT("resp.done.keepalive");
+      ev_io_stop(mainloop, &request->ev_watcher);
 
       if(request->pipelined && request->state.app_says_close) {
         /* lanner: the requests pipelined after an answer the app closed the connection with are
@@ -494,12 +412,8 @@ after_answer(struct ev_loop* mainloop, Request* request, write_state write_state
       Request_reset(request);
 
       if(request->pipelined) {
-        /* It starts the watcher its next request needs (ev_io_init on a running watcher is not
-         * allowed). */
-        ev_io_stop(mainloop, &request->ev_watcher);
         parse_pipelined(mainloop, request);
-      } else if(!is_reading) {
-        ev_io_stop(mainloop, &request->ev_watcher);
+      } else {
         start_reading(mainloop, request);
       }
     } else {
@@ -510,11 +424,10 @@ after_answer(struct ev_loop* mainloop, Request* request, write_state write_state
     break;
   case expect_continue:
     DBG_REQ(request, "expect continue");
+    ev_io_stop(mainloop, &request->ev_watcher);
+
     request->state.expect_continue = false;
-    if(!is_reading) {
-      ev_io_stop(mainloop, &request->ev_watcher);
-      start_reading(mainloop, request);
-    }
+    start_reading(mainloop, request);
     break;
   case aborted:
     /* Response was aborted due to an error. We can't do anything graceful here
@@ -523,6 +436,8 @@ after_answer(struct ev_loop* mainloop, Request* request, write_state write_state
     STATSD_INCREMENT("resp.aborted");
     break;
   }
+
+  GIL_UNLOCK(0);
 }
 
 static write_state
