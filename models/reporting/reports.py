@@ -904,14 +904,8 @@ class _HistoryPiece:
         filters: dict[str, tuple],
         bucket: int | None,
     ) -> _HistoryPiece:
-        history_store = HistoryStore(conn)
-        position, _ = history_store.state()
-        queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
-        conversion_position, _ = history_store.conversion_state()
-        queued_conversions = [
-            conversion_id
-            for conversion_id, _ in history_store.conversion_changes(0, conversion_position, 2**62)
-        ]
+        clicks, conversions = HistoryStore(conn).answered()
+        position, conversion_position = clicks[0], conversions[0]
         store = ReportStore(conn)
         rest = store.rows(
             "raw",
@@ -939,8 +933,8 @@ class _HistoryPiece:
             groups,
             filters,
             bucket,
-            (position, queued),
-            (conversion_position, queued_conversions),
+            clicks,
+            conversions,
             list(rest),
             unanswered,
         )

@@ -228,14 +228,7 @@ def prepare_history(
                 by_network.filters,
                 offset=offset,
             )
-            history_store = HistoryStore(conn)
-            position, _ = history_store.state()
-            queued = [click_id for click_id, _ in history_store.changes(0, position, 2**62)]
-            conversion_position, _ = history_store.conversion_state()
-            queued_conversions = [
-                conversion_id
-                for conversion_id, _ in history_store.conversion_changes(0, conversion_position, 2**62)
-            ]
+            (position, queued), (conversion_position, queued_conversions) = HistoryStore(conn).answered()
             shape = (by_source.groups, by_source.filters, bucket)
             rest = list(
                 store.rows(

@@ -168,6 +168,17 @@ class HistoryStore(Store):
     def set_conversion_position(self, position: int) -> None:
         self.conn.execute(self.SQL_SET_CONVERSION_POSITION, (position,)).close()
 
+    def answered(self) -> tuple[tuple[int, list[int]], tuple[int, list[int]]]:
+        """What the columnar history answers for, as a reader takes it in one snapshot: (the click
+        position, the clicks up to it queued for a copy again), and the same of the conversions."""
+        position, _ = self.state()
+        queued = [click_id for click_id, _ in self.changes(0, position, 2**62)]
+        conversion_position, _ = self.conversion_state()
+        queued_conversions = [
+            conversion_id for conversion_id, _ in self.conversion_changes(0, conversion_position, 2**62)
+        ]
+        return (position, queued), (conversion_position, queued_conversions)
+
     def max_conversion_id(self) -> int:
         return fetch_single(self.conn, self.SQL_MAX_CONVERSION_ID)[0]
 
