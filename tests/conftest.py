@@ -61,6 +61,12 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "long: takes about ten seconds or more; collected first so it starts first"
     )
+    if not config.pluginmanager.hasplugin("xdist"):
+        # xdist registers its own mark; without it (`-p no:xdist`, as a module is measured) every
+        # module grouped for `--dist loadgroup` warned of an unknown mark.
+        config.addinivalue_line(
+            "markers", "xdist_group(name): under `--dist loadgroup`, run in the process of its group"
+        )
     share_bytecode(config)
     warm_bytecode(config)
     share_cli_servers(config)
