@@ -98,7 +98,7 @@ class ReusableDatabase:
     `alone_on_database`, and its fixture closes the session (release) before the test starts.
 
     The test process's own store session (conftest's `store`) is kept between tests too: a new one,
-    and migrate()'s statements on its cold caches, cost ~13 ms of CPU a test. The store hands it in
+    and migrate()'s statements on its cold caches, cost ~7 ms of CPU a test. The store hands it in
     at the end of a test (keep) and takes it back at the start of the next (take); the reset spares
     it by its backend pid, every other session still being cut, and the store puts its state back
     (conftest's SQL_SESSION_RESET) before a test uses it. release() closes it with the reset's own."""
