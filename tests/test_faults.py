@@ -36,8 +36,8 @@ def work_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def shared_stack(work_dir):
     """One running stack for the rows whose subject is the fault under traffic, not the stack's start
-    (is_shareable: write-lock, reloads, postback-flood, huge-cost), each row still reconciled on its
-    own 302s. Started by the first of them to run, in whichever order they come."""
+    (faults.SHARED_STACK_FAULTS), each row still reconciled on its own 302s' subids and judged by its
+    own checks. Started by the first of them to run, in whichever order they come."""
     stack = SharedStack(work_dir, quick=True)
     yield stack
     stack.stop()
