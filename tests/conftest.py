@@ -61,6 +61,12 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "long: takes about ten seconds or more; collected first so it starts first"
     )
+    if not config.pluginmanager.hasplugin("xdist"):
+        # xdist registers its own mark; without it (`-p no:xdist`, as a module is measured) every
+        # module grouped for `--dist loadgroup` warned of an unknown mark.
+        config.addinivalue_line(
+            "markers", "xdist_group(name): under `--dist loadgroup`, run in the process of its group"
+        )
     share_bytecode(config)
     warm_bytecode(config)
     share_cli_servers(config)
@@ -196,7 +202,8 @@ def store(backend, settings, request):
     """A migrated real database of the test's backend, opened in this process as `models.store.database.db`.
 
     A SQLite file starts as a copy of the run's migrated one (as a PostgreSQL database copies its
-    template); `migrate()` then finds nothing to do."""
+    template); `migrate()` then finds nothing to do. On the process's reusable PostgreSQL database the
+    session is the one the last test's store kept (tests/reusable_database.py), not a new one."""
     from models.migrations.runner import migrate
     from models.store.database import db as database
     from models.store.database import open_database
@@ -204,10 +211,87 @@ def store(backend, settings, request):
     if not settings.uses_postgres and not settings.database_path.exists():
         settings.database_path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(request.getfixturevalue("sqlite_template"), settings.database_path)
-    open_database(settings.database_location, autocheckpoint=True)
+    reusable = _reusable_of(settings)
+    if reusable is None or not _reopen_kept(reusable):
+        open_database(settings.database_location, autocheckpoint=True)
     migrate(database)
     yield database
-    database.close()
+    if reusable is None or not _keep(reusable):
+        database.close()
+
+
+def _reusable_of(settings):
+    """The process's reusable PostgreSQL database (postgres_reusable) if it is the test's, else None."""
+    if not settings.uses_postgres:
+        return None
+    return next((r for r in _reusable_databases if r.url == settings.database_location), None)
+
+
+def _reopen_kept(reusable) -> bool:
+    """Bind `db` to the store's session the last test on this database kept; False if there is none,
+    or it was ended since (a test that cuts sessions, a server restarted)."""
+    import psycopg
+    from peewee import OperationalError
+
+    from models.store.database import proxy
+
+    kept = reusable.take()
+    if kept is None:
+        return False
+    handle, conn = kept
+    try:
+        conn.execute("SELECT 1").close()
+    except (psycopg.Error, OperationalError):  # OperationalError: the store's PostgresUnavailable.
+        conn.close()
+        return False
+    previous = proxy.obj
+    for other in (previous, handle):  # What a test reopened without the store since (peewee reconnects).
+        if other is not None and not other.is_closed():
+            other.close()
+    handle._state.set_connection(conn)
+    proxy.initialize(handle)
+    return True
+
+
+# DISCARD ALL but for its DEALLOCATE ALL and DISCARD PLANS: a session's settings, temporary tables,
+# advisory locks, cursors and LISTENs put back as a new session has them. psycopg's prepared statements
+# stay, and with them psycopg's record of them (DISCARD ALL would drop them under it the second time it
+# ran, its record being cleared only the first); they hold no data, and the server replans them when
+# the schema under them changes.
+SQL_SESSION_RESET = (
+    "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; "
+    "SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
+)
+
+
+def _keep(reusable) -> bool:
+    """Hand the test's store session to `reusable` for the next test, its state put back as a new
+    session's (SQL_SESSION_RESET), if it is still `db`'s, on that database and idle; False (the caller
+    closes it) otherwise. The handle is left closed, as close() leaves it, so nothing reaches the
+    session through it until the next store."""
+    import psycopg
+    from peewee import OperationalError
+
+    from models.store.database import proxy
+
+    handle = proxy.obj
+    if handle is None or handle.is_closed() or getattr(handle, "dialect", None) != "postgres":
+        return False
+    conn = handle._state.conn
+    if (
+        handle.database != reusable.url
+        or handle._state.transactions
+        or conn.closed
+        or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+    ):
+        return False
+    try:
+        conn.execute(SQL_SESSION_RESET).close()
+    except (psycopg.Error, OperationalError):  # Ended by the test: the caller closes what is left.
+        return False
+    handle._state.reset()
+    reusable.keep(handle, conn)
+    return True
 
 
 @pytest.fixture(scope="session")
@@ -291,8 +375,13 @@ def postgres_reusable(postgres_server, postgres_template):
     from reusable_database import ReusableDatabase
 
     database = ReusableDatabase(postgres_server, postgres_template)
+    _reusable_databases.append(database)
     yield database
+    _reusable_databases.remove(database)
     database.drop()
+
+
+_reusable_databases: list = []  # postgres_reusable's, while it lasts: the store keeps its session on it.
 
 
 @pytest.fixture

@@ -95,13 +95,20 @@ class ReusableDatabase:
     most of a reset's ~30 ms of CPU (the same digest costs ~2.5 ms on a warm session). It is a
     client on the test's database while the test runs, idle outside a transaction; a test that must
     be alone on it (`lanner restore` on PostgreSQL refuses beside other clients) is marked
-    `alone_on_database`, and its fixture closes the session (release) before the test starts."""
+    `alone_on_database`, and its fixture closes the session (release) before the test starts.
+
+    The test process's own store session (conftest's `store`) is kept between tests too: a new one,
+    and migrate()'s statements on its cold caches, cost ~7 ms of CPU a test. The store hands it in
+    at the end of a test (keep) and takes it back at the start of the next (take); the reset spares
+    it by its backend pid, every other session still being cut, and the store puts its state back
+    (conftest's SQL_SESSION_RESET) before a test uses it. release() closes it with the reset's own."""
 
     def __init__(self, server, template: str) -> None:
         self.server, self.template = server, template
         self.state = MigratedState.read(server.url(template))
         self.name = server.create_database(template)
         self._conn: psycopg.Connection | None = None
+        self._kept: tuple[object, psycopg.Connection] | None = None  # (the store's handle, its session)
         # The tables emptied and the sequences set in one round trip: a setval a round trip (32) made
         # the refill ~4.4 ms of CPU (server and client), this ~2.4.
         # Triggers (foreign keys among them) off: tables empty in any order, rows come back as the
@@ -138,10 +145,26 @@ class ReusableDatabase:
         self.name = self.server.create_database(self.template)
 
     def release(self) -> None:
-        """Close the kept session: nothing of the reset's stays on the database until the next reset."""
+        """Close the kept sessions, the reset's and the store's: nothing of this process's stays on the
+        database until the next reset."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        if self._kept is not None:
+            self._kept[1].close()
+            self._kept = None
+
+    def keep(self, handle: object, conn: psycopg.Connection) -> None:
+        """Hold the store's session `conn` (idle, outside a transaction) and the handle it belongs to
+        until the next test's store takes them."""
+        if self._kept is not None:
+            self._kept[1].close()
+        self._kept = (handle, conn)
+
+    def take(self) -> tuple[object, psycopg.Connection] | None:
+        """The store's session kept since the last test, if it is still on this database."""
+        kept, self._kept = self._kept, None
+        return kept
 
     def _session(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
@@ -160,9 +183,11 @@ class ReusableDatabase:
     def _cut_other_sessions(self, conn) -> None:
         others = (
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND pid <> %s"
         )
+        kept = self._kept[1].info.backend_pid if self._kept is not None else 0
         deadline = time.monotonic() + 30
-        while pids := [pid for (pid,) in conn.execute(others).fetchall()]:
+        while pids := [pid for (pid,) in conn.execute(others, (kept,)).fetchall()]:
             for pid in pids:
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
             assert time.monotonic() < deadline, f"sessions {pids} outlived pg_terminate_backend"

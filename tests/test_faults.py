@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from workers.bench.faults import FaultRow, describe, faults, run_fault
+from workers.bench.faults import FaultRow, SharedStack, describe, faults, is_shareable, run_fault
 from workers.bench.harness import ROOT
 
 TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "maxmind" / "GeoIP2-Country-Test.mmdb"
@@ -33,9 +33,29 @@ def work_dir(tmp_path_factory):
     return work_dir
 
 
-@pytest.mark.parametrize("name", [name for name in QUICK_FAULTS if name != CLI_FAULT])
-def test_fault_loses_nothing_duplicates_nothing_and_recovers_by_itself(name, work_dir):
-    row = run_fault(QUICK_FAULTS[name], work_dir, quick=True)
+@pytest.fixture(scope="module")
+def shared_stack(work_dir):
+    """One running stack for the rows whose subject is the fault under traffic, not the stack's start
+    (faults.SHARED_STACK_FAULTS), each row still reconciled on its own 302s' subids and judged by its
+    own checks. Started by the first of them to run, in whichever order they come."""
+    stack = SharedStack(work_dir, quick=True)
+    yield stack
+    stack.stop()
+
+
+def fault_row(name: str):
+    if is_shareable(QUICK_FAULTS[name]):  # One process runs them all under `--dist loadgroup`.
+        return pytest.param(name, marks=pytest.mark.xdist_group("faults_shared_stack"))
+    return name
+
+
+@pytest.mark.parametrize("name", [fault_row(name) for name in QUICK_FAULTS if name != CLI_FAULT])
+def test_fault_loses_nothing_duplicates_nothing_and_recovers_by_itself(name, work_dir, request):
+    fault = QUICK_FAULTS[name]
+    if is_shareable(fault):
+        row = request.getfixturevalue("shared_stack").run_fault(fault)
+    else:
+        row = run_fault(fault, work_dir, quick=True)
     if row.skipped:
         pytest.skip(row.skipped)
     assert row.redirects > 0, describe(row)
