@@ -47,7 +47,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workers.bench.faults import FaultRun, is_alive, prepare_install, wait_drained
+from workers.bench.faults import FaultRun, build_country_file, is_alive, prepare_install, wait_drained
 from workers.bench.harness import (
     BENCH_ALIAS,
     BenchError,
@@ -56,7 +56,6 @@ from workers.bench.harness import (
     connect_read_only,
     is_postgres,
     lanner_env,
-    run_lanner,
     wait_http,
 )
 from workers.runtime.procfs import process_name, process_tree
@@ -414,12 +413,7 @@ def run_crash_loop(
     env["LANNER_LOG_LEVEL"] = env.get("LANNER_LOG_LEVEL", "WARNING")
     geo_path = work_dir / "country.mmdb"
     env["LANNER_GEO_DATABASE"] = str(geo_path)
-    if not geo_path.exists():
-        build_env = {**env, "LANNER_DATA_DIR": str(work_dir / "geo-build")}
-        build_env.pop("LANNER_GEO_DATABASE")
-        run_lanner(build_env, "db", "migrate")
-        run_lanner(build_env, "geo", "build")
-        os.replace(work_dir / "geo-build" / "geo" / "country.mmdb", geo_path)
+    build_country_file(env, geo_path, work_dir)
     with ExitStack() as stack:
         servers = stack.enter_context(cluster_servers(env)) if cluster else None
         prepare_install(env, geo_path)

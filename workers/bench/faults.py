@@ -995,14 +995,20 @@ def _install(fault: Fault, work_dir: Path, data_dir: Path, rate: int) -> dict[st
     env.update(fault.env)
     if fault.seal_seconds:
         env["LANNER_SPOOL_SEGMENT_BYTES"] = str(int(rate * LINE_BYTES * fault.seal_seconds))
-    if not geo_path.exists():
-        build_env = {**env, "LANNER_DATA_DIR": str(work_dir / "geo-build")}
-        build_env.pop("LANNER_GEO_DATABASE")
-        run_lanner(build_env, "db", "migrate")
-        run_lanner(build_env, "geo", "build")
-        os.replace(work_dir / "geo-build" / "geo" / "country.mmdb", geo_path)
+    build_country_file(env, geo_path, work_dir)
     copy_install(env, geo_path, work_dir, data_dir)
     return env
+
+
+def build_country_file(env: dict[str, str], geo_path: Path, work_dir: Path) -> None:
+    """Make `geo_path` with `lanner geo build` in a scratch install under `work_dir`, unless it exists."""
+    if geo_path.exists():
+        return
+    build_env = {**env, "LANNER_DATA_DIR": str(work_dir / "geo-build")}
+    build_env.pop("LANNER_GEO_DATABASE", None)
+    run_lanner(build_env, "db", "migrate")
+    run_lanner(build_env, "geo", "build")
+    os.replace(work_dir / "geo-build" / "geo" / "country.mmdb", geo_path)
 
 
 def _start(run: FaultRun) -> None:
