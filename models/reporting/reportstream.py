@@ -228,7 +228,8 @@ def prepare_history(
                 by_network.filters,
                 offset=offset,
             )
-            (position, queued), (conversion_position, queued_conversions) = HistoryStore(conn).answered()
+            clicks, conversions = HistoryStore(conn).answered()
+            position, conversion_position = clicks[0], conversions[0]
             shape = (by_source.groups, by_source.filters, bucket)
             rest = list(
                 store.rows(
@@ -293,9 +294,8 @@ def prepare_history(
             by_source.filters,
             bucket,
             *bounds,
-            position=position,
-            queued=queued,
-            conversions=(conversion_position, queued_conversions),
+            clicks=clicks,
+            conversions=conversions,
             rest=rest,
             label_of=label_of,
             parents=parents,

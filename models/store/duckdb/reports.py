@@ -177,11 +177,8 @@ class PieceSql(base.PieceSql):
         # The click's own time too: zone maps skip the click table's row groups outside the range.
         where += ["c.created_at >= ?", "c.created_at < ?"]
         params += [start, end]
-        for column, (position, queued) in (("cv.id", conversions), ("cv.click_id", clicks)):
-            answered, answered_params = answered_by(column, position, queued)
-            where += answered
-            params += answered_params
-        return self.conversions_select(where, params)
+        answered, answered_params = conversions_answered(clicks, conversions)
+        return self.conversions_select(where + answered, params + answered_params)
 
     def history_conversion_clicks(
         self,
@@ -197,14 +194,11 @@ class PieceSql(base.PieceSql):
         where, params = PieceSql((), carried, None).where(
             "c.", "cv.click_created_at", start, end, id_prefix="cv."
         )
-        for column, (position, queued) in (("cv.id", conversions), ("cv.click_id", clicks)):
-            answered, answered_params = answered_by(column, position, queued)
-            where += answered
-            params += answered_params
-        params.append(limit)
+        answered, answered_params = conversions_answered(clicks, conversions)
+        where += answered
         return (
             f"SELECT DISTINCT cv.click_id FROM conversion AS cv WHERE {' AND '.join(where)} LIMIT ?",
-            params,
+            [*params, *answered_params, limit],
         )
 
     def _click_filters(self) -> tuple[list[str], list]:
@@ -245,6 +239,16 @@ def answered_by(column: str, position: int, queued: list[int]) -> tuple[list[str
     if not queued:
         return [f"{column} <= ?"], [position]
     return [f"{column} <= ?", f"{column} NOT IN (SELECT unnest(CAST(? AS BIGINT[])))"], [position, queued]
+
+
+def conversions_answered(
+    clicks: tuple[int, list[int]], conversions: tuple[int, list[int]]
+) -> tuple[list[str], list]:
+    """The conditions (and their values) that a conversion `cv` is one the history answers for: the
+    conversion itself (`conversions`' position and queue) and its click (`clicks`')."""
+    where, params = answered_by("cv.id", *conversions)
+    click_where, click_params = answered_by("cv.click_id", *clicks)
+    return where + click_where, params + click_params
 
 
 def _cube_sources(
@@ -430,8 +434,8 @@ def _load(conn: Any, table: str, rows: list[tuple]) -> None:
 @dataclass(frozen=True)
 class HistoryPiece:
     """What a report summed by DuckDB reads (stream_groups, page_groups): its `groups`, `filters`, time
-    `bucket` and range [`start`, `end`); the clicks the history answers for (ids up to `position`, none
-    of `queued`) and its conversions likewise (`conversions`: the conversion position and queue);
+    `bucket` and range [`start`, `end`); the clicks the history answers for (`clicks`: ids up to its
+    position, none of its queue) and its conversions likewise (`conversions`);
     `rest`, the row store's rows of the same piece (its clicks and conversions the history does not
     answer for, and of those the ones whose click only the history holds), each (group values, the
     sums of METRICS); `label_of`, a time bucket's label (with `bucket`); `parents`, per key position a
@@ -442,8 +446,7 @@ class HistoryPiece:
     bucket: int | None
     start: int
     end: int
-    position: int
-    queued: list[int]
+    clicks: tuple[int, list[int]]
     conversions: tuple[int, list[int]]
     rest: list[tuple]
     label_of: Callable[[int], str]
@@ -482,8 +485,7 @@ class _Summed:
 
 
 def _summed(conn: Any, piece: HistoryPiece) -> _Summed:
-    groups, bucket, start, end = piece.groups, piece.bucket, piece.start, piece.end
-    clicks = (piece.position, piece.queued)
+    groups, bucket, start, end, clicks = piece.groups, piece.bucket, piece.start, piece.end, piece.clicks
     piece_sql = PieceSql(groups, piece.filters, bucket)
     clicks_sql, params = piece_sql.history_clicks(start, end, *clicks, cube_days(conn, piece_sql, start, end))
     click_ids = converted_click_ids(conn, piece_sql, start, end, clicks, piece.conversions)
