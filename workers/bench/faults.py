@@ -185,6 +185,16 @@ class FaultRun:
         self.port = free_port()
         self.serve: ManagedProcess | None = None
         self.worker: ManagedProcess | None = None
+        self.lock = threading.Lock()
+        self.io: IoFaults | None = None  # The LD_PRELOAD shim's switch, for the I/O fault rows.
+        self._new_row()
+        self.rejected_before = 0  # rejected.log's lines when the row began (earlier rows' on a shared stack).
+        self._starts = 0
+        self._probe = 0
+
+    def _new_row(self) -> None:
+        """Every count and list a row reconciles or checks, empty: the run's first row's, and each
+        further row's on a shared stack (begin_row), set in this one place."""
         self.keep_down: set[str] = set()  # "serve"/"worker" a fault stopped on purpose.
         self.extra_subids: list[str] = []  # 302s the fault's own requests received.
         self.subids: list[str] = []  # Every 302's subid, once the row is reconciled.
@@ -192,24 +202,14 @@ class FaultRun:
         self.extra_errors = {"500": 0, "503": 0, "other": 0}
         self.checks: list[str] = []
         self.problems: list[str] = []
-        self.lock = threading.Lock()
-        self.io: IoFaults | None = None  # The LD_PRELOAD shim's switch, for the I/O fault rows.
         self.landed_during_fault = 0
         self.lost_allowed = 0
-        self.rejected_before = 0  # rejected.log's lines when the row began (earlier rows' on a shared stack).
-        self._starts = 0
-        self._probe = 0
 
     def begin_row(self, row_dir: Path) -> None:
         """A further row on this run's running stack (SharedStack): its logs in `row_dir`, and every
         count the row reconciles or checks its own, not the rows' before it."""
         self.work_dir = row_dir
-        self.keep_down = set()
-        self.extra_subids, self.subids, self.cuts = [], [], []
-        self.extra_errors = {"500": 0, "503": 0, "other": 0}
-        self.checks, self.problems = [], []
-        self.landed_during_fault = 0
-        self.lost_allowed = 0
+        self._new_row()
         self.rejected_before = _rejected_lines(self)
 
     # -- processes --------------------------------------------------------------------------
