@@ -457,10 +457,11 @@ class _Master:
         if pid == 0:
             self._become_worker(pool)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        try:
-            os.setpgid(pid, pid)  # also done by the child; whichever runs first wins
-        except OSError:
-            pass
+        if not pool.is_idle_priority:  # That child makes a session of its own: not a group leader first.
+            try:
+                os.setpgid(pid, pid)  # also done by the child; whichever runs first wins
+            except OSError:
+                pass
         self.children[pid] = _Child(pid, pool, self.generation, time.monotonic())
         logger.debug("started %s worker %s (generation %d)", pool.name, pid, self.generation)
 
@@ -476,13 +477,14 @@ class _Master:
             # SIG_IGN until bjoern installs its own SIGINT handler: no KeyboardInterrupt ever, and the
             # drain thread can tell from the disposition whether bjoern is running yet.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            os.setpgid(0, 0)  # a terminal's Ctrl-C goes to the master only
+            if pool.is_idle_priority:
+                _yield_cpu()  # Its own session: its own process group too.
+            else:
+                os.setpgid(0, 0)  # a terminal's Ctrl-C goes to the master only
             signal.pthread_sigmask(signal.SIG_SETMASK, {signal.SIGTERM})
             for name, sock in self.sockets.items():
                 if name != pool.name:
                     sock.close()
-            if pool.is_idle_priority:
-                _yield_cpu()
             set_process_name(f"lanner-{pool.name}")
             title = "worker" if pool.name == "web" else f"{pool.name} worker"
             _setproctitle(f"lanner: {title} {pool.bind} (generation {self.generation})")
@@ -884,11 +886,24 @@ def _yield_cpu() -> None:
     write lock that postbacks in the web workers wait for: with reports back to back and postbacks
     at 1,000 clicks/s, click p99 was 324 ms, 86 ms at SCHED_IDLE (and 70 ms once the flusher's
     TRUNCATE checkpoint stopped waiting for readers, workers/runtime/tasks.py).
+
+    SCHED_IDLE yields only to the tasks of its own scheduling group. With autogroup (Linux's default
+    on most distributions, and wherever the cpu cgroup controller is off) a session is a group, and
+    the master's session holds the web workers: the admin worker's group then ran at their weight
+    against nginx's, `lanner worker`'s and the client's groups, a whole slice at a time (k6 waited
+    ~1.5 ms behind it, docs/PERFORMANCE.md "fourth pass"). Its own session is a group of its own,
+    and nice 19 on that group makes it give way there too.
     """
+    os.setsid()
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):
         os.nice(ADMIN_NICE)
+    try:
+        with open("/proc/self/autogroup", "w") as autogroup:
+            autogroup.write(str(ADMIN_NICE))
+    except OSError:  # No autogroup here (another OS, or a kernel without it): nothing to lower.
+        pass
 
 
 def _sigint_disposition() -> str | None:
