@@ -386,6 +386,34 @@ def test_an_on_demand_pool_starts_at_its_first_connection_and_stops_when_idle(st
     assert not os.path.exists(admin)
 
 
+def test_an_idle_priority_admin_worker_is_a_session_and_scheduling_group_of_its_own(start_master, tmp_path):
+    # SCHED_IDLE yields only within the task's scheduling group; with autogroup a session is one, and
+    # the master's holds the web workers, whose weight the admin worker then ran on against nginx's.
+    admin = str(tmp_path / "admin.sock")
+    master = start_master(
+        admin_loader="hello_loader",
+        LANNER_ADMIN_BIND=f"unix:{admin}",
+        LANNER_ADMIN_IDLE_SECONDS="0",
+        LANNER_ADMIN_IDLE_PRIORITY="on",
+    )
+    status, body = get(admin)
+    assert status == 200
+    worker = int(body)
+    web = master.wait_for_workers(3) - {worker}
+    assert os.getsid(worker) == os.getpgid(worker) == worker
+    assert os.sched_getscheduler(worker) == os.SCHED_IDLE
+    for pid in web:
+        assert os.getsid(pid) == os.getsid(master.pid) and os.getpgid(pid) == pid
+        assert os.sched_getscheduler(pid) == os.SCHED_OTHER
+    autogroup = Path(f"/proc/{worker}/autogroup")
+    if autogroup.exists():  # Linux with CONFIG_SCHED_AUTOGROUP
+        line = autogroup.read_text()
+        assert line.split()[0] != Path(f"/proc/{master.pid}/autogroup").read_text().split()[0]
+        assert line.split()[-2:] == ["nice", "19"], line
+    assert master.stop() == 0
+    assert not is_alive(worker)  # Out of the master's session, it still stops with it.
+
+
 def test_workers_failing_to_load_are_retried_after_a_pause_not_in_a_loop(start_master):
     master = start_master(loader="broken_loader", wait=False)
     time.sleep(2.5)
