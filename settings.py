@@ -313,9 +313,9 @@ SETTINGS: tuple[Setting, ...] = (
         "admin_idle_priority",
         "on",
         _switch,
-        "`on`: the admin worker runs at idle CPU priority (SCHED_IDLE), on CPU time nothing else "
-        "wants; `off`: at normal priority, for a machine kept busy by other work (a test run) where it "
-        "would wait minutes.",
+        "`on`: the admin worker runs at idle CPU priority (SCHED_IDLE, in a session of its own whose "
+        "autogroup is at nice 19), on CPU time nothing else wants; `off`: at normal priority, for a "
+        "machine kept busy by other work (a test run) where it would wait minutes.",
     ),
     Setting(
         "panel_session_hours",
