@@ -762,8 +762,19 @@ def start_consumer(env, db, tmp_path):
         return live
 
     yield start
+    # Every consumer told first, then each waited for: a consumer on Redis stops gracefully only when
+    # its BRPOP returns (workers/runtime/redisqueue.py READ_TIMEOUT, 5 s), and two stopped one after
+    # the other held a test's teardown ~10 s. Signalled once each: a second SIGINT cuts Huey's
+    # graceful stop short.
     for live in started:
-        live.stop(signal.SIGINT, timeout=30)
+        if live.process.poll() is None:
+            live.process.send_signal(signal.SIGINT)
+    for live in started:
+        try:
+            live.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            live.process.kill()
+            live.process.wait()
 
 
 REQUEST_SECONDS = 60  # one answer of a live server: a hung one fails the test, a slow box does not
