@@ -10,15 +10,6 @@ from conftest import LANNER, ROOT
 
 pytestmark = pytest.mark.long
 
-TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "maxmind" / "GeoIP2-Country-Test.mmdb"
-
-
-@pytest.fixture
-def bench_env(env):
-    """The tests' small country database instead of `lanner geo build` (~3.4 CPU-s each run): the
-    harness builds none where LANNER_GEO_DATABASE names one, and the traffic here is local."""
-    return {**env, "LANNER_GEO_DATABASE": str(TEST_COUNTRY_DATABASE)}
-
 
 def test_bench_migration_upgrades_a_live_database_and_accounts_for_every_click(tmp_path, bench_env):
     out = tmp_path / "rehearsal.json"

@@ -78,7 +78,7 @@ def test_page_lists_name_every_page_of_the_panel(settings, db):
     assert {"/panel", "/panel/rules/{}", "/panel/clicks/{}"} <= routes.gets and routes.gets - listed == set()
 
 
-def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(tmp_path, env):
+def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(tmp_path, bench_env):
     from workers.bench.panel import API_LISTS, PASTE_PATH, TIMED_USERS, pages_of
     from workers.bench.panelclient import DEEP_PAGES, EXPORTS
 
@@ -96,7 +96,9 @@ def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(t
         "--json",
         str(out),
     ]
-    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [*LANNER, *args], env=bench_env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     saved = json.loads(out.read_text())
     report = saved["report"]
@@ -169,10 +171,19 @@ def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(t
     assert used == 1
 
     # A second run reuses the data dir: the same clicks, new password and key (the old key revoked).
-    again = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    # Its subject is the reuse, not the timings the first run checked: each page once, no exports.
+    args[args.index("--repeat") + 1] = "1"
+    again = subprocess.run(
+        [*LANNER, *args, "--no-exports"], env=bench_env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert "Prefilling" not in again.stderr
-    assert json.loads(out.read_text())["report"]["database"]["clicks"] == report["database"]["clicks"]
+    reused = json.loads(out.read_text())["report"]
+    assert reused["database"]["clicks"] == report["database"]["clicks"]
+    assert reused["exports"] == [] and {page["runs"] for page in reused["pages"]} == {1}
+    assert [(p["kind"], p["user"], p["path"]) for p in reused["pages"]] == [
+        (p["kind"], p["user"], p["path"]) for p in pages
+    ]
     with sqlite3.connect(data_dir / "lanner.db") as connection:
         keys = connection.execute(
             "SELECT is_revoked, last_used_at IS NOT NULL FROM api_key ORDER BY id"
@@ -180,7 +191,7 @@ def test_bench_panel_pages_times_every_page_and_api_list_through_real_requests(t
     assert keys == [(1, 1), (0, 1)]
 
 
-def test_panel_load_serves_pages_to_five_users_beside_clicks_and_loses_none(tmp_path, env):
+def test_panel_load_serves_pages_to_five_users_beside_clicks_and_loses_none(tmp_path, bench_env):
     out = tmp_path / "load.json"
     args = [
         "bench",
@@ -198,7 +209,9 @@ def test_panel_load_serves_pages_to_five_users_beside_clicks_and_loses_none(tmp_
         "--json",
         str(out),
     ]
-    result = subprocess.run([*LANNER, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [*LANNER, *args], env=bench_env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     (step,) = json.loads(out.read_text())["lanner"]
     assert step["accepted"] > 0 and (step["lost"], step["duplicated"]) == (0, 0)

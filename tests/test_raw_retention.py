@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, wait_until
@@ -43,7 +44,7 @@ from models.reporting.rawretention import (
 )
 from models.reporting.reports import ReportQuery, run_report
 from models.store.conversions import ConversionStore
-from models.store.database import write_tx
+from models.store.database import open_database, write_tx
 from models.store.duckdb.connection import open_history
 from models.store.history import HistoryStore
 from workers.bench.generate import generate_clicks
@@ -80,12 +81,36 @@ def now() -> int:
     return int(time.time() * 1000)
 
 
+@pytest.fixture(scope="module")
+def held_copy(tmp_path_factory) -> Path:
+    """Where `held` keeps the SQLite database and history it made for the module's first test."""
+    return tmp_path_factory.mktemp("held")
+
+
 @pytest.fixture
-def held(db, files, now):
-    """1,500 clicks over 60 days, all copied into the history, the rollup backfill done."""
+def held(db, files, now, settings, held_copy):
+    """1,500 clicks over 60 days, all copied into the history, the rollup backfill done.
+
+    On SQLite made once a module (~0.25 CPU-s a test) and copied into each later test's data
+    directory (both files, a pair the history's position ties together); its clicks end at the first
+    test's `now`, seconds before the test's own, and every test reads what is old from its own `now`.
+    On PostgreSQL made for each test: the test's database is the process's reusable one."""
+    kept = held_copy / "lanner.db"
+    if not settings.uses_postgres and kept.exists():
+        db.close()
+        for stale in ("-wal", "-shm"):
+            settings.database_path.with_name(settings.database_path.name + stale).unlink(missing_ok=True)
+        shutil.copyfile(kept, settings.database_path)
+        shutil.copytree(held_copy / "history", files.path.parent, dirs_exist_ok=True)
+        open_database(settings.database_path, autocheckpoint=True)
+        return row_ids(db)
     generate_clicks(db, 1_500, 60, campaigns=3, seed=5, end_ms=now)
     run_deferred(db)
     append_history(db, files)
+    if not settings.uses_postgres:
+        db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)").close()  # The whole database in its file.
+        shutil.copytree(files.path.parent, held_copy / "history")
+        shutil.copyfile(settings.database_path, kept)  # Last: its presence says the pair is whole.
     return row_ids(db)
 
 

@@ -684,7 +684,7 @@ def rebuild_history(
             with _writing(files, fresh) as conn:
                 ColumnarHistory(conn, files.path.parent).mark_complete_from(pruned)
         # The sub id cube of the closed days, before the file is served: reports of them stay quick.
-        build_cube_unlocked(replace(files, path=fresh))
+        build_cube_unlocked(replace(files, path=fresh), is_unread=True)
         replace_history(fresh, files.path)
         with write_tx(db):
             # The queues stay: a click or conversion changed while it was copied is copied again by
