@@ -894,7 +894,8 @@ def _yield_cpu() -> None:
     ~1.5 ms behind it, docs/PERFORMANCE.md "fourth pass"). Its own session is a group of its own,
     charged for its own CPU, and nice 19 on that group keeps it owed little: click p99 beside reports
     0.82x (1,000/s) and 0.59x (3,000/s) of sharing the web workers' group. It still runs a slice once
-    picked; a shorter one is refused to SCHED_IDLE (sched_attr's runtime), the rest of that figure.
+    picked, but a 0.1 ms one did not help: at SCHED_OTHER it made the admin worker preempt the clicks
+    on its wake-ups, and at SCHED_IDLE it changed nothing measurable (docs/PERFORMANCE.md "fifth pass").
     """
     os.setsid()
     try:
