@@ -99,8 +99,9 @@ FLUSH_STRETCH = 4
 # PERF: the flusher's own connection keeps this much of the database in its page cache (the others keep
 # PRAGMAS' 2 MB). Each batch inserts into those two indexes and the rollup rows; with 2 MB their leaves
 # fell out of the cache between batches and were read back from the WAL or the file every batch (the
-# same section: ~8 % of the flusher's CPU a click in process, on the bench's 400,000-click database).
-FLUSHER_CACHE_MB = 32
+# same section: with the bigger batches, ~13 % of the flusher's CPU a click in process on the bench's
+# 400,000-click database; 16 MB did as well as 32, which cost `lanner worker` ~36 MB more PSS).
+FLUSHER_CACHE_MB = 16
 FAILED_ROUND_PAUSE = 1.0  # Pause after a round that failed (a full disk, a held write lock).
 STANDBY_PAUSE = 1.0  # Seconds between looks at the flusher lock another `lanner worker` holds.
 FLUSHER_STOP_SECONDS = 10.0  # How long `lanner worker` waits for a flush in progress when it stops.
