@@ -91,9 +91,8 @@ IDLE_WAIT = 5.0
 # to hold about FLUSH_BATCH_TARGET, at most FLUSH_STRETCH flush intervals and never past the next
 # fsync of the spool (SYNC_EVERY: what a power cut may cost stays the same). 2,000 (it was 500): on
 # SQLite a commit writes every index leaf its batch touched into the WAL, and the click table's two
-# indexes of random keys (subid, visitor key) take a leaf a click; in a batch twice as big more clicks
-# share a leaf, and the web workers' page caches, which a commit empties, are emptied half as often
-# (docs/PERFORMANCE.md, "CPU a click at 4,000/s offered, fourth pass").
+# indexes of random keys (subid, visitor key) take about a leaf a click; in a batch twice as big more
+# clicks share a leaf (docs/PERFORMANCE.md, "CPU a click at 4,000/s offered, fourth pass").
 FLUSH_BATCH_TARGET = 2000
 FLUSH_STRETCH = 4
 # PERF: the flusher's own connection keeps this much of the database in its page cache (the others keep
