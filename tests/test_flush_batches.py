@@ -80,8 +80,8 @@ def test_a_flush_lands_what_the_journal_held_and_leaves_the_clicks_written_meanw
 
 @pytest.mark.sqlite_only
 def test_the_flushers_connection_keeps_its_larger_page_cache_and_no_other_does(db, settings):
-    """The spool flusher's connection caches FLUSHER_CACHE_MB of the database (its batches touch a leaf
-    of two random-key indexes a click); every other connection keeps PRAGMAS' 2 MB."""
+    """The spool flusher's connection caches FLUSHER_CACHE_MB of the database (its batches touch about a
+    leaf of the visitor-key index a click); every other connection keeps PRAGMAS' 2 MB."""
     from models.store.sqlite.database import PRAGMAS
     from workers.runtime.tasks import FLUSHER_CACHE_MB, SpoolFlusher
 
