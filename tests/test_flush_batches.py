@@ -6,6 +6,7 @@ about what it needs of the journal, and a line longer than that guess is still r
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -19,10 +20,10 @@ def test_a_round_under_load_waits_for_a_batch_of_the_target_within_the_stretch_a
     interval = 0.25
     # 400 clicks/s: 100 a quarter second; waiting 1.25 s would make 500, the stretch allows 1 s.
     assert flush_pause(100, 0.25, interval, until_sync=5) == pytest.approx(interval * FLUSH_STRETCH)
-    # 1,000 clicks/s: FLUSH_BATCH_TARGET arrive in half a second.
-    assert flush_pause(250, 0.25, interval, until_sync=5) == pytest.approx(FLUSH_BATCH_TARGET / 1000)
-    # 4,000 clicks/s: the target arrives within the interval, which stays the shortest pause.
-    assert flush_pause(1000, 0.25, interval, until_sync=5) == interval
+    # 4,000 clicks/s: FLUSH_BATCH_TARGET (2,000) arrive in half a second.
+    assert flush_pause(1000, 0.25, interval, until_sync=5) == pytest.approx(FLUSH_BATCH_TARGET / 4000)
+    # 10,000 clicks/s: the target arrives within the interval, which stays the shortest pause.
+    assert flush_pause(2500, 0.25, interval, until_sync=5) == interval
     # The spool's fsync is due in 0.4 s: the pause ends by then (the loop syncs at its next round).
     assert flush_pause(100, 0.25, interval, until_sync=0.4) == pytest.approx(0.4)
     assert flush_pause(100, 0.25, interval, until_sync=-1) == interval
@@ -75,3 +76,34 @@ def test_a_flush_lands_what_the_journal_held_and_leaves_the_clicks_written_meanw
     second = flush_spool(db, settings.spool_dir, settings.spool_segment_bytes)
     assert second.inserted == 3
     assert db.execute_sql("SELECT COUNT(*) FROM click").fetchone()[0] == 8
+
+
+@pytest.mark.sqlite_only
+def test_the_flushers_connection_keeps_its_larger_page_cache_and_no_other_does(db, settings):
+    """The spool flusher's connection caches FLUSHER_CACHE_MB of the database (its batches touch about a
+    leaf of the visitor-key index a click); every other connection keeps PRAGMAS' 2 MB."""
+    from models.store.sqlite.database import PRAGMAS
+    from workers.runtime.tasks import FLUSHER_CACHE_MB, SpoolFlusher
+
+    def cache_size() -> int:
+        return db.execute_sql("PRAGMA cache_size").fetchone()[0]
+
+    others: list[int] = []
+
+    def another_connection() -> None:  # A thread of its own gets a connection of its own.
+        db.connect(reuse_if_open=True)
+        try:
+            others.append(cache_size())
+        finally:
+            db.close()
+
+    assert cache_size() == PRAGMAS["cache_size"]
+    flusher = SpoolFlusher(settings)
+    try:
+        assert cache_size() == -FLUSHER_CACHE_MB * 1024
+        thread = threading.Thread(target=another_connection)
+        thread.start()
+        thread.join()
+        assert others == [PRAGMAS["cache_size"]]
+    finally:
+        flusher.close()

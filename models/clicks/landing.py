@@ -141,11 +141,15 @@ class SpoolLanding:
         held: HeldSegments | None = None,
         history: ClickHistory | None = None,
         visitor_window_ms: int | None = None,
+        cache_megabytes: int | None = None,
     ) -> None:
         """`history`: where parked postbacks of clicks pruned from the row store are looked up.
         `visitor_window_ms` (cluster mode): keep the node's own visitor file (models/store/
-        nodevisitors.py) for at least this long, or a campaign's longer uniqueness window."""
+        nodevisitors.py) for at least this long, or a campaign's longer uniqueness window.
+        `cache_megabytes`: the page cache of this thread's connection to `db` from now on."""
         self.db = db
+        if cache_megabytes is not None:
+            MaintenanceStore(db.connection()).keep_cache(cache_megabytes)
         self.spool_dir = spool_dir
         self.segment_bytes = segment_bytes
         self.bots = flusher_bots(bot_ips, bot_ranges)

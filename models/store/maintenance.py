@@ -29,6 +29,11 @@ class MaintenanceStore(Store):
         """The database's size (SQLite's: its file's pages, the WAL left out)."""
 
     @abstractmethod
+    def keep_cache(self, megabytes: int) -> None:
+        """This connection's page cache from now on (the spool flusher's, which writes the click
+        table's indexes all day)."""
+
+    @abstractmethod
     def large_cache(self, megabytes: int) -> AbstractContextManager[None]:
         """Around one bulk job (an index build sorts in the page cache): a bigger cache, then the
         usual one."""

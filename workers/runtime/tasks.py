@@ -89,9 +89,19 @@ IDLE_WAIT = 5.0
 # PostgreSQL (docs/SCALING.md "The flusher's batch size"): flusher and server CPU ~115-155 µs a click
 # at 100 a batch, ~65 at 500, ~55 at 2,000. So a round that lands clicks waits long enough for the next
 # to hold about FLUSH_BATCH_TARGET, at most FLUSH_STRETCH flush intervals and never past the next
-# fsync of the spool (SYNC_EVERY: what a power cut may cost stays the same).
-FLUSH_BATCH_TARGET = 500
+# fsync of the spool (SYNC_EVERY: what a power cut may cost stays the same). 2,000 (it was 500): on
+# SQLite a commit writes every index leaf its batch touched into the WAL, and the click table's index
+# of random keys (the visitor key's: subids are time-ordered) takes about a leaf a click; in a batch
+# twice as big more clicks share a leaf (docs/PERFORMANCE.md, "CPU a click at 4,000/s offered, fourth
+# pass").
+FLUSH_BATCH_TARGET = 2000
 FLUSH_STRETCH = 4
+# PERF: the flusher's own connection keeps this much of the database in its page cache (the others keep
+# PRAGMAS' 2 MB). Each batch inserts into that index and the rollup rows; with 2 MB their leaves fell
+# out of the cache between batches and were read back from the WAL or the file every batch (the
+# same section: with the bigger batches, ~13 % of the flusher's CPU a click in process on the bench's
+# 400,000-click database; 16 MB did as well as 32, which cost `lanner worker` ~36 MB more PSS).
+FLUSHER_CACHE_MB = 16
 FAILED_ROUND_PAUSE = 1.0  # Pause after a round that failed (a full disk, a held write lock).
 STANDBY_PAUSE = 1.0  # Seconds between looks at the flusher lock another `lanner worker` holds.
 FLUSHER_STOP_SECONDS = 10.0  # How long `lanner worker` waits for a flush in progress when it stops.
@@ -151,6 +161,7 @@ class SpoolFlusher:
             # Cluster mode: the node's own visitor history, which its web workers read instead of
             # asking PostgreSQL per click (models/store/nodevisitors.py).
             visitor_window_ms=int(settings.uniqueness_hours * 3_600_000) if settings.redis_url else None,
+            cache_megabytes=FLUSHER_CACHE_MB,
         )
         self.sync_failures = ThrottledLog(logger)
 

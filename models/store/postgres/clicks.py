@@ -1,9 +1,9 @@
 """clicks: landing a batch of journal rows on PostgreSQL (models/store/clicks.py holds what both share).
 
 What differs from SQLite and why:
-- SQLite computes a missing visitor key in the INSERT with its registered lanner_visitor_key; PostgreSQL
-  has no such function, so the key is models.store.functions.visitor_key computed here, in Python, for
-  the rows whose line carries none (the same function: the same key on both dialects).
+- Both compute a missing visitor key in Python, models.store.functions.visitor_key, for the rows whose
+  line carries none (the same function: the same key on both dialects); SQLite's generated clicks have it
+  computed by the function registered on its connection (lanner_visitor_key), which PostgreSQL lacks.
 - SQLite learns which rows were new from total_changes, undoing the batch to insert it row by row when
   one was a replay. PostgreSQL says it in one statement: the batch is copied into a staging table of
   the session (click_landing: temporary, emptied at every commit or rollback), then one INSERT takes

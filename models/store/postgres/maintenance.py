@@ -37,6 +37,9 @@ class MaintenanceStore(base.MaintenanceStore):
     def database_bytes(self) -> int:
         return fetch_single(self.conn, self.SQL_DATABASE_BYTES)[0]
 
+    def keep_cache(self, megabytes: int) -> None:
+        """The server's memory is its own configuration's: nothing to change for one connection."""
+
     def large_cache(self, megabytes: int) -> contextlib.AbstractContextManager[None]:
         """The server's memory is its own configuration's: nothing to change for one job."""
         return contextlib.nullcontext()

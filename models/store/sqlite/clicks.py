@@ -1,14 +1,16 @@
 """clicks on SQLite: what differs from PostgreSQL (models/store/postgres/clicks.py); the rest is
 models/store/clicks.py's.
 
-SQLite computes a missing visitor key in the INSERT itself, with the function registered on its
-connection as lanner_visitor_key (models/store/sqlite/database.py), and learns which rows were new
+A landed line's missing visitor key is computed in Python before the INSERT, as on PostgreSQL (the
+bench's generated clicks still have SQLite compute theirs, with the function registered on its
+connection as lanner_visitor_key: models/store/sqlite/database.py); SQLite learns which rows were new
 from total_changes.
 """
 
 from __future__ import annotations
 
 from models.store import clicks as base
+from models.store.functions import visitor_key
 from models.tables.click import CLICK_COLUMNS, IP, JOURNAL_COLUMNS, UA_HASH
 
 # A row of CLICK_COLUMNS (the bench's generated clicks): SQLite computes the visitor key (migration 0005)
@@ -21,18 +23,11 @@ SQL_INSERT_CLICK = (
     IP + 1,
     UA_HASH + 1,
 )
-# A journal line's row (models.clicks.record.decode_row): the columns, then the visitor key the line
-# carries, NULL but for an anonymised IP's (its key is the full address's, not the stored one's).
-# PERF: COALESCE evaluates lanner_visitor_key only for a NULL key.
-SQL_LAND_CLICK = (
-    "INSERT INTO click ({}, visitor_key) VALUES ({}, COALESCE(?{}, lanner_visitor_key(?{}, ?{}))) "
-    "ON CONFLICT DO NOTHING"
-).format(
-    ", ".join(JOURNAL_COLUMNS),
-    ", ".join(f"?{n}" for n in range(1, len(JOURNAL_COLUMNS) + 1)),
-    len(JOURNAL_COLUMNS) + 1,
-    IP + 1,
-    UA_HASH + 1,
+# A journal line's row (models.clicks.record.decode_row): the columns, then the visitor key, which
+# `ClickStore.insert` computes for a line that carries none (all but an anonymised IP's, whose key is the
+# full address's, not the stored one's).
+SQL_LAND_CLICK = "INSERT INTO click ({}, visitor_key) VALUES ({}) ON CONFLICT DO NOTHING".format(
+    ", ".join(JOURNAL_COLUMNS), ", ".join("?" * (len(JOURNAL_COLUMNS) + 1))
 )
 
 
@@ -47,6 +42,11 @@ class ClickStore(base.ClickStore):
         A replayed line (a restored spool, a copied segment) is already in the table: then the batch
         is undone and the rows inserted one by one to learn which of them landed now. Rare.
         """
+        # PERF: the key in Python, the same function lanner_visitor_key calls: as SQLite's callback it
+        # cost a call into Python from C a row, the GIL taken and given back around it.
+        for row in rows:
+            if row[-1] is None:
+                row[-1] = visitor_key(row[IP], row[UA_HASH])
         connection = self.conn
         connection.execute("SAVEPOINT click_batch").close()
         before = connection.total_changes

@@ -36,7 +36,7 @@ def connect_sqlite(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabas
     if autocheckpoint:
         pragmas["wal_autocheckpoint"] = 1000
     database = SqliteDatabase(str(path), pragmas=pragmas, check_same_thread=False)
-    # The flusher's INSERT and the backfill of migration 0005 compute the key in SQL.
+    # The bench's generated clicks and the backfill of migration 0005 compute the key in SQL.
     database.register_function(visitor_key, "lanner_visitor_key", 2, deterministic=True)
     # `lanner privacy anonymize-stored` (models/store/sqlite/privacy.py).
     database.register_function(anonymized_ip, "lanner_anonymized_ip", 1, deterministic=True)

@@ -37,5 +37,8 @@ class MaintenanceStore(base.MaintenanceStore):
     def database_bytes(self) -> int:
         return fetch_single(self.conn, self.SQL_DATABASE_BYTES)[0]
 
+    def keep_cache(self, megabytes: int) -> None:
+        self.conn.execute(f"PRAGMA cache_size = {-int(megabytes) * 1024}").close()
+
     def large_cache(self, megabytes: int) -> AbstractContextManager[None]:
         return large_cache(self.conn, megabytes)
