@@ -44,10 +44,15 @@ def connect_sqlite(path: Path, *, autocheckpoint: bool = False) -> SqliteDatabas
     return database
 
 
+def set_cache(conn: sqlite3.Connection, megabytes: int) -> None:
+    """This connection's page cache from now on: `megabytes` of it."""
+    conn.execute(f"PRAGMA cache_size = {-int(megabytes) * 1024}").close()
+
+
 @contextlib.contextmanager
 def large_cache(conn: sqlite3.Connection, megabytes: int) -> Iterator[None]:
     """A bigger page cache for one bulk job (an index build sorts in it), the usual one after."""
-    conn.execute(f"PRAGMA cache_size = {-megabytes * 1024}").close()
+    set_cache(conn, megabytes)
     try:
         yield
     finally:

@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 
 from models.store import maintenance as base
 from models.store.rows import fetch_single
-from models.store.sqlite.database import large_cache
+from models.store.sqlite.database import large_cache, set_cache
 
 
 class MaintenanceStore(base.MaintenanceStore):
@@ -38,7 +38,7 @@ class MaintenanceStore(base.MaintenanceStore):
         return fetch_single(self.conn, self.SQL_DATABASE_BYTES)[0]
 
     def keep_cache(self, megabytes: int) -> None:
-        self.conn.execute(f"PRAGMA cache_size = {-int(megabytes) * 1024}").close()
+        set_cache(self.conn, megabytes)
 
     def large_cache(self, megabytes: int) -> AbstractContextManager[None]:
         return large_cache(self.conn, megabytes)
