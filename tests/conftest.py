@@ -541,13 +541,21 @@ class LiveProcess:
         return self.log_path.read_text(errors="replace")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+        self.signal(sig)
+        return self.wait_stopped(timeout)
+
+    def signal(self, sig: int) -> None:
+        """`sig` to the process if it still runs."""
         if self.process.poll() is None:
             self.process.send_signal(sig)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+
+    def wait_stopped(self, timeout: float) -> int:
+        """Its exit status, once it has ended: killed if it has not within `timeout` seconds."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         return self.process.returncode
 
 
@@ -778,14 +786,9 @@ def start_consumer(env, db, tmp_path):
     # the other held a test's teardown ~10 s. Signalled once each: a second SIGINT cuts Huey's
     # graceful stop short.
     for live in started:
-        if live.process.poll() is None:
-            live.process.send_signal(signal.SIGINT)
+        live.signal(signal.SIGINT)
     for live in started:
-        try:
-            live.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            live.process.kill()
-            live.process.wait()
+        live.wait_stopped(timeout=30)
 
 
 REQUEST_SECONDS = 60  # one answer of a live server: a hung one fails the test, a slow box does not
