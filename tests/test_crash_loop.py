@@ -10,16 +10,15 @@ import subprocess
 import sys
 
 import pytest
+from conftest import TEST_COUNTRY_DATABASE
 
 from workers.bench.crashloop import CrashLoopResult, check, reconcile, rollup_mismatches, run_crash_loop
 from workers.bench.harness import ROOT
 
-# Where run_crash_loop looks for the country database it built: `lanner geo build` costs ~3.5 s of CPU.
-TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "maxmind" / "GeoIP2-Country-Test.mmdb"
-
 
 @pytest.mark.long
 def test_twenty_kills_lose_nothing_duplicate_nothing_and_keep_the_rollups_exact(tmp_path):
+    # Where run_crash_loop looks for the country database it built: `lanner geo build` costs ~3.5 s of CPU.
     shutil.copyfile(TEST_COUNTRY_DATABASE, tmp_path / "country.mmdb")
     result = run_crash_loop(tmp_path, kills=20, seed=7, rate=60, kill_every=0.4)
     summary = result.to_json()

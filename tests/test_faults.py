@@ -11,11 +11,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import TEST_COUNTRY_DATABASE
 
 from workers.bench.faults import FaultRow, SharedStack, describe, faults, is_shareable, run_fault
 from workers.bench.harness import ROOT
-
-TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "maxmind" / "GeoIP2-Country-Test.mmdb"
 
 pytestmark = pytest.mark.long
 

@@ -15,12 +15,11 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, LiveProcess, request, start_process
+from conftest import ROOT, TEST_COUNTRY_DATABASE, LiveProcess, request, start_process
 
 from workers.bench.harness import free_port
 
 NGINX = "/usr/sbin/nginx"
-TEST_COUNTRY_DATABASE = ROOT / "tests" / "fixtures" / "maxmind" / "GeoIP2-Country-Test.mmdb"
 pytestmark = [
     pytest.mark.long,
     pytest.mark.skipif(not Path(NGINX).exists(), reason="nginx is installed by `make test`"),
