@@ -221,6 +221,8 @@ def test_panel_load_serves_pages_to_five_users_beside_clicks_and_loses_none(tmp_
     assert 0 < side["panel_p50_ms"] <= side["panel_p99_ms"]
     assert 0 < side["panel_server_p50_ms"] <= side["panel_server_p99_ms"]
     assert f"panel_pages {side['panel_pages']}" in result.stdout
+    # The prefill went into the columnar history before the step, not through the worker during it.
+    assert "Copying the prefill into the columnar history" in result.stdout + result.stderr
 
 
 def test_admin_pages_are_opened_by_admins_only():

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workers.bench.harness import ROOT, BenchError, Reporter, lanner_env
+from workers.bench.harness import HISTORY_UPKEEP, ROOT, BenchError, Reporter, lanner_env
 
 RATIO_FIELDS = (
     "accepted_per_s",
@@ -84,12 +84,6 @@ def _copy_data(source: Path, target: Path) -> None:
             shutil.copytree(path, target / name)
         elif path.exists():
             shutil.copyfile(path, target / name)
-
-
-# What `lanner worker` does once to a history it has not seen (each a minute's share at a time), done
-# by the revision under test before its step: a run's worker must not spend the step compacting or
-# cubing the prefill's closed days, which a live tracker does once a day, not at every click.
-HISTORY_UPKEEP = (("analytics", "compact"), ("analytics", "cube"))
 
 
 def _catch_up_history(worktree: Path, env: dict[str, str]) -> None:
