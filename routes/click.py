@@ -54,6 +54,9 @@ SPOOL_FULL_RETRY_AFTER = 60  # Seconds, in the 503 of a click refused because th
 SUBID_COOKIE = "lanner_subid"  # Set with the redirect to a lander: its LP click needs no parameter.
 _HOST_PATTERN = re.compile(r"[0-9A-Za-z.\-:\[\]]{1,260}")  # What a lander's {offer} may put as its host.
 MAX_SUBID_PARAM = 64  # A subid is 17 characters; a longer value is not one.
+# The environ key of a click run in front of Falcon (routes/campaignurls.py) and handed to it with its
+# answer to replay: what the handler did, done again to Falcon's Response.
+ANSWERED = "lanner.click_answered"
 
 
 def sub_id_params(aliases: dict[str, int]) -> dict[str, int]:
@@ -196,6 +199,10 @@ class ClickResource:
         self.lp_clicks = LpClickResource(tracker, fallback_url, spool_full_answer)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, alias: str) -> None:
+        answered = req.env.get(ANSWERED)
+        if answered is not None:  # Clicked already, in front of Falcon: its answer, as Falcon's.
+            answered.replay(resp)
+            return
         resp.set_header("Cache-Control", "no-store")
         if "_lp=" in req.env.get("QUERY_STRING", ""):  # PERF: a substring test; parsed only then.
             params = parse_query_string(req.env["QUERY_STRING"], keep_blank=False, csv=False)
