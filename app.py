@@ -34,7 +34,8 @@ def create_app(
     recorder=None,
     counts: memoryview | None = None,
 ) -> falcon.App:
-    """The web workers' app. `counts`: the worker's metrics slot (models/ops/metrics.py), else its own."""
+    """The web workers' Falcon app (a worker serves it behind create_worker_app). `counts`: the worker's
+    metrics slot (models/ops/metrics.py), else its own."""
     return _web_app(settings, tracker, enqueue_delivery, recorder, counts)[0]
 
 
