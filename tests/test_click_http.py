@@ -1,6 +1,6 @@
 """The campaign URL over a real SQLite file and spool, in two tiers.
 
-In-process (`app_client`/`start_app`: create_app() called here, no socket): what the handler and the
+In-process (`app_client`/`start_app`: create_worker_app() here, no socket): what the handler and the
 tracker answer and store, and clicks for a real consumer to land. A real `lanner serve`
 (`server`/`start_server`: master, bjoern workers): one click round trip with a UTF-8 User-Agent on the
 wire, the client address from the socket, raw malformed HTTP, concurrent clients while the database is
