@@ -7,9 +7,10 @@ import gc
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import falcon
+from falcon.routing import CompiledRouter
 
 from settings import Settings
 from workers.runtime.logs import configure_logging
@@ -17,6 +18,7 @@ from workers.runtime.logs import configure_logging
 if TYPE_CHECKING:
     from peewee import Database
 
+    from routes.click import ClickResource
     from workers.runtime.server import LoadedApp
 
 # The admin routes' paths, whose query strings must be UTF-8 (routes/inputs.py StrictQuery); campaign
@@ -32,7 +34,31 @@ def create_app(
     recorder=None,
     counts: memoryview | None = None,
 ) -> falcon.App:
-    """The web workers' app. `counts`: the worker's metrics slot (models/ops/metrics.py), else its own."""
+    """The web workers' Falcon app (a worker serves it behind create_worker_app). `counts`: the worker's
+    metrics slot (models/ops/metrics.py), else its own."""
+    return _web_app(settings, tracker, enqueue_delivery, recorder, counts)[0]
+
+
+def create_worker_app(
+    settings: Settings, *, tracker=None, counts: memoryview | None = None
+) -> Callable[..., Any]:
+    """The web workers' app as a worker serves it: campaign URLs' clicks in front of Falcon
+    (routes/campaignurls.py), every other request through it."""
+    from routes.campaignurls import CampaignUrls
+
+    app, router, clicks, falcon_prefixes = _web_app(settings, tracker, None, None, counts)
+    return CampaignUrls(app, router, clicks, falcon_prefixes)
+
+
+def _web_app(
+    settings: Settings,
+    tracker,
+    enqueue_delivery,
+    recorder,
+    counts: memoryview | None,
+) -> tuple[falcon.App, CompiledRouter, ClickResource, tuple[str, ...]]:
+    """(the web workers' Falcon app, its router, its campaign URL resource, the path prefixes its
+    middleware looks at)."""
     from models.conversions.postbacks import ConversionRecorder
     from models.conversions.refusals import RefusalCounter
     from models.reporting.history import HistoryFiles
@@ -79,9 +105,11 @@ def create_app(
         settings.spool_full_answer,
         frozenset(settings.tracker_hosts),
     )
-    app = falcon.App(media_type=falcon.MEDIA_JSON)
+    router = CompiledRouter()
+    app = falcon.App(media_type=falcon.MEDIA_JSON, router=router)
     app.req_options.strip_url_path_trailing_slash = True
     install_media_handlers(app)
+    falcon_prefixes: tuple[str, ...] = ()
     spool = SpoolWatch(settings.spool_dir, settings.data_dir)
     # /healthz's look at the consumer needs no new file descriptor (near the open-file limit).
     consumer = ConsumerWatch(
@@ -111,6 +139,7 @@ def create_app(
         # PERF: only here, where the web workers serve the admin routes too (a small install): with an
         # admin worker, campaign URLs run through no middleware at all.
         app.add_middleware(StrictQuery(ADMIN_PREFIXES))
+        falcon_prefixes = ADMIN_PREFIXES
     app.add_route("/postback", PostbackResource(desk))
     # The key sits where a campaign alias would: Falcon wants one field name per path level.
     app.add_route("/{alias}/postback", PostbackResource(desk))
@@ -129,7 +158,7 @@ def create_app(
     app.add_route("/{alias}", clicks)
     add_lander_routes(app, settings.landers_dir)  # nginx serves them itself when it is in front.
     app.add_error_handler(Exception, handle_unexpected)
-    return app
+    return app, router, clicks, falcon_prefixes
 
 
 def create_admin_app(
@@ -350,7 +379,7 @@ def load_worker_app(settings: Settings) -> LoadedApp:
     slot = CounterSlot(settings.data_dir)  # After fork: the worker's own, for as long as it runs.
     tracker = create_tracker(settings, counts=slot.counts)
     loaded = LoadedApp(
-        RequestMeter(create_app(settings, tracker=tracker, counts=slot.counts), slot.counts),
+        RequestMeter(create_worker_app(settings, tracker=tracker, counts=slot.counts), slot.counts),
         max_body_bytes(settings),
         on_exit=tracker.stop,  # A clean stop gives cluster mode's cap leases back.
     )

@@ -49,10 +49,14 @@ MAX_PARAMS = 50  # Query parameters kept for the `param` filter; sub_id slots ar
 LOCATION_SAFE = "!#$%&'()*+,/:;=?@[]~"  # URL delimiters and escapes: kept as they are.
 NOT_A_CLICK_DESTINATIONS = frozenset({"image", "script", "style", "font", "audio", "video", "track"})
 MAX_CACHED_SOURCES = 256  # Campaigns' source mappings a worker keeps resolved (VisitParser).
+MAX_CACHED_VALUES = 1024  # Proxies' addresses and Host headers a worker keeps answers for.
 SPOOL_FULL_RETRY_AFTER = 60  # Seconds, in the 503 of a click refused because the spool is unwritable.
 SUBID_COOKIE = "lanner_subid"  # Set with the redirect to a lander: its LP click needs no parameter.
 _HOST_PATTERN = re.compile(r"[0-9A-Za-z.\-:\[\]]{1,260}")  # What a lander's {offer} may put as its host.
 MAX_SUBID_PARAM = 64  # A subid is 17 characters; a longer value is not one.
+# The environ key of a click run in front of Falcon (routes/campaignurls.py) and handed to it with its
+# answer to replay: what the handler did, done again to Falcon's Response.
+ANSWERED = "lanner.click_answered"
 
 
 def sub_id_params(aliases: dict[str, int]) -> dict[str, int]:
@@ -67,6 +71,8 @@ def sub_id_params(aliases: dict[str, int]) -> dict[str, int]:
 
 def _text(raw: str, limit: int) -> str:
     """A WSGI (latin-1) header value as the UTF-8 text the client meant, bounded; never raises."""
+    if raw.isascii():  # PERF: nearly every header; ASCII is the same text in latin-1 and UTF-8.
+        return raw[:limit]
     try:
         text = raw.encode("latin-1").decode("utf-8")
     except UnicodeEncodeError:
@@ -111,18 +117,30 @@ class ClientAddress:
         self.trusted = IpList(trusted_proxies)
         self.environ_key = "HTTP_" + header.upper().replace("-", "_")
         self.is_unix_socket = is_unix_socket
+        # PERF: peer -> in `trusted`; behind a proxy every request comes from one of a few peers, and a
+        # click asks twice (the address, is_https). Emptied when full, so a flood of peers bounds it.
+        self._peers: dict[str, bool] = {}
+
+    def is_trusted(self, peer: str) -> bool:
+        """`peer` (REMOTE_ADDR) is a trusted proxy."""
+        trusted = self._peers.get(peer)
+        if trusted is None:
+            if len(self._peers) >= MAX_CACHED_VALUES:
+                self._peers.clear()
+            trusted = self._peers[peer] = peer in self.trusted
+        return trusted
 
     def is_https(self, environ: dict) -> bool:
         """Over TLS: to us, or to the trusted proxy in front (its X-Forwarded-Proto)."""
         if environ.get("wsgi.url_scheme") == "https":
             return True
-        if self.is_unix_socket or environ.get("REMOTE_ADDR", "") in self.trusted:
+        if self.is_unix_socket or self.is_trusted(environ.get("REMOTE_ADDR", "")):
             return environ.get("HTTP_X_FORWARDED_PROTO", "").strip().lower() == "https"
         return False
 
     def __call__(self, environ: dict) -> str:
         peer = environ.get("REMOTE_ADDR", "")
-        if self.is_unix_socket or peer in self.trusted:
+        if self.is_unix_socket or self.is_trusted(peer):
             forwarded = environ.get(self.environ_key)
             if forwarded:
                 address = canonical_ip(forwarded.strip())
@@ -181,6 +199,10 @@ class ClickResource:
         self.lp_clicks = LpClickResource(tracker, fallback_url, spool_full_answer)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, alias: str) -> None:
+        answered = req.env.get(ANSWERED)
+        if answered is not None:  # Clicked already, in front of Falcon: its answer, as Falcon's.
+            answered.replay(resp)
+            return
         resp.set_header("Cache-Control", "no-store")
         if "_lp=" in req.env.get("QUERY_STRING", ""):  # PERF: a substring test; parsed only then.
             params = parse_query_string(req.env["QUERY_STRING"], keep_blank=False, csv=False)
@@ -326,6 +348,9 @@ class VisitParser:
         # The entry holds the slots dict, so its id cannot be another dict's while it is cached.
         self._source_params: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
         self.max_click_cost = max_click_cost
+        # PERF: Host header -> (its domain, the host a lander's {offer} may use or ""): a tracker is
+        # reached by a few hosts. Emptied when full, so a flood of made-up hosts bounds it.
+        self._hosts: dict[str, tuple[str, str]] = {}
 
     def _params_with(self, source_slots: dict[str, int]) -> dict[str, int]:
         """The names that fill a sub_id slot in a campaign with this source: its names, and sub_id_N,
@@ -349,9 +374,12 @@ class VisitParser:
         )
         host = environ.get("HTTP_HOST")
         if host:
-            visit.domain = host_domain(host)
-            if _HOST_PATTERN.fullmatch(host):
-                visit.host = host
+            known = self._hosts.get(host)
+            if known is None:
+                if len(self._hosts) >= MAX_CACHED_VALUES:
+                    self._hosts.clear()
+                known = self._hosts[host] = (host_domain(host), host if _HOST_PATTERN.fullmatch(host) else "")
+            visit.domain, visit.host = known
             visit.is_https = self.client_address.is_https(environ)
         query = environ.get("QUERY_STRING")
         if query:

@@ -901,7 +901,7 @@ def _as_wsgi(value: str | bytes) -> str:
 
 
 class InProcessApp:
-    """`create_app()` called in this process: no socket, no master, no worker, no nginx in front.
+    """A web worker's app called in this process: no socket, no master, no worker, no nginx in front.
 
     `request()` answers as conftest.request() does over a socket, through what Falcon's TestClient runs
     (create_environ, wsgiref's validator, StartResponseMock) from what http.client would send, the peer on
@@ -945,9 +945,10 @@ class InProcessApp:
 
 @pytest.fixture
 def start_app(env, db):
-    """In-process apps (`create_app(settings)`, extra env allowed) over a real tracker on this test's
-    migrated database and spool, as a web worker builds it, with a clock the test moves (it starts now)."""
-    from app import build_tracker, create_app
+    """In-process apps (`create_worker_app(settings)`: campaign URLs in front of Falcon, the rest through
+    it; extra env allowed) over a real tracker on this test's migrated database and spool, as a web
+    worker builds it, with a clock the test moves (it starts now)."""
+    from app import build_tracker, create_worker_app
     from settings import load_settings
 
     trackers = []
@@ -957,7 +958,7 @@ def start_app(env, db):
         clock = Clock(time.time())
         tracker = build_tracker(db, app_settings, clock=clock)
         trackers.append(tracker)
-        return InProcessApp(create_app(app_settings, tracker=tracker), clock)
+        return InProcessApp(create_worker_app(app_settings, tracker=tracker), clock)
 
     yield start
     for tracker in trackers:

@@ -1,7 +1,7 @@
 """Bad input from visitors and users: a clear 4xx, a refusal in one sentence, or a safe fallback;
 never a 500, a phantom click, or a report that is not valid JSON.
 
-The HTTP answers are the in-process tier (`start_app`: create_app() called here over the test's real
+The HTTP answers are the in-process tier (`start_app`: create_worker_app() here over the test's real
 database and spool, no socket; the report API served by that app, as with LANNER_ADMIN_BIND=off), but for
 one test that sends the worst bodies through a real `lanner serve` (bjoern and the admin worker) and sees
 it stay up. Raw malformed HTTP of campaign URLs against a real `lanner serve` is in test_click_http.py.

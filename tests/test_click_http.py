@@ -1,6 +1,6 @@
 """The campaign URL over a real SQLite file and spool, in two tiers.
 
-In-process (`app_client`/`start_app`: create_app() called here, no socket): what the handler and the
+In-process (`app_client`/`start_app`: create_worker_app() here, no socket): what the handler and the
 tracker answer and store, and clicks for a real consumer to land. A real `lanner serve`
 (`server`/`start_server`: master, bjoern workers): one click round trip with a UTF-8 User-Agent on the
 wire, the client address from the socket, raw malformed HTTP, concurrent clients while the database is
@@ -120,6 +120,60 @@ def test_a_trusted_proxy_may_be_a_cidr_network(start_server, campaign, lanner, s
     assert click(live.port, campaign, ip="203.0.113.9")[0] == 302
     flush(lanner)
     assert [row["ip"] for row in rows(settings)] == ["203.0.113.9"]
+
+
+EDGE_CASES = [
+    # (peer, X-Real-IP, X-Forwarded-Proto, Host) -> (ip, is_https, domain, host)
+    (
+        ("127.0.0.5", "203.0.113.9", "https", "Tracker.Example:8443"),
+        ("203.0.113.9", True, "tracker.example", "Tracker.Example:8443"),
+    ),
+    (
+        ("198.51.100.7", "203.0.113.9", "https", "Tracker.Example:8443"),
+        ("198.51.100.7", False, "tracker.example", "Tracker.Example:8443"),
+    ),
+    (
+        ("127.0.0.5", "not-an-ip", "http", "[2001:DB8::1]:80"),
+        ("127.0.0.5", False, "[2001:db8::1]", "[2001:DB8::1]:80"),
+    ),
+    (("198.51.100.7", "", "", "bad host<script>"), ("198.51.100.7", False, "", "")),
+    (
+        ("127.0.0.6", "2001:db8:0:0::9", "HTTPS ", "x.example"),
+        ("2001:db8::9", True, "x.example", "x.example"),
+    ),
+    (("10.0.0.1", "", "", "y.example"), ("10.0.0.1", False, "y.example", "y.example")),
+]
+
+
+def test_the_edge_answers_a_peer_and_a_host_alike_every_time_past_its_caches_bound(monkeypatch):
+    # A worker keeps the trusted-proxy answer per peer and the domain per Host: a value asked again, or
+    # after the cache was emptied, gets the answer it got the first time.
+    from routes import click as edge
+
+    monkeypatch.setattr(edge, "MAX_CACHED_VALUES", 4)  # Fewer than the cases: emptied as it goes.
+    address = edge.ClientAddress(("127.0.0.0/8",), "X-Real-IP", is_unix_socket=False)
+    parser = edge.VisitParser(address, {}, 100.0)
+    for _ in range(3):
+        for (peer, real_ip, proto, host), expected in EDGE_CASES:
+            environ = {"REMOTE_ADDR": peer, "HTTP_HOST": host, "wsgi.url_scheme": "http"}
+            if real_ip:
+                environ["HTTP_X_REAL_IP"] = real_ip
+            if proto:
+                environ["HTTP_X_FORWARDED_PROTO"] = proto
+            visit = parser(environ)
+            assert (visit.ip, visit.is_https, visit.domain, visit.host) == expected
+            assert len(address._peers) <= 4 and len(parser._hosts) <= 4
+
+
+def test_the_edge_reads_headers_as_the_utf8_text_the_client_sent():
+    from routes.click import _text
+
+    sent = "Mozilla/5.0 (Linux; Android 14; Pixel 8) ÿ Ж 表"
+    tunneled = sent.encode("utf-8").decode("latin-1")  # What the WSGI server hands over.
+    assert _text(tunneled, 1000) == sent
+    assert _text("Mozilla/5.0 ascii", 7) == "Mozilla"
+    assert _text("\xff\xfe bad utf8", 100) == "\ufffd\ufffd bad utf8"
+    assert _text("", 100) == ""
 
 
 def test_a_malformed_trusted_proxy_is_refused_at_start_naming_it(lanner, env):

@@ -1,6 +1,6 @@
 """Currencies: amounts converted into the report currency when recorded, never summed unconverted.
 
-The rate and report APIs are asked of an in-process app (`start_app`: create_app() called here, no socket);
+The rate and report APIs are asked of an in-process app (`start_app`: create_worker_app() here, no socket);
 the feed is a real local HTTP server read by a real `lanner worker`.
 """
 
@@ -414,7 +414,7 @@ def test_the_rate_api_sets_and_lists_rates_with_the_key_and_the_report_api_names
 ):
     from conftest import request
 
-    # In-process (create_app() called here, no socket): the admin worker's resources, served by this app
+    # In-process (create_worker_app() here, no socket): the admin worker's resources, served by this app
     # as with LANNER_ADMIN_BIND=off.
     app = start_app(LANNER_ADMIN_BIND="off")
     key = lanner("api", "key", "show").stdout.strip()

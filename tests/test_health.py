@@ -1,6 +1,6 @@
 """Is anything landing? The flusher's heartbeat, `lanner status`'s consumer line, `/healthz` degraded.
 
-`/healthz` is asked of an in-process app (`start_app`: create_app() called here, no socket); the consumer it
+`/healthz` is asked of an in-process app (`start_app`: create_worker_app() here, no socket); the consumer it
 judges is a real `lanner worker` process, started and stopped. Near the open-file limit it is asked of a
 real `lanner serve` whose web worker has its limit lowered (prlimit) and its descriptors held by idle
 connections.

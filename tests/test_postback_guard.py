@@ -1,6 +1,6 @@
 """Anonymous postbacks cannot write without bound or read a 500; the key is masked wherever it is kept.
 
-Hostile bodies and parameters go to an in-process app (`app_client`: create_app() called here over the test's
+Hostile bodies and parameters go to an in-process app (`app_client`: create_worker_app() here over the test's
 real database, no socket; its log is pytest's `caplog`). A real `lanner serve` (`server`: two bjoern workers)
 takes 2,000 refused postbacks from 8 concurrent clients (one warning a minute per worker) and bodies over
 64 KB that the handler refuses unread.

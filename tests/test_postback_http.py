@@ -1,6 +1,6 @@
 """Postbacks and pixels over a real SQLite file, in two tiers.
 
-In-process (`app_client`/`start_app`: create_app() called here, no socket): the postback, pixel and report
+In-process (`app_client`/`start_app`: create_worker_app() here, no socket): the postback, pixel and report
 API handlers' answers and what they store. A real `lanner serve` (`server`/`start_server`: master, bjoern
 workers) and a real Huey consumer: 32 concurrent postbacks over 4 workers, a parked postback settled by
 the consumer's flusher, a 70 KB header bjoern must survive, the report API's own worker.

@@ -1,7 +1,7 @@
 """What a running Lanner leaves behind: a quiet consumer log, and data files only its owner can read.
 
 The consumer is a real `lanner worker` process in both; the clicks it lands come from an in-process app
-(`app_client`: create_app() called here, no socket), except where every file a real `lanner serve` and
+(`app_client`: create_worker_app() here, no socket), except where every file a real `lanner serve` and
 `lanner worker` create is checked.
 """
 

@@ -1,6 +1,6 @@
 """`lanner simulate`, `lanner click show`, `lanner geo` and the stream routing options, as users run them.
 
-What the CLI says is compared with what an in-process app answers (`start_app`: create_app() called here
+What the CLI says is compared with what an in-process app answers (`start_app`: create_worker_app() here
 over the test's real database, spool and geo file, no socket): no test here needs a server process.
 """
 

@@ -1,6 +1,6 @@
 """Routing over HTTP with a real SQLite file, in two tiers.
 
-In-process (`start_app`: create_app() called here, no socket): stream order and filters, rotation, prefetch
+In-process (`start_app`: create_worker_app() here, no socket): stream order and filters, rotation, prefetch
 answers, meta/JS/HTML pages (a real Huey consumer lands the clicks where a test waits for rows). A real
 `lanner serve` (`start_server`: several bjoern workers): a cap held exactly under 32 concurrent clients over
 4 workers, and raw hostile requests through every filter that bjoern must pass on.

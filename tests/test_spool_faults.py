@@ -17,12 +17,16 @@ from test_click_http import web_workers
 
 from models.clicks.record import (
     LINE_COLUMNS,
+    OFFER_ID,
+    STREAM_ID,
     decode_line,
     encode_line,
     line_tail,
     new_subid,
     peek_counted,
     peek_line,
+    peek_visitor,
+    visitor_key,
 )
 from models.clicks.spool import (
     MISSING_FILE,
@@ -116,9 +120,31 @@ def test_a_line_holding_a_value_no_click_has_is_refused(column, value):
     if (column, value) in HEAD_DAMAGE:
         with pytest.raises(ValueError):
             peek_line(line)
-    if column in ("stream_id", "offer_id") or (column, value) in HEAD_DAMAGE:
+    if column in ("stream_id", "offer_id", "campaign_id") or (column, value) in HEAD_DAMAGE:
         with pytest.raises(ValueError):
             peek_counted(line)
+        with pytest.raises(ValueError):  # Another worker's line: neither indexed nor counted.
+            peek_visitor(line)
+
+
+@pytest.mark.parametrize("ip", ["192.0.2.1", "2001:db8::7", "::ffff:192.0.2.1"])
+@pytest.mark.parametrize(("stream", "offer"), [(b"1", b"1"), (b"", b""), (b"3", b"")])
+def test_another_workers_line_is_peeked_as_it_decodes(ip, stream, offer):
+    line = journal_line(ip=ip.encode(), stream_id=stream, offer_id=offer)
+    record = decode_line(line)
+    key, created_at, campaign_id, stream_id, offer_id, lander_subid = peek_visitor(line)
+    assert key == visitor_key(ip, 7)
+    assert (created_at, campaign_id) == (1_800_000_000_000, 1)
+    assert (
+        (stream_id, offer_id)
+        == (record[STREAM_ID], record[OFFER_ID])
+        == (
+            int(stream) if stream else None,
+            int(offer) if offer else None,
+        )
+    )
+    assert peek_counted(line) == (ip, 7, created_at, campaign_id, stream_id, offer_id)
+    assert lander_subid is None
 
 
 def test_poisoned_lines_stop_neither_a_worker_nor_the_flusher(make_tracker, db, settings, caplog):

@@ -885,7 +885,7 @@ def run_fuzz(
 ) -> list[Outcome]:
     """`lanner bench fuzz`: each parser's `examples` requests against one app over a fresh SQLite
     database and spool in `work_dir` (the admin API last: it may archive the campaign the others use)."""
-    from app import build_tracker, create_app
+    from app import build_tracker, create_worker_app
     from models.migrations.runner import migrate
     from models.store.database import open_database
     from settings import load_settings
@@ -894,7 +894,8 @@ def run_fuzz(
     db = open_database(settings_.database_location, autocheckpoint=True)
     migrate(db)
     tracker = build_tracker(db, settings_)
-    stack = prepare(db, create_app(settings_, tracker=tracker), settings_.spool_dir)
+    # What a web worker serves: campaign URLs in front of Falcon, the rest through it.
+    stack = prepare(db, create_worker_app(settings_, tracker=tracker), settings_.spool_dir)
     outcomes = []
     try:
         for parser in [name for name in PARSERS if name in parsers]:
