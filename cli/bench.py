@@ -803,6 +803,12 @@ def bench_fuzz_command(examples: int, only: str | None, seed: int | None, keep: 
     help="Where the prefilled database (made by OLD) is kept between comparisons.",
 )
 @click.option(
+    "--report-load",
+    is_flag=True,
+    help="A client requests heavy reports back to back during every step, on both sides the same: "
+    "NEW's workers/bench/load.py is copied over OLD's in OLD's temporary worktree.",
+)
+@click.option(
     "--json", "json_path", type=click.Path(dir_okay=False), help="Write every run and the ratios here."
 )
 def bench_compare_command(
@@ -815,6 +821,7 @@ def bench_compare_command(
     prefill: int,
     workers: int,
     data_dir: str,
+    report_load: bool,
     json_path: str | None,
 ) -> None:
     """Two git revisions (OLD first), the same ladder on copies of one database: NEW / OLD ratios."""
@@ -833,6 +840,7 @@ def bench_compare_command(
         workers=workers,
         data_dir=Path(data_dir).resolve(),
         reporter=ConsoleReporter(),
+        report_load=report_load,
     )
     if json_path:
         Path(json_path).write_text(json.dumps(result, indent=2) + "\n")

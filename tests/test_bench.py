@@ -207,6 +207,59 @@ def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, be
     assert not list(scratch.glob("lanner-compare-*"))  # with their directory.
 
 
+def test_bench_compare_with_report_load_asks_both_sides_for_the_same_reports(tmp_path, bench_env):
+    from workers.bench.load import HEAVY_REPORTS
+
+    out, scratch = tmp_path / "compare.json", tmp_path / "tmp"
+    scratch.mkdir()
+    args = ["bench", "compare", "HEAD", "HEAD", "--report-load", "--rates", "40", "--step-seconds", "3"]
+    args += ["--rounds", "1", "--prefill", "2000", "--json", str(out), "--data-dir", str(tmp_path / "data")]
+    result = subprocess.run(
+        [*LANNER, *args],
+        env={**bench_env, "TMPDIR": str(scratch)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    compared = json.loads(out.read_text())
+    assert compared["report_load"] is True and compared["reports"] == list(HEAVY_REPORTS)
+    assert [run["side"] for run in compared["runs"]] == ["old", "new"]
+    for run in compared["runs"]:
+        (step,) = run["report"]["lanner"]
+        assert step["accepted"] > 0 and (step["lost"], step["duplicated"]) == (0, 0)
+        # The client's reports, answered 200 beside the clicks (the step waits for the one in flight).
+        assert step["side_load"]["reports"] >= 1 and step["side_load"]["report_p50_ms"] > 0
+    (row,) = compared["ratios"]
+    assert row["rate"] == 40 and row["accepted_per_s"] is not None and row["p99_ms"] is not None
+    assert "Reports done beside each step" in result.stdout
+
+
+def test_bench_compare_gives_old_the_report_client_of_new_only_if_old_needs_nothing_it_lacks(tmp_path):
+    from workers.bench.compare import REPORT_CLIENT, share_report_client
+    from workers.bench.harness import BenchError
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    for tree, reports in ((old, ["/api/report?group=campaign"]), (new, ["/api/report?group=sub_id_1"])):
+        (tree / "workers/bench").mkdir(parents=True)
+        (tree / "tests").mkdir()
+        (tree / REPORT_CLIENT).write_text(
+            f"import threading\nHEAVY_REPORTS = {tuple(reports)!r}\n\n\nclass ReportLoad:\n    pass\n"
+        )
+    (old / "workers/bench/harness.py").write_text("from workers.bench.load import ReportLoad\n")
+    # A test of OLD's importing what NEW's lacks does not count: the bench does not run it.
+    (old / "tests/test_load.py").write_text("from workers.bench.load import _gone\n")
+    assert share_report_client(old, new) == ["/api/report?group=sub_id_1"]
+    assert (old / REPORT_CLIENT).read_text() == (new / REPORT_CLIENT).read_text()
+
+    (old / "workers/bench/harness.py").write_text("from workers.bench.load import PostbackLoad, ReportLoad\n")
+    (old / REPORT_CLIENT).write_text("before = 1\n")
+    with pytest.raises(BenchError, match="imports PostbackLoad from workers/bench/load.py"):
+        share_report_client(old, new)
+    assert (old / REPORT_CLIENT).read_text() == "before = 1\n"  # Left as it was.
+
+
 # -- `--cluster` (workers/bench/cluster.py) --------------------------------------------------
 
 
