@@ -791,7 +791,11 @@ def bench_fuzz_command(examples: int, only: str | None, seed: int | None, keep: 
 )
 @ladder_options(rates="2000,3000", step_seconds=30)
 @click.option(
-    "--rounds", type=click.IntRange(min=1), default=2, show_default=True, help="OLD, NEW alternations."
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Rounds of an OLD and a NEW run (OLD first in odd rounds, NEW in even ones).",
 )
 @click.option("--prefill", type=click.IntRange(min=0), default=1_000_000, show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Web workers.")

@@ -207,6 +207,34 @@ def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, be
     assert not list(scratch.glob("lanner-compare-*"))  # with their directory.
 
 
+def test_bench_compare_alternates_which_side_runs_first_and_pairs_each_round():
+    # The second run of a round read the lower p99 in all six rounds of main against itself: a side that
+    # always ran second would be flattered by its place, not its code.
+    from workers.bench.compare import ratios, round_order
+
+    assert [round_order(number) for number in (1, 2, 3, 4)] == [
+        ("old", "new"),
+        ("new", "old"),
+        ("old", "new"),
+        ("new", "old"),
+    ]
+    p99 = {
+        (1, "old"): 10.0,
+        (1, "new"): 5.0,
+        (2, "new"): 30.0,
+        (2, "old"): 10.0,
+        (3, "old"): 4.0,
+        (3, "new"): 2.0,
+    }
+    runs = [
+        {"round": number, "side": side, "report": {"lanner": [{"rate": 100, "p99_ms": p99[(number, side)]}]}}
+        for number in (1, 2, 3)
+        for side in round_order(number)
+    ]
+    (row,) = ratios(runs)
+    assert row["p99_ms"] == 0.5  # Medians of 0.5, 3.0 and 0.5: NEW over OLD of the same round.
+
+
 def test_bench_compare_with_report_load_asks_both_sides_for_the_same_reports(tmp_path, bench_env):
     from workers.bench.load import HEAVY_REPORTS
 

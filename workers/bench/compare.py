@@ -8,7 +8,9 @@ copy of both, migrated, with its deferred steps done and its history's upkeep ca
 compacted, the sub id cube built) by the revision under test before the load, so neither pays for the
 other's leftovers or for the prefill's one-time work. (OLD without a columnar history, as before issue 28,
 leaves the prefill without one: NEW's runs each make theirs from their copy, before the load.) Runs
-alternate (OLD, NEW, OLD, NEW, ...) so the machine's drift hits both; the ratios are medians over rounds.
+alternate, and which side goes first alternates by round (OLD, NEW, then NEW, OLD, ...): the machine's
+drift hits both, and neither is always the run after the other (main against itself read the second run's
+p99 lower in all six rounds of one window). The ratios are medians over rounds.
 
 With `report_load`, each run's `lanner bench clicks --report-load` has one client request heavy reports
 back to back during every step, and both sides are asked the same reports: NEW's
@@ -182,6 +184,11 @@ def _catch_up_history(worktree: Path, env: dict[str, str], data_dir: Path) -> No
             pass  # A revision from before that step has none to do.
 
 
+def round_order(number: int) -> tuple[str, str]:
+    """The sides in the order round `number` (from 1) runs them: OLD first in odd rounds, NEW in even."""
+    return ("old", "new") if number % 2 else ("new", "old")
+
+
 def ratios(runs: list[dict]) -> list[dict]:
     """Per rate and field: median over rounds of NEW / OLD of the same round."""
     by_round: dict[tuple[int, str], dict[int, dict]] = {}
@@ -253,7 +260,8 @@ def run_compare(
             except BenchError:
                 pass  # A revision from before the columnar history has none to make.
         for number in range(1, rounds + 1):
-            for side, rev in revisions.items():
+            for side in round_order(number):
+                rev = revisions[side]
                 run_dir, out = work / "run", work / f"{number}-{side}.json"
                 _copy_data(pristine, run_dir)
                 env = lanner_env(run_dir)
