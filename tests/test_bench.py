@@ -159,54 +159,6 @@ def test_bench_lander_reconciles_every_funnel_and_its_lp_click(tmp_path, bench_e
     )
 
 
-def test_bench_compare_runs_two_revisions_on_copies_of_one_database(tmp_path, bench_env):
-    out = tmp_path / "compare.json"
-    args = [
-        "bench",
-        "compare",
-        "HEAD",
-        "HEAD",
-        "--rates",
-        "40",
-        "--step-seconds",
-        "3",
-        "--rounds",
-        "1",
-        "--prefill",
-        "2000",
-        "--data-dir",
-        str(tmp_path / "compare"),
-        "--json",
-        str(out),
-    ]
-    # Its scratch directory (HEAD's worktree among it: one for both sides) in this test's own TMPDIR:
-    # another compare running on this repository meanwhile has worktrees of its own.
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    result = subprocess.run(
-        [*LANNER, *args],
-        env={**bench_env, "TMPDIR": str(scratch)},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    compared = json.loads(out.read_text())
-    assert [(run["revision"], run["round"]) for run in compared["runs"]] == [("HEAD", 1), ("HEAD", 1)]
-    for run in compared["runs"]:
-        (step,) = run["report"]["lanner"]
-        assert step["accepted"] > 0 and (step["lost"], step["duplicated"]) == (0, 0)
-        assert run["report"]["settings"]["db_clicks_before"] >= 2000  # The copy of the prefilled database.
-    (row,) = compared["ratios"]
-    assert row["rate"] == 40 and row["accepted_per_s"] is not None
-    # The prefill in the columnar history each run copies: no run's worker copies it during its step.
-    assert (tmp_path / "compare" / "pristine" / "history" / "clicks.duckdb").exists()
-    worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True)
-    assert str(scratch) not in worktrees.stdout  # Removed afterwards,
-    assert not list(scratch.glob("lanner-compare-*"))  # with their directory.
-
-
 def test_bench_compare_alternates_which_side_runs_first_and_pairs_each_round():
     # The second run of a round read the lower p99 in all six rounds of main against itself: a side that
     # always ran second would be flattered by its place, not its code.
@@ -235,13 +187,27 @@ def test_bench_compare_alternates_which_side_runs_first_and_pairs_each_round():
     assert row["p99_ms"] == 0.5  # Medians of 0.5, 3.0 and 0.5: NEW over OLD of the same round.
 
 
-def test_bench_compare_with_report_load_asks_both_sides_for_the_same_reports(tmp_path, bench_env):
+def test_bench_compare_runs_two_revisions_on_copies_of_one_database_asking_both_the_same_reports(
+    tmp_path, bench_env
+):
     from workers.bench.load import HEAVY_REPORTS
 
-    out, scratch = tmp_path / "compare.json", tmp_path / "tmp"
-    scratch.mkdir()
+    out = tmp_path / "compare.json"
     args = ["bench", "compare", "HEAD", "HEAD", "--report-load", "--rates", "40", "--step-seconds", "3"]
-    args += ["--rounds", "1", "--prefill", "2000", "--json", str(out), "--data-dir", str(tmp_path / "data")]
+    args += [
+        "--rounds",
+        "1",
+        "--prefill",
+        "2000",
+        "--json",
+        str(out),
+        "--data-dir",
+        str(tmp_path / "compare"),
+    ]
+    # Its scratch directory (HEAD's worktree among it: one for both sides) in this test's own TMPDIR:
+    # another compare running on this repository meanwhile has worktrees of its own.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     result = subprocess.run(
         [*LANNER, *args],
         env={**bench_env, "TMPDIR": str(scratch)},
@@ -252,16 +218,25 @@ def test_bench_compare_with_report_load_asks_both_sides_for_the_same_reports(tmp
     )
     assert result.returncode == 0, result.stdout + result.stderr
     compared = json.loads(out.read_text())
+    assert [(run["side"], run["revision"], run["round"]) for run in compared["runs"]] == [
+        ("old", "HEAD", 1),
+        ("new", "HEAD", 1),
+    ]
     assert compared["report_load"] is True and compared["reports"] == list(HEAVY_REPORTS)
-    assert [run["side"] for run in compared["runs"]] == ["old", "new"]
     for run in compared["runs"]:
         (step,) = run["report"]["lanner"]
         assert step["accepted"] > 0 and (step["lost"], step["duplicated"]) == (0, 0)
+        assert run["report"]["settings"]["db_clicks_before"] >= 2000  # The copy of the prefilled database.
         # The client's reports, answered 200 beside the clicks (the step waits for the one in flight).
         assert step["side_load"]["reports"] >= 1 and step["side_load"]["report_p50_ms"] > 0
     (row,) = compared["ratios"]
     assert row["rate"] == 40 and row["accepted_per_s"] is not None and row["p99_ms"] is not None
     assert "Reports done beside each step" in result.stdout
+    # The prefill in the columnar history each run copies: no run's worker copies it during its step.
+    assert (tmp_path / "compare" / "pristine" / "history" / "clicks.duckdb").exists()
+    worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True)
+    assert str(scratch) not in worktrees.stdout  # Removed afterwards,
+    assert not list(scratch.glob("lanner-compare-*"))  # with their directory.
 
 
 def test_bench_compare_gives_old_the_report_client_of_new_only_if_old_needs_nothing_it_lacks(tmp_path):
