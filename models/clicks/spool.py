@@ -23,7 +23,9 @@ Layout under `<data_dir>/spool/`:
   segment is gone under the lock; while a worker (or the flusher, which holds every unlanded
   segment open) still has the file open, its unlanded part is put back at its path
   (`restore_segment`, noted with 0 lost), else writers move on to a new segment, so no click is
-  appended to a file nobody will read.
+  appended to a file nobody will read. A segment replaced at its path (by hand, or made anew by a
+  worker that opened its journal after the deletion) is left, and the old file's unlanded lines are
+  moved to the new segment by the first worker that finds it.
 - `damaged.log`: segments found cut short (by hand: `truncate`, `> file`, a restore) or ending in a
   torn line (a power cut mid-write), one line each, by whichever process finds it first: the web
   worker about to append (its segment ends mid-line, or before a position read in it or landed)
@@ -433,9 +435,26 @@ class Journal:
                 lost,
                 fresh,
             )
-        else:
-            logger.warning("spool segment %s was replaced while in use; appending to segment %s", gone, fresh)
+            self._open_segment(fresh)
+            return
+        # Replaced: by hand, or by a worker that opened its journal after the deletion, before anything
+        # of it landed (it creates its start segment). Only the old file holds our unlanded lines: they
+        # go to the new segment. And the file at the path is left (mark_left), so a worker appending
+        # to it follows us: with a later segment there, the flusher takes this one as complete.
+        moved = restore_segment(self.spool_dir, fresh, self._fd, since, durable=False, compact=True)
+        try:
+            leave_file(self._path)
+        except OSError as exc:
+            logger.warning("could not mark replaced spool segment %s read-only: %s", gone, exc)
+        logger.warning(
+            "spool segment %s was replaced while in use; its %d unlanded click(s) moved to segment %s, "
+            "appending there",
+            gone,
+            moved,
+            fresh,
+        )
         self._open_segment(fresh)
+        self.offset = os.fstat(self._fd).st_size  # Our own lines: not fed to on_line again.
 
     def _path_holds_our_lines(self) -> bool:
         """The file now at our segment's path holds, up to our offset, the lines our descriptor reads.
@@ -576,7 +595,21 @@ def mark_left(fd: int) -> None:
         os.fchmod(fd, mode & ~0o222)
 
 
-def restore_segment(spool_dir: Path, segment: int, fd: int, since: int, *, durable: bool) -> int:
+def leave_file(path: str) -> None:
+    """mark_left the file at `path` (a segment's, replaced at it by another); gone already: nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        mark_left(fd)
+    finally:
+        os.close(fd)
+
+
+def restore_segment(
+    spool_dir: Path, segment: int, fd: int, since: int, *, durable: bool, compact: bool = False
+) -> int:
     """Put a segment deleted by hand back at its path from a descriptor still open on it.
 
     Call holding the journal lock (nobody is then mid-append, and no worker moves on meanwhile).
@@ -587,6 +620,9 @@ def restore_segment(spool_dir: Path, segment: int, fd: int, since: int, *, durab
     renamed, so nobody sees half of it. Returns how many lines it restored: 0 when there was
     nothing past `since` or a file is at the path again. Raises OSError (a full disk) with no
     file left behind.
+
+    `compact`: the lines go to the start of the file, writable, under another segment's number
+    (one nothing has been read from yet: Journal._leave_lost_segment).
     """
     path = segment_path(spool_dir, segment)
     end = os.fstat(fd).st_size
@@ -594,21 +630,22 @@ def restore_segment(spool_dir: Path, segment: int, fd: int, since: int, *, durab
         return 0
     temp = spool_dir / f".restore.{segment:08d}.{os.getpid()}.tmp"
     lines = 0
+    shift = since if compact else 0
     out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         try:
-            # Read-only if it was left (Journal._mark_left): no writer may take it up again.
-            os.fchmod(out, os.fstat(fd).st_mode & 0o7777)
+            if not compact:  # Read-only if it was left (Journal._mark_left): no writer may take it up.
+                os.fchmod(out, os.fstat(fd).st_mode & 0o7777)
             offset, last = since, b"\n"
             while offset < end and (data := os.pread(fd, min(READ_CHUNK, end - offset), offset)):
                 written = 0
                 while written < len(data):
-                    written += os.pwrite(out, data[written:], offset + written)
+                    written += os.pwrite(out, data[written:], offset + written - shift)
                 lines += data.count(b"\n")
                 offset, last = offset + len(data), data[-1:]
             if last != b"\n":
                 # Torn by a writer that died mid-line: ended, as the next worker to read it ends it.
-                os.pwrite(out, b"\n", offset)
+                os.pwrite(out, b"\n", offset - shift)
                 lines += 1
             if durable:
                 os.fsync(out)
