@@ -288,13 +288,17 @@ def peek_counted(line: bytes) -> tuple[str, int, int, int, int | None, int | Non
     fields = line.split(b"\t", _PEEK_OFFER + 1)
     if len(fields) <= _PEEK_OFFER + 1:
         raise ValueError("journal line has too few fields")
-    return _peeked(line, fields)
+    return _peeked(fields)
 
 
-def _peeked(line: bytes, fields: list[bytes]) -> tuple[str, int, int, int, int | None, int | None]:
+def _peeked(fields: list[bytes]) -> tuple[str, int, int, int, int | None, int | None]:
+    """peek_line's three fields and the counted ids, checked from a split the caller made (a worker
+    reads every other worker's line: one a click at two workers, split once)."""
     stream, offer = fields[_PEEK_STREAM], fields[_PEEK_OFFER]
     return (
-        *peek_line(line),
+        _checked_ip(fields[0].decode("ascii")),
+        _checked_int(fields[1], "ua_hash"),
+        _checked_int(fields[2], "created_at"),
         _checked_int(fields[_PEEK_CAMPAIGN], "campaign_id"),
         _checked_int(stream, "stream_id") if stream else None,
         _checked_int(offer, "offer_id") if offer else None,
@@ -308,15 +312,7 @@ def peek_visitor(line: bytes) -> tuple[int, int, int, int | None, int | None, st
     fields = line.split(b"\t", _LANDER_FIELD + 1)
     if len(fields) <= _LANDER_FIELD + 1:
         raise ValueError("journal line has too few fields")
-    # PERF: what peek_line and _peeked check, from this one split (a worker reads every other
-    # worker's line: one a click at two workers).
-    ip = _checked_ip(fields[0].decode("ascii"))
-    visitor_hash = _checked_int(fields[1], "ua_hash")
-    created_at = _checked_int(fields[2], "created_at")
-    campaign_id = _checked_int(fields[_PEEK_CAMPAIGN], "campaign_id")
-    stream, offer = fields[_PEEK_STREAM], fields[_PEEK_OFFER]
-    stream_id = _checked_int(stream, "stream_id") if stream else None
-    offer_id = _checked_int(offer, "offer_id") if offer else None
+    ip, visitor_hash, created_at, campaign_id, stream_id, offer_id = _peeked(fields)
     # PERF: a new line's lander field is empty or an id; the previous release's holds a cost there,
     # which always has a "." or an "e" (repr of a float): no count of the fields needed.
     lander = fields[_LANDER_FIELD]
